@@ -1,0 +1,31 @@
+package berth
+
+// AgentSpec is one entry of the agent catalog: how to start an ACP agent.
+type AgentSpec struct {
+	Name        string            `json:"name" toml:"name"`
+	Command     string            `json:"command" toml:"command"`
+	Args        []string          `json:"args,omitempty" toml:"args"`
+	Env         map[string]string `json:"-" toml:"env"`
+	Description string            `json:"description" toml:"description"`
+	DockerImage string            `json:"docker_image,omitempty" toml:"docker_image"`
+	PassEnv     []string          `json:"pass_env,omitempty" toml:"pass_env"`
+	HomeFiles   []string          `json:"home_files,omitempty" toml:"home_files"`
+	Network     bool              `json:"network,omitempty" toml:"network"`
+}
+
+// AgentInfo is an agent catalog entry as GET /v1/agents shows it.
+type AgentInfo struct {
+	Name        string `json:"name"`
+	Command     string `json:"command"`
+	Available   bool   `json:"available"`
+	Description string `json:"description"`
+}
+
+// Health is the answer of GET /v1/health.
+type Health struct {
+	Status    string   `json:"status"`
+	Version   string   `json:"version"`
+	Store     string   `json:"store"`
+	NodeID    string   `json:"node_id"`
+	Sandboxes []string `json:"sandboxes,omitempty"`
+}

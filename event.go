@@ -1,0 +1,108 @@
+package berth
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Event is one record of a session's append-only log. Seq starts at 1 and
+// grows by exactly 1 per session; it is assigned by the log writer, never by
+// the producer.
+type Event struct {
+	Seq       int64           `json:"seq"`
+	SessionID string          `json:"session_id"`
+	TurnID    string          `json:"turn_id,omitempty"`
+	Type      string          `json:"type"`
+	Time      time.Time       `json:"time"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// Event types (CONTRACT §4.3).
+const (
+	EventSessionCreated      = "session_created"
+	EventSessionStarted      = "session_started"
+	EventSessionStopped      = "session_stopped"
+	EventTurnStarted         = "turn_started"
+	EventAgentMessage        = "agent_message"
+	EventAgentThought        = "agent_thought"
+	EventUserMessage         = "user_message"
+	EventToolCall            = "tool_call"
+	EventToolCallUpdate      = "tool_call_update"
+	EventPlan                = "plan"
+	EventUsage               = "usage"
+	EventModeUpdate          = "mode_update"
+	EventConfigUpdate        = "config_update"
+	EventCommandsUpdate      = "commands_update"
+	EventTurnEnded           = "turn_ended"
+	EventPromptQueued        = "prompt_queued"
+	EventPromptCanceled      = "prompt_canceled"
+	EventPromptSteered       = "prompt_steered"
+	EventPermissionRequested = "permission_requested"
+	EventPermissionResolved  = "permission_resolved"
+	EventFileRead            = "file_read"
+	EventFileWritten         = "file_written"
+	EventFileRefused         = "file_refused"
+	EventTerminalStarted     = "terminal_started"
+	EventTerminalExited      = "terminal_exited"
+	EventExec                = "exec"
+	EventRuntimeWarning      = "runtime_warning"
+	EventRuntimeRecovered    = "runtime_recovered"
+	EventAgentStderr         = "agent_stderr"
+	EventACPUnknown          = "acp_unknown"
+)
+
+// Turn stop reasons (the data.stop_reason of turn_ended).
+const (
+	TurnEndTurn         = "end_turn"
+	TurnCancelled       = "cancelled"
+	TurnMaxTokens       = "max_tokens"
+	TurnMaxTurnRequests = "max_turn_requests"
+	TurnRefusal         = "refusal"
+	TurnError           = "error"
+)
+
+// EventFilter selects a page of a session's log. After is exclusive.
+type EventFilter struct {
+	After  int64
+	Limit  int
+	Type   string
+	TurnID string
+}
+
+// Paging bounds for event pages (CONTRACT §4.3).
+const (
+	DefaultEventLimit = 100
+	MaxEventLimit     = 1000
+)
+
+// NewEvent builds an unsequenced event whose data is v marshalled to JSON.
+// It panics only if v cannot be marshalled, which is a programming error.
+func NewEvent(sessionID, turnID, typ string, v any) Event {
+	var data json.RawMessage
+	switch d := v.(type) {
+	case nil:
+		data = json.RawMessage(`{}`)
+	case json.RawMessage:
+		data = d
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			panic("berth: event data: " + err.Error())
+		}
+		data = b
+	}
+	return Event{SessionID: sessionID, TurnID: turnID, Type: typ, Time: time.Now().UTC(), Data: data}
+}
+
+// EventStream reads a session's log from a position on: first what is
+// stored, then what is appended, in seq order, with no gap and no duplicate.
+type EventStream interface {
+	// Next blocks until at least one event after the stream's position is
+	// committed, and returns those events (at most a page). It returns
+	// io.EOF once the session is stopped and every event has been returned,
+	// and ctx.Err() when ctx ends first.
+	Next(ctx context.Context) ([]Event, error)
+	// Close releases the stream.
+	Close()
+}

@@ -1,0 +1,92 @@
+package berth
+
+import (
+	"context"
+	"io"
+	"os"
+	"time"
+)
+
+// Sandbox provider names.
+const (
+	SandboxAuto   = "auto"
+	SandboxHost   = "host"
+	SandboxBwrap  = "bwrap"
+	SandboxDocker = "docker"
+)
+
+// SandboxProvider makes sandboxes of one kind (host, bwrap, docker).
+type SandboxProvider interface {
+	// Name is the provider's name as sessions and the config spell it.
+	Name() string
+	// Probe reports whether the provider works on this host; its error
+	// (EUnavailable) says why not.
+	Probe(ctx context.Context) error
+	// Open prepares a sandbox for one session. EUnavailable when the
+	// provider cannot serve it, EForbidden when policy refuses it.
+	Open(ctx context.Context, spec SandboxConfig) (Sandbox, error)
+}
+
+// SandboxConfig is what a provider needs to build one session's sandbox.
+type SandboxConfig struct {
+	SessionID string
+	// Workspace is the absolute workspace directory, bound read-write.
+	Workspace string
+	// Home is the session's private HOME directory on the host.
+	Home string
+	// Env is the environment the agent gets, already filtered.
+	Env     map[string]string
+	Network bool
+}
+
+// Sandbox runs processes for one session.
+type Sandbox interface {
+	// Start starts a process inside the sandbox, in its own process group.
+	Start(ctx context.Context, spec ProcSpec) (Process, error)
+	// Close releases the sandbox (containers, mounts). It does not touch
+	// the workspace.
+	Close(ctx context.Context) error
+}
+
+// ProcSpec describes one process to start in a sandbox.
+type ProcSpec struct {
+	Path string
+	Args []string
+	// Env is added to the sandbox's environment ("K=V").
+	Env []string
+	// Dir is the working directory; empty means the workspace.
+	Dir string
+	// Stdin, when nil, gives the process a pipe reachable through Process.Stdin.
+	Stdin io.Reader
+	// Stdout and Stderr, when nil, are pipes reachable through Process.
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	Code   int    `json:"exit_code"`
+	Signal string `json:"signal,omitempty"`
+}
+
+// Success reports whether the process exited 0 without a signal.
+func (e ExitStatus) Success() bool { return e.Code == 0 && e.Signal == "" }
+
+// Process is one process started in a sandbox.
+type Process interface {
+	// Pid is the process id, which is also its process group id.
+	Pid() int
+	// Stdin, Stdout and Stderr are the pipes asked for in ProcSpec (nil
+	// when the caller gave its own).
+	Stdin() io.WriteCloser
+	Stdout() io.ReadCloser
+	Stderr() io.ReadCloser
+	// Wait waits for the process to exit and reaps it. It may be called
+	// from several goroutines; all get the same status.
+	Wait() (ExitStatus, error)
+	// Signal sends sig to the whole process group.
+	Signal(sig os.Signal) error
+	// Stop sends SIGTERM to the group, waits up to grace, then SIGKILLs the
+	// group, and reaps. It is idempotent.
+	Stop(ctx context.Context, grace time.Duration) (ExitStatus, error)
+}

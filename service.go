@@ -1,0 +1,45 @@
+package berth
+
+import "context"
+
+// SessionService is what the daemon offers its edges (HTTP, Unix socket, the
+// in-process CLI). session.Manager implements it; http.Server serves it.
+type SessionService interface {
+	// Health reports liveness and which store is in use.
+	Health(ctx context.Context) Health
+	// Agents lists the agent catalog.
+	Agents(ctx context.Context) []AgentInfo
+
+	// CreateSession validates req, stores the session and completes the
+	// agent handshake before it returns. A failed handshake returns the
+	// stored stopped/startup_failed session and a nil error. EInvalid for
+	// bad input (unknown agent, missing workspace), EUnavailable for a
+	// sandbox that cannot run here, EForbidden when policy refuses.
+	CreateSession(ctx context.Context, req CreateRequest) (*Session, error)
+	// GetSession returns one session. ENotFound.
+	GetSession(ctx context.Context, id string) (*Session, error)
+	// ListSessions returns a page of sessions. EInvalid for a bad cursor.
+	ListSessions(ctx context.Context, f SessionFilter) (*SessionPage, error)
+	// StopSession stops the agent and returns the stopped session; stopping
+	// a stopped session returns it unchanged. ENotFound.
+	StopSession(ctx context.Context, id string) (*Session, error)
+	// DeleteSession stops the session, then deletes its log and managed
+	// workspace. ENotFound.
+	DeleteSession(ctx context.Context, id string) error
+
+	// Prompt sends a prompt. EInvalid for empty text, ETooLarge over the
+	// cap, EConflict when the session cannot take it, ENotFound.
+	Prompt(ctx context.Context, id string, req PromptRequest) (*PromptResult, error)
+	// WaitTurn blocks until the turn ends and returns its result.
+	WaitTurn(ctx context.Context, id, turnID string) (*TurnResult, error)
+	// Cancel cancels the turn in flight and returns its id. EConflict when
+	// idle, ENotFound.
+	Cancel(ctx context.Context, id string) (string, error)
+
+	// ListEvents pages a session's log. ENotFound, EInvalid for bad bounds.
+	ListEvents(ctx context.Context, id string, f EventFilter) ([]Event, error)
+	// StreamEvents follows a session's log from after on. ENotFound.
+	StreamEvents(ctx context.Context, id string, after int64) (EventStream, error)
+	// Transcript returns the session's turns. ENotFound.
+	Transcript(ctx context.Context, id string) ([]TranscriptTurn, error)
+}

@@ -1,0 +1,281 @@
+package berth
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// State is where a session is in its life (CONTRACT §3).
+type State string
+
+// The session states. starting → active → stopping → stopped; stopped →
+// starting only through resume.
+const (
+	StateStarting State = "starting"
+	StateActive   State = "active"
+	StateStopping State = "stopping"
+	StateStopped  State = "stopped"
+)
+
+// validTransitions lists, for each state, the states it may move to.
+var validTransitions = map[State][]State{
+	StateStarting: {StateActive, StateStopping, StateStopped},
+	StateActive:   {StateStopping, StateStopped},
+	StateStopping: {StateStopped},
+	StateStopped:  {StateStarting},
+}
+
+// CanTransition reports whether a session may move from one state to another.
+func CanTransition(from, to State) bool {
+	for _, s := range validTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Live reports whether a session in this state has (or is getting) an agent.
+func (s State) Live() bool { return s == StateStarting || s == StateActive || s == StateStopping }
+
+// Badge is the one-word, computed status shown to humans.
+type Badge string
+
+// The badges.
+const (
+	BadgeRunning   Badge = "running"
+	BadgeIdle      Badge = "idle"
+	BadgeWaiting   Badge = "waiting"
+	BadgeHung      Badge = "hung"
+	BadgeNeedsAuth Badge = "needs_auth"
+	BadgeStopped   Badge = "stopped"
+	BadgeFailed    Badge = "failed"
+	BadgeStarting  Badge = "starting"
+)
+
+// StopReason says why a session stopped.
+type StopReason string
+
+// The stop reasons.
+const (
+	StopUserRequested  StopReason = "user_requested"
+	StopIdleTimeout    StopReason = "idle_timeout"
+	StopTTLExpired     StopReason = "ttl_expired"
+	StopAgentExited    StopReason = "agent_exited"
+	StopAgentCrashed   StopReason = "agent_crashed"
+	StopStartupFailed  StopReason = "startup_failed"
+	StopDaemonShutdown StopReason = "daemon_shutdown"
+	StopDaemonCrashed  StopReason = "daemon_crashed"
+	StopParentStopped  StopReason = "parent_stopped"
+	StopStallTimeout   StopReason = "stall_timeout"
+	StopNodeLost       StopReason = "node_lost"
+)
+
+// Failure kinds.
+const (
+	FailStartup     = "startup"
+	FailHandshake   = "handshake"
+	FailProtocol    = "protocol"
+	FailProcessExit = "process_exit"
+	FailTimeout     = "timeout"
+	FailSandbox     = "sandbox"
+	FailAuth        = "auth"
+	FailInternal    = "internal"
+)
+
+// Failure describes why a session stopped with a failure.
+type Failure struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// Permission modes (CONTRACT §4.5).
+const (
+	PermDenyAll      = "deny-all"
+	PermApproveReads = "approve-reads"
+	PermApproveAll   = "approve-all"
+	PermAsk          = "ask"
+)
+
+// ValidPermissionMode reports whether m names a permission mode.
+func ValidPermissionMode(m string) bool {
+	switch m {
+	case PermDenyAll, PermApproveReads, PermApproveAll, PermAsk:
+		return true
+	}
+	return false
+}
+
+// SandboxSpec is the sandbox a session runs under.
+type SandboxSpec struct {
+	Provider string `json:"provider"`
+	Network  bool   `json:"network"`
+}
+
+// ACPInfo is what the agent told berth during the ACP handshake.
+type ACPInfo struct {
+	SessionID       string          `json:"session_id"`
+	ProtocolVersion int             `json:"protocol_version"`
+	AgentInfo       json.RawMessage `json:"agent_info,omitempty"`
+	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
+	AuthMethods     json.RawMessage `json:"auth_methods,omitempty"`
+}
+
+// QueueInfo summarises a session's input queue.
+type QueueInfo struct {
+	Pending    int   `json:"pending"`
+	Generation int64 `json:"generation"`
+}
+
+// Session is one agent conversation in one workspace, under one sandbox.
+// Fields tagged json:"-" are stored but never shown over the API.
+type Session struct {
+	ID                 string            `json:"id"`
+	Name               string            `json:"name"`
+	Agent              string            `json:"agent"`
+	State              State             `json:"state"`
+	Badge              Badge             `json:"badge"`
+	StopReason         StopReason        `json:"stop_reason,omitempty"`
+	Failure            *Failure          `json:"failure,omitempty"`
+	Workspace          string            `json:"workspace"`
+	ManagedWorkspace   bool              `json:"managed_workspace"`
+	Sandbox            SandboxSpec       `json:"sandbox"`
+	PermissionMode     string            `json:"permission_mode"`
+	ACP                ACPInfo           `json:"acp"`
+	ParentID           string            `json:"parent_id,omitempty"`
+	Labels             map[string]string `json:"labels"`
+	Env                map[string]string `json:"-"`
+	CreatedAt          time.Time         `json:"created_at"`
+	UpdatedAt          time.Time         `json:"updated_at"`
+	LastActivityAt     time.Time         `json:"last_activity_at"`
+	ExpiresAt          *time.Time        `json:"expires_at,omitempty"`
+	TTLSeconds         int               `json:"ttl_seconds,omitempty"`
+	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty"`
+	LastSeq            int64             `json:"last_seq"`
+	Turns              int               `json:"turns"`
+	CurrentTurnID      string            `json:"current_turn_id,omitempty"`
+	Queue              QueueInfo         `json:"queue"`
+	PendingPermissions int               `json:"pending_permissions"`
+	Resumable          bool              `json:"resumable"`
+	// AgentPID is the process group of the agent while it runs, recorded so
+	// a daemon that finds the session live at boot can kill what is left.
+	AgentPID int `json:"-"`
+	// NeedsAuth is set when the agent answered auth_required; the badge shows it.
+	NeedsAuth bool `json:"-"`
+}
+
+// ComputeBadge derives the badge from the session's fields. busy and waiting
+// are live facts the manager knows (a turn in flight, a pending permission).
+func (s *Session) ComputeBadge(busy, hung bool) Badge {
+	switch s.State {
+	case StateStopped:
+		if s.Failure != nil || s.StopReason == StopAgentCrashed || s.StopReason == StopStartupFailed || s.StopReason == StopDaemonCrashed {
+			return BadgeFailed
+		}
+		return BadgeStopped
+	case StateStarting:
+		return BadgeStarting
+	case StateStopping:
+		return BadgeStopped
+	}
+	switch {
+	case s.PendingPermissions > 0:
+		return BadgeWaiting
+	case hung && busy:
+		return BadgeHung
+	case busy:
+		return BadgeRunning
+	case s.NeedsAuth:
+		return BadgeNeedsAuth
+	}
+	return BadgeIdle
+}
+
+// SessionFilter selects sessions in a list.
+type SessionFilter struct {
+	State  State
+	Agent  string
+	Parent string
+	Labels map[string]string
+	// Cursor is an opaque position returned as NextCursor by a previous page.
+	Cursor string
+	Limit  int
+}
+
+// SessionPage is one page of a session list.
+type SessionPage struct {
+	Sessions   []*Session `json:"sessions"`
+	NextCursor string     `json:"next_cursor"`
+}
+
+// CreateRequest is the body of POST /v1/sessions (CONTRACT §4.1).
+type CreateRequest struct {
+	Agent              string            `json:"agent"`
+	Name               string            `json:"name,omitempty"`
+	Workspace          string            `json:"workspace,omitempty"`
+	Sandbox            string            `json:"sandbox,omitempty"`
+	Network            bool              `json:"network,omitempty"`
+	PermissionMode     string            `json:"permission_mode,omitempty"`
+	Env                map[string]string `json:"env,omitempty"`
+	Labels             map[string]string `json:"labels,omitempty"`
+	TTLSeconds         int               `json:"ttl_seconds,omitempty"`
+	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty"`
+	FromSnapshot       string            `json:"from_snapshot,omitempty"`
+	Prompt             string            `json:"prompt,omitempty"`
+}
+
+// Prompt modes (CONTRACT §4.2).
+const (
+	ModeQueue     = "queue"
+	ModeInterrupt = "interrupt"
+	ModeSteer     = "steer"
+)
+
+// PromptRequest is the body of POST /v1/sessions/{id}/prompts.
+type PromptRequest struct {
+	Text string `json:"text"`
+	Mode string `json:"mode,omitempty"`
+}
+
+// Validate checks a prompt against the prompt size cap.
+func (r *PromptRequest) Validate(maxBytes int) error {
+	if strings.TrimSpace(r.Text) == "" {
+		return Errorf(EInvalid, "text must not be empty")
+	}
+	if maxBytes > 0 && len(r.Text) > maxBytes {
+		return &Error{Code: ETooLarge, Message: "prompt is larger than limits.max_prompt_bytes",
+			Details: map[string]any{"max_bytes": maxBytes, "bytes": len(r.Text)}}
+	}
+	switch r.Mode {
+	case "", ModeQueue, ModeInterrupt, ModeSteer:
+	default:
+		return Errorf(EInvalid, "mode must be one of queue, interrupt, steer")
+	}
+	return nil
+}
+
+// PromptResult is the answer to a prompt that was accepted.
+type PromptResult struct {
+	Status            string `json:"status"`
+	TurnID            string `json:"turn_id,omitempty"`
+	EntryID           string `json:"entry_id,omitempty"`
+	Position          int    `json:"position,omitempty"`
+	Generation        int64  `json:"generation,omitempty"`
+	InterruptedTurnID string `json:"interrupted_turn_id,omitempty"`
+	CanceledEntries   *int   `json:"canceled_entries,omitempty"`
+}
+
+// TurnResult is the answer of a prompt sent with ?wait=true.
+type TurnResult struct {
+	TurnID     string    `json:"turn_id"`
+	StopReason string    `json:"stop_reason"`
+	Text       string    `json:"text"`
+	Error      *ACPError `json:"error,omitempty"`
+}
+
+// ACPError is an error reported by or about the agent for a turn.
+type ACPError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
