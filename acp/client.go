@@ -1,0 +1,207 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+)
+
+// ClientHandler is what berth serves to an agent. Every method but
+// SessionUpdate and ExtNotification runs on its own goroutine, so a request
+// that waits (a permission question) never blocks the agent's updates.
+type ClientHandler interface {
+	// SessionUpdate receives each session/update in arrival order, on the
+	// reader goroutine, including updates that arrive before session/new
+	// answers or after a prompt answers. It must not call the agent.
+	SessionUpdate(n SessionNotification, u Update)
+	// ExtNotification receives any other notification (e.g. "_…" extensions).
+	ExtNotification(method string, params json.RawMessage)
+	RequestPermission(ctx context.Context, req RequestPermissionRequest) (RequestPermissionResponse, error)
+	ReadTextFile(ctx context.Context, req ReadTextFileRequest) (ReadTextFileResponse, error)
+	WriteTextFile(ctx context.Context, req WriteTextFileRequest) error
+	CreateTerminal(ctx context.Context, req CreateTerminalRequest) (CreateTerminalResponse, error)
+	TerminalOutput(ctx context.Context, req TerminalRequest) (TerminalOutputResponse, error)
+	WaitForTerminalExit(ctx context.Context, req TerminalRequest) (TerminalExitStatus, error)
+	KillTerminal(ctx context.Context, req TerminalRequest) error
+	ReleaseTerminal(ctx context.Context, req TerminalRequest) error
+}
+
+// Client is the client side of an ACP connection: berth talking to one agent.
+type Client struct {
+	conn *Conn
+	h    ClientHandler
+}
+
+// NewClient returns a client over rwc serving h; call Start to begin.
+func NewClient(rwc io.ReadWriteCloser, h ClientHandler, opts Options) *Client {
+	c := &Client{h: h}
+	c.conn = NewConn(rwc, clientDispatch{h}, opts)
+	return c
+}
+
+// Start starts reading from the agent.
+func (c *Client) Start() { c.conn.Start() }
+
+// Done is closed when the agent's output ends.
+func (c *Client) Done() <-chan struct{} { return c.conn.Done() }
+
+// Err says why the agent's output ended (nil for EOF).
+func (c *Client) Err() error { return c.conn.Err() }
+
+// Stats returns the transport's counters.
+func (c *Client) Stats() Stats { return c.conn.Stats() }
+
+// Close closes the transport and waits for every handler to return.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Initialize opens the protocol, advertising fs read/write and terminals.
+func (c *Client) Initialize(ctx context.Context, info Implementation) (InitializeResponse, error) {
+	var resp InitializeResponse
+	err := c.conn.Call(ctx, MethodInitialize, InitializeRequest{
+		ProtocolVersion:    ProtocolVersion,
+		ClientCapabilities: ClientCapabilities{Fs: FsCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true},
+		ClientInfo:         &info,
+	}, &resp)
+	return resp, err
+}
+
+// NewSession creates an ACP session working in cwd.
+func (c *Client) NewSession(ctx context.Context, cwd string) (NewSessionResponse, error) {
+	var resp NewSessionResponse
+	err := c.conn.Call(ctx, MethodSessionNew, NewSessionRequest{Cwd: cwd, McpServers: []json.RawMessage{}}, &resp)
+	return resp, err
+}
+
+// LoadSession reopens a stored ACP session; the agent replays its history
+// as session/update notifications before it answers.
+func (c *Client) LoadSession(ctx context.Context, sessionID, cwd string) error {
+	return c.conn.Call(ctx, MethodSessionLoad, LoadSessionRequest{SessionID: sessionID, Cwd: cwd, McpServers: []json.RawMessage{}}, nil)
+}
+
+// ResumeSession resumes an ACP session without a replay.
+func (c *Client) ResumeSession(ctx context.Context, sessionID, cwd string) error {
+	return c.conn.Call(ctx, MethodSessionResume, LoadSessionRequest{SessionID: sessionID, Cwd: cwd, McpServers: []json.RawMessage{}}, nil)
+}
+
+// Prompt runs one turn and returns its stop reason. Every update the agent
+// sent before its answer has been handed to SessionUpdate when it returns.
+func (c *Client) Prompt(ctx context.Context, sessionID string, prompt ...ContentBlock) (PromptResponse, error) {
+	var resp PromptResponse
+	err := c.conn.Call(ctx, MethodSessionPrompt, PromptRequest{SessionID: sessionID, Prompt: prompt}, &resp)
+	return resp, err
+}
+
+// Cancel asks the agent to end the turn in flight.
+func (c *Client) Cancel(ctx context.Context, sessionID string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return c.conn.Notify(ctx, MethodSessionCancel, CancelNotification{SessionID: sessionID})
+}
+
+// clientDispatch routes the agent's messages to a ClientHandler.
+type clientDispatch struct{ h ClientHandler }
+
+// HandleNotification implements Handler.
+func (d clientDispatch) HandleNotification(method string, params json.RawMessage) {
+	if method != MethodSessionUpdate {
+		d.h.ExtNotification(method, params)
+		return
+	}
+	var n SessionNotification
+	if err := json.Unmarshal(params, &n); err != nil {
+		// Keep what cannot be decoded, as an unknown update.
+		d.h.SessionUpdate(SessionNotification{Update: params}, Update{Raw: params})
+		return
+	}
+	d.h.SessionUpdate(n, ParseUpdate(n.Update))
+}
+
+// decode unmarshals params into v, or returns an invalid-params error.
+func decode[T any](params json.RawMessage) (T, error) {
+	var v T
+	if err := json.Unmarshal(params, &v); err != nil {
+		return v, InvalidParams(err)
+	}
+	return v, nil
+}
+
+// empty is the {} result of methods that return nothing.
+type empty struct{}
+
+// HandleRequest implements Handler.
+func (d clientDispatch) HandleRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case MethodRequestPermission:
+		req, err := decode[RequestPermissionRequest](params)
+		if err != nil {
+			return nil, err
+		}
+		return d.h.RequestPermission(ctx, req)
+	case MethodReadTextFile:
+		req, err := decode[ReadTextFileRequest](params)
+		if err != nil {
+			return nil, err
+		}
+		return d.h.ReadTextFile(ctx, req)
+	case MethodWriteTextFile:
+		req, err := decode[WriteTextFileRequest](params)
+		if err != nil {
+			return nil, err
+		}
+		return empty{}, d.h.WriteTextFile(ctx, req)
+	case MethodTerminalCreate:
+		req, err := decode[CreateTerminalRequest](params)
+		if err != nil {
+			return nil, err
+		}
+		return d.h.CreateTerminal(ctx, req)
+	case MethodTerminalOutput, MethodTerminalWait, MethodTerminalKill, MethodTerminalRelease:
+		req, err := decode[TerminalRequest](params)
+		if err != nil {
+			return nil, err
+		}
+		switch method {
+		case MethodTerminalOutput:
+			return d.h.TerminalOutput(ctx, req)
+		case MethodTerminalWait:
+			return d.h.WaitForTerminalExit(ctx, req)
+		case MethodTerminalKill:
+			return empty{}, d.h.KillTerminal(ctx, req)
+		default:
+			return empty{}, d.h.ReleaseTerminal(ctx, req)
+		}
+	}
+	return nil, MethodNotFound(method)
+}
+
+// Pipe joins a reader and a writer (a child's stdout and stdin) into one
+// io.ReadWriteCloser whose Close closes both.
+type Pipe struct {
+	R io.ReadCloser
+	W io.WriteCloser
+}
+
+// Read implements io.Reader.
+func (p Pipe) Read(b []byte) (int, error) { return p.R.Read(b) }
+
+// Write implements io.Writer.
+func (p Pipe) Write(b []byte) (int, error) { return p.W.Write(b) }
+
+// SetWriteDeadline forwards to the writer when it supports deadlines.
+func (p Pipe) SetWriteDeadline(t time.Time) error {
+	if d, ok := p.W.(deadliner); ok {
+		return d.SetWriteDeadline(t)
+	}
+	return nil
+}
+
+// Close closes the writer, then the reader.
+func (p Pipe) Close() error {
+	werr := p.W.Close()
+	rerr := p.R.Close()
+	if werr != nil {
+		return werr
+	}
+	return rerr
+}

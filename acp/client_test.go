@@ -1,0 +1,89 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+)
+
+// updates records session updates for the client tests.
+type updates struct {
+	recorder
+	got []Update
+}
+
+func (u *updates) SessionUpdate(n SessionNotification, up Update) {
+	u.mu.Lock()
+	u.got = append(u.got, up)
+	u.mu.Unlock()
+}
+func (u *updates) ExtNotification(method string, params json.RawMessage) {
+	u.HandleNotification(method, params)
+}
+func (u *updates) RequestPermission(ctx context.Context, req RequestPermissionRequest) (RequestPermissionResponse, error) {
+	return Selected(req.Options[0].OptionID), nil
+}
+func (u *updates) ReadTextFile(ctx context.Context, req ReadTextFileRequest) (ReadTextFileResponse, error) {
+	return ReadTextFileResponse{Content: "content of " + req.Path}, nil
+}
+func (u *updates) WriteTextFile(ctx context.Context, req WriteTextFileRequest) error { return nil }
+func (u *updates) CreateTerminal(ctx context.Context, req CreateTerminalRequest) (CreateTerminalResponse, error) {
+	return CreateTerminalResponse{TerminalID: "t1"}, nil
+}
+func (u *updates) TerminalOutput(ctx context.Context, req TerminalRequest) (TerminalOutputResponse, error) {
+	return TerminalOutputResponse{Output: "out"}, nil
+}
+func (u *updates) WaitForTerminalExit(ctx context.Context, req TerminalRequest) (TerminalExitStatus, error) {
+	code := 0
+	return TerminalExitStatus{ExitCode: &code}, nil
+}
+func (u *updates) KillTerminal(ctx context.Context, req TerminalRequest) error    { return nil }
+func (u *updates) ReleaseTerminal(ctx context.Context, req TerminalRequest) error { return nil }
+
+func TestClientKeepsUnknownUpdateKindsRaw(t *testing.T) {
+	h := &updates{}
+	c, p := newPair(t, clientDispatch{h}, Options{})
+	_ = c
+	p.send(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"hologram","beam":[1,2]}}}`)
+	p.send(t, `{"jsonrpc":"2.0","method":"_auth/status_update","params":{"ok":true}}`)
+	p.send(t, `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}`)
+	waitFor(t, func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.got) == 2 && len(h.methods) == 1 })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.got[0].Kind != "hologram" || h.got[0].Known() || string(h.got[0].Raw) != `{"sessionUpdate":"hologram","beam":[1,2]}` {
+		t.Fatalf("unknown update = %+v raw %s", h.got[0], h.got[0].Raw)
+	}
+	if h.got[1].Text() != "hi" || !h.got[1].Known() {
+		t.Fatalf("chunk = %+v", h.got[1])
+	}
+	if h.methods[0] != "_auth/status_update" {
+		t.Fatalf("extension notification = %q", h.methods[0])
+	}
+}
+
+func TestClientServesAgentRequests(t *testing.T) {
+	h := &updates{}
+	_, p := newPair(t, clientDispatch{h}, Options{})
+	cases := []struct{ req, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"fs/read_text_file","params":{"sessionId":"s","path":"/w/a"}}`, `{"content":"content of /w/a"}`},
+		{`{"jsonrpc":"2.0","id":2,"method":"fs/write_text_file","params":{"sessionId":"s","path":"/w/a","content":"x"}}`, `{}`},
+		{`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{"sessionId":"s","toolCall":{},"options":[{"optionId":"ok","name":"OK","kind":"allow_once"}]}}`, `{"outcome":{"outcome":"selected","optionId":"ok"}}`},
+		{`{"jsonrpc":"2.0","id":4,"method":"terminal/create","params":{"sessionId":"s","command":"ls"}}`, `{"terminalId":"t1"}`},
+		{`{"jsonrpc":"2.0","id":5,"method":"terminal/wait_for_exit","params":{"sessionId":"s","terminalId":"t1"}}`, `{"exitCode":0,"signal":null}`},
+	}
+	for _, tc := range cases {
+		p.send(t, tc.req)
+		m := p.readMsg(t)
+		if string(m.Result) != tc.want {
+			t.Fatalf("%s → %s (err %v), want %s", tc.req, m.Result, m.Error, tc.want)
+		}
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":6,"method":"no/such","params":{}}`)
+	if m := p.readMsg(t); m.Error == nil || m.Error.Code != CodeMethodNotFound {
+		t.Fatalf("unknown method answer = %+v", m)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":[1]}`)
+	if m := p.readMsg(t); m.Error == nil || m.Error.Code != CodeInvalidParams {
+		t.Fatalf("bad params answer = %+v", m)
+	}
+}

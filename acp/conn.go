@@ -1,0 +1,403 @@
+// Package acp is berth's client for the Agent Client Protocol v1: JSON-RPC
+// 2.0 over newline-delimited JSON on any io.ReadWriteCloser (a child's
+// stdio today, a shim's socket tomorrow). It imports nothing from berth.
+//
+// Unlike general-purpose SDKs it never drops a connection because the agent
+// is fast: one reader goroutine reads a line, dispatches it in order and only
+// then reads the next, so a burst of notifications turns into back-pressure
+// on the agent's stdout pipe instead of an overflowing queue. Lines may be up
+// to Options.MaxLineBytes (64 MiB by default); longer ones and lines that are
+// not JSON are skipped and counted, never fatal.
+package acp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxLineBytes is the default cap on one JSON-RPC line.
+const DefaultMaxLineBytes = 64 << 20
+
+// ErrClosed is returned by calls on a connection whose peer is gone.
+var ErrClosed = errors.New("acp: connection closed")
+
+// Handler serves what the peer sends.
+type Handler interface {
+	// HandleNotification is called for each notification, in arrival order,
+	// on the reader goroutine: the next line is not read until it returns.
+	// It may block (that is back-pressure) but must never wait for an
+	// answer from the peer.
+	HandleNotification(method string, params json.RawMessage)
+	// HandleRequest serves one request on its own goroutine. A returned
+	// *Error is sent as is; any other error becomes an internal error.
+	HandleRequest(ctx context.Context, method string, params json.RawMessage) (any, error)
+}
+
+// Options tune a connection.
+type Options struct {
+	// MaxLineBytes caps one inbound line; longer lines are skipped.
+	MaxLineBytes int
+	// WriteTimeout bounds one write when the writer supports deadlines.
+	WriteTimeout time.Duration
+	// OnSkippedLine, when set, sees each inbound line that is not JSON-RPC
+	// (at most 4 KiB of it), for diagnostics.
+	OnSkippedLine func(line []byte)
+	Logger        *slog.Logger
+}
+
+// Stats counts what the reader saw.
+type Stats struct {
+	// Messages is the number of JSON-RPC messages read.
+	Messages int64
+	// SkippedLines counts lines that were not JSON-RPC messages.
+	SkippedLines int64
+	// OversizedLines counts lines longer than MaxLineBytes.
+	OversizedLines int64
+}
+
+// message is one JSON-RPC 2.0 message in either direction.
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+}
+
+// response is what a pending call receives.
+type response struct {
+	result json.RawMessage
+	err    *Error
+}
+
+// deadliner is implemented by writers that support write deadlines.
+type deadliner interface{ SetWriteDeadline(time.Time) error }
+
+// Conn is one JSON-RPC connection to an agent.
+type Conn struct {
+	rwc     io.ReadWriteCloser
+	handler Handler
+	opts    Options
+	log     *slog.Logger
+
+	wmu  sync.Mutex
+	wbuf []byte
+
+	nextID  atomic.Int64
+	mu      sync.Mutex
+	pending map[int64]chan response
+	closed  bool
+
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+	requests   sync.WaitGroup
+	readerDone chan struct{}
+	err        error // why the reader stopped; read after readerDone
+
+	messages, skipped, oversized atomic.Int64
+	startOnce, closeOnce         sync.Once
+}
+
+// NewConn returns a connection over rwc; Start begins reading.
+func NewConn(rwc io.ReadWriteCloser, h Handler, opts Options) *Conn {
+	if opts.MaxLineBytes <= 0 {
+		opts.MaxLineBytes = DefaultMaxLineBytes
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 30 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Conn{
+		rwc: rwc, handler: h, opts: opts, log: opts.Logger,
+		pending: make(map[int64]chan response), baseCtx: ctx, cancelBase: cancel,
+		readerDone: make(chan struct{}),
+	}
+}
+
+// Start starts the reader goroutine. Close waits for it.
+func (c *Conn) Start() {
+	c.startOnce.Do(func() { go c.readLoop() })
+}
+
+// Done is closed when the reader stops: the peer closed its end or the
+// connection was closed.
+func (c *Conn) Done() <-chan struct{} { return c.readerDone }
+
+// Err returns why the reader stopped (nil for a clean EOF). Valid after Done.
+func (c *Conn) Err() error {
+	select {
+	case <-c.readerDone:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+// Stats returns the reader's counters.
+func (c *Conn) Stats() Stats {
+	return Stats{Messages: c.messages.Load(), SkippedLines: c.skipped.Load(), OversizedLines: c.oversized.Load()}
+}
+
+// Close closes the transport, fails pending calls, cancels inbound request
+// handlers and waits for the reader and every handler to return.
+func (c *Conn) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		err = c.rwc.Close()
+		c.cancelBase()
+		c.failPending()
+		// A reader that was never started has nothing to wait for.
+		c.startOnce.Do(func() { close(c.readerDone) })
+		<-c.readerDone
+		c.requests.Wait()
+	})
+	return err
+}
+
+// Call sends a request and waits for its answer, decoded into result (which
+// may be nil). A JSON-RPC error from the peer is returned as *Error. When
+// ctx ends first the call returns ctx.Err(); the request stays sent.
+func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	id := c.nextID.Add(1)
+	ch := make(chan response, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer c.forget(id)
+
+	if err := c.send(ctx, &message{ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method}, params); err != nil {
+		return err
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return r.err
+		}
+		if result == nil || len(r.result) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(r.result, result); err != nil {
+			return fmt.Errorf("acp: decode %s result: %w", method, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Notify sends a notification.
+func (c *Conn) Notify(ctx context.Context, method string, params any) error {
+	return c.send(ctx, &message{Method: method}, params)
+}
+
+// forget drops a pending call.
+func (c *Conn) forget(id int64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// failPending marks the connection closed and fails every pending call.
+func (c *Conn) failPending() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for id, ch := range c.pending {
+		ch <- response{err: &Error{Code: CodeInternal, Message: ErrClosed.Error()}}
+		delete(c.pending, id)
+	}
+}
+
+// send encodes m with params and writes it as one line. A failed or partial
+// write leaves the framing broken, so it closes the transport.
+func (c *Conn) send(ctx context.Context, m *message, params any) error {
+	m.JSONRPC = "2.0"
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return fmt.Errorf("acp: encode %s: %w", m.Method, err)
+		}
+		m.Params = b
+	}
+	return c.write(ctx, m)
+}
+
+// write serialises m and writes it with a deadline when possible.
+func (c *Conn) write(ctx context.Context, m *message) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	buf := bytes.NewBuffer(c.wbuf[:0])
+	if err := json.NewEncoder(buf).Encode(m); err != nil { // Encode appends '\n'
+		return fmt.Errorf("acp: encode: %w", err)
+	}
+	if d, ok := c.rwc.(deadliner); ok {
+		deadline := time.Now().Add(c.opts.WriteTimeout)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+			deadline = dl
+		}
+		_ = d.SetWriteDeadline(deadline)
+	}
+	_, err := c.rwc.Write(buf.Bytes())
+	if cap(buf.Bytes()) <= 1<<20 {
+		c.wbuf = buf.Bytes()
+	}
+	if err != nil {
+		c.log.Warn("acp write failed; closing connection", "err", err)
+		_ = c.rwc.Close()
+		return fmt.Errorf("%w: write: %v", ErrClosed, err)
+	}
+	return nil
+}
+
+// readLoop reads lines until EOF and dispatches each in order.
+func (c *Conn) readLoop() {
+	defer close(c.readerDone)
+	r := bufio.NewReaderSize(c.rwc, 64<<10)
+	var long []byte
+	for {
+		line, err := c.readLine(r, &long)
+		if len(line) > 0 {
+			c.dispatch(line)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+				c.err = err
+			}
+			c.failPending()
+			return
+		}
+	}
+}
+
+// readLine returns the next line without its newline. Lines over the cap
+// are discarded whole and counted. long is scratch space reused across calls.
+func (c *Conn) readLine(r *bufio.Reader, long *[]byte) ([]byte, error) {
+	frag, err := r.ReadSlice('\n')
+	if err == nil {
+		return frag, nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return frag, err
+	}
+	// The line is longer than the buffer: accumulate up to the cap.
+	acc := append((*long)[:0], frag...)
+	over := false
+	for {
+		frag, err = r.ReadSlice('\n')
+		if !over {
+			if len(acc)+len(frag) > c.opts.MaxLineBytes {
+				over = true
+				acc = acc[:0]
+			} else {
+				acc = append(acc, frag...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		break
+	}
+	if cap(acc) <= 4<<20 {
+		*long = acc
+	}
+	if over {
+		c.oversized.Add(1)
+		c.log.Warn("acp line over the cap skipped", "max_bytes", c.opts.MaxLineBytes)
+		return nil, err
+	}
+	return acc, err
+}
+
+// dispatch classifies one line and hands it on.
+func (c *Conn) dispatch(line []byte) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	var m message
+	if line[0] != '{' || json.Unmarshal(line, &m) != nil || (m.Method == "" && len(m.ID) == 0) {
+		c.skipped.Add(1)
+		if c.opts.OnSkippedLine != nil {
+			c.opts.OnSkippedLine(line[:min(len(line), 4096)])
+		}
+		return
+	}
+	c.messages.Add(1)
+	switch {
+	case m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null":
+		c.serve(m)
+	case m.Method != "":
+		c.handler.HandleNotification(m.Method, m.Params)
+	default:
+		c.deliver(m)
+	}
+}
+
+// deliver passes a response to its pending call.
+func (c *Conn) deliver(m message) {
+	id, err := strconv.ParseInt(string(m.ID), 10, 64)
+	if err != nil {
+		c.log.Warn("acp response with an id we never sent", "id", string(m.ID))
+		return
+	}
+	c.mu.Lock()
+	ch, ok := c.pending[id]
+	delete(c.pending, id)
+	c.mu.Unlock()
+	if !ok {
+		c.log.Debug("acp response for no pending call", "id", id)
+		return
+	}
+	ch <- response{result: m.Result, err: m.Error}
+}
+
+// serve runs an inbound request on its own goroutine and writes the answer.
+func (c *Conn) serve(m message) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.requests.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.requests.Done()
+		result, err := c.handler.HandleRequest(c.baseCtx, m.Method, m.Params)
+		out := &message{JSONRPC: "2.0", ID: m.ID}
+		if err != nil {
+			var rpcErr *Error
+			if !errors.As(err, &rpcErr) {
+				rpcErr = &Error{Code: CodeInternal, Message: err.Error()}
+			}
+			out.Error = rpcErr
+		} else {
+			b, merr := json.Marshal(result)
+			if merr != nil {
+				out.Error = &Error{Code: CodeInternal, Message: "encode result"}
+			} else {
+				out.Result = b
+			}
+		}
+		if werr := c.write(c.baseCtx, out); werr != nil {
+			c.log.Debug("acp answer not sent", "method", m.Method, "err", werr)
+		}
+	}()
+}

@@ -1,0 +1,385 @@
+package demoagent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// Agent identity reported by initialize.
+const (
+	agentName    = "berth-demo"
+	agentVersion = "1"
+)
+
+// codeResourceNotFound is ACP's JSON-RPC error code for an unknown resource
+// (here: a session id that session/load or session/prompt does not know).
+const codeResourceNotFound = -32002
+
+var errShuttingDown = errors.New("demo agent is shutting down")
+
+// agent implements acp.Agent and acp.AgentLoader.
+type agent struct {
+	conn     *acp.AgentSideConnection
+	out      *gatedWriter
+	stderr   io.Writer
+	stateDir string
+	exit     func(int)
+	release  <-chan struct{}
+
+	// ready is closed once conn is set.
+	ready chan struct{}
+
+	hung     chan struct{}
+	hungOnce sync.Once
+
+	mu         sync.Mutex
+	sessions   map[string]*session
+	clientCaps acp.ClientCapabilities
+	closed     bool
+	inflight   sync.WaitGroup
+
+	toolSeq atomic.Uint64
+}
+
+var (
+	_ acp.Agent       = (*agent)(nil)
+	_ acp.AgentLoader = (*agent)(nil)
+)
+
+// session is one conversation the agent knows in this process.
+type session struct {
+	id  string
+	log *historyLog
+
+	// turnMu serializes turns and history replays of the session.
+	turnMu sync.Mutex
+
+	mu  sync.Mutex
+	cwd string
+}
+
+func (s *session) getCwd() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cwd
+}
+
+func (s *session) setCwd(cwd string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cwd = cwd
+}
+
+func newAgent(stateDir string, stdout, stderr io.Writer, release <-chan struct{}) *agent {
+	hung := make(chan struct{})
+	return &agent{
+		out:      &gatedWriter{w: stdout, hung: hung, release: release},
+		stderr:   stderr,
+		stateDir: stateDir,
+		exit:     exit,
+		release:  release,
+		ready:    make(chan struct{}),
+		hung:     hung,
+		sessions: make(map[string]*session),
+	}
+}
+
+// enter registers an in-flight handler; leave must follow when it returns
+// nil. It blocks while the agent is hung.
+func (a *agent) enter() error {
+	<-a.ready
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return errShuttingDown
+	}
+	a.inflight.Add(1)
+	a.mu.Unlock()
+	if err := a.waitIfHung(); err != nil {
+		a.inflight.Done()
+		return err
+	}
+	return nil
+}
+
+func (a *agent) leave() { a.inflight.Done() }
+
+// shutdown waits for in-flight handlers and closes the history files.
+func (a *agent) shutdown() {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.inflight.Wait()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range a.sessions {
+		if err := s.log.close(); err != nil {
+			fmt.Fprintf(a.stderr, "agent-demo: closing history of %s: %v\n", s.id, err)
+		}
+	}
+}
+
+// setHung makes the agent stop answering anything.
+func (a *agent) setHung() { a.hungOnce.Do(func() { close(a.hung) }) }
+
+// waitIfHung blocks forever (until release, in tests) once the agent is hung.
+func (a *agent) waitIfHung() error {
+	select {
+	case <-a.hung:
+		<-a.release
+		return errHung
+	default:
+		return nil
+	}
+}
+
+func (a *agent) caps() acp.ClientCapabilities {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.clientCaps
+}
+
+func (a *agent) nextToolCallID() acp.ToolCallId {
+	return acp.ToolCallId(fmt.Sprintf("call-%d", a.toolSeq.Add(1)))
+}
+
+// lookup finds a session known to this process.
+func (a *agent) lookup(id acp.SessionId) (*session, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.sessions[string(id)]
+	if s == nil {
+		return nil, sessionNotFound(string(id))
+	}
+	return s, nil
+}
+
+func sessionNotFound(id string) *acp.RequestError {
+	return &acp.RequestError{Code: codeResourceNotFound, Message: "Resource not found", Data: map[string]any{"sessionId": id}}
+}
+
+func checkCwd(cwd string) error {
+	if !filepath.IsAbs(cwd) {
+		return acp.NewInvalidParams(map[string]any{"error": "cwd must be an absolute path"})
+	}
+	return nil
+}
+
+// Initialize implements acp.Agent.
+func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+	if err := a.enter(); err != nil {
+		return acp.InitializeResponse{}, err
+	}
+	defer a.leave()
+	a.mu.Lock()
+	a.clientCaps = p.ClientCapabilities
+	a.mu.Unlock()
+	return acp.InitializeResponse{
+		ProtocolVersion: acp.ProtocolVersionNumber,
+		AgentCapabilities: acp.AgentCapabilities{
+			LoadSession: true,
+		},
+		AgentInfo:   &acp.Implementation{Name: agentName, Version: agentVersion},
+		AuthMethods: []acp.AuthMethod{},
+	}, nil
+}
+
+// NewSession implements acp.Agent.
+func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	if err := a.enter(); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	defer a.leave()
+	if err := checkCwd(p.Cwd); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := "demo-" + hex.EncodeToString(b[:])
+	log, err := createHistory(a.stateDir, id, p.Cwd)
+	if err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	a.mu.Lock()
+	a.sessions[id] = &session{id: id, log: log, cwd: p.Cwd}
+	a.mu.Unlock()
+	return acp.NewSessionResponse{SessionId: acp.SessionId(id)}, nil
+}
+
+// LoadSession implements acp.AgentLoader: it replays the stored conversation
+// as session/update notifications, then answers.
+func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+	if err := a.enter(); err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	defer a.leave()
+	if err := checkCwd(p.Cwd); err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	id := string(p.SessionId)
+	s, err := a.lookup(p.SessionId)
+	if err != nil {
+		log, err := openHistory(a.stateDir, id)
+		if errors.Is(err, errNoHistory) {
+			return acp.LoadSessionResponse{}, sessionNotFound(id)
+		}
+		if err != nil {
+			return acp.LoadSessionResponse{}, err
+		}
+		a.mu.Lock()
+		// Another load of the same id may have won the race.
+		if s = a.sessions[id]; s == nil {
+			s = &session{id: id, log: log}
+			a.sessions[id] = s
+			log = nil
+		}
+		a.mu.Unlock()
+		if log != nil {
+			_ = log.close()
+		}
+	}
+
+	s.turnMu.Lock()
+	defer s.turnMu.Unlock()
+	s.setCwd(p.Cwd)
+	err = s.log.replay(func(r record) error {
+		switch r.Type {
+		case recUser:
+			return a.update(ctx, s.id, acp.UpdateUserMessageText(r.Text))
+		case recAgent:
+			return a.sendRepeated(ctx, s.id, acp.UpdateAgentMessageText(r.Text), max(r.Repeat, 1))
+		case recThought:
+			return a.update(ctx, s.id, acp.UpdateAgentThoughtText(r.Text))
+		}
+		return nil
+	})
+	if err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	return acp.LoadSessionResponse{}, nil
+}
+
+// Prompt implements acp.Agent: it runs the prompt's lines as commands.
+func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	if err := a.enter(); err != nil {
+		return acp.PromptResponse{}, err
+	}
+	defer a.leave()
+	s, err := a.lookup(p.SessionId)
+	if err != nil {
+		return acp.PromptResponse{}, err
+	}
+	// A newer prompt on the same session cancels this one's ctx (the SDK does
+	// that), so waiting here is short.
+	s.turnMu.Lock()
+	defer s.turnMu.Unlock()
+
+	text := promptText(p.Prompt)
+	t := &turn{a: a, s: s, ctx: ctx, nctx: context.WithoutCancel(ctx), cwd: s.getCwd()}
+	t.record(record{Type: recUser, Text: text})
+	reason, err := t.run(text)
+	if err != nil {
+		return acp.PromptResponse{}, err
+	}
+	return acp.PromptResponse{StopReason: reason}, nil
+}
+
+// promptText joins the text blocks of a prompt; other blocks are ignored.
+func promptText(blocks []acp.ContentBlock) string {
+	var b strings.Builder
+	for _, c := range blocks {
+		if c.Text != nil {
+			b.WriteString(c.Text.Text)
+		}
+	}
+	return b.String()
+}
+
+// Cancel implements acp.Agent. The SDK already cancelled the context of the
+// session's prompt in flight; there is nothing else to stop.
+func (a *agent) Cancel(ctx context.Context, p acp.CancelNotification) error { return nil }
+
+// update sends one session/update notification.
+func (a *agent) update(ctx context.Context, sid string, u acp.SessionUpdate) error {
+	return a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: acp.SessionId(sid), Update: u})
+}
+
+// sendRepeated sends the same session/update n times. The notification is
+// encoded once and written as raw lines through the agent's stdout lock, so
+// a flood costs no allocation per chunk (the SDK re-marshals every update
+// through a map). It stops early when ctx ends.
+func (a *agent) sendRepeated(ctx context.Context, sid string, u acp.SessionUpdate, n int) error {
+	_, err := a.sendRepeatedCount(ctx, sid, u, n)
+	return err
+}
+
+// sendRepeatedCount is sendRepeated that also says how many were sent.
+func (a *agent) sendRepeatedCount(ctx context.Context, sid string, u acp.SessionUpdate, n int) (int, error) {
+	if n <= 0 {
+		return 0, nil
+	}
+	line, err := json.Marshal(struct {
+		JSONRPC string                  `json:"jsonrpc"`
+		Method  string                  `json:"method"`
+		Params  acp.SessionNotification `json:"params"`
+	}{"2.0", acp.ClientMethodSessionUpdate, acp.SessionNotification{SessionId: acp.SessionId(sid), Update: u}})
+	if err != nil {
+		return 0, err
+	}
+	line = append(line, '\n')
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return i, err
+		}
+		if _, err := a.out.Write(line); err != nil {
+			return i, err
+		}
+	}
+	return n, nil
+}
+
+// Authenticate implements acp.Agent; the demo agent needs no authentication.
+func (a *agent) Authenticate(ctx context.Context, p acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
+	return acp.AuthenticateResponse{}, acp.NewMethodNotFound(acp.AgentMethodAuthenticate)
+}
+
+// Logout implements acp.Agent (unsupported).
+func (a *agent) Logout(ctx context.Context, p acp.LogoutRequest) (acp.LogoutResponse, error) {
+	return acp.LogoutResponse{}, acp.NewMethodNotFound(acp.AgentMethodLogout)
+}
+
+// CloseSession implements acp.Agent (unsupported).
+func (a *agent) CloseSession(ctx context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+	return acp.CloseSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionClose)
+}
+
+// ListSessions implements acp.Agent (unsupported).
+func (a *agent) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
+	return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+}
+
+// ResumeSession implements acp.Agent (unsupported: use session/load).
+func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
+}
+
+// SetSessionConfigOption implements acp.Agent (unsupported).
+func (a *agent) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+}
+
+// SetSessionMode implements acp.Agent (unsupported).
+func (a *agent) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
+}
