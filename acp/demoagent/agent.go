@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -36,9 +37,6 @@ type agent struct {
 	stateDir string
 	exit     func(int)
 	release  <-chan struct{}
-
-	// ready is closed once conn is set.
-	ready chan struct{}
 
 	hung     chan struct{}
 	hungOnce sync.Once
@@ -89,7 +87,6 @@ func newAgent(stateDir string, stdout, stderr io.Writer, release <-chan struct{}
 		stateDir: stateDir,
 		exit:     exit,
 		release:  release,
-		ready:    make(chan struct{}),
 		hung:     hung,
 		sessions: make(map[string]*session),
 	}
@@ -98,7 +95,6 @@ func newAgent(stateDir string, stdout, stderr io.Writer, release <-chan struct{}
 // enter registers an in-flight handler; leave must follow when it returns
 // nil. It blocks while the agent is hung.
 func (a *agent) enter() error {
-	<-a.ready
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -133,11 +129,25 @@ func (a *agent) shutdown() {
 // setHung makes the agent stop answering anything.
 func (a *agent) setHung() { a.hungOnce.Do(func() { close(a.hung) }) }
 
+// waitRelease blocks until release is closed; a nil release (a real agent
+// process) blocks forever. It sleeps rather than waiting on a nil channel so
+// the Go runtime never takes a hung agent whose stdin closed for a deadlock
+// and exits it.
+func waitRelease(release <-chan struct{}) {
+	if release != nil {
+		<-release
+		return
+	}
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
 // waitIfHung blocks forever (until release, in tests) once the agent is hung.
 func (a *agent) waitIfHung() error {
 	select {
 	case <-a.hung:
-		<-a.release
+		waitRelease(a.release)
 		return errHung
 	default:
 		return nil
@@ -230,7 +240,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	id := string(p.SessionId)
 	s, err := a.lookup(p.SessionId)
 	if err != nil {
-		log, err := openHistory(a.stateDir, id)
+		hl, err := openHistory(a.stateDir, id)
 		if errors.Is(err, errNoHistory) {
 			return acp.LoadSessionResponse{}, sessionNotFound(id)
 		}
@@ -240,31 +250,24 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 		a.mu.Lock()
 		// Another load of the same id may have won the race.
 		if s = a.sessions[id]; s == nil {
-			s = &session{id: id, log: log}
+			s = &session{id: id, log: hl}
 			a.sessions[id] = s
-			log = nil
+			hl = nil
 		}
 		a.mu.Unlock()
-		if log != nil {
-			_ = log.close()
+		if hl != nil {
+			_ = hl.close()
 		}
 	}
 
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
 	s.setCwd(p.Cwd)
-	err = s.log.replay(func(r record) error {
-		switch r.Type {
-		case recUser:
-			return a.update(ctx, s.id, acp.UpdateUserMessageText(r.Text))
-		case recAgent:
-			return a.sendRepeated(ctx, s.id, acp.UpdateAgentMessageText(r.Text), max(r.Repeat, 1))
-		case recThought:
-			return a.update(ctx, s.id, acp.UpdateAgentThoughtText(r.Text))
-		}
-		return nil
-	})
-	if err != nil {
+	rp := &replayer{a: a, ctx: ctx, sid: s.id}
+	if err := s.log.replay(rp.add); err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	if err := rp.flush(); err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
 	return acp.LoadSessionResponse{}, nil
@@ -315,17 +318,11 @@ func (a *agent) update(ctx context.Context, sid string, u acp.SessionUpdate) err
 	return a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: acp.SessionId(sid), Update: u})
 }
 
-// sendRepeated sends the same session/update n times. The notification is
-// encoded once and written as raw lines through the agent's stdout lock, so
-// a flood costs no allocation per chunk (the SDK re-marshals every update
-// through a map). It stops early when ctx ends.
-func (a *agent) sendRepeated(ctx context.Context, sid string, u acp.SessionUpdate, n int) error {
-	_, err := a.sendRepeatedCount(ctx, sid, u, n)
-	return err
-}
-
-// sendRepeatedCount is sendRepeated that also says how many were sent.
-func (a *agent) sendRepeatedCount(ctx context.Context, sid string, u acp.SessionUpdate, n int) (int, error) {
+// sendRepeated sends the same session/update n times and says how many were
+// sent. The notification is encoded once and written as raw lines through
+// the agent's stdout lock, so a flood costs no allocation per chunk (the SDK
+// re-marshals every update through a map). It stops early when ctx ends.
+func (a *agent) sendRepeated(ctx context.Context, sid string, u acp.SessionUpdate, n int) (int, error) {
 	if n <= 0 {
 		return 0, nil
 	}

@@ -209,7 +209,7 @@ func (t *turn) flood(args string) error {
 		return t.say("usage: flood N SIZE")
 	}
 	chunk := strings.Repeat("x", size)
-	sent, err := t.a.sendRepeatedCount(t.ctx, t.s.id, acp.UpdateAgentMessageText(chunk), n)
+	sent, err := t.a.sendRepeated(t.ctx, t.s.id, acp.UpdateAgentMessageText(chunk), n)
 	if sent > 0 {
 		t.saidAny = true
 		t.record(record{Type: recAgent, Text: chunk, Repeat: sent})
@@ -239,7 +239,7 @@ func (t *turn) crash(args string) error {
 // does not return even when stdin closes. Only a kill ends it.
 func (t *turn) hang(string) error {
 	t.a.setHung()
-	<-t.a.release
+	waitRelease(t.a.release)
 	return errHung
 }
 

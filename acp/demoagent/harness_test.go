@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,6 +64,9 @@ type testTerminal struct {
 }
 
 var _ acp.Client = (*testClient)(nil)
+
+// kill kills the terminal's whole process group.
+func (tt *testTerminal) kill() { _ = syscall.Kill(-tt.cmd.Process.Pid, syscall.SIGKILL) }
 
 func (c *testClient) inRoot(p string) error {
 	rel, err := filepath.Rel(c.root, filepath.Clean(p))
@@ -125,6 +129,10 @@ func (c *testClient) CreateTerminal(ctx context.Context, p acp.CreateTerminalReq
 	}
 	tt.cmd.Stdout = &tt.out
 	tt.cmd.Stderr = &tt.out
+	// Own process group, so a kill also reaches the shell's children (which
+	// would otherwise keep the output pipe, and Wait, going).
+	tt.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	tt.cmd.WaitDelay = time.Second
 	if err := tt.cmd.Start(); err != nil {
 		return acp.CreateTerminalResponse{}, err
 	}
@@ -160,7 +168,7 @@ func (c *testClient) KillTerminal(ctx context.Context, p acp.KillTerminalRequest
 	if err != nil {
 		return acp.KillTerminalResponse{}, err
 	}
-	_ = tt.cmd.Process.Kill()
+	tt.kill()
 	return acp.KillTerminalResponse{}, nil
 }
 
@@ -201,7 +209,7 @@ func (c *testClient) ReleaseTerminal(ctx context.Context, p acp.ReleaseTerminalR
 	if err != nil {
 		return acp.ReleaseTerminalResponse{}, err
 	}
-	_ = tt.cmd.Process.Kill()
+	tt.kill()
 	<-tt.done
 	c.mu.Lock()
 	delete(c.terms, p.TerminalId)
@@ -217,7 +225,7 @@ func (c *testClient) closeTerminals() {
 	c.terms = nil
 	c.mu.Unlock()
 	for _, tt := range terms {
-		_ = tt.cmd.Process.Kill()
+		tt.kill()
 		<-tt.done
 	}
 }
@@ -244,7 +252,8 @@ type harness struct {
 	root    string
 	inW     *io.PipeWriter // client → agent stdin
 	outW    *io.PipeWriter // agent stdout → client
-	done    chan int       // run's exit code
+	outR    *io.PipeReader
+	done    chan int // run's exit code
 	release chan struct{}
 	stopped bool
 	wg      sync.WaitGroup // goroutines started by async
@@ -266,14 +275,19 @@ func start(t *testing.T, args ...string) *harness {
 		root:    root,
 		inW:     inW,
 		outW:    outW,
+		outR:    outR,
 		done:    make(chan int, 1),
 		release: make(chan struct{}),
 	}
 	go func() {
 		h.done <- run(args, inR, outW, h.stderr, options{release: h.release})
 	}()
-	h.conn = acp.NewClientSideConnection(h.client, inW, outR)
+	// Hold the client's reads until its logger is set (SetLogger races with
+	// the SDK's reader goroutine otherwise).
+	ready := make(chan struct{})
+	h.conn = acp.NewClientSideConnection(h.client, inW, &startReader{r: outR, start: ready})
 	h.conn.SetLogger(slog.New(slog.DiscardHandler))
+	close(ready)
 	t.Cleanup(h.stop)
 	return h
 }
@@ -288,13 +302,27 @@ func (h *harness) stop() {
 	defer h.client.closeTerminals()
 	close(h.release)
 	_ = h.inW.Close()
+	code, returned := 0, false
 	select {
-	case code := <-h.done:
-		if code != 0 {
-			h.t.Errorf("agent exited %d; stderr:\n%s", code, h.stderr.String())
-		}
+	case code = <-h.done:
+		returned = true
+	case <-h.conn.Done():
+		// The client stopped reading: make the agent's writes fail instead
+		// of blocking on the pipe.
+		_ = h.outR.CloseWithError(io.ErrClosedPipe)
 	case <-time.After(testTimeout):
-		h.t.Errorf("agent did not return after stdin closed")
+		h.t.Errorf("neither the agent nor the client ended after stdin closed")
+		return
+	}
+	if !returned {
+		select {
+		case code = <-h.done:
+		case <-time.After(testTimeout):
+			h.t.Errorf("agent did not return after stdin closed")
+		}
+	}
+	if code != 0 {
+		h.t.Errorf("agent exited %d; stderr:\n%s", code, h.stderr.String())
 	}
 	_ = h.outW.Close()
 	select {

@@ -3,6 +3,7 @@ package demoagent
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,7 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
+
+	acp "github.com/coder/acp-go-sdk"
 )
 
 // Record types of a history file.
@@ -159,4 +163,57 @@ func (h *historyLog) close() error {
 		return nil
 	}
 	return h.f.Close()
+}
+
+// replayChunk is the most text one replayed notification carries.
+const replayChunk = 64 << 10
+
+// replayer turns history records into session/update notifications for
+// session/load. Consecutive agent (or thought) records are coalesced into
+// chunks of up to replayChunk bytes: the concatenated text is exactly what
+// was said, in far fewer notifications (a replayed flood would otherwise
+// overrun clients that bound their notification queue, like the Go SDK's
+// 1024). Each prompt is one user_message_chunk.
+type replayer struct {
+	a    *agent
+	ctx  context.Context
+	sid  string
+	kind string // record type buffered in buf
+	buf  strings.Builder
+}
+
+// add takes one record.
+func (r *replayer) add(rec record) error {
+	switch rec.Type {
+	case recUser:
+		if err := r.flush(); err != nil {
+			return err
+		}
+		return r.a.update(r.ctx, r.sid, acp.UpdateUserMessageText(rec.Text))
+	case recAgent, recThought:
+		for range max(rec.Repeat, 1) {
+			if r.kind != rec.Type || (r.buf.Len() > 0 && r.buf.Len()+len(rec.Text) > replayChunk) {
+				if err := r.flush(); err != nil {
+					return err
+				}
+			}
+			r.kind = rec.Type
+			r.buf.WriteString(rec.Text)
+		}
+	}
+	return nil
+}
+
+// flush sends what is buffered.
+func (r *replayer) flush() error {
+	kind, text := r.kind, r.buf.String()
+	r.kind = ""
+	r.buf.Reset()
+	switch kind {
+	case recAgent:
+		return r.a.update(r.ctx, r.sid, acp.UpdateAgentMessageText(text))
+	case recThought:
+		return r.a.update(r.ctx, r.sid, acp.UpdateAgentThoughtText(text))
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -31,6 +32,8 @@ type options struct {
 	// release, when closed, unblocks a hung agent. Nil (Main) means a hung
 	// agent stays hung until the process is killed.
 	release <-chan struct{}
+	// defaultStateDir is the state dir when --state-dir is not given.
+	defaultStateDir string
 }
 
 // Main runs the demo agent over stdin/stdout until stdin closes; args are the CLI args after "agent-demo" (flags: --state-dir DIR). Returns the process exit code.
@@ -40,7 +43,13 @@ type options struct {
 // After `hang`, Main does not return even when stdin closes: a hung agent
 // has to be killed.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return run(args, stdin, stdout, stderr, options{})
+	var opts options
+	// Each berth session gives its agent a private HOME, so keeping the
+	// history there makes session/load work across agent restarts.
+	if home := os.Getenv("HOME"); home != "" {
+		opts.defaultStateDir = filepath.Join(home, ".berth-demo")
+	}
+	return run(args, stdin, stdout, stderr, opts)
 }
 
 // run is Main with test options.
@@ -48,12 +57,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, opts options)
 	errw := &lockedWriter{w: stderr}
 	fs := flag.NewFlagSet("agent-demo", flag.ContinueOnError)
 	fs.SetOutput(errw)
-	stateDir := fs.String("state-dir", "", "directory where session histories are kept (enables session/load across runs)")
+	stateDir := fs.String("state-dir", "", "directory where session histories are kept (default $HOME/.berth-demo; enables session/load across runs)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *stateDir == "" {
+		*stateDir = opts.defaultStateDir
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(errw, "agent-demo: unexpected argument %q\n", fs.Arg(0))
@@ -67,18 +79,32 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, opts options)
 	}
 
 	a := newAgent(*stateDir, stdout, errw, opts.release)
-	conn := acp.NewAgentSideConnection(a, a.out, stdin)
+	// The SDK starts reading in its constructor, but SetLogger and a.conn
+	// must be set before anything is read (SetLogger is not synchronized).
+	ready := make(chan struct{})
+	conn := acp.NewAgentSideConnection(a, a.out, &startReader{r: stdin, start: ready})
 	// The SDK logs "connection closed" at info level; keep stderr for real problems.
 	conn.SetLogger(slog.New(slog.NewTextHandler(errw, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	a.conn = conn
-	// Handlers wait for ready, so they never see a nil a.conn.
-	close(a.ready)
+	close(ready)
 
 	<-conn.Done()
 	// Wait for in-flight handlers (prompts end quickly: their contexts are
 	// cancelled by the SDK on disconnect), then close history files.
 	a.shutdown()
 	return 0
+}
+
+// startReader holds reads from r until start is closed.
+type startReader struct {
+	r     io.Reader
+	start <-chan struct{}
+}
+
+// Read implements io.Reader.
+func (s *startReader) Read(p []byte) (int, error) {
+	<-s.start
+	return s.r.Read(p)
 }
 
 // lockedWriter serializes writes to w.
@@ -103,6 +129,8 @@ type gatedWriter struct {
 	w       io.Writer
 	hung    <-chan struct{}
 	release <-chan struct{}
+	// defaultStateDir is the state dir when --state-dir is not given.
+	defaultStateDir string
 }
 
 // Write implements io.Writer.
@@ -112,7 +140,7 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 	select {
 	case <-g.hung:
 		// Nothing leaves a hung agent; a nil release blocks forever.
-		<-g.release
+		waitRelease(g.release)
 		return 0, errHung
 	default:
 	}
