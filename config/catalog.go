@@ -1,0 +1,286 @@
+package config
+
+import (
+	"maps"
+	"os"
+	"os/exec"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/berth-sh/berth"
+)
+
+// selfCommand is the command that means "this berth binary" in a catalog
+// entry: it resolves to the running executable.
+const selfCommand = "berth"
+
+// builtinAgents is the catalog before [[agents]] entries are applied. A
+// home_files entry ending in "/" is a directory. Network is true for agents
+// that must reach a model API to do anything.
+var builtinAgents = []berth.AgentSpec{
+	{
+		Name:        "demo",
+		Command:     selfCommand,
+		Args:        []string{"agent-demo"},
+		Description: "berth's deterministic demo agent",
+	},
+	{
+		Name:        "claude",
+		Command:     "npx",
+		Args:        []string{"-y", "@agentclientprotocol/claude-agent-acp"},
+		Description: "Claude Code (Anthropic) through its ACP adapter",
+		PassEnv:     []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN"},
+		HomeFiles:   []string{".claude/.credentials.json", ".claude.json"},
+		Network:     true,
+	},
+	{
+		Name:        "codex",
+		Command:     "npx",
+		Args:        []string{"-y", "@agentclientprotocol/codex-acp"},
+		Description: "Codex (OpenAI) through its ACP adapter",
+		PassEnv:     []string{"OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"},
+		HomeFiles:   []string{".codex/auth.json", ".codex/config.toml"},
+		Network:     true,
+	},
+	{
+		Name:        "gemini",
+		Command:     "gemini",
+		Args:        []string{"--acp"},
+		Description: "Gemini CLI (Google)",
+		PassEnv: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT",
+			"GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_APPLICATION_CREDENTIALS"},
+		HomeFiles: []string{".gemini/"},
+		Network:   true,
+	},
+	{
+		Name:        "opencode",
+		Command:     "opencode",
+		Args:        []string{"acp"},
+		Description: "OpenCode (sst)",
+		PassEnv:     []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
+		HomeFiles:   []string{".local/share/opencode/auth.json", ".config/opencode/"},
+		Network:     true,
+	},
+	{
+		Name:        "qwen",
+		Command:     "qwen",
+		Args:        []string{"--acp"},
+		Description: "Qwen Code (Alibaba)",
+		PassEnv:     []string{"DASHSCOPE_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"},
+		HomeFiles:   []string{".qwen/"},
+		Network:     true,
+	},
+	{
+		Name:        "goose",
+		Command:     "goose",
+		Args:        []string{"acp"},
+		Description: "Goose (Block)",
+		PassEnv:     []string{"GOOSE_PROVIDER", "GOOSE_MODEL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"},
+		HomeFiles:   []string{".config/goose/"},
+		Network:     true,
+	},
+	{
+		Name:        "copilot",
+		Command:     "copilot",
+		Args:        []string{"--acp", "--stdio"},
+		Description: "GitHub Copilot CLI",
+		PassEnv:     []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"},
+		HomeFiles:   []string{".copilot/"},
+		Network:     true,
+	},
+	{
+		Name:        "cursor",
+		Command:     "cursor-agent",
+		Args:        []string{"acp"},
+		Description: "Cursor CLI agent",
+		PassEnv:     []string{"CURSOR_API_KEY"},
+		HomeFiles:   []string{".cursor/cli-config.json", ".config/cursor/"},
+		Network:     true,
+	},
+	{
+		Name:        "kimi",
+		Command:     "kimi",
+		Args:        []string{"acp"},
+		Description: "Kimi CLI (Moonshot AI)",
+		PassEnv:     []string{"KIMI_API_KEY", "MOONSHOT_API_KEY"},
+		HomeFiles:   []string{".kimi/"},
+		Network:     true,
+	},
+}
+
+// agentName is what an agent may be called: it appears in URLs and labels.
+var agentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// envName is a portable environment variable name.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Catalog is the set of agents sessions can run, by name. It is immutable
+// once built and safe for concurrent use.
+type Catalog struct {
+	agents map[string]berth.AgentSpec
+}
+
+// Catalog builds the agent catalog: the built-in agents, then the
+// [[agents]] entries, each overriding the built-in of the same name field by
+// field (command, args, env, description, docker_image, pass_env, home_files
+// where set; network = true grants network, false keeps the built-in's) or
+// adding a new agent. self is the path of the running berth binary
+// (os.Executable()): every entry whose command is "berth" runs self; "" keeps
+// "berth" as a command to look up in PATH.
+func (c *Config) Catalog(self string) (*Catalog, error) {
+	if err := validateAgents(c.Agents); err != nil {
+		return nil, err
+	}
+	agents := make(map[string]berth.AgentSpec, len(builtinAgents)+len(c.Agents))
+	for _, a := range builtinAgents {
+		agents[a.Name] = cloneSpec(a)
+	}
+	for _, o := range c.Agents {
+		a, ok := agents[o.Name]
+		if !ok {
+			agents[o.Name] = cloneSpec(o)
+			continue
+		}
+		agents[o.Name] = merge(a, o)
+	}
+	if self != "" {
+		for name, a := range agents {
+			if a.Command == selfCommand {
+				a.Command = self
+				agents[name] = a
+			}
+		}
+	}
+	return &Catalog{agents: agents}, nil
+}
+
+// merge returns base with the fields set in o replacing base's.
+func merge(base, o berth.AgentSpec) berth.AgentSpec {
+	if o.Command != "" {
+		base.Command = o.Command
+	}
+	if o.Args != nil {
+		base.Args = slices.Clone(o.Args)
+	}
+	if o.Env != nil {
+		base.Env = maps.Clone(o.Env)
+	}
+	if o.Description != "" {
+		base.Description = o.Description
+	}
+	if o.DockerImage != "" {
+		base.DockerImage = o.DockerImage
+	}
+	if o.PassEnv != nil {
+		base.PassEnv = slices.Clone(o.PassEnv)
+	}
+	if o.HomeFiles != nil {
+		base.HomeFiles = slices.Clone(o.HomeFiles)
+	}
+	// A bool cannot say "unset": true grants network, false keeps base's.
+	base.Network = base.Network || o.Network
+	return base
+}
+
+// Get returns a copy of the named agent's spec.
+func (c *Catalog) Get(name string) (berth.AgentSpec, bool) {
+	a, ok := c.agents[name]
+	if !ok {
+		return berth.AgentSpec{}, false
+	}
+	return cloneSpec(a), true
+}
+
+// List describes every agent, sorted by name. Available reports whether the
+// command resolves now: found in the daemon's PATH, or an existing
+// executable file when it holds a "/".
+func (c *Catalog) List() []berth.AgentInfo {
+	out := make([]berth.AgentInfo, 0, len(c.agents))
+	for _, a := range c.agents {
+		out = append(out, berth.AgentInfo{
+			Name:        a.Name,
+			Command:     a.Command,
+			Available:   available(a.Command),
+			Description: a.Description,
+		})
+	}
+	slices.SortFunc(out, func(x, y berth.AgentInfo) int { return strings.Compare(x.Name, y.Name) })
+	return out
+}
+
+// available reports whether command names an executable file.
+func available(command string) bool {
+	if command == "" {
+		return false
+	}
+	if strings.Contains(command, "/") {
+		fi, err := os.Stat(command)
+		return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+	}
+	_, err := exec.LookPath(command)
+	return err == nil
+}
+
+// validateAgents checks the [[agents]] entries: each has a valid, unique
+// name; a new agent (not a built-in) has a command; env and pass_env hold
+// variable names; home_files are relative paths inside the home.
+func validateAgents(entries []berth.AgentSpec) error {
+	seen := make(map[string]bool, len(entries))
+	for i, a := range entries {
+		if a.Name == "" {
+			return invalid("agents[%d]: name is required", i)
+		}
+		if !agentName.MatchString(a.Name) {
+			return invalid("agents[%d]: name %q must be letters, digits, '.', '_' or '-' (at most 64)", i, a.Name)
+		}
+		if seen[a.Name] {
+			return invalid("agents[%d]: name %q appears twice", i, a.Name)
+		}
+		seen[a.Name] = true
+		if a.Command == "" && !isBuiltin(a.Name) {
+			return invalid("agents[%d] (%q): command is required for a new agent", i, a.Name)
+		}
+		for k := range a.Env {
+			if !envName.MatchString(k) {
+				return invalid("agents[%d] (%q): env key %q is not a variable name", i, a.Name, k)
+			}
+		}
+		for _, k := range a.PassEnv {
+			if !envName.MatchString(k) {
+				return invalid("agents[%d] (%q): pass_env entry %q is not a variable name", i, a.Name, k)
+			}
+		}
+		for _, f := range a.HomeFiles {
+			if !homeRelative(f) {
+				return invalid("agents[%d] (%q): home_files entry %q must be a relative path inside the home", i, a.Name, f)
+			}
+		}
+	}
+	return nil
+}
+
+// homeRelative reports whether f is a relative path that stays inside the
+// home directory; a trailing "/" (a directory) is allowed.
+func homeRelative(f string) bool {
+	f = strings.TrimSuffix(f, "/")
+	if f == "" || path.IsAbs(f) || path.Clean(f) != f {
+		return false
+	}
+	return f != "." && f != ".." && !strings.HasPrefix(f, "../")
+}
+
+// isBuiltin reports whether name is a built-in agent.
+func isBuiltin(name string) bool {
+	return slices.ContainsFunc(builtinAgents, func(a berth.AgentSpec) bool { return a.Name == name })
+}
+
+// cloneSpec deep-copies a so callers cannot change the catalog.
+func cloneSpec(a berth.AgentSpec) berth.AgentSpec {
+	a.Args = slices.Clone(a.Args)
+	a.Env = maps.Clone(a.Env)
+	a.PassEnv = slices.Clone(a.PassEnv)
+	a.HomeFiles = slices.Clone(a.HomeFiles)
+	return a
+}

@@ -1,0 +1,280 @@
+// Package config loads berth's configuration: a TOML file (strictly decoded:
+// an unknown key is an error naming it), then BERTH_<SECTION>_<KEY>
+// environment overrides, then range checks. It also builds the agent catalog
+// from the built-in agents and the file's [[agents]] entries.
+//
+// Every error it returns is a *berth.Error with code berth.EInvalid whose
+// message names the offending key.
+package config
+
+import (
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// Config is berth's whole configuration. The zero value is not useful: start
+// from Default or Load.
+type Config struct {
+	Server  Server            `toml:"server"`
+	Store   Store             `toml:"store"`
+	Sandbox Sandbox           `toml:"sandbox"`
+	Limits  Limits            `toml:"limits"`
+	Agents  []berth.AgentSpec `toml:"agents"`
+}
+
+// Server is the [server] section: where the API listens.
+type Server struct {
+	// Addr is the TCP listen address, host:port. Default "127.0.0.1:7380".
+	Addr string `toml:"addr"`
+	// Token, when set, is the bearer token every request must carry.
+	Token string `toml:"token"`
+	// Socket is the Unix socket path; "" means $BERTH_HOME/berth.sock.
+	Socket string `toml:"socket"`
+	// StopSessionsOnExit stops every session when the daemon exits instead
+	// of leaving agents to be resumed by the next daemon.
+	StopSessionsOnExit bool `toml:"stop_sessions_on_exit"`
+}
+
+// Store is the [store] section: where sessions and events are kept.
+type Store struct {
+	// URL is "sqlite:PATH" or "postgres://…"; "" means SQLite under the home.
+	URL string `toml:"url"`
+	// Sync is the durability level: "normal" or "full". Default "normal".
+	Sync string `toml:"sync"`
+}
+
+// Store sync levels.
+const (
+	SyncNormal = "normal"
+	SyncFull   = "full"
+)
+
+// Sandbox is the [sandbox] section: which provider sessions get by default
+// and what policy allows.
+type Sandbox struct {
+	// Default is the provider for sessions that do not name one: "auto",
+	// "host", "bwrap" or "docker". Default "auto".
+	Default string `toml:"default"`
+	// AllowHost permits the unisolated host provider. Default true.
+	AllowHost bool `toml:"allow_host"`
+	// RequireIsolation refuses to fall back to host when "auto" finds no
+	// isolating provider.
+	RequireIsolation bool `toml:"require_isolation"`
+	// AllowNetwork permits sessions to ask for network access. Default true.
+	AllowNetwork bool `toml:"allow_network"`
+	// Network is the network setting of sessions that do not ask. Default false.
+	Network bool `toml:"network"`
+	// UID is the unprivileged user agents run as inside bwrap and docker.
+	// Default 1000.
+	UID int `toml:"uid"`
+}
+
+// Limits is the [limits] section.
+type Limits struct {
+	// MaxPromptBytes caps one prompt's text (1 B..64 MiB, default 256 KiB).
+	MaxPromptBytes int `toml:"max_prompt_bytes"`
+	// MaxQueue caps the pending prompts of one session (0..10000, default 10).
+	MaxQueue int `toml:"max_queue"`
+	// MaxSessions caps the sessions one daemon runs (1..100000, default 1000).
+	MaxSessions int `toml:"max_sessions"`
+	// MaxChildren caps the live children of one session (0..1000, default 5).
+	MaxChildren int `toml:"max_children"`
+	// MaxDepth caps the nesting of child sessions (0..16, default 1).
+	MaxDepth int `toml:"max_depth"`
+	// PermissionTimeout expires an undecided permission request (default 5m).
+	PermissionTimeout Duration `toml:"permission_timeout"`
+	// IdleTimeout stops a session idle this long (default 30m, 0 = never).
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// TTL stops a session this long after creation (default 0 = none).
+	TTL Duration `toml:"ttl"`
+	// StallAfter marks a turn hung after this long without agent activity
+	// (default 2m).
+	StallAfter Duration `toml:"stall_after"`
+	// StallTimeout stops a session hung this long (default 0 = none).
+	StallTimeout Duration `toml:"stall_timeout"`
+	// CancelGrace is how long a cancelled turn may take to end (default 10s).
+	CancelGrace Duration `toml:"cancel_grace"`
+	// StopGrace is the SIGTERM → SIGKILL delay when stopping an agent
+	// (default 5s).
+	StopGrace Duration `toml:"stop_grace"`
+	// HandshakeTimeout bounds the ACP initialize/new-session handshake
+	// (default 30s).
+	HandshakeTimeout Duration `toml:"handshake_timeout"`
+	// MaxLineBytes caps one JSON-RPC line from an agent (1 KiB..1 GiB,
+	// default 64 MiB).
+	MaxLineBytes int `toml:"max_line_bytes"`
+}
+
+// Size units.
+const (
+	KiB = 1 << 10
+	MiB = 1 << 20
+	GiB = 1 << 30
+)
+
+// Default returns the configuration berth runs with when nothing is set.
+func Default() *Config {
+	return &Config{
+		Server: Server{Addr: "127.0.0.1:7380"},
+		Store:  Store{Sync: SyncNormal},
+		Sandbox: Sandbox{
+			Default:      berth.SandboxAuto,
+			AllowHost:    true,
+			AllowNetwork: true,
+			UID:          1000,
+		},
+		Limits: Limits{
+			MaxPromptBytes:    256 * KiB,
+			MaxQueue:          10,
+			MaxSessions:       1000,
+			MaxChildren:       5,
+			MaxDepth:          1,
+			PermissionTimeout: Duration{5 * time.Minute},
+			IdleTimeout:       Duration{30 * time.Minute},
+			StallAfter:        Duration{2 * time.Minute},
+			CancelGrace:       Duration{10 * time.Second},
+			StopGrace:         Duration{5 * time.Second},
+			HandshakeTimeout:  Duration{30 * time.Second},
+			MaxLineBytes:      64 * MiB,
+		},
+	}
+}
+
+// maxSocketPath is the longest Unix socket path Linux accepts (sun_path is
+// 108 bytes including the terminating NUL).
+const maxSocketPath = 107
+
+// Validate checks every value's range and the consistency between values. It
+// returns the first problem found, as EInvalid naming the key.
+func (c *Config) Validate() error {
+	for _, check := range []func() error{
+		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate,
+		func() error { return validateAgents(c.Agents) },
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) validate() error {
+	_, port, err := net.SplitHostPort(s.Addr)
+	if err != nil {
+		return invalid("server.addr %q is not host:port", s.Addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return invalid("server.addr %q has an invalid port", s.Addr)
+	}
+	if s.Socket != "" {
+		if !filepath.IsAbs(s.Socket) {
+			return invalid("server.socket must be an absolute path")
+		}
+		if len(s.Socket) > maxSocketPath {
+			return invalid("server.socket is longer than %d bytes, the Unix socket limit", maxSocketPath)
+		}
+	}
+	return nil
+}
+
+func (s *Store) validate() error {
+	switch {
+	case s.URL == "",
+		strings.HasPrefix(s.URL, "sqlite:") && len(s.URL) > len("sqlite:"),
+		strings.HasPrefix(s.URL, "postgres://"),
+		strings.HasPrefix(s.URL, "postgresql://"):
+	default:
+		// The URL may hold a password: never echo it.
+		return invalid("store.url must be sqlite:PATH or postgres://…")
+	}
+	if s.Sync != SyncNormal && s.Sync != SyncFull {
+		return invalid("store.sync %q must be %q or %q", s.Sync, SyncNormal, SyncFull)
+	}
+	return nil
+}
+
+func (s *Sandbox) validate() error {
+	switch s.Default {
+	case berth.SandboxAuto, berth.SandboxHost, berth.SandboxBwrap, berth.SandboxDocker:
+	default:
+		return invalid("sandbox.default %q must be one of auto, host, bwrap, docker", s.Default)
+	}
+	if s.Default == berth.SandboxHost && !s.AllowHost {
+		return invalid("sandbox.default is \"host\" but sandbox.allow_host is false")
+	}
+	if s.Default == berth.SandboxHost && s.RequireIsolation {
+		return invalid("sandbox.default is \"host\" but sandbox.require_isolation is true")
+	}
+	if s.Network && !s.AllowNetwork {
+		return invalid("sandbox.network is true but sandbox.allow_network is false")
+	}
+	if err := intRange("sandbox.uid", s.UID, 0, 1<<32-2); err != nil {
+		return err
+	}
+	return nil
+}
+
+// never is the upper bound of durations that have none worth checking.
+const never = time.Duration(1<<63 - 1)
+
+func (l *Limits) validate() error {
+	ints := []struct {
+		key      string
+		v        int
+		min, max int
+	}{
+		{"limits.max_prompt_bytes", l.MaxPromptBytes, 1, 64 * MiB},
+		{"limits.max_queue", l.MaxQueue, 0, 10000},
+		{"limits.max_sessions", l.MaxSessions, 1, 100000},
+		{"limits.max_children", l.MaxChildren, 0, 1000},
+		{"limits.max_depth", l.MaxDepth, 0, 16},
+		{"limits.max_line_bytes", l.MaxLineBytes, KiB, GiB},
+	}
+	for _, r := range ints {
+		if err := intRange(r.key, r.v, r.min, r.max); err != nil {
+			return err
+		}
+	}
+	const day = 24 * time.Hour
+	durs := []struct {
+		key      string
+		v        Duration
+		min, max time.Duration
+	}{
+		{"limits.permission_timeout", l.PermissionTimeout, time.Second, 7 * day},
+		{"limits.idle_timeout", l.IdleTimeout, 0, never},
+		{"limits.ttl", l.TTL, 0, never},
+		{"limits.stall_after", l.StallAfter, time.Second, day},
+		{"limits.stall_timeout", l.StallTimeout, 0, never},
+		{"limits.cancel_grace", l.CancelGrace, 0, 10 * time.Minute},
+		{"limits.stop_grace", l.StopGrace, 0, 10 * time.Minute},
+		{"limits.handshake_timeout", l.HandshakeTimeout, time.Second, time.Hour},
+	}
+	for _, r := range durs {
+		if r.v.Duration < r.min || r.v.Duration > r.max {
+			if r.max == never {
+				return invalid("%s = %s is out of range (at least %s)", r.key, r.v, Duration{r.min})
+			}
+			return invalid("%s = %s is out of range (%s..%s)", r.key, r.v, Duration{r.min}, Duration{r.max})
+		}
+	}
+	return nil
+}
+
+// intRange refuses v outside [lo, hi], naming key.
+func intRange(key string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return invalid("%s = %d is out of range (%d..%d)", key, v, lo, hi)
+	}
+	return nil
+}
+
+// invalid returns an EInvalid error whose message starts with "config: ".
+func invalid(format string, args ...any) *berth.Error {
+	return berth.Errorf(berth.EInvalid, "config: "+format, args...)
+}

@@ -1,0 +1,284 @@
+package procgroup
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// IODelay bounds how long Wait waits, after the leader exits, for I/O
+// copying to caller-supplied readers and writers that are not *os.File (a
+// background grandchild may hold the output open). Pipes made by StartProc
+// and *os.File streams need no copying and are not affected.
+const IODelay = 2 * time.Second
+
+// Proc is a process started by StartProc, leader of its own process group.
+// It implements berth.Process. A background goroutine reaps it as soon as it
+// exits, so it never lingers as a zombie, and ends then.
+type Proc struct {
+	cmd    *exec.Cmd
+	pid    int
+	stdin  *pipeWriter
+	stdout *pipeReader
+	stderr *pipeReader
+
+	// done is closed once the leader is reaped and status and err are set.
+	done   chan struct{}
+	status berth.ExitStatus
+	err    error
+
+	// gone is set when the group was found empty after the leader was
+	// reaped: from then on its id may be reused and is never signalled.
+	gone atomic.Bool
+	// killed is set once a Stop has sent SIGKILL to the group.
+	killed atomic.Bool
+	// stopSem serialises Stop calls while letting each honour its ctx.
+	stopSem chan struct{}
+}
+
+var _ berth.Process = (*Proc)(nil)
+
+// StartProc starts cmd as the leader of a new process group and reaps it in
+// the background. Unlike exec.Cmd, where a nil stream means /dev/null, each
+// of cmd.Stdin, cmd.Stdout and cmd.Stderr left nil gets a pipe whose parent
+// end is Proc.Stdin, Proc.Stdout or Proc.Stderr (berth.ProcSpec's rule).
+//
+// The caller owns the Stdout and Stderr read ends: read them to EOF (they
+// then close themselves) or Close them. The Stdin write end is closed when
+// the leader exits. cmd must not have a Context: a process outlives the
+// request that started it and ends through Stop.
+func StartProc(cmd *exec.Cmd) (*Proc, error) {
+	p := &Proc{cmd: cmd, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
+	// childEnds are closed in the parent once the child holds them;
+	// parentEnds only if starting fails.
+	var childEnds, parentEnds []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			_ = f.Close()
+		}
+	}
+	newPipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err != nil {
+			closeAll(childEnds)
+			closeAll(parentEnds)
+		}
+		return r, w, err
+	}
+	if cmd.Stdin == nil {
+		r, w, err := newPipe()
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdin, p.stdin = r, &pipeWriter{f: w}
+		childEnds, parentEnds = append(childEnds, r), append(parentEnds, w)
+	}
+	if cmd.Stdout == nil {
+		r, w, err := newPipe()
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdout, p.stdout = w, &pipeReader{f: r}
+		childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
+	}
+	if cmd.Stderr == nil {
+		r, w, err := newPipe()
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stderr, p.stderr = w, &pipeReader{f: r}
+		childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
+	}
+	if cmd.WaitDelay == 0 {
+		cmd.WaitDelay = IODelay
+	}
+	err := Start(cmd)
+	// The child has its own copies now; ours would keep the pipes from
+	// reporting EOF (stdout/stderr) or EPIPE (stdin).
+	closeAll(childEnds)
+	if err != nil {
+		closeAll(parentEnds)
+		return nil, err
+	}
+	p.pid = cmd.Process.Pid
+	go p.reap()
+	return p, nil
+}
+
+// reap waits for the leader, records its status and wakes every waiter.
+func (p *Proc) reap() {
+	err := p.cmd.Wait()
+	p.status = ExitStatusOf(p.cmd.ProcessState)
+	var ee *exec.ExitError
+	// A non-zero exit is a status, not an error; ErrWaitDelay only means
+	// output written after the leader's exit by its leftovers was cut.
+	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
+		p.err = err
+	}
+	// With the leader reaped, an empty group frees its id for reuse: note
+	// it now so that no later signal can reach a stranger.
+	if !Alive(p.pid) {
+		p.gone.Store(true)
+	}
+	if p.stdin != nil {
+		_ = p.stdin.Close()
+	}
+	close(p.done)
+}
+
+// Pid is the leader's pid, which is also the process group id.
+func (p *Proc) Pid() int { return p.pid }
+
+// Stdin is the write end of the stdin pipe, or nil when the caller gave one.
+func (p *Proc) Stdin() io.WriteCloser {
+	if p.stdin == nil {
+		return nil
+	}
+	return p.stdin
+}
+
+// Stdout is the read end of the stdout pipe, or nil when the caller gave one.
+func (p *Proc) Stdout() io.ReadCloser {
+	if p.stdout == nil {
+		return nil
+	}
+	return p.stdout
+}
+
+// Stderr is the read end of the stderr pipe, or nil when the caller gave one.
+func (p *Proc) Stderr() io.ReadCloser {
+	if p.stderr == nil {
+		return nil
+	}
+	return p.stderr
+}
+
+// Done is closed once the leader has exited and been reaped.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the leader to exit and returns its status. Any number of
+// goroutines may call it; all get the same answer. The error is not about
+// the exit status (a non-zero exit is not an error) but about I/O copying
+// to caller-supplied streams.
+func (p *Proc) Wait() (berth.ExitStatus, error) {
+	<-p.done
+	return p.status, p.err
+}
+
+// Signal sends sig to the whole process group, leftovers of an exited
+// leader included. It returns os.ErrProcessDone when the group is empty,
+// and EInvalid for a signal that is not a syscall.Signal.
+func (p *Proc) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return berth.Errorf(berth.EInvalid, "unsupported signal %v", sig)
+	}
+	if p.gone.Load() {
+		return os.ErrProcessDone
+	}
+	return Signal(p.pid, s)
+}
+
+// signal sends sig to the group for Stop; an empty group is not an error.
+func (p *Proc) signal(sig syscall.Signal) error {
+	if p.gone.Load() {
+		return nil
+	}
+	if err := Signal(p.pid, sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
+// Stop sends SIGTERM to the group, waits up to grace for the leader, then
+// sends SIGKILL to the group, whether or not the leader is still there, and
+// returns the leader's status once it is reaped. If ctx ends first it
+// returns ctx's error: SIGKILL is still sent (early) and reaping still
+// happens in the background. Stop is idempotent and safe to call
+// concurrently; later calls do not signal again.
+func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
+	select {
+	case p.stopSem <- struct{}{}:
+	case <-ctx.Done():
+		return berth.ExitStatus{}, ctx.Err()
+	}
+	defer func() { <-p.stopSem }()
+	if !p.killed.Load() {
+		if err := p.signal(syscall.SIGTERM); err != nil {
+			return berth.ExitStatus{}, err
+		}
+		if grace > 0 {
+			t := time.NewTimer(grace)
+			select {
+			case <-p.done:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+		// The leader may be gone while its children live on: kill the
+		// group regardless.
+		if err := p.signal(syscall.SIGKILL); err != nil {
+			return berth.ExitStatus{}, err
+		}
+		p.killed.Store(true)
+	}
+	select {
+	case <-p.done:
+		return p.status, p.err
+	case <-ctx.Done():
+		return berth.ExitStatus{}, ctx.Err()
+	}
+}
+
+// pipeReader is the parent's read end of an output pipe. It closes itself
+// at EOF so that a caller draining it cannot leak the descriptor.
+type pipeReader struct {
+	f    *os.File
+	once sync.Once
+	eof  atomic.Bool
+}
+
+// Read reads from the pipe; after EOF it keeps returning io.EOF.
+func (r *pipeReader) Read(b []byte) (int, error) {
+	if r.eof.Load() {
+		return 0, io.EOF
+	}
+	n, err := r.f.Read(b)
+	if err == io.EOF {
+		r.eof.Store(true)
+		_ = r.Close()
+	}
+	return n, err
+}
+
+// Close closes the pipe; closing twice is not an error.
+func (r *pipeReader) Close() error {
+	var err error
+	r.once.Do(func() { err = r.f.Close() })
+	return err
+}
+
+// pipeWriter is the parent's write end of the stdin pipe.
+type pipeWriter struct {
+	f    *os.File
+	once sync.Once
+}
+
+// Write writes to the pipe.
+func (w *pipeWriter) Write(b []byte) (int, error) { return w.f.Write(b) }
+
+// Close closes the pipe; closing twice is not an error.
+func (w *pipeWriter) Close() error {
+	var err error
+	w.once.Do(func() { err = w.f.Close() })
+	return err
+}

@@ -1,0 +1,198 @@
+package procgroup
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// run runs a shell script to completion and returns its process state.
+func run(t *testing.T, script string) *os.ProcessState {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	_ = cmd.Run()
+	if cmd.ProcessState == nil {
+		t.Fatalf("%q did not run", script)
+	}
+	return cmd.ProcessState
+}
+
+func TestExitStatusOf(t *testing.T) {
+	cases := []struct {
+		script string
+		want   berth.ExitStatus
+	}{
+		{"exit 0", berth.ExitStatus{}},
+		{"exit 4", berth.ExitStatus{Code: 4}},
+		{"kill -TERM $$", berth.ExitStatus{Code: 143, Signal: "SIGTERM"}},
+		{"kill -KILL $$", berth.ExitStatus{Code: 137, Signal: "SIGKILL"}},
+	}
+	for _, tc := range cases {
+		if got := ExitStatusOf(run(t, tc.script)); got != tc.want {
+			t.Errorf("%q: %+v, want %+v", tc.script, got, tc.want)
+		}
+	}
+	if got := ExitStatusOf(nil); got.Code != -1 || got.Success() {
+		t.Errorf("nil state: %+v", got)
+	}
+}
+
+func TestSignalName(t *testing.T) {
+	cases := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP", 0: "SIG0"}
+	for sig, want := range cases {
+		if got := SignalName(sig); got != want {
+			t.Errorf("SignalName(%d) = %q, want %q", int(sig), got, want)
+		}
+	}
+}
+
+func TestSignalRefusesSpecialGroups(t *testing.T) {
+	for _, pgid := range []int{-3, 0, 1} {
+		if err := Signal(pgid, 0); err == nil {
+			t.Errorf("Signal(%d) succeeded", pgid)
+		}
+		if Alive(pgid) {
+			t.Errorf("Alive(%d) = true", pgid)
+		}
+	}
+}
+
+// startGroup starts script in its own group; done closes once it is reaped.
+func startGroup(t *testing.T, script string) (cmd *exec.Cmd, stdout *bufio.Reader, done chan struct{}) {
+	t.Helper()
+	cmd = exec.Command("sh", "-c", script)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan struct{})
+	go func() {
+		// Drain stdout before Wait closes it.
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = Signal(cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	})
+	return cmd, bufio.NewReader(out), done
+}
+
+func TestTerminateEscalates(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `trap "" TERM; echo ready; sleep 100`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if pgid, err := syscall.Getpgid(cmd.Process.Pid); err != nil || pgid != cmd.Process.Pid {
+		t.Fatalf("pgid = %d, %v; want the pid %d", pgid, err, cmd.Process.Pid)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		t.Fatalf("got %q, %v", line, err)
+	}
+	done := make(chan struct{})
+	var state *os.ProcessState
+	go func() {
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+		state = cmd.ProcessState
+		close(done)
+	}()
+	const grace = 100 * time.Millisecond
+	t0 := time.Now()
+	if err := Terminate(context.Background(), cmd.Process.Pid, grace, done); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took < grace {
+		t.Errorf("SIGKILL after %v, before the grace", took)
+	}
+	<-done
+	if st := ExitStatusOf(state); st.Signal != "SIGKILL" {
+		t.Errorf("status %+v, want SIGKILL", st)
+	}
+}
+
+func TestTerminatePolite(t *testing.T) {
+	cmd, _, done := startGroup(t, "sleep 100")
+	t0 := time.Now()
+	if err := Terminate(context.Background(), cmd.Process.Pid, time.Minute, done); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took > 30*time.Second {
+		t.Errorf("Terminate waited %v for a process that obeys SIGTERM", took)
+	}
+	<-done
+	if st := ExitStatusOf(cmd.ProcessState); st.Signal != "SIGTERM" {
+		t.Errorf("status %+v, want SIGTERM", st)
+	}
+	// Terminating an empty group is not an error.
+	if err := Terminate(context.Background(), cmd.Process.Pid, 0, done); err != nil {
+		t.Errorf("Terminate of an empty group = %v", err)
+	}
+}
+
+func TestStartProcPipes(t *testing.T) {
+	p, err := StartProc(exec.Command("sh", "-c", "cat; echo bye >&2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(p.Stdin(), "hi\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Stdin().Close()
+	out, err := io.ReadAll(p.Stdout())
+	if err != nil || string(out) != "hi\n" {
+		t.Errorf("stdout %q, %v", out, err)
+	}
+	errOut, err := io.ReadAll(p.Stderr())
+	if err != nil || string(errOut) != "bye\n" {
+		t.Errorf("stderr %q, %v", errOut, err)
+	}
+	// Drained readers closed themselves and keep answering EOF.
+	if n, err := p.Stdout().Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("read after EOF = %d, %v", n, err)
+	}
+	if err := p.Stdout().Close(); err != nil {
+		t.Errorf("Close after EOF = %v", err)
+	}
+	st, err := p.Wait()
+	if err != nil || !st.Success() {
+		t.Errorf("Wait = %+v, %v", st, err)
+	}
+	select {
+	case <-p.Done():
+	default:
+		t.Error("Done not closed after Wait")
+	}
+	if err := p.Signal(os.Interrupt); !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("Signal after exit = %v, want os.ErrProcessDone", err)
+	}
+}
+
+func TestStartProcFailure(t *testing.T) {
+	cmd := exec.Command("/nonexistent/berth-test-binary")
+	if _, err := StartProc(cmd); err == nil {
+		t.Fatal("started a missing binary")
+	}
+}
