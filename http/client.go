@@ -1,0 +1,345 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// maxErrorBody is how much of an error answer the client reads.
+const maxErrorBody = 1 << 20
+
+// Client talks to a berth daemon over HTTP, on TCP or its Unix socket. Every
+// error it returns carries a berth code: the daemon's own errors decode into
+// *berth.Error with their code, message and details; a daemon that does not
+// answer is EUnavailable. It is safe for concurrent use.
+type Client struct {
+	baseURL string
+	token   string
+	// target names the daemon in messages: a URL or a socket path.
+	target string
+	hc     *http.Client
+
+	// reconnectDelay is the first pause before a stream reconnects; it
+	// doubles up to maxReconnectDelay.
+	reconnectDelay    time.Duration
+	maxReconnectDelay time.Duration
+	// maxReconnects is how many reconnections in a row may fail before a
+	// stream gives up.
+	maxReconnects int
+}
+
+// NewClient returns a client for the daemon at baseURL
+// ("http://127.0.0.1:7380"; a bare "host:port" is taken as http). token, when
+// not empty, is sent as a bearer token.
+func NewClient(baseURL string, token string) *Client {
+	if !strings.Contains(baseURL, "://") {
+		baseURL = "http://" + baseURL
+	}
+	baseURL = strings.TrimRight(baseURL, "/")
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	return newClient(baseURL, token, baseURL, transport)
+}
+
+// NewUnixClient returns a client for the daemon listening on the Unix socket
+// at socketPath.
+func NewUnixClient(socketPath string, token string) *Client {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.Proxy = nil
+	transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socketPath)
+	}
+	// The host is a placeholder: the transport always dials the socket.
+	return newClient("http://berth", token, socketPath, transport)
+}
+
+// newClient builds a client over transport.
+func newClient(baseURL, token, target string, transport *http.Transport) *Client {
+	return &Client{
+		baseURL:           baseURL,
+		token:             token,
+		target:            target,
+		hc:                &http.Client{Transport: transport},
+		reconnectDelay:    200 * time.Millisecond,
+		maxReconnectDelay: 5 * time.Second,
+		maxReconnects:     8,
+	}
+}
+
+// Target returns where the client connects: the base URL or the socket path.
+func (c *Client) Target() string { return c.target }
+
+// Close releases the client's idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// Do sends one API request: in, when not nil, is the JSON body; out, when
+// not nil, receives the JSON answer (a *json.RawMessage keeps it verbatim).
+// path is the API path ("/v1/sessions"); query may be nil. An error answer
+// becomes a *berth.Error.
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, in, out any) error {
+	resp, err := c.send(ctx, method, path, query, in, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		// Drain so the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return berth.WrapError(berth.EInternal, err, "the daemon's answer to %s %s is not valid JSON", method, path)
+	}
+	return nil
+}
+
+// send sends a request and returns the response when its status is 2xx;
+// otherwise it closes the body and returns the decoded error.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any, header http.Header) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(in); err != nil {
+			return nil, berth.WrapError(berth.EInvalid, err, "cannot encode the request")
+		}
+		body = &buf
+	}
+	u := c.baseURL + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInvalid, err, "bad request %s %s", method, path)
+	}
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.transportError(ctx, err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, decodeErrorResponse(resp)
+	}
+	return resp, nil
+}
+
+// transportError classifies an error of the transport: the caller's own
+// cancellation stays as it is; anything else means the daemon cannot be
+// reached (EUnavailable).
+func (c *Client) transportError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+		return berth.WrapError(berth.EUnavailable, err, "no berth daemon answers at %s (start one with `berth serve`)", c.target)
+	}
+	return berth.WrapError(berth.EUnavailable, err, "cannot reach the berth daemon at %s: %v", c.target, err)
+}
+
+// decodeErrorResponse turns an error answer into a *berth.Error: the API's
+// error JSON when there is one, else a code guessed from the status.
+func decodeErrorResponse(resp *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var body errorBody
+	if err := json.Unmarshal(raw, &body); err == nil && body.Error.Code != "" {
+		e := &berth.Error{Code: body.Error.Code, Message: body.Error.Message, Details: body.Error.Details}
+		if len(e.Details) == 0 {
+			e.Details = nil
+		}
+		return e
+	}
+	msg := strings.TrimSpace(string(raw))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return berth.Errorf(CodeForStatus(resp.StatusCode), "the daemon answered %d: %s", resp.StatusCode, msg)
+}
+
+// sessionPath returns the API path of a session, with suffix appended.
+func sessionPath(id, suffix string) string {
+	return "/v1/sessions/" + url.PathEscape(id) + suffix
+}
+
+// Health returns the daemon's health.
+func (c *Client) Health(ctx context.Context) (*berth.Health, error) {
+	var h berth.Health
+	if err := c.Do(ctx, http.MethodGet, "/v1/health", nil, nil, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// Agents returns the agent catalog.
+func (c *Client) Agents(ctx context.Context) ([]berth.AgentInfo, error) {
+	var out agentList
+	if err := c.Do(ctx, http.MethodGet, "/v1/agents", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Agents, nil
+}
+
+// CreateSession creates a session; the agent's handshake is done when it
+// returns. A session whose agent failed to start comes back stopped with
+// its failure, not as an error.
+func (c *Client) CreateSession(ctx context.Context, req berth.CreateRequest) (*berth.Session, error) {
+	var s berth.Session
+	if err := c.Do(ctx, http.MethodPost, "/v1/sessions", nil, req, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// GetSession returns one session.
+func (c *Client) GetSession(ctx context.Context, id string) (*berth.Session, error) {
+	var s berth.Session
+	if err := c.Do(ctx, http.MethodGet, sessionPath(id, ""), nil, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// SessionQuery returns the query string of GET /v1/sessions for f.
+func SessionQuery(f berth.SessionFilter) url.Values {
+	q := url.Values{}
+	if f.State != "" {
+		q.Set("state", string(f.State))
+	}
+	if f.Agent != "" {
+		q.Set("agent", f.Agent)
+	}
+	if f.Parent != "" {
+		q.Set("parent", f.Parent)
+	}
+	for k, v := range f.Labels {
+		q.Add("label", k+"="+v)
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Cursor != "" {
+		q.Set("cursor", f.Cursor)
+	}
+	return q
+}
+
+// ListSessions returns one page of sessions; pass the page's NextCursor as
+// f.Cursor for the next one.
+func (c *Client) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
+	var page berth.SessionPage
+	if err := c.Do(ctx, http.MethodGet, "/v1/sessions", SessionQuery(f), nil, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// StopSession stops a session and returns it stopped.
+func (c *Client) StopSession(ctx context.Context, id string) (*berth.Session, error) {
+	var s berth.Session
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/stop"), nil, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// DeleteSession stops a session and deletes its log and managed workspace.
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.Do(ctx, http.MethodDelete, sessionPath(id, ""), nil, nil, nil)
+}
+
+// Prompt sends a prompt and returns at once: the turn started, or the entry
+// queued or staged.
+func (c *Client) Prompt(ctx context.Context, id string, req berth.PromptRequest) (*berth.PromptResult, error) {
+	var res berth.PromptResult
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/prompts"), nil, req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// PromptWait sends a prompt with ?wait=true and returns when its turn ends,
+// with the turn's stop reason and text.
+func (c *Client) PromptWait(ctx context.Context, id string, req berth.PromptRequest) (*berth.TurnResult, error) {
+	var res berth.TurnResult
+	q := url.Values{"wait": {"true"}}
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/prompts"), q, req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Cancel cancels the turn in flight and returns its id (EConflict when the
+// session is idle).
+func (c *Client) Cancel(ctx context.Context, id string) (string, error) {
+	var res cancelResult
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/cancel"), nil, nil, &res); err != nil {
+		return "", err
+	}
+	return res.TurnID, nil
+}
+
+// EventQuery returns the query string of GET /v1/sessions/{id}/events for f.
+func EventQuery(f berth.EventFilter) url.Values {
+	q := url.Values{}
+	if f.After > 0 {
+		q.Set("after", strconv.FormatInt(f.After, 10))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Type != "" {
+		q.Set("type", f.Type)
+	}
+	if f.TurnID != "" {
+		q.Set("turn", f.TurnID)
+	}
+	return q
+}
+
+// ListEvents returns one page of a session's log and the position to ask
+// the next page after (the last seq returned, or f.After when none).
+func (c *Client) ListEvents(ctx context.Context, id string, f berth.EventFilter) ([]berth.Event, int64, error) {
+	var page eventPage
+	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/events"), EventQuery(f), nil, &page); err != nil {
+		return nil, 0, err
+	}
+	return page.Events, page.NextAfter, nil
+}
+
+// Transcript returns a session's turns.
+func (c *Client) Transcript(ctx context.Context, id string) ([]berth.TranscriptTurn, error) {
+	var t transcript
+	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/transcript"), nil, nil, &t); err != nil {
+		return nil, err
+	}
+	return t.Turns, nil
+}

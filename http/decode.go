@@ -1,0 +1,153 @@
+package http
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/berth-sh/berth"
+)
+
+// jsonSlack is what a JSON body may hold beyond the prompt text: the other
+// fields of a create request, whitespace and punctuation.
+const jsonSlack = 64 << 10
+
+// defaultMaxPromptBytes is limits.max_prompt_bytes when the options leave it 0.
+const defaultMaxPromptBytes = 256 << 10
+
+// bodyLimit returns the largest request body accepted. A prompt of n bytes
+// may take up to 6n bytes once escaped in JSON ("\u003c" for "<"), so the cap
+// leaves room for that; the prompt itself is then checked against its own cap
+// to answer 413 with the exact numbers.
+func (s *Server) bodyLimit() int64 {
+	return 6*int64(s.maxPromptBytes()) + jsonSlack
+}
+
+// maxPromptBytes returns the prompt cap in force.
+func (s *Server) maxPromptBytes() int {
+	if s.opts.MaxPromptBytes > 0 {
+		return s.opts.MaxPromptBytes
+	}
+	return defaultMaxPromptBytes
+}
+
+// decodeJSON reads the request body into v strictly: unknown fields,
+// malformed JSON, wrong types, an empty body and trailing data are
+// EInvalid with a message naming the field where there is one; a body over
+// the cap is ETooLarge.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	limit := s.bodyLimit()
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, limit)
+	}
+	// Anything after the one JSON value, other than whitespace, is refused.
+	var extra json.RawMessage
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return berth.Errorf(berth.EInvalid, "request body has data after the JSON object")
+	default:
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return decodeError(err, limit)
+		}
+		return berth.Errorf(berth.EInvalid, "request body has data after the JSON object")
+	}
+}
+
+// decodeError turns a json decoding error into a user-facing *berth.Error.
+func decodeError(err error, limit int64) error {
+	var (
+		tooLarge  *http.MaxBytesError
+		syntax    *json.SyntaxError
+		typeError *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &tooLarge):
+		return &berth.Error{Code: berth.ETooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", limit),
+			Details: map[string]any{"max_bytes": limit}, Err: err}
+	case errors.Is(err, io.EOF):
+		return berth.Errorf(berth.EInvalid, "request body is empty: a JSON object is required")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return berth.Errorf(berth.EInvalid, "malformed JSON: the body ends too early")
+	case errors.As(err, &syntax):
+		return berth.Errorf(berth.EInvalid, "malformed JSON at byte %d: %s", syntax.Offset, syntax.Error())
+	case errors.As(err, &typeError):
+		if typeError.Field == "" {
+			return berth.Errorf(berth.EInvalid, "request body must be a JSON object, not %s", typeError.Value)
+		}
+		return &berth.Error{Code: berth.EInvalid,
+			Message: fmt.Sprintf("field %q must be %s, not %s", typeError.Field, jsonKind(typeError.Type.String()), typeError.Value),
+			Details: map[string]any{"field": typeError.Field}}
+	}
+	// encoding/json has no typed error for an unknown field; it says
+	// `json: unknown field "name"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		field, uerr := strconv.Unquote(name)
+		if uerr != nil {
+			field = name
+		}
+		return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown field %q", field),
+			Details: map[string]any{"field": field}}
+	}
+	return berth.WrapError(berth.EInvalid, err, "malformed JSON body")
+}
+
+// jsonKind names a Go type the way a JSON user thinks of it.
+func jsonKind(goType string) string {
+	switch {
+	case goType == "string" || strings.HasSuffix(goType, "State"):
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"), strings.HasPrefix(goType, "float"):
+		return "a number"
+	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "struct"):
+		return "an object"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	}
+	return "a " + goType
+}
+
+// queryInt parses an optional integer query parameter no smaller than min;
+// absent or empty gives def.
+func queryInt(q url.Values, name string, def, min int64) (int64, error) {
+	raw := q.Get(name)
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil {
+		return 0, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("query parameter %q must be an integer, not %q", name, raw),
+			Details: map[string]any{"parameter": name}}
+	}
+	if n < min {
+		return 0, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("query parameter %q must be at least %d", name, min),
+			Details: map[string]any{"parameter": name}}
+	}
+	return n, nil
+}
+
+// queryBool parses an optional boolean query parameter; absent gives false.
+func queryBool(q url.Values, name string) (bool, error) {
+	raw := q.Get(name)
+	if raw == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(raw)
+	if err != nil {
+		return false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("query parameter %q must be true or false, not %q", name, raw),
+			Details: map[string]any{"parameter": name}}
+	}
+	return b, nil
+}

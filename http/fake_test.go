@@ -1,0 +1,320 @@
+package http
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// fakeService is an in-memory berth.SessionService for the HTTP edge's
+// tests: it records what it was asked and answers what the test set.
+type fakeService struct {
+	mu       sync.Mutex
+	sessions map[string]*berth.Session
+	events   map[string][]berth.Event
+	stopped  map[string]bool
+	// changed is closed and replaced whenever events or stopped change.
+	changed chan struct{}
+
+	// err, when set, is returned by every method that can fail.
+	err error
+	// panicOn names a method that panics.
+	panicOn string
+	// pageSize bounds the events one Next returns (0: all).
+	pageSize int
+	// streamErr, when set, is returned by Next once the stored events are read.
+	streamErr error
+
+	promptResult berth.PromptResult
+	turnResult   berth.TurnResult
+	// waitBlocks makes WaitTurn block until its context ends.
+	waitBlocks bool
+
+	lastCreate     berth.CreateRequest
+	lastPrompt     berth.PromptRequest
+	lastWaitTurn   string
+	lastSessionF   berth.SessionFilter
+	lastEventF     berth.EventFilter
+	lastStreamFrom int64
+	streamCalls    int
+}
+
+// newFakeService returns a fake holding one active session "ses_1".
+func newFakeService() *fakeService {
+	f := &fakeService{
+		sessions: map[string]*berth.Session{},
+		events:   map[string][]berth.Event{},
+		stopped:  map[string]bool{},
+		changed:  make(chan struct{}),
+	}
+	f.sessions["ses_1"] = &berth.Session{ID: "ses_1", Name: "one", Agent: "demo", State: berth.StateActive,
+		Badge: berth.BadgeIdle, Labels: map[string]string{"team": "web"}, CreatedAt: time.Unix(100, 0).UTC()}
+	f.promptResult = berth.PromptResult{Status: "started", TurnID: "turn_1"}
+	f.turnResult = berth.TurnResult{TurnID: "turn_1", StopReason: berth.TurnEndTurn, Text: "hello"}
+	return f
+}
+
+// appendEvents adds n events of type typ to a session's log.
+func (f *fakeService) appendEvents(id string, n int, typ string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range n {
+		seq := int64(len(f.events[id]) + 1)
+		ev := berth.NewEvent(id, "turn_1", typ, map[string]any{"text": fmt.Sprintf("chunk %d\nline two", seq)})
+		ev.Seq = seq
+		f.events[id] = append(f.events[id], ev)
+	}
+	f.bump()
+}
+
+// stop marks a session stopped: its streams end once read.
+func (f *fakeService) stop(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped[id] = true
+	f.bump()
+}
+
+// bump wakes every stream waiting in Next. f.mu is held.
+func (f *fakeService) bump() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// enter records a call, and fails or panics as the test asked. f.mu is held.
+func (f *fakeService) enter(method string) error {
+	if f.panicOn == method {
+		panic("fake panic in " + method)
+	}
+	return f.err
+}
+
+// session returns a copy of a session or ENotFound. f.mu is held.
+func (f *fakeService) session(id string) (*berth.Session, error) {
+	s, ok := f.sessions[id]
+	if !ok {
+		return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
+	}
+	cp := *s
+	return &cp, nil
+}
+
+// Health implements berth.SessionService.
+func (f *fakeService) Health(context.Context) berth.Health {
+	return berth.Health{Status: "ok", Store: "sqlite", NodeID: "node_1"}
+}
+
+// Agents implements berth.SessionService.
+func (f *fakeService) Agents(context.Context) []berth.AgentInfo {
+	return []berth.AgentInfo{{Name: "demo", Command: "berth agent-demo", Available: true, Description: "demo agent"}}
+}
+
+// CreateSession implements berth.SessionService.
+func (f *fakeService) CreateSession(_ context.Context, req berth.CreateRequest) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("CreateSession"); err != nil {
+		return nil, err
+	}
+	f.lastCreate = req
+	s := &berth.Session{ID: "ses_new", Name: req.Name, Agent: req.Agent, State: berth.StateActive, Badge: berth.BadgeIdle, Labels: req.Labels}
+	f.sessions[s.ID] = s
+	cp := *s
+	return &cp, nil
+}
+
+// GetSession implements berth.SessionService.
+func (f *fakeService) GetSession(_ context.Context, id string) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("GetSession"); err != nil {
+		return nil, err
+	}
+	return f.session(id)
+}
+
+// ListSessions implements berth.SessionService.
+func (f *fakeService) ListSessions(_ context.Context, flt berth.SessionFilter) (*berth.SessionPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("ListSessions"); err != nil {
+		return nil, err
+	}
+	f.lastSessionF = flt
+	page := &berth.SessionPage{}
+	for _, s := range f.sessions {
+		if flt.State != "" && s.State != flt.State {
+			continue
+		}
+		cp := *s
+		page.Sessions = append(page.Sessions, &cp)
+	}
+	return page, nil
+}
+
+// StopSession implements berth.SessionService.
+func (f *fakeService) StopSession(_ context.Context, id string) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("StopSession"); err != nil {
+		return nil, err
+	}
+	s, err := f.session(id)
+	if err != nil {
+		return nil, err
+	}
+	f.sessions[id].State, f.sessions[id].StopReason = berth.StateStopped, berth.StopUserRequested
+	s.State, s.StopReason = berth.StateStopped, berth.StopUserRequested
+	return s, nil
+}
+
+// DeleteSession implements berth.SessionService.
+func (f *fakeService) DeleteSession(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("DeleteSession"); err != nil {
+		return err
+	}
+	if _, err := f.session(id); err != nil {
+		return err
+	}
+	delete(f.sessions, id)
+	return nil
+}
+
+// Prompt implements berth.SessionService.
+func (f *fakeService) Prompt(_ context.Context, id string, req berth.PromptRequest) (*berth.PromptResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Prompt"); err != nil {
+		return nil, err
+	}
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	f.lastPrompt = req
+	res := f.promptResult
+	return &res, nil
+}
+
+// WaitTurn implements berth.SessionService.
+func (f *fakeService) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
+	f.mu.Lock()
+	f.lastWaitTurn = turnID
+	blocks := f.waitBlocks
+	res := f.turnResult
+	f.mu.Unlock()
+	if blocks {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &res, nil
+}
+
+// Cancel implements berth.SessionService.
+func (f *fakeService) Cancel(_ context.Context, id string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Cancel"); err != nil {
+		return "", err
+	}
+	if _, err := f.session(id); err != nil {
+		return "", err
+	}
+	return "turn_1", nil
+}
+
+// ListEvents implements berth.SessionService.
+func (f *fakeService) ListEvents(_ context.Context, id string, flt berth.EventFilter) ([]berth.Event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("ListEvents"); err != nil {
+		return nil, err
+	}
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	f.lastEventF = flt
+	var out []berth.Event
+	for _, ev := range f.events[id] {
+		if ev.Seq > flt.After && (flt.Type == "" || ev.Type == flt.Type) && len(out) < flt.Limit {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+// StreamEvents implements berth.SessionService.
+func (f *fakeService) StreamEvents(_ context.Context, id string, after int64) (berth.EventStream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("StreamEvents"); err != nil {
+		return nil, err
+	}
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	f.lastStreamFrom = after
+	f.streamCalls++
+	return &fakeStream{f: f, id: id, pos: after}, nil
+}
+
+// Transcript implements berth.SessionService.
+func (f *fakeService) Transcript(_ context.Context, id string) ([]berth.TranscriptTurn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("Transcript"); err != nil {
+		return nil, err
+	}
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	return []berth.TranscriptTurn{{TurnID: "turn_1", Prompt: "hi", Text: "hello", StopReason: berth.TurnEndTurn, StartSeq: 1}}, nil
+}
+
+// fakeStream follows a fakeService's log the way berth.EventStream promises.
+type fakeStream struct {
+	f   *fakeService
+	id  string
+	pos int64
+}
+
+// Next returns the events after pos, waiting for some; io.EOF once the
+// session is stopped and read; streamErr once read, when set.
+func (s *fakeStream) Next(ctx context.Context) ([]berth.Event, error) {
+	for {
+		s.f.mu.Lock()
+		var out []berth.Event
+		for _, ev := range s.f.events[s.id] {
+			if ev.Seq > s.pos && (s.f.pageSize == 0 || len(out) < s.f.pageSize) {
+				out = append(out, ev)
+			}
+		}
+		stopped, streamErr, changed := s.f.stopped[s.id], s.f.streamErr, s.f.changed
+		s.f.mu.Unlock()
+		switch {
+		case len(out) > 0:
+			s.pos = out[len(out)-1].Seq
+			return out, nil
+		case streamErr != nil:
+			return nil, streamErr
+		case stopped:
+			return nil, io.EOF
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Close does nothing.
+func (s *fakeStream) Close() {}
+
+// The fake must satisfy the interface the server serves.
+var _ berth.SessionService = (*fakeService)(nil)

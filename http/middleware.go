@@ -1,0 +1,129 @@
+package http
+
+import (
+	"errors"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// responseWriter records the status and size of a response for the request
+// log and for panic recovery. Unwrap lets http.ResponseController reach the
+// underlying writer's Flush.
+type responseWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+// WriteHeader records the first status written.
+func (w *responseWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write counts the bytes written.
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap returns the underlying writer.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// logRequests logs every request at debug level, with its status, size and
+// duration.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rw := &responseWriter{ResponseWriter: w}
+		defer func() {
+			s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", rw.status,
+				"bytes", rw.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
+		}()
+		next.ServeHTTP(rw, r)
+	})
+}
+
+// recoverPanics turns a handler's panic into a logged 500 internal error
+// (when nothing was written yet) instead of a dropped connection.
+// http.ErrAbortHandler passes through: it is how a handler drops a
+// connection on purpose.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
+				panic(v)
+			}
+			s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			if rw, ok := w.(*responseWriter); ok && rw.status != 0 {
+				// The answer has begun: all that is left is to drop it.
+				panic(http.ErrAbortHandler)
+			}
+			s.writeError(w, r, berth.Errorf(berth.EInternal, "panic"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// route dispatches to the mux, answering unknown routes with a JSON 404 and
+// known paths with the wrong method with a JSON 405 (the mux's own answers
+// are plain text).
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	h, pattern := s.mux.Handler(r)
+	if pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// The mux's fallback handler is either NotFound or a 405 that sets Allow:
+	// run it on a scratch writer to learn which.
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		allow := probe.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		s.writeErrorStatus(w, r, &berth.Error{Code: berth.EInvalid,
+			Message: "method " + r.Method + " is not allowed on " + r.URL.Path,
+			Details: map[string]any{"allow": strings.Split(allow, ", ")}}, http.StatusMethodNotAllowed)
+		return
+	}
+	s.writeError(w, r, berth.Errorf(berth.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
+}
+
+// statusProbe is a ResponseWriter that keeps the status and headers and
+// discards the body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+// Header returns the probe's headers.
+func (p *statusProbe) Header() http.Header { return p.header }
+
+// Write discards b.
+func (p *statusProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+
+// WriteHeader records code.
+func (p *statusProbe) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}

@@ -1,0 +1,129 @@
+package http
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/berth-sh/berth"
+)
+
+// handleStreamEvents answers GET /v1/sessions/{id}/events/stream with
+// Server-Sent Events: every event after the position given by Last-Event-ID
+// (which wins) or ?after=, then the live ones, each as
+// "id: <seq>\nevent: <type>\ndata: <Event JSON>\n\n". A ": ping" comment
+// goes out when nothing else did for the ping interval. The response ends
+// when the stream says io.EOF (a stopped session, fully read). When the
+// server shuts down the connection is dropped rather than ended, so that a
+// client knows to reconnect with Last-Event-ID rather than think the log
+// complete.
+func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
+	after, err := streamPosition(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	stream, err := s.svc.StreamEvents(ctx, r.PathValue("id"), after)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer stream.Close()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// Tell proxies such as nginx not to buffer the stream.
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+
+	for {
+		next, cancelNext := context.WithTimeout(ctx, s.pingInterval)
+		events, err := stream.Next(next)
+		cancelNext()
+		for _, ev := range events {
+			if werr := writeEvent(w, ev); werr != nil {
+				return
+			}
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			rc.Flush()
+			return
+		case ctx.Err() != nil:
+			if s.shuttingDown() && r.Context().Err() == nil {
+				rc.Flush()
+				// Drop the connection: the stream did not end, the daemon did.
+				panic(http.ErrAbortHandler)
+			}
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			if _, werr := io.WriteString(w, ": ping\n\n"); werr != nil {
+				return
+			}
+		default:
+			// The response has begun: say what went wrong as an error event
+			// (it has no id, so the client's position is unchanged), then end.
+			s.logError(r, "event stream failed", err)
+			writeErrorEvent(w, err)
+			rc.Flush()
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// streamPosition returns the seq a stream starts after: Last-Event-ID when
+// present, else ?after=, else 0.
+func streamPosition(r *http.Request) (int64, error) {
+	if raw := strings.TrimSpace(r.Header.Get("Last-Event-ID")); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < 0 {
+			return 0, &berth.Error{Code: berth.EInvalid,
+				Message: fmt.Sprintf("header Last-Event-ID must be a non-negative integer, not %q", raw),
+				Details: map[string]any{"header": "Last-Event-ID"}}
+		}
+		return n, nil
+	}
+	return queryInt(r.URL.Query(), "after", 0, 0)
+}
+
+// writeEvent writes one event in SSE form. json.Marshal writes the event
+// on one line: it escapes newlines in strings and compacts raw data.
+func writeEvent(w io.Writer, ev berth.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, oneLine(ev.Type), data)
+	return err
+}
+
+// writeErrorEvent writes err as an "error" event carrying the API's error
+// JSON.
+func writeErrorEvent(w io.Writer, err error) {
+	data, merr := json.Marshal(errorBody{Error: errorObjectOf(err)})
+	if merr != nil {
+		return
+	}
+	fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
+}
+
+// oneLine removes line breaks, which would end an SSE field early.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
+}
