@@ -1,0 +1,321 @@
+// Package eventlog is the write path and the live read path of every
+// session's append-only event log.
+//
+// Producers Append events; one writer goroutine takes everything queued
+// (up to MaxBatch events), gives each event the next seq of its session,
+// writes the whole batch in one store transaction and only then publishes
+// it to readers. While one transaction commits the next batch accumulates,
+// so the write rate adapts to the load without any timer (group commit).
+//
+// Readers Stream a session from any position: recent events come from a
+// per-session ring in memory, older ones from the store, so a slow reader
+// catches up from disk and never holds back the writer or other readers.
+//
+// The log assumes it is the only writer of its store's events.
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBatch  = 2048
+	DefaultQueueSize = 16384
+	DefaultRingSize  = 1024
+)
+
+// Options tune a Log. Zero values take the defaults.
+type Options struct {
+	// MaxBatch bounds the events written in one store transaction.
+	MaxBatch int
+	// QueueSize bounds the events enqueued but not yet committed; Append
+	// blocks while it is reached (back-pressure). Blocked producers are
+	// admitted in arrival order; one Append larger than QueueSize is
+	// admitted alone, once everything before it is committed.
+	QueueSize int
+	// RingSize is how many recent events each session keeps in memory
+	// for live readers.
+	RingSize int
+	// Logger receives commit failures. nil discards them.
+	Logger *slog.Logger
+}
+
+// Log sequences, persists and publishes the events of every session. Its
+// methods are safe for concurrent use.
+type Log struct {
+	store     berth.Store
+	maxBatch  int
+	ringSize  int
+	logger    *slog.Logger
+	budget    *budget
+	wake      chan struct{} // capacity 1: "the queue is not empty"
+	done      chan struct{} // closed when the writer goroutine has ended
+	doneOnce  sync.Once
+	writerBuf writerState // owned by the writer goroutine
+
+	mu       sync.Mutex
+	state    logState
+	queue    []*request // requests not yet taken by the writer, from head on
+	head     int
+	failures int64 // requests that failed to commit, ever
+	lastErr  error // the error of the latest failure
+
+	hubsMu sync.Mutex
+	hubs   map[string]*hub
+}
+
+// logState is where a Log is in its life.
+type logState int
+
+// The states of a Log: created → open → closing; created → closing.
+const (
+	stateCreated logState = iota
+	stateOpen
+	stateClosing
+)
+
+// request is one Append, AppendSync or Flush waiting for the writer.
+type request struct {
+	events []berth.Event // the log's own copies; the writer sets Seq
+	// done receives the outcome when the request is synchronous
+	// (capacity 1, so the writer never blocks on it); nil for Append.
+	done chan error
+	// flush marks a Flush; failuresBefore is Log.failures when it was
+	// enqueued, so the writer can tell whether anything before it failed.
+	flush          bool
+	failuresBefore int64
+	// err is set by the writer when the request fails.
+	err error
+}
+
+// New returns a Log over store. Call Open to start it.
+func New(store berth.Store, opts Options) *Log {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = DefaultMaxBatch
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = DefaultQueueSize
+	}
+	if opts.RingSize <= 0 {
+		opts.RingSize = DefaultRingSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Log{
+		store:    store,
+		maxBatch: opts.MaxBatch,
+		ringSize: opts.RingSize,
+		logger:   opts.Logger,
+		budget:   newBudget(opts.QueueSize),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		hubs:     make(map[string]*hub),
+	}
+}
+
+// Open starts the writer goroutine. EConflict if the log was opened
+// before, EUnavailable if it was closed.
+func (l *Log) Open() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch l.state {
+	case stateOpen:
+		return berth.Errorf(berth.EConflict, "event log is already open")
+	case stateClosing:
+		return errClosed
+	}
+	l.state = stateOpen
+	go l.run()
+	return nil
+}
+
+// Close stops accepting events, waits until everything already queued is
+// committed and published, and stops the writer. When ctx ends first it
+// returns ctx.Err() and the writer goes on draining; Close may be called
+// again to wait for it. Streams return EUnavailable once they have caught
+// up with a closed log.
+func (l *Log) Close(ctx context.Context) error {
+	l.mu.Lock()
+	started := l.state != stateCreated
+	l.state = stateClosing
+	l.mu.Unlock()
+	l.budget.close() // fail producers blocked on back-pressure
+	if !started {
+		l.doneOnce.Do(func() { close(l.done) })
+		return nil
+	}
+	l.signal()
+	select {
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Append enqueues events and returns without waiting for their commit. It
+// blocks only while the queue is full (back-pressure), until ctx ends. The
+// events of a session get seqs in the order they were enqueued. Their Seq
+// is ignored; a zero Time becomes now. EInvalid for an event without
+// session or type or whose data is not JSON, EUnavailable when the log is
+// not open. A commit failure after Append returned is logged and reported
+// by the next Flush.
+func (l *Log) Append(ctx context.Context, evs ...berth.Event) error {
+	_, err := l.enqueue(ctx, evs, false)
+	return err
+}
+
+// AppendSync enqueues events like Append, waits until they are committed
+// and published, and returns them with Seq set. When ctx ends first it
+// returns ctx.Err(), and the events may still be committed.
+func (l *Log) AppendSync(ctx context.Context, evs ...berth.Event) ([]berth.Event, error) {
+	req, err := l.enqueue(ctx, evs, true)
+	if err != nil || req == nil {
+		return nil, err
+	}
+	select {
+	case err := <-req.done:
+		if err != nil {
+			return nil, err
+		}
+		return req.events, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Flush waits until every event enqueued before the call is committed and
+// published. It returns an error carrying the code of the latest failure
+// if any of those events failed to commit.
+func (l *Log) Flush(ctx context.Context) error {
+	req := &request{flush: true, done: make(chan error, 1)}
+	l.mu.Lock()
+	if l.state != stateOpen {
+		l.mu.Unlock()
+		return errNotOpen(l)
+	}
+	req.failuresBefore = l.failures
+	l.push(req)
+	l.mu.Unlock()
+	l.signal()
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// enqueue validates and copies evs, waits for room and queues them.
+// It returns nil and no error for an empty call.
+func (l *Log) enqueue(ctx context.Context, evs []berth.Event, wait bool) (*request, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	now := time.Now().UTC()
+	own := slices.Clone(evs)
+	for i := range own {
+		e := &own[i]
+		if e.SessionID == "" || e.Type == "" {
+			return nil, berth.Errorf(berth.EInvalid, "event %d: session id and type are required", i)
+		}
+		if e.Data != nil && !json.Valid(e.Data) {
+			return nil, berth.Errorf(berth.EInvalid, "event %d: data is not valid JSON", i)
+		}
+		e.Seq = 0
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+	}
+	req := &request{events: own}
+	if wait {
+		req.done = make(chan error, 1)
+	}
+	if err := l.budget.acquire(ctx, len(own)); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	if l.state != stateOpen {
+		l.mu.Unlock()
+		l.budget.release(len(own))
+		return nil, errNotOpen(l)
+	}
+	l.push(req)
+	l.mu.Unlock()
+	l.signal()
+	return req, nil
+}
+
+// push appends req to the queue. l.mu is held.
+func (l *Log) push(req *request) { l.queue = append(l.queue, req) }
+
+// signal wakes the writer. It never blocks.
+func (l *Log) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// errNotOpen is the error of a call on a log that is not open. l.mu is held.
+func errNotOpen(l *Log) error {
+	if l.state == stateCreated {
+		return berth.Errorf(berth.EUnavailable, "event log is not open")
+	}
+	return errClosed
+}
+
+// LastSeq returns the highest committed seq of a session that the log
+// knows in memory, 0 if it knows none (the store knows better then).
+func (l *Log) LastSeq(sessionID string) int64 {
+	h := l.lookup(sessionID)
+	if h == nil {
+		return 0
+	}
+	last, ok := h.committed()
+	if !ok {
+		return 0
+	}
+	return last
+}
+
+// Forget drops what the log keeps in memory about a session, once it is
+// deleted. Streams of that session end with ENotFound. Events of it still
+// queued fail with ENotFound when the writer reaches them.
+func (l *Log) Forget(sessionID string) {
+	l.hubsMu.Lock()
+	h := l.hubs[sessionID]
+	delete(l.hubs, sessionID)
+	l.hubsMu.Unlock()
+	if h != nil {
+		h.forget()
+	}
+}
+
+// hubFor returns the hub of a session, creating it if needed.
+func (l *Log) hubFor(sessionID string) *hub {
+	l.hubsMu.Lock()
+	defer l.hubsMu.Unlock()
+	h := l.hubs[sessionID]
+	if h == nil {
+		h = newHub(l.ringSize)
+		l.hubs[sessionID] = h
+	}
+	return h
+}
+
+// lookup returns the hub of a session, or nil.
+func (l *Log) lookup(sessionID string) *hub {
+	l.hubsMu.Lock()
+	defer l.hubsMu.Unlock()
+	return l.hubs[sessionID]
+}

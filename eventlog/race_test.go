@@ -1,0 +1,5 @@
+//go:build race
+
+package eventlog
+
+func init() { raceEnabled = true }

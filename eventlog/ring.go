@@ -1,0 +1,66 @@
+package eventlog
+
+import "github.com/berth-sh/berth"
+
+// ring keeps the most recent events of one session, contiguous in seq, for
+// live readers. Its buffer grows on demand up to size, so a session with
+// few events costs little.
+type ring struct {
+	size int
+	buf  []berth.Event
+	head int // index of the oldest event once the buffer is full
+	n    int
+}
+
+// at returns the i-th oldest event held.
+func (r *ring) at(i int) *berth.Event { return &r.buf[(r.head+i)%len(r.buf)] }
+
+// push adds events that directly follow the newest one held.
+func (r *ring) push(evs []berth.Event) {
+	// Only the newest size events can stay.
+	if len(evs) > r.size {
+		r.reset()
+		evs = evs[len(evs)-r.size:]
+	}
+	for _, e := range evs {
+		if len(r.buf) < r.size {
+			// Growing: the buffer is in order from index 0 and n == len.
+			r.buf = append(r.buf, e)
+			r.n++
+			continue
+		}
+		r.buf[r.head] = e
+		r.head = (r.head + 1) % r.size
+	}
+}
+
+// last returns the seq of the newest event held, 0 when empty.
+func (r *ring) last() int64 {
+	if r.n == 0 {
+		return 0
+	}
+	return r.at(r.n - 1).Seq
+}
+
+// after returns a copy of at most limit events from seq pos+1 on, or nil
+// when the ring does not hold pos+1.
+func (r *ring) after(pos int64, limit int) []berth.Event {
+	if r.n == 0 {
+		return nil
+	}
+	first := r.at(0).Seq
+	if pos+1 < first || pos+1 > r.last() {
+		return nil
+	}
+	i := int(pos + 1 - first)
+	out := make([]berth.Event, min(r.n-i, limit))
+	for j := range out {
+		out[j] = *r.at(i + j)
+	}
+	return out
+}
+
+// reset drops every event and the buffer.
+func (r *ring) reset() {
+	r.buf, r.head, r.n = nil, 0, 0
+}

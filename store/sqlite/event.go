@@ -1,0 +1,262 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+
+	"github.com/berth-sh/berth"
+)
+
+// insertChunks are the row counts of the prepared multi-row INSERTs,
+// largest first. A batch is cut greedily into chunks of these sizes, so a
+// batch of 1000 events costs 10 statement executions instead of 1000.
+// 256 rows use 1536 of SQLite's 32766 bind parameters.
+var insertChunks = [...]int{256, 64, 16, 4, 1}
+
+// eventColumns is the number of bound values per inserted event.
+const eventColumns = 6
+
+// insertEventsSQL is an INSERT of n events. OR ROLLBACK: a duplicate
+// (session, seq) ends the whole transaction at once, which AppendEvents
+// wants anyway, and spares SQLite the statement journal it would otherwise
+// keep to undo just the failing statement.
+func insertEventsSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT OR ROLLBACK INTO events (session_pk, seq, turn_id, type, time, data) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`(?,?,?,?,?,?)`)
+	}
+	return b.String()
+}
+
+// bumpLastSeqSQL moves a session's last_seq and returns its key; it returns
+// no row when the session does not exist, which is how AppendEvents finds out.
+const bumpLastSeqSQL = `UPDATE sessions SET last_seq = max(last_seq, ?) WHERE id = ? RETURNING pk`
+
+const lastSeqSQL = `SELECT last_seq FROM sessions WHERE id = ?`
+
+// eventQueryKind says which filters a ListEvents statement applies.
+type eventQueryKind int
+
+// The ListEvents statements, one per filter combination.
+const (
+	eventsAll eventQueryKind = iota
+	eventsByType
+	eventsByTurn
+	eventsByTypeAndTurn
+)
+
+// listEventsSQL is the page query of one filter combination. Every variant
+// is a range of the primary key or of an index that starts with
+// (session_pk, filter column) and ends with seq, so SQLite reads only the
+// rows it returns, already in order. The filtered variants name their index:
+// without statistics the planner prefers the primary key and would walk
+// the session's whole log to find one type. With both filters the turn
+// index is used, a turn being much smaller than the set of its type.
+func listEventsSQL(k eventQueryKind) string {
+	q := `SELECT seq, turn_id, type, time, data FROM events`
+	switch k {
+	case eventsByType:
+		q += ` INDEXED BY events_by_type`
+	case eventsByTurn, eventsByTypeAndTurn:
+		q += ` INDEXED BY events_by_turn`
+	}
+	// The scalar subquery runs once and its key is an equality on the
+	// first column of every events index.
+	q += ` WHERE session_pk = (SELECT pk FROM sessions WHERE id = ?) AND seq > ?`
+	if k == eventsByType || k == eventsByTypeAndTurn {
+		q += ` AND type = ?`
+	}
+	if k == eventsByTurn || k == eventsByTypeAndTurn {
+		q += ` AND turn_id = ?`
+	}
+	return q + ` ORDER BY seq LIMIT ?`
+}
+
+// AppendEvents writes events of any number of sessions in one transaction
+// and moves each session's last_seq to its highest seq in the batch. All
+// or nothing: EInvalid for an event without session or with seq < 1,
+// ENotFound if a session does not exist, EConflict if a (session, seq)
+// already exists or appears twice in the batch.
+func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	// The highest seq of each session, in order of first appearance.
+	type top struct {
+		id  string
+		seq int64
+		pk  int64
+	}
+	var tops []top
+	at := map[string]int{}
+	for i := range events {
+		e := &events[i]
+		if e.SessionID == "" || e.Seq < 1 {
+			return berth.Errorf(berth.EInvalid, "event %d: needs a session id and a seq >= 1", i)
+		}
+		if _, ok := toNanos(e.Time); !ok && !e.Time.IsZero() {
+			return berth.Errorf(berth.EInvalid, "event %d: time out of range", i)
+		}
+		if j, ok := at[e.SessionID]; ok {
+			tops[j].seq = max(tops[j].seq, e.Seq)
+			continue
+		}
+		at[e.SessionID] = len(tops)
+		tops = append(tops, top{id: e.SessionID, seq: e.Seq})
+	}
+
+	// Inserting each session's events as one run touches each B-tree page
+	// once, instead of hopping between the sessions' pages.
+	if len(tops) > 1 {
+		events = groupBySession(events, at, len(tops))
+	}
+
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		bump := tx.StmtContext(ctx, s.bumpLastSeq)
+		for i := range tops {
+			t := &tops[i]
+			err := bump.QueryRowContext(ctx, t.seq, t.id).Scan(&t.pk)
+			if errors.Is(err, sql.ErrNoRows) {
+				return berth.Errorf(berth.ENotFound, "session %s not found", t.id)
+			}
+			if err != nil {
+				return internal(err, "append events")
+			}
+		}
+		var stmts [len(insertChunks)]*sql.Stmt
+		args := make([]any, 0, eventColumns*insertChunks[0])
+		for rest := events; len(rest) > 0; {
+			// The largest chunk that fits what is left.
+			c := 0
+			for insertChunks[c] > len(rest) {
+				c++
+			}
+			n := insertChunks[c]
+			if stmts[c] == nil {
+				stmts[c] = tx.StmtContext(ctx, s.insertEvents[c])
+			}
+			args = args[:0]
+			for i := range rest[:n] {
+				e := &rest[i]
+				args = append(args, tops[at[e.SessionID]].pk, e.Seq, e.TurnID, e.Type, timeArg(e), dataArg(e))
+			}
+			if _, err := stmts[c].ExecContext(ctx, args...); err != nil {
+				if isConstraint(err) {
+					return berth.WrapError(berth.EConflict, err, "event seq already exists")
+				}
+				return internal(err, "append events")
+			}
+			rest = rest[n:]
+		}
+		return nil
+	})
+}
+
+// groupBySession returns a copy of events with each session's events
+// together, sessions in order of first appearance and each session's
+// events in their original order (a counting sort: no comparisons).
+func groupBySession(events []berth.Event, at map[string]int, sessions int) []berth.Event {
+	next := make([]int, sessions+1)
+	for i := range events {
+		next[at[events[i].SessionID]+1]++
+	}
+	for k := 1; k <= sessions; k++ {
+		next[k] += next[k-1]
+	}
+	out := make([]berth.Event, len(events))
+	for i := range events {
+		k := at[events[i].SessionID]
+		out[next[k]] = events[i]
+		next[k]++
+	}
+	return out
+}
+
+// timeArg is the stored form of an event's time: unix nanoseconds, or
+// NULL for the zero time.
+func timeArg(e *berth.Event) any {
+	if n, ok := toNanos(e.Time); ok {
+		return n
+	}
+	return nil
+}
+
+// dataArg is the stored form of an event's data: JSON text (TEXT, not BLOB,
+// so SQLite's json functions read it as JSON), or NULL when there is none.
+func dataArg(e *berth.Event) any {
+	if e.Data == nil {
+		return nil
+	}
+	return string(e.Data)
+}
+
+// ListEvents returns events of a session with seq > f.After in seq order,
+// at most f.Limit (0 means berth.DefaultEventLimit; more than
+// berth.MaxEventLimit is clamped), filtered by type and turn. A session
+// that does not exist has no events. EInvalid for a negative After or Limit.
+func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventFilter) ([]berth.Event, error) {
+	if f.After < 0 || f.Limit < 0 {
+		return nil, berth.Errorf(berth.EInvalid, "after and limit must not be negative")
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = berth.DefaultEventLimit
+	}
+	limit = min(limit, berth.MaxEventLimit)
+	args := []any{sessionID, f.After}
+	kind := eventsAll
+	if f.Type != "" {
+		kind |= eventsByType
+		args = append(args, f.Type)
+	}
+	if f.TurnID != "" {
+		kind |= eventsByTurn
+		args = append(args, f.TurnID)
+	}
+	args = append(args, limit)
+	rows, err := s.listEvents[kind].QueryContext(ctx, args...)
+	if err != nil {
+		return nil, internal(err, "list events")
+	}
+	defer rows.Close()
+	out := make([]berth.Event, 0, min(limit, 128))
+	for rows.Next() {
+		e := berth.Event{SessionID: sessionID}
+		var t sql.NullInt64
+		var data []byte
+		if err := rows.Scan(&e.Seq, &e.TurnID, &e.Type, &t, &data); err != nil {
+			return nil, internal(err, "list events")
+		}
+		if t.Valid {
+			e.Time = fromNanos(t.Int64)
+		}
+		if data != nil {
+			e.Data = data
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, internal(err, "list events")
+	}
+	return out, nil
+}
+
+// LastSeq returns the highest committed seq of a session (0 if it has no
+// events). ENotFound if the session is absent.
+func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	var n int64
+	err := s.lastSeq.QueryRowContext(ctx, sessionID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, berth.Errorf(berth.ENotFound, "session %s not found", sessionID)
+	}
+	if err != nil {
+		return 0, internal(err, "read last seq")
+	}
+	return n, nil
+}

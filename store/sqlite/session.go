@@ -1,0 +1,290 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/berth-sh/berth"
+)
+
+// Session list bounds.
+const (
+	defaultSessionLimit = 50
+	maxSessionLimit     = 1000
+)
+
+const getSessionSQL = `SELECT doc, last_seq FROM sessions WHERE id = ?`
+
+// sessionDoc is the JSON kept in sessions.doc: the API fields of the session
+// plus the ones its json:"-" tags hide from the API but the daemon needs
+// back after a restart.
+type sessionDoc struct {
+	*berth.Session
+	Env       map[string]string `json:"env,omitempty"`
+	AgentPID  int               `json:"agent_pid,omitempty"`
+	NeedsAuth bool              `json:"needs_auth,omitempty"`
+}
+
+// encodeSession marshals s with its hidden fields.
+func encodeSession(s *berth.Session) (string, error) {
+	b, err := json.Marshal(sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth})
+	if err != nil {
+		return "", berth.WrapError(berth.EInvalid, err, "session cannot be encoded")
+	}
+	return string(b), nil
+}
+
+// decodeSession is the inverse of encodeSession; LastSeq comes from its
+// column, never from the document.
+func decodeSession(doc []byte, lastSeq int64) (*berth.Session, error) {
+	d := sessionDoc{Session: new(berth.Session)}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, internal(err, "decode stored session")
+	}
+	s := d.Session
+	s.Env, s.AgentPID, s.NeedsAuth = d.Env, d.AgentPID, d.NeedsAuth
+	s.LastSeq = lastSeq
+	return s, nil
+}
+
+// CreateSession inserts s with its labels. EInvalid without an id,
+// EConflict if the id exists.
+func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
+	if sess == nil || sess.ID == "" {
+		return berth.Errorf(berth.EInvalid, "session id must not be empty")
+	}
+	doc, err := encodeSession(sess)
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, state, agent, parent_id, created_at, doc)
+			VALUES (?, ?, ?, ?, ?, ?)`,
+			sess.ID, string(sess.State), sess.Agent, sess.ParentID, sortNanos(sess.CreatedAt), doc)
+		if isConstraint(err) {
+			return berth.WrapError(berth.EConflict, err, "session %s already exists", sess.ID)
+		}
+		if err != nil {
+			return internal(err, "insert session")
+		}
+		return insertLabels(ctx, tx, sess.ID, sess.Labels)
+	})
+}
+
+// insertLabels writes the label rows of a session.
+func insertLabels(ctx context.Context, tx *sql.Tx, id string, labels map[string]string) error {
+	for k, v := range labels {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO session_labels (session_id, key, value) VALUES (?, ?, ?)`, id, k, v); err != nil {
+			return internal(err, "insert session label")
+		}
+	}
+	return nil
+}
+
+// GetSession returns one session. ENotFound if there is none.
+func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, error) {
+	var doc []byte
+	var lastSeq int64
+	err := s.getSession.QueryRowContext(ctx, id).Scan(&doc, &lastSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
+	}
+	if err != nil {
+		return nil, internal(err, "get session")
+	}
+	return decodeSession(doc, lastSeq)
+}
+
+// ListSessions returns a page of sessions, newest first (created_at, then
+// id, descending), that match every given filter. Limit 0 means 50 and is
+// capped at 1000. EInvalid for a malformed cursor or a negative limit.
+func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
+	limit := f.Limit
+	switch {
+	case limit < 0:
+		return nil, berth.Errorf(berth.EInvalid, "limit must not be negative")
+	case limit == 0:
+		limit = defaultSessionLimit
+	case limit > maxSessionLimit:
+		limit = maxSessionLimit
+	}
+	var q strings.Builder
+	var args []any
+	q.WriteString(`SELECT doc, last_seq, created_at, id FROM sessions WHERE 1 = 1`)
+	if f.State != "" {
+		q.WriteString(` AND state = ?`)
+		args = append(args, string(f.State))
+	}
+	if f.Agent != "" {
+		q.WriteString(` AND agent = ?`)
+		args = append(args, f.Agent)
+	}
+	if f.Parent != "" {
+		q.WriteString(` AND parent_id = ?`)
+		args = append(args, f.Parent)
+	}
+	// Sorted keys keep the SQL text, and so SQLite's statement cache key,
+	// stable for equal filters.
+	keys := make([]string, 0, len(f.Labels))
+	for k := range f.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		q.WriteString(` AND EXISTS (SELECT 1 FROM session_labels l WHERE l.session_id = sessions.id AND l.key = ? AND l.value = ?)`)
+		args = append(args, k, f.Labels[k])
+	}
+	if f.Cursor != "" {
+		at, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		q.WriteString(` AND (created_at, id) < (?, ?)`)
+		args = append(args, at, id)
+	}
+	// One row more than asked tells whether there is a next page.
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
+	args = append(args, limit+1)
+
+	rows, err := s.r.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, internal(err, "list sessions")
+	}
+	defer rows.Close()
+	page := &berth.SessionPage{Sessions: make([]*berth.Session, 0, min(limit, 64))}
+	var lastAt int64
+	var lastID string
+	for rows.Next() {
+		if len(page.Sessions) == limit {
+			page.NextCursor = encodeCursor(lastAt, lastID)
+			break
+		}
+		var doc []byte
+		var lastSeq int64
+		if err := rows.Scan(&doc, &lastSeq, &lastAt, &lastID); err != nil {
+			return nil, internal(err, "list sessions")
+		}
+		sess, err := decodeSession(doc, lastSeq)
+		if err != nil {
+			return nil, err
+		}
+		page.Sessions = append(page.Sessions, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, internal(err, "list sessions")
+	}
+	return page, nil
+}
+
+// encodeCursor makes the opaque position after a row.
+func encodeCursor(createdAt int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(createdAt, 10) + ":" + id))
+}
+
+// decodeCursor is the inverse of encodeCursor. EInvalid for anything else.
+func decodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", berth.WrapError(berth.EInvalid, err, "malformed cursor")
+	}
+	at, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || id == "" {
+		return 0, "", berth.Errorf(berth.EInvalid, "malformed cursor")
+	}
+	return n, id, nil
+}
+
+// UpdateSession writes every field of sess except LastSeq. When from is not
+// empty the stored state must equal it (EConflict otherwise). ENotFound if
+// the session is absent.
+func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from berth.State) error {
+	if sess == nil || sess.ID == "" {
+		return berth.Errorf(berth.EInvalid, "session id must not be empty")
+	}
+	doc, err := encodeSession(sess)
+	if err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		q := `UPDATE sessions SET state = ?, agent = ?, parent_id = ?, created_at = ?, doc = ? WHERE id = ?`
+		args := []any{string(sess.State), sess.Agent, sess.ParentID, sortNanos(sess.CreatedAt), doc, sess.ID}
+		if from != "" {
+			q += ` AND state = ?`
+			args = append(args, string(from))
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return internal(err, "update session")
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return internal(err, "update session")
+		} else if n == 0 {
+			return missOrConflict(ctx, tx, sess.ID, from)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM session_labels WHERE session_id = ?`, sess.ID); err != nil {
+			return internal(err, "update session labels")
+		}
+		return insertLabels(ctx, tx, sess.ID, sess.Labels)
+	})
+}
+
+// missOrConflict explains an UPDATE that matched no row: the session is
+// gone (ENotFound) or its state is not the expected one (EConflict).
+func missOrConflict(ctx context.Context, tx *sql.Tx, id string, from berth.State) error {
+	var state string
+	err := tx.QueryRowContext(ctx, `SELECT state FROM sessions WHERE id = ?`, id).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return berth.Errorf(berth.ENotFound, "session %s not found", id)
+	}
+	if err != nil {
+		return internal(err, "update session")
+	}
+	return &berth.Error{Code: berth.EConflict,
+		Message: "session " + id + " is " + state + ", not " + string(from),
+		Details: map[string]any{"state": state, "expected": string(from)}}
+}
+
+// DeleteSession removes a session, its labels and its whole log in one
+// transaction. ENotFound if absent.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var pk int64
+		err := tx.QueryRowContext(ctx, `DELETE FROM sessions WHERE id = ? RETURNING pk`, id).Scan(&pk)
+		if errors.Is(err, sql.ErrNoRows) {
+			return berth.Errorf(berth.ENotFound, "session %s not found", id)
+		}
+		if err != nil {
+			return internal(err, "delete session")
+		}
+		// Labels go by ON DELETE CASCADE; events have no foreign key (see
+		// the schema) and go here, by a primary-key range.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE session_pk = ?`, pk); err != nil {
+			return internal(err, "delete session events")
+		}
+		return nil
+	})
+}
+
+// inTx runs fn in a write transaction and commits it if fn succeeds.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return internal(err, "begin transaction")
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return internal(err, "commit transaction")
+	}
+	s.checkpointer.notify()
+	return nil
+}

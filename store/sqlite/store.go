@@ -1,0 +1,275 @@
+// Package sqlite implements berth.Store on an SQLite database file, with the
+// pure-Go driver modernc.org/sqlite.
+//
+// The database runs in WAL mode. All writes go through one connection (SQLite
+// allows one writer at a time; queueing in Go is cheaper than SQLITE_BUSY
+// retries), and reads use a separate pool of query_only connections, so
+// readers never wait for the writer and never block it. A background
+// goroutine checkpoints the WAL on a connection of its own, so commits
+// seldom pay for checkpoints (see checkpoint.go).
+//
+// Only one process should open a database at a time: the event log writer
+// above this store keeps per-session sequence numbers in memory.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/berth-sh/berth"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Name is the backend name Store.Name reports.
+const Name = "sqlite"
+
+// walSizeLimit is the size the WAL file is truncated to when it rewinds.
+const walSizeLimit = 64 << 20
+
+// busyTimeoutMillis bounds how long a connection waits for a lock held by
+// another connection (a checkpoint, another process) before SQLITE_BUSY.
+const busyTimeoutMillis = 10000
+
+// Options tune a Store.
+type Options struct {
+	// Sync is the durability level: "normal" (the default) loses at most
+	// the last transactions on power loss but never corrupts; "full" syncs
+	// the WAL on every commit.
+	Sync string
+	// Logger receives the store's diagnostics. nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is a berth.Store backed by one SQLite database file. It is safe for
+// concurrent use.
+type Store struct {
+	path   string
+	logger *slog.Logger
+	w      *sql.DB // the one writer connection
+	r      *sql.DB // the pool of query_only readers
+	ckpt   *sql.DB // the connection of the checkpointer
+
+	checkpointer *checkpointer
+
+	// Statements prepared once at Open, so hot paths skip parsing.
+	insertEvents [len(insertChunks)]*sql.Stmt // by index in insertChunks
+	bumpLastSeq  *sql.Stmt
+	listEvents   [4]*sql.Stmt // by eventQueryKind
+	lastSeq      *sql.Stmt
+	getSession   *sql.Stmt
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ berth.Store = (*Store)(nil)
+
+// Open opens (creating it and its parent directories if needed) the
+// database at path, applies pending migrations and returns the store.
+// EInvalid for bad options.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	synchronous, err := syncPragma(opts.Sync)
+	if err != nil {
+		return nil, err
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, berth.Errorf(berth.EInvalid, "sqlite store needs a file path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInvalid, err, "sqlite store path")
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "create the store directory")
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{path: abs, logger: logger}
+
+	// The writer comes first: it switches the file to WAL and migrates it
+	// before any reader looks at the schema.
+	if s.w, err = openPool(ctx, dsn(abs, synchronous, roleWriter), 1); err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, s.w, logger); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if s.r, err = openPool(ctx, dsn(abs, synchronous, roleReader), readerConns()); err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if s.ckpt, err = openPool(ctx, dsn(abs, synchronous, roleCheckpointer), 1); err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	if err := s.prepare(ctx); err != nil {
+		s.closeDBs()
+		return nil, err
+	}
+	s.checkpointer = startCheckpointer(s.ckpt, logger)
+	return s, nil
+}
+
+// readerConns sizes the reader pool: reads are CPU-bound, so one per
+// core, at least 4 so a few slow pages cannot starve the rest, and at most
+// 16 to bound the page caches.
+func readerConns() int { return min(max(4, runtime.NumCPU()), 16) }
+
+// openPool opens a connection pool of at most n connections and checks
+// that its first connection opens with the DSN's settings.
+func openPool(ctx context.Context, dsn string, n int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "open the store")
+	}
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, berth.WrapError(berth.EInternal, err, "open the store")
+	}
+	return db, nil
+}
+
+// syncPragma maps Options.Sync to the value of PRAGMA synchronous.
+func syncPragma(v string) (string, error) {
+	switch strings.ToLower(v) {
+	case "", "normal":
+		return "NORMAL", nil
+	case "full":
+		return "FULL", nil
+	}
+	return "", berth.Errorf(berth.EInvalid, "sqlite sync must be normal or full, not %q", v)
+}
+
+// poolRole says what a connection pool is for.
+type poolRole int
+
+// The pools of a Store.
+const (
+	roleWriter poolRole = iota
+	roleReader
+	roleCheckpointer
+)
+
+// dsn builds the data source name of a pool. The _pragma parameters run on
+// every new connection, so a connection that database/sql opens later gets
+// the same settings as the first.
+func dsn(path, synchronous string, role poolRole) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMillis))
+	q.Add("_pragma", "synchronous("+synchronous+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "temp_store(MEMORY)")
+	q.Add("_pragma", "cache_size(-16384)") // 16 MiB of page cache per connection
+	q.Set("_journal_mode", "WAL")
+	switch role {
+	case roleWriter:
+		// The writer takes the write lock at BEGIN, so a transaction never
+		// fails halfway on a lock upgrade when another process holds it.
+		q.Set("_txlock", "immediate")
+		// Checkpoints are mostly the checkpointer's job, off the commit
+		// path; see checkpoint.go.
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", backstopCheckpointPages))
+		// A WAL that grew (a long read held it) is cut back when it rewinds.
+		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
+	case roleReader:
+		q.Set("_query_only", "1")
+	case roleCheckpointer:
+		q.Add("_pragma", "wal_autocheckpoint(0)")
+	}
+	return "file:" + uriPath(path) + "?" + q.Encode()
+}
+
+// uriPath escapes the characters that end or quote the path of an SQLite
+// URI filename.
+func uriPath(p string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(p))
+}
+
+// prepare compiles the statements of the hot paths.
+func (s *Store) prepare(ctx context.Context) error {
+	var err error
+	prep := func(db *sql.DB, q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = db.PrepareContext(ctx, q)
+		return st
+	}
+	for i, n := range insertChunks {
+		s.insertEvents[i] = prep(s.w, insertEventsSQL(n))
+	}
+	s.bumpLastSeq = prep(s.w, bumpLastSeqSQL)
+	for k := range s.listEvents {
+		s.listEvents[k] = prep(s.r, listEventsSQL(eventQueryKind(k)))
+	}
+	s.lastSeq = prep(s.r, lastSeqSQL)
+	s.getSession = prep(s.r, getSessionSQL)
+	if err != nil {
+		return berth.WrapError(berth.EInternal, err, "prepare store statements")
+	}
+	return nil
+}
+
+// Name reports "sqlite".
+func (s *Store) Name() string { return Name }
+
+// Path is the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close waits for running statements, lets SQLite refresh its planner
+// statistics and releases the database. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.checkpointer.stop()
+		// optimize is cheap when there is nothing to do, and the final
+		// checkpoint leaves an empty WAL behind; failures cost only planner
+		// quality or disk space, so they are logged and not returned.
+		for _, p := range []string{"PRAGMA analysis_limit = 400", "PRAGMA optimize", "PRAGMA wal_checkpoint(TRUNCATE)"} {
+			if _, err := s.w.Exec(p); err != nil {
+				s.logger.Warn("sqlite store: on close", "pragma", p, "err", err)
+			}
+		}
+		s.closeErr = s.closeDBs()
+	})
+	return s.closeErr
+}
+
+// closeDBs closes every prepared statement and both pools.
+func (s *Store) closeDBs() error {
+	var errs []error
+	stmts := []*sql.Stmt{s.bumpLastSeq, s.lastSeq, s.getSession}
+	stmts = append(stmts, s.listEvents[:]...)
+	stmts = append(stmts, s.insertEvents[:]...)
+	for _, st := range stmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	for _, db := range []*sql.DB{s.ckpt, s.r, s.w} {
+		if db != nil {
+			errs = append(errs, db.Close())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return berth.WrapError(berth.EInternal, err, "close the store")
+	}
+	return nil
+}

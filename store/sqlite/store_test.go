@@ -1,0 +1,211 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/storetest"
+)
+
+// openAt opens the store file of a test directory.
+func openAt(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(dir, "db", "berth.db"), Options{Logger: quiet})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.RunStoreTests(t, func(t *testing.T, dir string) berth.Store { return openAt(t, dir) })
+}
+
+// quiet is a logger that drops everything.
+var quiet = slog.New(slog.DiscardHandler)
+
+func TestPragmas(t *testing.T) {
+	for _, c := range []struct {
+		sync string
+		want int
+	}{{"", 1}, {"normal", 1}, {"full", 2}} {
+		s, err := Open(context.Background(), filepath.Join(t.TempDir(), "b.db"), Options{Sync: c.sync, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, db := range map[string]*sql.DB{"writer": s.w, "reader": s.r} {
+			pragma := func(p string) string {
+				var v string
+				if err := db.QueryRow("PRAGMA " + p).Scan(&v); err != nil {
+					t.Fatalf("%s %s: %v", name, p, err)
+				}
+				return v
+			}
+			for p, want := range map[string]string{
+				"journal_mode": "wal",
+				"synchronous":  strconv.Itoa(c.want),
+				"foreign_keys": "1",
+				"busy_timeout": strconv.Itoa(busyTimeoutMillis),
+			} {
+				if got := pragma(p); got != want {
+					t.Errorf("sync %q %s: %s = %s, want %s", c.sync, name, p, got, want)
+				}
+			}
+			wantRO := map[string]string{"writer": "0", "reader": "1"}[name]
+			if got := pragma("query_only"); got != wantRO {
+				t.Errorf("%s: query_only = %s, want %s", name, got, wantRO)
+			}
+		}
+		if got := s.w.Stats().MaxOpenConnections; got != 1 {
+			t.Errorf("writer pool allows %d connections", got)
+		}
+		if _, err := s.r.Exec(`DELETE FROM sessions`); err == nil {
+			t.Errorf("a reader connection could write")
+		}
+		s.Close()
+	}
+	_, err := Open(context.Background(), filepath.Join(t.TempDir(), "b.db"), Options{Sync: "sometimes"})
+	if berth.ErrorCode(err) != berth.EInvalid {
+		t.Fatalf("bad sync: %v", err)
+	}
+	_, err = Open(context.Background(), ":memory:", Options{})
+	if berth.ErrorCode(err) != berth.EInvalid {
+		t.Fatalf("memory path: %v", err)
+	}
+}
+
+func TestPathWithURICharacters(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "we?ird #dir %20")
+	s, err := Open(context.Background(), filepath.Join(dir, "b.db"), Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := os.Stat(filepath.Join(dir, "b.db")); err != nil {
+		t.Fatalf("database not at the given path: %v", err)
+	}
+}
+
+func TestMigrationsIdempotent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "b.db")
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		s, err := Open(context.Background(), path, Options{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n, top int
+		if err := s.r.QueryRow(`SELECT count(*), max(version) FROM schema_migrations`).Scan(&n, &top); err != nil {
+			t.Fatal(err)
+		}
+		if n != len(ms) || top != ms[len(ms)-1].version {
+			t.Fatalf("schema_migrations has %d rows up to %d, want %d up to %d", n, top, len(ms), ms[len(ms)-1].version)
+		}
+		s.Close()
+	}
+
+	// A database from a newer berth is refused rather than misread.
+	s, err := Open(context.Background(), path, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.w.Exec(`INSERT INTO schema_migrations VALUES (9999, '9999_future.sql', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(context.Background(), path, Options{Logger: quiet}); err == nil {
+		t.Fatal("opened a database with a newer schema")
+	}
+}
+
+// TestQueryPlans checks that every page query is an index range and needs
+// no sort, so its cost does not grow with the log.
+func TestQueryPlans(t *testing.T) {
+	s := openAt(t, t.TempDir())
+	defer s.Close()
+	plan := func(q string, args ...any) string {
+		rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, detail)
+		}
+		return strings.Join(out, "; ")
+	}
+	for k := range s.listEvents {
+		q := listEventsSQL(eventQueryKind(k))
+		args := []any{"s", 0}
+		if k&int(eventsByType) != 0 {
+			args = append(args, "t")
+		}
+		if k&int(eventsByTurn) != 0 {
+			args = append(args, "u")
+		}
+		p := plan(q, append(args, 10)...)
+		wantIndex := map[int]string{0: "PRIMARY KEY", 1: "events_by_type", 2: "events_by_turn", 3: "events_by_turn"}[k]
+		if !strings.Contains(p, "SEARCH events USING") || !strings.Contains(p, wantIndex) || !strings.Contains(p, "seq>?") ||
+			!strings.Contains(p, "SEARCH sessions USING") || strings.Contains(p, "SCAN") || strings.Contains(p, "TEMP B-TREE") {
+			t.Errorf("%s\n  plan: %s", q, p)
+		}
+	}
+	for _, q := range []string{
+		`SELECT id FROM sessions WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 5`,
+		`SELECT id FROM sessions WHERE state = 'active' AND (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 5`,
+	} {
+		if p := plan(q, 1, "x"); strings.Contains(p, "TEMP B-TREE") {
+			t.Errorf("%s\n  plan: %s", q, p)
+		}
+	}
+}
+
+// TestDeleteRemovesRows checks what the API cannot see: a deleted
+// session's events and labels are gone from the file, not just unreachable.
+func TestDeleteRemovesRows(t *testing.T) {
+	s := openAt(t, t.TempDir())
+	defer s.Close()
+	ctx := context.Background()
+	for _, id := range []string{"gone", "kept"} {
+		sess := &berth.Session{ID: id, State: berth.StateActive, Labels: map[string]string{"k": "v"}}
+		if err := s.CreateSession(ctx, sess); err != nil {
+			t.Fatal(err)
+		}
+		evs := []berth.Event{{SessionID: id, Seq: 1, Type: "x"}, {SessionID: id, Seq: 2, Type: "y"}}
+		if err := s.AppendEvents(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteSession(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]int{
+		`SELECT count(*) FROM events`:         2,
+		`SELECT count(*) FROM session_labels`: 1,
+		`SELECT count(*) FROM sessions`:       1,
+	} {
+		var n int
+		if err := s.r.QueryRow(q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("%s = %d, want %d", q, n, want)
+		}
+	}
+}

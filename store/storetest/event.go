@@ -1,0 +1,268 @@
+package storetest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+func testAppendAndList(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base))
+	want := events("s1", 1, 10)
+	appendOK(t, s, want[:4])
+	appendOK(t, s, want[4:])
+	sameEvents(t, list(t, s, "s1", 0), want)
+	if n := lastSeq(t, s, "s1"); n != 10 {
+		t.Fatalf("last seq %d, want 10", n)
+	}
+	if got := get(t, s, "s1").LastSeq; got != 10 {
+		t.Fatalf("session LastSeq %d, want 10", got)
+	}
+	// A session that does not exist has no events.
+	page, err := s.ListEvents(ctx(t), "nope", berth.EventFilter{})
+	if err != nil || len(page) != 0 {
+		t.Fatalf("events of a missing session: %v, %v", page, err)
+	}
+	// An empty batch is a no-op.
+	appendOK(t, s, nil)
+}
+
+func testListEventsEdges(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base))
+	all := events("s1", 1, 250)
+	appendOK(t, s, all)
+
+	page := func(f berth.EventFilter) []berth.Event {
+		t.Helper()
+		evs, err := s.ListEvents(ctx(t), "s1", f)
+		if err != nil {
+			t.Fatalf("%+v: %v", f, err)
+		}
+		return evs
+	}
+	// Limit 0 means the default page.
+	sameEvents(t, page(berth.EventFilter{}), all[:berth.DefaultEventLimit])
+	sameEvents(t, page(berth.EventFilter{After: 0, Limit: 1}), all[:1])
+	sameEvents(t, page(berth.EventFilter{After: 17, Limit: 1}), all[17:18])
+	sameEvents(t, page(berth.EventFilter{After: 240, Limit: 50}), all[240:])
+	sameEvents(t, page(berth.EventFilter{After: 249, Limit: 5}), all[249:])
+	for _, after := range []int64{250, 251, 1 << 40} {
+		if evs := page(berth.EventFilter{After: after, Limit: 10}); len(evs) != 0 {
+			t.Fatalf("after %d: %d events, want none", after, len(evs))
+		}
+	}
+	// Paging by the last seq of each page walks the whole log once.
+	var walked []berth.Event
+	for after := int64(0); ; {
+		p := page(berth.EventFilter{After: after, Limit: 7})
+		if len(p) == 0 {
+			break
+		}
+		walked = append(walked, p...)
+		after = p[len(p)-1].Seq
+	}
+	sameEvents(t, walked, all)
+
+	_, err := s.ListEvents(ctx(t), "s1", berth.EventFilter{After: -1})
+	wantCode(t, err, berth.EInvalid)
+	_, err = s.ListEvents(ctx(t), "s1", berth.EventFilter{Limit: -1})
+	wantCode(t, err, berth.EInvalid)
+}
+
+func testListEventsClamp(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base))
+	const n = berth.MaxEventLimit + 234
+	all := events("s1", 1, n)
+	appendOK(t, s, all)
+	evs, err := s.ListEvents(ctx(t), "s1", berth.EventFilter{Limit: 10 * berth.MaxEventLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, evs, all[:berth.MaxEventLimit])
+	evs, err = s.ListEvents(ctx(t), "s1", berth.EventFilter{After: berth.MaxEventLimit, Limit: berth.MaxEventLimit + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, evs, all[berth.MaxEventLimit:])
+}
+
+func testListEventsFilters(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base), newSession("s2", base))
+	all := events("s1", 1, 60)
+	appendOK(t, s, all)
+	appendOK(t, s, events("s2", 1, 60)) // same types and turns, other session
+
+	pick := func(keep func(berth.Event) bool) []berth.Event {
+		var out []berth.Event
+		for _, e := range all {
+			if keep(e) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		f    berth.EventFilter
+		want []berth.Event
+	}{
+		{berth.EventFilter{Type: berth.EventToolCall, Limit: 1000},
+			pick(func(e berth.Event) bool { return e.Type == berth.EventToolCall })},
+		{berth.EventFilter{TurnID: "turn-1", Limit: 1000},
+			pick(func(e berth.Event) bool { return e.TurnID == "turn-1" })},
+		{berth.EventFilter{Type: berth.EventUsage, TurnID: "turn-2", Limit: 1000},
+			pick(func(e berth.Event) bool { return e.Type == berth.EventUsage && e.TurnID == "turn-2" })},
+		{berth.EventFilter{Type: berth.EventToolCall, After: 30, Limit: 3},
+			pick(func(e berth.Event) bool { return e.Type == berth.EventToolCall && e.Seq > 30 })[:3]},
+		{berth.EventFilter{TurnID: "turn-3", After: 59, Limit: 10}, nil},
+		{berth.EventFilter{Type: "no_such_type"}, nil},
+	}
+	for _, c := range cases {
+		got, err := s.ListEvents(ctx(t), "s1", c.f)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.f, err)
+		}
+		sameEvents(t, got, c.want)
+	}
+}
+
+func testAppendManySessions(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("a", base), newSession("b", base), newSession("c", base))
+	appendOK(t, s, events("c", 1, 2))
+	// One batch, sessions interleaved.
+	var batch []berth.Event
+	a, b, c := events("a", 1, 5), events("b", 1, 3), events("c", 3, 4)
+	for i := range 5 {
+		batch = append(batch, a[i])
+		if i < len(b) {
+			batch = append(batch, b[i])
+		}
+		if i < len(c) {
+			batch = append(batch, c[i])
+		}
+	}
+	appendOK(t, s, batch)
+	for id, want := range map[string]int64{"a": 5, "b": 3, "c": 6} {
+		if n := lastSeq(t, s, id); n != want {
+			t.Fatalf("last seq of %s = %d, want %d", id, n, want)
+		}
+		contiguous(t, list(t, s, id, 0), 1)
+	}
+	sameEvents(t, list(t, s, "a", 0), a)
+}
+
+func testLastSeqNeverMovesBack(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base))
+	appendOK(t, s, events("s1", 1, 5))
+	appendOK(t, s, events("s1", 7, 1))
+	// Filling the hole below the last seq must not move it back.
+	appendOK(t, s, events("s1", 6, 1))
+	if n := lastSeq(t, s, "s1"); n != 7 {
+		t.Fatalf("last seq %d, want 7", n)
+	}
+	contiguous(t, list(t, s, "s1", 0), 1)
+}
+
+func testAppendInvalid(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base))
+	bad := events("s1", 1, 3)
+	bad[1].Seq = 0
+	wantCode(t, s.AppendEvents(ctx(t), bad), berth.EInvalid)
+	bad = events("s1", 1, 3)
+	bad[2].SessionID = ""
+	wantCode(t, s.AppendEvents(ctx(t), bad), berth.EInvalid)
+	if evs := list(t, s, "s1", 0); len(evs) != 0 {
+		t.Fatalf("rejected batches wrote %d events", len(evs))
+	}
+}
+
+func testAppendUnknownSession(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base))
+	batch := append(events("s1", 1, 3), events("ghost", 1, 2)...)
+	wantCode(t, s.AppendEvents(ctx(t), batch), berth.ENotFound)
+	if evs := list(t, s, "s1", 0); len(evs) != 0 || lastSeq(t, s, "s1") != 0 {
+		t.Fatalf("a failed batch wrote %d events of another session", len(evs))
+	}
+	if evs := list(t, s, "ghost", 0); len(evs) != 0 {
+		t.Fatalf("events of an unknown session were written")
+	}
+}
+
+func testDuplicateSeq(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base), newSession("s2", base))
+	first := events("s1", 1, 5)
+	appendOK(t, s, first)
+
+	// New events of another session, new ones of s1, then one seq s1
+	// already has: nothing of the batch may land.
+	batch := append(events("s2", 1, 3), events("s1", 6, 3)...)
+	batch = append(batch, events("s1", 3, 1)...)
+	wantCode(t, s.AppendEvents(ctx(t), batch), berth.EConflict)
+	// The same seq twice inside one batch.
+	dup := append(events("s2", 1, 2), events("s2", 2, 1)...)
+	wantCode(t, s.AppendEvents(ctx(t), dup), berth.EConflict)
+	// A big batch whose conflict comes last, after the first insert chunks.
+	big := append(events("s2", 1, 700), events("s1", 5, 1)...)
+	wantCode(t, s.AppendEvents(ctx(t), big), berth.EConflict)
+
+	sameEvents(t, list(t, s, "s1", 0), first)
+	if evs := list(t, s, "s2", 0); len(evs) != 0 {
+		t.Fatalf("s2 has %d events after failed batches", len(evs))
+	}
+	if a, b := lastSeq(t, s, "s1"), lastSeq(t, s, "s2"); a != 5 || b != 0 {
+		t.Fatalf("last seqs moved by failed batches: s1=%d s2=%d", a, b)
+	}
+	// The store still works after the failures.
+	appendOK(t, s, events("s1", 6, 2))
+	contiguous(t, list(t, s, "s1", 0), 1)
+}
+
+func testLargePayloadUnicode(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	sess := newSession("séance-🚢", base)
+	sess.Name = "日本語の名前 — ünïcödé ✓"
+	sess.Labels = map[string]string{"projet": "élan", "emoji": "🚀"}
+	sess.Env = map[string]string{"GREETING": "こんにちは"}
+	create(t, s, sess)
+	sameSession(t, get(t, s, sess.ID), sess)
+	page, err := s.ListSessions(ctx(t), berth.SessionFilter{Labels: map[string]string{"emoji": "🚀"}})
+	if err != nil || ids(page) != sess.ID {
+		t.Fatalf("unicode label filter: %q, %v", ids(page), err)
+	}
+
+	big, _ := json.Marshal(map[string]string{"text": strings.Repeat("x", 1<<20)})
+	evs := []berth.Event{
+		{Seq: 1, SessionID: sess.ID, TurnID: "tour-①", Type: berth.EventAgentMessage, Time: base,
+			Data: json.RawMessage(`{"text":"Grüße 👋 \u0000 \"quoted\" \\ done","zh":"你好"}`)},
+		{Seq: 2, SessionID: sess.ID, Type: berth.EventToolCall, Time: base.Add(time.Nanosecond), Data: big},
+		// No data and no time: both must come back empty, not as "null".
+		{Seq: 3, SessionID: sess.ID, Type: berth.EventUsage},
+		{Seq: 4, SessionID: sess.ID, Type: berth.EventPlan, Time: time.Date(2200, 1, 2, 3, 4, 5, 999999999, time.UTC),
+			Data: json.RawMessage(`[]`)},
+	}
+	appendOK(t, s, evs)
+	got := list(t, s, sess.ID, 0)
+	sameEvents(t, got, evs)
+	if got[2].Data != nil || !got[2].Time.IsZero() {
+		t.Fatalf("empty event came back with data %q and time %v", got[2].Data, got[2].Time)
+	}
+	if len(got[1].Data) != len(big) {
+		t.Fatalf("large payload: %d bytes, want %d", len(got[1].Data), len(big))
+	}
+	filtered, err := s.ListEvents(ctx(t), sess.ID, berth.EventFilter{TurnID: "tour-①"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEvents(t, filtered, evs[:1])
+}

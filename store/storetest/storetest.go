@@ -1,0 +1,279 @@
+// Package storetest is the conformance suite of berth.Store: every backend
+// runs RunStoreTests from its own tests, so they all behave alike.
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.RunStoreTests(t, func(t *testing.T, dir string) berth.Store {
+//			s, err := sqlite.Open(context.Background(), filepath.Join(dir, "berth.db"), sqlite.Options{})
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return s
+//		})
+//	}
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// Opener opens the store kept under dir. Given a new empty directory it
+// returns an empty store; given the directory of a store that was closed it
+// returns a store holding the same data (a server backend can map dir to a
+// database or schema name). The suite closes every store it opens.
+type Opener func(t *testing.T, dir string) berth.Store
+
+// RunStoreTests runs the whole conformance suite against the backend that
+// open opens, each case as a sub-test on a store of its own.
+func RunStoreTests(t *testing.T, open Opener) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, open Opener)
+	}{
+		{"CreateGet", testCreateGet},
+		{"CreateConflict", testCreateConflict},
+		{"CreateInvalid", testCreateInvalid},
+		{"HiddenFieldsRoundTrip", testHiddenFields},
+		{"ListOrder", testListOrder},
+		{"ListFilters", testListFilters},
+		{"ListPaging", testListPaging},
+		{"ListLimits", testListLimits},
+		{"ListMalformedCursor", testListMalformedCursor},
+		{"UpdateGuard", testUpdateGuard},
+		{"UpdateMissing", testUpdateMissing},
+		{"UpdateKeepsLastSeq", testUpdateKeepsLastSeq},
+		{"UpdateLabels", testUpdateLabels},
+		{"DeleteCascades", testDeleteCascades},
+		{"AppendAndList", testAppendAndList},
+		{"ListEventsEdges", testListEventsEdges},
+		{"ListEventsClamp", testListEventsClamp},
+		{"ListEventsFilters", testListEventsFilters},
+		{"AppendManySessions", testAppendManySessions},
+		{"LastSeqNeverMovesBack", testLastSeqNeverMovesBack},
+		{"AppendInvalid", testAppendInvalid},
+		{"AppendUnknownSession", testAppendUnknownSession},
+		{"DuplicateSeqAllOrNothing", testDuplicateSeq},
+		{"LargePayloadUnicode", testLargePayloadUnicode},
+		{"ConcurrentAppend", testConcurrentAppend},
+		{"ConcurrentReaders", testConcurrentReaders},
+		{"Reopen", testReopen},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
+	}
+}
+
+// fresh opens an empty store that is closed when the test ends.
+func fresh(t *testing.T, open Opener) berth.Store {
+	t.Helper()
+	s := open(t, t.TempDir())
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+// ctxs holds the context of each running test, see ctx.
+var ctxs sync.Map // *testing.T → context.Context
+
+// ctx is the context of a test's store calls: bounded, so a deadlocked
+// backend fails the test instead of hanging it, and made once per test
+// however often it is asked for.
+func ctx(t *testing.T) context.Context {
+	if c, ok := ctxs.Load(t); ok {
+		return c.(context.Context)
+	}
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	if prev, loaded := ctxs.LoadOrStore(t, c); loaded {
+		cancel()
+		return prev.(context.Context)
+	}
+	t.Cleanup(func() {
+		ctxs.Delete(t)
+		cancel()
+	})
+	return c
+}
+
+// base is the creation time of the first test session; nanoseconds are
+// set so that a backend that truncates times fails.
+var base = time.Date(2025, 3, 14, 15, 9, 26, 535897932, time.UTC)
+
+// newSession returns a session with most fields set.
+func newSession(id string, created time.Time) *berth.Session {
+	exp := created.Add(time.Hour)
+	return &berth.Session{
+		ID:               id,
+		Name:             "name of " + id,
+		Agent:            "claude",
+		State:            berth.StateStarting,
+		Badge:            berth.BadgeStarting,
+		Workspace:        "/work/" + id,
+		ManagedWorkspace: true,
+		Sandbox:          berth.SandboxSpec{Provider: "bwrap", Network: true},
+		PermissionMode:   berth.PermAsk,
+		ACP: berth.ACPInfo{SessionID: "acp-" + id, ProtocolVersion: 1,
+			AgentInfo: json.RawMessage(`{"name":"agent","version":"1.2.3"}`)},
+		Labels:             map[string]string{"team": "core"},
+		CreatedAt:          created,
+		UpdatedAt:          created.Add(time.Second),
+		LastActivityAt:     created.Add(2 * time.Second),
+		ExpiresAt:          &exp,
+		TTLSeconds:         3600,
+		IdleTimeoutSeconds: 600,
+		Turns:              2,
+		Queue:              berth.QueueInfo{Pending: 1, Generation: 7},
+	}
+}
+
+// create stores sessions or fails the test.
+func create(t *testing.T, s berth.Store, ss ...*berth.Session) {
+	t.Helper()
+	for _, sess := range ss {
+		if err := s.CreateSession(ctx(t), sess); err != nil {
+			t.Fatalf("create %s: %v", sess.ID, err)
+		}
+	}
+}
+
+// events builds n sequenced events of a session from seq first on, with
+// types and turns that cycle so filters have something to select.
+func events(sessionID string, first int64, n int) []berth.Event {
+	types := []string{berth.EventAgentMessage, berth.EventToolCall, berth.EventUsage}
+	out := make([]berth.Event, n)
+	for i := range out {
+		seq := first + int64(i)
+		out[i] = berth.Event{
+			Seq:       seq,
+			SessionID: sessionID,
+			TurnID:    fmt.Sprintf("turn-%d", seq%4),
+			Type:      types[seq%int64(len(types))],
+			Time:      base.Add(time.Duration(seq) * time.Millisecond).Add(time.Duration(seq)),
+			Data:      json.RawMessage(fmt.Sprintf(`{"n":%d,"text":"event %d"}`, seq, seq)),
+		}
+	}
+	return out
+}
+
+// appendOK appends events or fails the test.
+func appendOK(t *testing.T, s berth.Store, evs []berth.Event) {
+	t.Helper()
+	if err := s.AppendEvents(ctx(t), evs); err != nil {
+		t.Fatalf("append %d events: %v", len(evs), err)
+	}
+}
+
+// wantCode fails the test unless err carries code.
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if got := berth.ErrorCode(err); got != code {
+		t.Fatalf("error %v has code %q, want %q", err, got, code)
+	}
+}
+
+// get reads a session or fails the test.
+func get(t *testing.T, s berth.Store, id string) *berth.Session {
+	t.Helper()
+	sess, err := s.GetSession(ctx(t), id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return sess
+}
+
+// list reads all events of a session after a position, page by page.
+func list(t *testing.T, s berth.Store, id string, after int64) []berth.Event {
+	t.Helper()
+	var all []berth.Event
+	for {
+		page, err := s.ListEvents(ctx(t), id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit})
+		if err != nil {
+			t.Fatalf("list events of %s after %d: %v", id, after, err)
+		}
+		if len(page) == 0 {
+			return all
+		}
+		all = append(all, page...)
+		after = page[len(page)-1].Seq
+	}
+}
+
+// lastSeq reads a session's last seq or fails the test.
+func lastSeq(t *testing.T, s berth.Store, id string) int64 {
+	t.Helper()
+	n, err := s.LastSeq(ctx(t), id)
+	if err != nil {
+		t.Fatalf("last seq of %s: %v", id, err)
+	}
+	return n
+}
+
+// sameSession fails the test unless two sessions are equal field by field
+// (times compared as instants).
+func sameSession(t *testing.T, got, want *berth.Session) {
+	t.Helper()
+	g, w := normalise(got), normalise(want)
+	gj, _ := json.Marshal(g)
+	wj, _ := json.Marshal(w)
+	if string(gj) != string(wj) {
+		t.Fatalf("session differs:\n got %s\nwant %s", gj, wj)
+	}
+	if fmt.Sprint(got.Env) != fmt.Sprint(want.Env) || got.AgentPID != want.AgentPID || got.NeedsAuth != want.NeedsAuth {
+		t.Fatalf("hidden fields differ: got env=%v pid=%d auth=%v, want env=%v pid=%d auth=%v",
+			got.Env, got.AgentPID, got.NeedsAuth, want.Env, want.AgentPID, want.NeedsAuth)
+	}
+}
+
+// normalise copies a session with its times in UTC, so that JSON compares
+// instants and not locations.
+func normalise(s *berth.Session) berth.Session {
+	c := *s
+	c.CreatedAt, c.UpdatedAt, c.LastActivityAt = c.CreatedAt.UTC(), c.UpdatedAt.UTC(), c.LastActivityAt.UTC()
+	if c.ExpiresAt != nil {
+		e := c.ExpiresAt.UTC()
+		c.ExpiresAt = &e
+	}
+	return c
+}
+
+// sameEvents fails the test unless two event lists are equal.
+func sameEvents(t *testing.T, got, want []berth.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d events, want %d", len(got), len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.Seq != w.Seq || g.SessionID != w.SessionID || g.TurnID != w.TurnID || g.Type != w.Type ||
+			!g.Time.Equal(w.Time) || string(g.Data) != string(w.Data) {
+			t.Fatalf("event %d differs:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+}
+
+// seqs returns the seqs of events.
+func seqs(evs []berth.Event) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// contiguous fails the test unless evs have seqs from, from+1, ….
+func contiguous(t *testing.T, evs []berth.Event, from int64) {
+	t.Helper()
+	for i, e := range evs {
+		if e.Seq != from+int64(i) {
+			t.Fatalf("event %d has seq %d, want %d (seqs %v…)", i, e.Seq, from+int64(i), seqs(evs[:min(len(evs), 20)]))
+		}
+	}
+}
