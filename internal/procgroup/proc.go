@@ -276,6 +276,10 @@ type pipeWriter struct {
 // Write writes to the pipe.
 func (w *pipeWriter) Write(b []byte) (int, error) { return w.f.Write(b) }
 
+// SetWriteDeadline bounds writes, so a peer that stops reading cannot block
+// a writer forever.
+func (w *pipeWriter) SetWriteDeadline(t time.Time) error { return w.f.SetWriteDeadline(t) }
+
 // Close closes the pipe; closing twice is not an error.
 func (w *pipeWriter) Close() error {
 	var err error

@@ -1,0 +1,331 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// envName is what an environment variable name may look like.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// maxLabels bounds the labels of one session.
+const maxLabels = 64
+
+// CreateSession implements berth.SessionService.
+func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*berth.Session, error) {
+	if err := m.enter(); err != nil {
+		return nil, err
+	}
+	defer m.inflight.Done()
+
+	spec, provider, unisolated, err := m.validateCreate(&req)
+	if err != nil {
+		return nil, err
+	}
+	if max := m.opts.Limits.MaxSessions; max > 0 && m.liveCount() >= max {
+		return nil, &berth.Error{Code: berth.EUnavailable, Message: "too many live sessions (limits.max_sessions)",
+			Details: map[string]any{"max_sessions": max}}
+	}
+
+	now := time.Now().UTC()
+	id := ids.New("ses")
+	s := &berth.Session{
+		ID: id, Name: req.Name, Agent: spec.Name, State: berth.StateStarting, Badge: berth.BadgeStarting,
+		Workspace: req.Workspace, Sandbox: berth.SandboxSpec{Provider: provider.Name(), Network: req.Network},
+		PermissionMode: req.PermissionMode, Labels: req.Labels, Env: req.Env,
+		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
+		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
+	}
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	if req.TTLSeconds > 0 {
+		exp := now.Add(time.Duration(req.TTLSeconds) * time.Second)
+		s.ExpiresAt = &exp
+	}
+	if s.Workspace == "" {
+		s.Workspace = filepath.Join(m.workspacesDir(), id)
+		s.ManagedWorkspace = true
+	}
+	home := filepath.Join(m.sessionDir(id), "home")
+	if err := mkdirs(home, s.Workspace, s.ManagedWorkspace); err != nil {
+		return nil, err
+	}
+	if err := m.store.CreateSession(ctx, s); err != nil {
+		return nil, fmt.Errorf("store session: %w", err)
+	}
+	rt := &runtime{m: m, id: id, sess: *s, spec: spec, finished: make(chan struct{}),
+		logger: m.logger.With("session", id)}
+	m.mu.Lock()
+	m.live[id] = rt
+	m.mu.Unlock()
+
+	rt.emit("", berth.EventSessionCreated, map[string]any{
+		"agent": spec.Name, "sandbox": s.Sandbox, "workspace": s.Workspace})
+	if unisolated {
+		rt.emit("", berth.EventRuntimeWarning, map[string]any{
+			"reason": "no sandbox provider with isolation works on this host: the agent runs without isolation (sandbox host)"})
+	}
+
+	if err := rt.start(ctx, provider, home); err != nil {
+		return nil, err
+	}
+	out := rt.view()
+	if strings.TrimSpace(req.Prompt) != "" && out.State == berth.StateActive {
+		if _, err := m.Prompt(ctx, id, berth.PromptRequest{Text: req.Prompt}); err != nil {
+			rt.logger.Warn("first prompt not started", "err", err)
+		}
+		out = rt.view()
+	}
+	return out, nil
+}
+
+// liveCount returns the number of live sessions.
+func (m *Manager) liveCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// validateCreate checks a create request and fills its defaults. Nothing
+// is written before it passes.
+func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, berth.SandboxProvider, bool, error) {
+	if strings.TrimSpace(req.Agent) == "" {
+		return berth.AgentSpec{}, nil, false, berth.Errorf(berth.EInvalid, "agent is required")
+	}
+	spec, ok := m.opts.Catalog.Get(req.Agent)
+	if !ok {
+		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown agent %q", req.Agent),
+			Details: map[string]any{"field": "agent"}}
+	}
+	if req.PermissionMode == "" {
+		req.PermissionMode = berth.PermApproveReads
+	}
+	switch req.PermissionMode {
+	case berth.PermDenyAll, berth.PermApproveReads, berth.PermApproveAll:
+	case berth.PermAsk:
+		return spec, nil, false, berth.Errorf(berth.EInvalid, "permission_mode ask is not available in this version")
+	default:
+		return spec, nil, false, berth.Errorf(berth.EInvalid, "permission_mode must be one of deny-all, approve-reads, approve-all, ask")
+	}
+	if req.Workspace != "" {
+		if !filepath.IsAbs(req.Workspace) {
+			return spec, nil, false, berth.Errorf(berth.EInvalid, "workspace must be an absolute path")
+		}
+		fi, err := os.Stat(req.Workspace)
+		if err != nil || !fi.IsDir() {
+			return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: "workspace does not exist or is not a directory",
+				Details: map[string]any{"field": "workspace"}}
+		}
+		req.Workspace = filepath.Clean(req.Workspace)
+	}
+	if req.TTLSeconds < 0 || req.IdleTimeoutSeconds < 0 {
+		return spec, nil, false, berth.Errorf(berth.EInvalid, "ttl_seconds and idle_timeout_seconds must not be negative")
+	}
+	if req.FromSnapshot != "" {
+		return spec, nil, false, berth.Errorf(berth.EInvalid, "from_snapshot is not available in this version")
+	}
+	if len(req.Labels) > maxLabels {
+		return spec, nil, false, berth.Errorf(berth.EInvalid, "at most %d labels", maxLabels)
+	}
+	for k := range req.Labels {
+		if k == "" || strings.ContainsAny(k, "=,") {
+			return spec, nil, false, berth.Errorf(berth.EInvalid, "label key %q is not valid", k)
+		}
+	}
+	for k := range req.Env {
+		if !envName.MatchString(k) {
+			return spec, nil, false, berth.Errorf(berth.EInvalid, "env name %q is not valid", k)
+		}
+	}
+	provider, unisolated, err := m.pickSandbox(req.Sandbox, req.Network)
+	return spec, provider, unisolated, err
+}
+
+// pickSandbox resolves the requested provider against policy and probes.
+// unisolated reports that "auto" found no isolating provider and fell back
+// to host.
+func (m *Manager) pickSandbox(name string, network bool) (_ berth.SandboxProvider, unisolated bool, _ error) {
+	pol := m.opts.Sandbox
+	if network && !pol.AllowNetwork {
+		return nil, false, berth.Errorf(berth.EForbidden, "network access is not allowed by [sandbox] allow_network")
+	}
+	if name == "" {
+		name = pol.Default
+	}
+	if name == berth.SandboxAuto {
+		if p, ok := m.providers[berth.SandboxBwrap]; ok && m.available[berth.SandboxBwrap] == nil {
+			return p, false, nil
+		}
+		if pol.RequireIsolation {
+			return nil, false, berth.Errorf(berth.EUnavailable, "no sandbox with isolation works on this host and [sandbox] require_isolation is set")
+		}
+		name, unisolated = berth.SandboxHost, true
+	} else if name == berth.SandboxHost && !pol.AllowHost {
+		return nil, false, berth.Errorf(berth.EForbidden, "sandbox host is not allowed by [sandbox] allow_host")
+	}
+	switch name {
+	case berth.SandboxHost, berth.SandboxBwrap, berth.SandboxDocker:
+	default:
+		return nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown sandbox provider %q", name),
+			Details: map[string]any{"field": "sandbox"}}
+	}
+	p, ok := m.providers[name]
+	if !ok {
+		return nil, false, berth.Errorf(berth.EUnavailable, "sandbox provider %s is not available in this build", name)
+	}
+	if err := m.available[name]; err != nil {
+		return nil, false, berth.WrapError(berth.EUnavailable, err, "sandbox provider %s is not available: %s", name, berth.ErrorMessage(err))
+	}
+	return p, unisolated, nil
+}
+
+// mkdirs creates the session's private HOME and, when managed, its workspace.
+func mkdirs(home, workspace string, managed bool) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return berth.WrapError(berth.EInternal, err, "create session home")
+	}
+	if managed {
+		if err := os.MkdirAll(workspace, 0o755); err != nil {
+			return berth.WrapError(berth.EInternal, err, "create workspace")
+		}
+	}
+	return nil
+}
+
+// agentEnv builds the agent's environment: a few host basics, the agent's
+// declared pass-through variables, its catalog env, then the session's env.
+func agentEnv(spec berth.AgentSpec, sessionID string, extra map[string]string) map[string]string {
+	env := map[string]string{}
+	for _, k := range []string{"PATH", "LANG", "TERM", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	if env["PATH"] == "" {
+		env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
+	}
+	for _, k := range spec.PassEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range spec.Env {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	env["BERTH_SESSION_ID"] = sessionID
+	return env
+}
+
+// start opens the sandbox, starts the agent and completes the ACP
+// handshake. A failure stops the session as startup_failed; it is an error
+// for the caller only when nothing could be recorded.
+func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, home string) error {
+	m := rt.m
+	sb, err := provider.Open(ctx, berth.SandboxConfig{SessionID: rt.id, Workspace: rt.sess.Workspace, Home: home,
+		Env: agentEnv(rt.spec, rt.id, rt.sess.Env), Network: rt.sess.Sandbox.Network})
+	if err != nil {
+		return rt.failStart(ctx, &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)})
+	}
+	rt.sandbox = sb
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: rt.spec.Command, Args: rt.spec.Args})
+	if err != nil {
+		_ = sb.Close(context.WithoutCancel(ctx))
+		rt.sandbox = nil
+		return rt.failStart(ctx, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %v", rt.spec.Name, err)})
+	}
+	rt.proc = proc
+	rt.terminals = newTerminals(rt)
+	if rt.wsReal, err = filepath.EvalSymlinks(rt.sess.Workspace); err != nil {
+		rt.wsReal = rt.sess.Workspace
+	}
+	if rt.root, err = os.OpenRoot(rt.wsReal); err != nil {
+		rt.logger.Warn("workspace root", "err", err)
+	}
+	rt.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, &agentHandler{rt: rt}, acp.Options{
+		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger,
+	})
+	// The pid is recorded before anything can stop the session, so a
+	// daemon that dies now leaves a group the next one can kill.
+	if err := rt.save(ctx, func(s *berth.Session) { s.AgentPID = proc.Pid() }); err != nil {
+		rt.logger.Warn("record agent pid", "err", err)
+	}
+	rt.stderrWG.Add(1)
+	go rt.readStderr(proc.Stderr())
+	rt.client.Start()
+	m.monitors.Add(1)
+	go rt.monitor()
+
+	hctx, cancel := context.WithTimeout(ctx, m.opts.Limits.HandshakeTimeout)
+	defer cancel()
+	init, err := rt.client.Initialize(hctx, acp.Implementation{Name: "berth", Version: m.opts.Version})
+	if err != nil {
+		return rt.handshakeFailed(ctx, "initialize", err)
+	}
+	if init.ProtocolVersion != acp.ProtocolVersion {
+		return rt.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
+	}
+	ns, err := rt.client.NewSession(hctx, rt.sess.Workspace)
+	if err != nil {
+		return rt.handshakeFailed(ctx, "session/new", err)
+	}
+	rt.mu.Lock()
+	rt.acpID = ns.SessionID
+	rt.mu.Unlock()
+	info := berth.ACPInfo{SessionID: ns.SessionID, ProtocolVersion: init.ProtocolVersion,
+		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
+	err = rt.transition(ctx, berth.StateActive, func(s *berth.Session) { s.ACP = info })
+	if err != nil {
+		// A stop raced the handshake; the monitor finalises the session.
+		<-rt.finished
+		return nil
+	}
+	rt.emit("", berth.EventSessionStarted, map[string]any{
+		"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
+		"capabilities": info.Capabilities, "resumed_by": ""})
+	return nil
+}
+
+// handshakeFailed stops a session whose agent did not complete the
+// handshake; the monitor records it as startup_failed with the agent's
+// stderr tail.
+func (rt *runtime) handshakeFailed(ctx context.Context, step string, err error) error {
+	msg := fmt.Sprintf("agent handshake failed at %s: %v", step, err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		msg = fmt.Sprintf("agent did not answer %s within %s", step, rt.m.opts.Limits.HandshakeTimeout)
+	case errors.Is(err, acp.ErrClosed) || strings.Contains(err.Error(), acp.ErrClosed.Error()):
+		msg = fmt.Sprintf("agent exited during the handshake (%s)", step)
+	}
+	rt.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg})
+	_, _ = rt.proc.Stop(ctx, rt.m.opts.Limits.StopGrace)
+	<-rt.finished
+	return nil
+}
+
+// failStart records a session that never got an agent running.
+func (rt *runtime) failStart(ctx context.Context, f *berth.Failure) error {
+	rt.emit("", berth.EventSessionStopped, map[string]any{"stop_reason": berth.StopStartupFailed, "failure": f})
+	if err := rt.m.log.Flush(ctx); err != nil {
+		return err
+	}
+	err := rt.transition(ctx, berth.StateStopped, func(s *berth.Session) {
+		s.StopReason, s.Failure = berth.StopStartupFailed, f
+	})
+	rt.m.forget(rt)
+	close(rt.finished)
+	return err
+}

@@ -1,0 +1,172 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+)
+
+// maxReadBytes caps a file the agent reads through berth, well under the
+// transport's line cap.
+const maxReadBytes = 32 << 20
+
+// fileData is the data of file_read, file_written and file_refused.
+type fileData struct {
+	Path   string `json:"path"`
+	Bytes  int    `json:"bytes"`
+	Op     string `json:"op,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// errOutside is the JSON-RPC error for a path outside the workspace.
+func errOutside(path string) *acp.Error {
+	return &acp.Error{Code: acp.CodeInvalidParams, Message: "path is outside the session's workspace: " + path}
+}
+
+// relPath returns p relative to the workspace, refusing paths that leave it
+// lexically (after cleaning "..").
+func (rt *runtime) relPath(p string) (string, bool) {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(rt.sess.Workspace, p)
+	}
+	p = filepath.Clean(p)
+	for _, base := range []string{rt.sess.Workspace, rt.wsReal} {
+		if within(base, p) {
+			rel, _ := filepath.Rel(base, p)
+			return rel, true
+		}
+	}
+	return "", false
+}
+
+// within reports whether path is base or lies under it.
+func within(base, path string) bool {
+	rel, err := filepath.Rel(base, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// refuse logs a refused file access and returns the error for the agent.
+func (rt *runtime) refuse(op, path, reason string) error {
+	rt.emit(rt.currentTurnID(), berth.EventFileRefused, fileData{Path: path, Op: op, Reason: reason})
+	return errOutside(path)
+}
+
+// isEscape reports whether err is os.Root refusing a path that leaves it
+// (through a symlink or otherwise).
+func isEscape(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+// ReadTextFile serves fs/read_text_file inside the workspace only; ".." and
+// symlinks are resolved by os.Root, which refuses anything that leaves it.
+func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	rt := h.rt
+	rel, ok := rt.relPath(req.Path)
+	if !ok || rt.root == nil {
+		return acp.ReadTextFileResponse{}, rt.refuse("read", req.Path, "outside the workspace")
+	}
+	f, err := rt.root.Open(rel)
+	if isEscape(err) {
+		return acp.ReadTextFileResponse{}, rt.refuse("read", req.Path, "resolves outside the workspace")
+	}
+	if err != nil {
+		return acp.ReadTextFileResponse{}, fileError(err, req.Path)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return acp.ReadTextFileResponse{}, fileError(err, req.Path)
+	}
+	if fi.IsDir() {
+		return acp.ReadTextFileResponse{}, &acp.Error{Code: acp.CodeInvalidParams, Message: "path is a directory: " + req.Path}
+	}
+	if fi.Size() > maxReadBytes {
+		return acp.ReadTextFileResponse{}, &acp.Error{Code: acp.CodeInvalidParams, Message: "file is larger than 32 MiB: " + req.Path}
+	}
+	b := make([]byte, fi.Size())
+	n, err := readFull(f, b)
+	if err != nil {
+		return acp.ReadTextFileResponse{}, fileError(err, req.Path)
+	}
+	content := selectLines(string(b[:n]), req.Line, req.Limit)
+	rt.emit(rt.currentTurnID(), berth.EventFileRead, fileData{Path: req.Path, Bytes: len(content)})
+	return acp.ReadTextFileResponse{Content: content}, nil
+}
+
+// WriteTextFile serves fs/write_text_file inside the workspace only,
+// creating missing parent directories.
+func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileRequest) error {
+	rt := h.rt
+	rel, ok := rt.relPath(req.Path)
+	if !ok || rel == "." || rt.root == nil {
+		return rt.refuse("write", req.Path, "outside the workspace")
+	}
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := rt.root.MkdirAll(dir, 0o755); err != nil {
+			if isEscape(err) {
+				return rt.refuse("write", req.Path, "resolves outside the workspace")
+			}
+			return fileError(err, req.Path)
+		}
+	}
+	err := rt.root.WriteFile(rel, []byte(req.Content), 0o644)
+	if isEscape(err) {
+		return rt.refuse("write", req.Path, "resolves outside the workspace")
+	}
+	if err != nil {
+		return fileError(err, req.Path)
+	}
+	rt.emit(rt.currentTurnID(), berth.EventFileWritten, fileData{Path: req.Path, Bytes: len(req.Content)})
+	return nil
+}
+
+// fileError turns a file system error into a JSON-RPC error for the agent.
+func fileError(err error, path string) *acp.Error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return &acp.Error{Code: acp.CodeResourceNotFound, Message: "file not found: " + path}
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return &acp.Error{Code: acp.CodeInvalidParams, Message: "permission denied: " + path}
+	}
+	return &acp.Error{Code: acp.CodeInternal, Message: "file access failed: " + path}
+}
+
+// readFull reads into b until it is full or the file ends.
+func readFull(f *os.File, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := f.Read(b[n:])
+		n += m
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// selectLines applies ACP's 1-based line and limit to content.
+func selectLines(content string, line, limit *int) string {
+	if line == nil && limit == nil {
+		return content
+	}
+	lines := strings.SplitAfter(content, "\n")
+	start := 0
+	if line != nil && *line > 1 {
+		start = min(*line-1, len(lines))
+	}
+	end := len(lines)
+	if limit != nil && *limit >= 0 {
+		end = min(start+*limit, len(lines))
+	}
+	return strings.Join(lines[start:end], "")
+}

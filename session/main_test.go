@@ -1,0 +1,214 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp/demoagent"
+	"github.com/berth-sh/berth/eventlog"
+	"github.com/berth-sh/berth/sandbox/host"
+	"github.com/berth-sh/berth/store/sqlite"
+)
+
+// agentEnvVar makes the test binary run the demo agent instead of tests, so
+// sessions run the real agent as a real child process.
+const agentEnvVar = "BERTH_SESSION_TEST_AGENT"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(agentEnvVar) == "demo" {
+		os.Exit(demoagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// testCatalog is a fixed agent catalog for tests.
+type testCatalog map[string]berth.AgentSpec
+
+func (c testCatalog) Get(name string) (berth.AgentSpec, bool) { s, ok := c[name]; return s, ok }
+func (c testCatalog) List() []berth.AgentInfo {
+	var out []berth.AgentInfo
+	for _, s := range c {
+		out = append(out, berth.AgentInfo{Name: s.Name, Command: s.Command, Available: true})
+	}
+	return out
+}
+
+// catalog has the demo agent (this test binary) and a few broken agents.
+func catalog() testCatalog {
+	self, _ := os.Executable()
+	return testCatalog{
+		"demo":    {Name: "demo", Command: self, Env: map[string]string{agentEnvVar: "demo"}},
+		"exits":   {Name: "exits", Command: "/bin/sh", Args: []string{"-c", "echo 'no credentials found' >&2; exit 3"}},
+		"missing": {Name: "missing", Command: "/nonexistent/agent"},
+		"silent":  {Name: "silent", Command: "/bin/sh", Args: []string{"-c", "exec sleep 60"}},
+	}
+}
+
+// env is a manager over a real SQLite store and event log in a temp home.
+type env struct {
+	t     *testing.T
+	home  string
+	store berth.Store
+	log   *eventlog.Log
+	m     *Manager
+}
+
+// newEnv opens a manager; it is closed at the end of the test.
+func newEnv(t *testing.T, tweak ...func(*Options)) *env {
+	t.Helper()
+	home := t.TempDir()
+	e := &env{t: t, home: home}
+	e.open(tweak...)
+	t.Cleanup(e.close)
+	return e
+}
+
+// open opens the store, log and manager over e.home.
+func (e *env) open(tweak ...func(*Options)) {
+	t := e.t
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(e.home, "berth.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg := eventlog.New(st, eventlog.Options{})
+	if err := lg.Open(); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Store: st, Log: lg, Catalog: catalog(), Providers: []berth.SandboxProvider{host.New()},
+		Sandbox: SandboxPolicy{Default: berth.SandboxHost, AllowHost: true, AllowNetwork: true},
+		Limits: Limits{MaxPromptBytes: 256 << 10, HandshakeTimeout: 5 * time.Second, StopGrace: 2 * time.Second,
+			CancelGrace: 2 * time.Second},
+		Home: e.home, NodeID: "node_test", Version: "test"}
+	for _, f := range tweak {
+		f(&opts)
+	}
+	m := New(opts)
+	if err := m.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.store, e.log, e.m = st, lg, m
+}
+
+// close shuts the manager, log and store down.
+func (e *env) close() {
+	if e.m == nil {
+		return
+	}
+	ctx := context.Background()
+	if err := e.m.Close(ctx); err != nil {
+		e.t.Error(err)
+	}
+	if err := e.log.Close(ctx); err != nil {
+		e.t.Error(err)
+	}
+	if err := e.store.Close(); err != nil {
+		e.t.Error(err)
+	}
+	e.m = nil
+}
+
+// create creates a demo session and checks it started.
+func (e *env) create(req berth.CreateRequest) *berth.Session {
+	e.t.Helper()
+	if req.Agent == "" {
+		req.Agent = "demo"
+	}
+	s, err := e.m.CreateSession(context.Background(), req)
+	if err != nil {
+		e.t.Fatalf("create: %v", err)
+	}
+	return s
+}
+
+// prompt runs one turn to its end.
+func (e *env) prompt(id, text string) *berth.TurnResult {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := e.m.Prompt(ctx, id, berth.PromptRequest{Text: text})
+	if err != nil {
+		e.t.Fatalf("prompt %q: %v", text, err)
+	}
+	res, err := e.m.WaitTurn(ctx, id, r.TurnID)
+	if err != nil {
+		e.t.Fatalf("wait turn: %v", err)
+	}
+	return res
+}
+
+// events returns a session's whole committed log.
+func (e *env) events(id string) []berth.Event {
+	e.t.Helper()
+	if err := e.log.Flush(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	var out []berth.Event
+	after := int64(0)
+	for {
+		evs, err := e.m.ListEvents(context.Background(), id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, evs...)
+		if len(evs) < berth.MaxEventLimit {
+			return out
+		}
+		after = evs[len(evs)-1].Seq
+	}
+}
+
+// types lists the event types of evs.
+func types(evs []berth.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Type
+	}
+	return out
+}
+
+// ofType returns the events of one type.
+func ofType(evs []berth.Event, typ string) []berth.Event {
+	var out []berth.Event
+	for _, ev := range evs {
+		if ev.Type == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// checkContiguous fails unless seq runs 1..N.
+func checkContiguous(t *testing.T, evs []berth.Event) {
+	t.Helper()
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("seq %d at position %d: log not contiguous (%v)", ev.Seq, i, types(evs))
+		}
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// processGone reports whether pid no longer exists (not even as a zombie).
+func processGone(pid int) bool {
+	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+	return os.IsNotExist(err)
+}

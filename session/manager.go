@@ -1,0 +1,205 @@
+// Package session is berth's session manager: it owns every live agent, the
+// state machine of each session, turns, the policy answers to permission
+// requests, and the fs and terminal services an agent calls back into. It
+// implements berth.SessionService.
+package session
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/eventlog"
+)
+
+// Catalog resolves agent names to how they are started.
+type Catalog interface {
+	Get(name string) (berth.AgentSpec, bool)
+	List() []berth.AgentInfo
+}
+
+// Limits bound what sessions may do.
+type Limits struct {
+	MaxPromptBytes   int
+	MaxSessions      int
+	HandshakeTimeout time.Duration
+	StopGrace        time.Duration
+	CancelGrace      time.Duration
+	MaxLineBytes     int
+}
+
+// SandboxPolicy says which providers a session may use.
+type SandboxPolicy struct {
+	// Default is the provider for sessions that name none ("auto" picks
+	// bwrap where it works, else host with a runtime_warning).
+	Default          string
+	AllowHost        bool
+	RequireIsolation bool
+	AllowNetwork     bool
+}
+
+// Options configure a Manager.
+type Options struct {
+	Store     berth.Store
+	Log       *eventlog.Log
+	Catalog   Catalog
+	Providers []berth.SandboxProvider
+	Sandbox   SandboxPolicy
+	Limits    Limits
+	// Home is $BERTH_HOME: managed workspaces and per-session state live
+	// under it.
+	Home    string
+	NodeID  string
+	Version string
+	Logger  *slog.Logger
+}
+
+// Manager owns the live sessions.
+type Manager struct {
+	opts      Options
+	store     berth.Store
+	log       *eventlog.Log
+	logger    *slog.Logger
+	providers map[string]berth.SandboxProvider
+	available map[string]error // probe result per provider
+
+	mu       sync.Mutex
+	live     map[string]*runtime
+	closing  bool
+	inflight sync.WaitGroup // API calls that may start a session
+	monitors sync.WaitGroup // one monitor goroutine per started agent
+}
+
+var _ berth.SessionService = (*Manager)(nil)
+
+// New returns a manager; Open must be called before use.
+func New(opts Options) *Manager {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Limits.HandshakeTimeout <= 0 {
+		opts.Limits.HandshakeTimeout = 30 * time.Second
+	}
+	if opts.Limits.StopGrace <= 0 {
+		opts.Limits.StopGrace = 5 * time.Second
+	}
+	if opts.Limits.CancelGrace <= 0 {
+		opts.Limits.CancelGrace = 10 * time.Second
+	}
+	if opts.Sandbox.Default == "" {
+		opts.Sandbox.Default = berth.SandboxAuto
+	}
+	m := &Manager{
+		opts: opts, store: opts.Store, log: opts.Log, logger: opts.Logger,
+		providers: make(map[string]berth.SandboxProvider),
+		available: make(map[string]error),
+		live:      make(map[string]*runtime),
+	}
+	for _, p := range opts.Providers {
+		m.providers[p.Name()] = p
+	}
+	return m
+}
+
+// Open probes the sandbox providers once and reconciles sessions a previous
+// daemon left live.
+func (m *Manager) Open(ctx context.Context) error {
+	for name, p := range m.providers {
+		m.available[name] = p.Probe(ctx)
+	}
+	for _, dir := range []string{m.workspacesDir(), m.sessionsDir()} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return berth.WrapError(berth.EInternal, err, "create %s", filepath.Base(dir))
+		}
+	}
+	return m.reconcile(ctx)
+}
+
+// Close stops every live session with daemon_shutdown and waits for them.
+// Nothing starts after Close begins.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closing = true
+	m.mu.Unlock()
+	// Creates under way finish first, so the sessions they start are stopped too.
+	m.inflight.Wait()
+	m.mu.Lock()
+	rts := make([]*runtime, 0, len(m.live))
+	for _, rt := range m.live {
+		rts = append(rts, rt)
+	}
+	m.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, rt := range rts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rt.stop(context.WithoutCancel(ctx), berth.StopDaemonShutdown, nil)
+		}()
+	}
+	wg.Wait()
+	m.monitors.Wait()
+	return nil
+}
+
+// enter registers an API call that may start agents; it fails once Close
+// has begun.
+func (m *Manager) enter() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
+	}
+	m.inflight.Add(1)
+	return nil
+}
+
+// Health implements berth.SessionService.
+func (m *Manager) Health(ctx context.Context) berth.Health {
+	h := berth.Health{Status: "ok", Version: m.opts.Version, Store: m.store.Name(), NodeID: m.opts.NodeID}
+	for name, err := range m.available {
+		if err == nil {
+			h.Sandboxes = append(h.Sandboxes, name)
+		}
+	}
+	sort.Strings(h.Sandboxes)
+	return h
+}
+
+// Agents implements berth.SessionService.
+func (m *Manager) Agents(ctx context.Context) []berth.AgentInfo { return m.opts.Catalog.List() }
+
+// runtimeOf returns the live runtime of a session, or nil.
+func (m *Manager) runtimeOf(id string) *runtime {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id]
+}
+
+// forget drops a runtime once its session is stopped.
+func (m *Manager) forget(rt *runtime) {
+	m.mu.Lock()
+	if m.live[rt.id] == rt {
+		delete(m.live, rt.id)
+	}
+	m.mu.Unlock()
+}
+
+func (m *Manager) workspacesDir() string { return filepath.Join(m.opts.Home, "workspaces") }
+func (m *Manager) sessionsDir() string   { return filepath.Join(m.opts.Home, "sessions") }
+
+// sessionDir is where a session's private state (agent HOME) lives.
+func (m *Manager) sessionDir(id string) string { return filepath.Join(m.sessionsDir(), id) }
+
+// isNotFound reports whether err is a berth not_found error.
+func isNotFound(err error) bool { return berth.IsCode(err, berth.ENotFound) }
+
+// errStopped is returned to callers that need a live agent.
+var errStopped = errors.New("session is not active")

@@ -1,0 +1,123 @@
+package session
+
+import (
+	"context"
+	"os"
+
+	"github.com/berth-sh/berth"
+)
+
+// GetSession implements berth.SessionService: live sessions come from
+// memory, the rest from the store.
+func (m *Manager) GetSession(ctx context.Context, id string) (*berth.Session, error) {
+	if rt := m.runtimeOf(id); rt != nil {
+		return rt.view(), nil
+	}
+	s, err := m.store.GetSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return m.stored(s), nil
+}
+
+// stored completes a session read from the store for display.
+func (m *Manager) stored(s *berth.Session) *berth.Session {
+	if seq := m.log.LastSeq(s.ID); seq > s.LastSeq {
+		s.LastSeq = seq
+	}
+	s.Resumable = s.State == berth.StateStopped && workspaceExists(s.Workspace)
+	s.Badge = s.ComputeBadge(false, false)
+	return s
+}
+
+// ListSessions implements berth.SessionService.
+func (m *Manager) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
+	page, err := m.store.ListSessions(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range page.Sessions {
+		if rt := m.runtimeOf(s.ID); rt != nil {
+			page.Sessions[i] = rt.view()
+		} else {
+			page.Sessions[i] = m.stored(s)
+		}
+	}
+	if page.Sessions == nil {
+		page.Sessions = []*berth.Session{}
+	}
+	return page, nil
+}
+
+// StopSession implements berth.SessionService.
+func (m *Manager) StopSession(ctx context.Context, id string) (*berth.Session, error) {
+	if rt := m.runtimeOf(id); rt != nil {
+		rt.stop(context.WithoutCancel(ctx), berth.StopUserRequested, nil)
+	}
+	return m.GetSession(ctx, id)
+}
+
+// DeleteSession implements berth.SessionService: stop, then delete the log,
+// the session's private state and its managed workspace (never a workspace
+// the user gave).
+func (m *Manager) DeleteSession(ctx context.Context, id string) error {
+	s, err := m.StopSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := m.log.Flush(ctx); err != nil {
+		return err
+	}
+	if err := m.store.DeleteSession(ctx, id); err != nil {
+		return err
+	}
+	m.log.Forget(id)
+	if err := os.RemoveAll(m.sessionDir(id)); err != nil {
+		m.logger.Warn("remove session state", "session", id, "err", err)
+	}
+	if s.ManagedWorkspace {
+		if err := os.RemoveAll(s.Workspace); err != nil {
+			m.logger.Warn("remove managed workspace", "session", id, "err", err)
+		}
+	}
+	return nil
+}
+
+// ListEvents implements berth.SessionService.
+func (m *Manager) ListEvents(ctx context.Context, id string, f berth.EventFilter) ([]berth.Event, error) {
+	if f.After < 0 || f.Limit < 0 {
+		return nil, berth.Errorf(berth.EInvalid, "after and limit must not be negative")
+	}
+	if f.Limit == 0 {
+		f.Limit = berth.DefaultEventLimit
+	}
+	if f.Limit > berth.MaxEventLimit {
+		f.Limit = berth.MaxEventLimit
+	}
+	if m.runtimeOf(id) == nil {
+		if _, err := m.store.GetSession(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	evs, err := m.store.ListEvents(ctx, id, f)
+	if err != nil {
+		return nil, err
+	}
+	if evs == nil {
+		evs = []berth.Event{}
+	}
+	return evs, nil
+}
+
+// StreamEvents implements berth.SessionService.
+func (m *Manager) StreamEvents(ctx context.Context, id string, after int64) (berth.EventStream, error) {
+	if after < 0 {
+		return nil, berth.Errorf(berth.EInvalid, "after must not be negative")
+	}
+	if m.runtimeOf(id) == nil {
+		if _, err := m.store.GetSession(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return m.log.Stream(ctx, id, after)
+}

@@ -1,0 +1,347 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+)
+
+// maxRecentResults bounds how many finished turns a runtime remembers for
+// late WaitTurn callers; older ones are rebuilt from the log.
+const maxRecentResults = 64
+
+// runtime is one live session: its agent process, ACP connection, current
+// turn and the goroutines that serve it. The monitor goroutine is the only
+// one that finalises the session (moves it to stopped).
+type runtime struct {
+	m      *Manager
+	id     string
+	logger *slog.Logger
+
+	// mu guards the fields below it. Events that must stay ordered against
+	// turn boundaries are enqueued while it is held.
+	mu         sync.Mutex
+	sess       berth.Session
+	turn       *turn
+	results    map[string]*berth.TurnResult
+	resultIDs  []string
+	stopReason berth.StopReason
+	failure    *berth.Failure
+	stderrTail []string
+
+	spec      berth.AgentSpec
+	sandbox   berth.Sandbox
+	proc      berth.Process
+	client    *acp.Client
+	acpID     string
+	root      *os.Root // the workspace, for confined fs access
+	wsReal    string   // the workspace with symlinks resolved
+	terminals *terminals
+
+	finished chan struct{} // closed once the session is stopped and torn down
+	// wg counts cancel-grace timers and terminal waiters; turnWG the turn
+	// runners; stderrWG the stderr reader. The monitor waits for all three
+	// before it logs session_stopped.
+	wg       sync.WaitGroup
+	turnWG   sync.WaitGroup
+	stderrWG sync.WaitGroup
+}
+
+// turn is one prompt round in flight.
+type turn struct {
+	id              string
+	text            strings.Builder
+	cancelRequested bool
+	done            chan struct{}
+	result          *berth.TurnResult
+	graceTimer      *time.Timer
+}
+
+// view returns a copy of the session as the API shows it.
+func (rt *runtime) view() *berth.Session {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.viewLocked()
+}
+
+func (rt *runtime) viewLocked() *berth.Session {
+	s := rt.sess
+	if seq := rt.m.log.LastSeq(rt.id); seq > s.LastSeq {
+		s.LastSeq = seq
+	}
+	if rt.turn != nil {
+		s.CurrentTurnID = rt.turn.id
+	} else {
+		s.CurrentTurnID = ""
+	}
+	s.Badge = s.ComputeBadge(rt.turn != nil, false)
+	return &s
+}
+
+// transition moves the session to state `to`, writing the store first. It
+// refuses moves the state machine does not allow.
+func (rt *runtime) transition(ctx context.Context, to berth.State, mutate func(*berth.Session)) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	from := rt.sess.State
+	if !berth.CanTransition(from, to) {
+		return berth.Errorf(berth.EConflict, "session cannot go from %s to %s", from, to)
+	}
+	return rt.saveLocked(ctx, from, func(s *berth.Session) {
+		s.State = to
+		if mutate != nil {
+			mutate(s)
+		}
+	})
+}
+
+// save writes a change that keeps the state.
+func (rt *runtime) save(ctx context.Context, mutate func(*berth.Session)) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.saveLocked(ctx, rt.sess.State, mutate)
+}
+
+func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func(*berth.Session)) error {
+	next := rt.sess
+	mutate(&next)
+	next.UpdatedAt = time.Now().UTC()
+	next.Resumable = next.State == berth.StateStopped && workspaceExists(next.Workspace)
+	next.Badge = next.ComputeBadge(rt.turn != nil, false)
+	if err := rt.m.store.UpdateSession(ctx, &next, from); err != nil {
+		return err
+	}
+	rt.sess = next
+	return nil
+}
+
+// emit enqueues one event; the log assigns its seq and persists it before
+// anyone can read it.
+func (rt *runtime) emit(turnID, typ string, data any) {
+	rt.emitEvent(berth.NewEvent(rt.id, turnID, typ, data))
+}
+
+func (rt *runtime) emitEvent(ev berth.Event) {
+	if err := rt.m.log.Append(context.Background(), ev); err != nil {
+		rt.logger.Error("event not logged", "type", ev.Type, "err", err)
+	}
+}
+
+// currentTurnID returns the id of the turn in flight, or "".
+func (rt *runtime) currentTurnID() string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.turn == nil {
+		return ""
+	}
+	return rt.turn.id
+}
+
+// requestStop records why the session is stopping; the first reason wins.
+func (rt *runtime) requestStop(reason berth.StopReason, failure *berth.Failure) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.stopReason == "" {
+		rt.stopReason, rt.failure = reason, failure
+	}
+}
+
+// stopping reports whether a stop was requested.
+func (rt *runtime) stopping() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.stopReason != ""
+}
+
+// stop stops the agent (SIGTERM to its group, grace, SIGKILL, reap) and
+// waits until the monitor has finalised the session. Idempotent.
+func (rt *runtime) stop(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
+	rt.requestStop(reason, failure)
+	if err := rt.transition(ctx, berth.StateStopping, nil); err != nil && !berth.IsCode(err, berth.EConflict) {
+		rt.logger.Warn("could not record stopping", "err", err)
+	}
+	if _, err := rt.proc.Stop(ctx, rt.m.opts.Limits.StopGrace); err != nil {
+		rt.logger.Warn("agent stop", "err", err)
+	}
+	select {
+	case <-rt.finished:
+	case <-ctx.Done():
+	}
+}
+
+// monitor waits for the agent to exit, tears everything down in order and
+// moves the session to stopped. session_stopped is always the last event.
+func (rt *runtime) monitor() {
+	defer rt.m.monitors.Done()
+	status, _ := rt.proc.Wait()
+	// Nothing of the agent's process group may outlive it.
+	_ = rt.proc.Signal(syscall.SIGKILL)
+	// Let the reader drain what the agent wrote before it died.
+	select {
+	case <-rt.client.Done():
+	case <-time.After(2 * time.Second):
+	}
+	// Closing the connection fails the prompt in flight and waits for every
+	// request handler (fs, terminal, permission).
+	_ = rt.client.Close()
+	rt.terminals.closeAll()
+	rt.turnWG.Wait()
+	// Cancel-grace timers and terminal waiters may still log events.
+	rt.wg.Wait()
+	rt.waitStderr()
+	if rt.root != nil {
+		_ = rt.root.Close()
+	}
+
+	rt.mu.Lock()
+	reason, failure := rt.stopReason, rt.failure
+	if reason == "" {
+		reason, failure = classifyExit(status, rt.stderrTail)
+	} else if reason == berth.StopStartupFailed && failure != nil && len(rt.stderrTail) > 0 {
+		// The agent's own words say best why it did not start.
+		failure.Message += "\nstderr:\n" + strings.Join(rt.stderrTail, "\n")
+	}
+	rt.mu.Unlock()
+
+	ctx := context.Background()
+	rt.emit("", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
+	if err := rt.m.log.Flush(ctx); err != nil {
+		rt.logger.Error("flush before stop", "err", err)
+	}
+	err := rt.transition(ctx, berth.StateStopped, func(s *berth.Session) {
+		s.StopReason, s.Failure, s.AgentPID = reason, failure, 0
+	})
+	if err != nil {
+		rt.logger.Error("could not record stopped", "err", err)
+	}
+	if err := rt.sandbox.Close(ctx); err != nil {
+		rt.logger.Warn("sandbox close", "err", err)
+	}
+	rt.m.forget(rt)
+	close(rt.finished)
+}
+
+// waitStderr waits for the stderr reader, forcing it closed if something
+// the agent left behind still holds the pipe.
+func (rt *runtime) waitStderr() {
+	done := make(chan struct{})
+	go func() { rt.stderrWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		if r := rt.proc.Stderr(); r != nil {
+			_ = r.Close()
+		}
+		<-done
+	}
+}
+
+// classifyExit turns an unrequested exit into a stop reason.
+func classifyExit(st berth.ExitStatus, tail []string) (berth.StopReason, *berth.Failure) {
+	if st.Success() {
+		return berth.StopAgentExited, nil
+	}
+	msg := "agent exited with code " + strconv.Itoa(st.Code)
+	if st.Signal != "" {
+		msg = "agent killed by " + st.Signal
+	}
+	if len(tail) > 0 {
+		msg += ": " + strings.Join(tail, "\n")
+	}
+	return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailProcessExit, Message: msg}
+}
+
+// readStderr turns the agent's stderr into agent_stderr events and keeps a
+// tail for failure messages.
+func (rt *runtime) readStderr(r interface{ Read([]byte) (int, error) }) {
+	defer rt.stderrWG.Done()
+	buf := make([]byte, 0, 4096)
+	chunk := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(chunk)
+		data := chunk[:n]
+		for len(data) > 0 {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				buf = appendCapped(buf, data)
+				break
+			}
+			buf = appendCapped(buf, data[:i])
+			rt.stderrLine(string(buf))
+			buf = buf[:0]
+			data = data[i+1:]
+		}
+		if err != nil {
+			if len(buf) > 0 {
+				rt.stderrLine(string(buf))
+			}
+			return
+		}
+	}
+}
+
+// maxStderrLine caps one stderr line kept in an event.
+const maxStderrLine = 4096
+
+func appendCapped(buf, data []byte) []byte {
+	if room := maxStderrLine - len(buf); room < len(data) {
+		data = data[:max(room, 0)]
+	}
+	return append(buf, data...)
+}
+
+// stderrLine records one line of the agent's stderr.
+func (rt *runtime) stderrLine(line string) {
+	line = strings.TrimRight(line, "\r")
+	rt.mu.Lock()
+	rt.stderrTail = append(rt.stderrTail, line)
+	if len(rt.stderrTail) > 20 {
+		rt.stderrTail = rt.stderrTail[len(rt.stderrTail)-20:]
+	}
+	turnID := ""
+	if rt.turn != nil {
+		turnID = rt.turn.id
+	}
+	rt.emit(turnID, berth.EventAgentStderr, stderrData{Line: line})
+	rt.mu.Unlock()
+}
+
+// stderrData is the data of an agent_stderr event.
+type stderrData struct {
+	Line string `json:"line"`
+}
+
+// tail returns the last stderr lines joined, for failure messages.
+func (rt *runtime) tail() string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return strings.Join(rt.stderrTail, "\n")
+}
+
+// rememberResult keeps a finished turn's result for late waiters.
+func (rt *runtime) rememberResultLocked(r *berth.TurnResult) {
+	if rt.results == nil {
+		rt.results = make(map[string]*berth.TurnResult)
+	}
+	rt.results[r.TurnID] = r
+	rt.resultIDs = append(rt.resultIDs, r.TurnID)
+	if len(rt.resultIDs) > maxRecentResults {
+		delete(rt.results, rt.resultIDs[0])
+		rt.resultIDs = rt.resultIDs[1:]
+	}
+}
+
+// workspaceExists reports whether dir is an existing directory.
+func workspaceExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}

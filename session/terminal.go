@@ -1,0 +1,184 @@
+package session
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// defaultOutputLimit caps a terminal's kept output when the agent sets none.
+const defaultOutputLimit = 1 << 20
+
+// terminals are the commands an agent started through terminal/create.
+type terminals struct {
+	rt *runtime
+	mu sync.Mutex
+	m  map[string]*terminal
+}
+
+// terminal is one command started for the agent in the session's sandbox.
+type terminal struct {
+	id      string
+	command string
+	proc    berth.Process
+	out     *capBuffer
+	done    chan struct{} // closed once the process is reaped
+	status  berth.ExitStatus
+}
+
+func newTerminals(rt *runtime) *terminals {
+	return &terminals{rt: rt, m: make(map[string]*terminal)}
+}
+
+// get returns a terminal by id or the JSON-RPC error for an unknown one.
+func (ts *terminals) get(id string) (*terminal, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.m[id]
+	if !ok {
+		return nil, &acp.Error{Code: acp.CodeResourceNotFound, Message: "unknown terminal " + id}
+	}
+	return t, nil
+}
+
+// closeAll kills every terminal and waits for them to be reaped.
+func (ts *terminals) closeAll() {
+	ts.mu.Lock()
+	all := make([]*terminal, 0, len(ts.m))
+	for id, t := range ts.m {
+		all = append(all, t)
+		delete(ts.m, id)
+	}
+	ts.mu.Unlock()
+	for _, t := range all {
+		_, _ = t.proc.Stop(context.Background(), time.Second)
+		<-t.done
+	}
+}
+
+// CreateTerminal starts a command in the session's sandbox, in the
+// workspace (or a directory inside it).
+func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	rt := h.rt
+	dir := rt.sess.Workspace
+	if req.Cwd != "" {
+		rel, ok := rt.relPath(req.Cwd)
+		if !ok {
+			return acp.CreateTerminalResponse{}, rt.refuse("terminal", req.Cwd, "working directory outside the workspace")
+		}
+		dir = filepath.Join(rt.sess.Workspace, rel)
+		if real, err := filepath.EvalSymlinks(dir); err != nil || !within(rt.wsReal, real) {
+			return acp.CreateTerminalResponse{}, rt.refuse("terminal", req.Cwd, "working directory resolves outside the workspace")
+		}
+	}
+	limit := defaultOutputLimit
+	if req.OutputByteLimit != nil && *req.OutputByteLimit >= 0 {
+		limit = *req.OutputByteLimit
+	}
+	env := make([]string, 0, len(req.Env))
+	for _, e := range req.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	out := newCapBuffer(limit)
+	proc, err := rt.sandbox.Start(ctx, berth.ProcSpec{Path: req.Command, Args: req.Args, Env: env, Dir: dir,
+		Stdout: out, Stderr: out})
+	if err != nil {
+		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "command did not start: " + berth.ErrorMessage(err)}
+	}
+	t := &terminal{id: ids.New("term"), command: commandLine(req.Command, req.Args), proc: proc, out: out, done: make(chan struct{})}
+	rt.terminals.mu.Lock()
+	rt.terminals.m[t.id] = t
+	rt.terminals.mu.Unlock()
+	turnID := rt.currentTurnID()
+	rt.emit(turnID, berth.EventTerminalStarted, map[string]any{"terminal_id": t.id, "command": t.command})
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		t.status, _ = proc.Wait()
+		close(t.done)
+		rt.emit(turnID, berth.EventTerminalExited, map[string]any{"terminal_id": t.id, "command": t.command,
+			"exit_code": t.status.Code, "signal": t.status.Signal})
+	}()
+	return acp.CreateTerminalResponse{TerminalID: t.id}, nil
+}
+
+// TerminalOutput returns the output so far and, once exited, the status.
+func (h *agentHandler) TerminalOutput(ctx context.Context, req acp.TerminalRequest) (acp.TerminalOutputResponse, error) {
+	t, err := h.rt.terminals.get(req.TerminalID)
+	if err != nil {
+		return acp.TerminalOutputResponse{}, err
+	}
+	out, truncated := t.out.snapshot()
+	resp := acp.TerminalOutputResponse{Output: out, Truncated: truncated}
+	select {
+	case <-t.done:
+		st := exitStatus(t.status)
+		resp.ExitStatus = &st
+	default:
+	}
+	return resp, nil
+}
+
+// WaitForTerminalExit waits for the command to end.
+func (h *agentHandler) WaitForTerminalExit(ctx context.Context, req acp.TerminalRequest) (acp.TerminalExitStatus, error) {
+	t, err := h.rt.terminals.get(req.TerminalID)
+	if err != nil {
+		return acp.TerminalExitStatus{}, err
+	}
+	select {
+	case <-t.done:
+		return exitStatus(t.status), nil
+	case <-ctx.Done():
+		return acp.TerminalExitStatus{}, &acp.Error{Code: acp.CodeInternal, Message: "session is stopping"}
+	}
+}
+
+// KillTerminal kills the command but keeps its output readable.
+func (h *agentHandler) KillTerminal(ctx context.Context, req acp.TerminalRequest) error {
+	t, err := h.rt.terminals.get(req.TerminalID)
+	if err != nil {
+		return err
+	}
+	_, _ = t.proc.Stop(ctx, time.Second)
+	return nil
+}
+
+// ReleaseTerminal kills the command if it still runs and forgets it.
+func (h *agentHandler) ReleaseTerminal(ctx context.Context, req acp.TerminalRequest) error {
+	ts := h.rt.terminals
+	t, err := ts.get(req.TerminalID)
+	if err != nil {
+		return err
+	}
+	ts.mu.Lock()
+	delete(ts.m, req.TerminalID)
+	ts.mu.Unlock()
+	_, _ = t.proc.Stop(ctx, time.Second)
+	<-t.done
+	return nil
+}
+
+// exitStatus converts a berth exit status to ACP's.
+func exitStatus(st berth.ExitStatus) acp.TerminalExitStatus {
+	if st.Signal != "" {
+		sig := st.Signal
+		return acp.TerminalExitStatus{Signal: &sig}
+	}
+	code := st.Code
+	return acp.TerminalExitStatus{ExitCode: &code}
+}
+
+// commandLine renders a command for events.
+func commandLine(cmd string, args []string) string {
+	s := cmd
+	for _, a := range args {
+		s += " " + strconv.Quote(a)
+	}
+	return s
+}

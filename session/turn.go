@@ -1,0 +1,224 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// turnStartedData is the data of turn_started.
+type turnStartedData struct {
+	Text   string `json:"text"`
+	Source string `json:"source"`
+}
+
+// turnEndedData is the data of turn_ended.
+type turnEndedData struct {
+	StopReason string          `json:"stop_reason"`
+	Error      *berth.ACPError `json:"error,omitempty"`
+	Usage      json.RawMessage `json:"usage,omitempty"`
+}
+
+// Prompt implements berth.SessionService. An idle session starts a turn; a
+// busy one answers conflict (the durable queue comes with turn control).
+func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest) (*berth.PromptResult, error) {
+	if err := req.Validate(m.opts.Limits.MaxPromptBytes); err != nil {
+		return nil, err
+	}
+	rt := m.runtimeOf(id)
+	if rt == nil {
+		if _, err := m.store.GetSession(ctx, id); err != nil {
+			return nil, err
+		}
+		return nil, berth.Errorf(berth.EConflict, "session is stopped")
+	}
+	switch req.Mode {
+	case berth.ModeSteer:
+		return nil, berth.Errorf(berth.EConflict, "steer needs a turn in flight; this version delivers prompts to idle sessions only")
+	}
+	turnID, err := rt.startTurn(req.Text, "user")
+	if err != nil {
+		return nil, err
+	}
+	return &berth.PromptResult{Status: "started", TurnID: turnID}, nil
+}
+
+// startTurn begins a turn if the session is active and idle.
+func (rt *runtime) startTurn(text, source string) (string, error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.sess.State != berth.StateActive || rt.stopReason != "" {
+		return "", berth.Errorf(berth.EConflict, "session is %s", rt.sess.State)
+	}
+	if rt.turn != nil {
+		return "", &berth.Error{Code: berth.EConflict, Message: "a turn is in flight",
+			Details: map[string]any{"turn_id": rt.turn.id}}
+	}
+	t := &turn{id: ids.New("turn"), done: make(chan struct{})}
+	rt.turn = t
+	rt.emit(t.id, berth.EventTurnStarted, turnStartedData{Text: text, Source: source})
+	rt.turnWG.Add(1)
+	go rt.runTurn(t, text)
+	return t.id, nil
+}
+
+// runTurn sends the prompt and ends the turn with the agent's answer.
+func (rt *runtime) runTurn(t *turn, text string) {
+	defer rt.turnWG.Done()
+	resp, err := rt.client.Prompt(context.Background(), rt.acpID, acp.TextBlock(text))
+	end := turnEndedData{StopReason: resp.StopReason, Usage: resp.Usage}
+	var rpcErr *acp.Error
+	switch {
+	case err == nil:
+		if end.StopReason == "" {
+			end.StopReason = berth.TurnEndTurn
+		}
+	case errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired:
+		end.StopReason = berth.TurnError
+		end.Error = &berth.ACPError{Code: "auth_required", Message: rpcErr.Message}
+	case rpcErr != nil && rpcErr.Message != acp.ErrClosed.Error():
+		end.StopReason = berth.TurnError
+		end.Error = &berth.ACPError{Code: "agent_error", Message: rpcErr.Message}
+	default:
+		// The connection ended under the turn: the agent exited or was stopped.
+		end.StopReason = berth.TurnError
+		end.Error = &berth.ACPError{Code: "agent_exited", Message: "the agent exited during the turn"}
+		if rt.stopping() {
+			end.StopReason, end.Error = berth.TurnCancelled, nil
+		}
+	}
+	rt.endTurn(t, end)
+}
+
+// endTurn closes a turn: turn_ended is its last event, then the session's
+// counters are saved and waiters released.
+func (rt *runtime) endTurn(t *turn, end turnEndedData) {
+	rt.mu.Lock()
+	if t.cancelRequested && end.StopReason != berth.TurnError {
+		// Many agents answer end_turn to a cancel; berth asked, so it records cancelled.
+		end.StopReason = berth.TurnCancelled
+	}
+	if t.graceTimer != nil && t.graceTimer.Stop() {
+		rt.wg.Done()
+	}
+	rt.emit(t.id, berth.EventTurnEnded, end)
+	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
+	t.result = res
+	rt.rememberResultLocked(res)
+	rt.turn = nil
+	rt.mu.Unlock()
+	close(t.done)
+
+	err := rt.save(context.Background(), func(s *berth.Session) {
+		s.Turns++
+		s.LastActivityAt = time.Now().UTC()
+		if end.Error != nil && end.Error.Code == "auth_required" {
+			s.NeedsAuth = true
+		} else if end.StopReason == berth.TurnEndTurn {
+			s.NeedsAuth = false
+		}
+	})
+	if err != nil && !berth.IsCode(err, berth.EConflict) {
+		rt.logger.Warn("save after turn", "err", err)
+	}
+}
+
+// WaitTurn implements berth.SessionService.
+func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
+	if rt := m.runtimeOf(id); rt != nil {
+		rt.mu.Lock()
+		t := rt.turn
+		res := rt.results[turnID]
+		rt.mu.Unlock()
+		if res != nil {
+			return res, nil
+		}
+		if t != nil && t.id == turnID {
+			select {
+			case <-t.done:
+				return t.result, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	// The turn is over (or the session stopped since): rebuild it from the log.
+	return m.turnFromLog(ctx, id, turnID)
+}
+
+// turnFromLog rebuilds a finished turn's result from its events.
+func (m *Manager) turnFromLog(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
+	turns, err := m.Transcript(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range turns {
+		if t.TurnID != turnID {
+			continue
+		}
+		if t.StopReason == "" {
+			return nil, berth.Errorf(berth.EConflict, "turn %s has not ended", turnID)
+		}
+		res := &berth.TurnResult{TurnID: turnID, StopReason: t.StopReason, Text: t.Text}
+		if len(t.Error) > 0 {
+			var e berth.ACPError
+			if json.Unmarshal(t.Error, &e) == nil {
+				res.Error = &e
+			}
+		}
+		return res, nil
+	}
+	return nil, berth.Errorf(berth.ENotFound, "turn %s not found", turnID)
+}
+
+// Cancel implements berth.SessionService: it asks the agent to end the turn
+// in flight and, if the agent has not within limits.cancel_grace, kills it.
+func (m *Manager) Cancel(ctx context.Context, id string) (string, error) {
+	rt := m.runtimeOf(id)
+	if rt == nil {
+		if _, err := m.store.GetSession(ctx, id); err != nil {
+			return "", err
+		}
+		return "", berth.Errorf(berth.EConflict, "session is stopped: no turn to cancel")
+	}
+	rt.mu.Lock()
+	t := rt.turn
+	if t == nil {
+		rt.mu.Unlock()
+		return "", berth.Errorf(berth.EConflict, "no turn in flight")
+	}
+	first := !t.cancelRequested
+	t.cancelRequested = true
+	if first {
+		rt.wg.Add(1)
+		t.graceTimer = time.AfterFunc(m.opts.Limits.CancelGrace, func() {
+			defer rt.wg.Done()
+			rt.cancelExpired(t)
+		})
+	}
+	rt.mu.Unlock()
+	if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
+		rt.logger.Warn("session/cancel not sent", "err", err)
+	}
+	return t.id, nil
+}
+
+// cancelExpired kills an agent that did not end a cancelled turn in time.
+func (rt *runtime) cancelExpired(t *turn) {
+	select {
+	case <-t.done:
+		return
+	default:
+	}
+	rt.logger.Warn("agent ignored a cancel; killing it", "turn", t.id)
+	rt.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
+		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
+	if _, err := rt.proc.Stop(context.Background(), 0); err != nil {
+		rt.logger.Warn("kill after cancel grace", "err", err)
+	}
+}
