@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth"
+	bhttp "github.com/berth-sh/berth/http"
+)
+
+// newBenchCmd measures the daemon with the demo agent.
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench [--sessions N] [--prompts M] [--sandbox P] [--flood N] [-o json]",
+		Short: "Measure session, prompt and ingest latency with the demo agent",
+		Long: "Start a daemon in this process on a temporary home, create N demo sessions, send M\n" +
+			"prompts to each, run one flood turn, and report create→active latency, prompt→first\n" +
+			"SSE event latency and durable ingest in events per second. -o json prints the\n" +
+			"figures as one JSON object on the last line.",
+		Args: cobra.NoArgs,
+		RunE: runBench,
+	}
+	f := cmd.Flags()
+	f.Int("sessions", 20, "sessions to create")
+	f.Int("prompts", 10, "prompts per session")
+	f.String("sandbox", "host", "sandbox provider of the sessions")
+	f.Int("flood", 200000, "events in the flood turn (0 skips it)")
+	f.Int("flood-size", 64, "bytes per flood event")
+	f.String("store", "", "store URL (default: SQLite in the temporary home)")
+	return cmd
+}
+
+// benchResult is what bench reports.
+type benchResult struct {
+	Machine         string  `json:"machine"`
+	Store           string  `json:"store"`
+	Sandbox         string  `json:"sandbox"`
+	Sessions        int     `json:"sessions"`
+	Prompts         int     `json:"prompts"`
+	CreateP50Ms     float64 `json:"create_p50_ms"`
+	CreateP99Ms     float64 `json:"create_p99_ms"`
+	FirstEventP50Ms float64 `json:"prompt_first_event_p50_ms"`
+	FirstEventP99Ms float64 `json:"prompt_first_event_p99_ms"`
+	FloodEvents     int64   `json:"flood_events"`
+	FloodSeconds    float64 `json:"flood_seconds"`
+	IngestPerSec    float64 `json:"ingest_events_per_sec"`
+}
+
+// runBench is the bench command.
+func runBench(cmd *cobra.Command, _ []string) error {
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	f := cmd.Flags()
+	nSessions, _ := f.GetInt("sessions")
+	nPrompts, _ := f.GetInt("prompts")
+	sandbox, _ := f.GetString("sandbox")
+	flood, _ := f.GetInt("flood")
+	floodSize, _ := f.GetInt("flood-size")
+	storeURL, _ := f.GetString("store")
+	if nSessions < 1 || nPrompts < 0 || flood < 0 || floodSize < 1 {
+		return usagef(cmd, "--sessions must be ≥ 1, --prompts, --flood ≥ 0, --flood-size ≥ 1")
+	}
+	home, err := os.MkdirTemp("", "berth-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	cfg, err := loadConfig(home, "")
+	if err != nil {
+		return err
+	}
+	cfg.Store.URL = storeURL
+	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, nSessions+1)
+	ctx := cmd.Context()
+	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0",
+		logger: newLogger(false).With("daemon", "bench")})
+	if err != nil {
+		return err
+	}
+	defer d.close(context.WithoutCancel(ctx))
+	d.startServing()
+	c := bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
+	defer c.Close()
+
+	res := benchResult{Machine: machine(), Store: d.store.Name(), Sandbox: sandbox, Sessions: nSessions, Prompts: nPrompts}
+	progress := cmd.ErrOrStderr()
+
+	// create → active: the API answers only once the handshake is done.
+	fmt.Fprintf(progress, "creating %d sessions…\n", nSessions)
+	var creates []time.Duration
+	var ids []string
+	for range nSessions {
+		t0 := time.Now()
+		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
+		if err != nil {
+			return err
+		}
+		if s.State != berth.StateActive {
+			return fmt.Errorf("bench session %s did not start: %v", s.ID, s.Failure)
+		}
+		creates = append(creates, time.Since(t0))
+		ids = append(ids, s.ID)
+	}
+	res.CreateP50Ms, res.CreateP99Ms = pct(creates, 50), pct(creates, 99)
+
+	// prompt → first SSE event of the turn, on a stream opened beforehand.
+	fmt.Fprintf(progress, "sending %d prompts to each session…\n", nPrompts)
+	var firsts []time.Duration
+	for _, id := range ids {
+		lat, err := benchPrompts(ctx, c, id, nPrompts)
+		if err != nil {
+			return err
+		}
+		firsts = append(firsts, lat...)
+	}
+	res.FirstEventP50Ms, res.FirstEventP99Ms = pct(firsts, 50), pct(firsts, 99)
+
+	if flood > 0 {
+		fmt.Fprintf(progress, "flooding %d events of %d bytes…\n", flood, floodSize)
+		if err := benchFlood(ctx, c, d, flood, floodSize, &res); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+	}
+	printBench(cmd.OutOrStdout(), res)
+	return nil
+}
+
+// benchPrompts sends n echo prompts to one session, one at a time, and
+// returns for each the time from sending it to its first SSE event.
+func benchPrompts(ctx context.Context, c *bhttp.Client, id string, n int) ([]time.Duration, error) {
+	s, err := c.GetSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := make(chan berth.Event, 1024)
+	done := make(chan error, 1)
+	go func() {
+		defer close(events)
+		for ev, err := range c.StreamEvents(sctx, id, s.LastSeq) {
+			if err != nil {
+				done <- err
+				return
+			}
+			events <- ev
+		}
+		done <- nil
+	}()
+	defer func() {
+		cancel()
+		for range events {
+		}
+	}()
+
+	// A first, unmeasured turn makes sure the stream is connected.
+	var lat []time.Duration
+	for i := range n + 1 {
+		t0 := time.Now()
+		r, err := c.Prompt(ctx, id, berth.PromptRequest{Text: "echo bench"})
+		if err != nil {
+			return nil, err
+		}
+		first := time.Duration(0)
+		for ev := range events {
+			if ev.TurnID != r.TurnID {
+				continue
+			}
+			if first == 0 {
+				first = time.Since(t0)
+			}
+			if ev.Type == berth.EventTurnEnded {
+				break
+			}
+		}
+		if first == 0 {
+			return nil, fmt.Errorf("stream of %s ended: %v", id, <-done)
+		}
+		if i > 0 {
+			lat = append(lat, first)
+		}
+	}
+	return lat, nil
+}
+
+// benchFlood runs one flood turn and measures durable ingest: from the
+// prompt to the moment every event of the turn is committed.
+func benchFlood(ctx context.Context, c *bhttp.Client, d *daemon, n, size int, res *benchResult) error {
+	s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: res.Sandbox})
+	if err != nil {
+		return err
+	}
+	before := s.LastSeq
+	t0 := time.Now()
+	r, err := c.PromptWait(ctx, s.ID, berth.PromptRequest{Text: fmt.Sprintf("flood %d %d", n, size)})
+	if err != nil {
+		return err
+	}
+	if r.StopReason != berth.TurnEndTurn {
+		return fmt.Errorf("flood turn ended with %s", r.StopReason)
+	}
+	if err := d.log.Flush(ctx); err != nil {
+		return err
+	}
+	elapsed := time.Since(t0)
+	after, err := d.store.LastSeq(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	res.FloodEvents = after - before
+	res.FloodSeconds = elapsed.Seconds()
+	res.IngestPerSec = float64(res.FloodEvents) / elapsed.Seconds()
+	return nil
+}
+
+// pct returns the p-th percentile of ds in milliseconds.
+func pct(ds []time.Duration, p int) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	i = min(max(i-1, 0), len(s)-1)
+	return float64(s[i].Microseconds()) / 1000
+}
+
+// machine describes this host for the report.
+func machine() string {
+	model := "unknown cpu"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d cpus, %s/%s, %s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// printBench writes the figures as a table.
+func printBench(w io.Writer, r benchResult) {
+	t := newTable(w)
+	fmt.Fprintf(t, "machine\t%s\n", r.Machine)
+	fmt.Fprintf(t, "store / sandbox\t%s / %s\n", r.Store, r.Sandbox)
+	fmt.Fprintf(t, "sessions × prompts\t%d × %d\n", r.Sessions, r.Prompts)
+	fmt.Fprintf(t, "create→active\tp50 %.2f ms\tp99 %.2f ms\n", r.CreateP50Ms, r.CreateP99Ms)
+	fmt.Fprintf(t, "prompt→first SSE event\tp50 %.2f ms\tp99 %.2f ms\n", r.FirstEventP50Ms, r.FirstEventP99Ms)
+	if r.FloodEvents > 0 {
+		fmt.Fprintf(t, "durable ingest\t%.0f events/s\t(%d events in %.2f s)\n", r.IngestPerSec, r.FloodEvents, r.FloodSeconds)
+	}
+	t.Flush()
+}

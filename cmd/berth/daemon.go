@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/config"
+	"github.com/berth-sh/berth/eventlog"
+	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/sandbox/host"
+	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/store/sqlite"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// addDaemonCommands registers the commands that run a daemon in this process
+// (serve, run, bench) and the hidden agent-demo command.
+func addDaemonCommands(root *cobra.Command) {
+	root.AddCommand(newServeCmd(), newRunCmd(), newBenchCmd(), newAgentDemoCmd())
+}
+
+// daemon is one berth daemon assembled in this process: store, event log,
+// session manager and API server, opened in that order and closed in reverse.
+type daemon struct {
+	cfg    *config.Config
+	home   string
+	logger *slog.Logger
+	store  berth.Store
+	log    *eventlog.Log
+	mgr    *session.Manager
+	srv    *bhttp.Server
+
+	// served receives Serve's result once; serving tells whether it runs.
+	served  chan error
+	serving bool
+}
+
+// daemonOptions say where a daemon listens and keeps its data.
+type daemonOptions struct {
+	home   string
+	cfg    *config.Config
+	addr   string // "" = no TCP listener
+	socket string // "" = no Unix socket
+	logger *slog.Logger
+}
+
+// openDaemon opens everything a daemon needs and starts serving. On error
+// nothing is left open.
+func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
+	if err := os.MkdirAll(o.home, 0o700); err != nil {
+		return nil, berth.WrapError(berth.EInvalid, err, "cannot create the berth home directory")
+	}
+	d := &daemon{cfg: o.cfg, home: o.home, logger: o.logger}
+	defer func() {
+		if err != nil {
+			d.close(context.WithoutCancel(ctx))
+		}
+	}()
+	if d.store, err = openStore(ctx, o.home, o.cfg.Store, o.logger); err != nil {
+		return nil, err
+	}
+	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger})
+	if err = d.log.Open(); err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot find the berth binary")
+	}
+	catalog, err := o.cfg.Catalog(self)
+	if err != nil {
+		return nil, err
+	}
+	lim := o.cfg.Limits
+	d.mgr = session.New(session.Options{
+		Store: d.store, Log: d.log, Catalog: catalog,
+		Providers: []berth.SandboxProvider{host.New()},
+		Sandbox: session.SandboxPolicy{Default: o.cfg.Sandbox.Default, AllowHost: o.cfg.Sandbox.AllowHost,
+			RequireIsolation: o.cfg.Sandbox.RequireIsolation, AllowNetwork: o.cfg.Sandbox.AllowNetwork},
+		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
+			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
+			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes},
+		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger,
+	})
+	if err = d.mgr.Open(ctx); err != nil {
+		return nil, err
+	}
+	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: o.cfg.Server.Token,
+		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: version})
+	if err = d.srv.Listen(o.addr, o.socket); err != nil {
+		d.srv = nil
+		return nil, err
+	}
+	return d, nil
+}
+
+// startServing serves the API in a goroutine that close waits for.
+func (d *daemon) startServing() {
+	d.served = make(chan error, 1)
+	d.serving = true
+	go func() { d.served <- d.srv.Serve() }()
+}
+
+// close shuts the daemon down in reverse order of opening: the API first
+// (no new work), then the sessions, then the log (flushing every event),
+// then the store.
+func (d *daemon) close(ctx context.Context) {
+	if d.srv != nil {
+		if err := d.srv.Close(ctx); err != nil {
+			d.logger.Warn("api server close", "err", err)
+		}
+		if d.serving {
+			if err := <-d.served; err != nil {
+				d.logger.Warn("api server", "err", err)
+			}
+			d.serving = false
+		}
+	}
+	if d.mgr != nil {
+		if err := d.mgr.Close(ctx); err != nil {
+			d.logger.Warn("session manager close", "err", err)
+		}
+	}
+	if d.log != nil {
+		if err := d.log.Close(ctx); err != nil {
+			d.logger.Warn("event log close", "err", err)
+		}
+	}
+	if d.store != nil {
+		if err := d.store.Close(); err != nil {
+			d.logger.Warn("store close", "err", err)
+		}
+	}
+}
+
+// openStore opens the store a URL names: "" or "sqlite:PATH" for SQLite.
+func openStore(ctx context.Context, home string, sc config.Store, logger *slog.Logger) (berth.Store, error) {
+	url := sc.URL
+	switch {
+	case url == "":
+		return sqlite.Open(ctx, filepath.Join(home, "berth.db"), sqlite.Options{Sync: sc.Sync, Logger: logger})
+	case strings.HasPrefix(url, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+		if path == "" {
+			return nil, berth.Errorf(berth.EInvalid, "store url %q names no file", url)
+		}
+		return sqlite.Open(ctx, path, sqlite.Options{Sync: sc.Sync, Logger: logger})
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return nil, berth.Errorf(berth.EUnavailable, "the postgres store is not available in this version")
+	}
+	return nil, berth.Errorf(berth.EInvalid, "store url must be sqlite:PATH or postgres://…")
+}
+
+// nodeID returns this home's stable node id, creating it once.
+func nodeID(home string) string {
+	path := filepath.Join(home, "node_id")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	buf := make([]byte, 6)
+	_, _ = rand.Read(buf)
+	id := "node_" + hex.EncodeToString(buf)
+	_ = os.WriteFile(path, []byte(id+"\n"), 0o600)
+	return id
+}
+
+// loadConfig reads the config file (--config, else $home/config.toml) and
+// the environment.
+func loadConfig(home, path string) (*config.Config, error) {
+	if path != "" {
+		return config.Load(path, os.Environ())
+	}
+	return config.LoadDefault(home, os.Environ())
+}
+
+// newLogger returns the daemon's logger writing to stderr.
+func newLogger(debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// shutdownTimeout bounds a graceful shutdown.
+const shutdownTimeout = 30 * time.Second
+
+// isUnavailable reports whether err says no daemon answers.
+func isUnavailable(err error) bool {
+	return berth.IsCode(err, berth.EUnavailable) && !errors.Is(err, context.Canceled)
+}

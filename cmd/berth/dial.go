@@ -1,0 +1,78 @@
+package main
+
+import (
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	bhttp "github.com/berth-sh/berth/http"
+	"github.com/spf13/cobra"
+)
+
+// defaultAddr is where the daemon listens unless told otherwise.
+const defaultAddr = "127.0.0.1:7380"
+
+// socketName is the daemon's Unix socket inside the home directory.
+const socketName = "berth.sock"
+
+// flagOrEnv returns the value of a flag when it was given, else the
+// environment variable env.
+func flagOrEnv(cmd *cobra.Command, name, env string) string {
+	if f := cmd.Flag(name); f != nil && f.Changed {
+		return f.Value.String()
+	}
+	return os.Getenv(env)
+}
+
+// homeDir returns the berth home: --home, else $BERTH_HOME, else ~/.berth.
+// A leading "~/" is expanded.
+func homeDir(cmd *cobra.Command) (string, error) {
+	home := flagOrEnv(cmd, "home", "BERTH_HOME")
+	if home == "" || home == "~" || strings.HasPrefix(home, "~/") {
+		user, err := os.UserHomeDir()
+		if err != nil {
+			return "", usagef(cmd, "cannot find the home directory (set --home or BERTH_HOME): %v", err)
+		}
+		switch {
+		case home == "":
+			home = filepath.Join(user, ".berth")
+		default:
+			home = filepath.Join(user, strings.TrimPrefix(strings.TrimPrefix(home, "~"), "/"))
+		}
+	}
+	return filepath.Abs(home)
+}
+
+// dial returns a client of the daemon: at --addr ($BERTH_ADDR) when given
+// (host:port, http(s)://host:port, or unix:PATH); else on the Unix socket
+// in the home directory when it exists; else at 127.0.0.1:7380. The token
+// is --token, else $BERTH_TOKEN.
+func dial(cmd *cobra.Command) (*bhttp.Client, error) {
+	token := flagOrEnv(cmd, "token", "BERTH_TOKEN")
+	if addr := flagOrEnv(cmd, "addr", "BERTH_ADDR"); addr != "" {
+		if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+			if path == "" {
+				return nil, usagef(cmd, "--addr unix: needs a socket path")
+			}
+			return bhttp.NewUnixClient(path, token), nil
+		}
+		if strings.Contains(addr, "://") {
+			u, err := url.Parse(addr)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return nil, usagef(cmd, "bad --addr %q: want host:port, http://host:port or unix:PATH", addr)
+			}
+		}
+		return bhttp.NewClient(addr, token), nil
+	}
+	home, err := homeDir(cmd)
+	if err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(home, socketName)
+	if fi, err := os.Stat(sock); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+		return bhttp.NewUnixClient(sock, token), nil
+	}
+	return bhttp.NewClient(defaultAddr, token), nil
+}

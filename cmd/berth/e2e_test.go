@@ -1,0 +1,425 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// bin is the berth binary built once for the end-to-end tests; exampleAgent
+// is the acp-go-sdk example agent, a third-party ACP agent.
+var bin, exampleAgent string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "berth-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	bin, exampleAgent = filepath.Join(dir, "berth"), filepath.Join(dir, "example-agent")
+	for out, pkg := range map[string]string{bin: ".", exampleAgent: "github.com/coder/acp-go-sdk/example/agent"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cleanEnv is the environment for berth child processes: no BERTH_*
+// settings leak in from the test runner.
+func cleanEnv(home string, extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "BERTH_") {
+			env = append(env, kv)
+		}
+	}
+	return append(append(env, "BERTH_HOME="+home), extra...)
+}
+
+// server is a `berth serve` child process.
+type server struct {
+	t    *testing.T
+	home string
+	addr string
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+}
+
+// freeAddr returns a free loopback address.
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startServer runs berth serve on a free port and waits for health.
+func startServer(t *testing.T, home string, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, home: home, addr: freeAddr(t), log: &bytes.Buffer{}}
+	s.cmd = exec.Command(bin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
+	s.cmd.Env = cleanEnv(home)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.stop)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if st, _ := s.api("GET", "/v1/health", nil, nil); st == 200 {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon not healthy: %s", s.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and waits; anything left in the group is killed.
+func (s *server) stop() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		s.t.Errorf("daemon did not stop on SIGTERM: %s", s.log)
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// api makes one request and decodes the JSON answer into out.
+func (s *server) api(method, path string, body any, out any) (int, error) {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, "http://"+s.addr+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil && err != io.EOF {
+			return resp.StatusCode, err
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// errorBody is an API error answer.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func TestRunEchoHelloWithNoDaemon(t *testing.T) {
+	home := t.TempDir()
+	cmd := exec.Command(bin, "run", "--agent", "demo", "echo hello")
+	cmd.Env = cleanEnv(home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("berth run: %v\nstdout %s\nstderr %s", err, stdout.String(), stderr.String())
+	}
+	if strings.TrimSpace(stdout.String()) != "hello" {
+		t.Fatalf("stdout = %q, want hello", stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "ses_") {
+		t.Fatalf("run did not print the session id: %q", stderr.String())
+	}
+	// The in-process daemon stopped its session and left nothing running.
+	assertNoProcessUnder(t, home)
+
+	failing := exec.Command(bin, "run", "--agent", "demo", "crash 2")
+	failing.Env = cleanEnv(home)
+	if err := failing.Run(); err == nil {
+		t.Fatal("berth run of a crashing turn exited 0")
+	}
+}
+
+// assertNoProcessUnder fails if a process mentions dir on its command line
+// or has its working directory under it.
+func assertNoProcessUnder(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var left []string
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			cwd, _ := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+			if strings.Contains(string(cmdline), dir) || strings.HasPrefix(cwd, dir) {
+				left = append(left, strings.ReplaceAll(string(cmdline), "\x00", " "))
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes left under %s: %q", dir, left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
+	home := t.TempDir()
+	cmd := exec.Command(bin, "serve", "--home", home, "--addr", "0.0.0.0:0")
+	cmd.Env = cleanEnv(home)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if err == nil || !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("serve on 0.0.0.0 without a token: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "token") {
+		t.Fatalf("message does not say a token is needed: %s", out)
+	}
+	bad := exec.Command(bin, "serve", "--home", home, "--store", "mysql://x")
+	bad.Env = cleanEnv(home)
+	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "store") {
+		t.Fatalf("serve with a bad store url: %v\n%s", err, out)
+	}
+}
+
+func TestHTTPContract(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	var sess berth.Session
+	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 || err != nil {
+		t.Fatalf("create = %d %v", st, err)
+	}
+	if sess.State != berth.StateActive || sess.Badge != berth.BadgeIdle || sess.ACP.ProtocolVersion != 1 {
+		t.Fatalf("created session = %+v", sess)
+	}
+	var res berth.TurnResult
+	if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo hi there"}, &res); st != 200 || err != nil {
+		t.Fatalf("prompt wait = %d %v", st, err)
+	}
+	if res.TurnID == "" || res.StopReason != "end_turn" || res.Text != "hi there" {
+		t.Fatalf("prompt wait = %+v", res)
+	}
+	var page struct {
+		Events    []berth.Event `json:"events"`
+		NextAfter int64         `json:"next_after"`
+	}
+	if st, _ := s.api("GET", "/v1/sessions/"+sess.ID+"/events?after=0&limit=1000", nil, &page); st != 200 {
+		t.Fatalf("events = %d", st)
+	}
+	want := []string{"session_created", "session_started", "turn_started", "agent_message", "turn_ended"}
+	for i, ev := range page.Events {
+		if ev.Seq != int64(i+1) || i >= len(want) || ev.Type != want[i] {
+			t.Fatalf("log = %+v", page.Events)
+		}
+		if i >= 2 && ev.TurnID != res.TurnID {
+			t.Fatalf("turn event without its turn id: %+v", ev)
+		}
+	}
+
+	tmpFile := filepath.Join(t.TempDir(), "file")
+	_ = os.WriteFile(tmpFile, nil, 0o600)
+	bad := []struct {
+		method, path string
+		body         any
+		status       int
+		code         string
+	}{
+		{"GET", "/v1/sessions/ses_nope", nil, 404, "not_found"},
+		{"POST", "/v1/sessions/ses_nope/prompts", map[string]any{"text": "x"}, 404, "not_found"},
+		{"POST", "/v1/sessions", map[string]any{"agent": "demo", "bogus": 1}, 400, "invalid_argument"},
+		{"POST", "/v1/sessions", `{"agent": "demo"`, 400, "invalid_argument"},
+		{"POST", "/v1/sessions", map[string]any{"agent": "no-such-agent"}, 400, "invalid_argument"},
+		{"POST", "/v1/sessions", map[string]any{"agent": "demo", "workspace": "/no/such/dir"}, 400, "invalid_argument"},
+		{"POST", "/v1/sessions", map[string]any{"agent": "demo", "workspace": tmpFile}, 400, "invalid_argument"},
+		{"POST", "/v1/sessions/" + sess.ID + "/prompts", map[string]any{"text": "  "}, 400, "invalid_argument"},
+		{"POST", "/v1/sessions/" + sess.ID + "/prompts", map[string]any{"text": "x", "extra": true}, 400, "invalid_argument"},
+		{"POST", "/v1/sessions/" + sess.ID + "/cancel", nil, 409, "conflict"},
+	}
+	for _, b := range bad {
+		var eb errorBody
+		st, err := s.api(b.method, b.path, b.body, &eb)
+		if err != nil || st != b.status || eb.Error.Code != b.code || eb.Error.Message == "" {
+			t.Errorf("%s %s %v = %d %+v %v, want %d %s", b.method, b.path, b.body, st, eb, err, b.status, b.code)
+		}
+	}
+	var list berth.SessionPage
+	s.api("GET", "/v1/sessions", nil, &list)
+	if len(list.Sessions) != 1 {
+		t.Fatalf("%d sessions after bad requests, want 1", len(list.Sessions))
+	}
+	s.api("GET", "/v1/sessions/"+sess.ID+"/events?after=0&limit=1000", nil, &page)
+	if len(page.Events) != 5 {
+		t.Fatalf("log grew to %d events after bad requests", len(page.Events))
+	}
+	fi, err := os.Stat(filepath.Join(s.home, "berth.sock"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket = %v %v", fi, err)
+	}
+	var stopped berth.Session
+	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/stop", nil, &stopped); st != 200 || stopped.State != berth.StateStopped || stopped.StopReason != berth.StopUserRequested {
+		t.Fatalf("stop = %d %+v", st, stopped)
+	}
+}
+
+// readSSE reads events from an SSE stream until stop says so.
+func readSSE(t *testing.T, addr, path string, lastID int64, stop func(berth.Event) bool) []berth.Event {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+	req.Header.Set("Last-Event-ID", strconv.FormatInt(lastID, 10))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out []berth.Event
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var id string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			var ev berth.Event
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if strconv.FormatInt(ev.Seq, 10) != id {
+				t.Fatalf("SSE id %s for event seq %d", id, ev.Seq)
+			}
+			out = append(out, ev)
+			if stop(ev) {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+func TestSSEReconnectDuringFloodHasNoGapOrDuplicate(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	var sess berth.Session
+	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	var r berth.PromptResult
+	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "flood 30000 64"}, &r); st != 202 {
+		t.Fatalf("prompt = %d", st)
+	}
+	path := "/v1/sessions/" + sess.ID + "/events/stream"
+	var all []berth.Event
+	last := int64(0)
+	// Three short connections mid-flood, then one to the end of the turn.
+	for i := 0; i < 3; i++ {
+		n := 0
+		got := readSSE(t, s.addr, path, last, func(ev berth.Event) bool { n++; return n == 2000 || ev.Type == berth.EventTurnEnded })
+		all = append(all, got...)
+		last = all[len(all)-1].Seq
+	}
+	all = append(all, readSSE(t, s.addr, path, last, func(ev berth.Event) bool { return ev.Type == berth.EventTurnEnded })...)
+	for i, ev := range all {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d: gap or duplicate across reconnects", i, ev.Seq)
+		}
+	}
+	if n := len(all); n < 30000 {
+		t.Fatalf("only %d events", n)
+	}
+}
+
+func TestThirdPartyAgentFromConfig(t *testing.T) {
+	home := t.TempDir()
+	conf := fmt.Sprintf("[[agents]]\nname = \"example\"\ncommand = %q\ndescription = \"acp-go-sdk example agent\"\n", exampleAgent)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, home)
+	var agents struct {
+		Agents []berth.AgentInfo `json:"agents"`
+	}
+	s.api("GET", "/v1/agents", nil, &agents)
+	found := false
+	for _, a := range agents.Agents {
+		found = found || (a.Name == "example" && a.Available)
+	}
+	if !found {
+		t.Fatalf("agents = %+v", agents)
+	}
+	var sess berth.Session
+	if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "example", "sandbox": "host", "permission_mode": "approve-all"}, &sess); st != 201 || sess.State != berth.StateActive {
+		t.Fatalf("create example session = %d %+v", st, sess)
+	}
+	var res berth.TurnResult
+	if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "hello"}, &res); st != 200 || err != nil {
+		t.Fatalf("prompt = %d %v", st, err)
+	}
+	if res.StopReason != "end_turn" || !strings.Contains(res.Text, "Example Agent") {
+		t.Fatalf("turn = %+v", res)
+	}
+	var page struct {
+		Events []berth.Event `json:"events"`
+	}
+	s.api("GET", "/v1/sessions/"+sess.ID+"/events?type=permission_resolved", nil, &page)
+	if len(page.Events) != 1 {
+		t.Fatalf("permission events = %+v", page.Events)
+	}
+}
+
+func TestBenchReportsFigures(t *testing.T) {
+	cmd := exec.Command(bin, "bench", "--sessions", "2", "--prompts", "3", "--flood", "5000", "-o", "json")
+	cmd.Env = cleanEnv(t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var r benchResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("last line is not the JSON report: %q", lines[len(lines)-1])
+	}
+	if r.CreateP50Ms <= 0 || r.CreateP99Ms < r.CreateP50Ms || r.FirstEventP50Ms <= 0 || r.IngestPerSec <= 0 || r.FloodEvents < 5000 || r.Store != "sqlite" {
+		t.Fatalf("report = %+v", r)
+	}
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/berth-sh/berth"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes (CONTRACT §5).
+const (
+	exitOK       = 0
+	exitFailure  = 1
+	exitUsage    = 2
+	exitNotFound = 3
+	exitConflict = 4
+)
+
+// usageError is a mistake in how the command was called: a bad flag, a
+// wrong number of arguments, an unknown command. It exits 2.
+type usageError struct {
+	err error
+	// command is the path of the command that was misused ("berth logs").
+	command string
+}
+
+// Error implements error.
+func (e *usageError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError for cmd with a formatted message.
+func usagef(cmd *cobra.Command, format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...), command: cmd.CommandPath()}
+}
+
+// exitCode maps an error to the process's exit code: 0 for nil, 2 for a
+// usage error, 3 for not_found, 4 for conflict, 1 for anything else.
+func exitCode(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) || isCobraUsageError(err) {
+		return exitUsage
+	}
+	var be *berth.Error
+	if errors.As(err, &be) {
+		switch be.Code {
+		case berth.ENotFound:
+			return exitNotFound
+		case berth.EConflict:
+			return exitConflict
+		}
+	}
+	return exitFailure
+}
+
+// isCobraUsageError recognises the usage errors cobra reports without a
+// hook to wrap them (unknown commands, required flags, flag groups).
+func isCobraUsageError(err error) bool {
+	var be *berth.Error
+	if errors.As(err, &be) {
+		return false
+	}
+	msg := err.Error()
+	for _, prefix := range []string{"unknown command ", "required flag(s) ", "if any flags in the group ", "at least one of the flags in the group "} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// errorText is what `berth: …` prints for err: the user-safe message of a
+// *berth.Error, plain text for anything else.
+func errorText(err error) string {
+	var be *berth.Error
+	switch {
+	case errors.As(err, &be):
+		return be.Message
+	case errors.Is(err, context.Canceled):
+		return "interrupted"
+	}
+	return err.Error()
+}
+
+// usageHint returns the line printed after a usage error's message.
+func usageHint(err error) string {
+	var ue *usageError
+	if errors.As(err, &ue) && ue.command != "" {
+		return fmt.Sprintf("Run '%s --help' for usage.", ue.command)
+	}
+	if exitCode(err) == exitUsage {
+		return "Run 'berth --help' for usage."
+	}
+	return ""
+}
+
+// markUsageErrors makes the argument validators of cmd and its descendants
+// return usage errors, so that a wrong number of arguments exits 2.
+func markUsageErrors(cmd *cobra.Command) {
+	if validate := cmd.Args; validate != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := validate(c, args); err != nil {
+				var ue *usageError
+				if errors.As(err, &ue) {
+					return err
+				}
+				return &usageError{err: err, command: c.CommandPath()}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markUsageErrors(sub)
+	}
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/berth-sh/berth"
+)
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"nil", nil, 0},
+		{"plain", errors.New("boom"), 1},
+		{"usage", &usageError{err: errors.New("bad flag")}, 2},
+		{"wrapped usage", fmt.Errorf("x: %w", &usageError{err: errors.New("bad")}), 2},
+		{"cobra unknown command", errors.New(`unknown command "nope" for "berth"`), 2},
+		{"cobra required flag", errors.New(`required flag(s) "x" not set`), 2},
+		{"cobra flag group", errors.New(`if any flags in the group [a b] are set none of the others can be; [a b] were all set`), 2},
+		{"not found", berth.Errorf(berth.ENotFound, "no session"), 3},
+		{"wrapped not found", fmt.Errorf("show: %w", berth.Errorf(berth.ENotFound, "no session")), 3},
+		{"conflict", berth.Errorf(berth.EConflict, "idle"), 4},
+		{"invalid from the daemon", berth.Errorf(berth.EInvalid, "unknown agent"), 1},
+		{"unavailable", berth.Errorf(berth.EUnavailable, "no daemon"), 1},
+		{"unauthenticated", berth.Errorf(berth.EUnauthenticated, "token"), 1},
+		{"internal", berth.Errorf(berth.EInternal, "x"), 1},
+		{"coded message that looks like cobra's", berth.Errorf(berth.EInternal, "unknown command x"), 1},
+	}
+	for _, tt := range tests {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("%s: exitCode(%v) = %d, want %d", tt.name, tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	err := berth.WrapError(berth.ENotFound, errors.New("sql: no rows"), "session ses_x not found")
+	if got := errorText(err); got != "session ses_x not found" {
+		t.Errorf("errorText = %q", got)
+	}
+	if got := errorText(errors.New("plain")); got != "plain" {
+		t.Errorf("errorText = %q", got)
+	}
+}
+
+// runCLI runs the berth command line with args and returns its output and
+// error.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), err
+}
+
+func TestUsageErrorsExit2(t *testing.T) {
+	isolateEnv(t)
+	for _, args := range [][]string{
+		{"show"},
+		{"show", "a", "b"},
+		{"ls", "--bogus"},
+		{"ls", "extra"},
+		{"nope"},
+		{"ls", "-o", "yaml", "--addr", "127.0.0.1:1"},
+		{"ls", "--label", "novalue", "--addr", "127.0.0.1:1"},
+		{"prompt", "ses_1", "hi", "--queue", "--steer", "--addr", "127.0.0.1:1"},
+		{"logs", "ses_1", "--after", "x"},
+		{"logs", "ses_1", "--after", "-1", "--addr", "127.0.0.1:1"},
+		{"agents", "--addr", "ftp://x"},
+	} {
+		_, err := runCLI(t, args...)
+		if exitCode(err) != 2 {
+			t.Errorf("berth %s: %v (exit %d), want exit 2", strings.Join(args, " "), err, exitCode(err))
+		}
+		if err != nil && usageHint(err) == "" {
+			t.Errorf("berth %s: no usage hint", strings.Join(args, " "))
+		}
+	}
+}

@@ -1,0 +1,64 @@
+// Command berth is the berth daemon and its command-line client: `berth
+// serve` runs the daemon; the other commands talk to a running one over its
+// Unix socket or HTTP.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, a second one kills the process the usual way.
+	context.AfterFunc(ctx, stop)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "berth: %s\n", errorText(err))
+		if hint := usageHint(err); hint != "" {
+			fmt.Fprintln(os.Stderr, hint)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// newRootCommand builds the whole command tree.
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "berth",
+		Short: "Run ACP coding agents as durable, sandboxed sessions",
+		Long: "berth runs coding agents that speak the Agent Client Protocol as durable sessions,\n" +
+			"owned by a daemon (berth serve) and driven over HTTP/SSE, a Unix socket and this CLI.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.String("addr", "", "daemon address, host:port or unix:PATH (env BERTH_ADDR; default: the socket in --home if present, else "+defaultAddr+")")
+	pf.String("home", "", "berth home directory (env BERTH_HOME; default ~/.berth)")
+	pf.String("token", "", "API bearer token (env BERTH_TOKEN)")
+	pf.StringP("output", "o", outputTable, "output format: table or json")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &usageError{err: err, command: cmd.CommandPath()}
+	})
+
+	addDaemonCommands(root)
+	root.AddCommand(
+		newAgentsCommand(),
+		newLsCommand(),
+		newShowCommand(),
+		newPromptCommand(),
+		newLogsCommand(),
+		newCancelCommand(),
+		newStopCommand(),
+		newRmCommand(),
+	)
+	// Bad arguments anywhere in the tree exit 2.
+	markUsageErrors(root)
+	return root
+}

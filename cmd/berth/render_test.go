@@ -1,0 +1,63 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// ev builds an event with data v.
+func ev(seq int64, typ string, v any) berth.Event {
+	e := berth.NewEvent("ses_a", "turn_1", typ, v)
+	e.Seq = seq
+	return e
+}
+
+func TestRenderEvent(t *testing.T) {
+	var buf bytes.Buffer
+	events := []berth.Event{
+		ev(1, berth.EventSessionStarted, map[string]any{"protocol_version": 1}),
+		ev(2, berth.EventTurnStarted, map[string]any{"text": "hi", "source": "user"}),
+		ev(3, berth.EventAgentThought, map[string]any{"text": "let me\nthink"}),
+		ev(4, berth.EventAgentMessage, map[string]any{"text": "Hel"}),
+		ev(5, berth.EventAgentMessage, map[string]any{"text": "lo"}),
+		ev(6, berth.EventToolCall, map[string]any{"tool_call_id": "t1", "title": "Write a.txt", "kind": "edit", "status": "pending"}),
+		ev(7, berth.EventToolCallUpdate, map[string]any{"tool_call_id": "t1", "status": "completed"}),
+		ev(8, berth.EventAgentMessage, map[string]any{"text": "done\n"}),
+		ev(9, berth.EventTurnEnded, map[string]any{"stop_reason": "end_turn"}),
+		ev(10, berth.EventTurnStarted, map[string]any{"text": "next", "source": "queue"}),
+		ev(11, berth.EventAgentMessage, map[string]any{"text": "ok"}),
+		ev(12, berth.EventTurnEnded, map[string]any{"stop_reason": "error", "error": map[string]any{"code": "auth_required", "message": "log in"}}),
+	}
+	for _, e := range events {
+		renderEvent(&buf, e)
+	}
+	want := "│ let me\n│ think\nHello\n→ Write a.txt [edit]\n  ✓ Write a.txt completed\ndone\n[end_turn]\n» (queue) next\nok\n[error: log in]\n"
+	if got := buf.String(); got != want {
+		t.Errorf("rendered:\n%q\nwant:\n%q", got, want)
+	}
+}
+
+func TestLogLine(t *testing.T) {
+	var buf bytes.Buffer
+	e := ev(42, berth.EventAgentMessage, map[string]any{"text": "line one\nline two"})
+	e.Time = time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)
+	if err := writeLogLine(&buf, e); err != nil {
+		t.Fatal(err)
+	}
+	if got := buf.String(); got != "    42  03:04:05.000  agent_message         line one⏎line two\n" {
+		t.Errorf("log line = %q", got)
+	}
+	// Unknown types show their data, cut short.
+	long := ev(1, "future_type", json.RawMessage(`{"x":"`+strings.Repeat("y", 300)+`"}`))
+	if s := summarize(long); !strings.HasPrefix(s, `{"x":"yyy`) || len([]rune(s)) != 100 {
+		t.Errorf("summary = %q", s)
+	}
+	if s := summarize(ev(1, berth.EventToolCall, map[string]any{"title": "Read", "kind": "read", "tool_call_id": "t9"})); s != "Read kind=read id=t9" {
+		t.Errorf("tool call summary = %q", s)
+	}
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth"
+	bhttp "github.com/berth-sh/berth/http"
+)
+
+// newRunCmd creates a session, runs one prompt and streams it.
+func newRunCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   `run [--agent demo] [--sandbox P] [--workspace DIR] [--mode MODE] "prompt"`,
+		Short: "Create a session, run one prompt and stream it to the terminal",
+		Long: "Create a session, send the prompt and stream the agent's messages, thoughts and tool\n" +
+			"calls as they come. Exits 0 when the turn ends with end_turn. When no daemon answers,\n" +
+			"one is started in this process on the same home for the duration of the command.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: runRun,
+	}
+	f := cmd.Flags()
+	f.String("agent", "demo", "agent from the catalog (berth agents)")
+	f.String("sandbox", "", "sandbox provider: auto, bwrap, docker or host (default: the daemon's)")
+	f.String("workspace", "", "existing directory to work in (default: a managed workspace)")
+	f.String("mode", "", "permission mode: approve-reads (default), approve-all, deny-all")
+	f.String("config", "", "config file for an in-process daemon (default $BERTH_HOME/config.toml)")
+	return cmd
+}
+
+// runRun is the run command.
+func runRun(cmd *cobra.Command, args []string) error {
+	text := strings.Join(args, " ")
+	if strings.TrimSpace(text) == "" {
+		return usagef(cmd, "the prompt is empty")
+	}
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	client, local, err := dialOrStart(cmd)
+	if err != nil {
+		return err
+	}
+	if local != nil {
+		// The in-process daemon stops its session when the command ends.
+		defer local.close(context.WithoutCancel(ctx))
+	}
+	defer client.Close()
+
+	req := berth.CreateRequest{}
+	f := cmd.Flags()
+	req.Agent, _ = f.GetString("agent")
+	req.Sandbox, _ = f.GetString("sandbox")
+	req.PermissionMode, _ = f.GetString("mode")
+	if ws, _ := f.GetString("workspace"); ws != "" {
+		if req.Workspace, err = filepath.Abs(ws); err != nil {
+			return usagef(cmd, "bad --workspace: %v", err)
+		}
+	}
+	s, err := client.CreateSession(ctx, req)
+	if err != nil {
+		return err
+	}
+	if s.State != berth.StateActive {
+		msg := string(s.StopReason)
+		if s.Failure != nil {
+			msg = s.Failure.Message
+		}
+		return fmt.Errorf("session %s did not start: %s", s.ID, msg)
+	}
+	res, err := client.Prompt(ctx, s.ID, berth.PromptRequest{Text: text})
+	if err != nil {
+		return err
+	}
+	stop, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON)
+	fmt.Fprintf(cmd.ErrOrStderr(), "session %s (berth show %s)\n", s.ID, s.ID)
+	if err != nil {
+		return err
+	}
+	if stop != berth.TurnEndTurn {
+		return fmt.Errorf("the turn ended with %s", stop)
+	}
+	return nil
+}
+
+// streamTurn prints a session's events from after on until turnID ends and
+// returns its stop reason. When ctx ends first (Ctrl-C) it cancels the turn
+// and keeps printing until the turn closes.
+func streamTurn(ctx context.Context, c *bhttp.Client, id string, after int64, turnID string, w io.Writer, asJSON bool) (string, error) {
+	r := newEventRenderer(w)
+	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stopCancel := context.AfterFunc(ctx, func() {
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer ccancel()
+		if _, err := c.Cancel(cctx, id); err != nil && !berth.IsCode(err, berth.EConflict) {
+			fmt.Fprintf(os.Stderr, "berth: cancel: %s\n", errorText(err))
+		}
+	})
+	defer stopCancel()
+	for ev, err := range c.StreamEvents(streamCtx, id, after) {
+		if err != nil {
+			return "", err
+		}
+		ours := ev.Type == berth.EventTurnEnded && ev.TurnID == turnID
+		switch {
+		case asJSON:
+			if err := printEvent(w, ev); err != nil {
+				return "", err
+			}
+		case !ours:
+			// The end of the turn is told by the exit code, not on stdout.
+			r.render(ev)
+		}
+		switch {
+		case ours:
+			r.endLine()
+			return decodeData(ev).str("stop_reason"), nil
+		case ev.Type == berth.EventSessionStopped:
+			r.endLine()
+			return berth.TurnError, nil
+		}
+	}
+	return "", errors.New("the event stream ended before the turn")
+}
+
+// dialOrStart returns a client of the running daemon or, when none answers
+// and no --addr was given, of a daemon started in this process on the same
+// home (Unix socket only).
+func dialOrStart(cmd *cobra.Command) (*bhttp.Client, *daemon, error) {
+	client, err := dial(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx := cmd.Context()
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = client.Health(hctx)
+	cancel()
+	if err == nil || !isUnavailable(err) || flagOrEnv(cmd, "addr", "BERTH_ADDR") != "" {
+		return client, nil, err
+	}
+	client.Close()
+	home, err := homeDir(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfgPath, _ := cmd.Flags().GetString("config")
+	cfg, err := loadConfig(home, cfgPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	socket := cfg.Server.Socket
+	if socket == "" {
+		socket = filepath.Join(home, socketName)
+	}
+	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, socket: socket, logger: newLogger(false).With("daemon", "in-process")})
+	if err != nil {
+		return nil, nil, err
+	}
+	d.startServing()
+	return bhttp.NewUnixClient(socket, cfg.Server.Token), d, nil
+}
+
+// printEvent prints one event as one line of JSON.
+func printEvent(w io.Writer, ev berth.Event) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return printRaw(w, b)
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+)
+
+// newServeCmd runs the daemon until SIGINT or SIGTERM.
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve [--addr HOST:PORT] [--home DIR] [--store URL] [--config FILE]",
+		Short: "Run the berth daemon",
+		Long: "Run the berth daemon: the HTTP API on --addr (default 127.0.0.1:7380) and on the\n" +
+			"Unix socket $BERTH_HOME/berth.sock. A non-loopback address needs [server] token.",
+		Args: cobra.NoArgs,
+		RunE: runServe,
+	}
+	f := cmd.Flags()
+	f.String("store", "", "store URL: sqlite:PATH or postgres://… (default: SQLite in the home directory)")
+	f.String("config", "", "config file (default $BERTH_HOME/config.toml)")
+	f.Bool("debug", false, "log at debug level")
+	return cmd
+}
+
+// runServe is the serve command.
+func runServe(cmd *cobra.Command, _ []string) error {
+	home, err := homeDir(cmd)
+	if err != nil {
+		return err
+	}
+	cfgPath, _ := cmd.Flags().GetString("config")
+	cfg, err := loadConfig(home, cfgPath)
+	if err != nil {
+		return err
+	}
+	if s, _ := cmd.Flags().GetString("store"); s != "" {
+		cfg.Store.URL = s
+	}
+	// For serve, --addr is where to listen (the other commands dial it).
+	if f := cmd.Flag("addr"); f != nil && f.Changed {
+		cfg.Server.Addr = f.Value.String()
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	socket := cfg.Server.Socket
+	if socket == "" {
+		socket = filepath.Join(home, socketName)
+	}
+	debug, _ := cmd.Flags().GetBool("debug")
+	logger := newLogger(debug)
+
+	ctx := cmd.Context()
+	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: cfg.Server.Addr, socket: socket, logger: logger})
+	if err != nil {
+		return err
+	}
+	logger.Info("berth serving", "addr", d.srv.Addr(), "socket", socket, "store", d.store.Name(), "version", version)
+	d.startServing()
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err = <-d.served:
+		// The API stopped on its own: shut the rest down and report why.
+		d.serving = false
+		logger.Error("api server stopped", "err", err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	d.close(sctx)
+	return err
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/berth-sh/berth"
+	bhttp "github.com/berth-sh/berth/http"
+	"github.com/spf13/cobra"
+)
+
+// maxListPages bounds how many pages `berth ls` follows.
+const maxListPages = 1000
+
+// newLsCommand returns `berth ls`: the sessions, live ones only unless
+// --all or --state says otherwise.
+func newLsCommand() *cobra.Command {
+	var (
+		all    bool
+		state  string
+		agent  string
+		labels []string
+	)
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List sessions (stopped ones only with --all)",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := berth.SessionFilter{State: berth.State(state), Agent: agent}
+			for _, kv := range labels {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usagef(cmd, "--label wants key=value, not %q", kv)
+				}
+				if f.Labels == nil {
+					f.Labels = map[string]string{}
+				}
+				f.Labels[k] = v
+			}
+			return listSessions(cmd, f, all || state != "")
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&all, "all", "a", false, "include stopped sessions")
+	fl.StringVar(&state, "state", "", "only sessions in this state: starting, active, stopping, stopped")
+	fl.StringVar(&agent, "agent", "", "only sessions of this agent")
+	fl.StringArrayVar(&labels, "label", nil, "only sessions with this label, key=value (repeatable)")
+	return cmd
+}
+
+// listSessions prints every session matching f, following the pages;
+// stopped sessions only when withStopped.
+func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped bool) error {
+	asJSON, err := jsonOutput(cmd)
+	if err != nil {
+		return err
+	}
+	c, err := dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var (
+		raws     []json.RawMessage
+		sessions []berth.Session
+	)
+	for range maxListPages {
+		var page struct {
+			Sessions   []json.RawMessage `json:"sessions"`
+			NextCursor string            `json:"next_cursor"`
+		}
+		if err := c.Do(cmd.Context(), http.MethodGet, "/v1/sessions", bhttp.SessionQuery(f), nil, &page); err != nil {
+			return err
+		}
+		for _, raw := range page.Sessions {
+			var s berth.Session
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return fmt.Errorf("the daemon sent a session that does not decode: %w", err)
+			}
+			if s.State == berth.StateStopped && !withStopped {
+				continue
+			}
+			raws, sessions = append(raws, raw), append(sessions, s)
+		}
+		if page.NextCursor == "" || page.NextCursor == f.Cursor {
+			break
+		}
+		f.Cursor = page.NextCursor
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		if raws == nil {
+			raws = []json.RawMessage{}
+		}
+		b, err := json.Marshal(struct {
+			Sessions   []json.RawMessage `json:"sessions"`
+			NextCursor string            `json:"next_cursor"`
+		}{raws, ""})
+		if err != nil {
+			return err
+		}
+		return printRaw(out, b)
+	}
+	t := newTable(out)
+	fmt.Fprintln(t, "ID\tNAME\tAGENT\tSTATUS\tTURNS\tACTIVE\tLABELS")
+	for _, s := range sessions {
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, orDash(shorten(s.Name, 30)), s.Agent, statusText(&s),
+			s.Turns, ago(s.LastActivityAt), labelsText(s.Labels))
+	}
+	return t.Flush()
+}
+
+// statusText is the badge, with the stop reason of a stopped session.
+func statusText(s *berth.Session) string {
+	badge := string(s.Badge)
+	if badge == "" {
+		badge = string(s.State)
+	}
+	if s.State == berth.StateStopped && s.StopReason != "" {
+		return badge + " (" + string(s.StopReason) + ")"
+	}
+	return badge
+}
+
+// newShowCommand returns `berth show ID`: one session in detail.
+func newShowCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one session",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return callAPI(cmd, http.MethodGet, sessionPath(args[0], ""), nil, nil, writeSession)
+		},
+	}
+}
+
+// writeSession prints a session as aligned "key: value" lines.
+func writeSession(w io.Writer, s *berth.Session) error {
+	t := newTable(w)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(t, "%s:\t%s\n", k, v)
+		}
+	}
+	when := func(at time.Time) string {
+		if at.IsZero() {
+			return ""
+		}
+		return at.Local().Format(time.RFC3339) + " (" + ago(at) + ")"
+	}
+	row("id", s.ID)
+	row("name", s.Name)
+	row("agent", s.Agent)
+	row("state", string(s.State))
+	row("status", statusText(s))
+	if s.Failure != nil {
+		row("failure", s.Failure.Kind+": "+s.Failure.Message)
+	}
+	ws := s.Workspace
+	if s.ManagedWorkspace {
+		ws += " (managed)"
+	}
+	row("workspace", ws)
+	net := "no network"
+	if s.Sandbox.Network {
+		net = "network"
+	}
+	row("sandbox", orDash(s.Sandbox.Provider)+", "+net)
+	row("permissions", s.PermissionMode)
+	row("parent", s.ParentID)
+	if len(s.Labels) > 0 {
+		row("labels", labelsText(s.Labels))
+	}
+	row("created", when(s.CreatedAt))
+	row("last activity", when(s.LastActivityAt))
+	if s.ExpiresAt != nil {
+		row("expires", when(*s.ExpiresAt))
+	}
+	row("turns", fmt.Sprint(s.Turns))
+	row("current turn", s.CurrentTurnID)
+	row("queue", fmt.Sprintf("%d pending (generation %d)", s.Queue.Pending, s.Queue.Generation))
+	row("pending permissions", fmt.Sprint(s.PendingPermissions))
+	row("last seq", fmt.Sprint(s.LastSeq))
+	if s.State == berth.StateStopped {
+		row("resumable", fmt.Sprint(s.Resumable))
+	}
+	return t.Flush()
+}
+
+// newStopCommand returns `berth stop ID`.
+func newStopCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop ID",
+		Short: "Stop a session (its workspace and log stay)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return callAPI(cmd, http.MethodPost, sessionPath(args[0], "/stop"), nil, nil, func(w io.Writer, s *berth.Session) error {
+				_, err := fmt.Fprintf(w, "stopped %s (%s)\n", s.ID, orDash(string(s.StopReason)))
+				return err
+			})
+		},
+	}
+}
+
+// newRmCommand returns `berth rm ID`.
+func newRmCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm ID",
+		Short: "Stop a session, then delete its log and managed workspace",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return callAPI(cmd, http.MethodDelete, sessionPath(args[0], ""), nil, nil, func(w io.Writer, _ *struct{}) error {
+				_, err := fmt.Fprintf(w, "deleted %s\n", args[0])
+				return err
+			})
+		},
+	}
+}
