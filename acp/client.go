@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -105,16 +106,38 @@ type clientDispatch struct{ h ClientHandler }
 // HandleNotification implements Handler.
 func (d clientDispatch) HandleNotification(method string, params json.RawMessage) {
 	if method != MethodSessionUpdate {
-		d.h.ExtNotification(method, params)
+		if json.Valid(params) {
+			d.h.ExtNotification(method, bytes.Clone(params))
+		}
 		return
 	}
-	var n SessionNotification
-	if err := json.Unmarshal(params, &n); err != nil {
-		// Keep what cannot be decoded, as an unknown update.
-		d.h.SessionUpdate(SessionNotification{Update: params}, Update{Raw: params})
+	// One decode of the params serves the hot path (text chunks); the
+	// general path decodes the update again, keeping it raw.
+	var p struct {
+		SessionID string `json:"sessionId"`
+		Update    struct {
+			Kind    string       `json:"sessionUpdate"`
+			Content ContentBlock `json:"content"`
+		} `json:"update"`
+	}
+	err := json.Unmarshal(params, &p)
+	if err == nil && p.Update.Content.Type == "text" && isChunk(p.Update.Kind) {
+		u := Update{Kind: p.Update.Kind, text: p.Update.Content.Text, hasText: true}
+		d.h.SessionUpdate(SessionNotification{SessionID: p.SessionID}, u)
 		return
 	}
-	d.h.SessionUpdate(n, ParseUpdate(n.Update))
+	{
+		var n SessionNotification
+		if err := json.Unmarshal(params, &n); err != nil || len(n.Update) == 0 {
+			// Keep what cannot be decoded (but is JSON) as an unknown update.
+			if json.Valid(params) {
+				raw := bytes.Clone(params)
+				d.h.SessionUpdate(SessionNotification{Update: raw}, Update{Raw: raw})
+			}
+			return
+		}
+		d.h.SessionUpdate(n, ParseUpdate(n.Update))
+	}
 }
 
 // decode unmarshals params into v, or returns an invalid-params error.

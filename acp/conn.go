@@ -36,10 +36,13 @@ type Handler interface {
 	// HandleNotification is called for each notification, in arrival order,
 	// on the reader goroutine: the next line is not read until it returns.
 	// It may block (that is back-pressure) but must never wait for an
-	// answer from the peer.
+	// answer from the peer. params is valid only during the call and has
+	// not been validated: decode it (json.Unmarshal validates) or check it
+	// with json.Valid, and copy whatever is kept.
 	HandleNotification(method string, params json.RawMessage)
-	// HandleRequest serves one request on its own goroutine. A returned
-	// *Error is sent as is; any other error becomes an internal error.
+	// HandleRequest serves one request on its own goroutine. params is the
+	// handler's own copy, not yet validated. A returned *Error is sent as
+	// is; any other error becomes an internal error.
 	HandleRequest(ctx context.Context, method string, params json.RawMessage) (any, error)
 }
 
@@ -332,8 +335,14 @@ func (c *Conn) dispatch(line []byte) {
 	if len(line) == 0 {
 		return
 	}
-	var m message
-	if line[0] != '{' || json.Unmarshal(line, &m) != nil || (m.Method == "" && len(m.ID) == 0) {
+	e, ok := scanEnvelope(line)
+	method, hasMethod := "", false
+	if ok && e.method != nil {
+		method, hasMethod = e.methodName()
+		ok = hasMethod && method != ""
+	}
+	hasID := !isNull(e.id)
+	if !ok || (!hasMethod && !hasID) || (hasID && !json.Valid(e.id)) {
 		c.skipped.Add(1)
 		if c.opts.OnSkippedLine != nil {
 			c.opts.OnSkippedLine(line[:min(len(line), 4096)])
@@ -342,20 +351,20 @@ func (c *Conn) dispatch(line []byte) {
 	}
 	c.messages.Add(1)
 	switch {
-	case m.Method != "" && len(m.ID) > 0 && string(m.ID) != "null":
-		c.serve(m)
-	case m.Method != "":
-		c.handler.HandleNotification(m.Method, m.Params)
+	case hasMethod && hasID:
+		c.serve(method, bytes.Clone(e.id), bytes.Clone(e.params))
+	case hasMethod:
+		c.handler.HandleNotification(method, e.params)
 	default:
-		c.deliver(m)
+		c.deliver(e)
 	}
 }
 
 // deliver passes a response to its pending call.
-func (c *Conn) deliver(m message) {
-	id, err := strconv.ParseInt(string(m.ID), 10, 64)
+func (c *Conn) deliver(e envelope) {
+	id, err := strconv.ParseInt(string(e.id), 10, 64)
 	if err != nil {
-		c.log.Warn("acp response with an id we never sent", "id", string(m.ID))
+		c.log.Warn("acp response with an id we never sent", "id", string(e.id))
 		return
 	}
 	c.mu.Lock()
@@ -366,11 +375,18 @@ func (c *Conn) deliver(m message) {
 		c.log.Debug("acp response for no pending call", "id", id)
 		return
 	}
-	ch <- response{result: m.Result, err: m.Error}
+	r := response{result: bytes.Clone(e.result)}
+	if !isNull(e.err) {
+		r.err = new(Error)
+		if json.Unmarshal(e.err, r.err) != nil {
+			r.err = &Error{Code: CodeInternal, Message: "the agent sent a malformed error"}
+		}
+	}
+	ch <- r
 }
 
 // serve runs an inbound request on its own goroutine and writes the answer.
-func (c *Conn) serve(m message) {
+func (c *Conn) serve(method string, id, params json.RawMessage) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -380,8 +396,8 @@ func (c *Conn) serve(m message) {
 	c.mu.Unlock()
 	go func() {
 		defer c.requests.Done()
-		result, err := c.handler.HandleRequest(c.baseCtx, m.Method, m.Params)
-		out := &message{JSONRPC: "2.0", ID: m.ID}
+		result, err := c.handler.HandleRequest(c.baseCtx, method, params)
+		out := &message{JSONRPC: "2.0", ID: id}
 		if err != nil {
 			var rpcErr *Error
 			if !errors.As(err, &rpcErr) {
@@ -397,7 +413,7 @@ func (c *Conn) serve(m message) {
 			}
 		}
 		if werr := c.write(c.baseCtx, out); werr != nil {
-			c.log.Debug("acp answer not sent", "method", m.Method, "err", werr)
+			c.log.Debug("acp answer not sent", "method", method, "err", werr)
 		}
 	}()
 }

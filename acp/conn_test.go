@@ -2,6 +2,7 @@ package acp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,7 @@ func (r *recorder) HandleNotification(method string, params json.RawMessage) {
 	}
 	r.mu.Lock()
 	r.methods = append(r.methods, method)
-	r.params = append(r.params, params)
+	r.params = append(r.params, bytes.Clone(params))
 	r.mu.Unlock()
 }
 

@@ -18,8 +18,8 @@ const (
 )
 
 // Update is one session/update, decoded once into the fields berth uses.
-// Raw always holds the whole update, so kinds this version does not know
-// are kept, never dropped.
+// Raw holds the whole update for every kind but text chunks (whose payload
+// is Text), so kinds this version does not know are kept, never dropped.
 type Update struct {
 	Kind       string          `json:"sessionUpdate"`
 	Content    json.RawMessage `json:"content,omitempty"`
@@ -32,6 +32,10 @@ type Update struct {
 	Size       json.RawMessage `json:"size,omitempty"`
 	Cost       json.RawMessage `json:"cost,omitempty"`
 	Raw        json.RawMessage `json:"-"`
+
+	// text is the chunk's text when the decoder already extracted it.
+	text    string
+	hasText bool
 }
 
 // ParseUpdate decodes an update. A payload that is not an object yields
@@ -43,6 +47,15 @@ func ParseUpdate(raw json.RawMessage) Update {
 	}
 	u.Raw = raw
 	return u
+}
+
+// isChunk reports whether an update kind is a message or thought chunk.
+func isChunk(kind string) bool {
+	switch kind {
+	case UpdateUserMessageChunk, UpdateAgentMessageChunk, UpdateAgentThoughtChunk:
+		return true
+	}
+	return false
 }
 
 // Known reports whether berth maps this kind to a typed event.
@@ -58,6 +71,9 @@ func (u *Update) Known() bool {
 
 // Text returns the text of a chunk's content block ("" when not text).
 func (u *Update) Text() string {
+	if u.hasText {
+		return u.text
+	}
 	if len(u.Content) == 0 || u.Content[0] != '{' {
 		return ""
 	}
