@@ -54,7 +54,7 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 	if t := rt.turn; t != nil {
 		turnID = t.id
 		if u.Kind == acp.UpdateAgentMessageChunk {
-			t.text.WriteString(data.(textData).Text)
+			t.addText(data.(textData).Text)
 		}
 	}
 	rt.emit(turnID, typ, data)

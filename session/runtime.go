@@ -15,6 +15,9 @@ import (
 	"github.com/berth-sh/berth/acp"
 )
 
+// maxTurnText caps the message text of a turn kept in memory.
+const maxTurnText = 1 << 20
+
 // maxRecentResults bounds how many finished turns a runtime remembers for
 // late WaitTurn callers; older ones are rebuilt from the log.
 const maxRecentResults = 64
@@ -58,8 +61,11 @@ type runtime struct {
 
 // turn is one prompt round in flight.
 type turn struct {
-	id              string
+	id string
+	// text is the agent's message so far, for ?wait=true; past
+	// maxTurnText it is dropped and textCut set (the log has it all).
 	text            strings.Builder
+	textCut         bool
 	cancelRequested bool
 	done            chan struct{}
 	result          *berth.TurnResult
@@ -338,6 +344,19 @@ func (rt *runtime) rememberResultLocked(r *berth.TurnResult) {
 		delete(rt.results, rt.resultIDs[0])
 		rt.resultIDs = rt.resultIDs[1:]
 	}
+}
+
+// addText appends a message chunk to the turn's text, up to maxTurnText.
+func (t *turn) addText(s string) {
+	if t.textCut {
+		return
+	}
+	if t.text.Len()+len(s) > maxTurnText {
+		t.textCut = true
+		t.text.Reset()
+		return
+	}
+	t.text.WriteString(s)
 }
 
 // workspaceExists reports whether dir is an existing directory.

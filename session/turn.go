@@ -109,7 +109,9 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 	rt.emit(t.id, berth.EventTurnEnded, end)
 	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
 	t.result = res
-	rt.rememberResultLocked(res)
+	if !t.textCut {
+		rt.rememberResultLocked(res)
+	}
 	rt.turn = nil
 	rt.mu.Unlock()
 	close(t.done)
@@ -141,13 +143,19 @@ func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnR
 		if t != nil && t.id == turnID {
 			select {
 			case <-t.done:
-				return t.result, nil
+				if !t.textCut {
+					return t.result, nil
+				}
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 		}
 	}
-	// The turn is over (or the session stopped since): rebuild it from the log.
+	// The turn is over (or the session stopped since, or its text was too
+	// long to keep in memory): rebuild it from the log.
+	if err := m.log.Flush(ctx); err != nil {
+		return nil, err
+	}
 	return m.turnFromLog(ctx, id, turnID)
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -36,6 +37,7 @@ func newBenchCmd() *cobra.Command {
 	f.Int("flood", 200000, "events in the flood turn (0 skips it)")
 	f.Int("flood-size", 64, "bytes per flood event")
 	f.String("store", "", "store URL (default: SQLite in the temporary home)")
+	f.String("cpuprofile", "", "write a CPU profile of the flood turn to this file")
 	return cmd
 }
 
@@ -128,6 +130,13 @@ func runBench(cmd *cobra.Command, _ []string) error {
 
 	if flood > 0 {
 		fmt.Fprintf(progress, "flooding %d events of %d bytes…\n", flood, floodSize)
+		if path, _ := f.GetString("cpuprofile"); path != "" {
+			stop, err := startCPUProfile(path)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
 		if err := benchFlood(ctx, c, d, flood, floodSize, &res); err != nil {
 			return err
 		}
@@ -206,12 +215,19 @@ func benchFlood(ctx context.Context, c *bhttp.Client, d *daemon, n, size int, re
 	}
 	before := s.LastSeq
 	t0 := time.Now()
-	r, err := c.PromptWait(ctx, s.ID, berth.PromptRequest{Text: fmt.Sprintf("flood %d %d", n, size)})
-	if err != nil {
+	if _, err := c.Prompt(ctx, s.ID, berth.PromptRequest{Text: fmt.Sprintf("flood %d %d", n, size)}); err != nil {
 		return err
 	}
-	if r.StopReason != berth.TurnEndTurn {
-		return fmt.Errorf("flood turn ended with %s", r.StopReason)
+	// Poll rather than ?wait=true: the turn's text is megabytes long.
+	for {
+		cur, err := c.GetSession(ctx, s.ID)
+		if err != nil {
+			return err
+		}
+		if cur.CurrentTurnID == "" {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	if err := d.log.Flush(ctx); err != nil {
 		return err
@@ -225,6 +241,20 @@ func benchFlood(ctx context.Context, c *bhttp.Client, d *daemon, n, size int, re
 	res.FloodSeconds = elapsed.Seconds()
 	res.IngestPerSec = float64(res.FloodEvents) / elapsed.Seconds()
 	return nil
+}
+
+// startCPUProfile profiles this process into path until the returned
+// function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // pct returns the p-th percentile of ds in milliseconds.
