@@ -93,6 +93,29 @@ func (c *Client) Prompt(ctx context.Context, sessionID string, prompt ...Content
 	return resp, err
 }
 
+// PromptThen is Prompt whose answered runs on the reader goroutine the
+// moment the agent answers (with the answer, or its JSON-RPC error), before
+// any later update is handled: updates sent after the answer are never
+// taken for part of the turn. answered does not run when the connection
+// ends first.
+func (c *Client) PromptThen(ctx context.Context, sessionID string, answered func(PromptResponse, error), prompt ...ContentBlock) (PromptResponse, error) {
+	var resp PromptResponse
+	then := func(result json.RawMessage, rpcErr *Error) {
+		var r PromptResponse
+		var err error
+		if rpcErr != nil {
+			err = rpcErr
+		} else if len(result) > 0 {
+			if uerr := json.Unmarshal(result, &r); uerr != nil {
+				err = &Error{Code: CodeInternal, Message: "the agent's prompt answer does not decode: " + uerr.Error()}
+			}
+		}
+		answered(r, err)
+	}
+	err := c.conn.CallThen(ctx, MethodSessionPrompt, PromptRequest{SessionID: sessionID, Prompt: prompt}, &resp, then)
+	return resp, err
+}
+
 // Cancel asks the agent to end the turn in flight.
 func (c *Client) Cancel(ctx context.Context, sessionID string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

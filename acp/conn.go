@@ -84,6 +84,13 @@ type response struct {
 	err    *Error
 }
 
+// pendingCall is a request waiting for its answer. then, when set, runs on
+// the reader goroutine as the answer arrives.
+type pendingCall struct {
+	ch   chan response
+	then func(result json.RawMessage, err *Error)
+}
+
 // deadliner is implemented by writers that support write deadlines.
 type deadliner interface{ SetWriteDeadline(time.Time) error }
 
@@ -99,7 +106,7 @@ type Conn struct {
 
 	nextID  atomic.Int64
 	mu      sync.Mutex
-	pending map[int64]chan response
+	pending map[int64]pendingCall
 	closed  bool
 
 	baseCtx    context.Context
@@ -126,7 +133,7 @@ func NewConn(rwc io.ReadWriteCloser, h Handler, opts Options) *Conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Conn{
 		rwc: rwc, handler: h, opts: opts, log: opts.Logger,
-		pending: make(map[int64]chan response), baseCtx: ctx, cancelBase: cancel,
+		pending: make(map[int64]pendingCall), baseCtx: ctx, cancelBase: cancel,
 		readerDone: make(chan struct{}),
 	}
 }
@@ -175,6 +182,14 @@ func (c *Conn) Close() error {
 // may be nil). A JSON-RPC error from the peer is returned as *Error. When
 // ctx ends first the call returns ctx.Err(); the request stays sent.
 func (c *Conn) Call(ctx context.Context, method string, params, result any) error {
+	return c.CallThen(ctx, method, params, result, nil)
+}
+
+// CallThen is Call with a hook: then runs on the reader goroutine as soon
+// as the answer arrives, before the next line from the peer is handled, so
+// it is ordered exactly against the peer's notifications. It does not run
+// when the call fails without an answer (closed connection, ctx).
+func (c *Conn) CallThen(ctx context.Context, method string, params, result any, then func(result json.RawMessage, err *Error)) error {
 	id := c.nextID.Add(1)
 	ch := make(chan response, 1)
 	c.mu.Lock()
@@ -182,7 +197,7 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 		c.mu.Unlock()
 		return ErrClosed
 	}
-	c.pending[id] = ch
+	c.pending[id] = pendingCall{ch: ch, then: then}
 	c.mu.Unlock()
 	defer c.forget(id)
 
@@ -223,8 +238,8 @@ func (c *Conn) failPending() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	for id, ch := range c.pending {
-		ch <- response{err: &Error{Code: CodeInternal, Message: ErrClosed.Error()}}
+	for id, p := range c.pending {
+		p.ch <- response{err: &Error{Code: CodeInternal, Message: ErrClosed.Error()}}
 		delete(c.pending, id)
 	}
 }
@@ -368,7 +383,7 @@ func (c *Conn) deliver(e envelope) {
 		return
 	}
 	c.mu.Lock()
-	ch, ok := c.pending[id]
+	p, ok := c.pending[id]
 	delete(c.pending, id)
 	c.mu.Unlock()
 	if !ok {
@@ -382,7 +397,10 @@ func (c *Conn) deliver(e envelope) {
 			r.err = &Error{Code: CodeInternal, Message: "the agent sent a malformed error"}
 		}
 	}
-	ch <- r
+	if p.then != nil {
+		p.then(r.result, r.err)
+	}
+	p.ch <- r
 }
 
 // serve runs an inbound request on its own goroutine and writes the answer.

@@ -256,7 +256,7 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 		rt.logger.Warn("workspace root", "err", err)
 	}
 	rt.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, &agentHandler{rt: rt}, acp.Options{
-		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger,
+		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger, OnSkippedLine: rt.skippedLine,
 	})
 	// The pid is recorded before anything can stop the session, so a
 	// daemon that dies now leaves a group the next one can kill.

@@ -22,8 +22,11 @@ import (
 const agentEnvVar = "BERTH_SESSION_TEST_AGENT"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(agentEnvVar) == "demo" {
+	switch os.Getenv(agentEnvVar) {
+	case "demo":
 		os.Exit(demoagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	case "scripted":
+		os.Exit(scriptedAgent(os.Stdin, os.Stdout))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -44,10 +47,11 @@ func (c testCatalog) List() []berth.AgentInfo {
 func catalog() testCatalog {
 	self, _ := os.Executable()
 	return testCatalog{
-		"demo":    {Name: "demo", Command: self, Env: map[string]string{agentEnvVar: "demo"}},
-		"exits":   {Name: "exits", Command: "/bin/sh", Args: []string{"-c", "echo 'no credentials found' >&2; exit 3"}},
-		"missing": {Name: "missing", Command: "/nonexistent/agent"},
-		"silent":  {Name: "silent", Command: "/bin/sh", Args: []string{"-c", "exec sleep 60"}},
+		"demo":     {Name: "demo", Command: self, Env: map[string]string{agentEnvVar: "demo"}},
+		"scripted": {Name: "scripted", Command: self, Env: map[string]string{agentEnvVar: "scripted"}},
+		"exits":    {Name: "exits", Command: "/bin/sh", Args: []string{"-c", "echo 'no credentials found' >&2; exit 3"}},
+		"missing":  {Name: "missing", Command: "/nonexistent/agent"},
+		"silent":   {Name: "silent", Command: "/bin/sh", Args: []string{"-c", "exec sleep 60"}},
 	}
 }
 

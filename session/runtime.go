@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,8 @@ type runtime struct {
 	stopReason berth.StopReason
 	failure    *berth.Failure
 	stderrTail []string
+	// warnedStdout is set once a non-JSON stdout line has been reported.
+	warnedStdout atomic.Bool
 
 	spec      berth.AgentSpec
 	sandbox   berth.Sandbox
@@ -319,6 +322,18 @@ func (rt *runtime) stderrLine(line string) {
 	}
 	rt.emit(turnID, berth.EventAgentStderr, stderrData{Line: line})
 	rt.mu.Unlock()
+}
+
+// skippedLine warns, once per agent, that it wrote something other than
+// JSON-RPC to stdout (the line is skipped; the transport counts them all).
+func (rt *runtime) skippedLine(line []byte) {
+	if !rt.warnedStdout.CompareAndSwap(false, true) {
+		return
+	}
+	rt.emit(rt.currentTurnID(), berth.EventRuntimeWarning, map[string]string{
+		"reason": "the agent wrote a line to stdout that is not JSON-RPC; it was skipped (stdout is the protocol channel)",
+		"line":   string(line[:min(len(line), 200)]),
+	})
 }
 
 // stderrData is the data of an agent_stderr event.

@@ -67,10 +67,20 @@ func (rt *runtime) startTurn(text, source string) (string, error) {
 	return t.id, nil
 }
 
-// runTurn sends the prompt and ends the turn with the agent's answer.
+// runTurn sends the prompt and ends the turn. A turn answered by the agent
+// is closed on the reader goroutine the moment the answer arrives, so
+// turn_ended follows exactly the updates sent before the answer; a turn
+// whose connection ended is closed here.
 func (rt *runtime) runTurn(t *turn, text string) {
 	defer rt.turnWG.Done()
-	resp, err := rt.client.Prompt(context.Background(), rt.acpID, acp.TextBlock(text))
+	answered := func(resp acp.PromptResponse, err error) { rt.endTurn(t, turnEnd(resp, err, false)) }
+	resp, err := rt.client.PromptThen(context.Background(), rt.acpID, answered, acp.TextBlock(text))
+	rt.endTurn(t, turnEnd(resp, err, rt.stopping()))
+}
+
+// turnEnd says how a turn ended from the agent's answer or the error that
+// took its place. stopping tells that berth is stopping the agent.
+func turnEnd(resp acp.PromptResponse, err error, stopping bool) turnEndedData {
 	end := turnEndedData{StopReason: resp.StopReason, Usage: resp.Usage}
 	var rpcErr *acp.Error
 	switch {
@@ -84,21 +94,24 @@ func (rt *runtime) runTurn(t *turn, text string) {
 	case rpcErr != nil && rpcErr.Message != acp.ErrClosed.Error():
 		end.StopReason = berth.TurnError
 		end.Error = &berth.ACPError{Code: "agent_error", Message: rpcErr.Message}
+	case stopping:
+		end.StopReason = berth.TurnCancelled
 	default:
-		// The connection ended under the turn: the agent exited or was stopped.
+		// The connection ended under the turn: the agent exited.
 		end.StopReason = berth.TurnError
 		end.Error = &berth.ACPError{Code: "agent_exited", Message: "the agent exited during the turn"}
-		if rt.stopping() {
-			end.StopReason, end.Error = berth.TurnCancelled, nil
-		}
 	}
-	rt.endTurn(t, end)
+	return end
 }
 
-// endTurn closes a turn: turn_ended is its last event, then the session's
-// counters are saved and waiters released.
+// endTurn closes a turn once: turn_ended is its last event, the session's
+// counters are saved, then waiters are released.
 func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 	rt.mu.Lock()
+	if rt.turn != t {
+		rt.mu.Unlock()
+		return
+	}
 	if t.cancelRequested && end.StopReason != berth.TurnError {
 		// Many agents answer end_turn to a cancel; berth asked, so it records cancelled.
 		end.StopReason = berth.TurnCancelled
@@ -113,10 +126,7 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 		rt.rememberResultLocked(res)
 	}
 	rt.turn = nil
-	rt.mu.Unlock()
-	close(t.done)
-
-	err := rt.save(context.Background(), func(s *berth.Session) {
+	err := rt.saveLocked(context.Background(), rt.sess.State, func(s *berth.Session) {
 		s.Turns++
 		s.LastActivityAt = time.Now().UTC()
 		if end.Error != nil && end.Error.Code == "auth_required" {
@@ -125,7 +135,9 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 			s.NeedsAuth = false
 		}
 	})
-	if err != nil && !berth.IsCode(err, berth.EConflict) {
+	rt.mu.Unlock()
+	close(t.done)
+	if err != nil {
 		rt.logger.Warn("save after turn", "err", err)
 	}
 }

@@ -1,0 +1,124 @@
+package session
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/berth-sh/berth"
+)
+
+// scriptedAgent is a hand-written ACP agent for the cases the demo agent
+// cannot produce: updates sent before session/new answers and after a
+// prompt answers, update kinds and notifications berth does not know,
+// non-JSON lines on stdout, and auth_required.
+func scriptedAgent(in io.Reader, out io.Writer) int {
+	w := bufio.NewWriter(out)
+	send := func(format string, args ...any) {
+		fmt.Fprintf(w, format+"\n", args...)
+		w.Flush()
+	}
+	update := func(u string) {
+		send(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"scripted-1","update":%s}}`, u)
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Prompt []struct {
+					Text string `json:"text"`
+				} `json:"prompt"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		switch m.Method {
+		case "initialize":
+			send("Starting scripted agent v1...") // not JSON: skipped and counted
+			send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1,"agentCapabilities":{},"authMethods":[{"id":"login","name":"Log in"}]}}`, m.ID)
+		case "session/new":
+			update(`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"early"}]}`)
+			send(`{"jsonrpc":"2.0","method":"_auth/status_update","params":{"state":"ok"}}`)
+			send(`{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"scripted-1"}}`, m.ID)
+		case "session/prompt":
+			text := ""
+			if len(m.Params.Prompt) > 0 {
+				text = m.Params.Prompt[0].Text
+			}
+			if text == "auth" {
+				send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"Authentication required"}}`, m.ID)
+				continue
+			}
+			update(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ok"}}`)
+			update(`{"sessionUpdate":"hologram_update","beam":{"intensity":3}}`)
+			update(`{"sessionUpdate":"agent_message_chunk","content":{"type":"image","data":"AAAA","mimeType":"image/png"}}`)
+			send(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, m.ID)
+			update(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"late"}}`)
+		}
+	}
+	return 0
+}
+
+func TestUnknownEarlyAndLateUpdatesAreKept(t *testing.T) {
+	e := newEnv(t)
+	s := e.create(berth.CreateRequest{Agent: "scripted"})
+	if s.State != berth.StateActive || len(s.ACP.AuthMethods) == 0 {
+		t.Fatalf("session = %+v", s)
+	}
+	res := e.prompt(s.ID, "hello")
+	if res.StopReason != berth.TurnEndTurn || res.Text != "ok" {
+		t.Fatalf("turn = %+v", res)
+	}
+	waitFor(t, "the late update", func() bool {
+		evs := e.events(s.ID)
+		last := evs[len(evs)-1]
+		return last.Type == berth.EventAgentMessage && strings.Contains(string(last.Data), "late")
+	})
+	evs := e.events(s.ID)
+	checkContiguous(t, evs)
+	got := types(evs)
+	want := []string{berth.EventSessionCreated, berth.EventRuntimeWarning, berth.EventCommandsUpdate, berth.EventACPUnknown, berth.EventSessionStarted,
+		berth.EventTurnStarted, berth.EventAgentMessage, berth.EventACPUnknown, berth.EventAgentMessage, berth.EventTurnEnded,
+		berth.EventAgentMessage}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("log = %v\nwant  %v", got, want)
+	}
+	if !strings.Contains(string(evs[3].Data), "_auth/status_update") || !strings.Contains(string(evs[7].Data), "hologram_update") {
+		t.Fatalf("unknown events lost their payload: %s / %s", evs[3].Data, evs[7].Data)
+	}
+	if !strings.Contains(string(evs[8].Data), "image/png") {
+		t.Fatalf("non-text chunk lost its content: %s", evs[8].Data)
+	}
+	if evs[10].TurnID != "" {
+		t.Fatalf("an update after the answer was tagged with turn %q", evs[10].TurnID)
+	}
+	if w := ofType(evs, berth.EventRuntimeWarning); len(w) != 1 || !strings.Contains(string(w[0].Data), "not JSON") {
+		t.Fatalf("non-JSON stdout warning = %v", w)
+	}
+}
+
+func TestAuthRequiredEndsTheTurnAndShowsNeedsAuth(t *testing.T) {
+	e := newEnv(t)
+	s := e.create(berth.CreateRequest{Agent: "scripted"})
+	res := e.prompt(s.ID, "auth")
+	if res.StopReason != berth.TurnError || res.Error == nil || res.Error.Code != "auth_required" {
+		t.Fatalf("turn = %+v", res)
+	}
+	got, _ := e.m.GetSession(context.Background(), s.ID)
+	if got.State != berth.StateActive || got.Badge != berth.BadgeNeedsAuth {
+		t.Fatalf("session = %s/%s, want active/needs_auth", got.State, got.Badge)
+	}
+	e.prompt(s.ID, "hello")
+	got, _ = e.m.GetSession(context.Background(), s.ID)
+	if got.Badge != berth.BadgeIdle {
+		t.Fatalf("badge after a good turn = %s", got.Badge)
+	}
+}
