@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/berth-sh/berth"
 )
@@ -111,10 +112,10 @@ var builtinAgents = []berth.AgentSpec{
 }
 
 // agentName is what an agent may be called: it appears in URLs and labels.
-var agentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var agentName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 // envName is a portable environment variable name.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // Catalog is the set of agents sessions can run, by name. It is immutable
 // once built and safe for concurrent use.
@@ -232,7 +233,7 @@ func validateAgents(entries []berth.AgentSpec) error {
 		if a.Name == "" {
 			return invalid("agents[%d]: name is required", i)
 		}
-		if !agentName.MatchString(a.Name) {
+		if !agentName().MatchString(a.Name) {
 			return invalid("agents[%d]: name %q must be letters, digits, '.', '_' or '-' (at most 64)", i, a.Name)
 		}
 		if seen[a.Name] {
@@ -243,12 +244,12 @@ func validateAgents(entries []berth.AgentSpec) error {
 			return invalid("agents[%d] (%q): command is required for a new agent", i, a.Name)
 		}
 		for k := range a.Env {
-			if !envName.MatchString(k) {
+			if !envName().MatchString(k) {
 				return invalid("agents[%d] (%q): env key %q is not a variable name", i, a.Name, k)
 			}
 		}
 		for _, k := range a.PassEnv {
-			if !envName.MatchString(k) {
+			if !envName().MatchString(k) {
 				return invalid("agents[%d] (%q): pass_env entry %q is not a variable name", i, a.Name, k)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	toml "github.com/pelletier/go-toml/v2"
 
@@ -90,7 +91,7 @@ func (c *Config) decode(b []byte) error {
 		line, col := de.Position()
 		msg := strings.TrimPrefix(de.Error(), "toml: ")
 		// Say "got a TOML string, want int" rather than naming Go fields.
-		if m := typeMismatch.FindStringSubmatch(msg); m != nil {
+		if m := typeMismatch().FindStringSubmatch(msg); m != nil {
 			msg = fmt.Sprintf("wrong type: got a TOML %s, want %s", m[1], strings.TrimPrefix(m[2], "config."))
 		}
 		if key := de.Key(); len(key) > 0 {
@@ -107,8 +108,9 @@ func (c *Config) decode(b []byte) error {
 	}
 }
 
-// typeMismatch matches go-toml's message for a value of the wrong type.
-var typeMismatch = regexp.MustCompile(`^cannot decode TOML (\w+) into .* of type (\S+)$`)
+// typeMismatch matches go-toml's message for a value of the wrong type
+// (compiled on first use: package init runs in every berth process).
+var typeMismatch = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^cannot decode TOML (\w+) into .* of type (\S+)$`) })
 
 // badDurationKey returns "section.key" of the first Duration value in the
 // document that does not parse, or "".

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -15,8 +14,16 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// envName is what an environment variable name may look like.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// validEnvName reports whether s can name an environment variable:
+// [A-Za-z_][A-Za-z0-9_]*.
+func validEnvName(s string) bool {
+	for i, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || i > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // maxLabels bounds the labels of one session.
 const maxLabels = 64
@@ -144,7 +151,7 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		}
 	}
 	for k := range req.Env {
-		if !envName.MatchString(k) {
+		if !validEnvName(k) {
 			return spec, nil, false, berth.Errorf(berth.EInvalid, "env name %q is not valid", k)
 		}
 	}
