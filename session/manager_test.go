@@ -410,3 +410,19 @@ func TestDeleteRemovesLogAndManagedWorkspaceOnly(t *testing.T) {
 		t.Fatalf("the user's workspace was touched: %q %v", b, err)
 	}
 }
+
+func TestTransitionRefusesMovesTheStateMachineForbids(t *testing.T) {
+	e := newEnv(t)
+	s := e.create(berth.CreateRequest{})
+	rt := e.m.runtimeOf(s.ID)
+	ctx := context.Background()
+	for _, to := range []berth.State{berth.StateStarting, berth.StateActive} {
+		if err := rt.transition(ctx, to, nil); !berth.IsCode(err, berth.EConflict) {
+			t.Fatalf("active → %s = %v, want conflict", to, err)
+		}
+	}
+	stored, _ := e.store.GetSession(ctx, s.ID)
+	if stored.State != berth.StateActive {
+		t.Fatalf("a refused move changed the store: %s", stored.State)
+	}
+}

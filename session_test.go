@@ -1,0 +1,89 @@
+package berth
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestStateMachineAllowsOnlyTheContractsMoves(t *testing.T) {
+	all := []State{StateStarting, StateActive, StateStopping, StateStopped}
+	allowed := map[[2]State]bool{
+		{StateStarting, StateActive}:   true,
+		{StateStarting, StateStopping}: true,
+		{StateStarting, StateStopped}:  true,
+		{StateActive, StateStopping}:   true,
+		{StateActive, StateStopped}:    true,
+		{StateStopping, StateStopped}:  true,
+		{StateStopped, StateStarting}:  true, // resume
+	}
+	for _, from := range all {
+		for _, to := range all {
+			if got := CanTransition(from, to); got != allowed[[2]State{from, to}] {
+				t.Errorf("CanTransition(%s, %s) = %v", from, to, got)
+			}
+		}
+	}
+}
+
+func TestBadges(t *testing.T) {
+	cases := []struct {
+		s          Session
+		busy, hung bool
+		want       Badge
+	}{
+		{Session{State: StateActive}, false, false, BadgeIdle},
+		{Session{State: StateActive}, true, false, BadgeRunning},
+		{Session{State: StateActive}, true, true, BadgeHung},
+		{Session{State: StateActive, PendingPermissions: 1}, true, false, BadgeWaiting},
+		{Session{State: StateActive, NeedsAuth: true}, false, false, BadgeNeedsAuth},
+		{Session{State: StateStarting}, false, false, BadgeStarting},
+		{Session{State: StateStopped, StopReason: StopUserRequested}, false, false, BadgeStopped},
+		{Session{State: StateStopped, StopReason: StopAgentExited}, false, false, BadgeStopped},
+		{Session{State: StateStopped, StopReason: StopAgentCrashed}, false, false, BadgeFailed},
+		{Session{State: StateStopped, StopReason: StopStartupFailed}, false, false, BadgeFailed},
+		{Session{State: StateStopped, StopReason: StopDaemonCrashed}, false, false, BadgeFailed},
+	}
+	for _, c := range cases {
+		if got := c.s.ComputeBadge(c.busy, c.hung); got != c.want {
+			t.Errorf("%+v busy=%v hung=%v: badge %s, want %s", c.s, c.busy, c.hung, got, c.want)
+		}
+	}
+}
+
+func TestPromptValidation(t *testing.T) {
+	for _, c := range []struct {
+		req  PromptRequest
+		code string
+	}{
+		{PromptRequest{Text: "hi"}, ""},
+		{PromptRequest{Text: "hi", Mode: ModeSteer}, ""},
+		{PromptRequest{Text: ""}, EInvalid},
+		{PromptRequest{Text: " \n\t "}, EInvalid},
+		{PromptRequest{Text: "hi", Mode: "shout"}, EInvalid},
+		{PromptRequest{Text: strings.Repeat("x", 11)}, ETooLarge},
+	} {
+		if got := ErrorCode(c.req.Validate(10)); got != c.code {
+			t.Errorf("%+v: code %q, want %q", c.req, got, c.code)
+		}
+	}
+}
+
+func TestErrorCodesSurviveWrapping(t *testing.T) {
+	err := fmt.Errorf("store: %w", Errorf(ENotFound, "session %s not found", "ses_x"))
+	if ErrorCode(err) != ENotFound || ErrorMessage(err) != "session ses_x not found" || !IsCode(err, ENotFound) {
+		t.Fatalf("code %q message %q", ErrorCode(err), ErrorMessage(err))
+	}
+	plain := errors.New("disk on fire at /var/lib/x")
+	if ErrorCode(plain) != EInternal || ErrorMessage(plain) != "internal error" {
+		t.Fatalf("an uncoded error leaks: %q %q", ErrorCode(plain), ErrorMessage(plain))
+	}
+	wrapped := WrapError(EUnavailable, plain, "store unreachable")
+	if !errors.Is(wrapped, plain) || ErrorMessage(wrapped) != "store unreachable" {
+		t.Fatalf("wrapped = %v", wrapped)
+	}
+	if ErrorCode(nil) != "" || ErrorMessage(nil) != "" {
+		t.Fatal("nil error has a code")
+	}
+}
