@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/berth-sh/berth"
@@ -40,43 +41,63 @@ const bumpLastSeqSQL = `UPDATE sessions SET last_seq = max(last_seq, ?) WHERE id
 
 const lastSeqSQL = `SELECT last_seq FROM sessions WHERE id = ?`
 
-// eventQueryKind says which filters a ListEvents statement applies.
+// eventQueryKind says which statement a ListEvents page uses.
 type eventQueryKind int
 
-// The ListEvents statements, one per filter combination.
+// The ListEvents statements.
 const (
-	eventsAll eventQueryKind = iota
-	eventsByType
-	eventsByTurn
-	eventsByTypeAndTurn
+	eventsAll          eventQueryKind = iota // no filter: the primary key
+	eventsByType                             // a rare type: events_by_type
+	eventsByChunkType                        // a chunk type: the primary key
+	eventsByTurn                             // a turn (and maybe a chunk type): a primary key range
+	eventsByTypeInTurn                       // a rare type in a turn: an events_by_type range
+	eventQueryKinds
 )
 
-// listEventsSQL is the page query of one filter combination. Every variant
-// is a range of the primary key or of an index that starts with
-// (session_pk, filter column) and ends with seq, so SQLite reads only the
-// rows it returns, already in order. The filtered variants name their index:
+// rareTypesTerm is the WHERE clause of the partial index events_by_type
+// (migration 0002), verbatim: SQLite uses a partial index only for a query
+// that repeats its clause.
+const rareTypesTerm = `type NOT IN ('agent_message', 'agent_thought')`
+
+// isChunkType reports whether events of type t are left out of
+// events_by_type.
+func isChunkType(t string) bool { return t == berth.EventAgentMessage || t == berth.EventAgentThought }
+
+// sessionKey selects the session's key; the scalar subquery runs once and
+// is an equality on the first column of the events key and index.
+const sessionKey = `session_pk = (SELECT pk FROM sessions WHERE id = ?)`
+
+// listEventsSQL is the page statement of one kind. Each reads one range of
+// the primary key or of events_by_type that ends with seq, so SQLite reads
+// rows in order and only the ones it returns or, for a chunk type or a
+// turn, a dense range around them. The indexed variants name their index:
 // without statistics the planner prefers the primary key and would walk
-// the session's whole log to find one type. With both filters the turn
-// index is used, a turn being much smaller than the set of its type.
+// the session's whole log to find one rare type.
 func listEventsSQL(k eventQueryKind) string {
-	q := `SELECT seq, turn_id, type, time, data FROM events`
+	const cols = `SELECT seq, turn_id, type, time, data FROM events`
+	const page = ` ORDER BY seq LIMIT ?`
 	switch k {
 	case eventsByType:
-		q += ` INDEXED BY events_by_type`
-	case eventsByTurn, eventsByTypeAndTurn:
-		q += ` INDEXED BY events_by_turn`
+		return cols + ` INDEXED BY events_by_type WHERE ` + sessionKey + ` AND type = ? AND ` + rareTypesTerm + ` AND seq > ?` + page
+	case eventsByChunkType:
+		return cols + ` WHERE ` + sessionKey + ` AND seq > ? AND type = ?` + page
+	case eventsByTurn:
+		// type = ?1 OR ?1 = '': one statement for "any type" and a chunk type.
+		return cols + ` WHERE ` + sessionKey + ` AND seq > ? AND seq <= ? AND turn_id = ? AND (type = ? OR ? = '')` + page
+	case eventsByTypeInTurn:
+		return cols + ` INDEXED BY events_by_type WHERE ` + sessionKey + ` AND type = ? AND ` + rareTypesTerm +
+			` AND seq > ? AND seq <= ? AND turn_id = ?` + page
 	}
-	// The scalar subquery runs once and its key is an equality on the
-	// first column of every events index.
-	q += ` WHERE session_pk = (SELECT pk FROM sessions WHERE id = ?) AND seq > ?`
-	if k == eventsByType || k == eventsByTypeAndTurn {
-		q += ` AND type = ?`
-	}
-	if k == eventsByTurn || k == eventsByTypeAndTurn {
-		q += ` AND turn_id = ?`
-	}
-	return q + ` ORDER BY seq LIMIT ?`
+	return cols + ` WHERE ` + sessionKey + ` AND seq > ?` + page
 }
+
+// turnBoundsSQL reads the seq range a turn's events lie in.
+const turnBoundsSQL = `SELECT first_seq, last_seq FROM turns WHERE ` + sessionKey + ` AND turn_id = ?`
+
+// upsertTurnSQL widens a turn's seq range to cover newly appended events.
+const upsertTurnSQL = `INSERT INTO turns (session_pk, turn_id, first_seq, last_seq) VALUES (?, ?, ?, ?)
+ON CONFLICT (session_pk, turn_id) DO UPDATE SET
+    first_seq = min(first_seq, excluded.first_seq), last_seq = max(last_seq, excluded.last_seq)`
 
 // AppendEvents writes events of any number of sessions in one transaction
 // and moves each session's last_seq to its highest seq in the batch. All
@@ -154,8 +175,44 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 			}
 			rest = rest[n:]
 		}
+		// Widen each turn's seq range: one row per turn in the batch.
+		upsert := tx.StmtContext(ctx, s.upsertTurn)
+		for _, r := range turnRanges(events) {
+			if _, err := upsert.ExecContext(ctx, tops[at[r.session]].pk, r.turn, r.first, r.last); err != nil {
+				return internal(err, "append events")
+			}
+		}
 		return nil
 	})
+}
+
+// turnRange is the seq range of one turn's events in a batch.
+type turnRange struct {
+	session, turn string
+	first, last   int64
+}
+
+// turnRanges returns the seq range of each turn in a batch, in order of
+// first appearance. Events of a turn come in runs, so the last range seen
+// answers almost every lookup.
+func turnRanges(events []berth.Event) []turnRange {
+	var out []turnRange
+	for i := range events {
+		e := &events[i]
+		if e.TurnID == "" {
+			continue
+		}
+		k := len(out) - 1
+		if k < 0 || out[k].turn != e.TurnID || out[k].session != e.SessionID {
+			k = slices.IndexFunc(out, func(r turnRange) bool { return r.turn == e.TurnID && r.session == e.SessionID })
+		}
+		if k < 0 {
+			out = append(out, turnRange{session: e.SessionID, turn: e.TurnID, first: e.Seq, last: e.Seq})
+			continue
+		}
+		out[k].first, out[k].last = min(out[k].first, e.Seq), max(out[k].last, e.Seq)
+	}
+	return out
 }
 
 // groupBySession returns a copy of events with each session's events
@@ -209,15 +266,27 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 		limit = berth.DefaultEventLimit
 	}
 	limit = min(limit, berth.MaxEventLimit)
-	args := []any{sessionID, f.After}
-	kind := eventsAll
-	if f.Type != "" {
-		kind |= eventsByType
-		args = append(args, f.Type)
-	}
-	if f.TurnID != "" {
-		kind |= eventsByTurn
-		args = append(args, f.TurnID)
+	var kind eventQueryKind
+	var args []any
+	switch {
+	case f.TurnID == "" && f.Type == "":
+		kind, args = eventsAll, []any{sessionID, f.After}
+	case f.TurnID == "" && isChunkType(f.Type):
+		kind, args = eventsByChunkType, []any{sessionID, f.After, f.Type}
+	case f.TurnID == "":
+		kind, args = eventsByType, []any{sessionID, f.Type, f.After}
+	default:
+		// A turn's events lie between its first and last seq: page that range.
+		lo, hi, ok, err := s.turnBounds(ctx, sessionID, f.TurnID)
+		if err != nil || !ok {
+			return []berth.Event{}, err
+		}
+		from := max(f.After, lo-1)
+		if f.Type != "" && !isChunkType(f.Type) {
+			kind, args = eventsByTypeInTurn, []any{sessionID, f.Type, from, hi, f.TurnID}
+		} else {
+			kind, args = eventsByTurn, []any{sessionID, from, hi, f.TurnID, f.Type, f.Type}
+		}
 	}
 	args = append(args, limit)
 	rows, err := s.listEvents[kind].QueryContext(ctx, args...)
@@ -245,6 +314,19 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 		return nil, internal(err, "list events")
 	}
 	return out, nil
+}
+
+// turnBounds returns the seq range a turn's events lie in. ok is false for
+// a turn the session does not have.
+func (s *Store) turnBounds(ctx context.Context, sessionID, turnID string) (lo, hi int64, ok bool, err error) {
+	err = s.turnBoundsStmt.QueryRowContext(ctx, sessionID, turnID).Scan(&lo, &hi)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, internal(err, "find turn")
+	}
+	return lo, hi, true, nil
 }
 
 // LastSeq returns the highest committed seq of a session (0 if it has no

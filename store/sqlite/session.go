@@ -265,6 +265,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		}
 		// Labels go by ON DELETE CASCADE; events have no foreign key (see
 		// the schema) and go here, by a primary-key range.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM turns WHERE session_pk = ?`, pk); err != nil {
+			return internal(err, "delete session")
+		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE session_pk = ?`, pk); err != nil {
 			return internal(err, "delete session events")
 		}

@@ -64,9 +64,12 @@ type Store struct {
 	// Statements prepared once at Open, so hot paths skip parsing.
 	insertEvents [len(insertChunks)]*sql.Stmt // by index in insertChunks
 	bumpLastSeq  *sql.Stmt
-	listEvents   [4]*sql.Stmt // by eventQueryKind
-	lastSeq      *sql.Stmt
-	getSession   *sql.Stmt
+	listEvents   [eventQueryKinds]*sql.Stmt
+	// turnBoundsStmt finds the seq range of a turn; upsertTurn widens it.
+	turnBoundsStmt *sql.Stmt
+	upsertTurn     *sql.Stmt
+	lastSeq        *sql.Stmt
+	getSession     *sql.Stmt
 
 	closeOnce sync.Once
 	closeErr  error
@@ -217,6 +220,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		s.insertEvents[i] = prep(s.w, insertEventsSQL(n))
 	}
 	s.bumpLastSeq = prep(s.w, bumpLastSeqSQL)
+	s.upsertTurn = prep(s.w, upsertTurnSQL)
+	s.turnBoundsStmt = prep(s.r, turnBoundsSQL)
 	for k := range s.listEvents {
 		s.listEvents[k] = prep(s.r, listEventsSQL(eventQueryKind(k)))
 	}
@@ -257,6 +262,7 @@ func (s *Store) closeDBs() error {
 	var errs []error
 	stmts := []*sql.Stmt{s.bumpLastSeq, s.lastSeq, s.getSession}
 	stmts = append(stmts, s.listEvents[:]...)
+	stmts = append(stmts, s.turnBoundsStmt, s.upsertTurn)
 	stmts = append(stmts, s.insertEvents[:]...)
 	for _, st := range stmts {
 		if st != nil {

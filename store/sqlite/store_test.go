@@ -150,21 +150,29 @@ func TestQueryPlans(t *testing.T) {
 		}
 		return strings.Join(out, "; ")
 	}
-	for k := range s.listEvents {
-		q := listEventsSQL(eventQueryKind(k))
-		args := []any{"s", 0}
-		if k&int(eventsByType) != 0 {
-			args = append(args, "t")
-		}
-		if k&int(eventsByTurn) != 0 {
-			args = append(args, "u")
-		}
-		p := plan(q, append(args, 10)...)
-		wantIndex := map[int]string{0: "PRIMARY KEY", 1: "events_by_type", 2: "events_by_turn", 3: "events_by_turn"}[k]
-		if !strings.Contains(p, "SEARCH events USING") || !strings.Contains(p, wantIndex) || !strings.Contains(p, "seq>?") ||
+	cases := map[eventQueryKind]struct {
+		args  []any
+		index string
+	}{
+		eventsAll:          {[]any{"s", 0}, "PRIMARY KEY"},
+		eventsByType:       {[]any{"s", "turn_ended", 0}, "events_by_type"},
+		eventsByChunkType:  {[]any{"s", 0, "agent_message"}, "PRIMARY KEY"},
+		eventsByTurn:       {[]any{"s", 0, 10, "u", "", ""}, "PRIMARY KEY"},
+		eventsByTypeInTurn: {[]any{"s", "turn_ended", 0, 10, "u"}, "events_by_type"},
+	}
+	if len(cases) != int(eventQueryKinds) {
+		t.Fatalf("%d page statements, %d checked", eventQueryKinds, len(cases))
+	}
+	for k, c := range cases {
+		q := listEventsSQL(k)
+		p := plan(q, append(c.args, 10)...)
+		if !strings.Contains(p, "SEARCH events USING") || !strings.Contains(p, c.index) || !strings.Contains(p, "seq>?") ||
 			!strings.Contains(p, "SEARCH sessions USING") || strings.Contains(p, "SCAN") || strings.Contains(p, "TEMP B-TREE") {
 			t.Errorf("%s\n  plan: %s", q, p)
 		}
+	}
+	if p := plan(turnBoundsSQL, "s", "u"); !strings.Contains(p, "SEARCH turns USING PRIMARY KEY") || strings.Contains(p, "SCAN") {
+		t.Errorf("%s\n  plan: %s", turnBoundsSQL, p)
 	}
 	for _, q := range []string{
 		`SELECT id FROM sessions WHERE (created_at, id) < (?, ?) ORDER BY created_at DESC, id DESC LIMIT 5`,

@@ -132,6 +132,67 @@ func testListEventsFilters(t *testing.T, open Opener) {
 	}
 }
 
+// A turn whose events arrive over several batches, interleaved with
+// another turn's and with untagged events, is found whole by its filter,
+// with and without a type, and paged within.
+func testListEventsTurnAcrossBatches(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base))
+	turnOf := func(seq int64) string {
+		switch {
+		case seq%7 == 0:
+			return ""
+		case seq > 40 && seq < 50 && seq%2 == 0:
+			return "other"
+		}
+		return "long"
+	}
+	var all []berth.Event
+	for batch := int64(0); batch < 5; batch++ {
+		evs := events("s1", batch*20+1, 20)
+		for i := range evs {
+			evs[i].TurnID = turnOf(evs[i].Seq)
+			evs[i].Type = berth.EventAgentMessage
+			if evs[i].Seq%10 == 3 {
+				evs[i].Type = berth.EventToolCall
+			}
+		}
+		appendOK(t, s, evs)
+		all = append(all, evs...)
+	}
+	pick := func(keep func(berth.Event) bool) []berth.Event {
+		var out []berth.Event
+		for _, e := range all {
+			if keep(e) {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		f    berth.EventFilter
+		want []berth.Event
+	}{
+		{berth.EventFilter{TurnID: "long", Limit: 1000}, pick(func(e berth.Event) bool { return e.TurnID == "long" })},
+		{berth.EventFilter{TurnID: "other", Limit: 1000}, pick(func(e berth.Event) bool { return e.TurnID == "other" })},
+		{berth.EventFilter{TurnID: "long", Type: berth.EventAgentMessage, After: 50, Limit: 1000},
+			pick(func(e berth.Event) bool { return e.TurnID == "long" && e.Type == berth.EventAgentMessage && e.Seq > 50 })},
+		{berth.EventFilter{TurnID: "long", Type: berth.EventToolCall, Limit: 1000},
+			pick(func(e berth.Event) bool { return e.TurnID == "long" && e.Type == berth.EventToolCall })},
+		{berth.EventFilter{Type: berth.EventAgentMessage, After: 90, Limit: 1000},
+			pick(func(e berth.Event) bool { return e.Type == berth.EventAgentMessage && e.Seq > 90 })},
+		{berth.EventFilter{TurnID: "long", After: 10, Limit: 5},
+			pick(func(e berth.Event) bool { return e.TurnID == "long" && e.Seq > 10 })[:5]},
+		{berth.EventFilter{TurnID: "nope", Limit: 1000}, nil},
+	} {
+		got, err := s.ListEvents(ctx(t), "s1", c.f)
+		if err != nil {
+			t.Fatalf("%+v: %v", c.f, err)
+		}
+		sameEvents(t, got, c.want)
+	}
+}
+
 func testAppendManySessions(t *testing.T, open Opener) {
 	s := fresh(t, open)
 	create(t, s, newSession("a", base), newSession("b", base), newSession("c", base))

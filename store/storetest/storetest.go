@@ -54,6 +54,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"ListEventsEdges", testListEventsEdges},
 		{"ListEventsClamp", testListEventsClamp},
 		{"ListEventsFilters", testListEventsFilters},
+		{"ListEventsTurnAcrossBatches", testListEventsTurnAcrossBatches},
 		{"AppendManySessions", testAppendManySessions},
 		{"LastSeqNeverMovesBack", testLastSeqNeverMovesBack},
 		{"AppendInvalid", testAppendInvalid},
