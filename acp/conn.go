@@ -210,6 +210,10 @@ func (c *Conn) CallThen(ctx context.Context, method string, params, result any, 
 			return r.err
 		}
 		if result == nil || len(r.result) == 0 {
+			// The result is not decoded, so check at least that it is JSON.
+			if len(r.result) > 0 && !json.Valid(r.result) {
+				return &Error{Code: CodeParseError, Message: method + ": the answer is not valid JSON"}
+			}
 			return nil
 		}
 		if err := json.Unmarshal(r.result, result); err != nil {

@@ -66,7 +66,10 @@ type Log struct {
 	queue    []*request // requests not yet taken by the writer, from head on
 	head     int
 	failures int64 // requests that failed to commit, ever
-	lastErr  error // the error of the latest failure
+	// unreported counts failed Appends (nobody waited for them) that no
+	// Flush has reported yet.
+	unreported int64
+	lastErr    error // the error of the latest failure
 
 	hubsMu sync.Mutex
 	hubs   map[string]*hub
@@ -88,10 +91,8 @@ type request struct {
 	// done receives the outcome when the request is synchronous
 	// (capacity 1, so the writer never blocks on it); nil for Append.
 	done chan error
-	// flush marks a Flush; failuresBefore is Log.failures when it was
-	// enqueued, so the writer can tell whether anything before it failed.
-	flush          bool
-	failuresBefore int64
+	// flush marks a Flush.
+	flush bool
 	// err is set by the writer when the request fails.
 	err error
 }
@@ -195,7 +196,8 @@ func (l *Log) AppendSync(ctx context.Context, evs ...berth.Event) ([]berth.Event
 
 // Flush waits until every event enqueued before the call is committed and
 // published. It returns an error carrying the code of the latest failure
-// if any of those events failed to commit.
+// when an Append (whose caller did not wait) failed to commit since the
+// previous Flush that reported one; each such failure is reported once.
 func (l *Log) Flush(ctx context.Context) error {
 	req := &request{flush: true, done: make(chan error, 1)}
 	l.mu.Lock()
@@ -203,7 +205,6 @@ func (l *Log) Flush(ctx context.Context) error {
 		l.mu.Unlock()
 		return errNotOpen(l)
 	}
-	req.failuresBefore = l.failures
 	l.push(req)
 	l.mu.Unlock()
 	l.signal()

@@ -294,8 +294,13 @@ func TestBackPressure(t *testing.T) {
 	if len(evs) != queue+4*5+len(big) {
 		t.Fatalf("stored %d events", len(evs))
 	}
-	if used := l.budget.inUse(); used != 0 {
-		t.Fatalf("%d events still held after flush", used)
+	// The writer gives the room back just after it settles the batch that
+	// held the flush, so wait for it briefly.
+	for deadline := time.Now().Add(5 * time.Second); l.budget.inUse() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events still held after flush", l.budget.inUse())
+		}
+		time.Sleep(time.Millisecond)
 	}
 	for _, n := range store.batchSizes() {
 		if n > 4 && n != len(big) {
@@ -427,5 +432,36 @@ func TestForget(t *testing.T) {
 	got, err := l.AppendSync(testCtx(t), msg("a", 1))
 	if err != nil || got[0].Seq != 1 {
 		t.Fatalf("recreated session: %+v, %v", got, err)
+	}
+}
+
+// A commit failure of an Append that settled before the next Flush was
+// called is still reported by that Flush, once.
+func TestFlushReportsAnEarlierFailedAppend(t *testing.T) {
+	store := newHookStore(newStore(t, "a"))
+	store.before = func([]berth.Event) error { return errors.New("disk full") }
+	l := openLog(t, store, Options{})
+	if err := l.Append(testCtx(t), msg("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l.mu.Lock()
+		failed := l.failures > 0
+		l.mu.Unlock()
+		if failed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the append never failed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Flush(testCtx(t)); err == nil {
+		t.Fatal("Flush returned nil although an Append before it failed to commit")
+	}
+	store.before = nil
+	if err := l.Flush(testCtx(t)); err != nil {
+		t.Fatalf("a second Flush reported the same failure again: %v", err)
 	}
 }

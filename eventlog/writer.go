@@ -247,9 +247,10 @@ func (l *Log) settle(req *request) {
 	switch {
 	case req.flush:
 		l.mu.Lock()
-		if l.failures > req.failuresBefore {
+		if l.unreported > 0 {
 			err = &berth.Error{Code: berth.ErrorCode(l.lastErr),
-				Message: "events enqueued before the flush failed to commit", Err: l.lastErr}
+				Message: "events appended before the flush failed to commit", Err: l.lastErr}
+			l.unreported = 0
 		}
 		l.mu.Unlock()
 	case req.err != nil:
@@ -257,6 +258,10 @@ func (l *Log) settle(req *request) {
 		l.mu.Lock()
 		l.failures++
 		l.lastErr = err
+		if req.done == nil {
+			// Nobody waits for this Append: the next Flush reports it.
+			l.unreported++
+		}
 		l.mu.Unlock()
 	}
 	if req.done != nil {

@@ -20,12 +20,18 @@ func newCapBuffer(limit int) *capBuffer { return &capBuffer{limit: limit} }
 func (b *capBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.limit; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
+	n := len(p)
+	if len(p) > b.limit {
+		p = p[len(p)-b.limit:]
 		b.truncated = true
 	}
-	return len(p), nil
+	b.buf = append(b.buf, p...)
+	// Drop the front only once it is as long as the limit: amortised O(1).
+	if len(b.buf) > b.limit && len(b.buf) >= 2*b.limit {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.limit:]...)
+		b.truncated = true
+	}
+	return n, nil
 }
 
 // snapshot returns the kept output, starting at a character boundary.
@@ -33,6 +39,9 @@ func (b *capBuffer) snapshot() (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := b.buf
+	if len(out) > b.limit {
+		out, b.truncated = out[len(out)-b.limit:], true
+	}
 	for len(out) > 0 && !utf8.RuneStart(out[0]) {
 		out = out[1:]
 	}

@@ -39,10 +39,18 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	if max := m.opts.Limits.MaxSessions; max > 0 && m.liveCount() >= max {
-		return nil, &berth.Error{Code: berth.EUnavailable, Message: "too many live sessions (limits.max_sessions)",
-			Details: map[string]any{"max_sessions": max}}
+	if err := m.reserve(); err != nil {
+		return nil, err
 	}
+	registered := false
+	defer func() {
+		if !registered {
+			m.release()
+		}
+	}()
+	// The caller may hang up: once something is written, the session is
+	// carried to a recorded state regardless.
+	ctx = context.WithoutCancel(ctx)
 
 	now := time.Now().UTC()
 	id := ids.New("ses")
@@ -71,11 +79,10 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	if err := m.store.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("store session: %w", err)
 	}
-	rt := &runtime{m: m, id: id, sess: *s, spec: spec, finished: make(chan struct{}),
-		logger: m.logger.With("session", id)}
-	m.mu.Lock()
-	m.live[id] = rt
-	m.mu.Unlock()
+	rt := &runtime{m: m, id: id, sess: *s, spec: spec, workspace: s.Workspace,
+		ready: make(chan struct{}), finished: make(chan struct{}), logger: m.logger.With("session", id)}
+	m.register(rt)
+	registered = true
 
 	rt.emit("", berth.EventSessionCreated, map[string]any{
 		"agent": spec.Name, "sandbox": s.Sandbox, "workspace": s.Workspace})
@@ -97,11 +104,32 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	return out, nil
 }
 
-// liveCount returns the number of live sessions.
-func (m *Manager) liveCount() int {
+// reserve takes a slot under limits.max_sessions for a session about to be
+// created; register turns it into a live session, release gives it back.
+func (m *Manager) reserve() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.live)
+	if max := m.opts.Limits.MaxSessions; max > 0 && len(m.live)+m.reserved >= max {
+		return &berth.Error{Code: berth.EUnavailable, Message: "too many live sessions (limits.max_sessions)",
+			Details: map[string]any{"max_sessions": max}}
+	}
+	m.reserved++
+	return nil
+}
+
+// release gives back a reserved slot.
+func (m *Manager) release() {
+	m.mu.Lock()
+	m.reserved--
+	m.mu.Unlock()
+}
+
+// register makes a reserved session live.
+func (m *Manager) register(rt *runtime) {
+	m.mu.Lock()
+	m.reserved--
+	m.live[rt.id] = rt
+	m.mu.Unlock()
 }
 
 // validateCreate checks a create request and fills its defaults. Nothing
@@ -239,25 +267,27 @@ func agentEnv(spec berth.AgentSpec, sessionID string, extra map[string]string) m
 
 // start opens the sandbox, starts the agent and completes the ACP
 // handshake. A failure stops the session as startup_failed; it is an error
-// for the caller only when nothing could be recorded.
+// for the caller only when nothing could be recorded. ctx is not cancelled
+// (CreateSession detaches it): every path ends in a recorded state.
 func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, home string) error {
 	m := rt.m
-	sb, err := provider.Open(ctx, berth.SandboxConfig{SessionID: rt.id, Workspace: rt.sess.Workspace, Home: home,
-		Env: agentEnv(rt.spec, rt.id, rt.sess.Env), Network: rt.sess.Sandbox.Network})
+	rt.mu.Lock()
+	env, network := rt.sess.Env, rt.sess.Sandbox.Network
+	rt.mu.Unlock()
+	sb, err := provider.Open(ctx, berth.SandboxConfig{SessionID: rt.id, Workspace: rt.workspace, Home: home,
+		Env: agentEnv(rt.spec, rt.id, env), Network: network})
 	if err != nil {
 		return rt.failStart(ctx, &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)})
 	}
-	rt.sandbox = sb
 	proc, err := sb.Start(ctx, berth.ProcSpec{Path: rt.spec.Command, Args: rt.spec.Args})
 	if err != nil {
-		_ = sb.Close(context.WithoutCancel(ctx))
-		rt.sandbox = nil
+		_ = sb.Close(ctx)
 		return rt.failStart(ctx, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %v", rt.spec.Name, err)})
 	}
-	rt.proc = proc
+	rt.sandbox, rt.proc = sb, proc
 	rt.terminals = newTerminals(rt)
-	if rt.wsReal, err = filepath.EvalSymlinks(rt.sess.Workspace); err != nil {
-		rt.wsReal = rt.sess.Workspace
+	if rt.wsReal, err = filepath.EvalSymlinks(rt.workspace); err != nil {
+		rt.wsReal = rt.workspace
 	}
 	if rt.root, err = os.OpenRoot(rt.wsReal); err != nil {
 		rt.logger.Warn("workspace root", "err", err)
@@ -275,6 +305,9 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	rt.client.Start()
 	m.monitors.Add(1)
 	go rt.monitor()
+	// From here stop() can reach the agent; a stop that came earlier
+	// is acted on now, and the handshake below fails fast.
+	close(rt.ready)
 
 	hctx, cancel := context.WithTimeout(ctx, m.opts.Limits.HandshakeTimeout)
 	defer cancel()
@@ -285,24 +318,36 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	if init.ProtocolVersion != acp.ProtocolVersion {
 		return rt.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
 	}
-	ns, err := rt.client.NewSession(hctx, rt.sess.Workspace)
+	ns, err := rt.client.NewSession(hctx, rt.workspace)
 	if err != nil {
 		return rt.handshakeFailed(ctx, "session/new", err)
 	}
-	rt.mu.Lock()
-	rt.acpID = ns.SessionID
-	rt.mu.Unlock()
 	info := berth.ACPInfo{SessionID: ns.SessionID, ProtocolVersion: init.ProtocolVersion,
 		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
-	err = rt.transition(ctx, berth.StateActive, func(s *berth.Session) { s.ACP = info })
-	if err != nil {
-		// A stop raced the handshake; the monitor finalises the session.
+
+	// Going active and logging session_started are one step, so neither a
+	// stop nor the agent's exit can slip between them.
+	rt.mu.Lock()
+	if rt.exited || rt.stopReason != "" {
+		rt.mu.Unlock()
+		// A stop or the agent's exit raced the handshake; the monitor finishes the session.
 		<-rt.finished
 		return nil
 	}
-	rt.emit("", berth.EventSessionStarted, map[string]any{
-		"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
-		"capabilities": info.Capabilities, "resumed_by": ""})
+	rt.acpID = ns.SessionID
+	err = rt.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) { s.State, s.ACP = berth.StateActive, info })
+	if err == nil {
+		rt.emit("", berth.EventSessionStarted, map[string]any{
+			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
+			"capabilities": info.Capabilities, "resumed_by": ""})
+	}
+	rt.mu.Unlock()
+	if err != nil {
+		rt.logger.Error("could not record active", "err", err)
+		rt.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailInternal, Message: "the session could not be recorded active"})
+		_, _ = rt.proc.Stop(ctx, m.opts.Limits.StopGrace)
+		<-rt.finished
+	}
 	return nil
 }
 
@@ -323,16 +368,14 @@ func (rt *runtime) handshakeFailed(ctx context.Context, step string, err error) 
 	return nil
 }
 
-// failStart records a session that never got an agent running.
+// failStart records a session that never got an agent running. It always
+// ends the runtime, even when the store fails.
 func (rt *runtime) failStart(ctx context.Context, f *berth.Failure) error {
-	rt.emit("", berth.EventSessionStopped, map[string]any{"stop_reason": berth.StopStartupFailed, "failure": f})
-	if err := rt.m.log.Flush(ctx); err != nil {
-		return err
-	}
-	err := rt.transition(ctx, berth.StateStopped, func(s *berth.Session) {
-		s.StopReason, s.Failure = berth.StopStartupFailed, f
-	})
-	rt.m.forget(rt)
-	close(rt.finished)
-	return err
+	defer func() {
+		rt.m.forget(rt)
+		close(rt.ready)
+		close(rt.finished)
+	}()
+	rt.finish(ctx, berth.StopStartupFailed, f)
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -34,10 +35,10 @@ func errOutside(path string) *acp.Error {
 // lexically (after cleaning "..").
 func (rt *runtime) relPath(p string) (string, bool) {
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(rt.sess.Workspace, p)
+		p = filepath.Join(rt.workspace, p)
 	}
 	p = filepath.Clean(p)
-	for _, base := range []string{rt.sess.Workspace, rt.wsReal} {
+	for _, base := range []string{rt.workspace, rt.wsReal} {
 		if within(base, p) {
 			rel, _ := filepath.Rel(base, p)
 			return rel, true
@@ -72,7 +73,8 @@ func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileReq
 	if !ok || rt.root == nil {
 		return acp.ReadTextFileResponse{}, rt.refuse("read", req.Path, "outside the workspace")
 	}
-	f, err := rt.root.Open(rel)
+	// O_NONBLOCK: opening a FIFO the agent made must not block the daemon.
+	f, err := rt.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if isEscape(err) {
 		return acp.ReadTextFileResponse{}, rt.refuse("read", req.Path, "resolves outside the workspace")
 	}
@@ -84,8 +86,8 @@ func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileReq
 	if err != nil {
 		return acp.ReadTextFileResponse{}, fileError(err, req.Path)
 	}
-	if fi.IsDir() {
-		return acp.ReadTextFileResponse{}, &acp.Error{Code: acp.CodeInvalidParams, Message: "path is a directory: " + req.Path}
+	if !fi.Mode().IsRegular() {
+		return acp.ReadTextFileResponse{}, &acp.Error{Code: acp.CodeInvalidParams, Message: "not a regular file: " + req.Path}
 	}
 	if fi.Size() > maxReadBytes {
 		return acp.ReadTextFileResponse{}, &acp.Error{Code: acp.CodeInvalidParams, Message: "file is larger than 32 MiB: " + req.Path}
@@ -116,15 +118,47 @@ func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileR
 			return fileError(err, req.Path)
 		}
 	}
-	err := rt.root.WriteFile(rel, []byte(req.Content), 0o644)
+	err := rt.writeRegular(rel, req.Content)
 	if isEscape(err) {
 		return rt.refuse("write", req.Path, "resolves outside the workspace")
+	}
+	var rpcErr *acp.Error
+	if errors.As(err, &rpcErr) {
+		return rpcErr
 	}
 	if err != nil {
 		return fileError(err, req.Path)
 	}
 	rt.emit(rt.currentTurnID(), berth.EventFileWritten, fileData{Path: req.Path, Bytes: len(req.Content)})
 	return nil
+}
+
+// writeRegular replaces the content of a regular file in the workspace,
+// creating it. It opens without blocking and refuses anything but a
+// regular file, so a FIFO or device the agent made cannot hang the daemon.
+func (rt *runtime) writeRegular(rel, content string) error {
+	f, err := rt.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	if errors.Is(err, syscall.ENXIO) {
+		return &acp.Error{Code: acp.CodeInvalidParams, Message: "not a regular file: " + rel}
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return &acp.Error{Code: acp.CodeInvalidParams, Message: "not a regular file: " + rel}
+	}
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.WriteString(content); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // fileError turns a file system error into a JSON-RPC error for the agent.

@@ -7,6 +7,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -71,6 +72,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	live     map[string]*runtime
+	reserved int // slots taken by creates not yet registered
 	closing  bool
 	inflight sync.WaitGroup // API calls that may start a session
 	monitors sync.WaitGroup // one monitor goroutine per started agent
@@ -128,7 +130,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.closing = true
 	m.mu.Unlock()
 	// Creates under way finish first, so the sessions they start are stopped too.
-	m.inflight.Wait()
+	if err := waitGroup(ctx, &m.inflight); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	rts := make([]*runtime, 0, len(m.live))
 	for _, rt := range m.live {
@@ -145,8 +149,19 @@ func (m *Manager) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	m.monitors.Wait()
-	return nil
+	return waitGroup(ctx, &m.monitors)
+}
+
+// waitGroup waits for wg or for ctx to end.
+func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("session manager close: %w", ctx.Err())
+	}
 }
 
 // enter registers an API call that may start agents; it fails once Close

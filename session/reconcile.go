@@ -55,15 +55,36 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 		}
 	}
 	f := &berth.Failure{Kind: berth.FailInternal, Message: "the daemon stopped while the session was " + string(s.State)}
-	if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, "", berth.EventSessionStopped,
-		map[string]any{"stop_reason": berth.StopDaemonCrashed, "failure": f})); err != nil {
+	ended, err := m.endsStopped(ctx, s.ID)
+	if err != nil {
 		return err
+	}
+	// A daemon that logged session_stopped but died before recording the
+	// state leaves the log complete already.
+	if !ended {
+		if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, "", berth.EventSessionStopped,
+			map[string]any{"stop_reason": berth.StopDaemonCrashed, "failure": f})); err != nil {
+			return err
+		}
 	}
 	from := s.State
 	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, berth.StopDaemonCrashed, f, 0
 	s.Resumable = workspaceExists(s.Workspace)
 	s.Badge = s.ComputeBadge(false, false)
 	return m.store.UpdateSession(ctx, s, from)
+}
+
+// endsStopped reports whether a session's log ends with session_stopped.
+func (m *Manager) endsStopped(ctx context.Context, id string) (bool, error) {
+	last, err := m.store.LastSeq(ctx, id)
+	if err != nil || last == 0 {
+		return false, err
+	}
+	evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: last - 1, Limit: 1})
+	if err != nil {
+		return false, err
+	}
+	return len(evs) == 1 && evs[0].Type == berth.EventSessionStopped, nil
 }
 
 // openTurn returns the id of the session's last turn if it never ended.

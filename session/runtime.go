@@ -40,11 +40,19 @@ type runtime struct {
 	resultIDs  []string
 	stopReason berth.StopReason
 	failure    *berth.Failure
+	// exited is set once the agent process is gone: from then on nothing
+	// starts (turns, stops) and the monitor alone finishes the session.
+	exited     bool
 	stderrTail []string
 	// warnedStdout is set once a non-JSON stdout line has been reported.
 	warnedStdout atomic.Bool
 
-	spec      berth.AgentSpec
+	spec berth.AgentSpec
+	// workspace is the session's workspace path; it never changes.
+	workspace string
+	// The fields below are set by start before it closes ready; readers
+	// that may run earlier (stop) wait for ready.
+	ready     chan struct{}
 	sandbox   berth.Sandbox
 	proc      berth.Process
 	client    *acp.Client
@@ -155,11 +163,12 @@ func (rt *runtime) currentTurnID() string {
 	return rt.turn.id
 }
 
-// requestStop records why the session is stopping; the first reason wins.
+// requestStop records why the session is stopping; the first reason wins,
+// and once the agent has exited the monitor's classification stands.
 func (rt *runtime) requestStop(reason berth.StopReason, failure *berth.Failure) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.stopReason == "" {
+	if rt.stopReason == "" && !rt.exited {
 		rt.stopReason, rt.failure = reason, failure
 	}
 }
@@ -178,8 +187,16 @@ func (rt *runtime) stop(ctx context.Context, reason berth.StopReason, failure *b
 	if err := rt.transition(ctx, berth.StateStopping, nil); err != nil && !berth.IsCode(err, berth.EConflict) {
 		rt.logger.Warn("could not record stopping", "err", err)
 	}
-	if _, err := rt.proc.Stop(ctx, rt.m.opts.Limits.StopGrace); err != nil {
-		rt.logger.Warn("agent stop", "err", err)
+	// The agent may not be started yet: once it is, start sees the stop.
+	select {
+	case <-rt.ready:
+	case <-ctx.Done():
+		return
+	}
+	if rt.proc != nil {
+		if _, err := rt.proc.Stop(ctx, rt.m.opts.Limits.StopGrace); err != nil {
+			rt.logger.Warn("agent stop", "err", err)
+		}
 	}
 	select {
 	case <-rt.finished:
@@ -192,6 +209,9 @@ func (rt *runtime) stop(ctx context.Context, reason berth.StopReason, failure *b
 func (rt *runtime) monitor() {
 	defer rt.m.monitors.Done()
 	status, _ := rt.proc.Wait()
+	rt.mu.Lock()
+	rt.exited = true
+	rt.mu.Unlock()
 	// Nothing of the agent's process group may outlive it.
 	_ = rt.proc.Signal(syscall.SIGKILL)
 	// Let the reader drain what the agent wrote before it died.
@@ -214,7 +234,7 @@ func (rt *runtime) monitor() {
 	rt.mu.Lock()
 	reason, failure := rt.stopReason, rt.failure
 	if reason == "" {
-		reason, failure = classifyExit(status, rt.stderrTail)
+		reason, failure = classifyExit(status, rt.stderrTail, rt.sess.State == berth.StateStarting)
 	} else if reason == berth.StopStartupFailed && failure != nil && len(rt.stderrTail) > 0 {
 		// The agent's own words say best why it did not start.
 		failure.Message += "\nstderr:\n" + strings.Join(rt.stderrTail, "\n")
@@ -222,21 +242,43 @@ func (rt *runtime) monitor() {
 	rt.mu.Unlock()
 
 	ctx := context.Background()
-	rt.emit("", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
-	if err := rt.m.log.Flush(ctx); err != nil {
-		rt.logger.Error("flush before stop", "err", err)
-	}
-	err := rt.transition(ctx, berth.StateStopped, func(s *berth.Session) {
-		s.StopReason, s.Failure, s.AgentPID = reason, failure, 0
-	})
-	if err != nil {
-		rt.logger.Error("could not record stopped", "err", err)
-	}
+	rt.finish(ctx, reason, failure)
 	if err := rt.sandbox.Close(ctx); err != nil {
 		rt.logger.Warn("sandbox close", "err", err)
 	}
 	rt.m.forget(rt)
 	close(rt.finished)
+}
+
+// finish logs session_stopped, committed before anything else is, and
+// records the session stopped. Every other producer of the session's
+// events has returned by now, so session_stopped is its last event.
+func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
+	ev := berth.NewEvent(rt.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
+	// A failed commit is retried: a stream of this session ends only on it.
+	for attempt := 0; ; attempt++ {
+		_, err := rt.m.log.AppendSync(ctx, ev)
+		if err == nil {
+			break
+		}
+		rt.logger.Error("session_stopped not logged", "err", err, "attempt", attempt+1)
+		if attempt == 4 || berth.IsCode(err, berth.EUnavailable) {
+			break
+		}
+		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+	}
+	for attempt := 0; ; attempt++ {
+		err := rt.transition(ctx, berth.StateStopped, func(s *berth.Session) {
+			s.StopReason, s.Failure, s.AgentPID = reason, failure, 0
+		})
+		if err == nil || berth.IsCode(err, berth.EConflict) || attempt == 4 {
+			if err != nil {
+				rt.logger.Error("could not record stopped", "err", err)
+			}
+			return
+		}
+		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+	}
 }
 
 // waitStderr waits for the stderr reader, forcing it closed if something
@@ -254,17 +296,24 @@ func (rt *runtime) waitStderr() {
 	}
 }
 
-// classifyExit turns an unrequested exit into a stop reason.
-func classifyExit(st berth.ExitStatus, tail []string) (berth.StopReason, *berth.Failure) {
-	if st.Success() {
-		return berth.StopAgentExited, nil
-	}
+// classifyExit turns an unrequested exit into a stop reason; an agent that
+// exits before its handshake completed failed to start.
+func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.StopReason, *berth.Failure) {
 	msg := "agent exited with code " + strconv.Itoa(st.Code)
 	if st.Signal != "" {
 		msg = "agent killed by " + st.Signal
 	}
+	if handshaking {
+		msg = "the agent exited during the handshake: " + msg
+	}
 	if len(tail) > 0 {
-		msg += ": " + strings.Join(tail, "\n")
+		msg += "\nstderr:\n" + strings.Join(tail, "\n")
+	}
+	switch {
+	case handshaking:
+		return berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg}
+	case st.Success():
+		return berth.StopAgentExited, nil
 	}
 	return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailProcessExit, Message: msg}
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -12,8 +13,12 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// defaultOutputLimit caps a terminal's kept output when the agent sets none.
-const defaultOutputLimit = 1 << 20
+// defaultOutputLimit caps a terminal's kept output when the agent sets
+// none; maxOutputLimit caps what an agent may ask for.
+const (
+	defaultOutputLimit = 1 << 20
+	maxOutputLimit     = 16 << 20
+)
 
 // terminals are the commands an agent started through terminal/create.
 type terminals struct {
@@ -66,28 +71,34 @@ func (ts *terminals) closeAll() {
 // workspace (or a directory inside it).
 func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
 	rt := h.rt
-	dir := rt.sess.Workspace
+	dir := rt.workspace
 	if req.Cwd != "" {
 		rel, ok := rt.relPath(req.Cwd)
 		if !ok {
 			return acp.CreateTerminalResponse{}, rt.refuse("terminal", req.Cwd, "working directory outside the workspace")
 		}
-		dir = filepath.Join(rt.sess.Workspace, rel)
+		dir = filepath.Join(rt.workspace, rel)
 		if real, err := filepath.EvalSymlinks(dir); err != nil || !within(rt.wsReal, real) {
 			return acp.CreateTerminalResponse{}, rt.refuse("terminal", req.Cwd, "working directory resolves outside the workspace")
 		}
 	}
 	limit := defaultOutputLimit
 	if req.OutputByteLimit != nil && *req.OutputByteLimit >= 0 {
-		limit = *req.OutputByteLimit
+		limit = min(*req.OutputByteLimit, maxOutputLimit)
 	}
+	// The command reads an empty stdin: it sees EOF rather than waiting.
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "no " + os.DevNull}
+	}
+	defer devNull.Close()
 	env := make([]string, 0, len(req.Env))
 	for _, e := range req.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}
 	out := newCapBuffer(limit)
 	proc, err := rt.sandbox.Start(ctx, berth.ProcSpec{Path: req.Command, Args: req.Args, Env: env, Dir: dir,
-		Stdout: out, Stderr: out})
+		Stdin: devNull, Stdout: out, Stderr: out})
 	if err != nil {
 		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "command did not start: " + berth.ErrorMessage(err)}
 	}
@@ -101,9 +112,10 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 	go func() {
 		defer rt.wg.Done()
 		t.status, _ = proc.Wait()
-		close(t.done)
+		// Logged before wait_for_exit can answer, so it precedes the turn's end.
 		rt.emit(turnID, berth.EventTerminalExited, map[string]any{"terminal_id": t.id, "command": t.command,
 			"exit_code": t.status.Code, "signal": t.status.Signal})
+		close(t.done)
 	}()
 	return acp.CreateTerminalResponse{TerminalID: t.id}, nil
 }
@@ -159,7 +171,9 @@ func (h *agentHandler) ReleaseTerminal(ctx context.Context, req acp.TerminalRequ
 	ts.mu.Lock()
 	delete(ts.m, req.TerminalID)
 	ts.mu.Unlock()
-	_, _ = t.proc.Stop(ctx, time.Second)
+	// Not ctx: the connection's context ends when the session stops, and
+	// the command must be killed all the same.
+	_, _ = t.proc.Stop(context.Background(), time.Second)
 	<-t.done
 	return nil
 }

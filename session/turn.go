@@ -52,8 +52,8 @@ func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest
 func (rt *runtime) startTurn(text, source string) (string, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.sess.State != berth.StateActive || rt.stopReason != "" {
-		return "", berth.Errorf(berth.EConflict, "session is %s", rt.sess.State)
+	if rt.sess.State != berth.StateActive || rt.stopReason != "" || rt.exited {
+		return "", berth.Errorf(berth.EConflict, "session is stopping")
 	}
 	if rt.turn != nil {
 		return "", &berth.Error{Code: berth.EConflict, Message: "a turn is in flight",
@@ -212,7 +212,7 @@ func (m *Manager) Cancel(ctx context.Context, id string) (string, error) {
 		rt.mu.Unlock()
 		return "", berth.Errorf(berth.EConflict, "no turn in flight")
 	}
-	first := !t.cancelRequested
+	first := !t.cancelRequested && !rt.exited
 	t.cancelRequested = true
 	if first {
 		rt.wg.Add(1)
@@ -222,6 +222,9 @@ func (m *Manager) Cancel(ctx context.Context, id string) (string, error) {
 		})
 	}
 	rt.mu.Unlock()
+	if !first {
+		return t.id, nil
+	}
 	if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
 		rt.logger.Warn("session/cancel not sent", "err", err)
 	}

@@ -208,9 +208,16 @@ func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus,
 	select {
 	case p.stopSem <- struct{}{}:
 	case <-ctx.Done():
+		// Another Stop holds the group; with no time left, kill it now
+		// rather than leave it to that call's grace.
+		_ = p.signal(syscall.SIGKILL)
 		return berth.ExitStatus{}, ctx.Err()
 	}
 	defer func() { <-p.stopSem }()
+	if ctx.Err() != nil {
+		// No time for a grace period: go straight to SIGKILL.
+		grace = 0
+	}
 	if !p.killed.Load() {
 		if err := p.signal(syscall.SIGTERM); err != nil {
 			return berth.ExitStatus{}, err

@@ -196,3 +196,23 @@ func TestStartProcFailure(t *testing.T) {
 		t.Fatal("started a missing binary")
 	}
 }
+
+// A Stop whose context is already over still kills the group, whichever
+// way its first select goes.
+func TestStopWithADoneContextStillKills(t *testing.T) {
+	for range 20 {
+		cmd := exec.Command("sh", "-c", "trap '' TERM; sleep 100")
+		p, err := StartProc(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, _ = p.Stop(ctx, time.Hour)
+		select {
+		case <-p.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("a Stop with a done context left the process running")
+		}
+	}
+}

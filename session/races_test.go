@@ -1,0 +1,300 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/host"
+)
+
+// shAgent answers initialize and session/new, then runs tail (sh).
+func shAgent(name, tail string) berth.AgentSpec {
+	script := `read l; printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}'; ` +
+		`read l; printf '%s\n' '{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s1"}}'; ` + tail
+	return berth.AgentSpec{Name: name, Command: "/bin/sh", Args: []string{"-c", script}}
+}
+
+func withAgents(specs ...berth.AgentSpec) func(*Options) {
+	return func(o *Options) {
+		c := catalog()
+		for _, s := range specs {
+			c[s.Name] = s
+		}
+		o.Catalog = c
+	}
+}
+
+// hookStore lets a test intercept UpdateSession.
+type hookStore struct {
+	berth.Store
+	onUpdate func(ctx context.Context, s *berth.Session, from berth.State) context.Context
+}
+
+func (h *hookStore) UpdateSession(ctx context.Context, s *berth.Session, from berth.State) error {
+	if h.onUpdate != nil {
+		ctx = h.onUpdate(ctx, s, from)
+	}
+	return h.Store.UpdateSession(ctx, s, from)
+}
+
+func withHook(hs *hookStore) func(*Options) {
+	return func(o *Options) { hs.Store = o.Store; o.Store = hs }
+}
+
+// liveCount returns the number of live runtimes.
+func liveCount(m *Manager) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.live)
+}
+
+// A create whose caller goes away during the handshake of an agent that
+// never answers still ends, within the handshake timeout, with the session
+// recorded stopped and its agent killed (it once hung: proc.Stop with a done
+// ctx could return without signalling, and nothing closed rt.finished).
+func TestCreateWhoseCallerLeavesDuringTheHandshakeEnds(t *testing.T) {
+	e := newEnv(t, withAgents(berth.AgentSpec{Name: "mute", Command: "/bin/sh", Args: []string{"-c", "exec sleep 3600"}}),
+		func(o *Options) { o.Limits.HandshakeTimeout = 300 * time.Millisecond })
+	hung := 0
+	for i := 0; i < 8; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		done := make(chan struct{})
+		var id string
+		go func() {
+			defer close(done)
+			s, _ := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "mute"})
+			if s != nil {
+				id = s.ID
+			}
+		}()
+		select {
+		case <-done:
+			got, err := e.m.GetSession(context.Background(), id)
+			if err != nil || got.State != berth.StateStopped || got.StopReason != berth.StopStartupFailed {
+				t.Fatalf("session after the caller left = %+v, %v", got, err)
+			}
+		case <-time.After(5 * time.Second):
+			hung++
+			// Free it so the test can end: kill the agent we leaked.
+			e.m.mu.Lock()
+			for _, rt := range e.m.live {
+				if rt.proc != nil {
+					_ = rt.proc.Signal(syscall.SIGKILL)
+				}
+			}
+			e.m.mu.Unlock()
+			<-done
+		}
+		cancel()
+	}
+	if hung > 0 {
+		t.Errorf("%d/8 CreateSession calls hung after their ctx ended (agent never answered)", hung)
+	}
+}
+
+// a create whose ctx ends right after the handshake (client hangs up)
+// makes transition(active) fail; start() then waits <-rt.finished forever
+// while the agent is alive, and Manager.Close waits for it forever.
+func TestCreateWhoseCallerLeavesAtActivationEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	hs := &hookStore{onUpdate: func(c context.Context, s *berth.Session, from berth.State) context.Context {
+		if s.State == berth.StateActive && from == berth.StateStarting {
+			cancel() // the HTTP client hangs up at this moment
+		}
+		return c
+	}}
+	e := newEnv(t, withHook(hs))
+	done := make(chan *berth.Session, 1)
+	go func() {
+		s, _ := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo"})
+		done <- s
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		e.m.mu.Lock()
+		var st berth.State
+		for _, rt := range e.m.live {
+			st = rt.sess.State
+		}
+		e.m.mu.Unlock()
+		t.Errorf("CreateSession hung: session left in state %q with a live agent", st)
+		hs.onUpdate = nil
+		// Unblock: stop the session (the monitor closes finished).
+		e.m.mu.Lock()
+		for _, rt := range e.m.live {
+			go rt.stop(context.Background(), berth.StopUserRequested, nil)
+		}
+		e.m.mu.Unlock()
+		<-done
+	}
+}
+
+// slowProvider delays Open, like docker pulling/creating a container.
+type slowProvider struct{ *host.Provider }
+
+func (p slowProvider) Open(ctx context.Context, c berth.SandboxConfig) (berth.Sandbox, error) {
+	time.Sleep(300 * time.Millisecond)
+	return p.Provider.Open(ctx, c)
+}
+
+// StopSession (or DeleteSession) while the sandbox is being opened
+// dereferences rt.proc == nil.
+func TestStopWhileTheSandboxOpens(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Providers = []berth.SandboxProvider{slowProvider{host.New()}} })
+	created := make(chan struct{})
+	go func() {
+		defer close(created)
+		e.m.CreateSession(context.Background(), berth.CreateRequest{Agent: "demo"})
+	}()
+	var id string
+	waitFor(t, "session registered", func() bool {
+		e.m.mu.Lock()
+		defer e.m.mu.Unlock()
+		for k := range e.m.live {
+			id = k
+		}
+		return id != ""
+	})
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Errorf("StopSession during sandbox open panicked: %v", r)
+			}
+		}()
+		e.m.StopSession(context.Background(), id)
+	}()
+	<-created
+}
+
+// an agent that exits while idle leaves the session "active" until the
+// monitor has torn everything down; prompts accepted meanwhile log turns
+// after session_stopped.
+func TestPromptsDuringTeardownLogNothingAfterStopped(t *testing.T) {
+	e := newEnv(t, withAgents(shAgent("brief", "sleep 0.3; exit 0")))
+	bad := 0
+	for i := 0; i < 10; i++ {
+		s := e.create(berth.CreateRequest{Agent: "brief"})
+		started := 0
+		for {
+			_, err := e.m.Prompt(context.Background(), s.ID, berth.PromptRequest{Text: "x"})
+			if err == nil {
+				started++
+			} else if e.m.runtimeOf(s.ID) == nil {
+				break
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		evs := e.events(s.ID)
+		checkContiguous(t, evs)
+		if last := evs[len(evs)-1]; last.Type != berth.EventSessionStopped {
+			bad++
+			t.Logf("run %d: %d turns started; log ends %v", i, started, types(evs)[max(0, len(evs)-6):])
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d/10 sessions have events after session_stopped", bad)
+	}
+}
+
+// a FIFO in the workspace blocks fs/read_text_file in open(2) forever;
+// the connection's Close then waits for that handler forever, so the
+// session can never stop (and Manager.Close hangs).
+func TestFIFOsInTheWorkspaceCannotBlockTheDaemon(t *testing.T) {
+	e := newEnv(t)
+	ws := t.TempDir()
+	fifo := filepath.Join(ws, "p")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := e.create(berth.CreateRequest{Workspace: ws})
+	if _, err := e.m.Prompt(context.Background(), s.ID, berth.PromptRequest{Text: "read p"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	stopped := make(chan struct{})
+	go func() { e.m.StopSession(context.Background(), s.ID); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(8 * time.Second):
+		t.Errorf("StopSession still blocked after 8s: the fs handler is stuck in open() on a FIFO")
+		f, _ := os.OpenFile(fifo, os.O_WRONLY, 0) // unblock for cleanup
+		f.Close()
+		<-stopped
+	}
+}
+
+// the agent exits right after answering session/new: start() emits
+// session_started after the monitor already logged session_stopped.
+func TestAgentExitRightAfterHandshakeEndsTheLog(t *testing.T) {
+	e := newEnv(t, withAgents(shAgent("quick", "exit 0")))
+	bad := 0
+	for i := 0; i < 200; i++ {
+		s := e.create(berth.CreateRequest{Agent: "quick"})
+		waitFor(t, "stopped", func() bool { return e.m.runtimeOf(s.ID) == nil })
+		evs := e.events(s.ID)
+		if evs[len(evs)-1].Type != berth.EventSessionStopped {
+			bad++
+			t.Logf("log ends %v", types(evs))
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d/200 logs do not end with session_stopped", bad)
+	}
+}
+
+// A terminal command that reads stdin never sees EOF: its stdin is a pipe
+// whose write end berth holds until the process is reaped.
+func TestTerminalCommandsSeeEOFOnStdin(t *testing.T) {
+	e := newEnv(t)
+	s := e.create(berth.CreateRequest{})
+	r, err := e.m.Prompt(context.Background(), s.ID, berth.PromptRequest{Text: "run cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := e.m.WaitTurn(ctx, s.ID, r.TurnID); err != nil {
+		t.Errorf("turn running `cat` did not end within 5s: %v", err)
+	}
+}
+
+// cancelProvider cancels the create's ctx once the sandbox is open (the
+// client hung up); the agent's start then fails.
+type cancelProvider struct {
+	*host.Provider
+	cancel func()
+}
+
+func (p cancelProvider) Open(ctx context.Context, c berth.SandboxConfig) (berth.Sandbox, error) {
+	sb, err := p.Provider.Open(ctx, c)
+	p.cancel()
+	return sb, err
+}
+
+// failStart with a done ctx returns before forget/close(finished): the
+// runtime stays "live" with rt.proc == nil; Manager.Close then panics.
+func TestFailedStartLeavesNoRuntime(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	e := newEnv(t, func(o *Options) { o.Providers = []berth.SandboxProvider{cancelProvider{host.New(), cancel}} })
+	_, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "missing"})
+	t.Logf("create: %v; live runtimes left: %d", err, liveCount(e.m))
+	if liveCount(e.m) == 0 {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			t.Errorf("Manager.Close panicked: %v", r)
+			e.m = nil
+		}
+	}()
+	// Close runs stop in goroutines, so call it the way Close does.
+	for _, rt := range e.m.live {
+		rt.stop(context.Background(), berth.StopDaemonShutdown, nil)
+	}
+}
