@@ -30,11 +30,7 @@ func newLogsCommand() *cobra.Command {
 			if after < 0 {
 				return usagef(cmd, "--after must not be negative")
 			}
-			asJSON, err := jsonOutput(cmd)
-			if err != nil {
-				return err
-			}
-			c, err := dial(cmd)
+			asJSON, c, err := dialFor(cmd)
 			if err != nil {
 				return err
 			}

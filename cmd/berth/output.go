@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	bhttp "github.com/berth-sh/berth/http"
 )
 
 // Output formats of -o/--output.
@@ -37,6 +39,16 @@ func jsonOutput(cmd *cobra.Command) (bool, error) {
 	}
 }
 
+// dialFor checks -o and dials the daemon: what every client command starts
+// with.
+func dialFor(cmd *cobra.Command) (asJSON bool, c *bhttp.Client, err error) {
+	if asJSON, err = jsonOutput(cmd); err != nil {
+		return false, nil, err
+	}
+	c, err = dial(cmd)
+	return asJSON, c, err
+}
+
 // printRaw prints one JSON value from the API on one line, unchanged but
 // for whitespace.
 func printRaw(w io.Writer, raw json.RawMessage) error {
@@ -57,11 +69,7 @@ func newTable(w io.Writer) *tabwriter.Writer {
 // callAPI sends one request and prints the answer: verbatim with -o json,
 // else decoded into T and shown by table.
 func callAPI[T any](cmd *cobra.Command, method, path string, query url.Values, in any, table func(io.Writer, *T) error) error {
-	asJSON, err := jsonOutput(cmd)
-	if err != nil {
-		return err
-	}
-	c, err := dial(cmd)
+	asJSON, c, err := dialFor(cmd)
 	if err != nil {
 		return err
 	}

@@ -56,11 +56,7 @@ func newLsCommand() *cobra.Command {
 // listSessions prints every session matching f, following the pages;
 // stopped sessions only when withStopped.
 func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped bool) error {
-	asJSON, err := jsonOutput(cmd)
-	if err != nil {
-		return err
-	}
-	c, err := dial(cmd)
+	asJSON, c, err := dialFor(cmd)
 	if err != nil {
 		return err
 	}
