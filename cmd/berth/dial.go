@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/berth-sh/berth/config"
 	bhttp "github.com/berth-sh/berth/http"
 	"github.com/spf13/cobra"
 )
@@ -48,9 +49,12 @@ func homeDir(cmd *cobra.Command) (string, error) {
 // dial returns a client of the daemon: at --addr ($BERTH_ADDR) when given
 // (host:port, http(s)://host:port, or unix:PATH); else on the Unix socket
 // in the home directory when it exists; else at 127.0.0.1:7380. The token
-// is --token, else $BERTH_TOKEN.
+// is --token, else $BERTH_TOKEN, else [server] token of the home's config.
 func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 	token := flagOrEnv(cmd, "token", "BERTH_TOKEN")
+	if token == "" {
+		token = configToken(cmd)
+	}
 	if addr := flagOrEnv(cmd, "addr", "BERTH_ADDR"); addr != "" {
 		if path, ok := strings.CutPrefix(addr, "unix:"); ok {
 			if path == "" {
@@ -75,4 +79,19 @@ func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 		return bhttp.NewUnixClient(sock, token), nil
 	}
 	return bhttp.NewClient(defaultAddr, token), nil
+}
+
+// configToken returns [server] token from the home's config (and its
+// BERTH_SERVER_TOKEN override), or "" when there is none or it does not
+// load: the daemon then says what is wrong.
+func configToken(cmd *cobra.Command) string {
+	home, err := homeDir(cmd)
+	if err != nil {
+		return ""
+	}
+	cfg, err := config.LoadDefault(home, os.Environ())
+	if err != nil {
+		return ""
+	}
+	return cfg.Server.Token
 }

@@ -423,3 +423,43 @@ func TestBenchReportsFigures(t *testing.T) {
 		t.Fatalf("report = %+v", r)
 	}
 }
+
+// With [server] token set, the CLI on the same home finds the token in the
+// config; a wrong token is refused.
+func TestCLIUsesTheConfigToken(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[server]\ntoken = \"s3cret\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	srv := exec.Command(bin, "serve", "--home", home, "--addr", addr)
+	srv.Env = cleanEnv(home)
+	var log bytes.Buffer
+	srv.Stdout, srv.Stderr = &log, &log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() }()
+	cli := func(env ...string) (string, error) {
+		c := exec.Command(bin, "ls")
+		c.Env = cleanEnv(home, env...)
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, err := cli()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("berth ls with the config's token: %v %s\n%s", err, out, log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, err := cli("BERTH_TOKEN=wrong")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out, "unauthenticated") && !strings.Contains(strings.ToLower(out), "token") {
+		t.Fatalf("berth ls with a wrong token: %v %q", err, out)
+	}
+}
