@@ -73,9 +73,11 @@ type Manager struct {
 	mu       sync.Mutex
 	live     map[string]*runtime
 	reserved int // slots taken by creates not yet registered
-	closing  bool
-	inflight sync.WaitGroup // API calls that may start a session
-	monitors sync.WaitGroup // one monitor goroutine per started agent
+	// leftovers maps session ids to processes found at boot (reconcile only).
+	leftovers map[string][]int
+	closing   bool
+	inflight  sync.WaitGroup // API calls that may start a session
+	monitors  sync.WaitGroup // one monitor goroutine per started agent
 }
 
 var _ berth.SessionService = (*Manager)(nil)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/berth-sh/berth"
@@ -16,6 +18,10 @@ import (
 // turn gets its closing turn_ended, and session_stopped is appended. No
 // session reads active with nothing behind it.
 func (m *Manager) reconcile(ctx context.Context) error {
+	// One pass over /proc finds what every session left running: its agent
+	// and the terminals it started (all carry BERTH_SESSION_ID).
+	m.leftovers = sessionProcesses()
+	defer func() { m.leftovers = nil }()
 	for _, state := range []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping} {
 		for {
 			page, err := m.store.ListSessions(ctx, berth.SessionFilter{State: state, Limit: 1000})
@@ -38,9 +44,15 @@ func (m *Manager) reconcile(ctx context.Context) error {
 
 // reconcileOne closes one session found live at boot.
 func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
-	if s.AgentPID > 0 && processOfSession(s.AgentPID, s.ID) {
-		m.logger.Warn("killing an agent left by a previous daemon", "session", s.ID, "pgid", s.AgentPID)
-		_ = syscall.Kill(-s.AgentPID, syscall.SIGKILL)
+	for _, pid := range m.leftovers[s.ID] {
+		// Kill the process's whole group: the agent's or a terminal's.
+		pgid, err := syscall.Getpgid(pid)
+		if err != nil || pgid <= 1 {
+			pgid = -pid
+		}
+		m.logger.Warn("killing a process left by a previous daemon", "session", s.ID, "pid", pid, "pgid", pgid)
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	open, err := m.openTurn(ctx, s.ID)
 	if err != nil {
@@ -118,18 +130,32 @@ func (m *Manager) lastOfType(ctx context.Context, id, typ string) (*berth.Event,
 	}
 }
 
-// processOfSession reports whether pid is alive and was started for this
-// session (its environment names it), so a reused pid is never killed.
-func processOfSession(pid int, id string) bool {
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+// sessionProcesses maps session ids to the pids of live processes whose
+// environment names them (BERTH_SESSION_ID, set for every process a
+// session starts), so a reused pid is never taken for a session's.
+func sessionProcesses() map[string][]int {
+	out := map[string][]int{}
+	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return false
+		return out
 	}
-	want := []byte("BERTH_SESSION_ID=" + id)
-	for _, kv := range bytes.Split(env, []byte{0}) {
-		if bytes.Equal(kv, want) {
-			return true
+	self := os.Getpid()
+	key := []byte("BERTH_SESSION_ID=")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range bytes.Split(env, []byte{0}) {
+			if id, ok := bytes.CutPrefix(kv, key); ok {
+				out[string(id)] = append(out[string(id)], pid)
+				break
+			}
 		}
 	}
-	return false
+	return out
 }

@@ -254,11 +254,16 @@ func TestReconcileClosesSessionsLeftLive(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	s := e.create(berth.CreateRequest{})
-	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "sleep 30000"})
+	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "run sleep 30"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := e.agentPID(s.ID)
+	waitFor(t, "the terminal to start", func() bool { return len(ofType(e.events(s.ID), berth.EventTerminalStarted)) == 1 })
+	// The agent and the terminal's shell and sleep, each carrying the session's id.
+	left := sessionProcesses()[s.ID]
+	if len(left) < 2 {
+		t.Fatalf("processes of the session before the crash: %v", left)
+	}
 	// Simulate a daemon that died: its log and store stay as they were, the
 	// agent is left running, and nothing closes the session.
 	if err := e.log.Close(ctx); err != nil {
@@ -275,7 +280,9 @@ func TestReconcileClosesSessionsLeftLive(t *testing.T) {
 	if err != nil || got.State != berth.StateStopped || got.StopReason != berth.StopDaemonCrashed || !got.Resumable {
 		t.Fatalf("after reconcile = %+v, %v", got, err)
 	}
-	waitFor(t, "the leftover agent to die", func() bool { return processGone(pid) || isZombie(pid) })
+	for _, pid := range left {
+		waitFor(t, "the leftover processes to die", func() bool { return processGone(pid) || isZombie(pid) })
+	}
 	evs := e.events(s.ID)
 	checkContiguous(t, evs)
 	tt := types(evs)
