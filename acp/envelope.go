@@ -142,20 +142,27 @@ func skipValue(b []byte, i int) (int, bool) {
 	case '"':
 		return skipString(b, i)
 	case '{', '[':
-		depth := 0
+		// The closers still expected, innermost last.
+		var stack [32]byte
+		open := stack[:0]
 		for i < len(b) {
-			switch b[i] {
+			switch c := b[i]; c {
 			case '"':
 				var ok bool
 				if i, ok = skipString(b, i); !ok {
 					return i, false
 				}
 				continue
-			case '{', '[':
-				depth++
+			case '{':
+				open = append(open, '}')
+			case '[':
+				open = append(open, ']')
 			case '}', ']':
-				depth--
-				if depth == 0 {
+				if len(open) == 0 || open[len(open)-1] != c {
+					return i, false
+				}
+				open = open[:len(open)-1]
+				if len(open) == 0 {
 					return i + 1, true
 				}
 			}

@@ -32,7 +32,7 @@ func TestScanEnvelopeAgreesWithEncodingJSON(t *testing.T) {
 		}
 		compareEnvelope(t, []byte(line), e, m)
 	}
-	for _, bad := range []string{`{`, `{"id":1`, `{"id":}`, `{"id" 1}`, `{"id":1,}`, `[1]`, `{"id":1} x`, `{"a":"unterminated}`, `{"a":[1,2}`} {
+	for _, bad := range []string{`{`, `{"id":1`, `{"id":}`, `{"id" 1}`, `{"id":1,}`, `[1]`, `{"id":1} x`, `{"a":"unterminated}`, `{"a":[1,2}`, `{"id":3,"result":{]}`, `{"a":[}]}`} {
 		if _, ok := scanEnvelope([]byte(bad)); ok {
 			t.Errorf("%s: scanned as an object", bad)
 		}
