@@ -282,7 +282,7 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	proc, err := sb.Start(ctx, berth.ProcSpec{Path: rt.spec.Command, Args: rt.spec.Args})
 	if err != nil {
 		_ = sb.Close(ctx)
-		return rt.failStart(ctx, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %v", rt.spec.Name, err)})
+		return rt.failStart(ctx, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %s", rt.spec.Name, berth.ErrorMessage(err))})
 	}
 	rt.sandbox, rt.proc = sb, proc
 	rt.terminals = newTerminals(rt)

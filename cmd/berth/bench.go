@@ -86,7 +86,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, nSessions+1)
 	ctx := cmd.Context()
 	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0",
-		logger: newLogger(false).With("daemon", "bench")})
+		logger: quietLogger().With("daemon", "bench")})
 	if err != nil {
 		return err
 	}

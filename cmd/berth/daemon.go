@@ -203,6 +203,12 @@ func newLogger(debug bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
+// quietLogger logs warnings and errors only: for a daemon that runs inside
+// another command (run, bench), whose own output is what the user reads.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
 // shutdownTimeout bounds a graceful shutdown.
 const shutdownTimeout = 30 * time.Second
 
