@@ -9,9 +9,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
+
+// sseWriteTimeout bounds one write to an SSE client.
+const sseWriteTimeout = 30 * time.Second
 
 // handleStreamEvents answers GET /v1/sessions/{id}/events/stream with
 // Server-Sent Events: every event after the position given by Last-Event-ID
@@ -52,9 +56,14 @@ func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
 		next, cancelNext := context.WithTimeout(ctx, s.pingInterval)
 		events, err := stream.Next(next)
 		cancelNext()
+		// A reader that stops reading is cut after sseWriteTimeout rather
+		// than holding this handler (and a shutdown) forever; it resumes
+		// with Last-Event-ID.
+		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
 		for _, ev := range events {
 			if werr := writeEvent(w, ev); werr != nil {
-				return
+				// Cut, not ended: a clean end would tell the client the log is complete.
+				panic(http.ErrAbortHandler)
 			}
 		}
 		switch {

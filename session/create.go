@@ -94,6 +94,10 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	if err := rt.start(ctx, provider, home); err != nil {
 		return nil, err
 	}
+	// The answer's last_seq covers session_started: commit it first.
+	if err := m.log.Flush(ctx); err != nil {
+		rt.logger.Warn("flush after create", "err", err)
+	}
 	out := rt.view()
 	if strings.TrimSpace(req.Prompt) != "" && out.State == berth.StateActive {
 		if _, err := m.Prompt(ctx, id, berth.PromptRequest{Text: req.Prompt}); err != nil {

@@ -29,6 +29,9 @@ func TestCreateCompletesHandshakeBeforeReturning(t *testing.T) {
 	if got := types(evs); !slices.Equal(got, []string{berth.EventSessionCreated, berth.EventSessionStarted}) {
 		t.Fatalf("log = %v", got)
 	}
+	if s.LastSeq != 2 {
+		t.Fatalf("the create answer's last_seq = %d, want 2 (session_started included)", s.LastSeq)
+	}
 	var started struct {
 		ProtocolVersion int    `json:"protocol_version"`
 		ResumedBy       string `json:"resumed_by"`

@@ -90,7 +90,11 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	defer d.close(context.WithoutCancel(ctx))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		d.close(cctx)
+	}()
 	d.startServing()
 	c := bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
 	defer c.Close()

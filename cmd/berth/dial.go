@@ -47,13 +47,15 @@ func homeDir(cmd *cobra.Command) (string, error) {
 }
 
 // dial returns a client of the daemon: at --addr ($BERTH_ADDR) when given
-// (host:port, http(s)://host:port, or unix:PATH); else on the Unix socket
-// in the home directory when it exists; else at 127.0.0.1:7380. The token
-// is --token, else $BERTH_TOKEN, else [server] token of the home's config.
+// (host:port, http(s)://host:port, or unix:PATH); else on the home's Unix
+// socket when it exists; else at the home's address. The socket, address
+// and token come from the home's config when it sets them (defaults:
+// $home/berth.sock, 127.0.0.1:7380); --token or $BERTH_TOKEN wins.
 func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 	token := flagOrEnv(cmd, "token", "BERTH_TOKEN")
-	if token == "" {
-		token = configToken(cmd)
+	cfg := homeConfig(cmd)
+	if token == "" && cfg != nil {
+		token = cfg.Server.Token
 	}
 	if addr := flagOrEnv(cmd, "addr", "BERTH_ADDR"); addr != "" {
 		if path, ok := strings.CutPrefix(addr, "unix:"); ok {
@@ -74,24 +76,30 @@ func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	sock := filepath.Join(home, socketName)
+	// Where the daemon of this home listens: its config says, else the defaults.
+	sock, addr := filepath.Join(home, socketName), defaultAddr
+	if cfg != nil {
+		if cfg.Server.Socket != "" {
+			sock = cfg.Server.Socket
+		}
+		addr = cfg.Server.Addr
+	}
 	if fi, err := os.Stat(sock); err == nil && fi.Mode()&fs.ModeSocket != 0 {
 		return bhttp.NewUnixClient(sock, token), nil
 	}
-	return bhttp.NewClient(defaultAddr, token), nil
+	return bhttp.NewClient(addr, token), nil
 }
 
-// configToken returns [server] token from the home's config (and its
-// BERTH_SERVER_TOKEN override), or "" when there is none or it does not
-// load: the daemon then says what is wrong.
-func configToken(cmd *cobra.Command) string {
+// homeConfig returns the home's config (with its environment overrides),
+// or nil when it does not load: the daemon then says what is wrong.
+func homeConfig(cmd *cobra.Command) *config.Config {
 	home, err := homeDir(cmd)
 	if err != nil {
-		return ""
+		return nil
 	}
 	cfg, err := config.LoadDefault(home, os.Environ())
 	if err != nil {
-		return ""
+		return nil
 	}
-	return cfg.Server.Token
+	return cfg
 }

@@ -463,3 +463,27 @@ func TestCLIUsesTheConfigToken(t *testing.T) {
 		t.Fatalf("berth ls with a wrong token: %v %q", err, out)
 	}
 }
+
+// prompt --wait exits by how the turn ended, with -o json too.
+func TestPromptWaitExitCodeFollowsTheTurn(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	var sess berth.Session
+	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	for _, c := range []struct {
+		text string
+		code int
+	}{{"echo fine", 0}, {"crash 2", 1}} {
+		cmd := exec.Command(bin, "--addr", s.addr, "-o", "json", "prompt", sess.ID, "--wait", c.text)
+		cmd.Env = cleanEnv(s.home)
+		out, err := cmd.Output()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		}
+		var r berth.TurnResult
+		if code != c.code || json.Unmarshal(out, &r) != nil || r.TurnID == "" {
+			t.Fatalf("prompt --wait -o json %q: exit %d (want %d), output %q", c.text, code, c.code, out)
+		}
+	}
+}

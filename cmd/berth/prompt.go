@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,13 +45,27 @@ func newPromptCommand() *cobra.Command {
 			if !wait {
 				return callAPI(cmd, http.MethodPost, path, nil, req, writePromptResult)
 			}
-			var failed *berth.ACPError
-			err := callAPI(cmd, http.MethodPost, path, url.Values{"wait": {"true"}}, req, func(w io.Writer, r *berth.TurnResult) error {
-				failed = r.Error
-				return writeTurnResult(w, r)
-			})
-			if err == nil && failed != nil {
-				return fmt.Errorf("the turn ended with an error: %s: %s", failed.Code, failed.Message)
+			asJSON, c, err := dialFor(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var raw json.RawMessage
+			if err := c.Do(cmd.Context(), http.MethodPost, path, url.Values{"wait": {"true"}}, req, &raw); err != nil {
+				return err
+			}
+			var r berth.TurnResult
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return fmt.Errorf("the daemon's answer does not decode: %w", err)
+			}
+			if asJSON {
+				err = printRaw(cmd.OutOrStdout(), raw)
+			} else {
+				err = writeTurnResult(cmd.OutOrStdout(), &r)
+			}
+			// The exit code tells how the turn ended, whatever the output format.
+			if err == nil && r.Error != nil {
+				return fmt.Errorf("the turn ended with an error: %s: %s", r.Error.Code, r.Error.Message)
 			}
 			return err
 		},

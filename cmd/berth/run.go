@@ -53,8 +53,13 @@ func runRun(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	if local != nil {
-		// The in-process daemon stops its session when the command ends.
-		defer local.close(context.WithoutCancel(ctx))
+		// The in-process daemon stops its session when the command ends,
+		// within a bound even if another client stalls its shutdown.
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+			defer cancel()
+			local.close(cctx)
+		}()
 	}
 	defer client.Close()
 
