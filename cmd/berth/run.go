@@ -114,14 +114,19 @@ func streamTurn(ctx context.Context, c *bhttp.Client, id string, after int64, tu
 		}
 	})
 	defer stopCancel()
-	for ev, err := range c.StreamEvents(streamCtx, id, after) {
+	for raw, err := range c.StreamEventsRaw(streamCtx, id, after) {
 		if err != nil {
 			return "", err
+		}
+		var ev berth.Event
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return "", fmt.Errorf("the daemon sent an event that does not decode: %w", err)
 		}
 		ours := ev.Type == berth.EventTurnEnded && ev.TurnID == turnID
 		switch {
 		case asJSON:
-			if err := printEvent(w, ev); err != nil {
+			// The API's JSON unchanged, one event a line.
+			if err := printRaw(w, raw); err != nil {
 				return "", err
 			}
 		case !ours:
@@ -175,13 +180,4 @@ func dialOrStart(cmd *cobra.Command) (*bhttp.Client, *daemon, error) {
 	}
 	d.startServing()
 	return bhttp.NewUnixClient(socket, cfg.Server.Token), d, nil
-}
-
-// printEvent prints one event as one line of JSON.
-func printEvent(w io.Writer, ev berth.Event) error {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	return printRaw(w, b)
 }
