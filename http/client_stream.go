@@ -113,9 +113,13 @@ func (c *Client) streamOnce(ctx context.Context, id string, after *int64, fn fun
 	r := sseReader{br: bufio.NewReaderSize(resp.Body, 64<<10)}
 	for {
 		msg, err := r.next()
-		if errors.Is(err, io.EOF) {
-			// The daemon ended the response: the log is complete.
+		if errors.Is(err, io.EOF) && r.ended {
+			// The daemon ended the response after the whole log.
 			return progressed, true, nil
+		}
+		if errors.Is(err, io.EOF) {
+			// Ended without the daemon's word (a proxy closed it): reconnect.
+			return progressed, false, berth.Errorf(berth.EUnavailable, "the event stream from %s ended early", c.target)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -169,6 +173,8 @@ type sseMessage struct {
 // sseReader parses a text/event-stream body.
 type sseReader struct {
 	br *bufio.Reader
+	// ended is set when the server's end-of-log comment was read.
+	ended bool
 }
 
 // next returns the next message that has data, skipping comments. It
@@ -194,6 +200,9 @@ func (r *sseReader) next() (sseMessage, error) {
 			continue
 		}
 		if line[0] == ':' {
+			if string(line) == endComment {
+				r.ended = true
+			}
 			continue
 		}
 		field, value, _ := bytes.Cut(line, []byte(":"))

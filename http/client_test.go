@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,3 +349,34 @@ func TestSSEReaderParsing(t *testing.T) {
 
 // bufioReader reads s.
 func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
+
+// A stream that a proxy closes cleanly, without the daemon's end comment,
+// is not taken for the whole log: the client resumes after the last event.
+func TestClientStreamResumesAfterACleanCloseWithoutEnd(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		from, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
+		if calls.Add(1) == 1 {
+			// Two events, then a clean close with no end comment.
+			for seq := from + 1; seq <= from+2; seq++ {
+				fmt.Fprintf(w, "id: %d\nevent: agent_message\ndata: {\"seq\":%d,\"type\":\"agent_message\"}\n\n", seq, seq)
+			}
+			return
+		}
+		fmt.Fprintf(w, "id: %d\nevent: session_stopped\ndata: {\"seq\":%d,\"type\":\"session_stopped\"}\n\n: end\n\n", from+1, from+1)
+	}))
+	defer srv.Close()
+	c := NewClient(srv.URL, "")
+	c.reconnectDelay = time.Millisecond
+	var seqs []int64
+	for ev, err := range c.StreamEvents(context.Background(), "ses_x", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ev.Seq)
+	}
+	if fmt.Sprint(seqs) != "[1 2 3]" || calls.Load() != 2 {
+		t.Fatalf("seqs %v over %d connections, want [1 2 3] over 2", seqs, calls.Load())
+	}
+}

@@ -14,6 +14,10 @@ import (
 	"github.com/berth-sh/berth"
 )
 
+// endComment is the SSE comment that ends the stream of a stopped session
+// once every event was sent; a stream that ends without it was cut.
+const endComment = ": end"
+
 // sseWriteTimeout bounds one write to an SSE client.
 const sseWriteTimeout = 30 * time.Second
 
@@ -22,7 +26,8 @@ const sseWriteTimeout = 30 * time.Second
 // (which wins) or ?after=, then the live ones, each as
 // "id: <seq>\nevent: <type>\ndata: <Event JSON>\n\n". A ": ping" comment
 // goes out when nothing else did for the ping interval. The response ends
-// when the stream says io.EOF (a stopped session, fully read). When the
+// with the comment ": end" when the stream says io.EOF (a stopped session,
+// fully read). When the
 // server shuts down the connection is dropped rather than ended, so that a
 // client knows to reconnect with Last-Event-ID rather than think the log
 // complete.
@@ -69,6 +74,9 @@ func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case err == nil:
 		case errors.Is(err, io.EOF):
+			// Say that the log is complete, so a clean close by a proxy is
+			// not taken for it.
+			io.WriteString(w, endComment+"\n\n")
 			rc.Flush()
 			return
 		case ctx.Err() != nil:

@@ -180,9 +180,10 @@ func TestSSEPingThenLiveEventsInOrder(t *testing.T) {
 		t.Fatalf("stream ended with %v", err)
 	}
 	checkSeqs(t, frames, 1, n)
-	for _, c := range comments {
-		if c != ": ping" {
-			t.Errorf("unexpected comment %q", c)
+	for i, c := range comments {
+		last := i == len(comments)-1
+		if last && c != endComment || !last && c != ": ping" {
+			t.Errorf("comment %d of %d = %q (pings, then %q last)", i+1, len(comments), c, endComment)
 		}
 	}
 }

@@ -69,6 +69,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		for seq := int64(3); seq <= 4; seq++ {
 			fmt.Fprintf(w, "id: %d\nevent: agent_message\ndata: %s\n\n: ping\n\n", seq, event(seq, "agent_message"))
 		}
+		fmt.Fprint(w, ": end\n\n")
 	default:
 		answer(404, `{"error":{"code":"not_found","message":"no route","details":{}}}`)
 	}
