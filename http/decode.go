@@ -1,12 +1,14 @@
 package http
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -42,26 +44,50 @@ func (s *Server) maxPromptBytes() int {
 // the cap is ETooLarge.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	limit := s.bodyLimit()
-	body := http.MaxBytesReader(w, r.Body, limit)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return decodeError(err, limit)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err, limit)
 	}
 	// Anything after the one JSON value, other than whitespace, is refused.
 	var extra json.RawMessage
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err == nil:
-		return berth.Errorf(berth.EInvalid, "request body has data after the JSON object")
-	default:
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return decodeError(err, limit)
-		}
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return berth.Errorf(berth.EInvalid, "request body has data after the JSON object")
 	}
+	return exactFields(raw, v)
+}
+
+// exactFields refuses top-level field names that encoding/json matched
+// case-insensitively ("AGENT" for "agent"): the API's names are exact, and
+// anything else is an unknown field.
+func exactFields(raw []byte, v any) error {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return nil
+	}
+	known := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		known[name] = true
+	}
+	for name := range fields {
+		if !known[name] {
+			return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown field %q", name),
+				Details: map[string]any{"field": name}}
+		}
+	}
+	return nil
 }
 
 // decodeError turns a json decoding error into a user-facing *berth.Error.

@@ -260,6 +260,7 @@ func TestStrictDecoding(t *testing.T) {
 		mention string
 	}{
 		{"unknown field", "/v1/sessions", `{"agent":"demo","unknown_field":true}`, `"unknown_field"`},
+		{"field in the wrong case", "/v1/sessions", `{"AGENT":"demo"}`, `"AGENT"`},
 		{"malformed", "/v1/sessions", `{"agent":`, "malformed"},
 		{"syntax", "/v1/sessions", `{"agent" "demo"}`, "malformed"},
 		{"trailing data", "/v1/sessions", `{"agent":"demo"} {"x":1}`, "after the JSON"},
