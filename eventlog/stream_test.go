@@ -267,9 +267,6 @@ func TestPersistedBeforePublished(t *testing.T) {
 // appends 200,000 events far faster: it falls behind the ring, catches up
 // from the store, and still gets every event once, in order.
 func TestSlowReader(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long")
-	}
 	const total = 200_000
 	store := newStore(t, "a")
 	l := openLog(t, store, Options{RingSize: 256})
