@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// kill9 kills the daemon with SIGKILL (its process only) and reaps it.
+func (s *server) kill9() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	_ = s.cmd.Wait()
+}
+
+// allEvents pages through a session's whole log.
+func (s *server) allEvents(t *testing.T, id string) []berth.Event {
+	t.Helper()
+	var out []berth.Event
+	after := int64(0)
+	for {
+		var page struct {
+			Events []berth.Event `json:"events"`
+		}
+		if st, err := s.api("GET", "/v1/sessions/"+id+"/events?limit=1000&after="+strconv.FormatInt(after, 10), nil, &page); st != 200 || err != nil {
+			t.Fatalf("events after %d: %d %v", after, st, err)
+		}
+		out = append(out, page.Events...)
+		if len(page.Events) < 1000 {
+			return out
+		}
+		after = page.Events[len(page.Events)-1].Seq
+	}
+}
+
+
+// SIGKILL the daemon while an agent floods: after a restart the log is
+// 1..N with no gap and no duplicate, holds every event an SSE client
+// received, and the session is stopped/daemon_crashed with its turn
+// closed. Repeated, since the moment of the kill varies.
+func TestSIGKILLMidFloodLosesNothingSeen(t *testing.T) {
+	for run := range 5 {
+		home := t.TempDir()
+		s := startServer(t, home)
+		var sess berth.Session
+		if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
+			t.Fatalf("create = %d", st)
+		}
+		var r berth.PromptResult
+		if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "flood 200000 64"}, &r); st != 202 {
+			t.Fatalf("prompt = %d", st)
+		}
+
+		// An SSE client reads until the daemon dies under it.
+		var mu sync.Mutex
+		var seen []berth.Event
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := http.Get("http://" + s.addr + "/v1/sessions/" + sess.ID + "/events/stream")
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			for sc.Scan() {
+				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+					var ev berth.Event
+					if json.Unmarshal([]byte(data), &ev) == nil {
+						mu.Lock()
+						seen = append(seen, ev)
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+		// Kill at a different point of the flood each run.
+		want := 5000 + run*15000
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			mu.Lock()
+			n := len(seen)
+			mu.Unlock()
+			if n >= want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		s.kill9()
+		<-done
+
+		s2 := startServer(t, home)
+		evs := s2.allEvents(t, sess.ID)
+		for i, ev := range evs {
+			if ev.Seq != int64(i+1) {
+				t.Fatalf("run %d: seq %d at position %d after the crash: gap or duplicate", run, ev.Seq, i)
+			}
+		}
+		mu.Lock()
+		for _, ev := range seen {
+			if ev.Seq > int64(len(evs)) || evs[ev.Seq-1].Type != ev.Type || evs[ev.Seq-1].TurnID != ev.TurnID {
+				mu.Unlock()
+				t.Fatalf("run %d: event %d (%s) was streamed but is not in the log after the crash", run, ev.Seq, ev.Type)
+			}
+		}
+		n := len(seen)
+		mu.Unlock()
+		if n < want/2 {
+			t.Fatalf("run %d: only %d events streamed before the kill", run, n)
+		}
+		var got berth.Session
+		s2.api("GET", "/v1/sessions/"+sess.ID, nil, &got)
+		if got.State != berth.StateStopped || got.StopReason != berth.StopDaemonCrashed || !got.Resumable {
+			t.Fatalf("run %d: session after the crash = %s/%s", run, got.State, got.StopReason)
+		}
+		last, prev := evs[len(evs)-1], evs[len(evs)-2]
+		if last.Type != berth.EventSessionStopped || prev.Type != berth.EventTurnEnded || prev.TurnID != r.TurnID {
+			t.Fatalf("run %d: log ends with %s, %s", run, prev.Type, last.Type)
+		}
+		s2.stop()
+		assertNoProcessUnder(t, home)
+	}
+}
