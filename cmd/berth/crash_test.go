@@ -40,7 +40,6 @@ func (s *server) allEvents(t *testing.T, id string) []berth.Event {
 	}
 }
 
-
 // SIGKILL the daemon while an agent floods: after a restart the log is
 // 1..N with no gap and no duplicate, holds every event an SSE client
 // received, and the session is stopped/daemon_crashed with its turn
