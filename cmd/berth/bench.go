@@ -38,6 +38,8 @@ func newBenchCmd() *cobra.Command {
 	f.Int("flood-size", 64, "bytes per flood event")
 	f.String("store", "", "store URL (default: SQLite in the temporary home)")
 	f.String("cpuprofile", "", "write a CPU profile of the flood turn to this file")
+	f.Int64("page-log", 1_000_000, "events in the log paged from its end (0 skips it)")
+	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
 	return cmd
 }
 
@@ -55,6 +57,7 @@ type benchResult struct {
 	FloodEvents     int64   `json:"flood_events"`
 	FloodSeconds    float64 `json:"flood_seconds"`
 	IngestPerSec    float64 `json:"ingest_events_per_sec"`
+	readResult
 }
 
 // runBench is the bench command.
@@ -142,6 +145,21 @@ func runBench(cmd *cobra.Command, _ []string) error {
 			defer stop()
 		}
 		if err := benchFlood(ctx, c, d, flood, floodSize, &res); err != nil {
+			return err
+		}
+	}
+	if n, _ := f.GetInt64("page-log"); n > 0 {
+		if n < 1000 {
+			return usagef(cmd, "--page-log must be 0 or at least 1000")
+		}
+		fmt.Fprintf(progress, "paging the end of a %d-event log…\n", n)
+		if err := benchPaging(ctx, c, d, n, &res.readResult); err != nil {
+			return err
+		}
+	}
+	if n, _ := f.GetInt("list-sessions"); n > 0 {
+		fmt.Fprintf(progress, "listing %d sessions…\n", n)
+		if err := benchListing(ctx, c, d, n, 100, &res.readResult); err != nil {
 			return err
 		}
 	}
@@ -297,6 +315,12 @@ func printBench(w io.Writer, r benchResult) {
 	fmt.Fprintf(t, "prompt→first SSE event\tp50 %.2f ms\tp99 %.2f ms\n", r.FirstEventP50Ms, r.FirstEventP99Ms)
 	if r.FloodEvents > 0 {
 		fmt.Fprintf(t, "durable ingest\t%.0f events/s\t(%d events in %.2f s)\n", r.IngestPerSec, r.FloodEvents, r.FloodSeconds)
+	}
+	if r.PageLogEvents > 0 {
+		fmt.Fprintf(t, "page of 1000 at the end of %d events\tp50 %.2f ms\tp99 %.2f ms\n", r.PageLogEvents, r.PageP50Ms, r.PageP99Ms)
+	}
+	if r.ListedSessions > 0 {
+		fmt.Fprintf(t, "list %d sessions, %d a page\tp50 %.2f ms\tp99 %.2f ms\n", r.ListedSessions, r.ListPageSize, r.ListPageP50Ms, r.ListPageP99Ms)
 	}
 	t.Flush()
 }

@@ -408,7 +408,8 @@ func TestThirdPartyAgentFromConfig(t *testing.T) {
 }
 
 func TestBenchReportsFigures(t *testing.T) {
-	cmd := exec.Command(bin, "bench", "--sessions", "2", "--prompts", "3", "--flood", "5000", "-o", "json")
+	cmd := exec.Command(bin, "bench", "--sessions", "2", "--prompts", "3", "--flood", "5000",
+		"--page-log", "20000", "--list-sessions", "250", "-o", "json")
 	cmd.Env = cleanEnv(t.TempDir())
 	out, err := cmd.Output()
 	if err != nil {
@@ -419,7 +420,8 @@ func TestBenchReportsFigures(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 		t.Fatalf("last line is not the JSON report: %q", lines[len(lines)-1])
 	}
-	if r.CreateP50Ms <= 0 || r.CreateP99Ms < r.CreateP50Ms || r.FirstEventP50Ms <= 0 || r.IngestPerSec <= 0 || r.FloodEvents < 5000 || r.Store != "sqlite" {
+	if r.CreateP50Ms <= 0 || r.CreateP99Ms < r.CreateP50Ms || r.FirstEventP50Ms <= 0 || r.IngestPerSec <= 0 || r.FloodEvents < 5000 || r.Store != "sqlite" ||
+		r.PageLogEvents != 20000 || r.PageP50Ms <= 0 || r.ListedSessions != 250 || r.ListPagesWalked != 3 || r.ListPageP50Ms <= 0 {
 		t.Fatalf("report = %+v", r)
 	}
 }
