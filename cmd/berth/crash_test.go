@@ -45,9 +45,16 @@ func (s *server) allEvents(t *testing.T, id string) []berth.Event {
 // received, and the session is stopped/daemon_crashed with its turn
 // closed. Repeated, since the moment of the kill varies.
 func TestSIGKILLMidFloodLosesNothingSeen(t *testing.T) {
+	crashMidFlood(t, func() []string { return nil })
+}
+
+// crashMidFlood runs the SIGKILL test five times; store gives the serve
+// flags of a fresh store for each run (none: SQLite in the home).
+func crashMidFlood(t *testing.T, store func() []string) {
 	for run := range 5 {
 		home := t.TempDir()
-		s := startServer(t, home)
+		args := store()
+		s := startServer(t, home, args...)
 		var sess berth.Session
 		if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
 			t.Fatalf("create = %d", st)
@@ -96,7 +103,7 @@ func TestSIGKILLMidFloodLosesNothingSeen(t *testing.T) {
 		s.kill9()
 		<-done
 
-		s2 := startServer(t, home)
+		s2 := startServer(t, home, args...)
 		evs := s2.allEvents(t, sess.ID)
 		for i, ev := range evs {
 			if ev.Seq != int64(i+1) {

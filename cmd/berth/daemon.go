@@ -20,6 +20,7 @@ import (
 	bhttp "github.com/berth-sh/berth/http"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/store/postgres"
 	"github.com/berth-sh/berth/store/sqlite"
 )
 
@@ -154,20 +155,31 @@ func (d *daemon) close(ctx context.Context) {
 	}
 }
 
-// openStore opens the store a URL names: "" or "sqlite:PATH" for SQLite.
+// openStore opens the store a URL names: "" or "sqlite:PATH" for SQLite,
+// postgres://… for PostgreSQL (connecting within a bounded time).
 func openStore(ctx context.Context, home string, sc config.Store, logger *slog.Logger) (berth.Store, error) {
 	url := sc.URL
+	// Each branch returns a nil interface on error, never a typed nil.
 	switch {
-	case url == "":
-		return sqlite.Open(ctx, filepath.Join(home, "berth.db"), sqlite.Options{Sync: sc.Sync, Logger: logger})
-	case strings.HasPrefix(url, "sqlite:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+	case url == "", strings.HasPrefix(url, "sqlite:"):
+		path := filepath.Join(home, "berth.db")
+		if url != "" {
+			path = strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+		}
 		if path == "" {
 			return nil, berth.Errorf(berth.EInvalid, "store url %q names no file", url)
 		}
-		return sqlite.Open(ctx, path, sqlite.Options{Sync: sc.Sync, Logger: logger})
+		st, err := sqlite.Open(ctx, path, sqlite.Options{Sync: sc.Sync, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return nil, berth.Errorf(berth.EUnavailable, "the postgres store is not available in this version")
+		st, err := postgres.Open(ctx, url, postgres.Options{Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
 	}
 	return nil, berth.Errorf(berth.EInvalid, "store url must be sqlite:PATH or postgres://…")
 }

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-sh/berth"
+)
+
+// freshPostgres returns the URL of a new, empty database on the test server
+// (BERTH_TEST_POSTGRES_URL), dropped when the test ends. Without a server
+// the test skips, or fails when BERTH_REQUIRE_INTEGRATION=1.
+func freshPostgres(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("BERTH_TEST_POSTGRES_URL")
+	if base == "" {
+		if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal("PostgreSQL required: set BERTH_TEST_POSTGRES_URL")
+		}
+		t.Skip("BERTH_TEST_POSTGRES_URL is not set")
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "berth_e2e_" + hex.EncodeToString(b)
+	pgExec(t, base, "CREATE DATABASE "+name)
+	t.Cleanup(func() { pgExec(t, base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// pgExec runs one statement on the server.
+func pgExec(t *testing.T, dsn, sql string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect to the test PostgreSQL: %v", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func TestSIGKILLMidFloodLosesNothingSeenOnPostgres(t *testing.T) {
+	crashMidFlood(t, func() []string { return []string{"--store", freshPostgres(t)} })
+}
+
+// A second daemon on the same PostgreSQL, after the first stopped, lists
+// the same sessions and serves their whole logs; health names the store.
+func TestSecondDaemonOnTheSamePostgres(t *testing.T) {
+	db := freshPostgres(t)
+	s1 := startServer(t, t.TempDir(), "--store", db)
+	var h berth.Health
+	if st, _ := s1.api("GET", "/v1/health", nil, &h); st != 200 || h.Store != "postgres" {
+		t.Fatalf("health = %d %+v", st, h)
+	}
+	var ids []string
+	for range 2 {
+		var sess berth.Session
+		if st, _ := s1.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
+			t.Fatalf("create = %d", st)
+		}
+		var r berth.TurnResult
+		s1.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo one\nflood 3000 16\necho two"}, &r)
+		if r.StopReason != "end_turn" {
+			t.Fatalf("turn = %+v", r)
+		}
+		ids = append(ids, sess.ID)
+	}
+	s1.stop()
+	s2 := startServer(t, t.TempDir(), "--store", db)
+	var list berth.SessionPage
+	s2.api("GET", "/v1/sessions", nil, &list)
+	if len(list.Sessions) != 2 {
+		t.Fatalf("second daemon lists %d sessions", len(list.Sessions))
+	}
+	for _, id := range ids {
+		evs := s2.allEvents(t, id)
+		for i, ev := range evs {
+			if ev.Seq != int64(i+1) {
+				t.Fatalf("log of %s not contiguous at %d", id, i)
+			}
+		}
+		if len(evs) < 3000 || evs[len(evs)-1].Type != berth.EventSessionStopped {
+			t.Fatalf("log of %s: %d events ending %s", id, len(evs), evs[len(evs)-1].Type)
+		}
+	}
+}
+
+func TestServeRefusesABadStoreURL(t *testing.T) {
+	home := t.TempDir()
+	for _, u := range []string{"postgres://u:secretpw@127.0.0.1:1/x", "postgres://u:secretpw@[::1/x", "mysql://x"} {
+		cmd := exec.Command(bin, "serve", "--home", home, "--addr", "127.0.0.1:0", "--store", u)
+		cmd.Env = cleanEnv(home)
+		t0 := time.Now()
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || strings.Contains(string(out), "secretpw") ||
+			strings.Contains(string(out), "panic") || !strings.Contains(string(out), "berth:") {
+			t.Fatalf("serve --store %s: %v\n%s", u, err, out)
+		}
+		if d := time.Since(t0); d > 15*time.Second {
+			t.Fatalf("serve --store %s took %s to fail", u, d)
+		}
+	}
+}

@@ -1,0 +1,309 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/berth-sh/berth"
+	"github.com/jackc/pgx/v5"
+)
+
+// bumpLastSeqSQL moves a session's last_seq and returns its key; it returns
+// no row when the session does not exist, which is how AppendEvents finds out.
+const bumpLastSeqSQL = `UPDATE sessions SET last_seq = GREATEST(last_seq, $1) WHERE id = $2 RETURNING pk`
+
+// eventCopyColumns are the columns AppendEvents copies into events.
+var eventCopyColumns = []string{"session_pk", "seq", "turn_id", "type", "time", "data"}
+
+// upsertTurnsSQL widens the seq range of each turn of a batch, one row per
+// turn, in one statement.
+const upsertTurnsSQL = `INSERT INTO turns (session_pk, turn_id, first_seq, last_seq)
+SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bigint[])
+ON CONFLICT (session_pk, turn_id) DO UPDATE SET
+    first_seq = LEAST(turns.first_seq, excluded.first_seq),
+    last_seq = GREATEST(turns.last_seq, excluded.last_seq)`
+
+// rareTypesTerm is the WHERE clause of the partial index events_by_type
+// (migration 0001), verbatim, so that the planner proves that a query
+// repeating it may use the index, whatever its parameters.
+const rareTypesTerm = `type NOT IN ('agent_message', 'agent_thought')`
+
+// isChunkType reports whether events of type t are left out of
+// events_by_type.
+func isChunkType(t string) bool { return t == berth.EventAgentMessage || t == berth.EventAgentThought }
+
+// sessionKey selects the session's key; the scalar subquery runs once and
+// is an equality on the first column of the events key and index.
+const sessionKey = `session_pk = (SELECT pk FROM sessions WHERE id = $1)`
+
+// eventQueryKind says which statement a ListEvents page uses.
+type eventQueryKind int
+
+// The ListEvents statements.
+const (
+	eventsAll          eventQueryKind = iota // no filter: the primary key
+	eventsByType                             // a rare type: events_by_type
+	eventsByChunkType                        // a chunk type: the primary key
+	eventsByTurn                             // a turn (and maybe a chunk type): a primary key range
+	eventsByTypeInTurn                       // a rare type in a turn: an events_by_type range
+	eventQueryKinds
+)
+
+// listEventsSQL is the page statement of one kind. Each reads one range of
+// the primary key or of events_by_type that ends with seq, so PostgreSQL
+// reads rows in order and only the ones it returns or, for a chunk type or
+// a turn, a dense range around them. The last parameter is the limit.
+func listEventsSQL(k eventQueryKind) string {
+	const cols = `SELECT seq, turn_id, type, time, data FROM events WHERE ` + sessionKey
+	switch k {
+	case eventsByType:
+		return cols + ` AND type = $2 AND ` + rareTypesTerm + ` AND seq > $3 ORDER BY seq LIMIT $4`
+	case eventsByChunkType:
+		return cols + ` AND seq > $2 AND type = $3 ORDER BY seq LIMIT $4`
+	case eventsByTurn:
+		// type = $5 OR $5 = '': one statement for "any type" and a chunk type.
+		return cols + ` AND seq > $2 AND seq <= $3 AND turn_id = $4 AND (type = $5 OR $5 = '') ORDER BY seq LIMIT $6`
+	case eventsByTypeInTurn:
+		return cols + ` AND type = $2 AND ` + rareTypesTerm + ` AND seq > $3 AND seq <= $4 AND turn_id = $5 ORDER BY seq LIMIT $6`
+	}
+	return cols + ` AND seq > $2 ORDER BY seq LIMIT $3`
+}
+
+// turnBoundsSQL reads the seq range a turn's events lie in.
+const turnBoundsSQL = `SELECT first_seq, last_seq FROM turns WHERE ` + sessionKey + ` AND turn_id = $2`
+
+// AppendEvents writes events of any number of sessions in one transaction
+// and moves each session's last_seq to its highest seq in the batch. All
+// or nothing: EInvalid for an event without session or with seq < 1,
+// ENotFound if a session does not exist, EConflict if a (session, seq)
+// already exists or appears twice in the batch.
+func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
+	if len(events) == 0 {
+		return nil
+	}
+	// The highest seq of each session.
+	type top struct {
+		id  string
+		seq int64
+		pk  int64
+	}
+	var tops []top
+	at := map[string]int{}
+	for i := range events {
+		e := &events[i]
+		if e.SessionID == "" || e.Seq < 1 {
+			return berth.Errorf(berth.EInvalid, "event %d: needs a session id and a seq >= 1", i)
+		}
+		if _, ok := toNanos(e.Time); !ok && !e.Time.IsZero() {
+			return berth.Errorf(berth.EInvalid, "event %d: time out of range", i)
+		}
+		if j, ok := at[e.SessionID]; ok {
+			tops[j].seq = max(tops[j].seq, e.Seq)
+			continue
+		}
+		at[e.SessionID] = len(tops)
+		tops = append(tops, top{id: e.SessionID, seq: e.Seq})
+	}
+	// Sessions are locked in id order, so two batches that share sessions
+	// cannot deadlock.
+	order := make([]int, len(tops))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(tops[a].id, tops[b].id) })
+
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		// Every session's bump in one round trip.
+		b := &pgx.Batch{}
+		for _, i := range order {
+			b.Queue(bumpLastSeqSQL, tops[i].seq, tops[i].id)
+		}
+		br := tx.SendBatch(ctx, b)
+		for _, i := range order {
+			err := br.QueryRow().Scan(&tops[i].pk)
+			if errors.Is(err, pgx.ErrNoRows) {
+				br.Close()
+				return berth.Errorf(berth.ENotFound, "session %s not found", tops[i].id)
+			}
+			if err != nil {
+				br.Close()
+				return internal(err, "append events")
+			}
+		}
+		if err := br.Close(); err != nil {
+			return internal(err, "append events")
+		}
+
+		// COPY, in binary: a duplicate key fails the whole statement, and
+		// so the transaction.
+		row := make([]any, len(eventCopyColumns))
+		src := pgx.CopyFromSlice(len(events), func(i int) ([]any, error) {
+			e := &events[i]
+			row[0], row[1], row[2], row[3] = tops[at[e.SessionID]].pk, e.Seq, e.TurnID, e.Type
+			row[4], row[5] = timeArg(e), dataArg(e)
+			return row, nil
+		})
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventCopyColumns, src); err != nil {
+			if isUniqueViolation(err) {
+				return berth.WrapError(berth.EConflict, err, "event seq already exists")
+			}
+			return internal(err, "append events")
+		}
+
+		// Widen each turn's seq range: one row per turn in the batch.
+		ranges := turnRanges(events)
+		if len(ranges) == 0 {
+			return nil
+		}
+		// In key order, for the same reason as the sessions.
+		slices.SortFunc(ranges, func(a, b turnRange) int {
+			return cmp.Or(cmp.Compare(tops[at[a.session]].pk, tops[at[b.session]].pk), cmp.Compare(a.turn, b.turn))
+		})
+		pks := make([]int64, len(ranges))
+		turns := make([]string, len(ranges))
+		firsts := make([]int64, len(ranges))
+		lasts := make([]int64, len(ranges))
+		for i, r := range ranges {
+			pks[i], turns[i], firsts[i], lasts[i] = tops[at[r.session]].pk, r.turn, r.first, r.last
+		}
+		if _, err := tx.Exec(ctx, upsertTurnsSQL, pks, turns, firsts, lasts); err != nil {
+			return internal(err, "append events")
+		}
+		return nil
+	})
+}
+
+// turnRange is the seq range of one turn's events in a batch.
+type turnRange struct {
+	session, turn string
+	first, last   int64
+}
+
+// turnRanges returns the seq range of each turn in a batch, in order of
+// first appearance. Events of a turn come in runs, so the last range seen
+// answers almost every lookup.
+func turnRanges(events []berth.Event) []turnRange {
+	var out []turnRange
+	for i := range events {
+		e := &events[i]
+		if e.TurnID == "" {
+			continue
+		}
+		k := len(out) - 1
+		if k < 0 || out[k].turn != e.TurnID || out[k].session != e.SessionID {
+			k = slices.IndexFunc(out, func(r turnRange) bool { return r.turn == e.TurnID && r.session == e.SessionID })
+		}
+		if k < 0 {
+			out = append(out, turnRange{session: e.SessionID, turn: e.TurnID, first: e.Seq, last: e.Seq})
+			continue
+		}
+		out[k].first, out[k].last = min(out[k].first, e.Seq), max(out[k].last, e.Seq)
+	}
+	return out
+}
+
+// timeArg is the stored form of an event's time: unix nanoseconds, or
+// NULL for the zero time.
+func timeArg(e *berth.Event) any {
+	if n, ok := toNanos(e.Time); ok {
+		return n
+	}
+	return nil
+}
+
+// dataArg is the stored form of an event's data: JSON text, or NULL when
+// there is none.
+func dataArg(e *berth.Event) any {
+	if e.Data == nil {
+		return nil
+	}
+	return string(e.Data)
+}
+
+// ListEvents returns events of a session with seq > f.After in seq order,
+// at most f.Limit (0 means berth.DefaultEventLimit; more than
+// berth.MaxEventLimit is clamped), filtered by type and turn. A session
+// that does not exist has no events. EInvalid for a negative After or Limit.
+func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventFilter) ([]berth.Event, error) {
+	if f.After < 0 || f.Limit < 0 {
+		return nil, berth.Errorf(berth.EInvalid, "after and limit must not be negative")
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = berth.DefaultEventLimit
+	}
+	limit = min(limit, berth.MaxEventLimit)
+	var kind eventQueryKind
+	var args []any
+	switch {
+	case f.TurnID == "" && f.Type == "":
+		kind, args = eventsAll, []any{sessionID, f.After}
+	case f.TurnID == "" && isChunkType(f.Type):
+		kind, args = eventsByChunkType, []any{sessionID, f.After, f.Type}
+	case f.TurnID == "":
+		kind, args = eventsByType, []any{sessionID, f.Type, f.After}
+	default:
+		// A turn's events lie between its first and last seq: page that range.
+		lo, hi, ok, err := s.turnBounds(ctx, sessionID, f.TurnID)
+		if err != nil || !ok {
+			return []berth.Event{}, err
+		}
+		from := max(f.After, lo-1)
+		if f.Type != "" && !isChunkType(f.Type) {
+			kind, args = eventsByTypeInTurn, []any{sessionID, f.Type, from, hi, f.TurnID}
+		} else {
+			kind, args = eventsByTurn, []any{sessionID, from, hi, f.TurnID, f.Type}
+		}
+	}
+	args = append(args, limit)
+	out := make([]berth.Event, 0, min(limit, 128))
+	err := s.query(ctx, listEventsSQL(kind), args, func(rows pgx.Rows) error {
+		e := berth.Event{SessionID: sessionID}
+		var t *int64
+		var data []byte
+		if err := rows.Scan(&e.Seq, &e.TurnID, &e.Type, &t, &data); err != nil {
+			return err
+		}
+		if t != nil {
+			e.Time = fromNanos(*t)
+		}
+		if data != nil {
+			e.Data = data
+		}
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, internal(err, "list events")
+	}
+	return out, nil
+}
+
+// turnBounds returns the seq range a turn's events lie in. ok is false for
+// a turn the session does not have.
+func (s *Store) turnBounds(ctx context.Context, sessionID, turnID string) (lo, hi int64, ok bool, err error) {
+	err = s.queryRow(ctx, turnBoundsSQL, []any{sessionID, turnID}, &lo, &hi)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, internal(err, "find turn")
+	}
+	return lo, hi, true, nil
+}
+
+// LastSeq returns the highest committed seq of a session (0 if it has no
+// events). ENotFound if the session is absent.
+func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	var n int64
+	err := s.queryRow(ctx, `SELECT last_seq FROM sessions WHERE id = $1`, []any{sessionID}, &n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, berth.Errorf(berth.ENotFound, "session %s not found", sessionID)
+	}
+	if err != nil {
+		return 0, internal(err, "read last seq")
+	}
+	return n, nil
+}

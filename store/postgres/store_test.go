@@ -1,0 +1,293 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/storetest"
+	"github.com/jackc/pgx/v5"
+)
+
+// quiet is a logger that drops everything.
+var quiet = slog.New(slog.DiscardHandler)
+
+// serverURL returns the URL of the test server from
+// BERTH_TEST_POSTGRES_URL, skipping the test when it is unset (failing it
+// when BERTH_REQUIRE_INTEGRATION=1).
+func serverURL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv("BERTH_TEST_POSTGRES_URL")
+	if u == "" {
+		if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
+			tb.Fatal("PostgreSQL required: set BERTH_TEST_POSTGRES_URL")
+		}
+		tb.Skip("BERTH_TEST_POSTGRES_URL is not set")
+	}
+	return u
+}
+
+// created remembers the test databases made by this process, so that each
+// is created once and dropped once.
+var created sync.Map // name → struct{}
+
+// databaseFor returns the URL of the test database that belongs to key (a
+// test directory): the same key always maps to the same database, created
+// on first use and dropped when the test that created it ends.
+func databaseFor(tb testing.TB, key string) string {
+	tb.Helper()
+	base := serverURL(tb)
+	sum := sha256.Sum256([]byte(key))
+	name := "berth_test_" + hex.EncodeToString(sum[:8])
+	if _, loaded := created.LoadOrStore(name, struct{}{}); !loaded {
+		admin(tb, base, `CREATE DATABASE `+name)
+		tb.Cleanup(func() {
+			admin(tb, base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+			created.Delete(name)
+		})
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		tb.Fatalf("BERTH_TEST_POSTGRES_URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// admin runs one statement on the database of the server URL.
+func admin(tb testing.TB, base, sql string) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, base)
+	if err != nil {
+		tb.Fatalf("connect to the test server: %v", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, sql); err != nil {
+		tb.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// openAt opens the store of a test directory.
+func openAt(tb testing.TB, dir string) *Store {
+	tb.Helper()
+	s, err := Open(context.Background(), databaseFor(tb, dir), Options{Logger: quiet})
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	serverURL(t)
+	storetest.RunStoreTests(t, func(t *testing.T, dir string) berth.Store { return openAt(t, dir) })
+}
+
+func TestName(t *testing.T) {
+	s := openAt(t, t.TempDir())
+	defer s.Close()
+	if s.Name() != "postgres" {
+		t.Fatalf("Name() = %q", s.Name())
+	}
+}
+
+func TestMalformedURL(t *testing.T) {
+	for _, u := range []string{
+		"postgres://u:secretpw@host:notaport/db",
+		"postgres://u:secretpw@[::1/db",
+		"host=localhost password=secretpw port=notaport",
+		"",
+	} {
+		_, err := Open(context.Background(), u, Options{Logger: quiet})
+		if berth.ErrorCode(err) != berth.EInvalid {
+			t.Errorf("%q: %v, want %s", u, err, berth.EInvalid)
+			continue
+		}
+		if strings.Contains(err.Error(), "secretpw") || strings.Contains(berth.ErrorMessage(err), "secretpw") {
+			t.Errorf("%q: the error shows the password: %v", u, err)
+		}
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	start := time.Now()
+	_, err := Open(context.Background(), "postgres://u:secretpw@127.0.0.1:1/x?sslmode=disable",
+		Options{Logger: quiet, ConnectTimeout: 2 * time.Second})
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("Open took %v with a 2s connect timeout", took)
+	}
+	if berth.ErrorCode(err) != berth.EUnavailable {
+		t.Fatalf("unreachable server: %v, want %s", err, berth.EUnavailable)
+	}
+	msg := berth.ErrorMessage(err)
+	if !strings.Contains(msg, "cannot reach PostgreSQL at 127.0.0.1:1") || strings.Contains(err.Error(), "secretpw") {
+		t.Fatalf("unreachable server: message %q, error %q", msg, err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for conn, msg := range map[string]string{
+		"postgres://u:p%40ss@h/d":                "bad p%40ss here",
+		"postgres://u:a@b@h/d":                   "bad a@b here",
+		"postgres://u@h/d?password=qq9&x=1":      "bad qq9 here",
+		"host=h password='s p' user=u":           "bad s p here",
+		"host=h password=plain user=u":           "bad plain here",
+		"postgres://user:hunter2@h:5432/d?a=b#c": "cannot parse postgres://user:hunter2@h",
+	} {
+		if got := redact(msg, conn); strings.Contains(got, strings.Fields(msg)[1]) && !strings.HasPrefix(msg, "cannot") ||
+			strings.Contains(got, "hunter2") {
+			t.Errorf("redact(%q, %q) = %q", msg, conn, got)
+		}
+	}
+}
+
+// TestMigrationsConcurrent opens one fresh database from several goroutines
+// at once: the advisory lock makes each migration run once.
+func TestMigrationsConcurrent(t *testing.T) {
+	u := databaseFor(t, t.TempDir())
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			s, err := Open(context.Background(), u, Options{Logger: quiet})
+			if err != nil {
+				errs <- err
+				return
+			}
+			s.Close()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("concurrent open: %v", err)
+	}
+	s, err := Open(context.Background(), u, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var n, top int
+	if err := s.queryRow(context.Background(), `SELECT count(*), max(version) FROM schema_migrations`, nil, &n, &top); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ms) || top != ms[len(ms)-1].version {
+		t.Fatalf("schema_migrations has %d rows up to %d, want %d up to %d", n, top, len(ms), ms[len(ms)-1].version)
+	}
+
+	// A database from a newer berth is refused rather than misread.
+	if err := s.queryRow(context.Background(), `INSERT INTO schema_migrations (version, name) VALUES (9999, '9999_future.sql') RETURNING version`, nil, &top); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(context.Background(), u, Options{Logger: quiet}); err == nil {
+		t.Fatal("opened a database with a newer schema")
+	}
+}
+
+// TestQueryPlans checks that every page query is an index scan of events
+// that needs no sort, so its cost does not grow with the log.
+func TestQueryPlans(t *testing.T) {
+	s := openAt(t, t.TempDir())
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.CreateSession(ctx, &berth.Session{ID: "s", State: berth.StateActive}); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(q string, args ...any) string {
+		var out []string
+		// A generic plan is what a cached statement runs with eventually.
+		err := s.pool.with(ctx, func(c *pgx.Conn) error {
+			tx, err := c.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback(ctx)
+			if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
+			if err != nil {
+				return err
+			}
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			out = lines
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return strings.Join(out, "\n")
+	}
+	cases := map[eventQueryKind]struct {
+		args  []any
+		index string
+	}{
+		eventsAll:          {[]any{"s", 0}, "events_pkey"},
+		eventsByType:       {[]any{"s", "turn_ended", 0}, "events_by_type"},
+		eventsByChunkType:  {[]any{"s", 0, "agent_message"}, "events_pkey"},
+		eventsByTurn:       {[]any{"s", 0, 10, "u", ""}, "events_pkey"},
+		eventsByTypeInTurn: {[]any{"s", "turn_ended", 0, 10, "u"}, "events_by_type"},
+	}
+	if len(cases) != int(eventQueryKinds) {
+		t.Fatalf("%d page statements, %d checked", eventQueryKinds, len(cases))
+	}
+	for k, c := range cases {
+		q := listEventsSQL(k)
+		p := plan(q, append(c.args, 10)...)
+		if !strings.Contains(p, "Index Scan using "+c.index+" on events") || strings.Contains(p, "Seq Scan on events") ||
+			strings.Contains(p, "Sort") {
+			t.Errorf("%s\n  plan:\n%s", q, p)
+		}
+	}
+	if p := plan(turnBoundsSQL, "s", "u"); !strings.Contains(p, "turns_pkey") {
+		t.Errorf("%s\n  plan:\n%s", turnBoundsSQL, p)
+	}
+}
+
+// TestDeleteRemovesRows checks what the API cannot see: a deleted
+// session's events, turns and labels are gone, not just unreachable.
+func TestDeleteRemovesRows(t *testing.T) {
+	s := openAt(t, t.TempDir())
+	defer s.Close()
+	ctx := context.Background()
+	for _, id := range []string{"gone", "kept"} {
+		sess := &berth.Session{ID: id, State: berth.StateActive, Labels: map[string]string{"k": "v"}}
+		if err := s.CreateSession(ctx, sess); err != nil {
+			t.Fatal(err)
+		}
+		evs := []berth.Event{{SessionID: id, Seq: 1, Type: "x", TurnID: "t"}, {SessionID: id, Seq: 2, Type: "y"}}
+		if err := s.AppendEvents(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteSession(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]int{
+		`SELECT count(*) FROM events`:         2,
+		`SELECT count(*) FROM turns`:          1,
+		`SELECT count(*) FROM session_labels`: 1,
+		`SELECT count(*) FROM sessions`:       1,
+	} {
+		var n int
+		if err := s.queryRow(ctx, q, nil, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n != want {
+			t.Errorf("%s = %d, want %d", q, n, want)
+		}
+	}
+}
