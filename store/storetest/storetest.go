@@ -117,7 +117,7 @@ func newSession(id string, created time.Time) *berth.Session {
 		Agent:            "claude",
 		State:            berth.StateStarting,
 		Badge:            berth.BadgeStarting,
-		Workspace:        "/work/" + id,
+		Workspace:        "/srv/workspaces/" + id,
 		ManagedWorkspace: true,
 		Sandbox:          berth.SandboxSpec{Provider: "bwrap", Network: true},
 		PermissionMode:   berth.PermAsk,
