@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -30,42 +31,25 @@ ON CONFLICT (session_pk, turn_id) DO UPDATE SET
 // repeating it may use the index, whatever its parameters.
 const rareTypesTerm = `type NOT IN ('agent_message', 'agent_thought')`
 
-// isChunkType reports whether events of type t are left out of
-// events_by_type.
-func isChunkType(t string) bool { return t == berth.EventAgentMessage || t == berth.EventAgentThought }
-
 // sessionKey selects the session's key; the scalar subquery runs once and
 // is an equality on the first column of the events key and index.
 const sessionKey = `session_pk = (SELECT pk FROM sessions WHERE id = $1)`
-
-// eventQueryKind says which statement a ListEvents page uses.
-type eventQueryKind int
-
-// The ListEvents statements.
-const (
-	eventsAll          eventQueryKind = iota // no filter: the primary key
-	eventsByType                             // a rare type: events_by_type
-	eventsByChunkType                        // a chunk type: the primary key
-	eventsByTurn                             // a turn (and maybe a chunk type): a primary key range
-	eventsByTypeInTurn                       // a rare type in a turn: an events_by_type range
-	eventQueryKinds
-)
 
 // listEventsSQL is the page statement of one kind. Each reads one range of
 // the primary key or of events_by_type that ends with seq, so PostgreSQL
 // reads rows in order and only the ones it returns or, for a chunk type or
 // a turn, a dense range around them. The last parameter is the limit.
-func listEventsSQL(k eventQueryKind) string {
+func listEventsSQL(k codec.PageKind) string {
 	const cols = `SELECT seq, turn_id, type, time, data FROM events WHERE ` + sessionKey
 	switch k {
-	case eventsByType:
+	case codec.PageByType:
 		return cols + ` AND type = $2 AND ` + rareTypesTerm + ` AND seq > $3 ORDER BY seq LIMIT $4`
-	case eventsByChunkType:
+	case codec.PageByChunkType:
 		return cols + ` AND seq > $2 AND type = $3 ORDER BY seq LIMIT $4`
-	case eventsByTurn:
+	case codec.PageByTurn:
 		// type = $5 OR $5 = '': one statement for "any type" and a chunk type.
 		return cols + ` AND seq > $2 AND seq <= $3 AND turn_id = $4 AND (type = $5 OR $5 = '') ORDER BY seq LIMIT $6`
-	case eventsByTypeInTurn:
+	case codec.PageByTypeInTurn:
 		return cols + ` AND type = $2 AND ` + rareTypesTerm + ` AND seq > $3 AND seq <= $4 AND turn_id = $5 ORDER BY seq LIMIT $6`
 	}
 	return cols + ` AND seq > $2 ORDER BY seq LIMIT $3`
@@ -96,7 +80,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		if e.SessionID == "" || e.Seq < 1 {
 			return berth.Errorf(berth.EInvalid, "event %d: needs a session id and a seq >= 1", i)
 		}
-		if _, ok := toNanos(e.Time); !ok && !e.Time.IsZero() {
+		if _, ok := codec.ToNanos(e.Time); !ok && !e.Time.IsZero() {
 			return berth.Errorf(berth.EInvalid, "event %d: time out of range", i)
 		}
 		if j, ok := at[e.SessionID]; ok {
@@ -142,7 +126,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		src := pgx.CopyFromSlice(len(events), func(i int) ([]any, error) {
 			e := &events[i]
 			row[0], row[1], row[2], row[3] = tops[at[e.SessionID]].pk, e.Seq, e.TurnID, e.Type
-			row[4], row[5] = timeArg(e), dataArg(e)
+			row[4], row[5] = codec.TimeArg(e), codec.DataArg(e)
 			return row, nil
 		})
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventCopyColumns, src); err != nil {
@@ -153,20 +137,20 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		}
 
 		// Widen each turn's seq range: one row per turn in the batch.
-		ranges := turnRanges(events)
+		ranges := codec.TurnRanges(events)
 		if len(ranges) == 0 {
 			return nil
 		}
 		// In key order, for the same reason as the sessions.
-		slices.SortFunc(ranges, func(a, b turnRange) int {
-			return cmp.Or(cmp.Compare(tops[at[a.session]].pk, tops[at[b.session]].pk), cmp.Compare(a.turn, b.turn))
+		slices.SortFunc(ranges, func(a, b codec.TurnRange) int {
+			return cmp.Or(cmp.Compare(tops[at[a.Session]].pk, tops[at[b.Session]].pk), cmp.Compare(a.Turn, b.Turn))
 		})
 		pks := make([]int64, len(ranges))
 		turns := make([]string, len(ranges))
 		firsts := make([]int64, len(ranges))
 		lasts := make([]int64, len(ranges))
 		for i, r := range ranges {
-			pks[i], turns[i], firsts[i], lasts[i] = tops[at[r.session]].pk, r.turn, r.first, r.last
+			pks[i], turns[i], firsts[i], lasts[i] = tops[at[r.Session]].pk, r.Turn, r.First, r.Last
 		}
 		if _, err := tx.Exec(ctx, upsertTurnsSQL, pks, turns, firsts, lasts); err != nil {
 			return internal(err, "append events")
@@ -175,91 +159,20 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 	})
 }
 
-// turnRange is the seq range of one turn's events in a batch.
-type turnRange struct {
-	session, turn string
-	first, last   int64
-}
-
-// turnRanges returns the seq range of each turn in a batch, in order of
-// first appearance. Events of a turn come in runs, so the last range seen
-// answers almost every lookup.
-func turnRanges(events []berth.Event) []turnRange {
-	var out []turnRange
-	for i := range events {
-		e := &events[i]
-		if e.TurnID == "" {
-			continue
-		}
-		k := len(out) - 1
-		if k < 0 || out[k].turn != e.TurnID || out[k].session != e.SessionID {
-			k = slices.IndexFunc(out, func(r turnRange) bool { return r.turn == e.TurnID && r.session == e.SessionID })
-		}
-		if k < 0 {
-			out = append(out, turnRange{session: e.SessionID, turn: e.TurnID, first: e.Seq, last: e.Seq})
-			continue
-		}
-		out[k].first, out[k].last = min(out[k].first, e.Seq), max(out[k].last, e.Seq)
-	}
-	return out
-}
-
-// timeArg is the stored form of an event's time: unix nanoseconds, or
-// NULL for the zero time.
-func timeArg(e *berth.Event) any {
-	if n, ok := toNanos(e.Time); ok {
-		return n
-	}
-	return nil
-}
-
-// dataArg is the stored form of an event's data: JSON text, or NULL when
-// there is none.
-func dataArg(e *berth.Event) any {
-	if e.Data == nil {
-		return nil
-	}
-	return string(e.Data)
-}
-
 // ListEvents returns events of a session with seq > f.After in seq order,
 // at most f.Limit (0 means berth.DefaultEventLimit; more than
 // berth.MaxEventLimit is clamped), filtered by type and turn. A session
 // that does not exist has no events. EInvalid for a negative After or Limit.
 func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventFilter) ([]berth.Event, error) {
-	if f.After < 0 || f.Limit < 0 {
-		return nil, berth.Errorf(berth.EInvalid, "after and limit must not be negative")
+	p, empty, err := codec.PlanPage(f, func(turn string) (int64, int64, bool, error) {
+		return s.turnBounds(ctx, sessionID, turn)
+	})
+	if err != nil || empty {
+		return []berth.Event{}, err
 	}
-	limit := f.Limit
-	if limit == 0 {
-		limit = berth.DefaultEventLimit
-	}
-	limit = min(limit, berth.MaxEventLimit)
-	var kind eventQueryKind
-	var args []any
-	switch {
-	case f.TurnID == "" && f.Type == "":
-		kind, args = eventsAll, []any{sessionID, f.After}
-	case f.TurnID == "" && isChunkType(f.Type):
-		kind, args = eventsByChunkType, []any{sessionID, f.After, f.Type}
-	case f.TurnID == "":
-		kind, args = eventsByType, []any{sessionID, f.Type, f.After}
-	default:
-		// A turn's events lie between its first and last seq: page that range.
-		lo, hi, ok, err := s.turnBounds(ctx, sessionID, f.TurnID)
-		if err != nil || !ok {
-			return []berth.Event{}, err
-		}
-		from := max(f.After, lo-1)
-		if f.Type != "" && !isChunkType(f.Type) {
-			kind, args = eventsByTypeInTurn, []any{sessionID, f.Type, from, hi, f.TurnID}
-		} else {
-			kind, args = eventsByTurn, []any{sessionID, from, hi, f.TurnID, f.Type}
-		}
-	}
-	args = append(args, limit)
-	out := make([]berth.Event, 0, min(limit, 128))
-	err := s.query(ctx, listEventsSQL(kind), args, func(rows pgx.Rows) error {
+	args := p.Args(sessionID)
+	out := make([]berth.Event, 0, min(p.Limit, 128))
+	err = s.query(ctx, listEventsSQL(p.Kind), args, func(rows pgx.Rows) error {
 		e := berth.Event{SessionID: sessionID}
 		var t *int64
 		var data []byte
@@ -267,7 +180,7 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 			return err
 		}
 		if t != nil {
-			e.Time = fromNanos(*t)
+			e.Time = codec.FromNanos(*t)
 		}
 		if data != nil {
 			e.Data = data

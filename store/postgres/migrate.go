@@ -5,14 +5,10 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -26,58 +22,22 @@ var migrationFiles embed.FS
 // migrations of daemons opening the same database at once ("berthmig").
 const migrationLockKey int64 = 0x626572_74686d69
 
-// migration is one numbered schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads the embedded migrations in version order.
-func loadMigrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 || path.Ext(name) != ".sql" {
-			return nil, fmt.Errorf("migration %q is not named NNNN_name.sql", name)
-		}
-		if other, dup := seen[v]; dup {
-			return nil, fmt.Errorf("migrations %q and %q share version %d", other, name, v)
-		}
-		seen[v] = name
-		b, err := migrationFiles.ReadFile("migrations/" + name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: name, sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
-}
-
-// migrate applies, in version order, every migration the database has not
+// migrate applies, in version order, every codec.Migration the database has not
 // recorded in schema_migrations, all in one transaction that first takes
 // an advisory lock: two daemons starting together apply each migration
 // once, and a failure leaves the schema as it was. Running it again on a
 // migrated database does nothing. A database whose schema is newer than
 // this berth knows is refused.
 func migrate(ctx context.Context, pool *connPool, logger *slog.Logger) error {
-	ms, err := loadMigrations()
+	ms, err := codec.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return berth.WrapError(berth.EInternal, err, "load store migrations")
 	}
-	var applied []migration
+	var applied []codec.Migration
 	err = pool.with(ctx, func(c *pgx.Conn) error {
 		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey); err != nil {
-				return fmt.Errorf("take the migration lock: %w", err)
+				return fmt.Errorf("take the codec.Migration lock: %w", err)
 			}
 			// Created under the lock: concurrent CREATE TABLE IF NOT EXISTS can
 			// otherwise fail on the catalog's unique index.
@@ -103,20 +63,20 @@ func migrate(ctx context.Context, pool *connPool, logger *slog.Logger) error {
 				done[int(v)] = true
 				newest = max(newest, int(v))
 			}
-			if known := ms[len(ms)-1].version; newest > known {
+			if known := ms[len(ms)-1].Version; newest > known {
 				return berth.Errorf(berth.EInternal, "store schema version %d is newer than this berth knows (%d)", newest, known)
 			}
 			for _, m := range ms {
-				if done[m.version] {
+				if done[m.Version] {
 					continue
 				}
 				// No arguments: pgx sends the file with the simple protocol,
 				// which runs several statements.
-				if _, err := tx.Exec(ctx, m.sql); err != nil {
-					return fmt.Errorf("apply store migration %s: %w", m.name, err)
+				if _, err := tx.Exec(ctx, m.SQL); err != nil {
+					return fmt.Errorf("apply store codec.Migration %s: %w", m.Name, err)
 				}
-				if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-					return fmt.Errorf("record store migration %s: %w", m.name, err)
+				if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+					return fmt.Errorf("record store codec.Migration %s: %w", m.Name, err)
 				}
 				applied = append(applied, m)
 			}
@@ -131,7 +91,7 @@ func migrate(ctx context.Context, pool *connPool, logger *slog.Logger) error {
 		return berth.WrapError(berth.EInternal, err, "migrate the store schema")
 	}
 	for _, m := range applied {
-		logger.Info("postgres store: applied migration", "version", m.version, "name", m.name)
+		logger.Info("postgres store: applied migration", "version", m.Version, "name", m.Name)
 	}
 	return nil
 }

@@ -2,14 +2,13 @@ package postgres
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -19,45 +18,13 @@ const (
 	maxSessionLimit     = 1000
 )
 
-// sessionDoc is the JSON kept in sessions.doc: the API fields of the session
-// plus the ones its json:"-" tags hide from the API but the daemon needs
-// back after a restart. It is the SQLite backend's document, field for field.
-type sessionDoc struct {
-	*berth.Session
-	Env       map[string]string `json:"env,omitempty"`
-	AgentPID  int               `json:"agent_pid,omitempty"`
-	NeedsAuth bool              `json:"needs_auth,omitempty"`
-}
-
-// encodeSession marshals s with its hidden fields.
-func encodeSession(s *berth.Session) (string, error) {
-	b, err := json.Marshal(sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth})
-	if err != nil {
-		return "", berth.WrapError(berth.EInvalid, err, "session cannot be encoded")
-	}
-	return string(b), nil
-}
-
-// decodeSession is the inverse of encodeSession; LastSeq comes from its
-// column, never from the document.
-func decodeSession(doc []byte, lastSeq int64) (*berth.Session, error) {
-	d := sessionDoc{Session: new(berth.Session)}
-	if err := json.Unmarshal(doc, &d); err != nil {
-		return nil, internal(err, "decode stored session")
-	}
-	s := d.Session
-	s.Env, s.AgentPID, s.NeedsAuth = d.Env, d.AgentPID, d.NeedsAuth
-	s.LastSeq = lastSeq
-	return s, nil
-}
-
 // CreateSession inserts sess with its labels. EInvalid without an id,
 // EConflict if the id exists.
 func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 	if sess == nil || sess.ID == "" {
 		return berth.Errorf(berth.EInvalid, "session id must not be empty")
 	}
-	doc, err := encodeSession(sess)
+	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
 	}
@@ -65,7 +32,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 		var pk int64
 		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, state, agent, parent_id, created_at, doc)
 			VALUES ($1, $2, $3, $4, $5, $6) RETURNING pk`,
-			sess.ID, string(sess.State), sess.Agent, sess.ParentID, sortNanos(sess.CreatedAt), doc).Scan(&pk)
+			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc).Scan(&pk)
 		if isUniqueViolation(err) {
 			return berth.WrapError(berth.EConflict, err, "session %s already exists", sess.ID)
 		}
@@ -105,7 +72,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, erro
 	if err != nil {
 		return nil, internal(err, "get session")
 	}
-	return decodeSession(doc, lastSeq)
+	return codec.DecodeSession(doc, lastSeq)
 }
 
 // ListSessions returns a page of sessions, newest first (created_at, then
@@ -150,7 +117,7 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 			arg(k) + ` AND l.value = ` + arg(f.Labels[k]) + `)`)
 	}
 	if f.Cursor != "" {
-		at, id, err := decodeCursor(f.Cursor)
+		at, id, err := codec.DecodeCursor(f.Cursor)
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +132,7 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 	err := s.query(ctx, q.String(), args, func(rows pgx.Rows) error {
 		if len(page.Sessions) == limit {
 			// The extra row: the cursor points after the last one returned.
-			page.NextCursor = encodeCursor(lastAt, lastID)
+			page.NextCursor = codec.EncodeCursor(lastAt, lastID)
 			return nil
 		}
 		var doc []byte
@@ -173,7 +140,7 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 		if err := rows.Scan(&doc, &lastSeq, &lastAt, &lastID); err != nil {
 			return err
 		}
-		sess, err := decodeSession(doc, lastSeq)
+		sess, err := codec.DecodeSession(doc, lastSeq)
 		if err != nil {
 			return err
 		}
@@ -189,26 +156,6 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 	return page, nil
 }
 
-// encodeCursor makes the opaque position after a row (the same form as
-// the SQLite backend's).
-func encodeCursor(createdAt int64, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(createdAt, 10) + ":" + id))
-}
-
-// decodeCursor is the inverse of encodeCursor. EInvalid for anything else.
-func decodeCursor(c string) (int64, string, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, "", berth.WrapError(berth.EInvalid, err, "malformed cursor")
-	}
-	at, id, ok := strings.Cut(string(b), ":")
-	n, err := strconv.ParseInt(at, 10, 64)
-	if !ok || err != nil || id == "" {
-		return 0, "", berth.Errorf(berth.EInvalid, "malformed cursor")
-	}
-	return n, id, nil
-}
-
 // UpdateSession writes every field of sess except LastSeq. When from is not
 // empty the stored state must equal it (EConflict otherwise); the check is
 // part of the UPDATE, so it holds against concurrent writers. ENotFound if
@@ -217,13 +164,13 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 	if sess == nil || sess.ID == "" {
 		return berth.Errorf(berth.EInvalid, "session id must not be empty")
 	}
-	doc, err := encodeSession(sess)
+	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		q := `UPDATE sessions SET state = $1, agent = $2, parent_id = $3, created_at = $4, doc = $5 WHERE id = $6`
-		args := []any{string(sess.State), sess.Agent, sess.ParentID, sortNanos(sess.CreatedAt), doc, sess.ID}
+		args := []any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ID}
 		if from != "" {
 			q += ` AND state = $7`
 			args = append(args, string(from))

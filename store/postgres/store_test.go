@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/berth-sh/berth/store/storetest"
 	"github.com/jackc/pgx/v5"
 )
@@ -154,7 +155,7 @@ func TestRedact(t *testing.T) {
 // at once: the advisory lock makes each migration run once.
 func TestMigrationsConcurrent(t *testing.T) {
 	u := databaseFor(t, t.TempDir())
-	ms, err := loadMigrations()
+	ms, err := codec.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +185,8 @@ func TestMigrationsConcurrent(t *testing.T) {
 	if err := s.queryRow(context.Background(), `SELECT count(*), max(version) FROM schema_migrations`, nil, &n, &top); err != nil {
 		t.Fatal(err)
 	}
-	if n != len(ms) || top != ms[len(ms)-1].version {
-		t.Fatalf("schema_migrations has %d rows up to %d, want %d up to %d", n, top, len(ms), ms[len(ms)-1].version)
+	if n != len(ms) || top != ms[len(ms)-1].Version {
+		t.Fatalf("schema_migrations has %d rows up to %d, want %d up to %d", n, top, len(ms), ms[len(ms)-1].Version)
 	}
 
 	// A database from a newer berth is refused rather than misread.
@@ -231,18 +232,18 @@ func TestQueryPlans(t *testing.T) {
 		}
 		return strings.Join(out, "\n")
 	}
-	cases := map[eventQueryKind]struct {
+	cases := map[codec.PageKind]struct {
 		args  []any
 		index string
 	}{
-		eventsAll:          {[]any{"s", 0}, "events_pkey"},
-		eventsByType:       {[]any{"s", "turn_ended", 0}, "events_by_type"},
-		eventsByChunkType:  {[]any{"s", 0, "agent_message"}, "events_pkey"},
-		eventsByTurn:       {[]any{"s", 0, 10, "u", ""}, "events_pkey"},
-		eventsByTypeInTurn: {[]any{"s", "turn_ended", 0, 10, "u"}, "events_by_type"},
+		codec.PageAll:          {[]any{"s", 0}, "events_pkey"},
+		codec.PageByType:       {[]any{"s", "turn_ended", 0}, "events_by_type"},
+		codec.PageByChunkType:  {[]any{"s", 0, "agent_message"}, "events_pkey"},
+		codec.PageByTurn:       {[]any{"s", 0, 10, "u", ""}, "events_pkey"},
+		codec.PageByTypeInTurn: {[]any{"s", "turn_ended", 0, 10, "u"}, "events_by_type"},
 	}
-	if len(cases) != int(eventQueryKinds) {
-		t.Fatalf("%d page statements, %d checked", eventQueryKinds, len(cases))
+	if len(cases) != int(codec.PageKinds) {
+		t.Fatalf("%d page statements, %d checked", codec.PageKinds, len(cases))
 	}
 	for k, c := range cases {
 		q := listEventsSQL(k)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"slices"
 	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 )
 
 // insertChunks are the row counts of the prepared multi-row INSERTs,
@@ -41,27 +41,10 @@ const bumpLastSeqSQL = `UPDATE sessions SET last_seq = max(last_seq, ?) WHERE id
 
 const lastSeqSQL = `SELECT last_seq FROM sessions WHERE id = ?`
 
-// eventQueryKind says which statement a ListEvents page uses.
-type eventQueryKind int
-
-// The ListEvents statements.
-const (
-	eventsAll          eventQueryKind = iota // no filter: the primary key
-	eventsByType                             // a rare type: events_by_type
-	eventsByChunkType                        // a chunk type: the primary key
-	eventsByTurn                             // a turn (and maybe a chunk type): a primary key range
-	eventsByTypeInTurn                       // a rare type in a turn: an events_by_type range
-	eventQueryKinds
-)
-
 // rareTypesTerm is the WHERE clause of the partial index events_by_type
 // (migration 0002), verbatim: SQLite uses a partial index only for a query
 // that repeats its clause.
 const rareTypesTerm = `type NOT IN ('agent_message', 'agent_thought')`
-
-// isChunkType reports whether events of type t are left out of
-// events_by_type.
-func isChunkType(t string) bool { return t == berth.EventAgentMessage || t == berth.EventAgentThought }
 
 // sessionKey selects the session's key; the scalar subquery runs once and
 // is an equality on the first column of the events key and index.
@@ -73,18 +56,19 @@ const sessionKey = `session_pk = (SELECT pk FROM sessions WHERE id = ?)`
 // turn, a dense range around them. The indexed variants name their index:
 // without statistics the planner prefers the primary key and would walk
 // the session's whole log to find one rare type.
-func listEventsSQL(k eventQueryKind) string {
+func listEventsSQL(k codec.PageKind) string {
 	const cols = `SELECT seq, turn_id, type, time, data FROM events`
 	const page = ` ORDER BY seq LIMIT ?`
 	switch k {
-	case eventsByType:
+	case codec.PageByType:
 		return cols + ` INDEXED BY events_by_type WHERE ` + sessionKey + ` AND type = ? AND ` + rareTypesTerm + ` AND seq > ?` + page
-	case eventsByChunkType:
+	case codec.PageByChunkType:
 		return cols + ` WHERE ` + sessionKey + ` AND seq > ? AND type = ?` + page
-	case eventsByTurn:
-		// type = ?1 OR ?1 = '': one statement for "any type" and a chunk type.
-		return cols + ` WHERE ` + sessionKey + ` AND seq > ? AND seq <= ? AND turn_id = ? AND (type = ? OR ? = '')` + page
-	case eventsByTypeInTurn:
+	case codec.PageByTurn:
+		// type = ?5 OR ?5 = '': one statement for "any type" and a chunk
+		// type (the LIMIT's anonymous ? is then ?6).
+		return cols + ` WHERE ` + sessionKey + ` AND seq > ? AND seq <= ? AND turn_id = ? AND (type = ?5 OR ?5 = '')` + page
+	case codec.PageByTypeInTurn:
 		return cols + ` INDEXED BY events_by_type WHERE ` + sessionKey + ` AND type = ? AND ` + rareTypesTerm +
 			` AND seq > ? AND seq <= ? AND turn_id = ?` + page
 	}
@@ -121,7 +105,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		if e.SessionID == "" || e.Seq < 1 {
 			return berth.Errorf(berth.EInvalid, "event %d: needs a session id and a seq >= 1", i)
 		}
-		if _, ok := toNanos(e.Time); !ok && !e.Time.IsZero() {
+		if _, ok := codec.ToNanos(e.Time); !ok && !e.Time.IsZero() {
 			return berth.Errorf(berth.EInvalid, "event %d: time out of range", i)
 		}
 		if j, ok := at[e.SessionID]; ok {
@@ -165,7 +149,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 			args = args[:0]
 			for i := range rest[:n] {
 				e := &rest[i]
-				args = append(args, tops[at[e.SessionID]].pk, e.Seq, e.TurnID, e.Type, timeArg(e), dataArg(e))
+				args = append(args, tops[at[e.SessionID]].pk, e.Seq, e.TurnID, e.Type, codec.TimeArg(e), codec.DataArg(e))
 			}
 			if _, err := stmts[c].ExecContext(ctx, args...); err != nil {
 				if isConstraint(err) {
@@ -177,42 +161,13 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		}
 		// Widen each turn's seq range: one row per turn in the batch.
 		upsert := tx.StmtContext(ctx, s.upsertTurn)
-		for _, r := range turnRanges(events) {
-			if _, err := upsert.ExecContext(ctx, tops[at[r.session]].pk, r.turn, r.first, r.last); err != nil {
+		for _, r := range codec.TurnRanges(events) {
+			if _, err := upsert.ExecContext(ctx, tops[at[r.Session]].pk, r.Turn, r.First, r.Last); err != nil {
 				return internal(err, "append events")
 			}
 		}
 		return nil
 	})
-}
-
-// turnRange is the seq range of one turn's events in a batch.
-type turnRange struct {
-	session, turn string
-	first, last   int64
-}
-
-// turnRanges returns the seq range of each turn in a batch, in order of
-// first appearance. Events of a turn come in runs, so the last range seen
-// answers almost every lookup.
-func turnRanges(events []berth.Event) []turnRange {
-	var out []turnRange
-	for i := range events {
-		e := &events[i]
-		if e.TurnID == "" {
-			continue
-		}
-		k := len(out) - 1
-		if k < 0 || out[k].turn != e.TurnID || out[k].session != e.SessionID {
-			k = slices.IndexFunc(out, func(r turnRange) bool { return r.turn == e.TurnID && r.session == e.SessionID })
-		}
-		if k < 0 {
-			out = append(out, turnRange{session: e.SessionID, turn: e.TurnID, first: e.Seq, last: e.Seq})
-			continue
-		}
-		out[k].first, out[k].last = min(out[k].first, e.Seq), max(out[k].last, e.Seq)
-	}
-	return out
 }
 
 // groupBySession returns a copy of events with each session's events
@@ -235,66 +190,24 @@ func groupBySession(events []berth.Event, at map[string]int, sessions int) []ber
 	return out
 }
 
-// timeArg is the stored form of an event's time: unix nanoseconds, or
-// NULL for the zero time.
-func timeArg(e *berth.Event) any {
-	if n, ok := toNanos(e.Time); ok {
-		return n
-	}
-	return nil
-}
-
-// dataArg is the stored form of an event's data: JSON text (TEXT, not BLOB,
-// so SQLite's json functions read it as JSON), or NULL when there is none.
-func dataArg(e *berth.Event) any {
-	if e.Data == nil {
-		return nil
-	}
-	return string(e.Data)
-}
-
 // ListEvents returns events of a session with seq > f.After in seq order,
 // at most f.Limit (0 means berth.DefaultEventLimit; more than
 // berth.MaxEventLimit is clamped), filtered by type and turn. A session
 // that does not exist has no events. EInvalid for a negative After or Limit.
 func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventFilter) ([]berth.Event, error) {
-	if f.After < 0 || f.Limit < 0 {
-		return nil, berth.Errorf(berth.EInvalid, "after and limit must not be negative")
+	p, empty, err := codec.PlanPage(f, func(turn string) (int64, int64, bool, error) {
+		return s.turnBounds(ctx, sessionID, turn)
+	})
+	if err != nil || empty {
+		return []berth.Event{}, err
 	}
-	limit := f.Limit
-	if limit == 0 {
-		limit = berth.DefaultEventLimit
-	}
-	limit = min(limit, berth.MaxEventLimit)
-	var kind eventQueryKind
-	var args []any
-	switch {
-	case f.TurnID == "" && f.Type == "":
-		kind, args = eventsAll, []any{sessionID, f.After}
-	case f.TurnID == "" && isChunkType(f.Type):
-		kind, args = eventsByChunkType, []any{sessionID, f.After, f.Type}
-	case f.TurnID == "":
-		kind, args = eventsByType, []any{sessionID, f.Type, f.After}
-	default:
-		// A turn's events lie between its first and last seq: page that range.
-		lo, hi, ok, err := s.turnBounds(ctx, sessionID, f.TurnID)
-		if err != nil || !ok {
-			return []berth.Event{}, err
-		}
-		from := max(f.After, lo-1)
-		if f.Type != "" && !isChunkType(f.Type) {
-			kind, args = eventsByTypeInTurn, []any{sessionID, f.Type, from, hi, f.TurnID}
-		} else {
-			kind, args = eventsByTurn, []any{sessionID, from, hi, f.TurnID, f.Type, f.Type}
-		}
-	}
-	args = append(args, limit)
-	rows, err := s.listEvents[kind].QueryContext(ctx, args...)
+	args := p.Args(sessionID)
+	rows, err := s.listEvents[p.Kind].QueryContext(ctx, args...)
 	if err != nil {
 		return nil, internal(err, "list events")
 	}
 	defer rows.Close()
-	out := make([]berth.Event, 0, min(limit, 128))
+	out := make([]berth.Event, 0, min(p.Limit, 128))
 	for rows.Next() {
 		e := berth.Event{SessionID: sessionID}
 		var t sql.NullInt64
@@ -303,7 +216,7 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 			return nil, internal(err, "list events")
 		}
 		if t.Valid {
-			e.Time = fromNanos(t.Int64)
+			e.Time = codec.FromNanos(t.Int64)
 		}
 		if data != nil {
 			e.Data = data

@@ -26,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -64,7 +65,7 @@ type Store struct {
 	// Statements prepared once at Open, so hot paths skip parsing.
 	insertEvents [len(insertChunks)]*sql.Stmt // by index in insertChunks
 	bumpLastSeq  *sql.Stmt
-	listEvents   [eventQueryKinds]*sql.Stmt
+	listEvents   [codec.PageKinds]*sql.Stmt
 	// turnBoundsStmt finds the seq range of a turn; upsertTurn widens it.
 	turnBoundsStmt *sql.Stmt
 	upsertTurn     *sql.Stmt
@@ -223,7 +224,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	s.upsertTurn = prep(s.w, upsertTurnSQL)
 	s.turnBoundsStmt = prep(s.r, turnBoundsSQL)
 	for k := range s.listEvents {
-		s.listEvents[k] = prep(s.r, listEventsSQL(eventQueryKind(k)))
+		s.listEvents[k] = prep(s.r, listEventsSQL(codec.PageKind(k)))
 	}
 	s.lastSeq = prep(s.r, lastSeqSQL)
 	s.getSession = prep(s.r, getSessionSQL)

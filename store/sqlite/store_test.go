@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/berth-sh/berth/store/storetest"
 )
 
@@ -95,7 +96,7 @@ func TestPathWithURICharacters(t *testing.T) {
 
 func TestMigrationsIdempotent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "b.db")
-	ms, err := loadMigrations()
+	ms, err := codec.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +109,8 @@ func TestMigrationsIdempotent(t *testing.T) {
 		if err := s.r.QueryRow(`SELECT count(*), max(version) FROM schema_migrations`).Scan(&n, &top); err != nil {
 			t.Fatal(err)
 		}
-		if n != len(ms) || top != ms[len(ms)-1].version {
-			t.Fatalf("schema_migrations has %d rows up to %d, want %d up to %d", n, top, len(ms), ms[len(ms)-1].version)
+		if n != len(ms) || top != ms[len(ms)-1].Version {
+			t.Fatalf("schema_migrations has %d rows up to %d, want %d up to %d", n, top, len(ms), ms[len(ms)-1].Version)
 		}
 		s.Close()
 	}
@@ -150,18 +151,18 @@ func TestQueryPlans(t *testing.T) {
 		}
 		return strings.Join(out, "; ")
 	}
-	cases := map[eventQueryKind]struct {
+	cases := map[codec.PageKind]struct {
 		args  []any
 		index string
 	}{
-		eventsAll:          {[]any{"s", 0}, "PRIMARY KEY"},
-		eventsByType:       {[]any{"s", "turn_ended", 0}, "events_by_type"},
-		eventsByChunkType:  {[]any{"s", 0, "agent_message"}, "PRIMARY KEY"},
-		eventsByTurn:       {[]any{"s", 0, 10, "u", "", ""}, "PRIMARY KEY"},
-		eventsByTypeInTurn: {[]any{"s", "turn_ended", 0, 10, "u"}, "events_by_type"},
+		codec.PageAll:          {[]any{"s", 0}, "PRIMARY KEY"},
+		codec.PageByType:       {[]any{"s", "turn_ended", 0}, "events_by_type"},
+		codec.PageByChunkType:  {[]any{"s", 0, "agent_message"}, "PRIMARY KEY"},
+		codec.PageByTurn:       {[]any{"s", 0, 10, "u", ""}, "PRIMARY KEY"},
+		codec.PageByTypeInTurn: {[]any{"s", "turn_ended", 0, 10, "u"}, "events_by_type"},
 	}
-	if len(cases) != int(eventQueryKinds) {
-		t.Fatalf("%d page statements, %d checked", eventQueryKinds, len(cases))
+	if len(cases) != int(codec.PageKinds) {
+		t.Fatalf("%d page statements, %d checked", codec.PageKinds, len(cases))
 	}
 	for k, c := range cases {
 		q := listEventsSQL(k)

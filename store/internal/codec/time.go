@@ -1,4 +1,4 @@
-package postgres
+package codec
 
 import (
 	"math"
@@ -6,24 +6,24 @@ import (
 )
 
 // Times are stored as unix nanoseconds, which keeps them exact and sortable
-// in a BIGINT column. int64 nanoseconds cover the years 1678 to 2262.
+// in an integer column. int64 nanoseconds cover the years 1678 to 2262.
 var (
 	minNanosTime = time.Unix(0, math.MinInt64)
 	maxNanosTime = time.Unix(0, math.MaxInt64)
 )
 
-// toNanos returns t as unix nanoseconds; ok is false for the zero time and
+// ToNanos returns t as unix nanoseconds; ok is false for the zero time and
 // for times int64 nanoseconds cannot hold.
-func toNanos(t time.Time) (n int64, ok bool) {
+func ToNanos(t time.Time) (n int64, ok bool) {
 	if t.IsZero() || t.Before(minNanosTime) || t.After(maxNanosTime) {
 		return 0, false
 	}
 	return t.UnixNano(), true
 }
 
-// sortNanos is toNanos for an ordering column: the zero time sorts as 0 and
+// SortNanos is ToNanos for an ordering column: the zero time sorts as 0 and
 // out-of-range times clamp to the nearest bound.
-func sortNanos(t time.Time) int64 {
+func SortNanos(t time.Time) int64 {
 	switch {
 	case t.IsZero():
 		return 0
@@ -35,5 +35,5 @@ func sortNanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// fromNanos is the inverse of toNanos, in UTC.
-func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+// FromNanos is the inverse of ToNanos, in UTC.
+func FromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }

@@ -1,0 +1,67 @@
+// Package codec is the stored form of berth's records that the SQL store
+// backends share: times as unix nanoseconds, the session document, list
+// cursors, event column values, per-turn seq ranges, how an event page is
+// answered, and the embedded numbered migrations. It holds no SQL: each
+// backend keeps its own statements and schema.
+package codec
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/berth-sh/berth"
+)
+
+// sessionDoc is the JSON kept in a session row's document: the API fields
+// plus the ones their json:"-" tags hide from the API but the daemon needs
+// back after a restart.
+type sessionDoc struct {
+	*berth.Session
+	Env       map[string]string `json:"env,omitempty"`
+	AgentPID  int               `json:"agent_pid,omitempty"`
+	NeedsAuth bool              `json:"needs_auth,omitempty"`
+}
+
+// EncodeSession marshals s with its hidden fields. EInvalid if it cannot.
+func EncodeSession(s *berth.Session) (string, error) {
+	b, err := json.Marshal(sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth})
+	if err != nil {
+		return "", berth.WrapError(berth.EInvalid, err, "session cannot be encoded")
+	}
+	return string(b), nil
+}
+
+// DecodeSession is the inverse of EncodeSession; LastSeq comes from its
+// column, never from the document. EInternal for a document that does not
+// decode.
+func DecodeSession(doc []byte, lastSeq int64) (*berth.Session, error) {
+	d := sessionDoc{Session: new(berth.Session)}
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "decode stored session")
+	}
+	s := d.Session
+	s.Env, s.AgentPID, s.NeedsAuth = d.Env, d.AgentPID, d.NeedsAuth
+	s.LastSeq = lastSeq
+	return s, nil
+}
+
+// EncodeCursor makes the opaque list position after a row.
+func EncodeCursor(createdAt int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(createdAt, 10) + ":" + id))
+}
+
+// DecodeCursor is the inverse of EncodeCursor. EInvalid for anything else.
+func DecodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", berth.WrapError(berth.EInvalid, err, "malformed cursor")
+	}
+	at, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil || id == "" {
+		return 0, "", berth.Errorf(berth.EInvalid, "malformed cursor")
+	}
+	return n, id, nil
+}

@@ -1,0 +1,75 @@
+package codec
+
+import (
+	"testing"
+	"testing/fstest"
+
+	"github.com/berth-sh/berth"
+)
+
+func TestCursorRoundTrip(t *testing.T) {
+	at, id, err := DecodeCursor(EncodeCursor(-42, "ses_a:b"))
+	if err != nil || at != -42 || id != "ses_a:b" {
+		t.Fatalf("round trip = %d %q %v", at, id, err)
+	}
+	for _, bad := range []string{"", "!!", EncodeCursor(1, "")[:2], "eA"} {
+		if _, _, err := DecodeCursor(bad); !berth.IsCode(err, berth.EInvalid) {
+			t.Errorf("DecodeCursor(%q) = %v, want invalid_argument", bad, err)
+		}
+	}
+}
+
+func TestPlanPage(t *testing.T) {
+	bounds := func(turn string) (int64, int64, bool, error) { return 10, 20, turn == "t1", nil }
+	for _, c := range []struct {
+		f                berth.EventFilter
+		kind             PageKind
+		after, upper     int64
+		limit            int
+		empty, wantError bool
+	}{
+		{f: berth.EventFilter{}, kind: PageAll, limit: berth.DefaultEventLimit},
+		{f: berth.EventFilter{Limit: 5000}, kind: PageAll, limit: berth.MaxEventLimit},
+		{f: berth.EventFilter{Type: berth.EventAgentMessage, After: 3}, kind: PageByChunkType, after: 3, limit: 100},
+		{f: berth.EventFilter{Type: berth.EventTurnEnded}, kind: PageByType, limit: 100},
+		{f: berth.EventFilter{TurnID: "t1"}, kind: PageByTurn, after: 9, upper: 20, limit: 100},
+		{f: berth.EventFilter{TurnID: "t1", After: 15}, kind: PageByTurn, after: 15, upper: 20, limit: 100},
+		{f: berth.EventFilter{TurnID: "t1", Type: berth.EventToolCall}, kind: PageByTypeInTurn, after: 9, upper: 20, limit: 100},
+		{f: berth.EventFilter{TurnID: "t1", Type: berth.EventAgentThought}, kind: PageByTurn, after: 9, upper: 20, limit: 100},
+		{f: berth.EventFilter{TurnID: "nope"}, empty: true},
+		{f: berth.EventFilter{After: -1}, wantError: true},
+		{f: berth.EventFilter{Limit: -1}, wantError: true},
+	} {
+		p, empty, err := PlanPage(c.f, bounds)
+		if c.wantError {
+			if !berth.IsCode(err, berth.EInvalid) {
+				t.Errorf("%+v: err %v, want invalid_argument", c.f, err)
+			}
+			continue
+		}
+		if err != nil || empty != c.empty {
+			t.Errorf("%+v: empty %v err %v", c.f, empty, err)
+			continue
+		}
+		if !empty && (p.Kind != c.kind || p.After != c.after || p.Upper != c.upper || p.Limit != c.limit) {
+			t.Errorf("%+v: plan %+v", c.f, p)
+		}
+	}
+}
+
+func TestLoadMigrationsRefusesBadNames(t *testing.T) {
+	good := fstest.MapFS{"m/0002_b.sql": {Data: []byte("B")}, "m/0001_a.sql": {Data: []byte("A")}}
+	ms, err := LoadMigrations(good, "m")
+	if err != nil || len(ms) != 2 || ms[0].Version != 1 || ms[1].SQL != "B" {
+		t.Fatalf("migrations = %+v, %v", ms, err)
+	}
+	for _, bad := range []fstest.MapFS{
+		{"m/first.sql": {}},
+		{"m/0001_a.sql": {}, "m/1_b.sql": {}},
+		{"m/0001_a.txt": {}},
+	} {
+		if _, err := LoadMigrations(bad, "m"); err == nil {
+			t.Errorf("LoadMigrations(%v) accepted", bad)
+		}
+	}
+}
