@@ -1,6 +1,9 @@
 package berth
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Store keeps sessions and their event logs. It is the truth for state:
 // every state transition is written before it is reported. Implementations
@@ -18,7 +21,8 @@ type Store interface {
 	// AppendEvents moves. When from is not empty the stored state must equal
 	// from, else EConflict (the transition guard). ENotFound if s is absent.
 	UpdateSession(ctx context.Context, s *Session, from State) error
-	// DeleteSession removes a session and its whole log. ENotFound if absent.
+	// DeleteSession removes a session, its whole log, its queue entries,
+	// permissions and lease. ENotFound if absent.
 	DeleteSession(ctx context.Context, id string) error
 
 	// AppendEvents writes sequenced events of any number of sessions in one
@@ -32,6 +36,53 @@ type Store interface {
 	// LastSeq returns the highest committed seq of a session (0 if none).
 	// ENotFound if the session is absent.
 	LastSeq(ctx context.Context, sessionID string) (int64, error)
+
+	// EnqueuePrompt stores a pending entry (e.State is set to pending) and
+	// says where it stands. A queue entry is refused with EQueueFull when the
+	// session already holds maxPending pending queue entries (nothing is
+	// stored). A steer entry replaces the session's pending steer, which
+	// becomes canceled in the same transaction. ENotFound if the session is
+	// absent, EConflict if the id exists.
+	EnqueuePrompt(ctx context.Context, e *QueueEntry, maxPending int) (EnqueueResult, error)
+	// ListQueue returns a session's pending entries, oldest first, each
+	// with its Position. ENotFound if the session is absent.
+	ListQueue(ctx context.Context, sessionID string) ([]*QueueEntry, error)
+	// ClaimQueueEntry atomically moves the oldest pending entry of kind and
+	// generation to dispatched, records turnID on it and returns it.
+	// ENotFound when there is none: an entry is claimed at most once.
+	ClaimQueueEntry(ctx context.Context, sessionID, kind string, generation int64, turnID string) (*QueueEntry, error)
+	// CancelQueueEntry moves one pending entry to canceled. ENotFound if the
+	// session has no pending entry with that id.
+	CancelQueueEntry(ctx context.Context, sessionID, entryID string) (*QueueEntry, error)
+	// CancelQueue moves every pending entry of the session older than
+	// generation (all of them when generation is 0) to canceled and returns
+	// them oldest first.
+	CancelQueue(ctx context.Context, sessionID string, generation int64) ([]*QueueEntry, error)
+
+	// CreatePermission stores a permission request. ENotFound if the
+	// session is absent, EConflict if the id exists.
+	CreatePermission(ctx context.Context, p *Permission) error
+	// GetPermission returns one permission of a session. ENotFound if absent.
+	GetPermission(ctx context.Context, sessionID, id string) (*Permission, error)
+	// ListPermissions returns a session's permissions in the given state
+	// (all when state is empty), oldest first. ENotFound if the session is
+	// absent.
+	ListPermissions(ctx context.Context, sessionID, state string) ([]*Permission, error)
+	// DecidePermission records p's State, OptionID, DecidedBy and DecidedAt
+	// on a pending permission. EConflict if it is no longer pending,
+	// ENotFound if absent.
+	DecidePermission(ctx context.Context, p *Permission) error
+
+	// AcquireLease takes or renews the lease of a session for owner until
+	// now+ttl. A lease held by another owner and not expired at now is
+	// EConflict; taking one over (or taking the first) grows Token, renewing
+	// one's own keeps it. ENotFound if the session is absent.
+	AcquireLease(ctx context.Context, sessionID, owner string, now time.Time, ttl time.Duration) (*Lease, error)
+	// GetLease returns the lease of a session. ENotFound if it has none.
+	GetLease(ctx context.Context, sessionID string) (*Lease, error)
+	// ReleaseLease gives up a lease owner holds with token. EConflict if the
+	// lease is held by another owner or token is stale; ENotFound if none.
+	ReleaseLease(ctx context.Context, sessionID, owner string, token int64) error
 
 	// Name says which backend this is ("sqlite", "postgres"), for health.
 	Name() string

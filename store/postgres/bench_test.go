@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/jackc/pgx/v5"
 )
 
 // benchStore opens a store on a fresh database with sessions s0…s(n-1).
@@ -86,4 +89,101 @@ func BenchmarkListEvents(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkPageEndOfMillion reads the last page of 1000 events of a
+// 1,000,000-event log, as `berth bench --page-log` does over HTTP.
+func BenchmarkPageEndOfMillion(b *testing.B) {
+	s := benchStore(b, 1)
+	const total, batch = 1_000_000, 20_000
+	now := time.Now()
+	data := json.RawMessage(`{"text":"a benchmark chunk of text"}`)
+	evs := make([]berth.Event, batch)
+	for first := int64(1); first <= total; first += batch {
+		for i := range evs {
+			evs[i] = berth.Event{Seq: first + int64(i), SessionID: benchID(0), TurnID: "turn_bench",
+				Type: berth.EventAgentMessage, Time: now, Data: data}
+		}
+		if err := s.AppendEvents(context.Background(), evs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		page, err := s.ListEvents(context.Background(), benchID(0), berth.EventFilter{After: total - 1000, Limit: 1000})
+		if err != nil || len(page) != 1000 || page[999].Seq != total {
+			b.Fatalf("page: %d events, %v", len(page), err)
+		}
+	}
+}
+
+// BenchmarkListSessionsByLabel walks 10,000 sessions that share a label,
+// 100 a page, as `berth bench --list-sessions` does over HTTP, and reports
+// the time of one page. Autovacuum is off for the sessions tables, so
+// "unanalyzed" is the planner without statistics, as right after a burst of
+// creates; "analyzed" follows an ANALYZE.
+func BenchmarkListSessionsByLabel(b *testing.B) {
+	s := openAt(b, b.TempDir())
+	b.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	for _, t := range []string{"sessions", "session_labels"} {
+		if err := s.pool.with(ctx, func(c *pgx.Conn) error {
+			_, err := c.Exec(ctx, `ALTER TABLE `+t+` SET (autovacuum_enabled = false)`)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	const n, workers = 10_000, 8
+	base := time.Now().UTC()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				at := base.Add(time.Duration(i) * time.Microsecond)
+				sess := &berth.Session{ID: benchID(i), Name: "bench-" + strconv.Itoa(i), Agent: "demo",
+					State: berth.StateStopped, StopReason: berth.StopUserRequested, Workspace: "/tmp/berth-bench-1922428648",
+					Labels: map[string]string{"bench": "list"}, CreatedAt: at, UpdatedAt: at, LastActivityAt: at}
+				if err := s.CreateSession(ctx, sess); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	walk := func(b *testing.B) {
+		pages := 0
+		for b.Loop() {
+			cursor, seen := "", 0
+			for {
+				page, err := s.ListSessions(ctx, berth.SessionFilter{Labels: map[string]string{"bench": "list"},
+					Cursor: cursor, Limit: 100})
+				if err != nil {
+					b.Fatal(err)
+				}
+				pages++
+				seen += len(page.Sessions)
+				if cursor = page.NextCursor; cursor == "" {
+					break
+				}
+			}
+			if seen != n {
+				b.Fatalf("walked %d sessions", seen)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(pages)/1e6, "ms/page")
+	}
+	b.Run("unanalyzed", walk)
+	if err := s.pool.with(ctx, func(c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `ANALYZE sessions, session_labels`)
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("analyzed", walk)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // bumpLastSeqSQL moves a session's last_seq and returns its key; it returns
@@ -172,18 +173,36 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 	}
 	args := p.Args(sessionID)
 	out := make([]berth.Event, 0, min(p.Limit, 128))
+	var fds []pgconn.FieldDescription
+	var turn, typ string
+	var slab byteSlab
 	err = s.query(ctx, listEventsSQL(p.Kind), args, func(rows pgx.Rows) error {
-		e := berth.Event{SessionID: sessionID}
-		var t *int64
-		var data []byte
-		if err := rows.Scan(&e.Seq, &e.TurnID, &e.Type, &t, &data); err != nil {
+		if fds == nil {
+			fds = rows.FieldDescriptions()
+		}
+		// Columns: seq, turn_id, type, time, data (see listEventsSQL).
+		raw := rows.RawValues()
+		e := berth.Event{SessionID: sessionID, TurnID: interned(&turn, raw[1]), Type: interned(&typ, raw[2])}
+		var err error
+		if e.Seq, err = rawInt8(fds[0], raw[0]); err != nil {
 			return err
 		}
-		if t != nil {
-			e.Time = codec.FromNanos(*t)
+		// NULL time is the zero time.
+		if raw[3] != nil {
+			n, err := rawInt8(fds[3], raw[3])
+			if err != nil {
+				return err
+			}
+			e.Time = codec.FromNanos(n)
 		}
-		if data != nil {
-			e.Data = data
+		// NULL data stays nil.
+		if raw[4] != nil {
+			e.Data = slab.copy(raw[4])
+		}
+		// A page that outgrows the first guess is likely a full one: grow
+		// once to the limit instead of doubling (and copying) three times.
+		if len(out) == cap(out) {
+			out = slices.Grow(out, p.Limit-len(out))
 		}
 		out = append(out, e)
 		return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Session list bounds.
@@ -39,22 +40,25 @@ func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 		if err != nil {
 			return internal(err, "insert session")
 		}
-		return insertLabels(ctx, tx, pk, sess.Labels)
+		return insertLabels(ctx, tx, pk, sess)
 	})
 }
 
-// insertLabels writes the label rows of a session in one statement.
-func insertLabels(ctx context.Context, tx pgx.Tx, pk int64, labels map[string]string) error {
-	if len(labels) == 0 {
+// insertLabels writes the label rows of a session in one statement, each
+// with a copy of the session's list key (created_at, id) that label
+// filtered lists page by (migration 0003).
+func insertLabels(ctx context.Context, tx pgx.Tx, pk int64, sess *berth.Session) error {
+	if len(sess.Labels) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(labels))
-	values := make([]string, 0, len(labels))
-	for k, v := range labels {
+	keys := make([]string, 0, len(sess.Labels))
+	values := make([]string, 0, len(sess.Labels))
+	for k, v := range sess.Labels {
 		keys, values = append(keys, k), append(values, v)
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO session_labels (session_pk, key, value)
-		SELECT $1, k, v FROM unnest($2::text[], $3::text[]) AS l (k, v)`, pk, keys, values)
+	_, err := tx.Exec(ctx, `INSERT INTO session_labels (session_pk, key, value, created_at, session_id)
+		SELECT $1, k, v, $4, $5 FROM unnest($2::text[], $3::text[]) AS l (k, v)`,
+		pk, keys, values, codec.SortNanos(sess.CreatedAt), sess.ID)
 	if err != nil {
 		return internal(err, "insert session labels")
 	}
@@ -88,59 +92,35 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 	case limit > maxSessionLimit:
 		limit = maxSessionLimit
 	}
-	var q strings.Builder
-	var args []any
-	// arg binds v and returns its placeholder.
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
+	q, args, err := listSessionsSQL(f, limit)
+	if err != nil {
+		return nil, err
 	}
-	q.WriteString(`SELECT doc, last_seq, created_at, id FROM sessions WHERE true`)
-	if f.State != "" {
-		q.WriteString(` AND state = ` + arg(string(f.State)))
-	}
-	if f.Agent != "" {
-		q.WriteString(` AND agent = ` + arg(f.Agent))
-	}
-	if f.Parent != "" {
-		q.WriteString(` AND parent_id = ` + arg(f.Parent))
-	}
-	// Sorted keys keep the SQL text, and so pgx's statement cache key,
-	// stable for equal filters.
-	keys := make([]string, 0, len(f.Labels))
-	for k := range f.Labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		q.WriteString(` AND EXISTS (SELECT 1 FROM session_labels l WHERE l.session_pk = sessions.pk AND l.key = ` +
-			arg(k) + ` AND l.value = ` + arg(f.Labels[k]) + `)`)
-	}
-	if f.Cursor != "" {
-		at, id, err := codec.DecodeCursor(f.Cursor)
-		if err != nil {
-			return nil, err
-		}
-		q.WriteString(` AND (created_at, id) < (` + arg(at) + `, ` + arg(id) + `)`)
-	}
-	// One row more than asked tells whether there is a next page.
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1))
-
 	page := &berth.SessionPage{Sessions: make([]*berth.Session, 0, min(limit, 64))}
+	var fds []pgconn.FieldDescription
 	var lastAt int64
-	var lastID string
-	err := s.query(ctx, q.String(), args, func(rows pgx.Rows) error {
+	var lastID []byte
+	err = s.query(ctx, q, args, func(rows pgx.Rows) error {
 		if len(page.Sessions) == limit {
 			// The extra row: the cursor points after the last one returned.
-			page.NextCursor = codec.EncodeCursor(lastAt, lastID)
+			page.NextCursor = codec.EncodeCursor(lastAt, string(lastID))
 			return nil
 		}
-		var doc []byte
-		var lastSeq int64
-		if err := rows.Scan(&doc, &lastSeq, &lastAt, &lastID); err != nil {
+		if fds == nil {
+			fds = rows.FieldDescriptions()
+		}
+		// Columns: doc, last_seq, created_at, id. The document is decoded
+		// straight from the row buffer: the decoder copies what it keeps.
+		raw := rows.RawValues()
+		lastSeq, err := rawInt8(fds[1], raw[1])
+		if err != nil {
 			return err
 		}
-		sess, err := codec.DecodeSession(doc, lastSeq)
+		if lastAt, err = rawInt8(fds[2], raw[2]); err != nil {
+			return err
+		}
+		lastID = append(lastID[:0], raw[3]...)
+		sess, err := codec.DecodeSession(raw[0], lastSeq)
 		if err != nil {
 			return err
 		}
@@ -154,6 +134,64 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 		return nil, err
 	}
 	return page, nil
+}
+
+// listSessionsSQL builds the statement of a ListSessions page of at most
+// limit sessions and its arguments; it asks for one row more, which tells
+// whether there is a next page. EInvalid for a malformed cursor.
+func listSessionsSQL(f berth.SessionFilter, limit int) (string, []any, error) {
+	var q strings.Builder
+	var args []any
+	// arg binds v and returns its placeholder.
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	// Sorted keys keep the SQL text, and so pgx's statement cache key,
+	// stable for equal filters.
+	keys := make([]string, 0, len(f.Labels))
+	for k := range f.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	// The list key the page is ordered and cut by: the session's own, or
+	// with a label filter the copy in the first label's rows, so that the
+	// page is one range of session_labels_by_pair whatever the planner's
+	// statistics (migration 0003).
+	at, id := `s.created_at`, `s.id`
+	if len(keys) == 0 {
+		q.WriteString(`SELECT s.doc, s.last_seq, s.created_at, s.id FROM sessions s WHERE true`)
+	} else {
+		at, id = `l.created_at`, `l.session_id`
+		q.WriteString(`SELECT s.doc, s.last_seq, l.created_at, l.session_id
+			FROM session_labels l JOIN sessions s ON s.pk = l.session_pk
+			WHERE l.key = ` + arg(keys[0]) + ` AND l.value = ` + arg(f.Labels[keys[0]]))
+		keys = keys[1:]
+	}
+	if f.State != "" {
+		q.WriteString(` AND s.state = ` + arg(string(f.State)))
+	}
+	if f.Agent != "" {
+		q.WriteString(` AND s.agent = ` + arg(f.Agent))
+	}
+	if f.Parent != "" {
+		q.WriteString(` AND s.parent_id = ` + arg(f.Parent))
+	}
+	// Any further label is a probe of the primary key per candidate.
+	for _, k := range keys {
+		q.WriteString(` AND EXISTS (SELECT 1 FROM session_labels o WHERE o.session_pk = s.pk AND o.key = ` +
+			arg(k) + ` AND o.value = ` + arg(f.Labels[k]) + `)`)
+	}
+	if f.Cursor != "" {
+		cAt, cID, err := codec.DecodeCursor(f.Cursor)
+		if err != nil {
+			return "", nil, err
+		}
+		q.WriteString(` AND (` + at + `, ` + id + `) < (` + arg(cAt) + `, ` + arg(cID) + `)`)
+	}
+	// One row more than asked tells whether there is a next page.
+	q.WriteString(` ORDER BY ` + at + ` DESC, ` + id + ` DESC LIMIT ` + arg(limit+1))
+	return q.String(), args, nil
 }
 
 // UpdateSession writes every field of sess except LastSeq. When from is not
@@ -186,7 +224,7 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 		if _, err := tx.Exec(ctx, `DELETE FROM session_labels WHERE session_pk = $1`, pk); err != nil {
 			return internal(err, "update session labels")
 		}
-		return insertLabels(ctx, tx, pk, sess.Labels)
+		return insertLabels(ctx, tx, pk, sess)
 	})
 }
 
@@ -206,8 +244,8 @@ func missOrConflict(ctx context.Context, tx pgx.Tx, id string, from berth.State)
 		Details: map[string]any{"state": state, "expected": string(from)}}
 }
 
-// DeleteSession removes a session, its labels, turns and whole log in one
-// transaction. ENotFound if absent.
+// DeleteSession removes a session, its labels, turns, whole log, queue
+// entries, permissions and lease in one transaction. ENotFound if absent.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		var pk int64
@@ -218,7 +256,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		if err != nil {
 			return internal(err, "delete session")
 		}
-		// Labels go by ON DELETE CASCADE; turns and events have no foreign
+		// Labels, queue entries, permissions and the lease go by ON DELETE
+		// CASCADE (migrations 0001, 0002); turns and events have no foreign
 		// key (see the schema) and go here, by primary-key ranges.
 		if _, err := tx.Exec(ctx, `DELETE FROM turns WHERE session_pk = $1`, pk); err != nil {
 			return internal(err, "delete session turns")

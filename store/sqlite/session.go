@@ -198,8 +198,8 @@ func missOrConflict(ctx context.Context, tx *sql.Tx, id string, from berth.State
 		Details: map[string]any{"state": state, "expected": string(from)}}
 }
 
-// DeleteSession removes a session, its labels and its whole log in one
-// transaction. ENotFound if absent.
+// DeleteSession removes a session, its labels, its whole log, its queue
+// entries, permissions and lease in one transaction. ENotFound if absent.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var pk int64
@@ -218,8 +218,28 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE session_pk = ?`, pk); err != nil {
 			return internal(err, "delete session events")
 		}
+		// The side tables have no foreign key either (migration 0003).
+		for _, table := range []string{"queue_entries", "permissions", "leases"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE session_pk = ?`, pk); err != nil {
+				return internal(err, "delete session %s", table)
+			}
+		}
 		return nil
 	})
+}
+
+// sessionPK returns the key of a session, read in tx. ENotFound if the
+// session is absent.
+func sessionPK(ctx context.Context, tx *sql.Tx, id string) (int64, error) {
+	var pk int64
+	err := tx.QueryRowContext(ctx, `SELECT pk FROM sessions WHERE id = ?`, id).Scan(&pk)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, berth.Errorf(berth.ENotFound, "session %s not found", id)
+	}
+	if err != nil {
+		return 0, internal(err, "find session")
+	}
+	return pk, nil
 }
 
 // inTx runs fn in a write transaction and commits it if fn succeeds.
@@ -237,4 +257,16 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	s.checkpointer.notify()
 	return nil
+}
+
+// inReadTx runs fn in a transaction on a reader connection, so that all of
+// its statements read one snapshot, and then ends the transaction.
+func (s *Store) inReadTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, nil)
+	if err != nil {
+		return internal(err, "begin read transaction")
+	}
+	// A read-only transaction has nothing to commit: rolling back ends it.
+	defer tx.Rollback()
+	return fn(tx)
 }

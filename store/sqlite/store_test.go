@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -183,6 +184,36 @@ func TestQueryPlans(t *testing.T) {
 			t.Errorf("%s\n  plan: %s", q, p)
 		}
 	}
+	// The queue's hot paths: claiming the oldest pending entry walks
+	// queue_by_state in arrival order, and the cap is counted from the
+	// index alone. A decision, a pending list and a lease are one lookup.
+	for _, c := range []struct {
+		q     string
+		args  []any
+		wants []string
+	}{
+		{claimQueueSQL, []any{"dispatched", "t", "s", "pending", "queue", 1, "pending"},
+			[]string{"SEARCH queue_entries USING INDEX queue_by_state (session_pk=? AND state=? AND kind=?)",
+				"SEARCH queue_entries USING INTEGER PRIMARY KEY", "SEARCH sessions USING"}},
+		{countPendingSQL, []any{1, "pending", "queue"},
+			[]string{"SEARCH queue_entries USING COVERING INDEX queue_by_state (session_pk=? AND state=? AND kind=?)"}},
+		{`SELECT ` + permissionColumns + ` FROM permissions WHERE ` + permissionOfSession, []any{"s", "p"},
+			[]string{"SEARCH permissions USING INDEX", "(id=?)"}},
+		{`SELECT ` + permissionColumns + ` FROM permissions WHERE session_pk = ? AND state = ? ORDER BY ord`, []any{1, "pending"},
+			[]string{"SEARCH permissions USING INDEX permissions_by_state (session_pk=? AND state=?)"}},
+		{`SELECT owner, token, expires_at FROM leases WHERE ` + leaseOfSession, []any{"s"},
+			[]string{"SEARCH leases USING INDEX", "(session_pk=?)"}},
+	} {
+		p := plan(c.q, c.args...)
+		for _, w := range c.wants {
+			if !strings.Contains(p, w) {
+				t.Errorf("%s\n  plan: %s\n  want: %s", c.q, p, w)
+			}
+		}
+		if strings.Contains(p, "SCAN") || strings.Contains(p, "TEMP B-TREE") {
+			t.Errorf("%s\n  plan: %s", c.q, p)
+		}
+	}
 }
 
 // TestDeleteRemovesRows checks what the API cannot see: a deleted
@@ -200,6 +231,17 @@ func TestDeleteRemovesRows(t *testing.T) {
 		if err := s.AppendEvents(ctx, evs); err != nil {
 			t.Fatal(err)
 		}
+		for _, kind := range []string{berth.EntryQueue, berth.EntrySteer} {
+			if _, err := s.EnqueuePrompt(ctx, &berth.QueueEntry{ID: id + "-" + kind, SessionID: id, Kind: kind}, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.CreatePermission(ctx, &berth.Permission{ID: id + "-p", SessionID: id}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AcquireLease(ctx, id, "n", time.Now(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.DeleteSession(ctx, "gone"); err != nil {
 		t.Fatal(err)
@@ -208,6 +250,9 @@ func TestDeleteRemovesRows(t *testing.T) {
 		`SELECT count(*) FROM events`:         2,
 		`SELECT count(*) FROM session_labels`: 1,
 		`SELECT count(*) FROM sessions`:       1,
+		`SELECT count(*) FROM queue_entries`:  2,
+		`SELECT count(*) FROM permissions`:    1,
+		`SELECT count(*) FROM leases`:         1,
 	} {
 		var n int
 		if err := s.r.QueryRow(q).Scan(&n); err != nil {

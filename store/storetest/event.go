@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -326,4 +327,50 @@ func testLargePayloadUnicode(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	sameEvents(t, filtered, evs[:1])
+}
+
+// testPageEndOfMillion pages the end of a 1,000,000-event log: the page
+// after 999000 holds exactly the last 1,000 events.
+func testPageEndOfMillion(t *testing.T, open Opener) {
+	if testing.Short() {
+		t.Skip("a million events: not in -short")
+	}
+	s := fresh(t, open)
+	create(t, s, newSession("big", base))
+	const total, batch = 1_000_000, 20_000
+	bigCtx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	buf := make([]berth.Event, batch)
+	for first := int64(1); first <= total; first += batch {
+		for i := range buf {
+			seq := first + int64(i)
+			buf[i] = berth.Event{Seq: seq, SessionID: "big", TurnID: "turn", Type: berth.EventAgentMessage,
+				Time: base, Data: json.RawMessage(`{"text":"x"}`)}
+			if seq%1000 == 0 {
+				buf[i].Type = berth.EventToolCall
+			}
+		}
+		// The million rows get a bound of their own: slow under -race.
+		if err := s.AppendEvents(bigCtx, buf); err != nil {
+			t.Fatalf("append from %d: %v", first, err)
+		}
+	}
+	page, err := s.ListEvents(ctx(t), "big", berth.EventFilter{After: 999_000, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page) != 1000 {
+		t.Fatalf("page after 999000 has %d events", len(page))
+	}
+	contiguous(t, page, 999_001)
+	if page[999].Type != berth.EventToolCall || page[0].Type != berth.EventAgentMessage {
+		t.Fatalf("wrong events: first %s, last %s", page[0].Type, page[999].Type)
+	}
+	calls, err := s.ListEvents(ctx(t), "big", berth.EventFilter{After: 990_000, Limit: 1000, Type: berth.EventToolCall})
+	if err != nil || len(calls) != 10 || calls[0].Seq != 991_000 || calls[9].Seq != total {
+		t.Fatalf("tool calls after 990000: %d, %v", len(calls), err)
+	}
+	if n := lastSeq(t, s, "big"); n != total {
+		t.Fatalf("last seq %d", n)
+	}
 }

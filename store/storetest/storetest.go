@@ -64,6 +64,15 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"ConcurrentAppend", testConcurrentAppend},
 		{"ConcurrentReaders", testConcurrentReaders},
 		{"Reopen", testReopen},
+		{"PageEndOfMillion", testPageEndOfMillion},
+		{"QueueFIFO", testQueueFIFO},
+		{"QueueFull", testQueueFull},
+		{"QueueCancel", testQueueCancel},
+		{"QueueSteerReplaces", testQueueSteerReplaces},
+		{"QueueClaimOnce", testQueueClaimOnce},
+		{"Permissions", testPermissions},
+		{"Leases", testLeases},
+		{"SideEntitiesCascade", testSideEntitiesCascade},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
