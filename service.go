@@ -36,6 +36,24 @@ type SessionService interface {
 	// idle, ENotFound.
 	Cancel(ctx context.Context, id string) (string, error)
 
+	// ListQueue returns the session's pending prompts and its input
+	// generation. ENotFound.
+	ListQueue(ctx context.Context, id string) (*QueueView, error)
+	// CancelQueueEntry drops a pending prompt. ENotFound if the session has
+	// no pending entry with that id.
+	CancelQueueEntry(ctx context.Context, id, entryID string) error
+	// ResumeSession starts a stopped session's agent again in the same
+	// workspace and returns it active. EConflict when it is not stopped or
+	// not resumable, ENotFound.
+	ResumeSession(ctx context.Context, id string) (*Session, error)
+
+	// ListPermissions returns a session's permissions, all or in one state.
+	// ENotFound.
+	ListPermissions(ctx context.Context, id, state string) ([]*Permission, error)
+	// DecidePermission answers a pending permission. EInvalid for a bad
+	// decision, EConflict when it is no longer pending, ENotFound.
+	DecidePermission(ctx context.Context, id, permID string, d PermissionDecision) (*Permission, error)
+
 	// ListEvents pages a session's log. ENotFound, EInvalid for bad bounds.
 	ListEvents(ctx context.Context, id string, f EventFilter) ([]Event, error)
 	// StreamEvents follows a session's log from after on. ENotFound.

@@ -78,7 +78,7 @@ type Sandbox struct {
 type Limits struct {
 	// MaxPromptBytes caps one prompt's text (1 B..64 MiB, default 256 KiB).
 	MaxPromptBytes int `toml:"max_prompt_bytes"`
-	// MaxQueue caps the pending prompts of one session (0..10000, default 10).
+	// MaxQueue caps the pending prompts of one session (1..10000, default 10).
 	MaxQueue int `toml:"max_queue"`
 	// MaxSessions caps the sessions one daemon runs (1..100000, default 1000).
 	MaxSessions int `toml:"max_sessions"`
@@ -229,7 +229,7 @@ func (l *Limits) validate() error {
 		min, max int
 	}{
 		{"limits.max_prompt_bytes", l.MaxPromptBytes, 1, 64 * MiB},
-		{"limits.max_queue", l.MaxQueue, 0, 10000},
+		{"limits.max_queue", l.MaxQueue, 1, 10000},
 		{"limits.max_sessions", l.MaxSessions, 1, 100000},
 		{"limits.max_children", l.MaxChildren, 0, 1000},
 		{"limits.max_depth", l.MaxDepth, 0, 16},

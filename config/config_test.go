@@ -263,7 +263,7 @@ func TestOutOfRange(t *testing.T) {
 		wantInvalid(t, err, tc.key)
 	}
 	_, err := Load("", []string{"BERTH_LIMITS_MAX_QUEUE=10001"})
-	wantInvalid(t, err, "limits.max_queue", "10001", "0..10000")
+	wantInvalid(t, err, "limits.max_queue", "10001", "1..10000")
 	_, err = Load("", []string{"BERTH_LIMITS_STALL_AFTER=0"})
 	wantInvalid(t, err, "limits.stall_after")
 

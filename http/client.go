@@ -343,3 +343,48 @@ func (c *Client) Transcript(ctx context.Context, id string) ([]berth.TranscriptT
 	}
 	return t.Turns, nil
 }
+
+// ListQueue returns a session's pending prompts.
+func (c *Client) ListQueue(ctx context.Context, id string) (*berth.QueueView, error) {
+	var q berth.QueueView
+	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/queue"), nil, nil, &q); err != nil {
+		return nil, err
+	}
+	return &q, nil
+}
+
+// CancelQueueEntry drops a pending prompt.
+func (c *Client) CancelQueueEntry(ctx context.Context, id, entryID string) error {
+	return c.Do(ctx, http.MethodDelete, sessionPath(id, "/queue/"+url.PathEscape(entryID)), nil, nil, nil)
+}
+
+// ListPermissions returns a session's permissions, all or in one state.
+func (c *Client) ListPermissions(ctx context.Context, id, state string) ([]*berth.Permission, error) {
+	var q url.Values
+	if state != "" {
+		q = url.Values{"state": {state}}
+	}
+	var res permissionList
+	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/permissions"), q, nil, &res); err != nil {
+		return nil, err
+	}
+	return res.Permissions, nil
+}
+
+// DecidePermission answers a pending permission.
+func (c *Client) DecidePermission(ctx context.Context, id, permID string, d berth.PermissionDecision) (*berth.Permission, error) {
+	var p berth.Permission
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/permissions/"+url.PathEscape(permID)), nil, d, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// ResumeSession resumes a stopped session.
+func (c *Client) ResumeSession(ctx context.Context, id string) (*berth.Session, error) {
+	var s berth.Session
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/resume"), nil, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}

@@ -41,6 +41,11 @@ type fakeService struct {
 	lastEventF     berth.EventFilter
 	lastStreamFrom int64
 	streamCalls    int
+
+	// queue and perms are what the input and permission routes serve.
+	queue        []*berth.QueueEntry
+	perms        []*berth.Permission
+	lastDecision berth.PermissionDecision
 }
 
 // newFakeService returns a fake holding one active session "ses_1".
@@ -318,3 +323,80 @@ func (s *fakeStream) Close() {}
 
 // The fake must satisfy the interface the server serves.
 var _ berth.SessionService = (*fakeService)(nil)
+
+// ListQueue implements berth.SessionService.
+func (f *fakeService) ListQueue(_ context.Context, id string) (*berth.QueueView, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter("ListQueue"); err != nil {
+		return nil, err
+	}
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	return &berth.QueueView{Entries: f.queue, Generation: 3}, nil
+}
+
+// CancelQueueEntry implements berth.SessionService.
+func (f *fakeService) CancelQueueEntry(_ context.Context, id, entryID string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.session(id); err != nil {
+		return err
+	}
+	for i, e := range f.queue {
+		if e.ID == entryID {
+			f.queue = append(f.queue[:i], f.queue[i+1:]...)
+			return nil
+		}
+	}
+	return berth.Errorf(berth.ENotFound, "no pending entry %s", entryID)
+}
+
+// ResumeSession implements berth.SessionService.
+func (f *fakeService) ResumeSession(_ context.Context, id string) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.session(id)
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	c.State = berth.StateActive
+	return &c, nil
+}
+
+// ListPermissions implements berth.SessionService.
+func (f *fakeService) ListPermissions(_ context.Context, id, state string) ([]*berth.Permission, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	var out []*berth.Permission
+	for _, p := range f.perms {
+		if state == "" || p.State == state {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// DecidePermission implements berth.SessionService.
+func (f *fakeService) DecidePermission(_ context.Context, id, permID string, d berth.PermissionDecision) (*berth.Permission, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastDecision = d
+	for _, p := range f.perms {
+		if p.ID != permID {
+			continue
+		}
+		if p.State != berth.PermissionPending {
+			return nil, berth.Errorf(berth.EConflict, "already %s", p.State)
+		}
+		p.State, p.DecidedBy = berth.PermissionDecided, berth.DecidedByUser
+		c := *p
+		return &c, nil
+	}
+	return nil, berth.Errorf(berth.ENotFound, "no permission %s", permID)
+}

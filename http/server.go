@@ -101,6 +101,11 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.handleListEvents)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/events/stream", s.handleStreamEvents)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/transcript", s.handleTranscript)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/queue", s.handleListQueue)
+	s.mux.HandleFunc("DELETE /v1/sessions/{id}/queue/{entry}", s.handleCancelQueueEntry)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/permissions", s.handleListPermissions)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/permissions/{perm}", s.handleDecidePermission)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/resume", s.handleResume)
 }
 
 // Handler returns the server's handler with its middleware (logging, panic

@@ -79,8 +79,7 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	if err := m.store.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("store session: %w", err)
 	}
-	rt := &runtime{m: m, id: id, sess: *s, spec: spec, workspace: s.Workspace,
-		ready: make(chan struct{}), finished: make(chan struct{}), logger: m.logger.With("session", id)}
+	rt := m.newRuntime(s, spec)
 	m.register(rt)
 	registered = true
 
@@ -106,6 +105,15 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		out = rt.view()
 	}
 	return out, nil
+}
+
+// newRuntime returns the runtime of a session about to start.
+func (m *Manager) newRuntime(s *berth.Session, spec berth.AgentSpec) *runtime {
+	return &runtime{m: m, id: s.ID, sess: *s, spec: spec, workspace: s.Workspace,
+		ready: make(chan struct{}), handshook: make(chan struct{}), finished: make(chan struct{}),
+		perms: make(map[string]*permWaiter), remembered: make(map[string]string),
+		outcomes: make(map[string]entryOutcome), inputChanged: make(chan struct{}),
+		logger: m.logger.With("session", s.ID)}
 }
 
 // reserve takes a slot under limits.max_sessions for a session about to be
@@ -151,9 +159,7 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		req.PermissionMode = berth.PermApproveReads
 	}
 	switch req.PermissionMode {
-	case berth.PermDenyAll, berth.PermApproveReads, berth.PermApproveAll:
-	case berth.PermAsk:
-		return spec, nil, false, berth.Errorf(berth.EInvalid, "permission_mode ask is not available in this version")
+	case berth.PermDenyAll, berth.PermApproveReads, berth.PermApproveAll, berth.PermAsk:
 	default:
 		return spec, nil, false, berth.Errorf(berth.EInvalid, "permission_mode must be one of deny-all, approve-reads, approve-all, ask")
 	}
@@ -274,6 +280,7 @@ func agentEnv(spec berth.AgentSpec, sessionID string, extra map[string]string) m
 // for the caller only when nothing could be recorded. ctx is not cancelled
 // (CreateSession detaches it): every path ends in a recorded state.
 func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, home string) error {
+	defer close(rt.handshook)
 	m := rt.m
 	rt.mu.Lock()
 	env, network := rt.sess.Env, rt.sess.Sandbox.Network
@@ -296,7 +303,8 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	if rt.root, err = os.OpenRoot(rt.wsReal); err != nil {
 		rt.logger.Warn("workspace root", "err", err)
 	}
-	rt.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, &agentHandler{rt: rt}, acp.Options{
+	handler := &agentHandler{rt: rt}
+	rt.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, handler, acp.Options{
 		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger, OnSkippedLine: rt.skippedLine,
 	})
 	// The pid is recorded before anything can stop the session, so a
@@ -322,11 +330,11 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	if init.ProtocolVersion != acp.ProtocolVersion {
 		return rt.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
 	}
-	ns, err := rt.client.NewSession(hctx, rt.workspace)
+	acpID, resumedBy, err := rt.openACPSession(hctx, &init, handler)
 	if err != nil {
 		return rt.handshakeFailed(ctx, "session/new", err)
 	}
-	info := berth.ACPInfo{SessionID: ns.SessionID, ProtocolVersion: init.ProtocolVersion,
+	info := berth.ACPInfo{SessionID: acpID, ProtocolVersion: init.ProtocolVersion,
 		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
 
 	// Going active and logging session_started are one step, so neither a
@@ -338,12 +346,14 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 		<-rt.finished
 		return nil
 	}
-	rt.acpID = ns.SessionID
+	rt.acpID = acpID
 	err = rt.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) { s.State, s.ACP = berth.StateActive, info })
 	if err == nil {
 		rt.emit("", berth.EventSessionStarted, map[string]any{
 			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
-			"capabilities": info.Capabilities, "resumed_by": ""})
+			"capabilities": info.Capabilities, "resumed_by": resumedBy})
+		// A resumed session runs what it had queued.
+		rt.dispatchLocked(ctx)
 	}
 	rt.mu.Unlock()
 	if err != nil {
@@ -353,6 +363,39 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 		<-rt.finished
 	}
 	return nil
+}
+
+// openACPSession opens the agent's side of the session: a new one, or for
+// a resumed session its previous conversation, through session/resume or
+// session/load when the agent offers them. It returns the ACP session id
+// and how the conversation was resumed ("" for a new one). A conversation
+// the agent cannot reopen becomes a new one, with a runtime_warning.
+func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, error) {
+	prev := rt.resumeFrom
+	caps := init.Capabilities()
+	if prev != "" {
+		var err error
+		how := ""
+		switch {
+		case caps.CanResume():
+			how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace)
+		case caps.LoadSession:
+			// The replayed history is in the log already.
+			h.replaying.Store(true)
+			how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace)
+			h.replaying.Store(false)
+		}
+		if how != "" && err == nil {
+			return prev, how, nil
+		}
+		reason := "the agent cannot reopen a conversation (no session/resume or session/load): it starts a new one"
+		if err != nil {
+			reason = fmt.Sprintf("the agent could not reopen the conversation (session/%s: %v): it starts a new one", how, err)
+		}
+		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": reason})
+	}
+	ns, err := rt.client.NewSession(ctx, rt.workspace)
+	return ns.SessionID, "", err
 }
 
 // handshakeFailed stops a session whose agent did not complete the

@@ -3,11 +3,11 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
-	"github.com/berth-sh/berth/internal/ids"
 )
 
 // agentHandler serves one agent's calls into berth.
@@ -15,7 +15,7 @@ type agentHandler struct {
 	rt *runtime
 	// replaying is set while session/load replays history, whose updates
 	// are already in the log.
-	replaying bool
+	replaying atomic.Bool
 }
 
 var _ acp.ClientHandler = (*agentHandler)(nil)
@@ -44,7 +44,7 @@ type rawData struct {
 // SessionUpdate maps one ACP update to one event, in arrival order. The
 // event is tagged with the turn in flight, if any.
 func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
-	if h.replaying {
+	if h.replaying.Load() {
 		return
 	}
 	rt := h.rt
@@ -58,7 +58,47 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 		}
 	}
 	rt.emit(turnID, typ, data)
+	if rt.turn != nil && rt.steer != nil && toolCallFinished(&u) {
+		rt.deliverSteerLocked(rt.turn)
+	}
 	rt.mu.Unlock()
+}
+
+// toolCallFinished reports whether an update ends a tool call: the
+// boundary at which a staged steer is delivered.
+func toolCallFinished(u *acp.Update) bool {
+	return (u.Kind == acp.UpdateToolCall || u.Kind == acp.UpdateToolCallUpdate) &&
+		(u.Status == "completed" || u.Status == "failed")
+}
+
+// deliverSteerLocked takes the staged steer into the turn in flight: it is
+// logged as prompt_steered in the turn, the agent's prompt is cancelled,
+// and its answer is followed by the steer's text as a new prompt of the
+// same turn (runTurn).
+func (rt *runtime) deliverSteerLocked(t *turn) {
+	if t.cancelRequested || t.steerText != "" || rt.exited {
+		return
+	}
+	e, err := rt.m.store.ClaimQueueEntry(context.Background(), rt.id, berth.EntrySteer, rt.sess.Queue.Generation, t.id)
+	rt.steer = nil
+	if err != nil {
+		if !isNotFound(err) {
+			rt.logger.Error("claim steer", "err", err)
+		}
+		return
+	}
+	t.steerText = e.Text
+	rt.noteEntryLocked(e.ID, entryOutcome{turnID: t.id})
+	rt.emit(t.id, berth.EventPromptSteered, entryData{EntryID: e.ID, Text: e.Text})
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
+			rt.logger.Warn("session/cancel for a steer not sent", "err", err)
+		}
+	}()
 }
 
 // updateEvent returns the event type and data for an update.
@@ -118,65 +158,6 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	}
 	rt.emit(turnID, berth.EventACPUnknown, rawData{Raw: raw})
 	rt.mu.Unlock()
-}
-
-// readKinds are the ACP tool kinds approve-reads allows.
-var readKinds = map[string]bool{"read": true, "search": true, "think": true}
-
-// RequestPermission answers by the session's policy; every request and its
-// resolution are logged.
-func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	rt := h.rt
-	rt.mu.Lock()
-	mode := rt.sess.PermissionMode
-	cancelled := rt.turn != nil && rt.turn.cancelRequested
-	turnID := rt.currentTurnIDLocked()
-	rt.mu.Unlock()
-
-	now := time.Now().UTC()
-	p := berth.Permission{ID: ids.New("perm"), SessionID: rt.id, TurnID: turnID, ToolCall: req.ToolCall,
-		State: berth.PermissionPending, CreatedAt: now}
-	for _, o := range req.Options {
-		p.Options = append(p.Options, berth.PermissionOption{ID: o.OptionID, Name: o.Name, Kind: o.Kind})
-	}
-	if len(p.ToolCall) == 0 {
-		p.ToolCall = json.RawMessage(`{}`)
-	}
-	rt.emit(turnID, berth.EventPermissionRequested, map[string]any{"permission": p})
-
-	resolved := map[string]any{"permission_id": p.ID}
-	if cancelled {
-		resolved["decided_by"] = berth.DecidedByCancel
-		rt.emit(turnID, berth.EventPermissionResolved, resolved)
-		return acp.Cancelled(), nil
-	}
-	allow := mode == berth.PermApproveAll || (mode == berth.PermApproveReads && readKinds[req.ToolCallKind()])
-	opt := pickOption(req.Options, allow)
-	resolved["decided_by"] = berth.DecidedByPolicy
-	if opt == "" {
-		rt.emit(turnID, berth.EventPermissionResolved, resolved)
-		return acp.Cancelled(), nil
-	}
-	resolved["option_id"] = opt
-	rt.emit(turnID, berth.EventPermissionResolved, resolved)
-	return acp.Selected(opt), nil
-}
-
-// pickOption returns the id of the option a policy decision selects: a
-// one-time choice before a permanent one.
-func pickOption(opts []acp.PermissionOption, allow bool) string {
-	order := []string{"reject_once", "reject_always"}
-	if allow {
-		order = []string{"allow_once", "allow_always"}
-	}
-	for _, kind := range order {
-		for _, o := range opts {
-			if o.Kind == kind {
-				return o.OptionID
-			}
-		}
-	}
-	return ""
 }
 
 func (rt *runtime) currentTurnIDLocked() string {

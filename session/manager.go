@@ -32,7 +32,11 @@ type Limits struct {
 	HandshakeTimeout time.Duration
 	StopGrace        time.Duration
 	CancelGrace      time.Duration
-	MaxLineBytes     int
+	// MaxQueue caps the pending prompts of one session (default 10).
+	MaxQueue int
+	// PermissionTimeout rejects a permission request nobody decided (default 5m).
+	PermissionTimeout time.Duration
+	MaxLineBytes      int
 }
 
 // SandboxPolicy says which providers a session may use.
@@ -75,9 +79,11 @@ type Manager struct {
 	reserved int // slots taken by creates not yet registered
 	// leftovers maps session ids to processes found at boot (reconcile only).
 	leftovers map[string][]int
-	closing   bool
-	inflight  sync.WaitGroup // API calls that may start a session
-	monitors  sync.WaitGroup // one monitor goroutine per started agent
+	// resumeAtBoot lists sessions reconcile found with queued prompts.
+	resumeAtBoot []string
+	closing      bool
+	inflight     sync.WaitGroup // API calls that may start a session
+	monitors     sync.WaitGroup // one monitor goroutine per started agent
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -95,6 +101,12 @@ func New(opts Options) *Manager {
 	}
 	if opts.Limits.CancelGrace <= 0 {
 		opts.Limits.CancelGrace = 10 * time.Second
+	}
+	if opts.Limits.MaxQueue <= 0 {
+		opts.Limits.MaxQueue = 10
+	}
+	if opts.Limits.PermissionTimeout <= 0 {
+		opts.Limits.PermissionTimeout = 5 * time.Minute
 	}
 	if opts.Sandbox.Default == "" {
 		opts.Sandbox.Default = berth.SandboxAuto
@@ -122,7 +134,11 @@ func (m *Manager) Open(ctx context.Context) error {
 			return berth.WrapError(berth.EInternal, err, "create %s", filepath.Base(dir))
 		}
 	}
-	return m.reconcile(ctx)
+	if err := m.reconcile(ctx); err != nil {
+		return err
+	}
+	m.resumeQueued()
+	return nil
 }
 
 // Close stops every live session with daemon_shutdown and waits for them.

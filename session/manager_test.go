@@ -83,30 +83,6 @@ func TestPromptRunsATurnWithAContiguousLog(t *testing.T) {
 	}
 }
 
-func TestBusySessionAnswersConflict(t *testing.T) {
-	e := newEnv(t)
-	s := e.create(berth.CreateRequest{})
-	ctx := context.Background()
-	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "sleep 2000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := e.m.GetSession(ctx, s.ID); got.Badge != berth.BadgeRunning || got.CurrentTurnID != r.TurnID {
-		t.Fatalf("busy session = %s/%s", got.Badge, got.CurrentTurnID)
-	}
-	_, err = e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "echo second"})
-	if !berth.IsCode(err, berth.EConflict) {
-		t.Fatalf("prompt while busy = %v, want conflict", err)
-	}
-	if _, err := e.m.Cancel(ctx, s.ID); err != nil {
-		t.Fatal(err)
-	}
-	res, err := e.m.WaitTurn(ctx, s.ID, r.TurnID)
-	if err != nil || res.StopReason != berth.TurnCancelled {
-		t.Fatalf("cancelled turn = %+v, %v", res, err)
-	}
-}
-
 func TestCancelEndsASleepingTurnQuickly(t *testing.T) {
 	e := newEnv(t)
 	s := e.create(berth.CreateRequest{})
@@ -206,8 +182,23 @@ func TestCrashStopsTheSessionAndReapsTheAgent(t *testing.T) {
 	if end.StopReason != berth.TurnError {
 		t.Fatalf("turn_ended = %s", evs[len(evs)-2].Data)
 	}
-	if _, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "echo x"}); !berth.IsCode(err, berth.EConflict) {
-		t.Fatalf("prompt to a stopped session = %v", err)
+	// A prompt to a stopped, resumable session resumes it first; the agent
+	// reopens its conversation (the demo agent offers session/load).
+	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "echo back again"})
+	if err != nil || r.Status != "started" {
+		t.Fatalf("prompt to a stopped session = %+v, %v", r, err)
+	}
+	if res := e.waitResult(s.ID, r.TurnID); res.Text != "back again" {
+		t.Fatalf("turn after resume: %+v", res)
+	}
+	evs = e.events(s.ID)
+	checkContiguous(t, evs)
+	startedEvs := ofType(evs, berth.EventSessionStarted)
+	if len(startedEvs) != 2 || !strings.Contains(string(startedEvs[1].Data), `"resumed_by":"load"`) {
+		t.Fatalf("session_started events: %v", startedEvs)
+	}
+	if got, _ := e.m.GetSession(ctx, s.ID); got.State != berth.StateActive || got.StopReason != "" || got.Failure != nil {
+		t.Fatalf("resumed session = %+v", got)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
@@ -32,6 +33,13 @@ func (m *Manager) reconcile(ctx context.Context) error {
 				if err := m.reconcileOne(ctx, s); err != nil {
 					return fmt.Errorf("reconcile %s: %w", s.ID, err)
 				}
+				queued, err := m.store.ListQueue(ctx, s.ID)
+				if err != nil {
+					return fmt.Errorf("reconcile %s: %w", s.ID, err)
+				}
+				if len(queued) > 0 {
+					m.resumeAtBoot = append(m.resumeAtBoot, s.ID)
+				}
 			}
 			// Each reconciled session leaves the filter, so the first page is always the next.
 			if len(page.Sessions) == 0 || page.NextCursor == "" {
@@ -40,6 +48,25 @@ func (m *Manager) reconcile(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// resumeQueued resumes, in the background, the sessions reconcile found
+// with prompts still queued: the daemon accepted them, so they run. A
+// session that cannot resume keeps its entries for a later resume.
+func (m *Manager) resumeQueued() {
+	ids := m.resumeAtBoot
+	m.resumeAtBoot = nil
+	if len(ids) == 0 || m.enter() != nil {
+		return
+	}
+	go func() {
+		defer m.inflight.Done()
+		for _, id := range ids {
+			if _, err := m.ResumeSession(context.Background(), id); err != nil {
+				m.logger.Warn("queued prompts not resumed", "session", id, "err", err)
+			}
+		}
+	}()
 }
 
 // reconcileOne closes one session found live at boot.
@@ -53,6 +80,22 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 		m.logger.Warn("killing a process left by a previous daemon", "session", s.ID, "pid", pid, "pgid", pgid)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// Pending questions die with the agent that asked them.
+	pending, err := m.store.ListPermissions(ctx, s.ID, berth.PermissionPending)
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		now := time.Now().UTC()
+		p.State, p.DecidedBy, p.DecidedAt = berth.PermissionCanceled, berth.DecidedByCancel, &now
+		if err := m.store.DecidePermission(ctx, p); err != nil && !berth.IsCode(err, berth.EConflict) {
+			return err
+		}
+		if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, p.TurnID, berth.EventPermissionResolved,
+			resolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})); err != nil {
+			return err
+		}
 	}
 	open, err := m.openTurn(ctx, s.ID)
 	if err != nil {
@@ -81,6 +124,7 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 	}
 	from := s.State
 	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, berth.StopDaemonCrashed, f, 0
+	s.PendingPermissions = 0
 	s.Resumable = workspaceExists(s.Workspace)
 	s.Badge = s.ComputeBadge(false, false)
 	return m.store.UpdateSession(ctx, s, from)

@@ -44,15 +44,32 @@ type runtime struct {
 	// starts (turns, stops) and the monitor alone finishes the session.
 	exited     bool
 	stderrTail []string
+	// steer is the staged steer entry, next the interrupt waiting for the
+	// cancelled turn to end (see queue.go).
+	steer *berth.QueueEntry
+	next  *nextTurn
+	// perms are the permission requests waiting for a decision; remembered
+	// maps a tool kind to the allow_always or reject_always a user gave it.
+	perms      map[string]*permWaiter
+	remembered map[string]string
+	// outcomes says, for recent entries, which turn ran them or that they
+	// were canceled; inputChanged is closed and replaced when one is added.
+	outcomes     map[string]entryOutcome
+	outcomeIDs   []string
+	inputChanged chan struct{}
 	// warnedStdout is set once a non-JSON stdout line has been reported.
 	warnedStdout atomic.Bool
 
 	spec berth.AgentSpec
+	// resumeFrom is the ACP session id a resumed session reopens.
+	resumeFrom string
 	// workspace is the session's workspace path; it never changes.
 	workspace string
 	// The fields below are set by start before it closes ready; readers
 	// that may run earlier (stop) wait for ready.
-	ready     chan struct{}
+	ready chan struct{}
+	// handshook is closed when start has returned: the session is active or stopped.
+	handshook chan struct{}
 	sandbox   berth.Sandbox
 	proc      berth.Process
 	client    *acp.Client
@@ -78,9 +95,13 @@ type turn struct {
 	text            strings.Builder
 	textCut         bool
 	cancelRequested bool
-	done            chan struct{}
-	result          *berth.TurnResult
-	graceTimer      *time.Timer
+	// steerText is a steer taken at a tool-call boundary and waiting for the
+	// answer to the cancelled prompt; continueWith is it once that came.
+	steerText    string
+	continueWith string
+	done         chan struct{}
+	result       *berth.TurnResult
+	graceTimer   *time.Timer
 }
 
 // view returns a copy of the session as the API shows it.

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
-	"github.com/berth-sh/berth/internal/ids"
 )
 
 // turnStartedData is the data of turn_started.
@@ -24,58 +24,66 @@ type turnEndedData struct {
 	Usage      json.RawMessage `json:"usage,omitempty"`
 }
 
-// Prompt implements berth.SessionService. An idle session starts a turn; a
-// busy one answers conflict (the durable queue comes with turn control).
-func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest) (*berth.PromptResult, error) {
-	if err := req.Validate(m.opts.Limits.MaxPromptBytes); err != nil {
-		return nil, err
-	}
-	rt := m.runtimeOf(id)
-	if rt == nil {
-		if _, err := m.store.GetSession(ctx, id); err != nil {
-			return nil, err
-		}
-		return nil, berth.Errorf(berth.EConflict, "session is stopped")
-	}
-	switch req.Mode {
-	case berth.ModeSteer:
-		return nil, berth.Errorf(berth.EConflict, "steer needs a turn in flight; this version delivers prompts to idle sessions only")
-	}
-	turnID, err := rt.startTurn(req.Text, "user")
-	if err != nil {
-		return nil, err
-	}
-	return &berth.PromptResult{Status: "started", TurnID: turnID}, nil
-}
-
-// startTurn begins a turn if the session is active and idle.
-func (rt *runtime) startTurn(text, source string) (string, error) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.sess.State != berth.StateActive || rt.stopReason != "" || rt.exited {
-		return "", berth.Errorf(berth.EConflict, "session is stopping")
-	}
-	if rt.turn != nil {
-		return "", &berth.Error{Code: berth.EConflict, Message: "a turn is in flight",
-			Details: map[string]any{"turn_id": rt.turn.id}}
-	}
-	t := &turn{id: ids.New("turn"), done: make(chan struct{})}
+// startTurnLocked begins a turn; the caller has checked that the session
+// is active and idle.
+func (rt *runtime) startTurnLocked(turnID, text, source string) string {
+	t := &turn{id: turnID, done: make(chan struct{})}
 	rt.turn = t
 	rt.emit(t.id, berth.EventTurnStarted, turnStartedData{Text: text, Source: source})
 	rt.turnWG.Add(1)
 	go rt.runTurn(t, text)
-	return t.id, nil
+	return t.id
 }
 
 // runTurn sends the prompt and ends the turn. A turn answered by the agent
 // is closed on the reader goroutine the moment the answer arrives, so
 // turn_ended follows exactly the updates sent before the answer; a turn
-// whose connection ended is closed here.
+// whose connection ended is closed here. A steer delivered during the turn
+// makes the answer to the cancelled prompt the start of another prompt in
+// the same turn.
 func (rt *runtime) runTurn(t *turn, text string) {
 	defer rt.turnWG.Done()
-	answered := func(resp acp.PromptResponse, err error) { rt.endTurn(t, turnEnd(resp, err, false)) }
-	resp, err := rt.client.PromptThen(context.Background(), rt.acpID, answered, acp.TextBlock(text))
-	rt.endTurn(t, turnEnd(resp, err, rt.stopping()))
+	for {
+		answered := func(resp acp.PromptResponse, err error) {
+			if !rt.continueWithSteer(t, err) {
+				rt.endTurn(t, turnEnd(resp, err, false))
+			}
+		}
+		resp, err := rt.client.PromptThen(context.Background(), rt.acpID, answered, acp.TextBlock(text))
+		if next, ok := rt.takeSteer(t); ok {
+			text = next
+			continue
+		}
+		rt.endTurn(t, turnEnd(resp, err, rt.stopping()))
+		return
+	}
+}
+
+// continueWithSteer reports whether the answer to a prompt berth cancelled
+// to deliver a steer continues the turn with the steer's text.
+func (rt *runtime) continueWithSteer(t *turn, err error) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.turn != t || t.steerText == "" || t.cancelRequested || rt.stopReason != "" || errors.Is(err, acp.ErrClosed) || isClosedErr(err) {
+		return false
+	}
+	t.continueWith, t.steerText = t.steerText, ""
+	return true
+}
+
+// takeSteer returns the text the turn continues with, if any.
+func (rt *runtime) takeSteer(t *turn) (string, bool) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	next := t.continueWith
+	t.continueWith = ""
+	return next, next != "" && rt.turn == t
+}
+
+// isClosedErr reports whether err says the connection to the agent ended.
+func isClosedErr(err error) bool {
+	var rpcErr *acp.Error
+	return errors.As(err, &rpcErr) && rpcErr.Message == acp.ErrClosed.Error()
 }
 
 // turnEnd says how a turn ended from the agent's answer or the error that
@@ -135,15 +143,21 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 			s.NeedsAuth = false
 		}
 	})
-	rt.mu.Unlock()
-	close(t.done)
 	if err != nil {
 		rt.logger.Warn("save after turn", "err", err)
 	}
+	// The next input starts right away, ordered after this turn's end.
+	rt.dispatchLocked(context.Background())
+	rt.mu.Unlock()
+	close(t.done)
 }
 
 // WaitTurn implements berth.SessionService.
 func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
+	if strings.HasPrefix(turnID, entryPrefix) {
+		// A queued or staged prompt: its turn is known once it runs.
+		return m.waitEntry(ctx, id, turnID)
+	}
 	if rt := m.runtimeOf(id); rt != nil {
 		rt.mu.Lock()
 		t := rt.turn
@@ -207,28 +221,42 @@ func (m *Manager) Cancel(ctx context.Context, id string) (string, error) {
 		return "", berth.Errorf(berth.EConflict, "session is stopped: no turn to cancel")
 	}
 	rt.mu.Lock()
+	defer rt.mu.Unlock()
 	t := rt.turn
 	if t == nil {
-		rt.mu.Unlock()
 		return "", berth.Errorf(berth.EConflict, "no turn in flight")
 	}
-	first := !t.cancelRequested && !rt.exited
-	t.cancelRequested = true
-	if first {
-		rt.wg.Add(1)
-		t.graceTimer = time.AfterFunc(m.opts.Limits.CancelGrace, func() {
-			defer rt.wg.Done()
-			rt.cancelExpired(t)
-		})
-	}
-	rt.mu.Unlock()
-	if !first {
-		return t.id, nil
-	}
-	if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
-		rt.logger.Warn("session/cancel not sent", "err", err)
-	}
+	rt.cancelTurnLocked(t)
 	return t.id, nil
+}
+
+// cancelTurnLocked asks the agent to end a turn (once): session/cancel is
+// sent, every pending permission request is answered cancelled, and a
+// timer kills the agent if the turn has not ended within
+// limits.cancel_grace.
+func (rt *runtime) cancelTurnLocked(t *turn) {
+	if t.cancelRequested || rt.exited {
+		t.cancelRequested = true
+		return
+	}
+	t.cancelRequested = true
+	rt.wg.Add(1)
+	t.graceTimer = time.AfterFunc(rt.m.opts.Limits.CancelGrace, func() {
+		defer rt.wg.Done()
+		rt.cancelExpired(t)
+	})
+	rt.cancelPermissionsLocked()
+	// Written off the caller's goroutine: this may run on the ACP reader,
+	// and the agent's stdin may be full while it waits to be read.
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
+			rt.logger.Warn("session/cancel not sent", "err", err)
+		}
+	}()
 }
 
 // cancelExpired kills an agent that did not end a cancelled turn in time.

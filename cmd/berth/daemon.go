@@ -101,7 +101,8 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			RequireIsolation: o.cfg.Sandbox.RequireIsolation, AllowNetwork: o.cfg.Sandbox.AllowNetwork},
 		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
-			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes},
+			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
+			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration},
 		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger,
 	})
 	if err = d.mgr.Open(ctx); err != nil {

@@ -1,0 +1,81 @@
+package http
+
+import (
+	"net/http"
+
+	"github.com/berth-sh/berth"
+)
+
+// statusResult is a bare {"status"} answer.
+type statusResult struct {
+	Status string `json:"status"`
+}
+
+// handleListQueue answers GET /v1/sessions/{id}/queue.
+func (s *Server) handleListQueue(w http.ResponseWriter, r *http.Request) {
+	q, err := s.svc.ListQueue(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if q.Entries == nil {
+		q.Entries = []*berth.QueueEntry{}
+	}
+	writeJSON(w, http.StatusOK, q)
+}
+
+// handleCancelQueueEntry answers DELETE /v1/sessions/{id}/queue/{entry}.
+func (s *Server) handleCancelQueueEntry(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.CancelQueueEntry(r.Context(), r.PathValue("id"), r.PathValue("entry")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statusResult{Status: "canceled"})
+}
+
+// permissionList is the answer of GET /v1/sessions/{id}/permissions.
+type permissionList struct {
+	Permissions []*berth.Permission `json:"permissions"`
+}
+
+// handleListPermissions answers GET /v1/sessions/{id}/permissions?state=.
+func (s *Server) handleListPermissions(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.svc.ListPermissions(r.Context(), r.PathValue("id"), r.URL.Query().Get("state"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if ps == nil {
+		ps = []*berth.Permission{}
+	}
+	writeJSON(w, http.StatusOK, permissionList{Permissions: ps})
+}
+
+// handleDecidePermission answers POST /v1/sessions/{id}/permissions/{perm}.
+func (s *Server) handleDecidePermission(w http.ResponseWriter, r *http.Request) {
+	var d berth.PermissionDecision
+	if err := s.decodeJSON(w, r, &d); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := d.Validate(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, err := s.svc.DecidePermission(r.Context(), r.PathValue("id"), r.PathValue("perm"), d)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// handleResume answers POST /v1/sessions/{id}/resume with the active session.
+func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.svc.ResumeSession(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sess)
+}

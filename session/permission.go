@@ -1,0 +1,259 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// Permission requests as API objects (CONTRACT §4.5). Each request is
+// stored, logged as permission_requested, and then answered by the
+// session's policy, by a decision the user gave earlier for the same tool
+// kind (allow_always, reject_always), or, in ask mode, by whoever comes
+// first of the user, the timeout and a cancel. Every request waits on its
+// own goroutine (the ACP connection serves each inbound request on one), so
+// a question pending in one session holds up nothing else, not even the
+// same session's stream of updates.
+
+// permWaiter is a permission request waiting for a decision.
+type permWaiter struct {
+	p        berth.Permission
+	toolKind string
+	answer   chan acp.RequestPermissionResponse // buffered: the decider never blocks
+	timer    *time.Timer
+}
+
+// resolvedData is the data of permission_resolved.
+type resolvedData struct {
+	PermissionID string `json:"permission_id"`
+	OptionID     string `json:"option_id,omitempty"`
+	DecidedBy    string `json:"decided_by"`
+	// Remembered is set when an earlier allow_always or reject_always decided.
+	Remembered bool `json:"remembered,omitempty"`
+}
+
+// readKinds are the ACP tool kinds approve-reads allows.
+var readKinds = map[string]bool{"read": true, "search": true, "think": true}
+
+// RequestPermission answers one request of the agent; see above.
+func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	rt := h.rt
+	kind := req.ToolCallKind()
+	p := berth.Permission{ID: ids.New("perm"), SessionID: rt.id, ToolCall: req.ToolCall,
+		Options: []berth.PermissionOption{}, State: berth.PermissionPending, CreatedAt: time.Now().UTC()}
+	for _, o := range req.Options {
+		p.Options = append(p.Options, berth.PermissionOption{ID: o.OptionID, Name: o.Name, Kind: o.Kind})
+	}
+	if len(p.ToolCall) == 0 || !json.Valid(p.ToolCall) {
+		p.ToolCall = json.RawMessage(`{}`)
+	}
+
+	rt.mu.Lock()
+	p.TurnID = rt.currentTurnIDLocked()
+	mode := rt.sess.PermissionMode
+	cancelled := rt.turn != nil && rt.turn.cancelRequested
+	remembered := rt.remembered[kind]
+	rt.mu.Unlock()
+
+	// The record exists before anyone can see the request.
+	if err := rt.m.store.CreatePermission(context.WithoutCancel(ctx), &p); err != nil {
+		rt.logger.Error("store permission", "err", err)
+		return acp.Cancelled(), nil
+	}
+
+	rt.mu.Lock()
+	rt.emit(p.TurnID, berth.EventPermissionRequested, map[string]any{"permission": p})
+	switch {
+	case cancelled:
+		rt.mu.Unlock()
+		return rt.settle(ctx, &p, berth.PermissionCanceled, "", berth.DecidedByCancel, false)
+	case remembered != "":
+		rt.mu.Unlock()
+		opt := pickOption(req.Options, remembered == berth.DecisionAllowAlways)
+		return rt.settle(ctx, &p, berth.PermissionDecided, opt, berth.DecidedByPolicy, true)
+	case mode != berth.PermAsk:
+		rt.mu.Unlock()
+		allow := mode == berth.PermApproveAll || (mode == berth.PermApproveReads && readKinds[kind])
+		return rt.settle(ctx, &p, berth.PermissionDecided, pickOption(req.Options, allow), berth.DecidedByPolicy, false)
+	}
+
+	// Ask: wait for the user, the timeout, a cancel or the connection's end.
+	w := &permWaiter{p: p, toolKind: kind, answer: make(chan acp.RequestPermissionResponse, 1)}
+	rt.perms[p.ID] = w
+	rt.sess.PendingPermissions++
+	rt.wg.Add(1)
+	w.timer = time.AfterFunc(rt.m.opts.Limits.PermissionTimeout, func() {
+		defer rt.wg.Done()
+		rt.expirePermission(p.ID)
+	})
+	rt.mu.Unlock()
+
+	select {
+	case resp := <-w.answer:
+		return resp, nil
+	case <-ctx.Done():
+		// The agent's connection is closing: nobody will read an answer.
+		_, _ = rt.decide(context.WithoutCancel(ctx), p.ID, berth.PermissionCanceled, "", berth.DecidedByCancel)
+		return acp.Cancelled(), nil
+	}
+}
+
+// settle records a decision taken without waiting and returns the answer.
+func (rt *runtime) settle(ctx context.Context, p *berth.Permission, state, optionID, by string, remembered bool) (acp.RequestPermissionResponse, error) {
+	if optionID == "" && state == berth.PermissionDecided {
+		// No option fits the decision: the only safe answer is cancelled.
+		state = berth.PermissionCanceled
+	}
+	now := time.Now().UTC()
+	p.State, p.OptionID, p.DecidedBy, p.DecidedAt = state, optionID, by, &now
+	if err := rt.m.store.DecidePermission(context.WithoutCancel(ctx), p); err != nil {
+		rt.logger.Warn("record permission decision", "err", err)
+	}
+	rt.emit(p.TurnID, berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, OptionID: optionID,
+		DecidedBy: by, Remembered: remembered})
+	return answerFor(p), nil
+}
+
+// answerFor is the ACP answer for a decided permission.
+func answerFor(p *berth.Permission) acp.RequestPermissionResponse {
+	if p.State == berth.PermissionCanceled || p.OptionID == "" {
+		return acp.Cancelled()
+	}
+	return acp.Selected(p.OptionID)
+}
+
+// decide resolves a waiting request once: the first decider wins, later
+// ones get conflict. The record is written before the agent hears.
+func (rt *runtime) decide(ctx context.Context, permID, state, optionID, by string) (*berth.Permission, error) {
+	rt.mu.Lock()
+	w := rt.perms[permID]
+	if w == nil {
+		rt.mu.Unlock()
+		return nil, berth.Errorf(berth.EConflict, "permission %s is not awaiting a decision", permID)
+	}
+	delete(rt.perms, permID)
+	rt.sess.PendingPermissions--
+	if w.timer.Stop() {
+		rt.wg.Done()
+	}
+	if by == berth.DecidedByUser {
+		for _, o := range w.p.Options {
+			if o.ID == optionID && (o.Kind == berth.DecisionAllowAlways || o.Kind == berth.DecisionRejectAlways) {
+				rt.remembered[w.toolKind] = o.Kind
+			}
+		}
+	}
+	if state == berth.PermissionDecided && optionID == "" {
+		state = berth.PermissionCanceled
+	}
+	now := time.Now().UTC()
+	p := w.p
+	p.State, p.OptionID, p.DecidedBy, p.DecidedAt = state, optionID, by, &now
+	rt.emit(p.TurnID, berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, OptionID: optionID, DecidedBy: by})
+	rt.mu.Unlock()
+
+	if err := rt.m.store.DecidePermission(ctx, &p); err != nil {
+		rt.logger.Warn("record permission decision", "err", err)
+	}
+	w.answer <- answerFor(&p)
+	return &p, nil
+}
+
+// expirePermission rejects a request nobody answered in time.
+func (rt *runtime) expirePermission(permID string) {
+	rt.mu.Lock()
+	w := rt.perms[permID]
+	rt.mu.Unlock()
+	if w == nil {
+		return
+	}
+	opt := ""
+	for _, o := range w.p.Options {
+		if o.Kind == berth.DecisionRejectOnce {
+			opt = o.ID
+		}
+	}
+	if opt == "" {
+		for _, o := range w.p.Options {
+			if o.Kind == berth.DecisionRejectAlways {
+				opt = o.ID
+			}
+		}
+	}
+	state := berth.PermissionExpired
+	if _, err := rt.decide(context.Background(), permID, state, opt, berth.DecidedByTimeout); err != nil && !berth.IsCode(err, berth.EConflict) {
+		rt.logger.Warn("expire permission", "err", err)
+	}
+}
+
+// cancelPermissionsLocked answers every waiting request of the session
+// cancelled. The answers go out on their own goroutines: the waiters'
+// records are written outside rt.mu.
+func (rt *runtime) cancelPermissionsLocked() {
+	for id := range rt.perms {
+		rt.wg.Add(1)
+		go func() {
+			defer rt.wg.Done()
+			_, _ = rt.decide(context.Background(), id, berth.PermissionCanceled, "", berth.DecidedByCancel)
+		}()
+	}
+}
+
+// pickOption returns the id of the option a policy decision selects: a
+// one-time choice before a permanent one.
+func pickOption(opts []acp.PermissionOption, allow bool) string {
+	order := []string{berth.DecisionRejectOnce, berth.DecisionRejectAlways}
+	if allow {
+		order = []string{berth.DecisionAllowOnce, berth.DecisionAllowAlways}
+	}
+	for _, kind := range order {
+		for _, o := range opts {
+			if o.Kind == kind {
+				return o.OptionID
+			}
+		}
+	}
+	return ""
+}
+
+// ListPermissions implements berth.SessionService.
+func (m *Manager) ListPermissions(ctx context.Context, id, state string) ([]*berth.Permission, error) {
+	switch state {
+	case "", berth.PermissionPending, berth.PermissionDecided, berth.PermissionExpired, berth.PermissionCanceled:
+	default:
+		return nil, berth.Errorf(berth.EInvalid, "state must be one of pending, decided, expired, canceled")
+	}
+	ps, err := m.store.ListPermissions(ctx, id, state)
+	if ps == nil && err == nil {
+		ps = []*berth.Permission{}
+	}
+	return ps, err
+}
+
+// DecidePermission implements berth.SessionService.
+func (m *Manager) DecidePermission(ctx context.Context, id, permID string, d berth.PermissionDecision) (*berth.Permission, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	p, err := m.store.GetPermission(ctx, id, permID)
+	if err != nil {
+		return nil, err
+	}
+	if p.State != berth.PermissionPending {
+		return nil, &berth.Error{Code: berth.EConflict, Message: "permission " + permID + " is already " + p.State,
+			Details: map[string]any{"state": p.State, "decided_by": p.DecidedBy}}
+	}
+	opt, err := d.Option(p)
+	if err != nil {
+		return nil, err
+	}
+	rt := m.runtimeOf(id)
+	if rt == nil {
+		return nil, berth.Errorf(berth.EConflict, "permission %s is not awaiting a decision: the session is stopped", permID)
+	}
+	return rt.decide(context.WithoutCancel(ctx), permID, berth.PermissionDecided, opt.ID, berth.DecidedByUser)
+}

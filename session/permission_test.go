@@ -1,0 +1,211 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// pendingPermission waits for the one pending permission of a session.
+func (e *env) pendingPermission(id string) *berth.Permission {
+	e.t.Helper()
+	var p *berth.Permission
+	waitFor(e.t, "a pending permission", func() bool {
+		ps, err := e.m.ListPermissions(context.Background(), id, berth.PermissionPending)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(ps) > 1 {
+			e.t.Fatalf("%d pending permissions", len(ps))
+		}
+		if len(ps) == 1 {
+			p = ps[0]
+		}
+		return p != nil
+	})
+	return p
+}
+
+// resolutions returns the data of a session's permission_resolved events.
+func (e *env) resolutions(id string) []resolvedData {
+	var out []resolvedData
+	for _, ev := range ofType(e.events(id), berth.EventPermissionResolved) {
+		var d resolvedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func TestAskModeWaitsForTheUsersDecision(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+	r := e.promptOK(s.ID, "ask delete everything", "")
+	p := e.pendingPermission(s.ID)
+	if !strings.HasPrefix(p.ID, "perm_") || p.TurnID != r.TurnID || len(p.Options) != 3 ||
+		!strings.Contains(string(p.ToolCall), "delete everything") || p.State != berth.PermissionPending {
+		t.Fatalf("pending permission: %+v", p)
+	}
+	got, _ := e.m.GetSession(ctx, s.ID)
+	if got.Badge != berth.BadgeWaiting || got.PendingPermissions != 1 {
+		t.Fatalf("session while asking: badge %s, pending %d", got.Badge, got.PendingPermissions)
+	}
+	// Bad decisions are refused and decide nothing.
+	for _, bad := range []berth.PermissionDecision{{Decision: "maybe"}, {OptionID: "nope"}, {}, {OptionID: "allow", Decision: "allow_once"}} {
+		if _, err := e.m.DecidePermission(ctx, s.ID, p.ID, bad); !berth.IsCode(err, berth.EInvalid) {
+			t.Fatalf("decision %+v = %v, want invalid_argument", bad, err)
+		}
+	}
+	if _, err := e.m.DecidePermission(ctx, s.ID, "perm_nope", berth.PermissionDecision{Decision: "allow_once"}); !berth.IsCode(err, berth.ENotFound) {
+		t.Fatalf("unknown permission = %v", err)
+	}
+	d, err := e.m.DecidePermission(ctx, s.ID, p.ID, berth.PermissionDecision{Decision: berth.DecisionAllowOnce})
+	if err != nil || d.State != berth.PermissionDecided || d.DecidedBy != berth.DecidedByUser || d.OptionID != "allow" || d.DecidedAt == nil {
+		t.Fatalf("decide: %+v, %v", d, err)
+	}
+	res := e.waitResult(s.ID, r.TurnID)
+	if res.StopReason != berth.TurnEndTurn || !strings.Contains(res.Text, "permission: allow") {
+		t.Fatalf("turn: %+v", res)
+	}
+	if _, err := e.m.DecidePermission(ctx, s.ID, p.ID, berth.PermissionDecision{Decision: berth.DecisionRejectOnce}); !berth.IsCode(err, berth.EConflict) {
+		t.Fatalf("second decision = %v, want conflict", err)
+	}
+	if rs := e.resolutions(s.ID); len(rs) != 1 || rs[0].DecidedBy != berth.DecidedByUser || rs[0].OptionID != "allow" || rs[0].PermissionID != p.ID {
+		t.Fatalf("resolutions: %+v", rs)
+	}
+	stored, _ := e.m.ListPermissions(ctx, s.ID, "")
+	if len(stored) != 1 || stored[0].State != berth.PermissionDecided {
+		t.Fatalf("stored: %+v", stored)
+	}
+	if got, _ := e.m.GetSession(ctx, s.ID); got.Badge != berth.BadgeIdle || got.PendingPermissions != 0 {
+		t.Fatalf("session after: badge %s, pending %d", got.Badge, got.PendingPermissions)
+	}
+}
+
+func TestAllowAlwaysIsRememberedForTheToolKind(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+	r := e.promptOK(s.ID, "ask edit one", "")
+	p := e.pendingPermission(s.ID)
+	if _, err := e.m.DecidePermission(ctx, s.ID, p.ID, berth.PermissionDecision{OptionID: "allow_always"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitResult(s.ID, r.TurnID)
+	// The same kind of tool call is not asked again.
+	res := e.prompt(s.ID, "ask edit two")
+	if !strings.Contains(res.Text, "permission: allow") {
+		t.Fatalf("second ask: %+v", res)
+	}
+	rs := e.resolutions(s.ID)
+	if len(rs) != 2 || rs[1].DecidedBy != berth.DecidedByPolicy || !rs[1].Remembered || rs[1].OptionID != "allow" {
+		t.Fatalf("resolutions: %+v", rs)
+	}
+}
+
+func TestCancelAnswersAPendingPermission(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+	r := e.promptOK(s.ID, "ask delete everything", "")
+	p := e.pendingPermission(s.ID)
+	if _, err := e.m.Cancel(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	res := e.waitResult(s.ID, r.TurnID)
+	if res.StopReason != berth.TurnCancelled {
+		t.Fatalf("turn: %+v", res)
+	}
+	rs := e.resolutions(s.ID)
+	if len(rs) != 1 || rs[0].DecidedBy != berth.DecidedByCancel || rs[0].PermissionID != p.ID {
+		t.Fatalf("resolutions: %+v", rs)
+	}
+	got, err := e.store.GetPermission(ctx, s.ID, p.ID)
+	if err != nil || got.State != berth.PermissionCanceled || got.DecidedBy != berth.DecidedByCancel {
+		t.Fatalf("stored: %+v, %v", got, err)
+	}
+	if _, err := e.m.DecidePermission(ctx, s.ID, p.ID, berth.PermissionDecision{Decision: "allow_once"}); !berth.IsCode(err, berth.EConflict) {
+		t.Fatalf("deciding a canceled permission = %v", err)
+	}
+}
+
+func TestUnansweredPermissionTimesOut(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.PermissionTimeout = 300 * time.Millisecond })
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+	res := e.prompt(s.ID, "ask delete everything")
+	if !strings.Contains(res.Text, "permission: rejected") {
+		t.Fatalf("turn: %+v", res)
+	}
+	rs := e.resolutions(s.ID)
+	if len(rs) != 1 || rs[0].DecidedBy != berth.DecidedByTimeout || rs[0].OptionID != "reject" {
+		t.Fatalf("resolutions: %+v", rs)
+	}
+	ps, _ := e.m.ListPermissions(ctx, s.ID, berth.PermissionExpired)
+	if len(ps) != 1 || ps[0].DecidedBy != berth.DecidedByTimeout {
+		t.Fatalf("expired: %+v", ps)
+	}
+}
+
+func TestAPendingPermissionDelaysNoOtherSession(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	asking := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+	other := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+	r := e.promptOK(asking.ID, "ask delete everything", "")
+	p := e.pendingPermission(asking.ID)
+	// The other session's turns run to their end while the question waits.
+	for range 5 {
+		if res := e.prompt(other.ID, "echo unaffected"); res.Text != "unaffected" {
+			t.Fatalf("other session: %+v", res)
+		}
+	}
+	if still, _ := e.m.ListPermissions(ctx, asking.ID, berth.PermissionPending); len(still) != 1 {
+		t.Fatalf("the question did not wait: %+v", still)
+	}
+	if _, err := e.m.DecidePermission(ctx, asking.ID, p.ID, berth.PermissionDecision{Decision: berth.DecisionRejectOnce}); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.waitResult(asking.ID, r.TurnID); !strings.Contains(res.Text, "permission: rejected") {
+		t.Fatalf("asking session: %+v", res)
+	}
+}
+
+func TestPendingPermissionsAreCanceledAfterACrash(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+	r := e.promptOK(s.ID, "ask delete everything", "")
+	p := e.pendingPermission(s.ID)
+	if err := e.log.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dead := e.m
+	e.open()
+	t.Cleanup(func() { abandon(dead) })
+
+	got, err := e.store.GetPermission(ctx, s.ID, p.ID)
+	if err != nil || got.State != berth.PermissionCanceled || got.DecidedBy != berth.DecidedByCancel {
+		t.Fatalf("permission after the crash: %+v, %v", got, err)
+	}
+	evs := e.events(s.ID)
+	checkContiguous(t, evs)
+	tt := types(evs)
+	want := []string{berth.EventPermissionResolved, berth.EventTurnEnded, berth.EventSessionStopped}
+	if strings.Join(tt[len(tt)-3:], ",") != strings.Join(want, ",") || evs[len(evs)-2].TurnID != r.TurnID {
+		t.Fatalf("log tail: %v", tt[len(tt)-4:])
+	}
+	if sess, _ := e.m.GetSession(ctx, s.ID); sess.PendingPermissions != 0 || sess.Badge != berth.BadgeFailed {
+		t.Fatalf("session: pending %d badge %s", sess.PendingPermissions, sess.Badge)
+	}
+}

@@ -1,0 +1,386 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// The input side of a session (CONTRACT §4.2). Every pending entry lives in
+// the store first; the runtime keeps only what it needs to decide quickly:
+// the pending count, the staged steer and the input generation (in
+// rt.sess.Queue). All of it is guarded by rt.mu, so a dispatch and an
+// interrupt never interleave.
+
+// queuedData is the data of prompt_queued.
+type queuedData struct {
+	EntryID    string `json:"entry_id"`
+	Kind       string `json:"kind"`
+	Position   int    `json:"position"`
+	Generation int64  `json:"generation"`
+	Text       string `json:"text"`
+}
+
+// entryData is the data of prompt_canceled and prompt_steered.
+type entryData struct {
+	EntryID string `json:"entry_id"`
+	Reason  string `json:"reason,omitempty"`
+	Text    string `json:"text,omitempty"`
+}
+
+// Why an entry was canceled.
+const (
+	cancelReplaced    = "replaced"
+	cancelInterrupted = "interrupted"
+	cancelByUser      = "user"
+)
+
+// Prompt implements berth.SessionService: an idle session starts a turn, a
+// busy one queues, interrupts or steers, and a stopped resumable one is
+// resumed first.
+func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest) (*berth.PromptResult, error) {
+	if err := req.Validate(m.opts.Limits.MaxPromptBytes); err != nil {
+		return nil, err
+	}
+	rt := m.runtimeOf(id)
+	if rt == nil {
+		if req.Mode == berth.ModeSteer {
+			if _, err := m.store.GetSession(ctx, id); err != nil {
+				return nil, err
+			}
+			return nil, berth.Errorf(berth.EConflict, "steer needs a turn in flight; the session is stopped")
+		}
+		if _, err := m.ResumeSession(ctx, id); err != nil {
+			return nil, err
+		}
+		if rt = m.runtimeOf(id); rt == nil {
+			return nil, berth.Errorf(berth.EConflict, "the session stopped while it resumed")
+		}
+	}
+	if err := rt.awaitHandshake(ctx); err != nil {
+		return nil, err
+	}
+	return rt.prompt(ctx, req)
+}
+
+// awaitHandshake waits until a starting session is active or stopped.
+func (rt *runtime) awaitHandshake(ctx context.Context) error {
+	select {
+	case <-rt.handshook:
+		return nil
+	case <-ctx.Done():
+		return berth.WrapError(berth.EUnavailable, ctx.Err(), "session still starting")
+	}
+}
+
+// prompt takes one prompt by the session's state and the prompt's mode.
+func (rt *runtime) prompt(ctx context.Context, req berth.PromptRequest) (*berth.PromptResult, error) {
+	ctx = context.WithoutCancel(ctx)
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if err := rt.acceptingLocked(); err != nil {
+		return nil, err
+	}
+	// Pending entries or a staged steer make the session busy even between
+	// turns: a new prompt never overtakes what was accepted before it.
+	busy := rt.turn != nil || rt.sess.Queue.Pending > 0 || rt.steer != nil
+	switch {
+	case !busy && req.Mode == berth.ModeSteer:
+		return nil, berth.Errorf(berth.EConflict, "steer needs a turn in flight; the session is idle")
+	case !busy:
+		turnID := rt.startTurnLocked(ids.New("turn"), req.Text, berth.SourceUser)
+		return &berth.PromptResult{Status: "started", TurnID: turnID}, nil
+	case req.Mode == berth.ModeSteer:
+		return rt.stageSteerLocked(ctx, req.Text)
+	case req.Mode == berth.ModeInterrupt:
+		return rt.interruptLocked(ctx, req.Text)
+	}
+	return rt.enqueueLocked(ctx, req.Text)
+}
+
+// acceptingLocked says whether the session can take input now.
+func (rt *runtime) acceptingLocked() error {
+	if rt.sess.State != berth.StateActive || rt.stopReason != "" || rt.exited {
+		return berth.Errorf(berth.EConflict, "session is %s", rt.sess.State)
+	}
+	return nil
+}
+
+// entryPrefix begins the id of every queue entry.
+const entryPrefix = "entry_"
+
+// newEntry builds a pending entry of the current generation.
+func (rt *runtime) newEntry(kind, text string) *berth.QueueEntry {
+	return &berth.QueueEntry{ID: ids.New("entry"), SessionID: rt.id, Kind: kind, Text: text,
+		Generation: rt.sess.Queue.Generation, CreatedAt: time.Now().UTC()}
+}
+
+// enqueueLocked stores a prompt behind the turn in flight.
+func (rt *runtime) enqueueLocked(ctx context.Context, text string) (*berth.PromptResult, error) {
+	e := rt.newEntry(berth.EntryQueue, text)
+	res, err := rt.m.store.EnqueuePrompt(ctx, e, rt.m.opts.Limits.MaxQueue)
+	if err != nil {
+		return nil, err
+	}
+	rt.sess.Queue.Pending++
+	rt.emit("", berth.EventPromptQueued, queuedData{EntryID: e.ID, Kind: e.Kind, Position: res.Position,
+		Generation: e.Generation, Text: text})
+	return &berth.PromptResult{Status: "queued", EntryID: e.ID, Position: res.Position, Generation: e.Generation}, nil
+}
+
+// stageSteerLocked stages a text for the turn in flight, replacing a staged one.
+func (rt *runtime) stageSteerLocked(ctx context.Context, text string) (*berth.PromptResult, error) {
+	e := rt.newEntry(berth.EntrySteer, text)
+	res, err := rt.m.store.EnqueuePrompt(ctx, e, 0)
+	if err != nil {
+		return nil, err
+	}
+	if res.Replaced != "" {
+		rt.noteEntryLocked(res.Replaced, entryOutcome{canceled: true})
+		rt.emit("", berth.EventPromptCanceled, entryData{EntryID: res.Replaced, Reason: cancelReplaced})
+	}
+	rt.steer = e
+	rt.emit("", berth.EventPromptQueued, queuedData{EntryID: e.ID, Kind: e.Kind, Position: 1,
+		Generation: e.Generation, Text: text})
+	return &berth.PromptResult{Status: "staged", EntryID: e.ID}, nil
+}
+
+// interruptLocked cancels the turn in flight and every pending entry, moves
+// the session to a new input generation and starts text as soon as the
+// cancelled turn has ended. The text is itself stored as the first entry of
+// the new generation, so a restart before it starts does not lose it.
+func (rt *runtime) interruptLocked(ctx context.Context, text string) (*berth.PromptResult, error) {
+	gen := rt.sess.Queue.Generation + 1
+	canceled, err := rt.m.store.CancelQueue(ctx, rt.id, gen)
+	if err != nil {
+		return nil, err
+	}
+	// Entries of older generations can no longer be claimed (claims name the
+	// generation), even if the save below fails.
+	if err := rt.saveLocked(ctx, rt.sess.State, func(s *berth.Session) {
+		s.Queue = berth.QueueInfo{Generation: gen}
+	}); err != nil {
+		return nil, err
+	}
+	rt.steer = nil
+	for _, e := range canceled {
+		rt.noteEntryLocked(e.ID, entryOutcome{canceled: true})
+		rt.emit("", berth.EventPromptCanceled, entryData{EntryID: e.ID, Reason: cancelInterrupted})
+	}
+	n := len(canceled)
+	res := &berth.PromptResult{Status: "started", CanceledEntries: &n, Generation: gen}
+	turnID := ids.New("turn")
+	if t := rt.turn; t != nil {
+		e := rt.newEntry(berth.EntryQueue, text)
+		if _, err := rt.m.store.EnqueuePrompt(ctx, e, rt.m.opts.Limits.MaxQueue); err != nil {
+			return nil, err
+		}
+		rt.sess.Queue.Pending++
+		rt.next = &nextTurn{entryID: e.ID, turnID: turnID}
+		res.InterruptedTurnID = t.id
+		rt.cancelTurnLocked(t)
+	} else {
+		rt.startTurnLocked(turnID, text, berth.SourceUser)
+	}
+	res.TurnID = turnID
+	return res, nil
+}
+
+// nextTurn is an interrupt's text waiting for the cancelled turn to end:
+// its entry runs first, under the turn id the interrupt already answered.
+type nextTurn struct {
+	entryID string
+	turnID  string
+}
+
+// dispatchLocked starts the next input once the session is idle: a staged
+// steer first, then the oldest queue entry of the current generation.
+// Claiming is atomic in the store, so an entry runs at most once.
+func (rt *runtime) dispatchLocked(ctx context.Context) {
+	if rt.turn != nil || rt.acceptingLocked() != nil {
+		return
+	}
+	gen := rt.sess.Queue.Generation
+	if rt.steer != nil {
+		turnID := ids.New("turn")
+		rt.steer = nil
+		e, err := rt.m.store.ClaimQueueEntry(ctx, rt.id, berth.EntrySteer, gen, turnID)
+		if err == nil {
+			rt.noteEntryLocked(e.ID, entryOutcome{turnID: turnID})
+			rt.startTurnLocked(turnID, e.Text, berth.SourceSteer)
+			return
+		}
+		if !isNotFound(err) {
+			rt.logger.Error("claim steer", "err", err)
+		}
+	}
+	for rt.sess.Queue.Pending > 0 {
+		turnID, source := ids.New("turn"), berth.SourceQueue
+		if rt.next != nil {
+			turnID, source = rt.next.turnID, berth.SourceUser
+		}
+		e, err := rt.m.store.ClaimQueueEntry(ctx, rt.id, berth.EntryQueue, gen, turnID)
+		if isNotFound(err) {
+			// Nothing of this generation is claimable: recount from the store.
+			rt.recountLocked(ctx)
+			return
+		}
+		if err != nil {
+			rt.logger.Error("claim queued prompt", "err", err)
+			return
+		}
+		rt.sess.Queue.Pending--
+		if rt.next != nil && rt.next.entryID != e.ID {
+			turnID, source = ids.New("turn"), berth.SourceQueue
+		} else {
+			rt.next = nil
+		}
+		rt.noteEntryLocked(e.ID, entryOutcome{turnID: turnID})
+		rt.startTurnLocked(turnID, e.Text, source)
+		return
+	}
+}
+
+// recountLocked sets the pending count from the store, after a claim found
+// nothing where the count said there was something.
+func (rt *runtime) recountLocked(ctx context.Context) {
+	entries, err := rt.m.store.ListQueue(ctx, rt.id)
+	if err != nil {
+		rt.logger.Warn("recount queue", "err", err)
+		return
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Kind == berth.EntryQueue && e.Generation == rt.sess.Queue.Generation {
+			n++
+		}
+	}
+	if n == rt.sess.Queue.Pending {
+		// A concurrent transaction held the entry: leave the count as it is
+		// for the next dispatch rather than spin.
+		rt.logger.Warn("queued prompt not claimable now; retrying", "pending", n)
+		if !rt.exited {
+			rt.wg.Add(1)
+			time.AfterFunc(100*time.Millisecond, func() {
+				defer rt.wg.Done()
+				rt.mu.Lock()
+				defer rt.mu.Unlock()
+				rt.dispatchLocked(context.Background())
+			})
+		}
+		return
+	}
+	rt.sess.Queue.Pending = n
+	if n == 0 {
+		rt.next = nil
+	}
+}
+
+// ListQueue implements berth.SessionService.
+func (m *Manager) ListQueue(ctx context.Context, id string) (*berth.QueueView, error) {
+	entries, err := m.store.ListQueue(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if entries == nil {
+		entries = []*berth.QueueEntry{}
+	}
+	var gen int64
+	if rt := m.runtimeOf(id); rt != nil {
+		rt.mu.Lock()
+		gen = rt.sess.Queue.Generation
+		rt.mu.Unlock()
+	} else {
+		s, err := m.store.GetSession(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		gen = s.Queue.Generation
+	}
+	return &berth.QueueView{Entries: entries, Generation: gen}, nil
+}
+
+// CancelQueueEntry implements berth.SessionService.
+func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) error {
+	rt := m.runtimeOf(id)
+	if rt == nil {
+		e, err := m.store.CancelQueueEntry(ctx, id, entryID)
+		if err != nil {
+			return err
+		}
+		_, err = m.log.AppendSync(ctx, berth.NewEvent(id, "", berth.EventPromptCanceled, entryData{EntryID: e.ID, Reason: cancelByUser}))
+		return err
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	e, err := m.store.CancelQueueEntry(context.WithoutCancel(ctx), id, entryID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case e.Kind == berth.EntrySteer:
+		rt.steer = nil
+	case rt.sess.Queue.Pending > 0:
+		rt.sess.Queue.Pending--
+	}
+	if rt.next != nil && rt.next.entryID == e.ID {
+		rt.next = nil
+	}
+	rt.noteEntryLocked(e.ID, entryOutcome{canceled: true})
+	rt.emit("", berth.EventPromptCanceled, entryData{EntryID: e.ID, Reason: cancelByUser})
+	return nil
+}
+
+// entryOutcome is what became of an entry: the turn that ran it, or canceled.
+type entryOutcome struct {
+	turnID   string
+	canceled bool
+}
+
+// maxOutcomes bounds the entry outcomes a runtime remembers for waiters.
+const maxOutcomes = 256
+
+// noteEntryLocked records what became of an entry and wakes its waiters.
+func (rt *runtime) noteEntryLocked(id string, o entryOutcome) {
+	rt.outcomes[id] = o
+	rt.outcomeIDs = append(rt.outcomeIDs, id)
+	if len(rt.outcomeIDs) > maxOutcomes {
+		delete(rt.outcomes, rt.outcomeIDs[0])
+		rt.outcomeIDs = rt.outcomeIDs[1:]
+	}
+	close(rt.inputChanged)
+	rt.inputChanged = make(chan struct{})
+}
+
+// waitEntry waits until a queued or staged prompt has run and returns its
+// turn's result. EConflict when it was canceled or the session stopped
+// before it ran.
+func (m *Manager) waitEntry(ctx context.Context, id, entryID string) (*berth.TurnResult, error) {
+	for {
+		rt := m.runtimeOf(id)
+		if rt == nil {
+			if _, err := m.store.GetSession(ctx, id); err != nil {
+				return nil, err
+			}
+			return nil, berth.Errorf(berth.EConflict, "the session stopped before prompt %s ran; it stays queued", entryID)
+		}
+		rt.mu.Lock()
+		o, ok := rt.outcomes[entryID]
+		changed := rt.inputChanged
+		rt.mu.Unlock()
+		switch {
+		case ok && o.canceled:
+			return nil, berth.Errorf(berth.EConflict, "prompt %s was canceled before it ran", entryID)
+		case ok:
+			return m.WaitTurn(ctx, id, o.turnID)
+		}
+		select {
+		case <-changed:
+		case <-rt.finished:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/berth-sh/berth"
+)
+
+// ResumeSession implements berth.SessionService: a stopped session whose
+// workspace still exists gets its agent back, in the same workspace and
+// sandbox, and reopens its conversation when the agent can. What the
+// session had queued runs once it is active.
+func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session, error) {
+	if err := m.enter(); err != nil {
+		return nil, err
+	}
+	defer m.inflight.Done()
+	if rt := m.runtimeOf(id); rt != nil {
+		return m.liveResult(ctx, rt)
+	}
+	s, err := m.store.GetSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.State != berth.StateStopped {
+		return nil, berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
+	}
+	if !workspaceExists(s.Workspace) {
+		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
+	}
+	spec, ok := m.opts.Catalog.Get(s.Agent)
+	if !ok {
+		return nil, berth.Errorf(berth.EConflict, "session is not resumable: agent %q is no longer in the catalog", s.Agent)
+	}
+	provider := m.providers[s.Sandbox.Provider]
+	if provider == nil {
+		return nil, berth.Errorf(berth.EUnavailable, "sandbox %s is not available on this host", s.Sandbox.Provider)
+	}
+	if err := m.available[s.Sandbox.Provider]; err != nil {
+		return nil, berth.WrapError(berth.EUnavailable, err, "sandbox %s is not available on this host", s.Sandbox.Provider)
+	}
+	if err := m.reserve(); err != nil {
+		return nil, err
+	}
+	ctx = context.WithoutCancel(ctx)
+
+	// The stored state moves first, guarded: of two resumes racing, one wins.
+	next := *s
+	next.State, next.StopReason, next.Failure, next.Resumable = berth.StateStarting, "", nil, false
+	next.Badge = berth.BadgeStarting
+	next.PendingPermissions = 0
+	if err := m.store.UpdateSession(ctx, &next, berth.StateStopped); err != nil {
+		m.release()
+		if berth.IsCode(err, berth.EConflict) {
+			if rt := m.runtimeOf(id); rt != nil {
+				return m.liveResult(ctx, rt)
+			}
+		}
+		return nil, err
+	}
+	rt := m.newRuntime(&next, spec)
+	rt.resumeFrom = s.ACP.SessionID
+	if err := rt.loadInput(ctx); err != nil {
+		rt.logger.Warn("load queued input", "err", err)
+	}
+	m.register(rt)
+	if err := rt.start(ctx, provider, filepath.Join(m.sessionDir(id), "home")); err != nil {
+		return nil, err
+	}
+	if err := m.log.Flush(ctx); err != nil {
+		rt.logger.Warn("flush after resume", "err", err)
+	}
+	return m.liveResult(ctx, rt)
+}
+
+// liveResult is the answer of a resume: the session once its handshake is
+// over, or conflict with the reason it stopped.
+func (m *Manager) liveResult(ctx context.Context, rt *runtime) (*berth.Session, error) {
+	if err := rt.awaitHandshake(ctx); err != nil {
+		return nil, err
+	}
+	s := rt.view()
+	if s.State == berth.StateActive {
+		return s, nil
+	}
+	<-rt.finished
+	s, err := m.GetSession(ctx, rt.id)
+	if err != nil {
+		return nil, err
+	}
+	msg := "the session did not resume"
+	if s.Failure != nil {
+		msg = fmt.Sprintf("the session did not resume: %s", s.Failure.Message)
+	}
+	return nil, &berth.Error{Code: berth.EConflict, Message: msg, Details: map[string]any{"stop_reason": s.StopReason}}
+}
+
+// loadInput restores what a session had accepted but not run: the pending
+// queue entries and the staged steer.
+func (rt *runtime) loadInput(ctx context.Context) error {
+	entries, err := rt.m.store.ListQueue(ctx, rt.id)
+	if err != nil {
+		return err
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.sess.Queue.Pending = 0
+	for _, e := range entries {
+		switch {
+		case e.Generation != rt.sess.Queue.Generation:
+			// An interrupt moved on past it; it can never run.
+		case e.Kind == berth.EntrySteer:
+			rt.steer = e
+		default:
+			rt.sess.Queue.Pending++
+		}
+	}
+	return nil
+}
