@@ -57,6 +57,10 @@ func newRootCommand() *cobra.Command {
 		newCancelCommand(),
 		newStopCommand(),
 		newRmCommand(),
+		newApproveCommand(),
+		newResumeCommand(),
+		newQueueCommand(),
+		newPermissionsCommand(),
 	)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)

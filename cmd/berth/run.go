@@ -32,7 +32,7 @@ func newRunCmd() *cobra.Command {
 	f.String("agent", "demo", "agent from the catalog (berth agents)")
 	f.String("sandbox", "", "sandbox provider: auto, bwrap, docker or host (default: the daemon's)")
 	f.String("workspace", "", "existing directory to work in (default: a managed workspace)")
-	f.String("mode", "", "permission mode: approve-reads (default), approve-all, deny-all")
+	f.String("mode", "", "permission mode: approve-reads (default), approve-all, deny-all, or ask (answer each request here)")
 	f.String("config", "", "config file for an in-process daemon (default $BERTH_HOME/config.toml)")
 	return cmd
 }
@@ -88,7 +88,11 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	stop, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON)
+	var ask *asker
+	if req.PermissionMode == berth.PermAsk {
+		ask = newAsker(client, cmd.InOrStdin(), cmd.ErrOrStderr())
+	}
+	stop, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON, ask)
 	fmt.Fprintf(cmd.ErrOrStderr(), "session %s (berth show %s)\n", s.ID, s.ID)
 	if err != nil {
 		return err
@@ -102,7 +106,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 // streamTurn prints a session's events from after on until turnID ends and
 // returns its stop reason. When ctx ends first (Ctrl-C) it cancels the turn
 // and keeps printing until the turn closes.
-func streamTurn(ctx context.Context, c *bhttp.Client, id string, after int64, turnID string, w io.Writer, asJSON bool) (string, error) {
+func streamTurn(ctx context.Context, c *bhttp.Client, id string, after int64, turnID string, w io.Writer, asJSON bool, ask *asker) (string, error) {
 	r := newEventRenderer(w)
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -132,6 +136,17 @@ func streamTurn(ctx context.Context, c *bhttp.Client, id string, after int64, tu
 		case !ours:
 			// The end of the turn is told by the exit code, not on stdout.
 			r.render(ev)
+		}
+		if ask != nil && ev.Type == berth.EventPermissionRequested {
+			var d struct {
+				Permission berth.Permission `json:"permission"`
+			}
+			if err := json.Unmarshal(ev.Data, &d); err == nil {
+				r.endLine()
+				if err := ask.ask(ctx, id, &d.Permission); err != nil {
+					return "", err
+				}
+			}
 		}
 		switch {
 		case ours:

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// turnStarts lists a log's turn_started events as "source:text".
+func turnStarts(evs []berth.Event) []string {
+	var out []string
+	for _, ev := range evs {
+		if ev.Type != berth.EventTurnStarted {
+			continue
+		}
+		var d struct{ Text, Source string }
+		_ = json.Unmarshal(ev.Data, &d)
+		out = append(out, d.Source+":"+d.Text)
+	}
+	return out
+}
+
+// waitLog polls a session's log until cond holds.
+func (s *server) waitLog(t *testing.T, id, what string, cond func([]berth.Event) bool) []berth.Event {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		evs := s.allEvents(t, id)
+		if cond(evs) {
+			return evs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; turns %v", what, turnStarts(evs))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// busySession creates a demo session running a long turn.
+func (s *server) busySession(t *testing.T, extra map[string]any) berth.Session {
+	t.Helper()
+	body := map[string]any{"agent": "demo", "sandbox": "host"}
+	for k, v := range extra {
+		body[k] = v
+	}
+	var sess berth.Session
+	if st, err := s.api("POST", "/v1/sessions", body, &sess); st != 201 {
+		t.Fatalf("create = %d %v", st, err)
+	}
+	var r berth.PromptResult
+	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]string{"text": "sleep 60000"}, &r); st != 202 || r.Status != "started" {
+		t.Fatalf("busy prompt = %d %+v", st, r)
+	}
+	return sess
+}
+
+func TestQueueOverHTTP(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	sess := s.busySession(t, nil)
+	path := "/v1/sessions/" + sess.ID
+	var entries []berth.PromptResult
+	for i := range 10 {
+		var r berth.PromptResult
+		if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": fmt.Sprintf("echo e%d", i), "mode": "queue"}, &r); st != 202 || r.Status != "queued" || r.Position != i+1 {
+			t.Fatalf("queue %d = %d %+v", i, st, r)
+		}
+		entries = append(entries, r)
+	}
+	var e errorBody
+	if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": "echo e10"}, &e); st != 429 || e.Error.Code != "queue_full" {
+		t.Fatalf("11th = %d %+v", st, e)
+	}
+	var q berth.QueueView
+	if st, _ := s.api("GET", path+"/queue", nil, &q); st != 200 || len(q.Entries) != 10 || q.Entries[9].Text != "echo e9" {
+		t.Fatalf("queue = %d %+v", st, q)
+	}
+	var canceled struct{ Status string }
+	if st, _ := s.api("DELETE", path+"/queue/"+entries[0].EntryID, nil, &canceled); st != 200 || canceled.Status != "canceled" {
+		t.Fatalf("delete = %d %+v", st, canceled)
+	}
+	if st, _ := s.api("DELETE", path+"/queue/"+entries[0].EntryID, nil, nil); st != 404 {
+		t.Fatalf("delete again = %d", st)
+	}
+	// Steer on a busy session is staged; a queued prompt with ?wait=true
+	// answers with its own turn.
+	var staged berth.PromptResult
+	if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": "echo steered", "mode": "steer"}, &staged); st != 202 || staged.Status != "staged" {
+		t.Fatalf("steer = %d %+v", st, staged)
+	}
+	if st, _ := s.api("POST", path+"/cancel", nil, nil); st != 202 {
+		t.Fatalf("cancel = %d", st)
+	}
+	var res berth.TurnResult
+	if st, err := s.api("POST", path+"/prompts?wait=true", map[string]string{"text": "echo last"}, &res); st != 200 || res.Text != "last" {
+		t.Fatalf("queued wait = %d %+v %v", st, res, err)
+	}
+	want := []string{"user:sleep 60000", "steer:echo steered"}
+	for i := 1; i < 10; i++ {
+		want = append(want, fmt.Sprintf("queue:echo e%d", i))
+	}
+	want = append(want, "queue:echo last")
+	if got := turnStarts(s.allEvents(t, sess.ID)); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("turns:\n got %v\nwant %v", got, want)
+	}
+	// Idle: steer is a conflict, interrupt just starts.
+	if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": "echo x", "mode": "steer"}, &e); st != 409 {
+		t.Fatalf("idle steer = %d", st)
+	}
+}
+
+func TestPermissionsOverHTTPAndApprove(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	var sess berth.Session
+	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "permission_mode": "ask"}, &sess)
+	path := "/v1/sessions/" + sess.ID
+	ask := func() (berth.PromptResult, berth.Permission) {
+		var r berth.PromptResult
+		if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": "ask delete everything"}, &r); st != 202 {
+			t.Fatalf("prompt = %d", st)
+		}
+		var list struct{ Permissions []berth.Permission }
+		deadline := time.Now().Add(20 * time.Second)
+		for len(list.Permissions) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("no pending permission")
+			}
+			time.Sleep(10 * time.Millisecond)
+			s.api("GET", path+"/permissions?state=pending", nil, &list)
+		}
+		return r, list.Permissions[0]
+	}
+	r, p := ask()
+	var got berth.Session
+	if s.api("GET", path, nil, &got); got.Badge != berth.BadgeWaiting || got.PendingPermissions != 1 {
+		t.Fatalf("session while asking: %s %d", got.Badge, got.PendingPermissions)
+	}
+	var e errorBody
+	if st, _ := s.api("POST", path+"/permissions/"+p.ID, `{"decision":"perhaps"}`, &e); st != 400 || e.Error.Code != "invalid_argument" {
+		t.Fatalf("bad decision = %d %+v", st, e)
+	}
+	var decided berth.Permission
+	if st, _ := s.api("POST", path+"/permissions/"+p.ID, `{"decision":"allow_once"}`, &decided); st != 200 || decided.DecidedBy != "user" || decided.State != "decided" {
+		t.Fatalf("decide = %d %+v", st, decided)
+	}
+	if st, _ := s.api("POST", path+"/permissions/"+p.ID, `{"option_id":"reject"}`, &e); st != 409 {
+		t.Fatalf("second decision = %d", st)
+	}
+	evs := s.waitLog(t, sess.ID, "the turn to end", func(evs []berth.Event) bool {
+		return evs[len(evs)-1].Type == berth.EventTurnEnded
+	})
+	if last := evs[len(evs)-1]; last.TurnID != r.TurnID || !strings.Contains(string(last.Data), "end_turn") {
+		t.Fatalf("turn end: %+v", last)
+	}
+
+	// The CLI answers the next one with --reject.
+	_, p = ask()
+	cmd := exec.Command(bin, "--addr", s.addr, "approve", sess.ID, p.ID, "--reject")
+	cmd.Env = cleanEnv(s.home)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), p.ID+": decided (option reject)") {
+		t.Fatalf("berth approve --reject: %v %s", err, out)
+	}
+	again := exec.Command(bin, "--addr", s.addr, "approve", sess.ID, p.ID)
+	again.Env = cleanEnv(s.home)
+	if err := again.Run(); exitCodeOf(err) != 4 {
+		t.Fatalf("second approve exited %d, want 4 (conflict)", exitCodeOf(err))
+	}
+}
+
+// exitCodeOf returns a child's exit code (0 for nil).
+func exitCodeOf(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestRunAskAnswersAtTheTerminal(t *testing.T) {
+	for _, c := range []struct{ input, want string }{
+		{"Always allow\n", "permission: allow_always"},
+		{"what?\n3\n", "permission: rejected"},
+	} {
+		home := t.TempDir()
+		cmd := exec.Command(bin, "run", "--mode", "ask", "ask delete everything")
+		cmd.Env = cleanEnv(home)
+		cmd.Stdin = strings.NewReader(c.input)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("berth run --mode ask (%q): %v\nstdout %s\nstderr %s", c.input, err, stdout.String(), stderr.String())
+		}
+		if !strings.Contains(stdout.String(), c.want) {
+			t.Fatalf("answer %q: stdout %q, want %q", c.input, stdout.String(), c.want)
+		}
+		if !strings.Contains(stderr.String(), "? delete everything") || !strings.Contains(stderr.String(), "2) Always allow") {
+			t.Fatalf("the question was not put: %q", stderr.String())
+		}
+		assertNoProcessUnder(t, home)
+	}
+}
+
+// SIGKILL the daemon while two prompts are queued: after the restart both
+// still run, once each, in order.
+func TestQueuedPromptsSurviveSIGKILL(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home)
+	sess := s.busySession(t, nil)
+	path := "/v1/sessions/" + sess.ID
+	for _, text := range []string{"echo one", "echo two"} {
+		if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": text}, nil); st != 202 {
+			t.Fatalf("queue %q = %d", text, st)
+		}
+	}
+	s.kill9()
+	s = startServer(t, home)
+	evs := s.waitLog(t, sess.ID, "both queued prompts to run", func(evs []berth.Event) bool {
+		ended := 0
+		for _, ev := range evs {
+			if ev.Type == berth.EventTurnEnded {
+				ended++
+			}
+		}
+		return ended == 3
+	})
+	want := "user:sleep 60000|queue:echo one|queue:echo two"
+	if got := strings.Join(turnStarts(evs), "|"); got != want {
+		t.Fatalf("turns = %s, want %s", got, want)
+	}
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("gap at %d", i)
+		}
+	}
+	var q berth.QueueView
+	if st, _ := s.api("GET", path+"/queue", nil, &q); st != 200 || len(q.Entries) != 0 {
+		t.Fatalf("queue after = %d %+v", st, q)
+	}
+	// Nothing else runs later.
+	time.Sleep(300 * time.Millisecond)
+	if got := strings.Join(turnStarts(s.allEvents(t, sess.ID)), "|"); got != want {
+		t.Fatalf("turns later = %s", got)
+	}
+}
