@@ -70,6 +70,16 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "id: %d\nevent: agent_message\ndata: %s\n\n: ping\n\n", seq, event(seq, "agent_message"))
 		}
 		fmt.Fprint(w, ": end\n\n")
+	case "POST /v1/sessions/ses_a/permissions/perm_1":
+		answer(200, `{"id":"perm_1","state":"decided","option_id":"allow","decided_by":"user"}`)
+	case "POST /v1/sessions/ses_a/resume":
+		answer(200, `{"id":"ses_a","state":"active"}`)
+	case "GET /v1/sessions/ses_a/queue":
+		answer(200, `{"entries":[{"id":"entry_1","kind":"queue","text":"echo later","position":1}],"generation":2}`)
+	case "DELETE /v1/sessions/ses_a/queue/entry_1":
+		answer(200, `{"status":"canceled"}`)
+	case "GET /v1/sessions/ses_a/permissions":
+		answer(200, `{"permissions":[{"id":"perm_1","state":"pending","tool_call":{"title":"rm -rf build"},"options":[]}]}`)
 	default:
 		answer(404, `{"error":{"code":"not_found","message":"no route","details":{}}}`)
 	}
@@ -104,6 +114,11 @@ func TestCommandsTable(t *testing.T) {
 		{[]string{"prompt", "ses_a", "hi"}, []string{"queued as ent_1 (position 2, generation 1)"}, nil},
 		{[]string{"prompt", "ses_a", "hi", "--wait"}, []string{"hello there\n[end_turn] turn turn_1"}, nil},
 		{[]string{"stop", "ses_a"}, []string{"stopped ses_a (user_requested)"}, nil},
+		{[]string{"approve", "ses_a", "perm_1"}, []string{"perm_1: decided (option allow)"}, nil},
+		{[]string{"resume", "ses_a"}, []string{"resumed ses_a (active)"}, nil},
+		{[]string{"queue", "ses_a"}, []string{"ENTRY", "entry_1", "queue", "echo later"}, nil},
+		{[]string{"queue", "ses_a", "--drop", "entry_1"}, []string{"dropped entry_1"}, nil},
+		{[]string{"permissions", "ses_a", "--pending"}, []string{"PERMISSION", "perm_1", "pending", "rm -rf build"}, nil},
 		{[]string{"rm", "ses_a"}, []string{"deleted ses_a"}, nil},
 		{[]string{"logs", "ses_a"}, []string{"     1  ", "session_created", "     2  ", "agent_message", "hi 2"}, nil},
 		{[]string{"logs", "ses_a", "-f", "--after", "2"}, []string{"     3  ", "     4  ", "hi 4"}, []string{"     2  "}},
@@ -124,6 +139,28 @@ func TestCommandsTable(t *testing.T) {
 				t.Errorf("berth %v: output has %q:\n%s", tt.args, w, out)
 			}
 		}
+	}
+}
+
+func TestApproveSendsTheDecision(t *testing.T) {
+	for _, c := range []struct {
+		flags []string
+		body  string
+	}{
+		{nil, `{"decision":"allow_once"}`},
+		{[]string{"--reject"}, `{"decision":"reject_once"}`},
+		{[]string{"--option", "allow_always"}, `{"option_id":"allow_always"}`},
+	} {
+		f, addr := startAPI(t)
+		if _, err := runCLI(t, append([]string{"approve", "ses_a", "perm_1", "--addr", addr}, c.flags...)...); err != nil {
+			t.Fatalf("approve %v: %v", c.flags, err)
+		}
+		if got := strings.TrimSpace(f.bodies[0]); got != c.body {
+			t.Errorf("approve %v sent %s, want %s", c.flags, got, c.body)
+		}
+	}
+	if _, err := runCLI(t, "approve", "ses_a", "perm_1", "--reject", "--option", "x", "--addr", "127.0.0.1:1"); exitCode(err) != 2 {
+		t.Errorf("--reject with --option: exit %d, want 2", exitCode(err))
 	}
 }
 
