@@ -392,7 +392,12 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 		if err != nil {
 			reason = fmt.Sprintf("the agent could not reopen the conversation (session/%s: %v): it starts a new one", how, err)
 		}
-		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": reason})
+		rt.mu.Lock()
+		// The start goroutine is not one the monitor waits for: log only while the agent runs.
+		if !rt.exited {
+			rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": reason})
+		}
+		rt.mu.Unlock()
 	}
 	ns, err := rt.client.NewSession(ctx, rt.workspace)
 	return ns.SessionID, "", err

@@ -76,7 +76,7 @@ func toolCallFinished(u *acp.Update) bool {
 // and its answer is followed by the steer's text as a new prompt of the
 // same turn (runTurn).
 func (rt *runtime) deliverSteerLocked(t *turn) {
-	if t.cancelRequested || t.steerText != "" || rt.exited {
+	if t.cancelRequested || t.steerText != "" || rt.exited || rt.stopReason != "" {
 		return
 	}
 	e, err := rt.m.store.ClaimQueueEntry(context.Background(), rt.id, berth.EntrySteer, rt.sess.Queue.Generation, t.id)
@@ -87,12 +87,14 @@ func (rt *runtime) deliverSteerLocked(t *turn) {
 		}
 		return
 	}
-	t.steerText = e.Text
+	t.steerText, t.steerID, t.steerCancelSent = e.Text, e.ID, make(chan struct{})
 	rt.noteEntryLocked(e.ID, entryOutcome{turnID: t.id})
 	rt.emit(t.id, berth.EventPromptSteered, entryData{EntryID: e.ID, Text: e.Text})
+	sent := t.steerCancelSent
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
+		defer close(sent)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := rt.client.Cancel(ctx, rt.acpID); err != nil {

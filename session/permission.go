@@ -54,10 +54,9 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 
 	rt.mu.Lock()
 	p.TurnID = rt.currentTurnIDLocked()
-	mode := rt.sess.PermissionMode
-	cancelled := rt.turn != nil && rt.turn.cancelRequested
-	remembered := rt.remembered[kind]
 	rt.mu.Unlock()
+	var cancelled bool
+	var mode, remembered string
 
 	// The record exists before anyone can see the request.
 	if err := rt.m.store.CreatePermission(context.WithoutCancel(ctx), &p); err != nil {
@@ -66,7 +65,13 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 	}
 
 	rt.mu.Lock()
-	rt.emit(p.TurnID, berth.EventPermissionRequested, map[string]any{"permission": p})
+	// The session may have moved on while the record was written: a cancel,
+	// a stop or the end of the turn answers the request at once.
+	tag := rt.turnTagLocked(p.TurnID)
+	cancelled = rt.exited || rt.stopReason != "" || (p.TurnID != "" && tag == "") ||
+		(rt.turn != nil && rt.turn.id == p.TurnID && rt.turn.cancelRequested)
+	mode, remembered = rt.sess.PermissionMode, rt.remembered[kind]
+	rt.emit(tag, berth.EventPermissionRequested, map[string]any{"permission": p})
 	switch {
 	case cancelled:
 		rt.mu.Unlock()
@@ -113,9 +118,21 @@ func (rt *runtime) settle(ctx context.Context, p *berth.Permission, state, optio
 	if err := rt.m.store.DecidePermission(context.WithoutCancel(ctx), p); err != nil {
 		rt.logger.Warn("record permission decision", "err", err)
 	}
-	rt.emit(p.TurnID, berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, OptionID: optionID,
+	rt.mu.Lock()
+	rt.emit(rt.turnTagLocked(p.TurnID), berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, OptionID: optionID,
 		DecidedBy: by, Remembered: remembered})
+	rt.mu.Unlock()
 	return answerFor(p), nil
+}
+
+// turnTagLocked is the turn id an event about turnID carries: turnID while
+// that turn is in flight, "" once it has ended (turn_ended stays the
+// turn's last event).
+func (rt *runtime) turnTagLocked(turnID string) string {
+	if rt.turn != nil && rt.turn.id == turnID {
+		return turnID
+	}
+	return ""
 }
 
 // answerFor is the ACP answer for a decided permission.
@@ -130,17 +147,28 @@ func answerFor(p *berth.Permission) acp.RequestPermissionResponse {
 // ones get conflict. The record is written before the agent hears.
 func (rt *runtime) decide(ctx context.Context, permID, state, optionID, by string) (*berth.Permission, error) {
 	rt.mu.Lock()
+	p, w, err := rt.resolveLocked(permID, state, optionID, by)
+	rt.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	rt.complete(ctx, p, w)
+	return p, nil
+}
+
+// resolveLocked takes a waiting request out of the waiters and logs its
+// resolution; complete then records it and answers the agent.
+func (rt *runtime) resolveLocked(permID, state, optionID, by string) (*berth.Permission, *permWaiter, error) {
 	w := rt.perms[permID]
 	if w == nil {
-		rt.mu.Unlock()
-		return nil, berth.Errorf(berth.EConflict, "permission %s is not awaiting a decision", permID)
+		return nil, nil, berth.Errorf(berth.EConflict, "permission %s is not awaiting a decision", permID)
 	}
 	delete(rt.perms, permID)
 	rt.sess.PendingPermissions--
 	if w.timer.Stop() {
 		rt.wg.Done()
 	}
-	if by == berth.DecidedByUser {
+	if by == berth.DecidedByUser && w.toolKind != "" {
 		for _, o := range w.p.Options {
 			if o.ID == optionID && (o.Kind == berth.DecisionAllowAlways || o.Kind == berth.DecisionRejectAlways) {
 				rt.remembered[w.toolKind] = o.Kind
@@ -153,14 +181,30 @@ func (rt *runtime) decide(ctx context.Context, permID, state, optionID, by strin
 	now := time.Now().UTC()
 	p := w.p
 	p.State, p.OptionID, p.DecidedBy, p.DecidedAt = state, optionID, by, &now
-	rt.emit(p.TurnID, berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, OptionID: optionID, DecidedBy: by})
-	rt.mu.Unlock()
+	rt.emit(rt.turnTagLocked(p.TurnID), berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, OptionID: optionID, DecidedBy: by})
+	return &p, w, nil
+}
 
-	if err := rt.m.store.DecidePermission(ctx, &p); err != nil {
+// complete records a resolved request and answers the agent.
+func (rt *runtime) complete(ctx context.Context, p *berth.Permission, w *permWaiter) {
+	if err := rt.m.store.DecidePermission(ctx, p); err != nil {
 		rt.logger.Warn("record permission decision", "err", err)
 	}
-	w.answer <- answerFor(&p)
-	return &p, nil
+	w.answer <- answerFor(p)
+}
+
+// resolveTurnLocked answers cancelled every request still waiting in a
+// turn that is ending; the caller completes them once rt.mu is released.
+func (rt *runtime) resolveTurnLocked(turnID string) (ps []*berth.Permission, ws []*permWaiter) {
+	for id, w := range rt.perms {
+		if w.p.TurnID != turnID {
+			continue
+		}
+		if p, w, err := rt.resolveLocked(id, berth.PermissionCanceled, "", berth.DecidedByCancel); err == nil {
+			ps, ws = append(ps, p), append(ws, w)
+		}
+	}
+	return ps, ws
 }
 
 // expirePermission rejects a request nobody answered in time.

@@ -209,3 +209,53 @@ func TestPendingPermissionsAreCanceledAfterACrash(t *testing.T) {
 		t.Fatalf("session: pending %d badge %s", sess.PendingPermissions, sess.Badge)
 	}
 }
+
+// slowPermissionStore holds CreatePermission back, so a cancel lands while
+// the record is being written.
+type slowPermissionStore struct {
+	berth.Store
+	entered chan struct{}
+}
+
+func (s slowPermissionStore) CreatePermission(ctx context.Context, p *berth.Permission) error {
+	close(s.entered)
+	time.Sleep(300 * time.Millisecond)
+	return s.Store.CreatePermission(ctx, p)
+}
+
+func TestACancelWhileARequestIsStoredAnswersIt(t *testing.T) {
+	entered := make(chan struct{})
+	e := newEnv(t, func(o *Options) {
+		o.Store = slowPermissionStore{Store: o.Store, entered: entered}
+		o.Limits.CancelGrace = 3 * time.Second
+	})
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+	r := e.promptOK(s.ID, "ask delete everything", "")
+	<-entered
+	if _, err := e.m.Cancel(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.waitResult(s.ID, r.TurnID); res.StopReason != berth.TurnCancelled {
+		t.Fatalf("turn: %+v", res)
+	}
+	got, _ := e.m.GetSession(ctx, s.ID)
+	if got.State != berth.StateActive || got.PendingPermissions != 0 {
+		t.Fatalf("session: %s pending %d (%v)", got.State, got.PendingPermissions, got.Failure)
+	}
+	rs := e.resolutions(s.ID)
+	if len(rs) != 1 || rs[0].DecidedBy != berth.DecidedByCancel {
+		t.Fatalf("resolutions: %+v", rs)
+	}
+	// turn_ended is the turn's last event.
+	evs := e.events(s.ID)
+	ended := false
+	for _, ev := range evs {
+		if ev.TurnID == r.TurnID && ended {
+			t.Fatalf("%s after turn_ended", ev.Type)
+		}
+		if ev.TurnID == r.TurnID && ev.Type == berth.EventTurnEnded {
+			ended = true
+		}
+	}
+}

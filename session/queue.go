@@ -35,6 +35,7 @@ const (
 	cancelReplaced    = "replaced"
 	cancelInterrupted = "interrupted"
 	cancelByUser      = "user"
+	cancelTurnEnded   = "turn_cancelled"
 )
 
 // Prompt implements berth.SessionService: an idle session starts a turn, a
@@ -45,6 +46,16 @@ func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest
 		return nil, err
 	}
 	rt := m.runtimeOf(id)
+	if rt != nil && rt.gone() {
+		// Its agent has exited and the session is being closed: once it is
+		// stopped, it can be resumed.
+		select {
+		case <-rt.finished:
+		case <-ctx.Done():
+			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "session still stopping")
+		}
+		rt = nil
+	}
 	if rt == nil {
 		if req.Mode == berth.ModeSteer {
 			if _, err := m.store.GetSession(ctx, id); err != nil {
@@ -65,6 +76,13 @@ func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest
 	return rt.prompt(ctx, req)
 }
 
+// gone reports whether the agent has exited.
+func (rt *runtime) gone() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.exited
+}
+
 // awaitHandshake waits until a starting session is active or stopped.
 func (rt *runtime) awaitHandshake(ctx context.Context) error {
 	select {
@@ -82,6 +100,10 @@ func (rt *runtime) prompt(ctx context.Context, req berth.PromptRequest) (*berth.
 	defer rt.mu.Unlock()
 	if err := rt.acceptingLocked(); err != nil {
 		return nil, err
+	}
+	if rt.turn == nil {
+		// Input left waiting (a failed claim) goes first.
+		rt.dispatchLocked(ctx)
 	}
 	// Pending entries or a staged steer make the session busy even between
 	// turns: a new prompt never overtakes what was accepted before it.
@@ -157,17 +179,16 @@ func (rt *runtime) interruptLocked(ctx context.Context, text string) (*berth.Pro
 	if err != nil {
 		return nil, err
 	}
-	// Entries of older generations can no longer be claimed (claims name the
-	// generation), even if the save below fails.
+	// What the store canceled is gone whatever happens next.
+	rt.steer, rt.next, rt.sess.Queue.Pending = nil, nil, 0
+	for _, e := range canceled {
+		rt.noteEntryLocked(e.ID, entryOutcome{canceled: true})
+		rt.emit("", berth.EventPromptCanceled, entryData{EntryID: e.ID, Reason: cancelInterrupted})
+	}
 	if err := rt.saveLocked(ctx, rt.sess.State, func(s *berth.Session) {
 		s.Queue = berth.QueueInfo{Generation: gen}
 	}); err != nil {
 		return nil, err
-	}
-	rt.steer = nil
-	for _, e := range canceled {
-		rt.noteEntryLocked(e.ID, entryOutcome{canceled: true})
-		rt.emit("", berth.EventPromptCanceled, entryData{EntryID: e.ID, Reason: cancelInterrupted})
 	}
 	n := len(canceled)
 	res := &berth.PromptResult{Status: "started", CanceledEntries: &n, Generation: gen}
@@ -203,8 +224,10 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 		return
 	}
 	gen := rt.sess.Queue.Generation
-	if rt.steer != nil {
+	// An interrupt's text runs before a steer staged after it.
+	if rt.steer != nil && rt.next == nil {
 		turnID := ids.New("turn")
+		e0 := rt.steer
 		rt.steer = nil
 		e, err := rt.m.store.ClaimQueueEntry(ctx, rt.id, berth.EntrySteer, gen, turnID)
 		if err == nil {
@@ -214,6 +237,9 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 		}
 		if !isNotFound(err) {
 			rt.logger.Error("claim steer", "err", err)
+			rt.steer = e0
+			rt.retryDispatchLocked()
+			return
 		}
 	}
 	for rt.sess.Queue.Pending > 0 {
@@ -229,8 +255,10 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 		}
 		if err != nil {
 			rt.logger.Error("claim queued prompt", "err", err)
+			rt.retryDispatchLocked()
 			return
 		}
+		rt.dispatchRetries = 0
 		rt.sess.Queue.Pending--
 		if rt.next != nil && rt.next.entryID != e.ID {
 			turnID, source = ids.New("turn"), berth.SourceQueue
@@ -241,6 +269,26 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 		rt.startTurnLocked(turnID, e.Text, source)
 		return
 	}
+}
+
+// retryDispatchLocked tries the dispatch again later, backing off from
+// 100 ms to 5 s, after the store failed a claim: without it the entries
+// would wait for an event that may never come.
+func (rt *runtime) retryDispatchLocked() {
+	if rt.exited || rt.retryPending {
+		return
+	}
+	delay := min(100*time.Millisecond<<min(rt.dispatchRetries, 6), 5*time.Second)
+	rt.dispatchRetries++
+	rt.retryPending = true
+	rt.wg.Add(1)
+	time.AfterFunc(delay, func() {
+		defer rt.wg.Done()
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		rt.retryPending = false
+		rt.dispatchLocked(context.Background())
+	})
 }
 
 // recountLocked sets the pending count from the store, after a claim found
@@ -261,15 +309,7 @@ func (rt *runtime) recountLocked(ctx context.Context) {
 		// A concurrent transaction held the entry: leave the count as it is
 		// for the next dispatch rather than spin.
 		rt.logger.Warn("queued prompt not claimable now; retrying", "pending", n)
-		if !rt.exited {
-			rt.wg.Add(1)
-			time.AfterFunc(100*time.Millisecond, func() {
-				defer rt.wg.Done()
-				rt.mu.Lock()
-				defer rt.mu.Unlock()
-				rt.dispatchLocked(context.Background())
-			})
-		}
+		rt.retryDispatchLocked()
 		return
 	}
 	rt.sess.Queue.Pending = n
@@ -302,20 +342,42 @@ func (m *Manager) ListQueue(ctx context.Context, id string) (*berth.QueueView, e
 	return &berth.QueueView{Entries: entries, Generation: gen}, nil
 }
 
-// CancelQueueEntry implements berth.SessionService.
+// CancelQueueEntry implements berth.SessionService. For a stopped session
+// the drop is recorded in the store only: its log is closed by
+// session_stopped.
 func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) error {
-	rt := m.runtimeOf(id)
-	if rt == nil {
-		e, err := m.store.CancelQueueEntry(ctx, id, entryID)
-		if err != nil {
-			return err
+	if rt := m.runtimeOf(id); rt != nil {
+		rt.mu.Lock()
+		if !rt.exited {
+			defer rt.mu.Unlock()
+			return rt.cancelEntryLocked(context.WithoutCancel(ctx), entryID)
 		}
-		_, err = m.log.AppendSync(ctx, berth.NewEvent(id, "", berth.EventPromptCanceled, entryData{EntryID: e.ID, Reason: cancelByUser}))
+		rt.mu.Unlock()
+		// The agent is gone and the session is being closed: wait for it.
+		select {
+		case <-rt.finished:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	e, err := m.store.CancelQueueEntry(ctx, id, entryID)
+	if err != nil {
 		return err
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	e, err := m.store.CancelQueueEntry(context.WithoutCancel(ctx), id, entryID)
+	s, err := m.store.GetSession(ctx, id)
+	if err != nil || s.State != berth.StateStopped || e.Kind != berth.EntryQueue || s.Queue.Pending == 0 {
+		return nil
+	}
+	s.Queue.Pending--
+	if err := m.store.UpdateSession(ctx, s, berth.StateStopped); err != nil && !berth.IsCode(err, berth.EConflict) {
+		m.logger.Warn("record the queue count", "session", id, "err", err)
+	}
+	return nil
+}
+
+// cancelEntryLocked drops one pending entry of a live session.
+func (rt *runtime) cancelEntryLocked(ctx context.Context, entryID string) error {
+	e, err := rt.m.store.CancelQueueEntry(ctx, rt.id, entryID)
 	if err != nil {
 		return err
 	}

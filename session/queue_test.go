@@ -3,7 +3,9 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -170,7 +172,21 @@ func TestInterruptCancelsTheTurnAndEveryPendingEntry(t *testing.T) {
 		r.Generation != gen0+1 || r.TurnID == "" {
 		t.Fatalf("interrupt answer: %+v", r)
 	}
+	// The interrupt's turn can be waited on before it has started.
+	fresh := make(chan *berth.TurnResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := e.m.WaitTurn(ctx, s.ID, r.TurnID)
+		if err != nil {
+			t.Errorf("wait for the interrupt's turn: %v", err)
+		}
+		fresh <- res
+	}()
 	old := e.waitResult(s.ID, busy)
+	if res := <-fresh; res == nil || res.Text != "fresh" {
+		t.Fatalf("interrupt's turn waited early: %+v", res)
+	}
 	if old.StopReason != berth.TurnCancelled {
 		t.Fatalf("interrupted turn ended %s", old.StopReason)
 	}
@@ -300,4 +316,49 @@ func TestQueuedPromptsSurviveACrashAndRunOnceInOrder(t *testing.T) {
 	if got.State != berth.StateActive || got.Queue.Pending != 0 {
 		t.Fatalf("session after the crash: %s %+v", got.State, got.Queue)
 	}
+}
+
+func TestDroppingAnEntryOfAStoppedSessionKeepsItsLogClosed(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	e.startBusy(s.ID, "sleep 60000")
+	q := e.promptOK(s.ID, "echo later", "")
+	e.promptOK(s.ID, "echo later still", "")
+	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.CancelQueueEntry(ctx, s.ID, q.EntryID); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.events(s.ID)
+	if last := evs[len(evs)-1]; last.Type != berth.EventSessionStopped {
+		t.Fatalf("the log goes on after session_stopped: %v", types(evs[len(evs)-3:]))
+	}
+	got, _ := e.m.GetSession(ctx, s.ID)
+	if got.Queue.Pending != 1 {
+		t.Fatalf("stored queue count = %d, want 1", got.Queue.Pending)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := e.m.StreamEvents(sctx, s.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for {
+		if _, err := st.Next(sctx); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("the stream of a stopped session did not end: %v", err)
+			}
+			break
+		}
+	}
+	// The one left runs after a resume.
+	if _, err := e.m.ResumeSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the last entry to run", func() bool {
+		return strings.Join(started(e.events(s.ID)), "|") == "user:sleep 60000|queue:echo later still"
+	})
 }

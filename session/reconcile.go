@@ -81,6 +81,18 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// A daemon that logged session_stopped but died before recording the
+	// state leaves the log complete already: nothing may follow it.
+	ended, err := m.endsStopped(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	open := ""
+	if !ended {
+		if open, err = m.openTurn(ctx, s.ID); err != nil {
+			return err
+		}
+	}
 	// Pending questions die with the agent that asked them.
 	pending, err := m.store.ListPermissions(ctx, s.ID, berth.PermissionPending)
 	if err != nil {
@@ -92,14 +104,17 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 		if err := m.store.DecidePermission(ctx, p); err != nil && !berth.IsCode(err, berth.EConflict) {
 			return err
 		}
-		if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, p.TurnID, berth.EventPermissionResolved,
+		if ended {
+			continue
+		}
+		tag := ""
+		if p.TurnID == open {
+			tag = open
+		}
+		if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, tag, berth.EventPermissionResolved,
 			resolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})); err != nil {
 			return err
 		}
-	}
-	open, err := m.openTurn(ctx, s.ID)
-	if err != nil {
-		return err
 	}
 	if open != "" {
 		_, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, open, berth.EventTurnEnded, turnEndedData{
@@ -110,12 +125,6 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 		}
 	}
 	f := &berth.Failure{Kind: berth.FailInternal, Message: "the daemon stopped while the session was " + string(s.State)}
-	ended, err := m.endsStopped(ctx, s.ID)
-	if err != nil {
-		return err
-	}
-	// A daemon that logged session_stopped but died before recording the
-	// state leaves the log complete already.
 	if !ended {
 		if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, "", berth.EventSessionStopped,
 			map[string]any{"stop_reason": berth.StopDaemonCrashed, "failure": f})); err != nil {

@@ -18,7 +18,15 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	}
 	defer m.inflight.Done()
 	if rt := m.runtimeOf(id); rt != nil {
-		return m.liveResult(ctx, rt)
+		if !rt.closing() {
+			return m.liveResult(ctx, rt)
+		}
+		// A session on its way to stopped is resumed once it got there.
+		select {
+		case <-rt.finished:
+		case <-ctx.Done():
+			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "session still stopping")
+		}
 	}
 	s, err := m.store.GetSession(ctx, id)
 	if err != nil {
@@ -46,26 +54,25 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	}
 	ctx = context.WithoutCancel(ctx)
 
-	// The stored state moves first, guarded: of two resumes racing, one wins.
 	next := *s
 	next.State, next.StopReason, next.Failure, next.Resumable = berth.StateStarting, "", nil, false
 	next.Badge = berth.BadgeStarting
 	next.PendingPermissions = 0
-	if err := m.store.UpdateSession(ctx, &next, berth.StateStopped); err != nil {
-		m.release()
-		if berth.IsCode(err, berth.EConflict) {
-			if rt := m.runtimeOf(id); rt != nil {
-				return m.liveResult(ctx, rt)
-			}
-		}
-		return nil, err
-	}
 	rt := m.newRuntime(&next, spec)
 	rt.resumeFrom = s.ACP.SessionID
+	// Live first, so a second resume, a prompt or a stop finds it; then the
+	// stored state moves, guarded: of two resumes racing, one wins.
+	if other := m.registerResume(rt); other != nil {
+		m.release()
+		return m.liveResult(ctx, other)
+	}
+	if err := m.store.UpdateSession(ctx, &next, berth.StateStopped); err != nil {
+		m.abandon(rt)
+		return nil, err
+	}
 	if err := rt.loadInput(ctx); err != nil {
 		rt.logger.Warn("load queued input", "err", err)
 	}
-	m.register(rt)
 	if err := rt.start(ctx, provider, filepath.Join(m.sessionDir(id), "home")); err != nil {
 		return nil, err
 	}
@@ -73,6 +80,34 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		rt.logger.Warn("flush after resume", "err", err)
 	}
 	return m.liveResult(ctx, rt)
+}
+
+// closing reports whether the session is on its way to stopped.
+func (rt *runtime) closing() bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.exited || rt.stopReason != ""
+}
+
+// registerResume makes a resuming runtime live unless another runtime of
+// the session is, which it returns.
+func (m *Manager) registerResume(rt *runtime) *runtime {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if other := m.live[rt.id]; other != nil {
+		return other
+	}
+	m.reserved--
+	m.live[rt.id] = rt
+	return nil
+}
+
+// abandon drops a runtime that never started, releasing whoever found it.
+func (m *Manager) abandon(rt *runtime) {
+	m.forget(rt)
+	close(rt.ready)
+	close(rt.handshook)
+	close(rt.finished)
 }
 
 // liveResult is the answer of a resume: the session once its handshake is

@@ -48,6 +48,9 @@ type runtime struct {
 	// cancelled turn to end (see queue.go).
 	steer *berth.QueueEntry
 	next  *nextTurn
+	// retryPending and dispatchRetries pace dispatch retries after a failed claim.
+	retryPending    bool
+	dispatchRetries int
 	// perms are the permission requests waiting for a decision; remembered
 	// maps a tool kind to the allow_always or reject_always a user gave it.
 	perms      map[string]*permWaiter
@@ -98,10 +101,13 @@ type turn struct {
 	// steerText is a steer taken at a tool-call boundary and waiting for the
 	// answer to the cancelled prompt; continueWith is it once that came.
 	steerText    string
+	steerID      string
 	continueWith string
-	done         chan struct{}
-	result       *berth.TurnResult
-	graceTimer   *time.Timer
+	// steerCancelSent is closed once the steer's session/cancel is written.
+	steerCancelSent chan struct{}
+	done            chan struct{}
+	result          *berth.TurnResult
+	graceTimer      *time.Timer
 }
 
 // view returns a copy of the session as the API shows it.

@@ -51,6 +51,9 @@ func (rt *runtime) runTurn(t *turn, text string) {
 		}
 		resp, err := rt.client.PromptThen(context.Background(), rt.acpID, answered, acp.TextBlock(text))
 		if next, ok := rt.takeSteer(t); ok {
+			// The steer's cancel goes out before its prompt, or the agent
+			// could take the cancel for the new prompt.
+			<-t.steerCancelSent
 			text = next
 			continue
 		}
@@ -64,7 +67,13 @@ func (rt *runtime) runTurn(t *turn, text string) {
 func (rt *runtime) continueWithSteer(t *turn, err error) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.turn != t || t.steerText == "" || t.cancelRequested || rt.stopReason != "" || errors.Is(err, acp.ErrClosed) || isClosedErr(err) {
+	if rt.turn != t || t.steerText == "" {
+		return false
+	}
+	if t.cancelRequested || rt.stopReason != "" || errors.Is(err, acp.ErrClosed) || isClosedErr(err) {
+		// The turn ends here: the steer taken into it is dropped, and says so.
+		rt.emit(t.id, berth.EventPromptCanceled, entryData{EntryID: t.steerID, Reason: cancelTurnEnded})
+		t.steerText = ""
 		return false
 	}
 	t.continueWith, t.steerText = t.steerText, ""
@@ -77,7 +86,15 @@ func (rt *runtime) takeSteer(t *turn) (string, bool) {
 	defer rt.mu.Unlock()
 	next := t.continueWith
 	t.continueWith = ""
-	return next, next != "" && rt.turn == t
+	if next == "" || rt.turn != t {
+		return "", false
+	}
+	if t.cancelRequested || rt.stopReason != "" {
+		// Cancelled (or interrupted, or stopping) before the steer went out.
+		rt.emit(t.id, berth.EventPromptCanceled, entryData{EntryID: t.steerID, Reason: cancelTurnEnded})
+		return "", false
+	}
+	return next, true
 }
 
 // isClosedErr reports whether err says the connection to the agent ended.
@@ -127,6 +144,8 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 	if t.graceTimer != nil && t.graceTimer.Stop() {
 		rt.wg.Done()
 	}
+	// A question the agent left open dies with its turn, before turn_ended.
+	orphans, waiters := rt.resolveTurnLocked(t.id)
 	rt.emit(t.id, berth.EventTurnEnded, end)
 	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
 	t.result = res
@@ -149,6 +168,9 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 	// The next input starts right away, ordered after this turn's end.
 	rt.dispatchLocked(context.Background())
 	rt.mu.Unlock()
+	for i, p := range orphans {
+		rt.complete(context.Background(), p, waiters[i])
+	}
 	close(t.done)
 }
 
@@ -162,9 +184,17 @@ func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnR
 		rt.mu.Lock()
 		t := rt.turn
 		res := rt.results[turnID]
+		var interrupting string
+		if rt.next != nil && rt.next.turnID == turnID {
+			interrupting = rt.next.entryID
+		}
 		rt.mu.Unlock()
 		if res != nil {
 			return res, nil
+		}
+		if interrupting != "" {
+			// An interrupt's turn starts once the turn it cancelled has ended.
+			return m.waitEntry(ctx, id, interrupting)
 		}
 		if t != nil && t.id == turnID {
 			select {
