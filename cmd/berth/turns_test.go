@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -249,4 +251,86 @@ func TestQueuedPromptsSurviveSIGKILL(t *testing.T) {
 	if got := strings.Join(turnStarts(s.allEvents(t, sess.ID)), "|"); got != want {
 		t.Fatalf("turns later = %s", got)
 	}
+}
+
+// runUntilOutput starts `berth run` and waits until its stdout has
+// something, so the turn is under way.
+func runUntilOutput(t *testing.T, home string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"run"}, args...)...)
+	cmd.Env = cleanEnv(home)
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	deadline := time.Now().Add(20 * time.Second)
+	for stdout.Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("berth run printed nothing: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return cmd, stdout, stderr
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a child writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Len()
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitExit waits for a child to exit and returns its state.
+func waitExit(t *testing.T, cmd *exec.Cmd, within time.Duration) *os.ProcessState {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+		return cmd.ProcessState
+	case <-time.After(within):
+		t.Fatalf("berth run did not exit within %s", within)
+		return nil
+	}
+}
+
+func TestRunCtrlCCancelsTheTurnAndASecondExits(t *testing.T) {
+	home := t.TempDir()
+	// One Ctrl-C: the turn is cancelled, run reports it and exits 1.
+	cmd, _, stderr := runUntilOutput(t, home, "sleep 60000")
+	_ = cmd.Process.Signal(os.Interrupt)
+	st := waitExit(t, cmd, 10*time.Second)
+	if st.ExitCode() != 1 || !strings.Contains(stderr.String(), "cancelled") {
+		t.Fatalf("after one Ctrl-C: exit %d, stderr %q", st.ExitCode(), stderr.String())
+	}
+	// A turn that ignores the cancel: the second Ctrl-C exits at once.
+	cmd, _, _ = runUntilOutput(t, home, "echo start\nhang")
+	_ = cmd.Process.Signal(os.Interrupt)
+	time.Sleep(300 * time.Millisecond)
+	_ = cmd.Process.Signal(os.Interrupt)
+	st = waitExit(t, cmd, 5*time.Second)
+	if st.Success() {
+		t.Fatal("berth run exited 0 after two Ctrl-C")
+	}
+	// Its agent does not outlive it: the connection's end ends the agent.
+	assertNoProcessUnder(t, home)
 }
