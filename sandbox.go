@@ -37,6 +37,33 @@ type SandboxConfig struct {
 	// Env is the environment the agent gets, already filtered.
 	Env     map[string]string
 	Network bool
+	// Binds are host paths made visible inside the sandbox at Target: the
+	// agent's own binary when it lives outside the system directories, and
+	// the agent's home_files (credentials) inside the private HOME.
+	Binds []Bind
+	// Image is the container image (docker only; "" means the provider's
+	// default).
+	Image string
+	// Limits are the resource limits the provider enforces where it can.
+	Limits SandboxLimits
+}
+
+// Bind makes one host path visible inside a sandbox.
+type Bind struct {
+	Source string
+	Target string
+	// Writable binds read-write; binds are read-only by default.
+	Writable bool
+}
+
+// SandboxLimits bound what one session's processes may use; zero means
+// the provider's default. Which a provider enforces is in its docs.
+type SandboxLimits struct {
+	MemoryBytes int64
+	// NanoCPUs is CPU time in billionths of a CPU.
+	NanoCPUs  int64
+	Pids      int64
+	OpenFiles uint64
 }
 
 // Sandbox runs processes for one session.
