@@ -54,6 +54,11 @@ type SessionService interface {
 	// decision, EConflict when it is no longer pending, ENotFound.
 	DecidePermission(ctx context.Context, id, permID string, d PermissionDecision) (*Permission, error)
 
+	// Exec runs a command in the session's sandbox and returns its result.
+	// EInvalid for a bad request, EConflict when the session is not active,
+	// ENotFound.
+	Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error)
+
 	// ListEvents pages a session's log. ENotFound, EInvalid for bad bounds.
 	ListEvents(ctx context.Context, id string, f EventFilter) ([]Event, error)
 	// StreamEvents follows a session's log from after on. ENotFound.

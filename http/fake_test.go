@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -399,4 +400,14 @@ func (f *fakeService) DecidePermission(_ context.Context, id, permID string, d b
 		return &c, nil
 	}
 	return nil, berth.Errorf(berth.ENotFound, "no permission %s", permID)
+}
+
+// Exec implements berth.SessionService.
+func (f *fakeService) Exec(_ context.Context, id string, req berth.ExecRequest) (*berth.ExecResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	return &berth.ExecResult{ExitCode: 3, Stdout: strings.Join(req.Command, " "), DurationMS: 1}, nil
 }

@@ -79,3 +79,22 @@ func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, sess)
 }
+
+// handleExec answers POST /v1/sessions/{id}/exec with the command's result.
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+	var req berth.ExecRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := req.Validate(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.svc.Exec(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}

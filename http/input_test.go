@@ -82,3 +82,17 @@ func TestResumeRoute(t *testing.T) {
 		t.Fatalf("resume unknown: %d", code)
 	}
 }
+
+func TestExecRoute(t *testing.T) {
+	h := NewServer(newFakeService(), ServerOptions{}).Handler()
+	code, body, _ := call(t, h, "POST", "/v1/sessions/ses_1/exec", `{"command":["echo","hi"],"timeout_seconds":5}`)
+	if code != http.StatusOK || body["exit_code"] != 3.0 || body["stdout"] != "echo hi" || body["timed_out"] != false {
+		t.Fatalf("exec: %d %v", code, body)
+	}
+	for _, bad := range []string{`{}`, `{"command":[]}`, `{"command":["x"],"timeout_seconds":99999}`, `{"command":"ls"}`, `{"command":["x"],"env":{"A=B":"c"}}`} {
+		code, body, _ = call(t, h, "POST", "/v1/sessions/ses_1/exec", bad)
+		if code != http.StatusBadRequest || errCode(t, body) != berth.EInvalid {
+			t.Fatalf("exec %s: %d %v", bad, code, body)
+		}
+	}
+}

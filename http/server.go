@@ -106,6 +106,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/sessions/{id}/permissions", s.handleListPermissions)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/permissions/{perm}", s.handleDecidePermission)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/resume", s.handleResume)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/exec", s.handleExec)
 }
 
 // Handler returns the server's handler with its middleware (logging, panic

@@ -38,11 +38,28 @@ func usagef(cmd *cobra.Command, format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...), command: cmd.CommandPath()}
 }
 
+// exitError carries an exit code of its own: berth exec exits with its
+// command's.
+type exitError struct {
+	code int
+	err  error
+}
+
+// Error implements error.
+func (e *exitError) Error() string { return e.err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *exitError) Unwrap() error { return e.err }
+
 // exitCode maps an error to the process's exit code: 0 for nil, 2 for a
 // usage error, 3 for not_found, 4 for conflict, 1 for anything else.
 func exitCode(err error) int {
 	if err == nil {
 		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
 	}
 	var ue *usageError
 	if errors.As(err, &ue) || isCobraUsageError(err) {

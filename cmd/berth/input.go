@@ -126,3 +126,58 @@ func toolTitle(p *berth.Permission) string {
 	}
 	return orDash(tc.Kind)
 }
+
+// newExecCommand returns `berth exec ID [--timeout S] [--cwd DIR] -- cmd args…`.
+func newExecCommand() *cobra.Command {
+	var timeout int
+	var cwd string
+	cmd := &cobra.Command{
+		Use:   "exec ID [--timeout S] [--cwd DIR] -- cmd args…",
+		Short: "Run a command in a session's sandbox and workspace",
+		Long: "Run a command in a session's sandbox, in its workspace, and print its output.\n" +
+			"Exits with the command's exit code (124 when it timed out).",
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := berth.ExecRequest{Command: args[1:], Cwd: cwd, TimeoutSeconds: timeout}
+			asJSON, c, err := dialFor(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			var raw json.RawMessage
+			if err := c.Do(cmd.Context(), http.MethodPost, sessionPath(args[0], "/exec"), nil, req, &raw); err != nil {
+				return err
+			}
+			var r berth.ExecResult
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return fmt.Errorf("the daemon's answer does not decode: %w", err)
+			}
+			if asJSON {
+				if err := printRaw(cmd.OutOrStdout(), raw); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprint(cmd.OutOrStdout(), r.Stdout)
+				fmt.Fprint(cmd.ErrOrStderr(), r.Stderr)
+			}
+			switch {
+			case r.TimedOut:
+				return &exitError{code: 124, err: fmt.Errorf("the command timed out after %d s", req.TimeoutSeconds)}
+			case r.ExitCode != 0 || r.Signal != "":
+				return &exitError{code: max(1, min(r.ExitCode, 125)), err: fmt.Errorf("the command exited %d%s", r.ExitCode, signalText(r.Signal))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&timeout, "timeout", 0, "kill the command after this many seconds (default 60)")
+	cmd.Flags().StringVar(&cwd, "cwd", "", "directory inside the workspace to run in")
+	return cmd
+}
+
+// signalText says which signal ended a command, if any.
+func signalText(sig string) string {
+	if sig == "" {
+		return ""
+	}
+	return " (" + sig + ")"
+}

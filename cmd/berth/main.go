@@ -61,6 +61,7 @@ func newRootCommand() *cobra.Command {
 		newResumeCommand(),
 		newQueueCommand(),
 		newPermissionsCommand(),
+		newExecCommand(),
 	)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)

@@ -334,3 +334,35 @@ func TestRunCtrlCCancelsTheTurnAndASecondExits(t *testing.T) {
 	// Its agent does not outlive it: the connection's end ends the agent.
 	assertNoProcessUnder(t, home)
 }
+
+func TestExecOverHTTPAndCLI(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	var sess berth.Session
+	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	var res berth.ExecResult
+	t0 := time.Now()
+	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/exec", map[string]any{"command": []string{"sleep", "10"}, "timeout_seconds": 1}, &res); st != 200 || !res.TimedOut {
+		t.Fatalf("exec sleep 10 = %d %+v", st, res)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Fatalf("a 1 s timeout answered after %s", d)
+	}
+	cmd := exec.Command(bin, "--addr", s.addr, "exec", sess.ID, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+	cmd.Env = cleanEnv(s.home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if exitCodeOf(err) != 7 || stdout.String() != "out\n" || !strings.Contains(stderr.String(), "err\n") {
+		t.Fatalf("berth exec: exit %d, stdout %q, stderr %q", exitCodeOf(err), stdout.String(), stderr.String())
+	}
+	evs := s.allEvents(t, sess.ID)
+	n := 0
+	for _, ev := range evs {
+		if ev.Type == berth.EventExec {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d exec events, want 2", n)
+	}
+}
