@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,17 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	if err != nil {
 		return nil, err
 	}
+	// A session that does not ask gets the network when its agent needs it
+	// (or [sandbox] network says so) and policy allows; when policy does
+	// not, it runs without and is told why.
+	network, netWarning := req.Network, ""
+	if !network && (spec.Network || m.opts.Sandbox.Network) {
+		if m.opts.Sandbox.AllowNetwork {
+			network = true
+		} else if spec.Network {
+			netWarning = fmt.Sprintf("agent %s needs the network to reach its model, but [sandbox] allow_network is false: it runs without network", spec.Name)
+		}
+	}
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}
@@ -56,7 +68,7 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	id := ids.New("ses")
 	s := &berth.Session{
 		ID: id, Name: req.Name, Agent: spec.Name, State: berth.StateStarting, Badge: berth.BadgeStarting,
-		Workspace: req.Workspace, Sandbox: berth.SandboxSpec{Provider: provider.Name(), Network: req.Network},
+		Workspace: req.Workspace, Sandbox: berth.SandboxSpec{Provider: provider.Name(), Network: network},
 		PermissionMode: req.PermissionMode, Labels: req.Labels, Env: req.Env,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
@@ -85,6 +97,9 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 
 	rt.emit("", berth.EventSessionCreated, map[string]any{
 		"agent": spec.Name, "sandbox": s.Sandbox, "workspace": s.Workspace})
+	if netWarning != "" {
+		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": netWarning})
+	}
 	if unisolated {
 		rt.emit("", berth.EventRuntimeWarning, map[string]any{
 			"reason": "no sandbox provider with isolation works on this host: the agent runs without isolation (sandbox host)"})
@@ -235,6 +250,36 @@ func (m *Manager) pickSandbox(name string, network bool) (_ berth.SandboxProvide
 	return p, unisolated, nil
 }
 
+// systemDirs are visible inside every isolating sandbox already.
+var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"}
+
+// sandboxBinds lists what an agent needs from the host inside its sandbox:
+// its own program when it lives outside the system directories (berth's
+// binary for the demo agent), and its home_files — the user's credentials —
+// read-only at the same place under the session's private HOME.
+func (m *Manager) sandboxBinds(spec berth.AgentSpec, home string) []berth.Bind {
+	var binds []berth.Bind
+	if filepath.IsAbs(spec.Command) && !slices.ContainsFunc(systemDirs, func(d string) bool { return strings.HasPrefix(spec.Command, d) }) {
+		binds = append(binds, berth.Bind{Source: spec.Command, Target: spec.Command})
+	}
+	userHome := m.opts.UserHome
+	if userHome == "" {
+		return binds
+	}
+	for _, f := range spec.HomeFiles {
+		rel := filepath.Clean(strings.TrimSuffix(f, "/"))
+		if filepath.IsAbs(rel) || rel == "." || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		src := filepath.Join(userHome, rel)
+		if _, err := os.Stat(src); err != nil {
+			continue
+		}
+		binds = append(binds, berth.Bind{Source: src, Target: filepath.Join(home, rel)})
+	}
+	return binds
+}
+
 // mkdirs creates the session's private HOME and, when managed, its workspace.
 func mkdirs(home, workspace string, managed bool) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
@@ -286,7 +331,8 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	env, network := rt.sess.Env, rt.sess.Sandbox.Network
 	rt.mu.Unlock()
 	sb, err := provider.Open(ctx, berth.SandboxConfig{SessionID: rt.id, Workspace: rt.workspace, Home: home,
-		Env: agentEnv(rt.spec, rt.id, env), Network: network})
+		Env: agentEnv(rt.spec, rt.id, env), Network: network, Binds: m.sandboxBinds(rt.spec, home),
+		Image: rt.spec.DockerImage, Limits: m.opts.Sandbox.Limits})
 	if err != nil {
 		return rt.failStart(ctx, &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)})
 	}

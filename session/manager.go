@@ -47,6 +47,10 @@ type SandboxPolicy struct {
 	AllowHost        bool
 	RequireIsolation bool
 	AllowNetwork     bool
+	// Network is the network setting of sessions that do not ask for it.
+	Network bool
+	// Limits are the resource limits every sandbox gets.
+	Limits berth.SandboxLimits
 }
 
 // Options configure a Manager.
@@ -62,6 +66,9 @@ type Options struct {
 	Home    string
 	NodeID  string
 	Version string
+	// UserHome is the home directory agents' home_files are read from (the
+	// daemon user's); "" binds none.
+	UserHome string
 	Logger  *slog.Logger
 }
 

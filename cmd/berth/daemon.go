@@ -98,12 +98,13 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		Store: d.store, Log: d.log, Catalog: catalog,
 		Providers: []berth.SandboxProvider{host.New()},
 		Sandbox: session.SandboxPolicy{Default: o.cfg.Sandbox.Default, AllowHost: o.cfg.Sandbox.AllowHost,
-			RequireIsolation: o.cfg.Sandbox.RequireIsolation, AllowNetwork: o.cfg.Sandbox.AllowNetwork},
+			RequireIsolation: o.cfg.Sandbox.RequireIsolation, AllowNetwork: o.cfg.Sandbox.AllowNetwork,
+			Network: o.cfg.Sandbox.Network},
 		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
 			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration},
-		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger,
+		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
@@ -228,4 +229,14 @@ const shutdownTimeout = 30 * time.Second
 // isUnavailable reports whether err says no daemon answers.
 func isUnavailable(err error) bool {
 	return berth.IsCode(err, berth.EUnavailable) && !errors.Is(err, context.Canceled)
+}
+
+// userHome is the daemon user's home directory, where agents' home_files
+// (credentials) are read from; "" when there is none.
+func userHome() string {
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return h
 }
