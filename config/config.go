@@ -72,6 +72,32 @@ type Sandbox struct {
 	// UID is the unprivileged user agents run as inside bwrap and docker.
 	// Default 1000.
 	UID int `toml:"uid"`
+	// MemoryMB caps a session's memory where the provider can (docker).
+	// Default 2048; 0 means no cap.
+	MemoryMB int `toml:"memory_mb"`
+	// CPUs caps a session's CPU time, in CPUs, where the provider can
+	// (docker). Default 2; 0 means no cap.
+	CPUs float64 `toml:"cpus"`
+	// Pids caps a session's processes where the provider can (docker).
+	// Default 512; 0 means no cap.
+	Pids int `toml:"pids"`
+	// Docker is the [sandbox.docker] section.
+	Docker SandboxDocker `toml:"docker"`
+}
+
+// SandboxDocker is the [sandbox.docker] section.
+type SandboxDocker struct {
+	// Host is the Docker engine endpoint; "" means $DOCKER_HOST or
+	// unix:///var/run/docker.sock.
+	Host string `toml:"host"`
+	// Image is the image of sessions whose agent names none. Default
+	// "berth-sandbox:local", which berth builds itself when missing.
+	Image string `toml:"image"`
+}
+
+// Limits returns the sandbox limits the section sets.
+func (s *Sandbox) Limits() berth.SandboxLimits {
+	return berth.SandboxLimits{MemoryBytes: int64(s.MemoryMB) << 20, NanoCPUs: int64(s.CPUs * 1e9), Pids: int64(s.Pids)}
 }
 
 // Limits is the [limits] section.
@@ -127,6 +153,10 @@ func Default() *Config {
 			AllowHost:    true,
 			AllowNetwork: true,
 			UID:          1000,
+			MemoryMB:     2048,
+			CPUs:         2,
+			Pids:         512,
+			Docker:       SandboxDocker{Image: DefaultDockerImage},
 		},
 		Limits: Limits{
 			MaxPromptBytes:    256 * KiB,
@@ -216,8 +246,23 @@ func (s *Sandbox) validate() error {
 	if err := intRange("sandbox.uid", s.UID, 0, 1<<32-2); err != nil {
 		return err
 	}
+	if err := intRange("sandbox.memory_mb", s.MemoryMB, 0, 1<<30); err != nil {
+		return err
+	}
+	if err := intRange("sandbox.pids", s.Pids, 0, 1<<22); err != nil {
+		return err
+	}
+	if s.CPUs < 0 || s.CPUs > 1024 {
+		return invalid("sandbox.cpus = %g is out of range (0..1024)", s.CPUs)
+	}
+	if s.Docker.Image == "" {
+		return invalid("sandbox.docker.image must not be empty")
+	}
 	return nil
 }
+
+// DefaultDockerImage is the image berth builds itself for docker sessions.
+const DefaultDockerImage = "berth-sandbox:local"
 
 // never is the upper bound of durations that have none worth checking.
 const never = time.Duration(1<<63 - 1)

@@ -336,3 +336,25 @@ func TestDurationWrongTypeNamesKey(t *testing.T) {
 		wantInvalid(t, err, "limits.ttl")
 	}
 }
+
+func TestSandboxSettings(t *testing.T) {
+	c, err := Load("", []string{"BERTH_SANDBOX_DOCKER_IMAGE=mine:1", "BERTH_SANDBOX_CPUS=0.5", "BERTH_SANDBOX_PIDS=64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sandbox.Docker.Image != "mine:1" || c.Sandbox.CPUs != 0.5 || c.Sandbox.Pids != 64 || c.Sandbox.MemoryMB != 2048 {
+		t.Fatalf("sandbox = %+v", c.Sandbox)
+	}
+	if l := c.Sandbox.Limits(); l.NanoCPUs != 5e8 || l.Pids != 64 || l.MemoryBytes != 2048<<20 {
+		t.Fatalf("limits = %+v", l)
+	}
+	c, err = Load(writeFile(t, "[sandbox.docker]\nhost = \"unix:///x.sock\"\n"), nil)
+	if err != nil || c.Sandbox.Docker.Host != "unix:///x.sock" || c.Sandbox.Docker.Image != DefaultDockerImage {
+		t.Fatalf("[sandbox.docker] = %+v, %v", c.Sandbox.Docker, err)
+	}
+	for _, env := range []string{"BERTH_SANDBOX_DOCKER_IMAGEX=1", "BERTH_SANDBOX_CPUS=-1", "BERTH_SANDBOX_DOCKER_IMAGE="} {
+		if _, err := Load("", []string{env}); !berth.IsCode(err, berth.EInvalid) {
+			t.Errorf("%s: %v, want invalid", env, err)
+		}
+	}
+}

@@ -170,6 +170,15 @@ func (c *Config) applyEnv(environ []string) error {
 		}
 		field, ok := fieldByTag(section, key)
 		if !ok {
+			// A key of a sub-section: BERTH_SANDBOX_DOCKER_IMAGE is sandbox.docker.image.
+			if sub, rest, cut := strings.Cut(key, "_"); cut {
+				if subsection, found := fieldByTag(section, sub); found && subsection.Kind() == reflect.Struct {
+					field, ok = fieldByTag(subsection, rest)
+					key = sub + "." + rest
+				}
+			}
+		}
+		if !ok {
 			return invalid("%s: unknown key %q", name, sec+"."+key)
 		}
 		if err := setFromString(field, val); err != nil {
@@ -219,6 +228,12 @@ func setFromString(f reflect.Value, s string) error {
 			return fmt.Errorf("invalid integer %q", s)
 		}
 		f.SetInt(n)
+	case reflect.Float64:
+		x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		if err != nil {
+			return fmt.Errorf("invalid number %q", s)
+		}
+		f.SetFloat(x)
 	default:
 		return fmt.Errorf("cannot be set from the environment")
 	}
