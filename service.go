@@ -59,6 +59,12 @@ type SessionService interface {
 	// ENotFound.
 	Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error)
 
+	// CreateSnapshot archives the session's workspace. ENotFound,
+	// EConflict when the workspace is gone.
+	CreateSnapshot(ctx context.Context, id string) (*Snapshot, error)
+	// ListSnapshots returns the session's snapshots, newest first. ENotFound.
+	ListSnapshots(ctx context.Context, id string) ([]*Snapshot, error)
+
 	// ListEvents pages a session's log. ENotFound, EInvalid for bad bounds.
 	ListEvents(ctx context.Context, id string, f EventFilter) ([]Event, error)
 	// StreamEvents follows a session's log from after on. ENotFound.

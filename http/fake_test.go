@@ -411,3 +411,23 @@ func (f *fakeService) Exec(_ context.Context, id string, req berth.ExecRequest) 
 	}
 	return &berth.ExecResult{ExitCode: 3, Stdout: strings.Join(req.Command, " "), DurationMS: 1}, nil
 }
+
+// CreateSnapshot implements berth.SessionService.
+func (f *fakeService) CreateSnapshot(_ context.Context, id string) (*berth.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	return &berth.Snapshot{ID: "snap_1", SessionID: id, SizeBytes: 42, CreatedAt: time.Unix(5, 0).UTC()}, nil
+}
+
+// ListSnapshots implements berth.SessionService.
+func (f *fakeService) ListSnapshots(_ context.Context, id string) ([]*berth.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}

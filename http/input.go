@@ -98,3 +98,31 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, res)
 }
+
+// snapshotList is the answer of GET /v1/sessions/{id}/snapshots.
+type snapshotList struct {
+	Snapshots []*berth.Snapshot `json:"snapshots"`
+}
+
+// handleCreateSnapshot answers POST /v1/sessions/{id}/snapshots with 201.
+func (s *Server) handleCreateSnapshot(w http.ResponseWriter, r *http.Request) {
+	snap, err := s.svc.CreateSnapshot(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, snap)
+}
+
+// handleListSnapshots answers GET /v1/sessions/{id}/snapshots.
+func (s *Server) handleListSnapshots(w http.ResponseWriter, r *http.Request) {
+	snaps, err := s.svc.ListSnapshots(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if snaps == nil {
+		snaps = []*berth.Snapshot{}
+	}
+	writeJSON(w, http.StatusOK, snapshotList{Snapshots: snaps})
+}

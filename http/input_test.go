@@ -96,3 +96,18 @@ func TestExecRoute(t *testing.T) {
 		}
 	}
 }
+
+func TestSnapshotRoutes(t *testing.T) {
+	h := NewServer(newFakeService(), ServerOptions{}).Handler()
+	code, body, _ := call(t, h, "POST", "/v1/sessions/ses_1/snapshots", "")
+	if code != http.StatusCreated || body["id"] != "snap_1" || body["size_bytes"] != 42.0 || body["created_at"] == nil {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	code, body, _ = call(t, h, "GET", "/v1/sessions/ses_1/snapshots", "")
+	if list, ok := body["snapshots"].([]any); code != http.StatusOK || !ok || len(list) != 0 {
+		t.Fatalf("list: %d %v", code, body)
+	}
+	if code, _, _ = call(t, h, "POST", "/v1/sessions/nope/snapshots", ""); code != http.StatusNotFound {
+		t.Fatalf("unknown session: %d", code)
+	}
+}

@@ -107,6 +107,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sessions/{id}/permissions/{perm}", s.handleDecidePermission)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/resume", s.handleResume)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/exec", s.handleExec)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/snapshots", s.handleCreateSnapshot)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshots", s.handleListSnapshots)
 }
 
 // Handler returns the server's handler with its middleware (logging, panic

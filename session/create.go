@@ -88,6 +88,13 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	if err := mkdirs(home, s.Workspace, s.ManagedWorkspace); err != nil {
 		return nil, err
 	}
+	if req.FromSnapshot != "" {
+		// A fork: the new workspace starts as the snapshot's copy.
+		if err := m.restoreSnapshot(ctx, req.FromSnapshot, s.Workspace); err != nil {
+			_ = os.RemoveAll(s.Workspace)
+			return nil, err
+		}
+	}
 	if err := m.store.CreateSession(ctx, s); err != nil {
 		return nil, fmt.Errorf("store session: %w", err)
 	}
@@ -193,7 +200,20 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		return spec, nil, false, berth.Errorf(berth.EInvalid, "ttl_seconds and idle_timeout_seconds must not be negative")
 	}
 	if req.FromSnapshot != "" {
-		return spec, nil, false, berth.Errorf(berth.EInvalid, "from_snapshot is not available in this version")
+		if req.Workspace != "" {
+			return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: "from_snapshot restores into a new managed workspace: omit workspace",
+				Details: map[string]any{"field": "workspace"}}
+		}
+		if m.opts.Snapshots == nil {
+			return spec, nil, false, berth.Errorf(berth.EInvalid, "snapshots are not configured")
+		}
+		if _, err := m.opts.Snapshots.Get(context.Background(), req.FromSnapshot); err != nil {
+			if berth.IsCode(err, berth.ENotFound) {
+				return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown snapshot %q", req.FromSnapshot),
+					Details: map[string]any{"field": "from_snapshot"}}
+			}
+			return spec, nil, false, err
+		}
 	}
 	if len(req.Labels) > maxLabels {
 		return spec, nil, false, berth.Errorf(berth.EInvalid, "at most %d labels", maxLabels)

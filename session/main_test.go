@@ -14,6 +14,7 @@ import (
 	"github.com/berth-sh/berth/acp/demoagent"
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/sandbox/host"
+	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/sqlite"
 )
 
@@ -90,7 +91,7 @@ func (e *env) open(tweak ...func(*Options)) {
 		Sandbox: SandboxPolicy{Default: berth.SandboxHost, AllowHost: true, AllowNetwork: true},
 		Limits: Limits{MaxPromptBytes: 256 << 10, HandshakeTimeout: 5 * time.Second, StopGrace: 2 * time.Second,
 			CancelGrace: 2 * time.Second},
-		Home: e.home, NodeID: "node_test", Version: "test"}
+		Home: e.home, NodeID: "node_test", Version: "test", Snapshots: snapshot.New(filepath.Join(e.home, "snapshots"))}
 	for _, f := range tweak {
 		f(&opts)
 	}

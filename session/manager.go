@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/eventlog"
+	"github.com/berth-sh/berth/snapshot"
 )
 
 // Catalog resolves agent names to how they are started.
@@ -66,6 +67,9 @@ type Options struct {
 	Home    string
 	NodeID  string
 	Version string
+	// Snapshots keeps workspace archives ($BERTH_HOME/snapshots); nil
+	// disables snapshots.
+	Snapshots *snapshot.Store
 	// UserHome is the home directory agents' home_files are read from (the
 	// daemon user's); "" binds none.
 	UserHome string

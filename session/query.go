@@ -80,6 +80,11 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 			m.logger.Warn("remove managed workspace", "session", id, "err", err)
 		}
 	}
+	if m.opts.Snapshots != nil {
+		if err := m.opts.Snapshots.Delete(id); err != nil {
+			m.logger.Warn("remove snapshots", "session", id, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 	bhttp "github.com/berth-sh/berth/http"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/postgres"
 	"github.com/berth-sh/berth/store/sqlite"
 )
@@ -105,6 +106,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
 			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration},
 		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
+		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/spf13/cobra"
@@ -180,4 +181,36 @@ func signalText(sig string) string {
 		return ""
 	}
 	return " (" + sig + ")"
+}
+
+// newSnapshotCommand returns `berth snapshot ID [--list]`.
+func newSnapshotCommand() *cobra.Command {
+	var list bool
+	cmd := &cobra.Command{
+		Use:   "snapshot ID [--list]",
+		Short: "Archive a session's workspace (create a session from it with from_snapshot)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := sessionPath(args[0], "/snapshots")
+			if list {
+				type snapshots struct {
+					Snapshots []*berth.Snapshot `json:"snapshots"`
+				}
+				return callAPI(cmd, http.MethodGet, path, nil, nil, func(w io.Writer, l *snapshots) error {
+					t := newTable(w)
+					fmt.Fprintln(t, "SNAPSHOT\tSIZE\tFILES\tCREATED")
+					for _, s := range l.Snapshots {
+						fmt.Fprintf(t, "%s\t%d\t%d\t%s\n", s.ID, s.SizeBytes, s.Files, s.CreatedAt.Format(time.RFC3339))
+					}
+					return t.Flush()
+				})
+			}
+			return callAPI(cmd, http.MethodPost, path, nil, nil, func(w io.Writer, s *berth.Snapshot) error {
+				_, err := fmt.Fprintf(w, "%s (%d bytes, %d files)\n", s.ID, s.SizeBytes, s.Files)
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&list, "list", false, "list the session's snapshots instead")
+	return cmd
 }

@@ -62,6 +62,7 @@ func newRootCommand() *cobra.Command {
 		newQueueCommand(),
 		newPermissionsCommand(),
 		newExecCommand(),
+		newSnapshotCommand(),
 	)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
