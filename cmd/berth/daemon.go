@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/eventlog"
 	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/snapshot"
@@ -44,6 +45,7 @@ type daemon struct {
 	log    *eventlog.Log
 	mgr    *session.Manager
 	srv    *bhttp.Server
+	docker *docker.Provider
 
 	// served receives Serve's result once; serving tells whether it runs.
 	served  chan error
@@ -94,10 +96,14 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	providers, err := d.openProviders(ctx, o, self)
+	if err != nil {
+		return nil, err
+	}
 	lim := o.cfg.Limits
 	d.mgr = session.New(session.Options{
 		Store: d.store, Log: d.log, Catalog: catalog,
-		Providers: []berth.SandboxProvider{host.New()},
+		Providers: providers,
 		Sandbox: session.SandboxPolicy{Default: o.cfg.Sandbox.Default, AllowHost: o.cfg.Sandbox.AllowHost,
 			RequireIsolation: o.cfg.Sandbox.RequireIsolation, AllowNetwork: o.cfg.Sandbox.AllowNetwork,
 			Network: o.cfg.Sandbox.Network, Limits: o.cfg.Sandbox.Limits()},
@@ -145,6 +151,11 @@ func (d *daemon) close(ctx context.Context) {
 	if d.mgr != nil {
 		if err := d.mgr.Close(ctx); err != nil {
 			d.logger.Warn("session manager close", "err", err)
+		}
+	}
+	if d.docker != nil {
+		if err := d.docker.Close(); err != nil {
+			d.logger.Warn("docker client close", "err", err)
 		}
 	}
 	if d.log != nil {
@@ -241,4 +252,28 @@ func userHome() string {
 		return ""
 	}
 	return h
+}
+
+// openProviders makes the sandbox providers: host always; docker for the
+// configured engine, whose containers a previous daemon of this home left
+// are removed now (the engine may be shared: only this node's are).
+func (d *daemon) openProviders(ctx context.Context, o daemonOptions, self string) ([]berth.SandboxProvider, error) {
+	providers := []berth.SandboxProvider{host.New()}
+	dk, err := docker.New(docker.Options{Host: o.cfg.Sandbox.Docker.Host, Image: o.cfg.Sandbox.Docker.Image,
+		Berth: self, UID: o.cfg.Sandbox.UID, Limits: o.cfg.Sandbox.Limits(), Instance: nodeID(o.home)})
+	if err != nil {
+		return nil, err
+	}
+	d.docker = dk
+	providers = append(providers, dk)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if dk.Probe(pctx) == nil {
+		if n, err := dk.RemoveLeftovers(pctx); err != nil {
+			o.logger.Warn("docker: leftover containers not removed", "err", err)
+		} else if n > 0 {
+			o.logger.Info("docker: removed containers a previous daemon left", "count", n)
+		}
+	}
+	return providers, nil
 }

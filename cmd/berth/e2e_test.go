@@ -79,9 +79,15 @@ func freeAddr(t *testing.T) string {
 // startServer runs berth serve on a free port and waits for health.
 func startServer(t *testing.T, home string, args ...string) *server {
 	t.Helper()
+	return startServerEnv(t, home, nil, args...)
+}
+
+// startServerEnv is startServer with extra environment ("K=V").
+func startServerEnv(t *testing.T, home string, env []string, args ...string) *server {
+	t.Helper()
 	s := &server{t: t, home: home, addr: freeAddr(t), log: &bytes.Buffer{}}
 	s.cmd = exec.Command(bin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
-	s.cmd.Env = cleanEnv(home)
+	s.cmd.Env = cleanEnv(home, env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {

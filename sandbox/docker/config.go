@@ -1,0 +1,237 @@
+package docker
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+
+	"github.com/berth-sh/berth"
+)
+
+// DefaultLimits fill the limits that neither the session nor Options set:
+// 4 GiB of memory (swap included), 512 processes; CPU and open files are
+// left to the engine. Memory, CPU and pids are enforced by the engine's
+// cgroups; open files by an RLIMIT_NOFILE ulimit.
+var DefaultLimits = berth.SandboxLimits{MemoryBytes: 4 << 30, Pids: 512}
+
+// initScript is the container's pid 1: it sleeps forever and, as pid 1,
+// reaps the orphans that `wait` collects. TERM (docker stop) ends it.
+const initScript = `trap 'exit 0' TERM; while :; do sleep 86400 & wait; done`
+
+// tmpfsOptions is the mount of /tmp, the one writable place that is not
+// bound from the host. Its size counts against the memory limit.
+const tmpfsOptions = "rw,nosuid,nodev,mode=1777"
+
+// checkConfig refuses a config whose workspace, home or binds are not
+// absolute paths of things that exist. Messages name roles, never host
+// paths.
+func checkConfig(cfg berth.SandboxConfig) error {
+	if err := checkDir("workspace", cfg.Workspace); err != nil {
+		return err
+	}
+	if cfg.Home != "" {
+		if err := checkDir("home", cfg.Home); err != nil {
+			return err
+		}
+	}
+	for i, b := range cfg.Binds {
+		if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Target) {
+			return berth.Errorf(berth.EInvalid, "docker: bind %d must have absolute source and target paths", i)
+		}
+		if _, err := os.Stat(b.Source); err != nil {
+			return berth.WrapError(berth.EInvalid, err, "docker: the source of bind %d does not exist", i)
+		}
+	}
+	for k := range cfg.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return berth.Errorf(berth.EInvalid, "docker: bad environment variable name %q", k)
+		}
+	}
+	return nil
+}
+
+// checkDir refuses a path that is not an existing absolute directory.
+func checkDir(role, dir string) error {
+	if !filepath.IsAbs(dir) {
+		return berth.Errorf(berth.EInvalid, "docker: the %s must be an absolute path", role)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return berth.WrapError(berth.EInvalid, err, "docker: the %s does not exist", role)
+	}
+	if !fi.IsDir() {
+		return berth.Errorf(berth.EInvalid, "docker: the %s is not a directory", role)
+	}
+	return nil
+}
+
+// chownTree gives dir and everything under it to uid:gid, without
+// following symlinks. With rootOnly, only what belongs to root changes
+// hands.
+func chownTree(dir string, uid, gid int, rootOnly bool) error {
+	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if rootOnly {
+			var st syscall.Stat_t
+			if err := syscall.Lstat(path, &st); err != nil {
+				return err
+			}
+			if st.Uid != 0 {
+				return nil
+			}
+		}
+		return os.Lchown(path, uid, gid)
+	})
+}
+
+// chownPath gives the directories from root down to dir (both included,
+// dir inside root) to uid:gid where they belong to root. A dir outside
+// root, or not there yet, is left alone.
+func chownPath(root, dir string, uid, gid int) error {
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil
+	}
+	path := root
+	parts := []string{"."}
+	if rel != "." {
+		parts = append(parts, strings.Split(rel, "/")...)
+	}
+	for _, part := range parts {
+		path = filepath.Join(path, part)
+		var st syscall.Stat_t
+		if err := syscall.Lstat(path, &st); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if st.Uid == 0 {
+			if err := os.Lchown(path, uid, gid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// limits merges a session's limits over the provider's and DefaultLimits,
+// field by field: the first non-zero wins.
+func limits(session, provider berth.SandboxLimits) berth.SandboxLimits {
+	pick := func(vs ...int64) int64 {
+		for _, v := range vs {
+			if v > 0 {
+				return v
+			}
+		}
+		return 0
+	}
+	l := berth.SandboxLimits{
+		MemoryBytes: pick(session.MemoryBytes, provider.MemoryBytes, DefaultLimits.MemoryBytes),
+		NanoCPUs:    pick(session.NanoCPUs, provider.NanoCPUs, DefaultLimits.NanoCPUs),
+		Pids:        pick(session.Pids, provider.Pids, DefaultLimits.Pids),
+	}
+	for _, v := range []uint64{session.OpenFiles, provider.OpenFiles, DefaultLimits.OpenFiles} {
+		if v > 0 {
+			l.OpenFiles = v
+			break
+		}
+	}
+	return l
+}
+
+// environ is a process's environment as sorted "K=V" entries: cfg.Env,
+// HOME (the session's home, or /tmp without one), then extra ("K=V"
+// entries, already checked), later entries winning. It goes with each
+// exec, not on the container: the container's init carries none of the
+// session's variables.
+func environ(cfg berth.SandboxConfig, extra []string) []string {
+	m := maps.Clone(cfg.Env)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m["HOME"] = cfg.Home
+	if cfg.Home == "" {
+		m["HOME"] = "/tmp"
+	}
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	env := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		env = append(env, k+"="+m[k])
+	}
+	return env
+}
+
+// containerSpec is the container's configuration for cfg (see the package
+// doc for what it enforces).
+func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string) (*container.Config, *container.HostConfig) {
+	init := []string{"/bin/sh", "-c", initScript}
+	mounts := []mount.Mount{{Type: mount.TypeBind, Source: cfg.Workspace, Target: cfg.Workspace}}
+	if cfg.Home != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: cfg.Home, Target: cfg.Home})
+	}
+	for _, b := range cfg.Binds {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: b.Source, Target: b.Target, ReadOnly: !b.Writable})
+	}
+	if p.opts.Berth != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.opts.Berth, Target: BerthPath, ReadOnly: true})
+	}
+	if p.helper != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.helper, Target: HelperPath, ReadOnly: true})
+		init = []string{HelperPath, "sh", "-c", initScript}
+	}
+	lim := limits(cfg.Limits, p.opts.Limits)
+	res := container.Resources{Memory: lim.MemoryBytes, MemorySwap: lim.MemoryBytes, NanoCPUs: lim.NanoCPUs}
+	if lim.Pids > 0 {
+		res.PidsLimit = &lim.Pids
+	}
+	if lim.OpenFiles > 0 {
+		n := int64(lim.OpenFiles)
+		res.Ulimits = []*container.Ulimit{{Name: "nofile", Soft: n, Hard: n}}
+	}
+	network := container.NetworkMode("none")
+	if cfg.Network {
+		network = "" // the engine's default network
+	}
+	cc := &container.Config{
+		Image:      image,
+		Cmd:        init,
+		Entrypoint: []string{},
+		User:       p.user(),
+		WorkingDir: cfg.Workspace,
+		Hostname:   "berth",
+		Labels:     map[string]string{LabelSession: cfg.SessionID, LabelManaged: "true"},
+	}
+	if p.opts.Instance != "" {
+		cc.Labels[LabelInstance] = p.opts.Instance
+	}
+	hc := &container.HostConfig{
+		Mounts:         mounts,
+		Tmpfs:          map[string]string{"/tmp": tmpfsOptions},
+		ReadonlyRootfs: true,
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges"},
+		NetworkMode:    network,
+		IpcMode:        "private",
+		Resources:      res,
+		LogConfig:      container.LogConfig{Type: "none"},
+	}
+	return cc, hc
+}
+
+// user is the "uid:gid" processes run as.
+func (p *Provider) user() string { return fmt.Sprintf("%d:%d", p.opts.UID, p.opts.GID) }

@@ -1,0 +1,273 @@
+// Package docker is the sandbox provider that runs each session in a
+// container of its own, through the Docker Engine API (the official Go
+// client, github.com/moby/moby/client).
+//
+// One container per session, labelled berth.session=<id> and
+// berth.managed=true: read-only root filesystem, a tmpfs /tmp, the
+// workspace and the private HOME bind-mounted read-write at their own
+// paths, the session's extra binds, every capability dropped,
+// no-new-privileges, no network unless asked, memory, CPU and pid limits,
+// and an unprivileged user (uid 1000 by default). The static berth binary
+// is bound read-only at /usr/local/bin/berth and the host's static busybox
+// at /.berth/busybox, so the demo agent and the container's own helpers run
+// in any image.
+//
+// The container's first process (its init, pid 1) is a busybox shell that
+// sleeps in a loop and, being pid 1, reaps the orphans agents leave behind.
+// Each Sandbox.Start is an exec in that container, its stdio carried by
+// the Engine's hijacked attach stream. See Process for pids and signals.
+//
+// berth never pulls: an image must be on the engine already, except the
+// default image, which the provider builds itself from the host's static
+// busybox (Debian's busybox-static) the first time it is needed.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/berth-sh/berth"
+)
+
+// DefaultImage is the image sessions get when neither the session nor
+// Options name one. The provider builds it from the host's busybox.
+const DefaultImage = "berth-sandbox:local"
+
+// DefaultHost is the engine endpoint when neither Options.Host nor
+// DOCKER_HOST name one.
+const DefaultHost = "unix:///var/run/docker.sock"
+
+// DefaultUID is the user agents run as inside the container.
+const DefaultUID = 1000
+
+// Labels put on every container the provider creates.
+const (
+	// LabelSession holds the session id.
+	LabelSession = "berth.session"
+	// LabelManaged marks a container as berth's: RemoveLeftovers removes
+	// every container that has it.
+	LabelManaged = "berth.managed"
+	// LabelInstance holds Options.Instance, when set.
+	LabelInstance = "berth.instance"
+)
+
+// Paths inside the container.
+const (
+	// BerthPath is where Options.Berth is bound read-only.
+	BerthPath = "/usr/local/bin/berth"
+	// HelperPath is where the host's static busybox is bound read-only.
+	HelperPath = "/.berth/busybox"
+)
+
+// Options configure the provider. The zero value is usable.
+type Options struct {
+	// Host is the engine endpoint, DOCKER_HOST style
+	// ("unix:///var/run/docker.sock", "tcp://127.0.0.1:2375"). Empty means
+	// $DOCKER_HOST, else DefaultHost. The engine must run on this host:
+	// workspaces are bind-mounted from the daemon's filesystem.
+	Host string
+	// Image is the default image (DefaultImage when empty). It is built
+	// from the host's busybox when it is missing; any other missing image
+	// is an error.
+	Image string
+	// Berth is the host path of a statically linked berth binary, bound
+	// read-only at BerthPath in every container. Empty binds nothing.
+	Berth string
+	// Busybox is the host path of a statically linked busybox, bound at
+	// HelperPath and used to build the default image. Empty looks for
+	// /usr/bin/busybox and /bin/busybox; one that is missing or not static
+	// is not used.
+	Busybox string
+	// UID and GID are the user processes run as (DefaultUID when zero; GID
+	// defaults to UID). Root is never used.
+	UID, GID int
+	// Limits are the default limits; a session's non-zero limits win, and
+	// DefaultLimits fill what both leave at zero.
+	Limits berth.SandboxLimits
+	// ProbeTimeout bounds Probe's ping (3s when zero).
+	ProbeTimeout time.Duration
+	// Instance, when set, is put on every container as berth.instance and
+	// narrows RemoveLeftovers to the containers that carry it: daemons (or
+	// test runs) sharing one engine then leave each other's containers
+	// alone.
+	Instance string
+}
+
+// Provider makes docker sandboxes. It is safe for concurrent use.
+type Provider struct {
+	opts   Options
+	cli    *client.Client
+	host   string
+	helper string // host path of a static busybox, "" when none
+
+	// buildMu serialises image checks and builds, so that concurrent Opens
+	// build the default image once.
+	buildMu sync.Mutex
+	// mu guards images.
+	mu sync.Mutex
+	// images are the images known to be on the engine.
+	images map[string]bool
+}
+
+var _ berth.SandboxProvider = (*Provider)(nil)
+
+// New returns a provider for opts. It does not contact the engine (Probe
+// does); it fails only for an endpoint the client cannot parse (EInvalid).
+func New(opts Options) (*Provider, error) {
+	host := opts.Host
+	if host == "" {
+		host = os.Getenv("DOCKER_HOST")
+	}
+	if host == "" {
+		host = DefaultHost
+	}
+	if opts.Image == "" {
+		opts.Image = DefaultImage
+	}
+	if opts.UID <= 0 {
+		opts.UID = DefaultUID
+	}
+	if opts.GID <= 0 {
+		opts.GID = opts.UID
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = 3 * time.Second
+	}
+	cli, err := client.New(client.WithHost(host))
+	if err != nil {
+		return nil, berth.WrapError(berth.EInvalid, err, "docker: bad engine endpoint %q", host)
+	}
+	return &Provider{opts: opts, cli: cli, host: host, helper: findHelper(opts.Busybox), images: map[string]bool{}}, nil
+}
+
+// Name is "docker".
+func (*Provider) Name() string { return berth.SandboxDocker }
+
+// Host is the engine endpoint the provider talks to.
+func (p *Provider) Host() string { return p.host }
+
+// Close releases the client's idle connections. Sandboxes already open
+// must be closed first.
+func (p *Provider) Close() error { return p.cli.Close() }
+
+// Probe pings the engine within Options.ProbeTimeout. Its error is
+// EUnavailable and says which endpoint did not answer and why.
+func (p *Provider) Probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
+	defer cancel()
+	if _, err := p.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		why := reason(ctx, err)
+		if ctx.Err() != nil {
+			why = fmt.Sprintf("no answer within %s", p.opts.ProbeTimeout)
+		}
+		return berth.WrapError(berth.EUnavailable, err, "docker: no engine at %s: %s", p.host, why)
+	}
+	return nil
+}
+
+// reason shortens an engine error to its cause: "connection refused", "no
+// answer in time", or the engine's own message.
+func reason(ctx context.Context, err error) string {
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		return "no answer in time"
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
+}
+
+// Open creates and starts the session's container. cfg.Workspace must be
+// an existing absolute directory, and so must cfg.Home when set (EInvalid
+// otherwise); the image must be on the engine or be the default image
+// (EUnavailable otherwise).
+//
+// Processes run as Options.UID on the host too (the engine maps no user
+// namespace), so host files must be usable by that uid. When the daemon
+// runs as root, Open gives that uid cfg.Home (the session's private HOME,
+// whole) and whatever belongs to root in the workspace and in writable
+// binds; Start does the same for the directories from the workspace down
+// to its Dir. Root keeps its access (it needs no ownership). Files of
+// other users are left alone and must be usable by Options.UID already,
+// and read-only binds are never changed: their sources must be readable
+// by Options.UID.
+func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	image := cfg.Image
+	if image == "" {
+		image = p.opts.Image
+	}
+	if err := p.ensureImage(ctx, image); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() == 0 {
+		if cfg.Home != "" {
+			if err := chownTree(cfg.Home, p.opts.UID, p.opts.GID, false); err != nil {
+				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the session's home to uid %d", p.opts.UID)
+			}
+		}
+		if err := chownTree(cfg.Workspace, p.opts.UID, p.opts.GID, true); err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the workspace to uid %d", p.opts.UID)
+		}
+		for i, b := range cfg.Binds {
+			if !b.Writable {
+				continue
+			}
+			if err := chownTree(b.Source, p.opts.UID, p.opts.GID, true); err != nil {
+				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give writable bind %d to uid %d", i, p.opts.UID)
+			}
+		}
+	}
+	return p.openContainer(ctx, cfg, image)
+}
+
+// RemoveLeftovers force-removes every container labelled berth.managed=true
+// on the engine (and berth.instance=Options.Instance when that is set),
+// running or not, and returns how many it removed. The daemon calls it at
+// boot, before any session of its own exists: the containers it finds were
+// left by a daemon that died.
+func (p *Provider) RemoveLeftovers(ctx context.Context) (int, error) {
+	filters := make(client.Filters).Add("label", LabelManaged+"=true")
+	if p.opts.Instance != "" {
+		filters.Add("label", LabelInstance+"="+p.opts.Instance)
+	}
+	list, err := p.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
+	if err != nil {
+		return 0, berth.WrapError(berth.EUnavailable, err, "docker: cannot list leftover containers: %s", reason(ctx, err))
+	}
+	removed := 0
+	var errs []error
+	for _, c := range list.Items {
+		_, err := p.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		switch {
+		case err == nil:
+			removed++
+		case cerrdefs.IsNotFound(err):
+		default:
+			errs = append(errs, fmt.Errorf("remove %.12s: %w", c.ID, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removed, berth.WrapError(berth.EUnavailable, err, "docker: cannot remove %d leftover containers", len(errs))
+	}
+	return removed, nil
+}

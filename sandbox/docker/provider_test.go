@@ -1,0 +1,306 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/client"
+
+	"github.com/berth-sh/berth"
+)
+
+func TestProbe(t *testing.T) {
+	p := newProvider(t, Options{})
+	if err := p.Probe(t.Context()); err != nil {
+		t.Fatalf("Probe on a live engine: %v", err)
+	}
+	if p.Name() != berth.SandboxDocker {
+		t.Errorf("Name = %q", p.Name())
+	}
+}
+
+func TestProbeNoEngine(t *testing.T) {
+	host := "unix://" + filepath.Join(t.TempDir(), "nothing.sock")
+	p, err := New(Options{Host: host, ProbeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	start := time.Now()
+	err = p.Probe(t.Context())
+	if !berth.IsCode(err, berth.EUnavailable) {
+		t.Fatalf("Probe = %v, want unavailable", err)
+	}
+	msg := berth.ErrorMessage(err)
+	if !strings.HasPrefix(msg, "docker: no engine at "+host+": ") || !strings.Contains(msg, "no such file") {
+		t.Errorf("message = %q", msg)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Probe took %s", d)
+	}
+}
+
+func TestProbeTimeout(t *testing.T) {
+	// A listener that accepts and never answers: the ping must give up.
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "mute.sock")
+	ln, err := listenUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	p, err := New(Options{Host: "unix://" + sock, ProbeTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	start := time.Now()
+	err = p.Probe(t.Context())
+	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), "no answer within 300ms") {
+		t.Fatalf("Probe = %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Probe took %s", d)
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "")
+	p, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Host() != DefaultHost || p.opts.Image != DefaultImage || p.opts.UID != 1000 || p.opts.GID != 1000 {
+		t.Errorf("defaults: host %q image %q uid %d gid %d", p.Host(), p.opts.Image, p.opts.UID, p.opts.GID)
+	}
+	t.Setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
+	q, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if q.Host() != "tcp://127.0.0.1:1" {
+		t.Errorf("host from DOCKER_HOST = %q", q.Host())
+	}
+	if _, err := New(Options{Host: "not-a-url"}); !berth.IsCode(err, berth.EInvalid) {
+		t.Errorf("bad host: %v", err)
+	}
+}
+
+func TestImageAutoBuild(t *testing.T) {
+	image := "berth-sandbox:build-" + randomHex(4)
+	p := newProvider(t, Options{Image: image})
+	if p.helper == "" {
+		t.Fatal("no static busybox on this host (apt-get install busybox-static)")
+	}
+	ctx := t.Context()
+	t.Cleanup(func() { removeImage(context.Background(), p, image) })
+	if _, err := p.cli.ImageInspect(ctx, image); !cerrdefs.IsNotFound(err) {
+		t.Fatalf("image exists before the test: %v", err)
+	}
+	sb := openSandbox(t, p, berth.SandboxConfig{})
+	if _, err := p.cli.ImageInspect(ctx, image); err != nil {
+		t.Fatalf("image not built: %v", err)
+	}
+	// Its userland is busybox: a shell and the usual tools, by name.
+	res := run(t, sb, nil, "sh", "-c", "ls /bin/sh >/dev/null && cat /etc/passwd | grep -c berth && id -u")
+	if res.status.Code != 0 || res.stdout != "1\n1000\n" {
+		t.Fatalf("in the built image: %+v", res)
+	}
+	// A second provider finds it and does not build again.
+	q := newProvider(t, Options{Image: image})
+	if err := q.ensureImage(ctx, image); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestImageMissing(t *testing.T) {
+	p := newProvider(t, Options{})
+	ws, home := testDirs(t)
+	_, err := p.Open(t.Context(), berth.SandboxConfig{SessionID: "s", Workspace: ws, Home: home, Image: "no-such/image:never"})
+	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), `"no-such/image:never"`) {
+		t.Fatalf("Open with a missing image = %v", err)
+	}
+}
+
+func TestDefaultImageWithoutBusybox(t *testing.T) {
+	image := "berth-sandbox:none-" + randomHex(4)
+	p := newProvider(t, Options{Image: image})
+	p.helper = ""
+	ws, home := testDirs(t)
+	_, err := p.Open(t.Context(), berth.SandboxConfig{SessionID: "s", Workspace: ws, Home: home})
+	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), "busybox-static") {
+		t.Fatalf("Open = %v", err)
+	}
+}
+
+func TestOpenBadConfig(t *testing.T) {
+	p, err := New(Options{Host: "unix:///nonexistent.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ws := t.TempDir()
+	file := filepath.Join(ws, "f")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]berth.SandboxConfig{
+		"relative workspace": {Workspace: "ws"},
+		"missing workspace":  {Workspace: filepath.Join(ws, "nope")},
+		"file workspace":     {Workspace: file},
+		"missing home":       {Workspace: ws, Home: filepath.Join(ws, "nope")},
+		"relative bind":      {Workspace: ws, Binds: []berth.Bind{{Source: "x", Target: "/x"}}},
+		"missing bind":       {Workspace: ws, Binds: []berth.Bind{{Source: filepath.Join(ws, "nope"), Target: "/x"}}},
+		"bad env":            {Workspace: ws, Env: map[string]string{"A=B": "c"}},
+	} {
+		_, err := p.Open(t.Context(), cfg)
+		if !berth.IsCode(err, berth.EInvalid) {
+			t.Errorf("%s: Open = %v, want invalid_argument", name, err)
+		}
+		if strings.Contains(berth.ErrorMessage(err), ws) {
+			t.Errorf("%s: message shows a host path: %q", name, berth.ErrorMessage(err))
+		}
+	}
+}
+
+func TestRemoveLeftovers(t *testing.T) {
+	instance := "leftovers-" + randomHex(4)
+	p := newProvider(t, Options{Instance: instance})
+	other := newProvider(t, Options{Instance: "other-" + randomHex(4)})
+	a := openSandbox(t, p, berth.SandboxConfig{})
+	b := openSandbox(t, p, berth.SandboxConfig{})
+	keep := openSandbox(t, other, berth.SandboxConfig{})
+	ctx := t.Context()
+	n, err := p.RemoveLeftovers(ctx)
+	if err != nil || n != 2 {
+		t.Fatalf("RemoveLeftovers = %d, %v; want 2", n, err)
+	}
+	for _, sb := range []*Sandbox{a, b} {
+		if _, err := p.cli.ContainerInspect(ctx, sb.ID(), client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
+			t.Errorf("container %.12s still there: %v", sb.ID(), err)
+		}
+	}
+	if _, err := p.cli.ContainerInspect(ctx, keep.ID(), client.ContainerInspectOptions{}); err != nil {
+		t.Errorf("another instance's container was touched: %v", err)
+	}
+	if n, err := p.RemoveLeftovers(ctx); err != nil || n != 0 {
+		t.Errorf("second RemoveLeftovers = %d, %v", n, err)
+	}
+	// Closing a sandbox whose container is gone is fine.
+	if err := a.Close(ctx); err != nil {
+		t.Errorf("Close after removal: %v", err)
+	}
+}
+
+func TestContainerShape(t *testing.T) {
+	p := newProvider(t, Options{Limits: berth.SandboxLimits{MemoryBytes: 256 << 20}})
+	sb := openSandbox(t, p, berth.SandboxConfig{SessionID: "ses_shape", Limits: berth.SandboxLimits{Pids: 77, NanoCPUs: 5e8, OpenFiles: 321}})
+	info, err := p.cli.ContainerInspect(t.Context(), sb.ID(), client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := info.Container
+	hc := c.HostConfig
+	if c.Config.Labels[LabelSession] != "ses_shape" || c.Config.Labels[LabelManaged] != "true" || c.Config.Labels[LabelInstance] != testInstance {
+		t.Errorf("labels = %v", c.Config.Labels)
+	}
+	if !hc.ReadonlyRootfs || string(hc.NetworkMode) != "none" || len(hc.CapDrop) != 1 || hc.CapDrop[0] != "ALL" {
+		t.Errorf("rootfs ro %v, network %q, capdrop %v", hc.ReadonlyRootfs, hc.NetworkMode, hc.CapDrop)
+	}
+	if !strings.Contains(strings.Join(hc.SecurityOpt, ","), "no-new-privileges") {
+		t.Errorf("security opts = %v", hc.SecurityOpt)
+	}
+	if hc.Memory != 256<<20 || hc.NanoCPUs != 5e8 || hc.PidsLimit == nil || *hc.PidsLimit != 77 {
+		t.Errorf("memory %d, cpus %d, pids %v", hc.Memory, hc.NanoCPUs, hc.PidsLimit)
+	}
+	if len(hc.Ulimits) != 1 || hc.Ulimits[0].Name != "nofile" || hc.Ulimits[0].Hard != 321 {
+		t.Errorf("ulimits = %v", hc.Ulimits)
+	}
+	if c.Config.User != "1000:1000" || c.Config.WorkingDir != sb.cfg.Workspace {
+		t.Errorf("user %q, workdir %q", c.Config.User, c.Config.WorkingDir)
+	}
+	res := run(t, sb, nil, "sh", "-c", "ulimit -n; cat /proc/self/status | grep -E '^Cap(Eff|Prm|Bnd)'; grep NoNewPrivs /proc/self/status")
+	want := "321\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nCapBnd:\t0000000000000000\nNoNewPrivs:\t1\n"
+	if res.stdout != want {
+		t.Errorf("inside:\n%s\nwant:\n%s", res.stdout, want)
+	}
+}
+
+// muteListener accepts connections on a unix socket and never answers.
+type muteListener struct {
+	ln   net.Listener
+	done chan struct{}
+}
+
+// listenUnix starts a muteListener on sock.
+func listenUnix(sock string) (*muteListener, error) {
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	m := &muteListener{ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		var conns []net.Conn
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				break
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	return m, nil
+}
+
+// Close stops the listener and closes what it accepted.
+func (m *muteListener) Close() error {
+	err := m.ln.Close()
+	<-m.done
+	return err
+}
+
+func TestOtherImage(t *testing.T) {
+	// An image of the user's, with an entrypoint that would end the
+	// container at once: the provider's init replaces it.
+	p := newProvider(t, Options{})
+	ctx := t.Context()
+	if err := p.ensureImage(ctx, p.opts.Image); err != nil {
+		t.Fatal(err)
+	}
+	image := "berth-test-agent:" + randomHex(4)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	df := []byte("FROM " + p.opts.Image + "\nENTRYPOINT [\"/bin/false\"]\nENV AGENT_IMAGE=yes\n")
+	_ = tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))})
+	_, _ = tw.Write(df)
+	_ = tw.Close()
+	res, err := p.cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{image}, Remove: true, Version: build.BuilderV1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = buildError(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeImage(context.Background(), p, image) })
+	sb := openSandbox(t, p, berth.SandboxConfig{Image: image})
+	if r := run(t, sb, nil, "sh", "-c", `echo "$AGENT_IMAGE"`); r.stdout != "yes\n" {
+		t.Fatalf("in the user's image: %+v", r)
+	}
+}

@@ -1,0 +1,206 @@
+package docker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/berth-sh/berth"
+)
+
+// closeTimeout bounds the removal of a container when Close's context has
+// no deadline of its own, or has already ended.
+const closeTimeout = 30 * time.Second
+
+// Sandbox is one session's container.
+type Sandbox struct {
+	p   *Provider
+	id  string // container id
+	cfg berth.SandboxConfig
+	// local is set when the container's init was found in this host's
+	// /proc: pids from the engine are then this host's pids.
+	local bool
+
+	mu      sync.Mutex
+	closing bool // set by Close: no more Starts, and processes died with the container
+	removed bool
+	// procs counts the processes whose stream goroutine still runs.
+	procs sync.WaitGroup
+}
+
+var _ berth.Sandbox = (*Sandbox)(nil)
+
+// nameUnsafe matches what a container name may not hold.
+var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+
+// containerName is "berth-<session>-<random>": readable in `docker ps`,
+// unique even when a session is opened twice.
+func containerName(session string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	s := nameUnsafe.ReplaceAllString(session, "_")
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	if s == "" {
+		s = "session"
+	}
+	return "berth-" + s + "-" + hex.EncodeToString(b[:])
+}
+
+// openContainer creates and starts the container. A container that was
+// created but could not start is removed.
+func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, image string) (*Sandbox, error) {
+	cc, hc := p.containerSpec(cfg, image)
+	opts := client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: containerName(cfg.SessionID)}
+	created, err := p.cli.ContainerCreate(ctx, opts)
+	if err != nil && cerrdefs.IsNotFound(err) && image == p.opts.Image {
+		// The default image went away since we last saw it: build it again.
+		p.forgetImage(image)
+		if err := p.ensureImage(ctx, image); err != nil {
+			return nil, err
+		}
+		opts.Name = containerName(cfg.SessionID)
+		created, err = p.cli.ContainerCreate(ctx, opts)
+	}
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			p.forgetImage(image)
+			return nil, berth.WrapError(berth.EUnavailable, err, "docker: image %q is not on the engine", image)
+		}
+		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot create the container: %s", reason(ctx, err))
+	}
+	sb := &Sandbox{p: p, id: created.ID, cfg: cfg}
+	if _, err := p.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
+		sb.remove(context.WithoutCancel(ctx))
+		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start the container: %s", reason(ctx, err))
+	}
+	if info, err := p.cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err == nil && info.Container.State != nil {
+		sb.local = ownedBy(info.Container.State.Pid, created.ID)
+	}
+	return sb, nil
+}
+
+// ownedBy reports whether host pid belongs to container id, from its
+// cgroup as this host's /proc shows it. False when the pid is not visible
+// (an engine in another pid namespace or on another machine).
+func ownedBy(pid int, id string) bool {
+	if pid <= 0 || id == "" {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	return err == nil && strings.Contains(string(b), id)
+}
+
+// ID is the container's id.
+func (s *Sandbox) ID() string { return s.id }
+
+// Start runs spec in the container through an exec, as the sandbox's user,
+// in a session and process group of its own (the runtime gives every exec
+// one). Its environment is the session's env, HOME, then spec.Env (later
+// entries win), over the image's. A spec.Path without "/" is looked up in the container's
+// PATH. The working directory is spec.Dir (relative to the workspace when
+// relative) or the workspace. ctx only bounds the start.
+//
+// Errors: EInvalid for a bad spec; EUnavailable when the sandbox is closed,
+// the engine does not answer, or the program cannot be started (not found,
+// not executable), with the runtime's reason.
+func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if spec.Path == "" {
+		return nil, berth.Errorf(berth.EInvalid, "docker: no program to start")
+	}
+	for _, kv := range spec.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, berth.Errorf(berth.EInvalid, "docker: environment entry %q is not K=V", k)
+		}
+	}
+	dir := s.cfg.Workspace
+	if spec.Dir != "" {
+		dir = spec.Dir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(s.cfg.Workspace, dir)
+		}
+	}
+	if os.Geteuid() == 0 {
+		if err := chownPath(s.cfg.Workspace, dir, s.p.opts.UID, s.p.opts.GID); err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the working directory to uid %d", s.p.opts.UID)
+		}
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, berth.Errorf(berth.EUnavailable, "docker: sandbox is closed")
+	}
+	s.procs.Add(1)
+	s.mu.Unlock()
+	p, err := s.start(ctx, spec, dir)
+	if err != nil {
+		s.procs.Done()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Close removes the container, killing whatever still runs in it, and
+// waits (within ctx) for its processes' streams to end. It does not touch
+// the workspace or the home. It is idempotent; later Starts fail.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	if err := s.remove(ctx); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		s.procs.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// remove force-removes the container once. A container already gone is
+// not an error.
+func (s *Sandbox) remove(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.removed {
+		return nil
+	}
+	if _, ok := ctx.Deadline(); !ok || ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+	}
+	_, err := s.p.cli.ContainerRemove(ctx, s.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return berth.WrapError(berth.EUnavailable, err, "docker: cannot remove the container: %s", reason(ctx, err))
+	}
+	s.removed = true
+	return nil
+}
+
+// isClosing reports whether Close has begun.
+func (s *Sandbox) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}

@@ -1,0 +1,306 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/berth-sh/berth"
+)
+
+func TestEnv(t *testing.T) {
+	p := newProvider(t, Options{})
+	sb := openSandbox(t, p, berth.SandboxConfig{Env: map[string]string{"FOO": "bar", "HOME": "/elsewhere", "PATH": "/usr/local/bin:/bin"}})
+	ctx := t.Context()
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "sh", Args: []string{"-c", `echo "$FOO $BAZ $HOME $PATH"; pwd`}, Env: []string{"BAZ=qux", "FOO=over"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := collect(t, proc)
+	want := fmt.Sprintf("over qux %s /usr/local/bin:/bin\n%s\n", sb.cfg.Home, sb.cfg.Workspace)
+	if res.stdout != want || res.status.Code != 0 {
+		t.Fatalf("got %+v, want stdout %q", res, want)
+	}
+	if _, err := sb.Start(ctx, berth.ProcSpec{Path: "true", Env: []string{"NOEQUALS"}}); !berth.IsCode(err, berth.EInvalid) {
+		t.Errorf("bad env entry: %v", err)
+	}
+	if _, err := sb.Start(ctx, berth.ProcSpec{}); !berth.IsCode(err, berth.EInvalid) {
+		t.Errorf("no path: %v", err)
+	}
+}
+
+func TestWorkspaceAndHome(t *testing.T) {
+	p := newProvider(t, Options{})
+	ro, rw := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ro, "secret"), []byte("s3cret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(rw, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	sb := openSandbox(t, p, berth.SandboxConfig{Binds: []berth.Bind{
+		{Source: ro, Target: "/opt/ro"},
+		{Source: rw, Target: "/opt/rw", Writable: true},
+	}})
+	ws, home := sb.cfg.Workspace, sb.cfg.Home
+	res := run(t, sb, nil, "sh", "-c", `echo data > out.txt && mkdir -p sub && echo h > "$HOME/.agentrc" && cat /opt/ro/secret && echo w > /opt/rw/f && ! touch /opt/ro/x 2>/dev/null && echo ok`)
+	if res.status.Code != 0 || res.stdout != "s3cret"+"ok\n" {
+		t.Fatalf("%+v", res)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "out.txt"))
+	if err != nil || string(b) != "data\n" {
+		t.Fatalf("workspace file on the host: %q, %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(ws, "out.txt")); err == nil && os.Geteuid() == 0 {
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != DefaultUID {
+			t.Errorf("file owned by %d on the host, want %d", uid, DefaultUID)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(home, ".agentrc")); err != nil || string(b) != "h\n" {
+		t.Errorf("home file on the host: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(rw, "f")); err != nil || string(b) != "w\n" {
+		t.Errorf("writable bind on the host: %q, %v", b, err)
+	}
+	// Dir: relative to the workspace, or absolute.
+	proc, err := sb.Start(t.Context(), berth.ProcSpec{Path: "pwd", Dir: "sub"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := collect(t, proc); res.stdout != filepath.Join(ws, "sub")+"\n" {
+		t.Errorf("pwd in sub = %q", res.stdout)
+	}
+}
+
+func TestHomeChownedWhenRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root chowns the home")
+	}
+	p := newProvider(t, Options{})
+	ws, _ := testDirs(t)
+	home := t.TempDir() // root's, 0700
+	if err := os.WriteFile(filepath.Join(home, "cfg"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sb := openSandbox(t, p, berth.SandboxConfig{Workspace: ws, Home: home})
+	res := run(t, sb, nil, "sh", "-c", `cat "$HOME/cfg" && touch "$HOME/new" && echo ok`)
+	if res.stdout != "xok\n" {
+		t.Fatalf("%+v", res)
+	}
+}
+
+func TestReadOnlyRoot(t *testing.T) {
+	p := newProvider(t, Options{})
+	sb := openSandbox(t, p, berth.SandboxConfig{})
+	res := run(t, sb, nil, "sh", "-c", "echo x > /etc/x")
+	if res.status.Code == 0 || !strings.Contains(res.stderr, "Read-only file system") {
+		t.Fatalf("writing /etc/x: %+v", res)
+	}
+	res = run(t, sb, nil, "sh", "-c", "echo x > /tmp/x && cat /tmp/x")
+	if res.status.Code != 0 || res.stdout != "x\n" {
+		t.Fatalf("writing /tmp/x: %+v", res)
+	}
+}
+
+func TestNetworkNone(t *testing.T) {
+	p := newProvider(t, Options{})
+	sb := openSandbox(t, p, berth.SandboxConfig{})
+	// A listener on every host address: from the sandbox, neither the
+	// host's loopback nor its other addresses reach it.
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	accepted := make(chan struct{}, 16)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			_ = c.Close()
+		}
+	}()
+	defer func() { _ = ln.Close(); <-served }()
+	targets := []string{"127.0.0.1"}
+	if ip := hostAddress(); ip != "" {
+		targets = append(targets, ip)
+	}
+	// The control: the same client reaches the listener from the host.
+	c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	<-accepted
+	for _, ip := range targets {
+		res := run(t, sb, nil, "sh", "-c", fmt.Sprintf("nc -w 2 %s %d </dev/null; echo rc=$?", ip, port))
+		if !strings.Contains(res.stdout, "rc=1") {
+			t.Errorf("nc to %s:%d from the sandbox: %+v", ip, port, res)
+		}
+	}
+	res := run(t, sb, nil, "sh", "-c", "cat /proc/net/dev | tail -n +3 | cut -d: -f1 | tr -d ' '")
+	if res.stdout != "lo\n" {
+		t.Errorf("interfaces = %q, want only lo", res.stdout)
+	}
+	select {
+	case <-accepted:
+		t.Error("the sandbox reached the host's listener")
+	default:
+	}
+}
+
+// hostAddress is one non-loopback IPv4 address of this host, or "".
+func hostAddress() string {
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+func TestPidsLimit(t *testing.T) {
+	p := newProvider(t, Options{})
+	sb := openSandbox(t, p, berth.SandboxConfig{Limits: berth.SandboxLimits{Pids: 48}})
+	ctx := t.Context()
+	// A fork loop that never stops trying.
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "sh", Args: []string{"-c", "while :; do sleep 1000 & done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go drain(proc.Stdout())
+	go drain(proc.Stderr())
+	time.Sleep(2 * time.Second)
+	if n := groupSize(proc.Pid()); n == 0 || n > 48 {
+		t.Errorf("%d processes in the group, limit 48", n)
+	}
+	// The engine and the test stay responsive.
+	start := time.Now()
+	if err := p.Probe(ctx); err != nil {
+		t.Fatalf("Probe during the fork loop: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Probe took %s during the fork loop", d)
+	}
+	st, err := proc.Stop(ctx, time.Second)
+	if err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if st.Success() {
+		t.Errorf("status after Stop = %+v", st)
+	}
+	if n := groupSize(proc.Pid()); n != 0 {
+		t.Errorf("%d processes left in the group after Stop", n)
+	}
+	// With the loop gone, the sandbox works again.
+	if res := run(t, sb, nil, "echo", "back"); res.stdout != "back\n" {
+		t.Errorf("after the loop: %+v", res)
+	}
+}
+
+// groupSize counts this host's processes in process group pgid.
+func groupSize(pgid int) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCloseRemovesContainer(t *testing.T) {
+	p := newProvider(t, Options{})
+	sb := openSandbox(t, p, berth.SandboxConfig{})
+	ctx := t.Context()
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "sleep", Args: []string{"1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go drain(proc.Stdout())
+	go drain(proc.Stderr())
+	if err := sb.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := p.cli.ContainerInspect(ctx, sb.ID(), client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
+		t.Errorf("container still there after Close: %v", err)
+	}
+	st, err := proc.Wait()
+	if err != nil || st.Signal != "SIGKILL" {
+		t.Errorf("process after Close: %+v, %v", st, err)
+	}
+	if groupSize(proc.Pid()) != 0 {
+		t.Error("the process outlived its container")
+	}
+	if _, err := sb.Start(ctx, berth.ProcSpec{Path: "true"}); !berth.IsCode(err, berth.EUnavailable) {
+		t.Errorf("Start after Close: %v", err)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if _, err := os.Stat(sb.cfg.Workspace); err != nil {
+		t.Errorf("Close touched the workspace: %v", err)
+	}
+}
+
+func TestDemoAgent(t *testing.T) {
+	needEngine(t)
+	bin := filepath.Join(t.TempDir(), "berth")
+	build := exec.Command("go", "build", "-o", bin, "github.com/berth-sh/berth/cmd/berth")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building a static berth: %v\n%s", err, out)
+	}
+	p := newProvider(t, Options{Berth: bin})
+	sb := openSandbox(t, p, berth.SandboxConfig{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "berth", Args: []string{"agent-demo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go drain(proc.Stderr())
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}` + "\n"
+	if _, err := proc.Stdin().Write([]byte(init)); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(proc.Stdout()).ReadString('\n')
+	if err != nil || !strings.Contains(line, `"protocolVersion":1`) || !strings.Contains(line, `"id":1`) {
+		t.Fatalf("answer to initialize: %q, %v", line, err)
+	}
+	_ = proc.Stdin().Close()
+	st, err := proc.Stop(ctx, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("demo agent ended: %+v", st)
+}
