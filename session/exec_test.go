@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +94,26 @@ func isZombieName(name string) bool {
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	return i > 0 && strings.HasPrefix(string(b[i+1:]), " Z")
+}
+
+func TestNothingOfASessionOutlivesItsStop(t *testing.T) {
+	e := newEnv(t)
+	s := e.create(berth.CreateRequest{})
+	// A process that leaves the agent's process group still carries the
+	// session's id in its environment.
+	if _, err := e.m.Exec(context.Background(), s.ID, berth.ExecRequest{Command: []string{"sh", "-c", "(setsid sleep 1000 &); echo ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the escaped sleep to run", func() bool { return len(sessionProcesses()[s.ID]) > 1 })
+	if _, err := e.m.StopSession(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "no process of the session to remain", func() bool {
+		for _, pid := range sessionProcesses()[s.ID] {
+			if !isZombieName(strconv.Itoa(pid)) {
+				return false
+			}
+		}
+		return true
+	})
 }

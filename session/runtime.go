@@ -273,6 +273,13 @@ func (rt *runtime) monitor() {
 	if err := rt.sandbox.Close(ctx); err != nil {
 		rt.logger.Warn("sandbox close", "err", err)
 	}
+	// Whatever left the agent's process group (setsid, a double fork) and
+	// still carries the session's id dies with the session: the host
+	// provider has no namespace to do it.
+	for _, pid := range sessionProcesses()[rt.id] {
+		rt.logger.Warn("killing a process the session left behind", "pid", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	rt.m.forget(rt)
 	close(rt.finished)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/eventlog"
 	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
@@ -254,11 +255,12 @@ func userHome() string {
 	return h
 }
 
-// openProviders makes the sandbox providers: host always; docker for the
+// openProviders makes the sandbox providers: host and bwrap (each probed by
+// the manager); docker for the
 // configured engine, whose containers a previous daemon of this home left
 // are removed now (the engine may be shared: only this node's are).
 func (d *daemon) openProviders(ctx context.Context, o daemonOptions, self string) ([]berth.SandboxProvider, error) {
-	providers := []berth.SandboxProvider{host.New()}
+	providers := []berth.SandboxProvider{host.New(), bwrap.New(bwrap.Options{UID: o.cfg.Sandbox.UID})}
 	dk, err := docker.New(docker.Options{Host: o.cfg.Sandbox.Docker.Host, Image: o.cfg.Sandbox.Docker.Image,
 		Berth: self, UID: o.cfg.Sandbox.UID, Limits: o.cfg.Sandbox.Limits(), Instance: nodeID(o.home)})
 	if err != nil {

@@ -75,3 +75,104 @@ func TestDemoOnEveryProvider(t *testing.T) {
 		})
 	}
 }
+
+// From inside a session — through exec and through the demo agent's run —
+// an isolating sandbox holds: no host secrets, no daemon home, no daemon
+// environment, no writes outside the workspace, no loopback with the
+// network off, no other session's workspace, nothing left after a stop.
+func TestSessionsCannotGetOut(t *testing.T) {
+	const secret = "BERTH_TEST_MARKER_SECRET=do-not-leak-3f9a"
+	home := t.TempDir()
+	s := startServerEnv(t, home, append(providerEnv(), secret))
+	var health berth.Health
+	s.api("GET", "/v1/health", nil, &health)
+	port := s.addr[strings.LastIndex(s.addr, ":")+1:]
+	outside := t.TempDir()
+	for _, provider := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
+		t.Run(provider, func(t *testing.T) {
+			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
+				if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
+					t.Fatalf("sandbox %s is not available (health lists %v)", provider, health.Sandboxes)
+				}
+				t.Skipf("sandbox %s is not available here", provider)
+			}
+			create := func() berth.Session {
+				var sess berth.Session
+				if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": provider}, &sess); st != 201 || sess.State != berth.StateActive {
+					t.Fatalf("create = %d %+v", st, sess.Failure)
+				}
+				return sess
+			}
+			victim, sess := create(), create()
+			if err := os.WriteFile(victim.Workspace+"/secret.txt", []byte("victim"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			sh := func(script string) berth.ExecResult {
+				var r berth.ExecResult
+				if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/exec", map[string]any{"command": []string{"sh", "-c", script}, "timeout_seconds": 10}, &r); st != 200 {
+					t.Fatalf("exec %q = %d %v", script, st, err)
+				}
+				return r
+			}
+			for _, c := range []struct{ what, script string }{
+				{"/etc/shadow", "cat /etc/shadow"},
+				{"the daemon's database", "cat " + home + "/berth.db"},
+				{"the daemon's socket", "ls " + home + "/berth.sock"},
+				{"another session's workspace", "cat " + victim.Workspace + "/secret.txt"},
+				{"a write outside the workspace", "echo x > " + outside + "/escaped"},
+				{"the daemon's port", "echo GET / | busybox nc -w 2 127.0.0.1 " + port},
+			} {
+				if r := sh(c.script); r.ExitCode == 0 {
+					t.Errorf("%s: %q succeeded: %+v", c.what, c.script, r)
+				}
+			}
+			if _, err := os.Stat(outside + "/escaped"); err == nil {
+				t.Error("a file was written outside the workspace")
+			}
+			if r := sh("env; cat /proc/1/environ 2>/dev/null"); strings.Contains(r.Stdout, "do-not-leak") {
+				t.Errorf("the daemon's environment leaked: %s", r.Stdout)
+			}
+			// The same through the agent's own tool calls.
+			var res berth.TurnResult
+			s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]string{"text": "run cat /etc/shadow " + home + "/berth.db; env"}, &res)
+			if strings.Contains(res.Text, "root:") || strings.Contains(res.Text, "do-not-leak") || strings.Contains(res.Text, "SQLite") {
+				t.Errorf("the agent's run got out: %q", res.Text)
+			}
+			// A process left running is gone once the session stops.
+			sh("(setsid sleep 1000 &) ; sleep 1000 & echo started")
+			s.api("POST", "/v1/sessions/"+sess.ID+"/stop", nil, nil)
+			s.api("POST", "/v1/sessions/"+victim.ID+"/stop", nil, nil)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				left := sessionProcs(sess.ID)
+				if len(left) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("processes of the session remain after its stop: %v", left)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// sessionProcs lists live processes whose environment names a session.
+func sessionProcs(id string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains(string(env), "BERTH_SESSION_ID="+id) {
+			continue
+		}
+		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
+			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+				continue
+			}
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		out = append(out, e.Name()+":"+strings.ReplaceAll(string(cmd), "\x00", " "))
+	}
+	return out
+}

@@ -1,0 +1,292 @@
+// Package bwrap is the sandbox provider built on bubblewrap (Debian's
+// /usr/bin/bwrap): Linux namespaces, no daemon, no image.
+//
+// Each Sandbox.Start runs one bwrap, which gives the process:
+//
+//   - new user, pid, mount, ipc, uts and cgroup namespaces, and a new
+//     network namespace holding only its own loopback unless
+//     SandboxConfig.Network is set; creating further user namespaces is
+//     refused (bwrap --disable-userns);
+//   - an unprivileged uid and gid inside (1000 unless Options say
+//     otherwise), no capabilities, no_new_privs, a session of its own (no
+//     controlling terminal to inject input into);
+//   - a filesystem made of the host's system directories read-only (/usr,
+//     /bin, /sbin, /lib*, /opt as present), a few non-secret files of /etc
+//     (resolver, loader cache, certificates, time zone; never shadow, ssh
+//     keys or ssl/private), a passwd and group naming only root, the
+//     sandbox user and nobody, its own /proc and a minimal /dev, private
+//     tmpfs /tmp and /var/tmp, the workspace and the private HOME bound
+//     read-write at their own paths, and SandboxConfig.Binds; the rest of
+//     the root is read-only and empty;
+//   - only the environment the caller passed (the daemon's is never
+//     inherited). It reaches bwrap through a memory file (--args), never
+//     through bwrap's own environment, where a variable such as LD_PRELOAD
+//     would act on bwrap outside the sandbox, nor its command line, which
+//     every user of the host can read.
+//
+// The uid inside maps to the daemon's on the host: what the sandbox
+// writes in the workspace and HOME belongs to the daemon's user.
+//
+// Processes. Process.Pid is the outer bwrap, leader of a process group of
+// its own (internal/procgroup), so SIGKILL to that group, as for the host
+// provider, ends the sandbox. bwrap's first process inside is the pid
+// namespace's init and runs with --die-with-parent: when the outer bwrap
+// dies, for any reason, everything in the sandbox dies with it, whatever
+// it did (setsid, double forks, a cleared environment). The program runs
+// in init's process group. bwrap forwards no signal, so Process.Signal
+// and Stop's SIGTERM go to that group directly, and SIGKILL to the outer
+// bwrap and init. bwrap reports a death by signal n as exit code 128+n;
+// Process reports it back as that signal. Process.Wait returns only once
+// the whole pid namespace is gone, and Sandbox.Close kills every process
+// the sandbox still runs. On its first Start the provider marks the
+// daemon's inherited descriptors close-on-exec (process-wide), so that
+// none leaks into a sandbox.
+//
+// Limits. SandboxLimits.OpenFiles is enforced (RLIMIT_NOFILE, set with
+// util-linux prlimit(1) on bwrap, inherited by everything inside). The
+// others are not enforced:
+//
+//   - Pids: RLIMIT_NPROC does not bound a sandbox. The kernel never
+//     applies it to a process whose real uid is the host's root, and
+//     inside the user namespace the sandbox's uid maps to the daemon's
+//     (root in CI); for a non-root daemon it would count every process of
+//     the daemon's user, not the session's. Bounding pids needs a cgroup
+//     (pids.max), which this provider does not manage.
+//   - MemoryBytes: RLIMIT_AS bounds address space, not memory, and breaks
+//     Go, Node and JVM programs, which reserve far more than they use.
+//   - NanoCPUs: no rlimit bounds a CPU rate.
+//
+// Not covered: no seccomp filter (the whole syscall surface of the kernel
+// is reachable), and a process's own memory and CPU use are unbounded.
+package bwrap
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// DefaultUID and DefaultGID are the ids processes run as inside a sandbox
+// unless Options say otherwise.
+const (
+	DefaultUID = 1000
+	DefaultGID = 1000
+)
+
+// DefaultPath is where Debian installs bwrap.
+const DefaultPath = "/usr/bin/bwrap"
+
+// probeTimeout bounds Probe's trial sandbox.
+const probeTimeout = 10 * time.Second
+
+// Options configure a Provider.
+type Options struct {
+	// Path is the bwrap binary; empty means DefaultPath, or "bwrap" in
+	// the daemon's PATH when DefaultPath is missing.
+	Path string
+	// UID and GID are the ids processes run as inside; 0 means
+	// DefaultUID and DefaultGID (root inside is not offered).
+	UID, GID int
+}
+
+// Provider makes bwrap sandboxes. It is safe for concurrent use.
+type Provider struct {
+	path     string
+	uid, gid int
+}
+
+var _ berth.SandboxProvider = (*Provider)(nil)
+
+// New returns a bwrap provider. It does not check that bwrap works: Probe
+// does.
+func New(opts Options) *Provider {
+	p := &Provider{path: opts.Path, uid: opts.UID, gid: opts.GID}
+	if p.path == "" {
+		p.path = DefaultPath
+		if _, err := os.Stat(DefaultPath); err != nil {
+			if found, err := exec.LookPath("bwrap"); err == nil {
+				p.path = found
+			}
+		}
+	}
+	if p.uid <= 0 {
+		p.uid = DefaultUID
+	}
+	if p.gid <= 0 {
+		p.gid = DefaultGID
+	}
+	return p
+}
+
+// Name is "bwrap".
+func (*Provider) Name() string { return berth.SandboxBwrap }
+
+// Probe runs a trial sandbox made as Start makes them (every namespace,
+// the system directories, /proc, /dev, a tmpfs) around /bin/true. It
+// returns EUnavailable with bwrap's own words when bwrap is missing or
+// cannot make its namespaces here (user namespaces disabled, a container
+// without the rights to mount /proc).
+func (p *Provider) Probe(ctx context.Context) error {
+	if _, err := os.Stat(p.path); err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "bwrap: bubblewrap is not installed (Debian package bubblewrap)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	ms := append(systemMounts(), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
+	args := append(p.namespaceArgs(false), ms.args()...)
+	args = append(args, "--", "true")
+	cmd := exec.CommandContext(ctx, p.path, args...)
+	cmd.Env = []string{"PATH=" + defaultPath}
+	cmd.Dir = "/"
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		msg := bytes.TrimSpace(out.Bytes())
+		if len(msg) > 512 {
+			msg = msg[:512]
+		}
+		return berth.WrapError(berth.EUnavailable, fmt.Errorf("%w: %s", err, msg),
+			"bwrap: cannot make a sandbox on this host: %s", firstLine(msg))
+	}
+	return nil
+}
+
+// firstLine is b's first line, or a placeholder when b is empty.
+func firstLine(b []byte) string {
+	if line, _, _ := bytes.Cut(b, []byte("\n")); len(line) > 0 {
+		return string(line)
+	}
+	return "bwrap failed without a message"
+}
+
+// namespaceArgs are the bwrap options that make the namespaces and the
+// identity inside.
+func (p *Provider) namespaceArgs(network bool) []string {
+	a := []string{
+		"--unshare-all", "--unshare-user", "--disable-userns",
+		"--die-with-parent", "--new-session",
+		"--uid", fmt.Sprint(p.uid), "--gid", fmt.Sprint(p.gid),
+		"--hostname", "berth",
+	}
+	if network {
+		a = append(a, "--share-net")
+	}
+	return a
+}
+
+// Open checks cfg and prepares the sandbox's filesystem. The workspace,
+// and the home when set, must be existing absolute directories other than
+// "/"; each bind
+// needs an existing absolute Source and an absolute Target ("" means the
+// Source's path), not "/" (EInvalid otherwise). When OpenFiles is limited,
+// util-linux prlimit must be installed (EUnavailable otherwise). Open
+// starts nothing.
+func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkDir("workspace", cfg.Workspace); err != nil {
+		return nil, err
+	}
+	if cfg.Home != "" {
+		if err := checkDir("home", cfg.Home); err != nil {
+			return nil, err
+		}
+	}
+	user := []mount{{kind: rwBind, src: cfg.Workspace, dst: filepath.Clean(cfg.Workspace)}}
+	if cfg.Home != "" {
+		user = append(user, mount{kind: rwBind, src: cfg.Home, dst: filepath.Clean(cfg.Home)})
+	}
+	for i, b := range cfg.Binds {
+		m, err := bindMount(b)
+		if err != nil {
+			return nil, berth.WrapError(berth.EInvalid, err, "bwrap: bind %d: %s", i, berth.ErrorMessage(err))
+		}
+		user = append(user, m)
+	}
+	home := "/tmp"
+	if cfg.Home != "" {
+		home = filepath.Clean(cfg.Home)
+	}
+	s := &Sandbox{
+		p:     p,
+		cfg:   cfg,
+		home:  home,
+		procs: make(map[*Process]struct{}),
+	}
+	s.cfg.Env = maps.Clone(cfg.Env)
+	if cfg.Limits.OpenFiles > 0 {
+		prlimit, err := exec.LookPath("prlimit")
+		if err != nil {
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: limiting open files needs prlimit (Debian package util-linux)")
+		}
+		s.prlimit = prlimit
+	}
+	s.passwd = fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nberth:x:%d:%d:berth sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", p.uid, p.gid, home)
+	s.group = fmt.Appendf(nil, "root:x:0:\nberth:x:%d:\nnogroup:x:65534:\n", p.gid)
+	s.mounts = append(systemMounts(),
+		mount{kind: dataFile, fd: fdPasswd, dst: "/etc/passwd"},
+		mount{kind: dataFile, fd: fdGroup, dst: "/etc/group"},
+		mount{kind: procfs, dst: "/proc"},
+		mount{kind: devfs, dst: "/dev"},
+		// /tmp first: a workspace under the host's /tmp is then bound
+		// on top of the sandbox's private one, not hidden by it.
+		mount{kind: tmpfs, dst: "/tmp"},
+		mount{kind: tmpfs, dst: "/var/tmp"},
+	)
+	s.mounts = append(s.mounts, userMounts(user)...)
+	s.mounts = append(s.mounts, mount{kind: remountRO, dst: "/"})
+	return s, nil
+}
+
+// bindMount checks one of the caller's binds.
+func bindMount(b berth.Bind) (mount, error) {
+	if !filepath.IsAbs(b.Source) {
+		return mount{}, berth.Errorf(berth.EInvalid, "the source must be an absolute path")
+	}
+	if _, err := os.Stat(b.Source); err != nil {
+		return mount{}, berth.WrapError(berth.EInvalid, err, "the source does not exist")
+	}
+	target := b.Target
+	if target == "" {
+		target = b.Source
+	}
+	if !filepath.IsAbs(target) {
+		return mount{}, berth.Errorf(berth.EInvalid, "the target must be an absolute path")
+	}
+	target = filepath.Clean(target)
+	if target == "/" {
+		return mount{}, berth.Errorf(berth.EInvalid, "the target cannot be /")
+	}
+	kind := roBind
+	if b.Writable {
+		kind = rwBind
+	}
+	return mount{kind: kind, src: b.Source, dst: target}, nil
+}
+
+// checkDir refuses a path that is not an existing absolute directory. The
+// message names the role, never the host path.
+func checkDir(role, dir string) error {
+	if !filepath.IsAbs(dir) {
+		return berth.Errorf(berth.EInvalid, "bwrap: the %s must be an absolute path", role)
+	}
+	if filepath.Clean(dir) == "/" {
+		return berth.Errorf(berth.EInvalid, "bwrap: the %s cannot be the root directory", role)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return berth.WrapError(berth.EInvalid, err, "bwrap: the %s does not exist", role)
+	}
+	if !fi.IsDir() {
+		return berth.Errorf(berth.EInvalid, "bwrap: the %s is not a directory", role)
+	}
+	return nil
+}

@@ -1,0 +1,414 @@
+package bwrap
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/sandboxtest"
+)
+
+// helperVar makes the test binary, started inside a sandbox, print what
+// it sees instead of running the tests.
+const helperVar = "BERTH_BWRAP_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperVar) == "1" {
+		wd, _ := os.Getwd()
+		_, err := os.ReadFile("/etc/shadow")
+		fmt.Printf("helper uid=%d gid=%d wd=%s home=%s shadow=%v\n", os.Getuid(), os.Getgid(), wd, os.Getenv("HOME"), err == nil)
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+var (
+	probeOnce sync.Once
+	probeErr  error
+)
+
+// provider returns a bwrap provider. When bwrap does not work here the
+// test skips, or fails when BERTH_REQUIRE_INTEGRATION=1.
+func provider(t *testing.T) *Provider {
+	t.Helper()
+	p := New(Options{})
+	probeOnce.Do(func() { probeErr = p.Probe(context.Background()) })
+	if probeErr != nil {
+		if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("bwrap is required (BERTH_REQUIRE_INTEGRATION=1) but does not work here: %v", probeErr)
+		}
+		t.Skipf("bwrap does not work here (install Debian's bubblewrap; BERTH_REQUIRE_INTEGRATION=1 makes this a failure): %v", probeErr)
+	}
+	return p
+}
+
+// The suite, escape cases included. bwrap cannot bound pids (see the
+// package doc), so the fork-loop case is skipped, saying so.
+func TestSandboxSuite(t *testing.T) {
+	sandboxtest.Run(t, func(t *testing.T) berth.SandboxProvider { return provider(t) },
+		sandboxtest.Options{Isolated: true, NoPidsLimit: true})
+}
+
+// open opens a sandbox on fresh directories, with busybox bound in.
+func open(t *testing.T, edit func(*berth.SandboxConfig)) (*Sandbox, berth.SandboxConfig) {
+	t.Helper()
+	cfg := berth.SandboxConfig{
+		SessionID: "ses_bwrap_test",
+		Workspace: t.TempDir(),
+		Home:      t.TempDir(),
+		Binds:     []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"}},
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	sb, err := provider(t).Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	return sb.(*Sandbox), cfg
+}
+
+// run runs a busybox shell script to completion and returns its stdout.
+func run(t *testing.T, sb *Sandbox, script string) (string, berth.ExitStatus) {
+	t.Helper()
+	var out, errOut strings.Builder
+	p, err := sb.Start(context.Background(), berth.ProcSpec{
+		Path: "/.berth/busybox", Args: []string{"sh", "-c", script},
+		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
+	})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	st, err := p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errOut.Len() > 0 {
+		t.Logf("stderr: %s", errOut.String())
+	}
+	return out.String(), st
+}
+
+func TestProbeWithoutBwrap(t *testing.T) {
+	err := New(Options{Path: "/nonexistent/bwrap"}).Probe(context.Background())
+	if !berth.IsCode(err, berth.EUnavailable) {
+		t.Fatalf("Probe = %v, want EUnavailable", err)
+	}
+	if !strings.Contains(berth.ErrorMessage(err), "not installed") {
+		t.Errorf("message %q does not say why", berth.ErrorMessage(err))
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	sb, cfg := open(t, nil)
+	out, st := run(t, sb, `B=/.berth/busybox
+$B id -u; $B id -g; $B id -un; $B hostname; echo "HOME=$HOME"
+$B grep CapEff /proc/self/status
+$B unshare -U true 2>/dev/null && echo NESTED_USERNS
+$B ls /etc/shadow 2>/dev/null && echo SHADOW
+touch /new-in-root 2>/dev/null && echo ROOT_WRITABLE
+$B ls /proc | $B grep -c '^[0-9]'`)
+	if !st.Success() {
+		t.Fatalf("status %+v", st)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{"1000", "1000", "berth", "berth", "HOME=" + cfg.Home, "CapEff:\t0000000000000000"}
+	if len(lines) < len(want) {
+		t.Fatalf("output %q", out)
+	}
+	for i, w := range want {
+		if lines[i] != w {
+			t.Errorf("line %d = %q, want %q", i, lines[i], w)
+		}
+	}
+	for _, bad := range []string{"NESTED_USERNS", "SHADOW", "ROOT_WRITABLE"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%s in %q", bad, out)
+		}
+	}
+	// Only the sandbox's init, the shell and ls/grep are in its /proc.
+	if n := lines[len(lines)-1]; n > "5" || len(n) > 1 {
+		t.Errorf("%s processes visible in the sandbox's /proc", n)
+	}
+}
+
+func TestNoDescriptorLeaks(t *testing.T) {
+	sb, _ := open(t, nil)
+	out, _ := run(t, sb, `/.berth/busybox ls /proc/self/fd`)
+	fds := strings.Fields(out)
+	// 0-2, and the directory ls reads.
+	if len(fds) > 4 {
+		t.Errorf("descriptors in the sandbox: %v", fds)
+	}
+}
+
+// The daemon's own binary (here the test binary, a Go program) runs
+// inside when bound in.
+func TestGoBinaryInside(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, cfg := open(t, func(c *berth.SandboxConfig) {
+		c.Binds = append(c.Binds, berth.Bind{Source: exe, Target: "/.berth/berth"})
+		c.Env = map[string]string{helperVar: "1"}
+	})
+	var out strings.Builder
+	p, err := sb.Start(context.Background(), berth.ProcSpec{Path: "/.berth/berth", Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(); err != nil || !st.Success() {
+		t.Fatalf("status %+v, %v: %s", st, err, out.String())
+	}
+	want := fmt.Sprintf("helper uid=1000 gid=1000 wd=%s home=%s shadow=false\n", cfg.Workspace, cfg.Home)
+	if out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+}
+
+func TestOpenFilesLimit(t *testing.T) {
+	sb, _ := open(t, func(c *berth.SandboxConfig) { c.Limits.OpenFiles = 64 })
+	out, st := run(t, sb, `ulimit -n; ulimit -Hn`)
+	if !st.Success() || out != "64\n64\n" {
+		t.Errorf("ulimit: %q, %+v", out, st)
+	}
+}
+
+func TestNetworkShared(t *testing.T) {
+	sb, _ := open(t, func(c *berth.SandboxConfig) { c.Network = true })
+	out, _ := run(t, sb, `/.berth/busybox cat /proc/net/dev`)
+	// The host's interfaces, not only a loopback of its own.
+	host, err := os.ReadFile("/proc/net/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(out, "\n") != strings.Count(string(host), "\n") {
+		t.Errorf("network not shared: inside\n%s\nhost\n%s", out, host)
+	}
+}
+
+func TestCloseEndsProcesses(t *testing.T) {
+	sb, _ := open(t, nil)
+	p, err := sb.Start(context.Background(), berth.ProcSpec{Path: "/.berth/busybox", Args: []string{"sleep", "1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := p.Wait()
+	if st.Signal != "SIGKILL" {
+		t.Errorf("status %+v, want SIGKILL", st)
+	}
+	for _, r := range []io.ReadCloser{p.Stdout(), p.Stderr()} {
+		_ = r.Close()
+	}
+	if _, err := sb.Start(ctx, berth.ProcSpec{Path: "/.berth/busybox"}); !berth.IsCode(err, berth.EUnavailable) {
+		t.Errorf("Start after Close: %v, want EUnavailable", err)
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := provider(t)
+	for _, cfg := range []berth.SandboxConfig{
+		{Workspace: ""},
+		{Workspace: "relative"},
+		{Workspace: "/"},
+		{Workspace: filepath.Join(dir, "missing")},
+		{Workspace: file},
+		{Workspace: dir, Home: "relative"},
+		{Workspace: dir, Home: file},
+		{Workspace: dir, Binds: []berth.Bind{{Source: "relative", Target: "/x"}}},
+		{Workspace: dir, Binds: []berth.Bind{{Source: filepath.Join(dir, "missing"), Target: "/x"}}},
+		{Workspace: dir, Binds: []berth.Bind{{Source: file, Target: "relative"}}},
+		{Workspace: dir, Binds: []berth.Bind{{Source: dir, Target: "/"}}},
+	} {
+		_, err := p.Open(ctx, cfg)
+		if !berth.IsCode(err, berth.EInvalid) {
+			t.Errorf("Open(%+v) = %v, want EInvalid", cfg, err)
+		}
+		if err != nil && strings.Contains(berth.ErrorMessage(err), dir) {
+			t.Errorf("message %q holds a host path", berth.ErrorMessage(err))
+		}
+	}
+
+	sb, _ := open(t, nil)
+	for _, tc := range []struct {
+		spec berth.ProcSpec
+		code string
+	}{
+		{berth.ProcSpec{}, berth.EInvalid},
+		{berth.ProcSpec{Path: "true", Env: []string{"NOEQUALS"}}, berth.EInvalid},
+		{berth.ProcSpec{Path: "berth-no-such-command"}, berth.EUnavailable},
+		{berth.ProcSpec{Path: "/.berth/none"}, berth.EUnavailable},
+		// The daemon's files are not inside, so not startable.
+		{berth.ProcSpec{Path: file}, berth.EUnavailable},
+		{berth.ProcSpec{Path: "true", Dir: "missing"}, berth.EInvalid},
+		{berth.ProcSpec{Path: "true", Dir: dir}, berth.EInvalid},
+	} {
+		if _, err := sb.Start(ctx, tc.spec); !berth.IsCode(err, tc.code) {
+			t.Errorf("Start(%+v) = %v, want %s", tc.spec, err, tc.code)
+		}
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := sb.Start(canceled, berth.ProcSpec{Path: "true"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled ctx: %v", err)
+	}
+	// /tmp and the system directories are fine working directories.
+	for _, d := range []string{"/tmp", "/usr/bin", "/"} {
+		p, err := sb.Start(ctx, berth.ProcSpec{Path: "true", Dir: d, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard})
+		if err != nil {
+			t.Errorf("Dir %s: %v", d, err)
+			continue
+		}
+		if st, _ := p.Wait(); !st.Success() {
+			t.Errorf("Dir %s: %+v", d, st)
+		}
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	cases := map[berth.ExitStatus]berth.ExitStatus{
+		{}:                             {},
+		{Code: 1}:                      {Code: 1},
+		{Code: 128}:                    {Code: 128},
+		{Code: 129}:                    {Code: 129, Signal: "SIGHUP"},
+		{Code: 143}:                    {Code: 143, Signal: "SIGTERM"},
+		{Code: 192}:                    {Code: 192, Signal: "SIG64"},
+		{Code: 193}:                    {Code: 193},
+		{Code: 255}:                    {Code: 255},
+		{Code: -1}:                     {Code: -1},
+		{Code: 137, Signal: "SIGKILL"}: {Code: 137, Signal: "SIGKILL"},
+	}
+	for in, want := range cases {
+		if got := statusOf(in); got != want {
+			t.Errorf("statusOf(%+v) = %+v, want %+v", in, got, want)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	ms := mounts{
+		{kind: roBind, src: "/usr", dst: "/usr"},
+		{kind: symlink, src: "usr/bin", dst: "/bin"},
+		{kind: symlink, src: "/usr/lib", dst: "/lib"},
+		{kind: tmpfs, dst: "/tmp"},
+		{kind: rwBind, src: "/host/ws", dst: "/tmp/t/ws"},
+		{kind: roBind, src: "/host/agent", dst: "/tmp/t/ws/.agent"},
+		{kind: remountRO, dst: "/"},
+	}
+	cases := []struct {
+		in, host string
+		exists   bool
+	}{
+		{"/usr/bin/sh", "/usr/bin/sh", true},
+		{"/bin/sh", "/usr/bin/sh", true},
+		{"/lib/x", "/usr/lib/x", true},
+		{"/tmp", "", true},
+		{"/tmp/other", "", false},
+		{"/tmp/t", "", true},
+		{"/tmp/t/ws/a/../b", "/host/ws/b", true},
+		{"/tmp/t/ws/.agent/run", "/host/agent/run", true},
+		{"/", "", true},
+		{"/etc", "", false},
+		{"/work", "", false},
+	}
+	for _, tc := range cases {
+		host, exists := ms.resolve(tc.in)
+		if host != tc.host || exists != tc.exists {
+			t.Errorf("resolve(%q) = %q, %v; want %q, %v", tc.in, host, exists, tc.host, tc.exists)
+		}
+	}
+}
+
+// The sandbox's environment reaches the sandbox only: not bwrap's loader
+// outside (LD_PRELOAD would act there as the daemon), not bwrap's command
+// line or environment on the host.
+func TestEnvironmentStaysInside(t *testing.T) {
+	const secret = "sk-berth-test-secret"
+	sb, _ := open(t, func(c *berth.SandboxConfig) {
+		c.Env = map[string]string{"API_KEY": secret, "LD_PRELOAD": "/nonexistent/berth-evil.so"}
+	})
+	var errOut strings.Builder
+	p, err := sb.Start(context.Background(), berth.ProcSpec{
+		Path: "/.berth/busybox", Args: []string{"sh", "-c", "env; echo ready; exec /.berth/busybox sleep 1000"},
+		Stdin: strings.NewReader(""), Stderr: &errOut,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = p.Stop(context.Background(), 0)
+		_ = p.Stdout().Close()
+	}()
+	var out strings.Builder
+	sc := bufio.NewScanner(p.Stdout())
+	for sc.Scan() && sc.Text() != "ready" {
+		out.WriteString(sc.Text() + "\n")
+	}
+	for _, f := range []string{"cmdline", "environ"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", p.Pid(), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), secret) || strings.Contains(string(b), "LD_PRELOAD") {
+			t.Errorf("the sandbox's environment shows in bwrap's %s on the host", f)
+		}
+	}
+	// Stop returns once the stderr copy is over.
+	if _, err := p.Stop(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "API_KEY="+secret) || !strings.Contains(out.String(), "LD_PRELOAD=") {
+		t.Errorf("the environment did not reach the sandbox: %q", out.String())
+	}
+	if strings.Contains(errOut.String(), "ld.so") {
+		t.Errorf("LD_PRELOAD acted on bwrap: %q", errOut.String())
+	}
+}
+
+// A bwrap that fails before making the sandbox is a Start error with its
+// words kept for the log.
+func TestBwrapFailsEarly(t *testing.T) {
+	provider(t)
+	ctx := context.Background()
+	sb, err := New(Options{Path: "/bin/sh"}).Open(ctx, berth.SandboxConfig{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	// /bin/sh takes bwrap's first option for an unknown one and exits.
+	_, err = sb.Start(ctx, berth.ProcSpec{Path: "true"})
+	if !berth.IsCode(err, berth.EUnavailable) {
+		t.Fatalf("Start = %v, want EUnavailable", err)
+	}
+	if !errors.Is(err, errNoSandbox) {
+		t.Errorf("cause %v, want errNoSandbox", err)
+	}
+	t.Logf("Start: %v", err)
+}

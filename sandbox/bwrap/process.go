@@ -1,0 +1,341 @@
+package bwrap
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procgroup"
+)
+
+// startTimeout bounds how long Start waits for bwrap to make the sandbox
+// when ctx has no earlier deadline.
+const startTimeout = 30 * time.Second
+
+// teardownTimeout bounds how long Wait waits, after bwrap exits, for the
+// sandbox's pid namespace to be gone. SIGKILL makes it seconds at worst.
+const teardownTimeout = 10 * time.Second
+
+// Process is one bwrap and what runs inside it. It implements
+// berth.Process.
+//
+// Three processes matter: bwrap outside (Pid, the leader of the process
+// group procgroup made), the sandbox's init (bwrap again, pid 1 of the
+// pid namespace, killed by the kernel when the outer bwrap dies), and the
+// started program, which runs in init's process group. Signals other than
+// SIGKILL go to that inner group: bwrap forwards none, and killing the
+// outer bwrap ends everything at once. SIGKILL goes to the outer group and
+// to init, which takes the whole pid namespace down.
+type Process struct {
+	sb   *Sandbox
+	proc *procgroup.Proc
+	// init is the host pid of the sandbox's init, whose process group the
+	// program runs in; 0 when bwrap ended before we saw it.
+	init int
+
+	// mu guards pidfd, which pins init: signals through it never reach a
+	// process that took init's pid over. -1 once init is gone.
+	mu    sync.Mutex
+	pidfd int
+
+	// done is closed once the outer bwrap is reaped and the pid namespace
+	// is gone; status and err are set then.
+	done   chan struct{}
+	status berth.ExitStatus
+	err    error
+
+	// killed is set once a Stop has sent SIGKILL.
+	killed atomic.Bool
+	// stopSem serialises Stop calls while letting each honour its ctx.
+	stopSem chan struct{}
+}
+
+var _ berth.Process = (*Process)(nil)
+
+// info is the part of bwrap's --info-fd report that we use.
+type info struct {
+	ChildPid int `json:"child-pid"`
+}
+
+// attach reads bwrap's report of the sandbox's init from the info pipe,
+// pins init with a pidfd and waits until init has forked the program (or
+// ended: Wait then says how).
+func (p *Process) attach(ctx context.Context, pipe *os.File) error {
+	deadline := time.Now().Add(startTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = pipe.SetReadDeadline(deadline)
+	var in info
+	if err := json.NewDecoder(pipe).Decode(&in); err != nil {
+		if errors.Is(err, io.EOF) {
+			return errNoSandbox
+		}
+		return fmt.Errorf("reading bwrap's report: %w", err)
+	}
+	if in.ChildPid <= 1 {
+		return fmt.Errorf("bwrap reported child pid %d", in.ChildPid)
+	}
+	fd, err := unix.PidfdOpen(in.ChildPid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil // already over
+	}
+	if err != nil {
+		return fmt.Errorf("pidfd_open: %w", err)
+	}
+	// The pid is init's only if its parent is still our bwrap: checked
+	// after pinning it, a reused pid cannot pass.
+	if ppid, err := parentOf(in.ChildPid); err != nil || ppid != p.proc.Pid() {
+		_ = unix.Close(fd)
+		return nil // bwrap is gone, and the sandbox with it
+	}
+	p.init, p.pidfd = in.ChildPid, fd
+	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 5*time.Millisecond) {
+		if exited(fd) {
+			return nil
+		}
+		if hasChild(in.ChildPid) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out waiting for bwrap to start the process")
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// parentOf reads pid's parent from /proc.
+func parentOf(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("malformed stat")
+	}
+	var state byte
+	var ppid int
+	if _, err := fmt.Sscanf(string(b[i+1:]), " %c %d", &state, &ppid); err != nil {
+		return 0, err
+	}
+	return ppid, nil
+}
+
+// hasChild reports whether pid has a child process.
+func hasChild(pid int) bool {
+	p := strconv.Itoa(pid)
+	if b, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children"); err == nil {
+		return len(bytes.TrimSpace(b)) > 0
+	}
+	// A kernel without CONFIG_PROC_CHILDREN: look for one.
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if c, err := strconv.Atoi(e.Name()); err == nil && c != pid {
+			if ppid, err := parentOf(c); err == nil && ppid == pid {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// exited reports whether the process behind pidfd has exited.
+func exited(pidfd int) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+// awaitExit waits up to d for the process behind pidfd to exit.
+func awaitExit(pidfd int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(min(left, time.Second)/time.Millisecond)+1)
+		if err == nil && n > 0 || err != nil && !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// reap waits for the outer bwrap, makes sure the pid namespace is gone,
+// records the status and wakes every waiter.
+func (p *Process) reap() {
+	st, err := p.proc.Wait()
+	p.teardown()
+	p.status, p.err = statusOf(st), err
+	p.sb.forget(p)
+	close(p.done)
+}
+
+// teardown, once the outer bwrap has exited, makes sure the pid namespace
+// is gone and lets go of init.
+func (p *Process) teardown() {
+	p.mu.Lock()
+	fd := p.pidfd
+	p.mu.Unlock()
+	if fd < 0 {
+		return
+	}
+	// With bwrap gone, init has SIGKILL on its way already
+	// (--die-with-parent); send it again rather than trust that.
+	_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+	// init ends only once every process of its namespace has been
+	// killed and reaped.
+	awaitExit(fd, teardownTimeout)
+	p.mu.Lock()
+	_ = unix.Close(fd)
+	p.pidfd = -1
+	p.mu.Unlock()
+}
+
+// abort ends a process whose start failed, before reap runs.
+func (p *Process) abort() {
+	p.kill()
+	<-p.proc.Done()
+	p.teardown()
+}
+
+// statusOf turns the outer bwrap's status into the program's. bwrap
+// exits with the program's code, or 128+n when a signal n killed it; such
+// codes are reported as that signal, as a shell would (a program that
+// itself exits with 129..192 is reported the same way). A signal that
+// killed bwrap itself (Stop's SIGKILL) is reported as is.
+func statusOf(st berth.ExitStatus) berth.ExitStatus {
+	if st.Signal == "" && st.Code > 128 && st.Code <= 128+64 {
+		st.Signal = procgroup.SignalName(syscall.Signal(st.Code - 128))
+	}
+	return st
+}
+
+// Pid is the outer bwrap's pid, which is also its process group id:
+// SIGKILL to that group ends the whole sandbox.
+func (p *Process) Pid() int { return p.proc.Pid() }
+
+// Stdin is the write end of the stdin pipe, or nil when the caller gave one.
+func (p *Process) Stdin() io.WriteCloser { return p.proc.Stdin() }
+
+// Stdout is the read end of the stdout pipe, or nil when the caller gave one.
+func (p *Process) Stdout() io.ReadCloser { return p.proc.Stdout() }
+
+// Stderr is the read end of the stderr pipe, or nil when the caller gave one.
+func (p *Process) Stderr() io.ReadCloser { return p.proc.Stderr() }
+
+// Wait waits until the program has exited and the sandbox around it is
+// gone, and returns the program's status (see statusOf). Any number of
+// goroutines may call it. The error is about I/O copying to caller-given
+// streams, not about the status.
+func (p *Process) Wait() (berth.ExitStatus, error) {
+	<-p.done
+	return p.status, p.err
+}
+
+// Signal sends sig to the program's process group inside the sandbox;
+// SIGKILL ends the whole sandbox. It returns os.ErrProcessDone once the
+// sandbox is gone, and EInvalid for a signal that is not a syscall.Signal.
+func (p *Process) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return berth.Errorf(berth.EInvalid, "unsupported signal %v", sig)
+	}
+	select {
+	case <-p.done:
+		return os.ErrProcessDone
+	default:
+	}
+	if s == syscall.SIGKILL {
+		p.kill()
+		return nil
+	}
+	return p.signalInside(s)
+}
+
+// signalInside sends s to init's process group, where the program runs.
+func (p *Process) signalInside(s syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pidfd < 0 || exited(p.pidfd) {
+		return os.ErrProcessDone
+	}
+	return procgroup.Signal(p.init, s)
+}
+
+// kill ends the sandbox: SIGKILL to the outer bwrap's group and to init.
+func (p *Process) kill() {
+	_ = p.proc.Signal(syscall.SIGKILL)
+	p.mu.Lock()
+	if p.pidfd >= 0 {
+		_ = unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0)
+	}
+	p.mu.Unlock()
+}
+
+// Stop sends SIGTERM to the program's group, waits up to grace for it to
+// exit, then kills the whole sandbox, and returns the program's status
+// once everything is gone. If ctx ends first it returns ctx's error:
+// SIGKILL is still sent (early) and reaping still happens in the
+// background. Stop is idempotent and safe to call concurrently; later
+// calls do not signal again.
+func (p *Process) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
+	select {
+	case p.stopSem <- struct{}{}:
+	case <-ctx.Done():
+		p.kill()
+		return berth.ExitStatus{}, ctx.Err()
+	}
+	defer func() { <-p.stopSem }()
+	if ctx.Err() != nil {
+		grace = 0
+	}
+	if !p.killed.Load() {
+		if err := p.signalInside(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return berth.ExitStatus{}, err
+		}
+		if grace > 0 {
+			t := time.NewTimer(grace)
+			select {
+			case <-p.proc.Done():
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+		// Whatever the program did, the sandbox goes: leftovers that
+		// ignored SIGTERM or left its group included.
+		p.kill()
+		p.killed.Store(true)
+	}
+	select {
+	case <-p.done:
+		return p.status, p.err
+	case <-ctx.Done():
+		return berth.ExitStatus{}, ctx.Err()
+	}
+}

@@ -1,0 +1,362 @@
+package bwrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procgroup"
+)
+
+// defaultPath is the sandbox's PATH when neither the sandbox's Env nor the
+// daemon has one.
+const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Descriptor numbers bwrap gets (exec.Cmd.ExtraFiles start at 3).
+const (
+	fdInfo   = 3
+	fdArgs   = 4
+	fdPasswd = 5
+	fdGroup  = 6
+)
+
+// Sandbox runs one session's processes, each in a bwrap of its own with
+// the same filesystem (but its own /tmp).
+type Sandbox struct {
+	p       *Provider
+	cfg     berth.SandboxConfig
+	home    string
+	mounts  mounts
+	passwd  []byte
+	group   []byte
+	prlimit string
+
+	mu     sync.Mutex
+	closed bool
+	// procs are the processes started and not yet gone.
+	procs map[*Process]struct{}
+}
+
+var _ berth.Sandbox = (*Sandbox)(nil)
+
+// Start starts spec in a new bwrap. The environment is the sandbox's Env,
+// PATH (the daemon's when Env has none), HOME = the sandbox's home (a
+// private tmpfs when it has none), then spec.Env, later entries winning.
+// The working directory is spec.Dir (relative to the workspace when
+// relative) or the workspace; it must exist inside the sandbox. spec.Path
+// must be found inside the sandbox, in PATH when it has no "/". ctx only
+// bounds the start: the process outlives it and ends through
+// Process.Stop.
+//
+// Start returns once the process exists inside the sandbox, so that a
+// signal sent right after reaches it.
+//
+// Errors: EInvalid for a bad spec or a working directory missing inside,
+// EUnavailable when the program is not found inside, bwrap cannot be
+// started or the sandbox is closed.
+func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if spec.Path == "" {
+		return nil, berth.Errorf(berth.EInvalid, "bwrap: no program to start")
+	}
+	env, err := s.environ(spec.Env)
+	if err != nil {
+		return nil, err
+	}
+	dir := s.cfg.Workspace
+	if spec.Dir != "" {
+		dir = spec.Dir
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(s.cfg.Workspace, dir)
+		}
+	}
+	dir = filepath.Clean(dir)
+	if !s.isDir(dir) {
+		return nil, berth.Errorf(berth.EInvalid, "bwrap: the working directory does not exist in the sandbox")
+	}
+	if !s.findProgram(spec.Path, dir, envValue(env, "PATH")) {
+		return nil, berth.Errorf(berth.EUnavailable, "bwrap: command %q not found in the sandbox", filepath.Base(spec.Path))
+	}
+
+	sealInherited()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, berth.Errorf(berth.EUnavailable, "bwrap: sandbox is closed")
+	}
+	p, err := s.start(ctx, spec, env, dir)
+	if err != nil {
+		return nil, err
+	}
+	s.procs[p] = struct{}{}
+	go p.reap()
+	return p, nil
+}
+
+// start runs bwrap for spec and waits until the process exists inside.
+//
+// bwrap itself runs with an empty environment, and gets its options,
+// the sandbox's environment included, through a memory file (--args):
+// an environment of the caller's (LD_PRELOAD, GCONV_PATH…) must not reach
+// the loader of bwrap, which runs outside the sandbox as the daemon, and
+// the values (API keys) must not show in bwrap's command line, which
+// every user of the host can read.
+func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, dir string) (*Process, error) {
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}()
+	infoR, infoW, err := os.Pipe()
+	if err != nil {
+		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
+	}
+	files = append(files, infoR, infoW)
+	extra := []*os.File{infoW} // fdInfo, then fdArgs, fdPasswd, fdGroup
+	opts := s.p.namespaceArgs(s.cfg.Network)
+	opts = append(opts, s.mounts.args()...)
+	opts = append(opts, "--clearenv")
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		opts = append(opts, "--setenv", k, v)
+	}
+	opts = append(opts, "--info-fd", strconv.Itoa(fdInfo), "--chdir", dir)
+	var argsData []byte
+	for _, a := range opts {
+		argsData = append(append(argsData, a...), 0)
+	}
+	for _, d := range []struct {
+		name string
+		data []byte
+	}{{"bwrap-args", argsData}, {"passwd", s.passwd}, {"group", s.group}} {
+		f, err := memFile(d.name, d.data)
+		if err != nil {
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")
+		}
+		files, extra = append(files, f), append(extra, f)
+	}
+
+	argv := append([]string{s.p.path, "--args", strconv.Itoa(fdArgs), "--", spec.Path}, spec.Args...)
+	path := s.p.path
+	if s.prlimit != "" {
+		// prlimit sets the limit on itself and execs bwrap: same pid.
+		n := s.cfg.Limits.OpenFiles
+		path = s.prlimit
+		argv = append([]string{s.prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, argv...)
+	}
+	cmd := &exec.Cmd{
+		Path:       path,
+		Args:       argv,
+		Env:        []string{}, // not nil: nil would pass the daemon's
+		Dir:        "/",
+		Stdin:      spec.Stdin,
+		Stdout:     spec.Stdout,
+		Stderr:     spec.Stderr,
+		ExtraFiles: extra,
+	}
+	proc, err := procgroup.StartProc(cmd)
+	if err != nil {
+		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot start bwrap")
+	}
+	// bwrap holds its own copies now; ours would keep the info pipe from
+	// reporting EOF should bwrap die.
+	_ = infoW.Close()
+	p := &Process{sb: s, proc: proc, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
+	if err := p.attach(ctx, infoR); err != nil {
+		p.abort()
+		cause := fmt.Errorf("%w%s", err, stderrTail(proc))
+		if r := proc.Stdout(); r != nil {
+			_ = r.Close()
+		}
+		return nil, berth.WrapError(berth.EUnavailable, cause, "bwrap: the sandbox did not start")
+	}
+	return p, nil
+}
+
+// stderrTail is what bwrap wrote to the stderr pipe before failing, for
+// the log; empty when the caller took stderr.
+func stderrTail(proc *procgroup.Proc) string {
+	r := proc.Stderr()
+	if r == nil {
+		return ""
+	}
+	defer r.Close()
+	b, _ := io.ReadAll(io.LimitReader(r, 2048))
+	if len(b) == 0 {
+		return ""
+	}
+	return ": " + strings.TrimSpace(string(b))
+}
+
+// memFile returns an unlinked in-memory file holding b, read from its
+// start: bwrap reads --args and --ro-bind-data descriptors to their end.
+func memFile(name string, b []byte) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Close stops every process the sandbox still runs (SIGKILL: the whole
+// pid namespace of each goes) and waits until they are gone or ctx ends,
+// then refuses later Starts. The workspace and home are not touched.
+// Closing twice is not an error.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	procs := slices.Collect(maps.Keys(s.procs))
+	s.mu.Unlock()
+	for _, p := range procs {
+		p.kill()
+	}
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// forget drops a process that is gone.
+func (s *Sandbox) forget(p *Process) {
+	s.mu.Lock()
+	delete(s.procs, p)
+	s.mu.Unlock()
+}
+
+// environ builds a process's environment as sorted "K=V" entries. It is
+// never nil: a nil exec.Cmd.Env would hand the daemon's environment over.
+func (s *Sandbox) environ(extra []string) ([]string, error) {
+	m := maps.Clone(s.cfg.Env)
+	if m == nil {
+		m = make(map[string]string)
+	}
+	if _, ok := m["PATH"]; !ok {
+		m["PATH"] = defaultPath
+		if p, ok := os.LookupEnv("PATH"); ok && p != "" {
+			m["PATH"] = p
+		}
+	}
+	m["HOME"] = s.home
+	for _, kv := range extra {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, berth.Errorf(berth.EInvalid, "bwrap: environment entry %q is not K=V", k)
+		}
+		m[k] = v
+	}
+	env := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if strings.ContainsAny(k, "=\x00") || strings.Contains(m[k], "\x00") {
+			return nil, berth.Errorf(berth.EInvalid, "bwrap: environment variable %q is malformed", k)
+		}
+		env = append(env, k+"="+m[k])
+	}
+	return env, nil
+}
+
+// envValue returns the value of key in a "K=V" list.
+func envValue(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// isDir reports whether dir, a path inside the sandbox, will be a
+// directory there.
+func (s *Sandbox) isDir(dir string) bool {
+	host, exists := s.mounts.resolve(dir)
+	if host == "" {
+		return exists
+	}
+	fi, err := os.Stat(host)
+	return err == nil && fi.IsDir()
+}
+
+// findProgram reports whether path names a program inside the sandbox: as
+// is when it holds a "/" (relative to dir), else in a directory of
+// pathList. It looks at the host files behind the sandbox's mounts; a
+// symbolic link on the host is taken as found, as its target may only
+// make sense inside.
+func (s *Sandbox) findProgram(path, dir, pathList string) bool {
+	if strings.Contains(path, "/") {
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, path)
+		}
+		return s.isProgram(path)
+	}
+	for _, d := range filepath.SplitList(pathList) {
+		if filepath.IsAbs(d) && s.isProgram(filepath.Join(d, path)) {
+			return true
+		}
+	}
+	return false
+}
+
+// isProgram reports whether p, inside the sandbox, is an executable file.
+func (s *Sandbox) isProgram(p string) bool {
+	host, _ := s.mounts.resolve(p)
+	if host == "" {
+		return false
+	}
+	fi, err := os.Lstat(host)
+	if err != nil {
+		return false
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return true
+	}
+	return fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// sealInherited marks every descriptor of the daemon from 3 up
+// close-on-exec, once. Go opens its own descriptors so, but those the
+// daemon inherited from whatever started it are not, and bwrap would pass
+// them on into the sandbox (a pipe to a supervisor, a socket). exec.Cmd
+// still hands bwrap the descriptors it is given.
+var sealInherited = sync.OnceFunc(func() {
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err == nil {
+		return
+	}
+	// Kernels before 5.11: one by one.
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
+	}
+})
+
+// errNoSandbox reports a bwrap that ended before running the process.
+var errNoSandbox = errors.New("bwrap ended before the process started")
