@@ -73,7 +73,7 @@ type Options struct {
 	// UserHome is the home directory agents' home_files are read from (the
 	// daemon user's); "" binds none.
 	UserHome string
-	Logger  *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Manager owns the live sessions.
