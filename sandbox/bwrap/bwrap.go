@@ -43,15 +43,16 @@
 // none leaks into a sandbox.
 //
 // Limits. SandboxLimits.OpenFiles is enforced (RLIMIT_NOFILE, set with
-// util-linux prlimit(1) on bwrap, inherited by everything inside). The
+// util-linux prlimit(1) on bwrap, inherited by everything inside).
+// SandboxLimits.Pids is enforced with a pids cgroup per sandbox (pids.max),
+// made under the daemon's own pids cgroup (v1 or v2) when the daemon may
+// create cgroups there (root, or a delegated cgroup): bwrap is started by
+// a shell that joins the cgroup first, so nothing inside escapes the
+// count; LimitsPids reports whether this host allows it (RLIMIT_NPROC
+// cannot do it: the kernel never applies it to the host's root, and for a
+// non-root daemon it would count every process of the daemon's user). The
 // others are not enforced:
 //
-//   - Pids: RLIMIT_NPROC does not bound a sandbox. The kernel never
-//     applies it to a process whose real uid is the host's root, and
-//     inside the user namespace the sandbox's uid maps to the daemon's
-//     (root in CI); for a non-root daemon it would count every process of
-//     the daemon's user, not the session's. Bounding pids needs a cgroup
-//     (pids.max), which this provider does not manage.
 //   - MemoryBytes: RLIMIT_AS bounds address space, not memory, and breaks
 //     Go, Node and JVM programs, which reserve far more than they use.
 //   - NanoCPUs: no rlimit bounds a CPU rate.
@@ -228,6 +229,13 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: limiting open files needs prlimit (Debian package util-linux)")
 		}
 		s.prlimit = prlimit
+	}
+	if cfg.Limits.Pids > 0 && p.LimitsPids() {
+		cg, err := newPidsCgroup(cfg.Limits.Pids)
+		if err != nil {
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the sandbox's pids cgroup")
+		}
+		s.pids = cg
 	}
 	s.passwd = fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nberth:x:%d:%d:berth sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", p.uid, p.gid, home)
 	s.group = fmt.Appendf(nil, "root:x:0:\nberth:x:%d:\nnogroup:x:65534:\n", p.gid)

@@ -43,6 +43,9 @@ type Sandbox struct {
 	passwd  []byte
 	group   []byte
 	prlimit string
+	// pids is the sandbox's pids cgroup when Limits.Pids is set and the
+	// host lets the provider make one.
+	pids *pidsCgroup
 
 	mu     sync.Mutex
 	closed bool
@@ -160,6 +163,11 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		path = s.prlimit
 		argv = append([]string{s.prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, argv...)
 	}
+	if s.pids != nil {
+		// A shell joins the sandbox's pids cgroup, then execs the rest.
+		argv = s.pids.wrap(append([]string{path}, argv[1:]...))
+		path = argv[0]
+	}
 	cmd := &exec.Cmd{
 		Path:       path,
 		Args:       argv,
@@ -240,6 +248,11 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		case <-p.done:
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+	}
+	if s.pids != nil {
+		if err := s.pids.remove(); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("bwrap: remove the pids cgroup: %w", err)
 		}
 	}
 	return nil

@@ -1,0 +1,105 @@
+package bwrap
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// pidsRoot is the pids-controller cgroup directory this process is in,
+// where each sandbox gets a child cgroup with pids.max; "" when there is
+// none this process can use (no pids controller, or no right to create
+// cgroups: a non-root daemon without delegation).
+var pidsRoot = sync.OnceValue(findPidsRoot)
+
+// findPidsRoot looks for the pids controller as cgroup v1
+// (/sys/fs/cgroup/pids) or v2 (/sys/fs/cgroup with pids in its
+// controllers) and checks that a child cgroup can be made there.
+func findPidsRoot() string {
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var v1, v2 string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// hierarchy-id:controllers:path
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		switch {
+		case parts[1] == "" && parts[0] == "0":
+			v2 = parts[2]
+		case strings.Contains(","+parts[1]+",", ",pids,"):
+			v1 = parts[2]
+		}
+	}
+	var candidates []string
+	if v1 != "" {
+		candidates = append(candidates, filepath.Join("/sys/fs/cgroup/pids", v1))
+	}
+	if v2 != "" {
+		if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil && strings.Contains(" "+string(b)+" ", " pids") {
+			candidates = append(candidates, filepath.Join("/sys/fs/cgroup", v2))
+		}
+	}
+	for _, dir := range candidates {
+		probe := filepath.Join(dir, "berth-probe-"+strconv.Itoa(os.Getpid()))
+		if err := os.Mkdir(probe, 0o755); err != nil {
+			continue
+		}
+		_, statErr := os.Stat(filepath.Join(probe, "pids.max"))
+		_ = os.Remove(probe)
+		if statErr == nil {
+			return dir
+		}
+	}
+	return ""
+}
+
+// LimitsPids reports whether the provider enforces SandboxLimits.Pids on
+// this host: it needs a pids cgroup it may create children in.
+func (p *Provider) LimitsPids() bool { return pidsRoot() != "" }
+
+// pidsCgroup is one sandbox's pids cgroup.
+type pidsCgroup struct {
+	dir string
+}
+
+// newPidsCgroup makes a cgroup allowing at most max processes.
+func newPidsCgroup(max int64) (*pidsCgroup, error) {
+	root := pidsRoot()
+	if root == "" {
+		return nil, fmt.Errorf("no pids cgroup is available to this process")
+	}
+	dir := filepath.Join(root, "berth-"+ids.New("sbx"))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.FormatInt(max, 10)), 0o644); err != nil {
+		_ = os.Remove(dir)
+		return nil, err
+	}
+	return &pidsCgroup{dir: dir}, nil
+}
+
+// wrap returns argv run so that the process joins the cgroup before it
+// execs argv: everything it starts is counted, with no window to escape.
+func (c *pidsCgroup) wrap(argv []string) []string {
+	script := `echo $$ > "$0" && exec "$@"`
+	return append([]string{"/bin/sh", "-c", script, filepath.Join(c.dir, "cgroup.procs")}, argv...)
+}
+
+// remove deletes the cgroup once it is empty; the kernel refuses while a
+// process is still in it.
+func (c *pidsCgroup) remove() error {
+	return os.Remove(c.dir)
+}
