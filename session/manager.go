@@ -37,7 +37,16 @@ type Limits struct {
 	MaxQueue int
 	// PermissionTimeout rejects a permission request nobody decided (default 5m).
 	PermissionTimeout time.Duration
-	MaxLineBytes      int
+	// StallAfter marks a turn hung after this long without a message from
+	// the agent (default 2m); StallTimeout, when set, stops it.
+	StallAfter   time.Duration
+	StallTimeout time.Duration
+	// IdleTimeout stops a session idle this long unless the session sets
+	// its own (0: never).
+	IdleTimeout time.Duration
+	// SuperviseEvery is the supervisor's period (default 1s).
+	SuperviseEvery time.Duration
+	MaxLineBytes   int
 }
 
 // SandboxPolicy says which providers a session may use.
@@ -94,7 +103,11 @@ type Manager struct {
 	resumeAtBoot []string
 	closing      bool
 	inflight     sync.WaitGroup // API calls that may start a session
-	monitors     sync.WaitGroup // one monitor goroutine per started agent
+	// supervisor counts the supervisor goroutine and the stops it started;
+	// stopSupervisor ends it.
+	supervisor     sync.WaitGroup
+	stopSupervisor context.CancelFunc
+	monitors       sync.WaitGroup // one monitor goroutine per started agent
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -115,6 +128,12 @@ func New(opts Options) *Manager {
 	}
 	if opts.Limits.MaxQueue <= 0 {
 		opts.Limits.MaxQueue = 10
+	}
+	if opts.Limits.StallAfter <= 0 {
+		opts.Limits.StallAfter = 2 * time.Minute
+	}
+	if opts.Limits.SuperviseEvery <= 0 {
+		opts.Limits.SuperviseEvery = time.Second
 	}
 	if opts.Limits.PermissionTimeout <= 0 {
 		opts.Limits.PermissionTimeout = 5 * time.Minute
@@ -149,6 +168,7 @@ func (m *Manager) Open(ctx context.Context) error {
 		return err
 	}
 	m.resumeQueued()
+	m.startSupervisor()
 	return nil
 }
 
@@ -158,6 +178,12 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	m.closing = true
 	m.mu.Unlock()
+	if m.stopSupervisor != nil {
+		m.stopSupervisor()
+	}
+	if err := waitGroup(ctx, &m.supervisor); err != nil {
+		return err
+	}
 	// Creates under way finish first, so the sessions they start are stopped too.
 	if err := waitGroup(ctx, &m.inflight); err != nil {
 		return err

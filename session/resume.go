@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
@@ -58,6 +59,12 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	next.State, next.StopReason, next.Failure, next.Resumable = berth.StateStarting, "", nil, false
 	next.Badge = berth.BadgeStarting
 	next.PendingPermissions = 0
+	next.LastActivityAt = time.Now().UTC()
+	if next.TTLSeconds > 0 {
+		// A resumed session lives its TTL again.
+		exp := next.LastActivityAt.Add(time.Duration(next.TTLSeconds) * time.Second)
+		next.ExpiresAt = &exp
+	}
 	rt := m.newRuntime(&next, spec)
 	rt.resumeFrom = s.ACP.SessionID
 	// Live first, so a second resume, a prompt or a stop finds it; then the

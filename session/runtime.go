@@ -48,6 +48,12 @@ type runtime struct {
 	// cancelled turn to end (see queue.go).
 	steer *berth.QueueEntry
 	next  *nextTurn
+	// seenMessages is the agent's message count at the supervisor's last
+	// look, lastActivity when it last moved; hung is set while a turn is
+	// stalled (see supervise.go).
+	seenMessages int64
+	lastActivity time.Time
+	hung         bool
 	// retryPending and dispatchRetries pace dispatch retries after a failed claim.
 	retryPending    bool
 	dispatchRetries int
@@ -127,7 +133,7 @@ func (rt *runtime) viewLocked() *berth.Session {
 	} else {
 		s.CurrentTurnID = ""
 	}
-	s.Badge = s.ComputeBadge(rt.turn != nil, false)
+	s.Badge = s.ComputeBadge(rt.turn != nil, rt.hung)
 	return &s
 }
 
@@ -160,7 +166,7 @@ func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func
 	mutate(&next)
 	next.UpdatedAt = time.Now().UTC()
 	next.Resumable = next.State == berth.StateStopped && workspaceExists(next.Workspace)
-	next.Badge = next.ComputeBadge(rt.turn != nil, false)
+	next.Badge = next.ComputeBadge(rt.turn != nil, rt.hung)
 	if err := rt.m.store.UpdateSession(ctx, &next, from); err != nil {
 		return err
 	}

@@ -302,6 +302,10 @@ func isZombie(pid int) bool {
 // abandon lets an abandoned manager's goroutines finish: its agents are
 // dead, so their monitors return once the store writes fail.
 func abandon(m *Manager) {
+	if m.stopSupervisor != nil {
+		m.stopSupervisor()
+		m.supervisor.Wait()
+	}
 	m.mu.Lock()
 	rts := make([]*runtime, 0, len(m.live))
 	for _, rt := range m.live {

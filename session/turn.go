@@ -29,6 +29,9 @@ type turnEndedData struct {
 func (rt *runtime) startTurnLocked(turnID, text, source string) string {
 	t := &turn{id: turnID, done: make(chan struct{})}
 	rt.turn = t
+	// A stall is measured from the turn's start at the earliest.
+	now := time.Now()
+	rt.lastActivity, rt.sess.LastActivityAt = now, now.UTC()
 	rt.emit(t.id, berth.EventTurnStarted, turnStartedData{Text: text, Source: source})
 	rt.turnWG.Add(1)
 	go rt.runTurn(t, text)
@@ -146,6 +149,7 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 	}
 	// A question the agent left open dies with its turn, before turn_ended.
 	orphans, waiters := rt.resolveTurnLocked(t.id)
+	rt.hung = false
 	rt.emit(t.id, berth.EventTurnEnded, end)
 	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
 	t.result = res

@@ -111,7 +111,8 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
-			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration},
+			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration,
+			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration},
 		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 	})

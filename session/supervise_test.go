@@ -1,0 +1,122 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// fastSupervisor makes the supervisor look often and stalls short.
+func fastSupervisor(stall, stallTimeout time.Duration) func(*Options) {
+	return func(o *Options) {
+		o.Limits.SuperviseEvery = 20 * time.Millisecond
+		o.Limits.StallAfter, o.Limits.StallTimeout = stall, stallTimeout
+	}
+}
+
+func TestAHangingTurnShowsHung(t *testing.T) {
+	e := newEnv(t, fastSupervisor(300*time.Millisecond, 0))
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	r := e.promptOK(s.ID, "echo start\nhang", "")
+	waitFor(t, "the badge hung", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.Badge == berth.BadgeHung
+	})
+	warned := false
+	for _, ev := range ofType(e.events(s.ID), berth.EventRuntimeWarning) {
+		warned = warned || (ev.TurnID == r.TurnID && strings.Contains(string(ev.Data), "stalled"))
+	}
+	if !warned {
+		t.Fatalf("no stall warning in the turn: %v", types(e.events(s.ID)))
+	}
+	// A turn that is busy but talking is not hung.
+	other := e.create(berth.CreateRequest{})
+	e.promptOK(other.ID, "sleep 1500", "")
+	time.Sleep(800 * time.Millisecond)
+	if got, _ := e.m.GetSession(ctx, other.ID); got.Badge != berth.BadgeRunning {
+		t.Fatalf("a talking turn shows %s", got.Badge)
+	}
+}
+
+func TestStallTimeoutStopsTheSession(t *testing.T) {
+	e := newEnv(t, fastSupervisor(200*time.Millisecond, 600*time.Millisecond), func(o *Options) { o.Limits.CancelGrace = 200 * time.Millisecond })
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	e.promptOK(s.ID, "hang", "")
+	waitFor(t, "the session to stop", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.State == berth.StateStopped
+	})
+	if got, _ := e.m.GetSession(ctx, s.ID); got.StopReason != berth.StopStallTimeout || !got.Resumable {
+		t.Fatalf("stopped %s resumable %v", got.StopReason, got.Resumable)
+	}
+}
+
+func TestIdleSessionsAreReapedAndKeepTheirWork(t *testing.T) {
+	e := newEnv(t, fastSupervisor(0, 0))
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{IdleTimeoutSeconds: 1})
+	e.prompt(s.ID, "write kept.txt still here")
+	busy := e.create(berth.CreateRequest{IdleTimeoutSeconds: 1})
+	e.promptOK(busy.ID, "sleep 3000", "")
+	waitFor(t, "the idle session to be reaped", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.State == berth.StateStopped
+	})
+	got, _ := e.m.GetSession(ctx, s.ID)
+	if got.StopReason != berth.StopIdleTimeout || !got.Resumable {
+		t.Fatalf("reaped: %s resumable %v", got.StopReason, got.Resumable)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.Workspace, "kept.txt")); err != nil || string(b) != "still here" {
+		t.Fatalf("the workspace lost its file: %q %v", b, err)
+	}
+	// A session with a turn in flight is never reaped for idleness.
+	if b, _ := e.m.GetSession(ctx, busy.ID); b.State != berth.StateActive {
+		t.Fatalf("a busy session was reaped: %s", b.StopReason)
+	}
+	// A prompt resumes the reaped one.
+	if res := e.prompt(s.ID, "read kept.txt"); res.Text != "still here" {
+		t.Fatalf("after resume: %+v", res)
+	}
+}
+
+func TestTTLExpiry(t *testing.T) {
+	e := newEnv(t, fastSupervisor(0, 0))
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{TTLSeconds: 1})
+	waitFor(t, "the TTL to stop the session", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.State == berth.StateStopped
+	})
+	if got, _ := e.m.GetSession(ctx, s.ID); got.StopReason != berth.StopTTLExpired {
+		t.Fatalf("stopped %s", got.StopReason)
+	}
+}
+
+func TestAQuietTurnRecoversWhenTheAgentSpeaks(t *testing.T) {
+	e := newEnv(t, fastSupervisor(300*time.Millisecond, 0))
+	s := e.create(berth.CreateRequest{})
+	// The agent waits on a terminal for 1.5 s without a word, then speaks.
+	res := e.prompt(s.ID, "run sleep 1.5\necho done")
+	if res.StopReason != berth.TurnEndTurn {
+		t.Fatalf("turn: %+v", res)
+	}
+	var order []string
+	for _, ev := range e.events(s.ID) {
+		if ev.TurnID == res.TurnID && (ev.Type == berth.EventRuntimeWarning || ev.Type == berth.EventRuntimeRecovered) {
+			order = append(order, ev.Type)
+		}
+	}
+	if strings.Join(order, ",") != berth.EventRuntimeWarning+","+berth.EventRuntimeRecovered {
+		t.Fatalf("stall events: %v", order)
+	}
+	if got, _ := e.m.GetSession(context.Background(), s.ID); got.Badge != berth.BadgeIdle {
+		t.Fatalf("badge after the turn: %s", got.Badge)
+	}
+}
