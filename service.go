@@ -65,6 +65,12 @@ type SessionService interface {
 	// ListSnapshots returns the session's snapshots, newest first. ENotFound.
 	ListSnapshots(ctx context.Context, id string) ([]*Snapshot, error)
 
+	// Repair checks a stopped session's log and, unless dryRun, appends
+	// what closes it properly (dangling tool calls, an open turn, a missing
+	// session_stopped). A session stopped by its user needs force.
+	// ENotFound.
+	Repair(ctx context.Context, id string, dryRun, force bool) (*RepairReport, error)
+
 	// ListEvents pages a session's log. ENotFound, EInvalid for bad bounds.
 	ListEvents(ctx context.Context, id string, f EventFilter) ([]Event, error)
 	// StreamEvents follows a session's log from after on. ENotFound.

@@ -431,3 +431,14 @@ func (f *fakeService) ListSnapshots(_ context.Context, id string) ([]*berth.Snap
 	}
 	return nil, nil
 }
+
+// Repair implements berth.SessionService.
+func (f *fakeService) Repair(_ context.Context, id string, dryRun, force bool) (*berth.RepairReport, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.session(id); err != nil {
+		return nil, err
+	}
+	return &berth.RepairReport{Issues: []berth.RepairItem{{Kind: berth.RepairOpenTurn, Message: fmt.Sprint(dryRun, force)}},
+		Actions: []berth.RepairItem{}, Persisted: !dryRun}, nil
+}

@@ -126,3 +126,24 @@ func (s *Server) handleListSnapshots(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, snapshotList{Snapshots: snaps})
 }
+
+// handleRepair answers POST /v1/sessions/{id}/repair?dry_run=&force=.
+func (s *Server) handleRepair(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	dryRun, err := queryBool(q, "dry_run")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	force, err := queryBool(q, "force")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rep, err := s.svc.Repair(r.Context(), r.PathValue("id"), dryRun, force)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}

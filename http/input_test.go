@@ -111,3 +111,15 @@ func TestSnapshotRoutes(t *testing.T) {
 		t.Fatalf("unknown session: %d", code)
 	}
 }
+
+func TestRepairRoute(t *testing.T) {
+	h := NewServer(newFakeService(), ServerOptions{}).Handler()
+	code, body, _ := call(t, h, "POST", "/v1/sessions/ses_1/repair?dry_run=true&force=true", "")
+	issues, _ := body["issues"].([]any)
+	if code != http.StatusOK || body["persisted"] != false || len(issues) != 1 || issues[0].(map[string]any)["message"] != "true true" {
+		t.Fatalf("repair: %d %v", code, body)
+	}
+	if code, body, _ = call(t, h, "POST", "/v1/sessions/ses_1/repair?dry_run=maybe", ""); code != http.StatusBadRequest {
+		t.Fatalf("bad dry_run: %d %v", code, body)
+	}
+}

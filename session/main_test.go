@@ -217,3 +217,20 @@ func processGone(pid int) bool {
 	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
 	return os.IsNotExist(err)
 }
+
+// crash simulates a daemon that died: its log and store are closed as they
+// stand, its agents are left running and nothing closes the sessions; a
+// new manager opens on the same home (and reconciles).
+func (e *env) crash() {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.log.Close(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.store.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	dead := e.m
+	e.open()
+	e.t.Cleanup(func() { abandon(dead) })
+}

@@ -184,15 +184,7 @@ func TestPendingPermissionsAreCanceledAfterACrash(t *testing.T) {
 	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
 	r := e.promptOK(s.ID, "ask delete everything", "")
 	p := e.pendingPermission(s.ID)
-	if err := e.log.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dead := e.m
-	e.open()
-	t.Cleanup(func() { abandon(dead) })
+	e.crash()
 
 	got, err := e.store.GetPermission(ctx, s.ID, p.ID)
 	if err != nil || got.State != berth.PermissionCanceled || got.DecidedBy != berth.DecidedByCancel {

@@ -290,15 +290,7 @@ func TestQueuedPromptsSurviveACrashAndRunOnceInOrder(t *testing.T) {
 	a := e.promptOK(s.ID, "echo first after crash", "")
 	b := e.promptOK(s.ID, "echo second after crash", "")
 	// The daemon dies: nothing is closed, the agent is left behind.
-	if err := e.log.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dead := e.m
-	e.open()
-	t.Cleanup(func() { abandon(dead) })
+	e.crash()
 
 	// The new daemon resumes the session by itself, to run what it queued.
 	waitFor(t, "the session to resume", func() bool { return e.m.runtimeOf(s.ID) != nil })

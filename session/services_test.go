@@ -263,15 +263,7 @@ func TestReconcileClosesSessionsLeftLive(t *testing.T) {
 	}
 	// Simulate a daemon that died: its log and store stay as they were, the
 	// agent is left running, and nothing closes the session.
-	if err := e.log.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.store.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dead := e.m
-	e.open()
-	t.Cleanup(func() { abandon(dead) })
+	e.crash()
 
 	got, err := e.m.GetSession(ctx, s.ID)
 	if err != nil || got.State != berth.StateStopped || got.StopReason != berth.StopDaemonCrashed || !got.Resumable {

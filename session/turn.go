@@ -149,6 +149,10 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 	}
 	// A question the agent left open dies with its turn, before turn_ended.
 	orphans, waiters := rt.resolveTurnLocked(t.id)
+	if rt.hung && !rt.exited && rt.stopReason == "" {
+		// The agent answered: whatever the supervisor saw last, it is not stalled.
+		rt.emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
+	}
 	rt.hung = false
 	rt.emit(t.id, berth.EventTurnEnded, end)
 	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}

@@ -214,3 +214,41 @@ func newSnapshotCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&list, "list", false, "list the session's snapshots instead")
 	return cmd
 }
+
+// newRepairCommand returns `berth repair ID [--dry-run] [--force]`.
+func newRepairCommand() *cobra.Command {
+	var dryRun, force bool
+	cmd := &cobra.Command{
+		Use:   "repair ID [--dry-run] [--force]",
+		Short: "Check a stopped session's log and close what was left open",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := url.Values{}
+			if dryRun {
+				q.Set("dry_run", "true")
+			}
+			if force {
+				q.Set("force", "true")
+			}
+			return callAPI(cmd, http.MethodPost, sessionPath(args[0], "/repair"), q, nil, func(w io.Writer, r *berth.RepairReport) error {
+				for _, i := range r.Issues {
+					fmt.Fprintf(w, "issue   %-24s %s\n", i.Kind, i.Message)
+				}
+				verb := "planned"
+				if r.Persisted {
+					verb = "done"
+				}
+				for _, a := range r.Actions {
+					fmt.Fprintf(w, "%-7s %-24s %s\n", verb, a.Event, a.Message)
+				}
+				if len(r.Issues) == 0 {
+					fmt.Fprintln(w, "nothing to repair")
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be done, change nothing")
+	cmd.Flags().BoolVar(&force, "force", false, "repair a session its user stopped")
+	return cmd
+}

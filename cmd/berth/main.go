@@ -63,6 +63,7 @@ func newRootCommand() *cobra.Command {
 		newPermissionsCommand(),
 		newExecCommand(),
 		newSnapshotCommand(),
+		newRepairCommand(),
 	)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
