@@ -169,10 +169,11 @@ func TestStopTermAndKill(t *testing.T) {
 	}
 }
 
-// waitGroupGone fails the test unless process group pgid empties soon.
+// waitGroupGone fails the test unless process group pgid empties within
+// 10 s (killed is not yet gone from /proc on a loaded machine).
 func waitGroupGone(t *testing.T, pgid int) {
 	t.Helper()
-	for range 50 {
+	for range 500 {
 		if groupSize(pgid) == 0 {
 			return
 		}
