@@ -193,9 +193,10 @@ func TestPendingPermissionsAreCanceledAfterACrash(t *testing.T) {
 	evs := e.events(s.ID)
 	checkContiguous(t, evs)
 	tt := types(evs)
-	want := []string{berth.EventPermissionResolved, berth.EventTurnEnded, berth.EventSessionStopped}
-	if strings.Join(tt[len(tt)-3:], ",") != strings.Join(want, ",") || evs[len(evs)-2].TurnID != r.TurnID {
-		t.Fatalf("log tail: %v", tt[len(tt)-4:])
+	// The question is answered, then its pending tool call fails, then the turn closes.
+	want := []string{berth.EventPermissionResolved, berth.EventToolCallUpdate, berth.EventTurnEnded, berth.EventSessionStopped}
+	if strings.Join(tt[len(tt)-4:], ",") != strings.Join(want, ",") || evs[len(evs)-2].TurnID != r.TurnID {
+		t.Fatalf("log tail: %v", tt[len(tt)-5:])
 	}
 	if sess, _ := e.m.GetSession(ctx, s.ID); sess.PendingPermissions != 0 || sess.Badge != berth.BadgeFailed {
 		t.Fatalf("session: pending %d badge %s", sess.PendingPermissions, sess.Badge)

@@ -2,10 +2,12 @@ package session
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -117,7 +119,17 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 		}
 	}
 	if open != "" {
-		_, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, open, berth.EventTurnEnded, turnEndedData{
+		// Tool calls the turn left pending or in progress fail with it.
+		calls, err := m.danglingCalls(ctx, s.ID, open)
+		if err != nil {
+			return err
+		}
+		for _, c := range calls {
+			if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, open, berth.EventToolCallUpdate, interruptedCall(c.id))); err != nil {
+				return err
+			}
+		}
+		_, err = m.log.AppendSync(ctx, berth.NewEvent(s.ID, open, berth.EventTurnEnded, turnEndedData{
 			StopReason: berth.TurnError,
 			Error:      &berth.ACPError{Code: "daemon_crashed", Message: "the daemon stopped during the turn"}}))
 		if err != nil {
@@ -137,6 +149,39 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 	s.Resumable = workspaceExists(s.Workspace)
 	s.Badge = s.ComputeBadge(false, false)
 	return m.store.UpdateSession(ctx, s, from)
+}
+
+// danglingCalls returns the tool calls of a turn that never reached a
+// final status, reading only the turn's tool events (an index range).
+func (m *Manager) danglingCalls(ctx context.Context, id, turnID string) ([]openCall, error) {
+	var evs []berth.Event
+	for _, typ := range []string{berth.EventToolCall, berth.EventToolCallUpdate} {
+		after := int64(0)
+		for {
+			page, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Type: typ, TurnID: turnID, Limit: berth.MaxEventLimit})
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, page...)
+			if len(page) < berth.MaxEventLimit {
+				break
+			}
+			after = page[len(page)-1].Seq
+		}
+	}
+	slices.SortFunc(evs, func(a, b berth.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	sc := &logScan{}
+	state := map[string]int{}
+	for _, ev := range evs {
+		sc.observe(ev, state)
+	}
+	var out []openCall
+	for _, c := range sc.calls {
+		if state[c.id] >= 0 {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // endsStopped reports whether a session's log ends with session_stopped.

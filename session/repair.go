@@ -163,8 +163,7 @@ func (sc *logScan) plan(s *berth.Session, rep *berth.RepairReport) []berth.Event
 		if c.turnID == sc.openTurn {
 			turnID = c.turnID
 		}
-		add(turnID, berth.EventToolCallUpdate, map[string]any{"tool_call_id": c.id, "status": "failed", "interrupted": true,
-			"raw": map[string]any{"toolCallId": c.id, "status": "failed"}},
+		add(turnID, berth.EventToolCallUpdate, interruptedCall(c.id),
 			berth.RepairItem{TurnID: c.turnID, ToolCallID: c.id, Kind: berth.RepairDanglingToolCall,
 				Message: "mark the tool call failed (interrupted)"})
 	}
@@ -179,4 +178,11 @@ func (sc *logScan) plan(s *berth.Session, rep *berth.RepairReport) []berth.Event
 			berth.RepairItem{Kind: berth.RepairMissingStopped, Message: "end the log with session_stopped"})
 	}
 	return out
+}
+
+// interruptedCall is the data of the tool_call_update that fails a tool
+// call the agent never finished.
+func interruptedCall(id string) map[string]any {
+	return map[string]any{"tool_call_id": id, "status": "failed", "interrupted": true,
+		"raw": map[string]any{"toolCallId": id, "status": "failed"}}
 }

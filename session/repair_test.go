@@ -31,29 +31,60 @@ func TestRepairClosesWhatACrashLeftOpen(t *testing.T) {
 	// The daemon dies with the tool call pending.
 	e.crash()
 
+	// Boot closed the turn's pending tool call inside the turn, before its
+	// turn_ended: nothing is left for repair.
+	evs := e.events(s.ID)
+	checkContiguous(t, evs)
+	tail := evs[len(evs)-4:]
+	if tail[0].Type != berth.EventPermissionResolved || tail[1].Type != berth.EventToolCallUpdate ||
+		!containsAll(string(tail[1].Data), `"status":"failed"`, `"interrupted":true`) || tail[1].TurnID != tail[2].TurnID ||
+		tail[2].Type != berth.EventTurnEnded || tail[3].Type != berth.EventSessionStopped {
+		t.Fatalf("log tail after boot: %v", types(tail))
+	}
+	rep, err = e.m.Repair(ctx, s.ID, false, false)
+	if err != nil || len(rep.Issues) != 0 || len(rep.Actions) != 0 || rep.Persisted {
+		t.Fatalf("repair after boot: %+v, %v", rep, err)
+	}
+}
+
+func TestRepairFailsDanglingCallsAppendOnly(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	e.prompt(s.ID, "echo fine")
+	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A log a crash left behind: a call that never finished in a turn
+	// that never ended, after the session_stopped.
+	for _, ev := range []berth.Event{
+		berth.NewEvent(s.ID, "turn_x", berth.EventTurnStarted, map[string]string{"text": "x"}),
+		berth.NewEvent(s.ID, "turn_x", berth.EventToolCall, map[string]string{"tool_call_id": "call-9", "status": "in_progress"}),
+	} {
+		if _, err := e.log.AppendSync(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
 	before := len(e.events(s.ID))
-	rep, err = e.m.Repair(ctx, s.ID, true, false)
-	if err != nil || kinds(rep.Issues)[berth.RepairDanglingToolCall] != 1 || rep.Persisted || len(rep.Actions) != 2 {
+	rep, err := e.m.Repair(ctx, s.ID, true, true)
+	if err != nil || kinds(rep.Issues)[berth.RepairDanglingToolCall] != 1 || kinds(rep.Issues)[berth.RepairOpenTurn] != 1 ||
+		rep.Persisted || len(rep.Actions) != 3 {
 		t.Fatalf("dry run: %+v, %v", rep, err)
 	}
 	if after := len(e.events(s.ID)); after != before {
 		t.Fatalf("a dry run appended %d events", after-before)
 	}
-	rep, err = e.m.Repair(ctx, s.ID, false, false)
-	if err != nil || !rep.Persisted {
+	if rep, err = e.m.Repair(ctx, s.ID, false, true); err != nil || !rep.Persisted {
 		t.Fatalf("repair: %+v, %v", rep, err)
 	}
 	evs := e.events(s.ID)
 	checkContiguous(t, evs)
-	if last := evs[len(evs)-1]; last.Type != berth.EventSessionStopped {
-		t.Fatalf("the repaired log ends with %s", last.Type)
+	tail := evs[len(evs)-3:]
+	if tail[0].Type != berth.EventToolCallUpdate || tail[0].TurnID != "turn_x" || !containsAll(string(tail[0].Data), `"status":"failed"`, `"interrupted":true`) ||
+		tail[1].Type != berth.EventTurnEnded || tail[2].Type != berth.EventSessionStopped {
+		t.Fatalf("repaired tail: %v", types(tail))
 	}
-	update := evs[len(evs)-2]
-	if update.Type != berth.EventToolCallUpdate || !containsAll(string(update.Data), `"status":"failed"`, `"interrupted":true`) {
-		t.Fatalf("the dangling call was not closed: %s %s", update.Type, update.Data)
-	}
-	rep, err = e.m.Repair(ctx, s.ID, false, false)
-	if err != nil || len(rep.Issues) != 0 || len(rep.Actions) != 0 || rep.Persisted {
+	if rep, err = e.m.Repair(ctx, s.ID, false, true); err != nil || len(rep.Issues) != 0 || len(rep.Actions) != 0 {
 		t.Fatalf("second repair: %+v, %v", rep, err)
 	}
 }
