@@ -204,6 +204,9 @@ func (c *Conn) CallThen(ctx context.Context, method string, params, result any, 
 	if err := c.send(ctx, &message{ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method}, params); err != nil {
 		return err
 	}
+	if sent, ok := ctx.Value(sentKey{}).(func()); ok {
+		sent()
+	}
 	select {
 	case r := <-ch:
 		if r.err != nil {
@@ -223,6 +226,16 @@ func (c *Conn) CallThen(ctx context.Context, method string, params, result any, 
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// sentKey is the context key of WithSent's hook.
+type sentKey struct{}
+
+// WithSent returns a context whose calls (CallThen, and the Client calls
+// built on it) run sent once their request is written, before they wait
+// for the answer: a caller can order a later message after the request.
+func WithSent(ctx context.Context, sent func()) context.Context {
+	return context.WithValue(ctx, sentKey{}, sent)
 }
 
 // Notify sends a notification.

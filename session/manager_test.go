@@ -122,11 +122,16 @@ func TestCancelGraceKillsAnAgentThatIgnoresIt(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Limits.CancelGrace = 300 * time.Millisecond })
 	s := e.create(berth.CreateRequest{})
 	ctx := context.Background()
-	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "hang"})
+	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "echo hanging now\nhang"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid := e.agentPID(s.ID)
+	// Cancel once the agent is in the hang: a cancel that reaches it before
+	// is honoured (the turn ends cancelled and nothing is killed).
+	waitFor(t, "the agent to hang", func() bool {
+		return len(ofType(e.events(s.ID), berth.EventAgentMessage)) > 0
+	})
 	if _, err := e.m.Cancel(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -111,9 +111,12 @@ type turn struct {
 	continueWith string
 	// steerCancelSent is closed once the steer's session/cancel is written.
 	steerCancelSent chan struct{}
-	done            chan struct{}
-	result          *berth.TurnResult
-	graceTimer      *time.Timer
+	// promptSent is closed once the turn's current prompt is written (or
+	// could not be); a cancel waits for it. Guarded by rt.mu.
+	promptSent chan struct{}
+	done       chan struct{}
+	result     *berth.TurnResult
+	graceTimer *time.Timer
 }
 
 // view returns a copy of the session as the API shows it.

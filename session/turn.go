@@ -27,7 +27,7 @@ type turnEndedData struct {
 // startTurnLocked begins a turn; the caller has checked that the session
 // is active and idle.
 func (rt *runtime) startTurnLocked(turnID, text, source string) string {
-	t := &turn{id: turnID, done: make(chan struct{})}
+	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{})}
 	rt.turn = t
 	// A stall is measured from the turn's start at the earliest.
 	now := time.Now()
@@ -52,12 +52,19 @@ func (rt *runtime) runTurn(t *turn, text string) {
 				rt.endTurn(t, turnEnd(resp, err, false))
 			}
 		}
-		resp, err := rt.client.PromptThen(context.Background(), rt.acpID, answered, acp.TextBlock(text))
+		// session/cancel waits for the prompt to be written: it must never overtake it.
+		sent := t.promptSent
+		ctx := acp.WithSent(context.Background(), func() { closeOnce(sent) })
+		resp, err := rt.client.PromptThen(ctx, rt.acpID, answered, acp.TextBlock(text))
+		closeOnce(sent)
 		if next, ok := rt.takeSteer(t); ok {
 			// The steer's cancel goes out before its prompt, or the agent
 			// could take the cancel for the new prompt.
 			<-t.steerCancelSent
 			text = next
+			rt.mu.Lock()
+			t.promptSent = make(chan struct{})
+			rt.mu.Unlock()
 			continue
 		}
 		rt.endTurn(t, turnEnd(resp, err, rt.stopping()))
@@ -285,12 +292,19 @@ func (rt *runtime) cancelTurnLocked(t *turn) {
 	})
 	rt.cancelPermissionsLocked()
 	// Written off the caller's goroutine: this may run on the ACP reader,
-	// and the agent's stdin may be full while it waits to be read.
+	// and the agent's stdin may be full while it waits to be read. It waits
+	// for the turn's prompt to be written: a cancel ahead of its prompt
+	// would be ignored, and the prompt then run in full.
+	sent := t.promptSent
 	rt.wg.Add(1)
 	go func() {
 		defer rt.wg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		select {
+		case <-sent:
+		case <-ctx.Done():
+		}
 		if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
 			rt.logger.Warn("session/cancel not sent", "err", err)
 		}
@@ -309,5 +323,15 @@ func (rt *runtime) cancelExpired(t *turn) {
 		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
 	if _, err := rt.proc.Stop(context.Background(), 0); err != nil {
 		rt.logger.Warn("kill after cancel grace", "err", err)
+	}
+}
+
+// closeOnce closes ch unless it is closed already; only the turn's runner
+// closes it, so there is no race between the check and the close.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
 	}
 }
