@@ -16,6 +16,11 @@ type Event struct {
 	Type      string          `json:"type"`
 	Time      time.Time       `json:"time"`
 	Data      json.RawMessage `json:"data"`
+	// Source is the byte offset in the agent's stdout stream just past the
+	// line this event came from, 0 when the event did not come from an agent
+	// line. It is not stored per event, only as the session's high-water
+	// mark (Session.AgentOffset), committed with the events.
+	Source int64 `json:"-"`
 }
 
 // Event types (CONTRACT §4.3).

@@ -161,6 +161,16 @@ type Session struct {
 	// AgentPID is the process group of the agent while it runs, recorded so
 	// a daemon that finds the session live at boot can kill what is left.
 	AgentPID int `json:"-"`
+	// AgentOffset is the highest Event.Source committed for the session: how
+	// far into the agent's stdout stream the daemon has durably processed.
+	// Only AppendEvents moves it, like LastSeq; CreateSession and
+	// UpdateSession ignore it.
+	AgentOffset int64 `json:"-"`
+	// ShimSocket is the Unix socket of the session's shim process while it
+	// runs.
+	ShimSocket string `json:"-"`
+	// ShimPID is the pid of the session's shim process while it runs.
+	ShimPID int `json:"-"`
 	// NeedsAuth is set when the agent answered auth_required; the badge shows it.
 	NeedsAuth bool `json:"-"`
 }

@@ -12,9 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// bumpLastSeqSQL moves a session's last_seq and returns its key; it returns
-// no row when the session does not exist, which is how AppendEvents finds out.
-const bumpLastSeqSQL = `UPDATE sessions SET last_seq = GREATEST(last_seq, $1) WHERE id = $2 RETURNING pk`
+// bumpLastSeqSQL moves a session's last_seq and agent_offset (its high-water
+// marks: they never go back) and returns its key; it returns no row when the
+// session does not exist, which is how AppendEvents finds out.
+const bumpLastSeqSQL = `UPDATE sessions SET last_seq = GREATEST(last_seq, $1), agent_offset = GREATEST(agent_offset, $2)
+WHERE id = $3 RETURNING pk`
 
 // eventCopyColumns are the columns AppendEvents copies into events.
 var eventCopyColumns = []string{"session_pk", "seq", "turn_id", "type", "time", "data"}
@@ -60,7 +62,8 @@ func listEventsSQL(k codec.PageKind) string {
 const turnBoundsSQL = `SELECT first_seq, last_seq FROM turns WHERE ` + sessionKey + ` AND turn_id = $2`
 
 // AppendEvents writes events of any number of sessions in one transaction
-// and moves each session's last_seq to its highest seq in the batch. All
+// and moves each session's last_seq to its highest seq in the batch and its
+// agent_offset to its highest Event.Source in the batch. All
 // or nothing: EInvalid for an event without session or with seq < 1,
 // ENotFound if a session does not exist, EConflict if a (session, seq)
 // already exists or appears twice in the batch.
@@ -68,10 +71,11 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	// The highest seq of each session.
+	// The highest seq and source of each session.
 	type top struct {
 		id  string
 		seq int64
+		src int64
 		pk  int64
 	}
 	var tops []top
@@ -86,10 +90,11 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		}
 		if j, ok := at[e.SessionID]; ok {
 			tops[j].seq = max(tops[j].seq, e.Seq)
+			tops[j].src = max(tops[j].src, e.Source)
 			continue
 		}
 		at[e.SessionID] = len(tops)
-		tops = append(tops, top{id: e.SessionID, seq: e.Seq})
+		tops = append(tops, top{id: e.SessionID, seq: e.Seq, src: e.Source})
 	}
 	// Sessions are locked in id order, so two batches that share sessions
 	// cannot deadlock.
@@ -103,7 +108,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		// Every session's bump in one round trip.
 		b := &pgx.Batch{}
 		for _, i := range order {
-			b.Queue(bumpLastSeqSQL, tops[i].seq, tops[i].id)
+			b.Queue(bumpLastSeqSQL, tops[i].seq, tops[i].src, tops[i].id)
 		}
 		br := tx.SendBatch(ctx, b)
 		for _, i := range order {

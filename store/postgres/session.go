@@ -68,15 +68,15 @@ func insertLabels(ctx context.Context, tx pgx.Tx, pk int64, sess *berth.Session)
 // GetSession returns one session. ENotFound if there is none.
 func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, error) {
 	var doc []byte
-	var lastSeq int64
-	err := s.queryRow(ctx, `SELECT doc, last_seq FROM sessions WHERE id = $1`, []any{id}, &doc, &lastSeq)
+	var lastSeq, agentOffset int64
+	err := s.queryRow(ctx, `SELECT doc, last_seq, agent_offset FROM sessions WHERE id = $1`, []any{id}, &doc, &lastSeq, &agentOffset)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
 	}
 	if err != nil {
 		return nil, internal(err, "get session")
 	}
-	return codec.DecodeSession(doc, lastSeq)
+	return codec.DecodeSession(doc, lastSeq, agentOffset)
 }
 
 // ListSessions returns a page of sessions, newest first (created_at, then
@@ -109,18 +109,23 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 		if fds == nil {
 			fds = rows.FieldDescriptions()
 		}
-		// Columns: doc, last_seq, created_at, id. The document is decoded
-		// straight from the row buffer: the decoder copies what it keeps.
+		// Columns: doc, last_seq, agent_offset, created_at, id. The document
+		// is decoded straight from the row buffer: the decoder copies what
+		// it keeps.
 		raw := rows.RawValues()
 		lastSeq, err := rawInt8(fds[1], raw[1])
 		if err != nil {
 			return err
 		}
-		if lastAt, err = rawInt8(fds[2], raw[2]); err != nil {
+		agentOffset, err := rawInt8(fds[2], raw[2])
+		if err != nil {
 			return err
 		}
-		lastID = append(lastID[:0], raw[3]...)
-		sess, err := codec.DecodeSession(raw[0], lastSeq)
+		if lastAt, err = rawInt8(fds[3], raw[3]); err != nil {
+			return err
+		}
+		lastID = append(lastID[:0], raw[4]...)
+		sess, err := codec.DecodeSession(raw[0], lastSeq, agentOffset)
 		if err != nil {
 			return err
 		}
@@ -160,10 +165,10 @@ func listSessionsSQL(f berth.SessionFilter, limit int) (string, []any, error) {
 	// statistics (migration 0003).
 	at, id := `s.created_at`, `s.id`
 	if len(keys) == 0 {
-		q.WriteString(`SELECT s.doc, s.last_seq, s.created_at, s.id FROM sessions s WHERE true`)
+		q.WriteString(`SELECT s.doc, s.last_seq, s.agent_offset, s.created_at, s.id FROM sessions s WHERE true`)
 	} else {
 		at, id = `l.created_at`, `l.session_id`
-		q.WriteString(`SELECT s.doc, s.last_seq, l.created_at, l.session_id
+		q.WriteString(`SELECT s.doc, s.last_seq, s.agent_offset, l.created_at, l.session_id
 			FROM session_labels l JOIN sessions s ON s.pk = l.session_pk
 			WHERE l.key = ` + arg(keys[0]) + ` AND l.value = ` + arg(f.Labels[keys[0]]))
 		keys = keys[1:]
@@ -194,10 +199,10 @@ func listSessionsSQL(f berth.SessionFilter, limit int) (string, []any, error) {
 	return q.String(), args, nil
 }
 
-// UpdateSession writes every field of sess except LastSeq. When from is not
-// empty the stored state must equal it (EConflict otherwise); the check is
-// part of the UPDATE, so it holds against concurrent writers. ENotFound if
-// the session is absent.
+// UpdateSession writes every field of sess except LastSeq and AgentOffset,
+// which only AppendEvents moves. When from is not empty the stored state
+// must equal it (EConflict otherwise); the check is part of the UPDATE, so
+// it holds against concurrent writers. ENotFound if the session is absent.
 func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from berth.State) error {
 	if sess == nil || sess.ID == "" {
 		return berth.Errorf(berth.EInvalid, "session id must not be empty")

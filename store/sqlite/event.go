@@ -35,9 +35,11 @@ func insertEventsSQL(n int) string {
 	return b.String()
 }
 
-// bumpLastSeqSQL moves a session's last_seq and returns its key; it returns
-// no row when the session does not exist, which is how AppendEvents finds out.
-const bumpLastSeqSQL = `UPDATE sessions SET last_seq = max(last_seq, ?) WHERE id = ? RETURNING pk`
+// bumpLastSeqSQL moves a session's last_seq and agent_offset (its high-water
+// marks: they never go back) and returns its key; it returns no row when the
+// session does not exist, which is how AppendEvents finds out.
+const bumpLastSeqSQL = `UPDATE sessions SET last_seq = max(last_seq, ?), agent_offset = max(agent_offset, ?)
+WHERE id = ? RETURNING pk`
 
 const lastSeqSQL = `SELECT last_seq FROM sessions WHERE id = ?`
 
@@ -84,7 +86,8 @@ ON CONFLICT (session_pk, turn_id) DO UPDATE SET
     first_seq = min(first_seq, excluded.first_seq), last_seq = max(last_seq, excluded.last_seq)`
 
 // AppendEvents writes events of any number of sessions in one transaction
-// and moves each session's last_seq to its highest seq in the batch. All
+// and moves each session's last_seq to its highest seq in the batch and its
+// agent_offset to its highest Event.Source in the batch. All
 // or nothing: EInvalid for an event without session or with seq < 1,
 // ENotFound if a session does not exist, EConflict if a (session, seq)
 // already exists or appears twice in the batch.
@@ -92,10 +95,12 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	// The highest seq of each session, in order of first appearance.
+	// The highest seq and source of each session, in order of first
+	// appearance.
 	type top struct {
 		id  string
 		seq int64
+		src int64
 		pk  int64
 	}
 	var tops []top
@@ -110,10 +115,11 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		}
 		if j, ok := at[e.SessionID]; ok {
 			tops[j].seq = max(tops[j].seq, e.Seq)
+			tops[j].src = max(tops[j].src, e.Source)
 			continue
 		}
 		at[e.SessionID] = len(tops)
-		tops = append(tops, top{id: e.SessionID, seq: e.Seq})
+		tops = append(tops, top{id: e.SessionID, seq: e.Seq, src: e.Source})
 	}
 
 	// Inserting each session's events as one run touches each B-tree page
@@ -126,7 +132,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		bump := tx.StmtContext(ctx, s.bumpLastSeq)
 		for i := range tops {
 			t := &tops[i]
-			err := bump.QueryRowContext(ctx, t.seq, t.id).Scan(&t.pk)
+			err := bump.QueryRowContext(ctx, t.seq, t.src, t.id).Scan(&t.pk)
 			if errors.Is(err, sql.ErrNoRows) {
 				return berth.Errorf(berth.ENotFound, "session %s not found", t.id)
 			}

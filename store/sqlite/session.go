@@ -17,7 +17,7 @@ const (
 	maxSessionLimit     = 1000
 )
 
-const getSessionSQL = `SELECT doc, last_seq FROM sessions WHERE id = ?`
+const getSessionSQL = `SELECT doc, last_seq, agent_offset FROM sessions WHERE id = ?`
 
 // CreateSession inserts s with its labels. EInvalid without an id,
 // EConflict if the id exists.
@@ -56,15 +56,15 @@ func insertLabels(ctx context.Context, tx *sql.Tx, id string, labels map[string]
 // GetSession returns one session. ENotFound if there is none.
 func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, error) {
 	var doc []byte
-	var lastSeq int64
-	err := s.getSession.QueryRowContext(ctx, id).Scan(&doc, &lastSeq)
+	var lastSeq, agentOffset int64
+	err := s.getSession.QueryRowContext(ctx, id).Scan(&doc, &lastSeq, &agentOffset)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
 	}
 	if err != nil {
 		return nil, internal(err, "get session")
 	}
-	return codec.DecodeSession(doc, lastSeq)
+	return codec.DecodeSession(doc, lastSeq, agentOffset)
 }
 
 // ListSessions returns a page of sessions, newest first (created_at, then
@@ -82,7 +82,7 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 	}
 	var q strings.Builder
 	var args []any
-	q.WriteString(`SELECT doc, last_seq, created_at, id FROM sessions WHERE 1 = 1`)
+	q.WriteString(`SELECT doc, last_seq, agent_offset, created_at, id FROM sessions WHERE 1 = 1`)
 	if f.State != "" {
 		q.WriteString(` AND state = ?`)
 		args = append(args, string(f.State))
@@ -132,11 +132,11 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 			break
 		}
 		var doc []byte
-		var lastSeq int64
-		if err := rows.Scan(&doc, &lastSeq, &lastAt, &lastID); err != nil {
+		var lastSeq, agentOffset int64
+		if err := rows.Scan(&doc, &lastSeq, &agentOffset, &lastAt, &lastID); err != nil {
 			return nil, internal(err, "list sessions")
 		}
-		sess, err := codec.DecodeSession(doc, lastSeq)
+		sess, err := codec.DecodeSession(doc, lastSeq, agentOffset)
 		if err != nil {
 			return nil, err
 		}
@@ -148,9 +148,9 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 	return page, nil
 }
 
-// UpdateSession writes every field of sess except LastSeq. When from is not
-// empty the stored state must equal it (EConflict otherwise). ENotFound if
-// the session is absent.
+// UpdateSession writes every field of sess except LastSeq and AgentOffset,
+// which only AppendEvents moves. When from is not empty the stored state
+// must equal it (EConflict otherwise). ENotFound if the session is absent.
 func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from berth.State) error {
 	if sess == nil || sess.ID == "" {
 		return berth.Errorf(berth.EInvalid, "session id must not be empty")

@@ -128,10 +128,13 @@ func testReopen(t *testing.T, open Opener) {
 	a := newSession("a", base)
 	a.Env = map[string]string{"K": "v"}
 	a.AgentPID = 77
+	a.ShimSocket, a.ShimPID = "/run/berth/shims/a.sock", 76
 	b := newSession("b", base.Add(time.Second))
 	b.ParentID = "a"
 	create(t, s, a, b)
-	appendOK(t, s, append(events("a", 1, 1500), events("b", 1, 3)...))
+	evs := append(events("a", 1, 1500), events("b", 1, 3)...)
+	evs[1499].Source = 1 << 40 // a's agent offset, which must survive the reopen
+	appendOK(t, s, evs)
 	a.State = berth.StateActive
 	if err := s.UpdateSession(ctx(t), a, berth.StateStarting); err != nil {
 		t.Fatal(err)
@@ -143,6 +146,7 @@ func testReopen(t *testing.T, open Opener) {
 	// Opening the same place twice in a row must also work (migrations
 	// are idempotent).
 	a.LastSeq, b.LastSeq = 1500, 3
+	a.AgentOffset = 1 << 40
 	for round := range 2 {
 		s = open(t, dir)
 		sameSession(t, get(t, s, "a"), a)

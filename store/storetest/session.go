@@ -45,12 +45,16 @@ func testHiddenFields(t *testing.T, open Opener) {
 	want.Env = map[string]string{"API_KEY": "sk-secret", "EMPTY": ""}
 	want.AgentPID = 4242
 	want.NeedsAuth = true
+	want.ShimSocket = "/run/berth/shims/s1.sock"
+	want.ShimPID = 4241
 	create(t, s, want)
 	sameSession(t, get(t, s, "s1"), want)
 
 	want.Env = map[string]string{"OTHER": "x"}
 	want.AgentPID = 0
 	want.NeedsAuth = false
+	want.ShimSocket = ""
+	want.ShimPID = 0
 	if err := s.UpdateSession(ctx(t), want, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +321,93 @@ func testUpdateKeepsLastSeq(t *testing.T, open Opener) {
 	}
 	if len(page.Sessions) != 1 || page.Sessions[0].LastSeq != 5 {
 		t.Fatalf("list does not report last seq 5: %+v", page.Sessions)
+	}
+}
+
+func testAgentOffset(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	sess := newSession("s1", base)
+	sess.ShimSocket = "/run/berth/shims/s1.sock"
+	sess.ShimPID = 5150
+	// CreateSession ignores the caller's AgentOffset: only AppendEvents sets it.
+	sess.AgentOffset = 999
+	other := newSession("s2", base.Add(time.Second))
+	create(t, s, sess, other)
+	got := get(t, s, "s1")
+	if got.AgentOffset != 0 || got.ShimSocket != sess.ShimSocket || got.ShimPID != sess.ShimPID {
+		t.Fatalf("new session: agent offset %d, shim %q/%d; want 0, %q/%d",
+			got.AgentOffset, got.ShimSocket, got.ShimPID, sess.ShimSocket, sess.ShimPID)
+	}
+
+	// sourced returns n events of a session from seq first on with the
+	// given sources.
+	sourced := func(id string, first int64, sources ...int64) []berth.Event {
+		evs := events(id, first, len(sources))
+		for i, src := range sources {
+			evs[i].Source = src
+		}
+		return evs
+	}
+	wantOffsets := func(when string, want map[string]int64) {
+		t.Helper()
+		for id, w := range want {
+			if n := agentOffset(t, s, id); n != w {
+				t.Fatalf("%s: agent offset of %s = %d, want %d", when, id, n, w)
+			}
+		}
+	}
+	// The highest source of each session in the batch, not the last one,
+	// and not another session's.
+	s1 := sourced("s1", 1, 10, 0, 7)
+	appendOK(t, s, []berth.Event{s1[0], s1[1], sourced("s2", 1, 3)[0], s1[2]})
+	wantOffsets("first batch", map[string]int64{"s1": 10, "s2": 3})
+	// A lower source never moves it back; a batch without sources neither.
+	appendOK(t, s, sourced("s1", 4, 5))
+	appendOK(t, s, events("s2", 2, 2))
+	wantOffsets("lower sources", map[string]int64{"s1": 10, "s2": 3})
+	appendOK(t, s, sourced("s1", 5, 0, 25))
+	wantOffsets("higher source", map[string]int64{"s1": 25, "s2": 3})
+
+	// It moves with the events or not at all: a batch that fails leaves
+	// it where it was.
+	wantCode(t, s.AppendEvents(ctx(t), sourced("s1", 6, 1000, 1000)), berth.EConflict)
+	wantCode(t, s.AppendEvents(ctx(t), append(sourced("s1", 7, 2000), sourced("ghost", 1, 3000)...)), berth.ENotFound)
+	wantOffsets("failed batches", map[string]int64{"s1": 25, "s2": 3})
+
+	// UpdateSession writes the document, never the offset, whatever the
+	// caller's copy says; the shim fields are written.
+	sess.ShimSocket, sess.ShimPID = "/run/berth/shims/s1-b.sock", 5151
+	for _, stale := range []int64{0, 999} {
+		sess.AgentOffset = stale
+		sess.Name = fmt.Sprintf("renamed with offset %d", stale)
+		if err := s.UpdateSession(ctx(t), sess, ""); err != nil {
+			t.Fatal(err)
+		}
+		got := get(t, s, "s1")
+		if got.AgentOffset != 25 || got.Name != sess.Name || got.ShimSocket != sess.ShimSocket || got.ShimPID != sess.ShimPID {
+			t.Fatalf("after update with AgentOffset %d: offset %d (want 25), name %q, shim %q/%d",
+				stale, got.AgentOffset, got.Name, got.ShimSocket, got.ShimPID)
+		}
+	}
+	if n := lastSeq(t, s, "s1"); n != 6 {
+		t.Fatalf("last seq %d, want 6", n)
+	}
+
+	// Lists read the same column, with and without a label filter.
+	for _, f := range []berth.SessionFilter{{}, {Labels: map[string]string{"team": "core"}}, {Agent: "claude"}} {
+		page, err := s.ListSessions(ctx(t), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids(page) != "s2 s1" {
+			t.Fatalf("list %+v: %q", f, ids(page))
+		}
+		if a, b := page.Sessions[1].AgentOffset, page.Sessions[0].AgentOffset; a != 25 || b != 3 {
+			t.Fatalf("list %+v: agent offsets s1=%d s2=%d, want 25, 3", f, a, b)
+		}
+		if got := page.Sessions[1]; got.ShimSocket != sess.ShimSocket || got.ShimPID != sess.ShimPID {
+			t.Fatalf("list %+v: shim %q/%d", f, got.ShimSocket, got.ShimPID)
+		}
 	}
 }
 

@@ -48,6 +48,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"UpdateGuard", testUpdateGuard},
 		{"UpdateMissing", testUpdateMissing},
 		{"UpdateKeepsLastSeq", testUpdateKeepsLastSeq},
+		{"AgentOffsetIsTheHighWaterMark", testAgentOffset},
 		{"UpdateLabels", testUpdateLabels},
 		{"DeleteCascades", testDeleteCascades},
 		{"AppendAndList", testAppendAndList},
@@ -216,6 +217,13 @@ func list(t *testing.T, s berth.Store, id string, after int64) []berth.Event {
 	}
 }
 
+// agentOffset reads a session's agent offset (through GetSession) or fails
+// the test.
+func agentOffset(t *testing.T, s berth.Store, id string) int64 {
+	t.Helper()
+	return get(t, s, id).AgentOffset
+}
+
 // lastSeq reads a session's last seq or fails the test.
 func lastSeq(t *testing.T, s berth.Store, id string) int64 {
 	t.Helper()
@@ -236,9 +244,11 @@ func sameSession(t *testing.T, got, want *berth.Session) {
 	if string(gj) != string(wj) {
 		t.Fatalf("session differs:\n got %s\nwant %s", gj, wj)
 	}
-	if fmt.Sprint(got.Env) != fmt.Sprint(want.Env) || got.AgentPID != want.AgentPID || got.NeedsAuth != want.NeedsAuth {
-		t.Fatalf("hidden fields differ: got env=%v pid=%d auth=%v, want env=%v pid=%d auth=%v",
-			got.Env, got.AgentPID, got.NeedsAuth, want.Env, want.AgentPID, want.NeedsAuth)
+	if fmt.Sprint(got.Env) != fmt.Sprint(want.Env) || got.AgentPID != want.AgentPID || got.NeedsAuth != want.NeedsAuth ||
+		got.ShimSocket != want.ShimSocket || got.ShimPID != want.ShimPID || got.AgentOffset != want.AgentOffset {
+		t.Fatalf("hidden fields differ:\n got env=%v pid=%d auth=%v shim=%q/%d offset=%d\nwant env=%v pid=%d auth=%v shim=%q/%d offset=%d",
+			got.Env, got.AgentPID, got.NeedsAuth, got.ShimSocket, got.ShimPID, got.AgentOffset,
+			want.Env, want.AgentPID, want.NeedsAuth, want.ShimSocket, want.ShimPID, want.AgentOffset)
 	}
 }
 

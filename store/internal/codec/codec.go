@@ -16,34 +16,39 @@ import (
 
 // sessionDoc is the JSON kept in a session row's document: the API fields
 // plus the ones their json:"-" tags hide from the API but the daemon needs
-// back after a restart.
+// back after a restart. AgentOffset is not one of them: like LastSeq it has
+// a column of its own.
 type sessionDoc struct {
 	*berth.Session
-	Env       map[string]string `json:"env,omitempty"`
-	AgentPID  int               `json:"agent_pid,omitempty"`
-	NeedsAuth bool              `json:"needs_auth,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	AgentPID   int               `json:"agent_pid,omitempty"`
+	NeedsAuth  bool              `json:"needs_auth,omitempty"`
+	ShimSocket string            `json:"shim_socket,omitempty"`
+	ShimPID    int               `json:"shim_pid,omitempty"`
 }
 
 // EncodeSession marshals s with its hidden fields. EInvalid if it cannot.
 func EncodeSession(s *berth.Session) (string, error) {
-	b, err := json.Marshal(sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth})
+	b, err := json.Marshal(sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth,
+		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID})
 	if err != nil {
 		return "", berth.WrapError(berth.EInvalid, err, "session cannot be encoded")
 	}
 	return string(b), nil
 }
 
-// DecodeSession is the inverse of EncodeSession; LastSeq comes from its
-// column, never from the document. EInternal for a document that does not
-// decode.
-func DecodeSession(doc []byte, lastSeq int64) (*berth.Session, error) {
+// DecodeSession is the inverse of EncodeSession; LastSeq and AgentOffset
+// come from their columns (lastSeq, agentOffset), never from the document.
+// EInternal for a document that does not decode.
+func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, error) {
 	d := sessionDoc{Session: new(berth.Session)}
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "decode stored session")
 	}
 	s := d.Session
 	s.Env, s.AgentPID, s.NeedsAuth = d.Env, d.AgentPID, d.NeedsAuth
-	s.LastSeq = lastSeq
+	s.ShimSocket, s.ShimPID = d.ShimSocket, d.ShimPID
+	s.LastSeq, s.AgentOffset = lastSeq, agentOffset
 	return s, nil
 }
 

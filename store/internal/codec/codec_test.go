@@ -19,6 +19,27 @@ func TestCursorRoundTrip(t *testing.T) {
 	}
 }
 
+func TestSessionDocHiddenFields(t *testing.T) {
+	in := &berth.Session{ID: "s", AgentPID: 7, NeedsAuth: true, Env: map[string]string{"K": "v"},
+		ShimSocket: "/run/berth/s.sock", ShimPID: 99, LastSeq: 5, AgentOffset: 999}
+	doc, err := EncodeSession(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The counters come from the columns, never from the document.
+	out, err := DecodeSession([]byte(doc), 3, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.LastSeq != 3 || out.AgentOffset != 42 {
+		t.Fatalf("last seq %d, agent offset %d: want 3, 42 from the columns", out.LastSeq, out.AgentOffset)
+	}
+	if out.ShimSocket != in.ShimSocket || out.ShimPID != in.ShimPID || out.AgentPID != in.AgentPID ||
+		!out.NeedsAuth || out.Env["K"] != "v" {
+		t.Fatalf("hidden fields lost: %+v from %s", out, doc)
+	}
+}
+
 func TestPlanPage(t *testing.T) {
 	bounds := func(turn string) (int64, int64, bool, error) { return 10, 20, turn == "t1", nil }
 	for _, c := range []struct {
