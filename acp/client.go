@@ -100,7 +100,13 @@ func (c *Client) Prompt(ctx context.Context, sessionID string, prompt ...Content
 // ends first.
 func (c *Client) PromptThen(ctx context.Context, sessionID string, answered func(PromptResponse, error), prompt ...ContentBlock) (PromptResponse, error) {
 	var resp PromptResponse
-	then := func(result json.RawMessage, rpcErr *Error) {
+	err := c.conn.CallThen(ctx, MethodSessionPrompt, PromptRequest{SessionID: sessionID, Prompt: prompt}, &resp, promptThen(answered))
+	return resp, err
+}
+
+// promptThen decodes a prompt's answer for answered.
+func promptThen(answered func(PromptResponse, error)) func(json.RawMessage, *Error) {
+	return func(result json.RawMessage, rpcErr *Error) {
 		var r PromptResponse
 		var err error
 		if rpcErr != nil {
@@ -112,9 +118,28 @@ func (c *Client) PromptThen(ctx context.Context, sessionID string, answered func
 		}
 		answered(r, err)
 	}
-	err := c.conn.CallThen(ctx, MethodSessionPrompt, PromptRequest{SessionID: sessionID, Prompt: prompt}, &resp, then)
-	return resp, err
 }
+
+// ExpectPrompt takes over a session/prompt request with id that an earlier
+// connection sent, as PromptThen would have (see Conn.Expect). Call it
+// before Start.
+func (c *Client) ExpectPrompt(id int64, answered func(PromptResponse, error)) (func(context.Context) (PromptResponse, error), error) {
+	wait, err := c.conn.Expect(id, MethodSessionPrompt, promptThen(answered))
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (PromptResponse, error) {
+		var resp PromptResponse
+		err := wait(ctx, &resp)
+		return resp, err
+	}, nil
+}
+
+// Position is Conn.Position.
+func (c *Client) Position() int64 { return c.conn.Position() }
+
+// Redeliver is Conn.Redeliver.
+func (c *Client) Redeliver(line []byte) { c.conn.Redeliver(line) }
 
 // Cancel asks the agent to end the turn in flight.
 func (c *Client) Cancel(ctx context.Context, sessionID string) error {

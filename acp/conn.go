@@ -56,6 +56,18 @@ type Options struct {
 	// (at most 4 KiB of it), for diagnostics.
 	OnSkippedLine func(line []byte)
 	Logger        *slog.Logger
+	// StartOffset is the stream offset of the first byte the connection
+	// reads: a connection reattached to a spooled stream starts mid-way.
+	StartOffset int64
+	// LastID is the highest request id already used on this stream; new
+	// requests are numbered after it.
+	LastID int64
+	// ReplayUntil and ReplayServe let a reattached connection read again
+	// what an earlier one read without serving twice: a request whose line
+	// ends at or before ReplayUntil is served only if its id, as written,
+	// is in ReplayServe (the earlier connection never answered it).
+	ReplayUntil int64
+	ReplayServe map[string]bool
 }
 
 // Stats counts what the reader saw.
@@ -104,7 +116,10 @@ type Conn struct {
 	wmu  sync.Mutex
 	wbuf []byte
 
-	nextID  atomic.Int64
+	nextID atomic.Int64
+	// pos is the stream offset just past the line being dispatched (or
+	// the last one dispatched).
+	pos     atomic.Int64
 	mu      sync.Mutex
 	pending map[int64]pendingCall
 	closed  bool
@@ -131,12 +146,20 @@ func NewConn(rwc io.ReadWriteCloser, h Handler, opts Options) *Conn {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Conn{
+	c := &Conn{
 		rwc: rwc, handler: h, opts: opts, log: opts.Logger,
 		pending: make(map[int64]pendingCall), baseCtx: ctx, cancelBase: cancel,
 		readerDone: make(chan struct{}),
 	}
+	c.nextID.Store(opts.LastID)
+	c.pos.Store(opts.StartOffset)
+	return c
 }
+
+// Position is the stream offset just past the line being dispatched, or
+// the last one dispatched: called from a handler running on the reader
+// goroutine, it says where the line that caused the call ends.
+func (c *Conn) Position() int64 { return c.pos.Load() }
 
 // Start starts the reader goroutine. Close waits for it.
 func (c *Conn) Start() {
@@ -191,22 +214,53 @@ func (c *Conn) Call(ctx context.Context, method string, params, result any) erro
 // when the call fails without an answer (closed connection, ctx).
 func (c *Conn) CallThen(ctx context.Context, method string, params, result any, then func(result json.RawMessage, err *Error)) error {
 	id := c.nextID.Add(1)
-	ch := make(chan response, 1)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return ErrClosed
+	ch, err := c.register(id, then)
+	if err != nil {
+		return err
 	}
-	c.pending[id] = pendingCall{ch: ch, then: then}
-	c.mu.Unlock()
 	defer c.forget(id)
-
 	if err := c.send(ctx, &message{ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method}, params); err != nil {
 		return err
 	}
 	if sent, ok := ctx.Value(sentKey{}).(func()); ok {
 		sent()
 	}
+	return c.await(ctx, method, ch, result)
+}
+
+// Expect registers a request an earlier connection sent on this stream
+// (before a daemon restart) as pending, as CallThen would have: then runs
+// on the reader goroutine as the answer arrives, and wait returns the
+// answer decoded into result. Call it before Start, or an answer already
+// spooled finds nobody waiting.
+func (c *Conn) Expect(id int64, method string, then func(result json.RawMessage, err *Error)) (wait func(ctx context.Context, result any) error, err error) {
+	ch, err := c.register(id, then)
+	if err != nil {
+		return nil, err
+	}
+	if cur := c.nextID.Load(); cur < id {
+		c.nextID.CompareAndSwap(cur, id)
+	}
+	return func(ctx context.Context, result any) error {
+		defer c.forget(id)
+		return c.await(ctx, method, ch, result)
+	}, nil
+}
+
+// register makes id a pending call.
+func (c *Conn) register(id int64, then func(result json.RawMessage, err *Error)) (chan response, error) {
+	ch := make(chan response, 1)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	c.pending[id] = pendingCall{ch: ch, then: then}
+	return ch, nil
+}
+
+// await waits for a pending call's answer and decodes it into result.
+func (c *Conn) await(ctx context.Context, method string, ch chan response, result any) error {
 	select {
 	case r := <-ch:
 		if r.err != nil {
@@ -226,6 +280,21 @@ func (c *Conn) CallThen(ctx context.Context, method string, params, result any, 
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// Redeliver serves a request line again: one the agent sent to an earlier
+// connection that never answered it (the daemon died first). Anything but
+// a request is ignored.
+func (c *Conn) Redeliver(line []byte) {
+	e, ok := scanEnvelope(bytes.TrimSpace(line))
+	if !ok || isNull(e.id) || e.method == nil {
+		return
+	}
+	method, ok := e.methodName()
+	if !ok || method == "" {
+		return
+	}
+	c.serve(method, bytes.Clone(e.id), bytes.Clone(e.params))
 }
 
 // sentKey is the context key of WithSent's hook.
@@ -326,6 +395,9 @@ func (c *Conn) readLoop() {
 // are discarded whole and counted. long is scratch space reused across calls.
 func (c *Conn) readLine(r *bufio.Reader, long *[]byte) ([]byte, error) {
 	frag, err := r.ReadSlice('\n')
+	read := int64(len(frag))
+	// The line's end is known before it is dispatched.
+	defer func() { c.pos.Add(read) }()
 	if err == nil {
 		return frag, nil
 	}
@@ -337,6 +409,7 @@ func (c *Conn) readLine(r *bufio.Reader, long *[]byte) ([]byte, error) {
 	over := false
 	for {
 		frag, err = r.ReadSlice('\n')
+		read += int64(len(frag))
 		if !over {
 			if len(acc)+len(frag) > c.opts.MaxLineBytes {
 				over = true
@@ -384,6 +457,10 @@ func (c *Conn) dispatch(line []byte) {
 	c.messages.Add(1)
 	switch {
 	case hasMethod && hasID:
+		if c.opts.ReplayUntil > 0 && c.pos.Load() <= c.opts.ReplayUntil && !c.opts.ReplayServe[string(e.id)] {
+			// Answered by an earlier connection: serving it again would act twice.
+			return
+		}
 		c.serve(method, bytes.Clone(e.id), bytes.Clone(e.params))
 	case hasMethod:
 		c.handler.HandleNotification(method, e.params)

@@ -182,3 +182,40 @@ func skipValue(b []byte, i int) (int, bool) {
 	}
 	return i, i > start
 }
+
+// Kind says what a JSON-RPC line is, for a relay that watches a stream
+// without serving it.
+type Kind int
+
+// The kinds Classify tells apart.
+const (
+	KindOther Kind = iota
+	KindRequest
+	KindNotification
+	KindResponse
+)
+
+// Classify reads one line's envelope: a request (method and id), a
+// notification (method only), a response (id only) or anything else. id is
+// the id as it is written on the line (a span of line).
+func Classify(line []byte) (kind Kind, id []byte, method string) {
+	e, ok := scanEnvelope(bytes.TrimSpace(line))
+	if !ok {
+		return KindOther, nil, ""
+	}
+	hasID := !isNull(e.id)
+	if e.method != nil {
+		name, ok := e.methodName()
+		if !ok || name == "" {
+			return KindOther, nil, ""
+		}
+		if hasID {
+			return KindRequest, e.id, name
+		}
+		return KindNotification, nil, name
+	}
+	if hasID {
+		return KindResponse, e.id, ""
+	}
+	return KindOther, nil, ""
+}
