@@ -117,3 +117,17 @@ type Process interface {
 	// group, and reaps. It is idempotent.
 	Stop(ctx context.Context, grace time.Duration) (ExitStatus, error)
 }
+
+// SandboxReopener is implemented by providers whose sandboxes are objects
+// of their own (a container) that more than one process may hold: Reopen
+// returns a handle on the sandbox ref names, made by another Open (a
+// shim's), instead of making a second one. ENotFound when it is gone.
+type SandboxReopener interface {
+	Reopen(ctx context.Context, spec SandboxConfig, ref string) (Sandbox, error)
+}
+
+// SandboxRef is implemented by sandboxes a SandboxReopener can reopen.
+type SandboxRef interface {
+	// Ref names the sandbox for Reopen.
+	Ref() string
+}

@@ -78,7 +78,7 @@ func cleanupSharedEngine() {
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, _ = p.RemoveLeftovers(ctx)
+	_, _ = p.RemoveLeftovers(ctx, nil)
 	removeImage(ctx, p, testImage)
 }
 

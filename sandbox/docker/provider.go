@@ -240,12 +240,32 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	return p.openContainer(ctx, cfg, image)
 }
 
+// Reopen returns a handle on the running container ref (a container id)
+// that another Open made for the same session: a shim runs the agent in
+// it, the daemon its terminals and execs. ENotFound when the container is
+// gone or belongs to another session.
+func (p *Provider) Reopen(ctx context.Context, cfg berth.SandboxConfig, ref string) (berth.Sandbox, error) {
+	info, err := p.cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return nil, berth.WrapError(berth.ENotFound, err, "docker: container %.12s is gone", ref)
+		}
+		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot inspect container %.12s: %s", ref, reason(ctx, err))
+	}
+	c := info.Container
+	if c.Config == nil || c.Config.Labels[LabelSession] != cfg.SessionID || c.State == nil || !c.State.Running {
+		return nil, berth.Errorf(berth.ENotFound, "docker: container %.12s is not session %s's running sandbox", ref, cfg.SessionID)
+	}
+	return &Sandbox{p: p, id: c.ID, cfg: cfg, local: ownedBy(c.State.Pid, c.ID)}, nil
+}
+
 // RemoveLeftovers force-removes every container labelled berth.managed=true
 // on the engine (and berth.instance=Options.Instance when that is set),
-// running or not, and returns how many it removed. The daemon calls it at
-// boot, before any session of its own exists: the containers it finds were
-// left by a daemon that died.
-func (p *Provider) RemoveLeftovers(ctx context.Context) (int, error) {
+// running or not, except those of the sessions keep names, and returns how
+// many it removed. The daemon calls it at boot, once it has reattached the
+// sessions whose agents outlived the previous daemon: the others were left
+// by a daemon that died.
+func (p *Provider) RemoveLeftovers(ctx context.Context, keep map[string]bool) (int, error) {
 	filters := make(client.Filters).Add("label", LabelManaged+"=true")
 	if p.opts.Instance != "" {
 		filters.Add("label", LabelInstance+"="+p.opts.Instance)
@@ -257,6 +277,9 @@ func (p *Provider) RemoveLeftovers(ctx context.Context) (int, error) {
 	removed := 0
 	var errs []error
 	for _, c := range list.Items {
+		if keep[c.Labels[LabelSession]] {
+			continue
+		}
 		_, err := p.cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		switch {
 		case err == nil:

@@ -182,7 +182,7 @@ func TestRemoveLeftovers(t *testing.T) {
 	b := openSandbox(t, p, berth.SandboxConfig{})
 	keep := openSandbox(t, other, berth.SandboxConfig{})
 	ctx := t.Context()
-	n, err := p.RemoveLeftovers(ctx)
+	n, err := p.RemoveLeftovers(ctx, nil)
 	if err != nil || n != 2 {
 		t.Fatalf("RemoveLeftovers = %d, %v; want 2", n, err)
 	}
@@ -194,7 +194,7 @@ func TestRemoveLeftovers(t *testing.T) {
 	if _, err := p.cli.ContainerInspect(ctx, keep.ID(), client.ContainerInspectOptions{}); err != nil {
 		t.Errorf("another instance's container was touched: %v", err)
 	}
-	if n, err := p.RemoveLeftovers(ctx); err != nil || n != 0 {
+	if n, err := p.RemoveLeftovers(ctx, nil); err != nil || n != 0 {
 		t.Errorf("second RemoveLeftovers = %d, %v", n, err)
 	}
 	// Closing a sandbox whose container is gone is fine.

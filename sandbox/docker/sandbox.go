@@ -105,6 +105,9 @@ func ownedBy(pid int, id string) bool {
 // ID is the container's id.
 func (s *Sandbox) ID() string { return s.id }
 
+// Ref is the container's id, for Provider.Reopen.
+func (s *Sandbox) Ref() string { return s.id }
+
 // Start runs spec in the container through an exec, as the sandbox's user,
 // in a session and process group of its own (the runtime gives every exec
 // one). Its environment is the session's env, HOME, then spec.Env (later

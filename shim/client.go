@@ -1,0 +1,370 @@
+package shim
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// EnvSocket is the environment variable that holds a shim's socket path
+// in the shim's own environment.
+const EnvSocket = "BERTH_SHIM_SOCKET"
+
+// ErrDetached is what Wait returns once the daemon has let go of the shim
+// on purpose: the agent runs on.
+var ErrDetached = errors.New("shim: detached")
+
+// ErrLost is what Wait returns when the shim went away without reporting
+// the agent's exit.
+var ErrLost = errors.New("shim: connection to the shim lost")
+
+// Proc is the daemon's side of one shim: a berth.Process whose stdio
+// travels over the shim's socket.
+type Proc struct {
+	hello Hello
+	nc    net.Conn
+
+	wmu      sync.Mutex
+	deadline time.Time
+
+	stdout, stderr *io.PipeReader
+	outW, errW     *io.PipeWriter
+
+	mu       sync.Mutex
+	status   *berth.ExitStatus
+	err      error
+	detached bool
+	done     chan struct{}
+	reader   chan struct{}
+}
+
+var _ berth.Process = (*Proc)(nil)
+
+// Launch starts a shim for cfg by running argv (the berth binary's hidden
+// shim command, which reads the job from its stdin) in a session and
+// process group of its own, so that nothing done to the daemon reaches it,
+// then attaches to it from cfg.Base. logFile receives the shim's own log.
+// The daemon reaps the shim while it lives; init does after.
+func Launch(ctx context.Context, argv []string, cfg Config, logFile string) (*Proc, Ready, error) {
+	job, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: encode job")
+	}
+	logf, err := os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: log file")
+	}
+	defer logf.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// A later daemon finds a shim whose socket file is gone by this.
+	cmd.Env = append(os.Environ(), EnvSocket+"="+cfg.Socket)
+	cmd.Stderr = logf
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: stdin")
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: stdout")
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, Ready{}, berth.WrapError(berth.EUnavailable, err, "shim: start")
+	}
+	// The daemon reaps its shims while it lives; init does after.
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	_, werr := stdin.Write(job)
+	_ = stdin.Close()
+	readyc := make(chan Ready, 1)
+	go func() {
+		var rd Ready
+		if err := json.NewDecoder(stdout).Decode(&rd); err != nil {
+			rd.Error = "the shim exited before it was ready (see " + logFile + ")"
+			rd.Code = string(berth.EInternal)
+		}
+		readyc <- rd
+	}()
+	var rd Ready
+	select {
+	case rd = <-readyc:
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		return nil, Ready{}, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: not ready")
+	}
+	if rd.Error != "" || werr != nil {
+		<-exited
+		if rd.Error == "" {
+			rd.Error = werr.Error()
+		}
+		code := rd.Code
+		if code == "" {
+			code = berth.EInternal
+		}
+		return nil, rd, berth.Errorf(code, "%s", rd.Error)
+	}
+	p, err := Attach(ctx, cfg.Socket, cfg.Base)
+	if err != nil {
+		_ = syscall.Kill(-rd.AgentPID, syscall.SIGKILL)
+		_ = cmd.Process.Kill()
+		return nil, rd, err
+	}
+	return p, rd, nil
+}
+
+// Attach connects to the shim listening on socket and asks for the
+// agent's stdout from offset from. EUnavailable when no shim answers.
+func Attach(ctx context.Context, socket string, from int64) (*Proc, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, berth.WrapError(berth.EUnavailable, err, "shim: connect")
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = nc.SetDeadline(dl)
+	}
+	req, _ := json.Marshal(attachRequest{From: from})
+	if _, err := nc.Write(appendFrame(nil, frameAttach, req)); err != nil {
+		_ = nc.Close()
+		return nil, berth.WrapError(berth.EUnavailable, err, "shim: attach")
+	}
+	r := bufio.NewReaderSize(nc, 256<<10)
+	typ, payload, err := readFrame(r)
+	if err != nil || typ != frameHello {
+		_ = nc.Close()
+		if err == nil {
+			err = fmt.Errorf("unexpected frame %q", typ)
+		}
+		return nil, berth.WrapError(berth.EUnavailable, err, "shim: hello")
+	}
+	_ = nc.SetDeadline(time.Time{})
+	p := &Proc{nc: nc, done: make(chan struct{}), reader: make(chan struct{})}
+	if err := json.Unmarshal(payload, &p.hello); err != nil {
+		_ = nc.Close()
+		return nil, berth.WrapError(berth.EUnavailable, err, "shim: hello")
+	}
+	p.stdout, p.outW = io.Pipe()
+	p.stderr, p.errW = io.Pipe()
+	go p.read(r)
+	return p, nil
+}
+
+// Hello is what the shim said when the daemon attached.
+func (p *Proc) Hello() Hello { return p.hello }
+
+// read takes the shim's frames apart until the exit or the end of the
+// connection.
+func (p *Proc) read(r *bufio.Reader) {
+	defer close(p.reader)
+	var status *berth.ExitStatus
+	var rerr error
+	// stderr must never hold up stdout: a reader that lags loses some.
+	errc := make(chan []byte, 64)
+	errDone := make(chan struct{})
+	go func() {
+		defer close(errDone)
+		for b := range errc {
+			_, _ = p.errW.Write(b)
+		}
+	}()
+	for {
+		typ, payload, err := readFrame(r)
+		if err != nil {
+			rerr = err
+			break
+		}
+		switch typ {
+		case frameStdout:
+			if _, err := p.outW.Write(payload); err != nil {
+				rerr = err
+			}
+		case frameStderr:
+			select {
+			case errc <- payload:
+			default:
+			}
+		case frameExit:
+			var st berth.ExitStatus
+			if json.Unmarshal(payload, &st) == nil {
+				status = &st
+			}
+		}
+		if status != nil || rerr != nil {
+			break
+		}
+	}
+	_ = p.outW.Close()
+	close(errc)
+	<-errDone
+	_ = p.errW.Close()
+	p.mu.Lock()
+	switch {
+	case status != nil:
+		p.status = status
+	case p.detached:
+		p.err = ErrDetached
+	default:
+		p.err = ErrLost
+	}
+	p.mu.Unlock()
+	close(p.done)
+}
+
+// send writes one frame to the shim.
+func (p *Proc) send(typ byte, payload []byte) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if !p.deadline.IsZero() {
+		_ = p.nc.SetWriteDeadline(p.deadline)
+	}
+	var hdr [5]byte
+	hdr[0] = typ
+	hdr[1], hdr[2], hdr[3], hdr[4] = byte(len(payload)>>24), byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
+	bufs := net.Buffers{hdr[:], payload}
+	_, err := bufs.WriteTo(p.nc)
+	return err
+}
+
+// Pid is the agent's pid, which is also its process group.
+func (p *Proc) Pid() int { return p.hello.AgentPID }
+
+// ShimPID is the shim's pid.
+func (p *Proc) ShimPID() int { return p.hello.ShimPID }
+
+// Stdin writes to the agent's stdin through the shim; each Write is one
+// frame, so whole lines stay whole.
+func (p *Proc) Stdin() io.WriteCloser { return stdinWriter{p} }
+
+// Stdout is the agent's stdout from the attach offset.
+func (p *Proc) Stdout() io.ReadCloser { return p.stdout }
+
+// Stderr is the agent's stderr.
+func (p *Proc) Stderr() io.ReadCloser { return p.stderr }
+
+// Done is closed once Wait would return.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the agent's exit as the shim reports it. ErrDetached
+// after Detach, ErrLost when the shim went away without a report.
+func (p *Proc) Wait() (berth.ExitStatus, error) {
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.status != nil {
+		return *p.status, nil
+	}
+	return berth.ExitStatus{Code: -1, Signal: "lost"}, p.err
+}
+
+// Signal sends sig to the agent's process group through the shim.
+func (p *Proc) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return berth.Errorf(berth.EInvalid, "shim: %v is not a signal number", sig)
+	}
+	b, _ := json.Marshal(signalRequest{Signal: int(s)})
+	return p.send(frameSignal, b)
+}
+
+// Stop asks the shim to stop the agent (TERM to its group, grace, KILL)
+// and waits for the exit. A shim that is gone has its agent's group
+// killed directly.
+func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
+	b, _ := json.Marshal(stopRequest{GraceMillis: grace.Milliseconds()})
+	if err := p.send(frameStop, b); err != nil && !p.isDetached() {
+		_ = syscall.Kill(-p.hello.AgentPID, syscall.SIGKILL)
+	}
+	select {
+	case <-p.done:
+		return p.Wait()
+	case <-ctx.Done():
+		return berth.ExitStatus{}, ctx.Err()
+	case <-time.After(grace + 10*time.Second):
+		if p.isDetached() {
+			return p.Wait()
+		}
+		// The shim does not answer: nothing of the agent may outlive the stop.
+		_ = syscall.Kill(-p.hello.AgentPID, syscall.SIGKILL)
+		_ = syscall.Kill(p.hello.ShimPID, syscall.SIGKILL)
+		_ = p.nc.Close()
+		return p.Wait()
+	}
+}
+
+// Ack tells the shim the daemon has durably processed stdout up to offset.
+func (p *Proc) Ack(offset int64) error {
+	b, _ := json.Marshal(ackRequest{Offset: offset})
+	return p.send(frameAck, b)
+}
+
+// Release tells the shim the daemon has the exit status, so it may exit,
+// and closes the connection.
+func (p *Proc) Release() {
+	_ = p.send(frameExitAck, nil)
+	_ = p.nc.Close()
+}
+
+// isDetached reports whether Detach was called.
+func (p *Proc) isDetached() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.detached
+}
+
+// Detach lets go of the shim without touching the agent: the connection
+// closes, Wait returns ErrDetached, and the shim goes on spooling for the
+// next daemon.
+func (p *Proc) Detach() {
+	p.mu.Lock()
+	p.detached = true
+	p.mu.Unlock()
+	_ = p.nc.Close()
+	<-p.reader
+}
+
+// stdinWriter frames writes to the agent's stdin.
+type stdinWriter struct{ p *Proc }
+
+// Write sends b as one frame.
+func (w stdinWriter) Write(b []byte) (int, error) {
+	if err := w.p.send(frameStdin, b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// SetWriteDeadline bounds later writes.
+func (w stdinWriter) SetWriteDeadline(t time.Time) error {
+	w.p.wmu.Lock()
+	w.p.deadline = t
+	w.p.wmu.Unlock()
+	return nil
+}
+
+// Close closes the agent's stdin, unless the daemon detached: then the
+// agent keeps it for the next daemon.
+func (w stdinWriter) Close() error {
+	if w.p.isDetached() {
+		return nil
+	}
+	select {
+	case <-w.p.done:
+		return nil
+	default:
+	}
+	return w.p.send(frameCloseStdin, nil)
+}
