@@ -350,19 +350,17 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	rt.mu.Lock()
 	env, network := rt.sess.Env, rt.sess.Sandbox.Network
 	rt.mu.Unlock()
-	sb, err := provider.Open(ctx, berth.SandboxConfig{SessionID: rt.id, Workspace: rt.workspace, Home: home,
+	rt.provider = provider
+	rt.boxCfg = berth.SandboxConfig{SessionID: rt.id, Workspace: rt.workspace, Home: home,
 		Env: agentEnv(rt.spec, rt.id, env), Network: network, Binds: m.sandboxBinds(rt.spec, home),
-		Image: rt.spec.DockerImage, Limits: m.opts.Sandbox.Limits})
-	if err != nil {
-		return rt.failStart(ctx, &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)})
+		Image: rt.spec.DockerImage, Limits: m.opts.Sandbox.Limits}
+	proc, f := rt.startAgent(ctx)
+	if f != nil {
+		return rt.failStart(ctx, f)
 	}
-	proc, err := sb.Start(ctx, berth.ProcSpec{Path: rt.spec.Command, Args: rt.spec.Args})
-	if err != nil {
-		_ = sb.Close(ctx)
-		return rt.failStart(ctx, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %s", rt.spec.Name, berth.ErrorMessage(err))})
-	}
-	rt.sandbox, rt.proc = sb, proc
+	rt.proc = proc
 	rt.terminals = newTerminals(rt)
+	var err error
 	if rt.wsReal, err = filepath.EvalSymlinks(rt.workspace); err != nil {
 		rt.wsReal = rt.workspace
 	}
@@ -372,10 +370,17 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	handler := &agentHandler{rt: rt}
 	rt.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, handler, acp.Options{
 		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger, OnSkippedLine: rt.skippedLine,
+		StartOffset: rt.sess.AgentOffset,
 	})
-	// The pid is recorded before anything can stop the session, so a
-	// daemon that dies now leaves a group the next one can kill.
-	if err := rt.save(ctx, func(s *berth.Session) { s.AgentPID = proc.Pid() }); err != nil {
+	// The pid (and the shim) are recorded before anything can stop the
+	// session, so a daemon that dies now leaves what the next one needs to
+	// reattach, or to kill what is left.
+	if err := rt.save(ctx, func(s *berth.Session) {
+		s.AgentPID, s.ShimSocket, s.ShimPID = proc.Pid(), "", 0
+		if rt.shim != nil {
+			s.ShimSocket, s.ShimPID = rt.shimSocket, rt.shim.ShimPID()
+		}
+	}); err != nil {
 		rt.logger.Warn("record agent pid", "err", err)
 	}
 	rt.stderrWG.Add(1)

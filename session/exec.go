@@ -75,7 +75,11 @@ func (rt *runtime) exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 
 	stdout, stderr := newCapBuffer(berth.MaxExecOutput), newCapBuffer(berth.MaxExecOutput)
 	start := time.Now()
-	proc, err := rt.sandbox.Start(ctx, berth.ProcSpec{Path: req.Command[0], Args: req.Command[1:], Env: env, Dir: dir,
+	sb, err := rt.box(ctx)
+	if err != nil {
+		return nil, err
+	}
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: req.Command[0], Args: req.Command[1:], Env: env, Dir: dir,
 		Stdin: devNull, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return nil, berth.WrapError(berth.EInvalid, err, "command did not start")

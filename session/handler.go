@@ -57,7 +57,7 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 			t.addText(data.(textData).Text)
 		}
 	}
-	rt.emit(turnID, typ, data)
+	rt.emitFrom(rt.linePos(), turnID, typ, data)
 	if rt.turn != nil && rt.steer != nil && toolCallFinished(&u) {
 		rt.deliverSteerLocked(rt.turn)
 	}
@@ -158,7 +158,7 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	if rt.turn != nil {
 		turnID = rt.turn.id
 	}
-	rt.emit(turnID, berth.EventACPUnknown, rawData{Raw: raw})
+	rt.emitFrom(rt.linePos(), turnID, berth.EventACPUnknown, rawData{Raw: raw})
 	rt.mu.Unlock()
 }
 

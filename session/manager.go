@@ -82,7 +82,14 @@ type Options struct {
 	// UserHome is the home directory agents' home_files are read from (the
 	// daemon user's); "" binds none.
 	UserHome string
-	Logger   *slog.Logger
+	// Shim, when set, starts every agent in a shim of its own: agents
+	// outlive the daemon, and the next one reattaches to them.
+	Shim *ShimOptions
+	// RunDir holds the shims' sockets, spools and logs ($BERTH_HOME/run).
+	// Sessions found with a shim at boot are reattached even when Shim is
+	// nil.
+	RunDir string
+	Logger *slog.Logger
 }
 
 // Manager owns the live sessions.
@@ -174,7 +181,13 @@ func (m *Manager) Open(ctx context.Context) error {
 
 // Close stops every live session with daemon_shutdown and waits for them.
 // Nothing starts after Close begins.
-func (m *Manager) Close(ctx context.Context) error {
+func (m *Manager) Close(ctx context.Context) error { return m.Shutdown(ctx, true) }
+
+// Shutdown ends the manager. With stopSessions it is Close; without, the
+// agents that run in shims are left running, their sessions active, for
+// the next daemon to reattach (the others are stopped). Nothing starts
+// after Shutdown begins.
+func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	m.mu.Lock()
 	m.closing = true
 	m.mu.Unlock()
@@ -200,7 +213,11 @@ func (m *Manager) Close(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rt.stop(context.WithoutCancel(ctx), berth.StopDaemonShutdown, nil)
+			if stopSessions {
+				rt.stop(context.WithoutCancel(ctx), berth.StopDaemonShutdown, nil)
+				return
+			}
+			rt.detach(context.WithoutCancel(ctx))
 		}()
 	}
 	wg.Wait()
@@ -245,6 +262,17 @@ func (m *Manager) Health(ctx context.Context) berth.Health {
 
 // Agents implements berth.SessionService.
 func (m *Manager) Agents(ctx context.Context) []berth.AgentInfo { return m.opts.Catalog.List() }
+
+// LiveIDs returns the ids of the sessions with a live runtime.
+func (m *Manager) LiveIDs() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]bool, len(m.live))
+	for id := range m.live {
+		out[id] = true
+	}
+	return out
+}
 
 // runtimeOf returns the live runtime of a session, or nil.
 func (m *Manager) runtimeOf(id string) *runtime {

@@ -54,6 +54,13 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 
 	rt.mu.Lock()
 	p.TurnID = rt.currentTurnIDLocked()
+	if old, ok := rt.adoptLocked(p); ok {
+		// Asked before the daemon restarted: the record and its event exist.
+		w := &permWaiter{p: old, toolKind: kind, answer: make(chan acp.RequestPermissionResponse, 1)}
+		rt.waitLocked(w)
+		rt.mu.Unlock()
+		return rt.await(ctx, w)
+	}
 	rt.mu.Unlock()
 	var cancelled bool
 	var mode, remembered string
@@ -88,23 +95,60 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 
 	// Ask: wait for the user, the timeout, a cancel or the connection's end.
 	w := &permWaiter{p: p, toolKind: kind, answer: make(chan acp.RequestPermissionResponse, 1)}
-	rt.perms[p.ID] = w
+	rt.waitLocked(w)
+	rt.mu.Unlock()
+	return rt.await(ctx, w)
+}
+
+// waitLocked makes w a request waiting for a decision, with its timeout.
+func (rt *runtime) waitLocked(w *permWaiter) {
+	id := w.p.ID
+	rt.perms[id] = w
 	rt.sess.PendingPermissions++
 	rt.wg.Add(1)
 	w.timer = time.AfterFunc(rt.m.opts.Limits.PermissionTimeout, func() {
 		defer rt.wg.Done()
-		rt.expirePermission(p.ID)
+		rt.expirePermission(id)
 	})
-	rt.mu.Unlock()
+}
 
+// await waits for w's decision or the end of the agent's connection.
+func (rt *runtime) await(ctx context.Context, w *permWaiter) (acp.RequestPermissionResponse, error) {
 	select {
 	case resp := <-w.answer:
 		return resp, nil
 	case <-ctx.Done():
+		if rt.detached.Load() {
+			// The daemon let go of the agent: the next one asks again.
+			return acp.Cancelled(), nil
+		}
 		// The agent's connection is closing: nobody will read an answer.
-		_, _ = rt.decide(context.WithoutCancel(ctx), p.ID, berth.PermissionCanceled, "", berth.DecidedByCancel)
+		_, _ = rt.decide(context.WithoutCancel(ctx), w.p.ID, berth.PermissionCanceled, "", berth.DecidedByCancel)
 		return acp.Cancelled(), nil
 	}
+}
+
+// adoptLocked finds the stored pending permission a reattached agent's
+// request asked for before the restart: same turn, same tool call.
+func (rt *runtime) adoptLocked(p berth.Permission) (berth.Permission, bool) {
+	for i, old := range rt.adoptable {
+		if old.TurnID == p.TurnID && jsonEqual(old.ToolCall, p.ToolCall) {
+			rt.adoptable = append(rt.adoptable[:i], rt.adoptable[i+1:]...)
+			return old, true
+		}
+	}
+	return berth.Permission{}, false
+}
+
+// jsonEqual reports whether two JSON texts hold the same value.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
 }
 
 // settle records a decision taken without waiting and returns the answer.
@@ -187,6 +231,11 @@ func (rt *runtime) resolveLocked(permID, state, optionID, by string) (*berth.Per
 
 // complete records a resolved request and answers the agent.
 func (rt *runtime) complete(ctx context.Context, p *berth.Permission, w *permWaiter) {
+	if rt.detached.Load() {
+		// The question stays pending for the next daemon.
+		w.answer <- answerFor(p)
+		return
+	}
 	if err := rt.m.store.DecidePermission(ctx, p); err != nil {
 		rt.logger.Warn("record permission decision", "err", err)
 	}

@@ -9,46 +9,53 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/shim"
 )
 
-// reconcile finds sessions a previous daemon left live. Their agents died
-// with it (the per-session shim that keeps them alive comes later), so each
-// becomes stopped/daemon_crashed: a leftover process group is killed, an open
-// turn gets its closing turn_ended, and session_stopped is appended. No
-// session reads active with nothing behind it.
+// reconcile finds sessions a previous daemon left live. Those whose agent
+// runs on in its shim are reattached and carry on. The others lost their
+// agent with the daemon (or the machine): each becomes
+// stopped/daemon_crashed, whatever it left running is killed, an open turn
+// gets its closing turn_ended, and session_stopped is appended. No session
+// reads active with nothing behind it.
 func (m *Manager) reconcile(ctx context.Context) error {
 	// One pass over /proc finds what every session left running: its agent
 	// and the terminals it started (all carry BERTH_SESSION_ID).
 	m.leftovers = sessionProcesses()
 	defer func() { m.leftovers = nil }()
+	var live []*berth.Session
 	for _, state := range []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping} {
+		cursor := ""
 		for {
-			page, err := m.store.ListSessions(ctx, berth.SessionFilter{State: state, Limit: 1000})
+			page, err := m.store.ListSessions(ctx, berth.SessionFilter{State: state, Limit: 1000, Cursor: cursor})
 			if err != nil {
 				return fmt.Errorf("reconcile: list %s sessions: %w", state, err)
 			}
-			for _, s := range page.Sessions {
-				if err := m.reconcileOne(ctx, s); err != nil {
-					return fmt.Errorf("reconcile %s: %w", s.ID, err)
-				}
-				queued, err := m.store.ListQueue(ctx, s.ID)
-				if err != nil {
-					return fmt.Errorf("reconcile %s: %w", s.ID, err)
-				}
-				if len(queued) > 0 {
-					m.resumeAtBoot = append(m.resumeAtBoot, s.ID)
-				}
-			}
-			// Each reconciled session leaves the filter, so the first page is always the next.
+			live = append(live, page.Sessions...)
 			if len(page.Sessions) == 0 || page.NextCursor == "" {
 				break
 			}
+			cursor = page.NextCursor
 		}
 	}
+	for _, s := range m.reattachAll(ctx, live) {
+		if err := m.reconcileOne(ctx, s); err != nil {
+			return fmt.Errorf("reconcile %s: %w", s.ID, err)
+		}
+		queued, err := m.store.ListQueue(ctx, s.ID)
+		if err != nil {
+			return fmt.Errorf("reconcile %s: %w", s.ID, err)
+		}
+		if len(queued) > 0 {
+			m.resumeAtBoot = append(m.resumeAtBoot, s.ID)
+		}
+	}
+	m.removeOrphanShims(ctx)
 	return nil
 }
 
@@ -82,6 +89,15 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 		m.logger.Warn("killing a process left by a previous daemon", "session", s.ID, "pid", pid, "pgid", pgid)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if s.ShimSocket != "" {
+		// A shim that did not answer: it goes, and its files with it.
+		for _, pid := range processesByEnv(shim.EnvSocket + "=")[s.ShimSocket] {
+			m.logger.Warn("killing a shim that did not answer", "session", s.ID, "pid", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = os.Remove(s.ShimSocket)
+		_ = os.Remove(strings.TrimSuffix(s.ShimSocket, ".sock") + ".spool")
 	}
 	// A daemon that logged session_stopped but died before recording the
 	// state leaves the log complete already: nothing may follow it.
@@ -145,6 +161,7 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 	}
 	from := s.State
 	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, berth.StopDaemonCrashed, f, 0
+	s.ShimSocket, s.ShimPID = "", 0
 	s.PendingPermissions = 0
 	s.Resumable = workspaceExists(s.Workspace)
 	s.Badge = s.ComputeBadge(false, false)
@@ -231,14 +248,18 @@ func (m *Manager) lastOfType(ctx context.Context, id, typ string) (*berth.Event,
 // sessionProcesses maps session ids to the pids of live processes whose
 // environment names them (BERTH_SESSION_ID, set for every process a
 // session starts), so a reused pid is never taken for a session's.
-func sessionProcesses() map[string][]int {
+func sessionProcesses() map[string][]int { return processesByEnv("BERTH_SESSION_ID=") }
+
+// processesByEnv maps the values of one environment variable (key ends
+// with "=") to the pids of the live processes that have it.
+func processesByEnv(key string) map[string][]int {
 	out := map[string][]int{}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return out
 	}
 	self := os.Getpid()
-	key := []byte("BERTH_SESSION_ID=")
+	k := []byte(key)
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -249,8 +270,8 @@ func sessionProcesses() map[string][]int {
 			continue
 		}
 		for _, kv := range bytes.Split(env, []byte{0}) {
-			if id, ok := bytes.CutPrefix(kv, key); ok {
-				out[string(id)] = append(out[string(id)], pid)
+			if v, ok := bytes.CutPrefix(kv, k); ok {
+				out[string(v)] = append(out[string(v)], pid)
 				break
 			}
 		}

@@ -3,6 +3,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/shim"
 )
 
 // maxTurnText caps the message text of a turn kept in memory.
@@ -68,6 +70,25 @@ type runtime struct {
 	inputChanged chan struct{}
 	// warnedStdout is set once a non-JSON stdout line has been reported.
 	warnedStdout atomic.Bool
+	// detached is set when the daemon lets go of an agent that runs on in
+	// its shim (a graceful shutdown): from then on the runtime records
+	// nothing, and the next daemon carries on.
+	detached atomic.Bool
+	// shim is the agent's shim, when it runs in one.
+	shim *shim.Proc
+	// adoptable are the pending permissions of a reattached session: the
+	// agent's request, served again, takes its record back instead of
+	// making a new one.
+	adoptable []berth.Permission
+	// boxMu guards opening sandbox lazily: with a shim the agent's own
+	// sandbox is the shim's, and the daemon opens one for terminals and
+	// exec only when they are asked for.
+	boxMu      sync.Mutex
+	boxClosed  bool
+	provider   berth.SandboxProvider
+	boxCfg     berth.SandboxConfig
+	boxRef     string
+	shimSocket string
 
 	spec berth.AgentSpec
 	// resumeFrom is the ACP session id a resumed session reopens.
@@ -183,7 +204,23 @@ func (rt *runtime) emit(turnID, typ string, data any) {
 	rt.emitEvent(berth.NewEvent(rt.id, turnID, typ, data))
 }
 
+// emitFrom is emit for an event caused by the agent's stdout line that is
+// being dispatched: the event carries the line's end (see berth.Event.Source).
+// Only the ACP reader goroutine calls it.
+func (rt *runtime) emitFrom(src int64, turnID, typ string, data any) {
+	ev := berth.NewEvent(rt.id, turnID, typ, data)
+	ev.Source = src
+	rt.emitEvent(ev)
+}
+
+// linePos is where the agent line being dispatched ends.
+func (rt *runtime) linePos() int64 { return rt.client.Position() }
+
 func (rt *runtime) emitEvent(ev berth.Event) {
+	if rt.detached.Load() {
+		// The next daemon replays whatever this one did not record.
+		return
+	}
 	if err := rt.m.log.Append(context.Background(), ev); err != nil {
 		rt.logger.Error("event not logged", "type", ev.Type, "err", err)
 	}
@@ -244,12 +281,21 @@ func (rt *runtime) stop(ctx context.Context, reason berth.StopReason, failure *b
 // moves the session to stopped. session_stopped is always the last event.
 func (rt *runtime) monitor() {
 	defer rt.m.monitors.Done()
-	status, _ := rt.proc.Wait()
+	status, werr := rt.proc.Wait()
+	if errors.Is(werr, shim.ErrDetached) {
+		rt.teardownDetached()
+		return
+	}
 	rt.mu.Lock()
 	rt.exited = true
 	rt.mu.Unlock()
 	// Nothing of the agent's process group may outlive it.
 	_ = rt.proc.Signal(syscall.SIGKILL)
+	if errors.Is(werr, shim.ErrLost) {
+		// The shim died without reporting: its agent goes with it.
+		_ = syscall.Kill(-rt.proc.Pid(), syscall.SIGKILL)
+		rt.logger.Warn("the agent's shim went away", "session", rt.id)
+	}
 	// Let the reader drain what the agent wrote before it died.
 	select {
 	case <-rt.client.Done():
@@ -279,8 +325,10 @@ func (rt *runtime) monitor() {
 
 	ctx := context.Background()
 	rt.finish(ctx, reason, failure)
-	if err := rt.sandbox.Close(ctx); err != nil {
-		rt.logger.Warn("sandbox close", "err", err)
+	rt.closeBox(ctx)
+	if rt.shim != nil {
+		// The shim may go: this daemon has the exit.
+		rt.shim.Release()
 	}
 	// Whatever left the agent's process group (setsid, a double fork) and
 	// still carries the session's id dies with the session: the host
@@ -313,6 +361,7 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 	for attempt := 0; ; attempt++ {
 		err := rt.transition(ctx, berth.StateStopped, func(s *berth.Session) {
 			s.StopReason, s.Failure, s.AgentPID = reason, failure, 0
+			s.ShimSocket, s.ShimPID = "", 0
 		})
 		if err == nil || berth.IsCode(err, berth.EConflict) || attempt == 4 {
 			if err != nil {

@@ -97,7 +97,11 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 		env = append(env, e.Name+"="+e.Value)
 	}
 	out := newCapBuffer(limit)
-	proc, err := rt.sandbox.Start(ctx, berth.ProcSpec{Path: req.Command, Args: req.Args, Env: env, Dir: dir,
+	sb, err := rt.box(ctx)
+	if err != nil {
+		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "no sandbox for the command: " + berth.ErrorMessage(err)}
+	}
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: req.Command, Args: req.Args, Env: env, Dir: dir,
 		Stdin: devNull, Stdout: out, Stderr: out})
 	if err != nil {
 		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "command did not start: " + berth.ErrorMessage(err)}

@@ -49,7 +49,7 @@ func (rt *runtime) runTurn(t *turn, text string) {
 	for {
 		answered := func(resp acp.PromptResponse, err error) {
 			if !rt.continueWithSteer(t, err) {
-				rt.endTurn(t, turnEnd(resp, err, false))
+				rt.endTurn(t, turnEnd(resp, err, false), rt.linePos())
 			}
 		}
 		// session/cancel waits for the prompt to be written: it must never overtake it.
@@ -67,7 +67,7 @@ func (rt *runtime) runTurn(t *turn, text string) {
 			rt.mu.Unlock()
 			continue
 		}
-		rt.endTurn(t, turnEnd(resp, err, rt.stopping()))
+		rt.endTurn(t, turnEnd(resp, err, rt.stopping()), 0)
 		return
 	}
 }
@@ -140,10 +140,12 @@ func turnEnd(resp acp.PromptResponse, err error, stopping bool) turnEndedData {
 }
 
 // endTurn closes a turn once: turn_ended is its last event, the session's
-// counters are saved, then waiters are released.
-func (rt *runtime) endTurn(t *turn, end turnEndedData) {
+// counters are saved, then waiters are released. src is the end of the
+// agent's answer line when the answer closes the turn (else 0).
+func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 	rt.mu.Lock()
-	if rt.turn != t {
+	if rt.turn != t || rt.detached.Load() {
+		// A detached runtime leaves the turn to the next daemon.
 		rt.mu.Unlock()
 		return
 	}
@@ -161,7 +163,7 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData) {
 		rt.emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
 	}
 	rt.hung = false
-	rt.emit(t.id, berth.EventTurnEnded, end)
+	rt.emitFrom(src, t.id, berth.EventTurnEnded, end)
 	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
 	t.result = res
 	if !t.textCut {

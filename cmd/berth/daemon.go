@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -33,7 +34,7 @@ var version = "dev"
 // addDaemonCommands registers the commands that run a daemon in this process
 // (serve, run, bench) and the hidden agent-demo command.
 func addDaemonCommands(root *cobra.Command) {
-	root.AddCommand(newServeCmd(), newRunCmd(), newBenchCmd(), newAgentDemoCmd())
+	root.AddCommand(newServeCmd(), newRunCmd(), newBenchCmd(), newAgentDemoCmd(), newShimCmd())
 }
 
 // daemon is one berth daemon assembled in this process: store, event log,
@@ -47,6 +48,8 @@ type daemon struct {
 	mgr    *session.Manager
 	srv    *bhttp.Server
 	docker *docker.Provider
+	// leaveSessions: see daemonOptions.
+	leaveSessions bool
 
 	// served receives Serve's result once; serving tells whether it runs.
 	served  chan error
@@ -60,6 +63,13 @@ type daemonOptions struct {
 	addr   string // "" = no TCP listener
 	socket string // "" = no Unix socket
 	logger *slog.Logger
+	// leaveSessions leaves the agents running in their shims when the
+	// daemon closes, for the next daemon to reattach (berth serve, unless
+	// [server] stop_sessions_on_exit); otherwise closing stops them.
+	leaveSessions bool
+	// noShims starts agents as the daemon's own children: they die with it
+	// (berth run, whose session lives as long as the command).
+	noShims bool
 }
 
 // daemonGCPercent is the GOGC a daemon runs with unless GOGC is set: its
@@ -76,7 +86,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if err := os.MkdirAll(o.home, 0o700); err != nil {
 		return nil, berth.WrapError(berth.EInvalid, err, "cannot create the berth home directory")
 	}
-	d := &daemon{cfg: o.cfg, home: o.home, logger: o.logger}
+	d := &daemon{cfg: o.cfg, home: o.home, logger: o.logger, leaveSessions: o.leaveSessions}
 	defer func() {
 		if err != nil {
 			d.close(context.WithoutCancel(ctx))
@@ -97,9 +107,19 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	providers, err := d.openProviders(ctx, o, self)
+	po := newProviderOptions(o.cfg, self, o.home)
+	providers, err := d.openProviders(po)
 	if err != nil {
 		return nil, err
+	}
+	runDir := filepath.Join(o.home, "run")
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot create %s", runDir)
+	}
+	var shimOpts *session.ShimOptions
+	if !o.noShims {
+		pob, _ := json.Marshal(po)
+		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)}}
 	}
 	lim := o.cfg.Limits
 	d.mgr = session.New(session.Options{
@@ -115,10 +135,12 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration},
 		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
+		Shim:      shimOpts, RunDir: runDir,
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
 	}
+	d.removeLeftoverContainers(ctx, d.mgr.LiveIDs())
 	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: o.cfg.Server.Token,
 		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: version})
 	if err = d.srv.Listen(o.addr, o.socket); err != nil {
@@ -151,7 +173,7 @@ func (d *daemon) close(ctx context.Context) {
 		}
 	}
 	if d.mgr != nil {
-		if err := d.mgr.Close(ctx); err != nil {
+		if err := d.mgr.Shutdown(ctx, !d.leaveSessions); err != nil {
 			d.logger.Warn("session manager close", "err", err)
 		}
 	}
@@ -260,23 +282,28 @@ func userHome() string {
 // the manager); docker for the
 // configured engine, whose containers a previous daemon of this home left
 // are removed now (the engine may be shared: only this node's are).
-func (d *daemon) openProviders(ctx context.Context, o daemonOptions, self string) ([]berth.SandboxProvider, error) {
-	providers := []berth.SandboxProvider{host.New(), bwrap.New(bwrap.Options{UID: o.cfg.Sandbox.UID})}
-	dk, err := docker.New(docker.Options{Host: o.cfg.Sandbox.Docker.Host, Image: o.cfg.Sandbox.Docker.Image,
-		Berth: self, UID: o.cfg.Sandbox.UID, Limits: o.cfg.Sandbox.Limits(), Instance: nodeID(o.home)})
+func (d *daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
+	providers := []berth.SandboxProvider{host.New(), bwrap.New(bwrap.Options{UID: po.UID})}
+	dk, err := po.docker()
 	if err != nil {
 		return nil, err
 	}
 	d.docker = dk
-	providers = append(providers, dk)
+	return append(providers, dk), nil
+}
+
+// removeLeftoverContainers removes the containers a previous daemon of this
+// home left, except those of the sessions reattached (the engine may be
+// shared: only this node's are touched).
+func (d *daemon) removeLeftoverContainers(ctx context.Context, keep map[string]bool) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if dk.Probe(pctx) == nil {
-		if n, err := dk.RemoveLeftovers(pctx); err != nil {
-			o.logger.Warn("docker: leftover containers not removed", "err", err)
-		} else if n > 0 {
-			o.logger.Info("docker: removed containers a previous daemon left", "count", n)
-		}
+	if d.docker.Probe(pctx) != nil {
+		return
 	}
-	return providers, nil
+	if n, err := d.docker.RemoveLeftovers(pctx, keep); err != nil {
+		d.logger.Warn("docker: leftover containers not removed", "err", err)
+	} else if n > 0 {
+		d.logger.Info("docker: removed containers a previous daemon left", "count", n)
+	}
 }

@@ -107,7 +107,9 @@ func startServerEnv(t *testing.T, home string, env []string, args ...string) *se
 }
 
 // stop sends SIGTERM and waits; anything left in the group is killed.
+// The agents berth serve leaves running in their shims are stopped too.
 func (s *server) stop() {
+	defer stopShims(s.t, s.home)
 	if s.cmd.ProcessState != nil {
 		return
 	}
@@ -120,6 +122,42 @@ func (s *server) stop() {
 		s.t.Errorf("daemon did not stop on SIGTERM: %s", s.log)
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-done
+	}
+}
+
+// shimsOf returns the pids of the shims of a berth home, found by the
+// socket path in their environment.
+func shimsOf(home string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	key := []byte("BERTH_SHIM_SOCKET=" + filepath.Join(home, "run") + "/")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if bytes.Contains(env, key) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// stopShims stops the shims a test daemon left (each stops its agent on
+// SIGTERM), then kills what is left of them.
+func stopShims(t *testing.T, home string) {
+	pids := shimsOf(home)
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(shimsOf(home)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, pid := range shimsOf(home) {
+		t.Logf("shim %d did not stop on SIGTERM; killing it", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 

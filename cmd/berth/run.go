@@ -189,7 +189,8 @@ func dialOrStart(cmd *cobra.Command) (*bhttp.Client, *daemon, error) {
 	if socket == "" {
 		socket = filepath.Join(home, socketName)
 	}
-	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, socket: socket, logger: quietLogger().With("daemon", "in-process")})
+	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, socket: socket, logger: quietLogger().With("daemon", "in-process"),
+		noShims: true, leaveSessions: true})
 	if err != nil {
 		return nil, nil, err
 	}

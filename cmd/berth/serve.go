@@ -53,7 +53,8 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	logger := newLogger(debug)
 
 	ctx := cmd.Context()
-	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: cfg.Server.Addr, socket: socket, logger: logger})
+	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: cfg.Server.Addr, socket: socket, logger: logger,
+		leaveSessions: !cfg.Server.StopSessionsOnExit})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,13 @@ func (s *server) waitLog(t *testing.T, id, what string, cond func([]berth.Event)
 // busySession creates a demo session running a long turn.
 func (s *server) busySession(t *testing.T, extra map[string]any) berth.Session {
 	t.Helper()
+	return s.busySessionWith(t, extra, "sleep 60000")
+}
+
+// busySessionWith creates a demo session running prompt; the session's
+// CurrentTurnID is the prompt's turn.
+func (s *server) busySessionWith(t *testing.T, extra map[string]any, prompt string) berth.Session {
+	t.Helper()
 	body := map[string]any{"agent": "demo", "sandbox": "host"}
 	for k, v := range extra {
 		body[k] = v
@@ -56,9 +63,10 @@ func (s *server) busySession(t *testing.T, extra map[string]any) berth.Session {
 		t.Fatalf("create = %d %v", st, err)
 	}
 	var r berth.PromptResult
-	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]string{"text": "sleep 60000"}, &r); st != 202 || r.Status != "started" {
+	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]string{"text": prompt}, &r); st != 202 || r.Status != "started" {
 		t.Fatalf("busy prompt = %d %+v", st, r)
 	}
+	sess.CurrentTurnID = r.TurnID
 	return sess
 }
 
@@ -211,11 +219,12 @@ func TestRunAskAnswersAtTheTerminal(t *testing.T) {
 }
 
 // SIGKILL the daemon while two prompts are queued: after the restart both
-// still run, once each, in order.
+// still run, once each, in order — after the turn in flight, which the
+// agent went on with in its shim.
 func TestQueuedPromptsSurviveSIGKILL(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	sess := s.busySession(t, nil)
+	sess := s.busySessionWith(t, nil, "sleep 1500")
 	path := "/v1/sessions/" + sess.ID
 	for _, text := range []string{"echo one", "echo two"} {
 		if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": text}, nil); st != 202 {
@@ -233,7 +242,7 @@ func TestQueuedPromptsSurviveSIGKILL(t *testing.T) {
 		}
 		return ended == 3
 	})
-	want := "user:sleep 60000|queue:echo one|queue:echo two"
+	want := "user:sleep 1500|queue:echo one|queue:echo two"
 	if got := strings.Join(turnStarts(evs), "|"); got != want {
 		t.Fatalf("turns = %s, want %s", got, want)
 	}

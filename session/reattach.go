@@ -1,0 +1,268 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/shim"
+)
+
+// Reattach bounds: how many shims boot connects to at once, and how long
+// one may take to answer.
+const (
+	reattachParallel = 32
+	reattachTimeout  = 5 * time.Second
+)
+
+// reattachAll connects to the shims of the sessions a previous daemon left
+// active and carries each on. It returns the sessions it could not
+// reattach, for reconcile to close.
+func (m *Manager) reattachAll(ctx context.Context, sessions []*berth.Session) []*berth.Session {
+	var (
+		mu     sync.Mutex
+		failed []*berth.Session
+		wg     sync.WaitGroup
+	)
+	sem := make(chan struct{}, reattachParallel)
+	for _, s := range sessions {
+		if s.ShimSocket == "" || s.State != berth.StateActive {
+			failed = append(failed, s)
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := m.reattach(ctx, s); err != nil {
+				m.logger.Warn("session not reattached", "session", s.ID, "err", err)
+				mu.Lock()
+				failed = append(failed, s)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return failed
+}
+
+// reattach takes over one session whose agent runs on in its shim: the
+// stream is replayed from the last line the log has, the turn in flight
+// waits for the answer to the prompt the previous daemon sent (or sends
+// it, if it never went out), and the agent's unanswered requests are
+// served again.
+func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
+	actx, cancel := context.WithTimeout(ctx, reattachTimeout)
+	defer cancel()
+	p, err := shim.Attach(actx, s.ShimSocket, s.AgentOffset)
+	if err != nil {
+		return err
+	}
+	h := p.Hello()
+	if h.SessionID != s.ID {
+		p.Detach()
+		return fmt.Errorf("the shim at %s serves session %s", s.ShimSocket, h.SessionID)
+	}
+	provider := m.providers[s.Sandbox.Provider]
+	if provider == nil {
+		p.Detach()
+		return fmt.Errorf("sandbox provider %q is not configured", s.Sandbox.Provider)
+	}
+	spec, ok := m.opts.Catalog.Get(s.Agent)
+	if !ok {
+		spec = berth.AgentSpec{Name: s.Agent}
+	}
+	open, text, err := m.openTurnText(ctx, s.ID)
+	if err != nil {
+		p.Detach()
+		return err
+	}
+	pending, err := m.store.ListPermissions(ctx, s.ID, berth.PermissionPending)
+	if err != nil {
+		p.Detach()
+		return err
+	}
+
+	rt := m.newRuntime(s, spec)
+	home := filepath.Join(m.sessionDir(s.ID), "home")
+	rt.provider, rt.shim, rt.proc, rt.boxRef, rt.shimSocket = provider, p, p, h.Ref, s.ShimSocket
+	rt.boxCfg = berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: home,
+		Env: agentEnv(spec, s.ID, s.Env), Network: s.Sandbox.Network, Binds: m.sandboxBinds(spec, home),
+		Image: spec.DockerImage, Limits: m.opts.Sandbox.Limits}
+	rt.acpID = s.ACP.SessionID
+	rt.terminals = newTerminals(rt)
+	if rt.wsReal, err = filepath.EvalSymlinks(rt.workspace); err != nil {
+		rt.wsReal = rt.workspace
+	}
+	if rt.root, err = os.OpenRoot(rt.wsReal); err != nil {
+		rt.logger.Warn("workspace root", "err", err)
+	}
+	for _, p := range pending {
+		rt.adoptable = append(rt.adoptable, *p)
+	}
+	rt.sess.PendingPermissions = 0
+	if err := rt.loadInput(ctx); err != nil {
+		rt.logger.Warn("load queued input", "err", err)
+	}
+	// Requests read again that the previous daemon answered are not served twice.
+	serve := map[string]bool{}
+	for _, r := range h.Requests {
+		if r.End > h.From {
+			if _, id, _ := acp.Classify(r.Line); id != nil {
+				serve[string(id)] = true
+			}
+		}
+	}
+	handler := &agentHandler{rt: rt}
+	rt.client = acp.NewClient(acp.Pipe{R: p.Stdout(), W: p.Stdin()}, handler, acp.Options{
+		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger, OnSkippedLine: rt.skippedLine,
+		StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: serve,
+	})
+
+	var wait func(context.Context) (acp.PromptResponse, error)
+	if open != "" {
+		t := &turn{id: open, done: make(chan struct{}), promptSent: make(chan struct{})}
+		close(t.promptSent)
+		for _, c := range h.Calls {
+			if c.Method != acp.MethodSessionPrompt || (c.AnsweredAt > 0 && c.AnsweredAt <= h.From) {
+				continue
+			}
+			id, err := strconv.ParseInt(string(c.ID), 10, 64)
+			if err != nil {
+				continue
+			}
+			wait, err = rt.client.ExpectPrompt(id, func(resp acp.PromptResponse, err error) {
+				rt.endTurn(t, turnEnd(resp, err, false), rt.linePos())
+			})
+			if err != nil {
+				p.Detach()
+				return err
+			}
+		}
+		now := time.Now()
+		rt.turn, rt.lastActivity = t, now
+	}
+
+	m.mu.Lock()
+	if m.live[s.ID] != nil {
+		m.mu.Unlock()
+		p.Detach()
+		return fmt.Errorf("session %s is live already", s.ID)
+	}
+	m.live[s.ID] = rt
+	m.mu.Unlock()
+
+	rt.stderrWG.Add(1)
+	go rt.readStderr(p.Stderr())
+	rt.client.Start()
+	for _, r := range h.Requests {
+		if r.End <= h.From {
+			rt.client.Redeliver(r.Line)
+		}
+	}
+	m.monitors.Add(1)
+	go rt.monitor()
+	close(rt.ready)
+	close(rt.handshook)
+	if t := rt.turn; t != nil {
+		rt.turnWG.Add(1)
+		if wait == nil {
+			// The prompt never reached the agent: it goes out now.
+			rt.logger.Info("resending the prompt of a turn the previous daemon did not send", "turn", t.id)
+			t.promptSent = make(chan struct{})
+			go rt.runTurn(t, text)
+		} else {
+			go rt.awaitTurn(t, wait)
+		}
+	}
+	rt.mu.Lock()
+	if rt.turn == nil {
+		rt.dispatchLocked(ctx)
+	}
+	rt.mu.Unlock()
+	m.logger.Info("session reattached", "session", s.ID, "from", h.From, "end", h.End, "turn", open)
+	return nil
+}
+
+// awaitTurn ends a reattached turn when the answer to its prompt comes, or
+// when the connection ends without one.
+func (rt *runtime) awaitTurn(t *turn, wait func(context.Context) (acp.PromptResponse, error)) {
+	defer rt.turnWG.Done()
+	resp, err := wait(context.Background())
+	rt.endTurn(t, turnEnd(resp, err, rt.stopping()), 0)
+}
+
+// openTurnText returns the session's open turn, if any, and its prompt.
+func (m *Manager) openTurnText(ctx context.Context, id string) (string, string, error) {
+	open, err := m.openTurn(ctx, id)
+	if err != nil || open == "" {
+		return "", "", err
+	}
+	evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{Type: berth.EventTurnStarted, TurnID: open, Limit: 1})
+	if err != nil || len(evs) == 0 {
+		return open, "", err
+	}
+	var d turnStartedData
+	_ = json.Unmarshal(evs[0].Data, &d)
+	return open, d.Text, nil
+}
+
+// removeOrphanShims clears $BERTH_HOME/run of what belongs to no live
+// session: shims still running are told to stop their agent and go (or
+// killed), and the files of dead ones are removed.
+func (m *Manager) removeOrphanShims(ctx context.Context) {
+	runDir := m.opts.RunDir
+	if runDir == "" {
+		return
+	}
+	entries, err := os.ReadDir(runDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		name := e.Name()
+		id, ok := strings.CutSuffix(name, ".sock")
+		if !ok {
+			continue
+		}
+		if m.runtimeOf(id) != nil {
+			continue
+		}
+		sock := filepath.Join(runDir, name)
+		actx, cancel := context.WithTimeout(ctx, time.Second)
+		p, err := shim.Attach(actx, sock, 0)
+		cancel()
+		if err == nil {
+			m.logger.Warn("stopping an orphaned shim", "session", id)
+			_, _ = p.Stop(context.Background(), m.opts.Limits.StopGrace)
+			p.Release()
+			continue
+		}
+		_ = os.Remove(sock)
+		_ = os.Remove(filepath.Join(runDir, id+".spool"))
+	}
+	// A shim whose socket file is gone is found by its environment.
+	for sock, pids := range processesByEnv(shim.EnvSocket + "=") {
+		id, ok := strings.CutSuffix(filepath.Base(sock), ".sock")
+		if !ok || filepath.Dir(sock) != filepath.Clean(runDir) || m.runtimeOf(id) != nil {
+			continue
+		}
+		if _, err := os.Stat(sock); err == nil {
+			continue
+		}
+		for _, pid := range pids {
+			m.logger.Warn("killing an orphaned shim", "session", id, "pid", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
