@@ -437,41 +437,54 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 }
 
 // openACPSession opens the agent's side of the session: a new one, or for
-// a resumed session its previous conversation, through session/resume or
-// session/load when the agent offers them. It returns the ACP session id
-// and how the conversation was resumed ("" for a new one). A conversation
-// the agent cannot reopen becomes a new one, with a runtime_warning.
+// a resumed session its previous conversation, through session/load or
+// else session/resume when the agent offers them. It returns the ACP
+// session id and how the conversation was resumed ("" for a new one). A
+// conversation the agent cannot reopen becomes a new one whose first
+// prompt carries the transcript so far ("transcript"), with a
+// runtime_warning when reopening failed.
 func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, error) {
 	prev := rt.resumeFrom
 	caps := init.Capabilities()
-	if prev != "" {
-		var err error
-		how := ""
-		switch {
-		case caps.CanResume():
-			how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace)
-		case caps.LoadSession:
-			// The replayed history is in the log already.
-			h.replaying.Store(true)
-			how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace)
-			h.replaying.Store(false)
-		}
-		if how != "" && err == nil {
-			return prev, how, nil
-		}
-		reason := "the agent cannot reopen a conversation (no session/resume or session/load): it starts a new one"
-		if err != nil {
-			reason = fmt.Sprintf("the agent could not reopen the conversation (session/%s: %v): it starts a new one", how, err)
-		}
+	if prev == "" {
+		ns, err := rt.client.NewSession(ctx, rt.workspace)
+		return ns.SessionID, "", err
+	}
+	var err error
+	how := ""
+	switch {
+	case caps.LoadSession:
+		// The replayed history is in the log already.
+		h.replaying.Store(true)
+		how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace)
+		h.replaying.Store(false)
+	case caps.CanResume():
+		how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace)
+	}
+	if how != "" && err == nil {
+		return prev, how, nil
+	}
+	if err != nil {
 		rt.mu.Lock()
 		// The start goroutine is not one the monitor waits for: log only while the agent runs.
 		if !rt.exited {
-			rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": reason})
+			rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
+				"the agent could not reopen the conversation (session/%s: %v): it starts a new one, given the transcript so far", how, err)})
 		}
 		rt.mu.Unlock()
 	}
 	ns, err := rt.client.NewSession(ctx, rt.workspace)
-	return ns.SessionID, "", err
+	if err != nil {
+		return "", "", err
+	}
+	carry, terr := rt.m.transcriptPreamble(ctx, rt.id)
+	if terr != nil {
+		rt.logger.Warn("transcript for the new conversation", "err", terr)
+	}
+	rt.mu.Lock()
+	rt.carry = carry
+	rt.mu.Unlock()
+	return ns.SessionID, "transcript", nil
 }
 
 // handshakeFailed stops a session whose agent did not complete the

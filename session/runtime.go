@@ -93,6 +93,9 @@ type runtime struct {
 	spec berth.AgentSpec
 	// resumeFrom is the ACP session id a resumed session reopens.
 	resumeFrom string
+	// carry is the transcript the next prompt carries to an agent that
+	// could not reopen the conversation. Guarded by mu.
+	carry string
 	// workspace is the session's workspace path; it never changes.
 	workspace string
 	// The fields below are set by start before it closes ready; readers

@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"github.com/berth-sh/berth"
 )
@@ -109,4 +111,27 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 			t.Usage = d.Usage
 		}
 	}
+}
+
+// transcriptPreamble renders a session's conversation so far for an agent
+// that has to start it over: it goes before the first prompt of the new
+// conversation. "" when there was none.
+func (m *Manager) transcriptPreamble(ctx context.Context, id string) (string, error) {
+	turns, err := m.Transcript(ctx, id)
+	if err != nil || len(turns) == 0 {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("[berth: this session was resumed in a new conversation; the conversation so far follows]\n")
+	for _, t := range turns {
+		fmt.Fprintf(&b, "User: %s\n", t.Prompt)
+		for _, c := range t.ToolCalls {
+			fmt.Fprintf(&b, "Tool call (%s, %s): %s\n", c.Kind, c.Status, c.Title)
+		}
+		if t.Text != "" {
+			fmt.Fprintf(&b, "Assistant: %s\n", t.Text)
+		}
+	}
+	b.WriteString("[berth: end of the earlier conversation; the new prompt follows]\n")
+	return b.String(), nil
 }

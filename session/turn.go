@@ -46,6 +46,11 @@ func (rt *runtime) startTurnLocked(turnID, text, source string) string {
 // the same turn.
 func (rt *runtime) runTurn(t *turn, text string) {
 	defer rt.turnWG.Done()
+	rt.mu.Lock()
+	// An agent that could not reopen the conversation learns it here.
+	carry := rt.carry
+	rt.carry = ""
+	rt.mu.Unlock()
 	for {
 		answered := func(resp acp.PromptResponse, err error) {
 			if !rt.continueWithSteer(t, err) {
@@ -55,7 +60,8 @@ func (rt *runtime) runTurn(t *turn, text string) {
 		// session/cancel waits for the prompt to be written: it must never overtake it.
 		sent := t.promptSent
 		ctx := acp.WithSent(context.Background(), func() { closeOnce(sent) })
-		resp, err := rt.client.PromptThen(ctx, rt.acpID, answered, acp.TextBlock(text))
+		resp, err := rt.client.PromptThen(ctx, rt.acpID, answered, acp.TextBlock(carry+text))
+		carry = ""
 		closeOnce(sent)
 		if next, ok := rt.takeSteer(t); ok {
 			// The steer's cancel goes out before its prompt, or the agent

@@ -35,8 +35,10 @@ type agent struct {
 	out      *gatedWriter
 	stderr   io.Writer
 	stateDir string
-	exit     func(int)
-	release  <-chan struct{}
+	// noLoad hides session/load: the agent cannot reopen a conversation.
+	noLoad  bool
+	exit    func(int)
+	release <-chan struct{}
 
 	hung     chan struct{}
 	hungOnce sync.Once
@@ -198,7 +200,7 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 	return acp.InitializeResponse{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
-			LoadSession: true,
+			LoadSession: !a.noLoad,
 		},
 		AgentInfo:   &acp.Implementation{Name: agentName, Version: agentVersion},
 		AuthMethods: []acp.AuthMethod{},
