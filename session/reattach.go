@@ -231,10 +231,10 @@ func (m *Manager) removeOrphanShims(ctx context.Context) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		id, ok := strings.CutSuffix(name, ".sock")
-		if !ok {
+		if !strings.HasSuffix(name, ".sock") {
 			continue
 		}
+		id := runFileSession(name)
 		if m.runtimeOf(id) != nil {
 			continue
 		}
@@ -246,15 +246,13 @@ func (m *Manager) removeOrphanShims(ctx context.Context) {
 			m.logger.Warn("stopping an orphaned shim", "session", id)
 			_, _ = p.Stop(context.Background(), m.opts.Limits.StopGrace)
 			p.Release()
-			continue
 		}
-		_ = os.Remove(sock)
-		_ = os.Remove(filepath.Join(runDir, id+".spool"))
+		removeRunFiles(strings.TrimSuffix(sock, ".sock"), true)
 	}
 	// A shim whose socket file is gone is found by its environment.
 	for sock, pids := range processesByEnv(shim.EnvSocket + "=") {
-		id, ok := strings.CutSuffix(filepath.Base(sock), ".sock")
-		if !ok || filepath.Dir(sock) != filepath.Clean(runDir) || m.runtimeOf(id) != nil {
+		id := runFileSession(filepath.Base(sock))
+		if !strings.HasSuffix(sock, ".sock") || filepath.Dir(sock) != filepath.Clean(runDir) || m.runtimeOf(id) != nil {
 			continue
 		}
 		if _, err := os.Stat(sock); err == nil {

@@ -96,8 +96,7 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 			m.logger.Warn("killing a shim that did not answer", "session", s.ID, "pid", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		_ = os.Remove(s.ShimSocket)
-		_ = os.Remove(strings.TrimSuffix(s.ShimSocket, ".sock") + ".spool")
+		removeRunFiles(strings.TrimSuffix(s.ShimSocket, ".sock"), true)
 	}
 	// A daemon that logged session_stopped but died before recording the
 	// state leaves the log complete already: nothing may follow it.

@@ -2,8 +2,12 @@ package session
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -27,7 +31,9 @@ const maxSocketPath = 107
 func (rt *runtime) startAgent(ctx context.Context) (berth.Process, *berth.Failure) {
 	m := rt.m
 	if so := m.opts.Shim; so != nil {
-		base := filepath.Join(m.opts.RunDir, rt.id)
+		// Each shim has files of its own: a shim still exiting never
+		// removes those of the next one (a quick stop and resume).
+		base := filepath.Join(m.opts.RunDir, rt.id+"."+randomHex(4))
 		if len(base)+len(".spool") > maxSocketPath {
 			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s.sock is too long for a Unix socket: use a shorter BERTH_HOME", base)}
 		}
@@ -150,4 +156,42 @@ func (rt *runtime) teardownDetached() {
 	rt.closeBox(context.Background())
 	rt.m.forget(rt)
 	close(rt.finished)
+}
+
+// removeRunFiles removes what a shim leaves in the run directory once it
+// is gone: its socket and spool (the shim removes them itself when it
+// exits cleanly) and its log, which is kept when keepLog is set and it
+// says something (why a shim failed). base is the socket path without
+// ".sock".
+func removeRunFiles(base string, keepLog bool) {
+	_ = os.Remove(base + ".sock")
+	_ = os.Remove(base + ".spool")
+	if fi, err := os.Stat(base + ".log"); err == nil && (!keepLog || fi.Size() == 0) {
+		_ = os.Remove(base + ".log")
+	}
+}
+
+// removeSessionRunFiles removes every file of a session's shims.
+func (m *Manager) removeSessionRunFiles(id string) {
+	if m.opts.RunDir == "" {
+		return
+	}
+	matches, _ := filepath.Glob(filepath.Join(m.opts.RunDir, id+".*"))
+	for _, f := range matches {
+		_ = os.Remove(f)
+	}
+}
+
+// runFileSession returns the session a run directory file belongs to:
+// files are named <session>.<instance>.<kind>.
+func runFileSession(name string) string {
+	id, _, _ := strings.Cut(name, ".")
+	return id
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

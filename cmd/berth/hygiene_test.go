@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/docker"
+)
+
+// zombiesOf returns the zombie children of the given parents.
+func zombiesOf(parents ...int) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || i+2 >= len(s) {
+			continue
+		}
+		fields := strings.Fields(s[i+2:])
+		if len(fields) < 2 || fields[0] != "Z" {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		for _, p := range parents {
+			if ppid == p {
+				out = append(out, e.Name()+" "+s[:i+1])
+			}
+		}
+	}
+	return out
+}
+
+// containersOf lists the containers on the test engine labelled with one
+// of the sessions.
+func containersOf(t *testing.T, ids map[string]bool) []string {
+	t.Helper()
+	host := os.Getenv("BERTH_TEST_DOCKER_HOST")
+	if host == "" {
+		return nil
+	}
+	cli, err := client.New(client.WithHost(host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	list, err := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", docker.LabelManaged+"=true")})
+	if err != nil {
+		t.Fatalf("docker: %v", err)
+	}
+	var out []string
+	for _, c := range list.Items {
+		if ids[c.Labels[docker.LabelSession]] {
+			out = append(out, c.ID[:12]+" "+c.Labels[docker.LabelSession])
+		}
+	}
+	return out
+}
+
+// After creating, stopping and deleting 100 sessions on every provider,
+// nothing of theirs remains: no process, no shim, no container, and no
+// zombie under the daemon.
+func TestHundredSessionsLeaveNothing(t *testing.T) {
+	home := t.TempDir()
+	s := startServerEnv(t, home, providerEnv())
+	var health berth.Health
+	s.api("GET", "/v1/health", nil, &health)
+	providers := []string{berth.SandboxHost}
+	for _, p := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
+		if strings.Contains(strings.Join(health.Sandboxes, ","), p) {
+			providers = append(providers, p)
+		} else if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("sandbox %s is not available (health lists %v)", p, health.Sandboxes)
+		} else {
+			t.Logf("sandbox %s is not available here: its share runs on host", p)
+		}
+	}
+	const n = 100
+	ids := map[string]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	work := make(chan int)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				provider := providers[i%len(providers)]
+				var sess berth.Session
+				if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": provider}, &sess); st != 201 || sess.State != berth.StateActive {
+					errs <- fmt.Errorf("create %d on %s = %d %v %+v", i, provider, st, err, sess.Failure)
+					continue
+				}
+				mu.Lock()
+				ids[sess.ID] = true
+				mu.Unlock()
+				path := "/v1/sessions/" + sess.ID
+				// Half of them leave a turn and a terminal running for the stop to end.
+				text := "echo hi"
+				if i%2 == 0 {
+					text = "run sleep 30"
+				}
+				if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": text}, nil); st != 202 {
+					errs <- fmt.Errorf("prompt %d = %d", i, st)
+				}
+				if i%2 == 0 {
+					time.Sleep(200 * time.Millisecond)
+				}
+				if st, _ := s.api("POST", path+"/stop", nil, nil); st != 200 {
+					errs <- fmt.Errorf("stop %d = %d", i, st)
+				}
+				if st, _ := s.api("DELETE", path, nil, nil); st != 204 && st != 200 {
+					errs <- fmt.Errorf("delete %d = %d", i, st)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		z := zombiesOf(s.cmd.Process.Pid, os.Getpid())
+		shims := shimsOf(home)
+		cs := containersOf(t, ids)
+		if len(z) == 0 && len(shims) == 0 && len(cs) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("left behind: zombies %v, shims %v, containers %v", z, shims, cs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for id := range ids {
+		if pids := agentPIDs(id); len(pids) > 0 {
+			t.Fatalf("session %s left processes %v", id, pids)
+		}
+	}
+	s.stop()
+	assertNoProcessUnder(t, home)
+	if entries, _ := os.ReadDir(home + "/run"); len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("files left in the run directory: %v", names)
+	}
+}
