@@ -40,6 +40,7 @@ func newBenchCmd() *cobra.Command {
 	f.String("cpuprofile", "", "write a CPU profile of the flood turn to this file")
 	f.Int64("page-log", 1_000_000, "events in the log paged from its end (0 skips it)")
 	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
+	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it)")
 	return cmd
 }
 
@@ -58,6 +59,7 @@ type benchResult struct {
 	FloodSeconds    float64 `json:"flood_seconds"`
 	IngestPerSec    float64 `json:"ingest_events_per_sec"`
 	readResult
+	shimResult
 }
 
 // runBench is the bench command.
@@ -125,15 +127,24 @@ func runBench(cmd *cobra.Command, _ []string) error {
 
 	// prompt → first SSE event of the turn, on a stream opened beforehand.
 	fmt.Fprintf(progress, "sending %d prompts to each session…\n", nPrompts)
-	var firsts []time.Duration
+	var firsts, agents []time.Duration
 	for _, id := range ids {
-		lat, err := benchPrompts(ctx, c, id, nPrompts)
+		lat, agent, err := benchPrompts(ctx, c, id, nPrompts)
 		if err != nil {
 			return err
 		}
-		firsts = append(firsts, lat...)
+		firsts, agents = append(firsts, lat...), append(agents, agent...)
 	}
 	res.FirstEventP50Ms, res.FirstEventP99Ms = pct(firsts, 50), pct(firsts, 99)
+	res.AgentEventP50Ms, res.AgentEventP99Ms = pct(agents, 50), pct(agents, 99)
+	if nPrompts > 0 {
+		fmt.Fprintf(progress, "the same prompts to agents without shims…\n")
+		base, err := benchNoShimFirstEvents(ctx, cfg, sandbox, nSessions, nPrompts)
+		if err != nil {
+			return err
+		}
+		res.AgentEventNoShimP50Ms, res.AgentEventNoShimP99Ms = pct(base, 50), pct(base, 99)
+	}
 
 	if flood > 0 {
 		fmt.Fprintf(progress, "flooding %d events of %d bytes…\n", flood, floodSize)
@@ -163,6 +174,12 @@ func runBench(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 	}
+	if n, _ := f.GetInt("reattach"); n > 0 {
+		cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, n+1)
+		if err := benchReattach(ctx, cfg, sandbox, n, &res.shimResult, progress); err != nil {
+			return err
+		}
+	}
 	if asJSON {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 	}
@@ -171,11 +188,12 @@ func runBench(cmd *cobra.Command, _ []string) error {
 }
 
 // benchPrompts sends n echo prompts to one session, one at a time, and
-// returns for each the time from sending it to its first SSE event.
-func benchPrompts(ctx context.Context, c *bhttp.Client, id string, n int) ([]time.Duration, error) {
+// returns for each the time from sending it to its first SSE event, and to
+// the first event the agent's answer made.
+func benchPrompts(ctx context.Context, c *bhttp.Client, id string, n int) (_, _ []time.Duration, _ error) {
 	s, err := c.GetSession(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -199,14 +217,14 @@ func benchPrompts(ctx context.Context, c *bhttp.Client, id string, n int) ([]tim
 	}()
 
 	// A first, unmeasured turn makes sure the stream is connected.
-	var lat []time.Duration
+	var lat, agentLat []time.Duration
 	for i := range n + 1 {
 		t0 := time.Now()
 		r, err := c.Prompt(ctx, id, berth.PromptRequest{Text: "echo bench"})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		first := time.Duration(0)
+		first, agent := time.Duration(0), time.Duration(0)
 		for ev := range events {
 			if ev.TurnID != r.TurnID {
 				continue
@@ -214,18 +232,21 @@ func benchPrompts(ctx context.Context, c *bhttp.Client, id string, n int) ([]tim
 			if first == 0 {
 				first = time.Since(t0)
 			}
+			if agent == 0 && ev.Type == berth.EventAgentMessage {
+				agent = time.Since(t0)
+			}
 			if ev.Type == berth.EventTurnEnded {
 				break
 			}
 		}
-		if first == 0 {
-			return nil, fmt.Errorf("stream of %s ended: %v", id, <-done)
+		if first == 0 || agent == 0 {
+			return nil, nil, fmt.Errorf("stream of %s ended: %v", id, <-done)
 		}
 		if i > 0 {
-			lat = append(lat, first)
+			lat, agentLat = append(lat, first), append(agentLat, agent)
 		}
 	}
-	return lat, nil
+	return lat, agentLat, nil
 }
 
 // benchFlood runs one flood turn and measures durable ingest: from the
@@ -313,11 +334,19 @@ func printBench(w io.Writer, r benchResult) {
 	fmt.Fprintf(t, "sessions × prompts\t%d × %d\n", r.Sessions, r.Prompts)
 	fmt.Fprintf(t, "create→active\tp50 %.2f ms\tp99 %.2f ms\n", r.CreateP50Ms, r.CreateP99Ms)
 	fmt.Fprintf(t, "prompt→first SSE event\tp50 %.2f ms\tp99 %.2f ms\n", r.FirstEventP50Ms, r.FirstEventP99Ms)
+	if r.AgentEventP50Ms > 0 {
+		fmt.Fprintf(t, "prompt→first agent event\tp50 %.2f ms\tp99 %.2f ms\n", r.AgentEventP50Ms, r.AgentEventP99Ms)
+		fmt.Fprintf(t, "  without shims\tp50 %.2f ms\tp99 %.2f ms\n", r.AgentEventNoShimP50Ms, r.AgentEventNoShimP99Ms)
+	}
 	if r.FloodEvents > 0 {
 		fmt.Fprintf(t, "durable ingest\t%.0f events/s\t(%d events in %.2f s)\n", r.IngestPerSec, r.FloodEvents, r.FloodSeconds)
 	}
 	if r.PageLogEvents > 0 {
 		fmt.Fprintf(t, "page of 1000 at the end of %d events\tp50 %.2f ms\tp99 %.2f ms\n", r.PageLogEvents, r.PageP50Ms, r.PageP99Ms)
+	}
+	if r.ReattachSessions > 0 {
+		fmt.Fprintf(t, "boot reattaching %d live sessions\t%.0f ms\n", r.ReattachSessions, r.ReattachBootMs)
+		fmt.Fprintf(t, "shim memory (KiB)\trss p50 %d\tpss p50 %d\tprivate p50 %d, max %d\n", r.ShimRSSP50KB, r.ShimPSSP50KB, r.ShimPrivateP50KB, r.ShimPrivateMaxKB)
 	}
 	if r.ListedSessions > 0 {
 		fmt.Fprintf(t, "list %d sessions, %d a page\tp50 %.2f ms\tp99 %.2f ms\n", r.ListedSessions, r.ListPageSize, r.ListPageP50Ms, r.ListPageP99Ms)

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/config"
+	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/shim"
+)
+
+// shimResult is what bench measures of shims: their memory, what the spool
+// costs a turn's first agent event, and a boot that reattaches many.
+type shimResult struct {
+	// AgentEvent* are prompt → first agent_message, with shims and with
+	// the agents as the daemon's own children.
+	AgentEventP50Ms       float64 `json:"prompt_first_agent_event_p50_ms,omitempty"`
+	AgentEventP99Ms       float64 `json:"prompt_first_agent_event_p99_ms,omitempty"`
+	AgentEventNoShimP50Ms float64 `json:"prompt_first_agent_event_no_shim_p50_ms,omitempty"`
+	AgentEventNoShimP99Ms float64 `json:"prompt_first_agent_event_no_shim_p99_ms,omitempty"`
+	// Shim memory in KiB over the reattach bench's shims: resident, its
+	// proportional share (shared pages of the binary divided among the
+	// processes mapping them) and private (the shim's own).
+	ShimRSSP50KB     int64 `json:"shim_rss_p50_kb,omitempty"`
+	ShimPSSP50KB     int64 `json:"shim_pss_p50_kb,omitempty"`
+	ShimPrivateP50KB int64 `json:"shim_private_p50_kb,omitempty"`
+	ShimPrivateMaxKB int64 `json:"shim_private_max_kb,omitempty"`
+	// Reattach* is a daemon boot that finds that many live sessions: from
+	// the start of the boot to every one reattached and the API answering.
+	ReattachSessions int     `json:"reattach_sessions,omitempty"`
+	ReattachBootMs   float64 `json:"reattach_boot_ms,omitempty"`
+}
+
+// benchNoShimFirstEvents measures prompt → first agent event on a daemon
+// whose agents are its own children, the baseline of what shims cost.
+func benchNoShimFirstEvents(ctx context.Context, cfg *config.Config, sandbox string, sessions, prompts int) ([]time.Duration, error) {
+	home, err := os.MkdirTemp("", "berth-bench-noshim-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(home)
+	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0",
+		logger: quietLogger().With("daemon", "bench-noshim"), noShims: true})
+	if err != nil {
+		return nil, err
+	}
+	defer closeBenchDaemon(ctx, d)
+	d.startServing()
+	c := bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
+	defer c.Close()
+	var agent []time.Duration
+	for range sessions {
+		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
+		if err != nil {
+			return nil, err
+		}
+		_, a, err := benchPrompts(ctx, c, s.ID, prompts)
+		if err != nil {
+			return nil, err
+		}
+		agent = append(agent, a...)
+	}
+	return agent, nil
+}
+
+// closeBenchDaemon closes a bench daemon within the shutdown bound.
+func closeBenchDaemon(ctx context.Context, d *daemon) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	d.close(cctx)
+}
+
+// benchReattach creates n sessions, measures their shims, closes the daemon
+// leaving them running, and times the boot of the next daemon, which
+// reattaches them all; that daemon then stops them.
+func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n int, res *shimResult, progress io.Writer) error {
+	home, err := os.MkdirTemp("", "berth-bench-boot-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	opts := daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0", logger: quietLogger().With("daemon", "bench-boot"),
+		leaveSessions: true}
+	d, err := openDaemon(ctx, opts)
+	if err != nil {
+		return err
+	}
+	d.startServing()
+	c := bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
+	fmt.Fprintf(progress, "creating %d sessions to reattach…\n", n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	work := make(chan struct{})
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range work {
+				s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
+				if err == nil && s.State != berth.StateActive {
+					err = fmt.Errorf("session %s did not start: %v", s.ID, s.Failure)
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for range n {
+		work <- struct{}{}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	c.Close()
+	if err := <-errs; err != nil {
+		closeBenchDaemon(ctx, d)
+		return err
+	}
+	var rss, pss, priv []int64
+	for _, pid := range shimPIDs(filepath.Join(home, "run")) {
+		m, err := smapsRollup(pid)
+		if err != nil {
+			continue
+		}
+		rss, pss, priv = append(rss, m["Rss"]), append(pss, m["Pss"]), append(priv, m["Private_Clean"]+m["Private_Dirty"])
+	}
+	res.ShimRSSP50KB, res.ShimPSSP50KB, res.ShimPrivateP50KB = median(rss), median(pss), median(priv)
+	res.ShimPrivateMaxKB = maxOf(priv)
+	closeBenchDaemon(ctx, d)
+
+	fmt.Fprintf(progress, "booting a daemon that reattaches %d sessions…\n", n)
+	opts.leaveSessions = false
+	t0 := time.Now()
+	d, err = openDaemon(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer closeBenchDaemon(ctx, d)
+	d.startServing()
+	c = bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
+	defer c.Close()
+	if _, err := c.Health(ctx); err != nil {
+		return err
+	}
+	res.ReattachBootMs = float64(time.Since(t0).Microseconds()) / 1000
+	if live := len(d.mgr.LiveIDs()); live != n {
+		return fmt.Errorf("the daemon reattached %d of %d sessions", live, n)
+	}
+	res.ReattachSessions = n
+	return nil
+}
+
+// shimPIDs returns the pids of the shims whose socket is in runDir.
+func shimPIDs(runDir string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	key := []byte(shim.EnvSocket + "=" + runDir + "/")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if bytes.Contains(env, key) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// smapsRollup reads a process's memory totals in KiB.
+func smapsRollup(pid int) (map[string]int64, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(v)
+		if len(fields) > 0 {
+			n, _ := strconv.ParseInt(fields[0], 10, 64)
+			out[k] = n
+		}
+	}
+	return out, sc.Err()
+}
+
+// median is the middle value (0 for none).
+func median(xs []int64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// maxOf is the largest value (0 for none).
+func maxOf(xs []int64) int64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return slices.Max(xs)
+}
