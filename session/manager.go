@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/eventlog"
+	"github.com/berth-sh/berth/shim"
 	"github.com/berth-sh/berth/snapshot"
 )
 
@@ -115,6 +116,8 @@ type Manager struct {
 	supervisor     sync.WaitGroup
 	stopSupervisor context.CancelFunc
 	monitors       sync.WaitGroup // one monitor goroutine per started agent
+	// launcher starts shims (nil without Options.Shim).
+	launcher *shim.Launcher
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -174,6 +177,13 @@ func (m *Manager) Open(ctx context.Context) error {
 	if err := m.reconcile(ctx); err != nil {
 		return err
 	}
+	if so := m.opts.Shim; so != nil {
+		spare := so.Spare
+		if spare == 0 {
+			spare = 1
+		}
+		m.launcher = shim.NewLauncher(so.Argv, m.opts.RunDir, max(spare, 0))
+	}
 	m.resumeQueued()
 	m.startSupervisor()
 	return nil
@@ -221,6 +231,9 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 		}()
 	}
 	wg.Wait()
+	if m.launcher != nil {
+		m.launcher.Close()
+	}
 	return waitGroup(ctx, &m.monitors)
 }
 

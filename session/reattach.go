@@ -218,8 +218,9 @@ func (m *Manager) openTurnText(ctx context.Context, id string) (string, string, 
 }
 
 // removeOrphanShims clears $BERTH_HOME/run of what belongs to no live
-// session: shims still running are told to stop their agent and go (or
-// killed), and the files of dead ones are removed.
+// session: a shim still answering is told to stop its agent and go, one
+// that does not is killed (found by its pid file), and the files of both
+// are removed.
 func (m *Manager) removeOrphanShims(ctx context.Context) {
 	runDir := m.opts.RunDir
 	if runDir == "" {
@@ -229,38 +230,52 @@ func (m *Manager) removeOrphanShims(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	// <session>.<nonce>.<kind> names a shim's files; <nonce>.sock its socket.
+	shims := map[shimFiles]string{}
+	socks := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasSuffix(name, ".sock") {
+		if nonce, ok := strings.CutSuffix(name, ".sock"); ok && !strings.Contains(nonce, ".") {
+			socks[name] = true
 			continue
 		}
-		id := runFileSession(name)
+		parts := strings.Split(name, ".")
+		if len(parts) == 3 {
+			shims[newShimFiles(runDir, parts[0], parts[1])] = parts[0]
+		}
+	}
+	for f, id := range shims {
+		delete(socks, filepath.Base(f.sock))
 		if m.runtimeOf(id) != nil {
 			continue
 		}
-		sock := filepath.Join(runDir, name)
-		actx, cancel := context.WithTimeout(ctx, time.Second)
-		p, err := shim.Attach(actx, sock, 0)
-		cancel()
-		if err == nil {
-			m.logger.Warn("stopping an orphaned shim", "session", id)
-			_, _ = p.Stop(context.Background(), m.opts.Limits.StopGrace)
-			p.Release()
-		}
-		removeRunFiles(strings.TrimSuffix(sock, ".sock"), true)
+		m.endOrphanShim(ctx, f, id)
 	}
-	// A shim whose socket file is gone is found by its environment.
-	for sock, pids := range processesByEnv(shim.EnvSocket + "=") {
-		id := runFileSession(filepath.Base(sock))
-		if !strings.HasSuffix(sock, ".sock") || filepath.Dir(sock) != filepath.Clean(runDir) || m.runtimeOf(id) != nil {
-			continue
-		}
-		if _, err := os.Stat(sock); err == nil {
-			continue
-		}
-		for _, pid := range pids {
-			m.logger.Warn("killing an orphaned shim", "session", id, "pid", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+	// A socket without the files beside it: a shim of a session whose files
+	// were removed, or a dead socket.
+	for name := range socks {
+		m.endOrphanShim(ctx, shimFiles{sock: filepath.Join(runDir, name), base: filepath.Join(runDir, strings.TrimSuffix(name, ".sock"))}, "")
 	}
+}
+
+// endOrphanShim ends the shim of a session that is not live: one still
+// answering is told to stop its agent and go, one that does not is killed
+// (found by its pid file), and its files are removed.
+func (m *Manager) endOrphanShim(ctx context.Context, f shimFiles, id string) {
+	actx, cancel := context.WithTimeout(ctx, time.Second)
+	p, err := shim.Attach(actx, f.sock, 0)
+	cancel()
+	if err == nil {
+		if id != "" && p.Hello().SessionID != id {
+			p.Detach()
+			return
+		}
+		m.logger.Warn("stopping an orphaned shim", "session", p.Hello().SessionID)
+		_, _ = p.Stop(context.Background(), m.opts.Limits.StopGrace)
+		p.Release()
+	} else if pid := shim.ReadPID(f.pidFile(), m.opts.RunDir); pid > 0 {
+		m.logger.Warn("killing an orphaned shim", "session", id, "pid", pid)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	f.remove(true)
 }

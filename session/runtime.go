@@ -332,7 +332,7 @@ func (rt *runtime) monitor() {
 	if rt.shim != nil {
 		// The shim may go: this daemon has the exit.
 		rt.shim.Release()
-		removeRunFiles(strings.TrimSuffix(rt.shimSocket, ".sock"), true)
+		shimFilesOf(rt.shimSocket, rt.id).remove(true)
 	}
 	// Whatever left the agent's process group (setsid, a double fork) and
 	// still carries the session's id dies with the session: the host

@@ -19,6 +19,9 @@ import (
 type ShimOptions struct {
 	// Argv runs the berth binary's shim command.
 	Argv []string
+	// Spare is how many idle shims are kept started ahead (default 1; -1
+	// for none).
+	Spare int
 	// Linger bounds how long a shim whose agent exited waits for a daemon.
 	Linger time.Duration
 }
@@ -33,15 +36,15 @@ func (rt *runtime) startAgent(ctx context.Context) (berth.Process, *berth.Failur
 	if so := m.opts.Shim; so != nil {
 		// Each shim has files of its own: a shim still exiting never
 		// removes those of the next one (a quick stop and resume).
-		base := filepath.Join(m.opts.RunDir, rt.id+"."+randomHex(4))
-		if len(base)+len(".spool") > maxSocketPath {
-			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s.sock is too long for a Unix socket: use a shorter BERTH_HOME", base)}
+		f := newShimFiles(m.opts.RunDir, rt.id, randomHex(4))
+		if len(f.sock) > maxSocketPath {
+			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s is too long for a Unix socket: use a shorter BERTH_HOME", f.sock)}
 		}
-		rt.shimSocket = base + ".sock"
-		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Socket: rt.shimSocket, Spool: base + ".spool",
+		rt.shimSocket = f.sock
+		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Socket: f.sock, Spool: f.base + ".spool",
 			Sandbox: rt.boxCfg, Command: shim.Command{Path: rt.spec.Command, Args: rt.spec.Args},
-			Linger: so.Linger, Base: rt.sess.AgentOffset}
-		p, ready, err := shim.Launch(ctx, so.Argv, job, base+".log")
+			Linger: so.Linger, Base: rt.sess.AgentOffset, Log: f.base + ".log", PIDFile: f.base + ".pid"}
+		p, ready, err := m.launcher.Launch(ctx, job)
 		if err != nil {
 			kind := berth.FailStartup
 			msg := fmt.Sprintf("start agent %s: %s", rt.spec.Name, berth.ErrorMessage(err))
@@ -158,20 +161,41 @@ func (rt *runtime) teardownDetached() {
 	close(rt.finished)
 }
 
-// removeRunFiles removes what a shim leaves in the run directory once it
-// is gone: its socket and spool (the shim removes them itself when it
-// exits cleanly) and its log, which is kept when keepLog is set and it
-// says something (why a shim failed). base is the socket path without
-// ".sock".
-func removeRunFiles(base string, keepLog bool) {
-	_ = os.Remove(base + ".sock")
-	_ = os.Remove(base + ".spool")
-	if fi, err := os.Stat(base + ".log"); err == nil && (!keepLog || fi.Size() == 0) {
-		_ = os.Remove(base + ".log")
+// shimFiles names the files of one shim of a session in the run
+// directory: <session>.<nonce>.spool, .log and .pid, and the socket
+// <nonce>.sock, kept short for the 107 bytes a socket path may have.
+type shimFiles struct {
+	base, sock string
+}
+
+// newShimFiles names the files of a session's shim with nonce.
+func newShimFiles(runDir, id, nonce string) shimFiles {
+	return shimFiles{base: filepath.Join(runDir, id+"."+nonce), sock: filepath.Join(runDir, nonce+".sock")}
+}
+
+// shimFilesOf names the files of the session's shim listening on socket.
+func shimFilesOf(socket, id string) shimFiles {
+	nonce := strings.TrimSuffix(filepath.Base(socket), ".sock")
+	return newShimFiles(filepath.Dir(socket), id, nonce)
+}
+
+// pidFile is where the shim writes its pid.
+func (f shimFiles) pidFile() string { return f.base + ".pid" }
+
+// remove removes what a shim leaves once it is gone: its socket, spool
+// and pid file (the shim removes them itself when it exits cleanly) and
+// its log, kept when keepLog is set and it says something (why a shim
+// failed).
+func (f shimFiles) remove(keepLog bool) {
+	_ = os.Remove(f.sock)
+	_ = os.Remove(f.base + ".spool")
+	_ = os.Remove(f.base + ".pid")
+	if fi, err := os.Stat(f.base + ".log"); err == nil && (!keepLog || fi.Size() == 0) {
+		_ = os.Remove(f.base + ".log")
 	}
 }
 
-// removeSessionRunFiles removes every file of a session's shims.
+// removeSessionRunFiles removes the files every shim of a session left.
 func (m *Manager) removeSessionRunFiles(id string) {
 	if m.opts.RunDir == "" {
 		return
@@ -180,13 +204,6 @@ func (m *Manager) removeSessionRunFiles(id string) {
 	for _, f := range matches {
 		_ = os.Remove(f)
 	}
-}
-
-// runFileSession returns the session a run directory file belongs to:
-// files are named <session>.<instance>.<kind>.
-func runFileSession(name string) string {
-	id, _, _ := strings.Cut(name, ".")
-	return id
 }
 
 // randomHex returns n random bytes in hex.

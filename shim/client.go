@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -17,9 +16,10 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// EnvSocket is the environment variable that holds a shim's socket path
-// in the shim's own environment.
-const EnvSocket = "BERTH_SHIM_SOCKET"
+// EnvRun is the environment variable that holds, in a shim's own
+// environment, the run directory of the daemon that started it: a later
+// daemon finds its shims by it.
+const EnvRun = "BERTH_SHIM_RUN"
 
 // ErrDetached is what Wait returns once the daemon has let go of the shim
 // on purpose: the agent runs on.
@@ -50,81 +50,6 @@ type Proc struct {
 }
 
 var _ berth.Process = (*Proc)(nil)
-
-// Launch starts a shim for cfg by running argv (the berth binary's hidden
-// shim command, which reads the job from its stdin) in a session and
-// process group of its own, so that nothing done to the daemon reaches it,
-// then attaches to it from cfg.Base. logFile receives the shim's own log.
-// The daemon reaps the shim while it lives; init does after.
-func Launch(ctx context.Context, argv []string, cfg Config, logFile string) (*Proc, Ready, error) {
-	job, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: encode job")
-	}
-	logf, err := os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: log file")
-	}
-	defer logf.Close()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	// A later daemon finds a shim whose socket file is gone by this.
-	cmd.Env = append(os.Environ(), EnvSocket+"="+cfg.Socket)
-	cmd.Stderr = logf
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: stdin")
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: stdout")
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, Ready{}, berth.WrapError(berth.EUnavailable, err, "shim: start")
-	}
-	// The daemon reaps its shims while it lives; init does after.
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	_, werr := stdin.Write(job)
-	_ = stdin.Close()
-	readyc := make(chan Ready, 1)
-	go func() {
-		var rd Ready
-		if err := json.NewDecoder(stdout).Decode(&rd); err != nil {
-			rd.Error = "the shim exited before it was ready (see " + logFile + ")"
-			rd.Code = string(berth.EInternal)
-		}
-		readyc <- rd
-	}()
-	var rd Ready
-	select {
-	case rd = <-readyc:
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		return nil, Ready{}, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: not ready")
-	}
-	if rd.Error != "" || werr != nil {
-		<-exited
-		if rd.Error == "" {
-			rd.Error = werr.Error()
-		}
-		code := rd.Code
-		if code == "" {
-			code = berth.EInternal
-		}
-		return nil, rd, berth.Errorf(code, "%s", rd.Error)
-	}
-	p, err := Attach(ctx, cfg.Socket, cfg.Base)
-	if err != nil {
-		_ = syscall.Kill(-rd.AgentPID, syscall.SIGKILL)
-		_ = cmd.Process.Kill()
-		return nil, rd, err
-	}
-	return p, rd, nil
-}
 
 // Attach connects to the shim listening on socket and asks for the
 // agent's stdout from offset from. EUnavailable when no shim answers.

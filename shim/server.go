@@ -65,6 +65,11 @@ type Config struct {
 	// keep growing across the agents one session runs, so a daemon's
 	// record of how far it got never goes back.
 	Base int64 `json:"base,omitempty"`
+	// Log is the file the shim writes its own log (and stderr) to.
+	Log string `json:"log,omitempty"`
+	// PIDFile is where the shim writes its pid: a later daemon finds a
+	// shim whose socket is gone by it.
+	PIDFile string `json:"pid_file"`
 }
 
 // Ready is the line a shim writes on its stdout once it serves, or why it
@@ -118,9 +123,14 @@ type server struct {
 
 // conn is one attached daemon.
 type conn struct {
-	nc     net.Conn
-	wmu    sync.Mutex
-	closed bool // guarded by server.mu
+	nc  net.Conn
+	wmu sync.Mutex
+	// Guarded by server.mu: pos is the next stdout offset to send; sending
+	// is set while a goroutine (the connection's sender, or the stdout pump
+	// on its fast path) writes stdout frames, so they go out in order.
+	closed  bool
+	pos     int64
+	sending bool
 }
 
 // send writes one frame.
@@ -196,10 +206,16 @@ func (s *server) open(ctx context.Context, provider berth.SandboxProvider) (stri
 	if err != nil {
 		return "shim", berth.WrapError(berth.EInternal, err, "shim: spool")
 	}
+	// The pid file lets a later daemon find the shim when its socket is gone.
+	if err := os.WriteFile(s.cfg.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		_ = spool.Close()
+		return "shim", berth.WrapError(berth.EInternal, err, "shim: pid file")
+	}
 	_ = os.Remove(s.cfg.Socket)
 	ln, err := net.Listen("unix", s.cfg.Socket)
 	if err != nil {
 		_ = spool.Close()
+		_ = os.Remove(s.cfg.PIDFile)
 		return "shim", berth.WrapError(berth.EInternal, err, "shim: listen")
 	}
 	_ = os.Chmod(s.cfg.Socket, 0o600)
@@ -208,6 +224,7 @@ func (s *server) open(ctx context.Context, provider berth.SandboxProvider) (stri
 		_ = spool.Close()
 		_ = os.Remove(s.cfg.Socket)
 		_ = os.Remove(s.cfg.Spool)
+		_ = os.Remove(s.cfg.PIDFile)
 	}
 	sb, err := provider.Open(ctx, s.cfg.Sandbox)
 	if err != nil {
@@ -243,6 +260,7 @@ func (s *server) shutdown() {
 	_ = s.spool.Close()
 	_ = os.Remove(s.cfg.Spool)
 	_ = os.Remove(s.cfg.Socket)
+	_ = os.Remove(s.cfg.PIDFile)
 }
 
 // pumpStdout spools the agent's stdout and learns the requests in it.
@@ -300,8 +318,28 @@ func (s *server) pumpStdout() {
 					}
 				}
 			}
-			s.cond.Broadcast()
+			// A daemon that has everything before this chunk gets it now,
+			// from memory: no wake-up of its sender, no read of the spool.
+			c := s.cur
+			fast := c != nil && !c.closed && !c.sending && c.pos == base
+			if fast {
+				c.sending = true
+			} else {
+				s.cond.Broadcast()
+			}
 			s.mu.Unlock()
+			if fast {
+				err := c.send(frameStdout, chunk)
+				s.mu.Lock()
+				c.sending = false
+				if err == nil {
+					c.pos = end
+				} else {
+					s.closeConnLocked(c)
+				}
+				s.cond.Broadcast()
+				s.mu.Unlock()
+			}
 		}
 		if err != nil {
 			s.mu.Lock()
@@ -432,7 +470,7 @@ func (s *server) serveConn(nc net.Conn) {
 		return
 	}
 	_ = nc.SetReadDeadline(time.Time{})
-	c := &conn{nc: nc}
+	c := &conn{nc: nc, pos: req.From}
 	// What the daemon has is dropped before the hello describes the rest.
 	s.punch(req.From)
 
@@ -441,6 +479,7 @@ func (s *server) serveConn(nc net.Conn) {
 		s.closeConnLocked(s.cur)
 	}
 	from := min(max(req.From, s.start), s.end)
+	c.pos = from
 	hello := s.helloLocked(from)
 	s.mu.Unlock()
 	hb, _ := json.Marshal(hello)
@@ -463,7 +502,7 @@ func (s *server) serveConn(nc net.Conn) {
 	}
 
 	s.wg.Add(1)
-	go s.sendStream(c, from)
+	go s.sendStream(c)
 	s.readDaemon(c, r)
 	s.mu.Lock()
 	s.closeConnLocked(c)
@@ -510,34 +549,42 @@ func (s *server) helloLocked(from int64) Hello {
 	return h
 }
 
-// sendStream sends the spooled stdout from offset pos, then the exit.
-func (s *server) sendStream(c *conn, pos int64) {
+// sendStream sends the spooled stdout from the connection's position (what
+// the stdout pump did not send itself), then the exit.
+func (s *server) sendStream(c *conn) {
 	defer s.wg.Done()
 	buf := make([]byte, 256<<10)
 	exitSent := false
 	for {
 		s.mu.Lock()
-		for !c.closed && pos >= s.end && (exitSent || !s.drainedLocked()) {
+		for !c.closed && (c.sending || (c.pos >= s.end && (exitSent || !s.drainedLocked()))) {
 			s.cond.Wait()
 		}
 		if c.closed {
 			s.mu.Unlock()
 			return
 		}
-		end, st := s.end, s.exited
+		pos, end, st := c.pos, s.end, s.exited
+		if pos < end {
+			c.sending = true
+		}
 		s.mu.Unlock()
 		if pos < end {
 			n, err := s.spool.ReadAt(buf[:min(int64(len(buf)), end-pos)], pos-s.cfg.Base)
 			if n == 0 && err != nil {
 				s.log.Error("spool read failed", "err", err)
-				s.dropConn(c)
+			}
+			if n == 0 || c.send(frameStdout, buf[:n]) != nil {
+				s.mu.Lock()
+				c.sending = false
+				s.closeConnLocked(c)
+				s.mu.Unlock()
 				return
 			}
-			if c.send(frameStdout, buf[:n]) != nil {
-				s.dropConn(c)
-				return
-			}
-			pos += int64(n)
+			s.mu.Lock()
+			c.pos, c.sending = pos+int64(n), false
+			s.cond.Broadcast()
+			s.mu.Unlock()
 			continue
 		}
 		b, _ := json.Marshal(st)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -162,18 +161,13 @@ func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n in
 	return nil
 }
 
-// shimPIDs returns the pids of the shims whose socket is in runDir.
+// shimPIDs returns the pids of the shims serving sessions in runDir
+// (those with a pid file; idle spares have none).
 func shimPIDs(runDir string) []int {
 	var out []int
-	entries, _ := os.ReadDir("/proc")
-	key := []byte(shim.EnvSocket + "=" + runDir + "/")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if bytes.Contains(env, key) {
+	pidFiles, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
+	for _, f := range pidFiles {
+		if pid := shim.ReadPID(f, runDir); pid > 0 {
 			out = append(out, pid)
 		}
 	}

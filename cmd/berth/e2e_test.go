@@ -125,19 +125,19 @@ func (s *server) stop() {
 	}
 }
 
-// shimsOf returns the pids of the shims of a berth home, found by the
-// socket path in their environment.
+// shimsOf returns the pids of the shims of a berth home (serving a
+// session or spare), found by the run directory in their environment.
 func shimsOf(home string) []int {
 	var out []int
 	entries, _ := os.ReadDir("/proc")
-	key := []byte("BERTH_SHIM_SOCKET=" + filepath.Join(home, "run") + "/")
+	key := []byte("\x00BERTH_SHIM_RUN=" + filepath.Join(home, "run") + "\x00")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if bytes.Contains(env, key) {
+		if bytes.Contains(append([]byte{0}, env...), key) {
 			out = append(out, pid)
 		}
 	}

@@ -148,9 +148,10 @@ func TestHundredSessionsLeaveNothing(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		z := zombiesOf(s.cmd.Process.Pid, os.Getpid())
+		// The daemon keeps one spare shim started ahead, and nothing else.
 		shims := shimsOf(home)
 		cs := containersOf(t, ids)
-		if len(z) == 0 && len(shims) == 0 && len(cs) == 0 {
+		if len(z) == 0 && len(shims) <= 1 && len(cs) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -164,6 +165,9 @@ func TestHundredSessionsLeaveNothing(t *testing.T) {
 		}
 	}
 	s.stop()
+	if left := shimsOf(home); len(left) != 0 {
+		t.Fatalf("shims left after the daemon stopped: %v", left)
+	}
 	assertNoProcessUnder(t, home)
 	if entries, _ := os.ReadDir(home + "/run"); len(entries) != 0 {
 		var names []string

@@ -191,7 +191,7 @@ func TestShimLostFallsBackToRepairAndResume(t *testing.T) {
 		return len(evs) > 0 && evs[len(evs)-1].Type == berth.EventPermissionRequested
 	})
 	shims, agents := shimsOf(home), agentPIDs(sess.ID)
-	if len(shims) != 1 || len(agents) == 0 {
+	if len(shims) == 0 || len(agents) == 0 {
 		t.Fatalf("shims %v, agents %v", shims, agents)
 	}
 	s.kill9()

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
@@ -80,9 +81,20 @@ func newShimCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read the job: %w", err)
 			}
+			if len(b) == 0 {
+				// A spare the daemon never needed: it closed our stdin.
+				return nil
+			}
 			var job shim.Config
 			if err := json.Unmarshal(b, &job); err != nil {
 				return berth.WrapError(berth.EInvalid, err, "decode the job")
+			}
+			if job.Log != "" {
+				// The shim's log and anything written to its stderr (a panic) go to the session's shim log.
+				if f, err := os.OpenFile(job.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+					_ = unix.Dup2(int(f.Fd()), 2)
+					_ = f.Close()
+				}
 			}
 			logger := newLogger(false).With("shim", job.SessionID)
 			p, closeProvider, err := opts.provider(job.Provider)

@@ -1,0 +1,246 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// Launcher starts shims. It keeps Spare idle shims started ahead, each
+// waiting for its job on stdin, so that starting a session does not wait
+// for a process to start and initialise (the berth binary needs 20–30 ms).
+//
+// Every shim runs in a session and process group of its own, so nothing
+// done to the daemon reaches it. The daemon reaps the shims it started
+// while it lives (one goroutine per shim, ending with it); init reaps
+// those that outlive it.
+type Launcher struct {
+	argv   []string
+	runDir string
+	spare  int
+
+	mu     sync.Mutex
+	idle   []*spawned
+	closed bool
+	// done is closed by Close.
+	done chan struct{}
+	// refills counts the goroutines that start spares; Close waits for them.
+	refills sync.WaitGroup
+}
+
+// refillDelay is how long after taking a spare the launcher starts the
+// next one.
+const refillDelay = 300 * time.Millisecond
+
+// spawned is one shim process, idle until it is given a job.
+type spawned struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	exited chan struct{}
+}
+
+// NewLauncher returns a launcher that runs argv (the berth binary's shim
+// command) for shims whose files are in runDir, keeping spare idle ones.
+func NewLauncher(argv []string, runDir string, spare int) *Launcher {
+	l := &Launcher{argv: argv, runDir: runDir, spare: spare, done: make(chan struct{})}
+	l.refill()
+	return l
+}
+
+// spawn starts one idle shim.
+func (l *Launcher) spawn() (*spawned, error) {
+	cmd := exec.Command(l.argv[0], l.argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Env = append(os.Environ(), EnvRun+"="+l.runDir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "shim: stdin")
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "shim: stdout")
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, berth.WrapError(berth.EUnavailable, err, "shim: start")
+	}
+	sp := &spawned{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(sp.exited)
+	}()
+	return sp, nil
+}
+
+// refill starts spares in the background until there are enough.
+func (l *Launcher) refill() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed || len(l.idle) >= l.spare {
+		return
+	}
+	l.refills.Add(1)
+	go func() {
+		defer l.refills.Done()
+		// A spare started at once would compete for the CPU with the agent
+		// the last one just started, whose start-up is on a create's path.
+		select {
+		case <-time.After(refillDelay):
+		case <-l.done:
+			return
+		}
+		for {
+			l.mu.Lock()
+			if l.closed || len(l.idle) >= l.spare {
+				l.mu.Unlock()
+				return
+			}
+			l.mu.Unlock()
+			sp, err := l.spawn()
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			if l.closed {
+				l.mu.Unlock()
+				retire(sp)
+				return
+			}
+			l.idle = append(l.idle, sp)
+			l.mu.Unlock()
+		}
+	}()
+}
+
+// take returns an idle shim, or starts one.
+func (l *Launcher) take() (*spawned, error) {
+	l.mu.Lock()
+	for len(l.idle) > 0 {
+		sp := l.idle[0]
+		l.idle = l.idle[1:]
+		select {
+		case <-sp.exited:
+			continue
+		default:
+		}
+		l.mu.Unlock()
+		l.refill()
+		return sp, nil
+	}
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return nil, berth.Errorf(berth.EUnavailable, "shim: the launcher is closed")
+	}
+	defer l.refill()
+	return l.spawn()
+}
+
+// retire ends an idle shim: without a job it exits at the end of its stdin.
+func retire(sp *spawned) {
+	_ = sp.stdin.Close()
+	select {
+	case <-sp.exited:
+	case <-time.After(5 * time.Second):
+		_ = sp.cmd.Process.Kill()
+		<-sp.exited
+	}
+}
+
+// Close ends the idle shims and waits for them; shims that serve sessions
+// are not touched.
+func (l *Launcher) Close() {
+	l.mu.Lock()
+	if !l.closed {
+		close(l.done)
+	}
+	l.closed = true
+	idle := l.idle
+	l.idle = nil
+	l.mu.Unlock()
+	l.refills.Wait()
+	for _, sp := range idle {
+		retire(sp)
+	}
+}
+
+// Launch gives cfg to a shim and attaches to it from cfg.Base once it
+// runs the agent. The shim logs to cfg.Log.
+func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error) {
+	job, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: encode job")
+	}
+	sp, err := l.take()
+	if err != nil {
+		return nil, Ready{}, err
+	}
+	_, werr := sp.stdin.Write(job)
+	_ = sp.stdin.Close()
+	readyc := make(chan Ready, 1)
+	go func() {
+		var rd Ready
+		if err := json.NewDecoder(sp.stdout).Decode(&rd); err != nil {
+			rd.Error = "the shim exited before it was ready (see " + cfg.Log + ")"
+			rd.Code = berth.EInternal
+		}
+		readyc <- rd
+	}()
+	var rd Ready
+	select {
+	case rd = <-readyc:
+	case <-ctx.Done():
+		_ = sp.cmd.Process.Kill()
+		return nil, Ready{}, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: not ready")
+	}
+	if rd.Error != "" || werr != nil {
+		<-sp.exited
+		if rd.Error == "" {
+			rd.Error = werr.Error()
+		}
+		code := rd.Code
+		if code == "" {
+			code = berth.EInternal
+		}
+		return nil, rd, berth.Errorf(code, "%s", rd.Error)
+	}
+	p, err := Attach(ctx, cfg.Socket, cfg.Base)
+	if err != nil {
+		_ = syscall.Kill(-rd.AgentPID, syscall.SIGKILL)
+		_ = sp.cmd.Process.Kill()
+		return nil, rd, err
+	}
+	return p, rd, nil
+}
+
+// ReadPID returns the pid a shim wrote to pidFile if that process is
+// still a shim of runDir (a pid alone may have been reused), else 0.
+func ReadPID(pidFile, runDir string) int {
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0
+	}
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return 0
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if kv == EnvRun+"="+runDir {
+			return pid
+		}
+	}
+	return 0
+}
