@@ -17,8 +17,8 @@ type Store interface {
 	// ListSessions returns a page of sessions, newest first, that match f.
 	// EInvalid for a malformed cursor.
 	ListSessions(ctx context.Context, f SessionFilter) (*SessionPage, error)
-	// UpdateSession writes every field of s except LastSeq, which only
-	// AppendEvents moves. When from is not empty the stored state must equal
+	// UpdateSession writes every field of s except LastSeq and
+	// AgentOffset, which only AppendEvents moves. When from is not empty the stored state must equal
 	// from, else EConflict (the transition guard). ENotFound if s is absent.
 	UpdateSession(ctx context.Context, s *Session, from State) error
 	// DeleteSession removes a session, its whole log, its queue entries,
@@ -26,8 +26,9 @@ type Store interface {
 	DeleteSession(ctx context.Context, id string) error
 
 	// AppendEvents writes sequenced events of any number of sessions in one
-	// transaction and moves each session's LastSeq to its highest seq. All
-	// or nothing. EConflict if a (session, seq) already exists.
+	// transaction and moves each session's LastSeq to its highest seq and
+	// its AgentOffset to the highest Event.Source (never back). All or
+	// nothing. EConflict if a (session, seq) already exists.
 	AppendEvents(ctx context.Context, events []Event) error
 	// ListEvents returns events of a session with seq > f.After in seq
 	// order, at most f.Limit (bounded by MaxEventLimit), filtered by type

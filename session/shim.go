@@ -53,7 +53,11 @@ func (rt *runtime) startAgent(ctx context.Context) (berth.Process, *berth.Failur
 			}
 			return nil, &berth.Failure{Kind: kind, Message: msg}
 		}
-		rt.shim, rt.boxRef = p, ready.Ref
+		rt.boxRef = ready.Ref
+		// The supervisor may look at the runtime already.
+		rt.mu.Lock()
+		rt.shim = p
+		rt.mu.Unlock()
 		return p, nil
 	}
 	sb, err := rt.provider.Open(ctx, rt.boxCfg)

@@ -28,12 +28,17 @@ func (m *Manager) startSupervisor() {
 		defer m.supervisor.Done()
 		t := time.NewTicker(m.opts.Limits.SuperviseEvery)
 		defer t.Stop()
+		lastAck := time.Now()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
 				m.superviseOnce(now)
+				if now.Sub(lastAck) >= spoolAckEvery {
+					m.ackSpools(ctx)
+					lastAck = now
+				}
 			}
 		}
 	}()
@@ -54,6 +59,36 @@ func (m *Manager) superviseOnce(now time.Time) {
 	for _, rt := range rts {
 		if reason := rt.supervise(now); reason != "" {
 			m.reap(rt, reason)
+		}
+	}
+}
+
+// spoolAckEvery is how often shims learn how far the log has their
+// agent's stdout, so their spools give that space back.
+const spoolAckEvery = 10 * time.Second
+
+// ackSpools tells every shim the stdout offset its session's log holds
+// (committed, read from the store): what is before it is never replayed.
+func (m *Manager) ackSpools(ctx context.Context) {
+	m.mu.Lock()
+	rts := make([]*runtime, 0, len(m.live))
+	for _, rt := range m.live {
+		rts = append(rts, rt)
+	}
+	m.mu.Unlock()
+	for _, rt := range rts {
+		rt.mu.Lock()
+		p := rt.shim
+		rt.mu.Unlock()
+		if p == nil || ctx.Err() != nil {
+			continue
+		}
+		s, err := m.store.GetSession(ctx, rt.id)
+		if err != nil || s.AgentOffset == 0 {
+			continue
+		}
+		if err := p.Ack(s.AgentOffset); err != nil {
+			rt.logger.Debug("spool ack", "err", err)
 		}
 	}
 }
