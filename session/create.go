@@ -349,12 +349,14 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	m := rt.m
 	rt.mu.Lock()
 	env, network := rt.sess.Env, rt.sess.Sandbox.Network
+	// The agent's stdout continues the session's stream offsets.
+	base := rt.sess.AgentOffset
 	rt.mu.Unlock()
 	rt.provider = provider
 	rt.boxCfg = berth.SandboxConfig{SessionID: rt.id, Workspace: rt.workspace, Home: home,
 		Env: agentEnv(rt.spec, rt.id, env), Network: network, Binds: m.sandboxBinds(rt.spec, home),
 		Image: rt.spec.DockerImage, Limits: m.opts.Sandbox.Limits}
-	proc, f := rt.startAgent(ctx)
+	proc, f := rt.startAgent(ctx, base)
 	if f != nil {
 		return rt.failStart(ctx, f)
 	}
@@ -370,7 +372,7 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	handler := &agentHandler{rt: rt}
 	rt.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, handler, acp.Options{
 		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger, OnSkippedLine: rt.skippedLine,
-		StartOffset: rt.sess.AgentOffset,
+		StartOffset: base,
 	})
 	// The pid (and the shim) are recorded before anything can stop the
 	// session, so a daemon that dies now leaves what the next one needs to

@@ -30,8 +30,9 @@ type ShimOptions struct {
 const maxSocketPath = 107
 
 // startAgent starts the agent: in a shim when the manager has them, else
-// as the daemon's own child in a sandbox it opens now.
-func (rt *runtime) startAgent(ctx context.Context) (berth.Process, *berth.Failure) {
+// as the daemon's own child in a sandbox it opens now. base is the stream
+// offset of the agent's first stdout byte.
+func (rt *runtime) startAgent(ctx context.Context, base int64) (berth.Process, *berth.Failure) {
 	m := rt.m
 	if so := m.opts.Shim; so != nil {
 		// Each shim has files of its own: a shim still exiting never
@@ -43,7 +44,7 @@ func (rt *runtime) startAgent(ctx context.Context) (berth.Process, *berth.Failur
 		rt.shimSocket = f.sock
 		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Socket: f.sock, Spool: f.base + ".spool",
 			Sandbox: rt.boxCfg, Command: shim.Command{Path: rt.spec.Command, Args: rt.spec.Args},
-			Linger: so.Linger, Base: rt.sess.AgentOffset, Log: f.base + ".log", PIDFile: f.base + ".pid"}
+			Linger: so.Linger, Base: base, Log: f.base + ".log", PIDFile: f.base + ".pid"}
 		p, ready, err := m.launcher.Launch(ctx, job)
 		if err != nil {
 			kind := berth.FailStartup
