@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 		os.Exit(demoagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	case "scripted":
 		os.Exit(scriptedAgent(os.Stdin, os.Stdout))
+	case "shim":
+		os.Exit(runShim())
 	}
 	goleak.VerifyTestMain(m)
 }

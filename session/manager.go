@@ -182,7 +182,7 @@ func (m *Manager) Open(ctx context.Context) error {
 		if spare == 0 {
 			spare = 1
 		}
-		m.launcher = shim.NewLauncher(so.Argv, m.opts.RunDir, max(spare, 0))
+		m.launcher = shim.NewLauncher(so.Argv, so.Env, m.opts.RunDir, max(spare, 0))
 	}
 	m.resumeQueued()
 	m.startSupervisor()
@@ -231,10 +231,21 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 		}()
 	}
 	wg.Wait()
+	if err := waitGroup(ctx, &m.monitors); err != nil {
+		return err
+	}
 	if m.launcher != nil {
 		m.launcher.Close()
+		if stopSessions {
+			// Every session stopped: their shims exit, and are reaped here.
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := m.launcher.WaitChildren(wctx); err != nil {
+				m.logger.Warn("shims still running after every session stopped", "err", err)
+			}
+		}
 	}
-	return waitGroup(ctx, &m.monitors)
+	return nil
 }
 
 // waitGroup waits for wg or for ctx to end.

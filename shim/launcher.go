@@ -25,6 +25,7 @@ import (
 // those that outlive it.
 type Launcher struct {
 	argv   []string
+	env    []string
 	runDir string
 	spare  int
 
@@ -35,6 +36,9 @@ type Launcher struct {
 	done chan struct{}
 	// refills counts the goroutines that start spares; Close waits for them.
 	refills sync.WaitGroup
+	// children counts the reapers of the shims started, each ending with
+	// its shim; WaitChildren waits for them.
+	children sync.WaitGroup
 }
 
 // refillDelay is how long after taking a spare the launcher starts the
@@ -50,9 +54,10 @@ type spawned struct {
 }
 
 // NewLauncher returns a launcher that runs argv (the berth binary's shim
-// command) for shims whose files are in runDir, keeping spare idle ones.
-func NewLauncher(argv []string, runDir string, spare int) *Launcher {
-	l := &Launcher{argv: argv, runDir: runDir, spare: spare, done: make(chan struct{})}
+// command, with env added to the daemon's environment) for shims whose
+// files are in runDir, keeping spare idle ones.
+func NewLauncher(argv, env []string, runDir string, spare int) *Launcher {
+	l := &Launcher{argv: argv, env: env, runDir: runDir, spare: spare, done: make(chan struct{})}
 	l.refill()
 	return l
 }
@@ -61,7 +66,7 @@ func NewLauncher(argv []string, runDir string, spare int) *Launcher {
 func (l *Launcher) spawn() (*spawned, error) {
 	cmd := exec.Command(l.argv[0], l.argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Env = append(os.Environ(), EnvRun+"="+l.runDir)
+	cmd.Env = append(append(os.Environ(), l.env...), EnvRun+"="+l.runDir)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "shim: stdin")
@@ -74,7 +79,9 @@ func (l *Launcher) spawn() (*spawned, error) {
 		return nil, berth.WrapError(berth.EUnavailable, err, "shim: start")
 	}
 	sp := &spawned{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
+	l.children.Add(1)
 	go func() {
+		defer l.children.Done()
 		_ = cmd.Wait()
 		close(sp.exited)
 	}()
@@ -170,6 +177,22 @@ func (l *Launcher) Close() {
 	l.refills.Wait()
 	for _, sp := range idle {
 		retire(sp)
+	}
+}
+
+// WaitChildren waits until every shim this launcher started has exited
+// and been reaped, or ctx ends: for a daemon that stopped all its sessions.
+func (l *Launcher) WaitChildren(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		l.children.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

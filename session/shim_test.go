@@ -1,0 +1,180 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/host"
+	"github.com/berth-sh/berth/shim"
+)
+
+// runShim is the test binary as a shim (what `berth shim` does), with the
+// host provider.
+func runShim() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	b, err := io.ReadAll(os.Stdin)
+	if err != nil || len(b) == 0 {
+		return 0
+	}
+	var job shim.Config
+	if err := json.Unmarshal(b, &job); err != nil {
+		return 2
+	}
+	if err := shim.Serve(ctx, host.New(), job, os.Stdout, nil); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// withShims runs agents in shims (this test binary as the shim).
+func withShims(home string) func(*Options) {
+	return func(o *Options) {
+		self, _ := os.Executable()
+		o.Shim = &ShimOptions{Argv: []string{self}, Env: []string{agentEnvVar + "=shim"}}
+		o.RunDir = filepath.Join(home, "run")
+		_ = os.MkdirAll(o.RunDir, 0o700)
+	}
+}
+
+// closeAndWaitShims closes the manager (stopping every session) and waits
+// until the shims of the sessions are gone, also those a manager before
+// it started (its reapers end with them).
+func (e *env) closeAndWaitShims(ids ...string) {
+	e.t.Helper()
+	var pids []int
+	for _, id := range ids {
+		if s, err := e.store.GetSession(context.Background(), id); err == nil && s.ShimPID > 0 {
+			pids = append(pids, s.ShimPID)
+		}
+	}
+	e.close()
+	for _, pid := range pids {
+		waitFor(e.t, "the shim to exit", func() bool { return processGone(pid) })
+	}
+}
+
+// detachAndReopen shuts the manager down leaving the agents in their
+// shims, as berth serve does on SIGTERM, and opens a new one on the home.
+func (e *env) detachAndReopen(tweak ...func(*Options)) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.m.Shutdown(ctx, false); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.log.Close(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.store.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.open(tweak...)
+}
+
+// A manager that shuts down leaving its agents running hands a turn in
+// flight to the next one: the turn ends end_turn with everything the agent
+// said, logged once, and the session stays active.
+func TestDetachHandsATurnToTheNextManager(t *testing.T) {
+	e := newEnv(t)
+	e.close()
+	e.open(withShims(e.home))
+	s := e.create(berth.CreateRequest{})
+	pid := e.agentPID(s.ID)
+	turn := e.startBusy(s.ID, "sleep 1200\necho done")
+
+	e.detachAndReopen(withShims(e.home))
+	if processGone(pid) {
+		t.Fatal("the agent died with the manager")
+	}
+	res := e.waitResult(s.ID, turn)
+	if res.StopReason != berth.TurnEndTurn || !strings.HasSuffix(res.Text, "done") {
+		t.Fatalf("turn after reattach: %+v", res)
+	}
+	evs := e.events(s.ID)
+	checkContiguous(t, evs)
+	ticks := 0
+	for _, ev := range ofType(evs, berth.EventAgentMessage) {
+		if strings.TrimSpace(string(ev.Data)) == `{"text":"."}` {
+			ticks++
+		}
+	}
+	if ticks != 11 {
+		t.Fatalf("%d of 11 ticks logged across the restart", ticks)
+	}
+	got, _ := e.m.GetSession(context.Background(), s.ID)
+	if got.State != berth.StateActive {
+		t.Fatalf("session after reattach: %s", got.State)
+	}
+	if r := e.prompt(s.ID, "echo again"); r.Text != "again" {
+		t.Fatalf("prompt after reattach: %+v", r)
+	}
+	e.closeAndWaitShims(s.ID)
+}
+
+// A permission pending at the shutdown is pending in the next manager
+// under the same id; deciding it there completes the turn.
+func TestDetachKeepsAPendingPermission(t *testing.T) {
+	e := newEnv(t)
+	e.close()
+	e.open(withShims(e.home))
+	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+	r, err := e.m.Prompt(context.Background(), s.ID, berth.PromptRequest{Text: "ask may I\necho after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var perm *berth.Permission
+	waitFor(t, "the permission request", func() bool { perm = e.pendingPermission(s.ID); return perm != nil })
+
+	e.detachAndReopen(withShims(e.home))
+	var again *berth.Permission
+	waitFor(t, "the permission to be waited on again", func() bool {
+		got, _ := e.m.GetSession(context.Background(), s.ID)
+		again = e.pendingPermission(s.ID)
+		return got != nil && got.PendingPermissions == 1
+	})
+	if again == nil || again.ID != perm.ID {
+		t.Fatalf("pending after reattach = %+v, want %s", again, perm.ID)
+	}
+	if _, err := e.m.DecidePermission(context.Background(), s.ID, perm.ID, berth.PermissionDecision{Decision: berth.DecisionAllowOnce}); err != nil {
+		t.Fatal(err)
+	}
+	res := e.waitResult(s.ID, r.TurnID)
+	if res.StopReason != berth.TurnEndTurn || !strings.Contains(res.Text, "permission: allow") || !strings.Contains(res.Text, "after") {
+		t.Fatalf("turn after the decision: %+v", res)
+	}
+	if n := len(ofType(e.events(s.ID), berth.EventPermissionRequested)); n != 1 {
+		t.Fatalf("%d permission_requested events, want 1", n)
+	}
+	e.closeAndWaitShims(s.ID)
+}
+
+// With stopSessions, shutting down stops the shim's agent and its shim.
+func TestShutdownStopsShimmedAgents(t *testing.T) {
+	e := newEnv(t)
+	e.close()
+	e.open(withShims(e.home))
+	s := e.create(berth.CreateRequest{})
+	pid := e.agentPID(s.ID)
+	e.close()
+	waitFor(t, "the agent to be gone", func() bool { return processGone(pid) })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		entries, _ := os.ReadDir(filepath.Join(e.home, "run"))
+		if len(entries) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run directory not empty: %v", entries)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
