@@ -76,7 +76,7 @@ func toolCallFinished(u *acp.Update) bool {
 // and its answer is followed by the steer's text as a new prompt of the
 // same turn (runTurn).
 func (rt *runtime) deliverSteerLocked(t *turn) {
-	if t.cancelRequested || t.steerText != "" || rt.exited || rt.stopReason != "" {
+	if t.cancelRequested || t.steerText != "" || rt.exited || rt.stopReason != "" || rt.detached.Load() {
 		return
 	}
 	e, err := rt.m.store.ClaimQueueEntry(context.Background(), rt.id, berth.EntrySteer, rt.sess.Queue.Generation, t.id)

@@ -65,6 +65,10 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 	var cancelled bool
 	var mode, remembered string
 
+	if rt.detached.Load() {
+		// The daemon let go of the agent: the next one is asked.
+		return acp.Cancelled(), nil
+	}
 	// The record exists before anyone can see the request.
 	if err := rt.m.store.CreatePermission(context.WithoutCancel(ctx), &p); err != nil {
 		rt.logger.Error("store permission", "err", err)
@@ -209,7 +213,7 @@ func (rt *runtime) resolveLocked(permID, state, optionID, by string) (*berth.Per
 	}
 	delete(rt.perms, permID)
 	rt.sess.PendingPermissions--
-	if w.timer.Stop() {
+	if w.timer != nil && w.timer.Stop() {
 		rt.wg.Done()
 	}
 	if by == berth.DecidedByUser && w.toolKind != "" {

@@ -127,6 +127,9 @@ func (rt *runtime) acceptingLocked() error {
 	if rt.sess.State != berth.StateActive || rt.stopReason != "" || rt.exited {
 		return berth.Errorf(berth.EConflict, "session is %s", rt.sess.State)
 	}
+	if rt.detached.Load() {
+		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
+	}
 	return nil
 }
 

@@ -129,19 +129,24 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
 		StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: serve,
 	})
 
+	// The turn in flight waits for the answer to the latest prompt the
+	// agent has not answered (a steer's follow-up is a later prompt).
+	var t *turn
 	var wait func(context.Context) (acp.PromptResponse, error)
 	if open != "" {
-		t := &turn{id: open, done: make(chan struct{}), promptSent: make(chan struct{})}
-		close(t.promptSent)
+		t = &turn{id: open, done: make(chan struct{}), promptSent: make(chan struct{})}
+		latest := int64(-1)
 		for _, c := range h.Calls {
 			if c.Method != acp.MethodSessionPrompt || (c.AnsweredAt > 0 && c.AnsweredAt <= h.From) {
 				continue
 			}
-			id, err := strconv.ParseInt(string(c.ID), 10, 64)
-			if err != nil {
-				continue
+			if id, err := strconv.ParseInt(string(c.ID), 10, 64); err == nil && id > latest {
+				latest = id
 			}
-			wait, err = rt.client.ExpectPrompt(id, func(resp acp.PromptResponse, err error) {
+		}
+		if latest >= 0 {
+			close(t.promptSent)
+			wait, err = rt.client.ExpectPrompt(latest, func(resp acp.PromptResponse, err error) {
 				rt.endTurn(t, turnEnd(resp, err, false), rt.linePos())
 			})
 			if err != nil {
@@ -149,8 +154,7 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
 				return err
 			}
 		}
-		now := time.Now()
-		rt.turn, rt.lastActivity = t, now
+		rt.turn, rt.lastActivity = t, time.Now()
 	}
 
 	m.mu.Lock()
@@ -162,6 +166,18 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
 	m.live[s.ID] = rt
 	m.mu.Unlock()
 
+	// The turn's runner starts before the stream does: an answer replayed
+	// at once ends this turn, never one dispatched after it.
+	if t != nil {
+		rt.turnWG.Add(1)
+		if wait == nil {
+			// The prompt never reached the agent: it goes out now.
+			rt.logger.Info("resending the prompt of a turn the previous daemon did not send", "turn", t.id)
+			go rt.runTurn(t, text)
+		} else {
+			go rt.awaitTurn(t, wait)
+		}
+	}
 	rt.stderrWG.Add(1)
 	go rt.readStderr(p.Stderr())
 	rt.client.Start()
@@ -174,22 +190,13 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
 	go rt.monitor()
 	close(rt.ready)
 	close(rt.handshook)
-	if t := rt.turn; t != nil {
-		rt.turnWG.Add(1)
-		if wait == nil {
-			// The prompt never reached the agent: it goes out now.
-			rt.logger.Info("resending the prompt of a turn the previous daemon did not send", "turn", t.id)
-			t.promptSent = make(chan struct{})
-			go rt.runTurn(t, text)
-		} else {
-			go rt.awaitTurn(t, wait)
-		}
-	}
-	rt.mu.Lock()
-	if rt.turn == nil {
+	if t == nil && h.Exited == nil {
+		// What was queued runs now; an agent that has exited runs nothing
+		// (the session stops, and resumes for its queue).
+		rt.mu.Lock()
 		rt.dispatchLocked(ctx)
+		rt.mu.Unlock()
 	}
-	rt.mu.Unlock()
 	m.logger.Info("session reattached", "session", s.ID, "from", h.From, "end", h.End, "turn", open)
 	return nil
 }
@@ -271,6 +278,7 @@ func (m *Manager) endOrphanShim(ctx context.Context, f shimFiles, id string) {
 			return
 		}
 		m.logger.Warn("stopping an orphaned shim", "session", p.Hello().SessionID)
+		p.Discard()
 		_, _ = p.Stop(context.Background(), m.opts.Limits.StopGrace)
 		p.Release()
 	} else if pid := shim.ReadPID(f.pidFile(), m.opts.RunDir); pid > 0 {

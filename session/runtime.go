@@ -285,7 +285,9 @@ func (rt *runtime) stop(ctx context.Context, reason berth.StopReason, failure *b
 func (rt *runtime) monitor() {
 	defer rt.m.monitors.Done()
 	status, werr := rt.proc.Wait()
-	if errors.Is(werr, shim.ErrDetached) {
+	if errors.Is(werr, shim.ErrDetached) || rt.detached.Load() {
+		// Even an exit seen while letting go is the next daemon's to
+		// record: the shim keeps the agent's last words and its status.
 		rt.teardownDetached()
 		return
 	}

@@ -127,7 +127,11 @@ func (rt *runtime) detach(ctx context.Context) {
 	rt.mu.Lock()
 	active := rt.shim != nil && rt.sess.State == berth.StateActive && rt.stopReason == "" && !rt.exited
 	if active {
+		// From here nothing reaches the agent and nothing is recorded:
+		// timers that would decide or kill for this daemon are stopped.
 		rt.detached.Store(true)
+		rt.shim.MarkDetached()
+		rt.stopTimersLocked()
 	}
 	rt.mu.Unlock()
 	if !active {
@@ -146,15 +150,7 @@ func (rt *runtime) detach(ctx context.Context) {
 func (rt *runtime) teardownDetached() {
 	_ = rt.client.Close()
 	rt.mu.Lock()
-	// Timers would decide or kill on behalf of a daemon that is gone.
-	for _, w := range rt.perms {
-		if w.timer.Stop() {
-			rt.wg.Done()
-		}
-	}
-	if t := rt.turn; t != nil && t.graceTimer != nil && t.graceTimer.Stop() {
-		rt.wg.Done()
-	}
+	rt.stopTimersLocked()
 	rt.mu.Unlock()
 	rt.terminals.closeAll()
 	rt.turnWG.Wait()
@@ -163,9 +159,31 @@ func (rt *runtime) teardownDetached() {
 	if rt.root != nil {
 		_ = rt.root.Close()
 	}
-	rt.closeBox(context.Background())
+	rt.boxMu.Lock()
+	shared := rt.boxRef != ""
+	rt.boxMu.Unlock()
+	if !shared {
+		// A sandbox of the daemon's own; one reopened from the shim's (a
+		// container) holds the agent and stays.
+		rt.closeBox(context.Background())
+	}
 	rt.m.forget(rt)
 	close(rt.finished)
+}
+
+// stopTimersLocked stops the timers that would decide a permission or
+// kill the agent on behalf of a daemon that let go of it.
+func (rt *runtime) stopTimersLocked() {
+	for _, w := range rt.perms {
+		if w.timer != nil && w.timer.Stop() {
+			rt.wg.Done()
+			w.timer = nil
+		}
+	}
+	if t := rt.turn; t != nil && t.graceTimer != nil && t.graceTimer.Stop() {
+		rt.wg.Done()
+		t.graceTimer = nil
+	}
 }
 
 // shimFiles names the files of one shim of a session in the run

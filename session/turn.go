@@ -326,6 +326,10 @@ func (rt *runtime) cancelExpired(t *turn) {
 		return
 	default:
 	}
+	if rt.detached.Load() {
+		// The next daemon judges the agent.
+		return
+	}
 	rt.logger.Warn("agent ignored a cancel; killing it", "turn", t.id)
 	rt.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
 		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})

@@ -96,7 +96,6 @@ func (p *Proc) Hello() Hello { return p.hello }
 func (p *Proc) read(r *bufio.Reader) {
 	defer close(p.reader)
 	var status *berth.ExitStatus
-	var rerr error
 	// stderr must never hold up stdout: a reader that lags loses some.
 	errc := make(chan []byte, 64)
 	errDone := make(chan struct{})
@@ -106,16 +105,20 @@ func (p *Proc) read(r *bufio.Reader) {
 			_, _ = p.errW.Write(b)
 		}
 	}()
-	for {
+	// Once nobody reads stdout, its frames are dropped: the exit that
+	// follows them is still seen.
+	discard := false
+	for !p.isDetached() {
 		typ, payload, err := readFrame(r)
 		if err != nil {
-			rerr = err
 			break
 		}
 		switch typ {
 		case frameStdout:
-			if _, err := p.outW.Write(payload); err != nil {
-				rerr = err
+			if !discard {
+				if _, err := p.outW.Write(payload); err != nil {
+					discard = true
+				}
 			}
 		case frameStderr:
 			select {
@@ -128,13 +131,19 @@ func (p *Proc) read(r *bufio.Reader) {
 				status = &st
 			}
 		}
-		if status != nil || rerr != nil {
+		if status != nil {
 			break
 		}
 	}
 	_ = p.outW.Close()
 	close(errc)
-	<-errDone
+	select {
+	case <-errDone:
+	case <-time.After(time.Second):
+		// Nobody reads stderr: its writer gives up.
+		_ = p.errW.Close()
+		<-errDone
+	}
 	_ = p.errW.Close()
 	p.mu.Lock()
 	switch {
@@ -149,13 +158,21 @@ func (p *Proc) read(r *bufio.Reader) {
 	close(p.done)
 }
 
-// send writes one frame to the shim.
+// send writes one frame to the shim. Nothing is sent once the daemon
+// let go of the shim (Detach, MarkDetached).
 func (p *Proc) send(typ byte, payload []byte) error {
+	if p.isDetached() {
+		return ErrDetached
+	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	if !p.deadline.IsZero() {
-		_ = p.nc.SetWriteDeadline(p.deadline)
+	// The ACP connection's deadline bounds its own writes to the agent,
+	// never a control frame sent later.
+	dl := time.Time{}
+	if typ == frameStdin {
+		dl = p.deadline
 	}
+	_ = p.nc.SetWriteDeadline(dl)
 	var hdr [5]byte
 	hdr[0] = typ
 	hdr[1], hdr[2], hdr[3], hdr[4] = byte(len(payload)>>24), byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
@@ -250,6 +267,15 @@ func (p *Proc) isDetached() bool {
 	return p.detached
 }
 
+// MarkDetached makes the Proc send nothing more to the shim (no signal,
+// no stop, no stdin): the first step of Detach, for a caller that must
+// stop its own timers before the connection closes.
+func (p *Proc) MarkDetached() {
+	p.mu.Lock()
+	p.detached = true
+	p.mu.Unlock()
+}
+
 // Detach lets go of the shim without touching the agent: the connection
 // closes, Wait returns ErrDetached, and the shim goes on spooling for the
 // next daemon.
@@ -258,7 +284,17 @@ func (p *Proc) Detach() {
 	p.detached = true
 	p.mu.Unlock()
 	_ = p.nc.Close()
+	// Readers of stdout and stderr see the end; nothing more is delivered.
+	_ = p.stdout.CloseWithError(ErrDetached)
+	_ = p.stderr.CloseWithError(ErrDetached)
 	<-p.reader
+}
+
+// Discard drops the agent's stdout and stderr from now on, for a caller
+// that only wants the exit (Stop, Wait) of a shim it does not serve.
+func (p *Proc) Discard() {
+	_ = p.stdout.Close()
+	_ = p.stderr.Close()
 }
 
 // stdinWriter frames writes to the agent's stdin.
