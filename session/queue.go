@@ -133,6 +133,29 @@ func (rt *runtime) acceptingLocked() error {
 	return nil
 }
 
+// headEntryLocked returns the oldest pending queue entry of generation
+// gen (the one ClaimQueueEntry claims next), or nil.
+func (rt *runtime) headEntryLocked(ctx context.Context, gen int64) (*berth.QueueEntry, error) {
+	entries, err := rt.m.store.ListQueue(ctx, rt.id)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.Kind == berth.EntryQueue && e.Generation == gen {
+			return e, nil
+		}
+	}
+	return nil, nil
+}
+
+// abandonTurnLocked closes a turn that was logged but whose entry could
+// not be claimed: it never ran.
+func (rt *runtime) abandonTurnLocked(turnID string, err error) {
+	rt.logger.Warn("a logged turn did not get its entry", "turn", turnID, "err", err)
+	rt.emit(turnID, berth.EventTurnEnded, turnEndedData{StopReason: berth.TurnCancelled,
+		Error: &berth.ACPError{Code: "not_dispatched", Message: "the queued prompt could not be claimed"}})
+}
+
 // entryPrefix begins the id of every queue entry.
 const entryPrefix = "entry_"
 
@@ -227,49 +250,74 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 		return
 	}
 	gen := rt.sess.Queue.Generation
-	// An interrupt's text runs before a steer staged after it.
+	// An interrupt's text runs before a steer staged after it. Each turn is
+	// logged before its entry is claimed (see logTurnStartedLocked): a
+	// daemon that dies in between finds the turn with its entry still
+	// pending, and claims it then (reattach).
 	if rt.steer != nil && rt.next == nil {
 		turnID := ids.New("turn")
 		e0 := rt.steer
+		if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: e0.Text, Source: berth.SourceSteer, EntryID: e0.ID}); err != nil {
+			rt.logger.Error("turn_started not logged", "err", err)
+			rt.retryDispatchLocked()
+			return
+		}
 		rt.steer = nil
 		e, err := rt.m.store.ClaimQueueEntry(ctx, rt.id, berth.EntrySteer, gen, turnID)
 		if err == nil {
 			rt.noteEntryLocked(e.ID, entryOutcome{turnID: turnID})
-			rt.startTurnLocked(turnID, e.Text, berth.SourceSteer)
+			rt.beginTurnLocked(turnID, e.Text)
 			return
 		}
+		rt.abandonTurnLocked(turnID, err)
 		if !isNotFound(err) {
-			rt.logger.Error("claim steer", "err", err)
 			rt.steer = e0
 			rt.retryDispatchLocked()
 			return
 		}
 	}
 	for rt.sess.Queue.Pending > 0 {
-		turnID, source := ids.New("turn"), berth.SourceQueue
-		if rt.next != nil {
-			turnID, source = rt.next.turnID, berth.SourceUser
+		head, err := rt.headEntryLocked(ctx, gen)
+		if err != nil {
+			rt.logger.Error("read the queue", "err", err)
+			rt.retryDispatchLocked()
+			return
 		}
-		e, err := rt.m.store.ClaimQueueEntry(ctx, rt.id, berth.EntryQueue, gen, turnID)
-		if isNotFound(err) {
+		if head == nil {
 			// Nothing of this generation is claimable: recount from the store.
 			rt.recountLocked(ctx)
 			return
 		}
+		turnID, source := ids.New("turn"), berth.SourceQueue
+		if rt.next != nil && rt.next.entryID == head.ID {
+			turnID, source = rt.next.turnID, berth.SourceUser
+		}
+		if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: head.Text, Source: source, EntryID: head.ID}); err != nil {
+			rt.logger.Error("turn_started not logged", "err", err)
+			rt.retryDispatchLocked()
+			return
+		}
+		e, err := rt.m.store.ClaimQueueEntry(ctx, rt.id, berth.EntryQueue, gen, turnID)
+		if err == nil && e.ID != head.ID {
+			err = berth.Errorf(berth.EInternal, "claimed %s, not the head of the queue %s", e.ID, head.ID)
+		}
 		if err != nil {
+			rt.abandonTurnLocked(turnID, err)
+			if isNotFound(err) {
+				rt.recountLocked(ctx)
+				return
+			}
 			rt.logger.Error("claim queued prompt", "err", err)
 			rt.retryDispatchLocked()
 			return
 		}
 		rt.dispatchRetries = 0
 		rt.sess.Queue.Pending--
-		if rt.next != nil && rt.next.entryID != e.ID {
-			turnID, source = ids.New("turn"), berth.SourceQueue
-		} else {
+		if rt.next != nil && rt.next.entryID == e.ID {
 			rt.next = nil
 		}
 		rt.noteEntryLocked(e.ID, entryOutcome{turnID: turnID})
-		rt.startTurnLocked(turnID, e.Text, source)
+		rt.beginTurnLocked(turnID, e.Text)
 		return
 	}
 }

@@ -82,8 +82,13 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
 	if !ok {
 		spec = berth.AgentSpec{Name: s.Agent}
 	}
-	open, text, err := m.openTurnText(ctx, s.ID)
+	open, started, err := m.openTurnText(ctx, s.ID)
 	if err != nil {
+		p.Detach()
+		return err
+	}
+	text := started.Text
+	if err := m.claimOpenTurnEntry(ctx, s, open, started); err != nil {
 		p.Detach()
 		return err
 	}
@@ -209,19 +214,52 @@ func (rt *runtime) awaitTurn(t *turn, wait func(context.Context) (acp.PromptResp
 	rt.endTurn(t, turnEnd(resp, err, rt.stopping()), 0)
 }
 
-// openTurnText returns the session's open turn, if any, and its prompt.
-func (m *Manager) openTurnText(ctx context.Context, id string) (string, string, error) {
+// openTurnText returns the session's open turn, if any, and its
+// turn_started data.
+func (m *Manager) openTurnText(ctx context.Context, id string) (string, turnStartedData, error) {
+	var d turnStartedData
 	open, err := m.openTurn(ctx, id)
 	if err != nil || open == "" {
-		return "", "", err
+		return "", d, err
 	}
 	evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{Type: berth.EventTurnStarted, TurnID: open, Limit: 1})
 	if err != nil || len(evs) == 0 {
-		return open, "", err
+		return open, d, err
 	}
-	var d turnStartedData
 	_ = json.Unmarshal(evs[0].Data, &d)
-	return open, d.Text, nil
+	return open, d, nil
+}
+
+// claimOpenTurnEntry claims the queue entry of a turn whose turn_started
+// was logged by a daemon that died before it claimed the entry: the turn
+// runs it, and it never runs a second time.
+func (m *Manager) claimOpenTurnEntry(ctx context.Context, s *berth.Session, turnID string, d turnStartedData) error {
+	if d.EntryID == "" {
+		return nil
+	}
+	pending, err := m.store.ListQueue(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	kind := berth.EntryQueue
+	if d.Source == berth.SourceSteer {
+		kind = berth.EntrySteer
+	}
+	for _, e := range pending {
+		if e.ID != d.EntryID {
+			continue
+		}
+		// It is its kind's oldest of its generation: it was when the turn was logged.
+		got, err := m.store.ClaimQueueEntry(ctx, s.ID, kind, e.Generation, turnID)
+		if err != nil {
+			return err
+		}
+		if got.ID != e.ID {
+			m.logger.Error("claimed another entry than the open turn's", "session", s.ID, "turn", turnID, "want", e.ID, "got", got.ID)
+		}
+		return nil
+	}
+	return nil
 }
 
 // removeOrphanShims clears $BERTH_HOME/run of what belongs to no live

@@ -11,10 +11,12 @@ import (
 	"github.com/berth-sh/berth/acp"
 )
 
-// turnStartedData is the data of turn_started.
+// turnStartedData is the data of turn_started. EntryID names the queue
+// entry the turn runs, if any.
 type turnStartedData struct {
-	Text   string `json:"text"`
-	Source string `json:"source"`
+	Text    string `json:"text"`
+	Source  string `json:"source"`
+	EntryID string `json:"entry_id,omitempty"`
 }
 
 // turnEndedData is the data of turn_ended.
@@ -27,15 +29,35 @@ type turnEndedData struct {
 // startTurnLocked begins a turn; the caller has checked that the session
 // is active and idle.
 func (rt *runtime) startTurnLocked(turnID, text, source string) string {
+	if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: text, Source: source}); err != nil {
+		rt.logger.Error("turn_started not logged", "turn", turnID, "err", err)
+	}
+	rt.beginTurnLocked(turnID, text)
+	return turnID
+}
+
+// logTurnStartedLocked logs turn_started and waits for its commit: the
+// agent is prompted only once the log has the turn, so a daemon that dies
+// right after finds the turn its agent is working on, and a queued entry
+// is claimed only once its turn is there to show for it.
+func (rt *runtime) logTurnStartedLocked(turnID string, d turnStartedData) error {
+	if rt.detached.Load() {
+		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
+	}
+	_, err := rt.m.log.AppendSync(context.Background(), berth.NewEvent(rt.id, turnID, berth.EventTurnStarted, d))
+	return err
+}
+
+// beginTurnLocked makes turnID the turn in flight (its turn_started is
+// logged) and starts its runner.
+func (rt *runtime) beginTurnLocked(turnID, text string) {
 	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{})}
 	rt.turn = t
 	// A stall is measured from the turn's start at the earliest.
 	now := time.Now()
 	rt.lastActivity, rt.sess.LastActivityAt = now, now.UTC()
-	rt.emit(t.id, berth.EventTurnStarted, turnStartedData{Text: text, Source: source})
 	rt.turnWG.Add(1)
 	go rt.runTurn(t, text)
-	return t.id
 }
 
 // runTurn sends the prompt and ends the turn. A turn answered by the agent

@@ -294,3 +294,52 @@ func TestSIGTERMLeavesAgentsToTheNextDaemon(t *testing.T) {
 	}
 	assertNoProcessUnder(t, home)
 }
+
+// SIGKILL while queued prompts are dispatched one after another, at a
+// different moment each run: after the restart every accepted entry runs
+// exactly once, in order, and no agent message lands outside a turn.
+func TestSIGKILLDuringQueueDispatchLosesNoEntry(t *testing.T) {
+	for run := range 4 {
+		home := t.TempDir()
+		s := startServer(t, home)
+		sess := s.busySessionWith(t, nil, "sleep 300")
+		path := "/v1/sessions/" + sess.ID
+		var want []string
+		for i := range 10 {
+			text := "echo e" + strconv.Itoa(i)
+			want = append(want, "queue:"+text)
+			if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": text, "mode": "queue"}, nil); st != 202 {
+				t.Fatalf("run %d: queue %d = %d", run, i, st)
+			}
+		}
+		// Kill once 2..5 queued turns have started, a little later each run.
+		k := 2 + run
+		s.waitLog(t, sess.ID, "queued turns to start", func(evs []berth.Event) bool {
+			return len(turnStarts(evs)) >= k
+		})
+		time.Sleep(time.Duration(run*700) * time.Microsecond)
+		s.kill9()
+
+		s2 := startServer(t, home)
+		evs := s2.waitLog(t, sess.ID, "every queued prompt to run", func(evs []berth.Event) bool {
+			ended := 0
+			for _, ev := range evs {
+				if ev.Type == berth.EventTurnEnded {
+					ended++
+				}
+			}
+			return ended >= 11
+		})
+		assertContiguous(t, evs)
+		got := turnStarts(evs)
+		if strings.Join(got, "|") != "user:sleep 300|"+strings.Join(want, "|") {
+			t.Fatalf("run %d: turns %v", run, got)
+		}
+		for _, ev := range evs {
+			if ev.Type == berth.EventAgentMessage && ev.TurnID == "" {
+				t.Fatalf("run %d: agent message outside a turn: %s", run, ev.Data)
+			}
+		}
+		s2.stop()
+	}
+}
