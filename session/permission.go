@@ -170,7 +170,20 @@ func (rt *runtime) settle(ctx context.Context, p *berth.Permission, state, optio
 	rt.emit(rt.turnTagLocked(p.TurnID), berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, OptionID: optionID,
 		DecidedBy: by, Remembered: remembered})
 	rt.mu.Unlock()
+	rt.flushBeforeAnswer(ctx)
 	return answerFor(p), nil
+}
+
+// flushBeforeAnswer waits until the permission's events are committed:
+// once the agent has its answer, a daemon that dies cannot lose them (the
+// shim counts the request answered and never has it served again).
+func (rt *runtime) flushBeforeAnswer(ctx context.Context) {
+	if rt.shim == nil {
+		return
+	}
+	if err := rt.m.log.Flush(context.WithoutCancel(ctx)); err != nil {
+		rt.logger.Warn("flush before a permission answer", "err", err)
+	}
 }
 
 // turnTagLocked is the turn id an event about turnID carries: turnID while
@@ -243,6 +256,7 @@ func (rt *runtime) complete(ctx context.Context, p *berth.Permission, w *permWai
 	if err := rt.m.store.DecidePermission(ctx, p); err != nil {
 		rt.logger.Warn("record permission decision", "err", err)
 	}
+	rt.flushBeforeAnswer(ctx)
 	w.answer <- answerFor(p)
 }
 

@@ -298,7 +298,7 @@ func (rt *runtime) monitor() {
 	_ = rt.proc.Signal(syscall.SIGKILL)
 	if errors.Is(werr, shim.ErrLost) {
 		// The shim died without reporting: its agent goes with it.
-		_ = syscall.Kill(-rt.proc.Pid(), syscall.SIGKILL)
+		shim.KillAgent(rt.proc.Pid(), rt.id)
 		rt.logger.Warn("the agent's shim went away", "session", rt.id)
 	}
 	// Let the reader drain what the agent wrote before it died.
@@ -477,7 +477,8 @@ func (rt *runtime) skippedLine(line []byte) {
 	if !rt.warnedStdout.CompareAndSwap(false, true) {
 		return
 	}
-	rt.emit(rt.currentTurnID(), berth.EventRuntimeWarning, map[string]string{
+	// Tagged with the line's end: a replay after a restart does not warn twice.
+	rt.emitFrom(rt.linePos(), rt.currentTurnID(), berth.EventRuntimeWarning, map[string]string{
 		"reason": "the agent wrote a line to stdout that is not JSON-RPC; it was skipped (stdout is the protocol channel)",
 		"line":   string(line[:min(len(line), 200)]),
 	})

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -228,7 +230,7 @@ func (p *Proc) Signal(sig os.Signal) error {
 func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
 	b, _ := json.Marshal(stopRequest{GraceMillis: grace.Milliseconds()})
 	if err := p.send(frameStop, b); err != nil && !p.isDetached() {
-		_ = syscall.Kill(-p.hello.AgentPID, syscall.SIGKILL)
+		KillAgent(p.hello.AgentPID, p.hello.SessionID)
 	}
 	select {
 	case <-p.done:
@@ -240,7 +242,7 @@ func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus,
 			return p.Wait()
 		}
 		// The shim does not answer: nothing of the agent may outlive the stop.
-		_ = syscall.Kill(-p.hello.AgentPID, syscall.SIGKILL)
+		KillAgent(p.hello.AgentPID, p.hello.SessionID)
 		_ = syscall.Kill(p.hello.ShimPID, syscall.SIGKILL)
 		_ = p.nc.Close()
 		return p.Wait()
@@ -258,6 +260,21 @@ func (p *Proc) Ack(offset int64) error {
 func (p *Proc) Release() {
 	_ = p.send(frameExitAck, nil)
 	_ = p.nc.Close()
+}
+
+// KillAgent SIGKILLs the process group of pid, but only if pid is a
+// process of session sessionID on this host (BERTH_SESSION_ID in its
+// environment): a pid from a remote engine or one reused since is left
+// alone.
+func KillAgent(pid int, sessionID string) {
+	if pid <= 1 || sessionID == "" {
+		return
+	}
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil || !bytes.Contains(env, []byte("BERTH_SESSION_ID="+sessionID+"\x00")) {
+		return
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 // isDetached reports whether Detach was called.

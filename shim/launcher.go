@@ -238,7 +238,7 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	}
 	p, err := Attach(ctx, cfg.Socket, cfg.Base)
 	if err != nil {
-		_ = syscall.Kill(-rd.AgentPID, syscall.SIGKILL)
+		KillAgent(rd.AgentPID, cfg.SessionID)
 		_ = sp.cmd.Process.Kill()
 		return nil, rd, err
 	}
