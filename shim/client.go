@@ -70,7 +70,7 @@ func Attach(ctx context.Context, socket string, from int64) (*Proc, error) {
 		return nil, berth.WrapError(berth.EUnavailable, err, "shim: attach")
 	}
 	r := bufio.NewReaderSize(nc, 256<<10)
-	typ, payload, err := readFrame(r)
+	typ, payload, err := readFrameMax(r, maxHello)
 	if err != nil || typ != frameHello {
 		_ = nc.Close()
 		if err == nil {

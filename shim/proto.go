@@ -59,7 +59,11 @@ const (
 )
 
 // maxFrame caps a frame's payload: a JSON-RPC line may be up to 64 MiB.
-const maxFrame = 64<<20 + 1024
+// A hello carries every unanswered request line whole: maxHello caps it.
+const (
+	maxFrame = 64<<20 + 1024
+	maxHello = 1 << 30
+)
 
 // attachRequest is the payload of frameAttach.
 type attachRequest struct {
@@ -130,14 +134,18 @@ func appendFrame(buf []byte, typ byte, payload []byte) []byte {
 	return append(buf, payload...)
 }
 
-// readFrame reads one frame. The payload is a fresh slice.
-func readFrame(r *bufio.Reader) (byte, []byte, error) {
+// readFrame reads one frame of at most maxFrame bytes. The payload is a
+// fresh slice.
+func readFrame(r *bufio.Reader) (byte, []byte, error) { return readFrameMax(r, maxFrame) }
+
+// readFrameMax reads one frame of at most limit bytes.
+func readFrameMax(r *bufio.Reader, limit uint32) (byte, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[1:])
-	if n > maxFrame {
+	if n > limit {
 		return 0, nil, fmt.Errorf("shim: frame of %d bytes is over the cap", n)
 	}
 	payload := make([]byte, n)

@@ -31,6 +31,10 @@ const DefaultLinger = 15 * time.Minute
 // reports the exit anyway.
 const drainWait = 2 * time.Second
 
+// stdinQueue bounds the frames waiting for an agent that does not read
+// its stdin; past it the daemon's connection waits (back-pressure).
+const stdinQueue = 1024
+
 // stderrKeep caps the stderr kept while no daemon is attached.
 const stderrKeep = 64 << 10
 
@@ -112,6 +116,8 @@ type server struct {
 	// requests and calls are the unanswered requests both ways, by id.
 	requests map[string]Request
 	calls    map[string]*Call
+	// stdin queues frames for the agent's stdin writer.
+	stdin    chan []byte
 	lastID   int64
 	stderr   []byte
 	cur      *conn
@@ -126,8 +132,7 @@ type conn struct {
 	nc  net.Conn
 	wmu sync.Mutex
 	// Guarded by server.mu: pos is the next stdout offset to send; sending
-	// is set while a goroutine (the connection's sender, or the stdout pump
-	// on its fast path) writes stdout frames, so they go out in order.
+	// is set while the connection's sender writes a stdout frame.
 	closed  bool
 	pos     int64
 	sending bool
@@ -171,7 +176,9 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 		logger.Warn("ready line not written", "err", err)
 	}
 
-	s.wg.Add(4)
+	s.stdin = make(chan []byte, stdinQueue)
+	s.wg.Add(5)
+	go s.writeStdin(s.stdin)
 	go s.pumpStdout()
 	go s.pumpStderr()
 	go s.waitAgent()
@@ -209,12 +216,14 @@ func (s *server) open(ctx context.Context, provider berth.SandboxProvider) (stri
 	// The pid file lets a later daemon find the shim when its socket is gone.
 	if err := os.WriteFile(s.cfg.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		_ = spool.Close()
+		_ = os.Remove(s.cfg.Spool)
 		return "shim", berth.WrapError(berth.EInternal, err, "shim: pid file")
 	}
 	_ = os.Remove(s.cfg.Socket)
 	ln, err := net.Listen("unix", s.cfg.Socket)
 	if err != nil {
 		_ = spool.Close()
+		_ = os.Remove(s.cfg.Spool)
 		_ = os.Remove(s.cfg.PIDFile)
 		return "shim", berth.WrapError(berth.EInternal, err, "shim: listen")
 	}
@@ -253,7 +262,9 @@ func (s *server) shutdown() {
 	// A stop still running, or an agent that never exited (linger after a
 	// lost stdout), ends now.
 	_, _ = s.proc.Stop(context.Background(), time.Second)
-	// A process the agent left may hold its stdout or stderr open.
+	// A process the agent left may hold its stdout or stderr open (or its
+	// stdin full, with the writer blocked on it).
+	_ = s.proc.Stdin().Close()
 	_ = s.proc.Stdout().Close()
 	_ = s.proc.Stderr().Close()
 	s.wg.Wait()
@@ -318,28 +329,10 @@ func (s *server) pumpStdout() {
 					}
 				}
 			}
-			// A daemon that has everything before this chunk gets it now,
-			// from memory: no wake-up of its sender, no read of the spool.
-			c := s.cur
-			fast := c != nil && !c.closed && !c.sending && c.pos == base
-			if fast {
-				c.sending = true
-			} else {
-				s.cond.Broadcast()
-			}
+			// The connection's sender takes it from the spool: a daemon that
+			// reads slowly never holds up the agent, the spool absorbs it.
+			s.cond.Broadcast()
 			s.mu.Unlock()
-			if fast {
-				err := c.send(frameStdout, chunk)
-				s.mu.Lock()
-				c.sending = false
-				if err == nil {
-					c.pos = end
-				} else {
-					s.closeConnLocked(c)
-				}
-				s.cond.Broadcast()
-				s.mu.Unlock()
-			}
 		}
 		if err != nil {
 			s.mu.Lock()
@@ -482,8 +475,12 @@ func (s *server) serveConn(nc net.Conn) {
 	c.pos = from
 	hello := s.helloLocked(from)
 	s.mu.Unlock()
-	hb, _ := json.Marshal(hello)
-	if c.send(frameHello, hb) != nil {
+	// Request lines go in as they are: HTML escaping would grow them 6×.
+	var hbuf bytes.Buffer
+	enc := json.NewEncoder(&hbuf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(hello)
+	if c.send(frameHello, hbuf.Bytes()) != nil {
 		_ = nc.Close()
 		return
 	}
@@ -492,6 +489,10 @@ func (s *server) serveConn(nc net.Conn) {
 		s.mu.Unlock()
 		_ = nc.Close()
 		return
+	}
+	if s.cur != nil {
+		// Another daemon attached meanwhile: the newest wins.
+		s.closeConnLocked(s.cur)
 	}
 	s.cur = c
 	kept := s.stderr
@@ -612,13 +613,10 @@ func (s *server) readDaemon(c *conn, r *bufio.Reader) {
 		}
 		switch typ {
 		case frameStdin:
-			if err := s.writeStdin(payload); err != nil {
-				s.log.Warn("agent stdin", "err", err)
-			}
+			s.noteStdin(payload)
+			s.queueStdin(payload)
 		case frameCloseStdin:
-			s.stdinMu.Lock()
-			_ = s.proc.Stdin().Close()
-			s.stdinMu.Unlock()
+			s.queueStdin(nil)
 		case frameSignal:
 			var req signalRequest
 			if json.Unmarshal(payload, &req) == nil && req.Signal > 0 {
@@ -650,10 +648,11 @@ func (s *server) readDaemon(c *conn, r *bufio.Reader) {
 	}
 }
 
-// writeStdin writes whole lines to the agent, learning the daemon's
-// requests and answers from them first.
-func (s *server) writeStdin(payload []byte) error {
+// noteStdin learns the daemon's requests and answers from lines it sends
+// the agent, before the agent can see them.
+func (s *server) noteStdin(payload []byte) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for rest := payload; len(rest) > 0; {
 		line := rest
 		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
@@ -672,11 +671,41 @@ func (s *server) writeStdin(payload []byte) error {
 			delete(s.requests, string(id))
 		}
 	}
-	s.mu.Unlock()
-	s.stdinMu.Lock()
-	defer s.stdinMu.Unlock()
-	_, err := s.proc.Stdin().Write(payload)
-	return err
+}
+
+// writeStdin writes the queued stdin frames to the agent in order, on a
+// goroutine of its own: an agent that does not read its stdin holds up
+// nothing but this (a stop or a signal still gets through).
+func (s *server) writeStdin(in <-chan []byte) {
+	defer s.wg.Done()
+	for {
+		var payload []byte
+		select {
+		case payload = <-in:
+		case <-s.quit:
+			return
+		}
+		s.stdinMu.Lock()
+		var err error
+		if payload == nil {
+			// The daemon closed the agent's stdin, after what it sent before.
+			err = s.proc.Stdin().Close()
+		} else {
+			_, err = s.proc.Stdin().Write(payload)
+		}
+		s.stdinMu.Unlock()
+		if err != nil {
+			s.log.Warn("agent stdin", "err", err)
+		}
+	}
+}
+
+// queueStdin hands a frame (nil: close stdin) to the stdin writer.
+func (s *server) queueStdin(payload []byte) {
+	select {
+	case s.stdin <- payload:
+	case <-s.quit:
+	}
 }
 
 // punch frees the spool's blocks before offset, and forgets the answered
@@ -690,6 +719,8 @@ func (s *server) punch(offset int64) {
 			delete(s.calls, id)
 		}
 	}
+	// Nothing past what was spooled is dropped, whatever a daemon claims.
+	offset = min(offset, s.end)
 	aligned := s.cfg.Base + (offset-s.cfg.Base)&^4095
 	if aligned <= s.start {
 		return

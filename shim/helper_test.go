@@ -1,0 +1,365 @@
+package shim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/host"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Generous bounds: the tests run with -race on small, loaded machines.
+const (
+	// long bounds anything that should happen "soon".
+	long = 30 * time.Second
+	// poll is the polling interval.
+	poll = 10 * time.Millisecond
+)
+
+// readyWriter receives Serve's ready line.
+type readyWriter struct{ ch chan []byte }
+
+func (w readyWriter) Write(b []byte) (int, error) {
+	select {
+	case w.ch <- bytes.Clone(b):
+	default:
+	}
+	return len(b), nil
+}
+
+// harness is one in-process shim, served by a goroutine the test owns.
+type harness struct {
+	t      *testing.T
+	cfg    Config
+	ready  Ready
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // Serve's result, once done is closed
+	drains sync.WaitGroup
+}
+
+// newConfig makes a shim job running script with /bin/sh, in a fresh
+// short temporary directory (Unix socket paths are limited to 107 bytes).
+func newConfig(t *testing.T, script string) Config {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "shim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
+	for _, d := range []string{ws, home} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Config{
+		SessionID: "sess-1",
+		Socket:    filepath.Join(dir, "s.sock"),
+		Spool:     filepath.Join(dir, "s.spool"),
+		PIDFile:   filepath.Join(dir, "s.pid"),
+		Sandbox:   berth.SandboxConfig{SessionID: "sess-1", Workspace: ws, Home: home},
+		Command:   Command{Path: "/bin/sh", Args: []string{"-c", script}},
+		Provider:  "host",
+	}
+}
+
+// checkLeaks makes the test fail if it leaves a goroutine behind. It is
+// registered first so that its cleanup runs last.
+func checkLeaks(t *testing.T) {
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		goleak.VerifyNone(t, ignore)
+	})
+}
+
+// serve runs Serve for cfg and waits for its ready line. The cleanup
+// cancels Serve, waits for it to return and for every reader the test
+// started.
+func serve(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	checkLeaks(t)
+	h := startServe(t, cfg)
+	if h.ready.Error != "" || h.ready.Stage != "" {
+		t.Fatalf("ready: %+v", h.ready)
+	}
+	if h.ready.AgentPID <= 0 || h.ready.ShimPID != os.Getpid() {
+		t.Fatalf("ready pids: %+v (test pid %d)", h.ready, os.Getpid())
+	}
+	if b, err := os.ReadFile(cfg.PIDFile); err != nil || string(b) != strconv.Itoa(os.Getpid())+"\n" {
+		t.Errorf("pid file: %q, %v", b, err)
+	}
+	return h
+}
+
+// startServe runs Serve and reads its ready line, whatever it says.
+func startServe(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	rw := readyWriter{ch: make(chan []byte, 1)}
+	h := &harness{t: t, cfg: cfg, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		h.err = Serve(ctx, host.New(), cfg, rw, nil)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if !waitClosed(h.done, long) {
+			t.Errorf("Serve did not return within %v of its ctx ending", long)
+			return
+		}
+		drained := make(chan struct{})
+		go func() { h.drains.Wait(); close(drained) }()
+		if !waitClosed(drained, long) {
+			t.Errorf("stdout/stderr readers still running after Serve returned")
+		}
+	})
+	select {
+	case line := <-rw.ch:
+		if err := json.Unmarshal(line, &h.ready); err != nil {
+			t.Fatalf("ready line %q: %v", line, err)
+		}
+		if !bytes.HasSuffix(line, []byte("\n")) {
+			t.Errorf("ready line %q is not a line", line)
+		}
+	case <-h.done:
+		select {
+		case line := <-rw.ch:
+			if err := json.Unmarshal(line, &h.ready); err != nil {
+				t.Fatalf("ready line %q: %v", line, err)
+			}
+		default:
+			t.Fatalf("Serve returned %v without a ready line", h.err)
+		}
+	case <-time.After(long):
+		t.Fatal("no ready line")
+	}
+	return h
+}
+
+// waitServe waits for Serve to return by itself and returns its error.
+func (h *harness) waitServe(within time.Duration) error {
+	h.t.Helper()
+	if !waitClosed(h.done, within) {
+		h.t.Fatalf("Serve still running after %v", within)
+	}
+	return h.err
+}
+
+// waitClosed waits for ch to close, up to d.
+func waitClosed[T any](ch <-chan T, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// eventually polls cond until it holds, failing the test after long.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(long)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// syncBuf is a buffer one goroutine fills while the test reads it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	s.b = append(s.b, p...)
+	s.mu.Unlock()
+	return len(p), nil
+}
+
+func (s *syncBuf) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return bytes.Clone(s.b)
+}
+
+// daemon is one attached Proc whose stdout and stderr are drained.
+type daemon struct {
+	*Proc
+	t                *testing.T
+	out, errOut      syncBuf
+	outDone, errDone chan struct{}
+}
+
+// attach attaches from offset from and drains the Proc's stdout and
+// stderr in goroutines the harness waits for.
+func (h *harness) attach(from int64) *daemon {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), long)
+	defer cancel()
+	p, err := Attach(ctx, h.cfg.Socket, from)
+	if err != nil {
+		h.t.Fatalf("attach from %d: %v", from, err)
+	}
+	d := &daemon{Proc: p, t: h.t, outDone: make(chan struct{}), errDone: make(chan struct{})}
+	h.drains.Add(2)
+	go func() {
+		defer h.drains.Done()
+		defer close(d.outDone)
+		_, _ = io.Copy(&d.out, p.Stdout())
+	}()
+	go func() {
+		defer h.drains.Done()
+		defer close(d.errDone)
+		_, _ = io.Copy(&d.errOut, p.Stderr())
+	}()
+	return d
+}
+
+// waitOut waits until the daemon has at least n bytes of stdout and
+// returns them all.
+func (d *daemon) waitOut(n int) []byte {
+	d.t.Helper()
+	eventually(d.t, fmt.Sprintf("%d bytes of stdout (have %d)", n, len(d.out.Bytes())), func() bool {
+		return len(d.out.Bytes()) >= n
+	})
+	return d.out.Bytes()
+}
+
+// waitOutContains waits until the daemon's stdout contains s.
+func (d *daemon) waitOutContains(s string) []byte {
+	d.t.Helper()
+	eventually(d.t, fmt.Sprintf("stdout to contain %q", s), func() bool {
+		return bytes.Contains(d.out.Bytes(), []byte(s))
+	})
+	return d.out.Bytes()
+}
+
+// allOut waits for stdout to end and returns it.
+func (d *daemon) allOut() []byte {
+	d.t.Helper()
+	if !waitClosed(d.outDone, long) {
+		d.t.Fatalf("stdout did not end; have %q", d.out.Bytes())
+	}
+	return d.out.Bytes()
+}
+
+// allErr waits for stderr to end and returns it.
+func (d *daemon) allErr() []byte {
+	d.t.Helper()
+	if !waitClosed(d.errDone, long) {
+		d.t.Fatalf("stderr did not end; have %q", d.errOut.Bytes())
+	}
+	return d.errOut.Bytes()
+}
+
+// wait waits for the Proc to be done and returns what Wait says.
+func (d *daemon) wait() (berth.ExitStatus, error) {
+	d.t.Helper()
+	if !waitClosed(d.Done(), long) {
+		d.t.Fatalf("Proc not done within %v", long)
+	}
+	return d.Wait()
+}
+
+// write writes to the agent's stdin through the shim.
+func (d *daemon) write(s string) {
+	d.t.Helper()
+	if n, err := d.Stdin().Write([]byte(s)); err != nil || n != len(s) {
+		d.t.Fatalf("stdin write %q: %d, %v", s, n, err)
+	}
+}
+
+// barrier makes sure the shim has handled every frame this daemon sent
+// before: it writes a line the agent echoes as "got LINE" and waits for
+// the echo (the shim reads one connection's frames in order).
+func (d *daemon) barrier(tag string) {
+	d.t.Helper()
+	d.write("ping " + tag + "\n")
+	d.waitOutContains("got ping " + tag + "\n")
+}
+
+// procState returns the state letter of pid from /proc ("" when gone).
+func procState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 1 {
+		return ""
+	}
+	return f[0]
+}
+
+// liveInGroup lists the processes of group pgid that are not zombies.
+func liveInGroup(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if pg, _ := strconv.Atoi(f[2]); pg == pgid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitGroupGone waits until group pgid has no live process.
+func waitGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("process group %d to end", pgid), func() bool { return len(liveInGroup(pgid)) == 0 })
+}
+
+// assertGone checks that the shim removed its socket, spool and pid file.
+func assertGone(t *testing.T, cfg Config) {
+	t.Helper()
+	for _, p := range []string{cfg.Socket, cfg.Spool, cfg.PIDFile} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still there after Serve returned (stat: %v)", filepath.Base(p), err)
+		}
+	}
+}
