@@ -118,6 +118,7 @@ type Manager struct {
 	monitors       sync.WaitGroup // one monitor goroutine per started agent
 	// launcher starts shims (nil without Options.Shim).
 	launcher *shim.Launcher
+	sweeper  sweeper
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -234,6 +235,7 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	if err := waitGroup(ctx, &m.monitors); err != nil {
 		return err
 	}
+	m.sweeper.passes.Wait()
 	if m.launcher != nil {
 		m.launcher.Close()
 		if stopSessions {

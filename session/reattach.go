@@ -20,7 +20,7 @@ import (
 // Reattach bounds: how many shims boot connects to at once, and how long
 // one may take to answer.
 const (
-	reattachParallel = 32
+	reattachParallel = 128
 	reattachTimeout  = 5 * time.Second
 )
 

@@ -339,10 +339,7 @@ func (rt *runtime) monitor() {
 	// Whatever left the agent's process group (setsid, a double fork) and
 	// still carries the session's id dies with the session: the host
 	// provider has no namespace to do it.
-	for _, pid := range sessionProcesses()[rt.id] {
-		rt.logger.Warn("killing a process the session left behind", "pid", pid)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
+	rt.m.sweep(rt.id)
 	rt.m.forget(rt)
 	close(rt.finished)
 }

@@ -69,7 +69,7 @@ func Attach(ctx context.Context, socket string, from int64) (*Proc, error) {
 		_ = nc.Close()
 		return nil, berth.WrapError(berth.EUnavailable, err, "shim: attach")
 	}
-	r := bufio.NewReaderSize(nc, 256<<10)
+	r := bufio.NewReaderSize(nc, 64<<10)
 	typ, payload, err := readFrameMax(r, maxHello)
 	if err != nil || typ != frameHello {
 		_ = nc.Close()

@@ -66,7 +66,8 @@ func NewLauncher(argv, env []string, runDir string, spare int) *Launcher {
 func (l *Launcher) spawn() (*spawned, error) {
 	cmd := exec.Command(l.argv[0], l.argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Env = append(append(os.Environ(), l.env...), EnvRun+"="+l.runDir)
+	// One P is plenty for a relay, and a thousand idle shims wake cheaper.
+	cmd.Env = append(append(os.Environ(), "GOMAXPROCS=1"), append(l.env, EnvRun+"="+l.runDir)...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "shim: stdin")

@@ -352,8 +352,16 @@ type lineInfo struct {
 	line json.RawMessage
 }
 
-// classify reads a stdout line; requests keep a copy of their line.
+// idKey is how a JSON-RPC id member begins on the wire.
+var idKey = []byte(`"id"`)
+
+// classify reads a stdout line; requests keep a copy of their line. A
+// line without "id" anywhere is a notification (the bulk of a stream) and
+// is not scanned further. (An id key spelled with \u escapes is not seen.)
 func classify(line []byte, end int64) (lineInfo, bool) {
+	if !bytes.Contains(line, idKey) {
+		return lineInfo{}, false
+	}
 	kind, id, _ := acp.Classify(line)
 	switch kind {
 	case acp.KindRequest:

@@ -41,6 +41,7 @@ func newBenchCmd() *cobra.Command {
 	f.Int64("page-log", 1_000_000, "events in the log paged from its end (0 skips it)")
 	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
 	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it)")
+	f.Bool("no-shims", false, "run the agents as the daemon's own children (no shim), for comparison")
 	return cmd
 }
 
@@ -90,8 +91,9 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	cfg.Store.URL = storeURL
 	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, nSessions+1)
 	ctx := cmd.Context()
+	noShims, _ := f.GetBool("no-shims")
 	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0",
-		logger: quietLogger().With("daemon", "bench")})
+		logger: quietLogger().With("daemon", "bench"), noShims: noShims})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,64 @@
+package session
+
+import (
+	"sync"
+	"syscall"
+)
+
+// sweeper kills what stopped sessions left behind: processes that left the
+// agent's process group (setsid, a double fork) but still carry the
+// session's id. One pass over /proc costs the same for one session as for
+// a thousand, so the sessions that stop while a pass runs are swept
+// together by the next one.
+type sweeper struct {
+	mu      sync.Mutex
+	pending map[string][]chan struct{}
+	running bool
+	// passes counts the goroutine running passes; Shutdown waits for it.
+	passes sync.WaitGroup
+}
+
+// sweep kills the leftovers of session id and returns once they are dead.
+func (m *Manager) sweep(id string) {
+	sw := &m.sweeper
+	done := make(chan struct{})
+	sw.mu.Lock()
+	if sw.pending == nil {
+		sw.pending = map[string][]chan struct{}{}
+	}
+	sw.pending[id] = append(sw.pending[id], done)
+	if !sw.running {
+		sw.running = true
+		sw.passes.Add(1)
+		go m.runSweeps()
+	}
+	sw.mu.Unlock()
+	<-done
+}
+
+// runSweeps makes passes until no session waits for one.
+func (m *Manager) runSweeps() {
+	sw := &m.sweeper
+	defer sw.passes.Done()
+	for {
+		sw.mu.Lock()
+		batch := sw.pending
+		sw.pending = nil
+		if len(batch) == 0 {
+			sw.running = false
+			sw.mu.Unlock()
+			return
+		}
+		sw.mu.Unlock()
+		procs := sessionProcesses()
+		for id, waiters := range batch {
+			for _, pid := range procs[id] {
+				m.logger.Warn("killing a process the session left behind", "session", id, "pid", pid)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			for _, w := range waiters {
+				close(w)
+			}
+		}
+	}
+}
