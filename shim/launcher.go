@@ -43,7 +43,7 @@ type Launcher struct {
 
 // refillDelay is how long after taking a spare the launcher starts the
 // next one.
-const refillDelay = 300 * time.Millisecond
+const refillDelay = 50 * time.Millisecond
 
 // spawned is one shim process, idle until it is given a job.
 type spawned struct {
