@@ -144,6 +144,25 @@ func (rt *runtime) adoptLocked(p berth.Permission) (berth.Permission, bool) {
 	return berth.Permission{}, false
 }
 
+// dropAdoptableLocked takes out the stored pending permissions of a
+// turn that is ending which the agent never asked again after a reattach,
+// logging them resolved (cancelled) before turn_ended; the caller records
+// them canceled.
+func (rt *runtime) dropAdoptableLocked(turnID string) []berth.Permission {
+	var out []berth.Permission
+	kept := rt.adoptable[:0]
+	for _, p := range rt.adoptable {
+		if p.TurnID != turnID {
+			kept = append(kept, p)
+			continue
+		}
+		out = append(out, p)
+		rt.emit(turnID, berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})
+	}
+	rt.adoptable = kept
+	return out
+}
+
 // jsonEqual reports whether two JSON texts hold the same value.
 func jsonEqual(a, b json.RawMessage) bool {
 	var x, y any

@@ -184,8 +184,10 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 	if t.graceTimer != nil && t.graceTimer.Stop() {
 		rt.wg.Done()
 	}
-	// A question the agent left open dies with its turn, before turn_ended.
+	// A question the agent left open dies with its turn, before turn_ended;
+	// so does one a previous daemon stored that the agent never asked again.
 	orphans, waiters := rt.resolveTurnLocked(t.id)
+	stale := rt.dropAdoptableLocked(t.id)
 	if rt.hung && !rt.exited && rt.stopReason == "" {
 		// The agent answered: whatever the supervisor saw last, it is not stalled.
 		rt.emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
@@ -215,6 +217,14 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 	rt.mu.Unlock()
 	for i, p := range orphans {
 		rt.complete(context.Background(), p, waiters[i])
+	}
+	for i := range stale {
+		p := &stale[i]
+		now := time.Now().UTC()
+		p.State, p.DecidedBy, p.DecidedAt = berth.PermissionCanceled, berth.DecidedByCancel, &now
+		if err := rt.m.store.DecidePermission(context.Background(), p); err != nil && !berth.IsCode(err, berth.EConflict) {
+			rt.logger.Warn("cancel a stale permission", "err", err)
+		}
 	}
 	close(t.done)
 }
