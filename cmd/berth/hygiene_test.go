@@ -14,6 +14,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/sandbox/docker"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // zombiesOf returns the zombie children of the given parents.
@@ -86,7 +88,7 @@ func TestHundredSessionsLeaveNothing(t *testing.T) {
 	for _, p := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
 		if strings.Contains(strings.Join(health.Sandboxes, ","), p) {
 			providers = append(providers, p)
-		} else if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
+		} else if testenv.Required() {
 			t.Fatalf("sandbox %s is not available (health lists %v)", p, health.Sandboxes)
 		} else {
 			t.Logf("sandbox %s is not available here: its share runs on host", p)

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/berth-sh/berth"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // freshPostgres returns the URL of a new, empty database on the test server
@@ -24,10 +26,7 @@ func freshPostgres(t *testing.T) string {
 	t.Helper()
 	base := os.Getenv("BERTH_TEST_POSTGRES_URL")
 	if base == "" {
-		if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal("PostgreSQL required: set BERTH_TEST_POSTGRES_URL")
-		}
-		t.Skip("BERTH_TEST_POSTGRES_URL is not set")
+		testenv.Missing(t, "PostgreSQL", "BERTH_TEST_POSTGRES_URL is not set")
 	}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)

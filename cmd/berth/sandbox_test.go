@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // providerEnv is the daemon environment that reaches the test engine.
@@ -26,10 +28,7 @@ func TestDemoOnEveryProvider(t *testing.T) {
 	for _, provider := range []string{berth.SandboxHost, berth.SandboxBwrap, berth.SandboxDocker} {
 		t.Run(provider, func(t *testing.T) {
 			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
-				if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
-					t.Fatalf("sandbox %s is not available (health lists %v)", provider, health.Sandboxes)
-				}
-				t.Skipf("sandbox %s is not available here (health lists %v)", provider, health.Sandboxes)
+				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
 			}
 			var sess berth.Session
 			if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": provider}, &sess); st != 201 || sess.State != berth.StateActive {
@@ -91,10 +90,7 @@ func TestSessionsCannotGetOut(t *testing.T) {
 	for _, provider := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
 		t.Run(provider, func(t *testing.T) {
 			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
-				if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
-					t.Fatalf("sandbox %s is not available (health lists %v)", provider, health.Sandboxes)
-				}
-				t.Skipf("sandbox %s is not available here", provider)
+				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
 			}
 			create := func() berth.Session {
 				var sess berth.Session

@@ -17,6 +17,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // helperVar makes the test binary, started inside a sandbox, print what
@@ -45,10 +47,7 @@ func provider(t *testing.T) *Provider {
 	p := New(Options{})
 	probeOnce.Do(func() { probeErr = p.Probe(context.Background()) })
 	if probeErr != nil {
-		if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("bwrap is required (BERTH_REQUIRE_INTEGRATION=1) but does not work here: %v", probeErr)
-		}
-		t.Skipf("bwrap does not work here (install Debian's bubblewrap; BERTH_REQUIRE_INTEGRATION=1 makes this a failure): %v", probeErr)
+		testenv.Missing(t, "bwrap", "it does not work here (install Debian's bubblewrap): %v", probeErr)
 	}
 	return p
 }

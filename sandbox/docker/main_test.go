@@ -17,6 +17,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/berth-sh/berth"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // The engine the tests use: BERTH_TEST_DOCKER_HOST, or a throwaway dockerd
@@ -89,10 +91,7 @@ func needEngine(t testing.TB) {
 	if engineSkip == "" {
 		return
 	}
-	if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
-		t.Fatalf("docker is required (BERTH_REQUIRE_INTEGRATION=1): %s", engineSkip)
-	}
-	t.Skipf("docker not available: %s", engineSkip)
+	testenv.Missing(t, "docker", "%s", engineSkip)
 }
 
 // newProvider returns a provider on the test engine with the test's

@@ -23,11 +23,12 @@
 package sandboxtest
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
 	"github.com/berth-sh/berth"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // HostBusybox is where the suite expects a static busybox on the host.
@@ -61,11 +62,7 @@ type Options struct {
 func Run(t *testing.T, open func(t *testing.T) berth.SandboxProvider, opts Options) {
 	t.Helper()
 	if fi, err := os.Stat(HostBusybox); err != nil || !fi.Mode().IsRegular() {
-		msg := fmt.Sprintf("sandboxtest: %s is missing or not a file (%v): the suite's scripts need a static busybox; install Debian's busybox-static", HostBusybox, err)
-		if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg + " (BERTH_REQUIRE_INTEGRATION=1 makes this a failure)")
+		testenv.Missing(t, "a static busybox", "%s is missing or not a file (%v): the suite's scripts need it; install Debian's busybox-static", HostBusybox, err)
 	}
 	s := &suite{open: open, opts: opts}
 	for _, c := range functionalCases {

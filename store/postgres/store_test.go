@@ -16,6 +16,8 @@ import (
 	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/berth-sh/berth/store/storetest"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // quiet is a logger that drops everything.
@@ -28,10 +30,7 @@ func serverURL(tb testing.TB) string {
 	tb.Helper()
 	u := os.Getenv("BERTH_TEST_POSTGRES_URL")
 	if u == "" {
-		if os.Getenv("BERTH_REQUIRE_INTEGRATION") == "1" {
-			tb.Fatal("PostgreSQL required: set BERTH_TEST_POSTGRES_URL")
-		}
-		tb.Skip("BERTH_TEST_POSTGRES_URL is not set")
+		testenv.Missing(tb, "PostgreSQL", "BERTH_TEST_POSTGRES_URL is not set")
 	}
 	return u
 }

@@ -1,0 +1,29 @@
+// Package testenv is what tests share about the services they need: a
+// test whose service (PostgreSQL, bubblewrap, Docker) is missing skips on
+// a developer's machine and fails where BERTH_REQUIRE_INTEGRATION=1 (CI),
+// so a missing service can never pass for a green run.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// RequireEnv is the variable that makes a missing service a failure.
+const RequireEnv = "BERTH_REQUIRE_INTEGRATION"
+
+// Required reports whether missing services fail tests.
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Missing ends the test because service is not available here (why):
+// a failure when Required, else a skip.
+func Missing(tb testing.TB, service, why string, args ...any) {
+	tb.Helper()
+	reason := fmt.Sprintf(why, args...)
+	if Required() {
+		tb.Fatalf("%s is required (%s=1) but not available: %s", service, RequireEnv, reason)
+		return
+	}
+	tb.Skipf("%s is not available here: %s (%s=1 makes this a failure)", service, reason, RequireEnv)
+}
