@@ -178,3 +178,44 @@ func TestShutdownStopsShimmedAgents(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A shim whose session is not live at boot (here: stopped behind its back
+// while the daemon was away) is an orphan: the next manager stops its
+// agent, the shim exits, and its files go.
+func TestBootEndsOrphanShims(t *testing.T) {
+	e := newEnv(t)
+	e.close()
+	e.open(withShims(e.home))
+	s := e.create(berth.CreateRequest{})
+	pid := e.agentPID(s.ID)
+	stored, err := e.store.GetSession(context.Background(), s.ID)
+	if err != nil || stored.ShimPID == 0 {
+		t.Fatalf("stored session: %+v, %v", stored, err)
+	}
+	shimPID := stored.ShimPID
+	ctx := context.Background()
+	if err := e.m.Shutdown(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if processGone(pid) {
+		t.Fatal("the agent died with the manager")
+	}
+	// The session is recorded stopped as if another daemon had closed it.
+	stored.State, stored.StopReason = berth.StateStopped, berth.StopDaemonCrashed
+	if err := e.store.UpdateSession(ctx, stored, berth.StateActive); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.log.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.open(withShims(e.home))
+	waitFor(t, "the orphan's agent to be gone", func() bool { return processGone(pid) })
+	waitFor(t, "the orphan shim to exit", func() bool { return processGone(shimPID) })
+	waitFor(t, "the orphan's files to go", func() bool {
+		entries, _ := os.ReadDir(filepath.Join(e.home, "run"))
+		return len(entries) == 0
+	})
+}
