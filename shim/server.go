@@ -558,11 +558,12 @@ func (s *server) helloLocked(from int64) Hello {
 	return h
 }
 
-// sendStream sends the spooled stdout from the connection's position (what
-// the stdout pump did not send itself), then the exit.
+// sendStream sends the spooled stdout from the connection's position, then
+// the exit.
 func (s *server) sendStream(c *conn) {
 	defer s.wg.Done()
-	buf := make([]byte, 256<<10)
+	// Small: a reattach after an idle spell should not page in much.
+	buf := make([]byte, 64<<10)
 	exitSent := false
 	for {
 		s.mu.Lock()
