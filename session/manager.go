@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/eventlog"
+	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/berth-sh/berth/shim"
 	"github.com/berth-sh/berth/snapshot"
 )
@@ -252,14 +253,10 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 
 // waitGroup waits for wg or for ctx to end.
 func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("session manager close: %w", ctx.Err())
+	if err := syncx.Wait(ctx, wg); err != nil {
+		return fmt.Errorf("session manager close: %w", err)
 	}
+	return nil
 }
 
 // enter registers an API call that may start agents; it fails once Close

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // Launcher starts shims. It keeps Spare idle shims started ahead, each
@@ -183,19 +184,7 @@ func (l *Launcher) Close() {
 
 // WaitChildren waits until every shim this launcher started has exited
 // and been reaped, or ctx ends: for a daemon that stopped all its sessions.
-func (l *Launcher) WaitChildren(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		l.children.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (l *Launcher) WaitChildren(ctx context.Context) error { return syncx.Wait(ctx, &l.children) }
 
 // Launch gives cfg to a shim and attaches to it from cfg.Base once it
 // runs the agent. The shim logs to cfg.Log.

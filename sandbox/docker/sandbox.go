@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // closeTimeout bounds the removal of a container when Close's context has
@@ -167,17 +168,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	if err := s.remove(ctx); err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() {
-		s.procs.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return syncx.Wait(ctx, &s.procs)
 }
 
 // remove force-removes the container once. A container already gone is
