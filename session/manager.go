@@ -213,12 +213,7 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	if err := waitGroup(ctx, &m.inflight); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	rts := make([]*runtime, 0, len(m.live))
-	for _, rt := range m.live {
-		rts = append(rts, rt)
-	}
-	m.mu.Unlock()
+	rts := m.runtimes()
 
 	var wg sync.WaitGroup
 	for _, rt := range rts {
@@ -285,6 +280,17 @@ func (m *Manager) Health(ctx context.Context) berth.Health {
 
 // Agents implements berth.SessionService.
 func (m *Manager) Agents(ctx context.Context) []berth.AgentInfo { return m.opts.Catalog.List() }
+
+// runtimes returns the live runtimes as they are now.
+func (m *Manager) runtimes() []*runtime {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rts := make([]*runtime, 0, len(m.live))
+	for _, rt := range m.live {
+		rts = append(rts, rt)
+	}
+	return rts
+}
 
 // LiveIDs returns the ids of the sessions with a live runtime.
 func (m *Manager) LiveIDs() map[string]bool {

@@ -247,18 +247,14 @@ func (m *Manager) lastOfType(ctx context.Context, id, typ string) (*berth.Event,
 // sessionProcesses maps session ids to the pids of live processes whose
 // environment names them (BERTH_SESSION_ID, set for every process a
 // session starts), so a reused pid is never taken for a session's.
-func sessionProcesses() map[string][]int { return processesByEnv("BERTH_SESSION_ID=") }
-
-// processesByEnv maps the values of one environment variable (key ends
-// with "=") to the pids of the live processes that have it.
-func processesByEnv(key string) map[string][]int {
+func sessionProcesses() map[string][]int {
 	out := map[string][]int{}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return out
 	}
 	self := os.Getpid()
-	k := []byte(key)
+	key := []byte("BERTH_SESSION_ID=")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
@@ -269,8 +265,8 @@ func processesByEnv(key string) map[string][]int {
 			continue
 		}
 		for _, kv := range bytes.Split(env, []byte{0}) {
-			if v, ok := bytes.CutPrefix(kv, k); ok {
-				out[string(v)] = append(out[string(v)], pid)
+			if id, ok := bytes.CutPrefix(kv, key); ok {
+				out[string(id)] = append(out[string(id)], pid)
 				break
 			}
 		}

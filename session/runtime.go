@@ -306,17 +306,7 @@ func (rt *runtime) monitor() {
 	case <-rt.client.Done():
 	case <-time.After(2 * time.Second):
 	}
-	// Closing the connection fails the prompt in flight and waits for every
-	// request handler (fs, terminal, permission).
-	_ = rt.client.Close()
-	rt.terminals.closeAll()
-	rt.turnWG.Wait()
-	// Cancel-grace timers and terminal waiters may still log events.
-	rt.wg.Wait()
-	rt.waitStderr()
-	if rt.root != nil {
-		_ = rt.root.Close()
-	}
+	rt.drain()
 
 	rt.mu.Lock()
 	reason, failure := rt.stopReason, rt.failure
@@ -342,6 +332,21 @@ func (rt *runtime) monitor() {
 	rt.m.sweep(rt.id)
 	rt.m.forget(rt)
 	close(rt.finished)
+}
+
+// drain closes the connection to the agent and waits for every goroutine
+// that serves it. Closing the connection fails the prompt in flight and
+// waits for every request handler (fs, terminal, permission); cancel-grace
+// timers and terminal waiters may still log events until they return.
+func (rt *runtime) drain() {
+	_ = rt.client.Close()
+	rt.terminals.closeAll()
+	rt.turnWG.Wait()
+	rt.wg.Wait()
+	rt.waitStderr()
+	if rt.root != nil {
+		_ = rt.root.Close()
+	}
 }
 
 // finish logs session_stopped, committed before anything else is, and

@@ -298,12 +298,7 @@ func abandon(m *Manager) {
 		m.stopSupervisor()
 		m.supervisor.Wait()
 	}
-	m.mu.Lock()
-	rts := make([]*runtime, 0, len(m.live))
-	for _, rt := range m.live {
-		rts = append(rts, rt)
-	}
-	m.mu.Unlock()
+	rts := m.runtimes()
 	for _, rt := range rts {
 		<-rt.finished
 	}

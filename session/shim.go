@@ -148,17 +148,10 @@ func (rt *runtime) detach(ctx context.Context) {
 // teardownDetached is the monitor's end for a detached runtime: every
 // goroutine of the runtime returns, and the session stays as it is.
 func (rt *runtime) teardownDetached() {
-	_ = rt.client.Close()
 	rt.mu.Lock()
 	rt.stopTimersLocked()
 	rt.mu.Unlock()
-	rt.terminals.closeAll()
-	rt.turnWG.Wait()
-	rt.wg.Wait()
-	rt.waitStderr()
-	if rt.root != nil {
-		_ = rt.root.Close()
-	}
+	rt.drain()
 	rt.boxMu.Lock()
 	shared := rt.boxRef != ""
 	rt.boxMu.Unlock()

@@ -63,6 +63,15 @@ func (e *env) closeAndWaitShims(ids ...string) {
 	}
 }
 
+// newShimEnv is newEnv with agents in shims.
+func newShimEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t)
+	e.close()
+	e.open(withShims(e.home))
+	return e
+}
+
 // detachAndReopen shuts the manager down leaving the agents in their
 // shims, as berth serve does on SIGTERM, and opens a new one on the home.
 func (e *env) detachAndReopen(tweak ...func(*Options)) {
@@ -84,9 +93,7 @@ func (e *env) detachAndReopen(tweak ...func(*Options)) {
 // flight to the next one: the turn ends end_turn with everything the agent
 // said, logged once, and the session stays active.
 func TestDetachHandsATurnToTheNextManager(t *testing.T) {
-	e := newEnv(t)
-	e.close()
-	e.open(withShims(e.home))
+	e := newShimEnv(t)
 	s := e.create(berth.CreateRequest{})
 	pid := e.agentPID(s.ID)
 	turn := e.startBusy(s.ID, "sleep 1200\necho done")
@@ -123,9 +130,7 @@ func TestDetachHandsATurnToTheNextManager(t *testing.T) {
 // A permission pending at the shutdown is pending in the next manager
 // under the same id; deciding it there completes the turn.
 func TestDetachKeepsAPendingPermission(t *testing.T) {
-	e := newEnv(t)
-	e.close()
-	e.open(withShims(e.home))
+	e := newShimEnv(t)
 	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
 	r, err := e.m.Prompt(context.Background(), s.ID, berth.PromptRequest{Text: "ask may I\necho after"})
 	if err != nil {
@@ -159,9 +164,7 @@ func TestDetachKeepsAPendingPermission(t *testing.T) {
 
 // With stopSessions, shutting down stops the shim's agent and its shim.
 func TestShutdownStopsShimmedAgents(t *testing.T) {
-	e := newEnv(t)
-	e.close()
-	e.open(withShims(e.home))
+	e := newShimEnv(t)
 	s := e.create(berth.CreateRequest{})
 	pid := e.agentPID(s.ID)
 	e.close()
@@ -183,9 +186,7 @@ func TestShutdownStopsShimmedAgents(t *testing.T) {
 // while the daemon was away) is an orphan: the next manager stops its
 // agent, the shim exits, and its files go.
 func TestBootEndsOrphanShims(t *testing.T) {
-	e := newEnv(t)
-	e.close()
-	e.open(withShims(e.home))
+	e := newShimEnv(t)
 	s := e.create(berth.CreateRequest{})
 	pid := e.agentPID(s.ID)
 	stored, err := e.store.GetSession(context.Background(), s.ID)

@@ -47,15 +47,12 @@ func (m *Manager) startSupervisor() {
 // superviseOnce looks at every live session once.
 func (m *Manager) superviseOnce(now time.Time) {
 	m.mu.Lock()
-	rts := make([]*runtime, 0, len(m.live))
-	for _, rt := range m.live {
-		rts = append(rts, rt)
-	}
 	closing := m.closing
 	m.mu.Unlock()
 	if closing {
 		return
 	}
+	rts := m.runtimes()
 	for _, rt := range rts {
 		if reason := rt.supervise(now); reason != "" {
 			m.reap(rt, reason)
@@ -70,12 +67,7 @@ const spoolAckEvery = 10 * time.Second
 // ackSpools tells every shim the stdout offset its session's log holds
 // (committed, read from the store): what is before it is never replayed.
 func (m *Manager) ackSpools(ctx context.Context) {
-	m.mu.Lock()
-	rts := make([]*runtime, 0, len(m.live))
-	for _, rt := range m.live {
-		rts = append(rts, rt)
-	}
-	m.mu.Unlock()
+	rts := m.runtimes()
 	for _, rt := range rts {
 		rt.mu.Lock()
 		p := rt.shim

@@ -129,13 +129,9 @@ type server struct {
 
 // conn is one attached daemon.
 type conn struct {
-	nc  net.Conn
-	wmu sync.Mutex
-	// Guarded by server.mu: pos is the next stdout offset to send; sending
-	// is set while the connection's sender writes a stdout frame.
-	closed  bool
-	pos     int64
-	sending bool
+	nc     net.Conn
+	wmu    sync.Mutex
+	closed bool // guarded by server.mu
 }
 
 // send writes one frame.
@@ -471,7 +467,7 @@ func (s *server) serveConn(nc net.Conn) {
 		return
 	}
 	_ = nc.SetReadDeadline(time.Time{})
-	c := &conn{nc: nc, pos: req.From}
+	c := &conn{nc: nc}
 	// What the daemon has is dropped before the hello describes the rest.
 	s.punch(req.From)
 
@@ -480,7 +476,6 @@ func (s *server) serveConn(nc net.Conn) {
 		s.closeConnLocked(s.cur)
 	}
 	from := min(max(req.From, s.start), s.end)
-	c.pos = from
 	hello := s.helloLocked(from)
 	s.mu.Unlock()
 	// Request lines go in as they are: HTML escaping would grow them 6×.
@@ -511,7 +506,7 @@ func (s *server) serveConn(nc net.Conn) {
 	}
 
 	s.wg.Add(1)
-	go s.sendStream(c)
+	go s.sendStream(c, from)
 	s.readDaemon(c, r)
 	s.mu.Lock()
 	s.closeConnLocked(c)
@@ -558,26 +553,22 @@ func (s *server) helloLocked(from int64) Hello {
 	return h
 }
 
-// sendStream sends the spooled stdout from the connection's position, then
-// the exit.
-func (s *server) sendStream(c *conn) {
+// sendStream sends the spooled stdout from offset pos, then the exit.
+func (s *server) sendStream(c *conn, pos int64) {
 	defer s.wg.Done()
 	// Small: a reattach after an idle spell should not page in much.
 	buf := make([]byte, 64<<10)
 	exitSent := false
 	for {
 		s.mu.Lock()
-		for !c.closed && (c.sending || (c.pos >= s.end && (exitSent || !s.drainedLocked()))) {
+		for !c.closed && pos >= s.end && (exitSent || !s.drainedLocked()) {
 			s.cond.Wait()
 		}
 		if c.closed {
 			s.mu.Unlock()
 			return
 		}
-		pos, end, st := c.pos, s.end, s.exited
-		if pos < end {
-			c.sending = true
-		}
+		end, st := s.end, s.exited
 		s.mu.Unlock()
 		if pos < end {
 			n, err := s.spool.ReadAt(buf[:min(int64(len(buf)), end-pos)], pos-s.cfg.Base)
@@ -585,16 +576,10 @@ func (s *server) sendStream(c *conn) {
 				s.log.Error("spool read failed", "err", err)
 			}
 			if n == 0 || c.send(frameStdout, buf[:n]) != nil {
-				s.mu.Lock()
-				c.sending = false
-				s.closeConnLocked(c)
-				s.mu.Unlock()
+				s.dropConn(c)
 				return
 			}
-			s.mu.Lock()
-			c.pos, c.sending = pos+int64(n), false
-			s.cond.Broadcast()
-			s.mu.Unlock()
+			pos += int64(n)
 			continue
 		}
 		b, _ := json.Marshal(st)
