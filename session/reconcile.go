@@ -23,10 +23,6 @@ import (
 // gets its closing turn_ended, and session_stopped is appended. No session
 // reads active with nothing behind it.
 func (m *Manager) reconcile(ctx context.Context) error {
-	// One pass over /proc finds what every session left running: its agent
-	// and the terminals it started (all carry BERTH_SESSION_ID).
-	m.leftovers = sessionProcesses()
-	defer func() { m.leftovers = nil }()
 	var live []*berth.Session
 	for _, state := range []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping} {
 		cursor := ""
@@ -42,7 +38,15 @@ func (m *Manager) reconcile(ctx context.Context) error {
 			cursor = page.NextCursor
 		}
 	}
-	for _, s := range m.reattachAll(ctx, live) {
+	failed := m.reattachAll(ctx, live)
+	if len(failed) > 0 {
+		// One pass over /proc finds what every session that lost its agent
+		// left running: its agent and the terminals it started (all carry
+		// BERTH_SESSION_ID). A boot that reattached everything skips it.
+		m.leftovers = sessionProcesses()
+		defer func() { m.leftovers = nil }()
+	}
+	for _, s := range failed {
 		if err := m.reconcileOne(ctx, s); err != nil {
 			return fmt.Errorf("reconcile %s: %w", s.ID, err)
 		}
