@@ -72,6 +72,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
 // DefaultUID and DefaultGID are the ids processes run as inside a sandbox
@@ -280,21 +281,14 @@ func bindMount(b berth.Bind) (mount, error) {
 	return mount{kind: kind, src: b.Source, dst: target}, nil
 }
 
-// checkDir refuses a path that is not an existing absolute directory. The
-// message names the role, never the host path.
+// checkDir is boxutil.CheckDir, and refuses the root directory too (it
+// would bind the whole host).
 func checkDir(role, dir string) error {
-	if !filepath.IsAbs(dir) {
-		return berth.Errorf(berth.EInvalid, "bwrap: the %s must be an absolute path", role)
+	if err := boxutil.CheckDir("bwrap", role, dir); err != nil {
+		return err
 	}
 	if filepath.Clean(dir) == "/" {
 		return berth.Errorf(berth.EInvalid, "bwrap: the %s cannot be the root directory", role)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return berth.WrapError(berth.EInvalid, err, "bwrap: the %s does not exist", role)
-	}
-	if !fi.IsDir() {
-		return berth.Errorf(berth.EInvalid, "bwrap: the %s is not a directory", role)
 	}
 	return nil
 }

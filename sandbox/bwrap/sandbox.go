@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/procgroup"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
 // defaultPath is the sandbox's PATH when neither the sandbox's Env nor the
@@ -92,7 +93,7 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 	if !s.isDir(dir) {
 		return nil, berth.Errorf(berth.EInvalid, "bwrap: the working directory does not exist in the sandbox")
 	}
-	if !s.findProgram(spec.Path, dir, envValue(env, "PATH")) {
+	if !s.findProgram(spec.Path, dir, boxutil.EnvValue(env, "PATH")) {
 		return nil, berth.Errorf(berth.EUnavailable, "bwrap: command %q not found in the sandbox", filepath.Base(spec.Path))
 	}
 
@@ -294,16 +295,6 @@ func (s *Sandbox) environ(extra []string) ([]string, error) {
 		env = append(env, k+"="+m[k])
 	}
 	return env, nil
-}
-
-// envValue returns the value of key in a "K=V" list.
-func envValue(env []string, key string) string {
-	for _, kv := range env {
-		if k, v, _ := strings.Cut(kv, "="); k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // isDir reports whether dir, a path inside the sandbox, will be a

@@ -15,6 +15,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
 // DefaultLimits fill the limits that neither the session nor Options set:
@@ -35,11 +36,11 @@ const tmpfsOptions = "rw,nosuid,nodev,mode=1777"
 // absolute paths of things that exist. Messages name roles, never host
 // paths.
 func checkConfig(cfg berth.SandboxConfig) error {
-	if err := checkDir("workspace", cfg.Workspace); err != nil {
+	if err := boxutil.CheckDir("docker", "workspace", cfg.Workspace); err != nil {
 		return err
 	}
 	if cfg.Home != "" {
-		if err := checkDir("home", cfg.Home); err != nil {
+		if err := boxutil.CheckDir("docker", "home", cfg.Home); err != nil {
 			return err
 		}
 	}
@@ -55,21 +56,6 @@ func checkConfig(cfg berth.SandboxConfig) error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return berth.Errorf(berth.EInvalid, "docker: bad environment variable name %q", k)
 		}
-	}
-	return nil
-}
-
-// checkDir refuses a path that is not an existing absolute directory.
-func checkDir(role, dir string) error {
-	if !filepath.IsAbs(dir) {
-		return berth.Errorf(berth.EInvalid, "docker: the %s must be an absolute path", role)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return berth.WrapError(berth.EInvalid, err, "docker: the %s does not exist", role)
-	}
-	if !fi.IsDir() {
-		return berth.Errorf(berth.EInvalid, "docker: the %s is not a directory", role)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/procgroup"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
 // Provider makes host sandboxes. It is stateless and safe for concurrent use.
@@ -42,32 +43,16 @@ func (*Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.Sandb
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := checkDir("workspace", cfg.Workspace); err != nil {
+	if err := boxutil.CheckDir("host", "workspace", cfg.Workspace); err != nil {
 		return nil, err
 	}
 	if cfg.Home != "" {
-		if err := checkDir("home", cfg.Home); err != nil {
+		if err := boxutil.CheckDir("host", "home", cfg.Home); err != nil {
 			return nil, err
 		}
 	}
 	cfg.Env = maps.Clone(cfg.Env)
 	return &Sandbox{cfg: cfg}, nil
-}
-
-// checkDir refuses a path that is not an existing absolute directory. The
-// message names the role, never the host path.
-func checkDir(role, dir string) error {
-	if !filepath.IsAbs(dir) {
-		return berth.Errorf(berth.EInvalid, "host: the %s must be an absolute path", role)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return berth.WrapError(berth.EInvalid, err, "host: the %s does not exist", role)
-	}
-	if !fi.IsDir() {
-		return berth.Errorf(berth.EInvalid, "host: the %s is not a directory", role)
-	}
-	return nil
 }
 
 // Sandbox runs one session's processes on the host.
@@ -104,7 +89,7 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 	}
 	path := spec.Path
 	if !strings.Contains(path, "/") {
-		if path, err = lookPath(spec.Path, envValue(env, "PATH")); err != nil {
+		if path, err = lookPath(spec.Path, boxutil.EnvValue(env, "PATH")); err != nil {
 			return nil, berth.WrapError(berth.EUnavailable, err, "host: command %q not found in PATH", spec.Path)
 		}
 	}
@@ -165,16 +150,6 @@ func (s *Sandbox) environ(extra []string) ([]string, error) {
 		env = append(env, k+"="+m[k])
 	}
 	return env, nil
-}
-
-// envValue returns the value of key in a "K=V" list.
-func envValue(env []string, key string) string {
-	for _, kv := range env {
-		if k, v, _ := strings.Cut(kv, "="); k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // lookPath finds file in the directories of pathList, as a shell would,
