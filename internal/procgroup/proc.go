@@ -27,8 +27,8 @@ type Proc struct {
 	cmd    *exec.Cmd
 	pid    int
 	stdin  *pipeWriter
-	stdout *pipeReader
-	stderr *pipeReader
+	stdout *PipeReader
+	stderr *PipeReader
 
 	// done is closed once the leader is reaped and status and err are set.
 	done   chan struct{}
@@ -86,7 +86,7 @@ func StartProc(cmd *exec.Cmd) (*Proc, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd.Stdout, p.stdout = w, &pipeReader{f: r}
+		cmd.Stdout, p.stdout = w, NewPipeReader(r)
 		childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
 	}
 	if cmd.Stderr == nil {
@@ -94,7 +94,7 @@ func StartProc(cmd *exec.Cmd) (*Proc, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd.Stderr, p.stderr = w, &pipeReader{f: r}
+		cmd.Stderr, p.stderr = w, NewPipeReader(r)
 		childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
 	}
 	if cmd.WaitDelay == 0 {
@@ -246,16 +246,19 @@ func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus,
 	}
 }
 
-// pipeReader is the parent's read end of an output pipe. It closes itself
+// PipeReader is the parent's read end of an output pipe. It closes itself
 // at EOF so that a caller draining it cannot leak the descriptor.
-type pipeReader struct {
+type PipeReader struct {
 	f    *os.File
 	once sync.Once
 	eof  atomic.Bool
 }
 
+// NewPipeReader wraps the read end f of a pipe.
+func NewPipeReader(f *os.File) *PipeReader { return &PipeReader{f: f} }
+
 // Read reads from the pipe; after EOF it keeps returning io.EOF.
-func (r *pipeReader) Read(b []byte) (int, error) {
+func (r *PipeReader) Read(b []byte) (int, error) {
 	if r.eof.Load() {
 		return 0, io.EOF
 	}
@@ -268,7 +271,7 @@ func (r *pipeReader) Read(b []byte) (int, error) {
 }
 
 // Close closes the pipe; closing twice is not an error.
-func (r *pipeReader) Close() error {
+func (r *PipeReader) Close() error {
 	var err error
 	r.once.Do(func() { err = r.f.Close() })
 	return err

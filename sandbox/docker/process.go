@@ -65,8 +65,8 @@ type Process struct {
 	conn   client.HijackedResponse
 
 	stdin  *stdinWriter
-	stdout *pipeReader
-	stderr *pipeReader
+	stdout *procgroup.PipeReader
+	stderr *procgroup.PipeReader
 	// outW and errW are where the demultiplexed stream goes.
 	outW, errW *outWriter
 	// ownOut and ownErr are the write ends of our output pipes.
@@ -219,7 +219,7 @@ func (p *Process) pipes(spec berth.ProcSpec) error {
 			if err != nil {
 				return err
 			}
-			p.stdout, p.ownOut = &pipeReader{f: r}, w
+			p.stdout, p.ownOut = procgroup.NewPipeReader(r), w
 		}
 		if spec.Stderr == nil {
 			r, w, err := newPipe()
@@ -229,7 +229,7 @@ func (p *Process) pipes(spec berth.ProcSpec) error {
 				}
 				return err
 			}
-			p.stderr, p.ownErr = &pipeReader{f: r}, w
+			p.stderr, p.ownErr = procgroup.NewPipeReader(r), w
 		}
 	}
 	p.outW = &outWriter{w: spec.Stdout}

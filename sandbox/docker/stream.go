@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -35,34 +34,6 @@ func (w *stdinWriter) Close() error {
 			err = nil
 		}
 	})
-	return err
-}
-
-// pipeReader is the caller's read end of an output pipe. It closes itself
-// at EOF so that a caller draining it cannot leak the descriptor.
-type pipeReader struct {
-	f    *os.File
-	once sync.Once
-	eof  atomic.Bool
-}
-
-// Read reads from the pipe; after EOF it keeps returning io.EOF.
-func (r *pipeReader) Read(b []byte) (int, error) {
-	if r.eof.Load() {
-		return 0, io.EOF
-	}
-	n, err := r.f.Read(b)
-	if err == io.EOF {
-		r.eof.Store(true)
-		_ = r.Close()
-	}
-	return n, err
-}
-
-// Close closes the pipe; closing twice is not an error.
-func (r *pipeReader) Close() error {
-	var err error
-	r.once.Do(func() { err = r.f.Close() })
 	return err
 }
 
