@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/sandboxtest"
 )
 
 func TestEnv(t *testing.T) {
@@ -177,28 +178,58 @@ func hostAddress() string {
 	return ""
 }
 
+// TestPidsLimit: a fork loop that keeps trying is held at the limit by the
+// container's pids cgroup (what the kernel counted, not a sample of /proc
+// taken at some moment), the engine still answers, and Stop ends it all.
 func TestPidsLimit(t *testing.T) {
 	p := newProvider(t, Options{})
-	sb := openSandbox(t, p, berth.SandboxConfig{Limits: berth.SandboxLimits{Pids: 48}})
+	const limit = 48
+	sb := openSandbox(t, p, berth.SandboxConfig{Limits: berth.SandboxLimits{Pids: limit}})
+	if !sb.local {
+		t.Skip("the engine's processes are not visible from this host: its cgroups cannot be read")
+	}
 	ctx := t.Context()
-	// A fork loop that never stops trying.
-	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "sh", Args: []string{"-c", "while :; do sleep 1000 & done"}})
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "sh", Args: []string{"-c", sandboxtest.ForkLoop("/bin/busybox")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go drain(proc.Stdout())
 	go drain(proc.Stderr())
-	time.Sleep(2 * time.Second)
-	if n := groupSize(proc.Pid()); n == 0 || n > 48 {
-		t.Errorf("%d processes in the group, limit 48", n)
+	out := bufio.NewReader(proc.Stdout())
+	if line, err := out.ReadString('\n'); line != "started\n" {
+		t.Fatalf("got %q, %v", line, err)
 	}
-	// The engine and the test stay responsive.
-	start := time.Now()
-	if err := p.Probe(ctx); err != nil {
+	go drain(out)
+	dir, err := sandboxtest.LimitingPidsCgroup(proc.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the kernel has refused a fork: the loop reached the limit.
+	var c sandboxtest.PidsCounts
+	deadline := time.Now().Add(time.Minute)
+	for c, err = sandboxtest.ReadPids(dir); err == nil && c.Refused == 0; c, err = sandboxtest.ReadPids(dir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the kernel refused no fork of the loop within a minute: %+v", c)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pids cgroup %s: max %d, peak %d, refused %d forks", dir, c.Max, c.Peak, c.Refused)
+	if c.Max != limit || c.Peak > limit {
+		t.Errorf("pids cgroup %s: max %d, peak %d; want max %d and a peak within it", dir, c.Max, c.Peak, limit)
+	}
+	// Every process of the loop is counted there.
+	for _, pid := range groupPids(proc.Pid()) {
+		if own, err := sandboxtest.PidsCgroupOf(pid); err == nil && own != dir && !strings.HasPrefix(own, dir+"/") {
+			t.Errorf("process %d of the loop is in pids cgroup %s, outside the limiting %s", pid, own, dir)
+		}
+	}
+	// The engine still answers during the fork loop.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.Probe(pctx); err != nil {
 		t.Fatalf("Probe during the fork loop: %v", err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("Probe took %s during the fork loop", d)
 	}
 	st, err := proc.Stop(ctx, time.Second)
 	if err != nil {
@@ -216,11 +247,15 @@ func TestPidsLimit(t *testing.T) {
 
 // groupSize counts this host's live processes in process group pgid (a
 // zombie is dead: the container's init reaps it on its next round).
-func groupSize(pgid int) int {
+func groupSize(pgid int) int { return len(groupPids(pgid)) }
+
+// groupPids lists this host's live processes in process group pgid.
+func groupPids(pgid int) []int {
 	ents, _ := os.ReadDir("/proc")
-	n := 0
+	var pids []int
 	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
 			continue
 		}
 		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
@@ -231,10 +266,10 @@ func groupSize(pgid int) int {
 		s := string(b)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
-			n++
+			pids = append(pids, pid)
 		}
 	}
-	return n
+	return pids
 }
 
 func TestCloseRemovesContainer(t *testing.T) {

@@ -354,47 +354,63 @@ exec $BB sleep 1000`, loop, names[0], names[1], names[2], names[3])))
 	requireNoMarked(t, b.marker, "after Stop and Close")
 }
 
-// testForkLoop: a fork loop under Limits.Pids stays within the limit and
-// leaves the host responsive.
+// testForkLoop: a fork loop under Limits.Pids is held at the limit by the
+// kernel, every process of the sandbox is inside the limiting cgroup, and
+// the host still forks. The loop keeps trying after its forks are refused,
+// and what is checked is what the kernel counted (pids.events, pids.peak),
+// so the outcome does not depend on how fast the loop runs.
 func testForkLoop(t *testing.T, s *suite) {
 	if s.opts.NoPidsLimit {
 		t.Skip("the provider cannot enforce SandboxLimits.Pids (Options.NoPidsLimit): fork-loop containment is not tested")
 	}
 	const limit = 40
 	b := s.newBox(t, func(c *berth.SandboxConfig) { c.Limits.Pids = limit })
-	p := b.start(t, b.shell(`i=0
-while [ $i -lt 400 ]; do $BB sleep 1000 & i=$((i+1)); done
-echo spawned
-wait`))
-	// Watch for 3 s, and up to 15 s on a loaded machine until the loop has
-	// visibly run (the limit is what is checked, not the speed).
-	peak := 0
-	start := time.Now()
-	for {
-		peak = max(peak, len(marked(b.marker)))
-		elapsed := time.Since(start)
-		if elapsed >= 15*time.Second || (elapsed >= 3*time.Second && peak >= limit/2) {
-			break
+	p := b.start(t, b.shell(ForkLoop(b.bb)))
+	if line := readLine(t, bufio.NewReader(p.Stdout()), p.Stdout()); line != "started" {
+		t.Fatalf("got %q", line)
+	}
+	// The sandbox's limiting cgroup, found from its processes on the host.
+	var dir string
+	var lastErr error
+	if !waitFor(goneTimeout, func() bool {
+		for _, mp := range marked(b.marker) {
+			if dir, lastErr = LimitingPidsCgroup(mp.pid); lastErr == nil {
+				return true
+			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("no pids cgroup limits the sandbox's processes: %v\n%s", lastErr, joinProcs(marked(b.marker)))
 	}
-	// The host still forks and execs promptly.
-	t0 := time.Now()
-	if err := exec.Command(HostBusybox, "true").Run(); err != nil {
-		t.Errorf("the host cannot run a process during the fork loop: %v", err)
-	} else if took := time.Since(t0); took > 5*time.Second {
-		t.Errorf("the host took %v to run a process during the fork loop", took)
+	// Wait until the kernel has refused a fork: the loop reached the limit.
+	var c PidsCounts
+	if !waitFor(runTimeout, func() bool { c, lastErr = ReadPids(dir); return lastErr == nil && c.Refused > 0 }) {
+		t.Fatalf("the kernel refused no fork of the loop within %v (%+v, %v): the limit was never reached, so the check proves nothing", runTimeout, c, lastErr)
 	}
-	// A few processes of the provider's own (outside the limit's
-	// group) may carry the marker too.
-	if peak > limit+3 {
-		t.Errorf("%d processes of the sandbox ran at once, over the limit of %d", peak, limit)
+	t.Logf("pids cgroup %s: max %d, peak %d, refused %d forks", dir, c.Max, c.Peak, c.Refused)
+	if c.Max != limit {
+		t.Errorf("the limiting cgroup %s has pids.max %d, want %d", dir, c.Max, limit)
 	}
-	if peak < limit/2 {
-		t.Errorf("only %d processes ran: the loop did not run, so the check proves nothing", peak)
+	if c.Peak > limit {
+		t.Errorf("the kernel counted %d processes at once in %s, over the limit of %d", c.Peak, dir, limit)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	// Every process of the sandbox is counted there: none escaped the limit.
+	procs := marked(b.marker)
+	for _, mp := range procs {
+		if own, err := PidsCgroupOf(mp.pid); err == nil && !within(own, dir) {
+			t.Errorf("process %s of the sandbox is in pids cgroup %s, outside the limiting %s", mp, own, dir)
+		}
+	}
+	if len(procs) > limit {
+		t.Errorf("%d processes of the sandbox run at once, over the limit of %d", len(procs), limit)
+	}
+	// The host still forks and execs while the loop holds the limit (the
+	// timeout only turns a hang into a failure).
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
+	if err := exec.CommandContext(ctx, HostBusybox, "true").Run(); err != nil {
+		t.Errorf("the host cannot run a process during the fork loop: %v", err)
+	}
 	if _, err := p.Stop(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
