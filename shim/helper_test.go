@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -301,6 +302,36 @@ func (d *daemon) barrier(tag string) {
 	d.t.Helper()
 	d.write("ping " + tag + "\n")
 	d.waitOutContains("got ping " + tag + "\n")
+}
+
+// killSent reports whether pid is gone, a zombie, or has a SIGKILL
+// pending: one of these holds as soon as a kill(2) of it has returned.
+func killSent(pid int) bool {
+	status := procStatus(pid)
+	if status == "" {
+		return true
+	}
+	for line := range strings.Lines(status) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			if strings.HasPrefix(v, "Z") || strings.HasPrefix(v, "X") {
+				return true
+			}
+		case "SigPnd", "ShdPnd":
+			if mask, err := strconv.ParseUint(v, 16, 64); err == nil && mask&(1<<(syscall.SIGKILL-1)) != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// procStatus is /proc/<pid>/status, or "" when pid is gone.
+func procStatus(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	return string(b)
 }
 
 // procState returns the state letter of pid from /proc ("" when gone).

@@ -565,10 +565,13 @@ func TestControlFramesIgnoreStdinDeadline(t *testing.T) {
 	if !ok {
 		t.Fatal("Stdin has no SetWriteDeadline")
 	}
-	_ = dl.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+	// A deadline to come lets the write through; one that has passed
+	// (set so, rather than waited for) stops the next, and leaves the
+	// connection with an expired deadline for the control frames after it.
+	_ = dl.SetWriteDeadline(time.Now().Add(time.Minute))
 	d.write("one\n")
 	d.waitOutContains("got one\n")
-	time.Sleep(200 * time.Millisecond)
+	_ = dl.SetWriteDeadline(time.Now().Add(-time.Millisecond))
 	if _, err := d.Stdin().Write([]byte("late\n")); err == nil {
 		t.Error("a stdin write after its deadline succeeded")
 	}
@@ -723,10 +726,10 @@ func TestKillAgent(t *testing.T) {
 	KillAgent(other.Process.Pid, "")
 	KillAgent(ours.Process.Pid, "")
 	KillAgent(1, "sess-1")
-	time.Sleep(100 * time.Millisecond)
+	// kill(2) has returned: a SIGKILL sent is pending or done by now.
 	for _, c := range []*exec.Cmd{other, ours} {
-		if s := procState(c.Process.Pid); s == "" || s == "Z" {
-			t.Errorf("process %d killed without a match: state %q", c.Process.Pid, s)
+		if killSent(c.Process.Pid) {
+			t.Errorf("process %d killed without a match: %s", c.Process.Pid, procStatus(c.Process.Pid))
 		}
 	}
 	KillAgent(ours.Process.Pid, "sess-1")

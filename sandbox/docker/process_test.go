@@ -3,6 +3,7 @@ package docker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -128,28 +129,31 @@ func TestStopTermAndKill(t *testing.T) {
 				if viaExec && pr.nspid <= 1 {
 					t.Fatalf("no pid inside the container for host pid %d", pr.pid)
 				}
-				go drain(pr.Stdout())
 				go drain(pr.Stderr())
+				// The script says when its trap and child are in place.
+				out := bufio.NewReader(pr.Stdout())
+				if line, err := out.ReadString('\n'); line != "ready\n" {
+					t.Fatalf("got %q, %v", line, err)
+				}
+				go drain(out)
 				return pr
 			}
 
-			// A process that honours SIGTERM, with a child in its group.
-			polite := start("sleep 1000 & exec sleep 1001")
-			time.Sleep(200 * time.Millisecond)
-			began := time.Now()
-			st, err := polite.Stop(ctx, 10*time.Second)
+			// A process that honours SIGTERM, with a child in its group. The
+			// grace outlasts the test's context: Stop must return because the
+			// process ended, not because the grace ran out.
+			polite := start("sleep 1000 & echo ready; exec sleep 1001")
+			sctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			st, err := polite.Stop(sctx, time.Hour)
 			if err != nil || st != (berth.ExitStatus{Code: 143, Signal: "SIGTERM"}) {
 				t.Fatalf("Stop of a polite process = %+v, %v", st, err)
-			}
-			if d := time.Since(began); d > 5*time.Second {
-				t.Errorf("Stop of a polite process took %s", d)
 			}
 			waitGroupGone(t, polite.Pid())
 
 			// One that ignores it: SIGKILL after the grace.
-			stubborn := start(`trap "" TERM; sleep 1000 & while :; do sleep 1; done`)
-			time.Sleep(200 * time.Millisecond)
-			began = time.Now()
+			stubborn := start(`trap "" TERM; sleep 1000 & echo ready; while :; do sleep 1; done`)
+			began := time.Now()
 			st, err = stubborn.Stop(ctx, 500*time.Millisecond)
 			if err != nil || st != (berth.ExitStatus{Code: 137, Signal: "SIGKILL"}) {
 				t.Fatalf("Stop of a stubborn process = %+v, %v", st, err)
@@ -244,15 +248,19 @@ func TestWithoutHelper(t *testing.T) {
 	if res := run(t, sb, nil, "sh", "-c", "ls /.berth 2>/dev/null; cat /proc/1/cmdline | tr '\\0' ' '"); res.stdout != "/bin/sh -c "+initScript+" " {
 		t.Errorf("init without the helper: %+v", res)
 	}
-	proc, err := sb.Start(t.Context(), berth.ProcSpec{Path: "sh", Args: []string{"-c", "sleep 1000 & exec sleep 1001"}})
+	proc, err := sb.Start(t.Context(), berth.ProcSpec{Path: "sh", Args: []string{"-c", "sleep 1000 & echo ready; exec sleep 1001"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pr := proc.(*Process)
 	pr.forceExecSignal = true
-	go drain(pr.Stdout())
 	go drain(pr.Stderr())
-	time.Sleep(200 * time.Millisecond)
+	// Stop once the child is in the group.
+	out := bufio.NewReader(pr.Stdout())
+	if line, err := out.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("got %q, %v", line, err)
+	}
+	go drain(out)
 	st, err := pr.Stop(t.Context(), 5*time.Second)
 	if err != nil || st != (berth.ExitStatus{Code: 143, Signal: "SIGTERM"}) {
 		t.Fatalf("Stop through the image's kill = %+v, %v", st, err)
