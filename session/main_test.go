@@ -215,6 +215,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// openingAFIFO reports whether a thread of this process is blocked in
+// open(2) of a FIFO that has no writer, as the kernel shows it.
+func openingAFIFO() bool {
+	tasks, _ := filepath.Glob("/proc/self/task/*/wchan")
+	for _, w := range tasks {
+		if b, _ := os.ReadFile(w); string(b) == "wait_for_partner" {
+			return true
+		}
+	}
+	return false
+}
+
 // processGone reports whether pid no longer exists (not even as a zombie).
 func processGone(pid int) bool {
 	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))

@@ -203,30 +203,33 @@ func TestPendingPermissionsAreCanceledAfterACrash(t *testing.T) {
 	}
 }
 
-// slowPermissionStore holds CreatePermission back, so a cancel lands while
-// the record is being written.
+// slowPermissionStore holds CreatePermission back until released, so a
+// cancel lands while the record is being written.
 type slowPermissionStore struct {
 	berth.Store
-	entered chan struct{}
+	entered, release chan struct{}
 }
 
 func (s slowPermissionStore) CreatePermission(ctx context.Context, p *berth.Permission) error {
 	close(s.entered)
-	time.Sleep(300 * time.Millisecond)
+	<-s.release
 	return s.Store.CreatePermission(ctx, p)
 }
 
 func TestACancelWhileARequestIsStoredAnswersIt(t *testing.T) {
-	entered := make(chan struct{})
+	entered, release := make(chan struct{}), make(chan struct{})
 	e := newEnv(t, func(o *Options) {
-		o.Store = slowPermissionStore{Store: o.Store, entered: entered}
+		o.Store = slowPermissionStore{Store: o.Store, entered: entered, release: release}
 		o.Limits.CancelGrace = 3 * time.Second
 	})
 	ctx := context.Background()
 	s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
 	r := e.promptOK(s.ID, "ask delete everything", "")
 	<-entered
-	if _, err := e.m.Cancel(ctx, s.ID); err != nil {
+	_, err := e.m.Cancel(ctx, s.ID)
+	// The record is written only once the cancel has been taken.
+	close(release)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if res := e.waitResult(s.ID, r.TurnID); res.StopReason != berth.TurnCancelled {

@@ -135,23 +135,34 @@ func TestCreateWhoseCallerLeavesAtActivationEnds(t *testing.T) {
 	}
 }
 
-// slowProvider delays Open, like docker pulling/creating a container.
-type slowProvider struct{ *host.Provider }
+// slowProvider holds Open back, like docker pulling or creating a
+// container, until released (or ctx ends): opening is closed on entry.
+type slowProvider struct {
+	*host.Provider
+	opening, release chan struct{}
+}
 
 func (p slowProvider) Open(ctx context.Context, c berth.SandboxConfig) (berth.Sandbox, error) {
-	time.Sleep(300 * time.Millisecond)
+	close(p.opening)
+	select {
+	case <-p.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	return p.Provider.Open(ctx, c)
 }
 
 // StopSession (or DeleteSession) while the sandbox is being opened
 // dereferences rt.proc == nil.
 func TestStopWhileTheSandboxOpens(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Providers = []berth.SandboxProvider{slowProvider{host.New()}} })
+	slow := slowProvider{Provider: host.New(), opening: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, func(o *Options) { o.Providers = []berth.SandboxProvider{slow} })
 	created := make(chan struct{})
 	go func() {
 		defer close(created)
 		e.m.CreateSession(context.Background(), berth.CreateRequest{Agent: "demo"})
 	}()
+	<-slow.opening
 	var id string
 	waitFor(t, "session registered", func() bool {
 		e.m.mu.Lock()
@@ -161,7 +172,9 @@ func TestStopWhileTheSandboxOpens(t *testing.T) {
 		}
 		return id != ""
 	})
-	func() {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
 		defer func() {
 			if r := recover(); r != nil {
 				t.Errorf("StopSession during sandbox open panicked: %v", r)
@@ -169,6 +182,18 @@ func TestStopWhileTheSandboxOpens(t *testing.T) {
 		}()
 		e.m.StopSession(context.Background(), id)
 	}()
+	// The open ends only once the stop has been taken.
+	waitFor(t, "the stop to be taken", func() bool {
+		rt := e.m.runtimeOf(id)
+		if rt == nil {
+			return true
+		}
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.stopReason != ""
+	})
+	close(slow.release)
+	<-stopped
 	<-created
 }
 
@@ -225,7 +250,11 @@ func TestFIFOsInTheWorkspaceCannotBlockTheDaemon(t *testing.T) {
 	if _, err := e.m.Prompt(context.Background(), s.ID, berth.PromptRequest{Text: "read p"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The read has reached the handler: it answered and the turn ended, or
+	// it is stuck opening the FIFO (the defect).
+	waitFor(t, "the read to reach the fs handler", func() bool {
+		return openingAFIFO() || len(ofType(e.events(s.ID), berth.EventTurnEnded)) > 0
+	})
 	stopped := make(chan struct{})
 	go func() { e.m.StopSession(context.Background(), s.ID); close(stopped) }()
 	select {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,10 @@ func fastSupervisor(stall, stallTimeout time.Duration) func(*Options) {
 }
 
 func TestAHangingTurnShowsHung(t *testing.T) {
-	e := newEnv(t, fastSupervisor(300*time.Millisecond, 0))
+	// The stall is ten of the demo agent's 100 ms ticks, so a talking
+	// turn is not taken for a hung one on a loaded machine.
+	const stall = time.Second
+	e := newEnv(t, fastSupervisor(stall, 0))
 	ctx := context.Background()
 	s := e.create(berth.CreateRequest{})
 	r := e.promptOK(s.ID, "echo start\nhang", "")
@@ -35,12 +39,15 @@ func TestAHangingTurnShowsHung(t *testing.T) {
 	if !warned {
 		t.Fatalf("no stall warning in the turn: %v", types(e.events(s.ID)))
 	}
-	// A turn that is busy but talking is not hung.
+	// A turn that is busy but talking, three stalls long, is never taken
+	// for hung: its whole log, once it ended, holds no stall warning.
 	other := e.create(berth.CreateRequest{})
-	e.promptOK(other.ID, "sleep 1500", "")
-	time.Sleep(800 * time.Millisecond)
-	if got, _ := e.m.GetSession(ctx, other.ID); got.Badge != berth.BadgeRunning {
-		t.Fatalf("a talking turn shows %s", got.Badge)
+	or := e.promptOK(other.ID, fmt.Sprintf("sleep %d", 3*stall.Milliseconds()), "")
+	if res, err := e.m.WaitTurn(ctx, other.ID, or.TurnID); err != nil || res.StopReason != berth.TurnEndTurn {
+		t.Fatalf("the talking turn = %+v, %v", res, err)
+	}
+	if warns := ofType(e.events(other.ID), berth.EventRuntimeWarning); len(warns) > 0 {
+		t.Fatalf("a talking turn was taken for hung: %s", warns[0].Data)
 	}
 }
 
