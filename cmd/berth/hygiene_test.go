@@ -124,7 +124,14 @@ func TestHundredSessionsLeaveNothing(t *testing.T) {
 					errs <- fmt.Errorf("prompt %d = %d", i, st)
 				}
 				if i%2 == 0 {
-					time.Sleep(200 * time.Millisecond)
+					// Stop once the terminal runs.
+					deadline := time.Now().Add(30 * time.Second)
+					for !s.logged(sess.ID, berth.EventTerminalStarted) && time.Now().Before(deadline) {
+						time.Sleep(20 * time.Millisecond)
+					}
+					if !s.logged(sess.ID, berth.EventTerminalStarted) {
+						errs <- fmt.Errorf("session %d: no terminal_started within 30s", i)
+					}
 				}
 				if st, _ := s.api("POST", path+"/stop", nil, nil); st != 200 {
 					errs <- fmt.Errorf("stop %d = %d", i, st)
@@ -178,4 +185,21 @@ func TestHundredSessionsLeaveNothing(t *testing.T) {
 		}
 		t.Fatalf("files left in the run directory: %v", names)
 	}
+}
+
+// logged reports whether the first page of session id's log holds an
+// event of type typ. It may run outside the test's goroutine.
+func (s *server) logged(id, typ string) bool {
+	var page struct {
+		Events []berth.Event `json:"events"`
+	}
+	if st, err := s.api("GET", "/v1/sessions/"+id+"/events?limit=1000", nil, &page); st != 200 || err != nil {
+		return false
+	}
+	for _, ev := range page.Events {
+		if ev.Type == typ {
+			return true
+		}
+	}
+	return false
 }

@@ -66,6 +66,22 @@ func assertContiguous(t *testing.T, evs []berth.Event) {
 	}
 }
 
+// ticksOf counts the demo agent's sleep ticks (".") that turn logged.
+func ticksOf(evs []berth.Event, turn string) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Type != berth.EventAgentMessage || ev.TurnID != turn {
+			continue
+		}
+		var d struct{ Text string }
+		_ = json.Unmarshal(ev.Data, &d)
+		if strings.TrimSpace(d.Text) == "." {
+			n++
+		}
+	}
+	return n
+}
+
 // A turn in flight goes on through a SIGKILL of the daemon: the agent runs
 // on in its shim, the next daemon reattaches, and the turn ends end_turn
 // with what the agent said after the restart, every chunk logged once
@@ -74,8 +90,14 @@ func TestReattachContinuesATurn(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
 	sess := s.busySessionWith(t, nil, "sleep 3000\necho finished")
-	time.Sleep(800 * time.Millisecond)
+	// Kill mid-turn, once some ticks are logged: the rest come after.
+	before := s.waitLog(t, sess.ID, "a few ticks", func(evs []berth.Event) bool {
+		return ticksOf(evs, sess.CurrentTurnID) >= 3
+	})
 	s.kill9()
+	if _, ended := turnEndedOf(before, sess.CurrentTurnID); ended {
+		t.Fatal("the turn ended before the kill")
+	}
 
 	s2 := startServer(t, home)
 	evs := s2.waitLog(t, sess.ID, "the turn to end", func(evs []berth.Event) bool {
@@ -86,19 +108,14 @@ func TestReattachContinuesATurn(t *testing.T) {
 	if reason, _ := turnEndedOf(evs, sess.CurrentTurnID); reason != berth.TurnEndTurn {
 		t.Fatalf("turn ended %q", reason)
 	}
-	ticks, finished := 0, false
+	ticks, finished := ticksOf(evs, sess.CurrentTurnID), false
 	for _, ev := range evs {
 		if ev.Type != berth.EventAgentMessage || ev.TurnID != sess.CurrentTurnID {
 			continue
 		}
 		var d struct{ Text string }
 		_ = json.Unmarshal(ev.Data, &d)
-		switch strings.TrimSpace(d.Text) {
-		case ".":
-			ticks++
-		case "finished":
-			finished = true
-		}
+		finished = finished || strings.TrimSpace(d.Text) == "finished"
 	}
 	if ticks != 29 || !finished {
 		t.Fatalf("the turn logged %d of 29 ticks, finished %v", ticks, finished)

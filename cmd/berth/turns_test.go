@@ -255,9 +255,13 @@ func TestQueuedPromptsSurviveSIGKILL(t *testing.T) {
 	if st, _ := s.api("GET", path+"/queue", nil, &q); st != 200 || len(q.Entries) != 0 {
 		t.Fatalf("queue after = %d %+v", st, q)
 	}
-	// Nothing else runs later.
-	time.Sleep(300 * time.Millisecond)
-	if got := strings.Join(turnStarts(s.allEvents(t, sess.ID)), "|"); got != want {
+	// Nothing else runs later: a last prompt, run to its end, is the very
+	// next turn (one already due would have started before it).
+	var last berth.TurnResult
+	if st, _ := s.api("POST", path+"/prompts?wait=true", map[string]string{"text": "echo last"}, &last); st != 200 || last.Text != "last" {
+		t.Fatalf("last prompt = %d %+v", st, last)
+	}
+	if got := strings.Join(turnStarts(s.allEvents(t, sess.ID)), "|"); got != want+"|user:echo last" {
 		t.Fatalf("turns later = %s", got)
 	}
 }
