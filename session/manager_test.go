@@ -84,30 +84,31 @@ func TestPromptRunsATurnWithAContiguousLog(t *testing.T) {
 }
 
 func TestCancelEndsASleepingTurnQuickly(t *testing.T) {
-	e := newEnv(t)
+	// The grace outlasts the wait below and the sleep is a minute: only the
+	// agent honouring the cancel ends the turn in time, whatever the
+	// machine's speed.
+	e := newEnv(t, func(o *Options) { o.Limits.CancelGrace = time.Hour })
 	s := e.create(berth.CreateRequest{})
 	ctx := context.Background()
 	if _, err := e.m.Cancel(ctx, s.ID); !berth.IsCode(err, berth.EConflict) {
 		t.Fatalf("cancel while idle = %v, want conflict", err)
 	}
-	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "sleep 5000"})
+	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "sleep 60000"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the first sleep chunk", func() bool {
 		return len(ofType(e.events(s.ID), berth.EventAgentMessage)) > 0
 	})
-	t0 := time.Now()
 	id, err := e.m.Cancel(ctx, s.ID)
 	if err != nil || id != r.TurnID {
 		t.Fatalf("cancel = %q, %v", id, err)
 	}
-	res, err := e.m.WaitTurn(ctx, s.ID, r.TurnID)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := e.m.WaitTurn(wctx, s.ID, r.TurnID)
 	if err != nil || res.StopReason != berth.TurnCancelled {
 		t.Fatalf("result = %+v, %v", res, err)
-	}
-	if d := time.Since(t0); d > 2*time.Second {
-		t.Fatalf("cancel took %s", d)
 	}
 	if got, _ := e.m.GetSession(ctx, s.ID); got.State != berth.StateActive {
 		t.Fatalf("session after cancel = %s", got.State)
@@ -273,13 +274,13 @@ func TestHandshakeFailureStoresAStoppedSessionWithTheAgentsWords(t *testing.T) {
 
 func TestHandshakeTimeout(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Limits.HandshakeTimeout = 300 * time.Millisecond })
-	t0 := time.Now()
-	s, err := e.m.CreateSession(context.Background(), berth.CreateRequest{Agent: "silent"})
+	// The caller's minute only turns a hang into a failure: the handshake
+	// timeout's own message says which one ended the create.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "silent"})
 	if err != nil || s.State != berth.StateStopped || s.Failure == nil || !strings.Contains(s.Failure.Message, "did not answer") {
 		t.Fatalf("silent agent = %+v %v", s, err)
-	}
-	if d := time.Since(t0); d > 5*time.Second {
-		t.Fatalf("create of a silent agent took %s", d)
 	}
 }
 

@@ -35,17 +35,15 @@ func TestProbeNoEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	start := time.Now()
-	err = p.Probe(t.Context())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = p.Probe(ctx)
 	if !berth.IsCode(err, berth.EUnavailable) {
 		t.Fatalf("Probe = %v, want unavailable", err)
 	}
 	msg := berth.ErrorMessage(err)
 	if !strings.HasPrefix(msg, "docker: no engine at "+host+": ") || !strings.Contains(msg, "no such file") {
 		t.Errorf("message = %q", msg)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Probe took %s", d)
 	}
 }
 
@@ -63,13 +61,17 @@ func TestProbeTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	start := time.Now()
-	err = p.Probe(t.Context())
+	// The caller's context never ends: only the probe's own 300 ms can end
+	// the ping (the minute only turns a hang into a failure).
+	done := make(chan error, 1)
+	go func() { done <- p.Probe(context.Background()) }()
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Probe did not give up on a mute engine")
+	}
 	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), "no answer within 300ms") {
 		t.Fatalf("Probe = %v", err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("Probe took %s", d)
 	}
 }
 
