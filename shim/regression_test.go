@@ -32,15 +32,24 @@ func TestBugConcurrentAttachBothLive(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		time.Sleep(200 * time.Millisecond)
-		live := 0
-		for _, d := range ds {
-			select {
-			case <-d.Done():
-			default:
-				live++
+		liveOf := func() int {
+			live := 0
+			for _, d := range ds {
+				select {
+				case <-d.Done():
+				default:
+					live++
+				}
 			}
+			return live
 		}
+		// Each replaced connection sees it was replaced; with the defect
+		// two stay attached however long one waits.
+		deadline := time.Now().Add(long)
+		for liveOf() > 1 && time.Now().Before(deadline) {
+			time.Sleep(poll)
+		}
+		live := liveOf()
 		if live > 1 {
 			// Both get the agent's output: both are attached.
 			var l []*daemon
@@ -152,12 +161,13 @@ func TestBugSlowDaemonStallsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := h.ready.AgentPID
-	deadline := time.Now().Add(10 * time.Second)
+	// With the defect the agent blocks for good; the deadline is generous.
+	deadline := time.Now().Add(long)
 	for procState(pid) != "" && time.Now().Before(deadline) {
 		time.Sleep(poll)
 	}
 	if procState(pid) != "" {
-		t.Errorf("the agent is still blocked writing its 20 MB after 10 s while the daemon does not read")
+		t.Errorf("the agent is still blocked writing its 20 MB after %v while the daemon does not read", long)
 	}
 	_ = p.Stdout().Close()
 	_ = p.Stderr().Close()

@@ -446,16 +446,13 @@ func TestStop(t *testing.T) {
 	d := h.attach(0)
 	ctx, cancel := context.WithTimeout(context.Background(), long)
 	defer cancel()
-	start := time.Now()
+	// Left alone, sleep 30 would exit 0: a death by signal is Stop's.
 	st, err := d.Stop(ctx, time.Second)
 	if err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
 	if st.Signal == "" || st.Code < 128 {
 		t.Errorf("Stop: %+v, want a death by signal", st)
-	}
-	if el := time.Since(start); el > 15*time.Second {
-		t.Errorf("Stop took %v", el)
 	}
 	waitGroupGone(t, h.ready.AgentPID)
 	if st2, err := d.Wait(); err != nil || st2 != st {
@@ -608,9 +605,9 @@ func TestUnreadStreams(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Enough for the connection's buffers to fill while nobody reads.
-		eventually(t, "output to be spooled", func() bool { return fileSize(h.cfg.Spool) >= 100000 })
-		time.Sleep(100 * time.Millisecond)
+		// All 2 MB spooled: far more than the connection's buffers hold
+		// while nobody reads.
+		eventually(t, "output to be spooled", func() bool { return fileSize(h.cfg.Spool) >= 2000000 })
 		done := make(chan struct{})
 		go func() { p.Detach(); close(done) }()
 		if !waitClosed(done, long) {
