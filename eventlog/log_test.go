@@ -168,9 +168,12 @@ func TestBatchIsolation(t *testing.T) {
 	<-g.entered // the first batch is in flight; the next requests queue up
 	var wg sync.WaitGroup
 	results := make([]error, 2)
+	queued := func() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.queue) }
+	before := queued()
 	for i, id := range []string{"doomed", "b"} {
 		wg.Go(func() { _, results[i] = l.AppendSync(testCtx(t), msg(id, 1)) })
-		time.Sleep(10 * time.Millisecond) // keep the enqueue order
+		// Keep the enqueue order: the next starts once this one is queued.
+		poll(t, "the append to be queued", func() bool { return queued() > before+i })
 	}
 	if err := base.DeleteSession(testCtx(t), "doomed"); err != nil {
 		t.Fatal(err)
@@ -263,7 +266,14 @@ func TestBackPressure(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Every producer has tried: all wait for room, or (the defect) more
+	// than the queue is held.
+	poll(t, "the producers to block", func() bool {
+		l.budget.mu.Lock()
+		waiting := l.budget.waiters.Len()
+		l.budget.mu.Unlock()
+		return waiting == 4 || l.budget.inUse() > queue
+	})
 	if used := l.budget.inUse(); used > queue {
 		t.Fatalf("%d events held with a queue of %d", used, queue)
 	}
@@ -463,5 +473,16 @@ func TestFlushReportsAnEarlierFailedAppend(t *testing.T) {
 	store.before = nil
 	if err := l.Flush(testCtx(t)); err != nil {
 		t.Fatalf("a second Flush reported the same failure again: %v", err)
+	}
+}
+
+// poll waits until cond holds, failing the test after a generous deadline.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

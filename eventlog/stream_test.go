@@ -1,10 +1,12 @@
 package eventlog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -85,7 +87,8 @@ func TestStreamErrors(t *testing.T) {
 	// Close ends a waiting Next from another goroutine.
 	done := make(chan error, 1)
 	go func() { _, err := st.Next(testCtx(t)); done <- err }()
-	time.Sleep(10 * time.Millisecond)
+	// Close once Next waits, or it would only see a closed stream.
+	poll(t, "Next to wait", func() bool { return goroutineIn("eventlog.(*stream).wait(") })
 	st.Close()
 	st.Close()
 	wantCode(t, <-done, berth.EUnavailable)
@@ -328,4 +331,12 @@ func TestSlowReader(t *testing.T) {
 		t.Fatalf("the reader never fell behind the ring (%d pages): the test proves nothing", pages)
 	}
 	t.Logf("%d events in %d pages, %d of them from the store", total+1, pages, fromStore)
+}
+
+// goroutineIn reports whether a goroutine of this process is in fn, as a
+// dump of every goroutine's stack shows it.
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	n := runtime.Stack(buf, true)
+	return bytes.Contains(buf[:n], []byte(fn))
 }
