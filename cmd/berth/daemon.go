@@ -131,7 +131,8 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	var shimOpts *session.ShimOptions
 	if !o.noShims {
 		pob, _ := json.Marshal(po)
-		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)}}
+		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
+			Orphan: o.cfg.Limits.OrphanTimeout.Duration}
 	}
 	lim := o.cfg.Limits
 	d.mgr = session.New(session.Options{
