@@ -35,15 +35,28 @@ type Lock struct {
 	holder Holder
 }
 
-// Acquire takes the lock of home without waiting. A home held by a live
-// process is EUnavailable, naming the holder's pid and address.
+// takeoverWait is how long Acquire keeps trying a held lock: a daemon
+// SIGKILLed a moment ago may still hold it through a child caught between
+// fork and exec (the lock's file is close-on-exec, so the child drops it
+// at its exec), or through its own exit still under way.
+const takeoverWait = 3 * time.Second
+
+// Acquire takes the lock of home, trying for up to takeoverWait while it
+// is held. A home held by a live process is EUnavailable, naming the
+// holder's pid and address.
 func Acquire(home string) (*Lock, error) {
 	path := filepath.Join(home, FileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "cannot open the home's lock file")
 	}
-	if err := flock(f); err != nil {
+	deadline := time.Now().Add(takeoverWait)
+	err = flock(f)
+	for errors.Is(err, syscall.EWOULDBLOCK) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		err = flock(f)
+	}
+	if err != nil {
 		f.Close()
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, berth.WrapError(berth.EUnavailable, err, "cannot lock the berth home")
