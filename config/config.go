@@ -123,6 +123,9 @@ type Limits struct {
 	StallAfter Duration `toml:"stall_after"`
 	// StallTimeout stops a session hung this long (default 0 = none).
 	StallTimeout Duration `toml:"stall_timeout"`
+	// OrphanTimeout is how long a shim keeps its agent with no daemon
+	// attached before it stops it and exits (default 15m, at least 1s).
+	OrphanTimeout Duration `toml:"orphan_timeout"`
 	// CancelGrace is how long a cancelled turn may take to end (default 10s).
 	CancelGrace Duration `toml:"cancel_grace"`
 	// StopGrace is the SIGTERM → SIGKILL delay when stopping an agent
@@ -167,6 +170,7 @@ func Default() *Config {
 			PermissionTimeout: Duration{5 * time.Minute},
 			IdleTimeout:       Duration{30 * time.Minute},
 			StallAfter:        Duration{2 * time.Minute},
+			OrphanTimeout:     Duration{15 * time.Minute},
 			CancelGrace:       Duration{10 * time.Second},
 			StopGrace:         Duration{5 * time.Second},
 			HandshakeTimeout:  Duration{30 * time.Second},
@@ -296,6 +300,7 @@ func (l *Limits) validate() error {
 		{"limits.ttl", l.TTL, 0, never},
 		{"limits.stall_after", l.StallAfter, time.Second, day},
 		{"limits.stall_timeout", l.StallTimeout, 0, never},
+		{"limits.orphan_timeout", l.OrphanTimeout, time.Second, 7 * day},
 		{"limits.cancel_grace", l.CancelGrace, 0, 10 * time.Minute},
 		{"limits.stop_grace", l.StopGrace, 0, 10 * time.Minute},
 		{"limits.handshake_timeout", l.HandshakeTimeout, time.Second, time.Hour},

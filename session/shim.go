@@ -26,6 +26,9 @@ type ShimOptions struct {
 	Spare int
 	// Linger bounds how long a shim whose agent exited waits for a daemon.
 	Linger time.Duration
+	// Orphan bounds how long a shim keeps a live agent with no daemon
+	// attached.
+	Orphan time.Duration
 }
 
 // maxSocketPath is the longest Unix socket path Linux takes, less its NUL.
@@ -46,7 +49,7 @@ func (rt *runtime) startAgent(ctx context.Context, base int64) (berth.Process, *
 		rt.shimSocket = f.sock
 		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Socket: f.sock, Spool: f.base + ".spool",
 			Sandbox: rt.boxCfg, Command: shim.Command{Path: rt.spec.Command, Args: rt.spec.Args},
-			Linger: so.Linger, Base: base, Log: f.base + ".log", PIDFile: f.base + ".pid"}
+			Linger: so.Linger, Orphan: so.Orphan, Base: base, Log: f.base + ".log", PIDFile: f.base + ".pid"}
 		p, ready, err := m.launcher.Launch(ctx, job)
 		if err != nil {
 			kind := berth.FailStartup

@@ -67,6 +67,9 @@ func NewLauncher(argv, env []string, runDir string, spare int) *Launcher {
 func (l *Launcher) spawn() (*spawned, error) {
 	cmd := exec.Command(l.argv[0], l.argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// A shim lives on after the daemon: it must not keep the daemon's
+	// working directory busy (an unmountable disk, a deleted checkout).
+	cmd.Dir = l.runDir
 	// One P is plenty for a relay, and a thousand idle shims wake cheaper.
 	cmd.Env = append(append(os.Environ(), "GOMAXPROCS=1"), append(l.env, EnvRun+"="+l.runDir)...)
 	stdin, err := cmd.StdinPipe()

@@ -63,6 +63,10 @@ type Config struct {
 	// Linger bounds the wait for a daemon after the agent exited
 	// (DefaultLinger when zero).
 	Linger time.Duration `json:"linger,omitempty"`
+	// Orphan bounds how long the shim keeps a live agent with no daemon
+	// attached (DefaultOrphan when zero): past it nothing will reattach,
+	// so the agent is stopped and the shim exits.
+	Orphan time.Duration `json:"orphan,omitempty"`
 	// Provider names the sandbox provider the shim opens the sandbox with.
 	Provider string `json:"provider"`
 	// Base is the stream offset of the agent's first stdout byte: offsets
@@ -117,12 +121,15 @@ type server struct {
 	requests map[string]Request
 	calls    map[string]*Call
 	// stdin queues frames for the agent's stdin writer.
-	stdin    chan []byte
-	lastID   int64
-	stderr   []byte
-	cur      *conn
-	quit     chan struct{}
-	quitOnce sync.Once
+	stdin  chan []byte
+	lastID int64
+	stderr []byte
+	cur    *conn
+	// detachedAt is when the last daemon left (or the shim started);
+	// zero while one is attached.
+	detachedAt time.Time
+	quit       chan struct{}
+	quitOnce   sync.Once
 
 	wg sync.WaitGroup
 }
@@ -157,8 +164,11 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 	if cfg.Linger <= 0 {
 		cfg.Linger = DefaultLinger
 	}
+	if cfg.Orphan <= 0 {
+		cfg.Orphan = DefaultOrphan
+	}
 	s := &server{cfg: cfg, log: logger, requests: map[string]Request{}, calls: map[string]*Call{}, quit: make(chan struct{}),
-		start: cfg.Base, end: cfg.Base}
+		start: cfg.Base, end: cfg.Base, detachedAt: time.Now()}
 	s.cond = sync.NewCond(&s.mu)
 	if stage, err := s.open(ctx, provider); err != nil {
 		_ = json.NewEncoder(ready).Encode(Ready{ShimPID: os.Getpid(), Stage: stage, Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
@@ -173,7 +183,8 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 	}
 
 	s.stdin = make(chan []byte, stdinQueue)
-	s.wg.Add(5)
+	s.wg.Add(6)
+	go s.watch()
 	go s.writeStdin(s.stdin)
 	go s.pumpStdout()
 	go s.pumpStderr()
@@ -498,6 +509,7 @@ func (s *server) serveConn(nc net.Conn) {
 		s.closeConnLocked(s.cur)
 	}
 	s.cur = c
+	s.detachedAt = time.Time{}
 	kept := s.stderr
 	s.stderr = nil
 	s.mu.Unlock()
@@ -531,6 +543,7 @@ func (s *server) closeConnLocked(c *conn) {
 	}
 	if s.cur == c {
 		s.cur = nil
+		s.detachedAt = time.Now()
 	}
 	s.cond.Broadcast()
 }

@@ -42,6 +42,8 @@ func newBenchCmd() *cobra.Command {
 	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
 	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it)")
 	f.Bool("no-shims", false, "run the agents as the daemon's own children (no shim), for comparison")
+	f.Int("soak", 0, "run only a soak of this many create → prompt → delete cycles, and fail if the daemon holds more fds, goroutines, processes or disk afterwards")
+	f.Int("soak-in-flight", 20, "soak cycles run at once")
 	return cmd
 }
 
@@ -105,6 +107,16 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	d.startServing()
 	c := bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
 	defer c.Close()
+
+	if n, _ := f.GetInt("soak"); n > 0 {
+		inFlight, _ := f.GetInt("soak-in-flight")
+		if inFlight < 1 {
+			return usagef(cmd, "--soak-in-flight must be at least 1")
+		}
+		before, after, err := runSoak(ctx, c, d, sandbox, n, inFlight, cmd.ErrOrStderr())
+		fmt.Fprintf(cmd.OutOrStdout(), "soak: before %+v\nsoak: after  %+v\n", before, after)
+		return err
+	}
 
 	res := benchResult{Machine: machine(), Store: d.store.Name(), Sandbox: sandbox, Sessions: nSessions, Prompts: nPrompts}
 	progress := cmd.ErrOrStderr()

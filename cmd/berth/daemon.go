@@ -19,6 +19,7 @@ import (
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/eventlog"
 	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/internal/homelock"
 	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/host"
@@ -43,6 +44,9 @@ type daemon struct {
 	cfg    *config.Config
 	home   string
 	logger *slog.Logger
+	// lock is the home's lock, held from before the store opens until
+	// after it closes.
+	lock   *homelock.Lock
 	store  berth.Store
 	log    *eventlog.Log
 	mgr    *session.Manager
@@ -67,6 +71,9 @@ type daemonOptions struct {
 	// daemon closes, for the next daemon to reattach (berth serve, unless
 	// [server] stop_sessions_on_exit); otherwise closing stops them.
 	leaveSessions bool
+	// acceptEmptyStore starts a new SQLite store even where the home has
+	// session directories (serve --accept-empty-store).
+	acceptEmptyStore bool
 	// noShims starts agents as the daemon's own children: they die with it
 	// (berth run, whose session lives as long as the command).
 	noShims bool
@@ -92,7 +99,12 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			d.close(context.WithoutCancel(ctx))
 		}
 	}()
-	if d.store, err = openStore(ctx, o.home, o.cfg.Store, o.logger); err != nil {
+	// The home is ours before the store, the shims or any agent is
+	// touched: a second daemon must not recover the first one's sessions.
+	if d.lock, err = homelock.Acquire(o.home); err != nil {
+		return nil, err
+	}
+	if d.store, err = openStore(ctx, o.home, o.cfg.Store, o.acceptEmptyStore, o.logger); err != nil {
 		return nil, err
 	}
 	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger})
@@ -119,7 +131,8 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	var shimOpts *session.ShimOptions
 	if !o.noShims {
 		pob, _ := json.Marshal(po)
-		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)}}
+		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
+			Orphan: o.cfg.Limits.OrphanTimeout.Duration}
 	}
 	lim := o.cfg.Limits
 	d.mgr = session.New(session.Options{
@@ -145,6 +158,13 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: version})
 	if err = d.srv.Listen(o.addr, o.socket); err != nil {
 		d.srv = nil
+		return nil, err
+	}
+	where := d.srv.Addr()
+	if where == "" {
+		where = "unix:" + o.socket
+	}
+	if err = d.lock.SetAddr(where); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -192,11 +212,16 @@ func (d *daemon) close(ctx context.Context) {
 			d.logger.Warn("store close", "err", err)
 		}
 	}
+	if err := d.lock.Release(); err != nil {
+		d.logger.Warn("home lock release", "err", err)
+	}
 }
 
 // openStore opens the store a URL names: "" or "sqlite:PATH" for SQLite,
 // postgres://… for PostgreSQL (connecting within a bounded time).
-func openStore(ctx context.Context, home string, sc config.Store, logger *slog.Logger) (berth.Store, error) {
+// A SQLite file is checked first (checkSQLiteFile); acceptEmpty lets a new
+// store start beside the session directories of a lost one.
+func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bool, logger *slog.Logger) (berth.Store, error) {
 	url := sc.URL
 	// Each branch returns a nil interface on error, never a typed nil.
 	switch {
@@ -208,9 +233,13 @@ func openStore(ctx context.Context, home string, sc config.Store, logger *slog.L
 		if path == "" {
 			return nil, berth.Errorf(berth.EInvalid, "store url %q names no file", url)
 		}
+		if err := checkSQLiteFile(path, home, acceptEmpty); err != nil {
+			return nil, err
+		}
 		st, err := sqlite.Open(ctx, path, sqlite.Options{Sync: sc.Sync, Logger: logger})
 		if err != nil {
-			return nil, err
+			// The daemon's user reads this: the cause is what they need.
+			return nil, berth.WrapError(berth.EUnavailable, err, "cannot open the store %s: %v", path, err)
 		}
 		return st, nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):

@@ -21,6 +21,7 @@ func newServeCmd() *cobra.Command {
 	f.String("store", "", "store URL: sqlite:PATH or postgres://… (default: SQLite in the home directory)")
 	f.String("config", "", "config file (default $BERTH_HOME/config.toml)")
 	f.Bool("debug", false, "log at debug level")
+	f.Bool("accept-empty-store", false, "start a new store even though the home has the session directories of a lost one")
 	return cmd
 }
 
@@ -52,9 +53,12 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	debug, _ := cmd.Flags().GetBool("debug")
 	logger := newLogger(debug)
 
+	acceptEmpty, _ := cmd.Flags().GetBool("accept-empty-store")
+
 	ctx := cmd.Context()
 	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: cfg.Server.Addr, socket: socket, logger: logger,
-		leaveSessions: !cfg.Server.StopSessionsOnExit})
+		acceptEmptyStore: acceptEmpty,
+		leaveSessions:    !cfg.Server.StopSessionsOnExit})
 	if err != nil {
 		return err
 	}
