@@ -13,7 +13,8 @@ import (
 
 // TestLatency measures create→first exec answered: Open, then Start of
 // `true` and its Wait, over 10 sandboxes, and logs the median of each step
-// (go test -v -run TestLatency). It fails only when the median passes 10s.
+// (go test -v -run TestLatency). Speed is not asserted here (berth bench
+// measures it): the test fails only when a step fails.
 func TestLatency(t *testing.T) {
 	p := newProvider(t, Options{})
 	ctx := t.Context()
@@ -82,9 +83,6 @@ func TestLatency(t *testing.T) {
 		runs, median(open), median(start), median(wait), median(total), median(closing))
 	t.Logf("engine alone, median of %d: create %v, start %v, exec to end of stream %v",
 		runs, median(create), median(cstart), median(exec))
-	if m := median(total); m > 10*time.Second {
-		t.Errorf("create→first exec answered: median %v", m)
-	}
 }
 
 // median is the middle of ds (the upper one of an even count).
