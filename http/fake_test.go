@@ -35,6 +35,9 @@ type fakeService struct {
 	// waitBlocks makes WaitTurn block until its context ends.
 	waitBlocks bool
 
+	// calls counts the service methods entered (Health and Agents aside).
+	calls int
+
 	lastCreate     berth.CreateRequest
 	lastPrompt     berth.PromptRequest
 	lastWaitTurn   string
@@ -93,6 +96,7 @@ func (f *fakeService) bump() {
 
 // enter records a call, and fails or panics as the test asked. f.mu is held.
 func (f *fakeService) enter(method string) error {
+	f.calls++
 	if f.panicOn == method {
 		panic("fake panic in " + method)
 	}
