@@ -64,7 +64,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				pass(w, r, viaToken)
 				return
 			}
-			s.failed.fail(addr)
+			if s.failed.fail(addr) {
+				s.refuse(w, r, rateLimited())
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
 			s.refuse(w, r, berth.Errorf(berth.EUnauthenticated, "the bearer token is not valid"))
 			return

@@ -201,6 +201,8 @@ func (s *Server) readBody(next http.Handler) http.Handler {
 				s.writeError(w, r, decodeError(err, limit))
 				return
 			}
+			// net/http lifts it too when it sees the body's end; lifting it
+			// here keeps that true whatever the body's framing.
 			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 			r.Body = io.NopCloser(bytes.NewReader(raw))
 		}
