@@ -170,7 +170,7 @@ func (s *Server) Listen(addr, socketPath string) error {
 		if !s.opts.LoopbackWithoutToken {
 			return berth.Errorf(berth.EInvalid, "refusing to listen on %s without a token: TCP always needs one ([server] token, or the generated $BERTH_HOME/token)", addr)
 		}
-		if err := requireLoopback(addr); err != nil {
+		if err := RequireLoopback(addr); err != nil {
 			return err
 		}
 	}
