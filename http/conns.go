@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -155,6 +156,22 @@ func (l *limitListener) open() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.conns)
+}
+
+// maxConnections returns the connection cap in force: the option (or
+// DefaultMaxConnections), lowered to half the open-file limit so that the
+// store, the agents' pipes and the socket always find a descriptor.
+func (s *Server) maxConnections() int {
+	n := s.opts.MaxConnections
+	if n <= 0 {
+		n = DefaultMaxConnections
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur > 0 && lim.Cur < 1<<31 && uint64(n) > lim.Cur/2 {
+		s.log.Warn("server.max_connections lowered to half the open-file limit", "max_connections", n, "limit", lim.Cur/2)
+		n = max(int(lim.Cur/2), 1)
+	}
+	return n
 }
 
 // bodyTimeout returns the request body deadline in force.

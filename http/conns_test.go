@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,4 +162,25 @@ func TestSlowClientFloodKeepsHealthAnswering(t *testing.T) {
 		wg.Go(func() { c.Close() })
 	}
 	wg.Wait()
+}
+
+// The connection cap stays under half the open-file limit, whatever the
+// config says, so that the daemon keeps descriptors for its own work.
+func TestMaxConnectionsStaysUnderTheFileLimit(t *testing.T) {
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Skip(err)
+	}
+	low := old
+	low.Cur = 200
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skip(err)
+	}
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+	if got := NewServer(newFakeService(), ServerOptions{MaxConnections: 512}).maxConnections(); got != 100 {
+		t.Errorf("cap with 200 files = %d, want 100", got)
+	}
+	if got := NewServer(newFakeService(), ServerOptions{MaxConnections: 50}).maxConnections(); got != 50 {
+		t.Errorf("cap under the limit = %d, want 50", got)
+	}
 }

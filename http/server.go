@@ -180,11 +180,7 @@ func (s *Server) Listen(addr, socketPath string) error {
 		if err != nil {
 			return berth.WrapError(berth.EUnavailable, err, "cannot listen on %s", addr)
 		}
-		max := s.opts.MaxConnections
-		if max <= 0 {
-			max = DefaultMaxConnections
-		}
-		tcp = newLimitListener(ln, max, s.log)
+		tcp = newLimitListener(ln, s.maxConnections(), s.log)
 	}
 	if socketPath != "" {
 		ln, err := listenUnix(socketPath)
