@@ -495,8 +495,9 @@ func TestCLIUsesTheConfigToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() }()
+	// Over TCP (the socket needs no token, and the CLI would prefer it).
 	cli := func(env ...string) (string, error) {
-		c := exec.Command(bin, "ls")
+		c := exec.Command(bin, "--addr", addr, "ls")
 		c.Env = cleanEnv(home, env...)
 		out, err := c.CombinedOutput()
 		return string(out), err
