@@ -16,12 +16,34 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// call sends one request straight to the handler and decodes the JSON
-// answer (nil for an empty body).
+// call sends one request straight to the handler, as if it came on the Unix
+// socket, and decodes the JSON answer (nil for an empty body).
 func call(t *testing.T, h http.Handler, method, path, body string, header ...string) (int, map[string]any, http.Header) {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req = req.WithContext(withSocket(req.Context()))
+	return serve(t, h, req, header...)
+}
+
+// callTCP is call as if the request came over TCP (the browser guards and
+// auth apply), with Host 127.0.0.1:7380 unless a header says otherwise.
+func callTCP(t *testing.T, h http.Handler, method, path, body string, header ...string) (int, map[string]any, http.Header) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Host = "127.0.0.1:7380"
+	return serve(t, h, req, header...)
+}
+
+// serve sets the headers (pairs; "Host" sets the Host), runs the request
+// and decodes its JSON answer.
+func serve(t *testing.T, h http.Handler, req *http.Request, header ...string) (int, map[string]any, http.Header) {
+	t.Helper()
+	method, path := req.Method, req.URL.Path
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" {
+			req.Host = header[i+1]
+			continue
+		}
 		req.Header.Set(header[i], header[i+1])
 	}
 	rec := httptest.NewRecorder()
@@ -316,30 +338,45 @@ func TestBodyTooLarge(t *testing.T) {
 	}
 }
 
-func TestAuthHandler(t *testing.T) {
-	h := NewServer(newFakeService(), ServerOptions{Token: "s3cret"}).Handler()
-	for _, auth := range []string{"", "Bearer wrong", "Bearer s3cret2", "Basic s3cret", "s3cret"} {
-		status, body, hdr := call(t, h, "GET", "/v1/health", "", "Authorization", auth)
-		if status != 401 || errCode(t, body) != berth.EUnauthenticated || hdr.Get("WWW-Authenticate") == "" {
-			t.Errorf("Authorization %q = %d %v", auth, status, body)
-		}
-	}
-	// Unknown routes are hidden behind auth too.
-	if status, _, _ := call(t, h, "GET", "/v1/nothing", ""); status != 401 {
-		t.Errorf("unknown route without a token = %d, want 401", status)
-	}
-	for _, auth := range []string{"Bearer s3cret", "bearer s3cret"} {
-		if status, body, _ := call(t, h, "GET", "/v1/health", "", "Authorization", auth); status != 200 {
-			t.Errorf("Authorization %q = %d %v", auth, status, body)
-		}
-	}
-}
-
 func TestPanicIsInternal(t *testing.T) {
 	f := newFakeService()
 	f.panicOn = "GetSession"
 	status, body, _ := call(t, NewServer(f, ServerOptions{}).Handler(), "GET", "/v1/sessions/ses_1", "")
 	if status != 500 || errCode(t, body) != berth.EInternal || errMessage(body) != "internal error" {
 		t.Errorf("panic = %d %v", status, body)
+	}
+}
+
+// Numbers that would overflow a time.Duration, or are out of range, are
+// refused at the edge naming the field; the service is not called.
+func TestNumbersOutOfRange(t *testing.T) {
+	f := newFakeService()
+	h := NewServer(f, ServerOptions{}).Handler()
+	for _, c := range []struct{ body, field string }{
+		{`{"agent":"demo","ttl_seconds":9223372036854775807}`, "ttl_seconds"},
+		{`{"agent":"demo","idle_timeout_seconds":9223372036854775807}`, "idle_timeout_seconds"},
+		{`{"agent":"demo","ttl_seconds":-5}`, "ttl_seconds"},
+		{`{"agent":"demo","idle_timeout_seconds":315360001}`, "idle_timeout_seconds"},
+		{`{"agent":"demo","ttl_seconds":92233720368547758070}`, "ttl_seconds"},
+	} {
+		status, body, _ := call(t, h, "POST", "/v1/sessions", c.body)
+		if status != 400 || errCode(t, body) != berth.EInvalid {
+			t.Errorf("%s = %d %v", c.body, status, body)
+			continue
+		}
+		if d, _ := body["error"].(map[string]any)["details"].(map[string]any); d["field"] != c.field {
+			t.Errorf("%s: details %v, want field %s", c.body, d, c.field)
+		}
+	}
+	for _, q := range []string{"limit=99999999999999999999", "limit=-1"} {
+		if status, _, _ := call(t, h, "GET", "/v1/sessions?"+q, ""); status != 400 {
+			t.Errorf("?%s = %d, want 400", q, status)
+		}
+	}
+	if f.calls != 0 {
+		t.Errorf("the service was called %d times", f.calls)
+	}
+	if status, body, _ := call(t, h, "POST", "/v1/sessions", `{"agent":"demo","ttl_seconds":315360000}`); status != 201 {
+		t.Errorf("the largest ttl = %d %v", status, body)
 	}
 }

@@ -105,7 +105,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		d.close(cctx)
 	}()
 	d.startServing()
-	c := bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
+	c := bhttp.NewClient(d.srv.Addr(), d.token)
 	defer c.Close()
 
 	if n, _ := f.GetInt("soak"); n > 0 {
