@@ -1,0 +1,376 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	berthhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/sandbox/bwrap"
+)
+
+// The chaos test: random concurrent prompt/wait/cancel/stop/resume/exec/
+// snapshot/delete over many sessions, then the log's invariants. It is
+// bounded (a count of operations per worker and a deadline) and seedable:
+// BERTH_CHAOS_SEED=N reproduces a run, whose seed is always logged.
+
+// chaosConfig sizes one chaos run.
+type chaosConfig struct {
+	sessions, workers, opsPerWorker int
+	deadline                        time.Duration
+}
+
+var chaosDefault = chaosConfig{sessions: 20, workers: 8, opsPerWorker: 30, deadline: 25 * time.Second}
+
+// TestChaosHost runs the chaos over the host sandbox.
+func TestChaosHost(t *testing.T) {
+	e := newEnv(t)
+	runChaos(t, e, chaosDefault)
+}
+
+// TestChaosBwrap runs the chaos over bwrap sandboxes with a pids limit, so
+// every sandbox has a pids cgroup that must be gone at the end.
+func TestChaosBwrap(t *testing.T) {
+	p := bwrap.New(bwrap.Options{})
+	if err := p.Probe(context.Background()); err != nil {
+		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
+	}
+	if !p.LimitsPids() {
+		testenv.Missing(t, "bwrap", "no pids cgroup this process may create children in")
+	}
+	e := newEnv(t, func(o *Options) {
+		o.Providers = append(o.Providers, p)
+		o.Sandbox.Default = berth.SandboxBwrap
+		o.Sandbox.Limits.Pids = 256
+	})
+	cfg := chaosDefault
+	cfg.sessions, cfg.opsPerWorker = 10, 20
+	runChaos(t, e, cfg)
+}
+
+// chaosSeed is BERTH_CHAOS_SEED or a fresh one.
+func chaosSeed(t *testing.T) uint64 {
+	if s := os.Getenv("BERTH_CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("BERTH_CHAOS_SEED: %v", err)
+		}
+		return n
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// chaosRun is the shared state of one run.
+type chaosRun struct {
+	t  *testing.T
+	e  *env
+	mu sync.Mutex
+	// ids are the session slots; deleted are the ids deleted so far (and
+	// being deleted: a delete is recorded before it starts); all is every
+	// id ever created.
+	ids      []string
+	deleted  map[string]bool
+	all      []string
+	failures []string
+}
+
+func (c *chaosRun) fail(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.failures) < 50 {
+		c.failures = append(c.failures, fmt.Sprintf(format, args...))
+	}
+}
+
+// sessionIDPattern finds session ids in error messages.
+var sessionIDPattern = regexp.MustCompile(`ses_[0-9A-Za-z]+`)
+
+// check records an operation's error when it is one no interleaving may
+// produce: a 5xx as http/errors.go would answer it, an error naming
+// another session, or not_found for a session nobody deleted.
+func (c *chaosRun) check(op, id string, err error) {
+	if err == nil {
+		return
+	}
+	code := berth.ErrorCode(err)
+	if st := berthhttp.StatusForCode(code); st >= 500 {
+		c.fail("%s %s: answered %d (%s): %v", op, id, st, code, err)
+	}
+	for _, other := range sessionIDPattern.FindAllString(err.Error(), -1) {
+		if other != id {
+			c.fail("%s %s: error of another session %s: %v", op, id, other, err)
+		}
+	}
+	if code == berth.ENotFound && !strings.Contains(err.Error(), "turn ") {
+		c.mu.Lock()
+		gone := c.deleted[id]
+		c.mu.Unlock()
+		if !gone {
+			c.fail("%s %s: not_found although the session was never deleted: %v", op, id, err)
+		}
+	}
+}
+
+// pick returns a random session slot and its current id.
+func (c *chaosRun) pick(r *rand.Rand) (int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := r.IntN(len(c.ids))
+	return i, c.ids[i]
+}
+
+func runChaos(t *testing.T, e *env, cfg chaosConfig) {
+	seed := chaosSeed(t)
+	t.Logf("chaos seed %d (BERTH_CHAOS_SEED=%d reproduces the choices)", seed, seed)
+	cgroupsBefore := berthCgroups()
+	c := &chaosRun{t: t, e: e, deleted: map[string]bool{}}
+	ctx := context.Background()
+	for range cfg.sessions {
+		s := e.create(berth.CreateRequest{})
+		c.ids = append(c.ids, s.ID)
+		c.all = append(c.all, s.ID)
+	}
+	deadline := time.Now().Add(cfg.deadline)
+	var wg sync.WaitGroup
+	for w := range cfg.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(w)))
+			for n := 0; n < cfg.opsPerWorker && time.Now().Before(deadline); n++ {
+				c.step(ctx, r)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cfg.deadline + 60*time.Second):
+		t.Fatalf("seed %d: the chaos operations hung", seed)
+	}
+
+	// Stop what runs, then read every log.
+	c.mu.Lock()
+	live := slices.Clone(c.ids)
+	all := slices.Clone(c.all)
+	deleted := c.deleted
+	c.mu.Unlock()
+	for _, id := range live {
+		_, err := e.m.StopSession(ctx, id)
+		c.check("final stop", id, err)
+	}
+	if n := liveCount(e.m); n != 0 {
+		c.fail("%d runtimes still live after every session was stopped", n)
+	}
+	if err := e.log.Flush(ctx); err != nil {
+		c.fail("final flush: %v", err)
+	}
+	for _, id := range all {
+		if deleted[id] {
+			if _, err := e.store.GetSession(ctx, id); !berth.IsCode(err, berth.ENotFound) {
+				c.fail("deleted session %s: get = %v, want not_found", id, err)
+			}
+			continue
+		}
+		for _, msg := range logInvariants(e.events(id)) {
+			c.fail("session %s: %s", id, msg)
+		}
+		s, err := e.m.GetSession(ctx, id)
+		if err != nil || s.State != berth.StateStopped {
+			c.fail("session %s after the final stop: %+v, %v", id, s, err)
+		}
+	}
+	for _, id := range all {
+		if pids := sessionPIDs(id); len(pids) > 0 {
+			c.fail("session %s: processes %v still carry its id", id, pids)
+		}
+	}
+	// Other tests of this machine may make cgroups of their own for a
+	// moment: only one that stays is left behind.
+	var left []string
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		left = left[:0]
+		for _, dir := range berthCgroups() {
+			if !slices.Contains(cgroupsBefore, dir) {
+				left = append(left, dir)
+			}
+		}
+		if len(left) == 0 || time.Now().After(end) {
+			break
+		}
+	}
+	for _, dir := range left {
+		c.fail("pids cgroup %s left behind", dir)
+	}
+	if len(c.failures) > 0 {
+		t.Fatalf("seed %d (BERTH_CHAOS_SEED=%d reproduces it): %d findings:\n%s",
+			seed, seed, len(c.failures), strings.Join(c.failures, "\n"))
+	}
+}
+
+// step runs one random operation on a random session.
+func (c *chaosRun) step(ctx context.Context, r *rand.Rand) {
+	m := c.e.m
+	slot, id := c.pick(r)
+	opCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	switch op := r.IntN(100); {
+	case op < 25:
+		text := "echo hi"
+		if r.IntN(2) == 0 {
+			text = fmt.Sprintf("sleep %d\necho done", 50+r.IntN(300))
+		}
+		res, err := m.Prompt(opCtx, id, berth.PromptRequest{Text: text})
+		c.check("prompt", id, err)
+		if err == nil && res.TurnID != "" && r.IntN(2) == 0 {
+			// ?wait=true: the turn's end, whatever else happens.
+			_, err := m.WaitTurn(opCtx, id, res.TurnID)
+			if !berth.IsCode(err, berth.EConflict) {
+				c.check("wait", id, err)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				c.fail("wait %s %s: hung", id, res.TurnID)
+			}
+		}
+	case op < 35:
+		_, err := m.Cancel(opCtx, id)
+		c.check("cancel", id, err)
+	case op < 50:
+		_, err := m.StopSession(opCtx, id)
+		c.check("stop", id, err)
+	case op < 68:
+		_, err := m.ResumeSession(opCtx, id)
+		c.check("resume", id, err)
+	case op < 78:
+		_, err := m.Exec(opCtx, id, berth.ExecRequest{Command: []string{"true"}})
+		c.check("exec", id, err)
+	case op < 90:
+		_, err := m.CreateSnapshot(opCtx, id)
+		c.check("snapshot", id, err)
+	case op < 95:
+		_, err := m.GetSession(opCtx, id)
+		c.check("get", id, err)
+	default:
+		// Delete, and put a fresh session in the slot.
+		c.mu.Lock()
+		c.deleted[id] = true
+		c.mu.Unlock()
+		c.check("delete", id, m.DeleteSession(opCtx, id))
+		s, err := m.CreateSession(opCtx, berth.CreateRequest{Agent: "demo"})
+		c.check("create", "", err)
+		if err == nil {
+			c.mu.Lock()
+			if c.ids[slot] == id {
+				c.ids[slot] = s.ID
+			} else {
+				// Another worker refilled the slot first: keep this one too.
+				c.ids = append(c.ids, s.ID)
+			}
+			c.all = append(c.all, s.ID)
+			c.mu.Unlock()
+		}
+	}
+}
+
+// logInvariants checks one session's whole log: seq runs 1..N; each
+// session_started (or the session_created before the first) is closed by
+// at most one session_stopped; every turn_started has exactly one
+// turn_ended and no turn_ended comes without one; the log of a stopped
+// session ends with session_stopped.
+func logInvariants(evs []berth.Event) []string {
+	var out []string
+	open := false
+	turns := map[string]int{}
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			out = append(out, fmt.Sprintf("seq %d at position %d: not contiguous", ev.Seq, i))
+			break
+		}
+		switch ev.Type {
+		case berth.EventSessionCreated, berth.EventSessionStarted:
+			open = true
+		case berth.EventSessionStopped:
+			if !open {
+				out = append(out, fmt.Sprintf("seq %d: session_stopped with no session_started since the previous one (%s)", ev.Seq, stopReasonOf(ev)))
+			}
+			open = false
+		case berth.EventTurnStarted:
+			if _, ok := turns[ev.TurnID]; ok {
+				out = append(out, fmt.Sprintf("seq %d: turn %s started twice", ev.Seq, ev.TurnID))
+			}
+			turns[ev.TurnID] = 0
+		case berth.EventTurnEnded:
+			n, ok := turns[ev.TurnID]
+			if !ok {
+				out = append(out, fmt.Sprintf("seq %d: turn_ended of %s that never started", ev.Seq, ev.TurnID))
+			}
+			turns[ev.TurnID] = n + 1
+		}
+	}
+	for id, n := range turns {
+		if n != 1 {
+			out = append(out, fmt.Sprintf("turn %s: %d turn_ended, want 1", id, n))
+		}
+	}
+	if len(evs) == 0 || evs[len(evs)-1].Type != berth.EventSessionStopped {
+		out = append(out, "the log does not end with session_stopped")
+	}
+	return out
+}
+
+// stopReasonOf is the stop_reason of a session_stopped event.
+func stopReasonOf(ev berth.Event) string {
+	var d struct {
+		StopReason string `json:"stop_reason"`
+	}
+	_ = json.Unmarshal(ev.Data, &d)
+	return d.StopReason
+}
+
+// sessionPIDs returns the live (not zombie) processes that carry a
+// session's id in their environment.
+func sessionPIDs(id string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if !strings.Contains(string(env), "BERTH_SESSION_ID="+id+"\x00") {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			if i := strings.LastIndexByte(string(st), ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+				continue
+			}
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+// berthCgroups lists the pids cgroups berth's sandboxes made.
+func berthCgroups() []string {
+	var out []string
+	for _, root := range []string{"/sys/fs/cgroup/pids", "/sys/fs/cgroup"} {
+		m, _ := filepath.Glob(filepath.Join(root, "berth-sbx*"))
+		out = append(out, m...)
+	}
+	return out
+}
