@@ -61,6 +61,28 @@ func TestChaosBwrap(t *testing.T) {
 	runChaos(t, e, cfg)
 }
 
+// TestChaosShimBwrap runs the chaos with every agent in a shim of its own
+// (as berth serve runs them) over bwrap sandboxes with a pids limit.
+func TestChaosShimBwrap(t *testing.T) {
+	p := bwrap.New(bwrap.Options{})
+	if err := p.Probe(context.Background()); err != nil {
+		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
+	}
+	if !p.LimitsPids() {
+		testenv.Missing(t, "bwrap", "no pids cgroup this process may create children in")
+	}
+	e := newEnv(t)
+	e.close()
+	e.open(withShims(e.home), func(o *Options) {
+		o.Providers = append(o.Providers, p)
+		o.Sandbox.Default = berth.SandboxBwrap
+		o.Sandbox.Limits.Pids = 256
+	})
+	cfg := chaosDefault
+	cfg.sessions, cfg.opsPerWorker = 10, 20
+	runChaos(t, e, cfg)
+}
+
 // chaosSeed is BERTH_CHAOS_SEED or a fresh one.
 func chaosSeed(t *testing.T) uint64 {
 	if s := os.Getenv("BERTH_CHAOS_SEED"); s != "" {
