@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +33,11 @@ import (
 type chaosConfig struct {
 	sessions, workers, opsPerWorker int
 	deadline                        time.Duration
+	// http runs the operations through the HTTP API.
+	http bool
+	// cgroups, when set, is where the sandboxes make their pids cgroups:
+	// none may be left there.
+	cgroups string
 }
 
 var chaosDefault = chaosConfig{sessions: 20, workers: 8, opsPerWorker: 30, deadline: 25 * time.Second}
@@ -41,9 +48,18 @@ func TestChaosHost(t *testing.T) {
 	runChaos(t, e, chaosDefault)
 }
 
+// TestChaosHTTP runs the chaos through the HTTP API: no answer is a 5xx.
+func TestChaosHTTP(t *testing.T) {
+	e := newEnv(t)
+	cfg := chaosDefault
+	cfg.sessions, cfg.opsPerWorker, cfg.http = 12, 20, true
+	runChaos(t, e, cfg)
+}
+
 // TestChaosBwrap runs the chaos over bwrap sandboxes with a pids limit, so
 // every sandbox has a pids cgroup that must be gone at the end.
 func TestChaosBwrap(t *testing.T) {
+	cgroups := ownPidsCgroup(t)
 	p := bwrap.New(bwrap.Options{})
 	if err := p.Probe(context.Background()); err != nil {
 		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
@@ -57,13 +73,14 @@ func TestChaosBwrap(t *testing.T) {
 		o.Sandbox.Limits.Pids = 256
 	})
 	cfg := chaosDefault
-	cfg.sessions, cfg.opsPerWorker = 10, 20
+	cfg.sessions, cfg.opsPerWorker, cfg.cgroups = 10, 20, cgroups
 	runChaos(t, e, cfg)
 }
 
 // TestChaosShimBwrap runs the chaos with every agent in a shim of its own
 // (as berth serve runs them) over bwrap sandboxes with a pids limit.
 func TestChaosShimBwrap(t *testing.T) {
+	cgroups := ownPidsCgroup(t)
 	p := bwrap.New(bwrap.Options{})
 	if err := p.Probe(context.Background()); err != nil {
 		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
@@ -79,7 +96,7 @@ func TestChaosShimBwrap(t *testing.T) {
 		o.Sandbox.Limits.Pids = 256
 	})
 	cfg := chaosDefault
-	cfg.sessions, cfg.opsPerWorker = 10, 20
+	cfg.sessions, cfg.opsPerWorker, cfg.cgroups = 10, 20, cgroups
 	runChaos(t, e, cfg)
 }
 
@@ -107,6 +124,7 @@ type chaosRun struct {
 	deleted  map[string]bool
 	all      []string
 	failures []string
+	ops      chaosOps
 }
 
 func (c *chaosRun) fail(format string, args ...any) {
@@ -157,13 +175,26 @@ func (c *chaosRun) pick(r *rand.Rand) (int, string) {
 func runChaos(t *testing.T, e *env, cfg chaosConfig) {
 	seed := chaosSeed(t)
 	t.Logf("chaos seed %d (BERTH_CHAOS_SEED=%d reproduces the choices)", seed, seed)
-	cgroupsBefore := berthCgroups()
-	c := &chaosRun{t: t, e: e, deleted: map[string]bool{}}
+	c := &chaosRun{t: t, e: e, deleted: map[string]bool{}, ops: managerOps{e.m}}
+	if cfg.http {
+		// Through the API as a client calls it: every answer's status is checked.
+		srv := httptest.NewServer(berthhttp.NewServer(e.m, berthhttp.ServerOptions{}).Handler())
+		defer srv.Close()
+		client := berthhttp.NewClient(srv.URL, "")
+		defer client.Close()
+		c.ops = httpOps{client}
+	}
 	ctx := context.Background()
 	for range cfg.sessions {
 		s := e.create(berth.CreateRequest{})
 		c.ids = append(c.ids, s.ID)
 		c.all = append(c.all, s.ID)
+	}
+	if cfg.cgroups != "" {
+		// The check below looks where the sandboxes make their cgroups.
+		if made, _ := filepath.Glob(filepath.Join(cfg.cgroups, "berth-sbx*")); len(made) == 0 {
+			t.Fatalf("no sandbox made its pids cgroup under %s", cfg.cgroups)
+		}
 	}
 	deadline := time.Now().Add(cfg.deadline)
 	var wg sync.WaitGroup
@@ -221,22 +252,19 @@ func runChaos(t *testing.T, e *env, cfg chaosConfig) {
 			c.fail("session %s: processes %v still carry its id", id, pids)
 		}
 	}
-	// Other tests of this machine may make cgroups of their own for a
-	// moment: only one that stays is left behind.
-	var left []string
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		left = left[:0]
-		for _, dir := range berthCgroups() {
-			if !slices.Contains(cgroupsBefore, dir) {
-				left = append(left, dir)
+	if cfg.cgroups != "" {
+		// The sandboxes' pids cgroups go once they are closed; a killed
+		// process leaves its cgroup a moment after it is reaped.
+		var left []string
+		for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			left, _ = filepath.Glob(filepath.Join(cfg.cgroups, "berth-sbx*"))
+			if len(left) == 0 || time.Now().After(end) {
+				break
 			}
 		}
-		if len(left) == 0 || time.Now().After(end) {
-			break
+		for _, dir := range left {
+			c.fail("pids cgroup %s left behind", dir)
 		}
-	}
-	for _, dir := range left {
-		c.fail("pids cgroup %s left behind", dir)
 	}
 	if len(c.failures) > 0 {
 		t.Fatalf("seed %d (BERTH_CHAOS_SEED=%d reproduces it): %d findings:\n%s",
@@ -244,9 +272,113 @@ func runChaos(t *testing.T, e *env, cfg chaosConfig) {
 	}
 }
 
+// chaosOps are the operations of a chaos run, called directly on the
+// manager or through the HTTP API.
+type chaosOps interface {
+	// promptWait is POST /prompts?wait=true (wait) or without.
+	prompt(ctx context.Context, id, text string, wait bool) error
+	cancel(ctx context.Context, id string) error
+	stop(ctx context.Context, id string) error
+	resume(ctx context.Context, id string) error
+	exec(ctx context.Context, id string) error
+	snapshot(ctx context.Context, id string) error
+	get(ctx context.Context, id string) error
+	remove(ctx context.Context, id string) error
+	create(ctx context.Context) (string, error)
+}
+
+// managerOps calls the manager.
+type managerOps struct{ m *Manager }
+
+func (o managerOps) prompt(ctx context.Context, id, text string, wait bool) error {
+	res, err := o.m.Prompt(ctx, id, berth.PromptRequest{Text: text})
+	if err != nil || !wait || res.TurnID == "" {
+		return err
+	}
+	_, err = o.m.WaitTurn(ctx, id, res.TurnID)
+	return err
+}
+func (o managerOps) cancel(ctx context.Context, id string) error {
+	_, err := o.m.Cancel(ctx, id)
+	return err
+}
+func (o managerOps) stop(ctx context.Context, id string) error {
+	_, err := o.m.StopSession(ctx, id)
+	return err
+}
+func (o managerOps) resume(ctx context.Context, id string) error {
+	_, err := o.m.ResumeSession(ctx, id)
+	return err
+}
+func (o managerOps) exec(ctx context.Context, id string) error {
+	_, err := o.m.Exec(ctx, id, berth.ExecRequest{Command: []string{"true"}})
+	return err
+}
+func (o managerOps) snapshot(ctx context.Context, id string) error {
+	_, err := o.m.CreateSnapshot(ctx, id)
+	return err
+}
+func (o managerOps) get(ctx context.Context, id string) error {
+	_, err := o.m.GetSession(ctx, id)
+	return err
+}
+func (o managerOps) remove(ctx context.Context, id string) error { return o.m.DeleteSession(ctx, id) }
+func (o managerOps) create(ctx context.Context) (string, error) {
+	s, err := o.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo"})
+	if err != nil {
+		return "", err
+	}
+	return s.ID, nil
+}
+
+// httpOps calls the HTTP API; an error answer comes back as its code.
+type httpOps struct{ c *berthhttp.Client }
+
+func (o httpOps) prompt(ctx context.Context, id, text string, wait bool) error {
+	var err error
+	if wait {
+		_, err = o.c.PromptWait(ctx, id, berth.PromptRequest{Text: text})
+	} else {
+		_, err = o.c.Prompt(ctx, id, berth.PromptRequest{Text: text})
+	}
+	return err
+}
+func (o httpOps) cancel(ctx context.Context, id string) error {
+	_, err := o.c.Cancel(ctx, id)
+	return err
+}
+func (o httpOps) stop(ctx context.Context, id string) error {
+	_, err := o.c.StopSession(ctx, id)
+	return err
+}
+func (o httpOps) resume(ctx context.Context, id string) error {
+	_, err := o.c.ResumeSession(ctx, id)
+	return err
+}
+func (o httpOps) exec(ctx context.Context, id string) error {
+	var res berth.ExecResult
+	return o.c.Do(ctx, "POST", "/v1/sessions/"+id+"/exec", nil, berth.ExecRequest{Command: []string{"true"}}, &res)
+}
+func (o httpOps) snapshot(ctx context.Context, id string) error {
+	var res berth.Snapshot
+	return o.c.Do(ctx, "POST", "/v1/sessions/"+id+"/snapshots", nil, struct{}{}, &res)
+}
+func (o httpOps) get(ctx context.Context, id string) error {
+	_, err := o.c.GetSession(ctx, id)
+	return err
+}
+func (o httpOps) remove(ctx context.Context, id string) error { return o.c.DeleteSession(ctx, id) }
+func (o httpOps) create(ctx context.Context) (string, error) {
+	s, err := o.c.CreateSession(ctx, berth.CreateRequest{Agent: "demo"})
+	if err != nil {
+		return "", err
+	}
+	return s.ID, nil
+}
+
 // step runs one random operation on a random session.
 func (c *chaosRun) step(ctx context.Context, r *rand.Rand) {
-	m := c.e.m
+	ops := c.ops
 	slot, id := c.pick(r)
 	opCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -256,53 +388,42 @@ func (c *chaosRun) step(ctx context.Context, r *rand.Rand) {
 		if r.IntN(2) == 0 {
 			text = fmt.Sprintf("sleep %d\necho done", 50+r.IntN(300))
 		}
-		res, err := m.Prompt(opCtx, id, berth.PromptRequest{Text: text})
+		// Half of them wait (?wait=true): the turn's end, whatever else happens.
+		wait := r.IntN(2) == 0
+		err := ops.prompt(opCtx, id, text, wait)
 		c.check("prompt", id, err)
-		if err == nil && res.TurnID != "" && r.IntN(2) == 0 {
-			// ?wait=true: the turn's end, whatever else happens.
-			_, err := m.WaitTurn(opCtx, id, res.TurnID)
-			if !berth.IsCode(err, berth.EConflict) {
-				c.check("wait", id, err)
-			}
-			if errors.Is(err, context.DeadlineExceeded) {
-				c.fail("wait %s %s: hung", id, res.TurnID)
-			}
+		if errors.Is(err, context.DeadlineExceeded) {
+			c.fail("prompt %s (wait %v): hung", id, wait)
 		}
 	case op < 35:
-		_, err := m.Cancel(opCtx, id)
-		c.check("cancel", id, err)
+		c.check("cancel", id, ops.cancel(opCtx, id))
 	case op < 50:
-		_, err := m.StopSession(opCtx, id)
-		c.check("stop", id, err)
+		c.check("stop", id, ops.stop(opCtx, id))
 	case op < 68:
-		_, err := m.ResumeSession(opCtx, id)
-		c.check("resume", id, err)
+		c.check("resume", id, ops.resume(opCtx, id))
 	case op < 78:
-		_, err := m.Exec(opCtx, id, berth.ExecRequest{Command: []string{"true"}})
-		c.check("exec", id, err)
+		c.check("exec", id, ops.exec(opCtx, id))
 	case op < 90:
-		_, err := m.CreateSnapshot(opCtx, id)
-		c.check("snapshot", id, err)
+		c.check("snapshot", id, ops.snapshot(opCtx, id))
 	case op < 95:
-		_, err := m.GetSession(opCtx, id)
-		c.check("get", id, err)
+		c.check("get", id, ops.get(opCtx, id))
 	default:
 		// Delete, and put a fresh session in the slot.
 		c.mu.Lock()
 		c.deleted[id] = true
 		c.mu.Unlock()
-		c.check("delete", id, m.DeleteSession(opCtx, id))
-		s, err := m.CreateSession(opCtx, berth.CreateRequest{Agent: "demo"})
+		c.check("delete", id, ops.remove(opCtx, id))
+		nid, err := ops.create(opCtx)
 		c.check("create", "", err)
 		if err == nil {
 			c.mu.Lock()
 			if c.ids[slot] == id {
-				c.ids[slot] = s.ID
+				c.ids[slot] = nid
 			} else {
 				// Another worker refilled the slot first: keep this one too.
-				c.ids = append(c.ids, s.ID)
+				c.ids = append(c.ids, nid)
 			}
-			c.all = append(c.all, s.ID)
+			c.all = append(c.all, nid)
 			c.mu.Unlock()
 		}
 	}
@@ -387,12 +508,57 @@ func sessionPIDs(id string) []int {
 	return out
 }
 
-// berthCgroups lists the pids cgroups berth's sandboxes made.
-func berthCgroups() []string {
-	var out []string
-	for _, root := range []string{"/sys/fs/cgroup/pids", "/sys/fs/cgroup"} {
-		m, _ := filepath.Glob(filepath.Join(root, "berth-sbx*"))
-		out = append(out, m...)
+// testCgroup is the pids cgroup this test process moved itself into, so
+// that the sandboxes it makes (and its shims, its children) put their
+// cgroups there, apart from those of other tests running on the machine.
+var testCgroup = sync.OnceValues(func() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
 	}
-	return out
+	for _, line := range strings.Split(string(b), "\n") {
+		// hierarchy-id:controllers:path, cgroup v1's pids only.
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || !slices.Contains(strings.Split(parts[1], ","), "pids") {
+			continue
+		}
+		dir := filepath.Join("/sys/fs/cgroup/pids", parts[2], "berth-test-"+strconv.Itoa(os.Getpid()))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			_ = os.Remove(dir)
+			return "", err
+		}
+		testCgroupMade.Store(true)
+		return dir, nil
+	}
+	return "", errors.New("no cgroup v1 pids hierarchy")
+})
+
+// testCgroupMade is set once testCgroup made the cgroup.
+var testCgroupMade atomic.Bool
+
+// ownPidsCgroup returns testCgroup; the test is skipped (or fails under
+// BERTH_REQUIRE_INTEGRATION=1) where there is none. It must be called
+// before anything in the process asks bwrap whether it limits pids.
+func ownPidsCgroup(t *testing.T) string {
+	dir, err := testCgroup()
+	if err != nil {
+		testenv.Missing(t, "cgroup", "a pids cgroup of the test's own: %v", err)
+	}
+	return dir
+}
+
+// leaveTestCgroup moves the process back to its parent cgroup and removes
+// the test's own, at the end of the tests.
+func leaveTestCgroup() {
+	if !testCgroupMade.Load() {
+		return
+	}
+	dir, _ := testCgroup()
+	_ = os.WriteFile(filepath.Join(filepath.Dir(dir), "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	for end := time.Now().Add(5 * time.Second); os.Remove(dir) != nil && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
 }
