@@ -27,7 +27,8 @@ import (
 // The chaos test: random concurrent prompt/wait/cancel/stop/resume/exec/
 // snapshot/delete over many sessions, then the log's invariants. It is
 // bounded (a count of operations per worker and a deadline) and seedable:
-// BERTH_CHAOS_SEED=N reproduces a run, whose seed is always logged.
+// BERTH_CHAOS_SEED=N reproduces a run's choices (not its timing), and its
+// seed is always logged; BERTH_CHAOS_OPS=N makes a longer run.
 
 // chaosConfig sizes one chaos run.
 type chaosConfig struct {
@@ -173,6 +174,14 @@ func (c *chaosRun) pick(r *rand.Rand) (int, string) {
 }
 
 func runChaos(t *testing.T, e *env, cfg chaosConfig) {
+	if s := os.Getenv("BERTH_CHAOS_OPS"); s != "" {
+		// A longer run, by hand: BERTH_CHAOS_OPS operations per worker.
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			t.Fatalf("BERTH_CHAOS_OPS=%q: want a positive count", s)
+		}
+		cfg.opsPerWorker, cfg.deadline = n, time.Duration(n)*time.Second
+	}
 	seed := chaosSeed(t)
 	t.Logf("chaos seed %d (BERTH_CHAOS_SEED=%d reproduces the choices)", seed, seed)
 	c := &chaosRun{t: t, e: e, deleted: map[string]bool{}, ops: managerOps{e.m}}
