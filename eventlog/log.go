@@ -203,6 +203,8 @@ func (l *Log) AppendSync(ctx context.Context, evs ...berth.Event) ([]berth.Event
 // published. It returns an error carrying the code of the latest failure
 // when an Append (whose caller did not wait) failed to commit since the
 // previous Flush that reported one; each such failure is reported once.
+// It reports every session's failures (those a FlushSession reported
+// excepted): a caller that speaks for one session uses FlushSession.
 func (l *Log) Flush(ctx context.Context) error { return l.flush(ctx, "") }
 
 // FlushSession is Flush for one session's caller: it waits for the same
