@@ -70,6 +70,10 @@ type Log struct {
 	// Flush has reported yet.
 	unreported int64
 	lastErr    error // the error of the latest failure
+	// unreportedOf is unreported per session, for FlushSession: a session
+	// is told only of its own failures. A session that does not exist
+	// (deleted) has no entry: nobody can be owed its failures.
+	unreportedOf map[string]*sessionFailures
 
 	hubsMu sync.Mutex
 	hubs   map[string]*hub
@@ -91,8 +95,9 @@ type request struct {
 	// done receives the outcome when the request is synchronous
 	// (capacity 1, so the writer never blocks on it); nil for Append.
 	done chan error
-	// flush marks a Flush.
-	flush bool
+	// flush marks a Flush; session, when set, a FlushSession of it.
+	flush   bool
+	session string
 	// err is set by the writer when the request fails.
 	err error
 }
@@ -198,8 +203,20 @@ func (l *Log) AppendSync(ctx context.Context, evs ...berth.Event) ([]berth.Event
 // published. It returns an error carrying the code of the latest failure
 // when an Append (whose caller did not wait) failed to commit since the
 // previous Flush that reported one; each such failure is reported once.
-func (l *Log) Flush(ctx context.Context) error {
-	req := &request{flush: true, done: make(chan error, 1)}
+// It reports every session's failures (those a FlushSession reported
+// excepted): a caller that speaks for one session uses FlushSession.
+func (l *Log) Flush(ctx context.Context) error { return l.flush(ctx, "") }
+
+// FlushSession is Flush for one session's caller: it waits for the same
+// (every event enqueued before the call, of any session) but reports only
+// the failed Appends of that session, each once. One session's failure (a
+// deleted session's events: not_found) never reaches another's caller.
+func (l *Log) FlushSession(ctx context.Context, sessionID string) error {
+	return l.flush(ctx, sessionID)
+}
+
+func (l *Log) flush(ctx context.Context, sessionID string) error {
+	req := &request{flush: true, session: sessionID, done: make(chan error, 1)}
 	l.mu.Lock()
 	if l.state != stateOpen {
 		l.mu.Unlock()
@@ -297,6 +314,9 @@ func (l *Log) Forget(sessionID string) {
 	h := l.hubs[sessionID]
 	delete(l.hubs, sessionID)
 	l.hubsMu.Unlock()
+	l.mu.Lock()
+	delete(l.unreportedOf, sessionID)
+	l.mu.Unlock()
 	if h != nil {
 		h.forget()
 	}

@@ -245,12 +245,22 @@ func (l *Log) loadLast(id string) (int64, string, error) {
 func (l *Log) settle(req *request) {
 	var err error
 	switch {
+	case req.flush && req.session != "":
+		l.mu.Lock()
+		if f := l.unreportedOf[req.session]; f != nil {
+			err = &berth.Error{Code: berth.ErrorCode(f.last),
+				Message: "events appended before the flush failed to commit", Err: f.last}
+			delete(l.unreportedOf, req.session)
+			l.unreported = max(l.unreported-f.n, 0)
+		}
+		l.mu.Unlock()
 	case req.flush:
 		l.mu.Lock()
 		if l.unreported > 0 {
 			err = &berth.Error{Code: berth.ErrorCode(l.lastErr),
 				Message: "events appended before the flush failed to commit", Err: l.lastErr}
 			l.unreported = 0
+			clear(l.unreportedOf)
 		}
 		l.mu.Unlock()
 	case req.err != nil:
@@ -259,12 +269,43 @@ func (l *Log) settle(req *request) {
 		l.failures++
 		l.lastErr = err
 		if req.done == nil {
-			// Nobody waits for this Append: the next Flush reports it.
+			// Nobody waits for this Append: the next Flush reports it,
+			// and the next FlushSession of its session.
 			l.unreported++
+			if !berth.IsCode(err, berth.ENotFound) {
+				l.recordFailure(req, err)
+			}
 		}
 		l.mu.Unlock()
 	}
 	if req.done != nil {
 		req.done <- err
+	}
+}
+
+// sessionFailures counts one session's failed Appends no flush reported.
+type sessionFailures struct {
+	n    int64
+	last error
+}
+
+// recordFailure charges a failed Append to each session it carried
+// events of. l.mu is held.
+func (l *Log) recordFailure(req *request, err error) {
+	if l.unreportedOf == nil {
+		l.unreportedOf = make(map[string]*sessionFailures)
+	}
+	for i := range req.events {
+		id := req.events[i].SessionID
+		if i > 0 && id == req.events[i-1].SessionID {
+			continue
+		}
+		f := l.unreportedOf[id]
+		if f == nil {
+			f = new(sessionFailures)
+			l.unreportedOf[id] = f
+		}
+		f.n++
+		f.last = err
 	}
 }

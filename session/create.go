@@ -116,7 +116,7 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		return nil, err
 	}
 	// The answer's last_seq covers session_started: commit it first.
-	if err := m.log.Flush(ctx); err != nil {
+	if err := m.log.FlushSession(ctx, id); err != nil {
 		rt.logger.Warn("flush after create", "err", err)
 	}
 	out := rt.view()

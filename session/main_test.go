@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	case "shim":
 		os.Exit(runShim())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { leaveTestCgroup() }))
 }
 
 // testCatalog is a fixed agent catalog for tests.

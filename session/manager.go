@@ -120,6 +120,9 @@ type Manager struct {
 	// launcher starts shims (nil without Options.Shim).
 	launcher *shim.Launcher
 	sweeper  sweeper
+	// sessions serialise a delete against resumes and snapshots of the
+	// same session (see sessionlock.go for the lock order).
+	sessions sessionLocks
 }
 
 var _ berth.SessionService = (*Manager)(nil)

@@ -200,7 +200,7 @@ func (rt *runtime) flushBeforeAnswer(ctx context.Context) {
 	if rt.shim == nil {
 		return
 	}
-	if err := rt.m.log.Flush(context.WithoutCancel(ctx)); err != nil {
+	if err := rt.m.log.FlushSession(context.WithoutCancel(ctx), rt.id); err != nil {
 		rt.logger.Warn("flush before a permission answer", "err", err)
 	}
 }

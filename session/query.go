@@ -61,11 +61,14 @@ func (m *Manager) StopSession(ctx context.Context, id string) (*berth.Session, e
 // the session's private state and its managed workspace (never a workspace
 // the user gave).
 func (m *Manager) DeleteSession(ctx context.Context, id string) error {
+	// No resume starts an agent, nor a snapshot archives the workspace,
+	// while the session is being deleted.
+	defer m.sessions.lock(id, true)()
 	s, err := m.StopSession(ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := m.log.Flush(ctx); err != nil {
+	if err := m.log.FlushSession(ctx, id); err != nil {
 		return err
 	}
 	if err := m.store.DeleteSession(ctx, id); err != nil {

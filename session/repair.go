@@ -26,7 +26,7 @@ func (m *Manager) Repair(ctx context.Context, id string, dryRun, force bool) (*b
 			Message: fmt.Sprintf("the session is %s: only a stopped session is repaired", s.State)})
 		return rep, nil
 	}
-	if err := m.log.Flush(ctx); err != nil {
+	if err := m.log.FlushSession(ctx, id); err != nil {
 		return nil, err
 	}
 	scan, err := m.scanLog(ctx, id)

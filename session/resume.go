@@ -18,6 +18,8 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		return nil, err
 	}
 	defer m.inflight.Done()
+	// A delete of the session waits for the resume, or the resume for it.
+	defer m.sessions.lock(id, false)()
 	if rt := m.runtimeOf(id); rt != nil {
 		if !rt.closing() {
 			return m.liveResult(ctx, rt)
@@ -66,7 +68,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		next.ExpiresAt = &exp
 	}
 	rt := m.newRuntime(&next, spec)
-	rt.resumeFrom = s.ACP.SessionID
+	rt.resumeFrom, rt.resumed = s.ACP.SessionID, true
 	// Live first, so a second resume, a prompt or a stop finds it; then the
 	// stored state moves, guarded: of two resumes racing, one wins.
 	if other := m.registerResume(rt); other != nil {
@@ -83,7 +85,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := rt.start(ctx, provider, filepath.Join(m.sessionDir(id), "home")); err != nil {
 		return nil, err
 	}
-	if err := m.log.Flush(ctx); err != nil {
+	if err := m.log.FlushSession(ctx, id); err != nil {
 		rt.logger.Warn("flush after resume", "err", err)
 	}
 	return m.liveResult(ctx, rt)

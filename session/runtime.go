@@ -93,6 +93,9 @@ type runtime struct {
 	spec berth.AgentSpec
 	// resumeFrom is the ACP session id a resumed session reopens.
 	resumeFrom string
+	// resumed is set, before the runtime is live, when it resumes a
+	// stopped session; it never changes.
+	resumed bool
 	// carry is the transcript the next prompt carries to an agent that
 	// could not reopen the conversation. Guarded by mu.
 	carry string
@@ -258,7 +261,20 @@ func (rt *runtime) stopping() bool {
 
 // stop stops the agent (SIGTERM to its group, grace, SIGKILL, reap) and
 // waits until the monitor has finalised the session. Idempotent.
+//
+// A stop of a resuming session waits for the resume's handshake to end
+// (at most limits.handshake_timeout) before it acts: interrupting it would
+// log a second session_stopped with no session_started since the first.
+// Serialised this way, a stop racing a resume sees it active and stops it
+// (session_started, then session_stopped), or sees it failed and stopped.
 func (rt *runtime) stop(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
+	if rt.resumed {
+		select {
+		case <-rt.handshook:
+		case <-ctx.Done():
+			return
+		}
+	}
 	rt.requestStop(reason, failure)
 	if err := rt.transition(ctx, berth.StateStopping, nil); err != nil && !berth.IsCode(err, berth.EConflict) {
 		rt.logger.Warn("could not record stopping", "err", err)

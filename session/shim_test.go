@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/shim"
 )
@@ -30,7 +31,11 @@ func runShim() int {
 	if err := json.Unmarshal(b, &job); err != nil {
 		return 2
 	}
-	if err := shim.Serve(ctx, host.New(), job, os.Stdout, nil); err != nil {
+	var provider berth.SandboxProvider = host.New()
+	if job.Provider == berth.SandboxBwrap {
+		provider = bwrap.New(bwrap.Options{})
+	}
+	if err := shim.Serve(ctx, provider, job, os.Stdout, nil); err != nil {
 		return 1
 	}
 	return 0

@@ -12,6 +12,10 @@ import (
 // size it had when opened, one that shrinks fails the snapshot (conflict:
 // try again).
 func (m *Manager) CreateSnapshot(ctx context.Context, id string) (*berth.Snapshot, error) {
+	// A delete waits for the archive, or the archive finds the session
+	// gone (not_found): never half a workspace, never an archive of a
+	// deleted session.
+	defer m.sessions.lock(id, false)()
 	s, err := m.GetSession(ctx, id)
 	if err != nil {
 		return nil, err

@@ -264,7 +264,7 @@ func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnR
 	}
 	// The turn is over (or the session stopped since, or its text was too
 	// long to keep in memory): rebuild it from the log.
-	if err := m.log.Flush(ctx); err != nil {
+	if err := m.log.FlushSession(ctx, id); err != nil {
 		return nil, err
 	}
 	return m.turnFromLog(ctx, id, turnID)

@@ -2,12 +2,15 @@ package bwrap
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/berth-sh/berth/internal/ids"
 )
@@ -98,8 +101,20 @@ func (c *pidsCgroup) wrap(argv []string) []string {
 	return append([]string{"/bin/sh", "-c", script, filepath.Join(c.dir, "cgroup.procs")}, argv...)
 }
 
-// remove deletes the cgroup once it is empty; the kernel refuses while a
-// process is still in it.
+// removeWithin bounds how long remove waits for the cgroup to empty.
+const removeWithin = 5 * time.Second
+
+// remove deletes the cgroup once it is empty. The kernel refuses (EBUSY)
+// while a process is still in it, and a killed sandbox's processes leave
+// it only as they are reaped, after bwrap itself has been waited for: so
+// it retries, for at most removeWithin.
 func (c *pidsCgroup) remove() error {
-	return os.Remove(c.dir)
+	deadline := time.Now().Add(removeWithin)
+	for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
+		err := os.Remove(c.dir)
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(delay)
+	}
 }
