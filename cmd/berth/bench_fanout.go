@@ -36,7 +36,7 @@ type fanoutResult struct {
 // fanoutFlood is the turn every session runs over and over during the
 // fan-out: enough events that activity is coalesced, short enough that
 // turns (running → idle) come often.
-const fanoutFlood = "flood 2000 64"
+const fanoutFlood = "flood 500 64"
 
 // benchFanout opens subs HTTP readers of the all-sessions stream, makes
 // every session in ids run turns for dur, and measures how fast and how
