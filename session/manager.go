@@ -91,7 +91,9 @@ type Options struct {
 	// Sessions found with a shim at boot are reattached even when Shim is
 	// nil.
 	RunDir string
-	Logger *slog.Logger
+	// Changes tune the all-sessions stream.
+	Changes ChangeOptions
+	Logger  *slog.Logger
 }
 
 // Manager owns the live sessions.
@@ -123,6 +125,8 @@ type Manager struct {
 	// sessions serialise a delete against resumes and snapshots of the
 	// same session (see sessionlock.go for the lock order).
 	sessions sessionLocks
+	// changes is the all-sessions stream's publisher.
+	changes *changes
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -161,6 +165,7 @@ func New(opts Options) *Manager {
 		providers: make(map[string]berth.SandboxProvider),
 		available: make(map[string]error),
 		live:      make(map[string]*runtime),
+		changes:   newChanges(opts.Changes),
 	}
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
@@ -189,6 +194,7 @@ func (m *Manager) Open(ctx context.Context) error {
 		}
 		m.launcher = shim.NewLauncher(so.Argv, so.Env, m.opts.RunDir, max(spare, 0))
 	}
+	m.startActivity()
 	m.resumeQueued()
 	m.startSupervisor()
 	return nil
@@ -235,6 +241,7 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 		return err
 	}
 	m.sweeper.passes.Wait()
+	m.stopActivity()
 	if m.launcher != nil {
 		m.launcher.Close()
 		if stopSessions {

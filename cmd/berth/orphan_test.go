@@ -27,11 +27,18 @@ func waitGone(t *testing.T, what string, pids []int) {
 	}
 }
 
-// liveProcsOf returns a live session's agent and its home's shims, after
-// checking there are some.
+// liveProcsOf returns a live session's agent and its shim (not the spare
+// shim, which rightly exits with its daemon), after checking there are
+// some.
 func liveProcsOf(t *testing.T, home, id string) []int {
 	t.Helper()
-	agents, shims := agentPIDs(id), shimsOf(home)
+	agents := agentPIDs(id)
+	var shims []int
+	for pid, sid := range shimSessions(home) {
+		if sid == id {
+			shims = append(shims, pid)
+		}
+	}
 	if len(agents) == 0 || len(shims) == 0 {
 		t.Fatalf("the session has %d agent and %d shim processes", len(agents), len(shims))
 	}
