@@ -135,6 +135,9 @@ func (c *Client) ExpectPrompt(id int64, answered func(PromptResponse, error)) (f
 	}, nil
 }
 
+// MaxLineBytes is the cap on one inbound line.
+func (c *Client) MaxLineBytes() int { return c.conn.opts.MaxLineBytes }
+
 // Position is Conn.Position.
 func (c *Client) Position() int64 { return c.conn.Position() }
 

@@ -55,7 +55,11 @@ type Options struct {
 	// OnSkippedLine, when set, sees each inbound line that is not JSON-RPC
 	// (at most 4 KiB of it), for diagnostics.
 	OnSkippedLine func(line []byte)
-	Logger        *slog.Logger
+	// OnOversizedLine, when set, is told of each inbound line longer than
+	// MaxLineBytes (size is the line's length without its newline), on the
+	// reader goroutine, with Position at the end of that line.
+	OnOversizedLine func(size int64)
+	Logger          *slog.Logger
 	// StartOffset is the stream offset of the first byte the connection
 	// reads: a connection reattached to a spooled stream starts mid-way.
 	StartOffset int64
@@ -377,9 +381,12 @@ func (c *Conn) readLoop() {
 	r := bufio.NewReaderSize(c.rwc, 64<<10)
 	var long []byte
 	for {
-		line, err := c.readLine(r, &long)
+		line, over, err := c.readLine(r, &long)
 		if len(line) > 0 {
 			c.dispatch(line)
+		}
+		if over > 0 && c.opts.OnOversizedLine != nil {
+			c.opts.OnOversizedLine(over)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
@@ -391,47 +398,47 @@ func (c *Conn) readLoop() {
 	}
 }
 
-// readLine returns the next line without its newline. Lines over the cap
-// are discarded whole and counted. long is scratch space reused across calls.
-func (c *Conn) readLine(r *bufio.Reader, long *[]byte) ([]byte, error) {
+// readLine returns the next line without its newline. A line over the
+// cap is discarded whole and counted: over is then its length. long is
+// scratch space reused across calls.
+func (c *Conn) readLine(r *bufio.Reader, long *[]byte) (line []byte, over int64, err error) {
 	frag, err := r.ReadSlice('\n')
 	read := int64(len(frag))
 	// The line's end is known before it is dispatched.
 	defer func() { c.pos.Add(read) }()
 	if err == nil {
-		return frag, nil
+		return frag, 0, nil
 	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
-		return frag, err
+		return frag, 0, err
 	}
-	// The line is longer than the buffer: accumulate up to the cap.
-	acc := append((*long)[:0], frag...)
-	over := false
+	// The line is longer than the buffer: gather it in blocks up to the
+	// cap, then join them once into a buffer of its exact size, so a long
+	// line costs twice its size at most while it is read (growing one
+	// slice would allocate several times that).
+	blocks := newLineBlocks(*long, c.opts.MaxLineBytes)
+	blocks.add(frag)
 	for {
 		frag, err = r.ReadSlice('\n')
 		read += int64(len(frag))
-		if !over {
-			if len(acc)+len(frag) > c.opts.MaxLineBytes {
-				over = true
-				acc = acc[:0]
-			} else {
-				acc = append(acc, frag...)
-			}
-		}
+		blocks.add(frag)
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		break
 	}
-	if cap(acc) <= 4<<20 {
-		*long = acc
-	}
-	if over {
+	if blocks.over {
 		c.oversized.Add(1)
-		c.log.Warn("acp line over the cap skipped", "max_bytes", c.opts.MaxLineBytes)
-		return nil, err
+		size := read
+		if err == nil {
+			size-- // the newline
+		}
+		c.log.Warn("acp line over the cap skipped", "bytes", size, "max_bytes", c.opts.MaxLineBytes)
+		*long = blocks.first()
+		return nil, size, err
 	}
-	return acc, err
+	line, *long = blocks.join()
+	return line, 0, err
 }
 
 // dispatch classifies one line and hands it on.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -483,6 +484,20 @@ func (rt *runtime) skippedLine(line []byte) {
 	rt.emitFrom(rt.linePos(), rt.currentTurnID(), berth.EventRuntimeWarning, map[string]string{
 		"reason": "the agent wrote a line to stdout that is not JSON-RPC; it was skipped (stdout is the protocol channel)",
 		"line":   string(line[:min(len(line), 200)]),
+	})
+}
+
+// oversizedLine records, in the session's log, a stdout line the agent
+// wrote that was over limits.max_line_bytes and was skipped. Tagged with
+// the line's end, so a shim's replay after a restart does not warn again
+// once the warning is committed. Only the ACP reader goroutine calls it.
+func (rt *runtime) oversizedLine(size int64) {
+	limit := rt.client.MaxLineBytes()
+	rt.emitFrom(rt.linePos(), rt.currentTurnID(), berth.EventRuntimeWarning, map[string]any{
+		"reason": fmt.Sprintf("the agent wrote a line of %d bytes, over the cap of %d bytes (limits.max_line_bytes); it was skipped",
+			size, limit),
+		"line_bytes": size,
+		"max_bytes":  limit,
 	})
 }
 
