@@ -44,6 +44,13 @@ type Options struct {
 	// RingSize is how many recent events each session keeps in memory
 	// for live readers.
 	RingSize int
+	// SessionBytes bounds, per session, the bytes of event data enqueued
+	// and not yet committed: an Append of a session past it waits
+	// (back-pressure on that session alone), so one session that floods
+	// the log holds at most this much of the daemon's memory in it. An
+	// event larger than the whole bound is admitted alone, once nothing
+	// else of its session is in flight. 0 leaves sessions unbounded.
+	SessionBytes int
 	// Logger receives commit failures. nil discards them.
 	Logger *slog.Logger
 }
@@ -54,6 +61,7 @@ type Log struct {
 	store     berth.Store
 	maxBatch  int
 	ringSize  int
+	sessBytes int
 	logger    *slog.Logger
 	budget    *budget
 	wake      chan struct{} // capacity 1: "the queue is not empty"
@@ -95,6 +103,14 @@ type request struct {
 	flush bool
 	// err is set by the writer when the request fails.
 	err error
+	// holds are the session bytes the request holds until it is settled.
+	holds []hold
+}
+
+// hold is n units of one session's byte budget.
+type hold struct {
+	b *budget
+	n int
 }
 
 // New returns a Log over store. Call Open to start it.
@@ -112,14 +128,15 @@ func New(store berth.Store, opts Options) *Log {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Log{
-		store:    store,
-		maxBatch: opts.MaxBatch,
-		ringSize: opts.RingSize,
-		logger:   opts.Logger,
-		budget:   newBudget(opts.QueueSize),
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		hubs:     make(map[string]*hub),
+		store:     store,
+		maxBatch:  opts.MaxBatch,
+		ringSize:  opts.RingSize,
+		sessBytes: opts.SessionBytes,
+		logger:    opts.Logger,
+		budget:    newBudget(opts.QueueSize),
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		hubs:      make(map[string]*hub),
 	}
 }
 
@@ -150,6 +167,13 @@ func (l *Log) Close(ctx context.Context) error {
 	l.state = stateClosing
 	l.mu.Unlock()
 	l.budget.close() // fail producers blocked on back-pressure
+	l.hubsMu.Lock()
+	for _, h := range l.hubs {
+		if h.bytes != nil {
+			h.bytes.close()
+		}
+	}
+	l.hubsMu.Unlock()
 	if !started {
 		l.doneOnce.Do(func() { close(l.done) })
 		return nil
@@ -241,13 +265,18 @@ func (l *Log) enqueue(ctx context.Context, evs []berth.Event, wait bool) (*reque
 	if wait {
 		req.done = make(chan error, 1)
 	}
+	if err := l.holdBytes(ctx, req); err != nil {
+		return nil, err
+	}
 	if err := l.budget.acquire(ctx, len(own)); err != nil {
+		req.releaseBytes()
 		return nil, err
 	}
 	l.mu.Lock()
 	if l.state != stateOpen {
 		l.mu.Unlock()
 		l.budget.release(len(own))
+		req.releaseBytes()
 		return nil, errNotOpen(l)
 	}
 	l.push(req)
@@ -308,7 +337,7 @@ func (l *Log) hubFor(sessionID string) *hub {
 	defer l.hubsMu.Unlock()
 	h := l.hubs[sessionID]
 	if h == nil {
-		h = newHub(l.ringSize)
+		h = newHub(l.ringSize, l.sessBytes)
 		l.hubs[sessionID] = h
 	}
 	return h
