@@ -1,6 +1,9 @@
 package acp
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+)
 
 // Update kinds (the sessionUpdate discriminator) berth knows.
 const (
@@ -33,9 +36,9 @@ type Update struct {
 	Cost       json.RawMessage `json:"cost,omitempty"`
 	Raw        json.RawMessage `json:"-"`
 
-	// text is the chunk's text when the decoder already extracted it.
-	text    string
-	hasText bool
+	// rawText is a text chunk's text as the agent wrote it (a JSON string
+	// literal) when the decoder left it undecoded.
+	rawText []byte
 }
 
 // ParseUpdate decodes an update. A payload that is not an object yields
@@ -69,10 +72,25 @@ func (u *Update) Known() bool {
 	return false
 }
 
+// RawText returns a text chunk's text as the agent wrote it, a valid JSON
+// string literal in UTF-8, when it was not decoded (nil otherwise). It is
+// valid only during the SessionUpdate call: copy what is kept.
+func (u *Update) RawText() []byte { return u.rawText }
+
+// Clone returns a copy of u that stays valid after the SessionUpdate call.
+func (u Update) Clone() Update {
+	if u.rawText != nil {
+		u.rawText = bytes.Clone(u.rawText)
+	}
+	return u
+}
+
 // Text returns the text of a chunk's content block ("" when not text).
 func (u *Update) Text() string {
-	if u.hasText {
-		return u.text
+	if u.rawText != nil {
+		var s string
+		_ = json.Unmarshal(u.rawText, &s)
+		return s
 	}
 	if len(u.Content) == 0 || u.Content[0] != '{' {
 		return ""

@@ -30,9 +30,10 @@ type hub struct {
 	bytes *budget
 }
 
-// newHub returns an empty hub whose ring keeps up to ringSize events.
-func newHub(ringSize, sessionBytes int) *hub {
-	h := &hub{ring: ring{size: ringSize}, notify: make(chan struct{})}
+// newHub returns an empty hub whose ring keeps up to ringSize events and
+// ringBytes of their data.
+func newHub(ringSize, ringBytes, sessionBytes int) *hub {
+	h := &hub{ring: ring{size: ringSize, maxBytes: ringBytes}, notify: make(chan struct{})}
 	if sessionBytes > 0 {
 		h.bytes = newBudget(sessionBytes)
 	}

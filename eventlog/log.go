@@ -30,6 +30,7 @@ const (
 	DefaultMaxBatch  = 2048
 	DefaultQueueSize = 16384
 	DefaultRingSize  = 1024
+	DefaultRingBytes = 4 << 20
 )
 
 // Options tune a Log. Zero values take the defaults.
@@ -44,6 +45,10 @@ type Options struct {
 	// RingSize is how many recent events each session keeps in memory
 	// for live readers.
 	RingSize int
+	// RingBytes bounds the data of the recent events each session keeps
+	// in memory; a committed event past it is let go (readers get it from
+	// the store).
+	RingBytes int
 	// SessionBytes bounds, per session, the bytes of event data enqueued
 	// and not yet committed: an Append of a session past it waits
 	// (back-pressure on that session alone), so one session that floods
@@ -61,6 +66,7 @@ type Log struct {
 	store     berth.Store
 	maxBatch  int
 	ringSize  int
+	ringBytes int
 	sessBytes int
 	logger    *slog.Logger
 	budget    *budget
@@ -124,6 +130,9 @@ func New(store berth.Store, opts Options) *Log {
 	if opts.RingSize <= 0 {
 		opts.RingSize = DefaultRingSize
 	}
+	if opts.RingBytes <= 0 {
+		opts.RingBytes = DefaultRingBytes
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,6 +140,7 @@ func New(store berth.Store, opts Options) *Log {
 		store:     store,
 		maxBatch:  opts.MaxBatch,
 		ringSize:  opts.RingSize,
+		ringBytes: opts.RingBytes,
 		sessBytes: opts.SessionBytes,
 		logger:    opts.Logger,
 		budget:    newBudget(opts.QueueSize),
@@ -337,7 +347,7 @@ func (l *Log) hubFor(sessionID string) *hub {
 	defer l.hubsMu.Unlock()
 	h := l.hubs[sessionID]
 	if h == nil {
-		h = newHub(l.ringSize, l.sessBytes)
+		h = newHub(l.ringSize, l.ringBytes, l.sessBytes)
 		l.hubs[sessionID] = h
 	}
 	return h

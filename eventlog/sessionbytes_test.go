@@ -107,3 +107,25 @@ func TestSessionBytesAdmitAnOversizedEventAlone(t *testing.T) {
 		t.Fatalf("in flight %d, peak %d", now, peak)
 	}
 }
+
+// The ring keeps at most maxBytes of event data: a large event committed
+// is let go at once instead of staying for the next size events.
+func TestRingBoundsItsBytes(t *testing.T) {
+	r := ring{size: 100, maxBytes: 3 << 10}
+	evs := make([]berth.Event, 5)
+	for i := range evs {
+		evs[i] = berth.Event{Seq: int64(i + 1), Data: make([]byte, 1<<10)}
+	}
+	r.push(evs)
+	if r.n != 3 || r.bytes != 3<<10 || r.at(0).Seq != 3 || r.after(1, 10) != nil || len(r.after(2, 10)) != 3 {
+		t.Fatalf("ring holds %d events, %d bytes, from seq %d", r.n, r.bytes, r.at(0).Seq)
+	}
+	r.push([]berth.Event{{Seq: 6, Data: make([]byte, 10<<10)}})
+	if r.n != 0 || r.bytes != 0 || r.after(5, 10) != nil {
+		t.Fatalf("a 10 KiB event stayed: %d events, %d bytes", r.n, r.bytes)
+	}
+	r.push([]berth.Event{{Seq: 7, Data: []byte(`{}`)}})
+	if r.n != 1 || r.last() != 7 {
+		t.Fatalf("after a large event: %d events, last %d", r.n, r.last())
+	}
+}

@@ -526,6 +526,21 @@ func (rt *runtime) rememberResultLocked(r *berth.TurnResult) {
 	}
 }
 
+// addChunk adds an agent message chunk to the turn's text. A chunk whose
+// text is surely past maxTurnText is not decoded: a JSON string literal
+// of n bytes holds at least (n-2)/6 bytes of text.
+func (t *turn) addChunk(u *acp.Update) {
+	if t.textCut {
+		return
+	}
+	if raw := u.RawText(); raw != nil && t.text.Len()+(len(raw)-2)/6 > maxTurnText {
+		t.textCut = true
+		t.text.Reset()
+		return
+	}
+	t.addText(u.Text())
+}
+
 // addText appends a message chunk to the turn's text, up to maxTurnText.
 func (t *turn) addText(s string) {
 	if t.textCut {
