@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // member returns the raw value of key in the JSON object b, in one pass
@@ -81,4 +82,18 @@ func scanTextChunk(params []byte) (sessionID, kind string, raw []byte, ok bool) 
 		return "", "", nil, false
 	}
 	return sessionID, kind, raw, true
+}
+
+// offsetIn returns where sub, a subslice of b, starts in b; -1 when it is
+// not one.
+func offsetIn(b, sub []byte) int {
+	if len(sub) == 0 || len(b) == 0 {
+		return -1
+	}
+	base := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(sub)))
+	if p < base || p+uintptr(len(sub)) > base+uintptr(len(b)) {
+		return -1
+	}
+	return int(p - base)
 }

@@ -157,6 +157,18 @@ type clientDispatch struct{ h ClientHandler }
 
 // HandleNotification implements Handler.
 func (d clientDispatch) HandleNotification(method string, params json.RawMessage) {
+	d.notification(method, params, false)
+}
+
+// HandleOwnedNotification implements lineTaker: a text chunk's update may
+// build its event data in the line's own buffer.
+func (d clientDispatch) HandleOwnedNotification(method string, params json.RawMessage) {
+	d.notification(method, params, true)
+}
+
+// notification serves one notification; owned says params may be kept
+// and overwritten.
+func (d clientDispatch) notification(method string, params json.RawMessage, owned bool) {
 	if method != MethodSessionUpdate {
 		if json.Valid(params) {
 			d.h.ExtNotification(method, bytes.Clone(params))
@@ -166,7 +178,9 @@ func (d clientDispatch) HandleNotification(method string, params json.RawMessage
 	// The hot path (text chunks) decodes nothing: the handler gets the
 	// text as written, to store or decode as it needs.
 	if sid, kind, raw, ok := scanTextChunk(params); ok {
-		d.h.SessionUpdate(SessionNotification{SessionID: sid}, Update{Kind: kind, rawText: raw})
+		at := offsetIn(params, raw)
+		d.h.SessionUpdate(SessionNotification{SessionID: sid},
+			Update{Kind: kind, rawText: raw, params: params, at: at, owned: owned && at >= 0})
 		return
 	}
 	{

@@ -46,6 +46,13 @@ type Handler interface {
 	HandleRequest(ctx context.Context, method string, params json.RawMessage) (any, error)
 }
 
+// lineTaker is implemented by a Handler that can keep a notification's
+// params and write over them: the reader offers it the lines it read into
+// a buffer of their own (long ones), which it never touches again.
+type lineTaker interface {
+	HandleOwnedNotification(method string, params json.RawMessage)
+}
+
 // Options tune a connection.
 type Options struct {
 	// MaxLineBytes caps one inbound line; longer lines are skipped.
@@ -381,9 +388,9 @@ func (c *Conn) readLoop() {
 	r := bufio.NewReaderSize(c.rwc, 64<<10)
 	var long []byte
 	for {
-		line, over, err := c.readLine(r, &long)
+		line, owned, over, err := c.readLine(r, &long)
 		if len(line) > 0 {
-			c.dispatch(line)
+			c.dispatch(line, owned)
 		}
 		if over > 0 && c.opts.OnOversizedLine != nil {
 			c.opts.OnOversizedLine(over)
@@ -398,19 +405,20 @@ func (c *Conn) readLoop() {
 	}
 }
 
-// readLine returns the next line without its newline. A line over the
-// cap is discarded whole and counted: over is then its length. long is
-// scratch space reused across calls.
-func (c *Conn) readLine(r *bufio.Reader, long *[]byte) (line []byte, over int64, err error) {
+// readLine returns the next line without its newline; owned says it is in
+// a buffer of its own that the reader never reuses. A line over the cap is
+// discarded whole and counted: over is then its length. long is scratch
+// space reused across calls.
+func (c *Conn) readLine(r *bufio.Reader, long *[]byte) (line []byte, owned bool, over int64, err error) {
 	frag, err := r.ReadSlice('\n')
 	read := int64(len(frag))
 	// The line's end is known before it is dispatched.
 	defer func() { c.pos.Add(read) }()
 	if err == nil {
-		return frag, 0, nil
+		return frag, false, 0, nil
 	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
-		return frag, 0, err
+		return frag, false, 0, err
 	}
 	// The line is longer than the buffer: gather it in blocks up to the
 	// cap, then join them once into a buffer of its exact size, so a long
@@ -435,14 +443,15 @@ func (c *Conn) readLine(r *bufio.Reader, long *[]byte) (line []byte, over int64,
 		}
 		c.log.Warn("acp line over the cap skipped", "bytes", size, "max_bytes", c.opts.MaxLineBytes)
 		*long = blocks.first()
-		return nil, size, err
+		return nil, false, size, err
 	}
-	line, *long = blocks.join()
-	return line, 0, err
+	line, *long, owned = blocks.join()
+	return line, owned, 0, err
 }
 
-// dispatch classifies one line and hands it on.
-func (c *Conn) dispatch(line []byte) {
+// dispatch classifies one line and hands it on. owned says the line's
+// buffer may be handed over for good.
+func (c *Conn) dispatch(line []byte, owned bool) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 {
 		return
@@ -470,6 +479,10 @@ func (c *Conn) dispatch(line []byte) {
 		}
 		c.serve(method, bytes.Clone(e.id), bytes.Clone(e.params))
 	case hasMethod:
+		if t, ok := c.handler.(lineTaker); ok && owned {
+			t.HandleOwnedNotification(method, e.params)
+			return
+		}
 		c.handler.HandleNotification(method, e.params)
 	default:
 		c.deliver(e)

@@ -53,15 +53,15 @@ func (b *lineBlocks) first() []byte {
 
 // join returns the line and the block to reuse next time. A line that fits
 // one block is returned in it (valid until the next line, like any line
-// the reader returns); a longer one gets a buffer of its own, exactly its
-// size, and the blocks are let go.
-func (b *lineBlocks) join() (line, spare []byte) {
+// the reader returns); a longer one gets a buffer of its own (owned),
+// exactly its size, and the blocks are let go.
+func (b *lineBlocks) join() (line, spare []byte, owned bool) {
 	if len(b.blocks) == 1 {
-		return b.blocks[0], b.blocks[0]
+		return b.blocks[0], b.blocks[0], false
 	}
 	line = make([]byte, 0, b.n)
 	for _, blk := range b.blocks {
 		line = append(line, blk...)
 	}
-	return line, b.blocks[0][:0]
+	return line, b.blocks[0][:0], true
 }

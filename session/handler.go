@@ -122,17 +122,6 @@ func updateEvent(u *acp.Update) (string, json.RawMessage) {
 	return typ, b
 }
 
-// textChunkData returns {"text":RAW} for a chunk's text as the agent
-// wrote it (a valid JSON string literal): the text is copied once and
-// never decoded or encoded again.
-func textChunkData(raw []byte) json.RawMessage {
-	const head, tail = `{"text":`, `}`
-	b := make([]byte, 0, len(head)+len(raw)+len(tail))
-	b = append(b, head...)
-	b = append(b, raw...)
-	return append(b, tail...)
-}
-
 // updateData returns the event type and data (to marshal, or already
 // JSON) for an update.
 func updateData(u *acp.Update) (string, any) {
@@ -144,8 +133,10 @@ func updateData(u *acp.Update) (string, any) {
 		} else if u.Kind == acp.UpdateUserMessageChunk {
 			typ = berth.EventUserMessage
 		}
-		if raw := u.RawText(); raw != nil {
-			return typ, textChunkData(raw)
+		// The text as the agent wrote it becomes the data: never decoded
+		// or encoded again, and copied at most once.
+		if data := u.TextJSON(`{"text":`, `}`); data != nil {
+			return typ, json.RawMessage(data)
 		}
 		d := textData{Text: u.Text()}
 		if d.Text == "" && len(u.Content) > 0 {
