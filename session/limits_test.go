@@ -2,10 +2,13 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/eventlog"
 )
 
 // withMaxLine caps one agent line at n bytes.
@@ -74,5 +77,58 @@ func TestOversizedLineWarningNotRepeatedAfterReattach(t *testing.T) {
 	}
 	if n := len(warningsAbout(e.events(s.ID), "over the cap")); n != 1 {
 		t.Fatalf("%d warnings about the long line after the restart, want 1", n)
+	}
+}
+
+// gatedStore holds back the commit of agent messages until open is closed.
+type gatedStore struct {
+	berth.Store
+	open chan struct{}
+}
+
+func (s *gatedStore) AppendEvents(ctx context.Context, evs []berth.Event) error {
+	for i := range evs {
+		if evs[i].Type == berth.EventAgentMessage {
+			<-s.open
+			break
+		}
+	}
+	return s.Store.AppendEvents(ctx, evs)
+}
+
+// An agent that floods faster than the log commits is held back once its
+// session has its budget of bytes in flight: the session never holds
+// more, and nothing is dropped.
+func TestFloodingSessionHoldsAtMostItsBudget(t *testing.T) {
+	const budget, chunk, chunks = 64 << 10, 4 << 10, 200
+	gate := &gatedStore{open: make(chan struct{})}
+	e := &env{t: t, home: t.TempDir(), logOpts: eventlog.Options{SessionBytes: budget},
+		wrap: func(st berth.Store) berth.Store { gate.Store = st; return gate }}
+	e.open()
+	t.Cleanup(e.close)
+	var opened sync.Once
+	release := func() { opened.Do(func() { close(gate.open) }) }
+	t.Cleanup(release)
+
+	s := e.create(berth.CreateRequest{})
+	r, err := e.m.Prompt(context.Background(), s.ID, berth.PromptRequest{Text: fmt.Sprintf("flood %d %d", chunks, chunk)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The commits are held: the session fills its budget, and waits.
+	waitFor(t, "the budget to fill", func() bool { now, _ := e.log.InFlight(s.ID); return now > budget-2*chunk })
+	if now, _ := e.log.InFlight(s.ID); now > budget {
+		t.Fatalf("%d bytes in flight, over the budget of %d", now, budget)
+	}
+	release()
+	res := e.waitResult(s.ID, r.TurnID)
+	if res.StopReason != berth.TurnEndTurn {
+		t.Fatalf("turn: %+v", res)
+	}
+	if n := len(ofType(e.events(s.ID), berth.EventAgentMessage)); n != chunks {
+		t.Fatalf("%d of %d chunks logged", n, chunks)
+	}
+	if _, peak := e.log.InFlight(s.ID); peak > budget || peak < budget-2*chunk {
+		t.Fatalf("at most %d bytes were in flight; want the budget of %d, never more", peak, budget)
 	}
 }
