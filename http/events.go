@@ -1,7 +1,6 @@
 package http
 
 import (
-	"encoding/json"
 	"io"
 	"net/http"
 
@@ -67,8 +66,6 @@ func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
 	// A failed write means the client is gone: stop there.
 	if _, err := io.WriteString(w, `{"turns":[`); err != nil {
 		return
@@ -83,7 +80,9 @@ func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		if enc.Encode(t) != nil || r.Context().Err() != nil {
+		text := t.Text
+		t.Text = ""
+		if encodeWithText(w, t, text) != nil || r.Context().Err() != nil {
 			return
 		}
 		// What is written is not needed any more.

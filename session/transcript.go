@@ -61,12 +61,14 @@ func (m *Manager) foldLog(ctx context.Context, id string, f berth.EventFilter, b
 }
 
 // transcriptBuilder folds events into turns. Each turn's text and thoughts
-// grow in a strings.Builder (appending to a string would copy the whole
-// text again for every chunk); finish moves them into the turns.
+// are kept as the chunks decoded from the log and joined once, into a
+// string of their exact size, by finish: appending to a string would copy
+// the whole text again for every chunk, and a growing buffer leaves about
+// twice the text behind it.
 type transcriptBuilder struct {
 	turns    []berth.TranscriptTurn
-	text     []strings.Builder // per turn, parallel to turns
-	thoughts []strings.Builder
+	text     []pieces // per turn, parallel to turns
+	thoughts []pieces
 	index    map[string]int // turn id → position in turns
 	calls    map[string]int // turn id + tool call id → position in the turn's calls
 }
@@ -74,8 +76,8 @@ type transcriptBuilder struct {
 // finish returns the turns with their text.
 func (b *transcriptBuilder) finish() []berth.TranscriptTurn {
 	for i := range b.turns {
-		b.turns[i].Text = b.text[i].String()
-		b.turns[i].Thoughts = b.thoughts[i].String()
+		b.turns[i].Text = b.text[i].join()
+		b.turns[i].Thoughts = b.thoughts[i].join()
 	}
 	b.text, b.thoughts = nil, nil
 	return b.turns
@@ -95,8 +97,8 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 		b.index[ev.TurnID] = len(b.turns)
 		b.turns = append(b.turns, berth.TranscriptTurn{TurnID: ev.TurnID, Prompt: d.Text, Source: d.Source,
 			StartSeq: ev.Seq, ToolCalls: []berth.TranscriptToolUse{}})
-		b.text = append(b.text, strings.Builder{})
-		b.thoughts = append(b.thoughts, strings.Builder{})
+		b.text = append(b.text, pieces{})
+		b.thoughts = append(b.thoughts, pieces{})
 		return
 	}
 	i, ok := b.index[ev.TurnID]
@@ -109,9 +111,9 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 		var d textData
 		_ = json.Unmarshal(ev.Data, &d)
 		if ev.Type == berth.EventAgentMessage {
-			appendDoubling(&b.text[i], d.Text)
+			b.text[i].add(d.Text)
 		} else {
-			appendDoubling(&b.thoughts[i], d.Text)
+			b.thoughts[i].add(d.Text)
 		}
 	case berth.EventToolCall, berth.EventToolCallUpdate:
 		var d toolCallData
@@ -152,15 +154,31 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 	}
 }
 
-// appendDoubling appends s to b, doubling b's room when it is short: a
-// text of N bytes then costs about 2N bytes of buffers in all (append's
-// own growth, by a quarter for large buffers, would cost about 5N).
-func appendDoubling(b *strings.Builder, s string) {
-	if b.Cap()-b.Len() < len(s) {
-		// Grow(n) makes room for 2·cap+n bytes.
-		b.Grow(len(s))
+// pieces is a text kept as the chunks it came in.
+type pieces struct {
+	chunks []string
+	size   int
+}
+
+// add appends a chunk.
+func (p *pieces) add(s string) {
+	if s != "" {
+		p.chunks = append(p.chunks, s)
+		p.size += len(s)
 	}
-	b.WriteString(s)
+}
+
+// join returns the text, built in one buffer of its exact size.
+func (p *pieces) join() string {
+	if len(p.chunks) == 1 {
+		return p.chunks[0]
+	}
+	var b strings.Builder
+	b.Grow(p.size)
+	for _, c := range p.chunks {
+		b.WriteString(c)
+	}
+	return b.String()
 }
 
 // transcriptPreamble renders a session's conversation so far for an agent
