@@ -14,7 +14,8 @@ import (
 type ClientHandler interface {
 	// SessionUpdate receives each session/update in arrival order, on the
 	// reader goroutine, including updates that arrive before session/new
-	// answers or after a prompt answers. It must not call the agent.
+	// answers or after a prompt answers. It must not call the agent. u's
+	// RawText is valid only during the call: keep u.Clone().
 	SessionUpdate(n SessionNotification, u Update)
 	// ExtNotification receives any other notification (e.g. "_…" extensions).
 	ExtNotification(method string, params json.RawMessage)
@@ -135,6 +136,9 @@ func (c *Client) ExpectPrompt(id int64, answered func(PromptResponse, error)) (f
 	}, nil
 }
 
+// MaxLineBytes is the cap on one inbound line.
+func (c *Client) MaxLineBytes() int { return c.conn.opts.MaxLineBytes }
+
 // Position is Conn.Position.
 func (c *Client) Position() int64 { return c.conn.Position() }
 
@@ -153,25 +157,30 @@ type clientDispatch struct{ h ClientHandler }
 
 // HandleNotification implements Handler.
 func (d clientDispatch) HandleNotification(method string, params json.RawMessage) {
+	d.notification(method, params, false)
+}
+
+// HandleOwnedNotification implements lineTaker: a text chunk's update may
+// build its event data in the line's own buffer.
+func (d clientDispatch) HandleOwnedNotification(method string, params json.RawMessage) {
+	d.notification(method, params, true)
+}
+
+// notification serves one notification; owned says params may be kept
+// and overwritten.
+func (d clientDispatch) notification(method string, params json.RawMessage, owned bool) {
 	if method != MethodSessionUpdate {
 		if json.Valid(params) {
 			d.h.ExtNotification(method, bytes.Clone(params))
 		}
 		return
 	}
-	// One decode of the params serves the hot path (text chunks); the
-	// general path decodes the update again, keeping it raw.
-	var p struct {
-		SessionID string `json:"sessionId"`
-		Update    struct {
-			Kind    string       `json:"sessionUpdate"`
-			Content ContentBlock `json:"content"`
-		} `json:"update"`
-	}
-	err := json.Unmarshal(params, &p)
-	if err == nil && p.Update.Content.Type == "text" && isChunk(p.Update.Kind) {
-		u := Update{Kind: p.Update.Kind, text: p.Update.Content.Text, hasText: true}
-		d.h.SessionUpdate(SessionNotification{SessionID: p.SessionID}, u)
+	// The hot path (text chunks) decodes nothing: the handler gets the
+	// text as written, to store or decode as it needs.
+	if sid, kind, raw, ok := scanTextChunk(params); ok {
+		at := offsetIn(params, raw)
+		d.h.SessionUpdate(SessionNotification{SessionID: sid},
+			Update{Kind: kind, rawText: raw, params: params, at: at, owned: owned && at >= 0})
 		return
 	}
 	{

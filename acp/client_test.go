@@ -14,7 +14,7 @@ type updates struct {
 
 func (u *updates) SessionUpdate(n SessionNotification, up Update) {
 	u.mu.Lock()
-	u.got = append(u.got, up)
+	u.got = append(u.got, up.Clone())
 	u.mu.Unlock()
 }
 func (u *updates) ExtNotification(method string, params json.RawMessage) {

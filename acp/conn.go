@@ -46,6 +46,13 @@ type Handler interface {
 	HandleRequest(ctx context.Context, method string, params json.RawMessage) (any, error)
 }
 
+// lineTaker is implemented by a Handler that can keep a notification's
+// params and write over them: the reader offers it the lines it read into
+// a buffer of their own (long ones), which it never touches again.
+type lineTaker interface {
+	HandleOwnedNotification(method string, params json.RawMessage)
+}
+
 // Options tune a connection.
 type Options struct {
 	// MaxLineBytes caps one inbound line; longer lines are skipped.
@@ -55,7 +62,11 @@ type Options struct {
 	// OnSkippedLine, when set, sees each inbound line that is not JSON-RPC
 	// (at most 4 KiB of it), for diagnostics.
 	OnSkippedLine func(line []byte)
-	Logger        *slog.Logger
+	// OnOversizedLine, when set, is told of each inbound line longer than
+	// MaxLineBytes (size is the line's length without its newline), on the
+	// reader goroutine, with Position at the end of that line.
+	OnOversizedLine func(size int64)
+	Logger          *slog.Logger
 	// StartOffset is the stream offset of the first byte the connection
 	// reads: a connection reattached to a spooled stream starts mid-way.
 	StartOffset int64
@@ -377,9 +388,12 @@ func (c *Conn) readLoop() {
 	r := bufio.NewReaderSize(c.rwc, 64<<10)
 	var long []byte
 	for {
-		line, err := c.readLine(r, &long)
+		line, owned, over, err := c.readLine(r, &long)
 		if len(line) > 0 {
-			c.dispatch(line)
+			c.dispatch(line, owned)
+		}
+		if over > 0 && c.opts.OnOversizedLine != nil {
+			c.opts.OnOversizedLine(over)
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
@@ -391,51 +405,53 @@ func (c *Conn) readLoop() {
 	}
 }
 
-// readLine returns the next line without its newline. Lines over the cap
-// are discarded whole and counted. long is scratch space reused across calls.
-func (c *Conn) readLine(r *bufio.Reader, long *[]byte) ([]byte, error) {
+// readLine returns the next line without its newline; owned says it is in
+// a buffer of its own that the reader never reuses. A line over the cap is
+// discarded whole and counted: over is then its length. long is scratch
+// space reused across calls.
+func (c *Conn) readLine(r *bufio.Reader, long *[]byte) (line []byte, owned bool, over int64, err error) {
 	frag, err := r.ReadSlice('\n')
 	read := int64(len(frag))
 	// The line's end is known before it is dispatched.
 	defer func() { c.pos.Add(read) }()
 	if err == nil {
-		return frag, nil
+		return frag, false, 0, nil
 	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
-		return frag, err
+		return frag, false, 0, err
 	}
-	// The line is longer than the buffer: accumulate up to the cap.
-	acc := append((*long)[:0], frag...)
-	over := false
+	// The line is longer than the buffer: gather it in blocks up to the
+	// cap, then join them once into a buffer of its exact size, so a long
+	// line costs twice its size at most while it is read (growing one
+	// slice would allocate several times that).
+	blocks := newLineBlocks(*long, c.opts.MaxLineBytes)
+	blocks.add(frag)
 	for {
 		frag, err = r.ReadSlice('\n')
 		read += int64(len(frag))
-		if !over {
-			if len(acc)+len(frag) > c.opts.MaxLineBytes {
-				over = true
-				acc = acc[:0]
-			} else {
-				acc = append(acc, frag...)
-			}
-		}
+		blocks.add(frag)
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		break
 	}
-	if cap(acc) <= 4<<20 {
-		*long = acc
-	}
-	if over {
+	if blocks.over {
 		c.oversized.Add(1)
-		c.log.Warn("acp line over the cap skipped", "max_bytes", c.opts.MaxLineBytes)
-		return nil, err
+		size := read
+		if err == nil {
+			size-- // the newline
+		}
+		c.log.Warn("acp line over the cap skipped", "bytes", size, "max_bytes", c.opts.MaxLineBytes)
+		*long = blocks.first()
+		return nil, false, size, err
 	}
-	return acc, err
+	line, *long, owned = blocks.join()
+	return line, owned, 0, err
 }
 
-// dispatch classifies one line and hands it on.
-func (c *Conn) dispatch(line []byte) {
+// dispatch classifies one line and hands it on. owned says the line's
+// buffer may be handed over for good.
+func (c *Conn) dispatch(line []byte, owned bool) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 {
 		return
@@ -463,6 +479,10 @@ func (c *Conn) dispatch(line []byte) {
 		}
 		c.serve(method, bytes.Clone(e.id), bytes.Clone(e.params))
 	case hasMethod:
+		if t, ok := c.handler.(lineTaker); ok && owned {
+			t.HandleOwnedNotification(method, e.params)
+			return
+		}
 		c.handler.HandleNotification(method, e.params)
 	default:
 		c.deliver(e)

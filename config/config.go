@@ -155,6 +155,11 @@ type Limits struct {
 	// MaxLineBytes caps one JSON-RPC line from an agent (1 KiB..1 GiB,
 	// default 64 MiB).
 	MaxLineBytes int `toml:"max_line_bytes"`
+	// SessionInflightBytes bounds, per session, the bytes of agent output
+	// read and not yet committed to the log (64 KiB..1 GiB, default 16
+	// MiB): past it the session's reader waits, which holds the agent back
+	// (nothing is dropped). One line longer than it goes through alone.
+	SessionInflightBytes int `toml:"session_inflight_bytes"`
 }
 
 // Size units.
@@ -194,6 +199,8 @@ func Default() *Config {
 			StopGrace:         Duration{5 * time.Second},
 			HandshakeTimeout:  Duration{30 * time.Second},
 			MaxLineBytes:      64 * MiB,
+
+			SessionInflightBytes: 16 * MiB,
 		},
 	}
 }
@@ -326,6 +333,7 @@ func (l *Limits) validate() error {
 		{"limits.max_children", l.MaxChildren, 0, 1000},
 		{"limits.max_depth", l.MaxDepth, 0, 16},
 		{"limits.max_line_bytes", l.MaxLineBytes, KiB, GiB},
+		{"limits.session_inflight_bytes", l.SessionInflightBytes, 64 * KiB, GiB},
 	}
 	for _, r := range ints {
 		if err := intRange(r.key, r.v, r.min, r.max); err != nil {

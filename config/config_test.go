@@ -68,6 +68,7 @@ func TestDefault(t *testing.T) {
 		{"limits.stop_grace", c.Limits.StopGrace.Duration, 5 * time.Second},
 		{"limits.handshake_timeout", c.Limits.HandshakeTimeout.Duration, 30 * time.Second},
 		{"limits.max_line_bytes", c.Limits.MaxLineBytes, 64 << 20},
+		{"limits.session_inflight_bytes", c.Limits.SessionInflightBytes, 16 << 20},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -273,6 +274,12 @@ func TestOutOfRange(t *testing.T) {
 	wantInvalid(t, err, "limits.max_queue", "10001", "1..10000")
 	_, err = Load("", []string{"BERTH_LIMITS_STALL_AFTER=0"})
 	wantInvalid(t, err, "limits.stall_after")
+	_, err = Load("", []string{"BERTH_LIMITS_SESSION_INFLIGHT_BYTES=65535"})
+	wantInvalid(t, err, "limits.session_inflight_bytes", "65535")
+	c, err := Load("", []string{"BERTH_LIMITS_SESSION_INFLIGHT_BYTES=1048576"})
+	if err != nil || c.Limits.SessionInflightBytes != 1<<20 {
+		t.Fatalf("session_inflight_bytes from the environment: %v", err)
+	}
 
 	// A password in a refused store URL is not echoed.
 	_, err = Load("", []string{"BERTH_STORE_URL=mysql://u:secret@h/db"})

@@ -18,9 +18,11 @@ import (
 // starved by a stream of small ones, and a release wakes only the waiters
 // it admits.
 type budget struct {
-	mu      sync.Mutex
-	size    int
-	used    int
+	mu   sync.Mutex
+	size int
+	used int
+	// peak is the most units ever granted at once.
+	peak    int
 	waiters list.List // of *budgetWaiter, oldest first
 	closed  bool
 }
@@ -47,7 +49,7 @@ func (b *budget) acquire(ctx context.Context, n int) error {
 		return errClosed
 	}
 	if b.waiters.Len() == 0 && b.fits(n) {
-		b.used += n
+		b.take(n)
 		b.mu.Unlock()
 		return nil
 	}
@@ -91,6 +93,12 @@ func (b *budget) acquire(ctx context.Context, n int) error {
 	}
 }
 
+// take grants n units. b.mu is held.
+func (b *budget) take(n int) {
+	b.used += n
+	b.peak = max(b.peak, b.used)
+}
+
 // release returns n units and admits the waiters that now fit.
 func (b *budget) release(n int) {
 	b.mu.Lock()
@@ -110,7 +118,7 @@ func (b *budget) grant() {
 		if !b.fits(w.n) {
 			return
 		}
-		b.used += w.n
+		b.take(w.n)
 		b.waiters.Remove(front)
 		close(w.ready)
 	}
@@ -137,6 +145,13 @@ func (b *budget) inUse() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
+}
+
+// usage returns the units granted now and the most ever granted at once.
+func (b *budget) usage() (used, peak int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.peak
 }
 
 // errClosed is the error of every call on a closed log.

@@ -25,11 +25,19 @@ type hub struct {
 	// to every reader waiting for what comes after last.
 	notify chan struct{}
 	gone   bool // the session was forgotten (deleted)
+	// bytes bounds the event data of the session queued or being
+	// committed (Options.SessionBytes); nil when unbounded.
+	bytes *budget
 }
 
-// newHub returns an empty hub whose ring keeps up to ringSize events.
-func newHub(ringSize int) *hub {
-	return &hub{ring: ring{size: ringSize}, notify: make(chan struct{})}
+// newHub returns an empty hub whose ring keeps up to ringSize events and
+// ringBytes of their data.
+func newHub(ringSize, ringBytes, sessionBytes int) *hub {
+	h := &hub{ring: ring{size: ringSize, maxBytes: ringBytes}, notify: make(chan struct{})}
+	if sessionBytes > 0 {
+		h.bytes = newBudget(sessionBytes)
+	}
+	return h
 }
 
 // committed returns the last committed seq, if known.
@@ -91,6 +99,10 @@ func (h *hub) forget() {
 	defer h.mu.Unlock()
 	h.gone, h.known = true, false
 	h.ring.reset()
+	if h.bytes != nil {
+		// Producers waiting for room fail: the session is gone.
+		h.bytes.close()
+	}
 	close(h.notify)
 	h.notify = make(chan struct{})
 }

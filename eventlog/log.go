@@ -31,6 +31,7 @@ const (
 	DefaultMaxBatch  = 2048
 	DefaultQueueSize = 16384
 	DefaultRingSize  = 1024
+	DefaultRingBytes = 4 << 20
 )
 
 // Options tune a Log. Zero values take the defaults.
@@ -45,6 +46,17 @@ type Options struct {
 	// RingSize is how many recent events each session keeps in memory
 	// for live readers.
 	RingSize int
+	// RingBytes bounds the data of the recent events each session keeps
+	// in memory; a committed event past it is let go (readers get it from
+	// the store).
+	RingBytes int
+	// SessionBytes bounds, per session, the bytes of event data enqueued
+	// and not yet committed: an Append of a session past it waits
+	// (back-pressure on that session alone), so one session that floods
+	// the log holds at most this much of the daemon's memory in it. An
+	// event larger than the whole bound is admitted alone, once nothing
+	// else of its session is in flight. 0 leaves sessions unbounded.
+	SessionBytes int
 	// Logger receives commit failures. nil discards them.
 	Logger *slog.Logger
 }
@@ -55,6 +67,8 @@ type Log struct {
 	store     berth.Store
 	maxBatch  int
 	ringSize  int
+	ringBytes int
+	sessBytes int
 	logger    *slog.Logger
 	budget    *budget
 	wake      chan struct{} // capacity 1: "the queue is not empty"
@@ -115,6 +129,14 @@ type request struct {
 	session string
 	// err is set by the writer when the request fails.
 	err error
+	// holds are the session bytes the request holds until it is settled.
+	holds []hold
+}
+
+// hold is n units of one session's byte budget.
+type hold struct {
+	b *budget
+	n int
 }
 
 // New returns a Log over store. Call Open to start it.
@@ -128,18 +150,23 @@ func New(store berth.Store, opts Options) *Log {
 	if opts.RingSize <= 0 {
 		opts.RingSize = DefaultRingSize
 	}
+	if opts.RingBytes <= 0 {
+		opts.RingBytes = DefaultRingBytes
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Log{
-		store:    store,
-		maxBatch: opts.MaxBatch,
-		ringSize: opts.RingSize,
-		logger:   opts.Logger,
-		budget:   newBudget(opts.QueueSize),
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		hubs:     make(map[string]*hub),
+		store:     store,
+		maxBatch:  opts.MaxBatch,
+		ringSize:  opts.RingSize,
+		ringBytes: opts.RingBytes,
+		sessBytes: opts.SessionBytes,
+		logger:    opts.Logger,
+		budget:    newBudget(opts.QueueSize),
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		hubs:      make(map[string]*hub),
 	}
 }
 
@@ -170,6 +197,13 @@ func (l *Log) Close(ctx context.Context) error {
 	l.state = stateClosing
 	l.mu.Unlock()
 	l.budget.close() // fail producers blocked on back-pressure
+	l.hubsMu.Lock()
+	for _, h := range l.hubs {
+		if h.bytes != nil {
+			h.bytes.close()
+		}
+	}
+	l.hubsMu.Unlock()
 	if !started {
 		l.doneOnce.Do(func() { close(l.done) })
 		return nil
@@ -273,13 +307,18 @@ func (l *Log) enqueue(ctx context.Context, evs []berth.Event, wait bool) (*reque
 	if wait {
 		req.done = make(chan error, 1)
 	}
+	if err := l.holdBytes(ctx, req); err != nil {
+		return nil, err
+	}
 	if err := l.budget.acquire(ctx, len(own)); err != nil {
+		req.releaseBytes()
 		return nil, err
 	}
 	l.mu.Lock()
 	if l.state != stateOpen {
 		l.mu.Unlock()
 		l.budget.release(len(own))
+		req.releaseBytes()
 		return nil, errNotOpen(l)
 	}
 	l.push(req)
@@ -343,7 +382,7 @@ func (l *Log) hubFor(sessionID string) *hub {
 	defer l.hubsMu.Unlock()
 	h := l.hubs[sessionID]
 	if h == nil {
-		h = newHub(l.ringSize)
+		h = newHub(l.ringSize, l.ringBytes, l.sessBytes)
 		l.hubs[sessionID] = h
 	}
 	return h

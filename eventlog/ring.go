@@ -3,13 +3,17 @@ package eventlog
 import "github.com/berth-sh/berth"
 
 // ring keeps the most recent events of one session, contiguous in seq, for
-// live readers. Its buffer grows on demand up to size, so a session with
-// few events costs little.
+// live readers: at most size events and, when maxBytes is set, at most
+// maxBytes of their data (an event larger than that is not kept at all:
+// readers get it from the store). Its buffer grows on demand up to size,
+// so a session with few events costs little.
 type ring struct {
-	size int
-	buf  []berth.Event
-	head int // index of the oldest event once the buffer is full
-	n    int
+	size     int
+	maxBytes int
+	buf      []berth.Event
+	head     int // index of the oldest event
+	n        int
+	bytes    int // data bytes of the events held
 }
 
 // at returns the i-th oldest event held.
@@ -23,15 +27,37 @@ func (r *ring) push(evs []berth.Event) {
 		evs = evs[len(evs)-r.size:]
 	}
 	for _, e := range evs {
-		if len(r.buf) < r.size {
-			// Growing: the buffer is in order from index 0 and n == len.
-			r.buf = append(r.buf, e)
-			r.n++
-			continue
+		if r.n == r.size {
+			r.dropOldest()
 		}
-		r.buf[r.head] = e
-		r.head = (r.head + 1) % r.size
+		if r.n == len(r.buf) {
+			r.grow()
+		}
+		r.buf[(r.head+r.n)%len(r.buf)] = e
+		r.n++
+		r.bytes += len(e.Data)
+		for r.maxBytes > 0 && r.bytes > r.maxBytes && r.n > 0 {
+			r.dropOldest()
+		}
 	}
+}
+
+// grow makes room for more events, up to size, keeping them in order.
+func (r *ring) grow() {
+	buf := make([]berth.Event, min(r.size, max(2*len(r.buf), 16)))
+	for i := range r.n {
+		buf[i] = *r.at(i)
+	}
+	r.buf, r.head = buf, 0
+}
+
+// dropOldest forgets the oldest event, letting its data go.
+func (r *ring) dropOldest() {
+	e := &r.buf[r.head]
+	r.bytes -= len(e.Data)
+	*e = berth.Event{}
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
 }
 
 // last returns the seq of the newest event held, 0 when empty.
@@ -62,5 +88,5 @@ func (r *ring) after(pos int64, limit int) []berth.Event {
 
 // reset drops every event and the buffer.
 func (r *ring) reset() {
-	r.buf, r.head, r.n = nil, 0, 0
+	r.buf, r.head, r.n, r.bytes = nil, 0, 0, 0
 }

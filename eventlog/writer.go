@@ -250,6 +250,8 @@ func (l *Log) loadLast(id string) (int64, string, error) {
 
 // settle records the outcome of a request and hands it to its waiter.
 func (l *Log) settle(req *request) {
+	// Committed (or failed): the session's producers may fill the room.
+	req.releaseBytes()
 	var err error
 	switch {
 	case req.flush && req.session != "":

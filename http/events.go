@@ -1,6 +1,7 @@
 package http
 
 import (
+	"io"
 	"net/http"
 
 	"github.com/berth-sh/berth"
@@ -54,20 +55,38 @@ type transcript struct {
 	Turns []berth.TranscriptTurn `json:"turns"`
 }
 
-// handleTranscript answers GET /v1/sessions/{id}/transcript.
+// handleTranscript answers GET /v1/sessions/{id}/transcript with
+// {"turns":[…]}, written one turn at a time: the answer is never held in
+// memory whole next to the turns it is made of.
 func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
 	turns, err := s.svc.Transcript(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if turns == nil {
-		turns = []berth.TranscriptTurn{}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	// A failed write means the client is gone: stop there.
+	if _, err := io.WriteString(w, `{"turns":[`); err != nil {
+		return
 	}
 	for i := range turns {
-		if turns[i].ToolCalls == nil {
-			turns[i].ToolCalls = []berth.TranscriptToolUse{}
+		t := &turns[i]
+		if t.ToolCalls == nil {
+			t.ToolCalls = []berth.TranscriptToolUse{}
 		}
+		if i > 0 {
+			if _, err := io.WriteString(w, ","); err != nil {
+				return
+			}
+		}
+		text := t.Text
+		t.Text = ""
+		if encodeWithText(w, t, text) != nil || r.Context().Err() != nil {
+			return
+		}
+		// What is written is not needed any more.
+		*t = berth.TranscriptTurn{}
 	}
-	writeJSON(w, http.StatusOK, transcript{Turns: turns})
+	_, _ = io.WriteString(w, "]}\n")
 }

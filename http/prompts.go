@@ -46,7 +46,12 @@ func (s *Server) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, turn)
+	// The turn's text (which may be long) is escaped straight to the client.
+	out := *turn
+	out.Text = ""
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = encodeWithText(w, &out, turn.Text)
 }
 
 // cancelResult is the answer of POST /v1/sessions/{id}/cancel.

@@ -377,7 +377,8 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	handler := &agentHandler{rt: rt}
 	rt.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, handler, acp.Options{
 		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger, OnSkippedLine: rt.skippedLine,
-		StartOffset: base,
+		OnOversizedLine: rt.oversizedLine,
+		StartOffset:     base,
 	})
 	// The pid (and the shim) are recorded before anything can stop the
 	// session, so a daemon that dies now leaves what the next one needs to

@@ -49,12 +49,17 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 	}
 	rt := h.rt
 	typ, data := updateEvent(&u)
+	// A session past its budget of bytes in flight waits here, before it
+	// takes the runtime's lock: the agent is held back, the API is not.
+	if err := rt.m.log.WaitRoom(context.Background(), rt.id, len(data)); err != nil {
+		rt.logger.Debug("wait for room in the log", "err", err)
+	}
 	rt.mu.Lock()
 	turnID := ""
 	if t := rt.turn; t != nil {
 		turnID = t.id
 		if u.Kind == acp.UpdateAgentMessageChunk {
-			t.addText(data.(textData).Text)
+			t.addChunk(&u)
 		}
 	}
 	rt.emitFrom(rt.linePos(), turnID, typ, data)
@@ -104,18 +109,38 @@ func (rt *runtime) deliverSteerLocked(t *turn) {
 }
 
 // updateEvent returns the event type and data for an update.
-func updateEvent(u *acp.Update) (string, any) {
+func updateEvent(u *acp.Update) (string, json.RawMessage) {
+	typ, v := updateData(u)
+	if raw, ok := v.(json.RawMessage); ok {
+		return typ, raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value updateData returns marshals: this is a bug.
+		panic("session: update event data: " + err.Error())
+	}
+	return typ, b
+}
+
+// updateData returns the event type and data (to marshal, or already
+// JSON) for an update.
+func updateData(u *acp.Update) (string, any) {
 	switch u.Kind {
 	case acp.UpdateAgentMessageChunk, acp.UpdateAgentThoughtChunk, acp.UpdateUserMessageChunk:
-		d := textData{Text: u.Text()}
-		if d.Text == "" && len(u.Content) > 0 {
-			d.Content = u.Content
-		}
 		typ := berth.EventAgentMessage
 		if u.Kind == acp.UpdateAgentThoughtChunk {
 			typ = berth.EventAgentThought
 		} else if u.Kind == acp.UpdateUserMessageChunk {
 			typ = berth.EventUserMessage
+		}
+		// The text as the agent wrote it becomes the data: never decoded
+		// or encoded again, and copied at most once.
+		if data := u.TextJSON(`{"text":`, `}`); data != nil {
+			return typ, json.RawMessage(data)
+		}
+		d := textData{Text: u.Text()}
+		if d.Text == "" && len(u.Content) > 0 {
+			d.Content = u.Content
 		}
 		return typ, d
 	case acp.UpdateToolCall:

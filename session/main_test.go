@@ -66,6 +66,10 @@ type env struct {
 	store berth.Store
 	log   *eventlog.Log
 	m     *Manager
+	// logOpts are the event log's options; wrap, when set, stands between
+	// the store and everything over it.
+	logOpts eventlog.Options
+	wrap    func(berth.Store) berth.Store
 }
 
 // newEnv opens a manager; it is closed at the end of the test.
@@ -86,11 +90,15 @@ func (e *env) open(tweak ...func(*Options)) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg := eventlog.New(st, eventlog.Options{})
+	var over berth.Store = st
+	if e.wrap != nil {
+		over = e.wrap(st)
+	}
+	lg := eventlog.New(over, e.logOpts)
 	if err := lg.Open(); err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{Store: st, Log: lg, Catalog: catalog(), Providers: []berth.SandboxProvider{host.New()},
+	opts := Options{Store: over, Log: lg, Catalog: catalog(), Providers: []berth.SandboxProvider{host.New()},
 		Sandbox: SandboxPolicy{Default: berth.SandboxHost, AllowHost: true, AllowNetwork: true},
 		Limits: Limits{MaxPromptBytes: 256 << 10, HandshakeTimeout: 5 * time.Second, StopGrace: 2 * time.Second,
 			CancelGrace: 2 * time.Second},

@@ -131,7 +131,8 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
 	handler := &agentHandler{rt: rt}
 	rt.client = acp.NewClient(acp.Pipe{R: p.Stdout(), W: p.Stdin()}, handler, acp.Options{
 		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger, OnSkippedLine: rt.skippedLine,
-		StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: serve,
+		OnOversizedLine: rt.oversizedLine,
+		StartOffset:     h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: serve,
 	})
 
 	// The turn in flight waits for the answer to the latest prompt the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -506,6 +507,20 @@ func (rt *runtime) skippedLine(line []byte) {
 	})
 }
 
+// oversizedLine records, in the session's log, a stdout line the agent
+// wrote that was over limits.max_line_bytes and was skipped. Tagged with
+// the line's end, so a shim's replay after a restart does not warn again
+// once the warning is committed. Only the ACP reader goroutine calls it.
+func (rt *runtime) oversizedLine(size int64) {
+	limit := rt.client.MaxLineBytes()
+	rt.emitFrom(rt.linePos(), rt.currentTurnID(), berth.EventRuntimeWarning, map[string]any{
+		"reason": fmt.Sprintf("the agent wrote a line of %d bytes, over the cap of %d bytes (limits.max_line_bytes); it was skipped",
+			size, limit),
+		"line_bytes": size,
+		"max_bytes":  limit,
+	})
+}
+
 // stderrData is the data of an agent_stderr event.
 type stderrData struct {
 	Line string `json:"line"`
@@ -529,6 +544,21 @@ func (rt *runtime) rememberResultLocked(r *berth.TurnResult) {
 		delete(rt.results, rt.resultIDs[0])
 		rt.resultIDs = rt.resultIDs[1:]
 	}
+}
+
+// addChunk adds an agent message chunk to the turn's text. A chunk whose
+// text is surely past maxTurnText is not decoded: a JSON string literal
+// of n bytes holds at least (n-2)/6 bytes of text.
+func (t *turn) addChunk(u *acp.Update) {
+	if t.textCut {
+		return
+	}
+	if raw := u.RawText(); raw != nil && t.text.Len()+(len(raw)-2)/6 > maxTurnText {
+		t.textCut = true
+		t.text.Reset()
+		return
+	}
+	t.addText(u.Text())
 }
 
 // addText appends a message chunk to the turn's text, up to maxTurnText.

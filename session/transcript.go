@@ -9,7 +9,13 @@ import (
 	"github.com/berth-sh/berth"
 )
 
+// transcriptPage is how many events a transcript reads from the store at
+// a time.
+const transcriptPage = 256
+
 // Transcript implements berth.SessionService: it folds the log into turns.
+// The work is linear in the log's size, and stops as soon as ctx ends (a
+// client that went away).
 func (m *Manager) Transcript(ctx context.Context, id string) ([]berth.TranscriptTurn, error) {
 	if m.runtimeOf(id) == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
@@ -17,31 +23,64 @@ func (m *Manager) Transcript(ctx context.Context, id string) ([]berth.Transcript
 		}
 	}
 	var b transcriptBuilder
-	after := int64(0)
-	for {
-		evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit})
-		if err != nil {
-			return nil, err
-		}
-		for i := range evs {
-			b.add(&evs[i])
-		}
-		if len(evs) < berth.MaxEventLimit {
-			break
-		}
-		after = evs[len(evs)-1].Seq
+	if err := m.foldLog(ctx, id, berth.EventFilter{}, &b); err != nil {
+		return nil, err
 	}
-	if b.turns == nil {
+	turns := b.finish()
+	if turns == nil {
 		return []berth.TranscriptTurn{}, nil
 	}
-	return b.turns, nil
+	return turns, nil
 }
 
-// transcriptBuilder folds events into turns.
+// foldLog folds the session's events that f selects (its After and Limit
+// are set here) into b, a page at a time, checking ctx between events.
+func (m *Manager) foldLog(ctx context.Context, id string, f berth.EventFilter, b *transcriptBuilder) error {
+	f.After, f.Limit = 0, transcriptPage
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		evs, err := m.store.ListEvents(ctx, id, f)
+		if err != nil {
+			return err
+		}
+		for i := range evs {
+			if i%64 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			b.add(&evs[i])
+		}
+		if len(evs) < f.Limit {
+			return nil
+		}
+		f.After = evs[len(evs)-1].Seq
+	}
+}
+
+// transcriptBuilder folds events into turns. Each turn's text and thoughts
+// are kept as the chunks decoded from the log and joined once, into a
+// string of their exact size, by finish: appending to a string would copy
+// the whole text again for every chunk, and a growing buffer leaves about
+// twice the text behind it.
 type transcriptBuilder struct {
-	turns []berth.TranscriptTurn
-	index map[string]int // turn id → position in turns
-	calls map[string]int // turn id + tool call id → position in the turn's calls
+	turns    []berth.TranscriptTurn
+	text     []pieces // per turn, parallel to turns
+	thoughts []pieces
+	index    map[string]int // turn id → position in turns
+	calls    map[string]int // turn id + tool call id → position in the turn's calls
+}
+
+// finish returns the turns with their text.
+func (b *transcriptBuilder) finish() []berth.TranscriptTurn {
+	for i := range b.turns {
+		b.turns[i].Text = b.text[i].join()
+		b.turns[i].Thoughts = b.thoughts[i].join()
+	}
+	b.text, b.thoughts = nil, nil
+	return b.turns
 }
 
 // add folds one event in.
@@ -58,6 +97,8 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 		b.index[ev.TurnID] = len(b.turns)
 		b.turns = append(b.turns, berth.TranscriptTurn{TurnID: ev.TurnID, Prompt: d.Text, Source: d.Source,
 			StartSeq: ev.Seq, ToolCalls: []berth.TranscriptToolUse{}})
+		b.text = append(b.text, pieces{})
+		b.thoughts = append(b.thoughts, pieces{})
 		return
 	}
 	i, ok := b.index[ev.TurnID]
@@ -70,9 +111,9 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 		var d textData
 		_ = json.Unmarshal(ev.Data, &d)
 		if ev.Type == berth.EventAgentMessage {
-			t.Text += d.Text
+			b.text[i].add(d.Text)
 		} else {
-			t.Thoughts += d.Text
+			b.thoughts[i].add(d.Text)
 		}
 	case berth.EventToolCall, berth.EventToolCallUpdate:
 		var d toolCallData
@@ -111,6 +152,33 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 			t.Usage = d.Usage
 		}
 	}
+}
+
+// pieces is a text kept as the chunks it came in.
+type pieces struct {
+	chunks []string
+	size   int
+}
+
+// add appends a chunk.
+func (p *pieces) add(s string) {
+	if s != "" {
+		p.chunks = append(p.chunks, s)
+		p.size += len(s)
+	}
+}
+
+// join returns the text, built in one buffer of its exact size.
+func (p *pieces) join() string {
+	if len(p.chunks) == 1 {
+		return p.chunks[0]
+	}
+	var b strings.Builder
+	b.Grow(p.size)
+	for _, c := range p.chunks {
+		b.WriteString(c)
+	}
+	return b.String()
 }
 
 // transcriptPreamble renders a session's conversation so far for an agent

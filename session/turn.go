@@ -271,13 +271,20 @@ func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnR
 	return m.turnFromLog(ctx, id, turnID)
 }
 
-// turnFromLog rebuilds a finished turn's result from its events.
+// turnFromLog rebuilds a finished turn's result from its events alone
+// (the store finds them by the turn), in time linear in their size; it
+// stops when ctx ends.
 func (m *Manager) turnFromLog(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
-	turns, err := m.Transcript(ctx, id)
-	if err != nil {
+	if m.runtimeOf(id) == nil {
+		if _, err := m.store.GetSession(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	var b transcriptBuilder
+	if err := m.foldLog(ctx, id, berth.EventFilter{TurnID: turnID}, &b); err != nil {
 		return nil, err
 	}
-	for _, t := range turns {
+	for _, t := range b.finish() {
 		if t.TurnID != turnID {
 			continue
 		}

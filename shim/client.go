@@ -110,8 +110,11 @@ func (p *Proc) read(r *bufio.Reader) {
 	// Once nobody reads stdout, its frames are dropped: the exit that
 	// follows them is still seen.
 	discard := false
+	// Stdout frames (64 KiB from the shim's spool) are read into one buffer:
+	// the pipe's Write returns only once its reader has copied them.
+	buf := make([]byte, 64<<10)
 	for !p.isDetached() {
-		typ, payload, err := readFrame(r)
+		typ, payload, err := readFrameInto(r, maxFrame, buf)
 		if err != nil {
 			break
 		}
@@ -124,7 +127,7 @@ func (p *Proc) read(r *bufio.Reader) {
 			}
 		case frameStderr:
 			select {
-			case errc <- payload:
+			case errc <- bytes.Clone(payload):
 			default:
 			}
 		case frameExit:

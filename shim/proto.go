@@ -140,6 +140,13 @@ func readFrame(r *bufio.Reader) (byte, []byte, error) { return readFrameMax(r, m
 
 // readFrameMax reads one frame of at most limit bytes.
 func readFrameMax(r *bufio.Reader, limit uint32) (byte, []byte, error) {
+	return readFrameInto(r, limit, nil)
+}
+
+// readFrameInto reads one frame of at most maxFrame bytes into buf when it
+// is large enough (the payload is then valid until buf is reused), else
+// into a fresh slice.
+func readFrameInto(r *bufio.Reader, limit uint32, buf []byte) (byte, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
@@ -148,7 +155,11 @@ func readFrameMax(r *bufio.Reader, limit uint32) (byte, []byte, error) {
 	if n > limit {
 		return 0, nil, fmt.Errorf("shim: frame of %d bytes is over the cap", n)
 	}
-	payload := make([]byte, n)
+	payload := buf[:0]
+	if uint32(cap(buf)) < n {
+		payload = make([]byte, n)
+	}
+	payload = payload[:n]
 	if _, err := io.ReadFull(r, payload); err != nil {
 		return 0, nil, err
 	}

@@ -123,7 +123,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if d.store, err = openStore(ctx, o.home, o.cfg.Store, o.acceptEmptyStore, o.logger); err != nil {
 		return nil, err
 	}
-	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger})
+	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger, SessionBytes: o.cfg.Limits.SessionInflightBytes})
 	if err = d.log.Open(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,113 @@
+package session
+
+import (
+	"context"
+	"errors"
+	goruntime "runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/berth-sh/berth"
+)
+
+// foldAlloc folds a turn of n chunks of size bytes and returns the bytes
+// allocated per byte of text.
+func foldAlloc(t *testing.T, n, size int) float64 {
+	t.Helper()
+	chunk := strings.Repeat("x", size)
+	evs := []berth.Event{berth.NewEvent("ses_1", "turn_1", berth.EventTurnStarted, turnStartedData{Text: "go"})}
+	for range n {
+		evs = append(evs, berth.NewEvent("ses_1", "turn_1", berth.EventAgentMessage, textData{Text: chunk}))
+	}
+	evs = append(evs, berth.NewEvent("ses_1", "turn_1", berth.EventTurnEnded, turnEndedData{StopReason: "end_turn"}))
+
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	var b transcriptBuilder
+	for i := range evs {
+		b.add(&evs[i])
+	}
+	turns := b.finish()
+	goruntime.ReadMemStats(&after)
+	if len(turns) != 1 || len(turns[0].Text) != n*size {
+		t.Fatalf("turns: %d, text %d bytes", len(turns), len(turns[0].Text))
+	}
+	return float64(after.TotalAlloc-before.TotalAlloc) / float64(n*size)
+}
+
+// Folding a turn costs memory (and so copying) in proportion to its text,
+// whatever the number of chunks: appending each chunk to a string copied
+// the whole text so far every time (n/2 times the text for n chunks).
+func TestTranscriptCostIsLinearInTheText(t *testing.T) {
+	for _, n := range []int{64, 512} {
+		// One decode of each chunk, and one join: about 2×.
+		if r := foldAlloc(t, n, 8<<10); r > 3 {
+			t.Fatalf("folding %d chunks allocated %.1f× their text: not linear", n, r)
+		}
+	}
+}
+
+// listHook is a store whose ListEvents calls are counted, and run after.
+type listHook struct {
+	berth.Store
+	calls atomic.Int64
+	after func()
+}
+
+func (s *listHook) ListEvents(ctx context.Context, id string, f berth.EventFilter) ([]berth.Event, error) {
+	evs, err := s.Store.ListEvents(ctx, id, f)
+	s.calls.Add(1)
+	if s.after != nil {
+		s.after()
+	}
+	return evs, err
+}
+
+// A client that goes away while its transcript is rebuilt (GET
+// …/transcript, or ?wait=true on a turn rebuilt from the log) stops the
+// work: nothing more is read from the store.
+func TestTranscriptStopsWhenTheClientLeaves(t *testing.T) {
+	var hook *listHook
+	e := newEnv(t, func(o *Options) {
+		hook = &listHook{Store: o.Store}
+		o.Store = hook
+	})
+	s := e.create(berth.CreateRequest{})
+	// Over 1 MiB of text: the turn's result is not kept in memory, so a
+	// late waiter rebuilds it from the log; and several pages of events.
+	res := e.prompt(s.ID, "flood 600 2048")
+	if res.StopReason != berth.TurnEndTurn {
+		t.Fatalf("turn: %+v", res)
+	}
+	if err := e.log.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The whole turn comes back when the client stays.
+	got, err := e.m.WaitTurn(context.Background(), s.ID, res.TurnID)
+	if err != nil || len(got.Text) != 600*2048 || got.StopReason != berth.TurnEndTurn {
+		t.Fatalf("rebuilt turn: %d bytes, %+v", len(got.Text), err)
+	}
+
+	rebuilds := map[string]func(context.Context) error{
+		"transcript": func(ctx context.Context) error { _, err := e.m.Transcript(ctx, s.ID); return err },
+		"wait":       func(ctx context.Context) error { _, err := e.m.WaitTurn(ctx, s.ID, res.TurnID); return err },
+	}
+	for name, rebuild := range rebuilds {
+		ctx, cancel := context.WithCancel(context.Background())
+		hook.calls.Store(0)
+		// The client leaves once the first page is read.
+		hook.after = cancel
+		err := rebuild(ctx)
+		hook.after = nil
+		cancel()
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: err = %v, want context.Canceled", name, err)
+		}
+		if n := hook.calls.Load(); n != 1 {
+			t.Fatalf("%s: %d pages read after the client left, want none", name, n-1)
+		}
+	}
+}
