@@ -10,7 +10,8 @@ import (
 )
 
 // authenticate refuses every request that lacks "Authorization: Bearer
-// <token>" when the server has a token. Both sides are hashed first, so the
+// <token>" when the server has a token, except the web UI's pages and
+// files, which carry no data. Both sides are hashed first, so the
 // constant-time comparison does not leak the token's length either.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	if s.opts.Token == "" {
@@ -18,6 +19,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	}
 	want := sha256.Sum256([]byte(s.opts.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isUIRequest(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if !bearerMatches(r.Header.Get("Authorization"), want) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
 			s.writeError(w, r, berth.Errorf(berth.EUnauthenticated, "a valid bearer token is required (Authorization: Bearer <token>)"))
