@@ -85,7 +85,13 @@ func startServer(t *testing.T, home string, args ...string) *server {
 // startServerEnv is startServer with extra environment ("K=V").
 func startServerEnv(t *testing.T, home string, env []string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, home: home, addr: freeAddr(t), log: &bytes.Buffer{}}
+	return startServerAddr(t, home, freeAddr(t), env, args...)
+}
+
+// startServerAddr is startServerEnv on a given address.
+func startServerAddr(t *testing.T, home, addr string, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, home: home, addr: addr, log: &bytes.Buffer{}}
 	s.cmd = exec.Command(bin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
 	s.cmd.Env = cleanEnv(home, env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // Timeout bounds every Run.
@@ -37,6 +38,12 @@ func New(t testing.TB) *Browser {
 	if err != nil {
 		testenv.Missing(t, "chromium", "%v", err)
 	}
+	// The profile is removed after the browser is gone (t.TempDir would
+	// race with Chromium's last writes).
+	profile, err := os.MkdirTemp("", "berth-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -44,7 +51,7 @@ func New(t testing.TB) *Browser {
 		chromedp.DisableGPU,
 		chromedp.NoFirstRun,
 		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		// This machine has no network: without these Chromium floods the
 		// log with refused connections to Google's services.
 		chromedp.Flag("disable-background-networking", true),
@@ -56,14 +63,20 @@ func New(t testing.TB) *Browser {
 		chromedp.WindowSize(1280, 900),
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, bcancel := chromedp.NewContext(actx)
+	// chromedp reports CDP events it does not know as errors; they are not.
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(format string, args ...any) {
+		if msg := fmt.Sprintf(format, args...); !strings.Contains(msg, "unhandled") {
+			t.Logf("chromedp: %s", msg)
+		}
+	}))
 	// The first Run starts the browser.
 	if err := chromedp.Run(bctx); err != nil {
 		bcancel()
 		acancel()
+		os.RemoveAll(profile)
 		t.Fatalf("start chromium: %v", err)
 	}
-	b := &Browser{ctx: bctx, cancel: func() { bcancel(); acancel() }}
+	b := &Browser{ctx: bctx, cancel: func() { bcancel(); acancel(); os.RemoveAll(profile) }}
 	t.Cleanup(b.cancel)
 	return b
 }
@@ -149,7 +162,9 @@ func (tab *Tab) WaitFor(what, expr string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			tab.t.Fatalf("timed out waiting for %s (%s); last error %v; page errors %v", what, expr, err, tab.Errors())
+			var text string
+			_ = tab.TryRun(chromedp.Evaluate(`document.body.innerText.slice(-3000)`, &text))
+			tab.t.Fatalf("timed out waiting for %s (%s); last error %v; page errors %v; the page ends with:\n%s", what, expr, err, tab.Errors(), text)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
@@ -166,17 +181,48 @@ func Field(label string) string {
 	return fmt.Sprintf(`//*[@id=//label[normalize-space(.)=%s]/@for]`, xpathString(label))
 }
 
-// Click clicks the first node matching the XPath sel once it is visible.
+// Click clicks the first node matching the XPath sel once it is there,
+// visible and enabled (looked up afresh each try, so a re-rendered list
+// cannot leave it clicking a detached node).
 func Click(sel string) chromedp.Action {
-	return chromedp.Click(sel, chromedp.BySearch, chromedp.NodeVisible)
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		js := fmt.Sprintf(`(() => { const el = document.evaluate(%q, document, null, 9, null).singleNodeValue;
+			if (!el || el.disabled || !el.getClientRects().length) return false; el.click(); return true; })()`, sel)
+		for {
+			var ok bool
+			if err := chromedp.Evaluate(js, &ok).Do(ctx); err != nil {
+				return err
+			}
+			if ok {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("no enabled, visible %s: %w", sel, ctx.Err())
+			case <-time.After(25 * time.Millisecond):
+			}
+		}
+	})
 }
 
-// Type replaces the value of the control at the XPath sel with text.
+// Type replaces the value of the control at the XPath sel with text,
+// typed key by key.
 func Type(sel, text string) chromedp.Action {
 	return chromedp.Tasks{
 		chromedp.WaitVisible(sel, chromedp.BySearch),
-		chromedp.SetValue(sel, "", chromedp.BySearch),
-		chromedp.SendKeys(sel, text, chromedp.BySearch),
+		// Select what is there and delete it, as a user would.
+		chromedp.Evaluate(fmt.Sprintf(`(() => { const el = document.evaluate(%q, document, null, 9, null).singleNodeValue; el.focus(); el.select(); return true; })()`, sel), nil),
+		chromedp.SendKeys(sel, kb.Backspace+text, chromedp.BySearch),
+	}
+}
+
+// Select chooses value in the <select> at the XPath sel, as a user's pick
+// would (with its input and change events).
+func Select(sel, value string) chromedp.Action {
+	return chromedp.Tasks{
+		chromedp.WaitVisible(sel, chromedp.BySearch),
+		chromedp.Evaluate(fmt.Sprintf(`(() => { const el = document.evaluate(%q, document, null, 9, null).singleNodeValue;
+			el.value = %q; el.dispatchEvent(new Event('input', {bubbles: true})); el.dispatchEvent(new Event('change', {bubbles: true})); return el.value; })()`, sel, value), nil),
 	}
 }
 
@@ -184,7 +230,17 @@ func Type(sel, text string) chromedp.Action {
 func (tab *Tab) Screenshot(path string) {
 	tab.t.Helper()
 	var png []byte
-	tab.Run(chromedp.FullScreenshot(&png, 90))
+	tab.Run(chromedp.FullScreenshot(&png, 100))
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		tab.t.Fatal(err)
+	}
+}
+
+// ScreenshotViewport saves a PNG of what the window shows at path.
+func (tab *Tab) ScreenshotViewport(path string) {
+	tab.t.Helper()
+	var png []byte
+	tab.Run(chromedp.CaptureScreenshot(&png))
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		tab.t.Fatal(err)
 	}

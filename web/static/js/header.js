@@ -64,7 +64,7 @@ export function create(id, hooks) {
       title.textContent = s.name || s.id;
       document.title = `${s.name || s.id} · berth`;
       badgeSlot.replaceChildren(badge(s.badge));
-      const fact = (k, v) => [h('dt', { text: k }), h('dd', {}, v)];
+      const fact = (k, v) => h('div', {}, h('dt', { text: k }), h('dd', {}, v));
       facts.replaceChildren(...[
         fact('ID', s.id),
         fact('Agent', s.agent),
@@ -76,7 +76,7 @@ export function create(id, hooks) {
         fact('Last activity', ago(s.last_activity_at)),
         s.parent_id ? fact('Parent', h('a', { href: `/sessions/${encodeURIComponent(s.parent_id)}`, text: s.parent_id })) : null,
         s.failure ? fact('Failure', `${s.failure.kind}: ${s.failure.message}`) : null,
-      ].filter(Boolean).flat());
+      ].filter(Boolean));
       const busy = ['running', 'waiting', 'hung'].includes(s.badge);
       cancel.disabled = !busy;
       stop.disabled = s.state === 'stopped';

@@ -7,8 +7,9 @@ import { h } from './dom.js';
 export function create(id) {
   const list = h('ol', { class: 'queue' });
   const status = h('p', { class: 'error', role: 'alert' });
+  const empty = h('p', { class: 'muted', text: 'Nothing queued.' });
   const element = h('section', { class: 'panel', 'aria-labelledby': 'queue-title' },
-    h('h2', { id: 'queue-title', text: 'Queue' }), list, status);
+    h('h2', { id: 'queue-title', text: 'Queue' }), list, empty, status);
 
   // refresh fetches the queue and shows its pending entries.
   async function refresh() {
@@ -32,7 +33,7 @@ export function create(id) {
         }
         refresh();
       } }))));
-    if (!entries.length) list.append(h('li', { class: 'muted', text: 'Nothing queued.' }));
+    empty.hidden = entries.length > 0;
   }
   return { element, refresh };
 }

@@ -43,9 +43,9 @@ export function mount(main) {
       h('h1', { text: 'Sessions' }),
       h('button', { type: 'button', class: 'primary', text: 'New session', onclick: () => form.open() })),
     h('form', { class: 'filters', role: 'search', 'aria-label': 'Filter sessions', onsubmit: (e) => e.preventDefault() },
-      h('label', { for: 'f-state', text: 'State' }), stateSel,
-      h('label', { for: 'f-agent', text: 'Agent' }), agentSel,
-      h('label', { for: 'f-label', text: 'Label' }), labelIn),
+      h('label', { for: 'f-state', text: 'Filter by state' }), stateSel,
+      h('label', { for: 'f-agent', text: 'Filter by agent' }), agentSel,
+      h('label', { for: 'f-label', text: 'Filter by label' }), labelIn),
     status,
     h('table', { class: 'sessions' },
       h('thead', {}, h('tr', {}, ['Name', 'Agent', 'State', 'Badge', 'Workspace', 'Last activity', 'Pending permissions']

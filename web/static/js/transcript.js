@@ -20,6 +20,7 @@ export class Transcript {
     this.el = el;
     this.hooks = hooks;
     this.lastSeq = 0;
+    this.count = 0;
     this.open = null;
     this.tools = new Map();
     this.perms = new Map();
@@ -33,12 +34,16 @@ export class Transcript {
     for (const ev of events) {
       if (!(ev.seq > this.lastSeq)) continue;
       this.lastSeq = ev.seq;
+      this.count++;
       this.one(ev);
     }
     for (const b of this.dirty) b.draw();
     this.dirty.clear();
     this.el.append(this.out);
     this.out = null;
+    // Shown for tests and the curious: count == last-seq means no hole.
+    this.el.dataset.lastSeq = String(this.lastSeq);
+    this.el.dataset.count = String(this.count);
   }
 
   // one renders one event.
