@@ -19,8 +19,12 @@ const (
 	EConflict        = "conflict"
 	ETooLarge        = "payload_too_large"
 	EQueueFull       = "queue_full"
-	EUnavailable     = "unavailable"
-	EInternal        = "internal"
+	// EUnsupportedMedia refuses a request body that is not JSON (HTTP 415).
+	EUnsupportedMedia = "unsupported_media_type"
+	// ERateLimited refuses an address that guessed wrong too often (HTTP 429).
+	ERateLimited = "rate_limited"
+	EUnavailable = "unavailable"
+	EInternal    = "internal"
 )
 
 // Error is an error that a user may see. Message is safe to show: it never

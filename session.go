@@ -2,6 +2,7 @@ package berth
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -241,6 +242,26 @@ const (
 	ModeInterrupt = "interrupt"
 	ModeSteer     = "steer"
 )
+
+// MaxSessionSeconds bounds ttl_seconds and idle_timeout_seconds: ten years,
+// far below the ~292 years where seconds overflow a time.Duration.
+const MaxSessionSeconds = 10 * 365 * 24 * 3600
+
+// ValidateTimes checks ttl_seconds and idle_timeout_seconds: 0 (none, or
+// the default) up to MaxSessionSeconds. Out of range is EInvalid naming the
+// field.
+func (r *CreateRequest) ValidateTimes() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"ttl_seconds", r.TTLSeconds}, {"idle_timeout_seconds", r.IdleTimeoutSeconds}} {
+		if f.v < 0 || f.v > MaxSessionSeconds {
+			return &Error{Code: EInvalid, Message: fmt.Sprintf("%s must be between 0 and %d", f.name, MaxSessionSeconds),
+				Details: map[string]any{"field": f.name}}
+		}
+	}
+	return nil
+}
 
 // PromptRequest is the body of POST /v1/sessions/{id}/prompts.
 type PromptRequest struct {

@@ -9,6 +9,7 @@ package config
 
 import (
 	"net"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,8 +32,25 @@ type Config struct {
 type Server struct {
 	// Addr is the TCP listen address, host:port. Default "127.0.0.1:7380".
 	Addr string `toml:"addr"`
-	// Token, when set, is the bearer token every request must carry.
+	// Token is the bearer token every TCP request must carry; "" means the
+	// one the daemon generates into $BERTH_HOME/token at first start.
 	Token string `toml:"token"`
+	// LoopbackWithoutToken lets a loopback TCP listener serve without a
+	// token, as before v2 (a warning is logged at every start).
+	LoopbackWithoutToken bool `toml:"loopback_without_token"`
+	// AllowedHosts are Host header names accepted on TCP besides the listen
+	// address, localhost, 127.0.0.1 and [::1].
+	AllowedHosts []string `toml:"allowed_hosts"`
+	// AllowedOrigins are the Origin values (scheme://host[:port]) that may
+	// call the API from a browser besides the daemon's own origin.
+	AllowedOrigins []string `toml:"allowed_origins"`
+	// SessionTTL is how long a browser sign-in lasts (1m..30d, default 12h).
+	SessionTTL Duration `toml:"session_ttl"`
+	// BodyTimeout is how long a request body may take to arrive
+	// (1s..1h, default 30s).
+	BodyTimeout Duration `toml:"body_timeout"`
+	// MaxConnections caps the open TCP connections (8..1000000, default 512).
+	MaxConnections int `toml:"max_connections"`
 	// Socket is the Unix socket path; "" means $BERTH_HOME/berth.sock.
 	Socket string `toml:"socket"`
 	// StopSessionsOnExit stops every session when the daemon exits instead
@@ -146,8 +164,9 @@ const (
 // Default returns the configuration berth runs with when nothing is set.
 func Default() *Config {
 	return &Config{
-		Server: Server{Addr: "127.0.0.1:7380"},
-		Store:  Store{Sync: SyncNormal},
+		Server: Server{Addr: "127.0.0.1:7380", SessionTTL: Duration{12 * time.Hour},
+			BodyTimeout: Duration{30 * time.Second}, MaxConnections: 512},
+		Store: Store{Sync: SyncNormal},
 		Sandbox: Sandbox{
 			Default:      berth.SandboxAuto,
 			AllowHost:    true,
@@ -209,7 +228,31 @@ func (s *Server) validate() error {
 			return invalid("server.socket is longer than %d bytes, the Unix socket limit", maxSocketPath)
 		}
 	}
-	return nil
+	for _, h := range s.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ \t@") {
+			return invalid("server.allowed_hosts: %q is not a host name", h)
+		}
+	}
+	for _, o := range s.AllowedOrigins {
+		if !validOrigin(o) {
+			return invalid("server.allowed_origins: %q is not an origin (want scheme://host[:port])", o)
+		}
+	}
+	if s.SessionTTL.Duration < time.Minute || s.SessionTTL.Duration > 30*24*time.Hour {
+		return invalid("server.session_ttl = %s is out of range (1m..720h)", s.SessionTTL)
+	}
+	if s.BodyTimeout.Duration < time.Second || s.BodyTimeout.Duration > time.Hour {
+		return invalid("server.body_timeout = %s is out of range (1s..1h)", s.BodyTimeout)
+	}
+	return intRange("server.max_connections", s.MaxConnections, 8, 1000000)
+}
+
+// validOrigin reports whether o is a browser origin: http or https, a host,
+// an optional port, and nothing else.
+func validOrigin(o string) bool {
+	u, err := url.Parse(o)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" &&
+		u.Path == "" && u.RawQuery == "" && u.Fragment == "" && u.User == nil && u.String() == o
 }
 
 func (s *Store) validate() error {

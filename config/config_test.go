@@ -257,6 +257,13 @@ func TestOutOfRange(t *testing.T) {
 		{"[server]\naddr = \"localhost:99999\"\n", "server.addr"},
 		{"[server]\nsocket = \"rel/berth.sock\"\n", "server.socket"},
 		{"[server]\nsocket = \"/" + strings.Repeat("s", 120) + "\"\n", "server.socket"},
+		{"[server]\nsession_ttl = \"30s\"\n", "server.session_ttl"},
+		{"[server]\nsession_ttl = \"721h\"\n", "server.session_ttl"},
+		{"[server]\nbody_timeout = \"0s\"\n", "server.body_timeout"},
+		{"[server]\nmax_connections = 7\n", "server.max_connections"},
+		{"[server]\nallowed_hosts = [\"evil.example/x\"]\n", "server.allowed_hosts"},
+		{"[server]\nallowed_origins = [\"ui.example\"]\n", "server.allowed_origins"},
+		{"[server]\nallowed_origins = [\"https://ui.example/path\"]\n", "server.allowed_origins"},
 	}
 	for _, tc := range fileCases {
 		_, err := Load(writeFile(t, tc.body), nil)
@@ -356,5 +363,34 @@ func TestSandboxSettings(t *testing.T) {
 		if _, err := Load("", []string{env}); !berth.IsCode(err, berth.EInvalid) {
 			t.Errorf("%s: %v, want invalid", env, err)
 		}
+	}
+}
+
+// The v2 [server] keys: defaults, file, and comma-separated lists from the
+// environment.
+func TestServerSecurityKeys(t *testing.T) {
+	c := Default()
+	if c.Server.SessionTTL.Duration != 12*time.Hour || c.Server.BodyTimeout.Duration != 30*time.Second ||
+		c.Server.MaxConnections != 512 || c.Server.LoopbackWithoutToken {
+		t.Errorf("defaults = %+v", c.Server)
+	}
+	body := "[server]\nloopback_without_token = true\nallowed_hosts = [\"berth.lan\"]\n" +
+		"allowed_origins = [\"https://ui.example:8443\"]\nsession_ttl = \"1h\"\nbody_timeout = \"5s\"\nmax_connections = 64\n"
+	c, err := Load(writeFile(t, body), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Server.LoopbackWithoutToken || len(c.Server.AllowedHosts) != 1 || c.Server.AllowedOrigins[0] != "https://ui.example:8443" ||
+		c.Server.SessionTTL.Duration != time.Hour || c.Server.BodyTimeout.Duration != 5*time.Second || c.Server.MaxConnections != 64 {
+		t.Errorf("from the file = %+v", c.Server)
+	}
+	c, err = Load("", []string{"BERTH_SERVER_ALLOWED_HOSTS=a.lan, b.lan,", "BERTH_SERVER_ALLOWED_ORIGINS=http://a.lan:7380",
+		"BERTH_SERVER_LOOPBACK_WITHOUT_TOKEN=true", "BERTH_SERVER_MAX_CONNECTIONS=100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(c.Server.AllowedHosts, "|") != "a.lan|b.lan" || c.Server.AllowedOrigins[0] != "http://a.lan:7380" ||
+		!c.Server.LoopbackWithoutToken || c.Server.MaxConnections != 100 {
+		t.Errorf("from the environment = %+v", c.Server)
 	}
 }

@@ -228,6 +228,18 @@ func setFromString(f reflect.Value, s string) error {
 			return fmt.Errorf("invalid integer %q", s)
 		}
 		f.SetInt(n)
+	case reflect.Slice:
+		if f.Type().Elem().Kind() != reflect.String {
+			return fmt.Errorf("cannot be set from the environment")
+		}
+		// A comma-separated list; empty items are dropped.
+		var items []string
+		for item := range strings.SplitSeq(s, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				items = append(items, item)
+			}
+		}
+		f.Set(reflect.ValueOf(items))
 	case reflect.Float64:
 		x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil {

@@ -1,35 +1,121 @@
 package http
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"net"
 	"net/http"
 	"strings"
 
 	"github.com/berth-sh/berth"
 )
 
-// authenticate refuses every request that lacks "Authorization: Bearer
-// <token>" when the server has a token, except the web UI's pages and
-// files, which carry no data. Both sides are hashed first, so the
-// constant-time comparison does not leak the token's length either.
+// authVia says how a request proved who it is.
+type authVia int
+
+// The ways a request is let in.
+const (
+	viaNone   authVia = iota // a public path, or token-less loopback
+	viaSocket                // the Unix socket: its file mode is the check
+	viaToken                 // Authorization: Bearer <token>
+	viaCookie                // the berth_session sign-in cookie
+)
+
+// authKey keys the authVia in a request's context.
+type authKey struct{}
+
+// authOf returns how r was let in.
+func authOf(r *http.Request) authVia {
+	v, _ := r.Context().Value(authKey{}).(authVia)
+	return v
+}
+
+// authenticate lets a TCP request in when it carries the token as
+// "Authorization: Bearer <token>" or a live sign-in cookie, and answers 401
+// otherwise (CONTRACT §4). The Unix socket needs neither. Public paths (the
+// sign-in endpoints and the pages, which carry no data) pass without. An
+// address that sent maxFailures wrong tokens within a minute gets 429 for a
+// minute whenever it presents a token. Both sides of the comparison are
+// hashed first, so it does not leak the token's length either.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.opts.Token == "" {
-		return next
-	}
 	want := sha256.Sum256([]byte(s.opts.Token))
+	pass := func(w http.ResponseWriter, r *http.Request, via authVia) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authKey{}, via)))
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isUIRequest(r) {
-			next.ServeHTTP(w, r)
+		switch {
+		case fromSocket(r):
+			pass(w, r, viaSocket)
+			return
+		case s.opts.Token == "":
+			// Listen allows no token only on loopback with
+			// loopback_without_token.
+			pass(w, r, viaNone)
 			return
 		}
-		if !bearerMatches(r.Header.Get("Authorization"), want) {
+		if header := r.Header.Get("Authorization"); header != "" {
+			addr := clientAddr(r)
+			if s.failed.blocked(addr) {
+				s.refuse(w, r, rateLimited())
+				return
+			}
+			if bearerMatches(header, want) {
+				pass(w, r, viaToken)
+				return
+			}
+			if s.failed.fail(addr) {
+				s.refuse(w, r, rateLimited())
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
-			s.writeError(w, r, berth.Errorf(berth.EUnauthenticated, "a valid bearer token is required (Authorization: Bearer <token>)"))
+			s.refuse(w, r, berth.Errorf(berth.EUnauthenticated, "the bearer token is not valid"))
 			return
 		}
-		next.ServeHTTP(w, r)
+		if c, err := r.Cookie(CookieName); err == nil && s.signins.valid(c.Value) {
+			pass(w, r, viaCookie)
+			return
+		}
+		if publicPath(r) {
+			pass(w, r, viaNone)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
+		s.refuse(w, r, berth.Errorf(berth.EUnauthenticated,
+			"sign in first: send Authorization: Bearer <token> (the token is in $BERTH_HOME/token) or sign in at /login"))
 	})
+}
+
+// publicPath reports whether r may be served on TCP without a token: the
+// sign-in endpoints, and GET or HEAD of anything outside /v1/ and /metrics
+// (the web UI's pages and assets, which carry no data: the UI fetches data
+// from the API, which asks for a token).
+func publicPath(r *http.Request) bool {
+	p := r.URL.Path
+	switch {
+	case r.Method == http.MethodPost && (p == "/v1/login" || p == "/v1/logout"):
+		return true
+	case r.Method != http.MethodGet && r.Method != http.MethodHead:
+		return false
+	case p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/metrics" || strings.HasPrefix(p, "/metrics/"):
+		return false
+	}
+	return true
+}
+
+// clientAddr returns the IP a TCP request came from, the unit of the
+// wrong-token limit.
+func clientAddr(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+// rateLimited is the error of a blocked address.
+func rateLimited() error {
+	return &berth.Error{Code: berth.ERateLimited, Message: "too many wrong tokens or codes from this address: try again in a minute",
+		Details: map[string]any{"retry_after_seconds": int(blockFor.Seconds())}}
 }
 
 // bearerMatches reports whether header is "Bearer <token>" (the scheme is

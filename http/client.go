@@ -388,3 +388,13 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (*berth.Session, 
 	}
 	return &s, nil
 }
+
+// LoginCode mints a one-time sign-in code for the web UI (over the socket or
+// with the token) and returns it with the address that uses it.
+func (c *Client) LoginCode(ctx context.Context) (*LoginCode, error) {
+	var lc LoginCode
+	if err := c.Do(ctx, http.MethodPost, "/v1/login/codes", nil, nil, &lc); err != nil {
+		return nil, err
+	}
+	return &lc, nil
+}

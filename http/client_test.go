@@ -21,7 +21,7 @@ import (
 // newTestClient returns a client of s over TCP, closed when the test ends.
 func newTestClient(t *testing.T, s *Server) *Client {
 	t.Helper()
-	c := NewClient("http://"+s.Addr(), "")
+	c := NewClient("http://"+s.Addr(), testToken)
 	c.reconnectDelay = 5 * time.Millisecond
 	t.Cleanup(c.Close)
 	return c
@@ -138,14 +138,14 @@ func TestClientErrors(t *testing.T) {
 func TestClientNoDaemon(t *testing.T) {
 	ctx := context.Background()
 	// A port that was just free: nothing listens there.
-	s := NewServer(newFakeService(), ServerOptions{})
+	s := NewServer(newFakeService(), ServerOptions{Token: testToken})
 	if err := s.Listen("127.0.0.1:0", ""); err != nil {
 		t.Fatal(err)
 	}
 	addr := s.Addr()
 	s.Close(ctx)
 	sock := filepath.Join(socketDir(t), "none.sock")
-	for _, c := range []*Client{NewClient(addr, ""), NewUnixClient(sock, "")} {
+	for _, c := range []*Client{NewClient(addr, testToken), NewUnixClient(sock, "")} {
 		_, err := c.Health(ctx)
 		if berth.ErrorCode(err) != berth.EUnavailable || !strings.Contains(berth.ErrorMessage(err), "no berth daemon answers at "+c.Target()) {
 			t.Errorf("%s: %v", c.Target(), err)
@@ -155,7 +155,7 @@ func TestClientNoDaemon(t *testing.T) {
 	// The caller's own cancellation stays a context error.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	c := NewClient(addr, "")
+	c := NewClient(addr, testToken)
 	defer c.Close()
 	if _, err := c.Health(cctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled Health = %v", err)
@@ -272,7 +272,7 @@ func TestClientStreamReconnectsAfterDaemonRestart(t *testing.T) {
 	// The first daemon holds events 1..3 of a live session.
 	first := newFakeService()
 	first.appendEvents("ses_1", 3, berth.EventAgentMessage)
-	s1 := NewServer(first, ServerOptions{})
+	s1 := NewServer(first, ServerOptions{Token: testToken})
 	if err := s1.Listen("127.0.0.1:0", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestClientStreamReconnectsAfterDaemonRestart(t *testing.T) {
 	done1 := make(chan error, 1)
 	go func() { done1 <- s1.Serve() }()
 
-	c := NewClient(addr, "")
+	c := NewClient(addr, testToken)
 	c.reconnectDelay = 5 * time.Millisecond
 	defer c.Close()
 
@@ -303,7 +303,7 @@ func TestClientStreamReconnectsAfterDaemonRestart(t *testing.T) {
 			if err := <-done1; err != nil {
 				t.Fatal(err)
 			}
-			s2 := NewServer(second, ServerOptions{})
+			s2 := NewServer(second, ServerOptions{Token: testToken})
 			if err := s2.Listen(addr, ""); err != nil {
 				t.Fatalf("relisten on %s: %v", addr, err)
 			}
@@ -317,13 +317,13 @@ func TestClientStreamReconnectsAfterDaemonRestart(t *testing.T) {
 }
 
 func TestClientStreamGivesUp(t *testing.T) {
-	s := NewServer(newFakeService(), ServerOptions{})
+	s := NewServer(newFakeService(), ServerOptions{Token: testToken})
 	if err := s.Listen("127.0.0.1:0", ""); err != nil {
 		t.Fatal(err)
 	}
 	addr := s.Addr()
 	s.Close(context.Background())
-	c := NewClient(addr, "")
+	c := NewClient(addr, testToken)
 	defer c.Close()
 	c.reconnectDelay, c.maxReconnects = time.Millisecond, 3
 	if _, err := collect(t, c, context.Background(), "ses_1", 0); berth.ErrorCode(err) != berth.EUnavailable {

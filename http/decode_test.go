@@ -21,7 +21,8 @@ func FuzzDecodeBodies(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		for _, path := range []string{"/v1/sessions", "/v1/sessions/ses_1/prompts"} {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest("POST", path, strings.NewReader(body)))
+			req := httptest.NewRequest("POST", path, strings.NewReader(body))
+			h.ServeHTTP(rec, req.WithContext(withSocket(req.Context())))
 			switch rec.Code {
 			case 201, 202:
 				continue

@@ -25,15 +25,17 @@ type errorObject struct {
 
 // codeStatus maps each error code to its HTTP status.
 var codeStatus = map[string]int{
-	berth.EInvalid:         http.StatusBadRequest,
-	berth.EUnauthenticated: http.StatusUnauthorized,
-	berth.EForbidden:       http.StatusForbidden,
-	berth.ENotFound:        http.StatusNotFound,
-	berth.EConflict:        http.StatusConflict,
-	berth.ETooLarge:        http.StatusRequestEntityTooLarge,
-	berth.EQueueFull:       http.StatusTooManyRequests,
-	berth.EUnavailable:     http.StatusServiceUnavailable,
-	berth.EInternal:        http.StatusInternalServerError,
+	berth.EInvalid:          http.StatusBadRequest,
+	berth.EUnauthenticated:  http.StatusUnauthorized,
+	berth.EForbidden:        http.StatusForbidden,
+	berth.ENotFound:         http.StatusNotFound,
+	berth.EConflict:         http.StatusConflict,
+	berth.ETooLarge:         http.StatusRequestEntityTooLarge,
+	berth.EQueueFull:        http.StatusTooManyRequests,
+	berth.EUnsupportedMedia: http.StatusUnsupportedMediaType,
+	berth.ERateLimited:      http.StatusTooManyRequests,
+	berth.EUnavailable:      http.StatusServiceUnavailable,
+	berth.EInternal:         http.StatusInternalServerError,
 }
 
 // StatusForCode returns the HTTP status of an error code; unknown codes are
@@ -49,7 +51,8 @@ func StatusForCode(code string) int {
 // answers that carry no error body (a proxy's 502, say).
 func CodeForStatus(status int) string {
 	for code, st := range codeStatus {
-		if st == status {
+		// 429 has two codes; a bare 429 is the older, queue_full.
+		if st == status && code != berth.ERateLimited {
 			return code
 		}
 	}

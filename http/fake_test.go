@@ -32,8 +32,13 @@ type fakeService struct {
 
 	promptResult berth.PromptResult
 	turnResult   berth.TurnResult
-	// waitBlocks makes WaitTurn block until its context ends.
-	waitBlocks bool
+	// waitBlocks makes WaitTurn block until its context ends, or until
+	// waitRelease (when set) is closed.
+	waitBlocks  bool
+	waitRelease chan struct{}
+
+	// calls counts the service methods entered (Health and Agents aside).
+	calls int
 
 	lastCreate     berth.CreateRequest
 	lastPrompt     berth.PromptRequest
@@ -93,6 +98,7 @@ func (f *fakeService) bump() {
 
 // enter records a call, and fails or panics as the test asked. f.mu is held.
 func (f *fakeService) enter(method string) error {
+	f.calls++
 	if f.panicOn == method {
 		panic("fake panic in " + method)
 	}
@@ -211,12 +217,15 @@ func (f *fakeService) Prompt(_ context.Context, id string, req berth.PromptReque
 func (f *fakeService) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
 	f.mu.Lock()
 	f.lastWaitTurn = turnID
-	blocks := f.waitBlocks
+	blocks, release := f.waitBlocks, f.waitRelease
 	res := f.turnResult
 	f.mu.Unlock()
 	if blocks {
-		<-ctx.Done()
-		return nil, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-release:
+		}
 	}
 	return &res, nil
 }

@@ -18,9 +18,10 @@ import (
 // (sun_path is 108 bytes, NUL included).
 const maxSocketPath = 107
 
-// requireLoopback refuses addr unless every address it names is loopback:
-// without a token, the API must not be reachable from another machine.
-func requireLoopback(addr string) error {
+// RequireLoopback refuses addr unless every address it names is loopback:
+// without a configured token, the API must not be reachable from another
+// machine (a generated token is only for this machine's users).
+func RequireLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return berth.WrapError(berth.EInvalid, err, "bad listen address %q: want host:port", addr)

@@ -27,10 +27,16 @@ func socketDir(t *testing.T) string {
 	return dir
 }
 
+// testToken is the TCP token of the test servers that set none.
+const testToken = "test-token-0123456789"
+
 // startServer listens on a loopback port (and socketPath unless "") and
-// serves until the test ends.
+// serves until the test ends. Its token is testToken unless opts sets one.
 func startServer(t *testing.T, svc berth.SessionService, opts ServerOptions, socketPath string) *Server {
 	t.Helper()
+	if opts.Token == "" {
+		opts.Token = testToken
+	}
 	s := NewServer(svc, opts)
 	if err := s.Listen("127.0.0.1:0", socketPath); err != nil {
 		t.Fatalf("Listen: %v", err)
@@ -56,9 +62,21 @@ func serveServer(t *testing.T, s *Server) {
 	})
 }
 
-func TestListenRefusesNonLoopbackWithoutToken(t *testing.T) {
-	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0"} {
+func TestListenRefusesTCPWithoutToken(t *testing.T) {
+	// Since v2 no TCP address is served without a token, loopback included.
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0", "0.0.0.0:0"} {
 		s := NewServer(newFakeService(), ServerOptions{})
+		err := s.Listen(addr, "")
+		if berth.ErrorCode(err) != berth.EInvalid || !strings.Contains(berth.ErrorMessage(err), "token") || s.Addr() != "" {
+			t.Errorf("Listen(%q) without token = %v, bound %q; want invalid_argument", addr, err, s.Addr())
+		}
+		s.Close(context.Background())
+	}
+}
+
+func TestListenLoopbackWithoutTokenOnlyOnLoopback(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0", "192.0.2.1:0"} {
+		s := NewServer(newFakeService(), ServerOptions{LoopbackWithoutToken: true})
 		err := s.Listen(addr, "")
 		if berth.ErrorCode(err) != berth.EInvalid || !strings.Contains(berth.ErrorMessage(err), "[server] token") {
 			t.Errorf("Listen(%q) without token = %v, want invalid_argument naming [server] token", addr, err)
@@ -69,7 +87,7 @@ func TestListenRefusesNonLoopbackWithoutToken(t *testing.T) {
 		s.Close(context.Background())
 	}
 	for _, addr := range []string{"127.0.0.1:0", "localhost:0"} {
-		s := NewServer(newFakeService(), ServerOptions{})
+		s := NewServer(newFakeService(), ServerOptions{LoopbackWithoutToken: true})
 		if err := s.Listen(addr, ""); err != nil {
 			t.Errorf("Listen(%q) = %v", addr, err)
 		}
@@ -136,7 +154,7 @@ func TestSocketStaleLiveAndForeign(t *testing.T) {
 	defer live.Close(context.Background())
 
 	// A socket a daemon answers on is refused, and left alone.
-	other := NewServer(newFakeService(), ServerOptions{})
+	other := NewServer(newFakeService(), ServerOptions{Token: testToken})
 	err = other.Listen("127.0.0.1:0", sock)
 	if berth.ErrorCode(err) != berth.EConflict {
 		t.Errorf("Listen over a live socket = %v, want conflict", err)
@@ -172,15 +190,22 @@ func TestAuthOverTCPAndSocket(t *testing.T) {
 		"tcp":  func(tok string) *Client { return NewClient("http://"+s.Addr(), tok) },
 		"unix": func(tok string) *Client { return NewUnixClient(sock, tok) },
 	}
-	for name, mk := range clients {
-		for _, tok := range []string{"", "wrong"} {
-			c := mk(tok)
-			_, err := c.Health(ctx)
-			if berth.ErrorCode(err) != berth.EUnauthenticated {
-				t.Errorf("%s with token %q: %v, want unauthenticated", name, tok, err)
-			}
-			c.Close()
+	for _, tok := range []string{"", "wrong"} {
+		c := clients["tcp"](tok)
+		_, err := c.Health(ctx)
+		if berth.ErrorCode(err) != berth.EUnauthenticated {
+			t.Errorf("tcp with token %q: %v, want unauthenticated", tok, err)
 		}
+		c.Close()
+	}
+	// The socket's file mode is its check: no token needed.
+	if c := clients["unix"](""); true {
+		if _, err := c.Health(ctx); err != nil {
+			t.Errorf("unix without a token: %v", err)
+		}
+		c.Close()
+	}
+	for name, mk := range clients {
 		c := mk("s3cret")
 		if _, err := c.Health(ctx); err != nil {
 			t.Errorf("%s with the token: %v", name, err)
@@ -200,7 +225,7 @@ func TestAuthOverTCPAndSocket(t *testing.T) {
 }
 
 func TestServeLifecycle(t *testing.T) {
-	s := NewServer(newFakeService(), ServerOptions{})
+	s := NewServer(newFakeService(), ServerOptions{Token: testToken})
 	if err := s.Serve(); err == nil {
 		t.Error("Serve before Listen succeeded")
 	}

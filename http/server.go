@@ -19,10 +19,27 @@ const DefaultPingInterval = 15 * time.Second
 
 // ServerOptions configures a Server.
 type ServerOptions struct {
-	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// every request, over TCP and the Unix socket alike. Without it the TCP
-	// listener must be on a loopback address.
+	// Token is required on every TCP request, as "Authorization: Bearer
+	// <token>" or through a sign-in cookie got with it (CONTRACT §4, §4.6).
+	// The Unix socket needs none. Listen refuses a TCP address without a
+	// token unless LoopbackWithoutToken is set and the address is loopback.
 	Token string
+	// LoopbackWithoutToken allows a token-less TCP listener on loopback.
+	LoopbackWithoutToken bool
+	// AllowedHosts are Host names accepted on TCP besides the listen host,
+	// localhost, 127.0.0.1 and [::1].
+	AllowedHosts []string
+	// AllowedOrigins are browser origins (scheme://host[:port]) allowed to
+	// call the API besides the daemon's own; they get CORS headers.
+	AllowedOrigins []string
+	// SessionTTL is how long a browser sign-in lasts (0: DefaultSessionTTL).
+	SessionTTL time.Duration
+	// BodyTimeout is how long a request body may take to arrive (0:
+	// DefaultBodyTimeout).
+	BodyTimeout time.Duration
+	// MaxConnections caps the open TCP connections (0:
+	// DefaultMaxConnections).
+	MaxConnections int
 	// MaxPromptBytes is limits.max_prompt_bytes (0: 256 KiB). Request bodies
 	// are capped a little above what such a prompt needs in JSON.
 	MaxPromptBytes int
@@ -46,6 +63,12 @@ type Server struct {
 	handler http.Handler
 	srv     *http.Server
 
+	// signins are the live browser sign-ins (cookie values), codes the
+	// one-time sign-in codes, failed the wrong tokens per address.
+	signins *expiring
+	codes   *expiring
+	failed  *failures
+
 	// pingInterval is how long an SSE stream waits for events before it
 	// writes a ping comment.
 	pingInterval time.Duration
@@ -56,7 +79,7 @@ type Server struct {
 	stopRequests context.CancelFunc
 
 	mu         sync.Mutex
-	tcp        net.Listener
+	tcp        *limitListener
 	unix       net.Listener
 	socketPath string
 	serving    bool
@@ -71,15 +94,21 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{svc: svc, opts: opts, log: log, mux: http.NewServeMux(), pingInterval: opts.PingInterval}
+	s := &Server{svc: svc, opts: opts, log: log, mux: http.NewServeMux(), pingInterval: opts.PingInterval,
+		signins: newExpiring(time.Now), codes: newExpiring(time.Now), failed: newFailures(time.Now)}
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval
 	}
 	s.shutdown, s.stopRequests = context.WithCancel(context.Background())
 	s.routes()
-	s.handler = s.logRequests(s.recoverPanics(s.authenticate(http.HandlerFunc(s.route))))
+	// Order matters: the body deadline is set before anything can leave a
+	// body unread; the browser guards and auth run before the body is read,
+	// so a refused request costs no memory; nothing runs a handler before
+	// all of them passed.
+	s.handler = s.logRequests(s.recoverPanics(s.bodyDeadline(s.guardBrowser(s.authenticate(s.readBody(http.HandlerFunc(s.route)))))))
 	s.srv = &http.Server{
 		Handler:           s.handler,
+		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
@@ -90,6 +119,9 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 // routes registers every API route on the mux.
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
+	s.mux.HandleFunc("POST /v1/login", s.handleLogin)
+	s.mux.HandleFunc("POST /v1/logout", s.handleLogout)
+	s.mux.HandleFunc("POST /v1/login/codes", s.handleLoginCode)
 	s.mux.HandleFunc("GET /v1/agents", s.handleAgents)
 	s.mux.HandleFunc("POST /v1/sessions", s.handleCreateSession)
 	s.mux.HandleFunc("GET /v1/sessions", s.handleListSessions)
@@ -114,12 +146,14 @@ func (s *Server) routes() {
 }
 
 // Handler returns the server's handler with its middleware (logging, panic
-// recovery, auth), for tests and for embedding.
+// recovery, body deadline, browser guards, auth), for tests and for
+// embedding. A request it serves counts as TCP unless it came on the
+// server's own Unix socket.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Listen binds the TCP address addr ("" for none) and the Unix socket at
-// socketPath ("" for none). A non-loopback addr without a token is refused
-// with EInvalid; a socket another daemon answers on is refused with
+// socketPath ("" for none). A TCP addr without a token is refused with
+// EInvalid, unless LoopbackWithoutToken is set and addr is loopback; a socket another daemon answers on is refused with
 // EConflict. A stale socket file is replaced. Both serve the same handler
 // once Serve runs.
 func (s *Server) Listen(addr, socketPath string) error {
@@ -134,17 +168,20 @@ func (s *Server) Listen(addr, socketPath string) error {
 		return berth.Errorf(berth.EInvalid, "nothing to listen on: give a TCP address or a socket path")
 	}
 	if addr != "" && s.opts.Token == "" {
-		if err := requireLoopback(addr); err != nil {
+		if !s.opts.LoopbackWithoutToken {
+			return berth.Errorf(berth.EInvalid, "refusing to listen on %s without a token: TCP always needs one ([server] token, or the generated $BERTH_HOME/token)", addr)
+		}
+		if err := RequireLoopback(addr); err != nil {
 			return err
 		}
 	}
-	var tcp net.Listener
+	var tcp *limitListener
 	if addr != "" {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return berth.WrapError(berth.EUnavailable, err, "cannot listen on %s", addr)
 		}
-		tcp = ln
+		tcp = newLimitListener(ln, s.maxConnections(), s.log)
 	}
 	if socketPath != "" {
 		ln, err := listenUnix(socketPath)
@@ -185,10 +222,11 @@ func (s *Server) Serve() error {
 		return berth.Errorf(berth.EConflict, "the server is already serving")
 	}
 	var lns []net.Listener
-	for _, ln := range []net.Listener{s.tcp, s.unix} {
-		if ln != nil {
-			lns = append(lns, ln)
-		}
+	if s.tcp != nil {
+		lns = append(lns, s.tcp)
+	}
+	if s.unix != nil {
+		lns = append(lns, s.unix)
 	}
 	if len(lns) == 0 {
 		s.mu.Unlock()
@@ -237,10 +275,11 @@ func (s *Server) Close(ctx context.Context) error {
 		s.srv.Close()
 	}
 	// Listeners that Serve never took are closed here.
-	for _, ln := range []net.Listener{tcp, unix} {
-		if ln != nil {
-			ln.Close()
-		}
+	if tcp != nil {
+		tcp.Close()
+	}
+	if unix != nil {
+		unix.Close()
 	}
 	s.serveWG.Wait()
 	if socketPath != "" {

@@ -48,6 +48,10 @@ func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 			Details: map[string]any{"field": "agent"}})
 		return
 	}
+	if err := req.ValidateTimes(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if req.Prompt != "" {
 		// The first prompt obeys the same cap as any other.
 		first := berth.PromptRequest{Text: req.Prompt}

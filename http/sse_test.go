@@ -23,6 +23,7 @@ func openStream(t *testing.T, s *Server, path string, header ...string) *http.Re
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+s.opts.Token)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -222,7 +223,7 @@ func TestSSEStreamErrorBecomesErrorEvent(t *testing.T) {
 func TestSSEEndsOnShutdown(t *testing.T) {
 	f := newFakeService()
 	f.appendEvents("ses_1", 1, berth.EventAgentMessage)
-	s := NewServer(f, ServerOptions{})
+	s := NewServer(f, ServerOptions{Token: testToken})
 	if err := s.Listen("127.0.0.1:0", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -254,13 +255,13 @@ func TestSSEEndsOnShutdown(t *testing.T) {
 func TestPromptWaitEndsOnShutdown(t *testing.T) {
 	f := newFakeService()
 	f.waitBlocks = true
-	s := NewServer(f, ServerOptions{})
+	s := NewServer(f, ServerOptions{Token: testToken})
 	if err := s.Listen("127.0.0.1:0", ""); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
-	c := NewClient(s.Addr(), "")
+	c := NewClient(s.Addr(), testToken)
 	defer c.Close()
 	errc := make(chan error, 1)
 	go func() {

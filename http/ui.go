@@ -59,13 +59,3 @@ func setUIHeaders(w http.ResponseWriter) {
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-cache")
 }
-
-// isUIRequest reports whether r asks for a UI page or file, which need no
-// auth.
-func isUIRequest(r *http.Request) bool {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return false
-	}
-	p := r.URL.Path
-	return p == "/" || p == "/login" || strings.HasPrefix(p, "/sessions/") || strings.HasPrefix(p, uiPrefix)
-}

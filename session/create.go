@@ -196,8 +196,8 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		}
 		req.Workspace = filepath.Clean(req.Workspace)
 	}
-	if req.TTLSeconds < 0 || req.IdleTimeoutSeconds < 0 {
-		return spec, nil, false, berth.Errorf(berth.EInvalid, "ttl_seconds and idle_timeout_seconds must not be negative")
+	if err := req.ValidateTimes(); err != nil {
+		return spec, nil, false, err
 	}
 	if req.FromSnapshot != "" {
 		if req.Workspace != "" {

@@ -103,7 +103,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		d.close(cctx)
 	}()
 	d.startServing()
-	c := bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
+	c := bhttp.NewClient(d.srv.Addr(), d.token)
 	defer c.Close()
 
 	res := benchResult{Machine: machine(), Store: d.store.Name(), Sandbox: sandbox, Sessions: nSessions, Prompts: nPrompts}

@@ -56,7 +56,7 @@ func benchNoShimFirstEvents(ctx context.Context, cfg *config.Config, sandbox str
 	}
 	defer closeBenchDaemon(ctx, d)
 	d.startServing()
-	c := bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
+	c := bhttp.NewClient(d.srv.Addr(), d.token)
 	defer c.Close()
 	var agent []time.Duration
 	for range sessions {
@@ -97,7 +97,7 @@ func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n in
 		return err
 	}
 	d.startServing()
-	c := bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
+	c := bhttp.NewClient(d.srv.Addr(), d.token)
 	fmt.Fprintf(progress, "creating %d sessions to reattach…\n", n)
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -149,7 +149,7 @@ func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n in
 	}
 	defer closeBenchDaemon(ctx, d)
 	d.startServing()
-	c = bhttp.NewClient(d.srv.Addr(), cfg.Server.Token)
+	c = bhttp.NewClient(d.srv.Addr(), d.token)
 	defer c.Close()
 	if _, err := c.Health(ctx); err != nil {
 		return err

@@ -71,7 +71,9 @@ func crashMidFlood(t *testing.T, store func() []string) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			resp, err := http.Get("http://" + s.addr + "/v1/sessions/" + sess.ID + "/events/stream")
+			req, _ := http.NewRequest("GET", "http://"+s.addr+"/v1/sessions/"+sess.ID+"/events/stream", nil)
+			s.authorize(req)
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				return
 			}

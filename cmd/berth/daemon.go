@@ -48,6 +48,9 @@ type daemon struct {
 	mgr    *session.Manager
 	srv    *bhttp.Server
 	docker *docker.Provider
+	// token is what TCP clients must send: [server] token or the one kept
+	// in the home ("" only with loopback_without_token).
+	token string
 	// leaveSessions: see daemonOptions.
 	leaveSessions bool
 
@@ -83,10 +86,23 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(daemonGCPercent)
 	}
-	if err := os.MkdirAll(o.home, 0o700); err != nil {
-		return nil, berth.WrapError(berth.EInvalid, err, "cannot create the berth home directory")
+	if err := privateHome(o.home); err != nil {
+		return nil, err
 	}
-	d := &daemon{cfg: o.cfg, home: o.home, logger: o.logger, leaveSessions: o.leaveSessions}
+	d := &daemon{cfg: o.cfg, home: o.home, logger: o.logger, leaveSessions: o.leaveSessions, token: o.cfg.Server.Token}
+	if o.addr != "" && d.token == "" {
+		// Another machine's clients need a token configured, not one
+		// generated into this home.
+		if err := bhttp.RequireLoopback(o.addr); err != nil {
+			return nil, err
+		}
+		if o.cfg.Server.LoopbackWithoutToken {
+			o.logger.Warn("server.loopback_without_token is set: the TCP API on loopback needs no token, " +
+				"so any local user, and any sandbox that reaches 127.0.0.1, can run commands as this user")
+		} else if d.token, err = ensureToken(o.home); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			d.close(context.WithoutCancel(ctx))
@@ -141,7 +157,10 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		return nil, err
 	}
 	d.removeLeftoverContainers(ctx, d.mgr.LiveIDs())
-	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: o.cfg.Server.Token,
+	sc := o.cfg.Server
+	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
+		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
+		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
 		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: version})
 	if err = d.srv.Listen(o.addr, o.socket); err != nil {
 		d.srv = nil
@@ -221,6 +240,25 @@ func openStore(ctx context.Context, home string, sc config.Store, logger *slog.L
 		return st, nil
 	}
 	return nil, berth.Errorf(berth.EInvalid, "store url must be sqlite:PATH or postgres://…")
+}
+
+// privateHome creates the home directory, or makes an existing one, 0700:
+// it holds the token, the store and the socket, which are the daemon's
+// user's alone.
+func privateHome(home string) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return berth.WrapError(berth.EInvalid, err, "cannot create the berth home directory")
+	}
+	fi, err := os.Stat(home)
+	if err != nil {
+		return berth.WrapError(berth.EInvalid, err, "cannot read the berth home directory")
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(home, 0o700); err != nil {
+			return berth.WrapError(berth.EInvalid, err, "cannot make the berth home directory private")
+		}
+	}
+	return nil
 }
 
 // nodeID returns this home's stable node id, creating it once.

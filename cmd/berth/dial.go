@@ -50,12 +50,23 @@ func homeDir(cmd *cobra.Command) (string, error) {
 // (host:port, http(s)://host:port, or unix:PATH); else on the home's Unix
 // socket when it exists; else at the home's address. The socket, address
 // and token come from the home's config when it sets them (defaults:
-// $home/berth.sock, 127.0.0.1:7380); --token or $BERTH_TOKEN wins.
+// $home/berth.sock, 127.0.0.1:7380); --token or $BERTH_TOKEN wins, and over
+// TCP the token the daemon keeps in $home/token comes last.
 func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 	token := flagOrEnv(cmd, "token", "BERTH_TOKEN")
 	cfg := homeConfig(cmd)
 	if token == "" && cfg != nil {
 		token = cfg.Server.Token
+	}
+	// tcpToken adds the home's generated token when nothing else gave one.
+	tcpToken := func() string {
+		if token != "" {
+			return token
+		}
+		if home, err := homeDir(cmd); err == nil {
+			return readTokenFile(home)
+		}
+		return ""
 	}
 	if addr := flagOrEnv(cmd, "addr", "BERTH_ADDR"); addr != "" {
 		if path, ok := strings.CutPrefix(addr, "unix:"); ok {
@@ -70,7 +81,7 @@ func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 				return nil, usagef(cmd, "bad --addr %q: want host:port, http://host:port or unix:PATH", addr)
 			}
 		}
-		return bhttp.NewClient(addr, token), nil
+		return bhttp.NewClient(addr, tcpToken()), nil
 	}
 	home, err := homeDir(cmd)
 	if err != nil {
@@ -87,7 +98,7 @@ func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 	if fi, err := os.Stat(sock); err == nil && fi.Mode()&fs.ModeSocket != 0 {
 		return bhttp.NewUnixClient(sock, token), nil
 	}
-	return bhttp.NewClient(addr, token), nil
+	return bhttp.NewClient(addr, tcpToken()), nil
 }
 
 // homeConfig returns the home's config (with its environment overrides),

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -110,5 +113,50 @@ func TestDialResolution(t *testing.T) {
 	}
 	if _, err := dialWith(t, "--addr", "unix:"); exitCode(err) != 2 {
 		t.Errorf("--addr unix: = %v", err)
+	}
+}
+
+// Over TCP the CLI sends --token, else $BERTH_TOKEN, else the config's
+// token, else the one the daemon keeps in $BERTH_HOME/token.
+func TestDialTokenPrecedence(t *testing.T) {
+	isolateEnv(t)
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	defer srv.Close()
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, tokenName), []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	health := func(args ...string) string {
+		t.Helper()
+		got = ""
+		c, err := dialWith(t, append([]string{"--home", home, "--addr", srv.URL}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Health(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if h := health(); h != "Bearer from-file" {
+		t.Errorf("token file only: %q", h)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[server]\ntoken = \"from-config\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if h := health(); h != "Bearer from-config" {
+		t.Errorf("config over the file: %q", h)
+	}
+	t.Setenv("BERTH_TOKEN", "from-env")
+	if h := health(); h != "Bearer from-env" {
+		t.Errorf("BERTH_TOKEN over the config: %q", h)
+	}
+	if h := health("--token", "from-flag"); h != "Bearer from-flag" {
+		t.Errorf("--token over BERTH_TOKEN: %q", h)
 	}
 }

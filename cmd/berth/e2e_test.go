@@ -180,6 +180,7 @@ func (s *server) api(method, path string, body any, out any) (int, error) {
 	}
 	req, _ := http.NewRequest(method, "http://"+s.addr+path, rd)
 	req.Header.Set("Content-Type", "application/json")
+	s.authorize(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -191,6 +192,13 @@ func (s *server) api(method, path string, body any, out any) (int, error) {
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// authorize adds the token the daemon keeps in its home to req.
+func (s *server) authorize(req *http.Request) {
+	if tok := readTokenFile(s.home); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 }
 
 // errorBody is an API error answer.
@@ -353,9 +361,10 @@ func TestHTTPContract(t *testing.T) {
 }
 
 // readSSE reads events from an SSE stream until stop says so.
-func readSSE(t *testing.T, addr, path string, lastID int64, stop func(berth.Event) bool) []berth.Event {
+func readSSE(t *testing.T, s *server, path string, lastID int64, stop func(berth.Event) bool) []berth.Event {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+addr+path, nil)
+	req, _ := http.NewRequest("GET", "http://"+s.addr+path, nil)
+	s.authorize(req)
 	req.Header.Set("Last-Event-ID", strconv.FormatInt(lastID, 10))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -404,11 +413,11 @@ func TestSSEReconnectDuringFloodHasNoGapOrDuplicate(t *testing.T) {
 	// Three short connections mid-flood, then one to the end of the turn.
 	for i := 0; i < 3; i++ {
 		n := 0
-		got := readSSE(t, s.addr, path, last, func(ev berth.Event) bool { n++; return n == 2000 || ev.Type == berth.EventTurnEnded })
+		got := readSSE(t, s, path, last, func(ev berth.Event) bool { n++; return n == 2000 || ev.Type == berth.EventTurnEnded })
 		all = append(all, got...)
 		last = all[len(all)-1].Seq
 	}
-	all = append(all, readSSE(t, s.addr, path, last, func(ev berth.Event) bool { return ev.Type == berth.EventTurnEnded })...)
+	all = append(all, readSSE(t, s, path, last, func(ev berth.Event) bool { return ev.Type == berth.EventTurnEnded })...)
 	for i, ev := range all {
 		if ev.Seq != int64(i+1) {
 			t.Fatalf("event %d has seq %d: gap or duplicate across reconnects", i, ev.Seq)
@@ -492,8 +501,9 @@ func TestCLIUsesTheConfigToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() }()
+	// Over TCP (the socket needs no token, and the CLI would prefer it).
 	cli := func(env ...string) (string, error) {
-		c := exec.Command(bin, "ls")
+		c := exec.Command(bin, "--addr", addr, "ls")
 		c.Env = cleanEnv(home, env...)
 		out, err := c.CombinedOutput()
 		return string(out), err

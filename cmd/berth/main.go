@@ -64,6 +64,7 @@ func newRootCommand() *cobra.Command {
 		newExecCommand(),
 		newSnapshotCommand(),
 		newRepairCommand(),
+		newUICommand(),
 	)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)

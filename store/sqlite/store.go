@@ -97,6 +97,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "create the store directory")
 	}
+	if err := privateFiles(abs); err != nil {
+		return nil, err
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -302,4 +305,28 @@ func fromNullNanos(n sql.NullInt64) time.Time {
 		return time.Time{}
 	}
 	return codec.FromNanos(n.Int64)
+}
+
+// privateFiles makes the database file 0600 before SQLite opens it: created
+// empty with that mode when missing (SQLite gives its -wal and -shm files
+// the database's mode), tightened when an older daemon left it, or its
+// -wal or -shm, readable by others. They hold every prompt and answer.
+func privateFiles(db string) error {
+	f, err := os.OpenFile(db, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return berth.WrapError(berth.EInternal, err, "create the store file")
+	}
+	f.Close()
+	for _, p := range []string{db, db + "-wal", db + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {
+				return berth.WrapError(berth.EInternal, err, "make the store file private")
+			}
+		}
+	}
+	return nil
 }

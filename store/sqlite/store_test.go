@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -262,4 +263,40 @@ func TestDeleteRemovesRows(t *testing.T) {
 			t.Errorf("%s = %d, want %d", q, n, want)
 		}
 	}
+}
+
+// The store holds every prompt and answer: its files are the daemon user's
+// alone, new or left readable by an older daemon.
+func TestFilesArePrivate(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "berth.db")
+	check := func(when string) {
+		t.Helper()
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if fi.Mode().Perm()&0o077 != 0 {
+				t.Errorf("%s: %s is %v, want no group or other access", when, filepath.Base(p), fi.Mode().Perm())
+			}
+		}
+	}
+	s, err := Open(context.Background(), path, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("new store")
+	s.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		_ = os.Chmod(p, 0o644)
+	}
+	s, err = Open(context.Background(), path, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check("reopened after a chmod 0644")
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Daemons starting at once on one home agree on one token; a token file
+// left readable by others is made private again.
+func TestEnsureTokenIsSharedAndPrivate(t *testing.T) {
+	home := t.TempDir()
+	toks := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range toks {
+		wg.Go(func() {
+			tok, err := ensureToken(home)
+			if err != nil {
+				t.Error(err)
+			}
+			toks[i] = tok
+		})
+	}
+	wg.Wait()
+	for _, tok := range toks {
+		if tok == "" || tok != toks[0] {
+			t.Fatalf("tokens differ: %q", toks)
+		}
+	}
+	entries, _ := os.ReadDir(home)
+	if len(entries) != 1 {
+		t.Errorf("home holds %d entries, want only the token (no temporary files)", len(entries))
+	}
+	path := filepath.Join(home, tokenName)
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := ensureToken(home); err != nil || tok != toks[0] {
+		t.Fatalf("reuse = %q %v", tok, err)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+		t.Errorf("token mode = %v, want 0600", fi.Mode().Perm())
+	}
+	// An empty token file is an error, not a token-less daemon.
+	if err := os.WriteFile(path, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ensureToken(home); err == nil {
+		t.Error("an empty token file was accepted")
+	}
+}

@@ -1,0 +1,216 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// decodeInto unmarshals a JSON answer.
+func decodeInto(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// fakeClock is a settable clock for the sign-in sets.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// newClockedServer returns a server whose sign-ins, codes and failure counts
+// follow clock, logging at debug level into log.
+func newClockedServer(f *fakeService, opts ServerOptions, clock *fakeClock, log *bytes.Buffer) *Server {
+	opts.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := NewServer(f, opts)
+	s.signins.now, s.codes.now, s.failed.now = clock.now, clock.now, clock.now
+	return s
+}
+
+// sessionCookie returns the berth_session cookie a response set.
+func sessionCookie(t *testing.T, hdr http.Header) *http.Cookie {
+	t.Helper()
+	for _, c := range (&http.Response{Header: hdr}).Cookies() {
+		if c.Name == CookieName {
+			return c
+		}
+	}
+	t.Fatalf("no %s cookie in %v", CookieName, hdr)
+	return nil
+}
+
+func TestSignInWithTokenCookieAndLogout(t *testing.T) {
+	var log bytes.Buffer
+	clock := &fakeClock{t: time.Now()}
+	s := newClockedServer(newFakeService(), ServerOptions{Token: testToken, SessionTTL: time.Hour}, clock, &log)
+	h := s.Handler()
+	ctJSON := []string{"Content-Type", "application/json"}
+
+	status, body, _ := callTCP(t, h, "POST", "/v1/login", `{"token":"not-it"}`, ctJSON...)
+	if status != 401 || errCode(t, body) != berth.EUnauthenticated {
+		t.Fatalf("login with a wrong token = %d %v", status, body)
+	}
+	status, body, hdr := callTCP(t, h, "POST", "/v1/login", `{"token":"`+testToken+`"}`, ctJSON...)
+	if status != 204 {
+		t.Fatalf("login = %d %v", status, body)
+	}
+	c := sessionCookie(t, hdr)
+	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.MaxAge != 3600 || c.Secure ||
+		c.Value == "" || strings.Contains(c.Value, testToken) {
+		t.Errorf("cookie = %+v", c)
+	}
+	cookie := []string{"Cookie", CookieName + "=" + c.Value}
+	for _, path := range []string{"/v1/sessions", "/v1/health"} {
+		if status, body, _ := callTCP(t, h, "GET", path, "", cookie...); status != 200 {
+			t.Errorf("GET %s with the cookie = %d %v", path, status, body)
+		}
+	}
+	// A forged or foreign cookie value is not a sign-in.
+	if status, _, _ := callTCP(t, h, "GET", "/v1/sessions", "", "Cookie", CookieName+"="+testToken); status != 401 {
+		t.Errorf("the token as a cookie = %d, want 401", status)
+	}
+	// The cookie cannot mint sign-in codes: that needs the token or the socket.
+	if status, body, _ := callTCP(t, h, "POST", "/v1/login/codes", "", cookie...); status != 403 {
+		t.Errorf("code with a cookie = %d %v, want 403", status, body)
+	}
+	// Logout ends the sign-in on the server: the same cookie no longer works.
+	status, _, hdr = callTCP(t, h, "POST", "/v1/logout", "", cookie...)
+	if status != 204 || sessionCookie(t, hdr).MaxAge >= 0 {
+		t.Errorf("logout = %d %v", status, hdr)
+	}
+	if status, _, _ := callTCP(t, h, "GET", "/v1/sessions", "", cookie...); status != 401 {
+		t.Errorf("cookie after logout = %d, want 401", status)
+	}
+	// A sign-in expires with session_ttl.
+	_, _, hdr = callTCP(t, h, "POST", "/v1/login", `{"token":"`+testToken+`"}`, ctJSON...)
+	cookie = []string{"Cookie", CookieName + "=" + sessionCookie(t, hdr).Value}
+	clock.advance(time.Hour + time.Second)
+	if status, _, _ := callTCP(t, h, "GET", "/v1/sessions", "", cookie...); status != 401 {
+		t.Errorf("cookie past session_ttl = %d, want 401", status)
+	}
+	for _, body := range []string{`{}`, `{"token":"a","code":"b"}`} {
+		if status, _, _ := callTCP(t, h, "POST", "/v1/login", body, ctJSON...); status != 400 {
+			t.Errorf("login %s = %d, want 400", body, status)
+		}
+	}
+	if strings.Contains(log.String(), testToken) {
+		t.Errorf("the token is in the log:\n%s", log.String())
+	}
+}
+
+func TestSignInCodeIsOneTimeAndShortLived(t *testing.T) {
+	var log bytes.Buffer
+	clock := &fakeClock{t: time.Now()}
+	s := newClockedServer(newFakeService(), ServerOptions{Token: testToken}, clock, &log)
+	if err := s.Listen("127.0.0.1:0", ""); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(t.Context())
+	h := s.Handler()
+	ctJSON := []string{"Content-Type", "application/json"}
+	mint := func(header ...string) LoginCode {
+		t.Helper()
+		req := httptest.NewRequest("POST", "/v1/login/codes", nil)
+		if len(header) == 0 {
+			req = req.WithContext(withSocket(req.Context()))
+		}
+		req.Host = "127.0.0.1:7380"
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var lc LoginCode
+		if rec.Code != 201 || decodeInto(rec.Body.Bytes(), &lc) != nil || lc.Code == "" {
+			t.Fatalf("mint = %d %s", rec.Code, rec.Body)
+		}
+		return lc
+	}
+	lc := mint() // over the socket
+	if lc.URL != "http://"+s.Addr()+"/login#code="+lc.Code {
+		t.Errorf("url = %q, want the listen address with the code in the fragment", lc.URL)
+	}
+	if d := lc.ExpiresAt.Sub(clock.now()); d < CodeTTL-time.Second || d > CodeTTL+time.Second {
+		t.Errorf("expires_at is %s away, want %s", d, CodeTTL)
+	}
+	status, body, hdr := callTCP(t, h, "POST", "/v1/login", `{"code":"`+lc.Code+`"}`, ctJSON...)
+	if status != 204 {
+		t.Fatalf("login with the code = %d %v", status, body)
+	}
+	if status, _, _ := callTCP(t, h, "GET", "/v1/sessions", "", "Cookie", CookieName+"="+sessionCookie(t, hdr).Value); status != 200 {
+		t.Errorf("cookie from a code = %d", status)
+	}
+	if status, _, _ := callTCP(t, h, "POST", "/v1/login", `{"code":"`+lc.Code+`"}`, ctJSON...); status != 401 {
+		t.Errorf("the code a second time = %d, want 401", status)
+	}
+	lc = mint("Authorization", "Bearer "+testToken) // with the token over TCP
+	clock.advance(CodeTTL + time.Second)
+	if status, _, _ := callTCP(t, h, "POST", "/v1/login", `{"code":"`+lc.Code+`"}`, ctJSON...); status != 401 {
+		t.Errorf("a code past two minutes = %d, want 401", status)
+	}
+	if strings.Contains(log.String(), testToken) {
+		t.Errorf("the token is in the log")
+	}
+}
+
+func TestWrongTokensAreRateLimited(t *testing.T) {
+	var log bytes.Buffer
+	clock := &fakeClock{t: time.Now()}
+	s := newClockedServer(newFakeService(), ServerOptions{Token: testToken}, clock, &log)
+	h := s.Handler()
+	ctJSON := []string{"Content-Type", "application/json"}
+	good := []string{"Authorization", "Bearer " + testToken}
+	// Four wrong login tokens and one wrong bearer token: five in a minute.
+	for i := range 4 {
+		if status, _, _ := callTCP(t, h, "POST", "/v1/login", `{"code":"guess`+string(rune('a'+i))+`"}`, ctJSON...); status != 401 {
+			t.Fatalf("wrong code %d = %d, want 401", i, status)
+		}
+		clock.advance(10 * time.Second)
+	}
+	if status, _, _ := callTCP(t, h, "GET", "/v1/health", "", "Authorization", "Bearer guess"); status != 429 {
+		t.Errorf("fifth wrong token = %d, want 429", status)
+	}
+	// Blocked: even the right token, and a login, get 429 from this address.
+	status, body, _ := callTCP(t, h, "GET", "/v1/health", "", good...)
+	if status != 429 || errCode(t, body) != berth.ERateLimited {
+		t.Errorf("right token while blocked = %d %v", status, body)
+	}
+	if status, _, _ := callTCP(t, h, "POST", "/v1/login", `{"token":"`+testToken+`"}`, ctJSON...); status != 429 {
+		t.Errorf("login while blocked = %d, want 429", status)
+	}
+	// Another address is not blocked.
+	req := httptest.NewRequest("GET", "/v1/health", nil)
+	req.Host, req.RemoteAddr = "127.0.0.1:7380", "192.0.2.99:5555"
+	if status, _, _ := serve(t, h, req, good...); status != 200 {
+		t.Errorf("another address = %d, want 200", status)
+	}
+	// A minute later the address may try again.
+	clock.advance(blockFor)
+	if status, _, _ := callTCP(t, h, "GET", "/v1/health", "", good...); status != 200 {
+		t.Errorf("after the block = %d, want 200", status)
+	}
+	// Failures spread wider than a minute do not add up.
+	for range 8 {
+		clock.advance(15 * time.Second)
+		if status, _, _ := callTCP(t, h, "GET", "/v1/health", "", "Authorization", "Bearer guess"); status != 401 {
+			t.Fatalf("sparse wrong tokens = %d, want 401", status)
+		}
+	}
+}
