@@ -77,4 +77,10 @@ type SessionService interface {
 	StreamEvents(ctx context.Context, id string, after int64) (EventStream, error)
 	// Transcript returns the session's turns. ENotFound.
 	Transcript(ctx context.Context, id string) ([]TranscriptTurn, error)
+
+	// StreamChanges follows the changes of every session from lastEventID
+	// on (a SessionChange.ID; "" starts with the next change). An id this
+	// daemon cannot resume from makes the first change a resync. EInvalid
+	// when lastEventID is not of the form "<epoch>-<seq>".
+	StreamChanges(ctx context.Context, lastEventID string) (ChangeStream, error)
 }

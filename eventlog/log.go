@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -73,6 +74,20 @@ type Log struct {
 
 	hubsMu sync.Mutex
 	hubs   map[string]*hub
+
+	// onCommit, when set, is told the sessions of every committed batch.
+	onCommit atomic.Pointer[func(sessionID string)]
+}
+
+// OnCommit makes fn be called, on the writer goroutine, once per session
+// per committed batch, after its events are visible to readers. fn must
+// return quickly and never call the Log. nil removes it.
+func (l *Log) OnCommit(fn func(sessionID string)) {
+	if fn == nil {
+		l.onCommit.Store(nil)
+		return
+	}
+	l.onCommit.Store(&fn)
 }
 
 // logState is where a Log is in its life.

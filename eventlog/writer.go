@@ -185,6 +185,13 @@ func (l *Log) write(w *writerState, reqs []*request) error {
 	for _, sb := range w.order {
 		sb.hub.publish(sb.events)
 	}
+	if fn := l.onCommit.Load(); fn != nil {
+		for _, sb := range w.order {
+			if len(sb.events) > 0 {
+				(*fn)(sb.events[0].SessionID)
+			}
+		}
+	}
 	return nil
 }
 

@@ -63,10 +63,18 @@ func (c *Client) StreamEventsRaw(ctx context.Context, id string, after int64) it
 // connection, until the stream ends (nil), fn returns false (nil), or an
 // error that a reconnection cannot cure.
 func (c *Client) follow(ctx context.Context, id string, after int64, fn func(seq int64, data []byte) bool) error {
+	return c.reconnect(ctx, func() (bool, bool, error) { return c.streamOnce(ctx, id, &after, fn) })
+}
+
+// reconnect calls once, one SSE connection each time, until it reports the
+// stream over, or an error that a reconnection cannot cure, or too many
+// failures in a row (a connection that delivered something resets the
+// count). Between attempts it waits, doubling the delay.
+func (c *Client) reconnect(ctx context.Context, once func() (progressed, done bool, err error)) error {
 	failures := 0
 	delay := c.reconnectDelay
 	for {
-		progressed, done, err := c.streamOnce(ctx, id, &after, fn)
+		progressed, done, err := once()
 		if done {
 			return nil
 		}
@@ -144,6 +152,61 @@ func (c *Client) streamOnce(ctx context.Context, id string, after *int64, fn fun
 		*after = seq
 		progressed = true
 		if !fn(seq, msg.data) {
+			return true, true, nil
+		}
+	}
+}
+
+// StreamChanges follows the changes of every session (GET /v1/events/stream)
+// from lastEventID on ("" for the next change). Each change is yielded with
+// its Session JSON in Data; a resync change means the caller must list the
+// sessions again. A dropped connection is not an error: the client
+// reconnects with Last-Event-ID set to the last id it yielded, so nothing
+// is missed and nothing repeats while the daemon runs (after a daemon
+// restart the first change is a resync). It yields (zero, err) once and
+// ends on an error that reconnecting cannot cure, the end of ctx included.
+func (c *Client) StreamChanges(ctx context.Context, lastEventID string) iter.Seq2[berth.SessionChange, error] {
+	return func(yield func(berth.SessionChange, error) bool) {
+		err := c.reconnect(ctx, func() (bool, bool, error) {
+			return c.changesOnce(ctx, &lastEventID, func(ch berth.SessionChange) bool { return yield(ch, nil) })
+		})
+		if err != nil {
+			yield(berth.SessionChange{}, err)
+		}
+	}
+}
+
+// changesOnce reads one connection of the all-sessions stream; *last
+// follows the id of the last change delivered.
+func (c *Client) changesOnce(ctx context.Context, last *string, fn func(berth.SessionChange) bool) (progressed, done bool, err error) {
+	header := http.Header{"Accept": {"text/event-stream"}}
+	if *last != "" {
+		header.Set("Last-Event-Id", *last)
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/events/stream", nil, nil, header)
+	if err != nil {
+		return false, false, err
+	}
+	defer resp.Body.Close()
+	r := sseReader{br: bufio.NewReaderSize(resp.Body, 64<<10)}
+	for {
+		msg, err := r.next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return progressed, false, ctx.Err()
+			}
+			// The stream has no end: any end of the body is a cut.
+			return progressed, false, berth.WrapError(berth.EUnavailable, err, "the session stream from %s was cut", c.target)
+		}
+		if msg.event == "error" {
+			return progressed, false, decodeErrorEvent(msg.data)
+		}
+		if !msg.hasID || msg.event == "" {
+			continue
+		}
+		*last = msg.id
+		progressed = true
+		if !fn(berth.SessionChange{ID: msg.id, Type: msg.event, Data: json.RawMessage(bytes.Clone(msg.data))}) {
 			return true, true, nil
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/changefeed"
 )
 
 // fakeService is an in-memory berth.SessionService for the HTTP edge's
@@ -52,6 +53,9 @@ type fakeService struct {
 	queue        []*berth.QueueEntry
 	perms        []*berth.Permission
 	lastDecision berth.PermissionDecision
+
+	// feed serves StreamChanges (see global_stream_test.go).
+	feed *changefeed.Feed
 }
 
 // newFakeService returns a fake holding one active session "ses_1".
@@ -61,6 +65,7 @@ func newFakeService() *fakeService {
 		events:   map[string][]berth.Event{},
 		stopped:  map[string]bool{},
 		changed:  make(chan struct{}),
+		feed:     changefeed.New(8),
 	}
 	f.sessions["ses_1"] = &berth.Session{ID: "ses_1", Name: "one", Agent: "demo", State: berth.StateActive,
 		Badge: berth.BadgeIdle, Labels: map[string]string{"team": "web"}, CreatedAt: time.Unix(100, 0).UTC()}

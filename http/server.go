@@ -132,6 +132,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sessions/{id}/cancel", s.handleCancel)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.handleListEvents)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/events/stream", s.handleStreamEvents)
+	s.mux.HandleFunc("GET /v1/events/stream", s.handleStreamChanges)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/transcript", s.handleTranscript)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/queue", s.handleListQueue)
 	s.mux.HandleFunc("DELETE /v1/sessions/{id}/queue/{entry}", s.handleCancelQueueEntry)

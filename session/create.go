@@ -99,6 +99,11 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		return nil, fmt.Errorf("store session: %w", err)
 	}
 	rt := m.newRuntime(s, spec)
+	// Announced before anything else can change it, so session_created
+	// comes first.
+	rt.mu.Lock()
+	rt.publishLocked(berth.ChangeSessionCreated)
+	rt.mu.Unlock()
 	m.register(rt)
 	registered = true
 

@@ -91,7 +91,9 @@ type Options struct {
 	// Sessions found with a shim at boot are reattached even when Shim is
 	// nil.
 	RunDir string
-	Logger *slog.Logger
+	// Changes tune the all-sessions stream.
+	Changes ChangeOptions
+	Logger  *slog.Logger
 }
 
 // Manager owns the live sessions.
@@ -120,6 +122,8 @@ type Manager struct {
 	// launcher starts shims (nil without Options.Shim).
 	launcher *shim.Launcher
 	sweeper  sweeper
+	// changes is the all-sessions stream's publisher.
+	changes *changes
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -158,6 +162,7 @@ func New(opts Options) *Manager {
 		providers: make(map[string]berth.SandboxProvider),
 		available: make(map[string]error),
 		live:      make(map[string]*runtime),
+		changes:   newChanges(opts.Changes),
 	}
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
@@ -186,6 +191,7 @@ func (m *Manager) Open(ctx context.Context) error {
 		}
 		m.launcher = shim.NewLauncher(so.Argv, so.Env, m.opts.RunDir, max(spare, 0))
 	}
+	m.startActivity()
 	m.resumeQueued()
 	m.startSupervisor()
 	return nil
@@ -232,6 +238,7 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 		return err
 	}
 	m.sweeper.passes.Wait()
+	m.stopActivity()
 	if m.launcher != nil {
 		m.launcher.Close()
 		if stopSessions {

@@ -109,6 +109,7 @@ func (rt *runtime) waitLocked(w *permWaiter) {
 	id := w.p.ID
 	rt.perms[id] = w
 	rt.sess.PendingPermissions++
+	rt.changedLocked()
 	rt.wg.Add(1)
 	w.timer = time.AfterFunc(rt.m.opts.Limits.PermissionTimeout, func() {
 		defer rt.wg.Done()
@@ -245,6 +246,7 @@ func (rt *runtime) resolveLocked(permID, state, optionID, by string) (*berth.Per
 	}
 	delete(rt.perms, permID)
 	rt.sess.PendingPermissions--
+	rt.changedLocked()
 	if w.timer != nil && w.timer.Stop() {
 		rt.wg.Done()
 	}

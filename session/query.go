@@ -72,6 +72,7 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 		return err
 	}
 	m.log.Forget(id)
+	m.publishStored(berth.ChangeSessionDeleted, s)
 	m.removeSessionRunFiles(id)
 	if err := os.RemoveAll(m.sessionDir(id)); err != nil {
 		m.logger.Warn("remove session state", "session", id, "err", err)

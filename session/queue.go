@@ -173,6 +173,7 @@ func (rt *runtime) enqueueLocked(ctx context.Context, text string) (*berth.Promp
 		return nil, err
 	}
 	rt.sess.Queue.Pending++
+	rt.changedLocked()
 	rt.emit("", berth.EventPromptQueued, queuedData{EntryID: e.ID, Kind: e.Kind, Position: res.Position,
 		Generation: e.Generation, Text: text})
 	return &berth.PromptResult{Status: "queued", EntryID: e.ID, Position: res.Position, Generation: e.Generation}, nil
@@ -225,6 +226,7 @@ func (rt *runtime) interruptLocked(ctx context.Context, text string) (*berth.Pro
 			return nil, err
 		}
 		rt.sess.Queue.Pending++
+		rt.changedLocked()
 		rt.next = &nextTurn{entryID: e.ID, turnID: turnID}
 		res.InterruptedTurnID = t.id
 		rt.cancelTurnLocked(t)
@@ -364,6 +366,7 @@ func (rt *runtime) recountLocked(ctx context.Context) {
 		return
 	}
 	rt.sess.Queue.Pending = n
+	rt.changedLocked()
 	if n == 0 {
 		rt.next = nil
 	}
@@ -420,9 +423,13 @@ func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) erro
 		return nil
 	}
 	s.Queue.Pending--
-	if err := m.store.UpdateSession(ctx, s, berth.StateStopped); err != nil && !berth.IsCode(err, berth.EConflict) {
-		m.logger.Warn("record the queue count", "session", id, "err", err)
+	if err := m.store.UpdateSession(ctx, s, berth.StateStopped); err != nil {
+		if !berth.IsCode(err, berth.EConflict) {
+			m.logger.Warn("record the queue count", "session", id, "err", err)
+		}
+		return nil
 	}
+	m.publishStored(berth.ChangeSessionUpdated, m.stored(s))
 	return nil
 }
 
@@ -437,6 +444,7 @@ func (rt *runtime) cancelEntryLocked(ctx context.Context, entryID string) error 
 		rt.steer = nil
 	case rt.sess.Queue.Pending > 0:
 		rt.sess.Queue.Pending--
+		rt.changedLocked()
 	}
 	if rt.next != nil && rt.next.entryID == e.ID {
 		rt.next = nil

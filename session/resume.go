@@ -77,6 +77,9 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		m.abandon(rt)
 		return nil, err
 	}
+	rt.mu.Lock()
+	rt.changedLocked()
+	rt.mu.Unlock()
 	if err := rt.loadInput(ctx); err != nil {
 		rt.logger.Warn("load queued input", "err", err)
 	}
@@ -159,5 +162,6 @@ func (rt *runtime) loadInput(ctx context.Context) error {
 			rt.sess.Queue.Pending++
 		}
 	}
+	rt.changedLocked()
 	return nil
 }

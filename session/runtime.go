@@ -74,6 +74,9 @@ type runtime struct {
 	// its shim (a graceful shutdown): from then on the runtime records
 	// nothing, and the next daemon carries on.
 	detached atomic.Bool
+	// published is the Session JSON last published on the all-sessions
+	// stream (see changes.go).
+	published []byte
 	// shim is the agent's shim, when it runs in one.
 	shim *shim.Proc
 	// adoptable are the pending permissions of a reattached session: the
@@ -198,6 +201,7 @@ func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func
 		return err
 	}
 	rt.sess = next
+	rt.changedLocked()
 	return nil
 }
 

@@ -114,6 +114,7 @@ func (rt *runtime) supervise(now time.Time) berth.StopReason {
 		rt.seenMessages, rt.lastActivity = n, now
 		if rt.hung {
 			rt.hung = false
+			rt.changedLocked()
 			rt.emit(rt.currentTurnIDLocked(), berth.EventRuntimeRecovered, map[string]any{"reason": "the agent is active again"})
 		}
 	}
@@ -122,6 +123,7 @@ func (rt *runtime) supervise(now time.Time) berth.StopReason {
 		quiet := now.Sub(rt.lastActivity)
 		if !rt.hung && quiet >= lim.StallAfter {
 			rt.hung = true
+			rt.changedLocked()
 			rt.emit(t.id, berth.EventRuntimeWarning, map[string]any{
 				"reason": fmt.Sprintf("stalled: no activity from the agent for %s during the turn", quiet.Round(time.Second))})
 		}

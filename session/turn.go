@@ -56,6 +56,7 @@ func (rt *runtime) beginTurnLocked(turnID, text string) {
 	// A stall is measured from the turn's start at the earliest.
 	now := time.Now()
 	rt.lastActivity, rt.sess.LastActivityAt = now, now.UTC()
+	rt.changedLocked()
 	rt.turnWG.Add(1)
 	go rt.runTurn(t, text)
 }

@@ -1,0 +1,168 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/changefeed"
+)
+
+// DefaultActivityEvery is how often, at most, a session whose only change
+// is new activity (events in its log) is published on the all-sessions
+// stream.
+const DefaultActivityEvery = time.Second
+
+// ChangeOptions tune the all-sessions stream (GET /v1/events/stream).
+type ChangeOptions struct {
+	// RingSize is how many recent changes are kept for a reader that
+	// resumes with Last-Event-ID (default changefeed.DefaultRingSize).
+	RingSize int
+	// ActivityEvery bounds how often one session's activity alone (its
+	// last_seq moving) is published (default DefaultActivityEvery). State,
+	// badge, permission and queue changes are published when they happen.
+	ActivityEvery time.Duration
+}
+
+// changes publishes the manager's session changes on its feed. Changes
+// a session's runtime makes (state, badge, permissions, queue) are
+// published by the runtime, under its lock, so one session's changes are
+// in the order they happened; activity, which an agent can produce at
+// any rate, is only noted here and published by one goroutine at most
+// once per interval per session.
+type changes struct {
+	feed  *changefeed.Feed
+	every time.Duration
+
+	mu sync.Mutex
+	// active holds the sessions with events committed since the last flush.
+	active map[string]struct{}
+	// wake (capacity 1) says active is not empty.
+	wake chan struct{}
+
+	stop func()
+	done sync.WaitGroup
+}
+
+// newChanges returns the manager's change publisher.
+func newChanges(o ChangeOptions) *changes {
+	if o.ActivityEvery <= 0 {
+		o.ActivityEvery = DefaultActivityEvery
+	}
+	return &changes{feed: changefeed.New(o.RingSize), every: o.ActivityEvery,
+		active: make(map[string]struct{}), wake: make(chan struct{}, 1), stop: func() {}}
+}
+
+// noteActivity records that a session's log grew. It runs on the event
+// log's writer goroutine: it only marks the session and never waits.
+func (c *changes) noteActivity(sessionID string) {
+	c.mu.Lock()
+	c.active[sessionID] = struct{}{}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// startActivity starts the goroutine that publishes activity; stopActivity
+// ends it.
+func (m *Manager) startActivity() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := m.changes
+	c.stop = cancel
+	m.log.OnCommit(c.noteActivity)
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		m.publishActivity(ctx)
+	}()
+}
+
+// stopActivity ends the activity goroutine and waits for it.
+func (m *Manager) stopActivity() {
+	m.log.OnCommit(nil)
+	m.changes.stop()
+	m.changes.done.Wait()
+}
+
+// publishActivity publishes the sessions whose logs grew, then waits the
+// interval before it looks again: however fast agents write, each session
+// is published at most once per interval for its activity.
+func (m *Manager) publishActivity(ctx context.Context) {
+	c := m.changes
+	pace := time.NewTimer(0)
+	defer pace.Stop()
+	for {
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		active := c.active
+		c.active = make(map[string]struct{}, len(active))
+		c.mu.Unlock()
+		for id := range active {
+			// A session without a runtime published its last change when
+			// it stopped; what it logs afterwards (nothing, normally) has
+			// no runtime to change.
+			if rt := m.runtimeOf(id); rt != nil {
+				rt.mu.Lock()
+				rt.changedLocked()
+				rt.mu.Unlock()
+			}
+		}
+		pace.Reset(c.every)
+		select {
+		case <-pace.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// changedLocked publishes the session as it is now, as session_updated,
+// unless it is exactly what was last published. Every change of what the
+// Session JSON shows calls it with rt.mu held; calling it when nothing
+// changed costs one marshal and publishes nothing.
+func (rt *runtime) changedLocked() { rt.publishLocked(berth.ChangeSessionUpdated) }
+
+// publishLocked publishes the session as typ when its JSON differs from
+// the last one published. The JSON is built once, here, and shared by
+// every reader.
+func (rt *runtime) publishLocked(typ string) {
+	if rt.detached.Load() {
+		// The next daemon owns the session's changes.
+		return
+	}
+	data, err := json.Marshal(rt.viewLocked())
+	if err != nil {
+		rt.logger.Error("session not published", "err", err)
+		return
+	}
+	if bytes.Equal(data, rt.published) {
+		return
+	}
+	rt.published = data
+	rt.m.changes.feed.Publish(typ, data)
+}
+
+// publishStored publishes a session that has no runtime (deleted, or a
+// stored change of a stopped session).
+func (m *Manager) publishStored(typ string, s *berth.Session) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		m.logger.Error("session not published", "session", s.ID, "err", err)
+		return
+	}
+	m.changes.feed.Publish(typ, data)
+}
+
+// StreamChanges implements berth.SessionService.
+func (m *Manager) StreamChanges(ctx context.Context, lastEventID string) (berth.ChangeStream, error) {
+	return m.changes.feed.Subscribe(lastEventID)
+}
