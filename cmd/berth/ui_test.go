@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,12 +17,27 @@ import (
 // a real `berth serve` with the demo agent. With BERTH_UI_SCREENSHOTS=DIR
 // they also save the screenshots shown in the README.
 
-// uiPage opens path of s in a new tab of b.
+// uiPage opens path of s in a new tab of b, signed in with the daemon's
+// token through the sign-in form.
 func uiPage(t *testing.T, b *browsertest.Browser, s *server, path string) *browsertest.Tab {
 	t.Helper()
 	tab := b.Tab(t)
+	signIn(t, tab, s)
 	tab.Run(chromedp.Navigate("http://" + s.addr + path))
 	return tab
+}
+
+// signIn types the daemon's token into the sign-in form and waits for the
+// sessions list.
+func signIn(t *testing.T, tab *browsertest.Tab, s *server) {
+	t.Helper()
+	token := readTokenFile(s.home)
+	if token == "" {
+		t.Fatalf("the daemon wrote no token in %s", s.home)
+	}
+	tab.Run(chromedp.Navigate("http://" + s.addr + "/login"))
+	tab.Run(browsertest.Type(browsertest.Field("Token"), token), browsertest.Click(browsertest.Button("Sign in")))
+	tab.WaitFor("the sessions list after signing in", `location.pathname == '/' && document.querySelector('table.sessions')`)
 }
 
 // shot saves a screenshot named name when BERTH_UI_SCREENSHOTS is set.
@@ -255,13 +272,16 @@ func TestUIAgentTextNeverRuns(t *testing.T) {
 func TestUIFollowsAcrossADaemonRestart(t *testing.T) {
 	b := browsertest.New(t)
 	home := t.TempDir()
-	s := startServer(t, home)
+	// Browser sign-ins do not outlive a daemon: this page needs none.
+	env := []string{"BERTH_SERVER_LOOPBACK_WITHOUT_TOKEN=true"}
+	s := startServerEnv(t, home, env)
 	id := createSession(t, s, map[string]any{"prompt": "echo one"})
-	tab := uiPage(t, b, s, "/sessions/"+id)
+	tab := b.Tab(t)
+	tab.Run(chromedp.Navigate("http://" + s.addr + "/sessions/" + id))
 	tab.WaitFor("the first answer", agentSaid("one"))
 	s.stop()
 	tab.WaitFor("the page noticing", `document.querySelector('.live').textContent.includes('reconnecting')`)
-	s2 := startServerAt(t, home, s.addr)
+	s2 := startServerAddr(t, home, s.addr, env)
 	if st, err := s2.api("POST", "/v1/sessions/"+id+"/prompts?wait=true", map[string]any{"text": "echo two"}, nil); st != 200 || err != nil {
 		t.Fatalf("prompt after the restart: %d %v", st, err)
 	}
@@ -276,12 +296,6 @@ func TestUIFollowsAcrossADaemonRestart(t *testing.T) {
 	if twos != 1 {
 		t.Fatalf("the prompt after the restart shows %d times", twos)
 	}
-}
-
-// startServerAt is startServer on a given address (a restart).
-func startServerAt(t *testing.T, home, addr string) *server {
-	t.Helper()
-	return startServerAddr(t, home, addr, nil)
 }
 
 func TestUISessionsListPagesFiltersAndFollows(t *testing.T) {
@@ -349,4 +363,132 @@ func tooWide(tab *browsertest.Tab) string {
 		[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
 			.slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).join(', ')`, &out)
 	return out
+}
+
+func TestUISignIn(t *testing.T) {
+	b := browsertest.New(t)
+	s := startServer(t, t.TempDir())
+	tab := b.Tab(t)
+	// Without a sign-in the list's first API call answers 401: the
+	// sign-in screen replaces it.
+	tab.Run(chromedp.Navigate("http://" + s.addr + "/"))
+	tab.WaitFor("the sign-in form", `document.getElementById('token')`)
+	shot(t, tab, "sign-in")
+	tab.Run(browsertest.Type(browsertest.Field("Token"), "not-the-token"), browsertest.Click(browsertest.Button("Sign in")))
+	tab.WaitFor("the refusal", `document.querySelector('.signin [role=alert]').textContent.includes('did not work')`)
+	tab.Run(browsertest.Type(browsertest.Field("Token"), readTokenFile(s.home)), browsertest.Click(browsertest.Button("Sign in")))
+	tab.WaitFor("the sessions list", `document.querySelector('table.sessions')`)
+	var stored bool
+	tab.Eval(`localStorage.length + sessionStorage.length > 0 || document.cookie.includes('berth_session')`, &stored)
+	if stored {
+		t.Fatalf("the page can read a sign-in secret (web storage or a non-HttpOnly cookie)")
+	}
+
+	// A one-time address signs a fresh browser in and leaves no code in
+	// the address bar or its history.
+	var code struct {
+		URL string `json:"url"`
+	}
+	if st, err := s.api("POST", "/v1/login/codes", map[string]any{}, &code); st != 201 || err != nil {
+		t.Fatalf("login code: %d %v", st, err)
+	}
+	b2 := browsertest.New(t)
+	tab2 := b2.Tab(t)
+	tab2.Run(chromedp.Navigate(strings.Replace(code.URL, "127.0.0.1:", "127.0.0.1:", 1)))
+	tab2.WaitFor("the list after the one-time address", `location.pathname == '/' && document.querySelector('table.sessions')`)
+	var hist string
+	tab2.Eval(`location.href`, &hist)
+	if strings.Contains(hist, "code=") {
+		t.Fatalf("the code stayed in the address: %s", hist)
+	}
+	// The code works once.
+	tab3 := browsertest.New(t).Tab(t)
+	tab3.Run(chromedp.Navigate(code.URL))
+	tab3.WaitFor("the refusal of a used code", `document.querySelector('.signin [role=alert]') && document.querySelector('.signin [role=alert]').textContent != ''`)
+	noPageErrors(t, tab2)
+}
+
+func TestUISignInAgainAfterADaemonRestart(t *testing.T) {
+	b := browsertest.New(t)
+	home := t.TempDir()
+	s := startServer(t, home)
+	id := createSession(t, s, map[string]any{"prompt": "echo before"})
+	tab := uiPage(t, b, s, "/sessions/"+id)
+	tab.WaitFor("the answer", agentSaid("before"))
+	s.stop()
+	s2 := startServerAddr(t, home, s.addr, nil)
+	// Sign-ins end with the daemon: the page asks again, then comes back.
+	tab.WaitFor("the sign-in form", `document.getElementById('token')`)
+	tab.Run(browsertest.Type(browsertest.Field("Token"), readTokenFile(s2.home)), browsertest.Click(browsertest.Button("Sign in")))
+	tab.WaitFor("the session again", `location.pathname == '/sessions/`+id+`'`)
+	tab.WaitFor("its transcript", agentSaid("before"))
+}
+
+func TestUIAnotherOriginCannotDriveTheDaemon(t *testing.T) {
+	t.Run("signed in", func(t *testing.T) {
+		b := browsertest.New(t)
+		s := startServer(t, t.TempDir())
+		// The victim's browser is signed in to the daemon.
+		uiPage(t, b, s, "/")
+		attackFromAnotherOrigin(t, b, s)
+	})
+	t.Run("no token needed", func(t *testing.T) {
+		// Only the browser guards (Origin, Sec-Fetch-Site, JSON bodies)
+		// stand between the page and the daemon.
+		s := startServerEnv(t, t.TempDir(), []string{"BERTH_SERVER_LOOPBACK_WITHOUT_TOKEN=true"})
+		attackFromAnotherOrigin(t, browsertest.New(t), s)
+	})
+}
+
+// attackFromAnotherOrigin opens, in b, a page on another origin that tries
+// no-cors POSTs, a form post and fetches to create a session on s, and
+// fails t if the number of sessions moves.
+func attackFromAnotherOrigin(t *testing.T, b *browsertest.Browser, s *server) {
+	count := func() int {
+		var page struct {
+			Sessions []struct{ ID string } `json:"sessions"`
+		}
+		if st, err := s.api("GET", "/v1/sessions", nil, &page); st != 200 || err != nil {
+			t.Fatalf("list: %d %v", st, err)
+		}
+		return len(page.Sessions)
+	}
+	before := count()
+
+	// A page on another origin tries everything a page can send.
+	target := "http://" + s.addr
+	attack := `<!doctype html><title>attack</title><body>
+<form id=f method=POST action="` + target + `/v1/sessions" enctype="text/plain" target=sink>
+<input name='{"agent":"demo","sandbox":"host","prompt":"echo pwned","x":"' value='"}'></form>
+<iframe name=sink></iframe>
+<script>
+const body = JSON.stringify({agent: "demo", sandbox: "host", prompt: "echo pwned"});
+const tries = [
+  fetch("` + target + `/v1/sessions", {method: "POST", mode: "no-cors", credentials: "include", body}),
+  fetch("` + target + `/v1/sessions", {method: "POST", mode: "no-cors", credentials: "include", body, headers: {"Content-Type": "text/plain"}}),
+  fetch("` + target + `/v1/sessions", {method: "POST", credentials: "include", body, headers: {"Content-Type": "application/json"}}),
+  fetch("` + target + `/v1/sessions", {credentials: "include"}).then(r => r.text()),
+];
+document.getElementById("f").submit();
+Promise.allSettled(tries).then(r => { window.done = r.map(x => x.status + ": " + String(x.reason || x.value).slice(0, 60)); });
+</script>`
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, attack)
+	}))
+	defer evil.Close()
+	// Another origin: another host name for the loopback address.
+	evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
+	page := b.Tab(t)
+	page.Run(chromedp.Navigate(evilURL))
+	page.WaitFor("every attempt to settle", `window.done`)
+	// The form post went out too: give the daemon its answer's time by
+	// waiting for the iframe to load something.
+	page.WaitFor("the form post's answer", `(() => { try { return frames.sink.location.href; } catch (e) { return true; } })()`)
+	var done []string
+	page.Eval(`window.done`, &done)
+	if after := count(); after != before {
+		t.Fatalf("another origin created sessions: %d → %d (%v)", before, after, done)
+	}
+	t.Logf("the attempts: %v", done)
 }

@@ -106,7 +106,7 @@ export function mount(main, id) {
     if (closed) return;
     const on = Object.fromEntries(STREAM_TYPES.map((type) => [type, take]));
     stopFollowing = follow(() => `${sessionPath(id, '/events/stream')}?after=${t.lastSeq}`, on,
-      (open) => head.setLive(open));
+      (open) => head.setLive(open), () => api('GET', sessionPath(id)));
   })();
 
   return () => {

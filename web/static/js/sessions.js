@@ -147,11 +147,13 @@ export function mount(main) {
       if (sessions.length !== n) redraw();
     },
     resync: () => load(),
-  }, (open) => {
-    // Without the daemon-wide stream (an older daemon), poll instead.
+  }, (open, fresh) => {
+    // A new connection may have missed changes: list again. While the
+    // stream is down (or the daemon has none), poll instead.
     clearInterval(pollTimer);
+    if (open && fresh) load();
     if (!open) pollTimer = setInterval(load, 3000);
-  });
+  }, () => api('GET', '/v1/sessions?limit=1'));
 
   load();
   return () => { stopFollowing(); clearInterval(pollTimer); };
