@@ -29,7 +29,7 @@ func uiPage(t *testing.T, b *browsertest.Browser, s *server, path string) *brows
 
 // signIn types the daemon's token into the sign-in form and waits for the
 // sessions list.
-func signIn(t *testing.T, tab *browsertest.Tab, s *server) {
+func signIn(t testing.TB, tab *browsertest.Tab, s *server) {
 	t.Helper()
 	token := readTokenFile(s.home)
 	if token == "" {
@@ -47,7 +47,7 @@ func shot(t *testing.T, tab *browsertest.Tab, name string) {
 	if dir == "" {
 		return
 	}
-	if strings.HasPrefix(name, "phone-") {
+	if strings.HasPrefix(name, "phone-") || name == "sessions" {
 		tab.ScreenshotViewport(filepath.Join(dir, name+".png"))
 		return
 	}
@@ -172,6 +172,7 @@ func TestUICancelQueueSteerAndInterrupt(t *testing.T) {
 	tab.WaitFor("the page", `document.querySelector('.transcript').dataset.lastSeq`)
 	send := func(text, button string) {
 		tab.Run(browsertest.Type(browsertest.Field("Prompt"), text), browsertest.Click(browsertest.Button(button)))
+		tab.WaitFor("the prompt accepted", `document.getElementById('prompt').value == ''`)
 	}
 	send("sleep 20000", "Send")
 	tab.WaitFor("the running badge", `document.querySelector('.session-head .badge').textContent == 'running'`)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -234,6 +235,34 @@ func (tab *Tab) Screenshot(path string) {
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		tab.t.Fatal(err)
 	}
+}
+
+// MarkWhen makes every page the tab loads from now on record, in
+// window.__marks[name], the performance.now() (milliseconds since the
+// navigation began) of the first animation frame at which the JavaScript
+// condition cond holds: a measure of when the user could see it.
+func (tab *Tab) MarkWhen(name, cond string) {
+	tab.t.Helper()
+	script := fmt.Sprintf(`window.__marks = window.__marks || {};
+(function poll() {
+  let ok = false;
+  try { ok = !!(%s); } catch (e) {}
+  if (ok) { window.__marks[%q] = performance.now(); return; }
+  requestAnimationFrame(poll);
+})();`, cond, name)
+	tab.Run(chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := page.AddScriptToEvaluateOnNewDocument(script).Do(ctx)
+		return err
+	}))
+}
+
+// Mark waits for the mark name and returns it in milliseconds.
+func (tab *Tab) Mark(name string) float64 {
+	tab.t.Helper()
+	tab.WaitFor("the mark "+name, fmt.Sprintf(`window.__marks && window.__marks[%q] !== undefined`, name))
+	var ms float64
+	tab.Eval(fmt.Sprintf(`window.__marks[%q]`, name), &ms)
+	return ms
 }
 
 // ScreenshotViewport saves a PNG of what the window shows at path.

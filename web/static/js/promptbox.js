@@ -12,9 +12,11 @@ export function create(id, hooks) {
   const status = h('p', { class: 'muted', role: 'status' });
   const send = async (mode) => {
     if (!text.value.trim()) { status.textContent = 'Type a prompt first.'; return; }
+    const sent = text.value;
     try {
-      const r = await api('POST', sessionPath(id, '/prompts'), { text: text.value, mode });
-      text.value = '';
+      const r = await api('POST', sessionPath(id, '/prompts'), { text: sent, mode });
+      // What the user typed meanwhile stays.
+      if (text.value === sent) text.value = '';
       status.textContent = describe(r);
       hooks.onSent();
     } catch (e) {

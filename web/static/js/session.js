@@ -20,7 +20,10 @@ import * as execConsole from './exec.js';
 // PAGE is how many events one replay request asks for (the API's max).
 const PAGE = 1000;
 // PARALLEL is how many replay pages are in flight at once.
-const PARALLEL = 4;
+const PARALLEL = 6;
+// SLICE is how long (ms) replay renders before it lets the browser paint
+// and handle input.
+const SLICE = 50;
 
 // STREAM_TYPES are the event types the screen listens for on the stream
 // (EventSource hands named events only to listeners of that name).
@@ -85,7 +88,7 @@ export function mount(main, id) {
       const batch = pending;
       pending = [];
       const stick = nearBottom();
-      t.add(batch);
+      t.add(batch, stick);
       if (stick) scrollToEnd();
     }, 16);
   }
@@ -124,6 +127,7 @@ async function replay(id, lastSeq, t, isClosed) {
   for (let after = 0; after < lastSeq; after += PAGE) starts.push(after);
   const fetchPage = (after) => api('GET', `${sessionPath(id, '/events')}?after=${after}&limit=${PAGE}`);
   const inflight = starts.slice(0, PARALLEL).map(fetchPage);
+  let sliceStart = performance.now();
   for (let i = 0; i < starts.length; i++) {
     if (isClosed()) return;
     if (i + PARALLEL < starts.length) inflight.push(fetchPage(starts[i + PARALLEL]));
@@ -135,7 +139,10 @@ async function replay(id, lastSeq, t, isClosed) {
       return;
     }
     t.add(page.events || []);
-    await new Promise((r) => setTimeout(r, 0));
+    if (performance.now() - sliceStart > SLICE) {
+      await new Promise((r) => setTimeout(r, 0));
+      sliceStart = performance.now();
+    }
   }
 }
 

@@ -13,12 +13,29 @@ import { permissionCard } from './permissions.js';
 // MERGED are the event types whose consecutive events form one block.
 const MERGED = new Set(['agent_message', 'agent_thought', 'agent_stderr']);
 
+// WINDOW is how many entries stay on the page while it follows the end:
+// older ones are kept, detached, until "Show earlier events" brings them
+// back, so a log of any length costs the browser the same to lay out.
+const WINDOW = 400;
+
+// rawOf maps each entry's raw-JSON button to the events it shows.
+const rawOf = new WeakMap();
+
 // Transcript renders events into el. hooks: decide(perm, optionId) for
 // permission buttons, usage(data) for the latest usage.
 export class Transcript {
   constructor(el, hooks = {}) {
     this.el = el;
     this.hooks = hooks;
+    this.nodes = [];
+    this.first = 0;
+    this.earlier = h('button', { type: 'button', class: 'earlier', hidden: true, onclick: () => this.showEarlier() });
+    this.list = h('div', { class: 'entries' });
+    el.append(this.earlier, this.list);
+    el.addEventListener('click', (e) => {
+      const btn = e.target.closest('.raw-toggle');
+      if (btn) toggleRaw(btn);
+    });
     this.lastSeq = 0;
     this.count = 0;
     this.open = null;
@@ -28,8 +45,10 @@ export class Transcript {
     this.out = null;
   }
 
-  // add renders the events of a batch that are new, in seq order.
-  add(events) {
+  // add renders the events of a batch that are new, in seq order. With
+  // trim (the reader is at the end), only the newest WINDOW entries stay
+  // on the page.
+  add(events, trim = true) {
     this.out = document.createDocumentFragment();
     for (const ev of events) {
       if (!(ev.seq > this.lastSeq)) continue;
@@ -39,8 +58,14 @@ export class Transcript {
     }
     for (const b of this.dirty) b.draw();
     this.dirty.clear();
-    this.el.append(this.out);
+    this.list.append(this.out);
     this.out = null;
+    if (trim && this.nodes.length - this.first > WINDOW) {
+      const keep = this.nodes.length - WINDOW;
+      for (let i = this.first; i < keep; i++) this.nodes[i].remove();
+      this.first = keep;
+    }
+    this.showEarlierButton();
     // Shown for tests and the curious: count == last-seq means no hole.
     this.el.dataset.lastSeq = String(this.lastSeq);
     this.el.dataset.count = String(this.count);
@@ -166,29 +191,57 @@ export class Transcript {
     this.block(ev, null, `note ${cls}`, h('span', { text }));
   }
 
+  // showEarlier puts the previous WINDOW detached entries back on the
+  // page above the ones shown, keeping what the reader sees in place.
+  showEarlier() {
+    const from = Math.max(0, this.first - WINDOW);
+    const frag = document.createDocumentFragment();
+    frag.append(...this.nodes.slice(from, this.first));
+    const scroller = document.scrollingElement;
+    const before = scroller.scrollHeight;
+    this.list.prepend(frag);
+    scroller.scrollTop += scroller.scrollHeight - before;
+    this.first = from;
+    this.showEarlierButton();
+  }
+
+  // showEarlierButton shows how many entries are off the page, if any.
+  showEarlierButton() {
+    this.earlier.hidden = this.first === 0;
+    this.earlier.textContent = `Show earlier events (${this.first} entries hidden)`;
+  }
+
   // block appends one transcript entry with a button showing the raw JSON
   // of its events.
   block(ev, label, cls, body, events = [ev]) {
-    const raw = h('pre', { class: 'raw', hidden: true });
     const btn = h('button', { type: 'button', class: 'raw-toggle', 'aria-expanded': 'false', title: 'Raw JSON', text: '{ }',
       'aria-label': `Raw JSON of event ${ev.seq}` });
-    btn.addEventListener('click', () => {
-      const show = raw.hidden;
-      if (show) raw.textContent = events.map((e) => JSON.stringify(e, null, 2)).join('\n');
-      raw.hidden = !show;
-      btn.setAttribute('aria-expanded', String(show));
-    });
+    rawOf.set(btn, events);
     const node = h('article', { class: `ev ${cls}`, 'data-seq': ev.seq, 'data-type': ev.type },
       h('div', { class: 'ev-head' },
         label ? h('span', { class: 'who', text: label }) : null,
         body && !label ? body : null,
         h('time', { datetime: ev.time, title: ev.time, text: clock(ev.time) }),
         btn),
-      label ? body : null,
-      raw);
+      label ? body : null);
     this.out.append(node);
+    this.nodes.push(node);
     return node;
   }
+}
+
+// toggleRaw shows or hides the raw JSON of the events of btn's entry.
+function toggleRaw(btn) {
+  const entry = btn.closest('.ev');
+  let raw = entry.querySelector(':scope > pre.raw');
+  if (!raw) {
+    raw = h('pre', { class: 'raw', hidden: true });
+    entry.append(raw);
+  }
+  const show = raw.hidden;
+  if (show) raw.textContent = rawOf.get(btn).map((e) => JSON.stringify(e, null, 2)).join('\n');
+  raw.hidden = !show;
+  btn.setAttribute('aria-expanded', String(show));
 }
 
 // toolContent renders one ACP tool call content item.
@@ -227,8 +280,12 @@ function summary(ev) {
   }
 }
 
+// TIME formats times of day (one formatter: making one per call costs more
+// than the rest of an event's rendering).
+const TIME = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit' });
+
 // clock is the time of day of an RFC 3339 time.
 function clock(iso) {
   const t = new Date(iso);
-  return Number.isNaN(t.getTime()) ? '' : t.toLocaleTimeString();
+  return Number.isNaN(t.getTime()) ? '' : TIME.format(t);
 }
