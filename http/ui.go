@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/web"
 )
 
@@ -28,12 +29,14 @@ func (s *Server) uiRoutes() {
 	files := http.FileServerFS(web.FS)
 	s.mux.Handle("GET "+uiPrefix, http.StripPrefix(strings.TrimSuffix(uiPrefix, "/"), http.HandlerFunc(
 		func(w http.ResponseWriter, r *http.Request) {
-			setUIHeaders(w)
-			// No directory listings: only files are served.
-			if strings.HasSuffix(r.URL.Path, "/") {
-				http.NotFound(w, r)
+			// Only files are served (no directory listings); anything else
+			// is the API's JSON 404.
+			name := strings.TrimPrefix(r.URL.Path, "/")
+			if info, err := fs.Stat(web.FS, name); err != nil || info.IsDir() || name == "" {
+				s.writeError(w, r, berth.Errorf(berth.ENotFound, "no UI file %s", r.URL.Path))
 				return
 			}
+			setUIHeaders(w)
 			files.ServeHTTP(w, r)
 		})))
 }
