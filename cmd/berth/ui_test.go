@@ -493,3 +493,27 @@ Promise.allSettled(tries).then(r => { window.done = r.map(x => x.status + ": " +
 	}
 	t.Logf("the attempts: %v", done)
 }
+
+func TestUIExecSnapshotAndDelete(t *testing.T) {
+	b := browsertest.New(t)
+	s := startServer(t, t.TempDir())
+	id := createSession(t, s, map[string]any{"prompt": "write notes.txt kept"})
+	tab := uiPage(t, b, s, "/sessions/"+id)
+	tab.WaitFor("the write's diff", `document.querySelector('pre.diff .add')`)
+	tab.Run(browsertest.Type(browsertest.Field("Command"), "cat notes.txt; echo; echo to-stderr >&2"), browsertest.Click(browsertest.Button("Run")))
+	tab.WaitFor("the command's output", `document.querySelector('.exec + pre.terminal, pre.terminal[aria-label="Exec output"]').textContent.includes('kept\nto-stderr\n[exit 0')`)
+	tab.Run(browsertest.Click(browsertest.Button("Snapshot")))
+	tab.WaitFor("the snapshot", `document.querySelector('.notice').textContent.startsWith('Snapshot snap_')`)
+	var snaps struct {
+		Snapshots []struct{ ID string } `json:"snapshots"`
+	}
+	if s.api("GET", "/v1/sessions/"+id+"/snapshots", nil, &snaps); len(snaps.Snapshots) != 1 {
+		t.Fatalf("snapshots: %+v", snaps)
+	}
+	tab.Run(browsertest.Click(browsertest.Button("Delete")), browsertest.Click(browsertest.Button("Delete for good")))
+	tab.WaitFor("the list", `location.pathname == '/' && document.querySelector('table.sessions')`)
+	if st, _ := s.api("GET", "/v1/sessions/"+id, nil, nil); st != 404 {
+		t.Fatalf("the deleted session answers %d", st)
+	}
+	noPageErrors(t, tab)
+}

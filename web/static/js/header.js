@@ -66,7 +66,7 @@ export function create(id, hooks) {
       badgeSlot.replaceChildren(badge(s.badge));
       const fact = (k, v) => h('div', {}, h('dt', { text: k }), h('dd', {}, v));
       facts.replaceChildren(...[
-        fact('ID', s.id),
+        s.name ? fact('ID', s.id) : null,
         fact('Agent', s.agent),
         fact('State', `${s.state}${s.stop_reason ? ` (${s.stop_reason})` : ''}`),
         fact('Workspace', h('span', { class: 'path', text: s.workspace })),
