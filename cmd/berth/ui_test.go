@@ -291,7 +291,7 @@ func TestUIFollowsAcrossADaemonRestart(t *testing.T) {
 		LastSeq int64 `json:"last_seq"`
 	}
 	s2.api("GET", "/v1/sessions/"+id, nil, &sess)
-	tab.WaitFor("every event once", fmt.Sprintf(`document.querySelector('.transcript').dataset.lastSeq == '%d' && document.querySelector('.transcript').dataset.count == '%d'`, sess.LastSeq, sess.LastSeq))
+	tab.WaitFor("every event once", everyEventOnce(sess.LastSeq))
 	var twos int
 	tab.Eval(`[...document.querySelectorAll('.ev.prompt .user-text')].filter(e => e.textContent == 'echo two').length`, &twos)
 	if twos != 1 {
@@ -516,4 +516,47 @@ func TestUIExecSnapshotAndDelete(t *testing.T) {
 		t.Fatalf("the deleted session answers %d", st)
 	}
 	noPageErrors(t, tab)
+}
+
+func TestUILongTranscriptShowsItsEndThenEarlierEntries(t *testing.T) {
+	b := browsertest.New(t)
+	s := startServer(t, t.TempDir())
+	var lines []string
+	for i := range 1200 {
+		lines = append(lines, fmt.Sprintf("echo line %d", i), fmt.Sprintf("think thought %d", i))
+	}
+	id := createSession(t, s, map[string]any{})
+	if st, err := s.api("POST", "/v1/sessions/"+id+"/prompts?wait=true", map[string]any{"text": strings.Join(lines, "\n")}, nil); st != 200 || err != nil {
+		t.Fatalf("prompt: %d %v", st, err)
+	}
+	var sess struct {
+		LastSeq int64 `json:"last_seq"`
+	}
+	s.api("GET", "/v1/sessions/"+id, nil, &sess)
+	tab := uiPage(t, b, s, "/sessions/"+id)
+	tab.WaitFor("every event", everyEventOnce(sess.LastSeq))
+	entries := `document.querySelectorAll('.transcript .entries > .ev').length`
+	tab.WaitFor("the newest entries only", entries+` == 400 && `+agentSaid("line 1199"))
+	for range 20 {
+		var hidden bool
+		if tab.Eval(`document.querySelector('.transcript .earlier').hidden`, &hidden); hidden {
+			break
+		}
+		tab.Run(browsertest.Click(`//button[starts-with(normalize-space(.), "Show earlier events")]`))
+	}
+	tab.WaitFor("the whole log", transcriptHas("Session created")+` && `+agentSaid("line 0")+` && document.querySelector('.transcript .earlier').hidden`)
+	var seqs []int
+	tab.Eval(`[...document.querySelectorAll('.transcript .entries > .ev')].map(e => +e.dataset.seq)`, &seqs)
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("entries out of order at %d: %d after %d", i, seqs[i], seqs[i-1])
+		}
+	}
+	noPageErrors(t, tab)
+}
+
+// everyEventOnce is the JS condition "the transcript shows every event up
+// to at least seq, each once": as many events as the last seq.
+func everyEventOnce(seq int64) string {
+	return fmt.Sprintf(`(t => t && +t.dataset.lastSeq >= %d && t.dataset.count == t.dataset.lastSeq)(document.querySelector('.transcript'))`, seq)
 }

@@ -120,8 +120,9 @@ export function mount(main, id) {
   };
 }
 
-// replay renders the log up to lastSeq in pages fetched a few at a time,
-// yielding to the browser between pages so a long log never freezes it.
+// replay records the log up to lastSeq in pages fetched a few at a time,
+// yielding to the browser every SLICE ms so a long log never freezes it,
+// then paints the newest entries once.
 async function replay(id, lastSeq, t, isClosed) {
   const starts = [];
   for (let after = 0; after < lastSeq; after += PAGE) starts.push(after);
@@ -136,14 +137,15 @@ async function replay(id, lastSeq, t, isClosed) {
       page = await inflight[i];
     } catch {
       // The stream replays from the last seq shown: nothing is lost.
-      return;
+      break;
     }
-    t.add(page.events || []);
+    t.add(page.events || [], true, false);
     if (performance.now() - sliceStart > SLICE) {
       await new Promise((r) => setTimeout(r, 0));
       sliceStart = performance.now();
     }
   }
+  t.add([]);
 }
 
 // nearBottom reports whether the page is scrolled to (about) its end.

@@ -23,12 +23,23 @@ const rawOf = new WeakMap();
 
 // Transcript renders events into el. hooks: decide(perm, optionId) for
 // permission buttons, usage(data) for the latest usage.
+//
+// Each entry is kept as its events plus a build() that makes its node from
+// them; a node is built only when the entry is on the page, and built again
+// when a later event changes it (a chunk, a tool call update, a decision).
+// So replaying a long log costs little more than reading it.
 export class Transcript {
   constructor(el, hooks = {}) {
     this.el = el;
     this.hooks = hooks;
-    this.nodes = [];
+    this.lastSeq = 0;
+    this.count = 0;
+    this.open = null;
+    this.entries = [];
     this.first = 0;
+    this.tools = new Map();
+    this.perms = new Map();
+    this.changed = new Set();
     this.earlier = h('button', { type: 'button', class: 'earlier', hidden: true, onclick: () => this.showEarlier() });
     this.list = h('div', { class: 'entries' });
     el.append(this.earlier, this.list);
@@ -36,83 +47,126 @@ export class Transcript {
       const btn = e.target.closest('.raw-toggle');
       if (btn) toggleRaw(btn);
     });
-    this.lastSeq = 0;
-    this.count = 0;
-    this.open = null;
-    this.tools = new Map();
-    this.perms = new Map();
-    this.dirty = new Set();
-    this.out = null;
   }
 
   // add renders the events of a batch that are new, in seq order. With
   // trim (the reader is at the end), only the newest WINDOW entries stay
-  // on the page.
-  add(events, trim = true) {
-    this.out = document.createDocumentFragment();
+  // on the page. Without paint the entries are only recorded (a replay
+  // paints once, at its end).
+  add(events, trim = true, paint = true) {
+    const start = this.entries.length;
     for (const ev of events) {
       if (!(ev.seq > this.lastSeq)) continue;
       this.lastSeq = ev.seq;
       this.count++;
       this.one(ev);
     }
-    for (const b of this.dirty) b.draw();
-    this.dirty.clear();
-    this.list.append(this.out);
-    this.out = null;
-    if (trim && this.nodes.length - this.first > WINDOW) {
-      const keep = this.nodes.length - WINDOW;
-      for (let i = this.first; i < keep; i++) this.nodes[i].remove();
+    if (trim && this.entries.length - this.first > WINDOW) {
+      const keep = this.entries.length - WINDOW;
+      for (let i = this.first; i < Math.min(keep, start); i++) {
+        const e = this.entries[i];
+        if (e.node) e.node.remove();
+      }
       this.first = keep;
     }
-    this.showEarlierButton();
-    // Shown for tests and the curious: count == last-seq means no hole.
-    this.el.dataset.lastSeq = String(this.lastSeq);
-    this.el.dataset.count = String(this.count);
+    // Changed entries on the page are built again; off it, they will be
+    // when they come back.
+    for (const e of this.changed) {
+      if (e.node && e.node.isConnected) this.render(e);
+      else e.node = null;
+    }
+    this.changed.clear();
+    if (paint) {
+      // The entries of the window not on the page yet follow those that are.
+      const frag = document.createDocumentFragment();
+      for (let i = this.first; i < this.entries.length; i++) {
+        const e = this.entries[i];
+        if (!(e.node && e.node.isConnected)) frag.append(e.node || this.render(e));
+      }
+      this.list.append(frag);
+      this.showEarlierButton();
+      // Shown for tests and the curious: count == last-seq means no hole.
+      this.el.dataset.lastSeq = String(this.lastSeq);
+      this.el.dataset.count = String(this.count);
+    }
   }
 
-  // one renders one event.
+  // render (re)builds entry e's node, in place when it is on the page.
+  render(e) {
+    const node = e.build();
+    if (e.node) e.node.replaceWith(node);
+    e.node = node;
+    return node;
+  }
+
+  // entry records a new entry starting with ev; build(events) makes its
+  // node from the entry's events.
+  entry(ev, build) {
+    const e = { type: ev.type, turn: ev.turn_id, events: [ev], node: null };
+    e.build = () => build(e);
+    this.entries.push(e);
+    return e;
+  }
+
+  // one records one event.
   one(ev) {
     const d = ev.data || {};
     if (MERGED.has(ev.type)) {
       if (this.open && this.open.type === ev.type && this.open.turn === ev.turn_id) {
         this.open.events.push(ev);
+        this.changed.add(this.open);
       } else {
-        this.open = this.textBlock(ev);
+        this.open = this.entry(ev, textEntry);
       }
-      this.dirty.add(this.open);
       return;
     }
     this.open = null;
     switch (ev.type) {
       case 'turn_started':
-        this.block(ev, d.source && d.source !== 'user' ? `You (${d.source})` : 'You', 'prompt',
-          h('div', { class: 'user-text', text: d.text || '' }));
+        this.entry(ev, (e) => frame(e, d.source && d.source !== 'user' ? `You (${d.source})` : 'You', 'prompt',
+          h('div', { class: 'user-text', text: d.text || '' })));
         break;
       case 'turn_ended':
         this.note(ev, `Turn ended: ${d.stop_reason}${d.error ? ` (${d.error.code || ''} ${d.error.message || ''})` : ''}`,
           d.stop_reason === 'end_turn' ? '' : 'warn');
         break;
       case 'tool_call':
-        this.toolCall(ev);
+        this.tools.set(`${ev.turn_id}/${d.tool_call_id}`, this.entry(ev, toolEntry));
         break;
-      case 'tool_call_update':
-        this.toolUpdate(ev);
+      case 'tool_call_update': {
+        const e = this.tools.get(`${ev.turn_id}/${d.tool_call_id}`);
+        if (e) {
+          e.events.push(ev);
+          this.changed.add(e);
+        } else {
+          this.note(ev, `Tool call ${d.tool_call_id}: ${d.status || 'update'}`);
+        }
         break;
+      }
       case 'plan':
-        this.block(ev, 'Plan', 'plan', h('ol', { class: 'plan' }, (d.entries || []).map((e) =>
-          h('li', { class: `plan-${e.status}` }, h('span', { class: 'tag', text: e.status || '' }), ' ', e.content || ''))));
+        this.entry(ev, (e) => frame(e, 'Plan', 'plan', h('ol', { class: 'plan' }, (d.entries || []).map((p) =>
+          h('li', { class: `plan-${p.status}` }, h('span', { class: 'tag', text: p.status || '' }), ' ', p.content || '')))));
         break;
       case 'usage':
         this.note(ev, `Usage: ${usageText(d)}`);
         if (this.hooks.usage) this.hooks.usage(d);
         break;
-      case 'permission_requested':
-        this.permission(ev);
+      case 'permission_requested': {
+        const p = d.permission || {};
+        const e = this.entry(ev, (en) => {
+          const card = permissionCard(p, (opt) => this.hooks.decide(p, opt));
+          if (en.resolution) card.resolve(en.resolution);
+          return frame(en, 'Permission', 'permission', card.node);
+        });
+        this.perms.set(p.id, e);
         break;
+      }
       case 'permission_resolved': {
-        const card = this.perms.get(d.permission_id);
-        if (card) card.resolve(d);
+        const e = this.perms.get(d.permission_id);
+        if (e) {
+          e.resolution = d;
+          this.changed.add(e);
+        }
         this.note(ev, `Permission ${d.permission_id}: ${d.option_id || 'no option'} (by ${d.decided_by})`);
         break;
       }
@@ -128,75 +182,20 @@ export class Transcript {
     }
   }
 
-  // textBlock starts a block of joined chunks of ev's type.
-  textBlock(ev) {
-    const label = { agent_message: 'Agent', agent_thought: 'Thought', agent_stderr: 'stderr' }[ev.type];
-    const b = { type: ev.type, turn: ev.turn_id, events: [ev] };
-    const body = ev.type === 'agent_thought' ? h('details', { class: 'thought' }, h('summary', { text: 'Thought' }), h('div'))
-      : ev.type === 'agent_stderr' ? h('pre', { class: 'stderr' }) : h('div', { class: 'md' });
-    b.node = this.block(ev, label, ev.type.replace('_', '-'), body, b.events);
-    b.draw = () => {
-      if (ev.type === 'agent_stderr') {
-        body.textContent = b.events.map((e) => e.data.line).join('\n');
-        return;
-      }
-      const text = b.events.map((e) => e.data.text || '').join('');
-      const target = ev.type === 'agent_thought' ? body.lastChild : body;
-      target.replaceChildren(markdown.render(text));
-    };
-    return b;
-  }
-
-  // toolCall renders a tool call card, kept by its id for its updates.
-  toolCall(ev) {
-    const d = ev.data;
-    const status = h('span', { class: `tag status-${d.status}`, text: d.status || '' });
-    const content = h('div', { class: 'tool-content' });
-    const events = [ev];
-    this.block(ev, 'Tool call', 'tool', [
-      h('div', { class: 'tool-head' }, h('span', { class: 'tag kind', text: d.kind || 'other' }), ' ',
-        h('strong', { text: d.title || d.tool_call_id }), ' ', status),
-      content], events);
-    this.tools.set(`${ev.turn_id}/${d.tool_call_id}`, { status, content, events });
-  }
-
-  // toolUpdate changes a tool call card's status and content.
-  toolUpdate(ev) {
-    const d = ev.data;
-    const card = this.tools.get(`${ev.turn_id}/${d.tool_call_id}`);
-    if (!card) {
-      this.note(ev, `Tool call ${d.tool_call_id}: ${d.status || 'update'}`);
-      return;
-    }
-    card.events.push(ev);
-    if (d.status) {
-      card.status.textContent = d.status;
-      card.status.className = `tag status-${d.status}`;
-    }
-    if (Array.isArray(d.content) && d.content.length) card.content.replaceChildren(...d.content.map(toolContent));
-    const output = d.raw && d.raw.rawOutput && d.raw.rawOutput.output;
-    if (typeof output === 'string') card.content.append(h('pre', { class: 'terminal', text: output }));
-  }
-
-  // permission renders a permission request as a card with its options.
-  permission(ev) {
-    const p = ev.data.permission || {};
-    const card = permissionCard(p, (opt) => this.hooks.decide(p, opt));
-    this.perms.set(p.id, card);
-    this.block(ev, 'Permission', 'permission', card.node);
-  }
-
-  // note renders a one-line event.
+  // note records a one-line event.
   note(ev, text, cls = '') {
-    this.block(ev, null, `note ${cls}`, h('span', { text }));
+    this.entry(ev, (e) => frame(e, null, `note ${cls}`, h('span', { text })));
   }
 
-  // showEarlier puts the previous WINDOW detached entries back on the
-  // page above the ones shown, keeping what the reader sees in place.
+  // showEarlier puts the previous WINDOW entries back on the page above
+  // the ones shown, keeping what the reader sees in place.
   showEarlier() {
     const from = Math.max(0, this.first - WINDOW);
     const frag = document.createDocumentFragment();
-    frag.append(...this.nodes.slice(from, this.first));
+    for (let i = from; i < this.first; i++) {
+      const e = this.entries[i];
+      frag.append(e.node || this.render(e));
+    }
     const scroller = document.scrollingElement;
     const before = scroller.scrollHeight;
     this.list.prepend(frag);
@@ -210,24 +209,55 @@ export class Transcript {
     this.earlier.hidden = this.first === 0;
     this.earlier.textContent = `Show earlier events (${this.first} entries hidden)`;
   }
+}
 
-  // block appends one transcript entry with a button showing the raw JSON
-  // of its events.
-  block(ev, label, cls, body, events = [ev]) {
-    const btn = h('button', { type: 'button', class: 'raw-toggle', 'aria-expanded': 'false', title: 'Raw JSON', text: '{ }',
-      'aria-label': `Raw JSON of event ${ev.seq}` });
-    rawOf.set(btn, events);
-    const node = h('article', { class: `ev ${cls}`, 'data-seq': ev.seq, 'data-type': ev.type },
-      h('div', { class: 'ev-head' },
-        label ? h('span', { class: 'who', text: label }) : null,
-        body && !label ? body : null,
-        h('time', { datetime: ev.time, title: ev.time, text: clock(ev.time) }),
-        btn),
-      label ? body : null);
-    this.out.append(node);
-    this.nodes.push(node);
-    return node;
+// textEntry builds an entry of joined chunks: agent text and thoughts as
+// Markdown, stderr lines as they are.
+function textEntry(e) {
+  const label = { agent_message: 'Agent', agent_thought: 'Thought', agent_stderr: 'stderr' }[e.type];
+  let body;
+  if (e.type === 'agent_stderr') {
+    body = h('pre', { class: 'stderr', text: e.events.map((x) => x.data.line).join('\n') });
+  } else {
+    const md = h('div', { class: 'md' }, markdown.render(e.events.map((x) => x.data.text || '').join('')));
+    body = e.type === 'agent_thought' ? h('details', { class: 'thought' }, h('summary', { text: 'Thought' }), md) : md;
   }
+  return frame(e, label, e.type.replace('_', '-'), body);
+}
+
+// toolEntry builds a tool call card from the call and its updates so far:
+// the latest status and content, and any terminal output.
+function toolEntry(e) {
+  const d = e.events[0].data;
+  let status = d.status || '';
+  let content = [];
+  const outputs = [];
+  for (const u of e.events.slice(1)) {
+    if (u.data.status) status = u.data.status;
+    if (Array.isArray(u.data.content) && u.data.content.length) content = u.data.content;
+    const out = u.data.raw && u.data.raw.rawOutput && u.data.raw.rawOutput.output;
+    if (typeof out === 'string') outputs.push(out);
+  }
+  return frame(e, 'Tool call', 'tool', [
+    h('div', { class: 'tool-head' }, h('span', { class: 'tag kind', text: d.kind || 'other' }), ' ',
+      h('strong', { text: d.title || d.tool_call_id }), ' ', h('span', { class: `tag status-${status}`, text: status })),
+    h('div', { class: 'tool-content' }, content.map(toolContent), outputs.map((o) => h('pre', { class: 'terminal', text: o })))]);
+}
+
+// frame is an entry's node: a head with its label, time and a button that
+// shows the raw JSON of its events, then its body.
+function frame(e, label, cls, body) {
+  const ev = e.events[0];
+  const btn = h('button', { type: 'button', class: 'raw-toggle', 'aria-expanded': 'false', title: 'Raw JSON', text: '{ }',
+    'aria-label': `Raw JSON of event ${ev.seq}` });
+  rawOf.set(btn, e.events);
+  return h('article', { class: `ev ${cls}`, 'data-seq': ev.seq, 'data-type': ev.type },
+    h('div', { class: 'ev-head' },
+      label ? h('span', { class: 'who', text: label }) : null,
+      body && !label ? body : null,
+      h('time', { datetime: ev.time, title: ev.time, text: clock(ev.time) }),
+      btn),
+    label ? body : null);
 }
 
 // toggleRaw shows or hides the raw JSON of the events of btn's entry.
