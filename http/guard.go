@@ -51,7 +51,7 @@ func (s *Server) guardBrowser(next http.Handler) http.Handler {
 		case origin != "":
 			s.refuse(w, r, berth.Errorf(berth.EForbidden, "requests from origin %q are not allowed; add it to [server] allowed_origins", origin))
 			return
-		case strings.EqualFold(r.Header.Get("Sec-Fetch-Site"), "cross-site"):
+		case strings.EqualFold(r.Header.Get("Sec-Fetch-Site"), "cross-site") && !pageNavigation(r):
 			s.refuse(w, r, berth.Errorf(berth.EForbidden, "cross-site requests are not allowed"))
 			return
 		}
@@ -61,6 +61,14 @@ func (s *Server) guardBrowser(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// pageNavigation reports whether r is a browser opening one of the UI's
+// pages (a link followed from another site): a GET or HEAD navigation to a
+// path outside the API, which carries no data and runs nothing.
+func pageNavigation(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		strings.EqualFold(r.Header.Get("Sec-Fetch-Mode"), "navigate") && publicPath(r)
 }
 
 // refuse answers err and closes the connection afterwards, so that a body

@@ -123,6 +123,18 @@ func TestBrowserGuards(t *testing.T) {
 		t.Errorf("preflight of a foreign origin = %d %v", status, hdr)
 	}
 
+	// A link followed from another site may open a page (no data), never
+	// reach the API.
+	if status, _, _ := callTCP(t, h, "GET", "/", "", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate"); status != 404 {
+		t.Errorf("cross-site navigation to a page = %d, want it through to the router (404 here)", status)
+	}
+	for _, path := range []string{"/v1/sessions", "/metrics"} {
+		if status, _, _ := callTCP(t, h, "GET", path, "", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate",
+			"Authorization", auth); status != 403 {
+			t.Errorf("cross-site navigation to %s = %d, want 403", path, status)
+		}
+	}
+
 	// The socket is not a browser's: none of this applies there.
 	if status, body, _ := call(t, h, "POST", "/v1/sessions", `{"agent":"demo"}`, "Host", "evil.example",
 		"Origin", "http://evil.example", "Content-Type", "text/plain"); status != 201 {

@@ -346,3 +346,37 @@ func TestPanicIsInternal(t *testing.T) {
 		t.Errorf("panic = %d %v", status, body)
 	}
 }
+
+// Numbers that would overflow a time.Duration, or are out of range, are
+// refused at the edge naming the field; the service is not called.
+func TestNumbersOutOfRange(t *testing.T) {
+	f := newFakeService()
+	h := NewServer(f, ServerOptions{}).Handler()
+	for _, c := range []struct{ body, field string }{
+		{`{"agent":"demo","ttl_seconds":9223372036854775807}`, "ttl_seconds"},
+		{`{"agent":"demo","idle_timeout_seconds":9223372036854775807}`, "idle_timeout_seconds"},
+		{`{"agent":"demo","ttl_seconds":-5}`, "ttl_seconds"},
+		{`{"agent":"demo","idle_timeout_seconds":315360001}`, "idle_timeout_seconds"},
+		{`{"agent":"demo","ttl_seconds":92233720368547758070}`, "ttl_seconds"},
+	} {
+		status, body, _ := call(t, h, "POST", "/v1/sessions", c.body)
+		if status != 400 || errCode(t, body) != berth.EInvalid {
+			t.Errorf("%s = %d %v", c.body, status, body)
+			continue
+		}
+		if d, _ := body["error"].(map[string]any)["details"].(map[string]any); d["field"] != c.field {
+			t.Errorf("%s: details %v, want field %s", c.body, d, c.field)
+		}
+	}
+	for _, q := range []string{"limit=99999999999999999999", "limit=-1"} {
+		if status, _, _ := call(t, h, "GET", "/v1/sessions?"+q, ""); status != 400 {
+			t.Errorf("?%s = %d, want 400", q, status)
+		}
+	}
+	if f.calls != 0 {
+		t.Errorf("the service was called %d times", f.calls)
+	}
+	if status, body, _ := call(t, h, "POST", "/v1/sessions", `{"agent":"demo","ttl_seconds":315360000}`); status != 201 {
+		t.Errorf("the largest ttl = %d %v", status, body)
+	}
+}

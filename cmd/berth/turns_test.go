@@ -364,14 +364,21 @@ func TestExecOverHTTPAndCLI(t *testing.T) {
 	if exitCodeOf(err) != 7 || stdout.String() != "out\n" || !strings.Contains(stderr.String(), "err\n") {
 		t.Fatalf("berth exec: exit %d, stdout %q, stderr %q", exitCodeOf(err), stdout.String(), stderr.String())
 	}
-	evs := s.allEvents(t, sess.ID)
-	n := 0
-	for _, ev := range evs {
-		if ev.Type == berth.EventExec {
-			n++
+	// The exec event is appended without waiting for its commit: poll.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := 0
+		for _, ev := range s.allEvents(t, sess.ID) {
+			if ev.Type == berth.EventExec {
+				n++
+			}
 		}
-	}
-	if n != 2 {
-		t.Fatalf("%d exec events, want 2", n)
+		if n == 2 {
+			break
+		}
+		if n > 2 || time.Now().After(deadline) {
+			t.Fatalf("%d exec events, want 2", n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
