@@ -110,11 +110,19 @@ func (m *Manager) publishActivity(ctx context.Context) {
 			// A session without a runtime published its last change when
 			// it stopped; what it logs afterwards (nothing, normally) has
 			// no runtime to change.
-			if rt := m.runtimeOf(id); rt != nil {
-				rt.mu.Lock()
-				rt.changedLocked()
-				rt.mu.Unlock()
+			rt := m.runtimeOf(id)
+			if rt == nil {
+				continue
 			}
+			// A session busy under its lock (a store write, a full log
+			// queue) is looked at next round rather than waited for, so
+			// it delays no other session's activity.
+			if !rt.mu.TryLock() {
+				c.noteActivity(id)
+				continue
+			}
+			rt.changedLocked()
+			rt.mu.Unlock()
 		}
 		pace.Reset(c.every)
 		select {

@@ -302,4 +302,5 @@ func abandon(m *Manager) {
 	for _, rt := range rts {
 		<-rt.finished
 	}
+	m.stopActivity()
 }

@@ -41,6 +41,8 @@ func newBenchCmd() *cobra.Command {
 	f.Int64("page-log", 1_000_000, "events in the log paged from its end (0 skips it)")
 	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
 	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it)")
+	f.Int("fanout", 0, "readers of /v1/events/stream while every session runs turns (0 skips it)")
+	f.Duration("fanout-seconds", 10*time.Second, "how long the sessions run turns during --fanout")
 	f.Bool("no-shims", false, "run the agents as the daemon's own children (no shim), for comparison")
 	return cmd
 }
@@ -61,6 +63,7 @@ type benchResult struct {
 	IngestPerSec    float64 `json:"ingest_events_per_sec"`
 	readResult
 	shimResult
+	fanoutResult
 }
 
 // runBench is the bench command.
@@ -158,6 +161,12 @@ func runBench(cmd *cobra.Command, _ []string) error {
 			defer stop()
 		}
 		if err := benchFlood(ctx, c, d, flood, floodSize, &res); err != nil {
+			return err
+		}
+	}
+	if n, _ := f.GetInt("fanout"); n > 0 {
+		dur, _ := f.GetDuration("fanout-seconds")
+		if err := benchFanout(ctx, c, d, sandbox, ids, n, dur, &res.fanoutResult, progress); err != nil {
 			return err
 		}
 	}
@@ -335,13 +344,19 @@ func printBench(w io.Writer, r benchResult) {
 	fmt.Fprintf(t, "store / sandbox\t%s / %s\n", r.Store, r.Sandbox)
 	fmt.Fprintf(t, "sessions × prompts\t%d × %d\n", r.Sessions, r.Prompts)
 	fmt.Fprintf(t, "create→active\tp50 %.2f ms\tp99 %.2f ms\n", r.CreateP50Ms, r.CreateP99Ms)
-	fmt.Fprintf(t, "prompt→first SSE event\tp50 %.2f ms\tp99 %.2f ms\n", r.FirstEventP50Ms, r.FirstEventP99Ms)
+	if r.Prompts > 0 {
+		fmt.Fprintf(t, "prompt→first SSE event\tp50 %.2f ms\tp99 %.2f ms\n", r.FirstEventP50Ms, r.FirstEventP99Ms)
+	}
 	if r.AgentEventP50Ms > 0 {
 		fmt.Fprintf(t, "prompt→first agent event\tp50 %.2f ms\tp99 %.2f ms\n", r.AgentEventP50Ms, r.AgentEventP99Ms)
 		fmt.Fprintf(t, "  without shims\tp50 %.2f ms\tp99 %.2f ms\n", r.AgentEventNoShimP50Ms, r.AgentEventNoShimP99Ms)
 	}
 	if r.FloodEvents > 0 {
 		fmt.Fprintf(t, "durable ingest\t%.0f events/s\t(%d events in %.2f s)\n", r.IngestPerSec, r.FloodEvents, r.FloodSeconds)
+	}
+	if r.FanoutSubscribers > 0 {
+		fmt.Fprintf(t, "change→delivery, %d readers × %d sessions\tp50 %.2f ms\tp99 %.2f ms\n", r.FanoutSubscribers, r.FanoutSessions, r.FanoutLatencyP50Ms, r.FanoutLatencyP99Ms)
+		fmt.Fprintf(t, "  delivered\t%.0f changes/s\t(%d changes, %d deliveries, %d resyncs; agents logged %.0f events/s)\n", r.FanoutPerSec, r.FanoutChanges, r.FanoutDelivered, r.FanoutResyncs, r.FanoutAgentEventsPerSec)
 	}
 	if r.PageLogEvents > 0 {
 		fmt.Fprintf(t, "page of 1000 at the end of %d events\tp50 %.2f ms\tp99 %.2f ms\n", r.PageLogEvents, r.PageP50Ms, r.PageP99Ms)

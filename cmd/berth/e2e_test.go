@@ -468,7 +468,7 @@ func TestThirdPartyAgentFromConfig(t *testing.T) {
 
 func TestBenchReportsFigures(t *testing.T) {
 	cmd := exec.Command(bin, "bench", "--sessions", "2", "--prompts", "3", "--flood", "5000",
-		"--page-log", "20000", "--list-sessions", "250", "-o", "json")
+		"--page-log", "20000", "--list-sessions", "250", "--fanout", "5", "--fanout-seconds", "1s", "-o", "json")
 	cmd.Env = cleanEnv(t.TempDir())
 	out, err := cmd.Output()
 	if err != nil {
@@ -482,6 +482,11 @@ func TestBenchReportsFigures(t *testing.T) {
 	if r.CreateP50Ms <= 0 || r.CreateP99Ms < r.CreateP50Ms || r.FirstEventP50Ms <= 0 || r.IngestPerSec <= 0 || r.FloodEvents < 5000 || r.Store != "sqlite" ||
 		r.PageLogEvents != 20000 || r.PageP50Ms <= 0 || r.ListedSessions != 250 || r.ListPagesWalked != 3 || r.ListPageP50Ms <= 0 {
 		t.Fatalf("report = %+v", r)
+	}
+	// Every change of the fan-out run reached every reader.
+	if r.FanoutSubscribers != 5 || r.FanoutChanges <= 0 || r.FanoutDelivered < 5*r.FanoutChanges ||
+		r.FanoutResyncs != 0 || r.FanoutLatencyP50Ms <= 0 || r.FanoutPerSec <= 0 {
+		t.Fatalf("fan-out report = %+v", r.fanoutResult)
 	}
 }
 
