@@ -1,6 +1,8 @@
 package http
 
 import (
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/berth-sh/berth"
@@ -125,8 +127,14 @@ func TestBrowserGuards(t *testing.T) {
 
 	// A link followed from another site may open a page (no data), never
 	// reach the API.
-	if status, _, _ := callTCP(t, h, "GET", "/", "", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate"); status != 404 {
-		t.Errorf("cross-site navigation to a page = %d, want it through to the router (404 here)", status)
+	page := httptest.NewRequest("GET", "/", nil)
+	page.Host = "127.0.0.1:7380"
+	page.Header.Set("Sec-Fetch-Site", "cross-site")
+	page.Header.Set("Sec-Fetch-Mode", "navigate")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, page)
+	if rec.Code != 200 || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/html") {
+		t.Errorf("cross-site navigation to a page = %d %q, want the UI's page", rec.Code, rec.Header().Get("Content-Type"))
 	}
 	for _, path := range []string{"/v1/sessions", "/metrics"} {
 		if status, _, _ := callTCP(t, h, "GET", path, "", "Sec-Fetch-Site", "cross-site", "Sec-Fetch-Mode", "navigate",
