@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth/internal/browsertest"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
 
@@ -559,4 +560,33 @@ func TestUILongTranscriptShowsItsEndThenEarlierEntries(t *testing.T) {
 // to at least seq, each once": as many events as the last seq.
 func everyEventOnce(seq int64) string {
 	return fmt.Sprintf(`(t => t && +t.dataset.lastSeq >= %d && t.dataset.count == t.dataset.lastSeq)(document.querySelector('.transcript'))`, seq)
+}
+
+// TestUITranscriptDropsEventsItHasShown feeds the transcript module
+// overlapping batches, as a replay page and a reconnected stream can be
+// (a stream reopened from a seq while a batch was still waiting to be
+// drawn): each event shows once, and a batch with a hole is shown as one.
+func TestUITranscriptDropsEventsItHasShown(t *testing.T) {
+	b := browsertest.New(t)
+	s := startServer(t, t.TempDir())
+	tab := uiPage(t, b, s, "/")
+	var got struct {
+		Count, LastSeq, Messages int
+		Text                     string
+	}
+	tab.Run(chromedp.Evaluate(`(async () => {
+		const { Transcript } = await import('/ui/js/transcript.js');
+		const el = document.createElement('section');
+		document.body.append(el);
+		const tr = new Transcript(el, {});
+		const ev = (seq, text) => ({ seq, session_id: 's', turn_id: 't' + seq, type: 'agent_message', time: new Date().toISOString(), data: { text } });
+		tr.add([1, 2, 3, 4, 5].map((n) => ev(n, 'message ' + n)));
+		tr.add([3, 4, 5, 6, 7, 8].map((n) => ev(n, 'message ' + n)));
+		tr.add([8, 9].map((n) => ev(n, 'message ' + n)));
+		return { count: +el.dataset.count, lastSeq: +el.dataset.lastSeq,
+			messages: el.querySelectorAll('.ev.agent-message').length, text: el.innerText };
+	})()`, &got, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if got.Count != 9 || got.LastSeq != 9 || got.Messages != 9 || strings.Count(got.Text, "message 4") != 1 {
+		t.Fatalf("overlapping batches: %+v", got)
+	}
 }
