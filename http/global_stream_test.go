@@ -87,14 +87,14 @@ func TestClientStreamChangesResumesAcrossAReconnection(t *testing.T) {
 	// One service (one feed, as while the daemon runs) served by two
 	// servers in turn on the same address: the connection drops between.
 	f := newFakeService()
-	s1 := NewServer(f, ServerOptions{})
+	s1 := NewServer(f, ServerOptions{Token: testToken})
 	if err := s1.Listen("127.0.0.1:0", ""); err != nil {
 		t.Fatal(err)
 	}
 	addr := s1.Addr()
 	done1 := make(chan error, 1)
 	go func() { done1 <- s1.Serve() }()
-	c := NewClient(addr, "")
+	c := NewClient(addr, testToken)
 	c.reconnectDelay = 5 * time.Millisecond
 	defer c.Close()
 
@@ -122,7 +122,7 @@ func TestClientStreamChangesResumesAcrossAReconnection(t *testing.T) {
 			}
 			<-done1
 			f.publishSession(berth.ChangeSessionUpdated, "4")
-			s2 = NewServer(f, ServerOptions{})
+			s2 = NewServer(f, ServerOptions{Token: testToken})
 			if err := s2.Listen(addr, ""); err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +171,7 @@ func TestClientStreamChangesSaysResyncAfterARestart(t *testing.T) {
 func TestGlobalStreamLeavesNoGoroutineAfterDisconnect(t *testing.T) {
 	f := newFakeService()
 	s := startServer(t, f, ServerOptions{PingInterval: time.Hour}, "")
-	c := NewClient("http://"+s.Addr(), "")
+	c := NewClient("http://"+s.Addr(), testToken)
 	// The server is serving (its accept loop runs) before the count.
 	if _, err := c.Health(context.Background()); err != nil {
 		t.Fatal(err)

@@ -143,6 +143,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sessions/{id}/snapshots", s.handleCreateSnapshot)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshots", s.handleListSnapshots)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/repair", s.handleRepair)
+	s.uiRoutes()
 }
 
 // Handler returns the server's handler with its middleware (logging, panic

@@ -59,7 +59,7 @@ func cleanEnv(home string, extra ...string) []string {
 
 // server is a `berth serve` child process.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	home string
 	addr string
 	cmd  *exec.Cmd
@@ -67,7 +67,7 @@ type server struct {
 }
 
 // freeAddr returns a free loopback address.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -77,15 +77,21 @@ func freeAddr(t *testing.T) string {
 }
 
 // startServer runs berth serve on a free port and waits for health.
-func startServer(t *testing.T, home string, args ...string) *server {
+func startServer(t testing.TB, home string, args ...string) *server {
 	t.Helper()
 	return startServerEnv(t, home, nil, args...)
 }
 
 // startServerEnv is startServer with extra environment ("K=V").
-func startServerEnv(t *testing.T, home string, env []string, args ...string) *server {
+func startServerEnv(t testing.TB, home string, env []string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, home: home, addr: freeAddr(t), log: &bytes.Buffer{}}
+	return startServerAddr(t, home, freeAddr(t), env, args...)
+}
+
+// startServerAddr is startServerEnv on a given address.
+func startServerAddr(t testing.TB, home, addr string, env []string, args ...string) *server {
+	t.Helper()
+	s := &server{t: t, home: home, addr: addr, log: &bytes.Buffer{}}
 	s.cmd = exec.Command(bin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
 	s.cmd.Env = cleanEnv(home, env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -146,7 +152,7 @@ func shimsOf(home string) []int {
 
 // stopShims stops the shims a test daemon left (each stops its agent on
 // SIGTERM), then kills what is left of them.
-func stopShims(t *testing.T, home string) {
+func stopShims(t testing.TB, home string) {
 	pids := shimsOf(home)
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGTERM)

@@ -1,0 +1,161 @@
+// session.js is a session's screen (/sessions/{id}): its header and
+// actions, the live transcript (the log replayed in pages, then followed
+// with the session's SSE stream from the last seq shown), the prompt box,
+// the pending queue and the exec console.
+//
+// Agent controls (mode/model/config pickers, commands, elicitations,
+// checkpoints, rewind, fork, clear) are not in the API yet; when they are,
+// they mount in the `controls` slot of the header (see header.js) and
+// their events render in transcript.js.
+
+import { api, sessionPath } from './api.js';
+import { h } from './dom.js';
+import { follow } from './livestream.js';
+import { Transcript } from './transcript.js';
+import * as header from './header.js';
+import * as promptbox from './promptbox.js';
+import * as queue from './queue.js';
+import * as execConsole from './exec.js';
+
+// PAGE is how many events one replay request asks for (the API's max).
+const PAGE = 1000;
+// PARALLEL is how many replay pages are in flight at once.
+const PARALLEL = 6;
+// SLICE is how long (ms) replay renders before it lets the browser paint
+// and handle input.
+const SLICE = 50;
+
+// STREAM_TYPES are the event types the screen listens for on the stream
+// (EventSource hands named events only to listeners of that name).
+const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', 'turn_started', 'agent_message',
+  'agent_thought', 'tool_call', 'tool_call_update', 'plan', 'usage', 'mode_update', 'config_update',
+  'commands_update', 'turn_ended', 'prompt_queued', 'prompt_canceled', 'prompt_steered', 'permission_requested',
+  'permission_resolved', 'file_read', 'file_written', 'terminal_started', 'terminal_exited', 'exec',
+  'runtime_warning', 'runtime_recovered', 'agent_stderr', 'child_started', 'child_stopped', 'conversation_cleared',
+  'checkpoint_created', 'workspace_rewound', 'elicitation_requested', 'elicitation_resolved', 'session_info_update',
+  'acp_unknown'];
+
+// REFRESH_ON are the event types after which the header and queue are
+// fetched again (state, badge, queue and permissions change with them).
+const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
+  'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved']);
+
+// mount shows session id in main and returns its unmount.
+export function mount(main, id) {
+  const log = h('section', { class: 'transcript', role: 'log', 'aria-label': 'Transcript' });
+  const loading = h('p', { class: 'muted', role: 'status', text: 'Loading the transcript…' });
+  const head = header.create(id, { onChange: refresh });
+  const q = queue.create(id);
+  const box = promptbox.create(id, { onSent: refresh });
+  const ex = execConsole.create(id);
+  const t = new Transcript(log, {
+    decide: (p, optionId) => api('POST', sessionPath(id, `/permissions/${encodeURIComponent(p.id)}`), { option_id: optionId }),
+    usage: (d) => head.setUsage(d),
+  });
+  main.append(h('div', { class: 'session' },
+    head.element,
+    h('div', { class: 'session-body' },
+      h('div', { class: 'session-main' }, log, loading, box.element),
+      h('aside', { class: 'session-side' }, q.element, ex.element))));
+
+  let stopFollowing = () => {};
+  let closed = false;
+  let pending = [];
+  let flushTimer = null;
+  let refreshTimer = null;
+
+  // refresh fetches the session and its queue again, a moment after the
+  // last call (events come in bursts).
+  function refresh() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(async () => {
+      try {
+        head.update(await api('GET', sessionPath(id)));
+      } catch (e) {
+        head.error(e);
+      }
+      q.refresh();
+    }, 100);
+  }
+
+  // take queues streamed events and renders them in one batch.
+  function take(ev) {
+    pending.push(ev);
+    if (REFRESH_ON.has(ev.type)) refresh();
+    if (flushTimer) return;
+    flushTimer = setTimeout(() => {
+      flushTimer = null;
+      const batch = pending;
+      pending = [];
+      const stick = nearBottom();
+      t.add(batch, stick);
+      if (stick) scrollToEnd();
+    }, 16);
+  }
+
+  (async () => {
+    let s;
+    try {
+      s = await api('GET', sessionPath(id));
+    } catch (e) {
+      loading.textContent = e.status === 404 ? 'No such session.' : e.message;
+      return;
+    }
+    head.update(s);
+    q.refresh();
+    await replay(id, s.last_seq, t, () => closed);
+    loading.remove();
+    scrollToEnd();
+    if (closed) return;
+    const on = Object.fromEntries(STREAM_TYPES.map((type) => [type, take]));
+    stopFollowing = follow(() => `${sessionPath(id, '/events/stream')}?after=${t.lastSeq}`, on,
+      (open) => head.setLive(open), () => api('GET', sessionPath(id)));
+  })();
+
+  return () => {
+    closed = true;
+    stopFollowing();
+    clearTimeout(flushTimer);
+    clearTimeout(refreshTimer);
+  };
+}
+
+// replay records the log up to lastSeq in pages fetched a few at a time,
+// yielding to the browser every SLICE ms so a long log never freezes it,
+// then paints the newest entries once.
+async function replay(id, lastSeq, t, isClosed) {
+  const starts = [];
+  for (let after = 0; after < lastSeq; after += PAGE) starts.push(after);
+  const fetchPage = (after) => api('GET', `${sessionPath(id, '/events')}?after=${after}&limit=${PAGE}`);
+  const inflight = starts.slice(0, PARALLEL).map(fetchPage);
+  let sliceStart = performance.now();
+  for (let i = 0; i < starts.length; i++) {
+    if (isClosed()) return;
+    if (i + PARALLEL < starts.length) inflight.push(fetchPage(starts[i + PARALLEL]));
+    let page;
+    try {
+      page = await inflight[i];
+    } catch {
+      // The stream replays from the last seq shown: nothing is lost.
+      break;
+    }
+    t.add(page.events || [], true, false);
+    if (performance.now() - sliceStart > SLICE) {
+      await new Promise((r) => setTimeout(r, 0));
+      sliceStart = performance.now();
+    }
+  }
+  t.add([]);
+}
+
+// nearBottom reports whether the page is scrolled to (about) its end.
+function nearBottom() {
+  const el = document.scrollingElement;
+  return el.scrollHeight - el.scrollTop - el.clientHeight < 120;
+}
+
+// scrollToEnd scrolls to the newest entry.
+function scrollToEnd() {
+  const el = document.scrollingElement;
+  el.scrollTop = el.scrollHeight;
+}

@@ -1,0 +1,321 @@
+// transcript.js turns a session's events into its transcript, in order and
+// once each: an event whose seq is not past the last one shown is dropped,
+// so a replayed page, a reconnected stream and a restarted daemon can
+// overlap freely. Consecutive chunks (agent text, thoughts, stderr) join
+// one block; tool calls are cards that their updates change in place.
+// add() takes a batch and touches the page once for it.
+
+import { h } from './dom.js';
+import * as markdown from './markdown.js';
+import * as diff from './diff.js';
+import { permissionCard } from './permissions.js';
+
+// MERGED are the event types whose consecutive events form one block.
+const MERGED = new Set(['agent_message', 'agent_thought', 'agent_stderr']);
+
+// WINDOW is how many entries stay on the page while it follows the end:
+// older ones are kept, detached, until "Show earlier events" brings them
+// back, so a log of any length costs the browser the same to lay out.
+const WINDOW = 400;
+
+// rawOf maps each entry's raw-JSON button to the events it shows.
+const rawOf = new WeakMap();
+
+// Transcript renders events into el. hooks: decide(perm, optionId) for
+// permission buttons, usage(data) for the latest usage.
+//
+// Each entry is kept as its events plus a build() that makes its node from
+// them; a node is built only when the entry is on the page, and built again
+// when a later event changes it (a chunk, a tool call update, a decision).
+// So replaying a long log costs little more than reading it.
+export class Transcript {
+  constructor(el, hooks = {}) {
+    this.el = el;
+    this.hooks = hooks;
+    this.lastSeq = 0;
+    this.count = 0;
+    this.open = null;
+    this.entries = [];
+    this.first = 0;
+    this.tools = new Map();
+    this.perms = new Map();
+    this.changed = new Set();
+    this.earlier = h('button', { type: 'button', class: 'earlier', hidden: true, onclick: () => this.showEarlier() });
+    this.list = h('div', { class: 'entries' });
+    el.append(this.earlier, this.list);
+    el.addEventListener('click', (e) => {
+      const btn = e.target.closest('.raw-toggle');
+      if (btn) toggleRaw(btn);
+    });
+  }
+
+  // add renders the events of a batch that are new, in seq order. With
+  // trim (the reader is at the end), only the newest WINDOW entries stay
+  // on the page. Without paint the entries are only recorded (a replay
+  // paints once, at its end).
+  add(events, trim = true, paint = true) {
+    const start = this.entries.length;
+    for (const ev of events) {
+      if (!(ev.seq > this.lastSeq)) continue;
+      this.lastSeq = ev.seq;
+      this.count++;
+      this.one(ev);
+    }
+    if (trim && this.entries.length - this.first > WINDOW) {
+      const keep = this.entries.length - WINDOW;
+      for (let i = this.first; i < Math.min(keep, start); i++) {
+        const e = this.entries[i];
+        if (e.node) e.node.remove();
+      }
+      this.first = keep;
+    }
+    // Changed entries on the page are built again; off it, they will be
+    // when they come back.
+    for (const e of this.changed) {
+      if (e.node && e.node.isConnected) this.render(e);
+      else e.node = null;
+    }
+    this.changed.clear();
+    if (paint) {
+      // The entries of the window not on the page yet follow those that are.
+      const frag = document.createDocumentFragment();
+      for (let i = this.first; i < this.entries.length; i++) {
+        const e = this.entries[i];
+        if (!(e.node && e.node.isConnected)) frag.append(e.node || this.render(e));
+      }
+      this.list.append(frag);
+      this.showEarlierButton();
+      // Shown for tests and the curious: count == last-seq means no hole.
+      this.el.dataset.lastSeq = String(this.lastSeq);
+      this.el.dataset.count = String(this.count);
+    }
+  }
+
+  // render (re)builds entry e's node, in place when it is on the page.
+  render(e) {
+    const node = e.build();
+    if (e.node) e.node.replaceWith(node);
+    e.node = node;
+    return node;
+  }
+
+  // entry records a new entry starting with ev; build(events) makes its
+  // node from the entry's events.
+  entry(ev, build) {
+    const e = { type: ev.type, turn: ev.turn_id, events: [ev], node: null };
+    e.build = () => build(e);
+    this.entries.push(e);
+    return e;
+  }
+
+  // one records one event.
+  one(ev) {
+    const d = ev.data || {};
+    if (MERGED.has(ev.type)) {
+      if (this.open && this.open.type === ev.type && this.open.turn === ev.turn_id) {
+        this.open.events.push(ev);
+        this.changed.add(this.open);
+      } else {
+        this.open = this.entry(ev, textEntry);
+      }
+      return;
+    }
+    this.open = null;
+    switch (ev.type) {
+      case 'turn_started':
+        this.entry(ev, (e) => frame(e, d.source && d.source !== 'user' ? `You (${d.source})` : 'You', 'prompt',
+          h('div', { class: 'user-text', text: d.text || '' })));
+        break;
+      case 'turn_ended':
+        this.note(ev, `Turn ended: ${d.stop_reason}${d.error ? ` (${d.error.code || ''} ${d.error.message || ''})` : ''}`,
+          d.stop_reason === 'end_turn' ? '' : 'warn');
+        break;
+      case 'tool_call':
+        this.tools.set(`${ev.turn_id}/${d.tool_call_id}`, this.entry(ev, toolEntry));
+        break;
+      case 'tool_call_update': {
+        const e = this.tools.get(`${ev.turn_id}/${d.tool_call_id}`);
+        if (e) {
+          e.events.push(ev);
+          this.changed.add(e);
+        } else {
+          this.note(ev, `Tool call ${d.tool_call_id}: ${d.status || 'update'}`);
+        }
+        break;
+      }
+      case 'plan':
+        this.entry(ev, (e) => frame(e, 'Plan', 'plan', h('ol', { class: 'plan' }, (d.entries || []).map((p) =>
+          h('li', { class: `plan-${p.status}` }, h('span', { class: 'tag', text: p.status || '' }), ' ', p.content || '')))));
+        break;
+      case 'usage':
+        this.note(ev, `Usage: ${usageText(d)}`);
+        if (this.hooks.usage) this.hooks.usage(d);
+        break;
+      case 'permission_requested': {
+        const p = d.permission || {};
+        const e = this.entry(ev, (en) => {
+          const card = permissionCard(p, (opt) => this.hooks.decide(p, opt));
+          if (en.resolution) card.resolve(en.resolution);
+          return frame(en, 'Permission', 'permission', card.node);
+        });
+        this.perms.set(p.id, e);
+        break;
+      }
+      case 'permission_resolved': {
+        const e = this.perms.get(d.permission_id);
+        if (e) {
+          e.resolution = d;
+          this.changed.add(e);
+        }
+        this.note(ev, `Permission ${d.permission_id}: ${d.option_id || 'no option'} (by ${d.decided_by})`);
+        break;
+      }
+      case 'runtime_warning':
+        this.note(ev, `Warning: ${d.reason || ''}`, 'warn');
+        break;
+      case 'session_stopped':
+        this.note(ev, `Session stopped: ${d.stop_reason || ''}${d.failure ? ` — ${d.failure.kind}: ${d.failure.message}` : ''}`,
+          d.failure ? 'warn' : '');
+        break;
+      default:
+        this.note(ev, summary(ev));
+    }
+  }
+
+  // note records a one-line event.
+  note(ev, text, cls = '') {
+    this.entry(ev, (e) => frame(e, null, `note ${cls}`, h('span', { text })));
+  }
+
+  // showEarlier puts the previous WINDOW entries back on the page above
+  // the ones shown, keeping what the reader sees in place.
+  showEarlier() {
+    const from = Math.max(0, this.first - WINDOW);
+    const frag = document.createDocumentFragment();
+    for (let i = from; i < this.first; i++) {
+      const e = this.entries[i];
+      frag.append(e.node || this.render(e));
+    }
+    const scroller = document.scrollingElement;
+    const before = scroller.scrollHeight;
+    this.list.prepend(frag);
+    scroller.scrollTop += scroller.scrollHeight - before;
+    this.first = from;
+    this.showEarlierButton();
+  }
+
+  // showEarlierButton shows how many entries are off the page, if any.
+  showEarlierButton() {
+    this.earlier.hidden = this.first === 0;
+    this.earlier.textContent = `Show earlier events (${this.first} entries hidden)`;
+  }
+}
+
+// textEntry builds an entry of joined chunks: agent text and thoughts as
+// Markdown, stderr lines as they are.
+function textEntry(e) {
+  const label = { agent_message: 'Agent', agent_thought: 'Thought', agent_stderr: 'stderr' }[e.type];
+  let body;
+  if (e.type === 'agent_stderr') {
+    body = h('pre', { class: 'stderr', text: e.events.map((x) => x.data.line).join('\n') });
+  } else {
+    const md = h('div', { class: 'md' }, markdown.render(e.events.map((x) => x.data.text || '').join('')));
+    body = e.type === 'agent_thought' ? h('details', { class: 'thought' }, h('summary', { text: 'Thought' }), md) : md;
+  }
+  return frame(e, label, e.type.replace('_', '-'), body);
+}
+
+// toolEntry builds a tool call card from the call and its updates so far:
+// the latest status and content, and any terminal output.
+function toolEntry(e) {
+  const d = e.events[0].data;
+  let status = d.status || '';
+  let content = [];
+  const outputs = [];
+  for (const u of e.events.slice(1)) {
+    if (u.data.status) status = u.data.status;
+    if (Array.isArray(u.data.content) && u.data.content.length) content = u.data.content;
+    const out = u.data.raw && u.data.raw.rawOutput && u.data.raw.rawOutput.output;
+    if (typeof out === 'string') outputs.push(out);
+  }
+  return frame(e, 'Tool call', 'tool', [
+    h('div', { class: 'tool-head' }, h('span', { class: 'tag kind', text: d.kind || 'other' }), ' ',
+      h('strong', { text: d.title || d.tool_call_id }), ' ', h('span', { class: `tag status-${status}`, text: status })),
+    h('div', { class: 'tool-content' }, content.map(toolContent), outputs.map((o) => h('pre', { class: 'terminal', text: o })))]);
+}
+
+// frame is an entry's node: a head with its label, time and a button that
+// shows the raw JSON of its events, then its body.
+function frame(e, label, cls, body) {
+  const ev = e.events[0];
+  const btn = h('button', { type: 'button', class: 'raw-toggle', 'aria-expanded': 'false', title: 'Raw JSON', text: '{ }',
+    'aria-label': `Raw JSON of event ${ev.seq}` });
+  rawOf.set(btn, e.events);
+  return h('article', { class: `ev ${cls}`, 'data-seq': ev.seq, 'data-type': ev.type },
+    h('div', { class: 'ev-head' },
+      label ? h('span', { class: 'who', text: label }) : null,
+      body && !label ? body : null,
+      h('time', { datetime: ev.time, title: ev.time, text: clock(ev.time) }),
+      btn),
+    label ? body : null);
+}
+
+// toggleRaw shows or hides the raw JSON of the events of btn's entry.
+function toggleRaw(btn) {
+  const entry = btn.closest('.ev');
+  let raw = entry.querySelector(':scope > pre.raw');
+  if (!raw) {
+    raw = h('pre', { class: 'raw', hidden: true });
+    entry.append(raw);
+  }
+  const show = raw.hidden;
+  if (show) raw.textContent = rawOf.get(btn).map((e) => JSON.stringify(e, null, 2)).join('\n');
+  raw.hidden = !show;
+  btn.setAttribute('aria-expanded', String(show));
+}
+
+// toolContent renders one ACP tool call content item.
+function toolContent(c) {
+  if (c.type === 'diff') return diff.render(c);
+  if (c.type === 'terminal') return h('div', { class: 'muted small', text: `terminal ${c.terminalId || ''}` });
+  if (c.type === 'content' && c.content && c.content.type === 'text') return h('div', { class: 'md' }, markdown.render(c.content.text || ''));
+  return h('pre', { class: 'raw-content', text: JSON.stringify(c, null, 2) });
+}
+
+// usageText says what a usage event counts.
+export function usageText(d) {
+  let s = `${d.used ?? '?'} / ${d.size ?? '?'} tokens`;
+  if (d.cost && d.cost.amount !== undefined) s += ` · ${d.cost.amount} ${d.cost.currency || ''}`;
+  return s;
+}
+
+// summary is the one-line text of an event without a block of its own.
+function summary(ev) {
+  const d = ev.data || {};
+  switch (ev.type) {
+    case 'session_created': return `Session created (${d.agent}, ${d.sandbox ? d.sandbox.provider : ''})`;
+    case 'session_started': return `Agent started${d.resumed_by ? ` (resumed by ${d.resumed_by})` : ''}`;
+    case 'prompt_queued': return `Prompt queued (${d.entry_id})`;
+    case 'prompt_canceled': return `Queued prompt dropped (${d.entry_id})`;
+    case 'prompt_steered': return `Steer delivered (${d.entry_id})`;
+    case 'file_read': return `Read ${d.path} (${d.bytes} bytes)`;
+    case 'file_written': return `Wrote ${d.path} (${d.bytes} bytes)`;
+    case 'terminal_started': return `Terminal: ${d.command}`;
+    case 'terminal_exited': return `Terminal exited ${d.exit_code}: ${d.command}`;
+    case 'exec': return `exec ${Array.isArray(d.command) ? d.command.join(' ') : d.command} → ${d.exit_code}`;
+    case 'runtime_recovered': return 'Runtime recovered';
+    case 'child_started': return `Child started: ${d.name || d.child_id} (${d.agent})`;
+    case 'child_stopped': return `Child stopped: ${d.child_id} (${d.stop_reason})`;
+    default: return ev.type.replaceAll('_', ' ');
+  }
+}
+
+// TIME formats times of day (one formatter: making one per call costs more
+// than the rest of an event's rendering).
+const TIME = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-digit', second: '2-digit' });
+
+// clock is the time of day of an RFC 3339 time.
+function clock(iso) {
+  const t = new Date(iso);
+  return Number.isNaN(t.getTime()) ? '' : TIME.format(t);
+}
