@@ -3,10 +3,13 @@
 //
 // Each Sandbox.Start runs one bwrap, which gives the process:
 //
-//   - new user, pid, mount, ipc, uts and cgroup namespaces, and a new
-//     network namespace holding only its own loopback unless
-//     SandboxConfig.Network is set; creating further user namespaces is
-//     refused (bwrap --disable-userns);
+//   - new user, pid, mount, ipc, uts, cgroup and network namespaces;
+//     creating further user namespaces is refused (bwrap
+//     --disable-userns). The network namespace holds only its own
+//     loopback unless SandboxConfig.Network is set; then slirp4netns
+//     gives it user-mode networking (a tap device, NAT through the host,
+//     DNS at 10.0.2.3) that never reaches the host's loopback (see
+//     userNet). The host's network namespace is never shared;
 //   - an unprivileged uid and gid inside (1000 unless Options say
 //     otherwise), no capabilities, no_new_privs, a session of its own (no
 //     controlling terminal to inject input into);
@@ -96,11 +99,16 @@ type Options struct {
 	// UID and GID are the ids processes run as inside; 0 means
 	// DefaultUID and DefaultGID (root inside is not offered).
 	UID, GID int
+	// Slirp is the slirp4netns binary that gives sandboxes with network
+	// their user-mode network; empty means DefaultSlirpPath, or
+	// "slirp4netns" in the daemon's PATH.
+	Slirp string
 }
 
 // Provider makes bwrap sandboxes. It is safe for concurrent use.
 type Provider struct {
 	path     string
+	slirp    string
 	uid, gid int
 }
 
@@ -109,7 +117,10 @@ var _ berth.SandboxProvider = (*Provider)(nil)
 // New returns a bwrap provider. It does not check that bwrap works: Probe
 // does.
 func New(opts Options) *Provider {
-	p := &Provider{path: opts.Path, uid: opts.UID, gid: opts.GID}
+	p := &Provider{path: opts.Path, slirp: opts.Slirp, uid: opts.UID, gid: opts.GID}
+	if p.slirp == "" {
+		p.slirp = slirpPath()
+	}
 	if p.path == "" {
 		p.path = DefaultPath
 		if _, err := os.Stat(DefaultPath); err != nil {
@@ -142,7 +153,7 @@ func (p *Provider) Probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	ms := append(systemMounts(), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
-	args := append(p.namespaceArgs(false), ms.args()...)
+	args := append(p.namespaceArgs(), ms.args()...)
 	args = append(args, "--", "true")
 	cmd := exec.CommandContext(ctx, p.path, args...)
 	cmd.Env = []string{"PATH=" + defaultPath}
@@ -169,16 +180,14 @@ func firstLine(b []byte) string {
 }
 
 // namespaceArgs are the bwrap options that make the namespaces and the
-// identity inside.
-func (p *Provider) namespaceArgs(network bool) []string {
+// identity inside. The network namespace is always the sandbox's own:
+// with network on, userNet connects it to the outside.
+func (p *Provider) namespaceArgs() []string {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
 		"--uid", fmt.Sprint(p.uid), "--gid", fmt.Sprint(p.gid),
 		"--hostname", "berth",
-	}
-	if network {
-		a = append(a, "--share-net")
 	}
 	return a
 }
@@ -224,6 +233,11 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		procs: make(map[*Process]struct{}),
 	}
 	s.cfg.Env = maps.Clone(cfg.Env)
+	if cfg.Network {
+		if _, err := os.Stat(p.slirp); p.slirp == "" || err != nil {
+			return nil, berth.Errorf(berth.EUnavailable, "bwrap: network needs slirp4netns (Debian package slirp4netns): the host's network is never shared")
+		}
+	}
 	if cfg.Limits.OpenFiles > 0 {
 		prlimit, err := exec.LookPath("prlimit")
 		if err != nil {
@@ -250,6 +264,9 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		mount{kind: tmpfs, dst: "/tmp"},
 		mount{kind: tmpfs, dst: "/var/tmp"},
 	)
+	if cfg.Network {
+		s.mounts = append(s.mounts, mount{kind: dataFile, fd: fdResolv, dst: "/etc/resolv.conf"})
+	}
 	s.mounts = append(s.mounts, userMounts(user)...)
 	s.mounts = append(s.mounts, mount{kind: remountRO, dst: "/"})
 	return s, nil

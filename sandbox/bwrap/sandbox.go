@@ -32,6 +32,9 @@ const (
 	fdArgs   = 4
 	fdPasswd = 5
 	fdGroup  = 6
+	// With network on only.
+	fdBlock  = 7
+	fdResolv = 8
 )
 
 // Sandbox runs one session's processes, each in a bwrap of its own with
@@ -133,7 +136,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	}
 	files = append(files, infoR, infoW)
 	extra := []*os.File{infoW} // fdInfo, then fdArgs, fdPasswd, fdGroup
-	opts := s.p.namespaceArgs(s.cfg.Network)
+	opts := s.p.namespaceArgs()
 	opts = append(opts, s.mounts.args()...)
 	opts = append(opts, "--clearenv")
 	for _, kv := range env {
@@ -141,6 +144,9 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		opts = append(opts, "--setenv", k, v)
 	}
 	opts = append(opts, "--info-fd", strconv.Itoa(fdInfo), "--chdir", dir)
+	if s.cfg.Network {
+		opts = append(opts, "--block-fd", strconv.Itoa(fdBlock))
+	}
 	var argsData []byte
 	for _, a := range opts {
 		argsData = append(append(argsData, a...), 0)
@@ -154,6 +160,23 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")
 		}
 		files, extra = append(files, f), append(extra, f)
+	}
+	var net *userNet
+	if s.cfg.Network {
+		// bwrap waits on fdBlock, its network namespace made, until
+		// slirp4netns has brought the network up.
+		blockR, blockW, err := os.Pipe()
+		if err != nil {
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
+		}
+		files = append(files, blockR)
+		net = &userNet{path: s.p.slirp, session: s.cfg.SessionID, block: blockW}
+		resolv, err := memFile("resolv.conf", []byte(slirpResolvConf))
+		if err != nil {
+			_ = blockW.Close()
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")
+		}
+		files, extra = append(files, resolv), append(extra, blockR, resolv)
 	}
 
 	argv := append([]string{s.p.path, "--args", strconv.Itoa(fdArgs), "--", spec.Path}, spec.Args...)
@@ -181,12 +204,15 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	}
 	proc, err := procgroup.StartProc(cmd)
 	if err != nil {
+		if net != nil {
+			net.stop()
+		}
 		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot start bwrap")
 	}
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
 	_ = infoW.Close()
-	p := &Process{sb: s, proc: proc, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
+	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
 	if err := p.attach(ctx, infoR); err != nil {
 		p.abort()
 		cause := fmt.Errorf("%w%s", err, stderrTail(proc))

@@ -27,6 +27,7 @@ var escapeCases = []testCase{
 	{"PrivateTmp", testPrivateTmp},
 	{"DaemonEnvironment", testDaemonEnvironment},
 	{"Loopback", testLoopback},
+	{"NetworkLoopback", testNetworkLoopback},
 	{"OtherSession", testOtherSession},
 	{"HostProcesses", testHostProcesses},
 	{"Outlive", testOutlive},

@@ -1,0 +1,121 @@
+package sandboxtest
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
+)
+
+// hostListener is a TCP service of the host that counts its connections.
+type hostListener struct {
+	ln       net.Listener
+	accepted atomic.Int32
+}
+
+// port is the listener's port.
+func (l *hostListener) port() int { return l.ln.Addr().(*net.TCPAddr).Port }
+
+// listen starts a service on addr that greets each connection with
+// greeting, or, when api is set, an HTTP server answering like the
+// daemon's API. It stops when the test ends.
+func listen(t *testing.T, addr, greeting string, api bool) *hostListener {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &hostListener{ln: ln}
+	var wg sync.WaitGroup
+	if api {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = fmt.Fprintln(w, greeting)
+		}), ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				l.accepted.Add(1)
+			}
+		}}
+		wg.Go(func() { _ = srv.Serve(ln) })
+		t.Cleanup(func() { _ = srv.Close(); wg.Wait() })
+		return l
+	}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			l.accepted.Add(1)
+			_, _ = c.Write([]byte(greeting + "\n"))
+			_ = c.Close()
+		}
+	})
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	return l
+}
+
+// hostAddrs are the host's non-loopback IPv4 addresses.
+func hostAddrs() []string {
+	var out []string
+	ifaddrs, _ := net.InterfaceAddrs()
+	for _, a := range ifaddrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			out = append(out, n.IP.String())
+		}
+	}
+	return out
+}
+
+// testNetworkLoopback: with Network true the sandbox reaches the outside
+// (a service the host offers on its own non-loopback address, the
+// control), but no service on the host's loopback: not the daemon's API,
+// not another one, whatever address the sandbox tries (127.0.0.1, its
+// default gateway, the user-mode networks' aliases of the host's
+// loopback, the host's own addresses).
+func testNetworkLoopback(t *testing.T, s *suite) {
+	outside := hostAddrs()
+	if len(outside) == 0 {
+		testenv.Missing(t, "a non-loopback IPv4 address", "the host has none: the control of the network escape case needs one")
+	}
+	api := listen(t, "127.0.0.1:0", "BERTH-API-ANSWERED", true)
+	other := listen(t, "127.0.0.1:0", "LOOPBACK-SERVICE", false)
+	control := listen(t, outside[0]+":0", "OUTSIDE-CONTROL", false)
+
+	// 10.0.2.2 is slirp4netns's alias of the host, 10.0.2.3 its DNS;
+	// 169.254.1.2 pasta's; 172.17.0.1 docker's default bridge; the
+	// sandbox's default gateway is read inside.
+	targets := append([]string{"127.0.0.1", "10.0.2.2", "10.0.2.3", "169.254.1.2", "172.17.0.1", "$GW"}, outside...)
+	b := s.newBox(t, func(c *berth.SandboxConfig) { c.Network = true })
+	var script strings.Builder
+	script.WriteString("GW=$($BB ip route 2>/dev/null | $BB awk '/^default/ {print $3; exit}')\necho gateway=$GW\n")
+	for _, addr := range targets {
+		for _, port := range []int{api.port(), other.port()} {
+			fmt.Fprintf(&script, "[ -n \"%[1]s\" ] && printf 'GET /v1/sessions HTTP/1.0\\r\\n\\r\\n' | $BB timeout 5 $BB nc -w 2 %[1]s %[2]d && echo REACHED-%[1]s-%[2]d\n", addr, port)
+		}
+	}
+	fmt.Fprintf(&script, "$BB timeout 5 $BB nc -w 2 %s %d </dev/null\n", outside[0], control.port())
+	script.WriteString("$BB cat /etc/resolv.conf\n")
+	out := runEscape(t, b, script.String())
+	for _, bad := range []string{"REACHED", "BERTH-API-ANSWERED", "LOOPBACK-SERVICE"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%s: the sandbox reached a service on the host's loopback:\n%s", bad, out)
+		}
+	}
+	if n := api.accepted.Load() + other.accepted.Load(); n > 0 {
+		t.Errorf("the host's loopback services accepted %d connection(s) from the sandbox:\n%s", n, out)
+	}
+	// The control: the network works, so the refusals above are the
+	// sandbox's doing, not a sandbox without network.
+	if !strings.Contains(out, "OUTSIDE-CONTROL") || control.accepted.Load() == 0 {
+		t.Errorf("the sandbox could not reach the host's service on %s, so the check proves nothing:\n%s", outside[0], out)
+	}
+	if !strings.Contains(out, "nameserver") {
+		t.Errorf("the sandbox has no resolver configured:\n%s", out)
+	}
+}
