@@ -46,6 +46,13 @@ type SandboxConfig struct {
 	Image string
 	// Limits are the resource limits the provider enforces where it can.
 	Limits SandboxLimits
+	// Hide are host paths no process in the sandbox may see: the daemon's
+	// home (its socket, database, run directory), and its socket and
+	// database when they live elsewhere. One that lies inside the
+	// workspace, the home or a bind is covered there (an empty directory,
+	// an empty file); the session's own home and binds inside it stay
+	// visible.
+	Hide []string
 }
 
 // Bind makes one host path visible inside a sandbox.

@@ -222,6 +222,15 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		}
 		user = append(user, m)
 	}
+	// The daemon's own files, inside the workspace or a bind, are covered
+	// there; last, so that at the same depth the cover wins.
+	for _, m := range boxutil.Masks(cfg) {
+		if m.Dir {
+			user = append(user, mount{kind: tmpfs, dst: m.Path})
+		} else {
+			user = append(user, mount{kind: roBind, src: os.DevNull, dst: m.Path})
+		}
+	}
 	home := "/tmp"
 	if cfg.Home != "" {
 		home = filepath.Clean(cfg.Home)

@@ -32,6 +32,10 @@ const initScript = `trap 'exit 0' TERM; while :; do sleep 86400 & wait; done`
 // bound from the host. Its size counts against the memory limit.
 const tmpfsOptions = "rw,nosuid,nodev,mode=1777"
 
+// maskTmpfsOptions is the empty, read-only directory put over a hidden
+// path of the host (SandboxConfig.Hide).
+const maskTmpfsOptions = "ro,nosuid,nodev,noexec,size=4k,mode=0555"
+
 // checkConfig refuses a config whose workspace, home or binds are not
 // absolute paths of things that exist. Messages name roles, never host
 // paths.
@@ -180,6 +184,16 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string) (*contai
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.helper, Target: HelperPath, ReadOnly: true})
 		init = []string{HelperPath, "sh", "-c", initScript}
 	}
+	tmpfs := map[string]string{"/tmp": tmpfsOptions}
+	// The daemon's own files, inside the workspace or a bind, are covered
+	// there (the engine mounts deeper targets last).
+	for _, m := range boxutil.Masks(cfg) {
+		if m.Dir {
+			tmpfs[m.Path] = maskTmpfsOptions
+		} else {
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: os.DevNull, Target: m.Path, ReadOnly: true})
+		}
+	}
 	lim := limits(cfg.Limits, p.opts.Limits)
 	res := container.Resources{Memory: lim.MemoryBytes, MemorySwap: lim.MemoryBytes, NanoCPUs: lim.NanoCPUs}
 	if lim.Pids > 0 {
@@ -207,7 +221,7 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string) (*contai
 	}
 	hc := &container.HostConfig{
 		Mounts:         mounts,
-		Tmpfs:          map[string]string{"/tmp": tmpfsOptions},
+		Tmpfs:          tmpfs,
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
 		SecurityOpt:    []string{"no-new-privileges"},

@@ -28,6 +28,7 @@ var escapeCases = []testCase{
 	{"DaemonEnvironment", testDaemonEnvironment},
 	{"Loopback", testLoopback},
 	{"NetworkLoopback", testNetworkLoopback},
+	{"DaemonHomeInWorkspace", testDaemonHomeInWorkspace},
 	{"OtherSession", testOtherSession},
 	{"HostProcesses", testHostProcesses},
 	{"Outlive", testOutlive},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,5 +119,67 @@ func testNetworkLoopback(t *testing.T, s *suite) {
 	}
 	if !strings.Contains(out, "nameserver") {
 		t.Errorf("the sandbox has no resolver configured:\n%s", out)
+	}
+}
+
+// testDaemonHomeInWorkspace: a workspace that contains the daemon's home
+// (as `berth run --workspace ~` with the default ~/.berth does) shows
+// nothing of it, nor of a socket of the daemon's elsewhere in the
+// workspace (SandboxConfig.Hide), while the session's own home inside
+// that daemon home stays visible and writable.
+func testDaemonHomeInWorkspace(t *testing.T, s *suite) {
+	ws := t.TempDir()
+	daemon := filepath.Join(ws, ".berth")
+	home := filepath.Join(daemon, "sessions", "ses_x", "home")
+	secret := "daemon-token-" + newMarker(t)
+	for _, d := range []string{home, filepath.Join(daemon, "run")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, content := range map[string]string{"berth.db": "SQLite format 3 " + secret, "token": secret, "run/shim.log": secret} {
+		if err := os.WriteFile(filepath.Join(daemon, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The API socket in the home, and one the config put elsewhere.
+	for _, p := range []string{filepath.Join(daemon, "berth.sock"), filepath.Join(ws, "api.sock")} {
+		ln, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ln.Close() })
+	}
+	if err := os.WriteFile(filepath.Join(ws, "control.txt"), []byte("workspace-control"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := s.newBox(t, func(c *berth.SandboxConfig) {
+		c.Workspace, c.Home = ws, home
+		c.Hide = []string{daemon, filepath.Join(ws, "api.sock")}
+	})
+	out := runEscape(t, b, fmt.Sprintf(`D=%s
+ls -laR $D
+cat $D/berth.db $D/token $D/run/shim.log
+[ -S $D/berth.sock ] && echo SOCKET_VISIBLE
+[ -S api.sock ] && echo OTHER_SOCKET_VISIBLE
+echo overwritten > $D/berth.db 2>/dev/null && echo DB_WRITTEN
+echo home-control > "$HOME/control" && cat "$HOME/control"
+cat control.txt`, quote(daemon)))
+	if strings.Contains(out, secret) {
+		t.Errorf("the sandbox read the daemon's files:\n%s", out)
+	}
+	for _, bad := range []string{"SOCKET_VISIBLE", "berth.sock", "berth.db", "shim.log"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("%s: the sandbox saw the daemon's home:\n%s", bad, out)
+		}
+	}
+	if got, _ := os.ReadFile(filepath.Join(daemon, "berth.db")); !strings.Contains(string(got), secret) {
+		t.Errorf("the sandbox overwrote the daemon's database: %q", got)
+	}
+	if !strings.Contains(out, "workspace-control") || !strings.Contains(out, "home-control") {
+		t.Errorf("the workspace or the session's home is not usable, so the check proves nothing:\n%s", out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(home, "control")); string(got) != "home-control\n" {
+		t.Errorf("the session's home write did not land on the host: %q", got)
 	}
 }
