@@ -135,7 +135,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration},
 		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
-		Shim:      shimOpts, RunDir: runDir,
+		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
@@ -192,6 +192,22 @@ func (d *daemon) close(ctx context.Context) {
 			d.logger.Warn("store close", "err", err)
 		}
 	}
+}
+
+// daemonFiles are the daemon's files that may live outside its home and
+// that no sandbox may see: the API socket and a SQLite database (with its
+// journal files).
+func daemonFiles(socket, storeURL string) []string {
+	var out []string
+	if socket != "" {
+		out = append(out, socket)
+	}
+	if strings.HasPrefix(storeURL, "sqlite:") {
+		if db := strings.TrimPrefix(strings.TrimPrefix(storeURL, "sqlite:"), "//"); db != "" {
+			out = append(out, db, db+"-wal", db+"-shm", db+"-journal")
+		}
+	}
+	return out
 }
 
 // openStore opens the store a URL names: "" or "sqlite:PATH" for SQLite,
