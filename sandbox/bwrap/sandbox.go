@@ -28,14 +28,18 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 // Descriptor numbers bwrap gets (exec.Cmd.ExtraFiles start at 3).
 const (
-	fdInfo   = 3
-	fdArgs   = 4
-	fdPasswd = 5
-	fdGroup  = 6
+	fdInfo    = 3
+	fdArgs    = 4
+	fdPasswd  = 5
+	fdGroup   = 6
+	fdSeccomp = 7
 	// With network on only.
-	fdBlock  = 7
-	fdResolv = 8
+	fdBlock  = 8
+	fdResolv = 9
 )
+
+// filter is the seccomp program of every sandbox (seccompProgram).
+var filter = sync.OnceValues(seccompProgram)
 
 // Sandbox runs one session's processes, each in a bwrap of its own with
 // the same filesystem (but its own /tmp).
@@ -135,7 +139,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
 	}
 	files = append(files, infoR, infoW)
-	extra := []*os.File{infoW} // fdInfo, then fdArgs, fdPasswd, fdGroup
+	extra := []*os.File{infoW} // fdInfo, then fdArgs, fdPasswd, fdGroup, fdSeccomp
 	opts := s.p.namespaceArgs()
 	opts = append(opts, s.mounts.args()...)
 	opts = append(opts, "--clearenv")
@@ -147,6 +151,10 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	if s.cfg.Network {
 		opts = append(opts, "--block-fd", strconv.Itoa(fdBlock))
 	}
+	prog, filtered := filter()
+	if filtered {
+		opts = append(opts, "--seccomp", strconv.Itoa(fdSeccomp))
+	}
 	var argsData []byte
 	for _, a := range opts {
 		argsData = append(append(argsData, a...), 0)
@@ -154,7 +162,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	for _, d := range []struct {
 		name string
 		data []byte
-	}{{"bwrap-args", argsData}, {"passwd", s.passwd}, {"group", s.group}} {
+	}{{"bwrap-args", argsData}, {"passwd", s.passwd}, {"group", s.group}, {"seccomp", prog}} {
 		f, err := memFile(d.name, d.data)
 		if err != nil {
 			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")

@@ -29,6 +29,7 @@ var escapeCases = []testCase{
 	{"Loopback", testLoopback},
 	{"NetworkLoopback", testNetworkLoopback},
 	{"DaemonHomeInWorkspace", testDaemonHomeInWorkspace},
+	{"SetIDPlant", testSetIDPlant},
 	{"OtherSession", testOtherSession},
 	{"HostProcesses", testHostProcesses},
 	{"Outlive", testOutlive},

@@ -53,6 +53,9 @@ type Options struct {
 	// the fork-loop case is then skipped, saying so. Every other case
 	// still runs.
 	NoPidsLimit bool
+	// NoSetIDFilter says the provider does not refuse set-id mode bits:
+	// the set-id case is then skipped, saying so.
+	NoSetIDFilter bool
 }
 
 // Run runs the suite against the provider that open returns; open is
