@@ -60,8 +60,15 @@
 //     Go, Node and JVM programs, which reserve far more than they use.
 //   - NanoCPUs: no rlimit bounds a CPU rate.
 //
-// Not covered: no seccomp filter (the whole syscall surface of the kernel
-// is reachable), and a process's own memory and CPU use are unbounded.
+// Seccomp. Every process runs under a filter that refuses set-id mode
+// bits (see seccompProgram); the rest of the kernel's system calls are
+// reachable.
+//
+// Hidden paths. SandboxConfig.Hide paths that lie inside the workspace,
+// the home or a bind are covered there: an empty tmpfs over a directory,
+// /dev/null over a file.
+//
+// Not covered: a process's own memory and CPU use are unbounded.
 package bwrap
 
 import (
