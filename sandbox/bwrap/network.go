@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/berth-sh/berth/internal/procgroup"
 )
 
@@ -69,15 +71,46 @@ func (n *userNet) attach(ctx context.Context, deadline time.Time, pid int) error
 		_ = readyW.Close()
 		return err
 	}
-	// Descriptors 3 and 4 in slirp4netns (exec.Cmd.ExtraFiles).
-	args := []string{n.path, "--configure", "--mtu=65520", "--disable-host-loopback",
-		"--ready-fd=3", "--exit-fd=4"}
-	if os.Geteuid() != 0 {
-		// An unprivileged daemon needs the sandbox's user namespace to
-		// act on its network namespace.
-		args = append(args, "--userns-path=/proc/"+strconv.Itoa(pid)+"/ns/user")
+	// bwrap sets its loopback up over netlink while it makes the
+	// sandbox; slirp4netns configuring the namespace at the same time
+	// makes that fail now and then ("loopback: Failed RTM_NEWADDR").
+	if err := awaitLoopback(ctx, deadline, pid); err != nil {
+		_ = readyW.Close()
+		_ = exitR.Close()
+		_ = exitW.Close()
+		return err
 	}
-	args = append(args, strconv.Itoa(pid), "tap0")
+	// The sandbox's network namespace, pinned: slirp4netns joins it
+	// through this descriptor, never through the pid, whose user
+	// namespace bwrap may have nested by then (--disable-userns).
+	netns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	if err != nil {
+		_ = readyW.Close()
+		_ = exitR.Close()
+		_ = exitW.Close()
+		return fmt.Errorf("open the sandbox's network namespace: %w", err)
+	}
+	defer netns.Close()
+	// Descriptors 3, 4 and 5 (then 6) in slirp4netns (exec.Cmd.ExtraFiles).
+	extra := []*os.File{readyW, exitR, netns}
+	args := []string{n.path, "--configure", "--mtu=65520", "--disable-host-loopback",
+		"--ready-fd=3", "--exit-fd=4", "--netns-type=path"}
+	if os.Geteuid() != 0 {
+		// An unprivileged daemon acts on the namespace from the user
+		// namespace that owns it.
+		fd, err := unix.IoctlRetInt(int(netns.Fd()), unix.NS_GET_USERNS)
+		if err != nil {
+			_ = readyW.Close()
+			_ = exitR.Close()
+			_ = exitW.Close()
+			return fmt.Errorf("find the owner of the sandbox's network namespace: %w", err)
+		}
+		userns := os.NewFile(uintptr(fd), "userns")
+		defer userns.Close()
+		extra = append(extra, userns)
+		args = append(args, "--userns-path=/proc/self/fd/6")
+	}
+	args = append(args, "/proc/self/fd/5", "tap0")
 	n.stderr = &tailBuffer{max: 2048}
 	cmd := &exec.Cmd{
 		Path:       n.path,
@@ -86,7 +119,7 @@ func (n *userNet) attach(ctx context.Context, deadline time.Time, pid int) error
 		Dir:        "/",
 		Stdout:     io.Discard,
 		Stderr:     n.stderr,
-		ExtraFiles: []*os.File{readyW, exitR},
+		ExtraFiles: extra,
 	}
 	proc, err := procgroup.StartProc(cmd)
 	_ = readyW.Close()
@@ -143,6 +176,32 @@ func (n *userNet) stop() {
 	// The group may hold nothing but it is cheap to be sure.
 	_ = proc.Signal(syscall.SIGKILL)
 	<-proc.Done()
+}
+
+// awaitLoopback waits until the network namespace of pid has its
+// loopback address routed (bwrap has set lo up), or the deadline passes,
+// or pid is gone.
+func awaitLoopback(ctx context.Context, deadline time.Time, pid int) error {
+	trie := "/proc/" + strconv.Itoa(pid) + "/net/fib_trie"
+	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 5*time.Millisecond) {
+		b, err := os.ReadFile(trie)
+		if err != nil {
+			return fmt.Errorf("the sandbox's init is gone: %w", err)
+		}
+		if strings.Contains(string(b), "127.0.0.1") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out waiting for the sandbox's loopback")
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // slirpPath is where slirp4netns is, or "" when it is not installed.
