@@ -66,11 +66,18 @@ func checkConfig(cfg berth.SandboxConfig) error {
 
 // chownTree gives dir and everything under it to uid:gid, without
 // following symlinks. With rootOnly, only what belongs to root changes
-// hands.
-func chownTree(dir string, uid, gid int, rootOnly bool) error {
-	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
+// hands. The hidden paths (SandboxConfig.Hide: the daemon's home, socket,
+// database) and what lies under them never do.
+func chownTree(dir string, uid, gid int, rootOnly bool, hidden []string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if slices.Contains(hidden, path) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		if rootOnly {
 			var st syscall.Stat_t

@@ -221,18 +221,18 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	}
 	if os.Geteuid() == 0 {
 		if cfg.Home != "" {
-			if err := chownTree(cfg.Home, p.opts.UID, p.opts.GID, false); err != nil {
+			if err := chownTree(cfg.Home, p.opts.UID, p.opts.GID, false, nil); err != nil {
 				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the session's home to uid %d", p.opts.UID)
 			}
 		}
-		if err := chownTree(cfg.Workspace, p.opts.UID, p.opts.GID, true); err != nil {
+		if err := chownTree(cfg.Workspace, p.opts.UID, p.opts.GID, true, cfg.Hide); err != nil {
 			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the workspace to uid %d", p.opts.UID)
 		}
 		for i, b := range cfg.Binds {
 			if !b.Writable {
 				continue
 			}
-			if err := chownTree(b.Source, p.opts.UID, p.opts.GID, true); err != nil {
+			if err := chownTree(b.Source, p.opts.UID, p.opts.GID, true, cfg.Hide); err != nil {
 				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give writable bind %d to uid %d", i, p.opts.UID)
 			}
 		}
