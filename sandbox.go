@@ -138,3 +138,15 @@ type SandboxRef interface {
 	// Ref names the sandbox for Reopen.
 	Ref() string
 }
+
+// SandboxFileOwner is implemented by providers whose sandboxed processes
+// own what they write on the host as a user other than the daemon's (a
+// root daemon's bwrap sandboxes run as [sandbox] host_uid, its docker
+// containers as their uid). Files and directories berth itself makes in a
+// workspace for the agent (fs/write_text_file) are given to that user, so
+// that the agent can change them.
+type SandboxFileOwner interface {
+	// FileOwner is the host uid and gid the sandbox's files belong to;
+	// ok is false when they belong to the daemon's user.
+	FileOwner() (uid, gid int, ok bool)
+}

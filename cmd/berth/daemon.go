@@ -19,7 +19,6 @@ import (
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/eventlog"
 	bhttp "github.com/berth-sh/berth/http"
-	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
@@ -299,7 +298,7 @@ func userHome() string {
 // configured engine, whose containers a previous daemon of this home left
 // are removed now (the engine may be shared: only this node's are).
 func (d *daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
-	providers := []berth.SandboxProvider{host.New(), bwrap.New(bwrap.Options{UID: po.UID})}
+	providers := []berth.SandboxProvider{host.New(), po.bwrap()}
 	dk, err := po.docker()
 	if err != nil {
 		return nil, err

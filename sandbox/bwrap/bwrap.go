@@ -106,6 +106,12 @@ type Options struct {
 	// UID and GID are the ids processes run as inside; 0 means
 	// DefaultUID and DefaultGID (root inside is not offered).
 	UID, GID int
+	// HostUID is the host uid, and gid, bwrap runs as when the daemon is
+	// root, so that the sandbox's uid maps to it and not to root: every
+	// file the sandbox writes belongs to it. 0 means DefaultHostUID. A
+	// daemon that is not root cannot change its uid: its sandboxes map to
+	// its own, and HostUID is ignored.
+	HostUID int
 	// Slirp is the slirp4netns binary that gives sandboxes with network
 	// their user-mode network; empty means DefaultSlirpPath, or
 	// "slirp4netns" in the daemon's PATH.
@@ -117,6 +123,9 @@ type Provider struct {
 	path     string
 	slirp    string
 	uid, gid int
+	// hostUID is the host uid bwrap runs as; 0 when the daemon is not
+	// root (bwrap then runs as the daemon).
+	hostUID int
 }
 
 var _ berth.SandboxProvider = (*Provider)(nil)
@@ -142,6 +151,12 @@ func New(opts Options) *Provider {
 	if p.gid <= 0 {
 		p.gid = DefaultGID
 	}
+	if os.Geteuid() == 0 {
+		p.hostUID = opts.HostUID
+		if p.hostUID <= 0 {
+			p.hostUID = DefaultHostUID
+		}
+	}
 	return p
 }
 
@@ -162,7 +177,18 @@ func (p *Provider) Probe(ctx context.Context) error {
 	ms := append(systemMounts(), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
 	args := append(p.namespaceArgs(), ms.args()...)
 	args = append(args, "--", "true")
-	cmd := exec.CommandContext(ctx, p.path, args...)
+	argv := append([]string{p.path}, args...)
+	if p.dropping() {
+		// As Start runs it: as the host uid, which needs unprivileged
+		// user namespaces (user.max_user_namespaces > 0, and Debian's
+		// kernel.unprivileged_userns_clone = 1 where it exists).
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			return berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon needs setpriv(1) (Debian package util-linux) to start sandboxes as uid %d", p.hostUID)
+		}
+		argv = append(p.dropArgs(setpriv), argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = []string{"PATH=" + defaultPath}
 	cmd.Dir = "/"
 	var out bytes.Buffer
@@ -172,8 +198,12 @@ func (p *Provider) Probe(ctx context.Context) error {
 		if len(msg) > 512 {
 			msg = msg[:512]
 		}
+		as := ""
+		if p.dropping() {
+			as = fmt.Sprintf(" as uid %d (unprivileged user namespaces must be allowed)", p.hostUID)
+		}
 		return berth.WrapError(berth.EUnavailable, fmt.Errorf("%w: %s", err, msg),
-			"bwrap: cannot make a sandbox on this host: %s", firstLine(msg))
+			"bwrap: cannot make a sandbox on this host%s: %s", as, firstLine(msg))
 	}
 	return nil
 }
@@ -218,9 +248,9 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 			return nil, err
 		}
 	}
-	user := []mount{{kind: rwBind, src: cfg.Workspace, dst: filepath.Clean(cfg.Workspace)}}
+	user := []mount{{kind: rwBind, src: cfg.Workspace, dst: filepath.Clean(cfg.Workspace), user: true}}
 	if cfg.Home != "" {
-		user = append(user, mount{kind: rwBind, src: cfg.Home, dst: filepath.Clean(cfg.Home)})
+		user = append(user, mount{kind: rwBind, src: cfg.Home, dst: filepath.Clean(cfg.Home), user: true})
 	}
 	for i, b := range cfg.Binds {
 		m, err := bindMount(b)
@@ -261,6 +291,11 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		}
 		s.prlimit = prlimit
 	}
+	if p.dropping() {
+		if err := p.giveToHostUID(cfg); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Limits.Pids > 0 && p.LimitsPids() {
 		cg, err := newPidsCgroup(cfg.Limits.Pids)
 		if err != nil {
@@ -285,6 +320,16 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	}
 	s.mounts = append(s.mounts, userMounts(user)...)
 	s.mounts = append(s.mounts, mount{kind: remountRO, dst: "/"})
+	if p.dropping() {
+		st, staged, err := p.newStage(s.mounts)
+		if err != nil {
+			if s.pids != nil {
+				_ = s.pids.remove()
+			}
+			return nil, err
+		}
+		s.stage, s.staged = st, staged
+	}
 	return s, nil
 }
 
@@ -311,7 +356,7 @@ func bindMount(b berth.Bind) (mount, error) {
 	if b.Writable {
 		kind = rwBind
 	}
-	return mount{kind: kind, src: b.Source, dst: target}, nil
+	return mount{kind: kind, src: b.Source, dst: target, user: true}, nil
 }
 
 // checkDir is boxutil.CheckDir, and refuses the root directory too (it

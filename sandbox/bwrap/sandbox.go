@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -54,6 +55,11 @@ type Sandbox struct {
 	// pids is the sandbox's pids cgroup when Limits.Pids is set and the
 	// host lets the provider make one.
 	pids *pidsCgroup
+	// stage is set when bwrap runs as the host uid (a root daemon);
+	// staged are then the mounts as bwrap gets them, their sources on the
+	// stage.
+	stage  *stage
+	staged mounts
 
 	mu     sync.Mutex
 	closed bool
@@ -104,6 +110,13 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 		return nil, berth.Errorf(berth.EUnavailable, "bwrap: command %q not found in the sandbox", filepath.Base(spec.Path))
 	}
 
+	if s.stage != nil {
+		// Directories the daemon made in the workspace since Open (a
+		// working directory) become the host uid's, as Open's were.
+		if err := boxutil.ChownPath(s.cfg.Workspace, dir, s.p.hostUID, s.p.hostUID); err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "bwrap: cannot give the working directory to uid %d", s.p.hostUID)
+		}
+	}
 	sealInherited()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -141,7 +154,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	files = append(files, infoR, infoW)
 	extra := []*os.File{infoW} // fdInfo, then fdArgs, fdPasswd, fdGroup, fdSeccomp
 	opts := s.p.namespaceArgs()
-	opts = append(opts, s.mounts.args()...)
+	opts = append(opts, s.bwrapMounts().args()...)
 	opts = append(opts, "--clearenv")
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -188,27 +201,36 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	}
 
 	argv := append([]string{s.p.path, "--args", strconv.Itoa(fdArgs), "--", spec.Path}, spec.Args...)
-	path := s.p.path
+	if s.stage != nil {
+		// bwrap runs as the host uid, not as root.
+		argv = append(s.p.dropArgs(s.stage.setpriv), argv...)
+	}
 	if s.prlimit != "" {
-		// prlimit sets the limit on itself and execs bwrap: same pid.
+		// prlimit sets the limit on itself and execs the rest: same pid.
 		n := s.cfg.Limits.OpenFiles
-		path = s.prlimit
 		argv = append([]string{s.prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, argv...)
+	}
+	var attr *syscall.SysProcAttr
+	if s.stage != nil {
+		// The stage's binds are made in a mount namespace of the
+		// sandbox's own (Go makes its mounts private first).
+		argv = s.stage.wrap(argv)
+		attr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	}
 	if s.pids != nil {
 		// A shell joins the sandbox's pids cgroup, then execs the rest.
-		argv = s.pids.wrap(append([]string{path}, argv[1:]...))
-		path = argv[0]
+		argv = s.pids.wrap(argv)
 	}
 	cmd := &exec.Cmd{
-		Path:       path,
-		Args:       argv,
-		Env:        []string{}, // not nil: nil would pass the daemon's
-		Dir:        "/",
-		Stdin:      spec.Stdin,
-		Stdout:     spec.Stdout,
-		Stderr:     spec.Stderr,
-		ExtraFiles: extra,
+		Path:        argv[0],
+		Args:        argv,
+		Env:         []string{}, // not nil: nil would pass the daemon's
+		Dir:         "/",
+		Stdin:       spec.Stdin,
+		Stdout:      spec.Stdout,
+		Stderr:      spec.Stderr,
+		ExtraFiles:  extra,
+		SysProcAttr: attr,
 	}
 	proc, err := procgroup.StartProc(cmd)
 	if err != nil {
@@ -290,7 +312,19 @@ func (s *Sandbox) Close(ctx context.Context) error {
 			return fmt.Errorf("bwrap: remove the pids cgroup: %w", err)
 		}
 	}
+	if s.stage != nil {
+		return s.stage.remove()
+	}
 	return nil
+}
+
+// bwrapMounts are the mounts as bwrap's command line gives them: through
+// the stage when there is one.
+func (s *Sandbox) bwrapMounts() mounts {
+	if s.stage != nil {
+		return s.staged
+	}
+	return s.mounts
 }
 
 // forget drops a process that is gone.

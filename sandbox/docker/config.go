@@ -1,15 +1,12 @@
 package docker
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -59,65 +56,6 @@ func checkConfig(cfg berth.SandboxConfig) error {
 	for k := range cfg.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return berth.Errorf(berth.EInvalid, "docker: bad environment variable name %q", k)
-		}
-	}
-	return nil
-}
-
-// chownTree gives dir and everything under it to uid:gid, without
-// following symlinks. With rootOnly, only what belongs to root changes
-// hands. The hidden paths (SandboxConfig.Hide: the daemon's home, socket,
-// database) and what lies under them never do.
-func chownTree(dir string, uid, gid int, rootOnly bool, hidden []string) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if slices.Contains(hidden, path) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if rootOnly {
-			var st syscall.Stat_t
-			if err := syscall.Lstat(path, &st); err != nil {
-				return err
-			}
-			if st.Uid != 0 {
-				return nil
-			}
-		}
-		return os.Lchown(path, uid, gid)
-	})
-}
-
-// chownPath gives the directories from root down to dir (both included,
-// dir inside root) to uid:gid where they belong to root. A dir outside
-// root, or not there yet, is left alone.
-func chownPath(root, dir string, uid, gid int) error {
-	rel, err := filepath.Rel(root, dir)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil
-	}
-	path := root
-	parts := []string{"."}
-	if rel != "." {
-		parts = append(parts, strings.Split(rel, "/")...)
-	}
-	for _, part := range parts {
-		path = filepath.Join(path, part)
-		var st syscall.Stat_t
-		if err := syscall.Lstat(path, &st); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if st.Uid == 0 {
-			if err := os.Lchown(path, uid, gid); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

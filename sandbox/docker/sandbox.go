@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 	"github.com/berth-sh/berth/internal/syncx"
 )
 
@@ -139,7 +140,7 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 		}
 	}
 	if os.Geteuid() == 0 {
-		if err := chownPath(s.cfg.Workspace, dir, s.p.opts.UID, s.p.opts.GID); err != nil {
+		if err := boxutil.ChownPath(s.cfg.Workspace, dir, s.p.opts.UID, s.p.opts.GID); err != nil {
 			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the working directory to uid %d", s.p.opts.UID)
 		}
 	}
