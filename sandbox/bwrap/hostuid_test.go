@@ -99,4 +99,3 @@ echo new > new.txt && $B mkdir dir && echo more >> given.txt && echo home > "$HO
 		})
 	}
 }
-

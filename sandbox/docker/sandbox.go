@@ -16,8 +16,8 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 	"github.com/berth-sh/berth/internal/syncx"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
 // closeTimeout bounds the removal of a container when Close's context has
