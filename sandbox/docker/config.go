@@ -113,7 +113,7 @@ func environ(cfg berth.SandboxConfig, extra []string) []string {
 
 // containerSpec is the container's configuration for cfg (see the package
 // doc for what it enforces).
-func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string) (*container.Config, *container.HostConfig) {
+func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, cov *covers) (*container.Config, *container.HostConfig) {
 	init := []string{"/bin/sh", "-c", initScript}
 	mounts := []mount.Mount{{Type: mount.TypeBind, Source: cfg.Workspace, Target: cfg.Workspace}}
 	if cfg.Home != "" {
@@ -133,7 +133,9 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string) (*contai
 	// The daemon's own files, inside the workspace or a bind, are covered
 	// there (the engine mounts deeper targets last).
 	for _, m := range boxutil.Masks(cfg) {
-		if m.Dir {
+		if cover, ok := cov.path(m.Path); ok {
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: cover, Target: m.Path, ReadOnly: true})
+		} else if m.Dir {
 			tmpfs[m.Path] = maskTmpfsOptions
 		} else {
 			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: os.DevNull, Target: m.Path, ReadOnly: true})

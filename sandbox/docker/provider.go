@@ -295,3 +295,10 @@ func (p *Provider) RemoveLeftovers(ctx context.Context, keep map[string]bool) (i
 	}
 	return removed, nil
 }
+
+// FileOwner is the container user's uid and gid, which own what it writes
+// on the host (the engine maps no user namespace), when the daemon is root
+// and so may give files away; ok is false otherwise.
+func (p *Provider) FileOwner() (uid, gid int, ok bool) {
+	return p.opts.UID, p.opts.GID, os.Geteuid() == 0
+}

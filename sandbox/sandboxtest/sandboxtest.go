@@ -60,10 +60,6 @@ type Options struct {
 	// hand out (the test dockerd runs without a bridge): the network
 	// escape case, whose control needs one, is skipped, saying so.
 	NoNetwork bool
-	// NoHomeInHidden says a session home inside a hidden path is covered
-	// too (docker: KNOWN GAP, the tmpfs lands over the home's bind): the
-	// daemon-home case is skipped, saying so.
-	NoHomeInHidden bool
 }
 
 // Run runs the suite against the provider that open returns; open is
