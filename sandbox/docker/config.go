@@ -171,7 +171,7 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, cov *cov
 		Tmpfs:          tmpfs,
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
+		SecurityOpt:    []string{"no-new-privileges", "seccomp=" + seccompProfile()},
 		NetworkMode:    network,
 		IpcMode:        "private",
 		Resources:      res,

@@ -10,5 +10,5 @@ import (
 // TestConformance runs the shared sandbox suite against the provider.
 func TestConformance(t *testing.T) {
 	p := newProvider(t, Options{})
-	sandboxtest.Run(t, func(*testing.T) berth.SandboxProvider { return p }, sandboxtest.Options{Isolated: true, NoSetIDFilter: true, NoNetwork: true})
+	sandboxtest.Run(t, func(*testing.T) berth.SandboxProvider { return p }, sandboxtest.Options{Isolated: true, NoNetwork: true})
 }
