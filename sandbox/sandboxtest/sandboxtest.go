@@ -57,8 +57,8 @@ type Options struct {
 	// the set-id case is then skipped, saying so.
 	NoSetIDFilter bool
 	// NoNetwork says the test host gives the provider no network to
-	// hand out (the test dockerd runs without a bridge): the network
-	// escape case, whose control needs one, is skipped, saying so.
+	// hand out (a test dockerd without a bridge): the network escape
+	// case, whose control needs one, is skipped, saying so.
 	NoNetwork bool
 }
 
