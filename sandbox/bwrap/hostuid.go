@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
@@ -42,11 +43,57 @@ exec "$@"`
 // namespace, onto an entry of a directory only the host uid's bwrap
 // needs to cross.
 type stage struct {
-	dir     string
-	srcs    []string
+	dir  string
+	srcs []string
+	// copies are read-only files the host uid may not read, given to
+	// bwrap as copies on descriptors from fdCopies up.
+	copies  []string
 	uid     int
 	mount   string
 	setpriv string
+}
+
+// maxCopyBytes bounds a read-only file given to the sandbox as a copy.
+const maxCopyBytes = 1 << 20
+
+// readableBy reports whether uid (as its own gid, with no other groups)
+// may read the file fi by its mode bits.
+func readableBy(fi os.FileInfo, uid int) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	switch {
+	case int(st.Uid) == uid:
+		return st.Mode&0o400 != 0
+	case int(st.Gid) == uid:
+		return st.Mode&0o040 != 0
+	}
+	return st.Mode&0o004 != 0
+}
+
+// copyFiles reads the stage's copies into memory files, in order, for
+// bwrap's descriptors from fdCopies up. The caller closes them.
+func (st *stage) copyFiles() ([]*os.File, error) {
+	var out []*os.File
+	for _, src := range st.copies {
+		b, err := os.ReadFile(src)
+		if err == nil && len(b) > maxCopyBytes {
+			err = fmt.Errorf("%d bytes, over %d", len(b), maxCopyBytes)
+		}
+		var f *os.File
+		if err == nil {
+			f, err = memFile("bind-copy", b)
+		}
+		if err != nil {
+			for _, f := range out {
+				_ = f.Close()
+			}
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 // dropping reports whether the provider starts bwrap as the host uid: the
@@ -126,6 +173,13 @@ func (p *Provider) newStage(ms mounts) (*stage, mounts, error) {
 		fi, err := os.Stat(m.src)
 		if err != nil {
 			return fail(err)
+		}
+		if m.kind == roBind && fi.Mode().IsRegular() && fi.Size() <= maxCopyBytes && !readableBy(fi, p.hostUID) {
+			// A read-only file the host uid may not read (credentials
+			// of root's, 0600): a copy the daemon reads at each Start.
+			out[i].kind, out[i].fd = dataFile, fdCopies+len(st.copies)
+			st.copies = append(st.copies, m.src)
+			continue
 		}
 		entry := filepath.Join(dir, strconv.Itoa(len(st.srcs)))
 		if fi.IsDir() {

@@ -59,8 +59,14 @@ func TestHostUID(t *testing.T) {
 			if err := os.Link(outside, filepath.Join(ws, "linked.txt")); err != nil {
 				t.Fatal(err)
 			}
+			// Credentials of root's, 0600, bound read-only as home_files are.
+			creds := filepath.Join(parent, "auth.json")
+			if err := os.WriteFile(creds, []byte("root-only-token"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			cfg := berth.SandboxConfig{SessionID: "ses_hostuid", Workspace: ws, Home: home,
-				Binds: []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"}}}
+				Binds: []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"},
+					{Source: creds, Target: filepath.Join(home, ".tool", "auth.json")}}}
 			sb, err := p.Open(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -68,9 +74,18 @@ func TestHostUID(t *testing.T) {
 			defer sb.Close(context.Background())
 			out, st := run(t, sb.(*Sandbox), `B=/.berth/busybox
 $B id -u
-echo new > new.txt && $B mkdir dir && echo more >> given.txt && echo home > "$HOME/h.txt" && echo WROTE`)
+echo new > new.txt && $B mkdir dir && echo more >> given.txt && echo home > "$HOME/h.txt" && echo WROTE
+$B cat "$HOME/.tool/auth.json"; echo
+echo stolen > "$HOME/.tool/auth.json" && echo CREDS_WRITTEN
+true`)
 			if !st.Success() || !strings.Contains(out, "WROTE") {
 				t.Fatalf("status %+v, output %q", st, out)
+			}
+			if !strings.Contains(out, "root-only-token") {
+				t.Errorf("the read-only credentials of root's are not readable inside: %q", out)
+			}
+			if b, _ := os.ReadFile(creds); strings.Contains(out, "CREDS_WRITTEN") || string(b) != "root-only-token" {
+				t.Errorf("the read-only credentials were written: %q, %q", out, b)
 			}
 			if !strings.HasPrefix(out, "1000\n") {
 				t.Errorf("inside: %q, want uid 1000", out)

@@ -37,6 +37,8 @@ const (
 	// With network on only.
 	fdBlock  = 8
 	fdResolv = 9
+	// The stage's copies of read-only files, from here up.
+	fdCopies = 10
 )
 
 // filter is the seccomp program of every sandbox (seccompProgram).
@@ -200,6 +202,20 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		files, extra = append(files, resolv), append(extra, blockR, resolv)
 	}
 
+	if s.stage != nil && len(s.stage.copies) > 0 {
+		copies, err := s.stage.copyFiles()
+		if err != nil {
+			if net != nil {
+				net.stop()
+			}
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot copy a read-only bind for the sandbox")
+		}
+		files = append(files, copies...)
+		for len(extra) < fdCopies-3 {
+			extra = append(extra, nil) // closed in bwrap
+		}
+		extra = append(extra, copies...)
+	}
 	argv := append([]string{s.p.path, "--args", strconv.Itoa(fdArgs), "--", spec.Path}, spec.Args...)
 	if s.stage != nil {
 		// bwrap runs as the host uid, not as root.
