@@ -27,8 +27,14 @@
 //     would act on bwrap outside the sandbox, nor its command line, which
 //     every user of the host can read.
 //
-// The uid inside maps to the daemon's on the host: what the sandbox
-// writes in the workspace and HOME belongs to the daemon's user.
+// Host uid. A root daemon starts bwrap as Options.HostUID (util-linux
+// setpriv, right before bwrap), so that the uid inside maps to it, never
+// to root: what the sandbox writes in the workspace and HOME belongs to
+// it. Open gives it the HOME and the workspace's root-owned entries, and
+// the workspace, HOME and binds reach bwrap through a stage (see stage),
+// since it may not cross the directories they lie in. This needs
+// unprivileged user namespaces; Probe checks. A daemon that is not root
+// runs bwrap as itself: the uid inside maps to the daemon's.
 //
 // Processes. Process.Pid is the outer bwrap, leader of a process group of
 // its own (internal/procgroup), so SIGKILL to that group, as for the host
