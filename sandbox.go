@@ -46,6 +46,13 @@ type SandboxConfig struct {
 	Image string
 	// Limits are the resource limits the provider enforces where it can.
 	Limits SandboxLimits
+	// Hide are host paths no process in the sandbox may see: the daemon's
+	// home (its socket, database, run directory), and its socket and
+	// database when they live elsewhere. One that lies inside the
+	// workspace, the home or a bind is covered there (an empty directory,
+	// an empty file); the session's own home and binds inside it stay
+	// visible.
+	Hide []string
 }
 
 // Bind makes one host path visible inside a sandbox.
@@ -130,4 +137,16 @@ type SandboxReopener interface {
 type SandboxRef interface {
 	// Ref names the sandbox for Reopen.
 	Ref() string
+}
+
+// SandboxFileOwner is implemented by providers whose sandboxed processes
+// own what they write on the host as a user other than the daemon's (a
+// root daemon's bwrap sandboxes run as [sandbox] host_uid, its docker
+// containers as their uid). Files and directories berth itself makes in a
+// workspace for the agent (fs/write_text_file) are given to that user, so
+// that the agent can change them.
+type SandboxFileOwner interface {
+	// FileOwner is the host uid and gid the sandbox's files belong to;
+	// ok is false when they belong to the daemon's user.
+	FileOwner() (uid, gid int, ok bool)
 }

@@ -90,6 +90,12 @@ type Sandbox struct {
 	// UID is the unprivileged user agents run as inside bwrap and docker.
 	// Default 1000.
 	UID int `toml:"uid"`
+	// HostUID is the host uid (and gid) a root daemon starts bwrap
+	// sandboxes as, so that the sandbox's user maps to it rather than to
+	// root: every file an agent writes belongs to it. Default 99999
+	// (DefaultHostUID); 1000..4294967294, not 65535. A daemon that is not
+	// root runs its sandboxes as itself and ignores it.
+	HostUID int `toml:"host_uid"`
 	// MemoryMB caps a session's memory where the provider can (docker).
 	// Default 2048; 0 means no cap.
 	MemoryMB int `toml:"memory_mb"`
@@ -180,6 +186,7 @@ func Default() *Config {
 			AllowHost:    true,
 			AllowNetwork: true,
 			UID:          1000,
+			HostUID:      DefaultHostUID,
 			MemoryMB:     2048,
 			CPUs:         2,
 			Pids:         512,
@@ -300,6 +307,12 @@ func (s *Sandbox) validate() error {
 	if err := intRange("sandbox.uid", s.UID, 0, 1<<32-2); err != nil {
 		return err
 	}
+	if err := intRange("sandbox.host_uid", s.HostUID, 1000, 1<<32-2); err != nil {
+		return err
+	}
+	if s.HostUID == 65535 {
+		return invalid("sandbox.host_uid = 65535 is not a usable uid (it is -1 to 16-bit interfaces)")
+	}
 	if err := intRange("sandbox.memory_mb", s.MemoryMB, 0, 1<<30); err != nil {
 		return err
 	}
@@ -314,6 +327,11 @@ func (s *Sandbox) validate() error {
 	}
 	return nil
 }
+
+// DefaultHostUID is [sandbox] host_uid's default: the bwrap provider's
+// DefaultHostUID, above human users and systemd's dynamic users, below
+// the subordinate ids of rootless containers, and not nobody's.
+const DefaultHostUID = 99999
 
 // DefaultDockerImage is the image berth builds itself for docker sessions.
 const DefaultDockerImage = "berth-sandbox:local"

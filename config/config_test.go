@@ -366,6 +366,21 @@ func TestSandboxSettings(t *testing.T) {
 	if err != nil || c.Sandbox.Docker.Host != "unix:///x.sock" || c.Sandbox.Docker.Image != DefaultDockerImage {
 		t.Fatalf("[sandbox.docker] = %+v, %v", c.Sandbox.Docker, err)
 	}
+	if c.Sandbox.HostUID != DefaultHostUID {
+		t.Errorf("host_uid defaults to %d, want %d", c.Sandbox.HostUID, DefaultHostUID)
+	}
+	c, err = Load(writeFile(t, "[sandbox]\nhost_uid = 200000\n"), []string{"BERTH_SANDBOX_HOST_UID=123456"})
+	if err != nil || c.Sandbox.HostUID != 123456 {
+		t.Fatalf("BERTH_SANDBOX_HOST_UID: %+v, %v", c.Sandbox.HostUID, err)
+	}
+	c, err = Load(writeFile(t, "[sandbox]\nhost_uid = 200000\n"), nil)
+	if err != nil || c.Sandbox.HostUID != 200000 {
+		t.Fatalf("[sandbox] host_uid: %+v, %v", c.Sandbox.HostUID, err)
+	}
+	for _, v := range []string{"0", "999", "65535", "4294967295", "-1", "x"} {
+		_, err := Load("", []string{"BERTH_SANDBOX_HOST_UID=" + v})
+		wantInvalid(t, err, "sandbox.host_uid")
+	}
 	for _, env := range []string{"BERTH_SANDBOX_DOCKER_IMAGEX=1", "BERTH_SANDBOX_CPUS=-1", "BERTH_SANDBOX_DOCKER_IMAGE="} {
 		if _, err := Load("", []string{env}); !berth.IsCode(err, berth.EInvalid) {
 			t.Errorf("%s: %v, want invalid", env, err)

@@ -4,8 +4,10 @@
 # stop_dockerd.
 #
 # start_dockerd installs Debian's docker.io and busybox-static when they are
-# missing (as root), starts dockerd on temp dirs with a socket of its own (no
-# bridge, no iptables: nothing on the host's network changes), waits until
+# missing (as root), starts dockerd on temp dirs with a socket of its own and
+# a bridge of its own (see dockerd_bridge_up; no iptables, no NAT, no change
+# to ip_forward: containers with network reach the host's own addresses
+# and nothing beyond, which is what the network escape case needs), waits until
 # it answers, exports BERTH_TEST_DOCKER_HOST and stops it when the script
 # exits (through scripts/test's cleanups array when it has one, else
 # chained before any EXIT trap already set: a trap set later must call
@@ -67,6 +69,30 @@ dockerd_install() {
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null || true
 }
 
+# dockerd_bridge_up makes the engine's bridge: a link named berth<hex>
+# with a free 10.213.x.1/24, so that throwaway engines running side by side
+# never share one, nor touch a docker0. It sets dockerd_bridge_opts to the
+# dockerd options that use it, or to --bridge=none when no bridge can be
+# made (no CAP_NET_ADMIN, no bridge support): the network tests then skip.
+dockerd_bridge_up() {
+	local i x name
+	for i in 1 2 3 4 5 6 7 8; do
+		x=$((RANDOM % 250 + 2))
+		[ -z "$(ip -4 route show "10.213.$x.0/24" 2>/dev/null)" ] || continue
+		name=$(printf 'berth%04x' $((RANDOM)))
+		if ip link add name "$name" type bridge 2>/dev/null; then
+			if ip addr add "10.213.$x.1/24" dev "$name" && ip link set "$name" up; then
+				dockerd_bridge=$name
+				dockerd_bridge_opts="--bridge=$name --ip-forward=false --ip-masq=false"
+				return
+			fi
+			ip link del "$name" 2>/dev/null
+		fi
+		break
+	done
+	dockerd_bridge_opts=--bridge=none
+}
+
 start_dockerd() {
 	if [ -n "${BERTH_TEST_DOCKER_HOST:-}" ]; then
 		echo "== Docker engine at $BERTH_TEST_DOCKER_HOST (given)"
@@ -90,11 +116,13 @@ start_dockerd() {
 	fi
 	dockerd_dir=$(mktemp -d /tmp/berth-dockerd.XXXXXX)
 	local host="unix://$dockerd_dir/docker.sock"
+	dockerd_bridge_up
 	# setsid: its own session and group, which stop_dockerd signals whole.
+	# shellcheck disable=SC2086 # the bridge options are a list
 	setsid dockerd \
 		--data-root "$dockerd_dir/data" --exec-root "$dockerd_dir/exec" \
 		--pidfile "$dockerd_dir/dockerd.pid" -H "$host" \
-		--iptables=false --bridge=none --log-level=warn \
+		--iptables=false $dockerd_bridge_opts --log-level=warn \
 		>"$dockerd_dir/log" 2>&1 </dev/null &
 	dockerd_pid=$!
 	dockerd_register_cleanup
@@ -152,5 +180,6 @@ stop_dockerd() {
 	awk -v d="$dockerd_dir" '$5 == d || index($5, d "/") == 1 {print $5}' /proc/self/mountinfo | sort -r |
 		while read -r m; do umount -l "$m" 2>/dev/null || true; done
 	rm -rf "$dockerd_dir"
-	unset BERTH_TEST_DOCKER_HOST dockerd_dir dockerd_pid
+	[ -z "${dockerd_bridge:-}" ] || ip link del "$dockerd_bridge" 2>/dev/null || true
+	unset BERTH_TEST_DOCKER_HOST dockerd_dir dockerd_pid dockerd_bridge dockerd_bridge_opts
 }

@@ -200,6 +200,9 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 				Details: map[string]any{"field": "workspace"}}
 		}
 		req.Workspace = filepath.Clean(req.Workspace)
+		if err := m.checkNotDaemons(req.Workspace); err != nil {
+			return spec, nil, false, err
+		}
 	}
 	if err := req.ValidateTimes(); err != nil {
 		return spec, nil, false, err
@@ -235,6 +238,49 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 	}
 	provider, unisolated, err := m.pickSandbox(req.Sandbox, req.Network)
 	return spec, provider, unisolated, err
+}
+
+// checkNotDaemons refuses a workspace that is the daemon's home or lies
+// inside it (its socket, database, run directory, other sessions' homes
+// would be the agent's), but for a managed workspace under
+// $BERTH_HOME/workspaces/ (a child sharing its parent's). Paths are
+// compared with their symbolic links resolved. A workspace that contains
+// the home is allowed: the sandbox covers the home there
+// (SandboxConfig.Hide).
+func (m *Manager) checkNotDaemons(ws string) error {
+	if m.opts.Home == "" {
+		return nil
+	}
+	real := resolvedPath(ws)
+	home := resolvedPath(m.opts.Home)
+	if !within(home, real) {
+		return nil
+	}
+	if managed := resolvedPath(m.workspacesDir()); within(managed, real) && real != managed {
+		return nil
+	}
+	return &berth.Error{Code: berth.EInvalid, Message: "workspace is the daemon's home or lies inside it: the agent would reach the daemon's socket and database; pick another directory, or omit workspace for a managed one",
+		Details: map[string]any{"field": "workspace"}}
+}
+
+// hidden is what no sandbox may see: the daemon's home, and Options.Hidden.
+func (m *Manager) hidden() []string {
+	var out []string
+	for _, p := range append([]string{m.opts.Home}, m.opts.Hidden...) {
+		if p != "" {
+			out = append(out, resolvedPath(p))
+		}
+	}
+	return out
+}
+
+// resolvedPath is p, clean, with its symbolic links resolved where they
+// can be.
+func resolvedPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
 }
 
 // pickSandbox resolves the requested provider against policy and probes.
@@ -360,7 +406,7 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider, ho
 	rt.provider = provider
 	rt.boxCfg = berth.SandboxConfig{SessionID: rt.id, Workspace: rt.workspace, Home: home,
 		Env: agentEnv(rt.spec, rt.id, env), Network: network, Binds: m.sandboxBinds(rt.spec, home),
-		Image: rt.spec.DockerImage, Limits: m.opts.Sandbox.Limits}
+		Image: rt.spec.DockerImage, Limits: m.opts.Sandbox.Limits, Hide: m.hidden()}
 	proc, f := rt.startAgent(ctx, base)
 	if f != nil {
 		return rt.failStart(ctx, f)

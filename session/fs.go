@@ -117,6 +117,9 @@ func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileR
 			}
 			return fileError(err, req.Path)
 		}
+		if err := rt.giveDirs(dir); err != nil {
+			return fileError(err, req.Path)
+		}
 	}
 	err := rt.writeRegular(rel, req.Content)
 	if isEscape(err) {
@@ -152,6 +155,15 @@ func (rt *runtime) writeRegular(rel, content string) error {
 	if !fi.Mode().IsRegular() {
 		return &acp.Error{Code: acp.CodeInvalidParams, Message: "not a regular file: " + rel}
 	}
+	if uid, gid, ok := rt.agentOwner(); ok {
+		// A file the daemon made (or one of root's) becomes the agent's,
+		// so that it can change it; never one with other links.
+		if st, is := fi.Sys().(*syscall.Stat_t); is && st.Uid == 0 && st.Nlink == 1 {
+			if err := f.Chown(uid, gid); err != nil {
+				return err
+			}
+		}
+	}
 	if err := f.Truncate(0); err != nil {
 		return err
 	}
@@ -159,6 +171,42 @@ func (rt *runtime) writeRegular(rel, content string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// agentOwner is the host uid and gid the agent's files belong to when
+// they are not the daemon's: a root daemon whose sandbox runs the agent as
+// another user (berth.SandboxFileOwner).
+func (rt *runtime) agentOwner() (uid, gid int, ok bool) {
+	if os.Geteuid() != 0 {
+		return 0, 0, false
+	}
+	fo, is := rt.provider.(berth.SandboxFileOwner)
+	if !is {
+		return 0, 0, false
+	}
+	return fo.FileOwner()
+}
+
+// giveDirs gives the agent's owner the directories of rel (a path of the
+// workspace, each of its parents included) that belong to root: those
+// WriteTextFile just made.
+func (rt *runtime) giveDirs(rel string) error {
+	uid, gid, ok := rt.agentOwner()
+	if !ok {
+		return nil
+	}
+	for p := rel; p != "." && p != "/"; p = filepath.Dir(p) {
+		fi, err := rt.root.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if st, is := fi.Sys().(*syscall.Stat_t); is && st.Uid == 0 && fi.IsDir() {
+			if err := rt.root.Lchown(p, uid, gid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // fileError turns a file system error into a JSON-RPC error for the agent.

@@ -87,6 +87,9 @@ type Options struct {
 	// Shim, when set, starts every agent in a shim of its own: agents
 	// outlive the daemon, and the next one reattaches to them.
 	Shim *ShimOptions
+	// Hidden are host paths besides Home that no sandbox may see (the API
+	// socket and the database when they live outside Home).
+	Hidden []string
 	// RunDir holds the shims' sockets, spools and logs ($BERTH_HOME/run).
 	// Sessions found with a shim at boot are reattached even when Shim is
 	// nil.

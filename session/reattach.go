@@ -103,7 +103,7 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
 	rt.provider, rt.shim, rt.proc, rt.boxRef, rt.shimSocket = provider, p, p, h.Ref, s.ShimSocket
 	rt.boxCfg = berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: home,
 		Env: agentEnv(spec, s.ID, s.Env), Network: s.Sandbox.Network, Binds: m.sandboxBinds(spec, home),
-		Image: spec.DockerImage, Limits: m.opts.Sandbox.Limits}
+		Image: spec.DockerImage, Limits: m.opts.Sandbox.Limits, Hide: m.hidden()}
 	rt.acpID = s.ACP.SessionID
 	rt.terminals = newTerminals(rt)
 	if rt.wsReal, err = filepath.EvalSymlinks(rt.workspace); err != nil {

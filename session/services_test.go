@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/host"
 )
 
 func TestFilesStayInsideTheWorkspace(t *testing.T) {
@@ -303,4 +305,51 @@ func abandon(m *Manager) {
 		<-rt.finished
 	}
 	m.stopActivity()
+}
+
+// ownedHost is the host provider claiming its sandboxes' files belong to
+// uid, as a root daemon's bwrap does.
+type ownedHost struct {
+	berth.SandboxProvider
+	uid int
+}
+
+func (o ownedHost) FileOwner() (int, int, bool) { return o.uid, o.uid, true }
+
+// Under a root daemon, a file berth writes for the agent, and the
+// directories it makes for it, belong to the sandbox's owner, so that the
+// agent can change them; a file of another user keeps its owner.
+func TestWrittenFilesBelongToTheAgent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root daemon gives files away")
+	}
+	const uid = 123456
+	e := newEnv(t, func(o *Options) { o.Providers = []berth.SandboxProvider{ownedHost{host.New(), uid}} })
+	ws := t.TempDir()
+	other := filepath.Join(ws, "other.txt")
+	if err := os.WriteFile(other, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	s := e.create(berth.CreateRequest{Workspace: ws})
+	e.prompt(s.ID, "write sub/dir/notes.txt hello")
+	e.prompt(s.ID, "write other.txt changed")
+	for _, p := range []string{"sub", "sub/dir", "sub/dir/notes.txt"} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(ws, p), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != uid || st.Gid != uid {
+			t.Errorf("%s belongs to %d:%d, want %d", p, st.Uid, st.Gid, uid)
+		}
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(other, &st); err != nil || st.Uid != 4242 {
+		t.Errorf("another user's file changed hands: %d, %v", st.Uid, err)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "changed" {
+		t.Errorf("other.txt = %q", b)
+	}
 }

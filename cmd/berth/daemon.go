@@ -20,7 +20,6 @@ import (
 	"github.com/berth-sh/berth/eventlog"
 	bhttp "github.com/berth-sh/berth/http"
 	"github.com/berth-sh/berth/internal/homelock"
-	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
@@ -164,7 +163,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration},
 		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
-		Shim:      shimOpts, RunDir: runDir,
+		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
@@ -234,6 +233,22 @@ func (d *daemon) close(ctx context.Context) {
 	if err := d.lock.Release(); err != nil {
 		d.logger.Warn("home lock release", "err", err)
 	}
+}
+
+// daemonFiles are the daemon's files that may live outside its home and
+// that no sandbox may see: the API socket and a SQLite database (with its
+// journal files).
+func daemonFiles(socket, storeURL string) []string {
+	var out []string
+	if socket != "" {
+		out = append(out, socket)
+	}
+	if strings.HasPrefix(storeURL, "sqlite:") {
+		if db := strings.TrimPrefix(strings.TrimPrefix(storeURL, "sqlite:"), "//"); db != "" {
+			out = append(out, db, db+"-wal", db+"-shm", db+"-journal")
+		}
+	}
+	return out
 }
 
 // openStore opens the store a URL names: "" or "sqlite:PATH" for SQLite,
@@ -350,7 +365,7 @@ func userHome() string {
 // configured engine, whose containers a previous daemon of this home left
 // are removed now (the engine may be shared: only this node's are).
 func (d *daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
-	providers := []berth.SandboxProvider{host.New(), bwrap.New(bwrap.Options{UID: po.UID})}
+	providers := []berth.SandboxProvider{host.New(), po.bwrap()}
 	dk, err := po.docker()
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 // daemon has, passed to its shims so theirs are the same.
 type providerOptions struct {
 	UID         int                 `json:"uid"`
+	HostUID     int                 `json:"host_uid"`
 	DockerHost  string              `json:"docker_host,omitempty"`
 	DockerImage string              `json:"docker_image,omitempty"`
 	Berth       string              `json:"berth"`
@@ -32,7 +33,7 @@ type providerOptions struct {
 
 // newProviderOptions collects the provider options of a daemon.
 func newProviderOptions(cfg *config.Config, self, home string) providerOptions {
-	return providerOptions{UID: cfg.Sandbox.UID, DockerHost: cfg.Sandbox.Docker.Host, DockerImage: cfg.Sandbox.Docker.Image,
+	return providerOptions{UID: cfg.Sandbox.UID, HostUID: cfg.Sandbox.HostUID, DockerHost: cfg.Sandbox.Docker.Host, DockerImage: cfg.Sandbox.Docker.Image,
 		Berth: self, Limits: cfg.Sandbox.Limits(), Instance: nodeID(home)}
 }
 
@@ -42,7 +43,7 @@ func (o providerOptions) provider(name string) (p berth.SandboxProvider, close f
 	case berth.SandboxHost:
 		return host.New(), func() {}, nil
 	case berth.SandboxBwrap:
-		return bwrap.New(bwrap.Options{UID: o.UID}), func() {}, nil
+		return o.bwrap(), func() {}, nil
 	case berth.SandboxDocker:
 		dk, err := o.docker()
 		if err != nil {
@@ -51,6 +52,11 @@ func (o providerOptions) provider(name string) (p berth.SandboxProvider, close f
 		return dk, func() { _ = dk.Close() }, nil
 	}
 	return nil, nil, berth.Errorf(berth.EInvalid, "unknown sandbox provider %q", name)
+}
+
+// bwrap makes the bwrap provider.
+func (o providerOptions) bwrap() *bwrap.Provider {
+	return bwrap.New(bwrap.Options{UID: o.UID, HostUID: o.HostUID})
 }
 
 // docker makes the docker provider.

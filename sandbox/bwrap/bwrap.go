@@ -3,10 +3,13 @@
 //
 // Each Sandbox.Start runs one bwrap, which gives the process:
 //
-//   - new user, pid, mount, ipc, uts and cgroup namespaces, and a new
-//     network namespace holding only its own loopback unless
-//     SandboxConfig.Network is set; creating further user namespaces is
-//     refused (bwrap --disable-userns);
+//   - new user, pid, mount, ipc, uts, cgroup and network namespaces;
+//     creating further user namespaces is refused (bwrap
+//     --disable-userns). The network namespace holds only its own
+//     loopback unless SandboxConfig.Network is set; then slirp4netns
+//     gives it user-mode networking (a tap device, NAT through the host,
+//     DNS at 10.0.2.3) that never reaches the host's loopback (see
+//     userNet). The host's network namespace is never shared;
 //   - an unprivileged uid and gid inside (1000 unless Options say
 //     otherwise), no capabilities, no_new_privs, a session of its own (no
 //     controlling terminal to inject input into);
@@ -24,8 +27,14 @@
 //     would act on bwrap outside the sandbox, nor its command line, which
 //     every user of the host can read.
 //
-// The uid inside maps to the daemon's on the host: what the sandbox
-// writes in the workspace and HOME belongs to the daemon's user.
+// Host uid. A root daemon starts bwrap as Options.HostUID (util-linux
+// setpriv, right before bwrap), so that the uid inside maps to it, never
+// to root: what the sandbox writes in the workspace and HOME belongs to
+// it. Open gives it the HOME and the workspace's root-owned entries, and
+// the workspace, HOME and binds reach bwrap through a stage (see stage),
+// since it may not cross the directories they lie in. This needs
+// unprivileged user namespaces; Probe checks. A daemon that is not root
+// runs bwrap as itself: the uid inside maps to the daemon's.
 //
 // Processes. Process.Pid is the outer bwrap, leader of a process group of
 // its own (internal/procgroup), so SIGKILL to that group, as for the host
@@ -57,8 +66,15 @@
 //     Go, Node and JVM programs, which reserve far more than they use.
 //   - NanoCPUs: no rlimit bounds a CPU rate.
 //
-// Not covered: no seccomp filter (the whole syscall surface of the kernel
-// is reachable), and a process's own memory and CPU use are unbounded.
+// Seccomp. Every process runs under a filter that refuses set-id mode
+// bits (see seccompProgram); the rest of the kernel's system calls are
+// reachable.
+//
+// Hidden paths. SandboxConfig.Hide paths that lie inside the workspace,
+// the home or a bind are covered there: an empty tmpfs over a directory,
+// /dev/null over a file.
+//
+// Not covered: a process's own memory and CPU use are unbounded.
 package bwrap
 
 import (
@@ -96,12 +112,26 @@ type Options struct {
 	// UID and GID are the ids processes run as inside; 0 means
 	// DefaultUID and DefaultGID (root inside is not offered).
 	UID, GID int
+	// HostUID is the host uid, and gid, bwrap runs as when the daemon is
+	// root, so that the sandbox's uid maps to it and not to root: every
+	// file the sandbox writes belongs to it. 0 means DefaultHostUID. A
+	// daemon that is not root cannot change its uid: its sandboxes map to
+	// its own, and HostUID is ignored.
+	HostUID int
+	// Slirp is the slirp4netns binary that gives sandboxes with network
+	// their user-mode network; empty means DefaultSlirpPath, or
+	// "slirp4netns" in the daemon's PATH.
+	Slirp string
 }
 
 // Provider makes bwrap sandboxes. It is safe for concurrent use.
 type Provider struct {
 	path     string
+	slirp    string
 	uid, gid int
+	// hostUID is the host uid bwrap runs as; 0 when the daemon is not
+	// root (bwrap then runs as the daemon).
+	hostUID int
 }
 
 var _ berth.SandboxProvider = (*Provider)(nil)
@@ -109,7 +139,10 @@ var _ berth.SandboxProvider = (*Provider)(nil)
 // New returns a bwrap provider. It does not check that bwrap works: Probe
 // does.
 func New(opts Options) *Provider {
-	p := &Provider{path: opts.Path, uid: opts.UID, gid: opts.GID}
+	p := &Provider{path: opts.Path, slirp: opts.Slirp, uid: opts.UID, gid: opts.GID}
+	if p.slirp == "" {
+		p.slirp = slirpPath()
+	}
 	if p.path == "" {
 		p.path = DefaultPath
 		if _, err := os.Stat(DefaultPath); err != nil {
@@ -123,6 +156,12 @@ func New(opts Options) *Provider {
 	}
 	if p.gid <= 0 {
 		p.gid = DefaultGID
+	}
+	if os.Geteuid() == 0 {
+		p.hostUID = opts.HostUID
+		if p.hostUID <= 0 {
+			p.hostUID = DefaultHostUID
+		}
 	}
 	return p
 }
@@ -142,9 +181,20 @@ func (p *Provider) Probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	ms := append(systemMounts(), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
-	args := append(p.namespaceArgs(false), ms.args()...)
+	args := append(p.namespaceArgs(), ms.args()...)
 	args = append(args, "--", "true")
-	cmd := exec.CommandContext(ctx, p.path, args...)
+	argv := append([]string{p.path}, args...)
+	if p.dropping() {
+		// As Start runs it: as the host uid, which needs unprivileged
+		// user namespaces (user.max_user_namespaces > 0, and Debian's
+		// kernel.unprivileged_userns_clone = 1 where it exists).
+		setpriv, err := exec.LookPath("setpriv")
+		if err != nil {
+			return berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon needs setpriv(1) (Debian package util-linux) to start sandboxes as uid %d", p.hostUID)
+		}
+		argv = append(p.dropArgs(setpriv), argv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = []string{"PATH=" + defaultPath}
 	cmd.Dir = "/"
 	var out bytes.Buffer
@@ -154,8 +204,12 @@ func (p *Provider) Probe(ctx context.Context) error {
 		if len(msg) > 512 {
 			msg = msg[:512]
 		}
+		as := ""
+		if p.dropping() {
+			as = fmt.Sprintf(" as uid %d (unprivileged user namespaces must be allowed)", p.hostUID)
+		}
 		return berth.WrapError(berth.EUnavailable, fmt.Errorf("%w: %s", err, msg),
-			"bwrap: cannot make a sandbox on this host: %s", firstLine(msg))
+			"bwrap: cannot make a sandbox on this host%s: %s", as, firstLine(msg))
 	}
 	return nil
 }
@@ -169,16 +223,14 @@ func firstLine(b []byte) string {
 }
 
 // namespaceArgs are the bwrap options that make the namespaces and the
-// identity inside.
-func (p *Provider) namespaceArgs(network bool) []string {
+// identity inside. The network namespace is always the sandbox's own:
+// with network on, userNet connects it to the outside.
+func (p *Provider) namespaceArgs() []string {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--disable-userns",
 		"--die-with-parent", "--new-session",
 		"--uid", fmt.Sprint(p.uid), "--gid", fmt.Sprint(p.gid),
 		"--hostname", "berth",
-	}
-	if network {
-		a = append(a, "--share-net")
 	}
 	return a
 }
@@ -202,9 +254,9 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 			return nil, err
 		}
 	}
-	user := []mount{{kind: rwBind, src: cfg.Workspace, dst: filepath.Clean(cfg.Workspace)}}
+	user := []mount{{kind: rwBind, src: cfg.Workspace, dst: filepath.Clean(cfg.Workspace), user: true}}
 	if cfg.Home != "" {
-		user = append(user, mount{kind: rwBind, src: cfg.Home, dst: filepath.Clean(cfg.Home)})
+		user = append(user, mount{kind: rwBind, src: cfg.Home, dst: filepath.Clean(cfg.Home), user: true})
 	}
 	for i, b := range cfg.Binds {
 		m, err := bindMount(b)
@@ -212,6 +264,15 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 			return nil, berth.WrapError(berth.EInvalid, err, "bwrap: bind %d: %s", i, berth.ErrorMessage(err))
 		}
 		user = append(user, m)
+	}
+	// The daemon's own files, inside the workspace or a bind, are covered
+	// there; last, so that at the same depth the cover wins.
+	for _, m := range boxutil.Masks(cfg) {
+		if m.Dir {
+			user = append(user, mount{kind: tmpfs, dst: m.Path})
+		} else {
+			user = append(user, mount{kind: roBind, src: os.DevNull, dst: m.Path})
+		}
 	}
 	home := "/tmp"
 	if cfg.Home != "" {
@@ -224,12 +285,22 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		procs: make(map[*Process]struct{}),
 	}
 	s.cfg.Env = maps.Clone(cfg.Env)
+	if cfg.Network {
+		if _, err := os.Stat(p.slirp); p.slirp == "" || err != nil {
+			return nil, berth.Errorf(berth.EUnavailable, "bwrap: network needs slirp4netns (Debian package slirp4netns): the host's network is never shared")
+		}
+	}
 	if cfg.Limits.OpenFiles > 0 {
 		prlimit, err := exec.LookPath("prlimit")
 		if err != nil {
 			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: limiting open files needs prlimit (Debian package util-linux)")
 		}
 		s.prlimit = prlimit
+	}
+	if p.dropping() {
+		if err := p.giveToHostUID(cfg); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Limits.Pids > 0 && p.LimitsPids() {
 		cg, err := newPidsCgroup(cfg.Limits.Pids)
@@ -250,8 +321,21 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		mount{kind: tmpfs, dst: "/tmp"},
 		mount{kind: tmpfs, dst: "/var/tmp"},
 	)
+	if cfg.Network {
+		s.mounts = append(s.mounts, mount{kind: dataFile, fd: fdResolv, dst: "/etc/resolv.conf"})
+	}
 	s.mounts = append(s.mounts, userMounts(user)...)
 	s.mounts = append(s.mounts, mount{kind: remountRO, dst: "/"})
+	if p.dropping() {
+		st, staged, err := p.newStage(s.mounts)
+		if err != nil {
+			if s.pids != nil {
+				_ = s.pids.remove()
+			}
+			return nil, err
+		}
+		s.stage, s.staged = st, staged
+	}
 	return s, nil
 }
 
@@ -278,7 +362,7 @@ func bindMount(b berth.Bind) (mount, error) {
 	if b.Writable {
 		kind = rwBind
 	}
-	return mount{kind: kind, src: b.Source, dst: target}, nil
+	return mount{kind: kind, src: b.Source, dst: target, user: true}, nil
 }
 
 // checkDir is boxutil.CheckDir, and refuses the root directory too (it

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -186,16 +187,30 @@ func TestOpenFilesLimit(t *testing.T) {
 	}
 }
 
-func TestNetworkShared(t *testing.T) {
+// With network on, the sandbox has a network namespace of its own (the
+// host's is never shared): its loopback and slirp4netns's tap0, none of
+// the host's interfaces.
+func TestNetworkOwnNamespace(t *testing.T) {
+	if slirpPath() == "" {
+		testenv.Missing(t, "slirp4netns", "not installed (Debian package slirp4netns)")
+	}
 	sb, _ := open(t, func(c *berth.SandboxConfig) { c.Network = true })
-	out, _ := run(t, sb, `/.berth/busybox cat /proc/net/dev`)
-	// The host's interfaces, not only a loopback of its own.
-	host, err := os.ReadFile("/proc/net/dev")
+	out, _ := run(t, sb, `/.berth/busybox readlink /proc/self/ns/net; /.berth/busybox cat /proc/net/dev`)
+	host, err := os.Readlink("/proc/self/ns/net")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Count(out, "\n") != strings.Count(string(host), "\n") {
-		t.Errorf("network not shared: inside\n%s\nhost\n%s", out, host)
+	if strings.Contains(out, host) {
+		t.Errorf("the sandbox is in the host's network namespace %s:\n%s", host, out)
+	}
+	if !strings.Contains(out, "tap0:") || !strings.Contains(out, "lo:") {
+		t.Errorf("the sandbox's interfaces are not its loopback and tap0:\n%s", out)
+	}
+	ifaces, _ := net.Interfaces()
+	for _, i := range ifaces {
+		if i.Name != "lo" && strings.Contains(out, i.Name+":") {
+			t.Errorf("the host's interface %s is in the sandbox:\n%s", i.Name, out)
+		}
 	}
 }
 

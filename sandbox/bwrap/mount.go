@@ -43,6 +43,9 @@ type mount struct {
 	try bool
 	// fd is dataFile's descriptor number in bwrap.
 	fd int
+	// user marks a bind of the workspace, the home or the caller's
+	// binds, which go through the stage when bwrap runs as the host uid.
+	user bool
 }
 
 // mounts is a sandbox's filesystem in the order bwrap applies it.

@@ -41,6 +41,8 @@ const teardownTimeout = 10 * time.Second
 type Process struct {
 	sb   *Sandbox
 	proc *procgroup.Proc
+	// net is the sandbox's user-mode network when it has network on.
+	net *userNet
 	// init is the host pid of the sandbox's init, whose process group the
 	// program runs in; 0 when bwrap ended before we saw it.
 	init int
@@ -102,6 +104,11 @@ func (p *Process) attach(ctx context.Context, pipe *os.File) error {
 		return nil // bwrap is gone, and the sandbox with it
 	}
 	p.init, p.pidfd = in.ChildPid, fd
+	if p.net != nil {
+		if err := p.net.attach(ctx, deadline, in.ChildPid); err != nil {
+			return err
+		}
+	}
 	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 5*time.Millisecond) {
 		if exited(fd) {
 			return nil
@@ -198,6 +205,9 @@ func (p *Process) reap() {
 // teardown, once the outer bwrap has exited, makes sure the pid namespace
 // is gone and lets go of init.
 func (p *Process) teardown() {
+	if p.net != nil {
+		p.net.stop()
+	}
 	p.mu.Lock()
 	fd := p.pidfd
 	p.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -28,11 +29,20 @@ const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 
 // Descriptor numbers bwrap gets (exec.Cmd.ExtraFiles start at 3).
 const (
-	fdInfo   = 3
-	fdArgs   = 4
-	fdPasswd = 5
-	fdGroup  = 6
+	fdInfo    = 3
+	fdArgs    = 4
+	fdPasswd  = 5
+	fdGroup   = 6
+	fdSeccomp = 7
+	// With network on only.
+	fdBlock  = 8
+	fdResolv = 9
+	// The stage's copies of read-only files, from here up.
+	fdCopies = 10
 )
+
+// filter is the seccomp program of every sandbox (seccompProgram).
+var filter = sync.OnceValues(seccompProgram)
 
 // Sandbox runs one session's processes, each in a bwrap of its own with
 // the same filesystem (but its own /tmp).
@@ -47,6 +57,11 @@ type Sandbox struct {
 	// pids is the sandbox's pids cgroup when Limits.Pids is set and the
 	// host lets the provider make one.
 	pids *pidsCgroup
+	// stage is set when bwrap runs as the host uid (a root daemon);
+	// staged are then the mounts as bwrap gets them, their sources on the
+	// stage.
+	stage  *stage
+	staged mounts
 
 	mu     sync.Mutex
 	closed bool
@@ -97,6 +112,13 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 		return nil, berth.Errorf(berth.EUnavailable, "bwrap: command %q not found in the sandbox", filepath.Base(spec.Path))
 	}
 
+	if s.stage != nil {
+		// Directories the daemon made in the workspace since Open (a
+		// working directory) become the host uid's, as Open's were.
+		if err := boxutil.ChownPath(s.cfg.Workspace, dir, s.p.hostUID, s.p.hostUID); err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "bwrap: cannot give the working directory to uid %d", s.p.hostUID)
+		}
+	}
 	sealInherited()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -132,15 +154,22 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
 	}
 	files = append(files, infoR, infoW)
-	extra := []*os.File{infoW} // fdInfo, then fdArgs, fdPasswd, fdGroup
-	opts := s.p.namespaceArgs(s.cfg.Network)
-	opts = append(opts, s.mounts.args()...)
+	extra := []*os.File{infoW} // fdInfo, then fdArgs, fdPasswd, fdGroup, fdSeccomp
+	opts := s.p.namespaceArgs()
+	opts = append(opts, s.bwrapMounts().args()...)
 	opts = append(opts, "--clearenv")
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		opts = append(opts, "--setenv", k, v)
 	}
 	opts = append(opts, "--info-fd", strconv.Itoa(fdInfo), "--chdir", dir)
+	if s.cfg.Network {
+		opts = append(opts, "--block-fd", strconv.Itoa(fdBlock))
+	}
+	prog, filtered := filter()
+	if filtered {
+		opts = append(opts, "--seccomp", strconv.Itoa(fdSeccomp))
+	}
 	var argsData []byte
 	for _, a := range opts {
 		argsData = append(append(argsData, a...), 0)
@@ -148,45 +177,88 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	for _, d := range []struct {
 		name string
 		data []byte
-	}{{"bwrap-args", argsData}, {"passwd", s.passwd}, {"group", s.group}} {
+	}{{"bwrap-args", argsData}, {"passwd", s.passwd}, {"group", s.group}, {"seccomp", prog}} {
 		f, err := memFile(d.name, d.data)
 		if err != nil {
 			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")
 		}
 		files, extra = append(files, f), append(extra, f)
 	}
+	var net *userNet
+	if s.cfg.Network {
+		// bwrap waits on fdBlock, its network namespace made, until
+		// slirp4netns has brought the network up.
+		blockR, blockW, err := os.Pipe()
+		if err != nil {
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
+		}
+		files = append(files, blockR)
+		net = &userNet{path: s.p.slirp, session: s.cfg.SessionID, block: blockW}
+		resolv, err := memFile("resolv.conf", []byte(slirpResolvConf))
+		if err != nil {
+			_ = blockW.Close()
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")
+		}
+		files, extra = append(files, resolv), append(extra, blockR, resolv)
+	}
 
+	if s.stage != nil && len(s.stage.copies) > 0 {
+		copies, err := s.stage.copyFiles()
+		if err != nil {
+			if net != nil {
+				net.stop()
+			}
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot copy a read-only bind for the sandbox")
+		}
+		files = append(files, copies...)
+		for len(extra) < fdCopies-3 {
+			extra = append(extra, nil) // closed in bwrap
+		}
+		extra = append(extra, copies...)
+	}
 	argv := append([]string{s.p.path, "--args", strconv.Itoa(fdArgs), "--", spec.Path}, spec.Args...)
-	path := s.p.path
+	if s.stage != nil {
+		// bwrap runs as the host uid, not as root.
+		argv = append(s.p.dropArgs(s.stage.setpriv), argv...)
+	}
 	if s.prlimit != "" {
-		// prlimit sets the limit on itself and execs bwrap: same pid.
+		// prlimit sets the limit on itself and execs the rest: same pid.
 		n := s.cfg.Limits.OpenFiles
-		path = s.prlimit
 		argv = append([]string{s.prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, argv...)
+	}
+	var attr *syscall.SysProcAttr
+	if s.stage != nil {
+		// The stage's binds are made in a mount namespace of the
+		// sandbox's own (Go makes its mounts private first).
+		argv = s.stage.wrap(argv)
+		attr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	}
 	if s.pids != nil {
 		// A shell joins the sandbox's pids cgroup, then execs the rest.
-		argv = s.pids.wrap(append([]string{path}, argv[1:]...))
-		path = argv[0]
+		argv = s.pids.wrap(argv)
 	}
 	cmd := &exec.Cmd{
-		Path:       path,
-		Args:       argv,
-		Env:        []string{}, // not nil: nil would pass the daemon's
-		Dir:        "/",
-		Stdin:      spec.Stdin,
-		Stdout:     spec.Stdout,
-		Stderr:     spec.Stderr,
-		ExtraFiles: extra,
+		Path:        argv[0],
+		Args:        argv,
+		Env:         []string{}, // not nil: nil would pass the daemon's
+		Dir:         "/",
+		Stdin:       spec.Stdin,
+		Stdout:      spec.Stdout,
+		Stderr:      spec.Stderr,
+		ExtraFiles:  extra,
+		SysProcAttr: attr,
 	}
 	proc, err := procgroup.StartProc(cmd)
 	if err != nil {
+		if net != nil {
+			net.stop()
+		}
 		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot start bwrap")
 	}
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
 	_ = infoW.Close()
-	p := &Process{sb: s, proc: proc, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
+	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
 	if err := p.attach(ctx, infoR); err != nil {
 		p.abort()
 		cause := fmt.Errorf("%w%s", err, stderrTail(proc))
@@ -256,7 +328,19 @@ func (s *Sandbox) Close(ctx context.Context) error {
 			return fmt.Errorf("bwrap: remove the pids cgroup: %w", err)
 		}
 	}
+	if s.stage != nil {
+		return s.stage.remove()
+	}
 	return nil
+}
+
+// bwrapMounts are the mounts as bwrap's command line gives them: through
+// the stage when there is one.
+func (s *Sandbox) bwrapMounts() mounts {
+	if s.stage != nil {
+		return s.staged
+	}
+	return s.mounts
 }
 
 // forget drops a process that is gone.

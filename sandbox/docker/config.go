@@ -1,15 +1,12 @@
 package docker
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/mount"
@@ -31,6 +28,10 @@ const initScript = `trap 'exit 0' TERM; while :; do sleep 86400 & wait; done`
 // tmpfsOptions is the mount of /tmp, the one writable place that is not
 // bound from the host. Its size counts against the memory limit.
 const tmpfsOptions = "rw,nosuid,nodev,mode=1777"
+
+// maskTmpfsOptions is the empty, read-only directory put over a hidden
+// path of the host (SandboxConfig.Hide).
+const maskTmpfsOptions = "ro,nosuid,nodev,noexec,size=4k,mode=0555"
 
 // checkConfig refuses a config whose workspace, home or binds are not
 // absolute paths of things that exist. Messages name roles, never host
@@ -55,58 +56,6 @@ func checkConfig(cfg berth.SandboxConfig) error {
 	for k := range cfg.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return berth.Errorf(berth.EInvalid, "docker: bad environment variable name %q", k)
-		}
-	}
-	return nil
-}
-
-// chownTree gives dir and everything under it to uid:gid, without
-// following symlinks. With rootOnly, only what belongs to root changes
-// hands.
-func chownTree(dir string, uid, gid int, rootOnly bool) error {
-	return filepath.WalkDir(dir, func(path string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if rootOnly {
-			var st syscall.Stat_t
-			if err := syscall.Lstat(path, &st); err != nil {
-				return err
-			}
-			if st.Uid != 0 {
-				return nil
-			}
-		}
-		return os.Lchown(path, uid, gid)
-	})
-}
-
-// chownPath gives the directories from root down to dir (both included,
-// dir inside root) to uid:gid where they belong to root. A dir outside
-// root, or not there yet, is left alone.
-func chownPath(root, dir string, uid, gid int) error {
-	rel, err := filepath.Rel(root, dir)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil
-	}
-	path := root
-	parts := []string{"."}
-	if rel != "." {
-		parts = append(parts, strings.Split(rel, "/")...)
-	}
-	for _, part := range parts {
-		path = filepath.Join(path, part)
-		var st syscall.Stat_t
-		if err := syscall.Lstat(path, &st); err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		if st.Uid == 0 {
-			if err := os.Lchown(path, uid, gid); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
@@ -164,7 +113,7 @@ func environ(cfg berth.SandboxConfig, extra []string) []string {
 
 // containerSpec is the container's configuration for cfg (see the package
 // doc for what it enforces).
-func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string) (*container.Config, *container.HostConfig) {
+func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, cov *covers) (*container.Config, *container.HostConfig) {
 	init := []string{"/bin/sh", "-c", initScript}
 	mounts := []mount.Mount{{Type: mount.TypeBind, Source: cfg.Workspace, Target: cfg.Workspace}}
 	if cfg.Home != "" {
@@ -179,6 +128,18 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string) (*contai
 	if p.helper != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.helper, Target: HelperPath, ReadOnly: true})
 		init = []string{HelperPath, "sh", "-c", initScript}
+	}
+	tmpfs := map[string]string{"/tmp": tmpfsOptions}
+	// The daemon's own files, inside the workspace or a bind, are covered
+	// there (the engine mounts deeper targets last).
+	for _, m := range boxutil.Masks(cfg) {
+		if cover, ok := cov.path(m.Path); ok {
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: cover, Target: m.Path, ReadOnly: true})
+		} else if m.Dir {
+			tmpfs[m.Path] = maskTmpfsOptions
+		} else {
+			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: os.DevNull, Target: m.Path, ReadOnly: true})
+		}
 	}
 	lim := limits(cfg.Limits, p.opts.Limits)
 	res := container.Resources{Memory: lim.MemoryBytes, MemorySwap: lim.MemoryBytes, NanoCPUs: lim.NanoCPUs}
@@ -207,10 +168,10 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string) (*contai
 	}
 	hc := &container.HostConfig{
 		Mounts:         mounts,
-		Tmpfs:          map[string]string{"/tmp": tmpfsOptions},
+		Tmpfs:          tmpfs,
 		ReadonlyRootfs: true,
 		CapDrop:        []string{"ALL"},
-		SecurityOpt:    []string{"no-new-privileges"},
+		SecurityOpt:    []string{"no-new-privileges", "seccomp=" + seccompProfile()},
 		NetworkMode:    network,
 		IpcMode:        "private",
 		Resources:      res,

@@ -54,7 +54,7 @@ func TestLatency(t *testing.T) {
 	// exec start (attached) to the end of its stream.
 	var create, cstart, exec []time.Duration
 	for range runs {
-		cc, hc := p.containerSpec(berth.SandboxConfig{Workspace: t.TempDir()}, p.opts.Image)
+		cc, hc := p.containerSpec(berth.SandboxConfig{Workspace: t.TempDir()}, p.opts.Image, nil)
 		t0 := time.Now()
 		c, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cc, HostConfig: hc})
 		if err != nil {

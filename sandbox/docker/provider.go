@@ -36,6 +36,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
 // DefaultImage is the image sessions get when neither the session nor
@@ -221,18 +222,18 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	}
 	if os.Geteuid() == 0 {
 		if cfg.Home != "" {
-			if err := chownTree(cfg.Home, p.opts.UID, p.opts.GID, false); err != nil {
+			if err := boxutil.ChownTree(cfg.Home, p.opts.UID, p.opts.GID, false, nil); err != nil {
 				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the session's home to uid %d", p.opts.UID)
 			}
 		}
-		if err := chownTree(cfg.Workspace, p.opts.UID, p.opts.GID, true); err != nil {
+		if err := boxutil.ChownTree(cfg.Workspace, p.opts.UID, p.opts.GID, true, cfg.Hide); err != nil {
 			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the workspace to uid %d", p.opts.UID)
 		}
 		for i, b := range cfg.Binds {
 			if !b.Writable {
 				continue
 			}
-			if err := chownTree(b.Source, p.opts.UID, p.opts.GID, true); err != nil {
+			if err := boxutil.ChownTree(b.Source, p.opts.UID, p.opts.GID, true, cfg.Hide); err != nil {
 				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give writable bind %d to uid %d", i, p.opts.UID)
 			}
 		}
@@ -293,4 +294,11 @@ func (p *Provider) RemoveLeftovers(ctx context.Context, keep map[string]bool) (i
 		return removed, berth.WrapError(berth.EUnavailable, err, "docker: cannot remove %d leftover containers", len(errs))
 	}
 	return removed, nil
+}
+
+// FileOwner is the container user's uid and gid, which own what it writes
+// on the host (the engine maps no user namespace), when the daemon is root
+// and so may give files away; ok is false otherwise.
+func (p *Provider) FileOwner() (uid, gid int, ok bool) {
+	return p.opts.UID, p.opts.GID, os.Geteuid() == 0
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/syncx"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
 // closeTimeout bounds the removal of a container when Close's context has
@@ -28,6 +29,9 @@ type Sandbox struct {
 	p   *Provider
 	id  string // container id
 	cfg berth.SandboxConfig
+	// cov are the covers of hidden paths bound in, removed with the
+	// container.
+	cov *covers
 	// local is set when the container's init was found in this host's
 	// /proc: pids from the engine are then this host's pids.
 	local bool
@@ -62,8 +66,18 @@ func containerName(session string) string {
 // openContainer creates and starts the container. A container that was
 // created but could not start is removed.
 func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, image string) (*Sandbox, error) {
-	cc, hc := p.containerSpec(cfg, image)
+	cov, err := makeCovers(cfg)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "docker: cannot make the covers of the hidden paths")
+	}
+	cc, hc := p.containerSpec(cfg, image, cov)
 	opts := client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: containerName(cfg.SessionID)}
+	kept := false
+	defer func() {
+		if !kept {
+			_ = cov.remove()
+		}
+	}()
 	created, err := p.cli.ContainerCreate(ctx, opts)
 	if err != nil && cerrdefs.IsNotFound(err) && image == p.opts.Image {
 		// The default image went away since we last saw it: build it again.
@@ -81,7 +95,7 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 		}
 		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot create the container: %s", reason(ctx, err))
 	}
-	sb := &Sandbox{p: p, id: created.ID, cfg: cfg}
+	sb := &Sandbox{p: p, id: created.ID, cfg: cfg, cov: cov}
 	if _, err := p.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		sb.remove(context.WithoutCancel(ctx))
 		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start the container: %s", reason(ctx, err))
@@ -89,6 +103,7 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 	if info, err := p.cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err == nil && info.Container.State != nil {
 		sb.local = ownedBy(info.Container.State.Pid, created.ID)
 	}
+	kept = true
 	return sb, nil
 }
 
@@ -139,7 +154,7 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 		}
 	}
 	if os.Geteuid() == 0 {
-		if err := chownPath(s.cfg.Workspace, dir, s.p.opts.UID, s.p.opts.GID); err != nil {
+		if err := boxutil.ChownPath(s.cfg.Workspace, dir, s.p.opts.UID, s.p.opts.GID); err != nil {
 			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the working directory to uid %d", s.p.opts.UID)
 		}
 	}
@@ -189,6 +204,9 @@ func (s *Sandbox) remove(ctx context.Context) error {
 		return berth.WrapError(berth.EUnavailable, err, "docker: cannot remove the container: %s", reason(ctx, err))
 	}
 	s.removed = true
+	if err := s.cov.remove(); err != nil {
+		return berth.WrapError(berth.EInternal, err, "docker: cannot remove the covers of the hidden paths")
+	}
 	return nil
 }
 

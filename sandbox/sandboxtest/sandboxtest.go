@@ -53,6 +53,13 @@ type Options struct {
 	// the fork-loop case is then skipped, saying so. Every other case
 	// still runs.
 	NoPidsLimit bool
+	// NoSetIDFilter says the provider does not refuse set-id mode bits:
+	// the set-id case is then skipped, saying so.
+	NoSetIDFilter bool
+	// NoNetwork says the test host gives the provider no network to
+	// hand out (a test dockerd without a bridge): the network escape
+	// case, whose control needs one, is skipped, saying so.
+	NoNetwork bool
 }
 
 // Run runs the suite against the provider that open returns; open is

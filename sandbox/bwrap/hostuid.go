@@ -1,0 +1,214 @@
+package bwrap
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
+)
+
+// DefaultHostUID is the host uid (and gid) a root daemon's sandboxes run
+// as unless Options say otherwise: above the range of human users
+// (login.defs UID_MAX 60000) and of systemd's dynamic users
+// (61184-65519), below the subordinate ids rootless containers are given
+// (/etc/subuid starts at 100000), and not nobody (65534), which other
+// services share. No other process of the host should run as it: it could
+// signal the sandboxes' outer bwrap and owns their files.
+const DefaultHostUID = 99999
+
+// stageScript runs as root in a mount namespace of its own (the
+// daemon's mounts are left alone) before bwrap: it binds each source the
+// sandbox shows ($4...) onto an empty entry of the stage directory ($2,
+// named 0, 1, ...), so that bwrap, started as the host uid, reaches them
+// wherever they are (a workspace under root's 0700 home, a temporary
+// directory of 0700), then execs the rest: prlimit, setpriv, bwrap. $1 is
+// mount(8), $3 the number of sources.
+const stageScript = `mnt=$1 stage=$2 n=$3
+shift 3
+i=0
+while [ "$i" -lt "$n" ]; do
+	"$mnt" --rbind "$1" "$stage/$i" || exit 125
+	shift
+	i=$((i + 1))
+done
+exec "$@"`
+
+// stage is how a sandbox of a root daemon, whose bwrap runs as the host
+// uid, gets at the host paths it binds: each is bound, in a private mount
+// namespace, onto an entry of a directory only the host uid's bwrap
+// needs to cross.
+type stage struct {
+	dir  string
+	srcs []string
+	// copies are read-only files the host uid may not read, given to
+	// bwrap as copies on descriptors from fdCopies up.
+	copies  []string
+	uid     int
+	mount   string
+	setpriv string
+}
+
+// maxCopyBytes bounds a read-only file given to the sandbox as a copy.
+const maxCopyBytes = 1 << 20
+
+// readableBy reports whether uid (as its own gid, with no other groups)
+// may read the file fi by its mode bits.
+func readableBy(fi os.FileInfo, uid int) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	switch {
+	case int(st.Uid) == uid:
+		return st.Mode&0o400 != 0
+	case int(st.Gid) == uid:
+		return st.Mode&0o040 != 0
+	}
+	return st.Mode&0o004 != 0
+}
+
+// copyFiles reads the stage's copies into memory files, in order, for
+// bwrap's descriptors from fdCopies up. The caller closes them.
+func (st *stage) copyFiles() ([]*os.File, error) {
+	var out []*os.File
+	for _, src := range st.copies {
+		b, err := os.ReadFile(src)
+		if err == nil && len(b) > maxCopyBytes {
+			err = fmt.Errorf("%d bytes, over %d", len(b), maxCopyBytes)
+		}
+		var f *os.File
+		if err == nil {
+			f, err = memFile("bind-copy", b)
+		}
+		if err != nil {
+			for _, f := range out {
+				_ = f.Close()
+			}
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// dropping reports whether the provider starts bwrap as the host uid: the
+// daemon is root.
+func (p *Provider) dropping() bool { return p.hostUID > 0 }
+
+// FileOwner is the host uid the sandbox's files belong to when the daemon
+// is root (the host uid, as gid too); ok is false otherwise (they belong
+// to the daemon's user).
+func (p *Provider) FileOwner() (uid, gid int, ok bool) {
+	return p.hostUID, p.hostUID, p.dropping()
+}
+
+// dropArgs is setpriv's command line that starts the rest as the host uid
+// and gid, with no supplementary groups (and so no capabilities).
+func (p *Provider) dropArgs(setpriv string) []string {
+	id := strconv.Itoa(p.hostUID)
+	return []string{setpriv, "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}
+}
+
+// giveToHostUID gives the host uid what the sandbox writes to: the
+// session's private home, whole; in the workspace and the writable binds
+// what belongs to root (the daemon made it, or the user gave a directory
+// of root's), never the hidden paths nor a file with other links.
+func (p *Provider) giveToHostUID(cfg berth.SandboxConfig) error {
+	id := p.hostUID
+	if cfg.Home != "" {
+		if err := boxutil.ChownTree(cfg.Home, id, id, false, nil); err != nil {
+			return berth.WrapError(berth.EInternal, err, "bwrap: cannot give the session's home to uid %d", id)
+		}
+	}
+	if err := boxutil.ChownTree(cfg.Workspace, id, id, true, cfg.Hide); err != nil {
+		return berth.WrapError(berth.EInternal, err, "bwrap: cannot give the workspace to uid %d", id)
+	}
+	for i, b := range cfg.Binds {
+		if b.Writable {
+			if err := boxutil.ChownTree(b.Source, id, id, true, cfg.Hide); err != nil {
+				return berth.WrapError(berth.EInternal, err, "bwrap: cannot give writable bind %d to uid %d", i, id)
+			}
+		}
+	}
+	return nil
+}
+
+// newStage makes the stage for ms: an entry per bind of the workspace,
+// the home and the caller's binds, whose sources it records. It returns
+// the mounts with those sources replaced by their entries, for bwrap's
+// command line.
+func (p *Provider) newStage(ms mounts) (*stage, mounts, error) {
+	mnt, err := exec.LookPath("mount")
+	if err != nil {
+		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon needs mount(8) (Debian package mount)")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon needs setpriv(1) (Debian package util-linux)")
+	}
+	dir, err := os.MkdirTemp("", "berth-bwrap-stage-")
+	if err != nil {
+		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the stage directory")
+	}
+	st := &stage{dir: dir, uid: p.hostUID, mount: mnt, setpriv: setpriv}
+	fail := func(err error) (*stage, mounts, error) {
+		_ = st.remove()
+		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot prepare the stage directory")
+	}
+	// Crossable, not listable: the host uid's bwrap only passes through.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return fail(err)
+	}
+	out := make(mounts, len(ms))
+	copy(out, ms)
+	for i, m := range out {
+		if !m.user {
+			continue
+		}
+		fi, err := os.Stat(m.src)
+		if err != nil {
+			return fail(err)
+		}
+		if m.kind == roBind && fi.Mode().IsRegular() && fi.Size() <= maxCopyBytes && !readableBy(fi, p.hostUID) {
+			// A read-only file the host uid may not read (credentials
+			// of root's, 0600): a copy the daemon reads at each Start.
+			out[i].kind, out[i].fd = dataFile, fdCopies+len(st.copies)
+			st.copies = append(st.copies, m.src)
+			continue
+		}
+		entry := filepath.Join(dir, strconv.Itoa(len(st.srcs)))
+		if fi.IsDir() {
+			err = os.Mkdir(entry, 0o700)
+		} else {
+			err = os.WriteFile(entry, nil, 0o600)
+		}
+		if err != nil {
+			return fail(err)
+		}
+		st.srcs = append(st.srcs, m.src)
+		out[i].src = entry
+	}
+	return st, out, nil
+}
+
+// wrap returns argv run by the stage script once it has bound the
+// sources.
+func (st *stage) wrap(argv []string) []string {
+	a := []string{"/bin/sh", "-c", stageScript, "berth-stage", st.mount, st.dir, strconv.Itoa(len(st.srcs))}
+	a = append(a, st.srcs...)
+	return append(a, argv...)
+}
+
+// remove deletes the stage directory; its entries are only mount points
+// in the namespaces of the sandbox's processes, which are gone.
+func (st *stage) remove() error {
+	if err := os.RemoveAll(st.dir); err != nil {
+		return fmt.Errorf("bwrap: remove the stage directory: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package bwrap
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/sandboxtest"
+)
+
+// ownerOf is the host uid and gid of path.
+func ownerOf(t *testing.T, path string) (uint32, uint32) {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Uid, st.Gid
+}
+
+// A root daemon's sandbox runs as the host uid: uid 1000 inside maps to
+// it, not to root, so that what the sandbox writes belongs to it. The
+// workspace sits under a directory only root may cross, as a temporary
+// directory or root's home does; its root-owned files are given to the
+// host uid, but not one with another link outside.
+func TestHostUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root daemon changes uid")
+	}
+	for _, want := range []int{DefaultHostUID, 123456} {
+		t.Run(fmt.Sprint(want), func(t *testing.T) {
+			provider(t)
+			p := New(Options{HostUID: want})
+			if want == DefaultHostUID {
+				p = New(Options{})
+			}
+			parent := t.TempDir()
+			if err := os.Chmod(parent, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			ws, home := filepath.Join(parent, "ws"), filepath.Join(parent, "home")
+			for _, d := range []string{ws, home} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(ws, "given.txt"), []byte("root's\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			outside := filepath.Join(parent, "outside.txt")
+			if err := os.WriteFile(outside, []byte("linked"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(outside, filepath.Join(ws, "linked.txt")); err != nil {
+				t.Fatal(err)
+			}
+			// Credentials of root's, 0600, bound read-only as home_files are.
+			creds := filepath.Join(parent, "auth.json")
+			if err := os.WriteFile(creds, []byte("root-only-token"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg := berth.SandboxConfig{SessionID: "ses_hostuid", Workspace: ws, Home: home,
+				Binds: []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"},
+					{Source: creds, Target: filepath.Join(home, ".tool", "auth.json")}}}
+			sb, err := p.Open(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sb.Close(context.Background())
+			out, st := run(t, sb.(*Sandbox), `B=/.berth/busybox
+$B id -u
+echo new > new.txt && $B mkdir dir && echo more >> given.txt && echo home > "$HOME/h.txt" && echo WROTE
+$B cat "$HOME/.tool/auth.json"; echo
+echo stolen > "$HOME/.tool/auth.json" && echo CREDS_WRITTEN
+true`)
+			if !st.Success() || !strings.Contains(out, "WROTE") {
+				t.Fatalf("status %+v, output %q", st, out)
+			}
+			if !strings.Contains(out, "root-only-token") {
+				t.Errorf("the read-only credentials of root's are not readable inside: %q", out)
+			}
+			if b, _ := os.ReadFile(creds); strings.Contains(out, "CREDS_WRITTEN") || string(b) != "root-only-token" {
+				t.Errorf("the read-only credentials were written: %q, %q", out, b)
+			}
+			if !strings.HasPrefix(out, "1000\n") {
+				t.Errorf("inside: %q, want uid 1000", out)
+			}
+			for _, path := range []string{ws, home, filepath.Join(ws, "new.txt"), filepath.Join(ws, "dir"), filepath.Join(ws, "given.txt"), filepath.Join(home, "h.txt")} {
+				if uid, gid := ownerOf(t, path); uid != uint32(want) || gid != uint32(want) {
+					t.Errorf("%s belongs to %d:%d, want %d:%d", path, uid, gid, want, want)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws, "given.txt")); string(b) != "root's\nmore\n" {
+				t.Errorf("given.txt = %q", b)
+			}
+			if uid, _ := ownerOf(t, outside); uid != 0 {
+				t.Errorf("a file linked from outside the workspace was given to %d", uid)
+			}
+			if uid, gid, ok := p.FileOwner(); !ok || uid != want || gid != want {
+				t.Errorf("FileOwner = %d, %d, %v; want %d", uid, gid, ok, want)
+			}
+			stage := sb.(*Sandbox).stage.dir
+			if err := sb.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(stage); !os.IsNotExist(err) {
+				t.Errorf("the stage directory is left after Close: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,241 @@
+package bwrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/internal/procgroup"
+)
+
+// DefaultSlirpPath is where Debian installs slirp4netns.
+const DefaultSlirpPath = "/usr/bin/slirp4netns"
+
+// slirpResolvConf is the sandbox's /etc/resolv.conf with network on:
+// slirp4netns answers DNS at 10.0.2.3 and forwards it to the host's own
+// resolvers, whatever address (a loopback one included) those have.
+const slirpResolvConf = "nameserver 10.0.2.3\n"
+
+// slirpStopTimeout bounds how long stopping slirp4netns waits for it to
+// exit by itself once told to, before killing it.
+const slirpStopTimeout = 5 * time.Second
+
+// userNet is the user-mode network of one bwrap with network on.
+//
+// A sandbox never shares the host's network namespace: the host's
+// loopback carries the daemon's API and whatever else the host keeps
+// private. bwrap makes the sandbox's own network namespace and, told by
+// --block-fd, waits before it runs anything there; slirp4netns (a
+// process of its own group, started by the provider) then attaches a tap
+// device to that namespace, routes it through the host's network stack
+// with --disable-host-loopback (10.0.2.2, slirp's alias of the host's
+// 127.0.0.1, is refused), and says when the network is up; only then does
+// bwrap go on. slirp4netns exits when its exit descriptor closes: when
+// the sandbox's process is reaped, or when the daemon itself dies.
+type userNet struct {
+	path string
+	// session names the sandbox's session in slirp4netns's environment,
+	// so that a leftover can be traced to its session.
+	session string
+	// block is the write end of the pipe bwrap reads with --block-fd.
+	block *os.File
+
+	mu   sync.Mutex
+	proc *procgroup.Proc
+	// exit is the write end of slirp4netns's --exit-fd pipe.
+	exit   *os.File
+	stderr *tailBuffer
+}
+
+// attach starts slirp4netns on the network namespace of pid (the
+// sandbox's init), waits until it has brought the network up, then lets
+// bwrap go on.
+func (n *userNet) attach(ctx context.Context, deadline time.Time, pid int) error {
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer readyR.Close()
+	exitR, exitW, err := os.Pipe()
+	if err != nil {
+		_ = readyW.Close()
+		return err
+	}
+	// bwrap sets its loopback up over netlink while it makes the
+	// sandbox; slirp4netns configuring the namespace at the same time
+	// makes that fail now and then ("loopback: Failed RTM_NEWADDR").
+	if err := awaitLoopback(ctx, deadline, pid); err != nil {
+		_ = readyW.Close()
+		_ = exitR.Close()
+		_ = exitW.Close()
+		return err
+	}
+	// The sandbox's network namespace, pinned: slirp4netns joins it
+	// through this descriptor, never through the pid, whose user
+	// namespace bwrap may have nested by then (--disable-userns).
+	netns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	if err != nil {
+		_ = readyW.Close()
+		_ = exitR.Close()
+		_ = exitW.Close()
+		return fmt.Errorf("open the sandbox's network namespace: %w", err)
+	}
+	defer netns.Close()
+	// Descriptors 3, 4 and 5 (then 6) in slirp4netns (exec.Cmd.ExtraFiles).
+	extra := []*os.File{readyW, exitR, netns}
+	args := []string{n.path, "--configure", "--mtu=65520", "--disable-host-loopback",
+		"--ready-fd=3", "--exit-fd=4", "--netns-type=path"}
+	if os.Geteuid() != 0 {
+		// An unprivileged daemon acts on the namespace from the user
+		// namespace that owns it.
+		fd, err := unix.IoctlRetInt(int(netns.Fd()), unix.NS_GET_USERNS)
+		if err != nil {
+			_ = readyW.Close()
+			_ = exitR.Close()
+			_ = exitW.Close()
+			return fmt.Errorf("find the owner of the sandbox's network namespace: %w", err)
+		}
+		userns := os.NewFile(uintptr(fd), "userns")
+		defer userns.Close()
+		extra = append(extra, userns)
+		args = append(args, "--userns-path=/proc/self/fd/6")
+	}
+	args = append(args, "/proc/self/fd/5", "tap0")
+	n.stderr = &tailBuffer{max: 2048}
+	cmd := &exec.Cmd{
+		Path:       n.path,
+		Args:       args,
+		Env:        []string{"BERTH_SESSION_ID=" + n.session},
+		Dir:        "/",
+		Stdout:     io.Discard,
+		Stderr:     n.stderr,
+		ExtraFiles: extra,
+	}
+	proc, err := procgroup.StartProc(cmd)
+	_ = readyW.Close()
+	_ = exitR.Close()
+	if err != nil {
+		_ = exitW.Close()
+		return fmt.Errorf("start slirp4netns: %w", err)
+	}
+	if w := proc.Stdin(); w != nil {
+		_ = w.Close()
+	}
+	n.mu.Lock()
+	n.proc, n.exit = proc, exitW
+	n.mu.Unlock()
+	_ = readyR.SetReadDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = readyR.SetReadDeadline(time.Now()) })
+	defer stop()
+	b := make([]byte, 1)
+	if _, err := readyR.Read(b); err != nil {
+		n.stop()
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("slirp4netns failed: %s", strings.TrimSpace(n.stderr.String()))
+		}
+		return fmt.Errorf("waiting for slirp4netns: %w", err)
+	}
+	if _, err := n.block.Write([]byte{1}); err != nil {
+		return fmt.Errorf("release bwrap: %w", err)
+	}
+	return nil
+}
+
+// stop ends slirp4netns, if it runs, and reaps it: its exit descriptor
+// closes, then SIGKILL to its group should it linger. Idempotent.
+func (n *userNet) stop() {
+	n.mu.Lock()
+	proc, exit := n.proc, n.exit
+	n.exit = nil
+	n.mu.Unlock()
+	if exit != nil {
+		_ = exit.Close()
+	}
+	if n.block != nil {
+		_ = n.block.Close()
+	}
+	if proc == nil {
+		return
+	}
+	t := time.NewTimer(slirpStopTimeout)
+	defer t.Stop()
+	select {
+	case <-proc.Done():
+	case <-t.C:
+	}
+	// The group may hold nothing but it is cheap to be sure.
+	_ = proc.Signal(syscall.SIGKILL)
+	<-proc.Done()
+}
+
+// awaitLoopback waits until the network namespace of pid has its
+// loopback address routed (bwrap has set lo up), or the deadline passes,
+// or pid is gone.
+func awaitLoopback(ctx context.Context, deadline time.Time, pid int) error {
+	trie := "/proc/" + strconv.Itoa(pid) + "/net/fib_trie"
+	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 5*time.Millisecond) {
+		b, err := os.ReadFile(trie)
+		if err != nil {
+			return fmt.Errorf("the sandbox's init is gone: %w", err)
+		}
+		if strings.Contains(string(b), "127.0.0.1") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out waiting for the sandbox's loopback")
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// slirpPath is where slirp4netns is, or "" when it is not installed.
+func slirpPath() string {
+	if _, err := os.Stat(DefaultSlirpPath); err == nil {
+		return DefaultSlirpPath
+	}
+	if p, err := exec.LookPath("slirp4netns"); err == nil {
+		return p
+	}
+	return ""
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+// Write keeps the tail of p.
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+// String is what is kept.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
