@@ -31,14 +31,8 @@ func (s *Server) handleStreamChanges(w http.ResponseWriter, r *http.Request) {
 	}
 	defer stream.Close()
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	// Tell proxies such as nginx not to buffer the stream.
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if err := rc.Flush(); err != nil {
+	rc, err := beginSSE(w)
+	if err != nil {
 		return
 	}
 	for {

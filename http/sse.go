@@ -46,14 +46,8 @@ func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	defer stream.Close()
 
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	// Tell proxies such as nginx not to buffer the stream.
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if err := rc.Flush(); err != nil {
+	rc, err := beginSSE(w)
+	if err != nil {
 		return
 	}
 
@@ -143,4 +137,17 @@ func writeErrorEvent(w io.Writer, err error) {
 // oneLine removes line breaks, which would end an SSE field early.
 func oneLine(s string) string {
 	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
+}
+
+// beginSSE answers 200 with the headers of an event stream and flushes
+// them, so the client knows the stream is open before the first event.
+func beginSSE(w http.ResponseWriter) (*http.ResponseController, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// Tell proxies such as nginx not to buffer the stream.
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	return rc, rc.Flush()
 }
