@@ -183,25 +183,13 @@ func (n *userNet) stop() {
 // or pid is gone.
 func awaitLoopback(ctx context.Context, deadline time.Time, pid int) error {
 	trie := "/proc/" + strconv.Itoa(pid) + "/net/fib_trie"
-	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 5*time.Millisecond) {
+	return poll(ctx, deadline, "the sandbox's loopback", func() (bool, error) {
 		b, err := os.ReadFile(trie)
 		if err != nil {
-			return fmt.Errorf("the sandbox's init is gone: %w", err)
+			return false, fmt.Errorf("the sandbox's init is gone: %w", err)
 		}
-		if strings.Contains(string(b), "127.0.0.1") {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("timed out waiting for the sandbox's loopback")
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
+		return strings.Contains(string(b), "127.0.0.1"), nil
+	})
 }
 
 // slirpPath is where slirp4netns is, or "" when it is not installed.

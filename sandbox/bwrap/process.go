@@ -109,15 +109,20 @@ func (p *Process) attach(ctx context.Context, pipe *os.File) error {
 			return err
 		}
 	}
+	return poll(ctx, deadline, "bwrap to start the process", func() (bool, error) {
+		return exited(fd) || hasChild(in.ChildPid), nil
+	})
+}
+
+// poll calls done with a backoff from 100 µs to 5 ms until it says so or
+// fails, ctx ends, or the deadline passes (an error naming what).
+func poll(ctx context.Context, deadline time.Time, what string, done func() (bool, error)) error {
 	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 5*time.Millisecond) {
-		if exited(fd) {
-			return nil
-		}
-		if hasChild(in.ChildPid) {
-			return nil
+		if ok, err := done(); ok || err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return errors.New("timed out waiting for bwrap to start the process")
+			return errors.New("timed out waiting for " + what)
 		}
 		t := time.NewTimer(delay)
 		select {
