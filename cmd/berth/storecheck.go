@@ -20,7 +20,7 @@ const sqliteMagic = "SQLite format 3\x00"
 // so that a damaged or lost store stops start-up with its cause named and
 // nothing changed:
 //   - a file that is not a SQLite database, or shorter than its header says
-//     (truncated), is refused;
+//     (truncated) with no WAL to recover the rest from, is refused;
 //   - a missing or empty file while the home still has session directories
 //     means the sessions' store was lost: refused unless acceptEmpty, since
 //     a new store would orphan every one of them.
@@ -58,6 +58,12 @@ func checkSQLiteFile(path, home string, acceptEmpty bool) error {
 		return berth.Errorf(berth.EUnavailable, "the store %s is damaged: bad page size %d; restore it from a backup or move it away", path, pageSize)
 	}
 	valid := binary.BigEndian.Uint32(hdr[24:28]) == binary.BigEndian.Uint32(hdr[92:96])
+	// A checkpoint killed half-way leaves a header ahead of the file while
+	// the WAL still holds the pages: SQLite recovers from it. Only a file
+	// with no WAL to recover from is judged by its length.
+	if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > 0 {
+		valid = false
+	}
 	if valid && pages > 0 && fi.Size() < pages*pageSize {
 		return berth.Errorf(berth.EUnavailable, "the store %s is truncated: %d bytes, its header says %d pages of %d; restore it from a backup or move it away",
 			path, fi.Size(), pages, pageSize)
