@@ -526,13 +526,6 @@ type stderrData struct {
 	Line string `json:"line"`
 }
 
-// tail returns the last stderr lines joined, for failure messages.
-func (rt *runtime) tail() string {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return strings.Join(rt.stderrTail, "\n")
-}
-
 // rememberResult keeps a finished turn's result for late waiters.
 func (rt *runtime) rememberResultLocked(r *berth.TurnResult) {
 	if rt.results == nil {

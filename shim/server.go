@@ -92,12 +92,6 @@ type Ready struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Referencer is implemented by sandboxes a daemon can reopen by reference
-// (a container id) instead of creating another.
-type Referencer interface {
-	Ref() string
-}
-
 // server is one running shim.
 type server struct {
 	cfg   Config
@@ -175,7 +169,7 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 		return err
 	}
 	rd := Ready{ShimPID: os.Getpid(), AgentPID: s.proc.Pid()}
-	if r, ok := s.sb.(Referencer); ok {
+	if r, ok := s.sb.(berth.SandboxRef); ok {
 		rd.Ref = r.Ref()
 	}
 	if err := json.NewEncoder(ready).Encode(rd); err != nil {
@@ -552,7 +546,7 @@ func (s *server) closeConnLocked(c *conn) {
 func (s *server) helloLocked(from int64) Hello {
 	h := Hello{SessionID: s.cfg.SessionID, ShimPID: os.Getpid(), AgentPID: s.proc.Pid(), From: from, End: s.end,
 		Exited: s.exited, LastID: s.lastID}
-	if r, ok := s.sb.(Referencer); ok {
+	if r, ok := s.sb.(berth.SandboxRef); ok {
 		h.Ref = r.Ref()
 	}
 	for _, r := range s.requests {
