@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -272,44 +271,24 @@ func (m *Manager) removeOrphanShims(ctx context.Context) {
 	if runDir == "" {
 		return
 	}
-	entries, err := os.ReadDir(runDir)
-	if err != nil {
-		return
-	}
-	// <session>.<nonce>.<kind> names a shim's files; <nonce>.sock its socket.
-	shims := map[shimFiles]string{}
-	socks := map[string]bool{}
-	for _, e := range entries {
-		name := e.Name()
-		if nonce, ok := strings.CutSuffix(name, ".sock"); ok && !strings.Contains(nonce, ".") {
-			socks[name] = true
-			continue
-		}
-		parts := strings.Split(name, ".")
-		if len(parts) == 3 {
-			shims[newShimFiles(runDir, parts[0], parts[1])] = parts[0]
-		}
-	}
-	for f, id := range shims {
-		delete(socks, filepath.Base(f.sock))
+	bundles, strays := shim.ScanRunDir(runDir)
+	for b, id := range bundles {
 		if m.runtimeOf(id) != nil {
 			continue
 		}
-		m.endOrphanShim(ctx, f, id)
+		m.endOrphanShim(ctx, b, id)
 	}
-	// A socket without the files beside it: a shim of a session whose files
-	// were removed, or a dead socket.
-	for name := range socks {
-		m.endOrphanShim(ctx, shimFiles{sock: filepath.Join(runDir, name), base: filepath.Join(runDir, strings.TrimSuffix(name, ".sock"))}, "")
+	for _, b := range strays {
+		m.endOrphanShim(ctx, b, "")
 	}
 }
 
 // endOrphanShim ends the shim of a session that is not live: one still
 // answering is told to stop its agent and go, one that does not is killed
 // (found by its pid file), and its files are removed.
-func (m *Manager) endOrphanShim(ctx context.Context, f shimFiles, id string) {
+func (m *Manager) endOrphanShim(ctx context.Context, b shim.Bundle, id string) {
 	actx, cancel := context.WithTimeout(ctx, time.Second)
-	p, err := shim.Attach(actx, f.sock, 0)
+	p, err := shim.Attach(actx, b.Socket, 0)
 	cancel()
 	if err == nil {
 		if id != "" && p.Hello().SessionID != id {
@@ -320,9 +299,9 @@ func (m *Manager) endOrphanShim(ctx context.Context, f shimFiles, id string) {
 		p.Discard()
 		_, _ = p.Stop(context.Background(), m.opts.Limits.StopGrace)
 		p.Release()
-	} else if pid := shim.ReadPID(f.pidFile(), m.opts.RunDir); pid > 0 {
+	} else if pid := shim.ReadPID(b.PIDFile, m.opts.RunDir); pid > 0 {
 		m.logger.Warn("killing an orphaned shim", "session", id, "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	f.remove(true)
+	b.Remove(true)
 }

@@ -345,7 +345,7 @@ func (rt *runtime) monitor() {
 	if rt.shim != nil {
 		// The shim may go: this daemon has the exit.
 		rt.shim.Release()
-		shimFilesOf(rt.shimSocket, rt.id).remove(true)
+		shim.BundleOf(rt.shimSocket, rt.id).Remove(true)
 	}
 	// Whatever left the agent's process group (setsid, a double fork) and
 	// still carries the session's id dies with the session: the host

@@ -53,10 +53,8 @@ type Command struct {
 // Config is one shim's job.
 type Config struct {
 	SessionID string `json:"session_id"`
-	// Socket is the Unix socket the shim listens on; Spool the file it
-	// appends the agent's stdout to. Both are removed when it exits.
-	Socket string `json:"socket"`
-	Spool  string `json:"spool"`
+	// Bundle names the shim's files in the run directory.
+	Bundle
 	// Sandbox is what the provider needs to open the session's sandbox.
 	Sandbox berth.SandboxConfig `json:"sandbox"`
 	Command Command             `json:"command"`
@@ -73,11 +71,6 @@ type Config struct {
 	// keep growing across the agents one session runs, so a daemon's
 	// record of how far it got never goes back.
 	Base int64 `json:"base,omitempty"`
-	// Log is the file the shim writes its own log (and stderr) to.
-	Log string `json:"log,omitempty"`
-	// PIDFile is where the shim writes its pid: a later daemon finds a
-	// shim whose socket is gone by it.
-	PIDFile string `json:"pid_file"`
 }
 
 // Ready is the line a shim writes on its stdout once it serves, or why it
@@ -210,31 +203,14 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 // open starts the agent in its sandbox, the spool and the socket. It
 // returns which stage failed.
 func (s *server) open(ctx context.Context, provider berth.SandboxProvider) (string, error) {
-	spool, err := os.OpenFile(s.cfg.Spool, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	spool, ln, err := s.cfg.Bundle.create()
 	if err != nil {
-		return "shim", berth.WrapError(berth.EInternal, err, "shim: spool")
+		return "shim", err
 	}
-	// The pid file lets a later daemon find the shim when its socket is gone.
-	if err := os.WriteFile(s.cfg.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
-		_ = spool.Close()
-		_ = os.Remove(s.cfg.Spool)
-		return "shim", berth.WrapError(berth.EInternal, err, "shim: pid file")
-	}
-	_ = os.Remove(s.cfg.Socket)
-	ln, err := net.Listen("unix", s.cfg.Socket)
-	if err != nil {
-		_ = spool.Close()
-		_ = os.Remove(s.cfg.Spool)
-		_ = os.Remove(s.cfg.PIDFile)
-		return "shim", berth.WrapError(berth.EInternal, err, "shim: listen")
-	}
-	_ = os.Chmod(s.cfg.Socket, 0o600)
 	fail := func() {
 		_ = ln.Close()
 		_ = spool.Close()
-		_ = os.Remove(s.cfg.Socket)
-		_ = os.Remove(s.cfg.Spool)
-		_ = os.Remove(s.cfg.PIDFile)
+		s.cfg.Bundle.removeServed()
 	}
 	sb, err := provider.Open(ctx, s.cfg.Sandbox)
 	if err != nil {
@@ -270,9 +246,7 @@ func (s *server) shutdown() {
 	_ = s.proc.Stderr().Close()
 	s.wg.Wait()
 	_ = s.spool.Close()
-	_ = os.Remove(s.cfg.Spool)
-	_ = os.Remove(s.cfg.Socket)
-	_ = os.Remove(s.cfg.PIDFile)
+	s.cfg.Bundle.removeServed()
 }
 
 // pumpStdout spools the agent's stdout and learns the requests in it.
