@@ -99,15 +99,6 @@ const (
 	PermAsk          = "ask"
 )
 
-// ValidPermissionMode reports whether m names a permission mode.
-func ValidPermissionMode(m string) bool {
-	switch m {
-	case PermDenyAll, PermApproveReads, PermApproveAll, PermAsk:
-		return true
-	}
-	return false
-}
-
 // SandboxSpec is the sandbox a session runs under.
 type SandboxSpec struct {
 	Provider string `json:"provider"`

@@ -79,7 +79,8 @@ func toolCallFinished(u *acp.Update) bool {
 // deliverSteerLocked takes the staged steer into the turn in flight: it is
 // logged as prompt_steered in the turn, the agent's prompt is cancelled,
 // and its answer is followed by the steer's text as a new prompt of the
-// same turn (runTurn).
+// same turn (runTurn). The steer is claimed in the store under mu (see
+// runtime), ordered with the agent's updates around it.
 func (rt *runtime) deliverSteerLocked(t *turn) {
 	if t.cancelRequested || t.steerText != "" || rt.exited || rt.stopReason != "" || rt.detached.Load() {
 		return

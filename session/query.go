@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/shim"
 )
 
 // GetSession implements berth.SessionService: live sessions come from
@@ -76,7 +77,7 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 	}
 	m.log.Forget(id)
 	m.publishStored(berth.ChangeSessionDeleted, s)
-	m.removeSessionRunFiles(id)
+	shim.RemoveSessionBundles(m.opts.RunDir, id)
 	if err := os.RemoveAll(m.sessionDir(id)); err != nil {
 		m.logger.Warn("remove session state", "session", id, "err", err)
 	}

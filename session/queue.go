@@ -134,7 +134,8 @@ func (rt *runtime) acceptingLocked() error {
 }
 
 // headEntryLocked returns the oldest pending queue entry of generation
-// gen (the one ClaimQueueEntry claims next), or nil.
+// gen (the one ClaimQueueEntry claims next), or nil. It reads the store
+// under mu (see runtime).
 func (rt *runtime) headEntryLocked(ctx context.Context, gen int64) (*berth.QueueEntry, error) {
 	entries, err := rt.m.store.ListQueue(ctx, rt.id)
 	if err != nil {
@@ -165,7 +166,8 @@ func (rt *runtime) newEntry(kind, text string) *berth.QueueEntry {
 		Generation: rt.sess.Queue.Generation, CreatedAt: time.Now().UTC()}
 }
 
-// enqueueLocked stores a prompt behind the turn in flight.
+// enqueueLocked stores a prompt behind the turn in flight. The store is
+// written under mu (see runtime): the pending count moves with it.
 func (rt *runtime) enqueueLocked(ctx context.Context, text string) (*berth.PromptResult, error) {
 	e := rt.newEntry(berth.EntryQueue, text)
 	res, err := rt.m.store.EnqueuePrompt(ctx, e, rt.m.opts.Limits.MaxQueue)
@@ -179,7 +181,8 @@ func (rt *runtime) enqueueLocked(ctx context.Context, text string) (*berth.Promp
 	return &berth.PromptResult{Status: "queued", EntryID: e.ID, Position: res.Position, Generation: e.Generation}, nil
 }
 
-// stageSteerLocked stages a text for the turn in flight, replacing a staged one.
+// stageSteerLocked stages a text for the turn in flight, replacing a staged
+// one. The store is written under mu (see runtime): rt.steer moves with it.
 func (rt *runtime) stageSteerLocked(ctx context.Context, text string) (*berth.PromptResult, error) {
 	e := rt.newEntry(berth.EntrySteer, text)
 	res, err := rt.m.store.EnqueuePrompt(ctx, e, 0)
@@ -199,7 +202,8 @@ func (rt *runtime) stageSteerLocked(ctx context.Context, text string) (*berth.Pr
 // interruptLocked cancels the turn in flight and every pending entry, moves
 // the session to a new input generation and starts text as soon as the
 // cancelled turn has ended. The text is itself stored as the first entry of
-// the new generation, so a restart before it starts does not lose it.
+// the new generation, so a restart before it starts does not lose it. The
+// store is written under mu (see runtime): the generation moves with it.
 func (rt *runtime) interruptLocked(ctx context.Context, text string) (*berth.PromptResult, error) {
 	gen := rt.sess.Queue.Generation + 1
 	canceled, err := rt.m.store.CancelQueue(ctx, rt.id, gen)
@@ -246,7 +250,8 @@ type nextTurn struct {
 
 // dispatchLocked starts the next input once the session is idle: a staged
 // steer first, then the oldest queue entry of the current generation.
-// Claiming is atomic in the store, so an entry runs at most once.
+// Claiming is atomic in the store, so an entry runs at most once; it is
+// done under mu (see runtime), so the turn it starts is the only one.
 func (rt *runtime) dispatchLocked(ctx context.Context) {
 	if rt.turn != nil || rt.acceptingLocked() != nil {
 		return
@@ -345,7 +350,8 @@ func (rt *runtime) retryDispatchLocked() {
 }
 
 // recountLocked sets the pending count from the store, after a claim found
-// nothing where the count said there was something.
+// nothing where the count said there was something. It reads the store
+// under mu (see runtime).
 func (rt *runtime) recountLocked(ctx context.Context) {
 	entries, err := rt.m.store.ListQueue(ctx, rt.id)
 	if err != nil {
@@ -433,7 +439,8 @@ func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) erro
 	return nil
 }
 
-// cancelEntryLocked drops one pending entry of a live session.
+// cancelEntryLocked drops one pending entry of a live session. The store
+// is written under mu (see runtime): the pending count moves with it.
 func (rt *runtime) cancelEntryLocked(ctx context.Context, entryID string) error {
 	e, err := rt.m.store.CancelQueueEntry(ctx, rt.id, entryID)
 	if err != nil {

@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,120 +57,43 @@ func (m *Manager) reattachAll(ctx context.Context, sessions []*berth.Session) []
 // stream is replayed from the last line the log has, the turn in flight
 // waits for the answer to the prompt the previous daemon sent (or sends
 // it, if it never went out), and the agent's unanswered requests are
-// served again.
-func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
-	actx, cancel := context.WithTimeout(ctx, reattachTimeout)
-	defer cancel()
-	p, err := shim.Attach(actx, s.ShimSocket, s.AgentOffset)
+// served again. Until the runtime is live every failure lets go of the
+// shim, which waits on for a daemon.
+func (m *Manager) reattach(ctx context.Context, s *berth.Session) (err error) {
+	p, err := m.attachShim(ctx, s)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			p.Detach()
+		}
+	}()
 	h := p.Hello()
-	if h.SessionID != s.ID {
-		p.Detach()
-		return fmt.Errorf("the shim at %s serves session %s", s.ShimSocket, h.SessionID)
-	}
-	provider := m.providers[s.Sandbox.Provider]
-	if provider == nil {
-		p.Detach()
-		return fmt.Errorf("sandbox provider %q is not configured", s.Sandbox.Provider)
-	}
-	spec, ok := m.opts.Catalog.Get(s.Agent)
-	if !ok {
-		spec = berth.AgentSpec{Name: s.Agent}
-	}
-	open, started, err := m.openTurnText(ctx, s.ID)
+	rt, err := m.recoverRuntime(s, p)
 	if err != nil {
-		p.Detach()
 		return err
 	}
-	text := started.Text
-	if err := m.claimOpenTurnEntry(ctx, s, open, started); err != nil {
-		p.Detach()
-		return err
-	}
-	pending, err := m.store.ListPermissions(ctx, s.ID, berth.PermissionPending)
+	open, text, err := m.recoverOpenTurn(ctx, s)
 	if err != nil {
-		p.Detach()
 		return err
 	}
-
-	rt := m.newRuntime(s, spec)
-	home := filepath.Join(m.sessionDir(s.ID), "home")
-	rt.provider, rt.shim, rt.proc, rt.boxRef, rt.shimSocket = provider, p, p, h.Ref, s.ShimSocket
-	rt.boxCfg = berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: home,
-		Env: agentEnv(spec, s.ID, s.Env), Network: s.Sandbox.Network, Binds: m.sandboxBinds(spec, home),
-		Image: spec.DockerImage, Limits: m.opts.Sandbox.Limits, Hide: m.hidden()}
-	rt.acpID = s.ACP.SessionID
-	rt.terminals = newTerminals(rt)
-	if rt.wsReal, err = filepath.EvalSymlinks(rt.workspace); err != nil {
-		rt.wsReal = rt.workspace
+	// After the claim: the open turn's entry is no longer queued.
+	if err := rt.recoverInput(ctx); err != nil {
+		return err
 	}
-	if rt.root, err = os.OpenRoot(rt.wsReal); err != nil {
-		rt.logger.Warn("workspace root", "err", err)
+	rt.wire(p, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
+	t, wait, err := rt.recoverTurn(open, h)
+	if err != nil {
+		return err
 	}
-	for _, p := range pending {
-		rt.adoptable = append(rt.adoptable, *p)
-	}
-	rt.sess.PendingPermissions = 0
-	if err := rt.loadInput(ctx); err != nil {
-		rt.logger.Warn("load queued input", "err", err)
-	}
-	// Requests read again that the previous daemon answered are not served twice.
-	serve := map[string]bool{}
-	for _, r := range h.Requests {
-		if r.End > h.From {
-			if _, id, _ := acp.Classify(r.Line); id != nil {
-				serve[string(id)] = true
-			}
-		}
-	}
-	handler := &agentHandler{rt: rt}
-	rt.client = acp.NewClient(acp.Pipe{R: p.Stdout(), W: p.Stdin()}, handler, acp.Options{
-		MaxLineBytes: m.opts.Limits.MaxLineBytes, Logger: rt.logger, OnSkippedLine: rt.skippedLine,
-		OnOversizedLine: rt.oversizedLine,
-		StartOffset:     h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: serve,
-	})
-
-	// The turn in flight waits for the answer to the latest prompt the
-	// agent has not answered (a steer's follow-up is a later prompt).
-	var t *turn
-	var wait func(context.Context) (acp.PromptResponse, error)
-	if open != "" {
-		t = &turn{id: open, done: make(chan struct{}), promptSent: make(chan struct{})}
-		latest := int64(-1)
-		for _, c := range h.Calls {
-			if c.Method != acp.MethodSessionPrompt || (c.AnsweredAt > 0 && c.AnsweredAt <= h.From) {
-				continue
-			}
-			if id, err := strconv.ParseInt(string(c.ID), 10, 64); err == nil && id > latest {
-				latest = id
-			}
-		}
-		if latest >= 0 {
-			close(t.promptSent)
-			wait, err = rt.client.ExpectPrompt(latest, func(resp acp.PromptResponse, err error) {
-				rt.endTurn(t, turnEnd(resp, err, false), rt.linePos())
-			})
-			if err != nil {
-				p.Detach()
-				return err
-			}
-		}
-		rt.turn, rt.lastActivity = t, time.Now()
-	}
-
-	m.mu.Lock()
-	if m.live[s.ID] != nil {
-		m.mu.Unlock()
-		p.Detach()
+	if m.goLive(rt, false) != nil {
 		return fmt.Errorf("session %s is live already", s.ID)
 	}
-	m.live[s.ID] = rt
-	m.mu.Unlock()
 
-	// The turn's runner starts before the stream does: an answer replayed
-	// at once ends this turn, never one dispatched after it.
+	// Live: nothing fails from here. The turn's runner starts before the
+	// stream does: an answer replayed at once ends this turn, never one
+	// dispatched after it.
 	if t != nil {
 		rt.turnWG.Add(1)
 		if wait == nil {
@@ -184,16 +104,7 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
 			go rt.awaitTurn(t, wait)
 		}
 	}
-	rt.stderrWG.Add(1)
-	go rt.readStderr(p.Stderr())
-	rt.client.Start()
-	for _, r := range h.Requests {
-		if r.End <= h.From {
-			rt.client.Redeliver(r.Line)
-		}
-	}
-	m.monitors.Add(1)
-	go rt.monitor()
+	rt.run(unansweredRequests(h))
 	close(rt.ready)
 	close(rt.handshook)
 	if t == nil && h.Exited == nil {
@@ -205,6 +116,127 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) error {
 	}
 	m.logger.Info("session reattached", "session", s.ID, "from", h.From, "end", h.End, "turn", open)
 	return nil
+}
+
+// attachShim connects to the session's shim, from the stream offset the
+// session has, and checks that it serves the session.
+func (m *Manager) attachShim(ctx context.Context, s *berth.Session) (*shim.Proc, error) {
+	actx, cancel := context.WithTimeout(ctx, reattachTimeout)
+	defer cancel()
+	p, err := shim.Attach(actx, s.ShimSocket, s.AgentOffset)
+	if err != nil {
+		return nil, err
+	}
+	if id := p.Hello().SessionID; id != s.ID {
+		p.Detach()
+		return nil, fmt.Errorf("the shim at %s serves session %s", s.ShimSocket, id)
+	}
+	return p, nil
+}
+
+// recoverRuntime builds the runtime of a session whose agent runs in the
+// shim p, with its sandbox as the shim opened it.
+func (m *Manager) recoverRuntime(s *berth.Session, p *shim.Proc) (*runtime, error) {
+	provider := m.providers[s.Sandbox.Provider]
+	if provider == nil {
+		return nil, fmt.Errorf("sandbox provider %q is not configured", s.Sandbox.Provider)
+	}
+	spec, ok := m.opts.Catalog.Get(s.Agent)
+	if !ok {
+		spec = berth.AgentSpec{Name: s.Agent}
+	}
+	rt := m.newRuntime(s, spec)
+	rt.provider, rt.shim, rt.boxRef, rt.shimSocket = provider, p, p.Hello().Ref, s.ShimSocket
+	rt.boxCfg = m.sandboxConfig(s, spec)
+	rt.acpID = s.ACP.SessionID
+	return rt, nil
+}
+
+// recoverInput loads what a reattached runtime carries on with: its
+// pending permissions, for the agent's requests served again to take
+// back, and its queued input.
+func (rt *runtime) recoverInput(ctx context.Context) error {
+	pending, err := rt.m.store.ListPermissions(ctx, rt.id, berth.PermissionPending)
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		rt.adoptable = append(rt.adoptable, *p)
+	}
+	rt.sess.PendingPermissions = 0
+	if err := rt.loadInput(ctx); err != nil {
+		rt.logger.Warn("load queued input", "err", err)
+	}
+	return nil
+}
+
+// recoverOpenTurn returns the session's open turn, if any, and its text,
+// claiming the queue entry it runs when the previous daemon died before it
+// did.
+func (m *Manager) recoverOpenTurn(ctx context.Context, s *berth.Session) (string, string, error) {
+	open, started, err := m.openTurnText(ctx, s.ID)
+	if err != nil {
+		return "", "", err
+	}
+	if err := m.claimOpenTurnEntry(ctx, s, open, started); err != nil {
+		return "", "", err
+	}
+	return open, started.Text, nil
+}
+
+// recoverTurn sets up the turn in flight, open, of a wired runtime: it
+// waits for the answer to the latest prompt the agent has not answered (a
+// steer's follow-up is a later prompt), or, when no prompt went out, wait
+// is nil and the turn's prompt is to be sent.
+func (rt *runtime) recoverTurn(open string, h shim.Hello) (*turn, func(context.Context) (acp.PromptResponse, error), error) {
+	if open == "" {
+		return nil, nil, nil
+	}
+	t := &turn{id: open, done: make(chan struct{}), promptSent: make(chan struct{})}
+	rt.turn, rt.lastActivity = t, time.Now()
+	latest := int64(-1)
+	for _, c := range h.Calls {
+		if c.Method != acp.MethodSessionPrompt || (c.AnsweredAt > 0 && c.AnsweredAt <= h.From) {
+			continue
+		}
+		if id, err := strconv.ParseInt(string(c.ID), 10, 64); err == nil && id > latest {
+			latest = id
+		}
+	}
+	if latest < 0 {
+		return t, nil, nil
+	}
+	close(t.promptSent)
+	wait, err := rt.client.ExpectPrompt(latest, func(resp acp.PromptResponse, err error) {
+		rt.endTurn(t, turnEnd(resp, err, false), rt.linePos())
+	})
+	return t, wait, err
+}
+
+// servedAgain names the agent's requests the replay reads again that the
+// previous daemon answered: they are not served twice.
+func servedAgain(h shim.Hello) map[string]bool {
+	serve := map[string]bool{}
+	for _, r := range h.Requests {
+		if r.End > h.From {
+			if _, id, _ := acp.Classify(r.Line); id != nil {
+				serve[string(id)] = true
+			}
+		}
+	}
+	return serve
+}
+
+// unansweredRequests are the agent's requests before the replay starts
+// that no daemon answered: they are delivered again.
+func unansweredRequests(h shim.Hello) [][]byte {
+	var lines [][]byte
+	for _, r := range h.Requests {
+		if r.End <= h.From {
+			lines = append(lines, r.Line)
+		}
+	}
+	return lines
 }
 
 // awaitTurn ends a reattached turn when the answer to its prompt comes, or
@@ -272,44 +304,24 @@ func (m *Manager) removeOrphanShims(ctx context.Context) {
 	if runDir == "" {
 		return
 	}
-	entries, err := os.ReadDir(runDir)
-	if err != nil {
-		return
-	}
-	// <session>.<nonce>.<kind> names a shim's files; <nonce>.sock its socket.
-	shims := map[shimFiles]string{}
-	socks := map[string]bool{}
-	for _, e := range entries {
-		name := e.Name()
-		if nonce, ok := strings.CutSuffix(name, ".sock"); ok && !strings.Contains(nonce, ".") {
-			socks[name] = true
-			continue
-		}
-		parts := strings.Split(name, ".")
-		if len(parts) == 3 {
-			shims[newShimFiles(runDir, parts[0], parts[1])] = parts[0]
-		}
-	}
-	for f, id := range shims {
-		delete(socks, filepath.Base(f.sock))
+	bundles, strays := shim.ScanRunDir(runDir)
+	for b, id := range bundles {
 		if m.runtimeOf(id) != nil {
 			continue
 		}
-		m.endOrphanShim(ctx, f, id)
+		m.endOrphanShim(ctx, b, id)
 	}
-	// A socket without the files beside it: a shim of a session whose files
-	// were removed, or a dead socket.
-	for name := range socks {
-		m.endOrphanShim(ctx, shimFiles{sock: filepath.Join(runDir, name), base: filepath.Join(runDir, strings.TrimSuffix(name, ".sock"))}, "")
+	for _, b := range strays {
+		m.endOrphanShim(ctx, b, "")
 	}
 }
 
 // endOrphanShim ends the shim of a session that is not live: one still
 // answering is told to stop its agent and go, one that does not is killed
 // (found by its pid file), and its files are removed.
-func (m *Manager) endOrphanShim(ctx context.Context, f shimFiles, id string) {
+func (m *Manager) endOrphanShim(ctx context.Context, b shim.Bundle, id string) {
 	actx, cancel := context.WithTimeout(ctx, time.Second)
-	p, err := shim.Attach(actx, f.sock, 0)
+	p, err := shim.Attach(actx, b.Socket, 0)
 	cancel()
 	if err == nil {
 		if id != "" && p.Hello().SessionID != id {
@@ -320,9 +332,9 @@ func (m *Manager) endOrphanShim(ctx context.Context, f shimFiles, id string) {
 		p.Discard()
 		_, _ = p.Stop(context.Background(), m.opts.Limits.StopGrace)
 		p.Release()
-	} else if pid := shim.ReadPID(f.pidFile(), m.opts.RunDir); pid > 0 {
+	} else if pid := shim.ReadPID(b.PIDFile, m.opts.RunDir); pid > 0 {
 		m.logger.Warn("killing an orphaned shim", "session", id, "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	f.remove(true)
+	b.Remove(true)
 }

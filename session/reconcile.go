@@ -95,12 +95,12 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 	}
 	if s.ShimSocket != "" {
 		// A shim that did not answer: it goes, and its files with it.
-		files := shimFilesOf(s.ShimSocket, s.ID)
-		if pid := shim.ReadPID(files.pidFile(), filepath.Dir(s.ShimSocket)); pid > 0 {
+		files := shim.BundleOf(s.ShimSocket, s.ID)
+		if pid := shim.ReadPID(files.PIDFile, filepath.Dir(s.ShimSocket)); pid > 0 {
 			m.logger.Warn("killing a shim that did not answer", "session", s.ID, "pid", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		files.remove(true)
+		files.Remove(true)
 	}
 	// A daemon that logged session_stopped but died before recording the
 	// state leaves the log complete already: nothing may follow it.

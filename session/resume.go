@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -71,7 +70,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	rt.resumeFrom, rt.resumed = s.ACP.SessionID, true
 	// Live first, so a second resume, a prompt or a stop finds it; then the
 	// stored state moves, guarded: of two resumes racing, one wins.
-	if other := m.registerResume(rt); other != nil {
+	if other := m.goLive(rt, true); other != nil {
 		m.release()
 		return m.liveResult(ctx, other)
 	}
@@ -85,7 +84,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := rt.loadInput(ctx); err != nil {
 		rt.logger.Warn("load queued input", "err", err)
 	}
-	if err := rt.start(ctx, provider, filepath.Join(m.sessionDir(id), "home")); err != nil {
+	if err := rt.start(ctx, provider); err != nil {
 		return nil, err
 	}
 	if err := m.log.FlushSession(ctx, id); err != nil {
@@ -99,27 +98,6 @@ func (rt *runtime) closing() bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.exited || rt.stopReason != ""
-}
-
-// registerResume makes a resuming runtime live unless another runtime of
-// the session is, which it returns.
-func (m *Manager) registerResume(rt *runtime) *runtime {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if other := m.live[rt.id]; other != nil {
-		return other
-	}
-	m.reserved--
-	m.live[rt.id] = rt
-	return nil
-}
-
-// abandon drops a runtime that never started, releasing whoever found it.
-func (m *Manager) abandon(rt *runtime) {
-	m.forget(rt)
-	close(rt.ready)
-	close(rt.handshook)
-	close(rt.finished)
 }
 
 // liveResult is the answer of a resume: the session once its handshake is

@@ -29,13 +29,45 @@ const maxRecentResults = 64
 // runtime is one live session: its agent process, ACP connection, current
 // turn and the goroutines that serve it. The monitor goroutine is the only
 // one that finalises the session (moves it to stopped).
+//
+// Lock order: a session lock (sessionlock.go), then Manager.mu, then mu.
+// Manager.mu is never held while mu is taken; boxMu and the terminals'
+// lock are never held together with mu.
+//
+// Owners: m, id, logger, spec, workspace, resumeFrom and resumed are set
+// before the runtime is live and never change. mu owns the fields from sess to
+// adoptable, but for the atomics (warnedStdout, detached). boxMu owns the
+// daemon's sandbox (sandbox, boxClosed). provider, boxCfg, boxRef,
+// shimSocket, shim and acpID are set on the one path to live (live.go)
+// before ready is closed (shim under mu: the supervisor may look); proc,
+// client, root, wsReal and terminals are set by wire, and whoever may run
+// before it (stop) waits for ready. The monitor alone waits for the
+// counters wg, turnWG and stderrWG.
+//
+// Three kinds of wait happen under mu, on purpose:
+//   - store calls: saveLocked writes the session while rt.sess moves with
+//     it, and the queue's claims, enqueues and cancels (queue.go,
+//     handler.go) write while the queue's counters in rt.sess move with
+//     them, so two callers never claim one entry nor see a count the store
+//     does not have. It is safe: the store never calls back into a
+//     runtime, and a slow store stalls this session alone (Manager.mu is
+//     not held).
+//   - the commit of turn_started: logTurnStartedLocked waits for it under
+//     mu, so the agent is prompted only once the log has the turn. It is
+//     safe for the reason below.
+//   - event-log back-pressure: emit called under mu may wait in
+//     eventlog.Log.Append for room (the queue bound and the session's
+//     byte budget), so that an event stays ordered against the turn
+//     boundaries mu orders. It is safe: the log's writer, which makes the
+//     room, never takes mu; and the wait is this session's own (its byte
+//     budget) or the whole log's.
 type runtime struct {
 	m      *Manager
 	id     string
 	logger *slog.Logger
 
-	// mu guards the fields below it. Events that must stay ordered against
-	// turn boundaries are enqueued while it is held.
+	// mu guards the fields below it, up to boxMu. Events that must stay
+	// ordered against turn boundaries are enqueued while it is held.
 	mu         sync.Mutex
 	sess       berth.Session
 	turn       *turn
@@ -195,6 +227,9 @@ func (rt *runtime) save(ctx context.Context, mutate func(*berth.Session)) error 
 	return rt.saveLocked(ctx, rt.sess.State, mutate)
 }
 
+// saveLocked writes a change of the session, guarded by its stored state
+// being from, and then takes it. The store is called under mu (see
+// runtime): what the session is and what is stored move as one.
 func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func(*berth.Session)) error {
 	next := rt.sess
 	mutate(&next)
@@ -227,6 +262,8 @@ func (rt *runtime) emitFrom(src int64, turnID, typ string, data any) {
 // linePos is where the agent line being dispatched ends.
 func (rt *runtime) linePos() int64 { return rt.client.Position() }
 
+// emitEvent hands ev to the log. Called under mu it may wait for the log's
+// room (see runtime): the log's writer never takes mu.
 func (rt *runtime) emitEvent(ev berth.Event) {
 	if rt.detached.Load() {
 		// The next daemon replays whatever this one did not record.
@@ -345,7 +382,7 @@ func (rt *runtime) monitor() {
 	if rt.shim != nil {
 		// The shim may go: this daemon has the exit.
 		rt.shim.Release()
-		shimFilesOf(rt.shimSocket, rt.id).remove(true)
+		shim.BundleOf(rt.shimSocket, rt.id).Remove(true)
 	}
 	// Whatever left the agent's process group (setsid, a double fork) and
 	// still carries the session's id dies with the session: the host
@@ -524,13 +561,6 @@ func (rt *runtime) oversizedLine(size int64) {
 // stderrData is the data of an agent_stderr event.
 type stderrData struct {
 	Line string `json:"line"`
-}
-
-// tail returns the last stderr lines joined, for failure messages.
-func (rt *runtime) tail() string {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return strings.Join(rt.stderrTail, "\n")
 }
 
 // rememberResult keeps a finished turn's result for late waiters.

@@ -5,9 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -31,25 +28,20 @@ type ShimOptions struct {
 	Orphan time.Duration
 }
 
-// maxSocketPath is the longest Unix socket path Linux takes, less its NUL.
-const maxSocketPath = 107
-
 // startAgent starts the agent: in a shim when the manager has them, else
 // as the daemon's own child in a sandbox it opens now. base is the stream
 // offset of the agent's first stdout byte.
 func (rt *runtime) startAgent(ctx context.Context, base int64) (berth.Process, *berth.Failure) {
 	m := rt.m
 	if so := m.opts.Shim; so != nil {
-		// Each shim has files of its own: a shim still exiting never
-		// removes those of the next one (a quick stop and resume).
-		f := newShimFiles(m.opts.RunDir, rt.id, randomHex(4))
-		if len(f.sock) > maxSocketPath {
-			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s is too long for a Unix socket: use a shorter BERTH_HOME", f.sock)}
+		b := shim.NewBundle(m.opts.RunDir, rt.id, randomHex(4))
+		if len(b.Socket) > shim.MaxSocketPath {
+			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s is too long for a Unix socket: use a shorter BERTH_HOME", b.Socket)}
 		}
-		rt.shimSocket = f.sock
-		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Socket: f.sock, Spool: f.base + ".spool",
+		rt.shimSocket = b.Socket
+		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Bundle: b,
 			Sandbox: rt.boxCfg, Command: shim.Command{Path: rt.spec.Command, Args: rt.spec.Args},
-			Linger: so.Linger, Orphan: so.Orphan, Base: base, Log: f.base + ".log", PIDFile: f.base + ".pid"}
+			Linger: so.Linger, Orphan: so.Orphan, Base: base}
 		p, ready, err := m.launcher.Launch(ctx, job)
 		if err != nil {
 			kind := berth.FailStartup
@@ -179,51 +171,6 @@ func (rt *runtime) stopTimersLocked() {
 	if t := rt.turn; t != nil && t.graceTimer != nil && t.graceTimer.Stop() {
 		rt.wg.Done()
 		t.graceTimer = nil
-	}
-}
-
-// shimFiles names the files of one shim of a session in the run
-// directory: <session>.<nonce>.spool, .log and .pid, and the socket
-// <nonce>.sock, kept short for the 107 bytes a socket path may have.
-type shimFiles struct {
-	base, sock string
-}
-
-// newShimFiles names the files of a session's shim with nonce.
-func newShimFiles(runDir, id, nonce string) shimFiles {
-	return shimFiles{base: filepath.Join(runDir, id+"."+nonce), sock: filepath.Join(runDir, nonce+".sock")}
-}
-
-// shimFilesOf names the files of the session's shim listening on socket.
-func shimFilesOf(socket, id string) shimFiles {
-	nonce := strings.TrimSuffix(filepath.Base(socket), ".sock")
-	return newShimFiles(filepath.Dir(socket), id, nonce)
-}
-
-// pidFile is where the shim writes its pid.
-func (f shimFiles) pidFile() string { return f.base + ".pid" }
-
-// remove removes what a shim leaves once it is gone: its socket, spool
-// and pid file (the shim removes them itself when it exits cleanly) and
-// its log, kept when keepLog is set and it says something (why a shim
-// failed).
-func (f shimFiles) remove(keepLog bool) {
-	_ = os.Remove(f.sock)
-	_ = os.Remove(f.base + ".spool")
-	_ = os.Remove(f.base + ".pid")
-	if fi, err := os.Stat(f.base + ".log"); err == nil && (!keepLog || fi.Size() == 0) {
-		_ = os.Remove(f.base + ".log")
-	}
-}
-
-// removeSessionRunFiles removes the files every shim of a session left.
-func (m *Manager) removeSessionRunFiles(id string) {
-	if m.opts.RunDir == "" {
-		return
-	}
-	matches, _ := filepath.Glob(filepath.Join(m.opts.RunDir, id+".*"))
-	for _, f := range matches {
-		_ = os.Remove(f)
 	}
 }
 

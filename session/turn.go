@@ -39,7 +39,8 @@ func (rt *runtime) startTurnLocked(turnID, text, source string) string {
 // logTurnStartedLocked logs turn_started and waits for its commit: the
 // agent is prompted only once the log has the turn, so a daemon that dies
 // right after finds the turn its agent is working on, and a queued entry
-// is claimed only once its turn is there to show for it.
+// is claimed only once its turn is there to show for it. The wait for the
+// commit is under mu (see runtime): the log's writer never takes it.
 func (rt *runtime) logTurnStartedLocked(turnID string, d turnStartedData) error {
 	if rt.detached.Load() {
 		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")

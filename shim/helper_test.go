@@ -71,9 +71,7 @@ func newConfig(t *testing.T, script string) Config {
 	}
 	return Config{
 		SessionID: "sess-1",
-		Socket:    filepath.Join(dir, "s.sock"),
-		Spool:     filepath.Join(dir, "s.spool"),
-		PIDFile:   filepath.Join(dir, "s.pid"),
+		Bundle:    Bundle{Socket: filepath.Join(dir, "s.sock"), Spool: filepath.Join(dir, "s.spool"), PIDFile: filepath.Join(dir, "s.pid")},
 		Sandbox:   berth.SandboxConfig{SessionID: "sess-1", Workspace: ws, Home: home},
 		Command:   Command{Path: "/bin/sh", Args: []string{"-c", script}},
 		Provider:  "host",

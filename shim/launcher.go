@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -236,27 +234,4 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 		return nil, rd, err
 	}
 	return p, rd, nil
-}
-
-// ReadPID returns the pid a shim wrote to pidFile if that process is
-// still a shim of runDir (a pid alone may have been reused), else 0.
-func ReadPID(pidFile, runDir string) int {
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return 0
-	}
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return 0
-	}
-	for _, kv := range strings.Split(string(env), "\x00") {
-		if kv == EnvRun+"="+runDir {
-			return pid
-		}
-	}
-	return 0
 }

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"strings"
-	"sync"
 
 	"github.com/berth-sh/berth"
 )
@@ -154,29 +152,6 @@ type eventRenderer struct {
 // is a terminal and NO_COLOR is not set.
 func newEventRenderer(w io.Writer) *eventRenderer {
 	return &eventRenderer{w: w, color: isTerminal(w) && os.Getenv("NO_COLOR") == "", titles: map[string]string{}}
-}
-
-// renderers keeps one renderer per writer for renderEvent.
-var renderers = struct {
-	sync.Mutex
-	m map[io.Writer]*eventRenderer
-}{m: map[io.Writer]*eventRenderer{}}
-
-// renderEvent writes ev to w as newEventRenderer's render does, keeping the
-// rendering state of each writer between calls (so message chunks join up
-// and a tool call starts its own line).
-func renderEvent(w io.Writer, ev berth.Event) {
-	renderers.Lock()
-	defer renderers.Unlock()
-	r := renderers.m[w]
-	if r == nil {
-		r = newEventRenderer(w)
-		// Only a comparable writer can be a map key; others start afresh.
-		if reflect.TypeOf(w).Comparable() {
-			renderers.m[w] = r
-		}
-	}
-	r.render(ev)
 }
 
 // isTerminal reports whether w is a character device.

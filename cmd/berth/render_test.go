@@ -33,8 +33,9 @@ func TestRenderEvent(t *testing.T) {
 		ev(11, berth.EventAgentMessage, map[string]any{"text": "ok"}),
 		ev(12, berth.EventTurnEnded, map[string]any{"stop_reason": "error", "error": map[string]any{"code": "auth_required", "message": "log in"}}),
 	}
+	r := newEventRenderer(&buf)
 	for _, e := range events {
-		renderEvent(&buf, e)
+		r.render(e)
 	}
 	want := "│ let me\n│ think\nHello\n→ Write a.txt [edit]\n  ✓ Write a.txt completed\ndone\n[end_turn]\n» (queue) next\nok\n[error: log in]\n"
 	if got := buf.String(); got != want {

@@ -1,0 +1,170 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+)
+
+// start opens the sandbox, starts the agent and completes the ACP
+// handshake. A failure stops the session as startup_failed; it is an error
+// for the caller only when nothing could be recorded. ctx is not cancelled
+// (CreateSession detaches it): every path ends in a recorded state.
+func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) error {
+	defer close(rt.handshook)
+	m := rt.m
+	rt.mu.Lock()
+	sess := rt.sess
+	rt.mu.Unlock()
+	// The agent's stdout continues the session's stream offsets.
+	base := sess.AgentOffset
+	rt.provider = provider
+	rt.boxCfg = m.sandboxConfig(&sess, rt.spec)
+	proc, f := rt.startAgent(ctx, base)
+	if f != nil {
+		return rt.failStart(ctx, f)
+	}
+	handler := rt.wire(proc, acp.Options{StartOffset: base})
+	// The pid (and the shim) are recorded before anything can stop the
+	// session, so a daemon that dies now leaves what the next one needs to
+	// reattach, or to kill what is left.
+	if err := rt.save(ctx, func(s *berth.Session) {
+		s.AgentPID, s.ShimSocket, s.ShimPID = proc.Pid(), "", 0
+		if rt.shim != nil {
+			s.ShimSocket, s.ShimPID = rt.shimSocket, rt.shim.ShimPID()
+		}
+	}); err != nil {
+		rt.logger.Warn("record agent pid", "err", err)
+	}
+	rt.run(nil)
+	// From here stop() can reach the agent; a stop that came earlier
+	// is acted on now, and the handshake below fails fast.
+	close(rt.ready)
+
+	hctx, cancel := context.WithTimeout(ctx, m.opts.Limits.HandshakeTimeout)
+	defer cancel()
+	init, err := rt.client.Initialize(hctx, acp.Implementation{Name: "berth", Version: m.opts.Version})
+	if err != nil {
+		return rt.handshakeFailed(ctx, "initialize", err)
+	}
+	if init.ProtocolVersion != acp.ProtocolVersion {
+		return rt.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
+	}
+	acpID, resumedBy, err := rt.openACPSession(hctx, &init, handler)
+	if err != nil {
+		return rt.handshakeFailed(ctx, "session/new", err)
+	}
+	info := berth.ACPInfo{SessionID: acpID, ProtocolVersion: init.ProtocolVersion,
+		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
+
+	// Going active and logging session_started are one step, so neither a
+	// stop nor the agent's exit can slip between them.
+	rt.mu.Lock()
+	if rt.exited || rt.stopReason != "" {
+		rt.mu.Unlock()
+		// A stop or the agent's exit raced the handshake; the monitor finishes the session.
+		<-rt.finished
+		return nil
+	}
+	rt.acpID = acpID
+	err = rt.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) { s.State, s.ACP = berth.StateActive, info })
+	if err == nil {
+		rt.emit("", berth.EventSessionStarted, map[string]any{
+			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
+			"capabilities": info.Capabilities, "resumed_by": resumedBy})
+		// A resumed session runs what it had queued.
+		rt.dispatchLocked(ctx)
+	}
+	rt.mu.Unlock()
+	if err != nil {
+		rt.logger.Error("could not record active", "err", err)
+		rt.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailInternal, Message: "the session could not be recorded active"})
+		_, _ = rt.proc.Stop(ctx, m.opts.Limits.StopGrace)
+		<-rt.finished
+	}
+	return nil
+}
+
+// openACPSession opens the agent's side of the session: a new one, or for
+// a resumed session its previous conversation, through session/load or
+// else session/resume when the agent offers them. It returns the ACP
+// session id and how the conversation was resumed ("" for a new one). A
+// conversation the agent cannot reopen becomes a new one whose first
+// prompt carries the transcript so far ("transcript"), with a
+// runtime_warning when reopening failed.
+func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, error) {
+	prev := rt.resumeFrom
+	caps := init.Capabilities()
+	if prev == "" {
+		ns, err := rt.client.NewSession(ctx, rt.workspace)
+		return ns.SessionID, "", err
+	}
+	var err error
+	how := ""
+	switch {
+	case caps.LoadSession:
+		// The replayed history is in the log already.
+		h.replaying.Store(true)
+		how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace)
+		h.replaying.Store(false)
+	case caps.CanResume():
+		how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace)
+	}
+	if how != "" && err == nil {
+		return prev, how, nil
+	}
+	if err != nil {
+		rt.mu.Lock()
+		// The start goroutine is not one the monitor waits for: log only while the agent runs.
+		if !rt.exited {
+			rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
+				"the agent could not reopen the conversation (session/%s: %v): it starts a new one, given the transcript so far", how, err)})
+		}
+		rt.mu.Unlock()
+	}
+	ns, err := rt.client.NewSession(ctx, rt.workspace)
+	if err != nil {
+		return "", "", err
+	}
+	carry, terr := rt.m.transcriptPreamble(ctx, rt.id)
+	if terr != nil {
+		rt.logger.Warn("transcript for the new conversation", "err", terr)
+	}
+	rt.mu.Lock()
+	rt.carry = carry
+	rt.mu.Unlock()
+	return ns.SessionID, "transcript", nil
+}
+
+// handshakeFailed stops a session whose agent did not complete the
+// handshake; the monitor records it as startup_failed with the agent's
+// stderr tail.
+func (rt *runtime) handshakeFailed(ctx context.Context, step string, err error) error {
+	msg := fmt.Sprintf("agent handshake failed at %s: %v", step, err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		msg = fmt.Sprintf("agent did not answer %s within %s", step, rt.m.opts.Limits.HandshakeTimeout)
+	case errors.Is(err, acp.ErrClosed) || strings.Contains(err.Error(), acp.ErrClosed.Error()):
+		msg = fmt.Sprintf("agent exited during the handshake (%s)", step)
+	}
+	rt.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg})
+	_, _ = rt.proc.Stop(ctx, rt.m.opts.Limits.StopGrace)
+	<-rt.finished
+	return nil
+}
+
+// failStart records a session that never got an agent running. It always
+// ends the runtime, even when the store fails.
+func (rt *runtime) failStart(ctx context.Context, f *berth.Failure) error {
+	defer func() {
+		rt.m.forget(rt)
+		close(rt.ready)
+		close(rt.finished)
+	}()
+	rt.finish(ctx, berth.StopStartupFailed, f)
+	return nil
+}

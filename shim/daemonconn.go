@@ -1,0 +1,234 @@
+package shim
+
+// The daemon connection: one attached daemon at a time, the hello that
+// tells it where the stream stands, the spooled stdout sent to it, and the
+// frames it sends (stdin, signals, stops, acks).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// conn is one attached daemon.
+type conn struct {
+	nc     net.Conn
+	wmu    sync.Mutex
+	closed bool // guarded by server.mu
+}
+
+// send writes one frame.
+func (c *conn) send(typ byte, payload []byte) error {
+	var hdr [5]byte
+	hdr[0] = typ
+	hdr[1], hdr[2], hdr[3], hdr[4] = byte(len(payload)>>24), byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	bufs := net.Buffers{hdr[:], payload}
+	_, err := bufs.WriteTo(c.nc)
+	return err
+}
+
+// accept serves daemons, one at a time: a newer connection replaces the
+// one before it.
+func (s *server) accept() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go s.serveConn(nc)
+	}
+}
+
+// serveConn serves one daemon connection.
+func (s *server) serveConn(nc net.Conn) {
+	defer s.wg.Done()
+	r := bufio.NewReaderSize(nc, 64<<10)
+	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	typ, payload, err := readFrame(r)
+	var req attachRequest
+	if err != nil || typ != frameAttach || json.Unmarshal(payload, &req) != nil {
+		_ = nc.Close()
+		return
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	c := &conn{nc: nc}
+	// What the daemon has is dropped before the hello describes the rest.
+	s.punch(req.From)
+
+	s.mu.Lock()
+	if s.cur != nil {
+		s.closeConnLocked(s.cur)
+	}
+	from := min(max(req.From, s.start), s.end)
+	hello := s.helloLocked(from)
+	s.mu.Unlock()
+	// Request lines go in as they are: HTML escaping would grow them 6×.
+	var hbuf bytes.Buffer
+	enc := json.NewEncoder(&hbuf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(hello)
+	if c.send(frameHello, hbuf.Bytes()) != nil {
+		_ = nc.Close()
+		return
+	}
+	s.mu.Lock()
+	if s.quitting() {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	if s.cur != nil {
+		// Another daemon attached meanwhile: the newest wins.
+		s.closeConnLocked(s.cur)
+	}
+	s.cur = c
+	s.detachedAt = time.Time{}
+	kept := s.stderr
+	s.stderr = nil
+	s.mu.Unlock()
+	if len(kept) > 0 {
+		_ = c.send(frameStderr, kept)
+	}
+
+	s.wg.Add(1)
+	go s.sendStream(c, from)
+	s.readDaemon(c, r)
+	s.mu.Lock()
+	s.closeConnLocked(c)
+	s.mu.Unlock()
+}
+
+// quitting reports whether Serve is returning.
+func (s *server) quitting() bool {
+	select {
+	case <-s.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeConnLocked drops a daemon connection.
+func (s *server) closeConnLocked(c *conn) {
+	if !c.closed {
+		c.closed = true
+		_ = c.nc.Close()
+	}
+	if s.cur == c {
+		s.cur = nil
+		s.detachedAt = time.Now()
+	}
+	s.cond.Broadcast()
+}
+
+// helloLocked describes the shim to a daemon attaching from offset from.
+func (s *server) helloLocked(from int64) Hello {
+	h := Hello{SessionID: s.cfg.SessionID, ShimPID: os.Getpid(), AgentPID: s.proc.Pid(), From: from, End: s.end,
+		Exited: s.exited}
+	if r, ok := s.sb.(berth.SandboxRef); ok {
+		h.Ref = r.Ref()
+	}
+	s.ledger.fill(&h)
+	return h
+}
+
+// sendStream sends the spooled stdout from offset pos, then the exit.
+func (s *server) sendStream(c *conn, pos int64) {
+	defer s.wg.Done()
+	// Small: a reattach after an idle spell should not page in much.
+	buf := make([]byte, 64<<10)
+	exitSent := false
+	for {
+		s.mu.Lock()
+		for !c.closed && pos >= s.end && (exitSent || !s.drainedLocked()) {
+			s.cond.Wait()
+		}
+		if c.closed {
+			s.mu.Unlock()
+			return
+		}
+		end, st := s.end, s.exited
+		s.mu.Unlock()
+		if pos < end {
+			n, err := s.spool.ReadAt(buf[:min(int64(len(buf)), end-pos)], pos-s.cfg.Base)
+			if n == 0 && err != nil {
+				s.log.Error("spool read failed", "err", err)
+			}
+			if n == 0 || c.send(frameStdout, buf[:n]) != nil {
+				s.dropConn(c)
+				return
+			}
+			pos += int64(n)
+			continue
+		}
+		b, _ := json.Marshal(st)
+		if c.send(frameExit, b) != nil {
+			s.dropConn(c)
+			return
+		}
+		exitSent = true
+	}
+}
+
+// dropConn closes a connection that failed.
+func (s *server) dropConn(c *conn) {
+	s.mu.Lock()
+	s.closeConnLocked(c)
+	s.mu.Unlock()
+}
+
+// readDaemon serves what the daemon sends until it goes.
+func (s *server) readDaemon(c *conn, r *bufio.Reader) {
+	for {
+		typ, payload, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		switch typ {
+		case frameStdin:
+			s.noteStdin(payload)
+			s.queueStdin(payload)
+		case frameCloseStdin:
+			s.queueStdin(nil)
+		case frameSignal:
+			var req signalRequest
+			if json.Unmarshal(payload, &req) == nil && req.Signal > 0 {
+				_ = s.proc.Signal(syscall.Signal(req.Signal))
+			}
+		case frameStop:
+			var req stopRequest
+			if json.Unmarshal(payload, &req) == nil {
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					_, _ = s.proc.Stop(context.Background(), time.Duration(req.GraceMillis)*time.Millisecond)
+				}()
+			}
+		case frameAck:
+			var req ackRequest
+			if json.Unmarshal(payload, &req) == nil {
+				s.punch(req.Offset)
+			}
+		case frameExitAck:
+			s.mu.Lock()
+			exited := s.exited != nil
+			s.mu.Unlock()
+			if exited {
+				s.exit()
+				return
+			}
+		}
+	}
+}
