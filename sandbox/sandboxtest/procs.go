@@ -52,6 +52,14 @@ func marked(marker string) []markedProc {
 	return out
 }
 
+// stillRunning reports whether pid is a process that has not begun to
+// exit: an exiting one has dropped its memory, so its command line reads
+// empty.
+func stillRunning(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	return err == nil && len(b) > 0
+}
+
 // requireNoMarked fails unless every process carrying marker is gone
 // within goneTimeout. Leftovers are listed, then killed so that they do
 // not outlive the test.
