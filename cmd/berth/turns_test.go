@@ -106,9 +106,12 @@ func TestQueueOverHTTP(t *testing.T) {
 	if st, _ := s.api("POST", path+"/cancel", nil, nil); st != 202 {
 		t.Fatalf("cancel = %d", st)
 	}
-	var res berth.TurnResult
+	var res struct {
+		berth.TurnResult
+		Error *struct{ Code, Message string } `json:"error"`
+	}
 	if st, err := s.api("POST", path+"/prompts?wait=true", map[string]string{"text": "echo last"}, &res); st != 200 || res.Text != "last" {
-		t.Fatalf("queued wait = %d %+v %v", st, res, err)
+		t.Fatalf("queued wait = %d %+v %+v %v", st, res.TurnResult, res.Error, err)
 	}
 	want := []string{"user:sleep 60000", "steer:echo steered"}
 	for i := 1; i < 10; i++ {
