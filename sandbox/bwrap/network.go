@@ -93,7 +93,11 @@ func (n *userNet) attach(ctx context.Context, deadline time.Time, pid int) error
 	defer netns.Close()
 	// Descriptors 3, 4 and 5 (then 6) in slirp4netns (exec.Cmd.ExtraFiles).
 	extra := []*os.File{readyW, exitR, netns}
+	// slirp4netns parses the agent's raw packets as root: it runs in a mount
+	// namespace of its own with every capability but NET_BIND_SERVICE
+	// dropped, under its own seccomp filter.
 	args := []string{n.path, "--configure", "--mtu=65520", "--disable-host-loopback",
+		"--enable-sandbox", "--enable-seccomp",
 		"--ready-fd=3", "--exit-fd=4", "--netns-type=path"}
 	if os.Geteuid() != 0 {
 		// An unprivileged daemon acts on the namespace from the user

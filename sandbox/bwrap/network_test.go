@@ -63,6 +63,24 @@ func TestNetworkSlirpLifecycle(t *testing.T) {
 		if pgid, err := unix.Getpgid(pid); err != nil || pgid != pid {
 			t.Errorf("slirp4netns %d is in process group %d (%v), not its own", pid, pgid, err)
 		}
+		// It parses the agent's packets: confined by its own seccomp filter
+		// and, as root, with no capability but NET_BIND_SERVICE.
+		var status string
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+			status = string(b)
+			if strings.Contains(status, "Seccomp:\t2") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !strings.Contains(status, "Seccomp:\t2") {
+			t.Errorf("slirp4netns %d runs without a seccomp filter:\n%s", pid, status)
+		}
+		if os.Geteuid() == 0 && !strings.Contains(status, "CapEff:\t0000000000000400") {
+			t.Errorf("slirp4netns %d keeps capabilities beyond NET_BIND_SERVICE:\n%s", pid, status)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if end == "stop" {
 			_, err = p.Stop(ctx, 0)
