@@ -112,7 +112,9 @@ func usageHint(err error) string {
 	if errors.As(err, &ue) && ue.command != "" {
 		return fmt.Sprintf("Run '%s --help' for usage.", ue.command)
 	}
-	if exitCode(err) == exitUsage {
+	// A command's own exit code (berth exec) is no usage error of ours.
+	var ee *exitError
+	if exitCode(err) == exitUsage && !errors.As(err, &ee) {
 		return "Run 'berth --help' for usage."
 	}
 	return ""

@@ -86,3 +86,15 @@ func TestUsageErrorsExit2(t *testing.T) {
 		}
 	}
 }
+
+// A command that exits 2 inside a session (berth exec passes its code on)
+// is not a usage error of berth's: no usage hint follows it.
+func TestExecExitTwoHasNoUsageHint(t *testing.T) {
+	err := &exitError{code: 2, err: errors.New("command exited 2")}
+	if exitCode(err) != 2 {
+		t.Fatalf("exit code %d", exitCode(err))
+	}
+	if h := usageHint(err); h != "" {
+		t.Errorf("usage hint %q after a command's own exit 2", h)
+	}
+}
