@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -27,7 +29,11 @@ func newUICommand() *cobra.Command {
 			return callAPI(cmd, "POST", "/v1/login/codes", nil, nil, func(w io.Writer, lc *bhttp.LoginCode) error {
 				fmt.Fprintln(w, lc.URL)
 				if noOpen, _ := cmd.Flags().GetBool("no-open"); !noOpen {
-					openBrowser(cmd.Context(), lc.URL)
+					home, err := homeDir(cmd)
+					if err != nil {
+						return err
+					}
+					openBrowser(cmd.Context(), home, lc.URL)
 				}
 				return nil
 			})
@@ -39,8 +45,11 @@ func newUICommand() *cobra.Command {
 
 // openBrowser opens url with xdg-open when a graphical session is there
 // (DISPLAY or WAYLAND_DISPLAY) and xdg-open is installed; otherwise, or when
-// it fails, printing the address was enough.
-func openBrowser(ctx context.Context, url string) {
+// it fails, printing the address was enough. The address carries a
+// one-time code, and a process's arguments are readable by every local
+// user: xdg-open (and the browser after it) is given a private file under
+// home that sends the browser on, never the address itself.
+func openBrowser(ctx context.Context, home, url string) {
 	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
 		return
 	}
@@ -48,10 +57,47 @@ func openBrowser(ctx context.Context, url string) {
 	if err != nil {
 		return
 	}
+	page, err := signInPage(home, url)
+	if err != nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, url)
+	cmd := exec.CommandContext(ctx, path, page)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// xdg-open hands the address to the browser and returns.
+	// xdg-open hands the page to the browser and returns.
 	_ = cmd.Run()
+}
+
+// signInPageTTL is how long a sign-in page is kept: its code is spent or
+// expired (two minutes) well before.
+const signInPageTTL = 10 * time.Minute
+
+// signInPage writes a page that redirects to url into $home/ui (0700),
+// readable by its owner only, and returns its path. Pages older than
+// signInPageTTL are removed first.
+func signInPage(home, url string) (string, error) {
+	dir := filepath.Join(home, "ui")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return "", err
+	}
+	if ents, err := os.ReadDir(dir); err == nil {
+		for _, e := range ents {
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > signInPageTTL {
+				_ = os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	f, err := os.CreateTemp(dir, "sign-in-*.html")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	q := html.EscapeString(url)
+	_, err = fmt.Fprintf(f, "<!doctype html><meta charset=utf-8><meta name=referrer content=no-referrer>"+
+		"<meta http-equiv=refresh content=\"0;url=%s\"><title>berth: signing in</title><a href=\"%s\">Sign in to berth</a>\n", q, q)
+	return f.Name(), err
 }
