@@ -590,3 +590,38 @@ func TestUITranscriptDropsEventsItHasShown(t *testing.T) {
 		t.Fatalf("overlapping batches: %+v", got)
 	}
 }
+
+// TestUIAgentWordsCannotAddClasses feeds a permission and a tool call whose
+// kind and status carry the page's own class names: the controls get
+// neither (an agent could otherwise dress a reject as the primary button).
+func TestUIAgentWordsCannotAddClasses(t *testing.T) {
+	b := browsertest.New(t)
+	s := startServer(t, t.TempDir())
+	tab := uiPage(t, b, s, "/")
+	var got struct{ Classes []string }
+	tab.Run(chromedp.Evaluate(`(async () => {
+		const { Transcript } = await import('/ui/js/transcript.js');
+		const el = document.createElement('section');
+		document.body.append(el);
+		const tr = new Transcript(el, {});
+		const t = new Date().toISOString();
+		tr.add([
+			{ seq: 1, session_id: 's', turn_id: 't', type: 'tool_call', time: t,
+			  data: { tool_call_id: 'c1', title: 'x', kind: 'edit', status: 'pending primary danger' } },
+			{ seq: 2, session_id: 's', turn_id: 't', type: 'permission_requested', time: t,
+			  data: { permission: { id: 'perm_1', turn_id: 't', state: 'pending', tool_call: { title: 'x' },
+			    options: [{ id: 'o1', name: 'Reject', kind: 'reject_once primary' }] } } },
+		]);
+		return { classes: [...el.querySelectorAll('*')].map((n) => n.className).filter(Boolean) };
+	})()`, &got, func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if len(got.Classes) == 0 {
+		t.Fatal("nothing was drawn")
+	}
+	for _, c := range got.Classes {
+		for _, f := range strings.Fields(c) {
+			if f == "primary" || f == "danger" {
+				t.Errorf("an agent's word became the class %q (in %q)", f, c)
+			}
+		}
+	}
+}

@@ -19,6 +19,13 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// token makes an agent-chosen word (a kind, a status) safe to use in a
+// class name: only [a-z_] passes, anything else is "other", so an agent
+// cannot add a class of the page's own (primary, danger…) to a control.
+export function token(v) {
+  return typeof v === 'string' && /^[a-z_]{1,32}$/.test(v) ? v : 'other';
+}
+
 // append adds children (nodes, strings as text, nested arrays) to el.
 export function append(el, children) {
   for (const c of children.flat(Infinity)) {

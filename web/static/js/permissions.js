@@ -1,7 +1,7 @@
 // permissions.js is a permission request's card: what the agent wants to
 // do and one button per option, named as the agent names it.
 
-import { h } from './dom.js';
+import { h, token } from './dom.js';
 
 // permissionCard returns {node, resolve(data)}; decide(optionId) is called
 // when a button is pressed and resolves when the decision is stored.
@@ -9,7 +9,7 @@ export function permissionCard(p, decide) {
   const tc = p.tool_call || {};
   const status = h('p', { class: 'perm-status', role: 'status' });
   const buttons = (p.options || []).map((o) => h('button', {
-    type: 'button', class: `perm-option kind-${o.kind}`, text: o.name, 'data-option': o.id,
+    type: 'button', class: `perm-option kind-${token(o.kind)}`, text: o.name, 'data-option': o.id,
     onclick: async () => {
       buttons.forEach((b) => { b.disabled = true; });
       try {

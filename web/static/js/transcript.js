@@ -5,7 +5,7 @@
 // one block; tool calls are cards that their updates change in place.
 // add() takes a batch and touches the page once for it.
 
-import { h } from './dom.js';
+import { h, token } from './dom.js';
 import * as markdown from './markdown.js';
 import * as diff from './diff.js';
 import { permissionCard } from './permissions.js';
@@ -145,7 +145,7 @@ export class Transcript {
       }
       case 'plan':
         this.entry(ev, (e) => frame(e, 'Plan', 'plan', h('ol', { class: 'plan' }, (d.entries || []).map((p) =>
-          h('li', { class: `plan-${p.status}` }, h('span', { class: 'tag', text: p.status || '' }), ' ', p.content || '')))));
+          h('li', { class: `plan-${token(p.status)}` }, h('span', { class: 'tag', text: p.status || '' }), ' ', p.content || '')))));
         break;
       case 'usage':
         this.note(ev, `Usage: ${usageText(d)}`);
@@ -240,7 +240,7 @@ function toolEntry(e) {
   }
   return frame(e, 'Tool call', 'tool', [
     h('div', { class: 'tool-head' }, h('span', { class: 'tag kind', text: d.kind || 'other' }), ' ',
-      h('strong', { text: d.title || d.tool_call_id }), ' ', h('span', { class: `tag status-${status}`, text: status })),
+      h('strong', { text: d.title || d.tool_call_id }), ' ', h('span', { class: `tag status-${token(status)}`, text: status })),
     h('div', { class: 'tool-content' }, content.map(toolContent), outputs.map((o) => h('pre', { class: 'terminal', text: o })))]);
 }
 
