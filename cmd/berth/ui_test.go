@@ -385,6 +385,17 @@ func TestUISignIn(t *testing.T) {
 	if stored {
 		t.Fatalf("the page can read a sign-in secret (web storage or a non-HttpOnly cookie)")
 	}
+	// Sign out ends the sign-in on the daemon: the page asks again.
+	tab.Run(browsertest.Click(browsertest.Button("Sign out")))
+	tab.WaitFor("the sign-in form after signing out", `document.getElementById('token')`)
+	var status int
+	tab.Run(chromedp.Evaluate(`fetch('/v1/health').then((r) => r.status)`, &status,
+		func(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }))
+	if status != 401 {
+		t.Fatalf("after Sign out the API answers %d, want 401", status)
+	}
+	tab.Run(browsertest.Type(browsertest.Field("Token"), readTokenFile(s.home)), browsertest.Click(browsertest.Button("Sign in")))
+	tab.WaitFor("the sessions list again", `document.querySelector('table.sessions')`)
 
 	// A one-time address signs a fresh browser in and leaves no code in
 	// the address bar or its history.

@@ -3,7 +3,8 @@
 // module with mount(main) → unmount; a 401 from any call swaps in the
 // sign-in screen, which comes back here once signed in.
 
-import { UNAUTHENTICATED } from './api.js';
+import { api, UNAUTHENTICATED } from './api.js';
+import { h } from './dom.js';
 import * as sessions from './sessions.js';
 import * as session from './session.js';
 import * as signin from './signin.js';
@@ -33,5 +34,16 @@ window.addEventListener(UNAUTHENTICATED, () => {
   signingIn = true;
   show(signin, { then: window.location.pathname + window.location.search });
 });
+
+// The top bar's Sign out ends this browser's sign-in on the daemon (the
+// cookie is host-scoped: other services on 127.0.0.1 also receive it, so a
+// sign-in should not outlive its use).
+document.getElementById('topnav').append(h('button', {
+  type: 'button', class: 'link', text: 'Sign out',
+  onclick: async () => {
+    try { await api('POST', '/v1/logout', undefined, { quiet401: true }); } catch { /* signed out anyway */ }
+    window.location.assign('/');
+  },
+}));
 
 start();
