@@ -146,8 +146,9 @@ type runtime struct {
 	proc      berth.Process
 	client    *acp.Client
 	acpID     string
-	root      *os.Root // the workspace, for confined fs access
-	wsReal    string   // the workspace with symlinks resolved
+	root      *os.Root        // the workspace, for confined fs access
+	wsReal    string          // the workspace with symlinks resolved
+	hidden    map[fileID]bool // the hidden paths' identities, refused by the file service
 	terminals *terminals
 
 	finished chan struct{} // closed once the session is stopped and torn down
