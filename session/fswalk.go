@@ -86,6 +86,9 @@ func (rt *runtime) openConfined(rel string, flag int, perm os.FileMode, create b
 		top := stack[len(stack)-1]
 		last := len(comps) == 0
 		fi, err := top.Lstat(c)
+		if rt.afterLstat != nil {
+			rt.afterLstat(c)
+		}
 		if errors.Is(err, fs.ErrNotExist) && create && !last {
 			if err := top.Mkdir(c, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 				return nil, err
@@ -120,10 +123,14 @@ func (rt *runtime) openConfined(rel string, flag int, perm os.FileMode, create b
 		if last {
 			return rt.openIn(top, c, flag, perm)
 		}
-		// The directory is checked as opened: a swap after the Lstat
-		// above is caught here.
+		// The directory is checked as opened, and must still be what c
+		// names: os.Root would follow a symbolic link swapped in after
+		// the Lstat above (say into the home's sessions/).
 		sub, err := top.OpenRoot(c)
 		if err != nil {
+			if strings.Contains(err.Error(), "path escapes from parent") {
+				return nil, errSwapped
+			}
 			return nil, err
 		}
 		stack = append(stack, sub)
@@ -133,6 +140,9 @@ func (rt *runtime) openConfined(rel string, flag int, perm os.FileMode, create b
 		}
 		if rt.isHidden(st) {
 			return nil, errHidden
+		}
+		if now, err := top.Lstat(c); err != nil || !os.SameFile(st, now) {
+			return nil, errSwapped
 		}
 		if create {
 			if err := rt.giveDir(sub, st); err != nil {

@@ -149,7 +149,10 @@ type runtime struct {
 	root      *os.Root        // the workspace, for confined fs access
 	wsReal    string          // the workspace with symlinks resolved
 	hidden    map[fileID]bool // the hidden paths' identities, refused by the file service
-	terminals *terminals
+	// afterLstat, set by tests only, runs in openConfined between looking
+	// at a path component and opening it: where a swap would race.
+	afterLstat func(name string)
+	terminals  *terminals
 
 	finished chan struct{} // closed once the session is stopped and torn down
 	// wg counts cancel-grace timers and terminal waiters; turnWG the turn
