@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,23 @@ func TestFileServiceRefusesTheDaemonsHome(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, s.ID+"-notes", "n.txt")); err != nil || string(b) != "hello" {
 		t.Fatalf("written file = %q, %v", b, err)
+	}
+
+	// A snapshot of the workspace leaves the home out, so a workspace
+	// restored from it (another session's) holds no copy of the token.
+	snap, err := e.m.CreateSnapshot(context.Background(), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "restored")
+	if err := e.m.opts.Snapshots.Restore(context.Background(), snap.ID, dst); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, base, "token")); err == nil {
+		t.Error("the snapshot holds the daemon's token")
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, s.ID+"-notes", "n.txt")); err != nil || string(b) != "hello" {
+		t.Errorf("restored file = %q, %v", b, err)
 	}
 }
 
