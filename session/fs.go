@@ -59,14 +59,23 @@ func (rt *runtime) refuse(op, path, reason string) error {
 	return errOutside(path)
 }
 
-// isEscape reports whether err is os.Root refusing a path that leaves it
-// (through a symlink or otherwise).
-func isEscape(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+// refusal is the reason to refuse a file access that failed with err
+// (see openConfined), or "" when err is not a refusal.
+func refusal(err error) string {
+	switch {
+	case errors.Is(err, errEscape), err != nil && strings.Contains(err.Error(), "path escapes from parent"):
+		return "resolves outside the workspace"
+	case errors.Is(err, errHidden):
+		return "resolves to a path hidden from sessions"
+	case errors.Is(err, errSwapped):
+		return "changed while it was opened"
+	}
+	return ""
 }
 
-// ReadTextFile serves fs/read_text_file inside the workspace only; ".." and
-// symlinks are resolved by os.Root, which refuses anything that leaves it.
+// ReadTextFile serves fs/read_text_file inside the workspace only, and
+// never from a hidden path (the daemon's home, Options.Hidden) in it; see
+// openConfined.
 func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
 	rt := h.rt
 	rel, ok := rt.relPath(req.Path)
@@ -74,9 +83,9 @@ func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileReq
 		return acp.ReadTextFileResponse{}, rt.refuse("read", req.Path, "outside the workspace")
 	}
 	// O_NONBLOCK: opening a FIFO the agent made must not block the daemon.
-	f, err := rt.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if isEscape(err) {
-		return acp.ReadTextFileResponse{}, rt.refuse("read", req.Path, "resolves outside the workspace")
+	f, err := rt.openConfined(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0, false)
+	if reason := refusal(err); reason != "" {
+		return acp.ReadTextFileResponse{}, rt.refuse("read", req.Path, reason)
 	}
 	if err != nil {
 		return acp.ReadTextFileResponse{}, fileError(err, req.Path)
@@ -102,28 +111,17 @@ func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileReq
 	return acp.ReadTextFileResponse{Content: content}, nil
 }
 
-// WriteTextFile serves fs/write_text_file inside the workspace only,
-// creating missing parent directories.
+// WriteTextFile serves fs/write_text_file inside the workspace only, and
+// never under a hidden path, creating missing parent directories.
 func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileRequest) error {
 	rt := h.rt
 	rel, ok := rt.relPath(req.Path)
 	if !ok || rel == "." || rt.root == nil {
 		return rt.refuse("write", req.Path, "outside the workspace")
 	}
-	if dir := filepath.Dir(rel); dir != "." {
-		if err := rt.root.MkdirAll(dir, 0o755); err != nil {
-			if isEscape(err) {
-				return rt.refuse("write", req.Path, "resolves outside the workspace")
-			}
-			return fileError(err, req.Path)
-		}
-		if err := rt.giveDirs(dir); err != nil {
-			return fileError(err, req.Path)
-		}
-	}
 	err := rt.writeRegular(rel, req.Content)
-	if isEscape(err) {
-		return rt.refuse("write", req.Path, "resolves outside the workspace")
+	if reason := refusal(err); reason != "" {
+		return rt.refuse("write", req.Path, reason)
 	}
 	var rpcErr *acp.Error
 	if errors.As(err, &rpcErr) {
@@ -140,7 +138,7 @@ func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileR
 // creating it. It opens without blocking and refuses anything but a
 // regular file, so a FIFO or device the agent made cannot hang the daemon.
 func (rt *runtime) writeRegular(rel, content string) error {
-	f, err := rt.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644)
+	f, err := rt.openConfined(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644, true)
 	if errors.Is(err, syscall.ENXIO) {
 		return &acp.Error{Code: acp.CodeInvalidParams, Message: "not a regular file: " + rel}
 	}
@@ -185,28 +183,6 @@ func (rt *runtime) agentOwner() (uid, gid int, ok bool) {
 		return 0, 0, false
 	}
 	return fo.FileOwner()
-}
-
-// giveDirs gives the agent's owner the directories of rel (a path of the
-// workspace, each of its parents included) that belong to root: those
-// WriteTextFile just made.
-func (rt *runtime) giveDirs(rel string) error {
-	uid, gid, ok := rt.agentOwner()
-	if !ok {
-		return nil
-	}
-	for p := rel; p != "." && p != "/"; p = filepath.Dir(p) {
-		fi, err := rt.root.Lstat(p)
-		if err != nil {
-			return err
-		}
-		if st, is := fi.Sys().(*syscall.Stat_t); is && st.Uid == 0 && fi.IsDir() {
-			if err := rt.root.Lchown(p, uid, gid); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // fileError turns a file system error into a JSON-RPC error for the agent.

@@ -103,6 +103,7 @@ func (rt *runtime) wire(proc berth.Process, opts acp.Options) *agentHandler {
 	if rt.root, err = os.OpenRoot(rt.wsReal); err != nil {
 		rt.logger.Warn("workspace root", "err", err)
 	}
+	rt.hidden = rt.hiddenIDs()
 	opts.MaxLineBytes, opts.Logger = rt.m.opts.Limits.MaxLineBytes, rt.logger
 	opts.OnSkippedLine, opts.OnOversizedLine = rt.skippedLine, rt.oversizedLine
 	handler := &agentHandler{rt: rt}

@@ -146,9 +146,13 @@ type runtime struct {
 	proc      berth.Process
 	client    *acp.Client
 	acpID     string
-	root      *os.Root // the workspace, for confined fs access
-	wsReal    string   // the workspace with symlinks resolved
-	terminals *terminals
+	root      *os.Root        // the workspace, for confined fs access
+	wsReal    string          // the workspace with symlinks resolved
+	hidden    map[fileID]bool // the hidden paths' identities, refused by the file service
+	// afterLstat, set by tests only, runs in openConfined between looking
+	// at a path component and opening it: where a swap would race.
+	afterLstat func(name string)
+	terminals  *terminals
 
 	finished chan struct{} // closed once the session is stopped and torn down
 	// wg counts cancel-grace timers and terminal waiters; turnWG the turn

@@ -26,7 +26,8 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id string) (*berth.Snapsho
 	if !workspaceExists(s.Workspace) {
 		return nil, berth.Errorf(berth.EConflict, "the session's workspace is gone")
 	}
-	snap, err := m.opts.Snapshots.Create(ctx, id, s.Workspace)
+	// A workspace that contains the daemon's home leaves it out.
+	snap, err := m.opts.Snapshots.Create(ctx, id, s.Workspace, m.hidden()...)
 	if err != nil {
 		return nil, err
 	}

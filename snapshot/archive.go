@@ -26,11 +26,12 @@ import (
 // archiving regular files, directories and symlinks with their permission
 // bits (setuid, setgid and sticky dropped) and modification times. It
 // leaves out FIFOs, sockets and devices, and symlinks that are absolute or
-// resolve outside the workspace; Snapshot.Skipped counts them. A workspace
+// resolve outside the workspace, and the paths hide names (the daemon's
+// home, found by device and inode); Snapshot.Skipped counts them. A workspace
 // over the Store's Options is refused with berth.ETooLarge, and a missing
 // one with berth.ENotFound. On any error, including ctx's, nothing is left
 // in the store.
-func (s *Store) Create(ctx context.Context, sessionID, workspace string) (*Snapshot, error) {
+func (s *Store) Create(ctx context.Context, sessionID, workspace string, hide ...string) (*Snapshot, error) {
 	if !validSessionID(sessionID) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id %q", sessionID)
 	}
@@ -72,7 +73,12 @@ func (s *Store) Create(ctx context.Context, sessionID, workspace string) (*Snaps
 		return nil, berth.WrapError(berth.EInternal, err, "cannot start compression")
 	}
 	w := &archiver{ctx: ctx, root: root, tw: tar.NewWriter(zw), opts: s.opts}
-	err = w.walk(".")
+	for _, p := range hide {
+		if fi, err := os.Stat(p); err == nil {
+			w.hide = append(w.hide, fi)
+		}
+	}
+	err = w.walk(root, ".")
 	if err == nil {
 		err = w.tw.Close()
 	}
@@ -128,15 +134,19 @@ type archiver struct {
 	root    *os.Root
 	tw      *tar.Writer
 	opts    Options
-	bytes   int64 // regular file bytes written so far
-	entries int   // entries written so far
-	skipped int   // entries left out
+	bytes   int64         // regular file bytes written so far
+	entries int           // entries written so far
+	skipped int           // entries left out
+	hide    []fs.FileInfo // the hidden paths that exist
 }
 
-// walk archives the contents of the directory dir (relative to the root,
-// "." for the root itself) in name order, depth first.
-func (a *archiver) walk(dir string) error {
-	d, err := a.root.Open(filepath.FromSlash(dir))
+// walk archives the contents of the directory dir, held open, whose name
+// relative to the workspace is name ("." for the root itself), in name
+// order, depth first. Every entry is looked at and opened in dir, one
+// component at a time, so a directory renamed or swapped for a link
+// meanwhile cannot lead the walk elsewhere; a hidden entry is left out.
+func (a *archiver) walk(dir *os.Root, name string) error {
+	d, err := dir.Open(".")
 	if err != nil {
 		return err
 	}
@@ -150,24 +160,25 @@ func (a *archiver) walk(dir string) error {
 		if err := a.ctx.Err(); err != nil {
 			return err
 		}
-		name := path.Join(dir, e.Name())
-		fi, err := a.root.Lstat(filepath.FromSlash(name))
+		entry := path.Join(name, e.Name())
+		fi, err := dir.Lstat(e.Name())
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed since the directory was read
 		}
 		if err != nil {
 			return err
 		}
+		if a.isHidden(fi) {
+			a.skipped++
+			continue
+		}
 		switch mode := fi.Mode(); {
 		case mode.IsDir():
-			if err := a.header(&tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: int64(mode.Perm()), ModTime: fi.ModTime()}); err != nil {
-				return err
-			}
-			if err := a.walk(name); err != nil {
+			if err := a.subdir(dir, e.Name(), entry, fi); err != nil {
 				return err
 			}
 		case mode&fs.ModeSymlink != 0:
-			target, err := a.root.Readlink(filepath.FromSlash(name))
+			target, err := dir.Readlink(e.Name())
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
@@ -175,15 +186,15 @@ func (a *archiver) walk(dir string) error {
 				return err
 			}
 			target = filepath.ToSlash(target)
-			if lexicallyEscapes(name, target) || linkEscapes(a.root, name, target) {
+			if lexicallyEscapes(entry, target) || linkEscapes(a.root, entry, target) {
 				a.skipped++
 				continue
 			}
-			if err := a.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: fi.ModTime()}); err != nil {
+			if err := a.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: entry, Linkname: target, Mode: 0o777, ModTime: fi.ModTime()}); err != nil {
 				return err
 			}
 		case mode.IsRegular():
-			if err := a.file(name); err != nil {
+			if err := a.file(dir, e.Name(), entry); err != nil {
 				return err
 			}
 		default:
@@ -193,21 +204,85 @@ func (a *archiver) walk(dir string) error {
 	return nil
 }
 
-// file archives the regular file name. It opens without blocking and
-// checks the opened file, so a FIFO swapped in meanwhile cannot hang it.
-func (a *archiver) file(name string) error {
-	f, err := a.root.OpenFile(filepath.FromSlash(name), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+// subdir archives the directory base of dir (entry in the archive), which
+// Lstat found as fi: it is left out when what opens is not that directory
+// (swapped for a link meanwhile).
+func (a *archiver) subdir(dir *os.Root, base, entry string, fi fs.FileInfo) error {
+	sub, err := dir.OpenRoot(base)
 	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+		a.skipped++
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	defer sub.Close()
+	st, err := sub.Stat(".")
 	if err != nil {
 		return err
 	}
+	if !os.SameFile(st, fi) || a.isHidden(st) {
+		a.skipped++
+		return nil
+	}
+	if err := a.header(&tar.Header{Typeflag: tar.TypeDir, Name: entry + "/", Mode: int64(st.Mode().Perm()), ModTime: st.ModTime()}); err != nil {
+		return err
+	}
+	return a.walk(sub, entry)
+}
+
+// isHidden reports whether fi is one of the paths Create was told to hide.
+func (a *archiver) isHidden(fi fs.FileInfo) bool {
+	for _, h := range a.hide {
+		if os.SameFile(fi, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// file archives the regular file base of dir as entry. It opens without
+// blocking and checks the opened file, so a FIFO swapped in meanwhile
+// cannot hang it, and a link swapped in (os.Root follows it) is not read:
+// what opened must be what base names once open, or, after a second try
+// (a file replaced by rename, as editors save), the file is left out.
+func (a *archiver) file(dir *os.Root, base, entry string) error {
+	var f *os.File
+	var fi fs.FileInfo
+	for try := 0; ; try++ {
+		var err error
+		f, err = dir.OpenFile(base, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
+			a.skipped++
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fi, err = f.Stat(); err != nil {
+			_ = f.Close()
+			return err
+		}
+		now, err := dir.Lstat(base)
+		if err == nil && os.SameFile(fi, now) && !a.isHidden(fi) {
+			break
+		}
+		_ = f.Close()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if try == 1 || a.isHidden(fi) {
+			a.skipped++
+			return nil
+		}
+	}
+	defer f.Close()
 	if !fi.Mode().IsRegular() {
 		a.skipped++
 		return nil
@@ -217,7 +292,7 @@ func (a *archiver) file(name string) error {
 		return berth.Errorf(berth.ETooLarge, "workspace is larger than the %d byte snapshot limit", a.opts.MaxBytes)
 	}
 	a.bytes += size
-	if err := a.header(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: size, Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime()}); err != nil {
+	if err := a.header(&tar.Header{Typeflag: tar.TypeReg, Name: entry, Size: size, Mode: int64(fi.Mode().Perm()), ModTime: fi.ModTime()}); err != nil {
 		return err
 	}
 	n, err := io.Copy(a.tw, io.LimitReader(ctxReader{a.ctx, f}, size))
@@ -225,7 +300,7 @@ func (a *archiver) file(name string) error {
 		return err
 	}
 	if n < size {
-		return berth.Errorf(berth.EConflict, "workspace file %q shrank while it was archived; try again", name)
+		return berth.Errorf(berth.EConflict, "workspace file %q shrank while it was archived; try again", entry)
 	}
 	return nil
 }

@@ -36,8 +36,9 @@ type Snapshot struct {
 	// Files counts the archived entries: regular files, directories and
 	// symlinks (the workspace root itself is not an entry).
 	Files int `json:"files"`
-	// Skipped counts what Create left out: FIFOs, sockets, devices and
-	// symlinks that are absolute or resolve outside the workspace.
+	// Skipped counts what Create left out: FIFOs, sockets, devices,
+	// symlinks that are absolute or resolve outside the workspace, and the
+	// hidden paths it was given.
 	Skipped int `json:"skipped,omitempty"`
 	// CreatedAt is when Create started, in UTC.
 	CreatedAt time.Time `json:"created_at"`
