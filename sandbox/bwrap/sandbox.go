@@ -62,6 +62,9 @@ type Sandbox struct {
 	// stage.
 	stage  *stage
 	staged mounts
+	// ws is the workspace pinned at Open when there is a stage: its
+	// binds go through /proc/<daemon>/fd/<n>. Closed by Close.
+	ws *os.File
 
 	mu     sync.Mutex
 	closed bool
@@ -114,9 +117,13 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 
 	if s.stage != nil {
 		// Directories the daemon made in the workspace since Open (a
-		// working directory) become the host uid's, as Open's were.
-		if err := boxutil.ChownPath(s.cfg.Workspace, dir, s.p.hostUID, s.p.hostUID); err != nil {
-			return nil, berth.WrapError(berth.EInternal, err, "bwrap: cannot give the working directory to uid %d", s.p.hostUID)
+		// working directory) become the host uid's, as Open's were,
+		// through the workspace Open pinned.
+		if rel, err := filepath.Rel(s.cfg.Workspace, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			err = boxutil.ChownPathAt(s.ws, rel, s.p.hostUID, s.p.hostUID)
+			if err != nil {
+				return nil, berth.WrapError(berth.EInternal, err, "bwrap: cannot give the working directory to uid %d", s.p.hostUID)
+			}
 		}
 	}
 	sealInherited()
@@ -327,6 +334,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		if err := s.pids.remove(); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("bwrap: remove the pids cgroup: %w", err)
 		}
+	}
+	if s.ws != nil {
+		_ = s.ws.Close()
 	}
 	if s.stage != nil {
 		return s.stage.remove()

@@ -24,12 +24,18 @@ import (
 // during the walk, never leads a chown outside dir. The hidden paths are
 // recognised by device and inode, whatever name dir reaches them by.
 func ChownTree(dir string, uid, gid int, rootOnly bool, hidden []string) error {
-	skip := fileIDs(hidden)
 	f, err := OpenDirNoFollow(dir)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	return ChownTreeAt(f, uid, gid, rootOnly, hidden)
+}
+
+// ChownTreeAt is ChownTree on the directory f holds open (pinned by
+// OpenDirNoFollow).
+func ChownTreeAt(f *os.File, uid, gid int, rootOnly bool, hidden []string) error {
+	skip := fileIDs(hidden)
 	root, err := os.OpenRoot(ProcPath(f))
 	if err != nil {
 		return err
@@ -77,6 +83,12 @@ func ChownPath(rootDir, dir string, uid, gid int) error {
 		return err
 	}
 	defer f.Close()
+	return ChownPathAt(f, rel, uid, gid)
+}
+
+// ChownPathAt is ChownPath on the directory f holds open (pinned by
+// OpenDirNoFollow), rel the path of dir relative to it.
+func ChownPathAt(f *os.File, rel string, uid, gid int) error {
 	root, err := os.OpenRoot(ProcPath(f))
 	if err != nil {
 		return err
