@@ -5,10 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/sandbox/bwrap"
 )
 
 // wantWorkspaceRefused checks err is invalid_argument on the workspace field.
@@ -104,4 +107,76 @@ func TestSystemWorkspaceIsRefusedUnderRoot(t *testing.T) {
 		wantWorkspaceRefused(t, ws, err)
 	}
 	e.create(berth.CreateRequest{Workspace: t.TempDir()})
+}
+
+// F1 end to end over bwrap as a root daemon: session A's workspace is
+// given to the sandbox's uid; a link its agent plants there (a directory
+// of the host behind the name of B's workspace, a subdirectory of A's) is
+// refused as C's workspace at create, and B, created while the name was a
+// real directory, fails to start on resume: stopped/startup_failed naming
+// the link. The link's target keeps its owner.
+func TestWorkspaceLinkPlantedBySandboxBwrap(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the chown walk is a root daemon's")
+	}
+	p := bwrap.New(bwrap.Options{})
+	if err := p.Probe(context.Background()); err != nil {
+		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
+	}
+	e := newEnv(t, func(o *Options) {
+		o.Providers = append(o.Providers, p)
+		o.Sandbox.Default = berth.SandboxBwrap
+	})
+	ctx := context.Background()
+	parent, victim := t.TempDir(), t.TempDir()
+	secret := filepath.Join(victim, "secret")
+	if err := os.WriteFile(secret, []byte("root's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wsA := filepath.Join(parent, "wsA")
+	sub := filepath.Join(wsA, "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.create(berth.CreateRequest{Workspace: wsA})
+	b := e.create(berth.CreateRequest{Workspace: sub})
+	if _, err := e.m.StopSession(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(wsA, &st); err != nil || st.Uid != bwrap.DefaultHostUID {
+		t.Fatalf("A's workspace belongs to %d (%v), want the sandbox's uid", st.Uid, err)
+	}
+	// What A's agent may do in its own workspace: swap sub for a link.
+	if err := os.Rename(sub, filepath.Join(wsA, "old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(sub, bwrap.DefaultHostUID, bwrap.DefaultHostUID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Workspace: sub})
+	wantWorkspaceRefused(t, sub, err)
+
+	if _, err := e.m.ResumeSession(ctx, b.ID); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("resume: %v, want an error naming the link", err)
+	}
+	got, err := e.m.GetSession(ctx, b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != berth.StateStopped || got.StopReason != berth.StopStartupFailed || got.Failure == nil ||
+		!strings.Contains(got.Failure.Message, "symbolic link") {
+		t.Errorf("B after resume: state %s, reason %s, failure %+v; want stopped/startup_failed naming the link", got.State, got.StopReason, got.Failure)
+	}
+	for _, path := range []string{victim, secret} {
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != 0 {
+			t.Errorf("%s now belongs to %d", path, st.Uid)
+		}
+	}
 }

@@ -303,7 +303,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		// through this descriptor only, held until Close.
 		ws, err := boxutil.OpenDirNoFollow(cfg.Workspace)
 		if err != nil {
-			return nil, berth.WrapError(berth.EInvalid, err, "bwrap: refusing the workspace")
+			return nil, berth.WrapError(berth.EInvalid, err, "bwrap: refusing the workspace: %s", err)
 		}
 		if err := p.giveToHostUID(cfg, ws); err != nil {
 			_ = ws.Close()

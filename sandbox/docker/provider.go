@@ -233,7 +233,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	// the engine's bind checked against it (openContainer).
 	ws, err := boxutil.OpenDirNoFollow(cfg.Workspace)
 	if err != nil {
-		return nil, berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace")
+		return nil, berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace: %s", err)
 	}
 	defer ws.Close()
 	if os.Geteuid() == 0 {

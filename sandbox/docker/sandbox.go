@@ -241,7 +241,7 @@ func samePath(ws *os.File, path string) error {
 		}
 	}
 	if err != nil {
-		return berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace")
+		return berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace: %s", err)
 	}
 	return nil
 }
