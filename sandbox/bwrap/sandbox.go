@@ -115,22 +115,23 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 		return nil, berth.Errorf(berth.EUnavailable, "bwrap: command %q not found in the sandbox", filepath.Base(spec.Path))
 	}
 
+	sealInherited()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, berth.Errorf(berth.EUnavailable, "bwrap: sandbox is closed")
+	}
 	if s.stage != nil {
 		// Directories the daemon made in the workspace since Open (a
 		// working directory) become the host uid's, as Open's were,
-		// through the workspace Open pinned.
+		// through the workspace Open pinned (open while s.mu is held:
+		// Close takes it first).
 		if rel, err := filepath.Rel(s.cfg.Workspace, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 			err = boxutil.ChownPathAt(s.ws, rel, s.p.hostUID, s.p.hostUID)
 			if err != nil {
 				return nil, berth.WrapError(berth.EInternal, err, "bwrap: cannot give the working directory to uid %d", s.p.hostUID)
 			}
 		}
-	}
-	sealInherited()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, berth.Errorf(berth.EUnavailable, "bwrap: sandbox is closed")
 	}
 	p, err := s.start(ctx, spec, env, dir)
 	if err != nil {
