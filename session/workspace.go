@@ -30,10 +30,11 @@ func workspaceError(format string, a ...any) error {
 // by link, to the real directory the session stores and its sandbox
 // opens (without following links) ever after. A symbolic link on the way
 // is trusted only when the directory holding it belongs to root or to
-// the daemon's user and no one else may write there but in a sticky
-// directory as its owner: a link in a directory a sandbox owns (the host
-// uid's, or uid 1000's under docker) is an attacker's, planted to turn the
-// daemon's chown and bind onto another directory of the host.
+// the daemon's user and no one else may write there, or it is a sticky
+// one (/tmp) and the link is its owner's, root's or the daemon's user's:
+// a link in a directory a sandbox owns (the host uid's, or uid 1000's
+// under docker) is an attacker's, planted to turn the daemon's chown and
+// bind onto another directory of the host.
 func resolveWorkspace(p string) (string, error) {
 	daemon := uint32(os.Geteuid())
 	rest := strings.Split(filepath.Clean(p), "/")
@@ -67,7 +68,7 @@ func resolveWorkspace(p string) (string, error) {
 		var lst syscall.Stat_t
 		_ = syscall.Lstat(next, &lst)
 		trusted := dst.Uid == 0 || dst.Uid == daemon
-		if dst.Mode&0o022 != 0 && (dst.Mode&syscall.S_ISVTX == 0 || lst.Uid != dst.Uid && lst.Uid != 0) {
+		if dst.Mode&0o022 != 0 && (dst.Mode&syscall.S_ISVTX == 0 || lst.Uid != dst.Uid && lst.Uid != 0 && lst.Uid != daemon) {
 			trusted = false
 		}
 		if !trusted {
