@@ -84,6 +84,11 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	if err := mkdirs(m.homeDir(id), s.Workspace, s.ManagedWorkspace); err != nil {
 		return nil, err
 	}
+	if s.ManagedWorkspace {
+		// Stored real, as a user-given one: the sandbox opens it without
+		// following links (a $BERTH_HOME reached through one).
+		s.Workspace = resolvedPath(s.Workspace)
+	}
 	if req.FromSnapshot != "" {
 		// A fork: the new workspace starts as the snapshot's copy.
 		if err := m.restoreSnapshot(ctx, req.FromSnapshot, s.Workspace); err != nil {
@@ -153,14 +158,21 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		if !filepath.IsAbs(req.Workspace) {
 			return spec, nil, false, berth.Errorf(berth.EInvalid, "workspace must be an absolute path")
 		}
-		fi, err := os.Stat(req.Workspace)
-		if err != nil || !fi.IsDir() {
-			return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: "workspace does not exist or is not a directory",
-				Details: map[string]any{"field": "workspace"}}
+		// The session stores the real path: its sandbox opens it without
+		// following links, so one planted later is refused there.
+		real, err := resolveWorkspace(req.Workspace)
+		if err != nil {
+			return spec, nil, false, err
 		}
-		req.Workspace = filepath.Clean(req.Workspace)
+		req.Workspace = real
 		if err := m.checkNotDaemons(req.Workspace); err != nil {
 			return spec, nil, false, err
+		}
+		// A child sharing its parent's managed workspace is the daemon's own.
+		if !within(resolvedPath(m.workspacesDir()), req.Workspace) {
+			if err := checkNotSystem(req.Workspace); err != nil {
+				return spec, nil, false, err
+			}
 		}
 	}
 	if err := req.ValidateTimes(); err != nil {

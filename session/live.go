@@ -82,7 +82,7 @@ func (m *Manager) abandon(rt *runtime) {
 // and, on reattach, for the terminals and execs the daemon opens.
 func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
 	home := m.homeDir(s.ID)
-	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: home,
+	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
 		Env: agentEnv(spec, s.ID, s.Env), Network: s.Sandbox.Network, Binds: m.sandboxBinds(spec, home),
 		Image: spec.DockerImage, Limits: m.opts.Sandbox.Limits, Hide: m.hidden()}
 }

@@ -298,13 +298,25 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		s.prlimit = prlimit
 	}
 	if p.dropping() {
-		if err := p.giveToHostUID(cfg); err != nil {
+		// Pinned without following a link on its path (a sandbox may
+		// have planted one where the workspace was): chowned and bound
+		// through this descriptor only, held until Close.
+		ws, err := boxutil.OpenDirNoFollow(cfg.Workspace)
+		if err != nil {
+			return nil, berth.WrapError(berth.EInvalid, err, "bwrap: refusing the workspace: %s", err)
+		}
+		if err := p.giveToHostUID(cfg, ws); err != nil {
+			_ = ws.Close()
 			return nil, err
 		}
+		s.ws = ws
 	}
 	if cfg.Limits.Pids > 0 && p.LimitsPids() {
 		cg, err := newPidsCgroup(cfg.Limits.Pids)
 		if err != nil {
+			if s.ws != nil {
+				_ = s.ws.Close()
+			}
 			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the sandbox's pids cgroup")
 		}
 		s.pids = cg
@@ -327,11 +339,12 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	s.mounts = append(s.mounts, userMounts(user)...)
 	s.mounts = append(s.mounts, mount{kind: remountRO, dst: "/"})
 	if p.dropping() {
-		st, staged, err := p.newStage(s.mounts)
+		st, staged, err := p.newStage(s.mounts, cfg.Workspace, s.ws)
 		if err != nil {
 			if s.pids != nil {
 				_ = s.pids.remove()
 			}
+			_ = s.ws.Close()
 			return nil, err
 		}
 		s.stage, s.staged = st, staged

@@ -23,17 +23,27 @@ const DefaultHostUID = 99999
 
 // stageScript runs as root in a mount namespace of its own (the
 // daemon's mounts are left alone) before bwrap: it binds each source the
-// sandbox shows ($4...) onto an empty entry of the stage directory ($2,
-// named 0, 1, ...), so that bwrap, started as the host uid, reaches them
-// wherever they are (a workspace under root's 0700 home, a temporary
-// directory of 0700), then execs the rest: prlimit, setpriv, bwrap. $1 is
-// mount(8), $3 the number of sources.
+// sandbox shows onto an empty entry of the stage directory ($2, named 0,
+// 1, ...), so that bwrap, started as the host uid, reaches them wherever
+// they are (a workspace under root's 0700 home, a temporary directory of
+// 0700), then execs the rest: prlimit, setpriv, bwrap. $1 is mount(8), $3
+// the number of sources, then a pair per source: its path and, for the
+// workspace, /proc/<daemon>/fd/<n>, the directory the daemon pinned at
+// Open without following links ("" for the others). What got bound must be
+// that very directory (test -ef: same device and inode), or nothing runs:
+// a sandbox that swapped the path for a link since gets no bind of the
+// link's target. (A descriptor cannot be bound itself: mount(2) refuses a
+// source from the daemon's mount namespace.)
 const stageScript = `mnt=$1 stage=$2 n=$3
 shift 3
 i=0
 while [ "$i" -lt "$n" ]; do
 	"$mnt" --rbind "$1" "$stage/$i" || exit 125
-	shift
+	if [ -n "$2" ] && ! [ "$stage/$i" -ef "$2" ]; then
+		echo "berth: the workspace $1 is no longer the directory the sandbox opened (a symbolic link was planted on its path?)" >&2
+		exit 125
+	fi
+	shift 2
 	i=$((i + 1))
 done
 exec "$@"`
@@ -45,6 +55,8 @@ exec "$@"`
 type stage struct {
 	dir  string
 	srcs []string
+	// pins are, beside srcs, what each must be once bound ("" for any).
+	pins []string
 	// copies are read-only files the host uid may not read, given to
 	// bwrap as copies on descriptors from fdCopies up.
 	copies  []string
@@ -118,14 +130,17 @@ func (p *Provider) dropArgs(setpriv string) []string {
 // session's private home, whole; in the workspace and the writable binds
 // what belongs to root (the daemon made it, or the user gave a directory
 // of root's), never the hidden paths nor a file with other links.
-func (p *Provider) giveToHostUID(cfg berth.SandboxConfig) error {
+//
+// ws is the workspace, pinned by boxutil.OpenDirNoFollow: the walk goes
+// through it, never through the path, which a sandbox may have redirected.
+func (p *Provider) giveToHostUID(cfg berth.SandboxConfig, ws *os.File) error {
 	id := p.hostUID
 	if cfg.Home != "" {
 		if err := boxutil.ChownTree(cfg.Home, id, id, false, nil); err != nil {
 			return berth.WrapError(berth.EInternal, err, "bwrap: cannot give the session's home to uid %d", id)
 		}
 	}
-	if err := boxutil.ChownTree(cfg.Workspace, id, id, true, cfg.Hide); err != nil {
+	if err := boxutil.ChownTreeAt(ws, id, id, true, cfg.Hide); err != nil {
 		return berth.WrapError(berth.EInternal, err, "bwrap: cannot give the workspace to uid %d", id)
 	}
 	for i, b := range cfg.Binds {
@@ -141,8 +156,9 @@ func (p *Provider) giveToHostUID(cfg berth.SandboxConfig) error {
 // newStage makes the stage for ms: an entry per bind of the workspace,
 // the home and the caller's binds, whose sources it records. It returns
 // the mounts with those sources replaced by their entries, for bwrap's
-// command line.
-func (p *Provider) newStage(ms mounts) (*stage, mounts, error) {
+// command line. The bind of ws (the workspace's path) must turn out to
+// be pinned, the directory Open holds.
+func (p *Provider) newStage(ms mounts, ws string, pinned *os.File) (*stage, mounts, error) {
 	mnt, err := exec.LookPath("mount")
 	if err != nil {
 		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon needs mount(8) (Debian package mount)")
@@ -190,7 +206,12 @@ func (p *Provider) newStage(ms mounts) (*stage, mounts, error) {
 		if err != nil {
 			return fail(err)
 		}
+		pin := ""
+		if m.kind == rwBind && m.src == ws && pinned != nil {
+			pin = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), pinned.Fd())
+		}
 		st.srcs = append(st.srcs, m.src)
+		st.pins = append(st.pins, pin)
 		out[i].src = entry
 	}
 	return st, out, nil
@@ -200,7 +221,9 @@ func (p *Provider) newStage(ms mounts) (*stage, mounts, error) {
 // sources.
 func (st *stage) wrap(argv []string) []string {
 	a := []string{"/bin/sh", "-c", stageScript, "berth-stage", st.mount, st.dir, strconv.Itoa(len(st.srcs))}
-	a = append(a, st.srcs...)
+	for i, src := range st.srcs {
+		a = append(a, src, st.pins[i])
+	}
 	return append(a, argv...)
 }
 

@@ -114,3 +114,76 @@ true`)
 		})
 	}
 }
+
+// F1: session A's agent owns A's workspace and swaps B's workspace, a
+// directory inside it, for a symbolic link to a directory of the host.
+// B's open sandbox runs nothing more there (what a new process would get
+// bound is not the directory it pinned); a sandbox opened on the swapped
+// path is refused; the link's target keeps its owner throughout.
+func TestHostUIDWorkspaceSwappedForALink(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root daemon changes uid")
+	}
+	provider(t)
+	p := New(Options{})
+	parent, victim := t.TempDir(), t.TempDir()
+	secret := filepath.Join(victim, "secret")
+	if err := os.WriteFile(secret, []byte("root's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wsA := filepath.Join(parent, "wsA")
+	wsB := filepath.Join(wsA, "sub")
+	if err := os.MkdirAll(wsB, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(wsA, DefaultHostUID, DefaultHostUID); err != nil {
+		t.Fatal(err)
+	}
+	cfg := berth.SandboxConfig{SessionID: "ses_swapped", Workspace: wsB,
+		Binds: []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"}}}
+
+	sb, err := p.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	if out, st := run(t, sb.(*Sandbox), `echo before > before.txt && echo WROTE`); !st.Success() || !strings.Contains(out, "WROTE") {
+		t.Fatalf("before the swap: status %+v, output %q", st, out)
+	}
+	// The swap: B's workspace moved aside, a link in its place.
+	if err := os.Rename(wsB, filepath.Join(wsA, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, wsB); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	proc, err := sb.Start(context.Background(), berth.ProcSpec{Path: "/.berth/busybox",
+		Args:  []string{"sh", "-c", "echo planted > mine.txt; ls"},
+		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &out})
+	if err == nil {
+		st, _ := proc.Wait()
+		if st.Success() {
+			t.Errorf("a process started after the swap ran: %q", out.String())
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(victim, "mine.txt")); err == nil {
+		t.Error("the write landed in the link's target")
+	}
+	if err := sb.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// A sandbox opened on the swapped path is refused.
+	if sb, err := p.Open(context.Background(), cfg); err == nil {
+		_ = sb.Close(context.Background())
+		t.Error("Open followed the link planted at the workspace's path")
+	} else if !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("Open: %v, want invalid_argument naming the link", err)
+	}
+	for _, path := range []string{victim, secret} {
+		if uid, _ := ownerOf(t, path); uid != 0 {
+			t.Errorf("%s now belongs to %d", path, uid)
+		}
+	}
+}

@@ -62,6 +62,9 @@ type Sandbox struct {
 	// stage.
 	stage  *stage
 	staged mounts
+	// ws is the workspace pinned at Open when there is a stage: its
+	// binds go through /proc/<daemon>/fd/<n>. Closed by Close.
+	ws *os.File
 
 	mu     sync.Mutex
 	closed bool
@@ -112,18 +115,23 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 		return nil, berth.Errorf(berth.EUnavailable, "bwrap: command %q not found in the sandbox", filepath.Base(spec.Path))
 	}
 
-	if s.stage != nil {
-		// Directories the daemon made in the workspace since Open (a
-		// working directory) become the host uid's, as Open's were.
-		if err := boxutil.ChownPath(s.cfg.Workspace, dir, s.p.hostUID, s.p.hostUID); err != nil {
-			return nil, berth.WrapError(berth.EInternal, err, "bwrap: cannot give the working directory to uid %d", s.p.hostUID)
-		}
-	}
 	sealInherited()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return nil, berth.Errorf(berth.EUnavailable, "bwrap: sandbox is closed")
+	}
+	if s.stage != nil {
+		// Directories the daemon made in the workspace since Open (a
+		// working directory) become the host uid's, as Open's were,
+		// through the workspace Open pinned (open while s.mu is held:
+		// Close takes it first).
+		if rel, err := filepath.Rel(s.cfg.Workspace, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			err = boxutil.ChownPathAt(s.ws, rel, s.p.hostUID, s.p.hostUID)
+			if err != nil {
+				return nil, berth.WrapError(berth.EInternal, err, "bwrap: cannot give the working directory to uid %d", s.p.hostUID)
+			}
+		}
 	}
 	p, err := s.start(ctx, spec, env, dir)
 	if err != nil {
@@ -327,6 +335,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 		if err := s.pids.remove(); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("bwrap: remove the pids cgroup: %w", err)
 		}
+	}
+	if s.ws != nil {
+		_ = s.ws.Close()
 	}
 	if s.stage != nil {
 		return s.stage.remove()

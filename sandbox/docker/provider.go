@@ -206,6 +206,14 @@ func reason(ctx context.Context, err error) string {
 // other users are left alone and must be usable by Options.UID already,
 // and read-only binds are never changed: their sources must be readable
 // by Options.UID.
+//
+// The workspace's path must lead to its directory without a symbolic link
+// (the session stores it resolved): one planted since is refused
+// (EInvalid). The engine binds by path, so the path is walked again right
+// before the container is created and, when the container's processes
+// are visible here, the bind is checked to be that directory once it has
+// started; a swap between that walk and the engine's own lookup goes
+// unseen only on an engine whose processes this host cannot see.
 func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -220,13 +228,21 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	if err := p.ensureImage(ctx, image); err != nil {
 		return nil, err
 	}
+	// The workspace pinned without following a link on its path (one a
+	// sandbox planted where it was): chowned through this descriptor, and
+	// the engine's bind checked against it (openContainer).
+	ws, err := boxutil.OpenDirNoFollow(cfg.Workspace)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace: %s", err)
+	}
+	defer ws.Close()
 	if os.Geteuid() == 0 {
 		if cfg.Home != "" {
 			if err := boxutil.ChownTree(cfg.Home, p.opts.UID, p.opts.GID, false, nil); err != nil {
 				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the session's home to uid %d", p.opts.UID)
 			}
 		}
-		if err := boxutil.ChownTree(cfg.Workspace, p.opts.UID, p.opts.GID, true, cfg.Hide); err != nil {
+		if err := boxutil.ChownTreeAt(ws, p.opts.UID, p.opts.GID, true, cfg.Hide); err != nil {
 			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the workspace to uid %d", p.opts.UID)
 		}
 		for i, b := range cfg.Binds {
@@ -238,7 +254,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 			}
 		}
 	}
-	return p.openContainer(ctx, cfg, image)
+	return p.openContainer(ctx, cfg, image, ws)
 }
 
 // Reopen returns a handle on the running container ref (a container id)

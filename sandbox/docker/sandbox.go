@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -64,8 +65,9 @@ func containerName(session string) string {
 }
 
 // openContainer creates and starts the container. A container that was
-// created but could not start is removed.
-func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, image string) (*Sandbox, error) {
+// created but could not start is removed, and so is one whose bind of the
+// workspace turns out not to be ws, the directory Open pinned.
+func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, image string, ws *os.File) (*Sandbox, error) {
 	cov, err := makeCovers(cfg)
 	if err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "docker: cannot make the covers of the hidden paths")
@@ -78,6 +80,9 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 			_ = cov.remove()
 		}
 	}()
+	if err := samePath(ws, cfg.Workspace); err != nil {
+		return nil, err
+	}
 	created, err := p.cli.ContainerCreate(ctx, opts)
 	if err != nil && cerrdefs.IsNotFound(err) && image == p.opts.Image {
 		// The default image went away since we last saw it: build it again.
@@ -102,6 +107,14 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 	}
 	if info, err := p.cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err == nil && info.Container.State != nil {
 		sb.local = ownedBy(info.Container.State.Pid, created.ID)
+		if sb.local {
+			// What the engine bound must be the pinned directory.
+			inside := fmt.Sprintf("/proc/%d/root%s", info.Container.State.Pid, cfg.Workspace)
+			if !sameFile(ws, inside) {
+				sb.remove(context.WithoutCancel(ctx))
+				return nil, berth.Errorf(berth.EInvalid, "docker: refusing the workspace: %s is no longer the directory the sandbox opened (a symbolic link was planted on its path?)", cfg.Workspace)
+			}
+		}
 	}
 	kept = true
 	return sb, nil
@@ -215,4 +228,30 @@ func (s *Sandbox) isClosing() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closing
+}
+
+// samePath walks path again without following links and checks it still
+// leads to the directory ws holds.
+func samePath(ws *os.File, path string) error {
+	f, err := boxutil.OpenDirNoFollow(path)
+	if err == nil {
+		defer f.Close()
+		if !sameFile(ws, boxutil.ProcPath(f)) {
+			err = fmt.Errorf("%s is no longer the directory the sandbox opened", path)
+		}
+	}
+	if err != nil {
+		return berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace: %s", err)
+	}
+	return nil
+}
+
+// sameFile reports whether path (followed) is the file f holds.
+func sameFile(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
 }

@@ -336,3 +336,36 @@ func TestDemoAgent(t *testing.T) {
 	}
 	t.Logf("demo agent ended: %+v", st)
 }
+
+// F1 under docker: a symbolic link planted at the workspace's path (by
+// the sandbox owning the directory above it) is refused at Open, before
+// any chown or bind; the link's target keeps its owner.
+func TestWorkspaceSwappedForALinkIsRefused(t *testing.T) {
+	p := newProvider(t, Options{})
+	wsA, home := testDirs(t)
+	victim := t.TempDir()
+	if err := os.WriteFile(filepath.Join(victim, "secret"), []byte("root's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(wsA, "sub")
+	if err := os.Symlink(victim, ws); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := p.Open(t.Context(), berth.SandboxConfig{SessionID: "ses_" + randomHex(6), Workspace: ws, Home: home})
+	if err == nil {
+		_ = sb.Close(context.Background())
+		t.Fatal("Open followed the link planted at the workspace's path")
+	}
+	if !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("Open: %v, want invalid_argument naming the link", err)
+	}
+	for _, path := range []string{victim, filepath.Join(victim, "secret")} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != uint32(os.Geteuid()) {
+			t.Errorf("%s now belongs to %d", path, st.Uid)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 )
@@ -18,11 +17,26 @@ import (
 // link to a file of the system).
 //
 // dir may be written by a sandbox's processes while the walk runs (a
-// session's agent, when another session shares its workspace): every
-// step goes through an os.Root on dir, so a directory swapped for a
-// symbolic link mid-walk never leads a chown outside dir.
+// session's agent, when another session shares its workspace): dir itself
+// is opened without following a symbolic link on its path
+// (OpenDirNoFollow), and every step goes through an os.Root on that
+// descriptor, so a directory swapped for a symbolic link, before or
+// during the walk, never leads a chown outside dir. The hidden paths are
+// recognised by device and inode, whatever name dir reaches them by.
 func ChownTree(dir string, uid, gid int, rootOnly bool, hidden []string) error {
-	root, err := os.OpenRoot(dir)
+	f, err := OpenDirNoFollow(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return ChownTreeAt(f, uid, gid, rootOnly, hidden)
+}
+
+// ChownTreeAt is ChownTree on the directory f holds open (pinned by
+// OpenDirNoFollow).
+func ChownTreeAt(f *os.File, uid, gid int, rootOnly bool, hidden []string) error {
+	skip := fileIDs(hidden)
+	root, err := os.OpenRoot(ProcPath(f))
 	if err != nil {
 		return err
 	}
@@ -31,18 +45,18 @@ func ChownTree(dir string, uid, gid int, rootOnly bool, hidden []string) error {
 		if err != nil {
 			return err
 		}
-		if slices.Contains(hidden, filepath.Join(dir, rel)) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
 		fi, err := root.Lstat(rel)
 		if err != nil {
 			return err
 		}
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		if !ok {
+			return nil
+		}
+		if _, hide := skip[fileID{uint64(st.Dev), st.Ino}]; hide {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
 			return nil
 		}
 		if rootOnly && st.Uid != 0 || !fi.IsDir() && st.Nlink > 1 || int(st.Uid) == uid && int(st.Gid) == gid {
@@ -61,11 +75,22 @@ func ChownPath(rootDir, dir string, uid, gid int) error {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return nil
 	}
-	root, err := os.OpenRoot(rootDir)
+	f, err := OpenDirNoFollow(rootDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
+		return err
+	}
+	defer f.Close()
+	return ChownPathAt(f, rel, uid, gid)
+}
+
+// ChownPathAt is ChownPath on the directory f holds open (pinned by
+// OpenDirNoFollow), rel the path of dir relative to it.
+func ChownPathAt(f *os.File, rel string, uid, gid int) error {
+	root, err := os.OpenRoot(ProcPath(f))
+	if err != nil {
 		return err
 	}
 	defer root.Close()
@@ -90,4 +115,20 @@ func ChownPath(rootDir, dir string, uid, gid int) error {
 		}
 	}
 	return nil
+}
+
+// fileID names a file by device and inode.
+type fileID struct{ dev, ino uint64 }
+
+// fileIDs stats paths (following links: they are the daemon's own) and
+// returns the files they name; a path not there names none.
+func fileIDs(paths []string) map[fileID]struct{} {
+	out := make(map[fileID]struct{}, len(paths))
+	for _, p := range paths {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			out[fileID{uint64(st.Dev), st.Ino}] = struct{}{}
+		}
+	}
+	return out
 }

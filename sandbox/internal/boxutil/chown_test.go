@@ -58,3 +58,68 @@ func mustWrite(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// A symbolic link on the path of the directory itself (one a sandbox
+// planted where a later session's workspace lies) is refused, not
+// followed: the directory it points to keeps its owner (F1).
+func TestChownTreeRefusesSymlinkOnPath(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	const id = 123456
+	parent, victim := t.TempDir(), t.TempDir()
+	mustWrite(t, filepath.Join(victim, "passwd"))
+	link := filepath.Join(parent, "sub")
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{link, filepath.Join(link, ".")} {
+		if err := ChownTree(dir, id, id, true, nil); err == nil {
+			t.Errorf("ChownTree(%s) followed the link", dir)
+		}
+	}
+	if err := ChownPath(link, link, id, id); err == nil {
+		t.Error("ChownPath followed the link")
+	}
+	for _, p := range []string{victim, filepath.Join(victim, "passwd")} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != 0 {
+			t.Errorf("%s now belongs to %d", p, st.Uid)
+		}
+	}
+}
+
+// A hidden path is skipped whatever name it is given by: here through a
+// symbolic link to the tree, while the walk goes by the real name (F3).
+func TestChownTreeHiddenByInode(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	const id = 123456
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	mustWrite(t, filepath.Join(real, "bhome", "token"))
+	mustWrite(t, filepath.Join(real, "work", "f"))
+	if err := os.Symlink(real, filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	hidden := []string{filepath.Join(base, "link", "bhome")}
+	if err := ChownTree(real, id, id, true, hidden); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]uint32{
+		filepath.Join(real, "work", "f"): id,
+		filepath.Join(real, "bhome"):     0, filepath.Join(real, "bhome", "token"): 0,
+	} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != want {
+			t.Errorf("%s belongs to %d, want %d", path, st.Uid, want)
+		}
+	}
+}
