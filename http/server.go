@@ -17,6 +17,11 @@ import (
 // server writes a ": ping" comment (CONTRACT §4.3: at least every 15 s).
 const DefaultPingInterval = 15 * time.Second
 
+// maxHeaderBytes caps a request's line and headers: far above what any
+// client of the API or the UI sends, far below net/http's 1 MiB default, so
+// that clients without a token cannot make each connection cost a megabyte.
+const maxHeaderBytes = 64 << 10
+
 // ServerOptions configures a Server.
 type ServerOptions struct {
 	// Token is required on every TCP request, as "Authorization: Bearer
@@ -111,6 +116,7 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s

@@ -3,10 +3,14 @@ package http
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"go.uber.org/goleak"
@@ -378,5 +382,25 @@ func TestNumbersOutOfRange(t *testing.T) {
 	}
 	if status, body, _ := call(t, h, "POST", "/v1/sessions", `{"agent":"demo","ttl_seconds":315360000}`); status != 201 {
 		t.Errorf("the largest ttl = %d %v", status, body)
+	}
+}
+
+// Headers far larger than any client needs are refused with 431 before any
+// handler runs, so a client without a token cannot make a connection cost
+// net/http's 1 MiB default.
+func TestHugeHeadersAreRefused(t *testing.T) {
+	s := startServer(t, newFakeService(), ServerOptions{}, "")
+	c, err := net.DialTimeout("tcp", s.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	big := strings.Repeat("a", 100<<10)
+	go fmt.Fprintf(c, "GET /ui/style.css HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: %s\r\n\r\n", big)
+	// The server closes with the rest unread, so the read may end in a reset.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, _ := io.ReadAll(c)
+	if got := string(b); !strings.HasPrefix(got, "HTTP/1.1 431") {
+		t.Errorf("a 100 KiB header = %.40q, want 431", got)
 	}
 }
