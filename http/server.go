@@ -42,6 +42,9 @@ type ServerOptions struct {
 	// BodyTimeout is how long a request body may take to arrive (0:
 	// DefaultBodyTimeout).
 	BodyTimeout time.Duration
+	// WriteTimeout is how long one write to a client may take before the
+	// connection is cut (0: DefaultWriteTimeout).
+	WriteTimeout time.Duration
 	// MaxConnections caps the open TCP connections (0:
 	// DefaultMaxConnections).
 	MaxConnections int
@@ -188,7 +191,7 @@ func (s *Server) Listen(addr, socketPath string) error {
 		if err != nil {
 			return berth.WrapError(berth.EUnavailable, err, "cannot listen on %s", addr)
 		}
-		tcp = newLimitListener(ln, s.maxConnections(), s.log)
+		tcp = newLimitListener(ln, s.maxConnections(), s.writeTimeout(), s.log)
 	}
 	if socketPath != "" {
 		ln, err := listenUnix(socketPath)
