@@ -36,7 +36,8 @@ func authOf(r *http.Request) authVia {
 // otherwise (CONTRACT §4). The Unix socket needs neither. Public paths (the
 // sign-in endpoints and the pages, which carry no data) pass without. An
 // address that sent maxFailures wrong tokens within a minute gets 429 for a
-// minute whenever it presents a token. Both sides of the comparison are
+// minute for every wrong token; the right one still passes (the token is
+// 256-bit random, so the limit is not what stops guessing). Both sides of the comparison are
 // hashed first, so it does not leak the token's length either.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.opts.Token))
@@ -55,16 +56,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if header := r.Header.Get("Authorization"); header != "" {
-			addr := clientAddr(r)
-			if s.failed.blocked(addr) {
-				s.refuse(w, r, rateLimited())
-				return
-			}
+			// The right token always passes: all loopback clients share
+			// one address, so a block must not lock them out.
 			if bearerMatches(header, want) {
 				pass(w, r, viaToken)
 				return
 			}
-			if s.failed.fail(addr) {
+			addr := clientAddr(r)
+			if s.failed.blocked(addr) || s.failed.fail(addr) {
 				s.refuse(w, r, rateLimited())
 				return
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/berth-sh/berth"
 )
@@ -117,6 +118,9 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err er
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 	default:
 		s.log.Debug("request failed", "method", r.Method, "path", r.URL.Path, "code", obj.Code, "err", err)
+	}
+	if secs, ok := obj.Details["retry_after_seconds"].(int); ok && status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	writeJSON(w, status, errorBody{Error: obj})
 }
