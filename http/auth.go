@@ -85,6 +85,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// signInEnded reports whether r was let in by a sign-in cookie that has
+// since ended (logout or expiry). Long requests (SSE streams) check it
+// before each write, so that an ended sign-in stops receiving data.
+func (s *Server) signInEnded(r *http.Request) bool {
+	if authOf(r) != viaCookie {
+		return false
+	}
+	c, err := r.Cookie(CookieName)
+	return err != nil || !s.signins.valid(c.Value)
+}
+
 // publicPath reports whether r may be served on TCP without a token: the
 // sign-in endpoints, and GET or HEAD of anything outside /v1/ and /metrics
 // (the web UI's pages and assets, which carry no data: the UI fetches data

@@ -39,6 +39,10 @@ func (s *Server) handleStreamChanges(w http.ResponseWriter, r *http.Request) {
 		next, cancelNext := context.WithTimeout(ctx, s.pingInterval)
 		changes, err := stream.Next(next)
 		cancelNext()
+		if s.signInEnded(r) {
+			// Logged out or expired: cut, so the client signs in again.
+			panic(http.ErrAbortHandler)
+		}
 		// A reader that stops reading is cut after the write timeout rather
 		// than holding this handler forever; it resumes with Last-Event-ID
 		// (and gets a resync if the changes it missed are gone).

@@ -52,6 +52,10 @@ func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
 		next, cancelNext := context.WithTimeout(ctx, s.pingInterval)
 		events, err := stream.Next(next)
 		cancelNext()
+		if s.signInEnded(r) {
+			// Logged out or expired: cut, so the client signs in again.
+			panic(http.ErrAbortHandler)
+		}
 		// A reader that stops reading is cut after the write timeout rather
 		// than holding this handler (and a shutdown) forever; it resumes
 		// with Last-Event-ID.
