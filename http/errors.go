@@ -68,9 +68,11 @@ func CodeForStatus(status int) string {
 	return berth.EInternal
 }
 
-// writeJSON answers status with v encoded as JSON. HTML characters are kept
-// as they are: the API is not HTML.
+// writeJSON answers status with v encoded as JSON, with the API's headers
+// (no caching, no sniffing). HTML characters are kept as they are: the API
+// is not HTML.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	setAPIHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)

@@ -57,6 +57,9 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if apiPath(r.URL.Path) {
+			setAPIHeaders(w.Header())
+		}
 		rw := &responseWriter{ResponseWriter: w, writeTimeout: s.writeTimeout()}
 		// Also bounds what net/http writes itself (an answer the handler
 		// left empty); the deadline of a previous request may be long past.
@@ -67,6 +70,19 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rw, r)
 	})
+}
+
+// apiPath reports whether p is the API's (or the metrics'), not the UI's.
+func apiPath(p string) bool {
+	return p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/metrics" || strings.HasPrefix(p, "/metrics/")
+}
+
+// setAPIHeaders sets the headers of every API answer: session data is never
+// kept in a browser's cache, and never sniffed as anything but what it says.
+// The UI's files have their own (setUIHeaders).
+func setAPIHeaders(h http.Header) {
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
 }
 
 // recoverPanics turns a handler's panic into a logged 500 internal error

@@ -404,3 +404,43 @@ func TestHugeHeadersAreRefused(t *testing.T) {
 		t.Errorf("a 100 KiB header = %.40q, want 431", got)
 	}
 }
+
+// Review finding: JSON answers could sit in a browser's disk cache and be
+// sniffed. Every API answer (data, errors, the sign-in's 204) says no-store
+// and nosniff; the UI's files keep their own no-cache.
+func TestAPIAnswersAreNotCachedOrSniffed(t *testing.T) {
+	h := NewServer(newFakeService(), ServerOptions{Token: testToken}).Handler()
+	good := []string{"Authorization", "Bearer " + testToken}
+	for _, c := range []struct {
+		method, path, body string
+		header             []string
+	}{
+		{"GET", "/v1/health", "", good},
+		{"GET", "/v1/sessions", "", good},
+		{"GET", "/v1/sessions", "", nil},
+		{"GET", "/v1/sessions/nope", "", good},
+		{"POST", "/v1/login", `{"token":"` + testToken + `"}`, []string{"Content-Type", "application/json"}},
+		{"POST", "/v1/logout", "", nil},
+	} {
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		req.Host = "127.0.0.1:7380"
+		for i := 0; i+1 < len(c.header); i += 2 {
+			req.Header.Set(c.header[i], c.header[i+1])
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%s %s (%d): Cache-Control %q, want no-store", c.method, c.path, rec.Code, got)
+		}
+		if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s %s (%d): X-Content-Type-Options %q, want nosniff", c.method, c.path, rec.Code, got)
+		}
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/ui/style.css", nil)
+	req.Host = "127.0.0.1:7380"
+	h.ServeHTTP(rec, req)
+	if rec.Code != 200 || rec.Header().Get("Cache-Control") != "no-cache" {
+		t.Errorf("UI file: %d Cache-Control %q, want 200 no-cache", rec.Code, rec.Header().Get("Cache-Control"))
+	}
+}

@@ -145,7 +145,8 @@ func oneLine(s string) string {
 func beginSSE(w http.ResponseWriter) (*http.ResponseController, error) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
 	// Tell proxies such as nginx not to buffer the stream.
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)

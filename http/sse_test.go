@@ -107,7 +107,7 @@ func TestSSEReplayAndEOF(t *testing.T) {
 	s := startServer(t, f, ServerOptions{}, "")
 
 	resp := openStream(t, s, "/v1/sessions/ses_1/events/stream?after=2")
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("Cache-Control") != "no-cache" {
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
 	}
 	frames, _, err := readFrames(t, resp.Body, -1)
