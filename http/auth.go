@@ -36,7 +36,8 @@ func authOf(r *http.Request) authVia {
 // otherwise (CONTRACT §4). The Unix socket needs neither. Public paths (the
 // sign-in endpoints and the pages, which carry no data) pass without. An
 // address that sent maxFailures wrong tokens within a minute gets 429 for a
-// minute whenever it presents a token. Both sides of the comparison are
+// minute for every wrong token; the right one still passes (the token is
+// 256-bit random, so the limit is not what stops guessing). Both sides of the comparison are
 // hashed first, so it does not leak the token's length either.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.opts.Token))
@@ -55,16 +56,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if header := r.Header.Get("Authorization"); header != "" {
-			addr := clientAddr(r)
-			if s.failed.blocked(addr) {
-				s.refuse(w, r, rateLimited())
-				return
-			}
+			// The right token always passes: all loopback clients share
+			// one address, so a block must not lock them out.
 			if bearerMatches(header, want) {
 				pass(w, r, viaToken)
 				return
 			}
-			if s.failed.fail(addr) {
+			addr := clientAddr(r)
+			if s.failed.blocked(addr) || s.failed.fail(addr) {
 				s.refuse(w, r, rateLimited())
 				return
 			}
@@ -84,6 +83,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		s.refuse(w, r, berth.Errorf(berth.EUnauthenticated,
 			"sign in first: send Authorization: Bearer <token> (the token is in $BERTH_HOME/token) or sign in at /login"))
 	})
+}
+
+// signInEnded reports whether r was let in by a sign-in cookie that has
+// since ended (logout or expiry). Long requests (SSE streams) check it
+// before each write, so that an ended sign-in stops receiving data.
+func (s *Server) signInEnded(r *http.Request) bool {
+	if authOf(r) != viaCookie {
+		return false
+	}
+	c, err := r.Cookie(CookieName)
+	return err != nil || !s.signins.valid(c.Value)
 }
 
 // publicPath reports whether r may be served on TCP without a token: the

@@ -21,6 +21,11 @@ import (
 // ServerOptions.BodyTimeout says otherwise.
 const DefaultBodyTimeout = 30 * time.Second
 
+// DefaultWriteTimeout is how long one write to a client may take unless
+// ServerOptions.WriteTimeout says otherwise: a client that reads nothing for
+// that long is cut.
+const DefaultWriteTimeout = 30 * time.Second
+
 // DefaultMaxConnections caps the open TCP connections unless
 // ServerOptions.MaxConnections says otherwise: well below the usual
 // RLIMIT_NOFILE, leaving descriptors for the store, agents and sockets.
@@ -62,7 +67,8 @@ func fromSocket(r *http.Request) bool {
 }
 
 // setBusy marks r's connection as doing work past its request (true) or
-// back to reading one (false); only connections not busy are shed.
+// back to reading one (false); only connections not busy, or whose write is
+// stuck past the write timeout, are shed.
 func setBusy(r *http.Request, busy bool) {
 	if info, _ := r.Context().Value(connInfoKey{}).(*connInfo); info != nil && info.tracked != nil {
 		info.tracked.busy.Store(busy)
@@ -75,11 +81,14 @@ func setBusy(r *http.Request, busy bool) {
 // requests) is closed to make room; when every one is busy, the new one is
 // closed instead. So a flood of slow clients cannot keep a well-behaved
 // client out, and requests being worked on (SSE streams, long polls) are
-// never cut.
+// never cut. A busy connection whose write has been blocked longer than
+// writeTimeout (a client that does not read) counts as not busy: its
+// handler is about to fail anyway.
 type limitListener struct {
 	net.Listener
-	max int
-	log *slog.Logger
+	max          int
+	writeTimeout time.Duration
+	log          *slog.Logger
 
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
@@ -88,8 +97,8 @@ type limitListener struct {
 }
 
 // newLimitListener wraps ln with a cap of max connections.
-func newLimitListener(ln net.Listener, max int, log *slog.Logger) *limitListener {
-	return &limitListener{Listener: ln, max: max, log: log, conns: make(map[*trackedConn]struct{})}
+func newLimitListener(ln net.Listener, max int, writeTimeout time.Duration, log *slog.Logger) *limitListener {
+	return &limitListener{Listener: ln, max: max, writeTimeout: writeTimeout, log: log, conns: make(map[*trackedConn]struct{})}
 }
 
 // trackedConn is a connection the limiter counts.
@@ -98,7 +107,27 @@ type trackedConn struct {
 	l    *limitListener
 	seq  uint64
 	busy atomic.Bool
-	once sync.Once
+	// writingSince is when the write in progress began (UnixNano), 0 when
+	// none is.
+	writingSince atomic.Int64
+	once         sync.Once
+}
+
+// Write writes b, recording how long it has been blocked.
+func (c *trackedConn) Write(b []byte) (int, error) {
+	c.writingSince.Store(time.Now().UnixNano())
+	defer c.writingSince.Store(0)
+	return c.Conn.Write(b)
+}
+
+// sheddable reports whether c may be closed to make room: it is not busy,
+// or its write has been stuck longer than the write timeout.
+func (c *trackedConn) sheddable(now time.Time) bool {
+	if !c.busy.Load() {
+		return true
+	}
+	since := c.writingSince.Load()
+	return since != 0 && now.Sub(time.Unix(0, since)) > c.l.writeTimeout
 }
 
 // Close closes the connection and frees its place.
@@ -118,8 +147,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		l.mu.Lock()
 		var victim *trackedConn
 		if len(l.conns) >= l.max {
+			now := time.Now()
 			for v := range l.conns {
-				if !v.busy.Load() && (victim == nil || v.seq < victim.seq) {
+				if v.sheddable(now) && (victim == nil || v.seq < victim.seq) {
 					victim = v
 				}
 			}
@@ -174,6 +204,14 @@ func (s *Server) maxConnections() int {
 	return n
 }
 
+// writeTimeout returns the deadline in force for one write to a client.
+func (s *Server) writeTimeout() time.Duration {
+	if s.opts.WriteTimeout > 0 {
+		return s.opts.WriteTimeout
+	}
+	return DefaultWriteTimeout
+}
+
 // bodyTimeout returns the request body deadline in force.
 func (s *Server) bodyTimeout() time.Duration {
 	if s.opts.BodyTimeout > 0 {
@@ -199,8 +237,10 @@ func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 
 // readBody reads the whole request body (up to the cap) before the handler
 // runs, then lifts the read deadline, so that a handler that answers late (a
-// prompt with ?wait=true) is not cut by it. From here on the connection is
-// busy and never shed.
+// prompt with ?wait=true) is not cut by it. From here on a request that
+// proved who it is keeps its connection busy: not shed while it is worked
+// on. A public path (the UI's files, the sign-in endpoints) never does, so
+// clients without a token cannot fill the cap with busy connections.
 func (s *Server) readBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if hasBody(r) {
@@ -223,8 +263,10 @@ func (s *Server) readBody(next http.Handler) http.Handler {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 			r.Body = io.NopCloser(bytes.NewReader(raw))
 		}
-		setBusy(r, true)
-		defer setBusy(r, false)
+		if via := authOf(r); via == viaToken || via == viaCookie || via == viaSocket || !publicPath(r) {
+			setBusy(r, true)
+			defer setBusy(r, false)
+		}
 		next.ServeHTTP(w, r)
 	})
 }

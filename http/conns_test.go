@@ -184,3 +184,116 @@ func TestMaxConnectionsStaysUnderTheFileLimit(t *testing.T) {
 		t.Errorf("cap under the limit = %d, want 50", got)
 	}
 }
+
+// flood opens n connections with a tiny receive buffer, sends each `reqs`
+// pipelined GETs of a 13 KB UI file (with the token when auth is set) and
+// never reads an answer: each connection ends up with its handler stuck
+// writing. The connections close when the test ends.
+func flood(t *testing.T, addr string, n, reqs int, auth bool) {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	req := "GET /ui/js/transcript.js HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+	if auth {
+		req += "Authorization: Bearer " + testToken + "\r\n"
+	}
+	batch := strings.Repeat(req+"\r\n", reqs)
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	for range n {
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		// The server reads the next request only once it answered the
+		// last, so this write blocks; it ends when the connection closes.
+		wg.Go(func() { io.WriteString(c, batch) })
+	}
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		wg.Wait()
+	})
+}
+
+// waitStuck waits until n of s's TCP connections have had a write blocked
+// for a while: clients that stopped reading.
+func waitStuck(t *testing.T, s *Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		stuck := 0
+		s.tcp.mu.Lock()
+		for c := range s.tcp.conns {
+			if since := c.writingSince.Load(); since != 0 && time.Since(time.Unix(0, since)) > 50*time.Millisecond {
+				stuck++
+			}
+		}
+		s.tcp.mu.Unlock()
+		if stuck >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d flood connections got stuck writing", stuck, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// healthWithin polls GET /v1/health with the token on fresh connections
+// until one answers 200, and fails the test when none did within d.
+func healthWithin(t *testing.T, s *Server, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		tr := &http.Transport{}
+		hc := &http.Client{Timeout: 2 * time.Second, Transport: tr}
+		req, _ := http.NewRequest("GET", "http://"+s.Addr()+"/v1/health", nil)
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		resp, err := hc.Do(req)
+		tr.CloseIdleConnections()
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health with the token never answered 200 within %s: %v", d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Review finding: clients without a token that pipeline UI file requests
+// and never read the answers kept every connection busy, and the API
+// refused everyone. A public path never makes its connection busy, so they
+// are shed.
+func TestNonReadingAssetFloodKeepsTheAPIAnswering(t *testing.T) {
+	const max = 8
+	s := startServer(t, newFakeService(), ServerOptions{MaxConnections: max}, "")
+	flood(t, s.Addr(), max, 1000, false)
+	waitStuck(t, s, max)
+	healthWithin(t, s, 10*time.Second)
+}
+
+// A client with the token that stops reading holds its place only until a
+// write has been stuck for the write timeout: then it is cut or shed.
+func TestNonReadingTokenClientIsCutAfterTheWriteTimeout(t *testing.T) {
+	const max = 8
+	s := startServer(t, newFakeService(), ServerOptions{MaxConnections: max, WriteTimeout: 300 * time.Millisecond}, "")
+	flood(t, s.Addr(), max, 1000, true)
+	waitStuck(t, s, max)
+	healthWithin(t, s, 10*time.Second)
+}

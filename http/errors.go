@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/berth-sh/berth"
 )
@@ -67,9 +68,11 @@ func CodeForStatus(status int) string {
 	return berth.EInternal
 }
 
-// writeJSON answers status with v encoded as JSON. HTML characters are kept
-// as they are: the API is not HTML.
+// writeJSON answers status with v encoded as JSON, with the API's headers
+// (no caching, no sniffing). HTML characters are kept as they are: the API
+// is not HTML.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	setAPIHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
@@ -117,6 +120,9 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err er
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
 	default:
 		s.log.Debug("request failed", "method", r.Method, "path", r.URL.Path, "code", obj.Code, "err", err)
+	}
+	if secs, ok := obj.Details["retry_after_seconds"].(int); ok && status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	writeJSON(w, status, errorBody{Error: obj})
 }

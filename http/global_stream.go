@@ -39,10 +39,14 @@ func (s *Server) handleStreamChanges(w http.ResponseWriter, r *http.Request) {
 		next, cancelNext := context.WithTimeout(ctx, s.pingInterval)
 		changes, err := stream.Next(next)
 		cancelNext()
-		// A reader that stops reading is cut after sseWriteTimeout rather
+		if s.signInEnded(r) {
+			// Logged out or expired: cut, so the client signs in again.
+			panic(http.ErrAbortHandler)
+		}
+		// A reader that stops reading is cut after the write timeout rather
 		// than holding this handler forever; it resumes with Last-Event-ID
 		// (and gets a resync if the changes it missed are gone).
-		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout()))
 		for _, c := range changes {
 			if _, werr := fmt.Fprintf(w, "id: %s\nevent: %s\ndata: %s\n\n", oneLine(c.ID), oneLine(c.Type), c.Data); werr != nil {
 				panic(http.ErrAbortHandler)

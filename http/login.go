@@ -34,13 +34,10 @@ func (s *Server) sessionTTL() time.Duration {
 
 // handleLogin answers POST /v1/login: with the token or a live one-time code,
 // 204 and a berth_session cookie holding a new random sign-in id (never the
-// token); 401 otherwise, and 429 once the address made too many mistakes.
+// token); 401 otherwise, and 429 for a wrong one once the address made too
+// many mistakes.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	addr := clientAddr(r)
-	if !fromSocket(r) && s.failed.blocked(addr) {
-		s.writeError(w, r, rateLimited())
-		return
-	}
 	var req loginRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.writeError(w, r, err)
@@ -60,7 +57,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		ok = subtle.ConstantTimeCompare(got[:], want[:]) == 1
 	}
 	if !ok {
-		if !fromSocket(r) && s.failed.fail(addr) {
+		// Only wrong guesses are refused while blocked: the right token or
+		// code always signs in.
+		if !fromSocket(r) && (s.failed.blocked(addr) || s.failed.fail(addr)) {
 			s.writeError(w, r, rateLimited())
 			return
 		}

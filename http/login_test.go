@@ -184,16 +184,24 @@ func TestWrongTokensAreRateLimited(t *testing.T) {
 		}
 		clock.advance(10 * time.Second)
 	}
-	if status, _, _ := callTCP(t, h, "GET", "/v1/health", "", "Authorization", "Bearer guess"); status != 429 {
-		t.Errorf("fifth wrong token = %d, want 429", status)
+	status, body, hdr := callTCP(t, h, "GET", "/v1/health", "", "Authorization", "Bearer guess")
+	if status != 429 || errCode(t, body) != berth.ERateLimited || hdr.Get("Retry-After") != "60" {
+		t.Errorf("fifth wrong token = %d %v Retry-After %q, want 429 rate_limited, 60", status, body, hdr.Get("Retry-After"))
 	}
-	// Blocked: even the right token, and a login, get 429 from this address.
-	status, body, _ := callTCP(t, h, "GET", "/v1/health", "", good...)
-	if status != 429 || errCode(t, body) != berth.ERateLimited {
-		t.Errorf("right token while blocked = %d %v", status, body)
+	// Blocked: wrong tokens and codes get 429...
+	if status, _, hdr := callTCP(t, h, "GET", "/v1/health", "", "Authorization", "Bearer guess2"); status != 429 || hdr.Get("Retry-After") != "60" {
+		t.Errorf("wrong token while blocked = %d Retry-After %q, want 429, 60", status, hdr.Get("Retry-After"))
 	}
-	if status, _, _ := callTCP(t, h, "POST", "/v1/login", `{"token":"`+testToken+`"}`, ctJSON...); status != 429 {
-		t.Errorf("login while blocked = %d, want 429", status)
+	if status, _, hdr := callTCP(t, h, "POST", "/v1/login", `{"token":"guess"}`, ctJSON...); status != 429 || hdr.Get("Retry-After") != "60" {
+		t.Errorf("wrong login while blocked = %d Retry-After %q, want 429, 60", status, hdr.Get("Retry-After"))
+	}
+	// ...but the right token still passes (review finding: any local
+	// process could lock every loopback client out), and still signs in.
+	if status, body, _ := callTCP(t, h, "GET", "/v1/health", "", good...); status != 200 {
+		t.Errorf("right token while blocked = %d %v, want 200", status, body)
+	}
+	if status, _, hdr := callTCP(t, h, "POST", "/v1/login", `{"token":"`+testToken+`"}`, ctJSON...); status != 204 || !strings.Contains(hdr.Get("Set-Cookie"), CookieName) {
+		t.Errorf("right login while blocked = %d, want 204 with a cookie", status)
 	}
 	// Another address is not blocked.
 	req := httptest.NewRequest("GET", "/v1/health", nil)

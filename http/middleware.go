@@ -12,11 +12,21 @@ import (
 
 // responseWriter records the status and size of a response for the request
 // log and for panic recovery. Unwrap lets http.ResponseController reach the
-// underlying writer's Flush.
+// underlying writer's Flush. Every write gets writeTimeout to reach the
+// client, so a client that stops reading cannot hold a handler (and its
+// connection's place) forever.
 type responseWriter struct {
 	http.ResponseWriter
-	status int
-	bytes  int64
+	status       int
+	bytes        int64
+	writeTimeout time.Duration
+}
+
+// extendDeadline gives the next write writeTimeout from now. Not every
+// writer supports deadlines (tests' recorders); then there is no connection
+// to protect.
+func (w *responseWriter) extendDeadline() {
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.writeTimeout))
 }
 
 // WriteHeader records the first status written.
@@ -24,6 +34,7 @@ func (w *responseWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
+	w.extendDeadline()
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -32,6 +43,7 @@ func (w *responseWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	w.extendDeadline()
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
 	return n, err
@@ -45,13 +57,32 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		rw := &responseWriter{ResponseWriter: w}
+		if apiPath(r.URL.Path) {
+			setAPIHeaders(w.Header())
+		}
+		rw := &responseWriter{ResponseWriter: w, writeTimeout: s.writeTimeout()}
+		// Also bounds what net/http writes itself (an answer the handler
+		// left empty); the deadline of a previous request may be long past.
+		rw.extendDeadline()
 		defer func() {
 			s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", rw.status,
 				"bytes", rw.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
 		}()
 		next.ServeHTTP(rw, r)
 	})
+}
+
+// apiPath reports whether p is the API's (or the metrics'), not the UI's.
+func apiPath(p string) bool {
+	return p == "/v1" || strings.HasPrefix(p, "/v1/") || p == "/metrics" || strings.HasPrefix(p, "/metrics/")
+}
+
+// setAPIHeaders sets the headers of every API answer: session data is never
+// kept in a browser's cache, and never sniffed as anything but what it says.
+// The UI's files have their own (setUIHeaders).
+func setAPIHeaders(h http.Header) {
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
 }
 
 // recoverPanics turns a handler's panic into a logged 500 internal error

@@ -17,6 +17,11 @@ import (
 // server writes a ": ping" comment (CONTRACT §4.3: at least every 15 s).
 const DefaultPingInterval = 15 * time.Second
 
+// maxHeaderBytes caps a request's line and headers: far above what any
+// client of the API or the UI sends, far below net/http's 1 MiB default, so
+// that clients without a token cannot make each connection cost a megabyte.
+const maxHeaderBytes = 64 << 10
+
 // ServerOptions configures a Server.
 type ServerOptions struct {
 	// Token is required on every TCP request, as "Authorization: Bearer
@@ -37,6 +42,9 @@ type ServerOptions struct {
 	// BodyTimeout is how long a request body may take to arrive (0:
 	// DefaultBodyTimeout).
 	BodyTimeout time.Duration
+	// WriteTimeout is how long one write to a client may take before the
+	// connection is cut (0: DefaultWriteTimeout).
+	WriteTimeout time.Duration
 	// MaxConnections caps the open TCP connections (0:
 	// DefaultMaxConnections).
 	MaxConnections int
@@ -111,6 +119,7 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s
@@ -182,7 +191,7 @@ func (s *Server) Listen(addr, socketPath string) error {
 		if err != nil {
 			return berth.WrapError(berth.EUnavailable, err, "cannot listen on %s", addr)
 		}
-		tcp = newLimitListener(ln, s.maxConnections(), s.log)
+		tcp = newLimitListener(ln, s.maxConnections(), s.writeTimeout(), s.log)
 	}
 	if socketPath != "" {
 		ln, err := listenUnix(socketPath)

@@ -3,10 +3,14 @@ package http
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"go.uber.org/goleak"
@@ -378,5 +382,65 @@ func TestNumbersOutOfRange(t *testing.T) {
 	}
 	if status, body, _ := call(t, h, "POST", "/v1/sessions", `{"agent":"demo","ttl_seconds":315360000}`); status != 201 {
 		t.Errorf("the largest ttl = %d %v", status, body)
+	}
+}
+
+// Headers far larger than any client needs are refused with 431 before any
+// handler runs, so a client without a token cannot make a connection cost
+// net/http's 1 MiB default.
+func TestHugeHeadersAreRefused(t *testing.T) {
+	s := startServer(t, newFakeService(), ServerOptions{}, "")
+	c, err := net.DialTimeout("tcp", s.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	big := strings.Repeat("a", 100<<10)
+	go fmt.Fprintf(c, "GET /ui/style.css HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: %s\r\n\r\n", big)
+	// The server closes with the rest unread, so the read may end in a reset.
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, _ := io.ReadAll(c)
+	if got := string(b); !strings.HasPrefix(got, "HTTP/1.1 431") {
+		t.Errorf("a 100 KiB header = %.40q, want 431", got)
+	}
+}
+
+// Review finding: JSON answers could sit in a browser's disk cache and be
+// sniffed. Every API answer (data, errors, the sign-in's 204) says no-store
+// and nosniff; the UI's files keep their own no-cache.
+func TestAPIAnswersAreNotCachedOrSniffed(t *testing.T) {
+	h := NewServer(newFakeService(), ServerOptions{Token: testToken}).Handler()
+	good := []string{"Authorization", "Bearer " + testToken}
+	for _, c := range []struct {
+		method, path, body string
+		header             []string
+	}{
+		{"GET", "/v1/health", "", good},
+		{"GET", "/v1/sessions", "", good},
+		{"GET", "/v1/sessions", "", nil},
+		{"GET", "/v1/sessions/nope", "", good},
+		{"POST", "/v1/login", `{"token":"` + testToken + `"}`, []string{"Content-Type", "application/json"}},
+		{"POST", "/v1/logout", "", nil},
+	} {
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		req.Host = "127.0.0.1:7380"
+		for i := 0; i+1 < len(c.header); i += 2 {
+			req.Header.Set(c.header[i], c.header[i+1])
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+			t.Errorf("%s %s (%d): Cache-Control %q, want no-store", c.method, c.path, rec.Code, got)
+		}
+		if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s %s (%d): X-Content-Type-Options %q, want nosniff", c.method, c.path, rec.Code, got)
+		}
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/ui/style.css", nil)
+	req.Host = "127.0.0.1:7380"
+	h.ServeHTTP(rec, req)
+	if rec.Code != 200 || rec.Header().Get("Cache-Control") != "no-cache" {
+		t.Errorf("UI file: %d Cache-Control %q, want 200 no-cache", rec.Code, rec.Header().Get("Cache-Control"))
 	}
 }

@@ -18,9 +18,6 @@ import (
 // once every event was sent; a stream that ends without it was cut.
 const endComment = ": end"
 
-// sseWriteTimeout bounds one write to an SSE client.
-const sseWriteTimeout = 30 * time.Second
-
 // handleStreamEvents answers GET /v1/sessions/{id}/events/stream with
 // Server-Sent Events: every event after the position given by Last-Event-ID
 // (which wins) or ?after=, then the live ones, each as
@@ -55,10 +52,14 @@ func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
 		next, cancelNext := context.WithTimeout(ctx, s.pingInterval)
 		events, err := stream.Next(next)
 		cancelNext()
-		// A reader that stops reading is cut after sseWriteTimeout rather
+		if s.signInEnded(r) {
+			// Logged out or expired: cut, so the client signs in again.
+			panic(http.ErrAbortHandler)
+		}
+		// A reader that stops reading is cut after the write timeout rather
 		// than holding this handler (and a shutdown) forever; it resumes
 		// with Last-Event-ID.
-		_ = rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout()))
 		for _, ev := range events {
 			if werr := writeEvent(w, ev); werr != nil {
 				// Cut, not ended: a clean end would tell the client the log is complete.
@@ -144,7 +145,8 @@ func oneLine(s string) string {
 func beginSSE(w http.ResponseWriter) (*http.ResponseController, error) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
 	// Tell proxies such as nginx not to buffer the stream.
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)

@@ -107,7 +107,7 @@ func TestSSEReplayAndEOF(t *testing.T) {
 	s := startServer(t, f, ServerOptions{}, "")
 
 	resp := openStream(t, s, "/v1/sessions/ses_1/events/stream?after=2")
-	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("Cache-Control") != "no-cache" {
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
 	}
 	frames, _, err := readFrames(t, resp.Body, -1)
@@ -287,5 +287,59 @@ func TestPromptWaitEndsOnShutdown(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Errorf("Serve = %v", err)
+	}
+}
+
+// Review finding: logging out did not end a stream opened with the sign-in
+// cookie. Now each stream checks the sign-in at every batch or ping and is
+// cut once it ended.
+func TestCookieStreamsEndAtLogout(t *testing.T) {
+	s := startServer(t, newFakeService(), ServerOptions{PingInterval: 50 * time.Millisecond}, "")
+	for _, path := range []string{"/v1/sessions/ses_1/events/stream", "/v1/events/stream"} {
+		status, body, hdr := callTCP(t, s.Handler(), "POST", "/v1/login", `{"token":"`+testToken+`"}`, "Content-Type", "application/json")
+		if status != 204 {
+			t.Fatalf("login = %d %v", status, body)
+		}
+		cookie := CookieName + "=" + sessionCookie(t, hdr).Value
+		req, _ := http.NewRequest("GET", "http://"+s.Addr()+path, nil)
+		req.Header.Set("Cookie", cookie)
+		tr := &http.Transport{}
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s with the cookie = %d", path, resp.StatusCode)
+		}
+		// The stream is alive: a ping arrives.
+		br := bufio.NewReader(resp.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("%s ended before logout: %v", path, err)
+			}
+			if strings.HasPrefix(line, ": ping") {
+				break
+			}
+		}
+		if status, _, _ := callTCP(t, s.Handler(), "POST", "/v1/logout", "", "Cookie", cookie); status != 204 {
+			t.Fatalf("logout = %d", status)
+		}
+		// The stream ends (cut) soon after: the read below returns rather
+		// than waiting for the test's deadline.
+		ended := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(io.Discard, br)
+			ended <- err
+		}()
+		select {
+		case <-ended:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s still open 10 s after logout", path)
+			resp.Body.Close()
+			<-ended
+		}
+		resp.Body.Close()
+		tr.CloseIdleConnections()
 	}
 }
