@@ -28,9 +28,6 @@ import (
 	"github.com/berth-sh/berth/store/sqlite"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 // addDaemonCommands registers the commands that run a daemon in this process
 // (serve, run, bench) and the hidden agent-demo command.
 func addDaemonCommands(root *cobra.Command) {
@@ -161,7 +158,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
 			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration,
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration},
-		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
+		Home: o.home, NodeID: nodeID(o.home), Version: versionString(), Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
 	})
@@ -173,7 +170,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
-		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: version})
+		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: versionString()})
 	if err = d.srv.Listen(o.addr, o.socket); err != nil {
 		d.srv = nil
 		return nil, err
