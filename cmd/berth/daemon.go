@@ -257,12 +257,9 @@ func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bo
 	// Each branch returns a nil interface on error, never a typed nil.
 	switch {
 	case url == "", strings.HasPrefix(url, "sqlite:"):
-		path := filepath.Join(home, "berth.db")
-		if url != "" {
-			path = strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
-		}
-		if path == "" {
-			return nil, berth.Errorf(berth.EInvalid, "store url %q names no file", url)
+		path, err := sqlitePath(home, url)
+		if err != nil {
+			return nil, err
 		}
 		if err := checkSQLiteFile(path, home, acceptEmpty); err != nil {
 			return nil, err
@@ -281,6 +278,19 @@ func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bo
 		return st, nil
 	}
 	return nil, berth.Errorf(berth.EInvalid, "store url must be sqlite:PATH or postgres://…")
+}
+
+// sqlitePath is the database file of a SQLite store URL ("" or
+// "sqlite:PATH"): berth.db in the home when the URL names none.
+func sqlitePath(home, url string) (string, error) {
+	if url == "" {
+		return filepath.Join(home, "berth.db"), nil
+	}
+	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+	if path == "" {
+		return "", berth.Errorf(berth.EInvalid, "store url %q names no file", url)
+	}
+	return path, nil
 }
 
 // privateHome creates the home directory, or makes an existing one, 0700:

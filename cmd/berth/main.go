@@ -68,6 +68,7 @@ func newRootCommand() *cobra.Command {
 		newSnapshotCommand(),
 		newRepairCommand(),
 		newUICommand(),
+		newDoctorCommand(),
 	)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
