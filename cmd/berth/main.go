@@ -53,6 +53,7 @@ func newRootCommand() *cobra.Command {
 	addDaemonCommands(root)
 	root.AddCommand(
 		newAgentsCommand(),
+		newCreateCommand(),
 		newLsCommand(),
 		newShowCommand(),
 		newPromptCommand(),
