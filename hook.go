@@ -67,14 +67,18 @@ type HookCursor struct {
 	Badge Badge
 }
 
+// BadgeUnknown is a hook cursor's badge before the hooks saw the session:
+// its first badge is recorded, not reported as a change.
+const BadgeUnknown Badge = "?"
+
 // HookStore is the hooks' durable outbox, an optional capability of a
 // Store (found by type assertion). Every method's errors are EInternal
 // unless said otherwise.
 type HookStore interface {
 	// InitHookCursors, unless it ran since the last ResetHookCursors, sets
-	// every session's cursor to its last seq and badge to "", so hooks
-	// begin with what happens from now on; a session without a cursor
-	// afterwards is newer and is read from its first event.
+	// every session's cursor to its last seq and badge to BadgeUnknown, so
+	// hooks begin with what happens from now on; a session without a
+	// cursor afterwards is newer and is read from its first event.
 	InitHookCursors(ctx context.Context) error
 	// ResetHookCursors forgets every cursor (the daemon runs without hooks).
 	ResetHookCursors(ctx context.Context) error

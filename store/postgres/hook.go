@@ -68,7 +68,7 @@ func (s *Store) InitHookCursors(ctx context.Context) error {
 			return nil
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO hook_cursors (session_id, seq, badge)
-			SELECT id, last_seq, '' FROM sessions
+			SELECT id, last_seq, '?' FROM sessions
 			ON CONFLICT (session_id) DO UPDATE SET seq = greatest(hook_cursors.seq, excluded.seq)`); err != nil {
 			return err
 		}

@@ -52,7 +52,7 @@ func (s *Store) InitHookCursors(ctx context.Context) error {
 			return nil
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO hook_cursors (session_id, seq, badge)
-			SELECT id, last_seq, '' FROM sessions WHERE true
+			SELECT id, last_seq, '?' FROM sessions WHERE true
 			ON CONFLICT (session_id) DO UPDATE SET seq = max(seq, excluded.seq)`); err != nil {
 			return err
 		}

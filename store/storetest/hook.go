@@ -264,7 +264,7 @@ func testHookCursors(t *testing.T, s hookStore) {
 	if err := s.InitHookCursors(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if c, ok, err := s.GetHookCursor(ctx(t), "ses_a"); err != nil || !ok || c.Seq != 3 {
+	if c, ok, err := s.GetHookCursor(ctx(t), "ses_a"); err != nil || !ok || c.Seq != 3 || c.Badge != berth.BadgeUnknown {
 		t.Fatalf("cursor after init = %+v %v %v", c, ok, err)
 	}
 	// A second init (the next start) moves nothing: the session's new
