@@ -96,7 +96,11 @@ type Options struct {
 	RunDir string
 	// Changes tune the all-sessions stream.
 	Changes ChangeOptions
-	Logger  *slog.Logger
+	// OnCommit, when set, is told the sessions of every committed batch
+	// of events, on the event log's writer goroutine (the hooks' outbox
+	// scanner): it must return at once and never call the log.
+	OnCommit func(sessionID string)
+	Logger   *slog.Logger
 }
 
 // Manager owns the live sessions.

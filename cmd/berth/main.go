@@ -65,6 +65,7 @@ func newRootCommand() *cobra.Command {
 		newSnapshotCommand(),
 		newRepairCommand(),
 		newUICommand(),
+		newHooksCommand(),
 	)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
