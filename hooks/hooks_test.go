@@ -636,3 +636,43 @@ func TestTruncatesLargeEventData(t *testing.T) {
 		t.Fatalf("body of %d bytes: %.300s", len(r.body), r.body)
 	}
 }
+
+func TestSlowSessionHoldsBackOnlyItsQueue(t *testing.T) {
+	e := newEnv(t)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var ev struct {
+			SessionID string `json:"session_id"`
+			Seq       int64  `json:"seq"`
+		}
+		_ = json.Unmarshal(b, &ev)
+		mu.Lock()
+		got = append(got, fmt.Sprintf("%s/%d", ev.SessionID, ev.Seq))
+		mu.Unlock()
+		if ev.SessionID == "ses_slow" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	e.start(testOptions(), Hook{URL: srv.URL, Events: []string{berth.EventTurnEnded}, Timeout: time.Minute})
+	e.session("ses_slow", "demo", nil)
+	e.session("ses_b", "demo", nil)
+	e.emit("ses_slow", berth.EventTurnEnded, berth.EventTurnEnded)
+	e.emit("ses_b", berth.EventTurnEnded, berth.EventTurnEnded, berth.EventTurnEnded)
+	waitFor(t, "ses_b delivered", func() bool { return len(e.deliveries(berth.DeliveryDelivered)) == 3 })
+	mu.Lock()
+	defer mu.Unlock()
+	// ses_slow's second delivery was never sent while its first hangs.
+	for _, g := range got {
+		if g == "ses_slow/2" {
+			t.Fatalf("ses_slow's next delivery went while its first hung: %v", got)
+		}
+	}
+}
