@@ -181,3 +181,47 @@ func TestServeRefusesABadHook(t *testing.T) {
 		t.Fatalf("serve with a bad hook: %v\n%s", err, out)
 	}
 }
+
+func TestHooksCommand(t *testing.T) {
+	isolateEnv(t)
+	var mu sync.Mutex
+	var asked []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.RequestURI())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/hooks":
+			io.WriteString(w, `{"hooks":[{"name":"chat","index":0,"events":["turn_ended","badge:waiting"],"agent":"demo","kind":"url","target":"https://chat.example/…","signed":true,"timeout_ms":10000}]}`)
+		case "/v1/hooks/deliveries":
+			io.WriteString(w, `{"deliveries":[{"id":"dlv_1","hook":"chat","hook_index":0,"event":"turn_ended","session_id":"ses_a","seq":7,"state":"failed","attempts":31,"last_error":"POST https://chat.example/…: HTTP 500","created_at":"2026-01-02T03:04:05Z"}],"next_cursor":"9"}`)
+		default:
+			w.WriteHeader(404)
+			io.WriteString(w, `{"error":{"code":"not_found","message":"no route","details":{}}}`)
+		}
+	}))
+	t.Cleanup(api.Close)
+	out, err := runCLI(t, "hooks", "--addr", api.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"HOOK", "chat", "url", "https://chat.example/…", "turn_ended,badge:waiting", "agent=demo",
+		"DELIVERY", "dlv_1", "ses_a", "failed", "31", "HTTP 500"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("berth hooks lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCLI(t, "hooks", "deliveries", "--state", "failed", "--session", "ses_a", "-o", "json", "--addr", api.URL)
+	if err != nil || !strings.HasPrefix(out, `{"deliveries":[{"id":"dlv_1"`) || strings.Count(out, "\n") != 1 {
+		t.Fatalf("berth hooks deliveries -o json = %q, %v", out, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := asked[len(asked)-1]; got != "/v1/hooks/deliveries?session=ses_a&state=failed" {
+		t.Fatalf("asked %s", got)
+	}
+	if asked[1] != "/v1/hooks/deliveries?limit=20" {
+		t.Fatalf("berth hooks asked %v", asked)
+	}
+}
