@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,8 +125,9 @@ type Service struct {
 	log   *slog.Logger
 	hooks []*hook
 	// eventHooks and badgeHooks say whether any hook wants events or
-	// badges at all.
+	// badges at all; types are the event types some hook wants, sorted.
 	eventHooks, badgeHooks bool
+	types                  []string
 
 	sess   Sessions
 	ctx    context.Context
@@ -194,12 +196,14 @@ func New(o Options) (*Service, error) {
 			hk.events[e] = true
 			if isBadge(e) {
 				s.badgeHooks = true
-			} else {
+			} else if !slices.Contains(s.types, e) {
 				s.eventHooks = true
+				s.types = append(s.types, e)
 			}
 		}
 		s.hooks = append(s.hooks, hk)
 	}
+	slices.Sort(s.types)
 	s.scan = newScanner(s)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil

@@ -676,3 +676,42 @@ func TestSlowSessionHoldsBackOnlyItsQueue(t *testing.T) {
 		}
 	}
 }
+
+func TestScanPagesThroughALongLog(t *testing.T) {
+	e := newEnv(t)
+	rc := newReceiver(t, func(int, request) int { return http.StatusInternalServerError })
+	opts := testOptions()
+	opts.RetryBase, opts.RetryMax = time.Hour, time.Hour
+	e.start(opts, Hook{URL: rc.srv.URL, Events: []string{berth.EventTurnEnded, berth.EventToolCall}})
+	e.session("ses_a", "demo", nil)
+	var types []string
+	for i := range 3000 {
+		types = append(types, []string{berth.EventAgentMessage, berth.EventTurnEnded, berth.EventToolCall}[i%3])
+	}
+	e.emit("ses_a", types...)
+	waitFor(t, "2000 deliveries", func() bool {
+		page, err := e.store.ListHookDeliveries(context.Background(), berth.HookDeliveryFilter{Limit: 1})
+		return err == nil && len(page.Deliveries) == 1 && page.Deliveries[0].Seq == 3000
+	})
+	seen := map[int64]bool{}
+	f := berth.HookDeliveryFilter{Limit: 1000}
+	for {
+		page, err := e.store.ListHookDeliveries(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Deliveries {
+			if d.Seq%3 == 1 || seen[d.Seq] {
+				t.Fatalf("delivery of seq %d (%s)", d.Seq, d.Event)
+			}
+			seen[d.Seq] = true
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		f.Cursor = page.NextCursor
+	}
+	if len(seen) != 2000 {
+		t.Fatalf("%d deliveries, want 2000", len(seen))
+	}
+}

@@ -1,8 +1,10 @@
 package hooks
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,7 +14,11 @@ import (
 
 // scanPace is the least time between two scans of the marked sessions: a
 // session whose agent floods its log is read in pages, not event by event.
-const scanPace = 20 * time.Millisecond
+const scanPace = 50 * time.Millisecond
+
+// cursorEvery bounds how often a session's stored cursor moves when its
+// new events are none that a hook wants.
+const cursorEvery = 2 * time.Second
 
 // scanner turns committed events into outbox deliveries.
 type scanner struct {
@@ -23,12 +29,15 @@ type scanner struct {
 	wake   chan struct{} // capacity 1: marked is not empty
 
 	// cursors caches, per session, the seq up to which deliveries are
-	// enqueued; only the scanner goroutine touches it.
+	// enqueued, and written when the stored cursor last moved; only the
+	// scanner goroutine touches them.
 	cursors map[string]int64
+	written map[string]time.Time
 }
 
 func newScanner(s *Service) *scanner {
-	return &scanner{s: s, marked: map[string]struct{}{}, wake: make(chan struct{}, 1), cursors: map[string]int64{}}
+	return &scanner{s: s, marked: map[string]struct{}{}, wake: make(chan struct{}, 1), cursors: map[string]int64{},
+		written: map[string]time.Time{}}
 }
 
 // mark records that a session's log grew; it never waits.
@@ -99,6 +108,10 @@ func (sc *scanner) run(ctx context.Context) {
 }
 
 // session enqueues the deliveries of a session's events after its cursor.
+// It reads only the event types some hook wants, each from the store's
+// by-type index, up to the session's last seq as it was first read; the
+// cursor moves to that seq, so an event committed meanwhile is read by the
+// next pass (its commit marks the session again).
 func (sc *scanner) session(ctx context.Context, id string) error {
 	s := sc.s
 	cur, ok := sc.cursors[id]
@@ -111,38 +124,57 @@ func (sc *scanner) session(ctx context.Context, id string) error {
 			cur = c.Seq
 		}
 	}
-	var ses *berth.Session
-	for {
-		evs, err := s.o.Store.ListEvents(ctx, id, berth.EventFilter{After: cur, Limit: berth.MaxEventLimit})
+	last, err := s.o.Store.LastSeq(ctx, id)
+	if berth.IsCode(err, berth.ENotFound) {
+		// Deleted: its log went with it.
+		delete(sc.cursors, id)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if last <= cur {
+		sc.cursors[id] = cur
+		return nil
+	}
+	var evs []berth.Event
+	for _, typ := range s.types {
+		after := cur
+		for {
+			page, err := s.o.Store.ListEvents(ctx, id, berth.EventFilter{After: after, Type: typ, Limit: berth.MaxEventLimit})
+			if berth.IsCode(err, berth.ENotFound) {
+				delete(sc.cursors, id)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			for _, e := range page {
+				if e.Seq <= last {
+					evs = append(evs, e)
+				}
+			}
+			if len(page) < berth.MaxEventLimit || page[len(page)-1].Seq >= last {
+				break
+			}
+			after = page[len(page)-1].Seq
+		}
+	}
+	slices.SortFunc(evs, func(a, b berth.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	var ds []*berth.HookDelivery
+	if len(evs) > 0 {
+		ses, err := s.sess.GetSession(ctx, id)
 		if berth.IsCode(err, berth.ENotFound) {
-			// Deleted: its log went with it.
 			delete(sc.cursors, id)
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if len(evs) == 0 {
-			break
-		}
-		var ds []*berth.HookDelivery
 		for i := range evs {
-			e := &evs[i]
-			if !s.anyWants(e.Type) {
-				continue
-			}
-			if ses == nil {
-				if ses, err = s.sess.GetSession(ctx, id); err != nil {
-					if berth.IsCode(err, berth.ENotFound) {
-						delete(sc.cursors, id)
-						return nil
-					}
-					return err
-				}
-			}
 			for _, h := range s.hooks {
-				if h.wants(e.Type, ses) {
-					d, err := s.newDelivery(h, e, ses)
+				if h.wants(evs[i].Type, ses) {
+					d, err := s.newDelivery(h, &evs[i], ses)
 					if err != nil {
 						return err
 					}
@@ -150,31 +182,24 @@ func (sc *scanner) session(ctx context.Context, id string) error {
 				}
 			}
 		}
-		last := evs[len(evs)-1].Seq
-		if err := s.store.EnqueueHookDeliveries(ctx, id, berth.HookCursor{Seq: last}, ds); err != nil {
-			return err
-		}
-		cur = last
-		sc.cursors[id] = cur
-		if len(ds) > 0 {
-			s.enqueued.Add(int64(len(ds)))
-			s.wakeAll()
-		}
-		if len(evs) < berth.MaxEventLimit {
-			break
-		}
+	}
+	// A pass that found nothing for any hook moves the stored cursor at
+	// most every cursorEvery: after a crash the events in between are
+	// read again, and yield nothing again.
+	now := time.Now()
+	if len(ds) == 0 && now.Sub(sc.written[id]) < cursorEvery {
+		sc.cursors[id] = last
+		return nil
+	}
+	if err := s.store.EnqueueHookDeliveries(ctx, id, berth.HookCursor{Seq: last}, ds); err != nil {
+		return err
+	}
+	sc.cursors[id], sc.written[id] = last, now
+	if len(ds) > 0 {
+		s.enqueued.Add(int64(len(ds)))
+		s.wakeAll()
 	}
 	return nil
-}
-
-// anyWants reports whether some hook takes events of type typ.
-func (s *Service) anyWants(typ string) bool {
-	for _, h := range s.hooks {
-		if h.events[typ] {
-			return true
-		}
-	}
-	return false
 }
 
 // payload is the JSON a hook gets: the Event's fields plus the session.
