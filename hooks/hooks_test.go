@@ -29,9 +29,15 @@ import (
 // read them through.
 type env struct {
 	t     *testing.T
-	store *sqlite.Store
+	store testStore
 	feed  *changefeed.Feed
 	svc   *Service
+}
+
+// testStore is a store with its outbox.
+type testStore interface {
+	berth.Store
+	berth.HookStore
 }
 
 // GetSession implements Sessions from the store.
