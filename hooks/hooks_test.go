@@ -28,7 +28,7 @@ import (
 // env is a real SQLite store, a change feed and the Sessions the hooks
 // read them through.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	store testStore
 	feed  *changefeed.Feed
 	svc   *Service
@@ -56,13 +56,13 @@ func (e *env) StreamChanges(ctx context.Context, last string) (berth.ChangeStrea
 }
 
 // newEnv opens a store in a fresh directory.
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	return openEnv(t, t.TempDir())
 }
 
 // openEnv opens the store kept in dir.
-func openEnv(t *testing.T, dir string) *env {
+func openEnv(t testing.TB, dir string) *env {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "berth.db"), sqlite.Options{})
 	if err != nil {
@@ -162,7 +162,7 @@ func (e *env) deliveries(state string) []*berth.HookDelivery {
 }
 
 // waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -188,7 +188,7 @@ type receiver struct {
 	srv    *httptest.Server
 }
 
-func newReceiver(t *testing.T, answer func(n int, r request) int) *receiver {
+func newReceiver(t testing.TB, answer func(n int, r request) int) *receiver {
 	rc := &receiver{answer: answer}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
