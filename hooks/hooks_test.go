@@ -542,10 +542,12 @@ func TestSlowReceiverBlocksOnlyItsOwnQueue(t *testing.T) {
 }
 
 func TestCommandHook(t *testing.T) {
+	// The daemon's own BERTH_* settings (a token, say) never reach a hook.
+	t.Setenv("BERTH_SERVER_TOKEN", "daemon-token")
 	e := newEnv(t)
 	out := filepath.Join(t.TempDir(), "out")
 	e.start(testOptions(), Hook{Command: "/bin/sh",
-		Args:   []string{"-c", `cat > "$0.tmp" && printf '%s %s' "$BERTH_HOOK_EVENT" "$BERTH_HOOK_DELIVERY" > "$0.env" && mv "$0.tmp" "$0"`, out},
+		Args:   []string{"-c", `cat > "$0.tmp" && printf '%s %s%s' "$BERTH_HOOK_EVENT" "$BERTH_HOOK_DELIVERY" "$BERTH_SERVER_TOKEN" > "$0.env" && mv "$0.tmp" "$0"`, out},
 		Events: []string{berth.EventTurnEnded}})
 	e.session("ses_a", "demo", nil)
 	e.emit("ses_a", berth.EventTurnEnded)
@@ -719,5 +721,27 @@ func TestScanPagesThroughALongLog(t *testing.T) {
 	}
 	if len(seen) != 2000 {
 		t.Fatalf("%d deliveries, want 2000", len(seen))
+	}
+}
+
+func TestURLHookFollowsNoRedirect(t *testing.T) {
+	e := newEnv(t)
+	target := newReceiver(t, nil)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.srv.URL, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirect.Close)
+	e.start(testOptions(), Hook{URL: redirect.URL, Secret: "k", Events: []string{berth.EventTurnEnded}})
+	e.session("ses_a", "demo", nil)
+	e.emit("ses_a", berth.EventTurnEnded)
+	waitFor(t, "a failed attempt", func() bool {
+		ds := e.deliveries(berth.DeliveryPending)
+		return len(ds) == 1 && ds[0].Attempts >= 1
+	})
+	if d := e.deliveries("")[0]; !strings.Contains(d.LastError, "HTTP 307") {
+		t.Fatalf("last_error %q", d.LastError)
+	}
+	if n := len(target.requests()); n != 0 {
+		t.Fatalf("the redirect was followed %d times", n)
 	}
 }
