@@ -291,6 +291,18 @@ func (s *Service) Notify(sessionID string) {
 	s.scan.mark(sessionID)
 }
 
+// Flush enqueues the deliveries of a session's committed events now. The
+// session service calls it before it deletes a session's log, so that a
+// session_stopped of a deleted session is not deleted unread.
+func (s *Service) Flush(ctx context.Context, sessionID string) error {
+	if !s.eventHooks || !s.opened.Load() {
+		return nil
+	}
+	s.scan.scanMu.Lock()
+	defer s.scan.scanMu.Unlock()
+	return s.scan.session(ctx, sessionID)
+}
+
 // Counters returns the running totals.
 func (s *Service) Counters() Counters {
 	return Counters{Enqueued: s.enqueued.Load(), Delivered: s.delivered.Load(), Retried: s.retried.Load(), Failed: s.failed.Load()}

@@ -24,6 +24,10 @@ const cursorEvery = 2 * time.Second
 type scanner struct {
 	s *Service
 
+	// scanMu is held while a session is scanned, by the scanner goroutine
+	// or by Flush.
+	scanMu sync.Mutex
+
 	mu     sync.Mutex
 	marked map[string]struct{}
 	wake   chan struct{} // capacity 1: marked is not empty
@@ -88,7 +92,10 @@ func (sc *scanner) run(ctx context.Context) {
 		sc.marked = make(map[string]struct{}, len(marked))
 		sc.mu.Unlock()
 		for id := range marked {
-			if err := sc.session(ctx, id); err != nil {
+			sc.scanMu.Lock()
+			err := sc.session(ctx, id)
+			sc.scanMu.Unlock()
+			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}

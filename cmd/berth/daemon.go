@@ -171,7 +171,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
 		// The hooks' one point on the event path: told of every commit.
-		OnCommit: d.hooks.Notify,
+		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
