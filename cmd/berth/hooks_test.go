@@ -225,3 +225,37 @@ func TestHooksCommand(t *testing.T) {
 		t.Fatalf("berth hooks asked %v", asked)
 	}
 }
+
+// With the real session manager: a permission request of an "ask" session
+// reaches a hook both as permission_requested and as badge:waiting.
+func TestHookToldOfAWaitingSession(t *testing.T) {
+	home := t.TempDir()
+	rc := newHookReceiver(t)
+	cfg := fmt.Sprintf("[[hooks]]\nevents = [\"permission_requested\", \"badge:waiting\"]\nurl = %q\n", rc.srv.URL)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, home)
+	var sess berth.Session
+	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "permission_mode": "ask"}, &sess); st != 201 {
+		t.Fatalf("create = %d %v", st, err)
+	}
+	if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "ask may I"}, nil); st != 202 {
+		t.Fatalf("prompt = %d %v", st, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var events []string
+		for _, r := range rc.requests() {
+			events = append(events, strings.Fields(r)[1])
+		}
+		got := strings.Join(events, " ")
+		if strings.Contains(got, "permission_requested") && strings.Contains(got, "badge:waiting") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hook requests %v\n%s", rc.requests(), s.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
