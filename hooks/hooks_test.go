@@ -768,3 +768,22 @@ func TestFlushReadsALogAboutToBeDeleted(t *testing.T) {
 		t.Fatalf("delivered %s %d", ev.Type, ev.Seq)
 	}
 }
+
+func TestShutdownKillsARunningCommandHook(t *testing.T) {
+	e := newEnv(t)
+	pids := filepath.Join(t.TempDir(), "pids")
+	script := `echo $$ > "$0.tmp"; mv "$0.tmp" "$0"; trap '' TERM; sleep 300`
+	e.start(testOptions(), Hook{Command: "/bin/sh", Args: []string{"-c", script, pids}, Events: []string{berth.EventTurnEnded}, Timeout: 5 * time.Minute})
+	e.session("ses_a", "demo", nil)
+	e.emit("ses_a", berth.EventTurnEnded)
+	waitFor(t, "the hook running", func() bool { _, err := os.Stat(pids); return err == nil })
+	e.stop() // fails the test if Close takes over 5 s
+	b, _ := os.ReadFile(pids)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+		t.Fatalf("hook process %d still there after shutdown: %v", pid, err)
+	}
+	if ds := e.deliveries(berth.DeliveryPending); len(ds) != 1 || ds[0].Attempts != 0 {
+		t.Fatalf("after shutdown: %+v", ds)
+	}
+}
