@@ -239,6 +239,11 @@ func (s *Service) Open(ctx context.Context, sess Sessions) error {
 	if err := s.store.ReleaseHookClaims(ctx, s.o.Owner); err != nil {
 		return err
 	}
+	for _, h := range s.hooks {
+		if h.URL != "" && h.Secret == "" {
+			s.log.Warn("hooks: a URL hook without a secret: its requests are not signed", "hook", h.Name)
+		}
+	}
 	s.opened.Store(true)
 	s.start(func() { s.scan.run(s.ctx) })
 	if s.eventHooks {
