@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/eventlog"
+	"github.com/berth-sh/berth/hooks"
 	bhttp "github.com/berth-sh/berth/http"
 	"github.com/berth-sh/berth/internal/homelock"
 	"github.com/berth-sh/berth/sandbox/docker"
@@ -46,6 +47,7 @@ type daemon struct {
 	store  berth.Store
 	log    *eventlog.Log
 	mgr    *session.Manager
+	hooks  *hooks.Service
 	srv    *bhttp.Server
 	docker *docker.Provider
 	// token is what TCP clients must send: [server] token or the one kept
@@ -146,6 +148,10 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
 			Orphan: o.cfg.Limits.OrphanTimeout.Duration}
 	}
+	node := nodeID(o.home)
+	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.cfg.Hooks), Owner: node, Logger: o.logger}); err != nil {
+		return nil, err
+	}
 	lim := o.cfg.Limits
 	d.mgr = session.New(session.Options{
 		Store: d.store, Log: d.log, Catalog: catalog,
@@ -158,11 +164,16 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
 			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration,
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration},
-		Home: o.home, NodeID: nodeID(o.home), Version: versionString(), Logger: o.logger, UserHome: userHome(),
+		Home: o.home, NodeID: node, Version: versionString(), Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
+		// The hooks' one point on the event path: told of every commit.
+		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
 	})
 	if err = d.mgr.Open(ctx); err != nil {
+		return nil, err
+	}
+	if err = d.hooks.Open(ctx, d.mgr); err != nil {
 		return nil, err
 	}
 	d.removeLeftoverContainers(ctx, d.mgr.LiveIDs())
@@ -170,7 +181,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
-		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: versionString()})
+		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: versionString(), Hooks: d.hooks})
 	if err = d.srv.Listen(o.addr, o.socket); err != nil {
 		d.srv = nil
 		return nil, err
@@ -205,6 +216,12 @@ func (d *daemon) close(ctx context.Context) {
 				d.logger.Warn("api server", "err", err)
 			}
 			d.serving = false
+		}
+	}
+	if d.hooks != nil {
+		// Attempts in flight are cut and stay pending for the next start.
+		if err := d.hooks.Close(ctx); err != nil {
+			d.logger.Warn("hooks close", "err", err)
 		}
 	}
 	if d.mgr != nil {
@@ -395,4 +412,14 @@ func (d *daemon) removeLeftoverContainers(ctx context.Context, keep map[string]b
 	} else if n > 0 {
 		d.logger.Info("docker: removed containers a previous daemon left", "count", n)
 	}
+}
+
+// hookList turns the [[hooks]] entries into the hooks service's hooks.
+func hookList(entries []config.Hook) []hooks.Hook {
+	out := make([]hooks.Hook, 0, len(entries))
+	for i, h := range entries {
+		out = append(out, hooks.Hook{Name: h.HookName(i), Index: i, Events: h.Events, Agent: h.Agent, Labels: h.Labels,
+			URL: h.URL, Secret: h.Secret, Command: h.Command, Args: h.Args, Timeout: h.Timeout.Duration})
+	}
+	return out
 }

@@ -70,6 +70,7 @@ func newRootCommand() *cobra.Command {
 		newRepairCommand(),
 		newUICommand(),
 		newDoctorCommand(),
+		newHooksCommand(),
 	)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
