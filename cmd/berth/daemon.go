@@ -351,13 +351,37 @@ func loadConfig(home, path string) (*config.Config, error) {
 	return config.LoadDefault(home, os.Environ())
 }
 
-// newLogger returns the daemon's logger writing to stderr.
-func newLogger(debug bool) *slog.Logger {
-	level := slog.LevelInfo
-	if debug {
-		level = slog.LevelDebug
+// newLogger returns the daemon's logger writing to stderr: format text,
+// json, or "" for text on a terminal and JSON otherwise; level debug,
+// info (""), warn or error.
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "", "info":
+		lv = slog.LevelInfo
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, berth.Errorf(berth.EInvalid, "log level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "":
+		// Text for a person at a terminal, JSON for whatever collects it.
+		if isTerminal(os.Stderr) {
+			return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		}
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, berth.Errorf(berth.EInvalid, "log format %q: want text or json", format)
 }
 
 // quietLogger logs warnings and errors only: for a daemon that runs inside

@@ -102,7 +102,9 @@ func newShimCmd() *cobra.Command {
 					_ = f.Close()
 				}
 			}
-			logger := newLogger(false).With("shim", job.SessionID)
+			// The shim's log is a file: JSON lines, about its session.
+			logger, _ := newLogger("json", "info")
+			logger = logger.With("shim", os.Getpid(), "session_id", job.SessionID)
 			p, closeProvider, err := opts.provider(job.Provider)
 			if err != nil {
 				_ = json.NewEncoder(os.Stdout).Encode(shim.Ready{ShimPID: os.Getpid(), Stage: "sandbox", Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
