@@ -72,6 +72,10 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 	if err := m.log.FlushSession(ctx, id); err != nil {
 		return err
 	}
+	// The subtree goes with its root (its stop stopped it).
+	if err := m.deleteChildren(ctx, id); err != nil {
+		return err
+	}
 	if err := m.store.DeleteSession(ctx, id); err != nil {
 		return err
 	}
