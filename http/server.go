@@ -152,6 +152,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sessions/{id}/snapshots", s.handleCreateSnapshot)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshots", s.handleListSnapshots)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/repair", s.handleRepair)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/children", s.handleSpawnChild)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/children", s.handleListChildren)
 	s.uiRoutes()
 }
 
