@@ -59,6 +59,8 @@ func newRootCommand() *cobra.Command {
 		newRmCommand(),
 		newApproveCommand(),
 		newResumeCommand(),
+		newSpawnCommand(),
+		newChildrenCommand(),
 		newQueueCommand(),
 		newPermissionsCommand(),
 		newExecCommand(),
