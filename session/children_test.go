@@ -347,6 +347,15 @@ func TestParentCrashStopsChildren(t *testing.T) {
 	if s.StopReason != berth.StopParentStopped {
 		t.Fatalf("child of a crashed parent stopped %s", s.StopReason)
 	}
+	// The parent's monitor stopped it, before the parent's session_stopped.
+	waitFor(t, "the parent to stop", func() bool {
+		s, err := e.m.GetSession(ctx, root.ID)
+		return err == nil && s.State == berth.StateStopped
+	})
+	evs := e.events(root.ID)
+	if n := len(evs); n < 2 || evs[n-1].Type != berth.EventSessionStopped || evs[n-2].Type != berth.EventChildStopped {
+		t.Fatalf("the crashed parent's log ends %v", types(evs))
+	}
 }
 
 // A child whose TTL runs out stops with ttl_expired, its parent goes on
