@@ -476,3 +476,24 @@ func TestSpawnIdempotencyKey(t *testing.T) {
 		t.Fatalf("retry after a restart: %v %v, want %s", s, err, ids[0])
 	}
 }
+
+// A child whose agent never starts is answered stopped/startup_failed, like
+// a create, and its parent's log says so.
+func TestSpawnChildStartupFailed(t *testing.T) {
+	e := newEnv(t)
+	root := e.create(berth.CreateRequest{})
+	for _, agent := range []string{"missing", "exits"} {
+		kid, err := e.m.SpawnChild(context.Background(), root.ID, berth.CreateRequest{Agent: agent, TTLSeconds: 60}, "")
+		if err != nil || kid.State != berth.StateStopped || kid.StopReason != berth.StopStartupFailed {
+			t.Fatalf("%s child: %+v %v", agent, kid, err)
+		}
+		waitFor(t, "child_stopped of "+agent, func() bool {
+			for _, d := range childEvents(t, e.events(root.ID), berth.EventChildStopped) {
+				if d["child_id"] == kid.ID && d["stop_reason"] == string(berth.StopStartupFailed) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+}
