@@ -497,3 +497,32 @@ func TestSpawnChildStartupFailed(t *testing.T) {
 		})
 	}
 }
+
+// InSubtree says whether a session is in another's subtree, the check the
+// berth MCP server makes: a session's own tree below it, never a sibling's,
+// an ancestor's or another tree's.
+func TestInSubtree(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.MaxDepth = 2 })
+	root := e.create(berth.CreateRequest{})
+	a := e.spawn(root.ID, berth.CreateRequest{})
+	b := e.spawn(root.ID, berth.CreateRequest{})
+	a1 := e.spawn(a.ID, berth.CreateRequest{})
+	other := e.create(berth.CreateRequest{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		ancestor, id string
+		want         bool
+	}{
+		{root.ID, root.ID, true}, {root.ID, a.ID, true}, {root.ID, a1.ID, true}, {a.ID, a1.ID, true},
+		{a.ID, b.ID, false}, {a.ID, root.ID, false}, {a1.ID, a.ID, false}, {b.ID, a1.ID, false},
+		{other.ID, a.ID, false}, {root.ID, other.ID, false},
+	} {
+		got, err := e.m.InSubtree(ctx, c.ancestor, c.id)
+		if err != nil || got != c.want {
+			t.Errorf("InSubtree(%s, %s) = %v, %v; want %v", c.ancestor, c.id, got, err, c.want)
+		}
+	}
+	if _, err := e.m.InSubtree(ctx, root.ID, "ses_nope"); !berth.IsCode(err, berth.ENotFound) {
+		t.Errorf("unknown session: %v", err)
+	}
+}
