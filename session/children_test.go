@@ -134,6 +134,11 @@ func TestSpawnChildRequests(t *testing.T) {
 			t.Errorf("ttl %d: %v, want invalid naming ttl_seconds", ttl, err)
 		}
 	}
+	for _, key := range []string{strings.Repeat("k", 256), "two words", "tab\there", "ünï"} {
+		if _, err := e.m.SpawnChild(ctx, root.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 60}, key); !berth.IsCode(err, berth.EInvalid) {
+			t.Errorf("Idempotency-Key %q: %v, want invalid", key, err)
+		}
+	}
 	if _, err := e.m.SpawnChild(ctx, "ses_nope", berth.CreateRequest{Agent: "demo", TTLSeconds: 60}, ""); !berth.IsCode(err, berth.ENotFound) {
 		t.Errorf("unknown parent: %v", err)
 	}
