@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"strconv"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
