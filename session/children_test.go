@@ -531,3 +531,61 @@ func TestInSubtree(t *testing.T) {
 		t.Errorf("unknown session: %v", err)
 	}
 }
+
+// Spawns racing their parent's stop never leave a child running: each is
+// refused, or admitted before the parent closed and stopped with it.
+func TestSpawnsRacingTheParentsStop(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.MaxChildren = 100 })
+	root := e.create(berth.CreateRequest{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	stopped := make(chan struct{})
+	var mu sync.Mutex
+	made := 0
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stopped:
+					return
+				default:
+				}
+				s, err := e.m.SpawnChild(ctx, root.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 60}, "")
+				if err != nil {
+					if !berth.IsCode(err, berth.EConflict) {
+						t.Errorf("spawn: %v", err)
+					}
+					return
+				}
+				if s.ParentID != root.ID {
+					t.Errorf("spawned %+v", s)
+				}
+				mu.Lock()
+				made++
+				mu.Unlock()
+			}
+		}()
+	}
+	waitFor(t, "a few children", func() bool { mu.Lock(); defer mu.Unlock(); return made >= 3 })
+	if _, err := e.m.StopSession(ctx, root.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(stopped)
+	wg.Wait()
+	// Whatever was admitted stopped with its parent, before its stop
+	// answered.
+	if n := len(e.m.liveChildren(root.ID)); n != 0 {
+		t.Fatalf("%d children still live after their parent's stop", n)
+	}
+	page, err := e.m.ListSessions(ctx, berth.SessionFilter{Parent: root.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range page.Sessions {
+		if s.State != berth.StateStopped || (s.StopReason != berth.StopParentStopped && s.StopReason != berth.StopStartupFailed) {
+			t.Errorf("child %s after its parent stopped: %s/%s", s.ID, s.State, s.StopReason)
+		}
+	}
+}
