@@ -165,6 +165,17 @@ type Session struct {
 	ShimPID int `json:"-"`
 	// NeedsAuth is set when the agent answered auth_required; the badge shows it.
 	NeedsAuth bool `json:"-"`
+
+	// RootID is the id of the session's tree's root: its own for a root.
+	RootID string `json:"root_id"`
+	// Depth is how far below its root the session is (a root is 0).
+	Depth int `json:"depth"`
+	// SpawnKey is the Idempotency-Key a child was spawned with ("" for
+	// none), unique among the children of one parent; SpawnHash is the
+	// digest of the spawn's body, so that a retry with another body is
+	// told apart.
+	SpawnKey  string `json:"-"`
+	SpawnHash string `json:"-"`
 }
 
 // ComputeBadge derives the badge from the session's fields. busy and waiting
@@ -200,6 +211,11 @@ type SessionFilter struct {
 	Agent  string
 	Parent string
 	Labels map[string]string
+	// Root selects a whole tree: its root and every descendant.
+	Root string
+	// SpawnKey, with Parent, selects the child spawned with this
+	// Idempotency-Key.
+	SpawnKey string
 	// Cursor is an opaque position returned as NextCursor by a previous page.
 	Cursor string
 	Limit  int

@@ -54,6 +54,9 @@ type fakeService struct {
 	perms        []*berth.Permission
 	lastDecision berth.PermissionDecision
 
+	// spawns are the SpawnChild calls (see children_test.go).
+	spawns []spawnCall
+
 	// feed serves StreamChanges (see global_stream_test.go).
 	feed *changefeed.Feed
 }

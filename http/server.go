@@ -157,6 +157,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sessions/{id}/repair", s.handleRepair)
 	s.mux.HandleFunc("GET /v1/hooks", s.handleListHooks)
 	s.mux.HandleFunc("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
+	s.mux.HandleFunc("POST /v1/sessions/{id}/children", s.handleSpawnChild)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/children", s.handleListChildren)
 	s.uiRoutes()
 }
 

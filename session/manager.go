@@ -49,6 +49,10 @@ type Limits struct {
 	// SuperviseEvery is the supervisor's period (default 1s).
 	SuperviseEvery time.Duration
 	MaxLineBytes   int
+	// MaxChildren caps the live children of one session, MaxDepth how deep
+	// a tree grows (0: the defaults 5 and 1; negative: none).
+	MaxChildren int
+	MaxDepth    int
 }
 
 // SandboxPolicy says which providers a session may use.
@@ -198,6 +202,8 @@ func (m *Manager) Open(ctx context.Context) error {
 	if err := m.reconcile(ctx); err != nil {
 		return err
 	}
+	// A parent stopped while the daemon was down takes its children along.
+	m.stopOrphans(ctx)
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {

@@ -77,6 +77,10 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 			m.logger.Warn("the log was not read before its deletion", "session_id", id, "err", err)
 		}
 	}
+	// The subtree goes with its root (its stop stopped it).
+	if err := m.deleteChildren(ctx, id); err != nil {
+		return err
+	}
 	if err := m.store.DeleteSession(ctx, id); err != nil {
 		return err
 	}

@@ -107,6 +107,8 @@ type runtime struct {
 	// its shim (a graceful shutdown): from then on the runtime records
 	// nothing, and the next daemon carries on.
 	detached atomic.Bool
+	// tree is the session's side of its tree of sessions (children.go).
+	tree treeState
 	// published is the Session JSON last published on the all-sessions
 	// stream (see changes.go).
 	published []byte
@@ -381,7 +383,10 @@ func (rt *runtime) monitor() {
 	rt.mu.Unlock()
 
 	ctx := context.Background()
+	// A tree never outlives its root: the children stop first.
+	rt.stopChildren(ctx)
 	rt.finish(ctx, reason, failure)
+	rt.childStopped(ctx, reason)
 	rt.closeBox(ctx)
 	if rt.shim != nil {
 		// The shim may go: this daemon has the exit.

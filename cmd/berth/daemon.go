@@ -163,7 +163,8 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
 			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration,
-			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration},
+			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration,
+			MaxChildren: childLimit(lim.MaxChildren), MaxDepth: childLimit(lim.MaxDepth)},
 		Home: o.home, NodeID: node, Version: versionString(), Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
@@ -327,6 +328,15 @@ func privateHome(home string) error {
 		}
 	}
 	return nil
+}
+
+// childLimit maps a [limits] child limit to session.Limits, where 0 is
+// the default: a configured 0 (no children) becomes -1.
+func childLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // nodeID returns this home's stable node id, creating it once.
