@@ -56,18 +56,20 @@ func TestMain(m *testing.M) {
 }
 
 // goBuild builds pkg to out, static. For berth, shim names the small shim
-// it embeds (an -overlay over shimbin/berth-shim); "-" embeds none.
+// it embeds with its hash beside it (an -overlay over shimbin/berth-shim
+// and its .sha256, whatever `go generate` left there); "-" embeds none.
 func goBuild(out, pkg, shim string) error {
 	args := []string{"build", "-o", out}
 	if shim != "" {
-		if shim == "-" {
-			shim = ""
-		}
 		src, err := filepath.Abs(filepath.Join("shimbin", "berth-shim"))
 		if err != nil {
 			return err
 		}
-		ov, _ := json.Marshal(map[string]map[string]string{"Replace": {src: shim}})
+		replace := map[string]string{src: shim, src + ".sha256": shim + ".sha256"}
+		if shim == "-" {
+			replace = map[string]string{src: "", src + ".sha256": ""}
+		}
+		ov, _ := json.Marshal(map[string]map[string]string{"Replace": replace})
 		ovFile := out + ".overlay.json"
 		if err := os.WriteFile(ovFile, ov, 0o600); err != nil {
 			return err

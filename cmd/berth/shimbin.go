@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,26 +28,52 @@ import (
 //go:embed shimbin
 var shimDir embed.FS
 
-// embeddedShim is the small shim program this berth carries, nil when it
-// was built without `go generate ./cmd/berth`.
-func embeddedShim() []byte {
-	b, err := shimDir.ReadFile("shimbin/berth-shim")
-	if err != nil {
-		return nil
+// shimImage is a shim program to install: its SHA-256, and where its bytes
+// are, read only when they must be written (a daemon that finds its shim
+// in place never pages the embedded copy in).
+type shimImage struct {
+	sum  [32]byte
+	fsys fs.FS
+	name string
+}
+
+// embeddedShim is the small shim program this berth carries; false when
+// it was built without `go generate ./cmd/berth`.
+func embeddedShim() (shimImage, bool) {
+	const name = "shimbin/berth-shim"
+	img := shimImage{fsys: shimDir, name: name}
+	if _, err := fs.Stat(shimDir, name); err != nil {
+		return img, false
 	}
-	return b
+	// The generator writes the hash beside the program; without it, the
+	// program is read to hash it.
+	if b, err := shimDir.ReadFile(name + ".sha256"); err == nil {
+		if n, err := hex.Decode(img.sum[:], bytes.TrimSpace(b)); err == nil && n == len(img.sum) {
+			return img, true
+		}
+	}
+	f, err := shimDir.Open(name)
+	if err != nil {
+		return img, false
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return img, false
+	}
+	copy(img.sum[:], h.Sum(nil))
+	return img, true
 }
 
 // shimPrefix starts the name of every extracted shim in $BERTH_HOME/bin.
 const shimPrefix = "berth-shim-"
 
-// installShim makes sure home/bin/berth-shim-<hash> is prog, owned by
-// us, 0700 and not a symlink, and returns its path. A file already there
-// is used only when it passes those checks and has prog's hash; anything
-// else at that path (a symlink, a file of another owner, a tampered one)
-// is replaced, never followed or run. The directory must be ours and
-// private.
-func installShim(home string, prog []byte) (string, error) {
+// installShim makes sure home/bin/berth-shim-<hash> is img, owned by us,
+// 0700 and not a symlink, and returns its path. A file already there is
+// used only when it passes those checks and has img's hash; anything else
+// at that path (a symlink, a file of another owner, a tampered one) is
+// replaced, never followed or run. The directory must be ours and private.
+func installShim(home string, img shimImage) (string, error) {
 	dir := filepath.Join(home, "bin")
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", berth.WrapError(berth.EInternal, err, "create %s", dir)
@@ -54,12 +81,11 @@ func installShim(home string, prog []byte) (string, error) {
 	if err := privateDir(dir); err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(prog)
-	path := filepath.Join(dir, shimPrefix+hex.EncodeToString(sum[:])[:16])
-	if sameFile(path, sum) {
+	path := filepath.Join(dir, shimPrefix+hex.EncodeToString(img.sum[:])[:16])
+	if sameFile(path, img.sum) {
 		return path, nil
 	}
-	return path, writeShim(dir, path, prog)
+	return path, writeShim(dir, path, img)
 }
 
 // privateDir checks that dir is a directory (not a symlink to one) of
@@ -99,18 +125,27 @@ func sameFile(path string, sum [32]byte) bool {
 	return bytes.Equal(h.Sum(nil), sum[:])
 }
 
-// writeShim writes prog to path whole or not at all: a temp file in dir,
-// synced, renamed over whatever path was (the name is replaced, a symlink
-// there is not followed).
-func writeShim(dir, path string, prog []byte) error {
+// writeShim writes img to path whole or not at all: a temp file in dir,
+// checked against the hash and synced, renamed over whatever path was
+// (the name is replaced, a symlink there is not followed).
+func writeShim(dir, path string, img shimImage) error {
+	src, err := img.fsys.Open(img.name)
+	if err != nil {
+		return berth.WrapError(berth.EInternal, err, "read the shim")
+	}
+	defer src.Close()
 	f, err := os.CreateTemp(dir, "."+shimPrefix+"*")
 	if err != nil {
 		return berth.WrapError(berth.EInternal, err, "write the shim")
 	}
 	tmp := f.Name()
 	err = f.Chmod(0o700)
+	h := sha256.New()
 	if err == nil {
-		_, err = f.Write(prog)
+		_, err = io.Copy(io.MultiWriter(f, h), src)
+	}
+	if err == nil && !bytes.Equal(h.Sum(nil), img.sum[:]) {
+		err = berth.Errorf(berth.EInternal, "the shim's bytes do not have its hash (rebuild with go generate ./cmd/berth)")
 	}
 	if err == nil {
 		err = f.Sync()
@@ -186,12 +221,12 @@ func runningExes() map[string]bool {
 // small shim (a berth built without `go generate`, or one that cannot be
 // installed) every shim runs `berth shim`. Either is said once in the log.
 func smallShim(home, options string, logger *slog.Logger) []shim.Program {
-	prog := embeddedShim()
-	if prog == nil {
+	img, ok := embeddedShim()
+	if !ok {
 		logger.Info("this berth carries no small shim (built without `go generate ./cmd/berth`): every session's shim runs `berth shim`")
 		return nil
 	}
-	path, err := installShim(home, prog)
+	path, err := installShim(home, img)
 	if err != nil {
 		logger.Warn("the small shim cannot be installed: every session's shim runs `berth shim`", "err", err)
 		return nil

@@ -10,10 +10,16 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/berth-sh/berth"
 )
+
+// imageOf is a shim image of prog.
+func imageOf(prog []byte) shimImage {
+	return shimImage{sum: sha256.Sum256(prog), fsys: fstest.MapFS{"shim": {Data: prog}}, name: "shim"}
+}
 
 // newPrivateHome is a home as a daemon has it: a 0700 directory.
 func newPrivateHome(t *testing.T) string {
@@ -46,7 +52,7 @@ func wantInstalled(t *testing.T, path string, prog []byte) os.FileInfo {
 func TestInstallShimWritesOnceByHash(t *testing.T) {
 	home := newPrivateHome(t)
 	prog := []byte("#!/bin/sh\necho shim\n")
-	path, err := installShim(home, prog)
+	path, err := installShim(home, imageOf(prog))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +64,7 @@ func TestInstallShimWritesOnceByHash(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(home, "bin")); fi.Mode().Perm() != 0o700 {
 		t.Fatalf("bin is %s", fi.Mode())
 	}
-	again, err := installShim(home, prog)
+	again, err := installShim(home, imageOf(prog))
 	if err != nil || again != path {
 		t.Fatalf("again: %s, %v", again, err)
 	}
@@ -110,7 +116,7 @@ func TestInstallShimReplacesWhatIsNotItself(t *testing.T) {
 	for name, plant := range cases {
 		t.Run(name, func(t *testing.T) {
 			home := newPrivateHome(t)
-			path, err := installShim(home, prog)
+			path, err := installShim(home, imageOf(prog))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +128,7 @@ func TestInstallShimReplacesWhatIsNotItself(t *testing.T) {
 			if fi, _ := os.Lstat(path); fi.Mode()&os.ModeSymlink != 0 {
 				target, _ = os.Readlink(path)
 			}
-			got, err := installShim(home, prog)
+			got, err := installShim(home, imageOf(prog))
 			if err != nil || got != path {
 				t.Fatalf("install: %s, %v", got, err)
 			}
@@ -149,7 +155,7 @@ func TestInstallShimRefusesAnUnsafeDirectory(t *testing.T) {
 		if err := os.Symlink(elsewhere, filepath.Join(home, "bin")); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := installShim(home, prog); !berth.IsCode(err, berth.EForbidden) {
+		if _, err := installShim(home, imageOf(prog)); !berth.IsCode(err, berth.EForbidden) {
 			t.Fatalf("err %v", err)
 		}
 		if ents, _ := os.ReadDir(elsewhere); len(ents) != 0 {
@@ -164,17 +170,31 @@ func TestInstallShimRefusesAnUnsafeDirectory(t *testing.T) {
 		if err := os.Chmod(filepath.Join(home, "bin"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := installShim(home, prog); !berth.IsCode(err, berth.EForbidden) {
+		if _, err := installShim(home, imageOf(prog)); !berth.IsCode(err, berth.EForbidden) {
 			t.Fatalf("err %v", err)
 		}
 	})
+}
+
+// Bytes that do not have the image's hash are not installed.
+func TestInstallShimChecksTheBytesItWrites(t *testing.T) {
+	home := newPrivateHome(t)
+	img := imageOf([]byte("the shim"))
+	img.fsys = fstest.MapFS{"shim": {Data: []byte("another program")}}
+	path, err := installShim(home, img)
+	if !berth.IsCode(err, berth.EInternal) {
+		t.Fatalf("err %v", err)
+	}
+	if got := installedShims(home); len(got) != 0 {
+		t.Fatalf("left %v (path %s)", got, path)
+	}
 }
 
 // Shims of other versions go at start unless a live process runs one;
 // the current one stays.
 func TestRemoveOldShimsKeepsTheRunningOnes(t *testing.T) {
 	home := newPrivateHome(t)
-	cur, err := installShim(home, []byte("current"))
+	cur, err := installShim(home, imageOf([]byte("current")))
 	if err != nil {
 		t.Fatal(err)
 	}
