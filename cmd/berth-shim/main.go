@@ -12,16 +12,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/shim/shimcmd"
 )
 
 func main() {
-	// No heap profile is ever taken of a shim: its sampling would keep a
-	// table for nothing.
-	runtime.MemProfileRate = 0
 	raw, ok := optionsArg(os.Args[1:])
 	if !ok {
 		fmt.Fprintln(os.Stderr, "usage: berth-shim --options JSON (the job on stdin)")
