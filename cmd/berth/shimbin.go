@@ -81,6 +81,11 @@ func installShim(home string, img shimImage) (string, error) {
 	if err := privateDir(dir); err != nil {
 		return "", err
 	}
+	// A home on a noexec filesystem could hold the shim but not run it.
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Flags&unix.ST_NOEXEC != 0 {
+		return "", berth.Errorf(berth.EUnavailable, "%s is on a filesystem mounted noexec", dir)
+	}
 	path := filepath.Join(dir, shimPrefix+hex.EncodeToString(img.sum[:])[:16])
 	if sameFile(path, img.sum) {
 		return path, nil

@@ -176,6 +176,26 @@ func TestInstallShimRefusesAnUnsafeDirectory(t *testing.T) {
 	})
 }
 
+// A home on a noexec filesystem gets no small shim (it could not run):
+// the daemon then runs `berth shim`.
+func TestInstallShimRefusesANoexecHome(t *testing.T) {
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_NOEXEC, "size=16m"); err != nil {
+		t.Skipf("cannot mount a noexec tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, 0) })
+	home := filepath.Join(mnt, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := installShim(home, imageOf([]byte("shim"))); !berth.IsCode(err, berth.EUnavailable) {
+		t.Fatalf("err %v", err)
+	}
+	if got := installedShims(home); len(got) != 0 {
+		t.Fatalf("left %v", got)
+	}
+}
+
 // Bytes that do not have the image's hash are not installed.
 func TestInstallShimChecksTheBytesItWrites(t *testing.T) {
 	home := newPrivateHome(t)
