@@ -229,30 +229,20 @@ func runShims(runDir string) []int {
 	return out
 }
 
-// processTree returns roots and every process descended from them.
+// processTree returns roots and every process descended from them (each
+// thread of a process lists the children it forked).
 func processTree(roots []int) []int {
-	children := map[int][]int{}
-	procs, _ := os.ReadDir("/proc")
-	for _, e := range procs {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The parent is the second field after the command name in parentheses.
-		i := strings.LastIndexByte(string(b), ')')
-		if f := strings.Fields(string(b[i+1:])); i > 0 && len(f) > 1 {
-			if ppid, err := strconv.Atoi(f[1]); err == nil {
-				children[ppid] = append(children[ppid], pid)
-			}
-		}
-	}
 	out := slices.Clone(roots)
 	for i := 0; i < len(out); i++ {
-		out = append(out, children[out[i]]...)
+		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", out[i]))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			for _, c := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(c); err == nil {
+					out = append(out, pid)
+				}
+			}
+		}
 	}
 	return out
 }
