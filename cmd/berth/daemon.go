@@ -146,7 +146,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if !o.noShims {
 		pob, _ := json.Marshal(po)
 		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
-			Orphan: o.cfg.Limits.OrphanTimeout.Duration}
+			Programs: smallShim(o.home, string(pob), o.logger), Orphan: o.cfg.Limits.OrphanTimeout.Duration}
 	}
 	node := nodeID(o.home)
 	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.cfg.Hooks), Owner: node, Logger: o.logger}); err != nil {
@@ -423,7 +423,7 @@ func userHome() string {
 // configured engine, whose containers a previous daemon of this home left
 // are removed now (the engine may be shared: only this node's are).
 func (d *daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
-	providers := []berth.SandboxProvider{host.New(), po.bwrap()}
+	providers := []berth.SandboxProvider{host.New(), po.Bwrap()}
 	dk, err := po.docker()
 	if err != nil {
 		return nil, err
