@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/berth-sh/berth/internal/apitest"
 	"io"
 	"net"
 	"net/http"
@@ -231,8 +232,14 @@ func (s *server) api(method, path string, body any, out any) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil && err != io.EOF {
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	// Every answer of a documented route matches the OpenAPI document.
+	apitest.Check(s.t, req, resp.StatusCode, resp.Header, raw)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
 			return resp.StatusCode, err
 		}
 	}
