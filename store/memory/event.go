@@ -1,7 +1,6 @@
 package memory
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"sort"
@@ -110,10 +109,11 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 	// Copies are made before the lock: the critical section only checks
 	// and links.
 	stored := make([]storedEvent, len(events))
+	arena := newArena(events)
 	for i := range events {
 		e := &events[i]
 		n, ok := codec.ToNanos(e.Time)
-		stored[i] = storedEvent{seq: e.Seq, turn: e.TurnID, typ: e.Type, nanos: n, hasTime: ok, data: bytes.Clone(e.Data)}
+		stored[i] = storedEvent{seq: e.Seq, turn: e.TurnID, typ: e.Type, nanos: n, hasTime: ok, data: arena.copy(e.Data)}
 	}
 
 	s.mu.Lock()
@@ -175,21 +175,58 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 		src = lg.byType[p.Type]
 	}
 	bounded := p.Kind == codec.PageByTurn || p.Kind == codec.PageByTypeInTurn
-	out := make([]berth.Event, 0, min(p.Limit, 128))
+	var page []*storedEvent
 	for _, e := range src[after(src, p.After):] {
-		if len(out) == p.Limit || (bounded && e.seq > p.Upper) {
+		if len(page) == p.Limit || (bounded && e.seq > p.Upper) {
 			break
 		}
-		if p.Turn != "" && e.turn != p.Turn {
-			continue
+		if p.Turn == "" || e.turn == p.Turn {
+			page = append(page, e)
 		}
-		ev := berth.Event{Seq: e.seq, SessionID: sessionID, TurnID: e.turn, Type: e.typ, Data: bytes.Clone(e.data)}
+	}
+	// The page's data is copied into one allocation.
+	size := 0
+	for _, e := range page {
+		size += len(e.data)
+	}
+	buf := make([]byte, 0, size)
+	out := make([]berth.Event, len(page))
+	for i, e := range page {
+		out[i] = berth.Event{Seq: e.seq, SessionID: sessionID, TurnID: e.turn, Type: e.typ}
+		if e.data != nil {
+			start := len(buf)
+			buf = append(buf, e.data...)
+			// A full slice expression: appending to one event's data
+			// cannot write over the next one's.
+			out[i].Data = buf[start:len(buf):len(buf)]
+		}
 		if e.hasTime {
-			ev.Time = codec.FromNanos(e.nanos)
+			out[i].Time = codec.FromNanos(e.nanos)
 		}
-		out = append(out, ev)
 	}
 	return out, nil
+}
+
+// arena hands out copies of a batch's event data from one allocation.
+type arena struct{ buf []byte }
+
+// newArena returns an arena that holds the data of events.
+func newArena(events []berth.Event) *arena {
+	size := 0
+	for i := range events {
+		size += len(events[i].Data)
+	}
+	return &arena{buf: make([]byte, 0, size)}
+}
+
+// copy returns a copy of b (nil for nil) that no other copy overlaps.
+func (a *arena) copy(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	start := len(a.buf)
+	a.buf = append(a.buf, b...)
+	return a.buf[start:len(a.buf):len(a.buf)]
 }
 
 // LastSeq returns the highest committed seq of a session (0 if it has no
