@@ -207,7 +207,10 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 	return out, nil
 }
 
-// arena hands out copies of a batch's event data from one allocation.
+// arena hands out copies of a batch's event data from one allocation. The
+// allocation lives as long as any of its events: a deleted session's
+// events that shared a batch with another session's stay in memory until
+// that one is deleted too.
 type arena struct{ buf []byte }
 
 // newArena returns an arena that holds the data of events.
