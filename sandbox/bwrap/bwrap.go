@@ -339,7 +339,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	s.mounts = append(s.mounts, userMounts(user)...)
 	s.mounts = append(s.mounts, mount{kind: remountRO, dst: "/"})
 	if p.dropping() {
-		st, staged, err := p.newStage(s.mounts, cfg.Workspace, s.ws)
+		st, staged, err := p.newStage(s.mounts, cfg.Workspace, s.ws, s.prlimit != "")
 		if err != nil {
 			if s.pids != nil {
 				_ = s.pids.remove()
