@@ -17,6 +17,11 @@ import (
 func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) error {
 	defer close(rt.handshook)
 	m := rt.m
+	if m.launcher != nil {
+		// The agent is up (or never will be): the next spare shim may
+		// take the CPU now, and the next create finds it started.
+		defer m.launcher.Replenish()
+	}
 	rt.mu.Lock()
 	sess := rt.sess
 	rt.mu.Unlock()

@@ -31,6 +31,9 @@ type Launcher struct {
 	mu     sync.Mutex
 	idle   []*spawned
 	closed bool
+	// wake, while a refill waits out refillDelay, ends the wait early
+	// (Replenish closes it).
+	wake chan struct{}
 	// done is closed by Close.
 	done chan struct{}
 	// refills counts the goroutines that start spares; Close waits for them.
@@ -41,8 +44,9 @@ type Launcher struct {
 }
 
 // refillDelay is how long after taking a spare the launcher starts the
-// next one.
-const refillDelay = 50 * time.Millisecond
+// next one, unless Replenish says earlier that the agent it went to has
+// started.
+var refillDelay = 50 * time.Millisecond
 
 // spawned is one shim process, idle until it is given a job.
 type spawned struct {
@@ -98,16 +102,31 @@ func (l *Launcher) refill() {
 	if l.closed || len(l.idle) >= l.spare {
 		return
 	}
+	if l.wake != nil {
+		// A refill is waiting already.
+		return
+	}
+	wake := make(chan struct{})
+	l.wake = wake
 	l.refills.Add(1)
 	go func() {
 		defer l.refills.Done()
 		// A spare started at once would compete for the CPU with the agent
 		// the last one just started, whose start-up is on a create's path.
+		t := time.NewTimer(refillDelay)
 		select {
-		case <-time.After(refillDelay):
+		case <-t.C:
+		case <-wake:
+			t.Stop()
 		case <-l.done:
+			t.Stop()
 			return
 		}
+		l.mu.Lock()
+		if l.wake == wake {
+			l.wake = nil
+		}
+		l.mu.Unlock()
 		for {
 			l.mu.Lock()
 			if l.closed || len(l.idle) >= l.spare {
@@ -129,6 +148,18 @@ func (l *Launcher) refill() {
 			l.mu.Unlock()
 		}
 	}()
+}
+
+// Replenish tells the launcher that the agent of the shim last taken has
+// started (its handshake is over): the spare that replaces it is started
+// now rather than after refillDelay, so that the next create finds it.
+func (l *Launcher) Replenish() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
 }
 
 // take returns an idle shim, or starts one.
