@@ -96,6 +96,15 @@ func (p *Provider) FileOwner() (uid, gid int, ok bool) {
 	return p.hostUID, p.hostUID, p.dropping()
 }
 
+// hostCredential is what a child started as the host uid gets before its
+// exec: uid and gid (real, effective, saved) the host uid, no
+// supplementary groups, and so no capabilities: setpriv --reuid --regid
+// --clear-groups, without the exec.
+func (p *Provider) hostCredential() *syscall.Credential {
+	id := uint32(p.hostUID)
+	return &syscall.Credential{Uid: id, Gid: id, Groups: []uint32{}}
+}
+
 // dropArgs is setpriv's command line that starts the rest as the host uid
 // and gid, with no supplementary groups (and so no capabilities).
 func (p *Provider) dropArgs(setpriv string) []string {

@@ -24,6 +24,9 @@ func TestHostUIDStageStartsNoHelper(t *testing.T) {
 	if !p.dropping() {
 		t.Fatal("a root daemon's provider does not drop to the host uid")
 	}
+	if err := p.Probe(context.Background()); err != nil {
+		t.Fatalf("Probe without setpriv(1) on PATH: %v", err)
+	}
 	cfg := berth.SandboxConfig{SessionID: "ses_stage_test", Workspace: t.TempDir(), Home: t.TempDir(),
 		Binds: []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"}}}
 	sb, err := p.Open(context.Background(), cfg)

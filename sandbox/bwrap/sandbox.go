@@ -233,8 +233,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		if s.prlimit != "" {
 			argv = append(s.p.dropArgs(s.stage.setpriv), argv...)
 		} else {
-			id := uint32(s.p.hostUID)
-			attr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: id, Gid: id, Groups: []uint32{}}}
+			attr = &syscall.SysProcAttr{Credential: s.p.hostCredential()}
 		}
 	}
 	if s.prlimit != "" {
