@@ -3,7 +3,9 @@ package shim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -231,6 +233,26 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	}
 	_, werr := sp.stdin.Write(job)
 	_ = sp.stdin.Close()
+	// The connection is made while the shim starts the agent, so that
+	// its hello follows the ready line at once (see attachEarly).
+	actx, cancelAttach := context.WithCancel(ctx)
+	defer cancelAttach()
+	type attachResult struct {
+		p   *Proc
+		err error
+	}
+	attached := make(chan attachResult, 1)
+	go func() {
+		p, err := attachEarly(actx, cfg.Socket, cfg.Base, sp.exited)
+		attached <- attachResult{p, err}
+	}()
+	// dropAttach ends the early connection of a launch that failed.
+	dropAttach := func() {
+		cancelAttach()
+		if r := <-attached; r.p != nil {
+			r.p.Detach()
+		}
+	}
 	readyc := make(chan Ready, 1)
 	go func() {
 		var rd Ready
@@ -245,10 +267,12 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	case rd = <-readyc:
 	case <-ctx.Done():
 		_ = sp.cmd.Process.Kill()
+		dropAttach()
 		return nil, Ready{}, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: not ready")
 	}
 	if rd.Error != "" || werr != nil {
 		<-sp.exited
+		dropAttach()
 		if rd.Error == "" {
 			rd.Error = werr.Error()
 		}
@@ -258,11 +282,40 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 		}
 		return nil, rd, berth.Errorf(code, "%s", rd.Error)
 	}
-	p, err := Attach(ctx, cfg.Socket, cfg.Base)
-	if err != nil {
+	r := <-attached
+	if r.err != nil {
 		KillAgent(rd.AgentPID, cfg.SessionID)
 		_ = sp.cmd.Process.Kill()
-		return nil, rd, err
+		return nil, rd, r.err
 	}
-	return p, rd, nil
+	return r.p, rd, nil
+}
+
+// attachEarly attaches to a shim that was just given its job, as soon as
+// its socket listens: the shim makes it before it starts the agent and
+// answers once the agent runs, so the hello comes right after the ready
+// line instead of a connection's round trip later. It gives up when the
+// shim exits or ctx ends.
+func attachEarly(ctx context.Context, socket string, from int64, exited <-chan struct{}) (*Proc, error) {
+	var d net.Dialer
+	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 2*time.Millisecond) {
+		nc, err := d.DialContext(ctx, "unix", socket)
+		if err == nil {
+			return attachOn(ctx, nc, from)
+		}
+		// Not there yet (ENOENT), or made but not listening yet.
+		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, berth.WrapError(berth.EUnavailable, err, "shim: connect")
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-exited:
+			t.Stop()
+			return nil, berth.Errorf(berth.EUnavailable, "shim: it exited before it listened")
+		case <-ctx.Done():
+			t.Stop()
+			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: connect")
+		}
+	}
 }
