@@ -96,10 +96,21 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 			return nil, err
 		}
 	}
+	rt := m.newRuntime(s, spec)
+	var launch *launching
+	if m.opts.Shim != nil {
+		// The agent's shim starts it while the session is stored: the
+		// store's write is off the create's path. Nothing of the agent is
+		// visible before the session is, and a daemon that dies in between
+		// leaves a shim that no session owns, which the next one ends
+		// (removeOrphanShims) as the shim itself does after
+		// limits.orphan_timeout.
+		launch = rt.launch(ctx, provider)
+	}
 	if err := m.store.CreateSession(ctx, s); err != nil {
+		rt.abortLaunch(ctx, launch)
 		return nil, fmt.Errorf("store session: %w", err)
 	}
-	rt := m.newRuntime(s, spec)
 	// Announced before anything else can change it, so session_created
 	// comes first.
 	rt.mu.Lock()
@@ -118,7 +129,10 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 			"reason": "no sandbox provider with isolation works on this host: the agent runs without isolation (sandbox host)"})
 	}
 
-	if err := rt.start(ctx, provider); err != nil {
+	if launch == nil {
+		launch = rt.launch(ctx, provider)
+	}
+	if err := rt.start(ctx, launch); err != nil {
 		return nil, err
 	}
 	// The answer's last_seq covers session_started: commit it first.
