@@ -26,8 +26,10 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure session, prompt and ingest latency with the demo agent",
 		Long: "Start a daemon in this process on a temporary home, create N demo sessions, send M\n" +
 			"prompts to each, run one flood turn, and report create→active latency, prompt→first\n" +
-			"SSE event latency and durable ingest in events per second. -o json prints the\n" +
-			"figures as one JSON object on the last line.",
+			"SSE event latency and durable ingest in events per second. Each create and prompt is\n" +
+			"followed by the same with the agent started and prompted directly (no berth), and\n" +
+			"each prompt by one to a daemon without shims, so the report gives ratios measured in\n" +
+			"the same run. -o json prints the figures as one JSON object on the last line.",
 		Args: cobra.NoArgs,
 		RunE: runBench,
 	}
