@@ -119,7 +119,19 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		_ = os.RemoveAll(m.sessionDir(id))
 		return nil, err
 	}
+	rt := m.newRuntime(s, spec)
+	var launch *launching
+	if m.opts.Shim != nil {
+		// The agent's shim starts it while the session is stored: the
+		// store's write is off the create's path. Nothing of the agent is
+		// visible before the session is, and a daemon that dies in between
+		// leaves a shim that no session owns, which the next one ends
+		// (removeOrphanShims) as the shim itself does after
+		// limits.orphan_timeout.
+		launch = rt.launch(ctx, provider)
+	}
 	if err := m.store.CreateSession(ctx, s); err != nil {
+		rt.abortLaunch(ctx, launch)
 		unlock()
 		_ = os.RemoveAll(m.sessionDir(id))
 		if kid != nil && berth.IsCode(err, berth.EConflict) {
@@ -128,7 +140,6 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		}
 		return nil, fmt.Errorf("store session: %w", err)
 	}
-	rt := m.newRuntime(s, spec)
 	// Announced before anything else can change it, so session_created
 	// comes first.
 	rt.mu.Lock()
@@ -149,7 +160,10 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 			"reason": "no sandbox provider with isolation works on this host: the agent runs without isolation (sandbox host)"})
 	}
 
-	if err := rt.start(ctx, provider); err != nil {
+	if launch == nil {
+		launch = rt.launch(ctx, provider)
+	}
+	if err := rt.start(ctx, launch); err != nil {
 		return nil, err
 	}
 	// The answer's last_seq covers session_started: commit it first.

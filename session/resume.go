@@ -87,7 +87,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := rt.loadInput(ctx); err != nil {
 		rt.logger.Warn("load queued input", "err", err)
 	}
-	if err := rt.start(ctx, provider); err != nil {
+	if err := rt.start(ctx, rt.launch(ctx, provider)); err != nil {
 		return nil, err
 	}
 	if err := m.log.FlushSession(ctx, id); err != nil {

@@ -8,23 +8,77 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/shim"
 )
 
-// start opens the sandbox, starts the agent and completes the ACP
-// handshake. A failure stops the session as startup_failed; it is an error
-// for the caller only when nothing could be recorded. ctx is not cancelled
-// (CreateSession detaches it): every path ends in a recorded state.
-func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) error {
-	defer close(rt.handshook)
-	m := rt.m
+// launching is an agent being started (launch) for start to take over.
+type launching struct {
+	done chan struct{}
+	// base is the stream offset of the agent's first stdout byte.
+	base int64
+	// proc or fail is set once done is closed.
+	proc berth.Process
+	fail *berth.Failure
+}
+
+// launch opens the sandbox and starts the agent in the background, for
+// start (or abortLaunch) to wait for: a create runs it while the session
+// is stored.
+func (rt *runtime) launch(ctx context.Context, provider berth.SandboxProvider) *launching {
 	rt.mu.Lock()
 	sess := rt.sess
 	rt.mu.Unlock()
-	// The agent's stdout continues the session's stream offsets.
-	base := sess.AgentOffset
 	rt.provider = provider
-	rt.boxCfg = m.sandboxConfig(&sess, rt.spec)
-	proc, f := rt.startAgent(ctx, base)
+	rt.boxCfg = rt.m.sandboxConfig(&sess, rt.spec)
+	// The agent's stdout continues the session's stream offsets.
+	l := &launching{done: make(chan struct{}), base: sess.AgentOffset}
+	go func() {
+		defer close(l.done)
+		l.proc, l.fail = rt.startAgent(ctx, l.base)
+	}()
+	return l
+}
+
+// abortLaunch ends the agent of a session that could not be stored, and
+// its shim: nothing of it was recorded, so nothing else would.
+func (rt *runtime) abortLaunch(ctx context.Context, l *launching) {
+	if l == nil {
+		return
+	}
+	<-l.done
+	if l.proc == nil {
+		return
+	}
+	grace := rt.m.opts.Limits.StopGrace
+	if sp, ok := l.proc.(*shim.Proc); ok {
+		sp.Discard()
+		if _, err := sp.Stop(ctx, grace); err != nil {
+			rt.logger.Warn("stop the agent of a session not stored", "err", err)
+		}
+		sp.Release()
+		shim.BundleOf(rt.shimSocket, rt.id).Remove(false)
+		return
+	}
+	if _, err := l.proc.Stop(ctx, grace); err != nil {
+		rt.logger.Warn("stop the agent of a session not stored", "err", err)
+	}
+	rt.closeBox(ctx)
+}
+
+// start takes over the agent l starts and completes the ACP handshake. A
+// failure stops the session as startup_failed; it is an error for the
+// caller only when nothing could be recorded. ctx is not cancelled
+// (CreateSession detaches it): every path ends in a recorded state.
+func (rt *runtime) start(ctx context.Context, l *launching) error {
+	defer close(rt.handshook)
+	m := rt.m
+	if m.launcher != nil {
+		// The agent is up (or never will be): the next spare shim may
+		// take the CPU now, and the next create finds it started.
+		defer m.launcher.Replenish()
+	}
+	<-l.done
+	proc, f, base := l.proc, l.fail, l.base
 	if f != nil {
 		return rt.failStart(ctx, f)
 	}

@@ -61,6 +61,12 @@ func Attach(ctx context.Context, socket string, from int64) (*Proc, error) {
 	if err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "shim: connect")
 	}
+	return attachOn(ctx, nc, from)
+}
+
+// attachOn is Attach over a connection made: it asks for the agent's
+// stdout from offset from and reads the shim's hello.
+func attachOn(ctx context.Context, nc net.Conn, from int64) (*Proc, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}

@@ -3,7 +3,9 @@ package shim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -66,11 +68,15 @@ type pool struct {
 	// warm says spares are kept: from the start for the first program,
 	// after its first use for the others.
 	warm bool
+	// wake, while a refill of this pool waits out refillDelay, ends the
+	// wait early (Replenish closes it).
+	wake chan struct{}
 }
 
 // refillDelay is how long after taking a spare the launcher starts the
-// next one.
-const refillDelay = 50 * time.Millisecond
+// next one, unless Replenish says earlier that the agent it went to has
+// started.
+var refillDelay = 50 * time.Millisecond
 
 // spawned is one shim process, idle until it is given a job.
 type spawned struct {
@@ -140,16 +146,31 @@ func (l *Launcher) refill(p *pool) {
 	if l.closed || !p.warm || len(p.idle) >= l.spare {
 		return
 	}
+	if p.wake != nil {
+		// A refill is waiting already.
+		return
+	}
+	wake := make(chan struct{})
+	p.wake = wake
 	l.refills.Add(1)
 	go func() {
 		defer l.refills.Done()
 		// A spare started at once would compete for the CPU with the agent
 		// the last one just started, whose start-up is on a create's path.
+		t := time.NewTimer(refillDelay)
 		select {
-		case <-time.After(refillDelay):
+		case <-t.C:
+		case <-wake:
+			t.Stop()
 		case <-l.done:
+			t.Stop()
 			return
 		}
+		l.mu.Lock()
+		if p.wake == wake {
+			p.wake = nil
+		}
+		l.mu.Unlock()
 		for {
 			l.mu.Lock()
 			if l.closed || len(p.idle) >= l.spare {
@@ -171,6 +192,20 @@ func (l *Launcher) refill(p *pool) {
 			l.mu.Unlock()
 		}
 	}()
+}
+
+// Replenish tells the launcher that the agent of the shim last taken has
+// started (its handshake is over): the spare that replaces it is started
+// now rather than after refillDelay, so that the next create finds it.
+func (l *Launcher) Replenish() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.pools {
+		if p.wake != nil {
+			close(p.wake)
+			p.wake = nil
+		}
+	}
 }
 
 // take returns an idle shim of the program that serves provider, or
@@ -254,6 +289,26 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	}
 	_, werr := sp.stdin.Write(job)
 	_ = sp.stdin.Close()
+	// The connection is made while the shim starts the agent, so that
+	// its hello follows the ready line at once (see attachEarly).
+	actx, cancelAttach := context.WithCancel(ctx)
+	defer cancelAttach()
+	type attachResult struct {
+		p   *Proc
+		err error
+	}
+	attached := make(chan attachResult, 1)
+	go func() {
+		p, err := attachEarly(actx, cfg.Socket, cfg.Base, sp.exited)
+		attached <- attachResult{p, err}
+	}()
+	// dropAttach ends the early connection of a launch that failed.
+	dropAttach := func() {
+		cancelAttach()
+		if r := <-attached; r.p != nil {
+			r.p.Detach()
+		}
+	}
 	readyc := make(chan Ready, 1)
 	go func() {
 		defer sp.stdout.Close()
@@ -269,10 +324,12 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	case rd = <-readyc:
 	case <-ctx.Done():
 		_ = sp.cmd.Process.Kill()
+		dropAttach()
 		return nil, Ready{}, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: not ready")
 	}
 	if rd.Error != "" || werr != nil {
 		<-sp.exited
+		dropAttach()
 		if rd.Error == "" {
 			rd.Error = werr.Error()
 		}
@@ -282,11 +339,40 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 		}
 		return nil, rd, berth.Errorf(code, "%s", rd.Error)
 	}
-	p, err := Attach(ctx, cfg.Socket, cfg.Base)
-	if err != nil {
+	r := <-attached
+	if r.err != nil {
 		KillAgent(rd.AgentPID, cfg.SessionID)
 		_ = sp.cmd.Process.Kill()
-		return nil, rd, err
+		return nil, rd, r.err
 	}
-	return p, rd, nil
+	return r.p, rd, nil
+}
+
+// attachEarly attaches to a shim that was just given its job, as soon as
+// its socket listens: the shim makes it before it starts the agent and
+// answers once the agent runs, so the hello comes right after the ready
+// line instead of a connection's round trip later. It gives up when the
+// shim exits or ctx ends.
+func attachEarly(ctx context.Context, socket string, from int64, exited <-chan struct{}) (*Proc, error) {
+	var d net.Dialer
+	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 2*time.Millisecond) {
+		nc, err := d.DialContext(ctx, "unix", socket)
+		if err == nil {
+			return attachOn(ctx, nc, from)
+		}
+		// Not there yet (ENOENT), or made but not listening yet.
+		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, berth.WrapError(berth.EUnavailable, err, "shim: connect")
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-exited:
+			t.Stop()
+			return nil, berth.Errorf(berth.EUnavailable, "shim: it exited before it listened")
+		case <-ctx.Done():
+			t.Stop()
+			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: connect")
+		}
+	}
 }

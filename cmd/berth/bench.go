@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/config"
 	bhttp "github.com/berth-sh/berth/http"
 )
 
@@ -25,8 +26,10 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure session, prompt and ingest latency with the demo agent",
 		Long: "Start a daemon in this process on a temporary home, create N demo sessions, send M\n" +
 			"prompts to each, run one flood turn, and report create→active latency, prompt→first\n" +
-			"SSE event latency and durable ingest in events per second. -o json prints the\n" +
-			"figures as one JSON object on the last line.",
+			"SSE event latency and durable ingest in events per second. Each create and prompt is\n" +
+			"followed by the same with the agent started and prompted directly (no berth), and\n" +
+			"each prompt by one to a daemon without shims, so the report gives ratios measured in\n" +
+			"the same run. -o json prints the figures as one JSON object on the last line.",
 		Args: cobra.NoArgs,
 		RunE: runBench,
 	}
@@ -66,6 +69,7 @@ type benchResult struct {
 	readResult
 	shimResult
 	fanoutResult
+	directResult
 }
 
 // runBench is the bench command.
@@ -125,8 +129,25 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	progress := cmd.ErrOrStderr()
 
 	// create → active: the API answers only once the handshake is done.
-	fmt.Fprintf(progress, "creating %d sessions…\n", nSessions)
-	var creates []time.Duration
+	// Each create is followed by the baseline, the same agent started and
+	// handshaken with no berth, so both see the same machine.
+	spec, err := directCatalogAgent(cfg, "demo")
+	if err != nil {
+		return err
+	}
+	directRoot, err := os.MkdirTemp("", "berth-bench-direct-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(directRoot)
+	var direct []*directAgent
+	defer func() {
+		for _, a := range direct {
+			a.close()
+		}
+	}()
+	fmt.Fprintf(progress, "creating %d sessions, each beside the agent started directly…\n", nSessions)
+	var creates, directStarts []time.Duration
 	var ids []string
 	for range nSessions {
 		t0 := time.Now()
@@ -139,28 +160,20 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		}
 		creates = append(creates, time.Since(t0))
 		ids = append(ids, s.ID)
+		a, took, err := startDirect(spec, directRoot)
+		if err != nil {
+			return err
+		}
+		direct, directStarts = append(direct, a), append(directStarts, took)
 	}
 	res.CreateP50Ms, res.CreateP99Ms = pct(creates, 50), pct(creates, 99)
+	res.CreateDirectP50Ms, res.CreateDirectP99Ms = pct(directStarts, 50), pct(directStarts, 99)
+	res.CreateRatio = ratio(res.CreateP50Ms, res.CreateDirectP50Ms)
 
-	// prompt → first SSE event of the turn, on a stream opened beforehand.
-	fmt.Fprintf(progress, "sending %d prompts to each session…\n", nPrompts)
-	var firsts, agents []time.Duration
-	for _, id := range ids {
-		lat, agent, err := benchPrompts(ctx, c, id, nPrompts)
-		if err != nil {
-			return err
-		}
-		firsts, agents = append(firsts, lat...), append(agents, agent...)
-	}
-	res.FirstEventP50Ms, res.FirstEventP99Ms = pct(firsts, 50), pct(firsts, 99)
-	res.AgentEventP50Ms, res.AgentEventP99Ms = pct(agents, 50), pct(agents, 99)
 	if nPrompts > 0 {
-		fmt.Fprintf(progress, "the same prompts to agents without shims…\n")
-		base, err := benchNoShimFirstEvents(ctx, cfg, sandbox, nSessions, nPrompts)
-		if err != nil {
+		if err := benchAllPrompts(ctx, c, cfg, sandbox, ids, direct, nPrompts, noShims, &res, progress); err != nil {
 			return err
 		}
-		res.AgentEventNoShimP50Ms, res.AgentEventNoShimP99Ms = pct(base, 50), pct(base, 99)
 	}
 
 	if flood > 0 {
@@ -203,6 +216,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 	}
+	res.LoadAverage = loadAverage()
 	if asJSON {
 		return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 	}
@@ -210,66 +224,153 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-// benchPrompts sends n echo prompts to one session, one at a time, and
-// returns for each the time from sending it to its first SSE event, and to
-// the first event the agent's answer made.
-func benchPrompts(ctx context.Context, c *bhttp.Client, id string, n int) (_, _ []time.Duration, _ error) {
+// benchAllPrompts sends prompts to every session, and as many to the
+// same agents started directly, and, when the daemon runs shims, to a
+// second daemon's sessions whose agents are its own children: one prompt
+// of each in turn, so the three see the same machine. It records prompt →
+// first SSE event and prompt → first agent event of each.
+func benchAllPrompts(ctx context.Context, c *bhttp.Client, cfg *config.Config, sandbox string, ids []string,
+	direct []*directAgent, n int, noShims bool, res *benchResult, progress io.Writer) error {
+	var plain *bhttp.Client
+	if !noShims {
+		home, err := os.MkdirTemp("", "berth-bench-noshim-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(home)
+		d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0",
+			logger: quietLogger().With("daemon", "bench-noshim"), noShims: true})
+		if err != nil {
+			return err
+		}
+		defer closeBenchDaemon(ctx, d)
+		d.startServing()
+		plain = bhttp.NewClient(d.srv.Addr(), d.token)
+		defer plain.Close()
+	}
+	fmt.Fprintf(progress, "sending %d prompts to each session, beside the agents without shims and without berth…\n", n)
+	var firsts, agents, plainAgents, directAgents []time.Duration
+	for i, id := range ids {
+		p, err := openPromptProbe(ctx, c, id)
+		if err != nil {
+			return err
+		}
+		var q *promptProbe
+		if plain != nil {
+			s, err := plain.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
+			if err == nil {
+				q, err = openPromptProbe(ctx, plain, s.ID)
+			}
+			if err != nil {
+				p.close()
+				return err
+			}
+		}
+		for range n {
+			first, agent, err := p.prompt(ctx)
+			if err == nil && q != nil {
+				var a time.Duration
+				if _, a, err = q.prompt(ctx); err == nil {
+					plainAgents = append(plainAgents, a)
+				}
+			}
+			var d time.Duration
+			if err == nil {
+				d, err = direct[i].prompt("echo bench")
+			}
+			if err != nil {
+				p.close()
+				if q != nil {
+					q.close()
+				}
+				return err
+			}
+			firsts, agents, directAgents = append(firsts, first), append(agents, agent), append(directAgents, d)
+		}
+		p.close()
+		if q != nil {
+			q.close()
+		}
+	}
+	res.FirstEventP50Ms, res.FirstEventP99Ms = pct(firsts, 50), pct(firsts, 99)
+	res.AgentEventP50Ms, res.AgentEventP99Ms = pct(agents, 50), pct(agents, 99)
+	res.AgentEventNoShimP50Ms, res.AgentEventNoShimP99Ms = pct(plainAgents, 50), pct(plainAgents, 99)
+	res.AgentEventDirectP50Ms, res.AgentEventDirectP99Ms = pct(directAgents, 50), pct(directAgents, 99)
+	res.AgentEventShimRatio = ratio(res.AgentEventP50Ms, res.AgentEventNoShimP50Ms)
+	res.AgentEventDirectRatio = ratio(res.AgentEventP50Ms, res.AgentEventDirectP50Ms)
+	return nil
+}
+
+// promptProbe times prompts on one session over an SSE stream opened
+// beforehand.
+type promptProbe struct {
+	c      *bhttp.Client
+	id     string
+	events chan berth.Event
+	done   chan error
+	cancel context.CancelFunc
+}
+
+// openPromptProbe opens the session's stream and runs one unmeasured turn,
+// which makes sure the stream is connected.
+func openPromptProbe(ctx context.Context, c *bhttp.Client, id string) (*promptProbe, error) {
 	s, err := c.GetSession(ctx, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	events := make(chan berth.Event, 1024)
-	done := make(chan error, 1)
+	p := &promptProbe{c: c, id: id, events: make(chan berth.Event, 1024), done: make(chan error, 1), cancel: cancel}
 	go func() {
-		defer close(events)
+		defer close(p.events)
 		for ev, err := range c.StreamEvents(sctx, id, s.LastSeq) {
 			if err != nil {
-				done <- err
+				p.done <- err
 				return
 			}
-			events <- ev
+			p.events <- ev
 		}
-		done <- nil
+		p.done <- nil
 	}()
-	defer func() {
-		cancel()
-		for range events {
-		}
-	}()
+	if _, _, err := p.prompt(ctx); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
 
-	// A first, unmeasured turn makes sure the stream is connected.
-	var lat, agentLat []time.Duration
-	for i := range n + 1 {
-		t0 := time.Now()
-		r, err := c.Prompt(ctx, id, berth.PromptRequest{Text: "echo bench"})
-		if err != nil {
-			return nil, nil, err
+// prompt sends one echo prompt and returns the time from sending it to its
+// first SSE event, and to the first event the agent's answer made.
+func (p *promptProbe) prompt(ctx context.Context) (first, agent time.Duration, _ error) {
+	t0 := time.Now()
+	r, err := p.c.Prompt(ctx, p.id, berth.PromptRequest{Text: "echo bench"})
+	if err != nil {
+		return 0, 0, err
+	}
+	for ev := range p.events {
+		if ev.TurnID != r.TurnID {
+			continue
 		}
-		first, agent := time.Duration(0), time.Duration(0)
-		for ev := range events {
-			if ev.TurnID != r.TurnID {
-				continue
-			}
-			if first == 0 {
-				first = time.Since(t0)
-			}
-			if agent == 0 && ev.Type == berth.EventAgentMessage {
-				agent = time.Since(t0)
-			}
-			if ev.Type == berth.EventTurnEnded {
-				break
-			}
+		if first == 0 {
+			first = time.Since(t0)
 		}
-		if first == 0 || agent == 0 {
-			return nil, nil, fmt.Errorf("stream of %s ended: %v", id, <-done)
+		if agent == 0 && ev.Type == berth.EventAgentMessage {
+			agent = time.Since(t0)
 		}
-		if i > 0 {
-			lat, agentLat = append(lat, first), append(agentLat, agent)
+		if ev.Type == berth.EventTurnEnded {
+			break
 		}
 	}
-	return lat, agentLat, nil
+	if first == 0 || agent == 0 {
+		return 0, 0, fmt.Errorf("stream of %s ended: %v", p.id, <-p.done)
+	}
+	return first, agent, nil
+}
+
+// close ends the stream and waits for its reader.
+func (p *promptProbe) close() {
+	p.cancel()
+	for range p.events {
+	}
 }
 
 // benchFlood runs one flood turn and measures durable ingest: from the
@@ -356,12 +457,16 @@ func printBench(w io.Writer, r benchResult) {
 	fmt.Fprintf(t, "store / sandbox\t%s / %s\n", r.Store, r.Sandbox)
 	fmt.Fprintf(t, "sessions × prompts\t%d × %d\n", r.Sessions, r.Prompts)
 	fmt.Fprintf(t, "create→active\tp50 %.2f ms\tp99 %.2f ms\n", r.CreateP50Ms, r.CreateP99Ms)
+	fmt.Fprintf(t, "  the agent started directly\tp50 %.2f ms\tp99 %.2f ms\tberth %.2f×\n", r.CreateDirectP50Ms, r.CreateDirectP99Ms, r.CreateRatio)
 	if r.Prompts > 0 {
 		fmt.Fprintf(t, "prompt→first SSE event\tp50 %.2f ms\tp99 %.2f ms\n", r.FirstEventP50Ms, r.FirstEventP99Ms)
 	}
 	if r.AgentEventP50Ms > 0 {
 		fmt.Fprintf(t, "prompt→first agent event\tp50 %.2f ms\tp99 %.2f ms\n", r.AgentEventP50Ms, r.AgentEventP99Ms)
-		fmt.Fprintf(t, "  without shims\tp50 %.2f ms\tp99 %.2f ms\n", r.AgentEventNoShimP50Ms, r.AgentEventNoShimP99Ms)
+		if r.AgentEventNoShimP50Ms > 0 {
+			fmt.Fprintf(t, "  without shims\tp50 %.2f ms\tp99 %.2f ms\tshims %.2f×\n", r.AgentEventNoShimP50Ms, r.AgentEventNoShimP99Ms, r.AgentEventShimRatio)
+		}
+		fmt.Fprintf(t, "  the agent prompted directly\tp50 %.2f ms\tp99 %.2f ms\tberth %.2f×\n", r.AgentEventDirectP50Ms, r.AgentEventDirectP99Ms, r.AgentEventDirectRatio)
 	}
 	if r.FloodEvents > 0 {
 		fmt.Fprintf(t, "durable ingest\t%.0f events/s\t(%d events in %.2f s)\n", r.IngestPerSec, r.FloodEvents, r.FloodSeconds)
@@ -382,5 +487,6 @@ func printBench(w io.Writer, r benchResult) {
 	if r.ListedSessions > 0 {
 		fmt.Fprintf(t, "list %d sessions, %d a page\tp50 %.2f ms\tp99 %.2f ms\n", r.ListedSessions, r.ListPageSize, r.ListPageP50Ms, r.ListPageP99Ms)
 	}
+	fmt.Fprintf(t, "load average\t%.2f\n", r.LoadAverage)
 	t.Flush()
 }

@@ -56,38 +56,6 @@ type shimResult struct {
 	ReattachBootMs   float64 `json:"reattach_boot_ms,omitempty"`
 }
 
-// benchNoShimFirstEvents measures prompt → first agent event on a daemon
-// whose agents are its own children, the baseline of what shims cost.
-func benchNoShimFirstEvents(ctx context.Context, cfg *config.Config, sandbox string, sessions, prompts int) ([]time.Duration, error) {
-	home, err := os.MkdirTemp("", "berth-bench-noshim-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(home)
-	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0",
-		logger: quietLogger().With("daemon", "bench-noshim"), noShims: true})
-	if err != nil {
-		return nil, err
-	}
-	defer closeBenchDaemon(ctx, d)
-	d.startServing()
-	c := bhttp.NewClient(d.srv.Addr(), d.token)
-	defer c.Close()
-	var agent []time.Duration
-	for range sessions {
-		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
-		if err != nil {
-			return nil, err
-		}
-		_, a, err := benchPrompts(ctx, c, s.ID, prompts)
-		if err != nil {
-			return nil, err
-		}
-		agent = append(agent, a...)
-	}
-	return agent, nil
-}
-
 // closeBenchDaemon closes a bench daemon, stopping (or leaving) a
 // thousand sessions within a bound of its own.
 func closeBenchDaemon(ctx context.Context, d *daemon) {

@@ -535,6 +535,13 @@ func TestBenchReportsFigures(t *testing.T) {
 		r.PageLogEvents != 20000 || r.PageP50Ms <= 0 || r.ListedSessions != 250 || r.ListPagesWalked != 3 || r.ListPageP50Ms <= 0 {
 		t.Fatalf("report = %+v", r)
 	}
+	// The baseline ran beside the daemon: the agent started and prompted
+	// with no berth, and (the daemon runs shims) a daemon without them.
+	if r.CreateDirectP50Ms <= 0 || r.CreateDirectP99Ms < r.CreateDirectP50Ms || r.CreateRatio <= 0 ||
+		r.AgentEventDirectP50Ms <= 0 || r.AgentEventNoShimP50Ms <= 0 || r.AgentEventShimRatio <= 0 ||
+		r.AgentEventDirectRatio <= 0 {
+		t.Fatalf("baseline report = %+v", r.directResult)
+	}
 	// Every change of the fan-out run reached every reader.
 	if r.FanoutSubscribers != 5 || r.FanoutChanges <= 0 || r.FanoutDelivered < 5*r.FanoutChanges ||
 		r.FanoutResyncs != 0 || r.FanoutLatencyP50Ms <= 0 || r.FanoutPerSec <= 0 {

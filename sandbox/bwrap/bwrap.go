@@ -27,8 +27,8 @@
 //     would act on bwrap outside the sandbox, nor its command line, which
 //     every user of the host can read.
 //
-// Host uid. A root daemon starts bwrap as Options.HostUID (util-linux
-// setpriv, right before bwrap), so that the uid inside maps to it, never
+// Host uid. A root daemon starts bwrap as Options.HostUID (its ids set
+// in the child before the exec), so that the uid inside maps to it, never
 // to root: what the sandbox writes in the workspace and HOME belongs to
 // it. Open gives it the HOME and the workspace's root-owned entries, and
 // the workspace, HOME and binds reach bwrap through a stage (see stage),
@@ -85,6 +85,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -183,20 +184,15 @@ func (p *Provider) Probe(ctx context.Context) error {
 	ms := append(systemMounts(), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
 	args := append(p.namespaceArgs(), ms.args()...)
 	args = append(args, "--", "true")
-	argv := append([]string{p.path}, args...)
+	cmd := exec.CommandContext(ctx, p.path, args...)
+	cmd.Env = []string{"PATH=" + defaultPath}
+	cmd.Dir = "/"
 	if p.dropping() {
 		// As Start runs it: as the host uid, which needs unprivileged
 		// user namespaces (user.max_user_namespaces > 0, and Debian's
 		// kernel.unprivileged_userns_clone = 1 where it exists).
-		setpriv, err := exec.LookPath("setpriv")
-		if err != nil {
-			return berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon needs setpriv(1) (Debian package util-linux) to start sandboxes as uid %d", p.hostUID)
-		}
-		argv = append(p.dropArgs(setpriv), argv...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.hostCredential()}
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = []string{"PATH=" + defaultPath}
-	cmd.Dir = "/"
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -339,7 +335,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	s.mounts = append(s.mounts, userMounts(user)...)
 	s.mounts = append(s.mounts, mount{kind: remountRO, dst: "/"})
 	if p.dropping() {
-		st, staged, err := p.newStage(s.mounts, cfg.Workspace, s.ws)
+		st, staged, err := p.newStage(s.mounts, cfg.Workspace, s.ws, s.prlimit != "")
 		if err != nil {
 			if s.pids != nil {
 				_ = s.pids.remove()

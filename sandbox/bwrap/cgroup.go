@@ -75,6 +75,10 @@ func (p *Provider) LimitsPids() bool { return pidsRoot() != "" }
 // pidsCgroup is one sandbox's pids cgroup.
 type pidsCgroup struct {
 	dir string
+	// perThread is set for cgroup v1, where one thread can join alone
+	// (its "tasks" file): the thread that forks bwrap does, and bwrap is
+	// born in the cgroup. Under v2 a shell joins it and execs bwrap.
+	perThread bool
 }
 
 // newPidsCgroup makes a cgroup allowing at most max processes.
@@ -91,11 +95,13 @@ func newPidsCgroup(max int64) (*pidsCgroup, error) {
 		_ = os.Remove(dir)
 		return nil, err
 	}
-	return &pidsCgroup{dir: dir}, nil
+	_, err := os.Stat(filepath.Join(dir, "tasks"))
+	return &pidsCgroup{dir: dir, perThread: err == nil}, nil
 }
 
 // wrap returns argv run so that the process joins the cgroup before it
 // execs argv: everything it starts is counted, with no window to escape.
+// Only for cgroup v2 (see perThread).
 func (c *pidsCgroup) wrap(argv []string) []string {
 	script := `echo $$ > "$0" && exec "$@"`
 	return append([]string{"/bin/sh", "-c", script, filepath.Join(c.dir, "cgroup.procs")}, argv...)

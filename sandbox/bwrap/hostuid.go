@@ -21,47 +21,24 @@ import (
 // signal the sandboxes' outer bwrap and owns their files.
 const DefaultHostUID = 99999
 
-// stageScript runs as root in a mount namespace of its own (the
-// daemon's mounts are left alone) before bwrap: it binds each source the
-// sandbox shows onto an empty entry of the stage directory ($2, named 0,
-// 1, ...), so that bwrap, started as the host uid, reaches them wherever
-// they are (a workspace under root's 0700 home, a temporary directory of
-// 0700), then execs the rest: prlimit, setpriv, bwrap. $1 is mount(8), $3
-// the number of sources, then a pair per source: its path and, for the
-// workspace, /proc/<daemon>/fd/<n>, the directory the daemon pinned at
-// Open without following links ("" for the others). What got bound must be
-// that very directory (test -ef: same device and inode), or nothing runs:
-// a sandbox that swapped the path for a link since gets no bind of the
-// link's target. (A descriptor cannot be bound itself: mount(2) refuses a
-// source from the daemon's mount namespace.)
-const stageScript = `mnt=$1 stage=$2 n=$3
-shift 3
-i=0
-while [ "$i" -lt "$n" ]; do
-	"$mnt" --rbind "$1" "$stage/$i" || exit 125
-	if [ -n "$2" ] && ! [ "$stage/$i" -ef "$2" ]; then
-		echo "berth: the workspace $1 is no longer the directory the sandbox opened (a symbolic link was planted on its path?)" >&2
-		exit 125
-	fi
-	shift 2
-	i=$((i + 1))
-done
-exec "$@"`
-
 // stage is how a sandbox of a root daemon, whose bwrap runs as the host
-// uid, gets at the host paths it binds: each is bound, in a private mount
-// namespace, onto an entry of a directory only the host uid's bwrap
-// needs to cross.
+// uid, gets at the host paths it binds (a workspace under root's 0700
+// home, a temporary directory of 0700): each is bound, in a mount
+// namespace of the sandbox's own made by the thread that forks bwrap
+// (stage.bind), onto an entry of a directory only the host uid's bwrap
+// needs to cross. The daemon's mounts are left alone.
 type stage struct {
 	dir  string
 	srcs []string
-	// pins are, beside srcs, what each must be once bound ("" for any).
-	pins []string
+	// pins are, beside srcs, whether each must turn out to be the
+	// workspace pinned at Open once bound.
+	pins []bool
 	// copies are read-only files the host uid may not read, given to
 	// bwrap as copies on descriptors from fdCopies up.
-	copies  []string
-	uid     int
-	mount   string
+	copies []string
+	uid    int
+	// setpriv drops to the host uid when a prlimit runs first ("" when
+	// none is needed: Go drops the ids itself).
 	setpriv string
 }
 
@@ -119,6 +96,15 @@ func (p *Provider) FileOwner() (uid, gid int, ok bool) {
 	return p.hostUID, p.hostUID, p.dropping()
 }
 
+// hostCredential is what a child started as the host uid gets before its
+// exec: uid and gid (real, effective, saved) the host uid, no
+// supplementary groups, and so no capabilities: setpriv --reuid --regid
+// --clear-groups, without the exec.
+func (p *Provider) hostCredential() *syscall.Credential {
+	id := uint32(p.hostUID)
+	return &syscall.Credential{Uid: id, Gid: id, Groups: []uint32{}}
+}
+
 // dropArgs is setpriv's command line that starts the rest as the host uid
 // and gid, with no supplementary groups (and so no capabilities).
 func (p *Provider) dropArgs(setpriv string) []string {
@@ -158,20 +144,19 @@ func (p *Provider) giveToHostUID(cfg berth.SandboxConfig, ws *os.File) error {
 // the mounts with those sources replaced by their entries, for bwrap's
 // command line. The bind of ws (the workspace's path) must turn out to
 // be pinned, the directory Open holds.
-func (p *Provider) newStage(ms mounts, ws string, pinned *os.File) (*stage, mounts, error) {
-	mnt, err := exec.LookPath("mount")
-	if err != nil {
-		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon needs mount(8) (Debian package mount)")
-	}
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
-		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon needs setpriv(1) (Debian package util-linux)")
+func (p *Provider) newStage(ms mounts, ws string, pinned *os.File, prlimit bool) (*stage, mounts, error) {
+	setpriv := ""
+	if prlimit {
+		var err error
+		if setpriv, err = exec.LookPath("setpriv"); err != nil {
+			return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon that limits open files needs setpriv(1) (Debian package util-linux)")
+		}
 	}
 	dir, err := os.MkdirTemp("", "berth-bwrap-stage-")
 	if err != nil {
 		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the stage directory")
 	}
-	st := &stage{dir: dir, uid: p.hostUID, mount: mnt, setpriv: setpriv}
+	st := &stage{dir: dir, uid: p.hostUID, setpriv: setpriv}
 	fail := func(err error) (*stage, mounts, error) {
 		_ = st.remove()
 		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot prepare the stage directory")
@@ -206,25 +191,12 @@ func (p *Provider) newStage(ms mounts, ws string, pinned *os.File) (*stage, moun
 		if err != nil {
 			return fail(err)
 		}
-		pin := ""
-		if m.kind == rwBind && m.src == ws && pinned != nil {
-			pin = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), pinned.Fd())
-		}
+		pin := m.kind == rwBind && m.src == ws && pinned != nil
 		st.srcs = append(st.srcs, m.src)
 		st.pins = append(st.pins, pin)
 		out[i].src = entry
 	}
 	return st, out, nil
-}
-
-// wrap returns argv run by the stage script once it has bound the
-// sources.
-func (st *stage) wrap(argv []string) []string {
-	a := []string{"/bin/sh", "-c", stageScript, "berth-stage", st.mount, st.dir, strconv.Itoa(len(st.srcs))}
-	for i, src := range st.srcs {
-		a = append(a, src, st.pins[i])
-	}
-	return append(a, argv...)
 }
 
 // remove deletes the stage directory; its entries are only mount points

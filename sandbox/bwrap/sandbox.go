@@ -225,23 +225,23 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		extra = append(extra, copies...)
 	}
 	argv := append([]string{s.p.path, "--args", strconv.Itoa(fdArgs), "--", spec.Path}, spec.Args...)
+	var attr *syscall.SysProcAttr
 	if s.stage != nil {
-		// bwrap runs as the host uid, not as root.
-		argv = append(s.p.dropArgs(s.stage.setpriv), argv...)
+		// bwrap runs as the host uid, not as root: Go drops the ids in
+		// the child before exec, or setpriv does after a prlimit that
+		// runs as root (it may raise the limit).
+		if s.prlimit != "" {
+			argv = append(s.p.dropArgs(s.stage.setpriv), argv...)
+		} else {
+			attr = &syscall.SysProcAttr{Credential: s.p.hostCredential()}
+		}
 	}
 	if s.prlimit != "" {
 		// prlimit sets the limit on itself and execs the rest: same pid.
 		n := s.cfg.Limits.OpenFiles
 		argv = append([]string{s.prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, argv...)
 	}
-	var attr *syscall.SysProcAttr
-	if s.stage != nil {
-		// The stage's binds are made in a mount namespace of the
-		// sandbox's own (Go makes its mounts private first).
-		argv = s.stage.wrap(argv)
-		attr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
-	}
-	if s.pids != nil {
+	if s.pids != nil && !s.pids.perThread {
 		// A shell joins the sandbox's pids cgroup, then execs the rest.
 		argv = s.pids.wrap(argv)
 	}
@@ -256,7 +256,8 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
-	proc, err := procgroup.StartProc(cmd)
+	// The stage's binds and the cgroup are made in the thread that forks.
+	proc, err := s.launch(cmd)
 	if err != nil {
 		if net != nil {
 			net.stop()
