@@ -130,6 +130,9 @@ type Manager struct {
 	sessions sessionLocks
 	// changes is the all-sessions stream's publisher.
 	changes *changes
+	// booted is closed once every session found live at boot is
+	// reattached or closed.
+	booted chan struct{}
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -169,6 +172,7 @@ func New(opts Options) *Manager {
 		available: make(map[string]error),
 		live:      make(map[string]*runtime),
 		changes:   newChanges(opts.Changes),
+		booted:    make(chan struct{}),
 	}
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
@@ -190,6 +194,7 @@ func (m *Manager) Open(ctx context.Context) error {
 	if err := m.reconcile(ctx); err != nil {
 		return err
 	}
+	close(m.booted)
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {
@@ -202,6 +207,10 @@ func (m *Manager) Open(ctx context.Context) error {
 	m.startSupervisor()
 	return nil
 }
+
+// Booted is closed once every session the previous daemon left live is
+// reattached, or closed for good.
+func (m *Manager) Booted() <-chan struct{} { return m.booted }
 
 // Close stops every live session with daemon_shutdown and waits for them.
 // Nothing starts after Close begins.

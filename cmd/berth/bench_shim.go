@@ -3,14 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -35,10 +32,6 @@ type shimResult struct {
 	ShimPSSP50KB     int64 `json:"shim_pss_p50_kb,omitempty"`
 	ShimPrivateP50KB int64 `json:"shim_private_p50_kb,omitempty"`
 	ShimPrivateMaxKB int64 `json:"shim_private_max_kb,omitempty"`
-	// Reattach* is a daemon boot that finds that many live sessions: from
-	// the start of the boot to every one reattached and the API answering.
-	ReattachSessions int     `json:"reattach_sessions,omitempty"`
-	ReattachBootMs   float64 `json:"reattach_boot_ms,omitempty"`
 }
 
 // benchNoShimFirstEvents measures prompt → first agent event on a daemon
@@ -81,55 +74,10 @@ func closeBenchDaemon(ctx context.Context, d *daemon) {
 	d.close(cctx)
 }
 
-// benchReattach creates n sessions, measures their shims, closes the daemon
-// leaving them running, and times the boot of the next daemon, which
-// reattaches them all; that daemon then stops them.
-func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n int, res *shimResult, progress io.Writer) error {
-	home, err := os.MkdirTemp("", "berth-bench-boot-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(home)
-	opts := daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0", logger: quietLogger().With("daemon", "bench-boot"),
-		leaveSessions: true}
-	d, err := openDaemon(ctx, opts)
-	if err != nil {
-		return err
-	}
-	d.startServing()
-	c := bhttp.NewClient(d.srv.Addr(), d.token)
-	fmt.Fprintf(progress, "creating %d sessions to reattach…\n", n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	work := make(chan struct{})
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range work {
-				s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
-				if err == nil && s.State != berth.StateActive {
-					err = fmt.Errorf("session %s did not start: %v", s.ID, s.Failure)
-				}
-				if err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for range n {
-		work <- struct{}{}
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	c.Close()
-	if err := <-errs; err != nil {
-		closeBenchDaemon(ctx, d)
-		return err
-	}
+// measureShims reads the memory of the shims serving sessions in runDir.
+func measureShims(runDir string, res *shimResult) {
 	var rss, pss, priv []int64
-	for _, pid := range shimPIDs(filepath.Join(home, "run")) {
+	for _, pid := range shimPIDs(runDir) {
 		m, err := smapsRollup(pid)
 		if err != nil {
 			continue
@@ -138,28 +86,6 @@ func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n in
 	}
 	res.ShimRSSP50KB, res.ShimPSSP50KB, res.ShimPrivateP50KB = median(rss), median(pss), median(priv)
 	res.ShimPrivateMaxKB = maxOf(priv)
-	closeBenchDaemon(ctx, d)
-
-	fmt.Fprintf(progress, "booting a daemon that reattaches %d sessions…\n", n)
-	opts.leaveSessions = false
-	t0 := time.Now()
-	d, err = openDaemon(ctx, opts)
-	if err != nil {
-		return err
-	}
-	defer closeBenchDaemon(ctx, d)
-	d.startServing()
-	c = bhttp.NewClient(d.srv.Addr(), d.token)
-	defer c.Close()
-	if _, err := c.Health(ctx); err != nil {
-		return err
-	}
-	res.ReattachBootMs = float64(time.Since(t0).Microseconds()) / 1000
-	if live := len(d.mgr.LiveIDs()); live != n {
-		return fmt.Errorf("the daemon reattached %d of %d sessions", live, n)
-	}
-	res.ReattachSessions = n
-	return nil
 }
 
 // shimPIDs returns the pids of the shims serving sessions in runDir

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"sync"
 
 	"github.com/spf13/cobra"
 )
@@ -56,6 +60,11 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	acceptEmpty, _ := cmd.Flags().GetBool("accept-empty-store")
 
 	ctx := cmd.Context()
+	stopProfile, err := startBootProfile(os.Getenv("BERTH_BOOT_PROFILE"))
+	if err != nil {
+		return err
+	}
+	defer stopProfile(nil)
 	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: cfg.Server.Addr, socket: socket, logger: logger,
 		acceptEmptyStore: acceptEmpty,
 		leaveSessions:    !cfg.Server.StopSessionsOnExit})
@@ -64,6 +73,12 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	logger.Info("berth serving", "addr", d.srv.Addr(), "socket", socket, "store", d.store.Name(), "version", version)
 	d.startServing()
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		stopProfile(d.mgr.Booted())
+	}()
+	defer func() { <-profiled }()
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
@@ -76,4 +91,32 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	defer cancel()
 	d.close(sctx)
 	return err
+}
+
+// startBootProfile starts a CPU profile of the daemon's boot when prefix
+// is set (BERTH_BOOT_PROFILE, for berth bench --boot-profile). The
+// function it returns waits for booted (nil: at once), then writes
+// PREFIX.cpu and PREFIX.heap (the heap once the boot is done).
+func startBootProfile(prefix string) (func(booted <-chan struct{}), error) {
+	if prefix == "" {
+		return func(<-chan struct{}) {}, nil
+	}
+	stopCPU, err := startCPUProfile(prefix + ".cpu")
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func(booted <-chan struct{}) {
+		if booted != nil {
+			<-booted
+		}
+		once.Do(func() {
+			stopCPU()
+			runtime.GC()
+			if f, err := os.Create(prefix + ".heap"); err == nil {
+				_ = pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+			}
+		})
+	}, nil
 }
