@@ -96,7 +96,11 @@ type Options struct {
 	RunDir string
 	// Changes tune the all-sessions stream.
 	Changes ChangeOptions
-	Logger  *slog.Logger
+	// AfterBoot, when set, is called once every session found live at
+	// boot is reattached or closed, with the ids of those live (the
+	// daemon removes the containers of the others).
+	AfterBoot func(ctx context.Context, live map[string]bool)
+	Logger    *slog.Logger
 }
 
 // Manager owns the live sessions.
@@ -111,12 +115,11 @@ type Manager struct {
 	mu       sync.Mutex
 	live     map[string]*runtime
 	reserved int // slots taken by creates not yet registered
-	// leftovers maps session ids to processes found at boot (reconcile only).
-	leftovers map[string][]int
-	// resumeAtBoot lists sessions reconcile found with queued prompts.
-	resumeAtBoot []string
-	closing      bool
-	inflight     sync.WaitGroup // API calls that may start a session
+	// booting holds, for each session found live at boot whose reattach
+	// is not over, a channel closed when it is (see boot.go).
+	booting  map[string]chan struct{}
+	closing  bool
+	inflight sync.WaitGroup // API calls that may start a session
 	// supervisor counts the supervisor goroutine and the stops it started;
 	// stopSupervisor ends it.
 	supervisor     sync.WaitGroup
@@ -131,8 +134,11 @@ type Manager struct {
 	// changes is the all-sessions stream's publisher.
 	changes *changes
 	// booted is closed once every session found live at boot is
-	// reattached or closed.
-	booted chan struct{}
+	// reattached or closed, and the boot's clean-up is done; boot counts
+	// the goroutine that does it, stopBoot cancels it.
+	booted   chan struct{}
+	boot     sync.WaitGroup
+	stopBoot context.CancelFunc
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -171,6 +177,7 @@ func New(opts Options) *Manager {
 		providers: make(map[string]berth.SandboxProvider),
 		available: make(map[string]error),
 		live:      make(map[string]*runtime),
+		booting:   make(map[string]chan struct{}),
 		changes:   newChanges(opts.Changes),
 		booted:    make(chan struct{}),
 	}
@@ -191,10 +198,13 @@ func (m *Manager) Open(ctx context.Context) error {
 			return berth.WrapError(berth.EInternal, err, "create %s", filepath.Base(dir))
 		}
 	}
-	if err := m.reconcile(ctx); err != nil {
+	// What the previous daemon's shims left in the run directory, before
+	// any session of this daemon adds its own.
+	bundles, strays := shim.ScanRunDir(m.opts.RunDir)
+	attach, rec, resume, err := m.reconcile(ctx)
+	if err != nil {
 		return err
 	}
-	close(m.booted)
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {
@@ -203,8 +213,9 @@ func (m *Manager) Open(ctx context.Context) error {
 		m.launcher = shim.NewLauncher(so.Argv, so.Env, m.opts.RunDir, max(spare, 0))
 	}
 	m.startActivity()
-	m.resumeQueued()
+	m.resumeQueued(resume)
 	m.startSupervisor()
+	m.startBoot(ctx, attach, rec, runDirLeft{bundles, strays})
 	return nil
 }
 
@@ -224,6 +235,14 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	m.mu.Lock()
 	m.closing = true
 	m.mu.Unlock()
+	// A boot still reattaching stops where it is: the sessions it did not
+	// reach stay active with their shims, for the next daemon.
+	if m.stopBoot != nil {
+		m.stopBoot()
+	}
+	if err := waitGroup(ctx, &m.boot); err != nil {
+		return err
+	}
 	if m.stopSupervisor != nil {
 		m.stopSupervisor()
 	}
@@ -290,7 +309,8 @@ func (m *Manager) enter() error {
 
 // Health implements berth.SessionService.
 func (m *Manager) Health(ctx context.Context) berth.Health {
-	h := berth.Health{Status: "ok", Version: m.opts.Version, Store: m.store.Name(), NodeID: m.opts.NodeID}
+	h := berth.Health{Status: "ok", Version: m.opts.Version, Store: m.store.Name(), NodeID: m.opts.NodeID,
+		Reattaching: m.reattaching()}
 	for name, err := range m.available {
 		if err == nil {
 			h.Sandboxes = append(h.Sandboxes, name)

@@ -164,11 +164,12 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
+		// Once the boot knows which sessions it reattached.
+		AfterBoot: d.removeLeftoverContainers,
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
 	}
-	d.removeLeftoverContainers(ctx, d.mgr.LiveIDs())
 	sc := o.cfg.Server
 	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
