@@ -96,7 +96,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 // startBootProfile starts a CPU profile of the daemon's boot when prefix
 // is set (BERTH_BOOT_PROFILE, for berth bench --boot-profile). The
 // function it returns waits for booted (nil: at once), then writes
-// PREFIX.cpu and PREFIX.heap (the heap once the boot is done).
+// PREFIX.cpu, and PREFIX.heap and PREFIX.goroutine once the boot is done.
 func startBootProfile(prefix string) (func(booted <-chan struct{}), error) {
 	if prefix == "" {
 		return func(<-chan struct{}) {}, nil
@@ -113,9 +113,11 @@ func startBootProfile(prefix string) (func(booted <-chan struct{}), error) {
 		once.Do(func() {
 			stopCPU()
 			runtime.GC()
-			if f, err := os.Create(prefix + ".heap"); err == nil {
-				_ = pprof.Lookup("heap").WriteTo(f, 0)
-				f.Close()
+			for _, p := range []string{"heap", "goroutine"} {
+				if f, err := os.Create(prefix + "." + p); err == nil {
+					_ = pprof.Lookup(p).WriteTo(f, 0)
+					f.Close()
+				}
 			}
 		})
 	}, nil
