@@ -382,11 +382,13 @@ func printBench(w io.Writer, r benchResult) {
 		fmt.Fprintf(t, "page of 1000 at the end of %d events\tp50 %.2f ms\tp99 %.2f ms\n", r.PageLogEvents, r.PageP50Ms, r.PageP99Ms)
 	}
 	if r.LiveSessions > 0 {
+		fmt.Fprintf(t, "daemon start, no session\tAPI %.0f ms\tdaemon CPU %.0f ms\n", r.EmptyAPIMs, r.EmptyCPUMs)
 		fmt.Fprintf(t, "daemon with %d idle sessions (KiB)\tVmRSS %d\tVmHWM %d\tempty %d, %.0f a session\n", r.LiveSessions, r.LiveRSSKB, r.LiveHWMKB, r.EmptyRSSKB, r.LivePerSessionKB)
 		fmt.Fprintf(t, "shim memory (KiB)\trss p50 %d\tpss p50 %d\tprivate p50 %d, max %d\n", r.ShimRSSP50KB, r.ShimPSSP50KB, r.ShimPrivateP50KB, r.ShimPrivateMaxKB)
 	}
 	if r.ReattachSessions > 0 {
 		fmt.Fprintf(t, "boot reattaching %d live sessions\tAPI %.0f ms\tall active %.0f ms\tdaemon CPU %.0f ms\n", r.ReattachSessions, r.ReattachAPIMs, r.ReattachAllMs, r.ReattachCPUMs)
+		fmt.Fprintf(t, "  floor: every shim's hello, no daemon\t%.0f ms\tshims' CPU during the boot %.0f ms\n", r.ReattachFloorMs, r.ReattachShimsCPUMs)
 		fmt.Fprintf(t, "  daemon after the reattach (KiB)\tVmRSS %d\tVmHWM %d\n", r.ReattachRSSKB, r.ReattachHWMKB)
 	}
 	if r.ListedSessions > 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/shim"
 )
 
 // bootResult is what bench measures of daemons that hold many live
@@ -27,17 +28,28 @@ type bootResult struct {
 	// Live* is a daemon with that many idle demo sessions it created:
 	// resident (VmRSS) and peak resident (VmHWM) KiB, the same daemon's
 	// VmRSS before its first session, and what each session added.
-	LiveSessions     int     `json:"live_sessions,omitempty"`
-	LiveRSSKB        int64   `json:"live_daemon_rss_kb,omitempty"`
-	LiveHWMKB        int64   `json:"live_daemon_hwm_kb,omitempty"`
-	EmptyRSSKB       int64   `json:"empty_daemon_rss_kb,omitempty"`
+	LiveSessions int   `json:"live_sessions,omitempty"`
+	LiveRSSKB    int64 `json:"live_daemon_rss_kb,omitempty"`
+	LiveHWMKB    int64 `json:"live_daemon_hwm_kb,omitempty"`
+	EmptyRSSKB   int64 `json:"empty_daemon_rss_kb,omitempty"`
+	// EmptyAPIMs and EmptyCPUMs are the same daemon's start: to its API
+	// answering, and the CPU time it used for that, with no session.
+	EmptyAPIMs       float64 `json:"empty_daemon_api_ms,omitempty"`
+	EmptyCPUMs       float64 `json:"empty_daemon_cpu_ms,omitempty"`
 	LivePerSessionKB float64 `json:"live_daemon_per_session_kb,omitempty"`
 	ReattachSessions int     `json:"reattach_sessions,omitempty"`
-	ReattachAPIMs    float64 `json:"reattach_api_ms,omitempty"`
-	ReattachAllMs    float64 `json:"reattach_all_ms,omitempty"`
-	ReattachCPUMs    float64 `json:"reattach_cpu_ms,omitempty"`
-	ReattachRSSKB    int64   `json:"reattach_daemon_rss_kb,omitempty"`
-	ReattachHWMKB    int64   `json:"reattach_daemon_hwm_kb,omitempty"`
+	// ReattachFloorMs is the shims' own part of a boot: bench connects
+	// to every one, 128 at a time as the daemon does, and waits for its
+	// hello, with no daemon work at all.
+	ReattachFloorMs float64 `json:"reattach_floor_ms,omitempty"`
+	// ReattachShimsCPUMs is the CPU time the shims used during the boot,
+	// all of them together.
+	ReattachShimsCPUMs float64 `json:"reattach_shims_cpu_ms,omitempty"`
+	ReattachAPIMs      float64 `json:"reattach_api_ms,omitempty"`
+	ReattachAllMs      float64 `json:"reattach_all_ms,omitempty"`
+	ReattachCPUMs      float64 `json:"reattach_cpu_ms,omitempty"`
+	ReattachRSSKB      int64   `json:"reattach_daemon_rss_kb,omitempty"`
+	ReattachHWMKB      int64   `json:"reattach_daemon_hwm_kb,omitempty"`
 }
 
 // benchServe is a `berth serve` process that bench started on a home of
@@ -207,6 +219,10 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 	if _, err := d.health(ctx, 30*time.Second); err != nil {
 		return err
 	}
+	res.EmptyAPIMs = msSince(d.start)
+	if cpu, err := procCPU(d.cmd.Process.Pid); err == nil {
+		res.EmptyCPUMs = float64(cpu.Microseconds()) / 1000
+	}
 	empty, err := procStatus(d.cmd.Process.Pid)
 	if err != nil {
 		return err
@@ -230,6 +246,10 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 		return err
 	}
 
+	if res.ReattachFloorMs, err = attachEveryShim(ctx, filepath.Join(home, "run"), n); err != nil {
+		return err
+	}
+	shimsBefore := shimsCPU(filepath.Join(home, "run"))
 	fmt.Fprintf(progress, "booting a daemon that reattaches %d sessions…\n", n)
 	if err := writeBenchConfig(home, n+1, true); err != nil {
 		return err
@@ -266,6 +286,7 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 		return err
 	}
 	res.ReattachCPUMs = float64(cpu.Microseconds()) / 1000
+	res.ReattachShimsCPUMs = float64((shimsCPU(filepath.Join(home, "run")) - shimsBefore).Microseconds()) / 1000
 	if got, err := d.activeSessions(ctx); err != nil || got != n {
 		return d.failed("reattach", fmt.Errorf("%d of %d sessions active (%v)", got, n, err))
 	}
@@ -275,6 +296,49 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 	}
 	res.ReattachSessions, res.ReattachRSSKB, res.ReattachHWMKB = n, after["VmRSS"], after["VmHWM"]
 	return nil
+}
+
+// attachEveryShim connects to every shim in runDir, 128 at a time, waits
+// for its hello and lets go of it at once, and returns how long that took
+// in milliseconds: the floor of a boot that reattaches them.
+func attachEveryShim(ctx context.Context, runDir string, want int) (float64, error) {
+	bundles, _ := shim.ScanRunDir(runDir)
+	if len(bundles) != want {
+		return 0, fmt.Errorf("%d shims in the run directory, want %d", len(bundles), want)
+	}
+	sem := make(chan struct{}, 128)
+	errs := make(chan error, len(bundles))
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for b := range bundles {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			p, err := shim.Attach(actx, b.Socket, 0)
+			if err != nil {
+				errs <- err
+				return
+			}
+			p.Detach()
+		})
+	}
+	wg.Wait()
+	ms := msSince(t0)
+	close(errs)
+	return ms, <-errs
+}
+
+// shimsCPU is the CPU time the shims serving sessions in runDir have used.
+func shimsCPU(runDir string) time.Duration {
+	var sum time.Duration
+	for _, pid := range shimPIDs(runDir) {
+		if cpu, err := procCPU(pid); err == nil {
+			sum += cpu
+		}
+	}
+	return sum
 }
 
 // createMany creates n demo sessions, 8 at a time, each active.
