@@ -389,8 +389,25 @@ func procStatus(pid int) (map[string]int64, error) {
 	return out, nil
 }
 
-// procCPU is the CPU time (user + system) a process has used so far.
+// procCPU is the CPU time (user + system) a process has used so far:
+// the scheduler's own count in nanoseconds summed over its threads
+// (/proc/PID/task/*/schedstat), else the 10 ms ticks of /proc/PID/stat.
 func procCPU(pid int) (time.Duration, error) {
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+	var sum time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) >= 1 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			sum += time.Duration(ns)
+		}
+	}
+	if sum > 0 {
+		return sum, nil
+	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, err
