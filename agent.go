@@ -35,4 +35,7 @@ type Health struct {
 	Store     string   `json:"store"`
 	NodeID    string   `json:"node_id"`
 	Sandboxes []string `json:"sandboxes,omitempty"`
+	// Reattaching counts the sessions a booting daemon found live and is
+	// still reattaching (each answers once its own reattach is done).
+	Reattaching int `json:"reattaching,omitempty"`
 }

@@ -85,9 +85,26 @@ type Store interface {
 	// lease is held by another owner or token is stale; ENotFound if none.
 	ReleaseLease(ctx context.Context, sessionID, owner string, token int64) error
 
-	// Name says which backend this is ("sqlite", "postgres", "memory"), for
-	// health.
+	// ListRecovery reads, for each of the sessions named, what a booting
+	// daemon needs to carry it on (see Recovery), for all of them at once
+	// rather than a few queries per session. Sessions that do not exist are
+	// absent from the map.
+	ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*Recovery, error)
+
+	// Name says which backend this is ("sqlite", "postgres", "memory"), for health.
 	Name() string
 	// Close flushes and releases the store.
 	Close() error
+}
+
+// Recovery is what a booting daemon reads of a session it reattaches.
+type Recovery struct {
+	// OpenTurn is the session's last turn_started event when no
+	// turn_ended of that turn follows it; nil when no turn is open.
+	OpenTurn *Event
+	// Queue holds the session's pending entries, oldest first, each with
+	// its Position, as ListQueue gives them.
+	Queue []*QueueEntry
+	// Pending holds the session's pending permissions, oldest first.
+	Pending []*Permission
 }

@@ -382,10 +382,16 @@ func (c *Conn) write(ctx context.Context, m *message) error {
 	return nil
 }
 
+// readBufferSize is the line reader's buffer: a line that fits is read in
+// place, a longer one is gathered in blocks. Every live session holds one
+// while it waits for its agent, so it is small (a thousand idle sessions
+// held 64 MB at 64 KiB).
+const readBufferSize = 8 << 10
+
 // readLoop reads lines until EOF and dispatches each in order.
 func (c *Conn) readLoop() {
 	defer close(c.readerDone)
-	r := bufio.NewReaderSize(c.rwc, 64<<10)
+	r := bufio.NewReaderSize(c.rwc, readBufferSize)
 	var long []byte
 	for {
 		line, owned, over, err := c.readLine(r, &long)

@@ -24,6 +24,9 @@ type execData struct {
 // session's sandbox, in its workspace, with an empty stdin; at the deadline
 // its whole process group is killed. Each exec is logged as an exec event.
 func (m *Manager) Exec(ctx context.Context, id string, req berth.ExecRequest) (*berth.ExecResult, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}

@@ -110,6 +110,8 @@ func (e *env) open(tweak ...func(*Options)) {
 	if err := m.Open(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The tests read what the boot left: they wait for it to be over.
+	<-m.Booted()
 	e.store, e.log, e.m = st, lg, m
 }
 

@@ -109,7 +109,11 @@ type Options struct {
 	// and about to be deleted (the hooks read what they have not read yet).
 	// An error is logged; the session is deleted anyway.
 	BeforeDelete func(ctx context.Context, sessionID string) error
-	Logger       *slog.Logger
+	// AfterBoot, when set, is called once every session found live at
+	// boot is reattached or closed, with the ids of those live (the
+	// daemon removes the containers of the others).
+	AfterBoot func(ctx context.Context, live map[string]bool)
+	Logger    *slog.Logger
 }
 
 // Manager owns the live sessions.
@@ -124,12 +128,11 @@ type Manager struct {
 	mu       sync.Mutex
 	live     map[string]*runtime
 	reserved int // slots taken by creates not yet registered
-	// leftovers maps session ids to processes found at boot (reconcile only).
-	leftovers map[string][]int
-	// resumeAtBoot lists sessions reconcile found with queued prompts.
-	resumeAtBoot []string
-	closing      bool
-	inflight     sync.WaitGroup // API calls that may start a session
+	// booting holds, for each session found live at boot whose reattach
+	// is not over, a channel closed when it is (see boot.go).
+	booting  map[string]chan struct{}
+	closing  bool
+	inflight sync.WaitGroup // API calls that may start a session
 	// supervisor counts the supervisor goroutine and the stops it started;
 	// stopSupervisor ends it.
 	supervisor     sync.WaitGroup
@@ -143,6 +146,12 @@ type Manager struct {
 	sessions sessionLocks
 	// changes is the all-sessions stream's publisher.
 	changes *changes
+	// booted is closed once every session found live at boot is
+	// reattached or closed, and the boot's clean-up is done; boot counts
+	// the goroutine that does it, stopBoot cancels it.
+	booted   chan struct{}
+	boot     sync.WaitGroup
+	stopBoot context.CancelFunc
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -181,7 +190,9 @@ func New(opts Options) *Manager {
 		providers: make(map[string]berth.SandboxProvider),
 		available: make(map[string]error),
 		live:      make(map[string]*runtime),
+		booting:   make(map[string]chan struct{}),
 		changes:   newChanges(opts.Changes),
+		booted:    make(chan struct{}),
 	}
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
@@ -200,7 +211,11 @@ func (m *Manager) Open(ctx context.Context) error {
 			return berth.WrapError(berth.EInternal, err, "create %s", filepath.Base(dir))
 		}
 	}
-	if err := m.reconcile(ctx); err != nil {
+	// What the previous daemon's shims left in the run directory, before
+	// any session of this daemon adds its own.
+	bundles, strays := shim.ScanRunDir(m.opts.RunDir)
+	attach, rec, resume, err := m.reconcile(ctx)
+	if err != nil {
 		return err
 	}
 	// A parent stopped while the daemon was down takes its children along.
@@ -214,10 +229,15 @@ func (m *Manager) Open(ctx context.Context) error {
 		m.launcher = shim.NewLauncher(programs, so.Env, m.opts.RunDir, max(spare, 0))
 	}
 	m.startActivity()
-	m.resumeQueued()
+	m.resumeQueued(resume)
 	m.startSupervisor()
+	m.startBoot(ctx, attach, rec, runDirLeft{bundles, strays})
 	return nil
 }
+
+// Booted is closed once every session the previous daemon left live is
+// reattached, or closed for good.
+func (m *Manager) Booted() <-chan struct{} { return m.booted }
 
 // Close stops every live session with daemon_shutdown and waits for them.
 // Nothing starts after Close begins.
@@ -231,6 +251,14 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	m.mu.Lock()
 	m.closing = true
 	m.mu.Unlock()
+	// A boot still reattaching stops where it is: the sessions it did not
+	// reach stay active with their shims, for the next daemon.
+	if m.stopBoot != nil {
+		m.stopBoot()
+	}
+	if err := waitGroup(ctx, &m.boot); err != nil {
+		return err
+	}
 	if m.stopSupervisor != nil {
 		m.stopSupervisor()
 	}
@@ -297,7 +325,8 @@ func (m *Manager) enter() error {
 
 // Health implements berth.SessionService.
 func (m *Manager) Health(ctx context.Context) berth.Health {
-	h := berth.Health{Status: "ok", Version: m.opts.Version, Store: m.store.Name(), NodeID: m.opts.NodeID}
+	h := berth.Health{Status: "ok", Version: m.opts.Version, Store: m.store.Name(), NodeID: m.opts.NodeID,
+		Reattaching: m.reattaching()}
 	for name, err := range m.available {
 		if err == nil {
 			h.Sandboxes = append(h.Sandboxes, name)

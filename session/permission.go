@@ -354,6 +354,9 @@ func pickOption(opts []acp.PermissionOption, allow bool) string {
 
 // ListPermissions implements berth.SessionService.
 func (m *Manager) ListPermissions(ctx context.Context, id, state string) ([]*berth.Permission, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	switch state {
 	case "", berth.PermissionPending, berth.PermissionDecided, berth.PermissionExpired, berth.PermissionCanceled:
 	default:
@@ -368,6 +371,9 @@ func (m *Manager) ListPermissions(ctx context.Context, id, state string) ([]*ber
 
 // DecidePermission implements berth.SessionService.
 func (m *Manager) DecidePermission(ctx context.Context, id, permID string, d berth.PermissionDecision) (*berth.Permission, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,9 @@ import (
 // GetSession implements berth.SessionService: live sessions come from
 // memory, the rest from the store.
 func (m *Manager) GetSession(ctx context.Context, id string) (*berth.Session, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if rt := m.runtimeOf(id); rt != nil {
 		return rt.view(), nil
 	}
@@ -52,6 +55,9 @@ func (m *Manager) ListSessions(ctx context.Context, f berth.SessionFilter) (*ber
 
 // StopSession implements berth.SessionService.
 func (m *Manager) StopSession(ctx context.Context, id string) (*berth.Session, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if rt := m.runtimeOf(id); rt != nil {
 		rt.stop(context.WithoutCancel(ctx), berth.StopUserRequested, nil)
 	}
@@ -62,6 +68,9 @@ func (m *Manager) StopSession(ctx context.Context, id string) (*berth.Session, e
 // the session's private state and its managed workspace (never a workspace
 // the user gave).
 func (m *Manager) DeleteSession(ctx context.Context, id string) error {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return err
+	}
 	// No resume starts an agent, nor a snapshot archives the workspace,
 	// while the session is being deleted.
 	defer m.sessions.lock(id, true)()
@@ -105,6 +114,9 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 
 // ListEvents implements berth.SessionService.
 func (m *Manager) ListEvents(ctx context.Context, id string, f berth.EventFilter) ([]berth.Event, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if f.After < 0 || f.Limit < 0 {
 		return nil, berth.Errorf(berth.EInvalid, "after and limit must not be negative")
 	}
@@ -131,6 +143,9 @@ func (m *Manager) ListEvents(ctx context.Context, id string, f berth.EventFilter
 
 // StreamEvents implements berth.SessionService.
 func (m *Manager) StreamEvents(ctx context.Context, id string, after int64) (berth.EventStream, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if after < 0 {
 		return nil, berth.Errorf(berth.EInvalid, "after must not be negative")
 	}

@@ -42,6 +42,9 @@ const (
 // busy one queues, interrupts or steers, and a stopped resumable one is
 // resumed first.
 func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest) (*berth.PromptResult, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if err := req.Validate(m.opts.Limits.MaxPromptBytes); err != nil {
 		return nil, err
 	}
@@ -380,6 +383,9 @@ func (rt *runtime) recountLocked(ctx context.Context) {
 
 // ListQueue implements berth.SessionService.
 func (m *Manager) ListQueue(ctx context.Context, id string) (*berth.QueueView, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	entries, err := m.store.ListQueue(ctx, id)
 	if err != nil {
 		return nil, err
@@ -406,6 +412,9 @@ func (m *Manager) ListQueue(ctx context.Context, id string) (*berth.QueueView, e
 // the drop is recorded in the store only: its log is closed by
 // session_stopped.
 func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) error {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return err
+	}
 	if rt := m.runtimeOf(id); rt != nil {
 		rt.mu.Lock()
 		if !rt.exited {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -14,52 +14,14 @@ import (
 	"github.com/berth-sh/berth/shim"
 )
 
-// Reattach bounds: how many shims boot connects to at once, and how long
-// one may take to answer.
-const (
-	reattachParallel = 128
-	reattachTimeout  = 5 * time.Second
-)
-
-// reattachAll connects to the shims of the sessions a previous daemon left
-// active and carries each on. It returns the sessions it could not
-// reattach, for reconcile to close.
-func (m *Manager) reattachAll(ctx context.Context, sessions []*berth.Session) []*berth.Session {
-	var (
-		mu     sync.Mutex
-		failed []*berth.Session
-		wg     sync.WaitGroup
-	)
-	sem := make(chan struct{}, reattachParallel)
-	for _, s := range sessions {
-		if s.ShimSocket == "" || s.State != berth.StateActive {
-			failed = append(failed, s)
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := m.reattach(ctx, s); err != nil {
-				m.logger.Warn("session not reattached", "session_id", s.ID, "err", err)
-				mu.Lock()
-				failed = append(failed, s)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return failed
-}
-
 // reattach takes over one session whose agent runs on in its shim: the
 // stream is replayed from the last line the log has, the turn in flight
 // waits for the answer to the prompt the previous daemon sent (or sends
 // it, if it never went out), and the agent's unanswered requests are
-// served again. Until the runtime is live every failure lets go of the
-// shim, which waits on for a daemon.
-func (m *Manager) reattach(ctx context.Context, s *berth.Session) (err error) {
+// served again. r is what the store holds of it (read for every session
+// of the boot at once). Until the runtime is live every failure lets go of
+// the shim, which waits on for a daemon.
+func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recovery) (err error) {
 	p, err := m.attachShim(ctx, s)
 	if err != nil {
 		return err
@@ -74,14 +36,12 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) (err error) {
 	if err != nil {
 		return err
 	}
-	open, text, err := m.recoverOpenTurn(ctx, s)
+	open, text, queue, err := m.recoverOpenTurn(ctx, s, r)
 	if err != nil {
 		return err
 	}
 	// After the claim: the open turn's entry is no longer queued.
-	if err := rt.recoverInput(ctx); err != nil {
-		return err
-	}
+	rt.recoverInput(r.Pending, queue)
 	rt.wire(p, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
 	t, wait, err := rt.recoverTurn(open, h)
 	if err != nil {
@@ -110,11 +70,12 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) (err error) {
 	if t == nil && h.Exited == nil {
 		// What was queued runs now; an agent that has exited runs nothing
 		// (the session stops, and resumes for its queue).
+		// Live now: a shutdown that ends the boot does not cut this short.
 		rt.mu.Lock()
-		rt.dispatchLocked(ctx)
+		rt.dispatchLocked(context.WithoutCancel(ctx))
 		rt.mu.Unlock()
 	}
-	m.logger.Info("session reattached", "session_id", s.ID, "from", h.From, "end", h.End, "turn_id", open)
+	m.logger.Debug("session reattached", "session_id", s.ID, "from", h.From, "end", h.End, "turn_id", open)
 	return nil
 }
 
@@ -152,36 +113,35 @@ func (m *Manager) recoverRuntime(s *berth.Session, p *shim.Proc) (*runtime, erro
 	return rt, nil
 }
 
-// recoverInput loads what a reattached runtime carries on with: its
+// recoverInput takes what a reattached runtime carries on with: its
 // pending permissions, for the agent's requests served again to take
 // back, and its queued input.
-func (rt *runtime) recoverInput(ctx context.Context) error {
-	pending, err := rt.m.store.ListPermissions(ctx, rt.id, berth.PermissionPending)
-	if err != nil {
-		return err
-	}
+func (rt *runtime) recoverInput(pending []*berth.Permission, queue []*berth.QueueEntry) {
 	for _, p := range pending {
 		rt.adoptable = append(rt.adoptable, *p)
 	}
 	rt.sess.PendingPermissions = 0
-	if err := rt.loadInput(ctx); err != nil {
-		rt.logger.Warn("load queued input", "err", err)
-	}
-	return nil
+	rt.takeInput(queue)
 }
 
 // recoverOpenTurn returns the session's open turn, if any, and its text,
 // claiming the queue entry it runs when the previous daemon died before it
-// did.
-func (m *Manager) recoverOpenTurn(ctx context.Context, s *berth.Session) (string, string, error) {
-	open, started, err := m.openTurnText(ctx, s.ID)
+// did; queue is the session's pending entries without it.
+func (m *Manager) recoverOpenTurn(ctx context.Context, s *berth.Session, r *berth.Recovery) (open, text string, queue []*berth.QueueEntry, err error) {
+	queue = r.Queue
+	if r.OpenTurn == nil {
+		return "", "", queue, nil
+	}
+	var started turnStartedData
+	_ = json.Unmarshal(r.OpenTurn.Data, &started)
+	claimed, err := m.claimOpenTurnEntry(ctx, s, r.OpenTurn.TurnID, started, queue)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
-	if err := m.claimOpenTurnEntry(ctx, s, open, started); err != nil {
-		return "", "", err
+	if claimed != "" {
+		queue = slices.DeleteFunc(slices.Clone(queue), func(e *berth.QueueEntry) bool { return e.ID == claimed })
 	}
-	return open, started.Text, nil
+	return r.OpenTurn.TurnID, started.Text, queue, nil
 }
 
 // recoverTurn sets up the turn in flight, open, of a wired runtime: it
@@ -247,32 +207,13 @@ func (rt *runtime) awaitTurn(t *turn, wait func(context.Context) (acp.PromptResp
 	rt.endTurn(t, turnEnd(resp, err, rt.stopping()), 0)
 }
 
-// openTurnText returns the session's open turn, if any, and its
-// turn_started data.
-func (m *Manager) openTurnText(ctx context.Context, id string) (string, turnStartedData, error) {
-	var d turnStartedData
-	open, err := m.openTurn(ctx, id)
-	if err != nil || open == "" {
-		return "", d, err
-	}
-	evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{Type: berth.EventTurnStarted, TurnID: open, Limit: 1})
-	if err != nil || len(evs) == 0 {
-		return open, d, err
-	}
-	_ = json.Unmarshal(evs[0].Data, &d)
-	return open, d, nil
-}
-
 // claimOpenTurnEntry claims the queue entry of a turn whose turn_started
 // was logged by a daemon that died before it claimed the entry: the turn
-// runs it, and it never runs a second time.
-func (m *Manager) claimOpenTurnEntry(ctx context.Context, s *berth.Session, turnID string, d turnStartedData) error {
+// runs it, and it never runs a second time. It returns the id of the entry
+// it claimed, if any; pending is the session's pending entries.
+func (m *Manager) claimOpenTurnEntry(ctx context.Context, s *berth.Session, turnID string, d turnStartedData, pending []*berth.QueueEntry) (string, error) {
 	if d.EntryID == "" {
-		return nil
-	}
-	pending, err := m.store.ListQueue(ctx, s.ID)
-	if err != nil {
-		return err
+		return "", nil
 	}
 	kind := berth.EntryQueue
 	if d.Source == berth.SourceSteer {
@@ -285,33 +226,29 @@ func (m *Manager) claimOpenTurnEntry(ctx context.Context, s *berth.Session, turn
 		// It is its kind's oldest of its generation: it was when the turn was logged.
 		got, err := m.store.ClaimQueueEntry(ctx, s.ID, kind, e.Generation, turnID)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if got.ID != e.ID {
 			m.logger.Error("claimed another entry than the open turn's", "session_id", s.ID, "turn_id", turnID, "want", e.ID, "got", got.ID)
 		}
-		return nil
+		return got.ID, nil
 	}
-	return nil
+	return "", nil
 }
 
-// removeOrphanShims clears $BERTH_HOME/run of what belongs to no live
-// session: a shim still answering is told to stop its agent and go, one
-// that does not is killed (found by its pid file), and the files of both
-// are removed.
-func (m *Manager) removeOrphanShims(ctx context.Context) {
-	runDir := m.opts.RunDir
-	if runDir == "" {
-		return
-	}
-	bundles, strays := shim.ScanRunDir(runDir)
-	for b, id := range bundles {
+// removeOrphanShims clears $BERTH_HOME/run of what the previous daemon
+// left that belongs to no live session: a shim still answering is told to
+// stop its agent and go, one that does not is killed (found by its pid
+// file), and the files of both are removed. left is the run directory as
+// Open found it: what sessions of this daemon made since is theirs.
+func (m *Manager) removeOrphanShims(ctx context.Context, left runDirLeft) {
+	for b, id := range left.bundles {
 		if m.runtimeOf(id) != nil {
 			continue
 		}
 		m.endOrphanShim(ctx, b, id)
 	}
-	for _, b := range strays {
+	for _, b := range left.strays {
 		m.endOrphanShim(ctx, b, "")
 	}
 }

@@ -17,57 +17,79 @@ import (
 )
 
 // reconcile finds sessions a previous daemon left live. Those whose agent
-// runs on in its shim are reattached and carry on. The others lost their
-// agent with the daemon (or the machine): each becomes
-// stopped/daemon_crashed, whatever it left running is killed, an open turn
-// gets its closing turn_ended, and session_stopped is appended. No session
-// reads active with nothing behind it.
-func (m *Manager) reconcile(ctx context.Context) error {
-	var live []*berth.Session
+// runs on in its shim are returned, with what the store holds to carry
+// each on, for the boot to reattach in the background (see boot.go). The
+// others lost their agent with the daemon (or the machine) and are closed
+// now: each becomes stopped/daemon_crashed, whatever it left running is
+// killed, an open turn gets its closing turn_ended, and session_stopped is
+// appended. No session reads active with nothing behind it. It returns the
+// sessions closed with prompts still queued, to resume.
+func (m *Manager) reconcile(ctx context.Context) (attach []*berth.Session, rec map[string]*berth.Recovery, resume []string, err error) {
+	var lost []*berth.Session
 	for _, state := range []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping} {
 		cursor := ""
 		for {
 			page, err := m.store.ListSessions(ctx, berth.SessionFilter{State: state, Limit: 1000, Cursor: cursor})
 			if err != nil {
-				return fmt.Errorf("reconcile: list %s sessions: %w", state, err)
+				return nil, nil, nil, fmt.Errorf("reconcile: list %s sessions: %w", state, err)
 			}
-			live = append(live, page.Sessions...)
+			for _, s := range page.Sessions {
+				if s.ShimSocket != "" && s.State == berth.StateActive {
+					attach = append(attach, s)
+				} else {
+					lost = append(lost, s)
+				}
+			}
 			if len(page.Sessions) == 0 || page.NextCursor == "" {
 				break
 			}
 			cursor = page.NextCursor
 		}
 	}
-	failed := m.reattachAll(ctx, live)
-	if len(failed) > 0 {
-		// One pass over /proc finds what every session that lost its agent
-		// left running: its agent and the terminals it started (all carry
-		// BERTH_SESSION_ID). A boot that reattached everything skips it.
-		m.leftovers = sessionProcesses()
-		defer func() { m.leftovers = nil }()
+	if resume, err = m.closeLost(ctx, lost); err != nil {
+		return nil, nil, nil, err
 	}
-	for _, s := range failed {
-		if err := m.reconcileOne(ctx, s); err != nil {
-			return fmt.Errorf("reconcile %s: %w", s.ID, err)
+	ids := make([]string, len(attach))
+	for i, s := range attach {
+		ids[i] = s.ID
+	}
+	// One read for every session to reattach, not a few each.
+	if rec, err = m.store.ListRecovery(ctx, ids); err != nil {
+		return nil, nil, nil, fmt.Errorf("reconcile: read what the live sessions hold: %w", err)
+	}
+	return attach, rec, resume, nil
+}
+
+// closeLost closes sessions found live whose agent is gone, and returns
+// those with prompts still queued.
+func (m *Manager) closeLost(ctx context.Context, lost []*berth.Session) ([]string, error) {
+	if len(lost) == 0 {
+		return nil, nil
+	}
+	// One pass over /proc finds what every session that lost its agent
+	// left running: its agent and the terminals it started (all carry
+	// BERTH_SESSION_ID). A boot that lost nothing skips it.
+	leftovers := sessionProcesses()
+	var resume []string
+	for _, s := range lost {
+		if err := m.reconcileOne(ctx, s, leftovers[s.ID]); err != nil {
+			return resume, fmt.Errorf("reconcile %s: %w", s.ID, err)
 		}
 		queued, err := m.store.ListQueue(ctx, s.ID)
 		if err != nil {
-			return fmt.Errorf("reconcile %s: %w", s.ID, err)
+			return resume, fmt.Errorf("reconcile %s: %w", s.ID, err)
 		}
 		if len(queued) > 0 {
-			m.resumeAtBoot = append(m.resumeAtBoot, s.ID)
+			resume = append(resume, s.ID)
 		}
 	}
-	m.removeOrphanShims(ctx)
-	return nil
+	return resume, nil
 }
 
-// resumeQueued resumes, in the background, the sessions reconcile found
+// resumeQueued resumes, in the background, sessions reconcile found
 // with prompts still queued: the daemon accepted them, so they run. A
 // session that cannot resume keeps its entries for a later resume.
-func (m *Manager) resumeQueued() {
-	ids := m.resumeAtBoot
-	m.resumeAtBoot = nil
+func (m *Manager) resumeQueued(ids []string) {
 	if len(ids) == 0 || m.enter() != nil {
 		return
 	}
@@ -82,8 +104,9 @@ func (m *Manager) resumeQueued() {
 }
 
 // reconcileOne closes one session found live at boot.
-func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
-	for _, pid := range m.leftovers[s.ID] {
+// leftovers are the processes found running with its id.
+func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers []int) error {
+	for _, pid := range leftovers {
 		// Kill the process's whole group: the agent's or a terminal's.
 		pgid, err := syscall.Getpgid(pid)
 		if err != nil || pgid <= 1 {

@@ -16,6 +16,9 @@ import (
 // duplicates and unreadable data are reported; they cannot be mended by
 // appending. Running it twice finds nothing the second time.
 func (m *Manager) Repair(ctx context.Context, id string, dryRun, force bool) (*berth.RepairReport, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	s, err := m.GetSession(ctx, id)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,9 @@ import (
 // sandbox, and reopens its conversation when the agent can. What the
 // session had queued runs once it is active.
 func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if err := m.enter(); err != nil {
 		return nil, err
 	}
@@ -132,6 +135,13 @@ func (rt *runtime) loadInput(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rt.takeInput(entries)
+	return nil
+}
+
+// takeInput restores the pending queue entries and the staged steer of a
+// session from its pending entries.
+func (rt *runtime) takeInput(entries []*berth.QueueEntry) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.sess.Queue.Pending = 0
@@ -146,5 +156,4 @@ func (rt *runtime) loadInput(ctx context.Context) error {
 		}
 	}
 	rt.changedLocked()
-	return nil
 }

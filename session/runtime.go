@@ -494,8 +494,10 @@ func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.S
 // tail for failure messages.
 func (rt *runtime) readStderr(r interface{ Read([]byte) (int, error) }) {
 	defer rt.stderrWG.Done()
-	buf := make([]byte, 0, 4096)
-	chunk := make([]byte, 32<<10)
+	// Small: stderr is a trickle, and a thousand idle sessions each hold
+	// this while they wait for it. A line is made when one comes.
+	var buf []byte
+	chunk := make([]byte, 4<<10)
 	for {
 		n, err := r.Read(chunk)
 		data := chunk[:n]

@@ -12,6 +12,9 @@ import (
 // size it had when opened, one that shrinks fails the snapshot (conflict:
 // try again).
 func (m *Manager) CreateSnapshot(ctx context.Context, id string) (*berth.Snapshot, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	// A delete waits for the archive, or the archive finds the session
 	// gone (not_found): never half a workspace, never an archive of a
 	// deleted session.
@@ -36,6 +39,9 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id string) (*berth.Snapsho
 
 // ListSnapshots implements berth.SessionService.
 func (m *Manager) ListSnapshots(ctx context.Context, id string) ([]*berth.Snapshot, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if _, err := m.store.GetSession(ctx, id); err != nil {
 		return nil, err
 	}

@@ -17,6 +17,9 @@ const transcriptPage = 256
 // The work is linear in the log's size, and stops as soon as ctx ends (a
 // client that went away).
 func (m *Manager) Transcript(ctx context.Context, id string) ([]berth.TranscriptTurn, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if m.runtimeOf(id) == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return nil, err

@@ -240,6 +240,9 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 
 // WaitTurn implements berth.SessionService.
 func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
 	if strings.HasPrefix(turnID, entryPrefix) {
 		// A queued or staged prompt: its turn is known once it runs.
 		return m.waitEntry(ctx, id, turnID)
@@ -314,6 +317,9 @@ func (m *Manager) turnFromLog(ctx context.Context, id, turnID string) (*berth.Tu
 // Cancel implements berth.SessionService: it asks the agent to end the turn
 // in flight and, if the agent has not within limits.cancel_grace, kills it.
 func (m *Manager) Cancel(ctx context.Context, id string) (string, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return "", err
+	}
 	rt := m.runtimeOf(id)
 	if rt == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"os"
 	"strconv"
@@ -75,7 +76,8 @@ func attachOn(ctx context.Context, nc net.Conn, from int64) (*Proc, error) {
 		_ = nc.Close()
 		return nil, berth.WrapError(berth.EUnavailable, err, "shim: attach")
 	}
-	r := bufio.NewReaderSize(nc, 64<<10)
+	// Small: a frame bigger than the buffer is read straight into its own.
+	r := bufio.NewReaderSize(nc, 4<<10)
 	typ, payload, err := readFrameMax(r, maxHello)
 	if err != nil || typ != frameHello {
 		_ = nc.Close()
@@ -96,6 +98,9 @@ func attachOn(ctx context.Context, nc net.Conn, from int64) (*Proc, error) {
 	return p, nil
 }
 
+// keptFrame is the largest frame buffer a connection keeps between frames.
+const keptFrame = 64 << 10
+
 // Hello is what the shim said when the daemon attached.
 func (p *Proc) Hello() Hello { return p.hello }
 
@@ -104,25 +109,25 @@ func (p *Proc) Hello() Hello { return p.hello }
 func (p *Proc) read(r *bufio.Reader) {
 	defer close(p.reader)
 	var status *berth.ExitStatus
-	// stderr must never hold up stdout: a reader that lags loses some.
-	errc := make(chan []byte, 64)
+	// stderr must never hold up stdout: a reader that lags loses some. Its
+	// writer starts with the first stderr frame (most agents write none).
+	var errc chan []byte
 	errDone := make(chan struct{})
-	go func() {
-		defer close(errDone)
-		for b := range errc {
-			_, _ = p.errW.Write(b)
-		}
-	}()
 	// Once nobody reads stdout, its frames are dropped: the exit that
 	// follows them is still seen.
 	discard := false
 	// Stdout frames (64 KiB from the shim's spool) are read into one buffer:
-	// the pipe's Write returns only once its reader has copied them.
-	buf := make([]byte, 64<<10)
+	// the pipe's Write returns only once its reader has copied them. It
+	// grows, by powers of two, to the largest frame seen up to 64 KiB, so
+	// an idle session's is small.
+	var buf []byte
 	for !p.isDetached() {
 		typ, payload, err := readFrameInto(r, maxFrame, buf)
 		if err != nil {
 			break
+		}
+		if n := len(payload); n > cap(buf) && cap(buf) < keptFrame {
+			buf = make([]byte, 0, min(keptFrame, 1<<bits.Len(uint(n-1))))
 		}
 		switch typ {
 		case frameStdout:
@@ -132,6 +137,15 @@ func (p *Proc) read(r *bufio.Reader) {
 				}
 			}
 		case frameStderr:
+			if errc == nil {
+				errc = make(chan []byte, 64)
+				go func() {
+					defer close(errDone)
+					for b := range errc {
+						_, _ = p.errW.Write(b)
+					}
+				}()
+			}
 			select {
 			case errc <- bytes.Clone(payload):
 			default:
@@ -147,13 +161,15 @@ func (p *Proc) read(r *bufio.Reader) {
 		}
 	}
 	_ = p.outW.Close()
-	close(errc)
-	select {
-	case <-errDone:
-	case <-time.After(time.Second):
-		// Nobody reads stderr: its writer gives up.
-		_ = p.errW.Close()
-		<-errDone
+	if errc != nil {
+		close(errc)
+		select {
+		case <-errDone:
+		case <-time.After(time.Second):
+			// Nobody reads stderr: its writer gives up.
+			_ = p.errW.Close()
+			<-errDone
+		}
 	}
 	_ = p.errW.Close()
 	p.mu.Lock()

@@ -43,7 +43,10 @@ func newBenchCmd() *cobra.Command {
 	f.String("cpuprofile", "", "write a CPU profile of the flood turn to this file")
 	f.Int64("page-log", 1_000_000, "events in the log paged from its end (0 skips it)")
 	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
-	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it)")
+	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it); implies --live of as many")
+	f.Int("live", 0, "idle demo sessions a daemon holds while its memory is read (0 skips it)")
+	f.String("boot-profile", "", "the reattaching daemon writes PREFIX.cpu (its boot) and PREFIX.heap (once every session is reattached)")
+	f.String("daemon-binary", "", "berth binary the --live and --reattach daemons run (default: this one)")
 	f.Int("fanout", 0, "readers of /v1/events/stream while every session runs turns (0 skips it)")
 	f.Duration("fanout-seconds", 10*time.Second, "how long the sessions run turns during --fanout")
 	f.Bool("no-shims", false, "run the agents as the daemon's own children (no shim), for comparison")
@@ -68,6 +71,7 @@ type benchResult struct {
 	IngestPerSec    float64 `json:"ingest_events_per_sec"`
 	readResult
 	shimResult
+	bootResult
 	fanoutResult
 	directResult
 }
@@ -210,9 +214,13 @@ func runBench(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 	}
-	if n, _ := f.GetInt("reattach"); n > 0 {
-		cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, n+1)
-		if err := benchReattach(ctx, cfg, sandbox, n, &res.shimResult, progress); err != nil {
+	nLive, _ := f.GetInt("live")
+	nReattach, _ := f.GetInt("reattach")
+	if n := max(nLive, nReattach); n > 0 {
+		o := benchBootOptions{storeURL: storeURL, sandbox: sandbox}
+		o.binary, _ = f.GetString("daemon-binary")
+		o.profile, _ = f.GetString("boot-profile")
+		if err := benchBoot(ctx, o, n, nReattach > 0, &res, progress); err != nil {
 			return err
 		}
 	}
@@ -478,11 +486,17 @@ func printBench(w io.Writer, r benchResult) {
 	if r.PageLogEvents > 0 {
 		fmt.Fprintf(t, "page of 1000 at the end of %d events\tp50 %.2f ms\tp99 %.2f ms\n", r.PageLogEvents, r.PageP50Ms, r.PageP99Ms)
 	}
-	if r.ReattachSessions > 0 {
-		fmt.Fprintf(t, "boot reattaching %d live sessions\t%.0f ms\n", r.ReattachSessions, r.ReattachBootMs)
+	if r.LiveSessions > 0 {
+		fmt.Fprintf(t, "daemon start, no session\tAPI %.0f ms\tdaemon CPU %.0f ms\n", r.EmptyAPIMs, r.EmptyCPUMs)
+		fmt.Fprintf(t, "daemon with %d idle sessions (KiB)\tVmRSS %d\tVmHWM %d\tempty %d, %.0f a session\n", r.LiveSessions, r.LiveRSSKB, r.LiveHWMKB, r.EmptyRSSKB, r.LivePerSessionKB)
 		fmt.Fprintf(t, "shim memory (KiB, %s)\trss p50 %d\tpss p50 %d\tprivate p50 %d, max %d\n", r.ShimProgram, r.ShimRSSP50KB, r.ShimPSSP50KB, r.ShimPrivateP50KB, r.ShimPrivateMaxKB)
-		fmt.Fprintf(t, "all of berth per live session (KiB)\tpss %d\trss %d\t(%d sessions, agents included)\n", r.TotalPSSPerSessionKB, r.TotalRSSPerSessionKB, r.ReattachSessions)
+		fmt.Fprintf(t, "all of berth per live session (KiB)\tpss %d\trss %d\t(%d sessions, agents included)\n", r.TotalPSSPerSessionKB, r.TotalRSSPerSessionKB, r.LiveSessions)
 		fmt.Fprintf(t, "  daemon and shims alone\tpss %d\t(daemon pss %d in all)\n", r.OwnPSSPerSessionKB, r.DaemonPSSKB)
+	}
+	if r.ReattachSessions > 0 {
+		fmt.Fprintf(t, "boot reattaching %d live sessions\tAPI %.0f ms\tall active %.0f ms\tdaemon CPU %.0f ms\n", r.ReattachSessions, r.ReattachAPIMs, r.ReattachAllMs, r.ReattachCPUMs)
+		fmt.Fprintf(t, "  floor: every shim's hello, no daemon\t%.0f ms\tshims' CPU during the boot %.0f ms\n", r.ReattachFloorMs, r.ReattachShimsCPUMs)
+		fmt.Fprintf(t, "  daemon after the reattach (KiB)\tVmRSS %d\tVmHWM %d\n", r.ReattachRSSKB, r.ReattachHWMKB)
 	}
 	if r.ListedSessions > 0 {
 		fmt.Fprintf(t, "list %d sessions, %d a page\tp50 %.2f ms\tp99 %.2f ms\n", r.ListedSessions, r.ListPageSize, r.ListPageP50Ms, r.ListPageP99Ms)

@@ -4,18 +4,13 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/config"
-	bhttp "github.com/berth-sh/berth/http"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -50,10 +45,6 @@ type shimResult struct {
 	// OwnPSSPerSessionKB is the daemon and the shims alone, per session:
 	// what berth adds to the agents.
 	OwnPSSPerSessionKB int64 `json:"own_pss_per_session_kb,omitempty"`
-	// Reattach* is a daemon boot that finds that many live sessions: from
-	// the start of the boot to every one reattached and the API answering.
-	ReattachSessions int     `json:"reattach_sessions,omitempty"`
-	ReattachBootMs   float64 `json:"reattach_boot_ms,omitempty"`
 }
 
 // closeBenchDaemon closes a bench daemon, stopping (or leaving) a
@@ -64,55 +55,10 @@ func closeBenchDaemon(ctx context.Context, d *daemon) {
 	d.close(cctx)
 }
 
-// benchReattach creates n sessions, measures their shims, closes the daemon
-// leaving them running, and times the boot of the next daemon, which
-// reattaches them all; that daemon then stops them.
-func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n int, res *shimResult, progress io.Writer) error {
-	home, err := os.MkdirTemp("", "berth-bench-boot-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(home)
-	opts := daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0", logger: quietLogger().With("daemon", "bench-boot"),
-		leaveSessions: true}
-	d, err := openDaemon(ctx, opts)
-	if err != nil {
-		return err
-	}
-	d.startServing()
-	c := bhttp.NewClient(d.srv.Addr(), d.token)
-	fmt.Fprintf(progress, "creating %d sessions to reattach…\n", n)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	work := make(chan struct{})
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range work {
-				s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
-				if err == nil && s.State != berth.StateActive {
-					err = fmt.Errorf("session %s did not start: %v", s.ID, s.Failure)
-				}
-				if err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
-	for range n {
-		work <- struct{}{}
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	c.Close()
-	if err := <-errs; err != nil {
-		closeBenchDaemon(ctx, d)
-		return err
-	}
+// measureShims reads the memory of the shims serving sessions in runDir.
+func measureShims(runDir string, res *shimResult) {
 	var rss, pss, priv []int64
-	for _, pid := range shimPIDs(filepath.Join(home, "run")) {
+	for _, pid := range shimPIDs(runDir) {
 		m, err := smapsRollup(pid)
 		if err != nil {
 			continue
@@ -121,15 +67,23 @@ func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n in
 	}
 	res.ShimRSSP50KB, res.ShimPSSP50KB, res.ShimPrivateP50KB = median(rss), median(pss), median(priv)
 	res.ShimPrivateMaxKB = maxOf(priv)
-	if pids := shimPIDs(filepath.Join(home, "run")); len(pids) > 0 {
+}
+
+// measureTotals reads which program the shims of home run, and every
+// process of berth's with n sessions live — the daemon (pid daemon), its
+// shims, spare included, and all they started (agents, bwrap) — per
+// session.
+func measureTotals(home string, daemon, n int, res *shimResult) {
+	runDir := filepath.Join(home, "run")
+	if pids := shimPIDs(runDir); len(pids) > 0 {
 		res.ShimProgram = "berth shim"
 		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pids[0])); strings.HasPrefix(filepath.Base(exe), shimPrefix) {
 			res.ShimProgram = "berth-shim"
 		}
 	}
 	var totPSS, totRSS, ownPSS int64
-	shims := runShims(filepath.Join(home, "run"))
-	for i, pid := range append([]int{os.Getpid()}, processTree(shims)...) {
+	shims := runShims(runDir)
+	for i, pid := range append([]int{daemon}, processTree(shims)...) {
 		if m, err := smapsRollup(pid); err == nil {
 			totPSS, totRSS = totPSS+m["Pss"], totRSS+m["Rss"]
 			// The daemon, then the shims, then what they started.
@@ -143,28 +97,6 @@ func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n in
 	}
 	res.TotalPSSPerSessionKB, res.TotalRSSPerSessionKB = totPSS/int64(n), totRSS/int64(n)
 	res.OwnPSSPerSessionKB = ownPSS / int64(n)
-	closeBenchDaemon(ctx, d)
-
-	fmt.Fprintf(progress, "booting a daemon that reattaches %d sessions…\n", n)
-	opts.leaveSessions = false
-	t0 := time.Now()
-	d, err = openDaemon(ctx, opts)
-	if err != nil {
-		return err
-	}
-	defer closeBenchDaemon(ctx, d)
-	d.startServing()
-	c = bhttp.NewClient(d.srv.Addr(), d.token)
-	defer c.Close()
-	if _, err := c.Health(ctx); err != nil {
-		return err
-	}
-	res.ReattachBootMs = float64(time.Since(t0).Microseconds()) / 1000
-	if live := len(d.mgr.LiveIDs()); live != n {
-		return fmt.Errorf("the daemon reattached %d of %d sessions", live, n)
-	}
-	res.ReattachSessions = n
-	return nil
 }
 
 // shimPIDs returns the pids of the shims serving sessions in runDir

@@ -178,6 +178,8 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
 		// The hooks' one point on the event path: told of every commit.
 		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
+		// Once the boot knows which sessions it reattached.
+		AfterBoot: d.removeLeftoverContainers,
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
@@ -185,7 +187,6 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if err = d.hooks.Open(ctx, d.mgr); err != nil {
 		return nil, err
 	}
-	d.removeLeftoverContainers(ctx, d.mgr.LiveIDs())
 	sc := o.cfg.Server
 	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,

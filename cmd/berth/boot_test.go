@@ -1,0 +1,141 @@
+package main
+
+import (
+	"net/http"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/shim"
+)
+
+// shimPIDOf returns the pid of the shim serving a session of home.
+func shimPIDOf(t *testing.T, home, id string) int {
+	t.Helper()
+	runDir := filepath.Join(home, "run")
+	files, _ := filepath.Glob(filepath.Join(runDir, id+".*.pid"))
+	for _, f := range files {
+		if pid := shim.ReadPID(f, runDir); pid > 0 {
+			return pid
+		}
+	}
+	t.Fatalf("no shim pid file for session %s", id)
+	return 0
+}
+
+// twoLiveSessions starts a daemon, creates two demo sessions, SIGKILLs
+// the daemon (their agents run on in their shims) and stops (SIGSTOP) the
+// second one's shim, which answers nothing until it is continued. It
+// returns the sessions and a function that continues the shim.
+func twoLiveSessions(t *testing.T, home string) (a, b berth.Session, cont func()) {
+	t.Helper()
+	s := startServer(t, home)
+	for _, sess := range []*berth.Session{&a, &b} {
+		if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, sess); st != 201 {
+			t.Fatalf("create = %d %v", st, err)
+		}
+	}
+	s.kill9()
+	pid := shimPIDOf(t, home, b.ID)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	cont = func() { _ = syscall.Kill(pid, syscall.SIGCONT) }
+	t.Cleanup(cont)
+	return a, b, cont
+}
+
+// health reads /v1/health.
+func (s *server) health(t *testing.T) berth.Health {
+	t.Helper()
+	var h berth.Health
+	if st, err := s.api("GET", "/v1/health", nil, &h); st != 200 {
+		t.Fatalf("health = %d %v", st, err)
+	}
+	return h
+}
+
+// A booting daemon serves its API before every session is reattached:
+// while one session's shim does not answer (stopped), /v1/health counts it
+// as reattaching, the other session answers active, and the stopped one's
+// GET answers nothing until its own reattach is done; then it is live,
+// active, and takes prompts.
+func TestBootServesTheAPIBeforeEveryReattach(t *testing.T) {
+	home := t.TempDir()
+	a, b, cont := twoLiveSessions(t, home)
+
+	s := startServer(t, home)
+	if h := s.health(t); h.Reattaching < 1 {
+		t.Fatalf("health while a shim is stopped: reattaching %d, want it counted", h.Reattaching)
+	}
+	var got berth.Session
+	if st, err := s.api("GET", "/v1/sessions/"+a.ID, nil, &got); st != 200 || got.State != berth.StateActive {
+		t.Fatalf("GET of the session whose shim answers = %d %v %s", st, err, got.State)
+	}
+	if h := s.health(t); h.Reattaching != 1 {
+		t.Fatalf("health once the other session answered: reattaching %d, want 1", h.Reattaching)
+	}
+	// The stopped shim's session does not answer with a state it does not know yet.
+	req, _ := http.NewRequest("GET", "http://"+s.addr+"/v1/sessions/"+b.ID, nil)
+	s.authorize(req)
+	hc := &http.Client{Timeout: 300 * time.Millisecond}
+	if resp, err := hc.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("GET of a session still reattaching answered %d", resp.StatusCode)
+	}
+
+	cont()
+	if st, err := s.api("GET", "/v1/sessions/"+b.ID, nil, &got); st != 200 || got.State != berth.StateActive {
+		t.Fatalf("GET once the shim answers = %d %v %s (%v)", st, err, got.State, got.Failure)
+	}
+	if h := s.health(t); h.Reattaching != 0 {
+		t.Fatalf("health after every reattach: reattaching %d", h.Reattaching)
+	}
+	var r berth.TurnResult
+	if st, _ := s.api("POST", "/v1/sessions/"+b.ID+"/prompts?wait=true", map[string]string{"text": "echo back"}, &r); st != 200 || r.Text != "back" {
+		t.Fatalf("prompt after the reattach = %d %+v", st, r)
+	}
+}
+
+// A daemon told to stop while its boot still waits for a shim leaves that
+// session as it is, active with its agent, and the next daemon reattaches
+// it: a shutdown never closes a session it did not get to.
+func TestShutdownDuringBootLeavesTheRestToTheNextDaemon(t *testing.T) {
+	home := t.TempDir()
+	_, b, cont := twoLiveSessions(t, home)
+	agents := agentPIDs(b.ID)
+
+	s := startServer(t, home)
+	if h := s.health(t); h.Reattaching < 1 {
+		t.Fatalf("reattaching %d, want the stopped shim's session counted", h.Reattaching)
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("berth serve on SIGTERM during boot: %v\n%s", err, s.log)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("berth serve did not exit on SIGTERM during boot\n%s", s.log)
+	}
+	cont()
+	for _, pid := range agents {
+		if !alive(pid) {
+			t.Fatalf("process %d of the session not reached was killed", pid)
+		}
+	}
+
+	s2 := startServer(t, home)
+	var got berth.Session
+	if st, err := s2.api("GET", "/v1/sessions/"+b.ID, nil, &got); st != 200 || got.State != berth.StateActive {
+		t.Fatalf("GET on the next daemon = %d %v %s (%v)", st, err, got.State, got.Failure)
+	}
+	var r berth.TurnResult
+	if st, _ := s2.api("POST", "/v1/sessions/"+b.ID+"/prompts?wait=true", map[string]string{"text": "echo still here"}, &r); st != 200 || r.Text != "still here" {
+		t.Fatalf("prompt on the next daemon = %d %+v", st, r)
+	}
+}

@@ -1,0 +1,75 @@
+package memory
+
+import (
+	"context"
+	"slices"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
+)
+
+// ListRecovery reads the open turn, the pending queue entries and the
+// pending permissions of every session named, as ListQueue and
+// ListPermissions give them. Sessions that do not exist are absent.
+func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
+	out := make(map[string]*berth.Recovery, len(sessionIDs))
+	for _, id := range slices.Compact(slices.Sorted(slices.Values(sessionIDs))) {
+		open, ok := s.openTurn(id)
+		if !ok {
+			continue
+		}
+		q, err := s.ListQueue(ctx, id)
+		if berth.IsCode(err, berth.ENotFound) {
+			// Deleted meanwhile.
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		perms, err := s.ListPermissions(ctx, id, berth.PermissionPending)
+		if berth.IsCode(err, berth.ENotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		// Nothing to recover is nil, as the SQL stores give it.
+		rec := &berth.Recovery{OpenTurn: open}
+		if len(q) > 0 {
+			rec.Queue = q
+		}
+		if len(perms) > 0 {
+			rec.Pending = perms
+		}
+		out[id] = rec
+	}
+	return out, nil
+}
+
+// openTurn is the session's last turn_started when no turn_ended of its
+// turn follows it (nil when no turn is open); false when the session does
+// not exist.
+func (s *Store) openTurn(id string) (*berth.Event, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.sessions[id]
+	if !ok {
+		return nil, false
+	}
+	started := r.log.byType[berth.EventTurnStarted]
+	if len(started) == 0 {
+		return nil, true
+	}
+	last := started[len(started)-1]
+	ended := r.log.byType[berth.EventTurnEnded]
+	for _, e := range ended[after(ended, last.seq):] {
+		if e.turn == last.turn {
+			return nil, true
+		}
+	}
+	ev := &berth.Event{Seq: last.seq, SessionID: id, TurnID: last.turn, Type: last.typ, Data: slices.Clone(last.data)}
+	if last.hasTime {
+		ev.Time = codec.FromNanos(last.nanos)
+	}
+	return ev, true
+}

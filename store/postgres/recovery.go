@@ -1,0 +1,133 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
+)
+
+// rowsOfSessions selects the rows of a side table (queue_entries,
+// permissions) of the sessions whose ids are in $1 with state $2.
+const rowsOfSessions = `session_pk IN (SELECT pk FROM sessions WHERE id = ANY($1)) AND state = $2`
+
+// sessionOfRow is the id of a side table row's session.
+const sessionOfRow = `(SELECT id FROM sessions WHERE pk = session_pk)`
+
+// recoveryOpenTurnsSQL finds each session's last turn_started and keeps it
+// when no turn_ended of its turn follows: lookups in events_by_type.
+const recoveryOpenTurnsSQL = `SELECT s.id, e.seq, e.turn_id, e.time, e.data FROM sessions s
+JOIN LATERAL (SELECT seq, turn_id, time, data FROM events
+    WHERE session_pk = s.pk AND type = $2 AND ` + rareTypesTerm + ` ORDER BY seq DESC LIMIT 1) e ON true
+WHERE s.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM events
+    WHERE session_pk = s.pk AND type = $3 AND ` + rareTypesTerm + ` AND seq > e.seq AND turn_id = e.turn_id)`
+
+// ListRecovery reads the open turn, the pending queue entries and the
+// pending permissions of every session named, in one read-only snapshot of
+// four statements. Sessions that do not exist are absent from the map.
+func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
+	out := make(map[string]*berth.Recovery, len(sessionIDs))
+	if len(sessionIDs) == 0 {
+		return out, nil
+	}
+	err := s.pool.with(ctx, func(c *pgx.Conn) error {
+		tx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		each := func(q string, args []any, fn func(pgx.Rows) error) error {
+			rows, err := tx.Query(ctx, q, args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				if err := fn(rows); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		}
+		// Every session that exists has an entry, even with nothing to recover.
+		if err := each(`SELECT id FROM sessions WHERE id = ANY($1)`, []any{sessionIDs}, func(rows pgx.Rows) error {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			out[id] = &berth.Recovery{}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := each(`SELECT `+sessionOfRow+`, `+queueCols+`, row_number() OVER (PARTITION BY session_pk, kind ORDER BY ord)
+			FROM queue_entries WHERE `+rowsOfSessions+` ORDER BY session_pk, ord`,
+			[]any{sessionIDs, berth.EntryPending}, func(rows pgx.Rows) error {
+				var id string
+				e := &berth.QueueEntry{}
+				var created *int64
+				if err := rows.Scan(&id, &e.ID, &e.Kind, &e.Text, &e.Generation, &e.State, &e.TurnID, &created, &e.Position); err != nil {
+					return err
+				}
+				e.SessionID, e.CreatedAt = id, fromNullNanos(created)
+				if r := out[id]; r != nil {
+					r.Queue = append(r.Queue, e)
+				}
+				return nil
+			}); err != nil {
+			return err
+		}
+		if err := each(`SELECT `+sessionOfRow+`, `+permissionCols+` FROM permissions WHERE `+rowsOfSessions+` ORDER BY session_pk, ord`,
+			[]any{sessionIDs, berth.PermissionPending}, func(rows pgx.Rows) error {
+				var id string
+				// The session's id comes first, then scanPermission's columns.
+				p, err := scanPermission(prefixed{rows, &id}, "")
+				if err != nil {
+					return err
+				}
+				p.SessionID = id
+				if r := out[id]; r != nil {
+					r.Pending = append(r.Pending, p)
+				}
+				return nil
+			}); err != nil {
+			return err
+		}
+		return each(recoveryOpenTurnsSQL, []any{sessionIDs, berth.EventTurnStarted, berth.EventTurnEnded}, func(rows pgx.Rows) error {
+			e := &berth.Event{Type: berth.EventTurnStarted}
+			var t *int64
+			var data *string
+			if err := rows.Scan(&e.SessionID, &e.Seq, &e.TurnID, &t, &data); err != nil {
+				return err
+			}
+			if t != nil {
+				e.Time = codec.FromNanos(*t)
+			}
+			if data != nil {
+				e.Data = []byte(*data)
+			}
+			if r := out[e.SessionID]; r != nil {
+				r.OpenTurn = e
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, internal(err, "list recovery")
+	}
+	return out, nil
+}
+
+// prefixed scans a row whose first column is read into first and whose
+// others are what the caller's Scan asks for.
+type prefixed struct {
+	pgx.Row
+	first *string
+}
+
+// Scan implements pgx.Row.
+func (p prefixed) Scan(dest ...any) error {
+	return p.Row.Scan(append([]any{p.first}, dest...)...)
+}
