@@ -165,6 +165,10 @@ type Session struct {
 	ShimPID int `json:"-"`
 	// NeedsAuth is set when the agent answered auth_required; the badge shows it.
 	NeedsAuth bool `json:"-"`
+
+	// MCPServers are the user's MCP servers given to the agent (CONTRACT
+	// §4.4), shown with their env and header values redacted.
+	MCPServers MCPServers `json:"mcp_servers,omitempty"`
 }
 
 // ComputeBadge derives the badge from the session's fields. busy and waiting
@@ -225,6 +229,9 @@ type CreateRequest struct {
 	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty"`
 	FromSnapshot       string            `json:"from_snapshot,omitempty"`
 	Prompt             string            `json:"prompt,omitempty"`
+
+	// MCPServers are given to the agent as ACP mcpServers (CONTRACT §4.4).
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 }
 
 // Prompt modes (CONTRACT §4.2).

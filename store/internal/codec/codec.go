@@ -25,12 +25,16 @@ type sessionDoc struct {
 	NeedsAuth  bool              `json:"needs_auth,omitempty"`
 	ShimSocket string            `json:"shim_socket,omitempty"`
 	ShimPID    int               `json:"shim_pid,omitempty"`
+
+	// MCPServers shadows the Session's field of the same JSON name, whose
+	// marshalling redacts secrets: the document keeps them whole.
+	MCPServers []berth.MCPServer `json:"mcp_servers,omitempty"`
 }
 
 // EncodeSession marshals s with its hidden fields. EInvalid if it cannot.
 func EncodeSession(s *berth.Session) (string, error) {
 	b, err := json.Marshal(sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth,
-		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID})
+		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID, MCPServers: s.MCPServers})
 	if err != nil {
 		return "", berth.WrapError(berth.EInvalid, err, "session cannot be encoded")
 	}
@@ -48,6 +52,7 @@ func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, erro
 	s := d.Session
 	s.Env, s.AgentPID, s.NeedsAuth = d.Env, d.AgentPID, d.NeedsAuth
 	s.ShimSocket, s.ShimPID = d.ShimSocket, d.ShimPID
+	s.MCPServers = d.MCPServers
 	s.LastSeq, s.AgentOffset = lastSeq, agentOffset
 	return s, nil
 }
