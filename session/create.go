@@ -48,6 +48,9 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 			netWarning = fmt.Sprintf("agent %s needs the network to reach its model, but [sandbox] allow_network is false: it runs without network", spec.Name)
 		}
 	}
+	if err := checkMCPNetwork(req.MCPServers, provider.Name(), network); err != nil {
+		return nil, err
+	}
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}
@@ -70,6 +73,7 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
 	}
+	s.MCPServers = req.MCPServers
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}
@@ -119,6 +123,9 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	}
 
 	if err := rt.start(ctx, provider); err != nil {
+		if berth.IsCode(err, berth.EInvalid) {
+			m.discardRefused(ctx, id)
+		}
 		return nil, err
 	}
 	// The answer's last_seq covers session_started: commit it first.
@@ -206,6 +213,9 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		if !validEnvName(k) {
 			return spec, nil, false, berth.Errorf(berth.EInvalid, "env name %q is not valid", k)
 		}
+	}
+	if err := berth.MCPServers(req.MCPServers).Validate(); err != nil {
+		return spec, nil, false, err
 	}
 	provider, unisolated, err := m.pickSandbox(req.Sandbox, req.Network)
 	return spec, provider, unisolated, err
