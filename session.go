@@ -176,6 +176,10 @@ type Session struct {
 	// told apart.
 	SpawnKey  string `json:"-"`
 	SpawnHash string `json:"-"`
+
+	// MCPServers are the user's MCP servers given to the agent (CONTRACT
+	// §4.4), shown with their env and header values redacted.
+	MCPServers MCPServers `json:"mcp_servers,omitempty"`
 }
 
 // ComputeBadge derives the badge from the session's fields. busy and waiting
@@ -241,6 +245,9 @@ type CreateRequest struct {
 	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty"`
 	FromSnapshot       string            `json:"from_snapshot,omitempty"`
 	Prompt             string            `json:"prompt,omitempty"`
+
+	// MCPServers are given to the agent as ACP mcpServers (CONTRACT §4.4).
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 }
 
 // Prompt modes (CONTRACT §4.2).

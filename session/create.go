@@ -61,6 +61,9 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if kid != nil {
 		network, netWarning = kid.network(spec, network, netWarning)
 	}
+	if err := checkMCPNetwork(req.MCPServers, provider.Name(), network); err != nil {
+		return nil, err
+	}
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}
@@ -85,6 +88,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		RootID: id,
 	}
 	kid.lineage(s)
+	s.MCPServers = req.MCPServers
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}
@@ -150,6 +154,9 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	}
 
 	if err := rt.start(ctx, provider); err != nil {
+		if berth.IsCode(err, berth.EInvalid) {
+			m.discardRefused(ctx, id)
+		}
 		return nil, err
 	}
 	// The answer's last_seq covers session_started: commit it first.
@@ -237,6 +244,9 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		if !validEnvName(k) {
 			return spec, nil, false, berth.Errorf(berth.EInvalid, "env name %q is not valid", k)
 		}
+	}
+	if err := berth.MCPServers(req.MCPServers).Validate(); err != nil {
+		return spec, nil, false, err
 	}
 	provider, unisolated, err := m.pickSandbox(req.Sandbox, req.Network)
 	return spec, provider, unisolated, err

@@ -12,8 +12,10 @@ import (
 
 // start opens the sandbox, starts the agent and completes the ACP
 // handshake. A failure stops the session as startup_failed; it is an error
-// for the caller only when nothing could be recorded. ctx is not cancelled
-// (CreateSession detaches it): every path ends in a recorded state.
+// for the caller only when nothing could be recorded, or (EInvalid) when
+// the agent does not offer an MCP transport the session's servers need.
+// ctx is not cancelled (CreateSession detaches it): every path ends in a
+// recorded state.
 func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) error {
 	defer close(rt.handshook)
 	m := rt.m
@@ -53,6 +55,10 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) er
 	}
 	if init.ProtocolVersion != acp.ProtocolVersion {
 		return rt.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
+	}
+	if err := checkMCPTransports(rt.spec.Name, init.Capabilities().McpCapabilities, sess.MCPServers); err != nil {
+		_ = rt.handshakeFailed(ctx, "initialize", err)
+		return err
 	}
 	acpID, resumedBy, err := rt.openACPSession(hctx, &init, handler)
 	if err != nil {
@@ -99,8 +105,11 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) er
 func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, error) {
 	prev := rt.resumeFrom
 	caps := init.Capabilities()
+	rt.mu.Lock()
+	mcp := acpMCPServers(rt.sess.MCPServers)
+	rt.mu.Unlock()
 	if prev == "" {
-		ns, err := rt.client.NewSession(ctx, rt.workspace)
+		ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 		return ns.SessionID, "", err
 	}
 	var err error
@@ -109,10 +118,10 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	case caps.LoadSession:
 		// The replayed history is in the log already.
 		h.replaying.Store(true)
-		how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace)
+		how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace, mcp)
 		h.replaying.Store(false)
 	case caps.CanResume():
-		how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace)
+		how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace, mcp)
 	}
 	if how != "" && err == nil {
 		return prev, how, nil
@@ -126,7 +135,7 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 		}
 		rt.mu.Unlock()
 	}
-	ns, err := rt.client.NewSession(ctx, rt.workspace)
+	ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 	if err != nil {
 		return "", "", err
 	}
