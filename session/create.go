@@ -87,8 +87,9 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
 		RootID: id,
 	}
-	kid.lineage(s)
 	s.MCPServers = req.MCPServers
+	s.BerthTools = req.BerthTools == nil || *req.BerthTools
+	kid.lineage(s)
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}

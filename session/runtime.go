@@ -65,6 +65,10 @@ type runtime struct {
 	m      *Manager
 	id     string
 	logger *slog.Logger
+	// toolsGrant is the berth tools socket and credential of the agent
+	// start under way (nil without berth tools); set before the agent
+	// starts, read for its session/new, load or resume.
+	toolsGrant *toolsGrant
 
 	// mu guards the fields below it, up to boxMu. Events that must stay
 	// ordered against turn boundaries are enqueued while it is held.
@@ -420,6 +424,8 @@ func (rt *runtime) drain() {
 // records the session stopped. Every other producer of the session's
 // events has returned by now, so session_stopped is its last event.
 func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
+	// The session's berth tools credential dies with it.
+	rt.m.revokeTools(rt.id, true)
 	ev := berth.NewEvent(rt.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
 	// A failed commit is retried: a stream of this session ends only on it.
 	for attempt := 0; ; attempt++ {
@@ -437,6 +443,7 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 		err := rt.transition(ctx, berth.StateStopped, func(s *berth.Session) {
 			s.StopReason, s.Failure, s.AgentPID = reason, failure, 0
 			s.ShimSocket, s.ShimPID = "", 0
+			s.ToolsHash = ""
 		})
 		if err == nil || berth.IsCode(err, berth.EConflict) || attempt == 4 {
 			if err != nil {

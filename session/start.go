@@ -25,6 +25,9 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) er
 	// The agent's stdout continues the session's stream offsets.
 	base := sess.AgentOffset
 	rt.provider = provider
+	// The berth tools are served before the sandbox opens: it binds their directory.
+	sess.ToolsHash = ""
+	rt.toolsGrant = m.grantTools(rt, &sess, provider)
 	rt.boxCfg = m.sandboxConfig(&sess, rt.spec)
 	proc, f := rt.startAgent(ctx, base)
 	if f != nil {
@@ -36,6 +39,7 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) er
 	// reattach, or to kill what is left.
 	if err := rt.save(ctx, func(s *berth.Session) {
 		s.AgentPID, s.ShimSocket, s.ShimPID = proc.Pid(), "", 0
+		s.ToolsHash = sess.ToolsHash
 		if rt.shim != nil {
 			s.ShimSocket, s.ShimPID = rt.shimSocket, rt.shim.ShimPID()
 		}
@@ -107,7 +111,11 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	caps := init.Capabilities()
 	rt.mu.Lock()
 	mcp := acpMCPServers(rt.sess.MCPServers)
+	grant := rt.toolsGrant
 	rt.mu.Unlock()
+	if grant != nil {
+		mcp = append(mcp, rt.m.toolsMCPServer(grant))
+	}
 	if prev == "" {
 		ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 		return ns.SessionID, "", err

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -34,7 +35,7 @@ var version = "dev"
 // addDaemonCommands registers the commands that run a daemon in this process
 // (serve, run, bench) and the hidden agent-demo command.
 func addDaemonCommands(root *cobra.Command) {
-	root.AddCommand(newServeCmd(), newRunCmd(), newBenchCmd(), newAgentDemoCmd(), newShimCmd())
+	root.AddCommand(newServeCmd(), newRunCmd(), newBenchCmd(), newAgentDemoCmd(), newShimCmd(), newMCPCmd())
 }
 
 // daemon is one berth daemon assembled in this process: store, event log,
@@ -165,6 +166,10 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
+		Berth: self,
+		ToolsHandler: func(open berth.ToolsOpener) http.Handler {
+			return bhttp.NewToolsHandler(open, lim.MaxPromptBytes, o.logger)
+		},
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
