@@ -107,7 +107,7 @@ type Options struct {
 	// is given the berth tools.
 	Berth        string
 	ToolsHandler func(open berth.ToolsOpener) http.Handler
-	Logger  *slog.Logger
+	Logger       *slog.Logger
 }
 
 // Manager owns the live sessions.
