@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,18 +86,28 @@ func (s *server) getSession(t *testing.T, id string) berth.Session {
 }
 
 // providers are the sandbox providers an end-to-end test runs under: host,
-// and bwrap when the daemon has it (a failure under
+// then bwrap and docker when the daemon has them (each a failure under
 // BERTH_REQUIRE_INTEGRATION=1 when it does not).
 func (s *server) providers(t *testing.T) []string {
 	var health berth.Health
 	s.api("GET", "/v1/health", nil, &health)
 	out := []string{berth.SandboxHost}
-	if strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
-		out = append(out, berth.SandboxBwrap)
-	} else {
-		t.Run(berth.SandboxBwrap, func(t *testing.T) { testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes) })
+	for _, p := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
+		if strings.Contains(strings.Join(health.Sandboxes, ","), p) {
+			out = append(out, p)
+			continue
+		}
+		t.Run(p, func(t *testing.T) { testenv.Missing(t, "sandbox "+p, "health lists %v", health.Sandboxes) })
 	}
 	return out
+}
+
+// isolated is bwrap when the daemon has it, else host.
+func (s *server) isolated(t *testing.T) string {
+	if slices.Contains(s.providers(t), berth.SandboxBwrap) {
+		return berth.SandboxBwrap
+	}
+	return berth.SandboxHost
 }
 
 // A parent's agent drives a child through the berth MCP server alone, on
@@ -106,7 +117,7 @@ func (s *server) providers(t *testing.T) []string {
 // list_children lists it, stop_child stops it. Under a root daemon the
 // tools socket belongs to bwrap's host uid alone.
 func TestBerthMCPDrivesAChild(t *testing.T) {
-	s := startServer(t, t.TempDir())
+	s := startServerEnv(t, t.TempDir(), providerEnv())
 	for _, provider := range s.providers(t) {
 		t.Run(provider, func(t *testing.T) {
 			parent := s.createRoot(t, map[string]any{"sandbox": provider})
@@ -144,7 +155,7 @@ func TestBerthMCPDrivesAChild(t *testing.T) {
 				t.Fatalf("list_children = %+v", list)
 			}
 
-			if provider == berth.SandboxBwrap && os.Geteuid() == 0 {
+			if provider != berth.SandboxHost && os.Geteuid() == 0 {
 				dir := filepath.Join(s.home, "run", "mcp-"+parent.ID)
 				for p, mode := range map[string]os.FileMode{dir: os.ModeDir | 0o500, filepath.Join(dir, "s"): os.ModeSocket | 0o600} {
 					fi, err := os.Lstat(p)
@@ -183,8 +194,7 @@ func TestBerthMCPScopedToItsOwnTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, home)
-	provider := s.providers(t)
-	box := provider[len(provider)-1]
+	box := s.isolated(t)
 	a := s.createRoot(t, map[string]any{"sandbox": box})
 	b := s.createRoot(t, map[string]any{"sandbox": box})
 	var bKid berth.Session
@@ -275,7 +285,7 @@ func TestBerthToolsFalse(t *testing.T) {
 // tools directory is gone.
 func TestBerthMCPAfterDaemonRestart(t *testing.T) {
 	home := t.TempDir()
-	s := startServer(t, home)
+	s := startServerEnv(t, home, providerEnv())
 	top := t
 	for _, provider := range s.providers(t) {
 		t.Run(provider, func(t *testing.T) {
@@ -284,7 +294,7 @@ func TestBerthMCPAfterDaemonRestart(t *testing.T) {
 			s.berthTool(t, parent.ID, "spawn_child", map[string]any{"ttl_seconds": 300}).ok(t, &kid)
 
 			s.kill9()
-			s = startServerAddr(top, home, s.addr, nil)
+			s = startServerAddr(top, home, s.addr, providerEnv())
 
 			var answer berth.PromptChildResult
 			s.berthTool(t, parent.ID, "prompt_child", map[string]any{"child_id": kid.ChildID, "text": "echo after the restart", "wait": true}).ok(t, &answer)
