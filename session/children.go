@@ -38,6 +38,10 @@ const (
 // parent's stop; closed is set, under it, once the parent stops admitting.
 // logClosed is guarded by the runtime's mu: set just before the parent's
 // session_stopped, after which nothing about a child enters its log.
+//
+// Lock order: a session lock, then a parent's tree mu, then Manager.mu,
+// then a runtime's mu (the parent's, to log child_started). Nothing that
+// holds Manager.mu or a runtime's mu takes a tree mu.
 type treeState struct {
 	// parent is the session's parent id ("" for a root); it never changes.
 	parent    string
@@ -464,6 +468,36 @@ func (m *Manager) checkParentLive(ctx context.Context, s *berth.Session) error {
 	}
 	return &berth.Error{Code: berth.EConflict, Message: "the parent session is not active: resume the parent first, then spawn or resume its children",
 		Details: map[string]any{"parent_id": s.ParentID}}
+}
+
+// maxTreeWalk bounds a walk up a tree: far past limits.max_depth (16 at
+// most), so a corrupt store cannot loop it.
+const maxTreeWalk = 64
+
+// InSubtree reports whether the session id is ancestor or one of its
+// descendants: the check the agents' berth MCP server makes before it
+// acts for ancestor on id. ENotFound when id is absent.
+func (m *Manager) InSubtree(ctx context.Context, ancestor, id string) (bool, error) {
+	s, err := m.GetSession(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	for range maxTreeWalk {
+		if s.ID == ancestor {
+			return true, nil
+		}
+		if s.ParentID == "" {
+			return false, nil
+		}
+		if s, err = m.GetSession(ctx, s.ParentID); err != nil {
+			if isNotFound(err) {
+				// The chain breaks at a deleted parent.
+				return false, nil
+			}
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // deleteChildren deletes every child of a session being deleted, each

@@ -134,6 +134,11 @@ func TestSpawnChildRequests(t *testing.T) {
 			t.Errorf("ttl %d: %v, want invalid naming ttl_seconds", ttl, err)
 		}
 	}
+	for _, key := range []string{strings.Repeat("k", 256), "two words", "tab\there", "ünï"} {
+		if _, err := e.m.SpawnChild(ctx, root.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 60}, key); !berth.IsCode(err, berth.EInvalid) {
+			t.Errorf("Idempotency-Key %q: %v, want invalid", key, err)
+		}
+	}
 	if _, err := e.m.SpawnChild(ctx, "ses_nope", berth.CreateRequest{Agent: "demo", TTLSeconds: 60}, ""); !berth.IsCode(err, berth.ENotFound) {
 		t.Errorf("unknown parent: %v", err)
 	}
@@ -347,6 +352,15 @@ func TestParentCrashStopsChildren(t *testing.T) {
 	if s.StopReason != berth.StopParentStopped {
 		t.Fatalf("child of a crashed parent stopped %s", s.StopReason)
 	}
+	// The parent's monitor stopped it, before the parent's session_stopped.
+	waitFor(t, "the parent to stop", func() bool {
+		s, err := e.m.GetSession(ctx, root.ID)
+		return err == nil && s.State == berth.StateStopped
+	})
+	evs := e.events(root.ID)
+	if n := len(evs); n < 2 || evs[n-1].Type != berth.EventSessionStopped || evs[n-2].Type != berth.EventChildStopped {
+		t.Fatalf("the crashed parent's log ends %v", types(evs))
+	}
 }
 
 // A child whose TTL runs out stops with ttl_expired, its parent goes on
@@ -465,5 +479,113 @@ func TestSpawnIdempotencyKey(t *testing.T) {
 	e.open()
 	if s, err := e.m.SpawnChild(ctx, root.ID, req, "key-1"); err != nil || s.ID != ids[0] {
 		t.Fatalf("retry after a restart: %v %v, want %s", s, err, ids[0])
+	}
+}
+
+// A child whose agent never starts is answered stopped/startup_failed, like
+// a create, and its parent's log says so.
+func TestSpawnChildStartupFailed(t *testing.T) {
+	e := newEnv(t)
+	root := e.create(berth.CreateRequest{})
+	for _, agent := range []string{"missing", "exits"} {
+		kid, err := e.m.SpawnChild(context.Background(), root.ID, berth.CreateRequest{Agent: agent, TTLSeconds: 60}, "")
+		if err != nil || kid.State != berth.StateStopped || kid.StopReason != berth.StopStartupFailed {
+			t.Fatalf("%s child: %+v %v", agent, kid, err)
+		}
+		waitFor(t, "child_stopped of "+agent, func() bool {
+			for _, d := range childEvents(t, e.events(root.ID), berth.EventChildStopped) {
+				if d["child_id"] == kid.ID && d["stop_reason"] == string(berth.StopStartupFailed) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+}
+
+// InSubtree says whether a session is in another's subtree, the check the
+// berth MCP server makes: a session's own tree below it, never a sibling's,
+// an ancestor's or another tree's.
+func TestInSubtree(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.MaxDepth = 2 })
+	root := e.create(berth.CreateRequest{})
+	a := e.spawn(root.ID, berth.CreateRequest{})
+	b := e.spawn(root.ID, berth.CreateRequest{})
+	a1 := e.spawn(a.ID, berth.CreateRequest{})
+	other := e.create(berth.CreateRequest{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		ancestor, id string
+		want         bool
+	}{
+		{root.ID, root.ID, true}, {root.ID, a.ID, true}, {root.ID, a1.ID, true}, {a.ID, a1.ID, true},
+		{a.ID, b.ID, false}, {a.ID, root.ID, false}, {a1.ID, a.ID, false}, {b.ID, a1.ID, false},
+		{other.ID, a.ID, false}, {root.ID, other.ID, false},
+	} {
+		got, err := e.m.InSubtree(ctx, c.ancestor, c.id)
+		if err != nil || got != c.want {
+			t.Errorf("InSubtree(%s, %s) = %v, %v; want %v", c.ancestor, c.id, got, err, c.want)
+		}
+	}
+	if _, err := e.m.InSubtree(ctx, root.ID, "ses_nope"); !berth.IsCode(err, berth.ENotFound) {
+		t.Errorf("unknown session: %v", err)
+	}
+}
+
+// Spawns racing their parent's stop never leave a child running: each is
+// refused, or admitted before the parent closed and stopped with it.
+func TestSpawnsRacingTheParentsStop(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.MaxChildren = 100 })
+	root := e.create(berth.CreateRequest{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	stopped := make(chan struct{})
+	var mu sync.Mutex
+	made := 0
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stopped:
+					return
+				default:
+				}
+				s, err := e.m.SpawnChild(ctx, root.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 60}, "")
+				if err != nil {
+					if !berth.IsCode(err, berth.EConflict) {
+						t.Errorf("spawn: %v", err)
+					}
+					return
+				}
+				if s.ParentID != root.ID {
+					t.Errorf("spawned %+v", s)
+				}
+				mu.Lock()
+				made++
+				mu.Unlock()
+			}
+		}()
+	}
+	waitFor(t, "a few children", func() bool { mu.Lock(); defer mu.Unlock(); return made >= 3 })
+	if _, err := e.m.StopSession(ctx, root.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(stopped)
+	wg.Wait()
+	// Whatever was admitted stopped with its parent, before its stop
+	// answered.
+	if n := len(e.m.liveChildren(root.ID)); n != 0 {
+		t.Fatalf("%d children still live after their parent's stop", n)
+	}
+	page, err := e.m.ListSessions(ctx, berth.SessionFilter{Parent: root.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range page.Sessions {
+		if s.State != berth.StateStopped || (s.StopReason != berth.StopParentStopped && s.StopReason != berth.StopStartupFailed) {
+			t.Errorf("child %s after its parent stopped: %s/%s", s.ID, s.State, s.StopReason)
+		}
 	}
 }

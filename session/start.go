@@ -183,5 +183,6 @@ func (rt *runtime) failStart(ctx context.Context, f *berth.Failure) error {
 		close(rt.finished)
 	}()
 	rt.finish(ctx, berth.StopStartupFailed, f)
+	rt.childStopped(ctx, berth.StopStartupFailed)
 	return nil
 }

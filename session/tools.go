@@ -17,8 +17,6 @@ import (
 // Bounds of the tools' arguments (the MCP server's input schemas carry
 // the same).
 const (
-	// maxTreeWalk bounds the walk up a tree from a child to its caller.
-	maxTreeWalk = 64
 	// waitRecheck is how often wait_child looks at the child again when
 	// its log is quiet: a state change between two events is never missed.
 	waitRecheck = time.Second
@@ -212,23 +210,12 @@ func (t *childTools) inTree(ctx context.Context, id string) (*berth.Session, err
 	if id == "" || id == t.id {
 		return nil, notFound
 	}
-	s, err := t.m.GetSession(ctx, id)
-	if berth.IsCode(err, berth.ENotFound) {
+	in, err := t.m.InSubtree(ctx, t.id, id)
+	if berth.IsCode(err, berth.ENotFound) || (err == nil && !in) {
 		return nil, notFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	for cur, i := s, 0; i < maxTreeWalk && cur.ParentID != ""; i++ {
-		if cur.ParentID == t.id {
-			return s, nil
-		}
-		if cur, err = t.m.GetSession(ctx, cur.ParentID); err != nil {
-			if berth.IsCode(err, berth.ENotFound) {
-				return nil, notFound
-			}
-			return nil, err
-		}
-	}
-	return nil, notFound
+	return t.m.GetSession(ctx, id)
 }

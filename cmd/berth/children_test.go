@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,6 +39,22 @@ func (s *server) waitSession(t *testing.T, id, what string, cond func(berth.Sess
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// parentPID is the parent process of pid (0 when it cannot be read).
+func parentPID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	// The parent pid is the second field after the command in parentheses.
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }
 
 // berth spawn makes a child (its first prompt run), berth children lists
@@ -99,14 +117,16 @@ func TestSpawnChildrenAndTreeCLI(t *testing.T) {
 }
 
 // Across a SIGKILL of the daemon: a child whose parent died while the
-// daemon was down is stopped at boot with parent_stopped, and a child
-// whose TTL ran out while it was down is stopped ttl_expired; a child of a
-// parent that lived on keeps running.
+// daemon was down is stopped at boot with parent_stopped (the parent's
+// agent died in its shim, or the shim went too and the parent could not
+// be reattached), and a child whose TTL ran out while it was down is
+// stopped ttl_expired; a child of a parent that lived on keeps running.
 func TestChildrenAcrossARestart(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	var doomed, keeper berth.Session
+	var doomed, lost, keeper berth.Session
 	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &doomed)
+	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &lost)
 	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &keeper)
 	spawn := func(parent string, ttl int) berth.Session {
 		var c berth.Session
@@ -116,16 +136,30 @@ func TestChildrenAcrossARestart(t *testing.T) {
 		return c
 	}
 	orphan := spawn(doomed.ID, 600)
+	orphan2 := spawn(lost.ID, 600)
 	brief := spawn(keeper.ID, 2)
 	lasting := spawn(keeper.ID, 600)
 
 	s.kill9()
-	// While the daemon is down, the doomed parent's agent dies.
-	pids := agentPIDs(doomed.ID)
-	if len(pids) == 0 {
-		t.Fatal("the parent's agent is not running")
+	// While the daemon is down, the doomed parent's agent dies, and the
+	// lost one's shim with its agent.
+	pids, lostPIDs := agentPIDs(doomed.ID), agentPIDs(lost.ID)
+	if len(pids) == 0 || len(lostPIDs) == 0 {
+		t.Fatal("the parents' agents are not running")
 	}
-	for _, pid := range pids {
+	shims := map[int]bool{}
+	for _, pid := range shimsOf(home) {
+		shims[pid] = true
+	}
+	for _, pid := range lostPIDs {
+		if pp := parentPID(pid); shims[pp] {
+			pids = append(pids, pp)
+		}
+	}
+	if len(pids) < len(agentPIDs(doomed.ID))+1 {
+		t.Fatal("the lost parent's shim was not found")
+	}
+	for _, pid := range append(pids, lostPIDs...) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	for time.Now().Before(brief.ExpiresAt.Add(100 * time.Millisecond)) {
@@ -133,11 +167,17 @@ func TestChildrenAcrossARestart(t *testing.T) {
 	}
 
 	s2 := startServer(t, home)
-	got := s2.waitSession(t, orphan.ID, "the orphan to stop", func(x berth.Session) bool { return x.State == berth.StateStopped })
-	if got.StopReason != berth.StopParentStopped {
-		t.Fatalf("the child of a parent that died while the daemon was down stopped %s", got.StopReason)
+	for _, id := range []string{orphan.ID, orphan2.ID} {
+		got := s2.waitSession(t, id, "the orphan to stop", func(x berth.Session) bool { return x.State == berth.StateStopped })
+		if got.StopReason != berth.StopParentStopped {
+			t.Fatalf("the child of a parent that died while the daemon was down stopped %s", got.StopReason)
+		}
 	}
-	got = s2.waitSession(t, brief.ID, "the brief child to expire", func(x berth.Session) bool { return x.State == berth.StateStopped })
+	var lp berth.Session
+	if s2.api("GET", "/v1/sessions/"+lost.ID, nil, &lp); lp.StopReason != berth.StopDaemonCrashed {
+		t.Fatalf("the lost parent: %s/%s, want it not reattached", lp.State, lp.StopReason)
+	}
+	got := s2.waitSession(t, brief.ID, "the brief child to expire", func(x berth.Session) bool { return x.State == berth.StateStopped })
 	if got.StopReason != berth.StopTTLExpired {
 		t.Fatalf("a child whose TTL ran out while the daemon was down stopped %s", got.StopReason)
 	}

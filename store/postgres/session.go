@@ -187,7 +187,8 @@ func listSessionsSQL(f berth.SessionFilter, limit int) (string, []any, error) {
 		q.WriteString(` AND s.root_id = ` + arg(f.Root))
 	}
 	if f.SpawnKey != "" {
-		q.WriteString(` AND s.spawn_key = ` + arg(f.SpawnKey))
+		// The literal lets the partial index sessions_by_spawn_key serve it.
+		q.WriteString(` AND s.spawn_key = ` + arg(f.SpawnKey) + ` AND s.spawn_key <> ''`)
 	}
 	// Any further label is a probe of the primary key per candidate.
 	for _, k := range keys {

@@ -100,7 +100,8 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 		args = append(args, f.Root)
 	}
 	if f.SpawnKey != "" {
-		q.WriteString(` AND spawn_key = ?`)
+		// The literal lets the partial index sessions_by_spawn_key serve it.
+		q.WriteString(` AND spawn_key = ? AND spawn_key <> ''`)
 		args = append(args, f.SpawnKey)
 	}
 	// Sorted keys keep the SQL text, and so SQLite's statement cache key,
