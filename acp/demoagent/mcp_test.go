@@ -137,3 +137,28 @@ func TestMCPServersOfLoad(t *testing.T) {
 		t.Fatalf("after load: %q", msg)
 	}
 }
+
+// session/cancel during a long tool call ends the turn cancelled at once,
+// the call failed, and the stdio server ends with it (goleak checks that
+// nothing waits on it).
+func TestMCPCallCancelled(t *testing.T) {
+	h := start(t)
+	sid := h.mcpSession(stdioServer(t, "tools"))
+	var reason acp.StopReason
+	var perr error
+	wait := h.async(func() { reason, perr = h.prompt(ctxT(t), sid, `mcp tools sleep {"ms":60000}`) })
+	waitFor(t, "the call in progress", func() bool {
+		_, final := toolCalls(h.client.sessionUpdates(sid))
+		return len(final) == 1 && final[0] == acp.ToolCallStatusInProgress
+	})
+	if err := h.conn.Cancel(ctxT(t), acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	if perr != nil || reason != acp.StopReasonCancelled {
+		t.Fatalf("prompt = %q, %v", reason, perr)
+	}
+	if _, final := toolCalls(h.client.sessionUpdates(sid)); final[0] != acp.ToolCallStatusFailed {
+		t.Fatalf("the cancelled call ended %s", final[0])
+	}
+}
