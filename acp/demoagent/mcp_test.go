@@ -60,11 +60,15 @@ func (h *harness) mcpTurn(sid acp.SessionId, text string) (string, acp.ToolKind,
 	return msg.String(), kinds[0], final[0]
 }
 
-// The demo agent offers MCP over stdio and HTTP, not SSE.
+// The demo agent offers MCP over stdio and HTTP, not SSE; --no-mcp-http
+// takes HTTP away.
 func TestMCPCapabilities(t *testing.T) {
 	caps := start(t).initialize().AgentCapabilities.McpCapabilities
 	if !caps.Http || caps.Sse {
 		t.Fatalf("mcpCapabilities = %+v, want http only", caps)
+	}
+	if caps := start(t, "--no-mcp-http").initialize().AgentCapabilities.McpCapabilities; caps.Http || caps.Sse {
+		t.Fatalf("--no-mcp-http: mcpCapabilities = %+v, want none", caps)
 	}
 }
 
