@@ -9,7 +9,9 @@ import (
 // Every malformed MCP server list is EInvalid naming the field at fault;
 // a good one passes, with its stdio servers' type filled in.
 func TestMCPServersValidate(t *testing.T) {
-	stdio := func() MCPServer { return MCPServer{Name: "files", Command: "/bin/mcp", Args: []string{"-v"}, Env: map[string]string{"K": "v"}} }
+	stdio := func() MCPServer {
+		return MCPServer{Name: "files", Command: "/bin/mcp", Args: []string{"-v"}, Env: map[string]string{"K": "v"}}
+	}
 	remote := func(typ string) MCPServer {
 		return MCPServer{Name: "docs", Type: typ, URL: "https://mcp.example/x", Headers: map[string]string{"Authorization": "Bearer t"}}
 	}

@@ -152,6 +152,39 @@ func TestMCPTransportTheAgentDoesNotOfferIsRefused(t *testing.T) {
 	}
 }
 
+// A resumed session's agent that no longer offers a transport its servers
+// need (the catalog entry changed) is refused the same way: the resume is
+// EInvalid naming it, and the session stays stopped, its servers kept.
+func TestMCPTransportRefusedOnResume(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{MCPServers: testMCPServers(t)})
+	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	e.open(func(o *Options) {
+		c := catalog()
+		demo := c["demo"]
+		demo.Args = []string{"--no-mcp-http"}
+		c["demo"] = demo
+		o.Catalog = c
+	})
+	_, err := e.m.ResumeSession(ctx, s.ID)
+	var be *berth.Error
+	if !berth.IsCode(err, berth.EInvalid) || !errorAs(err, &be) || be.Details["transport"] != "http" || be.Details["field"] != "mcp_servers[1].type" {
+		t.Fatalf("resume = %v, want invalid_argument naming http", err)
+	}
+	got, err := e.m.GetSession(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != berth.StateStopped || got.StopReason != berth.StopStartupFailed || got.Failure == nil ||
+		!strings.Contains(got.Failure.Message, "does not offer MCP over http") || len(got.MCPServers) != 2 {
+		t.Fatalf("after the refused resume: %+v %+v", got, got.Failure)
+	}
+}
+
 // errorAs unwraps err to a *berth.Error.
 func errorAs(err error, be **berth.Error) bool {
 	for err != nil {

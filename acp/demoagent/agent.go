@@ -40,6 +40,9 @@ type agent struct {
 	exit    func(int)
 	release <-chan struct{}
 
+	// noMCPHTTP hides MCP over HTTP: only stdio servers are offered.
+	noMCPHTTP bool
+
 	hung     chan struct{}
 	hungOnce sync.Once
 
@@ -204,7 +207,7 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession: !a.noLoad,
 			// stdio is always offered; HTTP too, SSE not (CONTRACT §6).
-			McpCapabilities: acp.McpCapabilities{Http: true},
+			McpCapabilities: acp.McpCapabilities{Http: !a.noMCPHTTP},
 		},
 		AgentInfo:   &acp.Implementation{Name: agentName, Version: agentVersion},
 		AuthMethods: []acp.AuthMethod{},

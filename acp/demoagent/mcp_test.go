@@ -60,11 +60,15 @@ func (h *harness) mcpTurn(sid acp.SessionId, text string) (string, acp.ToolKind,
 	return msg.String(), kinds[0], final[0]
 }
 
-// The demo agent offers MCP over stdio and HTTP, not SSE.
+// The demo agent offers MCP over stdio and HTTP, not SSE; --no-mcp-http
+// takes HTTP away.
 func TestMCPCapabilities(t *testing.T) {
 	caps := start(t).initialize().AgentCapabilities.McpCapabilities
 	if !caps.Http || caps.Sse {
 		t.Fatalf("mcpCapabilities = %+v, want http only", caps)
+	}
+	if caps := start(t, "--no-mcp-http").initialize().AgentCapabilities.McpCapabilities; caps.Http || caps.Sse {
+		t.Fatalf("--no-mcp-http: mcpCapabilities = %+v, want none", caps)
 	}
 }
 
@@ -135,5 +139,30 @@ func TestMCPServersOfLoad(t *testing.T) {
 	}
 	if msg, _, _ := h.mcpTurn(sid, `mcp later echo {"text":"loaded"}`); msg != "echo: loaded" {
 		t.Fatalf("after load: %q", msg)
+	}
+}
+
+// session/cancel during a long tool call ends the turn cancelled at once,
+// the call failed, and the stdio server ends with it (goleak checks that
+// nothing waits on it).
+func TestMCPCallCancelled(t *testing.T) {
+	h := start(t)
+	sid := h.mcpSession(stdioServer(t, "tools"))
+	var reason acp.StopReason
+	var perr error
+	wait := h.async(func() { reason, perr = h.prompt(ctxT(t), sid, `mcp tools sleep {"ms":60000}`) })
+	waitFor(t, "the call in progress", func() bool {
+		_, final := toolCalls(h.client.sessionUpdates(sid))
+		return len(final) == 1 && final[0] == acp.ToolCallStatusInProgress
+	})
+	if err := h.conn.Cancel(ctxT(t), acp.CancelNotification{SessionId: sid}); err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	if perr != nil || reason != acp.StopReasonCancelled {
+		t.Fatalf("prompt = %q, %v", reason, perr)
+	}
+	if _, final := toolCalls(h.client.sessionUpdates(sid)); final[0] != acp.ToolCallStatusFailed {
+		t.Fatalf("the cancelled call ended %s", final[0])
 	}
 }

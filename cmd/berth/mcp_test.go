@@ -87,6 +87,27 @@ func mcpCallOf(evs []berth.Event, turnID string) (title, status, text string) {
 	return title, status, text
 }
 
+// mcpCall runs an `mcp SERVER TOOL JSON` turn and checks the session log:
+// one tool call titled "mcp SERVER TOOL" whose last status is wantStatus,
+// then the turn's message, holding wantText.
+func mcpCall(t *testing.T, s *server, id, text, wantStatus, wantText string) {
+	t.Helper()
+	var r berth.TurnResult
+	if st, err := s.api("POST", "/v1/sessions/"+id+"/prompts?wait=true", map[string]string{"text": text}, &r); st != 200 {
+		t.Fatalf("%q = %d %v", text, st, err)
+	}
+	// The log may trail the answer: wait for the turn's end in it.
+	evs := s.waitLog(t, id, "the turn's end", func(evs []berth.Event) bool {
+		_, ended := turnEndedOf(evs, r.TurnID)
+		return ended
+	})
+	f := strings.Fields(text)
+	title, status, msg := mcpCallOf(evs, r.TurnID)
+	if title != "mcp "+f[1]+" "+f[2] || status != wantStatus || !strings.Contains(msg, wantText) || r.Text != msg {
+		t.Fatalf("%q: tool call %q %s, message %q (turn text %q); want %s, %q", text, title, status, msg, r.Text, wantStatus, wantText)
+	}
+}
+
 // A real daemon gives a session's MCP servers to its agent on the host
 // sandbox and under bwrap: the demo agent starts the stdio server inside
 // its sandbox (its child, with the server's env) and, on the host, calls
@@ -115,7 +136,7 @@ func TestUserMCPServersEndToEnd(t *testing.T) {
 			var sess berth.Session
 			if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": provider,
 				"workspace": ws, "mcp_servers": servers}, &sess); st != 201 || sess.State != berth.StateActive {
-				t.Fatalf("create = %d %v %+v (%v)\n%s", st, err, sess.State, sess.Failure, s.log)
+				t.Fatalf("create = %d %v %+v (%v)", st, err, sess.State, sess.Failure)
 			}
 			if sess.Sandbox.Provider != provider {
 				t.Fatalf("the session runs in sandbox %s, want %s", sess.Sandbox.Provider, provider)
@@ -123,15 +144,7 @@ func TestUserMCPServersEndToEnd(t *testing.T) {
 			path := "/v1/sessions/" + sess.ID
 			call := func(text, wantStatus, wantText string) {
 				t.Helper()
-				var r berth.TurnResult
-				if st, err := s.api("POST", path+"/prompts?wait=true", map[string]string{"text": text}, &r); st != 200 {
-					t.Fatalf("%q = %d %v", text, st, err)
-				}
-				f := strings.Fields(text)
-				title, status, msg := mcpCallOf(s.allEvents(t, sess.ID), r.TurnID)
-				if title != "mcp "+f[1]+" "+f[2] || status != wantStatus || !strings.Contains(msg, wantText) || r.Text != msg {
-					t.Fatalf("%q: tool call %q %s, message %q (turn text %q); want %s, %q\n%s", text, title, status, msg, r.Text, wantStatus, wantText, s.log)
-				}
+				mcpCall(t, s, sess.ID, text, wantStatus, wantText)
 			}
 			both := func() {
 				call(`mcp tools echo {"text":"hi"}`, "completed", "echo: hi")
@@ -161,12 +174,47 @@ func TestUserMCPServersEndToEnd(t *testing.T) {
 
 			logged, _ := json.Marshal(s.allEvents(t, sess.ID))
 			for _, secret := range []string{mcpEnvSecret, mcpHeaderSecret} {
-				if strings.Contains(string(logged), secret) || strings.Contains(s.log.String(), secret) {
-					t.Fatalf("the secret %q is in the session log or the daemon's", secret)
+				if strings.Contains(string(logged), secret) {
+					t.Fatalf("the secret %q is in the session log", secret)
 				}
 			}
 		})
 	}
+	// The daemon's log is read once it has exited and written it all.
+	s.stop()
+	for _, secret := range []string{mcpEnvSecret, mcpHeaderSecret} {
+		if strings.Contains(s.log.String(), secret) {
+			t.Fatalf("the secret %q is in the daemon's log", secret)
+		}
+	}
+}
+
+// A session's MCP servers outlive its daemon: after a SIGKILL the next
+// daemon reattaches the agent, which still has them, and a stop and resume
+// under that daemon gives them again, whole, from the store.
+func TestUserMCPServersSurviveADaemonRestart(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home)
+	ws, tools := stdioMCPInWorkspace(t)
+	var sess berth.Session
+	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host",
+		"workspace": ws, "mcp_servers": []map[string]any{tools}}, &sess); st != 201 || sess.State != berth.StateActive {
+		t.Fatalf("create = %d %v %+v", st, err, sess)
+	}
+	mcpCall(t, s, sess.ID, `mcp tools echo {"text":"before"}`, "completed", "echo: before")
+	s.kill9()
+
+	s2 := startServer(t, home)
+	mcpCall(t, s2, sess.ID, `mcp tools echo {"text":"reattached"}`, "completed", "echo: reattached")
+	path := "/v1/sessions/" + sess.ID
+	if st, _ := s2.api("POST", path+"/stop", nil, nil); st != 200 {
+		t.Fatalf("stop = %d", st)
+	}
+	if st, _ := s2.api("POST", path+"/resume", nil, &sess); st != 200 || sess.State != berth.StateActive {
+		t.Fatalf("resume = %d %+v", st, sess)
+	}
+	// The secret env reached the server again: it came from the store.
+	mcpCall(t, s2, sess.ID, `mcp tools env {"name":"MCP_TOKEN"}`, "completed", mcpEnvSecret)
 }
 
 // Bad mcp_servers are answered 400 invalid_argument naming the field, and

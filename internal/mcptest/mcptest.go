@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -25,6 +26,7 @@ const FailText = "the tool failed on purpose"
 //	env {name}     the value of the server's environment variable NAME
 //	header {name}  the value of the HTTP request's header NAME ("" on stdio)
 //	fail {}        an error result, FailText
+//	sleep {ms}     answers "slept" after MS milliseconds, or ends with the call
 func NewServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "berth-test-mcp", Version: "1"}, nil)
 	type text struct {
@@ -48,6 +50,18 @@ func NewServer() *mcp.Server {
 				v = req.Extra.Header.Get(in.Name)
 			}
 			return textResult(v), nil, nil
+		})
+	type millis struct {
+		MS int `json:"ms"`
+	}
+	mcp.AddTool(s, &mcp.Tool{Name: "sleep", Description: "answer after a while"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in millis) (*mcp.CallToolResult, any, error) {
+			select {
+			case <-time.After(time.Duration(in.MS) * time.Millisecond):
+				return textResult("slept"), nil, nil
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			}
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "always fails"},
 		func(_ context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
