@@ -92,7 +92,7 @@ func writePromptResult(w io.Writer, r *berth.PromptResult) error {
 			msg += "; started turn " + r.TurnID
 		}
 	case "queued":
-		msg = fmt.Sprintf("queued as %s (position %d, generation %d)", r.EntryID, r.Position, r.Generation)
+		msg = fmt.Sprintf("queued as %s (position %d)", r.EntryID, r.Position)
 	case "staged":
 		msg = fmt.Sprintf("staged as %s for the turn in flight", r.EntryID)
 	default:
