@@ -21,7 +21,7 @@ func newMCPCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The agent ends its MCP server by closing stdin or by a signal.
 			signal.Reset(os.Interrupt, syscall.SIGTERM)
-			return berthmcp.Main(cmd.Context(), version)
+			return berthmcp.Main(cmd.Context(), versionString())
 		},
 	}
 }
