@@ -102,11 +102,15 @@ func (s *server) providers(t *testing.T) []string {
 	return out
 }
 
-// isolated is bwrap when the daemon has it, else host.
+// isolated is bwrap when the daemon has it (a failure under
+// BERTH_REQUIRE_INTEGRATION=1 when it does not), else host.
 func (s *server) isolated(t *testing.T) string {
-	if slices.Contains(s.providers(t), berth.SandboxBwrap) {
+	var health berth.Health
+	s.api("GET", "/v1/health", nil, &health)
+	if slices.Contains(health.Sandboxes, berth.SandboxBwrap) {
 		return berth.SandboxBwrap
 	}
+	t.Run(berth.SandboxBwrap, func(t *testing.T) { testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes) })
 	return berth.SandboxHost
 }
 
