@@ -217,6 +217,15 @@ func TestBerthMCPScopedToItsOwnTree(t *testing.T) {
 	if len(list) != 0 {
 		t.Fatalf("A lists %+v", list)
 	}
+	if box == berth.SandboxBwrap {
+		// Inside A's sandbox: its own socket, and no other session's.
+		var r berth.TurnResult
+		run := "run ls -A " + berth.ToolsDir + "; ls " + filepath.Join(home, "run") + " 2>&1 | head -3; echo end"
+		s.api("POST", "/v1/sessions/"+a.ID+"/prompts?wait=true", map[string]string{"text": run}, &r)
+		if !strings.HasPrefix(r.Text, "s\n") || strings.Contains(r.Text, b.ID) || strings.Contains(r.Text, "mcp-") || !strings.Contains(r.Text, "end") {
+			t.Fatalf("inside A's sandbox: %q", r.Text)
+		}
+	}
 	for _, id := range []string{b.ID, bKid.ID} {
 		if got := s.getSession(t, id); got.State != berth.StateActive || got.Turns != 0 {
 			t.Fatalf("%s after A's tries: %s with %d turns", id, got.State, got.Turns)
