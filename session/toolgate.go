@@ -61,14 +61,16 @@ type toolsGrant struct {
 // toolsEnabled reports whether the daemon serves berth tools at all.
 func (m *Manager) toolsEnabled() bool { return m.opts.ToolsHandler != nil && m.opts.Berth != "" }
 
-// toolsDir is session id's tools socket directory on the host.
-func (m *Manager) toolsDir(id string) string {
-	run := m.opts.RunDir
-	if run == "" {
-		run = filepath.Join(m.opts.Home, "run")
+// toolsRunDir holds the tools socket directories ($BERTH_HOME/run).
+func (m *Manager) toolsRunDir() string {
+	if m.opts.RunDir != "" {
+		return m.opts.RunDir
 	}
-	return filepath.Join(run, "mcp-"+id)
+	return filepath.Join(m.opts.Home, "run")
 }
+
+// toolsDir is session id's tools socket directory on the host.
+func (m *Manager) toolsDir(id string) string { return filepath.Join(m.toolsRunDir(), "mcp-"+id) }
 
 // grantTools mints a credential for the agent rt is about to start and
 // serves its socket. It returns nil when the session has no berth tools,
@@ -254,7 +256,7 @@ func (m *Manager) closeTools(ctx context.Context) error {
 // removeStaleTools removes the tools directories of sessions not served
 // by this daemon (their session stopped while no daemon ran).
 func (m *Manager) removeStaleTools() {
-	run := filepath.Dir(m.toolsDir("x"))
+	run := m.toolsRunDir()
 	entries, err := os.ReadDir(run)
 	if err != nil {
 		return
