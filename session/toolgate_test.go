@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/berth-sh/berth"
@@ -104,5 +105,27 @@ func TestNoToolsWithoutHandlerOrWhenRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(e2.m.toolsDir(s.ID)); !os.IsNotExist(err) {
 		t.Fatalf("berth_tools false made a tools directory: %v", err)
+	}
+}
+
+// A tools directory whose session is not live at boot (it stopped while
+// no daemon ran) is removed when the manager opens.
+func TestStaleToolsDirectoryRemovedAtBoot(t *testing.T) {
+	e := newEnv(t, withTools)
+	e.close()
+	dir := filepath.Join(e.home, "run", "mcp-ses_gone")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	keep := filepath.Join(e.home, "run", "other")
+	if err := os.MkdirAll(keep, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.open(withTools)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the stale tools directory is still there: %v", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("a directory not of the tools was removed: %v", err)
 	}
 }
