@@ -533,9 +533,17 @@ func TestInSubtree(t *testing.T) {
 }
 
 // Spawns racing their parent's stop never leave a child running: each is
-// refused, or admitted before the parent closed and stopped with it.
+// refused, or admitted before the parent closed and stopped with it; so
+// too when the parent's agent dies (its state is active until the monitor
+// records it stopped).
 func TestSpawnsRacingTheParentsStop(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Limits.MaxChildren = 100 })
+	for _, how := range []string{"stop", "crash"} {
+		t.Run(how, func(t *testing.T) { spawnsRacingTheParent(t, how) })
+	}
+}
+
+func spawnsRacingTheParent(t *testing.T, how string) {
+	e := newEnv(t, func(o *Options) { o.Limits.MaxChildren = 100; o.Limits.SuperviseEvery = time.Hour })
 	root := e.create(berth.CreateRequest{})
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -569,8 +577,15 @@ func TestSpawnsRacingTheParentsStop(t *testing.T) {
 		}()
 	}
 	waitFor(t, "a few children", func() bool { mu.Lock(); defer mu.Unlock(); return made >= 3 })
-	if _, err := e.m.StopSession(ctx, root.ID); err != nil {
-		t.Fatal(err)
+	if how == "stop" {
+		if _, err := e.m.StopSession(ctx, root.ID); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if _, err := e.m.Prompt(ctx, root.ID, berth.PromptRequest{Text: "crash 3"}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the parent to stop", func() bool { return e.m.runtimeOf(root.ID) == nil })
 	}
 	close(stopped)
 	wg.Wait()
@@ -584,7 +599,7 @@ func TestSpawnsRacingTheParentsStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range page.Sessions {
-		if s.State != berth.StateStopped || (s.StopReason != berth.StopParentStopped && s.StopReason != berth.StopStartupFailed) {
+		if s.State != berth.StateStopped || s.StopReason != berth.StopParentStopped {
 			t.Errorf("child %s after its parent stopped: %s/%s", s.ID, s.State, s.StopReason)
 		}
 	}

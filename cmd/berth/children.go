@@ -51,6 +51,14 @@ stops by itself when its --ttl runs out.`,
 				return err
 			}
 			defer c.Close()
+			if req.Agent == "" {
+				// The parent's agent, unless told another.
+				p, err := c.GetSession(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				req.Agent = p.Agent
+			}
 			raw, err := c.SpawnChildRaw(cmd.Context(), args[0], req, key)
 			if err != nil {
 				return err
@@ -68,7 +76,7 @@ stops by itself when its --ttl runs out.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&req.Agent, "agent", "demo", "the child's agent, from the catalog")
+	fl.StringVar(&req.Agent, "agent", "", "the child's agent, from the catalog (default: the parent's)")
 	fl.StringVar(&req.Name, "name", "", "the child's name")
 	fl.DurationVar(&ttl, "ttl", defaultChildTTL, "how long the child may live")
 	fl.StringVar(&req.PermissionMode, "mode", "", "permission mode, no looser than the parent's (default: the parent's)")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -23,6 +24,20 @@ func (s *server) cli(t *testing.T, args ...string) string {
 		t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// cliFails runs the berth CLI against s, expecting it to fail, and
+// returns its exit code and output.
+func (s *server) cliFails(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--addr", s.addr}, args...)...)
+	cmd.Env = cleanEnv(s.home)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		t.Fatalf("berth %s did not fail: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return exit.ExitCode(), string(out)
 }
 
 // waitSession polls a session until cond holds.
@@ -71,9 +86,20 @@ func TestSpawnChildrenAndTreeCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &kid); err != nil || kid.ParentID != parent.ID || kid.Depth != 1 || kid.TTLSeconds != 600 {
 		t.Fatalf("spawn -o json: %v %q", err, raw)
 	}
-	if out := s.cli(t, "spawn", parent.ID, "--name", "kid2", "--mode", "deny-all"); !strings.HasPrefix(out, "spawned ses_") ||
+	if out := s.cli(t, "spawn", parent.ID, "--name", "kid2", "--mode", "deny-all", "--agent", "demo"); !strings.HasPrefix(out, "spawned ses_") ||
 		!strings.Contains(out, "under "+parent.ID) {
 		t.Fatalf("spawn: %q", out)
+	}
+	// Refusals: a looser mode (403, exit 1), a grandchild past max_depth
+	// (409, exit 4), no such parent (exit 3).
+	if code, out := s.cliFails(t, "spawn", parent.ID, "--mode", "approve-all"); code != 1 || !strings.Contains(out, "looser") {
+		t.Fatalf("spawn --mode approve-all: exit %d %q", code, out)
+	}
+	if code, out := s.cliFails(t, "spawn", kid.ID); code != 4 || !strings.Contains(out, "max_depth") {
+		t.Fatalf("spawn under a child: exit %d %q", code, out)
+	}
+	if code, _ := s.cliFails(t, "spawn", "ses_nope", "--agent", "demo"); code != 3 {
+		t.Fatalf("spawn under no session: exit %d", code)
 	}
 	s.waitLog(t, kid.ID, "the kid's first prompt", func(evs []berth.Event) bool {
 		for _, ev := range evs {
