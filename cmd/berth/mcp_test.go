@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -262,5 +264,34 @@ func TestUserMCPServersRefused(t *testing.T) {
 	s.api("GET", "/v1/sessions", nil, &page)
 	if len(page.Sessions) != 0 {
 		t.Fatalf("sessions left: %+v", page.Sessions)
+	}
+}
+
+// berth run --mcp-config gives the session the file's servers; a file that
+// is not a list of servers is a usage error.
+func TestRunWithMCPConfig(t *testing.T) {
+	home := t.TempDir()
+	ws, tools := stdioMCPInWorkspace(t)
+	cfg := filepath.Join(t.TempDir(), "mcp.json")
+	b, _ := json.Marshal([]map[string]any{tools})
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--sandbox", "host", "--workspace", ws, "--mcp-config", cfg, `mcp tools echo {"text":"from the cli"}`)
+	cmd.Env = cleanEnv(home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || !strings.Contains(stdout.String(), "echo: from the cli") {
+		t.Fatalf("berth run --mcp-config: %v\nstdout %s\nstderr %s", err, stdout.String(), stderr.String())
+	}
+	assertNoProcessUnder(t, home)
+
+	if err := os.WriteFile(cfg, []byte(`{"tools": {"command": "/bin/true"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := exec.Command(bin, "run", "--mcp-config", cfg, "echo x")
+	bad.Env = cleanEnv(home)
+	if out, err := bad.CombinedOutput(); exitCodeOf(err) != 2 || !strings.Contains(string(out), "bad --mcp-config") {
+		t.Fatalf("a bad file: exit %d, %s", exitCodeOf(err), out)
 	}
 }
