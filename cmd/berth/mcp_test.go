@@ -204,6 +204,12 @@ func TestUserMCPServersSurviveADaemonRestart(t *testing.T) {
 		t.Fatalf("create = %d %v %+v", st, err, sess)
 	}
 	mcpCall(t, s, sess.ID, `mcp tools echo {"text":"before"}`, "completed", "echo: before")
+	// berth show names the servers, never their secrets.
+	show := exec.Command(bin, "show", sess.ID, "--addr", s.addr)
+	show.Env = cleanEnv(home)
+	if out, err := show.CombinedOutput(); err != nil || !strings.Contains(string(out), "tools (stdio)") || strings.Contains(string(out), mcpEnvSecret) {
+		t.Fatalf("berth show: %v\n%s", err, out)
+	}
 	s.kill9()
 
 	s2 := startServer(t, home)
