@@ -15,9 +15,16 @@ type AgentSpec struct {
 
 // AgentInfo is an agent catalog entry as GET /v1/agents shows it.
 type AgentInfo struct {
-	Name        string `json:"name"`
-	Command     string `json:"command"`
-	Available   bool   `json:"available"`
+	Name    string `json:"name"`
+	Command string `json:"command"`
+	// Args are the arguments the command runs with.
+	Args      []string `json:"args"`
+	Available bool     `json:"available"`
+	// Package is the npm package an npx agent runs, and Fetch says that it
+	// is neither installed nor in npx's cache: the first session downloads
+	// it from the npm registry.
+	Package     string `json:"package,omitempty"`
+	Fetch       bool   `json:"fetch,omitempty"`
 	Description string `json:"description"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -125,7 +126,7 @@ type Catalog struct {
 
 // Catalog builds the agent catalog: the built-in agents, then the
 // [[agents]] entries, each overriding the built-in of the same name field by
-// field (command, args, env, description, docker_image, pass_env, home_files
+// field (command — which also drops the built-in's args —, args, env, description, docker_image, pass_env, home_files
 // where set; network = true grants network, false keeps the built-in's) or
 // adding a new agent. self is the path of the running berth binary
 // (os.Executable()): every entry whose command is "berth" runs self; "" keeps
@@ -159,8 +160,11 @@ func (c *Config) Catalog(self string) (*Catalog, error) {
 
 // merge returns base with the fields set in o replacing base's.
 func merge(base, o berth.AgentSpec) berth.AgentSpec {
-	if o.Command != "" {
+	if o.Command != "" && o.Command != base.Command {
 		base.Command = o.Command
+		// The built-in's args belong to its command: another command
+		// runs with the override's args, or none.
+		base.Args = nil
 	}
 	if o.Args != nil {
 		base.Args = slices.Clone(o.Args)
@@ -200,15 +204,61 @@ func (c *Catalog) Get(name string) (berth.AgentSpec, bool) {
 func (c *Catalog) List() []berth.AgentInfo {
 	out := make([]berth.AgentInfo, 0, len(c.agents))
 	for _, a := range c.agents {
-		out = append(out, berth.AgentInfo{
+		info := berth.AgentInfo{
 			Name:        a.Name,
 			Command:     a.Command,
+			Args:        slices.Clone(a.Args),
 			Available:   available(a.Command),
 			Description: a.Description,
-		})
+		}
+		if info.Package = npxPackage(a); info.Package != "" && info.Available {
+			info.Fetch = !npmHas(info.Package)
+		}
+		if info.Args == nil {
+			info.Args = []string{}
+		}
+		out = append(out, info)
 	}
 	slices.SortFunc(out, func(x, y berth.AgentInfo) int { return strings.Compare(x.Name, y.Name) })
 	return out
+}
+
+// npxPackage is the npm package an agent run by npx runs: its first
+// argument that is not a flag; "" for any other command.
+func npxPackage(a berth.AgentSpec) string {
+	if path.Base(a.Command) != "npx" {
+		return ""
+	}
+	for _, arg := range a.Args {
+		if !strings.HasPrefix(arg, "-") {
+			return arg
+		}
+	}
+	return ""
+}
+
+// npmHas reports whether an npm package (a version suffix aside) is where
+// npx finds it without the registry: installed globally or in npx's cache.
+func npmHas(pkg string) bool {
+	// "@scope/name@1.2" and "name@1.2" name the package before the last "@".
+	if i := strings.LastIndex(pkg, "@"); i > 0 {
+		pkg = pkg[:i]
+	}
+	var dirs []string
+	if prefix := os.Getenv("NPM_CONFIG_PREFIX"); prefix != "" {
+		dirs = append(dirs, path.Join(prefix, "lib/node_modules"))
+	}
+	dirs = append(dirs, "/usr/local/lib/node_modules", "/usr/lib/node_modules")
+	if home, err := os.UserHomeDir(); err == nil {
+		cache, _ := filepath.Glob(path.Join(home, ".npm/_npx/*/node_modules"))
+		dirs = append(append(dirs, path.Join(home, ".npm-global/lib/node_modules")), cache...)
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(path.Join(d, pkg, "package.json")); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // available reports whether command names an executable file.

@@ -94,9 +94,9 @@ func TestCatalogOverrideByName(t *testing.T) {
 	if claude.Command != "/usr/local/bin/claude-acp" || claude.Env["DEBUG"] != "1" {
 		t.Errorf("override not applied: %+v", claude)
 	}
-	// Fields the override leaves unset keep the built-in's values.
-	if !slices.Equal(claude.Args, []string{"-y", "@agentclientprotocol/claude-agent-acp"}) ||
-		!slices.Contains(claude.PassEnv, "CLAUDE_CODE_OAUTH_TOKEN") || !claude.Network ||
+	// Fields the override leaves unset keep the built-in's values, but for
+	// the args: they were the built-in command's, not this one's.
+	if len(claude.Args) != 0 || !slices.Contains(claude.PassEnv, "CLAUDE_CODE_OAUTH_TOKEN") || !claude.Network ||
 		claude.Description == "" {
 		t.Errorf("override lost built-in fields: %+v", claude)
 	}
@@ -203,6 +203,51 @@ func TestCatalogAvailability(t *testing.T) {
 	for _, a := range cat.List() {
 		if w, ok := want[a.Name]; ok && a.Available != w {
 			t.Errorf("%s: available = %v, want %v", a.Name, a.Available, w)
+		}
+	}
+}
+
+// An npx agent names its package, and whether npx would fetch it from the
+// registry at the first session (not installed, not in npx's cache).
+func TestCatalogSaysWhenNpxFetches(t *testing.T) {
+	bin, home := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "npx"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	t.Setenv("HOME", home)
+	t.Setenv("NPM_CONFIG_PREFIX", filepath.Join(home, "prefix"))
+	claude := func() berth.AgentInfo {
+		cat, err := Default().Catalog("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range cat.List() {
+			if a.Name == "claude" {
+				return a
+			}
+		}
+		t.Fatal("no claude in the catalog")
+		return berth.AgentInfo{}
+	}
+	a := claude()
+	if !a.Available || a.Package != "@agentclientprotocol/claude-agent-acp" || !a.Fetch ||
+		!slices.Equal(a.Args, []string{"-y", "@agentclientprotocol/claude-agent-acp"}) {
+		t.Fatalf("before the package is anywhere: %+v", a)
+	}
+	for _, dir := range []string{"prefix/lib/node_modules", ".npm/_npx/0123abcd/node_modules"} {
+		pkg := filepath.Join(home, dir, "@agentclientprotocol/claude-agent-acp")
+		if err := os.MkdirAll(pkg, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pkg, "package.json"), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if a := claude(); a.Fetch {
+			t.Errorf("with the package in %s: %+v", dir, a)
+		}
+		if err := os.RemoveAll(filepath.Join(home, strings.Split(dir, "/")[0])); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

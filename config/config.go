@@ -26,6 +26,8 @@ type Config struct {
 	Sandbox Sandbox           `toml:"sandbox"`
 	Limits  Limits            `toml:"limits"`
 	Agents  []berth.AgentSpec `toml:"agents"`
+	// Hooks are the [[hooks]] entries (CONTRACT §4.9).
+	Hooks []Hook `toml:"hooks"`
 }
 
 // Server is the [server] section: where the API listens.
@@ -222,6 +224,7 @@ func (c *Config) Validate() error {
 	for _, check := range []func() error{
 		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate,
 		func() error { return validateAgents(c.Agents) },
+		func() error { return validateHooks(c.Hooks) },
 	} {
 		if err := check(); err != nil {
 			return err

@@ -59,6 +59,9 @@ type ServerOptions struct {
 	Version string
 	// PingInterval is the SSE keep-alive interval (0: DefaultPingInterval).
 	PingInterval time.Duration
+	// Hooks answers /v1/hooks and /v1/hooks/deliveries; nil answers empty
+	// lists.
+	Hooks berth.HookService
 }
 
 // Server serves a berth.SessionService over HTTP on a TCP address and a Unix
@@ -152,6 +155,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sessions/{id}/snapshots", s.handleCreateSnapshot)
 	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshots", s.handleListSnapshots)
 	s.mux.HandleFunc("POST /v1/sessions/{id}/repair", s.handleRepair)
+	s.mux.HandleFunc("GET /v1/hooks", s.handleListHooks)
+	s.mux.HandleFunc("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
 	s.uiRoutes()
 }
 

@@ -74,7 +74,14 @@ func (m *Manager) startActivity() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := m.changes
 	c.stop = cancel
-	m.log.OnCommit(c.noteActivity)
+	onCommit := c.noteActivity
+	if extra := m.opts.OnCommit; extra != nil {
+		onCommit = func(id string) {
+			c.noteActivity(id)
+			extra(id)
+		}
+	}
+	m.log.OnCommit(onCommit)
 	c.done.Add(1)
 	go func() {
 		defer c.done.Done()

@@ -96,7 +96,15 @@ type Options struct {
 	RunDir string
 	// Changes tune the all-sessions stream.
 	Changes ChangeOptions
-	Logger  *slog.Logger
+	// OnCommit, when set, is told the sessions of every committed batch
+	// of events, on the event log's writer goroutine (the hooks' outbox
+	// scanner): it must return at once and never call the log.
+	OnCommit func(sessionID string)
+	// BeforeDelete, when set, is called when a session's log is complete
+	// and about to be deleted (the hooks read what they have not read yet).
+	// An error is logged; the session is deleted anyway.
+	BeforeDelete func(ctx context.Context, sessionID string) error
+	Logger       *slog.Logger
 }
 
 // Manager owns the live sessions.

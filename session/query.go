@@ -72,6 +72,11 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 	if err := m.log.FlushSession(ctx, id); err != nil {
 		return err
 	}
+	if fn := m.opts.BeforeDelete; fn != nil {
+		if err := fn(ctx, id); err != nil {
+			m.logger.Warn("the log was not read before its deletion", "session", id, "err", err)
+		}
+	}
 	if err := m.store.DeleteSession(ctx, id); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/host"
 )
 
@@ -320,9 +321,7 @@ func (o ownedHost) FileOwner() (int, int, bool) { return o.uid, o.uid, true }
 // directories it makes for it, belong to the sandbox's owner, so that the
 // agent can change them; a file of another user keeps its owner.
 func TestWrittenFilesBelongToTheAgent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only a root daemon gives files away")
-	}
+	testenv.NeedRoot(t, "only a root daemon gives files away")
 	const uid = 123456
 	e := newEnv(t, func(o *Options) { o.Providers = []berth.SandboxProvider{ownedHost{host.New(), uid}} })
 	ws := t.TempDir()

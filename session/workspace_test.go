@@ -55,9 +55,7 @@ func TestWorkspaceIsStoredResolved(t *testing.T) {
 // session B asked to work in that "subdirectory" is refused, and the
 // directory the link points to keeps its owner.
 func TestWorkspaceThroughASandboxPlantedLinkIsRefused(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a directory owned by another uid")
-	}
+	testenv.NeedRoot(t, "needs root: a directory owned by another uid")
 	e := newEnv(t)
 	wsA, victim := t.TempDir(), t.TempDir()
 	if err := os.Chown(wsA, 99999, 99999); err != nil {
@@ -95,9 +93,7 @@ func TestWorkspaceThroughASandboxPlantedLinkIsRefused(t *testing.T) {
 // one, root's home and the parent of the users' homes are refused; a
 // project directory elsewhere is not.
 func TestSystemWorkspaceIsRefusedUnderRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the rule is a root daemon's")
-	}
+	testenv.NeedRoot(t, "the rule is a root daemon's")
 	e := newEnv(t)
 	for _, ws := range []string{"/", "/etc", "/etc/ssh", "/root", "/home", "/usr/lib", "/var"} {
 		if _, err := os.Stat(ws); err != nil {
@@ -116,9 +112,7 @@ func TestSystemWorkspaceIsRefusedUnderRoot(t *testing.T) {
 // real directory, fails to start on resume: stopped/startup_failed naming
 // the link. The link's target keeps its owner.
 func TestWorkspaceLinkPlantedBySandboxBwrap(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("the chown walk is a root daemon's")
-	}
+	testenv.NeedRoot(t, "the chown walk is a root daemon's")
 	p := bwrap.New(bwrap.Options{})
 	if err := p.Probe(context.Background()); err != nil {
 		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)

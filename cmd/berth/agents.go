@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/berth-sh/berth"
 	"github.com/spf13/cobra"
@@ -21,16 +22,26 @@ func newAgentsCommand() *cobra.Command {
 			}
 			return callAPI(cmd, http.MethodGet, "/v1/agents", nil, nil, func(w io.Writer, l *agentList) error {
 				t := newTable(w)
-				fmt.Fprintln(t, "NAME\tAVAILABLE\tCOMMAND\tDESCRIPTION")
+				fmt.Fprintln(t, "NAME\tAVAILABLE\tRUNS\tDESCRIPTION")
 				for _, a := range l.Agents {
-					avail := "no"
-					if a.Available {
-						avail = "yes"
-					}
-					fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", a.Name, avail, shorten(a.Command, 40), shorten(a.Description, 60))
+					fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", a.Name, availability(a), shorten(strings.Join(append([]string{a.Command}, a.Args...), " "), 60), shorten(a.Description, 50))
 				}
 				return t.Flush()
 			})
 		},
 	}
+}
+
+// availability says whether an agent can start, and for one npx runs
+// whether its package is there or is downloaded at its first session.
+func availability(a berth.AgentInfo) string {
+	switch {
+	case !a.Available:
+		return "no (" + a.Command + " not found)"
+	case a.Fetch:
+		return "yes (npx downloads " + a.Package + " at first start)"
+	case a.Package != "":
+		return "yes (" + a.Package + " installed)"
+	}
+	return "yes"
 }

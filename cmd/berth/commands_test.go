@@ -33,7 +33,9 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	switch r.Method + " " + r.URL.Path {
 	case "GET /v1/agents":
-		answer(200, `{"agents":[{"name":"demo","command":"berth agent-demo","available":true,"description":"the demo"}]}`)
+		answer(200, `{"agents":[{"name":"demo","command":"berth","args":["agent-demo"],"available":true,"description":"the demo"},`+
+			`{"name":"claude","command":"npx","args":["-y","@acp/claude"],"available":true,"package":"@acp/claude","fetch":true,"description":"Claude"},`+
+			`{"name":"gemini","command":"gemini","args":["--acp"],"available":false,"description":"Gemini"}]}`)
 	case "GET /v1/sessions":
 		if q.Get("cursor") == "" {
 			answer(200, `{"sessions":[{"id":"ses_a","name":"alpha","agent":"demo","state":"active","badge":"idle","labels":{"t":"w"}}],"next_cursor":"c2"}`)
@@ -79,7 +81,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	case "DELETE /v1/sessions/ses_a/queue/entry_1":
 		answer(200, `{"status":"canceled"}`)
 	case "GET /v1/sessions/ses_a/permissions":
-		answer(200, `{"permissions":[{"id":"perm_1","state":"pending","tool_call":{"title":"rm -rf build"},"options":[]}]}`)
+		answer(200, `{"permissions":[{"id":"perm_1","state":"pending","tool_call":{"title":"rm -rf build"},"options":[{"id":"ok-once","name":"Allow once","kind":"allow_once"},{"id":"never","name":"Reject","kind":"reject_once"}]}]}`)
 	default:
 		answer(404, `{"error":{"code":"not_found","message":"no route","details":{}}}`)
 	}
@@ -107,18 +109,18 @@ func TestCommandsTable(t *testing.T) {
 		want []string
 		not  []string
 	}{
-		{[]string{"agents"}, []string{"NAME", "demo", "yes", "the demo"}, nil},
+		{[]string{"agents"}, []string{"NAME", "demo", "yes", "berth agent-demo", "the demo", "yes (npx downloads @acp/claude at first start)", "no (gemini not found)"}, nil},
 		{[]string{"ls"}, []string{"ses_a", "alpha", "idle", "t=w"}, []string{"ses_b"}},
 		{[]string{"ls", "--all"}, []string{"ses_a", "ses_b", "stopped (idle_timeout)"}, nil},
-		{[]string{"show", "ses_a"}, []string{"id:", "ses_a", "agent:", "demo", "status:", "idle"}, nil},
-		{[]string{"prompt", "ses_a", "hi"}, []string{"queued as ent_1 (position 2, generation 1)"}, nil},
+		{[]string{"show", "ses_a"}, []string{"id:", "ses_a", "agent:", "demo", "status:", "idle"}, []string{"generation"}},
+		{[]string{"prompt", "ses_a", "hi"}, []string{"queued as ent_1 (position 2)"}, []string{"generation"}},
 		{[]string{"prompt", "ses_a", "hi", "--wait"}, []string{"hello there\n[end_turn] turn turn_1"}, nil},
 		{[]string{"stop", "ses_a"}, []string{"stopped ses_a (user_requested)"}, nil},
 		{[]string{"approve", "ses_a", "perm_1"}, []string{"perm_1: decided (option allow)"}, nil},
 		{[]string{"resume", "ses_a"}, []string{"resumed ses_a (active)"}, nil},
 		{[]string{"queue", "ses_a"}, []string{"ENTRY", "entry_1", "queue", "echo later"}, nil},
 		{[]string{"queue", "ses_a", "--drop", "entry_1"}, []string{"dropped entry_1"}, nil},
-		{[]string{"permissions", "ses_a", "--pending"}, []string{"PERMISSION", "perm_1", "pending", "rm -rf build"}, nil},
+		{[]string{"permissions", "ses_a", "--pending"}, []string{"PERMISSION", "perm_1", "pending", "rm -rf build", "ok-once (Allow once) | never (Reject)"}, nil},
 		{[]string{"rm", "ses_a"}, []string{"deleted ses_a"}, nil},
 		{[]string{"logs", "ses_a"}, []string{"     1  ", "session_created", "     2  ", "agent_message", "hi 2"}, nil},
 		{[]string{"logs", "ses_a", "-f", "--after", "2"}, []string{"     3  ", "     4  ", "hi 4"}, []string{"     2  "}},

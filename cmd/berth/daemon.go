@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/eventlog"
+	"github.com/berth-sh/berth/hooks"
 	bhttp "github.com/berth-sh/berth/http"
 	"github.com/berth-sh/berth/internal/homelock"
 	"github.com/berth-sh/berth/sandbox/docker"
@@ -27,9 +28,6 @@ import (
 	"github.com/berth-sh/berth/store/postgres"
 	"github.com/berth-sh/berth/store/sqlite"
 )
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
 
 // addDaemonCommands registers the commands that run a daemon in this process
 // (serve, run, bench) and the hidden agent-demo command.
@@ -49,6 +47,7 @@ type daemon struct {
 	store  berth.Store
 	log    *eventlog.Log
 	mgr    *session.Manager
+	hooks  *hooks.Service
 	srv    *bhttp.Server
 	docker *docker.Provider
 	// token is what TCP clients must send: [server] token or the one kept
@@ -149,6 +148,10 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
 			Orphan: o.cfg.Limits.OrphanTimeout.Duration}
 	}
+	node := nodeID(o.home)
+	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.cfg.Hooks), Owner: node, Logger: o.logger}); err != nil {
+		return nil, err
+	}
 	lim := o.cfg.Limits
 	d.mgr = session.New(session.Options{
 		Store: d.store, Log: d.log, Catalog: catalog,
@@ -161,11 +164,16 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
 			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration,
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration},
-		Home: o.home, NodeID: nodeID(o.home), Version: version, Logger: o.logger, UserHome: userHome(),
+		Home: o.home, NodeID: node, Version: versionString(), Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
+		// The hooks' one point on the event path: told of every commit.
+		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
 	})
 	if err = d.mgr.Open(ctx); err != nil {
+		return nil, err
+	}
+	if err = d.hooks.Open(ctx, d.mgr); err != nil {
 		return nil, err
 	}
 	d.removeLeftoverContainers(ctx, d.mgr.LiveIDs())
@@ -173,7 +181,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
-		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: version})
+		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: versionString(), Hooks: d.hooks})
 	if err = d.srv.Listen(o.addr, o.socket); err != nil {
 		d.srv = nil
 		return nil, err
@@ -208,6 +216,12 @@ func (d *daemon) close(ctx context.Context) {
 				d.logger.Warn("api server", "err", err)
 			}
 			d.serving = false
+		}
+	}
+	if d.hooks != nil {
+		// Attempts in flight are cut and stay pending for the next start.
+		if err := d.hooks.Close(ctx); err != nil {
+			d.logger.Warn("hooks close", "err", err)
 		}
 	}
 	if d.mgr != nil {
@@ -260,12 +274,9 @@ func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bo
 	// Each branch returns a nil interface on error, never a typed nil.
 	switch {
 	case url == "", strings.HasPrefix(url, "sqlite:"):
-		path := filepath.Join(home, "berth.db")
-		if url != "" {
-			path = strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
-		}
-		if path == "" {
-			return nil, berth.Errorf(berth.EInvalid, "store url %q names no file", url)
+		path, err := sqlitePath(home, url)
+		if err != nil {
+			return nil, err
 		}
 		if err := checkSQLiteFile(path, home, acceptEmpty); err != nil {
 			return nil, err
@@ -284,6 +295,19 @@ func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bo
 		return st, nil
 	}
 	return nil, berth.Errorf(berth.EInvalid, "store url must be sqlite:PATH or postgres://…")
+}
+
+// sqlitePath is the database file of a SQLite store URL ("" or
+// "sqlite:PATH"): berth.db in the home when the URL names none.
+func sqlitePath(home, url string) (string, error) {
+	if url == "" {
+		return filepath.Join(home, "berth.db"), nil
+	}
+	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+	if path == "" {
+		return "", berth.Errorf(berth.EInvalid, "store url %q names no file", url)
+	}
+	return path, nil
 }
 
 // privateHome creates the home directory, or makes an existing one, 0700:
@@ -388,4 +412,14 @@ func (d *daemon) removeLeftoverContainers(ctx context.Context, keep map[string]b
 	} else if n > 0 {
 		d.logger.Info("docker: removed containers a previous daemon left", "count", n)
 	}
+}
+
+// hookList turns the [[hooks]] entries into the hooks service's hooks.
+func hookList(entries []config.Hook) []hooks.Hook {
+	out := make([]hooks.Hook, 0, len(entries))
+	for i, h := range entries {
+		out = append(out, hooks.Hook{Name: h.HookName(i), Index: i, Events: h.Events, Agent: h.Agent, Labels: h.Labels,
+			URL: h.URL, Secret: h.Secret, Command: h.Command, Args: h.Args, Timeout: h.Timeout.Duration})
+	}
+	return out
 }

@@ -224,8 +224,8 @@ func TestRunEchoHelloWithNoDaemon(t *testing.T) {
 	if strings.TrimSpace(stdout.String()) != "hello" {
 		t.Fatalf("stdout = %q, want hello", stdout.String())
 	}
-	if !strings.Contains(stderr.String(), "ses_") {
-		t.Fatalf("run did not print the session id: %q", stderr.String())
+	if !strings.Contains(stderr.String(), "ses_") || !strings.Contains(stderr.String(), "then berth resume ses_") {
+		t.Fatalf("run did not say how to reach the session it stopped: %q", stderr.String())
 	}
 	// The in-process daemon stopped its session and left nothing running.
 	assertNoProcessUnder(t, home)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -105,7 +106,7 @@ func newPermissionsCommand() *cobra.Command {
 				t := newTable(w)
 				fmt.Fprintln(t, "PERMISSION\tSTATE\tBY\tOPTION\tTOOL CALL")
 				for _, p := range l.Permissions {
-					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.State, orDash(p.DecidedBy), orDash(p.OptionID), shorten(toolTitle(p), 50))
+					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.State, orDash(p.DecidedBy), optionText(p), shorten(toolTitle(p), 50))
 				}
 				return t.Flush()
 			})
@@ -113,6 +114,20 @@ func newPermissionsCommand() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&pending, "pending", false, "only the requests waiting for a decision")
 	return cmd
+}
+
+// optionText is the option a decided permission took, or for a pending
+// one every option id it offers with its name, as approve --option takes
+// them ("allow (Allow once) | reject (Reject)").
+func optionText(p *berth.Permission) string {
+	if p.State != berth.PermissionPending {
+		return orDash(p.OptionID)
+	}
+	var opts []string
+	for _, o := range p.Options {
+		opts = append(opts, o.ID+" ("+o.Name+")")
+	}
+	return orDash(strings.Join(opts, " | "))
 }
 
 // toolTitle is the title of a permission's tool call, or its kind.

@@ -34,10 +34,13 @@ func newRootCommand() *cobra.Command {
 		Use:   "berth",
 		Short: "Run ACP coding agents as durable, sandboxed sessions",
 		Long: "berth runs coding agents that speak the Agent Client Protocol as durable sessions,\n" +
-			"owned by a daemon (berth serve) and driven over HTTP/SSE, a Unix socket and this CLI.",
+			"owned by a daemon (berth serve) and driven over HTTP/SSE, a Unix socket and this CLI.\n\n" +
+			"Exit codes: 0 ok, 1 failure, 2 usage error, 3 not found, 4 conflict.",
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("berth {{.Version}}\n")
 	pf := root.PersistentFlags()
 	pf.String("addr", "", "daemon address, host:port or unix:PATH (env BERTH_ADDR; default: the socket in --home if present, else "+defaultAddr+")")
 	pf.String("home", "", "berth home directory (env BERTH_HOME; default ~/.berth)")
@@ -50,10 +53,12 @@ func newRootCommand() *cobra.Command {
 	addDaemonCommands(root)
 	root.AddCommand(
 		newAgentsCommand(),
+		newCreateCommand(),
 		newLsCommand(),
 		newShowCommand(),
 		newPromptCommand(),
 		newLogsCommand(),
+		newAttachCommand(),
 		newCancelCommand(),
 		newStopCommand(),
 		newRmCommand(),
@@ -65,8 +70,11 @@ func newRootCommand() *cobra.Command {
 		newSnapshotCommand(),
 		newRepairCommand(),
 		newUICommand(),
+		newDoctorCommand(),
+		newHooksCommand(),
 	)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
+	addSessionCompletion(root)
 	return root
 }

@@ -301,3 +301,28 @@ func TestRunWithMCPConfig(t *testing.T) {
 		t.Fatalf("a bad file: exit %d, %s", exitCodeOf(err), out)
 	}
 }
+
+// berth create --mcp-config creates the session with the file's servers:
+// the agent calls them, and the printed session names them.
+func TestCreateWithMCPConfig(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home)
+	ws, tools := stdioMCPInWorkspace(t)
+	cfg := filepath.Join(t.TempDir(), "mcp.json")
+	b, _ := json.Marshal([]map[string]any{tools})
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "create", "--addr", s.addr, "--sandbox", "host", "--workspace", ws, "--mcp-config", cfg)
+	cmd.Env = cleanEnv(home)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "tools (stdio)") || strings.Contains(string(out), mcpEnvSecret) {
+		t.Fatalf("berth create --mcp-config: %v\n%s", err, out)
+	}
+	var page berth.SessionPage
+	s.api("GET", "/v1/sessions", nil, &page)
+	if len(page.Sessions) != 1 {
+		t.Fatalf("sessions: %+v", page.Sessions)
+	}
+	mcpCall(t, s, page.Sessions[0].ID, `mcp tools env {"name":"MCP_MARK"}`, "completed", "mark-42")
+}

@@ -21,11 +21,12 @@ import (
 // newRunCmd creates a session, runs one prompt and streams it.
 func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   `run [--agent demo] [--sandbox P] [--workspace DIR] [--mode MODE] [--mcp-config FILE] "prompt"`,
+		Use:   `run [--agent demo] [--sandbox P] [--workspace DIR] [--mode MODE] [--mcp-config FILE] [--rm] "prompt"`,
 		Short: "Create a session, run one prompt and stream it to the terminal",
 		Long: "Create a session, send the prompt and stream the agent's messages, thoughts and tool\n" +
 			"calls as they come. Exits 0 when the turn ends with end_turn. When no daemon answers,\n" +
-			"one is started in this process on the same home for the duration of the command.",
+			"one is started in this process on the same home for the duration of the command.\n" +
+			"The session stays (live on a running daemon, stopped with an in-process one) unless --rm.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: runRun,
 	}
@@ -36,6 +37,7 @@ func newRunCmd() *cobra.Command {
 	f.String("mode", "", "permission mode: approve-reads (default), approve-all, deny-all, or ask (answer each request here)")
 	f.String("config", "", "config file for an in-process daemon (default $BERTH_HOME/config.toml)")
 	f.String("mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
+	f.Bool("rm", false, "delete the session (its log and managed workspace) once the turn ends")
 	return cmd
 }
 
@@ -100,7 +102,18 @@ func runRun(cmd *cobra.Command, args []string) error {
 		ask = newAsker(client, cmd.InOrStdin(), cmd.ErrOrStderr())
 	}
 	stop, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON, ask)
-	fmt.Fprintf(cmd.ErrOrStderr(), "session %s (berth show %s)\n", s.ID, s.ID)
+	if rm, _ := f.GetBool("rm"); rm {
+		// The turn is over (or was cancelled): nothing of the session is kept.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		derr := client.DeleteSession(dctx, s.ID)
+		cancel()
+		if derr != nil {
+			return fmt.Errorf("session %s was not deleted: %w", s.ID, derr)
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "session %s deleted (--rm)\n", s.ID)
+	} else {
+		fmt.Fprint(cmd.ErrOrStderr(), leftBehind(s.ID, local != nil))
+	}
 	if err != nil {
 		return err
 	}
@@ -124,6 +137,17 @@ func readMCPConfig(path string) ([]berth.MCPServer, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return servers, nil
+}
+
+// leftBehind says what the command left of the session and how to reach
+// it: on a running daemon the session stays live; with a daemon of this
+// command's own it was stopped with it, its log and workspace kept.
+func leftBehind(id string, inProcess bool) string {
+	if inProcess {
+		return fmt.Sprintf("session %s stopped with this command's daemon; its log and workspace stay.\n"+
+			"To go on with it: berth serve (in another terminal), then berth resume %s\n", id, id)
+	}
+	return fmt.Sprintf("session %s stays live on the daemon: berth prompt %s \"…\", berth logs %s, berth stop %s or berth rm %s\n", id, id, id, id, id)
 }
 
 // streamTurn prints a session's events from after on until turnID ends and

@@ -52,6 +52,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	debug, _ := cmd.Flags().GetBool("debug")
 	logger := newLogger(debug)
+	notify := newNotifier(logger)
 
 	acceptEmpty, _ := cmd.Flags().GetBool("accept-empty-store")
 
@@ -62,8 +63,9 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("berth serving", "addr", d.srv.Addr(), "socket", socket, "store", d.store.Name(), "version", version)
+	logger.Info("berth serving", "addr", d.srv.Addr(), "socket", socket, "store", d.store.Name(), "version", versionString())
 	d.startServing()
+	notify.send("READY=1\nSTATUS=serving on " + d.srv.Addr())
 	select {
 	case <-ctx.Done():
 		logger.Info("shutting down")
@@ -72,6 +74,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		d.serving = false
 		logger.Error("api server stopped", "err", err)
 	}
+	notify.send("STOPPING=1\nSTATUS=shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	d.close(sctx)

@@ -180,7 +180,7 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	}
 	row("turns", fmt.Sprint(s.Turns))
 	row("current turn", s.CurrentTurnID)
-	row("queue", fmt.Sprintf("%d pending (generation %d)", s.Queue.Pending, s.Queue.Generation))
+	row("queue", fmt.Sprintf("%d pending", s.Queue.Pending))
 	row("pending permissions", fmt.Sprint(s.PendingPermissions))
 	row("last seq", fmt.Sprint(s.LastSeq))
 	if s.State == berth.StateStopped {

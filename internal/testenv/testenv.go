@@ -27,3 +27,13 @@ func Missing(tb testing.TB, service, why string, args ...any) {
 	}
 	tb.Skipf("%s is not available here: %s (%s=1 makes this a failure)", service, reason, RequireEnv)
 }
+
+// NeedRoot ends the test unless it runs as root (why says what needs it):
+// a failure when Required, so that CI never passes without the root-only
+// checks, else a skip.
+func NeedRoot(tb testing.TB, why string) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		Missing(tb, "root", "%s", why)
+	}
+}

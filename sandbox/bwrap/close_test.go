@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // A sandbox's pids cgroup is removed even when its last processes leave it
@@ -15,7 +17,7 @@ import (
 // and leave the empty cgroups of stopped sandboxes behind.
 func TestRemoveWaitsForTheCgroupToEmpty(t *testing.T) {
 	if !provider(t).LimitsPids() {
-		t.Skip("no pids cgroup this process may create children in")
+		testenv.Missing(t, "a pids cgroup", "no pids cgroup this process may create children in")
 	}
 	cg, err := newPidsCgroup(16)
 	if err != nil {

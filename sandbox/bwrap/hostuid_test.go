@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
 )
 
@@ -29,9 +30,7 @@ func ownerOf(t *testing.T, path string) (uint32, uint32) {
 // directory or root's home does; its root-owned files are given to the
 // host uid, but not one with another link outside.
 func TestHostUID(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only a root daemon changes uid")
-	}
+	testenv.NeedRoot(t, "only a root daemon changes uid")
 	for _, want := range []int{DefaultHostUID, 123456} {
 		t.Run(fmt.Sprint(want), func(t *testing.T) {
 			provider(t)
@@ -121,9 +120,7 @@ true`)
 // bound is not the directory it pinned); a sandbox opened on the swapped
 // path is refused; the link's target keeps its owner throughout.
 func TestHostUIDWorkspaceSwappedForALink(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only a root daemon changes uid")
-	}
+	testenv.NeedRoot(t, "only a root daemon changes uid")
 	provider(t)
 	p := New(Options{})
 	parent, victim := t.TempDir(), t.TempDir()

@@ -18,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
 )
 
@@ -86,9 +87,7 @@ func TestWorkspaceAndHome(t *testing.T) {
 }
 
 func TestHomeChownedWhenRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only root chowns the home")
-	}
+	testenv.NeedRoot(t, "only root chowns the home")
 	p := newProvider(t, Options{})
 	ws, _ := testDirs(t)
 	home := t.TempDir() // root's, 0700
@@ -186,7 +185,7 @@ func TestPidsLimit(t *testing.T) {
 	const limit = 48
 	sb := openSandbox(t, p, berth.SandboxConfig{Limits: berth.SandboxLimits{Pids: limit}})
 	if !sb.local {
-		t.Skip("the engine's processes are not visible from this host: its cgroups cannot be read")
+		testenv.Missing(t, "a local Docker engine", "the engine's processes are not visible from this host: its cgroups cannot be read")
 	}
 	ctx := t.Context()
 	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "sh", Args: []string{"-c", sandboxtest.ForkLoop("/bin/busybox")}})

@@ -5,15 +5,15 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // ChownTree gives root's entries away but never follows a symbolic link
 // out of the tree, never touches a hidden path or a file with another
 // link, and leaves other users' files alone.
 func TestChownTree(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown needs root")
-	}
+	testenv.NeedRoot(t, "chown needs root")
 	const id = 123456
 	dir, outside := t.TempDir(), t.TempDir()
 	secret := filepath.Join(outside, "secret")
@@ -63,9 +63,7 @@ func mustWrite(t *testing.T, path string) {
 // planted where a later session's workspace lies) is refused, not
 // followed: the directory it points to keeps its owner (F1).
 func TestChownTreeRefusesSymlinkOnPath(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown needs root")
-	}
+	testenv.NeedRoot(t, "chown needs root")
 	const id = 123456
 	parent, victim := t.TempDir(), t.TempDir()
 	mustWrite(t, filepath.Join(victim, "passwd"))
@@ -95,9 +93,7 @@ func TestChownTreeRefusesSymlinkOnPath(t *testing.T) {
 // A hidden path is skipped whatever name it is given by: here through a
 // symbolic link to the tree, while the walk goes by the real name (F3).
 func TestChownTreeHiddenByInode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown needs root")
-	}
+	testenv.NeedRoot(t, "chown needs root")
 	const id = 123456
 	base := t.TempDir()
 	real := filepath.Join(base, "real")

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// doctor runs `berth doctor -o json` on home with extra environment and
+// returns its report and exit code.
+func doctor(t *testing.T, home string, env ...string) (doctorReport, int) {
+	t.Helper()
+	cmd := exec.Command(bin, "doctor", "-o", "json")
+	cmd.Env = cleanEnv(home, env...)
+	out, _ := cmd.Output()
+	var r doctorReport
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("doctor -o json printed %q: %v", out, err)
+	}
+	return r, cmd.ProcessState.ExitCode()
+}
+
+// checkOf is the named check of a report.
+func checkOf(t *testing.T, r doctorReport, name string) check {
+	t.Helper()
+	for _, c := range r.Checks {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %q in %+v", name, r.Checks)
+	return check{}
+}
+
+// A healthy home with its daemon running: every check passes or is a
+// warning about something the config does not use, and doctor exits 0.
+func TestDoctorHealthyHome(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home)
+	r, code := doctor(t, home, "BERTH_ADDR="+s.addr, "DOCKER_HOST=unix:///nonexistent/docker.sock")
+	if code != 0 || !r.OK {
+		t.Fatalf("exit %d, report %+v", code, r)
+	}
+	for name, want := range map[string]string{"config": checkOK, "home": checkOK, "daemon": checkOK, "store": checkOK, "agent demo": checkOK, "sandbox docker": checkWarn} {
+		if c := checkOf(t, r, name); c.Status != want {
+			t.Errorf("%s: %+v, want %s", name, c, want)
+		}
+	}
+	if c := checkOf(t, r, "store"); !strings.Contains(c.Detail, "quick_check") {
+		t.Errorf("store check did not look inside the database: %+v", c)
+	}
+}
+
+// What the config relies on and is broken fails the doctor (exit 1), each
+// named: a damaged store, the default sandbox's engine, a configured
+// agent's command, a config that does not load.
+func TestDoctorFailsWhatTheConfigNeeds(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "berth.db"), []byte("this is not a database, it is a text file long enough to have a header at all: padding padding padding padding"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := `[sandbox]
+default = "docker"
+
+[[agents]]
+name = "mine"
+command = "/nonexistent/my-agent"
+`
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, code := doctor(t, home, "DOCKER_HOST=unix:///nonexistent/docker.sock")
+	if code != 1 || r.OK {
+		t.Fatalf("exit %d, ok %v, want 1 and false", code, r.OK)
+	}
+	for name, detail := range map[string]string{"store": "not a SQLite database", "sandbox docker": "no engine", "agent mine": "/nonexistent/my-agent not found"} {
+		if c := checkOf(t, r, name); c.Status != checkFail || !strings.Contains(c.Detail, detail) {
+			t.Errorf("%s: %+v, want fail with %q", name, c, detail)
+		}
+	}
+	// Built-in agents that are not installed are not the config's: skipped.
+	if c := checkOf(t, r, "agent kimi"); c.Status != checkSkip {
+		t.Errorf("agent kimi: %+v, want skip", c)
+	}
+
+	// A config that does not load is a failure of its own.
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[sandbox\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, code := doctor(t, home); code != 1 || checkOf(t, r, "config").Status != checkFail {
+		t.Errorf("broken config: exit %d, %+v", code, r.Checks)
+	}
+}
+
+// An agent's credentials are found in its pass_env variables; none found
+// is a warning naming where they would come from.
+func TestDoctorNamesAgentCredentials(t *testing.T) {
+	home := t.TempDir()
+	cfg := `[[agents]]
+name = "mine"
+command = "` + bin + `"
+args = ["agent-demo"]
+pass_env = ["MY_AGENT_API_KEY"]
+`
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := doctor(t, home, "HOME="+t.TempDir())
+	if c := checkOf(t, r, "agent mine"); c.Status != checkWarn || !strings.Contains(c.Detail, "MY_AGENT_API_KEY") {
+		t.Errorf("without a key: %+v", c)
+	}
+	r, _ = doctor(t, home, "HOME="+t.TempDir(), "MY_AGENT_API_KEY=sk-test")
+	if c := checkOf(t, r, "agent mine"); c.Status != checkOK || !strings.Contains(c.Detail, "credentials: $MY_AGENT_API_KEY") || strings.Contains(c.Detail, "sk-test") {
+		t.Errorf("with a key: %+v", c)
+	}
+}

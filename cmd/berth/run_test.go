@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/berth-sh/berth"
+)
+
+// On a running daemon, berth run leaves a live session and says how to
+// reach it; with --rm it deletes the session once the turn ends.
+func TestRunOnADaemonSaysWhatItLeftAndRmDeletes(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home)
+	run := func(args ...string) (string, string) {
+		cmd := exec.Command(bin, append([]string{"run"}, args...)...)
+		cmd.Env = cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("berth run %v: %v\n%s", args, err, stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+	idOf := func(stderr string) string {
+		id := regexp.MustCompile(`ses_[0-9a-z]+`).FindString(stderr)
+		if id == "" {
+			t.Fatalf("no session id in %q", stderr)
+		}
+		return id
+	}
+
+	out, stderr := run("echo kept")
+	id := idOf(stderr)
+	var got berth.Session
+	if st, _ := s.api("GET", "/v1/sessions/"+id, nil, &got); st != 200 || got.State != berth.StateActive {
+		t.Fatalf("after run: %d %s", st, got.State)
+	}
+	if strings.TrimSpace(out) != "kept" || !strings.Contains(stderr, "stays live on the daemon: berth prompt "+id) {
+		t.Errorf("stdout %q, stderr %q", out, stderr)
+	}
+
+	out, stderr = run("--rm", "echo gone")
+	id = idOf(stderr)
+	if st, _ := s.api("GET", "/v1/sessions/"+id, nil, nil); st != 404 {
+		t.Errorf("after run --rm the session answers %d, want 404", st)
+	}
+	if strings.TrimSpace(out) != "gone" || !strings.Contains(stderr, "session "+id+" deleted (--rm)") {
+		t.Errorf("stdout %q, stderr %q", out, stderr)
+	}
+}

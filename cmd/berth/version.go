@@ -1,0 +1,42 @@
+package main
+
+import (
+	"runtime/debug"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=…"; when it
+// is not, versionString falls back to what Go recorded in the binary.
+var version = "dev"
+
+// versionString is what `berth --version` prints and the daemon reports:
+// the version set at build time, else the module's version (a `go install
+// …@v1.2.3`), else the VCS revision the binary was built from, with
+// "+dirty" when the tree had uncommitted changes.
+func versionString() string {
+	if version != "dev" {
+		return version
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return version
+	}
+	return "dev-" + rev[:min(12, len(rev))] + dirty + " (" + strings.TrimPrefix(info.GoVersion, "go") + ")"
+}

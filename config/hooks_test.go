@@ -1,0 +1,87 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHooksLoad(t *testing.T) {
+	c, err := Load(writeFile(t, `
+[[hooks]]
+events = ["turn_ended", "badge:waiting"]
+url = "https://chat.example/hook/T0KEN"
+secret = "s3cret"
+labels = {team = "web"}
+
+[[hooks]]
+name = "notify"
+events = ["permission_requested"]
+agent = "demo"
+command = "/usr/bin/notify-send"
+args = ["berth"]
+timeout = "3s"
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Hooks) != 2 {
+		t.Fatalf("hooks = %+v", c.Hooks)
+	}
+	a, b := c.Hooks[0], c.Hooks[1]
+	if a.HookName(0) != "hook-0" || a.Timeout.Duration != DefaultHookTimeout || a.Labels["team"] != "web" {
+		t.Fatalf("first hook = %+v", a)
+	}
+	if b.HookName(1) != "notify" || b.Timeout.Duration != 3*time.Second || b.Agent != "demo" {
+		t.Fatalf("second hook = %+v", b)
+	}
+}
+
+func TestHooksInvalid(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want []string
+	}{
+		{`events = ["turn_ended"]`, []string{"hooks[0]", "needs url or command"}},
+		{`events = ["turn_ended"]
+url = "https://x.example/"
+command = "true"`, []string{"hooks[0]", "either url or command"}},
+		{`events = ["turn_over"]
+url = "https://x.example/"`, []string{"hooks[0]", `unknown event type "turn_over"`}},
+		{`events = ["badge:sleepy"]
+url = "https://x.example/"`, []string{"hooks[0]", `unknown badge "sleepy"`}},
+		{`events = []
+url = "https://x.example/"`, []string{"hooks[0]", "at least one"}},
+		{`name = "slack"
+events = ["turn_ended"]
+url = "file:///etc/passwd"`, []string{"hooks[0] (slack)", "http:// or https://"}},
+		{`events = ["turn_ended"]
+url = "https://user:pw@x.example/"`, []string{"hooks[0]", "no user info"}},
+		{`events = ["turn_ended"]
+url = "https://x.example/"
+timeout = "0.5s"`, []string{"hooks[0]", "timeout", "1s..10m"}},
+		{`events = ["turn_ended"]
+command = "true"
+secret = "x"`, []string{"hooks[0]", "secret is for a url hook"}},
+		{`events = ["turn_ended"]
+url = "https://x.example/"
+bogus = 1`, []string{"unknown key", "hooks.bogus"}},
+	} {
+		_, err := Load(writeFile(t, "[[hooks]]\n"+c.body+"\n"), nil)
+		wantInvalid(t, err, c.want...)
+		if err != nil && (strings.Contains(err.Error(), "x.example") || strings.Contains(err.Error(), "pw")) {
+			t.Errorf("%s: the error quotes the url: %v", c.body, err)
+		}
+	}
+	_, err := Load(writeFile(t, `
+[[hooks]]
+name = "a"
+events = ["turn_ended"]
+command = "true"
+[[hooks]]
+name = "a"
+events = ["turn_ended"]
+command = "true"
+`), nil)
+	wantInvalid(t, err, "hooks[1] (a)", "appears twice")
+}

@@ -1,0 +1,13 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/storetest"
+)
+
+func TestHookConformance(t *testing.T) {
+	serverURL(t)
+	storetest.RunHookStoreTests(t, func(t *testing.T, dir string) berth.Store { return openAt(t, dir) })
+}

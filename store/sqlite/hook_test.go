@@ -1,0 +1,12 @@
+package sqlite
+
+import (
+	"testing"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/storetest"
+)
+
+func TestHookConformance(t *testing.T) {
+	storetest.RunHookStoreTests(t, func(t *testing.T, dir string) berth.Store { return openAt(t, dir) })
+}
