@@ -58,6 +58,7 @@ func newRootCommand() *cobra.Command {
 		newShowCommand(),
 		newPromptCommand(),
 		newLogsCommand(),
+		newAttachCommand(),
 		newCancelCommand(),
 		newStopCommand(),
 		newRmCommand(),

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,6 +204,12 @@ func TestUserMCPServersSurviveADaemonRestart(t *testing.T) {
 		t.Fatalf("create = %d %v %+v", st, err, sess)
 	}
 	mcpCall(t, s, sess.ID, `mcp tools echo {"text":"before"}`, "completed", "echo: before")
+	// berth show names the servers, never their secrets.
+	show := exec.Command(bin, "show", sess.ID, "--addr", s.addr)
+	show.Env = cleanEnv(home)
+	if out, err := show.CombinedOutput(); err != nil || !strings.Contains(string(out), "tools (stdio)") || strings.Contains(string(out), mcpEnvSecret) {
+		t.Fatalf("berth show: %v\n%s", err, out)
+	}
 	s.kill9()
 
 	s2 := startServer(t, home)
@@ -263,4 +271,58 @@ func TestUserMCPServersRefused(t *testing.T) {
 	if len(page.Sessions) != 0 {
 		t.Fatalf("sessions left: %+v", page.Sessions)
 	}
+}
+
+// berth run --mcp-config gives the session the file's servers; a file that
+// is not a list of servers is a usage error.
+func TestRunWithMCPConfig(t *testing.T) {
+	home := t.TempDir()
+	ws, tools := stdioMCPInWorkspace(t)
+	cfg := filepath.Join(t.TempDir(), "mcp.json")
+	b, _ := json.Marshal([]map[string]any{tools})
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--sandbox", "host", "--workspace", ws, "--mcp-config", cfg, `mcp tools echo {"text":"from the cli"}`)
+	cmd.Env = cleanEnv(home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || !strings.Contains(stdout.String(), "echo: from the cli") {
+		t.Fatalf("berth run --mcp-config: %v\nstdout %s\nstderr %s", err, stdout.String(), stderr.String())
+	}
+	assertNoProcessUnder(t, home)
+
+	if err := os.WriteFile(cfg, []byte(`{"tools": {"command": "/bin/true"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := exec.Command(bin, "run", "--mcp-config", cfg, "echo x")
+	bad.Env = cleanEnv(home)
+	if out, err := bad.CombinedOutput(); exitCodeOf(err) != 2 || !strings.Contains(string(out), "bad --mcp-config") {
+		t.Fatalf("a bad file: exit %d, %s", exitCodeOf(err), out)
+	}
+}
+
+// berth create --mcp-config creates the session with the file's servers:
+// the agent calls them, and the printed session names them.
+func TestCreateWithMCPConfig(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home)
+	ws, tools := stdioMCPInWorkspace(t)
+	cfg := filepath.Join(t.TempDir(), "mcp.json")
+	b, _ := json.Marshal([]map[string]any{tools})
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "create", "--addr", s.addr, "--sandbox", "host", "--workspace", ws, "--mcp-config", cfg)
+	cmd.Env = cleanEnv(home)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "tools (stdio)") || strings.Contains(string(out), mcpEnvSecret) {
+		t.Fatalf("berth create --mcp-config: %v\n%s", err, out)
+	}
+	var page berth.SessionPage
+	s.api("GET", "/v1/sessions", nil, &page)
+	if len(page.Sessions) != 1 {
+		t.Fatalf("sessions: %+v", page.Sessions)
+	}
+	mcpCall(t, s, page.Sessions[0].ID, `mcp tools env {"name":"MCP_MARK"}`, "completed", "mark-42")
 }

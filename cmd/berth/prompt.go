@@ -1,26 +1,34 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
-	"github.com/spf13/cobra"
+	bhttp "github.com/berth-sh/berth/http"
 )
 
 // newPromptCommand returns `berth prompt ID "text"`.
 func newPromptCommand() *cobra.Command {
 	var queue, interrupt, steer, wait bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   `prompt ID "text"`,
 		Short: "Send a prompt to a session (\"-\" reads it from standard input)",
 		Long: "Send a prompt to a session. When the agent is busy the prompt is queued (--queue,\n" +
 			"the default), interrupts the turn in flight (--interrupt), or is delivered into it\n" +
-			"at its next tool call (--steer). --wait prints the agent's answer when the turn ends.",
+			"at its next tool call (--steer). --wait prints the agent's answer when the turn ends,\n" +
+			"and meanwhile says on stderr when the turn waits for a permission or the agent stalls.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := berth.PromptRequest{Text: args[1]}
@@ -50,8 +58,24 @@ func newPromptCommand() *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			ctx := cmd.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			// While the turn runs, stderr says what it waits on.
+			watchCtx, stopWatch := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			wg.Go(func() { watchTurn(watchCtx, c, args[0], cmd.ErrOrStderr(), progressEvery) })
 			var raw json.RawMessage
-			if err := c.Do(cmd.Context(), http.MethodPost, path, url.Values{"wait": {"true"}}, req, &raw); err != nil {
+			err = c.Do(ctx, http.MethodPost, path, url.Values{"wait": {"true"}}, req, &raw)
+			stopWatch()
+			wg.Wait()
+			if err != nil {
+				if timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && cmd.Context().Err() == nil {
+					return berth.Errorf(berth.EUnavailable, "the turn did not end within %s; it goes on (berth attach %s follows it, berth cancel %s ends it)", timeout, args[0], args[0])
+				}
 				return err
 			}
 			var r berth.TurnResult
@@ -74,8 +98,76 @@ func newPromptCommand() *cobra.Command {
 	fl.BoolVar(&queue, "queue", false, "when busy, queue the prompt after the turn in flight (default)")
 	fl.BoolVar(&interrupt, "interrupt", false, "when busy, cancel the turn in flight and the queue, then start this one")
 	fl.BoolVar(&steer, "steer", false, "when busy, deliver the prompt into the turn in flight")
-	fl.BoolVar(&wait, "wait", false, "wait for the turn to end and print the agent's answer")
+	fl.BoolVar(&wait, "wait", false, "wait for the turn to end and print the agent's answer (stderr says what it waits on)")
+	fl.DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this long (the turn goes on); exit 1")
 	return cmd
+}
+
+// progressEvery is how often watchTurn looks at the session, and
+// stillRunningEvery how often it says a long turn still runs.
+const (
+	progressEvery     = time.Second
+	stillRunningEvery = 30 * time.Second
+)
+
+// watchTurn says on w what a waiting prompt waits on, as it changes: a
+// permission question (and how to answer it), an agent that stalled, a
+// turn that keeps running. It ends with ctx.
+func watchTurn(ctx context.Context, c *bhttp.Client, id string, w io.Writer, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	start := time.Now()
+	lastSaid := start
+	var badge berth.Badge
+	asked := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s, err := c.GetSession(ctx, id)
+		if err != nil {
+			continue
+		}
+		switch {
+		case s.Badge == berth.BadgeWaiting:
+			perms, err := c.ListPermissions(ctx, id, berth.PermissionPending)
+			if err != nil {
+				continue
+			}
+			for _, p := range perms {
+				if asked[p.ID] {
+					continue
+				}
+				asked[p.ID] = true
+				fmt.Fprintf(w, "waiting for permission %s (%s): berth approve %s %s [--option %s | --reject]\n",
+					p.ID, orDash(toolTitle(p)), id, p.ID, optionText(p))
+				lastSaid = time.Now()
+			}
+		case s.Badge != badge && (s.Badge == berth.BadgeHung || s.Badge == berth.BadgeNeedsAuth):
+			fmt.Fprintf(w, "the session is %s: %s\n", s.Badge, badgeHint(s.Badge, id))
+			lastSaid = time.Now()
+		case s.Badge != badge && badge != "" && s.Badge == berth.BadgeRunning:
+			fmt.Fprintln(w, "running again")
+			lastSaid = time.Now()
+		case time.Since(lastSaid) >= stillRunningEvery:
+			fmt.Fprintf(w, "still running (%s)\n", time.Since(start).Round(time.Second))
+			lastSaid = time.Now()
+		}
+		badge = s.Badge
+	}
+}
+
+// badgeHint says what a user can do about a badge.
+func badgeHint(b berth.Badge, id string) string {
+	switch b {
+	case berth.BadgeHung:
+		return "the agent has said nothing for a while (berth cancel " + id + " ends the turn)"
+	case berth.BadgeNeedsAuth:
+		return "the agent needs you to sign in to its service"
+	}
+	return string(b)
 }
 
 // writePromptResult prints what became of a prompt.

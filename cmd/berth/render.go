@@ -146,6 +146,9 @@ type eventRenderer struct {
 	inThought bool
 	// titles remembers tool call titles for their updates.
 	titles map[string]string
+	// showPrompts shows every turn's prompt (berth attach: other clients
+	// send them too), not only those from the queue or a steer.
+	showPrompts bool
 }
 
 // newEventRenderer returns a renderer writing to w, with ANSI styles when w
@@ -226,6 +229,8 @@ func (r *eventRenderer) render(ev berth.Event) {
 		// the queue or a steer.
 		if src := d.str("source"); src != "" && src != "user" {
 			r.line(r.style(ansiDim, fmt.Sprintf("» (%s) %s", src, shorten(d.str("text"), 100))))
+		} else if r.showPrompts {
+			r.line(r.style(ansiBold, "» "+shorten(d.str("text"), 200)))
 		}
 	case berth.EventToolCall:
 		id, title := d.str("tool_call_id"), d.str("title")
