@@ -26,7 +26,8 @@ func (f *fakeService) SpawnChild(_ context.Context, parentID string, req berth.C
 		return nil, err
 	}
 	f.spawns = append(f.spawns, spawnCall{parentID, idemKey, req})
-	c := &berth.Session{ID: "ses_kid", Agent: req.Agent, State: berth.StateActive, ParentID: p.ID, RootID: p.ID, Depth: p.Depth + 1}
+	c := &berth.Session{ID: "ses_kid", Agent: req.Agent, State: berth.StateActive, Badge: berth.BadgeIdle, Labels: map[string]string{},
+		ParentID: p.ID, RootID: p.ID, Depth: p.Depth + 1}
 	f.sessions[c.ID] = c
 	cp := *c
 	return &cp, nil

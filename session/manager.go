@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -220,7 +221,8 @@ func (m *Manager) Open(ctx context.Context) error {
 		if spare == 0 {
 			spare = 1
 		}
-		m.launcher = shim.NewLauncher(so.Argv, so.Env, m.opts.RunDir, max(spare, 0))
+		programs := append(slices.Clone(so.Programs), shim.Program{Argv: so.Argv})
+		m.launcher = shim.NewLauncher(programs, so.Env, m.opts.RunDir, max(spare, 0))
 	}
 	m.startActivity()
 	m.resumeQueued()

@@ -367,7 +367,7 @@ func (rt *runtime) monitor() {
 	if errors.Is(werr, shim.ErrLost) {
 		// The shim died without reporting: its agent goes with it.
 		shim.KillAgent(rt.proc.Pid(), rt.id)
-		rt.logger.Warn("the agent's shim went away", "session", rt.id)
+		rt.logger.Warn("the agent's shim went away", "session_id", rt.id)
 	}
 	// Let the reader drain what the agent wrote before it died.
 	select {
@@ -427,6 +427,11 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 	// The session's berth tools credential dies with it.
 	rt.m.revokeTools(rt.id, true)
 	ev := berth.NewEvent(rt.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
+	if failure != nil {
+		rt.logger.Info("session stopped", "stop_reason", reason, "failure", failure.Kind, "message", failure.Message)
+	} else {
+		rt.logger.Info("session stopped", "stop_reason", reason)
+	}
 	// A failed commit is retried: a stream of this session ends only on it.
 	for attempt := 0; ; attempt++ {
 		_, err := rt.m.log.AppendSync(ctx, ev)

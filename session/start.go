@@ -86,6 +86,7 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) er
 		rt.emit("", berth.EventSessionStarted, map[string]any{
 			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
 			"capabilities": info.Capabilities, "resumed_by": resumedBy})
+		rt.logger.Info("session started", "agent", rt.spec.Name, "resumed_by", resumedBy)
 		// A resumed session runs what it had queued.
 		rt.dispatchLocked(ctx)
 	}

@@ -233,7 +233,7 @@ func (m *Manager) revokeTools(id string, remove bool) {
 	}
 	if remove {
 		if err := os.RemoveAll(m.toolsDir(id)); err != nil {
-			m.logger.Warn("remove the tools directory", "session", id, "err", err)
+			m.logger.Warn("remove the tools directory", "session_id", id, "err", err)
 		}
 	}
 }
@@ -269,7 +269,7 @@ func (m *Manager) removeStaleTools() {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(run, e.Name())); err != nil {
-			m.logger.Warn("remove a stale tools directory", "session", id, "err", err)
+			m.logger.Warn("remove a stale tools directory", "session_id", id, "err", err)
 		}
 	}
 }

@@ -144,11 +144,11 @@ func (m *Manager) lastTurn(ctx context.Context, id string) (stopReason, text str
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := m.log.FlushSession(ctx, id); err != nil {
-		m.logger.Warn("flush before reading the last turn", "session", id, "err", err)
+		m.logger.Warn("flush before reading the last turn", "session_id", id, "err", err)
 	}
 	turns, err := m.Transcript(ctx, id)
 	if err != nil {
-		m.logger.Warn("read the last turn", "session", id, "err", err)
+		m.logger.Warn("read the last turn", "session_id", id, "err", err)
 		return "", ""
 	}
 	for i := len(turns) - 1; i >= 0 && (stopReason == "" || text == ""); i-- {

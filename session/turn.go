@@ -30,7 +30,7 @@ type turnEndedData struct {
 // is active and idle.
 func (rt *runtime) startTurnLocked(turnID, text, source string) string {
 	if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: text, Source: source}); err != nil {
-		rt.logger.Error("turn_started not logged", "turn", turnID, "err", err)
+		rt.logger.Error("turn_started not logged", "turn_id", turnID, "err", err)
 	}
 	rt.beginTurnLocked(turnID, text)
 	return turnID
@@ -371,7 +371,7 @@ func (rt *runtime) cancelExpired(t *turn) {
 		// The next daemon judges the agent.
 		return
 	}
-	rt.logger.Warn("agent ignored a cancel; killing it", "turn", t.id)
+	rt.logger.Warn("agent ignored a cancel; killing it", "turn_id", t.id)
 	rt.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
 		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
 	if _, err := rt.proc.Stop(context.Background(), 0); err != nil {

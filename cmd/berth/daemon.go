@@ -147,7 +147,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if !o.noShims {
 		pob, _ := json.Marshal(po)
 		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
-			Orphan: o.cfg.Limits.OrphanTimeout.Duration}
+			Programs: smallShim(o.home, string(pob), o.logger), Orphan: o.cfg.Limits.OrphanTimeout.Duration}
 	}
 	node := nodeID(o.home)
 	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.cfg.Hooks), Owner: node, Logger: o.logger}); err != nil {
@@ -366,13 +366,37 @@ func loadConfig(home, path string) (*config.Config, error) {
 	return config.LoadDefault(home, os.Environ())
 }
 
-// newLogger returns the daemon's logger writing to stderr.
-func newLogger(debug bool) *slog.Logger {
-	level := slog.LevelInfo
-	if debug {
-		level = slog.LevelDebug
+// newLogger returns the daemon's logger writing to stderr: format text,
+// json, or "" for text on a terminal and JSON otherwise; level debug,
+// info (""), warn or error.
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "", "info":
+		lv = slog.LevelInfo
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, berth.Errorf(berth.EInvalid, "log level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "":
+		// Text for a person at a terminal, JSON for whatever collects it.
+		if isTerminal(os.Stderr) {
+			return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		}
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, berth.Errorf(berth.EInvalid, "log format %q: want text or json", format)
 }
 
 // quietLogger logs warnings and errors only: for a daemon that runs inside
@@ -404,7 +428,7 @@ func userHome() string {
 // configured engine, whose containers a previous daemon of this home left
 // are removed now (the engine may be shared: only this node's are).
 func (d *daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
-	providers := []berth.SandboxProvider{host.New(), po.bwrap()}
+	providers := []berth.SandboxProvider{host.New(), po.Bwrap()}
 	dk, err := po.docker()
 	if err != nil {
 		return nil, err

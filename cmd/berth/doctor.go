@@ -231,7 +231,7 @@ func checkSandboxes(ctx context.Context, cfg *config.Config, home string) []chec
 	}
 	var out []check
 	pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
-	bwrapErr := po.bwrap().Probe(pctx)
+	bwrapErr := po.Bwrap().Probe(pctx)
 	cancel()
 	if bwrapErr != nil {
 		detail := berth.ErrorMessage(bwrapErr)
