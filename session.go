@@ -332,4 +332,10 @@ type TurnResult struct {
 type ACPError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Data is the JSON-RPC error's data as the agent sent it: often the
+	// real cause ("Connection error", the provider's answer).
+	Data json.RawMessage `json:"data,omitempty"`
+	// StopReason is the stop reason an agent gave that ACP does not define
+	// (code unknown_stop_reason), kept as it came.
+	StopReason string `json:"stop_reason,omitempty"`
 }

@@ -150,15 +150,22 @@ func turnEnd(resp acp.PromptResponse, err error, stopping bool) turnEndedData {
 	var rpcErr *acp.Error
 	switch {
 	case err == nil:
-		if end.StopReason == "" {
+		switch end.StopReason {
+		case "":
 			end.StopReason = berth.TurnEndTurn
+		case berth.TurnEndTurn, berth.TurnCancelled, berth.TurnMaxTokens, berth.TurnMaxTurnRequests, berth.TurnRefusal:
+		default:
+			// Not ACP's: readers can rely on the set; the agent's word is kept.
+			end.Error = &berth.ACPError{Code: "unknown_stop_reason", StopReason: end.StopReason,
+				Message: "the agent ended the turn with a stop reason ACP does not define"}
+			end.StopReason = berth.TurnError
 		}
 	case errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired:
 		end.StopReason = berth.TurnError
-		end.Error = &berth.ACPError{Code: "auth_required", Message: rpcErr.Message}
+		end.Error = &berth.ACPError{Code: "auth_required", Message: rpcErr.Message, Data: rpcErr.Data}
 	case rpcErr != nil && rpcErr.Message != acp.ErrClosed.Error():
 		end.StopReason = berth.TurnError
-		end.Error = &berth.ACPError{Code: "agent_error", Message: rpcErr.Message}
+		end.Error = &berth.ACPError{Code: "agent_error", Message: rpcErr.Message, Data: rpcErr.Data}
 	case stopping:
 		end.StopReason = berth.TurnCancelled
 	default:

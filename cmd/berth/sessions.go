@@ -143,7 +143,7 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	t := newTable(w)
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(t, "%s:\t%s\n", k, v)
+			fmt.Fprintf(t, "%s:\t%s\n", k, printable(v))
 		}
 	}
 	when := func(at time.Time) string {
