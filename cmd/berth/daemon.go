@@ -26,6 +26,7 @@ import (
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/snapshot"
+	"github.com/berth-sh/berth/store/memory"
 	"github.com/berth-sh/berth/store/postgres"
 	"github.com/berth-sh/berth/store/sqlite"
 )
@@ -121,6 +122,13 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	}
 	if d.store, err = openStore(ctx, o.home, o.cfg.Store, o.acceptEmptyStore, o.logger); err != nil {
 		return nil, err
+	}
+	if d.store.Name() == memory.Name {
+		// Agents left running for the next daemon would find no store to
+		// reattach from: with a memory store, closing stops them.
+		d.leaveSessions = false
+		o.logger.Warn("the store is in memory (memory:): every session, its events and its queue are lost when " +
+			"the daemon exits, and sessions are stopped then instead of left running")
 	}
 	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger, SessionBytes: o.cfg.Limits.SessionInflightBytes})
 	if err = d.log.Open(); err != nil {
@@ -272,7 +280,8 @@ func daemonFiles(socket, storeURL string) []string {
 }
 
 // openStore opens the store a URL names: "" or "sqlite:PATH" for SQLite,
-// postgres://… for PostgreSQL (connecting within a bounded time).
+// postgres://… for PostgreSQL (connecting within a bounded time), memory:
+// for an empty store in memory.
 // A SQLite file is checked first (checkSQLiteFile); acceptEmpty lets a new
 // store start beside the session directories of a lost one.
 func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bool, logger *slog.Logger) (berth.Store, error) {
@@ -299,8 +308,10 @@ func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bo
 			return nil, err
 		}
 		return st, nil
+	case url == config.MemoryURL:
+		return memory.New(), nil
 	}
-	return nil, berth.Errorf(berth.EInvalid, "store url must be sqlite:PATH or postgres://…")
+	return nil, berth.Errorf(berth.EInvalid, "store url must be sqlite:PATH, postgres://… or memory:")
 }
 
 // sqlitePath is the database file of a SQLite store URL ("" or

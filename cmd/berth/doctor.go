@@ -172,10 +172,16 @@ func checkDaemon(cmd *cobra.Command) check {
 }
 
 // checkStore opens the configured store read-only and asks it to check
-// itself: SQLite's quick_check, or a PostgreSQL round trip.
+// itself: SQLite's quick_check, or a PostgreSQL round trip. A memory
+// store is a warning: it keeps nothing.
 func checkStore(ctx context.Context, home string, sc config.Store) check {
 	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
+	if sc.URL == config.MemoryURL {
+		// Nothing to check, but a warning worth reading before trusting it
+		// with work.
+		return check{"store", checkWarn, "memory: nothing is kept; every session and its log are lost when the daemon exits"}
+	}
 	if strings.HasPrefix(sc.URL, "postgres://") || strings.HasPrefix(sc.URL, "postgresql://") {
 		conn, err := pgx.Connect(ctx, sc.URL)
 		if err != nil {

@@ -20,7 +20,7 @@ func newServeCmd() *cobra.Command {
 		RunE: runServe,
 	}
 	f := cmd.Flags()
-	f.String("store", "", "store URL: sqlite:PATH or postgres://… (default: SQLite in the home directory)")
+	f.String("store", "", "store URL: sqlite:PATH, postgres://… or memory: (nothing kept after exit) (default: SQLite in the home directory)")
 	f.String("config", "", "config file (default $BERTH_HOME/config.toml)")
 	f.Bool("debug", false, "log at debug level (--log-level debug)")
 	f.String("log-format", "", "log format: text or json (default: text on a terminal, JSON otherwise)")
