@@ -176,6 +176,16 @@ type Session struct {
 	// told apart.
 	SpawnKey  string `json:"-"`
 	SpawnHash string `json:"-"`
+
+	// MCPServers are the user's MCP servers given to the agent (CONTRACT
+	// §4.4), shown with their env and header values redacted.
+	MCPServers MCPServers `json:"mcp_servers,omitempty"`
+	// BerthTools says whether the agent is given the berth MCP server.
+	BerthTools bool `json:"berth_tools"`
+	// ToolsHash is the SHA-256 (hex) of the credential of the session's
+	// berth MCP server while its agent runs, so that a restarted daemon
+	// serves the agent's `berth mcp` again; "" when none.
+	ToolsHash string `json:"-"`
 }
 
 // ComputeBadge derives the badge from the session's fields. busy and waiting
@@ -241,6 +251,12 @@ type CreateRequest struct {
 	IdleTimeoutSeconds int               `json:"idle_timeout_seconds,omitempty"`
 	FromSnapshot       string            `json:"from_snapshot,omitempty"`
 	Prompt             string            `json:"prompt,omitempty"`
+
+	// MCPServers are given to the agent as ACP mcpServers (CONTRACT §4.4).
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
+	// BerthTools, when false, leaves the berth MCP server out of the
+	// agent's mcpServers (CONTRACT §4.4); nil means true.
+	BerthTools *bool `json:"berth_tools,omitempty"`
 }
 
 // Prompt modes (CONTRACT §4.2).

@@ -68,22 +68,24 @@ func (c *Client) Initialize(ctx context.Context, info Implementation) (Initializ
 	return resp, err
 }
 
-// NewSession creates an ACP session working in cwd.
-func (c *Client) NewSession(ctx context.Context, cwd string) (NewSessionResponse, error) {
+// NewSession creates an ACP session working in cwd, given the MCP servers mcp.
+func (c *Client) NewSession(ctx context.Context, cwd string, mcp []McpServer) (NewSessionResponse, error) {
 	var resp NewSessionResponse
-	err := c.conn.Call(ctx, MethodSessionNew, NewSessionRequest{Cwd: cwd, McpServers: []json.RawMessage{}}, &resp)
+	err := c.conn.Call(ctx, MethodSessionNew, NewSessionRequest{Cwd: cwd, McpServers: orEmpty(mcp)}, &resp)
 	return resp, err
 }
 
-// LoadSession reopens a stored ACP session; the agent replays its history
-// as session/update notifications before it answers.
-func (c *Client) LoadSession(ctx context.Context, sessionID, cwd string) error {
-	return c.conn.Call(ctx, MethodSessionLoad, LoadSessionRequest{SessionID: sessionID, Cwd: cwd, McpServers: []json.RawMessage{}}, nil)
+// LoadSession reopens a stored ACP session, given the MCP servers mcp; the
+// agent replays its history as session/update notifications before it
+// answers.
+func (c *Client) LoadSession(ctx context.Context, sessionID, cwd string, mcp []McpServer) error {
+	return c.conn.Call(ctx, MethodSessionLoad, LoadSessionRequest{SessionID: sessionID, Cwd: cwd, McpServers: orEmpty(mcp)}, nil)
 }
 
-// ResumeSession resumes an ACP session without a replay.
-func (c *Client) ResumeSession(ctx context.Context, sessionID, cwd string) error {
-	return c.conn.Call(ctx, MethodSessionResume, LoadSessionRequest{SessionID: sessionID, Cwd: cwd, McpServers: []json.RawMessage{}}, nil)
+// ResumeSession resumes an ACP session without a replay, given the MCP
+// servers mcp.
+func (c *Client) ResumeSession(ctx context.Context, sessionID, cwd string, mcp []McpServer) error {
+	return c.conn.Call(ctx, MethodSessionResume, LoadSessionRequest{SessionID: sessionID, Cwd: cwd, McpServers: orEmpty(mcp)}, nil)
 }
 
 // Prompt runs one turn and returns its stop reason. Every update the agent

@@ -49,7 +49,7 @@ func TestLoadSessionReplaysBeforeItAnswers(t *testing.T) {
 	if err != nil || init.ProtocolVersion != 1 || !init.Capabilities().LoadSession {
 		t.Fatalf("initialize = %+v, %v", init, err)
 	}
-	ns, err := c.NewSession(ctx, cwd)
+	ns, err := c.NewSession(ctx, cwd, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestLoadSessionReplaysBeforeItAnswers(t *testing.T) {
 	if _, err := c2.Initialize(ctx, Implementation{Name: "test", Version: "1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c2.LoadSession(ctx, ns.SessionID, cwd); err != nil {
+	if err := c2.LoadSession(ctx, ns.SessionID, cwd, nil); err != nil {
 		t.Fatalf("load: %v", err)
 	}
 	second.mu.Lock()
@@ -80,7 +80,7 @@ func TestLoadSessionReplaysBeforeItAnswers(t *testing.T) {
 		texts[1] != "remembered" || texts[2] != "quietly" {
 		t.Fatalf("replayed before the answer: %v %q", kinds, texts)
 	}
-	if err := c2.LoadSession(ctx, "demo-unknown", cwd); err == nil {
+	if err := c2.LoadSession(ctx, "demo-unknown", cwd, nil); err == nil {
 		t.Fatal("loading an unknown session succeeded")
 	}
 	if resp, err := c2.Prompt(ctx, ns.SessionID, TextBlock("echo again")); err != nil || resp.StopReason != "end_turn" {

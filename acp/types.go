@@ -54,7 +54,8 @@ type InitializeRequest struct {
 // AgentCapabilities is the part of the agent's capabilities berth acts on;
 // Raw keeps all of it.
 type AgentCapabilities struct {
-	LoadSession         bool `json:"loadSession"`
+	LoadSession         bool            `json:"loadSession"`
+	McpCapabilities     McpCapabilities `json:"mcpCapabilities"`
 	SessionCapabilities struct {
 		Resume json.RawMessage `json:"resume,omitempty"`
 	} `json:"sessionCapabilities"`
@@ -84,8 +85,8 @@ func (c AgentCapabilities) CanResume() bool {
 
 // NewSessionRequest creates an ACP session.
 type NewSessionRequest struct {
-	Cwd        string            `json:"cwd"`
-	McpServers []json.RawMessage `json:"mcpServers"`
+	Cwd        string      `json:"cwd"`
+	McpServers []McpServer `json:"mcpServers"`
 }
 
 // NewSessionResponse answers session/new.
@@ -97,9 +98,9 @@ type NewSessionResponse struct {
 // LoadSessionRequest reopens a stored ACP session (session/load) or resumes
 // one (session/resume): both take the same fields.
 type LoadSessionRequest struct {
-	SessionID  string            `json:"sessionId"`
-	Cwd        string            `json:"cwd"`
-	McpServers []json.RawMessage `json:"mcpServers"`
+	SessionID  string      `json:"sessionId"`
+	Cwd        string      `json:"cwd"`
+	McpServers []McpServer `json:"mcpServers"`
 }
 
 // ContentBlock is a piece of content; berth sends and reads text blocks and

@@ -258,6 +258,8 @@ func (k *spawn) lineage(s *berth.Session) {
 		s.RootID = k.parent.ID
 	}
 	s.SpawnKey, s.SpawnHash = k.key, k.hash
+	// A parent without the berth tools has children without them.
+	s.BerthTools = s.BerthTools && k.parent.BerthTools
 	if s.ExpiresAt == nil {
 		// SpawnChild requires a TTL; this keeps a child without one impossible.
 		exp := s.CreatedAt.Add(time.Hour)

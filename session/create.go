@@ -61,6 +61,9 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if kid != nil {
 		network, netWarning = kid.network(spec, network, netWarning)
 	}
+	if err := checkMCPNetwork(req.MCPServers, provider.Name(), network); err != nil {
+		return nil, err
+	}
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}
@@ -84,6 +87,8 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
 		RootID: id,
 	}
+	s.MCPServers = req.MCPServers
+	s.BerthTools = req.BerthTools == nil || *req.BerthTools
 	kid.lineage(s)
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
@@ -164,6 +169,9 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		launch = rt.launch(ctx, provider)
 	}
 	if err := rt.start(ctx, launch); err != nil {
+		if berth.IsCode(err, berth.EInvalid) {
+			m.discardRefused(ctx, id)
+		}
 		return nil, err
 	}
 	// The answer's last_seq covers session_started: commit it first.
@@ -251,6 +259,9 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		if !validEnvName(k) {
 			return spec, nil, false, berth.Errorf(berth.EInvalid, "env name %q is not valid", k)
 		}
+	}
+	if err := berth.MCPServers(req.MCPServers).Validate(); err != nil {
+		return spec, nil, false, err
 	}
 	provider, unisolated, err := m.pickSandbox(req.Sandbox, req.Network)
 	return spec, provider, unisolated, err

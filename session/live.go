@@ -82,8 +82,16 @@ func (m *Manager) abandon(rt *runtime) {
 // and, on reattach, for the terminals and execs the daemon opens.
 func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
 	home := m.homeDir(s.ID)
+	binds := m.sandboxBinds(spec, home)
+	if b, ok := m.toolsBind(s); ok {
+		binds = append(binds, b)
+		// The agent runs `berth mcp` from berth's own binary.
+		if m.opts.Berth != spec.Command && outsideSystemDirs(m.opts.Berth) {
+			binds = append(binds, berth.Bind{Source: m.opts.Berth, Target: m.opts.Berth})
+		}
+	}
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
-		Env: agentEnv(spec, s.ID, s.Env), Network: s.Sandbox.Network, Binds: m.sandboxBinds(spec, home),
+		Env: agentEnv(spec, s.ID, s.Env), Network: s.Sandbox.Network, Binds: binds,
 		Image: spec.DockerImage, Limits: m.opts.Sandbox.Limits, Hide: m.hidden()}
 }
 
@@ -129,13 +137,19 @@ func (rt *runtime) run(redeliver [][]byte) {
 // systemDirs are visible inside every isolating sandbox already.
 var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"}
 
+// outsideSystemDirs reports whether the absolute path p lies outside the
+// system directories (and so must be bound to be seen in a sandbox).
+func outsideSystemDirs(p string) bool {
+	return filepath.IsAbs(p) && !slices.ContainsFunc(systemDirs, func(d string) bool { return strings.HasPrefix(p, d) })
+}
+
 // sandboxBinds lists what an agent needs from the host inside its sandbox:
 // its own program when it lives outside the system directories (berth's
 // binary for the demo agent), and its home_files — the user's credentials —
 // read-only at the same place under the session's private HOME.
 func (m *Manager) sandboxBinds(spec berth.AgentSpec, home string) []berth.Bind {
 	var binds []berth.Bind
-	if filepath.IsAbs(spec.Command) && !slices.ContainsFunc(systemDirs, func(d string) bool { return strings.HasPrefix(spec.Command, d) }) {
+	if outsideSystemDirs(spec.Command) {
 		binds = append(binds, berth.Bind{Source: spec.Command, Target: spec.Command})
 	}
 	userHome := m.opts.UserHome

@@ -13,6 +13,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp/demoagent"
 	"github.com/berth-sh/berth/eventlog"
+	"github.com/berth-sh/berth/internal/mcptest"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/sqlite"
@@ -23,6 +24,8 @@ import (
 const agentEnvVar = "BERTH_SESSION_TEST_AGENT"
 
 func TestMain(m *testing.M) {
+	// The test MCP server that sessions' agents start as a stdio server.
+	mcptest.MaybeServeStdio()
 	switch os.Getenv(agentEnvVar) {
 	case "demo":
 		os.Exit(demoagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,7 +114,13 @@ type Options struct {
 	// boot is reattached or closed, with the ids of those live (the
 	// daemon removes the containers of the others).
 	AfterBoot func(ctx context.Context, live map[string]bool)
-	Logger    *slog.Logger
+	// Berth is the berth binary (os.Executable()), which agents run as
+	// their berth MCP server (`berth mcp`); ToolsHandler serves that
+	// server's calls on a session's tools socket. Without both, no agent
+	// is given the berth tools.
+	Berth        string
+	ToolsHandler func(open berth.ToolsOpener) http.Handler
+	Logger       *slog.Logger
 }
 
 // Manager owns the live sessions.
@@ -152,6 +159,8 @@ type Manager struct {
 	booted   chan struct{}
 	boot     sync.WaitGroup
 	stopBoot context.CancelFunc
+	// tools serves the live sessions' berth tools sockets.
+	tools toolGate
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -220,6 +229,8 @@ func (m *Manager) Open(ctx context.Context) error {
 	}
 	// A parent stopped while the daemon was down takes its children along.
 	m.stopOrphans(ctx)
+	// The tools sockets of sessions that stopped while no daemon ran go.
+	m.removeStaleTools()
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {
@@ -263,6 +274,11 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 		m.stopSupervisor()
 	}
 	if err := waitGroup(ctx, &m.supervisor); err != nil {
+		return err
+	}
+	// The tools calls end first: a wait_child or prompt_child in progress
+	// must not hold the shutdown.
+	if err := m.closeTools(ctx); err != nil {
 		return err
 	}
 	// Creates under way finish first, so the sessions they start are stopped too.

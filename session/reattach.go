@@ -50,6 +50,13 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 	if m.goLive(rt, false) != nil {
 		return fmt.Errorf("session %s is live already", s.ID)
 	}
+	if s.ToolsHash != "" && m.toolsEnabled() {
+		// The agent's `berth mcp` outlived the daemon, with its credential:
+		// its socket is served again.
+		if err := m.serveTools(s.ID, s.ToolsHash, rt.provider); err != nil {
+			rt.logger.Warn("serve the berth tools again", "err", err)
+		}
+	}
 
 	// Live: nothing fails from here. The turn's runner starts before the
 	// stream does: an answer replayed at once ends this turn, never one

@@ -65,6 +65,13 @@ type runtime struct {
 	m      *Manager
 	id     string
 	logger *slog.Logger
+	// toolsGrant is the berth tools socket and credential of the agent
+	// start under way (nil without berth tools); set before the agent
+	// starts, read for its session/new, load or resume.
+	toolsGrant *toolsGrant
+	// toolsWarning, set with toolsGrant, says why the agent has no berth
+	// tools; start logs it.
+	toolsWarning string
 
 	// mu guards the fields below it, up to boxMu. Events that must stay
 	// ordered against turn boundaries are enqueued while it is held.
@@ -420,6 +427,8 @@ func (rt *runtime) drain() {
 // records the session stopped. Every other producer of the session's
 // events has returned by now, so session_stopped is its last event.
 func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
+	// The session's berth tools credential dies with it.
+	rt.m.revokeTools(rt.id, true)
 	ev := berth.NewEvent(rt.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
 	if failure != nil {
 		rt.logger.Info("session stopped", "stop_reason", reason, "failure", failure.Kind, "message", failure.Message)
@@ -442,6 +451,7 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 		err := rt.transition(ctx, berth.StateStopped, func(s *berth.Session) {
 			s.StopReason, s.Failure, s.AgentPID = reason, failure, 0
 			s.ShimSocket, s.ShimPID = "", 0
+			s.ToolsHash = ""
 		})
 		if err == nil || berth.IsCode(err, berth.EConflict) || attempt == 4 {
 			if err != nil {

@@ -19,6 +19,9 @@ type launching struct {
 	// proc or fail is set once done is closed.
 	proc berth.Process
 	fail *berth.Failure
+	// toolsHash is the hash of the berth tools credential the agent is
+	// given ("" for none), recorded with its pid.
+	toolsHash string
 }
 
 // launch opens the sandbox and starts the agent in the background, for
@@ -29,9 +32,12 @@ func (rt *runtime) launch(ctx context.Context, provider berth.SandboxProvider) *
 	sess := rt.sess
 	rt.mu.Unlock()
 	rt.provider = provider
+	// The berth tools are served before the sandbox opens: it binds their directory.
+	sess.ToolsHash = ""
+	rt.toolsGrant = rt.m.grantTools(rt, &sess, provider)
 	rt.boxCfg = rt.m.sandboxConfig(&sess, rt.spec)
 	// The agent's stdout continues the session's stream offsets.
-	l := &launching{done: make(chan struct{}), base: sess.AgentOffset}
+	l := &launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
 		defer close(l.done)
 		l.proc, l.fail = rt.startAgent(ctx, l.base)
@@ -46,6 +52,9 @@ func (rt *runtime) abortLaunch(ctx context.Context, l *launching) {
 		return
 	}
 	<-l.done
+	if rt.toolsGrant != nil {
+		rt.m.revokeTools(rt.id, true)
+	}
 	if l.proc == nil {
 		return
 	}
@@ -67,8 +76,10 @@ func (rt *runtime) abortLaunch(ctx context.Context, l *launching) {
 
 // start takes over the agent l starts and completes the ACP handshake. A
 // failure stops the session as startup_failed; it is an error for the
-// caller only when nothing could be recorded. ctx is not cancelled
-// (CreateSession detaches it): every path ends in a recorded state.
+// caller only when nothing could be recorded, or (EInvalid) when the agent
+// does not offer an MCP transport the session's servers need. ctx is not
+// cancelled (CreateSession detaches it): every path ends in a recorded
+// state.
 func (rt *runtime) start(ctx context.Context, l *launching) error {
 	defer close(rt.handshook)
 	m := rt.m
@@ -79,6 +90,12 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 	}
 	<-l.done
 	proc, f, base := l.proc, l.fail, l.base
+	if rt.toolsWarning != "" {
+		// Said now that the session's log has begun.
+		rt.mu.Lock()
+		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": rt.toolsWarning})
+		rt.mu.Unlock()
+	}
 	if f != nil {
 		return rt.failStart(ctx, f)
 	}
@@ -88,6 +105,7 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 	// reattach, or to kill what is left.
 	if err := rt.save(ctx, func(s *berth.Session) {
 		s.AgentPID, s.ShimSocket, s.ShimPID = proc.Pid(), "", 0
+		s.ToolsHash = l.toolsHash
 		if rt.shim != nil {
 			s.ShimSocket, s.ShimPID = rt.shimSocket, rt.shim.ShimPID()
 		}
@@ -107,6 +125,13 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 	}
 	if init.ProtocolVersion != acp.ProtocolVersion {
 		return rt.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
+	}
+	rt.mu.Lock()
+	servers := rt.sess.MCPServers
+	rt.mu.Unlock()
+	if err := checkMCPTransports(rt.spec.Name, init.Capabilities().McpCapabilities, servers); err != nil {
+		_ = rt.handshakeFailed(ctx, "initialize", err)
+		return err
 	}
 	acpID, resumedBy, err := rt.openACPSession(hctx, &init, handler)
 	if err != nil {
@@ -154,8 +179,15 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, error) {
 	prev := rt.resumeFrom
 	caps := init.Capabilities()
+	rt.mu.Lock()
+	mcp := acpMCPServers(rt.sess.MCPServers)
+	grant := rt.toolsGrant
+	rt.mu.Unlock()
+	if grant != nil {
+		mcp = append(mcp, rt.m.toolsMCPServer(grant))
+	}
 	if prev == "" {
-		ns, err := rt.client.NewSession(ctx, rt.workspace)
+		ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 		return ns.SessionID, "", err
 	}
 	var err error
@@ -164,10 +196,10 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	case caps.LoadSession:
 		// The replayed history is in the log already.
 		h.replaying.Store(true)
-		how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace)
+		how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace, mcp)
 		h.replaying.Store(false)
 	case caps.CanResume():
-		how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace)
+		how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace, mcp)
 	}
 	if how != "" && err == nil {
 		return prev, how, nil
@@ -181,7 +213,7 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 		}
 		rt.mu.Unlock()
 	}
-	ns, err := rt.client.NewSession(ctx, rt.workspace)
+	ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 	if err != nil {
 		return "", "", err
 	}

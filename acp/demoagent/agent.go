@@ -40,6 +40,9 @@ type agent struct {
 	exit    func(int)
 	release <-chan struct{}
 
+	// noMCPHTTP hides MCP over HTTP: only stdio servers are offered.
+	noMCPHTTP bool
+
 	hung     chan struct{}
 	hungOnce sync.Once
 
@@ -67,6 +70,8 @@ type session struct {
 
 	mu  sync.Mutex
 	cwd string
+	// mcp are the MCP servers the client gave in session/new or session/load.
+	mcp []acp.McpServer
 }
 
 func (s *session) getCwd() string {
@@ -201,6 +206,8 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession: !a.noLoad,
+			// stdio is always offered; HTTP too, SSE not (CONTRACT §6).
+			McpCapabilities: acp.McpCapabilities{Http: !a.noMCPHTTP},
 		},
 		AgentInfo:   &acp.Implementation{Name: agentName, Version: agentVersion},
 		AuthMethods: []acp.AuthMethod{},
@@ -224,7 +231,7 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 		return acp.NewSessionResponse{}, err
 	}
 	a.mu.Lock()
-	a.sessions[id] = &session{id: id, log: log, cwd: p.Cwd}
+	a.sessions[id] = &session{id: id, log: log, cwd: p.Cwd, mcp: p.McpServers}
 	a.mu.Unlock()
 	return acp.NewSessionResponse{SessionId: acp.SessionId(id)}, nil
 }
@@ -265,6 +272,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	s.turnMu.Lock()
 	defer s.turnMu.Unlock()
 	s.setCwd(p.Cwd)
+	s.setMCP(p.McpServers)
 	rp := &replayer{a: a, ctx: ctx, sid: s.id}
 	if err := s.log.replay(rp.add); err != nil {
 		return acp.LoadSessionResponse{}, err

@@ -30,6 +30,9 @@ import (
 //	stderr TEXT        writes TEXT and a newline to stderr
 //	plan A|B|C         plan update, entries pending / medium
 //	usage USED SIZE    usage_update
+//	mcp SERVER TOOL JSON  tool_call (fetch) + tools/call of TOOL with the
+//	                   JSON object on the session's MCP server SERVER; then
+//	                   the tool's text, or "mcp error: …"
 //
 // Text layout: every message (echo, echoed lines, tool results) is its own
 // agent_message_chunk. The first message of a turn is sent as TEXT and later
@@ -81,6 +84,7 @@ var commands = map[string]command{
 	"stderr": (*turn).stderrCmd,
 	"plan":   (*turn).plan,
 	"usage":  (*turn).usage,
+	"mcp":    (*turn).mcpCall,
 }
 
 // run executes the prompt's lines and returns the stop reason.

@@ -1,7 +1,7 @@
 // Package demoagent is berth's deterministic ACP v1 agent ("berth agent-demo").
 //
 // It has no model: every line of a prompt is a command (echo, think, write,
-// read, run, ask, sleep, flood, crash, hang, stderr, plan, usage) or plain text
+// read, run, ask, sleep, flood, crash, hang, stderr, plan, usage, mcp) or plain text
 // that is echoed back. Tests, benchmarks and first-time users drive it to
 // exercise every part of the protocol a real coding agent uses. See
 // CONTRACT §6 and the command docs in commands.go.
@@ -36,7 +36,7 @@ type options struct {
 	defaultStateDir string
 }
 
-// Main runs the demo agent over stdin/stdout until stdin closes; args are the CLI args after "agent-demo" (flags: --state-dir DIR, --no-load). Returns the process exit code.
+// Main runs the demo agent over stdin/stdout until stdin closes; args are the CLI args after "agent-demo" (flags: --state-dir DIR, --no-load, --no-mcp-http). Returns the process exit code.
 //
 // Exit codes: 0 when stdin closed, 1 when the state dir cannot be created,
 // 2 on a usage error. The `crash` command exits the process directly.
@@ -59,6 +59,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, opts options)
 	fs.SetOutput(errw)
 	stateDir := fs.String("state-dir", "", "directory where session histories are kept (default $HOME/.berth-demo; enables session/load across runs)")
 	noLoad := fs.Bool("no-load", false, "do not offer session/load (an agent that cannot reopen a conversation)")
+	noMCPHTTP := fs.Bool("no-mcp-http", false, "do not offer MCP over HTTP (an agent with stdio MCP servers only)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -81,6 +82,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, opts options)
 
 	a := newAgent(*stateDir, stdout, errw, opts.release)
 	a.noLoad = *noLoad
+	a.noMCPHTTP = *noMCPHTTP
 	// The SDK starts reading in its constructor, but SetLogger and a.conn
 	// must be set before anything is read (SetLogger is not synchronized).
 	ready := make(chan struct{})

@@ -12,12 +12,16 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth/internal/mcptest"
 )
 
 // childEnv makes the test binary run Main as a real agent process.
 const childEnv = "BERTH_DEMOAGENT_CHILD"
 
 func TestMain(m *testing.M) {
+	// The test MCP server the `mcp` tests start as a stdio server.
+	mcptest.MaybeServeStdio()
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(Main(strings.Fields(os.Getenv(childEnv+"_ARGS")), os.Stdin, os.Stdout, os.Stderr))
 	}

@@ -50,6 +50,7 @@ func newBenchCmd() *cobra.Command {
 	f.Int("fanout", 0, "readers of /v1/events/stream while every session runs turns (0 skips it)")
 	f.Duration("fanout-seconds", 10*time.Second, "how long the sessions run turns during --fanout")
 	f.Bool("no-shims", false, "run the agents as the daemon's own children (no shim), for comparison")
+	f.Int("children", 0, "children of one parent spawned, timed until active; then --prompts prompts to a child through the parent's berth MCP server and over the API (0 skips it)")
 	f.Int("soak", 0, "run only a soak of this many create → prompt → delete cycles, and fail if the daemon holds more fds, goroutines, processes or disk afterwards")
 	f.Int("soak-in-flight", 20, "soak cycles run at once")
 	return cmd
@@ -74,6 +75,7 @@ type benchResult struct {
 	bootResult
 	fanoutResult
 	directResult
+	childrenResult
 }
 
 // runBench is the bench command.
@@ -102,7 +104,9 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	cfg.Store.URL = storeURL
-	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, nSessions+1)
+	nChildren, _ := f.GetInt("children")
+	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, nSessions+nChildren+2)
+	cfg.Limits.MaxChildren = max(cfg.Limits.MaxChildren, nChildren)
 	ctx := cmd.Context()
 	noShims, _ := f.GetBool("no-shims")
 	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0",
@@ -211,6 +215,11 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	if n, _ := f.GetInt("list-sessions"); n > 0 {
 		fmt.Fprintf(progress, "listing %d sessions…\n", n)
 		if err := benchListing(ctx, c, d, n, 100, &res.readResult); err != nil {
+			return err
+		}
+	}
+	if n, _ := f.GetInt("children"); n > 0 {
+		if err := benchChildren(ctx, c, sandbox, n, nPrompts, &res.childrenResult, progress); err != nil {
 			return err
 		}
 	}
@@ -502,5 +511,6 @@ func printBench(w io.Writer, r benchResult) {
 		fmt.Fprintf(t, "list %d sessions, %d a page\tp50 %.2f ms\tp99 %.2f ms\n", r.ListedSessions, r.ListPageSize, r.ListPageP50Ms, r.ListPageP99Ms)
 	}
 	fmt.Fprintf(t, "load average\t%.2f\n", r.LoadAverage)
+	printChildren(t, r.childrenResult)
 	t.Flush()
 }

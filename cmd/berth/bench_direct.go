@@ -88,7 +88,7 @@ func startDirect(spec berth.AgentSpec, root string) (*directAgent, time.Duration
 		a.close()
 		return nil, 0, err
 	}
-	res, err := a.call(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: ws, McpServers: []json.RawMessage{}}, nil)
+	res, err := a.call(acp.MethodSessionNew, acp.NewSessionRequest{Cwd: ws, McpServers: []acp.McpServer{}}, nil)
 	if err != nil {
 		a.close()
 		return nil, 0, err

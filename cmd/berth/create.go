@@ -21,6 +21,7 @@ type createFlags struct {
 	env, labels  []string
 	ttl, idle    time.Duration
 	workspaceRaw string
+	mcpConfig    string
 }
 
 // add registers the flags on fl; agent is the --agent default.
@@ -37,6 +38,7 @@ func (c *createFlags) add(fl *pflag.FlagSet, agent string) {
 	fl.DurationVar(&c.idle, "idle-timeout", 0, "stop the session after this long without activity (default: the daemon's)")
 	fl.StringVar(&c.req.FromSnapshot, "from-snapshot", "", "start the workspace from this snapshot (berth snapshot --list)")
 	fl.StringVar(&c.req.Prompt, "prompt", "", "a first prompt, sent once the agent is ready")
+	fl.StringVar(&c.mcpConfig, "mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
 }
 
 // request is the create body the flags give, or a usage error.
@@ -53,6 +55,11 @@ func (c *createFlags) request(cmd *cobra.Command) (berth.CreateRequest, error) {
 	}
 	if req.Labels, err = keyValues(cmd, "--label", c.labels); err != nil {
 		return req, err
+	}
+	if c.mcpConfig != "" {
+		if req.MCPServers, err = readMCPConfig(c.mcpConfig); err != nil {
+			return req, usagef(cmd, "bad --mcp-config: %v", err)
+		}
 	}
 	for _, d := range []struct {
 		flag string

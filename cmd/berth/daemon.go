@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -33,7 +34,7 @@ import (
 // addDaemonCommands registers the commands that run a daemon in this process
 // (serve, run, bench) and the hidden agent-demo command.
 func addDaemonCommands(root *cobra.Command) {
-	root.AddCommand(newServeCmd(), newRunCmd(), newBenchCmd(), newAgentDemoCmd(), newShimCmd())
+	root.AddCommand(newServeCmd(), newRunCmd(), newBenchCmd(), newAgentDemoCmd(), newShimCmd(), newMCPCmd())
 }
 
 // daemon is one berth daemon assembled in this process: store, event log,
@@ -180,6 +181,10 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
 		// Once the boot knows which sessions it reattached.
 		AfterBoot: d.removeLeftoverContainers,
+		Berth:     self,
+		ToolsHandler: func(open berth.ToolsOpener) http.Handler {
+			return bhttp.NewToolsHandler(open, lim.MaxPromptBytes, o.logger)
+		},
 	})
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/mcptest"
 )
 
 // bin is the berth binary built once for the end-to-end tests, carrying
@@ -30,6 +31,8 @@ import (
 var bin, exampleAgent, binDir string
 
 func TestMain(m *testing.M) {
+	// The test MCP server that sessions' agents start as a stdio server.
+	mcptest.MaybeServeStdio()
 	dir, err := os.MkdirTemp("", "berth-e2e-")
 	if err != nil {
 		panic(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,7 @@ import (
 // newRunCmd creates a session, runs one prompt and streams it.
 func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   `run [--agent demo] [--sandbox P] [--workspace DIR] [--mode MODE] [--rm] "prompt"`,
+		Use:   `run [--agent demo] [--sandbox P] [--workspace DIR] [--mode MODE] [--mcp-config FILE] [--rm] "prompt"`,
 		Short: "Create a session, run one prompt and stream it to the terminal",
 		Long: "Create a session, send the prompt and stream the agent's messages, thoughts and tool\n" +
 			"calls as they come. Exits 0 when the turn ends with end_turn. When no daemon answers,\n" +
@@ -35,6 +36,7 @@ func newRunCmd() *cobra.Command {
 	f.String("workspace", "", "existing directory to work in (default: a managed workspace)")
 	f.String("mode", "", "permission mode: approve-reads (default), approve-all, deny-all, or ask (answer each request here)")
 	f.String("config", "", "config file for an in-process daemon (default $BERTH_HOME/config.toml)")
+	f.String("mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
 	f.Bool("rm", false, "delete the session (its log and managed workspace) once the turn ends")
 	return cmd
 }
@@ -73,6 +75,11 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if ws, _ := f.GetString("workspace"); ws != "" {
 		if req.Workspace, err = filepath.Abs(ws); err != nil {
 			return usagef(cmd, "bad --workspace: %v", err)
+		}
+	}
+	if path, _ := f.GetString("mcp-config"); path != "" {
+		if req.MCPServers, err = readMCPConfig(path); err != nil {
+			return usagef(cmd, "bad --mcp-config: %v", err)
 		}
 	}
 	s, err := client.CreateSession(ctx, req)
@@ -114,6 +121,22 @@ func runRun(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("the turn ended with %s", stop)
 	}
 	return nil
+}
+
+// readMCPConfig reads a JSON list of MCP servers, strictly: the daemon
+// checks the rest.
+func readMCPConfig(path string) ([]berth.MCPServer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var servers []berth.MCPServer
+	if err := dec.Decode(&servers); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return servers, nil
 }
 
 // leftBehind says what the command left of the session and how to reach

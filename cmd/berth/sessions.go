@@ -179,6 +179,7 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	if len(s.Labels) > 0 {
 		row("labels", labelsText(s.Labels))
 	}
+	row("mcp servers", mcpServersText(s.MCPServers))
 	row("created", when(s.CreatedAt))
 	row("last activity", when(s.LastActivityAt))
 	if s.ExpiresAt != nil {
@@ -193,6 +194,16 @@ func writeSession(w io.Writer, s *berth.Session) error {
 		row("resumable", fmt.Sprint(s.Resumable))
 	}
 	return t.Flush()
+}
+
+// mcpServersText names a session's MCP servers with their transports:
+// "files (stdio), docs (http)".
+func mcpServersText(l berth.MCPServers) string {
+	parts := make([]string, len(l))
+	for i, m := range l {
+		parts[i] = m.Name + " (" + m.Transport() + ")"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // newStopCommand returns `berth stop ID`.

@@ -40,6 +40,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"CreateConflict", testCreateConflict},
 		{"CreateInvalid", testCreateInvalid},
 		{"HiddenFieldsRoundTrip", testHiddenFields},
+		{"MCPServersRoundTrip", testMCPServers},
 		{"ListOrder", testListOrder},
 		{"ListFilters", testListFilters},
 		{"ListPaging", testListPaging},

@@ -27,12 +27,21 @@ type sessionDoc struct {
 	ShimPID    int               `json:"shim_pid,omitempty"`
 	SpawnKey   string            `json:"spawn_key,omitempty"`
 	SpawnHash  string            `json:"spawn_hash,omitempty"`
+
+	// MCPServers shadows the Session's field of the same JSON name, whose
+	// marshalling redacts secrets: the document keeps them whole.
+	MCPServers []berth.MCPServer `json:"mcp_servers,omitempty"`
+	// NoBerthTools is stored rather than BerthTools, so that a session
+	// stored before berth_tools existed has them.
+	NoBerthTools bool   `json:"no_berth_tools,omitempty"`
+	ToolsHash    string `json:"tools_hash,omitempty"`
 }
 
 // EncodeSession marshals s with its hidden fields. EInvalid if it cannot.
 func EncodeSession(s *berth.Session) (string, error) {
 	b, err := json.Marshal(sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth,
-		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID, SpawnKey: s.SpawnKey, SpawnHash: s.SpawnHash})
+		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID, SpawnKey: s.SpawnKey, SpawnHash: s.SpawnHash, MCPServers: s.MCPServers,
+		NoBerthTools: !s.BerthTools, ToolsHash: s.ToolsHash})
 	if err != nil {
 		return "", berth.WrapError(berth.EInvalid, err, "session cannot be encoded")
 	}
@@ -51,6 +60,8 @@ func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, erro
 	s.Env, s.AgentPID, s.NeedsAuth = d.Env, d.AgentPID, d.NeedsAuth
 	s.ShimSocket, s.ShimPID = d.ShimSocket, d.ShimPID
 	s.SpawnKey, s.SpawnHash = d.SpawnKey, d.SpawnHash
+	s.MCPServers = d.MCPServers
+	s.BerthTools, s.ToolsHash = !d.NoBerthTools, d.ToolsHash
 	s.LastSeq, s.AgentOffset = lastSeq, agentOffset
 	if s.RootID == "" && s.ParentID == "" {
 		// Written before sessions had trees: a root.

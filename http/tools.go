@@ -1,0 +1,135 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/berth-sh/berth"
+)
+
+// The berth tools API: what a session's tools socket answers (CONTRACT
+// §4.4). `berth mcp`, the MCP server an agent runs, calls
+// POST /v1/tools/{tool} with the tool's arguments as the JSON body and the
+// session's credential as a bearer token; the answer is the tool's result,
+// or the API's error JSON. Nothing else is served on the socket.
+
+// ToolsPath is the path of a tool's call on a tools socket.
+func ToolsPath(tool string) string { return "/v1/tools/" + tool }
+
+// toolsHandler serves one session's tools socket.
+type toolsHandler struct {
+	open    berth.ToolsOpener
+	log     *slog.Logger
+	maxBody int64
+}
+
+// NewToolsHandler returns the handler of a session's tools socket: open
+// authorises each call by its bearer token. maxPromptBytes bounds a
+// prompt's text (0: the default), and so the body.
+func NewToolsHandler(open berth.ToolsOpener, maxPromptBytes int, log *slog.Logger) http.Handler {
+	if maxPromptBytes <= 0 {
+		maxPromptBytes = defaultMaxPromptBytes
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &toolsHandler{open: open, log: log, maxBody: 6*int64(maxPromptBytes) + jsonSlack}
+}
+
+// ServeHTTP implements http.Handler.
+func (h *toolsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tool, ok := strings.CutPrefix(r.URL.Path, "/v1/tools/")
+	if !ok || r.Method != http.MethodPost {
+		h.fail(w, r, berth.Errorf(berth.ENotFound, "no such path: the tools socket answers POST /v1/tools/{tool}"))
+		return
+	}
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	tools, done, err := h.open(token)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer done()
+	out, err := h.call(r.Context(), tools, tool, r, w)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// call decodes the arguments of tool and calls it.
+func (h *toolsHandler) call(ctx context.Context, tools berth.ChildTools, tool string, r *http.Request, w http.ResponseWriter) (any, error) {
+	switch tool {
+	case berth.ToolSpawnChild:
+		var a berth.SpawnChildArgs
+		if err := h.decode(w, r, &a); err != nil {
+			return nil, err
+		}
+		return tools.SpawnChild(ctx, a)
+	case berth.ToolPromptChild:
+		var a berth.PromptChildArgs
+		if err := h.decode(w, r, &a); err != nil {
+			return nil, err
+		}
+		return tools.PromptChild(ctx, a)
+	case berth.ToolWaitChild:
+		var a berth.WaitChildArgs
+		if err := h.decode(w, r, &a); err != nil {
+			return nil, err
+		}
+		return tools.WaitChild(ctx, a)
+	case berth.ToolListChildren:
+		var a struct{}
+		if err := h.decode(w, r, &a); err != nil {
+			return nil, err
+		}
+		return tools.ListChildren(ctx)
+	case berth.ToolStopChild:
+		var a berth.ChildArgs
+		if err := h.decode(w, r, &a); err != nil {
+			return nil, err
+		}
+		return tools.StopChild(ctx, a)
+	}
+	return nil, berth.Errorf(berth.ENotFound, "no berth tool %q", tool)
+}
+
+// decode reads the body into v as strictly as the API does.
+func (h *toolsHandler) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		return decodeError(err, h.maxBody)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err, h.maxBody)
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return berth.Errorf(berth.EInvalid, "request body has data after the JSON object")
+	}
+	return exactFields(raw, v)
+}
+
+// fail answers err as the API's error JSON.
+func (h *toolsHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	obj := errorObjectOf(err)
+	if obj.Code == berth.EInternal {
+		h.log.Error("berth tools: internal error", "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, StatusForCode(obj.Code), errorBody{Error: obj})
+}
+
+// CallTool calls tool on a tools socket (a client from NewUnixClient with
+// the session's credential as its token), decoding its answer into out.
+func (c *Client) CallTool(ctx context.Context, tool string, in, out any) error {
+	return c.Do(ctx, http.MethodPost, ToolsPath(tool), nil, in, out)
+}

@@ -1,0 +1,201 @@
+// Package berthmcp is the berth MCP server (CONTRACT §4.4, "Agents spawn
+// too"): `berth mcp`, which every session's agent is given in its ACP
+// mcpServers and runs on stdio inside its sandbox. Its tools — spawn_child,
+// prompt_child, wait_child, list_children, stop_child — are calls on the
+// session's tools socket, which the daemon serves for that one session and
+// authorises by the credential in the server's environment. It is built on
+// the official Go MCP SDK.
+package berthmcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/berth-sh/berth"
+	bhttp "github.com/berth-sh/berth/http"
+)
+
+// Bounds of the tools' arguments, in their input schemas.
+const (
+	maxAgentLen  = 128
+	maxNameLen   = 256
+	maxPromptLen = 256 << 10
+	maxIDLen     = 64
+)
+
+// Caller calls one tool on the session's tools socket, decoding its answer
+// into out; an error is a *berth.Error with the daemon's code.
+type Caller func(ctx context.Context, tool string, in, out any) error
+
+// NewServer returns the MCP server whose tools call call.
+func NewServer(call Caller, version string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: berth.ToolsServerName, Title: "berth child sessions", Version: version}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolSpawnChild, InputSchema: spawnSchema(),
+		Description: "Start a child session: another agent working in this session's workspace, in a sandbox no looser than this one, " +
+			"stopped when this session stops or after ttl_seconds. prompt, when given, is its first prompt. Answers {child_id}."},
+		handler[berth.SpawnChildArgs, berth.SpawnChildResult](call, berth.ToolSpawnChild))
+	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolPromptChild, InputSchema: promptSchema(),
+		Description: "Send a prompt to a child session (queued behind its turn in flight). With wait, answer only once that turn ended, " +
+			"with its stop_reason and the child's text."},
+		handler[berth.PromptChildArgs, berth.PromptChildResult](call, berth.ToolPromptChild))
+	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolWaitChild, InputSchema: waitSchema(),
+		Description: "Wait up to timeout_seconds until a child session has nothing left to do (idle, waiting for a decision, or stopped). " +
+			"Answers its state, the stop_reason and its last message as text; timed_out when it was still busy."},
+		handler[berth.WaitChildArgs, berth.WaitChildResult](call, berth.ToolWaitChild))
+	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolListChildren, InputSchema: object(nil),
+		Description: "List this session's child sessions: [{child_id, name, state, badge}]."},
+		listHandler(call))
+	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolStopChild, InputSchema: object(map[string]*jsonschema.Schema{"child_id": idSchema()}, "child_id"),
+		Description: "Stop a child session (its own children stop with it)."},
+		handler[berth.ChildArgs, berth.ChildInfo](call, berth.ToolStopChild))
+	s.AddReceivingMiddleware(codedArgumentErrors)
+	return s
+}
+
+// codedArgumentErrors gives the arguments the SDK refuses (against a
+// tool's input schema, before its handler runs) berth's code for bad
+// input, like every other tool error: "invalid_argument: …".
+func codedArgumentErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok || !r.IsError || len(r.Content) != 1 {
+			return res, err
+		}
+		if t, ok := r.Content[0].(*mcp.TextContent); ok && !coded(t.Text) {
+			t.Text = berth.EInvalid + ": " + t.Text
+		}
+		return res, err
+	}
+}
+
+// coded reports whether a tool error's text starts with a berth code.
+func coded(text string) bool {
+	code, _, ok := strings.Cut(text, ": ")
+	return ok && berthCodes[code]
+}
+
+// berthCodes are the error codes a tool error may start with.
+var berthCodes = map[string]bool{
+	berth.EInvalid: true, berth.EUnauthenticated: true, berth.EForbidden: true, berth.ENotFound: true,
+	berth.EConflict: true, berth.ETooLarge: true, berth.EQueueFull: true, berth.EUnsupportedMedia: true,
+	berth.ERateLimited: true, berth.EUnavailable: true, berth.EInternal: true,
+}
+
+// handler is a tool handler that calls tool with its arguments and
+// answers the daemon's result, or an error result whose text is the
+// daemon's error code and message.
+func handler[In, Out any](call Caller, tool string) mcp.ToolHandlerFor[In, *Out] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, *Out, error) {
+		var out Out
+		if err := call(ctx, tool, in, &out); err != nil {
+			return nil, nil, toolError(err)
+		}
+		return nil, &out, nil
+	}
+}
+
+// listHandler is list_children's handler: its text is the JSON array of
+// the children, its structured content {"children": [...]}.
+func listHandler(call Caller) mcp.ToolHandlerFor[struct{}, *berth.ChildrenResult] {
+	return func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, *berth.ChildrenResult, error) {
+		var out berth.ChildrenResult
+		if err := call(ctx, berth.ToolListChildren, struct{}{}, &out); err != nil {
+			return nil, nil, toolError(err)
+		}
+		if out.Children == nil {
+			out.Children = []berth.ChildInfo{}
+		}
+		text, err := json.Marshal(out.Children)
+		if err != nil {
+			return nil, nil, toolError(err)
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, &out, nil
+	}
+}
+
+// toolError is err as a tool error: "CODE: message".
+func toolError(err error) error {
+	return fmt.Errorf("%s: %s", berth.ErrorCode(err), berth.ErrorMessage(err))
+}
+
+// object is an object schema with props, the required ones, and no others.
+func object(props map[string]*jsonschema.Schema, required ...string) *jsonschema.Schema {
+	if props == nil {
+		props = map[string]*jsonschema.Schema{}
+	}
+	return &jsonschema.Schema{Type: "object", Properties: props, Required: required,
+		AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}}}
+}
+
+// str is a string schema of at most max bytes, at least min.
+func str(desc string, min, max int) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "string", Description: desc, MinLength: &min, MaxLength: &max}
+}
+
+// integer is an integer schema between min and max.
+func integer(desc string, min, max float64) *jsonschema.Schema {
+	return &jsonschema.Schema{Type: "integer", Description: desc, Minimum: &min, Maximum: &max}
+}
+
+// idSchema is a child session's id.
+func idSchema() *jsonschema.Schema {
+	s := str("the child session's id (ses_…)", 1, maxIDLen)
+	s.Pattern = "^ses_[0-9a-z]+$"
+	return s
+}
+
+func spawnSchema() *jsonschema.Schema {
+	return object(map[string]*jsonschema.Schema{
+		"agent":       str("the agent to run (see berth agents); default: this session's", 0, maxAgentLen),
+		"prompt":      str("the child's first prompt", 0, maxPromptLen),
+		"name":        str("a name for the child", 0, maxNameLen),
+		"ttl_seconds": integer("the child is stopped after this many seconds", 1, berth.MaxSessionSeconds),
+		"permission_mode": {Type: "string", Description: "no looser than this session's; default: this session's",
+			Enum: []any{berth.PermDenyAll, berth.PermAsk, berth.PermApproveReads, berth.PermApproveAll}},
+		"network": {Type: "boolean", Description: "network in the child's sandbox (only when this session has it)"},
+	}, "ttl_seconds")
+}
+
+func promptSchema() *jsonschema.Schema {
+	return object(map[string]*jsonschema.Schema{
+		"child_id": idSchema(),
+		"text":     str("the prompt", 1, maxPromptLen),
+		"wait":     {Type: "boolean", Description: "answer once the prompt's turn ended, with its text"},
+	}, "child_id", "text")
+}
+
+func waitSchema() *jsonschema.Schema {
+	return object(map[string]*jsonschema.Schema{
+		"child_id":        idSchema(),
+		"timeout_seconds": integer("how long to wait at most (0: do not wait)", 0, berth.MaxWaitChildSeconds),
+	}, "child_id")
+}
+
+// Main serves the berth MCP server on stdin/stdout until the client
+// closes it, calling the tools socket named by the environment.
+func Main(ctx context.Context, version string) error {
+	socket, token := os.Getenv(berth.ToolsSocketEnv), os.Getenv(berth.ToolsTokenEnv)
+	if socket == "" || token == "" {
+		return fmt.Errorf("berth mcp: %s and %s must be set (the daemon gives them to the agent)", berth.ToolsSocketEnv, berth.ToolsTokenEnv)
+	}
+	c := bhttp.NewUnixClient(socket, token)
+	defer c.Close()
+	call := func(ctx context.Context, tool string, in, out any) error {
+		// A list or a stop answers at once; a spawn within a handshake.
+		if tool == berth.ToolListChildren || tool == berth.ToolStopChild || tool == berth.ToolSpawnChild {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+			defer cancel()
+		}
+		return c.CallTool(ctx, tool, in, out)
+	}
+	return NewServer(call, version).Run(ctx, &mcp.StdioTransport{})
+}

@@ -1,0 +1,274 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/shim"
+)
+
+// The tools gate: each live session with berth_tools gets a Unix socket
+// of its own, in a directory of the daemon's run dir
+// ($BERTH_HOME/run/mcp-<id>/s) that is bound read-only at berth.ToolsDir
+// into the session's sandbox and into nothing else. Its agent's
+// `berth mcp` connects there and presents the session's credential, a
+// random string minted at each agent start, given to `berth mcp` in its
+// environment and stored only as its SHA-256. Under a root daemon the
+// directory and the socket belong to the uid the sandbox runs as (bwrap's
+// host uid, the docker container's user) with modes 0500 and 0600, so
+// that no other uid can connect; otherwise to the daemon's user (0700,
+// 0600). The socket stops answering when the session stops (the
+// directory is removed) and is served again, with the stored hash, by a
+// daemon that reattaches to the agent.
+
+// toolGate serves the tools sockets of the live sessions.
+type toolGate struct {
+	mu      sync.Mutex
+	closed  bool
+	servers map[string]*toolServer
+	// serving counts the Serve goroutines and the calls in progress.
+	serving sync.WaitGroup
+}
+
+// toolServer is one session's socket.
+type toolServer struct {
+	dir  string
+	hash []byte
+	ln   net.Listener
+	srv  *http.Server
+}
+
+// toolsGrant is what an agent start needs of its session's tools: the
+// socket's path as the agent sees it and the credential.
+type toolsGrant struct {
+	socket string
+	token  string
+}
+
+// toolsEnabled reports whether the daemon serves berth tools at all.
+func (m *Manager) toolsEnabled() bool { return m.opts.ToolsHandler != nil && m.opts.Berth != "" }
+
+// toolsRunDir holds the tools socket directories ($BERTH_HOME/run).
+func (m *Manager) toolsRunDir() string {
+	if m.opts.RunDir != "" {
+		return m.opts.RunDir
+	}
+	return filepath.Join(m.opts.Home, "run")
+}
+
+// toolsDir is session id's tools socket directory on the host.
+func (m *Manager) toolsDir(id string) string { return filepath.Join(m.toolsRunDir(), "mcp-"+id) }
+
+// grantTools mints a credential for the agent rt is about to start and
+// serves its socket. It returns nil when the session has no berth tools,
+// or when the socket cannot be served (a runtime_warning says why: the
+// session runs without them).
+func (m *Manager) grantTools(rt *runtime, s *berth.Session, provider berth.SandboxProvider) *toolsGrant {
+	if !s.BerthTools || !m.toolsEnabled() {
+		return nil
+	}
+	token := rand.Text() + rand.Text()
+	sum := sha256.Sum256([]byte(token))
+	hash := hex.EncodeToString(sum[:])
+	if err := m.serveTools(s.ID, hash, provider); err != nil {
+		rt.logger.Warn("serve the berth tools", "err", err)
+		// start says it in the session's log, which may not have begun yet.
+		rt.toolsWarning = "the berth MCP server is not available to this agent: " + berth.ErrorMessage(err)
+		return nil
+	}
+	s.ToolsHash = hash
+	socket := filepath.Join(berth.ToolsDir, berth.ToolsSocketName)
+	if provider.Name() == berth.SandboxHost {
+		socket = filepath.Join(m.toolsDir(s.ID), berth.ToolsSocketName)
+	}
+	return &toolsGrant{socket: socket, token: token}
+}
+
+// toolsMCPServer is the berth entry of the agent's mcpServers.
+func (m *Manager) toolsMCPServer(g *toolsGrant) acp.McpServer {
+	return acp.McpServer{Name: berth.ToolsServerName, Command: m.opts.Berth, Args: []string{"mcp"},
+		Env: []acp.EnvVariable{{Name: berth.ToolsSocketEnv, Value: g.socket}, {Name: berth.ToolsTokenEnv, Value: g.token}}}
+}
+
+// toolsBind is the bind of session s's tools directory into its sandbox,
+// with ok false when it has none.
+func (m *Manager) toolsBind(s *berth.Session) (berth.Bind, bool) {
+	if s.ToolsHash == "" || !m.toolsEnabled() || s.Sandbox.Provider == berth.SandboxHost {
+		return berth.Bind{}, false
+	}
+	return berth.Bind{Source: m.toolsDir(s.ID), Target: berth.ToolsDir}, true
+}
+
+// serveTools serves session id's socket for the credential whose SHA-256
+// is hashHex, in place of any it served before: the directory is kept
+// (a running sandbox has it bound), the socket file made anew.
+func (m *Manager) serveTools(id, hashHex string, provider berth.SandboxProvider) error {
+	hash, err := hex.DecodeString(hashHex)
+	if err != nil || len(hash) != sha256.Size {
+		return berth.Errorf(berth.EInternal, "the stored tools credential is malformed")
+	}
+	dir := m.toolsDir(id)
+	sock := filepath.Join(dir, berth.ToolsSocketName)
+	if len(sock) > shim.MaxSocketPath {
+		return berth.Errorf(berth.EUnavailable, "the tools socket's path is longer than a Unix socket takes (%d bytes): use a shorter BERTH_HOME", shim.MaxSocketPath)
+	}
+	m.revokeTools(id, false)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "cannot create the run directory")
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return berth.WrapError(berth.EUnavailable, err, "cannot create the tools directory")
+	}
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return berth.Errorf(berth.EUnavailable, "the tools directory is not a directory")
+	}
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return berth.WrapError(berth.EUnavailable, err, "cannot remove the old tools socket")
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "cannot listen on the tools socket")
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := giveTools(dir, sock, provider); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	ts := &toolServer{dir: dir, hash: hash, ln: ln}
+	ts.srv = &http.Server{Handler: m.opts.ToolsHandler(m.toolsOpener(id, ts)), ReadHeaderTimeout: 10 * time.Second}
+	g := &m.tools
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		_ = ln.Close()
+		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
+	}
+	if g.servers == nil {
+		g.servers = map[string]*toolServer{}
+	}
+	g.servers[id] = ts
+	g.serving.Add(1)
+	g.mu.Unlock()
+	go func() {
+		defer g.serving.Done()
+		_ = ts.srv.Serve(ln)
+	}()
+	return nil
+}
+
+// giveTools sets the owner and modes of a tools directory and its socket:
+// the sandbox's uid's alone when the provider runs it as another uid and
+// the daemon may give files away, else the daemon's user's.
+func giveTools(dir, sock string, provider berth.SandboxProvider) error {
+	if err := os.Chmod(sock, 0o600); err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "cannot set the tools socket's mode")
+	}
+	fo, ok := provider.(berth.SandboxFileOwner)
+	if !ok {
+		return nil
+	}
+	uid, gid, give := fo.FileOwner()
+	if !give {
+		return nil
+	}
+	for _, p := range []string{sock, dir} {
+		if err := os.Lchown(p, uid, gid); err != nil {
+			return berth.WrapError(berth.EUnavailable, err, "cannot give the tools socket to the sandbox's uid")
+		}
+	}
+	if err := os.Chmod(dir, 0o500); err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "cannot set the tools directory's mode")
+	}
+	return nil
+}
+
+// toolsOpener authorises one call on session id's socket: the credential
+// must be the one ts serves, and the session live here.
+func (m *Manager) toolsOpener(id string, ts *toolServer) berth.ToolsOpener {
+	return func(token string) (berth.ChildTools, func(), error) {
+		sum := sha256.Sum256([]byte(token))
+		if token == "" || subtle.ConstantTimeCompare(sum[:], ts.hash) != 1 {
+			return nil, nil, berth.Errorf(berth.EUnauthenticated, "the berth tools credential is not valid")
+		}
+		rt := m.runtimeOf(id)
+		if rt == nil || rt.gone() {
+			return nil, nil, berth.Errorf(berth.EUnauthenticated, "the berth tools credential is not valid: its session has stopped")
+		}
+		g := &m.tools
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.closed || g.servers[id] != ts {
+			return nil, nil, berth.Errorf(berth.EUnavailable, "the berth tools of this session are no longer served here")
+		}
+		g.serving.Add(1)
+		return &childTools{m: m, id: id}, g.serving.Done, nil
+	}
+}
+
+// revokeTools stops serving session id's socket, and with remove deletes
+// its directory (the session stopped: the credential is dead).
+func (m *Manager) revokeTools(id string, remove bool) {
+	g := &m.tools
+	g.mu.Lock()
+	ts := g.servers[id]
+	delete(g.servers, id)
+	g.mu.Unlock()
+	if ts != nil {
+		// Close cuts the calls in progress too: their contexts end.
+		_ = ts.srv.Close()
+	}
+	if remove {
+		if err := os.RemoveAll(m.toolsDir(id)); err != nil {
+			m.logger.Warn("remove the tools directory", "session_id", id, "err", err)
+		}
+	}
+}
+
+// closeTools stops serving every socket, leaving the files for the agents
+// that outlive the daemon, and waits for the calls in progress.
+func (m *Manager) closeTools(ctx context.Context) error {
+	g := &m.tools
+	g.mu.Lock()
+	g.closed = true
+	servers := g.servers
+	g.servers = nil
+	g.mu.Unlock()
+	for _, ts := range servers {
+		_ = ts.srv.Close()
+	}
+	return waitGroup(ctx, &g.serving)
+}
+
+// removeStaleTools removes the tools directories of sessions not served
+// by this daemon (their session stopped while no daemon ran).
+func (m *Manager) removeStaleTools() {
+	run := m.toolsRunDir()
+	entries, err := os.ReadDir(run)
+	if err != nil {
+		return
+	}
+	m.tools.mu.Lock()
+	defer m.tools.mu.Unlock()
+	for _, e := range entries {
+		id, ok := strings.CutPrefix(e.Name(), "mcp-")
+		if !ok || !e.IsDir() || m.tools.servers[id] != nil {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(run, e.Name())); err != nil {
+			m.logger.Warn("remove a stale tools directory", "session_id", id, "err", err)
+		}
+	}
+}

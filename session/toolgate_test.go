@@ -1,0 +1,131 @@
+package session
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/berth-sh/berth"
+	bhttp "github.com/berth-sh/berth/http"
+)
+
+// withTools serves the berth tools with the API's handler.
+func withTools(o *Options) {
+	o.Berth = "/usr/bin/true"
+	o.ToolsHandler = func(open berth.ToolsOpener) http.Handler { return bhttp.NewToolsHandler(open, 0, nil) }
+}
+
+// grantOf is the tools socket and credential session id's agent was given.
+func (e *env) grantOf(id string) *toolsGrant {
+	e.t.Helper()
+	rt := e.m.runtimeOf(id)
+	if rt == nil || rt.toolsGrant == nil {
+		e.t.Fatalf("session %s has no berth tools", id)
+	}
+	return rt.toolsGrant
+}
+
+// toolsCall lists the children over socket with token.
+func toolsCall(socket, token string) error {
+	c := bhttp.NewUnixClient(socket, token)
+	defer c.Close()
+	var out berth.ChildrenResult
+	return c.CallTool(context.Background(), berth.ToolListChildren, struct{}{}, &out)
+}
+
+// A session's credential opens only its own socket, and only while the
+// session runs: another session's credential, a wrong one and none are
+// unauthenticated; once the session stops, its socket and directory are
+// gone, its stored hash is cleared, and its credential is refused by the
+// gate even where a socket of its is still served.
+func TestToolsCredentialIsTheSessionsAndDiesWithIt(t *testing.T) {
+	e := newEnv(t, withTools)
+	a := e.create(berth.CreateRequest{})
+	b := e.create(berth.CreateRequest{})
+	ga, gb := e.grantOf(a.ID), e.grantOf(b.ID)
+	if err := toolsCall(ga.socket, ga.token); err != nil {
+		t.Fatalf("A's own call: %v", err)
+	}
+	for name, token := range map[string]string{"B's": gb.token, "a wrong": ga.token + "x", "no": ""} {
+		if err := toolsCall(ga.socket, token); !berth.IsCode(err, berth.EUnauthenticated) {
+			t.Fatalf("%s credential on A's socket: %v", name, err)
+		}
+	}
+	stored, err := e.store.GetSession(context.Background(), a.ID)
+	if err != nil || stored.ToolsHash == "" || stored.ToolsHash == ga.token {
+		t.Fatalf("stored tools hash %q (%v)", stored.ToolsHash, err)
+	}
+
+	// The gate's opener of A's socket, as it was while A ran.
+	e.m.tools.mu.Lock()
+	ts := e.m.tools.servers[a.ID]
+	e.m.tools.mu.Unlock()
+	open := e.m.toolsOpener(a.ID, ts)
+	if _, done, err := open(ga.token); err != nil {
+		t.Fatalf("A's credential while A runs: %v", err)
+	} else {
+		done()
+	}
+
+	if _, err := e.m.StopSession(context.Background(), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := toolsCall(ga.socket, ga.token); !berth.IsCode(err, berth.EUnavailable) {
+		t.Fatalf("A's credential after A stopped: %v", err)
+	}
+	if _, err := os.Stat(e.m.toolsDir(a.ID)); !os.IsNotExist(err) {
+		t.Fatalf("A's tools directory after it stopped: %v", err)
+	}
+	if _, _, err := open(ga.token); !berth.IsCode(err, berth.EUnauthenticated) {
+		t.Fatalf("A's credential at the gate after A stopped: %v", err)
+	}
+	if stored, _ := e.store.GetSession(context.Background(), a.ID); stored.ToolsHash != "" {
+		t.Fatalf("a stopped session keeps its tools hash %q", stored.ToolsHash)
+	}
+	if err := toolsCall(gb.socket, gb.token); err != nil {
+		t.Fatalf("B's call after A stopped: %v", err)
+	}
+}
+
+// A manager without a tools handler gives no agent the berth tools, and
+// a session created with berth_tools false gets none either.
+func TestNoToolsWithoutHandlerOrWhenRefused(t *testing.T) {
+	e := newEnv(t)
+	s := e.create(berth.CreateRequest{})
+	if rt := e.m.runtimeOf(s.ID); rt.toolsGrant != nil {
+		t.Fatal("a manager without a tools handler granted tools")
+	}
+	e2 := newEnv(t, withTools)
+	no := false
+	s = e2.create(berth.CreateRequest{BerthTools: &no})
+	if rt := e2.m.runtimeOf(s.ID); rt.toolsGrant != nil || s.BerthTools {
+		t.Fatalf("berth_tools false: grant %v, session shows %v", rt.toolsGrant, s.BerthTools)
+	}
+	if _, err := os.Stat(e2.m.toolsDir(s.ID)); !os.IsNotExist(err) {
+		t.Fatalf("berth_tools false made a tools directory: %v", err)
+	}
+}
+
+// A tools directory whose session is not live at boot (it stopped while
+// no daemon ran) is removed when the manager opens.
+func TestStaleToolsDirectoryRemovedAtBoot(t *testing.T) {
+	e := newEnv(t, withTools)
+	e.close()
+	dir := filepath.Join(e.home, "run", "mcp-ses_gone")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	keep := filepath.Join(e.home, "run", "other")
+	if err := os.MkdirAll(keep, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e.open(withTools)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the stale tools directory is still there: %v", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("a directory not of the tools was removed: %v", err)
+	}
+}
