@@ -72,6 +72,8 @@ func (m *Manager) runBoot(ctx context.Context, attach []*berth.Session, rec map[
 				// next boot (or a repair) to close.
 				m.logger.Error("session not reattached and not closed", "session_id", s.ID, "err", err)
 			} else {
+				// Its agent is gone: so is its tools credential.
+				m.revokeTools(s.ID, true)
 				// Clients listed it active while the API served: it changed.
 				m.publishStored(berth.ChangeSessionUpdated, m.stored(s))
 				if q, err := m.store.ListQueue(ctx, s.ID); err == nil && len(q) > 0 {

@@ -229,8 +229,14 @@ func (m *Manager) Open(ctx context.Context) error {
 	}
 	// A parent stopped while the daemon was down takes its children along.
 	m.stopOrphans(ctx)
-	// The tools sockets of sessions that stopped while no daemon ran go.
-	m.removeStaleTools()
+	// The tools sockets of sessions that stopped while no daemon ran go;
+	// those of sessions the boot reattaches stay (their sandboxes have the
+	// directory bound), to be served again.
+	keep := make(map[string]bool, len(attach))
+	for _, s := range attach {
+		keep[s.ID] = true
+	}
+	m.removeStaleTools(keep)
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {

@@ -253,8 +253,9 @@ func (m *Manager) closeTools(ctx context.Context) error {
 }
 
 // removeStaleTools removes the tools directories of sessions not served
-// by this daemon (their session stopped while no daemon ran).
-func (m *Manager) removeStaleTools() {
+// by this daemon (their session stopped while no daemon ran), but for
+// those in keep.
+func (m *Manager) removeStaleTools(keep map[string]bool) {
 	run := m.toolsRunDir()
 	entries, err := os.ReadDir(run)
 	if err != nil {
@@ -264,7 +265,7 @@ func (m *Manager) removeStaleTools() {
 	defer m.tools.mu.Unlock()
 	for _, e := range entries {
 		id, ok := strings.CutPrefix(e.Name(), "mcp-")
-		if !ok || !e.IsDir() || m.tools.servers[id] != nil {
+		if !ok || !e.IsDir() || m.tools.servers[id] != nil || keep[id] {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(run, e.Name())); err != nil {
