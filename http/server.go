@@ -62,6 +62,9 @@ type ServerOptions struct {
 	// Hooks answers /v1/hooks and /v1/hooks/deliveries; nil answers empty
 	// lists.
 	Hooks berth.HookService
+	// Metrics serves GET /metrics (the Prometheus text format); nil
+	// answers 404.
+	Metrics http.Handler
 }
 
 // Server serves a berth.SessionService over HTTP on a TCP address and a Unix
@@ -157,6 +160,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/sessions/{id}/repair", s.handleRepair)
 	s.mux.HandleFunc("GET /v1/hooks", s.handleListHooks)
 	s.mux.HandleFunc("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
+	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.uiRoutes()
 }
 

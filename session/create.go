@@ -28,6 +28,7 @@ const maxLabels = 64
 
 // CreateSession implements berth.SessionService.
 func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*berth.Session, error) {
+	began := time.Now()
 	if err := m.enter(); err != nil {
 		return nil, err
 	}
@@ -118,7 +119,9 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 			"reason": "no sandbox provider with isolation works on this host: the agent runs without isolation (sandbox host)"})
 	}
 
-	if err := rt.start(ctx, provider); err != nil {
+	err = rt.start(ctx, provider)
+	m.opts.Observer.SessionCreated(provider.Name(), err == nil && rt.view().State == berth.StateActive, time.Since(began))
+	if err != nil {
 		return nil, err
 	}
 	// The answer's last_seq covers session_started: commit it first.

@@ -104,7 +104,10 @@ type Options struct {
 	// and about to be deleted (the hooks read what they have not read yet).
 	// An error is logged; the session is deleted anyway.
 	BeforeDelete func(ctx context.Context, sessionID string) error
-	Logger       *slog.Logger
+	// Observer is told of creates, turns, permission decisions and agent
+	// exits (metrics); nil tells no one.
+	Observer Observer
+	Logger   *slog.Logger
 }
 
 // Manager owns the live sessions.
@@ -146,6 +149,9 @@ var _ berth.SessionService = (*Manager)(nil)
 func New(opts Options) *Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Observer == nil {
+		opts.Observer = noObserver{}
 	}
 	if opts.Limits.HandshakeTimeout <= 0 {
 		opts.Limits.HandshakeTimeout = 30 * time.Second

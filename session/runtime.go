@@ -184,6 +184,9 @@ type turn struct {
 	done       chan struct{}
 	result     *berth.TurnResult
 	graceTimer *time.Timer
+	// began is when this daemon started the turn (zero for one a previous
+	// daemon started: its duration is not known here).
+	began time.Time
 }
 
 // view returns a copy of the session as the API shows it.
@@ -415,6 +418,11 @@ func (rt *runtime) drain() {
 // records the session stopped. Every other producer of the session's
 // events has returned by now, so session_stopped is its last event.
 func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
+	kind := ""
+	if failure != nil {
+		kind = failure.Kind
+	}
+	rt.m.opts.Observer.AgentExited(reason, kind)
 	ev := berth.NewEvent(rt.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
 	// A failed commit is retried: a stream of this session ends only on it.
 	for attempt := 0; ; attempt++ {

@@ -21,6 +21,7 @@ import (
 	"github.com/berth-sh/berth/hooks"
 	bhttp "github.com/berth-sh/berth/http"
 	"github.com/berth-sh/berth/internal/homelock"
+	"github.com/berth-sh/berth/metrics"
 	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
@@ -55,6 +56,8 @@ type daemon struct {
 	token string
 	// leaveSessions: see daemonOptions.
 	leaveSessions bool
+	// metrics are the daemon's Prometheus metrics (GET /metrics).
+	metrics *metrics.Metrics
 
 	// served receives Serve's result once; serving tells whether it runs.
 	served  chan error
@@ -121,7 +124,15 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if d.store, err = openStore(ctx, o.home, o.cfg.Store, o.acceptEmptyStore, o.logger); err != nil {
 		return nil, err
 	}
-	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger, SessionBytes: o.cfg.Limits.SessionInflightBytes})
+	// The scrape-time sources are set once the manager and the hooks exist.
+	var census func(context.Context) (session.Census, error)
+	var hookCounters func() hooks.Counters
+	d.metrics = metrics.New(metrics.Options{
+		Census: func(ctx context.Context) (session.Census, error) { return census(ctx) },
+		Hooks:  func() hooks.Counters { return hookCounters() },
+	})
+	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger, SessionBytes: o.cfg.Limits.SessionInflightBytes,
+		Observer: d.metrics})
 	if err = d.log.Open(); err != nil {
 		return nil, err
 	}
@@ -169,7 +180,9 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
 		// The hooks' one point on the event path: told of every commit.
 		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
+		Observer: d.metrics,
 	})
+	census, hookCounters = d.mgr.Census, d.hooks.Counters
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
 	}
@@ -178,10 +191,11 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	}
 	d.removeLeftoverContainers(ctx, d.mgr.LiveIDs())
 	sc := o.cfg.Server
-	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
+	d.srv = bhttp.NewServer(d.metrics.CountStreams(d.mgr), bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
-		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: versionString(), Hooks: d.hooks})
+		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: versionString(), Hooks: d.hooks,
+		Metrics: d.metrics.Handler()})
 	if err = d.srv.Listen(o.addr, o.socket); err != nil {
 		d.srv = nil
 		return nil, err
