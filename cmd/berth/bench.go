@@ -40,6 +40,7 @@ func newBenchCmd() *cobra.Command {
 	f.String("cpuprofile", "", "write a CPU profile of the flood turn to this file")
 	f.Int64("page-log", 1_000_000, "events in the log paged from its end (0 skips it)")
 	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
+	f.Int("scrape", 0, "time GET /metrics of a daemon with this many sessions: the bench's, and stopped ones stored to make up the number (0 skips it)")
 	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it)")
 	f.Int("fanout", 0, "readers of /v1/events/stream while every session runs turns (0 skips it)")
 	f.Duration("fanout-seconds", 10*time.Second, "how long the sessions run turns during --fanout")
@@ -66,6 +67,7 @@ type benchResult struct {
 	readResult
 	shimResult
 	fanoutResult
+	scrapeResult
 }
 
 // runBench is the bench command.
@@ -179,6 +181,12 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	if n, _ := f.GetInt("fanout"); n > 0 {
 		dur, _ := f.GetDuration("fanout-seconds")
 		if err := benchFanout(ctx, c, d, sandbox, ids, n, dur, &res.fanoutResult, progress); err != nil {
+			return err
+		}
+	}
+	if n, _ := f.GetInt("scrape"); n > 0 {
+		fmt.Fprintf(progress, "scraping /metrics of a daemon with %d sessions…\n", max(n, nSessions))
+		if err := benchScrape(ctx, d, nSessions, n, &res.scrapeResult); err != nil {
 			return err
 		}
 	}
@@ -376,6 +384,9 @@ func printBench(w io.Writer, r benchResult) {
 	if r.ReattachSessions > 0 {
 		fmt.Fprintf(t, "boot reattaching %d live sessions\t%.0f ms\n", r.ReattachSessions, r.ReattachBootMs)
 		fmt.Fprintf(t, "shim memory (KiB)\trss p50 %d\tpss p50 %d\tprivate p50 %d, max %d\n", r.ShimRSSP50KB, r.ShimPSSP50KB, r.ShimPrivateP50KB, r.ShimPrivateMaxKB)
+	}
+	if r.ScrapeSessions > 0 {
+		fmt.Fprintf(t, "GET /metrics, %d sessions (%d live)\tp50 %.2f ms\tp99 %.2f ms\t(%.2f ms CPU, %d bytes)\n", r.ScrapeSessions, r.ScrapeLive, r.ScrapeP50Ms, r.ScrapeP99Ms, r.ScrapeCPUMs, r.ScrapeBytes)
 	}
 	if r.ListedSessions > 0 {
 		fmt.Fprintf(t, "list %d sessions, %d a page\tp50 %.2f ms\tp99 %.2f ms\n", r.ListedSessions, r.ListPageSize, r.ListPageP50Ms, r.ListPageP99Ms)
