@@ -174,12 +174,12 @@ type fakeService struct {
 type fakeEvents struct{ s *fakeService }
 
 func (fakeEvents) Next(ctx context.Context) ([]berth.Event, error) { return nil, ctx.Err() }
-func (f fakeEvents) Close()                                       { f.s.closed++ }
+func (f fakeEvents) Close()                                        { f.s.closed++ }
 
 type fakeChanges struct{ s *fakeService }
 
 func (fakeChanges) Next(ctx context.Context) ([]berth.SessionChange, error) { return nil, ctx.Err() }
-func (f fakeChanges) Close()                                               { f.s.closed++ }
+func (f fakeChanges) Close()                                                { f.s.closed++ }
 
 func (f *fakeService) StreamEvents(_ context.Context, id string, _ int64) (berth.EventStream, error) {
 	if id == "ses_missing" {
@@ -253,4 +253,3 @@ func TestTheDocsListEveryFamily(t *testing.T) {
 		t.Errorf("exported %v\ndocumented %v", exported, documented)
 	}
 }
-
