@@ -253,3 +253,19 @@ func TestTheDocsListEveryFamily(t *testing.T) {
 		t.Errorf("exported %v\ndocumented %v", exported, documented)
 	}
 }
+
+// The event log's writer pays this once per committed batch.
+func BenchmarkCommitted(b *testing.B) {
+	m := newTest()
+	for b.Loop() {
+		m.Committed(64, time.Millisecond)
+	}
+}
+
+// A session pays this once per turn.
+func BenchmarkTurnEnded(b *testing.B) {
+	m := newTest()
+	for b.Loop() {
+		m.TurnEnded(berth.TurnEndTurn, time.Second)
+	}
+}
