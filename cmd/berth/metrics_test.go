@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -163,6 +164,11 @@ func agree(fams map[string]*dto.MetricFamily, v apiView) string {
 // checks that a scrape says what the API says.
 func TestMetricsAgreeWithTheAPI(t *testing.T) {
 	home := t.TempDir()
+	// "broken" exits before its handshake: a create that fails.
+	conf := "[[agents]]\nname = \"broken\"\ncommand = \"/bin/false\"\n"
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s := startServer(t, home)
 
 	create := func(mode string) string {
@@ -245,6 +251,11 @@ func TestMetricsAgreeWithTheAPI(t *testing.T) {
 	prompt(crashed, "crash 3", false)
 	waitFor("the crash", func() bool { return get(crashed).State == berth.StateStopped })
 
+	var broken berth.Session
+	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "broken", "sandbox": "host"}, &broken); st != 201 || broken.StopReason != berth.StopStartupFailed {
+		t.Fatalf("create broken = %d %v %+v", st, err, broken)
+	}
+
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		diff := agree(s.scrapeTCP(t), fromAPI(t, s))
@@ -260,11 +271,11 @@ func TestMetricsAgreeWithTheAPI(t *testing.T) {
 	if v := fromAPI(t, s); v.queue != 2 || v.perms != 1 || len(v.sessions) < 5 || v.turns["stop_reason=cancelled"] != 1 {
 		t.Fatalf("the test did not make what it meant to: %+v", v)
 	}
-	if got := values(fams, "berth_session_creates_total"); got["result=ok,sandbox=host"] != 6 {
-		t.Errorf("berth_session_creates_total = %v, want 6 ok on host", got)
+	if got := values(fams, "berth_session_creates_total"); fmt.Sprint(got) != fmt.Sprint(map[string]float64{"result=ok,sandbox=host": 6, "result=failed,sandbox=host": 1}) {
+		t.Errorf("berth_session_creates_total = %v, want 6 ok and 1 failed on host", got)
 	}
-	if got := values(fams, "berth_session_create_duration_seconds"); got["sandbox=host"] != 6 {
-		t.Errorf("berth_session_create_duration_seconds count = %v, want 6 on host", got)
+	if got := values(fams, "berth_session_create_duration_seconds"); got["sandbox=host"] != 7 {
+		t.Errorf("berth_session_create_duration_seconds count = %v, want 7 on host", got)
 	}
 	if got := values(fams, "berth_permission_wait_seconds"); got["decided_by=user"] != 1 {
 		t.Errorf("berth_permission_wait_seconds count = %v, want one decided by the user", got)
