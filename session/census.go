@@ -34,41 +34,66 @@ type censusKey struct {
 	agent string
 }
 
-// Census counts every session as GET /v1/sessions would show it: the
-// store's sessions page by page, each live one replaced by its runtime's
-// view (its badge, queue and pending permissions are live facts).
+// Census counts every session as GET /v1/sessions would show it: each
+// live one as its runtime's view (its badge, queue and pending permissions
+// are live facts), the others as stored. Stopped sessions, nearly all of
+// a long-lived home, are counted by the store when it can
+// (berth.SessionCounter) rather than read whole. The live sessions are
+// taken first and left out of the store's reads by id, so a session
+// stopping meanwhile is counted once.
 func (m *Manager) Census(ctx context.Context) (Census, error) {
 	counts := make(map[censusKey]int)
 	var c Census
-	seen := make(map[string]bool)
-	add := func(s *berth.Session) {
-		counts[censusKey{s.State, s.Badge, s.Agent}]++
-	}
-	for _, rt := range m.runtimes() {
+	live := m.runtimes()
+	seen := make(map[string]bool, len(live))
+	exclude := make([]string, 0, len(live))
+	for _, rt := range live {
 		s := rt.view()
 		seen[s.ID] = true
-		add(s)
+		exclude = append(exclude, s.ID)
+		counts[censusKey{s.State, s.Badge, s.Agent}]++
 		c.QueuePending += s.Queue.Pending
 		c.PermissionsPending += s.PendingPermissions
 	}
-	f := berth.SessionFilter{Limit: censusPage}
-	for {
-		page, err := m.store.ListSessions(ctx, f)
+	// Stored sessions with no runtime here: another node's, or ones being
+	// created; and, without a counting store, the stopped ones.
+	states := []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping}
+	counter, canCount := m.store.(berth.SessionCounter)
+	if !canCount {
+		states = append(states, berth.StateStopped)
+	}
+	for _, state := range states {
+		f := berth.SessionFilter{State: state, Limit: censusPage}
+		for {
+			page, err := m.store.ListSessions(ctx, f)
+			if err != nil {
+				return Census{}, err
+			}
+			for _, s := range page.Sessions {
+				if !seen[s.ID] {
+					// Its badge as ListSessions computes it.
+					counts[censusKey{s.State, s.ComputeBadge(false, false), s.Agent}]++
+				}
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			f.Cursor = page.NextCursor
+		}
+	}
+	if canCount {
+		stopped, err := counter.CountStopped(ctx, exclude)
 		if err != nil {
 			return Census{}, err
 		}
-		for _, s := range page.Sessions {
-			if seen[s.ID] {
-				continue
+		for _, n := range stopped {
+			// What a stopped session's badge depends on, and nothing else.
+			s := berth.Session{State: berth.StateStopped, StopReason: n.StopReason}
+			if n.HasFailure {
+				s.Failure = &berth.Failure{}
 			}
-			// Stored only: its badge as ListSessions computes it.
-			s.Badge = s.ComputeBadge(false, false)
-			add(s)
+			counts[censusKey{berth.StateStopped, s.ComputeBadge(false, false), n.Agent}] += n.Sessions
 		}
-		if page.NextCursor == "" {
-			break
-		}
-		f.Cursor = page.NextCursor
 	}
 	c.Sessions = make([]SessionCount, 0, len(counts))
 	for k, n := range counts {

@@ -74,6 +74,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"Permissions", testPermissions},
 		{"Leases", testLeases},
 		{"SideEntitiesCascade", testSideEntitiesCascade},
+		{"CountStopped", testCountStopped},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
