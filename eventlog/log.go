@@ -59,7 +59,23 @@ type Options struct {
 	SessionBytes int
 	// Logger receives commit failures. nil discards them.
 	Logger *slog.Logger
+	// Observer is told of every committed batch (metrics); nil tells no
+	// one.
+	Observer Observer
 }
+
+// Observer is told of the writer's commits, on the writer goroutine: it
+// must return at once and never call the Log.
+type Observer interface {
+	// Committed: one store transaction wrote events (of any number of
+	// sessions) in took.
+	Committed(events int, took time.Duration)
+}
+
+// noObserver is the Observer of a Log given none.
+type noObserver struct{}
+
+func (noObserver) Committed(int, time.Duration) {}
 
 // Log sequences, persists and publishes the events of every session. Its
 // methods are safe for concurrent use.
@@ -70,6 +86,7 @@ type Log struct {
 	ringBytes int
 	sessBytes int
 	logger    *slog.Logger
+	observer  Observer
 	budget    *budget
 	wake      chan struct{} // capacity 1: "the queue is not empty"
 	done      chan struct{} // closed when the writer goroutine has ended
@@ -156,7 +173,11 @@ func New(store berth.Store, opts Options) *Log {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Observer == nil {
+		opts.Observer = noObserver{}
+	}
 	return &Log{
+		observer:  opts.Observer,
 		store:     store,
 		maxBatch:  opts.MaxBatch,
 		ringSize:  opts.RingSize,

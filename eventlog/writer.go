@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
@@ -174,6 +175,7 @@ func (l *Log) write(w *writerState, reqs []*request) error {
 	if len(w.events) == 0 {
 		return nil
 	}
+	began := time.Now()
 	if err := l.store.AppendEvents(context.Background(), w.events); err != nil {
 		for _, sb := range w.order {
 			sb.hub.invalidate()
@@ -181,6 +183,7 @@ func (l *Log) write(w *writerState, reqs []*request) error {
 		l.logger.Error("eventlog: commit failed", "events", len(w.events), "sessions", len(w.order), "err", err)
 		return err
 	}
+	l.observer.Committed(len(w.events), time.Since(began))
 	// Persisted: now, and only now, readers may see the events.
 	for _, sb := range w.order {
 		sb.hub.publish(sb.events)

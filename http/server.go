@@ -62,6 +62,9 @@ type ServerOptions struct {
 	// Hooks answers /v1/hooks and /v1/hooks/deliveries; nil answers empty
 	// lists.
 	Hooks berth.HookService
+	// Metrics serves GET /metrics (the Prometheus text format); nil
+	// answers 404.
+	Metrics http.Handler
 }
 
 // Server serves a berth.SessionService over HTTP on a TCP address and a Unix
@@ -162,6 +165,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
 	s.handle("POST /v1/sessions/{id}/children", s.handleSpawnChild)
 	s.handle("GET /v1/sessions/{id}/children", s.handleListChildren)
+	s.handle("GET /metrics", s.handleMetrics)
 	s.uiRoutes()
 }
 

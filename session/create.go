@@ -38,6 +38,7 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 // create creates a session: a root, or with kid a child of kid.parent
 // (children.go), its request already narrowed to what the parent has.
 func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spawn) (*berth.Session, error) {
+	began := time.Now()
 	spec, provider, unisolated, err := m.validateCreate(&req)
 	if err != nil {
 		return nil, err
@@ -168,7 +169,9 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if launch == nil {
 		launch = rt.launch(ctx, provider)
 	}
-	if err := rt.start(ctx, launch); err != nil {
+	err = rt.start(ctx, launch)
+	m.opts.Observer.SessionCreated(provider.Name(), err == nil && rt.view().State == berth.StateActive, time.Since(began))
+	if err != nil {
 		if berth.IsCode(err, berth.EInvalid) {
 			m.discardRefused(ctx, id)
 		}

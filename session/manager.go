@@ -120,7 +120,10 @@ type Options struct {
 	// is given the berth tools.
 	Berth        string
 	ToolsHandler func(open berth.ToolsOpener) http.Handler
-	Logger       *slog.Logger
+	// Observer is told of creates, turns, permission decisions and agent
+	// exits (metrics); nil tells no one.
+	Observer Observer
+	Logger   *slog.Logger
 }
 
 // Manager owns the live sessions.
@@ -169,6 +172,9 @@ var _ berth.SessionService = (*Manager)(nil)
 func New(opts Options) *Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Observer == nil {
+		opts.Observer = noObserver{}
 	}
 	if opts.Limits.HandshakeTimeout <= 0 {
 		opts.Limits.HandshakeTimeout = 30 * time.Second

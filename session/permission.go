@@ -186,6 +186,7 @@ func (rt *runtime) settle(ctx context.Context, p *berth.Permission, state, optio
 	if err := rt.m.store.DecidePermission(context.WithoutCancel(ctx), p); err != nil {
 		rt.logger.Warn("record permission decision", "err", err)
 	}
+	rt.m.opts.Observer.PermissionDecided(by, now.Sub(p.CreatedAt))
 	rt.mu.Lock()
 	rt.emit(rt.turnTagLocked(p.TurnID), berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, OptionID: optionID,
 		DecidedBy: by, Remembered: remembered})
@@ -276,6 +277,9 @@ func (rt *runtime) complete(ctx context.Context, p *berth.Permission, w *permWai
 	}
 	if err := rt.m.store.DecidePermission(ctx, p); err != nil {
 		rt.logger.Warn("record permission decision", "err", err)
+	}
+	if p.DecidedAt != nil {
+		rt.m.opts.Observer.PermissionDecided(p.DecidedBy, p.DecidedAt.Sub(p.CreatedAt))
 	}
 	rt.flushBeforeAnswer(ctx)
 	w.answer <- answerFor(p)

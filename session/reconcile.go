@@ -191,7 +191,11 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers 
 	s.PendingPermissions = 0
 	s.Resumable = workspaceExists(s.Workspace)
 	s.Badge = s.ComputeBadge(false, false)
-	return m.store.UpdateSession(ctx, s, from)
+	if err := m.store.UpdateSession(ctx, s, from); err != nil {
+		return err
+	}
+	m.opts.Observer.AgentExited(berth.StopDaemonCrashed, f.Kind)
+	return nil
 }
 
 // danglingCalls returns the tool calls of a turn that never reached a

@@ -193,6 +193,9 @@ type turn struct {
 	done       chan struct{}
 	result     *berth.TurnResult
 	graceTimer *time.Timer
+	// began is when this daemon started the turn (zero for one a previous
+	// daemon started: its duration is not known here).
+	began time.Time
 }
 
 // view returns a copy of the session as the API shows it.
@@ -429,6 +432,11 @@ func (rt *runtime) drain() {
 func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
 	// The session's berth tools credential dies with it.
 	rt.m.revokeTools(rt.id, true)
+	kind := ""
+	if failure != nil {
+		kind = failure.Kind
+	}
+	rt.m.opts.Observer.AgentExited(reason, kind)
 	ev := berth.NewEvent(rt.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
 	if failure != nil {
 		rt.logger.Info("session stopped", "stop_reason", reason, "failure", failure.Kind, "message", failure.Message)

@@ -52,10 +52,10 @@ func (rt *runtime) logTurnStartedLocked(turnID string, d turnStartedData) error 
 // beginTurnLocked makes turnID the turn in flight (its turn_started is
 // logged) and starts its runner.
 func (rt *runtime) beginTurnLocked(turnID, text string) {
-	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{})}
+	now := time.Now()
+	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), began: now}
 	rt.turn = t
 	// A stall is measured from the turn's start at the earliest.
-	now := time.Now()
 	rt.lastActivity, rt.sess.LastActivityAt = now, now.UTC()
 	rt.changedLocked()
 	rt.turnWG.Add(1)
@@ -203,6 +203,11 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 	}
 	rt.hung = false
 	rt.emitFrom(src, t.id, berth.EventTurnEnded, end)
+	took := time.Duration(-1)
+	if !t.began.IsZero() {
+		took = time.Since(t.began)
+	}
+	rt.m.opts.Observer.TurnEnded(end.StopReason, took)
 	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
 	t.result = res
 	if !t.textCut {

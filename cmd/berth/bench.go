@@ -47,6 +47,7 @@ func newBenchCmd() *cobra.Command {
 	f.Int("live", 0, "idle demo sessions a daemon holds while its memory is read (0 skips it)")
 	f.String("boot-profile", "", "the reattaching daemon writes PREFIX.cpu (its boot) and PREFIX.heap (once every session is reattached)")
 	f.String("daemon-binary", "", "berth binary the --live and --reattach daemons run (default: this one)")
+	f.Int("scrape", 0, "time GET /metrics of a daemon with this many sessions: the bench's, and stopped ones stored to make up the number (0 skips it)")
 	f.Int("fanout", 0, "readers of /v1/events/stream while every session runs turns (0 skips it)")
 	f.Duration("fanout-seconds", 10*time.Second, "how long the sessions run turns during --fanout")
 	f.Bool("no-shims", false, "run the agents as the daemon's own children (no shim), for comparison")
@@ -76,6 +77,7 @@ type benchResult struct {
 	fanoutResult
 	directResult
 	childrenResult
+	scrapeResult
 }
 
 // runBench is the bench command.
@@ -200,6 +202,12 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	if n, _ := f.GetInt("fanout"); n > 0 {
 		dur, _ := f.GetDuration("fanout-seconds")
 		if err := benchFanout(ctx, c, d, sandbox, ids, n, dur, &res.fanoutResult, progress); err != nil {
+			return err
+		}
+	}
+	if n, _ := f.GetInt("scrape"); n > 0 {
+		fmt.Fprintf(progress, "scraping /metrics of a daemon with %d sessions…\n", max(n, nSessions))
+		if err := benchScrape(ctx, d, nSessions, n, &res.scrapeResult); err != nil {
 			return err
 		}
 	}
@@ -506,6 +514,9 @@ func printBench(w io.Writer, r benchResult) {
 		fmt.Fprintf(t, "boot reattaching %d live sessions\tAPI %.0f ms\tall active %.0f ms\tdaemon CPU %.0f ms\n", r.ReattachSessions, r.ReattachAPIMs, r.ReattachAllMs, r.ReattachCPUMs)
 		fmt.Fprintf(t, "  floor: every shim's hello, no daemon\t%.0f ms\tshims' CPU during the boot %.0f ms\n", r.ReattachFloorMs, r.ReattachShimsCPUMs)
 		fmt.Fprintf(t, "  daemon after the reattach (KiB)\tVmRSS %d\tVmHWM %d\n", r.ReattachRSSKB, r.ReattachHWMKB)
+	}
+	if r.ScrapeSessions > 0 {
+		fmt.Fprintf(t, "GET /metrics, %d sessions (%d live)\tp50 %.2f ms\tp99 %.2f ms\t(%.2f ms CPU, %d bytes)\n", r.ScrapeSessions, r.ScrapeLive, r.ScrapeP50Ms, r.ScrapeP99Ms, r.ScrapeCPUMs, r.ScrapeBytes)
 	}
 	if r.ListedSessions > 0 {
 		fmt.Fprintf(t, "list %d sessions, %d a page\tp50 %.2f ms\tp99 %.2f ms\n", r.ListedSessions, r.ListPageSize, r.ListPageP50Ms, r.ListPageP99Ms)

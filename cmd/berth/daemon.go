@@ -22,6 +22,7 @@ import (
 	"github.com/berth-sh/berth/hooks"
 	bhttp "github.com/berth-sh/berth/http"
 	"github.com/berth-sh/berth/internal/homelock"
+	"github.com/berth-sh/berth/metrics"
 	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
@@ -57,6 +58,8 @@ type daemon struct {
 	token string
 	// leaveSessions: see daemonOptions.
 	leaveSessions bool
+	// metrics are the daemon's Prometheus metrics (GET /metrics).
+	metrics *metrics.Metrics
 
 	// served receives Serve's result once; serving tells whether it runs.
 	served  chan error
@@ -130,7 +133,15 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		o.logger.Warn("the store is in memory (memory:): every session, its events and its queue are lost when " +
 			"the daemon exits, and sessions are stopped then instead of left running")
 	}
-	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger, SessionBytes: o.cfg.Limits.SessionInflightBytes})
+	// The scrape-time sources are set once the manager and the hooks exist.
+	var census func(context.Context) (session.Census, error)
+	var hookCounters func() hooks.Counters
+	d.metrics = metrics.New(metrics.Options{
+		Census: func(ctx context.Context) (session.Census, error) { return census(ctx) },
+		Hooks:  func() hooks.Counters { return hookCounters() },
+	})
+	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger, SessionBytes: o.cfg.Limits.SessionInflightBytes,
+		Observer: d.metrics})
 	if err = d.log.Open(); err != nil {
 		return nil, err
 	}
@@ -185,7 +196,9 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		ToolsHandler: func(open berth.ToolsOpener) http.Handler {
 			return bhttp.NewToolsHandler(open, lim.MaxPromptBytes, o.logger)
 		},
+		Observer: d.metrics,
 	})
+	census, hookCounters = d.mgr.Census, d.hooks.Counters
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
 	}
@@ -193,10 +206,11 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		return nil, err
 	}
 	sc := o.cfg.Server
-	d.srv = bhttp.NewServer(d.mgr, bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
+	d.srv = bhttp.NewServer(d.metrics.CountStreams(d.mgr), bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
-		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: versionString(), Hooks: d.hooks})
+		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: versionString(), Hooks: d.hooks,
+		Metrics: d.metrics.Handler()})
 	if err = d.srv.Listen(o.addr, o.socket); err != nil {
 		d.srv = nil
 		return nil, err

@@ -78,6 +78,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"Leases", testLeases},
 		{"SideEntitiesCascade", testSideEntitiesCascade},
 		{"ListRecovery", testListRecovery},
+		{"CountStopped", testCountStopped},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
