@@ -57,6 +57,15 @@ const (
 	EventACPUnknown          = "acp_unknown"
 )
 
+// Events of a parent's log about its children (CONTRACT §4.4).
+const (
+	// EventChildStarted [child_id, agent, name]: a child was spawned.
+	EventChildStarted = "child_started"
+	// EventChildStopped [child_id, stop_reason, text]: a child stopped;
+	// text is its last agent message.
+	EventChildStopped = "child_stopped"
+)
+
 // Turn stop reasons (the data.stop_reason of turn_ended).
 const (
 	TurnEndTurn         = "end_turn"

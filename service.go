@@ -16,6 +16,14 @@ type SessionService interface {
 	// bad input (unknown agent, missing workspace), EUnavailable for a
 	// sandbox that cannot run here, EForbidden when policy refuses.
 	CreateSession(ctx context.Context, req CreateRequest) (*Session, error)
+	// SpawnChild creates a child of the session parentID (CONTRACT §4.4):
+	// req is the create body, TTLSeconds required. The child can never be
+	// given more than its parent has (EForbidden naming what); over
+	// limits.max_children or limits.max_depth is EConflict naming the
+	// limit. A non-empty idemKey makes a retry with the same key answer the
+	// same child (EConflict when its body differs). ENotFound, EConflict
+	// when the parent is not active, EInvalid for bad input.
+	SpawnChild(ctx context.Context, parentID string, req CreateRequest, idemKey string) (*Session, error)
 	// GetSession returns one session. ENotFound.
 	GetSession(ctx context.Context, id string) (*Session, error)
 	// ListSessions returns a page of sessions. EInvalid for a bad cursor.

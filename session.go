@@ -166,6 +166,17 @@ type Session struct {
 	// NeedsAuth is set when the agent answered auth_required; the badge shows it.
 	NeedsAuth bool `json:"-"`
 
+	// RootID is the id of the session's tree's root: its own for a root.
+	RootID string `json:"root_id"`
+	// Depth is how far below its root the session is (a root is 0).
+	Depth int `json:"depth"`
+	// SpawnKey is the Idempotency-Key a child was spawned with ("" for
+	// none), unique among the children of one parent; SpawnHash is the
+	// digest of the spawn's body, so that a retry with another body is
+	// told apart.
+	SpawnKey  string `json:"-"`
+	SpawnHash string `json:"-"`
+
 	// MCPServers are the user's MCP servers given to the agent (CONTRACT
 	// §4.4), shown with their env and header values redacted.
 	MCPServers MCPServers `json:"mcp_servers,omitempty"`
@@ -204,6 +215,11 @@ type SessionFilter struct {
 	Agent  string
 	Parent string
 	Labels map[string]string
+	// Root selects a whole tree: its root and every descendant.
+	Root string
+	// SpawnKey, with Parent, selects the child spawned with this
+	// Idempotency-Key.
+	SpawnKey string
 	// Cursor is an opaque position returned as NextCursor by a previous page.
 	Cursor string
 	Limit  int
@@ -307,4 +323,10 @@ type TurnResult struct {
 type ACPError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Data is the JSON-RPC error's data as the agent sent it: often the
+	// real cause ("Connection error", the provider's answer).
+	Data json.RawMessage `json:"data,omitempty"`
+	// StopReason is the stop reason an agent gave that ACP does not define
+	// (code unknown_stop_reason), kept as it came.
+	StopReason string `json:"stop_reason,omitempty"`
 }

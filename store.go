@@ -85,7 +85,8 @@ type Store interface {
 	// lease is held by another owner or token is stale; ENotFound if none.
 	ReleaseLease(ctx context.Context, sessionID, owner string, token int64) error
 
-	// Name says which backend this is ("sqlite", "postgres"), for health.
+	// Name says which backend this is ("sqlite", "postgres", "memory"), for
+	// health.
 	Name() string
 	// Close flushes and releases the store.
 	Close() error

@@ -62,11 +62,16 @@ type Server struct {
 
 // Store is the [store] section: where sessions and events are kept.
 type Store struct {
-	// URL is "sqlite:PATH" or "postgres://…"; "" means SQLite under the home.
+	// URL is "sqlite:PATH", "postgres://…" or MemoryURL; "" means SQLite
+	// under the home.
 	URL string `toml:"url"`
 	// Sync is the durability level: "normal" or "full". Default "normal".
 	Sync string `toml:"sync"`
 }
+
+// MemoryURL is the store URL of the in-memory store (store/memory): for
+// tests and throwaway runs, it loses every session when the daemon exits.
+const MemoryURL = "memory:"
 
 // Store sync levels.
 const (
@@ -278,13 +283,13 @@ func validOrigin(o string) bool {
 
 func (s *Store) validate() error {
 	switch {
-	case s.URL == "",
+	case s.URL == "", s.URL == MemoryURL,
 		strings.HasPrefix(s.URL, "sqlite:") && len(s.URL) > len("sqlite:"),
 		strings.HasPrefix(s.URL, "postgres://"),
 		strings.HasPrefix(s.URL, "postgresql://"):
 	default:
 		// The URL may hold a password: never echo it.
-		return invalid("store.url must be sqlite:PATH or postgres://…")
+		return invalid("store.url must be sqlite:PATH, postgres://… or memory:")
 	}
 	if s.Sync != SyncNormal && s.Sync != SyncFull {
 		return invalid("store.sync %q must be %q or %q", s.Sync, SyncNormal, SyncFull)

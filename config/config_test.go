@@ -254,6 +254,7 @@ func TestOutOfRange(t *testing.T) {
 		{"[sandbox]\nnetwork = true\nallow_network = false\n", "sandbox.allow_network"},
 		{"[store]\nsync = \"paranoid\"\n", "store.sync"},
 		{"[store]\nurl = \"mysql://u:p@h/db\"\n", "store.url"},
+		{"[store]\nurl = \"memory:x\"\n", "store.url"},
 		{"[server]\naddr = \"localhost\"\n", "server.addr"},
 		{"[server]\naddr = \"localhost:99999\"\n", "server.addr"},
 		{"[server]\nsocket = \"rel/berth.sock\"\n", "server.socket"},
@@ -286,6 +287,17 @@ func TestOutOfRange(t *testing.T) {
 	wantInvalid(t, err, "store.url")
 	if strings.Contains(err.Error(), "secret") {
 		t.Errorf("error %q echoes the store URL", err)
+	}
+}
+
+// memory: names the in-memory store, in the file and the environment.
+func TestMemoryStoreURL(t *testing.T) {
+	c, err := Load(writeFile(t, "[store]\nurl = \"memory:\"\n"), nil)
+	if err != nil || c.Store.URL != MemoryURL {
+		t.Fatalf("memory: in the file: %+v %v", c.Store, err)
+	}
+	if c, err = Load("", []string{"BERTH_STORE_URL=memory:"}); err != nil || c.Store.URL != MemoryURL {
+		t.Fatalf("memory: in the environment: %+v %v", c.Store, err)
 	}
 }
 

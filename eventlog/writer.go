@@ -159,7 +159,7 @@ func (l *Log) write(w *writerState, reqs []*request) error {
 		}
 		if err := l.resolve(w, req); err != nil {
 			req.err = err
-			l.logger.Warn("eventlog: events rejected", "session", req.events[0].SessionID, "err", err)
+			l.logger.Warn("eventlog: events rejected", "session_id", req.events[0].SessionID, "err", err)
 			continue
 		}
 		for i := range req.events {

@@ -240,6 +240,9 @@ func SessionQuery(f berth.SessionFilter) url.Values {
 	if f.Parent != "" {
 		q.Set("parent", f.Parent)
 	}
+	if f.Root != "" {
+		q.Set("root", f.Root)
+	}
 	for k, v := range f.Labels {
 		q.Add("label", k+"="+v)
 	}

@@ -115,11 +115,11 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err er
 	}
 	switch {
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
-		s.log.Debug("request ended by the client", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Debug("request ended by the client", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
 	case obj.Code == berth.EInternal:
-		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("internal error", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
 	default:
-		s.log.Debug("request failed", "method", r.Method, "path", r.URL.Path, "code", obj.Code, "err", err)
+		s.log.Debug("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "code", obj.Code, "err", err)
 	}
 	if secs, ok := obj.Details["retry_after_seconds"].(int); ok && status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))

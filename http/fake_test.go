@@ -54,6 +54,9 @@ type fakeService struct {
 	perms        []*berth.Permission
 	lastDecision berth.PermissionDecision
 
+	// spawns are the SpawnChild calls (see children_test.go).
+	spawns []spawnCall
+
 	// feed serves StreamChanges (see global_stream_test.go).
 	feed *changefeed.Feed
 }
@@ -127,7 +130,7 @@ func (f *fakeService) Health(context.Context) berth.Health {
 
 // Agents implements berth.SessionService.
 func (f *fakeService) Agents(context.Context) []berth.AgentInfo {
-	return []berth.AgentInfo{{Name: "demo", Command: "berth agent-demo", Available: true, Description: "demo agent"}}
+	return []berth.AgentInfo{{Name: "demo", Command: "berth", Args: []string{"agent-demo"}, Available: true, Description: "demo agent"}}
 }
 
 // CreateSession implements berth.SessionService.
@@ -138,7 +141,12 @@ func (f *fakeService) CreateSession(_ context.Context, req berth.CreateRequest) 
 		return nil, err
 	}
 	f.lastCreate = req
-	s := &berth.Session{ID: "ses_new", Name: req.Name, Agent: req.Agent, State: berth.StateActive, Badge: berth.BadgeIdle, Labels: req.Labels}
+	labels := req.Labels
+	if labels == nil {
+		// As the manager does: a session's labels are {} when it has none.
+		labels = map[string]string{}
+	}
+	s := &berth.Session{ID: "ses_new", Name: req.Name, Agent: req.Agent, State: berth.StateActive, Badge: berth.BadgeIdle, Labels: labels}
 	f.sessions[s.ID] = s
 	cp := *s
 	return &cp, nil

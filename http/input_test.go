@@ -1,6 +1,7 @@
 package http
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestQueueRoutes(t *testing.T) {
 
 func TestPermissionRoutes(t *testing.T) {
 	f := newFakeService()
-	f.perms = []*berth.Permission{{ID: "perm_1", SessionID: "ses_1", State: berth.PermissionPending,
+	f.perms = []*berth.Permission{{ID: "perm_1", SessionID: "ses_1", State: berth.PermissionPending, ToolCall: json.RawMessage(`{"title":"rm"}`),
 		Options: []berth.PermissionOption{{ID: "allow", Name: "Allow", Kind: "allow_once"}}}}
 	h := NewServer(f, ServerOptions{}).Handler()
 

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"runtime/debug"
@@ -52,11 +53,15 @@ func (w *responseWriter) Write(b []byte) (int, error) {
 // Unwrap returns the underlying writer.
 func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// logRequests logs every request at debug level, with its status, size and
-// duration.
+// logRequests gives every request its id (X-Request-ID, in the answer and
+// the request's context) and logs it once it is answered, with its status,
+// size, duration and the session it is about.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		id := takeRequestID(r)
+		w.Header().Set(RequestIDHeader, id)
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id))
 		if apiPath(r.URL.Path) {
 			setAPIHeaders(w.Header())
 		}
@@ -65,8 +70,12 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		// left empty); the deadline of a previous request may be long past.
 		rw.extendDeadline()
 		defer func() {
-			s.log.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", rw.status,
-				"bytes", rw.bytes, "duration", time.Since(start), "remote", r.RemoteAddr)
+			attrs := []any{"request_id", id, "method", r.Method, "path", r.URL.Path, "status", rw.status,
+				"bytes", rw.bytes, "duration", time.Since(start), "remote", r.RemoteAddr}
+			if sid := sessionOfPath(r.URL.Path); sid != "" {
+				attrs = append(attrs, "session_id", sid)
+			}
+			s.log.Info("http request", attrs...)
 		}()
 		next.ServeHTTP(rw, r)
 	})
@@ -99,7 +108,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 				panic(v)
 			}
-			s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			s.log.Error("panic in handler", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
 			if rw, ok := w.(*responseWriter); ok && rw.status != 0 {
 				// The answer has begun: all that is left is to drop it.
 				panic(http.ErrAbortHandler)

@@ -97,6 +97,8 @@ type Server struct {
 	closed     bool
 	// serveWG counts the goroutines Serve starts, one per listener.
 	serveWG sync.WaitGroup
+	// patterns are the routes registered, in order (APIRoutes).
+	patterns []string
 }
 
 // NewServer returns a server for svc. It does not listen yet.
@@ -130,33 +132,36 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 
 // routes registers every API route on the mux.
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /v1/health", s.handleHealth)
-	s.mux.HandleFunc("POST /v1/login", s.handleLogin)
-	s.mux.HandleFunc("POST /v1/logout", s.handleLogout)
-	s.mux.HandleFunc("POST /v1/login/codes", s.handleLoginCode)
-	s.mux.HandleFunc("GET /v1/agents", s.handleAgents)
-	s.mux.HandleFunc("POST /v1/sessions", s.handleCreateSession)
-	s.mux.HandleFunc("GET /v1/sessions", s.handleListSessions)
-	s.mux.HandleFunc("GET /v1/sessions/{id}", s.handleGetSession)
-	s.mux.HandleFunc("POST /v1/sessions/{id}/stop", s.handleStopSession)
-	s.mux.HandleFunc("DELETE /v1/sessions/{id}", s.handleDeleteSession)
-	s.mux.HandleFunc("POST /v1/sessions/{id}/prompts", s.handlePrompt)
-	s.mux.HandleFunc("POST /v1/sessions/{id}/cancel", s.handleCancel)
-	s.mux.HandleFunc("GET /v1/sessions/{id}/events", s.handleListEvents)
-	s.mux.HandleFunc("GET /v1/sessions/{id}/events/stream", s.handleStreamEvents)
-	s.mux.HandleFunc("GET /v1/events/stream", s.handleStreamChanges)
-	s.mux.HandleFunc("GET /v1/sessions/{id}/transcript", s.handleTranscript)
-	s.mux.HandleFunc("GET /v1/sessions/{id}/queue", s.handleListQueue)
-	s.mux.HandleFunc("DELETE /v1/sessions/{id}/queue/{entry}", s.handleCancelQueueEntry)
-	s.mux.HandleFunc("GET /v1/sessions/{id}/permissions", s.handleListPermissions)
-	s.mux.HandleFunc("POST /v1/sessions/{id}/permissions/{perm}", s.handleDecidePermission)
-	s.mux.HandleFunc("POST /v1/sessions/{id}/resume", s.handleResume)
-	s.mux.HandleFunc("POST /v1/sessions/{id}/exec", s.handleExec)
-	s.mux.HandleFunc("POST /v1/sessions/{id}/snapshots", s.handleCreateSnapshot)
-	s.mux.HandleFunc("GET /v1/sessions/{id}/snapshots", s.handleListSnapshots)
-	s.mux.HandleFunc("POST /v1/sessions/{id}/repair", s.handleRepair)
-	s.mux.HandleFunc("GET /v1/hooks", s.handleListHooks)
-	s.mux.HandleFunc("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
+	s.handle("GET /v1/health", s.handleHealth)
+	s.handle("GET /v1/openapi.json", s.handleOpenAPI)
+	s.handle("POST /v1/login", s.handleLogin)
+	s.handle("POST /v1/logout", s.handleLogout)
+	s.handle("POST /v1/login/codes", s.handleLoginCode)
+	s.handle("GET /v1/agents", s.handleAgents)
+	s.handle("POST /v1/sessions", s.handleCreateSession)
+	s.handle("GET /v1/sessions", s.handleListSessions)
+	s.handle("GET /v1/sessions/{id}", s.handleGetSession)
+	s.handle("POST /v1/sessions/{id}/stop", s.handleStopSession)
+	s.handle("DELETE /v1/sessions/{id}", s.handleDeleteSession)
+	s.handle("POST /v1/sessions/{id}/prompts", s.handlePrompt)
+	s.handle("POST /v1/sessions/{id}/cancel", s.handleCancel)
+	s.handle("GET /v1/sessions/{id}/events", s.handleListEvents)
+	s.handle("GET /v1/sessions/{id}/events/stream", s.handleStreamEvents)
+	s.handle("GET /v1/events/stream", s.handleStreamChanges)
+	s.handle("GET /v1/sessions/{id}/transcript", s.handleTranscript)
+	s.handle("GET /v1/sessions/{id}/queue", s.handleListQueue)
+	s.handle("DELETE /v1/sessions/{id}/queue/{entry}", s.handleCancelQueueEntry)
+	s.handle("GET /v1/sessions/{id}/permissions", s.handleListPermissions)
+	s.handle("POST /v1/sessions/{id}/permissions/{perm}", s.handleDecidePermission)
+	s.handle("POST /v1/sessions/{id}/resume", s.handleResume)
+	s.handle("POST /v1/sessions/{id}/exec", s.handleExec)
+	s.handle("POST /v1/sessions/{id}/snapshots", s.handleCreateSnapshot)
+	s.handle("GET /v1/sessions/{id}/snapshots", s.handleListSnapshots)
+	s.handle("POST /v1/sessions/{id}/repair", s.handleRepair)
+	s.handle("GET /v1/hooks", s.handleListHooks)
+	s.handle("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
+	s.handle("POST /v1/sessions/{id}/children", s.handleSpawnChild)
+	s.handle("GET /v1/sessions/{id}/children", s.handleListChildren)
 	s.uiRoutes()
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/berth-sh/berth/internal/apitest"
 	"io"
 	"net"
 	"net/http"
@@ -52,6 +53,8 @@ func serve(t *testing.T, h http.Handler, req *http.Request, header ...string) (i
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
+	// Every answer of a documented route matches the OpenAPI document.
+	apitest.Check(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 	var out map[string]any
 	if rec.Body.Len() > 0 {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {

@@ -90,13 +90,14 @@ func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, page)
 }
 
-// sessionFilter parses ?state=&agent=&parent=&label=k=v (repeatable)
+// sessionFilter parses ?state=&agent=&parent=&root=&label=k=v (repeatable)
 // &limit=&cursor=.
 func sessionFilter(q url.Values) (berth.SessionFilter, error) {
 	f := berth.SessionFilter{
 		State:  berth.State(q.Get("state")),
 		Agent:  q.Get("agent"),
 		Parent: q.Get("parent"),
+		Root:   q.Get("root"),
 		Cursor: q.Get("cursor"),
 	}
 	switch f.State {

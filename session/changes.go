@@ -171,7 +171,7 @@ func (rt *runtime) publishLocked(typ string) {
 func (m *Manager) publishStored(typ string, s *berth.Session) {
 	data, err := json.Marshal(s)
 	if err != nil {
-		m.logger.Error("session not published", "session", s.ID, "err", err)
+		m.logger.Error("session not published", "session_id", s.ID, "err", err)
 		return
 	}
 	m.changes.feed.Publish(typ, data)

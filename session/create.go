@@ -32,10 +32,20 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		return nil, err
 	}
 	defer m.inflight.Done()
+	return m.create(ctx, req, nil)
+}
 
+// create creates a session: a root, or with kid a child of kid.parent
+// (children.go), its request already narrowed to what the parent has.
+func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spawn) (*berth.Session, error) {
 	spec, provider, unisolated, err := m.validateCreate(&req)
 	if err != nil {
 		return nil, err
+	}
+	if kid != nil {
+		if err := kid.checkResolved(&req, provider.Name()); err != nil {
+			return nil, err
+		}
 	}
 	// A session that does not ask gets the network when its agent needs it
 	// (or [sandbox] network says so) and policy allows; when policy does
@@ -47,6 +57,9 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		} else if spec.Network {
 			netWarning = fmt.Sprintf("agent %s needs the network to reach its model, but [sandbox] allow_network is false: it runs without network", spec.Name)
 		}
+	}
+	if kid != nil {
+		network, netWarning = kid.network(spec, network, netWarning)
 	}
 	if err := checkMCPNetwork(req.MCPServers, provider.Name(), network); err != nil {
 		return nil, err
@@ -72,8 +85,10 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		PermissionMode: req.PermissionMode, Labels: req.Labels, Env: req.Env,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
+		RootID: id,
 	}
 	s.MCPServers = req.MCPServers
+	kid.lineage(s)
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}
@@ -100,7 +115,21 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 			return nil, err
 		}
 	}
+	// A child is admitted under its parent's lock, from the count of its
+	// live siblings to going live, so no spawn slips past a limit or a
+	// stopping parent.
+	unlock, err := kid.admit(s)
+	if err != nil {
+		_ = os.RemoveAll(m.sessionDir(id))
+		return nil, err
+	}
 	if err := m.store.CreateSession(ctx, s); err != nil {
+		unlock()
+		_ = os.RemoveAll(m.sessionDir(id))
+		if kid != nil && berth.IsCode(err, berth.EConflict) {
+			// A retry with the same Idempotency-Key won the race.
+			return kid.retried(ctx)
+		}
 		return nil, fmt.Errorf("store session: %w", err)
 	}
 	rt := m.newRuntime(s, spec)
@@ -111,6 +140,8 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 	rt.mu.Unlock()
 	m.goLive(rt, true) // a new id: no other runtime has it
 	registered = true
+	kid.started(s)
+	unlock()
 
 	rt.emit("", berth.EventSessionCreated, map[string]any{
 		"agent": spec.Name, "sandbox": s.Sandbox, "workspace": s.Workspace})

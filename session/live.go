@@ -29,7 +29,7 @@ func (m *Manager) newRuntime(s *berth.Session, spec berth.AgentSpec) *runtime {
 		ready: make(chan struct{}), handshook: make(chan struct{}), finished: make(chan struct{}),
 		perms: make(map[string]*permWaiter), remembered: make(map[string]string),
 		outcomes: make(map[string]entryOutcome), inputChanged: make(chan struct{}),
-		logger: m.logger.With("session", s.ID)}
+		logger: m.logger.With("session_id", s.ID), tree: treeState{parent: s.ParentID}}
 }
 
 // reserve takes a slot under limits.max_sessions for a session about to be

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -49,6 +50,10 @@ type Limits struct {
 	// SuperviseEvery is the supervisor's period (default 1s).
 	SuperviseEvery time.Duration
 	MaxLineBytes   int
+	// MaxChildren caps the live children of one session, MaxDepth how deep
+	// a tree grows (0: the defaults 5 and 1; negative: none).
+	MaxChildren int
+	MaxDepth    int
 }
 
 // SandboxPolicy says which providers a session may use.
@@ -198,12 +203,15 @@ func (m *Manager) Open(ctx context.Context) error {
 	if err := m.reconcile(ctx); err != nil {
 		return err
 	}
+	// A parent stopped while the daemon was down takes its children along.
+	m.stopOrphans(ctx)
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {
 			spare = 1
 		}
-		m.launcher = shim.NewLauncher(so.Argv, so.Env, m.opts.RunDir, max(spare, 0))
+		programs := append(slices.Clone(so.Programs), shim.Program{Argv: so.Argv})
+		m.launcher = shim.NewLauncher(programs, so.Env, m.opts.RunDir, max(spare, 0))
 	}
 	m.startActivity()
 	m.resumeQueued()

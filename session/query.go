@@ -74,8 +74,12 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 	}
 	if fn := m.opts.BeforeDelete; fn != nil {
 		if err := fn(ctx, id); err != nil {
-			m.logger.Warn("the log was not read before its deletion", "session", id, "err", err)
+			m.logger.Warn("the log was not read before its deletion", "session_id", id, "err", err)
 		}
+	}
+	// The subtree goes with its root (its stop stopped it).
+	if err := m.deleteChildren(ctx, id); err != nil {
+		return err
 	}
 	if err := m.store.DeleteSession(ctx, id); err != nil {
 		return err
@@ -84,16 +88,16 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 	m.publishStored(berth.ChangeSessionDeleted, s)
 	shim.RemoveSessionBundles(m.opts.RunDir, id)
 	if err := os.RemoveAll(m.sessionDir(id)); err != nil {
-		m.logger.Warn("remove session state", "session", id, "err", err)
+		m.logger.Warn("remove session state", "session_id", id, "err", err)
 	}
 	if s.ManagedWorkspace {
 		if err := os.RemoveAll(s.Workspace); err != nil {
-			m.logger.Warn("remove managed workspace", "session", id, "err", err)
+			m.logger.Warn("remove managed workspace", "session_id", id, "err", err)
 		}
 	}
 	if m.opts.Snapshots != nil {
 		if err := m.opts.Snapshots.Delete(id); err != nil {
-			m.logger.Warn("remove snapshots", "session", id, "err", err)
+			m.logger.Warn("remove snapshots", "session_id", id, "err", err)
 		}
 	}
 	return nil

@@ -152,7 +152,7 @@ func (rt *runtime) headEntryLocked(ctx context.Context, gen int64) (*berth.Queue
 // abandonTurnLocked closes a turn that was logged but whose entry could
 // not be claimed: it never ran.
 func (rt *runtime) abandonTurnLocked(turnID string, err error) {
-	rt.logger.Warn("a logged turn did not get its entry", "turn", turnID, "err", err)
+	rt.logger.Warn("a logged turn did not get its entry", "turn_id", turnID, "err", err)
 	rt.emit(turnID, berth.EventTurnEnded, turnEndedData{StopReason: berth.TurnCancelled,
 		Error: &berth.ACPError{Code: "not_dispatched", Message: "the queued prompt could not be claimed"}})
 }
@@ -431,7 +431,7 @@ func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) erro
 	s.Queue.Pending--
 	if err := m.store.UpdateSession(ctx, s, berth.StateStopped); err != nil {
 		if !berth.IsCode(err, berth.EConflict) {
-			m.logger.Warn("record the queue count", "session", id, "err", err)
+			m.logger.Warn("record the queue count", "session_id", id, "err", err)
 		}
 		return nil
 	}

@@ -42,7 +42,7 @@ func (m *Manager) reattachAll(ctx context.Context, sessions []*berth.Session) []
 			defer wg.Done()
 			defer func() { <-sem }()
 			if err := m.reattach(ctx, s); err != nil {
-				m.logger.Warn("session not reattached", "session", s.ID, "err", err)
+				m.logger.Warn("session not reattached", "session_id", s.ID, "err", err)
 				mu.Lock()
 				failed = append(failed, s)
 				mu.Unlock()
@@ -98,7 +98,7 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) (err error) {
 		rt.turnWG.Add(1)
 		if wait == nil {
 			// The prompt never reached the agent: it goes out now.
-			rt.logger.Info("resending the prompt of a turn the previous daemon did not send", "turn", t.id)
+			rt.logger.Info("resending the prompt of a turn the previous daemon did not send", "turn_id", t.id)
 			go rt.runTurn(t, text)
 		} else {
 			go rt.awaitTurn(t, wait)
@@ -114,7 +114,7 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session) (err error) {
 		rt.dispatchLocked(ctx)
 		rt.mu.Unlock()
 	}
-	m.logger.Info("session reattached", "session", s.ID, "from", h.From, "end", h.End, "turn", open)
+	m.logger.Info("session reattached", "session_id", s.ID, "from", h.From, "end", h.End, "turn_id", open)
 	return nil
 }
 
@@ -288,7 +288,7 @@ func (m *Manager) claimOpenTurnEntry(ctx context.Context, s *berth.Session, turn
 			return err
 		}
 		if got.ID != e.ID {
-			m.logger.Error("claimed another entry than the open turn's", "session", s.ID, "turn", turnID, "want", e.ID, "got", got.ID)
+			m.logger.Error("claimed another entry than the open turn's", "session_id", s.ID, "turn_id", turnID, "want", e.ID, "got", got.ID)
 		}
 		return nil
 	}
@@ -328,12 +328,12 @@ func (m *Manager) endOrphanShim(ctx context.Context, b shim.Bundle, id string) {
 			p.Detach()
 			return
 		}
-		m.logger.Warn("stopping an orphaned shim", "session", p.Hello().SessionID)
+		m.logger.Warn("stopping an orphaned shim", "session_id", p.Hello().SessionID)
 		p.Discard()
 		_, _ = p.Stop(context.Background(), m.opts.Limits.StopGrace)
 		p.Release()
 	} else if pid := shim.ReadPID(b.PIDFile, m.opts.RunDir); pid > 0 {
-		m.logger.Warn("killing an orphaned shim", "session", id, "pid", pid)
+		m.logger.Warn("killing an orphaned shim", "session_id", id, "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	b.Remove(true)

@@ -75,7 +75,7 @@ func (m *Manager) resumeQueued() {
 		defer m.inflight.Done()
 		for _, id := range ids {
 			if _, err := m.ResumeSession(context.Background(), id); err != nil {
-				m.logger.Warn("queued prompts not resumed", "session", id, "err", err)
+				m.logger.Warn("queued prompts not resumed", "session_id", id, "err", err)
 			}
 		}
 	}()
@@ -89,7 +89,7 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 		if err != nil || pgid <= 1 {
 			pgid = -pid
 		}
-		m.logger.Warn("killing a process left by a previous daemon", "session", s.ID, "pid", pid, "pgid", pgid)
+		m.logger.Warn("killing a process left by a previous daemon", "session_id", s.ID, "pid", pid, "pgid", pgid)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -97,7 +97,7 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session) error {
 		// A shim that did not answer: it goes, and its files with it.
 		files := shim.BundleOf(s.ShimSocket, s.ID)
 		if pid := shim.ReadPID(files.PIDFile, filepath.Dir(s.ShimSocket)); pid > 0 {
-			m.logger.Warn("killing a shim that did not answer", "session", s.ID, "pid", pid)
+			m.logger.Warn("killing a shim that did not answer", "session_id", s.ID, "pid", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		files.Remove(true)

@@ -37,6 +37,9 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if s.State != berth.StateStopped {
 		return nil, berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
 	}
+	if err := m.checkParentLive(ctx, s); err != nil {
+		return nil, err
+	}
 	if !workspaceExists(s.Workspace) {
 		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
 	}

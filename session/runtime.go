@@ -107,6 +107,8 @@ type runtime struct {
 	// its shim (a graceful shutdown): from then on the runtime records
 	// nothing, and the next daemon carries on.
 	detached atomic.Bool
+	// tree is the session's side of its tree of sessions (children.go).
+	tree treeState
 	// published is the Session JSON last published on the all-sessions
 	// stream (see changes.go).
 	published []byte
@@ -361,7 +363,7 @@ func (rt *runtime) monitor() {
 	if errors.Is(werr, shim.ErrLost) {
 		// The shim died without reporting: its agent goes with it.
 		shim.KillAgent(rt.proc.Pid(), rt.id)
-		rt.logger.Warn("the agent's shim went away", "session", rt.id)
+		rt.logger.Warn("the agent's shim went away", "session_id", rt.id)
 	}
 	// Let the reader drain what the agent wrote before it died.
 	select {
@@ -381,7 +383,10 @@ func (rt *runtime) monitor() {
 	rt.mu.Unlock()
 
 	ctx := context.Background()
+	// A tree never outlives its root: the children stop first.
+	rt.stopChildren(ctx)
 	rt.finish(ctx, reason, failure)
+	rt.childStopped(ctx, reason)
 	rt.closeBox(ctx)
 	if rt.shim != nil {
 		// The shim may go: this daemon has the exit.
@@ -416,6 +421,11 @@ func (rt *runtime) drain() {
 // events has returned by now, so session_stopped is its last event.
 func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
 	ev := berth.NewEvent(rt.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
+	if failure != nil {
+		rt.logger.Info("session stopped", "stop_reason", reason, "failure", failure.Kind, "message", failure.Message)
+	} else {
+		rt.logger.Info("session stopped", "stop_reason", reason)
+	}
 	// A failed commit is retried: a stream of this session ends only on it.
 	for attempt := 0; ; attempt++ {
 		_, err := rt.m.log.AppendSync(ctx, ev)

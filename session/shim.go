@@ -14,10 +14,12 @@ import (
 // ShimOptions say how agents are started in shims (see package shim), so
 // that they outlive the daemon.
 type ShimOptions struct {
-	// Argv runs the berth binary's shim command; Env is added to the
-	// daemon's environment for it.
-	Argv []string
-	Env  []string
+	// Argv runs the berth binary's shim command, for every provider the
+	// Programs before it do not serve (see shim.Launcher); Env is added to
+	// the daemon's environment for them.
+	Argv     []string
+	Programs []shim.Program
+	Env      []string
 	// Spare is how many idle shims are kept started ahead (default 1; -1
 	// for none).
 	Spare int

@@ -82,6 +82,7 @@ func (rt *runtime) start(ctx context.Context, provider berth.SandboxProvider) er
 		rt.emit("", berth.EventSessionStarted, map[string]any{
 			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
 			"capabilities": info.Capabilities, "resumed_by": resumedBy})
+		rt.logger.Info("session started", "agent", rt.spec.Name, "resumed_by", resumedBy)
 		// A resumed session runs what it had queued.
 		rt.dispatchLocked(ctx)
 	}
@@ -175,5 +176,6 @@ func (rt *runtime) failStart(ctx context.Context, f *berth.Failure) error {
 		close(rt.finished)
 	}()
 	rt.finish(ctx, berth.StopStartupFailed, f)
+	rt.childStopped(ctx, berth.StopStartupFailed)
 	return nil
 }

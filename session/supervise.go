@@ -58,6 +58,7 @@ func (m *Manager) superviseOnce(now time.Time) {
 			m.reap(rt, reason)
 		}
 	}
+	m.stopOrphans(context.Background())
 }
 
 // spoolAckEvery is how often shims learn how far the log has their

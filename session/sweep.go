@@ -53,7 +53,7 @@ func (m *Manager) runSweeps() {
 		procs := sessionProcesses()
 		for id, waiters := range batch {
 			for _, pid := range procs[id] {
-				m.logger.Warn("killing a process the session left behind", "session", id, "pid", pid)
+				m.logger.Warn("killing a process the session left behind", "session_id", id, "pid", pid)
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 			for _, w := range waiters {

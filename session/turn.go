@@ -30,7 +30,7 @@ type turnEndedData struct {
 // is active and idle.
 func (rt *runtime) startTurnLocked(turnID, text, source string) string {
 	if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: text, Source: source}); err != nil {
-		rt.logger.Error("turn_started not logged", "turn", turnID, "err", err)
+		rt.logger.Error("turn_started not logged", "turn_id", turnID, "err", err)
 	}
 	rt.beginTurnLocked(turnID, text)
 	return turnID
@@ -150,15 +150,22 @@ func turnEnd(resp acp.PromptResponse, err error, stopping bool) turnEndedData {
 	var rpcErr *acp.Error
 	switch {
 	case err == nil:
-		if end.StopReason == "" {
+		switch end.StopReason {
+		case "":
 			end.StopReason = berth.TurnEndTurn
+		case berth.TurnEndTurn, berth.TurnCancelled, berth.TurnMaxTokens, berth.TurnMaxTurnRequests, berth.TurnRefusal:
+		default:
+			// Not ACP's: readers can rely on the set; the agent's word is kept.
+			end.Error = &berth.ACPError{Code: "unknown_stop_reason", StopReason: end.StopReason,
+				Message: "the agent ended the turn with a stop reason ACP does not define"}
+			end.StopReason = berth.TurnError
 		}
 	case errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired:
 		end.StopReason = berth.TurnError
-		end.Error = &berth.ACPError{Code: "auth_required", Message: rpcErr.Message}
+		end.Error = &berth.ACPError{Code: "auth_required", Message: rpcErr.Message, Data: rpcErr.Data}
 	case rpcErr != nil && rpcErr.Message != acp.ErrClosed.Error():
 		end.StopReason = berth.TurnError
-		end.Error = &berth.ACPError{Code: "agent_error", Message: rpcErr.Message}
+		end.Error = &berth.ACPError{Code: "agent_error", Message: rpcErr.Message, Data: rpcErr.Data}
 	case stopping:
 		end.StopReason = berth.TurnCancelled
 	default:
@@ -371,7 +378,7 @@ func (rt *runtime) cancelExpired(t *turn) {
 		// The next daemon judges the agent.
 		return
 	}
-	rt.logger.Warn("agent ignored a cancel; killing it", "turn", t.id)
+	rt.logger.Warn("agent ignored a cancel; killing it", "turn_id", t.id)
 	rt.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
 		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
 	if _, err := rt.proc.Stop(context.Background(), 0); err != nil {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/berth-sh/berth"
 )
 
@@ -88,7 +90,7 @@ func (b Bundle) create() (*os.File, net.Listener, error) {
 		return nil, nil, berth.WrapError(berth.EInternal, err, "shim: pid file")
 	}
 	_ = os.Remove(b.Socket)
-	ln, err := net.Listen("unix", b.Socket)
+	ln, err := listenUnix(b.Socket)
 	if err != nil {
 		_ = spool.Close()
 		_ = os.Remove(b.Spool)
@@ -97,6 +99,36 @@ func (b Bundle) create() (*os.File, net.Listener, error) {
 	}
 	_ = os.Chmod(b.Socket, 0o600)
 	return spool, ln, nil
+}
+
+// listenUnix listens on a Unix socket at path. It makes the socket with
+// system calls and hands it to net, not with net.Listen: that one resolves
+// addresses of every network, and linking the resolver adds a third to
+// the small shim program (cmd/berth-shim), in every shim's memory.
+func listenUnix(path string) (net.Listener, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		return nil, &net.OpError{Op: "listen", Net: "unix", Addr: &net.UnixAddr{Name: path, Net: "unix"}, Err: os.NewSyscallError("bind", err)}
+	}
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		_ = os.Remove(path)
+		return nil, os.NewSyscallError("listen", err)
+	}
+	ln, err := net.FileListener(f)
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
+	// As one net.Listen made: closing it removes the socket file.
+	if ul, ok := ln.(*net.UnixListener); ok {
+		ul.SetUnlinkOnClose(true)
+	}
+	return ln, nil
 }
 
 // Remove removes what a shim leaves once it is gone: its socket, spool

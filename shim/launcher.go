@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -18,18 +19,23 @@ import (
 // waiting for its job on stdin, so that starting a session does not wait
 // for a process to start and initialise (the berth binary needs 20–30 ms).
 //
+// It may run more than one shim program (Program): the small berth-shim
+// for the providers it knows, `berth shim` for the others. Each program has
+// its own spares: the first program's from the start, another's once it
+// has been used (a daemon that never starts a docker session keeps no
+// spare of the program docker needs).
+//
 // Every shim runs in a session and process group of its own, so nothing
 // done to the daemon reaches it. The daemon reaps the shims it started
 // while it lives (one goroutine per shim, ending with it); init reaps
 // those that outlive it.
 type Launcher struct {
-	argv   []string
+	pools  []*pool
 	env    []string
 	runDir string
 	spare  int
 
 	mu     sync.Mutex
-	idle   []*spawned
 	closed bool
 	// done is closed by Close.
 	done chan struct{}
@@ -40,30 +46,61 @@ type Launcher struct {
 	children sync.WaitGroup
 }
 
+// Program is one shim program a launcher runs.
+type Program struct {
+	// Argv runs it; the job comes on its stdin.
+	Argv []string
+	// Providers are the sandbox providers it serves; none means all.
+	Providers []string
+}
+
+// serves reports whether the program serves the provider called name.
+func (p Program) serves(name string) bool {
+	return len(p.Providers) == 0 || slices.Contains(p.Providers, name)
+}
+
+// pool is one program's idle shims, guarded by the launcher's mu.
+type pool struct {
+	Program
+	idle []*spawned
+	// warm says spares are kept: from the start for the first program,
+	// after its first use for the others.
+	warm bool
+}
+
 // refillDelay is how long after taking a spare the launcher starts the
 // next one.
 const refillDelay = 50 * time.Millisecond
 
 // spawned is one shim process, idle until it is given a job.
 type spawned struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout io.ReadCloser
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	// stdout is the read end of the shim's stdout, ours to close (not
+	// exec's: its Wait would close it when the shim exits, maybe before
+	// the ready line of a shim that failed was read).
+	stdout *os.File
 	exited chan struct{}
 }
 
-// NewLauncher returns a launcher that runs argv (the berth binary's shim
-// command, with env added to the daemon's environment) for shims whose
-// files are in runDir, keeping spare idle ones.
-func NewLauncher(argv, env []string, runDir string, spare int) *Launcher {
-	l := &Launcher{argv: argv, env: env, runDir: runDir, spare: spare, done: make(chan struct{})}
-	l.refill()
+// NewLauncher returns a launcher that runs programs (env added to the
+// daemon's environment) for shims whose files are in runDir, keeping
+// spare idle ones. A job goes to the first program that serves its
+// provider.
+func NewLauncher(programs []Program, env []string, runDir string, spare int) *Launcher {
+	l := &Launcher{env: env, runDir: runDir, spare: spare, done: make(chan struct{})}
+	for i, p := range programs {
+		l.pools = append(l.pools, &pool{Program: p, warm: i == 0})
+	}
+	if len(l.pools) > 0 {
+		l.refill(l.pools[0])
+	}
 	return l
 }
 
-// spawn starts one idle shim.
-func (l *Launcher) spawn() (*spawned, error) {
-	cmd := exec.Command(l.argv[0], l.argv[1:]...)
+// spawn starts one idle shim of p.
+func (l *Launcher) spawn(p *pool) (*spawned, error) {
+	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	// A shim lives on after the daemon: it must not keep the daemon's
 	// working directory busy (an unmountable disk, a deleted checkout).
@@ -74,11 +111,16 @@ func (l *Launcher) spawn() (*spawned, error) {
 	if err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "shim: stdin")
 	}
-	stdout, err := cmd.StdoutPipe()
+	stdout, w, err := os.Pipe()
 	if err != nil {
+		_ = stdin.Close()
 		return nil, berth.WrapError(berth.EInternal, err, "shim: stdout")
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = w
+	err = cmd.Start()
+	_ = w.Close()
+	if err != nil {
+		_ = stdout.Close()
 		return nil, berth.WrapError(berth.EUnavailable, err, "shim: start")
 	}
 	sp := &spawned{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
@@ -91,11 +133,11 @@ func (l *Launcher) spawn() (*spawned, error) {
 	return sp, nil
 }
 
-// refill starts spares in the background until there are enough.
-func (l *Launcher) refill() {
+// refill starts spares of p in the background until there are enough.
+func (l *Launcher) refill(p *pool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed || len(l.idle) >= l.spare {
+	if l.closed || !p.warm || len(p.idle) >= l.spare {
 		return
 	}
 	l.refills.Add(1)
@@ -110,12 +152,12 @@ func (l *Launcher) refill() {
 		}
 		for {
 			l.mu.Lock()
-			if l.closed || len(l.idle) >= l.spare {
+			if l.closed || len(p.idle) >= l.spare {
 				l.mu.Unlock()
 				return
 			}
 			l.mu.Unlock()
-			sp, err := l.spawn()
+			sp, err := l.spawn(p)
 			if err != nil {
 				return
 			}
@@ -125,25 +167,33 @@ func (l *Launcher) refill() {
 				retire(sp)
 				return
 			}
-			l.idle = append(l.idle, sp)
+			p.idle = append(p.idle, sp)
 			l.mu.Unlock()
 		}
 	}()
 }
 
-// take returns an idle shim, or starts one.
-func (l *Launcher) take() (*spawned, error) {
+// take returns an idle shim of the program that serves provider, or
+// starts one.
+func (l *Launcher) take(provider string) (*spawned, error) {
+	i := slices.IndexFunc(l.pools, func(p *pool) bool { return p.serves(provider) })
+	if i < 0 {
+		return nil, berth.Errorf(berth.EInternal, "shim: no shim program serves the sandbox provider %q", provider)
+	}
+	p := l.pools[i]
 	l.mu.Lock()
-	for len(l.idle) > 0 {
-		sp := l.idle[0]
-		l.idle = l.idle[1:]
+	p.warm = true
+	for len(p.idle) > 0 {
+		sp := p.idle[0]
+		p.idle = p.idle[1:]
 		select {
 		case <-sp.exited:
+			_ = sp.stdout.Close()
 			continue
 		default:
 		}
 		l.mu.Unlock()
-		l.refill()
+		l.refill(p)
 		return sp, nil
 	}
 	closed := l.closed
@@ -151,12 +201,13 @@ func (l *Launcher) take() (*spawned, error) {
 	if closed {
 		return nil, berth.Errorf(berth.EUnavailable, "shim: the launcher is closed")
 	}
-	defer l.refill()
-	return l.spawn()
+	defer l.refill(p)
+	return l.spawn(p)
 }
 
 // retire ends an idle shim: without a job it exits at the end of its stdin.
 func retire(sp *spawned) {
+	defer sp.stdout.Close()
 	_ = sp.stdin.Close()
 	select {
 	case <-sp.exited:
@@ -174,8 +225,11 @@ func (l *Launcher) Close() {
 		close(l.done)
 	}
 	l.closed = true
-	idle := l.idle
-	l.idle = nil
+	var idle []*spawned
+	for _, p := range l.pools {
+		idle = append(idle, p.idle...)
+		p.idle = nil
+	}
 	l.mu.Unlock()
 	l.refills.Wait()
 	for _, sp := range idle {
@@ -194,7 +248,7 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	if err != nil {
 		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: encode job")
 	}
-	sp, err := l.take()
+	sp, err := l.take(cfg.Provider)
 	if err != nil {
 		return nil, Ready{}, err
 	}
@@ -202,6 +256,7 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	_ = sp.stdin.Close()
 	readyc := make(chan Ready, 1)
 	go func() {
+		defer sp.stdout.Close()
 		var rd Ready
 		if err := json.NewDecoder(sp.stdout).Decode(&rd); err != nil {
 			rd.Error = "the shim exited before it was ready (see " + cfg.Log + ")"

@@ -54,7 +54,7 @@ func (a *asker) ask(ctx context.Context, sessionID string, p *berth.Permission) 
 	}
 	names := make([]string, len(p.Options))
 	for i, o := range p.Options {
-		names[i] = fmt.Sprintf("%d) %s", i+1, o.Name)
+		names[i] = fmt.Sprintf("%d) %s", i+1, printable(o.Name))
 	}
 	for {
 		fmt.Fprintf(a.out, "? %s — %s: ", orDash(toolTitle(p)), strings.Join(names, "  "))

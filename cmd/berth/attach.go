@@ -188,7 +188,7 @@ func (a *attached) ask() {
 	p := a.questions[0]
 	names := make([]string, len(p.Options))
 	for i, o := range p.Options {
-		names[i] = fmt.Sprintf("%d) %s", i+1, o.Name)
+		names[i] = fmt.Sprintf("%d) %s", i+1, printable(o.Name))
 	}
 	a.r.line(a.r.style(ansiBold, fmt.Sprintf("? %s — %s", orDash(toolTitle(p)), strings.Join(names, "  "))))
 }

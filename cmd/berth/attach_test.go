@@ -174,7 +174,6 @@ func TestAttachAtATerminal(t *testing.T) {
 	// Ctrl-C detaches too: it never cancels the agent's work.
 	tm = startTerminal(t, env, "attach", sess.ID)
 	tm.waitFor("attached to " + sess.ID)
-	// A line of its own: the replayed history already shows "» sleep 60000".
 	tm.typeLine("sleep 60001")
 	tm.waitFor("» sleep 60001")
 	if _, err := tm.pty.Write([]byte{3}); err != nil {

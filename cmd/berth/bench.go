@@ -375,7 +375,9 @@ func printBench(w io.Writer, r benchResult) {
 	}
 	if r.ReattachSessions > 0 {
 		fmt.Fprintf(t, "boot reattaching %d live sessions\t%.0f ms\n", r.ReattachSessions, r.ReattachBootMs)
-		fmt.Fprintf(t, "shim memory (KiB)\trss p50 %d\tpss p50 %d\tprivate p50 %d, max %d\n", r.ShimRSSP50KB, r.ShimPSSP50KB, r.ShimPrivateP50KB, r.ShimPrivateMaxKB)
+		fmt.Fprintf(t, "shim memory (KiB, %s)\trss p50 %d\tpss p50 %d\tprivate p50 %d, max %d\n", r.ShimProgram, r.ShimRSSP50KB, r.ShimPSSP50KB, r.ShimPrivateP50KB, r.ShimPrivateMaxKB)
+		fmt.Fprintf(t, "all of berth per live session (KiB)\tpss %d\trss %d\t(%d sessions, agents included)\n", r.TotalPSSPerSessionKB, r.TotalRSSPerSessionKB, r.ReattachSessions)
+		fmt.Fprintf(t, "  daemon and shims alone\tpss %d\t(daemon pss %d in all)\n", r.OwnPSSPerSessionKB, r.DaemonPSSKB)
 	}
 	if r.ListedSessions > 0 {
 		fmt.Fprintf(t, "list %d sessions, %d a page\tp50 %.2f ms\tp99 %.2f ms\n", r.ListedSessions, r.ListPageSize, r.ListPageP50Ms, r.ListPageP99Ms)

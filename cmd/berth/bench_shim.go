@@ -35,6 +35,21 @@ type shimResult struct {
 	ShimPSSP50KB     int64 `json:"shim_pss_p50_kb,omitempty"`
 	ShimPrivateP50KB int64 `json:"shim_private_p50_kb,omitempty"`
 	ShimPrivateMaxKB int64 `json:"shim_private_max_kb,omitempty"`
+	// ShimProgram is what the measured shims run: "berth-shim" (the small
+	// one berth carries) or "berth shim".
+	ShimProgram string `json:"shim_program,omitempty"`
+	// Total* are every process of berth's with the reattach bench's
+	// sessions live — the daemon (this bench process, which also holds
+	// the bench's first daemon: an overstatement), its shims, spare
+	// included, and all they started (agents, bwrap) — divided by the
+	// sessions, in KiB. PSS adds up to what the machine pays; RSS counts
+	// shared pages once in every process.
+	TotalPSSPerSessionKB int64 `json:"total_pss_per_session_kb,omitempty"`
+	TotalRSSPerSessionKB int64 `json:"total_rss_per_session_kb,omitempty"`
+	DaemonPSSKB          int64 `json:"daemon_pss_kb,omitempty"`
+	// OwnPSSPerSessionKB is the daemon and the shims alone, per session:
+	// what berth adds to the agents.
+	OwnPSSPerSessionKB int64 `json:"own_pss_per_session_kb,omitempty"`
 	// Reattach* is a daemon boot that finds that many live sessions: from
 	// the start of the boot to every one reattached and the API answering.
 	ReattachSessions int     `json:"reattach_sessions,omitempty"`
@@ -138,6 +153,28 @@ func benchReattach(ctx context.Context, cfg *config.Config, sandbox string, n in
 	}
 	res.ShimRSSP50KB, res.ShimPSSP50KB, res.ShimPrivateP50KB = median(rss), median(pss), median(priv)
 	res.ShimPrivateMaxKB = maxOf(priv)
+	if pids := shimPIDs(filepath.Join(home, "run")); len(pids) > 0 {
+		res.ShimProgram = "berth shim"
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pids[0])); strings.HasPrefix(filepath.Base(exe), shimPrefix) {
+			res.ShimProgram = "berth-shim"
+		}
+	}
+	var totPSS, totRSS, ownPSS int64
+	shims := runShims(filepath.Join(home, "run"))
+	for i, pid := range append([]int{os.Getpid()}, processTree(shims)...) {
+		if m, err := smapsRollup(pid); err == nil {
+			totPSS, totRSS = totPSS+m["Pss"], totRSS+m["Rss"]
+			// The daemon, then the shims, then what they started.
+			if i <= len(shims) {
+				ownPSS += m["Pss"]
+			}
+			if i == 0 {
+				res.DaemonPSSKB = m["Pss"]
+			}
+		}
+	}
+	res.TotalPSSPerSessionKB, res.TotalRSSPerSessionKB = totPSS/int64(n), totRSS/int64(n)
+	res.OwnPSSPerSessionKB = ownPSS / int64(n)
 	closeBenchDaemon(ctx, d)
 
 	fmt.Fprintf(progress, "booting a daemon that reattaches %d sessions…\n", n)
@@ -170,6 +207,41 @@ func shimPIDs(runDir string) []int {
 	for _, f := range pidFiles {
 		if pid := shim.ReadPID(f, runDir); pid > 0 {
 			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// runShims returns the shims of runDir, spares included, found by the
+// run directory in their environment.
+func runShims(runDir string) []int {
+	var out []int
+	procs, _ := os.ReadDir("/proc")
+	for _, e := range procs {
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(e.Name()); err == nil && slices.Contains(strings.Split(string(env), "\x00"), shim.EnvRun+"="+runDir) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// processTree returns roots and every process descended from them (each
+// thread of a process lists the children it forked).
+func processTree(roots []int) []int {
+	out := slices.Clone(roots)
+	for i := 0; i < len(out); i++ {
+		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", out[i]))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			for _, c := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(c); err == nil {
+					out = append(out, pid)
+				}
+			}
 		}
 	}
 	return out

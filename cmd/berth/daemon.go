@@ -25,6 +25,7 @@ import (
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/snapshot"
+	"github.com/berth-sh/berth/store/memory"
 	"github.com/berth-sh/berth/store/postgres"
 	"github.com/berth-sh/berth/store/sqlite"
 )
@@ -121,6 +122,13 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if d.store, err = openStore(ctx, o.home, o.cfg.Store, o.acceptEmptyStore, o.logger); err != nil {
 		return nil, err
 	}
+	if d.store.Name() == memory.Name {
+		// Agents left running for the next daemon would find no store to
+		// reattach from: with a memory store, closing stops them.
+		d.leaveSessions = false
+		o.logger.Warn("the store is in memory (memory:): every session, its events and its queue are lost when " +
+			"the daemon exits, and sessions are stopped then instead of left running")
+	}
 	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger, SessionBytes: o.cfg.Limits.SessionInflightBytes})
 	if err = d.log.Open(); err != nil {
 		return nil, err
@@ -146,7 +154,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if !o.noShims {
 		pob, _ := json.Marshal(po)
 		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
-			Orphan: o.cfg.Limits.OrphanTimeout.Duration}
+			Programs: smallShim(o.home, string(pob), o.logger), Orphan: o.cfg.Limits.OrphanTimeout.Duration}
 	}
 	node := nodeID(o.home)
 	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.cfg.Hooks), Owner: node, Logger: o.logger}); err != nil {
@@ -163,7 +171,8 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
 			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration,
-			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration},
+			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration,
+			MaxChildren: childLimit(lim.MaxChildren), MaxDepth: childLimit(lim.MaxDepth)},
 		Home: o.home, NodeID: node, Version: versionString(), Logger: o.logger, UserHome: userHome(),
 		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
 		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
@@ -266,7 +275,8 @@ func daemonFiles(socket, storeURL string) []string {
 }
 
 // openStore opens the store a URL names: "" or "sqlite:PATH" for SQLite,
-// postgres://… for PostgreSQL (connecting within a bounded time).
+// postgres://… for PostgreSQL (connecting within a bounded time), memory:
+// for an empty store in memory.
 // A SQLite file is checked first (checkSQLiteFile); acceptEmpty lets a new
 // store start beside the session directories of a lost one.
 func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bool, logger *slog.Logger) (berth.Store, error) {
@@ -293,8 +303,10 @@ func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bo
 			return nil, err
 		}
 		return st, nil
+	case url == config.MemoryURL:
+		return memory.New(), nil
 	}
-	return nil, berth.Errorf(berth.EInvalid, "store url must be sqlite:PATH or postgres://…")
+	return nil, berth.Errorf(berth.EInvalid, "store url must be sqlite:PATH, postgres://… or memory:")
 }
 
 // sqlitePath is the database file of a SQLite store URL ("" or
@@ -329,6 +341,15 @@ func privateHome(home string) error {
 	return nil
 }
 
+// childLimit maps a [limits] child limit to session.Limits, where 0 is
+// the default: a configured 0 (no children) becomes -1.
+func childLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 // nodeID returns this home's stable node id, creating it once.
 func nodeID(home string) string {
 	path := filepath.Join(home, "node_id")
@@ -351,13 +372,37 @@ func loadConfig(home, path string) (*config.Config, error) {
 	return config.LoadDefault(home, os.Environ())
 }
 
-// newLogger returns the daemon's logger writing to stderr.
-func newLogger(debug bool) *slog.Logger {
-	level := slog.LevelInfo
-	if debug {
-		level = slog.LevelDebug
+// newLogger returns the daemon's logger writing to stderr: format text,
+// json, or "" for text on a terminal and JSON otherwise; level debug,
+// info (""), warn or error.
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	switch level {
+	case "debug":
+		lv = slog.LevelDebug
+	case "", "info":
+		lv = slog.LevelInfo
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	default:
+		return nil, berth.Errorf(berth.EInvalid, "log level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "":
+		// Text for a person at a terminal, JSON for whatever collects it.
+		if isTerminal(os.Stderr) {
+			return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		}
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, berth.Errorf(berth.EInvalid, "log format %q: want text or json", format)
 }
 
 // quietLogger logs warnings and errors only: for a daemon that runs inside
@@ -389,7 +434,7 @@ func userHome() string {
 // configured engine, whose containers a previous daemon of this home left
 // are removed now (the engine may be shared: only this node's are).
 func (d *daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
-	providers := []berth.SandboxProvider{host.New(), po.bwrap()}
+	providers := []berth.SandboxProvider{host.New(), po.Bwrap()}
 	dk, err := po.docker()
 	if err != nil {
 		return nil, err

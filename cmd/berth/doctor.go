@@ -172,10 +172,16 @@ func checkDaemon(cmd *cobra.Command) check {
 }
 
 // checkStore opens the configured store read-only and asks it to check
-// itself: SQLite's quick_check, or a PostgreSQL round trip.
+// itself: SQLite's quick_check, or a PostgreSQL round trip. A memory
+// store is a warning: it keeps nothing.
 func checkStore(ctx context.Context, home string, sc config.Store) check {
 	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
+	if sc.URL == config.MemoryURL {
+		// Nothing to check, but a warning worth reading before trusting it
+		// with work.
+		return check{"store", checkWarn, "memory: nothing is kept; every session and its log are lost when the daemon exits"}
+	}
 	if strings.HasPrefix(sc.URL, "postgres://") || strings.HasPrefix(sc.URL, "postgresql://") {
 		conn, err := pgx.Connect(ctx, sc.URL)
 		if err != nil {
@@ -231,7 +237,7 @@ func checkSandboxes(ctx context.Context, cfg *config.Config, home string) []chec
 	}
 	var out []check
 	pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
-	bwrapErr := po.bwrap().Probe(pctx)
+	bwrapErr := po.Bwrap().Probe(pctx)
 	cancel()
 	if bwrapErr != nil {
 		detail := berth.ErrorMessage(bwrapErr)

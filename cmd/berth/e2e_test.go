@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/berth-sh/berth/internal/apitest"
 	"io"
 	"net"
 	"net/http"
@@ -23,9 +24,11 @@ import (
 	"github.com/berth-sh/berth/internal/mcptest"
 )
 
-// bin is the berth binary built once for the end-to-end tests; exampleAgent
-// is the acp-go-sdk example agent, a third-party ACP agent.
-var bin, exampleAgent string
+// bin is the berth binary built once for the end-to-end tests, carrying
+// the small shim built from this tree whether or not `go generate` ran;
+// exampleAgent is the acp-go-sdk example agent, a third-party ACP agent;
+// binDir holds them.
+var bin, exampleAgent, binDir string
 
 func TestMain(m *testing.M) {
 	// The test MCP server that sessions' agents start as a stdio server.
@@ -34,18 +37,55 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	binDir = dir
 	bin, exampleAgent = filepath.Join(dir, "berth"), filepath.Join(dir, "example-agent")
-	for out, pkg := range map[string]string{bin: ".", exampleAgent: "github.com/coder/acp-go-sdk/example/agent"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
+	// The small shim as `go generate` builds it.
+	small := filepath.Join(dir, "berth-shim")
+	if b, err := exec.Command("go", "run", "github.com/berth-sh/berth/internal/genshim", "-o", small).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build the small shim: %v\n%s", err, b)
+		os.Exit(1)
+	}
+	for _, b := range []struct{ out, pkg, overlay string }{
+		{bin, ".", small},
+		{exampleAgent, "github.com/coder/acp-go-sdk/example/agent", ""},
+	} {
+		if err := goBuild(b.out, b.pkg, b.overlay); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// goBuild builds pkg to out, static. For berth, shim names the small shim
+// it embeds with its hash beside it (an -overlay over shimbin/berth-shim
+// and its .sha256, whatever `go generate` left there); "-" embeds none.
+func goBuild(out, pkg, shim string) error {
+	args := []string{"build", "-o", out}
+	if shim != "" {
+		src, err := filepath.Abs(filepath.Join("shimbin", "berth-shim"))
+		if err != nil {
+			return err
+		}
+		replace := map[string]string{src: shim, src + ".sha256": shim + ".sha256"}
+		if shim == "-" {
+			replace = map[string]string{src: "", src + ".sha256": ""}
+		}
+		ov, _ := json.Marshal(map[string]map[string]string{"Replace": replace})
+		ovFile := out + ".overlay.json"
+		if err := os.WriteFile(ovFile, ov, 0o600); err != nil {
+			return err
+		}
+		args = append(args, "-overlay", ovFile)
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
 }
 
 // cleanEnv is the environment for berth child processes: no BERTH_*
@@ -94,8 +134,14 @@ func startServerEnv(t testing.TB, home string, env []string, args ...string) *se
 // startServerAddr is startServerEnv on a given address.
 func startServerAddr(t testing.TB, home, addr string, env []string, args ...string) *server {
 	t.Helper()
+	return startServerBin(t, bin, home, addr, env, args...)
+}
+
+// startServerBin is startServerAddr running the berth binary berthBin.
+func startServerBin(t testing.TB, berthBin, home, addr string, env []string, args ...string) *server {
+	t.Helper()
 	s := &server{t: t, home: home, addr: addr, log: &bytes.Buffer{}}
-	s.cmd = exec.Command(bin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
+	s.cmd = exec.Command(berthBin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
 	s.cmd.Env = cleanEnv(home, env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -189,8 +235,14 @@ func (s *server) api(method, path string, body any, out any) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil && err != io.EOF {
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	// Every answer of a documented route matches the OpenAPI document.
+	apitest.Check(s.t, req, resp.StatusCode, resp.Header, raw)
+	if out != nil && len(raw) > 0 {
+		if err := json.Unmarshal(raw, out); err != nil {
 			return resp.StatusCode, err
 		}
 	}

@@ -125,7 +125,7 @@ func optionText(p *berth.Permission) string {
 	}
 	var opts []string
 	for _, o := range p.Options {
-		opts = append(opts, o.ID+" ("+o.Name+")")
+		opts = append(opts, printable(o.ID+" ("+o.Name+")"))
 	}
 	return orDash(strings.Join(opts, " | "))
 }
@@ -138,9 +138,9 @@ func toolTitle(p *berth.Permission) string {
 	}
 	_ = json.Unmarshal(p.ToolCall, &tc)
 	if tc.Title != "" {
-		return tc.Title
+		return printable(tc.Title)
 	}
-	return orDash(tc.Kind)
+	return orDash(printable(tc.Kind))
 }
 
 // newExecCommand returns `berth exec ID [--timeout S] [--cwd DIR] -- cmd args…`.

@@ -64,6 +64,8 @@ func newRootCommand() *cobra.Command {
 		newRmCommand(),
 		newApproveCommand(),
 		newResumeCommand(),
+		newSpawnCommand(),
+		newChildrenCommand(),
 		newQueueCommand(),
 		newPermissionsCommand(),
 		newExecCommand(),

@@ -46,20 +46,50 @@ func (d eventData) str(path ...string) string {
 	case nil:
 		return ""
 	case string:
-		return x
+		return printable(x)
 	case float64:
 		return fmt.Sprintf("%v", x)
 	case bool:
 		return fmt.Sprintf("%t", x)
 	default:
 		b, _ := json.Marshal(x)
-		return string(b)
+		return printable(string(b))
 	}
+}
+
+// printable escapes the control characters of text an agent or a user
+// wrote (newlines and tabs aside) as \xHH or \u00HH, so that nothing it
+// prints can move the cursor, retitle the window or hide text in the
+// terminal: agents' stderr is full of escape sequences, some on purpose.
+func printable(s string) string {
+	if strings.IndexFunc(s, isControl) < 0 {
+		return s
+	}
+	// A line ending of another system is a line ending, not a control.
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !isControl(r):
+			b.WriteRune(r)
+		case r < 0x80:
+			fmt.Fprintf(&b, "\\x%02x", r)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
+}
+
+// isControl reports a C0 or C1 control character, or DEL, other than
+// newline and tab.
+func isControl(r rune) bool {
+	return r != '\n' && r != '\t' && (r < 0x20 || r == 0x7f || (r >= 0x80 && r <= 0x9f))
 }
 
 // shorten puts text on one line and cuts it to n runes.
 func shorten(s string, n int) string {
-	s = strings.NewReplacer("\r\n", "⏎", "\n", "⏎", "\r", "", "\t", " ").Replace(s)
+	s = printable(strings.NewReplacer("\r\n", "⏎", "\n", "⏎", "\r", "", "\t", " ").Replace(s))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}

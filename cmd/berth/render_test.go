@@ -62,3 +62,30 @@ func TestLogLine(t *testing.T) {
 		t.Errorf("tool call summary = %q", s)
 	}
 }
+
+// What an agent or a user wrote never reaches the terminal as control
+// characters: escape sequences in a message, a stderr line, a tool title
+// or a session name are printed escaped, in the live view, in `berth logs`
+// and in `berth show`; line endings stay line endings.
+func TestControlCharactersAreEscaped(t *testing.T) {
+	evil := "title\x1b]0;pwned\x07\x1b[2J\u009bX\rhidden"
+	var buf bytes.Buffer
+	r := newEventRenderer(&buf)
+	r.render(ev(1, berth.EventAgentMessage, map[string]any{"text": evil + "\r\nnext line\n"}))
+	r.render(ev(2, berth.EventToolCall, map[string]any{"tool_call_id": "t1", "title": evil}))
+	if err := writeLogLine(&buf, ev(3, berth.EventAgentStderr, map[string]any{"line": evil})); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSession(&buf, &berth.Session{ID: "ses_a", Name: evil}); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, c := range []string{"\x1b", "\x07", "\u009b", "\r"} {
+		if strings.Contains(out, c) {
+			t.Errorf("the output holds the control character %q:\n%q", c, out)
+		}
+	}
+	if !strings.Contains(out, `title\x1b]0;pwned\x07\x1b[2J\u009bX\x0dhidden`) || !strings.Contains(out, "\nnext line\n") {
+		t.Errorf("escaped output:\n%s", out)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth"
 )
 
 // newServeCmd runs the daemon until SIGINT or SIGTERM.
@@ -18,9 +20,11 @@ func newServeCmd() *cobra.Command {
 		RunE: runServe,
 	}
 	f := cmd.Flags()
-	f.String("store", "", "store URL: sqlite:PATH or postgres://… (default: SQLite in the home directory)")
+	f.String("store", "", "store URL: sqlite:PATH, postgres://… or memory: (nothing kept after exit) (default: SQLite in the home directory)")
 	f.String("config", "", "config file (default $BERTH_HOME/config.toml)")
-	f.Bool("debug", false, "log at debug level")
+	f.Bool("debug", false, "log at debug level (--log-level debug)")
+	f.String("log-format", "", "log format: text or json (default: text on a terminal, JSON otherwise)")
+	f.String("log-level", "info", "log level: debug, info, warn or error")
 	f.Bool("accept-empty-store", false, "start a new store even though the home has the session directories of a lost one")
 	return cmd
 }
@@ -50,8 +54,15 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if socket == "" {
 		socket = filepath.Join(home, socketName)
 	}
-	debug, _ := cmd.Flags().GetBool("debug")
-	logger := newLogger(debug)
+	format, _ := cmd.Flags().GetString("log-format")
+	level, _ := cmd.Flags().GetString("log-level")
+	if debug, _ := cmd.Flags().GetBool("debug"); debug {
+		level = "debug"
+	}
+	logger, err := newLogger(format, level)
+	if err != nil {
+		return usagef(cmd, "%s", berth.ErrorMessage(err))
+	}
 	notify := newNotifier(logger)
 
 	acceptEmpty, _ := cmd.Flags().GetBool("accept-empty-store")

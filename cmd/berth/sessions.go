@@ -104,8 +104,11 @@ func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped bool) e
 	}
 	t := newTable(out)
 	fmt.Fprintln(t, "ID\tNAME\tAGENT\tSTATUS\tTURNS\tACTIVE\tLABELS")
-	for _, s := range sessions {
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, orDash(shorten(s.Name, 30)), s.Agent, statusText(&s),
+	// Children are indented under their parent.
+	order, depth := treeOrder(sessions)
+	for n, i := range order {
+		s := &sessions[i]
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", treeID(s.ID, depth[n]), orDash(shorten(s.Name, 30)), s.Agent, statusText(s),
 			s.Turns, ago(s.LastActivityAt), labelsText(s.Labels))
 	}
 	return t.Flush()
@@ -140,7 +143,7 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	t := newTable(w)
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(t, "%s:\t%s\n", k, v)
+			fmt.Fprintf(t, "%s:\t%s\n", k, printable(v))
 		}
 	}
 	when := func(at time.Time) string {
@@ -169,6 +172,10 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	row("sandbox", orDash(s.Sandbox.Provider)+", "+net)
 	row("permissions", s.PermissionMode)
 	row("parent", s.ParentID)
+	if s.ParentID != "" {
+		row("root", s.RootID)
+		row("depth", fmt.Sprint(s.Depth))
+	}
 	if len(s.Labels) > 0 {
 		row("labels", labelsText(s.Labels))
 	}

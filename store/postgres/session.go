@@ -31,9 +31,10 @@ func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		var pk int64
-		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, state, agent, parent_id, created_at, doc)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING pk`,
-			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc).Scan(&pk)
+		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING pk`,
+			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.RootOf(sess), sess.SpawnKey,
+			codec.SortNanos(sess.CreatedAt), doc).Scan(&pk)
 		if isUniqueViolation(err) {
 			return berth.WrapError(berth.EConflict, err, "session %s already exists", sess.ID)
 		}
@@ -181,6 +182,13 @@ func listSessionsSQL(f berth.SessionFilter, limit int) (string, []any, error) {
 	}
 	if f.Parent != "" {
 		q.WriteString(` AND s.parent_id = ` + arg(f.Parent))
+	}
+	if f.Root != "" {
+		q.WriteString(` AND s.root_id = ` + arg(f.Root))
+	}
+	if f.SpawnKey != "" {
+		// The literal lets the partial index sessions_by_spawn_key serve it.
+		q.WriteString(` AND s.spawn_key = ` + arg(f.SpawnKey) + ` AND s.spawn_key <> ''`)
 	}
 	// Any further label is a probe of the primary key per candidate.
 	for _, k := range keys {

@@ -30,9 +30,9 @@ func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, state, agent, parent_id, created_at, doc)
-			VALUES (?, ?, ?, ?, ?, ?)`,
-			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc)
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.RootOf(sess), sess.SpawnKey, codec.SortNanos(sess.CreatedAt), doc)
 		if isConstraint(err) {
 			return berth.WrapError(berth.EConflict, err, "session %s already exists", sess.ID)
 		}
@@ -94,6 +94,15 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 	if f.Parent != "" {
 		q.WriteString(` AND parent_id = ?`)
 		args = append(args, f.Parent)
+	}
+	if f.Root != "" {
+		q.WriteString(` AND root_id = ?`)
+		args = append(args, f.Root)
+	}
+	if f.SpawnKey != "" {
+		// The literal lets the partial index sessions_by_spawn_key serve it.
+		q.WriteString(` AND spawn_key = ? AND spawn_key <> ''`)
+		args = append(args, f.SpawnKey)
 	}
 	// Sorted keys keep the SQL text, and so SQLite's statement cache key,
 	// stable for equal filters.

@@ -46,6 +46,8 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"ListPaging", testListPaging},
 		{"ListLimits", testListLimits},
 		{"ListMalformedCursor", testListMalformedCursor},
+		{"Tree", testTree},
+		{"SpawnKeyUnique", testSpawnKeyUnique},
 		{"UpdateGuard", testUpdateGuard},
 		{"UpdateMissing", testUpdateMissing},
 		{"UpdateKeepsLastSeq", testUpdateKeepsLastSeq},
@@ -124,6 +126,7 @@ func newSession(id string, created time.Time) *berth.Session {
 	exp := created.Add(time.Hour)
 	return &berth.Session{
 		ID:               id,
+		RootID:           id,
 		Name:             "name of " + id,
 		Agent:            "claude",
 		State:            berth.StateStarting,

@@ -25,6 +25,8 @@ type sessionDoc struct {
 	NeedsAuth  bool              `json:"needs_auth,omitempty"`
 	ShimSocket string            `json:"shim_socket,omitempty"`
 	ShimPID    int               `json:"shim_pid,omitempty"`
+	SpawnKey   string            `json:"spawn_key,omitempty"`
+	SpawnHash  string            `json:"spawn_hash,omitempty"`
 
 	// MCPServers shadows the Session's field of the same JSON name, whose
 	// marshalling redacts secrets: the document keeps them whole.
@@ -34,7 +36,8 @@ type sessionDoc struct {
 // EncodeSession marshals s with its hidden fields. EInvalid if it cannot.
 func EncodeSession(s *berth.Session) (string, error) {
 	b, err := json.Marshal(sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth,
-		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID, MCPServers: s.MCPServers})
+		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID, SpawnKey: s.SpawnKey, SpawnHash: s.SpawnHash,
+		MCPServers: s.MCPServers})
 	if err != nil {
 		return "", berth.WrapError(berth.EInvalid, err, "session cannot be encoded")
 	}
@@ -52,9 +55,23 @@ func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, erro
 	s := d.Session
 	s.Env, s.AgentPID, s.NeedsAuth = d.Env, d.AgentPID, d.NeedsAuth
 	s.ShimSocket, s.ShimPID = d.ShimSocket, d.ShimPID
+	s.SpawnKey, s.SpawnHash = d.SpawnKey, d.SpawnHash
 	s.MCPServers = d.MCPServers
 	s.LastSeq, s.AgentOffset = lastSeq, agentOffset
+	if s.RootID == "" && s.ParentID == "" {
+		// Written before sessions had trees: a root.
+		s.RootID = s.ID
+	}
 	return s, nil
+}
+
+// RootOf is the root_id column of s: its RootID, or its own id for a root
+// that does not say.
+func RootOf(s *berth.Session) string {
+	if s.RootID == "" && s.ParentID == "" {
+		return s.ID
+	}
+	return s.RootID
 }
 
 // EncodeCursor makes the opaque list position after a row.

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/berth-sh/berth"
+)
+
+// A daemon whose stderr is not a terminal logs JSON lines; each request
+// has an id (the client's X-Request-ID when sane, else one made), in its
+// answer and in its log line with the session it is about; lines about a
+// session carry session_id, and about a turn turn_id.
+func TestLogsAreJSONWithRequestAndSessionIDs(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home)
+	var sess berth.Session
+	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
+		t.Fatalf("create = %d %v", st, err)
+	}
+	get := func(id string) string {
+		req, _ := http.NewRequest("GET", "http://"+s.addr+"/v1/sessions/"+sess.ID, nil)
+		s.authorize(req)
+		req.Header.Set("X-Request-ID", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Request-ID")
+	}
+	if got := get("build-42:step.1"); got != "build-42:step.1" {
+		t.Errorf("X-Request-ID answered %q, want the client's", got)
+	}
+	made := get("forged\" level=ERROR msg=x")
+	if !strings.HasPrefix(made, "req_") {
+		t.Errorf("an unsafe X-Request-ID was kept: %q", made)
+	}
+	// A turn the agent will not let go of: the daemon kills it, a line about
+	// the session and the turn.
+	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]string{"text": "crash 3"}, nil); st != 200 {
+		t.Fatalf("prompt = %d", st)
+	}
+	s.stop()
+
+	var sawRequest, sawMade, sawSession bool
+	sc := bufio.NewScanner(strings.NewReader(s.log.String()))
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("a log line is not JSON: %q", sc.Text())
+		}
+		switch {
+		case line["msg"] == "http request" && line["request_id"] == "build-42:step.1":
+			sawRequest = line["session_id"] == sess.ID && line["status"] == float64(200)
+		case line["msg"] == "http request" && line["request_id"] == made:
+			sawMade = true
+		case line["msg"] != "http request" && line["session_id"] == sess.ID:
+			sawSession = true
+		}
+	}
+	if !sawRequest || !sawMade || !sawSession {
+		t.Errorf("request line %v, made id %v, a session line %v in:\n%s", sawRequest, sawMade, sawSession, s.log.String())
+	}
+}
+
+// --log-format text logs text; a bad level or format is a usage error.
+func TestLogFlags(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home, "--log-format", "text", "--log-level", "debug")
+	s.stop()
+	if out := s.log.String(); !strings.Contains(out, `level=INFO msg="berth serving"`) {
+		t.Errorf("text log: %s", out)
+	}
+	for _, args := range [][]string{{"--log-level", "loud"}, {"--log-format", "xml"}} {
+		cmd := exec.Command(bin, append([]string{"serve", "--home", t.TempDir(), "--addr", freeAddr(t)}, args...)...)
+		cmd.Env = cleanEnv(home)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 {
+			t.Errorf("serve %v: exit %d, want 2: %s", args, code, out)
+		}
+	}
+}

@@ -1,0 +1,519 @@
+package session
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// Child sessions (CONTRACT §4.4). A child is created through its parent
+// (SpawnChild) and can never be given more than the parent has: its
+// request is narrowed, fail-closed, before anything is written. It is
+// admitted under its parent's tree lock, where its live siblings are
+// counted and where the parent, once it stops, refuses any more; the
+// parent's monitor stops every live child (parent_stopped) before it logs
+// its own session_stopped, so the child_stopped events land in the
+// parent's log first and a tree never outlives its root. The supervisor
+// and the boot pass stop any child whose parent is not live (a parent
+// stopped while the daemon was down, a resume that raced a stop).
+
+// Default child limits (CONTRACT §7).
+const (
+	defaultMaxChildren = 5
+	defaultMaxDepth    = 1
+	// maxSpawnKey bounds an Idempotency-Key.
+	maxSpawnKey = 255
+)
+
+// treeState is a runtime's side of its tree. Its mutex serialises the
+// admission of the runtime's children against each other and against the
+// parent's stop; closed is set, under it, once the parent stops admitting.
+// logClosed is guarded by the runtime's mu: set just before the parent's
+// session_stopped, after which nothing about a child enters its log.
+//
+// Lock order: a session lock, then a parent's tree mu, then Manager.mu,
+// then a runtime's mu (the parent's, to log child_started). Nothing that
+// holds Manager.mu or a runtime's mu takes a tree mu.
+type treeState struct {
+	// parent is the session's parent id ("" for a root); it never changes.
+	parent    string
+	mu        sync.Mutex
+	closed    bool
+	logClosed bool
+}
+
+// permRank orders the permission modes from the strictest: a child's mode
+// may not rank above its parent's.
+var permRank = map[string]int{
+	berth.PermDenyAll:      0,
+	berth.PermAsk:          1,
+	berth.PermApproveReads: 2,
+	berth.PermApproveAll:   3,
+}
+
+// sandboxRank orders the providers by isolation: a child's may not rank
+// below its parent's. bwrap and docker both isolate; host does not.
+var sandboxRank = map[string]int{
+	berth.SandboxHost:   0,
+	berth.SandboxBwrap:  1,
+	berth.SandboxDocker: 1,
+}
+
+// spawn is one child being created: its parent as it was when the spawn
+// began, and its Idempotency-Key.
+type spawn struct {
+	m      *Manager
+	parent *berth.Session
+	prt    *runtime
+	key    string
+	hash   string
+}
+
+// SpawnChild implements berth.SessionService; it is also the entry point
+// of the agents' own berth MCP server.
+func (m *Manager) SpawnChild(ctx context.Context, parentID string, req berth.CreateRequest, idemKey string) (*berth.Session, error) {
+	if err := m.enter(); err != nil {
+		return nil, err
+	}
+	defer m.inflight.Done()
+	if req.TTLSeconds <= 0 {
+		return nil, &berth.Error{Code: berth.EInvalid, Message: "ttl_seconds is required for a child session",
+			Details: map[string]any{"field": "ttl_seconds"}}
+	}
+	if err := req.ValidateTimes(); err != nil {
+		return nil, err
+	}
+	if len(idemKey) > maxSpawnKey || strings.ContainsFunc(idemKey, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		return nil, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", maxSpawnKey),
+			Details: map[string]any{"header": "Idempotency-Key"}}
+	}
+	kid := &spawn{m: m, key: idemKey, hash: requestDigest(req), prt: m.runtimeOf(parentID)}
+	if kid.prt != nil {
+		kid.parent = kid.prt.view()
+	} else {
+		p, err := m.store.GetSession(ctx, parentID)
+		if err != nil {
+			return nil, err
+		}
+		kid.parent = p
+	}
+	if idemKey != "" {
+		// A retry answers the child the first call made, whatever became
+		// of the parent and the limits since.
+		if s, err := kid.find(ctx); s != nil || err != nil {
+			return s, err
+		}
+	}
+	if kid.prt == nil || kid.parent.State != berth.StateActive {
+		return nil, &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("the parent session is %s: only an active session spawns children", kid.parent.State),
+			Details: map[string]any{"parent_id": parentID, "state": kid.parent.State}}
+	}
+	if maxDepth := m.maxDepth(); kid.parent.Depth+1 > maxDepth {
+		return nil, &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("limits.max_depth (%d) reached: a session at depth %d cannot spawn", maxDepth, kid.parent.Depth),
+			Details: map[string]any{"limit": "max_depth", "max_depth": maxDepth, "depth": kid.parent.Depth + 1}}
+	}
+	if err := kid.narrow(&req); err != nil {
+		return nil, err
+	}
+	return m.create(ctx, req, kid)
+}
+
+// maxChildren is limits.max_children (a negative limit allows none).
+func (m *Manager) maxChildren() int {
+	switch n := m.opts.Limits.MaxChildren; {
+	case n < 0:
+		return 0
+	case n == 0:
+		return defaultMaxChildren
+	default:
+		return n
+	}
+}
+
+// maxDepth is limits.max_depth (a negative limit allows no children).
+func (m *Manager) maxDepth() int {
+	switch n := m.opts.Limits.MaxDepth; {
+	case n < 0:
+		return 0
+	case n == 0:
+		return defaultMaxDepth
+	default:
+		return n
+	}
+}
+
+// requestDigest is a digest of a spawn's body, so that a retry with the
+// same Idempotency-Key and another body is told apart.
+func requestDigest(req berth.CreateRequest) string {
+	// encoding/json writes map keys sorted: equal bodies, equal bytes.
+	b, _ := json.Marshal(req)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// forbidden is the 403 of a child asking for more than its parent has.
+func forbidden(field, msg string) error {
+	return &berth.Error{Code: berth.EForbidden, Message: msg, Details: map[string]any{"field": field}}
+}
+
+// narrow fills the child's defaults from its parent and refuses, before
+// anything is written, whatever would give the child more than the parent
+// has: a looser permission mode, network, a weaker sandbox, env or a
+// workspace the parent was not given, another session's snapshot.
+func (k *spawn) narrow(req *berth.CreateRequest) error {
+	p := k.parent
+	if req.PermissionMode == "" {
+		req.PermissionMode = p.PermissionMode
+	}
+	if r, ok := permRank[req.PermissionMode]; ok && r > permRank[p.PermissionMode] {
+		return forbidden("permission_mode", fmt.Sprintf("permission_mode %s is looser than the parent's %s", req.PermissionMode, p.PermissionMode))
+	}
+	if req.Network && !p.Sandbox.Network {
+		return forbidden("network", "network: the parent session has no network")
+	}
+	if req.Sandbox == "" {
+		req.Sandbox = p.Sandbox.Provider
+	}
+	if r, ok := sandboxRank[req.Sandbox]; ok && r < sandboxRank[p.Sandbox.Provider] {
+		return forbidden("sandbox", fmt.Sprintf("sandbox %s is weaker than the parent's %s", req.Sandbox, p.Sandbox.Provider))
+	}
+	var extra []string
+	for key := range req.Env {
+		if _, ok := p.Env[key]; !ok {
+			extra = append(extra, key)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		return forbidden("env", fmt.Sprintf("env %s: the parent session was not given it", strings.Join(extra, ", ")))
+	}
+	// The child inherits the parent's env, the values it names overriding.
+	env := make(map[string]string, len(p.Env))
+	for key, v := range p.Env {
+		env[key] = v
+	}
+	for key, v := range req.Env {
+		env[key] = v
+	}
+	if len(env) > 0 {
+		req.Env = env
+	}
+	if req.FromSnapshot != "" {
+		return forbidden("from_snapshot", "from_snapshot: a child works in its parent's workspace, not in a snapshot of another session's")
+	}
+	if req.Workspace == "" {
+		req.Workspace = p.Workspace
+	}
+	return k.narrowMCP(req)
+}
+
+// narrowMCP refuses MCP servers the parent was not given.
+//
+// TODO(feat/user-mcp): CreateRequest has no mcp_servers on this branch;
+// once it has, refuse (forbidden "mcp_servers") every server of req that is
+// not one of the parent's, compared by its whole definition.
+func (k *spawn) narrowMCP(req *berth.CreateRequest) error { return nil }
+
+// checkResolved checks what validateCreate resolved: the real workspace
+// must lie within the parent's, and the provider "auto" picked must not
+// be weaker than the parent's.
+func (k *spawn) checkResolved(req *berth.CreateRequest, provider string) error {
+	if !within(resolvedPath(k.parent.Workspace), req.Workspace) {
+		return forbidden("workspace", "workspace: a child works in its parent's workspace or below it")
+	}
+	if sandboxRank[provider] < sandboxRank[k.parent.Sandbox.Provider] {
+		return forbidden("sandbox", fmt.Sprintf("sandbox %s is weaker than the parent's %s", provider, k.parent.Sandbox.Provider))
+	}
+	return nil
+}
+
+// network is the child's network: never more than its parent's, whatever
+// its agent would be given by default.
+func (k *spawn) network(spec berth.AgentSpec, network bool, warning string) (bool, string) {
+	if k.parent.Sandbox.Network || !network {
+		return network, warning
+	}
+	if spec.Network {
+		warning = fmt.Sprintf("agent %s needs the network to reach its model, but its parent session has none: it runs without network", spec.Name)
+	}
+	return false, warning
+}
+
+// lineage records the child's place in its tree on s. A nil spawn (a root)
+// leaves it.
+func (k *spawn) lineage(s *berth.Session) {
+	if k == nil {
+		return
+	}
+	s.ParentID, s.RootID, s.Depth = k.parent.ID, k.parent.RootID, k.parent.Depth+1
+	if s.RootID == "" {
+		s.RootID = k.parent.ID
+	}
+	s.SpawnKey, s.SpawnHash = k.key, k.hash
+	if s.ExpiresAt == nil {
+		// SpawnChild requires a TTL; this keeps a child without one impossible.
+		exp := s.CreatedAt.Add(time.Hour)
+		s.ExpiresAt = &exp
+	}
+}
+
+// admit takes the parent's tree lock and checks that the parent still
+// admits children and that limits.max_children leaves room; the caller
+// stores the child and makes it live before it calls the returned unlock.
+// A nil spawn (a root) admits at once.
+func (k *spawn) admit(s *berth.Session) (func(), error) {
+	if k == nil {
+		return func() {}, nil
+	}
+	t := &k.prt.tree
+	t.mu.Lock()
+	if t.closed || k.prt.closing() {
+		t.mu.Unlock()
+		return nil, &berth.Error{Code: berth.EConflict, Message: "the parent session is stopping: it spawns no more children",
+			Details: map[string]any{"parent_id": k.parent.ID}}
+	}
+	limit := k.m.maxChildren()
+	if n := len(k.m.liveChildren(k.parent.ID)); n >= limit {
+		t.mu.Unlock()
+		return nil, &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("limits.max_children (%d) reached: the parent has %d live children", limit, n),
+			Details: map[string]any{"limit": "max_children", "max_children": limit, "live_children": n}}
+	}
+	return t.mu.Unlock, nil
+}
+
+// started logs child_started in the parent's log.
+func (k *spawn) started(s *berth.Session) {
+	if k == nil {
+		return
+	}
+	k.m.toParent(s.ParentID, berth.EventChildStarted, map[string]any{"child_id": s.ID, "agent": s.Agent, "name": s.Name})
+}
+
+// find returns the child spawned with k's key, nil when there is none.
+// EConflict when it was spawned with another body.
+func (k *spawn) find(ctx context.Context) (*berth.Session, error) {
+	page, err := k.m.store.ListSessions(ctx, berth.SessionFilter{Parent: k.parent.ID, SpawnKey: k.key, Limit: 1})
+	if err != nil || len(page.Sessions) == 0 {
+		return nil, err
+	}
+	s := page.Sessions[0]
+	if s.SpawnHash != k.hash {
+		return nil, &berth.Error{Code: berth.EConflict, Message: "Idempotency-Key was used for another child with a different body",
+			Details: map[string]any{"header": "Idempotency-Key", "child_id": s.ID}}
+	}
+	return k.m.GetSession(ctx, s.ID)
+}
+
+// retried answers a spawn whose key a concurrent retry stored first.
+func (k *spawn) retried(ctx context.Context) (*berth.Session, error) {
+	s, err := k.find(ctx)
+	if err == nil && s == nil {
+		err = berth.Errorf(berth.EConflict, "the child could not be stored")
+	}
+	return s, err
+}
+
+// liveChildren returns the live runtimes whose parent is parentID.
+func (m *Manager) liveChildren(parentID string) []*runtime {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*runtime
+	for _, rt := range m.live {
+		if rt.tree.parent == parentID {
+			out = append(out, rt)
+		}
+	}
+	return out
+}
+
+// toParent logs an event about a child in its parent's log, while the
+// parent is live and has not logged its session_stopped yet; otherwise
+// the event is dropped (the parent's log ends with session_stopped).
+func (m *Manager) toParent(parentID, typ string, data map[string]any) {
+	prt := m.runtimeOf(parentID)
+	if prt == nil {
+		return
+	}
+	prt.mu.Lock()
+	defer prt.mu.Unlock()
+	if prt.tree.logClosed {
+		return
+	}
+	prt.emit(prt.currentTurnIDLocked(), typ, data)
+}
+
+// stopChildren is the parent's side of its stop, run by its monitor before
+// session_stopped: no child is admitted any more, every live child is
+// stopped with parent_stopped (each stops its own the same way) and
+// waited for, and then the log takes nothing more about children. While
+// the daemon shuts down every session is being stopped anyway: the
+// children are left to that.
+func (rt *runtime) stopChildren(ctx context.Context) {
+	t := &rt.tree
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	rt.m.mu.Lock()
+	closing := rt.m.closing
+	rt.m.mu.Unlock()
+	if !closing {
+		var wg sync.WaitGroup
+		for _, c := range rt.m.liveChildren(rt.id) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.stop(ctx, berth.StopParentStopped, nil)
+			}()
+		}
+		wg.Wait()
+	}
+	rt.mu.Lock()
+	t.logClosed = true
+	rt.mu.Unlock()
+}
+
+// childStopped logs child_stopped, with the child's last agent message,
+// in the parent's log; the child's monitor calls it once it is stopped.
+func (rt *runtime) childStopped(ctx context.Context, reason berth.StopReason) {
+	if rt.tree.parent == "" || rt.m.runtimeOf(rt.tree.parent) == nil {
+		return
+	}
+	rt.m.toParent(rt.tree.parent, berth.EventChildStopped, map[string]any{
+		"child_id": rt.id, "stop_reason": reason, "text": rt.lastMessage(ctx)})
+}
+
+// lastMessage is the text of the session's last turn that has any: from
+// memory when this daemon ran it, else from the log.
+func (rt *runtime) lastMessage(ctx context.Context) string {
+	rt.mu.Lock()
+	for i := len(rt.resultIDs) - 1; i >= 0; i-- {
+		if r := rt.results[rt.resultIDs[i]]; r != nil && r.Text != "" {
+			rt.mu.Unlock()
+			return r.Text
+		}
+	}
+	rt.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rt.m.log.FlushSession(ctx, rt.id); err != nil {
+		rt.logger.Warn("flush before reading the last message", "err", err)
+	}
+	turns, err := rt.m.Transcript(ctx, rt.id)
+	if err != nil {
+		rt.logger.Warn("read the last message", "err", err)
+		return ""
+	}
+	for i := len(turns) - 1; i >= 0; i-- {
+		if turns[i].Text != "" {
+			return turns[i].Text
+		}
+	}
+	return ""
+}
+
+// orphaned reports whether a live child's parent is neither live here nor
+// live in the store (another node's): its tree is gone, so it stops.
+func (m *Manager) orphaned(ctx context.Context, rt *runtime) bool {
+	parentID := rt.tree.parent
+	if parentID == "" {
+		return false
+	}
+	if prt := m.runtimeOf(parentID); prt != nil {
+		return false
+	}
+	p, err := m.store.GetSession(ctx, parentID)
+	if isNotFound(err) {
+		return true
+	}
+	return err == nil && !p.State.Live()
+}
+
+// stopOrphans stops, in the background, every live child whose parent is
+// not live: at boot (a parent stopped while the daemon was down) and on
+// each supervisor tick (a resume that raced its parent's stop).
+func (m *Manager) stopOrphans(ctx context.Context) {
+	for _, rt := range m.runtimes() {
+		if rt.closing() {
+			continue
+		}
+		if m.orphaned(ctx, rt) {
+			m.reap(rt, berth.StopParentStopped)
+		}
+	}
+}
+
+// checkParentLive refuses to resume a child whose parent is not active
+// (its tree is over; the parent may even be deleted), or that
+// limits.max_children has no room for.
+func (m *Manager) checkParentLive(ctx context.Context, s *berth.Session) error {
+	if s.ParentID == "" {
+		return nil
+	}
+	if prt := m.runtimeOf(s.ParentID); prt != nil && !prt.closing() {
+		if limit, n := m.maxChildren(), len(m.liveChildren(s.ParentID)); n >= limit {
+			return &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("limits.max_children (%d) reached: the parent has %d live children", limit, n),
+				Details: map[string]any{"limit": "max_children", "max_children": limit, "live_children": n}}
+		}
+		return nil
+	}
+	return &berth.Error{Code: berth.EConflict, Message: "the parent session is not active: resume the parent first, then spawn or resume its children",
+		Details: map[string]any{"parent_id": s.ParentID}}
+}
+
+// maxTreeWalk bounds a walk up a tree: far past limits.max_depth (16 at
+// most), so a corrupt store cannot loop it.
+const maxTreeWalk = 64
+
+// InSubtree reports whether the session id is ancestor or one of its
+// descendants: the check the agents' berth MCP server makes before it
+// acts for ancestor on id. ENotFound when id is absent.
+func (m *Manager) InSubtree(ctx context.Context, ancestor, id string) (bool, error) {
+	s, err := m.GetSession(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	for range maxTreeWalk {
+		if s.ID == ancestor {
+			return true, nil
+		}
+		if s.ParentID == "" {
+			return false, nil
+		}
+		if s, err = m.GetSession(ctx, s.ParentID); err != nil {
+			if isNotFound(err) {
+				// The chain breaks at a deleted parent.
+				return false, nil
+			}
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// deleteChildren deletes every child of a session being deleted, each
+// with its own children first. They are stopped already: the parent's
+// stop stopped them.
+func (m *Manager) deleteChildren(ctx context.Context, id string) error {
+	for {
+		page, err := m.store.ListSessions(ctx, berth.SessionFilter{Parent: id, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		if len(page.Sessions) == 0 {
+			return nil
+		}
+		for _, c := range page.Sessions {
+			if err := m.DeleteSession(ctx, c.ID); err != nil && !isNotFound(err) {
+				return err
+			}
+		}
+	}
+}

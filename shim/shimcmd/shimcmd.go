@@ -1,0 +1,104 @@
+// Package shimcmd is the body of the shim program, shared by the two
+// programs that can be a shim: the small berth-shim (cmd/berth-shim), which
+// knows the host and bwrap providers only, and `berth shim`, which knows
+// docker too. Both read the same options, the same job on stdin and write
+// the same ready line: only the providers they can make differ.
+package shimcmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/bwrap"
+	"github.com/berth-sh/berth/sandbox/host"
+	"github.com/berth-sh/berth/shim"
+)
+
+// Options are what it takes to make the sandbox providers the daemon has,
+// passed to its shims (as JSON, in --options) so theirs are the same.
+type Options struct {
+	UID         int                 `json:"uid"`
+	HostUID     int                 `json:"host_uid"`
+	DockerHost  string              `json:"docker_host,omitempty"`
+	DockerImage string              `json:"docker_image,omitempty"`
+	Berth       string              `json:"berth"`
+	Limits      berth.SandboxLimits `json:"limits"`
+	Instance    string              `json:"instance"`
+}
+
+// Bwrap makes the bwrap provider.
+func (o Options) Bwrap() *bwrap.Provider {
+	return bwrap.New(bwrap.Options{UID: o.UID, HostUID: o.HostUID})
+}
+
+// MakeProvider makes the provider called name; close releases it.
+type MakeProvider func(o Options, name string) (p berth.SandboxProvider, close func(), err error)
+
+// Local makes the providers that run on this machine without a service:
+// host and bwrap.
+func Local(o Options, name string) (berth.SandboxProvider, func(), error) {
+	switch name {
+	case berth.SandboxHost:
+		return host.New(), func() {}, nil
+	case berth.SandboxBwrap:
+		return o.Bwrap(), func() {}, nil
+	}
+	return nil, nil, berth.Errorf(berth.EInvalid, "this shim program cannot make the sandbox provider %q", name)
+}
+
+// ParseOptions decodes the options a daemon passes in --options.
+func ParseOptions(raw string) (Options, error) {
+	var o Options
+	if err := json.Unmarshal([]byte(raw), &o); err != nil {
+		return o, berth.WrapError(berth.EInvalid, err, "--options")
+	}
+	return o, nil
+}
+
+// Run is a shim program given the daemon's options: it reads its job from stdin, sends its log and stderr to the job's log, and
+// serves the job (see shim.Serve), writing the ready line to stdout. Only
+// SIGTERM and SIGINT sent to the shim itself stop it. A spare the daemon
+// never needed (stdin closed with no job) returns nil at once.
+func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteCloser, makeProvider MakeProvider) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	b, err := io.ReadAll(stdin)
+	if err != nil {
+		return fmt.Errorf("read the job: %w", err)
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	var job shim.Config
+	if err := json.Unmarshal(b, &job); err != nil {
+		return berth.WrapError(berth.EInvalid, err, "decode the job")
+	}
+	if job.Log != "" {
+		// The shim's log and anything written to its stderr (a panic) go to the session's shim log.
+		if f, err := os.OpenFile(job.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+			_ = unix.Dup2(int(f.Fd()), 2)
+			_ = f.Close()
+		}
+	}
+	// The shim's log is a file: JSON lines, about its session.
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("shim", os.Getpid(), "session_id", job.SessionID)
+	p, closeProvider, err := makeProvider(opts, job.Provider)
+	if err != nil {
+		_ = json.NewEncoder(stdout).Encode(shim.Ready{ShimPID: os.Getpid(), Stage: "sandbox", Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
+		return err
+	}
+	defer closeProvider()
+	err = shim.Serve(ctx, p, job, stdout, logger)
+	_ = stdout.Close()
+	return err
+}
