@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -215,12 +216,23 @@ func (k *spawn) narrow(req *berth.CreateRequest) error {
 	return k.narrowMCP(req)
 }
 
-// narrowMCP refuses MCP servers the parent was not given.
-//
-// TODO(feat/user-mcp): CreateRequest has no mcp_servers on this branch;
-// once it has, refuse (forbidden "mcp_servers") every server of req that is
-// not one of the parent's, compared by its whole definition.
-func (k *spawn) narrowMCP(req *berth.CreateRequest) error { return nil }
+// narrowMCP refuses MCP servers the parent was not given, each compared
+// by its whole definition (command line, URL, env and header values). A
+// child that names none (mcp_servers omitted) inherits the parent's; an
+// empty list gives it none.
+func (k *spawn) narrowMCP(req *berth.CreateRequest) error {
+	if req.MCPServers == nil {
+		req.MCPServers = slices.Clone(k.parent.MCPServers)
+		return nil
+	}
+	for i, s := range req.MCPServers {
+		if !k.parent.MCPServers.Contains(s) {
+			return forbidden(fmt.Sprintf("mcp_servers[%d]", i),
+				fmt.Sprintf("mcp_servers[%d] (%s): the parent session was not given this server", i, s.Name))
+		}
+	}
+	return nil
+}
 
 // checkResolved checks what validateCreate resolved: the real workspace
 // must lie within the parent's, and the provider "auto" picked must not

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -237,5 +238,39 @@ func TestMCPRemoteServerNeedsNetwork(t *testing.T) {
 	}
 	if err := checkMCPNetwork(remote[:1], berth.SandboxDocker, false); err != nil {
 		t.Fatalf("a stdio server needs no network: %v", err)
+	}
+}
+
+// A child is given only MCP servers its parent has, compared whole
+// (values included): another server, or the parent's with another secret,
+// is 403 naming it. A child that names none inherits the parent's (its
+// agent calls them); an empty list gives it none.
+func TestChildMCPServersNarrowed(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	servers := testMCPServers(t)
+	root := e.create(berth.CreateRequest{MCPServers: servers})
+	other := servers[0]
+	other.Env = map[string]string{mcptest.EnvVar: "stdio", "MCP_SECRET": "a guess"}
+	for _, list := range [][]berth.MCPServer{
+		{{Name: "new", Command: "/bin/true"}},
+		{servers[1], other},
+	} {
+		_, err := e.m.SpawnChild(ctx, root.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 60, MCPServers: list}, "")
+		if code, what := errWhat(err); code != berth.EForbidden || what != fmt.Sprintf("mcp_servers[%d]", len(list)-1) {
+			t.Fatalf("spawn with %+v: %v, want permission_denied naming the last server", list, err)
+		}
+	}
+	inherits := e.spawn(root.ID, berth.CreateRequest{})
+	if got := e.mcpTurn(inherits.ID, `mcp tools env {"name":"MCP_SECRET"}`, "completed"); got != "stdio-secret" {
+		t.Fatalf("the child's inherited stdio server: %q", got)
+	}
+	subset := e.spawn(root.ID, berth.CreateRequest{MCPServers: []berth.MCPServer{servers[1]}})
+	if got := e.mcpTurn(subset.ID, `mcp tools echo {}`, "failed"); !strings.Contains(got, "(it has: web)") {
+		t.Fatalf("a child given web alone: %q", got)
+	}
+	none := e.spawn(root.ID, berth.CreateRequest{MCPServers: []berth.MCPServer{}})
+	if stored, err := e.store.GetSession(ctx, none.ID); err != nil || len(stored.MCPServers) != 0 {
+		t.Fatalf("a child given an empty list has %+v (%v)", stored.MCPServers, err)
 	}
 }
