@@ -240,9 +240,30 @@ func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus,
 	}
 	select {
 	case <-p.done:
+		// The leader is reaped; what it started dies of the group's
+		// SIGKILL a moment later (reparented, reaped by init).
+		p.awaitGroupGone(ctx, groupGoneWait)
 		return p.status, p.err
 	case <-ctx.Done():
 		return berth.ExitStatus{}, ctx.Err()
+	}
+}
+
+// groupGoneWait bounds how long Stop waits for the rest of a killed group
+// to be gone once its leader is reaped: SIGKILL ends them in microseconds,
+// but a member that ends as a zombie of a parent that does not reap (an
+// init that is not one) stays in the group for good.
+const groupGoneWait = 100 * time.Millisecond
+
+// awaitGroupGone waits, at most max, until no process of the group is
+// left (a zombie counts until its parent reaps it).
+func (p *Proc) awaitGroupGone(ctx context.Context, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 10*time.Millisecond) {
+		if err := syscall.Kill(-p.pid, 0); errors.Is(err, syscall.ESRCH) || time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(pause)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -215,4 +216,46 @@ func TestStopWithADoneContextStillKills(t *testing.T) {
 			t.Fatal("a Stop with a done context left the process running")
 		}
 	}
+}
+
+// Stop returns once nothing of the group runs, not only its leader: a
+// child the leader left behind (reparented when the leader died) is dead
+// too by then (a zombie at most, until its new parent reaps it).
+func TestStopReturnsOnceTheGroupIsGone(t *testing.T) {
+	for range 10 {
+		p, err := StartProc(exec.Command("sh", "-c", "trap '' TERM; sleep 100 & sleep 100 & wait"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Both children are up before the stop.
+		deadline := time.Now().Add(10 * time.Second)
+		for groupSize(p.Pid(), true) < 3 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := p.Stop(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+		if n := groupSize(p.Pid(), false); n != 0 {
+			t.Fatalf("the group %d still has %d running processes after Stop", p.Pid(), n)
+		}
+	}
+}
+
+// groupSize counts the processes of process group pgid, zombies too when
+// zombies is set.
+func groupSize(pgid int, zombies bool) int {
+	n := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pgrp is the 5th field, after the command in parentheses.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && (zombies || (f[0] != "Z" && f[0] != "X")) {
+			n++
+		}
+	}
+	return n
 }
