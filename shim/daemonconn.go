@@ -71,6 +71,9 @@ func (s *server) serveConn(nc net.Conn) {
 	if s.cur != nil {
 		s.closeConnLocked(s.cur)
 	}
+	// The newest attach wins: one that began after this one replaces it.
+	s.attaches++
+	attach := s.attaches
 	from := min(max(req.From, s.start), s.end)
 	hello := s.helloLocked(from)
 	s.mu.Unlock()
@@ -84,13 +87,16 @@ func (s *server) serveConn(nc net.Conn) {
 		return
 	}
 	s.mu.Lock()
-	if s.quitting() {
+	if s.quitting() || s.attaches != attach {
+		// Quitting, or a newer attach began while the hello went out: it
+		// is the one that stays (this one may have been slow to get here,
+		// and must not close it).
 		s.mu.Unlock()
 		_ = nc.Close()
 		return
 	}
 	if s.cur != nil {
-		// Another daemon attached meanwhile: the newest wins.
+		// An older attach that got here first.
 		s.closeConnLocked(s.cur)
 	}
 	s.cur = c

@@ -101,6 +101,8 @@ type server struct {
 	stdin  chan []byte
 	stderr []byte
 	cur    *conn
+	// attaches counts the attaches begun: the newest wins (serveConn).
+	attaches uint64
 	// detachedAt is when the last daemon left (or the shim started);
 	// zero while one is attached.
 	detachedAt time.Time
