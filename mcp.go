@@ -7,8 +7,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // MCP server transports (CONTRACT §4.4). stdio is the one every ACP agent
@@ -258,10 +256,10 @@ func validRemote(at string, s *MCPServer) error {
 		return mcpInvalid(at+".headers", "%s.headers has more than %d headers", at, maxMCPListItems)
 	}
 	for k, v := range s.Headers {
-		if !httpguts.ValidHeaderFieldName(k) {
+		if !validHeaderName(k) {
 			return mcpInvalid(at+".headers", "%s.headers name %q is not a valid HTTP header name", at, k)
 		}
-		if !httpguts.ValidHeaderFieldValue(v) || len(v) > maxMCPStringBytes {
+		if !validHeaderValue(v) || len(v) > maxMCPStringBytes {
 			return mcpInvalid(at+".headers", "%s.headers value of %q is not a valid HTTP header value", at, k)
 		}
 	}
@@ -294,4 +292,32 @@ func validEnvName(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// validHeaderName reports whether k is an HTTP field name: a token of
+// RFC 9110 (letters, digits and !#$%&'*+-.^_`|~). Written here rather than
+// taken from x/net's httpguts, whose idna import would put x/text in
+// every program that links this package (the small shim among them).
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether v may be an HTTP field value: no
+// control character but a tab (so no CR or LF to split the header).
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
