@@ -171,6 +171,12 @@ func forbidden(field, msg string) error {
 // workspace the parent was not given, another session's snapshot.
 func (k *spawn) narrow(req *berth.CreateRequest) error {
 	p := k.parent
+	if req.Agent == "" {
+		req.Agent = p.Agent
+	}
+	if err := k.narrowAgent(req.Agent); err != nil {
+		return err
+	}
 	if req.PermissionMode == "" {
 		req.PermissionMode = p.PermissionMode
 	}
@@ -214,6 +220,44 @@ func (k *spawn) narrow(req *berth.CreateRequest) error {
 		req.Workspace = p.Workspace
 	}
 	return k.narrowMCP(req)
+}
+
+// narrowAgent refuses a child agent that would be given more than the
+// parent's agent is: the credentials the catalog passes it (pass_env
+// variables, home_files, env). The same agent is
+// always allowed. Without this a session could spawn a child of another
+// agent and read that agent's API keys through it.
+func (k *spawn) narrowAgent(name string) error {
+	if name == k.parent.Agent {
+		return nil
+	}
+	child, ok := k.m.opts.Catalog.Get(name)
+	if !ok {
+		// Create refuses an unknown agent with its own error.
+		return nil
+	}
+	parent, ok := k.m.opts.Catalog.Get(k.parent.Agent)
+	if !ok {
+		return forbidden("agent", fmt.Sprintf("agent %s: the parent's agent %s is no longer in the catalog", name, k.parent.Agent))
+	}
+	for _, v := range child.PassEnv {
+		if !slices.Contains(parent.PassEnv, v) {
+			return forbidden("agent", fmt.Sprintf("agent %s is passed %s, which the parent's agent %s is not", name, v, k.parent.Agent))
+		}
+	}
+	for _, f := range child.HomeFiles {
+		if !slices.Contains(parent.HomeFiles, f) {
+			return forbidden("agent", fmt.Sprintf("agent %s is given ~/%s, which the parent's agent %s is not", name, f, k.parent.Agent))
+		}
+	}
+	for key, v := range child.Env {
+		if pv, ok := parent.Env[key]; !ok || pv != v {
+			return forbidden("agent", fmt.Sprintf("agent %s is given env %s by the catalog, which the parent's agent %s is not", name, key, k.parent.Agent))
+		}
+	}
+	// An agent that needs the network runs without it under a parent
+	// that has none (the session's network is narrowed, not the agent).
+	return nil
 }
 
 // narrowMCP refuses MCP servers the parent was not given, each compared

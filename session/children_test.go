@@ -194,6 +194,38 @@ func TestSpawnChildMaxChildren(t *testing.T) {
 // permission mode, network, env the parent was not given, a workspace
 // outside the parent's or a snapshot are 403 naming what, and nothing is
 // stored; what it omits it inherits.
+// A child may run another agent only when the catalog gives that agent
+// nothing the parent's agent is not given (its pass_env variables, its
+// home_files, its env): else a session could read another agent's API
+// keys through a child it spawned.
+func TestSpawnChildCannotTakeAnotherAgentsCredentials(t *testing.T) {
+	e := newEnv(t)
+	root := e.create(berth.CreateRequest{})
+	ctx := context.Background()
+	_, err := e.m.SpawnChild(ctx, root.ID, berth.CreateRequest{Agent: "demo-creds", TTLSeconds: 60}, "")
+	if code, what := errWhat(err); code != berth.EForbidden || what != "agent" {
+		t.Errorf("a child of an agent with credentials: %v (%s %v), want permission_denied naming agent", err, code, what)
+	}
+	// An agent given nothing more is allowed; so is the parent's own.
+	for _, agent := range []string{"demo-noload", "", "demo"} {
+		kid, err := e.m.SpawnChild(ctx, root.ID, berth.CreateRequest{Agent: agent, TTLSeconds: 60}, "")
+		if err != nil {
+			t.Fatalf("child of agent %q: %v", agent, err)
+		}
+		if want := map[string]string{"": "demo"}[agent]; kid.Agent != agent && kid.Agent != want {
+			t.Errorf("child of agent %q runs %q", agent, kid.Agent)
+		}
+		if _, err := e.m.StopSession(ctx, kid.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The other way round: a parent with credentials may spawn the demo.
+	rich := e.create(berth.CreateRequest{Agent: "demo-creds"})
+	if _, err := e.m.SpawnChild(ctx, rich.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 60}, ""); err != nil {
+		t.Errorf("a child with fewer credentials than its parent: %v", err)
+	}
+}
+
 func TestSpawnChildNarrowing(t *testing.T) {
 	e := newEnv(t)
 	outside := t.TempDir()
@@ -278,7 +310,7 @@ func TestSpawnChildNoDefaultNetwork(t *testing.T) {
 // The sandbox narrows too: under a sandboxed parent, host (asked, or
 // inherited from the daemon's default) is refused.
 func TestSpawnNarrowSandbox(t *testing.T) {
-	k := &spawn{parent: &berth.Session{ID: "ses_p", PermissionMode: berth.PermApproveReads, Workspace: "/w",
+	k := &spawn{parent: &berth.Session{ID: "ses_p", Agent: "demo", PermissionMode: berth.PermApproveReads, Workspace: "/w",
 		Sandbox: berth.SandboxSpec{Provider: berth.SandboxBwrap}}}
 	for _, c := range []struct {
 		sandbox string
@@ -601,6 +633,22 @@ func spawnsRacingTheParent(t *testing.T, how string) {
 	for _, s := range page.Sessions {
 		if s.State != berth.StateStopped || s.StopReason != berth.StopParentStopped {
 			t.Errorf("child %s after its parent stopped: %s/%s", s.ID, s.State, s.StopReason)
+		}
+	}
+}
+
+// A session's name is bounded and plain text, whoever names it (an agent
+// names the children it spawns through its tools, past any client schema).
+func TestSessionNameIsBounded(t *testing.T) {
+	e := newEnv(t)
+	root := e.create(berth.CreateRequest{Name: "fine name ✓"})
+	ctx := context.Background()
+	for _, name := range []string{strings.Repeat("n", maxNameBytes+1), "evil\x1b]0;title\x07", "bad\xffutf8"} {
+		if _, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Name: name}); !berth.IsCode(err, berth.EInvalid) {
+			t.Errorf("create named %q: %v, want invalid_argument", name, err)
+		}
+		if _, err := e.m.SpawnChild(ctx, root.ID, berth.CreateRequest{Name: name, TTLSeconds: 60}, ""); !berth.IsCode(err, berth.EInvalid) {
+			t.Errorf("spawn named %q: %v, want invalid_argument", name, err)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
@@ -22,6 +24,10 @@ func validEnvName(s string) bool {
 	}
 	return s != ""
 }
+
+// maxNameBytes bounds a session's name (agents name the children they
+// spawn: the bound is the daemon's, not only the MCP schema's).
+const maxNameBytes = 256
 
 // maxLabels bounds the labels of one session.
 const maxLabels = 64
@@ -201,6 +207,10 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 	if !ok {
 		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown agent %q", req.Agent),
 			Details: map[string]any{"field": "agent"}}
+	}
+	if len(req.Name) > maxNameBytes || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 || !utf8.ValidString(req.Name) {
+		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Details: map[string]any{"field": "name"},
+			Message: fmt.Sprintf("name must be at most %d bytes of UTF-8 text without control characters", maxNameBytes)}
 	}
 	if req.PermissionMode == "" {
 		req.PermissionMode = berth.PermApproveReads

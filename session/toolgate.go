@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/shim"
@@ -42,6 +44,15 @@ type toolGate struct {
 	// serving counts the Serve goroutines and the calls in progress.
 	serving sync.WaitGroup
 }
+
+// Bounds of a session's tools socket: connections served at once (more
+// wait in the socket's backlog), time to read a request, and how long an
+// idle connection is kept. A call itself may last (wait_child).
+const (
+	maxToolsConns    = 16
+	toolsReadTimeout = 30 * time.Second
+	toolsIdleTimeout = 30 * time.Second
+)
 
 // toolServer is one session's socket.
 type toolServer struct {
@@ -148,7 +159,11 @@ func (m *Manager) serveTools(id, hashHex string, provider berth.SandboxProvider)
 		return err
 	}
 	ts := &toolServer{dir: dir, hash: hash, ln: ln}
-	ts.srv = &http.Server{Handler: m.opts.ToolsHandler(m.toolsOpener(id, ts)), ReadHeaderTimeout: 10 * time.Second}
+	// The agent is on the other side: it may hold connections open, or
+	// open them by the thousand, and each would hold a daemon descriptor.
+	// A few at a time is what its tools need; idle ones are closed.
+	ts.srv = &http.Server{Handler: m.opts.ToolsHandler(m.toolsOpener(id, ts)), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: toolsReadTimeout, IdleTimeout: toolsIdleTimeout}
 	g := &m.tools
 	g.mu.Lock()
 	if g.closed {
@@ -164,7 +179,7 @@ func (m *Manager) serveTools(id, hashHex string, provider berth.SandboxProvider)
 	g.mu.Unlock()
 	go func() {
 		defer g.serving.Done()
-		_ = ts.srv.Serve(ln)
+		_ = ts.srv.Serve(netutil.LimitListener(ln, maxToolsConns))
 	}()
 	return nil
 }

@@ -2,10 +2,13 @@ package session
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	bhttp "github.com/berth-sh/berth/http"
@@ -128,4 +131,62 @@ func TestStaleToolsDirectoryRemovedAtBoot(t *testing.T) {
 	if _, err := os.Stat(keep); err != nil {
 		t.Fatalf("a directory not of the tools was removed: %v", err)
 	}
+}
+
+// An agent cannot take the daemon's descriptors through its tools socket:
+// of many connections that each send a request and then sit open, the
+// daemon holds at most maxToolsConns (the rest wait in the backlog), and
+// the session's own calls still work once they go.
+func TestToolsSocketHoldsFewConnections(t *testing.T) {
+	e := newEnv(t, withTools)
+	s := e.create(berth.CreateRequest{})
+	g := e.grantOf(s.ID)
+	before := openFDs(t)
+	const n = 100
+	var conns []net.Conn
+	for range n {
+		c, err := net.Dial("unix", g.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		// One whole request, kept alive afterwards: what an idle client holds.
+		fmt.Fprintf(c, "POST /v1/tools/list_children HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+	}
+	// The daemon's side of the connections is what grows besides ours (n):
+	// it takes its first maxToolsConns, then a window in which a server
+	// without the bound would take the rest (it cannot make the test fail
+	// wrongly, only pass on a server too slow to accept more).
+	deadline := time.Now().Add(10 * time.Second)
+	for openFDs(t)-before-n < maxToolsConns && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if grown := openFDs(t) - before - n; grown > maxToolsConns+4 {
+		t.Errorf("the daemon holds %d descriptors for %d connections to one tools socket, want at most %d", grown, n, maxToolsConns)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		err := toolsCall(g.socket, g.token)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session's own call after the flood: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// openFDs counts this process's open descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
 }
