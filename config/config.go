@@ -58,6 +58,12 @@ type Server struct {
 	// StopSessionsOnExit stops every session when the daemon exits instead
 	// of leaving agents to be resumed by the next daemon.
 	StopSessionsOnExit bool `toml:"stop_sessions_on_exit"`
+	// LogFormat is "text", "json", or "" for text on a terminal and JSON
+	// otherwise; berth serve --log-format overrides it.
+	LogFormat string `toml:"log_format"`
+	// LogLevel is "debug", "info" (""), "warn" or "error"; berth serve
+	// --log-level overrides it.
+	LogLevel string `toml:"log_level"`
 }
 
 // Store is the [store] section: where sessions and events are kept.
@@ -239,6 +245,16 @@ func (c *Config) Validate() error {
 }
 
 func (s *Server) validate() error {
+	switch s.LogFormat {
+	case "", "text", "json":
+	default:
+		return invalid("server.log_format %q: want text or json", s.LogFormat)
+	}
+	switch s.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return invalid("server.log_level %q: want debug, info, warn or error", s.LogLevel)
+	}
 	_, port, err := net.SplitHostPort(s.Addr)
 	if err != nil {
 		return invalid("server.addr %q is not host:port", s.Addr)

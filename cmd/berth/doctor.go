@@ -111,7 +111,12 @@ func runDoctor(cmd *cobra.Command, home, cfgPath string) doctorReport {
 	if err != nil {
 		add(check{"config", checkFail, berth.ErrorMessage(err)})
 	} else {
-		add(check{"config", checkOK, "loaded (" + orDefault(cfgPath, config.DefaultPath(home)) + ")"})
+		path := orDefault(cfgPath, config.DefaultPath(home))
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			add(check{"config", checkOK, "no " + path + ": the defaults"})
+		} else {
+			add(check{"config", checkOK, "loaded (" + path + ")"})
+		}
 	}
 	add(checkHome(home))
 	if cfg != nil && err == nil {

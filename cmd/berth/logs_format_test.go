@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -83,5 +85,29 @@ func TestLogFlags(t *testing.T) {
 		if code := cmd.ProcessState.ExitCode(); code != 2 {
 			t.Errorf("serve %v: exit %d, want 2: %s", args, code, out)
 		}
+	}
+}
+
+// [server] log_format and log_level set the log as the flags do; a bad
+// value stops the start naming the key.
+func TestLogConfigKeys(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[server]\nlog_format = \"text\"\nlog_level = \"warn\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, home)
+	s.stop()
+	if out := s.log.String(); strings.Contains(out, `msg="berth serving"`) || strings.Contains(out, `"msg":`) {
+		t.Errorf("log_format text, log_level warn: the info line was logged, or as JSON:\n%s", out)
+	}
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "config.toml"), []byte("[server]\nlog_format = \"yaml\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--home", bad, "--addr", freeAddr(t))
+	cmd.Env = cleanEnv(bad)
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(string(out), "server.log_format") {
+		t.Errorf("log_format yaml: exit %d: %s", code, out)
 	}
 }

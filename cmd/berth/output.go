@@ -99,23 +99,34 @@ func sessionPath(id, suffix string) string {
 	return "/v1/sessions/" + url.PathEscape(id) + suffix
 }
 
-// ago renders how long ago t was, in the largest whole unit ("3m ago").
+// ago renders how long ago t was, in the largest whole unit ("3m ago"),
+// or how long until it is ("in 3m").
 func ago(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
 	d := time.Since(t)
 	switch {
+	case d < -time.Second:
+		// A time to come (an expiry).
+		return "in " + span((-d).Round(time.Second))
 	case d < 0:
 		return "now"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
-	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+	return span(d) + " ago"
+}
+
+// span renders a duration in its largest whole unit ("3m").
+func span(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 // labelsText renders labels as "k=v,k2=v2" in key order.

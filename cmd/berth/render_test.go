@@ -89,3 +89,12 @@ func TestControlCharactersAreEscaped(t *testing.T) {
 		t.Errorf("escaped output:\n%s", out)
 	}
 }
+
+// ago says "in …" for a time to come (an expiry), not "now".
+func TestAgoOfATimeToCome(t *testing.T) {
+	for d, want := range map[time.Duration]string{-90 * time.Second: "1m ago", 58*time.Minute + 30*time.Second: "in 58m", 3 * time.Hour: "in 3h", 0: "now"} {
+		if got := ago(time.Now().Add(d)); got != want && !(d == 0 && got == "0s ago") {
+			t.Errorf("ago(now%+v) = %q, want %q", d, got, want)
+		}
+	}
+}

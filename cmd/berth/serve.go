@@ -58,8 +58,14 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	if socket == "" {
 		socket = filepath.Join(home, socketName)
 	}
-	format, _ := cmd.Flags().GetString("log-format")
-	level, _ := cmd.Flags().GetString("log-level")
+	// The flags win over [server] log_format and log_level.
+	format, level := cfg.Server.LogFormat, cfg.Server.LogLevel
+	if f := cmd.Flag("log-format"); f.Changed || format == "" {
+		format = f.Value.String()
+	}
+	if f := cmd.Flag("log-level"); f.Changed || level == "" {
+		level = f.Value.String()
+	}
 	if debug, _ := cmd.Flags().GetBool("debug"); debug {
 		level = "debug"
 	}
