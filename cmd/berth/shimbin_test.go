@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // imageOf is a shim image of prog.
@@ -93,9 +94,7 @@ func TestInstallShimReplacesWhatIsNotItself(t *testing.T) {
 			}
 		},
 		"same bytes, another owner": func(t *testing.T, path string) {
-			if os.Geteuid() != 0 {
-				t.Skip("only root can make a file of another owner")
-			}
+			testenv.NeedRoot(t, "only root can make a file of another owner")
 			if err := os.WriteFile(path, prog, 0o700); err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +180,7 @@ func TestInstallShimRefusesAnUnsafeDirectory(t *testing.T) {
 func TestInstallShimRefusesANoexecHome(t *testing.T) {
 	mnt := t.TempDir()
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_NOEXEC, "size=16m"); err != nil {
-		t.Skipf("cannot mount a noexec tmpfs here: %v", err)
+		testenv.Missing(t, "a tmpfs mount", "cannot mount a noexec tmpfs here: %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Unmount(mnt, 0) })
 	home := filepath.Join(mnt, "home")
@@ -221,7 +220,7 @@ func TestRemoveOldShimsKeepsTheRunningOnes(t *testing.T) {
 	dir := filepath.Dir(cur)
 	sleep, err := os.ReadFile("/bin/sleep")
 	if err != nil {
-		t.Skip("no /bin/sleep to run as an old shim")
+		testenv.Missing(t, "/bin/sleep", "no /bin/sleep to run as an old shim")
 	}
 	running := filepath.Join(dir, "berth-shim-0000000000000001")
 	idle := filepath.Join(dir, "berth-shim-0000000000000002")

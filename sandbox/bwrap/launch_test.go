@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
 )
 
@@ -15,9 +16,7 @@ import (
 // started for them (util-linux gone from PATH, the sandbox still runs, as
 // the host uid, in the workspace it was given).
 func TestHostUIDStageStartsNoHelper(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("only a root daemon stages its binds")
-	}
+	testenv.NeedRoot(t, "only a root daemon stages its binds")
 	bw := provider(t).path
 	t.Setenv("PATH", t.TempDir())
 	p := New(Options{Path: bw})
