@@ -220,7 +220,15 @@ func TestPidsLimit(t *testing.T) {
 	}
 	// Every process of the loop is counted there.
 	for _, pid := range groupPids(proc.Pid()) {
-		if own, err := sandboxtest.PidsCgroupOf(pid); err == nil && own != dir && !strings.HasPrefix(own, dir+"/") {
+		// The loop's processes die and their pids are reused fast: a pid
+		// counts only if it is the same process before and after its
+		// cgroup is read.
+		before := procStat(pid)
+		own, err := sandboxtest.PidsCgroupOf(pid)
+		if err != nil || before == "" || procStat(pid) != before {
+			continue
+		}
+		if own != dir && !strings.HasPrefix(own, dir+"/") {
 			t.Errorf("process %d of the loop is in pids cgroup %s, outside the limiting %s", pid, own, dir)
 		}
 	}
@@ -247,6 +255,24 @@ func TestPidsLimit(t *testing.T) {
 // groupSize counts this host's live processes in process group pgid (a
 // zombie is dead: the container's init reaps it on its next round).
 func groupSize(pgid int) int { return len(groupPids(pgid)) }
+
+// procStat is process pid's identity: its process group and start time
+// ("" once it is gone), which a reused pid does not share.
+func procStat(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	// state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+	// cmajflt utime stime cutime cstime priority nice num_threads
+	// itrealvalue starttime: pgrp is f[2], starttime f[19].
+	if len(f) < 20 {
+		return ""
+	}
+	return f[2] + " " + f[19]
+}
 
 // groupPids lists this host's live processes in process group pgid.
 func groupPids(pgid int) []int {
