@@ -65,12 +65,16 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 	var cancelled bool
 	var mode, remembered string
 
+	// Held until the event is logged: a detach waits for the pair.
+	rt.recordMu.RLock()
 	if rt.detached.Load() {
+		rt.recordMu.RUnlock()
 		// The daemon let go of the agent: the next one is asked.
 		return acp.Cancelled(), nil
 	}
 	// The record exists before anyone can see the request.
 	if err := rt.m.store.CreatePermission(context.WithoutCancel(ctx), &p); err != nil {
+		rt.recordMu.RUnlock()
 		rt.logger.Error("store permission", "err", err)
 		return acp.Cancelled(), nil
 	}
@@ -83,6 +87,7 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 		(rt.turn != nil && rt.turn.id == p.TurnID && rt.turn.cancelRequested)
 	mode, remembered = rt.sess.PermissionMode, rt.remembered[kind]
 	rt.emit(tag, berth.EventPermissionRequested, map[string]any{"permission": p})
+	rt.recordMu.RUnlock()
 	switch {
 	case cancelled:
 		rt.mu.Unlock()

@@ -114,6 +114,11 @@ type runtime struct {
 	// its shim (a graceful shutdown): from then on the runtime records
 	// nothing, and the next daemon carries on.
 	detached atomic.Bool
+	// recordMu pairs a stored record with its event: a request holds it
+	// (read) from its store write to its event, and detach takes it
+	// (write) before setting detached, so the next daemon never adopts a
+	// record whose event this one dropped. Taken before mu, never under it.
+	recordMu sync.RWMutex
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
 	// published is the Session JSON last published on the all-sessions

@@ -121,6 +121,8 @@ func (rt *runtime) closeBox(ctx context.Context) {
 // and pending permissions stay pending. It returns once the runtime's
 // goroutines are done. A runtime without a shim, or not active, is stopped.
 func (rt *runtime) detach(ctx context.Context) {
+	// A permission being recorded is logged before the agent is let go.
+	rt.recordMu.Lock()
 	rt.mu.Lock()
 	active := rt.shim != nil && rt.sess.State == berth.StateActive && rt.stopReason == "" && !rt.exited
 	if active {
@@ -131,6 +133,7 @@ func (rt *runtime) detach(ctx context.Context) {
 		rt.stopTimersLocked()
 	}
 	rt.mu.Unlock()
+	rt.recordMu.Unlock()
 	if !active {
 		rt.stop(ctx, berth.StopDaemonShutdown, nil)
 		return
