@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/berth-sh/berth/internal/apitest"
 	"io"
 	"net"
 	"net/http"
@@ -13,8 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/apitest"
+
 	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth"
 )
 
 func TestMain(m *testing.M) {

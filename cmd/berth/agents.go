@@ -6,8 +6,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/berth-sh/berth"
 	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth"
 )
 
 // newAgentsCommand returns `berth agents`: the agent catalog.

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth"
 	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth"
 )
 
 // defaultChildTTL is the TTL of a child spawned without --ttl: the API

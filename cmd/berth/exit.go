@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/berth-sh/berth"
 	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth"
 )
 
 // Exit codes (CONTRACT §5).

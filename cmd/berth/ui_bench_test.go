@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/berth-sh/berth/internal/browsertest"
 	"github.com/chromedp/chromedp"
+
+	"github.com/berth-sh/berth/internal/browsertest"
 )
 
 // The web UI's speed in headless Chromium (BENCHMARKS.md): from the start
