@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/berth-sh/berth/internal/apitest"
 	"io"
 	"net"
 	"net/http"
@@ -12,11 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth/internal/apitest"
-
-	"go.uber.org/goleak"
-
 	"github.com/berth-sh/berth"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {

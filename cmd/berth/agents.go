@@ -6,9 +6,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/berth-sh/berth"
+	"github.com/spf13/cobra"
 )
 
 // newAgentsCommand returns `berth agents`: the agent catalog.

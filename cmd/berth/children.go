@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/berth-sh/berth"
+	"github.com/spf13/cobra"
 )
 
 // defaultChildTTL is the TTL of a child spawned without --ttl: the API

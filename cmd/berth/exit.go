@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/spf13/cobra"
-
 	"github.com/berth-sh/berth"
+	"github.com/spf13/cobra"
 )
 
 // Exit codes (CONTRACT §5).

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/berth-sh/berth"
+	"github.com/spf13/cobra"
 )
 
 // newApproveCommand returns `berth approve ID PERM [--option ID | --reject]`.

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/berth-sh/berth/internal/browsertest"
+	"github.com/chromedp/chromedp"
 )
 
 // The web UI's speed in headless Chromium (BENCHMARKS.md): from the start

@@ -9,10 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth/internal/browsertest"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-
-	"github.com/berth-sh/berth/internal/browsertest"
 )
 
 // These tests drive the web UI (CONTRACT §8) in headless Chromium against
