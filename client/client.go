@@ -254,6 +254,18 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 	return nil
 }
 
+// call sends one API request (see Do) and returns its JSON answer decoded
+// into a new T: a route's method is one line, e.g.
+//
+//	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/stop"), nil, nil)
+func call[T any](ctx context.Context, c *Client, method, path string, query url.Values, in any) (*T, error) {
+	var out T
+	if err := c.Do(ctx, method, path, query, in, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // send sends a request and returns the response when its status is 2xx;
 // otherwise it closes the body and returns the decoded error.
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, in any, header http.Header) (*http.Response, error) {

@@ -11,20 +11,12 @@ import (
 
 // Exec runs a command in the session's sandbox and returns its result.
 func (c *Client) Exec(ctx context.Context, id string, req berth.ExecRequest) (*berth.ExecResult, error) {
-	var res berth.ExecResult
-	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/exec"), nil, req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return call[berth.ExecResult](ctx, c, http.MethodPost, sessionPath(id, "/exec"), nil, req)
 }
 
 // CreateSnapshot archives the session's workspace.
 func (c *Client) CreateSnapshot(ctx context.Context, id string) (*berth.Snapshot, error) {
-	var snap berth.Snapshot
-	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/snapshots"), nil, nil, &snap); err != nil {
-		return nil, err
-	}
-	return &snap, nil
+	return call[berth.Snapshot](ctx, c, http.MethodPost, sessionPath(id, "/snapshots"), nil, nil)
 }
 
 // ListSnapshots returns the session's snapshots, newest first.
@@ -46,11 +38,7 @@ func (c *Client) Repair(ctx context.Context, id string, dryRun, force bool) (*be
 	if force {
 		q.Set("force", "true")
 	}
-	var rep berth.RepairReport
-	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/repair"), q, nil, &rep); err != nil {
-		return nil, err
-	}
-	return &rep, nil
+	return call[berth.RepairReport](ctx, c, http.MethodPost, sessionPath(id, "/repair"), q, nil)
 }
 
 // WaitTurn blocks until a turn ends and returns its result: turnID is a
@@ -58,11 +46,7 @@ func (c *Client) Repair(ctx context.Context, id string, dryRun, force bool) (*be
 // waited for once it runs). It is GET /v1/sessions/{id}/turns/{turn}, a
 // long poll that ends with ctx.
 func (c *Client) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
-	var res berth.TurnResult
-	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/turns/"+url.PathEscape(turnID)), nil, nil, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return call[berth.TurnResult](ctx, c, http.MethodGet, sessionPath(id, "/turns/"+url.PathEscape(turnID)), nil, nil)
 }
 
 // CallTool calls tool on a session's tools socket (a client of that socket
