@@ -53,15 +53,24 @@ type eventStream struct {
 
 // Next implements berth.EventStream: it returns the next event.
 func (s *eventStream) Next(ctx context.Context) ([]berth.Event, error) {
-	data, err := s.nextData(ctx)
+	ev, err := s.nextEvent(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return []berth.Event{ev}, nil
+}
+
+// nextEvent returns the next event not returned yet.
+func (s *eventStream) nextEvent(ctx context.Context) (berth.Event, error) {
+	data, err := s.nextData(ctx)
+	if err != nil {
+		return berth.Event{}, err
+	}
 	var ev berth.Event
 	if err := json.Unmarshal(data, &ev); err != nil {
-		return nil, s.fail(berth.WrapError(berth.EInternal, err, "the daemon sent an event that is not valid JSON"))
+		return berth.Event{}, s.fail(berth.WrapError(berth.EInternal, err, "the daemon sent an event that is not valid JSON"))
 	}
-	return []berth.Event{ev}, nil
+	return ev, nil
 }
 
 // nextData returns the JSON of the next event not returned yet.
@@ -103,9 +112,10 @@ func (c *Client) Events(ctx context.Context, id string, after int64) iter.Seq2[b
 			yield(berth.Event{}, err)
 			return
 		}
-		defer st.Close()
+		s := st.(*eventStream)
+		defer s.Close()
 		for {
-			evs, err := st.Next(ctx)
+			ev, err := s.nextEvent(ctx)
 			if errors.Is(err, io.EOF) {
 				return
 			}
@@ -113,10 +123,8 @@ func (c *Client) Events(ctx context.Context, id string, after int64) iter.Seq2[b
 				yield(berth.Event{}, err)
 				return
 			}
-			for _, ev := range evs {
-				if !yield(ev, nil) {
-					return
-				}
+			if !yield(ev, nil) {
+				return
 			}
 		}
 	}
@@ -250,6 +258,10 @@ type follower struct {
 	body       io.ReadCloser
 	connCancel context.CancelFunc
 	r          *sseReader
+	// watched is the context whose end ends the connection (the last
+	// call's); unwatch stops that.
+	watched context.Context
+	unwatch func() bool
 	// progressed is set by the stream once the connection delivered.
 	progressed bool
 	failures   int
@@ -282,6 +294,10 @@ func (f *follower) fail(err error) error {
 
 // drop closes the current connection, if any.
 func (f *follower) drop() {
+	if f.unwatch != nil {
+		f.unwatch()
+		f.watched, f.unwatch = nil, nil
+	}
 	if f.body != nil {
 		f.body.Close()
 		f.connCancel()
@@ -325,6 +341,10 @@ func (f *follower) next(ctx context.Context) (sseMessage, error) {
 	for {
 		if f.err != nil {
 			return sseMessage{}, f.err
+		}
+		// A connection that an earlier call's context ended is of no use.
+		if f.watched != nil && f.watched != ctx && f.watched.Err() != nil {
+			f.drop()
 		}
 		err := f.connect(ctx)
 		if err == nil {
@@ -370,9 +390,15 @@ func (f *follower) next(ctx context.Context) (sseMessage, error) {
 // ends with ctx. The daemon's end of the stream is a final io.EOF; any
 // other end of the body is EUnavailable (a cut, to reconnect after).
 func (f *follower) read(ctx context.Context) (sseMessage, error) {
-	stop := context.AfterFunc(ctx, f.connCancel)
+	// One watch per connection and context, not per read: a caller that
+	// reads with the same context does not pay for it again.
+	if ctx != f.watched {
+		if f.unwatch != nil {
+			f.unwatch()
+		}
+		f.watched, f.unwatch = ctx, context.AfterFunc(ctx, f.connCancel)
+	}
 	msg, err := f.r.next()
-	stop()
 	switch {
 	case err == nil:
 		return msg, nil
