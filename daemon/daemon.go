@@ -63,6 +63,9 @@ type Daemon struct {
 	// socket is the Unix socket the API listens on ("" for none).
 	socket string
 
+	// closed is set by the first Close.
+	closed bool
+
 	// served receives Serve's result once; serving tells whether it runs.
 	served  chan error
 	serving bool
@@ -295,8 +298,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // Close shuts the daemon down in reverse order of opening: the API first
 // (no new work), then the sessions, then the log (flushing every event),
-// then the store. ctx bounds the graceful part.
+// then the store. ctx bounds the graceful part. A second Close does
+// nothing.
 func (d *Daemon) Close(ctx context.Context) {
+	if d.closed {
+		return
+	}
+	d.closed = true
 	if d.srv != nil {
 		if err := d.srv.Close(ctx); err != nil {
 			d.logger.Warn("api server close", "err", err)
