@@ -101,3 +101,43 @@ func ExampleClient_GetSession() {
 	// Output:
 	// not_found true session ses_missing not found
 }
+
+// turnText is written against berth.SessionService: it runs on the
+// daemon's own session manager and on a client of that daemon alike.
+func turnText(ctx context.Context, svc berth.SessionService, id, turnID string) (string, error) {
+	turn, err := svc.WaitTurn(ctx, id, turnID)
+	if err != nil {
+		return "", err
+	}
+	return turn.Text, nil
+}
+
+// One function, two services: the session manager in the daemon's process
+// and a client of its socket answer the same.
+func ExampleClient_sessionService() {
+	ctx := context.Background()
+	home, _ := os.MkdirTemp("", "berth-example-")
+	defer os.RemoveAll(home)
+	d, err := openDaemon(ctx, home, false)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close(ctx)
+	c, _ := client.New("unix:" + filepath.Join(home, "berth.sock"))
+	defer c.Close()
+
+	s, _ := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo"})
+	res, err := c.Prompt(ctx, s.ID, berth.PromptRequest{Text: "echo same answer"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, svc := range []berth.SessionService{d.Manager(), c} {
+		text, err := turnText(ctx, svc, s.ID, res.TurnID)
+		fmt.Printf("%T: %q %v\n", svc, text, err)
+	}
+	// Output:
+	// *session.Manager: "same answer" <nil>
+	// *client.Client: "same answer" <nil>
+}
