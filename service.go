@@ -3,12 +3,15 @@ package berth
 import "context"
 
 // SessionService is what the daemon offers its edges (HTTP, Unix socket, the
-// in-process CLI). session.Manager implements it; http.Server serves it.
+// in-process CLI). session.Manager implements it; http.Server serves it;
+// client.Client implements it over HTTP, so code written against it drives
+// a daemon in this process or a remote one alike.
 type SessionService interface {
-	// Health reports liveness and which store is in use.
-	Health(ctx context.Context) Health
+	// Health reports liveness and which store is in use. The manager
+	// always answers; a client fails when it cannot reach the daemon.
+	Health(ctx context.Context) (*Health, error)
 	// Agents lists the agent catalog.
-	Agents(ctx context.Context) []AgentInfo
+	Agents(ctx context.Context) ([]AgentInfo, error)
 
 	// CreateSession validates req, stores the session and completes the
 	// agent handshake before it returns. A failed handshake returns the
@@ -79,9 +82,13 @@ type SessionService interface {
 	// ENotFound.
 	Repair(ctx context.Context, id string, dryRun, force bool) (*RepairReport, error)
 
-	// ListEvents pages a session's log. ENotFound, EInvalid for bad bounds.
+	// ListEvents pages a session's log: the next page is the one after the
+	// last seq returned (what the API calls next_after); an empty page means
+	// nothing follows f.After yet. ENotFound, EInvalid for bad bounds.
 	ListEvents(ctx context.Context, id string, f EventFilter) ([]Event, error)
-	// StreamEvents follows a session's log from after on. ENotFound.
+	// StreamEvents follows a session's log from after on; its Next returns
+	// io.EOF once the session is stopped and every event was read.
+	// ENotFound.
 	StreamEvents(ctx context.Context, id string, after int64) (EventStream, error)
 	// Transcript returns the session's turns. ENotFound.
 	Transcript(ctx context.Context, id string) ([]TranscriptTurn, error)

@@ -2,7 +2,6 @@ package http
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 
@@ -74,49 +73,4 @@ func allChildren(ctx context.Context, svc berth.SessionService, id string) ([]*b
 		}
 		f.Cursor = page.NextCursor
 	}
-}
-
-// SpawnChild creates a child of the session parentID; a non-empty
-// idemKey is sent as the Idempotency-Key header.
-func (c *Client) SpawnChild(ctx context.Context, parentID string, req berth.CreateRequest, idemKey string) (*berth.Session, error) {
-	raw, err := c.SpawnChildRaw(ctx, parentID, req, idemKey)
-	if err != nil {
-		return nil, err
-	}
-	var s berth.Session
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "the daemon's answer to a spawn is not valid JSON")
-	}
-	return &s, nil
-}
-
-// SpawnChildRaw is SpawnChild answering the Session JSON as the daemon
-// sent it.
-func (c *Client) SpawnChildRaw(ctx context.Context, parentID string, req berth.CreateRequest, idemKey string) (json.RawMessage, error) {
-	var h http.Header
-	if idemKey != "" {
-		h = http.Header{"Idempotency-Key": {idemKey}}
-	}
-	resp, err := c.send(ctx, http.MethodPost, sessionPath(parentID, "/children"), nil, req, h)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var raw json.RawMessage
-	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, berth.WrapError(berth.EInternal, err, "the daemon's answer to a spawn is not valid JSON")
-	}
-	return raw, nil
-}
-
-// ListChildren returns the children of a session.
-func (c *Client) ListChildren(ctx context.Context, id string) ([]*berth.Session, error) {
-	var page berth.SessionPage
-	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/children"), nil, nil, &page); err != nil {
-		return nil, err
-	}
-	return page.Sessions, nil
 }

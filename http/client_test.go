@@ -1,7 +1,6 @@
 package http
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,25 +15,54 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/client"
 )
 
+// These tests drive package client against this package's server and its
+// fake service; client's own tests and examples run a real daemon.
+
+// fastReconnect makes a test client's streams reconnect at once.
+var fastReconnect = client.WithReconnect(5*time.Millisecond, 5*time.Second, 8)
+
+// tcpClient returns a client of the daemon at addr sending tok (none when
+// "": never the token of a home).
+func tcpClient(addr, tok string, opts ...client.Option) *client.Client {
+	c, err := client.New(addr, append([]client.Option{client.WithToken(tok)}, opts...)...)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// unixClient returns a client of the daemon on the socket sock.
+func unixClient(sock, tok string) *client.Client {
+	c, err := client.New("unix:"+sock, client.WithToken(tok))
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
 // newTestClient returns a client of s over TCP, closed when the test ends.
-func newTestClient(t *testing.T, s *Server) *Client {
+func newTestClient(t *testing.T, s *Server) *client.Client {
 	t.Helper()
-	c := NewClient("http://"+s.Addr(), testToken)
-	c.reconnectDelay = 5 * time.Millisecond
+	c := tcpClient("http://"+s.Addr(), testToken, fastReconnect)
 	t.Cleanup(c.Close)
 	return c
 }
+
+// The client speaks for the whole service: a server in front of a client
+// of another server answers as that one does.
+var _ berth.SessionService = (*client.Client)(nil)
 
 func TestClientRoundTrips(t *testing.T) {
 	sock := filepath.Join(socketDir(t), "berth.sock")
 	f := newFakeService()
 	f.appendEvents("ses_1", 4, berth.EventAgentMessage)
 	s := startServer(t, f, ServerOptions{Version: "v1.2"}, sock)
-	unix := NewUnixClient(sock, "")
+	unix := unixClient(sock, "")
 	t.Cleanup(unix.Close)
-	for name, c := range map[string]*Client{"tcp": newTestClient(t, s), "unix": unix} {
+	for name, c := range map[string]*client.Client{"tcp": newTestClient(t, s), "unix": unix} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			h, err := c.Health(ctx)
@@ -68,17 +96,21 @@ func TestClientRoundTrips(t *testing.T) {
 			if err != nil || turn.StopReason != berth.TurnEndTurn || turn.Text != "hello" {
 				t.Errorf("PromptWait = %+v, %v", turn, err)
 			}
+			waited, err := c.WaitTurn(ctx, "ses_1", "entry_7")
+			if err != nil || waited.StopReason != berth.TurnEndTurn || waited.Text != "hello" || f.lastWaitTurn != "entry_7" {
+				t.Errorf("WaitTurn = %+v, %v (asked for %q)", waited, err, f.lastWaitTurn)
+			}
 			turnID, err := c.Cancel(ctx, "ses_1")
 			if err != nil || turnID != "turn_1" {
 				t.Errorf("Cancel = %q, %v", turnID, err)
 			}
-			evs, next, err := c.ListEvents(ctx, "ses_1", berth.EventFilter{After: 1, Limit: 2, Type: berth.EventAgentMessage})
-			if err != nil || len(evs) != 2 || evs[0].Seq != 2 || next != 3 {
-				t.Errorf("ListEvents = %v, %d, %v", evs, next, err)
+			evs, err := c.ListEvents(ctx, "ses_1", berth.EventFilter{After: 1, Limit: 2, Type: berth.EventAgentMessage})
+			if err != nil || len(evs) != 2 || evs[0].Seq != 2 || evs[1].Seq != 3 {
+				t.Errorf("ListEvents = %v, %v", evs, err)
 			}
-			evs, next, err = c.ListEvents(ctx, "ses_1", berth.EventFilter{After: 4})
-			if err != nil || len(evs) != 0 || next != 4 {
-				t.Errorf("ListEvents past the end = %v, %d, %v", evs, next, err)
+			evs, err = c.ListEvents(ctx, "ses_1", berth.EventFilter{After: 4})
+			if err != nil || len(evs) != 0 {
+				t.Errorf("ListEvents past the end = %v, %v", evs, err)
 			}
 			turns, err := c.Transcript(ctx, "ses_1")
 			if err != nil || len(turns) != 1 || turns[0].TurnID != "turn_1" || turns[0].ToolCalls == nil {
@@ -128,7 +160,7 @@ func TestClientErrors(t *testing.T) {
 		http.Error(w, "bad gateway", http.StatusBadGateway)
 	}))
 	defer plain.Close()
-	pc := NewClient(plain.URL, "")
+	pc := tcpClient(plain.URL, "")
 	defer pc.Close()
 	if _, err := pc.Health(ctx); berth.ErrorCode(err) != berth.EUnavailable || !strings.Contains(berth.ErrorMessage(err), "502") {
 		t.Errorf("plain 502 = %v", err)
@@ -145,7 +177,7 @@ func TestClientNoDaemon(t *testing.T) {
 	addr := s.Addr()
 	s.Close(ctx)
 	sock := filepath.Join(socketDir(t), "none.sock")
-	for _, c := range []*Client{NewClient(addr, testToken), NewUnixClient(sock, "")} {
+	for _, c := range []*client.Client{tcpClient(addr, testToken), unixClient(sock, "")} {
 		_, err := c.Health(ctx)
 		if berth.ErrorCode(err) != berth.EUnavailable || !strings.Contains(berth.ErrorMessage(err), "no berth daemon answers at "+c.Target()) {
 			t.Errorf("%s: %v", c.Target(), err)
@@ -155,7 +187,7 @@ func TestClientNoDaemon(t *testing.T) {
 	// The caller's own cancellation stays a context error.
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	c := NewClient(addr, testToken)
+	c := tcpClient(addr, testToken)
 	defer c.Close()
 	if _, err := c.Health(cctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled Health = %v", err)
@@ -163,10 +195,10 @@ func TestClientNoDaemon(t *testing.T) {
 }
 
 // collect reads a client stream to its end.
-func collect(t *testing.T, c *Client, ctx context.Context, id string, after int64) ([]int64, error) {
+func collect(t *testing.T, c *client.Client, ctx context.Context, id string, after int64) ([]int64, error) {
 	t.Helper()
 	var seqs []int64
-	for ev, err := range c.StreamEvents(ctx, id, after) {
+	for ev, err := range c.Events(ctx, id, after) {
 		if err != nil {
 			return seqs, err
 		}
@@ -204,7 +236,7 @@ func TestClientStream(t *testing.T) {
 
 	// The raw form is the daemon's JSON.
 	var n int
-	for raw, err := range c.StreamEventsRaw(ctx, "ses_1", 4) {
+	for raw, err := range c.EventsRaw(ctx, "ses_1", 4) {
 		if err != nil || !strings.HasPrefix(string(raw), `{"seq":5,"session_id":"ses_1"`) {
 			t.Errorf("raw = %s, %v", raw, err)
 		}
@@ -215,7 +247,7 @@ func TestClientStream(t *testing.T) {
 	}
 
 	// Breaking out of the loop ends the stream.
-	for ev, err := range c.StreamEvents(ctx, "ses_1", 0) {
+	for ev, err := range c.Events(ctx, "ses_1", 0) {
 		if err != nil || ev.Seq != 1 {
 			t.Fatalf("first = %v, %v", ev, err)
 		}
@@ -252,7 +284,7 @@ func TestClientStreamContextEnds(t *testing.T) {
 	defer cancel()
 	var seqs []int64
 	var last error
-	for ev, err := range c.StreamEvents(ctx, "ses_1", 0) {
+	for ev, err := range c.Events(ctx, "ses_1", 0) {
 		if err != nil {
 			last = err
 			break
@@ -280,8 +312,7 @@ func TestClientStreamReconnectsAfterDaemonRestart(t *testing.T) {
 	done1 := make(chan error, 1)
 	go func() { done1 <- s1.Serve() }()
 
-	c := NewClient(addr, testToken)
-	c.reconnectDelay = 5 * time.Millisecond
+	c := tcpClient(addr, testToken, fastReconnect)
 	defer c.Close()
 
 	// The second daemon, on the same address, has the whole log: 1..6.
@@ -290,7 +321,7 @@ func TestClientStreamReconnectsAfterDaemonRestart(t *testing.T) {
 	second.stop("ses_1")
 
 	var seqs []int64
-	for ev, err := range c.StreamEvents(context.Background(), "ses_1", 0) {
+	for ev, err := range c.Events(context.Background(), "ses_1", 0) {
 		if err != nil {
 			t.Fatalf("stream: %v", err)
 		}
@@ -323,32 +354,12 @@ func TestClientStreamGivesUp(t *testing.T) {
 	}
 	addr := s.Addr()
 	s.Close(context.Background())
-	c := NewClient(addr, testToken)
+	c := tcpClient(addr, testToken, client.WithReconnect(time.Millisecond, time.Second, 3))
 	defer c.Close()
-	c.reconnectDelay, c.maxReconnects = time.Millisecond, 3
 	if _, err := collect(t, c, context.Background(), "ses_1", 0); berth.ErrorCode(err) != berth.EUnavailable {
 		t.Errorf("stream with no daemon = %v", err)
 	}
 }
-
-func TestSSEReaderParsing(t *testing.T) {
-	in := ": hello\n\nid: 1\nevent: x\ndata: a\ndata: b\r\n\nretry: 10\n\ndata:c\n\nid: 2\ndata: partial"
-	r := sseReader{br: bufioReader(in)}
-	m, err := r.next()
-	if err != nil || m.id != "1" || !m.hasID || m.event != "x" || string(m.data) != "a\nb" {
-		t.Fatalf("first = %+v, %v", m, err)
-	}
-	m, err = r.next()
-	if err != nil || m.hasID || string(m.data) != "c" {
-		t.Fatalf("second = %+v, %v", m, err)
-	}
-	if _, err := r.next(); err == nil {
-		t.Fatalf("a cut message was dispatched")
-	}
-}
-
-// bufioReader reads s.
-func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }
 
 // A stream that a proxy closes cleanly, without the daemon's end comment,
 // is not taken for the whole log: the client resumes after the last event.
@@ -367,10 +378,9 @@ func TestClientStreamResumesAfterACleanCloseWithoutEnd(t *testing.T) {
 		fmt.Fprintf(w, "id: %d\nevent: session_stopped\ndata: {\"seq\":%d,\"type\":\"session_stopped\"}\n\n: end\n\n", from+1, from+1)
 	}))
 	defer srv.Close()
-	c := NewClient(srv.URL, "")
-	c.reconnectDelay = time.Millisecond
+	c := tcpClient(srv.URL, "", client.WithReconnect(time.Millisecond, time.Second, 8))
 	var seqs []int64
-	for ev, err := range c.StreamEvents(context.Background(), "ses_x", 0) {
+	for ev, err := range c.Events(context.Background(), "ses_x", 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -378,5 +388,44 @@ func TestClientStreamResumesAfterACleanCloseWithoutEnd(t *testing.T) {
 	}
 	if fmt.Sprint(seqs) != "[1 2 3]" || calls.Load() != 2 {
 		t.Fatalf("seqs %v over %d connections, want [1 2 3] over 2", seqs, calls.Load())
+	}
+}
+
+// A server whose service is a client of another server answers as that
+// one does, streams and errors included: the client is the whole
+// berth.SessionService, so what is written against the interface (this
+// server, the CLI) runs on either.
+func TestServerOverClientAnswersAsTheDaemon(t *testing.T) {
+	f := newFakeService()
+	f.appendEvents("ses_1", 5, berth.EventAgentMessage)
+	f.stop("ses_1")
+	back := startServer(t, f, ServerOptions{Version: "v9"}, "")
+	proxy := newTestClient(t, back)
+	front := startServer(t, proxy, ServerOptions{}, "")
+	c := newTestClient(t, front)
+	ctx := context.Background()
+
+	if h, err := c.Health(ctx); err != nil || h.Version != "v9" || h.NodeID != "node_1" {
+		t.Errorf("Health through the proxy = %+v, %v", h, err)
+	}
+	if agents, err := c.Agents(ctx); err != nil || len(agents) != 1 || agents[0].Name != "demo" {
+		t.Errorf("Agents through the proxy = %+v, %v", agents, err)
+	}
+	if _, err := c.GetSession(ctx, "nope"); berth.ErrorCode(err) != berth.ENotFound {
+		t.Errorf("a missing session through the proxy = %v", err)
+	}
+	evs, err := c.ListEvents(ctx, "ses_1", berth.EventFilter{After: 2})
+	if err != nil || len(evs) != 3 || evs[0].Seq != 3 {
+		t.Errorf("ListEvents through the proxy = %v, %v", evs, err)
+	}
+	// The stream of a stopped session ends after its last event on both
+	// hops (io.EOF from the client's stream ends the front's response).
+	seqs, err := collect(t, c, ctx, "ses_1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSeqs(t, seqs, 2, 5)
+	if _, err := collect(t, c, ctx, "nope", 0); berth.ErrorCode(err) != berth.ENotFound {
+		t.Errorf("stream of a missing session through the proxy = %v", err)
 	}
 }

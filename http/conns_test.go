@@ -68,7 +68,7 @@ func TestSlowBodyIsCutAtTheDeadline(t *testing.T) {
 func waitPrompt(t *testing.T, s *Server) <-chan error {
 	t.Helper()
 	done := make(chan error, 1)
-	c := NewClient("http://"+s.Addr(), testToken)
+	c := tcpClient("http://"+s.Addr(), testToken)
 	t.Cleanup(c.Close)
 	go func() {
 		_, err := c.PromptWait(context.Background(), "ses_1", berth.PromptRequest{Text: "hi"})

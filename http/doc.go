@@ -1,7 +1,8 @@
 // Package http is berth's HTTP edge: the API server over a
 // berth.SessionService (JSON, Server-Sent Events, bearer auth, a TCP
-// listener and a Unix socket) and the Go client the CLI uses. It is the only
-// place that turns error codes into HTTP statuses and back.
+// listener and a Unix socket). It is the only place on the daemon's side
+// that turns error codes into HTTP statuses; package client is the other
+// end of the wire (the Go client the CLI uses), and turns them back.
 //
 // Where CONTRACT.md is silent, the server does this:
 //

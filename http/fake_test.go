@@ -124,13 +124,13 @@ func (f *fakeService) session(id string) (*berth.Session, error) {
 }
 
 // Health implements berth.SessionService.
-func (f *fakeService) Health(context.Context) berth.Health {
-	return berth.Health{Status: "ok", Store: "sqlite", NodeID: "node_1"}
+func (f *fakeService) Health(context.Context) (*berth.Health, error) {
+	return &berth.Health{Status: "ok", Store: "sqlite", NodeID: "node_1"}, nil
 }
 
 // Agents implements berth.SessionService.
-func (f *fakeService) Agents(context.Context) []berth.AgentInfo {
-	return []berth.AgentInfo{{Name: "demo", Command: "berth", Args: []string{"agent-demo"}, Available: true, Description: "demo agent"}}
+func (f *fakeService) Agents(context.Context) ([]berth.AgentInfo, error) {
+	return []berth.AgentInfo{{Name: "demo", Command: "berth", Args: []string{"agent-demo"}, Available: true, Description: "demo agent"}}, nil
 }
 
 // CreateSession implements berth.SessionService.

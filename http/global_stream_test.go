@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/berth-sh/berth"
 	"go.uber.org/goleak"
+
+	"github.com/berth-sh/berth"
 )
 
 // StreamChanges implements berth.SessionService over the fake's feed.
@@ -94,8 +95,7 @@ func TestClientStreamChangesResumesAcrossAReconnection(t *testing.T) {
 	addr := s1.Addr()
 	done1 := make(chan error, 1)
 	go func() { done1 <- s1.Serve() }()
-	c := NewClient(addr, testToken)
-	c.reconnectDelay = 5 * time.Millisecond
+	c := tcpClient(addr, testToken, fastReconnect)
 	defer c.Close()
 
 	for i := range 3 {
@@ -106,7 +106,7 @@ func TestClientStreamChangesResumesAcrossAReconnection(t *testing.T) {
 	var done2 chan error
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for ch, err := range c.StreamChanges(ctx, f.feed.Epoch()+"-0") {
+	for ch, err := range c.Changes(ctx, f.feed.Epoch()+"-0") {
 		if err != nil {
 			t.Fatalf("stream: %v", err)
 		}
@@ -153,7 +153,7 @@ func TestClientStreamChangesSaysResyncAfterARestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var got []string
-	for ch, err := range c.StreamChanges(ctx, last) {
+	for ch, err := range c.Changes(ctx, last) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestClientStreamChangesSaysResyncAfterARestart(t *testing.T) {
 func TestGlobalStreamLeavesNoGoroutineAfterDisconnect(t *testing.T) {
 	f := newFakeService()
 	s := startServer(t, f, ServerOptions{PingInterval: time.Hour}, "")
-	c := NewClient("http://"+s.Addr(), testToken)
+	c := tcpClient("http://"+s.Addr(), testToken)
 	// The server is serving (its accept loop runs) before the count.
 	if _, err := c.Health(context.Background()); err != nil {
 		t.Fatal(err)
@@ -182,7 +182,7 @@ func TestGlobalStreamLeavesNoGoroutineAfterDisconnect(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for _, err := range c.StreamChanges(ctx, "") {
+		for _, err := range c.Changes(ctx, "") {
 			if err != nil {
 				return
 			}

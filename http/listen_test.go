@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/client"
 )
 
 // socketDir returns a short temporary directory for Unix sockets (their
@@ -120,7 +121,7 @@ func TestSocketModeAndCleanup(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
-	c := NewUnixClient(sock, "")
+	c := unixClient(sock, "")
 	defer c.Close()
 	if _, err := c.Health(context.Background()); err != nil {
 		t.Fatalf("health over the socket: %v", err)
@@ -186,9 +187,9 @@ func TestAuthOverTCPAndSocket(t *testing.T) {
 	sock := filepath.Join(socketDir(t), "berth.sock")
 	s := startServer(t, newFakeService(), ServerOptions{Token: "s3cret"}, sock)
 	ctx := context.Background()
-	clients := map[string]func(token string) *Client{
-		"tcp":  func(tok string) *Client { return NewClient("http://"+s.Addr(), tok) },
-		"unix": func(tok string) *Client { return NewUnixClient(sock, tok) },
+	clients := map[string]func(token string) *client.Client{
+		"tcp":  func(tok string) *client.Client { return tcpClient("http://"+s.Addr(), tok) },
+		"unix": func(tok string) *client.Client { return unixClient(sock, tok) },
 	}
 	for _, tok := range []string{"", "wrong"} {
 		c := clients["tcp"](tok)

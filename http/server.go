@@ -148,6 +148,7 @@ func (s *Server) routes() {
 	s.handle("DELETE /v1/sessions/{id}", s.handleDeleteSession)
 	s.handle("POST /v1/sessions/{id}/prompts", s.handlePrompt)
 	s.handle("POST /v1/sessions/{id}/cancel", s.handleCancel)
+	s.handle("GET /v1/sessions/{id}/turns/{turn}", s.handleWaitTurn)
 	s.handle("GET /v1/sessions/{id}/events", s.handleListEvents)
 	s.handle("GET /v1/sessions/{id}/events/stream", s.handleStreamEvents)
 	s.handle("GET /v1/events/stream", s.handleStreamChanges)

@@ -11,7 +11,11 @@ import (
 
 // handleHealth answers GET /v1/health.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	h := s.svc.Health(r.Context())
+	h, err := s.svc.Health(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if h.Version == "" {
 		h.Version = s.opts.Version
 	}
@@ -28,7 +32,11 @@ type agentList struct {
 
 // handleAgents answers GET /v1/agents.
 func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request) {
-	agents := s.svc.Agents(r.Context())
+	agents, err := s.svc.Agents(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if agents == nil {
 		agents = []berth.AgentInfo{}
 	}

@@ -258,7 +258,7 @@ func TestPromptWaitEndsOnShutdown(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Serve() }()
-	c := NewClient(s.Addr(), testToken)
+	c := tcpClient(s.Addr(), testToken)
 	defer c.Close()
 	errc := make(chan error, 1)
 	go func() {

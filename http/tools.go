@@ -127,9 +127,3 @@ func (h *toolsHandler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	writeJSON(w, StatusForCode(obj.Code), errorBody{Error: obj})
 }
-
-// CallTool calls tool on a tools socket (a client from NewUnixClient with
-// the session's credential as its token), decoding its answer into out.
-func (c *Client) CallTool(ctx context.Context, tool string, in, out any) error {
-	return c.Do(ctx, http.MethodPost, ToolsPath(tool), nil, in, out)
-}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 	berthhttp "github.com/berth-sh/berth/http"
 	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/bwrap"
@@ -189,7 +190,10 @@ func runChaos(t *testing.T, e *env, cfg chaosConfig) {
 		// Through the API as a client calls it: every answer's status is checked.
 		srv := httptest.NewServer(berthhttp.NewServer(e.m, berthhttp.ServerOptions{}).Handler())
 		defer srv.Close()
-		client := berthhttp.NewClient(srv.URL, "")
+		client, err := bclient.New(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer client.Close()
 		c.ops = httpOps{client}
 	}
@@ -341,7 +345,7 @@ func (o managerOps) create(ctx context.Context) (string, error) {
 }
 
 // httpOps calls the HTTP API; an error answer comes back as its code.
-type httpOps struct{ c *berthhttp.Client }
+type httpOps struct{ c *bclient.Client }
 
 func (o httpOps) prompt(ctx context.Context, id, text string, wait bool) error {
 	var err error

@@ -352,7 +352,7 @@ func (m *Manager) enter() error {
 }
 
 // Health implements berth.SessionService.
-func (m *Manager) Health(ctx context.Context) berth.Health {
+func (m *Manager) Health(ctx context.Context) (*berth.Health, error) {
 	h := berth.Health{Status: "ok", Version: m.opts.Version, Store: m.store.Name(), NodeID: m.opts.NodeID,
 		Reattaching: m.reattaching()}
 	for name, err := range m.available {
@@ -361,11 +361,13 @@ func (m *Manager) Health(ctx context.Context) berth.Health {
 		}
 	}
 	sort.Strings(h.Sandboxes)
-	return h
+	return &h, nil
 }
 
 // Agents implements berth.SessionService.
-func (m *Manager) Agents(ctx context.Context) []berth.AgentInfo { return m.opts.Catalog.List() }
+func (m *Manager) Agents(ctx context.Context) ([]berth.AgentInfo, error) {
+	return m.opts.Catalog.List(), nil
+}
 
 // runtimes returns the live runtimes as they are now.
 func (m *Manager) runtimes() []*runtime {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 	bhttp "github.com/berth-sh/berth/http"
 )
 
@@ -32,7 +33,10 @@ func (e *env) grantOf(id string) *toolsGrant {
 
 // toolsCall lists the children over socket with token.
 func toolsCall(socket, token string) error {
-	c := bhttp.NewUnixClient(socket, token)
+	c, err := bclient.New("unix:"+socket, bclient.WithToken(token))
+	if err != nil {
+		return err
+	}
 	defer c.Close()
 	var out berth.ChildrenResult
 	return c.CallTool(context.Background(), berth.ToolListChildren, struct{}{}, &out)

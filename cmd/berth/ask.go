@@ -10,13 +10,13 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // asker puts a session's permission requests to the user at the terminal
 // (berth run --mode ask) and sends the answers to the daemon.
 type asker struct {
-	client *bhttp.Client
+	client *bclient.Client
 	out    io.Writer
 	// lines are the user's answers, read from stdin by one goroutine that
 	// lives as long as the input does (a blocked read cannot be recalled).
@@ -24,7 +24,7 @@ type asker struct {
 }
 
 // newAsker returns an asker reading answers from in.
-func newAsker(c *bhttp.Client, in io.Reader, out io.Writer) *asker {
+func newAsker(c *bclient.Client, in io.Reader, out io.Writer) *asker {
 	lines := make(chan string)
 	go func() {
 		defer close(lines)

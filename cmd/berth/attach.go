@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // attachHelp is what /help prints in berth attach.
@@ -47,7 +47,7 @@ func newAttachCommand() *cobra.Command {
 
 // attached is one attach session's state; only its loop touches it.
 type attached struct {
-	c   *bhttp.Client
+	c   *bclient.Client
 	id  string
 	out io.Writer
 	r   *eventRenderer
@@ -59,7 +59,7 @@ type attached struct {
 // attach runs until the user detaches (EOF, /detach, ctx ending) or the
 // session stops. Events and typed lines meet in one loop, so all output
 // is written by one goroutine.
-func attach(ctx context.Context, c *bhttp.Client, id string, tail int, in io.Reader, out io.Writer) error {
+func attach(ctx context.Context, c *bclient.Client, id string, tail int, in io.Reader, out io.Writer) error {
 	s, err := c.GetSession(ctx, id)
 	if err != nil {
 		return err
@@ -82,7 +82,7 @@ func attach(ctx context.Context, c *bhttp.Client, id string, tail int, in io.Rea
 	streamErr := make(chan error, 1)
 	go func() {
 		defer close(events)
-		for ev, err := range c.StreamEvents(streamCtx, id, max(0, s.LastSeq-int64(tail))) {
+		for ev, err := range c.Events(streamCtx, id, max(0, s.LastSeq-int64(tail))) {
 			if err != nil {
 				streamErr <- err
 				return

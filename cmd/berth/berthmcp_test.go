@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/bench"
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
@@ -346,11 +347,11 @@ func TestBenchChildrenReportsFigures(t *testing.T) {
 		t.Fatalf("bench: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var r benchResult
+	var r bench.Result
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 		t.Fatalf("last line is not the JSON report: %q", lines[len(lines)-1])
 	}
-	c := r.childrenResult
+	c := r
 	if c.Children != 6 || c.SpawnP50Ms <= 0 || c.SpawnP99Ms < c.SpawnP50Ms || c.ChildPrompts != 3 ||
 		c.MCPPromptP50 <= 0 || c.APIPromptP50 <= 0 {
 		t.Fatalf("children report = %+v", c)

@@ -7,16 +7,17 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/berth-sh/berth/config"
-	bhttp "github.com/berth-sh/berth/http"
 	"github.com/spf13/cobra"
+
+	bclient "github.com/berth-sh/berth/client"
+	"github.com/berth-sh/berth/config"
 )
 
 // defaultAddr is where the daemon listens unless told otherwise.
-const defaultAddr = "127.0.0.1:7380"
+const defaultAddr = bclient.DefaultAddr
 
 // socketName is the daemon's Unix socket inside the home directory.
-const socketName = "berth.sock"
+const socketName = bclient.SocketName
 
 // flagOrEnv returns the value of a flag when it was given, else the
 // environment variable env.
@@ -52,7 +53,7 @@ func homeDir(cmd *cobra.Command) (string, error) {
 // and token come from the home's config when it sets them (defaults:
 // $home/berth.sock, 127.0.0.1:7380); --token or $BERTH_TOKEN wins, and over
 // TCP the token the daemon keeps in $home/token comes last.
-func dial(cmd *cobra.Command) (*bhttp.Client, error) {
+func dial(cmd *cobra.Command) (*bclient.Client, error) {
 	token := flagOrEnv(cmd, "token", "BERTH_TOKEN")
 	cfg := homeConfig(cmd)
 	if token == "" && cfg != nil {
@@ -64,7 +65,7 @@ func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 			return token
 		}
 		if home, err := homeDir(cmd); err == nil {
-			return readTokenFile(home)
+			return bclient.ReadToken(home)
 		}
 		return ""
 	}
@@ -73,7 +74,7 @@ func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 			if path == "" {
 				return nil, usagef(cmd, "--addr unix: needs a socket path")
 			}
-			return bhttp.NewUnixClient(path, token), nil
+			return bclient.New("unix:"+path, bclient.WithToken(token))
 		}
 		if strings.Contains(addr, "://") {
 			u, err := url.Parse(addr)
@@ -81,7 +82,7 @@ func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 				return nil, usagef(cmd, "bad --addr %q: want host:port, http://host:port or unix:PATH", addr)
 			}
 		}
-		return bhttp.NewClient(addr, tcpToken()), nil
+		return bclient.New(addr, bclient.WithToken(tcpToken()))
 	}
 	home, err := homeDir(cmd)
 	if err != nil {
@@ -96,9 +97,9 @@ func dial(cmd *cobra.Command) (*bhttp.Client, error) {
 		addr = cfg.Server.Addr
 	}
 	if fi, err := os.Stat(sock); err == nil && fi.Mode()&fs.ModeSocket != 0 {
-		return bhttp.NewUnixClient(sock, token), nil
+		return bclient.New("unix:"+sock, bclient.WithToken(token))
 	}
-	return bhttp.NewClient(addr, tcpToken()), nil
+	return bclient.New(addr, bclient.WithToken(tcpToken()))
 }
 
 // homeConfig returns the home's config (with its environment overrides),

@@ -9,8 +9,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	bhttp "github.com/berth-sh/berth/http"
 	"github.com/spf13/cobra"
+
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // isolateEnv clears the environment variables the CLI reads.
@@ -23,10 +24,10 @@ func isolateEnv(t *testing.T) {
 }
 
 // dialWith runs a probe command with args and returns what dial gave.
-func dialWith(t *testing.T, args ...string) (*bhttp.Client, error) {
+func dialWith(t *testing.T, args ...string) (*bclient.Client, error) {
 	t.Helper()
 	root := newRootCommand()
-	var c *bhttp.Client
+	var c *bclient.Client
 	var derr error
 	root.AddCommand(&cobra.Command{Use: "probe", RunE: func(cmd *cobra.Command, _ []string) error {
 		c, derr = dial(cmd)
@@ -128,7 +129,7 @@ func TestDialTokenPrecedence(t *testing.T) {
 	}))
 	defer srv.Close()
 	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, tokenName), []byte("from-file\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, bclient.TokenFile), []byte("from-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	health := func(args ...string) string {
@@ -160,3 +161,6 @@ func TestDialTokenPrecedence(t *testing.T) {
 		t.Errorf("--token over BERTH_TOKEN: %q", h)
 	}
 }
+
+// readTokenFile returns the token a daemon keeps in home ("" when none).
+func readTokenFile(home string) string { return bclient.ReadToken(home) }

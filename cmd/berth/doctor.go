@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
+	"github.com/berth-sh/berth/daemon"
 )
 
 // doctorTimeout bounds each check that waits on something (an engine, a
@@ -199,11 +200,8 @@ func checkStore(ctx context.Context, home string, sc config.Store) check {
 		}
 		return check{"store", checkOK, "postgres " + v + " answers"}
 	}
-	path, err := sqlitePath(home, sc.URL)
+	path, err := daemon.CheckSQLiteStore(home, sc.URL)
 	if err != nil {
-		return check{"store", checkFail, berth.ErrorMessage(err)}
-	}
-	if err := checkSQLiteFile(path, home, false); err != nil {
 		return check{"store", checkFail, berth.ErrorMessage(err)}
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
@@ -231,7 +229,7 @@ func checkStore(ctx context.Context, home string, sc config.Store) check {
 // require_isolation), slirp4netns when such sessions may have network,
 // docker as the default.
 func checkSandboxes(ctx context.Context, cfg *config.Config, home string) []check {
-	po := newProviderOptions(cfg, "", home)
+	po := daemon.ProviderOptions(cfg, "", home)
 	def := cfg.Sandbox.Default
 	needBwrap := def == berth.SandboxBwrap || (def == "auto" || def == "") && cfg.Sandbox.RequireIsolation
 	severity := func(needed bool) string {
@@ -261,7 +259,7 @@ func checkSandboxes(ctx context.Context, cfg *config.Config, home string) []chec
 	} else {
 		out = append(out, check{"sandbox bwrap network", checkOK, "slirp4netns found"})
 	}
-	dk, err := po.docker()
+	dk, err := daemon.Docker(po)
 	if err != nil {
 		return append(out, check{"sandbox docker", severity(def == berth.SandboxDocker), berth.ErrorMessage(err)})
 	}
@@ -310,7 +308,7 @@ func checkAgents(cfg *config.Config) []check {
 	for _, a := range cfg.Agents {
 		configured[a.Name] = true
 	}
-	userHome := userHome()
+	userHome := daemon.UserHome()
 	var out []check
 	for _, info := range cat.List() {
 		spec, _ := cat.Get(info.Name)

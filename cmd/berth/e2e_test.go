@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/berth-sh/berth/internal/apitest"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +18,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/bench"
+	"github.com/berth-sh/berth/internal/apitest"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/mcptest"
@@ -530,7 +532,7 @@ func TestBenchReportsFigures(t *testing.T) {
 		t.Fatalf("bench: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var r benchResult
+	var r bench.Result
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 		t.Fatalf("last line is not the JSON report: %q", lines[len(lines)-1])
 	}
@@ -543,12 +545,12 @@ func TestBenchReportsFigures(t *testing.T) {
 	if r.CreateDirectP50Ms <= 0 || r.CreateDirectP99Ms < r.CreateDirectP50Ms || r.CreateRatio <= 0 ||
 		r.AgentEventDirectP50Ms <= 0 || r.AgentEventNoShimP50Ms <= 0 || r.AgentEventShimRatio <= 0 ||
 		r.AgentEventDirectRatio <= 0 {
-		t.Fatalf("baseline report = %+v", r.directResult)
+		t.Fatalf("baseline report = %+v", r)
 	}
 	// Every change of the fan-out run reached every reader.
 	if r.FanoutSubscribers != 5 || r.FanoutChanges <= 0 || r.FanoutDelivered < 5*r.FanoutChanges ||
 		r.FanoutResyncs != 0 || r.FanoutLatencyP50Ms <= 0 || r.FanoutPerSec <= 0 {
-		t.Fatalf("fan-out report = %+v", r.fanoutResult)
+		t.Fatalf("fan-out report = %+v", r)
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // defaultRecentDeliveries is how many deliveries `berth hooks` shows.
@@ -35,7 +35,7 @@ func newHooksCommand() *cobra.Command {
 			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/hooks", nil, nil, &hooksRaw); err != nil {
 				return err
 			}
-			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/hooks/deliveries", bhttp.HookDeliveryQuery(f), nil, &deliveriesRaw); err != nil {
+			if err := c.Do(cmd.Context(), http.MethodGet, "/v1/hooks/deliveries", bclient.HookDeliveryQuery(f), nil, &deliveriesRaw); err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
@@ -94,7 +94,7 @@ func newHookDeliveriesCommand() *cobra.Command {
 		Short: "List hook deliveries, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return callAPI(cmd, http.MethodGet, "/v1/hooks/deliveries", bhttp.HookDeliveryQuery(f), nil,
+			return callAPI(cmd, http.MethodGet, "/v1/hooks/deliveries", bclient.HookDeliveryQuery(f), nil,
 				func(w io.Writer, page *berth.HookDeliveryPage) error {
 					if len(page.Deliveries) == 0 {
 						_, err := fmt.Fprintln(w, "no deliveries")

@@ -14,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/bench"
 	"github.com/berth-sh/berth/sandbox/docker"
 
 	"github.com/berth-sh/berth/internal/testenv"
@@ -161,7 +162,7 @@ func TestHundredSessionsLeaveNothing(t *testing.T) {
 		// The daemon keeps a spare shim started ahead per shim program (the
 		// small one for host and bwrap, berth shim once docker was used),
 		// and no shim that serves a session.
-		shims, serving := shimsOf(home), shimPIDs(filepath.Join(home, "run"))
+		shims, serving := shimsOf(home), bench.ShimPIDs(filepath.Join(home, "run"))
 		cs := containersOf(t, ids)
 		if len(z) == 0 && len(shims) <= 2 && len(serving) == 0 && len(cs) == 0 {
 			break

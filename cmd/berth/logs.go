@@ -8,9 +8,10 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
 	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // newLogsCommand returns `berth logs ID [-f] [--after N]`.
@@ -63,14 +64,14 @@ func eventPrinter(w io.Writer, asJSON bool) func(json.RawMessage) error {
 }
 
 // pageEvents prints every stored event after after, a page at a time.
-func pageEvents(ctx context.Context, c *bhttp.Client, id string, after int64, emit func(json.RawMessage) error) error {
+func pageEvents(ctx context.Context, c *bclient.Client, id string, after int64, emit func(json.RawMessage) error) error {
 	for {
 		var page struct {
 			Events    []json.RawMessage `json:"events"`
 			NextAfter int64             `json:"next_after"`
 		}
 		f := berth.EventFilter{After: after, Limit: berth.MaxEventLimit}
-		if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/events"), bhttp.EventQuery(f), nil, &page); err != nil {
+		if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/events"), bclient.EventQuery(f), nil, &page); err != nil {
 			return err
 		}
 		for _, raw := range page.Events {
@@ -88,8 +89,8 @@ func pageEvents(ctx context.Context, c *bhttp.Client, id string, after int64, em
 
 // followEvents prints the events after after, then the live ones, until
 // the session stops or ctx ends (Ctrl-C, which is not a failure).
-func followEvents(ctx context.Context, c *bhttp.Client, id string, after int64, emit func(json.RawMessage) error) error {
-	for raw, err := range c.StreamEventsRaw(ctx, id, after) {
+func followEvents(ctx context.Context, c *bclient.Client, id string, after int64, emit func(json.RawMessage) error) error {
+	for raw, err := range c.EventsRaw(ctx, id, after) {
 		if err != nil {
 			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 				return nil

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // Output formats of -o/--output.
@@ -41,7 +41,7 @@ func jsonOutput(cmd *cobra.Command) (bool, error) {
 
 // dialFor checks -o and dials the daemon: what every client command starts
 // with.
-func dialFor(cmd *cobra.Command) (asJSON bool, c *bhttp.Client, err error) {
+func dialFor(cmd *cobra.Command) (asJSON bool, c *bclient.Client, err error) {
 	if asJSON, err = jsonOutput(cmd); err != nil {
 		return false, nil, err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // newPromptCommand returns `berth prompt ID "text"`.
@@ -113,7 +113,7 @@ const (
 // watchTurn says on w what a waiting prompt waits on, as it changes: a
 // permission question (and how to answer it), an agent that stalled, a
 // turn that keeps running. It ends with ctx.
-func watchTurn(ctx context.Context, c *bhttp.Client, id string, w io.Writer, every time.Duration) {
+func watchTurn(ctx context.Context, c *bclient.Client, id string, w io.Writer, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	start := time.Now()

@@ -15,7 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
+	"github.com/berth-sh/berth/daemon"
 )
 
 // newRunCmd creates a session, runs one prompt and streams it.
@@ -62,7 +63,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 			defer cancel()
-			local.close(cctx)
+			local.Close(cctx)
 		}()
 	}
 	defer client.Close()
@@ -153,7 +154,7 @@ func leftBehind(id string, inProcess bool) string {
 // streamTurn prints a session's events from after on until turnID ends and
 // returns its stop reason. When ctx ends first (Ctrl-C) it cancels the turn
 // and keeps printing until the turn closes.
-func streamTurn(ctx context.Context, c *bhttp.Client, id string, after int64, turnID string, w io.Writer, asJSON bool, ask *asker) (string, error) {
+func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, turnID string, w io.Writer, asJSON bool, ask *asker) (string, error) {
 	r := newEventRenderer(w)
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -165,7 +166,7 @@ func streamTurn(ctx context.Context, c *bhttp.Client, id string, after int64, tu
 		}
 	})
 	defer stopCancel()
-	for raw, err := range c.StreamEventsRaw(streamCtx, id, after) {
+	for raw, err := range c.EventsRaw(streamCtx, id, after) {
 		if err != nil {
 			return "", err
 		}
@@ -210,7 +211,7 @@ func streamTurn(ctx context.Context, c *bhttp.Client, id string, after int64, tu
 // dialOrStart returns a client of the running daemon or, when none answers
 // and no --addr was given, of a daemon started in this process on the same
 // home (Unix socket only).
-func dialOrStart(cmd *cobra.Command) (*bhttp.Client, *daemon, error) {
+func dialOrStart(cmd *cobra.Command) (*bclient.Client, *daemon.Daemon, error) {
 	client, err := dial(cmd)
 	if err != nil {
 		return nil, nil, err
@@ -236,11 +237,18 @@ func dialOrStart(cmd *cobra.Command) (*bhttp.Client, *daemon, error) {
 	if socket == "" {
 		socket = filepath.Join(home, socketName)
 	}
-	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, socket: socket, logger: quietLogger().With("daemon", "in-process"),
-		noShims: true, leaveSessions: true})
+	d, err := daemon.Open(ctx, daemonOptions(daemon.Options{Home: home, Config: cfg, Socket: socket,
+		Logger: quietLogger().With("daemon", "in-process"), NoShims: true, LeaveSessions: true}))
 	if err != nil {
 		return nil, nil, err
 	}
-	d.startServing()
-	return bhttp.NewUnixClient(socket, cfg.Server.Token), d, nil
+	d.Start()
+	c, err := d.Client(bclient.WithToken(cfg.Server.Token))
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		d.Close(cctx)
+		return nil, nil, err
+	}
+	return c, d, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // rawAPI sends one request over TCP with exactly the headers given (no
@@ -49,7 +50,7 @@ func sessionCount(t *testing.T, s *server) int {
 func TestServeGeneratesAndKeepsTheToken(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	path := filepath.Join(home, tokenName)
+	path := filepath.Join(home, bclient.TokenFile)
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file = %v %v, want mode 0600", fi, err)
@@ -89,7 +90,7 @@ func TestLoopbackWithoutTokenWarns(t *testing.T) {
 	if st := rawAPI(t, s, "GET", "/v1/health", ""); st != 200 {
 		t.Errorf("health without a token = %d, want 200", st)
 	}
-	if _, err := os.Stat(filepath.Join(home, tokenName)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(home, bclient.TokenFile)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("a token file was made: %v", err)
 	}
 	// The browser guards hold without a token too.

@@ -11,7 +11,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/bench"
+	"github.com/berth-sh/berth/daemon"
 )
+
+// addDaemonCommands registers the commands that run a daemon in this process
+// (serve, run, bench) and the hidden agent-demo command.
+func addDaemonCommands(root *cobra.Command) {
+	bc := bench.NewCommand(bench.Options{Daemon: daemonOptions, Usagef: usagef, JSONOutput: jsonOutput})
+	root.AddCommand(newServeCmd(), newRunCmd(), bc, newAgentDemoCmd(), newShimCmd(), newMCPCmd())
+}
+
+// daemonOptions are the options of every daemon this binary runs: it is
+// the berth binary, of this version, carrying its small shim.
+func daemonOptions(o daemon.Options) daemon.Options {
+	o.Version = versionString()
+	o.SmallShim = smallShim
+	return o
+}
 
 // newServeCmd runs the daemon until SIGINT or SIGTERM.
 func newServeCmd() *cobra.Command {
@@ -83,33 +100,31 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	defer stopProfile(nil)
-	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: cfg.Server.Addr, socket: socket, logger: logger,
-		acceptEmptyStore: acceptEmpty,
-		leaveSessions:    !cfg.Server.StopSessionsOnExit})
+	d, err := daemon.Open(ctx, daemonOptions(daemon.Options{Home: home, Config: cfg, Addr: cfg.Server.Addr, Socket: socket, Logger: logger,
+		AcceptEmptyStore: acceptEmpty,
+		LeaveSessions:    !cfg.Server.StopSessionsOnExit}))
 	if err != nil {
 		return err
 	}
-	logger.Info("berth serving", "addr", d.srv.Addr(), "socket", socket, "store", d.store.Name(), "version", versionString())
-	d.startServing()
-	notify.send("READY=1\nSTATUS=serving on " + d.srv.Addr())
+	logger.Info("berth serving", "addr", d.Addr(), "socket", socket, "store", d.Store().Name(), "version", versionString())
+	d.Start()
+	notify.send("READY=1\nSTATUS=serving on " + d.Addr())
 	profiled := make(chan struct{})
 	go func() {
 		defer close(profiled)
-		stopProfile(d.mgr.Booted())
+		stopProfile(d.Manager().Booted())
 	}()
 	defer func() { <-profiled }()
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down")
-	case err = <-d.served:
+	if err = d.Wait(ctx); err != nil {
 		// The API stopped on its own: shut the rest down and report why.
-		d.serving = false
 		logger.Error("api server stopped", "err", err)
+	} else {
+		logger.Info("shutting down")
 	}
 	notify.send("STOPPING=1\nSTATUS=shutting down")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
-	d.close(sctx)
+	d.Close(sctx)
 	return err
 }
 
@@ -124,7 +139,7 @@ func startBootProfile(prefix string) (func(booted <-chan struct{}), error) {
 	// A boot is short: 1,000 samples a second rather than 100 (the
 	// profiler then warns once that the rate was set before it started).
 	runtime.SetCPUProfileRate(1000)
-	stopCPU, err := startCPUProfile(prefix + ".cpu")
+	stopCPU, err := bench.StartCPUProfile(prefix + ".cpu")
 	if err != nil {
 		return nil, err
 	}

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
 	"github.com/spf13/cobra"
+
+	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // maxListPages bounds how many pages `berth ls` follows.
@@ -70,7 +71,7 @@ func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped bool) e
 			Sessions   []json.RawMessage `json:"sessions"`
 			NextCursor string            `json:"next_cursor"`
 		}
-		if err := c.Do(cmd.Context(), http.MethodGet, "/v1/sessions", bhttp.SessionQuery(f), nil, &page); err != nil {
+		if err := c.Do(cmd.Context(), http.MethodGet, "/v1/sessions", bclient.SessionQuery(f), nil, &page); err != nil {
 			return err
 		}
 		for _, raw := range page.Sessions {

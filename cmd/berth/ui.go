@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // newUICommand prints, and opens where a desktop is, a one-time sign-in
@@ -26,7 +26,7 @@ func newUICommand() *cobra.Command {
 			"open it in the browser when a desktop is available. The token never appears in it.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return callAPI(cmd, "POST", "/v1/login/codes", nil, nil, func(w io.Writer, lc *bhttp.LoginCode) error {
+			return callAPI(cmd, "POST", "/v1/login/codes", nil, nil, func(w io.Writer, lc *bclient.LoginCode) error {
 				fmt.Fprintln(w, lc.URL)
 				if noOpen, _ := cmd.Flags().GetBool("no-open"); !noOpen {
 					home, err := homeDir(cmd)

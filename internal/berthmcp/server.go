@@ -19,7 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/client"
 )
 
 // Bounds of the tools' arguments, in their input schemas.
@@ -186,7 +186,10 @@ func Main(ctx context.Context, version string) error {
 	if socket == "" || token == "" {
 		return fmt.Errorf("berth mcp: %s and %s must be set (the daemon gives them to the agent)", berth.ToolsSocketEnv, berth.ToolsTokenEnv)
 	}
-	c := bhttp.NewUnixClient(socket, token)
+	c, err := client.New("unix:"+socket, client.WithToken(token))
+	if err != nil {
+		return err
+	}
 	defer c.Close()
 	call := func(ctx context.Context, tool string, in, out any) error {
 		// A list or a stop answers at once; a spawn within a handshake.

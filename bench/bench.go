@@ -1,26 +1,42 @@
-package main
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 	"github.com/berth-sh/berth/config"
-	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/daemon"
 )
 
-// newBenchCmd measures the daemon with the demo agent.
-func newBenchCmd() *cobra.Command {
+// Options are what the berth binary gives its bench command.
+type Options struct {
+	// Daemon completes the options of each daemon the bench opens in this
+	// process (its version, its small shim).
+	Daemon func(daemon.Options) daemon.Options
+	// Usagef makes the error of bad arguments (the CLI exits 2 with it).
+	Usagef func(cmd *cobra.Command, format string, args ...any) error
+	// JSONOutput reports whether -o json was asked (an error for a bad -o).
+	JSONOutput func(cmd *cobra.Command) (bool, error)
+}
+
+// NewCommand returns `berth bench`, which measures a daemon with the demo
+// agent.
+func NewCommand(o Options) *cobra.Command {
+	b := &bench{Options: o}
 	cmd := &cobra.Command{
 		Use:   "bench [--sessions N] [--prompts M] [--sandbox P] [--flood N] [-o json]",
 		Short: "Measure session, prompt and ingest latency with the demo agent",
@@ -31,7 +47,7 @@ func newBenchCmd() *cobra.Command {
 			"each prompt by one to a daemon without shims, so the report gives ratios measured in\n" +
 			"the same run. -o json prints the figures as one JSON object on the last line.",
 		Args: cobra.NoArgs,
-		RunE: runBench,
+		RunE: b.run,
 	}
 	f := cmd.Flags()
 	f.Int("sessions", 20, "sessions to create")
@@ -57,8 +73,8 @@ func newBenchCmd() *cobra.Command {
 	return cmd
 }
 
-// benchResult is what bench reports.
-type benchResult struct {
+// Result is what bench reports: with -o json, the last line of its output.
+type Result struct {
 	Machine         string  `json:"machine"`
 	Store           string  `json:"store"`
 	Sandbox         string  `json:"sandbox"`
@@ -80,9 +96,34 @@ type benchResult struct {
 	scrapeResult
 }
 
-// runBench is the bench command.
-func runBench(cmd *cobra.Command, _ []string) error {
-	asJSON, err := jsonOutput(cmd)
+// bench is the bench command with its options.
+type bench struct{ Options }
+
+// openDaemon opens a daemon on a temporary home that listens on a loopback
+// port, and starts serving.
+func (b *bench) openDaemon(ctx context.Context, o daemon.Options) (*daemon.Daemon, error) {
+	o.Addr = "127.0.0.1:0"
+	if b.Daemon != nil {
+		o = b.Daemon(o)
+	}
+	d, err := daemon.Open(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	d.Start()
+	return d, nil
+}
+
+// quietLogger logs warnings and errors only: the bench's own output is
+// what the user reads.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// run is the bench command.
+func (b *bench) run(cmd *cobra.Command, _ []string) error {
+	usagef := b.Usagef
+	asJSON, err := b.JSONOutput(cmd)
 	if err != nil {
 		return err
 	}
@@ -101,7 +142,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	defer os.RemoveAll(home)
-	cfg, err := loadConfig(home, "")
+	cfg, err := config.LoadDefault(home, os.Environ())
 	if err != nil {
 		return err
 	}
@@ -111,18 +152,20 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	cfg.Limits.MaxChildren = max(cfg.Limits.MaxChildren, nChildren)
 	ctx := cmd.Context()
 	noShims, _ := f.GetBool("no-shims")
-	d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0",
-		logger: quietLogger().With("daemon", "bench"), noShims: noShims})
+	d, err := b.openDaemon(ctx, daemon.Options{Home: home, Config: cfg,
+		Logger: quietLogger().With("daemon", "bench"), NoShims: noShims})
 	if err != nil {
 		return err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), daemon.ShutdownTimeout)
 		defer cancel()
-		d.close(cctx)
+		d.Close(cctx)
 	}()
-	d.startServing()
-	c := bhttp.NewClient(d.srv.Addr(), d.token)
+	c, err := d.Client()
+	if err != nil {
+		return err
+	}
 	defer c.Close()
 
 	if n, _ := f.GetInt("soak"); n > 0 {
@@ -135,7 +178,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 
-	res := benchResult{Machine: machine(), Store: d.store.Name(), Sandbox: sandbox, Sessions: nSessions, Prompts: nPrompts}
+	res := Result{Machine: machine(), Store: d.Store().Name(), Sandbox: sandbox, Sessions: nSessions, Prompts: nPrompts}
 	progress := cmd.ErrOrStderr()
 
 	// create → active: the API answers only once the handshake is done.
@@ -181,7 +224,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	res.CreateRatio = ratio(res.CreateP50Ms, res.CreateDirectP50Ms)
 
 	if nPrompts > 0 {
-		if err := benchAllPrompts(ctx, c, cfg, sandbox, ids, direct, nPrompts, noShims, &res, progress); err != nil {
+		if err := b.benchAllPrompts(ctx, c, cfg, sandbox, ids, direct, nPrompts, noShims, &res, progress); err != nil {
 			return err
 		}
 	}
@@ -189,7 +232,7 @@ func runBench(cmd *cobra.Command, _ []string) error {
 	if flood > 0 {
 		fmt.Fprintf(progress, "flooding %d events of %d bytes…\n", flood, floodSize)
 		if path, _ := f.GetString("cpuprofile"); path != "" {
-			stop, err := startCPUProfile(path)
+			stop, err := StartCPUProfile(path)
 			if err != nil {
 				return err
 			}
@@ -254,23 +297,24 @@ func runBench(cmd *cobra.Command, _ []string) error {
 // second daemon's sessions whose agents are its own children: one prompt
 // of each in turn, so the three see the same machine. It records prompt →
 // first SSE event and prompt → first agent event of each.
-func benchAllPrompts(ctx context.Context, c *bhttp.Client, cfg *config.Config, sandbox string, ids []string,
-	direct []*directAgent, n int, noShims bool, res *benchResult, progress io.Writer) error {
-	var plain *bhttp.Client
+func (b *bench) benchAllPrompts(ctx context.Context, c *bclient.Client, cfg *config.Config, sandbox string, ids []string,
+	direct []*directAgent, n int, noShims bool, res *Result, progress io.Writer) error {
+	var plain *bclient.Client
 	if !noShims {
 		home, err := os.MkdirTemp("", "berth-bench-noshim-")
 		if err != nil {
 			return err
 		}
 		defer os.RemoveAll(home)
-		d, err := openDaemon(ctx, daemonOptions{home: home, cfg: cfg, addr: "127.0.0.1:0",
-			logger: quietLogger().With("daemon", "bench-noshim"), noShims: true})
+		d, err := b.openDaemon(ctx, daemon.Options{Home: home, Config: cfg,
+			Logger: quietLogger().With("daemon", "bench-noshim"), NoShims: true})
 		if err != nil {
 			return err
 		}
 		defer closeBenchDaemon(ctx, d)
-		d.startServing()
-		plain = bhttp.NewClient(d.srv.Addr(), d.token)
+		if plain, err = d.Client(); err != nil {
+			return err
+		}
 		defer plain.Close()
 	}
 	fmt.Fprintf(progress, "sending %d prompts to each session, beside the agents without shims and without berth…\n", n)
@@ -329,7 +373,7 @@ func benchAllPrompts(ctx context.Context, c *bhttp.Client, cfg *config.Config, s
 // promptProbe times prompts on one session over an SSE stream opened
 // beforehand.
 type promptProbe struct {
-	c      *bhttp.Client
+	c      *bclient.Client
 	id     string
 	events chan berth.Event
 	done   chan error
@@ -338,7 +382,7 @@ type promptProbe struct {
 
 // openPromptProbe opens the session's stream and runs one unmeasured turn,
 // which makes sure the stream is connected.
-func openPromptProbe(ctx context.Context, c *bhttp.Client, id string) (*promptProbe, error) {
+func openPromptProbe(ctx context.Context, c *bclient.Client, id string) (*promptProbe, error) {
 	s, err := c.GetSession(ctx, id)
 	if err != nil {
 		return nil, err
@@ -347,7 +391,7 @@ func openPromptProbe(ctx context.Context, c *bhttp.Client, id string) (*promptPr
 	p := &promptProbe{c: c, id: id, events: make(chan berth.Event, 1024), done: make(chan error, 1), cancel: cancel}
 	go func() {
 		defer close(p.events)
-		for ev, err := range c.StreamEvents(sctx, id, s.LastSeq) {
+		for ev, err := range c.Events(sctx, id, s.LastSeq) {
 			if err != nil {
 				p.done <- err
 				return
@@ -400,7 +444,7 @@ func (p *promptProbe) close() {
 
 // benchFlood runs one flood turn and measures durable ingest: from the
 // prompt to the moment every event of the turn is committed.
-func benchFlood(ctx context.Context, c *bhttp.Client, d *daemon, n, size int, res *benchResult) error {
+func benchFlood(ctx context.Context, c *bclient.Client, d *daemon.Daemon, n, size int, res *Result) error {
 	s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: res.Sandbox})
 	if err != nil {
 		return err
@@ -421,11 +465,11 @@ func benchFlood(ctx context.Context, c *bhttp.Client, d *daemon, n, size int, re
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-	if err := d.log.Flush(ctx); err != nil {
+	if err := d.Log().Flush(ctx); err != nil {
 		return err
 	}
 	elapsed := time.Since(t0)
-	after, err := d.store.LastSeq(ctx, s.ID)
+	after, err := d.Store().LastSeq(ctx, s.ID)
 	if err != nil {
 		return err
 	}
@@ -435,9 +479,9 @@ func benchFlood(ctx context.Context, c *bhttp.Client, d *daemon, n, size int, re
 	return nil
 }
 
-// startCPUProfile profiles this process into path until the returned
+// StartCPUProfile profiles this process into path until the returned
 // function is called.
-func startCPUProfile(path string) (func(), error) {
+func StartCPUProfile(path string) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
@@ -476,8 +520,8 @@ func machine() string {
 }
 
 // printBench writes the figures as a table.
-func printBench(w io.Writer, r benchResult) {
-	t := newTable(w)
+func printBench(w io.Writer, r Result) {
+	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(t, "machine\t%s\n", r.Machine)
 	fmt.Fprintf(t, "store / sandbox\t%s / %s\n", r.Store, r.Sandbox)
 	fmt.Fprintf(t, "sessions × prompts\t%d × %d\n", r.Sessions, r.Prompts)

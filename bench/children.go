@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // childrenResult is what --children measures (CONTRACT §4.4): a spawn
@@ -31,7 +31,7 @@ type childrenResult struct {
 // each until it is active, then sends rounds prompts to the first child,
 // alternately as the parent's `mcp berth prompt_child … wait` turn and
 // as a direct prompt?wait=true, timing each until its answer.
-func benchChildren(ctx context.Context, c *bhttp.Client, sandbox string, n, rounds int, res *childrenResult, progress io.Writer) error {
+func benchChildren(ctx context.Context, c *bclient.Client, sandbox string, n, rounds int, res *childrenResult, progress io.Writer) error {
 	parent, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/rand"
@@ -7,25 +7,19 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/client"
 )
 
 // tokenName is the file in the home that keeps the generated TCP token.
-const tokenName = "token"
+const tokenName = client.TokenFile
 
 // tokenBytes is the generated token's entropy: 256 bits.
 const tokenBytes = 32
 
 // readTokenFile returns the token kept in home, or "" when there is none.
-func readTokenFile(home string) string {
-	b, err := os.ReadFile(filepath.Join(home, tokenName))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
+func readTokenFile(home string) string { return client.ReadToken(home) }
 
 // ensureToken returns the token kept in $home/token, generating it first
 // when there is none: 32 bytes from crypto/rand, written to a private

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/changefeed"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
+	"github.com/berth-sh/berth/daemon"
 )
 
 // fanoutResult is what the all-sessions stream fan-out measures: subs
@@ -42,10 +43,10 @@ const fanoutFlood = "flood 500 64"
 // every session in ids run turns for dur, and measures how fast and how
 // soon the changes reach every reader. Publication time is taken by a
 // reader inside the daemon's process, woken by the publication itself.
-func benchFanout(ctx context.Context, c *bhttp.Client, d *daemon, sandbox string, ids []string, subs int, dur time.Duration, res *fanoutResult, progress io.Writer) error {
+func benchFanout(ctx context.Context, c *bclient.Client, d *daemon.Daemon, sandbox string, ids []string, subs int, dur time.Duration, res *fanoutResult, progress io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ref, err := d.mgr.StreamChanges(ctx, "")
+	ref, err := d.Manager().StreamChanges(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func benchFanout(ctx context.Context, c *bhttp.Client, d *daemon, sandbox string
 		subWG.Add(1)
 		go func() {
 			defer subWG.Done()
-			for ch, err := range c.StreamChanges(subCtx, start) {
+			for ch, err := range c.Changes(subCtx, start) {
 				if err != nil {
 					return
 				}
@@ -199,7 +200,7 @@ func benchFanout(ctx context.Context, c *bhttp.Client, d *daemon, sandbox string
 }
 
 // loggedEvents sums the last seq of the sessions.
-func loggedEvents(ctx context.Context, c *bhttp.Client, ids []string) int64 {
+func loggedEvents(ctx context.Context, c *bclient.Client, ids []string) int64 {
 	var n int64
 	for _, id := range ids {
 		if s, err := c.GetSession(ctx, id); err == nil {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth/daemon"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -47,18 +48,22 @@ type shimResult struct {
 	OwnPSSPerSessionKB int64 `json:"own_pss_per_session_kb,omitempty"`
 }
 
+// shimPrefix starts the file name of the small shims berth installs in a
+// home (cmd/berth's shimbin.go).
+const shimPrefix = "berth-shim-"
+
 // closeBenchDaemon closes a bench daemon, stopping (or leaving) a
 // thousand sessions within a bound of its own.
-func closeBenchDaemon(ctx context.Context, d *daemon) {
+func closeBenchDaemon(ctx context.Context, d *daemon.Daemon) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
 	defer cancel()
-	d.close(cctx)
+	d.Close(cctx)
 }
 
 // measureShims reads the memory of the shims serving sessions in runDir.
 func measureShims(runDir string, res *shimResult) {
 	var rss, pss, priv []int64
-	for _, pid := range shimPIDs(runDir) {
+	for _, pid := range ShimPIDs(runDir) {
 		m, err := smapsRollup(pid)
 		if err != nil {
 			continue
@@ -73,9 +78,9 @@ func measureShims(runDir string, res *shimResult) {
 // process of berth's with n sessions live — the daemon (pid daemon), its
 // shims, spare included, and all they started (agents, bwrap) — per
 // session.
-func measureTotals(home string, daemon, n int, res *shimResult) {
+func measureTotals(home string, daemonPID, n int, res *shimResult) {
 	runDir := filepath.Join(home, "run")
-	if pids := shimPIDs(runDir); len(pids) > 0 {
+	if pids := ShimPIDs(runDir); len(pids) > 0 {
 		res.ShimProgram = "berth shim"
 		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pids[0])); strings.HasPrefix(filepath.Base(exe), shimPrefix) {
 			res.ShimProgram = "berth-shim"
@@ -83,7 +88,7 @@ func measureTotals(home string, daemon, n int, res *shimResult) {
 	}
 	var totPSS, totRSS, ownPSS int64
 	shims := runShims(runDir)
-	for i, pid := range append([]int{daemon}, processTree(shims)...) {
+	for i, pid := range append([]int{daemonPID}, processTree(shims)...) {
 		if m, err := smapsRollup(pid); err == nil {
 			totPSS, totRSS = totPSS+m["Pss"], totRSS+m["Rss"]
 			// The daemon, then the shims, then what they started.
@@ -99,9 +104,9 @@ func measureTotals(home string, daemon, n int, res *shimResult) {
 	res.OwnPSSPerSessionKB = ownPSS / int64(n)
 }
 
-// shimPIDs returns the pids of the shims serving sessions in runDir
+// ShimPIDs returns the pids of the shims serving sessions in runDir
 // (those with a pid file; idle spares have none).
-func shimPIDs(runDir string) []int {
+func ShimPIDs(runDir string) []int {
 	var out []int
 	pidFiles, _ := filepath.Glob(filepath.Join(runDir, "*.pid"))
 	for _, f := range pidFiles {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
+	"github.com/berth-sh/berth/daemon"
 	"github.com/berth-sh/berth/internal/ids"
 )
 
@@ -27,12 +28,12 @@ type readResult struct {
 // benchPaging fills one session's log with n events through the event log
 // (the write path the agents use, without an agent in front), then times
 // GET …/events?after=n-1000&limit=1000 over HTTP and checks each page.
-func benchPaging(ctx context.Context, c *bhttp.Client, d *daemon, n int64, res *readResult) error {
+func benchPaging(ctx context.Context, c *bclient.Client, d *daemon.Daemon, n int64, res *readResult) error {
 	now := time.Now().UTC()
 	s := &berth.Session{ID: ids.New("ses"), Name: "bench-page-log", Agent: "demo", State: berth.StateStopped,
-		StopReason: berth.StopUserRequested, Workspace: d.home, Labels: map[string]string{},
+		StopReason: berth.StopUserRequested, Workspace: d.Home(), Labels: map[string]string{},
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now}
-	if err := d.store.CreateSession(ctx, s); err != nil {
+	if err := d.Store().CreateSession(ctx, s); err != nil {
 		return err
 	}
 	batch := make([]berth.Event, 0, 1000)
@@ -40,20 +41,20 @@ func benchPaging(ctx context.Context, c *bhttp.Client, d *daemon, n int64, res *
 	for i := int64(0); i < n; i++ {
 		batch = append(batch, berth.Event{SessionID: s.ID, TurnID: "turn_bench", Type: berth.EventAgentMessage, Time: now, Data: data})
 		if len(batch) == cap(batch) || i == n-1 {
-			if err := d.log.Append(ctx, batch...); err != nil {
+			if err := d.Log().Append(ctx, batch...); err != nil {
 				return err
 			}
 			batch = batch[:0]
 		}
 	}
-	if err := d.log.Flush(ctx); err != nil {
+	if err := d.Log().Flush(ctx); err != nil {
 		return err
 	}
 	res.PageLogEvents = n
 	var lat []time.Duration
 	for range 50 {
 		t0 := time.Now()
-		evs, _, err := c.ListEvents(ctx, s.ID, berth.EventFilter{After: n - 1000, Limit: 1000})
+		evs, err := c.ListEvents(ctx, s.ID, berth.EventFilter{After: n - 1000, Limit: 1000})
 		lat = append(lat, time.Since(t0))
 		if err != nil {
 			return err
@@ -68,14 +69,14 @@ func benchPaging(ctx context.Context, c *bhttp.Client, d *daemon, n int64, res *
 
 // benchListing stores n stopped sessions, then walks GET /v1/sessions one
 // page of pageSize at a time and times each page.
-func benchListing(ctx context.Context, c *bhttp.Client, d *daemon, n, pageSize int, res *readResult) error {
+func benchListing(ctx context.Context, c *bclient.Client, d *daemon.Daemon, n, pageSize int, res *readResult) error {
 	base := time.Now().UTC()
 	for i := range n {
 		at := base.Add(time.Duration(i) * time.Microsecond)
 		s := &berth.Session{ID: ids.New("ses"), Name: "bench-" + strconv.Itoa(i), Agent: "demo", State: berth.StateStopped,
-			StopReason: berth.StopUserRequested, Workspace: d.home, Labels: map[string]string{"bench": "list"},
+			StopReason: berth.StopUserRequested, Workspace: d.Home(), Labels: map[string]string{"bench": "list"},
 			CreatedAt: at, UpdatedAt: at, LastActivityAt: at}
-		if err := d.store.CreateSession(ctx, s); err != nil {
+		if err := d.Store().CreateSession(ctx, s); err != nil {
 			return err
 		}
 	}

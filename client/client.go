@@ -1,4 +1,4 @@
-package http
+package client
 
 import (
 	"bytes"
@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,10 +23,24 @@ import (
 // maxErrorBody is how much of an error answer the client reads.
 const maxErrorBody = 1 << 20
 
-// Client talks to a berth daemon over HTTP, on TCP or its Unix socket. Every
-// error it returns carries a berth code: the daemon's own errors decode into
-// *berth.Error with their code, message and details; a daemon that does not
-// answer is EUnavailable. It is safe for concurrent use.
+// DefaultAddr is where a daemon listens on TCP unless configured otherwise.
+const DefaultAddr = "127.0.0.1:7380"
+
+// SocketName is the daemon's Unix socket inside its home directory.
+const SocketName = "berth.sock"
+
+// TokenFile is the file in the home directory where a daemon keeps the
+// bearer token it generated for its TCP clients.
+const TokenFile = "token"
+
+// Client talks to a berth daemon over HTTP, on TCP or its Unix socket. It
+// implements berth.SessionService, as the daemon's session manager does, so
+// code written against that interface drives a remote daemon or one in the
+// same process alike. Every error it returns carries a berth code: the
+// daemon's own errors decode into *berth.Error with their code, message and
+// details (errors.Is and berth.ErrorCode work as they do on the manager's);
+// a daemon that does not answer is EUnavailable. It is safe for concurrent
+// use.
 type Client struct {
 	baseURL string
 	token   string
@@ -40,21 +57,150 @@ type Client struct {
 	maxReconnects int
 }
 
-// NewClient returns a client for the daemon at baseURL
-// ("http://127.0.0.1:7380"; a bare "host:port" is taken as http). token, when
-// not empty, is sent as a bearer token.
-func NewClient(baseURL string, token string) *Client {
-	if !strings.Contains(baseURL, "://") {
-		baseURL = "http://" + baseURL
-	}
-	baseURL = strings.TrimRight(baseURL, "/")
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	return newClient(baseURL, token, baseURL, transport)
+var _ berth.SessionService = (*Client)(nil)
+
+// settings collect what the options say before New builds the client.
+type settings struct {
+	token    string
+	hasToken bool
+	home     string
+	// reconnect* override the stream's reconnection policy when > 0.
+	reconnectDelay, maxReconnectDelay time.Duration
+	maxReconnects                     int
+	transport                         http.RoundTripper
 }
 
-// NewUnixClient returns a client for the daemon listening on the Unix socket
-// at socketPath.
-func NewUnixClient(socketPath string, token string) *Client {
+// An Option configures a Client.
+type Option func(*settings)
+
+// WithToken sets the bearer token sent with every request (over the Unix
+// socket too). Without it a TCP client sends the token the daemon keeps in
+// its home directory (see WithHome), and a socket client sends none.
+func WithToken(token string) Option {
+	return func(s *settings) { s.token, s.hasToken = token, true }
+}
+
+// WithHome names the berth home directory whose token file (and, for an
+// empty address, socket) the client uses; the default is $BERTH_HOME, else
+// ~/.berth.
+func WithHome(dir string) Option { return func(s *settings) { s.home = dir } }
+
+// WithReconnect sets how a stream reconnects after a dropped connection:
+// it first waits delay, doubling up to maxDelay, and gives up after
+// attempts failures in a row. The defaults are 200ms, 5s and 8.
+func WithReconnect(delay, maxDelay time.Duration, attempts int) Option {
+	return func(s *settings) { s.reconnectDelay, s.maxReconnectDelay, s.maxReconnects = delay, maxDelay, attempts }
+}
+
+// WithTransport sets the HTTP transport of a TCP client (TLS settings, a
+// proxy, instrumentation). A socket client always dials its socket.
+func WithTransport(rt http.RoundTripper) Option { return func(s *settings) { s.transport = rt } }
+
+// New returns a client of the daemon at addr: "host:port" or
+// "http(s)://host:port" for TCP, "unix:PATH" (or an absolute PATH) for its
+// Unix socket, or "" for the daemon of the home directory (its socket when
+// there is one, else 127.0.0.1:7380). Without WithToken, a client of a
+// loopback address sends the token in the home directory. A bad address is
+// EInvalid; New does not connect.
+func New(addr string, opts ...Option) (*Client, error) {
+	var st settings
+	for _, o := range opts {
+		o(&st)
+	}
+	home := st.home
+	if home == "" {
+		home = DefaultHome()
+	}
+	if addr == "" {
+		sock := filepath.Join(home, SocketName)
+		if fi, err := os.Stat(sock); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+			addr = "unix:" + sock
+		} else {
+			addr = DefaultAddr
+		}
+	}
+	var c *Client
+	switch path, isUnix := strings.CutPrefix(addr, "unix:"); {
+	case isUnix || strings.HasPrefix(addr, "/"):
+		if path == "" {
+			return nil, berth.Errorf(berth.EInvalid, "address unix: names no socket")
+		}
+		c = newUnixClient(path, st.token)
+	default:
+		baseURL := addr
+		if !strings.Contains(baseURL, "://") {
+			baseURL = "http://" + baseURL
+		}
+		u, err := url.Parse(baseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, berth.Errorf(berth.EInvalid, "bad daemon address %q: want host:port, http://host:port or unix:PATH", addr)
+		}
+		token := st.token
+		if !st.hasToken && home != "" && isLoopback(u.Hostname()) {
+			// The home's token is for its own daemon, which listens on
+			// loopback (a daemon elsewhere has a configured token).
+			token = ReadToken(home)
+		}
+		c = newTCPClient(baseURL, token, st.transport)
+	}
+	if st.reconnectDelay > 0 {
+		c.reconnectDelay = st.reconnectDelay
+	}
+	if st.maxReconnectDelay > 0 {
+		c.maxReconnectDelay = st.maxReconnectDelay
+	}
+	if st.maxReconnects > 0 {
+		c.maxReconnects = st.maxReconnects
+	}
+	return c, nil
+}
+
+// DefaultHome returns the berth home directory of this user: $BERTH_HOME,
+// else ~/.berth ("" when neither can be found).
+func DefaultHome() string {
+	if h := os.Getenv("BERTH_HOME"); h != "" {
+		return h
+	}
+	user, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(user, ".berth")
+}
+
+// ReadToken returns the token a daemon keeps in the home directory home
+// for its TCP clients, or "" when there is none.
+func ReadToken(home string) string {
+	b, err := os.ReadFile(filepath.Join(home, TokenFile))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// isLoopback reports whether host names this machine's loopback.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// newTCPClient returns a client for the daemon at baseURL
+// ("http://127.0.0.1:7380"). token, when not empty, is sent as a bearer
+// token.
+func newTCPClient(baseURL, token string, rt http.RoundTripper) *Client {
+	baseURL = strings.TrimRight(baseURL, "/")
+	if rt == nil {
+		rt = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	return newClient(baseURL, token, baseURL, rt)
+}
+
+// newUnixClient returns a client for the daemon listening on the Unix
+// socket at socketPath.
+func newUnixClient(socketPath string, token string) *Client {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.Proxy = nil
 	transport.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -66,7 +212,7 @@ func NewUnixClient(socketPath string, token string) *Client {
 }
 
 // newClient builds a client over transport.
-func newClient(baseURL, token, target string, transport *http.Transport) *Client {
+func newClient(baseURL, token, target string, transport http.RoundTripper) *Client {
 	return &Client{
 		baseURL:           baseURL,
 		token:             token,
@@ -106,6 +252,18 @@ func (c *Client) Do(ctx context.Context, method, path string, query url.Values, 
 		return berth.WrapError(berth.EInternal, err, "the daemon's answer to %s %s is not valid JSON", method, path)
 	}
 	return nil
+}
+
+// call sends one API request (see Do) and returns its JSON answer decoded
+// into a new T: a route's method is one line, e.g.
+//
+//	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/stop"), nil, nil)
+func call[T any](ctx context.Context, c *Client, method, path string, query url.Values, in any) (*T, error) {
+	var out T
+	if err := c.Do(ctx, method, path, query, in, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // send sends a request and returns the response when its status is 2xx;
@@ -182,7 +340,7 @@ func decodeErrorResponse(resp *http.Response) error {
 	if msg == "" {
 		msg = http.StatusText(resp.StatusCode)
 	}
-	return berth.Errorf(CodeForStatus(resp.StatusCode), "the daemon answered %d: %s", resp.StatusCode, msg)
+	return berth.Errorf(codeForStatus(resp.StatusCode), "the daemon answered %d: %s", resp.StatusCode, msg)
 }
 
 // sessionPath returns the API path of a session, with suffix appended.
@@ -328,14 +486,15 @@ func EventQuery(f berth.EventFilter) url.Values {
 	return q
 }
 
-// ListEvents returns one page of a session's log and the position to ask
-// the next page after (the last seq returned, or f.After when none).
-func (c *Client) ListEvents(ctx context.Context, id string, f berth.EventFilter) ([]berth.Event, int64, error) {
+// ListEvents returns one page of a session's log. The next page is the one
+// after the last seq returned (the API's next_after); an empty page means
+// there is nothing after f.After yet.
+func (c *Client) ListEvents(ctx context.Context, id string, f berth.EventFilter) ([]berth.Event, error) {
 	var page eventPage
 	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/events"), EventQuery(f), nil, &page); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return page.Events, page.NextAfter, nil
+	return page.Events, nil
 }
 
 // Transcript returns a session's turns.
@@ -390,6 +549,16 @@ func (c *Client) ResumeSession(ctx context.Context, id string) (*berth.Session, 
 		return nil, err
 	}
 	return &s, nil
+}
+
+// LoginCode is a one-time code that signs a browser in to the web UI.
+type LoginCode struct {
+	// Code is the code itself.
+	Code string `json:"code"`
+	// ExpiresAt is when the code stops working.
+	ExpiresAt time.Time `json:"expires_at"`
+	// URL is the web UI's address that signs in with the code.
+	URL string `json:"url"`
 }
 
 // LoginCode mints a one-time sign-in code for the web UI (over the socket or

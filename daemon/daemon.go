@@ -1,11 +1,17 @@
-package main
+// Package daemon assembles a berth daemon in this process: the config, the
+// store, the event log, the sandbox providers, the session manager, the
+// hooks, the metrics and the HTTP API server with its listeners, opened in
+// that order and closed in reverse. `berth serve`, `berth run`'s daemon of
+// its own, `berth bench` and tests use it:
+//
+//	d, err := daemon.Open(ctx, daemon.Options{Home: home, Config: cfg, Socket: sock})
+//	if err != nil { … }
+//	err = d.Run(ctx) // serves until ctx ends, then closes
+package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"os"
@@ -13,8 +19,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
-
-	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
@@ -26,21 +30,16 @@ import (
 	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/shim"
 	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/memory"
 	"github.com/berth-sh/berth/store/postgres"
 	"github.com/berth-sh/berth/store/sqlite"
 )
 
-// addDaemonCommands registers the commands that run a daemon in this process
-// (serve, run, bench) and the hidden agent-demo command.
-func addDaemonCommands(root *cobra.Command) {
-	root.AddCommand(newServeCmd(), newRunCmd(), newBenchCmd(), newAgentDemoCmd(), newShimCmd(), newMCPCmd())
-}
-
-// daemon is one berth daemon assembled in this process: store, event log,
+// Daemon is one berth daemon assembled in this process: store, event log,
 // session manager and API server, opened in that order and closed in reverse.
-type daemon struct {
+type Daemon struct {
 	cfg    *config.Config
 	home   string
 	logger *slog.Logger
@@ -56,81 +55,114 @@ type daemon struct {
 	// token is what TCP clients must send: [server] token or the one kept
 	// in the home ("" only with loopback_without_token).
 	token string
-	// leaveSessions: see daemonOptions.
+	// leaveSessions: see Options.
 	leaveSessions bool
 	// metrics are the daemon's Prometheus metrics (GET /metrics).
 	metrics *metrics.Metrics
+
+	// socket is the Unix socket the API listens on ("" for none).
+	socket string
+
+	// closed is set by the first Close.
+	closed bool
 
 	// served receives Serve's result once; serving tells whether it runs.
 	served  chan error
 	serving bool
 }
 
-// daemonOptions say where a daemon listens and keeps its data.
-type daemonOptions struct {
-	home   string
-	cfg    *config.Config
-	addr   string // "" = no TCP listener
-	socket string // "" = no Unix socket
-	logger *slog.Logger
-	// leaveSessions leaves the agents running in their shims when the
+// Options say where a daemon listens and keeps its data.
+type Options struct {
+	// Home is the berth home directory (created 0700 when missing).
+	Home string
+	// Config is the daemon's configuration (config.LoadDefault, Validate).
+	Config *config.Config
+	// Addr is the TCP address to listen on ("127.0.0.1:0" picks a port);
+	// "" means no TCP listener.
+	Addr string
+	// Socket is the Unix socket to listen on; "" means none.
+	Socket string
+	// Logger receives the daemon's logs (default: discarded).
+	Logger *slog.Logger
+	// LeaveSessions leaves the agents running in their shims when the
 	// daemon closes, for the next daemon to reattach (berth serve, unless
 	// [server] stop_sessions_on_exit); otherwise closing stops them.
-	leaveSessions bool
-	// acceptEmptyStore starts a new SQLite store even where the home has
+	LeaveSessions bool
+	// AcceptEmptyStore starts a new SQLite store even where the home has
 	// session directories (serve --accept-empty-store).
-	acceptEmptyStore bool
-	// noShims starts agents as the daemon's own children: they die with it
+	AcceptEmptyStore bool
+	// NoShims starts agents as the daemon's own children: they die with it
 	// (berth run, whose session lives as long as the command).
-	noShims bool
+	NoShims bool
+	// Berth is the berth binary, which runs the catalog's built-in agents
+	// (the demo agent, `berth mcp`), the shims and the sandboxes' helpers
+	// (default: this process's executable).
+	Berth string
+	// Version is the version /v1/health reports.
+	Version string
+	// SmallShim returns the small shim programs to run instead of `berth
+	// shim` for the shim options given (JSON); nil or an empty answer
+	// means none.
+	SmallShim func(home, options string, logger *slog.Logger) []shim.Program
 }
+
+// ShutdownTimeout bounds a graceful shutdown.
+const ShutdownTimeout = 30 * time.Second
 
 // daemonGCPercent is the GOGC a daemon runs with unless GOGC is set: its
 // live heap is small and the event path allocates per event, so trading a
 // few megabytes of heap for a quarter of the collections pays.
 const daemonGCPercent = 400
 
-// openDaemon opens everything a daemon needs and starts serving. On error
-// nothing is left open.
-func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
+// Open opens everything a daemon needs and listens; Start (or Run) serves.
+// On error nothing is left open.
+func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(daemonGCPercent)
 	}
-	if err := privateHome(o.home); err != nil {
+	o := opts
+	if o.Config == nil {
+		return nil, berth.Errorf(berth.EInvalid, "daemon: no config")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := privateHome(o.Home); err != nil {
 		return nil, err
 	}
-	d := &daemon{cfg: o.cfg, home: o.home, logger: o.logger, leaveSessions: o.leaveSessions, token: o.cfg.Server.Token}
-	if o.addr != "" && d.token == "" {
+	d := &Daemon{cfg: o.Config, home: o.Home, logger: o.Logger, leaveSessions: o.LeaveSessions, token: o.Config.Server.Token,
+		socket: o.Socket}
+	if o.Addr != "" && d.token == "" {
 		// Another machine's clients need a token configured, not one
 		// generated into this home.
-		if err := bhttp.RequireLoopback(o.addr); err != nil {
+		if err := bhttp.RequireLoopback(o.Addr); err != nil {
 			return nil, err
 		}
-		if o.cfg.Server.LoopbackWithoutToken {
-			o.logger.Warn("server.loopback_without_token is set: the TCP API on loopback needs no token, " +
+		if o.Config.Server.LoopbackWithoutToken {
+			o.Logger.Warn("server.loopback_without_token is set: the TCP API on loopback needs no token, " +
 				"so any local user, and any sandbox that reaches 127.0.0.1, can run commands as this user")
-		} else if d.token, err = ensureToken(o.home); err != nil {
+		} else if d.token, err = ensureToken(o.Home); err != nil {
 			return nil, err
 		}
 	}
 	defer func() {
 		if err != nil {
-			d.close(context.WithoutCancel(ctx))
+			d.Close(context.WithoutCancel(ctx))
 		}
 	}()
 	// The home is ours before the store, the shims or any agent is
 	// touched: a second daemon must not recover the first one's sessions.
-	if d.lock, err = homelock.Acquire(o.home); err != nil {
+	if d.lock, err = homelock.Acquire(o.Home); err != nil {
 		return nil, err
 	}
-	if d.store, err = openStore(ctx, o.home, o.cfg.Store, o.acceptEmptyStore, o.logger); err != nil {
+	if d.store, err = openStore(ctx, o.Home, o.Config.Store, o.AcceptEmptyStore, o.Logger); err != nil {
 		return nil, err
 	}
 	if d.store.Name() == memory.Name {
 		// Agents left running for the next daemon would find no store to
 		// reattach from: with a memory store, closing stops them.
 		d.leaveSessions = false
-		o.logger.Warn("the store is in memory (memory:): every session, its events and its queue are lost when " +
+		o.Logger.Warn("the store is in memory (memory:): every session, its events and its queue are lost when " +
 			"the daemon exits, and sessions are stopped then instead of left running")
 	}
 	// The scrape-time sources are set once the manager and the hooks exist.
@@ -140,61 +172,66 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		Census: func(ctx context.Context) (session.Census, error) { return census(ctx) },
 		Hooks:  func() hooks.Counters { return hookCounters() },
 	})
-	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.logger, SessionBytes: o.cfg.Limits.SessionInflightBytes,
+	d.log = eventlog.New(d.store, eventlog.Options{Logger: o.Logger, SessionBytes: o.Config.Limits.SessionInflightBytes,
 		Observer: d.metrics})
 	if err = d.log.Open(); err != nil {
 		return nil, err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "cannot find the berth binary")
+	self := o.Berth
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "cannot find the berth binary")
+		}
 	}
-	catalog, err := o.cfg.Catalog(self)
+	catalog, err := o.Config.Catalog(self)
 	if err != nil {
 		return nil, err
 	}
-	po := newProviderOptions(o.cfg, self, o.home)
+	po := newProviderOptions(o.Config, self, o.Home)
 	providers, err := d.openProviders(po)
 	if err != nil {
 		return nil, err
 	}
-	runDir := filepath.Join(o.home, "run")
+	runDir := filepath.Join(o.Home, "run")
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot create %s", runDir)
 	}
 	var shimOpts *session.ShimOptions
-	if !o.noShims {
+	if !o.NoShims {
 		pob, _ := json.Marshal(po)
 		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
-			Programs: smallShim(o.home, string(pob), o.logger), Orphan: o.cfg.Limits.OrphanTimeout.Duration}
+			Orphan: o.Config.Limits.OrphanTimeout.Duration}
+		if o.SmallShim != nil {
+			shimOpts.Programs = o.SmallShim(o.Home, string(pob), o.Logger)
+		}
 	}
-	node := nodeID(o.home)
-	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.cfg.Hooks), Owner: node, Logger: o.logger}); err != nil {
+	node := nodeID(o.Home)
+	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.Config.Hooks), Owner: node, Logger: o.Logger}); err != nil {
 		return nil, err
 	}
-	lim := o.cfg.Limits
+	lim := o.Config.Limits
 	d.mgr = session.New(session.Options{
 		Store: d.store, Log: d.log, Catalog: catalog,
 		Providers: providers,
-		Sandbox: session.SandboxPolicy{Default: o.cfg.Sandbox.Default, AllowHost: o.cfg.Sandbox.AllowHost,
-			RequireIsolation: o.cfg.Sandbox.RequireIsolation, AllowNetwork: o.cfg.Sandbox.AllowNetwork,
-			Network: o.cfg.Sandbox.Network, Limits: o.cfg.Sandbox.Limits()},
+		Sandbox: session.SandboxPolicy{Default: o.Config.Sandbox.Default, AllowHost: o.Config.Sandbox.AllowHost,
+			RequireIsolation: o.Config.Sandbox.RequireIsolation, AllowNetwork: o.Config.Sandbox.AllowNetwork,
+			Network: o.Config.Sandbox.Network, Limits: o.Config.Sandbox.Limits()},
 		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
 			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration,
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration,
 			MaxChildren: childLimit(lim.MaxChildren), MaxDepth: childLimit(lim.MaxDepth)},
-		Home: o.home, NodeID: node, Version: versionString(), Logger: o.logger, UserHome: userHome(),
-		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
-		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
+		Home: o.Home, NodeID: node, Version: o.Version, Logger: o.Logger, UserHome: userHome(),
+		Snapshots: snapshot.New(filepath.Join(o.Home, "snapshots")),
+		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.Socket, o.Config.Store.URL),
 		// The hooks' one point on the event path: told of every commit.
 		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
 		// Once the boot knows which sessions it reattached.
 		AfterBoot: d.removeLeftoverContainers,
 		Berth:     self,
 		ToolsHandler: func(open berth.ToolsOpener) http.Handler {
-			return bhttp.NewToolsHandler(open, lim.MaxPromptBytes, o.logger)
+			return bhttp.NewToolsHandler(open, lim.MaxPromptBytes, o.Logger)
 		},
 		Observer: d.metrics,
 	})
@@ -205,19 +242,19 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	if err = d.hooks.Open(ctx, d.mgr); err != nil {
 		return nil, err
 	}
-	sc := o.cfg.Server
+	sc := o.Config.Server
 	d.srv = bhttp.NewServer(d.metrics.CountStreams(d.mgr), bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
-		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.logger, Version: versionString(), Hooks: d.hooks,
+		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.Logger, Version: o.Version, Hooks: d.hooks,
 		Metrics: d.metrics.Handler()})
-	if err = d.srv.Listen(o.addr, o.socket); err != nil {
+	if err = d.srv.Listen(o.Addr, o.Socket); err != nil {
 		d.srv = nil
 		return nil, err
 	}
 	where := d.srv.Addr()
 	if where == "" {
-		where = "unix:" + o.socket
+		where = "unix:" + o.Socket
 	}
 	if err = d.lock.SetAddr(where); err != nil {
 		return nil, err
@@ -225,17 +262,49 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 	return d, nil
 }
 
-// startServing serves the API in a goroutine that close waits for.
-func (d *daemon) startServing() {
+// Start serves the API in a goroutine that Close waits for.
+func (d *Daemon) Start() {
 	d.served = make(chan error, 1)
 	d.serving = true
 	go func() { d.served <- d.srv.Serve() }()
 }
 
-// close shuts the daemon down in reverse order of opening: the API first
+// Wait blocks until ctx ends (nil) or the API server stops on its own
+// (its error), after Start.
+func (d *Daemon) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-d.served:
+		d.serving = false
+		if err == nil {
+			err = berth.Errorf(berth.EInternal, "the API server stopped")
+		}
+		return err
+	}
+}
+
+// Run serves until ctx ends or the API server stops on its own, then
+// closes the daemon (within ShutdownTimeout) and returns why it stopped:
+// nil when ctx ended.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.Start()
+	err := d.Wait(ctx)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	d.Close(cctx)
+	return err
+}
+
+// Close shuts the daemon down in reverse order of opening: the API first
 // (no new work), then the sessions, then the log (flushing every event),
-// then the store.
-func (d *daemon) close(ctx context.Context) {
+// then the store. ctx bounds the graceful part. A second Close does
+// nothing.
+func (d *Daemon) Close(ctx context.Context) {
+	if d.closed {
+		return
+	}
+	d.closed = true
 	if d.srv != nil {
 		if err := d.srv.Close(ctx); err != nil {
 			d.logger.Warn("api server close", "err", err)
@@ -272,6 +341,9 @@ func (d *daemon) close(ctx context.Context) {
 		if err := d.store.Close(); err != nil {
 			d.logger.Warn("store close", "err", err)
 		}
+	}
+	if d.lock == nil {
+		return
 	}
 	if err := d.lock.Release(); err != nil {
 		d.logger.Warn("home lock release", "err", err)
@@ -370,75 +442,6 @@ func childLimit(n int) int {
 	return n
 }
 
-// nodeID returns this home's stable node id, creating it once.
-func nodeID(home string) string {
-	path := filepath.Join(home, "node_id")
-	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		return strings.TrimSpace(string(b))
-	}
-	buf := make([]byte, 6)
-	_, _ = rand.Read(buf)
-	id := "node_" + hex.EncodeToString(buf)
-	_ = os.WriteFile(path, []byte(id+"\n"), 0o600)
-	return id
-}
-
-// loadConfig reads the config file (--config, else $home/config.toml) and
-// the environment.
-func loadConfig(home, path string) (*config.Config, error) {
-	if path != "" {
-		return config.Load(path, os.Environ())
-	}
-	return config.LoadDefault(home, os.Environ())
-}
-
-// newLogger returns the daemon's logger writing to stderr: format text,
-// json, or "" for text on a terminal and JSON otherwise; level debug,
-// info (""), warn or error.
-func newLogger(format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	switch level {
-	case "debug":
-		lv = slog.LevelDebug
-	case "", "info":
-		lv = slog.LevelInfo
-	case "warn":
-		lv = slog.LevelWarn
-	case "error":
-		lv = slog.LevelError
-	default:
-		return nil, berth.Errorf(berth.EInvalid, "log level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "":
-		// Text for a person at a terminal, JSON for whatever collects it.
-		if isTerminal(os.Stderr) {
-			return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-		}
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	}
-	return nil, berth.Errorf(berth.EInvalid, "log format %q: want text or json", format)
-}
-
-// quietLogger logs warnings and errors only: for a daemon that runs inside
-// another command (run, bench), whose own output is what the user reads.
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-// shutdownTimeout bounds a graceful shutdown.
-const shutdownTimeout = 30 * time.Second
-
-// isUnavailable reports whether err says no daemon answers.
-func isUnavailable(err error) bool {
-	return berth.IsCode(err, berth.EUnavailable) && !errors.Is(err, context.Canceled)
-}
-
 // userHome is the daemon user's home directory, where agents' home_files
 // (credentials) are read from; "" when there is none.
 func userHome() string {
@@ -453,7 +456,7 @@ func userHome() string {
 // the manager); docker for the
 // configured engine, whose containers a previous daemon of this home left
 // are removed now (the engine may be shared: only this node's are).
-func (d *daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
+func (d *Daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
 	providers := []berth.SandboxProvider{host.New(), po.Bwrap()}
 	dk, err := po.docker()
 	if err != nil {
@@ -466,7 +469,7 @@ func (d *daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, err
 // removeLeftoverContainers removes the containers a previous daemon of this
 // home left, except those of the sessions reattached (the engine may be
 // shared: only this node's are touched).
-func (d *daemon) removeLeftoverContainers(ctx context.Context, keep map[string]bool) {
+func (d *Daemon) removeLeftoverContainers(ctx context.Context, keep map[string]bool) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if d.docker.Probe(pctx) != nil {

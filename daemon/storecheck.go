@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"encoding/binary"
@@ -95,3 +95,18 @@ func checkNoOrphans(path, home string, acceptEmpty bool, state string) error {
 			"Restore it from a backup, or start with --accept-empty-store to begin a new store and leave them orphaned", path, state, len(ids), ids[0]),
 		Details: map[string]any{"sessions": len(ids)}}
 }
+
+// CheckSQLiteStore checks the SQLite store a store URL ("" or
+// "sqlite:PATH") names in home as a starting daemon would, without opening
+// it, and returns its file: `berth doctor` uses it.
+func CheckSQLiteStore(home, url string) (string, error) {
+	path, err := sqlitePath(home, url)
+	if err != nil {
+		return "", err
+	}
+	return path, checkSQLiteFile(path, home, false)
+}
+
+// UserHome is the daemon user's home directory, where agents' home_files
+// (credentials) are read from; "" when there is none.
+func UserHome() string { return userHome() }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
+	"github.com/berth-sh/berth/daemon"
 )
 
 // soakUsage is what a daemon holds, counted before and after a soak.
@@ -55,7 +56,7 @@ func measureSoak(home string) soakUsage {
 		u.FDs = len(ents)
 	}
 	u.Goroutines = runtime.NumGoroutine()
-	u.Processes = len(homeProcesses(home))
+	u.Processes = len(HomeProcesses(home))
 	_ = filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), "berth.db") {
 			return nil
@@ -68,9 +69,9 @@ func measureSoak(home string) soakUsage {
 	return u
 }
 
-// homeProcesses returns the pids of live processes started for home: its
+// HomeProcesses returns the pids of live processes started for home: its
 // shims (BERTH_SHIM_RUN) and agents (BERTH_HOME).
-func homeProcesses(home string) []int {
+func HomeProcesses(home string) []int {
 	keys := [][]byte{[]byte("\x00BERTH_SHIM_RUN=" + filepath.Join(home, "run") + "\x00")}
 	var out []int
 	ents, _ := os.ReadDir("/proc")
@@ -98,7 +99,7 @@ func homeProcesses(home string) []int {
 // runSoak runs n create → prompt → delete cycles, inFlight at a time, on
 // the bench daemon, and fails when the daemon holds more afterwards than
 // before (fds, goroutines, processes, disk outside the store).
-func runSoak(ctx context.Context, c *bhttp.Client, d *daemon, sandbox string, n, inFlight int, progress io.Writer) (before, after soakUsage, err error) {
+func runSoak(ctx context.Context, c *bclient.Client, d *daemon.Daemon, sandbox string, n, inFlight int, progress io.Writer) (before, after soakUsage, err error) {
 	cycle := func() error {
 		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
 		if err != nil {
@@ -144,14 +145,14 @@ func runSoak(ctx context.Context, c *bhttp.Client, d *daemon, sandbox string, n,
 	if err := run(inFlight); err != nil {
 		return before, after, err
 	}
-	before = settleSoak(d.home, soakUsage{})
+	before = settleSoak(d.Home(), soakUsage{})
 	fmt.Fprintf(progress, "soak: %d cycles, %d in flight…\n", n, inFlight)
 	t0 := time.Now()
 	if err := run(n); err != nil {
 		return before, after, err
 	}
 	fmt.Fprintf(progress, "soak: %d cycles in %v\n", n, time.Since(t0).Round(time.Millisecond))
-	after = settleSoak(d.home, before)
+	after = settleSoak(d.Home(), before)
 	if g := soakGrowth(before, after, soakSlack); len(g) > 0 {
 		return before, after, berth.Errorf(berth.EInternal, "the daemon holds more after the soak: %s", strings.Join(g, "; "))
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
-	bhttp "github.com/berth-sh/berth/http"
+	bclient "github.com/berth-sh/berth/client"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -56,7 +56,7 @@ type bootResult struct {
 // its own, and a client on its Unix socket.
 type benchServe struct {
 	cmd    *exec.Cmd
-	c      *bhttp.Client
+	c      *bclient.Client
 	start  time.Time
 	exited chan struct{}
 	err    error // the process's end, once exited is closed
@@ -92,6 +92,11 @@ func startBenchServe(o benchBootOptions, home string, env ...string) (*benchServ
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s := &benchServe{cmd: cmd, exited: make(chan struct{}), out: &bytes.Buffer{}, outMu: &sync.Mutex{}}
 	cmd.Stdout, cmd.Stderr = lockedWriter{s.out, s.outMu}, lockedWriter{s.out, s.outMu}
+	c, err := bclient.New("unix:" + filepath.Join(home, bclient.SocketName))
+	if err != nil {
+		return nil, err
+	}
+	s.c = c
 	s.start = time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -100,7 +105,6 @@ func startBenchServe(o benchBootOptions, home string, env ...string) (*benchServ
 		s.err = cmd.Wait()
 		close(s.exited)
 	}()
-	s.c = bhttp.NewUnixClient(filepath.Join(home, socketName), "")
 	return s, nil
 }
 
@@ -197,7 +201,7 @@ func writeBenchConfig(home string, maxSessions int, stopOnExit bool) error {
 // times the boot of the next daemon that reattaches them all: to its API
 // answering, to every session active, and the CPU time it used for that.
 // The last daemon stops the sessions when bench ends it.
-func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, res *benchResult, progress io.Writer) error {
+func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, res *Result, progress io.Writer) error {
 	home, err := os.MkdirTemp("", "berth-bench-boot-")
 	if err != nil {
 		return err
@@ -334,7 +338,7 @@ func attachEveryShim(ctx context.Context, runDir string, want int) (float64, err
 // shimsCPU is the CPU time the shims serving sessions in runDir have used.
 func shimsCPU(runDir string) time.Duration {
 	var sum time.Duration
-	for _, pid := range shimPIDs(runDir) {
+	for _, pid := range ShimPIDs(runDir) {
 		if cpu, err := procCPU(pid); err == nil {
 			sum += cpu
 		}
@@ -343,7 +347,7 @@ func shimsCPU(runDir string) time.Duration {
 }
 
 // createMany creates n demo sessions, 8 at a time, each active.
-func createMany(ctx context.Context, c *bhttp.Client, sandbox string, n int) error {
+func createMany(ctx context.Context, c *bclient.Client, sandbox string, n int) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	work := make(chan struct{})

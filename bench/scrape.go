@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/daemon"
 	"github.com/berth-sh/berth/internal/ids"
 )
 
@@ -34,27 +35,27 @@ const scrapeRounds = 50
 // benchScrape stores stopped sessions until the daemon has n (across a
 // few agents, stop reasons and failures, so the session gauge has many
 // series), then times GET /metrics over TCP with the token.
-func benchScrape(ctx context.Context, d *daemon, live, n int, res *scrapeResult) error {
+func benchScrape(ctx context.Context, d *daemon.Daemon, live, n int, res *scrapeResult) error {
 	base := time.Now().UTC()
 	reasons := []berth.StopReason{berth.StopUserRequested, berth.StopIdleTimeout, berth.StopAgentExited, berth.StopAgentCrashed}
 	for i := live; i < n; i++ {
 		at := base.Add(time.Duration(i) * time.Microsecond)
 		s := &berth.Session{ID: ids.New("ses"), Name: "scrape-" + strconv.Itoa(i), Agent: []string{"demo", "claude", "codex"}[i%3],
-			State: berth.StateStopped, StopReason: reasons[i%len(reasons)], Workspace: d.home, Labels: map[string]string{},
+			State: berth.StateStopped, StopReason: reasons[i%len(reasons)], Workspace: d.Home(), Labels: map[string]string{},
 			CreatedAt: at, UpdatedAt: at, LastActivityAt: at}
 		if s.StopReason == berth.StopAgentCrashed {
 			s.Failure = &berth.Failure{Kind: berth.FailProcessExit, Message: "exit status 1"}
 		}
-		if err := d.store.CreateSession(ctx, s); err != nil {
+		if err := d.Store().CreateSession(ctx, s); err != nil {
 			return err
 		}
 	}
 	get := func() (int, error) {
-		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+d.srv.Addr()+"/metrics", nil)
+		req, err := http.NewRequestWithContext(ctx, "GET", "http://"+d.Addr()+"/metrics", nil)
 		if err != nil {
 			return 0, err
 		}
-		req.Header.Set("Authorization", "Bearer "+d.token)
+		req.Header.Set("Authorization", "Bearer "+d.Token())
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return 0, err
