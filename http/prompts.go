@@ -46,12 +46,7 @@ func (s *Server) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	// The turn's text (which may be long) is escaped straight to the client.
-	out := *turn
-	out.Text = ""
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_ = encodeWithText(w, &out, turn.Text)
+	writeTurnResult(w, turn)
 }
 
 // cancelResult is the answer of POST /v1/sessions/{id}/cancel.

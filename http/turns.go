@@ -2,6 +2,8 @@ package http
 
 import (
 	"net/http"
+
+	"github.com/berth-sh/berth"
 )
 
 // handleWaitTurn answers GET /v1/sessions/{id}/turns/{turn} with 200 and
@@ -17,7 +19,12 @@ func (s *Server) handleWaitTurn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	// The turn's text (which may be long) is escaped straight to the client.
+	writeTurnResult(w, turn)
+}
+
+// writeTurnResult answers 200 with a finished turn; its text (which may be
+// long) is escaped straight to the client.
+func writeTurnResult(w http.ResponseWriter, turn *berth.TurnResult) {
 	out := *turn
 	out.Text = ""
 	w.Header().Set("Content-Type", "application/json")
