@@ -24,12 +24,3 @@ type Worktree struct {
 	// never shown.
 	Owned bool `json:"-"`
 }
-
-// Mount is one entry of [[sandbox.mounts]]: a host directory or file an
-// operator allows sessions to see read-only at Target, requested by Name
-// at create (CONTRACT §4.1 v2 "mounts").
-type Mount struct {
-	Name   string `json:"name"`
-	Host   string `json:"host"`
-	Target string `json:"target"`
-}
