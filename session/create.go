@@ -53,6 +53,10 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if err != nil {
 		return nil, err
 	}
+	if len(req.Mounts) > 0 && provider.Name() == berth.SandboxHost {
+		return nil, &berth.Error{Code: berth.EInvalid, Message: "mounts are bound into a sandbox: the host provider has none (use bwrap or docker)",
+			Details: map[string]any{"field": "mounts"}}
+	}
 	if kid != nil {
 		if err := kid.checkResolved(&req, provider.Name()); err != nil {
 			return nil, err

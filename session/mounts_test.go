@@ -83,6 +83,11 @@ func TestMountsRefused(t *testing.T) {
 	if _, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Mounts: []string{"gomod", "gomod"}}); !berth.IsCode(err, berth.EInvalid) {
 		t.Errorf("a mount named twice: %v", err)
 	}
+	// The host provider has no sandbox to bind into.
+	if _, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Mounts: []string{"gomod"}}); !berth.IsCode(err, berth.EInvalid) ||
+		!strings.Contains(berth.ErrorMessage(err), "host provider") {
+		t.Errorf("mounts under host: %v", err)
+	}
 	if page, err := e.m.ListSessions(ctx, berth.SessionFilter{}); err != nil || len(page.Sessions) != 0 {
 		t.Fatalf("sessions after refusals: %d, %v", len(page.Sessions), err)
 	}
@@ -94,7 +99,7 @@ func TestMountsRefused(t *testing.T) {
 func TestChildOfAWorktreeSession(t *testing.T) {
 	needGit(t)
 	cache := t.TempDir()
-	e := newEnv(t, withMounts(berth.Mount{Name: "a", Host: cache, Target: "/cache/a"},
+	e := bwrapEnv(t, withMounts(berth.Mount{Name: "a", Host: cache, Target: "/cache/a"},
 		berth.Mount{Name: "b", Host: cache, Target: "/cache/b"}))
 	ctx := context.Background()
 	repo := newRepo(t)
