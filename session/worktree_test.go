@@ -347,3 +347,40 @@ func TestWorktreeGitCommitsInsideBwrap(t *testing.T) {
 		t.Fatalf("config changed: %q", cfg)
 	}
 }
+
+// A fork (from_snapshot) of a worktree session has the files but not the
+// .git file naming the other session's git directory: git in the fork
+// can never write the other session's index. A worktree with
+// from_snapshot is refused.
+func TestForkOfAWorktreeSession(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	ctx := context.Background()
+	repo := newRepo(t)
+	s := e.create(berth.CreateRequest{Worktree: &berth.WorktreeRequest{Repo: repo, Branch: "agent/src"}})
+	snap, err := e.m.CreateSnapshot(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := e.create(berth.CreateRequest{FromSnapshot: snap.ID})
+	if fork.Worktree != nil {
+		t.Fatalf("the fork claims the worktree: %+v", fork.Worktree)
+	}
+	if b, err := os.ReadFile(filepath.Join(fork.Workspace, "README")); err != nil || string(b) != "hello\n" {
+		t.Fatalf("fork README = %q, %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(fork.Workspace, ".git")); !os.IsNotExist(err) {
+		t.Fatalf("the fork kept the worktree's .git file: %v", err)
+	}
+	if _, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", FromSnapshot: snap.ID,
+		Worktree: &berth.WorktreeRequest{Repo: repo, Branch: "agent/fork"}}); !berth.IsCode(err, berth.EInvalid) {
+		t.Fatalf("worktree with from_snapshot: %v", err)
+	}
+	// Deleting the fork leaves the source's worktree.
+	if err := e.m.DeleteSession(ctx, fork.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(worktreeDirs(t, repo), s.Workspace) {
+		t.Fatal("the fork's delete unregistered the source's worktree")
+	}
+}
