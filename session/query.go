@@ -105,7 +105,7 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 		}
 	}
 	// The worktree's git directory goes; its branch stays.
-	m.removeWorktree(ctx, s.Worktree)
+	m.removeWorktree(context.WithoutCancel(ctx), s.Worktree)
 	if m.opts.Snapshots != nil {
 		if err := m.opts.Snapshots.Delete(id); err != nil {
 			m.logger.Warn("remove snapshots", "session_id", id, "err", err)
