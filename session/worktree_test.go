@@ -384,3 +384,32 @@ func TestForkOfAWorktreeSession(t *testing.T) {
 		t.Fatal("the fork's delete unregistered the source's worktree")
 	}
 }
+
+// The daemon's own GIT_* variables never steer its git: with GIT_DIR
+// naming a decoy repository and GIT_CONFIG_* turning hooks back on, the
+// worktree is made in the repository asked for, and no hook runs.
+func TestWorktreeGitIgnoresTheDaemonsGitEnvironment(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	repo, decoy := newRepo(t), newRepo(t)
+	marks := plantTraps(t, repo)
+	t.Setenv("GIT_DIR", filepath.Join(decoy, ".git"))
+	t.Setenv("GIT_CONFIG_COUNT", "1")
+	t.Setenv("GIT_CONFIG_KEY_0", "core.hooksPath")
+	t.Setenv("GIT_CONFIG_VALUE_0", filepath.Join(repo, ".git", "hooks"))
+	s := e.create(berth.CreateRequest{Worktree: &berth.WorktreeRequest{Repo: repo, Branch: "agent/env"}})
+	os.Unsetenv("GIT_DIR")
+	os.Unsetenv("GIT_CONFIG_COUNT")
+	if _, err := gitMay(repo, "rev-parse", "--verify", "refs/heads/agent/env"); err != nil {
+		t.Fatal("the branch is not in the repository asked for")
+	}
+	if _, err := gitMay(decoy, "rev-parse", "--verify", "refs/heads/agent/env"); err == nil {
+		t.Fatal("the daemon's GIT_DIR steered its git to the decoy")
+	}
+	if !strings.Contains(worktreeDirs(t, repo), s.Workspace) {
+		t.Fatal("the worktree is not the repository's")
+	}
+	if entries, _ := os.ReadDir(marks); len(entries) != 0 {
+		t.Fatalf("a hook ran: %v", entries)
+	}
+}
