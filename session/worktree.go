@@ -70,8 +70,11 @@ func (m *Manager) checkWorktree(ctx context.Context, req *berth.CreateRequest) (
 	// The sandbox is given the repository's git directory: never the
 	// daemon's own files, nor (under root) a system directory's.
 	for _, dir := range []string{repo, common} {
-		if err := m.checkNotDaemons(dir); err != nil {
-			return "", worktreeError("repo", "worktree.repo %s lies in the daemon's home: refused", w.Repo)
+		// Not even a session's workspace there: its .git is the agent's
+		// to rewrite, and would choose which git directory the new
+		// session is given.
+		if m.opts.Home != "" && within(resolvedPath(m.opts.Home), dir) {
+			return "", worktreeError("repo", "worktree.repo %s lies in the daemon's home (a session's workspace included): refused; give the repository the session's branch came from, with the branch as base", w.Repo)
 		}
 		if err := checkNotSystem(dir); err != nil {
 			return "", worktreeError("repo", "worktree.repo %s refused: under a root daemon a repository in or above a system directory or a home directory would be given to the sandbox", w.Repo)

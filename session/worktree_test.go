@@ -154,6 +154,8 @@ func TestWorktreeRefusals(t *testing.T) {
 	repo := newRepo(t)
 	git(t, repo, "branch", "taken")
 	plain := t.TempDir()
+	// A session's worktree is a git working tree, but the agent's.
+	other := e.create(berth.CreateRequest{Worktree: &berth.WorktreeRequest{Repo: repo, Branch: "agent/other"}})
 	for _, tc := range []struct {
 		name string
 		req  berth.CreateRequest
@@ -171,23 +173,24 @@ func TestWorktreeRefusals(t *testing.T) {
 		{"option base", berth.CreateRequest{Worktree: &berth.WorktreeRequest{Repo: repo, Branch: "x", Base: "--orphan"}}, berth.EInvalid},
 		{"with workspace", berth.CreateRequest{Workspace: plain, Worktree: &berth.WorktreeRequest{Repo: repo, Branch: "x"}}, berth.EInvalid},
 		{"in the daemon's home", berth.CreateRequest{Worktree: &berth.WorktreeRequest{Repo: e.home, Branch: "x"}}, berth.EInvalid},
+		{"another session's worktree", berth.CreateRequest{Worktree: &berth.WorktreeRequest{Repo: other.Workspace, Branch: "x"}}, berth.EInvalid},
 	} {
 		tc.req.Agent = "demo"
 		if _, err := e.m.CreateSession(ctx, tc.req); berth.ErrorCode(err) != tc.code {
 			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
 		}
 	}
-	if page, err := e.m.ListSessions(ctx, berth.SessionFilter{}); err != nil || len(page.Sessions) != 0 {
+	if page, err := e.m.ListSessions(ctx, berth.SessionFilter{}); err != nil || len(page.Sessions) != 1 {
 		t.Fatalf("sessions after refusals: %+v, %v", page, err)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(e.home, "workspaces")); len(entries) != 0 {
+	if entries, _ := os.ReadDir(filepath.Join(e.home, "workspaces")); len(entries) != 1 {
 		t.Fatalf("workspaces after refusals: %v", entries)
 	}
-	if branches := git(t, repo, "branch", "--format=%(refname:short)"); branches != "main\ntaken" {
+	if branches := git(t, repo, "branch", "--format=%(refname:short)"); branches != "agent/other\nmain\ntaken" {
 		t.Fatalf("branches after refusals: %q", branches)
 	}
-	if _, err := os.Stat(filepath.Join(repo, ".git", "worktrees")); !os.IsNotExist(err) {
-		t.Fatalf("worktrees after refusals: %v", err)
+	if entries, _ := os.ReadDir(filepath.Join(repo, ".git", "worktrees")); len(entries) != 1 {
+		t.Fatalf("worktrees after refusals: %v", entries)
 	}
 }
 
