@@ -102,12 +102,7 @@ func runGit(ctx context.Context, dir string, extra []string, args ...string) ([]
 	var stdout, stderr capped
 	stdout.max, stderr.max = gitOutputCap, gitOutputCap
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	if cmd.Process != nil {
-		// Anything the group left behind goes too.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	}
-	if err != nil {
+	if err = cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			err = errors.Join(err, ctx.Err())
 		}

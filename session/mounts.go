@@ -84,6 +84,12 @@ func (m *Manager) mountBinds(s *berth.Session) []berth.Bind {
 			m.logger.Warn("a session's mount has no host path: not bound", "session_id", s.ID, "mount", name, "err", err)
 			continue
 		}
+		// The config may have changed since the create checked it.
+		if mt.Validate() != nil || within(m.opts.Home, mt.Target) || within(mt.Target, m.opts.Home) ||
+			within(s.Workspace, mt.Target) || within(mt.Target, s.Workspace) {
+			m.logger.Warn("a session's mount now targets the workspace, the daemon's home or a sandbox directory: not bound", "session_id", s.ID, "mount", name)
+			continue
+		}
 		out = append(out, berth.Bind{Source: mt.Host, Target: mt.Target})
 	}
 	return out

@@ -54,6 +54,26 @@ func TestMountsBoundReadOnlyInBwrap(t *testing.T) {
 	if r := e.sh(plain.ID, "cat /cache/gomod/pkg.txt"); r.ExitCode == 0 {
 		t.Fatal("a session that did not ask sees the mount")
 	}
+
+	// A config changed since to aim the mount at the workspace: the
+	// resumed session starts, its workspace not covered.
+	if err := os.WriteFile(filepath.Join(s.Workspace, "mine.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	e.open(func(o *Options) {
+		o.Providers = append(o.Providers, bwrapProvider(t))
+		o.Sandbox.Default = berth.SandboxBwrap
+	}, withMounts(berth.Mount{Name: "gomod", Host: cache, Target: s.Workspace}))
+	if _, err := e.m.ResumeSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.sh(s.ID, "cat mine.txt"); r.ExitCode != 0 || r.Stdout != "mine" {
+		t.Fatalf("the mount covered the workspace: %+v", r)
+	}
 }
 
 // An unknown mount is refused listing the configured ones; a mount over

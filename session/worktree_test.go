@@ -280,14 +280,21 @@ func TestWorktreeFilterNameRefused(t *testing.T) {
 // bwrap cannot make sandboxes.
 func bwrapEnv(t *testing.T, tweak ...func(*Options)) *env {
 	t.Helper()
-	p := bwrap.New(bwrap.Options{})
-	if err := p.Probe(context.Background()); err != nil {
-		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
-	}
+	p := bwrapProvider(t)
 	return newEnv(t, append([]func(*Options){func(o *Options) {
 		o.Providers = append(o.Providers, p)
 		o.Sandbox.Default = berth.SandboxBwrap
 	}}, tweak...)...)
+}
+
+// bwrapProvider is a bwrap provider that works here, or skips.
+func bwrapProvider(t *testing.T) *bwrap.Provider {
+	t.Helper()
+	p := bwrap.New(bwrap.Options{})
+	if err := p.Probe(context.Background()); err != nil {
+		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
+	}
+	return p
 }
 
 // sh runs a shell command in the session's sandbox.
