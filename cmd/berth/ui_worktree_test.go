@@ -10,8 +10,9 @@ import (
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
-// The session page names the worktree (repository, branch, base) of a
-// worktree session.
+// The New session form makes a worktree session (and refuses a branch
+// without a repository); the session page names its worktree
+// (repository, branch, base).
 func TestUIShowsTheWorktree(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		testenv.Missing(t, "git", "git is not installed")
@@ -29,8 +30,22 @@ func TestUIShowsTheWorktree(t *testing.T) {
 			t.Fatalf("git %v: %v %s", args, err, out)
 		}
 	}
-	id := createSession(t, s, map[string]any{"worktree": map[string]string{"repo": repo, "branch": "agent/checkout"}})
-	tab := uiPage(t, b, s, "/sessions/"+id)
+	// Made from the New session form.
+	tab := uiPage(t, b, s, "/")
+	tab.WaitFor("the agents in the form", `document.querySelector('#ns-agent option[value=demo]')`)
+	tab.Run(browsertest.Click(browsertest.Button("New session")))
+	tab.Run(
+		browsertest.Select(browsertest.Field("Agent"), "demo"),
+		browsertest.Select(browsertest.Field("Sandbox"), "host"),
+		browsertest.Type(browsertest.Field("New branch"), "agent/checkout"),
+	)
+	// A branch without a repository is refused in the form.
+	tab.Run(browsertest.Click(browsertest.Button("Create")))
+	tab.WaitFor("the form's refusal", `document.querySelector('dialog.new-session .error').textContent.includes('both a repository and a new branch')`)
+	tab.Run(browsertest.Type(browsertest.Field("Git repository"), repo))
+	shot(t, tab, "new-session-worktree")
+	tab.Run(browsertest.Click(browsertest.Button("Create")))
+	tab.WaitFor("the session's page", `location.pathname.startsWith('/sessions/ses_')`)
 	tab.WaitFor("the worktree fact", `[...document.querySelectorAll('.session-head dt')].some(dt => dt.textContent == 'Worktree' && dt.nextElementSibling.textContent.includes('agent/checkout (from HEAD)') && dt.nextElementSibling.textContent.includes('/shop'))`)
 	shot(t, tab, "session-worktree")
 	noPageErrors(t, tab)
