@@ -182,6 +182,11 @@ type Session struct {
 	MCPServers MCPServers `json:"mcp_servers,omitempty"`
 	// BerthTools says whether the agent is given the berth MCP server.
 	BerthTools bool `json:"berth_tools"`
+	// Worktree is the git worktree the workspace is, nil for none.
+	Worktree *Worktree `json:"worktree,omitempty"`
+	// Mounts are the names of the [[sandbox.mounts]] bound read-only in
+	// the session's sandbox, re-bound at every resume.
+	Mounts []string `json:"mounts,omitempty"`
 	// ToolsHash is the SHA-256 (hex) of the credential of the session's
 	// berth MCP server while its agent runs, so that a restarted daemon
 	// serves the agent's `berth mcp` again; "" when none.
@@ -257,6 +262,23 @@ type CreateRequest struct {
 	// BerthTools, when false, leaves the berth MCP server out of the
 	// agent's mcpServers (CONTRACT §4.4); nil means true.
 	BerthTools *bool `json:"berth_tools,omitempty"`
+
+	// Worktree makes the workspace a new git worktree of a repository
+	// on a new branch (CONTRACT §4.1 v2); Repo and Branch are required,
+	// Base defaults to HEAD.
+	Worktree *WorktreeRequest `json:"worktree,omitempty"`
+	// Files are written into the workspace before the agent starts:
+	// relative path → content.
+	Files map[string]string `json:"files,omitempty"`
+	// Mounts names [[sandbox.mounts]] entries to bind read-only.
+	Mounts []string `json:"mounts,omitempty"`
+}
+
+// WorktreeRequest is the worktree option of a create request.
+type WorktreeRequest struct {
+	Repo   string `json:"repo"`
+	Branch string `json:"branch"`
+	Base   string `json:"base,omitempty"`
 }
 
 // Prompt modes (CONTRACT §4.2).

@@ -10,6 +10,7 @@ package config
 import (
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -120,6 +121,30 @@ type Sandbox struct {
 	Pids int `toml:"pids"`
 	// Docker is the [sandbox.docker] section.
 	Docker SandboxDocker `toml:"docker"`
+	// Mounts are the [[sandbox.mounts]] allow-list: host directories (or
+	// files) a session may ask for by name at create, bound read-only at
+	// their target in its sandbox (a package or model cache).
+	Mounts []SandboxMount `toml:"mounts"`
+}
+
+// SandboxMount is one [[sandbox.mounts]] entry.
+type SandboxMount struct {
+	// Name is what a create request's "mounts" names.
+	Name string `toml:"name"`
+	// Host is the absolute path on the host; it must exist.
+	Host string `toml:"host"`
+	// Target is the absolute path inside the sandbox; not over the
+	// sandbox's own directories (/usr, /etc, /tmp, /proc, ...).
+	Target string `toml:"target"`
+}
+
+// MountList returns the [[sandbox.mounts]] as the session manager takes them.
+func (s *Sandbox) MountList() []berth.Mount {
+	out := make([]berth.Mount, 0, len(s.Mounts))
+	for _, m := range s.Mounts {
+		out = append(out, berth.Mount{Name: m.Name, Host: m.Host, Target: m.Target})
+	}
+	return out
 }
 
 // SandboxDocker is the [sandbox.docker] section.
@@ -348,6 +373,25 @@ func (s *Sandbox) validate() error {
 	}
 	if s.Docker.Image == "" {
 		return invalid("sandbox.docker.image must not be empty")
+	}
+	return s.validateMounts()
+}
+
+// validateMounts checks [[sandbox.mounts]]: each valid (berth.Mount.Validate),
+// its host path present, names and targets unique.
+func (s *Sandbox) validateMounts() error {
+	names, targets := map[string]bool{}, map[string]bool{}
+	for i, m := range s.MountList() {
+		if err := m.Validate(); err != nil {
+			return invalid("sandbox.mounts[%d]: %s", i, berth.ErrorMessage(err))
+		}
+		if _, err := os.Stat(m.Host); err != nil {
+			return invalid("sandbox.mounts[%d] (%s): host %s does not exist", i, m.Name, m.Host)
+		}
+		if names[m.Name] || targets[m.Target] {
+			return invalid("sandbox.mounts[%d] (%s): its name or target is another mount's", i, m.Name)
+		}
+		names[m.Name], targets[m.Target] = true, true
 	}
 	return nil
 }

@@ -215,7 +215,7 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		Providers: providers,
 		Sandbox: session.SandboxPolicy{Default: o.Config.Sandbox.Default, AllowHost: o.Config.Sandbox.AllowHost,
 			RequireIsolation: o.Config.Sandbox.RequireIsolation, AllowNetwork: o.Config.Sandbox.AllowNetwork,
-			Network: o.Config.Sandbox.Network, Limits: o.Config.Sandbox.Limits()},
+			Network: o.Config.Sandbox.Network, Limits: o.Config.Sandbox.Limits(), Mounts: o.Config.Sandbox.MountList()},
 		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,

@@ -49,6 +49,14 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if err != nil {
 		return nil, err
 	}
+	wtCommon, err := m.checkCreateOptions(ctx, &req, kid)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Mounts) > 0 && provider.Name() == berth.SandboxHost {
+		return nil, &berth.Error{Code: berth.EInvalid, Message: "mounts are bound into a sandbox: the host provider has none (use bwrap or docker)",
+			Details: map[string]any{"field": "mounts"}}
+	}
 	if kid != nil {
 		if err := kid.checkResolved(&req, provider.Name()); err != nil {
 			return nil, err
@@ -96,6 +104,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	}
 	s.MCPServers = req.MCPServers
 	s.BerthTools = req.BerthTools == nil || *req.BerthTools
+	s.Mounts = req.Mounts
 	kid.lineage(s)
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
@@ -122,7 +131,23 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 			_ = os.RemoveAll(s.Workspace)
 			return nil, err
 		}
+		unlinkWorktreeFile(s.Workspace)
 	}
+	var parent *berth.Session
+	if kid != nil {
+		parent = kid.parent
+	}
+	if err := m.prepareWorkspace(ctx, s, &req, wtCommon, parent); err != nil {
+		_ = os.RemoveAll(m.sessionDir(id))
+		return nil, err
+	}
+	defer func() {
+		if !registered && s.Worktree != nil && s.Worktree.Owned {
+			// Nothing stored owns the worktree: it goes with the create.
+			_ = os.RemoveAll(s.Workspace)
+			m.removeWorktree(ctx, s.Worktree)
+		}
+	}()
 	// A child is admitted under its parent's lock, from the count of its
 	// live siblings to going live, so no spawn slips past a limit or a
 	// stopping parent.

@@ -83,6 +83,8 @@ func (m *Manager) abandon(rt *runtime) {
 func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
 	home := m.homeDir(s.ID)
 	binds := m.sandboxBinds(spec, home)
+	binds = append(binds, worktreeBinds(s.Worktree)...)
+	binds = append(binds, m.mountBinds(s)...)
 	if b, ok := m.toolsBind(s); ok {
 		binds = append(binds, b)
 		// The agent runs `berth mcp` from berth's own binary.

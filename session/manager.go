@@ -69,6 +69,8 @@ type SandboxPolicy struct {
 	Network bool
 	// Limits are the resource limits every sandbox gets.
 	Limits berth.SandboxLimits
+	// Mounts are the [[sandbox.mounts]] sessions may ask for by name.
+	Mounts []berth.Mount
 }
 
 // Options configure a Manager.

@@ -104,6 +104,8 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 			m.logger.Warn("remove managed workspace", "session_id", id, "err", err)
 		}
 	}
+	// The worktree's git directory goes; its branch stays.
+	m.removeWorktree(context.WithoutCancel(ctx), s.Worktree)
 	if m.opts.Snapshots != nil {
 		if err := m.opts.Snapshots.Delete(id); err != nil {
 			m.logger.Warn("remove snapshots", "session_id", id, "err", err)

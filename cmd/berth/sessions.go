@@ -166,6 +166,10 @@ func writeSession(w io.Writer, s *berth.Session) error {
 		ws += " (managed)"
 	}
 	row("workspace", ws)
+	if w := s.Worktree; w != nil {
+		row("worktree", fmt.Sprintf("%s, branch %s from %s", w.Repo, w.Branch, w.Base))
+	}
+	row("mounts", strings.Join(s.Mounts, ", "))
 	net := "no network"
 	if s.Sandbox.Network {
 		net = "network"

@@ -41,6 +41,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"CreateInvalid", testCreateInvalid},
 		{"HiddenFieldsRoundTrip", testHiddenFields},
 		{"MCPServersRoundTrip", testMCPServers},
+		{"WorktreeMountsRoundTrip", testWorktreeMounts},
 		{"ListOrder", testListOrder},
 		{"ListFilters", testListFilters},
 		{"ListPaging", testListPaging},

@@ -70,6 +70,8 @@ export function create(id, hooks) {
         fact('Agent', s.agent),
         fact('State', `${s.state}${s.stop_reason ? ` (${s.stop_reason})` : ''}`),
         fact('Workspace', h('span', { class: 'path', text: s.workspace })),
+        s.worktree ? fact('Worktree', h('span', { class: 'path', text: `${s.worktree.repo} · ${s.worktree.branch} (from ${s.worktree.base})` })) : null,
+        s.mounts && s.mounts.length ? fact('Mounts', s.mounts.join(', ')) : null,
         fact('Sandbox', `${s.sandbox.provider}${s.sandbox.network ? ', network' : ''}`),
         fact('Permission mode', s.permission_mode),
         fact('Pending permissions', String(s.pending_permissions)),
