@@ -307,15 +307,11 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		}
 		s.ws = ws
 	}
-	if cfg.Limits.Pids > 0 && p.LimitsPids() {
-		cg, err := newPidsCgroup(cfg.Limits.Pids)
-		if err != nil {
-			if s.ws != nil {
-				_ = s.ws.Close()
-			}
-			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the sandbox's pids cgroup")
+	if err := s.makeCgroup(); err != nil {
+		if s.ws != nil {
+			_ = s.ws.Close()
 		}
-		s.pids = cg
+		return nil, err
 	}
 	s.passwd = fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nberth:x:%d:%d:berth sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", p.uid, p.gid, home)
 	s.group = fmt.Appendf(nil, "root:x:0:\nberth:x:%d:\nnogroup:x:65534:\n", p.gid)
@@ -326,8 +322,8 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		mount{kind: devfs, dst: "/dev"},
 		// /tmp first: a workspace under the host's /tmp is then bound
 		// on top of the sandbox's private one, not hidden by it.
-		mount{kind: tmpfs, dst: "/tmp"},
-		mount{kind: tmpfs, dst: "/var/tmp"},
+		mount{kind: tmpfs, dst: "/tmp", size: cfg.Limits.TmpBytes},
+		mount{kind: tmpfs, dst: "/var/tmp", size: cfg.Limits.TmpBytes},
 	)
 	if cfg.Network {
 		s.mounts = append(s.mounts, mount{kind: dataFile, fd: fdResolv, dst: "/etc/resolv.conf"})
@@ -337,8 +333,8 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	if p.dropping() {
 		st, staged, err := p.newStage(s.mounts, cfg.Workspace, s.ws, s.prlimit != "")
 		if err != nil {
-			if s.pids != nil {
-				_ = s.pids.remove()
+			if s.cgroup != nil {
+				_ = s.cgroup.remove()
 			}
 			_ = s.ws.Close()
 			return nil, err
@@ -346,6 +342,32 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		s.stage, s.staged = st, staged
 	}
 	return s, nil
+}
+
+// makeCgroup makes the sandbox's cgroups for its pids and memory limits.
+// A pids limit the host cannot enforce is left out (as documented); a
+// memory limit never is: without a memory cgroup Open fails with
+// EUnavailable saying why, rather than run the sandbox unbounded.
+func (s *Sandbox) makeCgroup() error {
+	lim := s.cfg.Limits
+	pids := lim.Pids
+	if !s.p.LimitsPids() {
+		pids = 0
+	}
+	if lim.MemoryBytes > 0 {
+		if err := s.p.LimitsMemory(); err != nil {
+			return err
+		}
+	}
+	if pids <= 0 && lim.MemoryBytes <= 0 {
+		return nil
+	}
+	cg, err := newCgroup(pids, lim.MemoryBytes)
+	if err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the sandbox's cgroup: %s", err)
+	}
+	s.cgroup = cg
+	return nil
 }
 
 // bindMount checks one of the caller's binds.

@@ -57,7 +57,7 @@ func provider(t *testing.T) *Provider {
 // package doc), so the fork-loop case is skipped, saying so.
 func TestSandboxSuite(t *testing.T) {
 	sandboxtest.Run(t, func(t *testing.T) berth.SandboxProvider { return provider(t) },
-		sandboxtest.Options{Isolated: true, NoPidsLimit: !provider(t).LimitsPids()})
+		sandboxtest.Options{Isolated: true, NoPidsLimit: !provider(t).LimitsPids(), NoMemoryLimit: provider(t).LimitsMemory() != nil})
 }
 
 // open opens a sandbox on fresh directories, with busybox bound in.

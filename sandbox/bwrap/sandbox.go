@@ -54,9 +54,9 @@ type Sandbox struct {
 	passwd  []byte
 	group   []byte
 	prlimit string
-	// pids is the sandbox's pids cgroup when Limits.Pids is set and the
-	// host lets the provider make one.
-	pids *pidsCgroup
+	// cgroup is the sandbox's cgroups when Limits.Pids (and the host lets
+	// the provider make one) or Limits.MemoryBytes is set.
+	cgroup *sandboxCgroup
 	// stage is set when bwrap runs as the host uid (a root daemon);
 	// staged are then the mounts as bwrap gets them, their sources on the
 	// stage.
@@ -241,9 +241,10 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		n := s.cfg.Limits.OpenFiles
 		argv = append([]string{s.prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, argv...)
 	}
-	if s.pids != nil && !s.pids.perThread {
-		// A shell joins the sandbox's pids cgroup, then execs the rest.
-		argv = s.pids.wrap(argv)
+	if s.cgroup != nil {
+		// Under cgroup v2 a shell joins the sandbox's cgroup, then execs
+		// the rest.
+		argv = s.cgroup.wrap(argv)
 	}
 	cmd := &exec.Cmd{
 		Path:        argv[0],
@@ -256,6 +257,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
+	oomBase := s.cgroup.oomKills()
 	// The stage's binds and the cgroup are made in the thread that forks.
 	proc, err := s.launch(cmd)
 	if err != nil {
@@ -267,7 +269,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
 	_ = infoW.Close()
-	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
+	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1), oomBase: oomBase}
 	if err := p.attach(ctx, infoR); err != nil {
 		p.abort()
 		cause := fmt.Errorf("%w%s", err, stderrTail(proc))
@@ -332,9 +334,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	if s.pids != nil {
-		if err := s.pids.remove(); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("bwrap: remove the pids cgroup: %w", err)
+	if s.cgroup != nil {
+		if err := s.cgroup.remove(); err != nil {
+			return fmt.Errorf("bwrap: remove the sandbox's cgroup: %w", err)
 		}
 	}
 	if s.ws != nil {

@@ -226,6 +226,11 @@ func TestContainerShape(t *testing.T) {
 	if hc.Memory != 256<<20 || hc.NanoCPUs != 5e8 || hc.PidsLimit == nil || *hc.PidsLimit != 77 {
 		t.Errorf("memory %d, cpus %d, pids %v", hc.Memory, hc.NanoCPUs, hc.PidsLimit)
 	}
+	// /tmp is capped (DefaultLimits.TmpBytes, none set) and swap adds
+	// nothing to the memory limit.
+	if got := hc.Tmpfs["/tmp"]; !strings.Contains(got, ",size=268435456") || hc.MemorySwap != hc.Memory {
+		t.Errorf("tmpfs /tmp %q, memory swap %d", got, hc.MemorySwap)
+	}
 	if len(hc.Ulimits) != 1 || hc.Ulimits[0].Name != "nofile" || hc.Ulimits[0].Hard != 321 {
 		t.Errorf("ulimits = %v", hc.Ulimits)
 	}
