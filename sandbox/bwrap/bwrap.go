@@ -53,28 +53,40 @@
 //
 // Limits. SandboxLimits.OpenFiles is enforced (RLIMIT_NOFILE, set with
 // util-linux prlimit(1) on bwrap, inherited by everything inside).
-// SandboxLimits.Pids is enforced with a pids cgroup per sandbox (pids.max),
-// made under the daemon's own pids cgroup (v1 or v2) when the daemon may
-// create cgroups there (root, or a delegated cgroup): bwrap is started by
-// a shell that joins the cgroup first, so nothing inside escapes the
-// count; LimitsPids reports whether this host allows it (RLIMIT_NPROC
-// cannot do it: the kernel never applies it to the host's root, and for a
-// non-root daemon it would count every process of the daemon's user). The
-// others are not enforced:
+// SandboxLimits.Pids and MemoryBytes are enforced with cgroups made per
+// sandbox under the daemon's own (v1: a pids and a memory cgroup; v2: one
+// cgroup with both controllers), when the daemon may create cgroups there
+// (root, or a delegated cgroup): bwrap is born in them (v1: the thread
+// that forks it joins them first; v2: a shell joins, then execs bwrap),
+// so nothing inside escapes the count. Memory is memory.max with
+// memory.swap.max 0 (v2), or memory.limit_in_bytes and
+// memory.memsw.limit_in_bytes (v1, the latter where the kernel accounts
+// swap): swap does not add to it, and the sandbox's tmpfs pages count in
+// it. Past it the kernel kills the biggest process of the sandbox (never
+// one outside); Process reports such kills in ExitStatus.OOMKills.
+// LimitsPids and LimitsMemory report whether this host allows them. A
+// pids limit the host does not allow is left out (RLIMIT_NPROC cannot do
+// it: the kernel never applies it to the host's root, and for a non-root
+// daemon it would count every process of the daemon's user); a memory
+// limit never is: Open fails with EUnavailable saying why (RLIMIT_AS
+// bounds address space, not memory, and breaks Go, Node and JVM
+// programs, which reserve far more than they use). NanoCPUs is not
+// enforced: no rlimit bounds a CPU rate. SandboxLimits.TmpBytes caps the
+// private /tmp and /var/tmp tmpfs (bwrap --size); writes past it fail
+// with ENOSPC.
 //
-//   - MemoryBytes: RLIMIT_AS bounds address space, not memory, and breaks
-//     Go, Node and JVM programs, which reserve far more than they use.
-//   - NanoCPUs: no rlimit bounds a CPU rate.
-//
-// Seccomp. Every process runs under a filter that refuses set-id mode
-// bits (see seccompProgram); the rest of the kernel's system calls are
-// reachable.
+// Seccomp. Every process runs under a filter (see seccompProgram): set-id
+// mode bits are refused, and so are the system calls Docker's default
+// profile refuses a container without capabilities that reach the
+// kernel's less travelled code (keyrings, mount and namespace calls, BPF,
+// perf, userfaultfd, modules, kexec, swap, reboot, clock setting…, with
+// EPERM); a call of another architecture or ABI kills the process.
 //
 // Hidden paths. SandboxConfig.Hide paths that lie inside the workspace,
 // the home or a bind are covered there: an empty tmpfs over a directory,
 // /dev/null over a file.
 //
-// Not covered: a process's own memory and CPU use are unbounded.
+// Not covered: CPU use is unbounded.
 package bwrap
 
 import (
@@ -133,6 +145,9 @@ type Provider struct {
 	// hostUID is the host uid bwrap runs as; 0 when the daemon is not
 	// root (bwrap then runs as the daemon).
 	hostUID int
+	// lenient leaves the seccomp filter's deny list out: set by tests
+	// only, to show what the list changes.
+	lenient bool
 }
 
 var _ berth.SandboxProvider = (*Provider)(nil)

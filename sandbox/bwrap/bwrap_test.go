@@ -27,6 +27,14 @@ import (
 const helperVar = "BERTH_BWRAP_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	switch os.Getenv(helperVar) {
+	case "seccomp":
+		runProbes()
+		os.Exit(0)
+	case "x32":
+		runX32()
+		os.Exit(0)
+	}
 	if os.Getenv(helperVar) == "1" {
 		wd, _ := os.Getwd()
 		_, err := os.ReadFile("/etc/shadow")

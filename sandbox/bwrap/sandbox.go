@@ -41,8 +41,12 @@ const (
 	fdCopies = 10
 )
 
-// filter is the seccomp program of every sandbox (seccompProgram).
-var filter = sync.OnceValues(seccompProgram)
+// filter is the seccomp program of every sandbox (seccompProgram);
+// lenientFilter the same without its deny list, for tests to compare.
+var (
+	filter        = sync.OnceValues(func() ([]byte, bool) { return seccompProgram(true) })
+	lenientFilter = sync.OnceValues(func() ([]byte, bool) { return seccompProgram(false) })
+)
 
 // Sandbox runs one session's processes, each in a bwrap of its own with
 // the same filesystem (but its own /tmp).
@@ -175,6 +179,9 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		opts = append(opts, "--block-fd", strconv.Itoa(fdBlock))
 	}
 	prog, filtered := filter()
+	if s.p.lenient {
+		prog, filtered = lenientFilter()
+	}
 	if filtered {
 		opts = append(opts, "--seccomp", strconv.Itoa(fdSeccomp))
 	}
