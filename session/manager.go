@@ -67,8 +67,12 @@ type SandboxPolicy struct {
 	AllowNetwork     bool
 	// Network is the network setting of sessions that do not ask for it.
 	Network bool
-	// Limits are the resource limits every sandbox gets.
+	// Limits are the resource limits every sandbox gets; MemoryBytes is
+	// the default of sessions that ask for no memory_mb.
 	Limits berth.SandboxLimits
+	// MaxMemoryMB caps the memory_mb a session may ask for; 0 means no
+	// cap.
+	MaxMemoryMB int
 }
 
 // Options configure a Manager.

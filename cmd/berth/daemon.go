@@ -178,7 +178,7 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 		Providers: providers,
 		Sandbox: session.SandboxPolicy{Default: o.cfg.Sandbox.Default, AllowHost: o.cfg.Sandbox.AllowHost,
 			RequireIsolation: o.cfg.Sandbox.RequireIsolation, AllowNetwork: o.cfg.Sandbox.AllowNetwork,
-			Network: o.cfg.Sandbox.Network, Limits: o.cfg.Sandbox.Limits()},
+			Network: o.cfg.Sandbox.Network, Limits: o.cfg.Sandbox.Limits(), MaxMemoryMB: o.cfg.Sandbox.MaxMemoryMB},
 		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
