@@ -104,8 +104,9 @@ type SandboxSpec struct {
 	Provider string `json:"provider"`
 	Network  bool   `json:"network"`
 	// Limits are the limits the provider enforces on the session's
-	// sandbox; absent for a session created before they were recorded.
-	Limits *SandboxLimitsInfo `json:"limits,omitempty"`
+	// sandbox; absent (zero) where none is, and for a session created
+	// before they were recorded.
+	Limits SandboxLimitsInfo `json:"limits,omitzero"`
 }
 
 // SandboxLimitsInfo are a session's sandbox limits as the API shows them:

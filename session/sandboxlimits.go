@@ -20,17 +20,17 @@ const (
 // provider's reason), never run without; the default is left out there
 // (the Session then shows no memory_mb) and warn says so (but for the
 // host provider, which bounds nothing).
-func (m *Manager) sandboxLimits(req *berth.CreateRequest, provider berth.SandboxProvider) (lim *berth.SandboxLimitsInfo, warn string, err error) {
+func (m *Manager) sandboxLimits(req *berth.CreateRequest, provider berth.SandboxProvider) (lim berth.SandboxLimitsInfo, warn string, err error) {
 	pol := m.opts.Sandbox
 	if req.MemoryMB != 0 && (req.MemoryMB < minMemoryMB || req.MemoryMB > maxMemoryMB) {
-		return nil, "", &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("memory_mb must be between %d and %d", minMemoryMB, maxMemoryMB),
+		return lim, "", &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("memory_mb must be between %d and %d", minMemoryMB, maxMemoryMB),
 			Details: map[string]any{"field": "memory_mb"}}
 	}
 	if pol.MaxMemoryMB > 0 && req.MemoryMB > pol.MaxMemoryMB {
-		return nil, "", &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("memory_mb %d is over [sandbox] max_memory_mb (%d)", req.MemoryMB, pol.MaxMemoryMB),
+		return lim, "", &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("memory_mb %d is over [sandbox] max_memory_mb (%d)", req.MemoryMB, pol.MaxMemoryMB),
 			Details: map[string]any{"field": "memory_mb", "max_memory_mb": pol.MaxMemoryMB}}
 	}
-	lim = &berth.SandboxLimitsInfo{MemoryMB: req.MemoryMB, TmpMB: int(pol.Limits.TmpBytes >> 20)}
+	lim = berth.SandboxLimitsInfo{MemoryMB: req.MemoryMB, TmpMB: int(pol.Limits.TmpBytes >> 20)}
 	if lim.MemoryMB == 0 {
 		lim.MemoryMB = int(pol.Limits.MemoryBytes >> 20)
 	}
@@ -41,7 +41,7 @@ func (m *Manager) sandboxLimits(req *berth.CreateRequest, provider berth.Sandbox
 	if lim.MemoryMB > 0 {
 		if err := memoryUnenforceable(provider); err != nil {
 			if req.MemoryMB > 0 {
-				return nil, "", berth.WrapError(berth.EUnavailable, err, "memory_mb cannot be enforced by sandbox %s on this host: %s", provider.Name(), berth.ErrorMessage(err))
+				return lim, "", berth.WrapError(berth.EUnavailable, err, "memory_mb cannot be enforced by sandbox %s on this host: %s", provider.Name(), berth.ErrorMessage(err))
 			}
 			if provider.Name() == berth.SandboxHost {
 				// Bounds nothing, as the session's sandbox says: no warning
@@ -67,11 +67,12 @@ func memoryUnenforceable(provider berth.SandboxProvider) error {
 
 // boxLimits are the limits a session's sandbox is opened with: the
 // policy's, with the memory and /tmp limits the session recorded. A
-// session stored before it recorded them gets the policy's memory limit
-// where its provider can enforce it, none elsewhere (as it ran then).
+// session that recorded none (stored before they were, or under a policy
+// of none) gets the policy's, its memory limit only where its provider
+// can enforce it (as it ran then).
 func (m *Manager) boxLimits(s *berth.Session) berth.SandboxLimits {
 	lim := m.opts.Sandbox.Limits
-	if info := s.Sandbox.Limits; info != nil {
+	if info := s.Sandbox.Limits; info != (berth.SandboxLimitsInfo{}) {
 		lim.MemoryBytes = int64(info.MemoryMB) << 20
 		lim.TmpBytes = int64(info.TmpMB) << 20
 		return lim

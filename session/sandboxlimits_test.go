@@ -45,7 +45,7 @@ func TestMemoryLimitOfASession(t *testing.T) {
 	if s.State != berth.StateActive {
 		t.Fatalf("state %s: %+v", s.State, s.Failure)
 	}
-	if l := s.Sandbox.Limits; l == nil || l.MemoryMB != 96 || l.TmpMB != 64 {
+	if l := s.Sandbox.Limits; l.MemoryMB != 96 || l.TmpMB != 64 {
 		t.Fatalf("sandbox.limits = %+v, want memory_mb 96, tmp_mb 64", l)
 	}
 	b, _ := json.Marshal(s)
@@ -80,7 +80,7 @@ func TestMemoryLimitOfASession(t *testing.T) {
 
 	// The control: under the default (2048 MiB) the same command ends well.
 	c := e.create(berth.CreateRequest{PermissionMode: berth.PermApproveAll})
-	if l := c.Sandbox.Limits; l == nil || l.MemoryMB != 2048 {
+	if l := c.Sandbox.Limits; l.MemoryMB != 2048 {
 		t.Fatalf("default sandbox.limits = %+v, want memory_mb 2048", l)
 	}
 	if res := e.prompt(c.ID, hog); !strings.Contains(res.Text, "hog=0") {
@@ -131,14 +131,14 @@ func TestMemoryLimitRefusals(t *testing.T) {
 	}
 
 	d := e.create(berth.CreateRequest{Sandbox: berth.SandboxDocker})
-	if l := d.Sandbox.Limits; l == nil || l.MemoryMB != 0 || l.TmpMB != 32 {
+	if l := d.Sandbox.Limits; l.MemoryMB != 0 || l.TmpMB != 32 {
 		t.Errorf("default limits on a provider without memory cgroups = %+v, want memory_mb left out", l)
 	}
 	if w := ofType(e.events(d.ID), berth.EventRuntimeWarning); len(w) != 1 || !strings.Contains(string(w[0].Data), "memory_mb (1024) is not enforced") {
 		t.Errorf("runtime warnings = %v, want one saying memory_mb is not enforced", w)
 	}
 	h := e.create(berth.CreateRequest{Sandbox: berth.SandboxHost})
-	if l := h.Sandbox.Limits; l == nil || l.MemoryMB != 0 || l.TmpMB != 0 {
+	if l := h.Sandbox.Limits; l.MemoryMB != 0 || l.TmpMB != 0 {
 		t.Errorf("host limits = %+v, want none", l)
 	}
 	if w := ofType(e.events(h.ID), berth.EventRuntimeWarning); len(w) != 0 {
