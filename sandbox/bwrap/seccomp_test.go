@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // runHelper runs the test binary inside a sandbox of p as the helper
@@ -164,5 +166,35 @@ func TestSeccompDenyListInStepWithDocker(t *testing.T) {
 		if allowed(d.name) {
 			t.Errorf("%s: refused in bwrap, allowed by Docker's default profile without capabilities", d.name)
 		}
+	}
+}
+
+// Node runs under the filter (clone3 refused with ENOSYS: glibc's threads
+// fall back to clone; io_uring refused: libuv falls back to its thread
+// pool): a worker thread, a child process, a file written through the
+// thread pool.
+func TestNodeRunsUnderTheFilter(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Missing(t, "node", "not installed (Debian package nodejs)")
+	}
+	sb, _ := open(t, nil)
+	var out, errOut strings.Builder
+	script := `const { Worker } = require('worker_threads');
+const fs = require('fs');
+const cp = require('child_process');
+new Worker("require('worker_threads').parentPort.postMessage(6*7)", { eval: true }).on('message', (n) => {
+  fs.writeFileSync('node.txt', 'worker ' + n);
+  fs.promises.readFile('node.txt', 'utf8').then((s) => {
+    console.log(s + ' child ' + cp.execFileSync('/.berth/busybox', ['echo', 'ok']).toString().trim());
+  });
+});`
+	p, err := sb.Start(context.Background(), berth.ProcSpec{Path: node, Args: []string{"-e", script}, Stdout: &out, Stderr: &errOut})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Wait()
+	if err != nil || !st.Success() || strings.TrimSpace(out.String()) != "worker 42 child ok" {
+		t.Fatalf("node under the filter: %+v, %v, output %q, stderr %q", st, err, out.String(), errOut.String())
 	}
 }
