@@ -75,6 +75,9 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if err != nil {
 		return nil, err
 	}
+	if limits, err = kid.memory(limits, req.MemoryMB); err != nil {
+		return nil, err
+	}
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}

@@ -82,3 +82,23 @@ func (m *Manager) boxLimits(s *berth.Session) berth.SandboxLimits {
 	}
 	return lim
 }
+
+// memory narrows a child's memory limit to its parent's: asking for more
+// is 403 naming memory_mb, and a default above the parent's gets the
+// parent's. A nil spawn (a root) keeps lim.
+func (k *spawn) memory(lim berth.SandboxLimitsInfo, asked int) (berth.SandboxLimitsInfo, error) {
+	if k == nil {
+		return lim, nil
+	}
+	parent := k.parent.Sandbox.Limits.MemoryMB
+	if parent <= 0 {
+		return lim, nil
+	}
+	if asked > parent {
+		return lim, forbidden("memory_mb", fmt.Sprintf("memory_mb %d is more than the parent's %d", asked, parent))
+	}
+	if lim.MemoryMB > parent {
+		lim.MemoryMB = parent
+	}
+	return lim, nil
+}

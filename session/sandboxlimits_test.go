@@ -158,3 +158,35 @@ func TestClassifyOOMExit(t *testing.T) {
 		t.Errorf("plain SIGKILL: %+v", f)
 	}
 }
+
+// limitingProvider stands for a provider that enforces memory limits
+// (docker) without needing one here.
+type limitingProvider struct{ berth.SandboxProvider }
+
+func (limitingProvider) Name() string        { return berth.SandboxDocker }
+func (limitingProvider) LimitsMemory() error { return nil }
+
+// A child never gets more memory than its parent: asking for more is 403
+// naming memory_mb, and a default above the parent's limit becomes the
+// parent's; asking for less is kept.
+func TestSpawnChildMemoryNarrowing(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Providers = append(o.Providers, limitingProvider{host.New()})
+		o.Sandbox.Default = berth.SandboxDocker
+		o.Sandbox.Limits = berth.SandboxLimits{MemoryBytes: 2048 << 20}
+	})
+	root := e.create(berth.CreateRequest{MemoryMB: 512})
+	if root.Sandbox.Limits.MemoryMB != 512 {
+		t.Fatalf("root limits %+v", root.Sandbox.Limits)
+	}
+	_, err := e.m.SpawnChild(context.Background(), root.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 60, MemoryMB: 1024}, "")
+	if code, what := errWhat(err); code != berth.EForbidden || what != "memory_mb" {
+		t.Errorf("a child asking 1024 MiB under a 512 MiB parent: %v, want permission_denied naming memory_mb", err)
+	}
+	if kid := e.spawn(root.ID, berth.CreateRequest{}); kid.Sandbox.Limits.MemoryMB != 512 {
+		t.Errorf("a child on the default got %+v, want the parent's 512 MiB", kid.Sandbox.Limits)
+	}
+	if kid := e.spawn(root.ID, berth.CreateRequest{MemoryMB: 256}); kid.Sandbox.Limits.MemoryMB != 256 {
+		t.Errorf("a child asking 256 MiB got %+v", kid.Sandbox.Limits)
+	}
+}
