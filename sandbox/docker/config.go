@@ -17,11 +17,12 @@ import (
 )
 
 // DefaultLimits fill the limits that neither the session nor Options set:
-// 4 GiB of memory (swap included), 512 processes, a /tmp of 256 MiB; CPU
-// and open files are left to the engine. Memory, CPU and pids are
-// enforced by the engine's cgroups; open files by an RLIMIT_NOFILE ulimit;
-// the /tmp cap by the tmpfs's size.
-var DefaultLimits = berth.SandboxLimits{MemoryBytes: 4 << 30, Pids: 512, TmpBytes: 256 << 20}
+// 4 GiB of memory (swap included), 512 processes; CPU, open files and the
+// size of /tmp are left to the engine (what /tmp holds counts against the
+// memory limit). Memory, CPU and pids are enforced by the engine's
+// cgroups; open files by an RLIMIT_NOFILE ulimit; a /tmp cap
+// (Limits.TmpBytes) by the tmpfs's size.
+var DefaultLimits = berth.SandboxLimits{MemoryBytes: 4 << 30, Pids: 512}
 
 // initScript is the container's pid 1: it sleeps forever and, as pid 1,
 // reaps the orphans that `wait` collects. TERM (docker stop) ends it.
