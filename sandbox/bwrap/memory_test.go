@@ -60,7 +60,9 @@ func TestMemoryLimitRefusedWithoutACgroup(t *testing.T) {
 	p := provider(t)
 	saved := memoryRoot
 	t.Cleanup(func() { memoryRoot = saved })
-	memoryRoot = func() cgroupRoot { return cgroupRoot{why: "cannot make a cgroup in /sys/fs/cgroup/memory/x: permission denied"} }
+	memoryRoot = func() cgroupRoot {
+		return cgroupRoot{why: "cannot make a cgroup in /sys/fs/cgroup/memory/x: permission denied"}
+	}
 	cfg := berth.SandboxConfig{SessionID: "ses_nomem", Workspace: t.TempDir(), Limits: berth.SandboxLimits{MemoryBytes: 64 << 20}}
 	_, err := p.Open(context.Background(), cfg)
 	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), "permission denied") {
