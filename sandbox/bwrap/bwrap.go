@@ -57,8 +57,9 @@
 // sandbox under the daemon's own (v1: a pids and a memory cgroup; v2: one
 // cgroup with both controllers), when the daemon may create cgroups there
 // (root, or a delegated cgroup): bwrap is born in them (v1: the thread
-// that forks it joins them first; v2: a shell joins, then execs bwrap),
-// so nothing inside escapes the count. Memory is memory.max with
+// that forks it joins them first; v2: it is cloned into it, clone3's
+// CLONE_INTO_CGROUP, Linux 5.7 and later), so nothing inside escapes the
+// count. Memory is memory.max with
 // memory.swap.max 0 (v2), or memory.limit_in_bytes and
 // memory.memsw.limit_in_bytes (v1, the latter where the kernel accounts
 // swap): swap does not add to it, and the sandbox's tmpfs pages count in

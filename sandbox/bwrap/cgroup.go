@@ -127,9 +127,10 @@ type sandboxCgroup struct {
 	// (one thread can join alone): bwrap is born in the cgroups. leave
 	// are the files of the cgroups it goes back to, in the same order.
 	tasks, leave []string
-	// procs is the v2 cgroup.procs a shell joins before it execs bwrap
-	// (under v2 only a whole process may join); "" under v1.
-	procs string
+	// v2Dir is the v2 cgroup bwrap is cloned into (under v2 only a whole
+	// process may join, and only at clone may it do so whatever uid it
+	// runs as); "" under v1.
+	v2Dir string
 	// memDir is the cgroup holding the memory limit ("" without one);
 	// memV2 says which files it has.
 	memDir string
@@ -159,8 +160,7 @@ func newCgroup(pids, memory int64) (cg *sandboxCgroup, err error) {
 		}
 		cg.dirs = append(cg.dirs, dir)
 		if r.v2 {
-			v2Dir = dir
-			cg.procs = filepath.Join(dir, "cgroup.procs")
+			v2Dir, cg.v2Dir = dir, dir
 		} else {
 			cg.tasks = append(cg.tasks, filepath.Join(dir, "tasks"))
 			cg.leave = append(cg.leave, filepath.Join(r.dir, "tasks"))
@@ -209,17 +209,6 @@ func newCgroup(pids, memory int64) (cg *sandboxCgroup, err error) {
 // writeCgroup writes one number to a cgroup file.
 func writeCgroup(dir, file string, v int64) error {
 	return os.WriteFile(filepath.Join(dir, file), []byte(strconv.FormatInt(v, 10)), 0o644)
-}
-
-// wrap returns argv run so that the process joins the v2 cgroup before it
-// execs argv: everything it starts is counted, with no window to escape.
-// argv unchanged without a v2 cgroup.
-func (c *sandboxCgroup) wrap(argv []string) []string {
-	if c.procs == "" {
-		return argv
-	}
-	script := `echo $$ > "$0" && exec "$@"`
-	return append([]string{"/bin/sh", "-c", script, c.procs}, argv...)
 }
 
 // oomKills is how many processes the kernel killed in the sandbox's

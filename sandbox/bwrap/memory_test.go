@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -77,4 +79,47 @@ func TestMemoryLimitRefusedWithoutACgroup(t *testing.T) {
 		t.Fatalf("Open without a memory limit: %v", err)
 	}
 	_ = sb.Close(context.Background())
+}
+
+// Under cgroup v2 bwrap is cloned into the sandbox's cgroup (whatever uid
+// it runs as: a root daemon's bwrap runs as the host uid, which may not
+// write cgroup.procs). Shown on a v2 hierarchy without controllers (a
+// hybrid host's /sys/fs/cgroup/unified, or /sys/fs/cgroup itself): the
+// sandbox's processes are in the cgroup, and Close removes it.
+func TestCgroupV2ClonesInto(t *testing.T) {
+	var root string
+	for _, dir := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(dir, "cgroup.procs")); err == nil {
+			root = dir
+			break
+		}
+	}
+	if root == "" {
+		testenv.Missing(t, "a cgroup v2 hierarchy", "none mounted at /sys/fs/cgroup or /sys/fs/cgroup/unified")
+	}
+	dir := filepath.Join(root, "berth-test-"+strings.ReplaceAll(t.Name(), "/", "-")+"-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		testenv.Missing(t, "a cgroup v2 hierarchy this process may write", "%v", err)
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	sb, _ := open(t, nil)
+	sb.cgroup = &sandboxCgroup{dirs: []string{dir}, v2Dir: dir}
+	proc, err := sb.Start(context.Background(), berth.ProcSpec{Path: "/.berth/busybox", Args: []string{"cat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil || !slices.Contains(strings.Fields(string(b)), strconv.Itoa(proc.Pid())) {
+		t.Errorf("bwrap (pid %d) is not in the v2 cgroup, which holds %q (%v)", proc.Pid(), b, err)
+	}
+	_ = proc.Stdin().Close()
+	if st, err := proc.Wait(); err != nil || !st.Success() {
+		t.Fatalf("cat ended %+v, %v", st, err)
+	}
+	if err := sb.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the cgroup %s is still there after Close (%v)", dir, err)
+	}
 }

@@ -248,11 +248,6 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		n := s.cfg.Limits.OpenFiles
 		argv = append([]string{s.prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, argv...)
 	}
-	if s.cgroup != nil {
-		// Under cgroup v2 a shell joins the sandbox's cgroup, then execs
-		// the rest.
-		argv = s.cgroup.wrap(argv)
-	}
 	cmd := &exec.Cmd{
 		Path:        argv[0],
 		Args:        argv,
@@ -264,8 +259,25 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
+	if s.cgroup != nil && s.cgroup.v2Dir != "" {
+		// Under cgroup v2 bwrap is born in the sandbox's cgroup
+		// (clone3 CLONE_INTO_CGROUP), whatever uid it then runs as.
+		cgfd, err := os.Open(s.cgroup.v2Dir)
+		if err != nil {
+			if net != nil {
+				net.stop()
+			}
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot open the sandbox's cgroup")
+		}
+		files = append(files, cgfd)
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cgfd.Fd())
+	}
 	oomBase := s.cgroup.oomKills()
-	// The stage's binds and the cgroup are made in the thread that forks.
+	// The stage's binds and the v1 cgroups are made in the thread that
+	// forks.
 	proc, err := s.launch(cmd)
 	if err != nil {
 		if net != nil {
