@@ -1,9 +1,13 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -188,5 +192,63 @@ func TestSpawnChildMemoryNarrowing(t *testing.T) {
 	}
 	if kid := e.spawn(root.ID, berth.CreateRequest{MemoryMB: 256}); kid.Sandbox.Limits.MemoryMB != 256 {
 		t.Errorf("a child asking 256 MiB got %+v", kid.Sandbox.Limits)
+	}
+}
+
+// agentPids are the host pids of the processes running this test binary
+// with the session's id in their environment: its demo agent.
+func agentPids(t *testing.T, id string) []int {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if exe == self && bytes.Contains(env, []byte("BERTH_SESSION_ID="+id+"\x00")) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// An agent the kernel kills at its sandbox's memory limit stops the
+// session agent_crashed with a sandbox failure saying out of memory (not
+// a bare SIGKILL), and the daemon goes on. The agent is made the OOM
+// killer's first choice (oom_score_adj 1000, written from the host), then
+// a command of its allocates past the limit.
+func TestAgentKilledAtTheMemoryLimit(t *testing.T) {
+	testenv.NeedRoot(t, "raising the agent's oom_score_adj from the host")
+	e := bwrapEnv(t, 2048, 64)
+	s := e.create(berth.CreateRequest{MemoryMB: 96, PermissionMode: berth.PermApproveAll})
+	pids := agentPids(t, s.ID)
+	if len(pids) != 1 {
+		t.Fatalf("found %d demo agents of the session: %v", len(pids), pids)
+	}
+	if err := os.WriteFile(filepath.Join("/proc", strconv.Itoa(pids[0]), "oom_score_adj"), []byte("1000"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "run busybox dd if=/dev/zero of=/dev/null bs=300M count=1"}); err != nil {
+		t.Fatal(err)
+	}
+	var got *berth.Session
+	waitFor(t, "the session to stop", func() bool {
+		got, _ = e.m.GetSession(ctx, s.ID)
+		return got != nil && got.State == berth.StateStopped
+	})
+	if got.StopReason != berth.StopAgentCrashed || got.Failure == nil || got.Failure.Kind != berth.FailSandbox || !strings.Contains(got.Failure.Message, "out of memory") {
+		t.Fatalf("stopped %s %+v, want agent_crashed with a sandbox failure saying out of memory", got.StopReason, got.Failure)
+	}
+	// The daemon goes on: another session starts and answers.
+	if res := e.prompt(e.create(berth.CreateRequest{}).ID, "echo alive"); res.Text != "alive" {
+		t.Errorf("after the OOM kill a new session answered %q", res.Text)
 	}
 }
