@@ -67,4 +67,13 @@ func TestSandboxLimitsThroughTheAPI(t *testing.T) {
 	if st, _ := s.api("POST", path+"/prompts?wait=true", map[string]string{"text": "echo still here"}, &r); st != 200 || r.Text != "still here" {
 		t.Fatalf("a turn after the OOM kill = %d %+v", st, r)
 	}
+
+	// The CLI: create --memory-mb, and show prints the limits.
+	id := strings.TrimSpace(s.cli(t, "create", "-q", "--agent", "demo", "--sandbox", "bwrap", "--memory-mb", "200"))
+	if out := s.cli(t, "show", id); !strings.Contains(out, "bwrap, no network, memory 200 MiB, /tmp 16 MiB") {
+		t.Errorf("berth show does not print the limits:\n%s", out)
+	}
+	if code, out := s.cliFails(t, "create", "--agent", "demo", "--sandbox", "host", "--memory-mb", "200"); code == 0 || !strings.Contains(out, "memory_mb cannot be enforced") {
+		t.Errorf("berth create --memory-mb on host: %d %s", code, out)
+	}
 }
