@@ -83,7 +83,9 @@ func findCgroupRoot(controller, v1File, v2File string) cgroupRoot {
 	}
 	var whys []string
 	for _, c := range candidates {
-		probe := filepath.Join(c.dir, "berth-probe-"+strconv.Itoa(os.Getpid()))
+		// Named for the controller too: under v2 the pids and memory
+		// probes may run at once in the same directory.
+		probe := filepath.Join(c.dir, "berth-probe-"+controller+"-"+strconv.Itoa(os.Getpid()))
 		if err := os.Mkdir(probe, 0o755); err != nil {
 			whys = append(whys, fmt.Sprintf("cannot make a cgroup in %s (run the daemon as root, or delegate it a cgroup): %v", c.dir, err))
 			continue
