@@ -103,6 +103,20 @@ const (
 type SandboxSpec struct {
 	Provider string `json:"provider"`
 	Network  bool   `json:"network"`
+	// Limits are the limits the provider enforces on the session's
+	// sandbox; absent (zero) where none is, and for a session created
+	// before they were recorded.
+	Limits SandboxLimitsInfo `json:"limits,omitzero"`
+}
+
+// SandboxLimitsInfo are a session's sandbox limits as the API shows them:
+// a field is absent (0) where nothing is enforced.
+type SandboxLimitsInfo struct {
+	// MemoryMB bounds the memory of the agent and everything it starts,
+	// swap and the private /tmp's files included, in MiB.
+	MemoryMB int `json:"memory_mb,omitempty"`
+	// TmpMB caps the size of the sandbox's private /tmp, in MiB.
+	TmpMB int `json:"tmp_mb,omitempty"`
 }
 
 // ACPInfo is what the agent told berth during the ACP handshake.
@@ -262,6 +276,11 @@ type CreateRequest struct {
 	// BerthTools, when false, leaves the berth MCP server out of the
 	// agent's mcpServers (CONTRACT §4.4); nil means true.
 	BerthTools *bool `json:"berth_tools,omitempty"`
+
+	// MemoryMB bounds the memory of the session's sandbox, in MiB; 0
+	// means [sandbox] memory_mb. A provider that cannot enforce it on this
+	// host refuses the session (EUnavailable).
+	MemoryMB int `json:"memory_mb,omitempty"`
 
 	// Worktree makes the workspace a new git worktree of a repository
 	// on a new branch (CONTRACT §4.1 v2); Repo and Branch are required,

@@ -110,9 +110,19 @@ type Sandbox struct {
 	// (DefaultHostUID); 1000..4294967294, not 65535. A daemon that is not
 	// root runs its sandboxes as itself and ignores it.
 	HostUID int `toml:"host_uid"`
-	// MemoryMB caps a session's memory where the provider can (docker).
-	// Default 2048; 0 means no cap.
+	// MemoryMB is the memory limit of sessions that ask for none (create's
+	// memory_mb), in MiB, swap and the private /tmp's files included:
+	// docker's engine limit, bwrap's memory cgroup where the daemon may
+	// make one (left out, with a runtime_warning, where it may not).
+	// Default 2048; 0 means no limit.
 	MemoryMB int `toml:"memory_mb"`
+	// MaxMemoryMB caps the memory_mb a session may ask for (400 past it).
+	// Default 0: no cap.
+	MaxMemoryMB int `toml:"max_memory_mb"`
+	// TmpMB caps the size of a bwrap or docker sandbox's private /tmp
+	// (and bwrap's /var/tmp), in MiB. Default 256; 0 leaves the kernel's
+	// default, half the host's memory.
+	TmpMB int `toml:"tmp_mb"`
 	// CPUs caps a session's CPU time, in CPUs, where the provider can
 	// (docker). Default 2; 0 means no cap.
 	CPUs float64 `toml:"cpus"`
@@ -159,7 +169,8 @@ type SandboxDocker struct {
 
 // Limits returns the sandbox limits the section sets.
 func (s *Sandbox) Limits() berth.SandboxLimits {
-	return berth.SandboxLimits{MemoryBytes: int64(s.MemoryMB) << 20, NanoCPUs: int64(s.CPUs * 1e9), Pids: int64(s.Pids)}
+	return berth.SandboxLimits{MemoryBytes: int64(s.MemoryMB) << 20, NanoCPUs: int64(s.CPUs * 1e9), Pids: int64(s.Pids),
+		TmpBytes: int64(s.TmpMB) << 20}
 }
 
 // Limits is the [limits] section.
@@ -226,6 +237,7 @@ func Default() *Config {
 			UID:          1000,
 			HostUID:      DefaultHostUID,
 			MemoryMB:     2048,
+			TmpMB:        256,
 			CPUs:         2,
 			Pids:         512,
 			Docker:       SandboxDocker{Image: DefaultDockerImage},
@@ -362,7 +374,19 @@ func (s *Sandbox) validate() error {
 	if s.HostUID == 65535 {
 		return invalid("sandbox.host_uid = 65535 is not a usable uid (it is -1 to 16-bit interfaces)")
 	}
-	if err := intRange("sandbox.memory_mb", s.MemoryMB, 0, 1<<30); err != nil {
+	if err := intRange("sandbox.memory_mb", s.MemoryMB, 0, 1<<24); err != nil {
+		return err
+	}
+	if s.MemoryMB > 0 && s.MemoryMB < 32 {
+		return invalid("sandbox.memory_mb = %d is too small for an agent (0, or 32 and up)", s.MemoryMB)
+	}
+	if err := intRange("sandbox.max_memory_mb", s.MaxMemoryMB, 0, 1<<24); err != nil {
+		return err
+	}
+	if s.MaxMemoryMB > 0 && s.MemoryMB > s.MaxMemoryMB {
+		return invalid("sandbox.memory_mb (%d) is over sandbox.max_memory_mb (%d)", s.MemoryMB, s.MaxMemoryMB)
+	}
+	if err := intRange("sandbox.tmp_mb", s.TmpMB, 0, 1<<24); err != nil {
 		return err
 	}
 	if err := intRange("sandbox.pids", s.Pids, 0, 1<<22); err != nil {

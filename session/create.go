@@ -79,6 +79,13 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if err := checkMCPNetwork(req.MCPServers, provider.Name(), network); err != nil {
 		return nil, err
 	}
+	limits, limitWarning, err := m.sandboxLimits(&req, provider)
+	if err != nil {
+		return nil, err
+	}
+	if limits, err = kid.memory(limits, req.MemoryMB); err != nil {
+		return nil, err
+	}
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}
@@ -102,6 +109,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
 		RootID: id,
 	}
+	s.Sandbox.Limits = limits
 	s.MCPServers = req.MCPServers
 	s.BerthTools = req.BerthTools == nil || *req.BerthTools
 	s.Mounts = req.Mounts
@@ -191,6 +199,9 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		"agent": spec.Name, "sandbox": s.Sandbox, "workspace": s.Workspace})
 	if netWarning != "" {
 		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": netWarning})
+	}
+	if limitWarning != "" {
+		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": limitWarning})
 	}
 	if unisolated {
 		rt.emit("", berth.EventRuntimeWarning, map[string]any{

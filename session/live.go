@@ -94,7 +94,7 @@ func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.Sa
 	}
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
 		Env: agentEnv(spec, s.ID, s.Env), Network: s.Sandbox.Network, Binds: binds,
-		Image: spec.DockerImage, Limits: m.opts.Sandbox.Limits, Hide: m.hidden()}
+		Image: spec.DockerImage, Limits: m.boxLimits(s), Hide: m.hidden()}
 }
 
 // homeDir is the session's private HOME.

@@ -67,10 +67,14 @@ type SandboxPolicy struct {
 	AllowNetwork     bool
 	// Network is the network setting of sessions that do not ask for it.
 	Network bool
-	// Limits are the resource limits every sandbox gets.
+	// Limits are the resource limits every sandbox gets; MemoryBytes is
+	// the default of sessions that ask for no memory_mb.
 	Limits berth.SandboxLimits
 	// Mounts are the [[sandbox.mounts]] sessions may ask for by name.
 	Mounts []berth.Mount
+	// MaxMemoryMB caps the memory_mb a session may ask for; 0 means no
+	// cap.
+	MaxMemoryMB int
 }
 
 // Options configure a Manager.

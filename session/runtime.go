@@ -509,6 +509,10 @@ func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.S
 		return berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg}
 	case st.Success():
 		return berth.StopAgentExited, nil
+	case st.Signal == "SIGKILL" && st.OOMKills > 0:
+		// Nobody sent it: the kernel did, at the sandbox's memory limit.
+		return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailSandbox,
+			Message: "out of memory: the sandbox reached its memory limit (memory_mb) and the kernel killed the agent\n" + msg}
 	}
 	return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailProcessExit, Message: msg}
 }

@@ -41,6 +41,7 @@ func (c *createFlags) add(fl *pflag.FlagSet, agent string) {
 	fl.StringVar(&c.req.Prompt, "prompt", "", "a first prompt, sent once the agent is ready")
 	fl.StringVar(&c.mcpConfig, "mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
 	c.wsOpts.add(fl)
+	fl.IntVar(&c.req.MemoryMB, "memory-mb", 0, "memory limit of the sandbox in MiB, swap and /tmp included (default: the daemon's [sandbox] memory_mb)")
 }
 
 // request is the create body the flags give, or a usage error.

@@ -38,6 +38,7 @@ func newRunCmd() *cobra.Command {
 	f.String("mode", "", "permission mode: approve-reads (default), approve-all, deny-all, or ask (answer each request here)")
 	f.String("config", "", "config file for an in-process daemon (default $BERTH_HOME/config.toml)")
 	f.String("mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
+	f.Int("memory-mb", 0, "memory limit of the sandbox in MiB, swap and /tmp included (default: the daemon's [sandbox] memory_mb)")
 	f.Bool("rm", false, "delete the session (its log and managed workspace) once the turn ends")
 	return cmd
 }
@@ -73,6 +74,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 	req.Agent, _ = f.GetString("agent")
 	req.Sandbox, _ = f.GetString("sandbox")
 	req.PermissionMode, _ = f.GetString("mode")
+	req.MemoryMB, _ = f.GetInt("memory-mb")
 	if ws, _ := f.GetString("workspace"); ws != "" {
 		if req.Workspace, err = filepath.Abs(ws); err != nil {
 			return usagef(cmd, "bad --workspace: %v", err)

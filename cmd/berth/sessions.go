@@ -174,7 +174,7 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	if s.Sandbox.Network {
 		net = "network"
 	}
-	row("sandbox", orDash(s.Sandbox.Provider)+", "+net)
+	row("sandbox", orDash(s.Sandbox.Provider)+", "+net+limitsText(s.Sandbox.Limits))
 	row("permissions", s.PermissionMode)
 	row("parent", s.ParentID)
 	if s.ParentID != "" {
@@ -239,4 +239,22 @@ func newRmCommand() *cobra.Command {
 			})
 		},
 	}
+}
+
+// limitsText is a sandbox's limits for `berth show` (", memory 96 MiB,
+// /tmp 64 MiB"); "" when none is recorded.
+func limitsText(l berth.SandboxLimitsInfo) string {
+	if l == (berth.SandboxLimitsInfo{}) {
+		return ""
+	}
+	out := ", memory "
+	if l.MemoryMB > 0 {
+		out += fmt.Sprintf("%d MiB", l.MemoryMB)
+	} else {
+		out += "unbounded"
+	}
+	if l.TmpMB > 0 {
+		out += fmt.Sprintf(", /tmp %d MiB", l.TmpMB)
+	}
+	return out
 }
