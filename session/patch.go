@@ -246,7 +246,14 @@ func checkPatch(info *berth.ACPInfo, p *berth.SessionPatch) error {
 				return e
 			}
 		case "boolean":
-			if t := strings.TrimSpace(string(v)); t != "true" && t != "false" {
+			// "true" and "false" as strings are taken too (the CLI sends strings).
+			switch strings.TrimSpace(string(v)) {
+			case `"true"`:
+				p.Config[k] = json.RawMessage("true")
+			case `"false"`:
+				p.Config[k] = json.RawMessage("false")
+			}
+			if t := strings.TrimSpace(string(p.Config[k])); t != "true" && t != "false" {
 				return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("config option %q takes true or false", k),
 					Details: map[string]any{"field": "config." + k, "option": k, "offered": []bool{false, true}}}
 			}
