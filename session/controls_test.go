@@ -193,6 +193,16 @@ func TestModeSurvivesResumeAndDaemonRestart(t *testing.T) {
 	if res := e.prompt(s.ID, "mode\nmodel"); res.Text != "mode: plan\nmodel: demo-large" {
 		t.Fatalf("the resumed agent says %q", res.Text)
 	}
+	// The agent reopened the conversation with its controls (session/load
+	// from its state dir): berth had nothing to set again.
+	for _, ev := range e.events(s.ID) {
+		if strings.Contains(string(ev.Data), `"source":"resume"`) || ev.Type == berth.EventRuntimeWarning {
+			t.Fatalf("the resume had to set a control again: %s %s", ev.Type, ev.Data)
+		}
+	}
+	if started := ofType(e.events(s.ID), berth.EventSessionStarted); !strings.Contains(string(started[1].Data), `"resumed_by":"load"`) {
+		t.Fatalf("not resumed by load: %s", started[1].Data)
+	}
 	e.close()
 	e.open()
 	got, err := e.m.GetSession(ctx, s.ID)
