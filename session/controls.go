@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -13,6 +14,35 @@ import (
 // This file turns what an agent says about its controls (modes, models,
 // config options, commands, title: CONTRACT §4.7) into the Session's acp
 // object. patch.go changes them.
+
+// Bounds on what an agent's controls may take in the Session (stored, and
+// sent with every list and change): past them items are dropped, text is
+// cut and raw JSON is left out.
+const (
+	maxControlItems = 128
+	maxControlText  = 1024
+	maxControlRaw   = 4096
+)
+
+// clip cuts s to maxControlText bytes at a rune boundary.
+func clip(s string) string {
+	if len(s) <= maxControlText {
+		return s
+	}
+	s = s[:maxControlText]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// rawIfSmall returns raw when it is small enough to keep.
+func rawIfSmall(raw json.RawMessage) json.RawMessage {
+	if len(raw) > maxControlRaw {
+		return nil
+	}
+	return raw
+}
 
 // Config option categories berth gives a place of their own.
 const (
@@ -79,9 +109,9 @@ func decodeModes(raw json.RawMessage) *berth.ACPModes {
 	if !present(raw) || json.Unmarshal(raw, &w) != nil {
 		return nil
 	}
-	m := &berth.ACPModes{Current: w.CurrentModeID, Available: []berth.ACPMode{}, Raw: raw}
-	for _, a := range w.AvailableModes {
-		m.Available = append(m.Available, berth.ACPMode{ID: a.ID, Name: a.Name, Description: a.Description})
+	m := &berth.ACPModes{Current: clip(w.CurrentModeID), Available: []berth.ACPMode{}, Raw: rawIfSmall(raw)}
+	for _, a := range w.AvailableModes[:min(len(w.AvailableModes), maxControlItems)] {
+		m.Available = append(m.Available, berth.ACPMode{ID: clip(a.ID), Name: clip(a.Name), Description: clip(a.Description)})
 	}
 	return m
 }
@@ -92,9 +122,9 @@ func decodeModels(raw json.RawMessage) *berth.ACPModels {
 	if !present(raw) || json.Unmarshal(raw, &w) != nil {
 		return nil
 	}
-	m := &berth.ACPModels{Current: w.CurrentModelID, Available: []berth.ACPModel{}, Raw: raw}
-	for _, a := range w.AvailableModels {
-		m.Available = append(m.Available, berth.ACPModel{ID: a.ModelID, Name: a.Name, Description: a.Description})
+	m := &berth.ACPModels{Current: clip(w.CurrentModelID), Available: []berth.ACPModel{}, Raw: rawIfSmall(raw)}
+	for _, a := range w.AvailableModels[:min(len(w.AvailableModels), maxControlItems)] {
+		m.Available = append(m.Available, berth.ACPModel{ID: clip(a.ModelID), Name: clip(a.Name), Description: clip(a.Description)})
 	}
 	return m
 }
@@ -108,25 +138,30 @@ func decodeConfigOptions(raw json.RawMessage) (opts []berth.ACPConfigOption, ok 
 		return nil, false
 	}
 	opts = []berth.ACPConfigOption{}
-	for _, item := range items {
+	for _, item := range items[:min(len(items), maxControlItems)] {
 		var w configOptionWire
 		if json.Unmarshal(item, &w) != nil {
-			opts = append(opts, berth.ACPConfigOption{Raw: item})
+			opts = append(opts, berth.ACPConfigOption{Current: json.RawMessage("null"), Raw: rawIfSmall(item)})
 			continue
 		}
-		o := berth.ACPConfigOption{ID: w.ID, Name: w.Name, Type: w.Type, Category: w.Category,
-			Description: w.Description, Current: w.CurrentValue, Raw: item}
-		if len(o.Current) == 0 {
+		o := berth.ACPConfigOption{ID: clip(w.ID), Name: clip(w.Name), Type: clip(w.Type), Category: clip(w.Category),
+			Description: clip(w.Description), Current: w.CurrentValue, Raw: rawIfSmall(item)}
+		if len(o.Current) == 0 || len(o.Current) > maxControlText {
 			o.Current = json.RawMessage("null")
+		}
+		add := func(v configValueWire, group string) {
+			if len(o.Options) < maxControlItems {
+				o.Options = append(o.Options, berth.ACPConfigValue{Value: clip(v.Value), Name: clip(v.Name), Description: clip(v.Description), Group: clip(group)})
+			}
 		}
 		for _, v := range w.Options {
 			if len(v.Options) > 0 || v.Group != "" {
 				for _, g := range v.Options {
-					o.Options = append(o.Options, berth.ACPConfigValue{Value: g.Value, Name: g.Name, Description: g.Description, Group: v.Group})
+					add(g, v.Group)
 				}
 				continue
 			}
-			o.Options = append(o.Options, berth.ACPConfigValue{Value: v.Value, Name: v.Name, Description: v.Description})
+			add(v.configValueWire, "")
 		}
 		opts = append(opts, o)
 	}
@@ -141,14 +176,14 @@ func decodeCommands(update json.RawMessage) []berth.ACPCommand {
 	}
 	_ = json.Unmarshal(update, &w)
 	out := []berth.ACPCommand{}
-	for _, raw := range w.AvailableCommands {
+	for _, raw := range w.AvailableCommands[:min(len(w.AvailableCommands), maxControlItems)] {
 		var c commandWire
 		if json.Unmarshal(raw, &c) != nil {
 			continue
 		}
-		cmd := berth.ACPCommand{Name: c.Name, Description: c.Description, Raw: raw}
+		cmd := berth.ACPCommand{Name: clip(c.Name), Description: clip(c.Description), Raw: rawIfSmall(raw)}
 		if c.Input != nil {
-			cmd.InputHint = c.Input.Hint
+			cmd.InputHint = clip(c.Input.Hint)
 		}
 		out = append(out, cmd)
 	}

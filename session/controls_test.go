@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -280,5 +281,23 @@ func TestUnstableModelsStateAndTitle(t *testing.T) {
 	got, _ = e.m.GetSession(ctx, s.ID)
 	if got.Title != "Fix [31m login" {
 		t.Fatalf("title = %q", got.Title)
+	}
+}
+
+func TestAnAgentsControlsAreBounded(t *testing.T) {
+	var cmds []string
+	for i := range 1000 {
+		cmds = append(cmds, fmt.Sprintf(`{"name":"c%d","description":%q}`, i, strings.Repeat("d", 5000)))
+	}
+	got := decodeCommands(json.RawMessage(`{"sessionUpdate":"available_commands_update","availableCommands":[` + strings.Join(cmds, ",") + `]}`))
+	if len(got) != maxControlItems || len(got[0].Description) != maxControlText || got[0].Raw != nil {
+		t.Fatalf("%d commands, description %d bytes, raw %d bytes", len(got), len(got[0].Description), len(got[0].Raw))
+	}
+	opts, ok := decodeConfigOptions(json.RawMessage(`[{"id":"x","name":"X","type":"select","currentValue":"a","options":[{"group":"g","name":"G","options":[{"value":"a","name":"A"},{"value":"b","name":"B"}]}]}]`))
+	if !ok || len(opts) != 1 || !slices.Equal(opts[0].Values(), []string{"a", "b"}) || opts[0].Options[1].Group != "g" {
+		t.Fatalf("grouped option = %+v", opts)
+	}
+	if clip(strings.Repeat("é", 1000)) != strings.Repeat("é", 512) {
+		t.Fatal("clip cut a rune")
 	}
 }
