@@ -65,7 +65,7 @@ func TestPromptRunsATurnWithAContiguousLog(t *testing.T) {
 			t.Errorf("no %s in %v", typ, got)
 		}
 	}
-	for _, ev := range evs[2:] {
+	for _, ev := range evs[3:] {
 		if ev.TurnID != res.TurnID {
 			t.Fatalf("%s event %d carries turn %q, want %q", ev.Type, ev.Seq, ev.TurnID, res.TurnID)
 		}
