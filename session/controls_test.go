@@ -267,7 +267,7 @@ func TestUnstableModelsStateAndTitle(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	s := e.create(berth.CreateRequest{Agent: "scripted"})
-	if s.ACP.Models == nil || s.ACP.Models.Current != "m1" || s.ACP.Models.ConfigID != "" || len(s.ACP.Models.Available) != 2 {
+	if s.ACP.Models == nil || s.ACP.Models.Current != "m1" || s.ACP.Models.ConfigID != "" || len(s.ACP.Models.Available) != 3 {
 		t.Fatalf("models = %+v", s.ACP.Models)
 	}
 	got, err := e.m.PatchSession(ctx, s.ID, berth.SessionPatch{Model: "m2"})
@@ -276,6 +276,17 @@ func TestUnstableModelsStateAndTitle(t *testing.T) {
 	}
 	if _, err := e.m.PatchSession(ctx, s.ID, berth.SessionPatch{Mode: "plan"}); !berth.IsCode(err, berth.EConflict) {
 		t.Fatalf("mode of an agent without modes: %v", err)
+	}
+	// The agent fails part-way: the answer says what was applied.
+	_, err = e.m.PatchSession(ctx, s.ID, berth.SessionPatch{Name: strp("half"), Model: "m3"})
+	d := berth.ErrorDetails(err)
+	if !berth.IsCode(err, berth.EUnavailable) || d["field"] != "model" || !slices.Equal(d["applied"].([]string), []string{"name"}) ||
+		!strings.Contains(err.Error(), "model m3 is down") {
+		t.Fatalf("a refused model = %v (details %v)", err, d)
+	}
+	got, _ = e.m.GetSession(ctx, s.ID)
+	if got.Name != "half" || got.ACP.Models.Current != "m2" {
+		t.Fatalf("after the partial patch: name %q model %q", got.Name, got.ACP.Models.Current)
 	}
 	e.prompt(s.ID, "title")
 	got, _ = e.m.GetSession(ctx, s.ID)

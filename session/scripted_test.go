@@ -48,8 +48,12 @@ func scriptedAgent(in io.Reader, out io.Writer) int {
 			update(`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"early"}]}`)
 			send(`{"jsonrpc":"2.0","method":"_auth/status_update","params":{"state":"ok"}}`)
 			// The older unstable models state, offered without config options.
-			send(`{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"scripted-1","models":{"currentModelId":"m1","availableModels":[{"modelId":"m1","name":"M1"},{"modelId":"m2","name":"M2"}]}}}`, m.ID)
+			send(`{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"scripted-1","models":{"currentModelId":"m1","availableModels":[{"modelId":"m1","name":"M1"},{"modelId":"m2","name":"M2"},{"modelId":"m3","name":"Offered but refused"}]}}}`, m.ID)
 		case "session/set_model":
+			if strings.Contains(sc.Text(), `"modelId":"m3"`) {
+				send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"model m3 is down"}}`, m.ID)
+				continue
+			}
 			send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
 		case "session/prompt":
 			text := ""
