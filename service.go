@@ -34,6 +34,13 @@ type SessionService interface {
 	// StopSession stops the agent and returns the stopped session; stopping
 	// a stopped session returns it unchanged. ENotFound.
 	StopSession(ctx context.Context, id string) (*Session, error)
+	// PatchSession changes a session's name and labels, and its agent's
+	// mode, model and config options through ACP (CONTRACT §4.7), in that
+	// order. EInvalid for a bad name or label, or a value the agent does
+	// not offer (Details list what it offers); EConflict when the agent
+	// lacks the capability or the session is not active; ENotFound. An
+	// error after some fields were applied names them in Details["applied"].
+	PatchSession(ctx context.Context, id string, p SessionPatch) (*Session, error)
 	// DeleteSession stops the session, then deletes its log and managed
 	// workspace. ENotFound.
 	DeleteSession(ctx context.Context, id string) error

@@ -126,6 +126,12 @@ type ACPInfo struct {
 	AgentInfo       json.RawMessage `json:"agent_info,omitempty"`
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
 	AuthMethods     json.RawMessage `json:"auth_methods,omitempty"`
+	// Modes, Models, ConfigOptions and Commands are what the agent offers
+	// (CONTRACT §4.7), kept current from its updates (controls.go).
+	Modes         *ACPModes         `json:"modes,omitempty"`
+	Models        *ACPModels        `json:"models,omitempty"`
+	ConfigOptions []ACPConfigOption `json:"config_options,omitempty"`
+	Commands      []ACPCommand      `json:"commands,omitempty"`
 }
 
 // QueueInfo summarises a session's input queue.
@@ -137,8 +143,10 @@ type QueueInfo struct {
 // Session is one agent conversation in one workspace, under one sandbox.
 // Fields tagged json:"-" are stored but never shown over the API.
 type Session struct {
-	ID                 string            `json:"id"`
-	Name               string            `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Title is the agent's title for the conversation (session_info_update).
+	Title              string            `json:"title,omitempty"`
 	Agent              string            `json:"agent"`
 	State              State             `json:"state"`
 	Badge              Badge             `json:"badge"`

@@ -91,8 +91,9 @@ type NewSessionRequest struct {
 
 // NewSessionResponse answers session/new.
 type NewSessionResponse struct {
-	SessionID string          `json:"sessionId"`
-	Modes     json.RawMessage `json:"modes,omitempty"`
+	SessionID string `json:"sessionId"`
+	// SessionSetup is the modes, models and config options it offers.
+	SessionSetup
 }
 
 // LoadSessionRequest reopens a stored ACP session (session/load) or resumes

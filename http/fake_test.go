@@ -376,6 +376,21 @@ func (f *fakeService) CancelQueueEntry(_ context.Context, id, entryID string) er
 	return berth.Errorf(berth.ENotFound, "no pending entry %s", entryID)
 }
 
+// PatchSession implements berth.SessionService.
+func (f *fakeService) PatchSession(_ context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.session(id)
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	if p.Name != nil {
+		c.Name = *p.Name
+	}
+	return &c, nil
+}
+
 // ResumeSession implements berth.SessionService.
 func (f *fakeService) ResumeSession(_ context.Context, id string) (*berth.Session, error) {
 	f.mu.Lock()

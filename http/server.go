@@ -144,6 +144,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions", s.handleCreateSession)
 	s.handle("GET /v1/sessions", s.handleListSessions)
 	s.handle("GET /v1/sessions/{id}", s.handleGetSession)
+	s.handle("PATCH /v1/sessions/{id}", s.handlePatchSession)
 	s.handle("POST /v1/sessions/{id}/stop", s.handleStopSession)
 	s.handle("DELETE /v1/sessions/{id}", s.handleDeleteSession)
 	s.handle("POST /v1/sessions/{id}/prompts", s.handlePrompt)

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
@@ -244,9 +242,8 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown agent %q", req.Agent),
 			Details: map[string]any{"field": "agent"}}
 	}
-	if len(req.Name) > maxNameBytes || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 || !utf8.ValidString(req.Name) {
-		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Details: map[string]any{"field": "name"},
-			Message: fmt.Sprintf("name must be at most %d bytes of UTF-8 text without control characters", maxNameBytes)}
+	if err := validateName(req.Name); err != nil {
+		return spec, nil, false, err
 	}
 	if req.PermissionMode == "" {
 		req.PermissionMode = berth.PermApproveReads
@@ -300,8 +297,8 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		return spec, nil, false, berth.Errorf(berth.EInvalid, "at most %d labels", maxLabels)
 	}
 	for k := range req.Labels {
-		if k == "" || strings.ContainsAny(k, "=,") {
-			return spec, nil, false, berth.Errorf(berth.EInvalid, "label key %q is not valid", k)
+		if err := validateLabelKey(k); err != nil {
+			return spec, nil, false, err
 		}
 	}
 	for k := range req.Env {

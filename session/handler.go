@@ -44,11 +44,21 @@ type rawData struct {
 // SessionUpdate maps one ACP update to one event, in arrival order. The
 // event is tagged with the turn in flight, if any.
 func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
+	rt := h.rt
+	// What the agent offers is kept current, from a replay too.
+	ctl := controlUpdateOf(&u)
+	if ctl != nil {
+		rt.mu.Lock()
+		rt.applyControlLocked(ctl)
+		rt.mu.Unlock()
+	}
 	if h.replaying.Load() {
 		return
 	}
-	rt := h.rt
 	typ, data := updateEvent(&u)
+	if ctl != nil && ctl.data != nil {
+		data, _ = json.Marshal(ctl.data)
+	}
 	// A session past its budget of bytes in flight waits here, before it
 	// takes the runtime's lock: the agent is held back, the API is not.
 	if err := rt.m.log.WaitRoom(context.Background(), rt.id, len(data)); err != nil {

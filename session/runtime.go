@@ -121,6 +121,9 @@ type runtime struct {
 	recordMu sync.RWMutex
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
+	// controls serialises changes of the agent's mode, model and config
+	// (patch.go).
+	controls controlsLock
 	// published is the Session JSON last published on the all-sessions
 	// stream (see changes.go).
 	published []byte

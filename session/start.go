@@ -133,7 +133,11 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 		_ = rt.handshakeFailed(ctx, "initialize", err)
 		return err
 	}
-	acpID, resumedBy, err := rt.openACPSession(hctx, &init, handler)
+	rt.mu.Lock()
+	// The controls the session had before a resume, to set again.
+	before := controlsOf(rt.sess.ACP)
+	rt.mu.Unlock()
+	acpID, resumedBy, setup, err := rt.openACPSession(hctx, &init, handler)
 	if err != nil {
 		return rt.handshakeFailed(ctx, "session/new", err)
 	}
@@ -150,12 +154,22 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 		return nil
 	}
 	rt.acpID = acpID
+	// What the agent offers: what its updates said so far, then its answer.
+	ctl := controlsOf(rt.sess.ACP)
+	applySetup(&ctl, setup)
+	info = withControls(info, ctl)
 	err = rt.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) { s.State, s.ACP = berth.StateActive, info })
 	if err == nil {
 		rt.emit("", berth.EventSessionStarted, map[string]any{
 			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
 			"capabilities": info.Capabilities, "resumed_by": resumedBy})
 		rt.logger.Info("session started", "agent", rt.spec.Name, "resumed_by", resumedBy)
+		if rt.resumed {
+			// Before the queue runs, the session gets its mode and config back.
+			rt.mu.Unlock()
+			rt.reapplyControls(hctx, before)
+			rt.mu.Lock()
+		}
 		// A resumed session runs what it had queued.
 		rt.dispatchLocked(ctx)
 	}
@@ -176,7 +190,7 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 // conversation the agent cannot reopen becomes a new one whose first
 // prompt carries the transcript so far ("transcript"), with a
 // runtime_warning when reopening failed.
-func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, error) {
+func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, acp.SessionSetup, error) {
 	prev := rt.resumeFrom
 	caps := init.Capabilities()
 	rt.mu.Lock()
@@ -188,21 +202,24 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	}
 	if prev == "" {
 		ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
-		return ns.SessionID, "", err
+		return ns.SessionID, "", ns.SessionSetup, err
 	}
 	var err error
+	var setup acp.SessionSetup
 	how := ""
 	switch {
 	case caps.LoadSession:
 		// The replayed history is in the log already.
 		h.replaying.Store(true)
-		how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace, mcp)
+		how = "load"
+		setup, err = rt.client.LoadSessionSetup(ctx, prev, rt.workspace, mcp)
 		h.replaying.Store(false)
 	case caps.CanResume():
-		how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace, mcp)
+		how = "resume"
+		setup, err = rt.client.ResumeSessionSetup(ctx, prev, rt.workspace, mcp)
 	}
 	if how != "" && err == nil {
-		return prev, how, nil
+		return prev, how, setup, nil
 	}
 	if err != nil {
 		rt.mu.Lock()
@@ -215,7 +232,7 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	}
 	ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 	if err != nil {
-		return "", "", err
+		return "", "", acp.SessionSetup{}, err
 	}
 	carry, terr := rt.m.transcriptPreamble(ctx, rt.id)
 	if terr != nil {
@@ -224,7 +241,7 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	rt.mu.Lock()
 	rt.carry = carry
 	rt.mu.Unlock()
-	return ns.SessionID, "transcript", nil
+	return ns.SessionID, "transcript", ns.SessionSetup, nil
 }
 
 // handshakeFailed stops a session whose agent did not complete the

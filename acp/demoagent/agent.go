@@ -42,6 +42,8 @@ type agent struct {
 
 	// noMCPHTTP hides MCP over HTTP: only stdio servers are offered.
 	noMCPHTTP bool
+	// noControls hides modes, config options and commands (controls.go).
+	noControls bool
 
 	hung     chan struct{}
 	hungOnce sync.Once
@@ -72,6 +74,8 @@ type session struct {
 	cwd string
 	// mcp are the MCP servers the client gave in session/new or session/load.
 	mcp []acp.McpServer
+	// ctl are the session's mode, model and verbosity (zero: the defaults).
+	ctl controls
 }
 
 func (s *session) getCwd() string {
@@ -233,7 +237,11 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	a.mu.Lock()
 	a.sessions[id] = &session{id: id, log: log, cwd: p.Cwd, mcp: p.McpServers}
 	a.mu.Unlock()
-	return acp.NewSessionResponse{SessionId: acp.SessionId(id)}, nil
+	if err := a.sendCommands(ctx, id); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	return acp.NewSessionResponse{SessionId: acp.SessionId(id), Modes: a.modeState(defaultControls),
+		ConfigOptions: a.configOptions(defaultControls)}, nil
 }
 
 // LoadSession implements acp.AgentLoader: it replays the stored conversation
@@ -274,13 +282,23 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	s.setCwd(p.Cwd)
 	s.setMCP(p.McpServers)
 	rp := &replayer{a: a, ctx: ctx, sid: s.id}
-	if err := s.log.replay(rp.add); err != nil {
+	err = s.log.replay(func(r record) error {
+		if r.Type == recControls {
+			s.restoreControls(r)
+		}
+		return rp.add(r)
+	})
+	if err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
 	if err := rp.flush(); err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
-	return acp.LoadSessionResponse{}, nil
+	if err := a.sendCommands(ctx, s.id); err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	c := s.getControls()
+	return acp.LoadSessionResponse{Modes: a.modeState(c), ConfigOptions: a.configOptions(c)}, nil
 }
 
 // Prompt implements acp.Agent: it runs the prompt's lines as commands.
@@ -379,14 +397,4 @@ func (a *agent) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (ac
 // ResumeSession implements acp.Agent (unsupported: use session/load).
 func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
 	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
-}
-
-// SetSessionConfigOption implements acp.Agent (unsupported).
-func (a *agent) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
-}
-
-// SetSessionMode implements acp.Agent (unsupported).
-func (a *agent) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
 }

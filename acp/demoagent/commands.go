@@ -30,6 +30,7 @@ import (
 //	stderr TEXT        writes TEXT and a newline to stderr
 //	plan A|B|C         plan update, entries pending / medium
 //	usage USED SIZE    usage_update
+//	mode, model, config, /echo, /plan: see controls.go
 //	mcp SERVER TOOL JSON  tool_call (fetch) + tools/call of TOOL with the
 //	                   JSON object on the session's MCP server SERVER; then
 //	                   the tool's text, or "mcp error: …"
@@ -114,6 +115,9 @@ func (t *turn) run(text string) (acp.StopReason, error) {
 func (t *turn) exec(line string) error {
 	word, args := cutWord(line)
 	if cmd, ok := commands[word]; ok {
+		if t.refusedInPlan(word) {
+			return t.say("refused in plan mode: " + word)
+		}
 		return cmd(t, args)
 	}
 	return t.say(line)

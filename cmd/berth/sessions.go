@@ -155,6 +155,7 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	}
 	row("id", s.ID)
 	row("name", s.Name)
+	row("title", s.Title)
 	row("agent", s.Agent)
 	row("state", string(s.State))
 	row("status", statusText(s))
@@ -183,6 +184,9 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	}
 	if len(s.Labels) > 0 {
 		row("labels", labelsText(s.Labels))
+	}
+	for _, r := range controlsRows(s) {
+		row(r[0], r[1])
 	}
 	row("mcp servers", mcpServersText(s.MCPServers))
 	row("created", when(s.CreatedAt))

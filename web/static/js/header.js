@@ -59,6 +59,8 @@ export function create(id, hooks) {
 
   return {
     element,
+    // slot is where the agent's controls mount (session.js).
+    slot: controls,
     // update shows session s.
     update(s) {
       title.textContent = s.name || s.id;

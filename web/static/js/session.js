@@ -3,10 +3,9 @@
 // with the session's SSE stream from the last seq shown), the prompt box,
 // the pending queue and the exec console.
 //
-// Agent controls (mode/model/config pickers, commands, elicitations,
-// checkpoints, rewind, fork, clear) are not in the API yet; when they are,
-// they mount in the `controls` slot of the header (see header.js) and
-// their events render in transcript.js.
+// The agent's controls (mode/model/config pickers, commands: controls.js)
+// mount in the `controls` slot of the header (see header.js); other
+// controls that come (elicitations, checkpoints, clear) go there too.
 
 import { api, sessionPath } from './api.js';
 import { h } from './dom.js';
@@ -16,6 +15,7 @@ import * as header from './header.js';
 import * as promptbox from './promptbox.js';
 import * as queue from './queue.js';
 import * as execConsole from './exec.js';
+import * as agentControls from './controls.js';
 
 // PAGE is how many events one replay request asks for (the API's max).
 const PAGE = 1000;
@@ -38,7 +38,8 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
 // REFRESH_ON are the event types after which the header and queue are
 // fetched again (state, badge, queue and permissions change with them).
 const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
-  'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved']);
+  'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved', 'mode_update', 'config_update',
+  'commands_update', 'acp_unknown']);
 
 // mount shows session id in main and returns its unmount.
 export function mount(main, id) {
@@ -48,6 +49,8 @@ export function mount(main, id) {
   const q = queue.create(id);
   const box = promptbox.create(id, { onSent: refresh });
   const ex = execConsole.create(id);
+  const ctl = agentControls.create(id, { onChange: refresh, prompt: box.element.querySelector('textarea') });
+  head.slot.append(ctl.element);
   const t = new Transcript(log, {
     decide: (p, optionId) => api('POST', sessionPath(id, `/permissions/${encodeURIComponent(p.id)}`), { option_id: optionId }),
     usage: (d) => head.setUsage(d),
@@ -70,7 +73,9 @@ export function mount(main, id) {
     clearTimeout(refreshTimer);
     refreshTimer = setTimeout(async () => {
       try {
-        head.update(await api('GET', sessionPath(id)));
+        const s = await api('GET', sessionPath(id));
+        head.update(s);
+        ctl.update(s);
       } catch (e) {
         head.error(e);
       }
@@ -102,6 +107,7 @@ export function mount(main, id) {
       return;
     }
     head.update(s);
+    ctl.update(s);
     q.refresh();
     await replay(id, s.last_seq, t, () => closed);
     loading.remove();

@@ -306,6 +306,9 @@ function summary(ev) {
     case 'runtime_recovered': return 'Runtime recovered';
     case 'child_started': return `Child started: ${d.name || d.child_id} (${d.agent})`;
     case 'child_stopped': return `Child stopped: ${d.child_id} (${d.stop_reason})`;
+    case 'mode_update': return `Mode: ${d.current ?? (d.raw && d.raw.currentModeId) ?? '?'}${d.source && d.source !== 'agent' ? ` (set by ${d.source})` : ''}`;
+    case 'config_update': return `Config: ${Object.entries(d.changed || {}).map(([k, v]) => `${k}=${v}`).join(' ') || 'options changed'}${d.source && d.source !== 'agent' ? ` (set by ${d.source})` : ''}`;
+    case 'commands_update': return `Commands: ${(d.commands || (d.raw && d.raw.availableCommands) || []).map((c) => `/${c.name}`).join(' ')}`;
     default: return ev.type.replaceAll('_', ' ');
   }
 }
