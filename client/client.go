@@ -570,3 +570,9 @@ func (c *Client) LoginCode(ctx context.Context) (*LoginCode, error) {
 	}
 	return &lc, nil
 }
+
+// PatchSession changes a session's name, labels, and the agent's mode,
+// model or config options (CONTRACT §4.7).
+func (c *Client) PatchSession(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
+	return call[berth.Session](ctx, c, http.MethodPatch, sessionPath(id, ""), nil, p)
+}

@@ -1,7 +1,6 @@
 package http
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/berth-sh/berth"
@@ -21,13 +20,4 @@ func (s *Server) handlePatchSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, sess)
-}
-
-// PatchSession changes a session's name, labels, mode, model or config.
-func (c *Client) PatchSession(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
-	var s berth.Session
-	if err := c.Do(ctx, http.MethodPatch, sessionPath(id, ""), nil, p, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -64,16 +63,6 @@ func checkFiles(files map[string]string) error {
 			Details: map[string]any{"field": "files", "limit": MaxCreateFilesBytes}}
 	}
 	return nil
-}
-
-// sortedKeys is m's keys in order.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // writeFiles writes files (checked by checkFiles) into the workspace ws,

@@ -17,10 +17,10 @@ import (
 	"github.com/berth-sh/berth/sandbox/host"
 )
 
-// bwrapEnv is a manager whose default sandbox is bwrap with the given
+// bwrapLimitsEnv is a manager whose default sandbox is bwrap with the given
 // memory default and /tmp cap; it skips where bwrap or its memory cgroup
 // is missing.
-func bwrapEnv(t *testing.T, memoryMB, tmpMB int) *env {
+func bwrapLimitsEnv(t *testing.T, memoryMB, tmpMB int) *env {
 	t.Helper()
 	p := bwrap.New(bwrap.Options{})
 	if err := p.Probe(context.Background()); err != nil {
@@ -44,7 +44,7 @@ func bwrapEnv(t *testing.T, memoryMB, tmpMB int) *env {
 // control: the same allocation in a session with the default, larger
 // limit succeeds.
 func TestMemoryLimitOfASession(t *testing.T) {
-	e := bwrapEnv(t, 2048, 64)
+	e := bwrapLimitsEnv(t, 2048, 64)
 	s := e.create(berth.CreateRequest{MemoryMB: 96, PermissionMode: berth.PermApproveAll})
 	if s.State != berth.StateActive {
 		t.Fatalf("state %s: %+v", s.State, s.Failure)
@@ -226,7 +226,7 @@ func agentPids(t *testing.T, id string) []int {
 // a command of its allocates past the limit.
 func TestAgentKilledAtTheMemoryLimit(t *testing.T) {
 	testenv.NeedRoot(t, "raising the agent's oom_score_adj from the host")
-	e := bwrapEnv(t, 2048, 64)
+	e := bwrapLimitsEnv(t, 2048, 64)
 	s := e.create(berth.CreateRequest{MemoryMB: 96, PermissionMode: berth.PermApproveAll})
 	pids := agentPids(t, s.ID)
 	if len(pids) != 1 {
