@@ -180,11 +180,11 @@ type turn struct {
 	text            strings.Builder
 	textCut         bool
 	cancelRequested bool
-	// steerText is a steer taken at a tool-call boundary and waiting for the
+	// steerIn is a steer taken at a tool-call boundary and waiting for the
 	// answer to the cancelled prompt; continueWith is it once that came.
-	steerText    string
+	steerIn      input
 	steerID      string
-	continueWith string
+	continueWith input
 	// steerCancelSent is closed once the steer's session/cancel is written.
 	steerCancelSent chan struct{}
 	// promptSent is closed once the turn's current prompt is written (or
