@@ -401,3 +401,26 @@ func (c *Client) LoginCode(ctx context.Context) (*LoginCode, error) {
 	}
 	return &lc, nil
 }
+
+// Authenticate runs ACP authenticate with one of the session's auth methods.
+func (c *Client) Authenticate(ctx context.Context, id, methodID string) (*berth.Session, error) {
+	var s berth.Session
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/authenticate"), nil, AuthenticateRequest{MethodID: methodID}, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// ClearSession gives the session a new agent conversation; cancel cancels
+// a turn in flight first.
+func (c *Client) ClearSession(ctx context.Context, id string, cancel bool) (*berth.Session, error) {
+	var q url.Values
+	if cancel {
+		q = url.Values{"cancel": {"true"}}
+	}
+	var s berth.Session
+	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/clear"), q, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -196,4 +197,15 @@ func mimeOf(name string, data []byte) string {
 		return t
 	}
 	return http.DetectContentType(data)
+}
+
+// attachmentLine names a non-text block for a transcript replayed as text.
+func attachmentLine(b *berth.ContentBlock) string {
+	switch {
+	case b.Path != "":
+		return fmt.Sprintf("file %s (%d bytes)", b.Path, b.Bytes)
+	case b.Type == berth.ContentImage || b.Type == berth.ContentAudio:
+		return fmt.Sprintf("%s %s (%d bytes)", b.Type, b.MimeType, b.Bytes)
+	}
+	return fmt.Sprintf("%s %s", b.Type, b.URI)
 }

@@ -103,7 +103,7 @@ func (rt *runtime) deliverSteerLocked(t *turn) {
 		defer close(sent)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
+		if err := rt.client.Cancel(ctx, rt.acpSession()); err != nil {
 			rt.logger.Warn("session/cancel for a steer not sent", "err", err)
 		}
 	}()

@@ -135,6 +135,13 @@ func (rt *runtime) prompt(ctx context.Context, mode string, in input) (*berth.Pr
 
 // acceptingLocked says whether the session can take input now.
 func (rt *runtime) acceptingLocked() error {
+	if rt.sess.State == berth.StateStarting && rt.sess.NeedsAuth && rt.stopReason == "" && !rt.exited {
+		return &berth.Error{Code: berth.EConflict, Message: "the agent needs authentication first: POST /v1/sessions/" + rt.id + "/authenticate with one of acp.auth_methods",
+			Details: map[string]any{"badge": berth.BadgeNeedsAuth}}
+	}
+	if rt.clearing && rt.sess.State == berth.StateActive {
+		return berth.Errorf(berth.EConflict, "the session's conversation is being cleared")
+	}
 	if rt.sess.State != berth.StateActive || rt.stopReason != "" || rt.exited {
 		return berth.Errorf(berth.EConflict, "session is %s", rt.sess.State)
 	}

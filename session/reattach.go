@@ -116,7 +116,7 @@ func (m *Manager) recoverRuntime(s *berth.Session, p *shim.Proc) (*runtime, erro
 	rt := m.newRuntime(s, spec)
 	rt.provider, rt.shim, rt.boxRef, rt.shimSocket = provider, p, p.Hello().Ref, s.ShimSocket
 	rt.boxCfg = m.sandboxConfig(s, spec)
-	rt.acpID = s.ACP.SessionID
+	rt.setACPSession(s.ACP.SessionID)
 	return rt, nil
 }
 

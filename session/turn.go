@@ -90,7 +90,7 @@ func (rt *runtime) runTurn(t *turn, in input) {
 		// session/cancel waits for the prompt to be written: it must never overtake it.
 		sent := t.promptSent
 		ctx := acp.WithSent(context.Background(), func() { closeOnce(sent) })
-		resp, err := rt.client.PromptThen(ctx, rt.acpID, answered, in.blocks(carry)...)
+		resp, err := rt.client.PromptThen(ctx, rt.acpSession(), answered, in.blocks(carry)...)
 		carry = ""
 		closeOnce(sent)
 		if next, ok := rt.takeSteer(t); ok {
@@ -378,7 +378,7 @@ func (rt *runtime) cancelTurnLocked(t *turn) {
 		case <-sent:
 		case <-ctx.Done():
 		}
-		if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
+		if err := rt.client.Cancel(ctx, rt.acpSession()); err != nil {
 			rt.logger.Warn("session/cancel not sent", "err", err)
 		}
 	}()
