@@ -64,6 +64,8 @@ func newRootCommand() *cobra.Command {
 		newRmCommand(),
 		newApproveCommand(),
 		newResumeCommand(),
+		newClearCommand(),
+		newAuthenticateCommand(),
 		newSpawnCommand(),
 		newChildrenCommand(),
 		newQueueCommand(),

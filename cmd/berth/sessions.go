@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 	bhttp "github.com/berth-sh/berth/http"
 	"github.com/spf13/cobra"
 )
@@ -180,6 +181,13 @@ func writeSession(w io.Writer, s *berth.Session) error {
 		row("labels", labelsText(s.Labels))
 	}
 	row("mcp servers", mcpServersText(s.MCPServers))
+	if ms := acp.AuthMethodsOf(s.ACP.AuthMethods); len(ms) > 0 {
+		ids := make([]string, len(ms))
+		for i, m := range ms {
+			ids[i] = m.ID
+		}
+		row("auth methods", strings.Join(ids, ", "))
+	}
 	row("created", when(s.CreatedAt))
 	row("last activity", when(s.LastActivityAt))
 	if s.ExpiresAt != nil {
