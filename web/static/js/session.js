@@ -16,6 +16,7 @@ import * as header from './header.js';
 import * as promptbox from './promptbox.js';
 import * as queue from './queue.js';
 import * as execConsole from './exec.js';
+import * as conversation from './conversation.js';
 
 // PAGE is how many events one replay request asks for (the API's max).
 const PAGE = 1000;
@@ -38,13 +39,15 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
 // REFRESH_ON are the event types after which the header and queue are
 // fetched again (state, badge, queue and permissions change with them).
 const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
-  'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved']);
+  'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved', 'conversation_cleared',
+  'runtime_warning']);
 
 // mount shows session id in main and returns its unmount.
 export function mount(main, id) {
   const log = h('section', { class: 'transcript', role: 'log', 'aria-label': 'Transcript' });
   const loading = h('p', { class: 'muted', role: 'status', text: 'Loading the transcript…' });
   const head = header.create(id, { onChange: refresh });
+  const conv = conversation.create(id, { onChange: refresh });
   const q = queue.create(id);
   const box = promptbox.create(id, { onSent: refresh });
   const ex = execConsole.create(id);
@@ -54,6 +57,7 @@ export function mount(main, id) {
   });
   main.append(h('div', { class: 'session' },
     head.element,
+    conv.element,
     h('div', { class: 'session-body' },
       h('div', { class: 'session-main' }, log, loading, box.element),
       h('aside', { class: 'session-side' }, q.element, ex.element))));
@@ -70,7 +74,9 @@ export function mount(main, id) {
     clearTimeout(refreshTimer);
     refreshTimer = setTimeout(async () => {
       try {
-        head.update(await api('GET', sessionPath(id)));
+        const s = await api('GET', sessionPath(id));
+        head.update(s);
+        conv.update(s);
       } catch (e) {
         head.error(e);
       }
@@ -102,6 +108,7 @@ export function mount(main, id) {
       return;
     }
     head.update(s);
+    conv.update(s);
     q.refresh();
     await replay(id, s.last_seq, t, () => closed);
     loading.remove();
