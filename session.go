@@ -198,6 +198,10 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 		}
 		return BadgeStopped
 	case StateStarting:
+		if s.NeedsAuth {
+			// The agent answered session/new with auth_required.
+			return BadgeNeedsAuth
+		}
 		return BadgeStarting
 	case StateStopping:
 		return BadgeStopped
