@@ -163,3 +163,36 @@ func TestContentQueuedKeepsItsBlocks(t *testing.T) {
 		t.Fatalf("queued turn: %+v, %v", res, err)
 	}
 }
+
+func TestContentInterruptsAndSteers(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.CancelGrace = time.Hour })
+	s := e.create(berth.CreateRequest{})
+	ctx := context.Background()
+	img := base64.StdEncoding.EncodeToString(pngBytes)
+	blocks := []berth.ContentBlock{{Type: berth.ContentText, Text: "echo now"}, {Type: berth.ContentImage, MimeType: "image/png", Data: img}}
+	e.startBusy(s.ID, "sleep 60000")
+	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Content: blocks, Mode: berth.ModeInterrupt})
+	if err != nil || r.Status != "started" {
+		t.Fatalf("interrupt: %+v, %v", r, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := e.m.WaitTurn(wctx, s.ID, r.TurnID)
+	if err != nil || !strings.Contains(res.Text, "image image/png 8") || !strings.Contains(res.Text, "now") {
+		t.Fatalf("interrupting turn: %+v, %v", res, err)
+	}
+	// A steer staged with content runs as the next turn when the turn in
+	// flight has no tool call to take it at.
+	busy := e.startBusy(s.ID, "sleep 300")
+	st, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Content: blocks, Mode: berth.ModeSteer})
+	if err != nil || st.Status != "staged" {
+		t.Fatalf("steer: %+v, %v", st, err)
+	}
+	if _, err := e.m.WaitTurn(wctx, s.ID, busy); err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.m.WaitTurn(wctx, s.ID, st.EntryID)
+	if err != nil || !strings.Contains(res.Text, "image image/png 8") {
+		t.Fatalf("steered turn: %+v, %v", res, err)
+	}
+}

@@ -125,7 +125,7 @@ func TestQueueFullAndADeletedEntryNeverRuns(t *testing.T) {
 		t.Fatalf("the refused prompt was stored: %d entries", len(view.Entries))
 	}
 	if after := len(e.events(s.ID)); after != before {
-		t.Fatalf("the refused prompt logged %d events", after-before)
+		t.Fatalf("the refused prompt logged %d events: %v", after-before, types(e.events(s.ID))[before:])
 	}
 	gone := entries[3].EntryID
 	if err := e.m.CancelQueueEntry(ctx, s.ID, gone); err != nil {
