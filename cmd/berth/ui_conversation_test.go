@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/browsertest"
+	"github.com/chromedp/chromedp"
 )
 
 // A session whose agent needs authentication shows the agent's auth
@@ -40,6 +41,17 @@ func TestUIAuthenticateAttachmentsAndClear(t *testing.T) {
 	}
 	tab.WaitFor("the attachment in the transcript", `[...document.querySelectorAll('.attachments li')].some(e => e.textContent == 'image image/png (16 bytes)')`)
 	tab.WaitFor("the agent's answer", agentSaid("image image/png 16"))
+
+	// A file attached in the prompt box goes as an image block.
+	shotFile := filepath.Join(t.TempDir(), "screen.png")
+	if err := os.WriteFile(shotFile, append([]byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'}, make([]byte, 12)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tab.Run(chromedp.SetUploadFiles(browsertest.Field("Attach files"), []string{shotFile}, chromedp.BySearch),
+		browsertest.Type(browsertest.Field("Prompt"), "echo attached"), browsertest.Click(browsertest.Button("Send")))
+	tab.WaitFor("the answer to the attached image", agentSaid("image image/png 20"))
+	tab.WaitFor("the attachment listed", `[...document.querySelectorAll('.attachments li')].some(e => e.textContent == 'image image/png (20 bytes)')`)
+	shot(t, tab, "session-attachments")
 
 	tab.Run(browsertest.Click(browsertest.Button("Clear")))
 	tab.WaitFor("the confirmation", `!document.querySelector('.conversation .confirm').hidden`)
