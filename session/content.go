@@ -172,7 +172,9 @@ func (rt *runtime) readPromptFile(p string, room int) (berth.ContentBlock, error
 		// ACP's resource needs its text or blob: an empty one says nothing.
 		return berth.ContentBlock{}, bad("is empty")
 	}
-	if room > 0 && fi.Size() > int64(room) {
+	if (room > 0 && fi.Size() > int64(room)) || fi.Size() > maxReadBytes {
+		// Over what is left of the prompt cap, or (with no cap) over what
+		// the agent's own reads may take: never read whole into memory.
 		return berth.ContentBlock{}, berth.TooLarge(int(min(fi.Size(), 1<<40)), rt.m.opts.Limits.MaxPromptBytes)
 	}
 	data := make([]byte, fi.Size())
