@@ -41,6 +41,9 @@ func TestPromptFileAndImageFromTheCLI(t *testing.T) {
 	if len(tr.Turns) != 1 || len(tr.Turns[0].Content) != 3 || tr.Turns[0].Content[1].Path != "spec.md" {
 		t.Fatalf("transcript = %+v", tr.Turns)
 	}
+	if logs := s.cli(t, "logs", sess.ID); !strings.Contains(logs, "attached=2") {
+		t.Errorf("berth logs = %q, want the turn's attachments counted", logs)
+	}
 	// Not an image, and a file outside the workspace: refused, exit 2 or 1, nothing run.
 	if code, msg := s.cliFails(t, "prompt", sess.ID, "--image", filepath.Join(sess.Workspace, "spec.md")); code == 0 || !strings.Contains(msg, "not an image") {
 		t.Errorf("--image of a text file: exit %d %q", code, msg)
