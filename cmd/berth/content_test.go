@@ -83,6 +83,9 @@ func TestAuthenticateAndClearFromTheCLI(t *testing.T) {
 	if sess.State != berth.StateStarting || sess.Badge != berth.BadgeNeedsAuth || !strings.Contains(string(sess.ACP.AuthMethods), "demo-login") {
 		t.Fatalf("created %s/%s %s, want starting/needs_auth with demo-login", sess.State, sess.Badge, sess.ACP.AuthMethods)
 	}
+	if code, msg := s.cliFails(t, "run", "--agent", "demo-auth", "--sandbox", "host", "echo hi"); code != 4 || !strings.Contains(msg, "berth authenticate") || !strings.Contains(msg, "demo-login") {
+		t.Errorf("berth run with an agent that wants a login: exit %d %q", code, msg)
+	}
 	if out := s.cli(t, "show", sess.ID); !strings.Contains(out, "demo-login") {
 		t.Errorf("berth show = %q, want the auth methods", out)
 	}
