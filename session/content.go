@@ -89,12 +89,10 @@ func (rt *runtime) resolveInput(ctx context.Context, req berth.PromptRequest) (i
 	maxBytes := rt.m.opts.Limits.MaxPromptBytes
 	out := make([]berth.ContentBlock, len(req.Content))
 	total := 0
+	if err := checkCapabilities(req.Content, caps); err != nil {
+		return input{}, err
+	}
 	for i, b := range req.Content {
-		if name, ok := capabilityOf(b.Type, caps); !ok {
-			return input{}, &berth.Error{Code: berth.EInvalid,
-				Message: "the agent does not take " + b.Type + " content (its promptCapabilities lack " + name + ")",
-				Details: map[string]any{"index": i, "type": b.Type, "capability": name}}
-		}
 		if b.Type == berth.ContentFile {
 			r, err := rt.readPromptFile(b.Path, maxBytes-total)
 			if err != nil {
@@ -210,4 +208,17 @@ func attachmentLine(b *berth.ContentBlock) string {
 		return fmt.Sprintf("%s %s (%d bytes)", b.Type, b.MimeType, b.Bytes)
 	}
 	return fmt.Sprintf("%s %s", b.Type, b.URI)
+}
+
+// checkCapabilities refuses a block of a kind the agent's
+// promptCapabilities lack (EInvalid naming it).
+func checkCapabilities(blocks []berth.ContentBlock, caps acp.PromptCapabilities) error {
+	for i, b := range blocks {
+		if name, ok := capabilityOf(b.Type, caps); !ok {
+			return &berth.Error{Code: berth.EInvalid,
+				Message: "the agent does not take " + b.Type + " content (its promptCapabilities lack " + name + ")",
+				Details: map[string]any{"index": i, "type": b.Type, "capability": name}}
+		}
+	}
+	return nil
 }

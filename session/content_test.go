@@ -196,3 +196,26 @@ func TestContentInterruptsAndSteers(t *testing.T) {
 		t.Fatalf("steered turn: %+v, %v", res, err)
 	}
 }
+
+func TestContentTheAgentCannotTakeDoesNotResumeIt(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := len(e.events(s.ID))
+	audio := base64.StdEncoding.EncodeToString([]byte("RIFF"))
+	_, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Content: []berth.ContentBlock{{Type: berth.ContentAudio, MimeType: "audio/wav", Data: audio}}})
+	if !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "audio") {
+		t.Fatalf("audio to a stopped demo session = %v, want invalid naming audio", err)
+	}
+	if got, _ := e.m.GetSession(ctx, s.ID); got.State != berth.StateStopped || len(e.events(s.ID)) != before {
+		t.Fatalf("the refused prompt resumed the session (%s) or logged %d events", got.State, len(e.events(s.ID))-before)
+	}
+	// What it can take resumes it and runs.
+	res := e.promptContent(s.ID, berth.ContentBlock{Type: berth.ContentText, Text: "echo back"})
+	if res.Text != "back" {
+		t.Fatalf("turn after resume = %+v", res)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/internal/ids"
 )
 
@@ -62,6 +63,19 @@ func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest
 			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "session still stopping")
 		}
 		rt = nil
+	}
+	if rt == nil && req.Content != nil {
+		// What the agent said it takes is kept while it is stopped: a
+		// prompt it cannot take does not resume it.
+		s, err := m.store.GetSession(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(s.ACP.Capabilities) > 0 {
+			if err := checkCapabilities(req.Content, acp.PromptCapabilitiesOf(s.ACP.Capabilities)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if rt == nil {
 		if req.Mode == berth.ModeSteer {
