@@ -81,8 +81,8 @@ func (m *Manager) Authenticate(ctx context.Context, id, methodID string) (*berth
 	s := rt.sess
 	gone := rt.exited || rt.stopReason != ""
 	rt.mu.Unlock()
-	if gone || rt.init == nil {
-		return nil, berth.Errorf(berth.EConflict, "session is %s", s.State)
+	if gone {
+		return nil, berth.Errorf(berth.EConflict, "session is stopping")
 	}
 	methods := acp.AuthMethodsOf(s.ACP.AuthMethods)
 	if !slices.ContainsFunc(methods, func(a acp.AuthMethod) bool { return a.ID == methodID }) {
@@ -107,7 +107,9 @@ func (m *Manager) Authenticate(ctx context.Context, id, methodID string) (*berth
 		return nil, berth.WrapError(berth.EUnavailable, err, "the agent did not answer authenticate")
 	}
 	rt.logger.Info("agent authenticated", "method", methodID)
-	if s.State == berth.StateStarting && s.NeedsAuth {
+	// A start that waited for this finishes now (a session a restarted
+	// daemon reattached was active already: it has no start to finish).
+	if s.State == berth.StateStarting && s.NeedsAuth && rt.init != nil {
 		if err := rt.finishStart(context.WithoutCancel(ctx)); err != nil {
 			return nil, err
 		}
