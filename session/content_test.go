@@ -219,3 +219,40 @@ func TestContentTheAgentCannotTakeDoesNotResumeIt(t *testing.T) {
 		t.Fatalf("turn after resume = %+v", res)
 	}
 }
+
+// A queued content prompt outlives the daemon: after a restart, resuming
+// the session runs it with its blocks.
+func TestContentQueuedSurvivesARestart(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.CancelGrace = time.Hour })
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	e.startBusy(s.ID, "sleep 60000")
+	img := base64.StdEncoding.EncodeToString(pngBytes)
+	q, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Content: []berth.ContentBlock{
+		{Type: berth.ContentText, Text: "echo later"}, {Type: berth.ContentImage, MimeType: "image/png", Data: img}}})
+	if err != nil || q.Status != "queued" {
+		t.Fatalf("queue: %+v, %v", q, err)
+	}
+	e.close()
+	e.open()
+	if _, err := e.m.ResumeSession(ctx, s.ID); err != nil && !berth.IsCode(err, berth.EConflict) {
+		t.Fatal(err)
+	}
+	var text string
+	waitFor(t, "the queued content prompt to run", func() bool {
+		tr, err := e.m.Transcript(ctx, s.ID)
+		if err != nil {
+			return false
+		}
+		for _, turn := range tr {
+			if len(turn.Content) == 2 && turn.StopReason != "" {
+				text = turn.Text
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(text, "image image/png 8") || !strings.Contains(text, "later") {
+		t.Fatalf("the queued turn said %q", text)
+	}
+}
