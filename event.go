@@ -55,6 +55,10 @@ const (
 	EventRuntimeRecovered    = "runtime_recovered"
 	EventAgentStderr         = "agent_stderr"
 	EventACPUnknown          = "acp_unknown"
+	// EventConversationCleared [old_acp_session_id, acp_session_id,
+	// canceled_entries]: POST …/clear gave the session a new agent
+	// conversation (CONTRACT §4.7).
+	EventConversationCleared = "conversation_cleared"
 )
 
 // Events of a parent's log about its children (CONTRACT §4.4).

@@ -65,6 +65,18 @@ type SessionService interface {
 	// not resumable, ENotFound.
 	ResumeSession(ctx context.Context, id string) (*Session, error)
 
+	// Authenticate runs ACP authenticate with methodID, one of the
+	// session's acp.auth_methods; a session waiting in starting for it
+	// (badge needs_auth) then opens its conversation and becomes active.
+	// EInvalid for a method the agent does not offer or refuses, EConflict
+	// when the session is not live, ENotFound.
+	Authenticate(ctx context.Context, id, methodID string) (*Session, error)
+	// ClearSession gives the session a new agent conversation in the same
+	// workspace, sandbox and settings, canceling its pending input.
+	// EConflict while a turn is in flight unless cancel (which cancels it)
+	// and when the session is not active, ENotFound.
+	ClearSession(ctx context.Context, id string, cancel bool) (*Session, error)
+
 	// ListPermissions returns a session's permissions, all or in one state.
 	// ENotFound.
 	ListPermissions(ctx context.Context, id, state string) ([]*Permission, error)

@@ -225,6 +225,10 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 		}
 		return BadgeStopped
 	case StateStarting:
+		if s.NeedsAuth {
+			// The agent answered session/new with auth_required.
+			return BadgeNeedsAuth
+		}
 		return BadgeStarting
 	case StateStopping:
 		return BadgeStopped
@@ -335,20 +339,43 @@ func (r *CreateRequest) ValidateTimes() error {
 	return nil
 }
 
-// PromptRequest is the body of POST /v1/sessions/{id}/prompts.
+// PromptRequest is the body of POST /v1/sessions/{id}/prompts: Text or
+// Content, exactly one of them (CONTRACT §4.2, §4.7).
 type PromptRequest struct {
-	Text string `json:"text"`
-	Mode string `json:"mode,omitempty"`
+	Text    string         `json:"text,omitempty"`
+	Content []ContentBlock `json:"content,omitempty"`
+	Mode    string         `json:"mode,omitempty"`
 }
 
-// Validate checks a prompt against the prompt size cap.
+// MaxContentBlocks bounds the blocks of one prompt.
+const MaxContentBlocks = 100
+
+// Validate checks a prompt's shape and its size against the prompt size
+// cap. The size of a file block is known only once the session reads it:
+// the session checks the whole prompt again then.
 func (r *PromptRequest) Validate(maxBytes int) error {
-	if strings.TrimSpace(r.Text) == "" {
+	switch {
+	case r.Text != "" && r.Content != nil:
+		return Errorf(EInvalid, "a prompt takes text or content, not both")
+	case r.Content != nil:
+		if len(r.Content) == 0 {
+			return Errorf(EInvalid, "content must not be empty")
+		}
+		if len(r.Content) > MaxContentBlocks {
+			return Errorf(EInvalid, "content has %d blocks; at most %d", len(r.Content), MaxContentBlocks)
+		}
+		for i := range r.Content {
+			if err := r.Content[i].validate(i); err != nil {
+				return err
+			}
+		}
+		if n := ContentSize(r.Content); maxBytes > 0 && n > maxBytes {
+			return TooLarge(n, maxBytes)
+		}
+	case strings.TrimSpace(r.Text) == "":
 		return Errorf(EInvalid, "text must not be empty")
-	}
-	if maxBytes > 0 && len(r.Text) > maxBytes {
-		return &Error{Code: ETooLarge, Message: "prompt is larger than limits.max_prompt_bytes",
-			Details: map[string]any{"max_bytes": maxBytes, "bytes": len(r.Text)}}
+	case maxBytes > 0 && len(r.Text) > maxBytes:
+		return TooLarge(len(r.Text), maxBytes)
 	}
 	switch r.Mode {
 	case "", ModeQueue, ModeInterrupt, ModeSteer:

@@ -75,6 +75,11 @@ func (c *Client) NewSession(ctx context.Context, cwd string, mcp []McpServer) (N
 	return resp, err
 }
 
+// Authenticate runs ACP authenticate with the method methodID.
+func (c *Client) Authenticate(ctx context.Context, methodID string) error {
+	return c.conn.Call(ctx, MethodAuthenticate, AuthenticateRequest{MethodID: methodID}, nil)
+}
+
 // LoadSession reopens a stored ACP session, given the MCP servers mcp; the
 // agent replays its history as session/update notifications before it
 // answers.

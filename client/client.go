@@ -576,3 +576,20 @@ func (c *Client) LoginCode(ctx context.Context) (*LoginCode, error) {
 func (c *Client) PatchSession(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
 	return call[berth.Session](ctx, c, http.MethodPatch, sessionPath(id, ""), nil, p)
 }
+
+// Authenticate runs ACP authenticate with one of the session's auth methods.
+func (c *Client) Authenticate(ctx context.Context, id, methodID string) (*berth.Session, error) {
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/authenticate"), nil, struct {
+		MethodID string `json:"method_id"`
+	}{methodID})
+}
+
+// ClearSession gives the session a new agent conversation; cancel cancels
+// a turn in flight first.
+func (c *Client) ClearSession(ctx context.Context, id string, cancel bool) (*berth.Session, error) {
+	var q url.Values
+	if cancel {
+		q = url.Values{"cancel": {"true"}}
+	}
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/clear"), q, nil)
+}

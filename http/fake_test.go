@@ -479,3 +479,27 @@ func (f *fakeService) Repair(_ context.Context, id string, dryRun, force bool) (
 	return &berth.RepairReport{Issues: []berth.RepairItem{{Kind: berth.RepairOpenTurn, Message: fmt.Sprint(dryRun, force)}},
 		Actions: []berth.RepairItem{}, Persisted: !dryRun}, nil
 }
+
+// Authenticate implements berth.SessionService.
+func (f *fakeService) Authenticate(_ context.Context, id, methodID string) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.session(id)
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	return &c, nil
+}
+
+// ClearSession implements berth.SessionService.
+func (f *fakeService) ClearSession(_ context.Context, id string, cancel bool) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.session(id)
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	return &c, nil
+}

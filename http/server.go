@@ -163,6 +163,8 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{id}/snapshots", s.handleCreateSnapshot)
 	s.handle("GET /v1/sessions/{id}/snapshots", s.handleListSnapshots)
 	s.handle("POST /v1/sessions/{id}/repair", s.handleRepair)
+	s.handle("POST /v1/sessions/{id}/authenticate", s.handleAuthenticate)
+	s.handle("POST /v1/sessions/{id}/clear", s.handleClear)
 	s.handle("GET /v1/hooks", s.handleListHooks)
 	s.handle("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
 	s.handle("POST /v1/sessions/{id}/children", s.handleSpawnChild)

@@ -92,7 +92,7 @@ func toolCallFinished(u *acp.Update) bool {
 // same turn (runTurn). The steer is claimed in the store under mu (see
 // runtime), ordered with the agent's updates around it.
 func (rt *runtime) deliverSteerLocked(t *turn) {
-	if t.cancelRequested || t.steerText != "" || rt.exited || rt.stopReason != "" || rt.detached.Load() {
+	if t.cancelRequested || !t.steerIn.empty() || rt.exited || rt.stopReason != "" || rt.detached.Load() {
 		return
 	}
 	e, err := rt.m.store.ClaimQueueEntry(context.Background(), rt.id, berth.EntrySteer, rt.sess.Queue.Generation, t.id)
@@ -103,9 +103,9 @@ func (rt *runtime) deliverSteerLocked(t *turn) {
 		}
 		return
 	}
-	t.steerText, t.steerID, t.steerCancelSent = e.Text, e.ID, make(chan struct{})
+	t.steerIn, t.steerID, t.steerCancelSent = entryInput(e), e.ID, make(chan struct{})
 	rt.noteEntryLocked(e.ID, entryOutcome{turnID: t.id})
-	rt.emit(t.id, berth.EventPromptSteered, entryData{EntryID: e.ID, Text: e.Text})
+	rt.emit(t.id, berth.EventPromptSteered, entryData{EntryID: e.ID, Text: e.Text, Content: e.Content})
 	sent := t.steerCancelSent
 	rt.wg.Add(1)
 	go func() {
@@ -113,7 +113,7 @@ func (rt *runtime) deliverSteerLocked(t *turn) {
 		defer close(sent)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
+		if err := rt.client.Cancel(ctx, rt.acpSession()); err != nil {
 			rt.logger.Warn("session/cancel for a steer not sent", "err", err)
 		}
 	}()

@@ -60,6 +60,8 @@ func catalog() testCatalog {
 		"exits":           {Name: "exits", Command: "/bin/sh", Args: []string{"-c", "echo 'no credentials found' >&2; exit 3"}},
 		"missing":         {Name: "missing", Command: "/nonexistent/agent"},
 		"silent":          {Name: "silent", Command: "/bin/sh", Args: []string{"-c", "exec sleep 60"}},
+		"demo-auth":       {Name: "demo-auth", Command: self, Args: []string{"--require-auth"}, Env: map[string]string{agentEnvVar: "demo"}},
+		"demo-failnew":    {Name: "demo-failnew", Command: self, Args: []string{"--fail-new", "--require-auth"}, Env: map[string]string{agentEnvVar: "demo"}},
 		// The demo agent given a credential by the catalog, as a real agent is.
 		"demo-creds": {Name: "demo-creds", Command: self, Env: map[string]string{agentEnvVar: "demo"},
 			PassEnv: []string{"BERTH_TEST_API_KEY"}, HomeFiles: []string{".test-agent/auth.json"}},

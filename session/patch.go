@@ -295,7 +295,7 @@ func (rt *runtime) setMode(ctx context.Context, mode, source string) error {
 	if modes != nil && modes.ConfigID != "" {
 		return rt.setConfig(ctx, modes.ConfigID, quote(mode), source)
 	}
-	if err := rt.client.SetMode(cctx, rt.acpID, mode); err != nil {
+	if err := rt.client.SetMode(cctx, rt.acpSession(), mode); err != nil {
 		return err
 	}
 	rt.mu.Lock()
@@ -326,7 +326,7 @@ func (rt *runtime) setModel(ctx context.Context, model, source string) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
 	defer cancel()
-	if err := rt.client.SetModel(cctx, rt.acpID, model); err != nil {
+	if err := rt.client.SetModel(cctx, rt.acpSession(), model); err != nil {
 		return err
 	}
 	rt.mu.Lock()
@@ -353,7 +353,7 @@ func (rt *runtime) setModel(ctx context.Context, model, source string) error {
 func (rt *runtime) setConfig(ctx context.Context, id string, value json.RawMessage, source string) error {
 	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
 	defer cancel()
-	resp, err := rt.client.SetConfigOption(cctx, rt.acpID, id, value)
+	resp, err := rt.client.SetConfigOption(cctx, rt.acpSession(), id, value)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func (m *Manager) stored(s *berth.Session) *berth.Session {
 	if seq := m.log.LastSeq(s.ID); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
-	s.Resumable = s.State == berth.StateStopped && workspaceExists(s.Workspace)
+	s.Resumable = resumable(s)
 	s.Badge = s.ComputeBadge(false, false)
 	return s
 }

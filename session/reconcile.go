@@ -189,7 +189,7 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers 
 	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, berth.StopDaemonCrashed, f, 0
 	s.ShimSocket, s.ShimPID = "", 0
 	s.PendingPermissions = 0
-	s.Resumable = workspaceExists(s.Workspace)
+	s.Resumable = resumable(s)
 	s.Badge = s.ComputeBadge(false, false)
 	if err := m.store.UpdateSession(ctx, s, from); err != nil {
 		return err

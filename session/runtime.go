@@ -162,10 +162,24 @@ type runtime struct {
 	sandbox   berth.Sandbox
 	proc      berth.Process
 	client    *acp.Client
-	acpID     string
-	root      *os.Root        // the workspace, for confined fs access
-	wsReal    string          // the workspace with symlinks resolved
-	hidden    map[fileID]bool // the hidden paths' identities, refused by the file service
+	// acpID is the agent's session id; clear replaces it while no turn runs.
+	acpID atomic.Pointer[string]
+	// init and handler are the agent's initialize answer and berth's
+	// handler of its connection, kept for a start finished later
+	// (authenticate) and for clear.
+	init    *acp.InitializeResponse
+	handler *agentHandler
+	// awaitingAuth is set while the session waits in starting for
+	// authenticate. Guarded by mu.
+	awaitingAuth bool
+	// clearing is set while clear replaces the conversation: no input is
+	// taken or dispatched. Guarded by mu.
+	clearing bool
+	// authMu serializes authenticate and clear: each may open a conversation.
+	authMu sync.Mutex
+	root   *os.Root        // the workspace, for confined fs access
+	wsReal string          // the workspace with symlinks resolved
+	hidden map[fileID]bool // the hidden paths' identities, refused by the file service
 	// afterLstat, set by tests only, runs in openConfined between looking
 	// at a path component and opening it: where a swap would race.
 	afterLstat func(name string)
@@ -188,11 +202,11 @@ type turn struct {
 	text            strings.Builder
 	textCut         bool
 	cancelRequested bool
-	// steerText is a steer taken at a tool-call boundary and waiting for the
+	// steerIn is a steer taken at a tool-call boundary and waiting for the
 	// answer to the cancelled prompt; continueWith is it once that came.
-	steerText    string
+	steerIn      input
 	steerID      string
-	continueWith string
+	continueWith input
 	// steerCancelSent is closed once the steer's session/cancel is written.
 	steerCancelSent chan struct{}
 	// promptSent is closed once the turn's current prompt is written (or
@@ -258,7 +272,7 @@ func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func
 	next := rt.sess
 	mutate(&next)
 	next.UpdatedAt = time.Now().UTC()
-	next.Resumable = next.State == berth.StateStopped && workspaceExists(next.Workspace)
+	next.Resumable = resumable(&next)
 	next.Badge = next.ComputeBadge(rt.turn != nil, rt.hung)
 	if err := rt.m.store.UpdateSession(ctx, &next, from); err != nil {
 		return err

@@ -123,6 +123,12 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 	if err != nil {
 		return rt.handshakeFailed(ctx, "initialize", err)
 	}
+	// What the agent said of itself is kept whatever happens next: a
+	// session that fails to start still shows it (CONTRACT §3, issue 16.6).
+	rt.mu.Lock()
+	rt.sess.ACP.ProtocolVersion, rt.sess.ACP.AgentInfo = init.ProtocolVersion, init.AgentInfo
+	rt.sess.ACP.Capabilities, rt.sess.ACP.AuthMethods = init.AgentCapabilities, init.AuthMethods
+	rt.mu.Unlock()
 	if init.ProtocolVersion != acp.ProtocolVersion {
 		return rt.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
 	}
@@ -137,10 +143,24 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 	// The controls the session had before a resume, to set again.
 	before := controlsOf(rt.sess.ACP)
 	rt.mu.Unlock()
+	rt.init, rt.handler = &init, handler
 	acpID, resumedBy, setup, err := rt.openACPSession(hctx, &init, handler)
+	if isAuthRequired(err) {
+		return rt.awaitAuth(ctx, err)
+	}
 	if err != nil {
 		return rt.handshakeFailed(ctx, "session/new", err)
 	}
+	return rt.activate(ctx, acpID, resumedBy, setup, before)
+}
+
+// activate makes a session whose agent opened its conversation (acpID)
+// active: the state and session_started are one step.
+// setup is the agent's answer to opening it and before the controls the
+// session had, set again after a resume.
+func (rt *runtime) activate(ctx context.Context, acpID, resumedBy string, setup acp.SessionSetup, before berth.ACPInfo) error {
+	m := rt.m
+	init := rt.init
 	info := berth.ACPInfo{SessionID: acpID, ProtocolVersion: init.ProtocolVersion,
 		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
 
@@ -153,12 +173,19 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 		<-rt.finished
 		return nil
 	}
-	rt.acpID = acpID
+	rt.setACPSession(acpID)
 	// What the agent offers: what its updates said so far, then its answer.
 	ctl := controlsOf(rt.sess.ACP)
 	applySetup(&ctl, setup)
 	info = withControls(info, ctl)
-	err = rt.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) { s.State, s.ACP = berth.StateActive, info })
+	err := rt.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) {
+		if rt.awaitingAuth || s.ACP.SessionID == "" {
+			// It waited for authentication to start: it has had it.
+			s.NeedsAuth = false
+		}
+		s.State, s.ACP = berth.StateActive, info
+	})
+	rt.awaitingAuth = false
 	if err == nil {
 		rt.emit("", berth.EventSessionStarted, map[string]any{
 			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
@@ -167,7 +194,7 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 		if rt.resumed {
 			// Before the queue runs, the session gets its mode and config back.
 			rt.mu.Unlock()
-			rt.reapplyControls(hctx, before)
+			rt.reapplyControls(ctx, before)
 			rt.mu.Lock()
 		}
 		// A resumed session runs what it had queued.
@@ -193,13 +220,7 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, acp.SessionSetup, error) {
 	prev := rt.resumeFrom
 	caps := init.Capabilities()
-	rt.mu.Lock()
-	mcp := acpMCPServers(rt.sess.MCPServers)
-	grant := rt.toolsGrant
-	rt.mu.Unlock()
-	if grant != nil {
-		mcp = append(mcp, rt.m.toolsMCPServer(grant))
-	}
+	mcp := rt.mcpServers()
 	if prev == "" {
 		ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 		return ns.SessionID, "", ns.SessionSetup, err
@@ -249,6 +270,11 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 // stderr tail.
 func (rt *runtime) handshakeFailed(ctx context.Context, step string, err error) error {
 	msg := fmt.Sprintf("agent handshake failed at %s: %v", step, err)
+	var rpcErr *acp.Error
+	if errors.As(err, &rpcErr) && len(rpcErr.Data) > 0 && len(rpcErr.Data) <= 4096 {
+		// The error's data is often the real cause.
+		msg += " (" + string(rpcErr.Data) + ")"
+	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = fmt.Sprintf("agent did not answer %s within %s", step, rt.m.opts.Limits.HandshakeTimeout)
@@ -272,4 +298,17 @@ func (rt *runtime) failStart(ctx context.Context, f *berth.Failure) error {
 	rt.finish(ctx, berth.StopStartupFailed, f)
 	rt.childStopped(ctx, berth.StopStartupFailed)
 	return nil
+}
+
+// mcpServers are the MCP servers the agent is given: the session's own,
+// then berth's tools when it has them.
+func (rt *runtime) mcpServers() []acp.McpServer {
+	rt.mu.Lock()
+	mcp := acpMCPServers(rt.sess.MCPServers)
+	grant := rt.toolsGrant
+	rt.mu.Unlock()
+	if grant != nil {
+		mcp = append(mcp, rt.m.toolsMCPServer(grant))
+	}
+	return mcp
 }

@@ -44,6 +44,13 @@ type agent struct {
 	noMCPHTTP bool
 	// noControls hides modes, config options and commands (controls.go).
 	noControls bool
+	// requireAuth makes session/new and session/prompt answer
+	// auth_required until authenticate (demo-login) succeeds; authed says
+	// it has (guarded by mu).
+	requireAuth bool
+	authed      bool
+	// failNew makes session/new fail (an agent that cannot start).
+	failNew bool
 
 	hung     chan struct{}
 	hungOnce sync.Once
@@ -211,10 +218,11 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession: !a.noLoad,
 			// stdio is always offered; HTTP too, SSE not (CONTRACT §6).
-			McpCapabilities: acp.McpCapabilities{Http: !a.noMCPHTTP},
+			McpCapabilities:    acp.McpCapabilities{Http: !a.noMCPHTTP},
+			PromptCapabilities: promptCapabilities,
 		},
 		AgentInfo:   &acp.Implementation{Name: agentName, Version: agentVersion},
-		AuthMethods: []acp.AuthMethod{},
+		AuthMethods: a.authMethods(),
 	}, nil
 }
 
@@ -225,6 +233,13 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	}
 	defer a.leave()
 	if err := checkCwd(p.Cwd); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	if a.failNew {
+		return acp.NewSessionResponse{}, &acp.RequestError{Code: -32603, Message: "Internal error",
+			Data: map[string]any{"cause": "Connection error"}}
+	}
+	if err := a.authRequired("not logged in"); err != nil {
 		return acp.NewSessionResponse{}, err
 	}
 	var b [8]byte
@@ -311,6 +326,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
+	if err := a.authRequired("the demo login expired"); err != nil {
+		return acp.PromptResponse{}, err
+	}
 	// A newer prompt on the same session cancels this one's ctx (the SDK does
 	// that), so waiting here is short.
 	s.turnMu.Lock()
@@ -319,6 +337,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	text := promptText(p.Prompt)
 	t := &turn{a: a, s: s, ctx: ctx, nctx: context.WithoutCancel(ctx), cwd: s.getCwd()}
 	t.record(record{Type: recUser, Text: text})
+	if err := t.answerContent(p.Prompt); err != nil {
+		return acp.PromptResponse{}, err
+	}
 	reason, err := t.run(text)
 	if err != nil {
 		return acp.PromptResponse{}, err
@@ -372,11 +393,6 @@ func (a *agent) sendRepeated(ctx context.Context, sid string, u acp.SessionUpdat
 		}
 	}
 	return n, nil
-}
-
-// Authenticate implements acp.Agent; the demo agent needs no authentication.
-func (a *agent) Authenticate(ctx context.Context, p acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
-	return acp.AuthenticateResponse{}, acp.NewMethodNotFound(acp.AgentMethodAuthenticate)
 }
 
 // Logout implements acp.Agent (unsupported).

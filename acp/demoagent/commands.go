@@ -31,6 +31,8 @@ import (
 //	plan A|B|C         plan update, entries pending / medium
 //	usage USED SIZE    usage_update
 //	mode, model, config, /echo, /plan: see controls.go
+//	logout             forgets the demo login (--require-auth): later
+//	                   prompts answer auth_required until authenticate
 //	mcp SERVER TOOL JSON  tool_call (fetch) + tools/call of TOOL with the
 //	                   JSON object on the session's MCP server SERVER; then
 //	                   the tool's text, or "mcp error: …"
@@ -73,6 +75,7 @@ type command func(t *turn, args string) error
 // commands maps a line's first word to its command.
 var commands = map[string]command{
 	"echo":   (*turn).say,
+	"logout": (*turn).logout,
 	"think":  (*turn).think,
 	"write":  (*turn).write,
 	"read":   (*turn).read,

@@ -66,6 +66,8 @@ func newRootCommand() *cobra.Command {
 		newResumeCommand(),
 		newSetCommand(),
 		newCommandsCommand(),
+		newClearCommand(),
+		newAuthenticateCommand(),
 		newSpawnCommand(),
 		newChildrenCommand(),
 		newQueueCommand(),

@@ -31,6 +31,21 @@ func decodeData(ev berth.Event) eventData {
 	return d
 }
 
+// attached counts a turn_started's non-text content blocks ("" for none).
+func (d eventData) attached() string {
+	blocks, _ := d["content"].([]any)
+	n := 0
+	for _, b := range blocks {
+		if m, ok := b.(map[string]any); ok && m["type"] != "text" {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprint(n)
+}
+
 // str returns the field at path (keys into nested objects) as text, "" when
 // absent.
 func (d eventData) str(path ...string) string {
@@ -118,7 +133,7 @@ func summarize(ev berth.Event) string {
 	case berth.EventAgentMessage, berth.EventAgentThought, berth.EventUserMessage:
 		return shorten(d.str("text"), 100)
 	case berth.EventTurnStarted:
-		return join(kv("source", d.str("source")), shorten(d.str("text"), 80))
+		return join(kv("source", d.str("source")), kv("attached", d.attached()), shorten(d.str("text"), 80))
 	case berth.EventTurnEnded:
 		return join(d.str("stop_reason"), shorten(d.str("error", "message"), 80))
 	case berth.EventToolCall:

@@ -17,6 +17,7 @@ import (
 	"github.com/berth-sh/berth"
 	bclient "github.com/berth-sh/berth/client"
 	"github.com/berth-sh/berth/daemon"
+	"github.com/berth-sh/berth/acp"
 )
 
 // newRunCmd creates a session, runs one prompt and streams it.
@@ -88,6 +89,16 @@ func runRun(cmd *cobra.Command, args []string) error {
 	s, err := client.CreateSession(ctx, req)
 	if err != nil {
 		return err
+	}
+	if s.Badge == berth.BadgeNeedsAuth {
+		// The agent wants a login before its first conversation: say how.
+		var ids []string
+		for _, m := range acp.AuthMethodsOf(s.ACP.AuthMethods) {
+			ids = append(ids, m.ID)
+		}
+		return &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf(
+			"session %s waits for the agent's authentication: berth authenticate %s METHOD (methods: %s), then berth prompt %s",
+			s.ID, s.ID, strings.Join(ids, ", "), s.ID)}
 	}
 	if s.State != berth.StateActive {
 		msg := string(s.StopReason)

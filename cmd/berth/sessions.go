@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 	"github.com/spf13/cobra"
 
-	"github.com/berth-sh/berth"
 	bclient "github.com/berth-sh/berth/client"
 )
 
@@ -189,6 +190,13 @@ func writeSession(w io.Writer, s *berth.Session) error {
 		row(r[0], r[1])
 	}
 	row("mcp servers", mcpServersText(s.MCPServers))
+	if ms := acp.AuthMethodsOf(s.ACP.AuthMethods); len(ms) > 0 {
+		ids := make([]string, len(ms))
+		for i, m := range ms {
+			ids[i] = m.ID
+		}
+		row("auth methods", strings.Join(ids, ", "))
+	}
 	row("created", when(s.CreatedAt))
 	row("last activity", when(s.LastActivityAt))
 	if s.ExpiresAt != nil {

@@ -75,6 +75,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"QueueCancel", testQueueCancel},
 		{"QueueSteerReplaces", testQueueSteerReplaces},
 		{"QueueClaimOnce", testQueueClaimOnce},
+		{"QueueContent", testQueueContent},
 		{"Permissions", testPermissions},
 		{"Leases", testLeases},
 		{"SideEntitiesCascade", testSideEntitiesCascade},

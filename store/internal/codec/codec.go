@@ -113,3 +113,29 @@ func DecodeCursor(c string) (int64, string, error) {
 	}
 	return n, id, nil
 }
+
+// EncodeContent is the stored form of a queue entry's content blocks: ""
+// for none.
+func EncodeContent(blocks []berth.ContentBlock) (string, error) {
+	if blocks == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(blocks)
+	if err != nil {
+		return "", berth.WrapError(berth.EInvalid, err, "queue entry content cannot be encoded")
+	}
+	return string(b), nil
+}
+
+// DecodeContent is the inverse of EncodeContent. EInternal for a stored
+// value that does not decode.
+func DecodeContent(s string) ([]berth.ContentBlock, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []berth.ContentBlock
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "decode a queue entry's content")
+	}
+	return out, nil
+}

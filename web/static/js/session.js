@@ -16,6 +16,7 @@ import * as promptbox from './promptbox.js';
 import * as queue from './queue.js';
 import * as execConsole from './exec.js';
 import * as agentControls from './controls.js';
+import * as conversation from './conversation.js';
 
 // PAGE is how many events one replay request asks for (the API's max).
 const PAGE = 1000;
@@ -39,13 +40,15 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
 // fetched again (state, badge, queue and permissions change with them).
 const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
   'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved', 'mode_update', 'config_update',
-  'commands_update', 'acp_unknown']);
+  'commands_update', 'acp_unknown', 'conversation_cleared',
+  'runtime_warning']);
 
 // mount shows session id in main and returns its unmount.
 export function mount(main, id) {
   const log = h('section', { class: 'transcript', role: 'log', 'aria-label': 'Transcript' });
   const loading = h('p', { class: 'muted', role: 'status', text: 'Loading the transcript…' });
   const head = header.create(id, { onChange: refresh });
+  const conv = conversation.create(id, { onChange: refresh });
   const q = queue.create(id);
   const box = promptbox.create(id, { onSent: refresh });
   const ex = execConsole.create(id);
@@ -57,6 +60,7 @@ export function mount(main, id) {
   });
   main.append(h('div', { class: 'session' },
     head.element,
+    conv.element,
     h('div', { class: 'session-body' },
       h('div', { class: 'session-main' }, log, loading, box.element),
       h('aside', { class: 'session-side' }, q.element, ex.element))));
@@ -76,6 +80,7 @@ export function mount(main, id) {
         const s = await api('GET', sessionPath(id));
         head.update(s);
         ctl.update(s);
+        conv.update(s);
       } catch (e) {
         head.error(e);
       }
@@ -108,6 +113,7 @@ export function mount(main, id) {
     }
     head.update(s);
     ctl.update(s);
+    conv.update(s);
     q.refresh();
     await replay(id, s.last_seq, t, () => closed);
     loading.remove();

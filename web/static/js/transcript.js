@@ -124,7 +124,10 @@ export class Transcript {
     switch (ev.type) {
       case 'turn_started':
         this.entry(ev, (e) => frame(e, d.source && d.source !== 'user' ? `You (${d.source})` : 'You', 'prompt',
-          h('div', { class: 'user-text', text: d.text || '' })));
+          h('div', {}, h('div', { class: 'user-text', text: d.text || '' }), attachments(d.content))));
+        break;
+      case 'conversation_cleared':
+        this.note(ev, `Conversation cleared: the agent starts afresh (was ${d.old_acp_session_id || '?'})`);
         break;
       case 'turn_ended':
         this.note(ev, `Turn ended: ${d.stop_reason}${d.error ? ` (${d.error.code || ''} ${d.error.message || ''})` : ''}`,
@@ -321,4 +324,14 @@ const TIME = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-di
 function clock(iso) {
   const t = new Date(iso);
   return Number.isNaN(t.getTime()) ? '' : TIME.format(t);
+}
+
+// attachments lists a prompt's non-text blocks (images, files, resources)
+// as text: names and sizes only, nothing of their content is rendered.
+function attachments(content) {
+  const items = (content || []).filter((b) => b.type !== 'text').map((b) => {
+    const what = b.path ? `file ${b.path}` : b.type === 'image' || b.type === 'audio' ? `${b.type} ${b.mime_type}` : `${b.type} ${b.uri}`;
+    return h('li', { text: b.bytes ? `${what} (${b.bytes} bytes)` : what });
+  });
+  return items.length ? h('ul', { class: 'attachments', 'aria-label': 'Attachments' }, ...items) : null;
 }
