@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 	bclient "github.com/berth-sh/berth/client"
 	"github.com/berth-sh/berth/daemon"
-	"github.com/berth-sh/berth/acp"
 )
 
 // newRunCmd creates a session, runs one prompt and streams it.
