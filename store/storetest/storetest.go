@@ -75,6 +75,8 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"QueueSteerReplaces", testQueueSteerReplaces},
 		{"QueueClaimOnce", testQueueClaimOnce},
 		{"Permissions", testPermissions},
+		{"Elicitations", testElicitations},
+		{"ElicitationsReopen", testElicitationsReopen},
 		{"Leases", testLeases},
 		{"SideEntitiesCascade", testSideEntitiesCascade},
 		{"ListRecovery", testListRecovery},
