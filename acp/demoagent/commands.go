@@ -30,6 +30,8 @@ import (
 //	stderr TEXT        writes TEXT and a newline to stderr
 //	plan A|B|C         plan update, entries pending / medium
 //	usage USED SIZE    usage_update
+//	elicit TEXT        elicitation/create (form, one required string field
+//	                   "answer"), then "answer: VALUE" or "elicitation ACTION"
 //	mcp SERVER TOOL JSON  tool_call (fetch) + tools/call of TOOL with the
 //	                   JSON object on the session's MCP server SERVER; then
 //	                   the tool's text, or "mcp error: …"
@@ -85,6 +87,7 @@ var commands = map[string]command{
 	"plan":   (*turn).plan,
 	"usage":  (*turn).usage,
 	"mcp":    (*turn).mcpCall,
+	"elicit": (*turn).elicit,
 }
 
 // run executes the prompt's lines and returns the stop reason.
