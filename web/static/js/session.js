@@ -38,7 +38,8 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
 // REFRESH_ON are the event types after which the header and queue are
 // fetched again (state, badge, queue and permissions change with them).
 const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
-  'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved']);
+  'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved', 'elicitation_requested',
+  'elicitation_resolved']);
 
 // mount shows session id in main and returns its unmount.
 export function mount(main, id) {
@@ -50,6 +51,7 @@ export function mount(main, id) {
   const ex = execConsole.create(id);
   const t = new Transcript(log, {
     decide: (p, optionId) => api('POST', sessionPath(id, `/permissions/${encodeURIComponent(p.id)}`), { option_id: optionId }),
+    answer: (q, body) => api('POST', sessionPath(id, `/elicitations/${encodeURIComponent(q.id)}`), body),
     usage: (d) => head.setUsage(d),
   });
   main.append(h('div', { class: 'session' },
