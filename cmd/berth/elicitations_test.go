@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
@@ -158,5 +159,55 @@ func TestAttachAnswersAnElicitation(t *testing.T) {
 	s.api("GET", "/v1/sessions/"+sess.ID+"/elicitations", nil, &list)
 	if len(list.Elicitations) != 2 || list.Elicitations[0].State != "accepted" || list.Elicitations[1].State != "declined" {
 		t.Fatalf("elicitations: %+v", list.Elicitations)
+	}
+}
+
+// A daemon killed with SIGKILL while an elicitation waits: its agent runs
+// on in its shim, and the next daemon serves the same elicitation (same
+// id, one elicitation_requested); answering it there finishes the turn.
+func TestReattachKeepsAPendingElicitation(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home)
+	sess := s.busySessionWith(t, nil, "elicit Your name?\necho after")
+	path := "/v1/sessions/" + sess.ID
+	before := s.pendingElicitation(t, sess.ID)
+	s.kill9()
+
+	s2 := startServer(t, home)
+	after := s2.pendingElicitation(t, sess.ID)
+	if after.ID != before.ID {
+		t.Fatalf("pending after the restart = %+v, want %s", after, before.ID)
+	}
+	var got berth.Session
+	deadline := time.Now().Add(10 * time.Second)
+	for s2.api("GET", path, nil, &got); got.PendingElicitations != 1 && time.Now().Before(deadline); s2.api("GET", path, nil, &got) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got.State != berth.StateActive || got.PendingElicitations != 1 || got.Badge != berth.BadgeWaiting {
+		t.Fatalf("session after the restart = %s/%s with %d pending", got.State, got.Badge, got.PendingElicitations)
+	}
+	if st, _ := s2.api("POST", path+"/elicitations/"+before.ID, map[string]any{"action": "accept", "content": map[string]any{"answer": "Lin"}}, nil); st != 200 {
+		t.Fatalf("answer = %d", st)
+	}
+	evs := s2.waitLog(t, sess.ID, "the turn to end", func(evs []berth.Event) bool {
+		_, ok := turnEndedOf(evs, sess.CurrentTurnID)
+		return ok
+	})
+	assertContiguous(t, evs)
+	var text strings.Builder
+	requested := 0
+	for _, ev := range evs {
+		if ev.Type == berth.EventElicitationRequested {
+			requested++
+		}
+		if ev.Type == berth.EventAgentMessage {
+			var d struct{ Text string }
+			_ = json.Unmarshal(ev.Data, &d)
+			text.WriteString(d.Text)
+		}
+	}
+	if reason, _ := turnEndedOf(evs, sess.CurrentTurnID); reason != berth.TurnEndTurn || requested != 1 ||
+		!strings.Contains(text.String(), "answer: Lin") || !strings.Contains(text.String(), "after") {
+		t.Fatalf("turn ended %q, %d requests, text %q", reason, requested, text.String())
 	}
 }
