@@ -34,7 +34,18 @@ type Field struct {
 	Title  string
 	// Enum lists the values a single or multi select offers.
 	Enum     []string
+	bounds   bounds
 	resolved *jsonschema.Resolved
+}
+
+// bounds are the limits of a field a message names plainly.
+type bounds struct {
+	MinLength *int     `json:"minLength"`
+	MaxLength *int     `json:"maxLength"`
+	Minimum   *float64 `json:"minimum"`
+	Maximum   *float64 `json:"maximum"`
+	MinItems  *int     `json:"minItems"`
+	MaxItems  *int     `json:"maxItems"`
 }
 
 // property is the part of a field's schema the form reads beside
@@ -124,6 +135,7 @@ func parseField(name string, raw json.RawMessage) (Field, error) {
 		return Field{}, berth.WrapError(berth.EInvalid, err, "field %q of the requested schema", name)
 	}
 	fd := Field{Name: name, Type: p.Type, Format: p.Format, Title: p.Title, resolved: rs}
+	_ = json.Unmarshal(raw, &fd.bounds)
 	consts := p.Enum
 	for _, o := range p.OneOf {
 		consts = append(consts, o.Const)
@@ -170,7 +182,9 @@ func (f *Form) Check(content map[string]any) error {
 	return nil
 }
 
-// check validates one value.
+// check validates one value: its type, choices, bounds and format in
+// plain words, then anything else the field's schema says (a pattern…)
+// through the schema validator.
 func (fd Field) check(v any) error {
 	// Round-trip through JSON so numbers are what the schema validator expects.
 	b, err := json.Marshal(v)
@@ -179,17 +193,80 @@ func (fd Field) check(v any) error {
 	}
 	var inst any
 	_ = json.Unmarshal(b, &inst)
+	if msg := fd.plain(inst); msg != "" {
+		return fieldError(fd.Name, msg)
+	}
 	if err := fd.resolved.Validate(inst); err != nil {
-		return fieldError(fd.Name, tidy(err.Error()))
-	}
-	s, ok := inst.(string)
-	if !ok || fd.Format == "" {
-		return nil
-	}
-	if err := checkFormat(fd.Format, s); err != nil {
-		return fieldError(fd.Name, err.Error())
+		return fieldError(fd.Name, "does not fit the form: "+tidy(err.Error()))
 	}
 	return nil
+}
+
+// plain is what is wrong with v in words, "" when nothing of what it
+// checks is.
+func (fd Field) plain(v any) string {
+	bd := fd.bounds
+	switch fd.Type {
+	case "string":
+		s, ok := v.(string)
+		if !ok {
+			return "must be a string"
+		}
+		if len(fd.Enum) > 0 && !slices.Contains(fd.Enum, s) {
+			return "must be one of " + strings.Join(fd.Enum, ", ")
+		}
+		n := len([]rune(s))
+		if bd.MinLength != nil && n < *bd.MinLength {
+			return fmt.Sprintf("must be at least %d characters", *bd.MinLength)
+		}
+		if bd.MaxLength != nil && n > *bd.MaxLength {
+			return fmt.Sprintf("must be at most %d characters", *bd.MaxLength)
+		}
+		if fd.Format != "" {
+			if err := checkFormat(fd.Format, s); err != nil {
+				return err.Error()
+			}
+		}
+	case "number", "integer":
+		n, ok := v.(float64)
+		if !ok {
+			return "must be a number"
+		}
+		if fd.Type == "integer" && n != float64(int64(n)) {
+			return "must be an integer"
+		}
+		if bd.Minimum != nil && n < *bd.Minimum {
+			return fmt.Sprintf("must be at least %v", *bd.Minimum)
+		}
+		if bd.Maximum != nil && n > *bd.Maximum {
+			return fmt.Sprintf("must be at most %v", *bd.Maximum)
+		}
+	case "boolean":
+		if _, ok := v.(bool); !ok {
+			return "must be true or false"
+		}
+	case "array":
+		items, ok := v.([]any)
+		if !ok {
+			return "must be a list of strings"
+		}
+		for _, it := range items {
+			s, ok := it.(string)
+			if !ok {
+				return "must be a list of strings"
+			}
+			if len(fd.Enum) > 0 && !slices.Contains(fd.Enum, s) {
+				return fmt.Sprintf("holds %q; each must be one of %s", s, strings.Join(fd.Enum, ", "))
+			}
+		}
+		if bd.MinItems != nil && len(items) < *bd.MinItems {
+			return fmt.Sprintf("must hold at least %d", *bd.MinItems)
+		}
+		if bd.MaxItems != nil && len(items) > *bd.MaxItems {
+			return fmt.Sprintf("must hold at most %d", *bd.MaxItems)
+		}
+	}
+	return ""
 }
 
 // checkFormat checks a string against one of the formats ACP allows.

@@ -15,7 +15,9 @@ const form = `{"type":"object","required":["answer"],"properties":{
  "n":{"type":"integer","minimum":1,"maximum":5},
  "ok":{"type":"boolean"},
  "color":{"type":"string","enum":["red","green"]},
- "tags":{"type":"array","items":{"type":"string","enum":["a","b"]}}}}`
+ "tags":{"type":"array","items":{"type":"string","enum":["a","b"]}},
+ "code":{"type":"string","pattern":"^[A-Z]{3}$"},
+ "size":{"type":"string","oneOf":[{"const":"s","title":"Small"},{"const":"l","title":"Large"}]}}}`
 
 func TestCheckContent(t *testing.T) {
 	f, err := Parse(json.RawMessage(form))
@@ -23,7 +25,7 @@ func TestCheckContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := map[string]any{"answer": "yes", "email": "a@b.example", "when": "2026-11-25", "n": 3, "ok": true,
-		"color": "red", "tags": []any{"a"}}
+		"color": "red", "tags": []any{"a"}, "code": "ABC", "size": "l"}
 	if err := f.Check(good); err != nil {
 		t.Fatalf("good content refused: %v", err)
 	}
@@ -42,6 +44,8 @@ func TestCheckContent(t *testing.T) {
 		{map[string]any{"answer": "x", "color": "blue"}, "color"},
 		{map[string]any{"answer": "x", "tags": []any{"c"}}, "tags"},
 		{map[string]any{"answer": "x", "extra": 1}, "extra"},
+		{map[string]any{"answer": "x", "code": "abc"}, "code"},
+		{map[string]any{"answer": "x", "size": "m"}, "size"},
 	} {
 		err := f.Check(c.content)
 		if !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "content."+c.field+" ") {
