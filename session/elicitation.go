@@ -51,12 +51,23 @@ func (h *agentHandler) CreateElicitation(ctx context.Context, req acp.CreateElic
 		rt.mu.Unlock()
 		return rt.awaitElicitation(ctx, w)
 	}
-	full := len(rt.elics) >= berth.MaxPendingElicitations
-	rt.mu.Unlock()
-	if full {
+	// Requests on their way in count against the cap too: an agent
+	// sending many at once cannot slip past it.
+	if len(rt.elics)+rt.elicsArriving >= berth.MaxPendingElicitations {
+		rt.mu.Unlock()
 		return acp.CreateElicitationResponse{}, &acp.Error{Code: acp.CodeInvalidRequest,
 			Message: "too many elicitations wait for an answer in this session"}
 	}
+	rt.elicsArriving++
+	rt.mu.Unlock()
+	arrived := false
+	defer func() {
+		if !arrived {
+			rt.mu.Lock()
+			rt.elicsArriving--
+			rt.mu.Unlock()
+		}
+	}()
 	if rt.detached.Load() {
 		// The daemon let go of the agent: the next one is asked.
 		return acp.ElicitationCancelled(), nil
@@ -75,6 +86,8 @@ func (h *agentHandler) CreateElicitation(ctx context.Context, req acp.CreateElic
 	rt.emit(tag, berth.EventElicitationRequested, map[string]any{"elicitation": e})
 	w := &elicWaiter{e: e, form: form, answer: make(chan acp.CreateElicitationResponse, 1)}
 	rt.waitElicitationLocked(w)
+	rt.elicsArriving--
+	arrived = true
 	rt.mu.Unlock()
 	if cancelled {
 		_, _ = rt.resolveElicitation(context.WithoutCancel(ctx), e.ID, berth.ElicitationCancel, nil, berth.DecidedByCancel)
