@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/berth-sh/berth"
@@ -237,7 +238,13 @@ func TestDetachKeepsAPendingElicitation(t *testing.T) {
 // at most MaxPendingElicitations at once. A url elicitation is accepted
 // without content.
 func TestElicitationRequestsAreBounded(t *testing.T) {
-	e := newEnv(t)
+	gate := &elicitationGate{open: make(chan struct{})}
+	e := &env{t: t, home: t.TempDir(), wrap: func(st berth.Store) berth.Store { gate.Store = st; return gate }}
+	e.open()
+	t.Cleanup(e.close)
+	var opened sync.Once
+	release := func() { opened.Do(func() { close(gate.open) }) }
+	t.Cleanup(release)
 	ctx := context.Background()
 	s := e.create(berth.CreateRequest{})
 	h := &agentHandler{rt: e.m.runtimeOf(s.ID)}
@@ -260,16 +267,31 @@ func TestElicitationRequestsAreBounded(t *testing.T) {
 		t.Fatalf("refused requests were stored: %+v", es)
 	}
 
-	// Fill the session up; the next request is refused.
+	// More requests than the cap at once, each held in the store: the cap
+	// holds while they are on their way in, the rest are refused.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answers := make(chan acp.CreateElicitationResponse, berth.MaxPendingElicitations)
-	for range berth.MaxPendingElicitations {
+	const extra = 4
+	answers := make(chan acp.CreateElicitationResponse, berth.MaxPendingElicitations+extra)
+	refused := make(chan error, berth.MaxPendingElicitations+extra)
+	for range berth.MaxPendingElicitations + extra {
 		go func() {
-			resp, _ := h.CreateElicitation(wctx, acp.CreateElicitationRequest{Mode: "url", Message: "sign in",
+			resp, err := h.CreateElicitation(wctx, acp.CreateElicitationRequest{Mode: "url", Message: "sign in",
 				URL: "https://example.com/login", ElicitationID: "acp-1"})
+			if err != nil {
+				refused <- err
+				return
+			}
 			answers <- resp
 		}()
+	}
+	waitFor(t, "the requests over the cap refused", func() bool { return len(refused) == extra })
+	release()
+	for range extra {
+		var rpcErr *acp.Error
+		if err := <-refused; !errors.As(err, &rpcErr) || rpcErr.Code != acp.CodeInvalidRequest {
+			t.Fatalf("a request over the cap: %v", err)
+		}
 	}
 	waitFor(t, "every elicitation pending", func() bool {
 		got, _ := e.m.GetSession(ctx, s.ID)
@@ -301,4 +323,16 @@ func TestElicitationRequestsAreBounded(t *testing.T) {
 	if got, _ := e.m.GetSession(ctx, s.ID); got.PendingElicitations != 0 || got.Badge != berth.BadgeIdle {
 		t.Fatalf("session after: %+v", got)
 	}
+}
+
+// elicitationGate is a store whose CreateElicitation waits until open is
+// closed (the refused requests before the cap test's requests are stored).
+type elicitationGate struct {
+	berth.Store
+	open chan struct{}
+}
+
+func (g *elicitationGate) CreateElicitation(ctx context.Context, e *berth.Elicitation) error {
+	<-g.open
+	return g.Store.CreateElicitation(ctx, e)
 }
