@@ -45,6 +45,10 @@ const (
 	EventPromptSteered       = "prompt_steered"
 	EventPermissionRequested = "permission_requested"
 	EventPermissionResolved  = "permission_resolved"
+	// EventElicitationRequested [elicitation]: the agent asks for input.
+	EventElicitationRequested = "elicitation_requested"
+	// EventElicitationResolved [elicitation_id, action, content, decided_by].
+	EventElicitationResolved = "elicitation_resolved"
 	EventFileRead            = "file_read"
 	EventFileWritten         = "file_written"
 	EventFileRefused         = "file_refused"

@@ -84,6 +84,16 @@ type SessionService interface {
 	// decision, EConflict when it is no longer pending, ENotFound.
 	DecidePermission(ctx context.Context, id, permID string, d PermissionDecision) (*Permission, error)
 
+	// ListElicitations returns a session's elicitations, all or in one
+	// state. EInvalid for an unknown state, ENotFound.
+	ListElicitations(ctx context.Context, id, state string) ([]*Elicitation, error)
+	// GetElicitation returns one elicitation. ENotFound.
+	GetElicitation(ctx context.Context, id, eid string) (*Elicitation, error)
+	// AnswerElicitation answers a pending elicitation. EInvalid for a bad
+	// answer or content the agent's schema refuses, EConflict when it is
+	// no longer pending, ENotFound.
+	AnswerElicitation(ctx context.Context, id, eid string, a ElicitationAnswer) (*Elicitation, error)
+
 	// Exec runs a command in the session's sandbox and returns its result.
 	// EInvalid for a bad request, EConflict when the session is not active,
 	// ENotFound.

@@ -171,7 +171,10 @@ type Session struct {
 	CurrentTurnID      string            `json:"current_turn_id,omitempty"`
 	Queue              QueueInfo         `json:"queue"`
 	PendingPermissions int               `json:"pending_permissions"`
-	Resumable          bool              `json:"resumable"`
+	// PendingElicitations counts the agent's elicitations that wait for an
+	// answer (CONTRACT §4.7).
+	PendingElicitations int  `json:"pending_elicitations"`
+	Resumable           bool `json:"resumable"`
 	// AgentPID is the process group of the agent while it runs, recorded so
 	// a daemon that finds the session live at boot can kill what is left.
 	AgentPID int `json:"-"`
@@ -234,7 +237,7 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 		return BadgeStopped
 	}
 	switch {
-	case s.PendingPermissions > 0:
+	case s.PendingPermissions > 0, s.PendingElicitations > 0:
 		return BadgeWaiting
 	case hung && busy:
 		return BadgeHung

@@ -57,13 +57,15 @@ func (c *Client) Stats() Stats { return c.conn.Stats() }
 // Close closes the transport and waits for every handler to return.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// Initialize opens the protocol, advertising fs read/write and terminals.
+// Initialize opens the protocol, advertising fs read/write, terminals and
+// elicitations in both modes.
 func (c *Client) Initialize(ctx context.Context, info Implementation) (InitializeResponse, error) {
 	var resp InitializeResponse
 	err := c.conn.Call(ctx, MethodInitialize, InitializeRequest{
-		ProtocolVersion:    ProtocolVersion,
-		ClientCapabilities: ClientCapabilities{Fs: FsCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true},
-		ClientInfo:         &info,
+		ProtocolVersion: ProtocolVersion,
+		ClientCapabilities: ClientCapabilities{Fs: FsCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true,
+			Elicitation: bothModes},
+		ClientInfo: &info,
 	}, &resp)
 	return resp, err
 }
@@ -225,6 +227,16 @@ func (d clientDispatch) HandleRequest(ctx context.Context, method string, params
 			return nil, err
 		}
 		return d.h.RequestPermission(ctx, req)
+	case MethodElicitationCreate:
+		eh, ok := d.h.(ElicitationHandler)
+		if !ok {
+			return nil, MethodNotFound(method)
+		}
+		req, err := decode[CreateElicitationRequest](params)
+		if err != nil {
+			return nil, err
+		}
+		return eh.CreateElicitation(ctx, req)
 	case MethodReadTextFile:
 		req, err := decode[ReadTextFileRequest](params)
 		if err != nil {

@@ -35,6 +35,8 @@ type FsCapabilities struct {
 type ClientCapabilities struct {
 	Fs       FsCapabilities `json:"fs"`
 	Terminal bool           `json:"terminal"`
+	// Elicitation offers elicitation/create's modes.
+	Elicitation *ElicitationCapabilities `json:"elicitation,omitempty"`
 }
 
 // Implementation names a client or agent program.

@@ -593,3 +593,28 @@ func (c *Client) ClearSession(ctx context.Context, id string, cancel bool) (*ber
 	}
 	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/clear"), q, nil)
 }
+
+// ListElicitations returns a session's elicitations, all or in one state.
+func (c *Client) ListElicitations(ctx context.Context, id, state string) ([]*berth.Elicitation, error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	res, err := call[struct {
+		Elicitations []*berth.Elicitation `json:"elicitations"`
+	}](ctx, c, http.MethodGet, sessionPath(id, "/elicitations"), q, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.Elicitations, nil
+}
+
+// GetElicitation returns one elicitation of a session.
+func (c *Client) GetElicitation(ctx context.Context, id, eid string) (*berth.Elicitation, error) {
+	return call[berth.Elicitation](ctx, c, http.MethodGet, sessionPath(id, "/elicitations/"+url.PathEscape(eid)), nil, nil)
+}
+
+// AnswerElicitation answers a pending elicitation.
+func (c *Client) AnswerElicitation(ctx context.Context, id, eid string, a berth.ElicitationAnswer) (*berth.Elicitation, error) {
+	return call[berth.Elicitation](ctx, c, http.MethodPost, sessionPath(id, "/elicitations/"+url.PathEscape(eid)), nil, a)
+}

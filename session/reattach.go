@@ -42,6 +42,9 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 	}
 	// After the claim: the open turn's entry is no longer queued.
 	rt.recoverInput(r.Pending, queue)
+	if err := m.recoverElicitations(ctx, rt); err != nil {
+		return err
+	}
 	rt.wire(p, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
 	t, wait, err := rt.recoverTurn(open, h)
 	if err != nil {

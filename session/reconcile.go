@@ -160,6 +160,9 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers 
 			return err
 		}
 	}
+	if err := m.reconcileElicitations(ctx, s, open, ended); err != nil {
+		return err
+	}
 	if open != "" {
 		// Tool calls the turn left pending or in progress fail with it.
 		calls, err := m.danglingCalls(ctx, s.ID, open)

@@ -68,7 +68,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	next := *s
 	next.State, next.StopReason, next.Failure, next.Resumable = berth.StateStarting, "", nil, false
 	next.Badge = berth.BadgeStarting
-	next.PendingPermissions = 0
+	next.PendingPermissions, next.PendingElicitations = 0, 0
 	next.LastActivityAt = time.Now().UTC()
 	if next.TTLSeconds > 0 {
 		// A resumed session lives its TTL again.

@@ -133,6 +133,12 @@ type runtime struct {
 	// agent's request, served again, takes its record back instead of
 	// making a new one.
 	adoptable []berth.Permission
+	// elics are the elicitations waiting for an answer, adoptableElics
+	// the stored pending ones of a reattached session (elicitation.go).
+	elics          map[string]*elicWaiter
+	adoptableElics []berth.Elicitation
+	// elicsArriving counts requests past the cap check not yet waiting.
+	elicsArriving int
 	// boxMu guards opening sandbox lazily: with a shim the agent's own
 	// sandbox is the shim's, and the daemon opens one for terminals and
 	// exec only when they are asked for.

@@ -203,6 +203,7 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 	// so does one a previous daemon stored that the agent never asked again.
 	orphans, waiters := rt.resolveTurnLocked(t.id)
 	stale := rt.dropAdoptableLocked(t.id)
+	finishElicitations := rt.endTurnElicitationsLocked(t.id)
 	if rt.hung && !rt.exited && rt.stopReason == "" {
 		// The agent answered: whatever the supervisor saw last, it is not stalled.
 		rt.emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
@@ -238,6 +239,7 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 	for i, p := range orphans {
 		rt.complete(context.Background(), p, waiters[i])
 	}
+	finishElicitations()
 	for i := range stale {
 		p := &stale[i]
 		now := time.Now().UTC()
@@ -364,6 +366,7 @@ func (rt *runtime) cancelTurnLocked(t *turn) {
 		rt.cancelExpired(t)
 	})
 	rt.cancelPermissionsLocked()
+	rt.cancelElicitationsLocked()
 	// Written off the caller's goroutine: this may run on the ACP reader,
 	// and the agent's stdin may be full while it waits to be read. It waits
 	// for the turn's prompt to be written: a cancel ahead of its prompt

@@ -33,6 +33,8 @@ import (
 //	mode, model, config, /echo, /plan: see controls.go
 //	logout             forgets the demo login (--require-auth): later
 //	                   prompts answer auth_required until authenticate
+//	elicit TEXT        elicitation/create (form, one required string field
+//	                   "answer"), then "answer: VALUE" or "elicitation ACTION"
 //	mcp SERVER TOOL JSON  tool_call (fetch) + tools/call of TOOL with the
 //	                   JSON object on the session's MCP server SERVER; then
 //	                   the tool's text, or "mcp error: …"
@@ -89,6 +91,7 @@ var commands = map[string]command{
 	"plan":   (*turn).plan,
 	"usage":  (*turn).usage,
 	"mcp":    (*turn).mcpCall,
+	"elicit": (*turn).elicit,
 }
 
 // run executes the prompt's lines and returns the stop reason.

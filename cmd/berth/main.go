@@ -72,6 +72,8 @@ func newRootCommand() *cobra.Command {
 		newChildrenCommand(),
 		newQueueCommand(),
 		newPermissionsCommand(),
+		newElicitationsCommand(),
+		newAnswerCommand(),
 		newExecCommand(),
 		newSnapshotCommand(),
 		newRepairCommand(),

@@ -152,6 +152,10 @@ func summarize(ev berth.Event) string {
 		return join(kv("id", d.str("permission", "id")), shorten(d.str("permission", "tool_call", "title"), 60))
 	case berth.EventPermissionResolved:
 		return join(kv("id", d.str("permission_id")), kv("option", d.str("option_id")), kv("by", d.str("decided_by")))
+	case berth.EventElicitationRequested:
+		return join(kv("id", d.str("elicitation", "id")), shorten(d.str("elicitation", "message"), 60))
+	case berth.EventElicitationResolved:
+		return join(kv("id", d.str("elicitation_id")), kv("action", d.str("action")), kv("by", d.str("decided_by")))
 	case berth.EventFileRead, berth.EventFileWritten, berth.EventFileRefused:
 		return join(d.str("path"), kv("bytes", d.str("bytes")))
 	case berth.EventTerminalStarted, berth.EventTerminalExited, berth.EventExec:
@@ -310,6 +314,11 @@ func (r *eventRenderer) render(ev berth.Event) {
 			shorten(orDash(d.str("permission", "tool_call", "title")), 80))))
 	case berth.EventPermissionResolved:
 		r.line(r.style(ansiDim, fmt.Sprintf("  permission %s: %s (by %s)", d.str("permission_id"), orDash(d.str("option_id")), orDash(d.str("decided_by")))))
+	case berth.EventElicitationRequested:
+		r.line(r.style(ansiBold, fmt.Sprintf("? elicitation %s requested: %s", d.str("elicitation", "id"),
+			shorten(orDash(d.str("elicitation", "message")), 80))))
+	case berth.EventElicitationResolved:
+		r.line(r.style(ansiDim, fmt.Sprintf("  elicitation %s: %s (by %s)", d.str("elicitation_id"), orDash(d.str("action")), orDash(d.str("decided_by")))))
 	case berth.EventFileWritten, berth.EventFileRefused, berth.EventTerminalStarted, berth.EventTerminalExited, berth.EventExec:
 		r.line(r.style(ansiDim, fmt.Sprintf("  %s %s", ev.Type, summarize(ev))))
 	case berth.EventRuntimeWarning:

@@ -111,10 +111,10 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	var ask *asker
-	if req.PermissionMode == berth.PermAsk {
-		ask = newAsker(client, cmd.InOrStdin(), cmd.ErrOrStderr())
-	}
+	// The agent's questions are put at the terminal; permissions only in
+	// ask mode (else the policy answers them).
+	ask := newAsker(client, cmd.InOrStdin(), cmd.ErrOrStderr())
+	ask.permissions = req.PermissionMode == berth.PermAsk
 	stop, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON, ask)
 	if rm, _ := f.GetBool("rm"); rm {
 		// The turn is over (or was cancelled): nothing of the session is kept.
@@ -198,7 +198,15 @@ func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, 
 			// The end of the turn is told by the exit code, not on stdout.
 			r.render(ev)
 		}
-		if ask != nil && ev.Type == berth.EventPermissionRequested {
+		if ask != nil && ev.Type == berth.EventElicitationRequested {
+			if e, ok := elicitationOfEvent(ev); ok {
+				r.endLine()
+				if err := ask.askElicitation(ctx, id, e); err != nil {
+					return "", err
+				}
+			}
+		}
+		if ask != nil && ask.permissions && ev.Type == berth.EventPermissionRequested {
 			var d struct {
 				Permission berth.Permission `json:"permission"`
 			}

@@ -206,6 +206,9 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	row("current turn", s.CurrentTurnID)
 	row("queue", fmt.Sprintf("%d pending", s.Queue.Pending))
 	row("pending permissions", fmt.Sprint(s.PendingPermissions))
+	if s.PendingElicitations > 0 {
+		row("pending questions", fmt.Sprint(s.PendingElicitations))
+	}
 	row("last seq", fmt.Sprint(s.LastSeq))
 	if s.State == berth.StateStopped {
 		row("resumable", fmt.Sprint(s.Resumable))

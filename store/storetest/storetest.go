@@ -77,6 +77,8 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"QueueClaimOnce", testQueueClaimOnce},
 		{"QueueContent", testQueueContent},
 		{"Permissions", testPermissions},
+		{"Elicitations", testElicitations},
+		{"ElicitationsReopen", testElicitationsReopen},
 		{"Leases", testLeases},
 		{"SideEntitiesCascade", testSideEntitiesCascade},
 		{"ListRecovery", testListRecovery},

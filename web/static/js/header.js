@@ -77,6 +77,7 @@ export function create(id, hooks) {
         fact('Sandbox', `${s.sandbox.provider}${s.sandbox.network ? ', network' : ''}`),
         fact('Permission mode', s.permission_mode),
         fact('Pending permissions', String(s.pending_permissions)),
+        fact('Pending questions', String(s.pending_elicitations || 0)),
         fact('Last activity', ago(s.last_activity_at)),
         s.parent_id ? fact('Parent', h('a', { href: `/sessions/${encodeURIComponent(s.parent_id)}`, text: s.parent_id })) : null,
         s.failure ? fact('Failure', `${s.failure.kind}: ${s.failure.message}`) : null,

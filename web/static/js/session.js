@@ -41,7 +41,7 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
 const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
   'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved', 'mode_update', 'config_update',
   'commands_update', 'acp_unknown', 'conversation_cleared',
-  'runtime_warning']);
+  'runtime_warning', 'elicitation_requested', 'elicitation_resolved']);
 
 // mount shows session id in main and returns its unmount.
 export function mount(main, id) {
@@ -56,6 +56,7 @@ export function mount(main, id) {
   head.slot.append(ctl.element);
   const t = new Transcript(log, {
     decide: (p, optionId) => api('POST', sessionPath(id, `/permissions/${encodeURIComponent(p.id)}`), { option_id: optionId }),
+    answer: (q, body) => api('POST', sessionPath(id, `/elicitations/${encodeURIComponent(q.id)}`), body),
     usage: (d) => head.setUsage(d),
   });
   main.append(h('div', { class: 'session' },

@@ -9,6 +9,7 @@ import { h, token } from './dom.js';
 import * as markdown from './markdown.js';
 import * as diff from './diff.js';
 import { permissionCard } from './permissions.js';
+import { elicitationCard } from './elicitations.js';
 
 // MERGED are the event types whose consecutive events form one block.
 const MERGED = new Set(['agent_message', 'agent_thought', 'agent_stderr']);
@@ -39,6 +40,7 @@ export class Transcript {
     this.first = 0;
     this.tools = new Map();
     this.perms = new Map();
+    this.elics = new Map();
     this.changed = new Set();
     this.earlier = h('button', { type: 'button', class: 'earlier', hidden: true, onclick: () => this.showEarlier() });
     this.list = h('div', { class: 'entries' });
@@ -171,6 +173,25 @@ export class Transcript {
           this.changed.add(e);
         }
         this.note(ev, `Permission ${d.permission_id}: ${d.option_id || 'no option'} (by ${d.decided_by})`);
+        break;
+      }
+      case 'elicitation_requested': {
+        const q = d.elicitation || {};
+        const e = this.entry(ev, (en) => {
+          const card = elicitationCard(q, (body) => this.hooks.answer(q, body));
+          if (en.resolution) card.resolve(en.resolution);
+          return frame(en, 'Question', 'elicitation', card.node);
+        });
+        this.elics.set(q.id, e);
+        break;
+      }
+      case 'elicitation_resolved': {
+        const e = this.elics.get(d.elicitation_id);
+        if (e) {
+          e.resolution = d;
+          this.changed.add(e);
+        }
+        this.note(ev, `Question ${d.elicitation_id}: ${d.action} (by ${d.decided_by})`);
         break;
       }
       case 'runtime_warning':
