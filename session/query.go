@@ -104,6 +104,12 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 			m.logger.Warn("remove managed workspace", "session_id", id, "err", err)
 		}
 	}
+	if m.opts.Checkpoints != nil {
+		// Blobs other sessions' checkpoints name stay.
+		if err := m.opts.Checkpoints.Delete(id); err != nil {
+			m.logger.Warn("remove checkpoints", "session_id", id, "err", err)
+		}
+	}
 	if m.opts.Snapshots != nil {
 		if err := m.opts.Snapshots.Delete(id); err != nil {
 			m.logger.Warn("remove snapshots", "session_id", id, "err", err)

@@ -186,6 +186,9 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	if grant != nil {
 		mcp = append(mcp, rt.m.toolsMCPServer(grant))
 	}
+	if prev == "" && rt.fork != nil {
+		return rt.openFork(ctx, caps, mcp)
+	}
 	if prev == "" {
 		ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 		return ns.SessionID, "", err

@@ -75,6 +75,8 @@ func (rt *runtime) runTurn(t *turn, text string) {
 	carry := rt.carry
 	rt.carry = ""
 	rt.mu.Unlock()
+	// The workspace as it is before the agent sees the prompt.
+	rt.checkpointTurn(t)
 	for {
 		answered := func(resp acp.PromptResponse, err error) {
 			if !rt.continueWithSteer(t, err) {

@@ -42,6 +42,8 @@ type agent struct {
 
 	// noMCPHTTP hides MCP over HTTP: only stdio servers are offered.
 	noMCPHTTP bool
+	// noFork hides session/fork (fork.go).
+	noFork bool
 
 	hung     chan struct{}
 	hungOnce sync.Once
@@ -207,7 +209,8 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession: !a.noLoad,
 			// stdio is always offered; HTTP too, SSE not (CONTRACT §6).
-			McpCapabilities: acp.McpCapabilities{Http: !a.noMCPHTTP},
+			McpCapabilities:     acp.McpCapabilities{Http: !a.noMCPHTTP},
+			SessionCapabilities: acp.SessionCapabilities{Fork: a.forkCapability()},
 		},
 		AgentInfo:   &acp.Implementation{Name: agentName, Version: agentVersion},
 		AuthMethods: []acp.AuthMethod{},
