@@ -186,8 +186,9 @@ func openDaemon(ctx context.Context, o daemonOptions) (_ *daemon, err error) {
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration,
 			MaxChildren: childLimit(lim.MaxChildren), MaxDepth: childLimit(lim.MaxDepth)},
 		Home: o.home, NodeID: node, Version: versionString(), Logger: o.logger, UserHome: userHome(),
-		Snapshots: snapshot.New(filepath.Join(o.home, "snapshots")),
-		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
+		Snapshots:   snapshot.New(filepath.Join(o.home, "snapshots")),
+		Checkpoints: checkpointStore(o.home, o.cfg.Checkpoints),
+		Shim:        shimOpts, RunDir: runDir, Hidden: daemonFiles(o.socket, o.cfg.Store.URL),
 		// The hooks' one point on the event path: told of every commit.
 		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
 		// Once the boot knows which sessions it reattached.
