@@ -276,7 +276,7 @@ func TestBadManifestIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		must(t, os.WriteFile(s.entriesPath("ses_a", c.ID), []byte(line+"\n"), 0o600))
+		must(t, os.WriteFile(s.entriesPath("ses_a", c.ID), []byte(`{"v":1}`+"\n"+line+"\n"), 0o600))
 		_, err = s.Restore(ctx, "ses_a", c.ID, ws)
 		if berth.ErrorCode(err) != berth.EInternal {
 			t.Fatalf("%s: err %v", line, err)
@@ -388,5 +388,93 @@ func TestForkCopyIntoEmptyDir(t *testing.T) {
 	}
 	if d := diff(tree(t, ws), tree(t, dst)); len(d) > 0 {
 		t.Fatal(d)
+	}
+}
+
+// TestEveryCheckpointOfAChainRestores: manifests are deltas on the one
+// before (a full one every maxChain); each of 40 checkpoints, read back by
+// a fresh store, restores its own state exactly, and the manifests stay
+// small.
+func TestEveryCheckpointOfAChainRestores(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	for i := range 200 {
+		write(t, ws, filepath.Join("d", string(rune('a'+i%10)), "f"+strings.Repeat("x", i/10)), "v0", 0o644)
+	}
+	s := newStore(t, Options{})
+	var ids []string
+	var trees []map[string]string
+	for r := range 40 {
+		write(t, ws, filepath.Join("d", "a", "f"), "round "+string(rune('A'+r)), 0o644)
+		write(t, ws, filepath.Join("new", string(rune('a'+r))), "added", 0o600)
+		if r%3 == 0 {
+			must(t, os.RemoveAll(filepath.Join(ws, "new")))
+		}
+		c, err := s.Create(ctx, "ses_a", "t", ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, trees = append(ids, c.ID), append(trees, tree(t, ws))
+	}
+	full, deltas := 0, 0
+	for _, id := range ids {
+		h, entries, err := readEntries(s.entriesPath("ses_a", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Base == "" {
+			full++
+		} else {
+			deltas++
+			if len(entries) > 10 {
+				t.Fatalf("delta %s has %d entries", id, len(entries))
+			}
+		}
+	}
+	if full != 2 || deltas != 38 {
+		t.Fatalf("%d full manifests, %d deltas", full, deltas)
+	}
+	fresh := New(s.dir, Options{})
+	for i := len(ids) - 1; i >= 0; i -= 7 {
+		if _, err := fresh.Restore(ctx, "ses_a", ids[i], ws); err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(trees[i], tree(t, ws)); len(d) > 0 {
+			t.Fatalf("checkpoint %d: %v", i, d)
+		}
+	}
+}
+
+// TestGitignoreChangeIsSeen: a path kept by one checkpoint is skipped by
+// the next once a .gitignore (here a nested one) names it, and kept again
+// once it no longer does.
+func TestGitignoreChangeIsSeen(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	write(t, ws, "src/gen.out", "generated", 0o644)
+	write(t, ws, "src/main.go", "package main", 0o644)
+	s := newStore(t, Options{})
+	skipped := func() []string {
+		t.Helper()
+		c, err := s.Create(ctx, "ses_a", "t", ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, sk := range c.Skipped {
+			out = append(out, sk.Path+":"+sk.Reason)
+		}
+		return out
+	}
+	if got := skipped(); len(got) != 0 {
+		t.Fatalf("first: %v", got)
+	}
+	write(t, ws, "src/.gitignore", "*.out\n", 0o644)
+	if got := skipped(); !slices.Equal(got, []string{"src/gen.out:" + SkipGitignore}) {
+		t.Fatalf("after .gitignore: %v", got)
+	}
+	write(t, ws, "src/.gitignore", "*.tmp\n", 0o644)
+	if got := skipped(); len(got) != 0 {
+		t.Fatalf("after the change: %v", got)
 	}
 }

@@ -71,18 +71,23 @@ func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string,
 		}
 	}
 	c := &creator{s: s, byInode: map[fileKey]string{}}
-	if prev := s.previous(sessionID); prev != nil {
+	prev := s.previous(sessionID)
+	if prev != nil {
 		c.prev = prev.byPath
+		c.entries = make([]Entry, 0, len(prev.entries)+16)
 	}
 	meta := &Checkpoint{ID: ids.New(idPrefix), SessionID: sessionID, TurnID: turnID, CreatedAt: time.Now().UTC()}
-	w := &walker{ctx: ctx, root: root, opts: s.opts, fn: c.visit}
+	w := &walker{ctx: ctx, root: root, opts: s.opts, fn: c.visit, sigs: map[string]string{}}
+	if prev != nil {
+		w.prevSigs, w.known = prev.sigs, func(p string) bool { return c.prev[p] != nil }
+	}
 	for _, p := range hide {
 		if fi, err := os.Stat(p); err == nil {
 			w.hide = append(w.hide, fi)
 		}
 	}
 	defer c.discard()
-	if err := w.walkDir(root, "."); err != nil {
+	if err := w.walkDir(root, ".", ""); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -95,12 +100,8 @@ func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string,
 	if meta.Skipped == nil {
 		meta.Skipped = []Skip{}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	for i := range c.entries {
-		_ = enc.Encode(&c.entries[i])
-	}
-	if err := writeAtomic(s.entriesPath(sessionID, meta.ID), buf.Bytes()); err != nil {
+	buf, chain := c.encode(prev)
+	if err := writeAtomic(s.entriesPath(sessionID, meta.ID), buf); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
 	mb, _ := json.Marshal(meta)
@@ -111,7 +112,7 @@ func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string,
 	if err := syncDir(s.sessionDir(sessionID)); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
-	m := &manifest{meta: meta, entries: c.entries, byPath: make(map[string]*Entry, len(c.entries))}
+	m := &manifest{meta: meta, entries: c.entries, byPath: make(map[string]*Entry, len(c.entries)), chain: chain, sigs: w.sigs}
 	for i := range m.entries {
 		m.byPath[m.entries[i].Path] = &m.entries[i]
 	}
@@ -119,6 +120,42 @@ func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string,
 	s.last[sessionID] = m
 	s.mu.Unlock()
 	return meta, nil
+}
+
+// encode writes the manifest: only what changed since prev (a delta on
+// it) while the chain of deltas is short and the change small, else every
+// entry. It returns the file and how deep in a chain of deltas it is.
+func (c *creator) encode(prev *manifest) ([]byte, int) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	if prev != nil && prev.chain < maxChain {
+		var changed []Entry
+		seen := make(map[string]bool, len(c.entries))
+		for i := range c.entries {
+			e := &c.entries[i]
+			seen[e.Path] = true
+			if p := prev.byPath[e.Path]; p == nil || *p != *e {
+				changed = append(changed, *e)
+			}
+		}
+		for i := range prev.entries {
+			if p := prev.entries[i].Path; !seen[p] {
+				changed = append(changed, Entry{Path: p, Kind: kindRemoved})
+			}
+		}
+		if len(changed) <= len(c.entries)/2 {
+			_ = enc.Encode(header{V: 1, Base: prev.meta.ID})
+			for i := range changed {
+				_ = enc.Encode(&changed[i])
+			}
+			return buf.Bytes(), prev.chain + 1
+		}
+	}
+	_ = enc.Encode(header{V: 1})
+	for i := range c.entries {
+		_ = enc.Encode(&c.entries[i])
+	}
+	return buf.Bytes(), 0
 }
 
 // previous returns the session's newest manifest, from memory or else
@@ -217,21 +254,33 @@ func (c *creator) readFile(v *visit) (hash, reason string, err error) {
 	return hash, "", nil
 }
 
-// commitBlobs makes the new blobs durable with one syncfs, then renames
-// them into place and syncs their directories: a blob's name never points
-// at content that is not on disk.
+// syncEach is the most new blobs synced one by one; more are synced with
+// one syncfs of the store's file system.
+const syncEach = 16
+
+// commitBlobs makes the new blobs durable, then renames them into place
+// and syncs their directories: a blob's name never points at content that
+// is not on disk.
 func (c *creator) commitBlobs() error {
 	if len(c.pending) == 0 {
 		return nil
 	}
-	d, err := os.Open(c.s.blobDir())
-	if err != nil {
-		return err
-	}
-	err = unix.Syncfs(int(d.Fd()))
-	_ = d.Close()
-	if err != nil {
-		return err
+	if len(c.pending) <= syncEach {
+		for _, b := range c.pending {
+			if err := syncFile(b.tmp); err != nil {
+				return err
+			}
+		}
+	} else {
+		d, err := os.Open(c.s.blobDir())
+		if err != nil {
+			return err
+		}
+		err = unix.Syncfs(int(d.Fd()))
+		_ = d.Close()
+		if err != nil {
+			return err
+		}
 	}
 	dirs := map[string]bool{}
 	for _, b := range c.pending {
@@ -266,4 +315,14 @@ func (c *creator) discard() {
 func fileKeyOf(fi fs.FileInfo) (fileKey, bool) {
 	e := entryOf("", fi)
 	return fileKey{e.Dev, e.Ino}, e.Ino != 0
+}
+
+// syncFile fsyncs the file name.
+func syncFile(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }

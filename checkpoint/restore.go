@@ -94,7 +94,7 @@ func (r *restorer) run() error {
 		cur[v.entry.Path] = v.entry
 		return true, "", nil
 	}}
-	if err := w.walkDir(r.root, "."); err != nil {
+	if err := w.walkDir(r.root, ".", ""); err != nil {
 		return err
 	}
 	var extra []string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -75,6 +76,11 @@ type manifest struct {
 	meta    *Checkpoint
 	entries []Entry
 	byPath  map[string]*Entry
+	// chain is how many deltas lie between it and a full manifest.
+	chain int
+	// sigs are the walk's .gitignore signatures by directory (see
+	// walker); nil for a manifest read from disk.
+	sigs map[string]string
 }
 
 // New returns a Store rooted at dir (created on first use).
@@ -153,25 +159,47 @@ func (s *Store) readMeta(sessionID, id string) (*Checkpoint, error) {
 	return c, nil
 }
 
-// readManifest reads and checks a checkpoint's entries: every path valid
-// and unique, below a directory entry of its own, every hash well formed.
-// A manifest that fails is EInternal: nothing of it is used.
+// maxChain bounds the deltas between two full manifests: a manifest read
+// opens at most this many files.
+const maxChain = 32
+
+// kindRemoved marks, in a delta manifest, a path its base has and it has not.
+const kindRemoved = "-"
+
+// header is the first line of a manifest file: Base names the checkpoint
+// whose entries this one changes ("" for a full manifest).
+type header struct {
+	V    int    `json:"v"`
+	Base string `json:"base,omitempty"`
+}
+
+// readManifest reads and checks a checkpoint's entries, following its
+// chain of deltas: every path valid and unique, below a directory entry
+// of its own, every hash well formed. A manifest that fails is EInternal:
+// nothing of it is used.
 func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
 	meta, err := s.Get(sessionID, id)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := readEntries(s.entriesPath(sessionID, id))
+	byPath := map[string]Entry{}
+	chain, err := s.resolve(sessionID, id, byPath, 0)
 	if err != nil {
 		return nil, err
 	}
-	m := &manifest{meta: meta, entries: entries, byPath: make(map[string]*Entry, len(entries))}
+	entries := make([]Entry, 0, len(byPath))
+	for _, e := range byPath {
+		entries = append(entries, e)
+	}
+	// A parent's path is a prefix of its children's: it sorts first.
+	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	m := &manifest{meta: meta, entries: entries, byPath: make(map[string]*Entry, len(entries)), chain: chain}
 	for i := range entries {
 		e := &entries[i]
-		if !validEntryPath(e.Path) || m.byPath[e.Path] != nil {
+		if !validEntryPath(e.Path) {
 			return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a bad path", id)
 		}
-		if dir := filepath.Dir(e.Path); dir != "." {
+		if dir := path.Dir(e.Path); dir != "." {
 			if p := m.byPath[dir]; p == nil || p.Kind != KindDir {
 				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a path outside its directories", id)
 			}
@@ -194,26 +222,58 @@ func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
 	return m, nil
 }
 
-// readEntries reads a manifest file: one JSON Entry a line.
-func readEntries(name string) ([]Entry, error) {
+// resolve fills byPath with the entries of checkpoint id, its bases' first,
+// and returns how many deltas deep id is.
+func (s *Store) resolve(sessionID, id string, byPath map[string]Entry, depth int) (int, error) {
+	if depth > maxChain || !validID(id) {
+		return 0, berth.Errorf(berth.EInternal, "checkpoint %s has a broken chain", id)
+	}
+	h, entries, err := readEntries(s.entriesPath(sessionID, id))
+	if err != nil {
+		return 0, err
+	}
+	chain := 0
+	if h.Base != "" {
+		below, err := s.resolve(sessionID, h.Base, byPath, depth+1)
+		if err != nil {
+			return 0, err
+		}
+		chain = below + 1
+	}
+	for _, e := range entries {
+		if e.Kind == kindRemoved {
+			delete(byPath, e.Path)
+			continue
+		}
+		byPath[e.Path] = e
+	}
+	return chain, nil
+}
+
+// readEntries reads a manifest file: a header, then one JSON Entry a line.
+func readEntries(name string) (header, []Entry, error) {
+	var h header
 	f, err := os.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, berth.Errorf(berth.ENotFound, "checkpoint entries are gone")
+		return h, nil, berth.Errorf(berth.ENotFound, "checkpoint entries are gone")
 	}
 	if err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "cannot read checkpoint")
+		return h, nil, berth.WrapError(berth.EInternal, err, "cannot read checkpoint")
 	}
 	defer f.Close()
 	var out []Entry
 	dec := json.NewDecoder(bufio.NewReaderSize(f, 64<<10))
+	if err := dec.Decode(&h); err != nil || h.V != 1 {
+		return h, nil, berth.Errorf(berth.EInternal, "checkpoint entries are damaged")
+	}
 	for dec.More() {
 		var e Entry
 		if err := dec.Decode(&e); err != nil {
-			return nil, berth.WrapError(berth.EInternal, err, "checkpoint entries are damaged")
+			return h, nil, berth.WrapError(berth.EInternal, err, "checkpoint entries are damaged")
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return h, out, nil
 }
 
 // Delete removes every checkpoint of the session, then the blobs no other
@@ -254,7 +314,7 @@ func (s *Store) Sweep() (int, error) {
 			if !strings.HasSuffix(f.Name(), entriesExt) {
 				continue
 			}
-			entries, err := readEntries(filepath.Join(s.dir, "sessions", sd.Name(), f.Name()))
+			_, entries, err := readEntries(filepath.Join(s.dir, "sessions", sd.Name(), f.Name()))
 			if err != nil {
 				return 0, err
 			}

@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
@@ -45,6 +47,14 @@ type walker struct {
 	skipN    int
 	entries  int
 	fileSize int64
+	// sigs records, for each directory walked, which .gitignore files
+	// apply below it (their directories and contents); known says whether
+	// a path was kept by the previous walk, whose sigs are prevSigs. A
+	// path kept before under the same .gitignore files is not matched
+	// again.
+	sigs     map[string]string
+	prevSigs map[string]string
+	known    func(p string) bool
 	// fn is told of each kept path; it returns false to skip a regular
 	// file after all (with the reason it gives).
 	fn func(v *visit) (keep bool, reason string, err error)
@@ -89,43 +99,45 @@ func (w *walker) ignored(rel string, isDir bool) bool {
 	return false
 }
 
-// walkDir walks the directory dir, whose path is rel ("." for the root).
-func (w *walker) walkDir(dir *os.Root, rel string) error {
+// walkDir walks the directory dir, whose path is rel ("." for the root),
+// under the .gitignore files sig names.
+func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 	d, err := dir.Open(".")
 	if err != nil {
 		return err
 	}
-	ents, err := d.ReadDir(-1)
+	// Readdir lstats each entry in the open directory: the one look the
+	// walk takes at it.
+	ents, err := d.Readdir(-1)
 	_ = d.Close()
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(ents, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
+	slices.SortFunc(ents, func(x, y fs.FileInfo) int { return strings.Compare(x.Name(), y.Name()) })
 	pushed := false
-	if gi := readIgnore(dir); gi != nil {
+	if gi, sum := readIgnore(dir); gi != nil {
 		w.ignores = append(w.ignores, ignoreLevel{dir: rel, gi: gi})
 		pushed = true
+		sig += "|" + rel + ":" + sum
 	}
+	if w.sigs != nil {
+		w.sigs[rel] = sig
+	}
+	// Kept before under the same .gitignore files: kept now.
+	same := w.known != nil && w.prevSigs != nil && w.prevSigs[rel] == sig
 	defer func() {
 		if pushed {
 			w.ignores = w.ignores[:len(w.ignores)-1]
 		}
 	}()
-	for _, e := range ents {
+	for _, fi := range ents {
 		if err := w.ctx.Err(); err != nil {
 			return err
 		}
-		name := e.Name()
+		name := fi.Name()
 		p := name
 		if rel != "." {
 			p = rel + "/" + name
-		}
-		fi, err := dir.Lstat(name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since the directory was read
-		}
-		if err != nil {
-			return err
 		}
 		mode := fi.Mode()
 		switch {
@@ -135,7 +147,7 @@ func (w *walker) walkDir(dir *os.Root, rel string) error {
 		case w.isHidden(fi):
 			w.skip(p, SkipHidden)
 			continue
-		case len(w.ignores) > 0 && w.ignored(p, mode.IsDir()):
+		case len(w.ignores) > 0 && !(same && w.known(p)) && w.ignored(p, mode.IsDir()):
 			w.skip(p, SkipGitignore)
 			continue
 		}
@@ -146,7 +158,7 @@ func (w *walker) walkDir(dir *os.Root, rel string) error {
 		v := &visit{entry: entryOf(p, fi), dir: dir, name: name}
 		switch {
 		case mode.IsDir():
-			if err := w.subdir(dir, name, p, fi, v); err != nil {
+			if err := w.subdir(dir, name, p, fi, v, sig); err != nil {
 				return err
 			}
 		case mode&fs.ModeSymlink != 0:
@@ -203,7 +215,7 @@ func (w *walker) keep(v *visit) error {
 
 // subdir walks the directory name of dir, found by Lstat as fi: what opens
 // must be that directory (not a link swapped in meanwhile).
-func (w *walker) subdir(dir *os.Root, name, p string, fi fs.FileInfo, v *visit) error {
+func (w *walker) subdir(dir *os.Root, name, p string, fi fs.FileInfo, v *visit, sig string) error {
 	sub, err := openDir(dir, name, fi)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -219,7 +231,7 @@ func (w *walker) subdir(dir *os.Root, name, p string, fi fs.FileInfo, v *visit) 
 	if err := w.keep(v); err != nil {
 		return err
 	}
-	return w.walkDir(sub, p)
+	return w.walkDir(sub, p, sig)
 }
 
 // errSwapped is a path that changed between a look and an open.
@@ -281,21 +293,23 @@ func openFile(dir *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	return f, fi, nil
 }
 
-// readIgnore compiles the .gitignore of dir, if it has a regular one.
-func readIgnore(dir *os.Root) *ignore.GitIgnore {
+// readIgnore compiles the .gitignore of dir, if it has a regular one, and
+// returns it with a digest of its content.
+func readIgnore(dir *os.Root) (*ignore.GitIgnore, string) {
 	f, fi, err := openFile(dir, ".gitignore")
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	defer f.Close()
 	if fi.Size() > maxIgnoreBytes {
-		return nil
+		return nil, ""
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxIgnoreBytes))
 	if err != nil {
-		return nil
+		return nil, ""
 	}
-	return ignore.CompileIgnoreLines(strings.Split(string(b), "\n")...)
+	sum := sha256.Sum256(b)
+	return ignore.CompileIgnoreLines(strings.Split(string(b), "\n")...), hex.EncodeToString(sum[:16])
 }
 
 // entryOf describes the path p from its Lstat.
