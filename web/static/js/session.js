@@ -3,8 +3,9 @@
 // with the session's SSE stream from the last seq shown), the prompt box,
 // the pending queue and the exec console.
 //
+// Checkpoints, with rewind and fork, are a side panel (checkpoints.js).
 // Agent controls (mode/model/config pickers, commands, elicitations,
-// checkpoints, rewind, fork, clear) are not in the API yet; when they are,
+// clear) are not in the API yet; when they are,
 // they mount in the `controls` slot of the header (see header.js) and
 // their events render in transcript.js.
 
@@ -16,6 +17,7 @@ import * as header from './header.js';
 import * as promptbox from './promptbox.js';
 import * as queue from './queue.js';
 import * as execConsole from './exec.js';
+import * as checkpoints from './checkpoints.js';
 
 // PAGE is how many events one replay request asks for (the API's max).
 const PAGE = 1000;
@@ -40,6 +42,10 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
 const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
   'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved']);
 
+// CHECKPOINT_ON are the event types after which the checkpoints are
+// fetched again.
+const CHECKPOINT_ON = new Set(['checkpoint_created', 'workspace_rewound']);
+
 // mount shows session id in main and returns its unmount.
 export function mount(main, id) {
   const log = h('section', { class: 'transcript', role: 'log', 'aria-label': 'Transcript' });
@@ -48,6 +54,7 @@ export function mount(main, id) {
   const q = queue.create(id);
   const box = promptbox.create(id, { onSent: refresh });
   const ex = execConsole.create(id);
+  const cps = checkpoints.create(id);
   const t = new Transcript(log, {
     decide: (p, optionId) => api('POST', sessionPath(id, `/permissions/${encodeURIComponent(p.id)}`), { option_id: optionId }),
     usage: (d) => head.setUsage(d),
@@ -56,7 +63,7 @@ export function mount(main, id) {
     head.element,
     h('div', { class: 'session-body' },
       h('div', { class: 'session-main' }, log, loading, box.element),
-      h('aside', { class: 'session-side' }, q.element, ex.element))));
+      h('aside', { class: 'session-side' }, q.element, cps.element, ex.element))));
 
   let stopFollowing = () => {};
   let closed = false;
@@ -82,6 +89,7 @@ export function mount(main, id) {
   function take(ev) {
     pending.push(ev);
     if (REFRESH_ON.has(ev.type)) refresh();
+    if (CHECKPOINT_ON.has(ev.type)) cps.refresh();
     if (flushTimer) return;
     flushTimer = setTimeout(() => {
       flushTimer = null;
@@ -103,6 +111,7 @@ export function mount(main, id) {
     }
     head.update(s);
     q.refresh();
+    cps.refresh();
     await replay(id, s.last_seq, t, () => closed);
     loading.remove();
     scrollToEnd();

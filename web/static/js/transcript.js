@@ -306,6 +306,8 @@ function summary(ev) {
     case 'runtime_recovered': return 'Runtime recovered';
     case 'child_started': return `Child started: ${d.name || d.child_id} (${d.agent})`;
     case 'child_stopped': return `Child stopped: ${d.child_id} (${d.stop_reason})`;
+    case 'checkpoint_created': return `Checkpoint ${d.id} (${d.files} ${d.files === 1 ? 'file' : 'files'}${d.skipped ? `, ${d.skipped} skipped` : ''})`;
+    case 'workspace_rewound': return `Workspace rewound to ${d.checkpoint_id} (${d.written} written, ${d.removed} removed)`;
     default: return ev.type.replaceAll('_', ' ');
   }
 }
