@@ -478,3 +478,32 @@ func TestGitignoreChangeIsSeen(t *testing.T) {
 		t.Fatalf("after the change: %v", got)
 	}
 }
+
+// TestRestoreNeverFollowsLinksInside: links planted inside the workspace
+// (a directory of the checkpoint swapped for a link to another directory,
+// a file for a link to another file) are replaced, and what they point at
+// is not written.
+func TestRestoreNeverFollowsLinksInside(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	write(t, ws, "d/f.txt", "d's f", 0o644)
+	write(t, ws, "e/keep.txt", "e's", 0o644)
+	write(t, ws, "g.txt", "g", 0o644)
+	write(t, ws, "h.txt", "h", 0o644)
+	s := newStore(t, Options{})
+	c, err := s.Create(ctx, "ses_a", "t1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tree(t, ws)
+	must(t, os.RemoveAll(filepath.Join(ws, "d")))
+	must(t, os.Symlink("e", filepath.Join(ws, "d")))
+	must(t, os.Remove(filepath.Join(ws, "g.txt")))
+	must(t, os.Symlink("h.txt", filepath.Join(ws, "g.txt")))
+	if _, err := s.Restore(ctx, "ses_a", c.ID, ws); err != nil {
+		t.Fatal(err)
+	}
+	if d := diff(want, tree(t, ws)); len(d) > 0 {
+		t.Fatalf("after restore: %v", d)
+	}
+}
