@@ -22,6 +22,15 @@ type forkSpec struct {
 	turns []berth.TranscriptTurn
 }
 
+// takeNote returns what the next prompt begins with after a rewind or a
+// fork (kept on disk until then); "" when nothing.
+func (rt *runtime) takeNote() string {
+	if st := rt.m.opts.Checkpoints; st != nil {
+		return st.TakeNote(rt.id)
+	}
+	return ""
+}
+
 // checkpointTurn records the workspace before the turn t reaches the
 // agent. A failure is a runtime_warning: the turn goes on without one.
 func (rt *runtime) checkpointTurn(t *turn) {
@@ -122,10 +131,14 @@ func (m *Manager) Rewind(ctx context.Context, id string, req berth.RewindRequest
 
 	res, err := m.opts.Checkpoints.Restore(context.WithoutCancel(ctx), id, c.ID, s.Workspace, m.hidden()...)
 
+	if err == nil {
+		if nerr := m.opts.Checkpoints.AddNote(id, rewindNote); nerr != nil {
+			rt.logger.Warn("the rewind's note for the agent was not kept", "err", nerr)
+		}
+	}
 	rt.mu.Lock()
 	rt.rewinding = false
 	if err == nil {
-		rt.carry = rewindNote + rt.carry
 		rt.emit("", berth.EventWorkspaceRewound, map[string]any{"checkpoint_id": c.ID, "turn_id": c.TurnID,
 			"written": res.Written, "removed": res.Removed, "conflicts": res.Conflicts})
 	}
@@ -214,9 +227,11 @@ func (rt *runtime) openFork(ctx context.Context, caps acp.AgentCapabilities, mcp
 	if err != nil {
 		return "", "", err
 	}
-	rt.mu.Lock()
-	rt.carry = forkPreamble(f)
-	rt.mu.Unlock()
+	if pre := forkPreamble(f); pre != "" {
+		if err := rt.m.opts.Checkpoints.AddNote(rt.id, pre); err != nil {
+			rt.logger.Warn("the parent's turns for the fork's first prompt were not kept", "err", err)
+		}
+	}
 	return ns.SessionID, "transcript", nil
 }
 

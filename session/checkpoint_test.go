@@ -258,3 +258,34 @@ func TestCheckpointsOff(t *testing.T) {
 		t.Fatalf("fork: %v", err)
 	}
 }
+
+// TestNotesSurviveARestart: the rewind's note and a replayed fork's earlier
+// turns are on disk until the next prompt: a daemon restarted in between
+// still sends them.
+func TestNotesSurviveARestart(t *testing.T) {
+	home, state := t.TempDir(), t.TempDir()
+	e := newEnv(t, withCheckpoints(home, state))
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{Agent: "demo-nofork"})
+	e.prompt(s.ID, "write a.txt one")
+	e.prompt(s.ID, "write a.txt two")
+	list, err := e.m.ListCheckpoints(ctx, s.ID)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list %v %v", list, err)
+	}
+	if _, err := e.m.Rewind(ctx, s.ID, berth.RewindRequest{CheckpointID: list[1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.m.Fork(ctx, s.ID, berth.ForkRequest{CheckpointID: list[1].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	e.open(withCheckpoints(home, state))
+	if res := e.prompt(s.ID, "echo after the restart"); !strings.Contains(res.Text, "rewound the workspace") {
+		t.Fatalf("the rewind's note was lost: %q", res.Text)
+	}
+	if res := e.prompt(f.ID, "echo the fork"); !strings.Contains(res.Text, "User: write a.txt one") || strings.Contains(res.Text, "a.txt two") {
+		t.Fatalf("the fork's earlier turns were lost: %q", res.Text)
+	}
+}

@@ -75,7 +75,9 @@ func (rt *runtime) runTurn(t *turn, text string) {
 	carry := rt.carry
 	rt.carry = ""
 	rt.mu.Unlock()
-	// The workspace as it is before the agent sees the prompt.
+	// A rewind's or a fork's note goes first; then the workspace is
+	// recorded as it is before the agent sees the prompt.
+	carry = rt.takeNote() + carry
 	rt.checkpointTurn(t)
 	for {
 		answered := func(resp acp.PromptResponse, err error) {
