@@ -507,3 +507,4 @@ func TestRestoreNeverFollowsLinksInside(t *testing.T) {
 		t.Fatalf("after restore: %v", d)
 	}
 }
+

@@ -54,6 +54,10 @@ type restorer struct {
 // into an empty directory copies the checkpoint (a fork). An error can
 // leave the workspace part restored; restoring again finishes it.
 func (s *Store) Restore(ctx context.Context, sessionID, id, workspace string, hide ...string) (*Result, error) {
+	// No sweep removes a blob while it is copied (the session's delete
+	// may run meanwhile: its sweep waits).
+	s.gc.RLock()
+	defer s.gc.RUnlock()
 	m, err := s.readManifest(sessionID, id)
 	if err != nil {
 		return nil, err
@@ -258,6 +262,16 @@ func (r *restorer) dir(e *Entry) error {
 	name := path.Base(e.Path)
 	fi, err := parent.Lstat(name)
 	if err == nil && fi.IsDir() {
+		// Writable while it is filled (the agent may have made it read
+		// only); its mode is set at the end.
+		if fi.Mode().Perm()&0o700 != 0o700 {
+			if d, err := r.open(e.Path); err == nil {
+				if f, err := d.Open("."); err == nil {
+					_ = f.Chmod(fi.Mode().Perm() | 0o700)
+					_ = f.Close()
+				}
+			}
+		}
 		return nil
 	}
 	if err == nil {
