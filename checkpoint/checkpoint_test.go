@@ -507,4 +507,3 @@ func TestRestoreNeverFollowsLinksInside(t *testing.T) {
 		t.Fatalf("after restore: %v", d)
 	}
 }
-
