@@ -55,6 +55,9 @@ func TestCheckpointsRewindForkCLI(t *testing.T) {
 	if out := s.cli(t, "fork", sess.ID, list.Checkpoints[0].ID); !strings.Contains(out, "forked from "+sess.ID) {
 		t.Fatalf("berth fork: %q", out)
 	}
+	if out := s.cli(t, "show", fork.ID); !strings.Contains(out, sess.ID+" at "+second) {
+		t.Fatalf("berth show of a fork:\n%s", out)
+	}
 
 	off := startServerEnv(t, t.TempDir(), []string{"BERTH_CHECKPOINTS_ENABLED=false"})
 	var quiet berth.Session
