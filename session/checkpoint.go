@@ -128,6 +128,13 @@ func (m *Manager) Rewind(ctx context.Context, id string, req berth.RewindRequest
 	}
 	rt.rewinding = true
 	rt.mu.Unlock()
+	// A child shares its parent's workspace: none may be mid-turn in it.
+	if other := m.busyIn(s.Workspace, id); other != "" {
+		rt.mu.Lock()
+		rt.rewinding = false
+		rt.mu.Unlock()
+		return nil, berth.Errorf(berth.EConflict, "session %s is running a turn in the same workspace", other)
+	}
 
 	res, err := m.opts.Checkpoints.Restore(context.WithoutCancel(ctx), id, c.ID, s.Workspace, m.hidden()...)
 
@@ -151,6 +158,25 @@ func (m *Manager) Rewind(ctx context.Context, id string, req berth.RewindRequest
 		rt.logger.Warn("flush after rewind", "err", err)
 	}
 	return m.GetSession(ctx, id)
+}
+
+// busyIn returns a live session other than self whose workspace is ws and
+// that has a turn in flight, or "".
+func (m *Manager) busyIn(ws, self string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, rt := range m.live {
+		if id == self || rt.workspace != ws {
+			continue
+		}
+		rt.mu.Lock()
+		busy := rt.turn != nil
+		rt.mu.Unlock()
+		if busy {
+			return id
+		}
+	}
+	return ""
 }
 
 // Fork implements berth.SessionService: a new session in a new managed

@@ -289,3 +289,42 @@ func TestNotesSurviveARestart(t *testing.T) {
 		t.Fatalf("the fork's earlier turns were lost: %q", res.Text)
 	}
 }
+
+// TestRewindRefusedWhileAChildWorksInTheWorkspace: a child shares its
+// parent's workspace, so the parent's rewind waits for the child's turn.
+func TestRewindRefusedWhileAChildWorksInTheWorkspace(t *testing.T) {
+	home := t.TempDir()
+	e := newEnv(t, withCheckpoints(home, t.TempDir()), func(o *Options) { o.Limits.MaxChildren = 2; o.Limits.MaxDepth = 1 })
+	ctx := context.Background()
+	p := e.create(berth.CreateRequest{})
+	e.prompt(p.ID, "write a.txt one")
+	list, err := e.m.ListCheckpoints(ctx, p.ID)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("list %v %v", list, err)
+	}
+	kid := e.spawn(p.ID, berth.CreateRequest{})
+	if kid.Workspace != p.Workspace {
+		t.Fatalf("the child's workspace %s is not its parent's %s", kid.Workspace, p.Workspace)
+	}
+	pr, err := e.m.Prompt(ctx, kid.ID, berth.PromptRequest{Text: "sleep 3000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.m.Rewind(ctx, p.ID, berth.RewindRequest{CheckpointID: list[0].ID})
+	if !berth.IsCode(err, berth.EConflict) || !strings.Contains(err.Error(), kid.ID) {
+		t.Fatalf("rewind while the child works: %v", err)
+	}
+	if _, err := e.m.Cancel(ctx, kid.ID); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, err := e.m.WaitTurn(wctx, kid.ID, pr.TurnID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Rewind(ctx, p.ID, berth.RewindRequest{CheckpointID: list[0].ID}); err != nil {
+		t.Fatalf("rewind once the child is idle: %v", err)
+	}
+	// The prompt of the session itself still goes through afterwards.
+	e.prompt(p.ID, "echo ok")
+}
