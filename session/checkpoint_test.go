@@ -328,3 +328,32 @@ func TestRewindRefusedWhileAChildWorksInTheWorkspace(t *testing.T) {
 	// The prompt of the session itself still goes through afterwards.
 	e.prompt(p.ID, "echo ok")
 }
+
+// TestCheckpointFailureIsAWarning: a checkpoint that cannot be taken (its
+// store is not a directory) is a runtime_warning in the turn, which goes on
+// and ends normally.
+func TestCheckpointFailureIsAWarning(t *testing.T) {
+	home := t.TempDir()
+	blocked := filepath.Join(home, "not-a-dir")
+	if err := os.WriteFile(blocked, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(o *Options) { o.Checkpoints = checkpoint.New(blocked, checkpoint.Options{}) })
+	s := e.create(berth.CreateRequest{})
+	res := e.prompt(s.ID, "write a.txt one")
+	if res.StopReason != berth.TurnEndTurn || readFile(t, s.Workspace, "a.txt") != "one" {
+		t.Fatalf("the turn: %+v", res)
+	}
+	warned := false
+	for _, ev := range e.events(s.ID) {
+		if ev.Type == berth.EventCheckpointCreated {
+			t.Fatal("a checkpoint was logged")
+		}
+		if ev.Type == berth.EventRuntimeWarning && ev.TurnID == res.TurnID && strings.Contains(string(ev.Data), "no checkpoint") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatal("no runtime_warning in the turn")
+	}
+}
