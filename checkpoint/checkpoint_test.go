@@ -507,3 +507,30 @@ func TestRestoreNeverFollowsLinksInside(t *testing.T) {
 		t.Fatalf("after restore: %v", d)
 	}
 }
+
+// TestCopyTree: a copy keeps files, modes and inside links, and leaves out
+// links that leave and special files.
+func TestCopyTree(t *testing.T) {
+	src, dst, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	write(t, src, ".demo/conv.jsonl", "history", 0o600)
+	write(t, src, "bin/tool", "#!/bin/sh", 0o755)
+	write(t, outside, "secret", "no", 0o600)
+	must(t, os.Symlink("bin/tool", filepath.Join(src, "tool")))
+	must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(src, "leak")))
+	must(t, os.Symlink(outside, filepath.Join(src, "outdir")))
+	must(t, syscall.Mkfifo(filepath.Join(src, "fifo"), 0o600))
+	skipped, err := newStore(t, Options{}).CopyTree(context.Background(), src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tree(t, src)
+	for _, p := range []string{"leak", "outdir", "fifo"} {
+		delete(want, p)
+	}
+	if d := diff(want, tree(t, dst)); len(d) > 0 {
+		t.Fatal(d)
+	}
+	if len(skipped) != 3 {
+		t.Fatalf("skipped %v", skipped)
+	}
+}

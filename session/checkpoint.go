@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/berth-sh/berth"
@@ -224,11 +225,24 @@ func (m *Manager) Fork(ctx context.Context, id string, req berth.ForkRequest) (*
 	return m.create(ctx, creq, nil, f)
 }
 
-// fillFork makes the new workspace the checkpoint's copy.
+// fillFork makes the new workspace the checkpoint's copy. A fork that
+// runs the parent's agent also gets a copy of that agent's private home,
+// where an agent keeps its conversations (session/fork reads the
+// parent's there); a fork with another agent gets none of it (it could
+// hold the parent agent's credentials).
 func (m *Manager) fillFork(ctx context.Context, f *forkSpec, s *berth.Session) error {
 	s.ForkedFrom = &berth.ForkRef{SessionID: f.parent.ID, CheckpointID: f.checkpoint.ID}
-	_, err := m.opts.Checkpoints.Restore(ctx, f.parent.ID, f.checkpoint.ID, s.Workspace, m.hidden()...)
-	return err
+	if _, err := m.opts.Checkpoints.Restore(ctx, f.parent.ID, f.checkpoint.ID, s.Workspace, m.hidden()...); err != nil {
+		return err
+	}
+	if f.parent.Agent == s.Agent {
+		if _, err := os.Stat(m.homeDir(f.parent.ID)); err == nil {
+			if _, err := m.opts.Checkpoints.CopyTree(ctx, m.homeDir(f.parent.ID), m.homeDir(s.ID)); err != nil {
+				m.logger.Warn("the parent agent's home was not copied to the fork", "session_id", s.ID, "err", err)
+			}
+		}
+	}
+	return nil
 }
 
 // openFork opens the forked conversation: through session/fork when the

@@ -357,3 +357,39 @@ func TestCheckpointFailureIsAWarning(t *testing.T) {
 		t.Fatal("no runtime_warning in the turn")
 	}
 }
+
+// TestForkFindsTheParentsConversationInItsHome: with the demo agent's
+// default state directory (under its private HOME), session/fork finds the
+// parent's conversation because the fork's HOME is a copy of the parent's;
+// a fork with another agent gets no copy and replays.
+func TestForkFindsTheParentsConversationInItsHome(t *testing.T) {
+	home := t.TempDir()
+	e := newEnv(t, func(o *Options) {
+		o.Checkpoints = checkpoint.New(filepath.Join(home, "checkpoints"), checkpoint.Options{})
+	})
+	ctx := context.Background()
+	p := e.create(berth.CreateRequest{})
+	e.prompt(p.ID, "write a.txt one")
+	e.prompt(p.ID, "write a.txt two")
+	list, err := e.m.ListCheckpoints(ctx, p.ID)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list %v %v", list, err)
+	}
+	f, err := e.m.Fork(ctx, p.ID, berth.ForkRequest{CheckpointID: list[1].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := startedBy(t, e, f.ID); got != "fork" {
+		t.Fatalf("resumed_by %q, want fork", got)
+	}
+	other, err := e.m.Fork(ctx, p.ID, berth.ForkRequest{CheckpointID: list[1].ID, Agent: "demo-noload"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := startedBy(t, e, other.ID); got != "transcript" {
+		t.Fatalf("another agent's fork: resumed_by %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(e.m.homeDir(other.ID), ".berth-demo", p.ACP.SessionID+".jsonl")); !os.IsNotExist(err) {
+		t.Fatalf("another agent's fork got the parent agent's home: %v", err)
+	}
+}
