@@ -34,3 +34,17 @@ func BenchmarkCheckpointOneChanged(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckpointSmallWorkspace: the checkpoint before a turn in a
+// small managed workspace (what every demo turn pays).
+func BenchmarkCheckpointSmallWorkspace(b *testing.B) {
+	ws := b.TempDir()
+	_ = os.WriteFile(filepath.Join(ws, "a.txt"), []byte("a"), 0o644)
+	s := New(filepath.Join(b.TempDir(), "ckpt"), Options{})
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := s.Create(ctx, "ses_b", "t", ws); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -41,12 +41,36 @@ type creator struct {
 type pendingBlob struct{ tmp, hash string }
 
 // Create records the workspace of sessionID as the checkpoint taken before
-// turnID. Files the session's previous checkpoint recorded with the same
-// size, times, inode and device are not read again. What it leaves out is
-// listed in the Checkpoint; nothing it meets fails it except the store
-// itself or the workspace going away (ENotFound). On an error nothing is
-// recorded (blobs already written stay until a sweep).
+// turnID: Capture, then Commit.
 func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string, hide ...string) (*Checkpoint, error) {
+	p, err := s.Capture(ctx, sessionID, turnID, workspace, hide...)
+	if err != nil {
+		return nil, err
+	}
+	return p.Commit()
+}
+
+// Pending is a captured checkpoint not yet on disk: its changed files'
+// contents are copied (to temporary blobs), so the workspace may change.
+// Exactly one of Commit and Abort must follow; until then the session's
+// next Capture, and its List, Get, Restore and Delete, wait.
+type Pending struct {
+	s      *Store
+	c      *creator
+	w      *walker
+	prev   *manifest
+	meta   *Checkpoint
+	unlock func()
+	done   bool
+}
+
+// Capture reads the workspace of sessionID as it is before turnID: the
+// walk, and the contents of the files the session's previous checkpoint
+// did not record with the same size, times, inode and device. What it
+// leaves out is listed; nothing it meets fails it except the store itself
+// or the workspace going away (ENotFound). The checkpoint's id is known
+// from here on (Pending.Checkpoint); Commit makes it durable and listed.
+func (s *Store) Capture(ctx context.Context, sessionID, turnID, workspace string, hide ...string) (*Pending, error) {
 	if !validSessionID(sessionID) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
 	}
@@ -62,45 +86,84 @@ func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string,
 		return nil, berth.WrapError(berth.EInternal, err, "cannot open workspace")
 	}
 	defer root.Close()
+	unlockSession := s.lockSession(sessionID)
 	// No sweep runs from the first blob to the manifest naming it.
 	s.gc.RLock()
-	defer s.gc.RUnlock()
+	p := &Pending{s: s, unlock: func() { s.gc.RUnlock(); unlockSession() }}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Abort()
+		}
+	}()
 	for _, d := range []string{s.blobDir(), s.sessionDir(sessionID)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, berth.WrapError(berth.EInternal, err, "cannot create checkpoint directory")
 		}
 	}
 	c := &creator{s: s, byInode: map[fileKey]string{}}
+	p.c = c
 	prev := s.previous(sessionID)
+	p.prev = prev
 	if prev != nil {
 		c.prev = prev.byPath
 		c.entries = make([]Entry, 0, len(prev.entries)+16)
 	}
-	meta := &Checkpoint{ID: ids.New(idPrefix), SessionID: sessionID, TurnID: turnID, CreatedAt: time.Now().UTC()}
+	p.meta = &Checkpoint{ID: ids.New(idPrefix), SessionID: sessionID, TurnID: turnID, CreatedAt: time.Now().UTC()}
 	w := &walker{ctx: ctx, root: root, opts: s.opts, fn: c.visit, sigs: map[string]string{}}
+	p.w = w
 	if prev != nil {
 		w.prevSigs, w.known = prev.sigs, func(p string) bool { return c.prev[p] != nil }
 	}
-	for _, p := range hide {
-		if fi, err := os.Stat(p); err == nil {
+	for _, h := range hide {
+		if fi, err := os.Stat(h); err == nil {
 			w.hide = append(w.hide, fi)
 		}
 	}
-	defer c.discard()
 	if err := w.walkDir(root, ".", ""); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, berth.WrapError(berth.EInternal, err, "cannot read the workspace")
 	}
-	if err := c.commitBlobs(); err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
-	}
+	meta := p.meta
 	meta.Files, meta.Bytes, meta.Skipped, meta.SkippedTotal = c.files, c.bytes, w.skipped, w.skipN
 	if meta.Skipped == nil {
 		meta.Skipped = []Skip{}
 	}
-	buf, chain := c.encode(prev)
+	ok = true
+	return p, nil
+}
+
+// Checkpoint describes the captured checkpoint (listed once committed).
+func (p *Pending) Checkpoint() *Checkpoint { return p.meta }
+
+// Abort drops a capture that will not be committed.
+func (p *Pending) Abort() {
+	if p.done {
+		return
+	}
+	p.done = true
+	if p.c != nil {
+		p.c.discard()
+	}
+	p.unlock()
+}
+
+// Commit makes the captured checkpoint durable: its new blobs synced and
+// renamed into place, then its manifest, then its metadata. On an error
+// nothing is listed.
+func (p *Pending) Commit() (*Checkpoint, error) {
+	if p.done {
+		return nil, berth.Errorf(berth.EInternal, "checkpoint already committed")
+	}
+	defer p.Abort()
+	s, c, meta := p.s, p.c, p.meta
+	sessionID := meta.SessionID
+	if err := c.commitBlobs(); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
+	}
+	buf, chain := c.encode(p.prev)
 	if err := writeAtomic(s.entriesPath(sessionID, meta.ID), buf); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
@@ -112,7 +175,7 @@ func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string,
 	if err := syncDir(s.sessionDir(sessionID)); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
-	m := &manifest{meta: meta, entries: c.entries, byPath: make(map[string]*Entry, len(c.entries)), chain: chain, sigs: w.sigs}
+	m := &manifest{meta: meta, entries: c.entries, byPath: make(map[string]*Entry, len(c.entries)), chain: chain, sigs: p.w.sigs}
 	for i := range m.entries {
 		m.byPath[m.entries[i].Path] = &m.entries[i]
 	}
@@ -168,7 +231,7 @@ func (s *Store) previous(sessionID string) *manifest {
 	if m != nil {
 		return m
 	}
-	list, err := s.List(sessionID)
+	list, err := s.list(sessionID)
 	if err != nil || len(list) == 0 {
 		return nil
 	}

@@ -54,11 +54,16 @@ type restorer struct {
 // into an empty directory copies the checkpoint (a fork). An error can
 // leave the workspace part restored; restoring again finishes it.
 func (s *Store) Restore(ctx context.Context, sessionID, id, workspace string, hide ...string) (*Result, error) {
-	// No sweep removes a blob while it is copied (the session's delete
-	// may run meanwhile: its sweep waits).
+	// A commit in flight ends first; no sweep removes a blob while it is
+	// copied (the session's delete may run meanwhile: its sweep waits).
+	if !validSessionID(sessionID) {
+		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
+	}
+	unlock := s.lockSession(sessionID)
 	s.gc.RLock()
-	defer s.gc.RUnlock()
 	m, err := s.readManifest(sessionID, id)
+	unlock()
+	defer s.gc.RUnlock()
 	if err != nil {
 		return nil, err
 	}

@@ -65,8 +65,9 @@ type Store struct {
 	gc sync.RWMutex
 	// mu guards last: each session's newest manifest, whose stat fields
 	// spare the next checkpoint from reading unchanged files.
-	mu   sync.Mutex
-	last map[string]*manifest
+	mu    sync.Mutex
+	last  map[string]*manifest
+	locks map[string]*sessionLock
 	// reads counts the files read to be hashed (the tests look).
 	reads atomic.Int64
 }
@@ -85,7 +86,7 @@ type manifest struct {
 
 // New returns a Store rooted at dir (created on first use).
 func New(dir string, opts Options) *Store {
-	return &Store{dir: dir, opts: opts.withDefaults(), last: map[string]*manifest{}}
+	return &Store{dir: dir, opts: opts.withDefaults(), last: map[string]*manifest{}, locks: map[string]*sessionLock{}}
 }
 
 // Options returns the store's limits, defaults filled in.
@@ -105,12 +106,46 @@ func (s *Store) entriesPath(sessionID, id string) string {
 	return filepath.Join(s.sessionDir(sessionID), id+entriesExt)
 }
 
+// lockSession takes the session's lock (a capture holds it until its
+// commit) and returns its unlock.
+func (s *Store) lockSession(sessionID string) func() {
+	s.mu.Lock()
+	l := s.locks[sessionID]
+	if l == nil {
+		l = &sessionLock{}
+		s.locks[sessionID] = l
+	}
+	l.users++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.locks, sessionID)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// sessionLock is one session's lock and how many hold or wait for it.
+type sessionLock struct {
+	mu    sync.Mutex
+	users int
+}
+
 // List returns the session's checkpoints, oldest first; none for a session
-// that has none.
+// that has none. A checkpoint being committed is waited for.
 func (s *Store) List(sessionID string) ([]*Checkpoint, error) {
 	if !validSessionID(sessionID) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
 	}
+	defer s.lockSession(sessionID)()
+	return s.list(sessionID)
+}
+
+// list is List for a caller that holds the session's lock.
+func (s *Store) list(sessionID string) ([]*Checkpoint, error) {
 	ents, err := os.ReadDir(s.sessionDir(sessionID))
 	if errors.Is(err, fs.ErrNotExist) {
 		return []*Checkpoint{}, nil
@@ -140,6 +175,7 @@ func (s *Store) Get(sessionID, id string) (*Checkpoint, error) {
 	if !validSessionID(sessionID) || !validID(id) {
 		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
 	}
+	defer s.lockSession(sessionID)()
 	return s.readMeta(sessionID, id)
 }
 
@@ -178,7 +214,10 @@ type header struct {
 // of its own, every hash well formed. A manifest that fails is EInternal:
 // nothing of it is used.
 func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
-	meta, err := s.Get(sessionID, id)
+	if !validSessionID(sessionID) || !validID(id) {
+		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
+	}
+	meta, err := s.readMeta(sessionID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -282,13 +321,16 @@ func (s *Store) Delete(sessionID string) error {
 	if !validSessionID(sessionID) {
 		return berth.Errorf(berth.EInvalid, "invalid session id")
 	}
+	unlock := s.lockSession(sessionID)
 	s.mu.Lock()
 	delete(s.last, sessionID)
 	s.mu.Unlock()
-	if err := os.RemoveAll(s.sessionDir(sessionID)); err != nil {
+	err := os.RemoveAll(s.sessionDir(sessionID))
+	unlock()
+	if err != nil {
 		return berth.WrapError(berth.EInternal, err, "cannot remove checkpoints")
 	}
-	_, err := s.Sweep()
+	_, err = s.Sweep()
 	return err
 }
 

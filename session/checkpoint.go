@@ -33,20 +33,34 @@ func (rt *runtime) takeNote() string {
 }
 
 // checkpointTurn records the workspace before the turn t reaches the
-// agent. A failure is a runtime_warning: the turn goes on without one.
+// agent: the walk and the changed files' contents before, the fsyncs and
+// the manifest after the prompt is on its way (on a goroutine turnWG
+// counts; the checkpoint is listed once they are done). A failure is a
+// runtime_warning: the turn goes on without one.
 func (rt *runtime) checkpointTurn(t *turn) {
 	st := rt.m.opts.Checkpoints
 	if st == nil {
 		return
 	}
-	c, err := st.Create(context.Background(), rt.id, t.id, rt.workspace, rt.m.hidden()...)
-	if err != nil {
+	warn := func(err error) {
 		rt.logger.Warn("checkpoint not taken", "turn_id", t.id, "err", err)
 		rt.emit(t.id, berth.EventRuntimeWarning, map[string]any{"reason": "no checkpoint was taken before this turn: " + berth.ErrorMessage(err)})
+	}
+	p, err := st.Capture(context.Background(), rt.id, t.id, rt.workspace, rt.m.hidden()...)
+	if err != nil {
+		warn(err)
 		return
 	}
+	c := p.Checkpoint()
 	rt.emit(t.id, berth.EventCheckpointCreated, map[string]any{"id": c.ID, "turn_id": t.id,
 		"files": c.Files, "bytes": c.Bytes, "skipped": c.SkippedTotal})
+	rt.turnWG.Add(1)
+	go func() {
+		defer rt.turnWG.Done()
+		if _, err := p.Commit(); err != nil {
+			warn(err)
+		}
+	}()
 }
 
 // ListCheckpoints implements berth.SessionService.
