@@ -40,6 +40,10 @@ func TestCheckpointsRewindForkCLI(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(sess.Workspace, "a.txt")); string(b) != "one" {
 		t.Fatalf("a.txt after rewind: %q", b)
 	}
+	if out := s.cli(t, "logs", sess.ID); !strings.Contains(out, "workspace_rewound") || !strings.Contains(out, "to="+second) ||
+		!strings.Contains(out, "checkpoint_created") || !strings.Contains(out, second+" files=1") {
+		t.Fatalf("berth logs:\n%s", out)
+	}
 	if code, _ := s.cliFails(t, "rewind", sess.ID, "ckpt_01jzzzzzzzzzzzzzzzzzzzzzzz"); code != 3 {
 		t.Fatalf("rewind to no checkpoint: exit %d", code)
 	}
