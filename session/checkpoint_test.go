@@ -99,15 +99,13 @@ func TestCheckpointsRewind(t *testing.T) {
 	}
 
 	// Busy: 409, nothing restored.
-	pr, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "sleep 3000"})
+	// The turn is in flight from Prompt's answer until its end.
+	pr, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "sleep 500"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.m.Rewind(ctx, s.ID, berth.RewindRequest{CheckpointID: list[1].ID}); !berth.IsCode(err, berth.EConflict) {
 		t.Fatalf("rewind while busy: %v", err)
-	}
-	if _, err := e.m.Cancel(ctx, s.ID); err != nil {
-		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -306,16 +304,13 @@ func TestRewindRefusedWhileAChildWorksInTheWorkspace(t *testing.T) {
 	if kid.Workspace != p.Workspace {
 		t.Fatalf("the child's workspace %s is not its parent's %s", kid.Workspace, p.Workspace)
 	}
-	pr, err := e.m.Prompt(ctx, kid.ID, berth.PromptRequest{Text: "sleep 3000"})
+	pr, err := e.m.Prompt(ctx, kid.ID, berth.PromptRequest{Text: "sleep 500"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.m.Rewind(ctx, p.ID, berth.RewindRequest{CheckpointID: list[0].ID})
 	if !berth.IsCode(err, berth.EConflict) || !strings.Contains(err.Error(), kid.ID) {
 		t.Fatalf("rewind while the child works: %v", err)
-	}
-	if _, err := e.m.Cancel(ctx, kid.ID); err != nil {
-		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
