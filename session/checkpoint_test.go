@@ -100,7 +100,7 @@ func TestCheckpointsRewind(t *testing.T) {
 
 	// Busy: 409, nothing restored.
 	// The turn is in flight from Prompt's answer until its end.
-	pr, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "sleep 500"})
+	pr, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "sleep 2000"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestRewindRefusedWhileAChildWorksInTheWorkspace(t *testing.T) {
 	if kid.Workspace != p.Workspace {
 		t.Fatalf("the child's workspace %s is not its parent's %s", kid.Workspace, p.Workspace)
 	}
-	pr, err := e.m.Prompt(ctx, kid.ID, berth.PromptRequest{Text: "sleep 500"})
+	pr, err := e.m.Prompt(ctx, kid.ID, berth.PromptRequest{Text: "sleep 2000"})
 	if err != nil {
 		t.Fatal(err)
 	}
