@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
@@ -532,5 +533,64 @@ func TestCopyTree(t *testing.T) {
 	}
 	if len(skipped) != 3 {
 		t.Fatalf("skipped %v", skipped)
+	}
+}
+
+// TestChangeWithOldMtimeIsSeen: a file rewritten in place with the same
+// size and its old mtime set back (what `touch -d` does) is read again:
+// ctime cannot be set back, and it is part of the key.
+func TestChangeWithOldMtimeIsSeen(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	write(t, ws, "f", "aaaa", 0o644)
+	fi, err := os.Stat(filepath.Join(ws, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, Options{})
+	if _, err := s.Create(ctx, "ses_a", "t1", ws); err != nil {
+		t.Fatal(err)
+	}
+	ctimeOf := func() int64 {
+		st, err := os.Lstat(filepath.Join(ws, "f"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return entryOf("f", st).CTime
+	}
+	c0 := ctimeOf()
+	// Rewritten until the clock gives it another ctime (its tick can be
+	// coarser than a write).
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		f, err := os.OpenFile(filepath.Join(ws, "f"), os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte("bbbb"), 0); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+		must(t, os.Chtimes(filepath.Join(ws, "f"), fi.ModTime(), fi.ModTime()))
+		if ctimeOf() != c0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the ctime never changed")
+		}
+	}
+	s.reads.Store(0)
+	c, err := s.Create(ctx, "ses_a", "t2", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.reads.Load(); n != 1 {
+		t.Fatalf("the hidden change was not read (%d reads)", n)
+	}
+	write(t, ws, "f", "cccc", 0o644)
+	if _, err := s.Restore(ctx, "ses_a", c.ID, ws); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "f")); string(b) != "bbbb" {
+		t.Fatalf("restored %q", b)
 	}
 }
