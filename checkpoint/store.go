@@ -376,6 +376,14 @@ func (s *Store) Sweep() (int, error) {
 		return 0, berth.WrapError(berth.EInternal, err, "cannot sweep checkpoints")
 	}
 	for _, p := range prefixes {
+		if strings.HasPrefix(p.Name(), tempPrefix) {
+			// A capture's temporary blob: none is in flight while the
+			// sweep holds gc, so it is one a crash left.
+			if os.Remove(filepath.Join(s.blobDir(), p.Name())) == nil {
+				removed++
+			}
+			continue
+		}
 		dir := filepath.Join(s.blobDir(), p.Name())
 		blobs, err := os.ReadDir(dir)
 		if err != nil {
