@@ -127,4 +127,7 @@ type SessionService interface {
 	// daemon cannot resume from makes the first change a resync. EInvalid
 	// when lastEventID is not of the form "<epoch>-<seq>".
 	StreamChanges(ctx context.Context, lastEventID string) (ChangeStream, error)
+
+	// CheckpointService: checkpoints, rewind and fork (CONTRACT §4.8).
+	CheckpointService
 }

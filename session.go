@@ -191,6 +191,10 @@ type Session struct {
 	// NeedsAuth is set when the agent answered auth_required; the badge shows it.
 	NeedsAuth bool `json:"-"`
 
+	// ForkedFrom says which session and checkpoint this one was forked
+	// from (CONTRACT §4.8); nil for one that was not.
+	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
+
 	// RootID is the id of the session's tree's root: its own for a root.
 	RootID string `json:"root_id"`
 	// Depth is how far below its root the session is (a root is 0).

@@ -60,6 +60,7 @@ type AgentCapabilities struct {
 	McpCapabilities     McpCapabilities `json:"mcpCapabilities"`
 	SessionCapabilities struct {
 		Resume json.RawMessage `json:"resume,omitempty"`
+		Fork   json.RawMessage `json:"fork,omitempty"`
 	} `json:"sessionCapabilities"`
 }
 

@@ -618,3 +618,24 @@ func (c *Client) GetElicitation(ctx context.Context, id, eid string) (*berth.Eli
 func (c *Client) AnswerElicitation(ctx context.Context, id, eid string, a berth.ElicitationAnswer) (*berth.Elicitation, error) {
 	return call[berth.Elicitation](ctx, c, http.MethodPost, sessionPath(id, "/elicitations/"+url.PathEscape(eid)), nil, a)
 }
+
+// ListCheckpoints returns a session's checkpoints, oldest first.
+func (c *Client) ListCheckpoints(ctx context.Context, id string) ([]*berth.Checkpoint, error) {
+	res, err := call[struct {
+		Checkpoints []*berth.Checkpoint `json:"checkpoints"`
+	}](ctx, c, http.MethodGet, sessionPath(id, "/checkpoints"), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.Checkpoints, nil
+}
+
+// Rewind restores a session's workspace to a checkpoint.
+func (c *Client) Rewind(ctx context.Context, id string, req berth.RewindRequest) (*berth.Session, error) {
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/rewind"), nil, req)
+}
+
+// Fork creates a session from a checkpoint of another.
+func (c *Client) Fork(ctx context.Context, id string, req berth.ForkRequest) (*berth.Session, error) {
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/fork"), nil, req)
+}

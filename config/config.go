@@ -22,11 +22,13 @@ import (
 // Config is berth's whole configuration. The zero value is not useful: start
 // from Default or Load.
 type Config struct {
-	Server  Server            `toml:"server"`
-	Store   Store             `toml:"store"`
-	Sandbox Sandbox           `toml:"sandbox"`
-	Limits  Limits            `toml:"limits"`
-	Agents  []berth.AgentSpec `toml:"agents"`
+	Server  Server  `toml:"server"`
+	Store   Store   `toml:"store"`
+	Sandbox Sandbox `toml:"sandbox"`
+	Limits  Limits  `toml:"limits"`
+	// Checkpoints is the [checkpoints] section (CONTRACT §4.8).
+	Checkpoints Checkpoints       `toml:"checkpoints"`
+	Agents      []berth.AgentSpec `toml:"agents"`
 	// Hooks are the [[hooks]] entries (CONTRACT §4.9).
 	Hooks []Hook `toml:"hooks"`
 }
@@ -242,6 +244,7 @@ func Default() *Config {
 			Pids:         512,
 			Docker:       SandboxDocker{Image: DefaultDockerImage},
 		},
+		Checkpoints: defaultCheckpoints(),
 		Limits: Limits{
 			MaxPromptBytes:    256 * KiB,
 			MaxQueue:          10,
@@ -270,7 +273,7 @@ const maxSocketPath = 107
 // returns the first problem found, as EInvalid naming the key.
 func (c *Config) Validate() error {
 	for _, check := range []func() error{
-		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate,
+		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate, c.Checkpoints.validate,
 		func() error { return validateAgents(c.Agents) },
 		func() error { return validateHooks(c.Hooks) },
 	} {

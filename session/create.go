@@ -36,12 +36,13 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		return nil, err
 	}
 	defer m.inflight.Done()
-	return m.create(ctx, req, nil)
+	return m.create(ctx, req, nil, nil)
 }
 
 // create creates a session: a root, or with kid a child of kid.parent
-// (children.go), its request already narrowed to what the parent has.
-func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spawn) (*berth.Session, error) {
+// (children.go), its request already narrowed to what the parent has; with
+// fork, a fork of a checkpoint (checkpoint.go).
+func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spawn, fork *forkSpec) (*berth.Session, error) {
 	began := time.Now()
 	spec, provider, unisolated, err := m.validateCreate(&req)
 	if err != nil {
@@ -154,6 +155,13 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 			m.removeWorktree(ctx, s.Worktree)
 		}
 	}()
+	if fork != nil {
+		if err := m.fillFork(ctx, fork, s); err != nil {
+			_ = os.RemoveAll(m.sessionDir(id))
+			_ = os.RemoveAll(s.Workspace)
+			return nil, err
+		}
+	}
 	// A child is admitted under its parent's lock, from the count of its
 	// live siblings to going live, so no spawn slips past a limit or a
 	// stopping parent.
@@ -163,6 +171,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		return nil, err
 	}
 	rt := m.newRuntime(s, spec)
+	rt.fork = fork
 	var launch *launching
 	if m.opts.Shim != nil {
 		// The agent's shim starts it while the session is stored: the

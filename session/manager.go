@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/berth-sh/berth/shim"
@@ -93,6 +94,9 @@ type Options struct {
 	// Snapshots keeps workspace archives ($BERTH_HOME/snapshots); nil
 	// disables snapshots.
 	Snapshots *snapshot.Store
+	// Checkpoints keeps the workspace before every turn
+	// ($BERTH_HOME/checkpoints, CONTRACT §4.8); nil turns them off.
+	Checkpoints *checkpoint.Store
 	// UserHome is the home directory agents' home_files are read from (the
 	// daemon user's); "" binds none.
 	UserHome string

@@ -106,6 +106,12 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 	}
 	// The worktree's git directory goes; its branch stays.
 	m.removeWorktree(context.WithoutCancel(ctx), s.Worktree)
+	if m.opts.Checkpoints != nil {
+		// Blobs other sessions' checkpoints name stay.
+		if err := m.opts.Checkpoints.Delete(id); err != nil {
+			m.logger.Warn("remove checkpoints", "session_id", id, "err", err)
+		}
+	}
 	if m.opts.Snapshots != nil {
 		if err := m.opts.Snapshots.Delete(id); err != nil {
 			m.logger.Warn("remove snapshots", "session_id", id, "err", err)

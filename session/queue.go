@@ -162,6 +162,9 @@ func (rt *runtime) acceptingLocked() error {
 	if rt.detached.Load() {
 		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
 	}
+	if rt.rewinding {
+		return berth.Errorf(berth.EConflict, "the workspace is being rewound")
+	}
 	return nil
 }
 

@@ -155,6 +155,12 @@ type runtime struct {
 	// resumed is set, before the runtime is live, when it resumes a
 	// stopped session; it never changes.
 	resumed bool
+	// rewinding is set while Rewind restores the workspace: no input is
+	// taken meanwhile. Guarded by mu.
+	rewinding bool
+	// fork is what a session forked from a checkpoint starts from; nil
+	// for any other. It never changes.
+	fork *forkSpec
 	// carry is the transcript the next prompt carries to an agent that
 	// could not reopen the conversation. Guarded by mu.
 	carry string

@@ -221,6 +221,11 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	prev := rt.resumeFrom
 	caps := init.Capabilities()
 	mcp := rt.mcpServers()
+	if prev == "" && rt.fork != nil {
+		// A fork's controls come from the agent's updates.
+		id, how, err := rt.openFork(ctx, caps, mcp)
+		return id, how, acp.SessionSetup{}, err
+	}
 	if prev == "" {
 		ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 		return ns.SessionID, "", ns.SessionSetup, err

@@ -81,6 +81,10 @@ func (rt *runtime) runTurn(t *turn, in input) {
 	carry := rt.carry
 	rt.carry = ""
 	rt.mu.Unlock()
+	// A rewind's or a fork's note goes first; then the workspace is
+	// recorded as it is before the agent sees the prompt.
+	carry = rt.takeNote() + carry
+	rt.checkpointTurn(t)
 	for {
 		answered := func(resp acp.PromptResponse, err error) {
 			if !rt.continueWithSteer(t, err) {

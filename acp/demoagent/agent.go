@@ -51,6 +51,8 @@ type agent struct {
 	authed      bool
 	// failNew makes session/new fail (an agent that cannot start).
 	failNew bool
+	// noFork hides session/fork (fork.go).
+	noFork bool
 
 	hung     chan struct{}
 	hungOnce sync.Once
@@ -218,8 +220,9 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession: !a.noLoad,
 			// stdio is always offered; HTTP too, SSE not (CONTRACT §6).
-			McpCapabilities:    acp.McpCapabilities{Http: !a.noMCPHTTP},
-			PromptCapabilities: promptCapabilities,
+			McpCapabilities:     acp.McpCapabilities{Http: !a.noMCPHTTP},
+			PromptCapabilities:  promptCapabilities,
+			SessionCapabilities: acp.SessionCapabilities{Fork: a.forkCapability()},
 		},
 		AgentInfo:   &acp.Implementation{Name: agentName, Version: agentVersion},
 		AuthMethods: a.authMethods(),

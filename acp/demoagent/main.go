@@ -59,6 +59,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, opts options)
 	fs.SetOutput(errw)
 	stateDir := fs.String("state-dir", "", "directory where session histories are kept (default $HOME/.berth-demo; enables session/load across runs)")
 	noLoad := fs.Bool("no-load", false, "do not offer session/load (an agent that cannot reopen a conversation)")
+	noFork := fs.Bool("no-fork", false, "do not offer session/fork (an agent that cannot fork a conversation)")
 	noMCPHTTP := fs.Bool("no-mcp-http", false, "do not offer MCP over HTTP (an agent with stdio MCP servers only)")
 	noControls := fs.Bool("no-controls", false, "offer no modes, config options or commands (an agent without controls)")
 	failNew := fs.Bool("fail-new", false, "answer session/new with an internal error whose data names the cause (an agent that cannot start)")
@@ -89,6 +90,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, opts options)
 	a.noControls = *noControls
 	a.requireAuth = *requireAuth
 	a.failNew = *failNew
+	a.noFork = *noFork
 	// The SDK starts reading in its constructor, but SetLogger and a.conn
 	// must be set before anything is read (SetLogger is not synchronized).
 	ready := make(chan struct{})

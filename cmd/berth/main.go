@@ -81,6 +81,7 @@ func newRootCommand() *cobra.Command {
 		newDoctorCommand(),
 		newHooksCommand(),
 	)
+	root.AddCommand(checkpointCommands()...)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
 	addSessionCompletion(root)

@@ -166,6 +166,10 @@ func summarize(ev berth.Event) string {
 		return shorten(d.str("reason"), 100)
 	case berth.EventAgentStderr:
 		return shorten(d.str("line"), 100)
+	case berth.EventCheckpointCreated:
+		return join(d.str("id"), kv("files", d.str("files")), kv("bytes", d.str("bytes")), kv("skipped", d.str("skipped")))
+	case berth.EventWorkspaceRewound:
+		return join(kv("to", d.str("checkpoint_id")), kv("written", d.str("written")), kv("removed", d.str("removed")))
 	}
 	var buf bytes.Buffer
 	if json.Compact(&buf, ev.Data) != nil {
@@ -323,6 +327,8 @@ func (r *eventRenderer) render(ev berth.Event) {
 		r.line(r.style(ansiDim, fmt.Sprintf("  %s %s", ev.Type, summarize(ev))))
 	case berth.EventRuntimeWarning:
 		r.line("! warning: " + shorten(d.str("reason"), 200))
+	case berth.EventWorkspaceRewound:
+		r.line(r.style(ansiBold, "↺ workspace rewound to "+d.str("checkpoint_id")))
 	case berth.EventTurnEnded:
 		end := "[" + orDash(d.str("stop_reason"))
 		if msg := d.str("error", "message"); msg != "" {

@@ -183,6 +183,9 @@ func writeSession(w io.Writer, s *berth.Session) error {
 		row("root", s.RootID)
 		row("depth", fmt.Sprint(s.Depth))
 	}
+	if s.ForkedFrom != nil {
+		row("forked from", s.ForkedFrom.SessionID+" at "+s.ForkedFrom.CheckpointID)
+	}
 	if len(s.Labels) > 0 {
 		row("labels", labelsText(s.Labels))
 	}

@@ -4,8 +4,8 @@
 // the pending queue and the exec console.
 //
 // The agent's controls (mode/model/config pickers, commands: controls.js)
-// mount in the `controls` slot of the header (see header.js); other
-// controls that come (elicitations, checkpoints, clear) go there too.
+// mount in the `controls` slot of the header (see header.js); checkpoints,
+// with rewind and fork, are a side panel (checkpoints.js).
 
 import { api, sessionPath } from './api.js';
 import { h } from './dom.js';
@@ -17,6 +17,7 @@ import * as queue from './queue.js';
 import * as execConsole from './exec.js';
 import * as agentControls from './controls.js';
 import * as conversation from './conversation.js';
+import * as checkpoints from './checkpoints.js';
 
 // PAGE is how many events one replay request asks for (the API's max).
 const PAGE = 1000;
@@ -43,6 +44,10 @@ const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started'
   'commands_update', 'acp_unknown', 'conversation_cleared',
   'runtime_warning', 'elicitation_requested', 'elicitation_resolved']);
 
+// CHECKPOINT_ON are the event types after which the checkpoints are
+// fetched again.
+const CHECKPOINT_ON = new Set(['checkpoint_created', 'workspace_rewound']);
+
 // mount shows session id in main and returns its unmount.
 export function mount(main, id) {
   const log = h('section', { class: 'transcript', role: 'log', 'aria-label': 'Transcript' });
@@ -54,6 +59,7 @@ export function mount(main, id) {
   const ex = execConsole.create(id);
   const ctl = agentControls.create(id, { onChange: refresh, prompt: box.element.querySelector('textarea') });
   head.slot.append(ctl.element);
+  const cps = checkpoints.create(id);
   const t = new Transcript(log, {
     decide: (p, optionId) => api('POST', sessionPath(id, `/permissions/${encodeURIComponent(p.id)}`), { option_id: optionId }),
     answer: (q, body) => api('POST', sessionPath(id, `/elicitations/${encodeURIComponent(q.id)}`), body),
@@ -64,7 +70,7 @@ export function mount(main, id) {
     conv.element,
     h('div', { class: 'session-body' },
       h('div', { class: 'session-main' }, log, loading, box.element),
-      h('aside', { class: 'session-side' }, q.element, ex.element))));
+      h('aside', { class: 'session-side' }, q.element, cps.element, ex.element))));
 
   let stopFollowing = () => {};
   let closed = false;
@@ -93,6 +99,7 @@ export function mount(main, id) {
   function take(ev) {
     pending.push(ev);
     if (REFRESH_ON.has(ev.type)) refresh();
+    if (CHECKPOINT_ON.has(ev.type)) cps.refresh();
     if (flushTimer) return;
     flushTimer = setTimeout(() => {
       flushTimer = null;
@@ -116,6 +123,7 @@ export function mount(main, id) {
     ctl.update(s);
     conv.update(s);
     q.refresh();
+    cps.refresh();
     await replay(id, s.last_seq, t, () => closed);
     loading.remove();
     scrollToEnd();

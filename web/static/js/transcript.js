@@ -333,6 +333,8 @@ function summary(ev) {
     case 'mode_update': return `Mode: ${d.current ?? (d.raw && d.raw.currentModeId) ?? '?'}${d.source && d.source !== 'agent' ? ` (set by ${d.source})` : ''}`;
     case 'config_update': return `Config: ${Object.entries(d.changed || {}).map(([k, v]) => `${k}=${v}`).join(' ') || 'options changed'}${d.source && d.source !== 'agent' ? ` (set by ${d.source})` : ''}`;
     case 'commands_update': return `Commands: ${(d.commands || (d.raw && d.raw.availableCommands) || []).map((c) => `/${c.name}`).join(' ')}`;
+    case 'checkpoint_created': return `Checkpoint ${d.id} (${d.files} ${d.files === 1 ? 'file' : 'files'}${d.skipped ? `, ${d.skipped} skipped` : ''})`;
+    case 'workspace_rewound': return `Workspace rewound to ${d.checkpoint_id} (${d.written} written, ${d.removed} removed)`;
     default: return ev.type.replaceAll('_', ' ');
   }
 }
