@@ -206,6 +206,8 @@ func (e *env) waitRealResult(id, turn string) *berth.TurnResult {
 // (ANTHROPIC_BASE_URL), in its "default" permission mode (asks before
 // a write) from ~/.claude/settings.json, a home file.
 func TestRealClaudeBwrap(t *testing.T) {
+	// Parallel: each waits mostly on its agent (node starting, its turns).
+	t.Parallel()
 	command := realAgent(t, "claude-agent-acp")
 	user := t.TempDir()
 	writeFile(t, filepath.Join(user, ".claude/settings.json"), `{"permissions":{"defaultMode":"default"}}`, 0o600)
@@ -219,6 +221,7 @@ func TestRealClaudeBwrap(t *testing.T) {
 // Qwen Code against the OpenAI-compatible stand-in (OPENAI_BASE_URL), in
 // its "default" approval mode.
 func TestRealQwenBwrap(t *testing.T) {
+	t.Parallel()
 	command := realAgent(t, "qwen")
 	env := stubbedEnv(t, map[string]string{"OPENAI_BASE_URL": "http://" + stubAddr + "/v1", "OPENAI_API_KEY": "sk-stub",
 		"OPENAI_MODEL": "stub-model"})
@@ -232,6 +235,7 @@ func TestRealQwenBwrap(t *testing.T) {
 // active → a prompt → end_turn; a write turn that asks permission,
 // approved through the API; stop, resume, another turn.
 func TestRealGeminiBwrap(t *testing.T) {
+	t.Parallel()
 	command := realAgent(t, "gemini")
 	ws := t.TempDir()
 	const answer = `{"method":"generateContentStream","response":[{"candidates":[{"content":{"role":"model","parts":[%s]},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":5,"totalTokenCount":10}}]}` + "\n"
@@ -259,6 +263,7 @@ func TestRealGeminiBwrap(t *testing.T) {
 // a login in a terminal (clientCapabilities.auth.terminal), which berth
 // does not: acp.auth_methods is empty.
 func TestRealClaudeNeedsAuthBwrap(t *testing.T) {
+	t.Parallel()
 	command := realAgent(t, "claude-agent-acp")
 	e := realEnv(t, t.TempDir(), berth.AgentSpec{Name: "claude", Command: command,
 		Env: map[string]string{"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}})
