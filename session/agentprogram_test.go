@@ -100,6 +100,25 @@ func TestAgentProgramResolvesNpmInstalls(t *testing.T) {
 	}
 }
 
+// A session's env may set the agent's PATH inside, but which host files
+// are bound is the catalog's and the daemon's to say: a bare name is not
+// looked up in the session's PATH.
+func TestAgentProgramIgnoresTheSessionsPath(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "node_modules/secret/agent"), "\x7fELF", 0o755)
+	m := New(Options{})
+	spec := berth.AgentSpec{Name: "a", Command: "agent"}
+	s := &berth.Session{ID: "ses_x", Sandbox: berth.SandboxSpec{Provider: berth.SandboxBwrap},
+		Env: map[string]string{"PATH": filepath.Join(dir, "node_modules/secret")}}
+	if p := m.agentProgram(s, spec); p.path != "agent" || len(p.binds) != 0 {
+		t.Fatalf("resolved from the session's PATH: %+v", p)
+	}
+	spec.Env = map[string]string{"PATH": filepath.Join(dir, "node_modules/secret")}
+	if p := m.agentProgram(s, spec); len(p.binds) != 1 || p.binds[0].Source != filepath.Join(dir, "node_modules/secret") {
+		t.Fatalf("not resolved from the catalog's PATH: %+v", p)
+	}
+}
+
 // checkProgram compares a resolved program with the one wanted.
 func checkProgram(t *testing.T, what string, got, want agentProgram) {
 	t.Helper()

@@ -83,7 +83,7 @@ func (m *Manager) abandon(rt *runtime) {
 func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
 	home := m.homeDir(s.ID)
 	env := agentEnv(spec, s.ID, s.Env)
-	binds := m.agentProgram(s, spec, env).binds
+	binds := m.agentProgram(s, spec).binds
 	if b, ok := m.toolsBind(s); ok {
 		binds = append(binds, b)
 		// The agent runs `berth mcp` from berth's own binary.
@@ -98,8 +98,12 @@ func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.Sa
 
 // agentProgram is how the session's agent command runs in its sandbox
 // (resolveAgentProgram); a bare name is the image's own under docker.
-func (m *Manager) agentProgram(s *berth.Session, spec berth.AgentSpec, env map[string]string) agentProgram {
-	return resolveAgentProgram(spec.Command, env["PATH"], s.Sandbox.Provider != berth.SandboxDocker, m.opts.UserHome)
+// Names are looked up in the PATH of the daemon and the catalog, never in
+// one the session's env sets: a client does not choose which host files
+// are bound.
+func (m *Manager) agentProgram(s *berth.Session, spec berth.AgentSpec) agentProgram {
+	path := agentEnv(spec, s.ID, nil)["PATH"]
+	return resolveAgentProgram(spec.Command, path, s.Sandbox.Provider != berth.SandboxDocker, m.opts.UserHome)
 }
 
 // homeDir is the session's private HOME.

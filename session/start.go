@@ -36,7 +36,7 @@ func (rt *runtime) launch(ctx context.Context, provider berth.SandboxProvider) *
 	sess.ToolsHash = ""
 	rt.toolsGrant = rt.m.grantTools(rt, &sess, provider)
 	rt.boxCfg = rt.m.sandboxConfig(&sess, rt.spec)
-	rt.program = rt.m.agentProgram(&sess, rt.spec, rt.boxCfg.Env).path
+	rt.program = rt.m.agentProgram(&sess, rt.spec).path
 	// The agent's stdout continues the session's stream offsets.
 	l := &launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
