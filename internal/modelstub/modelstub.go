@@ -2,7 +2,8 @@
 // call, for tests that run those agents offline: the Anthropic Messages API
 // (what Claude Code calls through ANTHROPIC_BASE_URL) and the OpenAI
 // chat-completions API (Qwen Code, OpenCode), both streaming (server-sent
-// events) and not.
+// events) and not; and text turns of the OpenAI Responses API (Codex,
+// through a model_providers entry).
 //
 // It answers from the conversation it is sent, with no state of its own, so
 // that an agent restarted (a resumed session) gets the same answers:

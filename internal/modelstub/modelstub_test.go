@@ -68,7 +68,18 @@ func TestStubAnswers(t *testing.T) {
 	if !strings.Contains(got, `"content":"stub: hi"`) {
 		t.Fatalf("openai text: %s", got)
 	}
-	if r := s.Replies(); len(r) != 6 || r[1] != "anthropic: call Write" {
+	got = post(t, srv, "/v1/responses", `{"model":"m","stream":true,"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"dev"}]},
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>x</environment_context>"},{"type":"input_text","text":"hello codex"}]}]}`)
+	for _, want := range []string{"event: response.created", `"delta":"stub: hello codex"`, `"text":"stub: hello codex","type":"output_text"`, "event: response.completed"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("responses text lacks %s:\n%s", want, got)
+		}
+	}
+	got = post(t, srv, "/v1/responses", `{"model":"m","stream":true,"input":[{"type":"function_call_output","call_id":"c","output":"ok"}]}`)
+	if !strings.Contains(got, `"text":"wrote it"`) {
+		t.Fatalf("responses after tool:\n%s", got)
+	}
+	if r := s.Replies(); len(r) != 8 || r[1] != "anthropic: call Write" {
 		t.Fatalf("replies: %v", r)
 	}
 }

@@ -26,6 +26,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveAnthropic(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		s.serveOpenAI(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
+		s.serveResponses(w, r)
 	default:
 		http.NotFound(w, r)
 	}
