@@ -37,7 +37,8 @@ func installNpmAgent(t *testing.T) string {
 // A node agent installed by `npm install --prefix` runs whole turns under
 // bwrap: its package (its own modules, the dependency npm hoisted) is
 // visible read-only, where only its program file was before (node died
-// with ERR_MODULE_NOT_FOUND); its home_files directory is a private copy
+// with ERR_MODULE_NOT_FOUND), and so is its interpreter, found by
+// `#!/usr/bin/env node` in a PATH outside the system directories (nvm); its home_files directory is a private copy
 // it writes (EROFS before), and the user's files stay as they were; the
 // package cannot be written from inside.
 func TestNpmInstalledAgentBwrap(t *testing.T) {
@@ -48,7 +49,16 @@ func TestNpmInstalledAgentBwrap(t *testing.T) {
 	command := installNpmAgent(t)
 	user := t.TempDir()
 	writeFile(t, filepath.Join(user, ".tiny/auth.json"), "user-token", 0o600)
-	agent := berth.AgentSpec{Name: "npm-agent", Command: command, HomeFiles: []string{".tiny/"}}
+	// node only where nvm would put it: outside the system directories,
+	// the one directory of the agent's PATH.
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nvm := filepath.Join(t.TempDir(), "versions", "node", "bin")
+	symlink(t, node, filepath.Join(nvm, "node"))
+	agent := berth.AgentSpec{Name: "npm-agent", Command: command, HomeFiles: []string{".tiny/"},
+		Env: map[string]string{"PATH": nvm}}
 	e := newEnv(t, withAgents(agent), func(o *Options) {
 		o.Providers = append(o.Providers, p)
 		o.Sandbox.Default = berth.SandboxBwrap
@@ -77,7 +87,7 @@ func TestNpmInstalledAgentBwrap(t *testing.T) {
 	}
 	// The package is bound read-only.
 	out, err := e.m.Exec(context.Background(), s.ID, berth.ExecRequest{Command: []string{"/bin/sh", "-c",
-		"echo x >> " + command + " && echo WROTE; cat " + filepath.Join(filepath.Dir(filepath.Dir(command)), "berth-test-npm-dep/index.js") + " | head -c 100"}})
+		"echo x >> " + command + " && echo WROTE; /bin/cat " + filepath.Join(filepath.Dir(filepath.Dir(command)), "berth-test-npm-dep/index.js")}})
 	if err != nil {
 		t.Fatal(err)
 	}
