@@ -85,13 +85,18 @@ func TestNpmInstalledAgentBwrap(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(e.m.homeDir(s.ID), ".tiny/auth.json")); string(b) != "rewritten by the agent" {
 		t.Errorf("the session's copy = %q", b)
 	}
-	// The package is bound read-only.
+	// The package is bound read-only, and nothing of the prefix around its
+	// node_modules, nor of the user's home, is there.
+	prefix := filepath.Dir(filepath.Dir(filepath.Dir(command)))
+	writeFile(t, filepath.Join(prefix, "secret.txt"), "prefix secret", 0o644)
 	out, err := e.m.Exec(context.Background(), s.ID, berth.ExecRequest{Command: []string{"/bin/sh", "-c",
-		"echo x >> " + command + " && echo WROTE; /bin/cat " + filepath.Join(filepath.Dir(filepath.Dir(command)), "berth-test-npm-dep/index.js")}})
+		"echo x >> " + command + " && echo WROTE; /bin/cat " + filepath.Join(prefix, "node_modules/berth-test-npm-dep/index.js") +
+			" " + filepath.Join(prefix, "secret.txt") + " " + filepath.Join(user, ".tiny/auth.json")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out.Stdout, "WROTE") || !strings.Contains(out.Stdout, "greeting") {
+	if strings.Contains(out.Stdout, "WROTE") || !strings.Contains(out.Stdout, "greeting") ||
+		strings.Contains(out.Stdout, "prefix secret") || strings.Contains(out.Stdout, "user-token") {
 		t.Errorf("inside: %+v", out)
 	}
 }
