@@ -38,8 +38,9 @@ type SandboxConfig struct {
 	Env     map[string]string
 	Network bool
 	// Binds are host paths made visible inside the sandbox at Target: the
-	// agent's own binary when it lives outside the system directories, and
-	// the agent's home_files (credentials) inside the private HOME.
+	// agent's own program (its npm package, its interpreter) when it lives
+	// outside the system directories, berth's tools socket. (The agent's
+	// home_files are copies in Home, not binds.)
 	Binds []Bind
 	// Image is the container image (docker only; "" means the provider's
 	// default).

@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		os.Exit(scriptedAgent(os.Stdin, os.Stdout))
 	case "shim":
 		os.Exit(runShim())
+	case "nodewrap":
+		os.Exit(nodeWrap())
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { leaveTestCgroup() }))
 }

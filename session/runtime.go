@@ -150,6 +150,9 @@ type runtime struct {
 	shimSocket string
 
 	spec berth.AgentSpec
+	// program is the path the agent's command starts from in its sandbox
+	// (agentProgram), set with boxCfg by launch.
+	program string
 	// resumeFrom is the ACP session id a resumed session reopens.
 	resumeFrom string
 	// resumed is set, before the runtime is live, when it resumes a

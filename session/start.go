@@ -36,10 +36,15 @@ func (rt *runtime) launch(ctx context.Context, provider berth.SandboxProvider) *
 	sess.ToolsHash = ""
 	rt.toolsGrant = rt.m.grantTools(rt, &sess, provider)
 	rt.boxCfg = rt.m.sandboxConfig(&sess, rt.spec)
+	rt.program = rt.m.agentProgram(&sess, rt.spec).path
 	// The agent's stdout continues the session's stream offsets.
 	l := &launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
 		defer close(l.done)
+		// The agent's home files are fresh copies of the user's at every start.
+		if err := rt.m.copyHomeFiles(rt.spec.HomeFiles, rt.boxCfg.Home); err != nil {
+			rt.logger.Warn("home_files", "err", err)
+		}
 		l.proc, l.fail = rt.startAgent(ctx, l.base)
 	}()
 	return l
