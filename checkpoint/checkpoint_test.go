@@ -2,11 +2,13 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -594,5 +596,39 @@ func TestChangeWithOldMtimeIsSeen(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "f")); string(b) != "bbbb" {
 		t.Fatalf("restored %q", b)
+	}
+}
+
+// TestConcurrentDeletesAllSucceed: sessions deleted at once each sweep
+// while the others' directories vanish; none of them fails for it, and
+// every blob goes.
+func TestConcurrentDeletesAllSucceed(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Options{})
+	const n = 24
+	for i := range n {
+		ws := t.TempDir()
+		id := fmt.Sprintf("ses_%02d", i)
+		for j := range 3 {
+			write(t, ws, fmt.Sprintf("f%d", j), fmt.Sprintf("%s %d", id, j), 0o644)
+			if _, err := s.Create(ctx, id, fmt.Sprintf("t%d", j), ws); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() { errs <- s.Delete(fmt.Sprintf("ses_%02d", i)) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	}
+	if c := countBlobs(t, s); c != 0 {
+		t.Fatalf("%d blobs left", c)
 	}
 }

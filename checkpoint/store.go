@@ -347,6 +347,10 @@ func (s *Store) Sweep() (int, error) {
 	}
 	for _, sd := range sessions {
 		files, err := os.ReadDir(filepath.Join(s.dir, "sessions", sd.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			// That session's Delete removed it meanwhile: it names nothing.
+			continue
+		}
 		if err != nil {
 			return 0, berth.WrapError(berth.EInternal, err, "cannot sweep checkpoints")
 		}
@@ -357,6 +361,10 @@ func (s *Store) Sweep() (int, error) {
 				continue
 			}
 			_, entries, err := readEntries(filepath.Join(s.dir, "sessions", sd.Name(), f.Name()))
+			if berth.IsCode(err, berth.ENotFound) {
+				// Removed since the listing (its session was deleted).
+				continue
+			}
 			if err != nil {
 				return 0, err
 			}
