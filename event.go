@@ -45,6 +45,10 @@ const (
 	EventPromptSteered       = "prompt_steered"
 	EventPermissionRequested = "permission_requested"
 	EventPermissionResolved  = "permission_resolved"
+	// EventElicitationRequested [elicitation]: the agent asks for input.
+	EventElicitationRequested = "elicitation_requested"
+	// EventElicitationResolved [elicitation_id, action, content, decided_by].
+	EventElicitationResolved = "elicitation_resolved"
 	EventFileRead            = "file_read"
 	EventFileWritten         = "file_written"
 	EventFileRefused         = "file_refused"
@@ -55,6 +59,10 @@ const (
 	EventRuntimeRecovered    = "runtime_recovered"
 	EventAgentStderr         = "agent_stderr"
 	EventACPUnknown          = "acp_unknown"
+	// EventConversationCleared [old_acp_session_id, acp_session_id,
+	// canceled_entries]: POST …/clear gave the session a new agent
+	// conversation (CONTRACT §4.7).
+	EventConversationCleared = "conversation_cleared"
 )
 
 // Events of a parent's log about its children (CONTRACT §4.4).

@@ -26,6 +26,10 @@ type QueueEntry struct {
 	SessionID string `json:"session_id"`
 	Kind      string `json:"kind"`
 	Text      string `json:"text"`
+	// Content is the prompt's blocks (resolved: a file block is the
+	// resource berth read) when it was sent as content; Text is then the
+	// text of its text blocks.
+	Content []ContentBlock `json:"content,omitempty"`
 	// Generation is the session's input generation when the entry was
 	// accepted; an interrupt moves the session on and older entries never run.
 	Generation int64  `json:"generation"`

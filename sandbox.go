@@ -38,8 +38,9 @@ type SandboxConfig struct {
 	Env     map[string]string
 	Network bool
 	// Binds are host paths made visible inside the sandbox at Target: the
-	// agent's own binary when it lives outside the system directories, and
-	// the agent's home_files (credentials) inside the private HOME.
+	// agent's own program (its npm package, its interpreter) when it lives
+	// outside the system directories, berth's tools socket. (The agent's
+	// home_files are copies in Home, not binds.)
 	Binds []Bind
 	// Image is the container image (docker only; "" means the provider's
 	// default).
@@ -66,11 +67,26 @@ type Bind struct {
 // SandboxLimits bound what one session's processes may use; zero means
 // the provider's default. Which a provider enforces is in its docs.
 type SandboxLimits struct {
+	// MemoryBytes bounds the memory (swap included) of every process of
+	// the sandbox together; files in its private /tmp count too.
 	MemoryBytes int64
 	// NanoCPUs is CPU time in billionths of a CPU.
 	NanoCPUs  int64
 	Pids      int64
 	OpenFiles uint64
+	// TmpBytes bounds the size of the sandbox's private /tmp (and
+	// /var/tmp, each); 0 leaves the kernel's default, half the host's
+	// memory.
+	TmpBytes int64
+}
+
+// SandboxMemoryLimiter is implemented by providers that enforce
+// SandboxLimits.MemoryBytes only on some hosts (bwrap needs a memory
+// cgroup it may create). LimitsMemory is nil when this host allows it,
+// else an error saying why not; Open then refuses a MemoryBytes with
+// EUnavailable rather than run without the limit.
+type SandboxMemoryLimiter interface {
+	LimitsMemory() error
 }
 
 // Sandbox runs processes for one session.
@@ -101,6 +117,10 @@ type ProcSpec struct {
 type ExitStatus struct {
 	Code   int    `json:"exit_code"`
 	Signal string `json:"signal,omitempty"`
+	// OOMKills is how many processes of the sandbox the kernel killed for
+	// want of memory (its memory limit reached) while this one ran: the
+	// process itself, or others. 0 where the provider cannot tell.
+	OOMKills int64 `json:"oom_kills,omitempty"`
 }
 
 // Success reports whether the process exited 0 without a signal.

@@ -34,6 +34,13 @@ type SessionService interface {
 	// StopSession stops the agent and returns the stopped session; stopping
 	// a stopped session returns it unchanged. ENotFound.
 	StopSession(ctx context.Context, id string) (*Session, error)
+	// PatchSession changes a session's name and labels, and its agent's
+	// mode, model and config options through ACP (CONTRACT §4.7), in that
+	// order. EInvalid for a bad name or label, or a value the agent does
+	// not offer (Details list what it offers); EConflict when the agent
+	// lacks the capability or the session is not active; ENotFound. An
+	// error after some fields were applied names them in Details["applied"].
+	PatchSession(ctx context.Context, id string, p SessionPatch) (*Session, error)
 	// DeleteSession stops the session, then deletes its log and managed
 	// workspace. ENotFound.
 	DeleteSession(ctx context.Context, id string) error
@@ -58,12 +65,34 @@ type SessionService interface {
 	// not resumable, ENotFound.
 	ResumeSession(ctx context.Context, id string) (*Session, error)
 
+	// Authenticate runs ACP authenticate with methodID, one of the
+	// session's acp.auth_methods; a session waiting in starting for it
+	// (badge needs_auth) then opens its conversation and becomes active.
+	// EInvalid for a method the agent does not offer or refuses, EConflict
+	// when the session is not live, ENotFound.
+	Authenticate(ctx context.Context, id, methodID string) (*Session, error)
+	// ClearSession gives the session a new agent conversation in the same
+	// workspace, sandbox and settings, canceling its pending input.
+	// EConflict while a turn is in flight unless cancel (which cancels it)
+	// and when the session is not active, ENotFound.
+	ClearSession(ctx context.Context, id string, cancel bool) (*Session, error)
+
 	// ListPermissions returns a session's permissions, all or in one state.
 	// ENotFound.
 	ListPermissions(ctx context.Context, id, state string) ([]*Permission, error)
 	// DecidePermission answers a pending permission. EInvalid for a bad
 	// decision, EConflict when it is no longer pending, ENotFound.
 	DecidePermission(ctx context.Context, id, permID string, d PermissionDecision) (*Permission, error)
+
+	// ListElicitations returns a session's elicitations, all or in one
+	// state. EInvalid for an unknown state, ENotFound.
+	ListElicitations(ctx context.Context, id, state string) ([]*Elicitation, error)
+	// GetElicitation returns one elicitation. ENotFound.
+	GetElicitation(ctx context.Context, id, eid string) (*Elicitation, error)
+	// AnswerElicitation answers a pending elicitation. EInvalid for a bad
+	// answer or content the agent's schema refuses, EConflict when it is
+	// no longer pending, ENotFound.
+	AnswerElicitation(ctx context.Context, id, eid string, a ElicitationAnswer) (*Elicitation, error)
 
 	// Exec runs a command in the session's sandbox and returns its result.
 	// EInvalid for a bad request, EConflict when the session is not active,
@@ -98,4 +127,7 @@ type SessionService interface {
 	// daemon cannot resume from makes the first change a resync. EInvalid
 	// when lastEventID is not of the form "<epoch>-<seq>".
 	StreamChanges(ctx context.Context, lastEventID string) (ChangeStream, error)
+
+	// CheckpointService: checkpoints, rewind and fork (CONTRACT §4.8).
+	CheckpointService
 }

@@ -103,6 +103,20 @@ const (
 type SandboxSpec struct {
 	Provider string `json:"provider"`
 	Network  bool   `json:"network"`
+	// Limits are the limits the provider enforces on the session's
+	// sandbox; absent (zero) where none is, and for a session created
+	// before they were recorded.
+	Limits SandboxLimitsInfo `json:"limits,omitzero"`
+}
+
+// SandboxLimitsInfo are a session's sandbox limits as the API shows them:
+// a field is absent (0) where nothing is enforced.
+type SandboxLimitsInfo struct {
+	// MemoryMB bounds the memory of the agent and everything it starts,
+	// swap and the private /tmp's files included, in MiB.
+	MemoryMB int `json:"memory_mb,omitempty"`
+	// TmpMB caps the size of the sandbox's private /tmp, in MiB.
+	TmpMB int `json:"tmp_mb,omitempty"`
 }
 
 // ACPInfo is what the agent told berth during the ACP handshake.
@@ -112,6 +126,12 @@ type ACPInfo struct {
 	AgentInfo       json.RawMessage `json:"agent_info,omitempty"`
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
 	AuthMethods     json.RawMessage `json:"auth_methods,omitempty"`
+	// Modes, Models, ConfigOptions and Commands are what the agent offers
+	// (CONTRACT §4.7), kept current from its updates (controls.go).
+	Modes         *ACPModes         `json:"modes,omitempty"`
+	Models        *ACPModels        `json:"models,omitempty"`
+	ConfigOptions []ACPConfigOption `json:"config_options,omitempty"`
+	Commands      []ACPCommand      `json:"commands,omitempty"`
 }
 
 // QueueInfo summarises a session's input queue.
@@ -123,8 +143,10 @@ type QueueInfo struct {
 // Session is one agent conversation in one workspace, under one sandbox.
 // Fields tagged json:"-" are stored but never shown over the API.
 type Session struct {
-	ID                 string            `json:"id"`
-	Name               string            `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Title is the agent's title for the conversation (session_info_update).
+	Title              string            `json:"title,omitempty"`
 	Agent              string            `json:"agent"`
 	State              State             `json:"state"`
 	Badge              Badge             `json:"badge"`
@@ -149,7 +171,10 @@ type Session struct {
 	CurrentTurnID      string            `json:"current_turn_id,omitempty"`
 	Queue              QueueInfo         `json:"queue"`
 	PendingPermissions int               `json:"pending_permissions"`
-	Resumable          bool              `json:"resumable"`
+	// PendingElicitations counts the agent's elicitations that wait for an
+	// answer (CONTRACT §4.7).
+	PendingElicitations int  `json:"pending_elicitations"`
+	Resumable           bool `json:"resumable"`
 	// AgentPID is the process group of the agent while it runs, recorded so
 	// a daemon that finds the session live at boot can kill what is left.
 	AgentPID int `json:"-"`
@@ -165,6 +190,10 @@ type Session struct {
 	ShimPID int `json:"-"`
 	// NeedsAuth is set when the agent answered auth_required; the badge shows it.
 	NeedsAuth bool `json:"-"`
+
+	// ForkedFrom says which session and checkpoint this one was forked
+	// from (CONTRACT §4.8); nil for one that was not.
+	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
 
 	// RootID is the id of the session's tree's root: its own for a root.
 	RootID string `json:"root_id"`
@@ -182,6 +211,11 @@ type Session struct {
 	MCPServers MCPServers `json:"mcp_servers,omitempty"`
 	// BerthTools says whether the agent is given the berth MCP server.
 	BerthTools bool `json:"berth_tools"`
+	// Worktree is the git worktree the workspace is, nil for none.
+	Worktree *Worktree `json:"worktree,omitempty"`
+	// Mounts are the names of the [[sandbox.mounts]] bound read-only in
+	// the session's sandbox, re-bound at every resume.
+	Mounts []string `json:"mounts,omitempty"`
 	// ToolsHash is the SHA-256 (hex) of the credential of the session's
 	// berth MCP server while its agent runs, so that a restarted daemon
 	// serves the agent's `berth mcp` again; "" when none.
@@ -198,12 +232,16 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 		}
 		return BadgeStopped
 	case StateStarting:
+		if s.NeedsAuth {
+			// The agent answered session/new with auth_required.
+			return BadgeNeedsAuth
+		}
 		return BadgeStarting
 	case StateStopping:
 		return BadgeStopped
 	}
 	switch {
-	case s.PendingPermissions > 0:
+	case s.PendingPermissions > 0, s.PendingElicitations > 0:
 		return BadgeWaiting
 	case hung && busy:
 		return BadgeHung
@@ -257,6 +295,28 @@ type CreateRequest struct {
 	// BerthTools, when false, leaves the berth MCP server out of the
 	// agent's mcpServers (CONTRACT §4.4); nil means true.
 	BerthTools *bool `json:"berth_tools,omitempty"`
+
+	// MemoryMB bounds the memory of the session's sandbox, in MiB; 0
+	// means [sandbox] memory_mb. A provider that cannot enforce it on this
+	// host refuses the session (EUnavailable).
+	MemoryMB int `json:"memory_mb,omitempty"`
+
+	// Worktree makes the workspace a new git worktree of a repository
+	// on a new branch (CONTRACT §4.1 v2); Repo and Branch are required,
+	// Base defaults to HEAD.
+	Worktree *WorktreeRequest `json:"worktree,omitempty"`
+	// Files are written into the workspace before the agent starts:
+	// relative path → content.
+	Files map[string]string `json:"files,omitempty"`
+	// Mounts names [[sandbox.mounts]] entries to bind read-only.
+	Mounts []string `json:"mounts,omitempty"`
+}
+
+// WorktreeRequest is the worktree option of a create request.
+type WorktreeRequest struct {
+	Repo   string `json:"repo"`
+	Branch string `json:"branch"`
+	Base   string `json:"base,omitempty"`
 }
 
 // Prompt modes (CONTRACT §4.2).
@@ -286,20 +346,43 @@ func (r *CreateRequest) ValidateTimes() error {
 	return nil
 }
 
-// PromptRequest is the body of POST /v1/sessions/{id}/prompts.
+// PromptRequest is the body of POST /v1/sessions/{id}/prompts: Text or
+// Content, exactly one of them (CONTRACT §4.2, §4.7).
 type PromptRequest struct {
-	Text string `json:"text"`
-	Mode string `json:"mode,omitempty"`
+	Text    string         `json:"text,omitempty"`
+	Content []ContentBlock `json:"content,omitempty"`
+	Mode    string         `json:"mode,omitempty"`
 }
 
-// Validate checks a prompt against the prompt size cap.
+// MaxContentBlocks bounds the blocks of one prompt.
+const MaxContentBlocks = 100
+
+// Validate checks a prompt's shape and its size against the prompt size
+// cap. The size of a file block is known only once the session reads it:
+// the session checks the whole prompt again then.
 func (r *PromptRequest) Validate(maxBytes int) error {
-	if strings.TrimSpace(r.Text) == "" {
+	switch {
+	case r.Text != "" && r.Content != nil:
+		return Errorf(EInvalid, "a prompt takes text or content, not both")
+	case r.Content != nil:
+		if len(r.Content) == 0 {
+			return Errorf(EInvalid, "content must not be empty")
+		}
+		if len(r.Content) > MaxContentBlocks {
+			return Errorf(EInvalid, "content has %d blocks; at most %d", len(r.Content), MaxContentBlocks)
+		}
+		for i := range r.Content {
+			if err := r.Content[i].validate(i); err != nil {
+				return err
+			}
+		}
+		if n := ContentSize(r.Content); maxBytes > 0 && n > maxBytes {
+			return TooLarge(n, maxBytes)
+		}
+	case strings.TrimSpace(r.Text) == "":
 		return Errorf(EInvalid, "text must not be empty")
-	}
-	if maxBytes > 0 && len(r.Text) > maxBytes {
-		return &Error{Code: ETooLarge, Message: "prompt is larger than limits.max_prompt_bytes",
-			Details: map[string]any{"max_bytes": maxBytes, "bytes": len(r.Text)}}
+	case maxBytes > 0 && len(r.Text) > maxBytes:
+		return TooLarge(len(r.Text), maxBytes)
 	}
 	switch r.Mode {
 	case "", ModeQueue, ModeInterrupt, ModeSteer:

@@ -74,6 +74,21 @@ type Store interface {
 	// ENotFound if absent.
 	DecidePermission(ctx context.Context, p *Permission) error
 
+	// CreateElicitation stores an elicitation (pending when e.State is
+	// empty, which it then sets). ENotFound if the session is absent,
+	// EConflict if the id exists.
+	CreateElicitation(ctx context.Context, e *Elicitation) error
+	// GetElicitation returns one elicitation of a session. ENotFound if absent.
+	GetElicitation(ctx context.Context, sessionID, id string) (*Elicitation, error)
+	// ListElicitations returns a session's elicitations in the given state
+	// (all when state is empty), oldest first. ENotFound if the session is
+	// absent.
+	ListElicitations(ctx context.Context, sessionID, state string) ([]*Elicitation, error)
+	// ResolveElicitation records e's State, Action, Content, DecidedBy and
+	// ResolvedAt on a pending elicitation. EConflict if it is no longer
+	// pending, ENotFound if absent.
+	ResolveElicitation(ctx context.Context, e *Elicitation) error
+
 	// AcquireLease takes or renews the lease of a session for owner until
 	// now+ttl. A lease held by another owner and not expired at now is
 	// EConflict; taking one over (or taking the first) grows Token, renewing

@@ -5,8 +5,11 @@ import "encoding/json"
 // TranscriptTurn is one turn of a session as a reader wants it: what was
 // asked, what the agent said, the tool calls it made and how it ended.
 type TranscriptTurn struct {
-	TurnID     string              `json:"turn_id"`
-	Prompt     string              `json:"prompt"`
+	TurnID string `json:"turn_id"`
+	Prompt string `json:"prompt"`
+	// Content is the prompt's blocks when it was sent as content (Prompt
+	// is then the text of its text blocks).
+	Content    []ContentBlock      `json:"content,omitempty"`
 	Source     string              `json:"source,omitempty"`
 	Text       string              `json:"text"`
 	Thoughts   string              `json:"thoughts,omitempty"`

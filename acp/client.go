@@ -57,13 +57,15 @@ func (c *Client) Stats() Stats { return c.conn.Stats() }
 // Close closes the transport and waits for every handler to return.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// Initialize opens the protocol, advertising fs read/write and terminals.
+// Initialize opens the protocol, advertising fs read/write, terminals and
+// elicitations in both modes.
 func (c *Client) Initialize(ctx context.Context, info Implementation) (InitializeResponse, error) {
 	var resp InitializeResponse
 	err := c.conn.Call(ctx, MethodInitialize, InitializeRequest{
-		ProtocolVersion:    ProtocolVersion,
-		ClientCapabilities: ClientCapabilities{Fs: FsCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true},
-		ClientInfo:         &info,
+		ProtocolVersion: ProtocolVersion,
+		ClientCapabilities: ClientCapabilities{Fs: FsCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true,
+			Elicitation: bothModes},
+		ClientInfo: &info,
 	}, &resp)
 	return resp, err
 }
@@ -73,6 +75,11 @@ func (c *Client) NewSession(ctx context.Context, cwd string, mcp []McpServer) (N
 	var resp NewSessionResponse
 	err := c.conn.Call(ctx, MethodSessionNew, NewSessionRequest{Cwd: cwd, McpServers: orEmpty(mcp)}, &resp)
 	return resp, err
+}
+
+// Authenticate runs ACP authenticate with the method methodID.
+func (c *Client) Authenticate(ctx context.Context, methodID string) error {
+	return c.conn.Call(ctx, MethodAuthenticate, AuthenticateRequest{MethodID: methodID}, nil)
 }
 
 // LoadSession reopens a stored ACP session, given the MCP servers mcp; the
@@ -220,6 +227,16 @@ func (d clientDispatch) HandleRequest(ctx context.Context, method string, params
 			return nil, err
 		}
 		return d.h.RequestPermission(ctx, req)
+	case MethodElicitationCreate:
+		eh, ok := d.h.(ElicitationHandler)
+		if !ok {
+			return nil, MethodNotFound(method)
+		}
+		req, err := decode[CreateElicitationRequest](params)
+		if err != nil {
+			return nil, err
+		}
+		return eh.CreateElicitation(ctx, req)
 	case MethodReadTextFile:
 		req, err := decode[ReadTextFileRequest](params)
 		if err != nil {

@@ -35,6 +35,8 @@ type FsCapabilities struct {
 type ClientCapabilities struct {
 	Fs       FsCapabilities `json:"fs"`
 	Terminal bool           `json:"terminal"`
+	// Elicitation offers elicitation/create's modes.
+	Elicitation *ElicitationCapabilities `json:"elicitation,omitempty"`
 }
 
 // Implementation names a client or agent program.
@@ -58,6 +60,7 @@ type AgentCapabilities struct {
 	McpCapabilities     McpCapabilities `json:"mcpCapabilities"`
 	SessionCapabilities struct {
 		Resume json.RawMessage `json:"resume,omitempty"`
+		Fork   json.RawMessage `json:"fork,omitempty"`
 	} `json:"sessionCapabilities"`
 }
 
@@ -91,8 +94,9 @@ type NewSessionRequest struct {
 
 // NewSessionResponse answers session/new.
 type NewSessionResponse struct {
-	SessionID string          `json:"sessionId"`
-	Modes     json.RawMessage `json:"modes,omitempty"`
+	SessionID string `json:"sessionId"`
+	// SessionSetup is the modes, models and config options it offers.
+	SessionSetup
 }
 
 // LoadSessionRequest reopens a stored ACP session (session/load) or resumes
@@ -103,11 +107,69 @@ type LoadSessionRequest struct {
 	McpServers []McpServer `json:"mcpServers"`
 }
 
-// ContentBlock is a piece of content; berth sends and reads text blocks and
-// keeps the rest raw.
+// ContentBlock is a piece of content (ACP ContentBlock): text, image,
+// audio, resource (an embedded resource) or resource_link. berth reads
+// text blocks from the agent and keeps the rest raw; it sends any kind.
 type ContentBlock struct {
 	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
+	// MimeType and Data are an image's or audio's; MimeType also a link's.
+	MimeType string `json:"mimeType,omitempty"`
+	Data     string `json:"data,omitempty"`
+	// URI and Name are a resource_link's (URI also an image's source).
+	URI  string `json:"uri,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Resource is an embedded resource's contents.
+	Resource *ResourceContents `json:"resource,omitempty"`
+}
+
+// ResourceContents is an embedded resource: Text or Blob (base64).
+type ResourceContents struct {
+	URI      string `json:"uri"`
+	MimeType string `json:"mimeType,omitempty"`
+	Text     string `json:"text,omitempty"`
+	Blob     string `json:"blob,omitempty"`
+}
+
+// PromptCapabilities says which content kinds beyond text and
+// resource_link an agent takes in a prompt.
+type PromptCapabilities struct {
+	Image           bool `json:"image"`
+	Audio           bool `json:"audio"`
+	EmbeddedContext bool `json:"embeddedContext"`
+}
+
+// PromptCapabilitiesOf reads promptCapabilities from the agent's raw
+// capabilities (all false when absent).
+func PromptCapabilitiesOf(raw json.RawMessage) PromptCapabilities {
+	var c struct {
+		PromptCapabilities PromptCapabilities `json:"promptCapabilities"`
+	}
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &c)
+	}
+	return c.PromptCapabilities
+}
+
+// AuthenticateRequest asks the agent to authenticate with one of the
+// methods it advertised in initialize.
+type AuthenticateRequest struct {
+	MethodID string `json:"methodId"`
+}
+
+// AuthMethod is the part of an advertised auth method berth acts on.
+type AuthMethod struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// AuthMethodsOf decodes an agent's raw authMethods (nil when absent).
+func AuthMethodsOf(raw json.RawMessage) []AuthMethod {
+	var ms []AuthMethod
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &ms)
+	}
+	return ms
 }
 
 // TextBlock returns a text content block.

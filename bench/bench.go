@@ -70,6 +70,8 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("children", 0, "children of one parent spawned, timed until active; then --prompts prompts to a child through the parent's berth MCP server and over the API (0 skips it)")
 	f.Int("soak", 0, "run only a soak of this many create → prompt → delete cycles, and fail if the daemon holds more fds, goroutines, processes or disk afterwards")
 	f.Int("soak-in-flight", 20, "soak cycles run at once")
+	f.Int("checkpoint-files", 0, "run only a checkpoint bench: a workspace of this many files, checkpointed after one changed (issue 16's 10,000-file, 50 ms figure)")
+	f.Int("checkpoint-rounds", 50, "changed-file checkpoints timed by --checkpoint-files")
 	return cmd
 }
 
@@ -136,6 +138,13 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 	storeURL, _ := f.GetString("store")
 	if nSessions < 1 || nPrompts < 0 || flood < 0 || floodSize < 1 {
 		return usagef(cmd, "--sessions must be ≥ 1, --prompts, --flood ≥ 0, --flood-size ≥ 1")
+	}
+	if n, _ := f.GetInt("checkpoint-files"); n > 0 {
+		rounds, _ := f.GetInt("checkpoint-rounds")
+		if rounds < 1 {
+			return usagef(cmd, "--checkpoint-rounds must be at least 1")
+		}
+		return runCheckpointBench(cmd.Context(), n, rounds, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	home, err := os.MkdirTemp("", "berth-bench-")
 	if err != nil {

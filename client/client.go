@@ -570,3 +570,72 @@ func (c *Client) LoginCode(ctx context.Context) (*LoginCode, error) {
 	}
 	return &lc, nil
 }
+
+// PatchSession changes a session's name, labels, and the agent's mode,
+// model or config options (CONTRACT §4.7).
+func (c *Client) PatchSession(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
+	return call[berth.Session](ctx, c, http.MethodPatch, sessionPath(id, ""), nil, p)
+}
+
+// Authenticate runs ACP authenticate with one of the session's auth methods.
+func (c *Client) Authenticate(ctx context.Context, id, methodID string) (*berth.Session, error) {
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/authenticate"), nil, struct {
+		MethodID string `json:"method_id"`
+	}{methodID})
+}
+
+// ClearSession gives the session a new agent conversation; cancel cancels
+// a turn in flight first.
+func (c *Client) ClearSession(ctx context.Context, id string, cancel bool) (*berth.Session, error) {
+	var q url.Values
+	if cancel {
+		q = url.Values{"cancel": {"true"}}
+	}
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/clear"), q, nil)
+}
+
+// ListElicitations returns a session's elicitations, all or in one state.
+func (c *Client) ListElicitations(ctx context.Context, id, state string) ([]*berth.Elicitation, error) {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	res, err := call[struct {
+		Elicitations []*berth.Elicitation `json:"elicitations"`
+	}](ctx, c, http.MethodGet, sessionPath(id, "/elicitations"), q, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.Elicitations, nil
+}
+
+// GetElicitation returns one elicitation of a session.
+func (c *Client) GetElicitation(ctx context.Context, id, eid string) (*berth.Elicitation, error) {
+	return call[berth.Elicitation](ctx, c, http.MethodGet, sessionPath(id, "/elicitations/"+url.PathEscape(eid)), nil, nil)
+}
+
+// AnswerElicitation answers a pending elicitation.
+func (c *Client) AnswerElicitation(ctx context.Context, id, eid string, a berth.ElicitationAnswer) (*berth.Elicitation, error) {
+	return call[berth.Elicitation](ctx, c, http.MethodPost, sessionPath(id, "/elicitations/"+url.PathEscape(eid)), nil, a)
+}
+
+// ListCheckpoints returns a session's checkpoints, oldest first.
+func (c *Client) ListCheckpoints(ctx context.Context, id string) ([]*berth.Checkpoint, error) {
+	res, err := call[struct {
+		Checkpoints []*berth.Checkpoint `json:"checkpoints"`
+	}](ctx, c, http.MethodGet, sessionPath(id, "/checkpoints"), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	return res.Checkpoints, nil
+}
+
+// Rewind restores a session's workspace to a checkpoint.
+func (c *Client) Rewind(ctx context.Context, id string, req berth.RewindRequest) (*berth.Session, error) {
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/rewind"), nil, req)
+}
+
+// Fork creates a session from a checkpoint of another.
+func (c *Client) Fork(ctx context.Context, id string, req berth.ForkRequest) (*berth.Session, error) {
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/fork"), nil, req)
+}

@@ -10,6 +10,7 @@ package config
 import (
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,11 +22,13 @@ import (
 // Config is berth's whole configuration. The zero value is not useful: start
 // from Default or Load.
 type Config struct {
-	Server  Server            `toml:"server"`
-	Store   Store             `toml:"store"`
-	Sandbox Sandbox           `toml:"sandbox"`
-	Limits  Limits            `toml:"limits"`
-	Agents  []berth.AgentSpec `toml:"agents"`
+	Server  Server  `toml:"server"`
+	Store   Store   `toml:"store"`
+	Sandbox Sandbox `toml:"sandbox"`
+	Limits  Limits  `toml:"limits"`
+	// Checkpoints is the [checkpoints] section (CONTRACT §4.8).
+	Checkpoints Checkpoints       `toml:"checkpoints"`
+	Agents      []berth.AgentSpec `toml:"agents"`
 	// Hooks are the [[hooks]] entries (CONTRACT §4.9).
 	Hooks []Hook `toml:"hooks"`
 }
@@ -109,9 +112,19 @@ type Sandbox struct {
 	// (DefaultHostUID); 1000..4294967294, not 65535. A daemon that is not
 	// root runs its sandboxes as itself and ignores it.
 	HostUID int `toml:"host_uid"`
-	// MemoryMB caps a session's memory where the provider can (docker).
-	// Default 2048; 0 means no cap.
+	// MemoryMB is the memory limit of sessions that ask for none (create's
+	// memory_mb), in MiB, swap and the private /tmp's files included:
+	// docker's engine limit, bwrap's memory cgroup where the daemon may
+	// make one (left out, with a runtime_warning, where it may not).
+	// Default 2048; 0 means no limit.
 	MemoryMB int `toml:"memory_mb"`
+	// MaxMemoryMB caps the memory_mb a session may ask for (400 past it).
+	// Default 0: no cap.
+	MaxMemoryMB int `toml:"max_memory_mb"`
+	// TmpMB caps the size of a bwrap or docker sandbox's private /tmp
+	// (and bwrap's /var/tmp), in MiB. Default 256; 0 leaves the kernel's
+	// default, half the host's memory.
+	TmpMB int `toml:"tmp_mb"`
 	// CPUs caps a session's CPU time, in CPUs, where the provider can
 	// (docker). Default 2; 0 means no cap.
 	CPUs float64 `toml:"cpus"`
@@ -120,6 +133,30 @@ type Sandbox struct {
 	Pids int `toml:"pids"`
 	// Docker is the [sandbox.docker] section.
 	Docker SandboxDocker `toml:"docker"`
+	// Mounts are the [[sandbox.mounts]] allow-list: host directories (or
+	// files) a session may ask for by name at create, bound read-only at
+	// their target in its sandbox (a package or model cache).
+	Mounts []SandboxMount `toml:"mounts"`
+}
+
+// SandboxMount is one [[sandbox.mounts]] entry.
+type SandboxMount struct {
+	// Name is what a create request's "mounts" names.
+	Name string `toml:"name"`
+	// Host is the absolute path on the host; it must exist.
+	Host string `toml:"host"`
+	// Target is the absolute path inside the sandbox; not over the
+	// sandbox's own directories (/usr, /etc, /tmp, /proc, ...).
+	Target string `toml:"target"`
+}
+
+// MountList returns the [[sandbox.mounts]] as the session manager takes them.
+func (s *Sandbox) MountList() []berth.Mount {
+	out := make([]berth.Mount, 0, len(s.Mounts))
+	for _, m := range s.Mounts {
+		out = append(out, berth.Mount{Name: m.Name, Host: m.Host, Target: m.Target})
+	}
+	return out
 }
 
 // SandboxDocker is the [sandbox.docker] section.
@@ -134,7 +171,8 @@ type SandboxDocker struct {
 
 // Limits returns the sandbox limits the section sets.
 func (s *Sandbox) Limits() berth.SandboxLimits {
-	return berth.SandboxLimits{MemoryBytes: int64(s.MemoryMB) << 20, NanoCPUs: int64(s.CPUs * 1e9), Pids: int64(s.Pids)}
+	return berth.SandboxLimits{MemoryBytes: int64(s.MemoryMB) << 20, NanoCPUs: int64(s.CPUs * 1e9), Pids: int64(s.Pids),
+		TmpBytes: int64(s.TmpMB) << 20}
 }
 
 // Limits is the [limits] section.
@@ -201,10 +239,12 @@ func Default() *Config {
 			UID:          1000,
 			HostUID:      DefaultHostUID,
 			MemoryMB:     2048,
+			TmpMB:        256,
 			CPUs:         2,
 			Pids:         512,
 			Docker:       SandboxDocker{Image: DefaultDockerImage},
 		},
+		Checkpoints: defaultCheckpoints(),
 		Limits: Limits{
 			MaxPromptBytes:    256 * KiB,
 			MaxQueue:          10,
@@ -233,7 +273,7 @@ const maxSocketPath = 107
 // returns the first problem found, as EInvalid naming the key.
 func (c *Config) Validate() error {
 	for _, check := range []func() error{
-		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate,
+		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate, c.Checkpoints.validate,
 		func() error { return validateAgents(c.Agents) },
 		func() error { return validateHooks(c.Hooks) },
 	} {
@@ -337,7 +377,19 @@ func (s *Sandbox) validate() error {
 	if s.HostUID == 65535 {
 		return invalid("sandbox.host_uid = 65535 is not a usable uid (it is -1 to 16-bit interfaces)")
 	}
-	if err := intRange("sandbox.memory_mb", s.MemoryMB, 0, 1<<30); err != nil {
+	if err := intRange("sandbox.memory_mb", s.MemoryMB, 0, 1<<24); err != nil {
+		return err
+	}
+	if s.MemoryMB > 0 && s.MemoryMB < 32 {
+		return invalid("sandbox.memory_mb = %d is too small for an agent (0, or 32 and up)", s.MemoryMB)
+	}
+	if err := intRange("sandbox.max_memory_mb", s.MaxMemoryMB, 0, 1<<24); err != nil {
+		return err
+	}
+	if s.MaxMemoryMB > 0 && s.MemoryMB > s.MaxMemoryMB {
+		return invalid("sandbox.memory_mb (%d) is over sandbox.max_memory_mb (%d)", s.MemoryMB, s.MaxMemoryMB)
+	}
+	if err := intRange("sandbox.tmp_mb", s.TmpMB, 0, 1<<24); err != nil {
 		return err
 	}
 	if err := intRange("sandbox.pids", s.Pids, 0, 1<<22); err != nil {
@@ -348,6 +400,25 @@ func (s *Sandbox) validate() error {
 	}
 	if s.Docker.Image == "" {
 		return invalid("sandbox.docker.image must not be empty")
+	}
+	return s.validateMounts()
+}
+
+// validateMounts checks [[sandbox.mounts]]: each valid (berth.Mount.Validate),
+// its host path present, names and targets unique.
+func (s *Sandbox) validateMounts() error {
+	names, targets := map[string]bool{}, map[string]bool{}
+	for i, m := range s.MountList() {
+		if err := m.Validate(); err != nil {
+			return invalid("sandbox.mounts[%d]: %s", i, berth.ErrorMessage(err))
+		}
+		if _, err := os.Stat(m.Host); err != nil {
+			return invalid("sandbox.mounts[%d] (%s): host %s does not exist", i, m.Name, m.Host)
+		}
+		if names[m.Name] || targets[m.Target] {
+			return invalid("sandbox.mounts[%d] (%s): its name or target is another mount's", i, m.Name)
+		}
+		names[m.Name], targets[m.Target] = true, true
 	}
 	return nil
 }

@@ -428,3 +428,30 @@ func TestServerSecurityKeys(t *testing.T) {
 		t.Errorf("from the environment = %+v", c.Server)
 	}
 }
+
+// [sandbox] tmp_mb (default 256) and max_memory_mb (default 0, no cap)
+// reach the limits; memory_mb below 32, over max_memory_mb, or a negative
+// cap are refused naming the key.
+func TestSandboxMemoryAndTmp(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sandbox.TmpMB != 256 || c.Sandbox.MaxMemoryMB != 0 || c.Sandbox.Limits().TmpBytes != 256<<20 {
+		t.Fatalf("defaults: %+v", c.Sandbox)
+	}
+	c, err = Load("", []string{"BERTH_SANDBOX_TMP_MB=0", "BERTH_SANDBOX_MAX_MEMORY_MB=4096", "BERTH_SANDBOX_MEMORY_MB=512"})
+	if err != nil || c.Sandbox.TmpMB != 0 || c.Sandbox.MaxMemoryMB != 4096 || c.Sandbox.Limits().MemoryBytes != 512<<20 {
+		t.Fatalf("from the environment: %+v, %v", c.Sandbox, err)
+	}
+	for key, env := range map[string]string{
+		"sandbox.memory_mb":     "BERTH_SANDBOX_MEMORY_MB=16",
+		"sandbox.max_memory_mb": "BERTH_SANDBOX_MAX_MEMORY_MB=-1",
+		"sandbox.tmp_mb":        "BERTH_SANDBOX_TMP_MB=-5",
+	} {
+		_, err := Load("", []string{env})
+		wantInvalid(t, err, key)
+	}
+	_, err = Load("", []string{"BERTH_SANDBOX_MAX_MEMORY_MB=1024"})
+	wantInvalid(t, err, "sandbox.memory_mb")
+}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/hooks"
@@ -215,7 +216,8 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		Providers: providers,
 		Sandbox: session.SandboxPolicy{Default: o.Config.Sandbox.Default, AllowHost: o.Config.Sandbox.AllowHost,
 			RequireIsolation: o.Config.Sandbox.RequireIsolation, AllowNetwork: o.Config.Sandbox.AllowNetwork,
-			Network: o.Config.Sandbox.Network, Limits: o.Config.Sandbox.Limits()},
+			Network: o.Config.Sandbox.Network, Limits: o.Config.Sandbox.Limits(), Mounts: o.Config.Sandbox.MountList(),
+			MaxMemoryMB: o.Config.Sandbox.MaxMemoryMB},
 		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
 			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
@@ -223,8 +225,9 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration,
 			MaxChildren: childLimit(lim.MaxChildren), MaxDepth: childLimit(lim.MaxDepth)},
 		Home: o.Home, NodeID: node, Version: o.Version, Logger: o.Logger, UserHome: userHome(),
-		Snapshots: snapshot.New(filepath.Join(o.Home, "snapshots")),
-		Shim:      shimOpts, RunDir: runDir, Hidden: daemonFiles(o.Socket, o.Config.Store.URL),
+		Snapshots:   snapshot.New(filepath.Join(o.Home, "snapshots")),
+		Checkpoints: checkpointStore(o.Home, o.Config.Checkpoints),
+		Shim:        shimOpts, RunDir: runDir, Hidden: daemonFiles(o.Socket, o.Config.Store.URL),
 		// The hooks' one point on the event path: told of every commit.
 		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
 		// Once the boot knows which sessions it reattached.
@@ -490,4 +493,14 @@ func hookList(entries []config.Hook) []hooks.Hook {
 			URL: h.URL, Secret: h.Secret, Command: h.Command, Args: h.Args, Timeout: h.Timeout.Duration})
 	}
 	return out
+}
+
+// checkpointStore is the daemon's checkpoint store, nil when [checkpoints]
+// enabled = false.
+func checkpointStore(home string, c config.Checkpoints) *checkpoint.Store {
+	if !c.Enabled {
+		return nil
+	}
+	return checkpoint.New(filepath.Join(home, "checkpoints"), checkpoint.Options{
+		MaxFileBytes: int64(c.MaxFileBytes), MaxTotalBytes: int64(c.MaxTotalBytes)})
 }

@@ -376,6 +376,21 @@ func (f *fakeService) CancelQueueEntry(_ context.Context, id, entryID string) er
 	return berth.Errorf(berth.ENotFound, "no pending entry %s", entryID)
 }
 
+// PatchSession implements berth.SessionService.
+func (f *fakeService) PatchSession(_ context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.session(id)
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	if p.Name != nil {
+		c.Name = *p.Name
+	}
+	return &c, nil
+}
+
 // ResumeSession implements berth.SessionService.
 func (f *fakeService) ResumeSession(_ context.Context, id string) (*berth.Session, error) {
 	f.mu.Lock()
@@ -463,4 +478,28 @@ func (f *fakeService) Repair(_ context.Context, id string, dryRun, force bool) (
 	}
 	return &berth.RepairReport{Issues: []berth.RepairItem{{Kind: berth.RepairOpenTurn, Message: fmt.Sprint(dryRun, force)}},
 		Actions: []berth.RepairItem{}, Persisted: !dryRun}, nil
+}
+
+// Authenticate implements berth.SessionService.
+func (f *fakeService) Authenticate(_ context.Context, id, methodID string) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.session(id)
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	return &c, nil
+}
+
+// ClearSession implements berth.SessionService.
+func (f *fakeService) ClearSession(_ context.Context, id string, cancel bool) (*berth.Session, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, err := f.session(id)
+	if err != nil {
+		return nil, err
+	}
+	c := *s
+	return &c, nil
 }

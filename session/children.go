@@ -124,7 +124,7 @@ func (m *Manager) SpawnChild(ctx context.Context, parentID string, req berth.Cre
 	if err := kid.narrow(&req); err != nil {
 		return nil, err
 	}
-	return m.create(ctx, req, kid)
+	return m.create(ctx, req, kid, nil)
 }
 
 // maxChildren is limits.max_children (a negative limit allows none).

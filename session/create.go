@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
@@ -38,16 +36,25 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		return nil, err
 	}
 	defer m.inflight.Done()
-	return m.create(ctx, req, nil)
+	return m.create(ctx, req, nil, nil)
 }
 
 // create creates a session: a root, or with kid a child of kid.parent
-// (children.go), its request already narrowed to what the parent has.
-func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spawn) (*berth.Session, error) {
+// (children.go), its request already narrowed to what the parent has; with
+// fork, a fork of a checkpoint (checkpoint.go).
+func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spawn, fork *forkSpec) (*berth.Session, error) {
 	began := time.Now()
 	spec, provider, unisolated, err := m.validateCreate(&req)
 	if err != nil {
 		return nil, err
+	}
+	wtCommon, err := m.checkCreateOptions(ctx, &req, kid)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Mounts) > 0 && provider.Name() == berth.SandboxHost {
+		return nil, &berth.Error{Code: berth.EInvalid, Message: "mounts are bound into a sandbox: the host provider has none (use bwrap or docker)",
+			Details: map[string]any{"field": "mounts"}}
 	}
 	if kid != nil {
 		if err := kid.checkResolved(&req, provider.Name()); err != nil {
@@ -69,6 +76,13 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		network, netWarning = kid.network(spec, network, netWarning)
 	}
 	if err := checkMCPNetwork(req.MCPServers, provider.Name(), network); err != nil {
+		return nil, err
+	}
+	limits, limitWarning, err := m.sandboxLimits(&req, provider)
+	if err != nil {
+		return nil, err
+	}
+	if limits, err = kid.memory(limits, req.MemoryMB); err != nil {
 		return nil, err
 	}
 	if err := m.reserve(); err != nil {
@@ -94,8 +108,10 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
 		RootID: id,
 	}
+	s.Sandbox.Limits = limits
 	s.MCPServers = req.MCPServers
 	s.BerthTools = req.BerthTools == nil || *req.BerthTools
+	s.Mounts = req.Mounts
 	kid.lineage(s)
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
@@ -122,6 +138,29 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 			_ = os.RemoveAll(s.Workspace)
 			return nil, err
 		}
+		unlinkWorktreeFile(s.Workspace)
+	}
+	var parent *berth.Session
+	if kid != nil {
+		parent = kid.parent
+	}
+	if err := m.prepareWorkspace(ctx, s, &req, wtCommon, parent); err != nil {
+		_ = os.RemoveAll(m.sessionDir(id))
+		return nil, err
+	}
+	defer func() {
+		if !registered && s.Worktree != nil && s.Worktree.Owned {
+			// Nothing stored owns the worktree: it goes with the create.
+			_ = os.RemoveAll(s.Workspace)
+			m.removeWorktree(ctx, s.Worktree)
+		}
+	}()
+	if fork != nil {
+		if err := m.fillFork(ctx, fork, s); err != nil {
+			_ = os.RemoveAll(m.sessionDir(id))
+			_ = os.RemoveAll(s.Workspace)
+			return nil, err
+		}
 	}
 	// A child is admitted under its parent's lock, from the count of its
 	// live siblings to going live, so no spawn slips past a limit or a
@@ -132,6 +171,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		return nil, err
 	}
 	rt := m.newRuntime(s, spec)
+	rt.fork = fork
 	var launch *launching
 	if m.opts.Shim != nil {
 		// The agent's shim starts it while the session is stored: the
@@ -166,6 +206,9 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		"agent": spec.Name, "sandbox": s.Sandbox, "workspace": s.Workspace})
 	if netWarning != "" {
 		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": netWarning})
+	}
+	if limitWarning != "" {
+		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": limitWarning})
 	}
 	if unisolated {
 		rt.emit("", berth.EventRuntimeWarning, map[string]any{
@@ -208,9 +251,8 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown agent %q", req.Agent),
 			Details: map[string]any{"field": "agent"}}
 	}
-	if len(req.Name) > maxNameBytes || strings.IndexFunc(req.Name, unicode.IsControl) >= 0 || !utf8.ValidString(req.Name) {
-		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Details: map[string]any{"field": "name"},
-			Message: fmt.Sprintf("name must be at most %d bytes of UTF-8 text without control characters", maxNameBytes)}
+	if err := validateName(req.Name); err != nil {
+		return spec, nil, false, err
 	}
 	if req.PermissionMode == "" {
 		req.PermissionMode = berth.PermApproveReads
@@ -264,8 +306,8 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		return spec, nil, false, berth.Errorf(berth.EInvalid, "at most %d labels", maxLabels)
 	}
 	for k := range req.Labels {
-		if k == "" || strings.ContainsAny(k, "=,") {
-			return spec, nil, false, berth.Errorf(berth.EInvalid, "label key %q is not valid", k)
+		if err := validateLabelKey(k); err != nil {
+			return spec, nil, false, err
 		}
 	}
 	for k := range req.Env {

@@ -44,11 +44,21 @@ type rawData struct {
 // SessionUpdate maps one ACP update to one event, in arrival order. The
 // event is tagged with the turn in flight, if any.
 func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
+	rt := h.rt
+	// What the agent offers is kept current, from a replay too.
+	ctl := controlUpdateOf(&u)
+	if ctl != nil {
+		rt.mu.Lock()
+		rt.applyControlLocked(ctl)
+		rt.mu.Unlock()
+	}
 	if h.replaying.Load() {
 		return
 	}
-	rt := h.rt
 	typ, data := updateEvent(&u)
+	if ctl != nil && ctl.data != nil {
+		data, _ = json.Marshal(ctl.data)
+	}
 	// A session past its budget of bytes in flight waits here, before it
 	// takes the runtime's lock: the agent is held back, the API is not.
 	if err := rt.m.log.WaitRoom(context.Background(), rt.id, len(data)); err != nil {
@@ -82,7 +92,7 @@ func toolCallFinished(u *acp.Update) bool {
 // same turn (runTurn). The steer is claimed in the store under mu (see
 // runtime), ordered with the agent's updates around it.
 func (rt *runtime) deliverSteerLocked(t *turn) {
-	if t.cancelRequested || t.steerText != "" || rt.exited || rt.stopReason != "" || rt.detached.Load() {
+	if t.cancelRequested || !t.steerIn.empty() || rt.exited || rt.stopReason != "" || rt.detached.Load() {
 		return
 	}
 	e, err := rt.m.store.ClaimQueueEntry(context.Background(), rt.id, berth.EntrySteer, rt.sess.Queue.Generation, t.id)
@@ -93,9 +103,9 @@ func (rt *runtime) deliverSteerLocked(t *turn) {
 		}
 		return
 	}
-	t.steerText, t.steerID, t.steerCancelSent = e.Text, e.ID, make(chan struct{})
+	t.steerIn, t.steerID, t.steerCancelSent = entryInput(e), e.ID, make(chan struct{})
 	rt.noteEntryLocked(e.ID, entryOutcome{turnID: t.id})
-	rt.emit(t.id, berth.EventPromptSteered, entryData{EntryID: e.ID, Text: e.Text})
+	rt.emit(t.id, berth.EventPromptSteered, entryData{EntryID: e.ID, Text: e.Text, Content: e.Content})
 	sent := t.steerCancelSent
 	rt.wg.Add(1)
 	go func() {
@@ -103,7 +113,7 @@ func (rt *runtime) deliverSteerLocked(t *turn) {
 		defer close(sent)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
+		if err := rt.client.Cancel(ctx, rt.acpSession()); err != nil {
 			rt.logger.Warn("session/cancel for a steer not sent", "err", err)
 		}
 	}()

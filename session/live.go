@@ -82,7 +82,10 @@ func (m *Manager) abandon(rt *runtime) {
 // and, on reattach, for the terminals and execs the daemon opens.
 func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
 	home := m.homeDir(s.ID)
-	binds := m.sandboxBinds(spec, home)
+	env := agentEnv(spec, s.ID, s.Env)
+	binds := m.agentProgram(s, spec).binds
+	binds = append(binds, worktreeBinds(s.Worktree)...)
+	binds = append(binds, m.mountBinds(s)...)
 	if b, ok := m.toolsBind(s); ok {
 		binds = append(binds, b)
 		// The agent runs `berth mcp` from berth's own binary.
@@ -91,8 +94,18 @@ func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.Sa
 		}
 	}
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
-		Env: agentEnv(spec, s.ID, s.Env), Network: s.Sandbox.Network, Binds: binds,
-		Image: spec.DockerImage, Limits: m.opts.Sandbox.Limits, Hide: m.hidden()}
+		Env: env, Network: s.Sandbox.Network, Binds: binds,
+		Image: spec.DockerImage, Limits: m.boxLimits(s), Hide: m.hidden()}
+}
+
+// agentProgram is how the session's agent command runs in its sandbox
+// (resolveAgentProgram); a bare name is the image's own under docker.
+// Names are looked up in the PATH of the daemon and the catalog, never in
+// one the session's env sets: a client does not choose which host files
+// are bound.
+func (m *Manager) agentProgram(s *berth.Session, spec berth.AgentSpec) agentProgram {
+	path := agentEnv(spec, s.ID, nil)["PATH"]
+	return resolveAgentProgram(spec.Command, path, s.Sandbox.Provider != berth.SandboxDocker, m.opts.UserHome)
 }
 
 // homeDir is the session's private HOME.
@@ -141,33 +154,6 @@ var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"}
 // system directories (and so must be bound to be seen in a sandbox).
 func outsideSystemDirs(p string) bool {
 	return filepath.IsAbs(p) && !slices.ContainsFunc(systemDirs, func(d string) bool { return strings.HasPrefix(p, d) })
-}
-
-// sandboxBinds lists what an agent needs from the host inside its sandbox:
-// its own program when it lives outside the system directories (berth's
-// binary for the demo agent), and its home_files — the user's credentials —
-// read-only at the same place under the session's private HOME.
-func (m *Manager) sandboxBinds(spec berth.AgentSpec, home string) []berth.Bind {
-	var binds []berth.Bind
-	if outsideSystemDirs(spec.Command) {
-		binds = append(binds, berth.Bind{Source: spec.Command, Target: spec.Command})
-	}
-	userHome := m.opts.UserHome
-	if userHome == "" {
-		return binds
-	}
-	for _, f := range spec.HomeFiles {
-		rel := filepath.Clean(strings.TrimSuffix(f, "/"))
-		if filepath.IsAbs(rel) || rel == "." || strings.HasPrefix(rel, "..") {
-			continue
-		}
-		src := filepath.Join(userHome, rel)
-		if _, err := os.Stat(src); err != nil {
-			continue
-		}
-		binds = append(binds, berth.Bind{Source: src, Target: filepath.Join(home, rel)})
-	}
-	return binds
 }
 
 // agentEnv builds the agent's environment: a few host basics, the agent's

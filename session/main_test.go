@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		os.Exit(scriptedAgent(os.Stdin, os.Stdout))
 	case "shim":
 		os.Exit(runShim())
+	case "nodewrap":
+		os.Exit(nodeWrap())
 	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { leaveTestCgroup() }))
 }
@@ -53,12 +55,15 @@ func (c testCatalog) List() []berth.AgentInfo {
 func catalog() testCatalog {
 	self, _ := os.Executable()
 	return testCatalog{
-		"demo":        {Name: "demo", Command: self, Env: map[string]string{agentEnvVar: "demo"}},
-		"demo-noload": {Name: "demo-noload", Command: self, Args: []string{"--no-load"}, Env: map[string]string{agentEnvVar: "demo"}},
-		"scripted":    {Name: "scripted", Command: self, Env: map[string]string{agentEnvVar: "scripted"}},
-		"exits":       {Name: "exits", Command: "/bin/sh", Args: []string{"-c", "echo 'no credentials found' >&2; exit 3"}},
-		"missing":     {Name: "missing", Command: "/nonexistent/agent"},
-		"silent":      {Name: "silent", Command: "/bin/sh", Args: []string{"-c", "exec sleep 60"}},
+		"demo":            {Name: "demo", Command: self, Env: map[string]string{agentEnvVar: "demo"}},
+		"demo-noload":     {Name: "demo-noload", Command: self, Args: []string{"--no-load"}, Env: map[string]string{agentEnvVar: "demo"}},
+		"demo-nocontrols": {Name: "demo-nocontrols", Command: self, Args: []string{"--no-controls"}, Env: map[string]string{agentEnvVar: "demo"}},
+		"scripted":        {Name: "scripted", Command: self, Env: map[string]string{agentEnvVar: "scripted"}},
+		"exits":           {Name: "exits", Command: "/bin/sh", Args: []string{"-c", "echo 'no credentials found' >&2; exit 3"}},
+		"missing":         {Name: "missing", Command: "/nonexistent/agent"},
+		"silent":          {Name: "silent", Command: "/bin/sh", Args: []string{"-c", "exec sleep 60"}},
+		"demo-auth":       {Name: "demo-auth", Command: self, Args: []string{"--require-auth"}, Env: map[string]string{agentEnvVar: "demo"}},
+		"demo-failnew":    {Name: "demo-failnew", Command: self, Args: []string{"--fail-new", "--require-auth"}, Env: map[string]string{agentEnvVar: "demo"}},
 		// The demo agent given a credential by the catalog, as a real agent is.
 		"demo-creds": {Name: "demo-creds", Command: self, Env: map[string]string{agentEnvVar: "demo"},
 			PassEnv: []string{"BERTH_TEST_API_KEY"}, HomeFiles: []string{".test-agent/auth.json"}},

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/berth-sh/berth/shim"
@@ -67,8 +68,14 @@ type SandboxPolicy struct {
 	AllowNetwork     bool
 	// Network is the network setting of sessions that do not ask for it.
 	Network bool
-	// Limits are the resource limits every sandbox gets.
+	// Limits are the resource limits every sandbox gets; MemoryBytes is
+	// the default of sessions that ask for no memory_mb.
 	Limits berth.SandboxLimits
+	// Mounts are the [[sandbox.mounts]] sessions may ask for by name.
+	Mounts []berth.Mount
+	// MaxMemoryMB caps the memory_mb a session may ask for; 0 means no
+	// cap.
+	MaxMemoryMB int
 }
 
 // Options configure a Manager.
@@ -87,6 +94,9 @@ type Options struct {
 	// Snapshots keeps workspace archives ($BERTH_HOME/snapshots); nil
 	// disables snapshots.
 	Snapshots *snapshot.Store
+	// Checkpoints keeps the workspace before every turn
+	// ($BERTH_HOME/checkpoints, CONTRACT §4.8); nil turns them off.
+	Checkpoints *checkpoint.Store
 	// UserHome is the home directory agents' home_files are read from (the
 	// daemon user's); "" binds none.
 	UserHome string

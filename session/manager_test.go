@@ -26,18 +26,19 @@ func TestCreateCompletesHandshakeBeforeReturning(t *testing.T) {
 		t.Fatalf("session = %+v", s)
 	}
 	evs := e.events(s.ID)
-	if got := types(evs); !slices.Equal(got, []string{berth.EventSessionCreated, berth.EventSessionStarted}) {
+	// The demo agent announces its commands before it answers session/new.
+	if got := types(evs); !slices.Equal(got, []string{berth.EventSessionCreated, berth.EventCommandsUpdate, berth.EventSessionStarted}) {
 		t.Fatalf("log = %v", got)
 	}
-	if s.LastSeq != 2 {
-		t.Fatalf("the create answer's last_seq = %d, want 2 (session_started included)", s.LastSeq)
+	if s.LastSeq != 3 {
+		t.Fatalf("the create answer's last_seq = %d, want 3 (session_started included)", s.LastSeq)
 	}
 	var started struct {
 		ProtocolVersion int    `json:"protocol_version"`
 		ResumedBy       string `json:"resumed_by"`
 	}
-	if err := json.Unmarshal(evs[1].Data, &started); err != nil || started.ProtocolVersion != 1 {
-		t.Fatalf("session_started data = %s", evs[1].Data)
+	if err := json.Unmarshal(evs[2].Data, &started); err != nil || started.ProtocolVersion != 1 {
+		t.Fatalf("session_started data = %s", evs[2].Data)
 	}
 	stored, err := e.store.GetSession(context.Background(), s.ID)
 	if err != nil || stored.State != berth.StateActive || stored.AgentPID == 0 {
@@ -55,7 +56,8 @@ func TestPromptRunsATurnWithAContiguousLog(t *testing.T) {
 	evs := e.events(s.ID)
 	checkContiguous(t, evs)
 	got := types(evs)
-	if got[0] != berth.EventSessionCreated || got[1] != berth.EventSessionStarted || got[2] != berth.EventTurnStarted || got[len(got)-1] != berth.EventTurnEnded {
+	if got[0] != berth.EventSessionCreated || got[1] != berth.EventCommandsUpdate || got[2] != berth.EventSessionStarted ||
+		got[3] != berth.EventTurnStarted || got[len(got)-1] != berth.EventTurnEnded {
 		t.Fatalf("log = %v", got)
 	}
 	for _, typ := range []string{berth.EventAgentMessage, berth.EventAgentThought, berth.EventPlan, berth.EventUsage} {
@@ -63,7 +65,7 @@ func TestPromptRunsATurnWithAContiguousLog(t *testing.T) {
 			t.Errorf("no %s in %v", typ, got)
 		}
 	}
-	for _, ev := range evs[2:] {
+	for _, ev := range evs[3:] {
 		if ev.TurnID != res.TurnID {
 			t.Fatalf("%s event %d carries turn %q, want %q", ev.Type, ev.Seq, ev.TurnID, res.TurnID)
 		}
@@ -335,7 +337,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	if err != nil || len(page.Sessions) != 1 {
 		t.Fatalf("sessions after bad input = %d, %v", len(page.Sessions), err)
 	}
-	if got := types(e.events(s.ID)); len(got) != 2 {
+	if got := types(e.events(s.ID)); len(got) != 3 {
 		t.Fatalf("log after bad prompts = %v", got)
 	}
 	entries, _ := os.ReadDir(filepath.Join(e.home, "workspaces"))

@@ -29,7 +29,7 @@ func (m *Manager) stored(s *berth.Session) *berth.Session {
 	if seq := m.log.LastSeq(s.ID); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
-	s.Resumable = s.State == berth.StateStopped && workspaceExists(s.Workspace)
+	s.Resumable = resumable(s)
 	s.Badge = s.ComputeBadge(false, false)
 	return s
 }
@@ -102,6 +102,14 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 	if s.ManagedWorkspace {
 		if err := os.RemoveAll(s.Workspace); err != nil {
 			m.logger.Warn("remove managed workspace", "session_id", id, "err", err)
+		}
+	}
+	// The worktree's git directory goes; its branch stays.
+	m.removeWorktree(context.WithoutCancel(ctx), s.Worktree)
+	if m.opts.Checkpoints != nil {
+		// Blobs other sessions' checkpoints name stay.
+		if err := m.opts.Checkpoints.Delete(id); err != nil {
+			m.logger.Warn("remove checkpoints", "session_id", id, "err", err)
 		}
 	}
 	if m.opts.Snapshots != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/internal/ids"
 )
 
@@ -21,6 +22,8 @@ type queuedData struct {
 	Position   int    `json:"position"`
 	Generation int64  `json:"generation"`
 	Text       string `json:"text"`
+	// Content is the prompt's blocks when it was sent as content.
+	Content []berth.ContentBlock `json:"content,omitempty"`
 }
 
 // entryData is the data of prompt_canceled and prompt_steered.
@@ -28,6 +31,8 @@ type entryData struct {
 	EntryID string `json:"entry_id"`
 	Reason  string `json:"reason,omitempty"`
 	Text    string `json:"text,omitempty"`
+	// Content is a steer's blocks when it was sent as content.
+	Content []berth.ContentBlock `json:"content,omitempty"`
 }
 
 // Why an entry was canceled.
@@ -59,6 +64,19 @@ func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest
 		}
 		rt = nil
 	}
+	if rt == nil && req.Content != nil {
+		// What the agent said it takes is kept while it is stopped: a
+		// prompt it cannot take does not resume it.
+		s, err := m.store.GetSession(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if len(s.ACP.Capabilities) > 0 {
+			if err := checkCapabilities(req.Content, acp.PromptCapabilitiesOf(s.ACP.Capabilities)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if rt == nil {
 		if req.Mode == berth.ModeSteer {
 			if _, err := m.store.GetSession(ctx, id); err != nil {
@@ -76,7 +94,11 @@ func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest
 	if err := rt.awaitHandshake(ctx); err != nil {
 		return nil, err
 	}
-	return rt.prompt(ctx, req)
+	in, err := rt.resolveInput(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return rt.prompt(ctx, req.Mode, in)
 }
 
 // gone reports whether the agent has exited.
@@ -97,7 +119,7 @@ func (rt *runtime) awaitHandshake(ctx context.Context) error {
 }
 
 // prompt takes one prompt by the session's state and the prompt's mode.
-func (rt *runtime) prompt(ctx context.Context, req berth.PromptRequest) (*berth.PromptResult, error) {
+func (rt *runtime) prompt(ctx context.Context, mode string, in input) (*berth.PromptResult, error) {
 	ctx = context.WithoutCancel(ctx)
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -112,26 +134,36 @@ func (rt *runtime) prompt(ctx context.Context, req berth.PromptRequest) (*berth.
 	// turns: a new prompt never overtakes what was accepted before it.
 	busy := rt.turn != nil || rt.sess.Queue.Pending > 0 || rt.steer != nil
 	switch {
-	case !busy && req.Mode == berth.ModeSteer:
+	case !busy && mode == berth.ModeSteer:
 		return nil, berth.Errorf(berth.EConflict, "steer needs a turn in flight; the session is idle")
 	case !busy:
-		turnID := rt.startTurnLocked(ids.New("turn"), req.Text, berth.SourceUser)
+		turnID := rt.startTurnLocked(ids.New("turn"), in, berth.SourceUser)
 		return &berth.PromptResult{Status: "started", TurnID: turnID}, nil
-	case req.Mode == berth.ModeSteer:
-		return rt.stageSteerLocked(ctx, req.Text)
-	case req.Mode == berth.ModeInterrupt:
-		return rt.interruptLocked(ctx, req.Text)
+	case mode == berth.ModeSteer:
+		return rt.stageSteerLocked(ctx, in)
+	case mode == berth.ModeInterrupt:
+		return rt.interruptLocked(ctx, in)
 	}
-	return rt.enqueueLocked(ctx, req.Text)
+	return rt.enqueueLocked(ctx, in)
 }
 
 // acceptingLocked says whether the session can take input now.
 func (rt *runtime) acceptingLocked() error {
+	if rt.sess.State == berth.StateStarting && rt.sess.NeedsAuth && rt.stopReason == "" && !rt.exited {
+		return &berth.Error{Code: berth.EConflict, Message: "the agent needs authentication first: POST /v1/sessions/" + rt.id + "/authenticate with one of acp.auth_methods",
+			Details: map[string]any{"badge": berth.BadgeNeedsAuth}}
+	}
+	if rt.clearing && rt.sess.State == berth.StateActive {
+		return berth.Errorf(berth.EConflict, "the session's conversation is being cleared")
+	}
 	if rt.sess.State != berth.StateActive || rt.stopReason != "" || rt.exited {
 		return berth.Errorf(berth.EConflict, "session is %s", rt.sess.State)
 	}
 	if rt.detached.Load() {
 		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
+	}
+	if rt.rewinding {
+		return berth.Errorf(berth.EConflict, "the workspace is being rewound")
 	}
 	return nil
 }
@@ -164,15 +196,15 @@ func (rt *runtime) abandonTurnLocked(turnID string, err error) {
 const entryPrefix = "entry_"
 
 // newEntry builds a pending entry of the current generation.
-func (rt *runtime) newEntry(kind, text string) *berth.QueueEntry {
-	return &berth.QueueEntry{ID: ids.New("entry"), SessionID: rt.id, Kind: kind, Text: text,
+func (rt *runtime) newEntry(kind string, in input) *berth.QueueEntry {
+	return &berth.QueueEntry{ID: ids.New("entry"), SessionID: rt.id, Kind: kind, Text: in.text, Content: in.content,
 		Generation: rt.sess.Queue.Generation, CreatedAt: time.Now().UTC()}
 }
 
 // enqueueLocked stores a prompt behind the turn in flight. The store is
 // written under mu (see runtime): the pending count moves with it.
-func (rt *runtime) enqueueLocked(ctx context.Context, text string) (*berth.PromptResult, error) {
-	e := rt.newEntry(berth.EntryQueue, text)
+func (rt *runtime) enqueueLocked(ctx context.Context, in input) (*berth.PromptResult, error) {
+	e := rt.newEntry(berth.EntryQueue, in)
 	res, err := rt.m.store.EnqueuePrompt(ctx, e, rt.m.opts.Limits.MaxQueue)
 	if err != nil {
 		return nil, err
@@ -180,14 +212,14 @@ func (rt *runtime) enqueueLocked(ctx context.Context, text string) (*berth.Promp
 	rt.sess.Queue.Pending++
 	rt.changedLocked()
 	rt.emit("", berth.EventPromptQueued, queuedData{EntryID: e.ID, Kind: e.Kind, Position: res.Position,
-		Generation: e.Generation, Text: text})
+		Generation: e.Generation, Text: e.Text, Content: e.Content})
 	return &berth.PromptResult{Status: "queued", EntryID: e.ID, Position: res.Position, Generation: e.Generation}, nil
 }
 
 // stageSteerLocked stages a text for the turn in flight, replacing a staged
 // one. The store is written under mu (see runtime): rt.steer moves with it.
-func (rt *runtime) stageSteerLocked(ctx context.Context, text string) (*berth.PromptResult, error) {
-	e := rt.newEntry(berth.EntrySteer, text)
+func (rt *runtime) stageSteerLocked(ctx context.Context, in input) (*berth.PromptResult, error) {
+	e := rt.newEntry(berth.EntrySteer, in)
 	res, err := rt.m.store.EnqueuePrompt(ctx, e, 0)
 	if err != nil {
 		return nil, err
@@ -198,7 +230,7 @@ func (rt *runtime) stageSteerLocked(ctx context.Context, text string) (*berth.Pr
 	}
 	rt.steer = e
 	rt.emit("", berth.EventPromptQueued, queuedData{EntryID: e.ID, Kind: e.Kind, Position: 1,
-		Generation: e.Generation, Text: text})
+		Generation: e.Generation, Text: e.Text, Content: e.Content})
 	return &berth.PromptResult{Status: "staged", EntryID: e.ID}, nil
 }
 
@@ -207,7 +239,7 @@ func (rt *runtime) stageSteerLocked(ctx context.Context, text string) (*berth.Pr
 // cancelled turn has ended. The text is itself stored as the first entry of
 // the new generation, so a restart before it starts does not lose it. The
 // store is written under mu (see runtime): the generation moves with it.
-func (rt *runtime) interruptLocked(ctx context.Context, text string) (*berth.PromptResult, error) {
+func (rt *runtime) interruptLocked(ctx context.Context, in input) (*berth.PromptResult, error) {
 	gen := rt.sess.Queue.Generation + 1
 	canceled, err := rt.m.store.CancelQueue(ctx, rt.id, gen)
 	if err != nil {
@@ -228,7 +260,7 @@ func (rt *runtime) interruptLocked(ctx context.Context, text string) (*berth.Pro
 	res := &berth.PromptResult{Status: "started", CanceledEntries: &n, Generation: gen}
 	turnID := ids.New("turn")
 	if t := rt.turn; t != nil {
-		e := rt.newEntry(berth.EntryQueue, text)
+		e := rt.newEntry(berth.EntryQueue, in)
 		if _, err := rt.m.store.EnqueuePrompt(ctx, e, rt.m.opts.Limits.MaxQueue); err != nil {
 			return nil, err
 		}
@@ -238,7 +270,7 @@ func (rt *runtime) interruptLocked(ctx context.Context, text string) (*berth.Pro
 		res.InterruptedTurnID = t.id
 		rt.cancelTurnLocked(t)
 	} else {
-		rt.startTurnLocked(turnID, text, berth.SourceUser)
+		rt.startTurnLocked(turnID, in, berth.SourceUser)
 	}
 	res.TurnID = turnID
 	return res, nil
@@ -267,7 +299,7 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 	if rt.steer != nil && rt.next == nil {
 		turnID := ids.New("turn")
 		e0 := rt.steer
-		if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: e0.Text, Source: berth.SourceSteer, EntryID: e0.ID}); err != nil {
+		if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: e0.Text, Content: e0.Content, Source: berth.SourceSteer, EntryID: e0.ID}); err != nil {
 			rt.logger.Error("turn_started not logged", "err", err)
 			rt.retryDispatchLocked()
 			return
@@ -276,7 +308,7 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 		e, err := rt.m.store.ClaimQueueEntry(ctx, rt.id, berth.EntrySteer, gen, turnID)
 		if err == nil {
 			rt.noteEntryLocked(e.ID, entryOutcome{turnID: turnID})
-			rt.beginTurnLocked(turnID, e.Text)
+			rt.beginTurnLocked(turnID, entryInput(e))
 			return
 		}
 		rt.abandonTurnLocked(turnID, err)
@@ -302,7 +334,7 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 		if rt.next != nil && rt.next.entryID == head.ID {
 			turnID, source = rt.next.turnID, berth.SourceUser
 		}
-		if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: head.Text, Source: source, EntryID: head.ID}); err != nil {
+		if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: head.Text, Content: head.Content, Source: source, EntryID: head.ID}); err != nil {
 			rt.logger.Error("turn_started not logged", "err", err)
 			rt.retryDispatchLocked()
 			return
@@ -327,7 +359,7 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 			rt.next = nil
 		}
 		rt.noteEntryLocked(e.ID, entryOutcome{turnID: turnID})
-		rt.beginTurnLocked(turnID, e.Text)
+		rt.beginTurnLocked(turnID, entryInput(e))
 		return
 	}
 }

@@ -36,12 +36,15 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 	if err != nil {
 		return err
 	}
-	open, text, queue, err := m.recoverOpenTurn(ctx, s, r)
+	open, in, queue, err := m.recoverOpenTurn(ctx, s, r)
 	if err != nil {
 		return err
 	}
 	// After the claim: the open turn's entry is no longer queued.
 	rt.recoverInput(r.Pending, queue)
+	if err := m.recoverElicitations(ctx, rt); err != nil {
+		return err
+	}
 	rt.wire(p, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
 	t, wait, err := rt.recoverTurn(open, h)
 	if err != nil {
@@ -66,7 +69,7 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 		if wait == nil {
 			// The prompt never reached the agent: it goes out now.
 			rt.logger.Info("resending the prompt of a turn the previous daemon did not send", "turn_id", t.id)
-			go rt.runTurn(t, text)
+			go rt.runTurn(t, in)
 		} else {
 			go rt.awaitTurn(t, wait)
 		}
@@ -116,7 +119,7 @@ func (m *Manager) recoverRuntime(s *berth.Session, p *shim.Proc) (*runtime, erro
 	rt := m.newRuntime(s, spec)
 	rt.provider, rt.shim, rt.boxRef, rt.shimSocket = provider, p, p.Hello().Ref, s.ShimSocket
 	rt.boxCfg = m.sandboxConfig(s, spec)
-	rt.acpID = s.ACP.SessionID
+	rt.setACPSession(s.ACP.SessionID)
 	return rt, nil
 }
 
@@ -134,21 +137,21 @@ func (rt *runtime) recoverInput(pending []*berth.Permission, queue []*berth.Queu
 // recoverOpenTurn returns the session's open turn, if any, and its text,
 // claiming the queue entry it runs when the previous daemon died before it
 // did; queue is the session's pending entries without it.
-func (m *Manager) recoverOpenTurn(ctx context.Context, s *berth.Session, r *berth.Recovery) (open, text string, queue []*berth.QueueEntry, err error) {
+func (m *Manager) recoverOpenTurn(ctx context.Context, s *berth.Session, r *berth.Recovery) (open string, in input, queue []*berth.QueueEntry, err error) {
 	queue = r.Queue
 	if r.OpenTurn == nil {
-		return "", "", queue, nil
+		return "", input{}, queue, nil
 	}
 	var started turnStartedData
 	_ = json.Unmarshal(r.OpenTurn.Data, &started)
 	claimed, err := m.claimOpenTurnEntry(ctx, s, r.OpenTurn.TurnID, started, queue)
 	if err != nil {
-		return "", "", nil, err
+		return "", input{}, nil, err
 	}
 	if claimed != "" {
 		queue = slices.DeleteFunc(slices.Clone(queue), func(e *berth.QueueEntry) bool { return e.ID == claimed })
 	}
-	return r.OpenTurn.TurnID, started.Text, queue, nil
+	return r.OpenTurn.TurnID, started.input(), queue, nil
 }
 
 // recoverTurn sets up the turn in flight, open, of a wired runtime: it

@@ -160,6 +160,9 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers 
 			return err
 		}
 	}
+	if err := m.reconcileElicitations(ctx, s, open, ended); err != nil {
+		return err
+	}
 	if open != "" {
 		// Tool calls the turn left pending or in progress fail with it.
 		calls, err := m.danglingCalls(ctx, s.ID, open)
@@ -189,7 +192,7 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers 
 	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, berth.StopDaemonCrashed, f, 0
 	s.ShimSocket, s.ShimPID = "", 0
 	s.PendingPermissions = 0
-	s.Resumable = workspaceExists(s.Workspace)
+	s.Resumable = resumable(s)
 	s.Badge = s.ComputeBadge(false, false)
 	if err := m.store.UpdateSession(ctx, s, from); err != nil {
 		return err

@@ -46,6 +46,9 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if !workspaceExists(s.Workspace) {
 		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
 	}
+	if !resumable(s) {
+		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its agent failed to start before it opened a conversation; create a new session")
+	}
 	spec, ok := m.opts.Catalog.Get(s.Agent)
 	if !ok {
 		return nil, berth.Errorf(berth.EConflict, "session is not resumable: agent %q is no longer in the catalog", s.Agent)
@@ -65,7 +68,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	next := *s
 	next.State, next.StopReason, next.Failure, next.Resumable = berth.StateStarting, "", nil, false
 	next.Badge = berth.BadgeStarting
-	next.PendingPermissions = 0
+	next.PendingPermissions, next.PendingElicitations = 0, 0
 	next.LastActivityAt = time.Now().UTC()
 	if next.TTLSeconds > 0 {
 		// A resumed session lives its TTL again.
@@ -113,7 +116,8 @@ func (m *Manager) liveResult(ctx context.Context, rt *runtime) (*berth.Session, 
 		return nil, err
 	}
 	s := rt.view()
-	if s.State == berth.StateActive {
+	if s.State == berth.StateActive || (s.State == berth.StateStarting && s.NeedsAuth) {
+		// Active, or waiting for authenticate.
 		return s, nil
 	}
 	<-rt.finished
@@ -156,4 +160,15 @@ func (rt *runtime) takeInput(entries []*berth.QueueEntry) {
 		}
 	}
 	rt.changedLocked()
+}
+
+// resumable says whether resuming a session can help: it is stopped, its
+// workspace exists, and its agent opened a conversation once. A session
+// whose agent failed to start before that (startup_failed without an
+// acp.session_id) has nothing to resume: a new session is the same thing.
+func resumable(s *berth.Session) bool {
+	if s.State != berth.StateStopped || !workspaceExists(s.Workspace) {
+		return false
+	}
+	return s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != ""
 }

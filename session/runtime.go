@@ -121,6 +121,9 @@ type runtime struct {
 	recordMu sync.RWMutex
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
+	// controls serialises changes of the agent's mode, model and config
+	// (patch.go).
+	controls controlsLock
 	// published is the Session JSON last published on the all-sessions
 	// stream (see changes.go).
 	published []byte
@@ -130,6 +133,12 @@ type runtime struct {
 	// agent's request, served again, takes its record back instead of
 	// making a new one.
 	adoptable []berth.Permission
+	// elics are the elicitations waiting for an answer, adoptableElics
+	// the stored pending ones of a reattached session (elicitation.go).
+	elics          map[string]*elicWaiter
+	adoptableElics []berth.Elicitation
+	// elicsArriving counts requests past the cap check not yet waiting.
+	elicsArriving int
 	// boxMu guards opening sandbox lazily: with a shim the agent's own
 	// sandbox is the shim's, and the daemon opens one for terminals and
 	// exec only when they are asked for.
@@ -141,11 +150,20 @@ type runtime struct {
 	shimSocket string
 
 	spec berth.AgentSpec
+	// program is the path the agent's command starts from in its sandbox
+	// (agentProgram), set with boxCfg by launch.
+	program string
 	// resumeFrom is the ACP session id a resumed session reopens.
 	resumeFrom string
 	// resumed is set, before the runtime is live, when it resumes a
 	// stopped session; it never changes.
 	resumed bool
+	// rewinding is set while Rewind restores the workspace: no input is
+	// taken meanwhile. Guarded by mu.
+	rewinding bool
+	// fork is what a session forked from a checkpoint starts from; nil
+	// for any other. It never changes.
+	fork *forkSpec
 	// carry is the transcript the next prompt carries to an agent that
 	// could not reopen the conversation. Guarded by mu.
 	carry string
@@ -159,10 +177,24 @@ type runtime struct {
 	sandbox   berth.Sandbox
 	proc      berth.Process
 	client    *acp.Client
-	acpID     string
-	root      *os.Root        // the workspace, for confined fs access
-	wsReal    string          // the workspace with symlinks resolved
-	hidden    map[fileID]bool // the hidden paths' identities, refused by the file service
+	// acpID is the agent's session id; clear replaces it while no turn runs.
+	acpID atomic.Pointer[string]
+	// init and handler are the agent's initialize answer and berth's
+	// handler of its connection, kept for a start finished later
+	// (authenticate) and for clear.
+	init    *acp.InitializeResponse
+	handler *agentHandler
+	// awaitingAuth is set while the session waits in starting for
+	// authenticate. Guarded by mu.
+	awaitingAuth bool
+	// clearing is set while clear replaces the conversation: no input is
+	// taken or dispatched. Guarded by mu.
+	clearing bool
+	// authMu serializes authenticate and clear: each may open a conversation.
+	authMu sync.Mutex
+	root   *os.Root        // the workspace, for confined fs access
+	wsReal string          // the workspace with symlinks resolved
+	hidden map[fileID]bool // the hidden paths' identities, refused by the file service
 	// afterLstat, set by tests only, runs in openConfined between looking
 	// at a path component and opening it: where a swap would race.
 	afterLstat func(name string)
@@ -185,11 +217,11 @@ type turn struct {
 	text            strings.Builder
 	textCut         bool
 	cancelRequested bool
-	// steerText is a steer taken at a tool-call boundary and waiting for the
+	// steerIn is a steer taken at a tool-call boundary and waiting for the
 	// answer to the cancelled prompt; continueWith is it once that came.
-	steerText    string
+	steerIn      input
 	steerID      string
-	continueWith string
+	continueWith input
 	// steerCancelSent is closed once the steer's session/cancel is written.
 	steerCancelSent chan struct{}
 	// promptSent is closed once the turn's current prompt is written (or
@@ -255,7 +287,7 @@ func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func
 	next := rt.sess
 	mutate(&next)
 	next.UpdatedAt = time.Now().UTC()
-	next.Resumable = next.State == berth.StateStopped && workspaceExists(next.Workspace)
+	next.Resumable = resumable(&next)
 	next.Badge = next.ComputeBadge(rt.turn != nil, rt.hung)
 	if err := rt.m.store.UpdateSession(ctx, &next, from); err != nil {
 		return err
@@ -509,6 +541,10 @@ func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.S
 		return berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg}
 	case st.Success():
 		return berth.StopAgentExited, nil
+	case st.Signal == "SIGKILL" && st.OOMKills > 0:
+		// Nobody sent it: the kernel did, at the sandbox's memory limit.
+		return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailSandbox,
+			Message: "out of memory: the sandbox reached its memory limit (memory_mb) and the kernel killed the agent\n" + msg}
 	}
 	return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailProcessExit, Message: msg}
 }

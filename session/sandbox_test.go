@@ -2,8 +2,6 @@ package session
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,35 +34,5 @@ func TestNetworkPolicy(t *testing.T) {
 	open := newEnv(t, withAgents(needy))
 	if s := open.create(berth.CreateRequest{Agent: "needy"}); !s.Sandbox.Network {
 		t.Fatal("a needy agent got no network where policy allows it")
-	}
-}
-
-func TestSandboxBindsTheAgentAndItsHomeFiles(t *testing.T) {
-	user := t.TempDir()
-	for _, f := range []string{".tool/auth.json", ".cfg/dir/x"} {
-		p := filepath.Join(user, f)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("secret"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m := New(Options{UserHome: user})
-	spec := berth.AgentSpec{Command: "/opt/agents/bin/agent", HomeFiles: []string{".tool/auth.json", ".cfg/", ".missing", "../escape", "/abs"}}
-	got := m.sandboxBinds(spec, "/h")
-	want := []berth.Bind{{Source: "/opt/agents/bin/agent", Target: "/opt/agents/bin/agent"},
-		{Source: filepath.Join(user, ".tool/auth.json"), Target: "/h/.tool/auth.json"},
-		{Source: filepath.Join(user, ".cfg"), Target: "/h/.cfg"}}
-	if len(got) != len(want) {
-		t.Fatalf("binds = %+v", got)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("bind %d = %+v, want %+v", i, got[i], want[i])
-		}
-	}
-	if b := m.sandboxBinds(berth.AgentSpec{Command: "/usr/bin/gemini"}, "/h"); len(b) != 0 {
-		t.Fatalf("a system program is bound: %+v", b)
 	}
 }

@@ -47,7 +47,14 @@ func scriptedAgent(in io.Reader, out io.Writer) int {
 		case "session/new":
 			update(`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"early"}]}`)
 			send(`{"jsonrpc":"2.0","method":"_auth/status_update","params":{"state":"ok"}}`)
-			send(`{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"scripted-1"}}`, m.ID)
+			// The older unstable models state, offered without config options.
+			send(`{"jsonrpc":"2.0","id":%s,"result":{"sessionId":"scripted-1","models":{"currentModelId":"m1","availableModels":[{"modelId":"m1","name":"M1"},{"modelId":"m2","name":"M2"},{"modelId":"m3","name":"Offered but refused"}]}}}`, m.ID)
+		case "session/set_model":
+			if strings.Contains(sc.Text(), `"modelId":"m3"`) {
+				send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"model m3 is down"}}`, m.ID)
+				continue
+			}
+			send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
 		case "session/prompt":
 			text := ""
 			if len(m.Params.Prompt) > 0 {
@@ -55,6 +62,11 @@ func scriptedAgent(in io.Reader, out io.Writer) int {
 			}
 			if text == "auth" {
 				send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"Authentication required"}}`, m.ID)
+				continue
+			}
+			if text == "title" {
+				update(`{"sessionUpdate":"session_info_update","title":"Fix\u001b[31m login"}`)
+				send(`{"jsonrpc":"2.0","id":%s,"result":{"stopReason":"end_turn"}}`, m.ID)
 				continue
 			}
 			update(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"ok"}}`)

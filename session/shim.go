@@ -42,7 +42,7 @@ func (rt *runtime) startAgent(ctx context.Context, base int64) (berth.Process, *
 		}
 		rt.shimSocket = b.Socket
 		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Bundle: b,
-			Sandbox: rt.boxCfg, Command: shim.Command{Path: rt.spec.Command, Args: rt.spec.Args},
+			Sandbox: rt.boxCfg, Command: shim.Command{Path: rt.program, Args: rt.spec.Args},
 			Linger: so.Linger, Orphan: so.Orphan, Base: base}
 		p, ready, err := m.launcher.Launch(ctx, job)
 		if err != nil {
@@ -64,7 +64,7 @@ func (rt *runtime) startAgent(ctx context.Context, base int64) (berth.Process, *
 	if err != nil {
 		return nil, &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)}
 	}
-	proc, err := sb.Start(ctx, berth.ProcSpec{Path: rt.spec.Command, Args: rt.spec.Args})
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: rt.program, Args: rt.spec.Args})
 	if err != nil {
 		_ = sb.Close(ctx)
 		return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %s", rt.spec.Name, berth.ErrorMessage(err))}

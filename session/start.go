@@ -36,10 +36,15 @@ func (rt *runtime) launch(ctx context.Context, provider berth.SandboxProvider) *
 	sess.ToolsHash = ""
 	rt.toolsGrant = rt.m.grantTools(rt, &sess, provider)
 	rt.boxCfg = rt.m.sandboxConfig(&sess, rt.spec)
+	rt.program = rt.m.agentProgram(&sess, rt.spec).path
 	// The agent's stdout continues the session's stream offsets.
 	l := &launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
 		defer close(l.done)
+		// The agent's home files are fresh copies of the user's at every start.
+		if err := rt.m.copyHomeFiles(rt.spec.HomeFiles, rt.boxCfg.Home); err != nil {
+			rt.logger.Warn("home_files", "err", err)
+		}
 		l.proc, l.fail = rt.startAgent(ctx, l.base)
 	}()
 	return l
@@ -123,6 +128,12 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 	if err != nil {
 		return rt.handshakeFailed(ctx, "initialize", err)
 	}
+	// What the agent said of itself is kept whatever happens next: a
+	// session that fails to start still shows it (CONTRACT §3, issue 16.6).
+	rt.mu.Lock()
+	rt.sess.ACP.ProtocolVersion, rt.sess.ACP.AgentInfo = init.ProtocolVersion, init.AgentInfo
+	rt.sess.ACP.Capabilities, rt.sess.ACP.AuthMethods = init.AgentCapabilities, init.AuthMethods
+	rt.mu.Unlock()
 	if init.ProtocolVersion != acp.ProtocolVersion {
 		return rt.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
 	}
@@ -133,10 +144,28 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 		_ = rt.handshakeFailed(ctx, "initialize", err)
 		return err
 	}
-	acpID, resumedBy, err := rt.openACPSession(hctx, &init, handler)
+	rt.mu.Lock()
+	// The controls the session had before a resume, to set again.
+	before := controlsOf(rt.sess.ACP)
+	rt.mu.Unlock()
+	rt.init, rt.handler = &init, handler
+	acpID, resumedBy, setup, err := rt.openACPSession(hctx, &init, handler)
+	if isAuthRequired(err) {
+		return rt.awaitAuth(ctx, err)
+	}
 	if err != nil {
 		return rt.handshakeFailed(ctx, "session/new", err)
 	}
+	return rt.activate(ctx, acpID, resumedBy, setup, before)
+}
+
+// activate makes a session whose agent opened its conversation (acpID)
+// active: the state and session_started are one step.
+// setup is the agent's answer to opening it and before the controls the
+// session had, set again after a resume.
+func (rt *runtime) activate(ctx context.Context, acpID, resumedBy string, setup acp.SessionSetup, before berth.ACPInfo) error {
+	m := rt.m
+	init := rt.init
 	info := berth.ACPInfo{SessionID: acpID, ProtocolVersion: init.ProtocolVersion,
 		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
 
@@ -149,13 +178,30 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 		<-rt.finished
 		return nil
 	}
-	rt.acpID = acpID
-	err = rt.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) { s.State, s.ACP = berth.StateActive, info })
+	rt.setACPSession(acpID)
+	// What the agent offers: what its updates said so far, then its answer.
+	ctl := controlsOf(rt.sess.ACP)
+	applySetup(&ctl, setup)
+	info = withControls(info, ctl)
+	err := rt.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) {
+		if rt.awaitingAuth || s.ACP.SessionID == "" {
+			// It waited for authentication to start: it has had it.
+			s.NeedsAuth = false
+		}
+		s.State, s.ACP = berth.StateActive, info
+	})
+	rt.awaitingAuth = false
 	if err == nil {
 		rt.emit("", berth.EventSessionStarted, map[string]any{
 			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
 			"capabilities": info.Capabilities, "resumed_by": resumedBy})
 		rt.logger.Info("session started", "agent", rt.spec.Name, "resumed_by", resumedBy)
+		if rt.resumed {
+			// Before the queue runs, the session gets its mode and config back.
+			rt.mu.Unlock()
+			rt.reapplyControls(ctx, before)
+			rt.mu.Lock()
+		}
 		// A resumed session runs what it had queued.
 		rt.dispatchLocked(ctx)
 	}
@@ -176,33 +222,35 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 // conversation the agent cannot reopen becomes a new one whose first
 // prompt carries the transcript so far ("transcript"), with a
 // runtime_warning when reopening failed.
-func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, error) {
+func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, acp.SessionSetup, error) {
 	prev := rt.resumeFrom
 	caps := init.Capabilities()
-	rt.mu.Lock()
-	mcp := acpMCPServers(rt.sess.MCPServers)
-	grant := rt.toolsGrant
-	rt.mu.Unlock()
-	if grant != nil {
-		mcp = append(mcp, rt.m.toolsMCPServer(grant))
+	mcp := rt.mcpServers()
+	if prev == "" && rt.fork != nil {
+		// A fork's controls come from the agent's updates.
+		id, how, err := rt.openFork(ctx, caps, mcp)
+		return id, how, acp.SessionSetup{}, err
 	}
 	if prev == "" {
 		ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
-		return ns.SessionID, "", err
+		return ns.SessionID, "", ns.SessionSetup, err
 	}
 	var err error
+	var setup acp.SessionSetup
 	how := ""
 	switch {
 	case caps.LoadSession:
 		// The replayed history is in the log already.
 		h.replaying.Store(true)
-		how, err = "load", rt.client.LoadSession(ctx, prev, rt.workspace, mcp)
+		how = "load"
+		setup, err = rt.client.LoadSessionSetup(ctx, prev, rt.workspace, mcp)
 		h.replaying.Store(false)
 	case caps.CanResume():
-		how, err = "resume", rt.client.ResumeSession(ctx, prev, rt.workspace, mcp)
+		how = "resume"
+		setup, err = rt.client.ResumeSessionSetup(ctx, prev, rt.workspace, mcp)
 	}
 	if how != "" && err == nil {
-		return prev, how, nil
+		return prev, how, setup, nil
 	}
 	if err != nil {
 		rt.mu.Lock()
@@ -215,7 +263,7 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	}
 	ns, err := rt.client.NewSession(ctx, rt.workspace, mcp)
 	if err != nil {
-		return "", "", err
+		return "", "", acp.SessionSetup{}, err
 	}
 	carry, terr := rt.m.transcriptPreamble(ctx, rt.id)
 	if terr != nil {
@@ -224,7 +272,7 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	rt.mu.Lock()
 	rt.carry = carry
 	rt.mu.Unlock()
-	return ns.SessionID, "transcript", nil
+	return ns.SessionID, "transcript", ns.SessionSetup, nil
 }
 
 // handshakeFailed stops a session whose agent did not complete the
@@ -232,6 +280,11 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 // stderr tail.
 func (rt *runtime) handshakeFailed(ctx context.Context, step string, err error) error {
 	msg := fmt.Sprintf("agent handshake failed at %s: %v", step, err)
+	var rpcErr *acp.Error
+	if errors.As(err, &rpcErr) && len(rpcErr.Data) > 0 && len(rpcErr.Data) <= 4096 {
+		// The error's data is often the real cause.
+		msg += " (" + string(rpcErr.Data) + ")"
+	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = fmt.Sprintf("agent did not answer %s within %s", step, rt.m.opts.Limits.HandshakeTimeout)
@@ -255,4 +308,17 @@ func (rt *runtime) failStart(ctx context.Context, f *berth.Failure) error {
 	rt.finish(ctx, berth.StopStartupFailed, f)
 	rt.childStopped(ctx, berth.StopStartupFailed)
 	return nil
+}
+
+// mcpServers are the MCP servers the agent is given: the session's own,
+// then berth's tools when it has them.
+func (rt *runtime) mcpServers() []acp.McpServer {
+	rt.mu.Lock()
+	mcp := acpMCPServers(rt.sess.MCPServers)
+	grant := rt.toolsGrant
+	rt.mu.Unlock()
+	if grant != nil {
+		mcp = append(mcp, rt.m.toolsMCPServer(grant))
+	}
+	return mcp
 }

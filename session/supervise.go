@@ -120,7 +120,7 @@ func (rt *runtime) supervise(now time.Time) berth.StopReason {
 		}
 	}
 	t := rt.turn
-	if t != nil && rt.sess.PendingPermissions == 0 && lim.StallAfter > 0 {
+	if t != nil && rt.sess.PendingPermissions == 0 && rt.sess.PendingElicitations == 0 && lim.StallAfter > 0 {
 		quiet := now.Sub(rt.lastActivity)
 		if !rt.hung && quiet >= lim.StallAfter {
 			rt.hung = true
@@ -136,7 +136,7 @@ func (rt *runtime) supervise(now time.Time) berth.StopReason {
 	if exp := rt.sess.ExpiresAt; exp != nil && !now.Before(*exp) {
 		return berth.StopTTLExpired
 	}
-	idle := t == nil && rt.sess.PendingPermissions == 0 && rt.sess.Queue.Pending == 0 && rt.steer == nil
+	idle := t == nil && rt.sess.PendingPermissions == 0 && rt.sess.PendingElicitations == 0 && rt.sess.Queue.Pending == 0 && rt.steer == nil
 	timeout := lim.IdleTimeout
 	if rt.sess.IdleTimeoutSeconds > 0 {
 		timeout = time.Duration(rt.sess.IdleTimeoutSeconds) * time.Second

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -117,8 +118,16 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 		defer rt.wg.Done()
 		t.status, _ = proc.Wait()
 		// Logged before wait_for_exit can answer, so it precedes the turn's end.
-		rt.emit(turnID, berth.EventTerminalExited, map[string]any{"terminal_id": t.id, "command": t.command,
-			"exit_code": t.status.Code, "signal": t.status.Signal})
+		exited := map[string]any{"terminal_id": t.id, "command": t.command,
+			"exit_code": t.status.Code, "signal": t.status.Signal}
+		if n := t.status.OOMKills; n > 0 {
+			// The kernel killed processes of the sandbox at its memory
+			// limit while the command ran: said where users look.
+			exited["oom_kills"] = n
+			rt.emit(turnID, berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
+				"out of memory: the sandbox reached its memory limit (memory_mb) and the kernel killed %d process(es) while %q ran", n, t.command)})
+		}
+		rt.emit(turnID, berth.EventTerminalExited, exited)
 		close(t.done)
 	}()
 	return acp.CreateTerminalResponse{TerminalID: t.id}, nil

@@ -98,7 +98,7 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 		var d turnStartedData
 		_ = json.Unmarshal(ev.Data, &d)
 		b.index[ev.TurnID] = len(b.turns)
-		b.turns = append(b.turns, berth.TranscriptTurn{TurnID: ev.TurnID, Prompt: d.Text, Source: d.Source,
+		b.turns = append(b.turns, berth.TranscriptTurn{TurnID: ev.TurnID, Prompt: d.Text, Content: d.Content, Source: d.Source,
 			StartSeq: ev.Seq, ToolCalls: []berth.TranscriptToolUse{}})
 		b.text = append(b.text, pieces{})
 		b.thoughts = append(b.thoughts, pieces{})
@@ -196,6 +196,12 @@ func (m *Manager) transcriptPreamble(ctx context.Context, id string) (string, er
 	b.WriteString("[berth: this session was resumed in a new conversation; the conversation so far follows]\n")
 	for _, t := range turns {
 		fmt.Fprintf(&b, "User: %s\n", t.Prompt)
+		for _, c := range t.Content {
+			// What was attached is named; its bytes are not sent again.
+			if c.Type != berth.ContentText {
+				fmt.Fprintf(&b, "User attached: %s\n", attachmentLine(&c))
+			}
+		}
 		for _, c := range t.ToolCalls {
 			fmt.Fprintf(&b, "Tool call (%s, %s): %s\n", c.Kind, c.Status, c.Title)
 		}

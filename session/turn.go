@@ -14,10 +14,16 @@ import (
 // turnStartedData is the data of turn_started. EntryID names the queue
 // entry the turn runs, if any.
 type turnStartedData struct {
-	Text    string `json:"text"`
-	Source  string `json:"source"`
-	EntryID string `json:"entry_id,omitempty"`
+	Text string `json:"text"`
+	// Content is the prompt's blocks when it was sent as content (text
+	// is then the text of its text blocks).
+	Content []berth.ContentBlock `json:"content,omitempty"`
+	Source  string               `json:"source"`
+	EntryID string               `json:"entry_id,omitempty"`
 }
+
+// input returns the prompt the turn started with.
+func (d *turnStartedData) input() input { return input{text: d.Text, content: d.Content} }
 
 // turnEndedData is the data of turn_ended.
 type turnEndedData struct {
@@ -28,11 +34,11 @@ type turnEndedData struct {
 
 // startTurnLocked begins a turn; the caller has checked that the session
 // is active and idle.
-func (rt *runtime) startTurnLocked(turnID, text, source string) string {
-	if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: text, Source: source}); err != nil {
+func (rt *runtime) startTurnLocked(turnID string, in input, source string) string {
+	if err := rt.logTurnStartedLocked(turnID, turnStartedData{Text: in.text, Content: in.content, Source: source}); err != nil {
 		rt.logger.Error("turn_started not logged", "turn_id", turnID, "err", err)
 	}
-	rt.beginTurnLocked(turnID, text)
+	rt.beginTurnLocked(turnID, in)
 	return turnID
 }
 
@@ -51,7 +57,7 @@ func (rt *runtime) logTurnStartedLocked(turnID string, d turnStartedData) error 
 
 // beginTurnLocked makes turnID the turn in flight (its turn_started is
 // logged) and starts its runner.
-func (rt *runtime) beginTurnLocked(turnID, text string) {
+func (rt *runtime) beginTurnLocked(turnID string, in input) {
 	now := time.Now()
 	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), began: now}
 	rt.turn = t
@@ -59,7 +65,7 @@ func (rt *runtime) beginTurnLocked(turnID, text string) {
 	rt.lastActivity, rt.sess.LastActivityAt = now, now.UTC()
 	rt.changedLocked()
 	rt.turnWG.Add(1)
-	go rt.runTurn(t, text)
+	go rt.runTurn(t, in)
 }
 
 // runTurn sends the prompt and ends the turn. A turn answered by the agent
@@ -68,13 +74,17 @@ func (rt *runtime) beginTurnLocked(turnID, text string) {
 // whose connection ended is closed here. A steer delivered during the turn
 // makes the answer to the cancelled prompt the start of another prompt in
 // the same turn.
-func (rt *runtime) runTurn(t *turn, text string) {
+func (rt *runtime) runTurn(t *turn, in input) {
 	defer rt.turnWG.Done()
 	rt.mu.Lock()
 	// An agent that could not reopen the conversation learns it here.
 	carry := rt.carry
 	rt.carry = ""
 	rt.mu.Unlock()
+	// A rewind's or a fork's note goes first; then the workspace is
+	// recorded as it is before the agent sees the prompt.
+	carry = rt.takeNote() + carry
+	rt.checkpointTurn(t)
 	for {
 		answered := func(resp acp.PromptResponse, err error) {
 			if !rt.continueWithSteer(t, err) {
@@ -84,14 +94,14 @@ func (rt *runtime) runTurn(t *turn, text string) {
 		// session/cancel waits for the prompt to be written: it must never overtake it.
 		sent := t.promptSent
 		ctx := acp.WithSent(context.Background(), func() { closeOnce(sent) })
-		resp, err := rt.client.PromptThen(ctx, rt.acpID, answered, acp.TextBlock(carry+text))
+		resp, err := rt.client.PromptThen(ctx, rt.acpSession(), answered, in.blocks(carry)...)
 		carry = ""
 		closeOnce(sent)
 		if next, ok := rt.takeSteer(t); ok {
 			// The steer's cancel goes out before its prompt, or the agent
 			// could take the cancel for the new prompt.
 			<-t.steerCancelSent
-			text = next
+			in = next
 			rt.mu.Lock()
 			t.promptSent = make(chan struct{})
 			rt.mu.Unlock()
@@ -107,32 +117,32 @@ func (rt *runtime) runTurn(t *turn, text string) {
 func (rt *runtime) continueWithSteer(t *turn, err error) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if rt.turn != t || t.steerText == "" {
+	if rt.turn != t || t.steerIn.empty() {
 		return false
 	}
 	if t.cancelRequested || rt.stopReason != "" || errors.Is(err, acp.ErrClosed) || isClosedErr(err) {
 		// The turn ends here: the steer taken into it is dropped, and says so.
 		rt.emit(t.id, berth.EventPromptCanceled, entryData{EntryID: t.steerID, Reason: cancelTurnEnded})
-		t.steerText = ""
+		t.steerIn = input{}
 		return false
 	}
-	t.continueWith, t.steerText = t.steerText, ""
+	t.continueWith, t.steerIn = t.steerIn, input{}
 	return true
 }
 
 // takeSteer returns the text the turn continues with, if any.
-func (rt *runtime) takeSteer(t *turn) (string, bool) {
+func (rt *runtime) takeSteer(t *turn) (input, bool) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	next := t.continueWith
-	t.continueWith = ""
-	if next == "" || rt.turn != t {
-		return "", false
+	t.continueWith = input{}
+	if next.empty() || rt.turn != t {
+		return input{}, false
 	}
 	if t.cancelRequested || rt.stopReason != "" {
 		// Cancelled (or interrupted, or stopping) before the steer went out.
 		rt.emit(t.id, berth.EventPromptCanceled, entryData{EntryID: t.steerID, Reason: cancelTurnEnded})
-		return "", false
+		return input{}, false
 	}
 	return next, true
 }
@@ -197,6 +207,7 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 	// so does one a previous daemon stored that the agent never asked again.
 	orphans, waiters := rt.resolveTurnLocked(t.id)
 	stale := rt.dropAdoptableLocked(t.id)
+	finishElicitations := rt.endTurnElicitationsLocked(t.id)
 	if rt.hung && !rt.exited && rt.stopReason == "" {
 		// The agent answered: whatever the supervisor saw last, it is not stalled.
 		rt.emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
@@ -232,6 +243,7 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 	for i, p := range orphans {
 		rt.complete(context.Background(), p, waiters[i])
 	}
+	finishElicitations()
 	for i := range stale {
 		p := &stale[i]
 		now := time.Now().UTC()
@@ -358,6 +370,7 @@ func (rt *runtime) cancelTurnLocked(t *turn) {
 		rt.cancelExpired(t)
 	})
 	rt.cancelPermissionsLocked()
+	rt.cancelElicitationsLocked()
 	// Written off the caller's goroutine: this may run on the ACP reader,
 	// and the agent's stdin may be full while it waits to be read. It waits
 	// for the turn's prompt to be written: a cancel ahead of its prompt
@@ -372,7 +385,7 @@ func (rt *runtime) cancelTurnLocked(t *turn) {
 		case <-sent:
 		case <-ctx.Done():
 		}
-		if err := rt.client.Cancel(ctx, rt.acpID); err != nil {
+		if err := rt.client.Cancel(ctx, rt.acpSession()); err != nil {
 			rt.logger.Warn("session/cancel not sent", "err", err)
 		}
 	}()

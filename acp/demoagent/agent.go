@@ -42,6 +42,17 @@ type agent struct {
 
 	// noMCPHTTP hides MCP over HTTP: only stdio servers are offered.
 	noMCPHTTP bool
+	// noControls hides modes, config options and commands (controls.go).
+	noControls bool
+	// requireAuth makes session/new and session/prompt answer
+	// auth_required until authenticate (demo-login) succeeds; authed says
+	// it has (guarded by mu).
+	requireAuth bool
+	authed      bool
+	// failNew makes session/new fail (an agent that cannot start).
+	failNew bool
+	// noFork hides session/fork (fork.go).
+	noFork bool
 
 	hung     chan struct{}
 	hungOnce sync.Once
@@ -72,6 +83,8 @@ type session struct {
 	cwd string
 	// mcp are the MCP servers the client gave in session/new or session/load.
 	mcp []acp.McpServer
+	// ctl are the session's mode, model and verbosity (zero: the defaults).
+	ctl controls
 }
 
 func (s *session) getCwd() string {
@@ -207,10 +220,12 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession: !a.noLoad,
 			// stdio is always offered; HTTP too, SSE not (CONTRACT §6).
-			McpCapabilities: acp.McpCapabilities{Http: !a.noMCPHTTP},
+			McpCapabilities:     acp.McpCapabilities{Http: !a.noMCPHTTP},
+			PromptCapabilities:  promptCapabilities,
+			SessionCapabilities: acp.SessionCapabilities{Fork: a.forkCapability()},
 		},
 		AgentInfo:   &acp.Implementation{Name: agentName, Version: agentVersion},
-		AuthMethods: []acp.AuthMethod{},
+		AuthMethods: a.authMethods(),
 	}, nil
 }
 
@@ -223,6 +238,13 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	if err := checkCwd(p.Cwd); err != nil {
 		return acp.NewSessionResponse{}, err
 	}
+	if a.failNew {
+		return acp.NewSessionResponse{}, &acp.RequestError{Code: -32603, Message: "Internal error",
+			Data: map[string]any{"cause": "Connection error"}}
+	}
+	if err := a.authRequired("not logged in"); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	id := "demo-" + hex.EncodeToString(b[:])
@@ -233,7 +255,11 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	a.mu.Lock()
 	a.sessions[id] = &session{id: id, log: log, cwd: p.Cwd, mcp: p.McpServers}
 	a.mu.Unlock()
-	return acp.NewSessionResponse{SessionId: acp.SessionId(id)}, nil
+	if err := a.sendCommands(ctx, id); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	return acp.NewSessionResponse{SessionId: acp.SessionId(id), Modes: a.modeState(defaultControls),
+		ConfigOptions: a.configOptions(defaultControls)}, nil
 }
 
 // LoadSession implements acp.AgentLoader: it replays the stored conversation
@@ -274,13 +300,23 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	s.setCwd(p.Cwd)
 	s.setMCP(p.McpServers)
 	rp := &replayer{a: a, ctx: ctx, sid: s.id}
-	if err := s.log.replay(rp.add); err != nil {
+	err = s.log.replay(func(r record) error {
+		if r.Type == recControls {
+			s.restoreControls(r)
+		}
+		return rp.add(r)
+	})
+	if err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
 	if err := rp.flush(); err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
-	return acp.LoadSessionResponse{}, nil
+	if err := a.sendCommands(ctx, s.id); err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	c := s.getControls()
+	return acp.LoadSessionResponse{Modes: a.modeState(c), ConfigOptions: a.configOptions(c)}, nil
 }
 
 // Prompt implements acp.Agent: it runs the prompt's lines as commands.
@@ -293,6 +329,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}
+	if err := a.authRequired("the demo login expired"); err != nil {
+		return acp.PromptResponse{}, err
+	}
 	// A newer prompt on the same session cancels this one's ctx (the SDK does
 	// that), so waiting here is short.
 	s.turnMu.Lock()
@@ -301,6 +340,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	text := promptText(p.Prompt)
 	t := &turn{a: a, s: s, ctx: ctx, nctx: context.WithoutCancel(ctx), cwd: s.getCwd()}
 	t.record(record{Type: recUser, Text: text})
+	if err := t.answerContent(p.Prompt); err != nil {
+		return acp.PromptResponse{}, err
+	}
 	reason, err := t.run(text)
 	if err != nil {
 		return acp.PromptResponse{}, err
@@ -356,11 +398,6 @@ func (a *agent) sendRepeated(ctx context.Context, sid string, u acp.SessionUpdat
 	return n, nil
 }
 
-// Authenticate implements acp.Agent; the demo agent needs no authentication.
-func (a *agent) Authenticate(ctx context.Context, p acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
-	return acp.AuthenticateResponse{}, acp.NewMethodNotFound(acp.AgentMethodAuthenticate)
-}
-
 // Logout implements acp.Agent (unsupported).
 func (a *agent) Logout(ctx context.Context, p acp.LogoutRequest) (acp.LogoutResponse, error) {
 	return acp.LogoutResponse{}, acp.NewMethodNotFound(acp.AgentMethodLogout)
@@ -379,14 +416,4 @@ func (a *agent) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (ac
 // ResumeSession implements acp.Agent (unsupported: use session/load).
 func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
 	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
-}
-
-// SetSessionConfigOption implements acp.Agent (unsupported).
-func (a *agent) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
-}
-
-// SetSessionMode implements acp.Agent (unsupported).
-func (a *agent) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
-	return acp.SetSessionModeResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetMode)
 }

@@ -30,6 +30,11 @@ import (
 //	stderr TEXT        writes TEXT and a newline to stderr
 //	plan A|B|C         plan update, entries pending / medium
 //	usage USED SIZE    usage_update
+//	mode, model, config, /echo, /plan: see controls.go
+//	logout             forgets the demo login (--require-auth): later
+//	                   prompts answer auth_required until authenticate
+//	elicit TEXT        elicitation/create (form, one required string field
+//	                   "answer"), then "answer: VALUE" or "elicitation ACTION"
 //	mcp SERVER TOOL JSON  tool_call (fetch) + tools/call of TOOL with the
 //	                   JSON object on the session's MCP server SERVER; then
 //	                   the tool's text, or "mcp error: …"
@@ -72,6 +77,7 @@ type command func(t *turn, args string) error
 // commands maps a line's first word to its command.
 var commands = map[string]command{
 	"echo":   (*turn).say,
+	"logout": (*turn).logout,
 	"think":  (*turn).think,
 	"write":  (*turn).write,
 	"read":   (*turn).read,
@@ -85,6 +91,7 @@ var commands = map[string]command{
 	"plan":   (*turn).plan,
 	"usage":  (*turn).usage,
 	"mcp":    (*turn).mcpCall,
+	"elicit": (*turn).elicit,
 }
 
 // run executes the prompt's lines and returns the stop reason.
@@ -114,6 +121,9 @@ func (t *turn) run(text string) (acp.StopReason, error) {
 func (t *turn) exec(line string) error {
 	word, args := cutWord(line)
 	if cmd, ok := commands[word]; ok {
+		if t.refusedInPlan(word) {
+			return t.say("refused in plan mode: " + word)
+		}
 		return cmd(t, args)
 	}
 	return t.say(line)

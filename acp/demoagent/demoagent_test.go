@@ -569,7 +569,7 @@ func TestProtocolErrors(t *testing.T) {
 	h := start(t)
 	sid := h.newSession()
 	_, err := h.conn.SetSessionMode(ctxT(t), acp.SetSessionModeRequest{SessionId: sid, ModeId: "x"})
-	wantCode(t, err, -32601)
+	wantCode(t, err, -32602)
 	_, err = h.prompt(ctxT(t), "demo-nope", "echo x")
 	wantCode(t, err, codeResourceNotFound)
 	_, err = h.conn.NewSession(ctxT(t), acp.NewSessionRequest{Cwd: "relative", McpServers: []acp.McpServer{}})

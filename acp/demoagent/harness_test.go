@@ -230,8 +230,20 @@ func (c *testClient) closeTerminals() {
 	}
 }
 
-// sessionUpdates returns the updates recorded for one session.
+// sessionUpdates returns the updates recorded for one session, but for the
+// commands the agent announces at session/new and load (see allUpdates).
 func (c *testClient) sessionUpdates(sid acp.SessionId) []acp.SessionUpdate {
+	var out []acp.SessionUpdate
+	for _, u := range c.allUpdates(sid) {
+		if u.AvailableCommandsUpdate == nil {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// allUpdates returns every update recorded for one session.
+func (c *testClient) allUpdates(sid acp.SessionId) []acp.SessionUpdate {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []acp.SessionUpdate

@@ -33,6 +33,10 @@ type record struct {
 	Cwd  string `json:"cwd,omitempty"`
 	// Repeat > 1 means Text was sent that many times in a row (flood).
 	Repeat int `json:"repeat,omitempty"`
+	// Mode, Model and Verbosity are a controls record's values.
+	Mode      string `json:"mode,omitempty"`
+	Model     string `json:"model,omitempty"`
+	Verbosity string `json:"verbosity,omitempty"`
 }
 
 // errNoHistory means no stored conversation exists for a session id.

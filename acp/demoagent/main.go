@@ -36,7 +36,7 @@ type options struct {
 	defaultStateDir string
 }
 
-// Main runs the demo agent over stdin/stdout until stdin closes; args are the CLI args after "agent-demo" (flags: --state-dir DIR, --no-load, --no-mcp-http). Returns the process exit code.
+// Main runs the demo agent over stdin/stdout until stdin closes; args are the CLI args after "agent-demo" (flags: --state-dir DIR, --no-load, --no-mcp-http, --no-controls, --require-auth, --fail-new). Returns the process exit code.
 //
 // Exit codes: 0 when stdin closed, 1 when the state dir cannot be created,
 // 2 on a usage error. The `crash` command exits the process directly.
@@ -59,7 +59,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, opts options)
 	fs.SetOutput(errw)
 	stateDir := fs.String("state-dir", "", "directory where session histories are kept (default $HOME/.berth-demo; enables session/load across runs)")
 	noLoad := fs.Bool("no-load", false, "do not offer session/load (an agent that cannot reopen a conversation)")
+	noFork := fs.Bool("no-fork", false, "do not offer session/fork (an agent that cannot fork a conversation)")
 	noMCPHTTP := fs.Bool("no-mcp-http", false, "do not offer MCP over HTTP (an agent with stdio MCP servers only)")
+	noControls := fs.Bool("no-controls", false, "offer no modes, config options or commands (an agent without controls)")
+	failNew := fs.Bool("fail-new", false, "answer session/new with an internal error whose data names the cause (an agent that cannot start)")
+	requireAuth := fs.Bool("require-auth", false, "offer the auth method demo-login and answer session/new and prompts with auth_required until it is used")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -83,6 +87,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, opts options)
 	a := newAgent(*stateDir, stdout, errw, opts.release)
 	a.noLoad = *noLoad
 	a.noMCPHTTP = *noMCPHTTP
+	a.noControls = *noControls
+	a.requireAuth = *requireAuth
+	a.failNew = *failNew
+	a.noFork = *noFork
 	// The SDK starts reading in its constructor, but SetLogger and a.conn
 	// must be set before anything is read (SetLogger is not synchronized).
 	ready := make(chan struct{})

@@ -24,7 +24,9 @@ func newAgentsCommand() *cobra.Command {
 				t := newTable(w)
 				fmt.Fprintln(t, "NAME\tAVAILABLE\tRUNS\tDESCRIPTION")
 				for _, a := range l.Agents {
-					fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", a.Name, availability(a), shorten(strings.Join(append([]string{a.Command}, a.Args...), " "), 60), shorten(a.Description, 50))
+					// The command whole: agents installed by npm differ
+					// only at the end of long paths.
+					fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", a.Name, availability(a), strings.Join(append([]string{a.Command}, a.Args...), " "), shorten(a.Description, 50))
 				}
 				return t.Flush()
 			})

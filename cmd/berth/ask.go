@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/berth-sh/berth"
 	bclient "github.com/berth-sh/berth/client"
@@ -18,22 +19,33 @@ import (
 type asker struct {
 	client *bclient.Client
 	out    io.Writer
-	// lines are the user's answers, read from stdin by one goroutine that
-	// lives as long as the input does (a blocked read cannot be recalled).
-	lines <-chan string
+	// permissions says whether permission requests are put too (ask mode).
+	permissions bool
+	// lines are the user's answers, read from in by one goroutine that
+	// lives as long as the input does (a blocked read cannot be recalled);
+	// it starts at the first question, so input no question asks for is
+	// never read.
+	lines   chan string
+	in      io.Reader
+	started sync.Once
 }
 
 // newAsker returns an asker reading answers from in.
 func newAsker(c *bclient.Client, in io.Reader, out io.Writer) *asker {
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(in)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	return &asker{client: c, out: out, lines: lines}
+	return &asker{client: c, out: out, in: in, lines: make(chan string)}
+}
+
+// start starts reading the input, once.
+func (a *asker) start() {
+	a.started.Do(func() {
+		go func() {
+			defer close(a.lines)
+			sc := bufio.NewScanner(a.in)
+			for sc.Scan() {
+				a.lines <- sc.Text()
+			}
+		}()
+	})
 }
 
 // ask asks about one permission until the user names an option, then
@@ -52,6 +64,7 @@ func (a *asker) ask(ctx context.Context, sessionID string, p *berth.Permission) 
 	if !slices.ContainsFunc(pending, func(q *berth.Permission) bool { return q.ID == p.ID }) {
 		return nil
 	}
+	a.start()
 	names := make([]string, len(p.Options))
 	for i, o := range p.Options {
 		names[i] = fmt.Sprintf("%d) %s", i+1, printable(o.Name))

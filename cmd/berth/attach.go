@@ -54,6 +54,9 @@ type attached struct {
 	// questions are the open permission requests, oldest first; the first
 	// is the one asked.
 	questions []*berth.Permission
+	// forms are the open elicitations, oldest first, asked once no
+	// permission question is open (attach_elicit.go).
+	forms []*openForm
 }
 
 // attach runs until the user detaches (EOF, /detach, ctx ending) or the
@@ -75,6 +78,13 @@ func attach(ctx context.Context, c *bclient.Client, id string, tail int, in io.R
 		return err
 	}
 	a.questions = pending
+	elics, err := c.ListElicitations(ctx, id, berth.ElicitationPending)
+	if err != nil {
+		return err
+	}
+	for _, e := range elics {
+		a.forms = append(a.forms, newOpenForm(e))
+	}
 
 	streamCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -110,6 +120,9 @@ func attach(ctx context.Context, c *bclient.Client, id string, tail int, in io.R
 	}()
 
 	a.ask()
+	if len(a.questions) == 0 {
+		a.askForm()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -144,6 +157,7 @@ func attach(ctx context.Context, c *bclient.Client, id string, tail int, in io.R
 // session stopped (after the events replayed up to seen).
 func (a *attached) event(ev berth.Event, seen int64) bool {
 	a.r.render(ev)
+	a.elicitationEvent(ev, seen)
 	d := decodeData(ev)
 	switch ev.Type {
 	case berth.EventPermissionRequested:
@@ -167,6 +181,9 @@ func (a *attached) event(ev berth.Event, seen int64) bool {
 				a.questions = append(a.questions[:i], a.questions[i+1:]...)
 				if i == 0 {
 					a.ask()
+					if len(a.questions) == 0 {
+						a.askForm()
+					}
 				}
 				break
 			}
@@ -200,6 +217,9 @@ func (a *attached) input(ctx context.Context, line string) bool {
 		return false
 	}
 	a.r.endLine()
+	if a.formInput(ctx, line) {
+		return false
+	}
 	if len(a.questions) > 0 && !strings.HasPrefix(line, "/") {
 		p := a.questions[0]
 		opt, ok := pickAnswer(p.Options, line)
@@ -218,7 +238,7 @@ func (a *attached) input(ctx context.Context, line string) bool {
 	case cmd == "/detach" || cmd == "/quit":
 		return true
 	case cmd == "/help":
-		a.r.line(attachHelp)
+		a.r.line(attachHelp + "\n" + attachElicitHelp)
 	case cmd == "/cancel":
 		if turn, err := a.c.Cancel(ctx, a.id); err != nil {
 			a.r.line("! " + errorText(err))

@@ -35,7 +35,8 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	case "GET /v1/agents":
 		answer(200, `{"agents":[{"name":"demo","command":"berth","args":["agent-demo"],"available":true,"description":"the demo"},`+
 			`{"name":"claude","command":"npx","args":["-y","@acp/claude"],"available":true,"package":"@acp/claude","fetch":true,"description":"Claude"},`+
-			`{"name":"gemini","command":"gemini","args":["--acp"],"available":false,"description":"Gemini"}]}`)
+			`{"name":"gemini","command":"gemini","args":["--acp"],"available":false,"description":"Gemini"},`+
+			`{"name":"qwen","command":"/home/u/.local/share/npm-agents/node_modules/.bin/qwen","args":["--acp","--experimental-skills"],"available":true,"description":"Qwen"}]}`)
 	case "GET /v1/sessions":
 		if q.Get("cursor") == "" {
 			answer(200, `{"sessions":[{"id":"ses_a","name":"alpha","agent":"demo","state":"active","badge":"idle","labels":{"t":"w"}}],"next_cursor":"c2"}`)
@@ -109,7 +110,9 @@ func TestCommandsTable(t *testing.T) {
 		want []string
 		not  []string
 	}{
-		{[]string{"agents"}, []string{"NAME", "demo", "yes", "berth agent-demo", "the demo", "yes (npx downloads @acp/claude at first start)", "no (gemini not found)"}, nil},
+		{[]string{"agents"}, []string{"NAME", "demo", "yes", "berth agent-demo", "the demo", "yes (npx downloads @acp/claude at first start)", "no (gemini not found)",
+			// The whole command: long npm paths differ only at their end.
+			"/home/u/.local/share/npm-agents/node_modules/.bin/qwen --acp --experimental-skills"}, nil},
 		{[]string{"ls"}, []string{"ses_a", "alpha", "idle", "t=w"}, []string{"ses_b"}},
 		{[]string{"ls", "--all"}, []string{"ses_a", "ses_b", "stopped (idle_timeout)"}, nil},
 		{[]string{"show", "ses_a"}, []string{"id:", "ses_a", "agent:", "demo", "status:", "idle"}, []string{"generation"}},

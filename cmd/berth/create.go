@@ -22,6 +22,7 @@ type createFlags struct {
 	ttl, idle    time.Duration
 	workspaceRaw string
 	mcpConfig    string
+	wsOpts       workspaceFlags
 }
 
 // add registers the flags on fl; agent is the --agent default.
@@ -39,6 +40,8 @@ func (c *createFlags) add(fl *pflag.FlagSet, agent string) {
 	fl.StringVar(&c.req.FromSnapshot, "from-snapshot", "", "start the workspace from this snapshot (berth snapshot --list)")
 	fl.StringVar(&c.req.Prompt, "prompt", "", "a first prompt, sent once the agent is ready")
 	fl.StringVar(&c.mcpConfig, "mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
+	c.wsOpts.add(fl)
+	fl.IntVar(&c.req.MemoryMB, "memory-mb", 0, "memory limit of the sandbox in MiB, swap and /tmp included (default: the daemon's [sandbox] memory_mb)")
 }
 
 // request is the create body the flags give, or a usage error.
@@ -54,6 +57,9 @@ func (c *createFlags) request(cmd *cobra.Command) (berth.CreateRequest, error) {
 		return req, err
 	}
 	if req.Labels, err = keyValues(cmd, "--label", c.labels); err != nil {
+		return req, err
+	}
+	if err := c.wsOpts.fill(cmd, &req); err != nil {
 		return req, err
 	}
 	if c.mcpConfig != "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/daemon"
+	"github.com/berth-sh/berth/sandbox/bwrap"
 )
 
 // doctorTimeout bounds each check that waits on something (an engine, a
@@ -259,6 +260,9 @@ func checkSandboxes(ctx context.Context, cfg *config.Config, home string) []chec
 	} else {
 		out = append(out, check{"sandbox bwrap network", checkOK, "slirp4netns found"})
 	}
+	if bwrapErr == nil {
+		out = append(out, checkBwrapMemory(po.Bwrap(), usesBwrap && cfg.Sandbox.MemoryMB > 0))
+	}
 	dk, err := daemon.Docker(po)
 	if err != nil {
 		return append(out, check{"sandbox docker", severity(def == berth.SandboxDocker), berth.ErrorMessage(err)})
@@ -356,4 +360,19 @@ func credentials(spec berth.AgentSpec, userHome string) string {
 		}
 	}
 	return strings.Join(found, ", ")
+}
+
+// checkBwrapMemory says whether bwrap enforces memory_mb here (a memory
+// cgroup the daemon may make); a warning when sessions would get the
+// [sandbox] memory_mb default (needed) but will not.
+func checkBwrapMemory(p *bwrap.Provider, needed bool) check {
+	if err := p.LimitsMemory(); err != nil {
+		status := checkOK
+		if needed {
+			status = checkWarn
+		}
+		return check{"sandbox bwrap memory", status, berth.ErrorMessage(err) +
+			" ([sandbox] memory_mb is not enforced; a session asking memory_mb is refused)"}
+	}
+	return check{"sandbox bwrap memory", checkOK, "a memory cgroup per sandbox enforces memory_mb"}
 }

@@ -362,12 +362,12 @@ func TestHTTPContract(t *testing.T) {
 	if st, _ := s.api("GET", "/v1/sessions/"+sess.ID+"/events?after=0&limit=1000", nil, &page); st != 200 {
 		t.Fatalf("events = %d", st)
 	}
-	want := []string{"session_created", "session_started", "turn_started", "agent_message", "turn_ended"}
+	want := []string{"session_created", "commands_update", "session_started", "turn_started", "checkpoint_created", "agent_message", "turn_ended"}
 	for i, ev := range page.Events {
 		if ev.Seq != int64(i+1) || i >= len(want) || ev.Type != want[i] {
 			t.Fatalf("log = %+v", page.Events)
 		}
-		if i >= 2 && ev.TurnID != res.TurnID {
+		if i >= 3 && ev.TurnID != res.TurnID {
 			t.Fatalf("turn event without its turn id: %+v", ev)
 		}
 	}
@@ -404,7 +404,7 @@ func TestHTTPContract(t *testing.T) {
 		t.Fatalf("%d sessions after bad requests, want 1", len(list.Sessions))
 	}
 	s.api("GET", "/v1/sessions/"+sess.ID+"/events?after=0&limit=1000", nil, &page)
-	if len(page.Events) != 5 {
+	if len(page.Events) != len(want) {
 		t.Fatalf("log grew to %d events after bad requests", len(page.Events))
 	}
 	fi, err := os.Stat(filepath.Join(s.home, "berth.sock"))

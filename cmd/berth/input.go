@@ -267,3 +267,41 @@ func newRepairCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&force, "force", false, "repair a session its user stopped")
 	return cmd
 }
+
+// newClearCommand returns `berth clear ID [--cancel]`.
+func newClearCommand() *cobra.Command {
+	var cancel bool
+	cmd := &cobra.Command{
+		Use:   "clear ID [--cancel]",
+		Short: "Start a new agent conversation in the session's workspace (pending prompts are dropped)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var q url.Values
+			if cancel {
+				q = url.Values{"cancel": {"true"}}
+			}
+			return callAPI(cmd, http.MethodPost, sessionPath(args[0], "/clear"), q, nil, func(w io.Writer, s *berth.Session) error {
+				_, err := fmt.Fprintf(w, "cleared %s: new conversation %s\n", s.ID, s.ACP.SessionID)
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&cancel, "cancel", false, "cancel the turn in flight first (else a busy session is refused)")
+	return cmd
+}
+
+// newAuthenticateCommand returns `berth authenticate ID METHOD`.
+func newAuthenticateCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "authenticate ID METHOD",
+		Short: "Authenticate a session's agent with one of its auth methods (berth show lists them)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := map[string]string{"method_id": args[1]}
+			return callAPI(cmd, http.MethodPost, sessionPath(args[0], "/authenticate"), nil, body, func(w io.Writer, s *berth.Session) error {
+				_, err := fmt.Fprintf(w, "authenticated %s (%s, %s)\n", s.ID, s.State, s.Badge)
+				return err
+			})
+		},
+	}
+}

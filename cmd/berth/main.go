@@ -64,10 +64,16 @@ func newRootCommand() *cobra.Command {
 		newRmCommand(),
 		newApproveCommand(),
 		newResumeCommand(),
+		newSetCommand(),
+		newCommandsCommand(),
+		newClearCommand(),
+		newAuthenticateCommand(),
 		newSpawnCommand(),
 		newChildrenCommand(),
 		newQueueCommand(),
 		newPermissionsCommand(),
+		newElicitationsCommand(),
+		newAnswerCommand(),
 		newExecCommand(),
 		newSnapshotCommand(),
 		newRepairCommand(),
@@ -75,6 +81,7 @@ func newRootCommand() *cobra.Command {
 		newDoctorCommand(),
 		newHooksCommand(),
 	)
+	root.AddCommand(checkpointCommands()...)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
 	addSessionCompletion(root)

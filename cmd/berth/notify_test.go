@@ -96,8 +96,8 @@ func environOf(t *testing.T, pid int) string {
 }
 
 // The systemd units under contrib/ declare what the daemon does (notify,
-// agents that outlive it, a pids cgroup per bwrap sandbox), and their
-// ExecStart is a command line `berth serve` accepts.
+// agents that outlive it, a pids and a memory cgroup per bwrap sandbox),
+// and their ExecStart is a command line `berth serve` accepts.
 func TestSystemdUnits(t *testing.T) {
 	units, _ := filepath.Glob("../../contrib/systemd/*.service")
 	if len(units) != 2 {
@@ -114,7 +114,7 @@ func TestSystemdUnits(t *testing.T) {
 				keys[k] = v
 			}
 		}
-		for k, want := range map[string]string{"Type": "notify", "NotifyAccess": "main", "KillMode": "process", "Delegate": "pids"} {
+		for k, want := range map[string]string{"Type": "notify", "NotifyAccess": "main", "KillMode": "process", "Delegate": "pids memory"} {
 			if keys[k] != want {
 				t.Errorf("%s: %s=%q, want %q", u, k, keys[k], want)
 			}

@@ -22,16 +22,25 @@ import (
 func newPromptCommand() *cobra.Command {
 	var queue, interrupt, steer, wait bool
 	var timeout time.Duration
+	var files, images []string
 	cmd := &cobra.Command{
-		Use:   `prompt ID "text"`,
+		Use:   `prompt ID ["text"] [--file PATH]… [--image PATH]…`,
 		Short: "Send a prompt to a session (\"-\" reads it from standard input)",
 		Long: "Send a prompt to a session. When the agent is busy the prompt is queued (--queue,\n" +
 			"the default), interrupts the turn in flight (--interrupt), or is delivered into it\n" +
 			"at its next tool call (--steer). --wait prints the agent's answer when the turn ends,\n" +
-			"and meanwhile says on stderr when the turn waits for a permission or the agent stalls.",
-		Args: cobra.ExactArgs(2),
+			"and meanwhile says on stderr when the turn waits for a permission or the agent stalls.\n" +
+			"--file attaches a file of the session's workspace (a path relative to it, or inside\n" +
+			"it), --image an image file this command reads; both repeat, after the text.",
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := berth.PromptRequest{Text: args[1]}
+			if len(args) == 1 && len(files)+len(images) == 0 {
+				return usagef(cmd, "give the prompt's text, --file or --image")
+			}
+			var req berth.PromptRequest
+			if len(args) == 2 {
+				req.Text = args[1]
+			}
 			n := 0
 			for mode, on := range map[string]bool{berth.ModeQueue: queue, berth.ModeInterrupt: interrupt, berth.ModeSteer: steer} {
 				if on {
@@ -48,6 +57,13 @@ func newPromptCommand() *cobra.Command {
 					return fmt.Errorf("reading the prompt from standard input: %w", err)
 				}
 				req.Text = string(b)
+			}
+			if len(files)+len(images) > 0 {
+				blocks, err := promptContent(req.Text, files, images)
+				if err != nil {
+					return err
+				}
+				req.Text, req.Content = "", blocks
 			}
 			path := sessionPath(args[0], "/prompts")
 			if !wait {
@@ -100,6 +116,8 @@ func newPromptCommand() *cobra.Command {
 	fl.BoolVar(&steer, "steer", false, "when busy, deliver the prompt into the turn in flight")
 	fl.BoolVar(&wait, "wait", false, "wait for the turn to end and print the agent's answer (stderr says what it waits on)")
 	fl.DurationVar(&timeout, "timeout", 0, "with --wait, give up waiting after this long (the turn goes on); exit 1")
+	fl.StringArrayVar(&files, "file", nil, "attach a file of the session's workspace (repeatable)")
+	fl.StringArrayVar(&images, "image", nil, "attach a local image file, its type read from its content (repeatable)")
 	return cmd
 }
 

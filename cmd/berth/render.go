@@ -31,6 +31,21 @@ func decodeData(ev berth.Event) eventData {
 	return d
 }
 
+// attached counts a turn_started's non-text content blocks ("" for none).
+func (d eventData) attached() string {
+	blocks, _ := d["content"].([]any)
+	n := 0
+	for _, b := range blocks {
+		if m, ok := b.(map[string]any); ok && m["type"] != "text" {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprint(n)
+}
+
 // str returns the field at path (keys into nested objects) as text, "" when
 // absent.
 func (d eventData) str(path ...string) string {
@@ -118,7 +133,7 @@ func summarize(ev berth.Event) string {
 	case berth.EventAgentMessage, berth.EventAgentThought, berth.EventUserMessage:
 		return shorten(d.str("text"), 100)
 	case berth.EventTurnStarted:
-		return join(kv("source", d.str("source")), shorten(d.str("text"), 80))
+		return join(kv("source", d.str("source")), kv("attached", d.attached()), shorten(d.str("text"), 80))
 	case berth.EventTurnEnded:
 		return join(d.str("stop_reason"), shorten(d.str("error", "message"), 80))
 	case berth.EventToolCall:
@@ -137,6 +152,10 @@ func summarize(ev berth.Event) string {
 		return join(kv("id", d.str("permission", "id")), shorten(d.str("permission", "tool_call", "title"), 60))
 	case berth.EventPermissionResolved:
 		return join(kv("id", d.str("permission_id")), kv("option", d.str("option_id")), kv("by", d.str("decided_by")))
+	case berth.EventElicitationRequested:
+		return join(kv("id", d.str("elicitation", "id")), shorten(d.str("elicitation", "message"), 60))
+	case berth.EventElicitationResolved:
+		return join(kv("id", d.str("elicitation_id")), kv("action", d.str("action")), kv("by", d.str("decided_by")))
 	case berth.EventFileRead, berth.EventFileWritten, berth.EventFileRefused:
 		return join(d.str("path"), kv("bytes", d.str("bytes")))
 	case berth.EventTerminalStarted, berth.EventTerminalExited, berth.EventExec:
@@ -147,6 +166,10 @@ func summarize(ev berth.Event) string {
 		return shorten(d.str("reason"), 100)
 	case berth.EventAgentStderr:
 		return shorten(d.str("line"), 100)
+	case berth.EventCheckpointCreated:
+		return join(d.str("id"), kv("files", d.str("files")), kv("bytes", d.str("bytes")), kv("skipped", d.str("skipped")))
+	case berth.EventWorkspaceRewound:
+		return join(kv("to", d.str("checkpoint_id")), kv("written", d.str("written")), kv("removed", d.str("removed")))
 	}
 	var buf bytes.Buffer
 	if json.Compact(&buf, ev.Data) != nil {
@@ -295,10 +318,17 @@ func (r *eventRenderer) render(ev berth.Event) {
 			shorten(orDash(d.str("permission", "tool_call", "title")), 80))))
 	case berth.EventPermissionResolved:
 		r.line(r.style(ansiDim, fmt.Sprintf("  permission %s: %s (by %s)", d.str("permission_id"), orDash(d.str("option_id")), orDash(d.str("decided_by")))))
+	case berth.EventElicitationRequested:
+		r.line(r.style(ansiBold, fmt.Sprintf("? elicitation %s requested: %s", d.str("elicitation", "id"),
+			shorten(orDash(d.str("elicitation", "message")), 80))))
+	case berth.EventElicitationResolved:
+		r.line(r.style(ansiDim, fmt.Sprintf("  elicitation %s: %s (by %s)", d.str("elicitation_id"), orDash(d.str("action")), orDash(d.str("decided_by")))))
 	case berth.EventFileWritten, berth.EventFileRefused, berth.EventTerminalStarted, berth.EventTerminalExited, berth.EventExec:
 		r.line(r.style(ansiDim, fmt.Sprintf("  %s %s", ev.Type, summarize(ev))))
 	case berth.EventRuntimeWarning:
 		r.line("! warning: " + shorten(d.str("reason"), 200))
+	case berth.EventWorkspaceRewound:
+		r.line(r.style(ansiBold, "↺ workspace rewound to "+d.str("checkpoint_id")))
 	case berth.EventTurnEnded:
 		end := "[" + orDash(d.str("stop_reason"))
 		if msg := d.str("error", "message"); msg != "" {

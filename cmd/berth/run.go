@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 	bclient "github.com/berth-sh/berth/client"
 	"github.com/berth-sh/berth/daemon"
 )
@@ -38,6 +39,7 @@ func newRunCmd() *cobra.Command {
 	f.String("mode", "", "permission mode: approve-reads (default), approve-all, deny-all, or ask (answer each request here)")
 	f.String("config", "", "config file for an in-process daemon (default $BERTH_HOME/config.toml)")
 	f.String("mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
+	f.Int("memory-mb", 0, "memory limit of the sandbox in MiB, swap and /tmp included (default: the daemon's [sandbox] memory_mb)")
 	f.Bool("rm", false, "delete the session (its log and managed workspace) once the turn ends")
 	return cmd
 }
@@ -73,6 +75,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 	req.Agent, _ = f.GetString("agent")
 	req.Sandbox, _ = f.GetString("sandbox")
 	req.PermissionMode, _ = f.GetString("mode")
+	req.MemoryMB, _ = f.GetInt("memory-mb")
 	if ws, _ := f.GetString("workspace"); ws != "" {
 		if req.Workspace, err = filepath.Abs(ws); err != nil {
 			return usagef(cmd, "bad --workspace: %v", err)
@@ -87,6 +90,16 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
+	if s.Badge == berth.BadgeNeedsAuth {
+		// The agent wants a login before its first conversation: say how.
+		var ids []string
+		for _, m := range acp.AuthMethodsOf(s.ACP.AuthMethods) {
+			ids = append(ids, m.ID)
+		}
+		return &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf(
+			"session %s waits for the agent's authentication: berth authenticate %s METHOD (methods: %s), then berth prompt %s",
+			s.ID, s.ID, strings.Join(ids, ", "), s.ID)}
+	}
 	if s.State != berth.StateActive {
 		msg := string(s.StopReason)
 		if s.Failure != nil {
@@ -98,10 +111,10 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	var ask *asker
-	if req.PermissionMode == berth.PermAsk {
-		ask = newAsker(client, cmd.InOrStdin(), cmd.ErrOrStderr())
-	}
+	// The agent's questions are put at the terminal; permissions only in
+	// ask mode (else the policy answers them).
+	ask := newAsker(client, cmd.InOrStdin(), cmd.ErrOrStderr())
+	ask.permissions = req.PermissionMode == berth.PermAsk
 	stop, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON, ask)
 	if rm, _ := f.GetBool("rm"); rm {
 		// The turn is over (or was cancelled): nothing of the session is kept.
@@ -185,7 +198,15 @@ func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, 
 			// The end of the turn is told by the exit code, not on stdout.
 			r.render(ev)
 		}
-		if ask != nil && ev.Type == berth.EventPermissionRequested {
+		if ask != nil && ev.Type == berth.EventElicitationRequested {
+			if e, ok := elicitationOfEvent(ev); ok {
+				r.endLine()
+				if err := ask.askElicitation(ctx, id, e); err != nil {
+					return "", err
+				}
+			}
+		}
+		if ask != nil && ask.permissions && ev.Type == berth.EventPermissionRequested {
 			var d struct {
 				Permission berth.Permission `json:"permission"`
 			}

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 	"github.com/spf13/cobra"
 
-	"github.com/berth-sh/berth"
 	bclient "github.com/berth-sh/berth/client"
 )
 
@@ -155,6 +156,7 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	}
 	row("id", s.ID)
 	row("name", s.Name)
+	row("title", s.Title)
 	row("agent", s.Agent)
 	row("state", string(s.State))
 	row("status", statusText(s))
@@ -166,21 +168,38 @@ func writeSession(w io.Writer, s *berth.Session) error {
 		ws += " (managed)"
 	}
 	row("workspace", ws)
+	if w := s.Worktree; w != nil {
+		row("worktree", fmt.Sprintf("%s, branch %s from %s", w.Repo, w.Branch, w.Base))
+	}
+	row("mounts", strings.Join(s.Mounts, ", "))
 	net := "no network"
 	if s.Sandbox.Network {
 		net = "network"
 	}
-	row("sandbox", orDash(s.Sandbox.Provider)+", "+net)
+	row("sandbox", orDash(s.Sandbox.Provider)+", "+net+limitsText(s.Sandbox.Limits))
 	row("permissions", s.PermissionMode)
 	row("parent", s.ParentID)
 	if s.ParentID != "" {
 		row("root", s.RootID)
 		row("depth", fmt.Sprint(s.Depth))
 	}
+	if s.ForkedFrom != nil {
+		row("forked from", s.ForkedFrom.SessionID+" at "+s.ForkedFrom.CheckpointID)
+	}
 	if len(s.Labels) > 0 {
 		row("labels", labelsText(s.Labels))
 	}
+	for _, r := range controlsRows(s) {
+		row(r[0], r[1])
+	}
 	row("mcp servers", mcpServersText(s.MCPServers))
+	if ms := acp.AuthMethodsOf(s.ACP.AuthMethods); len(ms) > 0 {
+		ids := make([]string, len(ms))
+		for i, m := range ms {
+			ids[i] = m.ID
+		}
+		row("auth methods", strings.Join(ids, ", "))
+	}
 	row("created", when(s.CreatedAt))
 	row("last activity", when(s.LastActivityAt))
 	if s.ExpiresAt != nil {
@@ -190,6 +209,9 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	row("current turn", s.CurrentTurnID)
 	row("queue", fmt.Sprintf("%d pending", s.Queue.Pending))
 	row("pending permissions", fmt.Sprint(s.PendingPermissions))
+	if s.PendingElicitations > 0 {
+		row("pending questions", fmt.Sprint(s.PendingElicitations))
+	}
 	row("last seq", fmt.Sprint(s.LastSeq))
 	if s.State == berth.StateStopped {
 		row("resumable", fmt.Sprint(s.Resumable))
@@ -235,4 +257,22 @@ func newRmCommand() *cobra.Command {
 			})
 		},
 	}
+}
+
+// limitsText is a sandbox's limits for `berth show` (", memory 96 MiB,
+// /tmp 64 MiB"); "" when none is recorded.
+func limitsText(l berth.SandboxLimitsInfo) string {
+	if l == (berth.SandboxLimitsInfo{}) {
+		return ""
+	}
+	out := ", memory "
+	if l.MemoryMB > 0 {
+		out += fmt.Sprintf("%d MiB", l.MemoryMB)
+	} else {
+		out += "unbounded"
+	}
+	if l.TmpMB > 0 {
+		out += fmt.Sprintf(", /tmp %d MiB", l.TmpMB)
+	}
+	return out
 }

@@ -53,28 +53,41 @@
 //
 // Limits. SandboxLimits.OpenFiles is enforced (RLIMIT_NOFILE, set with
 // util-linux prlimit(1) on bwrap, inherited by everything inside).
-// SandboxLimits.Pids is enforced with a pids cgroup per sandbox (pids.max),
-// made under the daemon's own pids cgroup (v1 or v2) when the daemon may
-// create cgroups there (root, or a delegated cgroup): bwrap is started by
-// a shell that joins the cgroup first, so nothing inside escapes the
-// count; LimitsPids reports whether this host allows it (RLIMIT_NPROC
-// cannot do it: the kernel never applies it to the host's root, and for a
-// non-root daemon it would count every process of the daemon's user). The
-// others are not enforced:
+// SandboxLimits.Pids and MemoryBytes are enforced with cgroups made per
+// sandbox under the daemon's own (v1: a pids and a memory cgroup; v2: one
+// cgroup with both controllers), when the daemon may create cgroups there
+// (root, or a delegated cgroup): bwrap is born in them (v1: the thread
+// that forks it joins them first; v2: it is cloned into it, clone3's
+// CLONE_INTO_CGROUP, Linux 5.7 and later), so nothing inside escapes the
+// count. Memory is memory.max with
+// memory.swap.max 0 (v2), or memory.limit_in_bytes and
+// memory.memsw.limit_in_bytes (v1, the latter where the kernel accounts
+// swap): swap does not add to it, and the sandbox's tmpfs pages count in
+// it. Past it the kernel kills the biggest process of the sandbox (never
+// one outside); Process reports such kills in ExitStatus.OOMKills.
+// LimitsPids and LimitsMemory report whether this host allows them. A
+// pids limit the host does not allow is left out (RLIMIT_NPROC cannot do
+// it: the kernel never applies it to the host's root, and for a non-root
+// daemon it would count every process of the daemon's user); a memory
+// limit never is: Open fails with EUnavailable saying why (RLIMIT_AS
+// bounds address space, not memory, and breaks Go, Node and JVM
+// programs, which reserve far more than they use). NanoCPUs is not
+// enforced: no rlimit bounds a CPU rate. SandboxLimits.TmpBytes caps the
+// private /tmp and /var/tmp tmpfs (bwrap --size); writes past it fail
+// with ENOSPC.
 //
-//   - MemoryBytes: RLIMIT_AS bounds address space, not memory, and breaks
-//     Go, Node and JVM programs, which reserve far more than they use.
-//   - NanoCPUs: no rlimit bounds a CPU rate.
-//
-// Seccomp. Every process runs under a filter that refuses set-id mode
-// bits (see seccompProgram); the rest of the kernel's system calls are
-// reachable.
+// Seccomp. Every process runs under a filter (see seccompProgram): set-id
+// mode bits are refused, and so are the system calls Docker's default
+// profile refuses a container without capabilities that reach the
+// kernel's less travelled code (keyrings, mount and namespace calls, BPF,
+// perf, userfaultfd, modules, kexec, swap, reboot, clock setting…, with
+// EPERM); a call of another architecture or ABI kills the process.
 //
 // Hidden paths. SandboxConfig.Hide paths that lie inside the workspace,
 // the home or a bind are covered there: an empty tmpfs over a directory,
 // /dev/null over a file.
 //
-// Not covered: a process's own memory and CPU use are unbounded.
+// Not covered: CPU use is unbounded.
 package bwrap
 
 import (
@@ -133,6 +146,9 @@ type Provider struct {
 	// hostUID is the host uid bwrap runs as; 0 when the daemon is not
 	// root (bwrap then runs as the daemon).
 	hostUID int
+	// lenient leaves the seccomp filter's deny list out: set by tests
+	// only, to show what the list changes.
+	lenient bool
 }
 
 var _ berth.SandboxProvider = (*Provider)(nil)
@@ -307,15 +323,11 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		}
 		s.ws = ws
 	}
-	if cfg.Limits.Pids > 0 && p.LimitsPids() {
-		cg, err := newPidsCgroup(cfg.Limits.Pids)
-		if err != nil {
-			if s.ws != nil {
-				_ = s.ws.Close()
-			}
-			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the sandbox's pids cgroup")
+	if err := s.makeCgroup(); err != nil {
+		if s.ws != nil {
+			_ = s.ws.Close()
 		}
-		s.pids = cg
+		return nil, err
 	}
 	s.passwd = fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nberth:x:%d:%d:berth sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", p.uid, p.gid, home)
 	s.group = fmt.Appendf(nil, "root:x:0:\nberth:x:%d:\nnogroup:x:65534:\n", p.gid)
@@ -326,8 +338,8 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		mount{kind: devfs, dst: "/dev"},
 		// /tmp first: a workspace under the host's /tmp is then bound
 		// on top of the sandbox's private one, not hidden by it.
-		mount{kind: tmpfs, dst: "/tmp"},
-		mount{kind: tmpfs, dst: "/var/tmp"},
+		mount{kind: tmpfs, dst: "/tmp", size: cfg.Limits.TmpBytes},
+		mount{kind: tmpfs, dst: "/var/tmp", size: cfg.Limits.TmpBytes},
 	)
 	if cfg.Network {
 		s.mounts = append(s.mounts, mount{kind: dataFile, fd: fdResolv, dst: "/etc/resolv.conf"})
@@ -337,8 +349,8 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	if p.dropping() {
 		st, staged, err := p.newStage(s.mounts, cfg.Workspace, s.ws, s.prlimit != "")
 		if err != nil {
-			if s.pids != nil {
-				_ = s.pids.remove()
+			if s.cgroup != nil {
+				_ = s.cgroup.remove()
 			}
 			_ = s.ws.Close()
 			return nil, err
@@ -346,6 +358,32 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		s.stage, s.staged = st, staged
 	}
 	return s, nil
+}
+
+// makeCgroup makes the sandbox's cgroups for its pids and memory limits.
+// A pids limit the host cannot enforce is left out (as documented); a
+// memory limit never is: without a memory cgroup Open fails with
+// EUnavailable saying why, rather than run the sandbox unbounded.
+func (s *Sandbox) makeCgroup() error {
+	lim := s.cfg.Limits
+	pids := lim.Pids
+	if !s.p.LimitsPids() {
+		pids = 0
+	}
+	if lim.MemoryBytes > 0 {
+		if err := s.p.LimitsMemory(); err != nil {
+			return err
+		}
+	}
+	if pids <= 0 && lim.MemoryBytes <= 0 {
+		return nil
+	}
+	cg, err := newCgroup(pids, lim.MemoryBytes)
+	if err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the sandbox's cgroup: %s", err)
+	}
+	s.cgroup = cg
+	return nil
 }
 
 // bindMount checks one of the caller's binds.

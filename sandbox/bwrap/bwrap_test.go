@@ -27,6 +27,14 @@ import (
 const helperVar = "BERTH_BWRAP_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	switch os.Getenv(helperVar) {
+	case "seccomp":
+		runProbes()
+		os.Exit(0)
+	case "x32":
+		runX32()
+		os.Exit(0)
+	}
 	if os.Getenv(helperVar) == "1" {
 		wd, _ := os.Getwd()
 		_, err := os.ReadFile("/etc/shadow")
@@ -57,7 +65,7 @@ func provider(t *testing.T) *Provider {
 // package doc), so the fork-loop case is skipped, saying so.
 func TestSandboxSuite(t *testing.T) {
 	sandboxtest.Run(t, func(t *testing.T) berth.SandboxProvider { return provider(t) },
-		sandboxtest.Options{Isolated: true, NoPidsLimit: !provider(t).LimitsPids()})
+		sandboxtest.Options{Isolated: true, NoPidsLimit: !provider(t).LimitsPids(), NoMemoryLimit: provider(t).LimitsMemory() != nil})
 }
 
 // open opens a sandbox on fresh directories, with busybox bound in.

@@ -19,16 +19,17 @@ func TestRemoveWaitsForTheCgroupToEmpty(t *testing.T) {
 	if !provider(t).LimitsPids() {
 		testenv.Missing(t, "a pids cgroup", "no pids cgroup this process may create children in")
 	}
-	cg, err := newPidsCgroup(16)
+	cg, err := newCgroup(16, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.Remove(cg.dir) })
+	dir := cg.dirs[0]
+	t.Cleanup(func() { _ = os.Remove(dir) })
 	cmd := exec.Command("/bin/sleep", "1000")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(cg.dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		t.Fatal(err)
@@ -46,7 +47,7 @@ func TestRemoveWaitsForTheCgroupToEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatalf("remove while the last process was being reaped: %v", err)
 	}
-	if _, err := os.Stat(cg.dir); !os.IsNotExist(err) {
-		t.Fatalf("the cgroup %s is still there (%v)", cg.dir, err)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the cgroup %s is still there (%v)", dir, err)
 	}
 }

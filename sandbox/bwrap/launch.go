@@ -16,7 +16,7 @@ import (
 
 // launch starts cmd (bwrap, or prlimit before it) from a thread that
 // first does what used to take a shell and a mount(8) per bind: it joins
-// the sandbox's pids cgroup (v1) and, for a stage, unshares its mount
+// the sandbox's v1 cgroups (pids, memory) and, for a stage, unshares its mount
 // namespace and binds each source onto its entry. The child inherits both
 // from the thread at fork; the thread is then put back as it was before
 // any other goroutine may run on it. (It cannot simply end: bwrap's
@@ -24,7 +24,7 @@ import (
 // A thread that cannot be put back ends, and the child with it: launch
 // then kills the child and fails.
 func (s *Sandbox) launch(cmd *exec.Cmd) (*procgroup.Proc, error) {
-	if s.stage == nil && (s.pids == nil || !s.pids.perThread) {
+	if s.stage == nil && (s.cgroup == nil || len(s.cgroup.tasks) == 0) {
 		return procgroup.StartProc(cmd)
 	}
 	var proc *procgroup.Proc
@@ -77,22 +77,24 @@ type threadState struct {
 	// mntNS and cwd are the thread's mount namespace and working
 	// directory before it unshared (-1 when it did not).
 	mntNS, cwd int
-	// cgroup is the tasks file of the cgroup the thread left ("" when
-	// it did not).
-	cgroup string
+	// cgroups are the tasks files of the cgroups the thread left (none
+	// when it did not).
+	cgroups []string
 }
 
 // prepareThread puts the calling (locked) thread where bwrap must start:
-// in the pids cgroup, and in a mount namespace of its own with the
+// in the sandbox's v1 cgroups, and in a mount namespace of its own with the
 // stage's binds made. What it changed is in the returned state, even on
 // error.
 func (s *Sandbox) prepareThread() (*threadState, error) {
 	back := &threadState{mntNS: -1, cwd: -1}
-	if s.pids != nil && s.pids.perThread {
-		if err := s.pids.joinThread(); err != nil {
-			return back, fmt.Errorf("join the pids cgroup: %w", err)
+	if s.cgroup != nil {
+		for i, tasks := range s.cgroup.tasks {
+			if err := joinThread(tasks); err != nil {
+				return back, fmt.Errorf("join the sandbox's cgroup: %w", err)
+			}
+			back.cgroups = append(back.cgroups, s.cgroup.leave[i])
 		}
-		back.cgroup = filepath.Join(pidsRoot(), "tasks")
 	}
 	if s.stage == nil {
 		return back, nil
@@ -123,18 +125,18 @@ func (t *threadState) restore() error {
 		}
 		_ = unix.Close(t.mntNS)
 	}
-	if t.cgroup != "" {
-		if err := os.WriteFile(t.cgroup, []byte(strconv.Itoa(unix.Gettid())), 0); err != nil {
-			errs = append(errs, fmt.Errorf("leave the pids cgroup: %w", err))
+	for _, tasks := range t.cgroups {
+		if err := joinThread(tasks); err != nil {
+			errs = append(errs, fmt.Errorf("leave the sandbox's cgroup: %w", err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// joinThread moves the calling thread into the cgroup through cgroup v1's
-// "tasks", which takes a thread id.
-func (c *pidsCgroup) joinThread() error {
-	return os.WriteFile(filepath.Join(c.dir, "tasks"), []byte(strconv.Itoa(unix.Gettid())), 0)
+// joinThread moves the calling thread into a v1 cgroup through its
+// "tasks" file, which takes a thread id.
+func joinThread(tasks string) error {
+	return os.WriteFile(tasks, []byte(strconv.Itoa(unix.Gettid())), 0)
 }
 
 // bind unshares the calling thread's mount namespace (made private, so

@@ -56,7 +56,7 @@ func TestStartLeavesTheThreadsAsTheyWere(t *testing.T) {
 	wantCgroup, _ := os.ReadFile("/proc/self/cgroup")
 	for range 8 {
 		sb, _ := open(t, func(c *berth.SandboxConfig) { c.Limits.Pids = 64 })
-		if p.LimitsPids() && sb.pids == nil {
+		if p.LimitsPids() && sb.cgroup == nil {
 			t.Fatal("no pids cgroup made")
 		}
 		if out, st := run(t, sb, `echo ok`); !st.Success() || out != "ok\n" {

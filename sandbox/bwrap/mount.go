@@ -43,6 +43,9 @@ type mount struct {
 	try bool
 	// fd is dataFile's descriptor number in bwrap.
 	fd int
+	// size caps a tmpfs, in bytes (--size); 0 leaves the kernel's
+	// default.
+	size int64
 	// user marks a bind of the workspace, the home or the caller's
 	// binds, which go through the stage when bwrap runs as the host uid.
 	user bool
@@ -67,6 +70,9 @@ func (ms mounts) args() []string {
 		case symlink:
 			a = append(a, "--symlink", m.src, m.dst)
 		case tmpfs:
+			if m.size > 0 {
+				a = append(a, "--size", strconv.FormatInt(m.size, 10))
+			}
 			a = append(a, "--tmpfs", m.dst)
 		case procfs:
 			a = append(a, "--proc", m.dst)

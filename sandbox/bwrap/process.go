@@ -58,6 +58,9 @@ type Process struct {
 	status berth.ExitStatus
 	err    error
 
+	// oomBase is the sandbox's OOM kill count when the process started.
+	oomBase int64
+
 	// killed is set once a Stop has sent SIGKILL.
 	killed atomic.Bool
 	// stopSem serialises Stop calls while letting each honour its ctx.
@@ -203,6 +206,7 @@ func (p *Process) reap() {
 	st, err := p.proc.Wait()
 	p.teardown()
 	p.status, p.err = statusOf(st), err
+	p.status.OOMKills = p.sb.cgroup.oomKills() - p.oomBase
 	p.sb.forget(p)
 	close(p.done)
 }

@@ -41,8 +41,12 @@ const (
 	fdCopies = 10
 )
 
-// filter is the seccomp program of every sandbox (seccompProgram).
-var filter = sync.OnceValues(seccompProgram)
+// filter is the seccomp program of every sandbox (seccompProgram);
+// lenientFilter the same without its deny list, for tests to compare.
+var (
+	filter        = sync.OnceValues(func() ([]byte, bool) { return seccompProgram(true) })
+	lenientFilter = sync.OnceValues(func() ([]byte, bool) { return seccompProgram(false) })
+)
 
 // Sandbox runs one session's processes, each in a bwrap of its own with
 // the same filesystem (but its own /tmp).
@@ -54,9 +58,9 @@ type Sandbox struct {
 	passwd  []byte
 	group   []byte
 	prlimit string
-	// pids is the sandbox's pids cgroup when Limits.Pids is set and the
-	// host lets the provider make one.
-	pids *pidsCgroup
+	// cgroup is the sandbox's cgroups when Limits.Pids (and the host lets
+	// the provider make one) or Limits.MemoryBytes is set.
+	cgroup *sandboxCgroup
 	// stage is set when bwrap runs as the host uid (a root daemon);
 	// staged are then the mounts as bwrap gets them, their sources on the
 	// stage.
@@ -175,6 +179,9 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		opts = append(opts, "--block-fd", strconv.Itoa(fdBlock))
 	}
 	prog, filtered := filter()
+	if s.p.lenient {
+		prog, filtered = lenientFilter()
+	}
 	if filtered {
 		opts = append(opts, "--seccomp", strconv.Itoa(fdSeccomp))
 	}
@@ -241,10 +248,6 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		n := s.cfg.Limits.OpenFiles
 		argv = append([]string{s.prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, argv...)
 	}
-	if s.pids != nil && !s.pids.perThread {
-		// A shell joins the sandbox's pids cgroup, then execs the rest.
-		argv = s.pids.wrap(argv)
-	}
 	cmd := &exec.Cmd{
 		Path:        argv[0],
 		Args:        argv,
@@ -256,7 +259,25 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
-	// The stage's binds and the cgroup are made in the thread that forks.
+	if s.cgroup != nil && s.cgroup.v2Dir != "" {
+		// Under cgroup v2 bwrap is born in the sandbox's cgroup
+		// (clone3 CLONE_INTO_CGROUP), whatever uid it then runs as.
+		cgfd, err := os.Open(s.cgroup.v2Dir)
+		if err != nil {
+			if net != nil {
+				net.stop()
+			}
+			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot open the sandbox's cgroup")
+		}
+		files = append(files, cgfd)
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cgfd.Fd())
+	}
+	oomBase := s.cgroup.oomKills()
+	// The stage's binds and the v1 cgroups are made in the thread that
+	// forks.
 	proc, err := s.launch(cmd)
 	if err != nil {
 		if net != nil {
@@ -267,7 +288,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
 	_ = infoW.Close()
-	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
+	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1), oomBase: oomBase}
 	if err := p.attach(ctx, infoR); err != nil {
 		p.abort()
 		cause := fmt.Errorf("%w%s", err, stderrTail(proc))
@@ -332,9 +353,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	if s.pids != nil {
-		if err := s.pids.remove(); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("bwrap: remove the pids cgroup: %w", err)
+	if s.cgroup != nil {
+		if err := s.cgroup.remove(); err != nil {
+			return fmt.Errorf("bwrap: remove the sandbox's cgroup: %w", err)
 		}
 	}
 	if s.ws != nil {

@@ -11,18 +11,35 @@ import (
 )
 
 // BenchmarkOpenStart opens a sandbox the way a session's is (workspace,
-// home, the program bound in, a pids limit) and runs one short process in
-// it to its end, as a create does before its agent's own start-up. Run it
-// as root to include the host uid's stage.
+// home, the program bound in, the default pids, memory and /tmp limits)
+// and runs one short process in it to its end, as a create does before
+// its agent's own start-up. Run it as root to include the host uid's
+// stage. BenchmarkOpenStartPidsOnly is the same with a pids limit alone
+// (no memory cgroup), for the memory cgroup's cost.
 func BenchmarkOpenStart(b *testing.B) {
+	benchOpenStart(b, berth.SandboxLimits{Pids: 512, MemoryBytes: 2048 << 20, TmpBytes: 256 << 20})
+}
+
+// BenchmarkOpenStartPidsOnly is BenchmarkOpenStart without the memory and
+// /tmp limits.
+func BenchmarkOpenStartPidsOnly(b *testing.B) {
+	benchOpenStart(b, berth.SandboxLimits{Pids: 512})
+}
+
+// benchOpenStart opens a sandbox with lim and runs busybox true in it,
+// b.N times.
+func benchOpenStart(b *testing.B, lim berth.SandboxLimits) {
 	p := New(Options{})
 	if err := p.Probe(context.Background()); err != nil {
 		b.Skipf("bwrap does not work here: %v", err)
 	}
+	if lim.MemoryBytes > 0 && p.LimitsMemory() != nil {
+		b.Skipf("no memory cgroup here: %v", p.LimitsMemory())
+	}
 	for b.Loop() {
 		cfg := berth.SandboxConfig{SessionID: "ses_bench", Workspace: b.TempDir(), Home: b.TempDir(),
 			Binds:  []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"}},
-			Limits: berth.SandboxLimits{Pids: 512}}
+			Limits: lim}
 		sb, err := p.Open(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/moby/moby/api/types/container"
@@ -16,9 +17,11 @@ import (
 )
 
 // DefaultLimits fill the limits that neither the session nor Options set:
-// 4 GiB of memory (swap included), 512 processes; CPU and open files are
-// left to the engine. Memory, CPU and pids are enforced by the engine's
-// cgroups; open files by an RLIMIT_NOFILE ulimit.
+// 4 GiB of memory (swap included), 512 processes; CPU, open files and the
+// size of /tmp are left to the engine (what /tmp holds counts against the
+// memory limit). Memory, CPU and pids are enforced by the engine's
+// cgroups; open files by an RLIMIT_NOFILE ulimit; a /tmp cap
+// (Limits.TmpBytes) by the tmpfs's size.
 var DefaultLimits = berth.SandboxLimits{MemoryBytes: 4 << 30, Pids: 512}
 
 // initScript is the container's pid 1: it sleeps forever and, as pid 1,
@@ -26,7 +29,8 @@ var DefaultLimits = berth.SandboxLimits{MemoryBytes: 4 << 30, Pids: 512}
 const initScript = `trap 'exit 0' TERM; while :; do sleep 86400 & wait; done`
 
 // tmpfsOptions is the mount of /tmp, the one writable place that is not
-// bound from the host. Its size counts against the memory limit.
+// bound from the host; its size cap (Limits.TmpBytes) is added. What it
+// holds counts against the memory limit.
 const tmpfsOptions = "rw,nosuid,nodev,mode=1777"
 
 // maskTmpfsOptions is the empty, read-only directory put over a hidden
@@ -76,6 +80,7 @@ func limits(session, provider berth.SandboxLimits) berth.SandboxLimits {
 		MemoryBytes: pick(session.MemoryBytes, provider.MemoryBytes, DefaultLimits.MemoryBytes),
 		NanoCPUs:    pick(session.NanoCPUs, provider.NanoCPUs, DefaultLimits.NanoCPUs),
 		Pids:        pick(session.Pids, provider.Pids, DefaultLimits.Pids),
+		TmpBytes:    pick(session.TmpBytes, provider.TmpBytes, DefaultLimits.TmpBytes),
 	}
 	for _, v := range []uint64{session.OpenFiles, provider.OpenFiles, DefaultLimits.OpenFiles} {
 		if v > 0 {
@@ -129,7 +134,12 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, cov *cov
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.helper, Target: HelperPath, ReadOnly: true})
 		init = []string{HelperPath, "sh", "-c", initScript}
 	}
-	tmpfs := map[string]string{"/tmp": tmpfsOptions}
+	lim := limits(cfg.Limits, p.opts.Limits)
+	tmpOpts := tmpfsOptions
+	if lim.TmpBytes > 0 {
+		tmpOpts += ",size=" + strconv.FormatInt(lim.TmpBytes, 10)
+	}
+	tmpfs := map[string]string{"/tmp": tmpOpts}
 	// The daemon's own files, inside the workspace or a bind, are covered
 	// there (the engine mounts deeper targets last).
 	for _, m := range boxutil.Masks(cfg) {
@@ -141,7 +151,6 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, cov *cov
 			mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: os.DevNull, Target: m.Path, ReadOnly: true})
 		}
 	}
-	lim := limits(cfg.Limits, p.opts.Limits)
 	res := container.Resources{Memory: lim.MemoryBytes, MemorySwap: lim.MemoryBytes, NanoCPUs: lim.NanoCPUs}
 	if lim.Pids > 0 {
 		res.PidsLimit = &lim.Pids

@@ -16,7 +16,7 @@ import (
 // one; TestMain's own engine has none): without one it skips.
 func TestConformance(t *testing.T) {
 	p := newProvider(t, Options{})
-	sandboxtest.Run(t, func(*testing.T) berth.SandboxProvider { return p }, sandboxtest.Options{Isolated: true, NoNetwork: !hasBridge(p)})
+	sandboxtest.Run(t, func(*testing.T) berth.SandboxProvider { return p }, sandboxtest.Options{Isolated: true, NoNetwork: !hasBridge(p), NoOOMCount: true})
 }
 
 // hasBridge reports whether the engine has its default bridge network.

@@ -207,7 +207,7 @@ func TestRemoveLeftovers(t *testing.T) {
 
 func TestContainerShape(t *testing.T) {
 	p := newProvider(t, Options{Limits: berth.SandboxLimits{MemoryBytes: 256 << 20}})
-	sb := openSandbox(t, p, berth.SandboxConfig{SessionID: "ses_shape", Limits: berth.SandboxLimits{Pids: 77, NanoCPUs: 5e8, OpenFiles: 321}})
+	sb := openSandbox(t, p, berth.SandboxConfig{SessionID: "ses_shape", Limits: berth.SandboxLimits{Pids: 77, NanoCPUs: 5e8, OpenFiles: 321, TmpBytes: 256 << 20}})
 	info, err := p.cli.ContainerInspect(t.Context(), sb.ID(), client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -225,6 +225,11 @@ func TestContainerShape(t *testing.T) {
 	}
 	if hc.Memory != 256<<20 || hc.NanoCPUs != 5e8 || hc.PidsLimit == nil || *hc.PidsLimit != 77 {
 		t.Errorf("memory %d, cpus %d, pids %v", hc.Memory, hc.NanoCPUs, hc.PidsLimit)
+	}
+	// /tmp is capped at TmpBytes and swap adds nothing to the memory
+	// limit.
+	if got := hc.Tmpfs["/tmp"]; !strings.Contains(got, ",size=268435456") || hc.MemorySwap != hc.Memory {
+		t.Errorf("tmpfs /tmp %q, memory swap %d", got, hc.MemorySwap)
 	}
 	if len(hc.Ulimits) != 1 || hc.Ulimits[0].Name != "nofile" || hc.Ulimits[0].Hard != 321 {
 		t.Errorf("ulimits = %v", hc.Ulimits)

@@ -35,6 +35,14 @@ func (*Provider) Name() string { return berth.SandboxHost }
 // Probe always succeeds: the host is always there.
 func (*Provider) Probe(context.Context) error { return nil }
 
+// LimitsMemory says the host provider enforces no memory limit: Open
+// ignores SandboxLimits, and a session that asks for one is refused.
+func (*Provider) LimitsMemory() error {
+	return berth.Errorf(berth.EUnavailable, "the host sandbox isolates nothing and enforces no memory limit (use bwrap or docker)")
+}
+
+var _ berth.SandboxMemoryLimiter = (*Provider)(nil)
+
 // Open checks cfg and returns a sandbox that runs processes directly on the
 // host. cfg.Workspace must be an existing absolute directory, and so must
 // cfg.Home when set (EInvalid otherwise). cfg.Network is not enforced: the

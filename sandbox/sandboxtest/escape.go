@@ -34,6 +34,8 @@ var escapeCases = []testCase{
 	{"HostProcesses", testHostProcesses},
 	{"Outlive", testOutlive},
 	{"ForkLoop", testForkLoop},
+	{"MemoryLimit", testMemoryLimit},
+	{"TmpSize", testTmpSize},
 }
 
 // done ends every escape script.

@@ -9,7 +9,8 @@
 // get out of the sandbox and check from the host that nothing got out:
 // host secrets, the daemon's files, environment and loopback services,
 // another session's workspace, writes outside the workspace and HOME,
-// processes that outlive the sandbox, a fork loop.
+// processes that outlive the sandbox, a fork loop, a process that
+// allocates past the memory limit, a /tmp filled past its cap.
 //
 // Scripts run with a static busybox (Debian's busybox-static, at
 // /bin/busybox on the host), so that they behave the same in every
@@ -53,6 +54,13 @@ type Options struct {
 	// the fork-loop case is then skipped, saying so. Every other case
 	// still runs.
 	NoPidsLimit bool
+	// NoMemoryLimit says the provider cannot enforce
+	// SandboxLimits.MemoryBytes on this host: the memory case is then
+	// skipped, saying so.
+	NoMemoryLimit bool
+	// NoOOMCount says the provider does not report OOM kills in
+	// ExitStatus.OOMKills: the memory case checks the kill only.
+	NoOOMCount bool
 	// NoSetIDFilter says the provider does not refuse set-id mode bits:
 	// the set-id case is then skipped, saying so.
 	NoSetIDFilter bool

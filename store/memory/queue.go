@@ -68,7 +68,7 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 		res.Replaced = r.pending[steer].ID
 		r.pending = slices.Delete(r.pending, steer, steer+1)
 	}
-	stored := &berth.QueueEntry{ID: e.ID, SessionID: e.SessionID, Kind: e.Kind, Text: e.Text,
+	stored := &berth.QueueEntry{ID: e.ID, SessionID: e.SessionID, Kind: e.Kind, Text: e.Text, Content: slices.Clone(e.Content),
 		Generation: e.Generation, State: berth.EntryPending, TurnID: e.TurnID, CreatedAt: storedTime(e.CreatedAt)}
 	r.pending = append(r.pending, stored)
 	r.entries = append(r.entries, e.ID)

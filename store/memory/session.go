@@ -38,7 +38,8 @@ type session struct {
 	// holds its pending entries, oldest first.
 	entries []string
 	pending []*berth.QueueEntry
-	perms   []*berth.Permission // oldest first
+	perms   []*berth.Permission  // oldest first
+	elics   []*storedElicitation // oldest first
 	lease   *berth.Lease
 }
 
@@ -241,6 +242,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	}
 	for _, p := range r.perms {
 		delete(s.permIDs, p.ID)
+	}
+	for _, e := range r.elics {
+		delete(s.elicIDs, e.id)
 	}
 	return nil
 }

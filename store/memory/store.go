@@ -41,6 +41,8 @@ type state struct {
 	// its session: ids are unique in the whole store.
 	entryIDs map[string]string
 	permIDs  map[string]string
+	// elicIDs maps every elicitation's id to its session.
+	elicIDs map[string]string
 	// tokens counts the leases handed out: a new holder gets the next.
 	tokens int64
 
@@ -61,6 +63,7 @@ func newState() *state {
 		spawnKeys: map[string]string{},
 		entryIDs:  map[string]string{},
 		permIDs:   map[string]string{},
+		elicIDs:   map[string]string{},
 		hooks:     newHookState(),
 	}
 }

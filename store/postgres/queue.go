@@ -5,11 +5,12 @@ import (
 	"errors"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
 )
 
 // queueCols are the columns scanQueueEntry reads, in its order.
-const queueCols = `id, kind, text, generation, state, turn_id, created_at`
+const queueCols = `id, kind, text, generation, state, turn_id, created_at, content`
 
 // claimQueueEntrySQL moves the oldest pending entry of a kind and
 // generation to dispatched. The subquery locks that one row and skips rows
@@ -51,6 +52,10 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 		return res, berth.Errorf(berth.EInvalid, "unknown queue entry kind %q", e.Kind)
 	}
 	created, err := nanosArg(e.CreatedAt, "queue entry time")
+	if err != nil {
+		return res, err
+	}
+	content, err := codec.EncodeContent(e.Content)
 	if err != nil {
 		return res, err
 	}
@@ -97,8 +102,8 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 			}
 			res.Position = n + 1
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO queue_entries (id, session_pk, kind, text, generation, state, turn_id, created_at)
-			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7)`, e.ID, pk, e.Kind, e.Text, e.Generation, e.TurnID, created)
+		_, err = tx.Exec(ctx, `INSERT INTO queue_entries (id, session_pk, kind, text, generation, state, turn_id, created_at, content)
+			VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8)`, e.ID, pk, e.Kind, e.Text, e.Generation, e.TurnID, created, content)
 		if isUniqueViolation(err) {
 			return berth.WrapError(berth.EConflict, err, "queue entry %s already exists", e.ID)
 		}
@@ -205,7 +210,8 @@ func (s *Store) CancelQueue(ctx context.Context, sessionID string, generation in
 func scanQueueEntry(row pgx.Row, sessionID string, withPosition bool) (*berth.QueueEntry, error) {
 	e := &berth.QueueEntry{SessionID: sessionID}
 	var created *int64
-	dest := []any{&e.ID, &e.Kind, &e.Text, &e.Generation, &e.State, &e.TurnID, &created}
+	var content string
+	dest := []any{&e.ID, &e.Kind, &e.Text, &e.Generation, &e.State, &e.TurnID, &created, &content}
 	if withPosition {
 		dest = append(dest, &e.Position)
 	}
@@ -213,6 +219,10 @@ func scanQueueEntry(row pgx.Row, sessionID string, withPosition bool) (*berth.Qu
 		return nil, err
 	}
 	e.CreatedAt = fromNullNanos(created)
+	var err error
+	if e.Content, err = codec.DecodeContent(content); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 

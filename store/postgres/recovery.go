@@ -68,7 +68,12 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 				var id string
 				e := &berth.QueueEntry{}
 				var created *int64
-				if err := rows.Scan(&id, &e.ID, &e.Kind, &e.Text, &e.Generation, &e.State, &e.TurnID, &created, &e.Position); err != nil {
+				var content string
+				if err := rows.Scan(&id, &e.ID, &e.Kind, &e.Text, &e.Generation, &e.State, &e.TurnID, &created, &content, &e.Position); err != nil {
+					return err
+				}
+				var err error
+				if e.Content, err = codec.DecodeContent(content); err != nil {
 					return err
 				}
 				e.SessionID, e.CreatedAt = id, fromNullNanos(created)

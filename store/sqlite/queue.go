@@ -8,11 +8,12 @@ import (
 	"slices"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 )
 
 // queueColumns are the columns of a queue entry that scanQueueEntry reads,
 // in its order.
-const queueColumns = `ord, id, kind, state, generation, turn_id, text, created_at`
+const queueColumns = `ord, id, kind, state, generation, turn_id, text, created_at, content`
 
 // claimQueueSQL dispatches the oldest pending entry of a kind and
 // generation. The subquery walks queue_by_state in arrival order from the
@@ -43,7 +44,12 @@ func scanQueueEntry(sc scanner, sessionID string) (*berth.QueueEntry, int64, err
 	e := &berth.QueueEntry{SessionID: sessionID}
 	var ord int64
 	var created sql.NullInt64
-	if err := sc.Scan(&ord, &e.ID, &e.Kind, &e.State, &e.Generation, &e.TurnID, &e.Text, &created); err != nil {
+	var content string
+	if err := sc.Scan(&ord, &e.ID, &e.Kind, &e.State, &e.Generation, &e.TurnID, &e.Text, &created, &content); err != nil {
+		return nil, 0, err
+	}
+	var err error
+	if e.Content, err = codec.DecodeContent(content); err != nil {
 		return nil, 0, err
 	}
 	e.CreatedAt = fromNullNanos(created)
@@ -67,6 +73,10 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 		return res, berth.Errorf(berth.EInvalid, "queue entry kind must be %s or %s, not %q", berth.EntryQueue, berth.EntrySteer, e.Kind)
 	}
 	created, err := nanosArg(e.CreatedAt, "queue entry created_at")
+	if err != nil {
+		return res, err
+	}
+	content, err := codec.EncodeContent(e.Content)
 	if err != nil {
 		return res, err
 	}
@@ -95,8 +105,8 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 				Details: map[string]any{"max_pending": maxPending}}
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO queue_entries
-			(session_pk, id, kind, state, generation, turn_id, text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			pk, e.ID, e.Kind, berth.EntryPending, e.Generation, e.TurnID, e.Text, created)
+			(session_pk, id, kind, state, generation, turn_id, text, created_at, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			pk, e.ID, e.Kind, berth.EntryPending, e.Generation, e.TurnID, e.Text, created, content)
 		if isConstraint(err) {
 			return berth.WrapError(berth.EConflict, err, "queue entry %s already exists", e.ID)
 		}

@@ -79,7 +79,12 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			var ord int64
 			e := &berth.QueueEntry{}
 			var created sql.NullInt64
-			if err := rows.Scan(&id, &ord, &e.ID, &e.Kind, &e.State, &e.Generation, &e.TurnID, &e.Text, &created); err != nil {
+			var content string
+			if err := rows.Scan(&id, &ord, &e.ID, &e.Kind, &e.State, &e.Generation, &e.TurnID, &e.Text, &created, &content); err != nil {
+				return err
+			}
+			var err error
+			if e.Content, err = codec.DecodeContent(content); err != nil {
 				return err
 			}
 			e.SessionID, e.CreatedAt = id, fromNullNanos(created)

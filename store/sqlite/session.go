@@ -228,7 +228,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 			return internal(err, "delete session events")
 		}
 		// The side tables have no foreign key either (migration 0003).
-		for _, table := range []string{"queue_entries", "permissions", "leases"} {
+		for _, table := range []string{"queue_entries", "permissions", "elicitations", "leases"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE session_pk = ?`, pk); err != nil {
 				return internal(err, "delete session %s", table)
 			}

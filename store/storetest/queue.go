@@ -370,3 +370,36 @@ func testSideEntitiesCascade(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 }
+
+// testQueueContent: a prompt sent as content blocks keeps them through
+// enqueue, list, claim and a booting daemon's recovery read.
+func testQueueContent(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("a", base))
+	blocks := []berth.ContentBlock{{Type: berth.ContentText, Text: "look ✓"},
+		{Type: berth.ContentImage, MimeType: "image/png", Data: "iVBORw0KGgo=", Bytes: 8},
+		{Type: berth.ContentResource, URI: "file:///w/a.txt", Text: "hello", Path: "a.txt", Bytes: 5}}
+	e := entry("a", "c1", berth.EntryQueue, 1, base)
+	e.Content = blocks
+	enqueue(t, s, e, 10)
+	enqueue(t, s, entry("a", "c2", berth.EntryQueue, 1, base), 10)
+	want := fmt.Sprint(blocks)
+	q, err := s.ListQueue(ctx(t), "a")
+	if err != nil || len(q) != 2 {
+		t.Fatalf("list: %v %v", q, err)
+	}
+	if fmt.Sprint(q[0].Content) != want || q[1].Content != nil {
+		t.Fatalf("listed content %v and %v, want %s and none", q[0].Content, q[1].Content, want)
+	}
+	rec, err := s.ListRecovery(ctx(t), []string{"a"})
+	if err != nil || rec["a"] == nil || len(rec["a"].Queue) != 2 {
+		t.Fatalf("recovery: %v %v", rec, err)
+	}
+	if got := fmt.Sprint(rec["a"].Queue[0].Content); got != want {
+		t.Fatalf("recovered content %s, want %s", got, want)
+	}
+	c, err := s.ClaimQueueEntry(ctx(t), "a", berth.EntryQueue, 1, "turn_1")
+	if err != nil || c.ID != "c1" || fmt.Sprint(c.Content) != want {
+		t.Fatalf("claimed %+v, %v; want c1 with its content", c, err)
+	}
+}

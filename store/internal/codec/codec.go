@@ -35,13 +35,26 @@ type sessionDoc struct {
 	// stored before berth_tools existed has them.
 	NoBerthTools bool   `json:"no_berth_tools,omitempty"`
 	ToolsHash    string `json:"tools_hash,omitempty"`
+	// Worktree keeps the worktree's hidden fields beside the shown ones.
+	Worktree *worktreeDoc `json:"worktree_dirs,omitempty"`
+}
+
+// worktreeDoc is the stored part of a berth.Worktree the API hides.
+type worktreeDoc struct {
+	GitDir    string `json:"git_dir"`
+	CommonDir string `json:"common_dir"`
+	Owned     bool   `json:"owned,omitempty"`
 }
 
 // EncodeSession marshals s with its hidden fields. EInvalid if it cannot.
 func EncodeSession(s *berth.Session) (string, error) {
-	b, err := json.Marshal(sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth,
+	d := sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth,
 		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID, SpawnKey: s.SpawnKey, SpawnHash: s.SpawnHash, MCPServers: s.MCPServers,
-		NoBerthTools: !s.BerthTools, ToolsHash: s.ToolsHash})
+		NoBerthTools: !s.BerthTools, ToolsHash: s.ToolsHash}
+	if w := s.Worktree; w != nil {
+		d.Worktree = &worktreeDoc{GitDir: w.GitDir, CommonDir: w.CommonDir, Owned: w.Owned}
+	}
+	b, err := json.Marshal(d)
 	if err != nil {
 		return "", berth.WrapError(berth.EInvalid, err, "session cannot be encoded")
 	}
@@ -63,6 +76,9 @@ func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, erro
 	s.MCPServers = d.MCPServers
 	s.BerthTools, s.ToolsHash = !d.NoBerthTools, d.ToolsHash
 	s.LastSeq, s.AgentOffset = lastSeq, agentOffset
+	if s.Worktree != nil && d.Worktree != nil {
+		s.Worktree.GitDir, s.Worktree.CommonDir, s.Worktree.Owned = d.Worktree.GitDir, d.Worktree.CommonDir, d.Worktree.Owned
+	}
 	if s.RootID == "" && s.ParentID == "" {
 		// Written before sessions had trees: a root.
 		s.RootID = s.ID
@@ -96,4 +112,30 @@ func DecodeCursor(c string) (int64, string, error) {
 		return 0, "", berth.Errorf(berth.EInvalid, "malformed cursor")
 	}
 	return n, id, nil
+}
+
+// EncodeContent is the stored form of a queue entry's content blocks: ""
+// for none.
+func EncodeContent(blocks []berth.ContentBlock) (string, error) {
+	if blocks == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(blocks)
+	if err != nil {
+		return "", berth.WrapError(berth.EInvalid, err, "queue entry content cannot be encoded")
+	}
+	return string(b), nil
+}
+
+// DecodeContent is the inverse of EncodeContent. EInternal for a stored
+// value that does not decode.
+func DecodeContent(s string) ([]berth.ContentBlock, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []berth.ContentBlock
+	if err := json.Unmarshal([]byte(s), &out); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "decode a queue entry's content")
+	}
+	return out, nil
 }

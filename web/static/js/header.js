@@ -59,6 +59,8 @@ export function create(id, hooks) {
 
   return {
     element,
+    // slot is where the agent's controls mount (session.js).
+    slot: controls,
     // update shows session s.
     update(s) {
       title.textContent = s.name || s.id;
@@ -70,9 +72,12 @@ export function create(id, hooks) {
         fact('Agent', s.agent),
         fact('State', `${s.state}${s.stop_reason ? ` (${s.stop_reason})` : ''}`),
         fact('Workspace', h('span', { class: 'path', text: s.workspace })),
+        s.worktree ? fact('Worktree', h('span', { class: 'path', text: `${s.worktree.repo} · ${s.worktree.branch} (from ${s.worktree.base})` })) : null,
+        s.mounts && s.mounts.length ? fact('Mounts', s.mounts.join(', ')) : null,
         fact('Sandbox', `${s.sandbox.provider}${s.sandbox.network ? ', network' : ''}`),
         fact('Permission mode', s.permission_mode),
         fact('Pending permissions', String(s.pending_permissions)),
+        fact('Pending questions', String(s.pending_elicitations || 0)),
         fact('Last activity', ago(s.last_activity_at)),
         s.parent_id ? fact('Parent', h('a', { href: `/sessions/${encodeURIComponent(s.parent_id)}`, text: s.parent_id })) : null,
         s.failure ? fact('Failure', `${s.failure.kind}: ${s.failure.message}`) : null,

@@ -4,6 +4,7 @@
 
 import { api } from './api.js';
 import { h } from './dom.js';
+import { create as worktreeFields } from './worktreefields.js';
 
 const SANDBOXES = [['', 'default (auto)'], ['bwrap', 'bwrap'], ['docker', 'docker'], ['host', 'host (no isolation)']];
 const MODES = ['approve-reads', 'ask', 'approve-all', 'deny-all'];
@@ -22,6 +23,7 @@ export function create() {
   const prompt = h('textarea', { id: 'ns-prompt', name: 'prompt', rows: 3 });
   const status = h('p', { class: 'error', role: 'alert' });
   const createBtn = h('button', { type: 'submit', class: 'primary', text: 'Create' });
+  const worktree = worktreeFields(field);
 
   const dialog = h('dialog', { class: 'new-session', 'aria-labelledby': 'ns-title' },
     h('form', { method: 'dialog', onsubmit: submit },
@@ -29,6 +31,7 @@ export function create() {
       field('ns-agent', 'Agent', agent),
       field('ns-name', 'Name', name),
       field('ns-workspace', 'Workspace', workspace, 'An existing directory on the daemon\'s host; empty for a new managed one.'),
+      ...worktree.elements,
       field('ns-sandbox', 'Sandbox', sandbox),
       field('ns-mode', 'Permission mode', mode),
       h('div', { class: 'field check' }, network, h('label', { for: 'ns-network', text: 'Network' })),
@@ -52,6 +55,8 @@ export function create() {
     const lab = parseLabels(labels.value);
     if (lab === null) { status.textContent = 'Labels are key=value pairs separated by commas.'; return; }
     if (Object.keys(lab).length) body.labels = lab;
+    const wtError = worktree.fill(body);
+    if (wtError) { status.textContent = wtError; return; }
     createBtn.disabled = true;
     try {
       const s = await api('POST', '/v1/sessions', body);

@@ -3,10 +3,9 @@
 // with the session's SSE stream from the last seq shown), the prompt box,
 // the pending queue and the exec console.
 //
-// Agent controls (mode/model/config pickers, commands, elicitations,
-// checkpoints, rewind, fork, clear) are not in the API yet; when they are,
-// they mount in the `controls` slot of the header (see header.js) and
-// their events render in transcript.js.
+// The agent's controls (mode/model/config pickers, commands: controls.js)
+// mount in the `controls` slot of the header (see header.js); checkpoints,
+// with rewind and fork, are a side panel (checkpoints.js).
 
 import { api, sessionPath } from './api.js';
 import { h } from './dom.js';
@@ -16,6 +15,9 @@ import * as header from './header.js';
 import * as promptbox from './promptbox.js';
 import * as queue from './queue.js';
 import * as execConsole from './exec.js';
+import * as agentControls from './controls.js';
+import * as conversation from './conversation.js';
+import * as checkpoints from './checkpoints.js';
 
 // PAGE is how many events one replay request asks for (the API's max).
 const PAGE = 1000;
@@ -38,25 +40,37 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
 // REFRESH_ON are the event types after which the header and queue are
 // fetched again (state, badge, queue and permissions change with them).
 const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
-  'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved']);
+  'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved', 'mode_update', 'config_update',
+  'commands_update', 'acp_unknown', 'conversation_cleared',
+  'runtime_warning', 'elicitation_requested', 'elicitation_resolved']);
+
+// CHECKPOINT_ON are the event types after which the checkpoints are
+// fetched again.
+const CHECKPOINT_ON = new Set(['checkpoint_created', 'workspace_rewound']);
 
 // mount shows session id in main and returns its unmount.
 export function mount(main, id) {
   const log = h('section', { class: 'transcript', role: 'log', 'aria-label': 'Transcript' });
   const loading = h('p', { class: 'muted', role: 'status', text: 'Loading the transcript…' });
   const head = header.create(id, { onChange: refresh });
+  const conv = conversation.create(id, { onChange: refresh });
   const q = queue.create(id);
   const box = promptbox.create(id, { onSent: refresh });
   const ex = execConsole.create(id);
+  const ctl = agentControls.create(id, { onChange: refresh, prompt: box.element.querySelector('textarea') });
+  head.slot.append(ctl.element);
+  const cps = checkpoints.create(id);
   const t = new Transcript(log, {
     decide: (p, optionId) => api('POST', sessionPath(id, `/permissions/${encodeURIComponent(p.id)}`), { option_id: optionId }),
+    answer: (q, body) => api('POST', sessionPath(id, `/elicitations/${encodeURIComponent(q.id)}`), body),
     usage: (d) => head.setUsage(d),
   });
   main.append(h('div', { class: 'session' },
     head.element,
+    conv.element,
     h('div', { class: 'session-body' },
       h('div', { class: 'session-main' }, log, loading, box.element),
-      h('aside', { class: 'session-side' }, q.element, ex.element))));
+      h('aside', { class: 'session-side' }, q.element, cps.element, ex.element))));
 
   let stopFollowing = () => {};
   let closed = false;
@@ -70,7 +84,10 @@ export function mount(main, id) {
     clearTimeout(refreshTimer);
     refreshTimer = setTimeout(async () => {
       try {
-        head.update(await api('GET', sessionPath(id)));
+        const s = await api('GET', sessionPath(id));
+        head.update(s);
+        ctl.update(s);
+        conv.update(s);
       } catch (e) {
         head.error(e);
       }
@@ -82,6 +99,7 @@ export function mount(main, id) {
   function take(ev) {
     pending.push(ev);
     if (REFRESH_ON.has(ev.type)) refresh();
+    if (CHECKPOINT_ON.has(ev.type)) cps.refresh();
     if (flushTimer) return;
     flushTimer = setTimeout(() => {
       flushTimer = null;
@@ -102,7 +120,10 @@ export function mount(main, id) {
       return;
     }
     head.update(s);
+    ctl.update(s);
+    conv.update(s);
     q.refresh();
+    cps.refresh();
     await replay(id, s.last_seq, t, () => closed);
     loading.remove();
     scrollToEnd();

@@ -9,6 +9,7 @@ import { h, token } from './dom.js';
 import * as markdown from './markdown.js';
 import * as diff from './diff.js';
 import { permissionCard } from './permissions.js';
+import { elicitationCard } from './elicitations.js';
 
 // MERGED are the event types whose consecutive events form one block.
 const MERGED = new Set(['agent_message', 'agent_thought', 'agent_stderr']);
@@ -39,6 +40,7 @@ export class Transcript {
     this.first = 0;
     this.tools = new Map();
     this.perms = new Map();
+    this.elics = new Map();
     this.changed = new Set();
     this.earlier = h('button', { type: 'button', class: 'earlier', hidden: true, onclick: () => this.showEarlier() });
     this.list = h('div', { class: 'entries' });
@@ -124,7 +126,10 @@ export class Transcript {
     switch (ev.type) {
       case 'turn_started':
         this.entry(ev, (e) => frame(e, d.source && d.source !== 'user' ? `You (${d.source})` : 'You', 'prompt',
-          h('div', { class: 'user-text', text: d.text || '' })));
+          h('div', {}, h('div', { class: 'user-text', text: d.text || '' }), attachments(d.content))));
+        break;
+      case 'conversation_cleared':
+        this.note(ev, `Conversation cleared: the agent starts afresh (was ${d.old_acp_session_id || '?'})`);
         break;
       case 'turn_ended':
         this.note(ev, `Turn ended: ${d.stop_reason}${d.error ? ` (${d.error.code || ''} ${d.error.message || ''})` : ''}`,
@@ -168,6 +173,25 @@ export class Transcript {
           this.changed.add(e);
         }
         this.note(ev, `Permission ${d.permission_id}: ${d.option_id || 'no option'} (by ${d.decided_by})`);
+        break;
+      }
+      case 'elicitation_requested': {
+        const q = d.elicitation || {};
+        const e = this.entry(ev, (en) => {
+          const card = elicitationCard(q, (body) => this.hooks.answer(q, body));
+          if (en.resolution) card.resolve(en.resolution);
+          return frame(en, 'Question', 'elicitation', card.node);
+        });
+        this.elics.set(q.id, e);
+        break;
+      }
+      case 'elicitation_resolved': {
+        const e = this.elics.get(d.elicitation_id);
+        if (e) {
+          e.resolution = d;
+          this.changed.add(e);
+        }
+        this.note(ev, `Question ${d.elicitation_id}: ${d.action} (by ${d.decided_by})`);
         break;
       }
       case 'runtime_warning':
@@ -306,6 +330,11 @@ function summary(ev) {
     case 'runtime_recovered': return 'Runtime recovered';
     case 'child_started': return `Child started: ${d.name || d.child_id} (${d.agent})`;
     case 'child_stopped': return `Child stopped: ${d.child_id} (${d.stop_reason})`;
+    case 'mode_update': return `Mode: ${d.current ?? (d.raw && d.raw.currentModeId) ?? '?'}${d.source && d.source !== 'agent' ? ` (set by ${d.source})` : ''}`;
+    case 'config_update': return `Config: ${Object.entries(d.changed || {}).map(([k, v]) => `${k}=${v}`).join(' ') || 'options changed'}${d.source && d.source !== 'agent' ? ` (set by ${d.source})` : ''}`;
+    case 'commands_update': return `Commands: ${(d.commands || (d.raw && d.raw.availableCommands) || []).map((c) => `/${c.name}`).join(' ')}`;
+    case 'checkpoint_created': return `Checkpoint ${d.id} (${d.files} ${d.files === 1 ? 'file' : 'files'}${d.skipped ? `, ${d.skipped} skipped` : ''})`;
+    case 'workspace_rewound': return `Workspace rewound to ${d.checkpoint_id} (${d.written} written, ${d.removed} removed)`;
     default: return ev.type.replaceAll('_', ' ');
   }
 }
@@ -318,4 +347,14 @@ const TIME = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-di
 function clock(iso) {
   const t = new Date(iso);
   return Number.isNaN(t.getTime()) ? '' : TIME.format(t);
+}
+
+// attachments lists a prompt's non-text blocks (images, files, resources)
+// as text: names and sizes only, nothing of their content is rendered.
+function attachments(content) {
+  const items = (content || []).filter((b) => b.type !== 'text').map((b) => {
+    const what = b.path ? `file ${b.path}` : b.type === 'image' || b.type === 'audio' ? `${b.type} ${b.mime_type}` : `${b.type} ${b.uri}`;
+    return h('li', { text: b.bytes ? `${what} (${b.bytes} bytes)` : what });
+  });
+  return items.length ? h('ul', { class: 'attachments', 'aria-label': 'Attachments' }, ...items) : null;
 }

@@ -1,0 +1,164 @@
+// Package checkpoint records a session's workspace before every turn in a
+// content-addressed, deduplicated store, and restores it.
+//
+// Layout under the store's directory (usually $BERTH_HOME/checkpoints,
+// every directory 0700, every file 0600):
+//
+//	blobs/ab/abcdef…            file contents, named by their SHA-256
+//	sessions/<sid>/<id>.entries the manifest: one Entry per path
+//	sessions/<sid>/<id>.json    the Checkpoint (what the API lists)
+//
+// Every file is written to a temporary name, synced and renamed: blobs
+// first, then the manifest, then the metadata, so a checkpoint exists once
+// its metadata file does and every blob it names is on disk by then.
+//
+// A file whose (size, mtime, ctime, inode, device) are those the previous
+// checkpoint of the session recorded is not read again: its hash is
+// reused, and an unchanged workspace costs a directory walk and a manifest.
+//
+// Blobs are shared by every checkpoint of every session. Delete removes a
+// session's manifests, then a sweep removes the blobs no manifest left on
+// disk names; creates hold off sweeps while they write, so a blob is never
+// removed under a checkpoint that needs it, a crash included.
+package checkpoint
+
+import (
+	"path"
+	"strings"
+	"time"
+)
+
+// idPrefix begins every checkpoint id: "ckpt_" and a ULID.
+const idPrefix = "ckpt"
+
+// Entry kinds.
+const (
+	KindDir     = "dir"
+	KindFile    = "file"
+	KindSymlink = "symlink"
+)
+
+// Skip reasons.
+const (
+	// SkipGitignore: the path matches the workspace's .gitignore files.
+	SkipGitignore = "gitignored"
+	// SkipVCS: a .git directory (the repository's own history).
+	SkipVCS = "vcs"
+	// SkipTooLarge: a file over the store's MaxFileBytes.
+	SkipTooLarge = "too_large"
+	// SkipTotal: a file that would take the checkpoint over MaxTotalBytes
+	// or MaxEntries.
+	SkipTotal = "total_limit"
+	// SkipSpecial: a FIFO, socket or device.
+	SkipSpecial = "special"
+	// SkipLinkOutside: a symlink that is absolute or resolves outside the
+	// workspace.
+	SkipLinkOutside = "symlink_outside"
+	// SkipHidden: a path no sandbox may see (the daemon's home).
+	SkipHidden = "hidden"
+	// SkipChanged: a file that changed while it was read.
+	SkipChanged = "changed"
+)
+
+// MaxListedSkips bounds the skipped paths a Checkpoint lists; SkippedTotal
+// counts them all.
+const MaxListedSkips = 100
+
+// Skip is a path a checkpoint left out, and why.
+type Skip struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// Checkpoint describes one recorded workspace state (CONTRACT §4.8).
+type Checkpoint struct {
+	ID        string    `json:"id"`
+	SessionID string    `json:"session_id"`
+	TurnID    string    `json:"turn_id"`
+	CreatedAt time.Time `json:"created_at"`
+	// Files counts the regular files recorded; Bytes is their total size.
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// Skipped lists (up to MaxListedSkips) what was left out; SkippedTotal
+	// counts it all.
+	Skipped      []Skip `json:"skipped"`
+	SkippedTotal int    `json:"skipped_total"`
+}
+
+// Entry is one path of a manifest. The stat fields (MTime … GID) are how
+// the next checkpoint knows an unchanged file without reading it, and whom
+// a restored file belongs to.
+type Entry struct {
+	Path   string `json:"p"`
+	Kind   string `json:"k"`
+	Mode   uint32 `json:"m"`
+	Size   int64  `json:"s,omitempty"`
+	Hash   string `json:"h,omitempty"`
+	Target string `json:"t,omitempty"`
+	MTime  int64  `json:"mt,omitempty"`
+	CTime  int64  `json:"ct,omitempty"`
+	Ino    uint64 `json:"i,omitempty"`
+	Dev    uint64 `json:"d,omitempty"`
+	UID    int    `json:"u,omitempty"`
+	GID    int    `json:"g,omitempty"`
+}
+
+// sameStat reports whether e and o describe the same, unchanged file.
+func (e *Entry) sameStat(o *Entry) bool {
+	return e.Kind == o.Kind && e.Size == o.Size && e.MTime == o.MTime && e.CTime == o.CTime &&
+		e.Ino == o.Ino && e.Dev == o.Dev && e.Mode == o.Mode
+}
+
+// validEntryPath reports whether p is a clean relative path inside the
+// workspace: no "..", no "." component, not absolute, no NUL.
+func validEntryPath(p string) bool {
+	if p == "" || p == "." || path.IsAbs(p) || strings.ContainsRune(p, 0) || path.Clean(p) != p {
+		return false
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == ".." || c == "." || c == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// validHash reports whether h is a lower-case hex SHA-256.
+func validHash(h string) bool {
+	if len(h) != 64 {
+		return false
+	}
+	for _, c := range h {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// validID reports whether id can be a checkpoint's file name.
+func validID(id string) bool {
+	rest, ok := strings.CutPrefix(id, idPrefix+"_")
+	if !ok || len(rest) != 26 {
+		return false
+	}
+	for _, c := range rest {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// validSessionID reports whether id can name a session's directory.
+func validSessionID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' {
+		return false
+	}
+	for _, c := range id {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

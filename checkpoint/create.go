@@ -1,0 +1,391 @@
+package checkpoint
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/ids"
+	"golang.org/x/sys/unix"
+)
+
+// fileKey is a file's identity on disk.
+type fileKey struct{ dev, ino uint64 }
+
+// creator records one checkpoint.
+type creator struct {
+	s    *Store
+	prev map[string]*Entry
+	// byInode remembers the hash of each inode read in this walk: a
+	// workspace of hard links reads each file once.
+	byInode map[fileKey]string
+	entries []Entry
+	// pending are blobs written to temporary names, renamed into place
+	// once all are synced.
+	pending []pendingBlob
+	files   int
+	bytes   int64
+}
+
+// pendingBlob is a new blob waiting for its rename.
+type pendingBlob struct{ tmp, hash string }
+
+// Create records the workspace of sessionID as the checkpoint taken before
+// turnID: Capture, then Commit.
+func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string, hide ...string) (*Checkpoint, error) {
+	p, err := s.Capture(ctx, sessionID, turnID, workspace, hide...)
+	if err != nil {
+		return nil, err
+	}
+	return p.Commit()
+}
+
+// Pending is a captured checkpoint not yet on disk: its changed files'
+// contents are copied (to temporary blobs), so the workspace may change.
+// Exactly one of Commit and Abort must follow; until then the session's
+// next Capture, and its List, Get, Restore and Delete, wait.
+type Pending struct {
+	s      *Store
+	c      *creator
+	w      *walker
+	prev   *manifest
+	meta   *Checkpoint
+	unlock func()
+	done   bool
+}
+
+// Capture reads the workspace of sessionID as it is before turnID: the
+// walk, and the contents of the files the session's previous checkpoint
+// did not record with the same size, times, inode and device. What it
+// leaves out is listed; nothing it meets fails it except the store itself
+// or the workspace going away (ENotFound). The checkpoint's id is known
+// from here on (Pending.Checkpoint); Commit makes it durable and listed.
+func (s *Store) Capture(ctx context.Context, sessionID, turnID, workspace string, hide ...string) (*Pending, error) {
+	if !validSessionID(sessionID) {
+		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
+	}
+	fi, err := os.Stat(workspace)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, berth.Errorf(berth.ENotFound, "workspace does not exist")
+	}
+	if err != nil || !fi.IsDir() {
+		return nil, berth.Errorf(berth.EInvalid, "workspace is not a directory")
+	}
+	root, err := os.OpenRoot(workspace)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot open workspace")
+	}
+	defer root.Close()
+	unlockSession := s.lockSession(sessionID)
+	// No sweep runs from the first blob to the manifest naming it.
+	s.gc.RLock()
+	p := &Pending{s: s, unlock: func() { s.gc.RUnlock(); unlockSession() }}
+	ok := false
+	defer func() {
+		if !ok {
+			p.Abort()
+		}
+	}()
+	for _, d := range []string{s.blobDir(), s.sessionDir(sessionID)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "cannot create checkpoint directory")
+		}
+	}
+	c := &creator{s: s, byInode: map[fileKey]string{}}
+	p.c = c
+	prev := s.previous(sessionID)
+	p.prev = prev
+	if prev != nil {
+		c.prev = prev.byPath
+		c.entries = make([]Entry, 0, len(prev.entries)+16)
+	}
+	p.meta = &Checkpoint{ID: ids.New(idPrefix), SessionID: sessionID, TurnID: turnID, CreatedAt: time.Now().UTC()}
+	w := &walker{ctx: ctx, root: root, opts: s.opts, fn: c.visit, sigs: map[string]string{}}
+	p.w = w
+	if prev != nil {
+		w.prevSigs, w.known = prev.sigs, func(p string) bool { return c.prev[p] != nil }
+	}
+	for _, h := range hide {
+		if fi, err := os.Stat(h); err == nil {
+			w.hide = append(w.hide, fi)
+		}
+	}
+	if err := w.walkDir(root, ".", ""); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, berth.WrapError(berth.EInternal, err, "cannot read the workspace")
+	}
+	meta := p.meta
+	meta.Files, meta.Bytes, meta.Skipped, meta.SkippedTotal = c.files, c.bytes, w.skipped, w.skipN
+	if meta.Skipped == nil {
+		meta.Skipped = []Skip{}
+	}
+	ok = true
+	return p, nil
+}
+
+// Checkpoint describes the captured checkpoint (listed once committed).
+func (p *Pending) Checkpoint() *Checkpoint { return p.meta }
+
+// Abort drops a capture that will not be committed.
+func (p *Pending) Abort() {
+	if p.done {
+		return
+	}
+	p.done = true
+	if p.c != nil {
+		p.c.discard()
+	}
+	p.unlock()
+}
+
+// Commit makes the captured checkpoint durable: its new blobs synced and
+// renamed into place, then its manifest, then its metadata. On an error
+// nothing is listed.
+func (p *Pending) Commit() (*Checkpoint, error) {
+	if p.done {
+		return nil, berth.Errorf(berth.EInternal, "checkpoint already committed")
+	}
+	defer p.Abort()
+	s, c, meta := p.s, p.c, p.meta
+	sessionID := meta.SessionID
+	if err := c.commitBlobs(); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
+	}
+	buf, chain := c.encode(p.prev)
+	if err := writeAtomic(s.entriesPath(sessionID, meta.ID), buf); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
+	}
+	mb, _ := json.Marshal(meta)
+	if err := writeAtomic(s.metaPath(sessionID, meta.ID), mb); err != nil {
+		_ = os.Remove(s.entriesPath(sessionID, meta.ID))
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
+	}
+	if err := syncDir(s.sessionDir(sessionID)); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
+	}
+	m := &manifest{meta: meta, entries: c.entries, byPath: make(map[string]*Entry, len(c.entries)), chain: chain, sigs: p.w.sigs}
+	for i := range m.entries {
+		m.byPath[m.entries[i].Path] = &m.entries[i]
+	}
+	s.mu.Lock()
+	s.last[sessionID] = m
+	s.mu.Unlock()
+	return meta, nil
+}
+
+// encode writes the manifest: only what changed since prev (a delta on
+// it) while the chain of deltas is short and the change small, else every
+// entry. It returns the file and how deep in a chain of deltas it is.
+func (c *creator) encode(prev *manifest) ([]byte, int) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	if prev != nil && prev.chain < maxChain {
+		var changed []Entry
+		seen := make(map[string]bool, len(c.entries))
+		for i := range c.entries {
+			e := &c.entries[i]
+			seen[e.Path] = true
+			if p := prev.byPath[e.Path]; p == nil || *p != *e {
+				changed = append(changed, *e)
+			}
+		}
+		for i := range prev.entries {
+			if p := prev.entries[i].Path; !seen[p] {
+				changed = append(changed, Entry{Path: p, Kind: kindRemoved})
+			}
+		}
+		if len(changed) <= len(c.entries)/2 {
+			_ = enc.Encode(header{V: 1, Base: prev.meta.ID})
+			for i := range changed {
+				_ = enc.Encode(&changed[i])
+			}
+			return buf.Bytes(), prev.chain + 1
+		}
+	}
+	_ = enc.Encode(header{V: 1})
+	for i := range c.entries {
+		_ = enc.Encode(&c.entries[i])
+	}
+	return buf.Bytes(), 0
+}
+
+// previous returns the session's newest manifest, from memory or else
+// from disk; nil when it has none (or it cannot be read: then every file
+// is read again).
+func (s *Store) previous(sessionID string) *manifest {
+	s.mu.Lock()
+	m := s.last[sessionID]
+	s.mu.Unlock()
+	if m != nil {
+		return m
+	}
+	list, err := s.list(sessionID)
+	if err != nil || len(list) == 0 {
+		return nil
+	}
+	m, err = s.readManifest(sessionID, list[len(list)-1].ID)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// visit records one path the walker kept.
+func (c *creator) visit(v *visit) (bool, string, error) {
+	e := v.entry
+	if e.Kind == KindFile {
+		if p := c.prev[e.Path]; p != nil && p.sameStat(&e) {
+			// Its blob is named by that manifest, so no sweep removed it.
+			e.Hash = p.Hash
+		} else if h, ok := c.byInode[fileKey{e.Dev, e.Ino}]; ok {
+			e.Hash = h
+		} else {
+			h, reason, err := c.readFile(v)
+			if err != nil || reason != "" {
+				return false, reason, err
+			}
+			e.Hash = h
+			c.byInode[fileKey{e.Dev, e.Ino}] = h
+		}
+		c.files++
+		c.bytes += e.Size
+	}
+	c.entries = append(c.entries, e)
+	return true, "", nil
+}
+
+// hasBlob reports whether the blob hash is on disk.
+func (s *Store) hasBlob(hash string) bool {
+	_, err := os.Lstat(s.blobPath(hash))
+	return err == nil
+}
+
+// readFile hashes the file v names, writing its content to a temporary
+// blob unless the store has it. reason says why the file is skipped
+// instead (it changed while read).
+func (c *creator) readFile(v *visit) (hash, reason string, err error) {
+	f, fi, err := openFile(v.dir, v.name)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errSwapped) {
+		return "", SkipChanged, nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	c.s.reads.Add(1)
+	if k, ok := fileKeyOf(fi); !ok || k != (fileKey{v.entry.Dev, v.entry.Ino}) || fi.Size() != v.entry.Size {
+		return "", SkipChanged, nil
+	}
+	tmp, err := os.CreateTemp(c.s.blobDir(), tempPrefix+"*")
+	if err != nil {
+		return "", "", err
+	}
+	h := sha256.New()
+	bw := bufio.NewWriterSize(tmp, 64<<10)
+	n, err := io.Copy(io.MultiWriter(h, bw), io.LimitReader(f, v.entry.Size+1))
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || n != v.entry.Size {
+		_ = os.Remove(tmp.Name())
+		if err != nil {
+			return "", "", err
+		}
+		return "", SkipChanged, nil
+	}
+	hash = hex.EncodeToString(h.Sum(nil))
+	if c.s.hasBlob(hash) {
+		_ = os.Remove(tmp.Name())
+		return hash, "", nil
+	}
+	c.pending = append(c.pending, pendingBlob{tmp: tmp.Name(), hash: hash})
+	return hash, "", nil
+}
+
+// syncEach is the most new blobs synced one by one; more are synced with
+// one syncfs of the store's file system.
+const syncEach = 16
+
+// commitBlobs makes the new blobs durable, then renames them into place
+// and syncs their directories: a blob's name never points at content that
+// is not on disk.
+func (c *creator) commitBlobs() error {
+	if len(c.pending) == 0 {
+		return nil
+	}
+	if len(c.pending) <= syncEach {
+		for _, b := range c.pending {
+			if err := syncFile(b.tmp); err != nil {
+				return err
+			}
+		}
+	} else {
+		d, err := os.Open(c.s.blobDir())
+		if err != nil {
+			return err
+		}
+		err = unix.Syncfs(int(d.Fd()))
+		_ = d.Close()
+		if err != nil {
+			return err
+		}
+	}
+	dirs := map[string]bool{}
+	for _, b := range c.pending {
+		dir := filepath.Dir(c.s.blobPath(b.hash))
+		if !dirs[dir] {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return err
+			}
+			dirs[dir] = true
+		}
+		if err := os.Rename(b.tmp, c.s.blobPath(b.hash)); err != nil {
+			return err
+		}
+	}
+	c.pending = nil
+	for dir := range dirs {
+		if err := syncDir(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// discard removes the temporary blobs of a create that failed.
+func (c *creator) discard() {
+	for _, b := range c.pending {
+		_ = os.Remove(b.tmp)
+	}
+}
+
+// fileKeyOf returns fi's device and inode.
+func fileKeyOf(fi fs.FileInfo) (fileKey, bool) {
+	e := entryOf("", fi)
+	return fileKey{e.Dev, e.Ino}, e.Ino != 0
+}
+
+// syncFile fsyncs the file name.
+func syncFile(name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}

@@ -1,0 +1,451 @@
+package checkpoint
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/berth-sh/berth"
+)
+
+// Default limits of a Store.
+const (
+	// DefaultMaxFileBytes: a file larger than this is skipped.
+	DefaultMaxFileBytes = 10 << 20
+	// DefaultMaxTotalBytes bounds the files of one checkpoint.
+	DefaultMaxTotalBytes = 1 << 30
+	// DefaultMaxEntries bounds the entries of one checkpoint.
+	DefaultMaxEntries = 200_000
+)
+
+// File names.
+const (
+	metaExt    = ".json"
+	entriesExt = ".entries"
+	tempPrefix = ".tmp-"
+)
+
+// Options bound what one checkpoint records; a zero field takes its default.
+type Options struct {
+	MaxFileBytes  int64
+	MaxTotalBytes int64
+	MaxEntries    int
+}
+
+// withDefaults returns o with zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.MaxFileBytes <= 0 {
+		o.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if o.MaxTotalBytes <= 0 {
+		o.MaxTotalBytes = DefaultMaxTotalBytes
+	}
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	return o
+}
+
+// Store keeps checkpoints under a directory. Its methods are safe for
+// concurrent use; one process uses a directory at a time (the daemon's home
+// lock sees to it).
+type Store struct {
+	dir  string
+	opts Options
+	// gc is held shared by a create from its first blob to its manifest,
+	// and exclusively by a sweep.
+	gc sync.RWMutex
+	// mu guards last: each session's newest manifest, whose stat fields
+	// spare the next checkpoint from reading unchanged files.
+	mu    sync.Mutex
+	last  map[string]*manifest
+	locks map[string]*sessionLock
+	// reads counts the files read to be hashed (the tests look).
+	reads atomic.Int64
+}
+
+// manifest is a checkpoint with its entries, and the entries by path.
+type manifest struct {
+	meta    *Checkpoint
+	entries []Entry
+	byPath  map[string]*Entry
+	// chain is how many deltas lie between it and a full manifest.
+	chain int
+	// sigs are the walk's .gitignore signatures by directory (see
+	// walker); nil for a manifest read from disk.
+	sigs map[string]string
+}
+
+// New returns a Store rooted at dir (created on first use).
+func New(dir string, opts Options) *Store {
+	return &Store{dir: dir, opts: opts.withDefaults(), last: map[string]*manifest{}, locks: map[string]*sessionLock{}}
+}
+
+// Options returns the store's limits, defaults filled in.
+func (s *Store) Options() Options { return s.opts }
+
+func (s *Store) blobDir() string { return filepath.Join(s.dir, "blobs") }
+func (s *Store) sessionDir(sessionID string) string {
+	return filepath.Join(s.dir, "sessions", sessionID)
+}
+func (s *Store) blobPath(hash string) string {
+	return filepath.Join(s.blobDir(), hash[:2], hash)
+}
+func (s *Store) metaPath(sessionID, id string) string {
+	return filepath.Join(s.sessionDir(sessionID), id+metaExt)
+}
+func (s *Store) entriesPath(sessionID, id string) string {
+	return filepath.Join(s.sessionDir(sessionID), id+entriesExt)
+}
+
+// lockSession takes the session's lock (a capture holds it until its
+// commit) and returns its unlock.
+func (s *Store) lockSession(sessionID string) func() {
+	s.mu.Lock()
+	l := s.locks[sessionID]
+	if l == nil {
+		l = &sessionLock{}
+		s.locks[sessionID] = l
+	}
+	l.users++
+	s.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.locks, sessionID)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// sessionLock is one session's lock and how many hold or wait for it.
+type sessionLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// List returns the session's checkpoints, oldest first; none for a session
+// that has none. A checkpoint being committed is waited for.
+func (s *Store) List(sessionID string) ([]*Checkpoint, error) {
+	if !validSessionID(sessionID) {
+		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
+	}
+	defer s.lockSession(sessionID)()
+	return s.list(sessionID)
+}
+
+// list is List for a caller that holds the session's lock.
+func (s *Store) list(sessionID string) ([]*Checkpoint, error) {
+	ents, err := os.ReadDir(s.sessionDir(sessionID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return []*Checkpoint{}, nil
+	}
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot list checkpoints")
+	}
+	out := []*Checkpoint{}
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), metaExt)
+		if !ok || !validID(id) {
+			continue
+		}
+		c, err := s.readMeta(sessionID, id)
+		if err != nil {
+			continue // removed meanwhile, or torn: not a checkpoint
+		}
+		out = append(out, c)
+	}
+	// ULIDs sort by time.
+	slices.SortFunc(out, func(a, b *Checkpoint) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Get returns one checkpoint of the session. ENotFound.
+func (s *Store) Get(sessionID, id string) (*Checkpoint, error) {
+	if !validSessionID(sessionID) || !validID(id) {
+		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
+	}
+	defer s.lockSession(sessionID)()
+	return s.readMeta(sessionID, id)
+}
+
+// readMeta reads a checkpoint's metadata. ENotFound.
+func (s *Store) readMeta(sessionID, id string) (*Checkpoint, error) {
+	b, err := os.ReadFile(s.metaPath(sessionID, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
+	}
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot read checkpoint")
+	}
+	c := new(Checkpoint)
+	if err := json.Unmarshal(b, c); err != nil || c.ID != id {
+		return nil, berth.Errorf(berth.EInternal, "checkpoint %s is damaged", id)
+	}
+	return c, nil
+}
+
+// maxChain bounds the deltas between two full manifests: a manifest read
+// opens at most this many files.
+const maxChain = 32
+
+// kindRemoved marks, in a delta manifest, a path its base has and it has not.
+const kindRemoved = "-"
+
+// header is the first line of a manifest file: Base names the checkpoint
+// whose entries this one changes ("" for a full manifest).
+type header struct {
+	V    int    `json:"v"`
+	Base string `json:"base,omitempty"`
+}
+
+// readManifest reads and checks a checkpoint's entries, following its
+// chain of deltas: every path valid and unique, below a directory entry
+// of its own, every hash well formed. A manifest that fails is EInternal:
+// nothing of it is used.
+func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
+	if !validSessionID(sessionID) || !validID(id) {
+		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
+	}
+	meta, err := s.readMeta(sessionID, id)
+	if err != nil {
+		return nil, err
+	}
+	byPath := map[string]Entry{}
+	chain, err := s.resolve(sessionID, id, byPath, 0)
+	if err != nil {
+		return nil, err
+	}
+	entries := make([]Entry, 0, len(byPath))
+	for _, e := range byPath {
+		entries = append(entries, e)
+	}
+	// A parent's path is a prefix of its children's: it sorts first.
+	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	m := &manifest{meta: meta, entries: entries, byPath: make(map[string]*Entry, len(entries)), chain: chain}
+	for i := range entries {
+		e := &entries[i]
+		if !validEntryPath(e.Path) {
+			return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a bad path", id)
+		}
+		if dir := path.Dir(e.Path); dir != "." {
+			if p := m.byPath[dir]; p == nil || p.Kind != KindDir {
+				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a path outside its directories", id)
+			}
+		}
+		switch e.Kind {
+		case KindFile:
+			if !validHash(e.Hash) || e.Size < 0 {
+				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a bad hash", id)
+			}
+		case KindSymlink:
+			if lexicallyEscapes(e.Path, e.Target) {
+				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a symlink out of the workspace", id)
+			}
+		case KindDir:
+		default:
+			return nil, berth.Errorf(berth.EInternal, "checkpoint %s has an entry of unknown kind", id)
+		}
+		m.byPath[e.Path] = e
+	}
+	return m, nil
+}
+
+// resolve fills byPath with the entries of checkpoint id, its bases' first,
+// and returns how many deltas deep id is.
+func (s *Store) resolve(sessionID, id string, byPath map[string]Entry, depth int) (int, error) {
+	if depth > maxChain || !validID(id) {
+		return 0, berth.Errorf(berth.EInternal, "checkpoint %s has a broken chain", id)
+	}
+	h, entries, err := readEntries(s.entriesPath(sessionID, id))
+	if err != nil {
+		return 0, err
+	}
+	chain := 0
+	if h.Base != "" {
+		below, err := s.resolve(sessionID, h.Base, byPath, depth+1)
+		if err != nil {
+			return 0, err
+		}
+		chain = below + 1
+	}
+	for _, e := range entries {
+		if e.Kind == kindRemoved {
+			delete(byPath, e.Path)
+			continue
+		}
+		byPath[e.Path] = e
+	}
+	return chain, nil
+}
+
+// readEntries reads a manifest file: a header, then one JSON Entry a line.
+func readEntries(name string) (header, []Entry, error) {
+	var h header
+	f, err := os.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return h, nil, berth.Errorf(berth.ENotFound, "checkpoint entries are gone")
+	}
+	if err != nil {
+		return h, nil, berth.WrapError(berth.EInternal, err, "cannot read checkpoint")
+	}
+	defer f.Close()
+	var out []Entry
+	dec := json.NewDecoder(bufio.NewReaderSize(f, 64<<10))
+	if err := dec.Decode(&h); err != nil || h.V != 1 {
+		return h, nil, berth.Errorf(berth.EInternal, "checkpoint entries are damaged")
+	}
+	for dec.More() {
+		var e Entry
+		if err := dec.Decode(&e); err != nil {
+			return h, nil, berth.WrapError(berth.EInternal, err, "checkpoint entries are damaged")
+		}
+		out = append(out, e)
+	}
+	return h, out, nil
+}
+
+// Delete removes every checkpoint of the session, then the blobs no other
+// checkpoint names. Deleting a session that has none is not an error.
+func (s *Store) Delete(sessionID string) error {
+	if !validSessionID(sessionID) {
+		return berth.Errorf(berth.EInvalid, "invalid session id")
+	}
+	unlock := s.lockSession(sessionID)
+	s.mu.Lock()
+	delete(s.last, sessionID)
+	s.mu.Unlock()
+	err := os.RemoveAll(s.sessionDir(sessionID))
+	unlock()
+	if err != nil {
+		return berth.WrapError(berth.EInternal, err, "cannot remove checkpoints")
+	}
+	_, err = s.Sweep()
+	return err
+}
+
+// Sweep removes the blobs that no manifest on disk names, and returns how
+// many it removed. A manifest that cannot be read keeps every blob (the
+// sweep stops): a blob is never removed on a guess.
+func (s *Store) Sweep() (int, error) {
+	s.gc.Lock()
+	defer s.gc.Unlock()
+	live := map[string]bool{}
+	sessions, err := os.ReadDir(filepath.Join(s.dir, "sessions"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, berth.WrapError(berth.EInternal, err, "cannot sweep checkpoints")
+	}
+	for _, sd := range sessions {
+		files, err := os.ReadDir(filepath.Join(s.dir, "sessions", sd.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			// That session's Delete removed it meanwhile: it names nothing.
+			continue
+		}
+		if err != nil {
+			return 0, berth.WrapError(berth.EInternal, err, "cannot sweep checkpoints")
+		}
+		for _, f := range files {
+			// A manifest whose metadata never got written still counts:
+			// conservative.
+			if !strings.HasSuffix(f.Name(), entriesExt) {
+				continue
+			}
+			_, entries, err := readEntries(filepath.Join(s.dir, "sessions", sd.Name(), f.Name()))
+			if berth.IsCode(err, berth.ENotFound) {
+				// Removed since the listing (its session was deleted).
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			for _, e := range entries {
+				if e.Kind == KindFile {
+					live[e.Hash] = true
+				}
+			}
+		}
+	}
+	removed := 0
+	prefixes, err := os.ReadDir(s.blobDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, berth.WrapError(berth.EInternal, err, "cannot sweep checkpoints")
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(p.Name(), tempPrefix) {
+			// A capture's temporary blob: none is in flight while the
+			// sweep holds gc, so it is one a crash left.
+			if os.Remove(filepath.Join(s.blobDir(), p.Name())) == nil {
+				removed++
+			}
+			continue
+		}
+		dir := filepath.Join(s.blobDir(), p.Name())
+		blobs, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, b := range blobs {
+			if live[b.Name()] {
+				continue
+			}
+			if os.Remove(filepath.Join(dir, b.Name())) == nil {
+				removed++
+			}
+		}
+	}
+	return removed, nil
+}
+
+// writeAtomic writes data to name through a synced temporary file in the
+// same directory.
+func writeAtomic(name string, data []byte) error {
+	dir := filepath.Dir(name)
+	tmp, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+// syncDir fsyncs a directory, making the renames in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

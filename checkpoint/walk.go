@@ -1,0 +1,339 @@
+package checkpoint
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+
+	ignore "github.com/sabhiram/go-gitignore"
+)
+
+// maxIgnoreBytes bounds a .gitignore file read; a larger one is not used.
+const maxIgnoreBytes = 256 << 10
+
+// ignoreLevel is the .gitignore of one directory: its patterns apply to
+// the paths below dir (relative to it).
+type ignoreLevel struct {
+	dir string
+	gi  *ignore.GitIgnore
+}
+
+// visit is one path the walker found.
+type visit struct {
+	entry Entry
+	// dir is the open directory holding the path, name its base name.
+	dir  *os.Root
+	name string
+}
+
+// walker walks a workspace one directory at a time, never following a
+// symlink, in path order. It leaves out what a checkpoint skips and
+// reports each path kept to fn.
+type walker struct {
+	ctx      context.Context
+	root     *os.Root
+	opts     Options
+	hide     []fs.FileInfo
+	ignores  []ignoreLevel
+	skipped  []Skip
+	skipN    int
+	entries  int
+	fileSize int64
+	// sigs records, for each directory walked, which .gitignore files
+	// apply below it (their directories and contents); known says whether
+	// a path was kept by the previous walk, whose sigs are prevSigs. A
+	// path kept before under the same .gitignore files is not matched
+	// again.
+	sigs     map[string]string
+	prevSigs map[string]string
+	known    func(p string) bool
+	// fn is told of each kept path; it returns false to skip a regular
+	// file after all (with the reason it gives).
+	fn func(v *visit) (keep bool, reason string, err error)
+}
+
+// skip records a left-out path.
+func (w *walker) skip(p, reason string) {
+	w.skipN++
+	if len(w.skipped) < MaxListedSkips {
+		w.skipped = append(w.skipped, Skip{Path: p, Reason: reason})
+	}
+}
+
+// isHidden reports whether fi is one of the hidden paths.
+func (w *walker) isHidden(fi fs.FileInfo) bool {
+	for _, h := range w.hide {
+		if os.SameFile(fi, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// ignored reports whether rel matches the .gitignore files above it.
+func (w *walker) ignored(rel string, isDir bool) bool {
+	for i := len(w.ignores) - 1; i >= 0; i-- {
+		l := w.ignores[i]
+		sub := rel
+		if l.dir != "." {
+			var ok bool
+			if sub, ok = strings.CutPrefix(rel, l.dir+"/"); !ok {
+				continue
+			}
+		}
+		if isDir {
+			sub += "/"
+		}
+		if l.gi.MatchesPath(sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// walkDir walks the directory dir, whose path is rel ("." for the root),
+// under the .gitignore files sig names.
+func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
+	d, err := dir.Open(".")
+	if err != nil {
+		return err
+	}
+	// Readdir lstats each entry in the open directory: the one look the
+	// walk takes at it.
+	ents, err := d.Readdir(-1)
+	_ = d.Close()
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(ents, func(x, y fs.FileInfo) int { return strings.Compare(x.Name(), y.Name()) })
+	pushed := false
+	if gi, sum := readIgnore(dir); gi != nil {
+		w.ignores = append(w.ignores, ignoreLevel{dir: rel, gi: gi})
+		pushed = true
+		sig += "|" + rel + ":" + sum
+	}
+	if w.sigs != nil {
+		w.sigs[rel] = sig
+	}
+	// Kept before under the same .gitignore files: kept now.
+	same := w.known != nil && w.prevSigs != nil && w.prevSigs[rel] == sig
+	defer func() {
+		if pushed {
+			w.ignores = w.ignores[:len(w.ignores)-1]
+		}
+	}()
+	for _, fi := range ents {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		name := fi.Name()
+		p := name
+		if rel != "." {
+			p = rel + "/" + name
+		}
+		mode := fi.Mode()
+		switch {
+		case name == ".git":
+			w.skip(p, SkipVCS)
+			continue
+		case w.isHidden(fi):
+			w.skip(p, SkipHidden)
+			continue
+		case len(w.ignores) > 0 && !(same && w.known(p)) && w.ignored(p, mode.IsDir()):
+			w.skip(p, SkipGitignore)
+			continue
+		}
+		if w.entries >= w.opts.MaxEntries {
+			w.skip(p, SkipTotal)
+			continue
+		}
+		v := &visit{entry: entryOf(p, fi), dir: dir, name: name}
+		switch {
+		case mode.IsDir():
+			if err := w.subdir(dir, name, p, fi, v, sig); err != nil {
+				return err
+			}
+		case mode&fs.ModeSymlink != 0:
+			target, err := dir.Readlink(name)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if lexicallyEscapes(p, target) || linkEscapes(w.root, p, target) {
+				w.skip(p, SkipLinkOutside)
+				continue
+			}
+			v.entry.Target = target
+			if err := w.keep(v); err != nil {
+				return err
+			}
+		case mode.IsRegular():
+			if fi.Size() > w.opts.MaxFileBytes {
+				w.skip(p, SkipTooLarge)
+				continue
+			}
+			if w.fileSize+fi.Size() > w.opts.MaxTotalBytes {
+				w.skip(p, SkipTotal)
+				continue
+			}
+			if err := w.keep(v); err != nil {
+				return err
+			}
+		default:
+			w.skip(p, SkipSpecial)
+		}
+	}
+	return nil
+}
+
+// keep hands v to fn and counts it.
+func (w *walker) keep(v *visit) error {
+	keep, reason, err := w.fn(v)
+	if err != nil {
+		return err
+	}
+	if !keep {
+		w.skip(v.entry.Path, reason)
+		return nil
+	}
+	w.entries++
+	if v.entry.Kind == KindFile {
+		w.fileSize += v.entry.Size
+	}
+	return nil
+}
+
+// subdir walks the directory name of dir, found by Lstat as fi: what opens
+// must be that directory (not a link swapped in meanwhile).
+func (w *walker) subdir(dir *os.Root, name, p string, fi fs.FileInfo, v *visit, sig string) error {
+	sub, err := openDir(dir, name, fi)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if errors.Is(err, errSwapped) {
+		w.skip(p, SkipChanged)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	if err := w.keep(v); err != nil {
+		return err
+	}
+	return w.walkDir(sub, p, sig)
+}
+
+// errSwapped is a path that changed between a look and an open.
+var errSwapped = errors.New("changed while it was opened")
+
+// openDir opens the directory name of dir, which Lstat found as fi (nil:
+// look now), refusing anything but that very directory: a symlink, or a
+// directory swapped in after the look.
+func openDir(dir *os.Root, name string, fi fs.FileInfo) (*os.Root, error) {
+	if fi == nil {
+		var err error
+		if fi, err = dir.Lstat(name); err != nil {
+			return nil, err
+		}
+	}
+	if !fi.IsDir() {
+		return nil, errSwapped
+	}
+	sub, err := dir.OpenRoot(name)
+	if err != nil {
+		if strings.Contains(err.Error(), "path escapes from parent") {
+			return nil, errSwapped
+		}
+		return nil, err
+	}
+	st, err := sub.Stat(".")
+	if err != nil || !os.SameFile(st, fi) {
+		_ = sub.Close()
+		if err == nil {
+			err = errSwapped
+		}
+		return nil, err
+	}
+	return sub, nil
+}
+
+// openFile opens the regular file name of dir for reading without blocking
+// (a FIFO swapped in cannot hang it) and checks that what opened is what
+// name names (os.Root follows a link swapped in).
+func openFile(dir *os.Root, name string) (*os.File, fs.FileInfo, error) {
+	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if strings.Contains(err.Error(), "path escapes from parent") || errors.Is(err, syscall.ELOOP) {
+			return nil, nil, errSwapped
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		now, lerr := dir.Lstat(name)
+		if lerr != nil || !os.SameFile(fi, now) || !fi.Mode().IsRegular() {
+			err = errSwapped
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// readIgnore compiles the .gitignore of dir, if it has a regular one, and
+// returns it with a digest of its content.
+func readIgnore(dir *os.Root) (*ignore.GitIgnore, string) {
+	f, fi, err := openFile(dir, ".gitignore")
+	if err != nil {
+		return nil, ""
+	}
+	defer f.Close()
+	if fi.Size() > maxIgnoreBytes {
+		return nil, ""
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxIgnoreBytes))
+	if err != nil {
+		return nil, ""
+	}
+	sum := sha256.Sum256(b)
+	return ignore.CompileIgnoreLines(strings.Split(string(b), "\n")...), hex.EncodeToString(sum[:16])
+}
+
+// entryOf describes the path p from its Lstat.
+func entryOf(p string, fi fs.FileInfo) Entry {
+	e := Entry{Path: p, Mode: uint32(fi.Mode().Perm())}
+	switch mode := fi.Mode(); {
+	case mode.IsDir():
+		e.Kind = KindDir
+	case mode&fs.ModeSymlink != 0:
+		e.Kind = KindSymlink
+		e.Mode = 0o777
+	default:
+		e.Kind = KindFile
+		e.Size = fi.Size()
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		e.MTime = st.Mtim.Nano()
+		e.CTime = st.Ctim.Nano()
+		e.Ino = st.Ino
+		e.Dev = uint64(st.Dev) //nolint:unconvert // Dev is uint32 on some platforms
+		e.UID, e.GID = int(st.Uid), int(st.Gid)
+	}
+	return e
+}
+
+// parentOf is the directory part of a slash path ("." at the top).
+func parentOf(p string) string { return path.Dir(p) }

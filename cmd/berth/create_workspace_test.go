@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/berth-sh/berth"
+)
+
+// berth create --worktree-repo/--worktree-branch makes a worktree session,
+// --file writes files (a local file's content with @), show prints the
+// worktree, and --mount of an unknown name is the daemon's 400 naming
+// what is configured.
+func TestCreateWorkspaceFlags(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	home := t.TempDir()
+	s := startServer(t, home)
+	repo := t.TempDir()
+	gitCmd := func(args ...string) {
+		t.Helper()
+		c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+		c.Dir, c.Env = repo, []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	gitCmd("init", "-q", "-b", "main")
+	gitCmd("commit", "-q", "--allow-empty", "-m", "first")
+	local := filepath.Join(t.TempDir(), "notes.md")
+	if err := os.WriteFile(local, []byte("from a local file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	berthCmd := func(args ...string) (string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home))
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		_ = cmd.Run()
+		return stdout.String() + stderr.String(), cmd.ProcessState.ExitCode()
+	}
+	out, code := berthCmd("create", "-q", "--sandbox", "host", "--worktree-repo", repo, "--worktree-branch", "agent/cli",
+		"--file", "docs/notes.md=@"+local, "--file", "plain.txt=hello", "--file", "at.txt=@@home")
+	id := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("create: exit %d, %q", code, out)
+	}
+	var got berth.Session
+	if st, err := s.api("GET", "/v1/sessions/"+id, nil, &got); st != 200 {
+		t.Fatalf("GET: %d %v", st, err)
+	}
+	if got.Worktree == nil || got.Worktree.Branch != "agent/cli" || got.Worktree.Base != "HEAD" {
+		t.Fatalf("worktree = %+v", got.Worktree)
+	}
+	for rel, want := range map[string]string{"docs/notes.md": "from a local file", "plain.txt": "hello", "at.txt": "@home"} {
+		if b, err := os.ReadFile(filepath.Join(got.Workspace, rel)); err != nil || string(b) != want {
+			t.Fatalf("%s = %q, %v", rel, b, err)
+		}
+	}
+	if out, code := berthCmd("show", id); code != 0 || !strings.Contains(out, "branch agent/cli from HEAD") {
+		t.Fatalf("show: exit %d, %q", code, out)
+	}
+	if out, code := berthCmd("create", "--sandbox", "host", "--worktree-branch", "x"); code != 2 || !strings.Contains(out, "go together") {
+		t.Fatalf("branch alone: exit %d, %q", code, out)
+	}
+	if out, code := berthCmd("create", "--sandbox", "host", "--worktree-repo", repo, "--worktree-branch", "agent/cli"); code == 0 || !strings.Contains(out, "already exists") {
+		t.Fatalf("an existing branch: exit %d, %q", code, out)
+	}
+	if out, code := berthCmd("create", "--sandbox", "host", "--mount", "cache"); code == 0 || !strings.Contains(out, "unknown mount") {
+		t.Fatalf("unknown mount: exit %d, %q", code, out)
+	}
+}

@@ -1,0 +1,103 @@
+// Package modelstub is a stand-in for the model APIs real coding agents
+// call, for tests that run those agents offline: the Anthropic Messages API
+// (what Claude Code calls through ANTHROPIC_BASE_URL) and the OpenAI
+// chat-completions API (Qwen Code, OpenCode), both streaming (server-sent
+// events) and not; and text turns of the OpenAI Responses API (Codex,
+// through a model_providers entry).
+//
+// It answers from the conversation it is sent, with no state of its own, so
+// that an agent restarted (a resumed session) gets the same answers:
+//
+//   - a last user message "write PATH CONTENT" gets a call of the agent's
+//     own file-writing tool (found among the tools the request offers:
+//     Write, write_file, write…) with PATH and CONTENT in the argument
+//     names that tool's schema uses;
+//   - a tool's result gets the text "wrote it";
+//   - anything else gets the text "stub: " and the user's words.
+package modelstub
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Reply is what the stub answers one request with: a text, or a call of
+// Tool with Args.
+type Reply struct {
+	Text string
+	Tool string
+	Args map[string]any
+}
+
+// writeRequest is a prompt that asks for a file to be written.
+var writeRequest = regexp.MustCompile(`(?m)^\s*write (\S+) (.+?)\s*$`)
+
+// markup is a block of context an agent wraps in tags of its own.
+var markup = regexp.MustCompile(`(?s)<([a-z_-]+)>.*?</([a-z_-]+)>`)
+
+// writeTools are the names agents give their file-writing tool, best first.
+var writeTools = []string{"Write", "write_file", "write"}
+
+// tool is a tool a request offers: its name and its parameters' names.
+type tool struct {
+	name   string
+	params []string
+}
+
+// decide is the stub's answer to a conversation whose last user turn says
+// texts (toolResult when it carries a tool's result), offering tools.
+func decide(texts []string, toolResult bool, tools []tool) Reply {
+	if toolResult {
+		return Reply{Text: "wrote it"}
+	}
+	text := strings.Join(texts, "\n")
+	if m := writeRequest.FindStringSubmatch(text); m != nil {
+		for _, name := range writeTools {
+			i := slices.IndexFunc(tools, func(t tool) bool { return t.name == name })
+			if i < 0 {
+				continue
+			}
+			pathArg := "file_path"
+			for _, p := range []string{"file_path", "filePath", "path", "absolute_path"} {
+				if slices.Contains(tools[i].params, p) {
+					pathArg = p
+					break
+				}
+			}
+			return Reply{Tool: name, Args: map[string]any{pathArg: m[1], "content": m[2]}}
+		}
+		return Reply{Text: "stub: no tool to write with"}
+	}
+	return Reply{Text: "stub: " + usersWords(texts)}
+}
+
+// usersWords picks the user's words out of the texts of a user message:
+// agents add context of their own around them, in blocks or lines of
+// markup (<system-reminder>…) before or after.
+func usersWords(texts []string) string {
+	for i := len(texts) - 1; i >= 0; i-- {
+		lines := strings.Split(markup.ReplaceAllString(texts[i], ""), "\n")
+		for j := len(lines) - 1; j >= 0; j-- {
+			l := strings.TrimSpace(lines[j])
+			if l != "" && !strings.HasPrefix(l, "<") {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
+// schemaParams lists the property names of a JSON schema object.
+func schemaParams(schema json.RawMessage) []string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(schema, &s)
+	var out []string
+	for k := range s.Properties {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,85 @@
+package modelstub
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// post sends body to path and returns the response's body.
+func post(t *testing.T, srv *httptest.Server, path, body string) string {
+	t.Helper()
+	resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		b.WriteString(sc.Text() + "\n")
+	}
+	return b.String()
+}
+
+// The stand-in answers as the APIs do, from the conversation alone: text
+// (the user's words, markup the agent added left out), a call of the
+// agent's own write tool with the argument names of its schema, and text
+// after a tool's result; streamed and not.
+func TestStubAnswers(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+
+	got := post(t, srv, "/v1/messages", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hello there"},{"type":"text","text":"<system-reminder>\nignore\n</system-reminder>"}]},{"role":"system","content":"context after"}]}`)
+	var msg struct {
+		Content []struct{ Type, Text string } `json:"content"`
+	}
+	if err := json.Unmarshal([]byte(got), &msg); err != nil || len(msg.Content) != 1 || msg.Content[0].Text != "stub: hello there" {
+		t.Fatalf("anthropic text: %s (%v)", got, err)
+	}
+	got = post(t, srv, "/v1/messages", `{"model":"m","stream":true,"tools":[{"name":"Write","input_schema":{"properties":{"file_path":{},"content":{}}}}],
+		"messages":[{"role":"user","content":"write /w/a.txt some words"}]}`)
+	for _, want := range []string{"event: message_start", `"type":"tool_use"`, `"name":"Write"`, `\"file_path\":\"/w/a.txt\"`, `\"content\":\"some words\"`, `"stop_reason":"tool_use"`, "event: message_stop"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("anthropic tool stream lacks %s:\n%s", want, got)
+		}
+	}
+	got = post(t, srv, "/v1/messages", `{"model":"m","stream":true,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}]}`)
+	if !strings.Contains(got, `"text":"wrote it"`) || !strings.Contains(got, `"stop_reason":"end_turn"`) {
+		t.Fatalf("anthropic after tool:\n%s", got)
+	}
+
+	got = post(t, srv, "/v1/chat/completions", `{"model":"m","stream":true,"tools":[{"type":"function","function":{"name":"write","parameters":{"properties":{"filePath":{},"content":{}}}}}],
+		"messages":[{"role":"system","content":"sys"},{"role":"user","content":[{"type":"text","text":"write /w/b.txt more"}]}]}`)
+	for _, want := range []string{`"tool_calls":[{`, `"name":"write"`, `\"filePath\":\"/w/b.txt\"`, `"finish_reason":"tool_calls"`, "data: [DONE]"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("openai tool stream lacks %s:\n%s", want, got)
+		}
+	}
+	got = post(t, srv, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"tool","tool_call_id":"c","content":"ok"}]}`)
+	if !strings.Contains(got, `"content":"wrote it"`) || !strings.Contains(got, `"finish_reason":"stop"`) {
+		t.Fatalf("openai after tool: %s", got)
+	}
+	got = post(t, srv, "/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if !strings.Contains(got, `"content":"stub: hi"`) {
+		t.Fatalf("openai text: %s", got)
+	}
+	got = post(t, srv, "/v1/responses", `{"model":"m","stream":true,"input":[{"type":"message","role":"developer","content":[{"type":"input_text","text":"dev"}]},
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>x</environment_context>"},{"type":"input_text","text":"hello codex"}]}]}`)
+	for _, want := range []string{"event: response.created", `"delta":"stub: hello codex"`, `"text":"stub: hello codex","type":"output_text"`, "event: response.completed"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("responses text lacks %s:\n%s", want, got)
+		}
+	}
+	got = post(t, srv, "/v1/responses", `{"model":"m","stream":true,"input":[{"type":"function_call_output","call_id":"c","output":"ok"}]}`)
+	if !strings.Contains(got, `"text":"wrote it"`) {
+		t.Fatalf("responses after tool:\n%s", got)
+	}
+	if r := s.Replies(); len(r) != 8 || r[1] != "anthropic: call Write" {
+		t.Fatalf("replies: %v", r)
+	}
+}

@@ -1,0 +1,89 @@
+package modelstub
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// openaiRequest is what the stub reads of a chat-completions request.
+type openaiRequest struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+// serveOpenAI answers POST /v1/chat/completions.
+func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request) {
+	var req openaiRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+		return
+	}
+	var texts []string
+	toolResult := false
+	if n := len(req.Messages); n > 0 {
+		last := req.Messages[n-1]
+		toolResult = last.Role == "tool"
+		var str string
+		var parts []anthropicBlock
+		if json.Unmarshal(last.Content, &str) == nil {
+			texts = append(texts, str)
+		} else if json.Unmarshal(last.Content, &parts) == nil {
+			for _, p := range parts {
+				if p.Type == "text" {
+					texts = append(texts, p.Text)
+				}
+			}
+		}
+	}
+	var tools []tool
+	for _, t := range req.Tools {
+		tools = append(tools, tool{name: t.Function.Name, params: schemaParams(t.Function.Parameters)})
+	}
+	reply := decide(texts, toolResult, tools)
+	s.record("openai", reply)
+
+	id, created := s.nextID("chatcmpl-"), time.Now().Unix()
+	message := map[string]any{"role": "assistant", "content": reply.Text}
+	finish := "stop"
+	var call map[string]any
+	if reply.Tool != "" {
+		args, _ := json.Marshal(reply.Args)
+		call = map[string]any{"index": 0, "id": s.nextID("call_"), "type": "function",
+			"function": map[string]any{"name": reply.Tool, "arguments": string(args)}}
+		message = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}}
+		finish = "tool_calls"
+	}
+	usage := map[string]int{"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "chat.completion", "created": created, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "message": message, "finish_reason": finish}}, "usage": usage})
+		return
+	}
+	sse := newSSE(w)
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+	}
+	if call != nil {
+		sse.event("", chunk(map[string]any{"role": "assistant", "tool_calls": []any{call}}, nil))
+	} else {
+		sse.event("", chunk(map[string]any{"role": "assistant", "content": reply.Text}, nil))
+	}
+	last := chunk(map[string]any{}, finish)
+	last["usage"] = usage
+	sse.event("", last)
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}

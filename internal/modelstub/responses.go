@@ -1,0 +1,67 @@
+package modelstub
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// responsesRequest is what the stub reads of an OpenAI Responses API
+// request (what Codex calls through a model_providers entry).
+type responsesRequest struct {
+	Model string            `json:"model"`
+	Input []json.RawMessage `json:"input"`
+}
+
+// responsesItem is what the stub reads of one input item.
+type responsesItem struct {
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// serveResponses answers POST /v1/responses, always streaming (Codex
+// streams): text turns only.
+func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
+	var req responsesRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+		return
+	}
+	var texts []string
+	toolResult := false
+	if n := len(req.Input); n > 0 {
+		var last responsesItem
+		_ = json.Unmarshal(req.Input[n-1], &last)
+		toolResult = strings.HasSuffix(last.Type, "_call_output")
+		for i := n - 1; i >= 0 && !toolResult; i-- {
+			var it responsesItem
+			_ = json.Unmarshal(req.Input[i], &it)
+			if it.Type != "message" || it.Role != "user" {
+				continue
+			}
+			var parts []struct{ Type, Text string }
+			_ = json.Unmarshal(it.Content, &parts)
+			for _, p := range parts {
+				texts = append(texts, p.Text)
+			}
+			break
+		}
+	}
+	// No write tool yet: Codex's (apply_patch, or exec_command for models
+	// it has no metadata for) differs by model; a write gets a text.
+	reply := decide(texts, toolResult, nil)
+	s.record("responses", reply)
+	item := map[string]any{"type": "message", "id": s.nextID("msg_"), "role": "assistant", "status": "completed",
+		"content": []any{map[string]any{"type": "output_text", "text": reply.Text, "annotations": []any{}}}}
+	id := s.nextID("resp_")
+	sse := newSSE(w)
+	sse.event("response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": id}})
+	sse.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": 0, "item": item})
+	sse.event("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": item["id"],
+		"output_index": 0, "content_index": 0, "delta": reply.Text})
+	sse.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
+	sse.event("response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": id,
+		"usage": map[string]any{"input_tokens": 10, "input_tokens_details": nil, "output_tokens": 10,
+			"output_tokens_details": nil, "total_tokens": 20}}})
+}

@@ -1,0 +1,338 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+)
+
+// pendingElicitation waits for the one pending elicitation of a session.
+func (e *env) pendingElicitation(id string) *berth.Elicitation {
+	e.t.Helper()
+	var el *berth.Elicitation
+	waitFor(e.t, "a pending elicitation", func() bool {
+		es, err := e.m.ListElicitations(context.Background(), id, berth.ElicitationPending)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(es) > 1 {
+			e.t.Fatalf("%d pending elicitations", len(es))
+		}
+		if len(es) == 1 {
+			el = es[0]
+		}
+		return el != nil
+	})
+	return el
+}
+
+// elicitationResolutions returns the data of a session's
+// elicitation_resolved events.
+func (e *env) elicitationResolutions(id string) []elicResolvedData {
+	var out []elicResolvedData
+	for _, ev := range ofType(e.events(id), berth.EventElicitationResolved) {
+		var d elicResolvedData
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func TestElicitationWaitsForTheUsersAnswer(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	r := e.promptOK(s.ID, "elicit Your name?\necho after", "")
+	el := e.pendingElicitation(s.ID)
+	if !strings.HasPrefix(el.ID, "elic_") || el.TurnID != r.TurnID || el.Mode != berth.ElicitationModeForm ||
+		el.Message != "Your name?" || !strings.Contains(string(el.RequestedSchema), `"answer"`) || el.State != berth.ElicitationPending {
+		t.Fatalf("pending elicitation: %+v", el)
+	}
+	got, _ := e.m.GetSession(ctx, s.ID)
+	if got.Badge != berth.BadgeWaiting || got.PendingElicitations != 1 {
+		t.Fatalf("session while asking: badge %s, pending %d", got.Badge, got.PendingElicitations)
+	}
+	if n := len(ofType(e.events(s.ID), berth.EventElicitationRequested)); n != 1 {
+		t.Fatalf("%d elicitation_requested events", n)
+	}
+	// Answers the schema refuses are refused and answer nothing.
+	for _, bad := range []struct {
+		a     berth.ElicitationAnswer
+		field string
+	}{
+		{berth.ElicitationAnswer{Action: berth.ElicitationAccept}, "answer"},
+		{berth.ElicitationAnswer{Action: berth.ElicitationAccept, Content: map[string]any{"answer": 42}}, "answer"},
+		{berth.ElicitationAnswer{Action: berth.ElicitationAccept, Content: map[string]any{"answer": "x", "other": "y"}}, "other"},
+		{berth.ElicitationAnswer{Action: "maybe"}, ""},
+		{berth.ElicitationAnswer{Action: berth.ElicitationDecline, Content: map[string]any{"answer": "x"}}, ""},
+	} {
+		_, err := e.m.AnswerElicitation(ctx, s.ID, el.ID, bad.a)
+		if !berth.IsCode(err, berth.EInvalid) || (bad.field != "" && !strings.Contains(err.Error(), "content."+bad.field)) {
+			t.Fatalf("answer %+v = %v, want invalid_argument naming %q", bad.a, err, bad.field)
+		}
+	}
+	if _, err := e.m.AnswerElicitation(ctx, s.ID, "elic_nope", berth.ElicitationAnswer{Action: "decline"}); !berth.IsCode(err, berth.ENotFound) {
+		t.Fatalf("unknown elicitation = %v", err)
+	}
+	a, err := e.m.AnswerElicitation(ctx, s.ID, el.ID, berth.ElicitationAnswer{Action: berth.ElicitationAccept, Content: map[string]any{"answer": "Ada"}})
+	if err != nil || a.State != berth.ElicitationAccepted || a.Action != berth.ElicitationAccept || a.DecidedBy != berth.DecidedByUser ||
+		a.ResolvedAt == nil || a.Content["answer"] != "Ada" {
+		t.Fatalf("answer: %+v, %v", a, err)
+	}
+	res := e.waitResult(s.ID, r.TurnID)
+	if res.StopReason != berth.TurnEndTurn || res.Text != "answer: Ada\nafter" {
+		t.Fatalf("turn: %+v", res)
+	}
+	if _, err := e.m.AnswerElicitation(ctx, s.ID, el.ID, berth.ElicitationAnswer{Action: berth.ElicitationDecline}); !berth.IsCode(err, berth.EConflict) {
+		t.Fatalf("second answer = %v, want conflict", err)
+	}
+	rs := e.elicitationResolutions(s.ID)
+	if len(rs) != 1 || rs[0].ElicitationID != el.ID || rs[0].Action != berth.ElicitationAccept || rs[0].DecidedBy != berth.DecidedByUser || rs[0].Content["answer"] != "Ada" {
+		t.Fatalf("resolutions: %+v", rs)
+	}
+	stored, err := e.store.GetElicitation(ctx, s.ID, el.ID)
+	if err != nil || stored.State != berth.ElicitationAccepted || stored.Content["answer"] != "Ada" {
+		t.Fatalf("stored: %+v, %v", stored, err)
+	}
+	got, _ = e.m.GetSession(ctx, s.ID)
+	if got.Badge != berth.BadgeIdle || got.PendingElicitations != 0 {
+		t.Fatalf("session after: badge %s, pending %d", got.Badge, got.PendingElicitations)
+	}
+}
+
+func TestElicitationDeclined(t *testing.T) {
+	e := newEnv(t)
+	s := e.create(berth.CreateRequest{})
+	r := e.promptOK(s.ID, "elicit Proceed?", "")
+	el := e.pendingElicitation(s.ID)
+	if _, err := e.m.AnswerElicitation(context.Background(), s.ID, el.ID, berth.ElicitationAnswer{Action: berth.ElicitationDecline}); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.waitResult(s.ID, r.TurnID); res.StopReason != berth.TurnEndTurn || res.Text != "elicitation decline" {
+		t.Fatalf("turn: %+v", res)
+	}
+	ds, _ := e.m.ListElicitations(context.Background(), s.ID, berth.ElicitationDeclined)
+	if len(ds) != 1 || ds[0].ID != el.ID {
+		t.Fatalf("declined: %+v", ds)
+	}
+}
+
+func TestCancelAnswersAPendingElicitation(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	r := e.promptOK(s.ID, "elicit Your name?", "")
+	el := e.pendingElicitation(s.ID)
+	if _, err := e.m.Cancel(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	res := e.waitResult(s.ID, r.TurnID)
+	if res.StopReason != berth.TurnCancelled || !strings.Contains(res.Text, "elicitation cancel") {
+		t.Fatalf("turn: %+v", res)
+	}
+	rs := e.elicitationResolutions(s.ID)
+	if len(rs) != 1 || rs[0].DecidedBy != berth.DecidedByCancel || rs[0].Action != berth.ElicitationCancel {
+		t.Fatalf("resolutions: %+v", rs)
+	}
+	got, err := e.store.GetElicitation(ctx, s.ID, el.ID)
+	if err != nil || got.State != berth.ElicitationCancelled || got.DecidedBy != berth.DecidedByCancel {
+		t.Fatalf("stored: %+v, %v", got, err)
+	}
+	if _, err := e.m.AnswerElicitation(ctx, s.ID, el.ID, berth.ElicitationAnswer{Action: "decline"}); !berth.IsCode(err, berth.EConflict) {
+		t.Fatalf("answering a cancelled elicitation = %v", err)
+	}
+	// The resolution comes before the turn's end in the log.
+	tt := types(e.events(s.ID))
+	if i, j := strings.Index(strings.Join(tt, ","), berth.EventElicitationResolved), strings.Index(strings.Join(tt, ","), berth.EventTurnEnded); i < 0 || i > j {
+		t.Fatalf("log: %v", tt)
+	}
+}
+
+func TestStopCancelsAPendingElicitation(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	e.promptOK(s.ID, "elicit Your name?", "")
+	el := e.pendingElicitation(s.ID)
+	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.store.GetElicitation(ctx, s.ID, el.ID)
+	if err != nil || got.State != berth.ElicitationCancelled {
+		t.Fatalf("stored after stop: %+v, %v", got, err)
+	}
+	sess, _ := e.m.GetSession(ctx, s.ID)
+	if sess.PendingElicitations != 0 || sess.State != berth.StateStopped {
+		t.Fatalf("session after stop: %+v", sess)
+	}
+}
+
+func TestPendingElicitationsAreCancelledAfterACrash(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	r := e.promptOK(s.ID, "elicit Your name?", "")
+	el := e.pendingElicitation(s.ID)
+	e.crash()
+	got, err := e.store.GetElicitation(ctx, s.ID, el.ID)
+	if err != nil || got.State != berth.ElicitationCancelled || got.DecidedBy != berth.DecidedByCancel {
+		t.Fatalf("elicitation after the crash: %+v, %v", got, err)
+	}
+	evs := e.events(s.ID)
+	checkContiguous(t, evs)
+	rs := ofType(evs, berth.EventElicitationResolved)
+	if len(rs) != 1 || rs[0].TurnID != r.TurnID {
+		t.Fatalf("resolutions after the crash: %+v", rs)
+	}
+	sess, _ := e.m.GetSession(ctx, s.ID)
+	if sess.PendingElicitations != 0 {
+		t.Fatalf("pending after the crash: %d", sess.PendingElicitations)
+	}
+}
+
+// An elicitation pending at the shutdown is pending in the next manager
+// under the same id; answering it there completes the turn.
+func TestDetachKeepsAPendingElicitation(t *testing.T) {
+	e := newShimEnv(t)
+	s := e.create(berth.CreateRequest{})
+	r, err := e.m.Prompt(context.Background(), s.ID, berth.PromptRequest{Text: "elicit Your name?\necho after"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el := e.pendingElicitation(s.ID)
+
+	e.detachAndReopen(withShims(e.home))
+	var again *berth.Elicitation
+	waitFor(t, "the elicitation to be waited on again", func() bool {
+		got, _ := e.m.GetSession(context.Background(), s.ID)
+		return got != nil && got.PendingElicitations == 1 && got.Badge == berth.BadgeWaiting
+	})
+	again = e.pendingElicitation(s.ID)
+	if again.ID != el.ID {
+		t.Fatalf("pending after reattach = %+v, want %s", again, el.ID)
+	}
+	if _, err := e.m.AnswerElicitation(context.Background(), s.ID, el.ID,
+		berth.ElicitationAnswer{Action: berth.ElicitationAccept, Content: map[string]any{"answer": "Grace"}}); err != nil {
+		t.Fatal(err)
+	}
+	res := e.waitResult(s.ID, r.TurnID)
+	if res.StopReason != berth.TurnEndTurn || !strings.Contains(res.Text, "answer: Grace") || !strings.Contains(res.Text, "after") {
+		t.Fatalf("turn after the answer: %+v", res)
+	}
+	if n := len(ofType(e.events(s.ID), berth.EventElicitationRequested)); n != 1 {
+		t.Fatalf("%d elicitation_requested events, want 1", n)
+	}
+	e.closeAndWaitShims(s.ID)
+}
+
+// The agent's requests are checked before anything is stored: a bad mode,
+// URL or schema is an invalid-params error to the agent; a session holds
+// at most MaxPendingElicitations at once. A url elicitation is accepted
+// without content.
+func TestElicitationRequestsAreBounded(t *testing.T) {
+	gate := &elicitationGate{open: make(chan struct{})}
+	e := &env{t: t, home: t.TempDir(), wrap: func(st berth.Store) berth.Store { gate.Store = st; return gate }}
+	e.open()
+	t.Cleanup(e.close)
+	var opened sync.Once
+	release := func() { opened.Do(func() { close(gate.open) }) }
+	t.Cleanup(release)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	h := &agentHandler{rt: e.m.runtimeOf(s.ID)}
+	huge := `{"type":"object","properties":{"a":{"type":"string","description":"` + strings.Repeat("x", berth.MaxElicitationSchemaBytes) + `"}}}`
+	for _, bad := range []acp.CreateElicitationRequest{
+		{Mode: "telepathy", Message: "?"},
+		{Mode: "url", Message: "open", URL: "javascript:alert(1)"},
+		{Mode: "url", Message: "open", URL: "file:///etc/passwd"},
+		{Mode: "form", Message: "?", RequestedSchema: json.RawMessage(huge)},
+		{Mode: "form", Message: "?", RequestedSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"object"}}}`)},
+		{Mode: "form", Message: strings.Repeat("m", berth.MaxElicitationMessageBytes+1)},
+	} {
+		_, err := h.CreateElicitation(ctx, bad)
+		var rpcErr *acp.Error
+		if !errors.As(err, &rpcErr) || rpcErr.Code != acp.CodeInvalidParams {
+			t.Fatalf("request %.60q: %v, want invalid params", bad.Mode+" "+bad.URL, err)
+		}
+	}
+	if es, _ := e.m.ListElicitations(ctx, s.ID, ""); len(es) != 0 {
+		t.Fatalf("refused requests were stored: %+v", es)
+	}
+
+	// More requests than the cap at once, each held in the store: the cap
+	// holds while they are on their way in, the rest are refused.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const extra = 4
+	answers := make(chan acp.CreateElicitationResponse, berth.MaxPendingElicitations+extra)
+	refused := make(chan error, berth.MaxPendingElicitations+extra)
+	for range berth.MaxPendingElicitations + extra {
+		go func() {
+			resp, err := h.CreateElicitation(wctx, acp.CreateElicitationRequest{Mode: "url", Message: "sign in",
+				URL: "https://example.com/login", ElicitationID: "acp-1"})
+			if err != nil {
+				refused <- err
+				return
+			}
+			answers <- resp
+		}()
+	}
+	waitFor(t, "the requests over the cap refused", func() bool { return len(refused) == extra })
+	release()
+	for range extra {
+		var rpcErr *acp.Error
+		if err := <-refused; !errors.As(err, &rpcErr) || rpcErr.Code != acp.CodeInvalidRequest {
+			t.Fatalf("a request over the cap: %v", err)
+		}
+	}
+	waitFor(t, "every elicitation pending", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.PendingElicitations == berth.MaxPendingElicitations
+	})
+	if _, err := h.CreateElicitation(ctx, acp.CreateElicitationRequest{Mode: "form", Message: "one more"}); err == nil {
+		t.Fatal("a request over the cap was served")
+	}
+	es, _ := e.m.ListElicitations(ctx, s.ID, berth.ElicitationPending)
+	if len(es) != berth.MaxPendingElicitations || es[0].URL != "https://example.com/login" || es[0].ACPElicitationID != "acp-1" || es[0].Mode != "url" {
+		t.Fatalf("pending: %d, first %+v", len(es), es[0])
+	}
+	if _, err := e.m.AnswerElicitation(ctx, s.ID, es[0].ID, berth.ElicitationAnswer{Action: "accept", Content: map[string]any{"x": 1}}); !berth.IsCode(err, berth.EInvalid) {
+		t.Fatalf("url accepted with content = %v", err)
+	}
+	if _, err := e.m.AnswerElicitation(ctx, s.ID, es[0].ID, berth.ElicitationAnswer{Action: "accept"}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := <-answers; resp.Action != berth.ElicitationAccept {
+		t.Fatalf("agent got %+v", resp)
+	}
+	// The connection's end (here the requests' context) cancels the rest.
+	cancel()
+	for range berth.MaxPendingElicitations - 1 {
+		if resp := <-answers; resp.Action != berth.ElicitationCancel {
+			t.Fatalf("agent got %+v", resp)
+		}
+	}
+	if got, _ := e.m.GetSession(ctx, s.ID); got.PendingElicitations != 0 || got.Badge != berth.BadgeIdle {
+		t.Fatalf("session after: %+v", got)
+	}
+}
+
+// elicitationGate is a store whose CreateElicitation waits until open is
+// closed (the refused requests before the cap test's requests are stored).
+type elicitationGate struct {
+	berth.Store
+	open chan struct{}
+}
+
+func (g *elicitationGate) CreateElicitation(ctx context.Context, e *berth.Elicitation) error {
+	<-g.open
+	return g.Store.CreateElicitation(ctx, e)
+}

@@ -1,0 +1,128 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// maxHomeFilesBytes bounds what one start copies of an agent's home_files
+// (a config directory can hold an agent's whole history); files past it
+// are left out, and said so in the daemon's log.
+const maxHomeFilesBytes = 64 << 20
+
+// copyHomeFiles copies the agent's home_files — the user's credentials and
+// config, a file or a directory each — from the user's home into the
+// session's private home, where the agent may change them: they are the
+// session's copies, never written back. Each start copies them afresh
+// (the user's current credentials win); what else the agent keeps in its
+// home stays.
+//
+// The session's home is the agent's to change between starts, so every
+// write goes through an os.Root of it: a link the agent left there never
+// leads a copy outside, and a file it left in the way is replaced, not
+// written through. On the user's side a home_files entry that is a link
+// is followed (dotfile managers link them), links inside a directory are
+// not copied, nor anything but plain files and directories.
+func (m *Manager) copyHomeFiles(files []string, home string) error {
+	if m.opts.UserHome == "" || len(files) == 0 || home == "" {
+		return nil
+	}
+	root, err := os.OpenRoot(home)
+	if err != nil {
+		return fmt.Errorf("open the session's home: %w", err)
+	}
+	defer root.Close()
+	c := homeCopier{root: root, budget: maxHomeFilesBytes}
+	for _, f := range files {
+		rel := filepath.Clean(strings.TrimSuffix(f, "/"))
+		if filepath.IsAbs(rel) || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		src, err := filepath.EvalSymlinks(filepath.Join(m.opts.UserHome, rel))
+		if err != nil {
+			continue
+		}
+		c.copyTree(src, rel)
+	}
+	return errors.Join(c.errs...)
+}
+
+// homeCopier copies files into a session's home under a byte budget.
+type homeCopier struct {
+	root   *os.Root
+	budget int64
+	errs   []error
+}
+
+// copyTree copies the file or directory src to rel inside the root.
+func (c *homeCopier) copyTree(src, rel string) {
+	_ = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			c.errs = append(c.errs, err)
+			return nil
+		}
+		sub, _ := filepath.Rel(src, p)
+		dst := filepath.Join(rel, sub)
+		switch {
+		case d.IsDir():
+			if err := c.dir(dst); err != nil {
+				c.errs = append(c.errs, err)
+				return fs.SkipDir
+			}
+		case d.Type().IsRegular():
+			if err := c.file(p, dst); err != nil {
+				c.errs = append(c.errs, err)
+			}
+		}
+		return nil
+	})
+}
+
+// dir makes the directory dst (and its parents), replacing a non-directory
+// in its place.
+func (c *homeCopier) dir(dst string) error {
+	if fi, err := c.root.Lstat(dst); err == nil && !fi.IsDir() {
+		if err := c.root.RemoveAll(dst); err != nil {
+			return err
+		}
+	}
+	return c.root.MkdirAll(dst, 0o700)
+}
+
+// file copies the plain file src to dst, owner-only, as a new file (never
+// through whatever was at dst).
+func (c *homeCopier) file(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return err
+	}
+	if fi.Size() > c.budget {
+		return fmt.Errorf("%s left out: home_files copies are bounded to %d bytes", dst, maxHomeFilesBytes)
+	}
+	if err := c.dir(filepath.Dir(dst)); err != nil {
+		return err
+	}
+	if err := c.root.RemoveAll(dst); err != nil {
+		return err
+	}
+	out, err := c.root.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm()&0o700|0o600)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(out, io.LimitReader(in, c.budget))
+	c.budget -= n
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

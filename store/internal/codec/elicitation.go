@@ -1,0 +1,60 @@
+package codec
+
+import (
+	"encoding/json"
+
+	"github.com/berth-sh/berth"
+)
+
+// CheckElicitation is what every store refuses of an elicitation it is
+// given to create: EInvalid without an id or a session, or for a schema
+// that is not JSON.
+func CheckElicitation(e *berth.Elicitation) error {
+	if e == nil || e.ID == "" || e.SessionID == "" {
+		return berth.Errorf(berth.EInvalid, "elicitation needs an id and a session id")
+	}
+	if e.RequestedSchema != nil && !json.Valid(e.RequestedSchema) {
+		return berth.Errorf(berth.EInvalid, "elicitation requested_schema is not JSON")
+	}
+	return nil
+}
+
+// CheckResolution is EInvalid unless e names an elicitation and moves it
+// out of pending.
+func CheckResolution(e *berth.Elicitation) error {
+	if e == nil || e.ID == "" || e.SessionID == "" {
+		return berth.Errorf(berth.EInvalid, "elicitation needs an id and a session id")
+	}
+	if e.State == "" || e.State == berth.ElicitationPending {
+		return berth.Errorf(berth.EInvalid, "a resolution must move elicitation %s out of pending", e.ID)
+	}
+	return nil
+}
+
+// EncodeElicitation is the stored document of an elicitation. EInvalid
+// for content that cannot be encoded.
+func EncodeElicitation(e *berth.Elicitation) (string, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return "", berth.WrapError(berth.EInvalid, err, "elicitation cannot be encoded")
+	}
+	return string(b), nil
+}
+
+// DecodeElicitation is the inverse of EncodeElicitation. EInternal for a
+// document that does not decode.
+func DecodeElicitation(doc []byte) (*berth.Elicitation, error) {
+	e := new(berth.Elicitation)
+	if err := json.Unmarshal(doc, e); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "decode stored elicitation")
+	}
+	return e, nil
+}
+
+// ResolvedConflict is the EConflict of a resolution of an elicitation
+// that is no longer pending.
+func ResolvedConflict(id, state string) error {
+	return &berth.Error{Code: berth.EConflict,
+		Message: "elicitation " + id + " is " + state + ", not " + berth.ElicitationPending,
+		Details: map[string]any{"state": state, "expected": berth.ElicitationPending}}
+}
