@@ -163,6 +163,9 @@ func (rt *runtime) awaitElicitation(ctx context.Context, w *elicWaiter) (acp.Cre
 // resolver wins, later ones get conflict. The record is written before
 // the agent hears.
 func (rt *runtime) resolveElicitation(ctx context.Context, eid, action string, content map[string]any, by string) (*berth.Elicitation, error) {
+	// Held from the resolved event to the record: a detach waits for the pair.
+	rt.recordMu.RLock()
+	defer rt.recordMu.RUnlock()
 	rt.mu.Lock()
 	e, w, err := rt.resolveElicitationLocked(eid, action, content, by)
 	rt.mu.Unlock()

@@ -233,6 +233,9 @@ func answerFor(p *berth.Permission) acp.RequestPermissionResponse {
 // decide resolves a waiting request once: the first decider wins, later
 // ones get conflict. The record is written before the agent hears.
 func (rt *runtime) decide(ctx context.Context, permID, state, optionID, by string) (*berth.Permission, error) {
+	// Held from the resolved event to the record: a detach waits for the pair.
+	rt.recordMu.RLock()
+	defer rt.recordMu.RUnlock()
 	rt.mu.Lock()
 	p, w, err := rt.resolveLocked(permID, state, optionID, by)
 	rt.mu.Unlock()

@@ -190,6 +190,10 @@ func turnEnd(resp acp.PromptResponse, err error, stopping bool) turnEndedData {
 // counters are saved, then waiters are released. src is the end of the
 // agent's answer line when the answer closes the turn (else 0).
 func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
+	// Held from the events of the questions the turn ends to their
+	// records: a detach waits for the pairs.
+	rt.recordMu.RLock()
+	defer rt.recordMu.RUnlock()
 	rt.mu.Lock()
 	if rt.turn != t || rt.detached.Load() {
 		// A detached runtime leaves the turn to the next daemon.
