@@ -72,7 +72,15 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 			t.addChunk(&u)
 		}
 	}
-	rt.emitFrom(rt.linePos(), turnID, typ, data)
+	if rt.sess.State == berth.StateStarting {
+		// Before session_started (commands an agent announces while it
+		// opens the conversation): logged right after it.
+		ev := berth.NewEvent(rt.id, turnID, typ, data)
+		ev.Source = rt.linePos()
+		rt.early = append(rt.early, ev)
+	} else {
+		rt.emitFrom(rt.linePos(), turnID, typ, data)
+	}
 	if rt.turn != nil && rt.steer != nil && toolCallFinished(&u) {
 		rt.deliverSteerLocked(rt.turn)
 	}

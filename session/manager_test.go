@@ -26,19 +26,20 @@ func TestCreateCompletesHandshakeBeforeReturning(t *testing.T) {
 		t.Fatalf("session = %+v", s)
 	}
 	evs := e.events(s.ID)
-	// The demo agent announces its commands before it answers session/new.
-	if got := types(evs); !slices.Equal(got, []string{berth.EventSessionCreated, berth.EventCommandsUpdate, berth.EventSessionStarted}) {
+	// The demo agent announces its commands before it answers session/new:
+	// they are logged right after session_started.
+	if got := types(evs); !slices.Equal(got, []string{berth.EventSessionCreated, berth.EventSessionStarted, berth.EventCommandsUpdate}) {
 		t.Fatalf("log = %v", got)
 	}
 	if s.LastSeq != 3 {
-		t.Fatalf("the create answer's last_seq = %d, want 3 (session_started included)", s.LastSeq)
+		t.Fatalf("the create answer's last_seq = %d, want 3 (session_started and the commands included)", s.LastSeq)
 	}
 	var started struct {
 		ProtocolVersion int    `json:"protocol_version"`
 		ResumedBy       string `json:"resumed_by"`
 	}
-	if err := json.Unmarshal(evs[2].Data, &started); err != nil || started.ProtocolVersion != 1 {
-		t.Fatalf("session_started data = %s", evs[2].Data)
+	if err := json.Unmarshal(evs[1].Data, &started); err != nil || started.ProtocolVersion != 1 {
+		t.Fatalf("session_started data = %s", evs[1].Data)
 	}
 	stored, err := e.store.GetSession(context.Background(), s.ID)
 	if err != nil || stored.State != berth.StateActive || stored.AgentPID == 0 {
@@ -56,7 +57,7 @@ func TestPromptRunsATurnWithAContiguousLog(t *testing.T) {
 	evs := e.events(s.ID)
 	checkContiguous(t, evs)
 	got := types(evs)
-	if got[0] != berth.EventSessionCreated || got[1] != berth.EventCommandsUpdate || got[2] != berth.EventSessionStarted ||
+	if got[0] != berth.EventSessionCreated || got[1] != berth.EventSessionStarted || got[2] != berth.EventCommandsUpdate ||
 		got[3] != berth.EventTurnStarted || got[len(got)-1] != berth.EventTurnEnded {
 		t.Fatalf("log = %v", got)
 	}

@@ -114,6 +114,9 @@ type runtime struct {
 	// its shim (a graceful shutdown): from then on the runtime records
 	// nothing, and the next daemon carries on.
 	detached atomic.Bool
+	// early holds the agent's updates that came before session_started,
+	// logged right after it (or before session_stopped). Guarded by mu.
+	early []berth.Event
 	// recordMu pairs a stored record with its event: a request holds it
 	// (read) from its store write to its event, and detach takes it
 	// (write) before setting detached, so the next daemon never adopts a
@@ -315,6 +318,15 @@ func (rt *runtime) emitFrom(src int64, turnID, typ string, data any) {
 // linePos is where the agent line being dispatched ends.
 func (rt *runtime) linePos() int64 { return rt.client.Position() }
 
+// emitEarlyLocked logs the agent's updates held back until session_started
+// (see agentHandler.SessionUpdate), in arrival order.
+func (rt *runtime) emitEarlyLocked() {
+	for _, ev := range rt.early {
+		rt.emitEvent(ev)
+	}
+	rt.early = nil
+}
+
 // emitEvent hands ev to the log. Called under mu it may wait for the log's
 // room (see runtime): the log's writer never takes mu.
 func (rt *runtime) emitEvent(ev berth.Event) {
@@ -474,6 +486,10 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 		kind = failure.Kind
 	}
 	rt.m.opts.Observer.AgentExited(reason, kind)
+	// A session that never started still logs what its agent said.
+	rt.mu.Lock()
+	rt.emitEarlyLocked()
+	rt.mu.Unlock()
 	ev := berth.NewEvent(rt.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
 	if failure != nil {
 		rt.logger.Info("session stopped", "stop_reason", reason, "failure", failure.Kind, "message", failure.Message)

@@ -97,14 +97,14 @@ func TestUnknownEarlyAndLateUpdatesAreKept(t *testing.T) {
 	evs := e.events(s.ID)
 	checkContiguous(t, evs)
 	got := types(evs)
-	want := []string{berth.EventSessionCreated, berth.EventRuntimeWarning, berth.EventCommandsUpdate, berth.EventACPUnknown, berth.EventSessionStarted,
+	want := []string{berth.EventSessionCreated, berth.EventRuntimeWarning, berth.EventSessionStarted, berth.EventCommandsUpdate, berth.EventACPUnknown,
 		berth.EventTurnStarted, berth.EventAgentMessage, berth.EventACPUnknown, berth.EventAgentMessage, berth.EventTurnEnded,
 		berth.EventAgentMessage}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("log = %v\nwant  %v", got, want)
 	}
-	if !strings.Contains(string(evs[3].Data), "_auth/status_update") || !strings.Contains(string(evs[7].Data), "hologram_update") {
-		t.Fatalf("unknown events lost their payload: %s / %s", evs[3].Data, evs[7].Data)
+	if !strings.Contains(string(evs[4].Data), "_auth/status_update") || !strings.Contains(string(evs[7].Data), "hologram_update") {
+		t.Fatalf("unknown events lost their payload: %s / %s", evs[4].Data, evs[7].Data)
 	}
 	if !strings.Contains(string(evs[8].Data), "image/png") {
 		t.Fatalf("non-text chunk lost its content: %s", evs[8].Data)

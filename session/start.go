@@ -195,6 +195,7 @@ func (rt *runtime) activate(ctx context.Context, acpID, resumedBy string, setup 
 		rt.emit("", berth.EventSessionStarted, map[string]any{
 			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
 			"capabilities": info.Capabilities, "resumed_by": resumedBy})
+		rt.emitEarlyLocked()
 		rt.logger.Info("session started", "agent", rt.spec.Name, "resumed_by", resumedBy)
 		if rt.resumed {
 			// Before the queue runs, the session gets its mode and config back.

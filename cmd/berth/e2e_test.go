@@ -362,7 +362,7 @@ func TestHTTPContract(t *testing.T) {
 	if st, _ := s.api("GET", "/v1/sessions/"+sess.ID+"/events?after=0&limit=1000", nil, &page); st != 200 {
 		t.Fatalf("events = %d", st)
 	}
-	want := []string{"session_created", "commands_update", "session_started", "turn_started", "checkpoint_created", "agent_message", "turn_ended"}
+	want := []string{"session_created", "session_started", "commands_update", "turn_started", "checkpoint_created", "agent_message", "turn_ended"}
 	for i, ev := range page.Events {
 		if ev.Seq != int64(i+1) || i >= len(want) || ev.Type != want[i] {
 			t.Fatalf("log = %+v", page.Events)
