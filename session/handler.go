@@ -72,15 +72,7 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 			t.addChunk(&u)
 		}
 	}
-	if rt.sess.State == berth.StateStarting {
-		// Before session_started (commands an agent announces while it
-		// opens the conversation): logged right after it.
-		ev := berth.NewEvent(rt.id, turnID, typ, data)
-		ev.Source = rt.linePos()
-		rt.early = append(rt.early, ev)
-	} else {
-		rt.emitFrom(rt.linePos(), turnID, typ, data)
-	}
+	rt.emitAgentLocked(turnID, typ, data)
 	if rt.turn != nil && rt.steer != nil && toolCallFinished(&u) {
 		rt.deliverSteerLocked(rt.turn)
 	}
@@ -202,8 +194,21 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	if rt.turn != nil {
 		turnID = rt.turn.id
 	}
-	rt.emitFrom(rt.linePos(), turnID, berth.EventACPUnknown, rawData{Raw: raw})
+	rt.emitAgentLocked(turnID, berth.EventACPUnknown, rawData{Raw: raw})
 	rt.mu.Unlock()
+}
+
+// emitAgentLocked logs what the agent's line being dispatched said. Before
+// session_started (commands an agent announces while it opens the
+// conversation) it is held back and logged right after it.
+func (rt *runtime) emitAgentLocked(turnID, typ string, data any) {
+	if rt.sess.State != berth.StateStarting {
+		rt.emitFrom(rt.linePos(), turnID, typ, data)
+		return
+	}
+	ev := berth.NewEvent(rt.id, turnID, typ, data)
+	ev.Source = rt.linePos()
+	rt.early = append(rt.early, ev)
 }
 
 func (rt *runtime) currentTurnIDLocked() string {

@@ -69,9 +69,16 @@ func (tm *terminal) printed() string {
 // its text), and returns what it shows.
 func (tm *terminal) waitFor(want string) string {
 	tm.t.Helper()
+	return tm.waitForNth(want, 1)
+}
+
+// waitForNth waits until the terminal has shown want n times (a turn's
+// end marker is shown once per turn).
+func (tm *terminal) waitForNth(want string, n int) string {
+	tm.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if s := tm.printed(); strings.Contains(s, want) {
+		if s := tm.printed(); strings.Count(s, want) >= n {
 			return s
 		}
 		if time.Now().After(deadline) {
@@ -125,7 +132,8 @@ func TestAttachAtATerminal(t *testing.T) {
 
 	tm.typeLine("echo typed here")
 	tm.waitFor("» echo typed here")
-	tm.waitFor("[end_turn]")
+	// The second end: the first was the recent past's.
+	tm.waitForNth("[end_turn]", 2)
 
 	// Busy: the next line queues; ! interrupts the turn and the queue.
 	tm.typeLine("sleep 60000")
