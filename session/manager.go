@@ -136,7 +136,7 @@ type Options struct {
 	// Cluster, when set, makes the manager a node of a cluster: sessions
 	// are driven under their lease (see Cluster); nil is one node.
 	Cluster Cluster
-	Logger   *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Manager owns the live sessions.
