@@ -80,7 +80,7 @@ func (noObserver) Committed(int, time.Duration) {}
 // Log sequences, persists and publishes the events of every session. Its
 // methods are safe for concurrent use.
 type Log struct {
-	store     berth.Store
+	store     berth.EventStore
 	maxBatch  int
 	ringSize  int
 	ringBytes int
@@ -171,7 +171,7 @@ type hold struct {
 }
 
 // New returns a Log over store. Call Open to start it.
-func New(store berth.Store, opts Options) *Log {
+func New(store berth.EventStore, opts Options) *Log {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
 	}
