@@ -23,7 +23,13 @@ func startNode(t *testing.T, db, id string) *server {
 	t.Helper()
 	addr := freeAddr(t)
 	env := []string{"BERTH_CLUSTER_TOKEN=test-node-token", "BERTH_CLUSTER_LEASE_TTL=" + clusterTTL.String()}
-	return startServerAddr(t, t.TempDir(), addr, env, "--store", db, "--node-id", id, "--advertise", "http://"+addr)
+	s := startServerAddr(t, t.TempDir(), addr, env, "--store", db, "--node-id", id, "--advertise", "http://"+addr)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", id, s.log)
+		}
+	})
+	return s
 }
 
 // session reads one session from a node.
@@ -136,7 +142,7 @@ func TestClusterNodeKilledItsSessionsResumeElsewhere(t *testing.T) {
 	if resumed.State != berth.StateActive || resumed.Node != "node-c" || resumed.Workspace != sess.Workspace {
 		t.Fatalf("resumed on C: state %s node %q workspace %s", resumed.State, resumed.Node, resumed.Workspace)
 	}
-	if st, _ := c.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo two"}, &r); st != 200 || r.Text != "two" {
+	if st, _ := c.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo two"}, &r); st != 200 || r.StopReason != "end_turn" || !strings.HasSuffix(r.Text, "two") {
 		t.Fatalf("prompt on C = %d %+v", st, r)
 	}
 	if got := b.session(t, sess.ID); got.Node != "node-c" {
