@@ -299,11 +299,12 @@ func testFenceRace(t *testing.T, open Opener) {
 		}
 		acquire(t, b, id, "B", base.Add(ttl+time.Second), ttl)
 		last := lastSeq(t, b, id)
-		if err := b.AppendEvents(ctx(t), events(id, last+1, 1)); err != nil {
-			t.Fatalf("round %d: B's first append after the takeover (seq %d): %v", round, last+1, err)
-		}
+		err := b.AppendEvents(ctx(t), events(id, last+1, 1))
 		close(stop)
 		wg.Wait()
+		if err != nil {
+			t.Fatalf("round %d: B's first append after the takeover (seq %d): %v", round, last+1, err)
+		}
 		mu.Lock()
 		if n := len(committed); n == 0 || committed[n-1] > last {
 			t.Fatalf("round %d: A committed up to %v after B read last seq %d", round, committed[max(0, n-3):], last)
