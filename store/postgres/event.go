@@ -110,6 +110,15 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		for _, i := range order {
 			b.Queue(bumpLastSeqSQL, tops[i].seq, tops[i].src, tops[i].id)
 		}
+		// A fenced store checks every session's lease in the same round trip.
+		_, fenced := s.fence.Node()
+		ids := make([]string, len(order))
+		if fenced {
+			for j, i := range order {
+				ids[j] = tops[i].id
+			}
+			b.Queue(fenceSQL, ids)
+		}
 		br := tx.SendBatch(ctx, b)
 		for _, i := range order {
 			err := br.QueryRow().Scan(&tops[i].pk)
@@ -120,6 +129,22 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 			if err != nil {
 				br.Close()
 				return internal(err, "append events")
+			}
+		}
+		if fenced {
+			rows, err := br.Query()
+			if err == nil {
+				var leases []leaseRow
+				if leases, err = fenceRows(rows); err == nil {
+					err = s.fence.Check(ids, leaseOf(leases))
+				}
+			}
+			if err != nil {
+				br.Close()
+				if isBerthError(err) {
+					return err
+				}
+				return internal(err, "check leases")
 			}
 		}
 		if err := br.Close(); err != nil {

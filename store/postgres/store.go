@@ -27,6 +27,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
+	"github.com/berth-sh/berth/store/internal/fence"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -53,7 +54,7 @@ type Store struct {
 	pool   *connPool
 	logger *slog.Logger
 	// fence is set by Fence (fence.go).
-	fence fence
+	fence fence.Book
 
 	closeOnce sync.Once
 }
