@@ -458,4 +458,3 @@ func TestNoClusterForwardsNothing(t *testing.T) {
 		t.Fatalf("a node token without a cluster: %d", st)
 	}
 }
-
