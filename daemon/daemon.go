@@ -22,6 +22,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/cluster"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/hooks"
@@ -53,6 +54,8 @@ type Daemon struct {
 	hooks  *hooks.Service
 	srv    *bhttp.Server
 	docker *docker.Provider
+	// node is this daemon as a cluster node; nil for one node alone.
+	node *cluster.Node
 	// token is what TCP clients must send: [server] token or the one kept
 	// in the home ("" only with loopback_without_token).
 	token string
@@ -166,6 +169,13 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		o.Logger.Warn("the store is in memory (memory:): every session, its events and its queue are lost when " +
 			"the daemon exits, and sessions are stopped then instead of left running")
 	}
+	node := nodeID(o.Home)
+	if id := o.Config.Cluster.NodeID; id != "" {
+		node = id
+	}
+	if err = d.joinCluster(ctx, o); err != nil {
+		return nil, err
+	}
 	// The scrape-time sources are set once the manager and the hooks exist.
 	var census func(context.Context) (session.Census, error)
 	var hookCounters func() hooks.Counters
@@ -202,11 +212,15 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		pob, _ := json.Marshal(po)
 		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
 			Orphan: o.Config.Limits.OrphanTimeout.Duration}
+		if d.node != nil {
+			// A node that dies leaves no agent running unowned past the
+			// moment the others take its sessions over.
+			shimOpts.Orphan = o.Config.Cluster.LeaseTTL.Duration
+		}
 		if o.SmallShim != nil {
 			shimOpts.Programs = o.SmallShim(o.Home, string(pob), o.Logger)
 		}
 	}
-	node := nodeID(o.Home)
 	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.Config.Hooks), Owner: node, Logger: o.Logger}); err != nil {
 		return nil, err
 	}
@@ -237,10 +251,15 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			return bhttp.NewToolsHandler(open, lim.MaxPromptBytes, o.Logger)
 		},
 		Observer: d.metrics,
+		Cluster:  d.sessionCluster(),
 	})
 	census, hookCounters = d.mgr.Census, d.hooks.Counters
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
+	}
+	if d.node != nil {
+		// The heartbeat renews the leases the boot took; it runs until Close.
+		d.node.Start(d.mgr)
 	}
 	if err = d.hooks.Open(ctx, d.mgr); err != nil {
 		return nil, err
@@ -329,6 +348,12 @@ func (d *Daemon) Close(ctx context.Context) {
 		if err := d.mgr.Shutdown(ctx, !d.leaveSessions); err != nil {
 			d.logger.Warn("session manager close", "err", err)
 		}
+	}
+	if d.node != nil {
+		// Sessions left running stay this node's: a restart within
+		// lease_ttl carries them on, else the others close them
+		// (node_lost). Sessions stopped, the node leaves.
+		d.node.Close(ctx, !d.leaveSessions)
 	}
 	if d.docker != nil {
 		if err := d.docker.Close(); err != nil {
@@ -504,3 +529,41 @@ func checkpointStore(home string, c config.Checkpoints) *checkpoint.Store {
 	return checkpoint.New(filepath.Join(home, "checkpoints"), checkpoint.Options{
 		MaxFileBytes: int64(c.MaxFileBytes), MaxTotalBytes: int64(c.MaxTotalBytes)})
 }
+
+// joinCluster makes the daemon a node of the cluster its config names
+// (a PostgreSQL store and [cluster] node_id): the store is fenced and the
+// node registered before any session is looked at. A node id with
+// another store is refused: only PostgreSQL is shared.
+func (d *Daemon) joinCluster(ctx context.Context, o Options) error {
+	cc := o.Config.Cluster
+	if cc.NodeID == "" {
+		return nil
+	}
+	if !o.Config.ClusterEnabled() {
+		return berth.Errorf(berth.EInvalid, "cluster.node_id is set but the store is %s: several nodes share one PostgreSQL store; with SQLite there is one node", d.store.Name())
+	}
+	if cc.Token == "" {
+		return berth.Errorf(berth.EInvalid, "cluster.node_id is set but cluster.token is empty: every node of a cluster needs the node token")
+	}
+	node, err := cluster.New(cluster.Options{ID: cc.NodeID, Advertise: cc.Advertise, TTL: cc.LeaseTTL.Duration,
+		Store: d.store, Processes: session.SessionProcesses, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	if err := node.Join(ctx); err != nil {
+		return err
+	}
+	d.node = node
+	return nil
+}
+
+// sessionCluster is the manager's cluster: the node, or nil for one node.
+func (d *Daemon) sessionCluster() session.Cluster {
+	if d.node == nil {
+		return nil
+	}
+	return d.node
+}
+
+// Node is the daemon's cluster node, nil when it runs alone.
+func (d *Daemon) Node() *cluster.Node { return d.node }

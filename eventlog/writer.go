@@ -129,7 +129,8 @@ func (l *Log) commit(w *writerState, batch []*request) {
 // of a batch rather than by the store itself.
 func retryAlone(err error) bool {
 	switch berth.ErrorCode(err) {
-	case berth.EConflict, berth.ENotFound, berth.EInvalid:
+	case berth.EConflict, berth.ENotFound, berth.EInvalid, berth.ELeaseLost:
+		// A lost lease is one session's: the others' events commit.
 		return true
 	}
 	return false
@@ -277,6 +278,13 @@ func (l *Log) settle(req *request) {
 		l.mu.Unlock()
 	case req.err != nil:
 		err = req.err
+		if fn := l.onRefused.Load(); fn != nil {
+			for i := range req.events {
+				if id := req.events[i].SessionID; i == 0 || id != req.events[i-1].SessionID {
+					(*fn)(id, err)
+				}
+			}
+		}
 		l.mu.Lock()
 		l.failures++
 		l.lastErr = err

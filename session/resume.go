@@ -83,8 +83,15 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		m.release()
 		return m.liveResult(ctx, other)
 	}
+	// In a cluster, this node drives it from here: of two nodes resuming
+	// it at once, one takes the lease.
+	if err := m.acquire(ctx, id); err != nil {
+		m.abandon(rt)
+		return nil, err
+	}
 	if err := m.store.UpdateSession(ctx, &next, berth.StateStopped); err != nil {
 		m.abandon(rt)
+		m.releaseLease(ctx, id)
 		return nil, err
 	}
 	rt.mu.Lock()

@@ -253,6 +253,9 @@ func (rt *runtime) viewLocked() *berth.Session {
 		s.CurrentTurnID = ""
 	}
 	s.Badge = s.ComputeBadge(rt.turn != nil, rt.hung)
+	if rt.m.inCluster() {
+		s.Node = rt.m.opts.NodeID
+	}
 	return &s
 }
 
@@ -290,6 +293,9 @@ func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func
 	next.Resumable = resumable(&next)
 	next.Badge = next.ComputeBadge(rt.turn != nil, rt.hung)
 	if err := rt.m.store.UpdateSession(ctx, &next, from); err != nil {
+		if berth.IsCode(err, berth.ELeaseLost) {
+			rt.m.leaseLost(rt.id)
+		}
 		return err
 	}
 	rt.sess = next
@@ -498,10 +504,13 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 			s.ShimSocket, s.ShimPID = "", 0
 			s.ToolsHash = ""
 		})
-		if err == nil || berth.IsCode(err, berth.EConflict) || attempt == 4 {
+		if err == nil || berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ELeaseLost) || attempt == 4 {
 			if err != nil {
 				rt.logger.Error("could not record stopped", "err", err)
+				return
 			}
+			// Stopped: no node drives the session now.
+			rt.m.releaseLease(ctx, rt.id)
 			return
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)

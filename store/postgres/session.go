@@ -260,7 +260,7 @@ func missOrConflict(ctx context.Context, tx pgx.Tx, id string, from berth.State)
 // DeleteSession removes a session, its labels, turns, whole log, queue
 // entries, permissions and lease in one transaction. ENotFound if absent.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var pk int64
 		err := tx.QueryRow(ctx, `DELETE FROM sessions WHERE id = $1 RETURNING pk`, id).Scan(&pk)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -280,4 +280,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		}
 		return nil
 	})
+	if err == nil {
+		// Its lease went with it.
+		s.fence.dropped(id)
+	}
+	return err
 }

@@ -52,6 +52,8 @@ type Options struct {
 type Store struct {
 	pool   *connPool
 	logger *slog.Logger
+	// fence is set by Fence (fence.go).
+	fence fence
 
 	closeOnce sync.Once
 }

@@ -83,6 +83,12 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"SideEntitiesCascade", testSideEntitiesCascade},
 		{"ListRecovery", testListRecovery},
 		{"CountStopped", testCountStopped},
+		{"NodeRegistry", testNodeRegistry},
+		{"NodeHeartbeat", testNodeHeartbeat},
+		{"NodeMarkLost", testNodeMarkLost},
+		{"NodeRestartKeepsLeases", testNodeRestartKeepsLeases},
+		{"NodeLeave", testNodeLeave},
+		{"NodeMarkLostConcurrent", testNodeMarkLostConcurrent},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })

@@ -1,0 +1,352 @@
+// Package cluster is the life of one node of several `berth serve` sharing
+// one PostgreSQL store (CONTRACT §4.11, DESIGN decision 8): it registers
+// the node, heartbeats it (renewing every lease it holds), marks lost the
+// nodes that stopped heartbeating and closes their sessions, and lets go
+// of every session at once when this node finds itself lost. PostgreSQL
+// is the only shared component: leases with fencing tokens say which node
+// drives a session, and the store refuses the writes of a node that lost
+// one.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// Sessions is what a node needs of the session manager
+// (session.Manager).
+type Sessions interface {
+	// LoseSessions lets go at once, writing nothing, of the sessions
+	// named (every live one when ids is nil).
+	LoseSessions(ids []string)
+	// CloseLost closes a session of a lost node, whose lease the caller
+	// holds: stopped/node_lost. leftovers are the processes of this host
+	// by session id (nil: looked up).
+	CloseLost(ctx context.Context, id string, leftovers map[string][]int) error
+}
+
+// Options configure a Node.
+type Options struct {
+	// ID and Advertise are this node's ([cluster] node_id, advertise).
+	ID        string
+	Advertise string
+	// TTL is [cluster] lease_ttl: a node silent this long is lost.
+	TTL time.Duration
+	// Store is the shared store; it must be a berth.NodeStore.
+	Store berth.Store
+	// Processes maps session ids to this host's processes that carry
+	// them, read once per lost node (nil: none are looked for).
+	Processes func() map[string][]int
+	Logger    *slog.Logger
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// Node is this daemon as a node of a cluster. It implements
+// session.Cluster.
+type Node struct {
+	opts  Options
+	nodes berth.NodeStore
+	store berth.Store
+	log   *slog.Logger
+
+	// sessions is set by Start, before the heartbeat runs.
+	sessions Sessions
+
+	mu sync.Mutex
+	// tokens are the fencing tokens of the leases this node took.
+	tokens map[string]int64
+	// lastBeat is when the last heartbeat succeeded.
+	lastBeat time.Time
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	// beats counts successful heartbeats (tests).
+	beats int64
+}
+
+// New returns the node; Join registers it. EInvalid when the store keeps
+// no node registry.
+func New(opts Options) (*Node, error) {
+	ns, ok := opts.Store.(berth.NodeStore)
+	if !ok {
+		return nil, berth.Errorf(berth.EInvalid, "the %s store keeps no node registry: it cannot be shared by a cluster", opts.Store.Name())
+	}
+	if opts.TTL <= 0 {
+		return nil, berth.Errorf(berth.EInvalid, "cluster: lease_ttl must be positive")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Node{opts: opts, nodes: ns, store: opts.Store, log: opts.Logger.With("node_id", opts.ID),
+		tokens: map[string]int64{}}, nil
+}
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.opts.ID }
+
+// Join fences the store (from now on it refuses this node's writes to a
+// session whose lease it does not hold) and registers the node, up, before
+// the session manager looks at any session.
+func (n *Node) Join(ctx context.Context) error {
+	f, ok := n.store.(berth.Fencer)
+	if !ok {
+		return berth.Errorf(berth.EInvalid, "the %s store cannot fence a node's writes: it cannot be shared by a cluster", n.store.Name())
+	}
+	f.Fence(n.opts.ID)
+	return n.register(ctx)
+}
+
+// register (re)joins the registry as a fresh incarnation.
+func (n *Node) register(ctx context.Context) error {
+	now := n.opts.Now().UTC()
+	if err := n.nodes.RegisterNode(ctx, &berth.Node{ID: n.opts.ID, Advertise: n.opts.Advertise, State: berth.NodeUp,
+		StartedAt: now, LastHeartbeat: now}, now); err != nil {
+		return berth.WrapError(berth.ErrorCode(err), err, "register node %s", n.opts.ID)
+	}
+	n.mu.Lock()
+	n.lastBeat = now
+	n.mu.Unlock()
+	n.log.Info("node joined the cluster", "advertise", n.opts.Advertise, "lease_ttl", n.opts.TTL)
+	return nil
+}
+
+// Start runs the heartbeat until Close: every TTL/3 the node heartbeats
+// (renewing its leases), marks lost the nodes silent for TTL and closes
+// their sessions.
+func (n *Node) Start(sessions Sessions) {
+	n.sessions = sessions
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stop = cancel
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		t := time.NewTicker(n.opts.TTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				n.beat(ctx)
+			}
+		}
+	}()
+}
+
+// Close stops the heartbeat. With leave, the node leaves the registry
+// (its leases released): its sessions must be stopped by then. Without,
+// the node stays registered: a restart within lease_ttl carries its
+// sessions on, else the others mark it lost and close them.
+func (n *Node) Close(ctx context.Context, leave bool) {
+	if n.stop != nil {
+		n.stop()
+		n.wg.Wait()
+	}
+	if !leave {
+		return
+	}
+	if err := n.nodes.LeaveNode(ctx, n.opts.ID); err != nil {
+		n.log.Warn("node did not leave the registry", "err", err)
+	}
+}
+
+// beat is one tick of the heartbeat.
+func (n *Node) beat(ctx context.Context) {
+	now := n.opts.Now().UTC()
+	err := n.nodes.Heartbeat(ctx, n.opts.ID, now, n.opts.TTL)
+	switch {
+	case err == nil:
+		n.mu.Lock()
+		n.lastBeat = now
+		n.beats++
+		n.mu.Unlock()
+	case berth.IsCode(err, berth.ENodeLost), berth.IsCode(err, berth.ENotFound):
+		// The others marked this node lost and took its sessions over:
+		// it drives none of them from now on, then joins again afresh.
+		n.log.Error("this node was marked lost: letting go of every session", "err", err)
+		n.loseAll()
+		if err := n.register(ctx); err != nil && ctx.Err() == nil {
+			n.log.Error("node did not join again", "err", err)
+		}
+		return
+	default:
+		if ctx.Err() != nil {
+			return
+		}
+		n.mu.Lock()
+		silent := now.Sub(n.lastBeat)
+		n.mu.Unlock()
+		n.log.Warn("heartbeat failed", "err", err, "silent_for", silent)
+		if silent >= n.opts.TTL {
+			// The others take this node for lost by now: its agents must
+			// not run on beside the ones they may resume.
+			n.log.Error("no heartbeat for lease_ttl: letting go of every session")
+			n.loseAll()
+		}
+		return
+	}
+	n.takeOver(ctx, now)
+}
+
+// loseAll lets go of every session this node drives.
+func (n *Node) loseAll() {
+	n.sessions.LoseSessions(nil)
+	n.mu.Lock()
+	clear(n.tokens)
+	n.mu.Unlock()
+}
+
+// takeOver marks lost the nodes silent for TTL and closes each one's
+// sessions: the lease taken over (its token grows, so the lost node's
+// writes are refused), the session stopped/node_lost, the lease given
+// back. The store hands each lost node to one caller only.
+func (n *Node) takeOver(ctx context.Context, now time.Time) {
+	lost, err := n.nodes.MarkLostNodes(ctx, now, n.opts.TTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("look for lost nodes", "err", err)
+		}
+		return
+	}
+	for _, ln := range lost {
+		began := time.Now()
+		leases, err := n.nodes.LeasesOf(ctx, ln.ID)
+		if err != nil {
+			n.log.Error("sessions of a lost node not closed", "lost_node", ln.ID, "err", err)
+			continue
+		}
+		var procs map[string][]int
+		if n.opts.Processes != nil && len(leases) > 0 {
+			procs = n.opts.Processes()
+		}
+		closed := 0
+		for _, l := range leases {
+			if err := n.closeLost(ctx, l.SessionID, procs); err != nil {
+				n.log.Error("session of a lost node not closed", "lost_node", ln.ID, "session_id", l.SessionID, "err", err)
+				continue
+			}
+			closed++
+		}
+		n.log.Warn("node lost: its sessions are stopped (node_lost), resumable on any node",
+			"lost_node", ln.ID, "last_heartbeat", ln.LastHeartbeat, "sessions", closed, "took", time.Since(began))
+	}
+}
+
+// closeLost takes one session of a lost node over and closes it.
+func (n *Node) closeLost(ctx context.Context, id string, procs map[string][]int) error {
+	if err := n.Acquire(ctx, id); err != nil {
+		if berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ENotFound) {
+			// Back with its node, taken by another, or deleted.
+			return nil
+		}
+		return err
+	}
+	defer n.Release(context.WithoutCancel(ctx), id)
+	if procs == nil {
+		procs = map[string][]int{}
+	}
+	return n.sessions.CloseLost(ctx, id, procs)
+}
+
+// Acquire implements session.Cluster: it takes the lease of a session for
+// this node until now+TTL (the heartbeat renews it).
+func (n *Node) Acquire(ctx context.Context, id string) error {
+	l, err := n.store.AcquireLease(ctx, id, n.opts.ID, n.opts.Now().UTC(), n.opts.TTL)
+	if err != nil {
+		var be *berth.Error
+		if berth.IsCode(err, berth.EConflict) && errors.As(err, &be) && be.Details == nil {
+			if cur, gerr := n.store.GetLease(ctx, id); gerr == nil {
+				return &berth.Error{Code: berth.EConflict, Message: "node " + cur.Owner + " drives the session",
+					Details: map[string]any{"node": cur.Owner}, Err: err}
+			}
+		}
+		return err
+	}
+	n.mu.Lock()
+	n.tokens[id] = l.Token
+	n.mu.Unlock()
+	return nil
+}
+
+// Release implements session.Cluster: it gives back the lease this node
+// took of a session. A lease another node took meanwhile is left alone.
+func (n *Node) Release(ctx context.Context, id string) {
+	n.mu.Lock()
+	token, ok := n.tokens[id]
+	delete(n.tokens, id)
+	n.mu.Unlock()
+	if !ok {
+		l, err := n.store.GetLease(ctx, id)
+		if err != nil || l.Owner != n.opts.ID {
+			return
+		}
+		token = l.Token
+	}
+	if err := n.store.ReleaseLease(ctx, id, n.opts.ID, token); err != nil &&
+		!berth.IsCode(err, berth.EConflict) && !berth.IsCode(err, berth.ENotFound) {
+		n.log.Warn("lease not released", "session_id", id, "err", err)
+	}
+}
+
+// Holds implements session.Cluster: whether this node holds a session's
+// lease, renewed now. A lease another node took, or none (a session no
+// node drives), is not this node's.
+func (n *Node) Holds(ctx context.Context, id string) bool {
+	l, err := n.store.GetLease(ctx, id)
+	if err != nil || l.Owner != n.opts.ID {
+		return false
+	}
+	return n.Acquire(ctx, id) == nil
+}
+
+// Owners implements session.Cluster: the holder of each live lease among
+// the sessions named.
+func (n *Node) Owners(ctx context.Context, ids []string) map[string]string {
+	out := make(map[string]string, len(ids))
+	now := n.opts.Now()
+	if len(ids) <= 2 {
+		for _, id := range ids {
+			if l, err := n.store.GetLease(ctx, id); err == nil && l.Owner != "" && l.ExpiresAt.After(now) {
+				out[id] = l.Owner
+			}
+		}
+		return out
+	}
+	// A page of sessions: the leases of every node, a read per node.
+	nodes, err := n.nodes.ListNodes(ctx)
+	if err != nil {
+		return out
+	}
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	for _, nd := range nodes {
+		leases, err := n.nodes.LeasesOf(ctx, nd.ID)
+		if err != nil {
+			continue
+		}
+		for _, l := range leases {
+			if want[l.SessionID] && l.ExpiresAt.After(now) {
+				out[l.SessionID] = l.Owner
+			}
+		}
+	}
+	return out
+}
+
+// Beats counts the node's successful heartbeats.
+func (n *Node) Beats() int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.beats
+}

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// clusterTTL is the lease_ttl of the test clusters: short, so a failover
+// takes seconds.
+const clusterTTL = 2 * time.Second
+
+// startNode runs `berth serve` as node id of the cluster on the
+// PostgreSQL database db, in a home of its own, on a loopback port.
+func startNode(t *testing.T, db, id string) *server {
+	t.Helper()
+	addr := freeAddr(t)
+	env := []string{"BERTH_CLUSTER_TOKEN=test-node-token", "BERTH_CLUSTER_LEASE_TTL=" + clusterTTL.String()}
+	return startServerAddr(t, t.TempDir(), addr, env, "--store", db, "--node-id", id, "--advertise", "http://"+addr)
+}
+
+// session reads one session from a node.
+func (s *server) session(t *testing.T, id string) berth.Session {
+	t.Helper()
+	var sess berth.Session
+	if st, err := s.api("GET", "/v1/sessions/"+id, nil, &sess); st != 200 || err != nil {
+		t.Fatalf("GET session %s: %d %v\n%s", id, st, err, s.log)
+	}
+	return sess
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	began := time.Now()
+	for !cond() {
+		if time.Since(began) > within {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(began)
+}
+
+// stopReasonOf returns the stop_reason of a session_stopped event.
+func stopReasonOf(ev berth.Event) string {
+	var d struct {
+		StopReason string `json:"stop_reason"`
+	}
+	_ = json.Unmarshal(ev.Data, &d)
+	return d.StopReason
+}
+
+// Three nodes on one PostgreSQL: a session created on A is read on B; A
+// is SIGKILLed: within lease_ttl and a beat its session is
+// stopped/node_lost (badge stopped, no failure), its agent and shim are
+// gone, its log ends with session_stopped {node_lost} and stays
+// contiguous; it resumes on C, in the same workspace, and answers a
+// prompt there.
+func TestClusterNodeKilledItsSessionsResumeElsewhere(t *testing.T) {
+	db := freshPostgres(t)
+	a, b, c := startNode(t, db, "node-a"), startNode(t, db, "node-b"), startNode(t, db, "node-c")
+	var h berth.Health
+	if st, _ := b.api("GET", "/v1/health", nil, &h); st != 200 || h.NodeID != "node-b" {
+		t.Fatalf("health of B = %d %+v", st, h)
+	}
+	ws := t.TempDir()
+	var sess berth.Session
+	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "workspace": ws}, &sess); st != 201 {
+		t.Fatalf("create on A = %d\n%s", st, a.log)
+	}
+	if sess.Node != "node-a" || sess.State != berth.StateActive {
+		t.Fatalf("created on A: node %q state %s", sess.Node, sess.State)
+	}
+	var r berth.TurnResult
+	if st, _ := a.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo one"}, &r); st != 200 || r.Text != "one" {
+		t.Fatalf("prompt on A = %d %+v", st, r)
+	}
+	// Any node reads it, with the node that drives it.
+	if got := b.session(t, sess.ID); got.State != berth.StateActive || got.Node != "node-a" {
+		t.Fatalf("B sees state %s node %q", got.State, got.Node)
+	}
+	var list berth.SessionPage
+	if st, _ := c.api("GET", "/v1/sessions", nil, &list); st != 200 || len(list.Sessions) != 1 || list.Sessions[0].Node != "node-a" {
+		t.Fatalf("C lists %d: %+v", st, list.Sessions)
+	}
+	if len(agentPIDs(sess.ID)) == 0 {
+		t.Fatal("no agent process carries the session's id")
+	}
+
+	_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL)
+	_ = a.cmd.Wait()
+	took := waitFor(t, 3*clusterTTL, "session stopped/node_lost on B", func() bool {
+		s := b.session(t, sess.ID)
+		return s.State == berth.StateStopped && s.StopReason == berth.StopNodeLost
+	})
+	t.Logf("failover after SIGKILL: %s (lease_ttl %s)", took, clusterTTL)
+	got := b.session(t, sess.ID)
+	if got.Badge != berth.BadgeStopped || got.Failure != nil || !got.Resumable || got.Node != "" {
+		t.Fatalf("lost session: badge %s failure %+v resumable %v node %q", got.Badge, got.Failure, got.Resumable, got.Node)
+	}
+	evs := b.allEvents(t, sess.ID)
+	assertContiguous(t, evs)
+	if last := evs[len(evs)-1]; last.Type != berth.EventSessionStopped || stopReasonOf(last) != string(berth.StopNodeLost) {
+		t.Fatalf("log ends with %s %s", last.Type, last.Data)
+	}
+	// Nothing of A's session runs on: its agent, nor its shim.
+	waitFor(t, 2*clusterTTL, "A's agent gone", func() bool {
+		for _, pid := range agentPIDs(sess.ID) {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, 2*clusterTTL, "A's shims gone", func() bool {
+		for _, pid := range shimsOf(a.home) {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+
+	var resumed berth.Session
+	if st, _ := c.api("POST", "/v1/sessions/"+sess.ID+"/resume", nil, &resumed); st != 200 {
+		t.Fatalf("resume on C = %d\n%s", st, c.log)
+	}
+	if resumed.State != berth.StateActive || resumed.Node != "node-c" || resumed.Workspace != sess.Workspace {
+		t.Fatalf("resumed on C: state %s node %q workspace %s", resumed.State, resumed.Node, resumed.Workspace)
+	}
+	if st, _ := c.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo two"}, &r); st != 200 || r.Text != "two" {
+		t.Fatalf("prompt on C = %d %+v", st, r)
+	}
+	if got := b.session(t, sess.ID); got.Node != "node-c" {
+		t.Fatalf("B sees node %q after the resume on C", got.Node)
+	}
+	assertContiguous(t, b.allEvents(t, sess.ID))
+}
+
+// A node paused (SIGSTOP) past lease_ttl is marked lost and its session
+// closed by another; resumed (SIGCONT), it finds its lease gone: what its
+// agent said meanwhile is refused by the store (nothing of it follows
+// the takeover's session_stopped, the log stays contiguous), it stops
+// driving the session, and it goes on serving as a fresh node.
+func TestClusterPausedNodeIsFencedOut(t *testing.T) {
+	db := freshPostgres(t)
+	a, b := startNode(t, db, "node-a"), startNode(t, db, "node-b")
+	var sess berth.Session
+	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
+		t.Fatalf("create on A = %d\n%s", st, a.log)
+	}
+	// The agent says "late" while A is paused: A reads it only once resumed.
+	if st, _ := a.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "sleep 300\necho late"}, nil); st != 202 {
+		t.Fatalf("prompt on A = %d", st)
+	}
+	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+		}
+	}()
+	waitFor(t, 3*clusterTTL, "session stopped/node_lost on B", func() bool {
+		s := b.session(t, sess.ID)
+		return s.State == berth.StateStopped && s.StopReason == berth.StopNodeLost
+	})
+	before := b.allEvents(t, sess.ID)
+	assertContiguous(t, before)
+	_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+	resumed = true
+
+	// A finds out (its heartbeat, or a refused append) and lets go.
+	waitFor(t, 3*clusterTTL, "A letting go of the session", func() bool {
+		return strings.Contains(a.log.String(), "marked lost") || strings.Contains(a.log.String(), "lost the session's lease")
+	})
+	waitFor(t, 3*clusterTTL, "A no longer driving the session", func() bool {
+		s := a.session(t, sess.ID)
+		return s.State == berth.StateStopped && s.Node == ""
+	})
+	after := b.allEvents(t, sess.ID)
+	assertContiguous(t, after)
+	if len(after) != len(before) {
+		t.Fatalf("the log grew after the takeover: %d → %d events, from %s", len(before), len(after), after[len(before)].Data)
+	}
+	for _, ev := range after {
+		if ev.Type == berth.EventAgentMessage && strings.Contains(string(ev.Data), "late") {
+			t.Fatalf("the paused node's agent output was logged: %s", ev.Data)
+		}
+	}
+	// A serves on as a fresh node: it creates and drives a new session.
+	var next berth.Session
+	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &next); st != 201 || next.Node != "node-a" {
+		t.Fatalf("create on A after its return = %d node %q\n%s", st, next.Node, a.log)
+	}
+	var r berth.TurnResult
+	if st, _ := a.api("POST", "/v1/sessions/"+next.ID+"/prompts?wait=true", map[string]any{"text": "echo back"}, &r); st != 200 || r.Text != "back" {
+		t.Fatalf("prompt on A after its return = %d %+v", st, r)
+	}
+}
+
+// A node id needs a PostgreSQL store and the node token: serve refuses
+// to start otherwise, naming the key.
+func TestServeRefusesANodeIDWithoutPostgresOrToken(t *testing.T) {
+	home := t.TempDir()
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--node-id", "n1", "--advertise", "http://127.0.0.1:1"}, "PostgreSQL"},
+		{nil, []string{"--node-id", "n1", "--advertise", "http://127.0.0.1:1", "--store", "postgres://u@127.0.0.1:1/x"}, "cluster.token"},
+		{[]string{"BERTH_CLUSTER_TOKEN=t", "BERTH_CLUSTER_LEASE_TTL=100ms"}, []string{"--node-id", "n1", "--advertise", "http://127.0.0.1:1", "--store", "postgres://u@127.0.0.1:1/x"}, "cluster.lease_ttl"},
+	} {
+		out, code := runBerth(t, home, tc.env, append([]string{"serve", "--addr", "127.0.0.1:0"}, tc.args...)...)
+		if code != 1 || !strings.Contains(out, tc.want) {
+			t.Fatalf("serve %v: exit %d\n%s", tc.args, code, out)
+		}
+	}
+}
+
+// runBerth runs the berth binary with args in home and returns its
+// output and exit code.
+func runBerth(t *testing.T, home string, env []string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = cleanEnv(home, env...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(out), exit.ExitCode()
+	}
+	if err != nil {
+		t.Fatalf("berth %v: %v", args, err)
+	}
+	return string(out), 0
+}
