@@ -11,7 +11,10 @@
 // per-session ring in memory, older ones from the store, so a slow reader
 // catches up from disk and never holds back the writer or other readers.
 //
-// The log assumes it is the only writer of its store's events.
+// The log assumes it is the only writer of a session while it writes it; in
+// a cluster another node may write the session before or after, and
+// Notify, Wake and Release (remote.go) keep the streams of this node true
+// to the store.
 package eventlog
 
 import (
