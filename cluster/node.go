@@ -37,6 +37,8 @@ type Options struct {
 	Advertise string
 	// TTL is [cluster] lease_ttl: a node silent this long is lost.
 	TTL time.Duration
+	// Token is the node token ([cluster] token) forwarded writes carry.
+	Token string
 	// Store is the shared store; it must be a berth.NodeStore.
 	Store berth.Store
 	// Processes maps session ids to this host's processes that carry
@@ -63,6 +65,8 @@ type Node struct {
 	tokens map[string]int64
 	// lastBeat is when the last heartbeat succeeded.
 	lastBeat time.Time
+	// adverts are the nodes' URLs as last read (ListNodes).
+	adverts map[string]string
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -224,7 +228,7 @@ func (n *Node) takeOver(ctx context.Context, now time.Time) {
 		n.log.Warn("node lost: its sessions are stopped (node_lost), resumable on any node",
 			"lost_node", ln.ID, "last_heartbeat", ln.LastHeartbeat)
 	}
-	nodes, err := n.nodes.ListNodes(ctx)
+	nodes, err := n.Nodes(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			n.log.Warn("list nodes", "err", err)
