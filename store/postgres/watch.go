@@ -108,4 +108,3 @@ func parseNotice(p string) (string, int64, bool) {
 	}
 	return p[:i], last, true
 }
-
