@@ -53,6 +53,8 @@ type Options struct {
 type Store struct {
 	pool   *connPool
 	logger *slog.Logger
+	// connCfg makes the connections outside the pool (WatchEvents').
+	connCfg *pgx.ConnConfig
 	// fence is set by Fence (fence.go).
 	fence fence.Book
 
@@ -108,7 +110,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	logger.Debug("postgres store: open", "server", where, "database", cfg.Database)
-	return &Store{pool: pool, logger: logger}, nil
+	return &Store{pool: pool, logger: logger, connCfg: cfg.Copy()}, nil
 }
 
 // unavailable is the error of a failed first connection: EUnavailable
