@@ -377,3 +377,32 @@ func TestClusterThreeNodesCreatePromptStreamFailover(t *testing.T) {
 	assertContiguous(t, seen)
 	assertContiguous(t, c.allEvents(t, sess.ID))
 }
+
+// `berth bench --cluster 3` runs three nodes on one PostgreSQL and
+// reports every figure of issue 18 (measured, so not compared here to
+// any goal: BENCHMARKS.md has them).
+func TestBenchClusterReportsItsFigures(t *testing.T) {
+	db := freshPostgres(t)
+	out, code := runBerth(t, t.TempDir(), nil, "bench", "--cluster", "3", "--sessions", "6", "--prompts", "5", "--store", db, "-o", "json")
+	if code != 0 {
+		t.Fatalf("bench --cluster: exit %d\n%s", code, out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var r struct {
+		Nodes     int       `json:"nodes"`
+		Creates   float64   `json:"creates_per_sec"`
+		CrossP50  float64   `json:"cross_node_prompt_first_sse_p50_ms"`
+		CrossP99  float64   `json:"cross_node_prompt_first_sse_p99_ms"`
+		Forwarded float64   `json:"forwarded_write_p50_ms"`
+		Direct    float64   `json:"direct_write_p50_ms"`
+		Failover  float64   `json:"failover_ms"`
+		CPU       []float64 `json:"daemon_cpu_ms"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+		t.Fatalf("last line is not the JSON report: %v\n%s", err, out)
+	}
+	if r.Nodes != 3 || r.Creates <= 0 || r.CrossP50 <= 0 || r.CrossP99 < r.CrossP50 || r.Forwarded <= 0 || r.Direct <= 0 ||
+		r.Failover < float64(time.Second.Milliseconds()) || len(r.CPU) != 3 {
+		t.Fatalf("report: %+v", r)
+	}
+}
