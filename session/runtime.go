@@ -507,10 +507,11 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 		if err == nil || berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ELeaseLost) || attempt == 4 {
 			if err != nil {
 				rt.logger.Error("could not record stopped", "err", err)
-				return
 			}
-			// Stopped: no node drives the session now.
-			rt.m.releaseLease(ctx, rt.id)
+			if !berth.IsCode(err, berth.ELeaseLost) {
+				// Stopped: this node drives the session no more.
+				rt.m.releaseLease(ctx, rt.id)
+			}
 			return
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
