@@ -60,6 +60,8 @@ type Store struct {
 	logger *slog.Logger
 	// connCfg makes the connections outside the pool (WatchEvents').
 	connCfg *pgx.ConnConfig
+	// watchIdle, when set, replaces defaultWatchIdle (for tests).
+	watchIdle time.Duration
 	// fence is set by Fence (fence.go).
 	fence fence.Book
 
