@@ -205,9 +205,6 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.fenced(sess.ID); err != nil {
-		return err
-	}
 	r, ok := s.sessions[sess.ID]
 	if !ok {
 		return berth.Errorf(berth.ENotFound, "session %s not found", sess.ID)
@@ -216,6 +213,10 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 		return &berth.Error{Code: berth.EConflict,
 			Message: "session " + sess.ID + " is " + string(r.state) + ", not " + string(from),
 			Details: map[string]any{"state": string(r.state), "expected": string(from)}}
+	}
+	// After the guard, as the postgres store checks it.
+	if err := s.fenced(sess.ID); err != nil {
+		return err
 	}
 	// A new created_at moves the session in the list order.
 	s.removeOrder(r)

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -28,14 +29,21 @@ const (
 	watchBackoffMax = 5 * time.Second
 )
 
+// defaultWatchIdle is how long the watcher's connection may stay silent
+// before WatchEvents pings it: a connection the network dropped without a
+// word (a partition, a host gone) says nothing, and would otherwise be
+// waited on until TCP keepalive gives up, minutes later.
+const defaultWatchIdle = 15 * time.Second
+
 // WatchEvents calls fn(sessionID, lastSeq) for every commit of events by
 // any store on this database (this one included), in commit order, until
 // ctx ends; it returns ctx's error. It holds a connection of its own,
 // outside the pool, that LISTENs on berth_events. When that connection is
 // lost it reconnects, with a backoff from 50 ms to 5 s, and once it
 // listens again calls fn("", 0): notices may have been missed, so every
-// reader should read the store again. fn runs on WatchEvents' goroutine:
-// it must not block for long.
+// reader should read the store again. A connection silent for 15 s is
+// pinged, and one that does not answer within 5 s is taken for lost. fn
+// runs on WatchEvents' goroutine: it must not block for long.
 func (s *Store) WatchEvents(ctx context.Context, fn func(sessionID string, lastSeq int64)) error {
 	backoff := watchBackoffMin
 	for reconnect := false; ; reconnect = true {
@@ -79,8 +87,25 @@ func (s *Store) listen(ctx context.Context, fn func(string, int64), reconnect bo
 	if reconnect {
 		fn("", 0)
 	}
+	idle := s.watchIdle
+	if idle <= 0 {
+		idle = defaultWatchIdle
+	}
 	for {
-		n, err := c.WaitForNotification(ctx)
+		wctx, cancel := context.WithTimeout(ctx, idle)
+		n, err := c.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			// Silence: make sure the server is still there. A timed-out
+			// wait leaves the connection usable.
+			pctx, cancel := context.WithTimeout(ctx, min(idle, 5*time.Second))
+			err = c.Ping(pctx)
+			cancel()
+			if err != nil {
+				return true, err
+			}
+			continue
+		}
 		if err != nil {
 			return true, err
 		}
