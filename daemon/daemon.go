@@ -56,6 +56,9 @@ type Daemon struct {
 	docker *docker.Provider
 	// node is this daemon as a cluster node; nil for one node alone.
 	node *cluster.Node
+	// stopWatch ends the watch of other nodes' commits (watchEvents); nil
+	// when none runs.
+	stopWatch func()
 	// token is what TCP clients must send: [server] token or the one kept
 	// in the home ("" only with loopback_without_token).
 	token string
@@ -269,7 +272,8 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
 		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.Logger, Version: o.Version, Hooks: d.hooks,
-		Metrics: d.metrics.Handler()})
+		Metrics: d.metrics.Handler(), Cluster: d.apiCluster(o.Config.Cluster.Token)})
+	d.watchEvents()
 	if err = d.srv.Listen(o.Addr, o.Socket); err != nil {
 		d.srv = nil
 		return nil, err
@@ -337,6 +341,9 @@ func (d *Daemon) Close(ctx context.Context) {
 			}
 			d.serving = false
 		}
+	}
+	if d.stopWatch != nil {
+		d.stopWatch()
 	}
 	if d.hooks != nil {
 		// Attempts in flight are cut and stay pending for the next start.

@@ -132,8 +132,9 @@ func (m *Manager) leaseLost(id string) {
 // lose drops a runtime whose lease another node holds: from now on it
 // records nothing (the store would refuse it anyway), its timers stop,
 // its agent's process group is killed, and once the monitor has torn it
-// down its shim goes and the log forgets its hub (the store's log, which
-// the new owner continues, is the truth). Idempotent.
+// down its shim goes and the log lets go of what it knew of the session's
+// end (the store's log, which the new owner continues, is the truth).
+// Idempotent.
 func (rt *runtime) lose() {
 	rt.mu.Lock()
 	first := !rt.detached.Swap(true)
@@ -163,7 +164,9 @@ func (rt *runtime) lose() {
 	rt.closeBox(context.Background())
 	rt.m.revokeTools(rt.id, true)
 	rt.m.sweep(rt.id)
-	rt.m.log.Forget(rt.id)
+	// Not Forget: the session lives on elsewhere, and this node's readers
+	// of it carry on from the store.
+	rt.m.log.Release(rt.id)
 }
 
 // CloseLost closes a session whose node was lost, for the node that took
