@@ -41,6 +41,8 @@ type session struct {
 	perms   []*berth.Permission  // oldest first
 	elics   []*storedElicitation // oldest first
 	lease   *berth.Lease
+	// leaseInc is the incarnation of the node that took the lease.
+	leaseInc int64
 }
 
 // before reports whether a comes before b in a list: newer first, then
@@ -203,6 +205,9 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fenced(sess.ID); err != nil {
+		return err
+	}
 	r, ok := s.sessions[sess.ID]
 	if !ok {
 		return berth.Errorf(berth.ENotFound, "session %s not found", sess.ID)
@@ -246,6 +251,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	for _, e := range r.elics {
 		delete(s.elicIDs, e.id)
 	}
+	s.fence.Dropped(id)
 	return nil
 }
 

@@ -97,7 +97,7 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now t
 	if err != nil {
 		return nil, err
 	}
-	s.fence.acquired(sessionID, owner, l.Token)
+	s.fence.Acquired(sessionID, owner, l.Token)
 	return l, nil
 }
 
@@ -127,7 +127,7 @@ func (s *Store) GetLease(ctx context.Context, sessionID string) (*berth.Lease, e
 func (s *Store) ReleaseLease(ctx context.Context, sessionID, owner string, token int64) error {
 	err := s.releaseLease(ctx, sessionID, owner, token)
 	if c := berth.ErrorCode(err); err == nil || c == berth.EConflict || c == berth.ENotFound {
-		s.fence.forget(sessionID, owner)
+		s.fence.Released(sessionID, owner)
 	}
 	return err
 }

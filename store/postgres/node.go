@@ -70,7 +70,7 @@ func (s *Store) RegisterNode(ctx context.Context, n *berth.Node, now time.Time) 
 	if err := s.queryRow(ctx, registerNodeSQL, []any{n.ID, n.Advertise, started, at}, &inc); err != nil {
 		return internal(err, "register node")
 	}
-	s.fence.registered(n.ID, inc)
+	s.fence.Registered(n.ID, inc)
 	n.State, n.LastHeartbeat = berth.NodeUp, codec.FromNanos(at)
 	return nil
 }
@@ -122,7 +122,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl tim
 		return nil
 	})
 	if berth.ErrorCode(err) == berth.ENodeLost {
-		s.fence.forgetAll(id)
+		s.fence.Lost(id)
 	}
 	return err
 }
@@ -210,7 +210,7 @@ func (s *Store) LeaveNode(ctx context.Context, id string) error {
 		return nil
 	})
 	if err == nil {
-		s.fence.forgetAll(id)
+		s.fence.Lost(id)
 	}
 	return err
 }

@@ -220,6 +220,9 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 		return err
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.checkFence(ctx, tx, sess.ID); err != nil {
+			return err
+		}
 		q := `UPDATE sessions SET state = $1, agent = $2, parent_id = $3, created_at = $4, doc = $5 WHERE id = $6`
 		args := []any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ID}
 		if from != "" {
@@ -282,7 +285,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	})
 	if err == nil {
 		// Its lease went with it.
-		s.fence.dropped(id)
+		s.fence.Dropped(id)
 	}
 	return err
 }

@@ -27,6 +27,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
+	"github.com/berth-sh/berth/store/internal/fence"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -52,8 +53,10 @@ type Options struct {
 type Store struct {
 	pool   *connPool
 	logger *slog.Logger
+	// connCfg makes the connections outside the pool (WatchEvents').
+	connCfg *pgx.ConnConfig
 	// fence is set by Fence (fence.go).
-	fence fence
+	fence fence.Book
 
 	closeOnce sync.Once
 }
@@ -107,7 +110,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	logger.Debug("postgres store: open", "server", where, "database", cfg.Database)
-	return &Store{pool: pool, logger: logger}, nil
+	return &Store{pool: pool, logger: logger, connCfg: cfg.Copy()}, nil
 }
 
 // unavailable is the error of a failed first connection: EUnavailable

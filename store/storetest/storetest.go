@@ -89,6 +89,10 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"NodeRestartKeepsLeases", testNodeRestartKeepsLeases},
 		{"NodeLeave", testNodeLeave},
 		{"NodeMarkLostConcurrent", testNodeMarkLostConcurrent},
+		{"FenceTakeover", testFenceTakeover},
+		{"FenceMissingSession", testFenceMissingSession},
+		{"FenceNodeLost", testFenceNodeLost},
+		{"FenceRace", testFenceRace},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })

@@ -1,0 +1,314 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+)
+
+// notices collects what a watcher reports.
+type notices struct {
+	mu  sync.Mutex
+	got []string // "id last", or "*" for fn("", 0)
+}
+
+// fn is the watcher's callback.
+func (n *notices) fn(id string, last int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if id == "" && last == 0 {
+		n.got = append(n.got, "*")
+		return
+	}
+	n.got = append(n.got, fmt.Sprintf("%s %d", id, last))
+}
+
+// snapshot returns a copy of what was reported.
+func (n *notices) snapshot() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.got)
+}
+
+// waitFor polls, until a deadline, for cond over the notices.
+func (n *notices) waitFor(t *testing.T, what string, cond func([]string) bool) []string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := n.snapshot()
+		if cond(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: notices %v", what, got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// watch starts b.WatchEvents, waits until it listens, and returns its
+// notices and a stop function that ends it and returns its error.
+func watch(t *testing.T, s *Store) (*notices, func() error) {
+	t.Helper()
+	n := &notices{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.WatchEvents(ctx, n.fn) }()
+	waitListening(t, s, 1)
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("WatchEvents did not return after its context ended")
+			return nil
+		}
+	}
+	t.Cleanup(func() { stop() })
+	return n, stop
+}
+
+// listenerPIDs returns the backends of the store's database that LISTEN
+// on berth_events.
+func listenerPIDs(t *testing.T, s *Store) []int32 {
+	t.Helper()
+	var pids []int32
+	err := s.query(context.Background(), `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND query = 'LISTEN `+eventsChannel+`' AND pid <> pg_backend_pid()`, nil,
+		func(rows pgx.Rows) error {
+			var pid int32
+			if err := rows.Scan(&pid); err != nil {
+				return err
+			}
+			pids = append(pids, pid)
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+// waitListening polls until n backends listen on the store's database.
+func waitListening(t *testing.T, s *Store, n int) []int32 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pids := listenerPIDs(t, s)
+		if len(pids) == n {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d listeners, want %d", len(pids), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestWatchEventsAcrossStores: an append committed by one store reaches
+// the watcher of another (another node) as (session, last seq), in commit
+// order, and a rolled-back append sends nothing.
+func TestWatchEventsAcrossStores(t *testing.T) {
+	dir := t.TempDir()
+	a, b := openAt(t, dir), openAt(t, dir)
+	defer a.Close()
+	defer b.Close()
+	ctx := context.Background()
+	for _, id := range []string{"s1", "s2"} {
+		if err := a.CreateSession(ctx, &berth.Session{ID: id, State: berth.StateActive}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, stop := watch(t, b)
+	ev := func(id string, seq int64) berth.Event {
+		return berth.Event{SessionID: id, Seq: seq, Type: berth.EventAgentMessage, Time: time.Now()}
+	}
+	var want []string
+	for seq := int64(1); seq <= 20; seq++ {
+		batch := []berth.Event{ev("s1", seq)}
+		want = append(want, fmt.Sprintf("s1 %d", seq))
+		if seq%5 == 0 {
+			// A batch of two sessions announces each.
+			batch = append(batch, ev("s2", seq/5))
+			want = append(want, fmt.Sprintf("s2 %d", seq/5))
+		}
+		if err := a.AppendEvents(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A refused batch (a duplicate seq) announces nothing.
+	if err := a.AppendEvents(ctx, []berth.Event{ev("s1", 21), ev("s2", 1)}); berth.ErrorCode(err) != berth.EConflict {
+		t.Fatalf("duplicate append: %v", err)
+	}
+	if err := a.AppendEvents(ctx, []berth.Event{ev("s1", 21)}); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "s1 21")
+	got := n.waitFor(t, "every notice", func(got []string) bool { return len(got) >= len(want) })
+	// Within one commit the sessions come in id order; across commits in
+	// commit order.
+	if !slices.Equal(got, want) {
+		t.Fatalf("notices\n got %v\nwant %v", got, want)
+	}
+	if err := stop(); err != context.Canceled {
+		t.Fatalf("WatchEvents returned %v, want context.Canceled", err)
+	}
+}
+
+// TestWatchEventsReconnects: when the listening backend is killed, the
+// watcher reconnects, says "anything may have changed" once, and gets
+// later notices again.
+func TestWatchEventsReconnects(t *testing.T) {
+	dir := t.TempDir()
+	a, b := openAt(t, dir), openAt(t, dir)
+	defer a.Close()
+	defer b.Close()
+	ctx := context.Background()
+	if err := a.CreateSession(ctx, &berth.Session{ID: "s", State: berth.StateActive}); err != nil {
+		t.Fatal(err)
+	}
+	n, stop := watch(t, b)
+	appendSeq := func(seq int64) {
+		t.Helper()
+		if err := a.AppendEvents(ctx, []berth.Event{{SessionID: "s", Seq: seq, Type: berth.EventAgentMessage}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendSeq(1)
+	n.waitFor(t, "the first notice", func(got []string) bool { return slices.Equal(got, []string{"s 1"}) })
+
+	for round := range 2 {
+		pids := waitListening(t, b, 1)
+		var ok bool
+		if err := a.queryRow(ctx, `SELECT pg_terminate_backend($1)`, []any{pids[0]}, &ok); err != nil || !ok {
+			t.Fatalf("terminate the listener %d: %v, %v", pids[0], ok, err)
+		}
+		stars := round + 1
+		n.waitFor(t, "the reconnect's wake-all", func(got []string) bool {
+			k := 0
+			for _, g := range got {
+				if g == "*" {
+					k++
+				}
+			}
+			return k == stars
+		})
+		seq := int64(round + 2)
+		appendSeq(seq)
+		got := n.waitFor(t, "a notice after the reconnect", func(got []string) bool {
+			return len(got) > 0 && got[len(got)-1] == fmt.Sprintf("s %d", seq)
+		})
+		// One wake-all per reconnect, never more.
+		if k := len(got) - len(slices.DeleteFunc(slices.Clone(got), func(g string) bool { return g == "*" })); k != stars {
+			t.Fatalf("round %d: %d wake-alls in %v", round, k, got)
+		}
+	}
+	if err := stop(); err != context.Canceled {
+		t.Fatalf("WatchEvents returned %v", err)
+	}
+	// Its connection is gone with it.
+	waitListening(t, b, 0)
+}
+
+// TestWatchEventsLeavesNothing: WatchEvents returns when its context ends,
+// also while it waits to reconnect, and leaves no goroutine behind.
+func TestWatchEventsLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	serverURL(t)
+	databaseFor(t, dir) // made before the baseline, dropped after the check
+	opts := goleak.IgnoreCurrent()
+	func() {
+		s := openAt(t, dir)
+		defer s.Close()
+		_, stop := watch(t, s)
+		if err := stop(); err != context.Canceled {
+			t.Fatalf("WatchEvents returned %v", err)
+		}
+		// A watcher that cannot connect retries until its context ends.
+		bad := &Store{pool: s.pool, logger: s.logger, connCfg: s.connCfg.Copy()}
+		bad.connCfg.Port = 1
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		calls := 0
+		if err := bad.WatchEvents(ctx, func(string, int64) { calls++ }); err != context.DeadlineExceeded {
+			t.Fatalf("unreachable watcher returned %v", err)
+		}
+		if calls != 0 {
+			t.Fatalf("a watcher that never listened called fn %d times", calls)
+		}
+	}()
+	goleak.VerifyNone(t, opts)
+}
+
+// BenchmarkNotifyRoundTrip measures the time from AppendEvents on one
+// store to the notice on another store's watcher (what a node's SSE
+// reader waits for when another node commits), and reports its p50 and
+// p99. Run it with -benchtime=1000x.
+func BenchmarkNotifyRoundTrip(b *testing.B) {
+	dir := b.TempDir()
+	a, w := openAt(b, dir), openAt(b, dir)
+	defer a.Close()
+	defer w.Close()
+	ctx := context.Background()
+	if err := a.CreateSession(ctx, &berth.Session{ID: "s", State: berth.StateActive}); err != nil {
+		b.Fatal(err)
+	}
+	seen := make(chan int64, 16)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- w.WatchEvents(wctx, func(id string, last int64) {
+			if id == "s" {
+				seen <- last
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	// Wait until the watcher listens: the first notice that arrives.
+	seq := int64(0)
+	for ready := false; !ready; {
+		seq++
+		if err := a.AppendEvents(ctx, []berth.Event{{SessionID: "s", Seq: seq, Type: berth.EventAgentMessage}}); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-seen:
+			ready = true
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for len(seen) > 0 {
+		<-seen
+	}
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		seq++
+		start := time.Now()
+		if err := a.AppendEvents(ctx, []berth.Event{{SessionID: "s", Seq: seq, Type: berth.EventAgentMessage,
+			Time: start, Data: []byte(`{"text":"x"}`)}}); err != nil {
+			b.Fatal(err)
+		}
+		for last := <-seen; last != seq; last = <-seen {
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
