@@ -37,6 +37,8 @@ type Options struct {
 	Advertise string
 	// TTL is [cluster] lease_ttl: a node silent this long is lost.
 	TTL time.Duration
+	// Token is the node token ([cluster] token) forwarded writes carry.
+	Token string
 	// Store is the shared store; it must be a berth.NodeStore.
 	Store berth.Store
 	// Processes maps session ids to this host's processes that carry
@@ -63,6 +65,8 @@ type Node struct {
 	tokens map[string]int64
 	// lastBeat is when the last heartbeat succeeded.
 	lastBeat time.Time
+	// adverts are the nodes' URLs as last read (ListNodes).
+	adverts map[string]string
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -205,39 +209,67 @@ func (n *Node) loseAll() {
 	n.mu.Unlock()
 }
 
-// takeOver marks lost the nodes silent for TTL and closes each one's
-// sessions: the lease taken over (its token grows, so the lost node's
-// writes are refused), the session stopped/node_lost, the lease given
-// back. The store hands each lost node to one caller only.
+// takeOver marks lost the nodes silent for TTL, then closes the sessions
+// every lost node still holds leases of, once each lease has expired (a
+// lease outlives its node's last heartbeat by up to TTL): the lease taken
+// over (its token grows, so the lost node's writes are refused), the
+// session stopped/node_lost, the lease given back. Every node does this
+// each beat, so the sessions of a node lost while the one that marked it
+// died too are still closed; of nodes racing for one lease, one takes it.
 func (n *Node) takeOver(ctx context.Context, now time.Time) {
-	lost, err := n.nodes.MarkLostNodes(ctx, now, n.opts.TTL)
+	marked, err := n.nodes.MarkLostNodes(ctx, now, n.opts.TTL)
 	if err != nil {
 		if ctx.Err() == nil {
 			n.log.Warn("look for lost nodes", "err", err)
 		}
 		return
 	}
-	for _, ln := range lost {
-		began := time.Now()
-		leases, err := n.nodes.LeasesOf(ctx, ln.ID)
-		if err != nil {
-			n.log.Error("sessions of a lost node not closed", "lost_node", ln.ID, "err", err)
+	for _, ln := range marked {
+		n.log.Warn("node lost: its sessions are stopped (node_lost), resumable on any node",
+			"lost_node", ln.ID, "last_heartbeat", ln.LastHeartbeat)
+	}
+	nodes, err := n.Nodes(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("list nodes", "err", err)
+		}
+		return
+	}
+	for _, ln := range nodes {
+		if ln.State == berth.NodeUp || ln.Sessions == 0 || ln.ID == n.opts.ID {
 			continue
 		}
-		var procs map[string][]int
-		if n.opts.Processes != nil && len(leases) > 0 {
+		n.closeSessionsOf(ctx, ln, now)
+	}
+}
+
+// closeSessionsOf closes the sessions whose expired leases the lost (or
+// left) node ln still holds.
+func (n *Node) closeSessionsOf(ctx context.Context, ln *berth.Node, now time.Time) {
+	began := time.Now()
+	leases, err := n.nodes.LeasesOf(ctx, ln.ID)
+	if err != nil {
+		n.log.Error("sessions of a lost node not closed", "lost_node", ln.ID, "err", err)
+		return
+	}
+	var procs map[string][]int
+	closed := 0
+	for _, l := range leases {
+		if l.ExpiresAt.After(now) {
+			// Not yet: its node may have renewed it just before it was lost.
+			continue
+		}
+		if procs == nil && n.opts.Processes != nil {
 			procs = n.opts.Processes()
 		}
-		closed := 0
-		for _, l := range leases {
-			if err := n.closeLost(ctx, l.SessionID, procs); err != nil {
-				n.log.Error("session of a lost node not closed", "lost_node", ln.ID, "session_id", l.SessionID, "err", err)
-				continue
-			}
-			closed++
+		if err := n.closeLost(ctx, l.SessionID, procs); err != nil {
+			n.log.Error("session of a lost node not closed", "lost_node", ln.ID, "session_id", l.SessionID, "err", err)
+			continue
 		}
-		n.log.Warn("node lost: its sessions are stopped (node_lost), resumable on any node",
-			"lost_node", ln.ID, "last_heartbeat", ln.LastHeartbeat, "sessions", closed, "took", time.Since(began))
+		closed++
+	}
+	if closed > 0 {
+		n.log.Info("sessions of a lost node closed", "lost_node", ln.ID, "sessions", closed, "took", time.Since(began))
 	}
 }
 
@@ -246,6 +278,7 @@ func (n *Node) closeLost(ctx context.Context, id string, procs map[string][]int)
 	if err := n.Acquire(ctx, id); err != nil {
 		if berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ENotFound) {
 			// Back with its node, taken by another, or deleted.
+			n.log.Info("session of a lost node left alone", "session_id", id, "err", err, "details", errDetails(err))
 			return nil
 		}
 		return err
@@ -349,4 +382,13 @@ func (n *Node) Beats() int64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.beats
+}
+
+// errDetails returns the details of a berth error, for logs.
+func errDetails(err error) map[string]any {
+	var be *berth.Error
+	if errors.As(err, &be) {
+		return be.Details
+	}
+	return nil
 }

@@ -56,9 +56,10 @@ type Daemon struct {
 	docker *docker.Provider
 	// node is this daemon as a cluster node; nil for one node alone.
 	node *cluster.Node
-	// stopWatch ends the watch of other nodes' commits (watchEvents); nil
-	// when none runs.
-	stopWatch func()
+	// stopWatch ends the watch of the other nodes' commits; watched is
+	// closed once it has returned (nil when none runs).
+	stopWatch context.CancelFunc
+	watched   chan struct{}
 	// token is what TCP clients must send: [server] token or the one kept
 	// in the home ("" only with loopback_without_token).
 	token string
@@ -263,6 +264,7 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if d.node != nil {
 		// The heartbeat renews the leases the boot took; it runs until Close.
 		d.node.Start(d.mgr)
+		d.watchEvents(o.Logger)
 	}
 	if err = d.hooks.Open(ctx, d.mgr); err != nil {
 		return nil, err
@@ -272,8 +274,7 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
 		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.Logger, Version: o.Version, Hooks: d.hooks,
-		Metrics: d.metrics.Handler(), Cluster: d.apiCluster(o.Config.Cluster.Token)})
-	d.watchEvents()
+		Metrics: d.metrics.Handler(), Cluster: d.httpCluster()})
 	if err = d.srv.Listen(o.Addr, o.Socket); err != nil {
 		d.srv = nil
 		return nil, err
@@ -342,9 +343,6 @@ func (d *Daemon) Close(ctx context.Context) {
 			d.serving = false
 		}
 	}
-	if d.stopWatch != nil {
-		d.stopWatch()
-	}
 	if d.hooks != nil {
 		// Attempts in flight are cut and stay pending for the next start.
 		if err := d.hooks.Close(ctx); err != nil {
@@ -366,6 +364,10 @@ func (d *Daemon) Close(ctx context.Context) {
 		if err := d.docker.Close(); err != nil {
 			d.logger.Warn("docker client close", "err", err)
 		}
+	}
+	if d.stopWatch != nil {
+		d.stopWatch()
+		<-d.watched
 	}
 	if d.log != nil {
 		if err := d.log.Close(ctx); err != nil {
@@ -552,7 +554,7 @@ func (d *Daemon) joinCluster(ctx context.Context, o Options) error {
 	if cc.Token == "" {
 		return berth.Errorf(berth.EInvalid, "cluster.node_id is set but cluster.token is empty: every node of a cluster needs the node token")
 	}
-	node, err := cluster.New(cluster.Options{ID: cc.NodeID, Advertise: cc.Advertise, TTL: cc.LeaseTTL.Duration,
+	node, err := cluster.New(cluster.Options{ID: cc.NodeID, Advertise: cc.Advertise, TTL: cc.LeaseTTL.Duration, Token: cc.Token,
 		Store: d.store, Processes: session.SessionProcesses, Logger: o.Logger})
 	if err != nil {
 		return err
@@ -572,5 +574,32 @@ func (d *Daemon) sessionCluster() session.Cluster {
 	return d.node
 }
 
+// httpCluster is the API server's cluster: the node, or nil for one node.
+func (d *Daemon) httpCluster() bhttp.Cluster {
+	if d.node == nil {
+		return nil
+	}
+	return d.node
+}
+
 // Node is the daemon's cluster node, nil when it runs alone.
 func (d *Daemon) Node() *cluster.Node { return d.node }
+
+// watchEvents makes this node's streams follow the sessions other nodes
+// write: every commit of events in the store (PostgreSQL NOTIFY) wakes the
+// streams of its session, which read the store again (the log stays the
+// truth). It runs until Close.
+func (d *Daemon) watchEvents(logger *slog.Logger) {
+	w, ok := d.store.(berth.EventWatcher)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stopWatch, d.watched = cancel, make(chan struct{})
+	go func() {
+		defer close(d.watched)
+		if err := w.WatchEvents(ctx, d.log.Notify); err != nil && ctx.Err() == nil {
+			logger.Error("the watch of other nodes' events stopped: streams of their sessions see new events only when they poll", "err", err)
+		}
+	}()
+}

@@ -39,13 +39,20 @@ func (m *Manager) acquire(ctx context.Context, id string) error {
 	if !m.inCluster() {
 		return nil
 	}
-	return m.opts.Cluster.Acquire(ctx, id)
+	if err := m.opts.Cluster.Acquire(ctx, id); err != nil {
+		return err
+	}
+	// Another node may have written the session since this one did: the
+	// log reads its end from the store before the next append.
+	m.log.Release(id)
+	return nil
 }
 
 // releaseLease gives a session's lease back when the manager is a cluster node.
 func (m *Manager) releaseLease(ctx context.Context, id string) {
 	if m.inCluster() {
 		m.opts.Cluster.Release(ctx, id)
+		m.log.Release(id)
 	}
 }
 
@@ -56,10 +63,10 @@ func (m *Manager) leased(ctx context.Context, id string, fn func() error) error 
 	if !m.inCluster() {
 		return fn()
 	}
-	if err := m.opts.Cluster.Acquire(ctx, id); err != nil {
+	if err := m.acquire(ctx, id); err != nil {
 		return err
 	}
-	defer m.opts.Cluster.Release(context.WithoutCancel(ctx), id)
+	defer m.releaseLease(context.WithoutCancel(ctx), id)
 	return fn()
 }
 
@@ -84,7 +91,8 @@ func (m *Manager) withOwners(ctx context.Context, ss []*berth.Session) {
 // LoseSessions lets go at once, writing nothing, of the sessions named
 // (every live one when ids is nil): this node lost their leases, another
 // drives them now. Their agents are killed (the shim's process group),
-// their runtimes and log hubs forgotten. It returns once they are gone.
+// their runtimes forgotten and their log hubs released. It returns once
+// they are gone.
 func (m *Manager) LoseSessions(ids []string) {
 	var rts []*runtime
 	if ids == nil {
@@ -132,9 +140,8 @@ func (m *Manager) leaseLost(id string) {
 // lose drops a runtime whose lease another node holds: from now on it
 // records nothing (the store would refuse it anyway), its timers stop,
 // its agent's process group is killed, and once the monitor has torn it
-// down its shim goes and the log lets go of what it knew of the session's
-// end (the store's log, which the new owner continues, is the truth).
-// Idempotent.
+// down its shim goes and the log forgets its hub (the store's log, which
+// the new owner continues, is the truth). Idempotent.
 func (rt *runtime) lose() {
 	rt.mu.Lock()
 	first := !rt.detached.Swap(true)
@@ -164,8 +171,8 @@ func (rt *runtime) lose() {
 	rt.closeBox(context.Background())
 	rt.m.revokeTools(rt.id, true)
 	rt.m.sweep(rt.id)
-	// Not Forget: the session lives on elsewhere, and this node's readers
-	// of it carry on from the store.
+	// The new owner writes the log from here: this node's streams of the
+	// session go on from the store.
 	rt.m.log.Release(rt.id)
 }
 
@@ -189,6 +196,8 @@ func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string
 	if s.State == berth.StateStopped {
 		return nil
 	}
+	// The lost node wrote the log last: its end is read from the store.
+	m.log.Release(id)
 	if leftovers == nil {
 		leftovers = sessionProcesses()
 	}

@@ -60,6 +60,11 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := m.available[s.Sandbox.Provider]; err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "sandbox %s is not available on this host", s.Sandbox.Provider)
 	}
+	// Resumed on another node than the one it ran on, the session has no
+	// private HOME here yet: it gets a fresh one.
+	if err := mkdirs(m.homeDir(id), s.Workspace, false); err != nil {
+		return nil, err
+	}
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}

@@ -493,7 +493,7 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 			break
 		}
 		rt.logger.Error("session_stopped not logged", "err", err, "attempt", attempt+1)
-		if attempt == 4 || berth.IsCode(err, berth.EUnavailable) {
+		if attempt == 4 || berth.IsCode(err, berth.EUnavailable) || berth.IsCode(err, berth.ELeaseLost) {
 			break
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)

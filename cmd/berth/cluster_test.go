@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,7 +26,13 @@ func startNode(t *testing.T, db, id string) *server {
 	t.Helper()
 	addr := freeAddr(t)
 	env := []string{"BERTH_CLUSTER_TOKEN=test-node-token", "BERTH_CLUSTER_LEASE_TTL=" + clusterTTL.String()}
-	return startServerAddr(t, t.TempDir(), addr, env, "--store", db, "--node-id", id, "--advertise", "http://"+addr)
+	s := startServerAddr(t, t.TempDir(), addr, env, "--store", db, "--node-id", id, "--advertise", "http://"+addr)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", id, s.log)
+		}
+	})
+	return s
 }
 
 // session reads one session from a node.
@@ -136,7 +145,7 @@ func TestClusterNodeKilledItsSessionsResumeElsewhere(t *testing.T) {
 	if resumed.State != berth.StateActive || resumed.Node != "node-c" || resumed.Workspace != sess.Workspace {
 		t.Fatalf("resumed on C: state %s node %q workspace %s", resumed.State, resumed.Node, resumed.Workspace)
 	}
-	if st, _ := c.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo two"}, &r); st != 200 || r.Text != "two" {
+	if st, _ := c.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo two"}, &r); st != 200 || r.StopReason != "end_turn" || !strings.HasSuffix(r.Text, "two") {
 		t.Fatalf("prompt on C = %d %+v", st, r)
 	}
 	if got := b.session(t, sess.ID); got.Node != "node-c" {
@@ -245,4 +254,126 @@ func runBerth(t *testing.T, home string, env []string, args ...string) (string, 
 		t.Fatalf("berth %v: %v", args, err)
 	}
 	return string(out), 0
+}
+
+// sseEvents streams a session's events after seq after from a node, in
+// the background, sending each on the channel until ctx ends or the stream
+// does (the channel is then closed).
+func sseEvents(ctx context.Context, s *server, id string, after int64) <-chan berth.Event {
+	out := make(chan berth.Event, 4096)
+	go func() {
+		defer close(out)
+		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+"/v1/sessions/"+id+"/events/stream", nil)
+		s.authorize(req)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var ev berth.Event
+				if json.Unmarshal([]byte(line), &ev) == nil {
+					out <- ev
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// The issue's scenario, whole: three nodes on one PostgreSQL; a session
+// created on A; a prompt sent through B (forwarded to A with the node
+// token); its events streamed live from C, with no gap and no duplicate
+// and exactly as the log has them; GET /v1/nodes on any node lists the
+// three; A killed: C's stream sees the session stopped (node_lost) and
+// /v1/nodes shows A lost; the session resumes through B and answers
+// there, and C's stream carries on.
+func TestClusterThreeNodesCreatePromptStreamFailover(t *testing.T) {
+	db := freshPostgres(t)
+	a, b, c := startNode(t, db, "node-a"), startNode(t, db, "node-b"), startNode(t, db, "node-c")
+	var sess berth.Session
+	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "workspace": t.TempDir()}, &sess); st != 201 {
+		t.Fatalf("create on A = %d", st)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream := sseEvents(ctx, c, sess.ID, 0)
+	var seen []berth.Event
+	// next reads C's stream until an event satisfies stop.
+	next := func(what string, stop func(berth.Event) bool) {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case ev, ok := <-stream:
+				if !ok {
+					t.Fatalf("C's stream ended waiting for %s", what)
+				}
+				seen = append(seen, ev)
+				if stop(ev) {
+					return
+				}
+			case <-timeout:
+				t.Fatalf("C's stream: no %s within 30s (%d events)", what, len(seen))
+			}
+		}
+	}
+	var r berth.TurnResult
+	began := time.Now()
+	if st, _ := b.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo one\nflood 400 32\necho two"}, &r); st != 200 || r.StopReason != "end_turn" || !strings.HasSuffix(r.Text, "two") {
+		t.Fatalf("prompt through B = %d %+v", st, r)
+	}
+	t.Logf("prompt through B answered in %s", time.Since(began))
+	next("the forwarded turn's end", func(ev berth.Event) bool { return ev.Type == berth.EventTurnEnded && ev.TurnID == r.TurnID })
+	t.Logf("C streamed the turn's end %s after the prompt", time.Since(began))
+	assertContiguous(t, seen)
+	logged := a.allEvents(t, sess.ID)
+	for i, ev := range seen {
+		if ev.Type != logged[i].Type || string(ev.Data) != string(logged[i].Data) {
+			t.Fatalf("C streamed event %d as %s, the log has %s", ev.Seq, ev.Type, logged[i].Type)
+		}
+	}
+
+	nodesOf := func(s *server) map[string]berth.Node {
+		var page struct {
+			Nodes []berth.Node `json:"nodes"`
+		}
+		if st, err := s.api("GET", "/v1/nodes", nil, &page); st != 200 || err != nil {
+			t.Fatalf("GET /v1/nodes = %d %v", st, err)
+		}
+		out := map[string]berth.Node{}
+		for _, n := range page.Nodes {
+			out[n.ID] = n
+		}
+		return out
+	}
+	if ns := nodesOf(b); len(ns) != 3 || ns["node-a"].State != berth.NodeUp || ns["node-a"].Sessions != 1 || ns["node-c"].Advertise != "http://"+c.addr {
+		t.Fatalf("nodes seen by B: %+v", ns)
+	}
+
+	_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL)
+	_ = a.cmd.Wait()
+	next("session_stopped node_lost", func(ev berth.Event) bool {
+		return ev.Type == berth.EventSessionStopped && stopReasonOf(ev) == string(berth.StopNodeLost)
+	})
+	waitFor(t, 3*clusterTTL, "A listed lost", func() bool { return nodesOf(c)["node-a"].State == berth.NodeLost })
+
+	var resumed berth.Session
+	if st, _ := b.api("POST", "/v1/sessions/"+sess.ID+"/resume", nil, &resumed); st != 200 || resumed.Node != "node-b" {
+		t.Fatalf("resume through B = %d node %q", st, resumed.Node)
+	}
+	// A stream ends with its session's stop; a client goes on from where it was.
+	stream = sseEvents(ctx, c, sess.ID, seen[len(seen)-1].Seq)
+	// Written through C now, forwarded to B, the new owner.
+	if st, _ := c.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo three"}, &r); st != 200 || !strings.HasSuffix(r.Text, "three") {
+		t.Fatalf("prompt through C after the failover = %d %+v", st, r)
+	}
+	next("the resumed turn's end", func(ev berth.Event) bool { return ev.Type == berth.EventTurnEnded && ev.TurnID == r.TurnID })
+	assertContiguous(t, seen)
+	assertContiguous(t, c.allEvents(t, sess.ID))
 }
