@@ -294,14 +294,18 @@ func (n *Node) closeLost(ctx context.Context, id string, procs map[string][]int)
 // this node until now+TTL (the heartbeat renews it).
 func (n *Node) Acquire(ctx context.Context, id string) error {
 	l, err := n.store.AcquireLease(ctx, id, n.opts.ID, n.opts.Now().UTC(), n.opts.TTL)
-	if err != nil {
-		var be *berth.Error
-		if berth.IsCode(err, berth.EConflict) && errors.As(err, &be) && be.Details == nil {
+	if berth.IsCode(err, berth.EConflict) {
+		// Said with the node that drives it, for the caller to name.
+		owner, _ := berth.ErrorDetails(err)["owner"].(string)
+		if owner == "" {
 			if cur, gerr := n.store.GetLease(ctx, id); gerr == nil {
-				return &berth.Error{Code: berth.EConflict, Message: "node " + cur.Owner + " drives the session",
-					Details: map[string]any{"node": cur.Owner}, Err: err}
+				owner = cur.Owner
 			}
 		}
+		return &berth.Error{Code: berth.EConflict, Message: "session " + id + " is driven by node " + owner,
+			Details: map[string]any{"node": owner}, Err: err}
+	}
+	if err != nil {
 		return err
 	}
 	n.mu.Lock()
