@@ -26,6 +26,15 @@ func (s *Store) Fence(node string) { s.fence.Fence(node) }
 // order: FOR SHARE waits for a takeover in flight and holds the next one
 // off until this transaction ends, and the order is the one every
 // statement that locks several leases uses.
+//
+// The lock order: a transaction that locks a session row and a lease row
+// locks the session row first. AppendEvents (its last_seq bump),
+// UpdateSession and EnqueuePrompt check the fence after their session
+// lock; the statements that lock leases exclusively (AcquireLease,
+// ReleaseLease, Heartbeat, LeaveNode) lock no session row, and those that
+// lock several leases lock them in key order. So waits only go from
+// session locks to lease locks, and no writers wait for each other in a
+// cycle.
 const fenceSQL = `SELECT s.id, l.owner, l.token FROM leases l JOIN sessions s ON s.pk = l.session_pk
 WHERE s.id = ANY($1) ORDER BY l.session_pk FOR SHARE OF l`
 

@@ -61,9 +61,6 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		res = berth.EnqueueResult{}
-		if err := s.checkFence(ctx, tx, e.SessionID); err != nil {
-			return err
-		}
 		// Lock the session row: enqueuers of one session run one at a time,
 		// so the count below cannot go stale before the insert. Unlike FOR
 		// UPDATE, NO KEY UPDATE does not block inserts that reference the
@@ -75,6 +72,10 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 		}
 		if err != nil {
 			return internal(err, "enqueue prompt")
+		}
+		// After the row lock: see the lock order at fenceSQL.
+		if err := s.checkFence(ctx, tx, e.SessionID); err != nil {
+			return err
 		}
 		if e.Kind == berth.EntrySteer {
 			// The new steer replaces the pending one (at most one).

@@ -220,9 +220,6 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 		return err
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		if err := s.checkFence(ctx, tx, sess.ID); err != nil {
-			return err
-		}
 		q := `UPDATE sessions SET state = $1, agent = $2, parent_id = $3, created_at = $4, doc = $5 WHERE id = $6`
 		args := []any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ID}
 		if from != "" {
@@ -236,6 +233,10 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 		}
 		if err != nil {
 			return internal(err, "update session")
+		}
+		// After the row lock: see the lock order at fenceSQL.
+		if err := s.checkFence(ctx, tx, sess.ID); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM session_labels WHERE session_pk = $1`, pk); err != nil {
 			return internal(err, "update session labels")

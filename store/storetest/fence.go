@@ -317,3 +317,82 @@ func testFenceRace(t *testing.T, open Opener) {
 		}
 	}
 }
+
+// testFenceConcurrentWriters: the holder's event writer, its session
+// updates, queue and permission writes and its heartbeats all run at once
+// on one session, as in a daemon: none of them fails (a deadlock between
+// the fence's lease lock and the writes' session locks would).
+func testFenceConcurrentWriters(t *testing.T, open Opener) {
+	a, _ := twoNodes(t, open)
+	ns, ok := a.(berth.NodeStore)
+	if !ok {
+		t.Skipf("%s has no node registry", a.Name())
+	}
+	ttl := time.Hour
+	register(t, ns, "A", base)
+	const sessions = 3
+	for i := range sessions {
+		id := fmt.Sprintf("w%d", i)
+		create(t, a, newSession(id, base))
+		acquire(t, a, id, "A", base, ttl)
+	}
+	const rounds = 150
+	var wg sync.WaitGroup
+	// The event writer: batches over every session.
+	wg.Go(func() {
+		for seq := int64(1); seq <= rounds; seq++ {
+			var batch []berth.Event
+			for i := range sessions {
+				batch = append(batch, events(fmt.Sprintf("w%d", i), seq, 1)...)
+			}
+			if err := a.AppendEvents(ctx(t), batch); err != nil {
+				t.Errorf("append %d: %v", seq, err)
+				return
+			}
+		}
+	})
+	for i := range sessions {
+		id := fmt.Sprintf("w%d", i)
+		wg.Go(func() {
+			sess := newSession(id, base)
+			for n := range rounds {
+				sess.Name = fmt.Sprintf("n%d", n)
+				if err := a.UpdateSession(ctx(t), sess, ""); err != nil {
+					t.Errorf("update %s: %v", id, err)
+					return
+				}
+				if _, err := a.EnqueuePrompt(ctx(t), entry(id, fmt.Sprintf("%s-%d", id, n), berth.EntrySteer, 0, base), 10); err != nil {
+					t.Errorf("enqueue %s: %v", id, err)
+					return
+				}
+				if err := a.CreatePermission(ctx(t), permission(id, fmt.Sprintf("%s-p%d", id, n), base)); err != nil {
+					t.Errorf("permission %s: %v", id, err)
+					return
+				}
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var hb sync.WaitGroup
+	hb.Go(func() {
+		for k := 1; ; k++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := ns.Heartbeat(ctx(t), "A", base.Add(time.Duration(k)*time.Millisecond), ttl); err != nil {
+				t.Errorf("heartbeat: %v", err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	close(stop)
+	hb.Wait()
+	for i := range sessions {
+		if n := lastSeq(t, a, fmt.Sprintf("w%d", i)); n != rounds {
+			t.Fatalf("w%d: last seq %d, want %d", i, n, rounds)
+		}
+	}
+}

@@ -93,6 +93,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"FenceMissingSession", testFenceMissingSession},
 		{"FenceNodeLost", testFenceNodeLost},
 		{"FenceRace", testFenceRace},
+		{"FenceConcurrentWriters", testFenceConcurrentWriters},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
