@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -70,7 +71,8 @@ func (s *Server) newForwarder(c Cluster) *forwarder {
 	}
 	f := &forwarder{cluster: c}
 	f.proxy = &httputil.ReverseProxy{
-		Transport: transport,
+		Transport:  transport,
+		BufferPool: proxyBuffers{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(targetKey{}).(proxyTarget)
 			pr.SetURL(t.url)
@@ -105,6 +107,22 @@ func (s *Server) newForwarder(c Cluster) *forwarder {
 	}
 	return f
 }
+
+// proxyBuffers lends the proxy its copy buffers, so a forward does not
+// allocate 32 KiB for each answer it passes back.
+type proxyBuffers struct{}
+
+// bufferPool holds *[]byte of 32 KiB.
+var bufferPool = sync.Pool{New: func() any {
+	b := make([]byte, 32<<10)
+	return &b
+}}
+
+// Get implements httputil.BufferPool.
+func (proxyBuffers) Get() []byte { return *bufferPool.Get().(*[]byte) }
+
+// Put implements httputil.BufferPool.
+func (proxyBuffers) Put(b []byte) { bufferPool.Put(&b) }
 
 // forward sends a write to a session (any method but GET and HEAD on
 // /v1/sessions/{id} and below) to the node that owns it, when that is not
