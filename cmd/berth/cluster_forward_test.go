@@ -82,6 +82,17 @@ func (f *sseFollower) until(t *testing.T, within time.Duration, stop func(berth.
 				return out
 			}
 		case err := <-f.errc:
+			// The stream's last events may still wait in the channel.
+			select {
+			case ev := <-f.events:
+				f.errc <- err
+				out = append(out, ev)
+				if stop(ev) {
+					return out
+				}
+				continue
+			default:
+			}
 			t.Fatalf("after %d events: %v", len(out), err)
 		case <-timeout:
 			t.Fatalf("no matching event within %s (%d events read)", within, len(out))
