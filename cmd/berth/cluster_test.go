@@ -24,9 +24,15 @@ const clusterTTL = 2 * time.Second
 // PostgreSQL database db, in a home of its own, on a loopback port.
 func startNode(t *testing.T, db, id string) *server {
 	t.Helper()
+	return startNodeAt(t, db, id, t.TempDir(), clusterTTL)
+}
+
+// startNodeAt is startNode on a given home, with a given lease_ttl.
+func startNodeAt(t *testing.T, db, id, home string, ttl time.Duration) *server {
+	t.Helper()
 	addr := freeAddr(t)
-	env := []string{"BERTH_CLUSTER_TOKEN=test-node-token", "BERTH_CLUSTER_LEASE_TTL=" + clusterTTL.String()}
-	s := startServerAddr(t, t.TempDir(), addr, env, "--store", db, "--node-id", id, "--advertise", "http://"+addr)
+	env := []string{"BERTH_CLUSTER_TOKEN=test-node-token", "BERTH_CLUSTER_LEASE_TTL=" + ttl.String()}
+	s := startServerAddr(t, home, addr, env, "--store", db, "--node-id", id, "--advertise", "http://"+addr)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("log of %s:\n%s", id, s.log)
@@ -406,5 +412,100 @@ func TestBenchClusterReportsItsFigures(t *testing.T) {
 	if r.Nodes != 3 || r.Creates <= 0 || r.CrossP50 <= 0 || r.CrossP99 < r.CrossP50 || r.Forwarded <= 0 || r.Direct <= 0 ||
 		r.Failover < float64(time.Second.Milliseconds()) || len(r.CPU) != 3 {
 		t.Fatalf("report: %+v", r)
+	}
+}
+
+// A cluster node's shims keep their agents no longer than lease_ttl once
+// the node is gone: with no other node to close its sessions, its agents
+// still end (orphan_timeout is lease_ttl in cluster mode).
+func TestClusterNodeKilledAloneLeavesNoAgentRunning(t *testing.T) {
+	db := freshPostgres(t)
+	a := startNode(t, db, "node-a")
+	var sess berth.Session
+	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
+		t.Fatalf("create = %d", st)
+	}
+	if len(agentPIDs(sess.ID)) == 0 {
+		t.Fatal("no agent process carries the session's id")
+	}
+	_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL)
+	_ = a.cmd.Wait()
+	waitFor(t, 4*clusterTTL+5*time.Second, "the agent of the dead node's session ended", func() bool {
+		for _, pid := range agentPIDs(sess.ID) {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A node restarted on its home within lease_ttl carries its sessions on
+// (it still holds their leases; the other node does not take them); one
+// that comes back later finds them closed by the other node (node_lost)
+// and reattaches nothing: their shims are ended, not reattached.
+func TestClusterNodeRestartKeepsItsSessionsWithinTheTTL(t *testing.T) {
+	db := freshPostgres(t)
+	homeA := t.TempDir()
+	// Long enough for a stop and a start on a loaded machine.
+	const ttl = 6 * time.Second
+	a := startNodeAt(t, db, "node-a", homeA, ttl)
+	b := startNodeAt(t, db, "node-b", t.TempDir(), ttl)
+	var sess berth.Session
+	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
+		t.Fatalf("create = %d", st)
+	}
+	// SIGTERM: the agent stays in its shim for the next daemon.
+	a.stopKeepingShims(t)
+	a = startNodeAt(t, db, "node-a", homeA, ttl)
+	waitFor(t, 10*time.Second, "the session reattached", func() bool {
+		var h berth.Health
+		st, _ := a.api("GET", "/v1/health", nil, &h)
+		return st == 200 && h.Reattaching == 0
+	})
+	var r berth.TurnResult
+	if st, _ := a.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo still"}, &r); st != 200 || r.Text != "still" {
+		t.Fatalf("prompt after the restart = %d %+v\n%s", st, r, a.log)
+	}
+	// Longer than the TTL: B closes the session, and A's return keeps off it.
+	a.stopKeepingShims(t)
+	waitFor(t, 3*ttl, "session stopped/node_lost on B", func() bool {
+		s := b.session(t, sess.ID)
+		return s.State == berth.StateStopped && s.StopReason == berth.StopNodeLost
+	})
+	before := b.allEvents(t, sess.ID)
+	a = startNodeAt(t, db, "node-a", homeA, ttl)
+	waitFor(t, 10*time.Second, "A's boot over", func() bool {
+		var h berth.Health
+		st, _ := a.api("GET", "/v1/health", nil, &h)
+		return st == 200 && h.Reattaching == 0
+	})
+	waitFor(t, 3*clusterTTL, "no shim of A's left", func() bool {
+		for _, pid := range shimsOf(homeA) {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+	if s := a.session(t, sess.ID); s.State != berth.StateStopped || s.StopReason != berth.StopNodeLost {
+		t.Fatalf("after A's late return: %s/%s", s.State, s.StopReason)
+	}
+	if after := b.allEvents(t, sess.ID); len(after) != len(before) {
+		t.Fatalf("A's late return wrote to the log: %d → %d events", len(before), len(after))
+	}
+}
+
+// stopKeepingShims ends the daemon with SIGTERM and waits, leaving the
+// agents in their shims (as serve does), for a next daemon on the home.
+func (s *server) stopKeepingShims(t *testing.T) {
+	t.Helper()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("daemon did not stop on SIGTERM: %s", s.log)
 	}
 }
