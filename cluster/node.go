@@ -28,6 +28,8 @@ type Sessions interface {
 	// holds: stopped/node_lost. leftovers are the processes of this host
 	// by session id (nil: looked up).
 	CloseLost(ctx context.Context, id string, leftovers map[string][]int) error
+	// LiveIDs are the sessions this node drives now.
+	LiveIDs() map[string]bool
 }
 
 // Options configure a Node.
@@ -70,6 +72,9 @@ type Node struct {
 	lastBeat time.Time
 	// leaseMu serialises the lease calls (Acquire, Release).
 	leaseMu sync.Mutex
+	// fencedSelf is set when the node let go of its sessions for want of
+	// a heartbeat; the next heartbeat closes those it still holds.
+	fencedSelf bool
 	// adverts are the nodes' URLs as last read (ListNodes).
 	adverts map[string]string
 
@@ -200,10 +205,45 @@ func (n *Node) beat(ctx context.Context) {
 			// not run on beside the ones they may resume.
 			n.log.Error("no heartbeat for lease_ttl: letting go of every session")
 			n.loseAll()
+			n.mu.Lock()
+			n.fencedSelf = true
+			n.mu.Unlock()
 		}
 		return
 	}
+	n.mu.Lock()
+	fenced := n.fencedSelf
+	n.fencedSelf = false
+	n.mu.Unlock()
+	if fenced {
+		n.closeDropped(ctx)
+	}
 	n.takeOver(ctx, now)
+}
+
+// closeDropped closes, as node_lost, the sessions this node let go of
+// when its heartbeats failed but whose leases it still holds (no other
+// node took them: none marked it lost), so that none stays active with
+// no node driving it.
+func (n *Node) closeDropped(ctx context.Context) {
+	leases, err := n.nodes.LeasesOf(ctx, n.opts.ID)
+	if err != nil {
+		n.log.Error("sessions let go of not closed", "err", err)
+		return
+	}
+	live := n.sessions.LiveIDs()
+	var procs map[string][]int
+	for _, l := range leases {
+		if live[l.SessionID] {
+			continue
+		}
+		if procs == nil && n.opts.Processes != nil {
+			procs = n.opts.Processes()
+		}
+		if err := n.closeLost(ctx, l.SessionID, procs); err != nil {
+			n.log.Error("session let go of not closed", "session_id", l.SessionID, "err", err)
+		}
+	}
 }
 
 // loseAll lets go of every session this node drives.

@@ -38,6 +38,8 @@ func (f *fakeSessions) LoseSessions(ids []string) {
 	}
 }
 
+func (f *fakeSessions) LiveIDs() map[string]bool { return map[string]bool{} }
+
 func (f *fakeSessions) CloseLost(ctx context.Context, id string, _ map[string][]int) error {
 	s, err := f.store.GetSession(ctx, id)
 	if err != nil {
@@ -171,7 +173,12 @@ func TestSilentNodeLetsGo(t *testing.T) {
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	st := memory.New()
 	a, fa := testNode(t, st, "a", clk)
-	a.nodes = failingBeats{a.nodes}
+	newSession(t, st, "ses_1")
+	if err := a.Acquire(ctx, "ses_1"); err != nil {
+		t.Fatal(err)
+	}
+	registry := a.nodes
+	a.nodes = failingBeats{registry}
 	clk.add(2 * time.Second)
 	a.beat(ctx)
 	if fa.lost != 0 {
@@ -181,6 +188,18 @@ func TestSilentNodeLetsGo(t *testing.T) {
 	a.beat(ctx)
 	if fa.lost != 1 {
 		t.Fatalf("let go %d times after the TTL without a heartbeat, want 1", fa.lost)
+	}
+	// The store back before any other node marked A lost: A closes what
+	// it let go of (it still holds the lease), so nothing stays active
+	// with no node driving it.
+	a.nodes = registry
+	clk.add(time.Second)
+	a.beat(ctx)
+	if len(fa.close) != 1 || fa.close[0] != "ses_1" {
+		t.Fatalf("closed after the store came back: %v", fa.close)
+	}
+	if _, err := st.GetLease(ctx, "ses_1"); !berth.IsCode(err, berth.ENotFound) {
+		t.Fatalf("the lease was not given back: %v", err)
 	}
 }
 
