@@ -61,10 +61,15 @@ type Node struct {
 	sessions Sessions
 
 	mu sync.Mutex
-	// tokens are the fencing tokens of the leases this node took.
-	tokens map[string]int64
+	// held are the leases this node took, each with its fencing token and
+	// how many of this node's users hold it (a takeover, a resume, a
+	// write to a stopped session may overlap on one session): the lease
+	// goes back when the last one releases it.
+	held map[string]*heldLease
 	// lastBeat is when the last heartbeat succeeded.
 	lastBeat time.Time
+	// leaseMu serialises the lease calls (Acquire, Release).
+	leaseMu sync.Mutex
 	// adverts are the nodes' URLs as last read (ListNodes).
 	adverts map[string]string
 
@@ -91,7 +96,7 @@ func New(opts Options) (*Node, error) {
 		opts.Now = time.Now
 	}
 	return &Node{opts: opts, nodes: ns, store: opts.Store, log: opts.Logger.With("node_id", opts.ID),
-		tokens: map[string]int64{}}, nil
+		held: map[string]*heldLease{}}, nil
 }
 
 // ID is the node's id.
@@ -205,7 +210,7 @@ func (n *Node) beat(ctx context.Context) {
 func (n *Node) loseAll() {
 	n.sessions.LoseSessions(nil)
 	n.mu.Lock()
-	clear(n.tokens)
+	clear(n.held)
 	n.mu.Unlock()
 }
 
@@ -293,6 +298,10 @@ func (n *Node) closeLost(ctx context.Context, id string, procs map[string][]int)
 // Acquire implements session.Cluster: it takes the lease of a session for
 // this node until now+TTL (the heartbeat renews it).
 func (n *Node) Acquire(ctx context.Context, id string) error {
+	// One lease call at a time: a release never overtakes an acquire of
+	// the same session by another user on this node.
+	n.leaseMu.Lock()
+	defer n.leaseMu.Unlock()
 	l, err := n.store.AcquireLease(ctx, id, n.opts.ID, n.opts.Now().UTC(), n.opts.TTL)
 	if berth.IsCode(err, berth.EConflict) {
 		// Said with the node that drives it, for the caller to name.
@@ -309,19 +318,40 @@ func (n *Node) Acquire(ctx context.Context, id string) error {
 		return err
 	}
 	n.mu.Lock()
-	n.tokens[id] = l.Token
+	if h := n.held[id]; h != nil && h.token == l.Token {
+		h.users++
+	} else {
+		n.held[id] = &heldLease{token: l.Token, users: 1}
+	}
 	n.mu.Unlock()
 	return nil
+}
+
+// heldLease is a lease this node took.
+type heldLease struct {
+	token int64
+	users int
 }
 
 // Release implements session.Cluster: it gives back the lease this node
 // took of a session. A lease another node took meanwhile is left alone.
 func (n *Node) Release(ctx context.Context, id string) {
+	n.leaseMu.Lock()
+	defer n.leaseMu.Unlock()
 	n.mu.Lock()
-	token, ok := n.tokens[id]
-	delete(n.tokens, id)
+	h := n.held[id]
+	if h != nil && h.users > 1 {
+		// Another user of this node still drives it.
+		h.users--
+		n.mu.Unlock()
+		return
+	}
+	delete(n.held, id)
 	n.mu.Unlock()
-	if !ok {
+	var token int64
+	if h != nil {
+		token = h.token
+	} else {
 		l, err := n.store.GetLease(ctx, id)
 		if err != nil || l.Owner != n.opts.ID {
 			return

@@ -200,3 +200,31 @@ func TestNewRefusesAStoreWithoutRegistry(t *testing.T) {
 
 // plainStore hides every optional capability of a store.
 type plainStore struct{ berth.Store }
+
+// Users of one lease on one node (a takeover and a resume, a write to a
+// stopped session and a resume) overlap: the lease goes back when the
+// last one releases it, never under another's feet.
+func TestLeaseGoesBackWithItsLastUser(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	st := memory.New()
+	a, _ := testNode(t, st, "a", clk)
+	newSession(t, st, "ses_1")
+	for range 2 {
+		if err := a.Acquire(ctx, "ses_1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Release(ctx, "ses_1")
+	if l, err := st.GetLease(ctx, "ses_1"); err != nil || l.Owner != "a" {
+		t.Fatalf("after one of two releases: %+v %v", l, err)
+	}
+	s, _ := st.GetSession(ctx, "ses_1")
+	if err := st.UpdateSession(ctx, s, ""); err != nil {
+		t.Fatalf("the remaining user's write: %v", err)
+	}
+	a.Release(ctx, "ses_1")
+	if _, err := st.GetLease(ctx, "ses_1"); !berth.IsCode(err, berth.ENotFound) {
+		t.Fatalf("after the last release: %v", err)
+	}
+}

@@ -362,6 +362,8 @@ func TestClusterThreeNodesCreatePromptStreamFailover(t *testing.T) {
 		return ev.Type == berth.EventSessionStopped && stopReasonOf(ev) == string(berth.StopNodeLost)
 	})
 	waitFor(t, 3*clusterTTL, "A listed lost", func() bool { return nodesOf(c)["node-a"].State == berth.NodeLost })
+	// session_stopped is logged before the session is recorded stopped.
+	waitFor(t, 3*clusterTTL, "session stopped", func() bool { return b.session(t, sess.ID).State == berth.StateStopped })
 
 	var resumed berth.Session
 	if st, _ := b.api("POST", "/v1/sessions/"+sess.ID+"/resume", nil, &resumed); st != 200 || resumed.Node != "node-b" {
