@@ -33,13 +33,19 @@ type Node struct {
 type NodeStore interface {
 	// RegisterNode inserts n or, when its id exists, marks it up again with
 	// n's Advertise and StartedAt and a heartbeat at now. It is how a node
-	// (re)joins; a node that was lost comes back as a new incarnation and
-	// holds none of the leases it had.
+	// (re)joins. A node still up (a restart within the TTL) keeps its
+	// leases; a node that was lost or left comes back as a new
+	// incarnation and holds none of the leases it had: they stay its
+	// (LeasesOf lists them, expired, for a takeover) but its heartbeats no
+	// longer renew them, and a fenced store forgets their tokens. Register
+	// before acquiring leases.
 	RegisterNode(ctx context.Context, n *Node, now time.Time) error
 	// Heartbeat records that node id is alive at now and renews, in the
-	// same transaction, every lease it holds until now+ttl. ENodeLost when
-	// the node is marked lost (or left): it must stop driving every session
-	// at once, without writing. ENotFound if the node is absent.
+	// same transaction, every lease its current incarnation holds until
+	// now+ttl. ENodeLost when the node is marked lost (or left): it must
+	// stop driving every session at once, without writing (a fenced store
+	// forgets every token, so its writes fail). ENotFound if the node is
+	// absent.
 	Heartbeat(ctx context.Context, id string, now time.Time, ttl time.Duration) error
 	// ListNodes returns every node, oldest first, with Sessions counted.
 	ListNodes(ctx context.Context) ([]*Node, error)
@@ -48,8 +54,11 @@ type NodeStore interface {
 	// caller, however many call at once.
 	MarkLostNodes(ctx context.Context, now time.Time, ttl time.Duration) ([]*Node, error)
 	// LeaveNode marks node id left and releases its leases (a clean stop).
+	// Leaving twice is no error; ENodeLost if the node is lost (its leases
+	// belong to the takeover); ENotFound if it is absent.
 	LeaveNode(ctx context.Context, id string) error
-	// LeasesOf returns the live (owner not empty) leases node id holds.
+	// LeasesOf returns the live (owner not empty) leases node id holds,
+	// expired or not, by session id.
 	LeasesOf(ctx context.Context, owner string) ([]*Lease, error)
 }
 
