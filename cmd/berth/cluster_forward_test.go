@@ -163,9 +163,10 @@ func rawCall(t *testing.T, s *server, method, path, body string) (int, string) {
 // Three nodes on one PostgreSQL, each with its own user token: a session
 // created on A is prompted through B (forwarded to A with the node token)
 // and streamed from C, which carries A's events live (woken by NOTIFY,
-// read from the store) with no gap and no duplicate. The owner's errors
-// pass through B unchanged; once A is gone a write through B is 503
-// naming it.
+// read from the store) with no gap and no duplicate, and the session's
+// changes on its all-sessions stream; a turn's long poll on C waits on A.
+// The owner's errors pass through B unchanged; once A is gone a write
+// through B is 503 naming it.
 func TestClusterPromptThroughBStreamFromC(t *testing.T) {
 	db := freshPostgres(t)
 	a, b, c := startNode(t, db, "node-a"), startNode(t, db, "node-b"), startNode(t, db, "node-c")
@@ -219,6 +220,17 @@ func TestClusterPromptThroughBStreamFromC(t *testing.T) {
 		case <-deadline:
 			t.Fatal("C's all-sessions stream did not carry the session after its turns")
 		}
+	}
+
+	// A turn's long poll asked of a node that does not run it waits on the
+	// owner: prompted through B, waited for on C.
+	var pr berth.PromptResult
+	if st, _ := b.api("POST", "/v1/sessions/"+id+"/prompts", map[string]any{"text": "sleep 300\necho late turn"}, &pr); st != 202 || pr.TurnID == "" {
+		t.Fatalf("prompt through B = %d %+v", st, pr)
+	}
+	var tr berth.TurnResult
+	if st, err := c.api("GET", "/v1/sessions/"+id+"/turns/"+pr.TurnID, nil, &tr); st != 200 || err != nil || !strings.HasSuffix(tr.Text, "late turn") {
+		t.Fatalf("the turn waited for on C = %d %v %+v", st, err, tr)
 	}
 
 	// An error of the owner passes through B as the owner said it.
