@@ -92,13 +92,17 @@ func (s *Server) newForwarder(c Cluster) *forwarder {
 			pr.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.restoreOwnHeaders(w, r)
+			if s.shuttingDown() {
+				// The owner may still answer, but not through this node.
+				s.writeError(w, r, berth.WrapError(berth.EUnavailable, err, "the daemon is shutting down; the request may have reached the session's owner"))
+				return
+			}
 			if r.Context().Err() != nil {
-				// The client went away (or the server is closing): no one
-				// to answer.
+				// The client went away: no one to answer.
 				return
 			}
 			t := r.Context().Value(targetKey{}).(proxyTarget)
-			s.restoreOwnHeaders(w, r)
 			s.writeError(w, r, &berth.Error{Code: berth.EUnavailable,
 				Message: "node " + t.node + " (" + t.url.String() + "), which drives this session, cannot be reached: " + err.Error(),
 				Details: map[string]any{"node": t.node}, Err: err})

@@ -471,3 +471,53 @@ func TestNoClusterForwardsNothing(t *testing.T) {
 		t.Fatalf("a node token without a cluster: %d", st)
 	}
 }
+
+func TestForwardCutByTheShutdownIsUnavailable(t *testing.T) {
+	c := newFakeCluster()
+	fa, fb := newFakeService(), newFakeService()
+	fa.waitBlocks, fa.waitRelease = true, make(chan struct{})
+	defer close(fa.waitRelease)
+	a := startServer(t, fa, ServerOptions{Token: "token-a", Cluster: c.clusterOf("a")}, "")
+	b := NewServer(fb, ServerOptions{Token: "token-b", Cluster: c.clusterOf("b")})
+	if err := b.Listen("127.0.0.1:0", ""); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- b.Serve() }()
+	c.place("a", "http://"+a.Addr())
+	c.set("ses_1", "a")
+	type answer struct {
+		st  int
+		raw []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		st, raw, _ := send(t, b, "POST", "/v1/sessions/ses_1/prompts?wait=true", `{"text":"x"}`, "Authorization", "Bearer token-b")
+		done <- answer{st, raw}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fa.mu.Lock()
+		waiting := fa.lastWaitTurn != ""
+		fa.mu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the owner never waited on the turn")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	ans := <-done
+	if e := decodeErr(t, ans.raw); ans.st != 503 || e.Code != berth.EUnavailable || !strings.Contains(e.Message, "shutting down") {
+		t.Fatalf("a forward cut by the shutdown: %d %s", ans.st, ans.raw)
+	}
+}
