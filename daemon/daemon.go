@@ -598,7 +598,11 @@ func (d *Daemon) watchEvents(logger *slog.Logger) {
 	d.stopWatch, d.watched = cancel, make(chan struct{})
 	go func() {
 		defer close(d.watched)
-		if err := w.WatchEvents(ctx, d.log.Notify); err != nil && ctx.Err() == nil {
+		notice := func(id string, last int64) {
+			d.log.Notify(id, last)
+			d.mgr.RemoteCommitted(id)
+		}
+		if err := w.WatchEvents(ctx, notice); err != nil && ctx.Err() == nil {
 			logger.Error("the watch of other nodes' events stopped: streams of their sessions see new events only when they poll", "err", err)
 		}
 	}()

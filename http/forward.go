@@ -92,13 +92,17 @@ func (s *Server) newForwarder(c Cluster) *forwarder {
 			pr.SetXForwarded()
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.restoreOwnHeaders(w, r)
+			if s.shuttingDown() {
+				// The owner may still answer, but not through this node.
+				s.writeError(w, r, berth.WrapError(berth.EUnavailable, err, "the daemon is shutting down; the request may have reached the session's owner"))
+				return
+			}
 			if r.Context().Err() != nil {
-				// The client went away (or the server is closing): no one
-				// to answer.
+				// The client went away: no one to answer.
 				return
 			}
 			t := r.Context().Value(targetKey{}).(proxyTarget)
-			s.restoreOwnHeaders(w, r)
 			s.writeError(w, r, &berth.Error{Code: berth.EUnavailable,
 				Message: "node " + t.node + " (" + t.url.String() + "), which drives this session, cannot be reached: " + err.Error(),
 				Details: map[string]any{"node": t.node}, Err: err})
@@ -125,8 +129,9 @@ func (proxyBuffers) Get() []byte { return *bufferPool.Get().(*[]byte) }
 func (proxyBuffers) Put(b []byte) { bufferPool.Put(&b) }
 
 // forward sends a write to a session (any method but GET and HEAD on
-// /v1/sessions/{id} and below) to the node that owns it, when that is not
-// this one, and passes the owner's answer back unchanged. A request
+// /v1/sessions/{id} and below, and a turn's long poll: see ownerRoute) to
+// the node that owns it, when that is not this one, and passes the owner's
+// answer back unchanged. A request
 // forwarded to this node that this node does not own is refused with 503
 // not_owner: a request is forwarded at most once. Everything else, and
 // everything when there is no cluster, is served here.
@@ -135,11 +140,11 @@ func (s *Server) forward(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := s.sessionWrite(r)
+		id, ok := s.ownerRoute(r)
 		if !ok {
 			if authOf(r) == viaNode {
-				// The node token is for forwarded session writes only.
-				s.writeError(w, r, berth.Errorf(berth.EForbidden, "the node token only authenticates writes forwarded to a session's owner"))
+				// The node token is for what is forwarded to an owner only.
+				s.writeError(w, r, berth.Errorf(berth.EForbidden, "the node token only authenticates requests forwarded to a session's owner"))
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -190,19 +195,23 @@ func (s *Server) restoreOwnHeaders(w http.ResponseWriter, r *http.Request) {
 	setAPIHeaders(w.Header())
 }
 
-// sessionWrite reports whether r is a write to one session that its owner
-// must serve: a route of the API (not a 404 or 405) under
-// /v1/sessions/{id} with a method other than GET and HEAD. It returns the
-// session's id.
-func (s *Server) sessionWrite(r *http.Request) (string, bool) {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return "", false
-	}
+// ownerRoute reports whether r must be served by its session's owner: a
+// write to one session (a route of the API, not a 404 or 405, under
+// /v1/sessions/{id} with a method other than GET and HEAD), or the long
+// poll of a turn (GET …/turns/{turn}), which only the node running the
+// turn can answer as it ends. It returns the session's id.
+func (s *Server) ownerRoute(r *http.Request) (string, bool) {
 	id := sessionOfPath(r.URL.Path)
 	if id == "" {
 		return "", false
 	}
 	_, pattern := s.mux.Handler(r)
+	if pattern == "GET /v1/sessions/{id}/turns/{turn}" {
+		return id, true
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return "", false
+	}
 	_, path, _ := strings.Cut(pattern, " ")
 	if !strings.HasPrefix(path, "/v1/sessions/{id}") {
 		return "", false

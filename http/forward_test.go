@@ -170,40 +170,53 @@ func TestForwardedPromptRunsOnTheOwner(t *testing.T) {
 }
 
 func TestForwardedWaitIsNotCut(t *testing.T) {
-	_, _, b, fa, _ := twoNodes(t)
-	fa.waitBlocks, fa.waitRelease = true, make(chan struct{})
-	type answer struct {
-		st  int
-		raw []byte
-	}
-	done := make(chan answer, 1)
-	go func() {
-		st, raw, _ := send(t, b, "POST", "/v1/sessions/ses_1/prompts?wait=true", `{"text":"long"}`, "Authorization", "Bearer token-b")
-		done <- answer{st, raw}
-	}()
-	// The owner waits on the turn: the forward waits with it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fa.mu.Lock()
-		waiting := fa.lastWaitTurn != ""
-		fa.mu.Unlock()
-		if waiting {
-			break
+	// A prompt's ?wait=true, and the long poll of a turn, which only the
+	// node running the turn can answer: both wait on the owner.
+	for _, req := range []struct{ method, path, body string }{
+		{"POST", "/v1/sessions/ses_1/prompts?wait=true", `{"text":"long"}`},
+		{"GET", "/v1/sessions/ses_1/turns/turn_1", ""},
+	} {
+		_, _, b, fa, fb := twoNodes(t)
+		fa.waitBlocks, fa.waitRelease = true, make(chan struct{})
+		type answer struct {
+			st  int
+			raw []byte
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the owner never waited on the turn")
+		done := make(chan answer, 1)
+		go func() {
+			st, raw, _ := send(t, b, req.method, req.path, req.body, "Authorization", "Bearer token-b")
+			done <- answer{st, raw}
+		}()
+		// The owner waits on the turn: the forward waits with it.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			fa.mu.Lock()
+			waiting := fa.lastWaitTurn != ""
+			fa.mu.Unlock()
+			if waiting {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s %s: the owner never waited on the turn", req.method, req.path)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	close(fa.waitRelease)
-	select {
-	case ans := <-done:
-		var res berth.TurnResult
-		if ans.st != 200 || json.Unmarshal(ans.raw, &res) != nil || res.Text != "hello" {
-			t.Fatalf("?wait=true through b: %d %s", ans.st, ans.raw)
+		close(fa.waitRelease)
+		select {
+		case ans := <-done:
+			var res berth.TurnResult
+			if ans.st != 200 || json.Unmarshal(ans.raw, &res) != nil || res.Text != "hello" {
+				t.Fatalf("%s %s through b: %d %s", req.method, req.path, ans.st, ans.raw)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s %s: the forwarded wait did not end with the turn", req.method, req.path)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the forwarded wait did not end with the turn")
+		fb.mu.Lock()
+		here := fb.lastWaitTurn
+		fb.mu.Unlock()
+		if here != "" {
+			t.Fatalf("%s %s: b waited on the turn itself", req.method, req.path)
+		}
 	}
 }
 
@@ -456,5 +469,55 @@ func TestNoClusterForwardsNothing(t *testing.T) {
 	st, _, _ = send(t, s, "POST", "/v1/sessions/ses_1/stop", "", "Authorization", "Bearer "+nodeToken, ForwardedByHeader, "x")
 	if st != 401 {
 		t.Fatalf("a node token without a cluster: %d", st)
+	}
+}
+
+func TestForwardCutByTheShutdownIsUnavailable(t *testing.T) {
+	c := newFakeCluster()
+	fa, fb := newFakeService(), newFakeService()
+	fa.waitBlocks, fa.waitRelease = true, make(chan struct{})
+	defer close(fa.waitRelease)
+	a := startServer(t, fa, ServerOptions{Token: "token-a", Cluster: c.clusterOf("a")}, "")
+	b := NewServer(fb, ServerOptions{Token: "token-b", Cluster: c.clusterOf("b")})
+	if err := b.Listen("127.0.0.1:0", ""); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- b.Serve() }()
+	c.place("a", "http://"+a.Addr())
+	c.set("ses_1", "a")
+	type answer struct {
+		st  int
+		raw []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		st, raw, _ := send(t, b, "POST", "/v1/sessions/ses_1/prompts?wait=true", `{"text":"x"}`, "Authorization", "Bearer token-b")
+		done <- answer{st, raw}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fa.mu.Lock()
+		waiting := fa.lastWaitTurn != ""
+		fa.mu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the owner never waited on the turn")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	ans := <-done
+	if e := decodeErr(t, ans.raw); ans.st != 503 || e.Code != berth.EUnavailable || !strings.Contains(e.Message, "shutting down") {
+		t.Fatalf("a forward cut by the shutdown: %d %s", ans.st, ans.raw)
 	}
 }

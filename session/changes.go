@@ -40,6 +40,11 @@ type changes struct {
 	mu sync.Mutex
 	// active holds the sessions with events committed since the last flush.
 	active map[string]struct{}
+	// remote holds the sessions other nodes committed events of since the
+	// last flush; published, what was last published of each one still
+	// live (see RemoteCommitted).
+	remote    map[string]struct{}
+	published map[string][]byte
 	// wake (capacity 1) says active is not empty.
 	wake chan struct{}
 
@@ -62,6 +67,11 @@ func (c *changes) noteActivity(sessionID string) {
 	c.mu.Lock()
 	c.active[sessionID] = struct{}{}
 	c.mu.Unlock()
+	c.signal()
+}
+
+// signal wakes the activity goroutine. It never blocks.
+func (c *changes) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -110,9 +120,14 @@ func (m *Manager) publishActivity(ctx context.Context) {
 			return
 		}
 		c.mu.Lock()
-		active := c.active
-		c.active = make(map[string]struct{}, len(active))
+		active, remote := c.active, c.remote
+		c.active, c.remote = make(map[string]struct{}, len(active)), nil
 		c.mu.Unlock()
+		for id := range remote {
+			if m.runtimeOf(id) == nil {
+				m.publishRemote(ctx, id)
+			}
+		}
 		for id := range active {
 			// A session without a runtime published its last change when
 			// it stopped; what it logs afterwards (nothing, normally) has

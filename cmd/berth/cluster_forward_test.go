@@ -49,8 +49,13 @@ func follow(t *testing.T, s *server, path string, after int64) *sseFollower {
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		id := ""
+		var tail []string
 		for sc.Scan() {
 			line := sc.Text()
+			tail = append(tail, line)
+			if len(tail) > 6 {
+				tail = tail[1:]
+			}
 			switch {
 			case strings.HasPrefix(line, "id: "):
 				id = strings.TrimPrefix(line, "id: ")
@@ -63,7 +68,7 @@ func follow(t *testing.T, s *server, path string, after int64) *sseFollower {
 				f.events <- ev
 			}
 		}
-		f.errc <- fmt.Errorf("the stream ended: %v", sc.Err())
+		f.errc <- fmt.Errorf("the stream ended (%v) after %q", sc.Err(), tail)
 	}()
 	return f
 }
@@ -82,22 +87,59 @@ func (f *sseFollower) until(t *testing.T, within time.Duration, stop func(berth.
 				return out
 			}
 		case err := <-f.errc:
-			// The stream's last events may still wait in the channel.
-			select {
-			case ev := <-f.events:
-				f.errc <- err
+			// Events sent before the end come first.
+			for len(f.events) > 0 {
+				ev := <-f.events
 				out = append(out, ev)
 				if stop(ev) {
+					f.errc <- err
 					return out
 				}
-				continue
-			default:
 			}
 			t.Fatalf("after %d events: %v", len(out), err)
 		case <-timeout:
 			t.Fatalf("no matching event within %s (%d events read)", within, len(out))
 		}
 	}
+}
+
+// followChanges reads a node's all-sessions stream in the background and
+// sends the Session of every session_updated on the channel.
+func followChanges(t *testing.T, s *server) <-chan berth.Session {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan berth.Session, 10000)
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+"/v1/events/stream", nil)
+	s.authorize(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		cancel()
+		t.Fatalf("GET /v1/events/stream: %v", err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		typ := ""
+		for sc.Scan() {
+			line := sc.Text()
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				typ = v
+			} else if v, ok := strings.CutPrefix(line, "data: "); ok && typ == berth.ChangeSessionUpdated {
+				var sess berth.Session
+				if json.Unmarshal([]byte(v), &sess) == nil {
+					out <- sess
+				}
+			}
+		}
+	}()
+	return out
 }
 
 // rawCall sends a request to a node and returns its status and raw body.
@@ -121,9 +163,10 @@ func rawCall(t *testing.T, s *server, method, path, body string) (int, string) {
 // Three nodes on one PostgreSQL, each with its own user token: a session
 // created on A is prompted through B (forwarded to A with the node token)
 // and streamed from C, which carries A's events live (woken by NOTIFY,
-// read from the store) with no gap and no duplicate. The owner's errors
-// pass through B unchanged; once A is gone a write through B is 503
-// naming it.
+// read from the store) with no gap and no duplicate, and the session's
+// changes on its all-sessions stream; a turn's long poll on C waits on A.
+// The owner's errors pass through B unchanged; once A is gone a write
+// through B is 503 naming it.
 func TestClusterPromptThroughBStreamFromC(t *testing.T) {
 	db := freshPostgres(t)
 	a, b, c := startNode(t, db, "node-a"), startNode(t, db, "node-b"), startNode(t, db, "node-c")
@@ -135,8 +178,10 @@ func TestClusterPromptThroughBStreamFromC(t *testing.T) {
 		t.Fatalf("create on A = %d node %q\n%s", st, sess.Node, a.log)
 	}
 	id := sess.ID
-	// C follows the session from its start, before anything is prompted.
+	// C follows the session from its start, before anything is prompted,
+	// and every session's changes.
 	onC := follow(t, c, "/v1/sessions/"+id+"/events/stream", 0)
+	changesOnC := followChanges(t, c)
 
 	texts := []string{"echo one", "flood 300 64\necho two", "think hm\necho three"}
 	var turns []string
@@ -164,6 +209,28 @@ func TestClusterPromptThroughBStreamFromC(t *testing.T) {
 		if ev.Seq != onA[i].Seq || ev.Type != onA[i].Type || string(ev.Data) != string(onA[i].Data) {
 			t.Fatalf("event %d: C streamed %d %s, the log has %d %s", i, ev.Seq, ev.Type, onA[i].Seq, onA[i].Type)
 		}
+	}
+
+	// C's all-sessions stream carried A's session as it went.
+	deadline := time.After(10 * time.Second)
+	for seenTurns := false; !seenTurns; {
+		select {
+		case s := <-changesOnC:
+			seenTurns = s.ID == id && s.Node == "node-a" && s.Turns == len(texts) && s.Badge == berth.BadgeIdle
+		case <-deadline:
+			t.Fatal("C's all-sessions stream did not carry the session after its turns")
+		}
+	}
+
+	// A turn's long poll asked of a node that does not run it waits on the
+	// owner: prompted through B, waited for on C.
+	var pr berth.PromptResult
+	if st, _ := b.api("POST", "/v1/sessions/"+id+"/prompts", map[string]any{"text": "sleep 300\necho late turn"}, &pr); st != 202 || pr.TurnID == "" {
+		t.Fatalf("prompt through B = %d %+v", st, pr)
+	}
+	var tr berth.TurnResult
+	if st, err := c.api("GET", "/v1/sessions/"+id+"/turns/"+pr.TurnID, nil, &tr); st != 200 || err != nil || !strings.HasSuffix(tr.Text, "late turn") {
+		t.Fatalf("the turn waited for on C = %d %v %+v", st, err, tr)
 	}
 
 	// An error of the owner passes through B as the owner said it.

@@ -1,0 +1,75 @@
+package session
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/berth-sh/berth"
+)
+
+// RemoteCommitted tells the manager that some node committed events of a
+// session (a notice of the store, berth.EventWatcher). A session this node
+// does not drive is then published on the all-sessions stream as the
+// store has it, at the pace of local activity (at most once per
+// ChangeOptions.ActivityEvery per session), so every node's stream
+// carries every session's changes (CONTRACT §4.11). It never blocks.
+func (m *Manager) RemoteCommitted(sessionID string) {
+	if sessionID == "" {
+		return
+	}
+	c := m.changes
+	c.mu.Lock()
+	if c.remote == nil {
+		c.remote = make(map[string]struct{})
+	}
+	c.remote[sessionID] = struct{}{}
+	c.mu.Unlock()
+	c.signal()
+}
+
+// publishRemote publishes a session another node drives as the store has
+// it, unless that is what was last published of it here.
+func (m *Manager) publishRemote(ctx context.Context, id string) {
+	s, err := m.store.GetSession(ctx, id)
+	if berth.IsCode(err, berth.ENotFound) {
+		m.forgetRemote(id)
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			m.logger.Warn("another node's session not published", "session_id", id, "err", err)
+		}
+		return
+	}
+	m.withOwners(ctx, []*berth.Session{s})
+	data, err := json.Marshal(m.stored(s))
+	if err != nil {
+		return
+	}
+	c := m.changes
+	c.mu.Lock()
+	same := bytes.Equal(c.published[id], data)
+	if !same {
+		if c.published == nil {
+			c.published = make(map[string][]byte)
+		}
+		if s.State == berth.StateStopped {
+			// Nothing more is expected of it: keep nothing.
+			delete(c.published, id)
+		} else {
+			c.published[id] = data
+		}
+	}
+	c.mu.Unlock()
+	if !same {
+		c.feed.Publish(berth.ChangeSessionUpdated, data)
+	}
+}
+
+// forgetRemote drops what was last published of a session.
+func (m *Manager) forgetRemote(id string) {
+	m.changes.mu.Lock()
+	delete(m.changes.published, id)
+	m.changes.mu.Unlock()
+}
