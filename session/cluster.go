@@ -140,8 +140,8 @@ func (m *Manager) leaseLost(id string) {
 // lose drops a runtime whose lease another node holds: from now on it
 // records nothing (the store would refuse it anyway), its timers stop,
 // its agent's process group is killed, and once the monitor has torn it
-// down its shim goes and the log forgets its hub (the store's log, which
-// the new owner continues, is the truth). Idempotent.
+// down its shim goes and the log releases the session (its streams here
+// go on from the store, which the new owner writes). Idempotent.
 func (rt *runtime) lose() {
 	rt.mu.Lock()
 	first := !rt.detached.Swap(true)
