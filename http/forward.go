@@ -44,8 +44,9 @@ type Cluster interface {
 
 // forwarder proxies a session's writes to the node that owns it.
 type forwarder struct {
-	cluster Cluster
-	proxy   *httputil.ReverseProxy
+	cluster   Cluster
+	proxy     *httputil.ReverseProxy
+	transport *http.Transport
 }
 
 // proxyTarget keys the owner's id and URL in an outgoing request's context.
@@ -69,7 +70,7 @@ func (s *Server) newForwarder(c Cluster) *forwarder {
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
 	}
-	f := &forwarder{cluster: c}
+	f := &forwarder{cluster: c, transport: transport}
 	f.proxy = &httputil.ReverseProxy{
 		Transport:  transport,
 		BufferPool: proxyBuffers{},
@@ -112,6 +113,9 @@ func (s *Server) newForwarder(c Cluster) *forwarder {
 	return f
 }
 
+// close drops the connections to other nodes kept for reuse.
+func (f *forwarder) close() { f.transport.CloseIdleConnections() }
+
 // proxyBuffers lends the proxy its copy buffers, so a forward does not
 // allocate 32 KiB for each answer it passes back.
 type proxyBuffers struct{}
@@ -131,10 +135,10 @@ func (proxyBuffers) Put(b []byte) { bufferPool.Put(&b) }
 // forward sends a write to a session (any method but GET and HEAD on
 // /v1/sessions/{id} and below, and a turn's long poll: see ownerRoute) to
 // the node that owns it, when that is not this one, and passes the owner's
-// answer back unchanged. A request
-// forwarded to this node that this node does not own is refused with 503
-// not_owner: a request is forwarded at most once. Everything else, and
-// everything when there is no cluster, is served here.
+// answer back unchanged. A request forwarded to this node that this node
+// does not own is refused with 503 not_owner: a request is forwarded at
+// most once. Everything else, and everything when there is no cluster, is
+// served here.
 func (s *Server) forward(next http.Handler) http.Handler {
 	if s.opts.Cluster == nil {
 		return next

@@ -339,6 +339,9 @@ func (s *Server) Close(ctx context.Context) error {
 		unix.Close()
 	}
 	s.serveWG.Wait()
+	if s.forwarder != nil {
+		s.forwarder.close()
+	}
 	if socketPath != "" {
 		if rerr := os.Remove(socketPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
 			err = rerr

@@ -42,9 +42,11 @@ type changes struct {
 	active map[string]struct{}
 	// remote holds the sessions other nodes committed events of since the
 	// last flush; published, what was last published of each one still
-	// live (see RemoteCommitted).
-	remote    map[string]struct{}
-	published map[string][]byte
+	// live; remoteWake (capacity 1) says remote is not empty (see
+	// RemoteCommitted).
+	remote     map[string]struct{}
+	published  map[string][]byte
+	remoteWake chan struct{}
 	// wake (capacity 1) says active is not empty.
 	wake chan struct{}
 
@@ -58,7 +60,8 @@ func newChanges(o ChangeOptions) *changes {
 		o.ActivityEvery = DefaultActivityEvery
 	}
 	return &changes{feed: changefeed.New(o.RingSize), every: o.ActivityEvery,
-		active: make(map[string]struct{}), wake: make(chan struct{}, 1), stop: func() {}}
+		active: make(map[string]struct{}), wake: make(chan struct{}, 1), remoteWake: make(chan struct{}, 1),
+		stop: func() {}}
 }
 
 // noteActivity records that a session's log grew. It runs on the event
@@ -67,11 +70,6 @@ func (c *changes) noteActivity(sessionID string) {
 	c.mu.Lock()
 	c.active[sessionID] = struct{}{}
 	c.mu.Unlock()
-	c.signal()
-}
-
-// signal wakes the activity goroutine. It never blocks.
-func (c *changes) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -92,10 +90,14 @@ func (m *Manager) startActivity() {
 		}
 	}
 	m.log.OnCommit(onCommit)
-	c.done.Add(1)
+	c.done.Add(2)
 	go func() {
 		defer c.done.Done()
 		m.publishActivity(ctx)
+	}()
+	go func() {
+		defer c.done.Done()
+		m.publishRemoteActivity(ctx)
 	}()
 }
 
@@ -120,14 +122,9 @@ func (m *Manager) publishActivity(ctx context.Context) {
 			return
 		}
 		c.mu.Lock()
-		active, remote := c.active, c.remote
-		c.active, c.remote = make(map[string]struct{}, len(active)), nil
+		active := c.active
+		c.active = make(map[string]struct{}, len(active))
 		c.mu.Unlock()
-		for id := range remote {
-			if m.runtimeOf(id) == nil {
-				m.publishRemote(ctx, id)
-			}
-		}
 		for id := range active {
 			// A session without a runtime published its last change when
 			// it stopped; what it logs afterwards (nothing, normally) has

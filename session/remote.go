@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
@@ -25,7 +26,46 @@ func (m *Manager) RemoteCommitted(sessionID string) {
 	}
 	c.remote[sessionID] = struct{}{}
 	c.mu.Unlock()
-	c.signal()
+	select {
+	case c.remoteWake <- struct{}{}:
+	default:
+	}
+}
+
+// publishRemoteActivity publishes the sessions other nodes wrote, as
+// publishActivity does this node's: at most once per interval each. It
+// has a goroutine of its own, so the store reads it makes never delay
+// this node's own sessions.
+func (m *Manager) publishRemoteActivity(ctx context.Context) {
+	c := m.changes
+	pace := time.NewTimer(0)
+	defer pace.Stop()
+	for {
+		select {
+		case <-c.remoteWake:
+		case <-ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		remote := c.remote
+		c.remote = nil
+		c.mu.Unlock()
+		for id := range remote {
+			if ctx.Err() != nil {
+				return
+			}
+			// A session this node drives is published by its runtime.
+			if m.runtimeOf(id) == nil {
+				m.publishRemote(ctx, id)
+			}
+		}
+		pace.Reset(c.every)
+		select {
+		case <-pace.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // publishRemote publishes a session another node drives as the store has
