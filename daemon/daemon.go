@@ -14,9 +14,11 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -163,7 +165,11 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if d.lock, err = homelock.Acquire(o.Home); err != nil {
 		return nil, err
 	}
-	if d.store, err = openStore(ctx, o.Home, o.Config.Store, o.AcceptEmptyStore, o.Logger); err != nil {
+	storeCfg := o.Config.Store
+	if o.Config.ClusterEnabled() {
+		storeCfg.URL = clusterStoreURL(storeCfg.URL, o.Config.Cluster.LeaseTTL.Duration)
+	}
+	if d.store, err = openStore(ctx, o.Home, storeCfg, o.AcceptEmptyStore, o.Logger); err != nil {
 		return nil, err
 	}
 	if d.store.Name() == memory.Name {
@@ -606,4 +612,29 @@ func (d *Daemon) watchEvents(logger *slog.Logger) {
 			logger.Error("the watch of other nodes' events stopped: streams of their sessions see new events only when they poll", "err", err)
 		}
 	}()
+}
+
+// idleTxParam is PostgreSQL's limit on a session idle inside a
+// transaction, which ends the session (and its locks) past it.
+const idleTxParam = "idle_in_transaction_session_timeout"
+
+// clusterStoreURL is a cluster node's store URL: its connections end a
+// transaction left idle for half the lease TTL (at least 500 ms), unless
+// the URL sets the limit itself. A node frozen in the middle of a
+// transaction (SIGSTOP, a VM paused) would otherwise hold its row locks,
+// and with them the other nodes' marking it lost and taking its sessions
+// over, for as long as it stays frozen. berth's transactions never wait
+// between their statements.
+func clusterStoreURL(raw string, ttl time.Duration) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// openStore reports it.
+		return raw
+	}
+	q := u.Query()
+	if q.Get(idleTxParam) == "" {
+		q.Set(idleTxParam, strconv.FormatInt(max(ttl/2, 500*time.Millisecond).Milliseconds(), 10))
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
