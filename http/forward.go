@@ -164,9 +164,9 @@ func (s *Server) forward(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if from := r.Header.Get(ForwardedByHeader); from != "" {
+		if r.Header.Get(ForwardedByHeader) != "" {
 			s.writeError(w, r, &berth.Error{Code: berth.EUnavailable,
-				Message: "node " + c.Self() + " does not own session " + id + " (node " + node + " does): the request was forwarded here by " + from + "; retry it",
+				Message: "node " + c.Self() + " does not drive session " + id + " (node " + node + " does): the request was forwarded here before the session moved; retry it",
 				Details: map[string]any{"reason": "not_owner", "node": node}})
 			return
 		}

@@ -9,6 +9,12 @@ import (
 	"github.com/berth-sh/berth"
 )
 
+// remoteCreatedWithin is how young a session another node drives must be,
+// the first time this node publishes it, to be published as created (the
+// lists here add it) rather than updated (the lists here refresh it if
+// they show it).
+const remoteCreatedWithin = time.Minute
+
 // RemoteCommitted tells the manager that some node committed events of a
 // session (a notice of the store, berth.EventWatcher). A session this node
 // does not drive is then published on the all-sessions stream as the
@@ -89,7 +95,14 @@ func (m *Manager) publishRemote(ctx context.Context, id string) {
 	}
 	c := m.changes
 	c.mu.Lock()
-	same := bytes.Equal(c.published[id], data)
+	prev, seen := c.published[id]
+	same := bytes.Equal(prev, data)
+	typ := berth.ChangeSessionUpdated
+	if !seen && s.State != berth.StateStopped && time.Since(s.CreatedAt) < remoteCreatedWithin {
+		// New to this node and new altogether: created on another node, so
+		// that lists here add it.
+		typ = berth.ChangeSessionCreated
+	}
 	if !same {
 		if c.published == nil {
 			c.published = make(map[string][]byte)
@@ -103,7 +116,7 @@ func (m *Manager) publishRemote(ctx context.Context, id string) {
 	}
 	c.mu.Unlock()
 	if !same {
-		c.feed.Publish(berth.ChangeSessionUpdated, data)
+		c.feed.Publish(typ, data)
 	}
 }
 

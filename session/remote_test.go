@@ -16,8 +16,8 @@ import (
 
 // A session another node drives changes in the store; the notice of its
 // commit makes this node's all-sessions stream carry it, as the store has
-// it (with the node that drives it); a notice that changes nothing
-// publishes nothing.
+// it (with the node that drives it): created the first time (it is new),
+// updated after; a notice that changes nothing publishes nothing.
 func TestRemoteCommitPublishesTheSessionOnTheChangeStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -58,7 +58,8 @@ func TestRemoteCommitPublishesTheSessionOnTheChangeStream(t *testing.T) {
 	m.RemoteCommitted(s.ID)
 	got := nextChange(t, ctx, changes)
 	var seen berth.Session
-	if err := json.Unmarshal(got.Data, &seen); err != nil || got.Type != berth.ChangeSessionUpdated || seen.ID != s.ID || seen.Node != "n2" || seen.State != berth.StateActive {
+	// New here and new altogether: created, so that lists add it.
+	if err := json.Unmarshal(got.Data, &seen); err != nil || got.Type != berth.ChangeSessionCreated || seen.ID != s.ID || seen.Node != "n2" || seen.State != berth.StateActive {
 		t.Fatalf("change %s %s (%v)", got.Type, got.Data, err)
 	}
 	// Nothing changed: nothing is published; then n2 stops it.
@@ -73,7 +74,7 @@ func TestRemoteCommitPublishesTheSessionOnTheChangeStream(t *testing.T) {
 	m.RemoteCommitted(s.ID)
 	got = nextChange(t, ctx, changes)
 	seen = berth.Session{}
-	if err := json.Unmarshal(got.Data, &seen); err != nil || seen.State != berth.StateStopped || seen.Node != "" {
+	if err := json.Unmarshal(got.Data, &seen); err != nil || got.Type != berth.ChangeSessionUpdated || seen.State != berth.StateStopped || seen.Node != "" {
 		t.Fatalf("after the stop: %s (%v)", got.Data, err)
 	}
 }

@@ -104,7 +104,8 @@ func (f *sseFollower) until(t *testing.T, within time.Duration, stop func(berth.
 }
 
 // followChanges reads a node's all-sessions stream in the background and
-// sends the Session of every session_updated on the channel.
+// sends the Session of every session_created and session_updated on the
+// channel.
 func followChanges(t *testing.T, s *server) <-chan berth.Session {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -131,7 +132,7 @@ func followChanges(t *testing.T, s *server) <-chan berth.Session {
 			line := sc.Text()
 			if v, ok := strings.CutPrefix(line, "event: "); ok {
 				typ = v
-			} else if v, ok := strings.CutPrefix(line, "data: "); ok && typ == berth.ChangeSessionUpdated {
+			} else if v, ok := strings.CutPrefix(line, "data: "); ok && (typ == berth.ChangeSessionUpdated || typ == berth.ChangeSessionCreated) {
 				var sess berth.Session
 				if json.Unmarshal([]byte(v), &sess) == nil {
 					out <- sess
