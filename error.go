@@ -24,7 +24,13 @@ const (
 	// ERateLimited refuses an address that guessed wrong too often (HTTP 429).
 	ERateLimited = "rate_limited"
 	EUnavailable = "unavailable"
-	EInternal    = "internal"
+	// ELeaseLost: this node no longer holds the session's lease; another
+	// node took it over (CONTRACT §4.11). Nothing was written.
+	ELeaseLost = "lease_lost"
+	// ENodeLost: this node was marked lost by the others; it must stop
+	// driving every session.
+	ENodeLost = "node_lost"
+	EInternal = "internal"
 )
 
 // Error is an error that a user may see. Message is safe to show: it never

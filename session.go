@@ -216,6 +216,10 @@ type Session struct {
 	// Mounts are the names of the [[sandbox.mounts]] bound read-only in
 	// the session's sandbox, re-bound at every resume.
 	Mounts []string `json:"mounts,omitempty"`
+	// Node is the id of the cluster node driving the session (the holder
+	// of its lease), "" when none does: a stopped session, or one node
+	// alone (CONTRACT §4.11).
+	Node string `json:"node,omitempty"`
 	// ToolsHash is the SHA-256 (hex) of the credential of the session's
 	// berth MCP server while its agent runs, so that a restarted daemon
 	// serves the agent's `berth mcp` again; "" when none.

@@ -9,7 +9,28 @@ import (
 // every state transition is written before it is reported. Implementations
 // are safe for concurrent use. Each method documents the codes of the
 // errors it returns; any other error is EInternal.
+//
+// It is the sum of one small interface per entity, so that a consumer
+// needing one part (the event log writer, the queue) can say so.
+// Optional capabilities (HookStore, SessionCounter, NodeStore, Fencer,
+// EventWatcher) are found by type assertion.
 type Store interface {
+	SessionStore
+	EventStore
+	QueueStore
+	PermissionStore
+	ElicitationStore
+	LeaseStore
+	RecoveryStore
+
+	// Name says which backend this is ("sqlite", "postgres", "memory"), for health.
+	Name() string
+	// Close flushes and releases the store.
+	Close() error
+}
+
+// SessionStore keeps the session records.
+type SessionStore interface {
 	// CreateSession inserts a new session. EConflict if the id exists.
 	CreateSession(ctx context.Context, s *Session) error
 	// GetSession returns one session. ENotFound if there is none.
@@ -24,7 +45,10 @@ type Store interface {
 	// DeleteSession removes a session, its whole log, its queue entries,
 	// permissions and lease. ENotFound if absent.
 	DeleteSession(ctx context.Context, id string) error
+}
 
+// EventStore keeps each session's append-only event log.
+type EventStore interface {
 	// AppendEvents writes sequenced events of any number of sessions in one
 	// transaction and moves each session's LastSeq to its highest seq and
 	// its AgentOffset to the highest Event.Source (never back). All or
@@ -37,7 +61,10 @@ type Store interface {
 	// LastSeq returns the highest committed seq of a session (0 if none).
 	// ENotFound if the session is absent.
 	LastSeq(ctx context.Context, sessionID string) (int64, error)
+}
 
+// QueueStore keeps each session's prompt queue.
+type QueueStore interface {
 	// EnqueuePrompt stores a pending entry (e.State is set to pending) and
 	// says where it stands. A queue entry is refused with EQueueFull when the
 	// session already holds maxPending pending queue entries (nothing is
@@ -59,7 +86,10 @@ type Store interface {
 	// generation (all of them when generation is 0) to canceled and returns
 	// them oldest first.
 	CancelQueue(ctx context.Context, sessionID string, generation int64) ([]*QueueEntry, error)
+}
 
+// PermissionStore keeps the permission requests of agents.
+type PermissionStore interface {
 	// CreatePermission stores a permission request. ENotFound if the
 	// session is absent, EConflict if the id exists.
 	CreatePermission(ctx context.Context, p *Permission) error
@@ -73,7 +103,10 @@ type Store interface {
 	// on a pending permission. EConflict if it is no longer pending,
 	// ENotFound if absent.
 	DecidePermission(ctx context.Context, p *Permission) error
+}
 
+// ElicitationStore keeps the elicitations (questions to the user) of agents.
+type ElicitationStore interface {
 	// CreateElicitation stores an elicitation (pending when e.State is
 	// empty, which it then sets). ENotFound if the session is absent,
 	// EConflict if the id exists.
@@ -88,7 +121,11 @@ type Store interface {
 	// ResolvedAt on a pending elicitation. EConflict if it is no longer
 	// pending, ENotFound if absent.
 	ResolveElicitation(ctx context.Context, e *Elicitation) error
+}
 
+// LeaseStore keeps each session's lease: which node drives it, with a
+// fencing token that only grows.
+type LeaseStore interface {
 	// AcquireLease takes or renews the lease of a session for owner until
 	// now+ttl. A lease held by another owner and not expired at now is
 	// EConflict; taking one over (or taking the first) grows Token, renewing
@@ -99,17 +136,15 @@ type Store interface {
 	// ReleaseLease gives up a lease owner holds with token. EConflict if the
 	// lease is held by another owner or token is stale; ENotFound if none.
 	ReleaseLease(ctx context.Context, sessionID, owner string, token int64) error
+}
 
+// RecoveryStore reads what a booting daemon needs to carry sessions on.
+type RecoveryStore interface {
 	// ListRecovery reads, for each of the sessions named, what a booting
 	// daemon needs to carry it on (see Recovery), for all of them at once
 	// rather than a few queries per session. Sessions that do not exist are
 	// absent from the map.
 	ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*Recovery, error)
-
-	// Name says which backend this is ("sqlite", "postgres", "memory"), for health.
-	Name() string
-	// Close flushes and releases the store.
-	Close() error
 }
 
 // Recovery is what a booting daemon reads of a session it reattaches.

@@ -72,6 +72,8 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("soak-in-flight", 20, "soak cycles run at once")
 	f.Int("checkpoint-files", 0, "run only a checkpoint bench: a workspace of this many files, checkpointed after one changed (issue 16's 10,000-file, 50 ms figure)")
 	f.Int("checkpoint-rounds", 50, "changed-file checkpoints timed by --checkpoint-files")
+	f.Int("cluster", 0, "run only a cluster bench: this many `berth serve` nodes on loopback ports sharing the PostgreSQL database --store names (its own), timed: --sessions creates across them, --prompts cross-node prompts, a SIGKILL failover")
+	f.Duration("cluster-ttl", 2*time.Second, "[cluster] lease_ttl of the --cluster nodes")
 	return cmd
 }
 
@@ -145,6 +147,15 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 			return usagef(cmd, "--checkpoint-rounds must be at least 1")
 		}
 		return runCheckpointBench(cmd.Context(), n, rounds, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+	if n, _ := f.GetInt("cluster"); n > 0 {
+		ttl, _ := f.GetDuration("cluster-ttl")
+		bin, _ := f.GetString("daemon-binary")
+		if n < 2 || ttl < time.Second || !strings.HasPrefix(storeURL, "postgres") {
+			return usagef(cmd, "--cluster needs at least 2 nodes, --cluster-ttl ≥ 1s and --store postgres://… (a database of its own)")
+		}
+		return benchCluster(cmd.Context(), benchBootOptions{binary: bin, storeURL: storeURL, sandbox: sandbox},
+			n, nSessions, max(nPrompts, 1), ttl, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	home, err := os.MkdirTemp("", "berth-bench-")
 	if err != nil {

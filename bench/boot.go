@@ -70,6 +70,8 @@ type benchBootOptions struct {
 	storeURL string
 	sandbox  string
 	profile  string // BERTH_BOOT_PROFILE of the booting daemon
+	addr     string // the TCP address to listen on ("" for a free loopback port)
+	args     []string
 }
 
 // startBenchServe starts `berth serve` on home (listening on its socket
@@ -83,10 +85,15 @@ func startBenchServe(o benchBootOptions, home string, env ...string) (*benchServ
 		}
 		bin = self
 	}
-	args := []string{"serve", "--home", home, "--addr", "127.0.0.1:0"}
+	addr := o.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	args := []string{"serve", "--home", home, "--addr", addr}
 	if o.storeURL != "" {
 		args = append(args, "--store", o.storeURL)
 	}
+	args = append(args, o.args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -31,6 +31,8 @@ type Config struct {
 	Agents      []berth.AgentSpec `toml:"agents"`
 	// Hooks are the [[hooks]] entries (CONTRACT §4.9).
 	Hooks []Hook `toml:"hooks"`
+	// Cluster is the [cluster] section (CONTRACT §4.11).
+	Cluster Cluster `toml:"cluster"`
 }
 
 // Server is the [server] section: where the API listens.
@@ -245,6 +247,7 @@ func Default() *Config {
 			Docker:       SandboxDocker{Image: DefaultDockerImage},
 		},
 		Checkpoints: defaultCheckpoints(),
+		Cluster:     Cluster{LeaseTTL: Duration{DefaultLeaseTTL}},
 		Limits: Limits{
 			MaxPromptBytes:    256 * KiB,
 			MaxQueue:          10,
@@ -276,6 +279,7 @@ func (c *Config) Validate() error {
 		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate, c.Checkpoints.validate,
 		func() error { return validateAgents(c.Agents) },
 		func() error { return validateHooks(c.Hooks) },
+		c.validateCluster,
 	} {
 		if err := check(); err != nil {
 			return err

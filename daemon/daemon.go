@@ -14,14 +14,17 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/cluster"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/hooks"
@@ -53,6 +56,12 @@ type Daemon struct {
 	hooks  *hooks.Service
 	srv    *bhttp.Server
 	docker *docker.Provider
+	// node is this daemon as a cluster node; nil for one node alone.
+	node *cluster.Node
+	// stopWatch ends the watch of the other nodes' commits; watched is
+	// closed once it has returned (nil when none runs).
+	stopWatch context.CancelFunc
+	watched   chan struct{}
 	// token is what TCP clients must send: [server] token or the one kept
 	// in the home ("" only with loopback_without_token).
 	token string
@@ -156,7 +165,11 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if d.lock, err = homelock.Acquire(o.Home); err != nil {
 		return nil, err
 	}
-	if d.store, err = openStore(ctx, o.Home, o.Config.Store, o.AcceptEmptyStore, o.Logger); err != nil {
+	storeCfg := o.Config.Store
+	if o.Config.ClusterEnabled() {
+		storeCfg.URL = clusterStoreURL(storeCfg.URL, o.Config.Cluster.LeaseTTL.Duration)
+	}
+	if d.store, err = openStore(ctx, o.Home, storeCfg, o.AcceptEmptyStore, o.Logger); err != nil {
 		return nil, err
 	}
 	if d.store.Name() == memory.Name {
@@ -165,6 +178,13 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		d.leaveSessions = false
 		o.Logger.Warn("the store is in memory (memory:): every session, its events and its queue are lost when " +
 			"the daemon exits, and sessions are stopped then instead of left running")
+	}
+	node := nodeID(o.Home)
+	if id := o.Config.Cluster.NodeID; id != "" {
+		node = id
+	}
+	if err = d.joinCluster(ctx, o); err != nil {
+		return nil, err
 	}
 	// The scrape-time sources are set once the manager and the hooks exist.
 	var census func(context.Context) (session.Census, error)
@@ -202,11 +222,15 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		pob, _ := json.Marshal(po)
 		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
 			Orphan: o.Config.Limits.OrphanTimeout.Duration}
+		if d.node != nil {
+			// A node that dies leaves no agent running unowned past the
+			// moment the others take its sessions over.
+			shimOpts.Orphan = o.Config.Cluster.LeaseTTL.Duration
+		}
 		if o.SmallShim != nil {
 			shimOpts.Programs = o.SmallShim(o.Home, string(pob), o.Logger)
 		}
 	}
-	node := nodeID(o.Home)
 	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.Config.Hooks), Owner: node, Logger: o.Logger}); err != nil {
 		return nil, err
 	}
@@ -237,10 +261,16 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			return bhttp.NewToolsHandler(open, lim.MaxPromptBytes, o.Logger)
 		},
 		Observer: d.metrics,
+		Cluster:  d.sessionCluster(),
 	})
 	census, hookCounters = d.mgr.Census, d.hooks.Counters
 	if err = d.mgr.Open(ctx); err != nil {
 		return nil, err
+	}
+	if d.node != nil {
+		// The heartbeat renews the leases the boot took; it runs until Close.
+		d.node.Start(d.mgr)
+		d.watchEvents(o.Logger)
 	}
 	if err = d.hooks.Open(ctx, d.mgr); err != nil {
 		return nil, err
@@ -250,7 +280,7 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
 		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.Logger, Version: o.Version, Hooks: d.hooks,
-		Metrics: d.metrics.Handler()})
+		Metrics: d.metrics.Handler(), Cluster: d.httpCluster()})
 	if err = d.srv.Listen(o.Addr, o.Socket); err != nil {
 		d.srv = nil
 		return nil, err
@@ -330,10 +360,20 @@ func (d *Daemon) Close(ctx context.Context) {
 			d.logger.Warn("session manager close", "err", err)
 		}
 	}
+	if d.node != nil {
+		// Sessions left running stay this node's: a restart within
+		// lease_ttl carries them on, else the others close them
+		// (node_lost). Sessions stopped, the node leaves.
+		d.node.Close(ctx, !d.leaveSessions)
+	}
 	if d.docker != nil {
 		if err := d.docker.Close(); err != nil {
 			d.logger.Warn("docker client close", "err", err)
 		}
+	}
+	if d.stopWatch != nil {
+		d.stopWatch()
+		<-d.watched
 	}
 	if d.log != nil {
 		if err := d.log.Close(ctx); err != nil {
@@ -503,4 +543,98 @@ func checkpointStore(home string, c config.Checkpoints) *checkpoint.Store {
 	}
 	return checkpoint.New(filepath.Join(home, "checkpoints"), checkpoint.Options{
 		MaxFileBytes: int64(c.MaxFileBytes), MaxTotalBytes: int64(c.MaxTotalBytes)})
+}
+
+// joinCluster makes the daemon a node of the cluster its config names
+// (a PostgreSQL store and [cluster] node_id): the store is fenced and the
+// node registered before any session is looked at. A node id with
+// another store is refused: only PostgreSQL is shared.
+func (d *Daemon) joinCluster(ctx context.Context, o Options) error {
+	cc := o.Config.Cluster
+	if cc.NodeID == "" {
+		return nil
+	}
+	if !o.Config.ClusterEnabled() {
+		return berth.Errorf(berth.EInvalid, "cluster.node_id is set but the store is %s: several nodes share one PostgreSQL store; with SQLite there is one node", d.store.Name())
+	}
+	if cc.Token == "" {
+		return berth.Errorf(berth.EInvalid, "cluster.node_id is set but cluster.token is empty: every node of a cluster needs the node token")
+	}
+	node, err := cluster.New(cluster.Options{ID: cc.NodeID, Advertise: cc.Advertise, TTL: cc.LeaseTTL.Duration, Token: cc.Token,
+		Store: d.store, Processes: session.SessionProcesses, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	if err := node.Join(ctx); err != nil {
+		return err
+	}
+	d.node = node
+	return nil
+}
+
+// sessionCluster is the manager's cluster: the node, or nil for one node.
+func (d *Daemon) sessionCluster() session.Cluster {
+	if d.node == nil {
+		return nil
+	}
+	return d.node
+}
+
+// httpCluster is the API server's cluster: the node, or nil for one node.
+func (d *Daemon) httpCluster() bhttp.Cluster {
+	if d.node == nil {
+		return nil
+	}
+	return d.node
+}
+
+// Node is the daemon's cluster node, nil when it runs alone.
+func (d *Daemon) Node() *cluster.Node { return d.node }
+
+// watchEvents makes this node's streams follow the sessions other nodes
+// write: every commit of events in the store (PostgreSQL NOTIFY) wakes the
+// streams of its session, which read the store again (the log stays the
+// truth). It runs until Close.
+func (d *Daemon) watchEvents(logger *slog.Logger) {
+	w, ok := d.store.(berth.EventWatcher)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.stopWatch, d.watched = cancel, make(chan struct{})
+	go func() {
+		defer close(d.watched)
+		notice := func(id string, last int64) {
+			d.log.Notify(id, last)
+			d.mgr.RemoteCommitted(id)
+		}
+		if err := w.WatchEvents(ctx, notice); err != nil && ctx.Err() == nil {
+			logger.Error("the watch of other nodes' events stopped: streams of their sessions see new events only when they poll", "err", err)
+		}
+	}()
+}
+
+// idleTxParam is PostgreSQL's limit on a session idle inside a
+// transaction, which ends the session (and its locks) past it.
+const idleTxParam = "idle_in_transaction_session_timeout"
+
+// clusterStoreURL is a cluster node's store URL: its connections end a
+// transaction left idle for half the lease TTL (at least 500 ms), unless
+// the URL sets the limit itself. A node frozen in the middle of a
+// transaction (SIGSTOP, a VM paused) would otherwise hold its row locks,
+// and with them the other nodes' marking it lost and taking its sessions
+// over, for as long as it stays frozen. berth's transactions never wait
+// between their statements.
+func clusterStoreURL(raw string, ttl time.Duration) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// openStore reports it.
+		return raw
+	}
+	q := u.Query()
+	if q.Get(idleTxParam) == "" {
+		q.Set(idleTxParam, strconv.FormatInt(max(ttl/2, 500*time.Millisecond).Milliseconds(), 10))
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }

@@ -17,8 +17,11 @@ type hub struct {
 	// known says last and lastType are the store's truth. While false
 	// (before the writer first touched the session, or after a failed
 	// commit) readers ask the store instead.
-	known    bool
-	last     int64  // highest committed seq
+	known bool
+	last  int64 // highest committed seq
+	// seen is the highest seq a notice said is committed (by any node);
+	// the hub is not known while last is below it.
+	seen     int64
 	lastType string // type of the event at last
 	ring     ring
 	// notify is closed and replaced on every publish: a cheap broadcast
@@ -56,7 +59,8 @@ func (h *hub) load(last int64, lastType string) {
 		// something else wrote to the store): it would serve a gap.
 		h.ring.reset()
 	}
-	h.known, h.last, h.lastType = true, last, lastType
+	// A notice newer than what was read says the read is already stale.
+	h.known, h.last, h.lastType = last >= h.seen, last, lastType
 }
 
 // invalidate makes the hub forget its committed state after a failed
@@ -80,7 +84,9 @@ func (h *hub) publish(evs []berth.Event) {
 		h.ring.reset()
 	}
 	end := evs[len(evs)-1]
-	h.known, h.last, h.lastType = true, end.Seq, end.Type
+	// Another node may have committed past these already (a notice came
+	// first): then the store, not this hub, knows the end.
+	h.known, h.last, h.lastType = end.Seq >= h.seen, end.Seq, end.Type
 	if end.Type == berth.EventSessionStopped {
 		// A stopped session has no live readers to serve quickly; its
 		// memory goes back, and a reader that is behind reads the store.
@@ -88,6 +94,11 @@ func (h *hub) publish(evs []berth.Event) {
 	} else {
 		h.ring.push(evs)
 	}
+	h.broadcast()
+}
+
+// broadcast wakes every reader waiting on the hub. h.mu is held.
+func (h *hub) broadcast() {
 	close(h.notify)
 	h.notify = make(chan struct{})
 }

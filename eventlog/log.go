@@ -11,7 +11,10 @@
 // per-session ring in memory, older ones from the store, so a slow reader
 // catches up from disk and never holds back the writer or other readers.
 //
-// The log assumes it is the only writer of its store's events.
+// The log assumes it is the only writer of a session while it writes it; in
+// a cluster another node may write the session before or after, and
+// Notify, Wake and Release (remote.go) keep the streams of this node true
+// to the store.
 package eventlog
 
 import (
@@ -80,7 +83,7 @@ func (noObserver) Committed(int, time.Duration) {}
 // Log sequences, persists and publishes the events of every session. Its
 // methods are safe for concurrent use.
 type Log struct {
-	store     berth.Store
+	store     berth.EventStore
 	maxBatch  int
 	ringSize  int
 	ringBytes int
@@ -112,6 +115,20 @@ type Log struct {
 
 	// onCommit, when set, is told the sessions of every committed batch.
 	onCommit atomic.Pointer[func(sessionID string)]
+	// onRefused, when set, is told the sessions of every failed Append.
+	onRefused atomic.Pointer[func(sessionID string, err error)]
+}
+
+// OnRefused makes fn be called, on the writer goroutine, for each session
+// of an Append the store refused, with the store's error (a cluster node
+// learns this way that another node holds a session's lease: ELeaseLost).
+// fn must return at once and never call the Log. nil removes it.
+func (l *Log) OnRefused(fn func(sessionID string, err error)) {
+	if fn == nil {
+		l.onRefused.Store(nil)
+		return
+	}
+	l.onRefused.Store(&fn)
 }
 
 // OnCommit makes fn be called, on the writer goroutine, once per session
@@ -157,7 +174,7 @@ type hold struct {
 }
 
 // New returns a Log over store. Call Open to start it.
-func New(store berth.Store, opts Options) *Log {
+func New(store berth.EventStore, opts Options) *Log {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = DefaultMaxBatch
 	}

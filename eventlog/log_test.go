@@ -3,6 +3,7 @@ package eventlog
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -193,6 +194,66 @@ func TestBatchIsolation(t *testing.T) {
 		if len(evs) != 1 {
 			t.Fatalf("%s: %d events stored", id, len(evs))
 		}
+	}
+}
+
+func TestLeaseLostFailsOnlyItsSessions(t *testing.T) {
+	// A cluster node fenced out of one session (the store fails the whole
+	// batch with ELeaseLost naming it) must still commit the other
+	// sessions' events of that batch, together, and keep committing them.
+	base := newStore(t, "a", "b", "c", "lost")
+	store := newHookStore(base)
+	l := openLog(t, store, Options{})
+	g := newGate()
+	var fenced sync.Map // session id → true
+	store.before = func(evs []berth.Event) error {
+		if err := g.hook(evs); err != nil {
+			return err
+		}
+		var out []string
+		for _, e := range evs {
+			if _, ok := fenced.Load(e.SessionID); ok && !slices.Contains(out, e.SessionID) {
+				out = append(out, e.SessionID)
+			}
+		}
+		if len(out) > 0 {
+			return &berth.Error{Code: berth.ELeaseLost, Message: "fenced out", Details: map[string]any{"sessions": out}}
+		}
+		return nil
+	}
+	if err := l.Append(testCtx(t), msg("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered // the first batch is in flight; the next requests queue up
+	fenced.Store("lost", true)
+	var wg sync.WaitGroup
+	results := make([]error, 3)
+	queued := func() int { l.mu.Lock(); defer l.mu.Unlock(); return len(l.queue) }
+	before := queued()
+	for i, id := range []string{"b", "lost", "c"} {
+		wg.Go(func() { _, results[i] = l.AppendSync(testCtx(t), msg(id, 1)) })
+		poll(t, "the append to be queued", func() bool { return queued() > before+i })
+	}
+	g.release()
+	wg.Wait()
+	wantCode(t, results[1], berth.ELeaseLost)
+	if results[0] != nil || results[2] != nil {
+		t.Fatalf("the other sessions' appends failed: %v, %v", results[0], results[2])
+	}
+	// b and c went in together, not one by one.
+	if sizes := store.batchSizes(); len(sizes) != 2 || sizes[1] != 2 {
+		t.Fatalf("committed batches %v, want [1 2]", sizes)
+	}
+	if n := len(stored(t, base, "lost")); n != 0 {
+		t.Fatalf("the fenced session has %d events", n)
+	}
+	// The log goes on for the others.
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := l.AppendSync(testCtx(t), msg(id, 2)); err != nil {
+			t.Fatalf("%s after the lease loss: %v", id, err)
+		}
+		evs := stored(t, base, id)
+		contiguous(t, evs)
 	}
 }
 

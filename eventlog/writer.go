@@ -103,6 +103,25 @@ func (l *Log) take(buf []*request) ([]*request, int) {
 // request fails alone and does not take the others' events with it.
 func (l *Log) commit(w *writerState, batch []*request) {
 	err := l.write(w, batch)
+	// A cluster node that lost the lease of some sessions: their requests
+	// fail with ELeaseLost and the rest commit together, at once. Each
+	// round fails at least one more request, so it ends.
+	for berth.IsCode(err, berth.ELeaseLost) {
+		lost := fencedOut(err)
+		n := 0
+		for _, req := range batch {
+			if !req.flush && req.err == nil && touches(req, lost) {
+				req.err = err
+				n++
+			}
+		}
+		if n == 0 {
+			break
+		}
+		l.logger.Warn("eventlog: lease lost, retrying the batch without its sessions",
+			"sessions", len(lost), "requests", n, "err", err)
+		err = l.write(w, batch)
+	}
 	if err != nil && retryAlone(err) && pending(batch) > 1 {
 		l.logger.Warn("eventlog: batch rejected, retrying its requests one by one",
 			"requests", len(batch), "err", err)
@@ -125,11 +144,41 @@ func (l *Log) commit(w *writerState, batch []*request) {
 	}
 }
 
+// fencedOut returns the sessions an ELeaseLost error names (its details
+// "sessions").
+func fencedOut(err error) map[string]bool {
+	out := map[string]bool{}
+	switch ids := berth.ErrorDetails(err)["sessions"].(type) {
+	case []string:
+		for _, id := range ids {
+			out[id] = true
+		}
+	case []any:
+		for _, id := range ids {
+			if s, ok := id.(string); ok {
+				out[s] = true
+			}
+		}
+	}
+	return out
+}
+
+// touches reports whether req carries events of a session in ids.
+func touches(req *request, ids map[string]bool) bool {
+	for i := range req.events {
+		if ids[req.events[i].SessionID] {
+			return true
+		}
+	}
+	return false
+}
+
 // retryAlone reports whether a store error may be caused by one request
 // of a batch rather than by the store itself.
 func retryAlone(err error) bool {
 	switch berth.ErrorCode(err) {
-	case berth.EConflict, berth.ENotFound, berth.EInvalid:
+	case berth.EConflict, berth.ENotFound, berth.EInvalid, berth.ELeaseLost:
+		// A lost lease is one session's: the others' events commit.
 		return true
 	}
 	return false
@@ -277,6 +326,13 @@ func (l *Log) settle(req *request) {
 		l.mu.Unlock()
 	case req.err != nil:
 		err = req.err
+		if fn := l.onRefused.Load(); fn != nil {
+			for i := range req.events {
+				if id := req.events[i].SessionID; i == 0 || id != req.events[i-1].SessionID {
+					(*fn)(id, err)
+				}
+			}
+		}
 		l.mu.Lock()
 		l.failures++
 		l.lastErr = err

@@ -20,6 +20,7 @@ const (
 	viaSocket                // the Unix socket: its file mode is the check
 	viaToken                 // Authorization: Bearer <token>
 	viaCookie                // the berth_session sign-in cookie
+	viaNode                  // another node's forward, with the node token
 )
 
 // authKey keys the authVia in a request's context.
@@ -39,6 +40,11 @@ func authOf(r *http.Request) authVia {
 // minute for every wrong token; the right one still passes (the token is
 // 256-bit random, so the limit is not what stops guessing). Both sides of the comparison are
 // hashed first, so it does not leak the token's length either.
+//
+// A request that says another node forwarded it (ForwardedByHeader) is let
+// in on TCP by the node token alone, when the cluster has one: neither the
+// user's token nor a cookie, and the node token without the header is
+// just a wrong token.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(s.opts.Token))
 	pass := func(w http.ResponseWriter, r *http.Request, via authVia) {
@@ -48,6 +54,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		switch {
 		case fromSocket(r):
 			pass(w, r, viaSocket)
+			return
+		case s.nodeForwarded(r):
+			if s.nodeTokenMatches(r) {
+				pass(w, r, viaNode)
+				return
+			}
+			s.wrongToken(w, r)
 			return
 		case s.opts.Token == "":
 			// Listen allows no token only on loopback with
@@ -62,13 +75,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				pass(w, r, viaToken)
 				return
 			}
-			addr := clientAddr(r)
-			if s.failed.blocked(addr) || s.failed.fail(addr) {
-				s.refuse(w, r, rateLimited())
-				return
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
-			s.refuse(w, r, berth.Errorf(berth.EUnauthenticated, "the bearer token is not valid"))
+			s.wrongToken(w, r)
 			return
 		}
 		if c, err := r.Cookie(CookieName); err == nil && s.signins.valid(c.Value) {
@@ -83,6 +90,29 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		s.refuse(w, r, berth.Errorf(berth.EUnauthenticated,
 			"sign in first: send Authorization: Bearer <token> (the token is in $BERTH_HOME/token) or sign in at /login"))
 	})
+}
+
+// wrongToken answers a request whose bearer token is wrong: 401, or 429
+// for an address that sent too many.
+func (s *Server) wrongToken(w http.ResponseWriter, r *http.Request) {
+	addr := clientAddr(r)
+	if s.failed.blocked(addr) || s.failed.fail(addr) {
+		s.refuse(w, r, rateLimited())
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
+	s.refuse(w, r, berth.Errorf(berth.EUnauthenticated, "the bearer token is not valid"))
+}
+
+// nodeForwarded reports whether r, on TCP, says another node forwarded it
+// and the cluster has a node token to check that with.
+func (s *Server) nodeForwarded(r *http.Request) bool {
+	return s.nodeToken != nil && !fromSocket(r) && r.Header.Get(ForwardedByHeader) != ""
+}
+
+// nodeTokenMatches reports whether r carries the node token.
+func (s *Server) nodeTokenMatches(r *http.Request) bool {
+	return s.nodeToken != nil && bearerMatches(r.Header.Get("Authorization"), *s.nodeToken)
 }
 
 // signInEnded reports whether r was let in by a sign-in cookie that has

@@ -263,7 +263,7 @@ func (s *Server) readBody(next http.Handler) http.Handler {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 			r.Body = io.NopCloser(bytes.NewReader(raw))
 		}
-		if via := authOf(r); via == viaToken || via == viaCookie || via == viaSocket || !publicPath(r) {
+		if via := authOf(r); via == viaToken || via == viaCookie || via == viaSocket || via == viaNode || !publicPath(r) {
 			setBusy(r, true)
 			defer setBusy(r, false)
 		}

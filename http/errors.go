@@ -84,6 +84,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // errorObjectOf builds the error answer for err: the code, the user-safe
 // message and the details of its *berth.Error; internal errors say only
 // "internal error" and carry no details.
+//
+// The codes of a cluster's internals (lease_lost, node_lost) are not in the
+// API's list (CONTRACT §4): they answer unavailable, with the internal
+// code as details.reason, since a retry finds the session's new owner.
 func errorObjectOf(err error) errorObject {
 	code := berth.ErrorCode(err)
 	obj := errorObject{Code: code, Message: berth.ErrorMessage(err), Details: berth.ErrorDetails(err)}
@@ -92,6 +96,14 @@ func errorObjectOf(err error) errorObject {
 	}
 	if obj.Details == nil {
 		obj.Details = map[string]any{}
+	}
+	if code == berth.ELeaseLost || code == berth.ENodeLost {
+		details := make(map[string]any, len(obj.Details)+1)
+		for k, v := range obj.Details {
+			details[k] = v
+		}
+		details["reason"] = code
+		obj.Code, obj.Details = berth.EUnavailable, details
 	}
 	return obj
 }

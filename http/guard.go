@@ -25,7 +25,9 @@ const corsAllowMethods = "GET, POST, PATCH, PUT, DELETE"
 // browser's: its requests pass untouched.
 func (s *Server) guardBrowser(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fromSocket(r) {
+		// Neither is another node's forward (the owner's Host is its
+		// advertise address, which need not be an allowed host).
+		if fromSocket(r) || s.nodeForwarded(r) && s.nodeTokenMatches(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

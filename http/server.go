@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"log/slog"
 	"net"
@@ -65,6 +66,10 @@ type ServerOptions struct {
 	// Metrics serves GET /metrics (the Prometheus text format); nil
 	// answers 404.
 	Metrics http.Handler
+	// Cluster is the cluster this daemon is a node of: writes to a session
+	// another node owns are forwarded there, and GET /v1/nodes lists the
+	// nodes. nil: one node (CONTRACT §4.11).
+	Cluster Cluster
 }
 
 // Server serves a berth.SessionService over HTTP on a TCP address and a Unix
@@ -76,6 +81,14 @@ type Server struct {
 	mux     *http.ServeMux
 	handler http.Handler
 	srv     *http.Server
+	// forwarder proxies writes to their session's owner; nil without a
+	// cluster.
+	forwarder *forwarder
+	// nodeToken is the SHA-256 of the cluster's node token; nil when there
+	// is none.
+	nodeToken *[sha256.Size]byte
+	// started is when the server was made (GET /v1/nodes of one node).
+	started time.Time
 
 	// signins are the live browser sign-ins (cookie values), codes the
 	// one-time sign-in codes, failed the wrong tokens per address.
@@ -111,17 +124,26 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{svc: svc, opts: opts, log: log, mux: http.NewServeMux(), pingInterval: opts.PingInterval,
-		signins: newExpiring(time.Now), codes: newExpiring(time.Now), failed: newFailures(time.Now)}
+		signins: newExpiring(time.Now), codes: newExpiring(time.Now), failed: newFailures(time.Now),
+		started: time.Now().UTC()}
 	if s.pingInterval <= 0 {
 		s.pingInterval = DefaultPingInterval
 	}
 	s.shutdown, s.stopRequests = context.WithCancel(context.Background())
 	s.routes()
+	if opts.Cluster != nil {
+		s.forwarder = s.newForwarder(opts.Cluster)
+		if tok := opts.Cluster.Token(); tok != "" {
+			sum := sha256.Sum256([]byte(tok))
+			s.nodeToken = &sum
+		}
+	}
 	// Order matters: the body deadline is set before anything can leave a
 	// body unread; the browser guards and auth run before the body is read,
 	// so a refused request costs no memory; nothing runs a handler before
-	// all of them passed.
-	s.handler = s.logRequests(s.recoverPanics(s.bodyDeadline(s.guardBrowser(s.authenticate(s.readBody(http.HandlerFunc(s.route)))))))
+	// all of them passed; a write is forwarded to its session's owner only
+	// once this node let it in and holds its whole body.
+	s.handler = s.logRequests(s.recoverPanics(s.bodyDeadline(s.guardBrowser(s.authenticate(s.readBody(s.forward(http.HandlerFunc(s.route))))))))
 	s.srv = &http.Server{
 		Handler:           s.handler,
 		ConnContext:       connContext,
@@ -175,6 +197,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
 	s.handle("POST /v1/sessions/{id}/children", s.handleSpawnChild)
 	s.handle("GET /v1/sessions/{id}/children", s.handleListChildren)
+	s.handle("GET /v1/nodes", s.handleListNodes)
 	s.handle("GET /metrics", s.handleMetrics)
 	s.uiRoutes()
 }
@@ -316,6 +339,9 @@ func (s *Server) Close(ctx context.Context) error {
 		unix.Close()
 	}
 	s.serveWG.Wait()
+	if s.forwarder != nil {
+		s.forwarder.close()
+	}
 	if socketPath != "" {
 		if rerr := os.Remove(socketPath); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
 			err = rerr

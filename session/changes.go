@@ -40,6 +40,13 @@ type changes struct {
 	mu sync.Mutex
 	// active holds the sessions with events committed since the last flush.
 	active map[string]struct{}
+	// remote holds the sessions other nodes committed events of since the
+	// last flush; published, what was last published of each one still
+	// live; remoteWake (capacity 1) says remote is not empty (see
+	// RemoteCommitted).
+	remote     map[string]struct{}
+	published  map[string][]byte
+	remoteWake chan struct{}
 	// wake (capacity 1) says active is not empty.
 	wake chan struct{}
 
@@ -53,7 +60,8 @@ func newChanges(o ChangeOptions) *changes {
 		o.ActivityEvery = DefaultActivityEvery
 	}
 	return &changes{feed: changefeed.New(o.RingSize), every: o.ActivityEvery,
-		active: make(map[string]struct{}), wake: make(chan struct{}, 1), stop: func() {}}
+		active: make(map[string]struct{}), wake: make(chan struct{}, 1), remoteWake: make(chan struct{}, 1),
+		stop: func() {}}
 }
 
 // noteActivity records that a session's log grew. It runs on the event
@@ -82,10 +90,14 @@ func (m *Manager) startActivity() {
 		}
 	}
 	m.log.OnCommit(onCommit)
-	c.done.Add(1)
+	c.done.Add(2)
 	go func() {
 		defer c.done.Done()
 		m.publishActivity(ctx)
+	}()
+	go func() {
+		defer c.done.Done()
+		m.publishRemoteActivity(ctx)
 	}()
 }
 

@@ -192,6 +192,17 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		}
 		return nil, fmt.Errorf("store session: %w", err)
 	}
+	// A cluster node drives the session under its lease from its first
+	// event on.
+	if err := m.acquire(ctx, id); err != nil {
+		rt.abortLaunch(ctx, launch)
+		unlock()
+		_ = os.RemoveAll(m.sessionDir(id))
+		if derr := m.store.DeleteSession(ctx, id); derr != nil {
+			m.logger.Warn("remove a session whose lease was not taken", "session_id", id, "err", derr)
+		}
+		return nil, fmt.Errorf("take the session's lease: %w", err)
+	}
 	// Announced before anything else can change it, so session_created
 	// comes first.
 	rt.mu.Lock()

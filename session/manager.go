@@ -133,7 +133,10 @@ type Options struct {
 	// Observer is told of creates, turns, permission decisions and agent
 	// exits (metrics); nil tells no one.
 	Observer Observer
-	Logger   *slog.Logger
+	// Cluster, when set, makes the manager a node of a cluster: sessions
+	// are driven under their lease (see Cluster); nil is one node.
+	Cluster Cluster
+	Logger  *slog.Logger
 }
 
 // Manager owns the live sessions.
@@ -174,6 +177,9 @@ type Manager struct {
 	stopBoot context.CancelFunc
 	// tools serves the live sessions' berth tools sockets.
 	tools toolGate
+	// losing counts the runtimes being let go after a lost lease
+	// (leaseLost).
+	losing sync.WaitGroup
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -261,6 +267,15 @@ func (m *Manager) Open(ctx context.Context) error {
 		programs := append(slices.Clone(so.Programs), shim.Program{Argv: so.Argv})
 		m.launcher = shim.NewLauncher(programs, so.Env, m.opts.RunDir, max(spare, 0))
 	}
+	if m.inCluster() {
+		// An append the store refused because another node holds the
+		// session's lease: this node lets go of it.
+		m.log.OnRefused(func(id string, err error) {
+			if berth.IsCode(err, berth.ELeaseLost) {
+				m.leaseLost(id)
+			}
+		})
+	}
 	m.startActivity()
 	m.resumeQueued(resume)
 	m.startSupervisor()
@@ -323,6 +338,9 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	}
 	wg.Wait()
 	if err := waitGroup(ctx, &m.monitors); err != nil {
+		return err
+	}
+	if err := waitGroup(ctx, &m.losing); err != nil {
 		return err
 	}
 	m.sweeper.passes.Wait()

@@ -139,7 +139,7 @@ func (m *Manager) patchStored(ctx context.Context, id string, p berth.SessionPat
 	}
 	patchOwn(s, &p)
 	s.UpdatedAt = time.Now().UTC()
-	if err := m.store.UpdateSession(ctx, s, s.State); err != nil {
+	if err := m.leased(ctx, id, func() error { return m.store.UpdateSession(ctx, s, s.State) }); err != nil {
 		return nil, err
 	}
 	out := m.stored(s)

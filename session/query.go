@@ -21,6 +21,10 @@ func (m *Manager) GetSession(ctx context.Context, id string) (*berth.Session, er
 	if err != nil {
 		return nil, err
 	}
+	if s.State != berth.StateStopped {
+		// Driven by another node, or by none yet.
+		m.withOwners(ctx, []*berth.Session{s})
+	}
 	return m.stored(s), nil
 }
 
@@ -40,13 +44,19 @@ func (m *Manager) ListSessions(ctx context.Context, f berth.SessionFilter) (*ber
 	if err != nil {
 		return nil, err
 	}
+	var remote []*berth.Session
 	for i, s := range page.Sessions {
 		if rt := m.runtimeOf(s.ID); rt != nil {
 			page.Sessions[i] = rt.view()
 		} else {
 			page.Sessions[i] = m.stored(s)
+			if s.State != berth.StateStopped {
+				remote = append(remote, s)
+			}
 		}
 	}
+	// Those live elsewhere are shown with the node that drives them.
+	m.withOwners(ctx, remote)
 	if page.Sessions == nil {
 		page.Sessions = []*berth.Session{}
 	}
@@ -90,7 +100,7 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 	if err := m.deleteChildren(ctx, id); err != nil {
 		return err
 	}
-	if err := m.store.DeleteSession(ctx, id); err != nil {
+	if err := m.leased(ctx, id, func() error { return m.store.DeleteSession(ctx, id) }); err != nil {
 		return err
 	}
 	m.log.Forget(id)

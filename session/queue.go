@@ -461,16 +461,28 @@ func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) erro
 			return ctx.Err()
 		}
 	}
-	e, err := m.store.CancelQueueEntry(ctx, id, entryID)
-	if err != nil {
-		return err
-	}
-	s, err := m.store.GetSession(ctx, id)
-	if err != nil || s.State != berth.StateStopped || e.Kind != berth.EntryQueue || s.Queue.Pending == 0 {
+	var e *berth.QueueEntry
+	var s *berth.Session
+	err := m.leased(ctx, id, func() error {
+		var err error
+		if e, err = m.store.CancelQueueEntry(ctx, id, entryID); err != nil {
+			return err
+		}
+		s, err = m.store.GetSession(ctx, id)
+		if err != nil || s.State != berth.StateStopped || e.Kind != berth.EntryQueue || s.Queue.Pending == 0 {
+			s = nil
+			return nil
+		}
+		s.Queue.Pending--
+		return m.store.UpdateSession(ctx, s, berth.StateStopped)
+	})
+	if s == nil && err == nil {
 		return nil
 	}
-	s.Queue.Pending--
-	if err := m.store.UpdateSession(ctx, s, berth.StateStopped); err != nil {
+	if err != nil && s == nil {
+		return err
+	}
+	if err != nil {
 		if !berth.IsCode(err, berth.EConflict) {
 			m.logger.Warn("record the queue count", "session_id", id, "err", err)
 		}

@@ -23,7 +23,8 @@ import (
 // now: each becomes stopped/daemon_crashed, whatever it left running is
 // killed, an open turn gets its closing turn_ended, and session_stopped is
 // appended. No session reads active with nothing behind it. It returns the
-// sessions closed with prompts still queued, to resume.
+// sessions closed with prompts still queued, to resume. A cluster node
+// looks only at the sessions whose lease it still holds.
 func (m *Manager) reconcile(ctx context.Context) (attach []*berth.Session, rec map[string]*berth.Recovery, resume []string, err error) {
 	var lost []*berth.Session
 	for _, state := range []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping} {
@@ -34,6 +35,11 @@ func (m *Manager) reconcile(ctx context.Context) (attach []*berth.Session, rec m
 				return nil, nil, nil, fmt.Errorf("reconcile: list %s sessions: %w", state, err)
 			}
 			for _, s := range page.Sessions {
+				if m.inCluster() && !m.opts.Cluster.Holds(ctx, s.ID) {
+					// Another node's, or one a lost node left for the
+					// others to close: not this one's to touch.
+					continue
+				}
 				if s.ShimSocket != "" && s.State == berth.StateActive {
 					attach = append(attach, s)
 				} else {
@@ -106,6 +112,40 @@ func (m *Manager) resumeQueued(ids []string) {
 // reconcileOne closes one session found live at boot.
 // leftovers are the processes found running with its id.
 func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers []int) error {
+	if err := m.closeSession(ctx, s, leftovers, crashClose); err != nil {
+		return err
+	}
+	// The session is stopped: in a cluster its lease goes back.
+	m.releaseLease(ctx, s.ID)
+	return nil
+}
+
+// closeHow says why a session whose agent is gone is closed: the stop
+// reason, its failure (nil for none) and the error its open turn ends with.
+type closeHow struct {
+	reason  berth.StopReason
+	failure func(s *berth.Session) *berth.Failure
+	turnErr *berth.ACPError
+}
+
+// crashClose closes a session whose daemon stopped under it.
+var crashClose = closeHow{reason: berth.StopDaemonCrashed,
+	failure: func(s *berth.Session) *berth.Failure {
+		return &berth.Failure{Kind: berth.FailInternal, Message: "the daemon stopped while the session was " + string(s.State)}
+	},
+	turnErr: &berth.ACPError{Code: "daemon_crashed", Message: "the daemon stopped during the turn"}}
+
+// nodeLostClose closes a session whose node was lost (another node took
+// its lease over): no failure, it is resumable on any node.
+var nodeLostClose = closeHow{reason: berth.StopNodeLost,
+	failure: func(*berth.Session) *berth.Failure { return nil },
+	turnErr: &berth.ACPError{Code: "node_lost", Message: "the session's node was lost during the turn"}}
+
+// closeSession closes a session whose agent is gone, as how says:
+// whatever it left running is killed, an open turn gets its closing
+// turn_ended, pending questions are canceled, session_stopped is
+// appended and the session is recorded stopped.
+func (m *Manager) closeSession(ctx context.Context, s *berth.Session, leftovers []int, how closeHow) error {
 	for _, pid := range leftovers {
 		// Kill the process's whole group: the agent's or a terminal's.
 		pgid, err := syscall.Getpgid(pid)
@@ -155,7 +195,7 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers 
 		if p.TurnID == open {
 			tag = open
 		}
-		if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, tag, berth.EventPermissionResolved,
+		if _, err := m.appendClosing(ctx, berth.NewEvent(s.ID, tag, berth.EventPermissionResolved,
 			resolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})); err != nil {
 			return err
 		}
@@ -170,26 +210,25 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers 
 			return err
 		}
 		for _, c := range calls {
-			if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, open, berth.EventToolCallUpdate, interruptedCall(c.id))); err != nil {
+			if _, err := m.appendClosing(ctx, berth.NewEvent(s.ID, open, berth.EventToolCallUpdate, interruptedCall(c.id))); err != nil {
 				return err
 			}
 		}
-		_, err = m.log.AppendSync(ctx, berth.NewEvent(s.ID, open, berth.EventTurnEnded, turnEndedData{
-			StopReason: berth.TurnError,
-			Error:      &berth.ACPError{Code: "daemon_crashed", Message: "the daemon stopped during the turn"}}))
+		_, err = m.appendClosing(ctx, berth.NewEvent(s.ID, open, berth.EventTurnEnded, turnEndedData{
+			StopReason: berth.TurnError, Error: how.turnErr}))
 		if err != nil {
 			return err
 		}
 	}
-	f := &berth.Failure{Kind: berth.FailInternal, Message: "the daemon stopped while the session was " + string(s.State)}
+	f := how.failure(s)
 	if !ended {
-		if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, "", berth.EventSessionStopped,
-			map[string]any{"stop_reason": berth.StopDaemonCrashed, "failure": f})); err != nil {
+		if _, err := m.appendClosing(ctx, berth.NewEvent(s.ID, "", berth.EventSessionStopped,
+			map[string]any{"stop_reason": how.reason, "failure": f})); err != nil {
 			return err
 		}
 	}
 	from := s.State
-	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, berth.StopDaemonCrashed, f, 0
+	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, how.reason, f, 0
 	s.ShimSocket, s.ShimPID = "", 0
 	s.PendingPermissions = 0
 	s.Resumable = resumable(s)
@@ -197,7 +236,11 @@ func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers 
 	if err := m.store.UpdateSession(ctx, s, from); err != nil {
 		return err
 	}
-	m.opts.Observer.AgentExited(berth.StopDaemonCrashed, f.Kind)
+	kind := ""
+	if f != nil {
+		kind = f.Kind
+	}
+	m.opts.Observer.AgentExited(how.reason, kind)
 	return nil
 }
 
@@ -306,4 +349,16 @@ func sessionProcesses() map[string][]int {
 		}
 	}
 	return out
+}
+
+// appendClosing appends one event of a session being closed. A conflict
+// is tried once more: the log's idea of the session's last seq may be
+// stale when another node wrote it last (the failure makes the log read
+// it again).
+func (m *Manager) appendClosing(ctx context.Context, ev berth.Event) ([]berth.Event, error) {
+	out, err := m.log.AppendSync(ctx, ev)
+	if berth.IsCode(err, berth.EConflict) {
+		out, err = m.log.AppendSync(ctx, ev)
+	}
+	return out, err
 }

@@ -60,6 +60,11 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := m.available[s.Sandbox.Provider]; err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "sandbox %s is not available on this host", s.Sandbox.Provider)
 	}
+	// Resumed on another node than the one it ran on, the session has no
+	// private HOME here yet: it gets a fresh one.
+	if err := mkdirs(m.homeDir(id), s.Workspace, false); err != nil {
+		return nil, err
+	}
 	if err := m.reserve(); err != nil {
 		return nil, err
 	}
@@ -83,8 +88,15 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		m.release()
 		return m.liveResult(ctx, other)
 	}
+	// In a cluster, this node drives it from here: of two nodes resuming
+	// it at once, one takes the lease.
+	if err := m.acquire(ctx, id); err != nil {
+		m.abandon(rt)
+		return nil, err
+	}
 	if err := m.store.UpdateSession(ctx, &next, berth.StateStopped); err != nil {
 		m.abandon(rt)
+		m.releaseLease(ctx, id)
 		return nil, err
 	}
 	rt.mu.Lock()

@@ -256,6 +256,9 @@ func (rt *runtime) viewLocked() *berth.Session {
 		s.CurrentTurnID = ""
 	}
 	s.Badge = s.ComputeBadge(rt.turn != nil, rt.hung)
+	if rt.m.inCluster() {
+		s.Node = rt.m.opts.NodeID
+	}
 	return &s
 }
 
@@ -293,6 +296,9 @@ func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func
 	next.Resumable = resumable(&next)
 	next.Badge = next.ComputeBadge(rt.turn != nil, rt.hung)
 	if err := rt.m.store.UpdateSession(ctx, &next, from); err != nil {
+		if berth.IsCode(err, berth.ELeaseLost) {
+			rt.m.leaseLost(rt.id)
+		}
 		return err
 	}
 	rt.sess = next
@@ -503,7 +509,7 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 			break
 		}
 		rt.logger.Error("session_stopped not logged", "err", err, "attempt", attempt+1)
-		if attempt == 4 || berth.IsCode(err, berth.EUnavailable) {
+		if attempt == 4 || berth.IsCode(err, berth.EUnavailable) || berth.IsCode(err, berth.ELeaseLost) {
 			break
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
@@ -514,9 +520,13 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 			s.ShimSocket, s.ShimPID = "", 0
 			s.ToolsHash = ""
 		})
-		if err == nil || berth.IsCode(err, berth.EConflict) || attempt == 4 {
+		if err == nil || berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ELeaseLost) || attempt == 4 {
 			if err != nil {
 				rt.logger.Error("could not record stopped", "err", err)
+			}
+			if !berth.IsCode(err, berth.ELeaseLost) {
+				// Stopped: this node drives the session no more.
+				rt.m.releaseLease(ctx, rt.id)
 			}
 			return
 		}

@@ -80,6 +80,7 @@ func newRootCommand() *cobra.Command {
 		newUICommand(),
 		newDoctorCommand(),
 		newHooksCommand(),
+		newNodesCommand(),
 	)
 	root.AddCommand(checkpointCommands()...)
 	// Bad arguments anywhere in the tree exit 2.

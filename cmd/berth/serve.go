@@ -46,6 +46,8 @@ func newServeCmd() *cobra.Command {
 	f.Bool("debug", false, "log at debug level (--log-level debug)")
 	f.String("log-format", "", "log format: text or json (default: text on a terminal, JSON otherwise)")
 	f.String("log-level", "info", "log level: debug, info, warn or error")
+	f.String("node-id", "", "this node's id among the daemons sharing a PostgreSQL store ([cluster] node_id)")
+	f.String("advertise", "", "the URL the other nodes reach this one at, http://host:port ([cluster] advertise)")
 	f.Bool("accept-empty-store", false, "start a new store even though the home has the session directories of a lost one")
 	return cmd
 }
@@ -63,6 +65,12 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}
 	if s, _ := cmd.Flags().GetString("store"); s != "" {
 		cfg.Store.URL = s
+	}
+	if v, _ := cmd.Flags().GetString("node-id"); v != "" {
+		cfg.Cluster.NodeID = v
+	}
+	if v, _ := cmd.Flags().GetString("advertise"); v != "" {
+		cfg.Cluster.Advertise = v
 	}
 	// For serve, --addr is where to listen (the other commands dial it).
 	if f := cmd.Flag("addr"); f != nil && f.Changed {

@@ -36,6 +36,9 @@ func (s *Store) CreateElicitation(ctx context.Context, e *berth.Elicitation) err
 	if err != nil {
 		return err
 	}
+	if err := s.fenced(e.SessionID); err != nil {
+		return err
+	}
 	if _, ok := s.elicIDs[e.ID]; ok {
 		return berth.Errorf(berth.EConflict, "elicitation %s already exists", e.ID)
 	}
@@ -106,6 +109,9 @@ func (s *Store) ResolveElicitation(ctx context.Context, e *berth.Elicitation) er
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fenced(e.SessionID); err != nil {
+		return err
+	}
 	st := s.elicitation(e.SessionID, e.ID)
 	switch {
 	case st == nil:

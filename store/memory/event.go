@@ -125,6 +125,13 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		}
 		tops[i].r = r
 	}
+	ids := make([]string, len(tops))
+	for i := range tops {
+		ids[i] = tops[i].id
+	}
+	if err := s.fenced(ids...); err != nil {
+		return err
+	}
 	// Every check comes before the first change, so a refused batch leaves
 	// nothing behind.
 	type key struct {

@@ -12,9 +12,10 @@ import (
 // now+ttl. A lease held by another owner that has not expired at now is
 // EConflict. Taking a lease (the first, one released or one expired) gives
 // it a token larger than any this store handed out before; renewing one's
-// own, expired or not, keeps the token. EInvalid for an empty owner, a ttl
-// that is not positive or times out of range; ENotFound if the session is
-// absent.
+// own, expired or not, keeps the token (a node that came back after it was
+// lost is a new owner). A fenced Store remembers the token its node took.
+// EInvalid for an empty owner, a ttl that is not positive or times out of
+// range; ENotFound if the session is absent.
 func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now time.Time, ttl time.Duration) (*berth.Lease, error) {
 	if owner == "" {
 		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
@@ -34,15 +35,19 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now t
 		return nil, err
 	}
 	l := &berth.Lease{SessionID: sessionID, Owner: owner, ExpiresAt: codec.FromNanos(expN)}
+	inc := s.incarnation(owner)
 	switch held := r.lease; {
 	case held == nil:
 		// Nobody holds it: take it below.
-	case held.Owner == owner:
+	case held.Owner == owner && r.leaseInc == inc:
 		// A renewal: the same holder, so the same token.
 		l.Token = held.Token
 		r.lease = l
+		s.fence.Acquired(sessionID, owner, l.Token)
 		c := *l
 		return &c, nil
+	case held.Owner == owner:
+		// A new incarnation of the holder: a new token, below.
 	case held.ExpiresAt.UnixNano() > nowN:
 		return nil, &berth.Error{Code: berth.EConflict,
 			Message: "session " + sessionID + " is leased by another owner",
@@ -50,7 +55,8 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now t
 	}
 	s.tokens++
 	l.Token = s.tokens
-	r.lease = l
+	r.lease, r.leaseInc = l, inc
+	s.fence.Acquired(sessionID, owner, l.Token)
 	c := *l
 	return &c, nil
 }
@@ -76,6 +82,8 @@ func (s *Store) GetLease(ctx context.Context, sessionID string) (*berth.Lease, e
 func (s *Store) ReleaseLease(ctx context.Context, sessionID, owner string, token int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// This node no longer holds it, whatever the outcome.
+	s.fence.Released(sessionID, owner)
 	r, ok := s.sessions[sessionID]
 	if !ok || r.lease == nil {
 		return berth.Errorf(berth.ENotFound, "session %s has no lease", sessionID)

@@ -73,6 +73,9 @@ func (s *Store) CreatePermission(ctx context.Context, p *berth.Permission) error
 	if err != nil {
 		return err
 	}
+	if err := s.fenced(p.SessionID); err != nil {
+		return err
+	}
 	if _, ok := s.permIDs[p.ID]; ok {
 		return berth.Errorf(berth.EConflict, "permission %s already exists", p.ID)
 	}
@@ -151,6 +154,9 @@ func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fenced(p.SessionID); err != nil {
+		return err
+	}
 	stored := s.permission(p.SessionID, p.ID)
 	switch {
 	case stored == nil:

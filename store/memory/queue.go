@@ -42,6 +42,9 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 	if err != nil {
 		return res, err
 	}
+	if err := s.fenced(e.SessionID); err != nil {
+		return res, err
+	}
 	steer := -1 // the index in r.pending of the steer a new steer replaces
 	pending := 0
 	for i, p := range r.pending {
@@ -116,6 +119,9 @@ func (s *Store) ListQueue(ctx context.Context, sessionID string) ([]*berth.Queue
 func (s *Store) ClaimQueueEntry(ctx context.Context, sessionID, kind string, generation int64, turnID string) (*berth.QueueEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fenced(sessionID); err != nil {
+		return nil, err
+	}
 	if r, ok := s.sessions[sessionID]; ok {
 		for i, p := range r.pending {
 			if p.Kind == kind && p.Generation == generation {
@@ -134,6 +140,9 @@ func (s *Store) ClaimQueueEntry(ctx context.Context, sessionID, kind string, gen
 func (s *Store) CancelQueueEntry(ctx context.Context, sessionID, entryID string) (*berth.QueueEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fenced(sessionID); err != nil {
+		return nil, err
+	}
 	if r, ok := s.sessions[sessionID]; ok {
 		for i, p := range r.pending {
 			if p.ID == entryID {
@@ -154,6 +163,9 @@ func (s *Store) CancelQueueEntry(ctx context.Context, sessionID, entryID string)
 func (s *Store) CancelQueue(ctx context.Context, sessionID string, generation int64) ([]*berth.QueueEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.fenced(sessionID); err != nil {
+		return nil, err
+	}
 	out := []*berth.QueueEntry{}
 	r, ok := s.sessions[sessionID]
 	if !ok {

@@ -41,6 +41,8 @@ type session struct {
 	perms   []*berth.Permission  // oldest first
 	elics   []*storedElicitation // oldest first
 	lease   *berth.Lease
+	// leaseInc is the incarnation of the node that took the lease.
+	leaseInc int64
 }
 
 // before reports whether a comes before b in a list: newer first, then
@@ -212,6 +214,10 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 			Message: "session " + sess.ID + " is " + string(r.state) + ", not " + string(from),
 			Details: map[string]any{"state": string(r.state), "expected": string(from)}}
 	}
+	// After the guard, as the postgres store checks it.
+	if err := s.fenced(sess.ID); err != nil {
+		return err
+	}
 	// A new created_at moves the session in the list order.
 	s.removeOrder(r)
 	r.doc, r.state, r.agent, r.parent = []byte(doc), sess.State, sess.Agent, sess.ParentID
@@ -246,6 +252,7 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	for _, e := range r.elics {
 		delete(s.elicIDs, e.id)
 	}
+	s.fence.Dropped(id)
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/fence"
 )
 
 // Name is the backend name Store.Name reports.
@@ -26,6 +27,8 @@ const Name = "memory"
 // Store is a berth.Store held in memory. It is safe for concurrent use.
 type Store struct {
 	*state
+	// fence is this value's own: set by Fence (node.go).
+	fence fence.Book
 }
 
 // state is everything a store holds; a test reopens it under a new Store.
@@ -45,6 +48,8 @@ type state struct {
 	elicIDs map[string]string
 	// tokens counts the leases handed out: a new holder gets the next.
 	tokens int64
+	// nodes is the node registry, by id.
+	nodes map[string]*node
 
 	hooks hookState
 }
@@ -64,6 +69,7 @@ func newState() *state {
 		entryIDs:  map[string]string{},
 		permIDs:   map[string]string{},
 		elicIDs:   map[string]string{},
+		nodes:     map[string]*node{},
 		hooks:     newHookState(),
 	}
 }

@@ -124,3 +124,31 @@ func BenchmarkListSessionsByLabel(b *testing.B) {
 	}
 	b.Run("analyzed", walk)
 }
+
+// BenchmarkAppendOne commits one small event per transaction, as the event
+// log writer does for a lone streaming session: the cost a commit pays for
+// its notice (WatchEvents) and, fenced, for the lease check (Fence).
+func BenchmarkAppendOne(b *testing.B) {
+	for _, fenced := range []bool{false, true} {
+		b.Run("fenced="+strconv.FormatBool(fenced), func(b *testing.B) {
+			s := openBench(b)
+			storetest.AddBenchSessions(b, s, 1)
+			id := storetest.BenchID(0)
+			if f, ok := s.(berth.Fencer); fenced && ok {
+				f.Fence("n1")
+				if _, err := s.AcquireLease(context.Background(), id, "n1", time.Now(), time.Hour); err != nil {
+					b.Fatal(err)
+				}
+			} else if fenced {
+				b.Skip("not a Fencer")
+			}
+			seq := int64(0)
+			for b.Loop() {
+				seq++
+				if err := s.AppendEvents(context.Background(), []berth.Event{storetest.SmallEvent(id, seq)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

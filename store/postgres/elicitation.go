@@ -28,10 +28,14 @@ func (s *Store) CreateElicitation(ctx context.Context, e *berth.Elicitation) err
 	// The session's key comes from the same statement: no row inserted
 	// means no such session.
 	var ord int64
-	err = s.queryRow(ctx, `INSERT INTO elicitations (id, session_pk, turn_id, state, doc)
+	err = s.fenced(ctx, c.SessionID, func(q querier) error {
+		return q.QueryRow(ctx, `INSERT INTO elicitations (id, session_pk, turn_id, state, doc)
 		SELECT $1, pk, $3, $4, $5 FROM sessions WHERE id = $2
-		RETURNING ord`, []any{c.ID, c.SessionID, c.TurnID, c.State, doc}, &ord)
+		RETURNING ord`, c.ID, c.SessionID, c.TurnID, c.State, doc).Scan(&ord)
+	})
 	switch {
+	case isBerthError(err):
+		return err
 	case errors.Is(err, pgx.ErrNoRows), isForeignKeyViolation(err):
 		return berth.Errorf(berth.ENotFound, "session %s not found", e.SessionID)
 	case isUniqueViolation(err):
@@ -97,6 +101,9 @@ func (s *Store) ResolveElicitation(ctx context.Context, e *berth.Elicitation) er
 		return err
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
+		if err := s.checkFence(ctx, tx, e.SessionID); err != nil {
+			return err
+		}
 		var doc, state string
 		var ord int64
 		err := tx.QueryRow(ctx, `SELECT ord, state, doc FROM elicitations

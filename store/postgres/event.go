@@ -66,7 +66,11 @@ const turnBoundsSQL = `SELECT first_seq, last_seq FROM turns WHERE ` + sessionKe
 // agent_offset to its highest Event.Source in the batch. All
 // or nothing: EInvalid for an event without session or with seq < 1,
 // ENotFound if a session does not exist, EConflict if a (session, seq)
-// already exists or appears twice in the batch.
+// already exists or appears twice in the batch. A fenced store (Fence)
+// first checks every session's lease: ELeaseLost, naming in its details
+// ("sessions") each session whose lease its node does not hold, and
+// nothing is written. The commit notifies berth_events of each session's
+// last seq (WatchEvents).
 func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 	if len(events) == 0 {
 		return nil
@@ -110,6 +114,21 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		for _, i := range order {
 			b.Queue(bumpLastSeqSQL, tops[i].seq, tops[i].src, tops[i].id)
 		}
+		// A fenced store checks every session's lease in the same round trip.
+		_, fenced := s.fence.Node()
+		ids := make([]string, len(order))
+		if fenced {
+			for j, i := range order {
+				ids[j] = tops[i].id
+			}
+			b.Queue(fenceSQL, ids)
+		}
+		// Wake every node's readers at commit (see WatchEvents).
+		notices := make([]string, len(order))
+		for j, i := range order {
+			notices[j] = notice(tops[i].id, tops[i].seq)
+		}
+		b.Queue(notifySQL, notices)
 		br := tx.SendBatch(ctx, b)
 		for _, i := range order {
 			err := br.QueryRow().Scan(&tops[i].pk)
@@ -121,6 +140,26 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 				br.Close()
 				return internal(err, "append events")
 			}
+		}
+		if fenced {
+			rows, err := br.Query()
+			if err == nil {
+				var leases []leaseRow
+				if leases, err = fenceRows(rows); err == nil {
+					err = s.fence.Check(ids, leaseOf(leases))
+				}
+			}
+			if err != nil {
+				br.Close()
+				if isBerthError(err) {
+					return err
+				}
+				return internal(err, "check leases")
+			}
+		}
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return internal(err, "announce events")
 		}
 		if err := br.Close(); err != nil {
 			return internal(err, "append events")

@@ -13,15 +13,19 @@ import (
 // acquireLeaseSQL takes, takes over or renews a session's lease in one
 // statement, and returns its token. The row is taken when it is free
 // (released: an empty owner), already owner's or expired at now ($4); a
-// new owner grows the token, the same owner keeps it. It returns no row
+// new owner grows the token, the same owner keeps it unless it is a new
+// incarnation of a registered node (see migration 0024), whose number the
+// row records. It returns no row
 // when the session is absent or another owner holds a live lease; either
 // way ON CONFLICT has locked the lease row for the rest of the transaction.
-const acquireLeaseSQL = `INSERT INTO leases (session_pk, owner, token, expires_at)
-SELECT pk, $2, 1, $3 FROM sessions WHERE id = $1
+const acquireLeaseSQL = `INSERT INTO leases (session_pk, owner, token, expires_at, incarnation)
+SELECT pk, $2, 1, $3, COALESCE((SELECT incarnation FROM nodes WHERE id = $2), 0) FROM sessions WHERE id = $1
 ON CONFLICT (session_pk) DO UPDATE SET
     owner = excluded.owner,
-    token = CASE WHEN leases.owner = excluded.owner THEN leases.token ELSE leases.token + 1 END,
-    expires_at = excluded.expires_at
+    token = CASE WHEN leases.owner = excluded.owner AND leases.incarnation = excluded.incarnation
+        THEN leases.token ELSE leases.token + 1 END,
+    expires_at = excluded.expires_at,
+    incarnation = excluded.incarnation
 WHERE leases.owner = excluded.owner OR leases.owner = '' OR leases.expires_at <= $4
 RETURNING token`
 
@@ -42,8 +46,10 @@ SELECT held.owner, held.token, EXISTS (SELECT 1 FROM released) FROM held`
 // AcquireLease takes or renews the lease of a session for owner until
 // now+ttl. A lease another owner holds that has not expired at now is
 // EConflict; taking one over (or taking the first) grows Token, renewing
-// one's own keeps it. EInvalid for an empty owner, a ttl that is not
-// positive or times out of range; ENotFound if the session is absent.
+// one's own keeps it (a node that came back after it was lost is a new
+// owner). A fenced store remembers the token of a lease its node takes.
+// EInvalid for an empty owner, a ttl that is not positive or times out of
+// range; ENotFound if the session is absent.
 func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now time.Time, ttl time.Duration) (*berth.Lease, error) {
 	if owner == "" {
 		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
@@ -91,6 +97,7 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now t
 	if err != nil {
 		return nil, err
 	}
+	s.fence.Acquired(sessionID, owner, l.Token)
 	return l, nil
 }
 
@@ -115,7 +122,18 @@ func (s *Store) GetLease(ctx context.Context, sessionID string) (*berth.Lease, e
 // ReleaseLease gives up a lease owner holds with token; the token stays
 // stored so that the next one grows from it. EConflict if the lease is
 // held by another owner or token is stale; ENotFound if there is no lease.
+// A fenced store forgets the token either way: it no longer holds the
+// lease.
 func (s *Store) ReleaseLease(ctx context.Context, sessionID, owner string, token int64) error {
+	err := s.releaseLease(ctx, sessionID, owner, token)
+	if c := berth.ErrorCode(err); err == nil || c == berth.EConflict || c == berth.ENotFound {
+		s.fence.Released(sessionID, owner)
+	}
+	return err
+}
+
+// releaseLease is ReleaseLease without the fence's bookkeeping.
+func (s *Store) releaseLease(ctx context.Context, sessionID, owner string, token int64) error {
 	var holder string
 	var held int64
 	var released bool

@@ -60,12 +60,16 @@ func (s *Store) CreatePermission(ctx context.Context, p *berth.Permission) error
 	// The session's key comes from the same statement: no row inserted
 	// means no such session.
 	var ord int64
-	err = s.queryRow(ctx, `INSERT INTO permissions
+	err = s.fenced(ctx, p.SessionID, func(q querier) error {
+		return q.QueryRow(ctx, `INSERT INTO permissions
 		(id, session_pk, turn_id, tool_call, options, state, option_id, decided_by, created_at, decided_at)
 		SELECT $1, pk, $3, $4, $5, $6, $7, $8, $9, $10 FROM sessions WHERE id = $2
 		RETURNING ord`,
-		[]any{p.ID, p.SessionID, p.TurnID, toolCall, string(options), state, p.OptionID, p.DecidedBy, created, decided}, &ord)
+			p.ID, p.SessionID, p.TurnID, toolCall, string(options), state, p.OptionID, p.DecidedBy, created, decided).Scan(&ord)
+	})
 	switch {
+	case isBerthError(err):
+		return err
 	case errors.Is(err, pgx.ErrNoRows), isForeignKeyViolation(err):
 		// A foreign key violation: the session was deleted meanwhile.
 		return berth.Errorf(berth.ENotFound, "session %s not found", p.SessionID)
@@ -145,8 +149,12 @@ func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error
 	}
 	var was string
 	var ok bool
-	err := s.queryRow(ctx, decidePermissionSQL,
-		[]any{p.SessionID, p.ID, p.State, p.OptionID, p.DecidedBy, decided}, &was, &ok)
+	err := s.fenced(ctx, p.SessionID, func(q querier) error {
+		return q.QueryRow(ctx, decidePermissionSQL, p.SessionID, p.ID, p.State, p.OptionID, p.DecidedBy, decided).Scan(&was, &ok)
+	})
+	if isBerthError(err) {
+		return err
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return berth.Errorf(berth.ENotFound, "permission %s not found", p.ID)
 	}

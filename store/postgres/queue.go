@@ -73,6 +73,10 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 		if err != nil {
 			return internal(err, "enqueue prompt")
 		}
+		// After the row lock: see the lock order at fenceSQL.
+		if err := s.checkFence(ctx, tx, e.SessionID); err != nil {
+			return err
+		}
 		if e.Kind == berth.EntrySteer {
 			// The new steer replaces the pending one (at most one).
 			rows, err := tx.Query(ctx, `UPDATE queue_entries SET state = 'canceled'
@@ -151,11 +155,14 @@ func (s *Store) ListQueue(ctx context.Context, sessionID string) ([]*berth.Queue
 // never get the same entry. ENotFound when there is none.
 func (s *Store) ClaimQueueEntry(ctx context.Context, sessionID, kind string, generation int64, turnID string) (*berth.QueueEntry, error) {
 	var e *berth.QueueEntry
-	err := s.pool.with(ctx, func(c *pgx.Conn) error {
+	err := s.fenced(ctx, sessionID, func(q querier) error {
 		var err error
-		e, err = scanQueueEntry(c.QueryRow(ctx, claimQueueEntrySQL, sessionID, kind, generation, turnID), sessionID, false)
+		e, err = scanQueueEntry(q.QueryRow(ctx, claimQueueEntrySQL, sessionID, kind, generation, turnID), sessionID, false)
 		return err
 	})
+	if isBerthError(err) {
+		return nil, err
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, berth.Errorf(berth.ENotFound, "session %s has no pending %s entry of generation %d", sessionID, kind, generation)
 	}
@@ -169,14 +176,17 @@ func (s *Store) ClaimQueueEntry(ctx context.Context, sessionID, kind string, gen
 // ENotFound if the session has no pending entry with that id.
 func (s *Store) CancelQueueEntry(ctx context.Context, sessionID, entryID string) (*berth.QueueEntry, error) {
 	var e *berth.QueueEntry
-	err := s.pool.with(ctx, func(c *pgx.Conn) error {
-		row := c.QueryRow(ctx, `UPDATE queue_entries SET state = 'canceled'
+	err := s.fenced(ctx, sessionID, func(q querier) error {
+		row := q.QueryRow(ctx, `UPDATE queue_entries SET state = 'canceled'
 			WHERE id = $2 AND session_pk = (SELECT pk FROM sessions WHERE id = $1) AND state = 'pending'
 			RETURNING `+queueCols, sessionID, entryID)
 		var err error
 		e, err = scanQueueEntry(row, sessionID, false)
 		return err
 	})
+	if isBerthError(err) {
+		return nil, err
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, berth.Errorf(berth.ENotFound, "session %s has no pending entry %s", sessionID, entryID)
 	}
@@ -191,14 +201,24 @@ func (s *Store) CancelQueueEntry(ctx context.Context, sessionID, entryID string)
 // them in arrival order. A session that does not exist has none.
 func (s *Store) CancelQueue(ctx context.Context, sessionID string, generation int64) ([]*berth.QueueEntry, error) {
 	out := []*berth.QueueEntry{}
-	err := s.query(ctx, cancelQueueSQL, []any{sessionID, generation}, func(rows pgx.Rows) error {
-		e, err := scanQueueEntry(rows, sessionID, false)
+	err := s.fenced(ctx, sessionID, func(q querier) error {
+		rows, err := q.Query(ctx, cancelQueueSQL, sessionID, generation)
 		if err != nil {
 			return err
 		}
-		out = append(out, e)
-		return nil
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanQueueEntry(rows, sessionID, false)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
 	})
+	if isBerthError(err) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, internal(err, "cancel queue")
 	}

@@ -234,6 +234,10 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 		if err != nil {
 			return internal(err, "update session")
 		}
+		// After the row lock: see the lock order at fenceSQL.
+		if err := s.checkFence(ctx, tx, sess.ID); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM session_labels WHERE session_pk = $1`, pk); err != nil {
 			return internal(err, "update session labels")
 		}
@@ -260,7 +264,7 @@ func missOrConflict(ctx context.Context, tx pgx.Tx, id string, from berth.State)
 // DeleteSession removes a session, its labels, turns, whole log, queue
 // entries, permissions and lease in one transaction. ENotFound if absent.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var pk int64
 		err := tx.QueryRow(ctx, `DELETE FROM sessions WHERE id = $1 RETURNING pk`, id).Scan(&pk)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -280,4 +284,9 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 		}
 		return nil
 	})
+	if err == nil {
+		// Its lease went with it.
+		s.fence.Dropped(id)
+	}
+	return err
 }

@@ -10,7 +10,12 @@
 // Several daemons may open the same database (migrations are serialised by
 // an advisory lock), but the event log writer above this store keeps
 // per-session sequence numbers in memory, so one session must have one
-// writer.
+// writer. A cluster (CONTRACT §4.11) makes sure of it with the node
+// registry (node.go), the sessions' leases (lease.go) and fencing
+// (fence.go): a store told its node refuses every write of a session
+// whose lease that node no longer holds. AppendEvents announces each
+// commit on the berth_events channel, which WatchEvents (watch.go)
+// listens to, so that every node's readers wake up.
 package postgres
 
 import (
@@ -27,6 +32,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
+	"github.com/berth-sh/berth/store/internal/fence"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -52,6 +58,12 @@ type Options struct {
 type Store struct {
 	pool   *connPool
 	logger *slog.Logger
+	// connCfg makes the connections outside the pool (WatchEvents').
+	connCfg *pgx.ConnConfig
+	// watchIdle, when set, replaces defaultWatchIdle (for tests).
+	watchIdle time.Duration
+	// fence is set by Fence (fence.go).
+	fence fence.Book
 
 	closeOnce sync.Once
 }
@@ -105,7 +117,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	logger.Debug("postgres store: open", "server", where, "database", cfg.Database)
-	return &Store{pool: pool, logger: logger}, nil
+	return &Store{pool: pool, logger: logger, connCfg: cfg.Copy()}, nil
 }
 
 // unavailable is the error of a failed first connection: EUnavailable

@@ -18,7 +18,8 @@ const leaseOfSession = `session_pk = (SELECT pk FROM sessions WHERE id = ?)`
 // (expires_at > now) is EConflict. Taking a lease (the first, one released
 // or one expired) gives it a token larger than any this store handed out
 // before; renewing one's own, expired or not, keeps the token (see
-// migration 0003). EInvalid for an empty owner, a ttl that is not positive
+// migration 0003), unless the owner is a node that came back after it was
+// lost (a new incarnation, migration 0024). EInvalid for an empty owner, a ttl that is not positive
 // or times out of range; ENotFound if the session is absent.
 func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now time.Time, ttl time.Duration) (*berth.Lease, error) {
 	if owner == "" {
@@ -38,14 +39,22 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now t
 		if err != nil {
 			return err
 		}
-		var token, expires int64
+		var token, expires, heldInc, inc int64
 		var holder string
-		err = tx.QueryRowContext(ctx, `SELECT token, owner, expires_at FROM leases WHERE session_pk = ?`, pk).Scan(&token, &holder, &expires)
+		// The incarnation of owner, 0 when it is no registered node.
+		err = tx.QueryRowContext(ctx, `SELECT coalesce((SELECT incarnation FROM nodes WHERE id = ?), 0)`, owner).Scan(&inc)
+		if err != nil {
+			return internal(err, "read node")
+		}
+		err = tx.QueryRowContext(ctx, `SELECT token, owner, expires_at, incarnation FROM leases WHERE session_pk = ?`, pk).
+			Scan(&token, &holder, &expires, &heldInc)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			// Nobody holds it: take it below.
 		case err != nil:
 			return internal(err, "read lease")
+		case holder == owner && heldInc != inc:
+			// A new incarnation of the holder: a new token, below.
 		case holder == owner:
 			// A renewal: the same holder, so the same token.
 			if _, err := tx.ExecContext(ctx, `UPDATE leases SET expires_at = ? WHERE token = ?`, expN, token); err != nil {
@@ -63,8 +72,8 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now t
 		if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE session_pk = ?`, pk); err != nil {
 			return internal(err, "take lease")
 		}
-		err = tx.QueryRowContext(ctx, `INSERT INTO leases (session_pk, owner, expires_at) VALUES (?, ?, ?) RETURNING token`,
-			pk, owner, expN).Scan(&l.Token)
+		err = tx.QueryRowContext(ctx, `INSERT INTO leases (session_pk, owner, expires_at, incarnation) VALUES (?, ?, ?, ?) RETURNING token`,
+			pk, owner, expN, inc).Scan(&l.Token)
 		if err != nil {
 			return internal(err, "take lease")
 		}

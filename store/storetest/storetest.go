@@ -83,6 +83,17 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"SideEntitiesCascade", testSideEntitiesCascade},
 		{"ListRecovery", testListRecovery},
 		{"CountStopped", testCountStopped},
+		{"NodeRegistry", testNodeRegistry},
+		{"NodeHeartbeat", testNodeHeartbeat},
+		{"NodeMarkLost", testNodeMarkLost},
+		{"NodeRestartKeepsLeases", testNodeRestartKeepsLeases},
+		{"NodeLeave", testNodeLeave},
+		{"NodeMarkLostConcurrent", testNodeMarkLostConcurrent},
+		{"FenceTakeover", testFenceTakeover},
+		{"FenceMissingSession", testFenceMissingSession},
+		{"FenceNodeLost", testFenceNodeLost},
+		{"FenceRace", testFenceRace},
+		{"FenceConcurrentWriters", testFenceConcurrentWriters},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })

@@ -1,0 +1,213 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"syscall"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/shim"
+)
+
+// Cluster is the manager's side of the cluster this daemon is a node of
+// (CONTRACT §4.11; package cluster implements it). A session is driven by
+// the node that holds its lease: the manager takes the lease before a
+// create or a resume writes its first event, gives it back once
+// session_stopped is logged, and at boot carries on only the sessions
+// whose lease this node still holds. nil (Options.Cluster) is one node:
+// no lease is taken and every session found live at boot is this
+// daemon's.
+type Cluster interface {
+	// Acquire takes the lease of a session for this node. EConflict when
+	// another node holds it.
+	Acquire(ctx context.Context, sessionID string) error
+	// Release gives back the lease this node holds of a session.
+	Release(ctx context.Context, sessionID string)
+	// Holds reports whether this node holds the lease of a session (and
+	// renews it): a booting node reattaches only those.
+	Holds(ctx context.Context, sessionID string) bool
+	// Owners returns the node driving each of the sessions named, for
+	// those a node drives (a live lease).
+	Owners(ctx context.Context, sessionIDs []string) map[string]string
+}
+
+// inCluster reports whether the manager is a node of a cluster.
+func (m *Manager) inCluster() bool { return m.opts.Cluster != nil }
+
+// acquire takes a session's lease when the manager is a cluster node.
+func (m *Manager) acquire(ctx context.Context, id string) error {
+	if !m.inCluster() {
+		return nil
+	}
+	if err := m.opts.Cluster.Acquire(ctx, id); err != nil {
+		return err
+	}
+	// Another node may have written the session since this one did: the
+	// log reads its end from the store before the next append.
+	m.log.Release(id)
+	return nil
+}
+
+// releaseLease gives a session's lease back when the manager is a cluster node.
+func (m *Manager) releaseLease(ctx context.Context, id string) {
+	if m.inCluster() {
+		m.opts.Cluster.Release(ctx, id)
+		m.log.Release(id)
+	}
+}
+
+// leased runs fn, a write to a session no node drives (stopped), holding
+// its lease meanwhile in a cluster: the store refuses a node's writes to
+// a session whose lease it does not hold.
+func (m *Manager) leased(ctx context.Context, id string, fn func() error) error {
+	if !m.inCluster() {
+		return fn()
+	}
+	if err := m.acquire(ctx, id); err != nil {
+		return err
+	}
+	defer m.releaseLease(context.WithoutCancel(ctx), id)
+	return fn()
+}
+
+// withOwners sets the node of sessions read from the store: the one
+// holding its lease, if any.
+func (m *Manager) withOwners(ctx context.Context, ss []*berth.Session) {
+	if !m.inCluster() || len(ss) == 0 {
+		return
+	}
+	ids := make([]string, len(ss))
+	for i, s := range ss {
+		ids[i] = s.ID
+	}
+	owners := m.opts.Cluster.Owners(ctx, ids)
+	for _, s := range ss {
+		if s.Node == "" {
+			s.Node = owners[s.ID]
+		}
+	}
+}
+
+// LoseSessions lets go at once, writing nothing, of the sessions named
+// (every live one when ids is nil): this node lost their leases, another
+// drives them now. Their agents are killed (the shim's process group),
+// their runtimes forgotten and their log hubs released. It returns once
+// they are gone.
+func (m *Manager) LoseSessions(ids []string) {
+	var rts []*runtime
+	if ids == nil {
+		rts = m.runtimes()
+	} else {
+		for _, id := range ids {
+			if rt := m.runtimeOf(id); rt != nil {
+				rts = append(rts, rt)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, rt := range rts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rt.lose()
+		}()
+	}
+	wg.Wait()
+}
+
+// leaseLost is told, by the event log or a refused store write, that a
+// session's write was refused with ELeaseLost: its runtime is let go in
+// the background (Shutdown waits for it). It never blocks.
+func (m *Manager) leaseLost(id string) {
+	rt := m.runtimeOf(id)
+	if rt == nil || rt.detached.Load() {
+		return
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return
+	}
+	m.losing.Add(1)
+	m.mu.Unlock()
+	go func() {
+		defer m.losing.Done()
+		m.logger.Warn("this node lost the session's lease: another node drives it; its agent is killed", "session_id", id)
+		rt.lose()
+	}()
+}
+
+// lose drops a runtime whose lease another node holds: from now on it
+// records nothing (the store would refuse it anyway), its timers stop,
+// its agent's process group is killed, and once the monitor has torn it
+// down its shim goes and the log releases the session (its streams here
+// go on from the store, which the new owner writes). Idempotent.
+func (rt *runtime) lose() {
+	rt.mu.Lock()
+	first := !rt.detached.Swap(true)
+	if first {
+		rt.stopTimersLocked()
+	}
+	rt.mu.Unlock()
+	if !first {
+		<-rt.finished
+		return
+	}
+	// An agent still starting is reached once it is started.
+	<-rt.ready
+	if rt.proc != nil {
+		if rt.shim != nil {
+			rt.shim.Discard()
+		}
+		_ = rt.proc.Signal(syscall.SIGKILL)
+		shim.KillAgent(rt.proc.Pid(), rt.id)
+	}
+	<-rt.finished
+	if rt.shim != nil {
+		// The shim may go: nobody reattaches this agent.
+		rt.shim.Release()
+		shim.BundleOf(rt.shimSocket, rt.id).Remove(true)
+	}
+	rt.closeBox(context.Background())
+	rt.m.revokeTools(rt.id, true)
+	rt.m.sweep(rt.id)
+	// The new owner writes the log from here: this node's streams of the
+	// session go on from the store.
+	rt.m.log.Release(rt.id)
+}
+
+// CloseLost closes a session whose node was lost, for the node that took
+// its lease over (the caller holds it): an open turn ends, pending
+// questions are canceled, session_stopped {stop_reason: node_lost} is
+// logged and the session recorded stopped/node_lost, resumable on any
+// node. What its agent left running on this host is killed (the lost
+// node may be this machine). leftovers are the processes of this host by
+// session id (sessionProcesses), nil to look them up. A session already
+// stopped is left as it is.
+func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string][]int) error {
+	if rt := m.runtimeOf(id); rt != nil {
+		// This node's runtime of it is stale: the lease was lost.
+		rt.lose()
+	}
+	s, err := m.store.GetSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	if s.State == berth.StateStopped {
+		return nil
+	}
+	// The lost node wrote the log last: its end is read from the store.
+	m.log.Release(id)
+	if leftovers == nil {
+		leftovers = sessionProcesses()
+	}
+	if err := m.closeSession(ctx, s, leftovers[id], nodeLostClose); err != nil {
+		return err
+	}
+	m.publishStored(berth.ChangeSessionUpdated, m.stored(s))
+	return nil
+}
+
+// SessionProcesses maps session ids to the pids of this host's processes
+// that carry them (see CloseLost).
+func SessionProcesses() map[string][]int { return sessionProcesses() }

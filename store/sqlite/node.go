@@ -1,0 +1,238 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
+)
+
+var _ berth.NodeStore = (*Store)(nil)
+
+// A SQLite store is not a berth.Fencer: one daemon opens it, so it has one
+// node, and nothing takes its leases over.
+
+// nodeColumns are the columns a berth.Node is read from (see scanNode),
+// with the count of the leases the node holds.
+const nodeColumns = `id, advertise, state, started_at, last_heartbeat,
+    (SELECT count(*) FROM leases l WHERE l.owner = nodes.id)`
+
+// scanNode reads a row of nodeColumns.
+func scanNode(row interface{ Scan(...any) error }) (*berth.Node, error) {
+	n := &berth.Node{}
+	var state string
+	var started sql.NullInt64
+	var beat int64
+	if err := row.Scan(&n.ID, &n.Advertise, &state, &started, &beat, &n.Sessions); err != nil {
+		return nil, err
+	}
+	n.State, n.StartedAt, n.LastHeartbeat = berth.NodeState(state), fromNullNanos(started), codec.FromNanos(beat)
+	return n, nil
+}
+
+// RegisterNode inserts n or, when its id exists, marks it up again with
+// n's Advertise and StartedAt and a heartbeat at now; it sets n.State and
+// n.LastHeartbeat. A node registering again while still up is the same
+// incarnation and keeps its leases; one that was lost or left is a new
+// one, whose heartbeats do not renew the old one's leases. EInvalid for
+// an empty id or times out of range.
+func (s *Store) RegisterNode(ctx context.Context, n *berth.Node, now time.Time) error {
+	if n == nil || n.ID == "" {
+		return berth.Errorf(berth.EInvalid, "node id must not be empty")
+	}
+	started, err := nanosArg(n.StartedAt, "node start time")
+	if err != nil {
+		return err
+	}
+	at, ok := codec.ToNanos(now)
+	if !ok {
+		return berth.Errorf(berth.EInvalid, "heartbeat time out of range")
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO nodes AS n (id, advertise, state, incarnation, started_at, last_heartbeat)
+			VALUES (?1, ?2, 'up', 1, ?3, ?4)
+			ON CONFLICT (id) DO UPDATE SET
+				advertise = excluded.advertise,
+				started_at = excluded.started_at,
+				last_heartbeat = excluded.last_heartbeat,
+				state = 'up',
+				incarnation = CASE WHEN n.state = 'up' THEN n.incarnation ELSE n.incarnation + 1 END`,
+			n.ID, n.Advertise, started, at)
+		if err != nil {
+			return internal(err, "register node")
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	n.State, n.LastHeartbeat = berth.NodeUp, codec.FromNanos(at)
+	return nil
+}
+
+// Heartbeat records that node id is alive at now (never moving back) and
+// renews, in the same transaction, every lease its current incarnation
+// holds until now+ttl (never shortening one). ENodeLost when the node is
+// lost or left; ENotFound if it is absent; EInvalid for a ttl that is not
+// positive or times out of range.
+func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl time.Duration) error {
+	if ttl <= 0 {
+		return berth.Errorf(berth.EInvalid, "lease ttl must be positive")
+	}
+	at, ok := codec.ToNanos(now)
+	until, ok2 := codec.ToNanos(now.Add(ttl))
+	if !ok || !ok2 {
+		return berth.Errorf(berth.EInvalid, "heartbeat time out of range")
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var state string
+		var inc int64
+		err := tx.QueryRowContext(ctx, `SELECT state, incarnation FROM nodes WHERE id = ?`, id).Scan(&state, &inc)
+		if errors.Is(err, sql.ErrNoRows) {
+			return berth.Errorf(berth.ENotFound, "node %s not found", id)
+		}
+		if err != nil {
+			return internal(err, "heartbeat")
+		}
+		if state != string(berth.NodeUp) {
+			return nodeLost(id, state)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET last_heartbeat = max(last_heartbeat, ?) WHERE id = ?`, at, id); err != nil {
+			return internal(err, "heartbeat")
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE leases SET expires_at = max(expires_at, ?) WHERE owner = ? AND incarnation = ?`,
+			until, id, inc); err != nil {
+			return internal(err, "renew leases")
+		}
+		return nil
+	})
+}
+
+// nodeLost is the ENodeLost error of a node in state.
+func nodeLost(id, state string) error {
+	return &berth.Error{Code: berth.ENodeLost, Message: "node " + id + " is " + state,
+		Details: map[string]any{"node": id, "state": state}}
+}
+
+// ListNodes returns every node, oldest (by start time, then id) first,
+// each with the number of leases it holds.
+func (s *Store) ListNodes(ctx context.Context) ([]*berth.Node, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`)
+	if err != nil {
+		return nil, internal(err, "list nodes")
+	}
+	defer rows.Close()
+	out := []*berth.Node{}
+	for rows.Next() {
+		n, err := scanNode(rows)
+		if err != nil {
+			return nil, internal(err, "list nodes")
+		}
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, internal(err, "list nodes")
+	}
+	return out, nil
+}
+
+// MarkLostNodes marks lost every up node whose last heartbeat is before
+// now-ttl and returns them, oldest heartbeat first. The one writer
+// connection serialises callers, so each node goes to exactly one.
+func (s *Store) MarkLostNodes(ctx context.Context, now time.Time, ttl time.Duration) ([]*berth.Node, error) {
+	cut, ok := codec.ToNanos(now.Add(-ttl))
+	if !ok {
+		return nil, berth.Errorf(berth.EInvalid, "heartbeat time out of range")
+	}
+	out := []*berth.Node{}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < ?
+			RETURNING `+nodeColumns, cut)
+		if err != nil {
+			return internal(err, "mark lost nodes")
+		}
+		defer rows.Close()
+		for rows.Next() {
+			n, err := scanNode(rows)
+			if err != nil {
+				return internal(err, "mark lost nodes")
+			}
+			out = append(out, n)
+		}
+		if err := rows.Err(); err != nil {
+			return internal(err, "mark lost nodes")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *berth.Node) int {
+		return cmp.Or(a.LastHeartbeat.Compare(b.LastHeartbeat), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// LeaveNode marks node id left and releases the leases of its current
+// incarnation. Leaving twice is no error. ENodeLost if the node is lost;
+// ENotFound if it is absent.
+func (s *Store) LeaveNode(ctx context.Context, id string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var state string
+		var inc int64
+		err := tx.QueryRowContext(ctx, `SELECT state, incarnation FROM nodes WHERE id = ?`, id).Scan(&state, &inc)
+		if errors.Is(err, sql.ErrNoRows) {
+			return berth.Errorf(berth.ENotFound, "node %s not found", id)
+		}
+		if err != nil {
+			return internal(err, "leave")
+		}
+		switch berth.NodeState(state) {
+		case berth.NodeLeft:
+			return nil
+		case berth.NodeLost:
+			return nodeLost(id, state)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET state = 'left' WHERE id = ?`, id); err != nil {
+			return internal(err, "leave")
+		}
+		// A released lease is no row (see migration 0003).
+		if _, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE owner = ? AND incarnation = ?`, id, inc); err != nil {
+			return internal(err, "release leases")
+		}
+		return nil
+	})
+}
+
+// LeasesOf returns the leases owner holds, expired or not, by session id.
+// EInvalid for an empty owner.
+func (s *Store) LeasesOf(ctx context.Context, owner string) ([]*berth.Lease, error) {
+	if owner == "" {
+		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT s.id, l.token, l.expires_at FROM leases l JOIN sessions s ON s.pk = l.session_pk
+		WHERE l.owner = ? ORDER BY s.id`, owner)
+	if err != nil {
+		return nil, internal(err, "list leases")
+	}
+	defer rows.Close()
+	out := []*berth.Lease{}
+	for rows.Next() {
+		l := &berth.Lease{Owner: owner}
+		var expires int64
+		if err := rows.Scan(&l.SessionID, &l.Token, &expires); err != nil {
+			return nil, internal(err, "list leases")
+		}
+		l.ExpiresAt = codec.FromNanos(expires)
+		out = append(out, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, internal(err, "list leases")
+	}
+	return out, nil
+}
