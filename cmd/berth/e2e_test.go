@@ -108,7 +108,7 @@ type server struct {
 	home string
 	addr string
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *syncBuffer
 }
 
 // freeAddr returns a free loopback address.
@@ -142,7 +142,7 @@ func startServerAddr(t testing.TB, home, addr string, env []string, args ...stri
 // startServerBin is startServerAddr running the berth binary berthBin.
 func startServerBin(t testing.TB, berthBin, home, addr string, env []string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, home: home, addr: addr, log: &bytes.Buffer{}}
+	s := &server{t: t, home: home, addr: addr, log: &syncBuffer{}}
 	s.cmd = exec.Command(berthBin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
 	s.cmd.Env = cleanEnv(home, env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
