@@ -632,3 +632,122 @@ func TestConcurrentDeletesAllSucceed(t *testing.T) {
 		t.Fatalf("%d blobs left", c)
 	}
 }
+
+// TestDeepTreesAreBounded: a directory chain deeper than MaxDepth, or a
+// path longer than MaxPathBytes, is cut there (listed as too_deep) rather
+// than walked holding a descriptor per level and a path per entry that
+// grows with the depth; paths past MaxPathTotalBytes are total_limit. A
+// fork of the checkpoint holds what was kept.
+func TestDeepTreesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	deep := strings.Repeat("d/", MaxDepth+3)
+	write(t, ws, deep+"bottom.txt", "bottom", 0o644)
+	write(t, ws, "d/d/top.txt", "top", 0o644)
+	long := strings.Repeat(strings.Repeat("n", 250)+"/", 20)
+	r, err := os.OpenRoot(ws)
+	must(t, err)
+	defer r.Close()
+	// Past PATH_MAX: made below the workspace's descriptor.
+	must(t, r.MkdirAll("long/"+long, 0o755))
+	must(t, r.WriteFile("long/"+long+"f.txt", []byte("far"), 0o644))
+	s := newStore(t, Options{})
+	c, err := s.Create(ctx, "ses_a", "t1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, sk := range c.Skipped {
+		reasons[sk.Path] = sk.Reason
+	}
+	if r := reasons[strings.Repeat("d/", MaxDepth)+"d"]; r != SkipTooDeep {
+		t.Errorf("the level past MaxDepth: %q, skipped %v", r, c.Skipped)
+	}
+	m, err := s.readManifest("ses_a", c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := false
+	for _, e := range m.entries {
+		if strings.Count(e.Path, "/") >= MaxDepth+1 || len(e.Path) > MaxPathBytes {
+			t.Fatalf("kept %d levels, %d bytes: %.80s…", strings.Count(e.Path, "/")+1, len(e.Path), e.Path)
+		}
+		if strings.HasPrefix(e.Path, "long/") && len(e.Path) > MaxPathBytes-260 {
+			cut = true
+		}
+	}
+	if !cut || c.SkippedTotal != 2 {
+		t.Fatalf("the long chain was not kept up to MaxPathBytes (cut %v) or skips %d: %v", cut, c.SkippedTotal, c.Skipped)
+	}
+	fork := t.TempDir()
+	if _, err := s.Restore(ctx, "ses_a", c.ID, fork); err != nil {
+		t.Fatal(err)
+	}
+	if readTo(t, fork, "d/d/top.txt") != "top" || readTo(t, fork, strings.Repeat("d/", MaxDepth)+"x") != "" {
+		t.Fatal("the fork does not hold what was kept")
+	}
+
+	// The sum of the paths is bounded too.
+	small := newStore(t, Options{MaxPathTotalBytes: 100})
+	c, err = small.Create(ctx, "ses_b", "t1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Files != 0 || c.SkippedTotal == 0 || c.Skipped[len(c.Skipped)-1].Reason != SkipTotal {
+		t.Fatalf("path budget ignored: %+v", c)
+	}
+}
+
+// readTo reads rel under dir; "" when it is missing.
+func readTo(t *testing.T, dir, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, rel))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRestoreOfManyDirectoriesKeepsFewOpen: a rewind of a workspace of
+// many directories does not hold one descriptor per directory (which an
+// agent could use to starve the daemon of them): it succeeds with a
+// descriptor limit well under the directory count.
+func TestRestoreOfManyDirectoriesKeepsFewOpen(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	const dirs = 400
+	for i := range dirs {
+		write(t, ws, fmt.Sprintf("d%03d/sub/f.txt", i), "before", 0o644)
+	}
+	s := newStore(t, Options{})
+	c, err := s.Create(ctx, "ses_a", "t1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range dirs {
+		write(t, ws, fmt.Sprintf("d%03d/sub/f.txt", i), "after", 0o644)
+		write(t, ws, fmt.Sprintf("d%03d/sub/new.txt", i), "new", 0o644)
+	}
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	var old syscall.Rlimit
+	must(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old))
+	low := old
+	low.Cur = uint64(len(open) + dirs/2)
+	must(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low))
+	_, err = s.Restore(ctx, "ses_a", c.ID, ws)
+	must(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old))
+	if err != nil {
+		t.Fatalf("restore under a limit of %d descriptors: %v", low.Cur, err)
+	}
+	for i := range dirs {
+		if got := readTo(t, ws, fmt.Sprintf("d%03d/sub/f.txt", i)); got != "before" {
+			t.Fatalf("d%03d: %q", i, got)
+		}
+		if got := readTo(t, ws, fmt.Sprintf("d%03d/sub/new.txt", i)); got != "" {
+			t.Fatalf("d%03d/sub/new.txt left", i)
+		}
+	}
+}

@@ -36,7 +36,8 @@ type restorer struct {
 	m    *manifest
 	root *os.Root
 	hide []fs.FileInfo
-	// dirs caches the directories opened so far, by path.
+	// dirs caches directories opened, by path: at most maxOpenDirs
+	// besides those above the one being opened.
 	dirs   map[string]*os.Root
 	asRoot bool
 	res    Result
@@ -207,8 +208,26 @@ func (r *restorer) open(p string) (*os.Root, error) {
 		_ = d.Close()
 		return nil, errConflict
 	}
+	if len(r.dirs) >= maxOpenDirs {
+		r.evict(p)
+	}
 	r.dirs[p] = d
 	return d, nil
+}
+
+// maxOpenDirs bounds the directories a restore keeps open: a workspace
+// of many directories must not take the daemon's descriptors.
+const maxOpenDirs = 64
+
+// evict closes the cached directories that are not above p (the ones a
+// caller opening p may still hold are; the walk's depth bounds them).
+func (r *restorer) evict(p string) {
+	for k, d := range r.dirs {
+		if !strings.HasPrefix(p, k+"/") {
+			_ = d.Close()
+			delete(r.dirs, k)
+		}
+	}
 }
 
 // isHidden reports whether fi is a hidden path.

@@ -38,6 +38,8 @@ type Options struct {
 	MaxFileBytes  int64
 	MaxTotalBytes int64
 	MaxEntries    int
+	// MaxPathTotalBytes bounds the sum of the kept paths' lengths.
+	MaxPathTotalBytes int
 }
 
 // withDefaults returns o with zero fields set to their defaults.
@@ -50,6 +52,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.MaxPathTotalBytes <= 0 {
+		o.MaxPathTotalBytes = DefaultMaxPathTotalBytes
 	}
 	return o
 }

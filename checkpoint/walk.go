@@ -47,6 +47,10 @@ type walker struct {
 	skipN    int
 	entries  int
 	fileSize int64
+	// depth is the level of the directory being walked ("." is 0);
+	// pathBytes sums the lengths of the paths kept.
+	depth     int
+	pathBytes int
 	// sigs records, for each directory walked, which .gitignore files
 	// apply below it (their directories and contents); known says whether
 	// a path was kept by the previous walk, whose sigs are prevSigs. A
@@ -151,7 +155,11 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 			w.skip(p, SkipGitignore)
 			continue
 		}
-		if w.entries >= w.opts.MaxEntries {
+		if len(p) > MaxPathBytes || (mode.IsDir() && w.depth >= MaxDepth) {
+			w.skip(p, SkipTooDeep)
+			continue
+		}
+		if w.entries >= w.opts.MaxEntries || w.pathBytes+len(p) > w.opts.MaxPathTotalBytes {
 			w.skip(p, SkipTotal)
 			continue
 		}
@@ -207,6 +215,7 @@ func (w *walker) keep(v *visit) error {
 		return nil
 	}
 	w.entries++
+	w.pathBytes += len(v.entry.Path)
 	if v.entry.Kind == KindFile {
 		w.fileSize += v.entry.Size
 	}
@@ -231,6 +240,8 @@ func (w *walker) subdir(dir *os.Root, name, p string, fi fs.FileInfo, v *visit, 
 	if err := w.keep(v); err != nil {
 		return err
 	}
+	w.depth++
+	defer func() { w.depth-- }()
 	return w.walkDir(sub, p, sig)
 }
 
