@@ -22,6 +22,10 @@ const (
 	maxControlItems = 128
 	maxControlText  = 1024
 	maxControlRaw   = 4096
+	// maxConfigValues bounds the values of all config options together:
+	// maxControlItems options of maxControlItems values each would make
+	// a Session of tens of megabytes.
+	maxConfigValues = 512
 )
 
 // clip cuts s to maxControlText bytes at a rune boundary.
@@ -138,6 +142,7 @@ func decodeConfigOptions(raw json.RawMessage) (opts []berth.ACPConfigOption, ok 
 		return nil, false
 	}
 	opts = []berth.ACPConfigOption{}
+	values := 0
 	for _, item := range items[:min(len(items), maxControlItems)] {
 		var w configOptionWire
 		if json.Unmarshal(item, &w) != nil {
@@ -150,7 +155,8 @@ func decodeConfigOptions(raw json.RawMessage) (opts []berth.ACPConfigOption, ok 
 			o.Current = json.RawMessage("null")
 		}
 		add := func(v configValueWire, group string) {
-			if len(o.Options) < maxControlItems {
+			if len(o.Options) < maxControlItems && values < maxConfigValues {
+				values++
 				o.Options = append(o.Options, berth.ACPConfigValue{Value: clip(v.Value), Name: clip(v.Name), Description: clip(v.Description), Group: clip(group)})
 			}
 		}
@@ -294,6 +300,8 @@ func controlUpdateOf(u *acp.Update) *controlUpdate {
 			CurrentModeID string `json:"currentModeId"`
 		}
 		_ = json.Unmarshal(u.Raw, &w)
+		// Bounded like every other control the Session keeps.
+		w.CurrentModeID = clip(w.CurrentModeID)
 		return &controlUpdate{kind: u.Kind, data: modeData{Current: w.CurrentModeID, Source: "agent", Raw: u.Raw},
 			apply: func(s *berth.Session) {
 				c := controlsOf(s.ACP)
