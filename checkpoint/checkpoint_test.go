@@ -751,3 +751,26 @@ func TestRestoreOfManyDirectoriesKeepsFewOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeDirectoryIsNotReadWhole: a directory whose listing is over
+// MaxListBytes (an agent's million files) is left out whole as
+// total_limit, without holding its listing; its neighbours are kept.
+func TestHugeDirectoryIsNotReadWhole(t *testing.T) {
+	ws := t.TempDir()
+	write(t, ws, "keep.txt", "k", 0o644)
+	must(t, os.Mkdir(filepath.Join(ws, "huge"), 0o755))
+	const limit = 64 << 10
+	for i := range limit/(10+listCost) + listBatch {
+		f, err := os.Create(filepath.Join(ws, "huge", fmt.Sprintf("f%09d", i)))
+		must(t, err)
+		must(t, f.Close())
+	}
+	s := newStore(t, Options{MaxListBytes: limit})
+	c, err := s.Create(context.Background(), "ses_a", "t1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Files != 1 || c.SkippedTotal != 1 || c.Skipped[0] != (Skip{Path: "huge", Reason: SkipTotal}) {
+		t.Fatalf("files %d, skipped %d: %.200v", c.Files, c.SkippedTotal, c.Skipped)
+	}
+}

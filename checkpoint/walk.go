@@ -110,14 +110,16 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 	if err != nil {
 		return err
 	}
-	// Readdir lstats each entry in the open directory: the one look the
-	// walk takes at it.
-	ents, err := d.Readdir(-1)
+	names, whole, err := readNames(d, w.opts.MaxListBytes)
 	_ = d.Close()
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(ents, func(x, y fs.FileInfo) int { return strings.Compare(x.Name(), y.Name()) })
+	if !whole {
+		w.skip(rel, SkipTotal)
+		return nil
+	}
+	slices.Sort(names)
 	pushed := false
 	if gi, sum := readIgnore(dir); gi != nil {
 		w.ignores = append(w.ignores, ignoreLevel{dir: rel, gi: gi})
@@ -134,11 +136,18 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 			w.ignores = w.ignores[:len(w.ignores)-1]
 		}
 	}()
-	for _, fi := range ents {
+	for _, name := range names {
 		if err := w.ctx.Err(); err != nil {
 			return err
 		}
-		name := fi.Name()
+		// The one look the walk takes at the entry.
+		fi, err := dir.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
 		p := name
 		if rel != "." {
 			p = rel + "/" + name
@@ -202,6 +211,35 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 		}
 	}
 	return nil
+}
+
+// A name of a directory's listing costs its length and listCost more
+// (Options.MaxListBytes); names are read listBatch at a time.
+const (
+	listCost  = 32
+	listBatch = 1024
+)
+
+// readNames reads the names in the open directory d; whole is false (and
+// names nil) when they cost more than max.
+func readNames(d *os.File, max int) (names []string, whole bool, err error) {
+	size := 0
+	for {
+		batch, err := d.Readdirnames(listBatch)
+		for _, n := range batch {
+			size += len(n) + listCost
+		}
+		if size > max {
+			return nil, false, nil
+		}
+		names = append(names, batch...)
+		if errors.Is(err, io.EOF) {
+			return names, true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
 }
 
 // keep hands v to fn and counts it.
