@@ -61,6 +61,9 @@ const (
 	// SkipTooDeep: a directory more than MaxDepth levels down, or a path
 	// longer than MaxPathBytes: what is below it is not walked.
 	SkipTooDeep = "too_deep"
+	// SkipUnreadable: a file or directory the daemon may not read (an
+	// agent's chmod 000, under a daemon that is not root).
+	SkipUnreadable = "unreadable"
 )
 
 // Bounds of the walk an agent's workspace cannot lift: every directory

@@ -280,6 +280,9 @@ func (c *creator) readFile(v *visit) (hash, reason string, err error) {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errSwapped) {
 		return "", SkipChanged, nil
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		return "", SkipUnreadable, nil
+	}
 	if err != nil {
 		return "", "", err
 	}

@@ -258,6 +258,12 @@ func (r *restorer) remove(p string, isDir bool) error {
 	if err != nil {
 		return err
 	}
+	if !isDir && unreadable(parent, path.Base(p)) {
+		// The checkpoint could not read it either (a file made before it
+		// looks the same): left, like every path a checkpoint skips.
+		r.conflict(p)
+		return nil
+	}
 	err = parent.Remove(path.Base(p))
 	switch {
 	case err == nil:
@@ -271,6 +277,16 @@ func (r *restorer) remove(p string, isDir bool) error {
 		return err
 	}
 	return nil
+}
+
+// unreadable reports whether the regular file name of dir cannot be
+// opened for reading for want of permission.
+func unreadable(dir *os.Root, name string) bool {
+	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err == nil {
+		_ = f.Close()
+	}
+	return errors.Is(err, fs.ErrPermission)
 }
 
 // dir makes the directory e (mode set later).

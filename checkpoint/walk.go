@@ -106,12 +106,18 @@ func (w *walker) ignored(rel string, isDir bool) bool {
 // walkDir walks the directory dir, whose path is rel ("." for the root),
 // under the .gitignore files sig names.
 func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
+	var names []string
+	whole := false
 	d, err := dir.Open(".")
-	if err != nil {
-		return err
+	if err == nil {
+		names, whole, err = readNames(d, w.opts.MaxListBytes)
+		_ = d.Close()
 	}
-	names, whole, err := readNames(d, w.opts.MaxListBytes)
-	_ = d.Close()
+	if errors.Is(err, fs.ErrPermission) {
+		// Searchable but not readable (mode 100): what is in it is left.
+		w.skip(rel, SkipUnreadable)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -269,6 +275,10 @@ func (w *walker) subdir(dir *os.Root, name, p string, fi fs.FileInfo, v *visit, 
 	}
 	if errors.Is(err, errSwapped) {
 		w.skip(p, SkipChanged)
+		return nil
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		w.skip(p, SkipUnreadable)
 		return nil
 	}
 	if err != nil {
