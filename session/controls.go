@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"slices"
 	"unicode/utf8"
@@ -46,6 +47,26 @@ func rawIfSmall(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// maxInitRaw bounds each part of an agent's initialize answer that the
+// Session keeps (agent_info, capabilities, auth_methods); an honest
+// agent's are a few hundred bytes.
+const maxInitRaw = 64 << 10
+
+// boundInit leaves out (and logs) a part of init over maxInitRaw: kept
+// whole it would make every list and change of the Session as large (up
+// to the agent's line cap).
+func boundInit(init *acp.InitializeResponse, logger *slog.Logger) {
+	for _, f := range []struct {
+		name string
+		raw  *json.RawMessage
+	}{{"agentInfo", &init.AgentInfo}, {"agentCapabilities", &init.AgentCapabilities}, {"authMethods", &init.AuthMethods}} {
+		if len(*f.raw) > maxInitRaw {
+			logger.Warn("the agent's initialize answer is too large to keep: left out", "field", f.name, "bytes", len(*f.raw), "limit", maxInitRaw)
+			*f.raw = nil
+		}
+	}
 }
 
 // Config option categories berth gives a place of their own.
