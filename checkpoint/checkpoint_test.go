@@ -774,3 +774,43 @@ func TestHugeDirectoryIsNotReadWhole(t *testing.T) {
 		t.Fatalf("files %d, skipped %d: %.200v", c.Files, c.SkippedTotal, c.Skipped)
 	}
 }
+
+// TestWorkspaceReachedThroughALinkIsRefused: a workspace whose path now
+// goes through a symbolic link (a parent session's agent replaced its
+// child's workspace with a link to a host directory) is neither read by a
+// checkpoint nor written by a restore: the host directory is untouched.
+func TestWorkspaceReachedThroughALinkIsRefused(t *testing.T) {
+	ctx := context.Background()
+	parent, host := t.TempDir(), t.TempDir()
+	write(t, host, "shadow", "host secret", 0o600)
+	write(t, host, "child/x", "host x", 0o600)
+	ws := filepath.Join(parent, "child")
+	write(t, ws, "passwd", "agent's", 0o644)
+	s := newStore(t, Options{})
+	c, err := s.Create(ctx, "ses_a", "t1", ws)
+	must(t, err)
+	// The parent's agent swaps the child's workspace, and a directory above it.
+	must(t, os.Rename(ws, ws+".old"))
+	must(t, os.Symlink(host, ws))
+	if _, err := s.Create(ctx, "ses_a", "t2", ws); !berth.IsCode(err, berth.EConflict) {
+		t.Fatalf("a checkpoint through the link: %v", err)
+	}
+	if _, err := s.Restore(ctx, "ses_a", c.ID, ws); !berth.IsCode(err, berth.EConflict) {
+		t.Fatalf("a restore through the link: %v", err)
+	}
+	must(t, os.Remove(ws))
+	must(t, os.Rename(ws+".old", ws))
+	must(t, os.Rename(parent, parent+".real"))
+	t.Cleanup(func() { _ = os.Rename(parent+".real", parent) })
+	must(t, os.Symlink(host, parent))
+	t.Cleanup(func() { _ = os.Remove(parent) })
+	if _, err := s.Restore(ctx, "ses_a", c.ID, ws); err == nil {
+		t.Fatal("a restore through a link above the workspace was made")
+	}
+	if got := tree(t, host); len(got) != 3 || got["shadow"] != "f -rw------- host secret" || got["child/x"] != "f -rw------- host x" {
+		t.Fatalf("the host directory changed: %v", got)
+	}
+	if n := countBlobs(t, s); n != 1 {
+		t.Fatalf("%d blobs: the host directory was read", n)
+	}
+}

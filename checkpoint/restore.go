@@ -68,12 +68,9 @@ func (s *Store) Restore(ctx context.Context, sessionID, id, workspace string, hi
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(workspace)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, berth.Errorf(berth.ENotFound, "workspace does not exist")
-	}
+	root, err := openWorkspace(workspace)
 	if err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "cannot open workspace")
+		return nil, err
 	}
 	defer root.Close()
 	r := &restorer{ctx: ctx, s: s, m: m, root: root, dirs: map[string]*os.Root{}, asRoot: os.Geteuid() == 0}

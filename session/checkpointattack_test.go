@@ -79,3 +79,55 @@ func TestAgentPlantedTreesInABwrapWorkspace(t *testing.T) {
 		t.Fatalf("the sandbox read the secret: %q", got)
 	}
 }
+
+// A parent session's agent replaces its child's workspace (a directory of
+// its own) with a link to a host directory: the child's next checkpoint
+// does not read the host directory, and a rewind of the child does not
+// write into it (under a root daemon, /etc), nor does a fork copy it.
+func TestChildWorkspaceSwappedForALinkIsNotCheckpointedNorRewound(t *testing.T) {
+	home, state := t.TempDir(), t.TempDir()
+	e := bwrapEnv(t, withCheckpoints(home, state))
+	ctx := context.Background()
+	host := t.TempDir()
+	for _, name := range []string{"shadow", "gshadow", "sudoers"} {
+		if err := os.WriteFile(filepath.Join(host, name), []byte("host secret"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parent := e.create(berth.CreateRequest{PermissionMode: berth.PermApproveAll})
+	if r := e.sh(parent.ID, "mkdir sub"); r.ExitCode != 0 {
+		t.Fatalf("mkdir: %+v", r)
+	}
+	child := e.spawn(parent.ID, berth.CreateRequest{Workspace: filepath.Join(parent.Workspace, "sub")})
+	e.prompt(child.ID, "write a.txt one")
+	if r := e.sh(parent.ID, "mv sub sub.old && ln -s "+host+" sub"); r.ExitCode != 0 {
+		t.Fatalf("swap: %+v", r)
+	}
+	e.prompt(child.ID, "echo hi")
+	list, err := e.m.ListCheckpoints(ctx, child.ID)
+	if err != nil || len(list) == 0 {
+		t.Fatalf("checkpoints %v %v", list, err)
+	}
+	for _, c := range list {
+		if c.Files > 1 {
+			t.Fatalf("a checkpoint of the child read %d files: %+v", c.Files, c)
+		}
+	}
+	if _, err := e.m.Rewind(ctx, child.ID, berth.RewindRequest{CheckpointID: list[0].ID}); err == nil {
+		t.Fatal("the child's workspace was rewound through the link")
+	}
+	ents, err := os.ReadDir(host)
+	if err != nil || len(ents) != 3 {
+		t.Fatalf("the host directory changed: %v %v", ents, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(host, "shadow")); string(b) != "host secret" {
+		t.Fatalf("shadow = %q", b)
+	}
+	f, err := e.m.Fork(ctx, child.ID, berth.ForkRequest{CheckpointID: list[len(list)-1].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(f.Workspace, "shadow")); err == nil {
+		t.Fatal("the fork holds the host file")
+	}
+}
