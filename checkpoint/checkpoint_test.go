@@ -814,3 +814,51 @@ func TestWorkspaceReachedThroughALinkIsRefused(t *testing.T) {
 		t.Fatalf("%d blobs: the host directory was read", n)
 	}
 }
+
+// TestGitignoreBombsAreBounded: a .gitignore of more than
+// maxIgnorePatterns patterns, or with a line over maxIgnoreLineBytes, is
+// not used (compiled, each of its patterns would cost kilobytes and be
+// matched against every path below it); once a walk has done
+// Options.ignoreWork of matching it matches no more paths. What they
+// would have ignored is recorded.
+func TestGitignoreBombsAreBounded(t *testing.T) {
+	ws := t.TempDir()
+	var many strings.Builder
+	for i := range maxIgnorePatterns {
+		fmt.Fprintf(&many, "x%d\n", i)
+	}
+	write(t, ws, "many/.gitignore", many.String()+"*.o\n", 0o644)
+	write(t, ws, "many/f.o", "o", 0o644)
+	write(t, ws, "long/.gitignore", "*.o\n"+strings.Repeat("y", maxIgnoreLineBytes+1)+"\n", 0o644)
+	write(t, ws, "long/f.o", "o", 0o644)
+	write(t, ws, "fine/.gitignore", many.String()[:len(many.String())-len("x999\n")]+"*.o\n", 0o644)
+	write(t, ws, "fine/f.o", "o", 0o644)
+	s := newStore(t, Options{})
+	c, err := s.Create(context.Background(), "ses_a", "t1", ws)
+	must(t, err)
+	m, err := s.readManifest("ses_a", c.ID)
+	must(t, err)
+	if m.byPath["many/f.o"] == nil || m.byPath["long/f.o"] == nil || m.byPath["fine/f.o"] != nil {
+		t.Fatalf("many/f.o %v, long/f.o %v (want recorded), fine/f.o %v (want ignored)",
+			m.byPath["many/f.o"] != nil, m.byPath["long/f.o"] != nil, m.byPath["fine/f.o"] != nil)
+	}
+
+	// The matching budget: spent after a few paths, the rest is recorded.
+	ws = t.TempDir()
+	write(t, ws, ".gitignore", "*.o\n", 0o644)
+	for i := range 20 {
+		write(t, ws, fmt.Sprintf("f%02d.o", i), "o", 0o644)
+	}
+	s = newStore(t, Options{ignoreWork: 50})
+	c, err = s.Create(context.Background(), "ses_b", "t1", ws)
+	must(t, err)
+	ignored := 0
+	for _, sk := range c.Skipped {
+		if sk.Reason == SkipGitignore {
+			ignored++
+		}
+	}
+	if ignored == 0 || ignored >= 20 || c.Files != 21-ignored {
+		t.Fatalf("%d ignored, %d files", ignored, c.Files)
+	}
+}

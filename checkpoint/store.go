@@ -46,6 +46,9 @@ type Options struct {
 	// of more names (millions, that an agent makes in a minute) is left
 	// out whole, as total_limit, rather than read.
 	MaxListBytes int
+	// ignoreWork bounds a walk's .gitignore matching (defaultIgnoreWork;
+	// tests lower it).
+	ignoreWork int64
 }
 
 // withDefaults returns o with zero fields set to their defaults.
@@ -58,6 +61,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.ignoreWork <= 0 {
+		o.ignoreWork = defaultIgnoreWork
 	}
 	if o.MaxListBytes <= 0 {
 		o.MaxListBytes = DefaultMaxListBytes
