@@ -31,8 +31,8 @@ type Checkpoint struct {
 }
 
 // CheckpointSkip is a path a checkpoint left out: reason is gitignored,
-// vcs, too_large, total_limit, special, symlink_outside, hidden or
-// changed.
+// vcs, too_large, total_limit, too_deep, special, symlink_outside, hidden,
+// unreadable or changed.
 type CheckpointSkip struct {
 	Path   string `json:"path"`
 	Reason string `json:"reason"`

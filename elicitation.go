@@ -37,6 +37,11 @@ const (
 	MaxPendingElicitations = 8
 	// MaxElicitationMessageBytes caps an elicitation's message.
 	MaxElicitationMessageBytes = 16 << 10
+	// MaxElicitationURLBytes caps a url elicitation's address.
+	MaxElicitationURLBytes = 8 << 10
+	// MaxElicitationIDBytes caps the agent's ids an elicitation keeps
+	// (its elicitation id, its tool call id).
+	MaxElicitationIDBytes = 256
 )
 
 // Elicitation is an agent's request for input from the user (ACP

@@ -58,6 +58,27 @@ const (
 	SkipHidden = "hidden"
 	// SkipChanged: a file that changed while it was read.
 	SkipChanged = "changed"
+	// SkipTooDeep: a directory more than MaxDepth levels down, or a path
+	// longer than MaxPathBytes: what is below it is not walked.
+	SkipTooDeep = "too_deep"
+	// SkipUnreadable: a file or directory the daemon may not read (an
+	// agent's chmod 000, under a daemon that is not root).
+	SkipUnreadable = "unreadable"
+)
+
+// Bounds of the walk an agent's workspace cannot lift: every directory
+// level holds a descriptor open while the walk is below it, and every
+// kept path is a string the checkpoint keeps (a deep chain of long names
+// would make their sum grow with the square of the depth).
+const (
+	// MaxDepth is the deepest directory level walked ("a/b" is level 2).
+	MaxDepth = 256
+	// MaxPathBytes bounds one path's length (PATH_MAX).
+	MaxPathBytes = 4096
+	// DefaultMaxPathTotalBytes bounds the sum of a checkpoint's path
+	// lengths (Options.MaxPathTotalBytes); paths past it are skipped as
+	// total_limit.
+	DefaultMaxPathTotalBytes = 64 << 20
 )
 
 // MaxListedSkips bounds the skipped paths a Checkpoint lists; SkippedTotal

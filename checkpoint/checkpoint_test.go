@@ -632,3 +632,233 @@ func TestConcurrentDeletesAllSucceed(t *testing.T) {
 		t.Fatalf("%d blobs left", c)
 	}
 }
+
+// TestDeepTreesAreBounded: a directory chain deeper than MaxDepth, or a
+// path longer than MaxPathBytes, is cut there (listed as too_deep) rather
+// than walked holding a descriptor per level and a path per entry that
+// grows with the depth; paths past MaxPathTotalBytes are total_limit. A
+// fork of the checkpoint holds what was kept.
+func TestDeepTreesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	deep := strings.Repeat("d/", MaxDepth+3)
+	write(t, ws, deep+"bottom.txt", "bottom", 0o644)
+	write(t, ws, "d/d/top.txt", "top", 0o644)
+	long := strings.Repeat(strings.Repeat("n", 250)+"/", 20)
+	r, err := os.OpenRoot(ws)
+	must(t, err)
+	defer r.Close()
+	// Past PATH_MAX: made below the workspace's descriptor.
+	must(t, r.MkdirAll("long/"+long, 0o755))
+	must(t, r.WriteFile("long/"+long+"f.txt", []byte("far"), 0o644))
+	s := newStore(t, Options{})
+	c, err := s.Create(ctx, "ses_a", "t1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, sk := range c.Skipped {
+		reasons[sk.Path] = sk.Reason
+	}
+	if r := reasons[strings.Repeat("d/", MaxDepth)+"d"]; r != SkipTooDeep {
+		t.Errorf("the level past MaxDepth: %q, skipped %v", r, c.Skipped)
+	}
+	m, err := s.readManifest("ses_a", c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := false
+	for _, e := range m.entries {
+		if strings.Count(e.Path, "/") >= MaxDepth+1 || len(e.Path) > MaxPathBytes {
+			t.Fatalf("kept %d levels, %d bytes: %.80s…", strings.Count(e.Path, "/")+1, len(e.Path), e.Path)
+		}
+		if strings.HasPrefix(e.Path, "long/") && len(e.Path) > MaxPathBytes-260 {
+			cut = true
+		}
+	}
+	if !cut || c.SkippedTotal != 2 {
+		t.Fatalf("the long chain was not kept up to MaxPathBytes (cut %v) or skips %d: %v", cut, c.SkippedTotal, c.Skipped)
+	}
+	fork := t.TempDir()
+	if _, err := s.Restore(ctx, "ses_a", c.ID, fork); err != nil {
+		t.Fatal(err)
+	}
+	if readTo(t, fork, "d/d/top.txt") != "top" || readTo(t, fork, strings.Repeat("d/", MaxDepth)+"x") != "" {
+		t.Fatal("the fork does not hold what was kept")
+	}
+
+	// The sum of the paths is bounded too.
+	small := newStore(t, Options{MaxPathTotalBytes: 100})
+	c, err = small.Create(ctx, "ses_b", "t1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Files != 0 || c.SkippedTotal == 0 || c.Skipped[len(c.Skipped)-1].Reason != SkipTotal {
+		t.Fatalf("path budget ignored: %+v", c)
+	}
+}
+
+// readTo reads rel under dir; "" when it is missing.
+func readTo(t *testing.T, dir, rel string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, rel))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestRestoreOfManyDirectoriesKeepsFewOpen: a rewind of a workspace of
+// many directories does not hold one descriptor per directory (which an
+// agent could use to starve the daemon of them): it succeeds with a
+// descriptor limit well under the directory count.
+func TestRestoreOfManyDirectoriesKeepsFewOpen(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	const dirs = 400
+	for i := range dirs {
+		write(t, ws, fmt.Sprintf("d%03d/sub/f.txt", i), "before", 0o644)
+	}
+	s := newStore(t, Options{})
+	c, err := s.Create(ctx, "ses_a", "t1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range dirs {
+		write(t, ws, fmt.Sprintf("d%03d/sub/f.txt", i), "after", 0o644)
+		write(t, ws, fmt.Sprintf("d%03d/sub/new.txt", i), "new", 0o644)
+	}
+	open, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	var old syscall.Rlimit
+	must(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old))
+	low := old
+	low.Cur = uint64(len(open) + dirs/2)
+	must(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low))
+	_, err = s.Restore(ctx, "ses_a", c.ID, ws)
+	must(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old))
+	if err != nil {
+		t.Fatalf("restore under a limit of %d descriptors: %v", low.Cur, err)
+	}
+	for i := range dirs {
+		if got := readTo(t, ws, fmt.Sprintf("d%03d/sub/f.txt", i)); got != "before" {
+			t.Fatalf("d%03d: %q", i, got)
+		}
+		if got := readTo(t, ws, fmt.Sprintf("d%03d/sub/new.txt", i)); got != "" {
+			t.Fatalf("d%03d/sub/new.txt left", i)
+		}
+	}
+}
+
+// TestHugeDirectoryIsNotReadWhole: a directory whose listing is over
+// MaxListBytes (an agent's million files) is left out whole as
+// total_limit, without holding its listing; its neighbours are kept.
+func TestHugeDirectoryIsNotReadWhole(t *testing.T) {
+	ws := t.TempDir()
+	write(t, ws, "keep.txt", "k", 0o644)
+	must(t, os.Mkdir(filepath.Join(ws, "huge"), 0o755))
+	const limit = 64 << 10
+	for i := range limit/(10+listCost) + listBatch {
+		f, err := os.Create(filepath.Join(ws, "huge", fmt.Sprintf("f%09d", i)))
+		must(t, err)
+		must(t, f.Close())
+	}
+	s := newStore(t, Options{MaxListBytes: limit})
+	c, err := s.Create(context.Background(), "ses_a", "t1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Files != 1 || c.SkippedTotal != 1 || c.Skipped[0] != (Skip{Path: "huge", Reason: SkipTotal}) {
+		t.Fatalf("files %d, skipped %d: %.200v", c.Files, c.SkippedTotal, c.Skipped)
+	}
+}
+
+// TestWorkspaceReachedThroughALinkIsRefused: a workspace whose path now
+// goes through a symbolic link (a parent session's agent replaced its
+// child's workspace with a link to a host directory) is neither read by a
+// checkpoint nor written by a restore: the host directory is untouched.
+func TestWorkspaceReachedThroughALinkIsRefused(t *testing.T) {
+	ctx := context.Background()
+	parent, host := t.TempDir(), t.TempDir()
+	write(t, host, "shadow", "host secret", 0o600)
+	write(t, host, "child/x", "host x", 0o600)
+	ws := filepath.Join(parent, "child")
+	write(t, ws, "passwd", "agent's", 0o644)
+	s := newStore(t, Options{})
+	c, err := s.Create(ctx, "ses_a", "t1", ws)
+	must(t, err)
+	// The parent's agent swaps the child's workspace, and a directory above it.
+	must(t, os.Rename(ws, ws+".old"))
+	must(t, os.Symlink(host, ws))
+	if _, err := s.Create(ctx, "ses_a", "t2", ws); !berth.IsCode(err, berth.EConflict) {
+		t.Fatalf("a checkpoint through the link: %v", err)
+	}
+	if _, err := s.Restore(ctx, "ses_a", c.ID, ws); !berth.IsCode(err, berth.EConflict) {
+		t.Fatalf("a restore through the link: %v", err)
+	}
+	must(t, os.Remove(ws))
+	must(t, os.Rename(ws+".old", ws))
+	must(t, os.Rename(parent, parent+".real"))
+	t.Cleanup(func() { _ = os.Rename(parent+".real", parent) })
+	must(t, os.Symlink(host, parent))
+	t.Cleanup(func() { _ = os.Remove(parent) })
+	if _, err := s.Restore(ctx, "ses_a", c.ID, ws); err == nil {
+		t.Fatal("a restore through a link above the workspace was made")
+	}
+	if got := tree(t, host); len(got) != 3 || got["shadow"] != "f -rw------- host secret" || got["child/x"] != "f -rw------- host x" {
+		t.Fatalf("the host directory changed: %v", got)
+	}
+	if n := countBlobs(t, s); n != 1 {
+		t.Fatalf("%d blobs: the host directory was read", n)
+	}
+}
+
+// TestGitignoreBombsAreBounded: a .gitignore of more than
+// maxIgnorePatterns patterns, or with a line over maxIgnoreLineBytes, is
+// not used (compiled, each of its patterns would cost kilobytes and be
+// matched against every path below it); once a walk has done
+// Options.ignoreWork of matching it matches no more paths. What they
+// would have ignored is recorded.
+func TestGitignoreBombsAreBounded(t *testing.T) {
+	ws := t.TempDir()
+	var many strings.Builder
+	for i := range maxIgnorePatterns {
+		fmt.Fprintf(&many, "x%d\n", i)
+	}
+	write(t, ws, "many/.gitignore", many.String()+"*.o\n", 0o644)
+	write(t, ws, "many/f.o", "o", 0o644)
+	write(t, ws, "long/.gitignore", "*.o\n"+strings.Repeat("y", maxIgnoreLineBytes+1)+"\n", 0o644)
+	write(t, ws, "long/f.o", "o", 0o644)
+	write(t, ws, "fine/.gitignore", many.String()[:len(many.String())-len("x999\n")]+"*.o\n", 0o644)
+	write(t, ws, "fine/f.o", "o", 0o644)
+	s := newStore(t, Options{})
+	c, err := s.Create(context.Background(), "ses_a", "t1", ws)
+	must(t, err)
+	m, err := s.readManifest("ses_a", c.ID)
+	must(t, err)
+	if m.byPath["many/f.o"] == nil || m.byPath["long/f.o"] == nil || m.byPath["fine/f.o"] != nil {
+		t.Fatalf("many/f.o %v, long/f.o %v (want recorded), fine/f.o %v (want ignored)",
+			m.byPath["many/f.o"] != nil, m.byPath["long/f.o"] != nil, m.byPath["fine/f.o"] != nil)
+	}
+
+	// The matching budget: spent after a few paths, the rest is recorded.
+	ws = t.TempDir()
+	write(t, ws, ".gitignore", "*.o\n", 0o644)
+	for i := range 20 {
+		write(t, ws, fmt.Sprintf("f%02d.o", i), "o", 0o644)
+	}
+	s = newStore(t, Options{ignoreWork: 50})
+	c, err = s.Create(context.Background(), "ses_b", "t1", ws)
+	must(t, err)
+	ignored := 0
+	for _, sk := range c.Skipped {
+		if sk.Reason == SkipGitignore {
+			ignored++
+		}
+	}
+	if ignored == 0 || ignored >= 20 || c.Files != 21-ignored {
+		t.Fatalf("%d ignored, %d files", ignored, c.Files)
+	}
+}

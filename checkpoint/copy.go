@@ -87,6 +87,9 @@ func copyFile(v *visit, to *os.Root, asRoot bool) (string, error) {
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errSwapped) {
 		return SkipChanged, nil
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		return SkipUnreadable, nil
+	}
 	if err != nil {
 		return "", err
 	}

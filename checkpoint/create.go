@@ -74,16 +74,9 @@ func (s *Store) Capture(ctx context.Context, sessionID, turnID, workspace string
 	if !validSessionID(sessionID) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
 	}
-	fi, err := os.Stat(workspace)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, berth.Errorf(berth.ENotFound, "workspace does not exist")
-	}
-	if err != nil || !fi.IsDir() {
-		return nil, berth.Errorf(berth.EInvalid, "workspace is not a directory")
-	}
-	root, err := os.OpenRoot(workspace)
+	root, err := openWorkspace(workspace)
 	if err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "cannot open workspace")
+		return nil, err
 	}
 	defer root.Close()
 	unlockSession := s.lockSession(sessionID)
@@ -279,6 +272,9 @@ func (c *creator) readFile(v *visit) (hash, reason string, err error) {
 	f, fi, err := openFile(v.dir, v.name)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errSwapped) {
 		return "", SkipChanged, nil
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return "", SkipUnreadable, nil
 	}
 	if err != nil {
 		return "", "", err

@@ -36,7 +36,8 @@ type restorer struct {
 	m    *manifest
 	root *os.Root
 	hide []fs.FileInfo
-	// dirs caches the directories opened so far, by path.
+	// dirs caches directories opened, by path: at most maxOpenDirs
+	// besides those above the one being opened.
 	dirs   map[string]*os.Root
 	asRoot bool
 	res    Result
@@ -67,12 +68,9 @@ func (s *Store) Restore(ctx context.Context, sessionID, id, workspace string, hi
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(workspace)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, berth.Errorf(berth.ENotFound, "workspace does not exist")
-	}
+	root, err := openWorkspace(workspace)
 	if err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "cannot open workspace")
+		return nil, err
 	}
 	defer root.Close()
 	r := &restorer{ctx: ctx, s: s, m: m, root: root, dirs: map[string]*os.Root{}, asRoot: os.Geteuid() == 0}
@@ -207,8 +205,26 @@ func (r *restorer) open(p string) (*os.Root, error) {
 		_ = d.Close()
 		return nil, errConflict
 	}
+	if len(r.dirs) >= maxOpenDirs {
+		r.evict(p)
+	}
 	r.dirs[p] = d
 	return d, nil
+}
+
+// maxOpenDirs bounds the directories a restore keeps open: a workspace
+// of many directories must not take the daemon's descriptors.
+const maxOpenDirs = 64
+
+// evict closes the cached directories that are not above p (the ones a
+// caller opening p may still hold are; the walk's depth bounds them).
+func (r *restorer) evict(p string) {
+	for k, d := range r.dirs {
+		if !strings.HasPrefix(p, k+"/") {
+			_ = d.Close()
+			delete(r.dirs, k)
+		}
+	}
 }
 
 // isHidden reports whether fi is a hidden path.
@@ -239,6 +255,12 @@ func (r *restorer) remove(p string, isDir bool) error {
 	if err != nil {
 		return err
 	}
+	if !isDir && unreadable(parent, path.Base(p)) {
+		// The checkpoint could not read it either (a file made before it
+		// looks the same): left, like every path a checkpoint skips.
+		r.conflict(p)
+		return nil
+	}
 	err = parent.Remove(path.Base(p))
 	switch {
 	case err == nil:
@@ -252,6 +274,16 @@ func (r *restorer) remove(p string, isDir bool) error {
 		return err
 	}
 	return nil
+}
+
+// unreadable reports whether the regular file name of dir cannot be
+// opened for reading for want of permission.
+func unreadable(dir *os.Root, name string) bool {
+	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err == nil {
+		_ = f.Close()
+	}
+	return errors.Is(err, fs.ErrPermission)
 }
 
 // dir makes the directory e (mode set later).

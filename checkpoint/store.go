@@ -24,6 +24,8 @@ const (
 	DefaultMaxTotalBytes = 1 << 30
 	// DefaultMaxEntries bounds the entries of one checkpoint.
 	DefaultMaxEntries = 200_000
+	// DefaultMaxListBytes bounds one directory's listing (Options).
+	DefaultMaxListBytes = 64 << 20
 )
 
 // File names.
@@ -38,6 +40,15 @@ type Options struct {
 	MaxFileBytes  int64
 	MaxTotalBytes int64
 	MaxEntries    int
+	// MaxPathTotalBytes bounds the sum of the kept paths' lengths.
+	MaxPathTotalBytes int
+	// MaxListBytes bounds one directory's listing in memory: a directory
+	// of more names (millions, that an agent makes in a minute) is left
+	// out whole, as total_limit, rather than read.
+	MaxListBytes int
+	// ignoreWork bounds a walk's .gitignore matching (defaultIgnoreWork;
+	// tests lower it).
+	ignoreWork int64
 }
 
 // withDefaults returns o with zero fields set to their defaults.
@@ -50,6 +61,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.ignoreWork <= 0 {
+		o.ignoreWork = defaultIgnoreWork
+	}
+	if o.MaxListBytes <= 0 {
+		o.MaxListBytes = DefaultMaxListBytes
+	}
+	if o.MaxPathTotalBytes <= 0 {
+		o.MaxPathTotalBytes = DefaultMaxPathTotalBytes
 	}
 	return o
 }

@@ -19,11 +19,33 @@ import (
 // maxIgnoreBytes bounds a .gitignore file read; a larger one is not used.
 const maxIgnoreBytes = 256 << 10
 
+// Bounds on the .gitignore files one walk uses. go-gitignore compiles each
+// pattern to a regular expression (kilobytes each) and matches every path
+// against every pattern above it, so an agent's .gitignore files could
+// otherwise make one checkpoint take gigabytes and hours of the daemon's
+// CPU. A file past a bound is not used: what it would have ignored is
+// recorded, within the checkpoint's other limits.
+const (
+	// maxIgnorePatterns: one file's patterns; maxIgnoreLineBytes one's length.
+	maxIgnorePatterns  = 1000
+	maxIgnoreLineBytes = 1024
+	// maxIgnoreStackPatterns: the patterns in effect at once (the files of
+	// a directory and those above it).
+	maxIgnoreStackPatterns = 4000
+	// maxIgnoreWalkPatterns: the patterns one walk compiles.
+	maxIgnoreWalkPatterns = 20000
+	// defaultIgnoreWork bounds the matching of one walk, counted as
+	// patterns times path bytes: past it no path is matched any more.
+	defaultIgnoreWork = 4 << 30
+)
+
 // ignoreLevel is the .gitignore of one directory: its patterns apply to
 // the paths below dir (relative to it).
 type ignoreLevel struct {
 	dir string
 	gi  *ignore.GitIgnore
+	// n counts its patterns.
+	n int
 }
 
 // visit is one path the walker found.
@@ -38,15 +60,25 @@ type visit struct {
 // symlink, in path order. It leaves out what a checkpoint skips and
 // reports each path kept to fn.
 type walker struct {
-	ctx      context.Context
-	root     *os.Root
-	opts     Options
-	hide     []fs.FileInfo
-	ignores  []ignoreLevel
-	skipped  []Skip
-	skipN    int
-	entries  int
-	fileSize int64
+	ctx     context.Context
+	root    *os.Root
+	opts    Options
+	hide    []fs.FileInfo
+	ignores []ignoreLevel
+	// stackPatterns counts the patterns of ignores, walkPatterns those
+	// compiled in this walk, ignoreWork the matching done (see the
+	// bounds above); ignoreOff is set once that is spent.
+	stackPatterns, walkPatterns int
+	ignoreWork                  int64
+	ignoreOff                   bool
+	skipped                     []Skip
+	skipN                       int
+	entries                     int
+	fileSize                    int64
+	// depth is the level of the directory being walked ("." is 0);
+	// pathBytes sums the lengths of the paths kept.
+	depth     int
+	pathBytes int
 	// sigs records, for each directory walked, which .gitignore files
 	// apply below it (their directories and contents); known says whether
 	// a path was kept by the previous walk, whose sigs are prevSigs. A
@@ -80,6 +112,9 @@ func (w *walker) isHidden(fi fs.FileInfo) bool {
 
 // ignored reports whether rel matches the .gitignore files above it.
 func (w *walker) ignored(rel string, isDir bool) bool {
+	if w.ignoreOff {
+		return false
+	}
 	for i := len(w.ignores) - 1; i >= 0; i-- {
 		l := w.ignores[i]
 		sub := rel
@@ -92,6 +127,10 @@ func (w *walker) ignored(rel string, isDir bool) bool {
 		if isDir {
 			sub += "/"
 		}
+		if w.ignoreWork += int64(l.n) * int64(len(sub)+1); w.ignoreWork > w.opts.ignoreWork {
+			w.ignoreOff = true
+			return false
+		}
 		if l.gi.MatchesPath(sub) {
 			return true
 		}
@@ -102,21 +141,32 @@ func (w *walker) ignored(rel string, isDir bool) bool {
 // walkDir walks the directory dir, whose path is rel ("." for the root),
 // under the .gitignore files sig names.
 func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
+	var names []string
+	whole := false
 	d, err := dir.Open(".")
+	if err == nil {
+		names, whole, err = readNames(d, w.opts.MaxListBytes)
+		_ = d.Close()
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		// Searchable but not readable (mode 100): what is in it is left.
+		w.skip(rel, SkipUnreadable)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	// Readdir lstats each entry in the open directory: the one look the
-	// walk takes at it.
-	ents, err := d.Readdir(-1)
-	_ = d.Close()
-	if err != nil {
-		return err
+	if !whole {
+		w.skip(rel, SkipTotal)
+		return nil
 	}
-	slices.SortFunc(ents, func(x, y fs.FileInfo) int { return strings.Compare(x.Name(), y.Name()) })
+	slices.Sort(names)
 	pushed := false
-	if gi, sum := readIgnore(dir); gi != nil {
-		w.ignores = append(w.ignores, ignoreLevel{dir: rel, gi: gi})
+	room := min(maxIgnorePatterns, maxIgnoreStackPatterns-w.stackPatterns, maxIgnoreWalkPatterns-w.walkPatterns)
+	if gi, sum, n := readIgnore(dir, room); gi != nil {
+		w.ignores = append(w.ignores, ignoreLevel{dir: rel, gi: gi, n: n})
+		w.stackPatterns += n
+		w.walkPatterns += n
 		pushed = true
 		sig += "|" + rel + ":" + sum
 	}
@@ -127,14 +177,22 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 	same := w.known != nil && w.prevSigs != nil && w.prevSigs[rel] == sig
 	defer func() {
 		if pushed {
+			w.stackPatterns -= w.ignores[len(w.ignores)-1].n
 			w.ignores = w.ignores[:len(w.ignores)-1]
 		}
 	}()
-	for _, fi := range ents {
+	for _, name := range names {
 		if err := w.ctx.Err(); err != nil {
 			return err
 		}
-		name := fi.Name()
+		// The one look the walk takes at the entry.
+		fi, err := dir.Lstat(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
 		p := name
 		if rel != "." {
 			p = rel + "/" + name
@@ -151,7 +209,11 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 			w.skip(p, SkipGitignore)
 			continue
 		}
-		if w.entries >= w.opts.MaxEntries {
+		if len(p) > MaxPathBytes || (mode.IsDir() && w.depth >= MaxDepth) {
+			w.skip(p, SkipTooDeep)
+			continue
+		}
+		if w.entries >= w.opts.MaxEntries || w.pathBytes+len(p) > w.opts.MaxPathTotalBytes {
 			w.skip(p, SkipTotal)
 			continue
 		}
@@ -196,6 +258,35 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 	return nil
 }
 
+// A name of a directory's listing costs its length and listCost more
+// (Options.MaxListBytes); names are read listBatch at a time.
+const (
+	listCost  = 32
+	listBatch = 1024
+)
+
+// readNames reads the names in the open directory d; whole is false (and
+// names nil) when they cost more than max.
+func readNames(d *os.File, max int) (names []string, whole bool, err error) {
+	size := 0
+	for {
+		batch, err := d.Readdirnames(listBatch)
+		for _, n := range batch {
+			size += len(n) + listCost
+		}
+		if size > max {
+			return nil, false, nil
+		}
+		names = append(names, batch...)
+		if errors.Is(err, io.EOF) {
+			return names, true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+}
+
 // keep hands v to fn and counts it.
 func (w *walker) keep(v *visit) error {
 	keep, reason, err := w.fn(v)
@@ -207,6 +298,7 @@ func (w *walker) keep(v *visit) error {
 		return nil
 	}
 	w.entries++
+	w.pathBytes += len(v.entry.Path)
 	if v.entry.Kind == KindFile {
 		w.fileSize += v.entry.Size
 	}
@@ -224,6 +316,10 @@ func (w *walker) subdir(dir *os.Root, name, p string, fi fs.FileInfo, v *visit, 
 		w.skip(p, SkipChanged)
 		return nil
 	}
+	if errors.Is(err, fs.ErrPermission) {
+		w.skip(p, SkipUnreadable)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -231,6 +327,8 @@ func (w *walker) subdir(dir *os.Root, name, p string, fi fs.FileInfo, v *visit, 
 	if err := w.keep(v); err != nil {
 		return err
 	}
+	w.depth++
+	defer func() { w.depth-- }()
 	return w.walkDir(sub, p, sig)
 }
 
@@ -293,23 +391,37 @@ func openFile(dir *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	return f, fi, nil
 }
 
-// readIgnore compiles the .gitignore of dir, if it has a regular one, and
-// returns it with a digest of its content.
-func readIgnore(dir *os.Root) (*ignore.GitIgnore, string) {
+// readIgnore compiles the .gitignore of dir, if it has a regular one of
+// at most room patterns (none over maxIgnoreLineBytes), and returns it
+// with a digest of its content and its count of patterns.
+func readIgnore(dir *os.Root, room int) (*ignore.GitIgnore, string, int) {
 	f, fi, err := openFile(dir, ".gitignore")
 	if err != nil {
-		return nil, ""
+		return nil, "", 0
 	}
 	defer f.Close()
 	if fi.Size() > maxIgnoreBytes {
-		return nil, ""
+		return nil, "", 0
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxIgnoreBytes))
 	if err != nil {
-		return nil, ""
+		return nil, "", 0
+	}
+	lines := strings.Split(string(b), "\n")
+	n := 0
+	for _, l := range lines {
+		if len(l) > maxIgnoreLineBytes {
+			return nil, "", 0
+		}
+		if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") {
+			n++
+		}
+	}
+	if n > room {
+		return nil, "", 0
 	}
 	sum := sha256.Sum256(b)
-	return ignore.CompileIgnoreLines(strings.Split(string(b), "\n")...), hex.EncodeToString(sum[:16])
+	return ignore.CompileIgnoreLines(lines...), hex.EncodeToString(sum[:16]), n
 }
 
 // entryOf describes the path p from its Lstat.

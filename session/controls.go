@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"slices"
 	"unicode/utf8"
@@ -22,6 +23,10 @@ const (
 	maxControlItems = 128
 	maxControlText  = 1024
 	maxControlRaw   = 4096
+	// maxConfigValues bounds the values of all config options together:
+	// maxControlItems options of maxControlItems values each would make
+	// a Session of tens of megabytes.
+	maxConfigValues = 512
 )
 
 // clip cuts s to maxControlText bytes at a rune boundary.
@@ -42,6 +47,26 @@ func rawIfSmall(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// maxInitRaw bounds each part of an agent's initialize answer that the
+// Session keeps (agent_info, capabilities, auth_methods); an honest
+// agent's are a few hundred bytes.
+const maxInitRaw = 64 << 10
+
+// boundInit leaves out (and logs) a part of init over maxInitRaw: kept
+// whole it would make every list and change of the Session as large (up
+// to the agent's line cap).
+func boundInit(init *acp.InitializeResponse, logger *slog.Logger) {
+	for _, f := range []struct {
+		name string
+		raw  *json.RawMessage
+	}{{"agentInfo", &init.AgentInfo}, {"agentCapabilities", &init.AgentCapabilities}, {"authMethods", &init.AuthMethods}} {
+		if len(*f.raw) > maxInitRaw {
+			logger.Warn("the agent's initialize answer is too large to keep: left out", "field", f.name, "bytes", len(*f.raw), "limit", maxInitRaw)
+			*f.raw = nil
+		}
+	}
 }
 
 // Config option categories berth gives a place of their own.
@@ -138,6 +163,7 @@ func decodeConfigOptions(raw json.RawMessage) (opts []berth.ACPConfigOption, ok 
 		return nil, false
 	}
 	opts = []berth.ACPConfigOption{}
+	values := 0
 	for _, item := range items[:min(len(items), maxControlItems)] {
 		var w configOptionWire
 		if json.Unmarshal(item, &w) != nil {
@@ -150,7 +176,8 @@ func decodeConfigOptions(raw json.RawMessage) (opts []berth.ACPConfigOption, ok 
 			o.Current = json.RawMessage("null")
 		}
 		add := func(v configValueWire, group string) {
-			if len(o.Options) < maxControlItems {
+			if len(o.Options) < maxControlItems && values < maxConfigValues {
+				values++
 				o.Options = append(o.Options, berth.ACPConfigValue{Value: clip(v.Value), Name: clip(v.Name), Description: clip(v.Description), Group: clip(group)})
 			}
 		}
@@ -294,6 +321,8 @@ func controlUpdateOf(u *acp.Update) *controlUpdate {
 			CurrentModeID string `json:"currentModeId"`
 		}
 		_ = json.Unmarshal(u.Raw, &w)
+		// Bounded like every other control the Session keeps.
+		w.CurrentModeID = clip(w.CurrentModeID)
 		return &controlUpdate{kind: u.Kind, data: modeData{Current: w.CurrentModeID, Source: "agent", Raw: u.Raw},
 			apply: func(s *berth.Session) {
 				c := controlsOf(s.ACP)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 )
 
 func strp(s string) *string { return &s }
@@ -310,5 +311,29 @@ func TestAnAgentsControlsAreBounded(t *testing.T) {
 	}
 	if clip(strings.Repeat("é", 1000)) != strings.Repeat("é", 512) {
 		t.Fatal("clip cut a rune")
+	}
+	// A mode update's id is clipped like the mode state's.
+	u := &acp.Update{Kind: acp.UpdateCurrentMode, Raw: json.RawMessage(`{"sessionUpdate":"current_mode_update","currentModeId":"` + strings.Repeat("m", 1<<20) + `"}`)}
+	var s berth.Session
+	controlUpdateOf(u).apply(&s)
+	if len(s.ACP.Modes.Current) != maxControlText {
+		t.Fatalf("current mode of %d bytes kept", len(s.ACP.Modes.Current))
+	}
+	// All the options' values together are bounded, not each option's alone.
+	var items []string
+	for i := range maxControlItems {
+		var vals []string
+		for j := range maxControlItems {
+			vals = append(vals, fmt.Sprintf(`{"value":"v%d","name":%q}`, j, strings.Repeat("n", 1000)))
+		}
+		items = append(items, fmt.Sprintf(`{"id":"o%d","name":"O","type":"select","currentValue":"v0","options":[%s]}`, i, strings.Join(vals, ",")))
+	}
+	opts, _ = decodeConfigOptions(json.RawMessage("[" + strings.Join(items, ",") + "]"))
+	n := 0
+	for _, o := range opts {
+		n += len(o.Options)
+	}
+	if n > maxConfigValues {
+		t.Fatalf("%d config values kept", n)
 	}
 }

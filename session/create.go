@@ -78,6 +78,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if err := checkMCPNetwork(req.MCPServers, provider.Name(), network); err != nil {
 		return nil, err
 	}
+	kid.inheritMemory(&req, int(m.opts.Sandbox.Limits.MemoryBytes>>20))
 	limits, limitWarning, err := m.sandboxLimits(&req, provider)
 	if err != nil {
 		return nil, err

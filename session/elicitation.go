@@ -109,6 +109,13 @@ func elicitationOf(sessionID string, req acp.CreateElicitationRequest) (berth.El
 	if len(req.Message) > berth.MaxElicitationMessageBytes {
 		return e, nil, berth.Errorf(berth.ETooLarge, "elicitation message over %d bytes", berth.MaxElicitationMessageBytes)
 	}
+	// Kept in the record, its events and every list: bounded like the message.
+	if len(req.URL) > berth.MaxElicitationURLBytes {
+		return e, nil, berth.Errorf(berth.ETooLarge, "elicitation url over %d bytes", berth.MaxElicitationURLBytes)
+	}
+	if len(req.ElicitationID) > berth.MaxElicitationIDBytes || len(req.ToolCallID) > berth.MaxElicitationIDBytes {
+		return e, nil, berth.Errorf(berth.ETooLarge, "elicitation id or tool call id over %d bytes", berth.MaxElicitationIDBytes)
+	}
 	switch req.Mode {
 	case berth.ElicitationModeForm:
 		schema := req.RequestedSchema

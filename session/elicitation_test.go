@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -335,4 +336,31 @@ type elicitationGate struct {
 func (g *elicitationGate) CreateElicitation(ctx context.Context, e *berth.Elicitation) error {
 	<-g.open
 	return g.Store.CreateElicitation(ctx, e)
+}
+
+// An agent's url and ids, which the record, its events and every list
+// keep, are bounded like its message: over the bound is invalid params,
+// and nothing is stored.
+func TestElicitationURLAndIDsAreBounded(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	h := &agentHandler{rt: e.m.runtimeOf(s.ID)}
+	for _, bad := range []acp.CreateElicitationRequest{
+		{Mode: "url", Message: "open", URL: "https://example.com/" + strings.Repeat("u", berth.MaxElicitationURLBytes)},
+		{Mode: "url", Message: "open", URL: "https://example.com/", ElicitationID: strings.Repeat("i", berth.MaxElicitationIDBytes+1)},
+		{Mode: "form", Message: "?", ToolCallID: strings.Repeat("t", berth.MaxElicitationIDBytes+1)},
+	} {
+		// One taken by mistake would wait for an answer: not forever.
+		bctx, stop := context.WithTimeout(ctx, 30*time.Second)
+		_, err := h.CreateElicitation(bctx, bad)
+		stop()
+		var rpcErr *acp.Error
+		if !errors.As(err, &rpcErr) || rpcErr.Code != acp.CodeInvalidParams {
+			t.Errorf("url of %d bytes, ids of %d and %d bytes: %v, want invalid params", len(bad.URL), len(bad.ElicitationID), len(bad.ToolCallID), err)
+		}
+	}
+	if es, _ := e.m.ListElicitations(ctx, s.ID, ""); len(es) != 0 {
+		t.Fatalf("refused requests were stored: %d", len(es))
+	}
 }

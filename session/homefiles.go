@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // maxHomeFilesBytes bounds what one start copies of an agent's home_files
@@ -57,17 +58,40 @@ type homeCopier struct {
 	root   *os.Root
 	budget int64
 	errs   []error
+	// walked, when set, is told of each regular file between the walk's
+	// look at it and its open (tests swap it then).
+	walked func(p string)
 }
 
-// copyTree copies the file or directory src to rel inside the root.
+// copyTree copies the file or directory src to rel inside the root. A
+// directory is read through an os.Root of it, so that nothing swapped in
+// during the walk (a directory for a link) leads a read out of it; every
+// file is opened without following a final link or waiting on a FIFO,
+// and only a regular file is copied.
 func (c *homeCopier) copyTree(src, rel string) {
-	_ = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		c.errs = append(c.errs, err)
+		return
+	}
+	if !fi.IsDir() {
+		if fi.Mode().IsRegular() {
+			c.copyFile(nil, src, rel)
+		}
+		return
+	}
+	from, err := os.OpenRoot(src)
+	if err != nil {
+		c.errs = append(c.errs, err)
+		return
+	}
+	defer from.Close()
+	_ = fs.WalkDir(from.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			c.errs = append(c.errs, err)
 			return nil
 		}
-		sub, _ := filepath.Rel(src, p)
-		dst := filepath.Join(rel, sub)
+		dst := filepath.Join(rel, filepath.FromSlash(p))
 		switch {
 		case d.IsDir():
 			if err := c.dir(dst); err != nil {
@@ -75,12 +99,33 @@ func (c *homeCopier) copyTree(src, rel string) {
 				return fs.SkipDir
 			}
 		case d.Type().IsRegular():
-			if err := c.file(p, dst); err != nil {
-				c.errs = append(c.errs, err)
-			}
+			c.copyFile(from, p, dst)
 		}
 		return nil
 	})
+}
+
+// copyFile copies the regular file p (in from; a host path when from is
+// nil) to dst, recording a failure.
+func (c *homeCopier) copyFile(from *os.Root, p, dst string) {
+	if c.walked != nil {
+		c.walked(p)
+	}
+	const flags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+	var in *os.File
+	var err error
+	if from != nil {
+		in, err = from.OpenFile(p, flags, 0)
+	} else {
+		in, err = os.OpenFile(p, flags, 0)
+	}
+	if err == nil {
+		defer in.Close()
+		err = c.file(in, dst)
+	}
+	if err != nil {
+		c.errs = append(c.errs, err)
+	}
 }
 
 // dir makes the directory dst (and its parents), replacing a non-directory
@@ -94,17 +139,15 @@ func (c *homeCopier) dir(dst string) error {
 	return c.root.MkdirAll(dst, 0o700)
 }
 
-// file copies the plain file src to dst, owner-only, as a new file (never
-// through whatever was at dst).
-func (c *homeCopier) file(src, dst string) error {
-	in, err := os.Open(src)
+// file copies the open file in to dst, owner-only, as a new file (never
+// through whatever was at dst); anything but a regular file is left out.
+func (c *homeCopier) file(in *os.File, dst string) error {
+	fi, err := in.Stat()
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return err
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s left out: not a regular file", dst)
 	}
 	if fi.Size() > c.budget {
 		return fmt.Errorf("%s left out: home_files copies are bounded to %d bytes", dst, maxHomeFilesBytes)

@@ -1,9 +1,12 @@
 package session
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // home_files are private copies in the session's home: the agent may write
@@ -79,5 +82,70 @@ func TestHomeFilesArePrivateCopies(t *testing.T) {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s exists: %v", p, err)
 		}
+	}
+}
+
+// What the user's side swaps in between the walk's look at a file and its
+// copy — the file for a link to a secret, for a FIFO, or its directory for
+// a link to another directory holding a file of that name — is not read:
+// no secret lands in the session's home and nothing hangs the start.
+func TestHomeFilesSwappedDuringTheCopy(t *testing.T) {
+	user, outside := t.TempDir(), t.TempDir()
+	writeTestFile(t, filepath.Join(outside, "a.json"), "secret", 0o600)
+	writeTestFile(t, filepath.Join(outside, "sub/c.json"), "secret", 0o600)
+	writeTestFile(t, filepath.Join(user, ".cfg/a.json"), "a", 0o600)
+	writeTestFile(t, filepath.Join(user, ".cfg/b.json"), "b", 0o600)
+	writeTestFile(t, filepath.Join(user, ".cfg/sub/c.json"), "c", 0o600)
+	cfg := filepath.Join(user, ".cfg")
+	swap := map[string]func(){
+		"a.json": func() {
+			noErr(t, os.Remove(filepath.Join(cfg, "a.json")))
+			symlink(t, filepath.Join(outside, "a.json"), filepath.Join(cfg, "a.json"))
+		},
+		"b.json": func() {
+			noErr(t, os.Remove(filepath.Join(cfg, "b.json")))
+			noErr(t, syscall.Mkfifo(filepath.Join(cfg, "b.json"), 0o600))
+		},
+		"sub/c.json": func() {
+			noErr(t, os.RemoveAll(filepath.Join(cfg, "sub")))
+			symlink(t, filepath.Join(outside, "sub"), filepath.Join(cfg, "sub"))
+		},
+	}
+	home := t.TempDir()
+	root, err := os.OpenRoot(home)
+	noErr(t, err)
+	defer root.Close()
+	c := homeCopier{root: root, budget: maxHomeFilesBytes, walked: func(p string) {
+		if f := swap[filepath.ToSlash(p)]; f != nil {
+			f()
+		}
+	}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.copyTree(cfg, ".cfg")
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the copy hangs on a FIFO swapped in")
+	}
+	err = filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		if b, _ := os.ReadFile(p); string(b) == "secret" {
+			t.Errorf("a file outside the user's directory was copied to %s", p)
+		}
+		return nil
+	})
+	noErr(t, err)
+}
+
+// noErr fails the test on an error.
+func noErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -59,6 +59,7 @@ func catalog() testCatalog {
 		"demo-noload":     {Name: "demo-noload", Command: self, Args: []string{"--no-load"}, Env: map[string]string{agentEnvVar: "demo"}},
 		"demo-nocontrols": {Name: "demo-nocontrols", Command: self, Args: []string{"--no-controls"}, Env: map[string]string{agentEnvVar: "demo"}},
 		"scripted":        {Name: "scripted", Command: self, Env: map[string]string{agentEnvVar: "scripted"}},
+		"scripted-huge":   {Name: "scripted-huge", Command: self, Env: map[string]string{agentEnvVar: "scripted", scriptedHugeInit: "1"}},
 		"exits":           {Name: "exits", Command: "/bin/sh", Args: []string{"-c", "echo 'no credentials found' >&2; exit 3"}},
 		"missing":         {Name: "missing", Command: "/nonexistent/agent"},
 		"silent":          {Name: "silent", Command: "/bin/sh", Args: []string{"-c", "exec sleep 60"}},

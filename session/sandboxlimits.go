@@ -83,6 +83,24 @@ func (m *Manager) boxLimits(s *berth.Session) berth.SandboxLimits {
 	return lim
 }
 
+// inheritMemory makes a child that asks no memory_mb ask for its parent's
+// limit (or the default, when lower): a bounded parent's child is bounded
+// too, also where the policy has no default, and a provider that cannot
+// enforce the limit is refused for it (sandboxLimits), never run without.
+// A nil spawn (a root) keeps req.
+func (k *spawn) inheritMemory(req *berth.CreateRequest, defaultMB int) {
+	if k == nil || req.MemoryMB != 0 {
+		return
+	}
+	mb := k.parent.Sandbox.Limits.MemoryMB
+	if defaultMB > 0 && defaultMB < mb {
+		mb = defaultMB
+	}
+	if mb >= minMemoryMB {
+		req.MemoryMB = mb
+	}
+}
+
 // memory narrows a child's memory limit to its parent's: asking for more
 // is 403 naming memory_mb, and a default above the parent's gets the
 // parent's. A nil spawn (a root) keeps lim.

@@ -252,3 +252,26 @@ func TestAgentKilledAtTheMemoryLimit(t *testing.T) {
 		t.Errorf("after the OOM kill a new session answered %q", res.Text)
 	}
 }
+
+// A child of a bounded parent is bounded where the policy has no default
+// memory limit (it was left without one: an agent under memory_mb escaped
+// it by spawning a child), and a child whose sandbox cannot enforce the
+// parent's limit is refused, not run without it.
+func TestSpawnChildKeepsTheParentsMemoryLimitWithoutADefault(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Providers = append(o.Providers, limitingProvider{host.New()},
+			limitlessProvider{SandboxProvider: host.New(), name: berth.SandboxBwrap})
+		o.Sandbox.Default = berth.SandboxDocker
+	})
+	root := e.create(berth.CreateRequest{MemoryMB: 512})
+	if root.Sandbox.Limits.MemoryMB != 512 {
+		t.Fatalf("root limits %+v", root.Sandbox.Limits)
+	}
+	if kid := e.spawn(root.ID, berth.CreateRequest{}); kid.Sandbox.Limits.MemoryMB != 512 {
+		t.Errorf("a child asking nothing got %+v, want the parent's 512 MiB", kid.Sandbox.Limits)
+	}
+	_, err := e.m.SpawnChild(context.Background(), root.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 60, Sandbox: berth.SandboxBwrap}, "")
+	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), "memory_mb cannot be enforced") {
+		t.Errorf("a child in a sandbox that cannot bound memory: %v, want unavailable", err)
+	}
+}

@@ -6,11 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/berth-sh/berth"
 )
+
+// scriptedHugeInit set makes the scripted agent answer initialize with
+// megabytes of agent info, capabilities and auth methods.
+const scriptedHugeInit = "BERTH_SCRIPTED_HUGE_INIT"
 
 // scriptedAgent is a hand-written ACP agent for the cases the demo agent
 // cannot produce: updates sent before session/new answers and after a
@@ -43,6 +48,12 @@ func scriptedAgent(in io.Reader, out io.Writer) int {
 		switch m.Method {
 		case "initialize":
 			send("Starting scripted agent v1...") // not JSON: skipped and counted
+			if os.Getenv(scriptedHugeInit) != "" {
+				// Megabytes of what it says of itself.
+				big := strings.Repeat("x", 1<<20)
+				send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1,"agentCapabilities":{"_meta":{"x":%q}},"agentInfo":{"name":%q},"authMethods":[{"id":"login","name":"Log in","description":%q}]}}`, m.ID, big, big, big)
+				continue
+			}
 			send(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":1,"agentCapabilities":{},"authMethods":[{"id":"login","name":"Log in"}]}}`, m.ID)
 		case "session/new":
 			update(`{"sessionUpdate":"available_commands_update","availableCommands":[{"name":"early"}]}`)
@@ -132,5 +143,24 @@ func TestAuthRequiredEndsTheTurnAndShowsNeedsAuth(t *testing.T) {
 	got, _ = e.m.GetSession(context.Background(), s.ID)
 	if got.Badge != berth.BadgeIdle {
 		t.Fatalf("badge after a good turn = %s", got.Badge)
+	}
+}
+
+// TestAHugeInitializeAnswerIsNotKept: an agent's megabytes of agent info,
+// capabilities and auth methods are left out of the Session (which every
+// list returns), and the session still starts.
+func TestAHugeInitializeAnswerIsNotKept(t *testing.T) {
+	e := newEnv(t)
+	s := e.create(berth.CreateRequest{Agent: "scripted-huge"})
+	if s.State != berth.StateActive {
+		t.Fatalf("session = %s %+v", s.State, s.Failure)
+	}
+	got, err := e.m.GetSession(context.Background(), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(got)
+	if len(b) > maxInitRaw {
+		t.Fatalf("the Session is %d bytes", len(b))
 	}
 }

@@ -128,6 +128,7 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 	if err != nil {
 		return rt.handshakeFailed(ctx, "initialize", err)
 	}
+	boundInit(&init, rt.logger)
 	// What the agent said of itself is kept whatever happens next: a
 	// session that fails to start still shows it (CONTRACT §3, issue 16.6).
 	rt.mu.Lock()

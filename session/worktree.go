@@ -87,6 +87,14 @@ func (m *Manager) checkWorktree(ctx context.Context, req *berth.CreateRequest) (
 	if _, err := runGit(ctx, repo, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", w.Base+"^{commit}"); err != nil {
 		return "", worktreeError("base", "worktree.base %q is not a commit of %s", w.Base, w.Repo)
 	}
+	// The sandbox gets objects/ writable with these two read-only on top:
+	// one missing would be the agent's to make (an alternates file, packs
+	// and a commit graph the daemon's own git would then read).
+	for _, sub := range []string{"pack", "info"} {
+		if p := filepath.Join(common, "objects", sub); !isRealDir(p) {
+			return "", worktreeError("repo", "worktree.repo %s: its git directory has no objects/%s directory (a sandbox could make one git then reads): refused; create it (mkdir %s)", w.Repo, sub, p)
+		}
+	}
 	if refPathLinked(common, w.Branch) {
 		return "", worktreeError("branch", "worktree.branch %q: a directory on the way to its ref in %s is not a plain directory: refused", w.Branch, common)
 	}

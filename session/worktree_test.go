@@ -423,3 +423,23 @@ func TestWorktreeGitIgnoresTheDaemonsGitEnvironment(t *testing.T) {
 		t.Fatalf("a hook ran: %v", entries)
 	}
 }
+
+// A repository whose git directory lacks objects/info (or objects/pack)
+// is refused: the sandbox is given objects/ writable with those two
+// read-only on top, so a missing one would be the agent's to make, and
+// an alternates file there would steer the daemon's own git.
+func TestWorktreeRefusesARepositoryWithoutObjectsInfo(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	for _, sub := range []string{"info", "pack"} {
+		repo := newRepo(t)
+		if err := os.RemoveAll(filepath.Join(repo, ".git", "objects", sub)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.m.CreateSession(context.Background(), berth.CreateRequest{Agent: "demo",
+			Worktree: &berth.WorktreeRequest{Repo: repo, Branch: "agent/x"}})
+		if !berth.IsCode(err, berth.EInvalid) || !strings.Contains(berth.ErrorMessage(err), "objects/"+sub) {
+			t.Errorf("a repository without objects/%s: %v", sub, err)
+		}
+	}
+}

@@ -99,11 +99,14 @@ func errorText(err error) string {
 	var be *berth.Error
 	switch {
 	case errors.As(err, &be):
-		return be.Message
+		// The daemon's messages quote agents (a refused authenticate, a
+		// form's choices, a failed start's stderr): escaped like all
+		// agent text the CLI prints.
+		return printable(be.Message)
 	case errors.Is(err, context.Canceled):
 		return "interrupted"
 	}
-	return err.Error()
+	return printable(err.Error())
 }
 
 // usageHint returns the line printed after a usage error's message.

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -96,5 +99,23 @@ func TestExecExitTwoHasNoUsageHint(t *testing.T) {
 	}
 	if h := usageHint(err); h != "" {
 		t.Errorf("usage hint %q after a command's own exit 2", h)
+	}
+}
+
+// An error the daemon answers with quotes an agent (here its refusal of
+// authenticate, with terminal escapes that would retitle the window and
+// clear the screen): what `berth: …` prints escapes them.
+func TestErrorTextEscapesAnAgentsWords(t *testing.T) {
+	isolateEnv(t)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"code":"invalid_argument","message":"the agent refused authentication: \u001b]0;owned\u0007\u001b[2Jbye"}}`)
+	}))
+	t.Cleanup(ts.Close)
+	_, err := runCLI(t, "authenticate", "ses_a", "login", "--addr", ts.URL)
+	got := errorText(err)
+	if err == nil || strings.ContainsAny(got, "\x1b\x07") || !strings.Contains(got, `\x1b]0;owned\x07\x1b[2Jbye`) {
+		t.Fatalf("printed %q (%v)", got, err)
 	}
 }
