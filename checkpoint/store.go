@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/linkcheck"
 )
 
 // Default limits of a Store.
@@ -269,7 +270,7 @@ func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
 				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a bad hash", id)
 			}
 		case KindSymlink:
-			if lexicallyEscapes(e.Path, e.Target) {
+			if linkcheck.LexicallyEscapes(e.Path, e.Target) {
 				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a symlink out of the workspace", id)
 			}
 		case KindDir:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/berth-sh/berth/internal/linkcheck"
 	ignore "github.com/sabhiram/go-gitignore"
 )
 
@@ -231,7 +232,7 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 			if err != nil {
 				return err
 			}
-			if lexicallyEscapes(p, target) || linkEscapes(w.root, p, target) {
+			if linkcheck.LexicallyEscapes(p, target) || linkcheck.Escapes(w.root, p, target) {
 				w.skip(p, SkipLinkOutside)
 				continue
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
+	"github.com/berth-sh/berth/internal/linkcheck"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -186,7 +187,7 @@ func (a *archiver) walk(dir *os.Root, name string) error {
 				return err
 			}
 			target = filepath.ToSlash(target)
-			if lexicallyEscapes(entry, target) || linkEscapes(a.root, entry, target) {
+			if linkcheck.LexicallyEscapes(entry, target) || linkcheck.Escapes(a.root, entry, target) {
 				a.skipped++
 				continue
 			}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/linkcheck"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -263,7 +264,7 @@ func (x *extractor) extract(r io.Reader) error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if linkEscapes(x.root, name, x.links[name]) {
+		if linkcheck.Escapes(x.root, name, x.links[name]) {
 			return berth.Errorf(berth.EInvalid, "archive symlink %s resolves outside the destination", quote(name))
 		}
 	}
@@ -388,7 +389,7 @@ func (x *extractor) symlink(h *tar.Header, name string) error {
 		return berth.Errorf(berth.EInvalid, "archive symlink %s has an invalid target", quote(name))
 	case path.IsAbs(target):
 		return berth.Errorf(berth.EInvalid, "archive symlink %s points to an absolute path", quote(name))
-	case lexicallyEscapes(name, target):
+	case linkcheck.LexicallyEscapes(name, target):
 		return berth.Errorf(berth.EInvalid, "archive symlink %s points outside the destination", quote(name))
 	}
 	if err := x.parent(name); err != nil {

@@ -1,7 +1,7 @@
-package checkpoint
-
-// The symlink checks below are those of package snapshot (symlink.go):
-// a checkpoint keeps exactly the links a snapshot would.
+// Package linkcheck decides whether a symlink in a tree leaves it: the
+// check snapshots and checkpoints make so that an archive or a checkpoint
+// keeps exactly the links that stay inside the workspace.
+package linkcheck
 
 import (
 	"io/fs"
@@ -11,13 +11,14 @@ import (
 	"strings"
 )
 
-// maxLinkHops bounds the symlinks followed while resolving one.
+// maxLinkHops bounds the symlinks followed while resolving one, as Linux's
+// MAXSYMLINKS does; a longer chain counts as escaping.
 const maxLinkHops = 40
 
-// lexicallyEscapes reports whether the symlink name (a clean, slash
+// LexicallyEscapes reports whether the symlink name (a clean, slash
 // separated path relative to the root) with target is absolute or leaves
 // the root by its ".." alone, without looking at the file system.
-func lexicallyEscapes(name, target string) bool {
+func LexicallyEscapes(name, target string) bool {
 	if target == "" || path.IsAbs(target) {
 		return true
 	}
@@ -25,7 +26,7 @@ func lexicallyEscapes(name, target string) bool {
 	return p == ".." || strings.HasPrefix(p, "../")
 }
 
-// linkEscapes reports whether following the symlink name (a clean, slash
+// Escapes reports whether following the symlink name (a clean, slash
 // separated path relative to root) to target would leave root. It resolves
 // target one component at a time, following the symlinks it meets inside
 // root, so that "s -> ." plus "t -> s/.." is caught although both look
@@ -33,7 +34,7 @@ func lexicallyEscapes(name, target string) bool {
 // directory on, the rest is taken lexically, which is what a later mkdir
 // along that path would make of it. A chain of more than maxLinkHops
 // symlinks counts as escaping.
-func linkEscapes(root *os.Root, name, target string) bool {
+func Escapes(root *os.Root, name, target string) bool {
 	hops := 0
 	_, _, escaped := resolve(root, splitPath(path.Dir(name)), target, &hops)
 	return escaped
