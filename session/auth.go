@@ -61,18 +61,8 @@ func (rt *runtime) awaitAuth(ctx context.Context, cause error) error {
 // it does) or one the agent refuses; EConflict when the session is not
 // live or still handshaking; ENotFound.
 func (m *Manager) Authenticate(ctx context.Context, id, methodID string) (*berth.Session, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
-		return nil, err
-	}
-	rt := m.runtimeOf(id)
-	if rt == nil {
-		s, err := m.store.GetSession(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		return nil, berth.Errorf(berth.EConflict, "session is %s: resume it, then authenticate", s.State)
-	}
-	if err := rt.awaitHandshake(ctx); err != nil {
+	rt, err := m.handshakenRuntime(ctx, id, "resume it, then authenticate")
+	if err != nil {
 		return nil, err
 	}
 	rt.authMu.Lock()
@@ -137,4 +127,25 @@ func (rt *runtime) finishStart(ctx context.Context) error {
 		return rt.handshakeFailed(ctx, "session/new", err)
 	}
 	return rt.activate(ctx, acpID, resumedBy, setup, before)
+}
+
+// handshakenRuntime returns the live runtime of session id once its
+// handshake is over. A session with none (stopped) is EConflict, its
+// message saying what to do (ifStopped); ENotFound.
+func (m *Manager) handshakenRuntime(ctx context.Context, id, ifStopped string) (*runtime, error) {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return nil, err
+	}
+	rt := m.runtimeOf(id)
+	if rt == nil {
+		s, err := m.store.GetSession(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return nil, berth.Errorf(berth.EConflict, "session is %s: %s", s.State, ifStopped)
+	}
+	if err := rt.awaitHandshake(ctx); err != nil {
+		return nil, err
+	}
+	return rt, nil
 }

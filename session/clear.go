@@ -23,18 +23,8 @@ type clearedData struct {
 // EConflict when the session is not active, EUnavailable when the agent
 // cannot start the new conversation (the old one stays), ENotFound.
 func (m *Manager) ClearSession(ctx context.Context, id string, cancel bool) (*berth.Session, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
-		return nil, err
-	}
-	rt := m.runtimeOf(id)
-	if rt == nil {
-		s, err := m.store.GetSession(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		return nil, berth.Errorf(berth.EConflict, "session is %s: there is no conversation to clear", s.State)
-	}
-	if err := rt.awaitHandshake(ctx); err != nil {
+	rt, err := m.handshakenRuntime(ctx, id, "there is no conversation to clear")
+	if err != nil {
 		return nil, err
 	}
 	rt.authMu.Lock()
