@@ -24,7 +24,7 @@ func TestEscapes(t *testing.T) {
 	}
 	defer root.Close()
 	for _, c := range []struct {
-		name, target string
+		name, target     string
 		lexical, escapes bool
 	}{
 		{"a/l", "b", false, false},
