@@ -247,6 +247,13 @@ func TestClusterPromptThroughBStreamFromC(t *testing.T) {
 	if s := a.session(t, id); s.Name != "renamed-via-c" || s.Node != "node-a" {
 		t.Fatalf("after the PATCH through C, A has name %q node %q", s.Name, s.Node)
 	}
+	// berth ls and show on C say which node runs it.
+	if out := c.cli(t, "ls"); !strings.Contains(out, "NODE") || !strings.Contains(out, "node-a") {
+		t.Fatalf("berth ls on C does not name the node:\n%s", out)
+	}
+	if out := c.cli(t, "show", id); !strings.Contains(out, "node-a") {
+		t.Fatalf("berth show on C does not name the node:\n%s", out)
+	}
 	var nodes struct {
 		Nodes []berth.Node `json:"nodes"`
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,13 +105,23 @@ func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped bool) e
 		}
 		return printRaw(out, b)
 	}
+	// A cluster's sessions say which node runs them.
+	clustered := slices.ContainsFunc(sessions, func(s berth.Session) bool { return s.Node != "" })
 	t := newTable(out)
-	fmt.Fprintln(t, "ID\tNAME\tAGENT\tSTATUS\tTURNS\tACTIVE\tLABELS")
+	if clustered {
+		fmt.Fprintln(t, "ID\tNAME\tAGENT\tSTATUS\tNODE\tTURNS\tACTIVE\tLABELS")
+	} else {
+		fmt.Fprintln(t, "ID\tNAME\tAGENT\tSTATUS\tTURNS\tACTIVE\tLABELS")
+	}
 	// Children are indented under their parent.
 	order, depth := treeOrder(sessions)
 	for n, i := range order {
 		s := &sessions[i]
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", treeID(s.ID, depth[n]), orDash(shorten(s.Name, 30)), s.Agent, statusText(s),
+		status := statusText(s)
+		if clustered {
+			status += "\t" + orDash(printable(s.Node))
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", treeID(s.ID, depth[n]), orDash(shorten(s.Name, 30)), s.Agent, status,
 			s.Turns, ago(s.LastActivityAt), labelsText(s.Labels))
 	}
 	return t.Flush()
@@ -160,6 +171,7 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	row("agent", s.Agent)
 	row("state", string(s.State))
 	row("status", statusText(s))
+	row("node", s.Node)
 	if s.Failure != nil {
 		row("failure", s.Failure.Kind+": "+s.Failure.Message)
 	}
