@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // berth create --worktree-repo/--worktree-branch makes a worktree session,
@@ -17,7 +18,7 @@ import (
 // what is configured.
 func TestCreateWorkspaceFlags(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed")
+		testenv.Missing(t, "git", "git is not installed")
 	}
 	home := t.TempDir()
 	s := startServer(t, home)
