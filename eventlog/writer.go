@@ -145,20 +145,12 @@ func (l *Log) commit(w *writerState, batch []*request) {
 }
 
 // fencedOut returns the sessions an ELeaseLost error names (its details
-// "sessions").
+// "sessions", a []string: see store/internal/fence).
 func fencedOut(err error) map[string]bool {
 	out := map[string]bool{}
-	switch ids := berth.ErrorDetails(err)["sessions"].(type) {
-	case []string:
-		for _, id := range ids {
-			out[id] = true
-		}
-	case []any:
-		for _, id := range ids {
-			if s, ok := id.(string); ok {
-				out[s] = true
-			}
-		}
+	ids, _ := berth.ErrorDetails(err)["sessions"].([]string)
+	for _, id := range ids {
+		out[id] = true
 	}
 	return out
 }
