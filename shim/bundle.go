@@ -41,8 +41,13 @@ func NewBundle(runDir, id, nonce string) Bundle {
 
 // BundleOf names the files of session id's shim listening on socket.
 func BundleOf(socket, id string) Bundle {
-	nonce := strings.TrimSuffix(filepath.Base(socket), ".sock")
-	return NewBundle(filepath.Dir(socket), id, nonce)
+	return NewBundle(filepath.Dir(socket), id, TokenOf(socket))
+}
+
+// TokenOf is the nonce of the shim listening on socket, which signs its
+// reports (see Report).
+func TokenOf(socket string) string {
+	return strings.TrimSuffix(filepath.Base(socket), ".sock")
 }
 
 // ScanRunDir lists the shims whose files are in runDir: each bundle with

@@ -47,8 +47,9 @@ func (l *ledger) sawAgent(li lineInfo) {
 
 // sawDaemon records the lines of a stdin frame the daemon sends the
 // agent, before the agent can see them: a request is a call in flight, an
-// answer settles the agent's request.
-func (l *ledger) sawDaemon(payload []byte) {
+// answer settles the agent's request. It returns the id of the last
+// session/prompt among them, if any.
+func (l *ledger) sawDaemon(payload []byte) (prompt string) {
 	for rest := payload; len(rest) > 0; {
 		line := rest
 		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
@@ -60,6 +61,9 @@ func (l *ledger) sawDaemon(payload []byte) {
 		switch kind {
 		case acp.KindRequest:
 			l.calls[string(id)] = &Call{ID: bytes.Clone(id), Method: method}
+			if method == acp.MethodSessionPrompt {
+				prompt = string(id)
+			}
 			if n, err := strconv.ParseInt(string(id), 10, 64); err == nil && n > l.lastID {
 				l.lastID = n
 			}
@@ -67,6 +71,7 @@ func (l *ledger) sawDaemon(payload []byte) {
 			delete(l.requests, string(id))
 		}
 	}
+	return prompt
 }
 
 // forget drops the calls answered before offset: a daemon has durably
@@ -104,15 +109,22 @@ type lineInfo struct {
 // idKey is how a JSON-RPC id member begins on the wire.
 var idKey = []byte(`"id"`)
 
-// classify reads a stdout line ending at stream offset end; requests keep
-// a copy of their line. A line without "id" anywhere is a notification
-// (the bulk of a stream) and is not scanned further. (An id key spelled
-// with \u escapes is not seen.)
-func classify(line []byte, end int64) (lineInfo, bool) {
+// classify says whether a stdout line is a request or an answer, with
+// its id. A line without "id" anywhere is neither (a notification, the
+// bulk of a stream) and is not scanned further. (An id key spelled with
+// \u escapes is not seen.)
+func classify(line []byte) (acp.Kind, []byte) {
 	if !bytes.Contains(line, idKey) {
-		return lineInfo{}, false
+		return acp.KindOther, nil
 	}
 	kind, id, _ := acp.Classify(line)
+	return kind, id
+}
+
+// infoOf is what the ledger keeps of a line of kind with id ending at
+// stream offset end: a request keeps a copy of its line. ok is false for a
+// line that is neither a request nor an answer.
+func infoOf(kind acp.Kind, id, line []byte, end int64) (li lineInfo, ok bool) {
 	switch kind {
 	case acp.KindRequest:
 		return lineInfo{kind: kind, id: string(id), end: end, line: bytes.Clone(bytes.TrimSpace(line))}, true

@@ -10,11 +10,17 @@ import (
 // agentLine classifies one agent stdout line ending at end and records it.
 func agentLine(t *testing.T, l *ledger, line string, end int64) {
 	t.Helper()
-	li, ok := classify([]byte(line), end)
+	li, ok := classifyAt([]byte(line), end)
 	if !ok {
 		t.Fatalf("classify(%s) kept nothing", line)
 	}
 	l.sawAgent(li)
+}
+
+// classifyAt is what the ledger keeps of a line ending at end.
+func classifyAt(line []byte, end int64) (lineInfo, bool) {
+	kind, id := classify(line)
+	return infoOf(kind, id, line, end)
 }
 
 // TestLedgerDaemonCalls: a call the daemon sends is in flight until the
@@ -58,7 +64,7 @@ func TestLedgerDaemonCalls(t *testing.T) {
 // them, until the daemon's answer goes out; notifications are not kept.
 func TestLedgerAgentRequests(t *testing.T) {
 	l := newLedger()
-	if _, ok := classify([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"text":"id"}}`), 10); ok {
+	if _, ok := classifyAt([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"text":"id"}}`), 10); ok {
 		t.Fatal("a notification was kept")
 	}
 	agentLine(t, l, `{"jsonrpc":"2.0","id":"p1","method":"session/request_permission","params":{}}  `, 50)

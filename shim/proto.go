@@ -109,6 +109,10 @@ type Hello struct {
 	Calls []Call `json:"calls,omitempty"`
 	// LastID is the highest numeric request id a daemon has sent.
 	LastID int64 `json:"last_id"`
+	// OutputKept is how much output of the window in flight (see window)
+	// the spool kept; OutputTruncated says it dropped some since.
+	OutputKept      int64 `json:"output_kept,omitempty"`
+	OutputTruncated bool  `json:"output_truncated,omitempty"`
 }
 
 // Request is one agent→daemon request still waiting for its answer.

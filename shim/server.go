@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 )
 
 // DefaultLinger is how long a shim whose agent has exited waits for a
@@ -58,6 +59,21 @@ type Config struct {
 	// keep growing across the agents one session runs, so a daemon's
 	// record of how far it got never goes back.
 	Base int64 `json:"base,omitempty"`
+	// MaxLineBytes caps one stdout line, its newline included
+	// (acp.DefaultMaxLineBytes when zero): a longer line is never spooled,
+	// and the daemon is told its length (see Report).
+	MaxLineBytes int `json:"max_line_bytes,omitempty"`
+	// MaxTurnOutput caps the agent's output the spool keeps per turn, and
+	// between two turns (see window); zero keeps everything.
+	MaxTurnOutput int64 `json:"max_turn_output,omitempty"`
+}
+
+// maxLine is the line cap in force.
+func (c *Config) maxLine() int64 {
+	if c.MaxLineBytes <= 0 {
+		return acp.DefaultMaxLineBytes
+	}
+	return int64(c.MaxLineBytes)
 }
 
 // Ready is the line a shim writes on its stdout once it serves, or why it
@@ -97,6 +113,11 @@ type server struct {
 	exitAt     time.Time
 	// ledger is the requests in flight both ways.
 	ledger *ledger
+	// win is the output window of the turn in flight, or of the time
+	// since the last one (see window).
+	win window
+	// token signs the shim's reports (see Report).
+	token string
 	// stdin queues frames for the agent's stdin writer.
 	stdin  chan []byte
 	stderr []byte
@@ -127,7 +148,7 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 		cfg.Orphan = DefaultOrphan
 	}
 	s := &server{cfg: cfg, log: logger, ledger: newLedger(), quit: make(chan struct{}),
-		start: cfg.Base, end: cfg.Base, detachedAt: time.Now()}
+		start: cfg.Base, end: cfg.Base, detachedAt: time.Now(), token: TokenOf(cfg.Socket)}
 	s.cond = sync.NewCond(&s.mu)
 	if stage, err := s.open(ctx, provider); err != nil {
 		_ = json.NewEncoder(ready).Encode(Ready{ShimPID: os.Getpid(), Stage: stage, Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
@@ -299,7 +320,10 @@ func (s *server) drainedLocked() bool {
 func (s *server) noteStdin(payload []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ledger.sawDaemon(payload)
+	if prompt := s.ledger.sawDaemon(payload); prompt != "" {
+		// A turn's window begins as its prompt goes to the agent.
+		s.win = window{prompt: prompt}
+	}
 }
 
 // writeStdin writes the queued stdin frames to the agent in order, on a

@@ -598,7 +598,7 @@ func TestControlFramesIgnoreStdinDeadline(t *testing.T) {
 // after Discard it still gets the exit.
 func TestUnreadStreams(t *testing.T) {
 	t.Run("detach", func(t *testing.T) {
-		h := serve(t, newConfig(t, `head -c 2000000 /dev/zero | tr '\0' x; echo oops >&2; exec sleep 30`))
+		h := serve(t, newConfig(t, `head -c 2000000 /dev/zero | tr '\0' x; echo; echo oops >&2; exec sleep 30`))
 		ctx, cancel := context.WithTimeout(context.Background(), long)
 		defer cancel()
 		p, err := Attach(ctx, h.cfg.Socket, 0)

@@ -1,0 +1,162 @@
+package shim
+
+import (
+	"bytes"
+
+	"github.com/berth-sh/berth/acp"
+)
+
+// keepLineBuffer bounds the line buffer kept from one line to the next: a
+// long line's buffer is let go once it is spooled.
+const keepLineBuffer = 1 << 20
+
+// lines takes the agent's stdout as it comes and spools it a whole line at
+// a time, deciding for each line whether the spool keeps it: a line over
+// the cap never does (the daemon would skip it), nor does output past the
+// window's cap (see window). What is kept is published to the daemon
+// connection at each line's end; a daemon's reader waits for whole lines
+// anyway. Only pumpStdout's goroutine uses it.
+type lines struct {
+	s *server
+	// pos is where the next spooled line goes in the stream.
+	pos int64
+	// max caps a line, its newline included, as the daemon's reader does.
+	max int64
+	// cur is the line being read; n counts the bytes the agent wrote of
+	// it. Once n is over max, over is set and cur is let go.
+	cur  []byte
+	n    int64
+	over bool
+}
+
+// write takes a chunk of the agent's stdout.
+func (l *lines) write(chunk []byte) {
+	for len(chunk) > 0 {
+		i := bytes.IndexByte(chunk, '\n')
+		if i < 0 {
+			l.add(chunk)
+			return
+		}
+		l.add(chunk[:i+1])
+		chunk = chunk[i+1:]
+		l.finish(nil, true)
+	}
+}
+
+// add appends a piece of the current line.
+func (l *lines) add(seg []byte) {
+	l.n += int64(len(seg))
+	if l.over {
+		return
+	}
+	if l.n > l.max {
+		l.over, l.cur = true, nil
+		return
+	}
+	l.cur = append(l.cur, seg...)
+}
+
+// eof spools what is left when the agent's stdout ends: a turn's drops
+// not yet reported (the agent ended mid-turn), then the last line if it
+// had no newline.
+func (l *lines) eof() {
+	s := l.s
+	s.mu.Lock()
+	var pre []byte
+	if w := &s.win; w.prompt != "" && w.dropped > 0 {
+		pre = reportLine(Report{Token: s.token, DroppedBytes: w.dropped, DroppedLines: w.lines})
+		*w = window{}
+	}
+	s.mu.Unlock()
+	if l.n > 0 {
+		l.finish(pre, false)
+		return
+	}
+	if pre != nil {
+		l.put(pre)
+		l.publish(nil)
+	}
+}
+
+// finish decides what the spool keeps of the line just read (nl: ended
+// by a newline), spools it after pre (a report due before it), and
+// publishes it.
+func (l *lines) finish(pre []byte, nl bool) {
+	line, n, over := l.cur, l.n, l.over
+	defer func() {
+		l.cur, l.n, l.over = l.cur[:0], 0, false
+		if cap(l.cur) > keepLineBuffer {
+			l.cur = nil
+		}
+	}()
+	s := l.s
+	if over {
+		size := n
+		if nl {
+			size--
+		}
+		pre = append(pre, reportLine(Report{Token: s.token, OversizedLine: size})...)
+		l.put(pre)
+		l.publish(nil)
+		return
+	}
+	kind, id := classify(line)
+	keep := true
+	s.mu.Lock()
+	switch w := &s.win; kind {
+	case acp.KindRequest:
+	case acp.KindResponse:
+		if w.prompt != "" && string(id) == w.prompt {
+			// The answer to the turn's prompt: the turn's drops are told
+			// right before it, and a window between turns begins.
+			if w.dropped > 0 {
+				pre = append(pre, reportLine(Report{Token: s.token, DroppedBytes: w.dropped, DroppedLines: w.lines})...)
+			}
+			*w = window{}
+		}
+	default:
+		keep = w.admit(n, s.cfg.MaxTurnOutput)
+		if !keep && w.prompt == "" && !w.reported {
+			// Between turns there is no answer to wait for: told at once.
+			w.reported = true
+			pre = append(pre, reportLine(Report{Token: s.token, DroppedBytes: w.dropped, DroppedLines: w.lines})...)
+		}
+	}
+	s.mu.Unlock()
+	if pre != nil {
+		l.put(pre)
+	}
+	if !keep {
+		l.publish(nil)
+		return
+	}
+	l.put(line)
+	if li, ok := infoOf(kind, id, line, l.pos); ok {
+		l.publish(&li)
+		return
+	}
+	l.publish(nil)
+}
+
+// put appends b to the spool at pos.
+func (l *lines) put(b []byte) {
+	if _, err := l.s.spool.WriteAt(b, l.pos-l.s.cfg.Base); err != nil {
+		l.s.log.Error("spool write failed", "err", err)
+	}
+	l.pos += int64(len(b))
+}
+
+// publish makes what was spooled so far visible to the daemon connection,
+// and records the request or answer that was spooled last, if any.
+func (l *lines) publish(seen *lineInfo) {
+	s := l.s
+	s.mu.Lock()
+	s.end = l.pos
+	if seen != nil {
+		s.ledger.sawAgent(*seen)
+	}
+	// The connection's sender takes it from the spool: a daemon that
+	// reads slowly never holds up the agent, the spool absorbs it.
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}

@@ -1,0 +1,174 @@
+package shim
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// floodAgent answers, on stdin: a session/prompt (id 7) with five output
+// lines of about 1 KB, then its answer; "between" with five output lines
+// outside any turn, then a request; "big" with a line of 5000 bytes; a session/prompt
+// whose params say "crash" with five output lines and an exit mid-turn.
+const floodAgent = `
+note() { printf '{"jsonrpc":"2.0","method":"session/update","params":{"n":%d,"x":"%s"}}\n' "$1" "$(head -c 1000 /dev/zero | tr '\0' a)"; }
+while read -r line; do
+  case "$line" in
+  *session/prompt*crash*) for i in 1 2 3 4 5; do note $i; done; exit 3;;
+  *session/prompt*) for i in 1 2 3 4 5; do note $i; done
+    echo '{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}';;
+  between*) for i in 1 2 3 4 5; do note $i; done; echo '{"jsonrpc":"2.0","method":"session/update","params":{"done":1}}'; echo '{"jsonrpc":"2.0","id":"b1","method":"x/marker"}';;
+  big*) head -c 5000 /dev/zero | tr '\0' b; echo; echo '{"jsonrpc":"2.0","method":"after_big"}';;
+  esac
+done`
+
+// streamLines splits what a daemon read into its lines.
+func streamLines(b []byte) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+// turnLines returns the lines after the (n-1)th line holding answer, up
+// to and with the nth.
+func turnLines(lines []string, answer string, n int) []string {
+	var this []string
+	for _, l := range lines {
+		this = append(this, l)
+		if strings.Contains(l, answer) {
+			if n--; n == 0 {
+				return this
+			}
+			this = nil
+		}
+	}
+	return nil
+}
+
+// reportsIn returns the shim's reports in a stream, and how many output
+// notifications (session/update) it carries.
+func reportsIn(t *testing.T, lines []string) (reports []Report, updates int) {
+	t.Helper()
+	for _, l := range lines {
+		var msg struct {
+			Method string `json:"method"`
+			Params Report `json:"params"`
+		}
+		if json.Unmarshal([]byte(l), &msg) != nil {
+			continue
+		}
+		switch msg.Method {
+		case ReportMethod:
+			reports = append(reports, msg.Params)
+		case "session/update":
+			updates++
+		}
+	}
+	return reports, updates
+}
+
+// A turn's output past Config.MaxTurnOutput is not spooled; the shim says
+// how much it dropped right before the agent's answer to the prompt, and
+// the next turn starts afresh.
+func TestTurnOutputPastTheCapIsNotSpooled(t *testing.T) {
+	cfg := newConfig(t, floodAgent)
+	cfg.MaxTurnOutput = 2500
+	h := serve(t, cfg)
+	d := h.attach(0)
+	answer := `"result":{"stopReason":"end_turn"}`
+	for turn := 1; turn <= 2; turn++ {
+		d.write(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{}}` + "\n")
+		eventually(t, "the answer", func() bool { return bytes.Count(d.out.Bytes(), []byte(answer)) == turn })
+		this := turnLines(streamLines(d.out.Bytes()), answer, turn)
+		reports, updates := reportsIn(t, this)
+		if updates != 2 {
+			t.Errorf("turn %d: %d output lines spooled, want 2 (the cap holds two of ~1060 bytes)", turn, updates)
+		}
+		if len(reports) != 1 || reports[0].DroppedLines != 3 || reports[0].DroppedBytes < 3000 || reports[0].Token != "s" {
+			t.Fatalf("turn %d: reports %+v, want one for 3 dropped lines signed %q", turn, reports, "s")
+		}
+		if !strings.Contains(this[len(this)-2], ReportMethod) {
+			t.Errorf("turn %d: the report is not right before the answer: %q", turn, this[len(this)-2:])
+		}
+	}
+	if sz := fileSize(cfg.Spool); sz > 2*(2*1100+600) {
+		t.Errorf("spool is %d bytes: more than the two turns' kept lines", sz)
+	}
+}
+
+// Between turns the window is capped too, reported at its first drop,
+// and stays truncated until the next turn begins its own.
+func TestOutputBetweenTurnsIsCapped(t *testing.T) {
+	cfg := newConfig(t, floodAgent)
+	cfg.MaxTurnOutput = 2500
+	h := serve(t, cfg)
+	d := h.attach(0)
+	d.write("between\n")
+	// A request is always spooled: once it is there, the window between
+	// turns has seen every line before it.
+	d.waitOutContains("x/marker")
+	d.write(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{}}` + "\n")
+	answer := `"result":{"stopReason":"end_turn"}`
+	lines := streamLines(d.waitOutContains(answer))
+	between := turnLines(lines, ReportMethod, 1)
+	reports, updates := reportsIn(t, between)
+	if updates != 2 || len(reports) != 1 || reports[0].DroppedLines != 1 {
+		t.Fatalf("between turns: %d output lines and reports %+v; want 2 and the first drop reported at once", updates, reports)
+	}
+	for _, l := range lines {
+		if strings.Contains(l, `"done":1`) {
+			t.Error("a small line after the first drop was spooled: the window must not have holes")
+		}
+	}
+	if _, updates := reportsIn(t, lines[len(between):]); updates != 2 {
+		t.Errorf("the turn after: %d output lines, want 2 (a window of its own)", updates)
+	}
+}
+
+// A line over Config.MaxLineBytes is never spooled, whatever the window;
+// the daemon is told its length.
+func TestOversizedLineIsNeverSpooled(t *testing.T) {
+	cfg := newConfig(t, floodAgent)
+	cfg.MaxLineBytes = 4000
+	h := serve(t, cfg)
+	d := h.attach(0)
+	d.write("big\n")
+	out := d.waitOutContains("after_big")
+	if bytes.Contains(out, []byte("bbbb")) {
+		t.Fatal("the oversized line reached the daemon")
+	}
+	reports, _ := reportsIn(t, streamLines(out))
+	if len(reports) != 1 || reports[0].OversizedLine != 5000 {
+		t.Fatalf("reports %+v, want one oversized line of 5000 bytes", reports)
+	}
+	if sz := fileSize(cfg.Spool); sz >= 5000 {
+		t.Errorf("spool is %d bytes: the oversized line is in it", sz)
+	}
+}
+
+// An agent that ends in the middle of a turn past the cap still has its
+// drops reported, before the stream ends.
+func TestDropsReportedWhenTheAgentEndsMidTurn(t *testing.T) {
+	cfg := newConfig(t, floodAgent)
+	cfg.MaxTurnOutput = 2500
+	h := serve(t, cfg)
+	d := h.attach(0)
+	d.write(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"crash":1}}` + "\n")
+	reports, updates := reportsIn(t, streamLines(d.allOut()))
+	if updates != 2 {
+		t.Errorf("%d output lines spooled, want 2", updates)
+	}
+	if len(reports) != 1 || reports[0].DroppedLines != 3 {
+		t.Fatalf("reports %+v, want one for the 3 lines dropped", reports)
+	}
+	if st, _ := d.wait(); st.Code != 3 {
+		t.Errorf("exit %+v", st)
+	}
+	d.Release()
+}
