@@ -90,7 +90,17 @@ type EventFilter struct {
 	Limit  int
 	Type   string
 	TurnID string
+	// MaxBytes, when set, also ends the page at the event whose data
+	// brings the page's to MaxBytes or more (one event is always
+	// returned): a page shorter than Limit is then not the log's end, an
+	// empty one is.
+	MaxBytes int
 }
+
+// EventPageBytes bounds the data of a page of events read for a client
+// or a stream: an agent's output is tens of MB a turn at most, and a
+// thousand of its events must not be held at once.
+const EventPageBytes = 8 << 20
 
 // Paging bounds for event pages (CONTRACT §4.3).
 const (

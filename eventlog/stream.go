@@ -101,7 +101,7 @@ func (s *stream) Next(ctx context.Context) ([]berth.Event, error) {
 
 		// Behind what the ring holds, or the writer has not loaded this
 		// session yet: the store has the truth.
-		evs, err := s.log.store.ListEvents(ctx, s.id, berth.EventFilter{After: s.pos, Limit: berth.MaxEventLimit})
+		evs, err := s.log.store.ListEvents(ctx, s.id, berth.EventFilter{After: s.pos, Limit: berth.MaxEventLimit, MaxBytes: berth.EventPageBytes})
 		if err != nil {
 			return nil, err
 		}

@@ -188,7 +188,7 @@ func (e *env) events(id string) []berth.Event {
 			e.t.Fatal(err)
 		}
 		out = append(out, evs...)
-		if len(evs) < berth.MaxEventLimit {
+		if len(evs) == 0 {
 			return out
 		}
 		after = evs[len(evs)-1].Seq

@@ -144,6 +144,8 @@ func (m *Manager) ListEvents(ctx context.Context, id string, f berth.EventFilter
 	if f.Limit > berth.MaxEventLimit {
 		f.Limit = berth.MaxEventLimit
 	}
+	// A page of a flooding agent's events is bounded by bytes too.
+	f.MaxBytes = berth.EventPageBytes
 	if m.runtimeOf(id) == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return nil, err

@@ -309,7 +309,7 @@ func (m *Manager) lastOfType(ctx context.Context, id, typ string) (*berth.Event,
 	var last *berth.Event
 	after := int64(0)
 	for {
-		evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Type: typ, Limit: berth.MaxEventLimit})
+		evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Type: typ, Limit: berth.MaxEventLimit, MaxBytes: berth.EventPageBytes})
 		if err != nil {
 			return nil, err
 		}

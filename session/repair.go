@@ -79,7 +79,7 @@ func (m *Manager) scanLog(ctx context.Context, id string) (*logScan, error) {
 	state := map[string]int{} // tool call id → index in sc.calls, -1 once final
 	want, after := int64(1), int64(0)
 	for {
-		evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit})
+		evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit, MaxBytes: berth.EventPageBytes})
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +99,7 @@ func (m *Manager) scanLog(ctx context.Context, id string) (*logScan, error) {
 			}
 			sc.observe(ev, state)
 		}
-		if len(evs) < berth.MaxEventLimit {
+		if len(evs) == 0 {
 			break
 		}
 		after = evs[len(evs)-1].Seq

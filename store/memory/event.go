@@ -183,12 +183,14 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 	}
 	bounded := p.Kind == codec.PageByTurn || p.Kind == codec.PageByTypeInTurn
 	var page []*storedEvent
+	bytes := 0
 	for _, e := range src[after(src, p.After):] {
-		if len(page) == p.Limit || (bounded && e.seq > p.Upper) {
+		if len(page) == p.Limit || (bounded && e.seq > p.Upper) || (f.MaxBytes > 0 && bytes >= f.MaxBytes) {
 			break
 		}
 		if p.Turn == "" || e.turn == p.Turn {
 			page = append(page, e)
+			bytes += len(e.data)
 		}
 	}
 	// The page's data is copied into one allocation.

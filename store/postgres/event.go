@@ -220,7 +220,12 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 	var fds []pgconn.FieldDescription
 	var turn, typ string
 	var slab byteSlab
+	bytes := 0
 	err = s.query(ctx, listEventsSQL(p.Kind), args, func(rows pgx.Rows) error {
+		if f.MaxBytes > 0 && bytes >= f.MaxBytes {
+			// The rest of the rows are read past, not kept.
+			return errPageFull
+		}
 		if fds == nil {
 			fds = rows.FieldDescriptions()
 		}
@@ -242,6 +247,7 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 		// NULL data stays nil.
 		if raw[4] != nil {
 			e.Data = slab.copy(raw[4])
+			bytes += len(e.Data)
 		}
 		// A page that outgrows the first guess is likely a full one: grow
 		// once to the limit instead of doubling (and copying) three times.
@@ -251,11 +257,14 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 		out = append(out, e)
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errPageFull) {
 		return nil, internal(err, "list events")
 	}
 	return out, nil
 }
+
+// errPageFull ends a page of events that reached its MaxBytes.
+var errPageFull = errors.New("page full")
 
 // turnBounds returns the seq range a turn's events lie in. ok is false for
 // a turn the session does not have.

@@ -214,7 +214,8 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 	}
 	defer rows.Close()
 	out := make([]berth.Event, 0, min(p.Limit, 128))
-	for rows.Next() {
+	bytes := 0
+	for (f.MaxBytes <= 0 || bytes < f.MaxBytes) && rows.Next() {
 		e := berth.Event{SessionID: sessionID}
 		var t sql.NullInt64
 		var data []byte
@@ -227,6 +228,7 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 		if data != nil {
 			e.Data = data
 		}
+		bytes += len(data)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

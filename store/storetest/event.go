@@ -375,3 +375,43 @@ func testPageEndOfMillion(t *testing.T, open Opener) {
 		t.Fatalf("last seq %d, %v", n, err)
 	}
 }
+
+// A page with MaxBytes ends at the event whose data reaches it, one event
+// at least, with or without a type or turn filter; paging by the last
+// seq still walks the whole log.
+func testListEventsMaxBytes(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	create(t, s, newSession("s1", base))
+	all := make([]berth.Event, 12)
+	for i := range all {
+		seq := int64(i + 1)
+		all[i] = berth.Event{Seq: seq, SessionID: "s1", TurnID: "t1", Type: berth.EventAgentMessage,
+			Time: base.Add(time.Duration(seq) * time.Millisecond),
+			Data: json.RawMessage(`{"text":"` + strings.Repeat("x", 90) + `"}`)} // 101 bytes
+	}
+	appendOK(t, s, all)
+	page := func(f berth.EventFilter) []berth.Event {
+		t.Helper()
+		evs, err := s.ListEvents(ctx(t), "s1", f)
+		if err != nil {
+			t.Fatalf("%+v: %v", f, err)
+		}
+		return evs
+	}
+	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 250}), all[:3])
+	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 202}), all[:2])
+	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 1}), all[:1])
+	sameEvents(t, page(berth.EventFilter{After: 5, Limit: 10, MaxBytes: 303, TurnID: "t1"}), all[5:8])
+	sameEvents(t, page(berth.EventFilter{After: 5, Limit: 10, MaxBytes: 303, Type: berth.EventAgentMessage}), all[5:8])
+	sameEvents(t, page(berth.EventFilter{Limit: 4, MaxBytes: 1 << 20}), all[:4])
+	var walked []berth.Event
+	for after := int64(0); ; {
+		p := page(berth.EventFilter{After: after, Limit: 100, MaxBytes: 300})
+		if len(p) == 0 {
+			break
+		}
+		walked = append(walked, p...)
+		after = p[len(p)-1].Seq
+	}
+	sameEvents(t, walked, all)
+}

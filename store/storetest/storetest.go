@@ -58,6 +58,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"AppendAndList", testAppendAndList},
 		{"ListEventsEdges", testListEventsEdges},
 		{"ListEventsClamp", testListEventsClamp},
+		{"ListEventsMaxBytes", testListEventsMaxBytes},
 		{"ListEventsFilters", testListEventsFilters},
 		{"ListEventsTurnAcrossBatches", testListEventsTurnAcrossBatches},
 		{"AppendManySessions", testAppendManySessions},
