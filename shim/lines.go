@@ -130,6 +130,17 @@ func (l *lines) finish(pre []byte, nl bool) {
 		l.publish(nil)
 		return
 	}
+	if kind != acp.KindRequest && kind != acp.KindResponse && len(line) > acp.TextPieceBytes {
+		// A long text chunk reaches the daemon in pieces it logs as they
+		// are: the daemon never holds the whole of it.
+		if pieces, ok := acp.SplitTextChunk(line, acp.TextPieceBytes); ok {
+			for _, p := range pieces {
+				l.put(p)
+			}
+			l.publish(nil)
+			return
+		}
+	}
 	l.put(line)
 	if li, ok := infoOf(kind, id, line, l.pos); ok {
 		l.publish(&li)

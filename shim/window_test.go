@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/berth-sh/berth/acp"
 )
 
 // floodAgent answers, on stdin: a session/prompt (id 7) with five output
@@ -20,6 +22,7 @@ while read -r line; do
   *session/prompt*) for i in 1 2 3 4 5; do note $i; done
     echo '{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}';;
   between*) for i in 1 2 3 4 5; do note $i; done; echo '{"jsonrpc":"2.0","method":"session/update","params":{"done":1}}'; echo '{"jsonrpc":"2.0","id":"b1","method":"x/marker"}';;
+  long*) printf '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s"}}}}\n' "$(head -c 2500000 /dev/zero | tr '\0' a)"; echo '{"jsonrpc":"2.0","method":"after_long"}';;
   big*) head -c 5000 /dev/zero | tr '\0' b; echo; echo '{"jsonrpc":"2.0","method":"after_big"}';;
   esac
 done`
@@ -28,7 +31,7 @@ done`
 func streamLines(b []byte) []string {
 	var out []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
+	sc.Buffer(nil, 8<<20)
 	for sc.Scan() {
 		out = append(out, sc.Text())
 	}
@@ -171,4 +174,33 @@ func TestDropsReportedWhenTheAgentEndsMidTurn(t *testing.T) {
 		t.Errorf("exit %+v", st)
 	}
 	d.Release()
+}
+
+// A text chunk longer than acp.TextPieceBytes reaches the daemon cut in
+// lines of the same update, each at most a piece of it.
+func TestLongTextChunkReachesTheDaemonInPieces(t *testing.T) {
+	h := serve(t, newConfig(t, floodAgent))
+	d := h.attach(0)
+	d.write("long\n")
+	lines := streamLines(d.waitOutContains("after_long"))
+	text := 0
+	for _, l := range lines {
+		var n struct {
+			Params struct {
+				Update struct {
+					Content struct{ Text string } `json:"content"`
+				} `json:"update"`
+			} `json:"params"`
+		}
+		if json.Unmarshal([]byte(l), &n) != nil || n.Params.Update.Content.Text == "" {
+			continue
+		}
+		if len(l) > acp.TextPieceBytes+256 {
+			t.Fatalf("a line of %d bytes reached the daemon", len(l))
+		}
+		text += len(n.Params.Update.Content.Text)
+	}
+	if text != 2500000 {
+		t.Fatalf("the pieces carry %d bytes of text, want 2500000", text)
+	}
 }
