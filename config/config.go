@@ -219,6 +219,10 @@ type Limits struct {
 	// MiB): past it the session's reader waits, which holds the agent back
 	// (nothing is dropped). One line longer than it goes through alone.
 	SessionInflightBytes int `toml:"session_inflight_bytes"`
+	// MaxTurnOutput caps the agent's output recorded per turn, and between
+	// two turns (1 MiB..64 GiB, default 64 MiB): past it the rest is
+	// dropped from the log, and one runtime_warning says how much.
+	MaxTurnOutput int `toml:"max_turn_output"`
 }
 
 // Size units.
@@ -262,6 +266,7 @@ func Default() *Config {
 			StopGrace:         Duration{5 * time.Second},
 			HandshakeTimeout:  Duration{30 * time.Second},
 			MaxLineBytes:      64 * MiB,
+			MaxTurnOutput:     64 * MiB,
 
 			SessionInflightBytes: 16 * MiB,
 		},
@@ -451,6 +456,7 @@ func (l *Limits) validate() error {
 		{"limits.max_depth", l.MaxDepth, 0, 16},
 		{"limits.max_line_bytes", l.MaxLineBytes, KiB, GiB},
 		{"limits.session_inflight_bytes", l.SessionInflightBytes, 64 * KiB, GiB},
+		{"limits.max_turn_output", l.MaxTurnOutput, MiB, 64 * GiB},
 	}
 	for _, r := range ints {
 		if err := intRange(r.key, r.v, r.min, r.max); err != nil {

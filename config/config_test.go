@@ -69,6 +69,7 @@ func TestDefault(t *testing.T) {
 		{"limits.handshake_timeout", c.Limits.HandshakeTimeout.Duration, 30 * time.Second},
 		{"limits.max_line_bytes", c.Limits.MaxLineBytes, 64 << 20},
 		{"limits.session_inflight_bytes", c.Limits.SessionInflightBytes, 16 << 20},
+		{"limits.max_turn_output", c.Limits.MaxTurnOutput, 64 << 20},
 	}
 	for _, ck := range checks {
 		if ck.got != ck.want {
@@ -244,6 +245,7 @@ func TestOutOfRange(t *testing.T) {
 		{"[limits]\nmax_queue = -1\n", "limits.max_queue"},
 		{"[limits]\nmax_sessions = 100001\n", "limits.max_sessions"},
 		{"[limits]\nmax_line_bytes = 1023\n", "limits.max_line_bytes"},
+		{"[limits]\nmax_turn_output = 1000\n", "limits.max_turn_output"},
 		{"[limits]\npermission_timeout = \"0s\"\n", "limits.permission_timeout"},
 		{"[limits]\nhandshake_timeout = \"2h\"\n", "limits.handshake_timeout"},
 		{"[limits]\nidle_timeout = \"-1m\"\n", "limits.idle_timeout"},

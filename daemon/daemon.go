@@ -244,7 +244,7 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			MaxMemoryMB: o.Config.Sandbox.MaxMemoryMB},
 		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,
-			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes,
+			CancelGrace: lim.CancelGrace.Duration, MaxLineBytes: lim.MaxLineBytes, MaxTurnOutput: int64(lim.MaxTurnOutput),
 			MaxQueue: lim.MaxQueue, PermissionTimeout: lim.PermissionTimeout.Duration,
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration,
 			MaxChildren: childLimit(lim.MaxChildren), MaxDepth: childLimit(lim.MaxDepth)},

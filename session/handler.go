@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/shim"
 )
 
 // agentHandler serves one agent's calls into berth.
@@ -59,20 +60,26 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 	if ctl != nil && ctl.data != nil {
 		data, _ = json.Marshal(ctl.data)
 	}
-	// A session past its budget of bytes in flight waits here, before it
-	// takes the runtime's lock: the agent is held back, the API is not.
-	if err := rt.m.log.WaitRoom(context.Background(), rt.id, len(data)); err != nil {
-		rt.logger.Debug("wait for room in the log", "err", err)
+	rt.mu.Lock()
+	keep := rt.admitOutputLocked(len(data))
+	if keep && rt.turn != nil && u.Kind == acp.UpdateAgentMessageChunk {
+		rt.turn.addChunk(&u)
+	}
+	rt.mu.Unlock()
+	if !keep {
+		return
+	}
+	for _, piece := range eventPieces(&u, typ, data) {
+		// A session past its budget of bytes in flight waits here, before
+		// it takes the runtime's lock: the agent is held back, the API is not.
+		if err := rt.m.log.WaitRoom(context.Background(), rt.id, len(piece)); err != nil {
+			rt.logger.Debug("wait for room in the log", "err", err)
+		}
+		rt.mu.Lock()
+		rt.emitAgentLocked(rt.currentTurnIDLocked(), typ, piece)
+		rt.mu.Unlock()
 	}
 	rt.mu.Lock()
-	turnID := ""
-	if t := rt.turn; t != nil {
-		turnID = t.id
-		if u.Kind == acp.UpdateAgentMessageChunk {
-			t.addChunk(&u)
-		}
-	}
-	rt.emitAgentLocked(turnID, typ, data)
 	if rt.turn != nil && rt.steer != nil && toolCallFinished(&u) {
 		rt.deliverSteerLocked(rt.turn)
 	}
@@ -185,17 +192,24 @@ func orNull(r json.RawMessage) json.RawMessage {
 	return r
 }
 
-// ExtNotification keeps notifications berth does not know as acp_unknown.
+// ExtNotification keeps notifications berth does not know as acp_unknown,
+// but for the reports of the agent's shim (see shim.Report).
 func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
-	raw, _ := json.Marshal(map[string]any{"method": method, "params": orNull(params)})
 	rt := h.rt
 	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if method == shim.ReportMethod && rt.shimReportLocked(params) {
+		return
+	}
+	raw, _ := json.Marshal(map[string]any{"method": method, "params": orNull(params)})
+	if !rt.admitOutputLocked(len(raw)) {
+		return
+	}
 	turnID := ""
 	if rt.turn != nil {
 		turnID = rt.turn.id
 	}
 	rt.emitAgentLocked(turnID, berth.EventACPUnknown, rawData{Raw: raw})
-	rt.mu.Unlock()
 }
 
 // emitAgentLocked logs what the agent's line being dispatched said. Before

@@ -52,6 +52,9 @@ type Limits struct {
 	// SuperviseEvery is the supervisor's period (default 1s).
 	SuperviseEvery time.Duration
 	MaxLineBytes   int
+	// MaxTurnOutput caps the agent's output recorded per turn, and between
+	// two turns (see outputWindow); 0 records everything.
+	MaxTurnOutput int64
 	// MaxChildren caps the live children of one session, MaxDepth how deep
 	// a tree grows (0: the defaults 5 and 1; negative: none).
 	MaxChildren int

@@ -159,6 +159,11 @@ func (m *Manager) recoverOpenTurn(ctx context.Context, s *berth.Session, r *bert
 // steer's follow-up is a later prompt), or, when no prompt went out, wait
 // is nil and the turn's prompt is to be sent.
 func (rt *runtime) recoverTurn(open string, h shim.Hello) (*turn, func(context.Context) (acp.PromptResponse, error), error) {
+	// The output so far is counted where the shim counted it. A turn's
+	// drops the shim reports when the turn ends; those between turns it
+	// reported at the first, which a daemon has warned of.
+	rt.out = outputWindow{turnID: open, recorded: h.OutputKept, truncated: h.OutputTruncated,
+		warned: open == "" && h.OutputTruncated}
 	if open == "" {
 		return nil, nil, nil
 	}

@@ -117,6 +117,9 @@ type runtime struct {
 	// early holds the agent's updates that came before session_started,
 	// logged right after it (or before session_stopped). Guarded by mu.
 	early []berth.Event
+	// out counts the agent's output of the turn in flight, or since the
+	// last turn, against limits.max_turn_output (output.go). Guarded by mu.
+	out outputWindow
 	// recordMu pairs a stored record with its event: a request holds it
 	// (read) from its store write to its event, and detach takes it
 	// (write) before setting detached, so the next daemon never adopts a
@@ -628,7 +631,10 @@ func (rt *runtime) stderrLine(line string) {
 	if rt.turn != nil {
 		turnID = rt.turn.id
 	}
-	rt.emit(turnID, berth.EventAgentStderr, stderrData{Line: line})
+	// A line's event data is its JSON: about its length and a little.
+	if rt.admitOutputLocked(len(line) + len(`{"line":""}`)) {
+		rt.emit(turnID, berth.EventAgentStderr, stderrData{Line: line})
+	}
 	rt.mu.Unlock()
 }
 
@@ -650,8 +656,16 @@ func (rt *runtime) skippedLine(line []byte) {
 // the line's end, so a shim's replay after a restart does not warn again
 // once the warning is committed. Only the ACP reader goroutine calls it.
 func (rt *runtime) oversizedLine(size int64) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.oversizedLineLocked(size)
+}
+
+// oversizedLineLocked is oversizedLine with mu held: a shim reports the
+// lines over the cap it did not spool (see shim.Report).
+func (rt *runtime) oversizedLineLocked(size int64) {
 	limit := rt.client.MaxLineBytes()
-	rt.emitFrom(rt.linePos(), rt.currentTurnID(), berth.EventRuntimeWarning, map[string]any{
+	rt.emitFrom(rt.linePos(), rt.currentTurnIDLocked(), berth.EventRuntimeWarning, map[string]any{
 		"reason": fmt.Sprintf("the agent wrote a line of %d bytes, over the cap of %d bytes (limits.max_line_bytes); it was skipped",
 			size, limit),
 		"line_bytes": size,

@@ -43,7 +43,8 @@ func (rt *runtime) startAgent(ctx context.Context, base int64) (berth.Process, *
 		rt.shimSocket = b.Socket
 		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Bundle: b,
 			Sandbox: rt.boxCfg, Command: shim.Command{Path: rt.program, Args: rt.spec.Args},
-			Linger: so.Linger, Orphan: so.Orphan, Base: base}
+			Linger: so.Linger, Orphan: so.Orphan, Base: base,
+			MaxLineBytes: m.opts.Limits.MaxLineBytes, MaxTurnOutput: m.opts.Limits.MaxTurnOutput}
 		p, ready, err := m.launcher.Launch(ctx, job)
 		if err != nil {
 			kind := berth.FailStartup
