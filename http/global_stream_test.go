@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -182,11 +183,13 @@ func TestGlobalStreamLeavesNoGoroutineAfterDisconnect(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// More than one change may come before the cancel: seen closes once.
+		var once sync.Once
 		for _, err := range c.Changes(ctx, "") {
 			if err != nil {
 				return
 			}
-			close(seen)
+			once.Do(func() { close(seen) })
 		}
 	}()
 	// Publish until the stream is surely open and delivering.
