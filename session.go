@@ -409,10 +409,21 @@ type PromptResult struct {
 
 // TurnResult is the answer of a prompt sent with ?wait=true.
 type TurnResult struct {
-	TurnID     string    `json:"turn_id"`
-	StopReason string    `json:"stop_reason"`
-	Text       string    `json:"text"`
-	Error      *ACPError `json:"error,omitempty"`
+	TurnID     string `json:"turn_id"`
+	StopReason string `json:"stop_reason"`
+	Text       string `json:"text"`
+	// Bodies, when set, is the text (Text is then empty) as it was
+	// logged (see TextBodies); FullText gives the text either way.
+	Bodies TextBodies `json:"-"`
+	Error  *ACPError  `json:"error,omitempty"`
+}
+
+// FullText is the turn's text, from Bodies when it is kept there.
+func (r *TurnResult) FullText() string {
+	if r.Bodies != nil {
+		return r.Bodies.String()
+	}
+	return r.Text
 }
 
 // ACPError is an error reported by or about the agent for a turn.

@@ -1,6 +1,9 @@
 package berth
 
-import "encoding/json"
+import (
+	"context"
+	"encoding/json"
+)
 
 // TranscriptTurn is one turn of a session as a reader wants it: what was
 // asked, what the agent said, the tool calls it made and how it ended.
@@ -9,9 +12,15 @@ type TranscriptTurn struct {
 	Prompt string `json:"prompt"`
 	// Content is the prompt's blocks when it was sent as content (Prompt
 	// is then the text of its text blocks).
-	Content    []ContentBlock      `json:"content,omitempty"`
-	Source     string              `json:"source,omitempty"`
-	Text       string              `json:"text"`
+	Content []ContentBlock `json:"content,omitempty"`
+	Source  string         `json:"source,omitempty"`
+	Text    string         `json:"text"`
+	// Bodies, when set, is the text (Text is then empty) as it was
+	// logged, so that a long one reaches a client without being decoded,
+	// joined and escaped again; FullText gives the text either way.
+	Bodies TextBodies `json:"-"`
+	// Thoughts are the agent's thoughts, up to MaxTranscriptThoughts (the
+	// log keeps them all).
 	Thoughts   string              `json:"thoughts,omitempty"`
 	ToolCalls  []TranscriptToolUse `json:"tool_calls"`
 	StopReason string              `json:"stop_reason,omitempty"`
@@ -19,6 +28,24 @@ type TranscriptTurn struct {
 	Usage      json.RawMessage     `json:"usage,omitempty"`
 	StartSeq   int64               `json:"start_seq"`
 	EndSeq     int64               `json:"end_seq,omitempty"`
+}
+
+// MaxTranscriptThoughts caps the thoughts a transcript turn carries.
+const MaxTranscriptThoughts = 1 << 20
+
+// FullText is the turn's text, from Bodies when it is kept there.
+func (t *TranscriptTurn) FullText() string {
+	if t.Bodies != nil {
+		return t.Bodies.String()
+	}
+	return t.Text
+}
+
+// TranscriptStreamer is implemented by services that hand a session's
+// transcript over a turn at a time, so that it is never held whole: fn
+// gets each turn in order, and an error from it ends the walk.
+type TranscriptStreamer interface {
+	TranscriptEach(ctx context.Context, id string, fn func(*TranscriptTurn) error) error
 }
 
 // TranscriptToolUse is one tool call inside a transcript turn.

@@ -56,37 +56,58 @@ type transcript struct {
 }
 
 // handleTranscript answers GET /v1/sessions/{id}/transcript with
-// {"turns":[…]}, written one turn at a time: the answer is never held in
-// memory whole next to the turns it is made of.
+// {"turns":[…]}, written one turn at a time as the log is folded (when the
+// service can hand turns over so): the answer is never held in memory
+// whole, nor the turns it is made of.
 func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
-	turns, err := s.svc.Transcript(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	// A failed write means the client is gone: stop there.
-	if _, err := io.WriteString(w, `{"turns":[`); err != nil {
-		return
-	}
-	for i := range turns {
-		t := &turns[i]
+	id := r.PathValue("id")
+	n := 0
+	// A failed write means the client is gone: the walk stops there.
+	write := func(t *berth.TranscriptTurn) error {
+		if n == 0 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			if _, err := io.WriteString(w, `{"turns":[`); err != nil {
+				return err
+			}
+		} else if _, err := io.WriteString(w, ","); err != nil {
+			return err
+		}
+		n++
 		if t.ToolCalls == nil {
 			t.ToolCalls = []berth.TranscriptToolUse{}
 		}
-		if i > 0 {
-			if _, err := io.WriteString(w, ","); err != nil {
-				return
+		out := *t
+		out.Text, out.Bodies = "", nil
+		if t.Bodies != nil {
+			return encodeWithBodies(w, &out, t.Bodies)
+		}
+		return encodeWithText(w, &out, t.Text)
+	}
+	var err error
+	if st, ok := s.svc.(berth.TranscriptStreamer); ok {
+		err = st.TranscriptEach(r.Context(), id, write)
+	} else {
+		var turns []berth.TranscriptTurn
+		if turns, err = s.svc.Transcript(r.Context(), id); err == nil {
+			for i := range turns {
+				if err = write(&turns[i]); err != nil {
+					break
+				}
+				// What is written is not needed any more.
+				turns[i] = berth.TranscriptTurn{}
 			}
 		}
-		text := t.Text
-		t.Text = ""
-		if encodeWithText(w, t, text) != nil || r.Context().Err() != nil {
-			return
-		}
-		// What is written is not needed any more.
-		*t = berth.TranscriptTurn{}
 	}
-	_, _ = io.WriteString(w, "]}\n")
+	switch {
+	case err != nil && n == 0:
+		s.writeError(w, r, err)
+	case err != nil:
+		// Half written: the client sees the answer end early.
+		s.log.Warn("transcript cut short", "session_id", id, "err", err)
+	case n == 0:
+		writeJSON(w, http.StatusOK, transcript{Turns: []berth.TranscriptTurn{}})
+	default:
+		_, _ = io.WriteString(w, "]}\n")
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"unicode/utf8"
+
+	"github.com/berth-sh/berth"
 )
 
 // textKey is how an empty text member is marshalled; every answer that
@@ -20,6 +22,58 @@ const textPiece = 64 << 10
 // time straight to w, so a long one is never held a second time, escaped,
 // in memory.
 func encodeWithText(w io.Writer, v any, text string) error {
+	if text == "" {
+		return encodeWith(w, v, nil)
+	}
+	return encodeWith(w, v, func(w io.Writer) error {
+		var piece bytes.Buffer
+		penc := json.NewEncoder(&piece)
+		penc.SetEscapeHTML(false)
+		for text != "" {
+			n := min(len(text), textPiece)
+			// A piece ends on a rune boundary, so escaping it alone is
+			// escaping it in place.
+			for n < len(text) && n > 0 && !utf8.RuneStart(text[n]) {
+				n--
+			}
+			if n == 0 {
+				n = min(len(text), textPiece)
+			}
+			piece.Reset()
+			if err := penc.Encode(text[:n]); err != nil {
+				return err
+			}
+			// Without its quotes and the encoder's newline.
+			esc := piece.Bytes()
+			if _, err := w.Write(esc[1 : len(esc)-2]); err != nil {
+				return err
+			}
+			text = text[n:]
+		}
+		return nil
+	})
+}
+
+// encodeWithBodies is encodeWithText for a text kept as the bodies of the
+// JSON strings it was logged in: they are written as they are.
+func encodeWithBodies(w io.Writer, v any, bodies berth.TextBodies) error {
+	if bodies.Len() == 0 {
+		return encodeWith(w, v, nil)
+	}
+	return encodeWith(w, v, func(w io.Writer) error {
+		for _, b := range bodies {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// encodeWith writes v as JSON and a newline, with what text writes (the
+// body of a JSON string) in its empty "text" member; text nil leaves it
+// empty.
+func encodeWith(w io.Writer, v any, text func(io.Writer) error) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -28,7 +82,7 @@ func encodeWithText(w io.Writer, v any, text string) error {
 	}
 	head := buf.Bytes()
 	at := bytes.Index(head, textKey)
-	if at < 0 || text == "" {
+	if at < 0 || text == nil {
 		_, err := w.Write(head)
 		return err
 	}
@@ -37,29 +91,8 @@ func encodeWithText(w io.Writer, v any, text string) error {
 	if _, err := w.Write(head[:split]); err != nil {
 		return err
 	}
-	var piece bytes.Buffer
-	penc := json.NewEncoder(&piece)
-	penc.SetEscapeHTML(false)
-	for text != "" {
-		n := min(len(text), textPiece)
-		// A piece ends on a rune boundary, so escaping it alone is
-		// escaping it in place.
-		for n < len(text) && n > 0 && !utf8.RuneStart(text[n]) {
-			n--
-		}
-		if n == 0 {
-			n = min(len(text), textPiece)
-		}
-		piece.Reset()
-		if err := penc.Encode(text[:n]); err != nil {
-			return err
-		}
-		// Without its quotes and the encoder's newline.
-		esc := piece.Bytes()
-		if _, err := w.Write(esc[1 : len(esc)-2]); err != nil {
-			return err
-		}
-		text = text[n:]
+	if err := text(w); err != nil {
+		return err
 	}
 	_, err := w.Write(tail)
 	return err

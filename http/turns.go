@@ -26,8 +26,12 @@ func (s *Server) handleWaitTurn(w http.ResponseWriter, r *http.Request) {
 // long) is escaped straight to the client.
 func writeTurnResult(w http.ResponseWriter, turn *berth.TurnResult) {
 	out := *turn
-	out.Text = ""
+	out.Text, out.Bodies = "", nil
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
+	if turn.Bodies != nil {
+		_ = encodeWithBodies(w, &out, turn.Bodies)
+		return
+	}
 	_ = encodeWithText(w, &out, turn.Text)
 }

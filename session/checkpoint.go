@@ -302,8 +302,8 @@ func forkPreamble(f *forkSpec) string {
 		for _, c := range t.ToolCalls {
 			fmt.Fprintf(&b, "Tool call (%s, %s): %s\n", c.Kind, c.Status, c.Title)
 		}
-		if t.Text != "" {
-			fmt.Fprintf(&b, "Assistant: %s\n", t.Text)
+		if text := t.FullText(); text != "" {
+			fmt.Fprintf(&b, "Assistant: %s\n", text)
 		}
 	}
 	b.WriteString("[berth: end of the earlier conversation; the new prompt follows]\n")

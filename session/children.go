@@ -464,17 +464,28 @@ func (rt *runtime) lastMessage(ctx context.Context) string {
 	if err := rt.m.log.FlushSession(ctx, rt.id); err != nil {
 		rt.logger.Warn("flush before reading the last message", "err", err)
 	}
-	turns, err := rt.m.Transcript(ctx, rt.id)
+	text, _, err := rt.m.lastTurnText(ctx, rt.id)
 	if err != nil {
 		rt.logger.Warn("read the last message", "err", err)
-		return ""
 	}
-	for i := len(turns) - 1; i >= 0; i-- {
-		if turns[i].Text != "" {
-			return turns[i].Text
+	return text
+}
+
+// lastTurnText is the text of the session's last turn that has any, up to
+// maxTurnText, and the stop reason of its last turn that ended; read from
+// the log a turn at a time.
+func (m *Manager) lastTurnText(ctx context.Context, id string) (text, stopReason string, err error) {
+	var last berth.TextBodies
+	err = m.TranscriptEach(ctx, id, func(t *berth.TranscriptTurn) error {
+		if len(t.Bodies) > 0 {
+			last = t.Bodies
 		}
-	}
-	return ""
+		if t.StopReason != "" {
+			stopReason = t.StopReason
+		}
+		return nil
+	})
+	return last.Head(maxTurnText), stopReason, err
 }
 
 // orphaned reports whether a live child's parent is neither live here nor

@@ -71,7 +71,12 @@ func (t *childTools) PromptChild(ctx context.Context, a berth.PromptChildArgs) (
 	if err != nil {
 		return nil, err
 	}
-	out.TurnID, out.StopReason, out.Text = turn.TurnID, turn.StopReason, turn.Text
+	// An agent gets its child's answer up to maxTurnText (the log has it all).
+	text := turn.Text
+	if turn.Bodies != nil {
+		text = turn.Bodies.Head(maxTurnText)
+	}
+	out.TurnID, out.StopReason, out.Text = turn.TurnID, turn.StopReason, clipText(text, maxTurnText)
 	return out, nil
 }
 
@@ -146,18 +151,10 @@ func (m *Manager) lastTurn(ctx context.Context, id string) (stopReason, text str
 	if err := m.log.FlushSession(ctx, id); err != nil {
 		m.logger.Warn("flush before reading the last turn", "session_id", id, "err", err)
 	}
-	turns, err := m.Transcript(ctx, id)
+	text, stopReason, err := m.lastTurnText(ctx, id)
 	if err != nil {
 		m.logger.Warn("read the last turn", "session_id", id, "err", err)
 		return "", ""
-	}
-	for i := len(turns) - 1; i >= 0 && (stopReason == "" || text == ""); i-- {
-		if stopReason == "" {
-			stopReason = turns[i].StopReason
-		}
-		if text == "" {
-			text = turns[i].Text
-		}
 	}
 	return stopReason, text
 }

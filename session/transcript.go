@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 )
@@ -17,29 +18,41 @@ const transcriptPage = 256
 // The work is linear in the log's size, and stops as soon as ctx ends (a
 // client that went away).
 func (m *Manager) Transcript(ctx context.Context, id string) ([]berth.TranscriptTurn, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	turns := []berth.TranscriptTurn{}
+	err := m.TranscriptEach(ctx, id, func(t *berth.TranscriptTurn) error {
+		turns = append(turns, *t)
+		return nil
+	})
+	if err != nil {
 		return nil, err
-	}
-	if m.runtimeOf(id) == nil {
-		if _, err := m.store.GetSession(ctx, id); err != nil {
-			return nil, err
-		}
-	}
-	var b transcriptBuilder
-	if err := m.foldLog(ctx, id, berth.EventFilter{}, &b); err != nil {
-		return nil, err
-	}
-	turns := b.finish()
-	if turns == nil {
-		return []berth.TranscriptTurn{}, nil
 	}
 	return turns, nil
 }
 
-// foldLog folds the session's events that f selects (its After and Limit
-// are set here) into b, a page at a time, checking ctx between events.
+// TranscriptEach implements berth.TranscriptStreamer: the turns are folded
+// from the log and handed to fn one at a time, each once the next begins
+// (or the log ends), so that only one is ever held.
+func (m *Manager) TranscriptEach(ctx context.Context, id string, fn func(*berth.TranscriptTurn) error) error {
+	if err := m.awaitBoot(ctx, id); err != nil {
+		return err
+	}
+	if m.runtimeOf(id) == nil {
+		if _, err := m.store.GetSession(ctx, id); err != nil {
+			return err
+		}
+	}
+	b := transcriptBuilder{emit: fn}
+	if err := m.foldLog(ctx, id, berth.EventFilter{}, &b); err != nil {
+		return err
+	}
+	return b.flush()
+}
+
+// foldLog folds the session's events that f selects (its After, Limit and
+// MaxBytes are set here) into b, a page at a time, checking ctx between
+// events; it stops at b's first error.
 func (m *Manager) foldLog(ctx context.Context, id string, f berth.EventFilter, b *transcriptBuilder) error {
-	f.After, f.Limit = 0, transcriptPage
+	f.After, f.Limit, f.MaxBytes = 0, transcriptPage, berth.EventPageBytes
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -55,35 +68,72 @@ func (m *Manager) foldLog(ctx context.Context, id string, f berth.EventFilter, b
 				}
 			}
 			b.add(&evs[i])
+			if b.err != nil {
+				return b.err
+			}
+			// What add kept is its own: the raw event goes now, not with
+			// the page.
+			evs[i].Data = nil
 		}
-		if len(evs) < f.Limit {
+		if len(evs) == 0 {
 			return nil
 		}
 		f.After = evs[len(evs)-1].Seq
 	}
 }
 
-// transcriptBuilder folds events into turns. Each turn's text and thoughts
-// are kept as the chunks decoded from the log and joined once, into a
-// string of their exact size, by finish: appending to a string would copy
-// the whole text again for every chunk, and a growing buffer leaves about
-// twice the text behind it.
+// transcriptBuilder folds events into turns. A turn's text is kept as the
+// bodies of the JSON strings it was logged in (berth.TextBodies): written
+// to a client as they are, never decoded, joined and escaped again. Its
+// thoughts are kept decoded, up to berth.MaxTranscriptThoughts, and joined
+// once into a string of their exact size. With emit set, a turn goes to
+// emit as soon as the next begins, and is forgotten; without it, finish
+// returns them all.
 type transcriptBuilder struct {
+	emit func(*berth.TranscriptTurn) error
+	err  error
+	// turns are the turns not yet emitted; text and thoughts parallel it.
 	turns    []berth.TranscriptTurn
-	text     []pieces // per turn, parallel to turns
+	text     []berth.TextBodies
 	thoughts []pieces
 	index    map[string]int // turn id → position in turns
 	calls    map[string]int // turn id + tool call id → position in the turn's calls
 }
 
-// finish returns the turns with their text.
+// finish returns the turns with their text, for a builder without emit.
 func (b *transcriptBuilder) finish() []berth.TranscriptTurn {
 	for i := range b.turns {
-		b.turns[i].Text = b.text[i].join()
-		b.turns[i].Thoughts = b.thoughts[i].join()
+		b.complete(i)
 	}
 	b.text, b.thoughts = nil, nil
 	return b.turns
+}
+
+// complete gives turn i its text and thoughts: a text up to maxTurnText
+// decoded, as every reader takes it; a longer one as its bodies.
+func (b *transcriptBuilder) complete(i int) {
+	if b.text[i].Len() <= maxTurnText {
+		b.turns[i].Text = b.text[i].String()
+	} else {
+		b.turns[i].Bodies = b.text[i]
+	}
+	b.turns[i].Thoughts = b.thoughts[i].join()
+}
+
+// flush emits the turns held.
+func (b *transcriptBuilder) flush() error {
+	for i := range b.turns {
+		if b.err != nil {
+			break
+		}
+		b.complete(i)
+		b.err = b.emit(&b.turns[i])
+		b.turns[i] = berth.TranscriptTurn{}
+	}
+	b.turns, b.text, b.thoughts = b.turns[:0], b.text[:0], b.thoughts[:0]
+	clear(b.index)
+	clear(b.calls)
+	return b.err
 }
 
 // add folds one event in.
@@ -95,13 +145,16 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 		b.index, b.calls = map[string]int{}, map[string]int{}
 	}
 	if ev.Type == berth.EventTurnStarted {
+		if b.emit != nil && b.flush() != nil {
+			return
+		}
 		var d turnStartedData
 		_ = json.Unmarshal(ev.Data, &d)
 		b.index[ev.TurnID] = len(b.turns)
 		b.turns = append(b.turns, berth.TranscriptTurn{TurnID: ev.TurnID, Prompt: d.Text, Content: d.Content, Source: d.Source,
 			StartSeq: ev.Seq, ToolCalls: []berth.TranscriptToolUse{}})
-		b.text = append(b.text, pieces{})
-		b.thoughts = append(b.thoughts, pieces{})
+		b.text = append(b.text, nil)
+		b.thoughts = append(b.thoughts, pieces{max: berth.MaxTranscriptThoughts})
 		return
 	}
 	i, ok := b.index[ev.TurnID]
@@ -110,14 +163,14 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 	}
 	t := &b.turns[i]
 	switch ev.Type {
-	case berth.EventAgentMessage, berth.EventAgentThought:
+	case berth.EventAgentMessage:
+		if body := textBody(ev.Data); len(body) > 0 {
+			b.text[i] = append(b.text[i], body)
+		}
+	case berth.EventAgentThought:
 		var d textData
 		_ = json.Unmarshal(ev.Data, &d)
-		if ev.Type == berth.EventAgentMessage {
-			b.text[i].add(d.Text)
-		} else {
-			b.thoughts[i].add(d.Text)
-		}
+		b.thoughts[i].add(d.Text)
 	case berth.EventToolCall, berth.EventToolCallUpdate:
 		var d toolCallData
 		_ = json.Unmarshal(ev.Data, &d)
@@ -157,14 +210,43 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 	}
 }
 
-// pieces is a text kept as the chunks it came in.
+// textBody is the text of an agent_message's data as the body of a JSON
+// string: the logged bytes themselves when the data is {"text":"…"}, else
+// the decoded text escaped again. Empty for no text.
+func textBody(data json.RawMessage) json.RawMessage {
+	if len(data) > len(textPrefix)+len(textSuffix) && string(data[:len(textPrefix)]) == textPrefix &&
+		string(data[len(data)-len(textSuffix):]) == textSuffix {
+		if body := data[len(textPrefix) : len(data)-len(textSuffix)]; berth.IsStringBody(body) {
+			// Kept in the event's own buffer: the fold lets go of the rest.
+			return body
+		}
+	}
+	var d textData
+	if json.Unmarshal(data, &d) != nil || d.Text == "" {
+		return nil
+	}
+	lit, _ := json.Marshal(d.Text)
+	return lit[1 : len(lit)-1]
+}
+
+// pieces is a text kept as the chunks it came in, up to max bytes (0: no
+// bound).
 type pieces struct {
 	chunks []string
 	size   int
+	max    int
 }
 
-// add appends a chunk.
+// add appends a chunk, or as much of it as max leaves room for.
 func (p *pieces) add(s string) {
+	if p.max > 0 && p.size+len(s) > p.max {
+		// Cut on a character's start, so no character is cut in half.
+		n := max(0, p.max-p.size)
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		s = s[:n]
+	}
 	if s != "" {
 		p.chunks = append(p.chunks, s)
 		p.size += len(s)
@@ -205,8 +287,8 @@ func (m *Manager) transcriptPreamble(ctx context.Context, id string) (string, er
 		for _, c := range t.ToolCalls {
 			fmt.Fprintf(&b, "Tool call (%s, %s): %s\n", c.Kind, c.Status, c.Title)
 		}
-		if t.Text != "" {
-			fmt.Fprintf(&b, "Assistant: %s\n", t.Text)
+		if text := t.FullText(); text != "" {
+			fmt.Fprintf(&b, "Assistant: %s\n", text)
 		}
 	}
 	b.WriteString("[berth: end of the earlier conversation; the new prompt follows]\n")

@@ -61,6 +61,7 @@ func (rt *runtime) beginTurnLocked(turnID string, in input) {
 	now := time.Now()
 	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), began: now}
 	rt.turn = t
+	rt.closeOutputLocked(turnID)
 	// A stall is measured from the turn's start at the earliest.
 	rt.lastActivity, rt.sess.LastActivityAt = now, now.UTC()
 	rt.changedLocked()
@@ -217,6 +218,8 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 		rt.emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
 	}
 	rt.hung = false
+	// What the turn dropped of the agent's output is told before it ends.
+	rt.closeOutputLocked("")
 	rt.emitFrom(src, t.id, berth.EventTurnEnded, end)
 	took := time.Duration(-1)
 	if !t.began.IsZero() {
@@ -323,7 +326,7 @@ func (m *Manager) turnFromLog(ctx context.Context, id, turnID string) (*berth.Tu
 		if t.StopReason == "" {
 			return nil, berth.Errorf(berth.EConflict, "turn %s has not ended", turnID)
 		}
-		res := &berth.TurnResult{TurnID: turnID, StopReason: t.StopReason, Text: t.Text}
+		res := &berth.TurnResult{TurnID: turnID, StopReason: t.StopReason, Text: t.Text, Bodies: t.Bodies}
 		if len(t.Error) > 0 {
 			var e berth.ACPError
 			if json.Unmarshal(t.Error, &e) == nil {
