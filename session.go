@@ -1,6 +1,7 @@
 package berth
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -412,18 +413,19 @@ type TurnResult struct {
 	TurnID     string `json:"turn_id"`
 	StopReason string `json:"stop_reason"`
 	Text       string `json:"text"`
-	// Bodies, when set, is the text (Text is then empty) as it was
-	// logged (see TextBodies); FullText gives the text either way.
-	Bodies TextBodies `json:"-"`
-	Error  *ACPError  `json:"error,omitempty"`
+	// Long, when set, is a text too long to hold (Text is then empty):
+	// it is read from the log as it is written; FullText gives the text
+	// either way.
+	Long  LongText  `json:"-"`
+	Error *ACPError `json:"error,omitempty"`
 }
 
-// FullText is the turn's text, from Bodies when it is kept there.
-func (r *TurnResult) FullText() string {
-	if r.Bodies != nil {
-		return r.Bodies.String()
+// FullText is the turn's text, read from the log when it is Long.
+func (r *TurnResult) FullText(ctx context.Context) (string, error) {
+	if r.Long != nil {
+		return r.Long.String(ctx)
 	}
-	return r.Text
+	return r.Text, nil
 }
 
 // ACPError is an error reported by or about the agent for a turn.

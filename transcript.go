@@ -15,10 +15,10 @@ type TranscriptTurn struct {
 	Content []ContentBlock `json:"content,omitempty"`
 	Source  string         `json:"source,omitempty"`
 	Text    string         `json:"text"`
-	// Bodies, when set, is the text (Text is then empty) as it was
-	// logged, so that a long one reaches a client without being decoded,
-	// joined and escaped again; FullText gives the text either way.
-	Bodies TextBodies `json:"-"`
+	// Long, when set, is a text too long to hold (Text is then empty):
+	// it is read from the log as it is written; FullText gives the text
+	// either way.
+	Long LongText `json:"-"`
 	// Thoughts are the agent's thoughts, up to MaxTranscriptThoughts (the
 	// log keeps them all).
 	Thoughts   string              `json:"thoughts,omitempty"`
@@ -33,12 +33,12 @@ type TranscriptTurn struct {
 // MaxTranscriptThoughts caps the thoughts a transcript turn carries.
 const MaxTranscriptThoughts = 1 << 20
 
-// FullText is the turn's text, from Bodies when it is kept there.
-func (t *TranscriptTurn) FullText() string {
-	if t.Bodies != nil {
-		return t.Bodies.String()
+// FullText is the turn's text, read from the log when it is Long.
+func (t *TranscriptTurn) FullText(ctx context.Context) (string, error) {
+	if t.Long != nil {
+		return t.Long.String(ctx)
 	}
-	return t.Text
+	return t.Text, nil
 }
 
 // TranscriptStreamer is implemented by services that hand a session's

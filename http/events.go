@@ -78,9 +78,9 @@ func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
 			t.ToolCalls = []berth.TranscriptToolUse{}
 		}
 		out := *t
-		out.Text, out.Bodies = "", nil
-		if t.Bodies != nil {
-			return encodeWithBodies(w, &out, t.Bodies)
+		out.Text, out.Long = "", nil
+		if t.Long != nil {
+			return encodeWithLong(r.Context(), w, &out, t.Long)
 		}
 		return encodeWithText(w, &out, t.Text)
 	}

@@ -2,6 +2,7 @@ package http
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"unicode/utf8"
@@ -54,19 +55,14 @@ func encodeWithText(w io.Writer, v any, text string) error {
 	})
 }
 
-// encodeWithBodies is encodeWithText for a text kept as the bodies of the
-// JSON strings it was logged in: they are written as they are.
-func encodeWithBodies(w io.Writer, v any, bodies berth.TextBodies) error {
-	if bodies.Len() == 0 {
-		return encodeWith(w, v, nil)
-	}
+// encodeWithLong is encodeWithText for a text read from the log as it is
+// written: its pieces, bodies of JSON strings already, go out as they are.
+func encodeWithLong(ctx context.Context, w io.Writer, v any, long berth.LongText) error {
 	return encodeWith(w, v, func(w io.Writer) error {
-		for _, b := range bodies {
-			if _, err := w.Write(b); err != nil {
-				return err
-			}
-		}
-		return nil
+		return long(ctx, func(body []byte) error {
+			_, err := w.Write(body)
+			return err
+		})
 	})
 }
 

@@ -46,7 +46,7 @@ func (s *Server) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeTurnResult(w, turn)
+	writeTurnResult(ctx, w, turn)
 }
 
 // cancelResult is the answer of POST /v1/sessions/{id}/cancel.

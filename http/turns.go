@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/berth-sh/berth"
@@ -19,18 +20,20 @@ func (s *Server) handleWaitTurn(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeTurnResult(w, turn)
+	writeTurnResult(ctx, w, turn)
 }
 
 // writeTurnResult answers 200 with a finished turn; its text (which may be
 // long) is escaped straight to the client.
-func writeTurnResult(w http.ResponseWriter, turn *berth.TurnResult) {
+func writeTurnResult(ctx context.Context, w http.ResponseWriter, turn *berth.TurnResult) {
 	out := *turn
-	out.Text, out.Bodies = "", nil
+	out.Text, out.Long = "", nil
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	if turn.Bodies != nil {
-		_ = encodeWithBodies(w, &out, turn.Bodies)
+	if turn.Long != nil {
+		// A failed read or write ends the answer early: the client is
+		// gone, or sees it cut.
+		_ = encodeWithLong(ctx, w, &out, turn.Long)
 		return
 	}
 	_ = encodeWithText(w, &out, turn.Text)

@@ -222,6 +222,13 @@ func (m *Manager) Fork(ctx context.Context, id string, req berth.ForkRequest) (*
 		if t.TurnID == c.TurnID {
 			break
 		}
+		if t.Long != nil {
+			// The fork's first prompt carries at most maxTurnText of a turn.
+			if t.Text, err = t.Long.Head(ctx, maxTurnText); err != nil {
+				return nil, err
+			}
+			t.Long = nil
+		}
 		f.turns = append(f.turns, t)
 	}
 	agent := req.Agent
@@ -302,8 +309,8 @@ func forkPreamble(f *forkSpec) string {
 		for _, c := range t.ToolCalls {
 			fmt.Fprintf(&b, "Tool call (%s, %s): %s\n", c.Kind, c.Status, c.Title)
 		}
-		if text := t.FullText(); text != "" {
-			fmt.Fprintf(&b, "Assistant: %s\n", text)
+		if t.Text != "" {
+			fmt.Fprintf(&b, "Assistant: %s\n", t.Text)
 		}
 	}
 	b.WriteString("[berth: end of the earlier conversation; the new prompt follows]\n")

@@ -475,17 +475,24 @@ func (rt *runtime) lastMessage(ctx context.Context) string {
 // maxTurnText, and the stop reason of its last turn that ended; read from
 // the log a turn at a time.
 func (m *Manager) lastTurnText(ctx context.Context, id string) (text, stopReason string, err error) {
-	var last berth.TextBodies
+	var last *berth.TranscriptTurn
 	err = m.TranscriptEach(ctx, id, func(t *berth.TranscriptTurn) error {
-		if len(t.Bodies) > 0 {
-			last = t.Bodies
+		if t.Text != "" || t.Long != nil {
+			last = &berth.TranscriptTurn{Text: t.Text, Long: t.Long}
 		}
 		if t.StopReason != "" {
 			stopReason = t.StopReason
 		}
 		return nil
 	})
-	return last.Head(maxTurnText), stopReason, err
+	if err != nil || last == nil {
+		return "", stopReason, err
+	}
+	if last.Long != nil {
+		text, err = last.Long.Head(ctx, maxTurnText)
+		return text, stopReason, err
+	}
+	return last.Text, stopReason, nil
 }
 
 // orphaned reports whether a live child's parent is neither live here nor

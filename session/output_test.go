@@ -38,6 +38,16 @@ type truncationWarning struct {
 	DroppedUpdates int64  `json:"dropped_updates"`
 }
 
+// fullText is a turn's text, read from the log when it is long.
+func fullText(t *testing.T, res *berth.TurnResult) string {
+	t.Helper()
+	text, err := res.FullText(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
 // checkTruncated checks a flood turn past the cap: its output in the log
 // stays under the cap, one warning right before turn_ended says how much
 // was dropped, the turn ended well, and the next turn records again.
@@ -50,7 +60,7 @@ func checkTruncated(t *testing.T, e *env, id string, res *berth.TurnResult, max 
 	if got := outputOf(evs, res.TurnID); int64(got) > max {
 		t.Fatalf("the log has %d bytes of the turn's output, over the cap of %d", got, max)
 	}
-	if n := len(res.FullText()); int64(n) > max {
+	if n := len(fullText(t, res)); int64(n) > max {
 		t.Fatalf("the turn's text is %d bytes, over the cap", n)
 	}
 	warns := warningsAbout(evs, reasonOutputTruncated)
@@ -143,10 +153,10 @@ func TestLongChunkIsLoggedInPieces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := turns[len(turns)-1].FullText(); got != text.String() {
+	if got, err := turns[len(turns)-1].FullText(ctx); err != nil || got != text.String() {
 		t.Fatalf("the transcript's text is %d bytes, want the pieces' %d", len(got), text.Len())
 	}
-	if res.FullText() != text.String() {
-		t.Fatalf("the turn's answer is %d bytes, want %d", len(res.FullText()), text.Len())
+	if got := fullText(t, res); got != text.String() {
+		t.Fatalf("the turn's answer is %d bytes, want %d", len(got), text.Len())
 	}
 }

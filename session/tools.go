@@ -73,8 +73,10 @@ func (t *childTools) PromptChild(ctx context.Context, a berth.PromptChildArgs) (
 	}
 	// An agent gets its child's answer up to maxTurnText (the log has it all).
 	text := turn.Text
-	if turn.Bodies != nil {
-		text = turn.Bodies.Head(maxTurnText)
+	if turn.Long != nil {
+		if text, err = turn.Long.Head(ctx, maxTurnText); err != nil {
+			return nil, err
+		}
 	}
 	out.TurnID, out.StopReason, out.Text = turn.TurnID, turn.StopReason, clipText(text, maxTurnText)
 	return out, nil

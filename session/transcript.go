@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,7 +42,7 @@ func (m *Manager) TranscriptEach(ctx context.Context, id string, fn func(*berth.
 			return err
 		}
 	}
-	b := transcriptBuilder{emit: fn}
+	b := transcriptBuilder{emit: fn, long: func(turnID string) berth.LongText { return m.turnText(id, turnID) }}
 	if err := m.foldLog(ctx, id, berth.EventFilter{}, &b); err != nil {
 		return err
 	}
@@ -83,21 +84,59 @@ func (m *Manager) foldLog(ctx context.Context, id string, f berth.EventFilter, b
 }
 
 // transcriptBuilder folds events into turns. A turn's text is kept as the
-// bodies of the JSON strings it was logged in (berth.TextBodies): written
-// to a client as they are, never decoded, joined and escaped again. Its
-// thoughts are kept decoded, up to berth.MaxTranscriptThoughts, and joined
-// once into a string of their exact size. With emit set, a turn goes to
-// emit as soon as the next begins, and is forgotten; without it, finish
-// returns them all.
+// bodies of the JSON strings it was logged in, up to maxTurnText, and
+// decoded once at the end; a longer one is not kept at all but read again
+// from the log as it is written (berth.LongText, from long). Its thoughts
+// are kept decoded, up to berth.MaxTranscriptThoughts, and joined once
+// into a string of their exact size. With emit set, a turn goes to emit as
+// soon as the next begins, and is forgotten; without it, finish returns
+// them all.
 type transcriptBuilder struct {
 	emit func(*berth.TranscriptTurn) error
+	// long reads the text of a turn from the log.
+	long func(turnID string) berth.LongText
 	err  error
 	// turns are the turns not yet emitted; text and thoughts parallel it.
 	turns    []berth.TranscriptTurn
-	text     []berth.TextBodies
+	text     []bodies
 	thoughts []pieces
 	index    map[string]int // turn id → position in turns
 	calls    map[string]int // turn id + tool call id → position in the turn's calls
+}
+
+// bodies is a turn's text as the bodies of the JSON strings it was logged
+// in, up to maxTurnText escaped; spilled once it went past.
+type bodies struct {
+	parts   [][]byte
+	size    int
+	spilled bool
+}
+
+// add appends a body, or lets go of them all once they are past
+// maxTurnText.
+func (t *bodies) add(b []byte) {
+	if t.spilled {
+		return
+	}
+	if t.size += len(b); t.size > maxTurnText {
+		t.parts, t.spilled = nil, true
+		return
+	}
+	t.parts = append(t.parts, b)
+}
+
+// text decodes what was kept.
+func (t *bodies) text() string {
+	var out strings.Builder
+	out.Grow(t.size)
+	for _, p := range t.parts {
+		if bytes.IndexByte(p, '\\') < 0 {
+			out.Write(p)
+		} else {
+			out.WriteString(decodeBody(p))
+		}
+	}
+	return out.String()
 }
 
 // finish returns the turns with their text, for a builder without emit.
@@ -110,12 +149,12 @@ func (b *transcriptBuilder) finish() []berth.TranscriptTurn {
 }
 
 // complete gives turn i its text and thoughts: a text up to maxTurnText
-// decoded, as every reader takes it; a longer one as its bodies.
+// decoded, as every reader takes it; a longer one to read again.
 func (b *transcriptBuilder) complete(i int) {
-	if b.text[i].Len() <= maxTurnText {
-		b.turns[i].Text = b.text[i].String()
+	if b.text[i].spilled {
+		b.turns[i].Long = b.long(b.turns[i].TurnID)
 	} else {
-		b.turns[i].Bodies = b.text[i]
+		b.turns[i].Text = b.text[i].text()
 	}
 	b.turns[i].Thoughts = b.thoughts[i].join()
 }
@@ -153,7 +192,7 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 		b.index[ev.TurnID] = len(b.turns)
 		b.turns = append(b.turns, berth.TranscriptTurn{TurnID: ev.TurnID, Prompt: d.Text, Content: d.Content, Source: d.Source,
 			StartSeq: ev.Seq, ToolCalls: []berth.TranscriptToolUse{}})
-		b.text = append(b.text, nil)
+		b.text = append(b.text, bodies{})
 		b.thoughts = append(b.thoughts, pieces{max: berth.MaxTranscriptThoughts})
 		return
 	}
@@ -165,7 +204,7 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 	switch ev.Type {
 	case berth.EventAgentMessage:
 		if body := textBody(ev.Data); len(body) > 0 {
-			b.text[i] = append(b.text[i], body)
+			b.text[i].add(body)
 		}
 	case berth.EventAgentThought:
 		var d textData
@@ -208,6 +247,41 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 			t.Usage = d.Usage
 		}
 	}
+}
+
+// turnText reads the agent's message of one turn from the log, a page at
+// a time, handing each piece over as the body of a JSON string.
+func (m *Manager) turnText(id, turnID string) berth.LongText {
+	return func(ctx context.Context, each func([]byte) error) error {
+		f := berth.EventFilter{Type: berth.EventAgentMessage, TurnID: turnID, Limit: transcriptPage, MaxBytes: berth.EventPageBytes}
+		for {
+			evs, err := m.store.ListEvents(ctx, id, f)
+			if err != nil || len(evs) == 0 {
+				return err
+			}
+			for i := range evs {
+				if body := textBody(evs[i].Data); len(body) > 0 {
+					if err := each(body); err != nil {
+						return err
+					}
+				}
+			}
+			f.After = evs[len(evs)-1].Seq
+		}
+	}
+}
+
+// decodeBody decodes the body of a JSON string: one without escapes is
+// its own text.
+func decodeBody(body []byte) string {
+	if bytes.IndexByte(body, '\\') < 0 {
+		return string(body)
+	}
+	var s string
+	if json.Unmarshal(append(append([]byte{'"'}, body...), '"'), &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // textBody is the text of an agent_message's data as the body of a JSON
@@ -287,7 +361,11 @@ func (m *Manager) transcriptPreamble(ctx context.Context, id string) (string, er
 		for _, c := range t.ToolCalls {
 			fmt.Fprintf(&b, "Tool call (%s, %s): %s\n", c.Kind, c.Status, c.Title)
 		}
-		if text := t.FullText(); text != "" {
+		text, err := t.FullText(ctx)
+		if err != nil {
+			return "", err
+		}
+		if text != "" {
 			fmt.Fprintf(&b, "Assistant: %s\n", text)
 		}
 	}

@@ -315,7 +315,7 @@ func (m *Manager) turnFromLog(ctx context.Context, id, turnID string) (*berth.Tu
 			return nil, err
 		}
 	}
-	var b transcriptBuilder
+	b := transcriptBuilder{long: func(turnID string) berth.LongText { return m.turnText(id, turnID) }}
 	if err := m.foldLog(ctx, id, berth.EventFilter{TurnID: turnID}, &b); err != nil {
 		return nil, err
 	}
@@ -326,7 +326,7 @@ func (m *Manager) turnFromLog(ctx context.Context, id, turnID string) (*berth.Tu
 		if t.StopReason == "" {
 			return nil, berth.Errorf(berth.EConflict, "turn %s has not ended", turnID)
 		}
-		res := &berth.TurnResult{TurnID: turnID, StopReason: t.StopReason, Text: t.Text, Bodies: t.Bodies}
+		res := &berth.TurnResult{TurnID: turnID, StopReason: t.StopReason, Text: t.Text, Long: t.Long}
 		if len(t.Error) > 0 {
 			var e berth.ACPError
 			if json.Unmarshal(t.Error, &e) == nil {

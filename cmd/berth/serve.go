@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"sync"
 
@@ -28,24 +27,9 @@ func addDaemonCommands(root *cobra.Command) {
 func daemonOptions(o daemon.Options) daemon.Options {
 	o.Version = versionString()
 	o.SmallShim = smallShim
-	tuneGC()
 	return o
 }
 
-// daemonGCPercent is the Go collector's GOGC in a daemon unless the
-// environment sets GOGC: the heap grows to 1.5 times what is live between
-// two collections rather than twice. The daemon's live heap is small (a
-// thousand sessions in about 100 MB) but an agent's output passes through
-// it by the tens of MB, and with the default the garbage of a flood
-// doubled the daemon's resident memory (docs/api.md, Limits).
-const daemonGCPercent = 50
-
-// tuneGC sets the collector's target for a daemon, once.
-var tuneGC = sync.OnceFunc(func() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(daemonGCPercent)
-	}
-})
 
 // newServeCmd runs the daemon until SIGINT or SIGTERM.
 func newServeCmd() *cobra.Command {
