@@ -74,6 +74,8 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("checkpoint-rounds", 50, "changed-file checkpoints timed by --checkpoint-files")
 	f.Int("cluster", 0, "run only a cluster bench: this many `berth serve` nodes on loopback ports sharing the PostgreSQL database --store names (its own), timed: --sessions creates across them, --prompts cross-node prompts, a SIGKILL failover")
 	f.Duration("cluster-ttl", 2*time.Second, "[cluster] lease_ttl of the --cluster nodes")
+	f.Int64("hostile-flood", 0, "run only a hostile flood: one turn of the demo agent writing this many bytes, in a `berth serve` of its own, timed and weighed (daemon memory, store, spool, answers) beside the agent run directly (0 skips it)")
+	f.Int("hostile-chunk", 20_000_000, "bytes per chunk of --hostile-flood")
 	return cmd
 }
 
@@ -147,6 +149,15 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 			return usagef(cmd, "--checkpoint-rounds must be at least 1")
 		}
 		return runCheckpointBench(cmd.Context(), n, rounds, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	}
+	if total, _ := f.GetInt64("hostile-flood"); total > 0 {
+		chunk, _ := f.GetInt("hostile-chunk")
+		bin, _ := f.GetString("daemon-binary")
+		if chunk < 1 || int64(chunk) > total {
+			return usagef(cmd, "--hostile-chunk must be between 1 and --hostile-flood")
+		}
+		return runHostileBench(cmd.Context(), benchBootOptions{binary: bin, sandbox: sandbox}, total, chunk, asJSON,
+			cmd.OutOrStdout(), cmd.ErrOrStderr())
 	}
 	if n, _ := f.GetInt("cluster"); n > 0 {
 		ttl, _ := f.GetDuration("cluster-ttl")
