@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"maps"
 	"os"
 	"os/exec"
@@ -237,6 +238,10 @@ func npxPackage(a berth.AgentSpec) string {
 	return ""
 }
 
+// systemNpmGlobal are the global package directories of npm's usual
+// prefixes, where it installs with no prefix set.
+var systemNpmGlobal = []string{"/usr/local/lib/node_modules", "/usr/lib/node_modules"}
+
 // npmHas reports whether an npm package (a version suffix aside) is where
 // npx finds it without the registry: installed globally or in npx's cache.
 func npmHas(pkg string) bool {
@@ -244,11 +249,15 @@ func npmHas(pkg string) bool {
 	if i := strings.LastIndex(pkg, "@"); i > 0 {
 		pkg = pkg[:i]
 	}
+	// npm's global prefix is the one the environment sets, else one of
+	// the usual system ones: a package installed under another prefix is
+	// not where this npx looks.
 	var dirs []string
-	if prefix := os.Getenv("NPM_CONFIG_PREFIX"); prefix != "" {
+	if prefix := cmp.Or(os.Getenv("NPM_CONFIG_PREFIX"), os.Getenv("npm_config_prefix")); prefix != "" {
 		dirs = append(dirs, path.Join(prefix, "lib/node_modules"))
+	} else {
+		dirs = append(dirs, systemNpmGlobal...)
 	}
-	dirs = append(dirs, "/usr/local/lib/node_modules", "/usr/lib/node_modules")
 	if home, err := os.UserHomeDir(); err == nil {
 		cache, _ := filepath.Glob(path.Join(home, ".npm/_npx/*/node_modules"))
 		dirs = append(append(dirs, path.Join(home, ".npm-global/lib/node_modules")), cache...)

@@ -265,3 +265,30 @@ func TestCatalogGetReturnsCopy(t *testing.T) {
 		t.Errorf("changing a Get result changed the catalog: %+v", b)
 	}
 }
+
+// A package installed globally under the system's prefix is not where npx
+// looks once the environment names another prefix (a developer's global
+// install must not fool a test, nor a daemon run with its own prefix).
+func TestNpmGlobalPrefixIsTheEnvironments(t *testing.T) {
+	system := t.TempDir()
+	pkg := filepath.Join(system, "@agentclientprotocol/claude-agent-acp")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "package.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := systemNpmGlobal
+	systemNpmGlobal = []string{system}
+	t.Cleanup(func() { systemNpmGlobal = old })
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("npm_config_prefix", "")
+	t.Setenv("NPM_CONFIG_PREFIX", "")
+	if !npmHas("@agentclientprotocol/claude-agent-acp@1.0") {
+		t.Fatal("no prefix set: the system's global install is not seen")
+	}
+	t.Setenv("NPM_CONFIG_PREFIX", t.TempDir())
+	if npmHas("@agentclientprotocol/claude-agent-acp") {
+		t.Fatal("with NPM_CONFIG_PREFIX elsewhere, the system's global install was taken")
+	}
+}
