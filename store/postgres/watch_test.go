@@ -86,12 +86,16 @@ func watch(t *testing.T, s *Store) (*notices, func() error) {
 }
 
 // listenerPIDs returns the backends of the store's database that LISTEN
-// on berth_events.
+// on berth_events: whose LISTEN has completed (the backend is idle after
+// it), so that a NOTIFY committed from now on reaches them. A backend
+// still running it shows the same query, active: a notice sent then was
+// missed now and then on a loaded machine.
 func listenerPIDs(t *testing.T, s *Store) []int32 {
 	t.Helper()
 	var pids []int32
 	err := s.query(context.Background(), `SELECT pid FROM pg_stat_activity
-		WHERE datname = current_database() AND query = 'LISTEN `+eventsChannel+`' AND pid <> pg_backend_pid()`, nil,
+		WHERE datname = current_database() AND query = 'LISTEN `+eventsChannel+`' AND state = 'idle'
+		AND pid <> pg_backend_pid()`, nil,
 		func(rows pgx.Rows) error {
 			var pid int32
 			if err := rows.Scan(&pid); err != nil {
