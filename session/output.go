@@ -35,12 +35,29 @@ type outputWindow struct {
 	warned bool
 }
 
-// admitOutputLocked says whether n bytes of the agent's output are logged,
-// and counts them.
+// storePage is the page the stores keep large rows in.
+const storePage = 4 << 10
+
+// storedSize is, a little over, what an event with n bytes of data costs
+// the store: a small row and its index entries; a row over half a page
+// takes whole pages (no second one fits beside it, and a large one's
+// overflow pages each hold a little less than a page), and its index
+// entries. The cap counts it, so that the store grows by no more than the
+// cap, whatever the size of the agent's chunks (measured with SQLite:
+// BENCHMARKS.md, "A hostile flood").
+func storedSize(n int) int64 {
+	if n > storePage/2 {
+		return int64((n+n/32+storePage-1)&^(storePage-1)) + 1024
+	}
+	return int64(n) + 256
+}
+
+// admitOutputLocked says whether an event of n bytes of the agent's output
+// is logged, and counts it.
 func (rt *runtime) admitOutputLocked(n int) bool {
-	w, max := &rt.out, rt.m.opts.Limits.MaxTurnOutput
-	if max <= 0 || (!w.truncated && w.recorded+int64(n) <= max) {
-		w.recorded += int64(n)
+	w, max, size := &rt.out, rt.m.opts.Limits.MaxTurnOutput, storedSize(n)
+	if max <= 0 || (!w.truncated && w.recorded+size <= max) {
+		w.recorded += size
 		return true
 	}
 	w.truncated = true
