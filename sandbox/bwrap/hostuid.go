@@ -117,7 +117,7 @@ func (p *Provider) dropArgs(setpriv string) []string {
 // what belongs to root (the daemon made it, or the user gave a directory
 // of root's), never the hidden paths nor a file with other links.
 //
-// ws is the workspace, pinned by boxutil.OpenDirNoFollow: the walk goes
+// ws is the workspace, pinned by wsdir.OpenNoFollow: the walk goes
 // through it, never through the path, which a sandbox may have redirected.
 func (p *Provider) giveToHostUID(cfg berth.SandboxConfig, ws *os.File) error {
 	id := p.hostUID

@@ -36,6 +36,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
@@ -231,7 +232,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	// The workspace pinned without following a link on its path (one a
 	// sandbox planted where it was): chowned through this descriptor, and
 	// the engine's bind checked against it (openContainer).
-	ws, err := boxutil.OpenDirNoFollow(cfg.Workspace)
+	ws, err := wsdir.OpenNoFollow(cfg.Workspace)
 	if err != nil {
 		return nil, berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace: %s", err)
 	}
