@@ -238,6 +238,13 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	}
 	defer ws.Close()
 	if os.Geteuid() == 0 {
+		// Refused before anything of it changes hands, on the pinned
+		// directory itself.
+		if !cfg.ManagedWorkspace {
+			if err := wsdir.Check(ws, cfg.Workspace, "workspace", append([]int{p.opts.UID}, cfg.WorkspaceOwners...)); err != nil {
+				return nil, err
+			}
+		}
 		if cfg.Home != "" {
 			if err := boxutil.ChownTree(cfg.Home, p.opts.UID, p.opts.GID, false, nil); err != nil {
 				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the session's home to uid %d", p.opts.UID)
