@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -251,6 +252,34 @@ func TestScanIsBounded(t *testing.T) {
 	for limit, want := range map[int]int{5: 1, 0: 2} {
 		if others, err := otherOwners(f, []int{0}, limit); err != nil || len(others) != want {
 			t.Errorf("otherOwners within %d entries = %v, %v; want %d", limit, others, err, want)
+		}
+	}
+}
+
+// BenchmarkCheck checks a project of 20,000 files in 200 directories:
+// the owner scan stops at MaxScan entries.
+func BenchmarkCheck(b *testing.B) {
+	dir := b.TempDir()
+	for i := range 200 {
+		sub := filepath.Join(dir, "d"+strconv.Itoa(i))
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for j := range 100 {
+			if err := os.WriteFile(filepath.Join(sub, strconv.Itoa(j)), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	f, err := OpenNoFollow(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := Check(f, dir, "workspace", nil); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
