@@ -37,8 +37,9 @@ const maxAncestors = 2048
 //     user and own (berth's own: its sandboxes' host uids), among the
 //     first MaxScan entries of a breadth-first Walk from it.
 //
-// Every test but the name's is made on dir itself, so a caller that
-// checks and then uses the same descriptor has no window between the two.
+// Every test but the name's is made on dir itself, not on the path: what
+// is checked is the directory the caller holds and goes on to use,
+// whatever the path leads to by then.
 func Check(dir *os.File, name, field string, own []int) error {
 	return check(dir, name, field, own, os.Geteuid())
 }

@@ -2,10 +2,11 @@
 // workspace directory without being led elsewhere: opened one component
 // at a time without following a symbolic link, walked without following
 // one nor entering another mount, and refused when it is not one user's
-// project but a directory people share (docs/api.md, "Sandboxes and the
-// network"). The daemon checks a workspace when a session is created or
-// resumed, and a root daemon's sandbox provider checks again the
-// directory it pinned, before it gives anything of it away.
+// project but a directory people share (docs/api.md, Sessions, and
+// "Sandboxes and the network"). The daemon checks a workspace when a
+// session is created or resumed, and a root daemon's sandbox provider
+// checks again the directory it pinned, before it gives anything of it
+// away.
 package wsdir
 
 import (
