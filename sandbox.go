@@ -54,6 +54,17 @@ type SandboxConfig struct {
 	// an empty file); the session's own home and binds inside it stay
 	// visible.
 	Hide []string
+	// WorkspaceOwners are the uids, besides root and the daemon's user,
+	// whose files a workspace may hold and still be one user's project:
+	// berth's own sandboxes' host uids (SandboxFileOwner). A provider
+	// that gives the workspace's files to another uid (a root daemon's)
+	// checks with them, on the directory it pinned and before it changes
+	// anything, that the workspace is not a directory people share
+	// (internal/wsdir.Check): EInvalid otherwise.
+	WorkspaceOwners []int
+	// ManagedWorkspace says the workspace lies in berth's own managed
+	// directory ($BERTH_HOME/workspaces): it is not checked.
+	ManagedWorkspace bool
 }
 
 // Bind makes one host path visible inside a sandbox.

@@ -288,11 +288,10 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		if err := m.checkNotDaemons(req.Workspace); err != nil {
 			return spec, nil, false, err
 		}
-		// A child sharing its parent's managed workspace is the daemon's own.
-		if !within(resolvedPath(m.workspacesDir()), req.Workspace) {
-			if err := checkNotSystem(req.Workspace); err != nil {
-				return spec, nil, false, err
-			}
+		// Not a directory people share (a child sharing its parent's
+		// managed workspace is the daemon's own).
+		if err := m.checkWorkspace(req.Workspace, "workspace"); err != nil {
+			return spec, nil, false, err
 		}
 	}
 	if err := req.ValidateTimes(); err != nil {

@@ -95,7 +95,8 @@ func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.Sa
 	}
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
 		Env: env, Network: s.Sandbox.Network, Binds: binds,
-		Image: spec.DockerImage, Limits: m.boxLimits(s), Hide: m.hidden()}
+		Image: spec.DockerImage, Limits: m.boxLimits(s), Hide: m.hidden(),
+		WorkspaceOwners: m.sandboxUIDs(), ManagedWorkspace: within(resolvedPath(m.workspacesDir()), s.Workspace)}
 }
 
 // agentProgram is how the session's agent command runs in its sandbox

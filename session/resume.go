@@ -46,6 +46,12 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if !workspaceExists(s.Workspace) {
 		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
 	}
+	// A workspace that became a directory people share since the create
+	// (made world-writable, mounted over, given files of other users) is
+	// refused as the create would refuse it; the session stays stopped.
+	if err := m.checkWorkspace(s.Workspace, "workspace"); err != nil {
+		return nil, err
+	}
 	if !resumable(s) {
 		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its agent failed to start before it opened a conversation; create a new session")
 	}

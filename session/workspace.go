@@ -1,24 +1,20 @@
 package session
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/wsdir"
 )
 
 // maxWorkspaceLinks bounds the symbolic links followed resolving a
 // workspace path (the kernel's own bound).
 const maxWorkspaceLinks = 40
-
-// hostSystemDirs are the host's system directories: under a root daemon a
-// workspace may be none of them, nor inside one, nor an ancestor of one.
-var hostSystemDirs = []string{"/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-	"/boot", "/dev", "/proc", "/sys", "/run", "/var", "/opt", "/srv", "/snap"}
 
 // workspaceError is the 400 a refused workspace gets.
 func workspaceError(format string, a ...any) error {
@@ -89,44 +85,37 @@ func resolveWorkspace(p string) (string, error) {
 	return cur, nil
 }
 
-// checkNotSystem refuses, under a root daemon, a workspace whose files
-// the sandbox would take over to the host's harm: /, a system directory
-// (hostSystemDirs), one inside one or an ancestor of one, a user's home
-// directory as listed in /etc/passwd (root's included) or an ancestor of
-// one (/home). A project directory below a home is fine. ws is resolved.
-func checkNotSystem(ws string) error {
-	if os.Geteuid() != 0 {
+// checkWorkspace refuses (400 naming field) the directory at the
+// resolved path ws when it is not one user's project but a directory
+// people share (wsdir.Check), but for one in berth's managed directory,
+// which is berth's own. It is opened as a sandbox opens it, without
+// following a link on its path, and checked through that descriptor.
+func (m *Manager) checkWorkspace(ws, field string) error {
+	if within(resolvedPath(m.workspacesDir()), ws) {
 		return nil
 	}
-	const why = "under a root daemon a workspace may not be /, a system directory (/etc, /usr, /var, ...), one inside or above one, nor a user's home directory or a directory above one: the sandbox's user would be given its files; pick a project directory"
-	for _, sys := range hostSystemDirs {
-		if within(sys, ws) || within(ws, sys) {
-			return workspaceError("workspace %s refused: %s", ws, why)
-		}
-	}
-	for _, home := range passwdHomes() {
-		if within(ws, home) {
-			return workspaceError("workspace %s refused: %s", ws, why)
-		}
-	}
-	return nil
-}
-
-// passwdHomes lists the home directories of /etc/passwd, resolved.
-func passwdHomes() []string {
-	f, err := os.Open("/etc/passwd")
+	f, err := wsdir.OpenNoFollow(ws)
 	if err != nil {
-		return nil
+		return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("%s %s cannot be opened: %s", field, ws, berth.ErrorMessage(err)),
+			Details: map[string]any{"field": field}, Err: err}
 	}
 	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Split(sc.Text(), ":")
-		if len(fields) < 7 || !filepath.IsAbs(fields[5]) {
-			continue
+	return wsdir.Check(f, ws, field, m.sandboxUIDs())
+}
+
+// sandboxUIDs are the host uids berth's own sandboxes write as, besides
+// root and the daemon's user (a root daemon's bwrap host_uid, docker's
+// container uid): their files in a workspace are berth's, not another
+// user's.
+func (m *Manager) sandboxUIDs() []int {
+	var out []int
+	for _, p := range m.providers {
+		if fo, ok := p.(berth.SandboxFileOwner); ok {
+			if uid, _, _ := fo.FileOwner(); uid > 0 && !slices.Contains(out, uid) {
+				out = append(out, uid)
+			}
 		}
-		out = append(out, resolvedPath(fields[5]))
 	}
+	slices.Sort(out)
 	return out
 }

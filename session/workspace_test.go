@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,8 +110,8 @@ func TestSystemWorkspaceIsRefusedUnderRoot(t *testing.T) {
 // given to the sandbox's uid; a link its agent plants there (a directory
 // of the host behind the name of B's workspace, a subdirectory of A's) is
 // refused as C's workspace at create, and B, created while the name was a
-// real directory, fails to start on resume: stopped/startup_failed naming
-// the link. The link's target keeps its owner.
+// real directory, is refused its resume (400 naming the link) and stays
+// stopped as it was. The link's target keeps its owner.
 func TestWorkspaceLinkPlantedBySandboxBwrap(t *testing.T) {
 	testenv.NeedRoot(t, "the chown walk is a root daemon's")
 	p := bwrap.New(bwrap.Options{})
@@ -154,16 +155,17 @@ func TestWorkspaceLinkPlantedBySandboxBwrap(t *testing.T) {
 	_, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Workspace: sub})
 	wantWorkspaceRefused(t, sub, err)
 
-	if _, err := e.m.ResumeSession(ctx, b.ID); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+	_, err = e.m.ResumeSession(ctx, b.ID)
+	wantWorkspaceRefused(t, sub, err)
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
 		t.Errorf("resume: %v, want an error naming the link", err)
 	}
 	got, err := e.m.GetSession(ctx, b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != berth.StateStopped || got.StopReason != berth.StopStartupFailed || got.Failure == nil ||
-		!strings.Contains(got.Failure.Message, "symbolic link") {
-		t.Errorf("B after resume: state %s, reason %s, failure %+v; want stopped/startup_failed naming the link", got.State, got.StopReason, got.Failure)
+	if got.State != berth.StateStopped || got.StopReason != berth.StopUserRequested {
+		t.Errorf("B after the refused resume: state %s, reason %s; want it left stopped as it was", got.State, got.StopReason)
 	}
 	for _, path := range []string{victim, secret} {
 		if err := syscall.Stat(path, &st); err != nil {
@@ -172,5 +174,171 @@ func TestWorkspaceLinkPlantedBySandboxBwrap(t *testing.T) {
 		if st.Uid != 0 {
 			t.Errorf("%s now belongs to %d", path, st.Uid)
 		}
+	}
+}
+
+// dirMode makes dir with exactly mode (the umask aside) and returns it.
+func dirMode(t *testing.T, dir string, mode os.FileMode) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// wantRefusedBecause checks err is the workspace's 400 and its message
+// says why (want).
+func wantRefusedBecause(t *testing.T, ws string, err error, want string) {
+	t.Helper()
+	wantWorkspaceRefused(t, ws, err)
+	if err == nil || !strings.Contains(err.Error(), "refused: "+want) {
+		t.Errorf("workspace %s: %v, want it refused because %q", ws, err, want)
+	}
+}
+
+// A directory people share is refused as a workspace, under a root
+// daemon and any other alike: a sticky or world-writable one (the host's
+// /tmp and /var/tmp among them), one below a world-writable directory
+// anyone could swap it in, the system and mount-point directories. Nothing
+// is stored and nothing of them changes.
+func TestSharedWorkspaceIsRefused(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	base := t.TempDir()
+	open := dirMode(t, filepath.Join(base, "open"), 0o777)
+	refused := map[string]string{
+		dirMode(t, filepath.Join(base, "sticky"), 0o777|os.ModeSticky): "it is sticky or every user may write it",
+		dirMode(t, filepath.Join(base, "everyone"), 0o777):             "it is sticky or every user may write it",
+		dirMode(t, filepath.Join(open, "project"), 0o755):              "a directory above it is writable by every user",
+	}
+	for _, ws := range []string{"/tmp", "/var/tmp", "/mnt", "/media", "/srv", "/home", "/", "/usr", "/etc"} {
+		if fi, err := os.Stat(ws); err == nil && fi.IsDir() {
+			refused[resolvedPath(ws)] = "it is a system directory or one people share"
+		}
+	}
+	before := map[string]syscall.Stat_t{}
+	for ws, why := range refused {
+		var st syscall.Stat_t
+		if err := syscall.Stat(ws, &st); err != nil {
+			t.Fatal(err)
+		}
+		before[ws] = st
+		_, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Workspace: ws})
+		wantRefusedBecause(t, ws, err, why)
+	}
+	if page, err := e.m.ListSessions(ctx, berth.SessionFilter{}); err != nil || len(page.Sessions) != 0 {
+		t.Errorf("sessions after the refusals: %+v, %v", page, err)
+	}
+	for ws, was := range before {
+		var st syscall.Stat_t
+		if err := syscall.Stat(ws, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode != was.Mode || st.Uid != was.Uid {
+			t.Errorf("%s changed: mode %o uid %d, was %o %d", ws, st.Mode, st.Uid, was.Mode, was.Uid)
+		}
+	}
+	// The control: a project directory of one's own below a sticky one.
+	e.create(berth.CreateRequest{Workspace: dirMode(t, filepath.Join(base, "sticky", "project"), 0o755)})
+}
+
+// A child's workspace goes through the same check: a shared directory
+// inside its parent's workspace is refused, and so is the parent's own
+// once it became one.
+func TestChildWorkspaceIsChecked(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ws := dirMode(t, filepath.Join(t.TempDir(), "project"), 0o755)
+	parent := e.create(berth.CreateRequest{Workspace: ws})
+	shared := dirMode(t, filepath.Join(ws, "drop"), 0o777|os.ModeSticky)
+	for _, req := range []berth.CreateRequest{{Workspace: shared}, {}} {
+		if req.Workspace == "" {
+			// The parent's own, inherited, made world-writable since.
+			dirMode(t, ws, 0o777)
+		}
+		_, err := e.m.SpawnChild(ctx, parent.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 600, Workspace: req.Workspace}, "")
+		want := req.Workspace
+		if want == "" {
+			want = ws
+		}
+		wantRefusedBecause(t, want, err, "it is sticky or every user may write it")
+	}
+}
+
+// A workspace holding files of several other users (two uids that are
+// neither root, the daemon's user nor a sandbox uid of berth's) is
+// refused; one other user's project is not, nor one whose second owner
+// is berth's own bwrap host uid.
+func TestWorkspaceOfSeveralUsersIsRefused(t *testing.T) {
+	testenv.NeedRoot(t, "files of other users are made with chown")
+	e := newEnv(t, func(o *Options) { o.Providers = append(o.Providers, bwrap.New(bwrap.Options{})) })
+	ctx := context.Background()
+	project := func(owners ...int) string {
+		ws := dirMode(t, filepath.Join(t.TempDir(), "project"), 0o755)
+		for i, uid := range owners {
+			f := filepath.Join(ws, fmt.Sprintf("f%d", i))
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chown(f, uid, uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return ws
+	}
+	shared := project(4343, 4444)
+	_, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Workspace: shared})
+	wantRefusedBecause(t, shared, err, "it holds files of several other users")
+	e.create(berth.CreateRequest{Workspace: project(4343, 4343, 0)})
+	e.create(berth.CreateRequest{Workspace: project(4343, bwrap.DefaultHostUID)})
+}
+
+// A workspace that became shared since the create is refused its resume
+// with the same 400, and the session stays stopped as it was; made the
+// user's own again, it resumes.
+func TestResumeRefusesAWorkspaceThatBecameShared(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ws := dirMode(t, filepath.Join(t.TempDir(), "project"), 0o755)
+	s := e.create(berth.CreateRequest{Workspace: ws})
+	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	dirMode(t, ws, 0o777)
+	_, err := e.m.ResumeSession(ctx, s.ID)
+	wantRefusedBecause(t, ws, err, "it is sticky or every user may write it")
+	got, err := e.m.GetSession(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != berth.StateStopped || got.StopReason != berth.StopUserRequested || got.Failure != nil {
+		t.Errorf("after the refused resume: %s %s %+v, want stopped as it was", got.State, got.StopReason, got.Failure)
+	}
+	dirMode(t, ws, 0o755)
+	if got, err := e.m.ResumeSession(ctx, s.ID); err != nil || got.State != berth.StateActive {
+		t.Fatalf("resume of the workspace made private again: %+v, %v", got, err)
+	}
+}
+
+// A worktree's repository goes through the same check (its writable parts
+// are given to the sandbox as a workspace's are): one in a world-writable
+// directory is refused, naming worktree.repo.
+func TestWorktreeRepoThatIsSharedIsRefused(t *testing.T) {
+	needGit(t)
+	e := newEnv(t)
+	repo := newRepo(t)
+	dirMode(t, repo, 0o777)
+	_, err := e.m.CreateSession(context.Background(), berth.CreateRequest{Agent: "demo",
+		Worktree: &berth.WorktreeRequest{Repo: repo, Branch: "agent/x"}})
+	var be *berth.Error
+	if !errors.As(err, &be) || be.Code != berth.EInvalid || be.Details["field"] != "worktree.repo" ||
+		!strings.Contains(be.Message, "worktree.repo "+repo+" refused: it is sticky or every user may write it") {
+		t.Errorf("worktree of a world-writable repository: %v, want a 400 on worktree.repo saying why", err)
+	}
+	if branches := git(t, repo, "branch", "--format=%(refname:short)"); branches != "main" {
+		t.Errorf("branches after the refusal: %q", branches)
 	}
 }

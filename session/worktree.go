@@ -76,8 +76,10 @@ func (m *Manager) checkWorktree(ctx context.Context, req *berth.CreateRequest) (
 		if m.opts.Home != "" && within(resolvedPath(m.opts.Home), dir) {
 			return "", worktreeError("repo", "worktree.repo %s lies in the daemon's home (a session's workspace included): refused; give the repository the session's branch came from, with the branch as base", w.Repo)
 		}
-		if err := checkNotSystem(dir); err != nil {
-			return "", worktreeError("repo", "worktree.repo %s refused: under a root daemon a repository in or above a system directory or a home directory would be given to the sandbox", w.Repo)
+		// Nor a directory people share: its writable parts are given to
+		// the sandbox as a workspace is (the same check).
+		if err := m.checkWorkspace(dir, "worktree.repo"); err != nil {
+			return "", err
 		}
 	}
 	if _, err := runGit(ctx, repo, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", "refs/heads/"+w.Branch); err == nil {

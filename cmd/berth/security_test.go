@@ -243,3 +243,55 @@ func TestHomeIsPrivate(t *testing.T) {
 		t.Logf("home:\n%s", listing.String())
 	}
 }
+
+// The host's /tmp as a workspace, the attack of the third round, replayed
+// against a real daemon (root or not): a bwrap session in /tmp, /var/tmp,
+// /mnt or /media is 400 invalid_argument naming workspace and saying why;
+// nothing is created, /tmp keeps its mode and a private file in it its
+// owner and mode.
+func TestHostTmpIsNotAWorkspace(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	victim, err := os.CreateTemp("/tmp", "berth-test-private-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim.Close()
+	t.Cleanup(func() { _ = os.Remove(victim.Name()) })
+	if err := os.Chmod(victim.Name(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stat := func(p string) syscall.Stat_t {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	tmpBefore, victimBefore := stat("/tmp"), stat(victim.Name())
+	for _, ws := range []string{"/tmp", "/var/tmp", "/mnt", "/media"} {
+		if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
+			continue
+		}
+		var body struct {
+			Error struct {
+				Code    string         `json:"code"`
+				Message string         `json:"message"`
+				Details map[string]any `json:"details"`
+			} `json:"error"`
+		}
+		st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "bwrap", "workspace": ws}, &body)
+		if st != 400 || body.Error.Code != berth.EInvalid || body.Error.Details["field"] != "workspace" ||
+			!strings.Contains(body.Error.Message, "workspace "+ws+" refused: it is") {
+			t.Errorf("create in %s = %d %+v (%v), want 400 invalid_argument naming workspace and saying why", ws, st, body.Error, err)
+		}
+	}
+	if n := sessionCount(t, s); n != 0 {
+		t.Errorf("%d sessions after the refusals", n)
+	}
+	if got := stat("/tmp"); got.Mode != tmpBefore.Mode || got.Uid != tmpBefore.Uid {
+		t.Errorf("/tmp is now mode %o uid %d, was %o %d", got.Mode, got.Uid, tmpBefore.Mode, tmpBefore.Uid)
+	}
+	if got := stat(victim.Name()); got.Mode != victimBefore.Mode || got.Uid != victimBefore.Uid {
+		t.Errorf("the private file in /tmp is now mode %o uid %d, was %o %d", got.Mode, got.Uid, victimBefore.Mode, victimBefore.Uid)
+	}
+}

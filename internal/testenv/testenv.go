@@ -7,7 +7,10 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // RequireEnv is the variable that makes a missing service a failure.
@@ -35,5 +38,32 @@ func NeedRoot(tb testing.TB, why string) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		Missing(tb, "root", "%s", why)
+	}
+}
+
+// InPrivateMounts runs fn on a thread of its own that has left the
+// process's mount namespace for a private copy: the mounts fn makes are
+// seen by that thread alone and go with it when fn returns (the thread
+// ends). fn must not call tb's Fatal or Skip (another goroutine): it
+// returns its error, which fails the test. Needs root.
+func InPrivateMounts(tb testing.TB, fn func() error) {
+	tb.Helper()
+	NeedRoot(tb, "a mount namespace of its own needs root")
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread, with its namespace, ends with the goroutine.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- fmt.Errorf("unshare the mount namespace: %w", err)
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			errc <- fmt.Errorf("make the mounts private: %w", err)
+			return
+		}
+		errc <- fn()
+	}()
+	if err := <-errc; err != nil {
+		tb.Fatal(err)
 	}
 }

@@ -102,6 +102,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
@@ -313,7 +314,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		// Pinned without following a link on its path (a sandbox may
 		// have planted one where the workspace was): chowned and bound
 		// through this descriptor only, held until Close.
-		ws, err := boxutil.OpenDirNoFollow(cfg.Workspace)
+		ws, err := wsdir.OpenNoFollow(cfg.Workspace)
 		if err != nil {
 			return nil, berth.WrapError(berth.EInvalid, err, "bwrap: refusing the workspace: %s", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
@@ -115,12 +116,20 @@ func (p *Provider) dropArgs(setpriv string) []string {
 // giveToHostUID gives the host uid what the sandbox writes to: the
 // session's private home, whole; in the workspace and the writable binds
 // what belongs to root (the daemon made it, or the user gave a directory
-// of root's), never the hidden paths nor a file with other links.
+// of root's), never the hidden paths nor a file with other links. A
+// workspace that is a directory people share (wsdir.Check) is refused
+// first: nothing of it changes hands.
 //
-// ws is the workspace, pinned by boxutil.OpenDirNoFollow: the walk goes
-// through it, never through the path, which a sandbox may have redirected.
+// ws is the workspace, pinned by wsdir.OpenNoFollow: the check and the
+// walk go through it, never through the path, which a sandbox may have
+// redirected.
 func (p *Provider) giveToHostUID(cfg berth.SandboxConfig, ws *os.File) error {
 	id := p.hostUID
+	if !cfg.ManagedWorkspace {
+		if err := wsdir.Check(ws, cfg.Workspace, "workspace", append([]int{id}, cfg.WorkspaceOwners...)); err != nil {
+			return err
+		}
+	}
 	if cfg.Home != "" {
 		if err := boxutil.ChownTree(cfg.Home, id, id, false, nil); err != nil {
 			return berth.WrapError(berth.EInternal, err, "bwrap: cannot give the session's home to uid %d", id)

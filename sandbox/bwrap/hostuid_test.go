@@ -184,3 +184,67 @@ func TestHostUIDWorkspaceSwappedForALink(t *testing.T) {
 		}
 	}
 }
+
+// A root daemon's sandbox refuses, on the directory it pinned and before
+// anything changes hands, a workspace people share: a sticky one like the
+// host's /tmp (its mode, root's file and another user's directory stay as
+// they were), or one holding files of two users that are not berth's own
+// (SandboxConfig.WorkspaceOwners names those).
+func TestHostUIDRefusesASharedWorkspace(t *testing.T) {
+	testenv.NeedRoot(t, "only a root daemon gives files away")
+	provider(t)
+	p := New(Options{})
+	ctx := context.Background()
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret, other := filepath.Join(shared, "secret"), filepath.Join(shared, "other")
+	if err := os.WriteFile(secret, []byte("root's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(other, 4343, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	open := func(owners []int) error {
+		sb, err := p.Open(ctx, berth.SandboxConfig{SessionID: "ses_shared", Workspace: shared, WorkspaceOwners: owners})
+		if err == nil {
+			return sb.Close(ctx)
+		}
+		return err
+	}
+	if err := open(nil); !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "sticky") {
+		t.Errorf("Open of a sticky workspace: %v, want invalid_argument saying why", err)
+	}
+	// Not sticky, but two other users' files.
+	if err := os.Chmod(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "f"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(other, "f"), 4444, 4444); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(nil); !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "several other users") {
+		t.Errorf("Open of a workspace of two other users: %v, want invalid_argument saying why", err)
+	}
+	for path, want := range map[string]uint32{shared: 0, secret: 0, other: 4343} {
+		if uid, _ := ownerOf(t, path); uid != want {
+			t.Errorf("%s belongs to %d after the refusals, want %d", path, uid, want)
+		}
+	}
+	// The control: the second user is berth's own; root's files change hands.
+	if err := open([]int{4444}); err != nil {
+		t.Fatalf("Open with the second user berth's own: %v", err)
+	}
+	if uid, _ := ownerOf(t, secret); uid != DefaultHostUID {
+		t.Errorf("root's file in an accepted workspace belongs to %d, want the host uid", uid)
+	}
+}

@@ -36,6 +36,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
@@ -221,6 +222,23 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
+	// The workspace pinned without following a link on its path (one a
+	// sandbox planted where it was): checked and chowned through this
+	// descriptor, and the engine's bind checked against it
+	// (openContainer).
+	ws, err := wsdir.OpenNoFollow(cfg.Workspace)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace: %s", err)
+	}
+	defer ws.Close()
+	giving := os.Geteuid() == 0
+	// Refused before anything of it changes hands (or the engine is asked
+	// for anything), on the pinned directory itself.
+	if giving && !cfg.ManagedWorkspace {
+		if err := wsdir.Check(ws, cfg.Workspace, "workspace", append([]int{p.opts.UID}, cfg.WorkspaceOwners...)); err != nil {
+			return nil, err
+		}
+	}
 	image := cfg.Image
 	if image == "" {
 		image = p.opts.Image
@@ -228,15 +246,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	if err := p.ensureImage(ctx, image); err != nil {
 		return nil, err
 	}
-	// The workspace pinned without following a link on its path (one a
-	// sandbox planted where it was): chowned through this descriptor, and
-	// the engine's bind checked against it (openContainer).
-	ws, err := boxutil.OpenDirNoFollow(cfg.Workspace)
-	if err != nil {
-		return nil, berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace: %s", err)
-	}
-	defer ws.Close()
-	if os.Geteuid() == 0 {
+	if giving {
 		if cfg.Home != "" {
 			if err := boxutil.ChownTree(cfg.Home, p.opts.UID, p.opts.GID, false, nil); err != nil {
 				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the session's home to uid %d", p.opts.UID)

@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 func TestProbe(t *testing.T) {
@@ -309,5 +312,56 @@ func TestOtherImage(t *testing.T) {
 	sb := openSandbox(t, p, berth.SandboxConfig{Image: image})
 	if r := run(t, sb, nil, "sh", "-c", `echo "$AGENT_IMAGE"`); r.stdout != "yes\n" {
 		t.Fatalf("in the user's image: %+v", r)
+	}
+}
+
+// A root daemon's Open refuses a workspace people share on the directory
+// it pinned, before the engine is asked for anything and before anything
+// changes hands: a sticky one (root's file in it stays root's), or one of
+// two users that are not berth's own (WorkspaceOwners names those).
+func TestOpenRefusesASharedWorkspace(t *testing.T) {
+	testenv.NeedRoot(t, "only a root daemon gives files away")
+	p, err := New(Options{Host: "unix:///nonexistent.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ws := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(ws, "secret")
+	if err := os.WriteFile(secret, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(ws, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Open(t.Context(), berth.SandboxConfig{Workspace: ws}); !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "sticky") {
+		t.Errorf("Open of a sticky workspace: %v, want invalid_argument saying why", err)
+	}
+	if err := os.Chmod(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, uid := range []int{4343, 4444} {
+		f := filepath.Join(ws, "f"+strconv.Itoa(i))
+		if err := os.WriteFile(f, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(f, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Open(t.Context(), berth.SandboxConfig{Workspace: ws}); !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "several other users") {
+		t.Errorf("Open of a workspace of two other users: %v, want invalid_argument saying why", err)
+	}
+	// With the second user berth's own the check passes, and Open goes on
+	// to the engine (here none: unavailable).
+	if _, err := p.Open(t.Context(), berth.SandboxConfig{Workspace: ws, WorkspaceOwners: []int{4444}}); berth.IsCode(err, berth.EInvalid) {
+		t.Errorf("Open with the second user berth's own: %v", err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(secret, &st); err != nil || st.Uid != 0 {
+		t.Errorf("root's file in the refused workspace: uid %d (%v)", st.Uid, err)
 	}
 }

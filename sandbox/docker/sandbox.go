@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/syncx"
+	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
@@ -233,7 +234,7 @@ func (s *Sandbox) isClosing() bool {
 // samePath walks path again without following links and checks it still
 // leads to the directory ws holds.
 func samePath(ws *os.File, path string) error {
-	f, err := boxutil.OpenDirNoFollow(path)
+	f, err := wsdir.OpenNoFollow(path)
 	if err == nil {
 		defer f.Close()
 		if !sameFile(ws, boxutil.ProcPath(f)) {

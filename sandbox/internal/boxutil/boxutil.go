@@ -3,6 +3,7 @@
 package boxutil
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,4 +36,10 @@ func EnvValue(env []string, key string) string {
 		}
 	}
 	return ""
+}
+
+// ProcPath is the path through which the directory f pins is reached by
+// this process, whatever its name has become.
+func ProcPath(f *os.File) string {
+	return fmt.Sprintf("/proc/self/fd/%d", f.Fd())
 }

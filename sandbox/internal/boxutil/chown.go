@@ -7,24 +7,29 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth/internal/wsdir"
 )
 
-// ChownTree gives dir and everything under it to uid:gid, without
-// following symbolic links. With rootOnly, only what belongs to root
-// changes hands. The hidden paths (SandboxConfig.Hide: the daemon's home,
-// socket, database) and what lies under them never do, nor does a file
-// with more than one link: its other names may lie outside dir (a hard
-// link to a file of the system).
+// ChownTree gives dir and everything under it to uid:gid. With rootOnly,
+// only what belongs to root changes hands. The hidden paths
+// (SandboxConfig.Hide: the daemon's home, socket, database) and what lies
+// under them never do, nor does a file with more than one link: its other
+// names may lie outside dir (a hard link to a file of the system).
 //
 // dir may be written by a sandbox's processes while the walk runs (a
 // session's agent, when another session shares its workspace): dir itself
 // is opened without following a symbolic link on its path
-// (OpenDirNoFollow), and every step goes through an os.Root on that
-// descriptor, so a directory swapped for a symbolic link, before or
-// during the walk, never leads a chown outside dir. The hidden paths are
-// recognised by device and inode, whatever name dir reaches them by.
+// (wsdir.OpenNoFollow), and the walk (wsdir.Walk) follows no link, enters
+// no other mount and never goes above dir; each change goes through a
+// descriptor of the file itself, checked to be the one the walk met. So
+// nothing outside dir's own filesystem tree changes hands, whatever the
+// sandbox renames or plants meanwhile. The hidden paths are recognised by
+// device and inode, whatever name dir reaches them by.
 func ChownTree(dir string, uid, gid int, rootOnly bool, hidden []string) error {
-	f, err := OpenDirNoFollow(dir)
+	f, err := wsdir.OpenNoFollow(dir)
 	if err != nil {
 		return err
 	}
@@ -33,36 +38,23 @@ func ChownTree(dir string, uid, gid int, rootOnly bool, hidden []string) error {
 }
 
 // ChownTreeAt is ChownTree on the directory f holds open (pinned by
-// OpenDirNoFollow).
+// wsdir.OpenNoFollow).
 func ChownTreeAt(f *os.File, uid, gid int, rootOnly bool, hidden []string) error {
 	skip := fileIDs(hidden)
-	root, err := os.OpenRoot(ProcPath(f))
-	if err != nil {
-		return err
+	give := func(st *unix.Stat_t) bool {
+		if rootOnly && st.Uid != 0 || int(st.Uid) == uid && int(st.Gid) == gid {
+			return false
+		}
+		return st.Mode&unix.S_IFMT == unix.S_IFDIR || st.Nlink <= 1
 	}
-	defer root.Close()
-	return fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	return wsdir.Walk(f, 0, func(e *wsdir.Entry) error {
+		if _, hide := skip[fileID{e.Stat.Dev, e.Stat.Ino}]; hide {
+			return wsdir.SkipDir
 		}
-		fi, err := root.Lstat(rel)
-		if err != nil {
-			return err
-		}
-		st, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
+		if !give(&e.Stat) {
 			return nil
 		}
-		if _, hide := skip[fileID{uint64(st.Dev), st.Ino}]; hide {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if rootOnly && st.Uid != 0 || !fi.IsDir() && st.Nlink > 1 || int(st.Uid) == uid && int(st.Gid) == gid {
-			return nil
-		}
-		return root.Lchown(rel, uid, gid)
+		return e.Chown(uid, gid, give)
 	})
 }
 
@@ -75,7 +67,7 @@ func ChownPath(rootDir, dir string, uid, gid int) error {
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		return nil
 	}
-	f, err := OpenDirNoFollow(rootDir)
+	f, err := wsdir.OpenNoFollow(rootDir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
@@ -87,34 +79,45 @@ func ChownPath(rootDir, dir string, uid, gid int) error {
 }
 
 // ChownPathAt is ChownPath on the directory f holds open (pinned by
-// OpenDirNoFollow), rel the path of dir relative to it.
+// wsdir.OpenNoFollow), rel the path of dir relative to it. It goes down
+// one directory at a time, as wsdir.Walk does: through no symbolic link,
+// onto no other mount; it stops where the path is not there, or is not
+// such a directory.
 func ChownPathAt(f *os.File, rel string, uid, gid int) error {
-	root, err := os.OpenRoot(ProcPath(f))
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	how := &unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV}
+	cur, err := unix.Openat2(int(f.Fd()), ".", how)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "open", Path: ".", Err: err}
 	}
-	defer root.Close()
-	path := "."
-	parts := []string{"."}
+	defer func() { _ = unix.Close(cur) }()
+	parts := []string{}
 	if rel != "." {
-		parts = append(parts, strings.Split(rel, "/")...)
+		parts = strings.Split(rel, "/")
 	}
-	for _, part := range parts {
-		path = filepath.Join(path, part)
-		fi, err := root.Lstat(path)
+	for i := 0; ; i++ {
+		var st unix.Stat_t
+		if err := unix.Fstat(cur, &st); err != nil {
+			return &os.PathError{Op: "fstat", Path: rel, Err: err}
+		}
+		if st.Uid == 0 {
+			if err := unix.Fchown(cur, uid, gid); err != nil {
+				return &os.PathError{Op: "chown", Path: rel, Err: err}
+			}
+		}
+		if i == len(parts) {
+			return nil
+		}
+		next, err := unix.Openat2(cur, parts[i], how)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
 				return nil
 			}
-			return err
+			return &os.PathError{Op: "open", Path: rel, Err: err}
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 {
-			if err := root.Lchown(path, uid, gid); err != nil {
-				return err
-			}
-		}
+		_ = unix.Close(cur)
+		cur = next
 	}
-	return nil
 }
 
 // fileID names a file by device and inode.
@@ -127,7 +130,7 @@ func fileIDs(paths []string) map[fileID]struct{} {
 	for _, p := range paths {
 		var st syscall.Stat_t
 		if syscall.Stat(p, &st) == nil {
-			out[fileID{uint64(st.Dev), st.Ino}] = struct{}{}
+			out[fileID{uint64(st.Dev), st.Ino}] = struct{}{} //nolint:unconvert // Dev is uint32 on some platforms
 		}
 	}
 	return out

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
@@ -112,6 +114,76 @@ func TestChownTreeHiddenByInode(t *testing.T) {
 	} {
 		var st syscall.Stat_t
 		if err := syscall.Lstat(path, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid != want {
+			t.Errorf("%s belongs to %d, want %d", path, st.Uid, want)
+		}
+	}
+}
+
+// ChownTree and ChownPath never cross into another mount: a directory of
+// the host bound inside the tree (a bind mount, same filesystem) keeps
+// its owner and so does everything in it.
+func TestChownStaysOnItsMount(t *testing.T) {
+	const id = 123456
+	dir, outside := t.TempDir(), t.TempDir()
+	secret := filepath.Join(outside, "sub", "secret")
+	mustWrite(t, secret)
+	mustWrite(t, filepath.Join(dir, "f"))
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testenv.InPrivateMounts(t, func() error {
+		if err := unix.Mount(outside, mnt, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+		if err := ChownTree(dir, id, id, false, nil); err != nil {
+			return err
+		}
+		if err := ChownPath(dir, filepath.Join(mnt, "sub"), id, id); err != nil {
+			return err
+		}
+		for path, want := range map[string]uint32{
+			dir: id, filepath.Join(dir, "f"): id,
+			mnt: 0, filepath.Join(mnt, "sub"): 0, filepath.Join(mnt, "sub", "secret"): 0,
+		} {
+			var st syscall.Stat_t
+			if err := syscall.Lstat(path, &st); err != nil {
+				return err
+			}
+			if st.Uid != want {
+				t.Errorf("%s belongs to %d, want %d", path, st.Uid, want)
+			}
+		}
+		return nil
+	})
+}
+
+// ChownPath gives the directories on the way that belong to root and
+// stops at a symbolic link, leaving what it points to alone.
+func TestChownPathStopsAtALink(t *testing.T) {
+	testenv.NeedRoot(t, "chown needs root")
+	const id = 123456
+	dir, victim := t.TempDir(), t.TempDir()
+	mustWrite(t, filepath.Join(dir, "a", "b", "f"))
+	if err := os.Symlink(victim, filepath.Join(dir, "a", "l")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(dir, "a", "b"), 4242, 4242); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"a/b", "a/l", "a/l/x"} {
+		if err := ChownPath(dir, filepath.Join(dir, rel), id, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, want := range map[string]uint32{
+		dir: id, filepath.Join(dir, "a"): id, filepath.Join(dir, "a", "b"): 4242, victim: 0,
+	} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(path, &st); err != nil {
 			t.Fatal(err)
 		}
 		if st.Uid != want {
