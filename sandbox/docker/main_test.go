@@ -36,6 +36,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(attackEnv); spec != "" {
+		os.Exit(attack(spec))
+	}
 	var eng *testEngine
 	switch {
 	case os.Getenv("BERTH_TEST_DOCKER_HOST") != "":
@@ -55,6 +58,7 @@ func TestMain(m *testing.M) {
 		engineHost = eng.host
 	}
 	code := m.Run()
+	removeHelper()
 	if engineHost != "" && eng == nil {
 		cleanupSharedEngine()
 	}
