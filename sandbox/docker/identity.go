@@ -18,10 +18,10 @@ import (
 // DefaultHostUID is the host uid (and gid) a root daemon's containers run
 // as when the engine maps no user namespace: the bwrap provider's
 // DefaultHostUID, above human users and systemd's dynamic users, below
-// the subordinate ids, and no login account (docs/api.md, "Sandbox
-// providers"). Without a user namespace the container's uid is the host's
-// own, so a uid of a local user would let that user into the session
-// through /proc/<pid>/root, its environment and ptrace.
+// the subordinate ids, and no login account (docs/api.md, "No local user
+// reaches a session"). Without a user namespace the container's uid is the
+// host's own, so a uid of a local user would let that user into the
+// session through /proc/<pid>/root, its environment and ptrace.
 const DefaultHostUID = 99999
 
 // identity is who a sandbox's processes are, inside the container and as
