@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,21 +27,26 @@ import (
 // the "uid:gid" its passwd names.
 const imageDockerfile = `FROM scratch
 COPY rootfs/ /
-ENV PATH=/usr/local/bin:/bin
+ENV ` + imagePath + `
 LABEL berth.image="default" ` + LabelUser + `="%s"
 CMD ["/bin/sh"]
 `
+
+// imagePath is the default image's environment.
+const imagePath = "PATH=/usr/local/bin:/bin"
 
 // LabelUser is the default image's label that holds the "uid:gid" of the
 // user its /etc/passwd names, the one its containers run as.
 const LabelUser = "berth.user"
 
-// ensureImage makes sure image is on the engine and returns the id
+// ensureImage makes sure image is on the engine and returns what
 // containers are made from. The default image is built when it is missing
-// or names another user than who (LabelUser: providers of other users
-// share the engine), and its id is what they are made from even when
-// another provider tags another build with its name since; any other
-// missing image is EUnavailable: berth never pulls.
+// or is the provider's own build (ownBuild) for another user than who
+// (LabelUser: providers of other users share the engine), and containers
+// are made from its id, even when another provider tags another build
+// with its name since. Any other image, and a default image of the user's
+// own, is used by its name (a rebuild of it is used at once); missing, it
+// is EUnavailable: berth never pulls.
 func (p *Provider) ensureImage(ctx context.Context, image string, who identity) (string, error) {
 	if id, ok := p.knownImage(image); ok {
 		return id, nil
@@ -53,7 +59,9 @@ func (p *Provider) ensureImage(ctx context.Context, image string, who identity) 
 	res, err := p.cli.ImageInspect(ctx, image)
 	id := res.ID
 	switch {
-	case err == nil && (image != p.opts.Image || imageUser(res) == who.user()):
+	case err == nil && (image != p.opts.Image || !ownBuild(res)):
+		id = image
+	case err == nil && imageUser(res) == who.user():
 	case err != nil && !cerrdefs.IsNotFound(err):
 		return "", berth.WrapError(berth.EUnavailable, err, "docker: cannot inspect image %q: %s", image, reason(ctx, err))
 	case image != p.opts.Image:
@@ -67,6 +75,25 @@ func (p *Provider) ensureImage(ctx context.Context, image string, who identity) 
 	p.images[image] = id
 	p.mu.Unlock()
 	return id, nil
+}
+
+// ownBuild reports whether an image is what buildDefaultImage makes, by
+// its labels, command, environment and single layer, and so may be built
+// again for another user. An image derived from it (an agent image FROM
+// berth-sandbox:local) inherits its labels but not the rest: it is the
+// user's, never replaced.
+func ownBuild(res client.ImageInspectResult) bool {
+	c := res.Config
+	if c == nil || c.Labels["berth.image"] != "default" || len(res.RootFS.Layers) != 1 {
+		return false
+	}
+	for k := range c.Labels {
+		if k != "berth.image" && k != LabelUser {
+			return false
+		}
+	}
+	return slices.Equal(c.Cmd, []string{"/bin/sh"}) && len(c.Entrypoint) == 0 &&
+		slices.Equal(c.Env, []string{imagePath}) && c.User == "" && c.WorkingDir == ""
 }
 
 // imageUser is an image's LabelUser, "" when it has none.
