@@ -301,7 +301,8 @@ func give(cfg berth.SandboxConfig, ws *os.File, who identity) error {
 // Reopen returns a handle on the running container ref (a container id)
 // that another Open made for the same session: a shim runs the agent in
 // it, the daemon its terminals and execs. ENotFound when the container is
-// gone or belongs to another session.
+// gone or belongs to another session; EUnavailable when it runs as another
+// user than this provider's sandboxes.
 func (p *Provider) Reopen(ctx context.Context, cfg berth.SandboxConfig, ref string) (berth.Sandbox, error) {
 	info, err := p.cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
 	if err != nil {
@@ -317,6 +318,11 @@ func (p *Provider) Reopen(ctx context.Context, cfg berth.SandboxConfig, ref stri
 	who, err := p.identity(ctx)
 	if err != nil {
 		return nil, err
+	}
+	// A container made for another user (by a berth that ran them as uid
+	// 1000) is not adopted: its files are not this user's.
+	if c.Config.User != who.user() {
+		return nil, berth.Errorf(berth.EUnavailable, "docker: container %.12s runs as %s, not %s: stop and resume the session", ref, c.Config.User, who.user())
 	}
 	return &Sandbox{p: p, id: c.ID, cfg: cfg, who: who, local: ownedBy(c.State.Pid, c.ID)}, nil
 }

@@ -394,3 +394,29 @@ func TestWorkspaceSwappedForALinkIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Reopen hands the daemon the session's running container, whose
+// processes run as the provider's user; not another session's, nor one
+// that runs as another user (made before, by a berth that ran them as uid
+// 1000): its files are not this user's.
+func TestReopen(t *testing.T) {
+	p := newProvider(t, Options{})
+	sb := openSandbox(t, p, berth.SandboxConfig{})
+	again, err := p.Reopen(t.Context(), sb.cfg, sb.Ref())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := run(t, again, nil, "sh", "-c", "id -u && echo x > reopened"); res.stdout != strconv.Itoa(sb.who.uid)+"\n" {
+		t.Fatalf("in the reopened sandbox: %+v", res)
+	}
+	other := sb.cfg
+	other.SessionID = "ses_other"
+	if _, err := p.Reopen(t.Context(), other, sb.Ref()); !berth.IsCode(err, berth.ENotFound) {
+		t.Errorf("Reopen for another session: %v", err)
+	}
+	q := newProvider(t, Options{})
+	q.who = &identity{uid: 77001, gid: 77001, hostUID: 77001, hostGID: 77001}
+	if _, err := q.Reopen(t.Context(), sb.cfg, sb.Ref()); !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(err.Error(), "runs as "+sb.who.user()+", not 77001:77001") {
+		t.Errorf("Reopen as another user: %v", err)
+	}
+}
