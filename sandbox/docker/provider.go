@@ -9,10 +9,10 @@
 // no-new-privileges, no network unless asked, memory, CPU and pid limits,
 // and an unprivileged user that is no local user's (see identity: a root
 // daemon's containers run as DefaultHostUID, or as DefaultUID mapped by
-// the engine's user namespace; a non-root daemon's as itself). The static berth binary
-// is bound read-only at /usr/local/bin/berth and the host's static busybox
-// at /.berth/busybox, so the demo agent and the container's own helpers run
-// in any image.
+// the engine's user namespace; a non-root daemon's as itself). The static
+// berth binary is bound read-only at /usr/local/bin/berth and the host's
+// static busybox at /.berth/busybox, so the demo agent and the
+// container's own helpers run in any image.
 //
 // The container's first process (its init, pid 1) is a busybox shell that
 // sleeps in a loop and, being pid 1, reaps the orphans agents leave behind.

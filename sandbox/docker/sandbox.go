@@ -153,9 +153,8 @@ func (s *Sandbox) ID() string { return s.id }
 func (s *Sandbox) Ref() string { return s.id }
 
 // Start runs spec in the container through an exec, as the sandbox's user
-// (see identity),
-// in a session and process group of its own (the runtime gives every exec
-// one). Its environment is the session's env, HOME, then spec.Env (later
+// (see identity), in a session and process group of its own (the runtime
+// gives every exec one). Its environment is the session's env, HOME, then spec.Env (later
 // entries win), over the image's. A spec.Path without "/" is looked up in the container's
 // PATH. The working directory is spec.Dir (relative to the workspace when
 // relative) or the workspace. ctx only bounds the start.
