@@ -172,8 +172,9 @@ type SandboxRef interface {
 
 // SandboxFileOwner is implemented by providers whose sandboxed processes
 // own what they write on the host as a user other than the daemon's (a
-// root daemon's bwrap sandboxes run as [sandbox] host_uid, its docker
-// containers as their uid). Files and directories berth itself makes in a
+// root daemon's bwrap sandboxes run as [sandbox] host_uid, and so do its
+// docker containers, unless the engine maps their uid to one of its
+// subordinate ids). Files and directories berth itself makes in a
 // workspace for the agent (fs/write_text_file) are given to that user, so
 // that the agent can change them.
 type SandboxFileOwner interface {

@@ -105,12 +105,15 @@ type Sandbox struct {
 	AllowNetwork bool `toml:"allow_network"`
 	// Network is the network setting of sessions that do not ask. Default false.
 	Network bool `toml:"network"`
-	// UID is the unprivileged user agents run as inside bwrap and docker.
+	// UID is the unprivileged user agents run as inside bwrap, and
+	// inside docker when a root daemon's engine maps a user namespace.
 	// Default 1000.
 	UID int `toml:"uid"`
 	// HostUID is the host uid (and gid) a root daemon starts bwrap
 	// sandboxes as, so that the sandbox's user maps to it rather than to
-	// root: every file an agent writes belongs to it. Default 99999
+	// root, and runs docker containers as when the engine maps no user
+	// namespace (inside as on the host: uid 1000 is a login account on
+	// most hosts): every file an agent writes belongs to it. Default 99999
 	// (DefaultHostUID); 1000..4294967294, not 65535. A daemon that is not
 	// root runs its sandboxes as itself and ignores it.
 	HostUID int `toml:"host_uid"`

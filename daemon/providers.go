@@ -39,7 +39,7 @@ func AnyProvider(o shimcmd.Options, name string) (p berth.SandboxProvider, close
 
 // docker makes the docker provider.
 func (o providerOptions) docker() (*docker.Provider, error) {
-	return docker.New(docker.Options{Host: o.DockerHost, Image: o.DockerImage, Berth: o.Berth, UID: o.UID,
+	return docker.New(docker.Options{Host: o.DockerHost, Image: o.DockerImage, Berth: o.Berth, UID: o.UID, HostUID: o.HostUID,
 		Limits: o.Limits, Instance: o.Instance})
 }
 

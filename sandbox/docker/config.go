@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -116,9 +115,9 @@ func environ(cfg berth.SandboxConfig, extra []string) []string {
 	return env
 }
 
-// containerSpec is the container's configuration for cfg (see the package
-// doc for what it enforces).
-func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, cov *covers) (*container.Config, *container.HostConfig) {
+// containerSpec is the container's configuration for cfg, from image, run
+// as who (see the package doc for what it enforces).
+func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, who identity, cov *covers) (*container.Config, *container.HostConfig) {
 	init := []string{"/bin/sh", "-c", initScript}
 	mounts := []mount.Mount{{Type: mount.TypeBind, Source: cfg.Workspace, Target: cfg.Workspace}}
 	if cfg.Home != "" {
@@ -167,8 +166,10 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, cov *cov
 		Image:      image,
 		Cmd:        init,
 		Entrypoint: []string{},
-		User:       p.user(),
-		WorkingDir: cfg.Workspace,
+		User:       who.user(),
+		// The init needs no workspace (each exec names its own directory),
+		// which Open gives the user only once the container runs.
+		WorkingDir: "/",
 		Hostname:   "berth",
 		Labels:     map[string]string{LabelSession: cfg.SessionID, LabelManaged: "true"},
 	}
@@ -186,8 +187,8 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, cov *cov
 		Resources:      res,
 		LogConfig:      container.LogConfig{Type: "none"},
 	}
+	if who.hostNS {
+		hc.UsernsMode = "host"
+	}
 	return cc, hc
 }
-
-// user is the "uid:gid" processes run as.
-func (p *Provider) user() string { return fmt.Sprintf("%d:%d", p.opts.UID, p.opts.GID) }

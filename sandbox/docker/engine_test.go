@@ -28,8 +28,8 @@ type testEngine struct {
 
 // startEngine starts dockerd as root with its state under a temp dir, no
 // bridge and no iptables (nothing on the host's network changes), and
-// waits up to a minute for it to answer.
-func startEngine() (*testEngine, error) {
+// extra options, and waits up to a minute for it to answer.
+func startEngine(extra ...string) (*testEngine, error) {
 	dockerd, err := exec.LookPath("dockerd")
 	if err != nil {
 		return nil, err
@@ -38,17 +38,24 @@ func startEngine() (*testEngine, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Crossable: an engine that remaps ids keeps its data where its
+	// remapped root must reach.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	e := &testEngine{dir: dir, host: "unix://" + filepath.Join(dir, "docker.sock"), done: make(chan struct{})}
 	if e.log, err = os.Create(filepath.Join(dir, "dockerd.log")); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	e.cmd = exec.Command(dockerd,
+	args := append([]string{
 		"--data-root", filepath.Join(dir, "data"),
 		"--exec-root", filepath.Join(dir, "exec"),
 		"--pidfile", filepath.Join(dir, "dockerd.pid"),
 		"-H", e.host,
-		"--iptables=false", "--bridge=none", "--log-level=warn")
+		"--iptables=false", "--bridge=none", "--log-level=warn"}, extra...)
+	e.cmd = exec.Command(dockerd, args...)
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	// Its own group, so stop can signal it whole; SIGTERM if we die.
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}

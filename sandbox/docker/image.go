@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,49 +23,93 @@ import (
 
 // imageDockerfile builds the default image from the context that
 // buildContext makes: busybox and its applet links, /etc/passwd and
-// /etc/group, the mount points the provider uses.
+// /etc/group, the mount points the provider uses. Its label LabelUser is
+// the "uid:gid" its passwd names.
 const imageDockerfile = `FROM scratch
 COPY rootfs/ /
-ENV PATH=/usr/local/bin:/bin
-LABEL berth.image="default"
+ENV ` + imagePath + `
+LABEL berth.image="default" ` + LabelUser + `="%s"
 CMD ["/bin/sh"]
 `
 
-// ensureImage makes sure image is on the engine. The default image is
-// built when missing; any other missing image is EUnavailable: berth never
-// pulls.
-func (p *Provider) ensureImage(ctx context.Context, image string) error {
-	if p.knownImage(image) {
-		return nil
+// imagePath is the default image's environment.
+const imagePath = "PATH=/usr/local/bin:/bin"
+
+// LabelUser is the default image's label that holds the "uid:gid" of the
+// user its /etc/passwd names, the one its containers run as.
+const LabelUser = "berth.user"
+
+// ensureImage makes sure image is on the engine and returns what
+// containers are made from. The default image is built when it is missing
+// or is the provider's own build (ownBuild) for another user than who
+// (LabelUser: providers of other users share the engine), and containers
+// are made from its id, even when another provider tags another build
+// with its name since. Any other image, and a default image of the user's
+// own, is used by its name (a rebuild of it is used at once); missing, it
+// is EUnavailable: berth never pulls.
+func (p *Provider) ensureImage(ctx context.Context, image string, who identity) (string, error) {
+	if id, ok := p.knownImage(image); ok {
+		return id, nil
 	}
 	p.buildMu.Lock()
 	defer p.buildMu.Unlock()
-	if p.knownImage(image) {
-		return nil
+	if id, ok := p.knownImage(image); ok {
+		return id, nil
 	}
-	_, err := p.cli.ImageInspect(ctx, image)
+	res, err := p.cli.ImageInspect(ctx, image)
+	id := res.ID
 	switch {
-	case err == nil:
-	case !cerrdefs.IsNotFound(err):
-		return berth.WrapError(berth.EUnavailable, err, "docker: cannot inspect image %q: %s", image, reason(ctx, err))
+	case err == nil && (image != p.opts.Image || !ownBuild(res)):
+		id = image
+	case err == nil && imageUser(res) == who.user():
+	case err != nil && !cerrdefs.IsNotFound(err):
+		return "", berth.WrapError(berth.EUnavailable, err, "docker: cannot inspect image %q: %s", image, reason(ctx, err))
 	case image != p.opts.Image:
-		return berth.Errorf(berth.EUnavailable, "docker: image %q is not on the engine (berth does not pull images: pull or build it first)", image)
+		return "", berth.Errorf(berth.EUnavailable, "docker: image %q is not on the engine (berth does not pull images: pull or build it first)", image)
 	default:
-		if err := p.buildDefaultImage(ctx, image); err != nil {
-			return err
+		if id, err = p.buildDefaultImage(ctx, image, who); err != nil {
+			return "", err
 		}
 	}
 	p.mu.Lock()
-	p.images[image] = true
+	p.images[image] = id
 	p.mu.Unlock()
-	return nil
+	return id, nil
 }
 
-// knownImage reports whether image was seen on the engine.
-func (p *Provider) knownImage(image string) bool {
+// ownBuild reports whether an image is what buildDefaultImage makes, by
+// its labels, command, environment and single layer, and so may be built
+// again for another user. An image derived from it (an agent image FROM
+// berth-sandbox:local) inherits its labels but not the rest: it is the
+// user's, never replaced.
+func ownBuild(res client.ImageInspectResult) bool {
+	c := res.Config
+	if c == nil || c.Labels["berth.image"] != "default" || len(res.RootFS.Layers) != 1 {
+		return false
+	}
+	for k := range c.Labels {
+		if k != "berth.image" && k != LabelUser {
+			return false
+		}
+	}
+	return slices.Equal(c.Cmd, []string{"/bin/sh"}) && len(c.Entrypoint) == 0 &&
+		slices.Equal(c.Env, []string{imagePath}) && c.User == "" && c.WorkingDir == ""
+}
+
+// imageUser is an image's LabelUser, "" when it has none.
+func imageUser(res client.ImageInspectResult) string {
+	if res.Config == nil {
+		return ""
+	}
+	return res.Config.Labels[LabelUser]
+}
+
+// knownImage returns the id of image when it was seen on the engine.
+func (p *Provider) knownImage(image string) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.images[image]
+	id, ok := p.images[image]
+	return id, ok
 }
 
 // forgetImage drops image from the known ones (it was removed behind our
@@ -75,15 +120,16 @@ func (p *Provider) forgetImage(image string) {
 	p.mu.Unlock()
 }
 
-// buildDefaultImage builds image with the classic builder from an
-// in-memory context: no registry, no base image, no RUN step.
-func (p *Provider) buildDefaultImage(ctx context.Context, image string) error {
+// buildDefaultImage builds image for who with the classic builder from an
+// in-memory context: no registry, no base image, no RUN step. It returns
+// the built image's id.
+func (p *Provider) buildDefaultImage(ctx context.Context, image string, who identity) (string, error) {
 	if p.helper == "" {
-		return berth.Errorf(berth.EUnavailable, "docker: image %q is missing and cannot be built: no static busybox on this host (install busybox-static)", image)
+		return "", berth.Errorf(berth.EUnavailable, "docker: image %q is missing and cannot be built: no static busybox on this host (install busybox-static)", image)
 	}
-	tarball, err := buildContext(p.helper, p.opts.UID, p.opts.GID)
+	tarball, err := buildContext(p.helper, who.uid, who.gid)
 	if err != nil {
-		return berth.WrapError(berth.EInternal, err, "docker: cannot prepare the build of %q", image)
+		return "", berth.WrapError(berth.EInternal, err, "docker: cannot prepare the build of %q", image)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -96,35 +142,47 @@ func (p *Provider) buildDefaultImage(ctx context.Context, image string) error {
 		Version:        build.BuilderV1,
 	})
 	if err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "docker: cannot build image %q: %s", image, reason(ctx, err))
+		return "", berth.WrapError(berth.EUnavailable, err, "docker: cannot build image %q: %s", image, reason(ctx, err))
 	}
 	defer res.Body.Close()
-	if err := buildError(res.Body); err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "docker: cannot build image %q: %v", image, err)
+	id, err := buildResult(res.Body)
+	if err != nil {
+		return "", berth.WrapError(berth.EUnavailable, err, "docker: cannot build image %q: %v", image, err)
 	}
-	return nil
+	return id, nil
 }
 
-// buildError reads a build's JSON message stream to its end and returns
-// the first error it reports.
-func buildError(r io.Reader) error {
+// buildResult reads a build's JSON message stream to its end and returns
+// the built image's id (its aux message, or the only line of a build with
+// SuppressOutput), or the first error the stream reports.
+func buildResult(r io.Reader) (string, error) {
 	dec := json.NewDecoder(r)
+	id := ""
 	for {
 		var m struct {
 			jsonstream.Message
 			ErrorText string `json:"error"`
 		}
 		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
+			if !errors.Is(err, io.EOF) {
+				return "", err
 			}
-			return err
+			if id == "" {
+				return "", errors.New("the engine did not say which image it built")
+			}
+			return id, nil
 		}
 		if m.Error != nil && m.Error.Message != "" {
-			return errors.New(strings.TrimSpace(m.Error.Message))
+			return "", errors.New(strings.TrimSpace(m.Error.Message))
 		}
 		if m.ErrorText != "" {
-			return errors.New(strings.TrimSpace(m.ErrorText))
+			return "", errors.New(strings.TrimSpace(m.ErrorText))
+		}
+		var aux struct{ ID string }
+		if m.Aux != nil && json.Unmarshal(*m.Aux, &aux) == nil && aux.ID != "" {
+			id = aux.ID
+		} else if line := strings.TrimSpace(m.Stream); strings.HasPrefix(line, "sha256:") && !strings.ContainsAny(line, " \n") {
+			id = line
 		}
 	}
 }
@@ -132,7 +190,8 @@ func buildError(r io.Reader) error {
 // buildContext makes the default image's build context as a tar archive:
 // the Dockerfile, and rootfs/ with /bin/busybox (a copy of helper), a
 // symlink to it for each applet, /etc/passwd and /etc/group naming root and
-// the sandbox user, and the directories the provider mounts on.
+// the sandbox user (uid:gid, also in the Dockerfile's LabelUser), and the
+// directories the provider mounts on.
 func buildContext(helper string, uid, gid int) ([]byte, error) {
 	bin, err := os.ReadFile(helper)
 	if err != nil {
@@ -154,7 +213,9 @@ func buildContext(helper string, uid, gid int) ([]byte, error) {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/bin/sh\nberth:x:%d:%d:berth:/tmp:/bin/sh\n", uid, gid)
 	group := fmt.Sprintf("root:x:0:\nberth:x:%d:\n", gid)
 	steps := []func() error{
-		func() error { return file("Dockerfile", 0o644, []byte(imageDockerfile)) },
+		func() error {
+			return file("Dockerfile", 0o644, fmt.Appendf(nil, imageDockerfile, fmt.Sprintf("%d:%d", uid, gid)))
+		},
 		func() error { return dir("rootfs", 0o755) },
 		func() error { return dir("rootfs/bin", 0o755) },
 		func() error { return dir("rootfs/etc", 0o755) },

@@ -53,8 +53,12 @@ func TestLatency(t *testing.T) {
 	// The engine's own steps, without berth: create, start, exec create,
 	// exec start (attached) to the end of its stream.
 	var create, cstart, exec []time.Duration
+	who, err := p.identity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range runs {
-		cc, hc := p.containerSpec(berth.SandboxConfig{Workspace: t.TempDir()}, p.opts.Image, nil)
+		cc, hc := p.containerSpec(berth.SandboxConfig{Workspace: t.TempDir()}, p.opts.Image, who, nil)
 		t0 := time.Now()
 		c, err := p.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Config: cc, HostConfig: hc})
 		if err != nil {

@@ -36,6 +36,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(attackEnv); spec != "" {
+		os.Exit(attack(spec))
+	}
 	var eng *testEngine
 	switch {
 	case os.Getenv("BERTH_TEST_DOCKER_HOST") != "":
@@ -55,6 +58,7 @@ func TestMain(m *testing.M) {
 		engineHost = eng.host
 	}
 	code := m.Run()
+	removeHelper()
 	if engineHost != "" && eng == nil {
 		cleanupSharedEngine()
 	}
@@ -114,21 +118,11 @@ func newProvider(t testing.TB, opts Options) *Provider {
 	return p
 }
 
-// testDirs makes a workspace and a home for a session, usable by the
-// sandbox's user (DefaultUID).
+// testDirs makes a workspace and a home for a session, the daemon's as
+// a session's are (Open gives them to the sandbox's user).
 func testDirs(t testing.TB) (workspace, home string) {
 	t.Helper()
-	workspace, home = t.TempDir(), t.TempDir()
-	for _, d := range []string{workspace, home} {
-		if os.Geteuid() == 0 {
-			if err := os.Chown(d, DefaultUID, DefaultUID); err != nil {
-				t.Fatal(err)
-			}
-		} else if err := os.Chmod(d, 0o777); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return workspace, home
+	return t.TempDir(), t.TempDir()
 }
 
 // openSandbox opens a sandbox with fresh dirs; cfg's empty workspace and
@@ -209,6 +203,21 @@ func collect(t testing.TB, proc berth.Process) result {
 	}
 	res.status = st
 	return res
+}
+
+// ensureTestImage makes sure p's default image is on the engine, for p's
+// sandboxes' user, and returns its id.
+func ensureTestImage(t testing.TB, p *Provider) string {
+	t.Helper()
+	who, err := p.identity(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := p.ensureImage(t.Context(), p.opts.Image, who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // removeImage removes image from the engine, ignoring errors.

@@ -95,7 +95,7 @@ var _ berth.Process = (*Process)(nil)
 func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, dir string) (*Process, error) {
 	cli := s.p.cli
 	created, err := cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{
-		User:         s.p.user(),
+		User:         s.who.user(),
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
@@ -483,7 +483,7 @@ func (s *Sandbox) kill(ctx context.Context, sig syscall.Signal, pgid int) error 
 	if s.p.helper != "" {
 		cmd = []string{HelperPath, "kill", "-s", name, "-" + strconv.Itoa(pgid)}
 	}
-	created, err := s.p.cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{User: s.p.user(), AttachStdout: true, AttachStderr: true, Cmd: cmd})
+	created, err := s.p.cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{User: s.who.user(), AttachStdout: true, AttachStderr: true, Cmd: cmd})
 	if err != nil {
 		return berth.WrapError(berth.EUnavailable, err, "docker: cannot signal the process: %s", reason(ctx, err))
 	}

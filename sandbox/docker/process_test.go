@@ -242,9 +242,7 @@ func TestWithoutHelper(t *testing.T) {
 	// An image with its own shell and kill, and no busybox bound in: the
 	// init and in-container signals use the image's /bin/sh.
 	p := newProvider(t, Options{})
-	if err := p.ensureImage(t.Context(), p.opts.Image); err != nil {
-		t.Fatal(err)
-	}
+	ensureTestImage(t, p)
 	p.helper = ""
 	sb := openSandbox(t, p, berth.SandboxConfig{})
 	if res := run(t, sb, nil, "sh", "-c", "ls /.berth 2>/dev/null; cat /proc/1/cmdline | tr '\\0' ' '"); res.stdout != "/bin/sh -c "+initScript+" " {

@@ -7,10 +7,12 @@
 // workspace and the private HOME bind-mounted read-write at their own
 // paths, the session's extra binds, every capability dropped,
 // no-new-privileges, no network unless asked, memory, CPU and pid limits,
-// and an unprivileged user (uid 1000 by default). The static berth binary
-// is bound read-only at /usr/local/bin/berth and the host's static busybox
-// at /.berth/busybox, so the demo agent and the container's own helpers run
-// in any image.
+// and an unprivileged user that is no local user's (see identity: a root
+// daemon's containers run as DefaultHostUID, or as DefaultUID mapped by
+// the engine's user namespace; a non-root daemon's as itself). The static
+// berth binary is bound read-only at /usr/local/bin/berth and the host's
+// static busybox at /.berth/busybox, so the demo agent and the
+// container's own helpers run in any image.
 //
 // The container's first process (its init, pid 1) is a busybox shell that
 // sleeps in a loop and, being pid 1, reaps the orphans agents leave behind.
@@ -48,7 +50,8 @@ const DefaultImage = "berth-sandbox:local"
 // DOCKER_HOST name one.
 const DefaultHost = "unix:///var/run/docker.sock"
 
-// DefaultUID is the user agents run as inside the container.
+// DefaultUID is the user agents run as inside the container when a root
+// daemon's engine maps a user namespace (dockerd --userns-remap).
 const DefaultUID = 1000
 
 // Labels put on every container the provider creates.
@@ -89,9 +92,16 @@ type Options struct {
 	// /usr/bin/busybox and /bin/busybox; one that is missing or not static
 	// is not used.
 	Busybox string
-	// UID and GID are the user processes run as (DefaultUID when zero; GID
-	// defaults to UID). Root is never used.
+	// UID and GID are the user processes run as in the container when the
+	// daemon is root and the engine maps a user namespace, which gives
+	// them subordinate ids on the host (DefaultUID when zero; GID defaults
+	// to UID). Root is never used.
 	UID, GID int
+	// HostUID is the uid, and gid, processes run as when the daemon is
+	// root and the engine maps no user namespace: the container's ids are
+	// then the host's (DefaultHostUID when zero). A daemon that is not
+	// root runs its containers as itself and uses neither.
+	HostUID int
 	// Limits are the default limits; a session's non-zero limits win, and
 	// DefaultLimits fill what both leave at zero.
 	Limits berth.SandboxLimits
@@ -116,8 +126,14 @@ type Provider struct {
 	buildMu sync.Mutex
 	// mu guards images.
 	mu sync.Mutex
-	// images are the images known to be on the engine.
-	images map[string]bool
+	// images are the ids of the images known to be on the engine, by the
+	// name they were asked by.
+	images map[string]string
+
+	// whoMu guards who.
+	whoMu sync.Mutex
+	// who is who the sandboxes are, once the engine has told (identity).
+	who *identity
 }
 
 var _ berth.SandboxProvider = (*Provider)(nil)
@@ -141,6 +157,9 @@ func New(opts Options) (*Provider, error) {
 	if opts.GID <= 0 {
 		opts.GID = opts.UID
 	}
+	if opts.HostUID <= 0 {
+		opts.HostUID = DefaultHostUID
+	}
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = 3 * time.Second
 	}
@@ -148,7 +167,7 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, berth.WrapError(berth.EInvalid, err, "docker: bad engine endpoint %q", host)
 	}
-	return &Provider{opts: opts, cli: cli, host: host, helper: findHelper(opts.Busybox), images: map[string]bool{}}, nil
+	return &Provider{opts: opts, cli: cli, host: host, helper: findHelper(opts.Busybox), images: map[string]string{}}, nil
 }
 
 // Name is "docker".
@@ -161,8 +180,10 @@ func (p *Provider) Host() string { return p.host }
 // must be closed first.
 func (p *Provider) Close() error { return p.cli.Close() }
 
-// Probe pings the engine within Options.ProbeTimeout. Its error is
-// EUnavailable and says which endpoint did not answer and why.
+// Probe pings the engine within Options.ProbeTimeout and learns from it
+// who the sandboxes will be (identity). Its error is EUnavailable and
+// says which endpoint did not answer and why, or why its containers
+// cannot be used (a rootless engine).
 func (p *Provider) Probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ProbeTimeout)
 	defer cancel()
@@ -173,7 +194,8 @@ func (p *Provider) Probe(ctx context.Context) error {
 		}
 		return berth.WrapError(berth.EUnavailable, err, "docker: no engine at %s: %s", p.host, why)
 	}
-	return nil
+	_, err := p.identity(ctx)
+	return err
 }
 
 // reason shortens an engine error to its cause: "connection refused", "no
@@ -198,15 +220,18 @@ func reason(ctx context.Context, err error) string {
 // otherwise); the image must be on the engine or be the default image
 // (EUnavailable otherwise).
 //
-// Processes run as Options.UID on the host too (the engine maps no user
-// namespace), so host files must be usable by that uid. When the daemon
-// runs as root, Open gives that uid cfg.Home (the session's private HOME,
+// Host files must be usable by the container's user as the host sees it
+// (see identity). When the daemon runs as root that is another uid, no
+// local user's, and Open gives it cfg.Home (the session's private HOME,
 // whole) and whatever belongs to root in the workspace and in writable
 // binds; Start does the same for the directories from the workspace down
 // to its Dir. Root keeps its access (it needs no ownership). Files of
-// other users are left alone and must be usable by Options.UID already,
-// and read-only binds are never changed: their sources must be readable
-// by Options.UID.
+// other users are left alone and must be usable by that uid already, and
+// read-only binds are never changed: their sources must be readable by
+// it. This happens once the container runs (its init does not need
+// them), after a check, when its processes are visible here, that the
+// engine runs the container's user as that very uid. A daemon that is not
+// root runs the container as itself and changes nothing.
 //
 // The workspace's path must lead to its directory without a symbolic link
 // (the session stores it resolved): one planted since is refused
@@ -231,46 +256,62 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		return nil, berth.WrapError(berth.EInvalid, err, "docker: refusing the workspace: %s", err)
 	}
 	defer ws.Close()
-	giving := os.Geteuid() == 0
 	// Refused before anything of it changes hands (or the engine is asked
 	// for anything), on the pinned directory itself.
-	if giving && !cfg.ManagedWorkspace {
-		if err := wsdir.Check(ws, cfg.Workspace, "workspace", append([]int{p.opts.UID}, cfg.WorkspaceOwners...)); err != nil {
+	if os.Geteuid() == 0 && !cfg.ManagedWorkspace {
+		if err := wsdir.Check(ws, cfg.Workspace, "workspace", append([]int{p.opts.HostUID}, cfg.WorkspaceOwners...)); err != nil {
 			return nil, err
 		}
+	}
+	who, err := p.identity(ctx)
+	if err != nil {
+		return nil, err
 	}
 	image := cfg.Image
 	if image == "" {
 		image = p.opts.Image
 	}
-	if err := p.ensureImage(ctx, image); err != nil {
+	sb, err := p.openContainer(ctx, cfg, image, who, ws)
+	if err != nil {
 		return nil, err
 	}
-	if giving {
-		if cfg.Home != "" {
-			if err := boxutil.ChownTree(cfg.Home, p.opts.UID, p.opts.GID, false, nil); err != nil {
-				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the session's home to uid %d", p.opts.UID)
-			}
-		}
-		if err := boxutil.ChownTreeAt(ws, p.opts.UID, p.opts.GID, true, cfg.Hide); err != nil {
-			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the workspace to uid %d", p.opts.UID)
-		}
-		for i, b := range cfg.Binds {
-			if !b.Writable {
-				continue
-			}
-			if err := boxutil.ChownTree(b.Source, p.opts.UID, p.opts.GID, true, cfg.Hide); err != nil {
-				return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give writable bind %d to uid %d", i, p.opts.UID)
-			}
+	if who.give {
+		if err := give(cfg, ws, who); err != nil {
+			_ = sb.remove(context.WithoutCancel(ctx))
+			return nil, err
 		}
 	}
-	return p.openContainer(ctx, cfg, image, ws)
+	return sb, nil
+}
+
+// give gives who's host uid what the sandbox writes to: the session's
+// private home, whole; in the workspace (through ws, pinned) and the
+// writable binds, what belongs to root.
+func give(cfg berth.SandboxConfig, ws *os.File, who identity) error {
+	if cfg.Home != "" {
+		if err := boxutil.ChownTree(cfg.Home, who.hostUID, who.hostGID, false, nil); err != nil {
+			return berth.WrapError(berth.EInternal, err, "docker: cannot give the session's home to uid %d", who.hostUID)
+		}
+	}
+	if err := boxutil.ChownTreeAt(ws, who.hostUID, who.hostGID, true, cfg.Hide); err != nil {
+		return berth.WrapError(berth.EInternal, err, "docker: cannot give the workspace to uid %d", who.hostUID)
+	}
+	for i, b := range cfg.Binds {
+		if !b.Writable {
+			continue
+		}
+		if err := boxutil.ChownTree(b.Source, who.hostUID, who.hostGID, true, cfg.Hide); err != nil {
+			return berth.WrapError(berth.EInternal, err, "docker: cannot give writable bind %d to uid %d", i, who.hostUID)
+		}
+	}
+	return nil
 }
 
 // Reopen returns a handle on the running container ref (a container id)
 // that another Open made for the same session: a shim runs the agent in
 // it, the daemon its terminals and execs. ENotFound when the container is
-// gone or belongs to another session.
+// gone or belongs to another session; EUnavailable when it runs as another
+// user than this provider's sandboxes.
 func (p *Provider) Reopen(ctx context.Context, cfg berth.SandboxConfig, ref string) (berth.Sandbox, error) {
 	info, err := p.cli.ContainerInspect(ctx, ref, client.ContainerInspectOptions{})
 	if err != nil {
@@ -283,7 +324,16 @@ func (p *Provider) Reopen(ctx context.Context, cfg berth.SandboxConfig, ref stri
 	if c.Config == nil || c.Config.Labels[LabelSession] != cfg.SessionID || c.State == nil || !c.State.Running {
 		return nil, berth.Errorf(berth.ENotFound, "docker: container %.12s is not session %s's running sandbox", ref, cfg.SessionID)
 	}
-	return &Sandbox{p: p, id: c.ID, cfg: cfg, local: ownedBy(c.State.Pid, c.ID)}, nil
+	who, err := p.identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A container made for another user (by a berth that ran them as uid
+	// 1000) is not adopted: its files are not this user's.
+	if c.Config.User != who.user() {
+		return nil, berth.Errorf(berth.EUnavailable, "docker: container %.12s runs as %s, not %s: stop and resume the session", ref, c.Config.User, who.user())
+	}
+	return &Sandbox{p: p, id: c.ID, cfg: cfg, who: who, local: ownedBy(c.State.Pid, c.ID)}, nil
 }
 
 // RemoveLeftovers force-removes every container labelled berth.managed=true
@@ -322,9 +372,16 @@ func (p *Provider) RemoveLeftovers(ctx context.Context, keep map[string]bool) (i
 	return removed, nil
 }
 
-// FileOwner is the container user's uid and gid, which own what it writes
-// on the host (the engine maps no user namespace), when the daemon is root
-// and so may give files away; ok is false otherwise.
+// FileOwner is the container's user as the host sees it, which owns what
+// it writes, when the daemon is root and so gives it files (see
+// identity); ok is false otherwise, and when the engine cannot say who
+// that is (within Options.ProbeTimeout, the first time).
 func (p *Provider) FileOwner() (uid, gid int, ok bool) {
-	return p.opts.UID, p.opts.GID, os.Geteuid() == 0
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.ProbeTimeout)
+	defer cancel()
+	who, err := p.identity(ctx)
+	if err != nil || !who.give {
+		return 0, 0, false
+	}
+	return who.hostUID, who.hostGID, true
 }

@@ -31,6 +31,8 @@ type Sandbox struct {
 	p   *Provider
 	id  string // container id
 	cfg berth.SandboxConfig
+	// who is the container's user, inside and on the host.
+	who identity
 	// cov are the covers of hidden paths bound in, removed with the
 	// container.
 	cov *covers
@@ -65,15 +67,21 @@ func containerName(session string) string {
 	return "berth-" + s + "-" + hex.EncodeToString(b[:])
 }
 
-// openContainer creates and starts the container. A container that was
+// openContainer creates and starts the container as who, from image
+// (built first when it is the default image). A container that was
 // created but could not start is removed, and so is one whose bind of the
-// workspace turns out not to be ws, the directory Open pinned.
-func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, image string, ws *os.File) (*Sandbox, error) {
+// workspace turns out not to be ws, the directory Open pinned, or whose
+// user is not who on the host.
+func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, image string, who identity, ws *os.File) (*Sandbox, error) {
+	ref, err := p.ensureImage(ctx, image, who)
+	if err != nil {
+		return nil, err
+	}
 	cov, err := makeCovers(cfg)
 	if err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "docker: cannot make the covers of the hidden paths")
 	}
-	cc, hc := p.containerSpec(cfg, image, cov)
+	cc, hc := p.containerSpec(cfg, ref, who, cov)
 	opts := client.ContainerCreateOptions{Config: cc, HostConfig: hc, Name: containerName(cfg.SessionID)}
 	kept := false
 	defer func() {
@@ -88,7 +96,7 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 	if err != nil && cerrdefs.IsNotFound(err) && image == p.opts.Image {
 		// The default image went away since we last saw it: build it again.
 		p.forgetImage(image)
-		if err := p.ensureImage(ctx, image); err != nil {
+		if cc.Image, err = p.ensureImage(ctx, image, who); err != nil {
 			return nil, err
 		}
 		opts.Name = containerName(cfg.SessionID)
@@ -101,19 +109,26 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 		}
 		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot create the container: %s", reason(ctx, err))
 	}
-	sb := &Sandbox{p: p, id: created.ID, cfg: cfg, cov: cov}
+	sb := &Sandbox{p: p, id: created.ID, cfg: cfg, who: who, cov: cov}
 	if _, err := p.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		sb.remove(context.WithoutCancel(ctx))
 		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start the container: %s", reason(ctx, err))
 	}
 	if info, err := p.cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err == nil && info.Container.State != nil {
-		sb.local = ownedBy(info.Container.State.Pid, created.ID)
+		pid := info.Container.State.Pid
+		sb.local = ownedBy(pid, created.ID)
 		if sb.local {
 			// What the engine bound must be the pinned directory.
-			inside := fmt.Sprintf("/proc/%d/root%s", info.Container.State.Pid, cfg.Workspace)
+			inside := fmt.Sprintf("/proc/%d/root%s", pid, cfg.Workspace)
 			if !sameFile(ws, inside) {
 				sb.remove(context.WithoutCancel(ctx))
 				return nil, berth.Errorf(berth.EInvalid, "docker: refusing the workspace: %s is no longer the directory the sandbox opened (a symbolic link was planted on its path?)", cfg.Workspace)
+			}
+			// The files go to who's host uid: the engine must run the
+			// container's user as that uid.
+			if err := checkMapped(pid, who); err != nil {
+				sb.remove(context.WithoutCancel(ctx))
+				return nil, err
 			}
 		}
 	}
@@ -138,9 +153,9 @@ func (s *Sandbox) ID() string { return s.id }
 // Ref is the container's id, for Provider.Reopen.
 func (s *Sandbox) Ref() string { return s.id }
 
-// Start runs spec in the container through an exec, as the sandbox's user,
-// in a session and process group of its own (the runtime gives every exec
-// one). Its environment is the session's env, HOME, then spec.Env (later
+// Start runs spec in the container through an exec, as the sandbox's user
+// (see identity), in a session and process group of its own (the runtime
+// gives every exec one). Its environment is the session's env, HOME, then spec.Env (later
 // entries win), over the image's. A spec.Path without "/" is looked up in the container's
 // PATH. The working directory is spec.Dir (relative to the workspace when
 // relative) or the workspace. ctx only bounds the start.
@@ -167,9 +182,9 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 			dir = filepath.Join(s.cfg.Workspace, dir)
 		}
 	}
-	if os.Geteuid() == 0 {
-		if err := boxutil.ChownPath(s.cfg.Workspace, dir, s.p.opts.UID, s.p.opts.GID); err != nil {
-			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the working directory to uid %d", s.p.opts.UID)
+	if s.who.give {
+		if err := boxutil.ChownPath(s.cfg.Workspace, dir, s.who.hostUID, s.who.hostGID); err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "docker: cannot give the working directory to uid %d", s.who.hostUID)
 		}
 	}
 	s.mu.Lock()

@@ -65,9 +65,9 @@ func TestWorkspaceAndHome(t *testing.T) {
 	if err != nil || string(b) != "data\n" {
 		t.Fatalf("workspace file on the host: %q, %v", b, err)
 	}
-	if fi, err := os.Stat(filepath.Join(ws, "out.txt")); err == nil && os.Geteuid() == 0 {
-		if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != DefaultUID {
-			t.Errorf("file owned by %d on the host, want %d", uid, DefaultUID)
+	if fi, err := os.Stat(filepath.Join(ws, "out.txt")); err == nil {
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != sb.who.hostUID {
+			t.Errorf("file owned by %d on the host, want %d", uid, sb.who.hostUID)
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(home, ".agentrc")); err != nil || string(b) != "h\n" {
@@ -392,5 +392,31 @@ func TestWorkspaceSwappedForALinkIsRefused(t *testing.T) {
 		if st.Uid != uint32(os.Geteuid()) {
 			t.Errorf("%s now belongs to %d", path, st.Uid)
 		}
+	}
+}
+
+// Reopen hands the daemon the session's running container, whose
+// processes run as the provider's user; not another session's, nor one
+// that runs as another user (made before, by a berth that ran them as uid
+// 1000): its files are not this user's.
+func TestReopen(t *testing.T) {
+	p := newProvider(t, Options{})
+	sb := openSandbox(t, p, berth.SandboxConfig{})
+	again, err := p.Reopen(t.Context(), sb.cfg, sb.Ref())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := run(t, again, nil, "sh", "-c", "id -u && echo x > reopened"); res.stdout != strconv.Itoa(sb.who.uid)+"\n" {
+		t.Fatalf("in the reopened sandbox: %+v", res)
+	}
+	other := sb.cfg
+	other.SessionID = "ses_other"
+	if _, err := p.Reopen(t.Context(), other, sb.Ref()); !berth.IsCode(err, berth.ENotFound) {
+		t.Errorf("Reopen for another session: %v", err)
+	}
+	q := newProvider(t, Options{})
+	q.who = &identity{uid: 77001, gid: 77001, hostUID: 77001, hostGID: 77001}
+	if _, err := q.Reopen(t.Context(), sb.cfg, sb.Ref()); !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(err.Error(), "runs as "+sb.who.user()+", not 77001:77001") {
+		t.Errorf("Reopen as another user: %v", err)
 	}
 }
