@@ -187,6 +187,10 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
 	if err := syncDir(s.sessionDir(sessionID)); err != nil {
+		// Listed, yet not counted: counted again from disk.
+		s.ixMu.Lock()
+		s.ix = nil
+		s.ixMu.Unlock()
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
 	m := &manifest{meta: meta, entries: c.entries, byPath: make(map[string]*Entry, len(c.entries)), chain: chain, sigs: p.w.sigs}

@@ -126,11 +126,19 @@ func (s *Store) removeOldest(tree string, c candidate) (*Pruned, *index, []run, 
 	ix := s.ix
 	var ck ixCheckpoint
 	var next *ixCheckpoint
+	// deltas are the later checkpoints whose manifests are deltas on c:
+	// the next one, but for a commit that failed after its metadata.
+	var deltas []ixCheckpoint
 	if ok && cur == c {
 		ses := ix.sessions[c.session]
 		if ck = ses.ckpts[0]; len(ses.ckpts) > 1 {
 			n := ses.ckpts[1]
 			next = &n
+		}
+		for _, d := range ses.ckpts[1:] {
+			if d.base == c.id && !d.damaged {
+				deltas = append(deltas, d)
+			}
 		}
 	}
 	s.ixMu.Unlock()
@@ -152,23 +160,29 @@ func (s *Store) removeOldest(tree string, c candidate) (*Pruned, *index, []run, 
 			return fail(err)
 		}
 	}
-	// grown is what the next checkpoint's manifest, written whole, adds.
-	var grown int64
 	if next != nil && !next.damaged {
 		if after, err = s.readManifest(c.session, next.id); err != nil {
 			return fail(err)
 		}
-		if next.base == c.id {
-			whole := encodeManifest("", after.entries)
-			if err := writeAtomic(s.entriesPath(c.session, next.id), whole); err != nil {
-				return nil, nil, nil, berth.WrapError(berth.EInternal, err, "cannot prune checkpoint")
-			}
-			fi, err := os.Stat(s.metaPath(c.session, next.id))
-			if err != nil {
+	}
+	// grown is what the deltas on c, written whole, add, by checkpoint.
+	grown := map[string]int64{}
+	for _, d := range deltas {
+		m := after
+		if d.id != next.id {
+			if m, err = s.readManifest(c.session, d.id); err != nil {
 				return fail(err)
 			}
-			grown = footprint(int64(len(whole))) + footprint(fi.Size()) - next.bytes
 		}
+		whole := encodeManifest("", m.entries)
+		if err := writeAtomic(s.entriesPath(c.session, d.id), whole); err != nil {
+			return nil, nil, nil, berth.WrapError(berth.EInternal, err, "cannot prune checkpoint")
+		}
+		fi, err := os.Stat(s.metaPath(c.session, d.id))
+		if err != nil {
+			return fail(err)
+		}
+		grown[d.id] = footprint(int64(len(whole))) + footprint(fi.Size()) - d.bytes
 	}
 	dir := s.sessionDir(c.session)
 	// What a rewind to c answers from now on (notFound).
@@ -213,16 +227,20 @@ func (s *Store) removeOldest(tree string, c candidate) (*Pruned, *index, []run, 
 		s.ix = nil
 		return p, nil, nil, nil
 	}
-	ses.tree.bytes += grown - ck.bytes
-	if ses.ckpts = ses.ckpts[1:]; len(ses.ckpts) > 0 && ses.ckpts[0].base == c.id {
-		ses.ckpts[0].base = ""
-		ses.ckpts[0].bytes += grown
+	ses.ckpts = ses.ckpts[1:]
+	var more int64
+	for i := range ses.ckpts {
+		if d := &ses.ckpts[i]; d.base == c.id && !d.damaged {
+			d.base, d.bytes = "", d.bytes+grown[d.id]
+			more += grown[d.id]
+		}
 	}
+	ses.tree.bytes += more - ck.bytes
 	if len(ses.ckpts) == 0 {
 		ix.forget(ses)
 	}
-	// Its own files are freed and removed too; the next one's grew.
-	p.FreedBytes, p.RemovedBytes, p.TreeBytes = freed+ck.bytes-grown, ck.bytes-grown, ses.tree.bytes
+	// Its own files are freed and removed too; the deltas on it grew.
+	p.FreedBytes, p.RemovedBytes, p.TreeBytes = freed+ck.bytes-more, ck.bytes-more, ses.tree.bytes
 	return p, ix, dead, nil
 }
 

@@ -407,6 +407,43 @@ func TestPruneRewritesTheDeltaOnIt(t *testing.T) {
 	sameAsRescan(t, s)
 }
 
+// TestPruneRewritesEveryDeltaOnIt: two checkpoints that are deltas on the
+// pruned one (a commit that failed after its metadata leaves a second)
+// are both written whole, and both restore.
+func TestPruneRewritesEveryDeltaOnIt(t *testing.T) {
+	ctx := context.Background()
+	ws := t.TempDir()
+	for i := range 20 {
+		writeRandom(t, ws, fmt.Sprintf("f%02d", i), 1000)
+	}
+	dir := filepath.Join(t.TempDir(), "checkpoints")
+	s := New(dir, Options{})
+	first, err := s.Create(ctx, "ses_a", "t1", ws)
+	must(t, err)
+	writeRandom(t, ws, "f00", 1000)
+	second, err := s.Create(ctx, "ses_a", "t2", ws)
+	must(t, err)
+	want := tree(t, ws)
+	// A third, the same delta on the first.
+	const third = "ckpt_7zzzzzzzzzzzzzzzzzzzzzzzzz"
+	must(t, copyFileTo(s.entriesPath("ses_a", second.ID), s.entriesPath("ses_a", third)))
+	meta, err := os.ReadFile(s.metaPath("ses_a", second.ID))
+	must(t, err)
+	must(t, os.WriteFile(s.metaPath("ses_a", third), []byte(strings.Replace(string(meta), second.ID, third, 1)), 0o600))
+
+	s = New(dir, Options{MaxTreeBytes: 1})
+	ps := pruneChecked(t, s, "ses_a", "ses_a")
+	if len(ps) != 2 || ps[0].CheckpointID != first.ID || ps[1].CheckpointID != second.ID {
+		t.Fatalf("pruned %+v", ps)
+	}
+	dst := t.TempDir()
+	if _, err := s.Restore(ctx, "ses_a", third, dst); err != nil {
+		t.Fatal(err)
+	}
+	sameContent(t, "the third checkpoint", want, tree(t, dst))
+	sameAsRescan(t, s)
+}
+
 // TestPruneLeavesBlobsAnotherTreeNames: a blob of a pruned checkpoint that
 // another tree's checkpoint names too leaves the pruned tree's count, not
 // the disk.

@@ -402,15 +402,15 @@ func (s *Store) Delete(sessionID string) error {
 	delete(s.trees, sessionID)
 	s.mu.Unlock()
 	ix, dead, err := s.unaccount(sessionID)
-	if err == nil {
-		err = s.removeSession(sessionID)
-	} else {
-		// Counted again from disk once it is gone.
+	if err != nil {
+		// The disk and the accounting disagree: it is counted again from
+		// the disk once the session is gone, and that sweep removes its
+		// blobs.
 		s.invalidate(ix)
 		ix, dead = nil, nil
-		_ = s.removeSession(sessionID)
 	}
-	if err != nil {
+	if err = s.removeSession(sessionID); err != nil {
+		// What is left of it is counted nowhere: counted again from disk.
 		s.invalidate(ix)
 	}
 	s.gc.RUnlock()
