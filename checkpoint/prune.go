@@ -14,10 +14,11 @@ type Pruned struct {
 	// TurnID is the turn the checkpoint was taken before.
 	TurnID string
 	// FreedBytes is how much the tree's bytes fell: the checkpoint's own
-	// files and the blobs no other checkpoint of the tree names (less what
-	// the next checkpoint's manifest, written whole, grew). RemovedBytes
-	// is what left the disk: less when another tree's checkpoints name
-	// some of those blobs. Both count files as the tree does (index.go).
+	// files and the blobs no other checkpoint of the tree names, less what
+	// the manifests that were deltas on it grew, written whole.
+	// RemovedBytes is what left the disk: less when another tree's
+	// checkpoints name some of those blobs. Both count files as the tree
+	// does (index.go).
 	FreedBytes   int64
 	RemovedBytes int64
 	// TreeBytes is the tree's bytes after.
@@ -115,9 +116,9 @@ func (s *Store) pruneOne(tree string, c candidate) (*Pruned, error) {
 
 // removeOldest removes c, the oldest checkpoint of its session, from disk
 // and from the index, and returns it, the index and the blobs no tree
-// names any more. The next checkpoint of the session, when its manifest
-// is a delta on c's, is written whole first; then c is unlisted (its
-// metadata removed), then its manifest goes: a crash anywhere leaves
+// names any more. The session's checkpoints whose manifests are deltas on
+// c's (the next one, if any) are written whole first; then c is unlisted
+// (its metadata removed), then its manifest goes: a crash anywhere leaves
 // every listed checkpoint whole, and the next sweep removes what is left
 // of c. The caller holds the session's lock and gc shared.
 func (s *Store) removeOldest(tree string, c candidate) (*Pruned, *index, []run, error) {
