@@ -28,8 +28,8 @@ const (
 	DefaultMaxEntries = 200_000
 	// DefaultMaxListBytes bounds one directory's listing (Options).
 	DefaultMaxListBytes = 64 << 20
-	// DefaultMaxTreeBytes bounds the blobs the checkpoints of one tree
-	// name (Options.MaxTreeBytes).
+	// DefaultMaxTreeBytes bounds what the checkpoints of one tree take on
+	// disk (Options.MaxTreeBytes).
 	DefaultMaxTreeBytes = 2 << 30
 )
 
@@ -57,9 +57,9 @@ type Options struct {
 	// of more names (millions, that an agent makes in a minute) is left
 	// out whole, as total_limit, rather than read.
 	MaxListBytes int
-	// MaxTreeBytes bounds the blobs the checkpoints of a tree (a root
-	// session and its children) name, each counted once: past it Prune
-	// removes the tree's oldest checkpoints.
+	// MaxTreeBytes bounds what the checkpoints of a tree (a root session
+	// and its children) take on disk, each blob counted once (index.go):
+	// past it Prune removes the tree's oldest checkpoints.
 	MaxTreeBytes int64
 	// ignoreWork bounds a walk's .gitignore matching (defaultIgnoreWork;
 	// tests lower it).

@@ -11,9 +11,9 @@ type Checkpoints struct {
 	// MaxTotalBytes bounds the files of one checkpoint; past it files are
 	// skipped and listed, the turn goes on (1 B..1 TiB, default 1 GiB).
 	MaxTotalBytes int `toml:"max_total_bytes"`
-	// MaxTreeBytes bounds the blobs the checkpoints of a tree (a root
-	// session and all its children) name, each counted once; past it the
-	// tree's oldest checkpoints are pruned (1 B..1 PiB, default 2 GiB;
+	// MaxTreeBytes bounds what the checkpoints of a tree (a root session
+	// and all its children) take on disk, each blob counted once; past it
+	// the tree's oldest checkpoints are pruned (1 B..1 PiB, default 2 GiB;
 	// docs/api.md, Checkpoints).
 	MaxTreeBytes int `toml:"max_tree_bytes"`
 }
