@@ -10,7 +10,16 @@ import (
 
 // BenchmarkCheckpointOneChanged: a checkpoint of 10,000 files after one
 // changed (berth bench --checkpoint-files reports the same figure).
-func BenchmarkCheckpointOneChanged(b *testing.B) {
+func BenchmarkCheckpointOneChanged(b *testing.B) { benchOneChanged(b, false) }
+
+// BenchmarkCheckpointOneChangedCounted is BenchmarkCheckpointOneChanged
+// the way the daemon takes it: counted in its tree (the index built at
+// boot) and followed by the tree's Prune.
+func BenchmarkCheckpointOneChangedCounted(b *testing.B) { benchOneChanged(b, true) }
+
+// benchOneChanged times checkpoints of 10,000 files after one changed,
+// counted and pruned or not.
+func benchOneChanged(b *testing.B, counted bool) {
 	ws := b.TempDir()
 	for i := range 10000 {
 		p := filepath.Join(ws, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.go", i))
@@ -25,12 +34,22 @@ func BenchmarkCheckpointOneChanged(b *testing.B) {
 	if _, err := s.Create(ctx, "ses_b", "t0", ws); err != nil {
 		b.Fatal(err)
 	}
+	if counted {
+		if _, err := s.Sweep(); err != nil {
+			b.Fatal(err)
+		}
+	}
 	i := 0
 	for b.Loop() {
 		i++
 		_ = os.WriteFile(filepath.Join(ws, "d00", "f00000.go"), fmt.Appendf(nil, "v%d", i), 0o644)
 		if _, err := s.Create(ctx, "ses_b", "t", ws); err != nil {
 			b.Fatal(err)
+		}
+		if counted {
+			if _, err := s.Prune("ses_b"); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }

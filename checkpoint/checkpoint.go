@@ -7,6 +7,8 @@
 //	blobs/ab/abcdef…            file contents, named by their SHA-256
 //	sessions/<sid>/<id>.entries the manifest: one Entry per path
 //	sessions/<sid>/<id>.json    the Checkpoint (what the API lists)
+//	sessions/<sid>/tree         the tree the session's checkpoints count in
+//	sessions/<sid>/pruned       the id of its newest checkpoint pruned
 //
 // Every file is written to a temporary name, synced and renamed: blobs
 // first, then the manifest, then the metadata, so a checkpoint exists once
@@ -16,10 +18,13 @@
 // checkpoint of the session recorded is not read again: its hash is
 // reused, and an unchanged workspace costs a directory walk and a manifest.
 //
-// Blobs are shared by every checkpoint of every session. Delete removes a
-// session's manifests, then a sweep removes the blobs no manifest left on
-// disk names; creates hold off sweeps while they write, so a blob is never
-// removed under a checkpoint that needs it, a crash included.
+// Blobs are shared by every checkpoint of every session. What the
+// checkpoints of each tree of sessions take is counted (index.go), and
+// Prune removes a tree's oldest past Options.MaxTreeBytes (prune.go).
+// Delete and Prune remove a blob once no checkpoint names it, and a sweep
+// at open what a crash left; creates and restores hold removals off while
+// they need a blob, so a blob is never removed under a checkpoint that
+// needs it, a crash included.
 package checkpoint
 
 import (

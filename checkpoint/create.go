@@ -40,10 +40,15 @@ type creator struct {
 // pendingBlob is a new blob waiting for its rename.
 type pendingBlob struct{ tmp, hash string }
 
-// Create records the workspace of sessionID as the checkpoint taken before
-// turnID: Capture, then Commit.
+// Create records the workspace of sessionID, a tree of its own, as the
+// checkpoint taken before turnID: Capture, then Commit.
 func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string, hide ...string) (*Checkpoint, error) {
-	p, err := s.Capture(ctx, sessionID, turnID, workspace, hide...)
+	return s.CreateIn(ctx, sessionID, sessionID, turnID, workspace, hide...)
+}
+
+// CreateIn is Create for a session of the tree whose root is tree.
+func (s *Store) CreateIn(ctx context.Context, tree, sessionID, turnID, workspace string, hide ...string) (*Checkpoint, error) {
+	p, err := s.CaptureIn(ctx, tree, sessionID, turnID, workspace, hide...)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +60,9 @@ func (s *Store) Create(ctx context.Context, sessionID, turnID, workspace string,
 // Exactly one of Commit and Abort must follow; until then the session's
 // next Capture, and its List, Get, Restore and Delete, wait.
 type Pending struct {
-	s      *Store
+	s *Store
+	// tree is the tree the checkpoint counts in (its root session's id).
+	tree   string
 	c      *creator
 	w      *walker
 	prev   *manifest
@@ -64,14 +71,22 @@ type Pending struct {
 	done   bool
 }
 
-// Capture reads the workspace of sessionID as it is before turnID: the
-// walk, and the contents of the files the session's previous checkpoint
-// did not record with the same size, times, inode and device. What it
-// leaves out is listed; nothing it meets fails it except the store itself
-// or the workspace going away (ENotFound). The checkpoint's id is known
-// from here on (Pending.Checkpoint); Commit makes it durable and listed.
+// Capture reads the workspace of sessionID, a tree of its own, as it is
+// before turnID: the walk, and the contents of the files the session's
+// previous checkpoint did not record with the same size, times, inode and
+// device. What it leaves out is listed; nothing it meets fails it except
+// the store itself or the workspace going away (ENotFound). The
+// checkpoint's id is known from here on (Pending.Checkpoint); Commit makes
+// it durable and listed.
 func (s *Store) Capture(ctx context.Context, sessionID, turnID, workspace string, hide ...string) (*Pending, error) {
-	if !validSessionID(sessionID) {
+	return s.CaptureIn(ctx, sessionID, sessionID, turnID, workspace, hide...)
+}
+
+// CaptureIn is Capture for a session of the tree whose root is tree: its
+// checkpoints count against the tree's Options.MaxTreeBytes (see Prune).
+// A session's tree is the one its first checkpoint gave.
+func (s *Store) CaptureIn(ctx context.Context, tree, sessionID, turnID, workspace string, hide ...string) (*Pending, error) {
+	if !validSessionID(sessionID) || !validSessionID(tree) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
 	}
 	root, err := openWorkspace(workspace)
@@ -82,7 +97,7 @@ func (s *Store) Capture(ctx context.Context, sessionID, turnID, workspace string
 	unlockSession := s.lockSession(sessionID)
 	// No sweep runs from the first blob to the manifest naming it.
 	s.gc.RLock()
-	p := &Pending{s: s, unlock: func() { s.gc.RUnlock(); unlockSession() }}
+	p := &Pending{s: s, tree: tree, unlock: func() { s.gc.RUnlock(); unlockSession() }}
 	ok := false
 	defer func() {
 		if !ok {
@@ -144,8 +159,9 @@ func (p *Pending) Abort() {
 }
 
 // Commit makes the captured checkpoint durable: its new blobs synced and
-// renamed into place, then its manifest, then its metadata. On an error
-// nothing is listed.
+// renamed into place, then its manifest, then its metadata; then counts
+// it in its tree. On an error nothing is listed. It does not prune: the
+// caller runs Prune for the tree.
 func (p *Pending) Commit() (*Checkpoint, error) {
 	if p.done {
 		return nil, berth.Errorf(berth.EInternal, "checkpoint already committed")
@@ -156,6 +172,11 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 	if err := c.commitBlobs(); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
 	}
+	tree, err := s.joinTree(sessionID, p.tree)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
+	}
+	p.tree = tree
 	buf, chain := c.encode(p.prev)
 	if err := writeAtomic(s.entriesPath(sessionID, meta.ID), buf); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
@@ -166,6 +187,10 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
 	if err := syncDir(s.sessionDir(sessionID)); err != nil {
+		// Listed, yet not counted: counted again from disk.
+		s.ixMu.Lock()
+		s.ix = nil
+		s.ixMu.Unlock()
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
 	m := &manifest{meta: meta, entries: c.entries, byPath: make(map[string]*Entry, len(c.entries)), chain: chain, sigs: p.w.sigs}
@@ -175,6 +200,11 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 	s.mu.Lock()
 	s.last[sessionID] = m
 	s.mu.Unlock()
+	base := ""
+	if chain > 0 {
+		base = p.prev.meta.ID
+	}
+	s.register(p, base, footprint(int64(len(buf)))+footprint(int64(len(mb))))
 	return meta, nil
 }
 
@@ -182,8 +212,6 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 // it) while the chain of deltas is short and the change small, else every
 // entry. It returns the file and how deep in a chain of deltas it is.
 func (c *creator) encode(prev *manifest) ([]byte, int) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
 	if prev != nil && prev.chain < maxChain {
 		var changed []Entry
 		seen := make(map[string]bool, len(c.entries))
@@ -200,18 +228,21 @@ func (c *creator) encode(prev *manifest) ([]byte, int) {
 			}
 		}
 		if len(changed) <= len(c.entries)/2 {
-			_ = enc.Encode(header{V: 1, Base: prev.meta.ID})
-			for i := range changed {
-				_ = enc.Encode(&changed[i])
-			}
-			return buf.Bytes(), prev.chain + 1
+			return encodeManifest(prev.meta.ID, changed), prev.chain + 1
 		}
 	}
-	_ = enc.Encode(header{V: 1})
-	for i := range c.entries {
-		_ = enc.Encode(&c.entries[i])
+	return encodeManifest("", c.entries), 0
+}
+
+// encodeManifest is a manifest file: its header, then its entries.
+func encodeManifest(base string, entries []Entry) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	_ = enc.Encode(header{V: 1, Base: base})
+	for i := range entries {
+		_ = enc.Encode(&entries[i])
 	}
-	return buf.Bytes(), 0
+	return buf.Bytes()
 }
 
 // previous returns the session's newest manifest, from memory or else

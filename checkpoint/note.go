@@ -22,6 +22,9 @@ func (s *Store) AddNote(sessionID, text string) error {
 	if !validSessionID(sessionID) {
 		return berth.Errorf(berth.EInvalid, "invalid session id")
 	}
+	// No sweep takes its temporary file for a crash's.
+	s.gc.RLock()
+	defer s.gc.RUnlock()
 	dir := s.sessionDir(sessionID)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return berth.WrapError(berth.EInternal, err, "cannot write the note")

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -27,6 +28,9 @@ const (
 	DefaultMaxEntries = 200_000
 	// DefaultMaxListBytes bounds one directory's listing (Options).
 	DefaultMaxListBytes = 64 << 20
+	// DefaultMaxTreeBytes bounds what the checkpoints of one tree take on
+	// disk (Options.MaxTreeBytes).
+	DefaultMaxTreeBytes = 2 << 30
 )
 
 // File names.
@@ -34,6 +38,12 @@ const (
 	metaExt    = ".json"
 	entriesExt = ".entries"
 	tempPrefix = ".tmp-"
+	// treeFile, in a session's directory, names the tree its checkpoints
+	// count in (its root session); a session without one is its own.
+	treeFile = "tree"
+	// prunedFile, in a session's directory, holds the id of the newest
+	// checkpoint of the session that was pruned.
+	prunedFile = "pruned"
 )
 
 // Options bound what one checkpoint records; a zero field takes its default.
@@ -47,6 +57,10 @@ type Options struct {
 	// of more names (millions, that an agent makes in a minute) is left
 	// out whole, as total_limit, rather than read.
 	MaxListBytes int
+	// MaxTreeBytes bounds what the checkpoints of a tree (a root session
+	// and its children) take on disk, each blob counted once (index.go):
+	// past it Prune removes the tree's oldest checkpoints.
+	MaxTreeBytes int64
 	// ignoreWork bounds a walk's .gitignore matching (defaultIgnoreWork;
 	// tests lower it).
 	ignoreWork int64
@@ -72,25 +86,40 @@ func (o Options) withDefaults() Options {
 	if o.MaxPathTotalBytes <= 0 {
 		o.MaxPathTotalBytes = DefaultMaxPathTotalBytes
 	}
+	if o.MaxTreeBytes <= 0 {
+		o.MaxTreeBytes = DefaultMaxTreeBytes
+	}
 	return o
 }
 
 // Store keeps checkpoints under a directory. Its methods are safe for
-// concurrent use; one process uses a directory at a time (the daemon's home
-// lock sees to it).
+// concurrent use; one Store uses a directory at a time (the daemon's home
+// lock sees to it): its accounting is in memory.
+//
+// Lock order: a session's lock, then gc, then ixMu (or mu).
 type Store struct {
 	dir  string
 	opts Options
-	// gc is held shared by a create from its first blob to its manifest,
-	// and exclusively by a sweep.
+	// gc is held shared by a create from its first blob to its manifest
+	// and its accounting, by a restore while it copies blobs, and by a
+	// prune or delete while it removes manifests; exclusively by a sweep
+	// and while blobs are removed.
 	gc sync.RWMutex
 	// mu guards last: each session's newest manifest, whose stat fields
-	// spare the next checkpoint from reading unchanged files.
+	// spare the next checkpoint from reading unchanged files; and trees,
+	// each session's tree as recorded.
 	mu    sync.Mutex
 	last  map[string]*manifest
+	trees map[string]string
 	locks map[string]*sessionLock
-	// reads counts the files read to be hashed (the tests look).
-	reads atomic.Int64
+	// ixMu guards ix, the accounting of the trees (index.go); nil until
+	// built, and when it lost count.
+	ixMu sync.Mutex
+	ix   *index
+	// reads counts the files read to be hashed, manifestReads the
+	// manifest files read (the tests look).
+	reads         atomic.Int64
+	manifestReads atomic.Int64
 }
 
 // manifest is a checkpoint with its entries, and the entries by path.
@@ -107,7 +136,8 @@ type manifest struct {
 
 // New returns a Store rooted at dir (created on first use).
 func New(dir string, opts Options) *Store {
-	return &Store{dir: dir, opts: opts.withDefaults(), last: map[string]*manifest{}, locks: map[string]*sessionLock{}}
+	return &Store{dir: dir, opts: opts.withDefaults(), last: map[string]*manifest{}, trees: map[string]string{},
+		locks: map[string]*sessionLock{}}
 }
 
 // Options returns the store's limits, defaults filled in.
@@ -204,7 +234,7 @@ func (s *Store) Get(sessionID, id string) (*Checkpoint, error) {
 func (s *Store) readMeta(sessionID, id string) (*Checkpoint, error) {
 	b, err := os.ReadFile(s.metaPath(sessionID, id))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
+		return nil, s.notFound(sessionID, id)
 	}
 	if err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot read checkpoint")
@@ -286,9 +316,9 @@ func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
 // and returns how many deltas deep id is.
 func (s *Store) resolve(sessionID, id string, byPath map[string]Entry, depth int) (int, error) {
 	if depth > maxChain || !validID(id) {
-		return 0, berth.Errorf(berth.EInternal, "checkpoint %s has a broken chain", id)
+		return 0, berth.WrapError(berth.EInternal, errDamaged, "checkpoint %s has a broken chain", id)
 	}
-	h, entries, err := readEntries(s.entriesPath(sessionID, id))
+	h, entries, err := s.readEntries(s.entriesPath(sessionID, id))
 	if err != nil {
 		return 0, err
 	}
@@ -310,9 +340,16 @@ func (s *Store) resolve(sessionID, id string, byPath map[string]Entry, depth int
 	return chain, nil
 }
 
+// errDamaged is a manifest whose content is not one this store wrote (an
+// I/O error reading it is not).
+var errDamaged = errors.New("damaged manifest")
+
 // readEntries reads a manifest file: a header, then one JSON Entry a line.
-func readEntries(name string) (header, []Entry, error) {
+// ENotFound when it is gone; errDamaged (EInternal) when its content is
+// not a manifest.
+func (s *Store) readEntries(name string) (header, []Entry, error) {
 	var h header
+	s.manifestReads.Add(1)
 	f, err := os.Open(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return h, nil, berth.Errorf(berth.ENotFound, "checkpoint entries are gone")
@@ -324,110 +361,144 @@ func readEntries(name string) (header, []Entry, error) {
 	var out []Entry
 	dec := json.NewDecoder(bufio.NewReaderSize(f, 64<<10))
 	if err := dec.Decode(&h); err != nil || h.V != 1 {
-		return h, nil, berth.Errorf(berth.EInternal, "checkpoint entries are damaged")
+		return h, nil, decodeError(err)
 	}
 	for dec.More() {
 		var e Entry
 		if err := dec.Decode(&e); err != nil {
-			return h, nil, berth.WrapError(berth.EInternal, err, "checkpoint entries are damaged")
+			return h, nil, decodeError(err)
 		}
 		out = append(out, e)
 	}
 	return h, out, nil
 }
 
+// decodeError tells a manifest's damage (errDamaged) from an error
+// reading it.
+func decodeError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	if err == nil || errors.As(err, &syn) || errors.As(err, &typ) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return berth.WrapError(berth.EInternal, errDamaged, "checkpoint entries are damaged")
+	}
+	return berth.WrapError(berth.EInternal, err, "cannot read checkpoint")
+}
+
 // Delete removes every checkpoint of the session, then the blobs no other
-// checkpoint names. Deleting a session that has none is not an error.
+// checkpoint names (the session's runs, read from its own manifests, leave
+// the accounting: no other manifest is read). Deleting a session that has
+// none is not an error.
 func (s *Store) Delete(sessionID string) error {
 	if !validSessionID(sessionID) {
 		return berth.Errorf(berth.EInvalid, "invalid session id")
 	}
+	// Without the accounting the files still go; the blobs stay for the
+	// sweep that builds it.
+	ixErr := s.ensureIndex()
 	unlock := s.lockSession(sessionID)
+	s.gc.RLock()
 	s.mu.Lock()
 	delete(s.last, sessionID)
+	delete(s.trees, sessionID)
 	s.mu.Unlock()
-	err := os.RemoveAll(s.sessionDir(sessionID))
+	ix, dead, err := s.unaccount(sessionID)
+	if err != nil {
+		// The disk and the accounting disagree: it is counted again from
+		// the disk once the session is gone, and that sweep removes its
+		// blobs.
+		s.invalidate(ix)
+		ix, dead = nil, nil
+	}
+	if err = s.removeSession(sessionID); err != nil {
+		// What is left of it is counted nowhere: counted again from disk.
+		s.invalidate(ix)
+	}
+	s.gc.RUnlock()
 	unlock()
 	if err != nil {
 		return berth.WrapError(berth.EInternal, err, "cannot remove checkpoints")
 	}
-	_, err = s.Sweep()
-	return err
+	s.free(ix, dead)
+	return ixErr
 }
 
-// Sweep removes the blobs that no manifest on disk names, and returns how
-// many it removed. A manifest that cannot be read keeps every blob (the
-// sweep stops): a blob is never removed on a guess.
-func (s *Store) Sweep() (int, error) {
-	s.gc.Lock()
-	defer s.gc.Unlock()
-	live := map[string]bool{}
-	sessions, err := os.ReadDir(filepath.Join(s.dir, "sessions"))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, berth.WrapError(berth.EInternal, err, "cannot sweep checkpoints")
+// unaccount takes the session's checkpoints out of the index: the runs
+// they hold, read from its manifests as a sweep reads them. It returns the
+// index and the blobs no tree names any more; an error when the disk and
+// the index disagree (the index must be built again). The caller holds
+// the session's lock and gc shared.
+func (s *Store) unaccount(sessionID string) (*index, []run, error) {
+	s.ixMu.Lock()
+	ix := s.ix
+	ses := ix.sessionOf(sessionID)
+	var ckpts []ixCheckpoint
+	if ses != nil {
+		ckpts = slices.Clone(ses.ckpts)
 	}
-	for _, sd := range sessions {
-		files, err := os.ReadDir(filepath.Join(s.dir, "sessions", sd.Name()))
-		if errors.Is(err, fs.ErrNotExist) {
-			// That session's Delete removed it meanwhile: it names nothing.
-			continue
-		}
-		if err != nil {
-			return 0, berth.WrapError(berth.EInternal, err, "cannot sweep checkpoints")
-		}
-		for _, f := range files {
-			// A manifest whose metadata never got written still counts:
-			// conservative.
-			if !strings.HasSuffix(f.Name(), entriesExt) {
-				continue
-			}
-			_, entries, err := readEntries(filepath.Join(s.dir, "sessions", sd.Name(), f.Name()))
-			if berth.IsCode(err, berth.ENotFound) {
-				// Removed since the listing (its session was deleted).
-				continue
-			}
-			if err != nil {
-				return 0, err
-			}
-			for _, e := range entries {
-				if e.Kind == KindFile {
-					live[e.Hash] = true
-				}
-			}
-		}
+	s.ixMu.Unlock()
+	if ses == nil {
+		return ix, nil, nil
 	}
-	removed := 0
-	prefixes, err := os.ReadDir(s.blobDir())
+	ids := make([]string, len(ckpts))
+	for i, c := range ckpts {
+		ids[i] = c.id
+	}
+	files, err := s.listSession(sessionID)
+	if err != nil {
+		return ix, nil, err
+	}
+	if !slices.Equal(files.metas, ids) {
+		return ix, nil, errAccounting
+	}
+	var read []ixCheckpoint
+	var runs []run
+	if _, err := s.walkRuns(sessionID, ids, func(c ixCheckpoint, started []run) {
+		read = append(read, c)
+		runs = append(runs, started...)
+	}); err != nil {
+		return ix, nil, err
+	}
+	var own int64
+	for i, c := range ckpts {
+		if read[i].damaged != c.damaged {
+			return ix, nil, errAccounting
+		}
+		own += c.bytes
+	}
+	s.ixMu.Lock()
+	defer s.ixMu.Unlock()
+	if s.ix != ix {
+		return ix, nil, nil
+	}
+	_, dead, err := ix.end(ses.tree, runs)
+	if err != nil {
+		return ix, nil, err
+	}
+	ses.tree.bytes -= own
+	ix.forget(ses)
+	return ix, dead, nil
+}
+
+// removeSession removes the session's directory: its checkpoints'
+// metadata newest first, so a crash midway leaves the oldest listed, each
+// with the manifests it is a delta on; then the rest.
+func (s *Store) removeSession(sessionID string) error {
+	dir := s.sessionDir(sessionID)
+	files, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		return nil
 	}
 	if err != nil {
-		return 0, berth.WrapError(berth.EInternal, err, "cannot sweep checkpoints")
+		return err
 	}
-	for _, p := range prefixes {
-		if strings.HasPrefix(p.Name(), tempPrefix) {
-			// A capture's temporary blob: none is in flight while the
-			// sweep holds gc, so it is one a crash left.
-			if os.Remove(filepath.Join(s.blobDir(), p.Name())) == nil {
-				removed++
-			}
-			continue
-		}
-		dir := filepath.Join(s.blobDir(), p.Name())
-		blobs, err := os.ReadDir(dir)
-		if err != nil {
-			continue
-		}
-		for _, b := range blobs {
-			if live[b.Name()] {
-				continue
-			}
-			if os.Remove(filepath.Join(dir, b.Name())) == nil {
-				removed++
+	for i := len(files) - 1; i >= 0; i-- {
+		if id, ok := strings.CutSuffix(files[i].Name(), metaExt); ok && validID(id) {
+			if err := os.Remove(filepath.Join(dir, files[i].Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
 			}
 		}
 	}
-	return removed, nil
+	return os.RemoveAll(dir)
 }
 
 // writeAtomic writes data to name through a synced temporary file in the

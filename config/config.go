@@ -233,6 +233,8 @@ const (
 	KiB = 1 << 10
 	MiB = 1 << 20
 	GiB = 1 << 30
+	// PiB is the largest checkpoints.max_tree_bytes: unbounded in effect.
+	PiB = 1 << 50
 )
 
 // Default returns the configuration berth runs with when nothing is set.

@@ -52,7 +52,7 @@ var hookEvents = []string{
 	berth.EventTerminalStarted, berth.EventTerminalExited, berth.EventExec,
 	berth.EventRuntimeWarning, berth.EventRuntimeRecovered, berth.EventAgentStderr, berth.EventACPUnknown,
 	"child_started", "child_stopped", "conversation_cleared", "checkpoint_created", "workspace_rewound",
-	"elicitation_requested", "elicitation_resolved",
+	"checkpoint_pruned", "elicitation_requested", "elicitation_resolved",
 }
 
 // hookBadges are the badges a "badge:<badge>" hook may ask for.

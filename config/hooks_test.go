@@ -85,3 +85,16 @@ command = "true"
 `), nil)
 	wantInvalid(t, err, "hooks[1] (a)", "appears twice")
 }
+
+// A hook may follow checkpoint_pruned: a tree's checkpoints pruned to keep
+// it under [checkpoints] max_tree_bytes.
+func TestHookOnCheckpointPruned(t *testing.T) {
+	c, err := Load(writeFile(t, `
+[[hooks]]
+events = ["checkpoint_pruned"]
+command = "/bin/true"
+`), nil)
+	if err != nil || len(c.Hooks) != 1 || c.Hooks[0].Events[0] != "checkpoint_pruned" {
+		t.Fatalf("hooks %+v: %v", c, err)
+	}
+}

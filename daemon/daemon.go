@@ -542,7 +542,7 @@ func checkpointStore(home string, c config.Checkpoints) *checkpoint.Store {
 		return nil
 	}
 	return checkpoint.New(filepath.Join(home, "checkpoints"), checkpoint.Options{
-		MaxFileBytes: int64(c.MaxFileBytes), MaxTotalBytes: int64(c.MaxTotalBytes)})
+		MaxFileBytes: int64(c.MaxFileBytes), MaxTotalBytes: int64(c.MaxTotalBytes), MaxTreeBytes: int64(c.MaxTreeBytes)})
 }
 
 // joinCluster makes the daemon a node of the cluster its config names

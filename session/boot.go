@@ -88,6 +88,24 @@ func (m *Manager) runBoot(ctx context.Context, attach []*berth.Session, rec map[
 		m.opts.AfterBoot(ctx, m.LiveIDs())
 	}
 	m.resumeQueued(resume)
+	m.sweepCheckpoints()
+}
+
+// sweepCheckpoints removes what a daemon killed in the middle of a
+// checkpoint's create, prune or delete left, and counts the trees'
+// checkpoints before a turn needs them counted (docs/api.md, Checkpoints).
+func (m *Manager) sweepCheckpoints() {
+	st := m.opts.Checkpoints
+	if st == nil {
+		return
+	}
+	t0 := time.Now()
+	n, err := st.Sweep()
+	if err != nil {
+		m.logger.Warn("checkpoints not swept", "err", err)
+		return
+	}
+	m.logger.Debug("checkpoints swept", "removed", n, "took", time.Since(t0))
 }
 
 // reattachAll reattaches sessions, reattachParallel at a time, each

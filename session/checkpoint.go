@@ -46,7 +46,13 @@ func (rt *runtime) checkpointTurn(t *turn) {
 		rt.logger.Warn("checkpoint not taken", "turn_id", t.id, "err", err)
 		rt.emit(t.id, berth.EventRuntimeWarning, map[string]any{"reason": "no checkpoint was taken before this turn: " + berth.ErrorMessage(err)})
 	}
-	p, err := st.Capture(context.Background(), rt.id, t.id, rt.workspace, rt.m.hidden()...)
+	rt.mu.Lock()
+	tree := rt.sess.RootID
+	rt.mu.Unlock()
+	if tree == "" {
+		tree = rt.id
+	}
+	p, err := st.CaptureIn(context.Background(), tree, rt.id, t.id, rt.workspace, rt.m.hidden()...)
 	if err != nil {
 		warn(err)
 		return
@@ -59,8 +65,31 @@ func (rt *runtime) checkpointTurn(t *turn) {
 		defer rt.turnWG.Done()
 		if _, err := p.Commit(); err != nil {
 			warn(err)
+			return
 		}
+		rt.pruneTree(t.id, tree)
 	}()
+}
+
+// pruneTree keeps the checkpoints of the session's tree under [checkpoints]
+// max_tree_bytes once the turn turnID added one (docs/api.md, Checkpoints).
+// Each checkpoint pruned is logged checkpoint_pruned in the log of the
+// session it was of, or, when that session's log takes nothing more (it
+// stopped: session_stopped is its last event), in this one's, whose turn
+// made the tree grow. A failure is a runtime_warning: the turn goes on.
+func (rt *runtime) pruneTree(turnID, tree string) {
+	pruned, err := rt.m.opts.Checkpoints.Prune(tree)
+	for _, p := range pruned {
+		data := map[string]any{"checkpoint_id": p.CheckpointID, "turn_id": p.TurnID, "session_id": p.SessionID,
+			"freed_bytes": p.FreedBytes, "removed_bytes": p.RemovedBytes, "tree_bytes": p.TreeBytes}
+		if p.SessionID == rt.id || !rt.m.toLive(p.SessionID, berth.EventCheckpointPruned, data) {
+			rt.emit(turnID, berth.EventCheckpointPruned, data)
+		}
+	}
+	if err != nil {
+		rt.logger.Warn("checkpoints not pruned", "tree", tree, "err", err)
+		rt.emit(turnID, berth.EventRuntimeWarning, map[string]any{"reason": "the checkpoints of this session's tree were not pruned: " + berth.ErrorMessage(err)})
+	}
 }
 
 // ListCheckpoints implements berth.SessionService.

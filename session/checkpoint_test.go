@@ -388,3 +388,97 @@ func TestForkFindsTheParentsConversationInItsHome(t *testing.T) {
 		t.Fatalf("another agent's fork got the parent agent's home: %v", err)
 	}
 }
+
+// prunedIn returns the checkpoint_pruned events of a session's log, by
+// checkpoint id.
+func prunedIn(t *testing.T, e *env, id string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, d := range childEvents(t, e.events(id), berth.EventCheckpointPruned) {
+		out[d["checkpoint_id"].(string)] = d
+	}
+	return out
+}
+
+// TestCheckpointsArePrunedPerTree: a parent and its child writing into
+// their workspace turn after turn keep their tree's checkpoints under
+// [checkpoints] max_tree_bytes: the oldest go, each logged
+// checkpoint_pruned in its own session's log — in the log of the session
+// whose turn pruned it when its own has ended — and answer not_found
+// "pruned" to rewind and fork; another tree's stay.
+func TestCheckpointsArePrunedPerTree(t *testing.T) {
+	home := t.TempDir()
+	e := newEnv(t, withCheckpoints(home, t.TempDir()), func(o *Options) {
+		o.Checkpoints = checkpoint.New(filepath.Join(home, "checkpoints"), checkpoint.Options{MaxTreeBytes: 72 << 10})
+	})
+	ctx := context.Background()
+	other := e.create(berth.CreateRequest{})
+	e.prompt(other.ID, "run head -c 30000 /dev/urandom > o")
+	e.prompt(other.ID, "echo the other tree")
+	root := e.create(berth.CreateRequest{})
+	kid := e.spawn(root.ID, berth.CreateRequest{})
+	// Each turn's checkpoint holds what the turn before wrote: 20 KiB
+	// more for the tree and 8 KiB of its own files; the first checkpoint
+	// and two more fit.
+	var rootList, kidList []*berth.Checkpoint
+	turn := func(s *berth.Session, list *[]*berth.Checkpoint) {
+		e.prompt(s.ID, "run head -c 20480 /dev/urandom > a")
+		// The newest checkpoint of the tree is never pruned.
+		l, err := e.m.ListCheckpoints(ctx, s.ID)
+		if err != nil || len(l) == 0 {
+			t.Fatalf("list %v %v", l, err)
+		}
+		*list = append(*list, l[len(l)-1])
+	}
+	turn(root, &rootList)
+	turn(kid, &kidList)
+	turn(root, &rootList)
+	turn(kid, &kidList)
+	if _, err := e.m.StopSession(ctx, kid.ID); err != nil {
+		t.Fatal(err)
+	}
+	turn(root, &rootList)
+	turn(root, &rootList)
+
+	// Pruned: the root's first two (each in its log), the child's first
+	// (in its log, while it ran) and its second (in the root's, whose turn
+	// pruned it after the child stopped). The commits and prunes end after
+	// the turns: polled.
+	var inRoot, inKid map[string]map[string]any
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		inRoot, inKid = prunedIn(t, e, root.ID), prunedIn(t, e, kid.ID)
+		if len(inRoot) >= 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range []struct {
+		in      map[string]map[string]any
+		session string
+		c       *berth.Checkpoint
+	}{{inRoot, root.ID, rootList[0]}, {inRoot, root.ID, rootList[1]}, {inKid, kid.ID, kidList[0]}, {inRoot, kid.ID, kidList[1]}} {
+		d := want.in[want.c.ID]
+		if d == nil || d["session_id"] != want.session || d["turn_id"] != want.c.TurnID {
+			t.Fatalf("checkpoint_pruned of %s: %v (root %v, child %v)", want.c.ID, d, inRoot, inKid)
+		}
+	}
+	if len(inRoot) != 3 || len(inKid) != 1 {
+		t.Fatalf("pruned: root's log %v, child's %v", inRoot, inKid)
+	}
+	if evs := e.events(kid.ID); evs[len(evs)-1].Type != berth.EventSessionStopped {
+		t.Fatalf("the child's log ends with %s", evs[len(evs)-1].Type)
+	}
+	if list, _ := e.m.ListCheckpoints(ctx, root.ID); len(list) != 2 || list[0].ID != rootList[2].ID {
+		t.Fatalf("the root lists %+v", list)
+	}
+	_, err := e.m.Rewind(ctx, root.ID, berth.RewindRequest{CheckpointID: rootList[0].ID})
+	if !berth.IsCode(err, berth.ENotFound) || !strings.Contains(berth.ErrorMessage(err), "pruned") {
+		t.Fatalf("rewind to a pruned checkpoint: %v", err)
+	}
+	_, err = e.m.Fork(ctx, kid.ID, berth.ForkRequest{CheckpointID: kidList[1].ID})
+	if !berth.IsCode(err, berth.ENotFound) || !strings.Contains(berth.ErrorMessage(err), "pruned") {
+		t.Fatalf("fork of a pruned checkpoint: %v", err)
+	}
+	if list, _ := e.m.ListCheckpoints(ctx, other.ID); len(list) != 2 || len(prunedIn(t, e, other.ID)) != 0 {
+		t.Fatalf("the other tree lists %+v", list)
+	}
+}

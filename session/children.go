@@ -396,16 +396,24 @@ func (m *Manager) liveChildren(parentID string) []*runtime {
 // parent is live and has not logged its session_stopped yet; otherwise
 // the event is dropped (the parent's log ends with session_stopped).
 func (m *Manager) toParent(parentID, typ string, data map[string]any) {
-	prt := m.runtimeOf(parentID)
-	if prt == nil {
-		return
+	m.toLive(parentID, typ, data)
+}
+
+// toLive logs an event in a live session's log, tagged with its turn in
+// flight, unless the log takes nothing more (the session is stopping). It
+// reports whether it did.
+func (m *Manager) toLive(id, typ string, data map[string]any) bool {
+	rt := m.runtimeOf(id)
+	if rt == nil {
+		return false
 	}
-	prt.mu.Lock()
-	defer prt.mu.Unlock()
-	if prt.tree.logClosed {
-		return
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.tree.logClosed {
+		return false
 	}
-	prt.emit(prt.currentTurnIDLocked(), typ, data)
+	rt.emit(rt.currentTurnIDLocked(), typ, data)
+	return true
 }
 
 // stopChildren is the parent's side of its stop, run by its monitor before

@@ -2,10 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
@@ -69,5 +74,155 @@ func TestCheckpointsRewindForkCLI(t *testing.T) {
 	off.cli(t, "prompt", quiet.ID, "--wait", "write a.txt one")
 	if out := strings.TrimSpace(off.cli(t, "checkpoints", quiet.ID)); strings.Contains(out, "ckpt_") {
 		t.Fatalf("checkpoints taken though off:\n%s", out)
+	}
+}
+
+// storeBytes is the size of every file under the checkpoint store's
+// blobs, temporary ones included.
+func storeBytes(home string) int64 {
+	var n int64
+	_ = filepath.WalkDir(filepath.Join(home, "checkpoints", "blobs"), func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// The attack that filled the disk, as it was made: with its berth MCP
+// credential a parent's agent spawns a child, then loops "write five
+// random files, prompt_child" in one turn, each of the child's turns
+// checkpointing 5 MiB more. With [checkpoints] max_tree_bytes = 10 MiB the
+// store grows by at most the cap (and, for a moment, the checkpoints being
+// written), not by the 50 MiB the loop writes; the tree's oldest
+// checkpoints are pruned, each logged checkpoint_pruned, and answer 404
+// "pruned" to rewind and fork; another tree's checkpoints are untouched.
+func TestCheckpointFloodStaysUnderTheTreeCap(t *testing.T) {
+	const (
+		limit  = 10 << 20
+		rounds = 10
+		round  = 5 << 20
+	)
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(fmt.Sprintf("[checkpoints]\nmax_tree_bytes = %d\n", limit)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServerEnv(t, home, providerEnv())
+	box := s.isolated(t)
+
+	other := s.createRoot(t, map[string]any{"sandbox": box})
+	for _, text := range []string{"run head -c 1048576 /dev/urandom > mine", "echo the other tree"} {
+		if st, err := s.api("POST", "/v1/sessions/"+other.ID+"/prompts?wait=true", map[string]string{"text": text}, nil); st != 200 {
+			t.Fatalf("%q = %d %v", text, st, err)
+		}
+	}
+	var otherList struct{ Checkpoints []berth.Checkpoint }
+	for deadline := time.Now().Add(10 * time.Second); len(otherList.Checkpoints) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		s.api("GET", "/v1/sessions/"+other.ID+"/checkpoints", nil, &otherList)
+	}
+	if len(otherList.Checkpoints) != 2 {
+		t.Fatalf("the other tree's checkpoints: %+v", otherList)
+	}
+	base := storeBytes(home)
+
+	parent := s.createRoot(t, map[string]any{"sandbox": box})
+	var kid berth.SpawnChildResult
+	s.berthTool(t, parent.ID, "spawn_child", map[string]any{"ttl_seconds": 300}).ok(t, &kid)
+	var loop strings.Builder
+	for range rounds {
+		loop.WriteString("run for i in 1 2 3 4 5; do head -c 1048576 /dev/urandom > f$i; done\n")
+		fmt.Fprintf(&loop, "mcp berth prompt_child {\"child_id\":%q,\"text\":\"echo again\",\"wait\":true}\n", kid.ChildID)
+	}
+
+	// The store's size, sampled while the loop runs.
+	var (
+		peak atomic.Int64
+		wg   sync.WaitGroup
+	)
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			peak.Store(max(peak.Load(), storeBytes(home)-base))
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	var r berth.TurnResult
+	st, err := s.api("POST", "/v1/sessions/"+parent.ID+"/prompts?wait=true", map[string]string{"text": loop.String()}, &r)
+	// The last prune ends after the child's last turn.
+	for deadline := time.Now().Add(20 * time.Second); storeBytes(home)-base > limit && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	}
+	close(done)
+	wg.Wait()
+	if st != 200 || r.StopReason != "end_turn" || strings.Count(r.Text, "again") != rounds {
+		t.Fatalf("the loop = %d %v %+v", st, err, r)
+	}
+	grown := storeBytes(home) - base
+	t.Logf("the loop wrote %d bytes; the store grew by %d, at most %d on the way (cap %d)", rounds*round, grown, peak.Load(), limit)
+	if grown > limit {
+		t.Fatalf("the store grew by %d bytes, cap %d", grown, limit)
+	}
+	// At most the cap, the newest checkpoint and one being written.
+	if p := peak.Load(); p > limit+3*round {
+		t.Fatalf("the store grew by up to %d bytes while the loop ran, cap %d", p, limit)
+	}
+
+	var pruned []map[string]any
+	for _, id := range []string{parent.ID, kid.ChildID} {
+		for _, ev := range s.allEvents(t, id) {
+			if ev.Type == berth.EventCheckpointPruned {
+				var d map[string]any
+				_ = json.Unmarshal(ev.Data, &d)
+				if d["session_id"] != id || d["turn_id"] == "" || d["freed_bytes"] == nil || d["tree_bytes"] == nil {
+					t.Fatalf("in %s's log: checkpoint_pruned %v", id, d)
+				}
+				pruned = append(pruned, d)
+			}
+		}
+	}
+	if len(pruned) < rounds-3 {
+		t.Fatalf("%d checkpoints pruned: %v", len(pruned), pruned)
+	}
+	var kidList struct{ Checkpoints []berth.Checkpoint }
+	s.api("GET", "/v1/sessions/"+kid.ChildID+"/checkpoints", nil, &kidList)
+	for _, d := range pruned {
+		if d["session_id"] != kid.ChildID {
+			continue
+		}
+		for _, c := range kidList.Checkpoints {
+			if c.ID == d["checkpoint_id"] {
+				t.Fatalf("pruned %s is still listed", c.ID)
+			}
+		}
+		var e struct{ Error berth.Error }
+		for _, op := range []string{"rewind", "fork"} {
+			if st, _ := s.api("POST", "/v1/sessions/"+kid.ChildID+"/"+op, map[string]any{"checkpoint_id": d["checkpoint_id"]}, &e); st != 404 ||
+				e.Error.Code != berth.ENotFound || !strings.Contains(e.Error.Message, "pruned") {
+				t.Fatalf("%s to pruned %s = %d %+v", op, d["checkpoint_id"], st, e)
+			}
+		}
+	}
+
+	// The other tree: every checkpoint listed, none pruned, rewound.
+	var after struct{ Checkpoints []berth.Checkpoint }
+	s.api("GET", "/v1/sessions/"+other.ID+"/checkpoints", nil, &after)
+	if len(after.Checkpoints) != 2 || after.Checkpoints[1].ID != otherList.Checkpoints[1].ID {
+		t.Fatalf("the other tree lists %+v", after)
+	}
+	for _, ev := range s.allEvents(t, other.ID) {
+		if ev.Type == berth.EventCheckpointPruned {
+			t.Fatalf("the other tree logged %s", ev.Data)
+		}
+	}
+	if st, err := s.api("POST", "/v1/sessions/"+other.ID+"/rewind", map[string]any{"checkpoint_id": after.Checkpoints[1].ID}, nil); st != 200 {
+		t.Fatalf("rewind of the other tree = %d %v", st, err)
 	}
 }

@@ -170,6 +170,8 @@ func summarize(ev berth.Event) string {
 		return join(d.str("id"), kv("files", d.str("files")), kv("bytes", d.str("bytes")), kv("skipped", d.str("skipped")))
 	case berth.EventWorkspaceRewound:
 		return join(kv("to", d.str("checkpoint_id")), kv("written", d.str("written")), kv("removed", d.str("removed")))
+	case berth.EventCheckpointPruned:
+		return join(d.str("checkpoint_id"), kv("session", d.str("session_id")), kv("freed", d.str("freed_bytes")), kv("tree", d.str("tree_bytes")))
 	}
 	var buf bytes.Buffer
 	if json.Compact(&buf, ev.Data) != nil {

@@ -61,6 +61,11 @@ func TestLogLine(t *testing.T) {
 	if s := summarize(ev(1, berth.EventToolCall, map[string]any{"title": "Read", "kind": "read", "tool_call_id": "t9"})); s != "Read kind=read id=t9" {
 		t.Errorf("tool call summary = %q", s)
 	}
+	pruned := ev(1, berth.EventCheckpointPruned, map[string]any{"checkpoint_id": "ckpt_1", "turn_id": "turn_1", "session_id": "ses_kid",
+		"freed_bytes": 8192, "removed_bytes": 4096, "tree_bytes": 65536})
+	if s := summarize(pruned); s != "ckpt_1 session=ses_kid freed=8192 tree=65536" {
+		t.Errorf("checkpoint_pruned summary = %q", s)
+	}
 }
 
 // What an agent or a user wrote never reaches the terminal as control

@@ -64,3 +64,35 @@ func TestUICheckpointsRewindAndFork(t *testing.T) {
 	}
 	noPageErrors(t, tab)
 }
+
+// A checkpoint pruned while the session's page is open — by its child's
+// turn, the page's session idle — leaves its Checkpoints panel and is told
+// in the transcript as it happens.
+func TestUICheckpointPrunedLive(t *testing.T) {
+	b := browsertest.New(t)
+	home := t.TempDir()
+	// The parent's first (empty) checkpoint and one of 20 KiB fit; the
+	// child's of 20 KiB more does not.
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[checkpoints]\nmax_tree_bytes = 40960\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, home)
+	id := createSession(t, s, map[string]any{})
+	var kid berth.Session
+	if st, err := s.api("POST", "/v1/sessions/"+id+"/children", map[string]any{"agent": "demo", "ttl_seconds": 300}, &kid); st != 201 {
+		t.Fatalf("spawn = %d %v", st, err)
+	}
+	turn := func(sid string) {
+		if st, err := s.api("POST", "/v1/sessions/"+sid+"/prompts?wait=true", map[string]any{"text": "run head -c 20480 /dev/urandom > a"}, nil); st != 200 || err != nil {
+			t.Fatalf("prompt: %d %v", st, err)
+		}
+	}
+	turn(id)
+	turn(id)
+	tab := uiPage(t, b, s, "/sessions/"+id)
+	tab.WaitFor("two checkpoints", `document.querySelectorAll('.checkpoints li').length == 2`)
+	turn(kid.ID)
+	tab.WaitFor("checkpoint_pruned in the transcript", transcriptHas("pruned"))
+	tab.WaitFor("no checkpoint left", `document.querySelectorAll('.checkpoints li').length == 0`)
+	noPageErrors(t, tab)
+}

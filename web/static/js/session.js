@@ -34,8 +34,8 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
   'commands_update', 'turn_ended', 'prompt_queued', 'prompt_canceled', 'prompt_steered', 'permission_requested',
   'permission_resolved', 'file_read', 'file_written', 'terminal_started', 'terminal_exited', 'exec',
   'runtime_warning', 'runtime_recovered', 'agent_stderr', 'child_started', 'child_stopped', 'conversation_cleared',
-  'checkpoint_created', 'workspace_rewound', 'elicitation_requested', 'elicitation_resolved', 'session_info_update',
-  'acp_unknown'];
+  'checkpoint_created', 'workspace_rewound', 'checkpoint_pruned', 'elicitation_requested', 'elicitation_resolved',
+  'session_info_update', 'acp_unknown'];
 
 // REFRESH_ON are the event types after which the header and queue are
 // fetched again (state, badge, queue and permissions change with them).
@@ -46,7 +46,7 @@ const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started'
 
 // CHECKPOINT_ON are the event types after which the checkpoints are
 // fetched again.
-const CHECKPOINT_ON = new Set(['checkpoint_created', 'workspace_rewound']);
+const CHECKPOINT_ON = new Set(['checkpoint_created', 'workspace_rewound', 'checkpoint_pruned']);
 
 // mount shows session id in main and returns its unmount.
 export function mount(main, id) {

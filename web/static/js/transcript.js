@@ -335,6 +335,7 @@ function summary(ev) {
     case 'commands_update': return `Commands: ${(d.commands || (d.raw && d.raw.availableCommands) || []).map((c) => `/${c.name}`).join(' ')}`;
     case 'checkpoint_created': return `Checkpoint ${d.id} (${d.files} ${d.files === 1 ? 'file' : 'files'}${d.skipped ? `, ${d.skipped} skipped` : ''})`;
     case 'workspace_rewound': return `Workspace rewound to ${d.checkpoint_id} (${d.written} written, ${d.removed} removed)`;
+    case 'checkpoint_pruned': return `Checkpoint ${d.checkpoint_id} pruned${d.session_id && d.session_id !== ev.session_id ? ` (of ${d.session_id})` : ''}: the tree's checkpoints were over their limit`;
     default: return ev.type.replaceAll('_', ' ');
   }
 }

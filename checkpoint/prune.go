@@ -1,0 +1,283 @@
+package checkpoint
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/berth-sh/berth"
+)
+
+// Pruned is a checkpoint Prune removed.
+type Pruned struct {
+	SessionID    string
+	CheckpointID string
+	// TurnID is the turn the checkpoint was taken before.
+	TurnID string
+	// FreedBytes is how much the tree's bytes fell: the checkpoint's own
+	// files and the blobs no other checkpoint of the tree names, less what
+	// the manifests that were deltas on it grew, written whole.
+	// RemovedBytes is what left the disk: less when another tree's
+	// checkpoints name some of those blobs. Both count files as the tree
+	// does (index.go).
+	FreedBytes   int64
+	RemovedBytes int64
+	// TreeBytes is the tree's bytes after.
+	TreeBytes int64
+}
+
+// maxStale bounds the rounds of a Prune that find their checkpoint gone
+// (another Prune of the tree took it first).
+const maxStale = 3
+
+// Prune removes the oldest checkpoints of tree (a root session's id), one
+// after another, while what its checkpoints take on disk (index.go) is
+// over Options.MaxTreeBytes, and returns them oldest first. Only the tree's
+// own checkpoints go, never another tree's, and a blob goes only when no
+// checkpoint of any tree names it. The tree's newest checkpoint always
+// stays, however large: the next turn can still be rewound. A checkpoint
+// of a session with a turn in flight goes like any other.
+func (s *Store) Prune(tree string) ([]Pruned, error) {
+	if !validSessionID(tree) {
+		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
+	}
+	if err := s.ensureIndex(); err != nil {
+		return nil, err
+	}
+	var out []Pruned
+	for stale := 0; stale < maxStale; {
+		c, ok := s.pruneCandidate(tree)
+		if !ok {
+			break
+		}
+		p, err := s.pruneOne(tree, c)
+		if err != nil {
+			return out, err
+		}
+		if p == nil {
+			stale++
+			continue
+		}
+		out = append(out, *p)
+	}
+	return out, nil
+}
+
+// candidate is the checkpoint a Prune removes next.
+type candidate struct{ session, id string }
+
+// pruneCandidate returns the tree's oldest checkpoint while the tree is
+// over its bytes and that is not its newest.
+func (s *Store) pruneCandidate(tree string) (candidate, bool) {
+	s.ixMu.Lock()
+	defer s.ixMu.Unlock()
+	return s.candidateLocked(tree)
+}
+
+// candidateLocked is pruneCandidate under ixMu. ULIDs sort by time.
+func (s *Store) candidateLocked(tree string) (candidate, bool) {
+	if s.ix == nil {
+		return candidate{}, false
+	}
+	t := s.ix.trees[tree]
+	if t == nil || t.bytes <= s.opts.MaxTreeBytes {
+		return candidate{}, false
+	}
+	var oldest candidate
+	newest := ""
+	for _, ses := range t.sessions {
+		if len(ses.ckpts) == 0 {
+			continue
+		}
+		if first := ses.ckpts[0].id; oldest.id == "" || first < oldest.id {
+			oldest = candidate{ses.id, first}
+		}
+		newest = max(newest, ses.ckpts[len(ses.ckpts)-1].id)
+	}
+	if oldest.id == "" || oldest.id == newest {
+		return candidate{}, false
+	}
+	return oldest, true
+}
+
+// pruneOne removes checkpoint c, then the blobs only it named; nil when c
+// is no longer the one to remove.
+func (s *Store) pruneOne(tree string, c candidate) (*Pruned, error) {
+	unlock := s.lockSession(c.session)
+	s.gc.RLock()
+	p, ix, dead, err := s.removeOldest(tree, c)
+	s.gc.RUnlock()
+	unlock()
+	if err != nil || p == nil {
+		return nil, err
+	}
+	p.RemovedBytes += s.free(ix, dead)
+	return p, nil
+}
+
+// removeOldest removes c, the oldest checkpoint of its session, from disk
+// and from the index, and returns it, the index and the blobs no tree
+// names any more. The session's checkpoints whose manifests are deltas on
+// c's (the next one, if any) are written whole first; then c is unlisted
+// (its metadata removed), then its manifest goes: a crash anywhere leaves
+// every listed checkpoint whole, and the next sweep removes what is left
+// of c. The caller holds the session's lock and gc shared.
+func (s *Store) removeOldest(tree string, c candidate) (*Pruned, *index, []run, error) {
+	s.ixMu.Lock()
+	cur, ok := s.candidateLocked(tree)
+	ix := s.ix
+	var ck ixCheckpoint
+	var next *ixCheckpoint
+	// deltas are the later checkpoints whose manifests are deltas on c:
+	// the next one, but for a commit that failed after its metadata.
+	var deltas []ixCheckpoint
+	if ok && cur == c {
+		ses := ix.sessions[c.session]
+		if ck = ses.ckpts[0]; len(ses.ckpts) > 1 {
+			n := ses.ckpts[1]
+			next = &n
+		}
+		for _, d := range ses.ckpts[1:] {
+			if d.base == c.id && !d.damaged {
+				deltas = append(deltas, d)
+			}
+		}
+	}
+	s.ixMu.Unlock()
+	if !ok || cur != c {
+		return nil, nil, nil, nil
+	}
+	// The disk must be what the index says: else it is built again.
+	fail := func(err error) (*Pruned, *index, []run, error) {
+		s.invalidate(ix)
+		return nil, nil, nil, err
+	}
+	meta, err := s.readMeta(c.session, c.id)
+	if err != nil {
+		return fail(err)
+	}
+	var old, after *manifest
+	if !ck.damaged {
+		if old, err = s.readManifest(c.session, c.id); err != nil {
+			return fail(err)
+		}
+	}
+	if next != nil && !next.damaged {
+		if after, err = s.readManifest(c.session, next.id); err != nil {
+			return fail(err)
+		}
+	}
+	// grown is what the deltas on c, written whole, add, by checkpoint.
+	grown := map[string]int64{}
+	for _, d := range deltas {
+		m := after
+		if d.id != next.id {
+			if m, err = s.readManifest(c.session, d.id); err != nil {
+				return fail(err)
+			}
+		}
+		whole := encodeManifest("", m.entries)
+		if err := writeAtomic(s.entriesPath(c.session, d.id), whole); err != nil {
+			return nil, nil, nil, berth.WrapError(berth.EInternal, err, "cannot prune checkpoint")
+		}
+		fi, err := os.Stat(s.metaPath(c.session, d.id))
+		if err != nil {
+			return fail(err)
+		}
+		grown[d.id] = footprint(int64(len(whole))) + footprint(fi.Size()) - d.bytes
+	}
+	dir := s.sessionDir(c.session)
+	// What a rewind to c answers from now on (notFound).
+	if err := writeAtomic(filepath.Join(dir, prunedFile), []byte(c.id)); err != nil {
+		return fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
+	}
+	if err := os.Remove(s.metaPath(c.session, c.id)); err != nil {
+		return fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
+	}
+	if err := syncDir(dir); err != nil {
+		return fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
+	}
+	_ = os.Remove(s.entriesPath(c.session, c.id))
+	if next == nil {
+		// It was the session's newest: its next checkpoint reads every
+		// file again, and is a manifest of its own.
+		s.mu.Lock()
+		delete(s.last, c.session)
+		s.mu.Unlock()
+	}
+	var ended []run
+	if old != nil {
+		var nextByPath map[string]*Entry
+		if after != nil {
+			nextByPath = after.byPath
+		}
+		if ended, err = runsOf(old.entries, nextByPath); err != nil {
+			return fail(err)
+		}
+	}
+	p := &Pruned{SessionID: c.session, CheckpointID: c.id, TurnID: meta.TurnID}
+	s.ixMu.Lock()
+	defer s.ixMu.Unlock()
+	if s.ix != ix {
+		// Dropped meanwhile: the sweep that builds the next one removes
+		// what nothing names.
+		return p, nil, nil, nil
+	}
+	ses := ix.sessions[c.session]
+	freed, dead, err := ix.end(ses.tree, ended)
+	if err != nil {
+		s.ix = nil
+		return p, nil, nil, nil
+	}
+	ses.ckpts = ses.ckpts[1:]
+	var more int64
+	for i := range ses.ckpts {
+		if d := &ses.ckpts[i]; d.base == c.id && !d.damaged {
+			d.base, d.bytes = "", d.bytes+grown[d.id]
+			more += grown[d.id]
+		}
+	}
+	ses.tree.bytes += more - ck.bytes
+	if len(ses.ckpts) == 0 {
+		ix.forget(ses)
+	}
+	// Its own files are freed and removed too; the deltas on it grew.
+	p.FreedBytes, p.RemovedBytes, p.TreeBytes = freed+ck.bytes-more, ck.bytes-more, ses.tree.bytes
+	return p, ix, dead, nil
+}
+
+// free removes the blobs dead that no tree of ix names any more, once no
+// create, restore or prune holds gc, and returns their bytes. A blob a
+// create named again meanwhile stays; an index dropped meanwhile removes
+// nothing (the sweep that builds the next one does).
+func (s *Store) free(ix *index, dead []run) int64 {
+	if ix == nil || len(dead) == 0 {
+		return 0
+	}
+	s.gc.Lock()
+	defer s.gc.Unlock()
+	s.ixMu.Lock()
+	defer s.ixMu.Unlock()
+	if s.ix != ix {
+		return 0
+	}
+	var n int64
+	for _, r := range dead {
+		if ix.blobs[r.k] > 0 {
+			continue
+		}
+		if os.Remove(s.blobPath(r.k.String())) == nil {
+			n += r.size
+		}
+	}
+	return n
+}
+
+// notFound is the error for checkpoint id that the session does not
+// have: pruned, when it is no newer than the last one pruned.
+func (s *Store) notFound(sessionID, id string) error {
+	b, err := os.ReadFile(filepath.Join(s.sessionDir(sessionID), prunedFile))
+	if err == nil && validID(string(b)) && id <= string(b) {
+		return berth.Errorf(berth.ENotFound, "checkpoint %s was pruned: the checkpoints of its session's tree went over [checkpoints] max_tree_bytes, and the oldest were removed", id)
+	}
+	return berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
+}
