@@ -234,6 +234,59 @@ func (p *Provider) Probe(ctx context.Context) error {
 	return nil
 }
 
+// Trial starts a sandbox as a session's is started (Open, then Start),
+// with network when asked, on a workspace and home of its own, runs
+// "true" in it and waits: nil when it ran, else EUnavailable with the
+// words of the tool that failed (bwrap's, slirp4netns's). Probe checks
+// bwrap's namespaces; Trial checks everything a session needs of this
+// host and of the daemon's user.
+func (p *Provider) Trial(ctx context.Context, network bool) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "berth-bwrap-trial-")
+	if err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the trial sandbox's directory: %s", err)
+	}
+	defer os.RemoveAll(dir)
+	cfg := berth.SandboxConfig{SessionID: "trial", Workspace: filepath.Join(dir, "workspace"), Home: filepath.Join(dir, "home"), Network: network}
+	for _, d := range []string{cfg.Workspace, cfg.Home} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the trial sandbox's directory: %s", err)
+		}
+	}
+	sb, err := p.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sb.Close(context.WithoutCancel(ctx))
+	out := &tailBuffer{max: maxWords}
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "true", Stdin: bytes.NewReader(nil), Stdout: out, Stderr: out})
+	if err != nil {
+		return err
+	}
+	var st berth.ExitStatus
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		st, _ = proc.Wait()
+	}()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		_, _ = proc.Stop(context.WithoutCancel(ctx), 0)
+		<-waited
+		return berth.Errorf(berth.EUnavailable, "bwrap: the trial sandbox's program did not end within %s", probeTimeout)
+	}
+	if !st.Success() {
+		how := fmt.Sprintf("exit %d", st.Code)
+		if st.Signal != "" {
+			how = st.Signal
+		}
+		return berth.Errorf(berth.EUnavailable, "bwrap: the trial sandbox's program failed (%s): %s", how, oneLine(out.String()))
+	}
+	return nil
+}
+
 // firstLine is b's first line, or a placeholder when b is empty.
 func firstLine(b []byte) string {
 	if line, _, _ := bytes.Cut(b, []byte("\n")); len(line) > 0 {

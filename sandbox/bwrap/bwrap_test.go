@@ -508,3 +508,41 @@ func TestOneLine(t *testing.T) {
 		t.Errorf("oneLine of %d bytes = %d bytes", 2*maxWords, len(got))
 	}
 }
+
+// Trial runs a sandbox as a session's, without and with network, and
+// says why in the failing tool's words when one does not start.
+func TestTrial(t *testing.T) {
+	p := provider(t)
+	ctx := context.Background()
+	// A temporary directory of the test's own, which a root daemon's
+	// host uid may cross to its stage, to see what the trial leaves.
+	tmp, err := os.MkdirTemp("", "berth-bwrap-trial-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	if err := p.Trial(ctx, false); err != nil {
+		t.Errorf("Trial without network: %v", err)
+	}
+	if slirpPath() == "" {
+		testenv.Missing(t, "slirp4netns", "not installed (Debian package slirp4netns)")
+	}
+	if err := p.Trial(ctx, true); err != nil {
+		t.Errorf("Trial with network: %v", err)
+	}
+	fake := fakeTool(t, "slirp4netns", "echo 'slirp4netns: cannot open /dev/net/tun' >&2; exit 1")
+	err = New(Options{Slirp: fake}).Trial(ctx, true)
+	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), "slirp4netns failed: slirp4netns: cannot open /dev/net/tun") {
+		t.Errorf("Trial with a failing slirp4netns = %v, want its words", err)
+	}
+	// The trials leave nothing behind: no directory, no stage.
+	for _, pattern := range []string{"berth-bwrap-trial-*", "berth-bwrap-stage-*"} {
+		if left, _ := filepath.Glob(filepath.Join(tmp, pattern)); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
+		}
+	}
+}
