@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -175,4 +177,78 @@ func sessionProcs(id string) []string {
 		out = append(out, e.Name()+":"+strings.ReplaceAll(string(cmd), "\x00", " "))
 	}
 	return out
+}
+
+// A bwrap session with network starts and works as the daemon's user, an
+// ordinary user's included (whose slirp4netns could not act on bwrap's
+// namespace: every such session ended startup_failed), reaches the
+// outside through slirp4netns (a service on the host's own non-loopback
+// address, the control), and not the host's loopback: neither the
+// daemon's port at 127.0.0.1 nor through 10.0.2.2, slirp's alias of it.
+func TestBwrapSessionWithNetwork(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	var health berth.Health
+	s.api("GET", "/v1/health", nil, &health)
+	if !strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
+		testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes)
+	}
+	var outside string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			outside = ip.IP.String()
+			break
+		}
+	}
+	if outside == "" {
+		testenv.Missing(t, "a non-loopback IPv4 address", "the host has none: the control needs one")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(outside, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("reached-the-outside\n"))
+			_ = c.Close()
+		}
+	}()
+	defer func() {
+		_ = ln.Close()
+		<-served
+	}()
+	var sess berth.Session
+	if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": berth.SandboxBwrap, "network": true}, &sess); st != 201 || sess.State != berth.StateActive {
+		t.Fatalf("create = %d %s %+v\n%s", st, sess.State, sess.Failure, s.log)
+	}
+	var r berth.TurnResult
+	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]string{"text": "echo online"}, &r); st != 200 || r.Text != "online" {
+		t.Fatalf("a turn = %d %+v", st, r)
+	}
+	sh := func(script string) berth.ExecResult {
+		var r berth.ExecResult
+		if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/exec", map[string]any{"command": []string{"sh", "-c", script}, "timeout_seconds": 10}, &r); st != 200 {
+			t.Fatalf("exec %q = %d %v", script, st, err)
+		}
+		return r
+	}
+	if r := sh("cat /proc/net/dev"); !strings.Contains(r.Stdout, "tap0:") {
+		t.Errorf("no tap0 in the sandbox: %+v", r)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if r := sh(fmt.Sprintf("busybox nc -w 3 %s %d", outside, port)); !strings.Contains(r.Stdout, "reached-the-outside") {
+		t.Errorf("the host's own address is out of reach: %+v", r)
+	}
+	daemonPort := s.addr[strings.LastIndex(s.addr, ":")+1:]
+	for _, host := range []string{"127.0.0.1", "10.0.2.2"} {
+		if r := sh("echo GET / | busybox nc -w 2 " + host + " " + daemonPort); r.ExitCode == 0 || strings.Contains(r.Stdout, "HTTP") {
+			t.Errorf("the daemon's port through %s answered: %+v", host, r)
+		}
+	}
 }
