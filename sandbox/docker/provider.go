@@ -92,7 +92,10 @@ type Options struct {
 	// is not used.
 	Busybox string
 	// UID and GID are the user processes run as (DefaultUID when zero; GID
-	// defaults to UID). Root is never used.
+	// defaults to UID). Root is never used. A daemon that is not root
+	// cannot give the workspace to another uid: its containers run as its
+	// own uid and gid, whatever these say, as its bwrap sandboxes map to
+	// them.
 	UID, GID int
 	// Limits are the default limits; a session's non-zero limits win, and
 	// DefaultLimits fill what both leave at zero.
@@ -142,6 +145,9 @@ func New(opts Options) (*Provider, error) {
 	}
 	if opts.GID <= 0 {
 		opts.GID = opts.UID
+	}
+	if os.Geteuid() != 0 {
+		opts.UID, opts.GID = os.Getuid(), os.Getgid()
 	}
 	if opts.ProbeTimeout <= 0 {
 		opts.ProbeTimeout = 3 * time.Second
@@ -226,8 +232,8 @@ func reason(ctx context.Context, err error) string {
 // (EUnavailable otherwise).
 //
 // Processes run as Options.UID on the host too (the engine maps no user
-// namespace), so host files must be usable by that uid. When the daemon
-// runs as root, Open gives that uid cfg.Home (the session's private HOME,
+// namespace), so host files must be usable by that uid (a daemon that is
+// not root: its own). When the daemon runs as root, Open gives that uid cfg.Home (the session's private HOME,
 // whole) and whatever belongs to root in the workspace and in writable
 // binds; Start does the same for the directories from the workspace down
 // to its Dir. Root keeps its access (it needs no ownership). Files of

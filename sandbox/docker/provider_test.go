@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/user"
@@ -128,7 +129,12 @@ func TestNewDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if p.Host() != DefaultHost || p.opts.Image != DefaultImage || p.opts.UID != 1000 || p.opts.GID != 1000 {
+	// A daemon that is not root runs its containers as itself.
+	uid, gid := 1000, 1000
+	if os.Geteuid() != 0 {
+		uid, gid = os.Getuid(), os.Getgid()
+	}
+	if p.Host() != DefaultHost || p.opts.Image != DefaultImage || p.opts.UID != uid || p.opts.GID != gid {
 		t.Errorf("defaults: host %q image %q uid %d gid %d", p.Host(), p.opts.Image, p.opts.UID, p.opts.GID)
 	}
 	t.Setenv("DOCKER_HOST", "tcp://127.0.0.1:1")
@@ -162,7 +168,7 @@ func TestImageAutoBuild(t *testing.T) {
 	}
 	// Its userland is busybox: a shell and the usual tools, by name.
 	res := run(t, sb, nil, "sh", "-c", "ls /bin/sh >/dev/null && cat /etc/passwd | grep -c berth && id -u")
-	if res.status.Code != 0 || res.stdout != "1\n1000\n" {
+	if res.status.Code != 0 || res.stdout != "1\n"+strconv.Itoa(p.opts.UID)+"\n" {
 		t.Fatalf("in the built image: %+v", res)
 	}
 	// A second provider finds it and does not build again.
@@ -280,7 +286,11 @@ func TestContainerShape(t *testing.T) {
 	if len(hc.Ulimits) != 1 || hc.Ulimits[0].Name != "nofile" || hc.Ulimits[0].Hard != 321 {
 		t.Errorf("ulimits = %v", hc.Ulimits)
 	}
-	if c.Config.User != "1000:1000" || c.Config.WorkingDir != sb.cfg.Workspace {
+	user := "1000:1000"
+	if os.Geteuid() != 0 {
+		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	}
+	if c.Config.User != user || c.Config.WorkingDir != sb.cfg.Workspace {
 		t.Errorf("user %q, workdir %q", c.Config.User, c.Config.WorkingDir)
 	}
 	res := run(t, sb, nil, "sh", "-c", "ulimit -n; cat /proc/self/status | grep -E '^Cap(Eff|Prm|Bnd)'; grep NoNewPrivs /proc/self/status")
