@@ -43,6 +43,27 @@ func NeedRoot(tb testing.TB, why string) {
 	needRoot(tb, why, os.Geteuid())
 }
 
+// MissingCgroup ends the test because a cgroup it needs (service) is not
+// available here (why). Root has one wherever the kernel does: as
+// Missing, a failure when Required. A user has one only where a cgroup
+// was delegated to it: as NeedRoot (a skip in the unprivileged pass,
+// whose root pass ran the test).
+func MissingCgroup(tb testing.TB, service, why string, args ...any) {
+	tb.Helper()
+	missingCgroup(tb, os.Geteuid(), service, fmt.Sprintf(why, args...))
+}
+
+// missingCgroup is MissingCgroup for a process whose effective uid is
+// euid.
+func missingCgroup(tb testing.TB, euid int, service, reason string) {
+	tb.Helper()
+	if euid != 0 {
+		needRoot(tb, service+": "+reason, euid)
+		return
+	}
+	Missing(tb, service, "%s", reason)
+}
+
 // needRoot is NeedRoot for a process whose effective uid is euid.
 func needRoot(tb testing.TB, why string, euid int) {
 	tb.Helper()

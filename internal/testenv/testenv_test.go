@@ -55,4 +55,21 @@ func TestNeedRoot(t *testing.T) {
 	}
 }
 
+// A missing cgroup fails root's run in CI, and is a root-only matter for a
+// user: a skip in the unprivileged pass.
+func TestMissingCgroup(t *testing.T) {
+	t.Setenv(RequireEnv, "1")
+	t.Setenv(UnprivilegedEnv, "1")
+	r := &recorder{TB: t}
+	missingCgroup(r, 0, "a memory cgroup", "none here")
+	if !strings.Contains(r.fatal, "a memory cgroup is required") || r.skip != "" {
+		t.Errorf("root: fatal %q, skip %q", r.fatal, r.skip)
+	}
+	r = &recorder{TB: t}
+	missingCgroup(r, 1000, "a memory cgroup", "none here")
+	if r.fatal != "" || !strings.Contains(r.skip, "a memory cgroup: none here") || !strings.Contains(r.skip, "root pass") {
+		t.Errorf("a user in the unprivileged pass: fatal %q, skip %q", r.fatal, r.skip)
+	}
+}
+
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
