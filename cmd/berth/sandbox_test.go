@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -250,5 +252,38 @@ func TestBwrapSessionWithNetwork(t *testing.T) {
 		if r := sh("echo GET / | busybox nc -w 2 " + host + " " + daemonPort); r.ExitCode == 0 || strings.Contains(r.Stdout, "HTTP") {
 			t.Errorf("the daemon's port through %s answered: %+v", host, r)
 		}
+	}
+}
+
+// A docker session on an engine this daemon cannot reach is 503 at
+// create, with the reason: a socket that is not there, or (for a daemon
+// that is not root) one its user may not use, which says how to be let
+// in (the socket's group). Nothing is created.
+func TestCreateOnAnUnreachableDockerSaysWhy(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	want := "no such file"
+	if os.Geteuid() != 0 {
+		// A socket's mode refuses no root: a user's run tries the refusal.
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		if err := os.Chmod(sock, 0); err != nil {
+			t.Fatal(err)
+		}
+		want = "permission denied (this user may not use the engine's socket: add it to the socket's group"
+	}
+	s := startServerEnv(t, t.TempDir(), []string{"BERTH_SANDBOX_DOCKER_HOST=unix://" + sock})
+	var e json.RawMessage
+	st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": berth.SandboxDocker}, &e)
+	if st != 503 || !strings.Contains(string(e), "sandbox provider docker is not available: docker: no engine at unix://"+sock) || !strings.Contains(string(e), want) {
+		t.Errorf("create on an unreachable engine = %d %s, want 503 saying %q", st, e, want)
+	}
+	var list struct {
+		Sessions []berth.Session `json:"sessions"`
+	}
+	if s.api("GET", "/v1/sessions?all=true", nil, &list); len(list.Sessions) != 0 {
+		t.Errorf("a refused create left %d sessions", len(list.Sessions))
 	}
 }
