@@ -106,7 +106,7 @@ func (n *userNet) attach(ctx context.Context, deadline time.Time, init, outer, p
 		"--enable-sandbox", "--enable-seccomp", "--ready-fd=3", "--exit-fd=4"}
 	if n.own {
 		// The outer bwrap's namespaces are ours. Its pid names them only
-		// while it is unreaped: verify checks, once slirp4netns is
+		// while it is unreaped: verifyNet checks, once slirp4netns is
 		// ready, that the sandbox's namespace is the one it set up.
 		args = append(args, strconv.Itoa(outer), "tap0")
 	} else {
