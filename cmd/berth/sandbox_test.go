@@ -287,3 +287,45 @@ func TestCreateOnAnUnreachableDockerSaysWhy(t *testing.T) {
 		t.Errorf("a refused create left %d sessions", len(list.Sessions))
 	}
 }
+
+// A bwrap session's workspace, written by the agent and by exec inside
+// the sandbox (files of the sandbox's owner: the host uid under a root
+// daemon, the daemon's own user otherwise), is snapshotted whole, and a
+// new bwrap session from that snapshot finds it and may change it.
+func TestSnapshotOfABwrapSession(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	var health berth.Health
+	s.api("GET", "/v1/health", nil, &health)
+	if !strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
+		testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes)
+	}
+	create := func(body map[string]any) berth.Session {
+		var sess berth.Session
+		body["agent"], body["sandbox"] = "demo", berth.SandboxBwrap
+		if st, _ := s.api("POST", "/v1/sessions", body, &sess); st != 201 || sess.State != berth.StateActive {
+			t.Fatalf("create = %d %s %+v\n%s", st, sess.State, sess.Failure, s.log)
+		}
+		return sess
+	}
+	sh := func(id, script string) berth.ExecResult {
+		var r berth.ExecResult
+		if st, err := s.api("POST", "/v1/sessions/"+id+"/exec", map[string]any{"command": []string{"sh", "-c", script}, "timeout_seconds": 10}, &r); st != 200 {
+			t.Fatalf("exec %q = %d %v", script, st, err)
+		}
+		return r
+	}
+	src := create(map[string]any{})
+	var r berth.TurnResult
+	s.api("POST", "/v1/sessions/"+src.ID+"/prompts?wait=true", map[string]string{"text": "write notes.txt kept"}, &r)
+	if r := sh(src.ID, "mkdir -p d && echo made-inside > d/inside.txt"); r.ExitCode != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	var snap berth.Snapshot
+	if st, err := s.api("POST", "/v1/sessions/"+src.ID+"/snapshots", nil, &snap); st != 201 || snap.Files < 2 || snap.Skipped != 0 {
+		t.Fatalf("snapshot = %d %+v %v", st, snap, err)
+	}
+	dst := create(map[string]any{"from_snapshot": snap.ID})
+	if r := sh(dst.ID, "cat notes.txt; echo; cat d/inside.txt; echo changed >> d/inside.txt && echo writable"); r.Stdout != "kept\nmade-inside\nwritable\n" {
+		t.Errorf("the restored workspace: %+v", r)
+	}
+}
