@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,5 +173,29 @@ func TestDoctorSaysWhyBwrapNetworkFails(t *testing.T) {
 		if cs[0].Status != checkOK {
 			t.Errorf("without network: %+v", cs[0])
 		}
+	}
+}
+
+// An engine whose socket the doctor's user may not use is a warning
+// saying so and how to be let in (its group), when docker is not the
+// default sandbox. (A socket's mode refuses no root: as root the socket
+// is missing instead, the warning's other reason.)
+func TestDoctorDockerSocketRefused(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	want := "no such file"
+	if os.Geteuid() != 0 {
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		if err := os.Chmod(sock, 0); err != nil {
+			t.Fatal(err)
+		}
+		want = "usermod -aG"
+	}
+	r, _ := doctor(t, t.TempDir(), "DOCKER_HOST=unix://"+sock)
+	if c := checkOf(t, r, "sandbox docker"); c.Status != checkWarn || !strings.Contains(c.Detail, want) {
+		t.Errorf("sandbox docker: %+v, want a warning saying %q", c, want)
 	}
 }
