@@ -558,7 +558,7 @@ var testCgroupMade atomic.Bool
 func ownPidsCgroup(t *testing.T) string {
 	dir, err := testCgroup()
 	if err != nil {
-		testenv.Missing(t, "cgroup", "a pids cgroup of the test's own: %v", err)
+		testenv.MissingCgroup(t, "cgroup", "a pids cgroup of the test's own: %v", err)
 	}
 	return dir
 }

@@ -27,7 +27,7 @@ func bwrapLimitsEnv(t *testing.T, memoryMB, tmpMB int) *env {
 		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
 	}
 	if err := p.LimitsMemory(); err != nil {
-		testenv.Missing(t, "a memory cgroup", "%v", err)
+		testenv.MissingCgroup(t, "a memory cgroup", "%v", err)
 	}
 	return newEnv(t, func(o *Options) {
 		o.Providers = append(o.Providers, p)

@@ -21,6 +21,19 @@ func withTools(o *Options) {
 	o.ToolsHandler = func(open berth.ToolsOpener) http.Handler { return bhttp.NewToolsHandler(open, 0, nil) }
 }
 
+// shortRunDir puts the run directory, where the tools sockets are, at a
+// short path of its own: under a test home named after a long test name, a
+// socket's path is over the 107 bytes a Unix socket takes once TMPDIR is
+// longer than /tmp (as in scripts/test's unprivileged pass).
+func shortRunDir(t *testing.T) func(*Options) {
+	dir, err := os.MkdirTemp("", "brun")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return func(o *Options) { o.RunDir = dir }
+}
+
 // grantOf is the tools socket and credential session id's agent was given.
 func (e *env) grantOf(id string) *toolsGrant {
 	e.t.Helper()
@@ -48,7 +61,7 @@ func toolsCall(socket, token string) error {
 // gone, its stored hash is cleared, and its credential is refused by the
 // gate even where a socket of its is still served.
 func TestToolsCredentialIsTheSessionsAndDiesWithIt(t *testing.T) {
-	e := newEnv(t, withTools)
+	e := newEnv(t, withTools, shortRunDir(t))
 	a := e.create(berth.CreateRequest{})
 	b := e.create(berth.CreateRequest{})
 	ga, gb := e.grantOf(a.ID), e.grantOf(b.ID)

@@ -9,9 +9,10 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,9 +59,10 @@ func newDoctorCommand() *cobra.Command {
 		Use:   "doctor [--config FILE]",
 		Short: "Check bubblewrap, Docker, the store and each agent; exit 1 when a configured feature is broken",
 		Long: "Check what berth needs on this machine, without a daemon: the config, the home, the\n" +
-			"store, a daemon if one runs, bubblewrap and user namespaces, slirp4netns, the Docker\n" +
-			"engine, and each catalog agent's command and credentials. A check fails (exit 1) only\n" +
-			"when something the config relies on is broken; what an unused feature lacks is a warning.",
+			"store, a daemon if one runs, bubblewrap and user namespaces (a trial sandbox, without\n" +
+			"and with network, run as you: run doctor as the daemon's user), the Docker engine,\n" +
+			"and each catalog agent's command and credentials. A check fails (exit 1) only when\n" +
+			"something the config relies on is broken; what an unused feature lacks is a warning.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			asJSON, err := jsonOutput(cmd)
@@ -224,56 +226,107 @@ func checkStore(ctx context.Context, home string, sc config.Store) check {
 	return check{"store", checkOK, "sqlite " + path + " passes quick_check"}
 }
 
-// checkSandboxes probes bwrap (namespaces, as a root daemon would start it),
-// slirp4netns (bwrap's network) and the Docker engine. Each is a failure
-// only when the config relies on it: bwrap as the default (or "auto" with
-// require_isolation), slirp4netns when such sessions may have network,
-// docker as the default.
+// checkSandboxes tries bwrap for real, as the daemon would run it (a
+// trial sandbox without and with network), and probes the Docker engine.
+// Each is a failure only when the config relies on it: bwrap as the
+// default (or "auto" with require_isolation), its network when such
+// sessions may have network, docker as the default.
 func checkSandboxes(ctx context.Context, cfg *config.Config, home string) []check {
 	po := daemon.ProviderOptions(cfg, "", home)
 	def := cfg.Sandbox.Default
 	needBwrap := def == berth.SandboxBwrap || (def == "auto" || def == "") && cfg.Sandbox.RequireIsolation
-	severity := func(needed bool) string {
-		if needed {
-			return checkFail
-		}
-		return checkWarn
-	}
-	var out []check
-	pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
-	bwrapErr := po.Bwrap().Probe(pctx)
-	cancel()
-	if bwrapErr != nil {
-		detail := berth.ErrorMessage(bwrapErr)
-		if !needBwrap && def != berth.SandboxDocker {
-			detail += " (sessions fall back to the host sandbox, without isolation)"
-		}
-		out = append(out, check{"sandbox bwrap", severity(needBwrap), detail})
-	} else {
-		out = append(out, check{"sandbox bwrap", checkOK, "bubblewrap makes its namespaces here"})
-	}
-	out = append(out, checkUserNamespaces(severity(needBwrap)))
-	usesBwrap := bwrapErr == nil && def != berth.SandboxDocker && def != berth.SandboxHost
-	if _, err := exec.LookPath("slirp4netns"); err != nil {
-		detail := "slirp4netns is not installed (Debian package slirp4netns): bwrap sessions with network are refused"
-		out = append(out, check{"sandbox bwrap network", severity(usesBwrap && cfg.Sandbox.AllowNetwork), detail})
-	} else {
-		out = append(out, check{"sandbox bwrap network", checkOK, "slirp4netns found"})
-	}
-	if bwrapErr == nil {
-		out = append(out, checkBwrapMemory(po.Bwrap(), usesBwrap && cfg.Sandbox.MemoryMB > 0))
-	}
+	out := checkBwrap(ctx, po.Bwrap(), bwrapNeeds{
+		bwrap:    needBwrap,
+		used:     def != berth.SandboxDocker && def != berth.SandboxHost,
+		fallback: !needBwrap && def != berth.SandboxDocker,
+		network:  cfg.Sandbox.AllowNetwork,
+		memory:   cfg.Sandbox.MemoryMB > 0,
+	})
 	dk, err := daemon.Docker(po)
 	if err != nil {
 		return append(out, check{"sandbox docker", severity(def == berth.SandboxDocker), berth.ErrorMessage(err)})
 	}
 	defer dk.Close()
-	pctx, cancel = context.WithTimeout(ctx, doctorTimeout)
+	pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
 	if err := dk.Probe(pctx); err != nil {
 		return append(out, check{"sandbox docker", severity(def == berth.SandboxDocker), berth.ErrorMessage(err)})
 	}
 	return append(out, check{"sandbox docker", checkOK, "the engine answers"})
+}
+
+// severity is how a broken feature counts: a failure when the config
+// needs it, else a warning.
+func severity(needed bool) string {
+	if needed {
+		return checkFail
+	}
+	return checkWarn
+}
+
+// bwrapNeeds is what the config asks of bwrap.
+type bwrapNeeds struct {
+	// bwrap: sessions need it (its failure fails the doctor); used: it is
+	// what sessions get when it works; fallback: sessions fall back to
+	// the host sandbox without it.
+	bwrap, used, fallback bool
+	// network: sessions may have network; memory: they get memory_mb.
+	network, memory bool
+}
+
+// checkBwrap is bwrap's part of the report: its namespaces (Probe), the
+// user namespaces the kernel allows, a trial sandbox without network and
+// one with (slirp4netns), as the daemon's user runs them, in the failing
+// tool's words; and the memory cgroup.
+func checkBwrap(ctx context.Context, p *bwrap.Provider, need bwrapNeeds) []check {
+	var out []check
+	pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	err := p.Probe(pctx)
+	if err == nil {
+		err = p.Trial(pctx, false)
+	}
+	cancel()
+	if err != nil {
+		detail := berth.ErrorMessage(err)
+		if need.fallback {
+			detail += " (sessions fall back to the host sandbox, without isolation)"
+		}
+		out = append(out, check{"sandbox bwrap", severity(need.bwrap), detail})
+	} else {
+		out = append(out, check{"sandbox bwrap", checkOK, "a trial sandbox ran (" + sandboxUser() + ")"})
+	}
+	out = append(out, checkUserNamespaces(severity(need.bwrap)))
+	usesBwrap := err == nil && need.used
+	switch {
+	case err != nil:
+		out = append(out, check{"sandbox bwrap network", checkWarn, "not tried: bwrap itself does not work here"})
+	default:
+		pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+		nerr := p.Trial(pctx, true)
+		cancel()
+		if nerr != nil {
+			out = append(out, check{"sandbox bwrap network", severity(usesBwrap && need.network),
+				berth.ErrorMessage(nerr) + ": bwrap sessions with network do not start"})
+		} else {
+			out = append(out, check{"sandbox bwrap network", checkOK, "a trial sandbox with network ran (slirp4netns)"})
+		}
+	}
+	if err == nil {
+		out = append(out, checkBwrapMemory(p, usesBwrap && need.memory))
+	}
+	return out
+}
+
+// sandboxUser says whom the trial sandboxes ran as on the host.
+func sandboxUser() string {
+	if os.Geteuid() == 0 {
+		return "as root, whose sandboxes run as [sandbox] host_uid"
+	}
+	name := strconv.Itoa(os.Getuid())
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	return "as " + name
 }
 
 // checkUserNamespaces reads the kernel's switches for the user namespaces

@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/sandbox/bwrap"
 )
 
 // doctor runs `berth doctor -o json` on home with extra environment and
@@ -115,5 +119,83 @@ pass_env = ["MY_AGENT_API_KEY"]
 	r, _ = doctor(t, home, "HOME="+t.TempDir(), "MY_AGENT_API_KEY=sk-test")
 	if c := checkOf(t, r, "agent mine"); c.Status != checkOK || !strings.Contains(c.Detail, "credentials: $MY_AGENT_API_KEY") || strings.Contains(c.Detail, "sk-test") {
 		t.Errorf("with a key: %+v", c)
+	}
+}
+
+// The doctor tries bwrap for real, as its user (the daemon's): a trial
+// sandbox without network and one with, each reported ok only once it
+// ran. (Finding slirp4netns installed said "ok" while, as an ordinary
+// user, every sandbox with network failed.)
+func TestDoctorTriesBwrapSandboxes(t *testing.T) {
+	if err := bwrap.New(bwrap.Options{}).Probe(t.Context()); err != nil {
+		testenv.Missing(t, "bwrap", "%v", err)
+	}
+	r, _ := doctor(t, t.TempDir(), "DOCKER_HOST=unix:///nonexistent/docker.sock")
+	for name, detail := range map[string]string{"sandbox bwrap": "a trial sandbox ran", "sandbox bwrap network": "a trial sandbox with network ran"} {
+		if c := checkOf(t, r, name); c.Status != checkOK || !strings.Contains(c.Detail, detail) {
+			t.Errorf("%s: %+v, want ok: %q", name, c, detail)
+		}
+	}
+}
+
+// A trial sandbox that does not start is reported in the failing tool's
+// own words: a failure when sessions use bwrap with network, a warning
+// when none may have network.
+func TestDoctorSaysWhyBwrapNetworkFails(t *testing.T) {
+	if err := bwrap.New(bwrap.Options{}).Probe(t.Context()); err != nil {
+		testenv.Missing(t, "bwrap", "%v", err)
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(dir, "slirp4netns")
+	const words = "slirp4netns: setegid(0): Invalid argument"
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho '"+words+"' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := bwrap.New(bwrap.Options{Slirp: fake})
+	for _, network := range []bool{true, false} {
+		cs := checkBwrap(t.Context(), p, bwrapNeeds{bwrap: true, used: true, network: network})
+		var c check
+		for _, c = range cs {
+			if c.Name == "sandbox bwrap network" {
+				break
+			}
+		}
+		want := checkFail
+		if !network {
+			want = checkWarn
+		}
+		if c.Status != want || !strings.Contains(c.Detail, words) {
+			t.Errorf("allow_network %v: %+v, want %s in slirp4netns's words", network, c, want)
+		}
+		if cs[0].Status != checkOK {
+			t.Errorf("without network: %+v", cs[0])
+		}
+	}
+}
+
+// An engine whose socket the doctor's user may not use is a warning
+// saying so and how to be let in (its group), when docker is not the
+// default sandbox. (A socket's mode refuses no root: as root the socket
+// is missing instead, the warning's other reason.)
+func TestDoctorDockerSocketRefused(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	want := "no such file"
+	if os.Geteuid() != 0 {
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		if err := os.Chmod(sock, 0); err != nil {
+			t.Fatal(err)
+		}
+		want = "usermod -aG"
+	}
+	r, _ := doctor(t, t.TempDir(), "DOCKER_HOST=unix://"+sock)
+	if c := checkOf(t, r, "sandbox docker"); c.Status != checkWarn || !strings.Contains(c.Detail, want) {
+		t.Errorf("sandbox docker: %+v, want a warning saying %q", c, want)
 	}
 }

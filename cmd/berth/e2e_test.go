@@ -32,33 +32,83 @@ import (
 // binDir holds them.
 var bin, exampleAgent, binDir string
 
+// The binaries the tests run can be built ahead, so that a user without
+// a Go toolchain or module cache may run the test binary (scripts/test's
+// unprivileged pass): the test binary run with buildBinariesEnv=DIR (from
+// this package's directory) builds them into DIR and exits; run with
+// binariesEnv=DIR it takes them from DIR instead of building.
+const (
+	buildBinariesEnv = "BERTH_TEST_BUILD_BINARIES"
+	binariesEnv      = "BERTH_TEST_BINARIES"
+)
+
+// Names of the binaries in binDir.
+const (
+	berthName        = "berth"
+	exampleAgentName = "example-agent"
+	smallShimName    = "berth-shim"
+	// plainBerthName is berth without the small shim (plainBerth).
+	plainBerthName = "berth-plain"
+)
+
 func TestMain(m *testing.M) {
 	// The test MCP server that sessions' agents start as a stdio server.
 	mcptest.MaybeServeStdio()
-	dir, err := os.MkdirTemp("", "berth-e2e-")
-	if err != nil {
-		panic(err)
+	if dir := os.Getenv(buildBinariesEnv); dir != "" {
+		if err := buildBinaries(dir, true); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
-	binDir = dir
-	bin, exampleAgent = filepath.Join(dir, "berth"), filepath.Join(dir, "example-agent")
-	// The small shim as `go generate` builds it.
-	small := filepath.Join(dir, "berth-shim")
-	if b, err := exec.Command("go", "run", "github.com/berth-sh/berth/internal/genshim", "-o", small).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the small shim: %v\n%s", err, b)
-		os.Exit(1)
-	}
-	for _, b := range []struct{ out, pkg, overlay string }{
-		{bin, ".", small},
-		{exampleAgent, "github.com/coder/acp-go-sdk/example/agent", ""},
-	} {
-		if err := goBuild(b.out, b.pkg, b.overlay); err != nil {
+	dir := os.Getenv(binariesEnv)
+	if dir != "" {
+		for _, name := range []string{berthName, exampleAgentName, smallShimName, plainBerthName} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				fmt.Fprintf(os.Stderr, "%s=%s: %v (build them with %s)\n", binariesEnv, dir, err, buildBinariesEnv)
+				os.Exit(1)
+			}
+		}
+	} else {
+		var err error
+		if dir, err = os.MkdirTemp("", "berth-e2e-"); err != nil {
+			panic(err)
+		}
+		if err := buildBinaries(dir, false); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
+	binDir = dir
+	bin, exampleAgent = filepath.Join(dir, berthName), filepath.Join(dir, exampleAgentName)
 	code := m.Run()
-	os.RemoveAll(dir)
+	if os.Getenv(binariesEnv) == "" {
+		os.RemoveAll(dir)
+	}
 	os.Exit(code)
+}
+
+// buildBinaries builds into dir the small shim as `go generate` builds
+// it, berth carrying it, the example agent, and with plain berth without
+// the small shim (else built when a test first needs it).
+func buildBinaries(dir string, plain bool) error {
+	small := filepath.Join(dir, smallShimName)
+	if b, err := exec.Command("go", "run", "github.com/berth-sh/berth/internal/genshim", "-o", small).CombinedOutput(); err != nil {
+		return fmt.Errorf("build the small shim: %v\n%s", err, b)
+	}
+	builds := []struct{ out, pkg, overlay string }{
+		{filepath.Join(dir, berthName), ".", small},
+		{filepath.Join(dir, exampleAgentName), "github.com/coder/acp-go-sdk/example/agent", ""},
+	}
+	if plain {
+		builds = append(builds, struct{ out, pkg, overlay string }{filepath.Join(dir, plainBerthName), ".", "-"})
+	}
+	for _, b := range builds {
+		if err := goBuild(b.out, b.pkg, b.overlay); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // goBuild builds pkg to out, static. For berth, shim names the small shim

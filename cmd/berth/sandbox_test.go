@@ -1,7 +1,11 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -175,4 +179,153 @@ func sessionProcs(id string) []string {
 		out = append(out, e.Name()+":"+strings.ReplaceAll(string(cmd), "\x00", " "))
 	}
 	return out
+}
+
+// A bwrap session with network starts and works as the daemon's user, an
+// ordinary user's included (whose slirp4netns could not act on bwrap's
+// namespace: every such session ended startup_failed), reaches the
+// outside through slirp4netns (a service on the host's own non-loopback
+// address, the control), and not the host's loopback: neither the
+// daemon's port at 127.0.0.1 nor through 10.0.2.2, slirp's alias of it.
+func TestBwrapSessionWithNetwork(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	var health berth.Health
+	s.api("GET", "/v1/health", nil, &health)
+	if !strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
+		testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes)
+	}
+	var outside string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, ok := a.(*net.IPNet); ok && ip.IP.To4() != nil && !ip.IP.IsLoopback() {
+			outside = ip.IP.String()
+			break
+		}
+	}
+	if outside == "" {
+		testenv.Missing(t, "a non-loopback IPv4 address", "the host has none: the control needs one")
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(outside, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("reached-the-outside\n"))
+			_ = c.Close()
+		}
+	}()
+	defer func() {
+		_ = ln.Close()
+		<-served
+	}()
+	var sess berth.Session
+	if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": berth.SandboxBwrap, "network": true}, &sess); st != 201 || sess.State != berth.StateActive {
+		t.Fatalf("create = %d %s %+v\n%s", st, sess.State, sess.Failure, s.log)
+	}
+	var r berth.TurnResult
+	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]string{"text": "echo online"}, &r); st != 200 || r.Text != "online" {
+		t.Fatalf("a turn = %d %+v", st, r)
+	}
+	sh := func(script string) berth.ExecResult {
+		var r berth.ExecResult
+		if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/exec", map[string]any{"command": []string{"sh", "-c", script}, "timeout_seconds": 10}, &r); st != 200 {
+			t.Fatalf("exec %q = %d %v", script, st, err)
+		}
+		return r
+	}
+	if r := sh("cat /proc/net/dev"); !strings.Contains(r.Stdout, "tap0:") {
+		t.Errorf("no tap0 in the sandbox: %+v", r)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	if r := sh(fmt.Sprintf("busybox nc -w 3 %s %d", outside, port)); !strings.Contains(r.Stdout, "reached-the-outside") {
+		t.Errorf("the host's own address is out of reach: %+v", r)
+	}
+	daemonPort := s.addr[strings.LastIndex(s.addr, ":")+1:]
+	for _, host := range []string{"127.0.0.1", "10.0.2.2"} {
+		if r := sh("echo GET / | busybox nc -w 2 " + host + " " + daemonPort); r.ExitCode == 0 || strings.Contains(r.Stdout, "HTTP") {
+			t.Errorf("the daemon's port through %s answered: %+v", host, r)
+		}
+	}
+}
+
+// A docker session on an engine this daemon cannot reach is 503 at
+// create, with the reason: a socket that is not there, or (for a daemon
+// that is not root) one its user may not use, which says how to be let
+// in (the socket's group). Nothing is created.
+func TestCreateOnAnUnreachableDockerSaysWhy(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	want := "no such file"
+	if os.Geteuid() != 0 {
+		// A socket's mode refuses no root: a user's run tries the refusal.
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		if err := os.Chmod(sock, 0); err != nil {
+			t.Fatal(err)
+		}
+		want = "permission denied (this user may not use the engine's socket: add it to the socket's group"
+	}
+	s := startServerEnv(t, t.TempDir(), []string{"BERTH_SANDBOX_DOCKER_HOST=unix://" + sock})
+	var e json.RawMessage
+	st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": berth.SandboxDocker}, &e)
+	if st != 503 || !strings.Contains(string(e), "sandbox provider docker is not available: docker: no engine at unix://"+sock) || !strings.Contains(string(e), want) {
+		t.Errorf("create on an unreachable engine = %d %s, want 503 saying %q", st, e, want)
+	}
+	var list struct {
+		Sessions []berth.Session `json:"sessions"`
+	}
+	if s.api("GET", "/v1/sessions?all=true", nil, &list); len(list.Sessions) != 0 {
+		t.Errorf("a refused create left %d sessions", len(list.Sessions))
+	}
+}
+
+// A bwrap session's workspace, written by the agent and by exec inside
+// the sandbox (files of the sandbox's owner: the host uid under a root
+// daemon, the daemon's own user otherwise), is snapshotted whole, and a
+// new bwrap session from that snapshot finds it and may change it.
+func TestSnapshotOfABwrapSession(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	var health berth.Health
+	s.api("GET", "/v1/health", nil, &health)
+	if !strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
+		testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes)
+	}
+	create := func(body map[string]any) berth.Session {
+		var sess berth.Session
+		body["agent"], body["sandbox"] = "demo", berth.SandboxBwrap
+		if st, _ := s.api("POST", "/v1/sessions", body, &sess); st != 201 || sess.State != berth.StateActive {
+			t.Fatalf("create = %d %s %+v\n%s", st, sess.State, sess.Failure, s.log)
+		}
+		return sess
+	}
+	sh := func(id, script string) berth.ExecResult {
+		var r berth.ExecResult
+		if st, err := s.api("POST", "/v1/sessions/"+id+"/exec", map[string]any{"command": []string{"sh", "-c", script}, "timeout_seconds": 10}, &r); st != 200 {
+			t.Fatalf("exec %q = %d %v", script, st, err)
+		}
+		return r
+	}
+	src := create(map[string]any{})
+	var r berth.TurnResult
+	s.api("POST", "/v1/sessions/"+src.ID+"/prompts?wait=true", map[string]string{"text": "write notes.txt kept"}, &r)
+	if r := sh(src.ID, "mkdir -p d && echo made-inside > d/inside.txt"); r.ExitCode != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	var snap berth.Snapshot
+	if st, err := s.api("POST", "/v1/sessions/"+src.ID+"/snapshots", nil, &snap); st != 201 || snap.Files < 2 || snap.Skipped != 0 {
+		t.Fatalf("snapshot = %d %+v %v", st, snap, err)
+	}
+	dst := create(map[string]any{"from_snapshot": snap.ID})
+	if r := sh(dst.ID, "cat notes.txt; echo; cat d/inside.txt; echo changed >> d/inside.txt && echo writable"); r.Stdout != "kept\nmade-inside\nwritable\n" {
+		t.Errorf("the restored workspace: %+v", r)
+	}
 }

@@ -178,6 +178,7 @@ func TestInstallShimRefusesAnUnsafeDirectory(t *testing.T) {
 // A home on a noexec filesystem gets no small shim (it could not run):
 // the daemon then runs `berth shim`.
 func TestInstallShimRefusesANoexecHome(t *testing.T) {
+	testenv.NeedRoot(t, "mounting a noexec tmpfs")
 	mnt := t.TempDir()
 	if err := syscall.Mount("tmpfs", mnt, "tmpfs", syscall.MS_NOEXEC, "size=16m"); err != nil {
 		testenv.Missing(t, "a tmpfs mount", "cannot mount a noexec tmpfs here: %v", err)

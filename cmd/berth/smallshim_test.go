@@ -63,7 +63,7 @@ func installedShims(home string) []string {
 // smallShimBytes is the small shim the test berth carries.
 func smallShimBytes(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(binDir, "berth-shim"))
+	b, err := os.ReadFile(filepath.Join(binDir, smallShimName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +119,10 @@ var (
 func plainBerth(t *testing.T) string {
 	t.Helper()
 	plainOnce.Do(func() {
-		plainBin = filepath.Join(binDir, "berth-plain")
-		plainErr = goBuild(plainBin, ".", "-")
+		plainBin = filepath.Join(binDir, plainBerthName)
+		if os.Getenv(binariesEnv) == "" {
+			plainErr = goBuild(plainBin, ".", "-")
+		}
 	})
 	if plainErr != nil {
 		t.Fatal(plainErr)

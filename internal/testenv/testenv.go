@@ -31,12 +31,50 @@ func Missing(tb testing.TB, service, why string, args ...any) {
 	tb.Skipf("%s is not available here: %s (%s=1 makes this a failure)", service, reason, RequireEnv)
 }
 
+// UnprivilegedEnv, set to 1 by scripts/test only, marks its second pass:
+// the sandbox suites and the end-to-end tests run again as an
+// unprivileged user after the whole suite ran as root.
+const UnprivilegedEnv = "BERTH_TEST_UNPRIVILEGED"
+
 // NeedRoot ends the test unless it runs as root (why says what needs it):
-// a failure when Required, so that CI never passes without the root-only
-// checks, else a skip.
+// a skip in scripts/test's unprivileged pass (UnprivilegedEnv), where the
+// test ran already in the root pass, saying so; else a failure when
+// Required, so that CI never passes without the root-only checks, else a
+// skip.
 func NeedRoot(tb testing.TB, why string) {
 	tb.Helper()
-	if os.Geteuid() != 0 {
+	needRoot(tb, why, os.Geteuid())
+}
+
+// MissingCgroup ends the test because a cgroup it needs (service) is not
+// available here (why). Root has one wherever the kernel does: as
+// Missing, a failure when Required. A user has one only where a cgroup
+// was delegated to it: as NeedRoot (a skip in the unprivileged pass,
+// whose root pass ran the test).
+func MissingCgroup(tb testing.TB, service, why string, args ...any) {
+	tb.Helper()
+	missingCgroup(tb, os.Geteuid(), service, fmt.Sprintf(why, args...))
+}
+
+// missingCgroup is MissingCgroup for a process whose effective uid is
+// euid.
+func missingCgroup(tb testing.TB, euid int, service, reason string) {
+	tb.Helper()
+	if euid != 0 {
+		needRoot(tb, service+": "+reason, euid)
+		return
+	}
+	Missing(tb, service, "%s", reason)
+}
+
+// needRoot is NeedRoot for a process whose effective uid is euid.
+func needRoot(tb testing.TB, why string, euid int) {
+	tb.Helper()
+	switch {
+	case euid == 0:
+	case os.Getenv(UnprivilegedEnv) == "1":
+		tb.Skipf("needs root (%s): it ran in scripts/test's root pass; this is the unprivileged one (%s=1)", why, UnprivilegedEnv)
+	default:
 		Missing(tb, "root", "%s", why)
 	}
 }

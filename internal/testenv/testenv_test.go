@@ -31,4 +31,45 @@ func TestMissingSkipsOrFails(t *testing.T) {
 	}
 }
 
+// A root-only test skips, saying why, in the unprivileged pass; outside it,
+// a user's run skips and CI's fails; root runs it.
+func TestNeedRoot(t *testing.T) {
+	for _, tc := range []struct {
+		euid                  int
+		require, unprivileged string
+		fatal, skip           string
+	}{
+		{euid: 0, require: "1", unprivileged: "1"},
+		{euid: 1000, require: "1", unprivileged: "1", skip: "it ran in scripts/test's root pass"},
+		{euid: 1000, require: "1", fatal: "root is required"},
+		{euid: 1000, skip: "root is not available here"},
+	} {
+		t.Setenv(RequireEnv, tc.require)
+		t.Setenv(UnprivilegedEnv, tc.unprivileged)
+		r := &recorder{TB: t}
+		needRoot(r, "chown", tc.euid)
+		if tc.fatal == "" && r.fatal != "" || tc.fatal != "" && !strings.Contains(r.fatal, tc.fatal) ||
+			tc.skip == "" && r.skip != "" || tc.skip != "" && !strings.Contains(r.skip, tc.skip) {
+			t.Errorf("%+v: fatal %q, skip %q", tc, r.fatal, r.skip)
+		}
+	}
+}
+
+// A missing cgroup fails root's run in CI, and is a root-only matter for a
+// user: a skip in the unprivileged pass.
+func TestMissingCgroup(t *testing.T) {
+	t.Setenv(RequireEnv, "1")
+	t.Setenv(UnprivilegedEnv, "1")
+	r := &recorder{TB: t}
+	missingCgroup(r, 0, "a memory cgroup", "none here")
+	if !strings.Contains(r.fatal, "a memory cgroup is required") || r.skip != "" {
+		t.Errorf("root: fatal %q, skip %q", r.fatal, r.skip)
+	}
+	r = &recorder{TB: t}
+	missingCgroup(r, 1000, "a memory cgroup", "none here")
+	if r.fatal != "" || !strings.Contains(r.skip, "a memory cgroup: none here") || !strings.Contains(r.skip, "root pass") {
+		t.Errorf("a user in the unprivileged pass: fatal %q, skip %q", r.fatal, r.skip)
+	}
+}
+
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

@@ -5,11 +5,13 @@
 //
 //   - new user, pid, mount, ipc, uts, cgroup and network namespaces;
 //     creating further user namespaces is refused (bwrap
-//     --disable-userns). The network namespace holds only its own
-//     loopback unless SandboxConfig.Network is set; then slirp4netns
-//     gives it user-mode networking (a tap device, NAT through the host,
-//     DNS at 10.0.2.3) that never reaches the host's loopback (see
-//     userNet). The host's network namespace is never shared;
+//     --disable-userns), and no capability is left, not even in the
+//     bounding set. The network namespace holds only its own loopback
+//     unless SandboxConfig.Network is set; then slirp4netns gives it
+//     user-mode networking (a tap device, NAT through the host, DNS at
+//     10.0.2.3) that never reaches the host's loopback (see userNet;
+//     a daemon that is not root makes that namespace itself, for the
+//     outer bwrap). The host's network namespace is never shared;
 //   - an unprivileged uid and gid inside (1000 unless Options say
 //     otherwise), no capabilities, no_new_privs, a session of its own (no
 //     controlling terminal to inject input into);
@@ -34,7 +36,13 @@
 // the workspace, HOME and binds reach bwrap through a stage (see stage),
 // since it may not cross the directories they lie in. This needs
 // unprivileged user namespaces; Probe checks. A daemon that is not root
-// runs bwrap as itself: the uid inside maps to the daemon's.
+// runs bwrap as itself: the uid inside maps to the daemon's (with
+// network, through uid 0 of the user namespace the daemon makes for the
+// outer bwrap).
+//
+// Failures. A sandbox that does not start says why in its error's
+// message, in the words of the tool that failed: bwrap's (from its
+// stderr, which a caller's writer gets too) or slirp4netns's, bounded.
 //
 // Processes. Process.Pid is the outer bwrap, leader of a process group of
 // its own (internal/procgroup), so SIGKILL to that group, as for the host
@@ -199,7 +207,7 @@ func (p *Provider) Probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	ms := append(systemMounts(), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
-	args := append(p.namespaceArgs(), ms.args()...)
+	args := append(p.namespaceArgs(false), ms.args()...)
 	args = append(args, "--", "true")
 	cmd := exec.CommandContext(ctx, p.path, args...)
 	cmd.Env = []string{"PATH=" + defaultPath}
@@ -227,6 +235,59 @@ func (p *Provider) Probe(ctx context.Context) error {
 	return nil
 }
 
+// Trial starts a sandbox as a session's is started (Open, then Start),
+// with network when asked, on a workspace and home of its own, runs
+// "true" in it and waits: nil when it ran, else EUnavailable with the
+// words of the tool that failed (bwrap's, slirp4netns's). Probe checks
+// bwrap's namespaces; Trial checks everything a session needs of this
+// host and of the daemon's user.
+func (p *Provider) Trial(ctx context.Context, network bool) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "berth-bwrap-trial-")
+	if err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the trial sandbox's directory: %s", err)
+	}
+	defer os.RemoveAll(dir)
+	cfg := berth.SandboxConfig{SessionID: "trial", Workspace: filepath.Join(dir, "workspace"), Home: filepath.Join(dir, "home"), Network: network}
+	for _, d := range []string{cfg.Workspace, cfg.Home} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the trial sandbox's directory: %s", err)
+		}
+	}
+	sb, err := p.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sb.Close(context.WithoutCancel(ctx))
+	out := &tailBuffer{max: maxWords}
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "true", Stdin: bytes.NewReader(nil), Stdout: out, Stderr: out})
+	if err != nil {
+		return err
+	}
+	var st berth.ExitStatus
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		st, _ = proc.Wait()
+	}()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		_, _ = proc.Stop(context.WithoutCancel(ctx), 0)
+		<-waited
+		return berth.Errorf(berth.EUnavailable, "bwrap: the trial sandbox's program did not end within %s", probeTimeout)
+	}
+	if !st.Success() {
+		how := fmt.Sprintf("exit %d", st.Code)
+		if st.Signal != "" {
+			how = st.Signal
+		}
+		return berth.Errorf(berth.EUnavailable, "bwrap: the trial sandbox's program failed (%s): %s", how, oneLine(out.String()))
+	}
+	return nil
+}
+
 // firstLine is b's first line, or a placeholder when b is empty.
 func firstLine(b []byte) string {
 	if line, _, _ := bytes.Cut(b, []byte("\n")); len(line) > 0 {
@@ -236,16 +297,37 @@ func firstLine(b []byte) string {
 }
 
 // namespaceArgs are the bwrap options that make the namespaces and the
-// identity inside. The network namespace is always the sandbox's own:
-// with network on, userNet connects it to the outside.
-func (p *Provider) namespaceArgs() []string {
-	a := []string{
-		"--unshare-all", "--unshare-user", "--disable-userns",
+// identity inside. The network namespace is the sandbox's own: bwrap's,
+// or with shareNet the one the daemon made for the outer bwrap (see
+// ownNamespaces), which userNet connects to the outside. No capability
+// is left in the sandbox's bounding set (bwrap keeps it full when it
+// runs as uid 0 of the daemon's user namespace).
+func (p *Provider) namespaceArgs(shareNet bool) []string {
+	a := []string{"--unshare-all"}
+	if shareNet {
+		a = append(a, "--share-net")
+	}
+	return append(a, "--unshare-user", "--disable-userns", "--cap-drop", "ALL",
 		"--die-with-parent", "--new-session",
 		"--uid", fmt.Sprint(p.uid), "--gid", fmt.Sprint(p.gid),
 		"--hostname", "berth",
-	}
-	return a
+	)
+}
+
+// ownsNet reports whether the provider makes the network namespace of a
+// sandbox with network itself, rather than bwrap: when the daemon is not
+// root (see userNet).
+func (p *Provider) ownsNet() bool { return !p.dropping() }
+
+// ownNamespaces makes the outer bwrap start in a user namespace of the
+// daemon's own, where the daemon's uid and gid are 0 (setgroups denied),
+// and a network namespace owned by it: slirp4netns, unprivileged, may act
+// on that network namespace as uid 0 of its owner (see userNet).
+func ownNamespaces(attr *syscall.SysProcAttr) {
+	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+	attr.GidMappingsEnableSetgroups = false
 }
 
 // Open checks cfg and prepares the sandbox's filesystem. The workspace,

@@ -119,36 +119,49 @@ func TestProbeWithoutBwrap(t *testing.T) {
 	}
 }
 
+// The sandbox's identity, without and with network (a daemon that is not
+// root then starts bwrap as uid 0 of a user namespace of its own, where
+// bwrap would keep every capability in the bounding set).
 func TestIdentity(t *testing.T) {
-	sb, cfg := open(t, nil)
-	out, st := run(t, sb, `B=/.berth/busybox
+	for _, network := range []bool{false, true} {
+		t.Run(fmt.Sprintf("network=%v", network), func(t *testing.T) {
+			if network && slirpPath() == "" {
+				testenv.Missing(t, "slirp4netns", "not installed (Debian package slirp4netns)")
+			}
+			sb, cfg := open(t, func(c *berth.SandboxConfig) { c.Network = network })
+			out, st := run(t, sb, `B=/.berth/busybox
 $B id -u; $B id -g; $B id -un; $B hostname; echo "HOME=$HOME"
-$B grep CapEff /proc/self/status
+$B grep -E '^Cap(Eff|Prm|Inh|Bnd|Amb)' /proc/self/status
+$B grep NoNewPrivs /proc/self/status
 $B unshare -U true 2>/dev/null && echo NESTED_USERNS
 $B ls /etc/shadow 2>/dev/null && echo SHADOW
 touch /new-in-root 2>/dev/null && echo ROOT_WRITABLE
 $B ls /proc | $B grep -c '^[0-9]'`)
-	if !st.Success() {
-		t.Fatalf("status %+v", st)
-	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	want := []string{"1000", "1000", "berth", "berth", "HOME=" + cfg.Home, "CapEff:\t0000000000000000"}
-	if len(lines) < len(want) {
-		t.Fatalf("output %q", out)
-	}
-	for i, w := range want {
-		if lines[i] != w {
-			t.Errorf("line %d = %q, want %q", i, lines[i], w)
-		}
-	}
-	for _, bad := range []string{"NESTED_USERNS", "SHADOW", "ROOT_WRITABLE"} {
-		if strings.Contains(out, bad) {
-			t.Errorf("%s in %q", bad, out)
-		}
-	}
-	// Only the sandbox's init, the shell and ls/grep are in its /proc.
-	if n := lines[len(lines)-1]; n > "5" || len(n) > 1 {
-		t.Errorf("%s processes visible in the sandbox's /proc", n)
+			if !st.Success() {
+				t.Fatalf("status %+v", st)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			want := []string{"1000", "1000", "berth", "berth", "HOME=" + cfg.Home,
+				"CapInh:\t0000000000000000", "CapPrm:\t0000000000000000", "CapEff:\t0000000000000000",
+				"CapBnd:\t0000000000000000", "CapAmb:\t0000000000000000", "NoNewPrivs:\t1"}
+			if len(lines) < len(want) {
+				t.Fatalf("output %q", out)
+			}
+			for i, w := range want {
+				if lines[i] != w {
+					t.Errorf("line %d = %q, want %q", i, lines[i], w)
+				}
+			}
+			for _, bad := range []string{"NESTED_USERNS", "SHADOW", "ROOT_WRITABLE"} {
+				if strings.Contains(out, bad) {
+					t.Errorf("%s in %q", bad, out)
+				}
+			}
+			// Only the sandbox's init, the shell and ls/grep are in its /proc.
+			if n := lines[len(lines)-1]; n > "5" || len(n) > 1 {
+				t.Errorf("%s processes visible in the sandbox's /proc", n)
+			}
+		})
 	}
 }
 
@@ -433,4 +446,103 @@ func TestBwrapFailsEarly(t *testing.T) {
 		t.Errorf("cause %v, want errNoSandbox", err)
 	}
 	t.Logf("Start: %v", err)
+}
+
+// fakeTool writes an executable shell script that any user may run (a
+// root daemon runs bwrap as the host uid) and returns its path.
+func fakeTool(t *testing.T, name, script string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "berth-bwrap-fake-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A bwrap that fails says why in the start's error message, in its own
+// words, whether the caller takes stderr or not; a caller's writer gets
+// them too.
+func TestStartFailureSaysWhy(t *testing.T) {
+	provider(t)
+	ctx := context.Background()
+	const words = "bwrap: setting up uid map: Permission denied"
+	fake := fakeTool(t, "bwrap", "echo '"+words+"' >&2; echo 'second line' >&2; exit 1")
+	for _, takes := range []bool{false, true} {
+		sb, err := New(Options{Path: fake}).Open(ctx, berth.SandboxConfig{Workspace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var errOut strings.Builder
+		spec := berth.ProcSpec{Path: "true", Stdin: strings.NewReader(""), Stdout: io.Discard}
+		if takes {
+			spec.Stderr = &errOut
+		}
+		_, err = sb.Start(ctx, spec)
+		msg := berth.ErrorMessage(err)
+		want := "bwrap: the sandbox did not start: bwrap ended before the process started: " + words + "; second line"
+		if !berth.IsCode(err, berth.EUnavailable) || msg != want {
+			t.Errorf("caller takes stderr %v: Start = %v; want EUnavailable %q", takes, err, want)
+		}
+		if takes && !strings.Contains(errOut.String(), words) {
+			t.Errorf("the caller's stderr did not get bwrap's words: %q", errOut.String())
+		}
+		_ = sb.Close(ctx)
+	}
+}
+
+// oneLine joins a tool's lines, drops control characters and bounds the
+// result.
+func TestOneLine(t *testing.T) {
+	if got := oneLine("bwrap: a\n\nb\x1b[31m\r\n  c  \n"); got != "bwrap: a; b[31m; c" {
+		t.Errorf("oneLine = %q", got)
+	}
+	if got := oneLine(strings.Repeat("é", maxWords)); len(got) > maxWords+len("…") || !strings.HasSuffix(got, "…") {
+		t.Errorf("oneLine of %d bytes = %d bytes", 2*maxWords, len(got))
+	}
+}
+
+// Trial runs a sandbox as a session's, without and with network, and
+// says why in the failing tool's words when one does not start.
+func TestTrial(t *testing.T) {
+	p := provider(t)
+	ctx := context.Background()
+	// A temporary directory of the test's own, which a root daemon's
+	// host uid may cross to its stage, to see what the trial leaves.
+	tmp, err := os.MkdirTemp("", "berth-bwrap-trial-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	if err := os.Chmod(tmp, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+	if err := p.Trial(ctx, false); err != nil {
+		t.Errorf("Trial without network: %v", err)
+	}
+	if slirpPath() == "" {
+		testenv.Missing(t, "slirp4netns", "not installed (Debian package slirp4netns)")
+	}
+	if err := p.Trial(ctx, true); err != nil {
+		t.Errorf("Trial with network: %v", err)
+	}
+	fake := fakeTool(t, "slirp4netns", "echo 'slirp4netns: cannot open /dev/net/tun' >&2; exit 1")
+	err = New(Options{Slirp: fake}).Trial(ctx, true)
+	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), "slirp4netns failed: slirp4netns: cannot open /dev/net/tun") {
+		t.Errorf("Trial with a failing slirp4netns = %v, want its words", err)
+	}
+	// The trials leave nothing behind: no directory, no stage.
+	for _, pattern := range []string{"berth-bwrap-trial-*", "berth-bwrap-stage-*"} {
+		if left, _ := filepath.Glob(filepath.Join(tmp, pattern)); len(left) > 0 {
+			t.Errorf("left behind: %v", left)
+		}
+	}
 }

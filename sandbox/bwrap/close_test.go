@@ -17,7 +17,7 @@ import (
 // and leave the empty cgroups of stopped sandboxes behind.
 func TestRemoveWaitsForTheCgroupToEmpty(t *testing.T) {
 	if !provider(t).LimitsPids() {
-		testenv.Missing(t, "a pids cgroup", "no pids cgroup this process may create children in")
+		testenv.MissingCgroup(t, "a pids cgroup", "no pids cgroup this process may create children in")
 	}
 	cg, err := newCgroup(16, 0)
 	if err != nil {

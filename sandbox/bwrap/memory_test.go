@@ -19,7 +19,7 @@ import (
 func TestMemoryCgroupMadeAndRemoved(t *testing.T) {
 	p := provider(t)
 	if err := p.LimitsMemory(); err != nil {
-		testenv.Missing(t, "a memory cgroup", "%v", err)
+		testenv.MissingCgroup(t, "a memory cgroup", "%v", err)
 	}
 	sb, _ := open(t, func(c *berth.SandboxConfig) { c.Limits.MemoryBytes = 100 << 20 })
 	cg := sb.cgroup
@@ -99,7 +99,7 @@ func TestCgroupV2ClonesInto(t *testing.T) {
 	}
 	dir := filepath.Join(root, "berth-test-"+strings.ReplaceAll(t.Name(), "/", "-")+"-"+strconv.Itoa(os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		testenv.Missing(t, "a cgroup v2 hierarchy this process may write", "%v", err)
+		testenv.MissingCgroup(t, "a cgroup v2 hierarchy this process may write", "%v", err)
 	}
 	t.Cleanup(func() { _ = os.Remove(dir) })
 	sb, _ := open(t, nil)

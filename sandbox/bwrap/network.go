@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/berth-sh/berth/internal/procgroup"
 )
 
@@ -26,6 +24,9 @@ const DefaultSlirpPath = "/usr/bin/slirp4netns"
 // resolvers, whatever address (a loopback one included) those have.
 const slirpResolvConf = "nameserver 10.0.2.3\n"
 
+// slirpGuestAddr is the address slirp4netns --configure gives tap0.
+const slirpGuestAddr = "10.0.2.100"
+
 // slirpStopTimeout bounds how long stopping slirp4netns waits for it to
 // exit by itself once told to, before killing it.
 const slirpStopTimeout = 5 * time.Second
@@ -34,14 +35,29 @@ const slirpStopTimeout = 5 * time.Second
 //
 // A sandbox never shares the host's network namespace: the host's
 // loopback carries the daemon's API and whatever else the host keeps
-// private. bwrap makes the sandbox's own network namespace and, told by
-// --block-fd, waits before it runs anything there; slirp4netns (a
+// private. The sandbox gets a network namespace of its own and, told by
+// --block-fd, bwrap waits before it runs anything there; slirp4netns (a
 // process of its own group, started by the provider) then attaches a tap
 // device to that namespace, routes it through the host's network stack
 // with --disable-host-loopback (10.0.2.2, slirp's alias of the host's
 // 127.0.0.1, is refused), and says when the network is up; only then does
 // bwrap go on. slirp4netns exits when its exit descriptor closes: when
 // the sandbox's process is reaped, or when the daemon itself dies.
+//
+// Who makes the namespace depends on the daemon:
+//
+//   - a root daemon's bwrap makes it (--unshare-all), owned by bwrap's
+//     user namespace; slirp4netns, as root, joins it through a pinned
+//     descriptor (--netns-type=path);
+//   - a daemon that is not root starts the outer bwrap in a user and
+//     network namespace of its own making (its uid and gid mapped to 0
+//     there, see ownNamespaces), and bwrap shares that network namespace
+//     (--share-net) while it still nests the sandbox's user namespace.
+//     slirp4netns, unprivileged, must act from the user namespace that
+//     owns the network namespace as uid 0 there (--enable-sandbox makes
+//     it setegid(0) in it): in bwrap's own, only the sandbox's uid is
+//     mapped and that fails. It is given the outer bwrap's pid, whose
+//     namespaces are both ours (pid mode).
 type userNet struct {
 	path string
 	// session names the sandbox's session in slirp4netns's environment,
@@ -49,6 +65,9 @@ type userNet struct {
 	session string
 	// block is the write end of the pipe bwrap reads with --block-fd.
 	block *os.File
+	// own is set when the daemon made the network namespace (a daemon
+	// that is not root): slirp4netns then joins the outer bwrap's.
+	own bool
 
 	mu   sync.Mutex
 	proc *procgroup.Proc
@@ -57,10 +76,11 @@ type userNet struct {
 	stderr *tailBuffer
 }
 
-// attach starts slirp4netns on the network namespace of pid (the
-// sandbox's init), waits until it has brought the network up, then lets
-// bwrap go on.
-func (n *userNet) attach(ctx context.Context, deadline time.Time, pid int) error {
+// attach starts slirp4netns on the sandbox's network namespace, waits
+// until it has brought the network up, then lets bwrap go on. init is the
+// sandbox's init, pinned by pidfd; outer is the outer bwrap, a child of
+// ours.
+func (n *userNet) attach(ctx context.Context, deadline time.Time, init, outer, pidfd int) error {
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return err
@@ -71,51 +91,43 @@ func (n *userNet) attach(ctx context.Context, deadline time.Time, pid int) error
 		_ = readyW.Close()
 		return err
 	}
-	// bwrap sets its loopback up over netlink while it makes the
-	// sandbox; slirp4netns configuring the namespace at the same time
-	// makes that fail now and then ("loopback: Failed RTM_NEWADDR").
-	if err := awaitLoopback(ctx, deadline, pid); err != nil {
+	fail := func(err error) error {
 		_ = readyW.Close()
 		_ = exitR.Close()
 		_ = exitW.Close()
 		return err
 	}
-	// The sandbox's network namespace, pinned: slirp4netns joins it
-	// through this descriptor, never through the pid, whose user
-	// namespace bwrap may have nested by then (--disable-userns).
-	netns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
-	if err != nil {
-		_ = readyW.Close()
-		_ = exitR.Close()
-		_ = exitW.Close()
-		return fmt.Errorf("open the sandbox's network namespace: %w", err)
-	}
-	defer netns.Close()
-	// Descriptors 3, 4 and 5 (then 6) in slirp4netns (exec.Cmd.ExtraFiles).
-	extra := []*os.File{readyW, exitR, netns}
-	// slirp4netns parses the agent's raw packets as root: it runs in a mount
+	// Descriptors 3 and 4 (then 5) in slirp4netns (exec.Cmd.ExtraFiles).
+	extra := []*os.File{readyW, exitR}
+	// slirp4netns parses the agent's raw packets: it runs in a mount
 	// namespace of its own with every capability but NET_BIND_SERVICE
 	// dropped, under its own seccomp filter.
 	args := []string{n.path, "--configure", "--mtu=65520", "--disable-host-loopback",
-		"--enable-sandbox", "--enable-seccomp",
-		"--ready-fd=3", "--exit-fd=4", "--netns-type=path"}
-	if os.Geteuid() != 0 {
-		// An unprivileged daemon acts on the namespace from the user
-		// namespace that owns it.
-		fd, err := unix.IoctlRetInt(int(netns.Fd()), unix.NS_GET_USERNS)
-		if err != nil {
-			_ = readyW.Close()
-			_ = exitR.Close()
-			_ = exitW.Close()
-			return fmt.Errorf("find the owner of the sandbox's network namespace: %w", err)
+		"--enable-sandbox", "--enable-seccomp", "--ready-fd=3", "--exit-fd=4"}
+	if n.own {
+		// The outer bwrap's namespaces are ours. Its pid names them only
+		// while it is unreaped: verifyNet checks, once slirp4netns is
+		// ready, that the sandbox's namespace is the one it set up.
+		args = append(args, strconv.Itoa(outer), "tap0")
+	} else {
+		// bwrap sets its loopback up over netlink while it makes the
+		// sandbox; slirp4netns configuring the namespace at the same time
+		// makes that fail now and then ("loopback: Failed RTM_NEWADDR").
+		if err := awaitLoopback(ctx, deadline, init); err != nil {
+			return fail(err)
 		}
-		userns := os.NewFile(uintptr(fd), "userns")
-		defer userns.Close()
-		extra = append(extra, userns)
-		args = append(args, "--userns-path=/proc/self/fd/6")
+		// The sandbox's network namespace, pinned: slirp4netns joins it
+		// through this descriptor, never through the pid, whose user
+		// namespace bwrap may have nested by then (--disable-userns).
+		netns, err := os.Open("/proc/" + strconv.Itoa(init) + "/ns/net")
+		if err != nil {
+			return fail(fmt.Errorf("open the sandbox's network namespace: %w", err))
+		}
+		defer netns.Close()
+		extra = append(extra, netns)
+		args = append(args, "--netns-type=path", "/proc/self/fd/5", "tap0")
 	}
-	args = append(args, "/proc/self/fd/5", "tap0")
-	n.stderr = &tailBuffer{max: 2048}
+	n.stderr = &tailBuffer{max: maxWords}
 	cmd := &exec.Cmd{
 		Path:       n.path,
 		Args:       args,
@@ -149,8 +161,32 @@ func (n *userNet) attach(ctx context.Context, deadline time.Time, pid int) error
 		}
 		return fmt.Errorf("waiting for slirp4netns: %w", err)
 	}
+	if n.own {
+		if err := verifyNet(init, pidfd); err != nil {
+			n.stop()
+			return err
+		}
+	}
 	if _, err := n.block.Write([]byte{1}); err != nil {
 		return fmt.Errorf("release bwrap: %w", err)
+	}
+	return nil
+}
+
+// verifyNet checks that the network namespace of init (pinned by pidfd)
+// is up as slirp4netns sets it up: its tap0 address (10.0.2.100) and its
+// loopback (slirp4netns sets lo up; bwrap does not when it shares the
+// namespace) are routed. slirp4netns told ready of a namespace other than
+// the sandbox's (the pid it was given taken over by then) fails here.
+func verifyNet(init, pidfd int) error {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(init) + "/net/fib_trie")
+	if err != nil || exited(pidfd) {
+		return errors.New("the sandbox ended while slirp4netns set its network up")
+	}
+	for _, addr := range []string{slirpGuestAddr, "127.0.0.1"} {
+		if !strings.Contains(string(b), addr) {
+			return fmt.Errorf("slirp4netns said ready, but %s is not up in the sandbox's network namespace", addr)
+		}
 	}
 	return nil
 }
@@ -205,29 +241,4 @@ func slirpPath() string {
 		return p
 	}
 	return ""
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-// Write keeps the tail of p.
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-// String is what is kept.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }

@@ -108,7 +108,7 @@ func (p *Process) attach(ctx context.Context, pipe *os.File) error {
 	}
 	p.init, p.pidfd = in.ChildPid, fd
 	if p.net != nil {
-		if err := p.net.attach(ctx, deadline, in.ChildPid); err != nil {
+		if err := p.net.attach(ctx, deadline, in.ChildPid, p.proc.Pid(), fd); err != nil {
 			return err
 		}
 	}

@@ -167,7 +167,8 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	}
 	files = append(files, infoR, infoW)
 	extra := []*os.File{infoW} // fdInfo, then fdArgs, fdPasswd, fdGroup, fdSeccomp
-	opts := s.p.namespaceArgs()
+	ownNet := s.cfg.Network && s.p.ownsNet()
+	opts := s.p.namespaceArgs(ownNet)
 	opts = append(opts, s.bwrapMounts().args()...)
 	opts = append(opts, "--clearenv")
 	for _, kv := range env {
@@ -208,7 +209,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
 		}
 		files = append(files, blockR)
-		net = &userNet{path: s.p.slirp, session: s.cfg.SessionID, block: blockW}
+		net = &userNet{path: s.p.slirp, session: s.cfg.SessionID, block: blockW, own: ownNet}
 		resolv, err := memFile("resolv.conf", []byte(slirpResolvConf))
 		if err != nil {
 			_ = blockW.Close()
@@ -259,6 +260,20 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		ExtraFiles:  extra,
 		SysProcAttr: attr,
 	}
+	// A caller that takes stderr with a writer of its own still gets
+	// bwrap's words, and so does the start's error should it fail. (A
+	// file is handed to bwrap as is: its words are in the file.)
+	var words *startWords
+	if _, isFile := spec.Stderr.(*os.File); spec.Stderr != nil && !isFile {
+		words = &startWords{w: spec.Stderr}
+		cmd.Stderr = words
+	}
+	if ownNet {
+		if cmd.SysProcAttr == nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		ownNamespaces(cmd.SysProcAttr)
+	}
 	if s.cgroup != nil && s.cgroup.v2Dir != "" {
 		// Under cgroup v2 bwrap is born in the sandbox's cgroup
 		// (clone3 CLONE_INTO_CGROUP), whatever uid it then runs as.
@@ -283,7 +298,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 		if net != nil {
 			net.stop()
 		}
-		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot start bwrap")
+		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot start bwrap: %s", oneLine(err.Error()))
 	}
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
@@ -291,28 +306,35 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1), oomBase: oomBase}
 	if err := p.attach(ctx, infoR); err != nil {
 		p.abort()
-		cause := fmt.Errorf("%w%s", err, stderrTail(proc))
+		// bwrap's own words, from the pipe or the caller's writer: the
+		// copy into it is over once abort has reaped bwrap.
+		said := stderrHead(proc)
+		if words != nil {
+			said = words.String()
+		}
 		if r := proc.Stdout(); r != nil {
 			_ = r.Close()
 		}
-		return nil, berth.WrapError(berth.EUnavailable, cause, "bwrap: the sandbox did not start")
+		cause := err
+		if said = strings.TrimSpace(said); said != "" {
+			cause = fmt.Errorf("%w: %s", err, said)
+		}
+		return nil, berth.WrapError(berth.EUnavailable, cause, "bwrap: the sandbox did not start: %s", oneLine(cause.Error()))
 	}
+	words.stop()
 	return p, nil
 }
 
-// stderrTail is what bwrap wrote to the stderr pipe before failing, for
-// the log; empty when the caller took stderr.
-func stderrTail(proc *procgroup.Proc) string {
+// stderrHead is what bwrap wrote to the stderr pipe before failing (its
+// first maxWords bytes); empty when the caller took stderr.
+func stderrHead(proc *procgroup.Proc) string {
 	r := proc.Stderr()
 	if r == nil {
 		return ""
 	}
 	defer r.Close()
-	b, _ := io.ReadAll(io.LimitReader(r, 2048))
-	if len(b) == 0 {
-		return ""
-	}
-	return ": " + strings.TrimSpace(string(b))
+	b, _ := io.ReadAll(io.LimitReader(r, maxWords))
+	return string(b)
 }
 
 // memFile returns an unlinked in-memory file holding b, read from its

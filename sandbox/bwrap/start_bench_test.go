@@ -17,18 +17,28 @@ import (
 // stage. BenchmarkOpenStartPidsOnly is the same with a pids limit alone
 // (no memory cgroup), for the memory cgroup's cost.
 func BenchmarkOpenStart(b *testing.B) {
-	benchOpenStart(b, berth.SandboxLimits{Pids: 512, MemoryBytes: 2048 << 20, TmpBytes: 256 << 20})
+	benchOpenStart(b, berth.SandboxLimits{Pids: 512, MemoryBytes: 2048 << 20, TmpBytes: 256 << 20}, false)
 }
 
 // BenchmarkOpenStartPidsOnly is BenchmarkOpenStart without the memory and
 // /tmp limits.
 func BenchmarkOpenStartPidsOnly(b *testing.B) {
-	benchOpenStart(b, berth.SandboxLimits{Pids: 512})
+	benchOpenStart(b, berth.SandboxLimits{Pids: 512}, false)
 }
 
-// benchOpenStart opens a sandbox with lim and runs busybox true in it,
-// b.N times.
-func benchOpenStart(b *testing.B, lim berth.SandboxLimits) {
+// BenchmarkOpenStartNetwork is BenchmarkOpenStartPidsOnly with network
+// on: slirp4netns and, for a daemon that is not root, the user and
+// network namespace the daemon makes for the outer bwrap.
+func BenchmarkOpenStartNetwork(b *testing.B) {
+	if slirpPath() == "" {
+		b.Skip("slirp4netns is not installed")
+	}
+	benchOpenStart(b, berth.SandboxLimits{Pids: 512}, true)
+}
+
+// benchOpenStart opens a sandbox with lim (and network when asked) and
+// runs busybox true in it, b.N times.
+func benchOpenStart(b *testing.B, lim berth.SandboxLimits, network bool) {
 	p := New(Options{})
 	if err := p.Probe(context.Background()); err != nil {
 		b.Skipf("bwrap does not work here: %v", err)
@@ -39,7 +49,7 @@ func benchOpenStart(b *testing.B, lim berth.SandboxLimits) {
 	for b.Loop() {
 		cfg := berth.SandboxConfig{SessionID: "ses_bench", Workspace: b.TempDir(), Home: b.TempDir(),
 			Binds:  []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"}},
-			Limits: lim}
+			Limits: lim, Network: network}
 		sb, err := p.Open(context.Background(), cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -30,6 +30,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -192,10 +195,35 @@ func (p *Provider) Probe(ctx context.Context) error {
 		if ctx.Err() != nil {
 			why = fmt.Sprintf("no answer within %s", p.opts.ProbeTimeout)
 		}
+		if hint := socketHint(p.host, err); hint != "" {
+			why = "permission denied" + hint
+		}
 		return berth.WrapError(berth.EUnavailable, err, "docker: no engine at %s: %s", p.host, why)
 	}
 	_, err := p.identity(ctx)
 	return err
+}
+
+// socketHint says how to reach an engine whose Unix socket refused this
+// user (EACCES): by the socket's group, as Docker's own packages grant it,
+// or by another endpoint. "" for any other error.
+func socketHint(host string, err error) string {
+	path, ok := strings.CutPrefix(host, "unix://")
+	// The client keeps only the words of a refused connect.
+	refused := errors.Is(err, os.ErrPermission) || client.IsErrConnectionFailed(err) && strings.Contains(err.Error(), "permission denied")
+	if !ok || !refused {
+		return ""
+	}
+	group := "docker"
+	var st syscall.Stat_t
+	if syscall.Stat(path, &st) == nil {
+		group = strconv.FormatUint(uint64(st.Gid), 10)
+		if g, err := user.LookupGroupId(group); err == nil {
+			group = g.Name
+		}
+	}
+	return fmt.Sprintf(" (this user may not use the engine's socket: add it to the socket's group, %[1]s: usermod -aG %[1]s USER, then log in again; "+
+		"that group is as good as root on this host; or point [sandbox.docker] host at an engine it may use)", group)
 }
 
 // reason shortens an engine error to its cause: "connection refused", "no

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -48,6 +49,49 @@ func TestProbeNoEngine(t *testing.T) {
 	msg := berth.ErrorMessage(err)
 	if !strings.HasPrefix(msg, "docker: no engine at "+host+": ") || !strings.Contains(msg, "no such file") {
 		t.Errorf("message = %q", msg)
+	}
+}
+
+// An engine whose socket refuses this user (not in its group) is
+// unavailable with the reason and the fix: the socket's group, named. (A
+// socket's mode refuses no root: the refusal itself is tried by a user
+// only; the hint is checked on the connect error either way.)
+func TestProbeSocketRefused(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "engine.sock")
+	ln, err := listenUnix(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	group := strconv.Itoa(os.Getgid())
+	if g, err := user.LookupGroupId(group); err == nil {
+		group = g.Name
+	}
+	refused := &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}
+	if hint := socketHint("unix://"+sock, refused); !strings.Contains(hint, "usermod -aG "+group+" USER") {
+		t.Errorf("hint for a refused socket = %q, want the socket's group %s named", hint, group)
+	}
+	missing := &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.ENOENT)}
+	if hint := socketHint("unix://"+sock, missing); hint != "" {
+		t.Errorf("hint for a missing socket = %q, want none", hint)
+	}
+	if hint := socketHint("tcp://127.0.0.1:2375", refused); hint != "" {
+		t.Errorf("hint for a TCP engine = %q, want none", hint)
+	}
+	if os.Geteuid() == 0 {
+		return
+	}
+	if err := os.Chmod(sock, 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Options{Host: "unix://" + sock, ProbeTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	err = p.Probe(t.Context())
+	if msg := berth.ErrorMessage(err); !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(msg, "permission denied") || !strings.Contains(msg, "usermod -aG "+group) {
+		t.Errorf("Probe of a socket this user may not use = %v, want unavailable with the reason and the fix", err)
 	}
 }
 

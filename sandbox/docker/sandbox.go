@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -120,6 +122,7 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 		if sb.local {
 			// What the engine bound must be the pinned directory.
 			inside := fmt.Sprintf("/proc/%d/root%s", pid, cfg.Workspace)
+			awaitLookable(ctx, inside)
 			if !sameFile(ws, inside) {
 				sb.remove(context.WithoutCancel(ctx))
 				return nil, berth.Errorf(berth.EInvalid, "docker: refusing the workspace: %s is no longer the directory the sandbox opened (a symbolic link was planted on its path?)", cfg.Workspace)
@@ -134,6 +137,30 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 	}
 	kept = true
 	return sb, nil
+}
+
+// lookableWait bounds how long Open waits for the container's first
+// process to become a daemon that is not root's to look into.
+const lookableWait = 5 * time.Second
+
+// awaitLookable waits while path, under a container process's root, is
+// refused to this user, for lookableWait at most: until runc's init has
+// exec'd the container's program it is not dumpable, and only root may
+// look into it (a daemon that is not root runs its containers as itself).
+func awaitLookable(ctx context.Context, path string) {
+	deadline := time.Now().Add(lookableWait)
+	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 10*time.Millisecond) {
+		if _, err := os.Stat(path); !errors.Is(err, fs.ErrPermission) || time.Now().After(deadline) {
+			return
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // ownedBy reports whether host pid belongs to container id, from its

@@ -331,11 +331,16 @@ func TestCloseRemovesContainer(t *testing.T) {
 
 func TestDemoAgent(t *testing.T) {
 	needEngine(t)
-	bin := filepath.Join(t.TempDir(), "berth")
-	build := exec.Command("go", "build", "-o", bin, "github.com/berth-sh/berth/cmd/berth")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building a static berth: %v\n%s", err, out)
+	// A static berth: the one cmd/berth's tests built ahead
+	// (BERTH_TEST_BINARIES, for a user without Go), else built now.
+	bin := filepath.Join(os.Getenv("BERTH_TEST_BINARIES"), "berth")
+	if os.Getenv("BERTH_TEST_BINARIES") == "" {
+		bin = filepath.Join(t.TempDir(), "berth")
+		build := exec.Command("go", "build", "-o", bin, "github.com/berth-sh/berth/cmd/berth")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building a static berth: %v\n%s", err, out)
+		}
 	}
 	p := newProvider(t, Options{Berth: bin})
 	sb := openSandbox(t, p, berth.SandboxConfig{})
@@ -418,5 +423,35 @@ func TestReopen(t *testing.T) {
 	q.who = &identity{uid: 77001, gid: 77001, hostUID: 77001, hostGID: 77001}
 	if _, err := q.Reopen(t.Context(), sb.cfg, sb.Ref()); !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(err.Error(), "runs as "+sb.who.user()+", not 77001:77001") {
 		t.Errorf("Reopen as another user: %v", err)
+	}
+}
+
+// A path a user may not look into for a moment (a container's first
+// process before runc has exec'd its program) is waited for, not taken
+// for another directory. (Root is refused nothing: for it there is no
+// wait, and the test shows only that.)
+func TestAwaitLookable(t *testing.T) {
+	locked := filepath.Join(t.TempDir(), "locked")
+	inside := filepath.Join(locked, "ws")
+	if err := os.MkdirAll(inside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(locked, 0); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = os.Chmod(locked, 0o755)
+		unlocked <- time.Now()
+	}()
+	awaitLookable(t.Context(), inside)
+	returned := time.Now()
+	at := <-unlocked
+	if os.Geteuid() != 0 && returned.Before(at) {
+		t.Errorf("awaitLookable returned %s before the path could be looked into", at.Sub(returned))
+	}
+	if _, err := os.Stat(inside); err != nil {
+		t.Error(err)
 	}
 }
