@@ -30,7 +30,6 @@ func daemonOptions(o daemon.Options) daemon.Options {
 	return o
 }
 
-
 // newServeCmd runs the daemon until SIGINT or SIGTERM.
 func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
