@@ -62,6 +62,11 @@ type Options struct {
 	// OnSkippedLine, when set, sees each inbound line that is not JSON-RPC
 	// (at most 4 KiB of it), for diagnostics.
 	OnSkippedLine func(line []byte)
+	// AdmitRequest, when set, is asked about each request of the peer
+	// before it is served, in the order they come, with the length of its
+	// line: an error refuses it (the peer gets it as the answer; an *Error
+	// keeps its code).
+	AdmitRequest func(method string, size int) error
 	// OnOversizedLine, when set, is told of each inbound line longer than
 	// MaxLineBytes (size is the line's length without its newline), on the
 	// reader goroutine, with Position at the end of that line.
@@ -483,6 +488,12 @@ func (c *Conn) dispatch(line []byte, owned bool) {
 			// Answered by an earlier connection: serving it again would act twice.
 			return
 		}
+		if c.opts.AdmitRequest != nil {
+			if err := c.opts.AdmitRequest(method, len(line)); err != nil {
+				c.answer(method, bytes.Clone(e.id), nil, err)
+				return
+			}
+		}
 		c.serve(method, bytes.Clone(e.id), bytes.Clone(e.params))
 	case hasMethod:
 		if t, ok := c.handler.(lineTaker); ok && owned {
@@ -499,7 +510,8 @@ func (c *Conn) dispatch(line []byte, owned bool) {
 func (c *Conn) deliver(e envelope) {
 	id, err := strconv.ParseInt(string(e.id), 10, 64)
 	if err != nil {
-		c.log.Warn("acp response with an id we never sent", "id", string(e.id))
+		// Clipped: an agent's id may be megabytes.
+		c.log.Debug("acp response with an id we never sent", "id", string(e.id[:min(len(e.id), 64)]))
 		return
 	}
 	c.mu.Lock()
@@ -535,23 +547,44 @@ func (c *Conn) serve(method string, id, params json.RawMessage) {
 	go func() {
 		defer c.requests.Done()
 		result, err := c.handler.HandleRequest(c.baseCtx, method, params)
-		out := &message{JSONRPC: "2.0", ID: id}
-		if err != nil {
-			var rpcErr *Error
-			if !errors.As(err, &rpcErr) {
-				rpcErr = &Error{Code: CodeInternal, Message: err.Error()}
-			}
-			out.Error = rpcErr
-		} else {
-			b, merr := json.Marshal(result)
-			if merr != nil {
-				out.Error = &Error{Code: CodeInternal, Message: "encode result"}
-			} else {
-				out.Result = b
-			}
-		}
-		if werr := c.write(c.baseCtx, out); werr != nil {
-			c.log.Debug("acp answer not sent", "method", method, "err", werr)
-		}
+		c.sendAnswer(method, id, result, err)
 	}()
+}
+
+// answer answers a request without serving it (AdmitRequest refused
+// it), off the reader's goroutine: the peer's stdin may be full.
+func (c *Conn) answer(method string, id json.RawMessage, result any, err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.requests.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.requests.Done()
+		c.sendAnswer(method, id, result, err)
+	}()
+}
+
+// sendAnswer writes the answer to request id: its result, or err.
+func (c *Conn) sendAnswer(method string, id json.RawMessage, result any, err error) {
+	out := &message{JSONRPC: "2.0", ID: id}
+	if err != nil {
+		var rpcErr *Error
+		if !errors.As(err, &rpcErr) {
+			rpcErr = &Error{Code: CodeInternal, Message: err.Error()}
+		}
+		out.Error = rpcErr
+	} else {
+		b, merr := json.Marshal(result)
+		if merr != nil {
+			out.Error = &Error{Code: CodeInternal, Message: "encode result"}
+		} else {
+			out.Result = b
+		}
+	}
+	if werr := c.write(c.baseCtx, out); werr != nil {
+		c.log.Debug("acp answer not sent", "method", method, "err", werr)
+	}
 }

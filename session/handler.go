@@ -196,20 +196,28 @@ func orNull(r json.RawMessage) json.RawMessage {
 // but for the reports of the agent's shim (see shim.Report).
 func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	rt := h.rt
+	if method == shim.ReportMethod {
+		rt.mu.Lock()
+		taken := rt.shimReportLocked(params)
+		rt.mu.Unlock()
+		if taken {
+			return
+		}
+	}
+	// Made outside the lock: the agent's params may be tens of MB.
+	raw, _ := json.Marshal(map[string]any{"method": method, "params": orNull(params)})
+	rt.mu.Lock()
+	keep := rt.admitOutputLocked(len(raw))
+	rt.mu.Unlock()
+	if !keep {
+		return
+	}
+	if err := rt.m.log.WaitRoom(context.Background(), rt.id, len(raw)); err != nil {
+		rt.logger.Debug("wait for room in the log", "err", err)
+	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if method == shim.ReportMethod && rt.shimReportLocked(params) {
-		return
-	}
-	raw, _ := json.Marshal(map[string]any{"method": method, "params": orNull(params)})
-	if !rt.admitOutputLocked(len(raw)) {
-		return
-	}
-	turnID := ""
-	if rt.turn != nil {
-		turnID = rt.turn.id
-	}
-	rt.emitAgentLocked(turnID, berth.EventACPUnknown, rawData{Raw: raw})
+	rt.emitAgentLocked(rt.currentTurnIDLocked(), berth.EventACPUnknown, rawData{Raw: raw})
 }
 
 // emitAgentLocked logs what the agent's line being dispatched said. Before

@@ -128,6 +128,7 @@ func (rt *runtime) wire(proc berth.Process, opts acp.Options) *agentHandler {
 	rt.hidden = rt.hiddenIDs()
 	opts.MaxLineBytes, opts.Logger = rt.m.opts.Limits.MaxLineBytes, rt.logger
 	opts.OnSkippedLine, opts.OnOversizedLine = rt.skippedLine, rt.oversizedLine
+	opts.AdmitRequest = rt.admitRequest
 	handler := &agentHandler{rt: rt}
 	rt.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, handler, opts)
 	return handler

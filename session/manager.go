@@ -144,7 +144,9 @@ type Options struct {
 
 // Manager owns the live sessions.
 type Manager struct {
-	opts      Options
+	opts Options
+	// shimKey makes the tokens that sign the shims' reports (shimToken).
+	shimKey   []byte
 	store     berth.Store
 	log       *eventlog.Log
 	logger    *slog.Logger
@@ -244,6 +246,14 @@ func (m *Manager) Open(ctx context.Context) error {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return berth.WrapError(berth.EInternal, err, "create %s", filepath.Base(dir))
 		}
+	}
+	if m.opts.Shim != nil {
+		// Before any shim's report is read, a reattached one's included.
+		key, err := loadShimKey(m.opts.Home)
+		if err != nil {
+			return berth.WrapError(berth.EInternal, err, "the shims' key")
+		}
+		m.shimKey = key
 	}
 	// What the previous daemon's shims left in the run directory, before
 	// any session of this daemon adds its own.

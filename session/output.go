@@ -1,11 +1,13 @@
 package session
 
 import (
+	"crypto/hmac"
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -15,24 +17,31 @@ const reasonOutputTruncated = "output_truncated"
 
 // outputWindow counts the agent's output the log recorded in one turn, or
 // between two turns, against limits.max_turn_output: its updates, unknown
-// notifications and stderr lines. Past the cap the rest of the window's
-// output is dropped from the log (and from the turn's text) while the
-// turn goes on; one runtime_warning, reason output_truncated, says how
-// much: right before turn_ended, or, between turns, at the first drop. A
-// shim drops the same way ahead of its spool and reports what it dropped
-// (shim.Report), so a flood reaches neither its disk nor the daemon. The
-// runtime's mu guards it.
+// notifications, stderr lines and requests (a permission, a file, a
+// terminal: what they log). Past the cap the rest of the window's output
+// is dropped from the log (and from the turn's text) and its requests are
+// refused, while the turn goes on; one runtime_warning, reason
+// output_truncated, says how much: right before turn_ended, or, between
+// turns, at the first drop. A shim drops the same way ahead of its spool
+// and reports what it dropped (shim.Report), so a flood reaches neither
+// its disk nor the daemon. The runtime's mu guards it.
 type outputWindow struct {
 	// turnID is the turn the window belongs to, "" between turns.
 	turnID string
-	// recorded counts the bytes logged; dropped the bytes not, updates
-	// how many pieces of output those were.
-	recorded, dropped, updates int64
+	// recorded counts the bytes logged; dropped the bytes the daemon did
+	// not log, updates how many pieces of output those were, refused the
+	// requests among them.
+	recorded, dropped, updates, refused int64
+	// shim is what the shim reported it did not spool of this window (a
+	// later report of the window replaces an earlier one).
+	shim shim.Report
 	// truncated is set at the first drop: from then on everything is
 	// dropped, so that the log has no holes in the middle of the output.
 	truncated bool
-	// warned says the window's warning is logged.
-	warned bool
+	// warned says the window's warning is logged; lateWarned that a
+	// report of the time between turns, read once this turn had begun,
+	// was warned of.
+	warned, lateWarned bool
 }
 
 // storePage is the page the stores keep large rows in.
@@ -60,44 +69,82 @@ func (rt *runtime) admitOutputLocked(n int) bool {
 		w.recorded += size
 		return true
 	}
-	w.truncated = true
 	w.dropped += int64(n)
 	w.updates++
+	rt.truncateLocked()
+	return false
+}
+
+// errOverTurnOutput is the answer to a request of the agent refused past
+// limits.max_turn_output (the code a shim refuses with, too).
+var errOverTurnOutput = &acp.Error{Code: -32099, Message: "berth: refused, this turn's output is over limits.max_turn_output"}
+
+// admitRequest counts a request of the agent (a line of size bytes)
+// against the window: past the cap it is refused, not served (see
+// acp.Options.AdmitRequest). Only the ACP reader calls it.
+func (rt *runtime) admitRequest(_ string, size int) error {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.admitOutputLocked(size) {
+		return nil
+	}
+	rt.out.refused++
+	return errOverTurnOutput
+}
+
+// truncateLocked marks the window truncated: between turns that is
+// warned of at once; in a turn, a staged steer is delivered now (the
+// tool-call boundary it waits for may never be seen again).
+func (rt *runtime) truncateLocked() {
+	w := &rt.out
+	first := !w.truncated
+	w.truncated = true
 	if w.turnID == "" {
 		rt.warnTruncatedLocked()
+		return
 	}
-	return false
+	if first && rt.turn != nil && rt.steer != nil {
+		rt.deliverSteerLocked(rt.turn)
+	}
 }
 
 // shimReportLocked takes in what the agent's shim did not spool (see
 // shim.Report), if the report is the shim's own: a line over the cap is
-// warned about as the daemon's reader would have, dropped output is
-// counted in the window. It reports whether the report was taken.
+// warned about as the daemon's reader would have, what the window dropped
+// is counted in it. A report of the time between turns read once a turn
+// has begun (the daemon was behind the agent) is warned of, and leaves
+// the turn's window alone. It reports whether the report was taken.
 func (rt *runtime) shimReportLocked(params json.RawMessage) bool {
 	var r shim.Report
-	token := shim.TokenOf(rt.shimSocket)
-	if rt.shimSocket == "" || json.Unmarshal(params, &r) != nil || r.Token != token {
+	token := rt.m.shimToken(rt.id, rt.shimSocket)
+	if token == "" || json.Unmarshal(params, &r) != nil || !hmac.Equal([]byte(r.Token), []byte(token)) {
 		return false
 	}
 	if r.OversizedLine > 0 {
 		rt.oversizedLineLocked(r.OversizedLine)
 	}
-	if r.DroppedBytes > 0 || r.DroppedLines > 0 {
-		w := &rt.out
-		w.truncated = true
-		w.dropped += r.DroppedBytes
-		w.updates += r.DroppedLines
-		if w.turnID == "" {
-			rt.warnTruncatedLocked()
-		}
+	if r.DroppedBytes == 0 && r.DroppedLines == 0 {
+		return true
 	}
+	w := &rt.out
+	if !r.Turn && w.turnID != "" {
+		if !w.lateWarned {
+			w.lateWarned = true
+			rt.emitTruncation("", r.DroppedBytes, r.DroppedLines, r.Refused)
+		}
+		return true
+	}
+	if r.DroppedBytes > w.shim.DroppedBytes || r.DroppedLines > w.shim.DroppedLines {
+		w.shim = r
+	}
+	rt.truncateLocked()
 	return true
 }
 
 // closeOutputLocked ends the window, with its warning if it dropped
 // anything, and begins the one of next ("" between turns).
 func (rt *runtime) closeOutputLocked(next string) {
-	if rt.out.dropped > 0 {
+	if rt.out.dropped > 0 || rt.out.shim.DroppedLines > 0 {
 		rt.warnTruncatedLocked()
 	}
 	rt.out = outputWindow{turnID: next}
@@ -110,19 +157,28 @@ func (rt *runtime) warnTruncatedLocked() {
 		return
 	}
 	w.warned = true
+	rt.emitTruncation(w.turnID, w.dropped+w.shim.DroppedBytes, w.updates+w.shim.DroppedLines, w.refused+w.shim.Refused)
+}
+
+// emitTruncation logs the output_truncated warning of a window.
+func (rt *runtime) emitTruncation(turnID string, dropped, updates, refused int64) {
 	max := rt.m.opts.Limits.MaxTurnOutput
 	where := "this turn"
-	if w.turnID == "" {
+	if turnID == "" {
 		where = "between turns"
 	}
-	rt.emit(w.turnID, berth.EventRuntimeWarning, map[string]any{
+	data := map[string]any{
 		"reason": reasonOutputTruncated,
 		"message": fmt.Sprintf("the agent wrote more than limits.max_turn_output (%d bytes) %s: the rest of its output was dropped from the log",
 			max, where),
 		"max_turn_output": max,
-		"dropped_bytes":   w.dropped,
-		"dropped_updates": w.updates,
-	})
+		"dropped_bytes":   dropped,
+		"dropped_updates": updates,
+	}
+	if refused > 0 {
+		data["refused_requests"] = refused
+	}
+	rt.emit(turnID, berth.EventRuntimeWarning, data)
 }
 
 // clipText is s up to max bytes, cut on a character's start.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/shim"
 )
 
 // withMaxTurnOutput caps the agent's output recorded per turn at n bytes.
@@ -158,5 +159,89 @@ func TestLongChunkIsLoggedInPieces(t *testing.T) {
 	}
 	if got := fullText(t, res); got != text.String() {
 		t.Fatalf("the turn's answer is %d bytes, want %d", len(got), text.Len())
+	}
+}
+
+// A request of the agent past the turn's cap is refused, not served: no
+// permission is asked, nothing is logged for it, and the warning counts
+// it; the daemon refuses it itself, or the agent's shim does.
+func TestRequestPastTheCapIsRefused(t *testing.T) {
+	const max = 1 << 20
+	for _, shims := range []bool{false, true} {
+		t.Run(map[bool]string{false: "daemon", true: "shim"}[shims], func(t *testing.T) {
+			e := newEnv(t)
+			e.close()
+			if shims {
+				e.open(withShims(e.home), withMaxTurnOutput(max))
+			} else {
+				e.open(withMaxTurnOutput(max))
+			}
+			s := e.create(berth.CreateRequest{PermissionMode: berth.PermAsk})
+			res := e.prompt(s.ID, "flood 20 60000\nask may I write?")
+			if res.StopReason != berth.TurnEndTurn {
+				t.Fatalf("turn: %+v", res)
+			}
+			evs := e.events(s.ID)
+			if n := len(ofType(evs, berth.EventPermissionRequested)); n != 0 {
+				t.Fatalf("%d permissions asked past the cap", n)
+			}
+			warns := warningsAbout(evs, reasonOutputTruncated)
+			if len(warns) != 1 || !strings.Contains(string(warns[0].Data), `"refused_requests":1`) {
+				t.Fatalf("warnings: %v", warns)
+			}
+		})
+	}
+}
+
+// A steer staged in a turn past its cap is delivered at once: the tool-call
+// boundary it waits for is never seen any more.
+func TestSteerDeliveredPastTheCap(t *testing.T) {
+	const max = 1 << 20
+	e := newEnv(t, withMaxTurnOutput(max))
+	s := e.create(berth.CreateRequest{})
+	ctx := context.Background()
+	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "flood 20 60000\nsleep 20000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the turn's output to be truncated", func() bool {
+		rt := e.m.runtimeOf(s.ID)
+		rt.mu.Lock()
+		defer rt.mu.Unlock()
+		return rt.out.truncated
+	})
+	if _, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "echo steered", Mode: berth.ModeSteer}); err != nil {
+		t.Fatal(err)
+	}
+	res := e.waitResult(s.ID, r.TurnID)
+	if n := len(ofType(e.events(s.ID), berth.EventPromptSteered)); n != 1 {
+		t.Fatalf("prompt_steered %d times; turn %+v", n, res)
+	}
+}
+
+// A report of the time between turns that comes once a turn has begun (the
+// daemon was behind the agent) is warned of as such, and does not cut the
+// turn's own output.
+func TestLateReportBetweenTurnsLeavesTheTurnAlone(t *testing.T) {
+	e := newEnv(t, withMaxTurnOutput(1<<20))
+	s := e.create(berth.CreateRequest{})
+	rt := e.m.runtimeOf(s.ID)
+	rt.mu.Lock()
+	rt.shimSocket = filepath.Join(e.home, "x.sock")
+	e.m.shimKey = []byte("0123456789abcdef0123456789abcdef")
+	token := e.m.shimToken(s.ID, rt.shimSocket)
+	rt.out = outputWindow{turnID: "turn_x"}
+	late, _ := json.Marshal(shim.Report{Token: token, DroppedBytes: 5000, DroppedLines: 3})
+	forged, _ := json.Marshal(shim.Report{Token: "nope", DroppedBytes: 5000, DroppedLines: 3, Turn: true})
+	takenLate, takenForged := rt.shimReportLocked(late), rt.shimReportLocked(forged)
+	truncated := rt.out.truncated
+	rt.out = outputWindow{}
+	rt.mu.Unlock()
+	if !takenLate || takenForged || truncated {
+		t.Fatalf("late report taken %v, forged report taken %v, the turn truncated %v", takenLate, takenForged, truncated)
+	}
+	warns := warningsAbout(e.events(s.ID), reasonOutputTruncated)
+	if len(warns) != 1 || warns[0].TurnID != "" {
+		t.Fatalf("warnings: %v", warns)
 	}
 }

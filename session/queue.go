@@ -231,6 +231,11 @@ func (rt *runtime) stageSteerLocked(ctx context.Context, in input) (*berth.Promp
 	rt.steer = e
 	rt.emit("", berth.EventPromptQueued, queuedData{EntryID: e.ID, Kind: e.Kind, Position: 1,
 		Generation: e.Generation, Text: e.Text, Content: e.Content})
+	if rt.turn != nil && rt.out.turnID == rt.turn.id && rt.out.truncated {
+		// Past the turn's cap no tool-call boundary is seen any more: the
+		// steer goes in now.
+		rt.deliverSteerLocked(rt.turn)
+	}
 	return &berth.PromptResult{Status: "staged", EntryID: e.ID}, nil
 }
 

@@ -2,9 +2,15 @@ package session
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -41,7 +47,7 @@ func (rt *runtime) startAgent(ctx context.Context, base int64) (berth.Process, *
 			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s is too long for a Unix socket: use a shorter BERTH_HOME", b.Socket)}
 		}
 		rt.shimSocket = b.Socket
-		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Bundle: b,
+		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Bundle: b, Token: m.shimToken(rt.id, b.Socket),
 			Sandbox: rt.boxCfg, Command: shim.Command{Path: rt.program, Args: rt.spec.Args},
 			Linger: so.Linger, Orphan: so.Orphan, Base: base,
 			MaxLineBytes: m.opts.Limits.MaxLineBytes, MaxTurnOutput: m.opts.Limits.MaxTurnOutput}
@@ -185,4 +191,48 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// shimKeyFile holds the secret the tokens of this home's shims are made
+// from, in the home (no sandbox sees it).
+const shimKeyFile = "shim-key"
+
+// loadShimKey reads the home's shim key, making it the first time (32
+// random bytes, mode 0600).
+func loadShimKey(home string) ([]byte, error) {
+	path := filepath.Join(home, shimKeyFile)
+	key, err := os.ReadFile(path)
+	if err == nil && len(key) == 32 {
+		return key, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	// Written whole or not at all: a short key is made again.
+	tmp := path + "-new"
+	if err := os.WriteFile(tmp, key, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return nil, err
+	}
+	return key, nil
+}
+
+// shimToken is the token that signs the reports of session id's shim on
+// socket (see shim.Report): 128 bits no agent can know, the same for a
+// daemon that restarts (made from the home's shim key), another for each
+// shim.
+func (m *Manager) shimToken(id, socket string) string {
+	if len(m.shimKey) == 0 || socket == "" {
+		return ""
+	}
+	mac := hmac.New(sha256.New, m.shimKey)
+	mac.Write([]byte(id + "\x00" + socket))
+	return hex.EncodeToString(mac.Sum(nil)[:16])
 }

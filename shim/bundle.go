@@ -41,12 +41,11 @@ func NewBundle(runDir, id, nonce string) Bundle {
 
 // BundleOf names the files of session id's shim listening on socket.
 func BundleOf(socket, id string) Bundle {
-	return NewBundle(filepath.Dir(socket), id, TokenOf(socket))
+	return NewBundle(filepath.Dir(socket), id, nonceOf(socket))
 }
 
-// TokenOf is the nonce of the shim listening on socket, which signs its
-// reports (see Report).
-func TokenOf(socket string) string {
+// nonceOf is the nonce of the shim listening on socket.
+func nonceOf(socket string) string {
 	return strings.TrimSuffix(filepath.Base(socket), ".sock")
 }
 

@@ -74,6 +74,13 @@ func (l *ledger) sawDaemon(payload []byte) (prompt string) {
 	return prompt
 }
 
+// pending reports whether id is a call of the daemon's the agent has not
+// answered yet.
+func (l *ledger) pending(id string) bool {
+	c := l.calls[id]
+	return c != nil && c.AnsweredAt == 0
+}
+
 // forget drops the calls answered before offset: a daemon has durably
 // processed everything there.
 func (l *ledger) forget(offset int64) {

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/berth-sh/berth/acp"
 )
@@ -56,15 +57,15 @@ func (l *lines) add(seg []byte) {
 	l.cur = append(l.cur, seg...)
 }
 
-// eof spools what is left when the agent's stdout ends: a turn's drops
-// not yet reported (the agent ended mid-turn), then the last line if it
-// had no newline.
+// eof spools what is left when the agent's stdout ends: the reports due
+// (a window's drops, told one last time), then the last line if it had no
+// newline.
 func (l *lines) eof() {
 	s := l.s
 	s.mu.Lock()
-	var pre []byte
-	if w := &s.win; w.prompt != "" && w.dropped > 0 {
-		pre = reportLine(Report{Token: s.token, DroppedBytes: w.dropped, DroppedLines: w.lines})
+	pre := s.takePendingLocked()
+	if w := &s.win; w.dropped > 0 {
+		pre = append(pre, reportLine(w.report(s.token, true))...)
 		*w = window{}
 	}
 	s.mu.Unlock()
@@ -79,7 +80,7 @@ func (l *lines) eof() {
 }
 
 // finish decides what the spool keeps of the line just read (nl: ended
-// by a newline), spools it after pre (a report due before it), and
+// by a newline), spools it after pre (reports due before it), and
 // publishes it.
 func (l *lines) finish(pre []byte, nl bool) {
 	line, n, over := l.cur, l.n, l.over
@@ -95,6 +96,9 @@ func (l *lines) finish(pre []byte, nl bool) {
 		if nl {
 			size--
 		}
+		s.mu.Lock()
+		pre = append(pre, s.takePendingLocked()...)
+		s.mu.Unlock()
 		pre = append(pre, reportLine(Report{Token: s.token, OversizedLine: size})...)
 		l.put(pre)
 		l.publish(nil)
@@ -102,27 +106,37 @@ func (l *lines) finish(pre []byte, nl bool) {
 	}
 	kind, id := classify(line)
 	keep := true
+	var refusal []byte
 	s.mu.Lock()
-	switch w := &s.win; kind {
-	case acp.KindRequest:
-	case acp.KindResponse:
+	pre = append(pre, s.takePendingLocked()...)
+	switch w := &s.win; {
+	case kind == acp.KindResponse && s.ledger.pending(string(id)):
+		// The answer to one of the daemon's calls, which the daemon bounds.
 		if w.prompt != "" && string(id) == w.prompt {
-			// The answer to the turn's prompt: the turn's drops are told
-			// right before it, and a window between turns begins.
+			// The answer to the turn's prompt: its drops are told right
+			// before it, and a window between turns begins.
 			if w.dropped > 0 {
-				pre = append(pre, reportLine(Report{Token: s.token, DroppedBytes: w.dropped, DroppedLines: w.lines})...)
+				pre = append(pre, reportLine(w.report(s.token, true))...)
 			}
 			*w = window{}
 		}
 	default:
-		keep = w.admit(n, s.cfg.MaxTurnOutput)
-		if !keep && w.prompt == "" && !w.reported {
-			// Between turns there is no answer to wait for: told at once.
-			w.reported = true
-			pre = append(pre, reportLine(Report{Token: s.token, DroppedBytes: w.dropped, DroppedLines: w.lines})...)
+		// Output, a request, or an answer to nothing: all count.
+		if keep = w.admit(n, s.cfg.MaxTurnOutput); !keep {
+			if kind == acp.KindRequest {
+				w.refused++
+				refusal = refusalLine(id)
+			}
+			if now := time.Now(); w.due(now) {
+				w.reported = now
+				pre = append(pre, reportLine(w.report(s.token, false))...)
+			}
 		}
 	}
 	s.mu.Unlock()
+	if refusal != nil {
+		s.refuse(refusal)
+	}
 	if pre != nil {
 		l.put(pre)
 	}

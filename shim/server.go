@@ -66,6 +66,9 @@ type Config struct {
 	// MaxTurnOutput caps the agent's output the spool keeps per turn, and
 	// between two turns (see window); zero keeps everything.
 	MaxTurnOutput int64 `json:"max_turn_output,omitempty"`
+	// Token signs the shim's reports (see Report): a secret of the
+	// daemon's, never the agent's.
+	Token string `json:"token,omitempty"`
 }
 
 // maxLine is the line cap in force.
@@ -114,8 +117,10 @@ type server struct {
 	// ledger is the requests in flight both ways.
 	ledger *ledger
 	// win is the output window of the turn in flight, or of the time
-	// since the last one (see window).
-	win window
+	// since the last one (see window); pending are reports of windows that
+	// ended without their final one, for the stream's next line boundary.
+	win     window
+	pending []byte
 	// token signs the shim's reports (see Report).
 	token string
 	// stdin queues frames for the agent's stdin writer.
@@ -148,7 +153,7 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 		cfg.Orphan = DefaultOrphan
 	}
 	s := &server{cfg: cfg, log: logger, ledger: newLedger(), quit: make(chan struct{}),
-		start: cfg.Base, end: cfg.Base, detachedAt: time.Now(), token: TokenOf(cfg.Socket)}
+		start: cfg.Base, end: cfg.Base, detachedAt: time.Now(), token: cfg.Token}
 	s.cond = sync.NewCond(&s.mu)
 	if stage, err := s.open(ctx, provider); err != nil {
 		_ = json.NewEncoder(ready).Encode(Ready{ShimPID: os.Getpid(), Stage: stage, Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
@@ -321,8 +326,31 @@ func (s *server) noteStdin(payload []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if prompt := s.ledger.sawDaemon(payload); prompt != "" {
-		// A turn's window begins as its prompt goes to the agent.
+		// A turn's window begins as its prompt goes to the agent; the one
+		// it ends is told one last time if it dropped anything.
+		if s.win.dropped > 0 {
+			s.pending = append(s.pending, reportLine(s.win.report(s.token, true))...)
+		}
 		s.win = window{prompt: prompt}
+	}
+}
+
+// takePendingLocked returns the reports noteStdin left for the stream,
+// which the stdout pump writes at its next line boundary.
+func (s *server) takePendingLocked() []byte {
+	p := s.pending
+	s.pending = nil
+	return p
+}
+
+// refuse answers a request of the agent that the shim refused, on its
+// stdin, if the stdin queue has room: an agent that reads nothing gets
+// nothing, and never holds the pump up.
+func (s *server) refuse(line []byte) {
+	select {
+	case s.stdin <- line:
+	default:
+		s.log.Warn("a refusal was not written: the agent's stdin is full")
 	}
 }
 

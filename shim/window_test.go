@@ -11,17 +11,25 @@ import (
 )
 
 // floodAgent answers, on stdin: a session/prompt (id 7) with five output
-// lines of about 1 KB, then its answer; "between" with five output lines
-// outside any turn, then a request; "big" with a line of 5000 bytes; a session/prompt
-// whose params say "crash" with five output lines and an exit mid-turn.
+// lines of about 1 KB, then its answer; a session/prompt whose params say
+// "crash" with five output lines and an exit mid-turn; one whose params
+// say "requests" with three requests of about 1 KB and an answer to no
+// call, then its answer; "between" with five output lines outside any
+// turn, a small one and a request, then an exit; "long" with a text chunk
+// of 2.5 MB; "big" with a line of 5000 bytes. A refusal it reads goes to
+// its stderr.
 const floodAgent = `
 note() { printf '{"jsonrpc":"2.0","method":"session/update","params":{"n":%d,"x":"%s"}}\n' "$1" "$(head -c 1000 /dev/zero | tr '\0' a)"; }
+ask() { printf '{"jsonrpc":"2.0","id":"r%d","method":"fs/read_text_file","params":{"path":"%s"}}\n' "$1" "$(head -c 1000 /dev/zero | tr '\0' p)"; }
 while read -r line; do
   case "$line" in
+  *refused*) echo "$line" >&2;;
   *session/prompt*crash*) for i in 1 2 3 4 5; do note $i; done; exit 3;;
+  *session/prompt*requests*) for i in 1 2 3; do ask $i; done; echo '{"jsonrpc":"2.0","id":999,"result":{}}'
+    echo '{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}';;
   *session/prompt*) for i in 1 2 3 4 5; do note $i; done
     echo '{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}';;
-  between*) for i in 1 2 3 4 5; do note $i; done; echo '{"jsonrpc":"2.0","method":"session/update","params":{"done":1}}'; echo '{"jsonrpc":"2.0","id":"b1","method":"x/marker"}';;
+  between*) for i in 1 2 3 4 5; do note $i; done; echo '{"jsonrpc":"2.0","method":"session/update","params":{"done":1}}'; echo '{"jsonrpc":"2.0","id":"b1","method":"x/marker"}'; exit 0;;
   long*) printf '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"%s"}}}}\n' "$(head -c 2500000 /dev/zero | tr '\0' a)"; echo '{"jsonrpc":"2.0","method":"after_long"}';;
   big*) head -c 5000 /dev/zero | tr '\0' b; echo; echo '{"jsonrpc":"2.0","method":"after_big"}';;
   esac
@@ -77,11 +85,12 @@ func reportsIn(t *testing.T, lines []string) (reports []Report, updates int) {
 }
 
 // A turn's output past Config.MaxTurnOutput is not spooled; the shim says
-// how much it dropped right before the agent's answer to the prompt, and
-// the next turn starts afresh.
+// how much it dropped at the first drop, then, final, right before the
+// agent's answer to the prompt, signed with the daemon's token; the next
+// turn starts afresh.
 func TestTurnOutputPastTheCapIsNotSpooled(t *testing.T) {
 	cfg := newConfig(t, floodAgent)
-	cfg.MaxTurnOutput = 2500
+	cfg.MaxTurnOutput, cfg.Token = 2500, "tok"
 	h := serve(t, cfg)
 	d := h.attach(0)
 	answer := `"result":{"stopReason":"end_turn"}`
@@ -93,44 +102,72 @@ func TestTurnOutputPastTheCapIsNotSpooled(t *testing.T) {
 		if updates != 2 {
 			t.Errorf("turn %d: %d output lines spooled, want 2 (the cap holds two of ~1060 bytes)", turn, updates)
 		}
-		if len(reports) != 1 || reports[0].DroppedLines != 3 || reports[0].DroppedBytes < 3000 || reports[0].Token != "s" {
-			t.Fatalf("turn %d: reports %+v, want one for 3 dropped lines signed %q", turn, reports, "s")
+		if len(reports) != 2 || reports[0].Final || reports[0].DroppedLines != 1 {
+			t.Fatalf("turn %d: reports %+v, want the first drop told at once, then the final one", turn, reports)
+		}
+		last := reports[1]
+		if !last.Final || !last.Turn || last.DroppedLines != 3 || last.DroppedBytes < 3000 || last.Token != "tok" {
+			t.Fatalf("turn %d: final report %+v, want one for 3 dropped lines signed %q", turn, last, "tok")
 		}
 		if !strings.Contains(this[len(this)-2], ReportMethod) {
-			t.Errorf("turn %d: the report is not right before the answer: %q", turn, this[len(this)-2:])
+			t.Errorf("turn %d: the final report is not right before the answer: %q", turn, this[len(this)-2:])
 		}
 	}
-	if sz := fileSize(cfg.Spool); sz > 2*(2*1100+600) {
+	if sz := fileSize(cfg.Spool); sz > 2*(2*1100+1000) {
 		t.Errorf("spool is %d bytes: more than the two turns' kept lines", sz)
 	}
 }
 
-// Between turns the window is capped too, reported at its first drop,
-// and stays truncated until the next turn begins its own.
+// A request past the cap is not spooled: the shim refuses it itself (the
+// agent gets an error answer on its stdin), and an answer to no call of
+// the daemon's counts, and is dropped, like output.
+func TestRequestsPastTheCapAreRefused(t *testing.T) {
+	cfg := newConfig(t, floodAgent)
+	cfg.MaxTurnOutput, cfg.Token = 2500, "tok"
+	h := serve(t, cfg)
+	d := h.attach(0)
+	d.write(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{"requests":1}}` + "\n")
+	out := d.waitOutContains(`"result":{"stopReason":"end_turn"}`)
+	if n := bytes.Count(out, []byte("fs/read_text_file")); n != 2 {
+		t.Errorf("%d requests reached the daemon, want the 2 the cap holds", n)
+	}
+	if bytes.Contains(out, []byte(`"id":999`)) {
+		t.Error("an answer to no call reached the daemon past the cap")
+	}
+	reports, _ := reportsIn(t, streamLines(out))
+	if last := reports[len(reports)-1]; !last.Final || last.Refused != 1 || last.DroppedLines != 2 {
+		t.Fatalf("final report %+v, want 1 refused request and 2 lines dropped", last)
+	}
+	eventually(t, "the refusal at the agent", func() bool {
+		return bytes.Contains(d.errOut.Bytes(), []byte(`"id":"r3"`)) && bytes.Contains(d.errOut.Bytes(), []byte("-32099"))
+	})
+}
+
+// Between turns the window is capped too and reported at its first drop;
+// it stays truncated (a small line after the first drop is dropped, a
+// request refused) until a turn begins its own, and its final report comes
+// when the stream ends.
 func TestOutputBetweenTurnsIsCapped(t *testing.T) {
 	cfg := newConfig(t, floodAgent)
-	cfg.MaxTurnOutput = 2500
+	cfg.MaxTurnOutput, cfg.Token = 2500, "tok"
 	h := serve(t, cfg)
 	d := h.attach(0)
 	d.write("between\n")
-	// A request is always spooled: once it is there, the window between
-	// turns has seen every line before it.
-	d.waitOutContains("x/marker")
-	d.write(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{}}` + "\n")
-	answer := `"result":{"stopReason":"end_turn"}`
-	lines := streamLines(d.waitOutContains(answer))
-	between := turnLines(lines, ReportMethod, 1)
-	reports, updates := reportsIn(t, between)
-	if updates != 2 || len(reports) != 1 || reports[0].DroppedLines != 1 {
-		t.Fatalf("between turns: %d output lines and reports %+v; want 2 and the first drop reported at once", updates, reports)
+	lines := streamLines(d.allOut())
+	reports, updates := reportsIn(t, lines)
+	if updates != 2 {
+		t.Errorf("%d output lines spooled between turns, want 2", updates)
+	}
+	if len(reports) != 2 || reports[0].Turn || reports[0].DroppedLines != 1 {
+		t.Fatalf("reports %+v: want the first drop of the time between turns told at once", reports)
+	}
+	if last := reports[1]; !last.Final || last.Turn || last.DroppedLines != 5 || last.Refused != 1 {
+		t.Fatalf("final report %+v, want 5 lines dropped, 1 request refused", last)
 	}
 	for _, l := range lines {
-		if strings.Contains(l, `"done":1`) {
-			t.Error("a small line after the first drop was spooled: the window must not have holes")
+		if strings.Contains(l, `"done":1`) || strings.Contains(l, "x/marker") {
+			t.Errorf("spooled after the first drop: %s", l)
 		}
-	}
-	if _, updates := reportsIn(t, lines[len(between):]); updates != 2 {
-		t.Errorf("the turn after: %d output lines, want 2 (a window of its own)", updates)
 	}
 }
 
@@ -167,8 +204,8 @@ func TestDropsReportedWhenTheAgentEndsMidTurn(t *testing.T) {
 	if updates != 2 {
 		t.Errorf("%d output lines spooled, want 2", updates)
 	}
-	if len(reports) != 1 || reports[0].DroppedLines != 3 {
-		t.Fatalf("reports %+v, want one for the 3 lines dropped", reports)
+	if n := len(reports); n == 0 || !reports[n-1].Final || reports[n-1].DroppedLines != 3 {
+		t.Fatalf("reports %+v, want a final one for the 3 lines dropped", reports)
 	}
 	if st, _ := d.wait(); st.Code != 3 {
 		t.Errorf("exit %+v", st)
