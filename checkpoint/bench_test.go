@@ -47,7 +47,7 @@ func benchOneChanged(b *testing.B, counted bool) {
 			b.Fatal(err)
 		}
 		if counted {
-			if _, err := s.Prune("ses_b"); err != nil {
+			if _, err := s.Prune("ses_b", nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -128,7 +128,7 @@ func pruneChild(ws, dir string) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		if _, err := s.Prune("ses_root"); err != nil {
+		if _, err := s.Prune("ses_root", nil); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -194,7 +194,7 @@ func TestPruneKilledMidwayLeavesEveryCheckpointWhole(t *testing.T) {
 			t.Fatalf("round %d: %d blobs on disk, %d named", round, len(disk), len(want))
 		}
 		sameAsRescan(t, s)
-		if _, err := s.Prune("ses_root"); err != nil {
+		if _, err := s.Prune("ses_root", nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := diskTreeBytes(t, s, "ses_root", "ses_kid"); got > pruneCap {

@@ -34,9 +34,10 @@ const maxStale = 3
 // over Options.MaxTreeBytes, and returns them oldest first. Only the tree's
 // own checkpoints go, never another tree's, and a blob goes only when no
 // checkpoint of any tree names it. The tree's newest checkpoint always
-// stays, however large: the next turn can still be rewound. A checkpoint
-// of a session with a turn in flight goes like any other.
-func (s *Store) Prune(tree string) ([]Pruned, error) {
+// stays, however large, and so does each checkpoint pinned names (the one
+// a turn still in flight can be rewound to) and the session's newer ones:
+// a session whose oldest checkpoint is pinned is passed over.
+func (s *Store) Prune(tree string, pinned map[string]bool) ([]Pruned, error) {
 	if !validSessionID(tree) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
 	}
@@ -45,11 +46,11 @@ func (s *Store) Prune(tree string) ([]Pruned, error) {
 	}
 	var out []Pruned
 	for stale := 0; stale < maxStale; {
-		c, ok := s.pruneCandidate(tree)
+		c, ok := s.pruneCandidate(tree, pinned)
 		if !ok {
 			break
 		}
-		p, err := s.pruneOne(tree, c)
+		p, err := s.pruneOne(tree, c, pinned)
 		if err != nil {
 			return out, err
 		}
@@ -67,14 +68,14 @@ type candidate struct{ session, id string }
 
 // pruneCandidate returns the tree's oldest checkpoint while the tree is
 // over its bytes and that is not its newest.
-func (s *Store) pruneCandidate(tree string) (candidate, bool) {
+func (s *Store) pruneCandidate(tree string, pinned map[string]bool) (candidate, bool) {
 	s.ixMu.Lock()
 	defer s.ixMu.Unlock()
-	return s.candidateLocked(tree)
+	return s.candidateLocked(tree, pinned)
 }
 
 // candidateLocked is pruneCandidate under ixMu. ULIDs sort by time.
-func (s *Store) candidateLocked(tree string) (candidate, bool) {
+func (s *Store) candidateLocked(tree string, pinned map[string]bool) (candidate, bool) {
 	if s.ix == nil {
 		return candidate{}, false
 	}
@@ -88,10 +89,10 @@ func (s *Store) candidateLocked(tree string) (candidate, bool) {
 		if len(ses.ckpts) == 0 {
 			continue
 		}
-		if first := ses.ckpts[0].id; oldest.id == "" || first < oldest.id {
+		newest = max(newest, ses.ckpts[len(ses.ckpts)-1].id)
+		if first := ses.ckpts[0].id; !pinned[first] && (oldest.id == "" || first < oldest.id) {
 			oldest = candidate{ses.id, first}
 		}
-		newest = max(newest, ses.ckpts[len(ses.ckpts)-1].id)
 	}
 	if oldest.id == "" || oldest.id == newest {
 		return candidate{}, false
@@ -101,10 +102,10 @@ func (s *Store) candidateLocked(tree string) (candidate, bool) {
 
 // pruneOne removes checkpoint c, then the blobs only it named; nil when c
 // is no longer the one to remove.
-func (s *Store) pruneOne(tree string, c candidate) (*Pruned, error) {
+func (s *Store) pruneOne(tree string, c candidate, pinned map[string]bool) (*Pruned, error) {
 	unlock := s.lockSession(c.session)
 	s.gc.RLock()
-	p, ix, dead, err := s.removeOldest(tree, c)
+	p, ix, dead, err := s.removeOldest(tree, c, pinned)
 	s.gc.RUnlock()
 	unlock()
 	if err != nil || p == nil {
@@ -121,9 +122,9 @@ func (s *Store) pruneOne(tree string, c candidate) (*Pruned, error) {
 // (its metadata removed), then its manifest goes: a crash anywhere leaves
 // every listed checkpoint whole, and the next sweep removes what is left
 // of c. The caller holds the session's lock and gc shared.
-func (s *Store) removeOldest(tree string, c candidate) (*Pruned, *index, []run, error) {
+func (s *Store) removeOldest(tree string, c candidate, pinned map[string]bool) (*Pruned, *index, []run, error) {
 	s.ixMu.Lock()
-	cur, ok := s.candidateLocked(tree)
+	cur, ok := s.candidateLocked(tree, pinned)
 	ix := s.ix
 	var ck ixCheckpoint
 	var next *ixCheckpoint
@@ -186,6 +187,14 @@ func (s *Store) removeOldest(tree string, c candidate) (*Pruned, *index, []run, 
 		grown[d.id] = footprint(int64(len(whole))) + footprint(fi.Size()) - d.bytes
 	}
 	dir := s.sessionDir(c.session)
+	if len(deltas) > 0 {
+		// The manifests written whole are on disk by name before c is
+		// unlisted: a filesystem that reorders renames and unlinks across
+		// a crash could otherwise keep a delta on a checkpoint gone.
+		if err := syncDir(filepath.Dir(s.entriesPath(c.session, deltas[0].id))); err != nil {
+			return fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
+		}
+	}
 	// What a rewind to c answers from now on (notFound).
 	if err := writeAtomic(filepath.Join(dir, prunedFile), []byte(c.id)); err != nil {
 		return fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))

@@ -106,7 +106,7 @@ func diskTreeBytes(t *testing.T, s *Store, sessions ...string) int64 {
 func pruneChecked(t *testing.T, s *Store, tree string, sessions ...string) []Pruned {
 	t.Helper()
 	before := diskTreeBytes(t, s, sessions...)
-	ps, err := s.Prune(tree)
+	ps, err := s.Prune(tree, nil)
 	must(t, err)
 	after := diskTreeBytes(t, s, sessions...)
 	var freed int64
@@ -354,6 +354,44 @@ func TestPruneKeepsTheNewest(t *testing.T) {
 	sameAsRescan(t, s)
 }
 
+// TestPruneKeepsPinnedCheckpoints: the checkpoint a turn still in flight
+// can be rewound to (pinned) stays, with its session's newer ones, however
+// much a child of the tree writes meanwhile; the child's go.
+func TestPruneKeepsPinnedCheckpoints(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Options{MaxTreeBytes: 60 << 10})
+	ws := t.TempDir()
+	writeRandom(t, ws, "mine", 8<<10)
+	before, err := s.CreateIn(ctx, "ses_root", "ses_root", "t_root", ws)
+	must(t, err)
+	pinned := map[string]bool{before.ID: true}
+	for round := range 6 {
+		writeRandom(t, ws, fmt.Sprintf("f%d", round), 20<<10)
+		_, err := s.CreateIn(ctx, "ses_root", "ses_kid", fmt.Sprintf("t_kid%d", round), ws)
+		must(t, err)
+		ps, err := s.Prune("ses_root", pinned)
+		must(t, err)
+		for _, p := range ps {
+			if p.CheckpointID == before.ID {
+				t.Fatalf("round %d: the pinned checkpoint was pruned", round)
+			}
+		}
+	}
+	if _, err := s.Get("ses_root", before.ID); err != nil {
+		t.Fatalf("the pinned checkpoint: %v", err)
+	}
+	if l, _ := s.List("ses_kid"); len(l) >= 6 {
+		t.Fatalf("the child's checkpoints were not pruned: %d", len(l))
+	}
+	// Once nothing pins it, it goes like any other.
+	ps, err := s.Prune("ses_root", nil)
+	must(t, err)
+	if len(ps) == 0 || ps[0].CheckpointID != before.ID {
+		t.Fatalf("unpinned, pruned %+v", ps)
+	}
+	sameAsRescan(t, s)
+}
+
 // TestPruneRewritesTheDeltaOnIt: the checkpoint after a pruned one, a
 // delta on it, is written whole first and restores as before, as does a
 // delta made on it later; only the blob no checkpoint goes on naming is
@@ -498,7 +536,7 @@ func TestFreeKeepsABlobNamedAgain(t *testing.T) {
 	// blobs' removal.
 	unlock := s.lockSession("ses_a")
 	s.gc.RLock()
-	p, ix, dead, err := s.removeOldest("ses_a", candidate{"ses_a", first.ID})
+	p, ix, dead, err := s.removeOldest("ses_a", candidate{"ses_a", first.ID}, nil)
 	s.gc.RUnlock()
 	unlock()
 	if err != nil || p == nil || len(dead) != 1 {
@@ -553,7 +591,7 @@ func TestAccountingReadsNoOtherManifest(t *testing.T) {
 		if _, err := s.CreateIn(ctx, "ses_root", []string{"ses_root", "ses_kid"}[round%2], "t", ws); err != nil {
 			t.Fatal(err)
 		}
-		ps, err := s.Prune("ses_root")
+		ps, err := s.Prune("ses_root", nil)
 		must(t, err)
 		pruned += len(ps)
 	}

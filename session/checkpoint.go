@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -58,6 +59,9 @@ func (rt *runtime) checkpointTurn(t *turn) {
 		return
 	}
 	c := p.Checkpoint()
+	rt.mu.Lock()
+	t.checkpoint = c.ID
+	rt.mu.Unlock()
 	rt.emit(t.id, berth.EventCheckpointCreated, map[string]any{"id": c.ID, "turn_id": t.id,
 		"files": c.Files, "bytes": c.Bytes, "skipped": c.SkippedTotal})
 	rt.turnWG.Add(1)
@@ -78,7 +82,7 @@ func (rt *runtime) checkpointTurn(t *turn) {
 // stopped: session_stopped is its last event), in this one's, whose turn
 // made the tree grow. A failure is a runtime_warning: the turn goes on.
 func (rt *runtime) pruneTree(turnID, tree string) {
-	pruned, err := rt.m.opts.Checkpoints.Prune(tree)
+	pruned, err := rt.m.opts.Checkpoints.Prune(tree, rt.m.turnCheckpoints(tree))
 	for _, p := range pruned {
 		data := map[string]any{"checkpoint_id": p.CheckpointID, "turn_id": p.TurnID, "session_id": p.SessionID,
 			"freed_bytes": p.FreedBytes, "removed_bytes": p.RemovedBytes, "tree_bytes": p.TreeBytes}
@@ -90,6 +94,21 @@ func (rt *runtime) pruneTree(turnID, tree string) {
 		rt.logger.Warn("checkpoints not pruned", "tree", tree, "err", err)
 		rt.emit(turnID, berth.EventRuntimeWarning, map[string]any{"reason": "the checkpoints of this session's tree were not pruned: " + berth.ErrorMessage(err)})
 	}
+}
+
+// turnCheckpoints names the checkpoints the turns in flight of tree's live
+// sessions were taken before: a prune keeps them, so that a turn still
+// running can be rewound whatever its children write meanwhile.
+func (m *Manager) turnCheckpoints(tree string) map[string]bool {
+	pinned := map[string]bool{}
+	for _, rt := range m.runtimes() {
+		rt.mu.Lock()
+		if (rt.id == tree || rt.sess.RootID == tree) && rt.turn != nil && rt.turn.checkpoint != "" {
+			pinned[rt.turn.checkpoint] = true
+		}
+		rt.mu.Unlock()
+	}
+	return pinned
 }
 
 // ListCheckpoints implements berth.SessionService.
@@ -242,23 +261,25 @@ func (m *Manager) Fork(ctx context.Context, id string, req berth.ForkRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	all, err := m.Transcript(ctx, id)
-	if err != nil {
-		return nil, err
-	}
 	f := &forkSpec{parent: parent, checkpoint: c}
-	for _, t := range all {
+	errFound := errors.New("found")
+	err = m.TranscriptEach(ctx, id, func(t *berth.TranscriptTurn) error {
 		if t.TurnID == c.TurnID {
-			break
+			return errFound
 		}
 		if t.Long != nil {
 			// The fork's first prompt carries at most maxTurnText of a turn.
-			if t.Text, err = t.Long.Head(ctx, maxTurnText); err != nil {
-				return nil, err
+			text, err := t.Long.Head(ctx, maxTurnText)
+			if err != nil {
+				return err
 			}
-			t.Long = nil
+			t.Text, t.Long = text, nil
 		}
-		f.turns = append(f.turns, t)
+		f.turns = append(f.turns, *t)
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return nil, err
 	}
 	agent := req.Agent
 	if agent == "" {
@@ -328,20 +349,11 @@ func (rt *runtime) openFork(ctx context.Context, caps acp.AgentCapabilities, mcp
 // forkPreamble is the parent's conversation before the checkpoint, for the
 // fork's first prompt; "" when there was none.
 func forkPreamble(f *forkSpec) string {
-	if len(f.turns) == 0 {
-		return ""
+	var p preamble
+	for i := range f.turns {
+		// The turns' texts are in memory (Fork read them): nothing to fail.
+		turn, _ := renderTurn(context.Background(), &f.turns[i], maxPreambleTurn)
+		p.add(turn)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "[berth: this session was forked from session %s before one of its turns; the conversation so far follows]\n", f.parent.ID)
-	for _, t := range f.turns {
-		fmt.Fprintf(&b, "User: %s\n", t.Prompt)
-		for _, c := range t.ToolCalls {
-			fmt.Fprintf(&b, "Tool call (%s, %s): %s\n", c.Kind, c.Status, c.Title)
-		}
-		if t.Text != "" {
-			fmt.Fprintf(&b, "Assistant: %s\n", t.Text)
-		}
-	}
-	b.WriteString("[berth: end of the earlier conversation; the new prompt follows]\n")
-	return b.String()
+	return p.String(fmt.Sprintf("[berth: this session was forked from session %s before one of its turns; the conversation so far follows]\n", f.parent.ID))
 }

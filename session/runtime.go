@@ -239,6 +239,9 @@ type turn struct {
 	// began is when this daemon started the turn (zero for one a previous
 	// daemon started: its duration is not known here).
 	began time.Time
+	// checkpoint is the id of the checkpoint taken before the turn, once
+	// it is (a prune keeps it while the turn runs). Guarded by rt.mu.
+	checkpoint string
 }
 
 // view returns a copy of the session as the API shows it.
