@@ -44,6 +44,11 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 // fork, a fork of a checkpoint (checkpoint.go).
 func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spawn, fork *forkSpec) (*berth.Session, error) {
 	began := time.Now()
+	if kid != nil && filepath.IsAbs(req.Workspace) && !within(resolvedPath(kid.parent.Workspace), filepath.Clean(req.Workspace)) {
+		// Refused before the path is looked at: a sandboxed parent learns
+		// nothing of the host's files from the answer, nor costs a walk.
+		return nil, forbidden("workspace", "workspace: a child works in its parent's workspace or below it")
+	}
 	spec, provider, unisolated, err := m.validateCreate(&req)
 	if err != nil {
 		return nil, err

@@ -268,6 +268,23 @@ func TestChildWorkspaceIsChecked(t *testing.T) {
 	}
 }
 
+// A child asking for a workspace outside its parent's is refused before
+// the path is looked at: a sandboxed parent learns nothing of the host's
+// files from the answer (a path that does not exist, or is /tmp, answers
+// the same 403 as any other).
+func TestChildWorkspaceOutsideTheParentsIsRefusedUnseen(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ws := dirMode(t, filepath.Join(t.TempDir(), "project"), 0o755)
+	parent := e.create(berth.CreateRequest{Workspace: ws})
+	for _, dir := range []string{"/nonexistent-berth-test/x", "/tmp", ws + "/../elsewhere", filepath.Dir(ws)} {
+		_, err := e.m.SpawnChild(ctx, parent.ID, berth.CreateRequest{Agent: "demo", TTLSeconds: 600, Workspace: dir}, "")
+		if !berth.IsCode(err, berth.EForbidden) || strings.Contains(berth.ErrorMessage(err), dir) {
+			t.Errorf("child workspace %s: %v, want 403 naming no path", dir, err)
+		}
+	}
+}
+
 // A workspace holding files of several other users (two uids that are
 // neither root, the daemon's user nor a sandbox uid of berth's) is
 // refused; one other user's project is not, nor one whose second owner
