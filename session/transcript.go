@@ -122,7 +122,8 @@ func (t *bodies) add(b []byte) {
 		t.parts, t.spilled = nil, true
 		return
 	}
-	t.parts = append(t.parts, b)
+	// A copy: a page's events may share one buffer, which this would keep.
+	t.parts = append(t.parts, bytes.Clone(b))
 }
 
 // text decodes what was kept.
@@ -344,31 +345,80 @@ func (p *pieces) join() string {
 // that has to start it over: it goes before the first prompt of the new
 // conversation. "" when there was none.
 func (m *Manager) transcriptPreamble(ctx context.Context, id string) (string, error) {
-	turns, err := m.Transcript(ctx, id)
-	if err != nil || len(turns) == 0 {
+	var p preamble
+	err := m.TranscriptEach(ctx, id, func(t *berth.TranscriptTurn) error {
+		turn, err := renderTurn(ctx, t, maxPreambleTurn)
+		p.add(turn)
+		return err
+	})
+	if err != nil {
 		return "", err
 	}
+	return p.String("[berth: this session was resumed in a new conversation; the conversation so far follows]\n"), nil
+}
+
+// preamble is an earlier conversation rendered for an agent that has to
+// start it over, bounded (maxPreamble): the newest turns are what the
+// agent needs most, so the oldest go once the whole is past its bound.
+type preamble struct {
+	turns []string
+	size  int
+}
+
+// add appends a rendered turn.
+func (p *preamble) add(turn string) {
+	p.turns, p.size = append(p.turns, turn), p.size+len(turn)
+	for p.size > maxPreamble && len(p.turns) > 1 {
+		p.size -= len(p.turns[0])
+		p.turns = p.turns[1:]
+	}
+}
+
+// String is the preamble under its first line head; "" when there was no
+// turn.
+func (p *preamble) String(head string) string {
+	if len(p.turns) == 0 {
+		return ""
+	}
 	var b strings.Builder
-	b.WriteString("[berth: this session was resumed in a new conversation; the conversation so far follows]\n")
-	for _, t := range turns {
-		fmt.Fprintf(&b, "User: %s\n", t.Prompt)
-		for _, c := range t.Content {
-			// What was attached is named; its bytes are not sent again.
-			if c.Type != berth.ContentText {
-				fmt.Fprintf(&b, "User attached: %s\n", attachmentLine(&c))
-			}
-		}
-		for _, c := range t.ToolCalls {
-			fmt.Fprintf(&b, "Tool call (%s, %s): %s\n", c.Kind, c.Status, c.Title)
-		}
-		text, err := t.FullText(ctx)
-		if err != nil {
-			return "", err
-		}
-		if text != "" {
-			fmt.Fprintf(&b, "Assistant: %s\n", text)
-		}
+	b.WriteString(head)
+	for _, t := range p.turns {
+		b.WriteString(t)
 	}
 	b.WriteString("[berth: end of the earlier conversation; the new prompt follows]\n")
+	return b.String()
+}
+
+// maxPreamble bounds the earlier conversation a new one is given, and
+// maxPreambleTurn each turn's text in it: an agent's context is far
+// smaller, and a flooding turn's text is tens of MB.
+const (
+	maxPreamble     = 2 << 20
+	maxPreambleTurn = 256 << 10
+)
+
+// renderTurn renders one turn for a preamble, its text up to max bytes.
+func renderTurn(ctx context.Context, t *berth.TranscriptTurn, max int) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "User: %s\n", t.Prompt)
+	for _, c := range t.Content {
+		// What was attached is named; its bytes are not sent again.
+		if c.Type != berth.ContentText {
+			fmt.Fprintf(&b, "User attached: %s\n", attachmentLine(&c))
+		}
+	}
+	for _, c := range t.ToolCalls {
+		fmt.Fprintf(&b, "Tool call (%s, %s): %s\n", c.Kind, c.Status, c.Title)
+	}
+	text := clipText(t.Text, max)
+	if t.Long != nil {
+		var err error
+		if text, err = t.Long.Head(ctx, max); err != nil {
+			return "", err
+		}
+	}
+	if text != "" {
+		fmt.Fprintf(&b, "Assistant: %s\n", text)
+	}
 	return b.String(), nil
 }
