@@ -106,7 +106,7 @@ func TestCheckpointFloodStaysUnderTheTreeCap(t *testing.T) {
 		rounds = 10
 		round  = 5 << 20
 	)
-	home := t.TempDir()
+	home := shortHome(t)
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(fmt.Sprintf("[checkpoints]\nmax_tree_bytes = %d\n", limit)), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -140,6 +140,20 @@ func goBuild(out, pkg, shim string) error {
 	return nil
 }
 
+// shortHome is a home of its own for a daemon under a short path: the
+// Unix sockets of its sessions (the berth MCP server's among them) live
+// below it, and a path of t.TempDir's, with the test's name in it, can be
+// too long for one under a longer TMPDIR.
+func shortHome(t testing.TB) string {
+	t.Helper()
+	home, err := os.MkdirTemp("", "bh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	return home
+}
+
 // cleanEnv is the environment for berth child processes: no BERTH_*
 // settings leak in from the test runner.
 func cleanEnv(home string, extra ...string) []string {

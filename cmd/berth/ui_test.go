@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/browsertest"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -564,6 +565,38 @@ func TestUILongTranscriptShowsItsEndThenEarlierEntries(t *testing.T) {
 			t.Fatalf("entries out of order at %d: %d after %d", i, seqs[i], seqs[i-1])
 		}
 	}
+	noPageErrors(t, tab)
+}
+
+// TestUIReplaysPagesCutByBytes: a page of events ends once its data reach
+// the server's bound in bytes, well before 1,000 events after a flood of
+// large chunks; the page replays every event anyway, each once, in order
+// (it used to fetch the next page from seq 1000 and skip what lay
+// between).
+func TestUIReplaysPagesCutByBytes(t *testing.T) {
+	b := browsertest.New(t)
+	s := startServer(t, t.TempDir())
+	lines := []string{"flood 12 1000000"}
+	for i := range 1100 {
+		lines = append(lines, fmt.Sprintf("echo line %d", i))
+	}
+	id := createSession(t, s, map[string]any{})
+	if st, err := s.api("POST", "/v1/sessions/"+id+"/prompts?wait=true", map[string]any{"text": strings.Join(lines, "\n")}, nil); st != 200 || err != nil {
+		t.Fatalf("prompt: %d %v", st, err)
+	}
+	var page struct {
+		Events []berth.Event `json:"events"`
+	}
+	if st, err := s.api("GET", "/v1/sessions/"+id+"/events?limit=1000", nil, &page); st != 200 || len(page.Events) >= 1000 {
+		t.Fatalf("the first page holds %d events (%d %v): the bytes bound did not cut it", len(page.Events), st, err)
+	}
+	var sess struct {
+		LastSeq int64 `json:"last_seq"`
+	}
+	s.api("GET", "/v1/sessions/"+id, nil, &sess)
+	tab := uiPage(t, b, s, "/sessions/"+id)
+	tab.WaitFor("every event, each once", everyEventOnce(sess.LastSeq))
+	tab.WaitFor("the end of the turn", agentSaid("line 1099"))
 	noPageErrors(t, tab)
 }
 

@@ -161,6 +161,23 @@ async function replay(id, lastSeq, t, isClosed) {
       break;
     }
     t.add(page.events || [], true, false);
+    // A page ends early once its events' data reach the server's bound in
+    // bytes: what it left before the next page is fetched now, in order.
+    const until = i + 1 < starts.length ? starts[i + 1] : lastSeq;
+    let cut = false;
+    while (t.lastSeq < until && !isClosed()) {
+      let gap;
+      try {
+        gap = await fetchPage(t.lastSeq);
+      } catch {
+        // As above: the stream replays the rest.
+        cut = true;
+        break;
+      }
+      if (!gap.events || gap.events.length === 0) break;
+      t.add(gap.events, true, false);
+    }
+    if (cut) break;
     if (performance.now() - sliceStart > SLICE) {
       await new Promise((r) => setTimeout(r, 0));
       sliceStart = performance.now();
