@@ -15,10 +15,43 @@ const (
 	SandboxDocker = "docker"
 )
 
+// SandboxProviders are the providers' names, as sessions and the config
+// spell them (SandboxAuto picks one).
+var SandboxProviders = []string{SandboxHost, SandboxBwrap, SandboxDocker}
+
+// SandboxCapabilities says what a provider's sandboxes are and can do:
+// whoever uses a provider asks it this, never its name.
+type SandboxCapabilities struct {
+	// Isolation ranks how well the sandbox holds its processes in: 0 is
+	// none (they run as the daemon's user on the host); a child's sandbox
+	// is never ranked below its parent's.
+	Isolation int
+	// Preferred says SandboxAuto picks it where it works, Fallback that
+	// SandboxAuto falls back to it (with a warning) where none preferred
+	// does.
+	Preferred, Fallback bool
+	// HostPaths says a host path names the same file inside (the agent's
+	// program, the berth tools socket are found where they are on the
+	// host); false for a container's own filesystem.
+	HostPaths bool
+	// Binds says SandboxConfig.Binds and the berth tools directory are
+	// bound in; false when the sandbox sees the host as it is (nothing to
+	// bind, nothing hidden either).
+	Binds bool
+	// HostNetwork says the sandbox always has the host's network, whatever
+	// SandboxConfig.Network says.
+	HostNetwork bool
+	// Limits says SandboxLimits are enforced (memory only where the host
+	// lets it: SandboxMemoryLimiter).
+	Limits bool
+}
+
 // SandboxProvider makes sandboxes of one kind (host, bwrap, docker).
 type SandboxProvider interface {
 	// Name is the provider's name as sessions and the config spell it.
 	Name() string
+	// Capabilities says what its sandboxes are and can do.
+	Capabilities() SandboxCapabilities
 	// Probe reports whether the provider works on this host; its error
 	// (EUnavailable) says why not.
 	Probe(ctx context.Context) error

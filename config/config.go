@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -368,10 +369,8 @@ func (s *Store) validate() error {
 }
 
 func (s *Sandbox) validate() error {
-	switch s.Default {
-	case berth.SandboxAuto, berth.SandboxHost, berth.SandboxBwrap, berth.SandboxDocker:
-	default:
-		return invalid("sandbox.default %q must be one of auto, host, bwrap, docker", s.Default)
+	if s.Default != berth.SandboxAuto && !slices.Contains(berth.SandboxProviders, s.Default) {
+		return invalid("sandbox.default %q must be one of auto, %s", s.Default, strings.Join(berth.SandboxProviders, ", "))
 	}
 	if s.Default == berth.SandboxHost && !s.AllowHost {
 		return invalid("sandbox.default is \"host\" but sandbox.allow_host is false")

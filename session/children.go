@@ -60,13 +60,6 @@ var permRank = map[string]int{
 	berth.PermApproveAll:   3,
 }
 
-// sandboxRank orders the providers by isolation: a child's may not rank
-// below its parent's. bwrap and docker both isolate; host does not.
-var sandboxRank = map[string]int{
-	berth.SandboxHost:   0,
-	berth.SandboxBwrap:  1,
-	berth.SandboxDocker: 1,
-}
 
 // spawn is one child being created: its parent as it was when the spawn
 // began, and its Idempotency-Key.
@@ -189,7 +182,7 @@ func (k *spawn) narrow(req *berth.CreateRequest) error {
 	if req.Sandbox == "" {
 		req.Sandbox = p.Sandbox.Provider
 	}
-	if r, ok := sandboxRank[req.Sandbox]; ok && r < sandboxRank[p.Sandbox.Provider] {
+	if _, ok := k.m.providers[req.Sandbox]; ok && k.m.capsOf(req.Sandbox).Isolation < k.m.capsOf(p.Sandbox.Provider).Isolation {
 		return forbidden("sandbox", fmt.Sprintf("sandbox %s is weaker than the parent's %s", req.Sandbox, p.Sandbox.Provider))
 	}
 	var extra []string
@@ -285,7 +278,8 @@ func (k *spawn) checkResolved(req *berth.CreateRequest, provider string) error {
 	if !within(resolvedPath(k.parent.Workspace), req.Workspace) {
 		return forbidden("workspace", "workspace: a child works in its parent's workspace or below it")
 	}
-	if sandboxRank[provider] < sandboxRank[k.parent.Sandbox.Provider] {
+	// A child's sandbox may not isolate less than its parent's.
+	if k.m.capsOf(provider).Isolation < k.m.capsOf(k.parent.Sandbox.Provider).Isolation {
 		return forbidden("sandbox", fmt.Sprintf("sandbox %s is weaker than the parent's %s", provider, k.parent.Sandbox.Provider))
 	}
 	return nil

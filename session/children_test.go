@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/bwrap"
+	"github.com/berth-sh/berth/sandbox/host"
 )
 
 // spawn spawns a child of parent and fails the test on an error.
@@ -310,7 +312,7 @@ func TestSpawnChildNoDefaultNetwork(t *testing.T) {
 // The sandbox narrows too: under a sandboxed parent, host (asked, or
 // inherited from the daemon's default) is refused.
 func TestSpawnNarrowSandbox(t *testing.T) {
-	k := &spawn{parent: &berth.Session{ID: "ses_p", Agent: "demo", PermissionMode: berth.PermApproveReads, Workspace: "/w",
+	k := &spawn{m: &Manager{providers: capsProviders()}, parent: &berth.Session{ID: "ses_p", Agent: "demo", PermissionMode: berth.PermApproveReads, Workspace: "/w",
 		Sandbox: berth.SandboxSpec{Provider: berth.SandboxBwrap}}}
 	for _, c := range []struct {
 		sandbox string
@@ -650,5 +652,28 @@ func TestSessionNameIsBounded(t *testing.T) {
 		if _, err := e.m.SpawnChild(ctx, root.ID, berth.CreateRequest{Name: name, TTLSeconds: 60}, ""); !berth.IsCode(err, berth.EInvalid) {
 			t.Errorf("spawn named %q: %v, want invalid_argument", name, err)
 		}
+	}
+}
+
+// capsProvider is a provider that says what it can do, and makes nothing.
+type capsProvider struct {
+	name string
+	caps berth.SandboxCapabilities
+}
+
+func (p capsProvider) Name() string                            { return p.name }
+func (p capsProvider) Capabilities() berth.SandboxCapabilities { return p.caps }
+func (capsProvider) Probe(context.Context) error               { return nil }
+func (capsProvider) Open(context.Context, berth.SandboxConfig) (berth.Sandbox, error) {
+	return nil, berth.Errorf(berth.EUnavailable, "a test provider makes no sandbox")
+}
+
+// capsProviders are the three providers as their capabilities say, for
+// tests of what a session may ask of them.
+func capsProviders() map[string]berth.SandboxProvider {
+	return map[string]berth.SandboxProvider{
+		berth.SandboxHost:   capsProvider{berth.SandboxHost, host.New().Capabilities()},
+		berth.SandboxBwrap:  capsProvider{berth.SandboxBwrap, bwrap.New(bwrap.Options{}).Capabilities()},
+		berth.SandboxDocker: capsProvider{berth.SandboxDocker, berth.SandboxCapabilities{Isolation: 1, Binds: true, Limits: true}},
 	}
 }

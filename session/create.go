@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,8 +58,8 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if err != nil {
 		return nil, err
 	}
-	if len(req.Mounts) > 0 && provider.Name() == berth.SandboxHost {
-		return nil, &berth.Error{Code: berth.EInvalid, Message: "mounts are bound into a sandbox: the host provider has none (use bwrap or docker)",
+	if len(req.Mounts) > 0 && !provider.Capabilities().Binds {
+		return nil, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("mounts are bound into a sandbox: sandbox %s binds nothing (use one that isolates)", provider.Name()),
 			Details: map[string]any{"field": "mounts"}}
 	}
 	if kid != nil {
@@ -80,7 +81,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if kid != nil {
 		network, netWarning = kid.network(spec, network, netWarning)
 	}
-	if err := checkMCPNetwork(req.MCPServers, provider.Name(), network); err != nil {
+	if err := checkMCPNetwork(req.MCPServers, provider.Name(), provider.Capabilities(), network); err != nil {
 		return nil, err
 	}
 	kid.inheritMemory(&req, int(m.opts.Sandbox.Limits.MemoryBytes>>20))
@@ -383,7 +384,7 @@ func resolvedPath(p string) string {
 
 // pickSandbox resolves the requested provider against policy and probes.
 // unisolated reports that "auto" found no isolating provider and fell back
-// to host.
+// to one without isolation.
 func (m *Manager) pickSandbox(name string, network bool) (_ berth.SandboxProvider, unisolated bool, _ error) {
 	pol := m.opts.Sandbox
 	if network && !pol.AllowNetwork {
@@ -393,23 +394,27 @@ func (m *Manager) pickSandbox(name string, network bool) (_ berth.SandboxProvide
 		name = pol.Default
 	}
 	if name == berth.SandboxAuto {
-		if p, ok := m.providers[berth.SandboxBwrap]; ok && m.available[berth.SandboxBwrap] == nil {
+		if p := m.autoProvider(func(c berth.SandboxCapabilities) bool { return c.Preferred }); p != nil {
 			return p, false, nil
 		}
 		if pol.RequireIsolation {
 			return nil, false, berth.Errorf(berth.EUnavailable, "no sandbox with isolation works on this host and [sandbox] require_isolation is set")
 		}
-		name, unisolated = berth.SandboxHost, true
-	} else if name == berth.SandboxHost && !pol.AllowHost {
-		return nil, false, berth.Errorf(berth.EForbidden, "sandbox host is not allowed by [sandbox] allow_host")
+		p := m.autoProvider(func(c berth.SandboxCapabilities) bool { return c.Fallback })
+		if p == nil {
+			return nil, false, berth.Errorf(berth.EUnavailable, "no sandbox provider works on this host")
+		}
+		name, unisolated = p.Name(), p.Capabilities().Isolation == 0
 	}
-	switch name {
-	case berth.SandboxHost, berth.SandboxBwrap, berth.SandboxDocker:
-	default:
+	if !slices.Contains(berth.SandboxProviders, name) {
 		return nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown sandbox provider %q", name),
 			Details: map[string]any{"field": "sandbox"}}
 	}
 	p, ok := m.providers[name]
+	if ok && !unisolated && p.Capabilities().Isolation == 0 && !pol.AllowHost {
+		// Asked for by name; auto's fallback is require_isolation's to refuse.
+		return nil, false, berth.Errorf(berth.EForbidden, "sandbox %s is not allowed by [sandbox] allow_host", name)
+	}
 	if !ok {
 		return nil, false, berth.Errorf(berth.EUnavailable, "sandbox provider %s is not available in this build", name)
 	}

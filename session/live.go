@@ -106,7 +106,7 @@ func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.Sa
 // are bound.
 func (m *Manager) agentProgram(s *berth.Session, spec berth.AgentSpec) agentProgram {
 	path := agentEnv(spec, s.ID, nil)["PATH"]
-	return resolveAgentProgram(spec.Command, path, s.Sandbox.Provider != berth.SandboxDocker, m.opts.UserHome)
+	return resolveAgentProgram(spec.Command, path, m.capsOf(s.Sandbox.Provider).HostPaths, m.opts.UserHome)
 }
 
 // homeDir is the session's private HOME.

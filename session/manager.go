@@ -459,3 +459,23 @@ func isNotFound(err error) bool { return berth.IsCode(err, berth.ENotFound) }
 
 // errStopped is returned to callers that need a live agent.
 var errStopped = errors.New("session is not active")
+
+// capsOf is what the provider named name can do; nothing for one this
+// daemon does not have.
+func (m *Manager) capsOf(name string) berth.SandboxCapabilities {
+	if p := m.providers[name]; p != nil {
+		return p.Capabilities()
+	}
+	return berth.SandboxCapabilities{}
+}
+
+// autoProvider is the first provider, in berth.SandboxProviders' order,
+// that works here and that want picks, or nil.
+func (m *Manager) autoProvider(want func(berth.SandboxCapabilities) bool) berth.SandboxProvider {
+	for _, name := range berth.SandboxProviders {
+		if p := m.providers[name]; p != nil && m.available[name] == nil && want(p.Capabilities()) {
+			return p
+		}
+	}
+	return nil
+}

@@ -42,10 +42,10 @@ func checkMCPTransports(agent string, caps acp.McpCapabilities, l berth.MCPServe
 }
 
 // checkMCPNetwork refuses an http or sse server for a session whose
-// sandbox has no network: the agent could never reach it. The host
-// provider cannot take the network away.
-func checkMCPNetwork(l []berth.MCPServer, provider string, network bool) error {
-	if network || provider == berth.SandboxHost {
+// sandbox has no network: the agent could never reach it. A sandbox with
+// the host's network always has it.
+func checkMCPNetwork(l []berth.MCPServer, provider string, caps berth.SandboxCapabilities, network bool) error {
+	if network || caps.HostNetwork {
 		return nil
 	}
 	for i, s := range l {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/mcptest"
+	"github.com/berth-sh/berth/sandbox/bwrap"
+	"github.com/berth-sh/berth/sandbox/host"
 )
 
 // testMCPServers are the test MCP server as a stdio server (this test
@@ -225,18 +227,20 @@ func TestMCPServersValidatedAtCreate(t *testing.T) {
 // cannot take the network away.
 func TestMCPRemoteServerNeedsNetwork(t *testing.T) {
 	remote := []berth.MCPServer{{Name: "files", Command: "/bin/true"}, {Name: "web", Type: berth.MCPHTTP, URL: "https://mcp.example/"}}
-	if err := checkMCPNetwork(remote, berth.SandboxBwrap, false); !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "no network") {
+	isolated, hostNet := bwrap.New(bwrap.Options{}).Capabilities(), host.New().Capabilities()
+	if err := checkMCPNetwork(remote, berth.SandboxBwrap, isolated, false); !berth.IsCode(err, berth.EInvalid) || !strings.Contains(err.Error(), "no network") {
 		t.Fatalf("bwrap without network = %v", err)
 	}
 	for _, ok := range []struct {
 		provider string
+		caps     berth.SandboxCapabilities
 		network  bool
-	}{{berth.SandboxBwrap, true}, {berth.SandboxDocker, true}, {berth.SandboxHost, false}} {
-		if err := checkMCPNetwork(remote, ok.provider, ok.network); err != nil {
+	}{{berth.SandboxBwrap, isolated, true}, {berth.SandboxHost, hostNet, false}} {
+		if err := checkMCPNetwork(remote, ok.provider, ok.caps, ok.network); err != nil {
 			t.Fatalf("%s network=%v: %v", ok.provider, ok.network, err)
 		}
 	}
-	if err := checkMCPNetwork(remote[:1], berth.SandboxDocker, false); err != nil {
+	if err := checkMCPNetwork(remote[:1], berth.SandboxBwrap, isolated, false); err != nil {
 		t.Fatalf("a stdio server needs no network: %v", err)
 	}
 }

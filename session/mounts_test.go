@@ -105,7 +105,7 @@ func TestMountsRefused(t *testing.T) {
 	}
 	// The host provider has no sandbox to bind into.
 	if _, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Mounts: []string{"gomod"}}); !berth.IsCode(err, berth.EInvalid) ||
-		!strings.Contains(berth.ErrorMessage(err), "host provider") {
+		!strings.Contains(berth.ErrorMessage(err), "sandbox host binds nothing") {
 		t.Errorf("mounts under host: %v", err)
 	}
 	if page, err := e.m.ListSessions(ctx, berth.SessionFilter{}); err != nil || len(page.Sessions) != 0 {

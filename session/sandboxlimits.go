@@ -34,8 +34,9 @@ func (m *Manager) sandboxLimits(req *berth.CreateRequest, provider berth.Sandbox
 	if lim.MemoryMB == 0 {
 		lim.MemoryMB = int(pol.Limits.MemoryBytes >> 20)
 	}
-	if provider.Name() == berth.SandboxHost {
-		// The host provider has no private /tmp to cap.
+	limits := provider.Capabilities().Limits
+	if !limits {
+		// A provider that enforces no limit has no private /tmp to cap.
 		lim.TmpMB = 0
 	}
 	if lim.MemoryMB > 0 {
@@ -43,7 +44,7 @@ func (m *Manager) sandboxLimits(req *berth.CreateRequest, provider berth.Sandbox
 			if req.MemoryMB > 0 {
 				return lim, "", berth.WrapError(berth.EUnavailable, err, "memory_mb cannot be enforced by sandbox %s on this host: %s", provider.Name(), berth.ErrorMessage(err))
 			}
-			if provider.Name() == berth.SandboxHost {
+			if !limits {
 				// Bounds nothing, as the session's sandbox says: no warning
 				// beside the one that it is not isolated.
 				lim.MemoryMB = 0

@@ -102,7 +102,8 @@ func (m *Manager) grantTools(rt *runtime, s *berth.Session, provider berth.Sandb
 	}
 	s.ToolsHash = hash
 	socket := filepath.Join(berth.ToolsDir, berth.ToolsSocketName)
-	if provider.Name() == berth.SandboxHost {
+	if !provider.Capabilities().Binds {
+		// Nothing is bound: the agent sees the host's directory as it is.
 		socket = filepath.Join(m.toolsDir(s.ID), berth.ToolsSocketName)
 	}
 	return &toolsGrant{socket: socket, token: token}
@@ -117,7 +118,7 @@ func (m *Manager) toolsMCPServer(g *toolsGrant) acp.McpServer {
 // toolsBind is the bind of session s's tools directory into its sandbox,
 // with ok false when it has none.
 func (m *Manager) toolsBind(s *berth.Session) (berth.Bind, bool) {
-	if s.ToolsHash == "" || !m.toolsEnabled() || s.Sandbox.Provider == berth.SandboxHost {
+	if s.ToolsHash == "" || !m.toolsEnabled() || !m.capsOf(s.Sandbox.Provider).Binds {
 		return berth.Bind{}, false
 	}
 	return berth.Bind{Source: m.toolsDir(s.ID), Target: berth.ToolsDir}, true

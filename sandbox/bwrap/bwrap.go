@@ -195,6 +195,12 @@ func New(opts Options) *Provider {
 // Name is "bwrap".
 func (*Provider) Name() string { return berth.SandboxBwrap }
 
+// Capabilities implements berth.SandboxProvider: namespaces over the
+// host's own files (host paths hold), binds, limits; SandboxAuto's pick.
+func (*Provider) Capabilities() berth.SandboxCapabilities {
+	return berth.SandboxCapabilities{Isolation: 1, Preferred: true, HostPaths: true, Binds: true, Limits: true}
+}
+
 // Probe runs a trial sandbox made as Start makes them (every namespace,
 // the system directories, /proc, /dev, a tmpfs) around /bin/true. It
 // returns EUnavailable with bwrap's own words when bwrap is missing or

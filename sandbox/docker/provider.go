@@ -176,6 +176,12 @@ func New(opts Options) (*Provider, error) {
 // Name is "docker".
 func (*Provider) Name() string { return berth.SandboxDocker }
 
+// Capabilities implements berth.SandboxProvider: a container with a
+// filesystem of its own (host paths do not hold), binds, limits.
+func (*Provider) Capabilities() berth.SandboxCapabilities {
+	return berth.SandboxCapabilities{Isolation: 1, Binds: true, Limits: true}
+}
+
 // Host is the engine endpoint the provider talks to.
 func (p *Provider) Host() string { return p.host }
 

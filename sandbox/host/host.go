@@ -32,6 +32,12 @@ func New() *Provider { return &Provider{} }
 // Name is "host".
 func (*Provider) Name() string { return berth.SandboxHost }
 
+// Capabilities implements berth.SandboxProvider: no isolation, the host's
+// paths and network, nothing bound, no limits; SandboxAuto's fallback.
+func (*Provider) Capabilities() berth.SandboxCapabilities {
+	return berth.SandboxCapabilities{Fallback: true, HostPaths: true, HostNetwork: true}
+}
+
 // Probe always succeeds: the host is always there.
 func (*Provider) Probe(context.Context) error { return nil }
 
