@@ -60,7 +60,6 @@ var permRank = map[string]int{
 	berth.PermApproveAll:   3,
 }
 
-
 // spawn is one child being created: its parent as it was when the spawn
 // began, and its Idempotency-Key.
 type spawn struct {
