@@ -106,7 +106,7 @@ func TestAgentProgramResolvesNpmInstalls(t *testing.T) {
 func TestAgentProgramIgnoresTheSessionsPath(t *testing.T) {
 	dir := t.TempDir()
 	writeTestFile(t, filepath.Join(dir, "node_modules/secret/agent"), "\x7fELF", 0o755)
-	m := New(Options{})
+	m := New(Options{Providers: []berth.SandboxProvider{capsProviders()[berth.SandboxBwrap]}})
 	spec := berth.AgentSpec{Name: "a", Command: "agent"}
 	s := &berth.Session{ID: "ses_x", Sandbox: berth.SandboxSpec{Provider: berth.SandboxBwrap},
 		Env: map[string]string{"PATH": filepath.Join(dir, "node_modules/secret")}}

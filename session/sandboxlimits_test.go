@@ -100,6 +100,11 @@ type limitlessProvider struct {
 }
 
 func (p limitlessProvider) Name() string { return p.name }
+
+// Capabilities are those of the provider it is named after.
+func (p limitlessProvider) Capabilities() berth.SandboxCapabilities {
+	return capsProviders()[p.name].Capabilities()
+}
 func (limitlessProvider) LimitsMemory() error {
 	return berth.Errorf(berth.EUnavailable, "no memory cgroup here (test)")
 }
