@@ -114,7 +114,7 @@ func (m *Manager) Authenticate(ctx context.Context, id, methodID string) (*berth
 // authentication: active, or waiting again when the agent still says
 // auth_required, or stopped startup_failed on any other answer.
 func (rt *runtime) finishStart(ctx context.Context) error {
-	hctx, cancel := context.WithTimeout(ctx, rt.m.opts.Limits.HandshakeTimeout)
+	hctx, cancel := context.WithTimeout(ctx, rt.h.limits.HandshakeTimeout)
 	defer cancel()
 	rt.mu.Lock()
 	before := controlsOf(rt.sess.ACP)

@@ -175,7 +175,7 @@ func (rt *runtime) publishLocked(typ string) {
 		return
 	}
 	rt.published = data
-	rt.m.changes.feed.Publish(typ, data)
+	rt.h.publish(typ, data)
 }
 
 // publishStored publishes a session that has no runtime (deleted, or a

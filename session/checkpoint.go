@@ -27,7 +27,7 @@ type forkSpec struct {
 // takeNote returns what the next prompt begins with after a rewind or a
 // fork (kept on disk until then); "" when nothing.
 func (rt *runtime) takeNote() string {
-	if st := rt.m.opts.Checkpoints; st != nil {
+	if st := rt.h.checkpoints; st != nil {
 		return st.TakeNote(rt.id)
 	}
 	return ""
@@ -39,7 +39,7 @@ func (rt *runtime) takeNote() string {
 // counts; the checkpoint is listed once they are done). A failure is a
 // runtime_warning: the turn goes on without one.
 func (rt *runtime) checkpointTurn(t *turn) {
-	st := rt.m.opts.Checkpoints
+	st := rt.h.checkpoints
 	if st == nil {
 		return
 	}
@@ -53,7 +53,7 @@ func (rt *runtime) checkpointTurn(t *turn) {
 	if tree == "" {
 		tree = rt.id
 	}
-	p, err := st.CaptureIn(context.Background(), tree, rt.id, t.id, rt.workspace, rt.m.hidden()...)
+	p, err := st.CaptureIn(context.Background(), tree, rt.id, t.id, rt.workspace, rt.h.hidden...)
 	if err != nil {
 		warn(err)
 		return
@@ -82,11 +82,11 @@ func (rt *runtime) checkpointTurn(t *turn) {
 // stopped: session_stopped is its last event), in this one's, whose turn
 // made the tree grow. A failure is a runtime_warning: the turn goes on.
 func (rt *runtime) pruneTree(turnID, tree string) {
-	pruned, err := rt.m.opts.Checkpoints.Prune(tree, rt.m.turnCheckpoints(tree))
+	pruned, err := rt.h.checkpoints.Prune(tree, rt.h.turnCheckpoints(tree))
 	for _, p := range pruned {
 		data := map[string]any{"checkpoint_id": p.CheckpointID, "turn_id": p.TurnID, "session_id": p.SessionID,
 			"freed_bytes": p.FreedBytes, "removed_bytes": p.RemovedBytes, "tree_bytes": p.TreeBytes}
-		if p.SessionID == rt.id || !rt.m.toLive(p.SessionID, berth.EventCheckpointPruned, data) {
+		if p.SessionID == rt.id || !rt.h.toLive(p.SessionID, berth.EventCheckpointPruned, data) {
 			rt.emit(turnID, berth.EventCheckpointPruned, data)
 		}
 	}
@@ -339,7 +339,7 @@ func (rt *runtime) openFork(ctx context.Context, caps acp.AgentCapabilities, mcp
 		return "", "", err
 	}
 	if pre := forkPreamble(f); pre != "" {
-		if err := rt.m.opts.Checkpoints.AddNote(rt.id, pre); err != nil {
+		if err := rt.h.checkpoints.AddNote(rt.id, pre); err != nil {
 			rt.logger.Warn("the parent's turns for the fork's first prompt were not kept", "err", err)
 		}
 	}

@@ -420,20 +420,7 @@ func (rt *runtime) stopChildren(ctx context.Context) {
 	t.mu.Lock()
 	t.closed = true
 	t.mu.Unlock()
-	rt.m.mu.Lock()
-	closing := rt.m.closing
-	rt.m.mu.Unlock()
-	if !closing {
-		var wg sync.WaitGroup
-		for _, c := range rt.m.liveChildren(rt.id) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c.stop(ctx, berth.StopParentStopped, nil)
-			}()
-		}
-		wg.Wait()
-	}
+	rt.h.tree.stopChildren(ctx, rt.id)
 	rt.mu.Lock()
 	t.logClosed = true
 	rt.mu.Unlock()
@@ -442,10 +429,10 @@ func (rt *runtime) stopChildren(ctx context.Context) {
 // childStopped logs child_stopped, with the child's last agent message,
 // in the parent's log; the child's monitor calls it once it is stopped.
 func (rt *runtime) childStopped(ctx context.Context, reason berth.StopReason) {
-	if rt.tree.parent == "" || rt.m.runtimeOf(rt.tree.parent) == nil {
+	if rt.tree.parent == "" || !rt.h.tree.parentLive(rt.tree.parent) {
 		return
 	}
-	rt.m.toParent(rt.tree.parent, berth.EventChildStopped, map[string]any{
+	rt.h.tree.toParent(rt.tree.parent, berth.EventChildStopped, map[string]any{
 		"child_id": rt.id, "stop_reason": reason, "text": rt.lastMessage(ctx)})
 }
 
@@ -462,10 +449,10 @@ func (rt *runtime) lastMessage(ctx context.Context) string {
 	rt.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := rt.m.log.FlushSession(ctx, rt.id); err != nil {
+	if err := rt.h.log.FlushSession(ctx, rt.id); err != nil {
 		rt.logger.Warn("flush before reading the last message", "err", err)
 	}
-	text, _, err := rt.m.lastTurnText(ctx, rt.id)
+	text, _, err := rt.h.lastTurnText(ctx, rt.id)
 	if err != nil {
 		rt.logger.Warn("read the last message", "err", err)
 	}

@@ -99,7 +99,7 @@ func (m *Manager) ClearSession(ctx context.Context, id string, cancel bool) (*be
 // returns how many it canceled. The store is written under mu (see runtime).
 func (rt *runtime) cancelInputLocked(ctx context.Context) (int, error) {
 	gen := rt.sess.Queue.Generation + 1
-	canceled, err := rt.m.store.CancelQueue(ctx, rt.id, gen)
+	canceled, err := rt.h.store.CancelQueue(ctx, rt.id, gen)
 	if err != nil {
 		return 0, err
 	}

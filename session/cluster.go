@@ -169,11 +169,11 @@ func (rt *runtime) lose() {
 		shim.BundleOf(rt.shimSocket, rt.id).Remove(true)
 	}
 	rt.closeBox(context.Background())
-	rt.m.revokeTools(rt.id, true)
-	rt.m.sweep(rt.id)
+	rt.h.revokeTools(rt.id, true)
+	rt.h.sweep(rt.id)
 	// The new owner writes the log from here: this node's streams of the
 	// session go on from the store.
-	rt.m.log.Release(rt.id)
+	rt.h.log.Release(rt.id)
 }
 
 // CloseLost closes a session whose node was lost, for the node that took

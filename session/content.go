@@ -86,7 +86,7 @@ func (rt *runtime) resolveInput(ctx context.Context, req berth.PromptRequest) (i
 	rt.mu.Lock()
 	caps := acp.PromptCapabilitiesOf(rt.sess.ACP.Capabilities)
 	rt.mu.Unlock()
-	maxBytes := rt.m.opts.Limits.MaxPromptBytes
+	maxBytes := rt.h.limits.MaxPromptBytes
 	out := make([]berth.ContentBlock, len(req.Content))
 	total := 0
 	if err := checkCapabilities(req.Content, caps); err != nil {
@@ -173,7 +173,7 @@ func (rt *runtime) readPromptFile(p string, room int) (berth.ContentBlock, error
 	if (room > 0 && fi.Size() > int64(room)) || fi.Size() > maxReadBytes {
 		// Over what is left of the prompt cap, or (with no cap) over what
 		// the agent's own reads may take: never read whole into memory.
-		return berth.ContentBlock{}, berth.TooLarge(int(min(fi.Size(), 1<<40)), rt.m.opts.Limits.MaxPromptBytes)
+		return berth.ContentBlock{}, berth.TooLarge(int(min(fi.Size(), 1<<40)), rt.h.limits.MaxPromptBytes)
 	}
 	data := make([]byte, fi.Size())
 	n, err := readFull(f, data)

@@ -76,7 +76,7 @@ func (h *agentHandler) CreateElicitation(ctx context.Context, req acp.CreateElic
 		return acp.ElicitationCancelled(), nil
 	}
 	// The record exists before anyone can see the request.
-	if err := rt.m.store.CreateElicitation(context.WithoutCancel(ctx), &e); err != nil {
+	if err := rt.h.store.CreateElicitation(context.WithoutCancel(ctx), &e); err != nil {
 		rt.recordMu.RUnlock()
 		rt.logger.Error("store elicitation", "err", err)
 		return acp.ElicitationCancelled(), nil
@@ -210,7 +210,7 @@ func (rt *runtime) completeElicitation(ctx context.Context, e *berth.Elicitation
 		w.answer <- resp
 		return
 	}
-	if err := rt.m.store.ResolveElicitation(ctx, e); err != nil {
+	if err := rt.h.store.ResolveElicitation(ctx, e); err != nil {
 		rt.logger.Warn("record elicitation answer", "err", err)
 	}
 	rt.flushBeforeAnswer(ctx)
@@ -262,7 +262,7 @@ func (rt *runtime) endTurnElicitationsLocked(turnID string) func() {
 			rt.completeElicitation(context.Background(), e, ws[i])
 		}
 		for i := range stale {
-			rt.m.cancelStoredElicitation(context.Background(), &stale[i])
+			rt.h.cancelStoredElicitation(context.Background(), &stale[i])
 		}
 	}
 }

@@ -37,7 +37,7 @@ var (
 // the runtime's start; those that do not exist are skipped.
 func (rt *runtime) hiddenIDs() map[fileID]bool {
 	ids := map[fileID]bool{}
-	for _, p := range rt.m.hidden() {
+	for _, p := range rt.h.hidden {
 		if fi, err := os.Stat(p); err == nil {
 			if id, ok := idOf(fi); ok {
 				ids[id] = true

@@ -72,7 +72,7 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 	for _, piece := range eventPieces(&u, typ, data) {
 		// A session past its budget of bytes in flight waits here, before
 		// it takes the runtime's lock: the agent is held back, the API is not.
-		if err := rt.m.log.WaitRoom(context.Background(), rt.id, len(piece)); err != nil {
+		if err := rt.h.log.WaitRoom(context.Background(), rt.id, len(piece)); err != nil {
 			rt.logger.Debug("wait for room in the log", "err", err)
 		}
 		rt.mu.Lock()
@@ -102,7 +102,7 @@ func (rt *runtime) deliverSteerLocked(t *turn) {
 	if t.cancelRequested || !t.steerIn.empty() || rt.exited || rt.stopReason != "" || rt.detached.Load() {
 		return
 	}
-	e, err := rt.m.store.ClaimQueueEntry(context.Background(), rt.id, berth.EntrySteer, rt.sess.Queue.Generation, t.id)
+	e, err := rt.h.store.ClaimQueueEntry(context.Background(), rt.id, berth.EntrySteer, rt.sess.Queue.Generation, t.id)
 	rt.steer = nil
 	if err != nil {
 		if !isNotFound(err) {
@@ -212,7 +212,7 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	if !keep {
 		return
 	}
-	if err := rt.m.log.WaitRoom(context.Background(), rt.id, len(raw)); err != nil {
+	if err := rt.h.log.WaitRoom(context.Background(), rt.id, len(raw)); err != nil {
 		rt.logger.Debug("wait for room in the log", "err", err)
 	}
 	rt.mu.Lock()

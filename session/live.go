@@ -25,7 +25,7 @@ import (
 
 // newRuntime returns the runtime of a session about to start.
 func (m *Manager) newRuntime(s *berth.Session, spec berth.AgentSpec) *runtime {
-	return &runtime{m: m, id: s.ID, sess: *s, spec: spec, workspace: s.Workspace,
+	return &runtime{h: m.host, id: s.ID, sess: *s, spec: spec, workspace: s.Workspace,
 		ready: make(chan struct{}), handshook: make(chan struct{}), finished: make(chan struct{}),
 		perms: make(map[string]*permWaiter), remembered: make(map[string]string),
 		outcomes: make(map[string]entryOutcome), inputChanged: make(chan struct{}),
@@ -126,7 +126,7 @@ func (rt *runtime) wire(proc berth.Process, opts acp.Options) *agentHandler {
 		rt.logger.Warn("workspace root", "err", err)
 	}
 	rt.hidden = rt.hiddenIDs()
-	opts.MaxLineBytes, opts.Logger = rt.m.opts.Limits.MaxLineBytes, rt.logger
+	opts.MaxLineBytes, opts.Logger = rt.h.limits.MaxLineBytes, rt.logger
 	opts.OnSkippedLine, opts.OnOversizedLine = rt.skippedLine, rt.oversizedLine
 	opts.AdmitRequest = rt.admitRequest
 	handler := &agentHandler{rt: rt}
@@ -145,7 +145,7 @@ func (rt *runtime) run(redeliver [][]byte) {
 	for _, line := range redeliver {
 		rt.client.Redeliver(line)
 	}
-	rt.m.monitors.Add(1)
+	rt.h.monitors.Add(1)
 	go rt.monitor()
 }
 

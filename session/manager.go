@@ -145,6 +145,8 @@ type Options struct {
 // Manager owns the live sessions.
 type Manager struct {
 	opts Options
+	// host is the manager's side of the seam to its live sessions.
+	host *liveHost
 	// shimKey makes the tokens that sign the shims' reports (shimToken).
 	shimKey   []byte
 	store     berth.Store
@@ -233,6 +235,7 @@ func New(opts Options) *Manager {
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
 	}
+	m.host = m.newLiveHost()
 	return m
 }
 
@@ -279,6 +282,9 @@ func (m *Manager) Open(ctx context.Context) error {
 		}
 		programs := append(slices.Clone(so.Programs), shim.Program{Argv: so.Argv})
 		m.launcher = shim.NewLauncher(programs, so.Env, m.opts.RunDir, max(spare, 0))
+		// Before any session of this daemon starts an agent (the boot's
+		// reattached ones start none).
+		m.host.launcher = m.launcher
 	}
 	if m.inCluster() {
 		// An append the store refused because another node holds the

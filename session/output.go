@@ -64,7 +64,7 @@ func storedSize(n int) int64 {
 // admitOutputLocked says whether an event of n bytes of the agent's output
 // is logged, and counts it.
 func (rt *runtime) admitOutputLocked(n int) bool {
-	w, max, size := &rt.out, rt.m.opts.Limits.MaxTurnOutput, storedSize(n)
+	w, max, size := &rt.out, rt.h.limits.MaxTurnOutput, storedSize(n)
 	if max <= 0 || (!w.truncated && w.recorded+size <= max) {
 		w.recorded += size
 		return true
@@ -116,7 +116,7 @@ func (rt *runtime) truncateLocked() {
 // the turn's window alone. It reports whether the report was taken.
 func (rt *runtime) shimReportLocked(params json.RawMessage) bool {
 	var r shim.Report
-	token := rt.m.shimToken(rt.id, rt.shimSocket)
+	token := rt.h.shimToken(rt.id, rt.shimSocket)
 	if token == "" || json.Unmarshal(params, &r) != nil || !hmac.Equal([]byte(r.Token), []byte(token)) {
 		return false
 	}
@@ -162,7 +162,7 @@ func (rt *runtime) warnTruncatedLocked() {
 
 // emitTruncation logs the output_truncated warning of a window.
 func (rt *runtime) emitTruncation(turnID string, dropped, updates, refused int64) {
-	max := rt.m.opts.Limits.MaxTurnOutput
+	max := rt.h.limits.MaxTurnOutput
 	where := "this turn"
 	if turnID == "" {
 		where = "between turns"

@@ -73,7 +73,7 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 		return acp.Cancelled(), nil
 	}
 	// The record exists before anyone can see the request.
-	if err := rt.m.store.CreatePermission(context.WithoutCancel(ctx), &p); err != nil {
+	if err := rt.h.store.CreatePermission(context.WithoutCancel(ctx), &p); err != nil {
 		rt.recordMu.RUnlock()
 		rt.logger.Error("store permission", "err", err)
 		return acp.Cancelled(), nil
@@ -116,7 +116,7 @@ func (rt *runtime) waitLocked(w *permWaiter) {
 	rt.sess.PendingPermissions++
 	rt.changedLocked()
 	rt.wg.Add(1)
-	w.timer = time.AfterFunc(rt.m.opts.Limits.PermissionTimeout, func() {
+	w.timer = time.AfterFunc(rt.h.limits.PermissionTimeout, func() {
 		defer rt.wg.Done()
 		rt.expirePermission(id)
 	})
@@ -188,10 +188,10 @@ func (rt *runtime) settle(ctx context.Context, p *berth.Permission, state, optio
 	}
 	now := time.Now().UTC()
 	p.State, p.OptionID, p.DecidedBy, p.DecidedAt = state, optionID, by, &now
-	if err := rt.m.store.DecidePermission(context.WithoutCancel(ctx), p); err != nil {
+	if err := rt.h.store.DecidePermission(context.WithoutCancel(ctx), p); err != nil {
 		rt.logger.Warn("record permission decision", "err", err)
 	}
-	rt.m.opts.Observer.PermissionDecided(by, now.Sub(p.CreatedAt))
+	rt.h.observer.PermissionDecided(by, now.Sub(p.CreatedAt))
 	rt.mu.Lock()
 	rt.emit(rt.turnTagLocked(p.TurnID), berth.EventPermissionResolved, resolvedData{PermissionID: p.ID, OptionID: optionID,
 		DecidedBy: by, Remembered: remembered})
@@ -207,7 +207,7 @@ func (rt *runtime) flushBeforeAnswer(ctx context.Context) {
 	if rt.shim == nil {
 		return
 	}
-	if err := rt.m.log.FlushSession(context.WithoutCancel(ctx), rt.id); err != nil {
+	if err := rt.h.log.FlushSession(context.WithoutCancel(ctx), rt.id); err != nil {
 		rt.logger.Warn("flush before a permission answer", "err", err)
 	}
 }
@@ -283,11 +283,11 @@ func (rt *runtime) complete(ctx context.Context, p *berth.Permission, w *permWai
 		w.answer <- answerFor(p)
 		return
 	}
-	if err := rt.m.store.DecidePermission(ctx, p); err != nil {
+	if err := rt.h.store.DecidePermission(ctx, p); err != nil {
 		rt.logger.Warn("record permission decision", "err", err)
 	}
 	if p.DecidedAt != nil {
-		rt.m.opts.Observer.PermissionDecided(p.DecidedBy, p.DecidedAt.Sub(p.CreatedAt))
+		rt.h.observer.PermissionDecided(p.DecidedBy, p.DecidedAt.Sub(p.CreatedAt))
 	}
 	rt.flushBeforeAnswer(ctx)
 	w.answer <- answerFor(p)

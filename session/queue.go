@@ -172,7 +172,7 @@ func (rt *runtime) acceptingLocked() error {
 // gen (the one ClaimQueueEntry claims next), or nil. It reads the store
 // under mu (see runtime).
 func (rt *runtime) headEntryLocked(ctx context.Context, gen int64) (*berth.QueueEntry, error) {
-	entries, err := rt.m.store.ListQueue(ctx, rt.id)
+	entries, err := rt.h.store.ListQueue(ctx, rt.id)
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (rt *runtime) newEntry(kind string, in input) *berth.QueueEntry {
 // written under mu (see runtime): the pending count moves with it.
 func (rt *runtime) enqueueLocked(ctx context.Context, in input) (*berth.PromptResult, error) {
 	e := rt.newEntry(berth.EntryQueue, in)
-	res, err := rt.m.store.EnqueuePrompt(ctx, e, rt.m.opts.Limits.MaxQueue)
+	res, err := rt.h.store.EnqueuePrompt(ctx, e, rt.h.limits.MaxQueue)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func (rt *runtime) enqueueLocked(ctx context.Context, in input) (*berth.PromptRe
 // one. The store is written under mu (see runtime): rt.steer moves with it.
 func (rt *runtime) stageSteerLocked(ctx context.Context, in input) (*berth.PromptResult, error) {
 	e := rt.newEntry(berth.EntrySteer, in)
-	res, err := rt.m.store.EnqueuePrompt(ctx, e, 0)
+	res, err := rt.h.store.EnqueuePrompt(ctx, e, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func (rt *runtime) stageSteerLocked(ctx context.Context, in input) (*berth.Promp
 // store is written under mu (see runtime): the generation moves with it.
 func (rt *runtime) interruptLocked(ctx context.Context, in input) (*berth.PromptResult, error) {
 	gen := rt.sess.Queue.Generation + 1
-	canceled, err := rt.m.store.CancelQueue(ctx, rt.id, gen)
+	canceled, err := rt.h.store.CancelQueue(ctx, rt.id, gen)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ func (rt *runtime) interruptLocked(ctx context.Context, in input) (*berth.Prompt
 	turnID := ids.New("turn")
 	if t := rt.turn; t != nil {
 		e := rt.newEntry(berth.EntryQueue, in)
-		if _, err := rt.m.store.EnqueuePrompt(ctx, e, rt.m.opts.Limits.MaxQueue); err != nil {
+		if _, err := rt.h.store.EnqueuePrompt(ctx, e, rt.h.limits.MaxQueue); err != nil {
 			return nil, err
 		}
 		rt.sess.Queue.Pending++
@@ -310,7 +310,7 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 			return
 		}
 		rt.steer = nil
-		e, err := rt.m.store.ClaimQueueEntry(ctx, rt.id, berth.EntrySteer, gen, turnID)
+		e, err := rt.h.store.ClaimQueueEntry(ctx, rt.id, berth.EntrySteer, gen, turnID)
 		if err == nil {
 			rt.noteEntryLocked(e.ID, entryOutcome{turnID: turnID})
 			rt.beginTurnLocked(turnID, entryInput(e))
@@ -344,7 +344,7 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 			rt.retryDispatchLocked()
 			return
 		}
-		e, err := rt.m.store.ClaimQueueEntry(ctx, rt.id, berth.EntryQueue, gen, turnID)
+		e, err := rt.h.store.ClaimQueueEntry(ctx, rt.id, berth.EntryQueue, gen, turnID)
 		if err == nil && e.ID != head.ID {
 			err = berth.Errorf(berth.EInternal, "claimed %s, not the head of the queue %s", e.ID, head.ID)
 		}
@@ -393,7 +393,7 @@ func (rt *runtime) retryDispatchLocked() {
 // nothing where the count said there was something. It reads the store
 // under mu (see runtime).
 func (rt *runtime) recountLocked(ctx context.Context) {
-	entries, err := rt.m.store.ListQueue(ctx, rt.id)
+	entries, err := rt.h.store.ListQueue(ctx, rt.id)
 	if err != nil {
 		rt.logger.Warn("recount queue", "err", err)
 		return
@@ -500,7 +500,7 @@ func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) erro
 // cancelEntryLocked drops one pending entry of a live session. The store
 // is written under mu (see runtime): the pending count moves with it.
 func (rt *runtime) cancelEntryLocked(ctx context.Context, entryID string) error {
-	e, err := rt.m.store.CancelQueueEntry(ctx, rt.id, entryID)
+	e, err := rt.h.store.CancelQueueEntry(ctx, rt.id, entryID)
 	if err != nil {
 		return err
 	}

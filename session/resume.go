@@ -153,7 +153,7 @@ func (m *Manager) liveResult(ctx context.Context, rt *runtime) (*berth.Session, 
 // loadInput restores what a session had accepted but not run: the pending
 // queue entries and the staged steer.
 func (rt *runtime) loadInput(ctx context.Context) error {
-	entries, err := rt.m.store.ListQueue(ctx, rt.id)
+	entries, err := rt.h.store.ListQueue(ctx, rt.id)
 	if err != nil {
 		return err
 	}

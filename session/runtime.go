@@ -62,7 +62,8 @@ const maxRecentResults = 64
 //     room, never takes mu; and the wait is this session's own (its byte
 //     budget) or the whole log's.
 type runtime struct {
-	m      *Manager
+	// h is the seam to the manager (host.go).
+	h      *liveHost
 	id     string
 	logger *slog.Logger
 	// toolsGrant is the berth tools socket and credential of the agent
@@ -253,7 +254,7 @@ func (rt *runtime) view() *berth.Session {
 
 func (rt *runtime) viewLocked() *berth.Session {
 	s := rt.sess
-	if seq := rt.m.log.LastSeq(rt.id); seq > s.LastSeq {
+	if seq := rt.h.log.LastSeq(rt.id); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
 	if rt.turn != nil {
@@ -262,8 +263,8 @@ func (rt *runtime) viewLocked() *berth.Session {
 		s.CurrentTurnID = ""
 	}
 	s.Badge = s.ComputeBadge(rt.turn != nil, rt.hung)
-	if rt.m.inCluster() {
-		s.Node = rt.m.opts.NodeID
+	if rt.h.inCluster {
+		s.Node = rt.h.nodeID
 	}
 	return &s
 }
@@ -301,9 +302,9 @@ func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func
 	next.UpdatedAt = time.Now().UTC()
 	next.Resumable = resumable(&next)
 	next.Badge = next.ComputeBadge(rt.turn != nil, rt.hung)
-	if err := rt.m.store.UpdateSession(ctx, &next, from); err != nil {
+	if err := rt.h.store.UpdateSession(ctx, &next, from); err != nil {
 		if berth.IsCode(err, berth.ELeaseLost) {
-			rt.m.leaseLost(rt.id)
+			rt.h.leaseLost(rt.id)
 		}
 		return err
 	}
@@ -346,7 +347,7 @@ func (rt *runtime) emitEvent(ev berth.Event) {
 		// The next daemon replays whatever this one did not record.
 		return
 	}
-	if err := rt.m.log.Append(context.Background(), ev); err != nil {
+	if err := rt.h.log.Append(context.Background(), ev); err != nil {
 		rt.logger.Error("event not logged", "type", ev.Type, "err", err)
 	}
 }
@@ -405,7 +406,7 @@ func (rt *runtime) stop(ctx context.Context, reason berth.StopReason, failure *b
 		return
 	}
 	if rt.proc != nil {
-		if _, err := rt.proc.Stop(ctx, rt.m.opts.Limits.StopGrace); err != nil {
+		if _, err := rt.proc.Stop(ctx, rt.h.limits.StopGrace); err != nil {
 			rt.logger.Warn("agent stop", "err", err)
 		}
 	}
@@ -418,7 +419,7 @@ func (rt *runtime) stop(ctx context.Context, reason berth.StopReason, failure *b
 // monitor waits for the agent to exit, tears everything down in order and
 // moves the session to stopped. session_stopped is always the last event.
 func (rt *runtime) monitor() {
-	defer rt.m.monitors.Done()
+	defer rt.h.monitors.Done()
 	status, werr := rt.proc.Wait()
 	if errors.Is(werr, shim.ErrDetached) || rt.detached.Load() {
 		// Even an exit seen while letting go is the next daemon's to
@@ -467,8 +468,8 @@ func (rt *runtime) monitor() {
 	// Whatever left the agent's process group (setsid, a double fork) and
 	// still carries the session's id dies with the session: the host
 	// provider has no namespace to do it.
-	rt.m.sweep(rt.id)
-	rt.m.forget(rt)
+	rt.h.sweep(rt.id)
+	rt.h.forget(rt)
 	close(rt.finished)
 }
 
@@ -492,12 +493,12 @@ func (rt *runtime) drain() {
 // events has returned by now, so session_stopped is its last event.
 func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
 	// The session's berth tools credential dies with it.
-	rt.m.revokeTools(rt.id, true)
+	rt.h.revokeTools(rt.id, true)
 	kind := ""
 	if failure != nil {
 		kind = failure.Kind
 	}
-	rt.m.opts.Observer.AgentExited(reason, kind)
+	rt.h.observer.AgentExited(reason, kind)
 	// A session that never started still logs what its agent said.
 	rt.mu.Lock()
 	rt.emitEarlyLocked()
@@ -510,7 +511,7 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 	}
 	// A failed commit is retried: a stream of this session ends only on it.
 	for attempt := 0; ; attempt++ {
-		_, err := rt.m.log.AppendSync(ctx, ev)
+		_, err := rt.h.log.AppendSync(ctx, ev)
 		if err == nil {
 			break
 		}
@@ -532,7 +533,7 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 			}
 			if !berth.IsCode(err, berth.ELeaseLost) {
 				// Stopped: this node drives the session no more.
-				rt.m.releaseLease(ctx, rt.id)
+				rt.h.releaseLease(ctx, rt.id)
 			}
 			return
 		}

@@ -40,18 +40,18 @@ type ShimOptions struct {
 // as the daemon's own child in a sandbox it opens now. base is the stream
 // offset of the agent's first stdout byte.
 func (rt *runtime) startAgent(ctx context.Context, base int64) (berth.Process, *berth.Failure) {
-	m := rt.m
-	if so := m.opts.Shim; so != nil {
-		b := shim.NewBundle(m.opts.RunDir, rt.id, randomHex(4))
+	h := rt.h
+	if so := h.shimOpts; so != nil {
+		b := shim.NewBundle(h.runDir, rt.id, randomHex(4))
 		if len(b.Socket) > shim.MaxSocketPath {
 			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s is too long for a Unix socket: use a shorter BERTH_HOME", b.Socket)}
 		}
 		rt.shimSocket = b.Socket
-		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Bundle: b, Token: m.shimToken(rt.id, b.Socket),
+		job := shim.Config{SessionID: rt.id, Provider: rt.provider.Name(), Bundle: b, Token: h.shimToken(rt.id, b.Socket),
 			Sandbox: rt.boxCfg, Command: shim.Command{Path: rt.program, Args: rt.spec.Args},
 			Linger: so.Linger, Orphan: so.Orphan, Base: base,
-			MaxLineBytes: m.opts.Limits.MaxLineBytes, MaxTurnOutput: m.opts.Limits.MaxTurnOutput}
-		p, ready, err := m.launcher.Launch(ctx, job)
+			MaxLineBytes: h.limits.MaxLineBytes, MaxTurnOutput: h.limits.MaxTurnOutput}
+		p, ready, err := h.launcher.Launch(ctx, job)
 		if err != nil {
 			kind := berth.FailStartup
 			msg := fmt.Sprintf("start agent %s: %s", rt.spec.Name, berth.ErrorMessage(err))
@@ -167,7 +167,7 @@ func (rt *runtime) teardownDetached() {
 		// container) holds the agent and stays.
 		rt.closeBox(context.Background())
 	}
-	rt.m.forget(rt)
+	rt.h.forget(rt)
 	close(rt.finished)
 }
 

@@ -32,17 +32,14 @@ func (rt *runtime) launch(ctx context.Context, provider berth.SandboxProvider) *
 	sess := rt.sess
 	rt.mu.Unlock()
 	rt.provider = provider
-	// The berth tools are served before the sandbox opens: it binds their directory.
 	sess.ToolsHash = ""
-	rt.toolsGrant = rt.m.grantTools(rt, &sess, provider)
-	rt.boxCfg = rt.m.sandboxConfig(&sess, rt.spec)
-	rt.program = rt.m.agentProgram(&sess, rt.spec).path
+	rt.toolsGrant, rt.boxCfg, rt.program = rt.h.prepare(rt, &sess, provider)
 	// The agent's stdout continues the session's stream offsets.
 	l := &launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
 		defer close(l.done)
 		// The agent's home files are fresh copies of the user's at every start.
-		if err := rt.m.copyHomeFiles(rt.spec.HomeFiles, rt.boxCfg.Home); err != nil {
+		if err := rt.h.copyHomeFiles(rt.spec.HomeFiles, rt.boxCfg.Home); err != nil {
 			rt.logger.Warn("home_files", "err", err)
 		}
 		l.proc, l.fail = rt.startAgent(ctx, l.base)
@@ -58,12 +55,12 @@ func (rt *runtime) abortLaunch(ctx context.Context, l *launching) {
 	}
 	<-l.done
 	if rt.toolsGrant != nil {
-		rt.m.revokeTools(rt.id, true)
+		rt.h.revokeTools(rt.id, true)
 	}
 	if l.proc == nil {
 		return
 	}
-	grace := rt.m.opts.Limits.StopGrace
+	grace := rt.h.limits.StopGrace
 	if sp, ok := l.proc.(*shim.Proc); ok {
 		sp.Discard()
 		if _, err := sp.Stop(ctx, grace); err != nil {
@@ -87,11 +84,11 @@ func (rt *runtime) abortLaunch(ctx context.Context, l *launching) {
 // state.
 func (rt *runtime) start(ctx context.Context, l *launching) error {
 	defer close(rt.handshook)
-	m := rt.m
-	if m.launcher != nil {
+	h := rt.h
+	if h.launcher != nil {
 		// The agent is up (or never will be): the next spare shim may
 		// take the CPU now, and the next create finds it started.
-		defer m.launcher.Replenish()
+		defer h.launcher.Replenish()
 	}
 	<-l.done
 	proc, f, base := l.proc, l.fail, l.base
@@ -122,9 +119,9 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 	// is acted on now, and the handshake below fails fast.
 	close(rt.ready)
 
-	hctx, cancel := context.WithTimeout(ctx, m.opts.Limits.HandshakeTimeout)
+	hctx, cancel := context.WithTimeout(ctx, h.limits.HandshakeTimeout)
 	defer cancel()
-	init, err := rt.client.Initialize(hctx, acp.Implementation{Name: "berth", Version: m.opts.Version})
+	init, err := rt.client.Initialize(hctx, acp.Implementation{Name: "berth", Version: h.version})
 	if err != nil {
 		return rt.handshakeFailed(ctx, "initialize", err)
 	}
@@ -165,7 +162,6 @@ func (rt *runtime) start(ctx context.Context, l *launching) error {
 // setup is the agent's answer to opening it and before the controls the
 // session had, set again after a resume.
 func (rt *runtime) activate(ctx context.Context, acpID, resumedBy string, setup acp.SessionSetup, before berth.ACPInfo) error {
-	m := rt.m
 	init := rt.init
 	info := berth.ACPInfo{SessionID: acpID, ProtocolVersion: init.ProtocolVersion,
 		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
@@ -211,7 +207,7 @@ func (rt *runtime) activate(ctx context.Context, acpID, resumedBy string, setup 
 	if err != nil {
 		rt.logger.Error("could not record active", "err", err)
 		rt.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailInternal, Message: "the session could not be recorded active"})
-		_, _ = rt.proc.Stop(ctx, m.opts.Limits.StopGrace)
+		_, _ = rt.proc.Stop(ctx, rt.h.limits.StopGrace)
 		<-rt.finished
 	}
 	return nil
@@ -267,7 +263,7 @@ func (rt *runtime) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	if err != nil {
 		return "", "", acp.SessionSetup{}, err
 	}
-	carry, terr := rt.m.transcriptPreamble(ctx, rt.id)
+	carry, terr := rt.h.transcriptPreamble(ctx, rt.id)
 	if terr != nil {
 		rt.logger.Warn("transcript for the new conversation", "err", terr)
 	}
@@ -289,12 +285,12 @@ func (rt *runtime) handshakeFailed(ctx context.Context, step string, err error) 
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		msg = fmt.Sprintf("agent did not answer %s within %s", step, rt.m.opts.Limits.HandshakeTimeout)
+		msg = fmt.Sprintf("agent did not answer %s within %s", step, rt.h.limits.HandshakeTimeout)
 	case errors.Is(err, acp.ErrClosed) || strings.Contains(err.Error(), acp.ErrClosed.Error()):
 		msg = fmt.Sprintf("agent exited during the handshake (%s)", step)
 	}
 	rt.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg})
-	_, _ = rt.proc.Stop(ctx, rt.m.opts.Limits.StopGrace)
+	_, _ = rt.proc.Stop(ctx, rt.h.limits.StopGrace)
 	<-rt.finished
 	return nil
 }
@@ -303,7 +299,7 @@ func (rt *runtime) handshakeFailed(ctx context.Context, step string, err error) 
 // ends the runtime, even when the store fails.
 func (rt *runtime) failStart(ctx context.Context, f *berth.Failure) error {
 	defer func() {
-		rt.m.forget(rt)
+		rt.h.forget(rt)
 		close(rt.ready)
 		close(rt.finished)
 	}()
@@ -320,7 +316,7 @@ func (rt *runtime) mcpServers() []acp.McpServer {
 	grant := rt.toolsGrant
 	rt.mu.Unlock()
 	if grant != nil {
-		mcp = append(mcp, rt.m.toolsMCPServer(grant))
+		mcp = append(mcp, rt.h.toolsServer(grant))
 	}
 	return mcp
 }

@@ -109,7 +109,7 @@ func (rt *runtime) supervise(now time.Time) berth.StopReason {
 	if rt.sess.State != berth.StateActive || rt.stopReason != "" || rt.exited || rt.client == nil {
 		return ""
 	}
-	lim := rt.m.opts.Limits
+	lim := rt.h.limits
 	// Any message from the agent is activity.
 	if n := rt.client.Stats().Messages; n != rt.seenMessages {
 		rt.seenMessages, rt.lastActivity = n, now

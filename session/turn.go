@@ -51,7 +51,7 @@ func (rt *runtime) logTurnStartedLocked(turnID string, d turnStartedData) error 
 	if rt.detached.Load() {
 		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
 	}
-	_, err := rt.m.log.AppendSync(context.Background(), berth.NewEvent(rt.id, turnID, berth.EventTurnStarted, d))
+	_, err := rt.h.log.AppendSync(context.Background(), berth.NewEvent(rt.id, turnID, berth.EventTurnStarted, d))
 	return err
 }
 
@@ -225,7 +225,7 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 	if !t.began.IsZero() {
 		took = time.Since(t.began)
 	}
-	rt.m.opts.Observer.TurnEnded(end.StopReason, took)
+	rt.h.observer.TurnEnded(end.StopReason, took)
 	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
 	t.result = res
 	if !t.textCut {
@@ -255,7 +255,7 @@ func (rt *runtime) endTurn(t *turn, end turnEndedData, src int64) {
 		p := &stale[i]
 		now := time.Now().UTC()
 		p.State, p.DecidedBy, p.DecidedAt = berth.PermissionCanceled, berth.DecidedByCancel, &now
-		if err := rt.m.store.DecidePermission(context.Background(), p); err != nil && !berth.IsCode(err, berth.EConflict) {
+		if err := rt.h.store.DecidePermission(context.Background(), p); err != nil && !berth.IsCode(err, berth.EConflict) {
 			rt.logger.Warn("cancel a stale permission", "err", err)
 		}
 	}
@@ -372,7 +372,7 @@ func (rt *runtime) cancelTurnLocked(t *turn) {
 	}
 	t.cancelRequested = true
 	rt.wg.Add(1)
-	t.graceTimer = time.AfterFunc(rt.m.opts.Limits.CancelGrace, func() {
+	t.graceTimer = time.AfterFunc(rt.h.limits.CancelGrace, func() {
 		defer rt.wg.Done()
 		rt.cancelExpired(t)
 	})
