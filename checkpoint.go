@@ -5,21 +5,6 @@ import (
 	"time"
 )
 
-// Events of checkpoints (CONTRACT §4.8).
-const (
-	// EventCheckpointCreated [id, turn_id, files, bytes, skipped]: the
-	// workspace was recorded before a turn.
-	EventCheckpointCreated = "checkpoint_created"
-	// EventWorkspaceRewound [checkpoint_id, written, removed]: the
-	// workspace was restored to a checkpoint.
-	EventWorkspaceRewound = "workspace_rewound"
-	// EventCheckpointPruned [checkpoint_id, turn_id, session_id,
-	// freed_bytes, removed_bytes, tree_bytes]: a checkpoint was removed to
-	// keep its tree under [checkpoints] max_tree_bytes (docs/api.md,
-	// Checkpoints).
-	EventCheckpointPruned = "checkpoint_pruned"
-)
-
 // Checkpoint is a recorded workspace state, taken before a turn (CONTRACT
 // §4.8).
 type Checkpoint struct {

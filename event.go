@@ -23,57 +23,6 @@ type Event struct {
 	Source int64 `json:"-"`
 }
 
-// Event types (CONTRACT §4.3).
-const (
-	EventSessionCreated      = "session_created"
-	EventSessionStarted      = "session_started"
-	EventSessionStopped      = "session_stopped"
-	EventTurnStarted         = "turn_started"
-	EventAgentMessage        = "agent_message"
-	EventAgentThought        = "agent_thought"
-	EventUserMessage         = "user_message"
-	EventToolCall            = "tool_call"
-	EventToolCallUpdate      = "tool_call_update"
-	EventPlan                = "plan"
-	EventUsage               = "usage"
-	EventModeUpdate          = "mode_update"
-	EventConfigUpdate        = "config_update"
-	EventCommandsUpdate      = "commands_update"
-	EventTurnEnded           = "turn_ended"
-	EventPromptQueued        = "prompt_queued"
-	EventPromptCanceled      = "prompt_canceled"
-	EventPromptSteered       = "prompt_steered"
-	EventPermissionRequested = "permission_requested"
-	EventPermissionResolved  = "permission_resolved"
-	// EventElicitationRequested [elicitation]: the agent asks for input.
-	EventElicitationRequested = "elicitation_requested"
-	// EventElicitationResolved [elicitation_id, action, content, decided_by].
-	EventElicitationResolved = "elicitation_resolved"
-	EventFileRead            = "file_read"
-	EventFileWritten         = "file_written"
-	EventFileRefused         = "file_refused"
-	EventTerminalStarted     = "terminal_started"
-	EventTerminalExited      = "terminal_exited"
-	EventExec                = "exec"
-	EventRuntimeWarning      = "runtime_warning"
-	EventRuntimeRecovered    = "runtime_recovered"
-	EventAgentStderr         = "agent_stderr"
-	EventACPUnknown          = "acp_unknown"
-	// EventConversationCleared [old_acp_session_id, acp_session_id,
-	// canceled_entries]: POST …/clear gave the session a new agent
-	// conversation (CONTRACT §4.7).
-	EventConversationCleared = "conversation_cleared"
-)
-
-// Events of a parent's log about its children (CONTRACT §4.4).
-const (
-	// EventChildStarted [child_id, agent, name]: a child was spawned.
-	EventChildStarted = "child_started"
-	// EventChildStopped [child_id, stop_reason, text]: a child stopped;
-	// text is its last agent message.
-	EventChildStopped = "child_stopped"
-)
-
 // Turn stop reasons (the data.stop_reason of turn_ended).
 const (
 	TurnEndTurn         = "end_turn"

@@ -39,22 +39,6 @@ type Hook struct {
 // DefaultHookTimeout is a hook attempt's time limit when none is set.
 const DefaultHookTimeout = 10 * time.Second
 
-// hookEvents are the event types a hook may ask for: every type of
-// CONTRACT §4.3.
-var hookEvents = []string{
-	berth.EventSessionCreated, berth.EventSessionStarted, berth.EventSessionStopped,
-	berth.EventTurnStarted, berth.EventAgentMessage, berth.EventAgentThought, berth.EventUserMessage,
-	berth.EventToolCall, berth.EventToolCallUpdate, berth.EventPlan, berth.EventUsage,
-	berth.EventModeUpdate, berth.EventConfigUpdate, berth.EventCommandsUpdate, berth.EventTurnEnded,
-	berth.EventPromptQueued, berth.EventPromptCanceled, berth.EventPromptSteered,
-	berth.EventPermissionRequested, berth.EventPermissionResolved,
-	berth.EventFileRead, berth.EventFileWritten, berth.EventFileRefused,
-	berth.EventTerminalStarted, berth.EventTerminalExited, berth.EventExec,
-	berth.EventRuntimeWarning, berth.EventRuntimeRecovered, berth.EventAgentStderr, berth.EventACPUnknown,
-	"child_started", "child_stopped", "conversation_cleared", "checkpoint_created", "workspace_rewound",
-	"checkpoint_pruned", "elicitation_requested", "elicitation_resolved",
-}
-
 // hookBadges are the badges a "badge:<badge>" hook may ask for.
 var hookBadges = []berth.Badge{berth.BadgeRunning, berth.BadgeIdle, berth.BadgeWaiting, berth.BadgeHung,
 	berth.BadgeNeedsAuth, berth.BadgeStopped, berth.BadgeFailed, berth.BadgeStarting}
@@ -99,7 +83,8 @@ func validateHooks(hooks []Hook) error {
 				}
 				continue
 			}
-			if !slices.Contains(hookEvents, e) {
+			// A hook may follow every event type (docs/api.md, Hooks).
+			if !berth.IsEventKind(e) {
 				return invalid("%s: events: unknown event type %q", where, e)
 			}
 		}

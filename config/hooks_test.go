@@ -1,9 +1,12 @@
 package config
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth"
 )
 
 func TestHooksLoad(t *testing.T) {
@@ -96,5 +99,28 @@ command = "/bin/true"
 `), nil)
 	if err != nil || len(c.Hooks) != 1 || c.Hooks[0].Events[0] != "checkpoint_pruned" {
 		t.Fatalf("hooks %+v: %v", c, err)
+	}
+}
+
+// A hook may follow every declared event type: the hooks take their list
+// from the declaration (eventkind.go), so a new kind needs no second list.
+func TestHooksFollowEveryEventKind(t *testing.T) {
+	var events []string
+	for _, k := range berth.EventKinds() {
+		events = append(events, strconv.Quote(k.Name))
+	}
+	if len(events) == 0 {
+		t.Fatal("no event kinds declared")
+	}
+	c, err := Load(writeFile(t, `
+[[hooks]]
+events = [`+strings.Join(events, ", ")+`]
+command = "/bin/true"
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Hooks[0].Events; len(got) != len(events) {
+		t.Fatalf("events = %v", got)
 	}
 }

@@ -3,6 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +107,171 @@ func TestAgoOfATimeToCome(t *testing.T) {
 	for d, want := range map[time.Duration]string{-90 * time.Second: "1m ago", 58*time.Minute + 30*time.Second: "in 58m", 3 * time.Hour: "in 3h", 0: "now"} {
 		if got := ago(time.Now().Add(d)); got != want && !(d == 0 && got == "0s ago") {
 			t.Errorf("ago(now%+v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// logsShowData are the kinds `berth logs` shows by summarize's default,
+// their compact data cut short: it is short, or the agent's own.
+var logsShowData = []string{
+	berth.EventPlan, berth.EventModeUpdate, berth.EventConfigUpdate, berth.EventCommandsUpdate,
+	berth.EventRuntimeRecovered, berth.EventACPUnknown, berth.EventConversationCleared,
+	berth.EventChildStarted, berth.EventChildStopped,
+}
+
+// attachSkips are the kinds `berth attach` does not show (render's
+// default): bookkeeping, or what the conversation already says.
+var attachSkips = []string{
+	berth.EventSessionCreated, berth.EventSessionStarted, berth.EventUserMessage, berth.EventUsage,
+	berth.EventModeUpdate, berth.EventConfigUpdate, berth.EventCommandsUpdate,
+	berth.EventPromptQueued, berth.EventPromptCanceled, berth.EventPromptSteered,
+	berth.EventFileRead, berth.EventRuntimeRecovered, berth.EventAgentStderr, berth.EventACPUnknown,
+	berth.EventConversationCleared, berth.EventChildStarted, berth.EventChildStopped,
+	berth.EventCheckpointCreated, berth.EventCheckpointPruned,
+}
+
+// rootConsts returns the string constants of the root package by name.
+func rootConsts(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("../../*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	fset := token.NewFileSet()
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			decl, ok := d.(*ast.GenDecl)
+			if !ok || decl.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range decl.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if i >= len(vs.Values) {
+						continue
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						out[name.Name], _ = strconv.Unquote(lit.Value)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// typeCases returns the event types of the cases of each `switch ev.Type`
+// in function fn of render.go (a method is named by its name alone).
+func typeCases(t *testing.T, fn string) []string {
+	t.Helper()
+	consts := rootConsts(t)
+	src, err := os.ReadFile("render.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "render.go", src, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	found := false
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Name.Name != fn {
+			continue
+		}
+		found = true
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			sw, ok := n.(*ast.SwitchStmt)
+			if !ok || exprText(sw.Tag) != "ev.Type" {
+				return true
+			}
+			for _, c := range sw.Body.List {
+				for _, e := range c.(*ast.CaseClause).List {
+					sel, ok := e.(*ast.SelectorExpr)
+					v, known := "", false
+					if ok && exprText(sel.X) == "berth" {
+						v, known = consts[sel.Sel.Name]
+					}
+					if !known {
+						t.Fatalf("%s: case %s is not a berth.Event… constant", fn, exprText(e))
+					}
+					out = append(out, v)
+				}
+			}
+			return true
+		})
+	}
+	if !found || len(out) == 0 {
+		t.Fatalf("render.go has no func %s with a switch on ev.Type", fn)
+	}
+	return out
+}
+
+// exprText is the text of an identifier or a selector ("ev.Type").
+func exprText(e ast.Expr) string {
+	switch x := e.(type) {
+	case *ast.Ident:
+		return x.Name
+	case *ast.SelectorExpr:
+		return exprText(x.X) + "." + x.Sel.Name
+	}
+	return ""
+}
+
+// checkCovers checks that every declared event kind is either a case of
+// fn's switch on the type or named in byDefault, not both, and that both
+// name declared kinds only.
+func checkCovers(t *testing.T, fn string, byDefault []string, listName string) {
+	t.Helper()
+	cases := typeCases(t, fn)
+	for _, name := range append(slices.Clone(cases), byDefault...) {
+		if !berth.IsEventKind(name) {
+			t.Errorf("%s: %q is not a declared event kind", fn, name)
+		}
+	}
+	for _, k := range berth.EventKinds() {
+		inCases, inDefault := slices.Contains(cases, k.Name), slices.Contains(byDefault, k.Name)
+		switch {
+		case !inCases && !inDefault:
+			t.Errorf("%s does not render %q: add a case, or add it to %s if its default is meant", fn, k.Name, listName)
+		case inCases && inDefault:
+			t.Errorf("%s renders %q, which %s says it leaves to its default", fn, k.Name, listName)
+		}
+	}
+}
+
+// `berth logs` (summarize) and `berth attach` (render) each render every
+// declared event kind, or leave it to their default on purpose.
+func TestRenderFollowsEveryEventKind(t *testing.T) {
+	checkCovers(t, "summarize", logsShowData, "logsShowData")
+	checkCovers(t, "render", attachSkips, "attachSkips")
+}
+
+// What the defaults do for the kinds left to them: summarize shows the
+// compact data, render writes nothing.
+func TestRenderDefaults(t *testing.T) {
+	for _, name := range logsShowData {
+		if got := summarize(ev(1, name, map[string]any{"probe": 1})); got != `{"probe":1}` {
+			t.Errorf("berth logs, %s: %q", name, got)
+		}
+	}
+	var buf strings.Builder
+	r := newEventRenderer(&buf)
+	r.showPrompts = true
+	for _, name := range attachSkips {
+		r.render(ev(1, name, map[string]any{"text": "t", "line": "l", "id": "c"}))
+		if buf.Len() > 0 {
+			t.Errorf("berth attach, %s: wrote %q", name, buf.String())
+			buf.Reset()
 		}
 	}
 }

@@ -669,3 +669,20 @@ func TestUIAgentWordsCannotAddClasses(t *testing.T) {
 		}
 	}
 }
+
+// An event of a kind the page sees only live (a file request refused while
+// the page follows the session) is shown as it happens, not after a
+// reload: the page listens for every kind of the log.
+func TestUIShowsARefusedFileLive(t *testing.T) {
+	b := browsertest.New(t)
+	s := startServer(t, t.TempDir())
+	id := createSession(t, s, map[string]any{})
+	tab := uiPage(t, b, s, "/sessions/"+id)
+	tab.WaitFor("the stream followed", `document.querySelector('.session-head .live').textContent == '● live'`)
+	if st, err := s.api("POST", "/v1/sessions/"+id+"/prompts?wait=true", map[string]any{"text": "read /etc/hostname"}, nil); st != 200 || err != nil {
+		t.Fatalf("prompt: %d %v", st, err)
+	}
+	tab.WaitFor("the turn's end", transcriptHas("Turn ended"))
+	tab.WaitFor("file_refused in the transcript", `document.querySelector('.ev[data-type=file_refused]')`)
+	noPageErrors(t, tab)
+}

@@ -28,14 +28,15 @@ const PARALLEL = 6;
 const SLICE = 50;
 
 // STREAM_TYPES are the event types the screen listens for on the stream
-// (EventSource hands named events only to listeners of that name).
-const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', 'turn_started', 'agent_message',
-  'agent_thought', 'tool_call', 'tool_call_update', 'plan', 'usage', 'mode_update', 'config_update',
-  'commands_update', 'turn_ended', 'prompt_queued', 'prompt_canceled', 'prompt_steered', 'permission_requested',
-  'permission_resolved', 'file_read', 'file_written', 'terminal_started', 'terminal_exited', 'exec',
-  'runtime_warning', 'runtime_recovered', 'agent_stderr', 'child_started', 'child_stopped', 'conversation_cleared',
-  'checkpoint_created', 'workspace_rewound', 'checkpoint_pruned', 'elicitation_requested', 'elicitation_resolved',
-  'session_info_update', 'acp_unknown'];
+// (EventSource hands named events only to listeners of that name): every
+// type of the log (eventkind.go; web/eventkinds_test.go checks the list).
+const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', 'turn_started', 'conversation_cleared',
+  'agent_message', 'agent_thought', 'user_message', 'tool_call', 'tool_call_update', 'plan', 'usage', 'mode_update',
+  'config_update', 'commands_update', 'turn_ended', 'prompt_queued', 'prompt_canceled', 'prompt_steered',
+  'permission_requested', 'permission_resolved', 'elicitation_requested', 'elicitation_resolved', 'file_read',
+  'file_written', 'file_refused', 'terminal_started', 'terminal_exited', 'exec', 'runtime_warning', 'runtime_recovered',
+  'agent_stderr', 'child_started', 'child_stopped', 'checkpoint_created', 'workspace_rewound', 'checkpoint_pruned',
+  'acp_unknown'];
 
 // REFRESH_ON are the event types after which the header and queue are
 // fetched again (state, badge, queue and permissions change with them).
