@@ -111,14 +111,14 @@ func errorObjectOf(err error) errorObject {
 // writeError answers err as a JSON error with the status of its code. An
 // internal error is logged with its cause; so is any error that reaches a
 // client that already went away (at debug level: that is not a fault).
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	s.writeErrorStatus(w, r, err, 0)
+func (e *edge) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e.writeErrorStatus(w, r, err, 0)
 }
 
 // writeErrorStatus is writeError with an explicit status (0: from the code).
-func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err error, status int) {
+func (e *edge) writeErrorStatus(w http.ResponseWriter, r *http.Request, err error, status int) {
 	// A request cut short by the shutdown is not an internal error.
-	if s.shuttingDown() && errors.Is(err, context.Canceled) && berth.ErrorCode(err) == berth.EInternal {
+	if e.shuttingDown() && errors.Is(err, context.Canceled) && berth.ErrorCode(err) == berth.EInternal {
 		err = berth.WrapError(berth.EUnavailable, err, "the daemon is shutting down")
 	}
 	obj := errorObjectOf(err)
@@ -127,11 +127,11 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err er
 	}
 	switch {
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
-		s.log.Debug("request ended by the client", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		e.log.Debug("request ended by the client", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
 	case obj.Code == berth.EInternal:
-		s.log.Error("internal error", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		e.log.Error("internal error", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
 	default:
-		s.log.Debug("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "code", obj.Code, "err", err)
+		e.log.Debug("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "code", obj.Code, "err", err)
 	}
 	if secs, ok := obj.Details["retry_after_seconds"].(int); ok && status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
@@ -141,10 +141,10 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err er
 
 // logError logs an error that cannot be answered any more (the response has
 // started), at the level its code deserves.
-func (s *Server) logError(r *http.Request, msg string, err error) {
+func (e *edge) logError(r *http.Request, msg string, err error) {
 	level := slog.LevelDebug
 	if berth.ErrorCode(err) == berth.EInternal && !errors.Is(err, context.Canceled) {
 		level = slog.LevelError
 	}
-	s.log.Log(r.Context(), level, msg, "method", r.Method, "path", r.URL.Path, "err", err)
+	e.log.Log(r.Context(), level, msg, "method", r.Method, "path", r.URL.Path, "err", err)
 }

@@ -1,36 +1,27 @@
 package http
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/berth-sh/berth"
 )
 
-// statusResult is a bare {"status"} answer.
-type statusResult struct {
-	Status string `json:"status"`
+// askService is what the routes of an agent's requests to its user call:
+// permissions and elicitations.
+type askService interface {
+	ListPermissions(ctx context.Context, id, state string) ([]*berth.Permission, error)
+	DecidePermission(ctx context.Context, id, permID string, d berth.PermissionDecision) (*berth.Permission, error)
+	ListElicitations(ctx context.Context, id, state string) ([]*berth.Elicitation, error)
+	GetElicitation(ctx context.Context, id, eid string) (*berth.Elicitation, error)
+	AnswerElicitation(ctx context.Context, id, eid string, a berth.ElicitationAnswer) (*berth.Elicitation, error)
 }
 
-// handleListQueue answers GET /v1/sessions/{id}/queue.
-func (s *Server) handleListQueue(w http.ResponseWriter, r *http.Request) {
-	q, err := s.svc.ListQueue(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if q.Entries == nil {
-		q.Entries = []*berth.QueueEntry{}
-	}
-	writeJSON(w, http.StatusOK, q)
-}
-
-// handleCancelQueueEntry answers DELETE /v1/sessions/{id}/queue/{entry}.
-func (s *Server) handleCancelQueueEntry(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.CancelQueueEntry(r.Context(), r.PathValue("id"), r.PathValue("entry")); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, statusResult{Status: "canceled"})
+// asks serves what an agent asks of its user and waits on: permissions
+// (docs/api.md, Permissions) and elicitations (elicitations.go).
+type asks struct {
+	*edge
+	svc askService
 }
 
 // permissionList is the answer of GET /v1/sessions/{id}/permissions.
@@ -39,111 +30,21 @@ type permissionList struct {
 }
 
 // handleListPermissions answers GET /v1/sessions/{id}/permissions?state=.
-func (s *Server) handleListPermissions(w http.ResponseWriter, r *http.Request) {
-	ps, err := s.svc.ListPermissions(r.Context(), r.PathValue("id"), r.URL.Query().Get("state"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if ps == nil {
-		ps = []*berth.Permission{}
-	}
-	writeJSON(w, http.StatusOK, permissionList{Permissions: ps})
+func (h *asks) handleListPermissions(w http.ResponseWriter, r *http.Request) {
+	ps, err := h.svc.ListPermissions(r.Context(), r.PathValue("id"), r.URL.Query().Get("state"))
+	h.reply(w, r, http.StatusOK, permissionList{Permissions: orEmpty(ps)}, err)
 }
 
 // handleDecidePermission answers POST /v1/sessions/{id}/permissions/{perm}.
-func (s *Server) handleDecidePermission(w http.ResponseWriter, r *http.Request) {
+func (h *asks) handleDecidePermission(w http.ResponseWriter, r *http.Request) {
 	var d berth.PermissionDecision
-	if err := s.decodeJSON(w, r, &d); err != nil {
-		s.writeError(w, r, err)
+	if !h.readJSON(w, r, &d) {
 		return
 	}
 	if err := d.Validate(); err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
-	p, err := s.svc.DecidePermission(r.Context(), r.PathValue("id"), r.PathValue("perm"), d)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, p)
-}
-
-// handleResume answers POST /v1/sessions/{id}/resume with the active session.
-func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.svc.ResumeSession(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, sess)
-}
-
-// handleExec answers POST /v1/sessions/{id}/exec with the command's result.
-func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	var req berth.ExecRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := req.Validate(); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	res, err := s.svc.Exec(r.Context(), r.PathValue("id"), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-// snapshotList is the answer of GET /v1/sessions/{id}/snapshots.
-type snapshotList struct {
-	Snapshots []*berth.Snapshot `json:"snapshots"`
-}
-
-// handleCreateSnapshot answers POST /v1/sessions/{id}/snapshots with 201.
-func (s *Server) handleCreateSnapshot(w http.ResponseWriter, r *http.Request) {
-	snap, err := s.svc.CreateSnapshot(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, snap)
-}
-
-// handleListSnapshots answers GET /v1/sessions/{id}/snapshots.
-func (s *Server) handleListSnapshots(w http.ResponseWriter, r *http.Request) {
-	snaps, err := s.svc.ListSnapshots(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if snaps == nil {
-		snaps = []*berth.Snapshot{}
-	}
-	writeJSON(w, http.StatusOK, snapshotList{Snapshots: snaps})
-}
-
-// handleRepair answers POST /v1/sessions/{id}/repair?dry_run=&force=.
-func (s *Server) handleRepair(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	dryRun, err := queryBool(q, "dry_run")
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	force, err := queryBool(q, "force")
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	rep, err := s.svc.Repair(r.Context(), r.PathValue("id"), dryRun, force)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
+	p, err := h.svc.DecidePermission(r.Context(), r.PathValue("id"), r.PathValue("perm"), d)
+	h.reply(w, r, http.StatusOK, p, err)
 }

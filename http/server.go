@@ -74,10 +74,14 @@ type ServerOptions struct {
 
 // Server serves a berth.SessionService over HTTP on a TCP address and a Unix
 // socket. Its lifecycle is NewServer → Listen → Serve (blocking) → Close.
+// It owns the middleware every request goes through (middleware.go); the
+// handlers are small types, one per area of the API, each given only the
+// part of the service it calls, and registered in routes.go.
 type Server struct {
-	svc     berth.SessionService
+	// edge answers errors, decodes bodies and watches the shutdown for the
+	// middleware as for the handlers.
+	*edge
 	opts    ServerOptions
-	log     *slog.Logger
 	mux     *http.ServeMux
 	handler http.Handler
 	srv     *http.Server
@@ -87,8 +91,6 @@ type Server struct {
 	// nodeToken is the SHA-256 of the cluster's node token; nil when there
 	// is none.
 	nodeToken *[sha256.Size]byte
-	// started is when the server was made (GET /v1/nodes of one node).
-	started time.Time
 
 	// signins are the live browser sign-ins (cookie values), codes the
 	// one-time sign-in codes, failed the wrong tokens per address.
@@ -96,13 +98,7 @@ type Server struct {
 	codes   *expiring
 	failed  *failures
 
-	// pingInterval is how long an SSE stream waits for events before it
-	// writes a ping comment.
-	pingInterval time.Duration
-
-	// shutdown ends when Close begins; long requests (SSE, prompt waits)
-	// watch it so that the graceful shutdown does not wait on them.
-	shutdown     context.Context
+	// stopRequests ends edge.shutdown.
 	stopRequests context.CancelFunc
 
 	mu         sync.Mutex
@@ -123,14 +119,11 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{svc: svc, opts: opts, log: log, mux: http.NewServeMux(), pingInterval: opts.PingInterval,
-		signins: newExpiring(time.Now), codes: newExpiring(time.Now), failed: newFailures(time.Now),
-		started: time.Now().UTC()}
-	if s.pingInterval <= 0 {
-		s.pingInterval = DefaultPingInterval
-	}
-	s.shutdown, s.stopRequests = context.WithCancel(context.Background())
-	s.routes()
+	shutdown, stopRequests := context.WithCancel(context.Background())
+	s := &Server{edge: &edge{log: log, maxPrompt: maxPromptOf(opts.MaxPromptBytes), shutdown: shutdown},
+		stopRequests: stopRequests, opts: opts, mux: http.NewServeMux(),
+		signins: newExpiring(time.Now), codes: newExpiring(time.Now), failed: newFailures(time.Now)}
+	s.routes(svc)
 	if opts.Cluster != nil {
 		s.forwarder = s.newForwarder(opts.Cluster)
 		if tok := opts.Cluster.Token(); tok != "" {
@@ -153,53 +146,6 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	return s
-}
-
-// routes registers every API route on the mux.
-func (s *Server) routes() {
-	s.handle("GET /v1/health", s.handleHealth)
-	s.handle("GET /v1/openapi.json", s.handleOpenAPI)
-	s.handle("POST /v1/login", s.handleLogin)
-	s.handle("POST /v1/logout", s.handleLogout)
-	s.handle("POST /v1/login/codes", s.handleLoginCode)
-	s.handle("GET /v1/agents", s.handleAgents)
-	s.handle("POST /v1/sessions", s.handleCreateSession)
-	s.handle("GET /v1/sessions", s.handleListSessions)
-	s.handle("GET /v1/sessions/{id}", s.handleGetSession)
-	s.handle("PATCH /v1/sessions/{id}", s.handlePatchSession)
-	s.handle("POST /v1/sessions/{id}/stop", s.handleStopSession)
-	s.handle("DELETE /v1/sessions/{id}", s.handleDeleteSession)
-	s.handle("POST /v1/sessions/{id}/prompts", s.handlePrompt)
-	s.handle("POST /v1/sessions/{id}/cancel", s.handleCancel)
-	s.handle("GET /v1/sessions/{id}/turns/{turn}", s.handleWaitTurn)
-	s.handle("GET /v1/sessions/{id}/events", s.handleListEvents)
-	s.handle("GET /v1/sessions/{id}/events/stream", s.handleStreamEvents)
-	s.handle("GET /v1/events/stream", s.handleStreamChanges)
-	s.handle("GET /v1/sessions/{id}/transcript", s.handleTranscript)
-	s.handle("GET /v1/sessions/{id}/queue", s.handleListQueue)
-	s.handle("DELETE /v1/sessions/{id}/queue/{entry}", s.handleCancelQueueEntry)
-	s.handle("GET /v1/sessions/{id}/permissions", s.handleListPermissions)
-	s.handle("POST /v1/sessions/{id}/permissions/{perm}", s.handleDecidePermission)
-	s.handle("GET /v1/sessions/{id}/elicitations", s.handleListElicitations)
-	s.handle("GET /v1/sessions/{id}/elicitations/{eid}", s.handleGetElicitation)
-	s.handle("POST /v1/sessions/{id}/elicitations/{eid}", s.handleAnswerElicitation)
-	s.handle("POST /v1/sessions/{id}/resume", s.handleResume)
-	s.handle("POST /v1/sessions/{id}/exec", s.handleExec)
-	s.handle("POST /v1/sessions/{id}/snapshots", s.handleCreateSnapshot)
-	s.handle("GET /v1/sessions/{id}/snapshots", s.handleListSnapshots)
-	s.handle("POST /v1/sessions/{id}/repair", s.handleRepair)
-	s.handle("POST /v1/sessions/{id}/authenticate", s.handleAuthenticate)
-	s.handle("POST /v1/sessions/{id}/clear", s.handleClear)
-	s.handle("GET /v1/sessions/{id}/checkpoints", s.handleListCheckpoints)
-	s.handle("POST /v1/sessions/{id}/rewind", s.handleRewind)
-	s.handle("POST /v1/sessions/{id}/fork", s.handleFork)
-	s.handle("GET /v1/hooks", s.handleListHooks)
-	s.handle("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
-	s.handle("POST /v1/sessions/{id}/children", s.handleSpawnChild)
-	s.handle("GET /v1/sessions/{id}/children", s.handleListChildren)
-	s.handle("GET /v1/nodes", s.handleListNodes)
-	s.handle("GET /metrics", s.handleMetrics)
-	s.uiRoutes()
 }
 
 // Handler returns the server's handler with its middleware (logging, panic
@@ -349,17 +295,3 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	return err
 }
-
-// requestContext returns a context that ends with the request or when the
-// server begins to shut down, whichever comes first.
-func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(r.Context())
-	stop := context.AfterFunc(s.shutdown, cancel)
-	return ctx, func() {
-		stop()
-		cancel()
-	}
-}
-
-// shuttingDown reports whether Close has begun.
-func (s *Server) shuttingDown() bool { return s.shutdown.Err() != nil }
