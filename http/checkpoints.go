@@ -19,21 +19,11 @@ func (h *workspace) handleListCheckpoints(w http.ResponseWriter, r *http.Request
 
 // handleRewind answers POST /v1/sessions/{id}/rewind with the session.
 func (h *workspace) handleRewind(w http.ResponseWriter, r *http.Request) {
-	var req berth.RewindRequest
-	if !h.readJSON(w, r, &req) {
-		return
-	}
-	sess, err := h.svc.Rewind(r.Context(), r.PathValue("id"), req)
-	h.reply(w, r, http.StatusOK, sess, err)
+	callWithBody(h.edge, w, r, http.StatusOK, h.svc.Rewind)
 }
 
 // handleFork answers POST /v1/sessions/{id}/fork with 201 and the new
 // session.
 func (h *workspace) handleFork(w http.ResponseWriter, r *http.Request) {
-	var req berth.ForkRequest
-	if !h.readJSON(w, r, &req) {
-		return
-	}
-	sess, err := h.svc.Fork(r.Context(), r.PathValue("id"), req)
-	h.reply(w, r, http.StatusCreated, sess, err)
+	callWithBody(h.edge, w, r, http.StatusCreated, h.svc.Fork)
 }

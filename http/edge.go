@@ -54,6 +54,19 @@ func (e *edge) reply(w http.ResponseWriter, r *http.Request, status int, v any, 
 	writeJSON(w, status, v)
 }
 
+// callWithBody answers a route of session {id} whose body is a B: the body
+// is decoded strictly, given to call, and what call returns is answered with
+// status.
+func callWithBody[B, R any](e *edge, w http.ResponseWriter, r *http.Request, status int,
+	call func(ctx context.Context, id string, body B) (R, error)) {
+	var body B
+	if !e.readJSON(w, r, &body) {
+		return
+	}
+	res, err := call(r.Context(), r.PathValue("id"), body)
+	e.reply(w, r, status, res, err)
+}
+
 // orEmpty returns s, or an empty slice when s is nil, so that a list
 // answers [] rather than null.
 func orEmpty[T any](s []T) []T {

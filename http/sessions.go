@@ -165,12 +165,7 @@ func (h *sessions) handleGetSession(w http.ResponseWriter, r *http.Request) {
 // handlePatchSession answers PATCH /v1/sessions/{id} (docs/api.md, Agent
 // controls) with the changed session.
 func (h *sessions) handlePatchSession(w http.ResponseWriter, r *http.Request) {
-	var p berth.SessionPatch
-	if !h.readJSON(w, r, &p) {
-		return
-	}
-	sess, err := h.svc.PatchSession(r.Context(), r.PathValue("id"), p)
-	h.reply(w, r, http.StatusOK, sess, err)
+	callWithBody(h.edge, w, r, http.StatusOK, h.svc.PatchSession)
 }
 
 // handleStopSession answers POST /v1/sessions/{id}/stop with the stopped
