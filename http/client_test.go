@@ -304,13 +304,8 @@ func TestClientStreamReconnectsAfterDaemonRestart(t *testing.T) {
 	// The first daemon holds events 1..3 of a live session.
 	first := newFakeService()
 	first.appendEvents("ses_1", 3, berth.EventAgentMessage)
-	s1 := NewServer(first, ServerOptions{Token: testToken})
-	if err := s1.Listen("127.0.0.1:0", ""); err != nil {
-		t.Fatal(err)
-	}
+	s1, done1 := serveTCP(t, first, ServerOptions{Token: testToken})
 	addr := s1.Addr()
-	done1 := make(chan error, 1)
-	go func() { done1 <- s1.Serve() }()
 
 	c := tcpClient(addr, testToken, fastReconnect)
 	defer c.Close()
