@@ -4,7 +4,7 @@
 // that turns error codes into HTTP statuses; package client is the other
 // end of the wire (the Go client the CLI uses), and turns them back.
 //
-// Where CONTRACT.md is silent, the server does this:
+// Where docs/api.md says no more, the server does this:
 //
 //   - A known path with the wrong method answers 405 with an Allow header
 //     and the error code invalid_argument (the code set is closed); an

@@ -11,7 +11,7 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// errorBody is the JSON shape of every error answer (CONTRACT §4):
+// errorBody is the JSON shape of every error answer (docs/api.md, Errors):
 // {"error":{"code","message","details"}}.
 type errorBody struct {
 	Error errorObject `json:"error"`
@@ -86,8 +86,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // "internal error" and carry no details.
 //
 // The codes of a cluster's internals (lease_lost, node_lost) are not in the
-// API's list (CONTRACT §4): they answer unavailable, with the internal
-// code as details.reason, since a retry finds the session's new owner.
+// API's list (docs/api.md, Errors): they answer unavailable, with the
+// internal code as details.reason, since a retry finds the session's new
+// owner.
 func errorObjectOf(err error) errorObject {
 	code := berth.ErrorCode(err)
 	obj := errorObject{Code: code, Message: berth.ErrorMessage(err), Details: berth.ErrorDetails(err)}

@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultPingInterval is how long an SSE stream may stay silent before the
-// server writes a ": ping" comment (CONTRACT §4.3: at least every 15 s).
+// server writes a ": ping" comment (docs/api.md, Events: every 15 s).
 const DefaultPingInterval = 15 * time.Second
 
 // maxHeaderBytes caps a request's line and headers: far above what any
@@ -26,9 +26,10 @@ const maxHeaderBytes = 64 << 10
 // ServerOptions configures a Server.
 type ServerOptions struct {
 	// Token is required on every TCP request, as "Authorization: Bearer
-	// <token>" or through a sign-in cookie got with it (CONTRACT §4, §4.6).
-	// The Unix socket needs none. Listen refuses a TCP address without a
-	// token unless LoopbackWithoutToken is set and the address is loopback.
+	// <token>" or through a sign-in cookie got with it (docs/api.md,
+	// Sign-in and browser safety). The Unix socket needs none. Listen
+	// refuses a TCP address without a token unless LoopbackWithoutToken is
+	// set and the address is loopback.
 	Token string
 	// LoopbackWithoutToken allows a token-less TCP listener on loopback.
 	LoopbackWithoutToken bool
@@ -68,7 +69,7 @@ type ServerOptions struct {
 	Metrics http.Handler
 	// Cluster is the cluster this daemon is a node of: writes to a session
 	// another node owns are forwarded there, and GET /v1/nodes lists the
-	// nodes. nil: one node (CONTRACT §4.11).
+	// nodes. nil: one node (docs/api.md, Cluster nodes).
 	Cluster Cluster
 }
 
@@ -156,9 +157,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Listen binds the TCP address addr ("" for none) and the Unix socket at
 // socketPath ("" for none). A TCP addr without a token is refused with
-// EInvalid, unless LoopbackWithoutToken is set and addr is loopback; a socket another daemon answers on is refused with
-// EConflict. A stale socket file is replaced. Both serve the same handler
-// once Serve runs.
+// EInvalid, unless LoopbackWithoutToken is set and addr is loopback; a
+// socket another daemon answers on is refused with EConflict. A stale
+// socket file is replaced. Both serve the same handler once Serve runs.
 func (s *Server) Listen(addr, socketPath string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,8 +9,8 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// The berth tools API: what a session's tools socket answers (CONTRACT
-// §4.4). `berth mcp`, the MCP server an agent runs, calls
+// The berth tools API: what a session's tools socket answers (docs/api.md,
+// The berth MCP server). `berth mcp`, the MCP server an agent runs, calls
 // POST /v1/tools/{tool} with the tool's arguments as the JSON body and the
 // session's credential as a bearer token; the answer is the tool's result,
 // or the API's error JSON. Nothing else is served on the socket.
