@@ -55,13 +55,19 @@ func (e *edge) reply(w http.ResponseWriter, r *http.Request, status int, v any, 
 }
 
 // callWithBody answers a route of session {id} whose body is a B: the body
-// is decoded strictly, given to call, and what call returns is answered with
-// status.
+// is decoded strictly, refused when one of checks says so, given to call,
+// and what call returns is answered with status.
 func callWithBody[B, R any](e *edge, w http.ResponseWriter, r *http.Request, status int,
-	call func(ctx context.Context, id string, body B) (R, error)) {
+	call func(ctx context.Context, id string, body B) (R, error), checks ...func(*B) error) {
 	var body B
 	if !e.readJSON(w, r, &body) {
 		return
+	}
+	for _, check := range checks {
+		if err := check(&body); err != nil {
+			e.writeError(w, r, err)
+			return
+		}
 	}
 	res, err := call(r.Context(), r.PathValue("id"), body)
 	e.reply(w, r, status, res, err)

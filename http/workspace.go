@@ -25,16 +25,7 @@ type workspace struct {
 
 // handleExec answers POST /v1/sessions/{id}/exec with the command's result.
 func (h *workspace) handleExec(w http.ResponseWriter, r *http.Request) {
-	var req berth.ExecRequest
-	if !h.readJSON(w, r, &req) {
-		return
-	}
-	if err := req.Validate(); err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	res, err := h.svc.Exec(r.Context(), r.PathValue("id"), req)
-	h.reply(w, r, http.StatusOK, res, err)
+	callWithBody(h.edge, w, r, http.StatusOK, h.svc.Exec, (*berth.ExecRequest).Validate)
 }
 
 // snapshotList is the answer of GET /v1/sessions/{id}/snapshots.
