@@ -34,12 +34,13 @@ func authOf(r *http.Request) authVia {
 
 // authenticate lets a TCP request in when it carries the token as
 // "Authorization: Bearer <token>" or a live sign-in cookie, and answers 401
-// otherwise (CONTRACT §4). The Unix socket needs neither. Public paths (the
-// sign-in endpoints and the pages, which carry no data) pass without. An
-// address that sent maxFailures wrong tokens within a minute gets 429 for a
-// minute for every wrong token; the right one still passes (the token is
-// 256-bit random, so the limit is not what stops guessing). Both sides of the comparison are
-// hashed first, so it does not leak the token's length either.
+// otherwise (docs/api.md, Sign-in and browser safety). The Unix socket
+// needs neither. Public paths (the sign-in endpoints and the pages, which
+// carry no data) pass without. An address that sent maxFailures wrong
+// tokens within a minute gets 429 for a minute for every wrong token; the
+// right one still passes (the token is 256-bit random, so the limit is not
+// what stops guessing). Both sides of the comparison are hashed first, so
+// it does not leak the token's length either.
 //
 // A request that says another node forwarded it (ForwardedByHeader) is let
 // in on TCP by the node token alone, when the cluster has one: neither the

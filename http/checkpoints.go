@@ -12,45 +12,18 @@ type checkpointList struct {
 }
 
 // handleListCheckpoints answers GET /v1/sessions/{id}/checkpoints.
-func (s *Server) handleListCheckpoints(w http.ResponseWriter, r *http.Request) {
-	list, err := s.svc.ListCheckpoints(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if list == nil {
-		list = []*berth.Checkpoint{}
-	}
-	writeJSON(w, http.StatusOK, checkpointList{Checkpoints: list})
+func (h *workspace) handleListCheckpoints(w http.ResponseWriter, r *http.Request) {
+	list, err := h.svc.ListCheckpoints(r.Context(), r.PathValue("id"))
+	h.reply(w, r, http.StatusOK, checkpointList{Checkpoints: orEmpty(list)}, err)
 }
 
 // handleRewind answers POST /v1/sessions/{id}/rewind with the session.
-func (s *Server) handleRewind(w http.ResponseWriter, r *http.Request) {
-	var req berth.RewindRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	sess, err := s.svc.Rewind(r.Context(), r.PathValue("id"), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, sess)
+func (h *workspace) handleRewind(w http.ResponseWriter, r *http.Request) {
+	callWithBody(h.edge, w, r, http.StatusOK, h.svc.Rewind)
 }
 
 // handleFork answers POST /v1/sessions/{id}/fork with 201 and the new
 // session.
-func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
-	var req berth.ForkRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	sess, err := s.svc.Fork(r.Context(), r.PathValue("id"), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, sess)
+func (h *workspace) handleFork(w http.ResponseWriter, r *http.Request) {
+	callWithBody(h.edge, w, r, http.StatusCreated, h.svc.Fork)
 }

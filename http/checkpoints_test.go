@@ -11,41 +11,29 @@ import (
 
 // ListCheckpoints implements berth.SessionService.
 func (f *fakeService) ListCheckpoints(_ context.Context, id string) ([]*berth.Checkpoint, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	return []*berth.Checkpoint{{ID: "ckpt_1", TurnID: "turn_1", CreatedAt: time.Unix(5, 0).UTC(), Files: 3, Bytes: 12,
-		Skipped: []berth.CheckpointSkip{{Path: "big.bin", Reason: "too_large"}}, SkippedTotal: 1}}, nil
+	return inSession(f, "", id, func(*berth.Session) ([]*berth.Checkpoint, error) {
+		return []*berth.Checkpoint{{ID: "ckpt_1", TurnID: "turn_1", CreatedAt: time.Unix(5, 0).UTC(), Files: 3, Bytes: 12,
+			Skipped: []berth.CheckpointSkip{{Path: "big.bin", Reason: "too_large"}}, SkippedTotal: 1}}, nil
+	})
 }
 
 // Rewind implements berth.SessionService.
 func (f *fakeService) Rewind(_ context.Context, id string, req berth.RewindRequest) (*berth.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.session(id)
-	if err != nil {
-		return nil, err
-	}
-	if req.CheckpointID != "ckpt_1" {
-		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", req.CheckpointID)
-	}
-	return s, nil
+	return inSession(f, "", id, func(s *berth.Session) (*berth.Session, error) {
+		if req.CheckpointID != "ckpt_1" {
+			return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", req.CheckpointID)
+		}
+		return s, nil
+	})
 }
 
 // Fork implements berth.SessionService.
 func (f *fakeService) Fork(_ context.Context, id string, req berth.ForkRequest) (*berth.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.session(id)
-	if err != nil {
-		return nil, err
-	}
-	c := *s
-	c.ID, c.Name, c.Agent = "ses_fork", req.Name, req.Agent
-	c.ForkedFrom = &berth.ForkRef{SessionID: id, CheckpointID: req.CheckpointID}
-	return &c, nil
+	return inSession(f, "", id, func(c *berth.Session) (*berth.Session, error) {
+		c.ID, c.Name, c.Agent = "ses_fork", req.Name, req.Agent
+		c.ForkedFrom = &berth.ForkRef{SessionID: id, CheckpointID: req.CheckpointID}
+		return c, nil
+	})
 }
 
 func TestCheckpointRoutes(t *testing.T) {

@@ -16,21 +16,14 @@ type spawnCall struct {
 // SpawnChild implements berth.SessionService: the child is one more session
 // of the fake, below its parent.
 func (f *fakeService) SpawnChild(_ context.Context, parentID string, req berth.CreateRequest, idemKey string) (*berth.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("SpawnChild"); err != nil {
-		return nil, err
-	}
-	p, err := f.session(parentID)
-	if err != nil {
-		return nil, err
-	}
-	f.spawns = append(f.spawns, spawnCall{parentID, idemKey, req})
-	c := &berth.Session{ID: "ses_kid", Agent: req.Agent, State: berth.StateActive, Badge: berth.BadgeIdle, Labels: map[string]string{},
-		ParentID: p.ID, RootID: p.ID, Depth: p.Depth + 1}
-	f.sessions[c.ID] = c
-	cp := *c
-	return &cp, nil
+	return inSession(f, "SpawnChild", parentID, func(p *berth.Session) (*berth.Session, error) {
+		f.spawns = append(f.spawns, spawnCall{parentID, idemKey, req})
+		c := &berth.Session{ID: "ses_kid", Agent: req.Agent, State: berth.StateActive, Badge: berth.BadgeIdle, Labels: map[string]string{},
+			ParentID: p.ID, RootID: p.ID, Depth: p.Depth + 1}
+		f.sessions[c.ID] = c
+		cp := *c
+		return &cp, nil
+	})
 }
 
 // TestSpawnChildEdge: POST …/children needs ttl_seconds (400 before the

@@ -14,12 +14,7 @@ func BenchmarkClientStream(b *testing.B) {
 	f := newFakeService()
 	f.appendEvents("ses_1", 10000, berth.EventAgentMessage)
 	f.stop("ses_1")
-	s := NewServer(f, ServerOptions{Token: testToken})
-	if err := s.Listen("127.0.0.1:0", ""); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve() }()
+	s, done := serveTCP(b, f, ServerOptions{Token: testToken})
 	defer func() { s.Close(context.Background()); <-done }()
 	c := tcpClient(s.Addr(), testToken)
 	defer c.Close()

@@ -65,62 +65,10 @@ func TestClientRoundTrips(t *testing.T) {
 	for name, c := range map[string]*client.Client{"tcp": newTestClient(t, s), "unix": unix} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			h, err := c.Health(ctx)
-			if err != nil || h.Status != "ok" || h.Version != "v1.2" || h.Store != "sqlite" {
-				t.Errorf("Health = %+v, %v", h, err)
-			}
-			agents, err := c.Agents(ctx)
-			if err != nil || len(agents) != 1 || agents[0].Name != "demo" || !agents[0].Available {
-				t.Errorf("Agents = %+v, %v", agents, err)
-			}
-			sess, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Name: "n", Labels: map[string]string{"k": "v"}})
-			if err != nil || sess.ID != "ses_new" || sess.Labels["k"] != "v" {
-				t.Errorf("CreateSession = %+v, %v", sess, err)
-			}
-			sess, err = c.GetSession(ctx, "ses_1")
-			if err != nil || sess.ID != "ses_1" || sess.State != berth.StateActive {
-				t.Errorf("GetSession = %+v, %v", sess, err)
-			}
-			page, err := c.ListSessions(ctx, berth.SessionFilter{State: berth.StateActive, Labels: map[string]string{"team": "web"}, Limit: 3})
-			if err != nil || len(page.Sessions) != 2 {
-				t.Errorf("ListSessions = %+v, %v", page, err)
-			}
-			if lf := f.lastSessionF; lf.State != berth.StateActive || lf.Labels["team"] != "web" || lf.Limit != 3 {
-				t.Errorf("ListSessions filter reached the service as %+v", lf)
-			}
-			res, err := c.Prompt(ctx, "ses_1", berth.PromptRequest{Text: "<b>&", Mode: berth.ModeSteer})
-			if err != nil || res.Status != "started" || res.TurnID != "turn_1" || f.lastPrompt.Text != "<b>&" {
-				t.Errorf("Prompt = %+v, %v (sent %+v)", res, err, f.lastPrompt)
-			}
-			turn, err := c.PromptWait(ctx, "ses_1", berth.PromptRequest{Text: "hi"})
-			if err != nil || turn.StopReason != berth.TurnEndTurn || turn.Text != "hello" {
-				t.Errorf("PromptWait = %+v, %v", turn, err)
-			}
-			waited, err := c.WaitTurn(ctx, "ses_1", "entry_7")
-			if err != nil || waited.StopReason != berth.TurnEndTurn || waited.Text != "hello" || f.lastWaitTurn != "entry_7" {
-				t.Errorf("WaitTurn = %+v, %v (asked for %q)", waited, err, f.lastWaitTurn)
-			}
-			turnID, err := c.Cancel(ctx, "ses_1")
-			if err != nil || turnID != "turn_1" {
-				t.Errorf("Cancel = %q, %v", turnID, err)
-			}
-			evs, err := c.ListEvents(ctx, "ses_1", berth.EventFilter{After: 1, Limit: 2, Type: berth.EventAgentMessage})
-			if err != nil || len(evs) != 2 || evs[0].Seq != 2 || evs[1].Seq != 3 {
-				t.Errorf("ListEvents = %v, %v", evs, err)
-			}
-			evs, err = c.ListEvents(ctx, "ses_1", berth.EventFilter{After: 4})
-			if err != nil || len(evs) != 0 {
-				t.Errorf("ListEvents past the end = %v, %v", evs, err)
-			}
-			turns, err := c.Transcript(ctx, "ses_1")
-			if err != nil || len(turns) != 1 || turns[0].TurnID != "turn_1" || turns[0].ToolCalls == nil {
-				t.Errorf("Transcript = %+v, %v", turns, err)
-			}
-			var raw json.RawMessage
-			if err := c.Do(ctx, "GET", "/v1/sessions/ses_1", nil, nil, &raw); err != nil || !strings.HasPrefix(string(raw), `{"id":"ses_1"`) {
-				t.Errorf("Do raw = %s, %v", raw, err)
-			}
-			sess, err = c.StopSession(ctx, "ses_new")
+			checkSessionRoundTrips(t, ctx, c, f)
+			checkTurnRoundTrips(t, ctx, c, f)
+			checkLogRoundTrips(t, ctx, c)
+			sess, err := c.StopSession(ctx, "ses_new")
 			if err != nil || sess.State != berth.StateStopped {
 				t.Errorf("StopSession = %+v, %v", sess, err)
 			}
@@ -128,6 +76,78 @@ func TestClientRoundTrips(t *testing.T) {
 				t.Errorf("DeleteSession = %v", err)
 			}
 		})
+	}
+}
+
+// checkSessionRoundTrips checks the client's calls about the daemon and
+// its sessions against the fake of TestClientRoundTrips.
+func checkSessionRoundTrips(t *testing.T, ctx context.Context, c *client.Client, f *fakeService) {
+	t.Helper()
+	h, err := c.Health(ctx)
+	if err != nil || h.Status != "ok" || h.Version != "v1.2" || h.Store != "sqlite" {
+		t.Errorf("Health = %+v, %v", h, err)
+	}
+	agents, err := c.Agents(ctx)
+	if err != nil || len(agents) != 1 || agents[0].Name != "demo" || !agents[0].Available {
+		t.Errorf("Agents = %+v, %v", agents, err)
+	}
+	sess, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Name: "n", Labels: map[string]string{"k": "v"}})
+	if err != nil || sess.ID != "ses_new" || sess.Labels["k"] != "v" {
+		t.Errorf("CreateSession = %+v, %v", sess, err)
+	}
+	sess, err = c.GetSession(ctx, "ses_1")
+	if err != nil || sess.ID != "ses_1" || sess.State != berth.StateActive {
+		t.Errorf("GetSession = %+v, %v", sess, err)
+	}
+	page, err := c.ListSessions(ctx, berth.SessionFilter{State: berth.StateActive, Labels: map[string]string{"team": "web"}, Limit: 3})
+	if err != nil || len(page.Sessions) != 2 {
+		t.Errorf("ListSessions = %+v, %v", page, err)
+	}
+	if lf := f.lastSessionF; lf.State != berth.StateActive || lf.Labels["team"] != "web" || lf.Limit != 3 {
+		t.Errorf("ListSessions filter reached the service as %+v", lf)
+	}
+}
+
+// checkTurnRoundTrips checks the client's prompts and turns.
+func checkTurnRoundTrips(t *testing.T, ctx context.Context, c *client.Client, f *fakeService) {
+	t.Helper()
+	res, err := c.Prompt(ctx, "ses_1", berth.PromptRequest{Text: "<b>&", Mode: berth.ModeSteer})
+	if err != nil || res.Status != "started" || res.TurnID != "turn_1" || f.lastPrompt.Text != "<b>&" {
+		t.Errorf("Prompt = %+v, %v (sent %+v)", res, err, f.lastPrompt)
+	}
+	turn, err := c.PromptWait(ctx, "ses_1", berth.PromptRequest{Text: "hi"})
+	if err != nil || turn.StopReason != berth.TurnEndTurn || turn.Text != "hello" {
+		t.Errorf("PromptWait = %+v, %v", turn, err)
+	}
+	waited, err := c.WaitTurn(ctx, "ses_1", "entry_7")
+	if err != nil || waited.StopReason != berth.TurnEndTurn || waited.Text != "hello" || f.lastWaitTurn != "entry_7" {
+		t.Errorf("WaitTurn = %+v, %v (asked for %q)", waited, err, f.lastWaitTurn)
+	}
+	turnID, err := c.Cancel(ctx, "ses_1")
+	if err != nil || turnID != "turn_1" {
+		t.Errorf("Cancel = %q, %v", turnID, err)
+	}
+}
+
+// checkLogRoundTrips checks the client's reads of a session's log, and a
+// raw call.
+func checkLogRoundTrips(t *testing.T, ctx context.Context, c *client.Client) {
+	t.Helper()
+	evs, err := c.ListEvents(ctx, "ses_1", berth.EventFilter{After: 1, Limit: 2, Type: berth.EventAgentMessage})
+	if err != nil || len(evs) != 2 || evs[0].Seq != 2 || evs[1].Seq != 3 {
+		t.Errorf("ListEvents = %v, %v", evs, err)
+	}
+	evs, err = c.ListEvents(ctx, "ses_1", berth.EventFilter{After: 4})
+	if err != nil || len(evs) != 0 {
+		t.Errorf("ListEvents past the end = %v, %v", evs, err)
+	}
+	turns, err := c.Transcript(ctx, "ses_1")
+	if err != nil || len(turns) != 1 || turns[0].TurnID != "turn_1" || turns[0].ToolCalls == nil {
+		t.Errorf("Transcript = %+v, %v", turns, err)
+	}
+	var raw json.RawMessage
+	if err := c.Do(ctx, "GET", "/v1/sessions/ses_1", nil, nil, &raw); err != nil || !strings.HasPrefix(string(raw), `{"id":"ses_1"`) {
+		t.Errorf("Do raw = %s, %v", raw, err)
 	}
 }
 
@@ -304,13 +324,8 @@ func TestClientStreamReconnectsAfterDaemonRestart(t *testing.T) {
 	// The first daemon holds events 1..3 of a live session.
 	first := newFakeService()
 	first.appendEvents("ses_1", 3, berth.EventAgentMessage)
-	s1 := NewServer(first, ServerOptions{Token: testToken})
-	if err := s1.Listen("127.0.0.1:0", ""); err != nil {
-		t.Fatal(err)
-	}
+	s1, done1 := serveTCP(t, first, ServerOptions{Token: testToken})
 	addr := s1.Addr()
-	done1 := make(chan error, 1)
-	go func() { done1 <- s1.Serve() }()
 
 	c := tcpClient(addr, testToken, fastReconnect)
 	defer c.Close()

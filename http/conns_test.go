@@ -112,19 +112,7 @@ func TestSlowClientFloodKeepsHealthAnswering(t *testing.T) {
 	s := startServer(t, f, ServerOptions{MaxConnections: max, BodyTimeout: time.Minute}, "")
 	// A request being worked on is never shed.
 	done := waitPrompt(t, s)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f.mu.Lock()
-		waiting := f.lastWaitTurn != ""
-		f.mu.Unlock()
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the long poll never reached WaitTurn")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitWaitTurn(t, f, "the long poll")
 	// Four times the cap of slow clients, with and without the token.
 	var conns []net.Conn
 	for i := range 4 * max {

@@ -22,28 +22,36 @@ const jsonSlack = 64 << 10
 // defaultMaxPromptBytes is limits.max_prompt_bytes when the options leave it 0.
 const defaultMaxPromptBytes = 256 << 10
 
-// bodyLimit returns the largest request body accepted. A prompt of n bytes
-// may take up to 6n bytes once escaped in JSON ("\u003c" for "<"), so the cap
-// leaves room for that; the prompt itself is then checked against its own cap
-// to answer 413 with the exact numbers.
-func (s *Server) bodyLimit() int64 {
-	return 6*int64(s.maxPromptBytes()) + jsonSlack
-}
+// bodyLimit returns the largest request body accepted (bodyLimitFor).
+func (e *edge) bodyLimit() int64 { return bodyLimitFor(e.maxPrompt) }
 
-// maxPromptBytes returns the prompt cap in force.
-func (s *Server) maxPromptBytes() int {
-	if s.opts.MaxPromptBytes > 0 {
-		return s.opts.MaxPromptBytes
+// bodyLimitFor returns the largest request body accepted when prompts are
+// capped at maxPrompt bytes. A prompt of n bytes may take up to 6n bytes
+// once escaped in JSON ("\u003c" for "<"), so the cap leaves room for that;
+// the prompt itself is then checked against its own cap to answer 413 with
+// the exact numbers.
+func bodyLimitFor(maxPrompt int) int64 { return 6*int64(maxPrompt) + jsonSlack }
+
+// maxPromptOf returns the prompt cap in force for limits.max_prompt_bytes n
+// (0: the default).
+func maxPromptOf(n int) int {
+	if n > 0 {
+		return n
 	}
 	return defaultMaxPromptBytes
 }
 
-// decodeJSON reads the request body into v strictly: unknown fields,
+// decodeJSON reads the request body into v strictly (decodeStrict), up to
+// bodyLimit.
+func (e *edge) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	return decodeStrict(w, r, v, e.bodyLimit())
+}
+
+// decodeStrict reads the request body into v strictly: unknown fields,
 // malformed JSON, wrong types, an empty body and trailing data are
 // EInvalid with a message naming the field where there is one; a body over
-// the cap is ETooLarge.
-func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	limit := s.bodyLimit()
+// limit is ETooLarge. The API and the tools socket decode alike.
+func decodeStrict(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		return decodeError(err, limit)

@@ -4,7 +4,19 @@
 // that turns error codes into HTTP statuses; package client is the other
 // end of the wire (the Go client the CLI uses), and turns them back.
 //
-// Where CONTRACT.md is silent, the server does this:
+// Where things are: server.go makes the Server and runs its lifecycle;
+// middleware.go, conns.go, guard.go, auth.go and forward.go are the chain
+// every request goes through, in the order NewServer writes it; routes.go
+// registers every route, each on the handler type of its area: sessions
+// (sessions.go, children.go), conversation (conversation.go, prompts.go,
+// turns.go, queue.go), events (events.go, sse.go, global_stream.go), asks
+// (asks.go, elicitations.go), workspace (workspace.go, checkpoints.go),
+// signIn (login.go, signin.go), daemonInfo (daemon.go, nodes.go, hooks.go,
+// metrics.go, openapi.go) and ui (ui.go). Each holds the edge (edge.go,
+// errors.go, decode.go) and an interface of the few service methods it
+// calls. tools.go serves a session's tools socket, apart from the API.
+//
+// Where docs/api.md says no more, the server does this:
 //
 //   - A known path with the wrong method answers 405 with an Allow header
 //     and the error code invalid_argument (the code set is closed); an

@@ -12,43 +12,27 @@ type elicitationList struct {
 }
 
 // handleListElicitations answers GET /v1/sessions/{id}/elicitations?state=.
-func (s *Server) handleListElicitations(w http.ResponseWriter, r *http.Request) {
-	es, err := s.svc.ListElicitations(r.Context(), r.PathValue("id"), r.URL.Query().Get("state"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if es == nil {
-		es = []*berth.Elicitation{}
-	}
-	writeJSON(w, http.StatusOK, elicitationList{Elicitations: es})
+func (h *asks) handleListElicitations(w http.ResponseWriter, r *http.Request) {
+	es, err := h.svc.ListElicitations(r.Context(), r.PathValue("id"), r.URL.Query().Get("state"))
+	h.reply(w, r, http.StatusOK, elicitationList{Elicitations: orEmpty(es)}, err)
 }
 
 // handleGetElicitation answers GET /v1/sessions/{id}/elicitations/{eid}.
-func (s *Server) handleGetElicitation(w http.ResponseWriter, r *http.Request) {
-	e, err := s.svc.GetElicitation(r.Context(), r.PathValue("id"), r.PathValue("eid"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, e)
+func (h *asks) handleGetElicitation(w http.ResponseWriter, r *http.Request) {
+	e, err := h.svc.GetElicitation(r.Context(), r.PathValue("id"), r.PathValue("eid"))
+	h.reply(w, r, http.StatusOK, e, err)
 }
 
 // handleAnswerElicitation answers POST /v1/sessions/{id}/elicitations/{eid}.
-func (s *Server) handleAnswerElicitation(w http.ResponseWriter, r *http.Request) {
+func (h *asks) handleAnswerElicitation(w http.ResponseWriter, r *http.Request) {
 	var a berth.ElicitationAnswer
-	if err := s.decodeJSON(w, r, &a); err != nil {
-		s.writeError(w, r, err)
+	if !h.readJSON(w, r, &a) {
 		return
 	}
 	if err := a.Validate(); err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
-	e, err := s.svc.AnswerElicitation(r.Context(), r.PathValue("id"), r.PathValue("eid"), a)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, e)
+	e, err := h.svc.AnswerElicitation(r.Context(), r.PathValue("id"), r.PathValue("eid"), a)
+	h.reply(w, r, http.StatusOK, e, err)
 }

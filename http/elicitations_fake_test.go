@@ -11,12 +11,7 @@ import (
 
 // ListElicitations implements berth.SessionService.
 func (f *fakeService) ListElicitations(_ context.Context, id, _ string) ([]*berth.Elicitation, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	return []*berth.Elicitation{}, nil
+	return inSession(f, "", id, func(*berth.Session) ([]*berth.Elicitation, error) { return []*berth.Elicitation{}, nil })
 }
 
 // GetElicitation implements berth.SessionService.

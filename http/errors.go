@@ -11,7 +11,7 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// errorBody is the JSON shape of every error answer (CONTRACT §4):
+// errorBody is the JSON shape of every error answer (docs/api.md, Errors):
 // {"error":{"code","message","details"}}.
 type errorBody struct {
 	Error errorObject `json:"error"`
@@ -86,8 +86,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // "internal error" and carry no details.
 //
 // The codes of a cluster's internals (lease_lost, node_lost) are not in the
-// API's list (CONTRACT §4): they answer unavailable, with the internal
-// code as details.reason, since a retry finds the session's new owner.
+// API's list (docs/api.md, Errors): they answer unavailable, with the
+// internal code as details.reason, since a retry finds the session's new
+// owner.
 func errorObjectOf(err error) errorObject {
 	code := berth.ErrorCode(err)
 	obj := errorObject{Code: code, Message: berth.ErrorMessage(err), Details: berth.ErrorDetails(err)}
@@ -111,14 +112,14 @@ func errorObjectOf(err error) errorObject {
 // writeError answers err as a JSON error with the status of its code. An
 // internal error is logged with its cause; so is any error that reaches a
 // client that already went away (at debug level: that is not a fault).
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	s.writeErrorStatus(w, r, err, 0)
+func (e *edge) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e.writeErrorStatus(w, r, err, 0)
 }
 
 // writeErrorStatus is writeError with an explicit status (0: from the code).
-func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err error, status int) {
+func (e *edge) writeErrorStatus(w http.ResponseWriter, r *http.Request, err error, status int) {
 	// A request cut short by the shutdown is not an internal error.
-	if s.shuttingDown() && errors.Is(err, context.Canceled) && berth.ErrorCode(err) == berth.EInternal {
+	if e.shuttingDown() && errors.Is(err, context.Canceled) && berth.ErrorCode(err) == berth.EInternal {
 		err = berth.WrapError(berth.EUnavailable, err, "the daemon is shutting down")
 	}
 	obj := errorObjectOf(err)
@@ -127,11 +128,11 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err er
 	}
 	switch {
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
-		s.log.Debug("request ended by the client", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		e.log.Debug("request ended by the client", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
 	case obj.Code == berth.EInternal:
-		s.log.Error("internal error", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		e.log.Error("internal error", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
 	default:
-		s.log.Debug("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "code", obj.Code, "err", err)
+		e.log.Debug("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "code", obj.Code, "err", err)
 	}
 	if secs, ok := obj.Details["retry_after_seconds"].(int); ok && status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
@@ -141,10 +142,10 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, r *http.Request, err er
 
 // logError logs an error that cannot be answered any more (the response has
 // started), at the level its code deserves.
-func (s *Server) logError(r *http.Request, msg string, err error) {
+func (e *edge) logError(r *http.Request, msg string, err error) {
 	level := slog.LevelDebug
 	if berth.ErrorCode(err) == berth.EInternal && !errors.Is(err, context.Canceled) {
 		level = slog.LevelError
 	}
-	s.log.Log(r.Context(), level, msg, "method", r.Method, "path", r.URL.Path, "err", err)
+	e.log.Log(r.Context(), level, msg, "method", r.Method, "path", r.URL.Path, "err", err)
 }

@@ -1,11 +1,38 @@
 package http
 
 import (
+	"context"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
+
+// eventService is what the routes of the event log call: a session's
+// events, read or followed, its transcript, and every session's changes.
+type eventService interface {
+	ListEvents(ctx context.Context, id string, f berth.EventFilter) ([]berth.Event, error)
+	StreamEvents(ctx context.Context, id string, after int64) (berth.EventStream, error)
+	Transcript(ctx context.Context, id string) ([]berth.TranscriptTurn, error)
+	StreamChanges(ctx context.Context, lastEventID string) (berth.ChangeStream, error)
+}
+
+// events serves the event log (docs/api.md, Events): a session's events in
+// pages or as a stream (sse.go), its transcript, and the all-sessions
+// stream (global_stream.go).
+type events struct {
+	*edge
+	svc eventService
+	// pingInterval is how long a stream waits for events before it writes
+	// a ping comment.
+	pingInterval time.Duration
+	// writeTimeout bounds each write of a stream to its client.
+	writeTimeout time.Duration
+	// signedOut reports whether the request's sign-in has ended since it
+	// was let in (Server.signInEnded).
+	signedOut func(*http.Request) bool
+}
 
 // eventPage is the answer of GET /v1/sessions/{id}/events.
 type eventPage struct {
@@ -17,16 +44,16 @@ type eventPage struct {
 // &turn=. after is exclusive; limit defaults to 100 and a limit over 1000 is
 // clamped to 1000 (a client that pages with next_after gets everything
 // either way). next_after is the last seq returned, or after when none.
-func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
+func (h *events) handleListEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	after, err := queryInt(q, "after", 0, 0)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	limit, err := queryInt(q, "limit", berth.DefaultEventLimit, 0)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	switch {
@@ -36,9 +63,9 @@ func (s *Server) handleListEvents(w http.ResponseWriter, r *http.Request) {
 		limit = berth.MaxEventLimit
 	}
 	f := berth.EventFilter{After: after, Limit: int(limit), Type: q.Get("type"), TurnID: q.Get("turn")}
-	events, err := s.svc.ListEvents(r.Context(), r.PathValue("id"), f)
+	events, err := h.svc.ListEvents(r.Context(), r.PathValue("id"), f)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	page := eventPage{Events: events, NextAfter: after}
@@ -59,7 +86,7 @@ type transcript struct {
 // {"turns":[…]}, written one turn at a time as the log is folded (when the
 // service can hand turns over so): the answer is never held in memory
 // whole, nor the turns it is made of.
-func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
+func (h *events) handleTranscript(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	n := 0
 	// A failed write means the client is gone: the walk stops there.
@@ -85,11 +112,11 @@ func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
 		return encodeWithText(w, &out, t.Text)
 	}
 	var err error
-	if st, ok := s.svc.(berth.TranscriptStreamer); ok {
+	if st, ok := h.svc.(berth.TranscriptStreamer); ok {
 		err = st.TranscriptEach(r.Context(), id, write)
 	} else {
 		var turns []berth.TranscriptTurn
-		if turns, err = s.svc.Transcript(r.Context(), id); err == nil {
+		if turns, err = h.svc.Transcript(r.Context(), id); err == nil {
 			for i := range turns {
 				if err = write(&turns[i]); err != nil {
 					break
@@ -101,10 +128,10 @@ func (s *Server) handleTranscript(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case err != nil && n == 0:
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 	case err != nil:
 		// Half written: the client sees the answer end early.
-		s.log.Warn("transcript cut short", "session_id", id, "err", err)
+		h.log.Warn("transcript cut short", "session_id", id, "err", err)
 	case n == 0:
 		writeJSON(w, http.StatusOK, transcript{Turns: []berth.TranscriptTurn{}})
 	default:

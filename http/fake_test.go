@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -123,6 +124,47 @@ func (f *fakeService) session(id string) (*berth.Session, error) {
 	return &cp, nil
 }
 
+// inSession calls fn, under f.mu, with a copy of session id (ENotFound when
+// there is none) once method was entered (enter; "" for a method that
+// neither counts nor fails as the test asked).
+func inSession[T any](f *fakeService, method, id string, fn func(*berth.Session) (T, error)) (T, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var zero T
+	if method != "" {
+		if err := f.enter(method); err != nil {
+			return zero, err
+		}
+	}
+	s, err := f.session(id)
+	if err != nil {
+		return zero, err
+	}
+	return fn(s)
+}
+
+// same returns the session it is given: for fakes that change nothing.
+func same(s *berth.Session) (*berth.Session, error) { return s, nil }
+
+// awaitWaitTurn polls until a request is parked in f's WaitTurn; what
+// names the request when it never gets there.
+func awaitWaitTurn(t *testing.T, f *fakeService, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		waiting := f.lastWaitTurn != ""
+		f.mu.Unlock()
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached WaitTurn", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Health implements berth.SessionService.
 func (f *fakeService) Health(context.Context) (*berth.Health, error) {
 	return &berth.Health{Status: "ok", Store: "sqlite", NodeID: "node_1"}, nil
@@ -154,12 +196,7 @@ func (f *fakeService) CreateSession(_ context.Context, req berth.CreateRequest) 
 
 // GetSession implements berth.SessionService.
 func (f *fakeService) GetSession(_ context.Context, id string) (*berth.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("GetSession"); err != nil {
-		return nil, err
-	}
-	return f.session(id)
+	return inSession(f, "GetSession", id, same)
 }
 
 // ListSessions implements berth.SessionService.
@@ -183,47 +220,29 @@ func (f *fakeService) ListSessions(_ context.Context, flt berth.SessionFilter) (
 
 // StopSession implements berth.SessionService.
 func (f *fakeService) StopSession(_ context.Context, id string) (*berth.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("StopSession"); err != nil {
-		return nil, err
-	}
-	s, err := f.session(id)
-	if err != nil {
-		return nil, err
-	}
-	f.sessions[id].State, f.sessions[id].StopReason = berth.StateStopped, berth.StopUserRequested
-	s.State, s.StopReason = berth.StateStopped, berth.StopUserRequested
-	return s, nil
+	return inSession(f, "StopSession", id, func(s *berth.Session) (*berth.Session, error) {
+		f.sessions[id].State, f.sessions[id].StopReason = berth.StateStopped, berth.StopUserRequested
+		s.State, s.StopReason = berth.StateStopped, berth.StopUserRequested
+		return s, nil
+	})
 }
 
 // DeleteSession implements berth.SessionService.
 func (f *fakeService) DeleteSession(_ context.Context, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("DeleteSession"); err != nil {
-		return err
-	}
-	if _, err := f.session(id); err != nil {
-		return err
-	}
-	delete(f.sessions, id)
-	return nil
+	_, err := inSession(f, "DeleteSession", id, func(*berth.Session) (any, error) {
+		delete(f.sessions, id)
+		return nil, nil
+	})
+	return err
 }
 
 // Prompt implements berth.SessionService.
 func (f *fakeService) Prompt(_ context.Context, id string, req berth.PromptRequest) (*berth.PromptResult, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("Prompt"); err != nil {
-		return nil, err
-	}
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	f.lastPrompt = req
-	res := f.promptResult
-	return &res, nil
+	return inSession(f, "Prompt", id, func(*berth.Session) (*berth.PromptResult, error) {
+		f.lastPrompt = req
+		res := f.promptResult
+		return &res, nil
+	})
 }
 
 // WaitTurn implements berth.SessionService.
@@ -245,63 +264,37 @@ func (f *fakeService) WaitTurn(ctx context.Context, id, turnID string) (*berth.T
 
 // Cancel implements berth.SessionService.
 func (f *fakeService) Cancel(_ context.Context, id string) (string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("Cancel"); err != nil {
-		return "", err
-	}
-	if _, err := f.session(id); err != nil {
-		return "", err
-	}
-	return "turn_1", nil
+	return inSession(f, "Cancel", id, func(*berth.Session) (string, error) { return "turn_1", nil })
 }
 
 // ListEvents implements berth.SessionService.
 func (f *fakeService) ListEvents(_ context.Context, id string, flt berth.EventFilter) ([]berth.Event, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("ListEvents"); err != nil {
-		return nil, err
-	}
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	f.lastEventF = flt
-	var out []berth.Event
-	for _, ev := range f.events[id] {
-		if ev.Seq > flt.After && (flt.Type == "" || ev.Type == flt.Type) && len(out) < flt.Limit {
-			out = append(out, ev)
+	return inSession(f, "ListEvents", id, func(*berth.Session) ([]berth.Event, error) {
+		f.lastEventF = flt
+		var out []berth.Event
+		for _, ev := range f.events[id] {
+			if ev.Seq > flt.After && (flt.Type == "" || ev.Type == flt.Type) && len(out) < flt.Limit {
+				out = append(out, ev)
+			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // StreamEvents implements berth.SessionService.
 func (f *fakeService) StreamEvents(_ context.Context, id string, after int64) (berth.EventStream, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("StreamEvents"); err != nil {
-		return nil, err
-	}
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	f.lastStreamFrom = after
-	f.streamCalls++
-	return &fakeStream{f: f, id: id, pos: after}, nil
+	return inSession(f, "StreamEvents", id, func(*berth.Session) (berth.EventStream, error) {
+		f.lastStreamFrom = after
+		f.streamCalls++
+		return &fakeStream{f: f, id: id, pos: after}, nil
+	})
 }
 
 // Transcript implements berth.SessionService.
 func (f *fakeService) Transcript(_ context.Context, id string) ([]berth.TranscriptTurn, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("Transcript"); err != nil {
-		return nil, err
-	}
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	return []berth.TranscriptTurn{{TurnID: "turn_1", Prompt: "hi", Text: "hello", StopReason: berth.TurnEndTurn, StartSeq: 1}}, nil
+	return inSession(f, "Transcript", id, func(*berth.Session) ([]berth.TranscriptTurn, error) {
+		return []berth.TranscriptTurn{{TurnID: "turn_1", Prompt: "hi", Text: "hello", StopReason: berth.TurnEndTurn, StartSeq: 1}}, nil
+	})
 }
 
 // fakeStream follows a fakeService's log the way berth.EventStream promises.
@@ -349,75 +342,54 @@ var _ berth.SessionService = (*fakeService)(nil)
 
 // ListQueue implements berth.SessionService.
 func (f *fakeService) ListQueue(_ context.Context, id string) (*berth.QueueView, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err := f.enter("ListQueue"); err != nil {
-		return nil, err
-	}
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	return &berth.QueueView{Entries: f.queue, Generation: 3}, nil
+	return inSession(f, "ListQueue", id, func(*berth.Session) (*berth.QueueView, error) {
+		return &berth.QueueView{Entries: f.queue, Generation: 3}, nil
+	})
 }
 
 // CancelQueueEntry implements berth.SessionService.
 func (f *fakeService) CancelQueueEntry(_ context.Context, id, entryID string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.session(id); err != nil {
-		return err
-	}
-	for i, e := range f.queue {
-		if e.ID == entryID {
-			f.queue = append(f.queue[:i], f.queue[i+1:]...)
-			return nil
+	_, err := inSession(f, "", id, func(*berth.Session) (any, error) {
+		for i, e := range f.queue {
+			if e.ID == entryID {
+				f.queue = append(f.queue[:i], f.queue[i+1:]...)
+				return nil, nil
+			}
 		}
-	}
-	return berth.Errorf(berth.ENotFound, "no pending entry %s", entryID)
+		return nil, berth.Errorf(berth.ENotFound, "no pending entry %s", entryID)
+	})
+	return err
 }
 
 // PatchSession implements berth.SessionService.
 func (f *fakeService) PatchSession(_ context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.session(id)
-	if err != nil {
-		return nil, err
-	}
-	c := *s
-	if p.Name != nil {
-		c.Name = *p.Name
-	}
-	return &c, nil
+	return inSession(f, "", id, func(s *berth.Session) (*berth.Session, error) {
+		if p.Name != nil {
+			s.Name = *p.Name
+		}
+		return s, nil
+	})
 }
 
 // ResumeSession implements berth.SessionService.
 func (f *fakeService) ResumeSession(_ context.Context, id string) (*berth.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.session(id)
-	if err != nil {
-		return nil, err
-	}
-	c := *s
-	c.State = berth.StateActive
-	return &c, nil
+	return inSession(f, "", id, func(s *berth.Session) (*berth.Session, error) {
+		s.State = berth.StateActive
+		return s, nil
+	})
 }
 
 // ListPermissions implements berth.SessionService.
 func (f *fakeService) ListPermissions(_ context.Context, id, state string) ([]*berth.Permission, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	var out []*berth.Permission
-	for _, p := range f.perms {
-		if state == "" || p.State == state {
-			out = append(out, p)
+	return inSession(f, "", id, func(*berth.Session) ([]*berth.Permission, error) {
+		var out []*berth.Permission
+		for _, p := range f.perms {
+			if state == "" || p.State == state {
+				out = append(out, p)
+			}
 		}
-	}
-	return out, nil
+		return out, nil
+	})
 }
 
 // DecidePermission implements berth.SessionService.
@@ -441,65 +413,37 @@ func (f *fakeService) DecidePermission(_ context.Context, id, permID string, d b
 
 // Exec implements berth.SessionService.
 func (f *fakeService) Exec(_ context.Context, id string, req berth.ExecRequest) (*berth.ExecResult, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	return &berth.ExecResult{ExitCode: 3, Stdout: strings.Join(req.Command, " "), DurationMS: 1}, nil
+	return inSession(f, "", id, func(*berth.Session) (*berth.ExecResult, error) {
+		return &berth.ExecResult{ExitCode: 3, Stdout: strings.Join(req.Command, " "), DurationMS: 1}, nil
+	})
 }
 
 // CreateSnapshot implements berth.SessionService.
 func (f *fakeService) CreateSnapshot(_ context.Context, id string) (*berth.Snapshot, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	return &berth.Snapshot{ID: "snap_1", SessionID: id, SizeBytes: 42, CreatedAt: time.Unix(5, 0).UTC()}, nil
+	return inSession(f, "", id, func(*berth.Session) (*berth.Snapshot, error) {
+		return &berth.Snapshot{ID: "snap_1", SessionID: id, SizeBytes: 42, CreatedAt: time.Unix(5, 0).UTC()}, nil
+	})
 }
 
 // ListSnapshots implements berth.SessionService.
 func (f *fakeService) ListSnapshots(_ context.Context, id string) ([]*berth.Snapshot, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	return nil, nil
+	return inSession(f, "", id, func(*berth.Session) ([]*berth.Snapshot, error) { return nil, nil })
 }
 
 // Repair implements berth.SessionService.
 func (f *fakeService) Repair(_ context.Context, id string, dryRun, force bool) (*berth.RepairReport, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, err := f.session(id); err != nil {
-		return nil, err
-	}
-	return &berth.RepairReport{Issues: []berth.RepairItem{{Kind: berth.RepairOpenTurn, Message: fmt.Sprint(dryRun, force)}},
-		Actions: []berth.RepairItem{}, Persisted: !dryRun}, nil
+	return inSession(f, "", id, func(*berth.Session) (*berth.RepairReport, error) {
+		return &berth.RepairReport{Issues: []berth.RepairItem{{Kind: berth.RepairOpenTurn, Message: fmt.Sprint(dryRun, force)}},
+			Actions: []berth.RepairItem{}, Persisted: !dryRun}, nil
+	})
 }
 
 // Authenticate implements berth.SessionService.
 func (f *fakeService) Authenticate(_ context.Context, id, methodID string) (*berth.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.session(id)
-	if err != nil {
-		return nil, err
-	}
-	c := *s
-	return &c, nil
+	return inSession(f, "", id, same)
 }
 
 // ClearSession implements berth.SessionService.
 func (f *fakeService) ClearSession(_ context.Context, id string, cancel bool) (*berth.Session, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, err := f.session(id)
-	if err != nil {
-		return nil, err
-	}
-	c := *s
-	return &c, nil
+	return inSession(f, "", id, same)
 }

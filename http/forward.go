@@ -15,8 +15,8 @@ import (
 )
 
 // ForwardedByHeader names the node that forwarded a request to the
-// session's owner (CONTRACT §4.11). A request carrying it is never
-// forwarded again, and on TCP only the node token lets it in.
+// session's owner (docs/api.md, Cluster nodes). A request carrying it is
+// never forwarded again, and on TCP only the node token lets it in.
 const ForwardedByHeader = "Berth-Forwarded-By"
 
 // forwardDialTimeout bounds how long reaching an owner may take. The
@@ -24,8 +24,8 @@ const ForwardedByHeader = "Berth-Forwarded-By"
 const forwardDialTimeout = 3 * time.Second
 
 // Cluster is what a Server needs of the cluster its daemon is a node of
-// (CONTRACT §4.11). nil in ServerOptions means one node: nothing is
-// forwarded and GET /v1/nodes lists this daemon alone.
+// (docs/api.md, Cluster nodes). nil in ServerOptions means one node:
+// nothing is forwarded and GET /v1/nodes lists this daemon alone.
 type Cluster interface {
 	// Self is this node's id.
 	Self() string

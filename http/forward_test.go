@@ -188,19 +188,7 @@ func TestForwardedWaitIsNotCut(t *testing.T) {
 			done <- answer{st, raw}
 		}()
 		// The owner waits on the turn: the forward waits with it.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			fa.mu.Lock()
-			waiting := fa.lastWaitTurn != ""
-			fa.mu.Unlock()
-			if waiting {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s %s: the owner never waited on the turn", req.method, req.path)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		awaitWaitTurn(t, fa, req.method+" "+req.path+" on the owner")
 		close(fa.waitRelease)
 		select {
 		case ans := <-done:
@@ -478,12 +466,7 @@ func TestForwardCutByTheShutdownIsUnavailable(t *testing.T) {
 	fa.waitBlocks, fa.waitRelease = true, make(chan struct{})
 	defer close(fa.waitRelease)
 	a := startServer(t, fa, ServerOptions{Token: "token-a", Cluster: c.clusterOf("a")}, "")
-	b := NewServer(fb, ServerOptions{Token: "token-b", Cluster: c.clusterOf("b")})
-	if err := b.Listen("127.0.0.1:0", ""); err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- b.Serve() }()
+	b, served := serveTCP(t, fb, ServerOptions{Token: "token-b", Cluster: c.clusterOf("b")})
 	c.place("a", "http://"+a.Addr())
 	c.set("ses_1", "a")
 	type answer struct {
@@ -495,19 +478,7 @@ func TestForwardCutByTheShutdownIsUnavailable(t *testing.T) {
 		st, raw, _ := send(t, b, "POST", "/v1/sessions/ses_1/prompts?wait=true", `{"text":"x"}`, "Authorization", "Bearer token-b")
 		done <- answer{st, raw}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fa.mu.Lock()
-		waiting := fa.lastWaitTurn != ""
-		fa.mu.Unlock()
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the owner never waited on the turn")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitWaitTurn(t, fa, "the forwarded prompt on the owner")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := b.Close(ctx); err != nil {

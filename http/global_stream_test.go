@@ -89,13 +89,8 @@ func TestClientStreamChangesResumesAcrossAReconnection(t *testing.T) {
 	// One service (one feed, as while the daemon runs) served by two
 	// servers in turn on the same address: the connection drops between.
 	f := newFakeService()
-	s1 := NewServer(f, ServerOptions{Token: testToken})
-	if err := s1.Listen("127.0.0.1:0", ""); err != nil {
-		t.Fatal(err)
-	}
+	s1, done1 := serveTCP(t, f, ServerOptions{Token: testToken})
 	addr := s1.Addr()
-	done1 := make(chan error, 1)
-	go func() { done1 <- s1.Serve() }()
 	c := tcpClient(addr, testToken, fastReconnect)
 	defer c.Close()
 
@@ -104,7 +99,7 @@ func TestClientStreamChangesResumesAcrossAReconnection(t *testing.T) {
 	}
 	var names []string
 	var s2 *Server
-	var done2 chan error
+	var done2 <-chan error
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for ch, err := range c.Changes(ctx, f.feed.Epoch()+"-0") {
@@ -127,8 +122,7 @@ func TestClientStreamChangesResumesAcrossAReconnection(t *testing.T) {
 			if err := s2.Listen(addr, ""); err != nil {
 				t.Fatal(err)
 			}
-			done2 = make(chan error, 1)
-			go func() { done2 <- s2.Serve() }()
+			done2 = serveAsync(s2)
 		}
 		if sess.Name == "4" {
 			break

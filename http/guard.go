@@ -17,12 +17,12 @@ const corsAllowHeaders = "Authorization, Content-Type, Last-Event-ID"
 const corsAllowMethods = "GET, POST, PATCH, PUT, DELETE"
 
 // guardBrowser refuses, on TCP and before anything else runs, what a web page
-// of another site could send (CONTRACT §4.6): a Host that is not ours (DNS
-// rebinding), an Origin that is not ours or allowed, a cross-site fetch
-// without an Origin, and a request body that is not JSON (a form or a
-// no-cors fetch cannot send one). It answers CORS preflights of allowed
-// origins and adds CORS headers only for them. The Unix socket is not a
-// browser's: its requests pass untouched.
+// of another site could send (docs/api.md, Sign-in and browser safety): a
+// Host that is not ours (DNS rebinding), an Origin that is not ours or
+// allowed, a cross-site fetch without an Origin, and a request body that is
+// not JSON (a form or a no-cors fetch cannot send one). It answers CORS
+// preflights of allowed origins and adds CORS headers only for them. The
+// Unix socket is not a browser's: its requests pass untouched.
 func (s *Server) guardBrowser(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Neither is another node's forward (the owner's Host is its

@@ -46,11 +46,30 @@ func startServer(t *testing.T, svc berth.SessionService, opts ServerOptions, soc
 	return s
 }
 
+// serveTCP returns a server for svc bound to a loopback port and serving
+// in the background: Serve's result arrives on the channel once s is
+// closed, which is the caller's to do.
+func serveTCP(tb testing.TB, svc berth.SessionService, opts ServerOptions) (*Server, <-chan error) {
+	tb.Helper()
+	s := NewServer(svc, opts)
+	if err := s.Listen("127.0.0.1:0", ""); err != nil {
+		tb.Fatal(err)
+	}
+	return s, serveAsync(s)
+}
+
+// serveAsync runs s.Serve in the background; its result arrives on the
+// channel.
+func serveAsync(s *Server) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- s.Serve() }()
+	return done
+}
+
 // serveServer runs s.Serve until the test ends, then closes s.
 func serveServer(t *testing.T, s *Server) {
 	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- s.Serve() }()
+	done := serveAsync(s)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -24,59 +24,68 @@ type LoginCode struct {
 	URL       string    `json:"url"`
 }
 
-// sessionTTL returns how long a sign-in lasts.
-func (s *Server) sessionTTL() time.Duration {
-	if s.opts.SessionTTL > 0 {
-		return s.opts.SessionTTL
-	}
-	return DefaultSessionTTL
+// signIn serves the browser's sign-in (docs/api.md, Sign-in and browser
+// safety): the token or a one-time code for a cookie, the logout, and the
+// codes. The sets it changes are the server's, which checks them on every
+// request (auth.go).
+type signIn struct {
+	*edge
+	// token is ServerOptions.Token ("" when TCP needs none).
+	token string
+	// ttl is how long a sign-in lasts.
+	ttl time.Duration
+	// signins, codes and failed are Server's.
+	signins *expiring
+	codes   *expiring
+	failed  *failures
+	// addr is the bound TCP address (Server.Addr).
+	addr func() string
 }
 
 // handleLogin answers POST /v1/login: with the token or a live one-time code,
 // 204 and a berth_session cookie holding a new random sign-in id (never the
 // token); 401 otherwise, and 429 for a wrong one once the address made too
 // many mistakes.
-func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+func (h *signIn) handleLogin(w http.ResponseWriter, r *http.Request) {
 	addr := clientAddr(r)
 	var req loginRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !h.readJSON(w, r, &req) {
 		return
 	}
 	if (req.Token == "") == (req.Code == "") {
-		s.writeError(w, r, berth.Errorf(berth.EInvalid, "give exactly one of token and code"))
+		h.writeError(w, r, berth.Errorf(berth.EInvalid, "give exactly one of token and code"))
 		return
 	}
 	ok := false
 	switch {
 	case req.Code != "":
-		ok = s.codes.take(req.Code)
-	case s.opts.Token != "":
-		want := sha256.Sum256([]byte(s.opts.Token))
+		ok = h.codes.take(req.Code)
+	case h.token != "":
+		want := sha256.Sum256([]byte(h.token))
 		got := sha256.Sum256([]byte(req.Token))
 		ok = subtle.ConstantTimeCompare(got[:], want[:]) == 1
 	}
 	if !ok {
 		// Only wrong guesses are refused while blocked: the right token or
 		// code always signs in.
-		if !fromSocket(r) && (s.failed.blocked(addr) || s.failed.fail(addr)) {
-			s.writeError(w, r, rateLimited())
+		if !fromSocket(r) && (h.failed.blocked(addr) || h.failed.fail(addr)) {
+			h.writeError(w, r, rateLimited())
 			return
 		}
-		s.writeError(w, r, berth.Errorf(berth.EUnauthenticated, "wrong token or code (codes are valid two minutes, once)"))
+		h.writeError(w, r, berth.Errorf(berth.EUnauthenticated, "wrong token or code (codes are valid two minutes, once)"))
 		return
 	}
-	id, exp := s.signins.add(s.sessionTTL())
+	id, exp := h.signins.add(h.ttl)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: "/", Expires: exp,
-		MaxAge: int(s.sessionTTL().Seconds()), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		MaxAge: int(h.ttl.Seconds()), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // handleLogout answers POST /v1/logout: the sign-in of the cookie ends on the
 // server, and the cookie is cleared. 204 whether or not one was live.
-func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+func (h *signIn) handleLogout(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(CookieName); err == nil {
-		s.signins.remove(c.Value)
+		h.signins.remove(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
@@ -87,14 +96,14 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 // a browser's cookie cannot mint more sign-ins) with a one-time code valid
 // CodeTTL and the address http://<listen addr>/login#code=<code>: the code
 // rides in the fragment, which browsers never send to a server.
-func (s *Server) handleLoginCode(w http.ResponseWriter, r *http.Request) {
+func (h *signIn) handleLoginCode(w http.ResponseWriter, r *http.Request) {
 	if via := authOf(r); via != viaSocket && via != viaToken {
-		s.writeError(w, r, berth.Errorf(berth.EForbidden, "sign-in codes are made over the Unix socket or with the token"))
+		h.writeError(w, r, berth.Errorf(berth.EForbidden, "sign-in codes are made over the Unix socket or with the token"))
 		return
 	}
-	addr := s.Addr()
+	addr := h.addr()
 	if addr == "" {
-		s.writeError(w, r, berth.Errorf(berth.EUnavailable, "the daemon has no TCP address to sign in at"))
+		h.writeError(w, r, berth.Errorf(berth.EUnavailable, "the daemon has no TCP address to sign in at"))
 		return
 	}
 	host, port, _ := net.SplitHostPort(addr)
@@ -105,7 +114,7 @@ func (s *Server) handleLoginCode(w http.ResponseWriter, r *http.Request) {
 			host = "::1"
 		}
 	}
-	code, exp := s.codes.add(CodeTTL)
+	code, exp := h.codes.add(CodeTTL)
 	writeJSON(w, http.StatusCreated, LoginCode{Code: code, ExpiresAt: exp.UTC(),
 		URL: "http://" + net.JoinHostPort(host, port) + "/login#code=" + code})
 }

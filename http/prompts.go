@@ -8,26 +8,25 @@ import (
 
 // handlePrompt answers POST /v1/sessions/{id}/prompts: 202 with the prompt
 // result, or, with ?wait=true, 200 with the turn's result once it ends.
-func (s *Server) handlePrompt(w http.ResponseWriter, r *http.Request) {
+func (h *conversation) handlePrompt(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	wait, err := queryBool(r.URL.Query(), "wait")
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	var req berth.PromptRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !h.readJSON(w, r, &req) {
 		return
 	}
 	// Refuse at the edge what the service would refuse, before it is sent on.
-	if err := req.Validate(s.maxPromptBytes()); err != nil {
-		s.writeError(w, r, err)
+	if err := req.Validate(h.maxPrompt); err != nil {
+		h.writeError(w, r, err)
 		return
 	}
-	res, err := s.svc.Prompt(r.Context(), id, req)
+	res, err := h.svc.Prompt(r.Context(), id, req)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	// A queued or staged prompt has no turn yet: its entry id stands for it.
@@ -39,14 +38,7 @@ func (s *Server) handlePrompt(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, res)
 		return
 	}
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
-	turn, err := s.svc.WaitTurn(ctx, id, target)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeTurnResult(ctx, w, turn)
+	h.waitTurn(w, r, id, target)
 }
 
 // cancelResult is the answer of POST /v1/sessions/{id}/cancel.
@@ -56,11 +48,7 @@ type cancelResult struct {
 
 // handleCancel answers POST /v1/sessions/{id}/cancel with 202 and the id of
 // the turn being cancelled.
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
-	turnID, err := s.svc.Cancel(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusAccepted, cancelResult{TurnID: turnID})
+func (h *conversation) handleCancel(w http.ResponseWriter, r *http.Request) {
+	turnID, err := h.svc.Cancel(r.Context(), r.PathValue("id"))
+	h.reply(w, r, http.StatusAccepted, cancelResult{TurnID: turnID}, err)
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultPingInterval is how long an SSE stream may stay silent before the
-// server writes a ": ping" comment (CONTRACT §4.3: at least every 15 s).
+// server writes a ": ping" comment (docs/api.md, Events: every 15 s).
 const DefaultPingInterval = 15 * time.Second
 
 // maxHeaderBytes caps a request's line and headers: far above what any
@@ -26,9 +26,10 @@ const maxHeaderBytes = 64 << 10
 // ServerOptions configures a Server.
 type ServerOptions struct {
 	// Token is required on every TCP request, as "Authorization: Bearer
-	// <token>" or through a sign-in cookie got with it (CONTRACT §4, §4.6).
-	// The Unix socket needs none. Listen refuses a TCP address without a
-	// token unless LoopbackWithoutToken is set and the address is loopback.
+	// <token>" or through a sign-in cookie got with it (docs/api.md,
+	// Sign-in and browser safety). The Unix socket needs none. Listen
+	// refuses a TCP address without a token unless LoopbackWithoutToken is
+	// set and the address is loopback.
 	Token string
 	// LoopbackWithoutToken allows a token-less TCP listener on loopback.
 	LoopbackWithoutToken bool
@@ -68,16 +69,20 @@ type ServerOptions struct {
 	Metrics http.Handler
 	// Cluster is the cluster this daemon is a node of: writes to a session
 	// another node owns are forwarded there, and GET /v1/nodes lists the
-	// nodes. nil: one node (CONTRACT §4.11).
+	// nodes. nil: one node (docs/api.md, Cluster nodes).
 	Cluster Cluster
 }
 
 // Server serves a berth.SessionService over HTTP on a TCP address and a Unix
 // socket. Its lifecycle is NewServer → Listen → Serve (blocking) → Close.
+// It owns the middleware every request goes through (middleware.go); the
+// handlers are small types, one per area of the API, each given only the
+// part of the service it calls, and registered in routes.go.
 type Server struct {
-	svc     berth.SessionService
+	// edge answers errors, decodes bodies and watches the shutdown for the
+	// middleware as for the handlers.
+	*edge
 	opts    ServerOptions
-	log     *slog.Logger
 	mux     *http.ServeMux
 	handler http.Handler
 	srv     *http.Server
@@ -87,8 +92,6 @@ type Server struct {
 	// nodeToken is the SHA-256 of the cluster's node token; nil when there
 	// is none.
 	nodeToken *[sha256.Size]byte
-	// started is when the server was made (GET /v1/nodes of one node).
-	started time.Time
 
 	// signins are the live browser sign-ins (cookie values), codes the
 	// one-time sign-in codes, failed the wrong tokens per address.
@@ -96,13 +99,7 @@ type Server struct {
 	codes   *expiring
 	failed  *failures
 
-	// pingInterval is how long an SSE stream waits for events before it
-	// writes a ping comment.
-	pingInterval time.Duration
-
-	// shutdown ends when Close begins; long requests (SSE, prompt waits)
-	// watch it so that the graceful shutdown does not wait on them.
-	shutdown     context.Context
+	// stopRequests ends edge.shutdown.
 	stopRequests context.CancelFunc
 
 	mu         sync.Mutex
@@ -123,14 +120,11 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{svc: svc, opts: opts, log: log, mux: http.NewServeMux(), pingInterval: opts.PingInterval,
-		signins: newExpiring(time.Now), codes: newExpiring(time.Now), failed: newFailures(time.Now),
-		started: time.Now().UTC()}
-	if s.pingInterval <= 0 {
-		s.pingInterval = DefaultPingInterval
-	}
-	s.shutdown, s.stopRequests = context.WithCancel(context.Background())
-	s.routes()
+	shutdown, stopRequests := context.WithCancel(context.Background())
+	s := &Server{edge: &edge{log: log, maxPrompt: maxPromptOf(opts.MaxPromptBytes), shutdown: shutdown},
+		stopRequests: stopRequests, opts: opts, mux: http.NewServeMux(),
+		signins: newExpiring(time.Now), codes: newExpiring(time.Now), failed: newFailures(time.Now)}
+	s.routes(svc)
 	if opts.Cluster != nil {
 		s.forwarder = s.newForwarder(opts.Cluster)
 		if tok := opts.Cluster.Token(); tok != "" {
@@ -155,53 +149,6 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 	return s
 }
 
-// routes registers every API route on the mux.
-func (s *Server) routes() {
-	s.handle("GET /v1/health", s.handleHealth)
-	s.handle("GET /v1/openapi.json", s.handleOpenAPI)
-	s.handle("POST /v1/login", s.handleLogin)
-	s.handle("POST /v1/logout", s.handleLogout)
-	s.handle("POST /v1/login/codes", s.handleLoginCode)
-	s.handle("GET /v1/agents", s.handleAgents)
-	s.handle("POST /v1/sessions", s.handleCreateSession)
-	s.handle("GET /v1/sessions", s.handleListSessions)
-	s.handle("GET /v1/sessions/{id}", s.handleGetSession)
-	s.handle("PATCH /v1/sessions/{id}", s.handlePatchSession)
-	s.handle("POST /v1/sessions/{id}/stop", s.handleStopSession)
-	s.handle("DELETE /v1/sessions/{id}", s.handleDeleteSession)
-	s.handle("POST /v1/sessions/{id}/prompts", s.handlePrompt)
-	s.handle("POST /v1/sessions/{id}/cancel", s.handleCancel)
-	s.handle("GET /v1/sessions/{id}/turns/{turn}", s.handleWaitTurn)
-	s.handle("GET /v1/sessions/{id}/events", s.handleListEvents)
-	s.handle("GET /v1/sessions/{id}/events/stream", s.handleStreamEvents)
-	s.handle("GET /v1/events/stream", s.handleStreamChanges)
-	s.handle("GET /v1/sessions/{id}/transcript", s.handleTranscript)
-	s.handle("GET /v1/sessions/{id}/queue", s.handleListQueue)
-	s.handle("DELETE /v1/sessions/{id}/queue/{entry}", s.handleCancelQueueEntry)
-	s.handle("GET /v1/sessions/{id}/permissions", s.handleListPermissions)
-	s.handle("POST /v1/sessions/{id}/permissions/{perm}", s.handleDecidePermission)
-	s.handle("GET /v1/sessions/{id}/elicitations", s.handleListElicitations)
-	s.handle("GET /v1/sessions/{id}/elicitations/{eid}", s.handleGetElicitation)
-	s.handle("POST /v1/sessions/{id}/elicitations/{eid}", s.handleAnswerElicitation)
-	s.handle("POST /v1/sessions/{id}/resume", s.handleResume)
-	s.handle("POST /v1/sessions/{id}/exec", s.handleExec)
-	s.handle("POST /v1/sessions/{id}/snapshots", s.handleCreateSnapshot)
-	s.handle("GET /v1/sessions/{id}/snapshots", s.handleListSnapshots)
-	s.handle("POST /v1/sessions/{id}/repair", s.handleRepair)
-	s.handle("POST /v1/sessions/{id}/authenticate", s.handleAuthenticate)
-	s.handle("POST /v1/sessions/{id}/clear", s.handleClear)
-	s.handle("GET /v1/sessions/{id}/checkpoints", s.handleListCheckpoints)
-	s.handle("POST /v1/sessions/{id}/rewind", s.handleRewind)
-	s.handle("POST /v1/sessions/{id}/fork", s.handleFork)
-	s.handle("GET /v1/hooks", s.handleListHooks)
-	s.handle("GET /v1/hooks/deliveries", s.handleListHookDeliveries)
-	s.handle("POST /v1/sessions/{id}/children", s.handleSpawnChild)
-	s.handle("GET /v1/sessions/{id}/children", s.handleListChildren)
-	s.handle("GET /v1/nodes", s.handleListNodes)
-	s.handle("GET /metrics", s.handleMetrics)
-	s.uiRoutes()
-}
-
 // Handler returns the server's handler with its middleware (logging, panic
 // recovery, body deadline, browser guards, auth), for tests and for
 // embedding. A request it serves counts as TCP unless it came on the
@@ -210,9 +157,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Listen binds the TCP address addr ("" for none) and the Unix socket at
 // socketPath ("" for none). A TCP addr without a token is refused with
-// EInvalid, unless LoopbackWithoutToken is set and addr is loopback; a socket another daemon answers on is refused with
-// EConflict. A stale socket file is replaced. Both serve the same handler
-// once Serve runs.
+// EInvalid, unless LoopbackWithoutToken is set and addr is loopback; a
+// socket another daemon answers on is refused with EConflict. A stale
+// socket file is replaced. Both serve the same handler once Serve runs.
 func (s *Server) Listen(addr, socketPath string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -349,17 +296,3 @@ func (s *Server) Close(ctx context.Context) error {
 	}
 	return err
 }
-
-// requestContext returns a context that ends with the request or when the
-// server begins to shut down, whichever comes first.
-func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(r.Context())
-	stop := context.AfterFunc(s.shutdown, cancel)
-	return ctx, func() {
-		stop()
-		cancel()
-	}
-}
-
-// shuttingDown reports whether Close has begun.
-func (s *Server) shuttingDown() bool { return s.shutdown.Err() != nil }

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,68 +10,71 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// handleHealth answers GET /v1/health.
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	h, err := s.svc.Health(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if h.Version == "" {
-		h.Version = s.opts.Version
-	}
-	if h.Status == "" {
-		h.Status = "ok"
-	}
-	writeJSON(w, http.StatusOK, h)
+// sessionService is what the session routes call: a session's life from
+// create to delete, its children and its repair (docs/api.md, Sessions).
+type sessionService interface {
+	sessionLister
+	CreateSession(ctx context.Context, req berth.CreateRequest) (*berth.Session, error)
+	SpawnChild(ctx context.Context, parentID string, req berth.CreateRequest, idemKey string) (*berth.Session, error)
+	GetSession(ctx context.Context, id string) (*berth.Session, error)
+	PatchSession(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error)
+	StopSession(ctx context.Context, id string) (*berth.Session, error)
+	ResumeSession(ctx context.Context, id string) (*berth.Session, error)
+	DeleteSession(ctx context.Context, id string) error
+	Repair(ctx context.Context, id string, dryRun, force bool) (*berth.RepairReport, error)
 }
 
-// agentList is the answer of GET /v1/agents.
-type agentList struct {
-	Agents []berth.AgentInfo `json:"agents"`
+// sessionLister pages the sessions a filter selects.
+type sessionLister interface {
+	ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error)
 }
 
-// handleAgents answers GET /v1/agents.
-func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request) {
-	agents, err := s.svc.Agents(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if agents == nil {
-		agents = []berth.AgentInfo{}
-	}
-	writeJSON(w, http.StatusOK, agentList{Agents: agents})
+// sessions serves the routes of /v1/sessions and /v1/sessions/{id} that
+// make, list, change, stop, resume, delete and repair sessions, children
+// included (children.go).
+type sessions struct {
+	*edge
+	svc sessionService
 }
 
 // handleCreateSession answers POST /v1/sessions with 201 and the session,
 // which may be stopped/startup_failed when the agent failed its handshake.
-func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
+func (h *sessions) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 	var req berth.CreateRequest
-	if err := s.decodeJSON(w, r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !h.readJSON(w, r, &req) {
 		return
 	}
 	if strings.TrimSpace(req.Agent) == "" {
-		s.writeError(w, r, &berth.Error{Code: berth.EInvalid, Message: `field "agent" is required`,
+		h.writeError(w, r, &berth.Error{Code: berth.EInvalid, Message: `field "agent" is required`,
 			Details: map[string]any{"field": "agent"}})
 		return
 	}
-	if err := req.ValidateTimes(); err != nil {
-		s.writeError(w, r, err)
+	if err := h.checkCreate(&req); err != nil {
+		h.writeError(w, r, err)
 		return
 	}
-	if req.Prompt != "" {
-		// The first prompt obeys the same cap as any other.
-		first := berth.PromptRequest{Text: req.Prompt}
-		if err := first.Validate(s.maxPromptBytes()); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	sess, err := h.svc.CreateSession(r.Context(), req)
+	h.created(w, r, sess, err)
+}
+
+// checkCreate refuses at the edge what the service would refuse in a
+// create body, whichever route it came by: bad times, and a first prompt
+// over the cap any other prompt obeys.
+func (h *sessions) checkCreate(req *berth.CreateRequest) error {
+	if err := req.ValidateTimes(); err != nil {
+		return err
 	}
-	sess, err := s.svc.CreateSession(r.Context(), req)
+	if req.Prompt == "" {
+		return nil
+	}
+	first := berth.PromptRequest{Text: req.Prompt}
+	return first.Validate(h.maxPrompt)
+}
+
+// created answers 201 with a new session and its Location, or err.
+func (h *sessions) created(w http.ResponseWriter, r *http.Request, sess *berth.Session, err error) {
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/sessions/"+url.PathEscape(sess.ID))
@@ -78,23 +82,21 @@ func (s *Server) handleCreateSession(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleListSessions answers GET /v1/sessions with a page of sessions.
-func (s *Server) handleListSessions(w http.ResponseWriter, r *http.Request) {
+func (h *sessions) handleListSessions(w http.ResponseWriter, r *http.Request) {
 	f, err := sessionFilter(r.URL.Query())
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
-	page, err := s.svc.ListSessions(r.Context(), f)
+	page, err := h.svc.ListSessions(r.Context(), f)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	if page == nil {
 		page = &berth.SessionPage{}
 	}
-	if page.Sessions == nil {
-		page.Sessions = []*berth.Session{}
-	}
+	page.Sessions = orEmpty(page.Sessions)
 	writeJSON(w, http.StatusOK, page)
 }
 
@@ -135,32 +137,72 @@ func sessionFilter(q url.Values) (berth.SessionFilter, error) {
 	return f, nil
 }
 
-// handleGetSession answers GET /v1/sessions/{id}.
-func (s *Server) handleGetSession(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.svc.GetSession(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+// sessionPageMax is the largest page of sessions the stores return.
+const sessionPageMax = 1000
+
+// eachSessionPage calls fn with every page of the sessions f selects.
+func eachSessionPage(ctx context.Context, svc sessionLister, f berth.SessionFilter, fn func([]*berth.Session)) error {
+	f.Limit = sessionPageMax
+	for {
+		page, err := svc.ListSessions(ctx, f)
+		if err != nil {
+			return err
+		}
+		fn(page.Sessions)
+		if page.NextCursor == "" || len(page.Sessions) == 0 {
+			return nil
+		}
+		f.Cursor = page.NextCursor
 	}
-	writeJSON(w, http.StatusOK, sess)
+}
+
+// handleGetSession answers GET /v1/sessions/{id}.
+func (h *sessions) handleGetSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := h.svc.GetSession(r.Context(), r.PathValue("id"))
+	h.reply(w, r, http.StatusOK, sess, err)
+}
+
+// handlePatchSession answers PATCH /v1/sessions/{id} (docs/api.md, Agent
+// controls) with the changed session.
+func (h *sessions) handlePatchSession(w http.ResponseWriter, r *http.Request) {
+	callWithBody(h.edge, w, r, http.StatusOK, h.svc.PatchSession)
 }
 
 // handleStopSession answers POST /v1/sessions/{id}/stop with the stopped
 // session (stopping a stopped session is not an error).
-func (s *Server) handleStopSession(w http.ResponseWriter, r *http.Request) {
-	sess, err := s.svc.StopSession(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, sess)
+func (h *sessions) handleStopSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := h.svc.StopSession(r.Context(), r.PathValue("id"))
+	h.reply(w, r, http.StatusOK, sess, err)
+}
+
+// handleResume answers POST /v1/sessions/{id}/resume with the active session.
+func (h *sessions) handleResume(w http.ResponseWriter, r *http.Request) {
+	sess, err := h.svc.ResumeSession(r.Context(), r.PathValue("id"))
+	h.reply(w, r, http.StatusOK, sess, err)
 }
 
 // handleDeleteSession answers DELETE /v1/sessions/{id} with 204.
-func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteSession(r.Context(), r.PathValue("id")); err != nil {
-		s.writeError(w, r, err)
+func (h *sessions) handleDeleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.DeleteSession(r.Context(), r.PathValue("id")); err != nil {
+		h.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleRepair answers POST /v1/sessions/{id}/repair?dry_run=&force=.
+func (h *sessions) handleRepair(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	dryRun, err := queryBool(q, "dry_run")
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	force, err := queryBool(q, "force")
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rep, err := h.svc.Repair(r.Context(), r.PathValue("id"), dryRun, force)
+	h.reply(w, r, http.StatusOK, rep, err)
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Sign-in constants (CONTRACT §4.6).
+// Sign-in constants (docs/api.md, Sign-in and browser safety).
 const (
 	// CookieName is the browser sign-in cookie.
 	CookieName = "berth_session"

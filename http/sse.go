@@ -24,21 +24,50 @@ const endComment = ": end"
 // "id: <seq>\nevent: <type>\ndata: <Event JSON>\n\n". A ": ping" comment
 // goes out when nothing else did for the ping interval. The response ends
 // with the comment ": end" when the stream says io.EOF (a stopped session,
-// fully read). When the
-// server shuts down the connection is dropped rather than ended, so that a
-// client knows to reconnect with Last-Event-ID rather than think the log
-// complete.
-func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
+// fully read). When the server shuts down the connection is dropped rather
+// than ended, so that a client knows to reconnect with Last-Event-ID rather
+// than think the log complete.
+func (h *events) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
 	after, err := streamPosition(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := s.requestContext(r)
+	open := func(ctx context.Context) (batches[berth.Event], error) {
+		return h.svc.StreamEvents(ctx, r.PathValue("id"), after)
+	}
+	serveSSE(h, w, r, open, sseFeed[berth.Event]{write: writeEvent, ends: true, failed: "event stream failed"})
+}
+
+// batches is what an SSE stream follows: a session's log
+// (berth.EventStream) or every session's changes (berth.ChangeStream).
+type batches[T any] interface {
+	Next(ctx context.Context) ([]T, error)
+	Close()
+}
+
+// sseFeed is what sets one SSE stream apart from the other.
+type sseFeed[T any] struct {
+	// write writes one item as an SSE event.
+	write func(io.Writer, T) error
+	// ends is true when Next says io.EOF once everything was read: the
+	// response then ends with endComment.
+	ends bool
+	// failed is the log message of a read that failed mid-stream.
+	failed string
+}
+
+// serveSSE opens a stream (open, under a context that ends with the request
+// or when the daemon shuts down) and writes what it yields as Server-Sent
+// Events until the client goes, the stream ends or fails, or the daemon
+// shuts down; see handleStreamEvents and handleStreamChanges for what each
+// end looks like on the wire.
+func serveSSE[T any](h *events, w http.ResponseWriter, r *http.Request, open func(context.Context) (batches[T], error), feed sseFeed[T]) {
+	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	stream, err := s.svc.StreamEvents(ctx, r.PathValue("id"), after)
+	stream, err := open(ctx)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	defer stream.Close()
@@ -47,35 +76,35 @@ func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-
 	for {
-		next, cancelNext := context.WithTimeout(ctx, s.pingInterval)
-		events, err := stream.Next(next)
+		next, cancelNext := context.WithTimeout(ctx, h.pingInterval)
+		items, err := stream.Next(next)
 		cancelNext()
-		if s.signInEnded(r) {
+		if h.signedOut(r) {
 			// Logged out or expired: cut, so the client signs in again.
 			panic(http.ErrAbortHandler)
 		}
 		// A reader that stops reading is cut after the write timeout rather
 		// than holding this handler (and a shutdown) forever; it resumes
-		// with Last-Event-ID.
-		_ = rc.SetWriteDeadline(time.Now().Add(s.writeTimeout()))
-		for _, ev := range events {
-			if werr := writeEvent(w, ev); werr != nil {
+		// with Last-Event-ID (the all-sessions stream with a resync if the
+		// changes it missed are gone).
+		_ = rc.SetWriteDeadline(time.Now().Add(h.writeTimeout))
+		for _, it := range items {
+			if werr := feed.write(w, it); werr != nil {
 				// Cut, not ended: a clean end would tell the client the log is complete.
 				panic(http.ErrAbortHandler)
 			}
 		}
 		switch {
 		case err == nil:
-		case errors.Is(err, io.EOF):
+		case feed.ends && errors.Is(err, io.EOF):
 			// Say that the log is complete, so a clean close by a proxy is
 			// not taken for it.
 			io.WriteString(w, endComment+"\n\n")
 			rc.Flush()
 			return
 		case ctx.Err() != nil:
-			if s.shuttingDown() && r.Context().Err() == nil {
+			if h.shuttingDown() && r.Context().Err() == nil {
 				rc.Flush()
 				// Drop the connection: the stream did not end, the daemon did.
 				panic(http.ErrAbortHandler)
@@ -88,7 +117,7 @@ func (s *Server) handleStreamEvents(w http.ResponseWriter, r *http.Request) {
 		default:
 			// The response has begun: say what went wrong as an error event
 			// (it has no id, so the client's position is unchanged), then end.
-			s.logError(r, "event stream failed", err)
+			h.logError(r, feed.failed, err)
 			writeErrorEvent(w, err)
 			rc.Flush()
 			return

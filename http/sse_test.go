@@ -223,12 +223,7 @@ func TestSSEStreamErrorBecomesErrorEvent(t *testing.T) {
 func TestSSEEndsOnShutdown(t *testing.T) {
 	f := newFakeService()
 	f.appendEvents("ses_1", 1, berth.EventAgentMessage)
-	s := NewServer(f, ServerOptions{Token: testToken})
-	if err := s.Listen("127.0.0.1:0", ""); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve() }()
+	s, done := serveTCP(t, f, ServerOptions{Token: testToken})
 	resp := openStream(t, s, "/v1/sessions/ses_1/events/stream")
 	br := bufio.NewReader(resp.Body)
 	if _, _, err := readFrames(t, br, 1); err != nil {
@@ -252,12 +247,7 @@ func TestSSEEndsOnShutdown(t *testing.T) {
 func TestPromptWaitEndsOnShutdown(t *testing.T) {
 	f := newFakeService()
 	f.waitBlocks = true
-	s := NewServer(f, ServerOptions{Token: testToken})
-	if err := s.Listen("127.0.0.1:0", ""); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve() }()
+	s, done := serveTCP(t, f, ServerOptions{Token: testToken})
 	c := tcpClient(s.Addr(), testToken)
 	defer c.Close()
 	errc := make(chan error, 1)
@@ -265,20 +255,7 @@ func TestPromptWaitEndsOnShutdown(t *testing.T) {
 		_, err := c.PromptWait(context.Background(), "ses_1", berth.PromptRequest{Text: "hi"})
 		errc <- err
 	}()
-	// Wait until the request is parked in WaitTurn.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		f.mu.Lock()
-		waiting := f.lastWaitTurn != ""
-		f.mu.Unlock()
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the prompt never reached WaitTurn")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitWaitTurn(t, f, "the prompt")
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatalf("Close = %v", err)
 	}

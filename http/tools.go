@@ -1,11 +1,7 @@
 package http
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,8 +9,8 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// The berth tools API: what a session's tools socket answers (CONTRACT
-// §4.4). `berth mcp`, the MCP server an agent runs, calls
+// The berth tools API: what a session's tools socket answers (docs/api.md,
+// The berth MCP server). `berth mcp`, the MCP server an agent runs, calls
 // POST /v1/tools/{tool} with the tool's arguments as the JSON body and the
 // session's credential as a bearer token; the answer is the tool's result,
 // or the API's error JSON. Nothing else is served on the socket.
@@ -33,13 +29,10 @@ type toolsHandler struct {
 // authorises each call by its bearer token. maxPromptBytes bounds a
 // prompt's text (0: the default), and so the body.
 func NewToolsHandler(open berth.ToolsOpener, maxPromptBytes int, log *slog.Logger) http.Handler {
-	if maxPromptBytes <= 0 {
-		maxPromptBytes = defaultMaxPromptBytes
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &toolsHandler{open: open, log: log, maxBody: 6*int64(maxPromptBytes) + jsonSlack}
+	return &toolsHandler{open: open, log: log, maxBody: bodyLimitFor(maxPromptOf(maxPromptBytes))}
 }
 
 // ServeHTTP implements http.Handler.
@@ -68,55 +61,27 @@ func (h *toolsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *toolsHandler) call(ctx context.Context, tools berth.ChildTools, tool string, r *http.Request, w http.ResponseWriter) (any, error) {
 	switch tool {
 	case berth.ToolSpawnChild:
-		var a berth.SpawnChildArgs
-		if err := h.decode(w, r, &a); err != nil {
-			return nil, err
-		}
-		return tools.SpawnChild(ctx, a)
+		return callTool(h, w, r, func(a berth.SpawnChildArgs) (any, error) { return tools.SpawnChild(ctx, a) })
 	case berth.ToolPromptChild:
-		var a berth.PromptChildArgs
-		if err := h.decode(w, r, &a); err != nil {
-			return nil, err
-		}
-		return tools.PromptChild(ctx, a)
+		return callTool(h, w, r, func(a berth.PromptChildArgs) (any, error) { return tools.PromptChild(ctx, a) })
 	case berth.ToolWaitChild:
-		var a berth.WaitChildArgs
-		if err := h.decode(w, r, &a); err != nil {
-			return nil, err
-		}
-		return tools.WaitChild(ctx, a)
+		return callTool(h, w, r, func(a berth.WaitChildArgs) (any, error) { return tools.WaitChild(ctx, a) })
 	case berth.ToolListChildren:
-		var a struct{}
-		if err := h.decode(w, r, &a); err != nil {
-			return nil, err
-		}
-		return tools.ListChildren(ctx)
+		return callTool(h, w, r, func(struct{}) (any, error) { return tools.ListChildren(ctx) })
 	case berth.ToolStopChild:
-		var a berth.ChildArgs
-		if err := h.decode(w, r, &a); err != nil {
-			return nil, err
-		}
-		return tools.StopChild(ctx, a)
+		return callTool(h, w, r, func(a berth.ChildArgs) (any, error) { return tools.StopChild(ctx, a) })
 	}
 	return nil, berth.Errorf(berth.ENotFound, "no berth tool %q", tool)
 }
 
-// decode reads the body into v as strictly as the API does.
-func (h *toolsHandler) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
-	if err != nil {
-		return decodeError(err, h.maxBody)
+// callTool decodes a tool's arguments, of type A, as strictly as the API
+// does, and calls fn with them.
+func callTool[A any](h *toolsHandler, w http.ResponseWriter, r *http.Request, fn func(A) (any, error)) (any, error) {
+	var a A
+	if err := decodeStrict(w, r, &a, h.maxBody); err != nil {
+		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err, h.maxBody)
-	}
-	var extra json.RawMessage
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return berth.Errorf(berth.EInvalid, "request body has data after the JSON object")
-	}
-	return exactFields(raw, v)
+	return fn(a)
 }
 
 // fail answers err as the API's error JSON.

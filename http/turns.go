@@ -12,12 +12,18 @@ import (
 // prompt): {turn_id} is a turn id, or the entry id of a queued or staged
 // prompt, whose turn is waited for once it runs. It is
 // berth.SessionService.WaitTurn on the wire.
-func (s *Server) handleWaitTurn(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.requestContext(r)
+func (h *conversation) handleWaitTurn(w http.ResponseWriter, r *http.Request) {
+	h.waitTurn(w, r, r.PathValue("id"), r.PathValue("turn"))
+}
+
+// waitTurn waits for the turn target of session id to end, or for the
+// request or the daemon to, and answers its result.
+func (h *conversation) waitTurn(w http.ResponseWriter, r *http.Request, id, target string) {
+	ctx, cancel := h.requestContext(r)
 	defer cancel()
-	turn, err := s.svc.WaitTurn(ctx, r.PathValue("id"), r.PathValue("turn"))
+	turn, err := h.svc.WaitTurn(ctx, id, target)
 	if err != nil {
-		s.writeError(w, r, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeTurnResult(ctx, w, turn)
