@@ -65,6 +65,11 @@ func (m *Manager) Authenticate(ctx context.Context, id, methodID string) (*berth
 	if err != nil {
 		return nil, err
 	}
+	return rt.authenticate(ctx, methodID)
+}
+
+// authenticate is Authenticate on the live session.
+func (rt *runtime) authenticate(ctx context.Context, methodID string) (*berth.Session, error) {
 	rt.authMu.Lock()
 	defer rt.authMu.Unlock()
 	rt.mu.Lock()
@@ -86,7 +91,7 @@ func (m *Manager) Authenticate(ctx context.Context, id, methodID string) (*berth
 		}
 		return nil, &berth.Error{Code: berth.EInvalid, Message: msg, Details: map[string]any{"auth_methods": offered}}
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.opts.Limits.HandshakeTimeout)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rt.h.limits.HandshakeTimeout)
 	defer cancel()
 	if err := rt.client.Authenticate(actx, methodID); err != nil {
 		var rpcErr *acp.Error
@@ -104,7 +109,7 @@ func (m *Manager) Authenticate(ctx context.Context, id, methodID string) (*berth
 			return nil, err
 		}
 	}
-	if err := m.log.FlushSession(ctx, id); err != nil {
+	if err := rt.h.log.FlushSession(ctx, rt.id); err != nil {
 		rt.logger.Warn("flush after authenticate", "err", err)
 	}
 	return rt.view(), nil

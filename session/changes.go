@@ -136,12 +136,9 @@ func (m *Manager) publishActivity(ctx context.Context) {
 			// A session busy under its lock (a store write, a full log
 			// queue) is looked at next round rather than waited for, so
 			// it delays no other session's activity.
-			if !rt.mu.TryLock() {
+			if !rt.publishIfFree() {
 				c.noteActivity(id)
-				continue
 			}
-			rt.changedLocked()
-			rt.mu.Unlock()
 		}
 		pace.Reset(c.every)
 		select {
@@ -150,6 +147,24 @@ func (m *Manager) publishActivity(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// publishIfFree publishes the session's changes unless its lock is busy;
+// it reports whether it could look.
+func (rt *runtime) publishIfFree() bool {
+	if !rt.mu.TryLock() {
+		return false
+	}
+	rt.changedLocked()
+	rt.mu.Unlock()
+	return true
+}
+
+// publish publishes the session as typ (see publishLocked).
+func (rt *runtime) publish(typ string) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.publishLocked(typ)
 }
 
 // changedLocked publishes the session as it is now, as session_updated,

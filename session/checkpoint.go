@@ -102,13 +102,22 @@ func (rt *runtime) pruneTree(turnID, tree string) {
 func (m *Manager) turnCheckpoints(tree string) map[string]bool {
 	pinned := map[string]bool{}
 	for _, rt := range m.runtimes() {
-		rt.mu.Lock()
-		if (rt.id == tree || rt.sess.RootID == tree) && rt.turn != nil && rt.turn.checkpoint != "" {
-			pinned[rt.turn.checkpoint] = true
+		if c := rt.turnCheckpoint(tree); c != "" {
+			pinned[c] = true
 		}
-		rt.mu.Unlock()
 	}
 	return pinned
+}
+
+// turnCheckpoint is the checkpoint of the session's turn in flight when the
+// session is in tree ("" when not, or none).
+func (rt *runtime) turnCheckpoint(tree string) string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if (rt.id == tree || rt.sess.RootID == tree) && rt.turn != nil {
+		return rt.turn.checkpoint
+	}
+	return ""
 }
 
 // ListCheckpoints implements berth.SessionService.
@@ -180,29 +189,38 @@ func (m *Manager) Rewind(ctx context.Context, id string, req berth.RewindRequest
 	if err := rt.awaitHandshake(ctx); err != nil {
 		return nil, err
 	}
+	if err := rt.rewind(ctx, c, func() string { return m.busyIn(s.Workspace, id) }); err != nil {
+		return nil, err
+	}
+	return m.GetSession(ctx, id)
+}
+
+// rewind restores the workspace of the idle session to checkpoint c, once
+// othersBusy says no other session runs a turn in it.
+func (rt *runtime) rewind(ctx context.Context, c *checkpoint.Checkpoint, othersBusy func() string) error {
 	rt.mu.Lock()
-	err = rt.acceptingLocked()
+	err := rt.acceptingLocked()
 	if err == nil && (rt.turn != nil || rt.sess.Queue.Pending > 0 || rt.steer != nil) {
 		err = berth.Errorf(berth.EConflict, "a turn is in flight: rewind needs an idle session")
 	}
 	if err != nil {
 		rt.mu.Unlock()
-		return nil, err
+		return err
 	}
 	rt.rewinding = true
 	rt.mu.Unlock()
 	// A child shares its parent's workspace: none may be mid-turn in it.
-	if other := m.busyIn(s.Workspace, id); other != "" {
+	if other := othersBusy(); other != "" {
 		rt.mu.Lock()
 		rt.rewinding = false
 		rt.mu.Unlock()
-		return nil, berth.Errorf(berth.EConflict, "session %s is running a turn in the same workspace", other)
+		return berth.Errorf(berth.EConflict, "session %s is running a turn in the same workspace", other)
 	}
 
-	res, err := m.opts.Checkpoints.Restore(context.WithoutCancel(ctx), id, c.ID, s.Workspace, m.hidden()...)
+	res, err := rt.h.checkpoints.Restore(context.WithoutCancel(ctx), rt.id, c.ID, rt.workspace, rt.h.hidden...)
 
 	if err == nil {
-		if nerr := m.opts.Checkpoints.AddNote(id, rewindNote); nerr != nil {
+		if nerr := rt.h.checkpoints.AddNote(rt.id, rewindNote); nerr != nil {
 			rt.logger.Warn("the rewind's note for the agent was not kept", "err", nerr)
 		}
 	}
@@ -215,31 +233,33 @@ func (m *Manager) Rewind(ctx context.Context, id string, req berth.RewindRequest
 	rt.mu.Unlock()
 	if err != nil {
 		rt.logger.Error("rewind failed", "checkpoint_id", c.ID, "err", err)
-		return nil, err
+		return err
 	}
-	if err := m.log.FlushSession(ctx, id); err != nil {
+	if err := rt.h.log.FlushSession(ctx, rt.id); err != nil {
 		rt.logger.Warn("flush after rewind", "err", err)
 	}
-	return m.GetSession(ctx, id)
+	return nil
 }
 
 // busyIn returns a live session other than self whose workspace is ws and
 // that has a turn in flight, or "".
 func (m *Manager) busyIn(ws, self string) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, rt := range m.live {
-		if id == self || rt.workspace != ws {
-			continue
-		}
-		rt.mu.Lock()
-		busy := rt.turn != nil
-		rt.mu.Unlock()
-		if busy {
-			return id
+	for _, rt := range m.runtimes() {
+		if rt.id != self && rt.turnIn(ws) {
+			return rt.id
 		}
 	}
 	return ""
+}
+
+// turnIn reports whether the session works in ws and has a turn in flight.
+func (rt *runtime) turnIn(ws string) bool {
+	if rt.workspace != ws {
+		return false
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.turn != nil
 }
 
 // Fork implements berth.SessionService: a new session in a new managed
@@ -322,8 +342,8 @@ func (m *Manager) fillFork(ctx context.Context, f *forkSpec, s *berth.Session) e
 // checkpoint. how is "fork" or "transcript".
 func (rt *runtime) openFork(ctx context.Context, caps acp.AgentCapabilities, mcp []acp.McpServer) (string, string, error) {
 	f := rt.fork
-	if caps.CanForkAtTurn() && f.parent.Agent == rt.sess.Agent && f.parent.ACP.SessionID != "" {
-		sid, err := rt.client.ForkSession(ctx, f.parent.ACP.SessionID, rt.workspace, mcp, len(f.turns))
+	if caps.CanForkAtTurn() && f.agent == rt.sess.Agent && f.acpSession != "" {
+		sid, err := rt.client.ForkSession(ctx, f.acpSession, rt.workspace, mcp, f.turns)
 		if err == nil && sid != "" {
 			return sid, "fork", nil
 		}
@@ -338,12 +358,30 @@ func (rt *runtime) openFork(ctx context.Context, caps acp.AgentCapabilities, mcp
 	if err != nil {
 		return "", "", err
 	}
-	if pre := forkPreamble(f); pre != "" {
-		if err := rt.h.checkpoints.AddNote(rt.id, pre); err != nil {
+	if f.preamble != "" {
+		if err := rt.h.checkpoints.AddNote(rt.id, f.preamble); err != nil {
 			rt.logger.Warn("the parent's turns for the fork's first prompt were not kept", "err", err)
 		}
 	}
 	return ns.SessionID, "transcript", nil
+}
+
+// forkFrom is what a live session forked from a checkpoint starts from:
+// the parent's agent and conversation, how many turns of it come before
+// the checkpoint, and those turns rendered for a new conversation's first
+// prompt ("" when there were none).
+type forkFrom struct {
+	agent, acpSession string
+	turns             int
+	preamble          string
+}
+
+// from is what the fork's live session starts from (nil for no fork).
+func (f *forkSpec) from() *forkFrom {
+	if f == nil {
+		return nil
+	}
+	return &forkFrom{agent: f.parent.Agent, acpSession: f.parent.ACP.SessionID, turns: len(f.turns), preamble: forkPreamble(f)}
 }
 
 // forkPreamble is the parent's conversation before the checkpoint, for the

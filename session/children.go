@@ -9,10 +9,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // Child sessions (CONTRACT §4.4). A child is created through its parent
@@ -34,20 +34,18 @@ const (
 	maxSpawnKey = 255
 )
 
-// treeState is a runtime's side of its tree. Its mutex serialises the
-// admission of the runtime's children against each other and against the
-// parent's stop; closed is set, under it, once the parent stops admitting.
-// logClosed is guarded by the runtime's mu: set just before the parent's
+// treeState is a runtime's side of its tree: its parent, and logClosed,
+// guarded by the runtime's mu, set just before the parent's
 // session_stopped, after which nothing about a child enters its log.
 //
-// Lock order: a session lock, then a parent's tree mu, then Manager.mu,
-// then a runtime's mu (the parent's, to log child_started). Nothing that
-// holds Manager.mu or a runtime's mu takes a tree mu.
+// The manager serialises the admission of a parent's children against
+// each other and against the parent's stop with the parent's tree lock
+// (Manager.trees): a child is admitted, under it, only while the parent
+// is not closing, and is live before it is released; the parent's stop,
+// once closing, takes it before it lists the children to stop.
 type treeState struct {
 	// parent is the session's parent id ("" for a root); it never changes.
 	parent    string
-	mu        sync.Mutex
-	closed    bool
 	logClosed bool
 }
 
@@ -274,7 +272,7 @@ func (k *spawn) narrowMCP(req *berth.CreateRequest) error {
 // must lie within the parent's, and the provider "auto" picked must not
 // be weaker than the parent's.
 func (k *spawn) checkResolved(req *berth.CreateRequest, provider string) error {
-	if !within(resolvedPath(k.parent.Workspace), req.Workspace) {
+	if !pathx.Within(resolvedPath(k.parent.Workspace), req.Workspace) {
 		return forbidden("workspace", "workspace: a child works in its parent's workspace or below it")
 	}
 	// A child's sandbox may not isolate less than its parent's.
@@ -324,20 +322,19 @@ func (k *spawn) admit(s *berth.Session) (func(), error) {
 	if k == nil {
 		return func() {}, nil
 	}
-	t := &k.prt.tree
-	t.mu.Lock()
-	if t.closed || k.prt.closing() {
-		t.mu.Unlock()
+	unlock := k.m.trees.lock(k.parent.ID, true)
+	if k.prt.closing() {
+		unlock()
 		return nil, &berth.Error{Code: berth.EConflict, Message: "the parent session is stopping: it spawns no more children",
 			Details: map[string]any{"parent_id": k.parent.ID}}
 	}
 	limit := k.m.maxChildren()
 	if n := len(k.m.liveChildren(k.parent.ID)); n >= limit {
-		t.mu.Unlock()
+		unlock()
 		return nil, &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("limits.max_children (%d) reached: the parent has %d live children", limit, n),
 			Details: map[string]any{"limit": "max_children", "max_children": limit, "live_children": n}}
 	}
-	return t.mu.Unlock, nil
+	return unlock, nil
 }
 
 // started logs child_started in the parent's log.
@@ -378,7 +375,7 @@ func (m *Manager) liveChildren(parentID string) []*runtime {
 	defer m.mu.Unlock()
 	var out []*runtime
 	for _, rt := range m.live {
-		if rt.tree.parent == parentID {
+		if rt.parentID() == parentID {
 			out = append(out, rt)
 		}
 	}
@@ -397,9 +394,14 @@ func (m *Manager) toParent(parentID, typ string, data map[string]any) {
 // reports whether it did.
 func (m *Manager) toLive(id, typ string, data map[string]any) bool {
 	rt := m.runtimeOf(id)
-	if rt == nil {
-		return false
-	}
+	return rt != nil && rt.logAbout(typ, data)
+}
+
+// logAbout logs an event about another session (a child) in the
+// session's log, tagged with its turn in flight, unless the log takes
+// nothing more about others (the session is stopping); it reports whether
+// it did.
+func (rt *runtime) logAbout(typ string, data map[string]any) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.tree.logClosed {
@@ -409,6 +411,9 @@ func (m *Manager) toLive(id, typ string, data map[string]any) bool {
 	return true
 }
 
+// parentID is the session's parent ("" for a root).
+func (rt *runtime) parentID() string { return rt.tree.parent }
+
 // stopChildren is the parent's side of its stop, run by its monitor before
 // session_stopped: no child is admitted any more, every live child is
 // stopped with parent_stopped (each stops its own the same way) and
@@ -416,13 +421,9 @@ func (m *Manager) toLive(id, typ string, data map[string]any) bool {
 // the daemon shuts down every session is being stopped anyway: the
 // children are left to that.
 func (rt *runtime) stopChildren(ctx context.Context) {
-	t := &rt.tree
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
 	rt.h.tree.stopChildren(ctx, rt.id)
 	rt.mu.Lock()
-	t.logClosed = true
+	rt.tree.logClosed = true
 	rt.mu.Unlock()
 }
 
@@ -486,7 +487,7 @@ func (m *Manager) lastTurnText(ctx context.Context, id string) (text, stopReason
 // orphaned reports whether a live child's parent is neither live here nor
 // live in the store (another node's): its tree is gone, so it stops.
 func (m *Manager) orphaned(ctx context.Context, rt *runtime) bool {
-	parentID := rt.tree.parent
+	parentID := rt.parentID()
 	if parentID == "" {
 		return false
 	}

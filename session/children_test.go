@@ -645,7 +645,7 @@ func TestSessionNameIsBounded(t *testing.T) {
 	e := newEnv(t)
 	root := e.create(berth.CreateRequest{Name: "fine name ✓"})
 	ctx := context.Background()
-	for _, name := range []string{strings.Repeat("n", maxNameBytes+1), "evil\x1b]0;title\x07", "bad\xffutf8"} {
+	for _, name := range []string{strings.Repeat("n", berth.MaxNameBytes+1), "evil\x1b]0;title\x07", "bad\xffutf8"} {
 		if _, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Name: name}); !berth.IsCode(err, berth.EInvalid) {
 			t.Errorf("create named %q: %v, want invalid_argument", name, err)
 		}

@@ -27,6 +27,11 @@ func (m *Manager) ClearSession(ctx context.Context, id string, cancel bool) (*be
 	if err != nil {
 		return nil, err
 	}
+	return rt.clear(ctx, cancel)
+}
+
+// clear is ClearSession on the live session.
+func (rt *runtime) clear(ctx context.Context, cancel bool) (*berth.Session, error) {
 	rt.authMu.Lock()
 	defer rt.authMu.Unlock()
 	wctx := context.WithoutCancel(ctx)
@@ -66,7 +71,7 @@ func (m *Manager) ClearSession(ctx context.Context, id string, cancel bool) (*be
 		}
 	}
 
-	hctx, stop := context.WithTimeout(wctx, m.opts.Limits.HandshakeTimeout)
+	hctx, stop := context.WithTimeout(wctx, rt.h.limits.HandshakeTimeout)
 	defer stop()
 	ns, err := rt.client.NewSession(hctx, rt.workspace, rt.mcpServers())
 	if err != nil {
@@ -88,7 +93,7 @@ func (m *Manager) ClearSession(ctx context.Context, id string, cancel bool) (*be
 	if err != nil {
 		rt.logger.Warn("record the new conversation", "err", err)
 	}
-	if err := m.log.FlushSession(ctx, id); err != nil {
+	if err := rt.h.log.FlushSession(ctx, rt.id); err != nil {
 		rt.logger.Warn("flush after clear", "err", err)
 	}
 	return rt.view(), nil

@@ -120,7 +120,7 @@ func (m *Manager) LoseSessions(ids []string) {
 // the background (Shutdown waits for it). It never blocks.
 func (m *Manager) leaseLost(id string) {
 	rt := m.runtimeOf(id)
-	if rt == nil || rt.detached.Load() {
+	if rt == nil || rt.letGo() {
 		return
 	}
 	m.mu.Lock()
@@ -136,6 +136,9 @@ func (m *Manager) leaseLost(id string) {
 		rt.lose()
 	}()
 }
+
+// letGo reports whether the daemon let go of the session (detach, lose).
+func (rt *runtime) letGo() bool { return rt.detached.Load() }
 
 // lose drops a runtime whose lease another node holds: from now on it
 // records nothing (the store would refuse it anyway), its timers stop,

@@ -371,7 +371,7 @@ func controlUpdateOf(u *acp.Update) *controlUpdate {
 }
 
 // maxTitleBytes bounds an agent's title, like a session's name.
-const maxTitleBytes = maxNameBytes
+const maxTitleBytes = berth.MaxNameBytes
 
 // sanitizeTitle keeps an agent's title plain, bounded text: control
 // characters become spaces.

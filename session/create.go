@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
+	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // validEnvName reports whether s can name an environment variable:
@@ -23,13 +24,6 @@ func validEnvName(s string) bool {
 	}
 	return s != ""
 }
-
-// maxNameBytes bounds a session's name (agents name the children they
-// spawn: the bound is the daemon's, not only the MCP schema's).
-const maxNameBytes = 256
-
-// maxLabels bounds the labels of one session.
-const maxLabels = 64
 
 // CreateSession implements berth.SessionService.
 func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*berth.Session, error) {
@@ -45,7 +39,7 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 // fork, a fork of a checkpoint (checkpoint.go).
 func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spawn, fork *forkSpec) (*berth.Session, error) {
 	began := time.Now()
-	if kid != nil && filepath.IsAbs(req.Workspace) && !within(resolvedPath(kid.parent.Workspace), filepath.Clean(req.Workspace)) {
+	if kid != nil && filepath.IsAbs(req.Workspace) && !pathx.Within(resolvedPath(kid.parent.Workspace), filepath.Clean(req.Workspace)) {
 		// Refused before the path is looked at: a sandboxed parent learns
 		// nothing of the host's files from the answer, nor costs a walk.
 		return nil, forbidden("workspace", "workspace: a child works in its parent's workspace or below it")
@@ -177,8 +171,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		_ = os.RemoveAll(m.sessionDir(id))
 		return nil, err
 	}
-	rt := m.newRuntime(s, spec)
-	rt.fork = fork
+	rt := m.newRuntime(liveConfig{session: s, spec: spec, fork: fork.from()})
 	var launch *launching
 	if m.opts.Shim != nil {
 		// The agent's shim starts it while the session is stored: the
@@ -212,9 +205,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	}
 	// Announced before anything else can change it, so session_created
 	// comes first.
-	rt.mu.Lock()
-	rt.publishLocked(berth.ChangeSessionCreated)
-	rt.mu.Unlock()
+	rt.publish(berth.ChangeSessionCreated)
 	m.goLive(rt, true) // a new id: no other runtime has it
 	registered = true
 	kid.started(s)
@@ -269,7 +260,7 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown agent %q", req.Agent),
 			Details: map[string]any{"field": "agent"}}
 	}
-	if err := validateName(req.Name); err != nil {
+	if err := berth.ValidateName(req.Name); err != nil {
 		return spec, nil, false, err
 	}
 	if req.PermissionMode == "" {
@@ -319,11 +310,11 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 			return spec, nil, false, err
 		}
 	}
-	if len(req.Labels) > maxLabels {
-		return spec, nil, false, berth.Errorf(berth.EInvalid, "at most %d labels", maxLabels)
+	if len(req.Labels) > berth.MaxLabels {
+		return spec, nil, false, berth.Errorf(berth.EInvalid, "at most %d labels", berth.MaxLabels)
 	}
 	for k := range req.Labels {
-		if err := validateLabelKey(k); err != nil {
+		if err := berth.ValidateLabelKey(k); err != nil {
 			return spec, nil, false, err
 		}
 	}
@@ -352,10 +343,10 @@ func (m *Manager) checkNotDaemons(ws string) error {
 	}
 	real := resolvedPath(ws)
 	home := resolvedPath(m.opts.Home)
-	if !within(home, real) {
+	if !pathx.Within(home, real) {
 		return nil
 	}
-	if managed := resolvedPath(m.workspacesDir()); within(managed, real) && real != managed {
+	if managed := resolvedPath(m.workspacesDir()); pathx.Within(managed, real) && real != managed {
 		return nil
 	}
 	return &berth.Error{Code: berth.EInvalid, Message: "workspace is the daemon's home or lies inside it: the agent would reach the daemon's socket and database; pick another directory, or omit workspace for a managed one",

@@ -290,20 +290,6 @@ func (rt *runtime) adoptElicitationLocked(e berth.Elicitation) (berth.Elicitatio
 	return berth.Elicitation{}, false
 }
 
-// recoverElicitations takes the stored pending elicitations of a session
-// being reattached, for the agent's requests served again to take back.
-func (m *Manager) recoverElicitations(ctx context.Context, rt *runtime) error {
-	pending, err := m.store.ListElicitations(ctx, rt.id, berth.ElicitationPending)
-	if err != nil {
-		return err
-	}
-	for _, e := range pending {
-		rt.adoptableElics = append(rt.adoptableElics, *e)
-	}
-	rt.sess.PendingElicitations = 0
-	return nil
-}
-
 // reconcileElicitations cancels the pending elicitations of a session
 // whose agent died with the daemon, logging them resolved (tagged with
 // the open turn when they belong to it) unless the log is closed already.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
+	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // execData is the data of an exec event.
@@ -53,7 +54,7 @@ func (rt *runtime) exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 			return nil, berth.Errorf(berth.EInvalid, "cwd is outside the workspace")
 		}
 		dir = filepath.Join(rt.workspace, rel)
-		if real, err := filepath.EvalSymlinks(dir); err != nil || !within(rt.wsReal, real) {
+		if real, err := filepath.EvalSymlinks(dir); err != nil || !pathx.Within(rt.wsReal, real) {
 			return nil, berth.Errorf(berth.EInvalid, "cwd does not exist inside the workspace")
 		}
 	}

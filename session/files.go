@@ -3,8 +3,10 @@ package session
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -43,7 +45,7 @@ func checkFiles(files map[string]string) error {
 			Details: map[string]any{"field": "files"}}
 	}
 	total := 0
-	for _, p := range sortedKeys(files) {
+	for _, p := range slices.Sorted(maps.Keys(files)) {
 		if p == "" || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) || len(p) > 4096 {
 			return filesError(p, "must be a relative path")
 		}
@@ -82,7 +84,7 @@ func writeFiles(ws string, files map[string]string) error {
 		return berth.WrapError(berth.EInternal, err, "files: open the workspace")
 	}
 	defer unix.Close(root)
-	keys := sortedKeys(files)
+	keys := slices.Sorted(maps.Keys(files))
 	for _, p := range keys {
 		if err := checkFilePath(root, p); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // maxReadBytes caps a file the agent reads through berth, well under the
@@ -39,18 +40,12 @@ func (rt *runtime) relPath(p string) (string, bool) {
 	}
 	p = filepath.Clean(p)
 	for _, base := range []string{rt.workspace, rt.wsReal} {
-		if within(base, p) {
+		if pathx.Within(base, p) {
 			rel, _ := filepath.Rel(base, p)
 			return rel, true
 		}
 	}
 	return "", false
-}
-
-// within reports whether path is base or lies under it.
-func within(base, path string) bool {
-	rel, err := filepath.Rel(base, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // refuse logs a refused file access and returns the error for the agent.

@@ -105,7 +105,7 @@ func (rt *runtime) deliverSteerLocked(t *turn) {
 	e, err := rt.h.store.ClaimQueueEntry(context.Background(), rt.id, berth.EntrySteer, rt.sess.Queue.Generation, t.id)
 	rt.steer = nil
 	if err != nil {
-		if !isNotFound(err) {
+		if !berth.IsCode(err, berth.ENotFound) {
 			rt.logger.Error("claim steer", "err", err)
 		}
 		return

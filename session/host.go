@@ -55,11 +55,13 @@ type liveHost struct {
 	sweep        func(id string)
 	releaseLease func(ctx context.Context, id string)
 	revokeTools  func(id string, removeDir bool)
-	// prepare makes what an agent start needs from the manager: the berth
-	// tools grant (nil for none), the sandbox and the program (start.go).
-	prepare       func(rt *runtime, s *berth.Session, provider berth.SandboxProvider) (*toolsGrant, berth.SandboxConfig, string)
+	// prepare makes what the start of session s's agent needs from the
+	// manager (start.go); it records the berth tools credential's hash in
+	// s.ToolsHash.
+	prepare func(s *berth.Session, spec berth.AgentSpec, provider berth.SandboxProvider) agentStart
+	// copyHomeFiles copies the user's files an agent is given into its
+	// session's HOME at every start.
 	copyHomeFiles func(files []string, home string) error
-	toolsServer   func(g *toolsGrant) acp.McpServer
 	// transcriptPreamble and lastTurnText read the session's log.
 	transcriptPreamble func(ctx context.Context, id string) (string, error)
 	lastTurnText       func(ctx context.Context, id string) (string, string, error)
@@ -76,13 +78,40 @@ type liveHost struct {
 
 // liveTree is a live session's view of its tree of sessions.
 type liveTree interface {
-	// stopChildren stops parent id's live children (parent_stopped) and
-	// waits for them; nothing while the manager shuts down.
+	// stopChildren, called once session id is closing, stops its live
+	// children (parent_stopped) and waits for them; nothing while the
+	// manager shuts down.
 	stopChildren(ctx context.Context, id string)
 	// parentLive reports whether session id is live here.
 	parentLive(id string) bool
 	// toParent logs an event about a child in its live parent's log.
 	toParent(parentID, typ string, data map[string]any)
+}
+
+// agentStart is what the manager makes for an agent's start.
+type agentStart struct {
+	// tools is the berth entry of the agent's MCP servers (nil for none);
+	// toolsWarning says why it has none when it should.
+	tools        *acp.McpServer
+	toolsWarning string
+	// box is the agent's sandbox, program the path its command starts
+	// from in it.
+	box     berth.SandboxConfig
+	program string
+}
+
+// prepareStart is the manager's side of liveHost.prepare.
+func (m *Manager) prepareStart(s *berth.Session, spec berth.AgentSpec, provider berth.SandboxProvider) agentStart {
+	// The berth tools are served before the sandbox opens: it binds their directory.
+	var st agentStart
+	if grant, warning := m.grantTools(s, provider); grant != nil {
+		srv := m.toolsMCPServer(grant)
+		st.tools = &srv
+	} else {
+		st.toolsWarning = warning
+	}
+	st.box, st.program = m.sandboxConfig(s, spec), m.agentProgram(s, spec).path
+	return st
 }
 
 // newLiveHost is the manager's side of the seam.
@@ -93,12 +122,7 @@ func (m *Manager) newLiveHost() *liveHost {
 		inCluster: m.inCluster(), hidden: m.hidden(), publish: m.changes.feed.Publish, shimToken: m.shimToken,
 		monitors:  &m.monitors,
 		leaseLost: m.leaseLost, forget: m.forget, sweep: m.sweep, releaseLease: m.releaseLease, revokeTools: m.revokeTools,
-		prepare: func(rt *runtime, s *berth.Session, provider berth.SandboxProvider) (*toolsGrant, berth.SandboxConfig, string) {
-			// The berth tools are served before the sandbox opens: it binds their directory.
-			grant := m.grantTools(rt, s, provider)
-			return grant, m.sandboxConfig(s, rt.spec), m.agentProgram(s, rt.spec).path
-		},
-		copyHomeFiles: m.copyHomeFiles, toolsServer: m.toolsMCPServer,
+		prepare: m.prepareStart, copyHomeFiles: m.copyHomeFiles,
 		transcriptPreamble: m.transcriptPreamble, lastTurnText: m.lastTurnText,
 		tree: managerTree{m}, turnCheckpoints: m.turnCheckpoints, toLive: m.toLive,
 		cancelStoredElicitation: m.cancelStoredElicitation,
@@ -110,6 +134,9 @@ type managerTree struct{ m *Manager }
 
 func (t managerTree) stopChildren(ctx context.Context, id string) {
 	m := t.m
+	// The parent is closing: a child being admitted is live once this
+	// lock is ours, and no other is admitted after.
+	m.trees.lock(id, true)()
 	m.mu.Lock()
 	closing := m.closing
 	m.mu.Unlock()

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/pathx"
+	"github.com/berth-sh/berth/shim"
 )
 
 // The one path from a started agent to a live runtime, for a created, a
@@ -23,13 +26,46 @@ import (
 // answered and the turn in flight is set up. Either way wire and run are
 // the last two steps, from start (create, resume) or reattach.
 
-// newRuntime returns the runtime of a session about to start.
-func (m *Manager) newRuntime(s *berth.Session, spec berth.AgentSpec) *runtime {
-	return &runtime{h: m.host, id: s.ID, sess: *s, spec: spec, workspace: s.Workspace,
+// liveConfig says how a live session begins.
+type liveConfig struct {
+	// session is the session as stored, spec its agent.
+	session *berth.Session
+	spec    berth.AgentSpec
+	logger  *slog.Logger
+	// resumeFrom, with resumed set, is the ACP session a resumed session
+	// reopens ("" when the agent never opened one).
+	resumed    bool
+	resumeFrom string
+	// fork is what a session forked from a checkpoint starts from.
+	fork *forkFrom
+	// shim, with provider and box, is the shim of a reattached session
+	// whose agent runs on, and its sandbox as the shim opened it.
+	shim     *shim.Proc
+	provider berth.SandboxProvider
+	box      berth.SandboxConfig
+}
+
+// newRuntime returns the live session c says, not started yet.
+func newRuntime(h *liveHost, c liveConfig) *runtime {
+	s := c.session
+	rt := &runtime{h: h, id: s.ID, sess: *s, spec: c.spec, workspace: s.Workspace,
 		ready: make(chan struct{}), handshook: make(chan struct{}), finished: make(chan struct{}),
 		perms: make(map[string]*permWaiter), remembered: make(map[string]string),
 		outcomes: make(map[string]entryOutcome), inputChanged: make(chan struct{}),
-		logger: m.logger.With("session_id", s.ID), tree: treeState{parent: s.ParentID}}
+		logger: c.logger.With("session_id", s.ID), tree: treeState{parent: s.ParentID},
+		resumed: c.resumed, resumeFrom: c.resumeFrom, fork: c.fork}
+	if c.shim != nil {
+		rt.provider, rt.shim, rt.boxRef, rt.shimSocket = c.provider, c.shim, c.shim.Hello().Ref, s.ShimSocket
+		rt.boxCfg = c.box
+		rt.setACPSession(s.ACP.SessionID)
+	}
+	return rt
+}
+
+// newRuntime returns the live session of s, about to start or be reattached.
+func (m *Manager) newRuntime(c liveConfig) *runtime {
+	c.logger = m.logger
+	return newRuntime(m.host, c)
 }
 
 // reserve takes a slot under limits.max_sessions for a session about to be
@@ -73,6 +109,11 @@ func (m *Manager) goLive(rt *runtime, reserved bool) *runtime {
 // abandon drops a runtime that never started, releasing whoever found it.
 func (m *Manager) abandon(rt *runtime) {
 	m.forget(rt)
+	rt.abandon()
+}
+
+// abandon ends a session that never started: whoever waits for it is released.
+func (rt *runtime) abandon() {
 	close(rt.ready)
 	close(rt.handshook)
 	close(rt.finished)
@@ -96,7 +137,7 @@ func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.Sa
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
 		Env: env, Network: s.Sandbox.Network, Binds: binds,
 		Image: spec.DockerImage, Limits: m.boxLimits(s), Hide: m.hidden(),
-		WorkspaceOwners: m.sandboxUIDs(), ManagedWorkspace: within(resolvedPath(m.workspacesDir()), s.Workspace)}
+		WorkspaceOwners: m.sandboxUIDs(), ManagedWorkspace: pathx.Within(resolvedPath(m.workspacesDir()), s.Workspace)}
 }
 
 // agentProgram is how the session's agent command runs in its sandbox

@@ -174,6 +174,10 @@ type Manager struct {
 	// sessions serialise a delete against resumes and snapshots of the
 	// same session (see sessionlock.go for the lock order).
 	sessions sessionLocks
+	// trees serialise the admission of a parent's children against each
+	// other and against the parent's stop, keyed by the parent's id (see
+	// treeState).
+	trees sessionLocks
 	// changes is the all-sessions stream's publisher.
 	changes *changes
 	// booted is closed once every session found live at boot is

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // mountError is the 400 a refused mount gets.
@@ -61,7 +62,7 @@ func (m *Manager) checkMounts(names []string, ws string) error {
 			return mountError("%s", berth.ErrorMessage(err))
 		}
 		for _, dir := range []string{m.opts.Home, ws} {
-			if dir != "" && (within(dir, mt.Target) || within(mt.Target, dir)) {
+			if dir != "" && (pathx.Within(dir, mt.Target) || pathx.Within(mt.Target, dir)) {
 				return mountError("mount %q: its target %s is the daemon's home or the workspace, or lies in or above one", name, mt.Target)
 			}
 		}
@@ -85,8 +86,8 @@ func (m *Manager) mountBinds(s *berth.Session) []berth.Bind {
 			continue
 		}
 		// The config may have changed since the create checked it.
-		if mt.Validate() != nil || within(m.opts.Home, mt.Target) || within(mt.Target, m.opts.Home) ||
-			within(s.Workspace, mt.Target) || within(mt.Target, s.Workspace) {
+		if mt.Validate() != nil || pathx.Within(m.opts.Home, mt.Target) || pathx.Within(mt.Target, m.opts.Home) ||
+			pathx.Within(s.Workspace, mt.Target) || pathx.Within(mt.Target, s.Workspace) {
 			m.logger.Warn("a session's mount now targets the workspace, the daemon's home or a sandbox directory: not bound", "session_id", s.ID, "mount", name)
 			continue
 		}

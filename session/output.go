@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -179,15 +178,4 @@ func (rt *runtime) emitTruncation(turnID string, dropped, updates, refused int64
 		data["refused_requests"] = refused
 	}
 	rt.emit(turnID, berth.EventRuntimeWarning, data)
-}
-
-// clipText is s up to max bytes, cut on a character's start.
-func clipText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	for max > 0 && !utf8.RuneStart(s[max]) {
-		max--
-	}
-	return s[:max]
 }

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -23,23 +20,6 @@ const controlCallTimeout = 30 * time.Second
 // the re-apply after a resume), which call the agent without holding mu.
 type controlsLock struct{ mu sync.Mutex }
 
-// validateName checks a session name (create and PATCH).
-func validateName(name string) error {
-	if len(name) > maxNameBytes || strings.IndexFunc(name, unicode.IsControl) >= 0 || !utf8.ValidString(name) {
-		return &berth.Error{Code: berth.EInvalid, Details: map[string]any{"field": "name"},
-			Message: fmt.Sprintf("name must be at most %d bytes of UTF-8 text without control characters", maxNameBytes)}
-	}
-	return nil
-}
-
-// validateLabelKey checks one label key (create and PATCH).
-func validateLabelKey(k string) error {
-	if k == "" || strings.ContainsAny(k, "=,") {
-		return berth.Errorf(berth.EInvalid, "label key %q is not valid", k)
-	}
-	return nil
-}
-
 // PatchSession implements berth.SessionService (CONTRACT §4.7). Everything
 // is checked before anything is applied; then name and labels, the mode,
 // the model and the config options (by id) are applied in that order, and
@@ -48,18 +28,8 @@ func (m *Manager) PatchSession(ctx context.Context, id string, p berth.SessionPa
 	if err := m.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
-	if p.Empty() {
-		return nil, berth.Errorf(berth.EInvalid, "nothing to change: give name, labels, mode, model or config")
-	}
-	if p.Name != nil {
-		if err := validateName(*p.Name); err != nil {
-			return nil, err
-		}
-	}
-	for k := range p.Labels {
-		if err := validateLabelKey(k); err != nil {
-			return nil, err
-		}
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	// A delete waits for the change, or the change for it.
 	defer m.sessions.lock(id, false)()
@@ -80,6 +50,12 @@ func (m *Manager) PatchSession(ctx context.Context, id string, p berth.SessionPa
 			return nil, err
 		}
 	}
+	return rt.patch(ctx, p)
+}
+
+// patch is PatchSession on the live session: its own fields, then the
+// agent's mode, model and config, each as the agent takes it.
+func (rt *runtime) patch(ctx context.Context, p berth.SessionPatch) (*berth.Session, error) {
 	rt.controls.mu.Lock()
 	defer rt.controls.mu.Unlock()
 	rt.mu.Lock()
@@ -88,7 +64,7 @@ func (m *Manager) PatchSession(ctx context.Context, id string, p berth.SessionPa
 	if p.Agent() && cur.State != berth.StateActive {
 		return nil, berth.Errorf(berth.EConflict, "session is %s, not active", cur.State)
 	}
-	if err := checkLabels(cur.Labels, &p); err != nil {
+	if err := p.CheckLabels(cur.Labels); err != nil {
 		return nil, err
 	}
 	if err := checkPatch(&cur.ACP, &p); err != nil {
@@ -96,10 +72,10 @@ func (m *Manager) PatchSession(ctx context.Context, id string, p berth.SessionPa
 	}
 	var applied []string
 	if p.Name != nil || p.Labels != nil {
-		if err := rt.save(ctx, func(s *berth.Session) { patchOwn(s, &p) }); err != nil {
+		if err := rt.save(ctx, func(s *berth.Session) { p.ApplyOwn(s) }); err != nil {
 			return nil, err
 		}
-		applied = appendOwn(applied, &p)
+		applied = append(applied, p.OwnFields()...)
 	}
 	failed := func(field string, err error) error {
 		return &berth.Error{Code: agentErrorCode(err), Err: err,
@@ -134,10 +110,10 @@ func (m *Manager) patchStored(ctx context.Context, id string, p berth.SessionPat
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLabels(s.Labels, &p); err != nil {
+	if err := p.CheckLabels(s.Labels); err != nil {
 		return nil, err
 	}
-	patchOwn(s, &p)
+	p.ApplyOwn(s)
 	s.UpdatedAt = time.Now().UTC()
 	if err := m.leased(ctx, id, func() error { return m.store.UpdateSession(ctx, s, s.State) }); err != nil {
 		return nil, err
@@ -145,53 +121,6 @@ func (m *Manager) patchStored(ctx context.Context, id string, p berth.SessionPat
 	out := m.stored(s)
 	m.publishStored(berth.ChangeSessionUpdated, out)
 	return out, nil
-}
-
-// checkLabels refuses a patch that would leave the session more labels
-// than it may have.
-func checkLabels(cur map[string]string, p *berth.SessionPatch) error {
-	if p.Labels == nil {
-		return nil
-	}
-	s := berth.Session{Labels: cur}
-	patchOwn(&s, p)
-	if len(s.Labels) > maxLabels {
-		return berth.Errorf(berth.EInvalid, "at most %d labels", maxLabels)
-	}
-	return nil
-}
-
-// patchOwn applies the fields that are berth's own: name, labels (merged,
-// null removes).
-func patchOwn(s *berth.Session, p *berth.SessionPatch) {
-	if p.Name != nil {
-		s.Name = *p.Name
-	}
-	if p.Labels != nil {
-		labels := maps.Clone(s.Labels)
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		for k, v := range p.Labels {
-			if v == nil {
-				delete(labels, k)
-			} else {
-				labels[k] = *v
-			}
-		}
-		s.Labels = labels
-	}
-}
-
-// appendOwn names the own fields p changes.
-func appendOwn(applied []string, p *berth.SessionPatch) []string {
-	if p.Name != nil {
-		applied = append(applied, "name")
-	}
-	if p.Labels != nil {
-		applied = append(applied, "labels")
-	}
-	return applied
 }
 
 // checkPatch refuses, before anything is applied, what the agent does not

@@ -58,7 +58,7 @@ func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest
 		// Its agent has exited and the session is being closed: once it is
 		// stopped, it can be resumed.
 		select {
-		case <-rt.finished:
+		case <-rt.done():
 		case <-ctx.Done():
 			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "session still stopping")
 		}
@@ -100,6 +100,37 @@ func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest
 	}
 	return rt.prompt(ctx, req.Mode, in)
 }
+
+// queueGeneration is the session's input generation.
+func (rt *runtime) queueGeneration() int64 {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.sess.Queue.Generation
+}
+
+// cancelEntry cancels the pending entry entryID; done is false when the
+// agent is gone (the session is being closed: the stored entry is the
+// manager's to cancel once it is stopped).
+func (rt *runtime) cancelEntry(ctx context.Context, entryID string) (done bool, err error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.exited {
+		return false, nil
+	}
+	return true, rt.cancelEntryLocked(ctx, entryID)
+}
+
+// outcome says what became of the recent entry entryID (ok false: not
+// known yet), and a channel closed when the next outcome is known.
+func (rt *runtime) outcome(entryID string) (o entryOutcome, ok bool, changed <-chan struct{}) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	o, ok = rt.outcomes[entryID]
+	return o, ok, rt.inputChanged
+}
+
+// done is closed once the session is stopped and torn down.
+func (rt *runtime) done() <-chan struct{} { return rt.finished }
 
 // gone reports whether the agent has exited.
 func (rt *runtime) gone() bool {
@@ -317,7 +348,7 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 			return
 		}
 		rt.abandonTurnLocked(turnID, err)
-		if !isNotFound(err) {
+		if !berth.IsCode(err, berth.ENotFound) {
 			rt.steer = e0
 			rt.retryDispatchLocked()
 			return
@@ -350,7 +381,7 @@ func (rt *runtime) dispatchLocked(ctx context.Context) {
 		}
 		if err != nil {
 			rt.abandonTurnLocked(turnID, err)
-			if isNotFound(err) {
+			if berth.IsCode(err, berth.ENotFound) {
 				rt.recountLocked(ctx)
 				return
 			}
@@ -432,9 +463,7 @@ func (m *Manager) ListQueue(ctx context.Context, id string) (*berth.QueueView, e
 	}
 	var gen int64
 	if rt := m.runtimeOf(id); rt != nil {
-		rt.mu.Lock()
-		gen = rt.sess.Queue.Generation
-		rt.mu.Unlock()
+		gen = rt.queueGeneration()
 	} else {
 		s, err := m.store.GetSession(ctx, id)
 		if err != nil {
@@ -453,15 +482,12 @@ func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) erro
 		return err
 	}
 	if rt := m.runtimeOf(id); rt != nil {
-		rt.mu.Lock()
-		if !rt.exited {
-			defer rt.mu.Unlock()
-			return rt.cancelEntryLocked(context.WithoutCancel(ctx), entryID)
+		if done, err := rt.cancelEntry(context.WithoutCancel(ctx), entryID); done {
+			return err
 		}
-		rt.mu.Unlock()
 		// The agent is gone and the session is being closed: wait for it.
 		select {
-		case <-rt.finished:
+		case <-rt.done():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -552,10 +578,7 @@ func (m *Manager) waitEntry(ctx context.Context, id, entryID string) (*berth.Tur
 			}
 			return nil, berth.Errorf(berth.EConflict, "the session stopped before prompt %s ran; it stays queued", entryID)
 		}
-		rt.mu.Lock()
-		o, ok := rt.outcomes[entryID]
-		changed := rt.inputChanged
-		rt.mu.Unlock()
+		o, ok, changed := rt.outcome(entryID)
 		switch {
 		case ok && o.canceled:
 			return nil, berth.Errorf(berth.EConflict, "prompt %s was canceled before it ran", entryID)
@@ -564,7 +587,7 @@ func (m *Manager) waitEntry(ctx context.Context, id, entryID string) (*berth.Tur
 		}
 		select {
 		case <-changed:
-		case <-rt.finished:
+		case <-rt.done():
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

@@ -31,8 +31,7 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 			p.Detach()
 		}
 	}()
-	h := p.Hello()
-	rt, err := m.recoverRuntime(s, p)
+	rt, provider, err := m.recoverRuntime(s, p)
 	if err != nil {
 		return err
 	}
@@ -40,13 +39,12 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 	if err != nil {
 		return err
 	}
-	// After the claim: the open turn's entry is no longer queued.
-	rt.recoverInput(r.Pending, queue)
-	if err := m.recoverElicitations(ctx, rt); err != nil {
+	elics, err := m.store.ListElicitations(ctx, s.ID, berth.ElicitationPending)
+	if err != nil {
 		return err
 	}
-	rt.wire(p, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
-	t, wait, err := rt.recoverTurn(open, h)
+	// After the claim: the open turn's entry is no longer queued.
+	back, err := rt.reattach(recovered{open: open, in: in, pending: r.Pending, queue: queue, elics: elics})
 	if err != nil {
 		return err
 	}
@@ -56,37 +54,80 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 	if s.ToolsHash != "" && m.toolsEnabled() {
 		// The agent's `berth mcp` outlived the daemon, with its credential:
 		// its socket is served again.
-		if err := m.serveTools(s.ID, s.ToolsHash, rt.provider); err != nil {
+		if err := m.serveTools(s.ID, s.ToolsHash, provider); err != nil {
 			rt.logger.Warn("serve the berth tools again", "err", err)
 		}
 	}
+	// Live now: a shutdown that ends the boot does not cut this short.
+	rt.carryOn(context.WithoutCancel(ctx), back)
+	return nil
+}
 
-	// Live: nothing fails from here. The turn's runner starts before the
-	// stream does: an answer replayed at once ends this turn, never one
-	// dispatched after it.
-	if t != nil {
+// recovered is what a reattached session carries on with, as the store
+// has it: its open turn ("" for none) and that turn's input, its pending
+// permissions and elicitations, for the agent's requests served again to
+// take back, and its queued input.
+type recovered struct {
+	open    string
+	in      input
+	pending []*berth.Permission
+	queue   []*berth.QueueEntry
+	elics   []*berth.Elicitation
+}
+
+// reattached is a session wired to its shim again, about to carry on: the
+// turn in flight (nil for none) and how it ends (wait nil: its prompt is
+// still to be sent).
+type reattached struct {
+	hello shim.Hello
+	t     *turn
+	in    input
+	wait  func(context.Context) (acp.PromptResponse, error)
+}
+
+// reattach wires a session whose agent runs on in its shim to it again,
+// from the last line the log has, with what r recovered. Nothing runs
+// yet (carryOn): a failure lets the shim go.
+func (rt *runtime) reattach(r recovered) (*reattached, error) {
+	rt.recoverInput(r.pending, r.queue)
+	for _, e := range r.elics {
+		rt.adoptableElics = append(rt.adoptableElics, *e)
+	}
+	rt.sess.PendingElicitations = 0
+	h := rt.shim.Hello()
+	rt.wire(rt.shim, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
+	t, wait, err := rt.recoverTurn(r.open, h)
+	if err != nil {
+		return nil, err
+	}
+	return &reattached{hello: h, t: t, in: r.in, wait: wait}, nil
+}
+
+// carryOn runs a reattached live session: nothing fails from here. The
+// turn's runner starts before the stream does: an answer replayed at once
+// ends this turn, never one dispatched after it.
+func (rt *runtime) carryOn(ctx context.Context, a *reattached) {
+	if t := a.t; t != nil {
 		rt.turnWG.Add(1)
-		if wait == nil {
+		if a.wait == nil {
 			// The prompt never reached the agent: it goes out now.
 			rt.logger.Info("resending the prompt of a turn the previous daemon did not send", "turn_id", t.id)
-			go rt.runTurn(t, in)
+			go rt.runTurn(t, a.in)
 		} else {
-			go rt.awaitTurn(t, wait)
+			go rt.awaitTurn(t, a.wait)
 		}
 	}
-	rt.run(unansweredRequests(h))
+	rt.run(unansweredRequests(a.hello))
 	close(rt.ready)
 	close(rt.handshook)
-	if t == nil && h.Exited == nil {
+	if a.t == nil && a.hello.Exited == nil {
 		// What was queued runs now; an agent that has exited runs nothing
 		// (the session stops, and resumes for its queue).
-		// Live now: a shutdown that ends the boot does not cut this short.
 		rt.mu.Lock()
-		rt.dispatchLocked(context.WithoutCancel(ctx))
+		rt.dispatchLocked(ctx)
 		rt.mu.Unlock()
 	}
-	m.logger.Debug("session reattached", "session_id", s.ID, "from", h.From, "end", h.End, "turn_id", open)
-	return nil
+	rt.logger.Debug("session reattached", "from", a.hello.From, "end", a.hello.End, "turn_open", a.t != nil)
 }
 
 // attachShim connects to the session's shim, from the stream offset the
@@ -106,21 +147,17 @@ func (m *Manager) attachShim(ctx context.Context, s *berth.Session) (*shim.Proc,
 }
 
 // recoverRuntime builds the runtime of a session whose agent runs in the
-// shim p, with its sandbox as the shim opened it.
-func (m *Manager) recoverRuntime(s *berth.Session, p *shim.Proc) (*runtime, error) {
+// shim p, with its sandbox as the shim opened it, and returns its provider.
+func (m *Manager) recoverRuntime(s *berth.Session, p *shim.Proc) (*runtime, berth.SandboxProvider, error) {
 	provider := m.providers[s.Sandbox.Provider]
 	if provider == nil {
-		return nil, fmt.Errorf("sandbox provider %q is not configured", s.Sandbox.Provider)
+		return nil, nil, fmt.Errorf("sandbox provider %q is not configured", s.Sandbox.Provider)
 	}
 	spec, ok := m.opts.Catalog.Get(s.Agent)
 	if !ok {
 		spec = berth.AgentSpec{Name: s.Agent}
 	}
-	rt := m.newRuntime(s, spec)
-	rt.provider, rt.shim, rt.boxRef, rt.shimSocket = provider, p, p.Hello().Ref, s.ShimSocket
-	rt.boxCfg = m.sandboxConfig(s, spec)
-	rt.setACPSession(s.ACP.SessionID)
-	return rt, nil
+	return m.newRuntime(liveConfig{session: s, spec: spec, shim: p, provider: provider, box: m.sandboxConfig(s, spec)}), provider, nil
 }
 
 // recoverInput takes what a reattached runtime carries on with: its

@@ -28,7 +28,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		}
 		// A session on its way to stopped is resumed once it got there.
 		select {
-		case <-rt.finished:
+		case <-rt.done():
 		case <-ctx.Done():
 			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "session still stopping")
 		}
@@ -86,8 +86,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		exp := next.LastActivityAt.Add(time.Duration(next.TTLSeconds) * time.Second)
 		next.ExpiresAt = &exp
 	}
-	rt := m.newRuntime(&next, spec)
-	rt.resumeFrom, rt.resumed = s.ACP.SessionID, true
+	rt := m.newRuntime(liveConfig{session: &next, spec: spec, resumed: true, resumeFrom: s.ACP.SessionID})
 	// Live first, so a second resume, a prompt or a stop finds it; then the
 	// stored state moves, guarded: of two resumes racing, one wins.
 	if other := m.goLive(rt, true); other != nil {
@@ -105,9 +104,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		m.releaseLease(ctx, id)
 		return nil, err
 	}
-	rt.mu.Lock()
-	rt.changedLocked()
-	rt.mu.Unlock()
+	rt.publish(berth.ChangeSessionUpdated)
 	if err := rt.loadInput(ctx); err != nil {
 		rt.logger.Warn("load queued input", "err", err)
 	}
@@ -138,7 +135,7 @@ func (m *Manager) liveResult(ctx context.Context, rt *runtime) (*berth.Session, 
 		// Active, or waiting for authenticate.
 		return s, nil
 	}
-	<-rt.finished
+	<-rt.done()
 	s, err := m.GetSession(ctx, rt.id)
 	if err != nil {
 		return nil, err

@@ -66,11 +66,12 @@ type runtime struct {
 	h      *liveHost
 	id     string
 	logger *slog.Logger
-	// toolsGrant is the berth tools socket and credential of the agent
-	// start under way (nil without berth tools); set before the agent
-	// starts, read for its session/new, load or resume.
-	toolsGrant *toolsGrant
-	// toolsWarning, set with toolsGrant, says why the agent has no berth
+	// tools is the berth entry of the agent's MCP servers, with the
+	// socket and credential of the agent start under way (nil without
+	// berth tools); set before the agent starts, read for its session/new,
+	// load or resume.
+	tools *acp.McpServer
+	// toolsWarning, set with tools, says why the agent has no berth
 	// tools; start logs it.
 	toolsWarning string
 
@@ -170,7 +171,7 @@ type runtime struct {
 	rewinding bool
 	// fork is what a session forked from a checkpoint starts from; nil
 	// for any other. It never changes.
-	fork *forkSpec
+	fork *forkFrom
 	// carry is the transcript the next prompt carries to an agent that
 	// could not reopen the conversation. Guarded by mu.
 	carry string

@@ -33,7 +33,8 @@ func (rt *runtime) launch(ctx context.Context, provider berth.SandboxProvider) *
 	rt.mu.Unlock()
 	rt.provider = provider
 	sess.ToolsHash = ""
-	rt.toolsGrant, rt.boxCfg, rt.program = rt.h.prepare(rt, &sess, provider)
+	st := rt.h.prepare(&sess, rt.spec, provider)
+	rt.tools, rt.toolsWarning, rt.boxCfg, rt.program = st.tools, st.toolsWarning, st.box, st.program
 	// The agent's stdout continues the session's stream offsets.
 	l := &launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
@@ -54,7 +55,7 @@ func (rt *runtime) abortLaunch(ctx context.Context, l *launching) {
 		return
 	}
 	<-l.done
-	if rt.toolsGrant != nil {
+	if rt.tools != nil {
 		rt.h.revokeTools(rt.id, true)
 	}
 	if l.proc == nil {
@@ -313,10 +314,9 @@ func (rt *runtime) failStart(ctx context.Context, f *berth.Failure) error {
 func (rt *runtime) mcpServers() []acp.McpServer {
 	rt.mu.Lock()
 	mcp := acpMCPServers(rt.sess.MCPServers)
-	grant := rt.toolsGrant
 	rt.mu.Unlock()
-	if grant != nil {
-		mcp = append(mcp, rt.h.toolsServer(grant))
+	if rt.tools != nil {
+		mcp = append(mcp, *rt.tools)
 	}
 	return mcp
 }

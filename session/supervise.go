@@ -68,21 +68,29 @@ const spoolAckEvery = 10 * time.Second
 // ackSpools tells every shim the stdout offset its session's log holds
 // (committed, read from the store): what is before it is never replayed.
 func (m *Manager) ackSpools(ctx context.Context) {
-	rts := m.runtimes()
-	for _, rt := range rts {
-		rt.mu.Lock()
-		p := rt.shim
-		rt.mu.Unlock()
-		if p == nil || ctx.Err() != nil {
-			continue
+	for _, rt := range m.runtimes() {
+		if ctx.Err() != nil {
+			return
 		}
-		s, err := m.store.GetSession(ctx, rt.id)
-		if err != nil || s.AgentOffset == 0 {
-			continue
-		}
-		if err := p.Ack(s.AgentOffset); err != nil {
-			rt.logger.Debug("spool ack", "err", err)
-		}
+		rt.ackSpool(ctx)
+	}
+}
+
+// ackSpool tells the session's shim, if any, what the store has of the
+// agent's stream: the shim's spool lets go of it.
+func (rt *runtime) ackSpool(ctx context.Context) {
+	rt.mu.Lock()
+	p := rt.shim
+	rt.mu.Unlock()
+	if p == nil {
+		return
+	}
+	s, err := rt.h.store.GetSession(ctx, rt.id)
+	if err != nil || s.AgentOffset == 0 {
+		return
+	}
+	if err := p.Ack(s.AgentOffset); err != nil {
+		rt.logger.Debug("spool ack", "err", err)
 	}
 }
 

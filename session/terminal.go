@@ -12,6 +12,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/internal/ids"
+	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // defaultOutputLimit caps a terminal's kept output when the agent sets
@@ -79,7 +80,7 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 			return acp.CreateTerminalResponse{}, rt.refuse("terminal", req.Cwd, "working directory outside the workspace")
 		}
 		dir = filepath.Join(rt.workspace, rel)
-		if real, err := filepath.EvalSymlinks(dir); err != nil || !within(rt.wsReal, real) {
+		if real, err := filepath.EvalSymlinks(dir); err != nil || !pathx.Within(rt.wsReal, real) {
 			return acp.CreateTerminalResponse{}, rt.refuse("terminal", req.Cwd, "working directory resolves outside the workspace")
 		}
 	}

@@ -83,22 +83,20 @@ func (m *Manager) toolsRunDir() string {
 // toolsDir is session id's tools socket directory on the host.
 func (m *Manager) toolsDir(id string) string { return filepath.Join(m.toolsRunDir(), "mcp-"+id) }
 
-// grantTools mints a credential for the agent rt is about to start and
-// serves its socket. It returns nil when the session has no berth tools,
-// or when the socket cannot be served (a runtime_warning says why: the
-// session runs without them).
-func (m *Manager) grantTools(rt *runtime, s *berth.Session, provider berth.SandboxProvider) *toolsGrant {
+// grantTools mints a credential for the agent of session s about to
+// start and serves its socket. It returns nil when the session has no
+// berth tools, or, with a warning for the session's log, when the socket
+// cannot be served (the session runs without them).
+func (m *Manager) grantTools(s *berth.Session, provider berth.SandboxProvider) (*toolsGrant, string) {
 	if !s.BerthTools || !m.toolsEnabled() {
-		return nil
+		return nil, ""
 	}
 	token := rand.Text() + rand.Text()
 	sum := sha256.Sum256([]byte(token))
 	hash := hex.EncodeToString(sum[:])
 	if err := m.serveTools(s.ID, hash, provider); err != nil {
-		rt.logger.Warn("serve the berth tools", "err", err)
-		// start says it in the session's log, which may not have begun yet.
-		rt.toolsWarning = "the berth MCP server is not available to this agent: " + berth.ErrorMessage(err)
-		return nil
+		m.logger.Warn("serve the berth tools", "session_id", s.ID, "err", err)
+		return nil, "the berth MCP server is not available to this agent: " + berth.ErrorMessage(err)
 	}
 	s.ToolsHash = hash
 	socket := filepath.Join(berth.ToolsDir, berth.ToolsSocketName)
@@ -106,7 +104,7 @@ func (m *Manager) grantTools(rt *runtime, s *berth.Session, provider berth.Sandb
 		// Nothing is bound: the agent sees the host's directory as it is.
 		socket = filepath.Join(m.toolsDir(s.ID), berth.ToolsSocketName)
 	}
-	return &toolsGrant{socket: socket, token: token}
+	return &toolsGrant{socket: socket, token: token}, ""
 }
 
 // toolsMCPServer is the berth entry of the agent's mcpServers.

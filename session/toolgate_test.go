@@ -38,10 +38,19 @@ func shortRunDir(t *testing.T) func(*Options) {
 func (e *env) grantOf(id string) *toolsGrant {
 	e.t.Helper()
 	rt := e.m.runtimeOf(id)
-	if rt == nil || rt.toolsGrant == nil {
+	if rt == nil || rt.tools == nil {
 		e.t.Fatalf("session %s has no berth tools", id)
 	}
-	return rt.toolsGrant
+	g := &toolsGrant{}
+	for _, v := range rt.tools.Env {
+		switch v.Name {
+		case berth.ToolsSocketEnv:
+			g.socket = v.Value
+		case berth.ToolsTokenEnv:
+			g.token = v.Value
+		}
+	}
+	return g
 }
 
 // toolsCall lists the children over socket with token.
@@ -114,14 +123,14 @@ func TestToolsCredentialIsTheSessionsAndDiesWithIt(t *testing.T) {
 func TestNoToolsWithoutHandlerOrWhenRefused(t *testing.T) {
 	e := newEnv(t)
 	s := e.create(berth.CreateRequest{})
-	if rt := e.m.runtimeOf(s.ID); rt.toolsGrant != nil {
+	if rt := e.m.runtimeOf(s.ID); rt.tools != nil {
 		t.Fatal("a manager without a tools handler granted tools")
 	}
 	e2 := newEnv(t, withTools)
 	no := false
 	s = e2.create(berth.CreateRequest{BerthTools: &no})
-	if rt := e2.m.runtimeOf(s.ID); rt.toolsGrant != nil || s.BerthTools {
-		t.Fatalf("berth_tools false: grant %v, session shows %v", rt.toolsGrant, s.BerthTools)
+	if rt := e2.m.runtimeOf(s.ID); rt.tools != nil || s.BerthTools {
+		t.Fatalf("berth_tools false: grant %v, session shows %v", rt.tools, s.BerthTools)
 	}
 	if _, err := os.Stat(e2.m.toolsDir(s.ID)); !os.IsNotExist(err) {
 		t.Fatalf("berth_tools false made a tools directory: %v", err)

@@ -422,3 +422,14 @@ func renderTurn(ctx context.Context, t *berth.TranscriptTurn, max int) (string, 
 	}
 	return b.String(), nil
 }
+
+// clipText is s up to max bytes, cut on a character's start.
+func clipText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return s[:max]
+}

@@ -272,30 +272,13 @@ func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnR
 		return m.waitEntry(ctx, id, turnID)
 	}
 	if rt := m.runtimeOf(id); rt != nil {
-		rt.mu.Lock()
-		t := rt.turn
-		res := rt.results[turnID]
-		var interrupting string
-		if rt.next != nil && rt.next.turnID == turnID {
-			interrupting = rt.next.entryID
+		res, entry, err := rt.waitTurn(ctx, turnID)
+		if res != nil || err != nil {
+			return res, err
 		}
-		rt.mu.Unlock()
-		if res != nil {
-			return res, nil
-		}
-		if interrupting != "" {
+		if entry != "" {
 			// An interrupt's turn starts once the turn it cancelled has ended.
-			return m.waitEntry(ctx, id, interrupting)
-		}
-		if t != nil && t.id == turnID {
-			select {
-			case <-t.done:
-				if !t.textCut {
-					return t.result, nil
-				}
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+			return m.waitEntry(ctx, id, entry)
 		}
 	}
 	// The turn is over (or the session stopped since, or its text was too
@@ -351,6 +334,11 @@ func (m *Manager) Cancel(ctx context.Context, id string) (string, error) {
 		}
 		return "", berth.Errorf(berth.EConflict, "session is stopped: no turn to cancel")
 	}
+	return rt.cancelTurn()
+}
+
+// cancelTurn cancels the turn in flight and returns its id.
+func (rt *runtime) cancelTurn() (string, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	t := rt.turn
@@ -359,6 +347,32 @@ func (m *Manager) Cancel(ctx context.Context, id string) (string, error) {
 	}
 	rt.cancelTurnLocked(t)
 	return t.id, nil
+}
+
+// waitTurn waits for turn turnID when the session runs it or ran it of
+// late and returns its result; nil when the log is to say (the turn is
+// not known here, or its text was too long to keep), with entry set when
+// turnID is an interrupt's, which starts once the turn it cancelled ends.
+func (rt *runtime) waitTurn(ctx context.Context, turnID string) (res *berth.TurnResult, entry string, err error) {
+	rt.mu.Lock()
+	t := rt.turn
+	res = rt.results[turnID]
+	if rt.next != nil && rt.next.turnID == turnID {
+		entry = rt.next.entryID
+	}
+	rt.mu.Unlock()
+	if res != nil || entry != "" || t == nil || t.id != turnID {
+		return res, entry, nil
+	}
+	select {
+	case <-t.done:
+		if !t.textCut {
+			return t.result, "", nil
+		}
+		return nil, "", nil
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
 }
 
 // cancelTurnLocked asks the agent to end a turn (once): session/cancel is

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pathx"
 	"github.com/berth-sh/berth/internal/wsdir"
 )
 
@@ -91,7 +92,7 @@ func resolveWorkspace(p string) (string, error) {
 // which is berth's own. It is opened as a sandbox opens it, without
 // following a link on its path, and checked through that descriptor.
 func (m *Manager) checkWorkspace(ws, field string) error {
-	if within(resolvedPath(m.workspacesDir()), ws) {
+	if pathx.Within(resolvedPath(m.workspacesDir()), ws) {
 		return nil
 	}
 	f, err := wsdir.OpenNoFollow(ws)

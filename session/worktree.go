@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // worktreeError is the 400 a refused worktree option gets.
@@ -73,7 +74,7 @@ func (m *Manager) checkWorktree(ctx context.Context, req *berth.CreateRequest) (
 		// Not even a session's workspace there: its .git is the agent's
 		// to rewrite, and would choose which git directory the new
 		// session is given.
-		if m.opts.Home != "" && within(resolvedPath(m.opts.Home), dir) {
+		if m.opts.Home != "" && pathx.Within(resolvedPath(m.opts.Home), dir) {
 			return "", worktreeError("repo", "worktree.repo %s lies in the daemon's home (a session's workspace included): refused; give the repository the session's branch came from, with the branch as base", w.Repo)
 		}
 		// Nor a directory people share: its writable parts are given to
