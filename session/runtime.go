@@ -729,3 +729,9 @@ func workspaceExists(dir string) bool {
 	fi, err := os.Stat(dir)
 	return err == nil && fi.IsDir()
 }
+
+// ID is the session's id.
+func (rt *runtime) ID() string { return rt.id }
+
+// Logger is the session's logger.
+func (rt *runtime) Logger() *slog.Logger { return rt.logger }
