@@ -8,6 +8,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 func TestNeedsAuthAtSessionNewWaitsForAuthenticate(t *testing.T) {
@@ -54,7 +56,7 @@ func TestPromptAuthRequiredKeepsDataAndBadgeUntilATurnEndsWell(t *testing.T) {
 		t.Fatalf("after auth_required: %s/%s, want active/needs_auth", cur.State, cur.Badge)
 	}
 	ended := ofType(e.events(s.ID), berth.EventTurnEnded)
-	var d turnEndedData
+	var d live.TurnEndedData
 	if err := json.Unmarshal(ended[len(ended)-1].Data, &d); err != nil || d.Error == nil || !strings.Contains(string(d.Error.Data), "expired") {
 		t.Fatalf("turn_ended = %s", ended[len(ended)-1].Data)
 	}

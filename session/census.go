@@ -15,7 +15,7 @@ type SessionCount struct {
 }
 
 // Census is the daemon's sessions counted as the API shows them, for
-// metrics: every session of the store, live ones as their runtime sees them.
+// metrics: every session of the store, live ones as their live session sees them.
 type Census struct {
 	Sessions []SessionCount
 	// QueuePending is the pending queue entries of the live sessions;
@@ -35,7 +35,7 @@ type censusKey struct {
 }
 
 // Census counts every session as GET /v1/sessions would show it: each
-// live one as its runtime's view (its badge, queue and pending permissions
+// live one as its live session's view (its badge, queue and pending permissions
 // are live facts), the others as stored. Stopped sessions, nearly all of
 // a long-lived home, are counted by the store when it can
 // (berth.SessionCounter) rather than read whole. The live sessions are
@@ -44,18 +44,18 @@ type censusKey struct {
 func (m *Manager) Census(ctx context.Context) (Census, error) {
 	counts := make(map[censusKey]int)
 	var c Census
-	live := m.runtimes()
+	live := m.liveSessions()
 	seen := make(map[string]bool, len(live))
 	exclude := make([]string, 0, len(live))
-	for _, rt := range live {
-		s := rt.view()
+	for _, ls := range live {
+		s := ls.View()
 		seen[s.ID] = true
 		exclude = append(exclude, s.ID)
 		counts[censusKey{s.State, s.Badge, s.Agent}]++
 		c.QueuePending += s.Queue.Pending
 		c.PermissionsPending += s.PendingPermissions
 	}
-	// Stored sessions with no runtime here: another node's, or ones being
+	// Stored sessions with no live session here: another node's, or ones being
 	// created; and, without a counting store, the stopped ones.
 	states := []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping}
 	counter, canCount := m.store.(berth.SessionCounter)

@@ -42,7 +42,7 @@ func TestCensusAgreesWithTheList(t *testing.T) {
 				{Agent: "other", State: berth.StateStopped, StopReason: berth.StopUserRequested},
 				{Agent: "other", State: berth.StateStopped, StopReason: berth.StopUserRequested,
 					Failure: &berth.Failure{Kind: berth.FailInternal, Message: "x"}},
-				// Another node's live session: no runtime here.
+				// Another node's live session: no live session here.
 				{Agent: "other", State: berth.StateActive},
 			} {
 				s.ID, s.Workspace, s.Labels = fmt.Sprintf("ses_stored%d", i), e.home, map[string]string{}

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -28,8 +27,8 @@ type ChangeOptions struct {
 }
 
 // changes publishes the manager's session changes on its feed. Changes
-// a session's runtime makes (state, badge, permissions, queue) are
-// published by the runtime, under its lock, so one session's changes are
+// a session's live session makes (state, badge, permissions, queue) are
+// published by the live session, under its lock, so one session's changes are
 // in the order they happened; activity, which an agent can produce at
 // any rate, is only noted here and published by one goroutine at most
 // once per interval per session.
@@ -126,17 +125,17 @@ func (m *Manager) publishActivity(ctx context.Context) {
 		c.active = make(map[string]struct{}, len(active))
 		c.mu.Unlock()
 		for id := range active {
-			// A session without a runtime published its last change when
+			// A session without a live session published its last change when
 			// it stopped; what it logs afterwards (nothing, normally) has
-			// no runtime to change.
-			rt := m.runtimeOf(id)
-			if rt == nil {
+			// no live session to change.
+			ls := m.liveOf(id)
+			if ls == nil {
 				continue
 			}
 			// A session busy under its lock (a store write, a full log
 			// queue) is looked at next round rather than waited for, so
 			// it delays no other session's activity.
-			if !rt.publishIfFree() {
+			if !ls.PublishIfFree() {
 				c.noteActivity(id)
 			}
 		}
@@ -149,51 +148,7 @@ func (m *Manager) publishActivity(ctx context.Context) {
 	}
 }
 
-// publishIfFree publishes the session's changes unless its lock is busy;
-// it reports whether it could look.
-func (rt *runtime) publishIfFree() bool {
-	if !rt.mu.TryLock() {
-		return false
-	}
-	rt.changedLocked()
-	rt.mu.Unlock()
-	return true
-}
-
-// publish publishes the session as typ (see publishLocked).
-func (rt *runtime) publish(typ string) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.publishLocked(typ)
-}
-
-// changedLocked publishes the session as it is now, as session_updated,
-// unless it is exactly what was last published. Every change of what the
-// Session JSON shows calls it with rt.mu held; calling it when nothing
-// changed costs one marshal and publishes nothing.
-func (rt *runtime) changedLocked() { rt.publishLocked(berth.ChangeSessionUpdated) }
-
-// publishLocked publishes the session as typ when its JSON differs from
-// the last one published. The JSON is built once, here, and shared by
-// every reader.
-func (rt *runtime) publishLocked(typ string) {
-	if rt.detached.Load() {
-		// The next daemon owns the session's changes.
-		return
-	}
-	data, err := json.Marshal(rt.viewLocked())
-	if err != nil {
-		rt.logger.Error("session not published", "err", err)
-		return
-	}
-	if bytes.Equal(data, rt.published) {
-		return
-	}
-	rt.published = data
-	rt.h.publish(typ, data)
-}
-
-// publishStored publishes a session that has no runtime (deleted, or a
+// publishStored publishes a session that has no live session (deleted, or a
 // stored change of a stopped session).
 func (m *Manager) publishStored(typ string, s *berth.Session) {
 	data, err := json.Marshal(s)

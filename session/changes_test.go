@@ -151,7 +151,7 @@ func TestChangeStreamShowsEveryKindOfChange(t *testing.T) {
 	}))
 
 	// Activity alone (the log growing) is published too.
-	before := e.m.runtimeOf(s.ID).view().LastSeq
+	before := e.m.liveOf(s.ID).View().LastSeq
 	e.emitActivity(s.ID)
 	w.waitChange("last_seq moved", updated(s.ID, func(s berth.Session) bool { return s.LastSeq > before }))
 
@@ -182,8 +182,8 @@ func TestChangeStreamShowsEveryKindOfChange(t *testing.T) {
 // emitActivity logs an event that changes nothing but the log's length.
 func (e *env) emitActivity(id string) {
 	e.t.Helper()
-	rt := e.m.runtimeOf(id)
-	rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": "test activity"})
+	ls := e.m.liveOf(id)
+	ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": "test activity"})
 }
 
 func TestChangeStreamResumesWithNoGapOrDuplicate(t *testing.T) {

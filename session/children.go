@@ -13,6 +13,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/pathx"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // Child sessions (CONTRACT §4.4). A child is created through its parent
@@ -34,21 +36,6 @@ const (
 	maxSpawnKey = 255
 )
 
-// treeState is a runtime's side of its tree: its parent, and logClosed,
-// guarded by the runtime's mu, set just before the parent's
-// session_stopped, after which nothing about a child enters its log.
-//
-// The manager serialises the admission of a parent's children against
-// each other and against the parent's stop with the parent's tree lock
-// (Manager.trees): a child is admitted, under it, only while the parent
-// is not closing, and is live before it is released; the parent's stop,
-// once closing, takes it before it lists the children to stop.
-type treeState struct {
-	// parent is the session's parent id ("" for a root); it never changes.
-	parent    string
-	logClosed bool
-}
-
 // permRank orders the permission modes from the strictest: a child's mode
 // may not rank above its parent's.
 var permRank = map[string]int{
@@ -63,7 +50,7 @@ var permRank = map[string]int{
 type spawn struct {
 	m      *Manager
 	parent *berth.Session
-	prt    *runtime
+	prt    *live.Session
 	key    string
 	hash   string
 }
@@ -86,9 +73,9 @@ func (m *Manager) SpawnChild(ctx context.Context, parentID string, req berth.Cre
 		return nil, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", maxSpawnKey),
 			Details: map[string]any{"header": "Idempotency-Key"}}
 	}
-	kid := &spawn{m: m, key: idemKey, hash: requestDigest(req), prt: m.runtimeOf(parentID)}
+	kid := &spawn{m: m, key: idemKey, hash: requestDigest(req), prt: m.liveOf(parentID)}
 	if kid.prt != nil {
-		kid.parent = kid.prt.view()
+		kid.parent = kid.prt.View()
 	} else {
 		p, err := m.store.GetSession(ctx, parentID)
 		if err != nil {
@@ -323,7 +310,7 @@ func (k *spawn) admit(s *berth.Session) (func(), error) {
 		return func() {}, nil
 	}
 	unlock := k.m.trees.lock(k.parent.ID, true)
-	if k.prt.closing() {
+	if k.prt.Closing() {
 		unlock()
 		return nil, &berth.Error{Code: berth.EConflict, Message: "the parent session is stopping: it spawns no more children",
 			Details: map[string]any{"parent_id": k.parent.ID}}
@@ -369,14 +356,14 @@ func (k *spawn) retried(ctx context.Context) (*berth.Session, error) {
 	return s, err
 }
 
-// liveChildren returns the live runtimes whose parent is parentID.
-func (m *Manager) liveChildren(parentID string) []*runtime {
+// liveChildren returns the live sessions whose parent is parentID.
+func (m *Manager) liveChildren(parentID string) []*live.Session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []*runtime
-	for _, rt := range m.live {
-		if rt.parentID() == parentID {
-			out = append(out, rt)
+	var out []*live.Session
+	for _, ls := range m.live {
+		if ls.ParentID() == parentID {
+			out = append(out, ls)
 		}
 	}
 	return out
@@ -393,71 +380,8 @@ func (m *Manager) toParent(parentID, typ string, data map[string]any) {
 // flight, unless the log takes nothing more (the session is stopping). It
 // reports whether it did.
 func (m *Manager) toLive(id, typ string, data map[string]any) bool {
-	rt := m.runtimeOf(id)
-	return rt != nil && rt.logAbout(typ, data)
-}
-
-// logAbout logs an event about another session (a child) in the
-// session's log, tagged with its turn in flight, unless the log takes
-// nothing more about others (the session is stopping); it reports whether
-// it did.
-func (rt *runtime) logAbout(typ string, data map[string]any) bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.tree.logClosed {
-		return false
-	}
-	rt.emit(rt.currentTurnIDLocked(), typ, data)
-	return true
-}
-
-// parentID is the session's parent ("" for a root).
-func (rt *runtime) parentID() string { return rt.tree.parent }
-
-// stopChildren is the parent's side of its stop, run by its monitor before
-// session_stopped: no child is admitted any more, every live child is
-// stopped with parent_stopped (each stops its own the same way) and
-// waited for, and then the log takes nothing more about children. While
-// the daemon shuts down every session is being stopped anyway: the
-// children are left to that.
-func (rt *runtime) stopChildren(ctx context.Context) {
-	rt.h.tree.stopChildren(ctx, rt.id)
-	rt.mu.Lock()
-	rt.tree.logClosed = true
-	rt.mu.Unlock()
-}
-
-// childStopped logs child_stopped, with the child's last agent message,
-// in the parent's log; the child's monitor calls it once it is stopped.
-func (rt *runtime) childStopped(ctx context.Context, reason berth.StopReason) {
-	if rt.tree.parent == "" || !rt.h.tree.parentLive(rt.tree.parent) {
-		return
-	}
-	rt.h.tree.toParent(rt.tree.parent, berth.EventChildStopped, map[string]any{
-		"child_id": rt.id, "stop_reason": reason, "text": rt.lastMessage(ctx)})
-}
-
-// lastMessage is the text of the session's last turn that has any: from
-// memory when this daemon ran it, else from the log.
-func (rt *runtime) lastMessage(ctx context.Context) string {
-	rt.mu.Lock()
-	for i := len(rt.resultIDs) - 1; i >= 0; i-- {
-		if r := rt.results[rt.resultIDs[i]]; r != nil && r.Text != "" {
-			rt.mu.Unlock()
-			return r.Text
-		}
-	}
-	rt.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rt.h.log.FlushSession(ctx, rt.id); err != nil {
-		rt.logger.Warn("flush before reading the last message", "err", err)
-	}
-	text, _, err := rt.h.lastTurnText(ctx, rt.id)
-	if err != nil {
-		rt.logger.Warn("read the last message", "err", err)
-	}
-	return text
+	ls := m.liveOf(id)
+	return ls != nil && ls.LogAbout(typ, data)
 }
 
 // lastTurnText is the text of the session's last turn that has any, up to
@@ -478,7 +402,7 @@ func (m *Manager) lastTurnText(ctx context.Context, id string) (text, stopReason
 		return "", stopReason, err
 	}
 	if last.Long != nil {
-		text, err = last.Long.Head(ctx, maxTurnText)
+		text, err = last.Long.Head(ctx, live.MaxTurnText)
 		return text, stopReason, err
 	}
 	return last.Text, stopReason, nil
@@ -486,12 +410,12 @@ func (m *Manager) lastTurnText(ctx context.Context, id string) (text, stopReason
 
 // orphaned reports whether a live child's parent is neither live here nor
 // live in the store (another node's): its tree is gone, so it stops.
-func (m *Manager) orphaned(ctx context.Context, rt *runtime) bool {
-	parentID := rt.parentID()
+func (m *Manager) orphaned(ctx context.Context, ls *live.Session) bool {
+	parentID := ls.ParentID()
 	if parentID == "" {
 		return false
 	}
-	if prt := m.runtimeOf(parentID); prt != nil {
+	if prt := m.liveOf(parentID); prt != nil {
 		return false
 	}
 	p, err := m.store.GetSession(ctx, parentID)
@@ -505,12 +429,12 @@ func (m *Manager) orphaned(ctx context.Context, rt *runtime) bool {
 // not live: at boot (a parent stopped while the daemon was down) and on
 // each supervisor tick (a resume that raced its parent's stop).
 func (m *Manager) stopOrphans(ctx context.Context) {
-	for _, rt := range m.runtimes() {
-		if rt.closing() {
+	for _, ls := range m.liveSessions() {
+		if ls.Closing() {
 			continue
 		}
-		if m.orphaned(ctx, rt) {
-			m.reap(rt, berth.StopParentStopped)
+		if m.orphaned(ctx, ls) {
+			m.reap(ls, berth.StopParentStopped)
 		}
 	}
 }
@@ -522,7 +446,7 @@ func (m *Manager) checkParentLive(ctx context.Context, s *berth.Session) error {
 	if s.ParentID == "" {
 		return nil
 	}
-	if prt := m.runtimeOf(s.ParentID); prt != nil && !prt.closing() {
+	if prt := m.liveOf(s.ParentID); prt != nil && !prt.Closing() {
 		if limit, n := m.maxChildren(), len(m.liveChildren(s.ParentID)); n >= limit {
 			return &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("limits.max_children (%d) reached: the parent has %d live children", limit, n),
 				Details: map[string]any{"limit": "max_children", "max_children": limit, "live_children": n}}

@@ -10,6 +10,8 @@ import (
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/store/sqlite"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // benchManager opens a manager like newEnv's, for benchmarks.
@@ -27,7 +29,7 @@ func benchManager(b *testing.B) *Manager {
 	}
 	m := New(Options{Store: st, Log: lg, Catalog: catalog(), Providers: []berth.SandboxProvider{host.New()},
 		Sandbox: SandboxPolicy{Default: berth.SandboxHost, AllowHost: true},
-		Limits:  Limits{HandshakeTimeout: 5 * time.Second, StopGrace: 2 * time.Second, MaxChildren: 1000},
+		Limits:  live.Limits{HandshakeTimeout: 5 * time.Second, StopGrace: 2 * time.Second, MaxChildren: 1000},
 		Home:    home})
 	if err := m.Open(ctx); err != nil {
 		b.Fatal(err)

@@ -619,7 +619,7 @@ func spawnsRacingTheParent(t *testing.T, how string) {
 		if _, err := e.m.Prompt(ctx, root.ID, berth.PromptRequest{Text: "crash 3"}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the parent to stop", func() bool { return e.m.runtimeOf(root.ID) == nil })
+		waitFor(t, "the parent to stop", func() bool { return e.m.liveOf(root.ID) == nil })
 	}
 	close(stopped)
 	wg.Wait()

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/session/live"
+
 	"github.com/berth-sh/berth"
 )
 
@@ -38,15 +40,15 @@ func TestClearStartsANewConversation(t *testing.T) {
 	if len(cleared) != 1 {
 		t.Fatalf("log = %v", types(evs))
 	}
-	var d clearedData
+	var d live.ClearedData
 	if err := json.Unmarshal(cleared[0].Data, &d); err != nil || d.OldACPSessionID != old || d.ACPSessionID != got.ACP.SessionID || d.CanceledEntries != 1 {
 		t.Fatalf("conversation_cleared = %s", cleared[0].Data)
 	}
 	var canceled bool
 	for _, ev := range ofType(evs, berth.EventPromptCanceled) {
-		var c entryData
+		var c live.EntryData
 		_ = json.Unmarshal(ev.Data, &c)
-		canceled = canceled || (c.EntryID == queued.EntryID && c.Reason == cancelCleared)
+		canceled = canceled || (c.EntryID == queued.EntryID && c.Reason == live.CancelCleared)
 	}
 	if !canceled {
 		t.Errorf("no prompt_canceled for %s in %v", queued.EntryID, types(evs))

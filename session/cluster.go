@@ -3,10 +3,10 @@ package session
 import (
 	"context"
 	"sync"
-	"syscall"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/shim"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // Cluster is the manager's side of the cluster this daemon is a node of
@@ -91,36 +91,36 @@ func (m *Manager) withOwners(ctx context.Context, ss []*berth.Session) {
 // LoseSessions lets go at once, writing nothing, of the sessions named
 // (every live one when ids is nil): this node lost their leases, another
 // drives them now. Their agents are killed (the shim's process group),
-// their runtimes forgotten and their log hubs released. It returns once
+// their live sessions forgotten and their log hubs released. It returns once
 // they are gone.
 func (m *Manager) LoseSessions(ids []string) {
-	var rts []*runtime
+	var rts []*live.Session
 	if ids == nil {
-		rts = m.runtimes()
+		rts = m.liveSessions()
 	} else {
 		for _, id := range ids {
-			if rt := m.runtimeOf(id); rt != nil {
-				rts = append(rts, rt)
+			if ls := m.liveOf(id); ls != nil {
+				rts = append(rts, ls)
 			}
 		}
 	}
 	var wg sync.WaitGroup
-	for _, rt := range rts {
+	for _, ls := range rts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rt.lose()
+			ls.Lose()
 		}()
 	}
 	wg.Wait()
 }
 
 // leaseLost is told, by the event log or a refused store write, that a
-// session's write was refused with ELeaseLost: its runtime is let go in
+// session's write was refused with ELeaseLost: its live session is let go in
 // the background (Shutdown waits for it). It never blocks.
 func (m *Manager) leaseLost(id string) {
-	rt := m.runtimeOf(id)
-	if rt == nil || rt.letGo() {
+	ls := m.liveOf(id)
+	if ls == nil || ls.LetGo() {
 		return
 	}
 	m.mu.Lock()
@@ -133,50 +133,8 @@ func (m *Manager) leaseLost(id string) {
 	go func() {
 		defer m.losing.Done()
 		m.logger.Warn("this node lost the session's lease: another node drives it; its agent is killed", "session_id", id)
-		rt.lose()
+		ls.Lose()
 	}()
-}
-
-// letGo reports whether the daemon let go of the session (detach, lose).
-func (rt *runtime) letGo() bool { return rt.detached.Load() }
-
-// lose drops a runtime whose lease another node holds: from now on it
-// records nothing (the store would refuse it anyway), its timers stop,
-// its agent's process group is killed, and once the monitor has torn it
-// down its shim goes and the log releases the session (its streams here
-// go on from the store, which the new owner writes). Idempotent.
-func (rt *runtime) lose() {
-	rt.mu.Lock()
-	first := !rt.detached.Swap(true)
-	if first {
-		rt.stopTimersLocked()
-	}
-	rt.mu.Unlock()
-	if !first {
-		<-rt.finished
-		return
-	}
-	// An agent still starting is reached once it is started.
-	<-rt.ready
-	if rt.proc != nil {
-		if rt.shim != nil {
-			rt.shim.Discard()
-		}
-		_ = rt.proc.Signal(syscall.SIGKILL)
-		shim.KillAgent(rt.proc.Pid(), rt.id)
-	}
-	<-rt.finished
-	if rt.shim != nil {
-		// The shim may go: nobody reattaches this agent.
-		rt.shim.Release()
-		shim.BundleOf(rt.shimSocket, rt.id).Remove(true)
-	}
-	rt.closeBox(context.Background())
-	rt.h.revokeTools(rt.id, true)
-	rt.h.sweep(rt.id)
-	// The new owner writes the log from here: this node's streams of the
-	// session go on from the store.
-	rt.h.log.Release(rt.id)
 }
 
 // CloseLost closes a session whose node was lost, for the node that took
@@ -188,9 +146,9 @@ func (rt *runtime) lose() {
 // session id (sessionProcesses), nil to look them up. A session already
 // stopped is left as it is.
 func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string][]int) error {
-	if rt := m.runtimeOf(id); rt != nil {
-		// This node's runtime of it is stale: the lease was lost.
-		rt.lose()
+	if ls := m.liveOf(id); ls != nil {
+		// This node's live session of it is stale: the lease was lost.
+		ls.Lose()
 	}
 	s, err := m.store.GetSession(ctx, id)
 	if err != nil {

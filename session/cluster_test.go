@@ -13,6 +13,8 @@ import (
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/memory"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // leaseCluster is a Cluster of one node over a fenced store: what package
@@ -59,7 +61,7 @@ func (c *leaseCluster) Owners(ctx context.Context, ids []string) map[string]stri
 
 // A cluster node's session whose lease another node took over: the next
 // write of it is refused by the store, and the node lets go of the session
-// at once without writing anything (its agent killed, its runtime gone);
+// at once without writing anything (its agent killed, its live session gone);
 // its reads show the new owner. Before that, the session is created and
 // stopped under its lease, which the stop gives back.
 func TestLeaseLostDropsTheRuntimeWithoutWriting(t *testing.T) {
@@ -74,7 +76,7 @@ func TestLeaseLostDropsTheRuntimeWithoutWriting(t *testing.T) {
 	cl := &leaseCluster{store: st, node: "n1", token: map[string]int64{}}
 	m := New(Options{Store: st, Log: lg, Catalog: catalog(), Providers: []berth.SandboxProvider{host.New()},
 		Sandbox: SandboxPolicy{Default: berth.SandboxHost, AllowHost: true, AllowNetwork: true},
-		Limits:  Limits{MaxPromptBytes: 256 << 10, HandshakeTimeout: 5 * time.Second, StopGrace: 2 * time.Second, CancelGrace: 2 * time.Second},
+		Limits:  live.Limits{MaxPromptBytes: 256 << 10, HandshakeTimeout: 5 * time.Second, StopGrace: 2 * time.Second, CancelGrace: 2 * time.Second},
 		Home:    home, NodeID: "n1", Version: "test", Snapshots: snapshot.New(filepath.Join(home, "snapshots")),
 		Cluster: cl})
 	if err := m.Open(ctx); err != nil {

@@ -9,13 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/session/live"
+
 	"github.com/berth-sh/berth"
 )
 
 // Regressions of the races the chaos test found (chaos_test.go).
 
 // A stop that lands while a resume is handshaking used to interrupt it:
-// the resumed runtime logged a second session_stopped with no
+// the resumed live session logged a second session_stopped with no
 // session_started since the first. The stop now waits for the resume's
 // handshake, so each session_started is closed by exactly one
 // session_stopped.
@@ -39,7 +41,7 @@ func TestStopRacingResumeLogsOneStopPerStart(t *testing.T) {
 			done <- err
 		}()
 		// Stop while the resumed agent is still in its handshake.
-		waitFor(t, "the resume to be live", func() bool { return e.m.runtimeOf(s.ID) != nil })
+		waitFor(t, "the resume to be live", func() bool { return e.m.liveOf(s.ID) != nil })
 		if _, err := e.m.StopSession(ctx, s.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +121,7 @@ func TestAnotherSessionsLogFailureDoesNotReachWait(t *testing.T) {
 	}
 	// A straggler of the deleted session (a terminal waiter, a late
 	// stderr line) appends after the delete; nobody waits for it.
-	if err := e.log.Append(ctx, berth.NewEvent(b.ID, "", berth.EventAgentStderr, stderrData{Line: "late"})); err != nil {
+	if err := e.log.Append(ctx, berth.NewEvent(b.ID, "", berth.EventAgentStderr, live.StderrData{Line: "late"})); err != nil {
 		t.Fatal(err)
 	}
 	// The stopped session's turn is rebuilt from its log, after a flush.
@@ -168,7 +170,7 @@ func TestResumeDuringDeleteLeavesNothingRunning(t *testing.T) {
 		// the delete is over).
 		end := time.Now().Add(time.Second)
 		for time.Now().Before(end) {
-			if rt := e.m.runtimeOf(id); rt != nil && rt.view().State == berth.StateActive {
+			if ls := e.m.liveOf(id); ls != nil && ls.View().State == berth.StateActive {
 				return
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -180,9 +182,9 @@ func TestResumeDuringDeleteLeavesNothingRunning(t *testing.T) {
 	if err := <-resumed; !berth.IsCode(err, berth.ENotFound) {
 		t.Errorf("resume during delete = %v, want not_found", err)
 	}
-	if rt := e.m.runtimeOf(s.ID); rt != nil {
-		t.Errorf("a runtime of the deleted session is live (%s)", rt.view().State)
-		rt.stop(ctx, berth.StopUserRequested, nil)
+	if ls := e.m.liveOf(s.ID); ls != nil {
+		t.Errorf("a runtime of the deleted session is live (%s)", ls.View().State)
+		ls.Stop(ctx, berth.StopUserRequested, nil)
 	}
 	waitFor(t, "the deleted session's processes to end", func() bool { return len(sessionPIDs(s.ID)) == 0 })
 }

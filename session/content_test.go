@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // pngBytes is the start of a PNG file: 8 bytes the demo agent counts.
@@ -54,7 +56,7 @@ func TestContentPromptReachesTheAgentAndTheLog(t *testing.T) {
 		}
 	}
 	started := ofType(e.events(s.ID), berth.EventTurnStarted)
-	var d turnStartedData
+	var d live.TurnStartedData
 	if err := json.Unmarshal(started[0].Data, &d); err != nil {
 		t.Fatal(err)
 	}

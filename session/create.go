@@ -12,6 +12,8 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
 	"github.com/berth-sh/berth/internal/pathx"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // validEnvName reports whether s can name an environment variable:
@@ -171,8 +173,8 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		_ = os.RemoveAll(m.sessionDir(id))
 		return nil, err
 	}
-	rt := m.newRuntime(liveConfig{session: s, spec: spec, fork: fork.from()})
-	var launch *launching
+	ls := m.newLive(live.Config{Session: s, Spec: spec, Fork: fork.from()})
+	var launch *live.Launching
 	if m.opts.Shim != nil {
 		// The agent's shim starts it while the session is stored: the
 		// store's write is off the create's path. Nothing of the agent is
@@ -180,10 +182,10 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		// leaves a shim that no session owns, which the next one ends
 		// (removeOrphanShims) as the shim itself does after
 		// limits.orphan_timeout.
-		launch = rt.launch(ctx, provider)
+		launch = ls.Launch(ctx, provider)
 	}
 	if err := m.store.CreateSession(ctx, s); err != nil {
-		rt.abortLaunch(ctx, launch)
+		ls.AbortLaunch(ctx, launch)
 		unlock()
 		_ = os.RemoveAll(m.sessionDir(id))
 		if kid != nil && berth.IsCode(err, berth.EConflict) {
@@ -195,7 +197,7 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	// A cluster node drives the session under its lease from its first
 	// event on.
 	if err := m.acquire(ctx, id); err != nil {
-		rt.abortLaunch(ctx, launch)
+		ls.AbortLaunch(ctx, launch)
 		unlock()
 		_ = os.RemoveAll(m.sessionDir(id))
 		if derr := m.store.DeleteSession(ctx, id); derr != nil {
@@ -205,30 +207,30 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	}
 	// Announced before anything else can change it, so session_created
 	// comes first.
-	rt.publish(berth.ChangeSessionCreated)
-	m.goLive(rt, true) // a new id: no other runtime has it
+	ls.Publish(berth.ChangeSessionCreated)
+	m.goLive(ls, true) // a new id: no other live session has it
 	registered = true
 	kid.started(s)
 	unlock()
 
-	rt.emit("", berth.EventSessionCreated, map[string]any{
+	ls.Emit("", berth.EventSessionCreated, map[string]any{
 		"agent": spec.Name, "sandbox": s.Sandbox, "workspace": s.Workspace})
 	if netWarning != "" {
-		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": netWarning})
+		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": netWarning})
 	}
 	if limitWarning != "" {
-		rt.emit("", berth.EventRuntimeWarning, map[string]any{"reason": limitWarning})
+		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": limitWarning})
 	}
 	if unisolated {
-		rt.emit("", berth.EventRuntimeWarning, map[string]any{
+		ls.Emit("", berth.EventRuntimeWarning, map[string]any{
 			"reason": "no sandbox provider with isolation works on this host: the agent runs without isolation (sandbox host)"})
 	}
 
 	if launch == nil {
-		launch = rt.launch(ctx, provider)
+		launch = ls.Launch(ctx, provider)
 	}
-	err = rt.start(ctx, launch)
-	m.opts.Observer.SessionCreated(provider.Name(), err == nil && rt.view().State == berth.StateActive, time.Since(began))
+	err = ls.Start(ctx, launch)
+	m.opts.Observer.SessionCreated(provider.Name(), err == nil && ls.View().State == berth.StateActive, time.Since(began))
 	if err != nil {
 		if berth.IsCode(err, berth.EInvalid) {
 			m.discardRefused(ctx, id)
@@ -237,14 +239,14 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	}
 	// The answer's last_seq covers session_started: commit it first.
 	if err := m.log.FlushSession(ctx, id); err != nil {
-		rt.logger.Warn("flush after create", "err", err)
+		ls.Logger().Warn("flush after create", "err", err)
 	}
-	out := rt.view()
+	out := ls.View()
 	if strings.TrimSpace(req.Prompt) != "" && out.State == berth.StateActive {
 		if _, err := m.Prompt(ctx, id, berth.PromptRequest{Text: req.Prompt}); err != nil {
-			rt.logger.Warn("first prompt not started", "err", err)
+			ls.Logger().Warn("first prompt not started", "err", err)
 		}
-		out = rt.view()
+		out = ls.View()
 	}
 	return out, nil
 }

@@ -49,11 +49,8 @@ func TestWorkspaceContainingTheDaemonsHomeHidesIt(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "api.sock")
 	e := newEnv(t, func(o *Options) { o.Hidden = []string{sock} })
 	s := e.create(berth.CreateRequest{Workspace: filepath.Dir(e.home)})
-	rt := e.m.runtimeOf(s.ID)
-	if rt == nil {
-		t.Fatal("no runtime")
-	}
-	hide := rt.boxCfg.Hide
+	spec, _ := e.m.opts.Catalog.Get(s.Agent)
+	hide := e.m.sandboxConfig(s, spec).Hide
 	for _, want := range []string{resolvedPath(e.home), sock} {
 		if !slices.Contains(hide, want) {
 			t.Errorf("SandboxConfig.Hide = %v, want %s in it", hide, want)

@@ -3,14 +3,13 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/acp"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // pendingElicitation waits for the one pending elicitation of a session.
@@ -35,10 +34,10 @@ func (e *env) pendingElicitation(id string) *berth.Elicitation {
 
 // elicitationResolutions returns the data of a session's
 // elicitation_resolved events.
-func (e *env) elicitationResolutions(id string) []elicResolvedData {
-	var out []elicResolvedData
+func (e *env) elicitationResolutions(id string) []live.ElicResolvedData {
+	var out []live.ElicResolvedData
 	for _, ev := range ofType(e.events(id), berth.EventElicitationResolved) {
-		var d elicResolvedData
+		var d live.ElicResolvedData
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			e.t.Fatal(err)
 		}
@@ -234,133 +233,22 @@ func TestDetachKeepsAPendingElicitation(t *testing.T) {
 	e.closeAndWaitShims(s.ID)
 }
 
-// The agent's requests are checked before anything is stored: a bad mode,
-// URL or schema is an invalid-params error to the agent; a session holds
-// at most MaxPendingElicitations at once. A url elicitation is accepted
-// without content.
-func TestElicitationRequestsAreBounded(t *testing.T) {
-	gate := &elicitationGate{open: make(chan struct{})}
-	e := &env{t: t, home: t.TempDir(), wrap: func(st berth.Store) berth.Store { gate.Store = st; return gate }}
-	e.open()
-	t.Cleanup(e.close)
-	var opened sync.Once
-	release := func() { opened.Do(func() { close(gate.open) }) }
-	t.Cleanup(release)
-	ctx := context.Background()
-	s := e.create(berth.CreateRequest{})
-	h := &agentHandler{rt: e.m.runtimeOf(s.ID)}
-	huge := `{"type":"object","properties":{"a":{"type":"string","description":"` + strings.Repeat("x", berth.MaxElicitationSchemaBytes) + `"}}}`
-	for _, bad := range []acp.CreateElicitationRequest{
-		{Mode: "telepathy", Message: "?"},
-		{Mode: "url", Message: "open", URL: "javascript:alert(1)"},
-		{Mode: "url", Message: "open", URL: "file:///etc/passwd"},
-		{Mode: "form", Message: "?", RequestedSchema: json.RawMessage(huge)},
-		{Mode: "form", Message: "?", RequestedSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"object"}}}`)},
-		{Mode: "form", Message: strings.Repeat("m", berth.MaxElicitationMessageBytes+1)},
-	} {
-		_, err := h.CreateElicitation(ctx, bad)
-		var rpcErr *acp.Error
-		if !errors.As(err, &rpcErr) || rpcErr.Code != acp.CodeInvalidParams {
-			t.Fatalf("request %.60q: %v, want invalid params", bad.Mode+" "+bad.URL, err)
-		}
-	}
-	if es, _ := e.m.ListElicitations(ctx, s.ID, ""); len(es) != 0 {
-		t.Fatalf("refused requests were stored: %+v", es)
-	}
-
-	// More requests than the cap at once, each held in the store: the cap
-	// holds while they are on their way in, the rest are refused.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	const extra = 4
-	answers := make(chan acp.CreateElicitationResponse, berth.MaxPendingElicitations+extra)
-	refused := make(chan error, berth.MaxPendingElicitations+extra)
-	for range berth.MaxPendingElicitations + extra {
-		go func() {
-			resp, err := h.CreateElicitation(wctx, acp.CreateElicitationRequest{Mode: "url", Message: "sign in",
-				URL: "https://example.com/login", ElicitationID: "acp-1"})
-			if err != nil {
-				refused <- err
-				return
-			}
-			answers <- resp
-		}()
-	}
-	waitFor(t, "the requests over the cap refused", func() bool { return len(refused) == extra })
-	release()
-	for range extra {
-		var rpcErr *acp.Error
-		if err := <-refused; !errors.As(err, &rpcErr) || rpcErr.Code != acp.CodeInvalidRequest {
-			t.Fatalf("a request over the cap: %v", err)
-		}
-	}
-	waitFor(t, "every elicitation pending", func() bool {
-		got, _ := e.m.GetSession(ctx, s.ID)
-		return got.PendingElicitations == berth.MaxPendingElicitations
-	})
-	if _, err := h.CreateElicitation(ctx, acp.CreateElicitationRequest{Mode: "form", Message: "one more"}); err == nil {
-		t.Fatal("a request over the cap was served")
-	}
-	es, _ := e.m.ListElicitations(ctx, s.ID, berth.ElicitationPending)
-	if len(es) != berth.MaxPendingElicitations || es[0].URL != "https://example.com/login" || es[0].ACPElicitationID != "acp-1" || es[0].Mode != "url" {
-		t.Fatalf("pending: %d, first %+v", len(es), es[0])
-	}
-	if _, err := e.m.AnswerElicitation(ctx, s.ID, es[0].ID, berth.ElicitationAnswer{Action: "accept", Content: map[string]any{"x": 1}}); !berth.IsCode(err, berth.EInvalid) {
-		t.Fatalf("url accepted with content = %v", err)
-	}
-	if _, err := e.m.AnswerElicitation(ctx, s.ID, es[0].ID, berth.ElicitationAnswer{Action: "accept"}); err != nil {
-		t.Fatal(err)
-	}
-	if resp := <-answers; resp.Action != berth.ElicitationAccept {
-		t.Fatalf("agent got %+v", resp)
-	}
-	// The connection's end (here the requests' context) cancels the rest.
-	cancel()
-	for range berth.MaxPendingElicitations - 1 {
-		if resp := <-answers; resp.Action != berth.ElicitationCancel {
-			t.Fatalf("agent got %+v", resp)
-		}
-	}
-	if got, _ := e.m.GetSession(ctx, s.ID); got.PendingElicitations != 0 || got.Badge != berth.BadgeIdle {
-		t.Fatalf("session after: %+v", got)
-	}
-}
-
-// elicitationGate is a store whose CreateElicitation waits until open is
-// closed (the refused requests before the cap test's requests are stored).
-type elicitationGate struct {
-	berth.Store
-	open chan struct{}
-}
-
-func (g *elicitationGate) CreateElicitation(ctx context.Context, e *berth.Elicitation) error {
-	<-g.open
-	return g.Store.CreateElicitation(ctx, e)
-}
-
-// An agent's url and ids, which the record, its events and every list
-// keep, are bounded like its message: over the bound is invalid params,
-// and nothing is stored.
-func TestElicitationURLAndIDsAreBounded(t *testing.T) {
+// A url elicitation is accepted without content: the manager refuses an
+// answer with content before the session sees it.
+func TestURLElicitationIsAcceptedWithoutContent(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	s := e.create(berth.CreateRequest{})
-	h := &agentHandler{rt: e.m.runtimeOf(s.ID)}
-	for _, bad := range []acp.CreateElicitationRequest{
-		{Mode: "url", Message: "open", URL: "https://example.com/" + strings.Repeat("u", berth.MaxElicitationURLBytes)},
-		{Mode: "url", Message: "open", URL: "https://example.com/", ElicitationID: strings.Repeat("i", berth.MaxElicitationIDBytes+1)},
-		{Mode: "form", Message: "?", ToolCallID: strings.Repeat("t", berth.MaxElicitationIDBytes+1)},
-	} {
-		// One taken by mistake would wait for an answer: not forever.
-		bctx, stop := context.WithTimeout(ctx, 30*time.Second)
-		_, err := h.CreateElicitation(bctx, bad)
-		stop()
-		var rpcErr *acp.Error
-		if !errors.As(err, &rpcErr) || rpcErr.Code != acp.CodeInvalidParams {
-			t.Errorf("url of %d bytes, ids of %d and %d bytes: %v, want invalid params", len(bad.URL), len(bad.ElicitationID), len(bad.ToolCallID), err)
-		}
+	el := &berth.Elicitation{ID: "eli_url", SessionID: s.ID, Mode: berth.ElicitationModeURL, Message: "sign in",
+		URL: "https://example.com/login", State: berth.ElicitationPending, CreatedAt: time.Now().UTC()}
+	if err := e.store.CreateElicitation(ctx, el); err != nil {
+		t.Fatal(err)
 	}
-	if es, _ := e.m.ListElicitations(ctx, s.ID, ""); len(es) != 0 {
-		t.Fatalf("refused requests were stored: %d", len(es))
+	_, err := e.m.AnswerElicitation(ctx, s.ID, el.ID, berth.ElicitationAnswer{Action: "accept", Content: map[string]any{"x": 1}})
+	if !berth.IsCode(err, berth.EInvalid) {
+		t.Fatalf("url accepted with content = %v, want invalid", err)
+	}
+	if got, _ := e.store.GetElicitation(ctx, s.ID, el.ID); got.State != berth.ElicitationPending {
+		t.Fatalf("the refused answer changed the elicitation: %+v", got)
 	}
 }

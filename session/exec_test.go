@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/session/live"
+
 	"github.com/berth-sh/berth"
 )
 
@@ -32,7 +34,7 @@ func TestExecRunsInTheWorkspaceAndIsLogged(t *testing.T) {
 	if len(evs) != 1 {
 		t.Fatalf("%d exec events", len(evs))
 	}
-	var d execData
+	var d live.ExecData
 	_ = json.Unmarshal(evs[0].Data, &d)
 	if d.ExitCode != 4 || !strings.HasPrefix(d.Command, "sh -c pwd") {
 		t.Fatalf("exec event: %s", evs[0].Data)

@@ -17,6 +17,8 @@ import (
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/sqlite"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // agentEnvVar makes the test binary run the demo agent instead of tests, so
@@ -112,7 +114,7 @@ func (e *env) open(tweak ...func(*Options)) {
 	}
 	opts := Options{Store: over, Log: lg, Catalog: catalog(), Providers: []berth.SandboxProvider{host.New()},
 		Sandbox: SandboxPolicy{Default: berth.SandboxHost, AllowHost: true, AllowNetwork: true},
-		Limits: Limits{MaxPromptBytes: 256 << 10, HandshakeTimeout: 5 * time.Second, StopGrace: 2 * time.Second,
+		Limits: live.Limits{MaxPromptBytes: 256 << 10, HandshakeTimeout: 5 * time.Second, StopGrace: 2 * time.Second,
 			CancelGrace: 2 * time.Second},
 		Home: e.home, NodeID: "node_test", Version: "test", Snapshots: snapshot.New(filepath.Join(e.home, "snapshots"))}
 	for _, f := range tweak {

@@ -23,42 +23,14 @@ import (
 	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/berth-sh/berth/shim"
 	"github.com/berth-sh/berth/snapshot"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // Catalog resolves agent names to how they are started.
 type Catalog interface {
 	Get(name string) (berth.AgentSpec, bool)
 	List() []berth.AgentInfo
-}
-
-// Limits bound what sessions may do.
-type Limits struct {
-	MaxPromptBytes   int
-	MaxSessions      int
-	HandshakeTimeout time.Duration
-	StopGrace        time.Duration
-	CancelGrace      time.Duration
-	// MaxQueue caps the pending prompts of one session (default 10).
-	MaxQueue int
-	// PermissionTimeout rejects a permission request nobody decided (default 5m).
-	PermissionTimeout time.Duration
-	// StallAfter marks a turn hung after this long without a message from
-	// the agent (default 2m); StallTimeout, when set, stops it.
-	StallAfter   time.Duration
-	StallTimeout time.Duration
-	// IdleTimeout stops a session idle this long unless the session sets
-	// its own (0: never).
-	IdleTimeout time.Duration
-	// SuperviseEvery is the supervisor's period (default 1s).
-	SuperviseEvery time.Duration
-	MaxLineBytes   int
-	// MaxTurnOutput caps the agent's output recorded per turn, and between
-	// two turns (see outputWindow); 0 records everything.
-	MaxTurnOutput int64
-	// MaxChildren caps the live children of one session, MaxDepth how deep
-	// a tree grows (0: the defaults 5 and 1; negative: none).
-	MaxChildren int
-	MaxDepth    int
 }
 
 // SandboxPolicy says which providers a session may use.
@@ -88,7 +60,7 @@ type Options struct {
 	Catalog   Catalog
 	Providers []berth.SandboxProvider
 	Sandbox   SandboxPolicy
-	Limits    Limits
+	Limits    live.Limits
 	// Home is $BERTH_HOME: managed workspaces and per-session state live
 	// under it.
 	Home    string
@@ -105,7 +77,7 @@ type Options struct {
 	UserHome string
 	// Shim, when set, starts every agent in a shim of its own: agents
 	// outlive the daemon, and the next one reattaches to them.
-	Shim *ShimOptions
+	Shim *live.ShimOptions
 	// Hidden are host paths besides Home that no sandbox may see (the API
 	// socket and the database when they live outside Home).
 	Hidden []string
@@ -135,7 +107,7 @@ type Options struct {
 	ToolsHandler func(open berth.ToolsOpener) http.Handler
 	// Observer is told of creates, turns, permission decisions and agent
 	// exits (metrics); nil tells no one.
-	Observer Observer
+	Observer live.Observer
 	// Cluster, when set, makes the manager a node of a cluster: sessions
 	// are driven under their lease (see Cluster); nil is one node.
 	Cluster Cluster
@@ -146,7 +118,7 @@ type Options struct {
 type Manager struct {
 	opts Options
 	// host is the manager's side of the seam to its live sessions.
-	host *liveHost
+	host *live.Host
 	// shimKey makes the tokens that sign the shims' reports (shimToken).
 	shimKey   []byte
 	store     berth.Store
@@ -156,7 +128,7 @@ type Manager struct {
 	available map[string]error // probe result per provider
 
 	mu       sync.Mutex
-	live     map[string]*runtime
+	live     map[string]*live.Session
 	reserved int // slots taken by creates not yet registered
 	// booting holds, for each session found live at boot whose reattach
 	// is not over, a channel closed when it is (see boot.go).
@@ -188,7 +160,7 @@ type Manager struct {
 	stopBoot context.CancelFunc
 	// tools serves the live sessions' berth tools sockets.
 	tools toolGate
-	// losing counts the runtimes being let go after a lost lease
+	// losing counts the live sessions being let go after a lost lease
 	// (leaseLost).
 	losing sync.WaitGroup
 }
@@ -231,7 +203,7 @@ func New(opts Options) *Manager {
 		opts: opts, store: opts.Store, log: opts.Log, logger: opts.Logger,
 		providers: make(map[string]berth.SandboxProvider),
 		available: make(map[string]error),
-		live:      make(map[string]*runtime),
+		live:      make(map[string]*live.Session),
 		booting:   make(map[string]chan struct{}),
 		changes:   newChanges(opts.Changes),
 		booted:    make(chan struct{}),
@@ -288,7 +260,7 @@ func (m *Manager) Open(ctx context.Context) error {
 		m.launcher = shim.NewLauncher(programs, so.Env, m.opts.RunDir, max(spare, 0))
 		// Before any session of this daemon starts an agent (the boot's
 		// reattached ones start none).
-		m.host.launcher = m.launcher
+		m.host.Launcher = m.launcher
 	}
 	if m.inCluster() {
 		// An append the store refused because another node holds the
@@ -345,18 +317,18 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	if err := waitGroup(ctx, &m.inflight); err != nil {
 		return err
 	}
-	rts := m.runtimes()
+	rts := m.liveSessions()
 
 	var wg sync.WaitGroup
-	for _, rt := range rts {
+	for _, ls := range rts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if stopSessions {
-				rt.stop(context.WithoutCancel(ctx), berth.StopDaemonShutdown, nil)
+				ls.Stop(context.WithoutCancel(ctx), berth.StopDaemonShutdown, nil)
 				return
 			}
-			rt.detach(context.WithoutCancel(ctx))
+			ls.Detach(context.WithoutCancel(ctx))
 		}()
 	}
 	wg.Wait()
@@ -420,18 +392,18 @@ func (m *Manager) Agents(ctx context.Context) ([]berth.AgentInfo, error) {
 	return m.opts.Catalog.List(), nil
 }
 
-// runtimes returns the live runtimes as they are now.
-func (m *Manager) runtimes() []*runtime {
+// liveSessions returns the live liveSessions as they are now.
+func (m *Manager) liveSessions() []*live.Session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rts := make([]*runtime, 0, len(m.live))
-	for _, rt := range m.live {
-		rts = append(rts, rt)
+	rts := make([]*live.Session, 0, len(m.live))
+	for _, ls := range m.live {
+		rts = append(rts, ls)
 	}
 	return rts
 }
 
-// LiveIDs returns the ids of the sessions with a live runtime.
+// LiveIDs returns the ids of the sessions live here.
 func (m *Manager) LiveIDs() map[string]bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -442,18 +414,18 @@ func (m *Manager) LiveIDs() map[string]bool {
 	return out
 }
 
-// runtimeOf returns the live runtime of a session, or nil.
-func (m *Manager) runtimeOf(id string) *runtime {
+// liveOf returns the live session of a session, or nil.
+func (m *Manager) liveOf(id string) *live.Session {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.live[id]
 }
 
-// forget drops a runtime once its session is stopped.
-func (m *Manager) forget(rt *runtime) {
+// forget drops a live session once its session is stopped.
+func (m *Manager) forget(ls *live.Session) {
 	m.mu.Lock()
-	if m.live[rt.id] == rt {
-		delete(m.live, rt.id)
+	if m.live[ls.ID()] == ls {
+		delete(m.live, ls.ID())
 	}
 	m.mu.Unlock()
 }
@@ -489,3 +461,12 @@ func (m *Manager) autoProvider(want func(berth.SandboxCapabilities) bool) berth.
 	}
 	return nil
 }
+
+// Limits bound what sessions may do (the daemon's [limits]).
+type Limits = live.Limits
+
+// Observer is told what the manager and its sessions do, for metrics.
+type Observer = live.Observer
+
+// ShimOptions say how agents are started in shims.
+type ShimOptions = live.ShimOptions

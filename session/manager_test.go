@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 func TestCreateCompletesHandshakeBeforeReturning(t *testing.T) {
@@ -22,7 +24,7 @@ func TestCreateCompletesHandshakeBeforeReturning(t *testing.T) {
 	if s.ACP.ProtocolVersion != 1 || s.ACP.SessionID == "" {
 		t.Fatalf("acp = %+v", s.ACP)
 	}
-	if !strings.HasPrefix(s.ID, "ses_") || !s.ManagedWorkspace || !workspaceExists(s.Workspace) {
+	if !strings.HasPrefix(s.ID, "ses_") || !s.ManagedWorkspace || !live.WorkspaceExists(s.Workspace) {
 		t.Fatalf("session = %+v", s)
 	}
 	evs := e.events(s.ID)
@@ -405,26 +407,10 @@ func TestDeleteRemovesLogAndManagedWorkspaceOnly(t *testing.T) {
 			}
 		}
 	}
-	if workspaceExists(managed.Workspace) {
+	if live.WorkspaceExists(managed.Workspace) {
 		t.Fatal("managed workspace left after delete")
 	}
 	if b, err := os.ReadFile(filepath.Join(userDir, "keep.txt")); err != nil || string(b) != "precious" {
 		t.Fatalf("the user's workspace was touched: %q %v", b, err)
-	}
-}
-
-func TestTransitionRefusesMovesTheStateMachineForbids(t *testing.T) {
-	e := newEnv(t)
-	s := e.create(berth.CreateRequest{})
-	rt := e.m.runtimeOf(s.ID)
-	ctx := context.Background()
-	for _, to := range []berth.State{berth.StateStarting, berth.StateActive} {
-		if err := rt.transition(ctx, to, nil); !berth.IsCode(err, berth.EConflict) {
-			t.Fatalf("active → %s = %v, want conflict", to, err)
-		}
-	}
-	stored, _ := e.store.GetSession(ctx, s.ID)
-	if stored.State != berth.StateActive {
-		t.Fatalf("a refused move changed the store: %s", stored.State)
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/shim"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // withMaxTurnOutput caps the agent's output recorded per turn at n bytes.
@@ -64,7 +65,7 @@ func checkTruncated(t *testing.T, e *env, id string, res *berth.TurnResult, max 
 	if n := len(fullText(t, res)); int64(n) > max {
 		t.Fatalf("the turn's text is %d bytes, over the cap", n)
 	}
-	warns := warningsAbout(evs, reasonOutputTruncated)
+	warns := warningsAbout(evs, live.ReasonOutputTruncated)
 	if len(warns) != 1 || warns[0].TurnID != res.TurnID {
 		t.Fatalf("%d output_truncated warnings (want 1 in the turn): %v", len(warns), types(evs))
 	}
@@ -123,7 +124,7 @@ func TestTurnOutputPastTheCapIsDroppedBeforeTheSpool(t *testing.T) {
 	checkTruncated(t, e, s.ID, res, max, 100*60000)
 }
 
-// A chunk of text longer than maxEventText is logged in pieces, in a row,
+// A chunk of text longer than MaxEventText is logged in pieces, in a row,
 // that make the whole text; a reader gets it back whole.
 func TestLongChunkIsLoggedInPieces(t *testing.T) {
 	e := newEnv(t)
@@ -136,12 +137,12 @@ func TestLongChunkIsLoggedInPieces(t *testing.T) {
 		}
 	}
 	if len(pieces) != 4 {
-		t.Fatalf("a chunk of 3.5 MB is %d events, want 4 of at most %d bytes", len(pieces), maxEventText)
+		t.Fatalf("a chunk of 3.5 MB is %d events, want 4 of at most %d bytes", len(pieces), live.MaxEventText)
 	}
 	var text strings.Builder
 	for _, p := range pieces {
-		var d textData
-		if err := json.Unmarshal(p.Data, &d); err != nil || len(d.Text) > maxEventText {
+		var d live.TextData
+		if err := json.Unmarshal(p.Data, &d); err != nil || len(d.Text) > live.MaxEventText {
 			t.Fatalf("piece %d: %d bytes (%v)", p.Seq, len(d.Text), err)
 		}
 		text.WriteString(d.Text)
@@ -185,63 +186,10 @@ func TestRequestPastTheCapIsRefused(t *testing.T) {
 			if n := len(ofType(evs, berth.EventPermissionRequested)); n != 0 {
 				t.Fatalf("%d permissions asked past the cap", n)
 			}
-			warns := warningsAbout(evs, reasonOutputTruncated)
+			warns := warningsAbout(evs, live.ReasonOutputTruncated)
 			if len(warns) != 1 || !strings.Contains(string(warns[0].Data), `"refused_requests":1`) {
 				t.Fatalf("warnings: %v", warns)
 			}
 		})
-	}
-}
-
-// A steer staged in a turn past its cap is delivered at once: the tool-call
-// boundary it waits for is never seen any more.
-func TestSteerDeliveredPastTheCap(t *testing.T) {
-	const max = 1 << 20
-	e := newEnv(t, withMaxTurnOutput(max))
-	s := e.create(berth.CreateRequest{})
-	ctx := context.Background()
-	r, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "flood 20 60000\nsleep 20000"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the turn's output to be truncated", func() bool {
-		rt := e.m.runtimeOf(s.ID)
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return rt.out.truncated
-	})
-	if _, err := e.m.Prompt(ctx, s.ID, berth.PromptRequest{Text: "echo steered", Mode: berth.ModeSteer}); err != nil {
-		t.Fatal(err)
-	}
-	res := e.waitResult(s.ID, r.TurnID)
-	if n := len(ofType(e.events(s.ID), berth.EventPromptSteered)); n != 1 {
-		t.Fatalf("prompt_steered %d times; turn %+v", n, res)
-	}
-}
-
-// A report of the time between turns that comes once a turn has begun (the
-// daemon was behind the agent) is warned of as such, and does not cut the
-// turn's own output.
-func TestLateReportBetweenTurnsLeavesTheTurnAlone(t *testing.T) {
-	e := newEnv(t, withMaxTurnOutput(1<<20))
-	s := e.create(berth.CreateRequest{})
-	rt := e.m.runtimeOf(s.ID)
-	rt.mu.Lock()
-	rt.shimSocket = filepath.Join(e.home, "x.sock")
-	e.m.shimKey = []byte("0123456789abcdef0123456789abcdef")
-	token := e.m.shimToken(s.ID, rt.shimSocket)
-	rt.out = outputWindow{turnID: "turn_x"}
-	late, _ := json.Marshal(shim.Report{Token: token, DroppedBytes: 5000, DroppedLines: 3})
-	forged, _ := json.Marshal(shim.Report{Token: "nope", DroppedBytes: 5000, DroppedLines: 3, Turn: true})
-	takenLate, takenForged := rt.shimReportLocked(late), rt.shimReportLocked(forged)
-	truncated := rt.out.truncated
-	rt.out = outputWindow{}
-	rt.mu.Unlock()
-	if !takenLate || takenForged || truncated {
-		t.Fatalf("late report taken %v, forged report taken %v, the turn truncated %v", takenLate, takenForged, truncated)
-	}
-	warns := warningsAbout(e.events(s.ID), reasonOutputTruncated)
-	if len(warns) != 1 || warns[0].TurnID != "" {
-		t.Fatalf("warnings: %v", warns)
 	}
 }

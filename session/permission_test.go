@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // pendingPermission waits for the one pending permission of a session.
@@ -31,10 +33,10 @@ func (e *env) pendingPermission(id string) *berth.Permission {
 }
 
 // resolutions returns the data of a session's permission_resolved events.
-func (e *env) resolutions(id string) []resolvedData {
-	var out []resolvedData
+func (e *env) resolutions(id string) []live.ResolvedData {
+	var out []live.ResolvedData
 	for _, ev := range ofType(e.events(id), berth.EventPermissionResolved) {
-		var d resolvedData
+		var d live.ResolvedData
 		if err := json.Unmarshal(ev.Data, &d); err != nil {
 			e.t.Fatal(err)
 		}

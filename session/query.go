@@ -6,6 +6,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/shim"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // GetSession implements berth.SessionService: live sessions come from
@@ -14,8 +16,8 @@ func (m *Manager) GetSession(ctx context.Context, id string) (*berth.Session, er
 	if err := m.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
-	if rt := m.runtimeOf(id); rt != nil {
-		return rt.view(), nil
+	if ls := m.liveOf(id); ls != nil {
+		return ls.View(), nil
 	}
 	s, err := m.store.GetSession(ctx, id)
 	if err != nil {
@@ -33,7 +35,7 @@ func (m *Manager) stored(s *berth.Session) *berth.Session {
 	if seq := m.log.LastSeq(s.ID); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
-	s.Resumable = resumable(s)
+	s.Resumable = live.Resumable(s)
 	s.Badge = s.ComputeBadge(false, false)
 	return s
 }
@@ -46,8 +48,8 @@ func (m *Manager) ListSessions(ctx context.Context, f berth.SessionFilter) (*ber
 	}
 	var remote []*berth.Session
 	for i, s := range page.Sessions {
-		if rt := m.runtimeOf(s.ID); rt != nil {
-			page.Sessions[i] = rt.view()
+		if ls := m.liveOf(s.ID); ls != nil {
+			page.Sessions[i] = ls.View()
 		} else {
 			page.Sessions[i] = m.stored(s)
 			if s.State != berth.StateStopped {
@@ -68,8 +70,8 @@ func (m *Manager) StopSession(ctx context.Context, id string) (*berth.Session, e
 	if err := m.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
-	if rt := m.runtimeOf(id); rt != nil {
-		rt.stop(context.WithoutCancel(ctx), berth.StopUserRequested, nil)
+	if ls := m.liveOf(id); ls != nil {
+		ls.Stop(context.WithoutCancel(ctx), berth.StopUserRequested, nil)
 	}
 	return m.GetSession(ctx, id)
 }
@@ -146,7 +148,7 @@ func (m *Manager) ListEvents(ctx context.Context, id string, f berth.EventFilter
 	}
 	// A page of a flooding agent's events is bounded by bytes too.
 	f.MaxBytes = berth.EventPageBytes
-	if m.runtimeOf(id) == nil {
+	if m.liveOf(id) == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return nil, err
 		}
@@ -169,7 +171,7 @@ func (m *Manager) StreamEvents(ctx context.Context, id string, after int64) (ber
 	if after < 0 {
 		return nil, berth.Errorf(berth.EInvalid, "after must not be negative")
 	}
-	if m.runtimeOf(id) == nil {
+	if m.liveOf(id) == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return nil, err
 		}

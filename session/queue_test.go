@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // startBusy starts a long turn and waits until the agent is in it.
@@ -57,7 +59,7 @@ func (e *env) waitResult(id, target string) *berth.TurnResult {
 func started(evs []berth.Event) []string {
 	var out []string
 	for _, ev := range ofType(evs, berth.EventTurnStarted) {
-		var d turnStartedData
+		var d live.TurnStartedData
 		_ = json.Unmarshal(ev.Data, &d)
 		out = append(out, d.Source+":"+d.Text)
 	}
@@ -297,7 +299,7 @@ func TestQueuedPromptsSurviveACrashAndRunOnceInOrder(t *testing.T) {
 	e.crash()
 
 	// The new daemon resumes the session by itself, to run what it queued.
-	waitFor(t, "the session to resume", func() bool { return e.m.runtimeOf(s.ID) != nil })
+	waitFor(t, "the session to resume", func() bool { return e.m.liveOf(s.ID) != nil })
 	ra, rb := e.waitResult(s.ID, a.EntryID), e.waitResult(s.ID, b.EntryID)
 	if ra.Text != "first after crash" || rb.Text != "second after crash" {
 		t.Fatalf("results after the crash: %+v %+v", ra, rb)

@@ -46,7 +46,7 @@ func withHook(hs *hookStore) func(*Options) {
 	return func(o *Options) { hs.Store = o.Store; o.Store = hs }
 }
 
-// liveCount returns the number of live runtimes.
+// liveCount returns the number of live sessions.
 func liveCount(m *Manager) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -56,7 +56,7 @@ func liveCount(m *Manager) int {
 // A create whose caller goes away during the handshake of an agent that
 // never answers still ends, within the handshake timeout, with the session
 // recorded stopped and its agent killed (it once hung: proc.Stop with a done
-// ctx could return without signalling, and nothing closed rt.finished).
+// ctx could return without signalling, and nothing closed ls.finished).
 func TestCreateWhoseCallerLeavesDuringTheHandshakeEnds(t *testing.T) {
 	e := newEnv(t, withAgents(berth.AgentSpec{Name: "mute", Command: "/bin/sh", Args: []string{"-c", "exec sleep 3600"}}),
 		func(o *Options) { o.Limits.HandshakeTimeout = 300 * time.Millisecond })
@@ -81,13 +81,9 @@ func TestCreateWhoseCallerLeavesDuringTheHandshakeEnds(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			hung++
 			// Free it so the test can end: kill the agent we leaked.
-			e.m.mu.Lock()
-			for _, rt := range e.m.live {
-				if rt.proc != nil {
-					_ = rt.proc.Signal(syscall.SIGKILL)
-				}
+			for _, ls := range e.m.liveSessions() {
+				go ls.Stop(context.Background(), berth.StopUserRequested, nil)
 			}
-			e.m.mu.Unlock()
 			<-done
 		}
 		cancel()
@@ -98,7 +94,7 @@ func TestCreateWhoseCallerLeavesDuringTheHandshakeEnds(t *testing.T) {
 }
 
 // a create whose ctx ends right after the handshake (client hangs up)
-// makes transition(active) fail; start() then waits <-rt.finished forever
+// makes transition(active) fail; start() then waits <-ls.finished forever
 // while the agent is alive, and Manager.Close waits for it forever.
 func TestCreateWhoseCallerLeavesAtActivationEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,18 +113,16 @@ func TestCreateWhoseCallerLeavesAtActivationEnds(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		e.m.mu.Lock()
 		var st berth.State
-		for _, rt := range e.m.live {
-			st = rt.sess.State
+		for _, ls := range e.m.liveSessions() {
+			st = ls.View().State
 		}
-		e.m.mu.Unlock()
 		t.Errorf("CreateSession hung: session left in state %q with a live agent", st)
 		hs.onUpdate = nil
 		// Unblock: stop the session (the monitor closes finished).
 		e.m.mu.Lock()
-		for _, rt := range e.m.live {
-			go rt.stop(context.Background(), berth.StopUserRequested, nil)
+		for _, ls := range e.m.live {
+			go ls.Stop(context.Background(), berth.StopUserRequested, nil)
 		}
 		e.m.mu.Unlock()
 		<-done
@@ -153,7 +147,7 @@ func (p slowProvider) Open(ctx context.Context, c berth.SandboxConfig) (berth.Sa
 }
 
 // StopSession (or DeleteSession) while the sandbox is being opened
-// dereferences rt.proc == nil.
+// dereferences ls.proc == nil.
 func TestStopWhileTheSandboxOpens(t *testing.T) {
 	slow := slowProvider{Provider: host.New(), opening: make(chan struct{}), release: make(chan struct{})}
 	e := newEnv(t, func(o *Options) { o.Providers = []berth.SandboxProvider{slow} })
@@ -184,13 +178,8 @@ func TestStopWhileTheSandboxOpens(t *testing.T) {
 	}()
 	// The open ends only once the stop has been taken.
 	waitFor(t, "the stop to be taken", func() bool {
-		rt := e.m.runtimeOf(id)
-		if rt == nil {
-			return true
-		}
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		return rt.stopReason != ""
+		ls := e.m.liveOf(id)
+		return ls == nil || ls.Closing()
 	})
 	close(slow.release)
 	<-stopped
@@ -207,7 +196,7 @@ func TestPromptsDuringTeardownLogNothingAfterStopped(t *testing.T) {
 		s := e.create(berth.CreateRequest{Agent: "brief"})
 		started := 0
 		// Prompts race the teardown until the session has stopped once (a
-		// prompt after that resumes it: a new runtime, not this race).
+		// prompt after that resumes it: a new live session, not this race).
 		for len(ofType(e.events(s.ID), berth.EventSessionStopped)) == 0 {
 			if _, err := e.m.Prompt(context.Background(), s.ID, berth.PromptRequest{Text: "x"}); err == nil {
 				started++
@@ -274,7 +263,7 @@ func TestAgentExitRightAfterHandshakeEndsTheLog(t *testing.T) {
 	bad := 0
 	for i := 0; i < 200; i++ {
 		s := e.create(berth.CreateRequest{Agent: "quick"})
-		waitFor(t, "stopped", func() bool { return e.m.runtimeOf(s.ID) == nil })
+		waitFor(t, "stopped", func() bool { return e.m.liveOf(s.ID) == nil })
 		evs := e.events(s.ID)
 		if evs[len(evs)-1].Type != berth.EventSessionStopped {
 			bad++
@@ -316,7 +305,7 @@ func (p cancelProvider) Open(ctx context.Context, c berth.SandboxConfig) (berth.
 }
 
 // failStart with a done ctx returns before forget/close(finished): the
-// runtime stays "live" with rt.proc == nil; Manager.Close then panics.
+// live session stays "live" with ls.proc == nil; Manager.Close then panics.
 func TestFailedStartLeavesNoRuntime(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e := newEnv(t, func(o *Options) { o.Providers = []berth.SandboxProvider{cancelProvider{host.New(), cancel}} })
@@ -332,7 +321,7 @@ func TestFailedStartLeavesNoRuntime(t *testing.T) {
 		}
 	}()
 	// Close runs stop in goroutines, so call it the way Close does.
-	for _, rt := range e.m.live {
-		rt.stop(context.Background(), berth.StopDaemonShutdown, nil)
+	for _, ls := range e.m.live {
+		ls.Stop(context.Background(), berth.StopDaemonShutdown, nil)
 	}
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/shim"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // reconcile finds sessions a previous daemon left live. Those whose agent
@@ -196,7 +198,7 @@ func (m *Manager) closeSession(ctx context.Context, s *berth.Session, leftovers 
 			tag = open
 		}
 		if _, err := m.appendClosing(ctx, berth.NewEvent(s.ID, tag, berth.EventPermissionResolved,
-			resolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})); err != nil {
+			live.ResolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})); err != nil {
 			return err
 		}
 	}
@@ -214,7 +216,7 @@ func (m *Manager) closeSession(ctx context.Context, s *berth.Session, leftovers 
 				return err
 			}
 		}
-		_, err = m.appendClosing(ctx, berth.NewEvent(s.ID, open, berth.EventTurnEnded, turnEndedData{
+		_, err = m.appendClosing(ctx, berth.NewEvent(s.ID, open, berth.EventTurnEnded, live.TurnEndedData{
 			StopReason: berth.TurnError, Error: how.turnErr}))
 		if err != nil {
 			return err
@@ -231,7 +233,7 @@ func (m *Manager) closeSession(ctx context.Context, s *berth.Session, leftovers 
 	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, how.reason, f, 0
 	s.ShimSocket, s.ShimPID = "", 0
 	s.PendingPermissions = 0
-	s.Resumable = resumable(s)
+	s.Resumable = live.Resumable(s)
 	s.Badge = s.ComputeBadge(false, false)
 	if err := m.store.UpdateSession(ctx, s, from); err != nil {
 		return err

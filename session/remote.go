@@ -60,8 +60,8 @@ func (m *Manager) publishRemoteActivity(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			// A session this node drives is published by its runtime.
-			if m.runtimeOf(id) == nil {
+			// A session this node drives is published by its live session.
+			if m.liveOf(id) == nil {
 				m.publishRemote(ctx, id)
 			}
 		}

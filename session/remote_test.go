@@ -12,6 +12,8 @@ import (
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/memory"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // A session another node drives changes in the store; the notice of its
@@ -30,7 +32,7 @@ func TestRemoteCommitPublishesTheSessionOnTheChangeStream(t *testing.T) {
 	cl := &leaseCluster{store: st, node: "n1", token: map[string]int64{}}
 	m := New(Options{Store: st, Log: lg, Catalog: catalog(), Providers: []berth.SandboxProvider{host.New()},
 		Sandbox: SandboxPolicy{Default: berth.SandboxHost, AllowHost: true, AllowNetwork: true},
-		Limits:  Limits{MaxPromptBytes: 256 << 10, HandshakeTimeout: 5 * time.Second},
+		Limits:  live.Limits{MaxPromptBytes: 256 << 10, HandshakeTimeout: 5 * time.Second},
 		Home:    home, NodeID: "n1", Version: "test", Snapshots: snapshot.New(filepath.Join(home, "snapshots")),
 		Cluster: cl, Changes: ChangeOptions{ActivityEvery: 10 * time.Millisecond}})
 	if err := m.Open(ctx); err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/berth-sh/berth"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // Repair implements berth.SessionService. The log is append-only: repair
@@ -24,7 +26,7 @@ func (m *Manager) Repair(ctx context.Context, id string, dryRun, force bool) (*b
 		return nil, err
 	}
 	rep := &berth.RepairReport{Issues: []berth.RepairItem{}, Actions: []berth.RepairItem{}}
-	if s.State != berth.StateStopped || m.runtimeOf(id) != nil {
+	if s.State != berth.StateStopped || m.liveOf(id) != nil {
 		rep.Issues = append(rep.Issues, berth.RepairItem{Kind: berth.RepairSessionNotStopped,
 			Message: fmt.Sprintf("the session is %s: only a stopped session is repaired", s.State)})
 		return rep, nil
@@ -171,7 +173,7 @@ func (sc *logScan) plan(s *berth.Session, rep *berth.RepairReport) []berth.Event
 				Message: "mark the tool call failed (interrupted)"})
 	}
 	if sc.openTurn != "" {
-		add(sc.openTurn, berth.EventTurnEnded, turnEndedData{StopReason: berth.TurnError,
+		add(sc.openTurn, berth.EventTurnEnded, live.TurnEndedData{StopReason: berth.TurnError,
 			Error: &berth.ACPError{Code: "interrupted", Message: "the turn was interrupted and closed by repair"}},
 			berth.RepairItem{TurnID: sc.openTurn, Kind: berth.RepairOpenTurn, Message: "close the turn (stop_reason error)"})
 	}

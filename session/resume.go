@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // ResumeSession implements berth.SessionService: a stopped session whose
@@ -22,13 +24,13 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	defer m.inflight.Done()
 	// A delete of the session waits for the resume, or the resume for it.
 	defer m.sessions.lock(id, false)()
-	if rt := m.runtimeOf(id); rt != nil {
-		if !rt.closing() {
-			return m.liveResult(ctx, rt)
+	if ls := m.liveOf(id); ls != nil {
+		if !ls.Closing() {
+			return m.liveResult(ctx, ls)
 		}
 		// A session on its way to stopped is resumed once it got there.
 		select {
-		case <-rt.done():
+		case <-ls.Done():
 		case <-ctx.Done():
 			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "session still stopping")
 		}
@@ -43,7 +45,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := m.checkParentLive(ctx, s); err != nil {
 		return nil, err
 	}
-	if !workspaceExists(s.Workspace) {
+	if !live.WorkspaceExists(s.Workspace) {
 		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
 	}
 	// A workspace that became a directory people share since the create
@@ -52,7 +54,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := m.checkWorkspace(s.Workspace, "workspace"); err != nil {
 		return nil, err
 	}
-	if !resumable(s) {
+	if !live.Resumable(s) {
 		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its agent failed to start before it opened a conversation; create a new session")
 	}
 	spec, ok := m.opts.Catalog.Get(s.Agent)
@@ -86,57 +88,50 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		exp := next.LastActivityAt.Add(time.Duration(next.TTLSeconds) * time.Second)
 		next.ExpiresAt = &exp
 	}
-	rt := m.newRuntime(liveConfig{session: &next, spec: spec, resumed: true, resumeFrom: s.ACP.SessionID})
+	ls := m.newLive(live.Config{Session: &next, Spec: spec, Resumed: true, ResumeFrom: s.ACP.SessionID})
 	// Live first, so a second resume, a prompt or a stop finds it; then the
 	// stored state moves, guarded: of two resumes racing, one wins.
-	if other := m.goLive(rt, true); other != nil {
+	if other := m.goLive(ls, true); other != nil {
 		m.release()
 		return m.liveResult(ctx, other)
 	}
 	// In a cluster, this node drives it from here: of two nodes resuming
 	// it at once, one takes the lease.
 	if err := m.acquire(ctx, id); err != nil {
-		m.abandon(rt)
+		m.abandon(ls)
 		return nil, err
 	}
 	if err := m.store.UpdateSession(ctx, &next, berth.StateStopped); err != nil {
-		m.abandon(rt)
+		m.abandon(ls)
 		m.releaseLease(ctx, id)
 		return nil, err
 	}
-	rt.publish(berth.ChangeSessionUpdated)
-	if err := rt.loadInput(ctx); err != nil {
-		rt.logger.Warn("load queued input", "err", err)
+	ls.Publish(berth.ChangeSessionUpdated)
+	if err := ls.LoadInput(ctx); err != nil {
+		ls.Logger().Warn("load queued input", "err", err)
 	}
-	if err := rt.start(ctx, rt.launch(ctx, provider)); err != nil {
+	if err := ls.Start(ctx, ls.Launch(ctx, provider)); err != nil {
 		return nil, err
 	}
 	if err := m.log.FlushSession(ctx, id); err != nil {
-		rt.logger.Warn("flush after resume", "err", err)
+		ls.Logger().Warn("flush after resume", "err", err)
 	}
-	return m.liveResult(ctx, rt)
-}
-
-// closing reports whether the session is on its way to stopped.
-func (rt *runtime) closing() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.exited || rt.stopReason != ""
+	return m.liveResult(ctx, ls)
 }
 
 // liveResult is the answer of a resume: the session once its handshake is
 // over, or conflict with the reason it stopped.
-func (m *Manager) liveResult(ctx context.Context, rt *runtime) (*berth.Session, error) {
-	if err := rt.awaitHandshake(ctx); err != nil {
+func (m *Manager) liveResult(ctx context.Context, ls *live.Session) (*berth.Session, error) {
+	if err := ls.AwaitHandshake(ctx); err != nil {
 		return nil, err
 	}
-	s := rt.view()
+	s := ls.View()
 	if s.State == berth.StateActive || (s.State == berth.StateStarting && s.NeedsAuth) {
 		// Active, or waiting for authenticate.
 		return s, nil
 	}
-	<-rt.done()
-	s, err := m.GetSession(ctx, rt.id)
+	<-ls.Done()
+	s, err := m.GetSession(ctx, ls.ID())
 	if err != nil {
 		return nil, err
 	}
@@ -145,45 +140,4 @@ func (m *Manager) liveResult(ctx context.Context, rt *runtime) (*berth.Session, 
 		msg = fmt.Sprintf("the session did not resume: %s", s.Failure.Message)
 	}
 	return nil, &berth.Error{Code: berth.EConflict, Message: msg, Details: map[string]any{"stop_reason": s.StopReason}}
-}
-
-// loadInput restores what a session had accepted but not run: the pending
-// queue entries and the staged steer.
-func (rt *runtime) loadInput(ctx context.Context) error {
-	entries, err := rt.h.store.ListQueue(ctx, rt.id)
-	if err != nil {
-		return err
-	}
-	rt.takeInput(entries)
-	return nil
-}
-
-// takeInput restores the pending queue entries and the staged steer of a
-// session from its pending entries.
-func (rt *runtime) takeInput(entries []*berth.QueueEntry) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.sess.Queue.Pending = 0
-	for _, e := range entries {
-		switch {
-		case e.Generation != rt.sess.Queue.Generation:
-			// An interrupt moved on past it; it can never run.
-		case e.Kind == berth.EntrySteer:
-			rt.steer = e
-		default:
-			rt.sess.Queue.Pending++
-		}
-	}
-	rt.changedLocked()
-}
-
-// resumable says whether resuming a session can help: it is stopped, its
-// workspace exists, and its agent opened a conversation once. A session
-// whose agent failed to start before that (startup_failed without an
-// acp.session_id) has nothing to resume: a new session is the same thing.
-func resumable(s *berth.Session) bool {
-	if s.State != berth.StateStopped || !workspaceExists(s.Workspace) {
-		return false
-	}
-	return s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != ""
 }

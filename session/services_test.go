@@ -301,9 +301,9 @@ func abandon(m *Manager) {
 		m.stopSupervisor()
 		m.supervisor.Wait()
 	}
-	rts := m.runtimes()
-	for _, rt := range rts {
-		<-rt.finished
+	rts := m.liveSessions()
+	for _, ls := range rts {
+		<-ls.Done()
 	}
 	m.stopActivity()
 }

@@ -8,7 +8,7 @@ import "sync"
 // and leave an archive of a deleted session). Delete holds its session's
 // lock exclusively, the others shared.
 //
-// Lock order: a session lock, then Manager.mu, then runtime.mu. No
+// Lock order: a session lock, then Manager.mu, then a live session's locks. No
 // session lock is taken while another is held.
 type sessionLocks struct {
 	mu    sync.Mutex

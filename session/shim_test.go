@@ -16,6 +16,8 @@ import (
 	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/shim"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // runShim is the test binary as a shim (what `berth shim` does), with the
@@ -45,7 +47,7 @@ func runShim() int {
 func withShims(home string) func(*Options) {
 	return func(o *Options) {
 		self, _ := os.Executable()
-		o.Shim = &ShimOptions{Argv: []string{self}, Env: []string{agentEnvVar + "=shim"}}
+		o.Shim = &live.ShimOptions{Argv: []string{self}, Env: []string{agentEnvVar + "=shim"}}
 		o.RunDir = filepath.Join(home, "run")
 		_ = os.MkdirAll(o.RunDir, 0o700)
 	}

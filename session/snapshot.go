@@ -5,6 +5,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/snapshot"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // CreateSnapshot implements berth.SessionService. The archive is taken
@@ -26,7 +28,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id string) (*berth.Snapsho
 	if m.opts.Snapshots == nil {
 		return nil, berth.Errorf(berth.EUnavailable, "snapshots are not configured")
 	}
-	if !workspaceExists(s.Workspace) {
+	if !live.WorkspaceExists(s.Workspace) {
 		return nil, berth.Errorf(berth.EConflict, "the session's workspace is gone")
 	}
 	// A workspace that contains the daemon's home leaves it out.

@@ -217,8 +217,8 @@ func (m *Manager) toolsOpener(id string, ts *toolServer) berth.ToolsOpener {
 		if token == "" || subtle.ConstantTimeCompare(sum[:], ts.hash) != 1 {
 			return nil, nil, berth.Errorf(berth.EUnauthenticated, "the berth tools credential is not valid")
 		}
-		rt := m.runtimeOf(id)
-		if rt == nil || rt.gone() {
+		ls := m.liveOf(id)
+		if ls == nil || ls.Gone() {
 			return nil, nil, berth.Errorf(berth.EUnauthenticated, "the berth tools credential is not valid: its session has stopped")
 		}
 		g := &m.tools

@@ -37,12 +37,12 @@ func shortRunDir(t *testing.T) func(*Options) {
 // grantOf is the tools socket and credential session id's agent was given.
 func (e *env) grantOf(id string) *toolsGrant {
 	e.t.Helper()
-	rt := e.m.runtimeOf(id)
-	if rt == nil || rt.tools == nil {
+	ls := e.m.liveOf(id)
+	if ls == nil || ls.ToolsServer() == nil {
 		e.t.Fatalf("session %s has no berth tools", id)
 	}
 	g := &toolsGrant{}
-	for _, v := range rt.tools.Env {
+	for _, v := range ls.ToolsServer().Env {
 		switch v.Name {
 		case berth.ToolsSocketEnv:
 			g.socket = v.Value
@@ -123,14 +123,14 @@ func TestToolsCredentialIsTheSessionsAndDiesWithIt(t *testing.T) {
 func TestNoToolsWithoutHandlerOrWhenRefused(t *testing.T) {
 	e := newEnv(t)
 	s := e.create(berth.CreateRequest{})
-	if rt := e.m.runtimeOf(s.ID); rt.tools != nil {
+	if ls := e.m.liveOf(s.ID); ls.ToolsServer() != nil {
 		t.Fatal("a manager without a tools handler granted tools")
 	}
 	e2 := newEnv(t, withTools)
 	no := false
 	s = e2.create(berth.CreateRequest{BerthTools: &no})
-	if rt := e2.m.runtimeOf(s.ID); rt.tools != nil || s.BerthTools {
-		t.Fatalf("berth_tools false: grant %v, session shows %v", rt.tools, s.BerthTools)
+	if ls := e2.m.liveOf(s.ID); ls.ToolsServer() != nil || s.BerthTools {
+		t.Fatalf("berth_tools false: grant %v, session shows %v", ls.ToolsServer(), s.BerthTools)
 	}
 	if _, err := os.Stat(e2.m.toolsDir(s.ID)); !os.IsNotExist(err) {
 		t.Fatalf("berth_tools false made a tools directory: %v", err)

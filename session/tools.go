@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // The berth MCP server's tools as one session (CONTRACT §4.4): what
@@ -74,11 +76,11 @@ func (t *childTools) PromptChild(ctx context.Context, a berth.PromptChildArgs) (
 	// An agent gets its child's answer up to maxTurnText (the log has it all).
 	text := turn.Text
 	if turn.Long != nil {
-		if text, err = turn.Long.Head(ctx, maxTurnText); err != nil {
+		if text, err = turn.Long.Head(ctx, live.MaxTurnText); err != nil {
 			return nil, err
 		}
 	}
-	out.TurnID, out.StopReason, out.Text = turn.TurnID, turn.StopReason, clipText(text, maxTurnText)
+	out.TurnID, out.StopReason, out.Text = turn.TurnID, turn.StopReason, clipText(text, live.MaxTurnText)
 	return out, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // transcriptPage is how many events a transcript reads from the store at
@@ -37,7 +39,7 @@ func (m *Manager) TranscriptEach(ctx context.Context, id string, fn func(*berth.
 	if err := m.awaitBoot(ctx, id); err != nil {
 		return err
 	}
-	if m.runtimeOf(id) == nil {
+	if m.liveOf(id) == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return err
 		}
@@ -118,7 +120,7 @@ func (t *bodies) add(b []byte) {
 	if t.spilled {
 		return
 	}
-	if t.size += len(b); t.size > maxTurnText {
+	if t.size += len(b); t.size > live.MaxTurnText {
 		t.parts, t.spilled = nil, true
 		return
 	}
@@ -188,7 +190,7 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 		if b.emit != nil && b.flush() != nil {
 			return
 		}
-		var d turnStartedData
+		var d live.TurnStartedData
 		_ = json.Unmarshal(ev.Data, &d)
 		b.index[ev.TurnID] = len(b.turns)
 		b.turns = append(b.turns, berth.TranscriptTurn{TurnID: ev.TurnID, Prompt: d.Text, Content: d.Content, Source: d.Source,
@@ -208,11 +210,11 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 			b.text[i].add(body)
 		}
 	case berth.EventAgentThought:
-		var d textData
+		var d live.TextData
 		_ = json.Unmarshal(ev.Data, &d)
 		b.thoughts[i].add(d.Text)
 	case berth.EventToolCall, berth.EventToolCallUpdate:
-		var d toolCallData
+		var d live.ToolCallData
 		_ = json.Unmarshal(ev.Data, &d)
 		key := ev.TurnID + "\x00" + d.ToolCallID
 		j, seen := b.calls[key]
@@ -289,14 +291,14 @@ func decodeBody(body []byte) string {
 // string: the logged bytes themselves when the data is {"text":"…"}, else
 // the decoded text escaped again. Empty for no text.
 func textBody(data json.RawMessage) json.RawMessage {
-	if len(data) > len(textPrefix)+len(textSuffix) && string(data[:len(textPrefix)]) == textPrefix &&
-		string(data[len(data)-len(textSuffix):]) == textSuffix {
-		if body := data[len(textPrefix) : len(data)-len(textSuffix)]; berth.IsStringBody(body) {
+	if len(data) > len(live.TextPrefix)+len(live.TextSuffix) && string(data[:len(live.TextPrefix)]) == live.TextPrefix &&
+		string(data[len(data)-len(live.TextSuffix):]) == live.TextSuffix {
+		if body := data[len(live.TextPrefix) : len(data)-len(live.TextSuffix)]; berth.IsStringBody(body) {
 			// Kept in the event's own buffer: the fold lets go of the rest.
 			return body
 		}
 	}
-	var d textData
+	var d live.TextData
 	if json.Unmarshal(data, &d) != nil || d.Text == "" {
 		return nil
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // foldAlloc folds a turn of n chunks of size bytes and returns the bytes
@@ -17,11 +19,11 @@ import (
 func foldAlloc(t *testing.T, n, size int) float64 {
 	t.Helper()
 	chunk := strings.Repeat("x", size)
-	evs := []berth.Event{berth.NewEvent("ses_1", "turn_1", berth.EventTurnStarted, turnStartedData{Text: "go"})}
+	evs := []berth.Event{berth.NewEvent("ses_1", "turn_1", berth.EventTurnStarted, live.TurnStartedData{Text: "go"})}
 	for range n {
-		evs = append(evs, berth.NewEvent("ses_1", "turn_1", berth.EventAgentMessage, textData{Text: chunk}))
+		evs = append(evs, berth.NewEvent("ses_1", "turn_1", berth.EventAgentMessage, live.TextData{Text: chunk}))
 	}
-	evs = append(evs, berth.NewEvent("ses_1", "turn_1", berth.EventTurnEnded, turnEndedData{StopReason: "end_turn"}))
+	evs = append(evs, berth.NewEvent("ses_1", "turn_1", berth.EventTurnEnded, live.TurnEndedData{StopReason: "end_turn"}))
 
 	var before, after goruntime.MemStats
 	goruntime.GC()

@@ -1,4 +1,4 @@
-package session
+package live
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const (
 
 // terminals are the commands an agent started through terminal/create.
 type terminals struct {
-	rt *runtime
+	rt *Session
 	mu sync.Mutex
 	m  map[string]*terminal
 }
@@ -39,8 +39,8 @@ type terminal struct {
 	status  berth.ExitStatus
 }
 
-func newTerminals(rt *runtime) *terminals {
-	return &terminals{rt: rt, m: make(map[string]*terminal)}
+func newTerminals(ls *Session) *terminals {
+	return &terminals{rt: ls, m: make(map[string]*terminal)}
 }
 
 // get returns a terminal by id or the JSON-RPC error for an unknown one.
@@ -72,16 +72,16 @@ func (ts *terminals) closeAll() {
 // CreateTerminal starts a command in the session's sandbox, in the
 // workspace (or a directory inside it).
 func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	rt := h.rt
-	dir := rt.workspace
+	ls := h.rt
+	dir := ls.workspace
 	if req.Cwd != "" {
-		rel, ok := rt.relPath(req.Cwd)
+		rel, ok := ls.relPath(req.Cwd)
 		if !ok {
-			return acp.CreateTerminalResponse{}, rt.refuse("terminal", req.Cwd, "working directory outside the workspace")
+			return acp.CreateTerminalResponse{}, ls.refuse("terminal", req.Cwd, "working directory outside the workspace")
 		}
-		dir = filepath.Join(rt.workspace, rel)
-		if real, err := filepath.EvalSymlinks(dir); err != nil || !pathx.Within(rt.wsReal, real) {
-			return acp.CreateTerminalResponse{}, rt.refuse("terminal", req.Cwd, "working directory resolves outside the workspace")
+		dir = filepath.Join(ls.workspace, rel)
+		if real, err := filepath.EvalSymlinks(dir); err != nil || !pathx.Within(ls.wsReal, real) {
+			return acp.CreateTerminalResponse{}, ls.refuse("terminal", req.Cwd, "working directory resolves outside the workspace")
 		}
 	}
 	limit := defaultOutputLimit
@@ -99,7 +99,7 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 		env = append(env, e.Name+"="+e.Value)
 	}
 	out := newCapBuffer(limit)
-	sb, err := rt.box(ctx)
+	sb, err := ls.box(ctx)
 	if err != nil {
 		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "no sandbox for the command: " + berth.ErrorMessage(err)}
 	}
@@ -109,14 +109,14 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "command did not start: " + berth.ErrorMessage(err)}
 	}
 	t := &terminal{id: ids.New("term"), command: commandLine(req.Command, req.Args), proc: proc, out: out, done: make(chan struct{})}
-	rt.terminals.mu.Lock()
-	rt.terminals.m[t.id] = t
-	rt.terminals.mu.Unlock()
-	turnID := rt.currentTurnID()
-	rt.emit(turnID, berth.EventTerminalStarted, map[string]any{"terminal_id": t.id, "command": t.command})
-	rt.wg.Add(1)
+	ls.terminals.mu.Lock()
+	ls.terminals.m[t.id] = t
+	ls.terminals.mu.Unlock()
+	turnID := ls.currentTurnID()
+	ls.Emit(turnID, berth.EventTerminalStarted, map[string]any{"terminal_id": t.id, "command": t.command})
+	ls.wg.Add(1)
 	go func() {
-		defer rt.wg.Done()
+		defer ls.wg.Done()
 		t.status, _ = proc.Wait()
 		// Logged before wait_for_exit can answer, so it precedes the turn's end.
 		exited := map[string]any{"terminal_id": t.id, "command": t.command,
@@ -125,10 +125,10 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 			// The kernel killed processes of the sandbox at its memory
 			// limit while the command ran: said where users look.
 			exited["oom_kills"] = n
-			rt.emit(turnID, berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
+			ls.Emit(turnID, berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
 				"out of memory: the sandbox reached its memory limit (memory_mb) and the kernel killed %d process(es) while %q ran", n, t.command)})
 		}
-		rt.emit(turnID, berth.EventTerminalExited, exited)
+		ls.Emit(turnID, berth.EventTerminalExited, exited)
 		close(t.done)
 	}()
 	return acp.CreateTerminalResponse{TerminalID: t.id}, nil

@@ -1,4 +1,4 @@
-package session
+package live
 
 import (
 	"encoding/json"
@@ -7,14 +7,14 @@ import (
 	"github.com/berth-sh/berth/acp"
 )
 
-// maxEventText caps the text of one agent_message or agent_thought event:
+// MaxEventText caps the text of one agent_message or agent_thought event:
 // a longer chunk is logged as several events in a row, each a piece of
 // it. The log's writer, the store and every reader hold an event whole;
 // a chunk of tens of MB costs the store several times that while it is
 // written (SQLite builds the row in memory, then pages it out), and a
 // browser one message of that size. (A shim cuts such chunks the same
 // way before the daemon reads them: acp.SplitTextChunk.)
-const maxEventText = acp.TextPieceBytes
+const MaxEventText = acp.TextPieceBytes
 
 // maxEventData caps the data of any other event from the agent (a tool
 // call's content, a plan, an unknown update): past it the event is kept
@@ -34,22 +34,22 @@ func stubData(u *acp.Update, size int) json.RawMessage {
 
 // textPrefix and textSuffix frame a text chunk's data around its literal.
 const (
-	textPrefix = `{"text":"`
-	textSuffix = `"}`
+	TextPrefix = `{"text":"`
+	TextSuffix = `"}`
 )
 
 // eventPieces is the data of the events one update is logged as: itself,
-// or, for a text chunk longer than maxEventText, its text cut in pieces,
+// or, for a text chunk longer than MaxEventText, its text cut in pieces,
 // or, for anything else over maxEventData, a stub.
 func eventPieces(u *acp.Update, typ string, data json.RawMessage) []json.RawMessage {
 	isText := typ == berth.EventAgentMessage || typ == berth.EventAgentThought || typ == berth.EventUserMessage
-	if isText && len(data) > maxEventText+len(textPrefix)+len(textSuffix) &&
-		string(data[:len(textPrefix)]) == textPrefix && string(data[len(data)-len(textSuffix):]) == textSuffix {
-		parts := acp.SplitStringBody(data[len(textPrefix):len(data)-len(textSuffix)], maxEventText)
+	if isText && len(data) > MaxEventText+len(TextPrefix)+len(TextSuffix) &&
+		string(data[:len(TextPrefix)]) == TextPrefix && string(data[len(data)-len(TextSuffix):]) == TextSuffix {
+		parts := acp.SplitStringBody(data[len(TextPrefix):len(data)-len(TextSuffix)], MaxEventText)
 		out := make([]json.RawMessage, len(parts))
 		for i, p := range parts {
-			b := make([]byte, 0, len(textPrefix)+len(p)+len(textSuffix))
-			out[i] = append(append(append(b, textPrefix...), p...), textSuffix...)
+			b := make([]byte, 0, len(TextPrefix)+len(p)+len(TextSuffix))
+			out[i] = append(append(append(b, TextPrefix...), p...), TextSuffix...)
 		}
 		return out
 	}

@@ -1,4 +1,4 @@
-package session
+package live
 
 import (
 	"errors"
@@ -34,10 +34,10 @@ var (
 )
 
 // hiddenIDs stats the paths no sandbox may see (Manager.hidden) once, at
-// the runtime's start; those that do not exist are skipped.
-func (rt *runtime) hiddenIDs() map[fileID]bool {
+// the live session's start; those that do not exist are skipped.
+func (ls *Session) hiddenIDs() map[fileID]bool {
 	ids := map[fileID]bool{}
-	for _, p := range rt.h.hidden {
+	for _, p := range ls.h.Hidden {
 		if fi, err := os.Stat(p); err == nil {
 			if id, ok := idOf(fi); ok {
 				ids[id] = true
@@ -48,9 +48,9 @@ func (rt *runtime) hiddenIDs() map[fileID]bool {
 }
 
 // isHidden reports whether fi is one of the hidden paths.
-func (rt *runtime) isHidden(fi fs.FileInfo) bool {
+func (ls *Session) isHidden(fi fs.FileInfo) bool {
 	id, ok := idOf(fi)
-	return !ok || rt.hidden[id]
+	return !ok || ls.hidden[id]
 }
 
 // openConfined opens rel (relative to the workspace) the way the agent's
@@ -60,11 +60,11 @@ func (rt *runtime) isHidden(fi fs.FileInfo) bool {
 // pinned parent and refused when it is hidden or is not the one its name
 // names once open. create makes missing directories (given to the agent's
 // owner) for a write.
-func (rt *runtime) openConfined(rel string, flag int, perm os.FileMode, create bool) (*os.File, error) {
-	if fi, err := rt.root.Stat("."); err != nil || rt.isHidden(fi) {
+func (ls *Session) openConfined(rel string, flag int, perm os.FileMode, create bool) (*os.File, error) {
+	if fi, err := ls.root.Stat("."); err != nil || ls.isHidden(fi) {
 		return nil, errHidden
 	}
-	stack := []*os.Root{rt.root}
+	stack := []*os.Root{ls.root}
 	defer func() {
 		for _, r := range stack[1:] {
 			_ = r.Close()
@@ -86,8 +86,8 @@ func (rt *runtime) openConfined(rel string, flag int, perm os.FileMode, create b
 		top := stack[len(stack)-1]
 		last := len(comps) == 0
 		fi, err := top.Lstat(c)
-		if rt.afterLstat != nil {
-			rt.afterLstat(c)
+		if ls.afterLstat != nil {
+			ls.afterLstat(c)
 		}
 		if errors.Is(err, fs.ErrNotExist) && create && !last {
 			if err := top.Mkdir(c, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -107,7 +107,7 @@ func (rt *runtime) openConfined(rel string, flag int, perm os.FileMode, create b
 				return nil, err
 			}
 			if filepath.IsAbs(target) {
-				r, ok := rt.relPath(target)
+				r, ok := ls.relPath(target)
 				if !ok {
 					return nil, errEscape
 				}
@@ -121,7 +121,7 @@ func (rt *runtime) openConfined(rel string, flag int, perm os.FileMode, create b
 			continue
 		}
 		if last {
-			return rt.openIn(top, c, flag, perm)
+			return ls.openIn(top, c, flag, perm)
 		}
 		// The directory is checked as opened, and must still be what c
 		// names: os.Root would follow a symbolic link swapped in after
@@ -138,14 +138,14 @@ func (rt *runtime) openConfined(rel string, flag int, perm os.FileMode, create b
 		if err != nil {
 			return nil, err
 		}
-		if rt.isHidden(st) {
+		if ls.isHidden(st) {
 			return nil, errHidden
 		}
 		if now, err := top.Lstat(c); err != nil || !os.SameFile(st, now) {
 			return nil, errSwapped
 		}
 		if create {
-			if err := rt.giveDir(sub, st); err != nil {
+			if err := ls.giveDir(sub, st); err != nil {
 				return nil, err
 			}
 		}
@@ -156,7 +156,7 @@ func (rt *runtime) openConfined(rel string, flag int, perm os.FileMode, create b
 // openIn opens name in its pinned parent dir, refusing a hidden file and
 // one that is not (or no longer) what name names: a symbolic link put in
 // its place is followed by os.Root, so the name is looked at again.
-func (rt *runtime) openIn(dir *os.Root, name string, flag int, perm os.FileMode) (*os.File, error) {
+func (ls *Session) openIn(dir *os.Root, name string, flag int, perm os.FileMode) (*os.File, error) {
 	f, err := dir.OpenFile(name, flag, perm)
 	if err != nil {
 		if strings.Contains(err.Error(), "path escapes from parent") {
@@ -165,7 +165,7 @@ func (rt *runtime) openIn(dir *os.Root, name string, flag int, perm os.FileMode)
 		return nil, err
 	}
 	fi, err := f.Stat()
-	if err == nil && rt.isHidden(fi) {
+	if err == nil && ls.isHidden(fi) {
 		err = errHidden
 	}
 	if err == nil {
@@ -183,8 +183,8 @@ func (rt *runtime) openIn(dir *os.Root, name string, flag int, perm os.FileMode)
 
 // giveDir gives the agent's owner a directory of the workspace that
 // belongs to root: one WriteTextFile just made.
-func (rt *runtime) giveDir(dir *os.Root, fi fs.FileInfo) error {
-	uid, gid, ok := rt.agentOwner()
+func (ls *Session) giveDir(dir *os.Root, fi fs.FileInfo) error {
+	uid, gid, ok := ls.agentOwner()
 	if !ok {
 		return nil
 	}

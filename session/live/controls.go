@@ -1,4 +1,4 @@
-package session
+package live
 
 import (
 	"context"
@@ -393,9 +393,9 @@ func sanitizeTitle(t string) string {
 
 // applyControlLocked records a control update the agent sent: the session
 // takes it (stored) and, unless replaying, the log says so. Under mu.
-func (rt *runtime) applyControlLocked(c *controlUpdate) {
-	if err := rt.saveLocked(context.Background(), rt.sess.State, c.apply); err != nil {
-		rt.logger.Warn("record the agent's controls", "kind", c.kind, "err", err)
+func (ls *Session) applyControlLocked(c *controlUpdate) {
+	if err := ls.saveLocked(context.Background(), ls.sess.State, c.apply); err != nil {
+		ls.logger.Warn("record the agent's controls", "kind", c.kind, "err", err)
 	}
 }
 

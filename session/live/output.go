@@ -1,4 +1,4 @@
-package session
+package live
 
 import (
 	"crypto/hmac"
@@ -10,9 +10,9 @@ import (
 	"github.com/berth-sh/berth/shim"
 )
 
-// reasonOutputTruncated is the runtime_warning reason for output dropped
+// ReasonOutputTruncated is the runtime_warning reason for output dropped
 // past limits.max_turn_output.
-const reasonOutputTruncated = "output_truncated"
+const ReasonOutputTruncated = "output_truncated"
 
 // outputWindow counts the agent's output the log recorded in one turn, or
 // between two turns, against limits.max_turn_output: its updates, unknown
@@ -23,7 +23,7 @@ const reasonOutputTruncated = "output_truncated"
 // output_truncated, says how much: right before turn_ended, or, between
 // turns, at the first drop. A shim drops the same way ahead of its spool
 // and reports what it dropped (shim.Report), so a flood reaches neither
-// its disk nor the daemon. The runtime's mu guards it.
+// its disk nor the daemon. The live session's mu guards it.
 type outputWindow struct {
 	// turnID is the turn the window belongs to, "" between turns.
 	turnID string
@@ -62,15 +62,15 @@ func storedSize(n int) int64 {
 
 // admitOutputLocked says whether an event of n bytes of the agent's output
 // is logged, and counts it.
-func (rt *runtime) admitOutputLocked(n int) bool {
-	w, max, size := &rt.out, rt.h.limits.MaxTurnOutput, storedSize(n)
+func (ls *Session) admitOutputLocked(n int) bool {
+	w, max, size := &ls.out, ls.h.Limits.MaxTurnOutput, storedSize(n)
 	if max <= 0 || (!w.truncated && w.recorded+size <= max) {
 		w.recorded += size
 		return true
 	}
 	w.dropped += int64(n)
 	w.updates++
-	rt.truncateLocked()
+	ls.truncateLocked()
 	return false
 }
 
@@ -81,29 +81,29 @@ var errOverTurnOutput = &acp.Error{Code: -32099, Message: "berth: refused, this 
 // admitRequest counts a request of the agent (a line of size bytes)
 // against the window: past the cap it is refused, not served (see
 // acp.Options.AdmitRequest). Only the ACP reader calls it.
-func (rt *runtime) admitRequest(_ string, size int) error {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.admitOutputLocked(size) {
+func (ls *Session) admitRequest(_ string, size int) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.admitOutputLocked(size) {
 		return nil
 	}
-	rt.out.refused++
+	ls.out.refused++
 	return errOverTurnOutput
 }
 
 // truncateLocked marks the window truncated: between turns that is
 // warned of at once; in a turn, a staged steer is delivered now (the
 // tool-call boundary it waits for may never be seen again).
-func (rt *runtime) truncateLocked() {
-	w := &rt.out
+func (ls *Session) truncateLocked() {
+	w := &ls.out
 	first := !w.truncated
 	w.truncated = true
 	if w.turnID == "" {
-		rt.warnTruncatedLocked()
+		ls.warnTruncatedLocked()
 		return
 	}
-	if first && rt.turn != nil && rt.steer != nil {
-		rt.deliverSteerLocked(rt.turn)
+	if first && ls.turn != nil && ls.steer != nil {
+		ls.deliverSteerLocked(ls.turn)
 	}
 }
 
@@ -113,61 +113,61 @@ func (rt *runtime) truncateLocked() {
 // is counted in it. A report of the time between turns read once a turn
 // has begun (the daemon was behind the agent) is warned of, and leaves
 // the turn's window alone. It reports whether the report was taken.
-func (rt *runtime) shimReportLocked(params json.RawMessage) bool {
+func (ls *Session) shimReportLocked(params json.RawMessage) bool {
 	var r shim.Report
-	token := rt.h.shimToken(rt.id, rt.shimSocket)
+	token := ls.h.ShimToken(ls.id, ls.shimSocket)
 	if token == "" || json.Unmarshal(params, &r) != nil || !hmac.Equal([]byte(r.Token), []byte(token)) {
 		return false
 	}
 	if r.OversizedLine > 0 {
-		rt.oversizedLineLocked(r.OversizedLine)
+		ls.oversizedLineLocked(r.OversizedLine)
 	}
 	if r.DroppedBytes == 0 && r.DroppedLines == 0 {
 		return true
 	}
-	w := &rt.out
+	w := &ls.out
 	if !r.Turn && w.turnID != "" {
 		if !w.lateWarned {
 			w.lateWarned = true
-			rt.emitTruncation("", r.DroppedBytes, r.DroppedLines, r.Refused)
+			ls.emitTruncation("", r.DroppedBytes, r.DroppedLines, r.Refused)
 		}
 		return true
 	}
 	if r.DroppedBytes > w.shim.DroppedBytes || r.DroppedLines > w.shim.DroppedLines {
 		w.shim = r
 	}
-	rt.truncateLocked()
+	ls.truncateLocked()
 	return true
 }
 
 // closeOutputLocked ends the window, with its warning if it dropped
 // anything, and begins the one of next ("" between turns).
-func (rt *runtime) closeOutputLocked(next string) {
-	if rt.out.dropped > 0 || rt.out.shim.DroppedLines > 0 {
-		rt.warnTruncatedLocked()
+func (ls *Session) closeOutputLocked(next string) {
+	if ls.out.dropped > 0 || ls.out.shim.DroppedLines > 0 {
+		ls.warnTruncatedLocked()
 	}
-	rt.out = outputWindow{turnID: next}
+	ls.out = outputWindow{turnID: next}
 }
 
 // warnTruncatedLocked logs the window's warning, once.
-func (rt *runtime) warnTruncatedLocked() {
-	w := &rt.out
+func (ls *Session) warnTruncatedLocked() {
+	w := &ls.out
 	if w.warned {
 		return
 	}
 	w.warned = true
-	rt.emitTruncation(w.turnID, w.dropped+w.shim.DroppedBytes, w.updates+w.shim.DroppedLines, w.refused+w.shim.Refused)
+	ls.emitTruncation(w.turnID, w.dropped+w.shim.DroppedBytes, w.updates+w.shim.DroppedLines, w.refused+w.shim.Refused)
 }
 
 // emitTruncation logs the output_truncated warning of a window.
-func (rt *runtime) emitTruncation(turnID string, dropped, updates, refused int64) {
-	max := rt.h.limits.MaxTurnOutput
+func (ls *Session) emitTruncation(turnID string, dropped, updates, refused int64) {
+	max := ls.h.Limits.MaxTurnOutput
 	where := "this turn"
 	if turnID == "" {
 		where = "between turns"
 	}
 	data := map[string]any{
-		"reason": reasonOutputTruncated,
+		"reason": ReasonOutputTruncated,
 		"message": fmt.Sprintf("the agent wrote more than limits.max_turn_output (%d bytes) %s: the rest of its output was dropped from the log",
 			max, where),
 		"max_turn_output": max,
@@ -177,5 +177,5 @@ func (rt *runtime) emitTruncation(turnID string, dropped, updates, refused int64
 	if refused > 0 {
 		data["refused_requests"] = refused
 	}
-	rt.emit(turnID, berth.EventRuntimeWarning, data)
+	ls.Emit(turnID, berth.EventRuntimeWarning, data)
 }

@@ -1,4 +1,4 @@
-package session
+package live
 
 import (
 	"context"
@@ -34,12 +34,12 @@ func errOutside(path string) *acp.Error {
 
 // relPath returns p relative to the workspace, refusing paths that leave it
 // lexically (after cleaning "..").
-func (rt *runtime) relPath(p string) (string, bool) {
+func (ls *Session) relPath(p string) (string, bool) {
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(rt.workspace, p)
+		p = filepath.Join(ls.workspace, p)
 	}
 	p = filepath.Clean(p)
-	for _, base := range []string{rt.workspace, rt.wsReal} {
+	for _, base := range []string{ls.workspace, ls.wsReal} {
 		if pathx.Within(base, p) {
 			rel, _ := filepath.Rel(base, p)
 			return rel, true
@@ -49,8 +49,8 @@ func (rt *runtime) relPath(p string) (string, bool) {
 }
 
 // refuse logs a refused file access and returns the error for the agent.
-func (rt *runtime) refuse(op, path, reason string) error {
-	rt.emit(rt.currentTurnID(), berth.EventFileRefused, fileData{Path: path, Op: op, Reason: reason})
+func (ls *Session) refuse(op, path, reason string) error {
+	ls.Emit(ls.currentTurnID(), berth.EventFileRefused, fileData{Path: path, Op: op, Reason: reason})
 	return errOutside(path)
 }
 
@@ -72,15 +72,15 @@ func refusal(err error) string {
 // never from a hidden path (the daemon's home, Options.Hidden) in it; see
 // openConfined.
 func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	rt := h.rt
-	rel, ok := rt.relPath(req.Path)
-	if !ok || rt.root == nil {
-		return acp.ReadTextFileResponse{}, rt.refuse("read", req.Path, "outside the workspace")
+	ls := h.rt
+	rel, ok := ls.relPath(req.Path)
+	if !ok || ls.root == nil {
+		return acp.ReadTextFileResponse{}, ls.refuse("read", req.Path, "outside the workspace")
 	}
 	// O_NONBLOCK: opening a FIFO the agent made must not block the daemon.
-	f, err := rt.openConfined(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0, false)
+	f, err := ls.openConfined(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0, false)
 	if reason := refusal(err); reason != "" {
-		return acp.ReadTextFileResponse{}, rt.refuse("read", req.Path, reason)
+		return acp.ReadTextFileResponse{}, ls.refuse("read", req.Path, reason)
 	}
 	if err != nil {
 		return acp.ReadTextFileResponse{}, fileError(err, req.Path)
@@ -102,21 +102,21 @@ func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileReq
 		return acp.ReadTextFileResponse{}, fileError(err, req.Path)
 	}
 	content := selectLines(string(b[:n]), req.Line, req.Limit)
-	rt.emit(rt.currentTurnID(), berth.EventFileRead, fileData{Path: req.Path, Bytes: len(content)})
+	ls.Emit(ls.currentTurnID(), berth.EventFileRead, fileData{Path: req.Path, Bytes: len(content)})
 	return acp.ReadTextFileResponse{Content: content}, nil
 }
 
 // WriteTextFile serves fs/write_text_file inside the workspace only, and
 // never under a hidden path, creating missing parent directories.
 func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileRequest) error {
-	rt := h.rt
-	rel, ok := rt.relPath(req.Path)
-	if !ok || rel == "." || rt.root == nil {
-		return rt.refuse("write", req.Path, "outside the workspace")
+	ls := h.rt
+	rel, ok := ls.relPath(req.Path)
+	if !ok || rel == "." || ls.root == nil {
+		return ls.refuse("write", req.Path, "outside the workspace")
 	}
-	err := rt.writeRegular(rel, req.Content)
+	err := ls.writeRegular(rel, req.Content)
 	if reason := refusal(err); reason != "" {
-		return rt.refuse("write", req.Path, reason)
+		return ls.refuse("write", req.Path, reason)
 	}
 	var rpcErr *acp.Error
 	if errors.As(err, &rpcErr) {
@@ -125,15 +125,15 @@ func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileR
 	if err != nil {
 		return fileError(err, req.Path)
 	}
-	rt.emit(rt.currentTurnID(), berth.EventFileWritten, fileData{Path: req.Path, Bytes: len(req.Content)})
+	ls.Emit(ls.currentTurnID(), berth.EventFileWritten, fileData{Path: req.Path, Bytes: len(req.Content)})
 	return nil
 }
 
 // writeRegular replaces the content of a regular file in the workspace,
 // creating it. It opens without blocking and refuses anything but a
 // regular file, so a FIFO or device the agent made cannot hang the daemon.
-func (rt *runtime) writeRegular(rel, content string) error {
-	f, err := rt.openConfined(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644, true)
+func (ls *Session) writeRegular(rel, content string) error {
+	f, err := ls.openConfined(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o644, true)
 	if errors.Is(err, syscall.ENXIO) {
 		return &acp.Error{Code: acp.CodeInvalidParams, Message: "not a regular file: " + rel}
 	}
@@ -148,7 +148,7 @@ func (rt *runtime) writeRegular(rel, content string) error {
 	if !fi.Mode().IsRegular() {
 		return &acp.Error{Code: acp.CodeInvalidParams, Message: "not a regular file: " + rel}
 	}
-	if uid, gid, ok := rt.agentOwner(); ok {
+	if uid, gid, ok := ls.agentOwner(); ok {
 		// A file the daemon made (or one of root's) becomes the agent's,
 		// so that it can change it; never one with other links.
 		if st, is := fi.Sys().(*syscall.Stat_t); is && st.Uid == 0 && st.Nlink == 1 {
@@ -169,11 +169,11 @@ func (rt *runtime) writeRegular(rel, content string) error {
 // agentOwner is the host uid and gid the agent's files belong to when
 // they are not the daemon's: a root daemon whose sandbox runs the agent as
 // another user (berth.SandboxFileOwner).
-func (rt *runtime) agentOwner() (uid, gid int, ok bool) {
+func (ls *Session) agentOwner() (uid, gid int, ok bool) {
 	if os.Geteuid() != 0 {
 		return 0, 0, false
 	}
-	fo, is := rt.provider.(berth.SandboxFileOwner)
+	fo, is := ls.provider.(berth.SandboxFileOwner)
 	if !is {
 		return 0, 0, false
 	}

@@ -1,4 +1,4 @@
-package session
+package live
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // agentHandler serves one agent's calls into berth.
 type agentHandler struct {
-	rt *runtime
+	rt *Session
 	// replaying is set while session/load replays history, whose updates
 	// are already in the log.
 	replaying atomic.Bool
@@ -21,14 +21,14 @@ type agentHandler struct {
 
 var _ acp.ClientHandler = (*agentHandler)(nil)
 
-// textData is the data of agent_message, agent_thought and user_message.
-type textData struct {
+// TextData is the data of agent_message, agent_thought and user_message.
+type TextData struct {
 	Text    string          `json:"text"`
 	Content json.RawMessage `json:"content,omitempty"`
 }
 
-// toolCallData is the data of tool_call and tool_call_update.
-type toolCallData struct {
+// ToolCallData is the data of tool_call and tool_call_update.
+type ToolCallData struct {
 	ToolCallID string          `json:"tool_call_id"`
 	Title      string          `json:"title,omitempty"`
 	Kind       string          `json:"kind,omitempty"`
@@ -45,13 +45,13 @@ type rawData struct {
 // SessionUpdate maps one ACP update to one event, in arrival order. The
 // event is tagged with the turn in flight, if any.
 func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
-	rt := h.rt
+	ls := h.rt
 	// What the agent offers is kept current, from a replay too.
 	ctl := controlUpdateOf(&u)
 	if ctl != nil {
-		rt.mu.Lock()
-		rt.applyControlLocked(ctl)
-		rt.mu.Unlock()
+		ls.mu.Lock()
+		ls.applyControlLocked(ctl)
+		ls.mu.Unlock()
 	}
 	if h.replaying.Load() {
 		return
@@ -60,30 +60,30 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 	if ctl != nil && ctl.data != nil {
 		data, _ = json.Marshal(ctl.data)
 	}
-	rt.mu.Lock()
-	keep := rt.admitOutputLocked(len(data))
-	if keep && rt.turn != nil && u.Kind == acp.UpdateAgentMessageChunk {
-		rt.turn.addChunk(&u)
+	ls.mu.Lock()
+	keep := ls.admitOutputLocked(len(data))
+	if keep && ls.turn != nil && u.Kind == acp.UpdateAgentMessageChunk {
+		ls.turn.addChunk(&u)
 	}
-	rt.mu.Unlock()
+	ls.mu.Unlock()
 	if !keep {
 		return
 	}
 	for _, piece := range eventPieces(&u, typ, data) {
 		// A session past its budget of bytes in flight waits here, before
-		// it takes the runtime's lock: the agent is held back, the API is not.
-		if err := rt.h.log.WaitRoom(context.Background(), rt.id, len(piece)); err != nil {
-			rt.logger.Debug("wait for room in the log", "err", err)
+		// it takes the live session's lock: the agent is held back, the API is not.
+		if err := ls.h.Log.WaitRoom(context.Background(), ls.id, len(piece)); err != nil {
+			ls.logger.Debug("wait for room in the log", "err", err)
 		}
-		rt.mu.Lock()
-		rt.emitAgentLocked(rt.currentTurnIDLocked(), typ, piece)
-		rt.mu.Unlock()
+		ls.mu.Lock()
+		ls.emitAgentLocked(ls.currentTurnIDLocked(), typ, piece)
+		ls.mu.Unlock()
 	}
-	rt.mu.Lock()
-	if rt.turn != nil && rt.steer != nil && toolCallFinished(&u) {
-		rt.deliverSteerLocked(rt.turn)
+	ls.mu.Lock()
+	if ls.turn != nil && ls.steer != nil && toolCallFinished(&u) {
+		ls.deliverSteerLocked(ls.turn)
 	}
-	rt.mu.Unlock()
+	ls.mu.Unlock()
 }
 
 // toolCallFinished reports whether an update ends a tool call: the
@@ -97,31 +97,31 @@ func toolCallFinished(u *acp.Update) bool {
 // logged as prompt_steered in the turn, the agent's prompt is cancelled,
 // and its answer is followed by the steer's text as a new prompt of the
 // same turn (runTurn). The steer is claimed in the store under mu (see
-// runtime), ordered with the agent's updates around it.
-func (rt *runtime) deliverSteerLocked(t *turn) {
-	if t.cancelRequested || !t.steerIn.empty() || rt.exited || rt.stopReason != "" || rt.detached.Load() {
+// live session), ordered with the agent's updates around it.
+func (ls *Session) deliverSteerLocked(t *turn) {
+	if t.cancelRequested || !t.steerIn.empty() || ls.exited || ls.stopReason != "" || ls.detached.Load() {
 		return
 	}
-	e, err := rt.h.store.ClaimQueueEntry(context.Background(), rt.id, berth.EntrySteer, rt.sess.Queue.Generation, t.id)
-	rt.steer = nil
+	e, err := ls.h.Store.ClaimQueueEntry(context.Background(), ls.id, berth.EntrySteer, ls.sess.Queue.Generation, t.id)
+	ls.steer = nil
 	if err != nil {
 		if !berth.IsCode(err, berth.ENotFound) {
-			rt.logger.Error("claim steer", "err", err)
+			ls.logger.Error("claim steer", "err", err)
 		}
 		return
 	}
 	t.steerIn, t.steerID, t.steerCancelSent = entryInput(e), e.ID, make(chan struct{})
-	rt.noteEntryLocked(e.ID, entryOutcome{turnID: t.id})
-	rt.emit(t.id, berth.EventPromptSteered, entryData{EntryID: e.ID, Text: e.Text, Content: e.Content})
+	ls.noteEntryLocked(e.ID, EntryOutcome{TurnID: t.id})
+	ls.Emit(t.id, berth.EventPromptSteered, EntryData{EntryID: e.ID, Text: e.Text, Content: e.Content})
 	sent := t.steerCancelSent
-	rt.wg.Add(1)
+	ls.wg.Add(1)
 	go func() {
-		defer rt.wg.Done()
+		defer ls.wg.Done()
 		defer close(sent)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := rt.client.Cancel(ctx, rt.acpSession()); err != nil {
-			rt.logger.Warn("session/cancel for a steer not sent", "err", err)
+		if err := ls.client.Cancel(ctx, ls.acpSession()); err != nil {
+			ls.logger.Warn("session/cancel for a steer not sent", "err", err)
 		}
 	}()
 }
@@ -156,16 +156,16 @@ func updateData(u *acp.Update) (string, any) {
 		if data := u.TextJSON(`{"text":`, `}`); data != nil {
 			return typ, json.RawMessage(data)
 		}
-		d := textData{Text: u.Text()}
+		d := TextData{Text: u.Text()}
 		if d.Text == "" && len(u.Content) > 0 {
 			d.Content = u.Content
 		}
 		return typ, d
 	case acp.UpdateToolCall:
-		return berth.EventToolCall, toolCallData{ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.ToolKind,
+		return berth.EventToolCall, ToolCallData{ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.ToolKind,
 			Status: u.Status, Raw: u.Raw}
 	case acp.UpdateToolCallUpdate:
-		return berth.EventToolCallUpdate, toolCallData{ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.ToolKind,
+		return berth.EventToolCallUpdate, ToolCallData{ToolCallID: u.ToolCallID, Title: u.Title, Kind: u.ToolKind,
 			Status: u.Status, Content: u.Content, Raw: u.Raw}
 	case acp.UpdatePlan:
 		entries := u.Entries
@@ -195,47 +195,47 @@ func orNull(r json.RawMessage) json.RawMessage {
 // ExtNotification keeps notifications berth does not know as acp_unknown,
 // but for the reports of the agent's shim (see shim.Report).
 func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
-	rt := h.rt
+	ls := h.rt
 	if method == shim.ReportMethod {
-		rt.mu.Lock()
-		taken := rt.shimReportLocked(params)
-		rt.mu.Unlock()
+		ls.mu.Lock()
+		taken := ls.shimReportLocked(params)
+		ls.mu.Unlock()
 		if taken {
 			return
 		}
 	}
 	// Made outside the lock: the agent's params may be tens of MB.
 	raw, _ := json.Marshal(map[string]any{"method": method, "params": orNull(params)})
-	rt.mu.Lock()
-	keep := rt.admitOutputLocked(len(raw))
-	rt.mu.Unlock()
+	ls.mu.Lock()
+	keep := ls.admitOutputLocked(len(raw))
+	ls.mu.Unlock()
 	if !keep {
 		return
 	}
-	if err := rt.h.log.WaitRoom(context.Background(), rt.id, len(raw)); err != nil {
-		rt.logger.Debug("wait for room in the log", "err", err)
+	if err := ls.h.Log.WaitRoom(context.Background(), ls.id, len(raw)); err != nil {
+		ls.logger.Debug("wait for room in the log", "err", err)
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.emitAgentLocked(rt.currentTurnIDLocked(), berth.EventACPUnknown, rawData{Raw: raw})
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.emitAgentLocked(ls.currentTurnIDLocked(), berth.EventACPUnknown, rawData{Raw: raw})
 }
 
 // emitAgentLocked logs what the agent's line being dispatched said. Before
 // session_started (commands an agent announces while it opens the
 // conversation) it is held back and logged right after it.
-func (rt *runtime) emitAgentLocked(turnID, typ string, data any) {
-	if rt.sess.State != berth.StateStarting {
-		rt.emitFrom(rt.linePos(), turnID, typ, data)
+func (ls *Session) emitAgentLocked(turnID, typ string, data any) {
+	if ls.sess.State != berth.StateStarting {
+		ls.emitFrom(ls.linePos(), turnID, typ, data)
 		return
 	}
-	ev := berth.NewEvent(rt.id, turnID, typ, data)
-	ev.Source = rt.linePos()
-	rt.early = append(rt.early, ev)
+	ev := berth.NewEvent(ls.id, turnID, typ, data)
+	ev.Source = ls.linePos()
+	ls.early = append(ls.early, ev)
 }
 
-func (rt *runtime) currentTurnIDLocked() string {
-	if rt.turn == nil {
+func (ls *Session) currentTurnIDLocked() string {
+	if ls.turn == nil {
 		return ""
 	}
-	return rt.turn.id
+	return ls.turn.id
 }

@@ -1,4 +1,4 @@
-package session
+package live
 
 import (
 	"bytes"
@@ -19,14 +19,14 @@ import (
 	"github.com/berth-sh/berth/shim"
 )
 
-// maxTurnText caps the message text of a turn kept in memory.
-const maxTurnText = 1 << 20
+// MaxTurnText caps the message text of a turn kept in memory.
+const MaxTurnText = 1 << 20
 
-// maxRecentResults bounds how many finished turns a runtime remembers for
+// maxRecentResults bounds how many finished turns a live session remembers for
 // late WaitTurn callers; older ones are rebuilt from the log.
 const maxRecentResults = 64
 
-// runtime is one live session: its agent process, ACP connection, current
+// Session is one live session: its agent process, ACP connection, current
 // turn and the goroutines that serve it. The monitor goroutine is the only
 // one that finalises the session (moves it to stopped).
 //
@@ -35,7 +35,7 @@ const maxRecentResults = 64
 // lock are never held together with mu.
 //
 // Owners: m, id, logger, spec, workspace, resumeFrom and resumed are set
-// before the runtime is live and never change. mu owns the fields from sess to
+// before the live session is live and never change. mu owns the fields from sess to
 // adoptable, but for the atomics (warnedStdout, detached). boxMu owns the
 // daemon's sandbox (sandbox, boxClosed). provider, boxCfg, boxRef,
 // shimSocket, shim and acpID are set on the one path to live (live.go)
@@ -45,12 +45,12 @@ const maxRecentResults = 64
 // counters wg, turnWG and stderrWG.
 //
 // Three kinds of wait happen under mu, on purpose:
-//   - store calls: saveLocked writes the session while rt.sess moves with
+//   - store calls: saveLocked writes the session while ls.sess moves with
 //     it, and the queue's claims, enqueues and cancels (queue.go,
-//     handler.go) write while the queue's counters in rt.sess move with
+//     handler.go) write while the queue's counters in ls.sess move with
 //     them, so two callers never claim one entry nor see a count the store
 //     does not have. It is safe: the store never calls back into a
-//     runtime, and a slow store stalls this session alone (Manager.mu is
+//     live session, and a slow store stalls this session alone (Manager.mu is
 //     not held).
 //   - the commit of turn_started: logTurnStartedLocked waits for it under
 //     mu, so the agent is prompted only once the log has the turn. It is
@@ -61,9 +61,9 @@ const maxRecentResults = 64
 //     boundaries mu orders. It is safe: the log's writer, which makes the
 //     room, never takes mu; and the wait is this session's own (its byte
 //     budget) or the whole log's.
-type runtime struct {
+type Session struct {
 	// h is the seam to the manager (host.go).
-	h      *liveHost
+	h      *Host
 	id     string
 	logger *slog.Logger
 	// tools is the berth entry of the agent's MCP servers, with the
@@ -107,13 +107,13 @@ type runtime struct {
 	remembered map[string]string
 	// outcomes says, for recent entries, which turn ran them or that they
 	// were canceled; inputChanged is closed and replaced when one is added.
-	outcomes     map[string]entryOutcome
+	outcomes     map[string]EntryOutcome
 	outcomeIDs   []string
 	inputChanged chan struct{}
 	// warnedStdout is set once a non-JSON stdout line has been reported.
 	warnedStdout atomic.Bool
 	// detached is set when the daemon lets go of an agent that runs on in
-	// its shim (a graceful shutdown): from then on the runtime records
+	// its shim (a graceful shutdown): from then on the live session records
 	// nothing, and the next daemon carries on.
 	detached atomic.Bool
 	// early holds the agent's updates that came before session_started,
@@ -163,7 +163,7 @@ type runtime struct {
 	program string
 	// resumeFrom is the ACP session id a resumed session reopens.
 	resumeFrom string
-	// resumed is set, before the runtime is live, when it resumes a
+	// resumed is set, before the live session is live, when it resumes a
 	// stopped session; it never changes.
 	resumed bool
 	// rewinding is set while Rewind restores the workspace: no input is
@@ -171,7 +171,7 @@ type runtime struct {
 	rewinding bool
 	// fork is what a session forked from a checkpoint starts from; nil
 	// for any other. It never changes.
-	fork *forkFrom
+	fork *Fork
 	// carry is the transcript the next prompt carries to an agent that
 	// could not reopen the conversation. Guarded by mu.
 	carry string
@@ -227,13 +227,13 @@ type turn struct {
 	cancelRequested bool
 	// steerIn is a steer taken at a tool-call boundary and waiting for the
 	// answer to the cancelled prompt; continueWith is it once that came.
-	steerIn      input
+	steerIn      Input
 	steerID      string
-	continueWith input
+	continueWith Input
 	// steerCancelSent is closed once the steer's session/cancel is written.
 	steerCancelSent chan struct{}
 	// promptSent is closed once the turn's current prompt is written (or
-	// could not be); a cancel waits for it. Guarded by rt.mu.
+	// could not be); a cancel waits for it. Guarded by ls.mu.
 	promptSent chan struct{}
 	done       chan struct{}
 	result     *berth.TurnResult
@@ -242,44 +242,44 @@ type turn struct {
 	// daemon started: its duration is not known here).
 	began time.Time
 	// checkpoint is the id of the checkpoint taken before the turn, once
-	// it is (a prune keeps it while the turn runs). Guarded by rt.mu.
+	// it is (a prune keeps it while the turn runs). Guarded by ls.mu.
 	checkpoint string
 }
 
-// view returns a copy of the session as the API shows it.
-func (rt *runtime) view() *berth.Session {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.viewLocked()
+// View returns a copy of the session as the API shows it.
+func (ls *Session) View() *berth.Session {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.viewLocked()
 }
 
-func (rt *runtime) viewLocked() *berth.Session {
-	s := rt.sess
-	if seq := rt.h.log.LastSeq(rt.id); seq > s.LastSeq {
+func (ls *Session) viewLocked() *berth.Session {
+	s := ls.sess
+	if seq := ls.h.Log.LastSeq(ls.id); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
-	if rt.turn != nil {
-		s.CurrentTurnID = rt.turn.id
+	if ls.turn != nil {
+		s.CurrentTurnID = ls.turn.id
 	} else {
 		s.CurrentTurnID = ""
 	}
-	s.Badge = s.ComputeBadge(rt.turn != nil, rt.hung)
-	if rt.h.inCluster {
-		s.Node = rt.h.nodeID
+	s.Badge = s.ComputeBadge(ls.turn != nil, ls.hung)
+	if ls.h.InCluster {
+		s.Node = ls.h.NodeID
 	}
 	return &s
 }
 
 // transition moves the session to state `to`, writing the store first. It
 // refuses moves the state machine does not allow.
-func (rt *runtime) transition(ctx context.Context, to berth.State, mutate func(*berth.Session)) error {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	from := rt.sess.State
+func (ls *Session) transition(ctx context.Context, to berth.State, mutate func(*berth.Session)) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	from := ls.sess.State
 	if !berth.CanTransition(from, to) {
 		return berth.Errorf(berth.EConflict, "session cannot go from %s to %s", from, to)
 	}
-	return rt.saveLocked(ctx, from, func(s *berth.Session) {
+	return ls.saveLocked(ctx, from, func(s *berth.Session) {
 		s.State = to
 		if mutate != nil {
 			mutate(s)
@@ -288,99 +288,99 @@ func (rt *runtime) transition(ctx context.Context, to berth.State, mutate func(*
 }
 
 // save writes a change that keeps the state.
-func (rt *runtime) save(ctx context.Context, mutate func(*berth.Session)) error {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.saveLocked(ctx, rt.sess.State, mutate)
+func (ls *Session) save(ctx context.Context, mutate func(*berth.Session)) error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.saveLocked(ctx, ls.sess.State, mutate)
 }
 
 // saveLocked writes a change of the session, guarded by its stored state
 // being from, and then takes it. The store is called under mu (see
-// runtime): what the session is and what is stored move as one.
-func (rt *runtime) saveLocked(ctx context.Context, from berth.State, mutate func(*berth.Session)) error {
-	next := rt.sess
+// live session): what the session is and what is stored move as one.
+func (ls *Session) saveLocked(ctx context.Context, from berth.State, mutate func(*berth.Session)) error {
+	next := ls.sess
 	mutate(&next)
 	next.UpdatedAt = time.Now().UTC()
-	next.Resumable = resumable(&next)
-	next.Badge = next.ComputeBadge(rt.turn != nil, rt.hung)
-	if err := rt.h.store.UpdateSession(ctx, &next, from); err != nil {
+	next.Resumable = Resumable(&next)
+	next.Badge = next.ComputeBadge(ls.turn != nil, ls.hung)
+	if err := ls.h.Store.UpdateSession(ctx, &next, from); err != nil {
 		if berth.IsCode(err, berth.ELeaseLost) {
-			rt.h.leaseLost(rt.id)
+			ls.h.LeaseLost(ls.id)
 		}
 		return err
 	}
-	rt.sess = next
-	rt.changedLocked()
+	ls.sess = next
+	ls.changedLocked()
 	return nil
 }
 
-// emit enqueues one event; the log assigns its seq and persists it before
+// Emit enqueues one event; the log assigns its seq and persists it before
 // anyone can read it.
-func (rt *runtime) emit(turnID, typ string, data any) {
-	rt.emitEvent(berth.NewEvent(rt.id, turnID, typ, data))
+func (ls *Session) Emit(turnID, typ string, data any) {
+	ls.emitEvent(berth.NewEvent(ls.id, turnID, typ, data))
 }
 
 // emitFrom is emit for an event caused by the agent's stdout line that is
 // being dispatched: the event carries the line's end (see berth.Event.Source).
 // Only the ACP reader goroutine calls it.
-func (rt *runtime) emitFrom(src int64, turnID, typ string, data any) {
-	ev := berth.NewEvent(rt.id, turnID, typ, data)
+func (ls *Session) emitFrom(src int64, turnID, typ string, data any) {
+	ev := berth.NewEvent(ls.id, turnID, typ, data)
 	ev.Source = src
-	rt.emitEvent(ev)
+	ls.emitEvent(ev)
 }
 
 // linePos is where the agent line being dispatched ends.
-func (rt *runtime) linePos() int64 { return rt.client.Position() }
+func (ls *Session) linePos() int64 { return ls.client.Position() }
 
 // emitEarlyLocked logs the agent's updates held back until session_started
 // (see agentHandler.SessionUpdate), in arrival order.
-func (rt *runtime) emitEarlyLocked() {
-	for _, ev := range rt.early {
-		rt.emitEvent(ev)
+func (ls *Session) emitEarlyLocked() {
+	for _, ev := range ls.early {
+		ls.emitEvent(ev)
 	}
-	rt.early = nil
+	ls.early = nil
 }
 
 // emitEvent hands ev to the log. Called under mu it may wait for the log's
-// room (see runtime): the log's writer never takes mu.
-func (rt *runtime) emitEvent(ev berth.Event) {
-	if rt.detached.Load() {
+// room (see live session): the log's writer never takes mu.
+func (ls *Session) emitEvent(ev berth.Event) {
+	if ls.detached.Load() {
 		// The next daemon replays whatever this one did not record.
 		return
 	}
-	if err := rt.h.log.Append(context.Background(), ev); err != nil {
-		rt.logger.Error("event not logged", "type", ev.Type, "err", err)
+	if err := ls.h.Log.Append(context.Background(), ev); err != nil {
+		ls.logger.Error("event not logged", "type", ev.Type, "err", err)
 	}
 }
 
 // currentTurnID returns the id of the turn in flight, or "".
-func (rt *runtime) currentTurnID() string {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.turn == nil {
+func (ls *Session) currentTurnID() string {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.turn == nil {
 		return ""
 	}
-	return rt.turn.id
+	return ls.turn.id
 }
 
 // requestStop records why the session is stopping; the first reason wins,
 // and once the agent has exited the monitor's classification stands.
-func (rt *runtime) requestStop(reason berth.StopReason, failure *berth.Failure) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.stopReason == "" && !rt.exited {
-		rt.stopReason, rt.failure = reason, failure
+func (ls *Session) requestStop(reason berth.StopReason, failure *berth.Failure) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.stopReason == "" && !ls.exited {
+		ls.stopReason, ls.failure = reason, failure
 	}
 }
 
 // stopping reports whether a stop was requested.
-func (rt *runtime) stopping() bool {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	return rt.stopReason != ""
+func (ls *Session) stopping() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.stopReason != ""
 }
 
-// stop stops the agent (SIGTERM to its group, grace, SIGKILL, reap) and
+// Stop stops the agent (SIGTERM to its group, grace, SIGKILL, reap) and
 // waits until the monitor has finalised the session. Idempotent.
 //
 // A stop of a resuming session waits for the resume's handshake to end
@@ -388,153 +388,153 @@ func (rt *runtime) stopping() bool {
 // log a second session_stopped with no session_started since the first.
 // Serialised this way, a stop racing a resume sees it active and stops it
 // (session_started, then session_stopped), or sees it failed and stopped.
-func (rt *runtime) stop(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
-	if rt.resumed {
+func (ls *Session) Stop(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
+	if ls.resumed {
 		select {
-		case <-rt.handshook:
+		case <-ls.handshook:
 		case <-ctx.Done():
 			return
 		}
 	}
-	rt.requestStop(reason, failure)
-	if err := rt.transition(ctx, berth.StateStopping, nil); err != nil && !berth.IsCode(err, berth.EConflict) {
-		rt.logger.Warn("could not record stopping", "err", err)
+	ls.requestStop(reason, failure)
+	if err := ls.transition(ctx, berth.StateStopping, nil); err != nil && !berth.IsCode(err, berth.EConflict) {
+		ls.logger.Warn("could not record stopping", "err", err)
 	}
 	// The agent may not be started yet: once it is, start sees the stop.
 	select {
-	case <-rt.ready:
+	case <-ls.ready:
 	case <-ctx.Done():
 		return
 	}
-	if rt.proc != nil {
-		if _, err := rt.proc.Stop(ctx, rt.h.limits.StopGrace); err != nil {
-			rt.logger.Warn("agent stop", "err", err)
+	if ls.proc != nil {
+		if _, err := ls.proc.Stop(ctx, ls.h.Limits.StopGrace); err != nil {
+			ls.logger.Warn("agent stop", "err", err)
 		}
 	}
 	select {
-	case <-rt.finished:
+	case <-ls.finished:
 	case <-ctx.Done():
 	}
 }
 
 // monitor waits for the agent to exit, tears everything down in order and
 // moves the session to stopped. session_stopped is always the last event.
-func (rt *runtime) monitor() {
-	defer rt.h.monitors.Done()
-	status, werr := rt.proc.Wait()
-	if errors.Is(werr, shim.ErrDetached) || rt.detached.Load() {
+func (ls *Session) monitor() {
+	defer ls.h.Monitors.Done()
+	status, werr := ls.proc.Wait()
+	if errors.Is(werr, shim.ErrDetached) || ls.detached.Load() {
 		// Even an exit seen while letting go is the next daemon's to
 		// record: the shim keeps the agent's last words and its status.
-		rt.teardownDetached()
+		ls.teardownDetached()
 		return
 	}
-	rt.mu.Lock()
-	rt.exited = true
-	rt.mu.Unlock()
+	ls.mu.Lock()
+	ls.exited = true
+	ls.mu.Unlock()
 	// Nothing of the agent's process group may outlive it.
-	_ = rt.proc.Signal(syscall.SIGKILL)
+	_ = ls.proc.Signal(syscall.SIGKILL)
 	if errors.Is(werr, shim.ErrLost) {
 		// The shim died without reporting: its agent goes with it.
-		shim.KillAgent(rt.proc.Pid(), rt.id)
-		rt.logger.Warn("the agent's shim went away", "session_id", rt.id)
+		shim.KillAgent(ls.proc.Pid(), ls.id)
+		ls.logger.Warn("the agent's shim went away", "session_id", ls.id)
 	}
 	// Let the reader drain what the agent wrote before it died.
 	select {
-	case <-rt.client.Done():
+	case <-ls.client.Done():
 	case <-time.After(2 * time.Second):
 	}
-	rt.drain()
+	ls.drain()
 
-	rt.mu.Lock()
-	reason, failure := rt.stopReason, rt.failure
+	ls.mu.Lock()
+	reason, failure := ls.stopReason, ls.failure
 	if reason == "" {
-		reason, failure = classifyExit(status, rt.stderrTail, rt.sess.State == berth.StateStarting)
-	} else if reason == berth.StopStartupFailed && failure != nil && len(rt.stderrTail) > 0 {
+		reason, failure = classifyExit(status, ls.stderrTail, ls.sess.State == berth.StateStarting)
+	} else if reason == berth.StopStartupFailed && failure != nil && len(ls.stderrTail) > 0 {
 		// The agent's own words say best why it did not start.
-		failure.Message += "\nstderr:\n" + strings.Join(rt.stderrTail, "\n")
+		failure.Message += "\nstderr:\n" + strings.Join(ls.stderrTail, "\n")
 	}
-	rt.mu.Unlock()
+	ls.mu.Unlock()
 
 	ctx := context.Background()
 	// A tree never outlives its root: the children stop first.
-	rt.stopChildren(ctx)
-	rt.finish(ctx, reason, failure)
-	rt.childStopped(ctx, reason)
-	rt.closeBox(ctx)
-	if rt.shim != nil {
+	ls.stopChildren(ctx)
+	ls.finish(ctx, reason, failure)
+	ls.childStopped(ctx, reason)
+	ls.closeBox(ctx)
+	if ls.shim != nil {
 		// The shim may go: this daemon has the exit.
-		rt.shim.Release()
-		shim.BundleOf(rt.shimSocket, rt.id).Remove(true)
+		ls.shim.Release()
+		shim.BundleOf(ls.shimSocket, ls.id).Remove(true)
 	}
 	// Whatever left the agent's process group (setsid, a double fork) and
 	// still carries the session's id dies with the session: the host
 	// provider has no namespace to do it.
-	rt.h.sweep(rt.id)
-	rt.h.forget(rt)
-	close(rt.finished)
+	ls.h.Sweep(ls.id)
+	ls.h.Forget(ls)
+	close(ls.finished)
 }
 
 // drain closes the connection to the agent and waits for every goroutine
 // that serves it. Closing the connection fails the prompt in flight and
 // waits for every request handler (fs, terminal, permission); cancel-grace
 // timers and terminal waiters may still log events until they return.
-func (rt *runtime) drain() {
-	_ = rt.client.Close()
-	rt.terminals.closeAll()
-	rt.turnWG.Wait()
-	rt.wg.Wait()
-	rt.waitStderr()
-	if rt.root != nil {
-		_ = rt.root.Close()
+func (ls *Session) drain() {
+	_ = ls.client.Close()
+	ls.terminals.closeAll()
+	ls.turnWG.Wait()
+	ls.wg.Wait()
+	ls.waitStderr()
+	if ls.root != nil {
+		_ = ls.root.Close()
 	}
 }
 
 // finish logs session_stopped, committed before anything else is, and
 // records the session stopped. Every other producer of the session's
 // events has returned by now, so session_stopped is its last event.
-func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
+func (ls *Session) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
 	// The session's berth tools credential dies with it.
-	rt.h.revokeTools(rt.id, true)
+	ls.h.RevokeTools(ls.id, true)
 	kind := ""
 	if failure != nil {
 		kind = failure.Kind
 	}
-	rt.h.observer.AgentExited(reason, kind)
+	ls.h.Observer.AgentExited(reason, kind)
 	// A session that never started still logs what its agent said.
-	rt.mu.Lock()
-	rt.emitEarlyLocked()
-	rt.mu.Unlock()
-	ev := berth.NewEvent(rt.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
+	ls.mu.Lock()
+	ls.emitEarlyLocked()
+	ls.mu.Unlock()
+	ev := berth.NewEvent(ls.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
 	if failure != nil {
-		rt.logger.Info("session stopped", "stop_reason", reason, "failure", failure.Kind, "message", failure.Message)
+		ls.logger.Info("session stopped", "stop_reason", reason, "failure", failure.Kind, "message", failure.Message)
 	} else {
-		rt.logger.Info("session stopped", "stop_reason", reason)
+		ls.logger.Info("session stopped", "stop_reason", reason)
 	}
 	// A failed commit is retried: a stream of this session ends only on it.
 	for attempt := 0; ; attempt++ {
-		_, err := rt.h.log.AppendSync(ctx, ev)
+		_, err := ls.h.Log.AppendSync(ctx, ev)
 		if err == nil {
 			break
 		}
-		rt.logger.Error("session_stopped not logged", "err", err, "attempt", attempt+1)
+		ls.logger.Error("session_stopped not logged", "err", err, "attempt", attempt+1)
 		if attempt == 4 || berth.IsCode(err, berth.EUnavailable) || berth.IsCode(err, berth.ELeaseLost) {
 			break
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
 	}
 	for attempt := 0; ; attempt++ {
-		err := rt.transition(ctx, berth.StateStopped, func(s *berth.Session) {
+		err := ls.transition(ctx, berth.StateStopped, func(s *berth.Session) {
 			s.StopReason, s.Failure, s.AgentPID = reason, failure, 0
 			s.ShimSocket, s.ShimPID = "", 0
 			s.ToolsHash = ""
 		})
 		if err == nil || berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ELeaseLost) || attempt == 4 {
 			if err != nil {
-				rt.logger.Error("could not record stopped", "err", err)
+				ls.logger.Error("could not record stopped", "err", err)
 			}
 			if !berth.IsCode(err, berth.ELeaseLost) {
 				// Stopped: this node drives the session no more.
-				rt.h.releaseLease(ctx, rt.id)
+				ls.h.ReleaseLease(ctx, ls.id)
 			}
 			return
 		}
@@ -544,13 +544,13 @@ func (rt *runtime) finish(ctx context.Context, reason berth.StopReason, failure 
 
 // waitStderr waits for the stderr reader, forcing it closed if something
 // the agent left behind still holds the pipe.
-func (rt *runtime) waitStderr() {
+func (ls *Session) waitStderr() {
 	done := make(chan struct{})
-	go func() { rt.stderrWG.Wait(); close(done) }()
+	go func() { ls.stderrWG.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(2 * time.Second):
-		if r := rt.proc.Stderr(); r != nil {
+		if r := ls.proc.Stderr(); r != nil {
 			_ = r.Close()
 		}
 		<-done
@@ -585,8 +585,8 @@ func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.S
 
 // readStderr turns the agent's stderr into agent_stderr events and keeps a
 // tail for failure messages.
-func (rt *runtime) readStderr(r interface{ Read([]byte) (int, error) }) {
-	defer rt.stderrWG.Done()
+func (ls *Session) readStderr(r interface{ Read([]byte) (int, error) }) {
+	defer ls.stderrWG.Done()
 	// Small: stderr is a trickle, and a thousand idle sessions each hold
 	// this while they wait for it. A line is made when one comes.
 	var buf []byte
@@ -601,13 +601,13 @@ func (rt *runtime) readStderr(r interface{ Read([]byte) (int, error) }) {
 				break
 			}
 			buf = appendCapped(buf, data[:i])
-			rt.stderrLine(string(buf))
+			ls.stderrLine(string(buf))
 			buf = buf[:0]
 			data = data[i+1:]
 		}
 		if err != nil {
 			if len(buf) > 0 {
-				rt.stderrLine(string(buf))
+				ls.stderrLine(string(buf))
 			}
 			return
 		}
@@ -625,32 +625,32 @@ func appendCapped(buf, data []byte) []byte {
 }
 
 // stderrLine records one line of the agent's stderr.
-func (rt *runtime) stderrLine(line string) {
+func (ls *Session) stderrLine(line string) {
 	line = strings.TrimRight(line, "\r")
-	rt.mu.Lock()
-	rt.stderrTail = append(rt.stderrTail, line)
-	if len(rt.stderrTail) > 20 {
-		rt.stderrTail = rt.stderrTail[len(rt.stderrTail)-20:]
+	ls.mu.Lock()
+	ls.stderrTail = append(ls.stderrTail, line)
+	if len(ls.stderrTail) > 20 {
+		ls.stderrTail = ls.stderrTail[len(ls.stderrTail)-20:]
 	}
 	turnID := ""
-	if rt.turn != nil {
-		turnID = rt.turn.id
+	if ls.turn != nil {
+		turnID = ls.turn.id
 	}
 	// A line's event data is its JSON: about its length and a little.
-	if rt.admitOutputLocked(len(line) + len(`{"line":""}`)) {
-		rt.emit(turnID, berth.EventAgentStderr, stderrData{Line: line})
+	if ls.admitOutputLocked(len(line) + len(`{"line":""}`)) {
+		ls.Emit(turnID, berth.EventAgentStderr, StderrData{Line: line})
 	}
-	rt.mu.Unlock()
+	ls.mu.Unlock()
 }
 
 // skippedLine warns, once per agent, that it wrote something other than
 // JSON-RPC to stdout (the line is skipped; the transport counts them all).
-func (rt *runtime) skippedLine(line []byte) {
-	if !rt.warnedStdout.CompareAndSwap(false, true) {
+func (ls *Session) skippedLine(line []byte) {
+	if !ls.warnedStdout.CompareAndSwap(false, true) {
 		return
 	}
 	// Tagged with the line's end: a replay after a restart does not warn twice.
-	rt.emitFrom(rt.linePos(), rt.currentTurnID(), berth.EventRuntimeWarning, map[string]string{
+	ls.emitFrom(ls.linePos(), ls.currentTurnID(), berth.EventRuntimeWarning, map[string]string{
 		"reason": "the agent wrote a line to stdout that is not JSON-RPC; it was skipped (stdout is the protocol channel)",
 		"line":   string(line[:min(len(line), 200)]),
 	})
@@ -660,17 +660,17 @@ func (rt *runtime) skippedLine(line []byte) {
 // wrote that was over limits.max_line_bytes and was skipped. Tagged with
 // the line's end, so a shim's replay after a restart does not warn again
 // once the warning is committed. Only the ACP reader goroutine calls it.
-func (rt *runtime) oversizedLine(size int64) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	rt.oversizedLineLocked(size)
+func (ls *Session) oversizedLine(size int64) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.oversizedLineLocked(size)
 }
 
 // oversizedLineLocked is oversizedLine with mu held: a shim reports the
 // lines over the cap it did not spool (see shim.Report).
-func (rt *runtime) oversizedLineLocked(size int64) {
-	limit := rt.client.MaxLineBytes()
-	rt.emitFrom(rt.linePos(), rt.currentTurnIDLocked(), berth.EventRuntimeWarning, map[string]any{
+func (ls *Session) oversizedLineLocked(size int64) {
+	limit := ls.client.MaxLineBytes()
+	ls.emitFrom(ls.linePos(), ls.currentTurnIDLocked(), berth.EventRuntimeWarning, map[string]any{
 		"reason": fmt.Sprintf("the agent wrote a line of %d bytes, over the cap of %d bytes (limits.max_line_bytes); it was skipped",
 			size, limit),
 		"line_bytes": size,
@@ -678,21 +678,21 @@ func (rt *runtime) oversizedLineLocked(size int64) {
 	})
 }
 
-// stderrData is the data of an agent_stderr event.
-type stderrData struct {
+// StderrData is the data of an agent_stderr event.
+type StderrData struct {
 	Line string `json:"line"`
 }
 
 // rememberResult keeps a finished turn's result for late waiters.
-func (rt *runtime) rememberResultLocked(r *berth.TurnResult) {
-	if rt.results == nil {
-		rt.results = make(map[string]*berth.TurnResult)
+func (ls *Session) rememberResultLocked(r *berth.TurnResult) {
+	if ls.results == nil {
+		ls.results = make(map[string]*berth.TurnResult)
 	}
-	rt.results[r.TurnID] = r
-	rt.resultIDs = append(rt.resultIDs, r.TurnID)
-	if len(rt.resultIDs) > maxRecentResults {
-		delete(rt.results, rt.resultIDs[0])
-		rt.resultIDs = rt.resultIDs[1:]
+	ls.results[r.TurnID] = r
+	ls.resultIDs = append(ls.resultIDs, r.TurnID)
+	if len(ls.resultIDs) > maxRecentResults {
+		delete(ls.results, ls.resultIDs[0])
+		ls.resultIDs = ls.resultIDs[1:]
 	}
 }
 
@@ -703,7 +703,7 @@ func (t *turn) addChunk(u *acp.Update) {
 	if t.textCut {
 		return
 	}
-	if raw := u.RawText(); raw != nil && t.text.Len()+(len(raw)-2)/6 > maxTurnText {
+	if raw := u.RawText(); raw != nil && t.text.Len()+(len(raw)-2)/6 > MaxTurnText {
 		t.textCut = true
 		t.text.Reset()
 		return
@@ -716,7 +716,7 @@ func (t *turn) addText(s string) {
 	if t.textCut {
 		return
 	}
-	if t.text.Len()+len(s) > maxTurnText {
+	if t.text.Len()+len(s) > MaxTurnText {
 		t.textCut = true
 		t.text.Reset()
 		return
@@ -724,14 +724,14 @@ func (t *turn) addText(s string) {
 	t.text.WriteString(s)
 }
 
-// workspaceExists reports whether dir is an existing directory.
-func workspaceExists(dir string) bool {
+// WorkspaceExists reports whether dir is an existing directory.
+func WorkspaceExists(dir string) bool {
 	fi, err := os.Stat(dir)
 	return err == nil && fi.IsDir()
 }
 
 // ID is the session's id.
-func (rt *runtime) ID() string { return rt.id }
+func (ls *Session) ID() string { return ls.id }
 
 // Logger is the session's logger.
-func (rt *runtime) Logger() *slog.Logger { return rt.logger }
+func (ls *Session) Logger() *slog.Logger { return ls.logger }

@@ -1,0 +1,282 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/elicitschema"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// Elicitations as API objects (CONTRACT §4.7), built like permissions
+// (permission.go): each elicitation/create is checked, stored, logged as
+// elicitation_requested and then waits, on the goroutine the ACP
+// connection serves it on, for the user's answer, a cancel of its turn or
+// the end of the agent's connection. There is no timeout: a form may take
+// a person a while, and the turn's stall watch and the idle reaper leave a
+// session alone while one waits.
+
+// elicWaiter is an elicitation waiting for an answer.
+type elicWaiter struct {
+	e      berth.Elicitation
+	form   *elicitschema.Form
+	answer chan acp.CreateElicitationResponse // buffered: the resolver never blocks
+}
+
+// ElicResolvedData is the data of elicitation_resolved.
+type ElicResolvedData struct {
+	ElicitationID string         `json:"elicitation_id"`
+	Action        string         `json:"action"`
+	Content       map[string]any `json:"content,omitempty"`
+	DecidedBy     string         `json:"decided_by"`
+}
+
+// CreateElicitation serves the agent's elicitation/create; see above.
+func (h *agentHandler) CreateElicitation(ctx context.Context, req acp.CreateElicitationRequest) (acp.CreateElicitationResponse, error) {
+	ls := h.rt
+	e, form, err := elicitationOf(ls.id, req)
+	if err != nil {
+		return acp.CreateElicitationResponse{}, &acp.Error{Code: acp.CodeInvalidParams, Message: err.Error()}
+	}
+	ls.mu.Lock()
+	e.TurnID = ls.currentTurnIDLocked()
+	if old, ok := ls.adoptElicitationLocked(e); ok {
+		// Asked before the daemon restarted: the record and its event exist.
+		w := &elicWaiter{e: old, form: form, answer: make(chan acp.CreateElicitationResponse, 1)}
+		ls.waitElicitationLocked(w)
+		ls.mu.Unlock()
+		return ls.awaitElicitation(ctx, w)
+	}
+	// Requests on their way in count against the cap too: an agent
+	// sending many at once cannot slip past it.
+	if len(ls.elics)+ls.elicsArriving >= berth.MaxPendingElicitations {
+		ls.mu.Unlock()
+		return acp.CreateElicitationResponse{}, &acp.Error{Code: acp.CodeInvalidRequest,
+			Message: "too many elicitations wait for an answer in this session"}
+	}
+	ls.elicsArriving++
+	ls.mu.Unlock()
+	arrived := false
+	defer func() {
+		if !arrived {
+			ls.mu.Lock()
+			ls.elicsArriving--
+			ls.mu.Unlock()
+		}
+	}()
+	// Held until the event is logged: a detach waits for the pair.
+	ls.recordMu.RLock()
+	if ls.detached.Load() {
+		ls.recordMu.RUnlock()
+		// The daemon let go of the agent: the next one is asked.
+		return acp.ElicitationCancelled(), nil
+	}
+	// The record exists before anyone can see the request.
+	if err := ls.h.Store.CreateElicitation(context.WithoutCancel(ctx), &e); err != nil {
+		ls.recordMu.RUnlock()
+		ls.logger.Error("store elicitation", "err", err)
+		return acp.ElicitationCancelled(), nil
+	}
+	ls.mu.Lock()
+	// A cancel, a stop or the end of the turn while the record was written
+	// answers the request at once.
+	tag := ls.turnTagLocked(e.TurnID)
+	cancelled := ls.exited || ls.stopReason != "" || (e.TurnID != "" && tag == "") ||
+		(ls.turn != nil && ls.turn.id == e.TurnID && ls.turn.cancelRequested)
+	ls.Emit(tag, berth.EventElicitationRequested, map[string]any{"elicitation": e})
+	ls.recordMu.RUnlock()
+	w := &elicWaiter{e: e, form: form, answer: make(chan acp.CreateElicitationResponse, 1)}
+	ls.waitElicitationLocked(w)
+	ls.elicsArriving--
+	arrived = true
+	ls.mu.Unlock()
+	if cancelled {
+		_, _ = ls.ResolveElicitation(context.WithoutCancel(ctx), e.ID, berth.ElicitationCancel, nil, berth.DecidedByCancel)
+	}
+	return ls.awaitElicitation(ctx, w)
+}
+
+// elicitationOf builds the API object of a request, checking it: a known
+// mode, a bounded message, a form's schema (elicitschema.Parse), a URL
+// of http or https.
+func elicitationOf(sessionID string, req acp.CreateElicitationRequest) (berth.Elicitation, *elicitschema.Form, error) {
+	e := berth.Elicitation{ID: ids.New("elic"), SessionID: sessionID, Mode: req.Mode, Message: req.Message,
+		ToolCallID: req.ToolCallID, State: berth.ElicitationPending, CreatedAt: time.Now().UTC()}
+	if len(req.Message) > berth.MaxElicitationMessageBytes {
+		return e, nil, berth.Errorf(berth.ETooLarge, "elicitation message over %d bytes", berth.MaxElicitationMessageBytes)
+	}
+	// Kept in the record, its events and every list: bounded like the message.
+	if len(req.URL) > berth.MaxElicitationURLBytes {
+		return e, nil, berth.Errorf(berth.ETooLarge, "elicitation url over %d bytes", berth.MaxElicitationURLBytes)
+	}
+	if len(req.ElicitationID) > berth.MaxElicitationIDBytes || len(req.ToolCallID) > berth.MaxElicitationIDBytes {
+		return e, nil, berth.Errorf(berth.ETooLarge, "elicitation id or tool call id over %d bytes", berth.MaxElicitationIDBytes)
+	}
+	switch req.Mode {
+	case berth.ElicitationModeForm:
+		schema := req.RequestedSchema
+		if len(schema) == 0 || string(schema) == "null" {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		form, err := elicitschema.Parse(schema)
+		if err != nil {
+			return e, nil, err
+		}
+		e.RequestedSchema = schema
+		return e, form, nil
+	case berth.ElicitationModeURL:
+		u, err := url.Parse(req.URL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return e, nil, berth.Errorf(berth.EInvalid, "elicitation url must be an http or https URL")
+		}
+		e.URL, e.ACPElicitationID = req.URL, req.ElicitationID
+		return e, nil, nil
+	}
+	return e, nil, berth.Errorf(berth.EInvalid, "elicitation mode must be form or url, not %q", req.Mode)
+}
+
+// waitElicitationLocked makes w an elicitation waiting for an answer.
+func (ls *Session) waitElicitationLocked(w *elicWaiter) {
+	if ls.elics == nil {
+		ls.elics = map[string]*elicWaiter{}
+	}
+	ls.elics[w.e.ID] = w
+	ls.sess.PendingElicitations++
+	ls.changedLocked()
+}
+
+// awaitElicitation waits for w's answer or the end of the agent's
+// connection.
+func (ls *Session) awaitElicitation(ctx context.Context, w *elicWaiter) (acp.CreateElicitationResponse, error) {
+	select {
+	case resp := <-w.answer:
+		return resp, nil
+	case <-ctx.Done():
+		if ls.detached.Load() {
+			// The daemon let go of the agent: the next one asks again.
+			return acp.ElicitationCancelled(), nil
+		}
+		// The agent's connection is closing: nobody will read an answer.
+		_, _ = ls.ResolveElicitation(context.WithoutCancel(ctx), w.e.ID, berth.ElicitationCancel, nil, berth.DecidedByCancel)
+		return acp.ElicitationCancelled(), nil
+	}
+}
+
+// ResolveElicitation answers a waiting elicitation once: the first
+// resolver wins, later ones get conflict. The record is written before
+// the agent hears.
+func (ls *Session) ResolveElicitation(ctx context.Context, eid, action string, content map[string]any, by string) (*berth.Elicitation, error) {
+	// Held from the resolved event to the record: a detach waits for the pair.
+	ls.recordMu.RLock()
+	defer ls.recordMu.RUnlock()
+	ls.mu.Lock()
+	e, w, err := ls.resolveElicitationLocked(eid, action, content, by)
+	ls.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	ls.completeElicitation(ctx, e, w)
+	return e, nil
+}
+
+// resolveElicitationLocked takes a waiting elicitation out of the waiters
+// and logs its resolution; completeElicitation then records it and
+// answers the agent.
+func (ls *Session) resolveElicitationLocked(eid, action string, content map[string]any, by string) (*berth.Elicitation, *elicWaiter, error) {
+	w := ls.elics[eid]
+	if w == nil {
+		return nil, nil, berth.Errorf(berth.EConflict, "elicitation %s is not awaiting an answer", eid)
+	}
+	delete(ls.elics, eid)
+	ls.sess.PendingElicitations--
+	ls.changedLocked()
+	now := time.Now().UTC()
+	e := w.e
+	e.State, e.Action, e.Content, e.DecidedBy, e.ResolvedAt = berth.ElicitationStateOf(action), action, content, by, &now
+	ls.Emit(ls.turnTagLocked(e.TurnID), berth.EventElicitationResolved,
+		ElicResolvedData{ElicitationID: e.ID, Action: action, Content: content, DecidedBy: by})
+	return &e, w, nil
+}
+
+// completeElicitation records a resolved elicitation and answers the agent.
+func (ls *Session) completeElicitation(ctx context.Context, e *berth.Elicitation, w *elicWaiter) {
+	resp := acp.CreateElicitationResponse{Action: e.Action, Content: e.Content}
+	if ls.detached.Load() {
+		// The question stays pending for the next daemon.
+		w.answer <- resp
+		return
+	}
+	if err := ls.h.Store.ResolveElicitation(ctx, e); err != nil {
+		ls.logger.Warn("record elicitation answer", "err", err)
+	}
+	ls.flushBeforeAnswer(ctx)
+	w.answer <- resp
+}
+
+// cancelElicitationsLocked answers every waiting elicitation of the
+// session cancel, each on its own goroutine (the records are written
+// outside ls.mu).
+func (ls *Session) cancelElicitationsLocked() {
+	for id := range ls.elics {
+		ls.wg.Add(1)
+		go func() {
+			defer ls.wg.Done()
+			_, _ = ls.ResolveElicitation(context.Background(), id, berth.ElicitationCancel, nil, berth.DecidedByCancel)
+		}()
+	}
+}
+
+// endTurnElicitationsLocked resolves, cancelled, the elicitations of a
+// turn that is ending, and drops those a previous daemon stored that the
+// agent never asked again (logging them resolved); the returned func,
+// called once ls.mu is released, records them and answers the agent.
+func (ls *Session) endTurnElicitationsLocked(turnID string) func() {
+	var es []*berth.Elicitation
+	var ws []*elicWaiter
+	for id, w := range ls.elics {
+		if w.e.TurnID != turnID {
+			continue
+		}
+		if e, w, err := ls.resolveElicitationLocked(id, berth.ElicitationCancel, nil, berth.DecidedByCancel); err == nil {
+			es, ws = append(es, e), append(ws, w)
+		}
+	}
+	var stale []berth.Elicitation
+	kept := ls.adoptableElics[:0]
+	for _, e := range ls.adoptableElics {
+		if e.TurnID != turnID {
+			kept = append(kept, e)
+			continue
+		}
+		stale = append(stale, e)
+		ls.Emit(turnID, berth.EventElicitationResolved, ElicResolvedData{ElicitationID: e.ID,
+			Action: berth.ElicitationCancel, DecidedBy: berth.DecidedByCancel})
+	}
+	ls.adoptableElics = kept
+	return func() {
+		for i, e := range es {
+			ls.completeElicitation(context.Background(), e, ws[i])
+		}
+		for i := range stale {
+			ls.h.CancelStoredElicitation(context.Background(), &stale[i])
+		}
+	}
+}
+
+// adoptElicitationLocked finds the stored pending elicitation a reattached
+// agent's request asked for before the restart: same turn, mode, message
+// and schema or URL.
+func (ls *Session) adoptElicitationLocked(e berth.Elicitation) (berth.Elicitation, bool) {
+	for i, old := range ls.adoptableElics {
+		if old.TurnID == e.TurnID && old.Mode == e.Mode && old.Message == e.Message && old.URL == e.URL &&
+			(old.Mode != berth.ElicitationModeForm || jsonEqual(old.RequestedSchema, e.RequestedSchema)) {
+			ls.adoptableElics = append(ls.adoptableElics[:i], ls.adoptableElics[i+1:]...)
+			return old, true
+		}
+	}
+	return berth.Elicitation{}, false
+}

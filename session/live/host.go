@@ -1,0 +1,101 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/eventlog"
+	"github.com/berth-sh/berth/shim"
+)
+
+// Host is what a live session needs from whoever owns the set of
+// sessions (the Manager): the seam between the two.
+//
+// Its leaves (the store, the log, the checkpoints, the shim launcher, the
+// change feed and the values) take no lock of a live session and call
+// back into nothing: a session uses them with its own lock held, which is
+// how its events and records stay ordered against its turn boundaries.
+// Its callbacks are the manager's: a session calls them with no lock of
+// its own held.
+type Host struct {
+	Store       berth.Store
+	Log         *eventlog.Log
+	Checkpoints *checkpoint.Store
+	// Launcher starts agents in shims (nil: as the daemon's own children).
+	Launcher *shim.Launcher
+	Shim     *ShimOptions
+	RunDir   string
+	Limits   Limits
+	Observer Observer
+	Version  string
+	NodeID   string
+	// InCluster says the store is shared with other nodes.
+	InCluster bool
+	// Hidden are the daemon's own paths no agent may see.
+	Hidden []string
+	// Publish puts a changed session on the all-sessions stream.
+	Publish func(typ string, data json.RawMessage) string
+	// ShimToken signs the reports of a session's shim (see shim.Report).
+	ShimToken func(id, socket string) string
+	// Monitors counts the sessions' monitors, for the manager to wait.
+	Monitors *sync.WaitGroup
+
+	// The callbacks.
+
+	// LeaseLost lets go of a session another node took over.
+	LeaseLost func(id string)
+	// Forget drops a session that stopped from the set; sweep removes what
+	// its shims left; releaseLease gives up its lease; revokeTools ends its
+	// berth tools credential.
+	Forget       func(ls *Session)
+	Sweep        func(id string)
+	ReleaseLease func(ctx context.Context, id string)
+	RevokeTools  func(id string, removeDir bool)
+	// Prepare makes what the start of session s's agent needs from the
+	// manager (start.go); it records the berth tools credential's hash in
+	// s.ToolsHash.
+	Prepare func(s *berth.Session, spec berth.AgentSpec, provider berth.SandboxProvider) AgentStart
+	// CopyHomeFiles copies the user's files an agent is given into its
+	// session's HOME at every start.
+	CopyHomeFiles func(files []string, home string) error
+	// TranscriptPreamble and lastTurnText read the session's log.
+	TranscriptPreamble func(ctx context.Context, id string) (string, error)
+	LastTurnText       func(ctx context.Context, id string) (string, string, error)
+	// Tree is the session's tree of sessions (children.go).
+	Tree Tree
+	// TurnCheckpoints names the checkpoints a prune of tree keeps.
+	TurnCheckpoints func(tree string) map[string]bool
+	// ToLive logs an event in another live session, reporting whether it
+	// took it.
+	ToLive func(id, typ string, data map[string]any) bool
+	// CancelStoredElicitation ends an elicitation a previous daemon stored.
+	CancelStoredElicitation func(ctx context.Context, e *berth.Elicitation)
+}
+
+// Tree is a live session's view of its tree of sessions.
+type Tree interface {
+	// stopChildren, called once session id is closing, stops its live
+	// children (parent_stopped) and waits for them; nothing while the
+	// manager shuts down.
+	StopChildren(ctx context.Context, id string)
+	// parentLive reports whether session id is live here.
+	ParentLive(id string) bool
+	// toParent logs an event about a child in its live parent's log.
+	ToParent(parentID, typ string, data map[string]any)
+}
+
+// AgentStart is what the manager makes for an agent's start.
+type AgentStart struct {
+	// Tools is the berth entry of the agent's MCP servers (nil for none);
+	// toolsWarning says why it has none when it should.
+	Tools        *acp.McpServer
+	ToolsWarning string
+	// Box is the agent's sandbox, program the path its command starts
+	// from in it.
+	Box     berth.SandboxConfig
+	Program string
+}

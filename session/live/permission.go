@@ -1,0 +1,365 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// Permission requests as API objects (CONTRACT §4.5). Each request is
+// stored, logged as permission_requested, and then answered by the
+// session's policy, by a decision the user gave earlier for the same tool
+// kind (allow_always, reject_always), or, in ask mode, by whoever comes
+// first of the user, the timeout and a cancel. Every request waits on its
+// own goroutine (the ACP connection serves each inbound request on one), so
+// a question pending in one session holds up nothing else, not even the
+// same session's stream of updates.
+
+// permWaiter is a permission request waiting for a decision.
+type permWaiter struct {
+	p        berth.Permission
+	toolKind string
+	answer   chan acp.RequestPermissionResponse // buffered: the decider never blocks
+	timer    *time.Timer
+}
+
+// ResolvedData is the data of permission_resolved.
+type ResolvedData struct {
+	PermissionID string `json:"permission_id"`
+	OptionID     string `json:"option_id,omitempty"`
+	DecidedBy    string `json:"decided_by"`
+	// Remembered is set when an earlier allow_always or reject_always decided.
+	Remembered bool `json:"remembered,omitempty"`
+}
+
+// readKinds are the ACP tool kinds approve-reads allows.
+var readKinds = map[string]bool{"read": true, "search": true, "think": true}
+
+// RequestPermission answers one request of the agent; see above.
+func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	ls := h.rt
+	kind := req.ToolCallKind()
+	p := berth.Permission{ID: ids.New("perm"), SessionID: ls.id, ToolCall: req.ToolCall,
+		Options: []berth.PermissionOption{}, State: berth.PermissionPending, CreatedAt: time.Now().UTC()}
+	for _, o := range req.Options {
+		p.Options = append(p.Options, berth.PermissionOption{ID: o.OptionID, Name: o.Name, Kind: o.Kind})
+	}
+	if len(p.ToolCall) == 0 || !json.Valid(p.ToolCall) {
+		p.ToolCall = json.RawMessage(`{}`)
+	}
+
+	ls.mu.Lock()
+	p.TurnID = ls.currentTurnIDLocked()
+	if old, ok := ls.adoptLocked(p); ok {
+		// Asked before the daemon restarted: the record and its event exist.
+		w := &permWaiter{p: old, toolKind: kind, answer: make(chan acp.RequestPermissionResponse, 1)}
+		ls.waitLocked(w)
+		ls.mu.Unlock()
+		return ls.await(ctx, w)
+	}
+	ls.mu.Unlock()
+	var cancelled bool
+	var mode, remembered string
+
+	// Held until the event is logged: a detach waits for the pair.
+	ls.recordMu.RLock()
+	if ls.detached.Load() {
+		ls.recordMu.RUnlock()
+		// The daemon let go of the agent: the next one is asked.
+		return acp.Cancelled(), nil
+	}
+	// The record exists before anyone can see the request.
+	if err := ls.h.Store.CreatePermission(context.WithoutCancel(ctx), &p); err != nil {
+		ls.recordMu.RUnlock()
+		ls.logger.Error("store permission", "err", err)
+		return acp.Cancelled(), nil
+	}
+
+	ls.mu.Lock()
+	// The session may have moved on while the record was written: a cancel,
+	// a stop or the end of the turn answers the request at once.
+	tag := ls.turnTagLocked(p.TurnID)
+	cancelled = ls.exited || ls.stopReason != "" || (p.TurnID != "" && tag == "") ||
+		(ls.turn != nil && ls.turn.id == p.TurnID && ls.turn.cancelRequested)
+	mode, remembered = ls.sess.PermissionMode, ls.remembered[kind]
+	ls.Emit(tag, berth.EventPermissionRequested, map[string]any{"permission": p})
+	ls.recordMu.RUnlock()
+	switch {
+	case cancelled:
+		ls.mu.Unlock()
+		return ls.settle(ctx, &p, berth.PermissionCanceled, "", berth.DecidedByCancel, false)
+	case remembered != "":
+		ls.mu.Unlock()
+		opt := pickOption(req.Options, remembered == berth.DecisionAllowAlways)
+		return ls.settle(ctx, &p, berth.PermissionDecided, opt, berth.DecidedByPolicy, true)
+	case mode != berth.PermAsk:
+		ls.mu.Unlock()
+		allow := mode == berth.PermApproveAll || (mode == berth.PermApproveReads && readKinds[kind])
+		return ls.settle(ctx, &p, berth.PermissionDecided, pickOption(req.Options, allow), berth.DecidedByPolicy, false)
+	}
+
+	// Ask: wait for the user, the timeout, a cancel or the connection's end.
+	w := &permWaiter{p: p, toolKind: kind, answer: make(chan acp.RequestPermissionResponse, 1)}
+	ls.waitLocked(w)
+	ls.mu.Unlock()
+	return ls.await(ctx, w)
+}
+
+// waitLocked makes w a request waiting for a decision, with its timeout.
+func (ls *Session) waitLocked(w *permWaiter) {
+	id := w.p.ID
+	ls.perms[id] = w
+	ls.sess.PendingPermissions++
+	ls.changedLocked()
+	ls.wg.Add(1)
+	w.timer = time.AfterFunc(ls.h.Limits.PermissionTimeout, func() {
+		defer ls.wg.Done()
+		ls.expirePermission(id)
+	})
+}
+
+// await waits for w's decision or the end of the agent's connection.
+func (ls *Session) await(ctx context.Context, w *permWaiter) (acp.RequestPermissionResponse, error) {
+	select {
+	case resp := <-w.answer:
+		return resp, nil
+	case <-ctx.Done():
+		if ls.detached.Load() {
+			// The daemon let go of the agent: the next one asks again.
+			return acp.Cancelled(), nil
+		}
+		// The agent's connection is closing: nobody will read an answer.
+		_, _ = ls.Decide(context.WithoutCancel(ctx), w.p.ID, berth.PermissionCanceled, "", berth.DecidedByCancel)
+		return acp.Cancelled(), nil
+	}
+}
+
+// adoptLocked finds the stored pending permission a reattached agent's
+// request asked for before the restart: same turn, same tool call.
+func (ls *Session) adoptLocked(p berth.Permission) (berth.Permission, bool) {
+	for i, old := range ls.adoptable {
+		if old.TurnID == p.TurnID && jsonEqual(old.ToolCall, p.ToolCall) {
+			ls.adoptable = append(ls.adoptable[:i], ls.adoptable[i+1:]...)
+			return old, true
+		}
+	}
+	return berth.Permission{}, false
+}
+
+// dropAdoptableLocked takes out the stored pending permissions of a
+// turn that is ending which the agent never asked again after a reattach,
+// logging them resolved (cancelled) before turn_ended; the caller records
+// them canceled.
+func (ls *Session) dropAdoptableLocked(turnID string) []berth.Permission {
+	var out []berth.Permission
+	kept := ls.adoptable[:0]
+	for _, p := range ls.adoptable {
+		if p.TurnID != turnID {
+			kept = append(kept, p)
+			continue
+		}
+		out = append(out, p)
+		ls.Emit(turnID, berth.EventPermissionResolved, ResolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})
+	}
+	ls.adoptable = kept
+	return out
+}
+
+// jsonEqual reports whether two JSON texts hold the same value.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}
+
+// settle records a decision taken without waiting and returns the answer.
+func (ls *Session) settle(ctx context.Context, p *berth.Permission, state, optionID, by string, remembered bool) (acp.RequestPermissionResponse, error) {
+	if optionID == "" && state == berth.PermissionDecided {
+		// No option fits the decision: the only safe answer is cancelled.
+		state = berth.PermissionCanceled
+	}
+	now := time.Now().UTC()
+	p.State, p.OptionID, p.DecidedBy, p.DecidedAt = state, optionID, by, &now
+	if err := ls.h.Store.DecidePermission(context.WithoutCancel(ctx), p); err != nil {
+		ls.logger.Warn("record permission decision", "err", err)
+	}
+	ls.h.Observer.PermissionDecided(by, now.Sub(p.CreatedAt))
+	ls.mu.Lock()
+	ls.Emit(ls.turnTagLocked(p.TurnID), berth.EventPermissionResolved, ResolvedData{PermissionID: p.ID, OptionID: optionID,
+		DecidedBy: by, Remembered: remembered})
+	ls.mu.Unlock()
+	ls.flushBeforeAnswer(ctx)
+	return answerFor(p), nil
+}
+
+// flushBeforeAnswer waits until the permission's events are committed:
+// once the agent has its answer, a daemon that dies cannot lose them (the
+// shim counts the request answered and never has it served again).
+func (ls *Session) flushBeforeAnswer(ctx context.Context) {
+	if ls.shim == nil {
+		return
+	}
+	if err := ls.h.Log.FlushSession(context.WithoutCancel(ctx), ls.id); err != nil {
+		ls.logger.Warn("flush before a permission answer", "err", err)
+	}
+}
+
+// turnTagLocked is the turn id an event about turnID carries: turnID while
+// that turn is in flight, "" once it has ended (turn_ended stays the
+// turn's last event).
+func (ls *Session) turnTagLocked(turnID string) string {
+	if ls.turn != nil && ls.turn.id == turnID {
+		return turnID
+	}
+	return ""
+}
+
+// answerFor is the ACP answer for a decided permission.
+func answerFor(p *berth.Permission) acp.RequestPermissionResponse {
+	if p.State == berth.PermissionCanceled || p.OptionID == "" {
+		return acp.Cancelled()
+	}
+	return acp.Selected(p.OptionID)
+}
+
+// Decide resolves a waiting request once: the first decider wins, later
+// ones get conflict. The record is written before the agent hears.
+func (ls *Session) Decide(ctx context.Context, permID, state, optionID, by string) (*berth.Permission, error) {
+	// Held from the resolved event to the record: a detach waits for the pair.
+	ls.recordMu.RLock()
+	defer ls.recordMu.RUnlock()
+	ls.mu.Lock()
+	p, w, err := ls.resolveLocked(permID, state, optionID, by)
+	ls.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	ls.complete(ctx, p, w)
+	return p, nil
+}
+
+// resolveLocked takes a waiting request out of the waiters and logs its
+// resolution; complete then records it and answers the agent.
+func (ls *Session) resolveLocked(permID, state, optionID, by string) (*berth.Permission, *permWaiter, error) {
+	w := ls.perms[permID]
+	if w == nil {
+		return nil, nil, berth.Errorf(berth.EConflict, "permission %s is not awaiting a decision", permID)
+	}
+	delete(ls.perms, permID)
+	ls.sess.PendingPermissions--
+	ls.changedLocked()
+	if w.timer != nil && w.timer.Stop() {
+		ls.wg.Done()
+	}
+	if by == berth.DecidedByUser && w.toolKind != "" {
+		for _, o := range w.p.Options {
+			if o.ID == optionID && (o.Kind == berth.DecisionAllowAlways || o.Kind == berth.DecisionRejectAlways) {
+				ls.remembered[w.toolKind] = o.Kind
+			}
+		}
+	}
+	if state == berth.PermissionDecided && optionID == "" {
+		state = berth.PermissionCanceled
+	}
+	now := time.Now().UTC()
+	p := w.p
+	p.State, p.OptionID, p.DecidedBy, p.DecidedAt = state, optionID, by, &now
+	ls.Emit(ls.turnTagLocked(p.TurnID), berth.EventPermissionResolved, ResolvedData{PermissionID: p.ID, OptionID: optionID, DecidedBy: by})
+	return &p, w, nil
+}
+
+// complete records a resolved request and answers the agent.
+func (ls *Session) complete(ctx context.Context, p *berth.Permission, w *permWaiter) {
+	if ls.detached.Load() {
+		// The question stays pending for the next daemon.
+		w.answer <- answerFor(p)
+		return
+	}
+	if err := ls.h.Store.DecidePermission(ctx, p); err != nil {
+		ls.logger.Warn("record permission decision", "err", err)
+	}
+	if p.DecidedAt != nil {
+		ls.h.Observer.PermissionDecided(p.DecidedBy, p.DecidedAt.Sub(p.CreatedAt))
+	}
+	ls.flushBeforeAnswer(ctx)
+	w.answer <- answerFor(p)
+}
+
+// resolveTurnLocked answers cancelled every request still waiting in a
+// turn that is ending; the caller completes them once ls.mu is released.
+func (ls *Session) resolveTurnLocked(turnID string) (ps []*berth.Permission, ws []*permWaiter) {
+	for id, w := range ls.perms {
+		if w.p.TurnID != turnID {
+			continue
+		}
+		if p, w, err := ls.resolveLocked(id, berth.PermissionCanceled, "", berth.DecidedByCancel); err == nil {
+			ps, ws = append(ps, p), append(ws, w)
+		}
+	}
+	return ps, ws
+}
+
+// expirePermission rejects a request nobody answered in time.
+func (ls *Session) expirePermission(permID string) {
+	ls.mu.Lock()
+	w := ls.perms[permID]
+	ls.mu.Unlock()
+	if w == nil {
+		return
+	}
+	opt := ""
+	for _, o := range w.p.Options {
+		if o.Kind == berth.DecisionRejectOnce {
+			opt = o.ID
+		}
+	}
+	if opt == "" {
+		for _, o := range w.p.Options {
+			if o.Kind == berth.DecisionRejectAlways {
+				opt = o.ID
+			}
+		}
+	}
+	state := berth.PermissionExpired
+	if _, err := ls.Decide(context.Background(), permID, state, opt, berth.DecidedByTimeout); err != nil && !berth.IsCode(err, berth.EConflict) {
+		ls.logger.Warn("expire permission", "err", err)
+	}
+}
+
+// cancelPermissionsLocked answers every waiting request of the session
+// cancelled. The answers go out on their own goroutines: the waiters'
+// records are written outside ls.mu.
+func (ls *Session) cancelPermissionsLocked() {
+	for id := range ls.perms {
+		ls.wg.Add(1)
+		go func() {
+			defer ls.wg.Done()
+			_, _ = ls.Decide(context.Background(), id, berth.PermissionCanceled, "", berth.DecidedByCancel)
+		}()
+	}
+}
+
+// pickOption returns the id of the option a policy decision selects: a
+// one-time choice before a permanent one.
+func pickOption(opts []acp.PermissionOption, allow bool) string {
+	order := []string{berth.DecisionRejectOnce, berth.DecisionRejectAlways}
+	if allow {
+		order = []string{berth.DecisionAllowOnce, berth.DecisionAllowAlways}
+	}
+	for _, kind := range order {
+		for _, o := range opts {
+			if o.Kind == kind {
+				return o.OptionID
+			}
+		}
+	}
+	return ""
+}

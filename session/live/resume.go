@@ -1,0 +1,55 @@
+package live
+
+import (
+	"context"
+
+	"github.com/berth-sh/berth"
+)
+
+// Closing reports whether the session is on its way to stopped.
+func (ls *Session) Closing() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.exited || ls.stopReason != ""
+}
+
+// LoadInput restores what a session had accepted but not run: the pending
+// queue entries and the staged steer.
+func (ls *Session) LoadInput(ctx context.Context) error {
+	entries, err := ls.h.Store.ListQueue(ctx, ls.id)
+	if err != nil {
+		return err
+	}
+	ls.takeInput(entries)
+	return nil
+}
+
+// takeInput restores the pending queue entries and the staged steer of a
+// session from its pending entries.
+func (ls *Session) takeInput(entries []*berth.QueueEntry) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.sess.Queue.Pending = 0
+	for _, e := range entries {
+		switch {
+		case e.Generation != ls.sess.Queue.Generation:
+			// An interrupt moved on past it; it can never run.
+		case e.Kind == berth.EntrySteer:
+			ls.steer = e
+		default:
+			ls.sess.Queue.Pending++
+		}
+	}
+	ls.changedLocked()
+}
+
+// Resumable says whether resuming a session can help: it is stopped, its
+// workspace exists, and its agent opened a conversation once. A session
+// whose agent failed to start before that (startup_failed without an
+// acp.session_id) has nothing to resume: a new session is the same thing.
+func Resumable(s *berth.Session) bool {
+	if s.State != berth.StateStopped || !WorkspaceExists(s.Workspace) {
+		return false
+	}
+	return s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != ""
+}

@@ -1,0 +1,366 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/acp"
+)
+
+// TurnStartedData is the data of turn_started. EntryID names the queue
+// entry the turn runs, if any.
+type TurnStartedData struct {
+	Text string `json:"text"`
+	// Content is the prompt's blocks when it was sent as content (text
+	// is then the text of its text blocks).
+	Content []berth.ContentBlock `json:"content,omitempty"`
+	Source  string               `json:"source"`
+	EntryID string               `json:"entry_id,omitempty"`
+}
+
+// Input returns the prompt the turn started with.
+func (d *TurnStartedData) Input() Input { return Input{text: d.Text, content: d.Content} }
+
+// TurnEndedData is the data of turn_ended.
+type TurnEndedData struct {
+	StopReason string          `json:"stop_reason"`
+	Error      *berth.ACPError `json:"error,omitempty"`
+	Usage      json.RawMessage `json:"usage,omitempty"`
+}
+
+// startTurnLocked begins a turn; the caller has checked that the session
+// is active and idle.
+func (ls *Session) startTurnLocked(turnID string, in Input, source string) string {
+	if err := ls.logTurnStartedLocked(turnID, TurnStartedData{Text: in.text, Content: in.content, Source: source}); err != nil {
+		ls.logger.Error("turn_started not logged", "turn_id", turnID, "err", err)
+	}
+	ls.beginTurnLocked(turnID, in)
+	return turnID
+}
+
+// logTurnStartedLocked logs turn_started and waits for its commit: the
+// agent is prompted only once the log has the turn, so a daemon that dies
+// right after finds the turn its agent is working on, and a queued entry
+// is claimed only once its turn is there to show for it. The wait for the
+// commit is under mu (see live session): the log's writer never takes it.
+func (ls *Session) logTurnStartedLocked(turnID string, d TurnStartedData) error {
+	if ls.detached.Load() {
+		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
+	}
+	_, err := ls.h.Log.AppendSync(context.Background(), berth.NewEvent(ls.id, turnID, berth.EventTurnStarted, d))
+	return err
+}
+
+// beginTurnLocked makes turnID the turn in flight (its turn_started is
+// logged) and starts its runner.
+func (ls *Session) beginTurnLocked(turnID string, in Input) {
+	now := time.Now()
+	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), began: now}
+	ls.turn = t
+	ls.closeOutputLocked(turnID)
+	// A stall is measured from the turn's start at the earliest.
+	ls.lastActivity, ls.sess.LastActivityAt = now, now.UTC()
+	ls.changedLocked()
+	ls.turnWG.Add(1)
+	go ls.runTurn(t, in)
+}
+
+// runTurn sends the prompt and ends the turn. A turn answered by the agent
+// is closed on the reader goroutine the moment the answer arrives, so
+// turn_ended follows exactly the updates sent before the answer; a turn
+// whose connection ended is closed here. A steer delivered during the turn
+// makes the answer to the cancelled prompt the start of another prompt in
+// the same turn.
+func (ls *Session) runTurn(t *turn, in Input) {
+	defer ls.turnWG.Done()
+	ls.mu.Lock()
+	// An agent that could not reopen the conversation learns it here.
+	carry := ls.carry
+	ls.carry = ""
+	ls.mu.Unlock()
+	// A rewind's or a fork's note goes first; then the workspace is
+	// recorded as it is before the agent sees the prompt.
+	carry = ls.takeNote() + carry
+	ls.checkpointTurn(t)
+	for {
+		answered := func(resp acp.PromptResponse, err error) {
+			if !ls.continueWithSteer(t, err) {
+				ls.endTurn(t, turnEnd(resp, err, false), ls.linePos())
+			}
+		}
+		// session/cancel waits for the prompt to be written: it must never overtake it.
+		sent := t.promptSent
+		ctx := acp.WithSent(context.Background(), func() { closeOnce(sent) })
+		resp, err := ls.client.PromptThen(ctx, ls.acpSession(), answered, in.blocks(carry)...)
+		carry = ""
+		closeOnce(sent)
+		if next, ok := ls.takeSteer(t); ok {
+			// The steer's cancel goes out before its prompt, or the agent
+			// could take the cancel for the new prompt.
+			<-t.steerCancelSent
+			in = next
+			ls.mu.Lock()
+			t.promptSent = make(chan struct{})
+			ls.mu.Unlock()
+			continue
+		}
+		ls.endTurn(t, turnEnd(resp, err, ls.stopping()), 0)
+		return
+	}
+}
+
+// continueWithSteer reports whether the answer to a prompt berth cancelled
+// to deliver a steer continues the turn with the steer's text.
+func (ls *Session) continueWithSteer(t *turn, err error) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.turn != t || t.steerIn.empty() {
+		return false
+	}
+	if t.cancelRequested || ls.stopReason != "" || errors.Is(err, acp.ErrClosed) || isClosedErr(err) {
+		// The turn ends here: the steer taken into it is dropped, and says so.
+		ls.Emit(t.id, berth.EventPromptCanceled, EntryData{EntryID: t.steerID, Reason: cancelTurnEnded})
+		t.steerIn = Input{}
+		return false
+	}
+	t.continueWith, t.steerIn = t.steerIn, Input{}
+	return true
+}
+
+// takeSteer returns the text the turn continues with, if any.
+func (ls *Session) takeSteer(t *turn) (Input, bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	next := t.continueWith
+	t.continueWith = Input{}
+	if next.empty() || ls.turn != t {
+		return Input{}, false
+	}
+	if t.cancelRequested || ls.stopReason != "" {
+		// Cancelled (or interrupted, or stopping) before the steer went out.
+		ls.Emit(t.id, berth.EventPromptCanceled, EntryData{EntryID: t.steerID, Reason: cancelTurnEnded})
+		return Input{}, false
+	}
+	return next, true
+}
+
+// isClosedErr reports whether err says the connection to the agent ended.
+func isClosedErr(err error) bool {
+	var rpcErr *acp.Error
+	return errors.As(err, &rpcErr) && rpcErr.Message == acp.ErrClosed.Error()
+}
+
+// turnEnd says how a turn ended from the agent's answer or the error that
+// took its place. stopping tells that berth is stopping the agent.
+func turnEnd(resp acp.PromptResponse, err error, stopping bool) TurnEndedData {
+	end := TurnEndedData{StopReason: resp.StopReason, Usage: resp.Usage}
+	var rpcErr *acp.Error
+	switch {
+	case err == nil:
+		switch end.StopReason {
+		case "":
+			end.StopReason = berth.TurnEndTurn
+		case berth.TurnEndTurn, berth.TurnCancelled, berth.TurnMaxTokens, berth.TurnMaxTurnRequests, berth.TurnRefusal:
+		default:
+			// Not ACP's: readers can rely on the set; the agent's word is kept.
+			end.Error = &berth.ACPError{Code: "unknown_stop_reason", StopReason: end.StopReason,
+				Message: "the agent ended the turn with a stop reason ACP does not define"}
+			end.StopReason = berth.TurnError
+		}
+	case errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired:
+		end.StopReason = berth.TurnError
+		end.Error = &berth.ACPError{Code: "auth_required", Message: rpcErr.Message, Data: rpcErr.Data}
+	case rpcErr != nil && rpcErr.Message != acp.ErrClosed.Error():
+		end.StopReason = berth.TurnError
+		end.Error = &berth.ACPError{Code: "agent_error", Message: rpcErr.Message, Data: rpcErr.Data}
+	case stopping:
+		end.StopReason = berth.TurnCancelled
+	default:
+		// The connection ended under the turn: the agent exited.
+		end.StopReason = berth.TurnError
+		end.Error = &berth.ACPError{Code: "agent_exited", Message: "the agent exited during the turn"}
+	}
+	return end
+}
+
+// endTurn closes a turn once: turn_ended is its last event, the session's
+// counters are saved, then waiters are released. src is the end of the
+// agent's answer line when the answer closes the turn (else 0).
+func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
+	// Held from the events of the questions the turn ends to their
+	// records: a detach waits for the pairs.
+	ls.recordMu.RLock()
+	defer ls.recordMu.RUnlock()
+	ls.mu.Lock()
+	if ls.turn != t || ls.detached.Load() {
+		// A detached live session leaves the turn to the next daemon.
+		ls.mu.Unlock()
+		return
+	}
+	if t.cancelRequested && end.StopReason != berth.TurnError {
+		// Many agents answer end_turn to a cancel; berth asked, so it records cancelled.
+		end.StopReason = berth.TurnCancelled
+	}
+	if t.graceTimer != nil && t.graceTimer.Stop() {
+		ls.wg.Done()
+	}
+	// A question the agent left open dies with its turn, before turn_ended;
+	// so does one a previous daemon stored that the agent never asked again.
+	orphans, waiters := ls.resolveTurnLocked(t.id)
+	stale := ls.dropAdoptableLocked(t.id)
+	finishElicitations := ls.endTurnElicitationsLocked(t.id)
+	if ls.hung && !ls.exited && ls.stopReason == "" {
+		// The agent answered: whatever the supervisor saw last, it is not stalled.
+		ls.Emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
+	}
+	ls.hung = false
+	// What the turn dropped of the agent's output is told before it ends.
+	ls.closeOutputLocked("")
+	ls.emitFrom(src, t.id, berth.EventTurnEnded, end)
+	took := time.Duration(-1)
+	if !t.began.IsZero() {
+		took = time.Since(t.began)
+	}
+	ls.h.Observer.TurnEnded(end.StopReason, took)
+	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
+	t.result = res
+	if !t.textCut {
+		ls.rememberResultLocked(res)
+	}
+	ls.turn = nil
+	err := ls.saveLocked(context.Background(), ls.sess.State, func(s *berth.Session) {
+		s.Turns++
+		s.LastActivityAt = time.Now().UTC()
+		if end.Error != nil && end.Error.Code == "auth_required" {
+			s.NeedsAuth = true
+		} else if end.StopReason == berth.TurnEndTurn {
+			s.NeedsAuth = false
+		}
+	})
+	if err != nil {
+		ls.logger.Warn("save after turn", "err", err)
+	}
+	// The next input starts right away, ordered after this turn's end.
+	ls.dispatchLocked(context.Background())
+	ls.mu.Unlock()
+	for i, p := range orphans {
+		ls.complete(context.Background(), p, waiters[i])
+	}
+	finishElicitations()
+	for i := range stale {
+		p := &stale[i]
+		now := time.Now().UTC()
+		p.State, p.DecidedBy, p.DecidedAt = berth.PermissionCanceled, berth.DecidedByCancel, &now
+		if err := ls.h.Store.DecidePermission(context.Background(), p); err != nil && !berth.IsCode(err, berth.EConflict) {
+			ls.logger.Warn("cancel a stale permission", "err", err)
+		}
+	}
+	close(t.done)
+}
+
+// CancelTurn cancels the turn in flight and returns its id.
+func (ls *Session) CancelTurn() (string, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	t := ls.turn
+	if t == nil {
+		return "", berth.Errorf(berth.EConflict, "no turn in flight")
+	}
+	ls.cancelTurnLocked(t)
+	return t.id, nil
+}
+
+// WaitTurn waits for turn turnID when the session runs it or ran it of
+// late and returns its result; nil when the log is to say (the turn is
+// not known here, or its text was too long to keep), with entry set when
+// turnID is an interrupt's, which starts once the turn it cancelled ends.
+func (ls *Session) WaitTurn(ctx context.Context, turnID string) (res *berth.TurnResult, entry string, err error) {
+	ls.mu.Lock()
+	t := ls.turn
+	res = ls.results[turnID]
+	if ls.next != nil && ls.next.turnID == turnID {
+		entry = ls.next.entryID
+	}
+	ls.mu.Unlock()
+	if res != nil || entry != "" || t == nil || t.id != turnID {
+		return res, entry, nil
+	}
+	select {
+	case <-t.done:
+		if !t.textCut {
+			return t.result, "", nil
+		}
+		return nil, "", nil
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+}
+
+// cancelTurnLocked asks the agent to end a turn (once): session/cancel is
+// sent, every pending permission request is answered cancelled, and a
+// timer kills the agent if the turn has not ended within
+// limits.cancel_grace.
+func (ls *Session) cancelTurnLocked(t *turn) {
+	if t.cancelRequested || ls.exited {
+		t.cancelRequested = true
+		return
+	}
+	t.cancelRequested = true
+	ls.wg.Add(1)
+	t.graceTimer = time.AfterFunc(ls.h.Limits.CancelGrace, func() {
+		defer ls.wg.Done()
+		ls.cancelExpired(t)
+	})
+	ls.cancelPermissionsLocked()
+	ls.cancelElicitationsLocked()
+	// Written off the caller's goroutine: this may run on the ACP reader,
+	// and the agent's stdin may be full while it waits to be read. It waits
+	// for the turn's prompt to be written: a cancel ahead of its prompt
+	// would be ignored, and the prompt then run in full.
+	sent := t.promptSent
+	ls.wg.Add(1)
+	go func() {
+		defer ls.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		select {
+		case <-sent:
+		case <-ctx.Done():
+		}
+		if err := ls.client.Cancel(ctx, ls.acpSession()); err != nil {
+			ls.logger.Warn("session/cancel not sent", "err", err)
+		}
+	}()
+}
+
+// cancelExpired kills an agent that did not end a cancelled turn in time.
+func (ls *Session) cancelExpired(t *turn) {
+	select {
+	case <-t.done:
+		return
+	default:
+	}
+	if ls.detached.Load() {
+		// The next daemon judges the agent.
+		return
+	}
+	ls.logger.Warn("agent ignored a cancel; killing it", "turn_id", t.id)
+	ls.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
+		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
+	if _, err := ls.proc.Stop(context.Background(), 0); err != nil {
+		ls.logger.Warn("kill after cancel grace", "err", err)
+	}
+}
+
+// closeOnce closes ch unless it is closed already; only the turn's runner
+// closes it, so there is no race between the check and the close.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
