@@ -126,48 +126,77 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// run is the bench command.
+// benchFlags are the flags every kind of bench reads.
+type benchFlags struct {
+	sessions, prompts int
+	sandbox           string
+	flood, floodSize  int
+	storeURL          string
+}
+
+// run is the bench command: a bench that runs alone (--checkpoint-files,
+// --hostile-flood, --cluster), or the benches of a daemon in this process.
 func (b *bench) run(cmd *cobra.Command, _ []string) error {
-	usagef := b.Usagef
 	asJSON, err := b.JSONOutput(cmd)
 	if err != nil {
 		return err
 	}
 	f := cmd.Flags()
-	nSessions, _ := f.GetInt("sessions")
-	nPrompts, _ := f.GetInt("prompts")
-	sandbox, _ := f.GetString("sandbox")
-	flood, _ := f.GetInt("flood")
-	floodSize, _ := f.GetInt("flood-size")
-	storeURL, _ := f.GetString("store")
-	if nSessions < 1 || nPrompts < 0 || flood < 0 || floodSize < 1 {
-		return usagef(cmd, "--sessions must be ≥ 1, --prompts, --flood ≥ 0, --flood-size ≥ 1")
+	var fl benchFlags
+	fl.sessions, _ = f.GetInt("sessions")
+	fl.prompts, _ = f.GetInt("prompts")
+	fl.sandbox, _ = f.GetString("sandbox")
+	fl.flood, _ = f.GetInt("flood")
+	fl.floodSize, _ = f.GetInt("flood-size")
+	fl.storeURL, _ = f.GetString("store")
+	if fl.sessions < 1 || fl.prompts < 0 || fl.flood < 0 || fl.floodSize < 1 {
+		return b.Usagef(cmd, "--sessions must be ≥ 1, --prompts, --flood ≥ 0, --flood-size ≥ 1")
 	}
+	if alone, err := b.runAlone(cmd, fl, asJSON); alone {
+		return err
+	}
+	return b.runInProcess(cmd, fl, asJSON)
+}
+
+// runAlone runs the bench asked for that needs no daemon in this process:
+// a checkpoint bench, a hostile flood or a cluster. alone is false when
+// none was asked for.
+func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone bool, _ error) {
+	f, usagef := cmd.Flags(), b.Usagef
+	out, progress := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if n, _ := f.GetInt("checkpoint-files"); n > 0 {
 		rounds, _ := f.GetInt("checkpoint-rounds")
 		if rounds < 1 {
-			return usagef(cmd, "--checkpoint-rounds must be at least 1")
+			return true, usagef(cmd, "--checkpoint-rounds must be at least 1")
 		}
-		return runCheckpointBench(cmd.Context(), n, rounds, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		return true, runCheckpointBench(cmd.Context(), n, rounds, asJSON, out, progress)
 	}
 	if total, _ := f.GetInt64("hostile-flood"); total > 0 {
 		chunk, _ := f.GetInt("hostile-chunk")
 		bin, _ := f.GetString("daemon-binary")
 		if chunk < 1 || int64(chunk) > total {
-			return usagef(cmd, "--hostile-chunk must be between 1 and --hostile-flood")
+			return true, usagef(cmd, "--hostile-chunk must be between 1 and --hostile-flood")
 		}
-		return runHostileBench(cmd.Context(), benchBootOptions{binary: bin, sandbox: sandbox}, total, chunk, asJSON,
-			cmd.OutOrStdout(), cmd.ErrOrStderr())
+		return true, runHostileBench(cmd.Context(), benchBootOptions{binary: bin, sandbox: fl.sandbox}, total, chunk, asJSON,
+			out, progress)
 	}
 	if n, _ := f.GetInt("cluster"); n > 0 {
 		ttl, _ := f.GetDuration("cluster-ttl")
 		bin, _ := f.GetString("daemon-binary")
-		if n < 2 || ttl < time.Second || !strings.HasPrefix(storeURL, "postgres") {
-			return usagef(cmd, "--cluster needs at least 2 nodes, --cluster-ttl ≥ 1s and --store postgres://… (a database of its own)")
+		if n < 2 || ttl < time.Second || !strings.HasPrefix(fl.storeURL, "postgres") {
+			return true, usagef(cmd, "--cluster needs at least 2 nodes, --cluster-ttl ≥ 1s and --store postgres://… (a database of its own)")
 		}
-		return benchCluster(cmd.Context(), benchBootOptions{binary: bin, storeURL: storeURL, sandbox: sandbox},
-			n, nSessions, max(nPrompts, 1), ttl, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		return true, benchCluster(cmd.Context(), benchBootOptions{binary: bin, storeURL: fl.storeURL, sandbox: fl.sandbox},
+			n, fl.sessions, max(fl.prompts, 1), ttl, asJSON, out, progress)
 	}
+	return false, nil
+}
+
+// runInProcess opens a daemon in this process on a temporary home and
+// runs a soak on it, or measures it: creates, prompts, a flood, then the
+// benches the flags ask for.
+func (b *bench) runInProcess(cmd *cobra.Command, fl benchFlags, asJSON bool) error {
+	f := cmd.Flags()
 	home, err := os.MkdirTemp("", "berth-bench-")
 	if err != nil {
 		return err
@@ -177,9 +206,9 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Store.URL = storeURL
+	cfg.Store.URL = fl.storeURL
 	nChildren, _ := f.GetInt("children")
-	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, nSessions+nChildren+2)
+	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, fl.sessions+nChildren+2)
 	cfg.Limits.MaxChildren = max(cfg.Limits.MaxChildren, nChildren)
 	ctx := cmd.Context()
 	noShims, _ := f.GetBool("no-shims")
@@ -200,68 +229,24 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 	defer c.Close()
 
 	if n, _ := f.GetInt("soak"); n > 0 {
-		inFlight, _ := f.GetInt("soak-in-flight")
-		if inFlight < 1 {
-			return usagef(cmd, "--soak-in-flight must be at least 1")
-		}
-		before, after, err := runSoak(ctx, c, d, sandbox, n, inFlight, cmd.ErrOrStderr())
-		fmt.Fprintf(cmd.OutOrStdout(), "soak: before %+v\nsoak: after  %+v\n", before, after)
-		return err
+		return b.soak(cmd, c, d, fl.sandbox, n)
 	}
 
-	res := Result{Machine: machine(), Store: d.Store().Name(), Sandbox: sandbox, Sessions: nSessions, Prompts: nPrompts}
+	res := Result{Machine: machine(), Store: d.Store().Name(), Sandbox: fl.sandbox, Sessions: fl.sessions, Prompts: fl.prompts}
 	progress := cmd.ErrOrStderr()
-
-	// create → active: the API answers only once the handshake is done.
-	// Each create is followed by the baseline, the same agent started and
-	// handshaken with no berth, so both see the same machine.
-	spec, err := directCatalogAgent(cfg, "demo")
+	direct := &directAgents{}
+	defer direct.close()
+	ids, err := benchCreates(ctx, c, cfg, fl, direct, &res, progress)
 	if err != nil {
 		return err
 	}
-	directRoot, err := os.MkdirTemp("", "berth-bench-direct-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(directRoot)
-	var direct []*directAgent
-	defer func() {
-		for _, a := range direct {
-			a.close()
-		}
-	}()
-	fmt.Fprintf(progress, "creating %d sessions, each beside the agent started directly…\n", nSessions)
-	var creates, directStarts []time.Duration
-	var ids []string
-	for range nSessions {
-		t0 := time.Now()
-		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: sandbox})
-		if err != nil {
-			return err
-		}
-		if s.State != berth.StateActive {
-			return fmt.Errorf("bench session %s did not start: %v", s.ID, s.Failure)
-		}
-		creates = append(creates, time.Since(t0))
-		ids = append(ids, s.ID)
-		a, took, err := startDirect(spec, directRoot)
-		if err != nil {
-			return err
-		}
-		direct, directStarts = append(direct, a), append(directStarts, took)
-	}
-	res.CreateP50Ms, res.CreateP99Ms = pct(creates, 50), pct(creates, 99)
-	res.CreateDirectP50Ms, res.CreateDirectP99Ms = pct(directStarts, 50), pct(directStarts, 99)
-	res.CreateRatio = ratio(res.CreateP50Ms, res.CreateDirectP50Ms)
-
-	if nPrompts > 0 {
-		if err := b.benchAllPrompts(ctx, c, cfg, sandbox, ids, direct, nPrompts, noShims, &res, progress); err != nil {
+	if fl.prompts > 0 {
+		if err := b.benchAllPrompts(ctx, c, cfg, fl.sandbox, ids, direct.agents, fl.prompts, noShims, &res, progress); err != nil {
 			return err
 		}
 	}
-
-	if flood > 0 {
-		fmt.Fprintf(progress, "flooding %d events of %d bytes…\n", flood, floodSize)
+	if fl.flood > 0 {
+		fmt.Fprintf(progress, "flooding %d events of %d bytes…\n", fl.flood, fl.floodSize)
 		if path, _ := f.GetString("cpuprofile"); path != "" {
 			stop, err := StartCPUProfile(path)
 			if err != nil {
@@ -269,25 +254,135 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 			}
 			defer stop()
 		}
-		if err := benchFlood(ctx, c, d, flood, floodSize, &res); err != nil {
+		if err := benchFlood(ctx, c, d, fl.flood, fl.floodSize, &res); err != nil {
 			return err
 		}
 	}
+	if err := b.benchAsked(cmd, c, d, fl, ids, &res); err != nil {
+		return err
+	}
+	res.LoadAverage = loadAverage()
+	if asJSON {
+		return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
+	}
+	printBench(cmd.OutOrStdout(), res)
+	return nil
+}
+
+// soak runs n create → prompt → delete cycles on the daemon d and reports
+// what it held before and after.
+func (b *bench) soak(cmd *cobra.Command, c *bclient.Client, d *daemon.Daemon, sandbox string, n int) error {
+	inFlight, _ := cmd.Flags().GetInt("soak-in-flight")
+	if inFlight < 1 {
+		return b.Usagef(cmd, "--soak-in-flight must be at least 1")
+	}
+	before, after, err := runSoak(cmd.Context(), c, d, sandbox, n, inFlight, cmd.ErrOrStderr())
+	fmt.Fprintf(cmd.OutOrStdout(), "soak: before %+v\nsoak: after  %+v\n", before, after)
+	return err
+}
+
+// directAgents are the agents benchCreates started directly, in
+// temporary directories under root.
+type directAgents struct {
+	root   string
+	agents []*directAgent
+}
+
+// close stops the agents and removes their directories.
+func (a *directAgents) close() {
+	for _, d := range a.agents {
+		d.close()
+	}
+	if a.root != "" {
+		_ = os.RemoveAll(a.root)
+	}
+}
+
+// benchCreates creates the sessions and records create → active (the API
+// answers only once the handshake is done). Each create is followed by
+// the baseline, the same agent started and handshaken with no berth, so
+// both see the same machine; those agents are left in direct for the
+// prompts.
+func benchCreates(ctx context.Context, c *bclient.Client, cfg *config.Config, fl benchFlags, direct *directAgents,
+	res *Result, progress io.Writer) ([]string, error) {
+	spec, err := directCatalogAgent(cfg, "demo")
+	if err != nil {
+		return nil, err
+	}
+	if direct.root, err = os.MkdirTemp("", "berth-bench-direct-"); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "creating %d sessions, each beside the agent started directly…\n", fl.sessions)
+	var creates, directStarts []time.Duration
+	var ids []string
+	for range fl.sessions {
+		t0 := time.Now()
+		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: fl.sandbox})
+		if err != nil {
+			return nil, err
+		}
+		if s.State != berth.StateActive {
+			return nil, fmt.Errorf("bench session %s did not start: %v", s.ID, s.Failure)
+		}
+		creates = append(creates, time.Since(t0))
+		ids = append(ids, s.ID)
+		a, took, err := startDirect(spec, direct.root)
+		if err != nil {
+			return nil, err
+		}
+		direct.agents, directStarts = append(direct.agents, a), append(directStarts, took)
+	}
+	res.CreateP50Ms, res.CreateP99Ms = pct(creates, 50), pct(creates, 99)
+	res.CreateDirectP50Ms, res.CreateDirectP99Ms = pct(directStarts, 50), pct(directStarts, 99)
+	res.CreateRatio = ratio(res.CreateP50Ms, res.CreateDirectP50Ms)
+	return ids, nil
+}
+
+// benchAsked runs the benches past the flood that the flags ask for, in
+// this order: the event fan-out, a /metrics scrape, paging a long log,
+// listing many sessions, children, then a daemon's boot.
+func (b *bench) benchAsked(cmd *cobra.Command, c *bclient.Client, d *daemon.Daemon, fl benchFlags, ids []string, res *Result) error {
+	f, ctx, progress := cmd.Flags(), cmd.Context(), cmd.ErrOrStderr()
 	if n, _ := f.GetInt("fanout"); n > 0 {
 		dur, _ := f.GetDuration("fanout-seconds")
-		if err := benchFanout(ctx, c, d, sandbox, ids, n, dur, &res.fanoutResult, progress); err != nil {
+		if err := benchFanout(ctx, c, d, fl.sandbox, ids, n, dur, &res.fanoutResult, progress); err != nil {
 			return err
 		}
 	}
 	if n, _ := f.GetInt("scrape"); n > 0 {
-		fmt.Fprintf(progress, "scraping /metrics of a daemon with %d sessions…\n", max(n, nSessions))
-		if err := benchScrape(ctx, d, nSessions, n, &res.scrapeResult); err != nil {
+		fmt.Fprintf(progress, "scraping /metrics of a daemon with %d sessions…\n", max(n, fl.sessions))
+		if err := benchScrape(ctx, d, fl.sessions, n, &res.scrapeResult); err != nil {
 			return err
 		}
 	}
+	if err := b.benchReads(cmd, c, d, res); err != nil {
+		return err
+	}
+	if n, _ := f.GetInt("children"); n > 0 {
+		if err := benchChildren(ctx, c, fl.sandbox, n, fl.prompts, &res.childrenResult, progress); err != nil {
+			return err
+		}
+	}
+	nLive, _ := f.GetInt("live")
+	nReattach, _ := f.GetInt("reattach")
+	if n := max(nLive, nReattach); n > 0 {
+		o := benchBootOptions{storeURL: fl.storeURL, sandbox: fl.sandbox}
+		o.binary, _ = f.GetString("daemon-binary")
+		o.profile, _ = f.GetString("boot-profile")
+		if err := benchBoot(ctx, o, n, nReattach > 0, res, progress); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchReads pages the end of a long log and lists many sessions, as the
+// flags ask.
+func (b *bench) benchReads(cmd *cobra.Command, c *bclient.Client, d *daemon.Daemon, res *Result) error {
+	f, ctx, progress := cmd.Flags(), cmd.Context(), cmd.ErrOrStderr()
 	if n, _ := f.GetInt64("page-log"); n > 0 {
 		if n < 1000 {
-			return usagef(cmd, "--page-log must be 0 or at least 1000")
+			return b.Usagef(cmd, "--page-log must be 0 or at least 1000")
 		}
 		fmt.Fprintf(progress, "paging the end of a %d-event log…\n", n)
 		if err := benchPaging(ctx, c, d, n, &res.readResult); err != nil {
@@ -300,26 +395,6 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 	}
-	if n, _ := f.GetInt("children"); n > 0 {
-		if err := benchChildren(ctx, c, sandbox, n, nPrompts, &res.childrenResult, progress); err != nil {
-			return err
-		}
-	}
-	nLive, _ := f.GetInt("live")
-	nReattach, _ := f.GetInt("reattach")
-	if n := max(nLive, nReattach); n > 0 {
-		o := benchBootOptions{storeURL: storeURL, sandbox: sandbox}
-		o.binary, _ = f.GetString("daemon-binary")
-		o.profile, _ = f.GetString("boot-profile")
-		if err := benchBoot(ctx, o, n, nReattach > 0, &res, progress); err != nil {
-			return err
-		}
-	}
-	res.LoadAverage = loadAverage()
-	if asJSON {
-		return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
-	}
-	printBench(cmd.OutOrStdout(), res)
 	return nil
 }
 

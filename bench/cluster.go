@@ -61,26 +61,67 @@ func benchCluster(ctx context.Context, o benchBootOptions, n, creates, prompts i
 		return fmt.Errorf("--cluster needs at least 2 nodes")
 	}
 	res := clusterResult{Machine: machine(), Nodes: n, LeaseTTL: ttl.String(), Creates: creates, Prompts: prompts}
-	nodes := make([]*clusterNode, 0, n)
-	defer func() {
-		for _, nd := range nodes {
-			if nd.s.cmd.ProcessState == nil {
-				_ = nd.s.stop(time.Minute)
-			}
-			_ = os.RemoveAll(nd.home)
+	nodes, err := startClusterNodes(ctx, o, n, creates, ttl)
+	defer stopClusterNodes(nodes)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "creating %d sessions across %d nodes…\n", creates, n)
+	if err := clusterCreates(ctx, o, nodes, creates, &res); err != nil {
+		return err
+	}
+	// A session of node 0, prompted through node 1, streamed from node 2
+	// (node 0 when there are two); and, to compare, prompted on node 0.
+	owner, via, reader := nodes[0], nodes[1], nodes[min(2, n-1)%n]
+	if n == 2 {
+		reader = nodes[0]
+	}
+	sess, err := owner.s.c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: o.sandbox})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "%d prompts through %s, streamed from %s…\n", prompts, via.id, reader.id)
+	if err := crossNodePrompts(ctx, owner, via, reader, sess.ID, prompts, &res); err != nil {
+		return err
+	}
+	if err := forwardedWrites(ctx, owner, via, sess.ID, prompts, &res); err != nil {
+		return err
+	}
+	for _, nd := range nodes {
+		if cpu, err := procCPU(nd.s.cmd.Process.Pid); err == nil {
+			res.DaemonCPUMs = append(res.DaemonCPUMs, float64(cpu.Microseconds())/1000)
 		}
-	}()
+	}
+	fmt.Fprintf(progress, "SIGKILL of %s…\n", owner.id)
+	if err := failover(ctx, owner, via, sess.ID, ttl, &res); err != nil {
+		return err
+	}
+	res.Load = loadAverage()
+	if asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(out, string(b))
+		return nil
+	}
+	printCluster(out, res, ttl)
+	return nil
+}
+
+// startClusterNodes starts n nodes, each in a home of its own on a free
+// loopback port, and waits until each is healthy. It returns the nodes it
+// started, also on error: the caller stops them.
+func startClusterNodes(ctx context.Context, o benchBootOptions, n, creates int, ttl time.Duration) ([]*clusterNode, error) {
+	nodes := make([]*clusterNode, 0, n)
 	for i := range n {
 		home, err := os.MkdirTemp("", "berth-bench-node-")
 		if err != nil {
-			return err
+			return nodes, err
 		}
 		if err := writeBenchConfig(home, creates+10, true); err != nil {
-			return err
+			return nodes, err
 		}
 		addr, err := freeLoopback()
 		if err != nil {
-			return err
+			return nodes, err
 		}
 		id := fmt.Sprintf("bench-%d", i+1)
 		no := o
@@ -88,15 +129,30 @@ func benchCluster(ctx context.Context, o benchBootOptions, n, creates, prompts i
 		no.args = []string{"--node-id", id, "--advertise", "http://" + addr}
 		s, err := startBenchServe(no, home, "BERTH_CLUSTER_TOKEN=bench-node-token", "BERTH_CLUSTER_LEASE_TTL="+ttl.String())
 		if err != nil {
-			return err
+			return nodes, err
 		}
 		nodes = append(nodes, &clusterNode{id: id, home: home, s: s})
 		if _, err := s.health(ctx, 30*time.Second); err != nil {
-			return err
+			return nodes, err
 		}
 	}
+	return nodes, nil
+}
 
-	fmt.Fprintf(progress, "creating %d sessions across %d nodes…\n", creates, n)
+// stopClusterNodes stops the nodes still running and removes their homes.
+func stopClusterNodes(nodes []*clusterNode) {
+	for _, nd := range nodes {
+		if nd.s.cmd.ProcessState == nil {
+			_ = nd.s.stop(time.Minute)
+		}
+		_ = os.RemoveAll(nd.home)
+	}
+}
+
+// clusterCreates creates demo sessions round robin over the nodes, 4 a
+// node at once, and records how many a second came up.
+func clusterCreates(ctx context.Context, o benchBootOptions, nodes []*clusterNode, creates int, res *clusterResult) error {
+	n := len(nodes)
 	inFlight := 4 * n
 	res.CreatesInFlight = inFlight
 	began := time.Now()
@@ -130,37 +186,36 @@ func benchCluster(ctx context.Context, o benchBootOptions, n, creates, prompts i
 		return firstErr
 	}
 	res.CreatesPerSec = float64(creates) / time.Since(began).Seconds()
+	return nil
+}
 
-	// A session of node 0, prompted through node 1, streamed from node 2
-	// (node 0 when there are two); and, to compare, prompted on node 0.
-	owner, via, reader := nodes[0], nodes[1], nodes[min(2, n-1)%n]
-	if n == 2 {
-		reader = nodes[0]
-	}
-	sess, err := owner.s.c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: o.sandbox})
+// crossNodePrompts times prompts to the session id of owner sent through
+// via until reader's stream delivers their first event, then the same
+// on owner alone.
+func crossNodePrompts(ctx context.Context, owner, via, reader *clusterNode, id string, prompts int, res *clusterResult) error {
+	cross, err := promptToFirstEvent(ctx, via.s.c, reader.s.c, id, prompts)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(progress, "%d prompts through %s, streamed from %s…\n", prompts, via.id, reader.id)
-	cross, err := promptToFirstEvent(ctx, via.s.c, reader.s.c, sess.ID, prompts)
-	if err != nil {
-		return err
-	}
-	local, err := promptToFirstEvent(ctx, owner.s.c, owner.s.c, sess.ID, prompts)
+	local, err := promptToFirstEvent(ctx, owner.s.c, owner.s.c, id, prompts)
 	if err != nil {
 		return err
 	}
 	res.CrossNodeFirstEventP50, res.CrossNodeFirstEventP99 = pct(cross, 50), pct(cross, 99)
 	res.LocalFirstEventP50 = pct(local, 50)
+	return nil
+}
 
-	// The same write (a rename) on the owner and through another node,
-	// alternated so the machine's load moves both alike.
+// forwardedWrites times the same write (a rename of the session id) on its
+// owner and through via, alternated so the machine's load moves both
+// alike.
+func forwardedWrites(ctx context.Context, owner, via *clusterNode, id string, prompts int, res *clusterResult) error {
 	var direct, forwarded []time.Duration
 	for i := range max(prompts, 20) {
 		for _, c := range []*bclient.Client{owner.s.c, via.s.c} {
 			t0 := time.Now()
 			name := fmt.Sprintf("bench-%d", i)
-			if _, err := c.PatchSession(ctx, sess.ID, berth.SessionPatch{Name: &name}); err != nil {
+			if _, err := c.PatchSession(ctx, id, berth.SessionPatch{Name: &name}); err != nil {
 				return err
 			}
 			if c == owner.s.c {
@@ -172,43 +227,39 @@ func benchCluster(ctx context.Context, o benchBootOptions, n, creates, prompts i
 	}
 	res.DirectWriteP50, res.ForwardedWriteP50 = pct(direct, 50), pct(forwarded, 50)
 	res.ForwardedWriteOverheadP50 = res.ForwardedWriteP50 - res.DirectWriteP50
+	return nil
+}
 
-	for _, nd := range nodes {
-		if cpu, err := procCPU(nd.s.cmd.Process.Pid); err == nil {
-			res.DaemonCPUMs = append(res.DaemonCPUMs, float64(cpu.Microseconds())/1000)
-		}
-	}
-	fmt.Fprintf(progress, "SIGKILL of %s…\n", owner.id)
+// failover kills owner with SIGKILL and times until via shows its session
+// id stopped/node_lost.
+func failover(ctx context.Context, owner, via *clusterNode, id string, ttl time.Duration, res *clusterResult) error {
 	killed := time.Now()
 	_ = syscall.Kill(owner.s.cmd.Process.Pid, syscall.SIGKILL)
 	<-owner.s.exited
 	for {
-		s, err := via.s.c.GetSession(ctx, sess.ID)
+		s, err := via.s.c.GetSession(ctx, id)
 		if err == nil && s.State == berth.StateStopped && s.StopReason == berth.StopNodeLost {
 			break
 		}
 		if time.Since(killed) > 5*ttl+10*time.Second {
-			return via.s.failed("failover", fmt.Errorf("session %s not stopped/node_lost %s after the kill", sess.ID, time.Since(killed)))
+			return via.s.failed("failover", fmt.Errorf("session %s not stopped/node_lost %s after the kill", id, time.Since(killed)))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	res.FailoverMs = msSince(killed)
-	res.Load = loadAverage()
+	return nil
+}
 
-	if asJSON {
-		b, _ := json.Marshal(res)
-		fmt.Fprintln(out, string(b))
-		return nil
-	}
-	fmt.Fprintf(out, "cluster of %d nodes (lease_ttl %s) on %s, load %.2f\n", n, ttl, res.Machine, res.Load)
-	fmt.Fprintf(out, "creates across the nodes:        %.1f/s (%d, %d in flight)\n", res.CreatesPerSec, creates, inFlight)
+// printCluster writes the cluster figures as text.
+func printCluster(out io.Writer, res clusterResult, ttl time.Duration) {
+	fmt.Fprintf(out, "cluster of %d nodes (lease_ttl %s) on %s, load %.2f\n", res.Nodes, ttl, res.Machine, res.Load)
+	fmt.Fprintf(out, "creates across the nodes:        %.1f/s (%d, %d in flight)\n", res.CreatesPerSec, res.Creates, res.CreatesInFlight)
 	fmt.Fprintf(out, "cross-node prompt → first SSE:   p50 %.2f ms  p99 %.2f ms  (same node: p50 %.2f ms)\n",
 		res.CrossNodeFirstEventP50, res.CrossNodeFirstEventP99, res.LocalFirstEventP50)
 	fmt.Fprintf(out, "write (rename) direct/forwarded: p50 %.2f / %.2f ms (overhead %.2f ms)\n",
 		res.DirectWriteP50, res.ForwardedWriteP50, res.ForwardedWriteOverheadP50)
 	fmt.Fprintf(out, "failover after SIGKILL:          %.0f ms\n", res.FailoverMs)
 	fmt.Fprintf(out, "nodes' CPU time (ms):            %v\n", res.DaemonCPUMs)
-	return nil
 }
 
 // promptToFirstEvent sends prompts to a session through c and times each

@@ -31,6 +31,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/berth-sh/berth/internal/ids"
 )
 
 // idPrefix begins every checkpoint id: "ckpt_" and a ULID.
@@ -163,28 +165,7 @@ func validHash(h string) bool {
 }
 
 // validID reports whether id can be a checkpoint's file name.
-func validID(id string) bool {
-	rest, ok := strings.CutPrefix(id, idPrefix+"_")
-	if !ok || len(rest) != 26 {
-		return false
-	}
-	for _, c := range rest {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
+func validID(id string) bool { return ids.Valid(idPrefix, id) }
 
 // validSessionID reports whether id can name a session's directory.
-func validSessionID(id string) bool {
-	if id == "" || len(id) > 128 || id[0] == '.' {
-		return false
-	}
-	for _, c := range id {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
+func validSessionID(id string) bool { return ids.ValidName(id) }

@@ -123,135 +123,206 @@ func (s *Store) pruneOne(tree string, c candidate, pinned map[string]bool) (*Pru
 // every listed checkpoint whole, and the next sweep removes what is left
 // of c. The caller holds the session's lock and gc shared.
 func (s *Store) removeOldest(tree string, c candidate, pinned map[string]bool) (*Pruned, *index, []run, error) {
-	s.ixMu.Lock()
-	cur, ok := s.candidateLocked(tree, pinned)
-	ix := s.ix
-	var ck ixCheckpoint
-	var next *ixCheckpoint
-	// deltas are the later checkpoints whose manifests are deltas on c:
-	// the next one, but for a commit that failed after its metadata.
-	var deltas []ixCheckpoint
-	if ok && cur == c {
-		ses := ix.sessions[c.session]
-		if ck = ses.ckpts[0]; len(ses.ckpts) > 1 {
-			n := ses.ckpts[1]
-			next = &n
-		}
-		for _, d := range ses.ckpts[1:] {
-			if d.base == c.id && !d.damaged {
-				deltas = append(deltas, d)
-			}
-		}
-	}
-	s.ixMu.Unlock()
-	if !ok || cur != c {
+	r := s.planRemoval(tree, c, pinned)
+	if r == nil {
 		return nil, nil, nil, nil
-	}
-	// The disk must be what the index says: else it is built again.
-	fail := func(err error) (*Pruned, *index, []run, error) {
-		s.invalidate(ix)
-		return nil, nil, nil, err
 	}
 	meta, err := s.readMeta(c.session, c.id)
 	if err != nil {
-		return fail(err)
+		return nil, nil, nil, r.fail(err)
 	}
-	var old, after *manifest
-	if !ck.damaged {
-		if old, err = s.readManifest(c.session, c.id); err != nil {
-			return fail(err)
-		}
+	if err := r.readManifests(); err != nil {
+		return nil, nil, nil, err
 	}
-	if next != nil && !next.damaged {
-		if after, err = s.readManifest(c.session, next.id); err != nil {
-			return fail(err)
-		}
+	if err := r.writeDeltasWhole(); err != nil {
+		return nil, nil, nil, err
 	}
+	if err := r.unlist(); err != nil {
+		return nil, nil, nil, err
+	}
+	ended, err := r.endedRuns()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p := &Pruned{SessionID: c.session, CheckpointID: c.id, TurnID: meta.TurnID}
+	ix, dead := r.unindex(p, ended)
+	return p, ix, dead, nil
+}
+
+// removal is one checkpoint removeOldest removes, as the index had it when
+// the removal began, and what the removal learns on its way.
+type removal struct {
+	s  *Store
+	c  candidate
+	ix *index
+	ck ixCheckpoint
+	// next is the session's checkpoint after c (nil when c is its newest);
+	// deltas are the later checkpoints whose manifests are deltas on c:
+	// the next one, but for a commit that failed after its metadata.
+	next   *ixCheckpoint
+	deltas []ixCheckpoint
+	// old and after are the manifests of c and next (nil when damaged or
+	// none).
+	old, after *manifest
 	// grown is what the deltas on c, written whole, add, by checkpoint.
-	grown := map[string]int64{}
-	for _, d := range deltas {
-		m := after
-		if d.id != next.id {
+	grown map[string]int64
+}
+
+// planRemoval reads from the index what removing c touches; nil when c is
+// no longer the one to remove.
+func (s *Store) planRemoval(tree string, c candidate, pinned map[string]bool) *removal {
+	s.ixMu.Lock()
+	defer s.ixMu.Unlock()
+	if cur, ok := s.candidateLocked(tree, pinned); !ok || cur != c {
+		return nil
+	}
+	r := &removal{s: s, c: c, ix: s.ix, grown: map[string]int64{}}
+	ses := r.ix.sessions[c.session]
+	if r.ck = ses.ckpts[0]; len(ses.ckpts) > 1 {
+		n := ses.ckpts[1]
+		r.next = &n
+	}
+	for _, d := range ses.ckpts[1:] {
+		if d.base == c.id && !d.damaged {
+			r.deltas = append(r.deltas, d)
+		}
+	}
+	return r
+}
+
+// fail drops the index, which no longer says what the disk holds (the
+// next use builds it again), and returns err.
+func (r *removal) fail(err error) error {
+	r.s.invalidate(r.ix)
+	return err
+}
+
+// readManifests reads the manifests of c and of the checkpoint after it,
+// those that are not damaged.
+func (r *removal) readManifests() error {
+	var err error
+	if !r.ck.damaged {
+		if r.old, err = r.s.readManifest(r.c.session, r.c.id); err != nil {
+			return r.fail(err)
+		}
+	}
+	if r.next != nil && !r.next.damaged {
+		if r.after, err = r.s.readManifest(r.c.session, r.next.id); err != nil {
+			return r.fail(err)
+		}
+	}
+	return nil
+}
+
+// writeDeltasWhole writes the manifests that are deltas on c whole, and
+// records by how much each grew.
+func (r *removal) writeDeltasWhole() error {
+	s, c := r.s, r.c
+	for _, d := range r.deltas {
+		m := r.after
+		if d.id != r.next.id {
+			var err error
 			if m, err = s.readManifest(c.session, d.id); err != nil {
-				return fail(err)
+				return r.fail(err)
 			}
 		}
 		whole := encodeManifest("", m.entries)
 		if err := writeAtomic(s.entriesPath(c.session, d.id), whole); err != nil {
-			return nil, nil, nil, berth.WrapError(berth.EInternal, err, "cannot prune checkpoint")
+			return berth.WrapError(berth.EInternal, err, "cannot prune checkpoint")
 		}
 		fi, err := os.Stat(s.metaPath(c.session, d.id))
 		if err != nil {
-			return fail(err)
+			return r.fail(err)
 		}
-		grown[d.id] = footprint(int64(len(whole))) + footprint(fi.Size()) - d.bytes
+		r.grown[d.id] = footprint(int64(len(whole))) + footprint(fi.Size()) - d.bytes
 	}
+	return nil
+}
+
+// unlist takes c off the disk: once the manifests written whole are there
+// by name, the pruned mark, then its metadata (what lists it), then its
+// manifest.
+func (r *removal) unlist() error {
+	s, c := r.s, r.c
 	dir := s.sessionDir(c.session)
-	if len(deltas) > 0 {
+	if len(r.deltas) > 0 {
 		// The manifests written whole are on disk by name before c is
 		// unlisted: a filesystem that reorders renames and unlinks across
 		// a crash could otherwise keep a delta on a checkpoint gone.
-		if err := syncDir(filepath.Dir(s.entriesPath(c.session, deltas[0].id))); err != nil {
-			return fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
+		if err := syncDir(filepath.Dir(s.entriesPath(c.session, r.deltas[0].id))); err != nil {
+			return r.fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
 		}
 	}
 	// What a rewind to c answers from now on (notFound).
 	if err := writeAtomic(filepath.Join(dir, prunedFile), []byte(c.id)); err != nil {
-		return fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
+		return r.fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
 	}
 	if err := os.Remove(s.metaPath(c.session, c.id)); err != nil {
-		return fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
+		return r.fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
 	}
 	if err := syncDir(dir); err != nil {
-		return fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
+		return r.fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
 	}
 	_ = os.Remove(s.entriesPath(c.session, c.id))
-	if next == nil {
+	if r.next == nil {
 		// It was the session's newest: its next checkpoint reads every
 		// file again, and is a manifest of its own.
 		s.mu.Lock()
 		delete(s.last, c.session)
 		s.mu.Unlock()
 	}
-	var ended []run
-	if old != nil {
-		var nextByPath map[string]*Entry
-		if after != nil {
-			nextByPath = after.byPath
-		}
-		if ended, err = runsOf(old.entries, nextByPath); err != nil {
-			return fail(err)
-		}
+	return nil
+}
+
+// endedRuns are the blob runs c's manifest names and the next one's does
+// not.
+func (r *removal) endedRuns() ([]run, error) {
+	if r.old == nil {
+		return nil, nil
 	}
-	p := &Pruned{SessionID: c.session, CheckpointID: c.id, TurnID: meta.TurnID}
+	var nextByPath map[string]*Entry
+	if r.after != nil {
+		nextByPath = r.after.byPath
+	}
+	ended, err := runsOf(r.old.entries, nextByPath)
+	if err != nil {
+		return nil, r.fail(err)
+	}
+	return ended, nil
+}
+
+// unindex takes c out of the index, counts the deltas on it at their
+// whole size, and fills in p's bytes; it returns the index and the blobs
+// no tree names any more (none when the index was dropped meanwhile: the
+// sweep that builds the next one removes what nothing names).
+func (r *removal) unindex(p *Pruned, ended []run) (*index, []run) {
+	s, c, ix := r.s, r.c, r.ix
 	s.ixMu.Lock()
 	defer s.ixMu.Unlock()
 	if s.ix != ix {
-		// Dropped meanwhile: the sweep that builds the next one removes
-		// what nothing names.
-		return p, nil, nil, nil
+		return nil, nil
 	}
 	ses := ix.sessions[c.session]
 	freed, dead, err := ix.end(ses.tree, ended)
 	if err != nil {
 		s.ix = nil
-		return p, nil, nil, nil
+		return nil, nil
 	}
 	ses.ckpts = ses.ckpts[1:]
 	var more int64
 	for i := range ses.ckpts {
 		if d := &ses.ckpts[i]; d.base == c.id && !d.damaged {
-			d.base, d.bytes = "", d.bytes+grown[d.id]
-			more += grown[d.id]
+			d.base, d.bytes = "", d.bytes+r.grown[d.id]
+			more += r.grown[d.id]
 		}
 	}
-	ses.tree.bytes += more - ck.bytes
+	ses.tree.bytes += more - r.ck.bytes
 	if len(ses.ckpts) == 0 {
 		ix.forget(ses)
 	}
 	// Its own files are freed and removed too; the deltas on it grew.
-	p.FreedBytes, p.RemovedBytes, p.TreeBytes = freed+ck.bytes-more, ck.bytes-more, ses.tree.bytes
-	return p, ix, dead, nil
+	p.FreedBytes, p.RemovedBytes, p.TreeBytes = freed+r.ck.bytes-more, r.ck.bytes-more, ses.tree.bytes
+	return ix, dead
 }
 
 // free removes the blobs dead that no tree of ix names any more, once no

@@ -212,6 +212,17 @@ func (r *restorer) open(p string) (*os.Root, error) {
 	return d, nil
 }
 
+// parentDir opens the directory e goes in; nil (and no error) when a path
+// left alone stands in its way, recorded as a conflict: e is left too.
+func (r *restorer) parentDir(e *Entry) (*os.Root, error) {
+	parent, err := r.open(path.Dir(e.Path))
+	if errors.Is(err, errConflict) {
+		r.conflict(e.Path)
+		return nil, nil
+	}
+	return parent, err
+}
+
 // maxOpenDirs bounds the directories a restore keeps open: a workspace
 // of many directories must not take the daemon's descriptors.
 const maxOpenDirs = 64
@@ -288,12 +299,8 @@ func unreadable(dir *os.Root, name string) bool {
 
 // dir makes the directory e (mode set later).
 func (r *restorer) dir(e *Entry) error {
-	parent, err := r.open(path.Dir(e.Path))
-	if errors.Is(err, errConflict) {
-		r.conflict(e.Path)
-		return nil
-	}
-	if err != nil {
+	parent, err := r.parentDir(e)
+	if err != nil || parent == nil {
 		return err
 	}
 	name := path.Base(e.Path)
@@ -331,12 +338,8 @@ func tempName() string { return ".berth-rewind-" + strings.ToLower(rand.Text()) 
 // file writes e's content to a fresh file beside it, checked against its
 // hash, and renames it over e's path.
 func (r *restorer) file(e *Entry) error {
-	parent, err := r.open(path.Dir(e.Path))
-	if errors.Is(err, errConflict) {
-		r.conflict(e.Path)
-		return nil
-	}
-	if err != nil {
+	parent, err := r.parentDir(e)
+	if err != nil || parent == nil {
 		return err
 	}
 	blob, err := os.Open(r.s.blobPath(e.Hash))
@@ -394,12 +397,8 @@ func (r *restorer) file(e *Entry) error {
 // symlink makes e's link, replacing whatever is at its path by rename,
 // unless the link there already has its target.
 func (r *restorer) symlink(e *Entry, isLink bool) error {
-	parent, err := r.open(path.Dir(e.Path))
-	if errors.Is(err, errConflict) {
-		r.conflict(e.Path)
-		return nil
-	}
-	if err != nil {
+	parent, err := r.parentDir(e)
+	if err != nil || parent == nil {
 		return err
 	}
 	name := path.Base(e.Path)

@@ -142,7 +142,34 @@ func (w *walker) ignored(rel string, isDir bool) bool {
 // walkDir walks the directory dir, whose path is rel ("." for the root),
 // under the .gitignore files sig names.
 func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
-	var names []string
+	names, ok, err := w.list(dir, rel)
+	if err != nil || !ok {
+		return err
+	}
+	sig, pushed := w.pushIgnore(dir, rel, sig)
+	if pushed {
+		defer w.popIgnore()
+	}
+	if w.sigs != nil {
+		w.sigs[rel] = sig
+	}
+	// Kept before under the same .gitignore files: kept now.
+	same := w.known != nil && w.prevSigs != nil && w.prevSigs[rel] == sig
+	for _, name := range names {
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		if err := w.visitName(dir, rel, name, sig, same); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// list returns the names in dir (whose path is rel) sorted; ok is false
+// when the directory's content is left out (unreadable, or a listing over
+// Options.MaxListBytes), recorded as a skip.
+func (w *walker) list(dir *os.Root, rel string) (names []string, ok bool, err error) {
 	whole := false
 	d, err := dir.Open(".")
 	if err == nil {
@@ -152,111 +179,124 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 	if errors.Is(err, fs.ErrPermission) {
 		// Searchable but not readable (mode 100): what is in it is left.
 		w.skip(rel, SkipUnreadable)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if !whole {
+		w.skip(rel, SkipTotal)
+		return nil, false, nil
+	}
+	slices.Sort(names)
+	return names, true, nil
+}
+
+// pushIgnore puts the .gitignore of dir (whose path is rel) on the stack
+// when it has one within the bounds, and returns sig naming it too;
+// pushed says whether popIgnore must take it off.
+func (w *walker) pushIgnore(dir *os.Root, rel, sig string) (_ string, pushed bool) {
+	room := min(maxIgnorePatterns, maxIgnoreStackPatterns-w.stackPatterns, maxIgnoreWalkPatterns-w.walkPatterns)
+	gi, sum, n := readIgnore(dir, room)
+	if gi == nil {
+		return sig, false
+	}
+	w.ignores = append(w.ignores, ignoreLevel{dir: rel, gi: gi, n: n})
+	w.stackPatterns += n
+	w.walkPatterns += n
+	return sig + "|" + rel + ":" + sum, true
+}
+
+// popIgnore takes the last .gitignore pushed off the stack.
+func (w *walker) popIgnore() {
+	w.stackPatterns -= w.ignores[len(w.ignores)-1].n
+	w.ignores = w.ignores[:len(w.ignores)-1]
+}
+
+// visitName looks once at the entry name of dir (whose path is rel), then
+// leaves it out, walks it (a directory) or keeps it.
+func (w *walker) visitName(dir *os.Root, rel, name, sig string, same bool) error {
+	// The one look the walk takes at the entry.
+	fi, err := dir.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if !whole {
-		w.skip(rel, SkipTotal)
+	p := name
+	if rel != "." {
+		p = rel + "/" + name
+	}
+	if reason := w.leaveOut(p, name, fi, same); reason != "" {
+		w.skip(p, reason)
 		return nil
 	}
-	slices.Sort(names)
-	pushed := false
-	room := min(maxIgnorePatterns, maxIgnoreStackPatterns-w.stackPatterns, maxIgnoreWalkPatterns-w.walkPatterns)
-	if gi, sum, n := readIgnore(dir, room); gi != nil {
-		w.ignores = append(w.ignores, ignoreLevel{dir: rel, gi: gi, n: n})
-		w.stackPatterns += n
-		w.walkPatterns += n
-		pushed = true
-		sig += "|" + rel + ":" + sum
+	v := &visit{entry: entryOf(p, fi), dir: dir, name: name}
+	switch mode := fi.Mode(); {
+	case mode.IsDir():
+		return w.subdir(dir, name, p, fi, v, sig)
+	case mode&fs.ModeSymlink != 0:
+		return w.symlink(dir, name, p, v)
+	case mode.IsRegular():
+		return w.file(p, fi, v)
+	default:
+		w.skip(p, SkipSpecial)
+		return nil
 	}
-	if w.sigs != nil {
-		w.sigs[rel] = sig
+}
+
+// leaveOut is why the path p (base name name, found as fi) is left out
+// whatever it holds, "" when it is not: version control, hidden, ignored
+// (unless kept before under the same .gitignore files, which same says),
+// too deep, or past the walk's totals.
+func (w *walker) leaveOut(p, name string, fi fs.FileInfo, same bool) string {
+	isDir := fi.Mode().IsDir()
+	switch {
+	case name == ".git":
+		return SkipVCS
+	case w.isHidden(fi):
+		return SkipHidden
+	case len(w.ignores) > 0 && !(same && w.known(p)) && w.ignored(p, isDir):
+		return SkipGitignore
+	case len(p) > MaxPathBytes || (isDir && w.depth >= MaxDepth):
+		return SkipTooDeep
+	case w.entries >= w.opts.MaxEntries || w.pathBytes+len(p) > w.opts.MaxPathTotalBytes:
+		return SkipTotal
 	}
-	// Kept before under the same .gitignore files: kept now.
-	same := w.known != nil && w.prevSigs != nil && w.prevSigs[rel] == sig
-	defer func() {
-		if pushed {
-			w.stackPatterns -= w.ignores[len(w.ignores)-1].n
-			w.ignores = w.ignores[:len(w.ignores)-1]
-		}
-	}()
-	for _, name := range names {
-		if err := w.ctx.Err(); err != nil {
-			return err
-		}
-		// The one look the walk takes at the entry.
-		fi, err := dir.Lstat(name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		p := name
-		if rel != "." {
-			p = rel + "/" + name
-		}
-		mode := fi.Mode()
-		switch {
-		case name == ".git":
-			w.skip(p, SkipVCS)
-			continue
-		case w.isHidden(fi):
-			w.skip(p, SkipHidden)
-			continue
-		case len(w.ignores) > 0 && !(same && w.known(p)) && w.ignored(p, mode.IsDir()):
-			w.skip(p, SkipGitignore)
-			continue
-		}
-		if len(p) > MaxPathBytes || (mode.IsDir() && w.depth >= MaxDepth) {
-			w.skip(p, SkipTooDeep)
-			continue
-		}
-		if w.entries >= w.opts.MaxEntries || w.pathBytes+len(p) > w.opts.MaxPathTotalBytes {
-			w.skip(p, SkipTotal)
-			continue
-		}
-		v := &visit{entry: entryOf(p, fi), dir: dir, name: name}
-		switch {
-		case mode.IsDir():
-			if err := w.subdir(dir, name, p, fi, v, sig); err != nil {
-				return err
-			}
-		case mode&fs.ModeSymlink != 0:
-			target, err := dir.Readlink(name)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if linkcheck.LexicallyEscapes(p, target) || linkcheck.Escapes(w.root, p, target) {
-				w.skip(p, SkipLinkOutside)
-				continue
-			}
-			v.entry.Target = target
-			if err := w.keep(v); err != nil {
-				return err
-			}
-		case mode.IsRegular():
-			if fi.Size() > w.opts.MaxFileBytes {
-				w.skip(p, SkipTooLarge)
-				continue
-			}
-			if w.fileSize+fi.Size() > w.opts.MaxTotalBytes {
-				w.skip(p, SkipTotal)
-				continue
-			}
-			if err := w.keep(v); err != nil {
-				return err
-			}
-		default:
-			w.skip(p, SkipSpecial)
-		}
+	return ""
+}
+
+// symlink keeps the link name of dir, at p, unless its target leads out
+// of the workspace.
+func (w *walker) symlink(dir *os.Root, name, p string, v *visit) error {
+	target, err := dir.Readlink(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	return nil
+	if err != nil {
+		return err
+	}
+	if linkcheck.LexicallyEscapes(p, target) || linkcheck.Escapes(w.root, p, target) {
+		w.skip(p, SkipLinkOutside)
+		return nil
+	}
+	v.entry.Target = target
+	return w.keep(v)
+}
+
+// file keeps the regular file at p, found as fi, unless it is over the
+// bounds of a file or of the walk's bytes.
+func (w *walker) file(p string, fi fs.FileInfo, v *visit) error {
+	if fi.Size() > w.opts.MaxFileBytes {
+		w.skip(p, SkipTooLarge)
+		return nil
+	}
+	if w.fileSize+fi.Size() > w.opts.MaxTotalBytes {
+		w.skip(p, SkipTotal)
+		return nil
+	}
+	return w.keep(v)
 }
 
 // A name of a directory's listing costs its length and listCost more

@@ -142,42 +142,16 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	d := &Daemon{cfg: o.Config, home: o.Home, logger: o.Logger, leaveSessions: o.LeaveSessions, token: o.Config.Server.Token,
 		socket: o.Socket}
-	if o.Addr != "" && d.token == "" {
-		// Another machine's clients need a token configured, not one
-		// generated into this home.
-		if err := bhttp.RequireLoopback(o.Addr); err != nil {
-			return nil, err
-		}
-		if o.Config.Server.LoopbackWithoutToken {
-			o.Logger.Warn("server.loopback_without_token is set: the TCP API on loopback needs no token, " +
-				"so any local user, and any sandbox that reaches 127.0.0.1, can run commands as this user")
-		} else if d.token, err = ensureToken(o.Home); err != nil {
-			return nil, err
-		}
+	if err := d.ensureTCPToken(o); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
 			d.Close(context.WithoutCancel(ctx))
 		}
 	}()
-	// The home is ours before the store, the shims or any agent is
-	// touched: a second daemon must not recover the first one's sessions.
-	if d.lock, err = homelock.Acquire(o.Home); err != nil {
+	if err = d.openStore(ctx, o); err != nil {
 		return nil, err
-	}
-	storeCfg := o.Config.Store
-	if o.Config.ClusterEnabled() {
-		storeCfg.URL = clusterStoreURL(storeCfg.URL, o.Config.Cluster.LeaseTTL.Duration)
-	}
-	if d.store, err = openStore(ctx, o.Home, storeCfg, o.AcceptEmptyStore, o.Logger); err != nil {
-		return nil, err
-	}
-	if d.store.Name() == memory.Name {
-		// Agents left running for the next daemon would find no store to
-		// reattach from: with a memory store, closing stops them.
-		d.leaveSessions = false
-		o.Logger.Warn("the store is in memory (memory:): every session, its events and its queue are lost when " +
-			"the daemon exits, and sessions are stopped then instead of left running")
 	}
 	node := nodeID(o.Home)
 	if id := o.Config.Cluster.NodeID; id != "" {
@@ -198,41 +172,101 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err = d.log.Open(); err != nil {
 		return nil, err
 	}
+	if err = d.newManager(o, node); err != nil {
+		return nil, err
+	}
+	census, hookCounters = d.mgr.Census, d.hooks.Counters
+	if err = d.mgr.Open(ctx); err != nil {
+		return nil, err
+	}
+	if d.node != nil {
+		// The heartbeat renews the leases the boot took; it runs until Close.
+		d.node.Start(d.mgr)
+		d.watchEvents(o.Logger)
+	}
+	if err = d.hooks.Open(ctx, d.mgr); err != nil {
+		return nil, err
+	}
+	if err = d.listen(o); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// ensureTCPToken makes sure a TCP listener has a token to check: [server]
+// token, or the one kept in the home (made on first use), unless the
+// listener is on loopback and loopback_without_token is set.
+func (d *Daemon) ensureTCPToken(o Options) error {
+	if o.Addr == "" || d.token != "" {
+		return nil
+	}
+	// Another machine's clients need a token configured, not one
+	// generated into this home.
+	if err := bhttp.RequireLoopback(o.Addr); err != nil {
+		return err
+	}
+	if o.Config.Server.LoopbackWithoutToken {
+		o.Logger.Warn("server.loopback_without_token is set: the TCP API on loopback needs no token, " +
+			"so any local user, and any sandbox that reaches 127.0.0.1, can run commands as this user")
+		return nil
+	}
+	var err error
+	d.token, err = ensureToken(o.Home)
+	return err
+}
+
+// openStore takes the home's lock, then opens the store the config names.
+func (d *Daemon) openStore(ctx context.Context, o Options) error {
+	// The home is ours before the store, the shims or any agent is
+	// touched: a second daemon must not recover the first one's sessions.
+	var err error
+	if d.lock, err = homelock.Acquire(o.Home); err != nil {
+		return err
+	}
+	storeCfg := o.Config.Store
+	if o.Config.ClusterEnabled() {
+		storeCfg.URL = clusterStoreURL(storeCfg.URL, o.Config.Cluster.LeaseTTL.Duration)
+	}
+	if d.store, err = openStore(ctx, o.Home, storeCfg, o.AcceptEmptyStore, o.Logger); err != nil {
+		return err
+	}
+	if d.store.Name() == memory.Name {
+		// Agents left running for the next daemon would find no store to
+		// reattach from: with a memory store, closing stops them.
+		d.leaveSessions = false
+		o.Logger.Warn("the store is in memory (memory:): every session, its events and its queue are lost when " +
+			"the daemon exits, and sessions are stopped then instead of left running")
+	}
+	return nil
+}
+
+// newManager makes the session manager (not yet open) with what it runs
+// sessions with: the berth binary, the agent catalog, the sandbox
+// providers, the run directory, the shims and the hooks service.
+func (d *Daemon) newManager(o Options, node string) error {
 	self := o.Berth
 	if self == "" {
+		var err error
 		if self, err = os.Executable(); err != nil {
-			return nil, berth.WrapError(berth.EInternal, err, "cannot find the berth binary")
+			return berth.WrapError(berth.EInternal, err, "cannot find the berth binary")
 		}
 	}
 	catalog, err := o.Config.Catalog(self)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	po := newProviderOptions(o.Config, self, o.Home)
 	providers, err := d.openProviders(po)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	runDir := filepath.Join(o.Home, "run")
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "cannot create %s", runDir)
+		return berth.WrapError(berth.EInternal, err, "cannot create %s", runDir)
 	}
-	var shimOpts *session.ShimOptions
-	if !o.NoShims {
-		pob, _ := json.Marshal(po)
-		shimOpts = &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
-			Orphan: o.Config.Limits.OrphanTimeout.Duration}
-		if d.node != nil {
-			// A node that dies leaves no agent running unowned past the
-			// moment the others take its sessions over.
-			shimOpts.Orphan = o.Config.Cluster.LeaseTTL.Duration
-		}
-		if o.SmallShim != nil {
-			shimOpts.Programs = o.SmallShim(o.Home, string(pob), o.Logger)
-		}
-	}
+	shimOpts := d.shimOptions(o, self, po)
 	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.Config.Hooks), Owner: node, Logger: o.Logger}); err != nil {
-		return nil, err
+		return err
 	}
 	lim := o.Config.Limits
 	d.mgr = session.New(session.Options{
@@ -263,36 +297,48 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		Observer: d.metrics,
 		Cluster:  d.sessionCluster(),
 	})
-	census, hookCounters = d.mgr.Census, d.hooks.Counters
-	if err = d.mgr.Open(ctx); err != nil {
-		return nil, err
+	return nil
+}
+
+// shimOptions are how the manager starts the shims that hold its agents
+// (`berth shim` with the provider options po, or the small shim), nil when
+// it runs agents as its own children (Options.NoShims).
+func (d *Daemon) shimOptions(o Options, self string, po providerOptions) *session.ShimOptions {
+	if o.NoShims {
+		return nil
 	}
+	pob, _ := json.Marshal(po)
+	shimOpts := &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
+		Orphan: o.Config.Limits.OrphanTimeout.Duration}
 	if d.node != nil {
-		// The heartbeat renews the leases the boot took; it runs until Close.
-		d.node.Start(d.mgr)
-		d.watchEvents(o.Logger)
+		// A node that dies leaves no agent running unowned past the
+		// moment the others take its sessions over.
+		shimOpts.Orphan = o.Config.Cluster.LeaseTTL.Duration
 	}
-	if err = d.hooks.Open(ctx, d.mgr); err != nil {
-		return nil, err
+	if o.SmallShim != nil {
+		shimOpts.Programs = o.SmallShim(o.Home, string(pob), o.Logger)
 	}
-	sc := o.Config.Server
+	return shimOpts
+}
+
+// listen makes the API server and its listeners, and records where it
+// listens in the home's lock.
+func (d *Daemon) listen(o Options) error {
+	sc, lim := o.Config.Server, o.Config.Limits
 	d.srv = bhttp.NewServer(d.metrics.CountStreams(d.mgr), bhttp.ServerOptions{Token: d.token, LoopbackWithoutToken: sc.LoopbackWithoutToken,
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
 		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.Logger, Version: o.Version, Hooks: d.hooks,
 		Metrics: d.metrics.Handler(), Cluster: d.httpCluster()})
-	if err = d.srv.Listen(o.Addr, o.Socket); err != nil {
+	if err := d.srv.Listen(o.Addr, o.Socket); err != nil {
 		d.srv = nil
-		return nil, err
+		return err
 	}
 	where := d.srv.Addr()
 	if where == "" {
 		where = "unix:" + o.Socket
 	}
-	if err = d.lock.SetAddr(where); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return d.lock.SetAddr(where)
 }
 
 // Start serves the API in a goroutine that Close waits for.

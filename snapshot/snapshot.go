@@ -18,8 +18,9 @@
 package snapshot
 
 import (
-	"strings"
 	"time"
+
+	"github.com/berth-sh/berth/internal/ids"
 )
 
 // idPrefix is the prefix of snapshot ids: "snap_" followed by a ULID.
@@ -46,29 +47,7 @@ type Snapshot struct {
 
 // validID reports whether id looks like a snapshot id, so that it can be
 // used as a file name.
-func validID(id string) bool {
-	rest, ok := strings.CutPrefix(id, idPrefix+"_")
-	if !ok || len(rest) != 26 {
-		return false
-	}
-	for _, c := range rest {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
+func validID(id string) bool { return ids.Valid(idPrefix, id) }
 
-// validSessionID reports whether id can name a session's directory: 1 to
-// 128 letters, digits, '_', '-' or '.', not starting with '.'.
-func validSessionID(id string) bool {
-	if id == "" || len(id) > 128 || id[0] == '.' {
-		return false
-	}
-	for _, c := range id {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
+// validSessionID reports whether id can name a session's directory.
+func validSessionID(id string) bool { return ids.ValidName(id) }

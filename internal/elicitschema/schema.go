@@ -205,66 +205,80 @@ func (fd Field) check(v any) error {
 // plain is what is wrong with v in words, "" when nothing of what it
 // checks is.
 func (fd Field) plain(v any) string {
-	bd := fd.bounds
 	switch fd.Type {
 	case "string":
-		s, ok := v.(string)
-		if !ok {
-			return "must be a string"
-		}
-		if len(fd.Enum) > 0 && !slices.Contains(fd.Enum, s) {
-			return "must be one of " + strings.Join(fd.Enum, ", ")
-		}
-		n := len([]rune(s))
-		if bd.MinLength != nil && n < *bd.MinLength {
-			return fmt.Sprintf("must be at least %d characters", *bd.MinLength)
-		}
-		if bd.MaxLength != nil && n > *bd.MaxLength {
-			return fmt.Sprintf("must be at most %d characters", *bd.MaxLength)
-		}
-		if fd.Format != "" {
-			if err := checkFormat(fd.Format, s); err != nil {
-				return err.Error()
-			}
-		}
+		return fd.plainString(v)
 	case "number", "integer":
-		n, ok := v.(float64)
-		if !ok {
-			return "must be a number"
-		}
-		if fd.Type == "integer" && n != float64(int64(n)) {
-			return "must be an integer"
-		}
-		if bd.Minimum != nil && n < *bd.Minimum {
-			return fmt.Sprintf("must be at least %v", *bd.Minimum)
-		}
-		if bd.Maximum != nil && n > *bd.Maximum {
-			return fmt.Sprintf("must be at most %v", *bd.Maximum)
-		}
+		return fd.plainNumber(v)
 	case "boolean":
 		if _, ok := v.(bool); !ok {
 			return "must be true or false"
 		}
 	case "array":
-		items, ok := v.([]any)
+		return fd.plainArray(v)
+	}
+	return ""
+}
+
+// plainString is plain for a string field: its choices, length and format.
+func (fd Field) plainString(v any) string {
+	s, ok := v.(string)
+	if !ok {
+		return "must be a string"
+	}
+	if len(fd.Enum) > 0 && !slices.Contains(fd.Enum, s) {
+		return "must be one of " + strings.Join(fd.Enum, ", ")
+	}
+	if msg := outside(len([]rune(s)), fd.bounds.MinLength, fd.bounds.MaxLength, "must be", " characters"); msg != "" {
+		return msg
+	}
+	if fd.Format != "" {
+		if err := checkFormat(fd.Format, s); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}
+
+// plainNumber is plain for a number or integer field: its kind and range.
+func (fd Field) plainNumber(v any) string {
+	n, ok := v.(float64)
+	if !ok {
+		return "must be a number"
+	}
+	if fd.Type == "integer" && n != float64(int64(n)) {
+		return "must be an integer"
+	}
+	return outside(n, fd.bounds.Minimum, fd.bounds.Maximum, "must be", "")
+}
+
+// plainArray is plain for an array field: strings only, each one of the
+// choices, and how many.
+func (fd Field) plainArray(v any) string {
+	items, ok := v.([]any)
+	if !ok {
+		return "must be a list of strings"
+	}
+	for _, it := range items {
+		s, ok := it.(string)
 		if !ok {
 			return "must be a list of strings"
 		}
-		for _, it := range items {
-			s, ok := it.(string)
-			if !ok {
-				return "must be a list of strings"
-			}
-			if len(fd.Enum) > 0 && !slices.Contains(fd.Enum, s) {
-				return fmt.Sprintf("holds %q; each must be one of %s", s, strings.Join(fd.Enum, ", "))
-			}
+		if len(fd.Enum) > 0 && !slices.Contains(fd.Enum, s) {
+			return fmt.Sprintf("holds %q; each must be one of %s", s, strings.Join(fd.Enum, ", "))
 		}
-		if bd.MinItems != nil && len(items) < *bd.MinItems {
-			return fmt.Sprintf("must hold at least %d", *bd.MinItems)
-		}
-		if bd.MaxItems != nil && len(items) > *bd.MaxItems {
-			return fmt.Sprintf("must hold at most %d", *bd.MaxItems)
-		}
+	}
+	return outside(len(items), fd.bounds.MinItems, fd.bounds.MaxItems, "must hold", "")
+}
+
+// outside is what is wrong with n against the bounds lo and hi (nil for
+// none) in words, verb and unit around the bound; "" within them.
+func outside[T int | float64](n T, lo, hi *T, verb, unit string) string {
+	if lo != nil && n < *lo {
+		return fmt.Sprintf("%s at least %v%s", verb, *lo, unit)
+	}
+	if hi != nil && n > *hi {
+		return fmt.Sprintf("%s at most %v%s", verb, *hi, unit)
 	}
 	return ""
 }

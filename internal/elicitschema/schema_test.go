@@ -2,6 +2,7 @@ package elicitschema
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -78,5 +79,45 @@ func TestParseRefuses(t *testing.T) {
 		if _, err := Parse(json.RawMessage(c.schema)); !berth.IsCode(err, c.code) {
 			t.Errorf("%.80s: want %s, got %v", c.schema, c.code, err)
 		}
+	}
+}
+
+// TestPlainWords pins what Check says of a value out of its field's type
+// or bounds: each field type's words.
+func TestPlainWords(t *testing.T) {
+	f, err := Parse(json.RawMessage(`{"type":"object","properties":{
+ "s":{"type":"string","minLength":2,"maxLength":3},
+ "n":{"type":"number","minimum":1.5,"maximum":2.5},
+ "i":{"type":"integer"},
+ "ok":{"type":"boolean"},
+ "a":{"type":"array","minItems":1,"maxItems":2,"items":{"type":"string","enum":["x","y"]}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		content map[string]any
+		want    string
+	}{
+		{map[string]any{"s": 1}, "content.s must be a string"},
+		{map[string]any{"s": "a"}, "content.s must be at least 2 characters"},
+		{map[string]any{"s": "abcd"}, "content.s must be at most 3 characters"},
+		{map[string]any{"n": "1"}, "content.n must be a number"},
+		{map[string]any{"n": 1}, "content.n must be at least 1.5"},
+		{map[string]any{"n": 3}, "content.n must be at most 2.5"},
+		{map[string]any{"i": 1.5}, "content.i must be an integer"},
+		{map[string]any{"ok": "yes"}, "content.ok must be true or false"},
+		{map[string]any{"a": "x"}, "content.a must be a list of strings"},
+		{map[string]any{"a": []any{1}}, "content.a must be a list of strings"},
+		{map[string]any{"a": []any{"z"}}, `content.a holds "z"; each must be one of x, y`},
+		{map[string]any{"a": []any{}}, "content.a must hold at least 1"},
+		{map[string]any{"a": []any{"x", "y", "x"}}, "content.a must hold at most 2"},
+	} {
+		var e *berth.Error
+		if err := f.Check(c.content); !errors.As(err, &e) || e.Message != c.want {
+			t.Errorf("%v: got %v, want %q", c.content, err, c.want)
+		}
+	}
+	if err := f.Check(map[string]any{"s": "héé", "n": 2, "i": 4, "ok": false, "a": []any{"y"}}); err != nil {
+		t.Errorf("content within the bounds refused: %v", err)
 	}
 }

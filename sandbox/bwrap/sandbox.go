@@ -4,22 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/internal/procgroup"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
@@ -144,216 +140,6 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 	s.procs[p] = struct{}{}
 	go p.reap()
 	return p, nil
-}
-
-// start runs bwrap for spec and waits until the process exists inside.
-//
-// bwrap itself runs with an empty environment, and gets its options,
-// the sandbox's environment included, through a memory file (--args):
-// an environment of the caller's (LD_PRELOAD, GCONV_PATH…) must not reach
-// the loader of bwrap, which runs outside the sandbox as the daemon, and
-// the values (API keys) must not show in bwrap's command line, which
-// every user of the host can read.
-func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, dir string) (*Process, error) {
-	var files []*os.File
-	defer func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}()
-	infoR, infoW, err := os.Pipe()
-	if err != nil {
-		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
-	}
-	files = append(files, infoR, infoW)
-	extra := []*os.File{infoW} // fdInfo, then fdArgs, fdPasswd, fdGroup, fdSeccomp
-	ownNet := s.cfg.Network && s.p.ownsNet()
-	opts := s.p.namespaceArgs(ownNet)
-	opts = append(opts, s.bwrapMounts().args()...)
-	opts = append(opts, "--clearenv")
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		opts = append(opts, "--setenv", k, v)
-	}
-	opts = append(opts, "--info-fd", strconv.Itoa(fdInfo), "--chdir", dir)
-	if s.cfg.Network {
-		opts = append(opts, "--block-fd", strconv.Itoa(fdBlock))
-	}
-	prog, filtered := filter()
-	if s.p.lenient {
-		prog, filtered = lenientFilter()
-	}
-	if filtered {
-		opts = append(opts, "--seccomp", strconv.Itoa(fdSeccomp))
-	}
-	var argsData []byte
-	for _, a := range opts {
-		argsData = append(append(argsData, a...), 0)
-	}
-	for _, d := range []struct {
-		name string
-		data []byte
-	}{{"bwrap-args", argsData}, {"passwd", s.passwd}, {"group", s.group}, {"seccomp", prog}} {
-		f, err := memFile(d.name, d.data)
-		if err != nil {
-			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")
-		}
-		files, extra = append(files, f), append(extra, f)
-	}
-	var net *userNet
-	if s.cfg.Network {
-		// bwrap waits on fdBlock, its network namespace made, until
-		// slirp4netns has brought the network up.
-		blockR, blockW, err := os.Pipe()
-		if err != nil {
-			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
-		}
-		files = append(files, blockR)
-		net = &userNet{path: s.p.slirp, session: s.cfg.SessionID, block: blockW, own: ownNet}
-		resolv, err := memFile("resolv.conf", []byte(slirpResolvConf))
-		if err != nil {
-			_ = blockW.Close()
-			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")
-		}
-		files, extra = append(files, resolv), append(extra, blockR, resolv)
-	}
-
-	if s.stage != nil && len(s.stage.copies) > 0 {
-		copies, err := s.stage.copyFiles()
-		if err != nil {
-			if net != nil {
-				net.stop()
-			}
-			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot copy a read-only bind for the sandbox")
-		}
-		files = append(files, copies...)
-		for len(extra) < fdCopies-3 {
-			extra = append(extra, nil) // closed in bwrap
-		}
-		extra = append(extra, copies...)
-	}
-	argv := append([]string{s.p.path, "--args", strconv.Itoa(fdArgs), "--", spec.Path}, spec.Args...)
-	var attr *syscall.SysProcAttr
-	if s.stage != nil {
-		// bwrap runs as the host uid, not as root: Go drops the ids in
-		// the child before exec, or setpriv does after a prlimit that
-		// runs as root (it may raise the limit).
-		if s.prlimit != "" {
-			argv = append(s.p.dropArgs(s.stage.setpriv), argv...)
-		} else {
-			attr = &syscall.SysProcAttr{Credential: s.p.hostCredential()}
-		}
-	}
-	if s.prlimit != "" {
-		// prlimit sets the limit on itself and execs the rest: same pid.
-		n := s.cfg.Limits.OpenFiles
-		argv = append([]string{s.prlimit, fmt.Sprintf("--nofile=%d:%d", n, n), "--"}, argv...)
-	}
-	cmd := &exec.Cmd{
-		Path:        argv[0],
-		Args:        argv,
-		Env:         []string{}, // not nil: nil would pass the daemon's
-		Dir:         "/",
-		Stdin:       spec.Stdin,
-		Stdout:      spec.Stdout,
-		Stderr:      spec.Stderr,
-		ExtraFiles:  extra,
-		SysProcAttr: attr,
-	}
-	// A caller that takes stderr with a writer of its own still gets
-	// bwrap's words, and so does the start's error should it fail. (A
-	// file is handed to bwrap as is: its words are in the file.)
-	var words *startWords
-	if _, isFile := spec.Stderr.(*os.File); spec.Stderr != nil && !isFile {
-		words = &startWords{w: spec.Stderr}
-		cmd.Stderr = words
-	}
-	if ownNet {
-		if cmd.SysProcAttr == nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{}
-		}
-		ownNamespaces(cmd.SysProcAttr)
-	}
-	if s.cgroup != nil && s.cgroup.v2Dir != "" {
-		// Under cgroup v2 bwrap is born in the sandbox's cgroup
-		// (clone3 CLONE_INTO_CGROUP), whatever uid it then runs as.
-		cgfd, err := os.Open(s.cgroup.v2Dir)
-		if err != nil {
-			if net != nil {
-				net.stop()
-			}
-			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot open the sandbox's cgroup")
-		}
-		files = append(files, cgfd)
-		if cmd.SysProcAttr == nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{}
-		}
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cgfd.Fd())
-	}
-	oomBase := s.cgroup.oomKills()
-	// The stage's binds and the v1 cgroups are made in the thread that
-	// forks.
-	proc, err := s.launch(cmd)
-	if err != nil {
-		if net != nil {
-			net.stop()
-		}
-		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot start bwrap: %s", oneLine(err.Error()))
-	}
-	// bwrap holds its own copies now; ours would keep the info pipe from
-	// reporting EOF should bwrap die.
-	_ = infoW.Close()
-	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1), oomBase: oomBase}
-	if err := p.attach(ctx, infoR); err != nil {
-		p.abort()
-		// bwrap's own words, from the pipe or the caller's writer: the
-		// copy into it is over once abort has reaped bwrap.
-		said := stderrHead(proc)
-		if words != nil {
-			said = words.String()
-		}
-		if r := proc.Stdout(); r != nil {
-			_ = r.Close()
-		}
-		cause := err
-		if said = strings.TrimSpace(said); said != "" {
-			cause = fmt.Errorf("%w: %s", err, said)
-		}
-		return nil, berth.WrapError(berth.EUnavailable, cause, "bwrap: the sandbox did not start: %s", oneLine(cause.Error()))
-	}
-	words.stop()
-	return p, nil
-}
-
-// stderrHead is what bwrap wrote to the stderr pipe before failing (its
-// first maxWords bytes); empty when the caller took stderr.
-func stderrHead(proc *procgroup.Proc) string {
-	r := proc.Stderr()
-	if r == nil {
-		return ""
-	}
-	defer r.Close()
-	b, _ := io.ReadAll(io.LimitReader(r, maxWords))
-	return string(b)
-}
-
-// memFile returns an unlinked in-memory file holding b, read from its
-// start: bwrap reads --args and --ro-bind-data descriptors to their end.
-func memFile(name string, b []byte) (*os.File, error) {
-	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), name)
-	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return f, nil
 }
 
 // Close stops every process the sandbox still runs (SIGKILL: the whole

@@ -26,9 +26,33 @@ func elicitationIDs(es []*berth.Elicitation) string {
 	return strings.Join(out, " ")
 }
 
+// testElicitations checks an elicitation's life in the store: created
+// (and refused), read, resolved once, listed by state, and gone with its
+// session.
 func testElicitations(t *testing.T, open Opener) {
 	s := fresh(t, open)
 	create(t, s, newSession("a", base), newSession("b", base))
+	url := createElicitations(t, s)
+	got := getElicitations(t, s, url)
+	resolveElicitation(t, s, got)
+	listElicitations(t, s)
+
+	// Deleting a session takes its elicitations, and frees their ids.
+	if err := s.DeleteSession(ctx(t), "a"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.GetElicitation(ctx(t), "a", "e1")
+	wantCode(t, err, berth.ENotFound)
+	if err := s.CreateElicitation(ctx(t), elicitation("b", "e1", base)); err != nil {
+		t.Fatalf("an id of a deleted session: %v", err)
+	}
+}
+
+// createElicitations creates the form elicitations e1, e2 and e3 of
+// session a and the URL elicitation eb of b, which it returns, and checks
+// that a taken id, a missing session and a bad schema or id are refused.
+func createElicitations(t *testing.T, s berth.Store) *berth.Elicitation {
+	t.Helper()
 	for i, id := range []string{"e1", "e2", "e3"} {
 		e := elicitation("a", id, base.Add(time.Duration(i)))
 		if err := s.CreateElicitation(ctx(t), e); err != nil || e.State != berth.ElicitationPending {
@@ -47,7 +71,13 @@ func testElicitations(t *testing.T, open Opener) {
 	bad.RequestedSchema = []byte(`{"type":`)
 	wantCode(t, s.CreateElicitation(ctx(t), bad), berth.EInvalid)
 	wantCode(t, s.CreateElicitation(ctx(t), elicitation("a", "", base)), berth.EInvalid)
+	return url
+}
 
+// getElicitations checks that e2 and url read back as created, and only
+// from their own session; it returns e2.
+func getElicitations(t *testing.T, s berth.Store, url *berth.Elicitation) *berth.Elicitation {
+	t.Helper()
 	got, err := s.GetElicitation(ctx(t), "a", "e2")
 	want := elicitation("a", "e2", base.Add(1))
 	if err != nil || got.ID != "e2" || got.SessionID != "a" || got.Message != want.Message || got.Mode != berth.ElicitationModeForm ||
@@ -61,7 +91,14 @@ func testElicitations(t *testing.T, open Opener) {
 	}
 	_, err = s.GetElicitation(ctx(t), "b", "e2")
 	wantCode(t, err, berth.ENotFound)
+	return got
+}
 
+// resolveElicitation accepts got (e2 of a) with content, checks that a
+// second resolution, a missing one and one still pending are refused, and
+// that the resolution sticks.
+func resolveElicitation(t *testing.T, s berth.Store, got *berth.Elicitation) {
+	t.Helper()
 	at := base.Add(time.Minute)
 	got.State, got.Action, got.DecidedBy, got.ResolvedAt = berth.ElicitationAccepted, berth.ElicitationAccept, berth.DecidedByUser, &at
 	got.Content = map[string]any{"answer": "yes ✓", "n": 3.5}
@@ -77,13 +114,19 @@ func testElicitations(t *testing.T, open Opener) {
 	still := elicitation("a", "e1", base)
 	wantCode(t, s.ResolveElicitation(ctx(t), still), berth.EInvalid)
 
+	want := elicitation("a", "e2", base.Add(1))
 	r, _ := s.GetElicitation(ctx(t), "a", "e2")
 	if r.State != berth.ElicitationAccepted || r.Action != berth.ElicitationAccept || r.DecidedBy != berth.DecidedByUser ||
 		r.ResolvedAt == nil || !r.ResolvedAt.Equal(at) || r.Content["answer"] != "yes ✓" || r.Content["n"] != 3.5 ||
 		r.Message != want.Message || !jsonSame(r.RequestedSchema, want.RequestedSchema) {
 		t.Fatalf("resolution did not stick: %+v", r)
 	}
+}
 
+// listElicitations checks the lists of a's elicitations by state (e2
+// accepted), an empty list of b's, and a missing session's.
+func listElicitations(t *testing.T, s berth.Store) {
+	t.Helper()
 	pending, err := s.ListElicitations(ctx(t), "a", berth.ElicitationPending)
 	if err != nil || elicitationIDs(pending) != "e1 e3" {
 		t.Fatalf("pending of a: %q, %v", elicitationIDs(pending), err)
@@ -102,16 +145,6 @@ func testElicitations(t *testing.T, open Opener) {
 	}
 	_, err = s.ListElicitations(ctx(t), "nobody", "")
 	wantCode(t, err, berth.ENotFound)
-
-	// Deleting a session takes its elicitations, and frees their ids.
-	if err := s.DeleteSession(ctx(t), "a"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = s.GetElicitation(ctx(t), "a", "e1")
-	wantCode(t, err, berth.ENotFound)
-	if err := s.CreateElicitation(ctx(t), elicitation("b", "e1", base)); err != nil {
-		t.Fatalf("an id of a deleted session: %v", err)
-	}
 }
 
 // testElicitationsReopen checks a pending elicitation outlives the store

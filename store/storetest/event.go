@@ -38,14 +38,7 @@ func testListEventsEdges(t *testing.T, open Opener) {
 	all := events("s1", 1, 250)
 	appendOK(t, s, all)
 
-	page := func(f berth.EventFilter) []berth.Event {
-		t.Helper()
-		evs, err := s.ListEvents(ctx(t), "s1", f)
-		if err != nil {
-			t.Fatalf("%+v: %v", f, err)
-		}
-		return evs
-	}
+	page := func(f berth.EventFilter) []berth.Event { t.Helper(); return listEvents(t, s, "s1", f) }
 	// Limit 0 means the default page.
 	sameEvents(t, page(berth.EventFilter{}), all[:berth.DefaultEventLimit])
 	sameEvents(t, page(berth.EventFilter{After: 0, Limit: 1}), all[:1])
@@ -100,19 +93,8 @@ func testListEventsFilters(t *testing.T, open Opener) {
 	appendOK(t, s, all)
 	appendOK(t, s, events("s2", 1, 60)) // same types and turns, other session
 
-	pick := func(keep func(berth.Event) bool) []berth.Event {
-		var out []berth.Event
-		for _, e := range all {
-			if keep(e) {
-				out = append(out, e)
-			}
-		}
-		return out
-	}
-	cases := []struct {
-		f    berth.EventFilter
-		want []berth.Event
-	}{
+	pick := func(keep func(berth.Event) bool) []berth.Event { return keepEvents(all, keep) }
+	listEventsFiltered(t, s, "s1", []eventCase{
 		{berth.EventFilter{Type: berth.EventToolCall, Limit: 1000},
 			pick(func(e berth.Event) bool { return e.Type == berth.EventToolCall })},
 		{berth.EventFilter{TurnID: "turn-1", Limit: 1000},
@@ -123,14 +105,43 @@ func testListEventsFilters(t *testing.T, open Opener) {
 			pick(func(e berth.Event) bool { return e.Type == berth.EventToolCall && e.Seq > 30 })[:3]},
 		{berth.EventFilter{TurnID: "turn-3", After: 59, Limit: 10}, nil},
 		{berth.EventFilter{Type: "no_such_type"}, nil},
-	}
+	})
+}
+
+// eventCase is a filter and the events ListEvents must answer it with.
+type eventCase struct {
+	f    berth.EventFilter
+	want []berth.Event
+}
+
+// listEventsFiltered lists the events of session id with each case's
+// filter and compares them.
+func listEventsFiltered(t *testing.T, s berth.Store, id string, cases []eventCase) {
+	t.Helper()
 	for _, c := range cases {
-		got, err := s.ListEvents(ctx(t), "s1", c.f)
-		if err != nil {
-			t.Fatalf("%+v: %v", c.f, err)
-		}
-		sameEvents(t, got, c.want)
+		sameEvents(t, listEvents(t, s, id, c.f), c.want)
 	}
+}
+
+// listEvents is one page of session id's events, filtered by f.
+func listEvents(t *testing.T, s berth.Store, id string, f berth.EventFilter) []berth.Event {
+	t.Helper()
+	evs, err := s.ListEvents(ctx(t), id, f)
+	if err != nil {
+		t.Fatalf("%+v: %v", f, err)
+	}
+	return evs
+}
+
+// keepEvents returns the events of all that keep keeps, in order.
+func keepEvents(all []berth.Event, keep func(berth.Event) bool) []berth.Event {
+	var out []berth.Event
+	for _, e := range all {
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // A turn whose events arrive over several batches, interleaved with
@@ -161,19 +172,8 @@ func testListEventsTurnAcrossBatches(t *testing.T, open Opener) {
 		appendOK(t, s, evs)
 		all = append(all, evs...)
 	}
-	pick := func(keep func(berth.Event) bool) []berth.Event {
-		var out []berth.Event
-		for _, e := range all {
-			if keep(e) {
-				out = append(out, e)
-			}
-		}
-		return out
-	}
-	for _, c := range []struct {
-		f    berth.EventFilter
-		want []berth.Event
-	}{
+	pick := func(keep func(berth.Event) bool) []berth.Event { return keepEvents(all, keep) }
+	listEventsFiltered(t, s, "s1", []eventCase{
 		{berth.EventFilter{TurnID: "long", Limit: 1000}, pick(func(e berth.Event) bool { return e.TurnID == "long" })},
 		{berth.EventFilter{TurnID: "other", Limit: 1000}, pick(func(e berth.Event) bool { return e.TurnID == "other" })},
 		{berth.EventFilter{TurnID: "long", Type: berth.EventAgentMessage, After: 50, Limit: 1000},
@@ -185,13 +185,7 @@ func testListEventsTurnAcrossBatches(t *testing.T, open Opener) {
 		{berth.EventFilter{TurnID: "long", After: 10, Limit: 5},
 			pick(func(e berth.Event) bool { return e.TurnID == "long" && e.Seq > 10 })[:5]},
 		{berth.EventFilter{TurnID: "nope", Limit: 1000}, nil},
-	} {
-		got, err := s.ListEvents(ctx(t), "s1", c.f)
-		if err != nil {
-			t.Fatalf("%+v: %v", c.f, err)
-		}
-		sameEvents(t, got, c.want)
-	}
+	})
 }
 
 func testAppendManySessions(t *testing.T, open Opener) {
@@ -390,14 +384,7 @@ func testListEventsMaxBytes(t *testing.T, open Opener) {
 			Data: json.RawMessage(`{"text":"` + strings.Repeat("x", 90) + `"}`)} // 101 bytes
 	}
 	appendOK(t, s, all)
-	page := func(f berth.EventFilter) []berth.Event {
-		t.Helper()
-		evs, err := s.ListEvents(ctx(t), "s1", f)
-		if err != nil {
-			t.Fatalf("%+v: %v", f, err)
-		}
-		return evs
-	}
+	page := func(f berth.EventFilter) []berth.Event { t.Helper(); return listEvents(t, s, "s1", f) }
 	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 250}), all[:3])
 	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 202}), all[:2])
 	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 1}), all[:1])

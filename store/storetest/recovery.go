@@ -37,6 +37,36 @@ func testListRecovery(t *testing.T, open Opener) {
 	for i, id := range ids {
 		create(t, s, newSession(id, base.Add(time.Duration(i))))
 	}
+	seedRecovery(t, s)
+
+	got, err := s.ListRecovery(ctx(t), append([]string{"missing"}, ids...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["missing"]; ok || len(got) != len(ids) {
+		t.Fatalf("ListRecovery answered for %d sessions (missing: %v), want %d", len(got), got["missing"], len(ids))
+	}
+	wantOpen := map[string]int64{"open": 5, "later-end": 3, "reopened": 5}
+	for _, id := range ids {
+		r := got[id]
+		if r == nil {
+			t.Fatalf("no recovery of %s", id)
+		}
+		checkRecovery(t, s, id, r)
+		checkOpenTurn(t, s, id, r, wantOpen)
+	}
+	if q := got["open"].Queue; len(q) != 4 || q[2].ID != "s1" || q[2].Position != 1 || q[3].Position != 3 {
+		t.Errorf("open's queue %s: want q1 q2 s1 q3 with per-kind positions", dump(q))
+	}
+	if empty, err := s.ListRecovery(ctx(t), nil); err != nil || len(empty) != 0 {
+		t.Errorf("ListRecovery(nil) = %v, %v", empty, err)
+	}
+}
+
+// seedRecovery gives the sessions of testListRecovery their turns, queue
+// entries and permissions.
+func seedRecovery(t *testing.T, s berth.Store) {
+	t.Helper()
 	started, ended := berth.EventTurnStarted, berth.EventTurnEnded
 	appendOK(t, s, turnEvents("open", [2]string{started, "t1"}, [2]string{ended, "t1"}, [2]string{started, "t2"}))
 	appendOK(t, s, turnEvents("closed", [2]string{started, "t1"}, [2]string{ended, "t1"}))
@@ -69,58 +99,49 @@ func testListRecovery(t *testing.T, open Opener) {
 	if err := s.DecidePermission(ctx(t), p2); err != nil {
 		t.Fatal(err)
 	}
+}
 
-	got, err := s.ListRecovery(ctx(t), append([]string{"missing"}, ids...))
+// checkRecovery checks that r, session id's recovery, holds the queue and
+// the pending permissions ListQueue and ListPermissions give.
+func checkRecovery(t *testing.T, s berth.Store, id string, r *berth.Recovery) {
+	t.Helper()
+	queue, err := s.ListQueue(ctx(t), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := got["missing"]; ok || len(got) != len(ids) {
-		t.Fatalf("ListRecovery answered for %d sessions (missing: %v), want %d", len(got), got["missing"], len(ids))
+	if len(queue) == 0 {
+		queue = nil
 	}
-	wantOpen := map[string]int64{"open": 5, "later-end": 3, "reopened": 5}
-	for _, id := range ids {
-		r := got[id]
-		if r == nil {
-			t.Fatalf("no recovery of %s", id)
-		}
-		queue, err := s.ListQueue(ctx(t), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(queue) == 0 {
-			queue = nil
-		}
-		if !reflect.DeepEqual(normaliseEntries(r.Queue), normaliseEntries(queue)) {
-			t.Errorf("%s: queue %s, want %s", id, dump(r.Queue), dump(queue))
-		}
-		pending, err := s.ListPermissions(ctx(t), id, berth.PermissionPending)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(pending) == 0 {
-			pending = nil
-		}
-		if dump(r.Pending) != dump(pending) {
-			t.Errorf("%s: pending %s, want %s", id, dump(r.Pending), dump(pending))
-		}
-		seq, open := wantOpen[id]
-		switch {
-		case !open && r.OpenTurn != nil:
-			t.Errorf("%s: open turn %+v, want none", id, *r.OpenTurn)
-		case open && (r.OpenTurn == nil || r.OpenTurn.Seq != seq):
-			t.Errorf("%s: open turn %+v, want the turn_started at seq %d", id, r.OpenTurn, seq)
-		case open:
-			want := list(t, s, id, seq-1)[0]
-			if dump(*r.OpenTurn) != dump(want) || !r.OpenTurn.Time.Equal(want.Time) {
-				t.Errorf("%s: open turn %s, want %s", id, dump(*r.OpenTurn), dump(want))
-			}
-		}
+	if !reflect.DeepEqual(normaliseEntries(r.Queue), normaliseEntries(queue)) {
+		t.Errorf("%s: queue %s, want %s", id, dump(r.Queue), dump(queue))
 	}
-	if q := got["open"].Queue; len(q) != 4 || q[2].ID != "s1" || q[2].Position != 1 || q[3].Position != 3 {
-		t.Errorf("open's queue %s: want q1 q2 s1 q3 with per-kind positions", dump(q))
+	pending, err := s.ListPermissions(ctx(t), id, berth.PermissionPending)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if empty, err := s.ListRecovery(ctx(t), nil); err != nil || len(empty) != 0 {
-		t.Errorf("ListRecovery(nil) = %v, %v", empty, err)
+	if len(pending) == 0 {
+		pending = nil
+	}
+	if dump(r.Pending) != dump(pending) {
+		t.Errorf("%s: pending %s, want %s", id, dump(r.Pending), dump(pending))
+	}
+}
+
+// checkOpenTurn checks r's open turn: none unless wantOpen names the seq
+// of session id's open turn_started, which it must be.
+func checkOpenTurn(t *testing.T, s berth.Store, id string, r *berth.Recovery, wantOpen map[string]int64) {
+	t.Helper()
+	seq, open := wantOpen[id]
+	switch {
+	case !open && r.OpenTurn != nil:
+		t.Errorf("%s: open turn %+v, want none", id, *r.OpenTurn)
+	case open && (r.OpenTurn == nil || r.OpenTurn.Seq != seq):
+		t.Errorf("%s: open turn %+v, want the turn_started at seq %d", id, r.OpenTurn, seq)
+	case open:
+		want := list(t, s, id, seq-1)[0]
+		if dump(*r.OpenTurn) != dump(want) || !r.OpenTurn.Time.Equal(want.Time) {
+			t.Errorf("%s: open turn %s, want %s", id, dump(*r.OpenTurn), dump(want))
+		}
 	}
 }
 

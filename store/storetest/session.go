@@ -97,10 +97,7 @@ func testListFilters(t *testing.T, open Opener) {
 		mk("c1", berth.StateActive, "codex", "p", map[string]string{"team": "core"}, 1),
 		mk("c2", berth.StateStopped, "claude", "p", map[string]string{"team": "web", "env": "prod"}, 2),
 		mk("x", berth.StateStopped, "codex", "", nil, 3))
-	cases := []struct {
-		f    berth.SessionFilter
-		want string
-	}{
+	listFiltered(t, s, []sessionCase{
 		{berth.SessionFilter{State: berth.StateActive}, "c1 p"},
 		{berth.SessionFilter{State: berth.StateStopped}, "x c2"},
 		{berth.SessionFilter{State: berth.StateStarting}, ""},
@@ -113,7 +110,19 @@ func testListFilters(t *testing.T, open Opener) {
 		{berth.SessionFilter{Labels: map[string]string{"nope": "core"}}, ""},
 		{berth.SessionFilter{Agent: "claude", Parent: "p"}, "c2"},
 		{berth.SessionFilter{State: berth.StateActive, Agent: "codex", Labels: map[string]string{"team": "core"}}, "c1"},
-	}
+	})
+}
+
+// sessionCase is a filter and the ids ListSessions must answer it with.
+type sessionCase struct {
+	f    berth.SessionFilter
+	want string
+}
+
+// listFiltered lists the sessions of s with each case's filter and
+// compares the ids.
+func listFiltered(t *testing.T, s berth.Store, cases []sessionCase) {
+	t.Helper()
 	for _, c := range cases {
 		page, err := s.ListSessions(ctx(t), c.f)
 		if err != nil {

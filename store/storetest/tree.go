@@ -32,24 +32,13 @@ func testTree(t *testing.T, open Opener) {
 	if r := get(t, s, "r"); r.RootID != "r" || r.Depth != 0 {
 		t.Fatalf("root reads root %q depth %d", r.RootID, r.Depth)
 	}
-	for _, c := range []struct {
-		f    berth.SessionFilter
-		want string
-	}{
+	listFiltered(t, s, []sessionCase{
 		{berth.SessionFilter{Root: "r"}, "a1 b a r"},
 		{berth.SessionFilter{Root: "a"}, ""},
 		{berth.SessionFilter{Root: "other"}, "o1 other"},
 		{berth.SessionFilter{Parent: "r"}, "b a"},
 		{berth.SessionFilter{Root: "r", Parent: "a"}, "a1"},
-	} {
-		page, err := s.ListSessions(ctx(t), c.f)
-		if err != nil {
-			t.Fatalf("%+v: %v", c.f, err)
-		}
-		if got := ids(page); got != c.want {
-			t.Errorf("filter %+v: got %q, want %q", c.f, got, c.want)
-		}
-	}
+	})
 }
 
 // testSpawnKeyUnique: one Idempotency-Key names one child of a parent; the
