@@ -171,16 +171,30 @@ func (m *Manager) Fork(ctx context.Context, id string, req berth.ForkRequest) (*
 	creq := berth.CreateRequest{Agent: agent, Name: req.Name, Sandbox: parent.Sandbox.Provider, Network: parent.Sandbox.Network,
 		PermissionMode: parent.PermissionMode, Env: parent.Env, Labels: labels, TTLSeconds: parent.TTLSeconds,
 		IdleTimeoutSeconds: parent.IdleTimeoutSeconds, MCPServers: parent.MCPServers, BerthTools: &tools}
-	return m.create(ctx, creq, nil, f)
+	return m.create(ctx, creq, f)
 }
 
-// fillFork makes the new workspace the checkpoint's copy. A fork that
-// runs the parent's agent also gets a copy of that agent's private home,
-// where an agent keeps its conversations (session/fork reads the
+// narrow, admit, born and retry are a root's (origin): a fork is a root
+// that starts from a checkpoint.
+func (*forkSpec) narrow(*birth) error                  { return nil }
+func (*forkSpec) admit(*berth.Session) (func(), error) { return func() {}, nil }
+func (*forkSpec) born(*berth.Session)                  {}
+func (*forkSpec) retry(_ context.Context, err error) (*berth.Session, error) {
+	return nil, err
+}
+
+// shape records the fork's parent and checkpoint (origin).
+func (f *forkSpec) shape(s *berth.Session) {
+	s.ForkedFrom = &berth.ForkRef{SessionID: f.parent.ID, CheckpointID: f.checkpoint.ID}
+}
+
+// fill makes the new workspace the checkpoint's copy (origin). A fork
+// that runs the parent's agent also gets a copy of that agent's private
+// home, where an agent keeps its conversations (session/fork reads the
 // parent's there); a fork with another agent gets none of it (it could
 // hold the parent agent's credentials).
-func (m *Manager) fillFork(ctx context.Context, f *forkSpec, s *berth.Session) error {
-	s.ForkedFrom = &berth.ForkRef{SessionID: f.parent.ID, CheckpointID: f.checkpoint.ID}
+func (f *forkSpec) fill(ctx context.Context, b *birth) error {
+	m, s := b.m, b.s
 	if _, err := m.opts.Checkpoints.Restore(ctx, f.parent.ID, f.checkpoint.ID, s.Workspace, m.hidden()...); err != nil {
 		return err
 	}
@@ -191,14 +205,12 @@ func (m *Manager) fillFork(ctx context.Context, f *forkSpec, s *berth.Session) e
 			}
 		}
 	}
+	b.fork = f.from()
 	return nil
 }
 
-// from is what the fork's live session starts from (nil for no fork).
+// from is what the fork's live session starts from.
 func (f *forkSpec) from() *live.Fork {
-	if f == nil {
-		return nil
-	}
 	return &live.Fork{Agent: f.parent.Agent, ACPSession: f.parent.ACP.SessionID, Turns: len(f.turns), Preamble: forkPreamble(f)}
 }
 

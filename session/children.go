@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -98,10 +100,10 @@ func (m *Manager) SpawnChild(ctx context.Context, parentID string, req berth.Cre
 		return nil, &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("limits.max_depth (%d) reached: a session at depth %d cannot spawn", maxDepth, kid.parent.Depth),
 			Details: map[string]any{"limit": "max_depth", "max_depth": maxDepth, "depth": kid.parent.Depth + 1}}
 	}
-	if err := kid.narrow(&req); err != nil {
+	if err := kid.narrowRequest(&req); err != nil {
 		return nil, err
 	}
-	return m.create(ctx, req, kid, nil)
+	return m.create(ctx, req, kid)
 }
 
 // maxChildren is limits.max_children (a negative limit allows none).
@@ -142,11 +144,11 @@ func forbidden(field, msg string) error {
 	return &berth.Error{Code: berth.EForbidden, Message: msg, Details: map[string]any{"field": field}}
 }
 
-// narrow fills the child's defaults from its parent and refuses, before
-// anything is written, whatever would give the child more than the parent
+// narrowRequest fills the child's defaults from its parent and refuses,
+// before anything is written, whatever would give the child more than the parent
 // has: a looser permission mode, network, a weaker sandbox, env or a
 // workspace the parent was not given, another session's snapshot.
-func (k *spawn) narrow(req *berth.CreateRequest) error {
+func (k *spawn) narrowRequest(req *berth.CreateRequest) error {
 	p := k.parent
 	if req.Agent == "" {
 		req.Agent = p.Agent
@@ -195,6 +197,25 @@ func (k *spawn) narrow(req *berth.CreateRequest) error {
 	}
 	if req.Workspace == "" {
 		req.Workspace = p.Workspace
+	}
+	if filepath.IsAbs(req.Workspace) && !pathx.Within(resolvedPath(p.Workspace), filepath.Clean(req.Workspace)) {
+		// Refused before the path is looked at: a sandboxed parent learns
+		// nothing of the host's files from the answer, nor costs a walk.
+		return forbidden("workspace", "workspace: a child works in its parent's workspace or below it")
+	}
+	if req.Worktree != nil {
+		return forbidden("worktree", "worktree: a child works in its parent's workspace")
+	}
+	if req.Mounts == nil {
+		req.Mounts = slices.Clone(p.Mounts)
+	}
+	for _, name := range req.Mounts {
+		if !slices.Contains(p.Mounts, name) {
+			return forbidden("mounts", "mounts: the parent session was not given mount "+name)
+		}
+	}
+	if err := k.inheritMemory(req); err != nil {
+		return err
 	}
 	return k.narrowMCP(req)
 }
@@ -255,38 +276,34 @@ func (k *spawn) narrowMCP(req *berth.CreateRequest) error {
 	return nil
 }
 
-// checkResolved checks what validateCreate resolved: the real workspace
-// must lie within the parent's, and the provider "auto" picked must not
-// be weaker than the parent's.
-func (k *spawn) checkResolved(req *berth.CreateRequest, provider string) error {
-	if !pathx.Within(resolvedPath(k.parent.Workspace), req.Workspace) {
+// narrow checks what the create resolved (origin): the real workspace
+// must lie within the parent's, the provider "auto" picked must not be
+// weaker than the parent's, and the child has no network nor memory its
+// parent has not, whatever its agent would be given by default.
+func (k *spawn) narrow(b *birth) error {
+	req, p := &b.req, k.parent
+	if !pathx.Within(resolvedPath(p.Workspace), req.Workspace) {
 		return forbidden("workspace", "workspace: a child works in its parent's workspace or below it")
 	}
 	// A child's sandbox may not isolate less than its parent's.
-	if k.m.capsOf(provider).Isolation < k.m.capsOf(k.parent.Sandbox.Provider).Isolation {
-		return forbidden("sandbox", fmt.Sprintf("sandbox %s is weaker than the parent's %s", provider, k.parent.Sandbox.Provider))
+	if k.m.capsOf(b.provider.Name()).Isolation < k.m.capsOf(p.Sandbox.Provider).Isolation {
+		return forbidden("sandbox", fmt.Sprintf("sandbox %s is weaker than the parent's %s", b.provider.Name(), p.Sandbox.Provider))
+	}
+	if req.Network && !p.Sandbox.Network {
+		req.Network = false
+		if b.spec.Network {
+			b.warn(fmt.Sprintf("agent %s needs the network to reach its model, but its parent session has none: it runs without network", b.spec.Name))
+		}
+	}
+	// A default above the parent's memory limit gets the parent's.
+	if mb := p.Sandbox.Limits.MemoryMB; mb > 0 && b.limits.MemoryMB > mb {
+		b.limits.MemoryMB = mb
 	}
 	return nil
 }
 
-// network is the child's network: never more than its parent's, whatever
-// its agent would be given by default.
-func (k *spawn) network(spec berth.AgentSpec, network bool, warning string) (bool, string) {
-	if k.parent.Sandbox.Network || !network {
-		return network, warning
-	}
-	if spec.Network {
-		warning = fmt.Sprintf("agent %s needs the network to reach its model, but its parent session has none: it runs without network", spec.Name)
-	}
-	return false, warning
-}
-
-// lineage records the child's place in its tree on s. A nil spawn (a root)
-// leaves it.
-func (k *spawn) lineage(s *berth.Session) {
-	if k == nil {
-		return
-	}
+// shape records the child's place in its tree (origin).
+func (k *spawn) shape(s *berth.Session) {
 	s.ParentID, s.RootID, s.Depth = k.parent.ID, k.parent.RootID, k.parent.Depth+1
 	if s.RootID == "" {
 		s.RootID = k.parent.ID
@@ -301,14 +318,22 @@ func (k *spawn) lineage(s *berth.Session) {
 	}
 }
 
+// fill gives a child in its parent's worktree that worktree, not owned
+// (origin).
+func (k *spawn) fill(_ context.Context, b *birth) error {
+	if w := k.parent.Worktree; w != nil {
+		c := *w
+		c.Owned = false
+		b.s.Worktree = &c
+	}
+	return nil
+}
+
 // admit takes the parent's tree lock and checks that the parent still
 // admits children and that limits.max_children leaves room; the caller
-// stores the child and makes it live before it calls the returned unlock.
-// A nil spawn (a root) admits at once.
-func (k *spawn) admit(s *berth.Session) (func(), error) {
-	if k == nil {
-		return func() {}, nil
-	}
+// stores the child and makes it live before it calls the returned unlock
+// (origin).
+func (k *spawn) admit(*berth.Session) (func(), error) {
 	unlock := k.m.trees.lock(k.parent.ID, true)
 	if k.prt.Closing() {
 		unlock()
@@ -324,11 +349,8 @@ func (k *spawn) admit(s *berth.Session) (func(), error) {
 	return unlock, nil
 }
 
-// started logs child_started in the parent's log.
-func (k *spawn) started(s *berth.Session) {
-	if k == nil {
-		return
-	}
+// born logs child_started in the parent's log (origin).
+func (k *spawn) born(s *berth.Session) {
 	k.m.toParent(s.ParentID, berth.EventChildStarted, map[string]any{"child_id": s.ID, "agent": s.Agent, "name": s.Name})
 }
 
@@ -347,8 +369,12 @@ func (k *spawn) find(ctx context.Context) (*berth.Session, error) {
 	return k.m.GetSession(ctx, s.ID)
 }
 
-// retried answers a spawn whose key a concurrent retry stored first.
-func (k *spawn) retried(ctx context.Context) (*berth.Session, error) {
+// retry answers a spawn whose record the store refused: one with its key
+// was stored first by a concurrent retry, and is the answer (origin).
+func (k *spawn) retry(ctx context.Context, err error) (*berth.Session, error) {
+	if _, dup := errors.AsType[duplicateError](err); !dup {
+		return nil, err
+	}
 	s, err := k.find(ctx)
 	if err == nil && s == nil {
 		err = berth.Errorf(berth.EConflict, "the child could not be stored")

@@ -319,7 +319,7 @@ func TestSpawnNarrowSandbox(t *testing.T) {
 		ok      bool
 	}{{berth.SandboxHost, false}, {berth.SandboxBwrap, true}, {berth.SandboxDocker, true}, {"", true}} {
 		req := berth.CreateRequest{Agent: "demo", Sandbox: c.sandbox}
-		err := k.narrow(&req)
+		err := k.narrowRequest(&req)
 		if code, what := errWhat(err); c.ok != (err == nil) || (!c.ok && (code != berth.EForbidden || what != "sandbox")) {
 			t.Errorf("sandbox %q under bwrap: %v", c.sandbox, err)
 		}
@@ -328,8 +328,8 @@ func TestSpawnNarrowSandbox(t *testing.T) {
 		}
 	}
 	// "auto" that resolves to host is caught once resolved.
-	req := berth.CreateRequest{Workspace: "/w"}
-	if code, what := errWhat(k.checkResolved(&req, berth.SandboxHost)); code != berth.EForbidden || what != "sandbox" {
+	b := &birth{req: berth.CreateRequest{Workspace: "/w"}, provider: capsProviders()[berth.SandboxHost]}
+	if code, what := errWhat(k.narrow(b)); code != berth.EForbidden || what != "sandbox" {
 		t.Errorf("auto resolved to host under bwrap: %s %v", code, what)
 	}
 }

@@ -33,89 +33,87 @@ func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*
 		return nil, err
 	}
 	defer m.inflight.Done()
-	return m.create(ctx, req, nil, nil)
+	return m.create(ctx, req, root{})
 }
 
-// create creates a session: a root, or with kid a child of kid.parent
-// (children.go), its request already narrowed to what the parent has; with
-// fork, a fork of a checkpoint (checkpoint.go).
-func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spawn, fork *forkSpec) (*berth.Session, error) {
-	began := time.Now()
-	if kid != nil && filepath.IsAbs(req.Workspace) && !pathx.Within(resolvedPath(kid.parent.Workspace), filepath.Clean(req.Workspace)) {
-		// Refused before the path is looked at: a sandboxed parent learns
-		// nothing of the host's files from the answer, nor costs a walk.
-		return nil, forbidden("workspace", "workspace: a child works in its parent's workspace or below it")
-	}
-	spec, provider, unisolated, err := m.validateCreate(&req)
+// create creates a session from origin from (a root, a child, a fork):
+// the stages below, then its agent's start.
+func (m *Manager) create(ctx context.Context, req berth.CreateRequest, from origin) (*berth.Session, error) {
+	b := m.newBirth(from)
+	b.req = req
+	// The caller may hang up: once something is written, the session is
+	// carried to a recorded state regardless.
+	wctx := context.WithoutCancel(ctx)
+	err := b.run(ctx,
+		stage{"check", b.check},
+		stage{"reserve", b.reserve},
+		stage{"record", func(context.Context) error { b.record(); return nil }},
+		stage{"workspace", func(context.Context) error { return b.workspace(wctx) }},
+		stage{"admit", b.admit},
+		stage{"launch", func(context.Context) error { b.launchEarly(wctx); return nil }},
+		stage{"store", func(context.Context) error { return b.store(wctx) }},
+		stage{"lease", func(context.Context) error { return b.lease(wctx) }},
+		stage{"live", b.born},
+	)
 	if err != nil {
-		return nil, err
+		return from.retry(wctx, err)
 	}
-	wtCommon, err := m.checkCreateOptions(ctx, &req, kid)
-	if err != nil {
-		return nil, err
+	return b.start(wctx)
+}
+
+// check checks the request and resolves what it leaves open (the agent,
+// the sandbox, the network, the limits) before anything is written.
+func (b *birth) check(ctx context.Context) error {
+	m, req := b.m, &b.req
+	var err error
+	if b.spec, b.provider, b.unisolated, err = m.validateCreate(req); err != nil {
+		return err
 	}
-	if len(req.Mounts) > 0 && !provider.Capabilities().Binds {
-		return nil, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("mounts are bound into a sandbox: sandbox %s binds nothing (use one that isolates)", provider.Name()),
+	if b.wtCommon, err = m.checkCreateOptions(ctx, req); err != nil {
+		return err
+	}
+	if len(req.Mounts) > 0 && !b.provider.Capabilities().Binds {
+		return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("mounts are bound into a sandbox: sandbox %s binds nothing (use one that isolates)", b.provider.Name()),
 			Details: map[string]any{"field": "mounts"}}
-	}
-	if kid != nil {
-		if err := kid.checkResolved(&req, provider.Name()); err != nil {
-			return nil, err
-		}
 	}
 	// A session that does not ask gets the network when its agent needs it
 	// (or [sandbox] network says so) and policy allows; when policy does
 	// not, it runs without and is told why.
-	network, netWarning := req.Network, ""
-	if !network && (spec.Network || m.opts.Sandbox.Network) {
+	if !req.Network && (b.spec.Network || m.opts.Sandbox.Network) {
 		if m.opts.Sandbox.AllowNetwork {
-			network = true
-		} else if spec.Network {
-			netWarning = fmt.Sprintf("agent %s needs the network to reach its model, but [sandbox] allow_network is false: it runs without network", spec.Name)
+			req.Network = true
+		} else if b.spec.Network {
+			b.warn(fmt.Sprintf("agent %s needs the network to reach its model, but [sandbox] allow_network is false: it runs without network", b.spec.Name))
 		}
 	}
-	if kid != nil {
-		network, netWarning = kid.network(spec, network, netWarning)
-	}
-	if err := checkMCPNetwork(req.MCPServers, provider.Name(), provider.Capabilities(), network); err != nil {
-		return nil, err
-	}
-	kid.inheritMemory(&req, int(m.opts.Sandbox.Limits.MemoryBytes>>20))
-	limits, limitWarning, err := m.sandboxLimits(&req, provider)
+	limits, limitWarning, err := m.sandboxLimits(req, b.provider)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if limits, err = kid.memory(limits, req.MemoryMB); err != nil {
-		return nil, err
+	b.limits = limits
+	if err := b.from.narrow(b); err != nil {
+		return err
 	}
-	if err := m.reserve(); err != nil {
-		return nil, err
+	b.warn(limitWarning)
+	if b.unisolated {
+		b.warn("no sandbox provider with isolation works on this host: the agent runs without isolation (sandbox host)")
 	}
-	registered := false
-	defer func() {
-		if !registered {
-			m.release()
-		}
-	}()
-	// The caller may hang up: once something is written, the session is
-	// carried to a recorded state regardless.
-	ctx = context.WithoutCancel(ctx)
+	return checkMCPNetwork(req.MCPServers, b.provider.Name(), b.provider.Capabilities(), req.Network)
+}
 
+// record makes the new session's record.
+func (b *birth) record() {
+	req := &b.req
 	now := time.Now().UTC()
 	id := ids.New("ses")
 	s := &berth.Session{
-		ID: id, Name: req.Name, Agent: spec.Name, State: berth.StateStarting, Badge: berth.BadgeStarting,
-		Workspace: req.Workspace, Sandbox: berth.SandboxSpec{Provider: provider.Name(), Network: network},
+		ID: id, Name: req.Name, Agent: b.spec.Name, State: berth.StateStarting, Badge: berth.BadgeStarting,
+		Workspace: req.Workspace, Sandbox: berth.SandboxSpec{Provider: b.provider.Name(), Network: req.Network, Limits: b.limits},
 		PermissionMode: req.PermissionMode, Labels: req.Labels, Env: req.Env,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
-		RootID: id,
+		RootID: id, MCPServers: req.MCPServers, BerthTools: req.BerthTools == nil || *req.BerthTools, Mounts: req.Mounts,
 	}
-	s.Sandbox.Limits = limits
-	s.MCPServers = req.MCPServers
-	s.BerthTools = req.BerthTools == nil || *req.BerthTools
-	s.Mounts = req.Mounts
-	kid.lineage(s)
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
 	}
@@ -124,13 +122,25 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 		s.ExpiresAt = &exp
 	}
 	if s.Workspace == "" {
-		s.Workspace = filepath.Join(m.workspacesDir(), id)
+		s.Workspace = filepath.Join(b.m.workspacesDir(), id)
 		s.ManagedWorkspace = true
 	}
-	if err := mkdirs(m.homeDir(id), s.Workspace, s.ManagedWorkspace); err != nil {
-		return nil, err
+	b.from.shape(s)
+	b.s = s
+}
+
+// workspace makes the session's private HOME and its workspace what the
+// request asks: a managed one (from a snapshot, when asked), a worktree,
+// what the origin fills in, then the files.
+func (b *birth) workspace(ctx context.Context) error {
+	m, s, req := b.m, b.s, &b.req
+	if err := mkdirs(m.homeDir(s.ID), s.Workspace, s.ManagedWorkspace); err != nil {
+		return err
 	}
+	b.onFail(func() { _ = os.RemoveAll(m.sessionDir(s.ID)) })
 	if s.ManagedWorkspace {
+		ws := s.Workspace
+		b.onFail(func() { _ = os.RemoveAll(ws) })
 		// Stored real, as a user-given one: the sandbox opens it without
 		// following links (a $BERTH_HOME reached through one).
 		s.Workspace = resolvedPath(s.Workspace)
@@ -138,112 +148,126 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, kid *spaw
 	if req.FromSnapshot != "" {
 		// A fork: the new workspace starts as the snapshot's copy.
 		if err := m.restoreSnapshot(ctx, req.FromSnapshot, s.Workspace); err != nil {
-			_ = os.RemoveAll(s.Workspace)
-			return nil, err
+			return err
 		}
 		unlinkWorktreeFile(s.Workspace)
 	}
-	var parent *berth.Session
-	if kid != nil {
-		parent = kid.parent
-	}
-	if err := m.prepareWorkspace(ctx, s, &req, wtCommon, parent); err != nil {
-		_ = os.RemoveAll(m.sessionDir(id))
-		return nil, err
-	}
-	defer func() {
-		if !registered && s.Worktree != nil && s.Worktree.Owned {
-			// Nothing stored owns the worktree: it goes with the create.
+	if req.Worktree != nil {
+		if err := m.addWorktree(ctx, s, req.Worktree, b.wtCommon); err != nil {
+			return err
+		}
+		// Nothing stored owns the worktree yet: it goes with the create.
+		b.onFail(func() {
 			_ = os.RemoveAll(s.Workspace)
 			m.removeWorktree(ctx, s.Worktree)
-		}
-	}()
-	if fork != nil {
-		if err := m.fillFork(ctx, fork, s); err != nil {
-			_ = os.RemoveAll(m.sessionDir(id))
-			_ = os.RemoveAll(s.Workspace)
-			return nil, err
-		}
+		})
 	}
-	// A child is admitted under its parent's lock, from the count of its
-	// live siblings to going live, so no spawn slips past a limit or a
-	// stopping parent.
-	unlock, err := kid.admit(s)
+	if err := b.from.fill(ctx, b); err != nil {
+		return err
+	}
+	return writeFiles(s.Workspace, req.Files)
+}
+
+// admit lets the session in among its origin's (a child among its
+// parent's live children), under a lock held until it is live.
+func (b *birth) admit(context.Context) error {
+	unlock, err := b.from.admit(b.s)
 	if err != nil {
-		_ = os.RemoveAll(m.sessionDir(id))
-		return nil, err
+		return err
 	}
-	ls := m.newLive(live.Config{Session: s, Spec: spec, Fork: fork.from()})
-	var launch *live.Launching
-	if m.opts.Shim != nil {
-		// The agent's shim starts it while the session is stored: the
-		// store's write is off the create's path. Nothing of the agent is
-		// visible before the session is, and a daemon that dies in between
-		// leaves a shim that no session owns, which the next one ends
-		// (removeOrphanShims) as the shim itself does after
-		// limits.orphan_timeout.
-		launch = ls.Launch(ctx, provider)
-	}
-	if err := m.store.CreateSession(ctx, s); err != nil {
-		ls.AbortLaunch(ctx, launch)
-		unlock()
-		_ = os.RemoveAll(m.sessionDir(id))
-		if kid != nil && berth.IsCode(err, berth.EConflict) {
-			// A retry with the same Idempotency-Key won the race.
-			return kid.retried(ctx)
-		}
-		return nil, fmt.Errorf("store session: %w", err)
-	}
-	// A cluster node drives the session under its lease from its first
-	// event on.
-	if err := m.acquire(ctx, id); err != nil {
-		ls.AbortLaunch(ctx, launch)
-		unlock()
-		_ = os.RemoveAll(m.sessionDir(id))
-		if derr := m.store.DeleteSession(ctx, id); derr != nil {
-			m.logger.Warn("remove a session whose lease was not taken", "session_id", id, "err", derr)
-		}
-		return nil, fmt.Errorf("take the session's lease: %w", err)
-	}
-	// Announced before anything else can change it, so session_created
-	// comes first.
-	ls.Publish(berth.ChangeSessionCreated)
-	m.goLive(ls, true) // a new id: no other live session has it
-	registered = true
-	kid.started(s)
-	unlock()
+	b.unlock = unlock
+	b.onFail(unlock)
+	return nil
+}
 
+// launchEarly makes the live session and, with shims, starts its agent
+// while the session is stored: the store's write is off the create's
+// path. Nothing of the agent is visible before the session is, and a
+// daemon that dies in between leaves a shim that no session owns, which
+// the next one ends (removeOrphanShims) as the shim itself does after
+// limits.orphan_timeout.
+func (b *birth) launchEarly(ctx context.Context) {
+	b.ls = b.m.newLive(live.Config{Session: b.s, Spec: b.spec, Fork: b.fork})
+	if b.m.opts.Shim == nil {
+		return
+	}
+	b.launch = b.ls.Launch(ctx, b.provider)
+	b.onFail(func() { b.ls.AbortLaunch(ctx, b.launch) })
+}
+
+// store writes the session's record.
+func (b *birth) store(ctx context.Context) error {
+	if err := b.m.store.CreateSession(ctx, b.s); err != nil {
+		err = fmt.Errorf("store session: %w", err)
+		if berth.IsCode(err, berth.EConflict) {
+			return duplicateError{err}
+		}
+		return err
+	}
+	id := b.s.ID
+	b.onFail(func() {
+		if err := b.m.store.DeleteSession(ctx, id); err != nil {
+			b.m.logger.Warn("remove a session not started", "session_id", id, "err", err)
+		}
+	})
+	return nil
+}
+
+// duplicateError is the store's refusal of a new session's record: one
+// with its key is there already (a child's retry stored first).
+type duplicateError struct{ error }
+
+func (e duplicateError) Unwrap() error { return e.error }
+
+// lease takes the session's lease: a cluster node drives the session
+// under it from its first event on.
+func (b *birth) lease(ctx context.Context) error {
+	id := b.s.ID
+	if err := b.m.acquire(ctx, id); err != nil {
+		return fmt.Errorf("take the session's lease: %w", err)
+	}
+	b.onFail(func() { b.m.releaseLease(ctx, id) })
+	return nil
+}
+
+// born makes the session live: announced first, so session_created
+// comes before any change of it, then in the manager's set, then among
+// its origin's.
+func (b *birth) born(context.Context) error {
+	b.ls.Publish(berth.ChangeSessionCreated)
+	b.goLive() // a new id: no other live session has it
+	b.from.born(b.s)
+	b.unlock()
+	return nil
+}
+
+// start begins the live session's log and starts its agent; the answer is
+// the session as it is then, after the request's first prompt if any.
+func (b *birth) start(ctx context.Context) (*berth.Session, error) {
+	m, ls, s := b.m, b.ls, b.s
 	ls.Emit("", berth.EventSessionCreated, map[string]any{
-		"agent": spec.Name, "sandbox": s.Sandbox, "workspace": s.Workspace})
-	if netWarning != "" {
-		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": netWarning})
+		"agent": b.spec.Name, "sandbox": s.Sandbox, "workspace": s.Workspace})
+	for _, w := range b.warnings {
+		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": w})
 	}
-	if limitWarning != "" {
-		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": limitWarning})
+	if b.launch == nil {
+		b.launch = ls.Launch(ctx, b.provider)
 	}
-	if unisolated {
-		ls.Emit("", berth.EventRuntimeWarning, map[string]any{
-			"reason": "no sandbox provider with isolation works on this host: the agent runs without isolation (sandbox host)"})
-	}
-
-	if launch == nil {
-		launch = ls.Launch(ctx, provider)
-	}
-	err = ls.Start(ctx, launch)
-	m.opts.Observer.SessionCreated(provider.Name(), err == nil && ls.View().State == berth.StateActive, time.Since(began))
+	err := ls.Start(ctx, b.launch)
+	m.opts.Observer.SessionCreated(b.provider.Name(), err == nil && ls.View().State == berth.StateActive, time.Since(b.began))
 	if err != nil {
 		if berth.IsCode(err, berth.EInvalid) {
-			m.discardRefused(ctx, id)
+			m.discardRefused(ctx, s.ID)
 		}
 		return nil, err
 	}
 	// The answer's last_seq covers session_started: commit it first.
-	if err := m.log.FlushSession(ctx, id); err != nil {
+	if err := m.log.FlushSession(ctx, s.ID); err != nil {
 		ls.Logger().Warn("flush after create", "err", err)
 	}
 	out := ls.View()
-	if strings.TrimSpace(req.Prompt) != "" && out.State == berth.StateActive {
-		if _, err := m.Prompt(ctx, id, berth.PromptRequest{Text: req.Prompt}); err != nil {
+	if strings.TrimSpace(b.req.Prompt) != "" && out.State == berth.StateActive {
+		if _, err := m.Prompt(ctx, s.ID, berth.PromptRequest{Text: b.req.Prompt}); err != nil {
 			ls.Logger().Warn("first prompt not started", "err", err)
 		}
 		out = ls.View()

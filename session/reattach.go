@@ -19,48 +19,69 @@ import (
 // waits for the answer to the prompt the previous daemon sent (or sends
 // it, if it never went out), and the agent's unanswered requests are
 // served again. r is what the store holds of it (read for every session
-// of the boot at once). Until the live session is live every failure lets go of
+// of the boot at once). Until the session is live every failure lets go of
 // the shim, which waits on for a daemon.
-func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recovery) (err error) {
-	p, err := m.attachShim(ctx, s)
+func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recovery) error {
+	b := m.newBirth(root{})
+	b.s = s
+	var p *shim.Proc
+	var back *live.Reattached
+	err := b.run(ctx,
+		stage{"attach", func(ctx context.Context) (err error) { p, err = b.attach(ctx); return err }},
+		stage{"recover", func(ctx context.Context) (err error) { back, err = b.recover(ctx, p, r); return err }},
+		stage{"live", func(context.Context) error {
+			if m.goLive(b.ls, false) != nil {
+				return fmt.Errorf("session %s is live already", s.ID)
+			}
+			return nil
+		}},
+	)
 	if err != nil {
 		return err
-	}
-	defer func() {
-		if err != nil {
-			p.Detach()
-		}
-	}()
-	ls, provider, err := m.recoverLive(s, p)
-	if err != nil {
-		return err
-	}
-	open, in, queue, err := m.recoverOpenTurn(ctx, s, r)
-	if err != nil {
-		return err
-	}
-	elics, err := m.store.ListElicitations(ctx, s.ID, berth.ElicitationPending)
-	if err != nil {
-		return err
-	}
-	// After the claim: the open turn's entry is no longer queued.
-	back, err := ls.Reattach(live.Recovered{Open: open, In: in, Pending: r.Pending, Queue: queue, Elics: elics})
-	if err != nil {
-		return err
-	}
-	if m.goLive(ls, false) != nil {
-		return fmt.Errorf("session %s is live already", s.ID)
 	}
 	if s.ToolsHash != "" && m.toolsEnabled() {
 		// The agent's `berth mcp` outlived the daemon, with its credential:
 		// its socket is served again.
-		if err := m.serveTools(s.ID, s.ToolsHash, provider); err != nil {
-			ls.Logger().Warn("serve the berth tools again", "err", err)
+		if err := m.serveTools(s.ID, s.ToolsHash, b.provider); err != nil {
+			b.ls.Logger().Warn("serve the berth tools again", "err", err)
 		}
 	}
 	// Live now: a shutdown that ends the boot does not cut this short.
-	ls.CarryOn(context.WithoutCancel(ctx), back)
+	b.ls.CarryOn(context.WithoutCancel(ctx), back)
 	return nil
+}
+
+// attach connects to the session's shim; until the session is live, a
+// failure lets go of it (the shim waits on for a daemon).
+func (b *birth) attach(ctx context.Context) (*shim.Proc, error) {
+	p, err := b.m.attachShim(ctx, b.s)
+	if err != nil {
+		return nil, err
+	}
+	b.onFail(p.Detach)
+	return p, nil
+}
+
+// recover makes the live session of a session whose agent runs on in the
+// shim p, wired to it again with what the store has (r): its open turn,
+// whose queue entry it claims when the previous daemon died before it
+// did, its pending asks and its queue.
+func (b *birth) recover(ctx context.Context, p *shim.Proc, r *berth.Recovery) (*live.Reattached, error) {
+	m, s := b.m, b.s
+	var err error
+	if b.ls, b.provider, err = m.recoverLive(s, p); err != nil {
+		return nil, err
+	}
+	open, in, queue, err := m.recoverOpenTurn(ctx, s, r)
+	if err != nil {
+		return nil, err
+	}
+	elics, err := m.store.ListElicitations(ctx, s.ID, berth.ElicitationPending)
+	if err != nil {
+		return nil, err
+	}
+	// After the claim: the open turn's entry is no longer queued.
+	return b.ls.Reattach(live.Recovered{Open: open, In: in, Pending: r.Pending, Queue: queue, Elics: elics})
 }
 
 // attachShim connects to the session's shim, from the stream offset the

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,50 +36,98 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "session still stopping")
 		}
 	}
+	b := m.newBirth(root{})
+	// Once something is written, the resume is carried to a recorded state.
+	wctx := context.WithoutCancel(ctx)
+	var other *live.Session
+	err := b.run(ctx,
+		stage{"check", func(ctx context.Context) error { return b.checkResume(ctx, id) }},
+		stage{"reserve", b.reserve},
+		stage{"live", func(context.Context) error {
+			if other = b.resumeLive(); other != nil {
+				return errLiveAlready
+			}
+			return nil
+		}},
+		stage{"lease", func(context.Context) error { return b.lease(wctx) }},
+		stage{"record", func(context.Context) error { return b.resumeRecord(wctx) }},
+	)
+	switch {
+	case errors.Is(err, errLiveAlready):
+		// A second resume won the race: its answer is this one's.
+		return m.liveResult(ctx, other)
+	case err != nil:
+		return nil, err
+	}
+	ls := b.ls
+	ls.Publish(berth.ChangeSessionUpdated)
+	if err := ls.LoadInput(wctx); err != nil {
+		ls.Logger().Warn("load queued input", "err", err)
+	}
+	if err := ls.Start(wctx, ls.Launch(wctx, b.provider)); err != nil {
+		return nil, err
+	}
+	if err := m.log.FlushSession(wctx, id); err != nil {
+		ls.Logger().Warn("flush after resume", "err", err)
+	}
+	return m.liveResult(wctx, ls)
+}
+
+// errLiveAlready stops a resume that another one beat to live.
+var errLiveAlready = errors.New("the session is live already")
+
+// checkResume loads the stopped session id and checks it can resume:
+// its workspace, its parent, its agent and its sandbox are there.
+func (b *birth) checkResume(ctx context.Context, id string) error {
+	m := b.m
 	s, err := m.store.GetSession(ctx, id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if s.State != berth.StateStopped {
-		return nil, berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
+		return berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
 	}
 	if err := m.checkParentLive(ctx, s); err != nil {
-		return nil, err
+		return err
 	}
 	if !live.WorkspaceExists(s.Workspace) {
-		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
+		return berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
 	}
 	// A workspace that became a directory people share since the create
 	// (made world-writable, mounted over, given files of other users) is
 	// refused as the create would refuse it; the session stays stopped.
 	if err := m.checkWorkspace(s.Workspace, "workspace"); err != nil {
-		return nil, err
+		return err
 	}
 	if !live.Resumable(s) {
-		return nil, berth.Errorf(berth.EConflict, "session is not resumable: its agent failed to start before it opened a conversation; create a new session")
+		return berth.Errorf(berth.EConflict, "session is not resumable: its agent failed to start before it opened a conversation; create a new session")
 	}
 	spec, ok := m.opts.Catalog.Get(s.Agent)
 	if !ok {
-		return nil, berth.Errorf(berth.EConflict, "session is not resumable: agent %q is no longer in the catalog", s.Agent)
+		return berth.Errorf(berth.EConflict, "session is not resumable: agent %q is no longer in the catalog", s.Agent)
 	}
 	provider := m.providers[s.Sandbox.Provider]
 	if provider == nil {
-		return nil, berth.Errorf(berth.EUnavailable, "sandbox %s is not available on this host", s.Sandbox.Provider)
+		return berth.Errorf(berth.EUnavailable, "sandbox %s is not available on this host", s.Sandbox.Provider)
 	}
 	if err := m.available[s.Sandbox.Provider]; err != nil {
-		return nil, berth.WrapError(berth.EUnavailable, err, "sandbox %s is not available on this host", s.Sandbox.Provider)
+		return berth.WrapError(berth.EUnavailable, err, "sandbox %s is not available on this host", s.Sandbox.Provider)
 	}
 	// Resumed on another node than the one it ran on, the session has no
 	// private HOME here yet: it gets a fresh one.
 	if err := mkdirs(m.homeDir(id), s.Workspace, false); err != nil {
-		return nil, err
+		return err
 	}
-	if err := m.reserve(); err != nil {
-		return nil, err
-	}
-	ctx = context.WithoutCancel(ctx)
+	b.s, b.spec, b.provider = s, spec, provider
+	return nil
+}
 
-	next := *s
+// resumeLive makes the resumed session live, starting, before its stored
+// state moves: a second resume, a prompt or a stop finds it. Of two
+// resumes racing, the other's live session is returned and this one goes
+// no further.
+func (b *birth) resumeLive() *live.Session {
+	next := *b.s
 	next.State, next.StopReason, next.Failure, next.Resumable = berth.StateStarting, "", nil, false
 	next.Badge = berth.BadgeStarting
 	next.PendingPermissions, next.PendingElicitations = 0, 0
@@ -88,35 +137,19 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 		exp := next.LastActivityAt.Add(time.Duration(next.TTLSeconds) * time.Second)
 		next.ExpiresAt = &exp
 	}
-	ls := m.newLive(live.Config{Session: &next, Spec: spec, Resumed: true, ResumeFrom: s.ACP.SessionID})
-	// Live first, so a second resume, a prompt or a stop finds it; then the
-	// stored state moves, guarded: of two resumes racing, one wins.
-	if other := m.goLive(ls, true); other != nil {
-		m.release()
-		return m.liveResult(ctx, other)
+	b.ls = b.m.newLive(live.Config{Session: &next, Spec: b.spec, Resumed: true, ResumeFrom: b.s.ACP.SessionID})
+	if other := b.goLive(); other != nil {
+		return other
 	}
-	// In a cluster, this node drives it from here: of two nodes resuming
-	// it at once, one takes the lease.
-	if err := m.acquire(ctx, id); err != nil {
-		m.abandon(ls)
-		return nil, err
-	}
-	if err := m.store.UpdateSession(ctx, &next, berth.StateStopped); err != nil {
-		m.abandon(ls)
-		m.releaseLease(ctx, id)
-		return nil, err
-	}
-	ls.Publish(berth.ChangeSessionUpdated)
-	if err := ls.LoadInput(ctx); err != nil {
-		ls.Logger().Warn("load queued input", "err", err)
-	}
-	if err := ls.Start(ctx, ls.Launch(ctx, provider)); err != nil {
-		return nil, err
-	}
-	if err := m.log.FlushSession(ctx, id); err != nil {
-		ls.Logger().Warn("flush after resume", "err", err)
-	}
-	return m.liveResult(ctx, ls)
+	b.onFail(func() { b.m.abandon(b.ls) })
+	b.s = &next
+	return nil
+}
+
+// resumeRecord moves the stored session from stopped to starting,
+// guarded: of two nodes resuming it at once, one wins.
+func (b *birth) resumeRecord(ctx context.Context) error {
+	return b.m.store.UpdateSession(ctx, b.s, berth.StateStopped)
 }
 
 // liveResult is the answer of a resume: the session once its handshake is

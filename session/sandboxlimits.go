@@ -88,36 +88,21 @@ func (m *Manager) boxLimits(s *berth.Session) berth.SandboxLimits {
 // limit (or the default, when lower): a bounded parent's child is bounded
 // too, also where the policy has no default, and a provider that cannot
 // enforce the limit is refused for it (sandboxLimits), never run without.
-// A nil spawn (a root) keeps req.
-func (k *spawn) inheritMemory(req *berth.CreateRequest, defaultMB int) {
-	if k == nil || req.MemoryMB != 0 {
-		return
+// Asking for more than the parent's is 403 naming memory_mb.
+func (k *spawn) inheritMemory(req *berth.CreateRequest) error {
+	parent := k.parent.Sandbox.Limits.MemoryMB
+	if req.MemoryMB != 0 {
+		if parent > 0 && req.MemoryMB > parent {
+			return forbidden("memory_mb", fmt.Sprintf("memory_mb %d is more than the parent's %d", req.MemoryMB, parent))
+		}
+		return nil
 	}
-	mb := k.parent.Sandbox.Limits.MemoryMB
-	if defaultMB > 0 && defaultMB < mb {
-		mb = defaultMB
+	mb := parent
+	if def := int(k.m.opts.Sandbox.Limits.MemoryBytes >> 20); def > 0 && def < mb {
+		mb = def
 	}
 	if mb >= minMemoryMB {
 		req.MemoryMB = mb
 	}
-}
-
-// memory narrows a child's memory limit to its parent's: asking for more
-// is 403 naming memory_mb, and a default above the parent's gets the
-// parent's. A nil spawn (a root) keeps lim.
-func (k *spawn) memory(lim berth.SandboxLimitsInfo, asked int) (berth.SandboxLimitsInfo, error) {
-	if k == nil {
-		return lim, nil
-	}
-	parent := k.parent.Sandbox.Limits.MemoryMB
-	if parent <= 0 {
-		return lim, nil
-	}
-	if asked > parent {
-		return lim, forbidden("memory_mb", fmt.Sprintf("memory_mb %d is more than the parent's %d", asked, parent))
-	}
-	if lim.MemoryMB > parent {
-		lim.MemoryMB = parent
-	}
-	return lim, nil
+	return nil
 }
