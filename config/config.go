@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/local"
 )
 
 // Config is berth's whole configuration. The zero value is not useful: start
@@ -372,11 +373,14 @@ func (s *Sandbox) validate() error {
 	if s.Default != berth.SandboxAuto && !slices.Contains(berth.SandboxProviders, s.Default) {
 		return invalid("sandbox.default %q must be one of auto, %s", s.Default, strings.Join(berth.SandboxProviders, ", "))
 	}
-	if s.Default == berth.SandboxHost && !s.AllowHost {
-		return invalid("sandbox.default is \"host\" but sandbox.allow_host is false")
-	}
-	if s.Default == berth.SandboxHost && s.RequireIsolation {
-		return invalid("sandbox.default is \"host\" but sandbox.require_isolation is true")
+	// A default without isolation is the host's, which policy may forbid.
+	if p := local.Make(local.Options{}, s.Default); p != nil && p.Capabilities().Isolation == 0 {
+		if !s.AllowHost {
+			return invalid("sandbox.default is %q but sandbox.allow_host is false", s.Default)
+		}
+		if s.RequireIsolation {
+			return invalid("sandbox.default is %q but sandbox.require_isolation is true", s.Default)
+		}
 	}
 	if s.Network && !s.AllowNetwork {
 		return invalid("sandbox.network is true but sandbox.allow_network is false")

@@ -32,7 +32,7 @@ import (
 	"github.com/berth-sh/berth/internal/homelock"
 	"github.com/berth-sh/berth/metrics"
 	"github.com/berth-sh/berth/sandbox/docker"
-	"github.com/berth-sh/berth/sandbox/host"
+	"github.com/berth-sh/berth/sandbox/providers"
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/shim"
 	"github.com/berth-sh/berth/snapshot"
@@ -541,18 +541,16 @@ func userHome() string {
 	return h
 }
 
-// openProviders makes the sandbox providers: host and bwrap (each probed by
-// the manager); docker for the
-// configured engine, whose containers a previous daemon of this home left
+// openProviders makes the sandbox providers (each probed by the manager):
+// the local ones, and docker for the configured engine, whose containers a previous daemon of this home left
 // are removed now (the engine may be shared: only this node's are).
 func (d *Daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
-	providers := []berth.SandboxProvider{host.New(), po.Bwrap()}
-	dk, err := po.docker()
+	all, dk, err := providers.All(po.Options)
 	if err != nil {
 		return nil, err
 	}
 	d.docker = dk
-	return append(providers, dk), nil
+	return all, nil
 }
 
 // removeLeftoverContainers removes the containers a previous daemon of this

@@ -10,6 +10,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/sandbox/docker"
+	"github.com/berth-sh/berth/sandbox/providers"
 	"github.com/berth-sh/berth/shim/shimcmd"
 )
 
@@ -27,20 +28,7 @@ func newProviderOptions(cfg *config.Config, self, home string) providerOptions {
 // shim`), docker included (the small berth-shim makes host and bwrap
 // only). close releases it.
 func AnyProvider(o shimcmd.Options, name string) (p berth.SandboxProvider, close func(), err error) {
-	if name != berth.SandboxDocker {
-		return shimcmd.Local(o, name)
-	}
-	dk, err := providerOptions{o}.docker()
-	if err != nil {
-		return nil, nil, err
-	}
-	return dk, func() { _ = dk.Close() }, nil
-}
-
-// docker makes the docker provider.
-func (o providerOptions) docker() (*docker.Provider, error) {
-	return docker.New(docker.Options{Host: o.DockerHost, Image: o.DockerImage, Berth: o.Berth, UID: o.UID, HostUID: o.HostUID,
-		Limits: o.Limits, Instance: o.Instance})
+	return providers.Make(o, name)
 }
 
 // nodeID returns this home's stable node id, creating it once.
@@ -64,4 +52,4 @@ func ProviderOptions(cfg *config.Config, self, home string) shimcmd.Options {
 }
 
 // Docker makes the docker provider of o.
-func Docker(o shimcmd.Options) (*docker.Provider, error) { return providerOptions{o}.docker() }
+func Docker(o shimcmd.Options) (*docker.Provider, error) { return providers.Docker(o) }

@@ -110,11 +110,11 @@ func TestAgentProgramIgnoresTheSessionsPath(t *testing.T) {
 	spec := berth.AgentSpec{Name: "a", Command: "agent"}
 	s := &berth.Session{ID: "ses_x", Sandbox: berth.SandboxSpec{Provider: berth.SandboxBwrap},
 		Env: map[string]string{"PATH": filepath.Join(dir, "node_modules/secret")}}
-	if p := m.agentProgram(s, spec); p.path != "agent" || len(p.binds) != 0 {
+	if p := m.place.agentProgram(s, spec); p.path != "agent" || len(p.binds) != 0 {
 		t.Fatalf("resolved from the session's PATH: %+v", p)
 	}
 	spec.Env = map[string]string{"PATH": filepath.Join(dir, "node_modules/secret")}
-	if p := m.agentProgram(s, spec); len(p.binds) != 1 || p.binds[0].Source != filepath.Join(dir, "node_modules/secret") {
+	if p := m.place.agentProgram(s, spec); len(p.binds) != 1 || p.binds[0].Source != filepath.Join(dir, "node_modules/secret") {
 		t.Fatalf("not resolved from the catalog's PATH: %+v", p)
 	}
 }

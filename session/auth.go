@@ -26,10 +26,10 @@ func (m *Manager) Authenticate(ctx context.Context, id, methodID string) (*berth
 // handshake is over. A session with none (stopped) is EConflict, its
 // message saying what to do (ifStopped); ENotFound.
 func (m *Manager) handshaken(ctx context.Context, id, ifStopped string) (*live.Session, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
-	ls := m.liveOf(id)
+	ls := m.set.liveOf(id)
 	if ls == nil {
 		s, err := m.store.GetSession(ctx, id)
 		if err != nil {

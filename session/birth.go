@@ -109,10 +109,10 @@ func (b *birth) warn(reason string) {
 // reserve takes a slot under limits.max_sessions; goLive hands it to the
 // live session.
 func (b *birth) reserve(context.Context) error {
-	if err := b.m.reserve(); err != nil {
+	if err := b.m.set.reserve(); err != nil {
 		return err
 	}
-	b.handOver = b.onFail(b.m.release)
+	b.handOver = b.onFail(b.m.set.release)
 	return nil
 }
 
@@ -120,7 +120,7 @@ func (b *birth) reserve(context.Context) error {
 // another live session of the same session is returned instead (b.ls is
 // not live then, and the slot is still b's to give back).
 func (b *birth) goLive() *live.Session {
-	if other := b.m.goLive(b.ls, true); other != nil {
+	if other := b.m.set.goLive(b.ls, true); other != nil {
 		return other
 	}
 	b.handOver()

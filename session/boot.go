@@ -17,6 +17,20 @@ const (
 	reattachTimeout  = 5 * time.Second
 )
 
+// recovery takes over, at boot, what a previous daemon left: sessions
+// whose agents run on in their shims (reattached), sessions it left
+// active with nothing running (closed), orphaned shims (ended) and queued
+// prompts (resumed).
+type recovery struct {
+	m *Manager
+	// booted is closed once every session found live at boot is
+	// reattached or closed, and the boot's clean-up is done; running
+	// counts the goroutine that does it, cancel ends it.
+	booted  chan struct{}
+	running sync.WaitGroup
+	cancel  context.CancelFunc
+}
+
 // runDirLeft is the run directory as Open found it: the previous daemon's
 // shims, by bundle, and sockets with no files beside them.
 type runDirLeft struct {
@@ -24,42 +38,42 @@ type runDirLeft struct {
 	strays  []shim.Bundle
 }
 
-// startBoot reattaches, in the background, the sessions a previous daemon
+// start reattaches, in the background, the sessions a previous daemon
 // left running in their shims, while the API serves: each session answers
 // once its own reattach is over (awaitBoot), and Health counts those still
 // reattaching. Sessions not reattached are closed as reconcile closes the
 // lost ones; then the run directory is cleared of orphaned shims and
 // sessions with queued prompts are resumed. booted is closed at the end.
-func (m *Manager) startBoot(ctx context.Context, attach []*berth.Session, rec map[string]*berth.Recovery, left runDirLeft) {
-	m.mu.Lock()
-	for _, s := range attach {
-		m.booting[s.ID] = make(chan struct{})
+func (rc *recovery) start(ctx context.Context, attach []*berth.Session, rec map[string]*berth.Recovery, left runDirLeft) {
+	ids := make([]string, len(attach))
+	for i, s := range attach {
+		ids[i] = s.ID
 	}
-	m.mu.Unlock()
+	rc.m.set.boot(ids)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.stopBoot = cancel
-	m.boot.Add(1)
+	rc.cancel = cancel
+	rc.running.Add(1)
 	go func() {
-		defer m.boot.Done()
-		defer close(m.booted)
+		defer rc.running.Done()
+		defer close(rc.booted)
 		defer cancel()
-		m.runBoot(bctx, attach, rec, left)
+		rc.run(bctx, attach, rec, left)
 	}()
 }
 
-// runBoot is the boot's goroutine.
-func (m *Manager) runBoot(ctx context.Context, attach []*berth.Session, rec map[string]*berth.Recovery, left runDirLeft) {
+// run is the boot's goroutine.
+func (rc *recovery) run(ctx context.Context, attach []*berth.Session, rec map[string]*berth.Recovery, left runDirLeft) {
 	t0 := time.Now()
-	failed := m.reattachAll(ctx, attach, rec)
+	failed := rc.reattachAll(ctx, attach, rec)
 	if len(attach) > 0 {
 		// One line for the boot: a thousand sessions log theirs at debug.
-		m.logger.Info("sessions reattached", "count", len(attach)-len(failed), "failed", len(failed), "took", time.Since(t0))
+		rc.m.logger.Info("sessions reattached", "count", len(attach)-len(failed), "failed", len(failed), "took", time.Since(t0))
 	}
 	if ctx.Err() != nil {
 		// Shutdown came first: what was not reattached is left as it is,
 		// active with its shim, for the next daemon.
 		for _, s := range failed {
-			m.bootDone(s.ID)
+			rc.m.set.booted(s.ID)
 		}
 		return
 	}
@@ -67,51 +81,51 @@ func (m *Manager) runBoot(ctx context.Context, attach []*berth.Session, rec map[
 	if len(failed) > 0 {
 		leftovers := sessionProcesses()
 		for _, s := range failed {
-			if err := m.reconcileOne(ctx, s, leftovers[s.ID]); err != nil {
+			if err := rc.reconcileOne(ctx, s, leftovers[s.ID]); err != nil {
 				// The store failed: the session stays as it was, for the
 				// next boot (or a repair) to close.
-				m.logger.Error("session not reattached and not closed", "session_id", s.ID, "err", err)
+				rc.m.logger.Error("session not reattached and not closed", "session_id", s.ID, "err", err)
 			} else {
 				// Its agent is gone: so is its tools credential.
-				m.revokeTools(s.ID, true)
+				rc.m.tools.revoke(s.ID, true)
 				// Clients listed it active while the API served: it changed.
-				m.publishStored(berth.ChangeSessionUpdated, m.stored(s))
-				if q, err := m.store.ListQueue(ctx, s.ID); err == nil && len(q) > 0 {
+				rc.m.changes.publishStored(berth.ChangeSessionUpdated, rc.m.stored(s))
+				if q, err := rc.m.store.ListQueue(ctx, s.ID); err == nil && len(q) > 0 {
 					resume = append(resume, s.ID)
 				}
 			}
-			m.bootDone(s.ID)
+			rc.m.set.booted(s.ID)
 		}
 	}
-	m.removeOrphanShims(ctx, left)
-	if m.opts.AfterBoot != nil {
-		m.opts.AfterBoot(ctx, m.LiveIDs())
+	rc.removeOrphanShims(ctx, left)
+	if rc.m.opts.AfterBoot != nil {
+		rc.m.opts.AfterBoot(ctx, rc.m.LiveIDs())
 	}
-	m.resumeQueued(resume)
-	m.sweepCheckpoints()
+	rc.resumeQueued(resume)
+	rc.sweepCheckpoints()
 }
 
 // sweepCheckpoints removes what a daemon killed in the middle of a
 // checkpoint's create, prune or delete left, and counts the trees'
 // checkpoints before a turn needs them counted (docs/api.md, Checkpoints).
-func (m *Manager) sweepCheckpoints() {
-	st := m.opts.Checkpoints
+func (rc *recovery) sweepCheckpoints() {
+	st := rc.m.opts.Checkpoints
 	if st == nil {
 		return
 	}
 	t0 := time.Now()
 	n, err := st.Sweep()
 	if err != nil {
-		m.logger.Warn("checkpoints not swept", "err", err)
+		rc.m.logger.Warn("checkpoints not swept", "err", err)
 		return
 	}
-	m.logger.Debug("checkpoints swept", "removed", n, "took", time.Since(t0))
+	rc.m.logger.Debug("checkpoints swept", "removed", n, "took", time.Since(t0))
 }
 
 // reattachAll reattaches sessions, reattachParallel at a time, each
 // answering requests as soon as its own reattach is done. It returns the
 // sessions it could not reattach.
-func (m *Manager) reattachAll(ctx context.Context, sessions []*berth.Session, rec map[string]*berth.Recovery) []*berth.Session {
+func (rc *recovery) reattachAll(ctx context.Context, sessions []*berth.Session, rec map[string]*berth.Recovery) []*berth.Session {
 	var (
 		mu     sync.Mutex
 		failed []*berth.Session
@@ -127,54 +141,18 @@ func (m *Manager) reattachAll(ctx context.Context, sessions []*berth.Session, re
 			r := rec[s.ID]
 			err := errors.New("the session is gone from the store")
 			if r != nil {
-				err = m.reattach(ctx, s, r)
+				err = rc.reattach(ctx, s, r)
 			}
 			if err != nil {
-				m.logger.Warn("session not reattached", "session_id", s.ID, "err", err)
+				rc.m.logger.Warn("session not reattached", "session_id", s.ID, "err", err)
 				mu.Lock()
 				failed = append(failed, s)
 				mu.Unlock()
 				return
 			}
-			m.bootDone(s.ID)
+			rc.m.set.booted(s.ID)
 		}()
 	}
 	wg.Wait()
 	return failed
-}
-
-// bootDone marks a session's reattach as over, one way or the other.
-func (m *Manager) bootDone(id string) {
-	m.mu.Lock()
-	ch := m.booting[id]
-	delete(m.booting, id)
-	m.mu.Unlock()
-	if ch != nil {
-		close(ch)
-	}
-}
-
-// awaitBoot waits until the session's reattach is over, if one is under
-// way: a session answers nothing before it knows whether its agent is
-// still there. EUnavailable if ctx ends first.
-func (m *Manager) awaitBoot(ctx context.Context, id string) error {
-	m.mu.Lock()
-	ch := m.booting[id]
-	m.mu.Unlock()
-	if ch == nil {
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return berth.WrapError(berth.EUnavailable, ctx.Err(), "session %s is still being reattached", id)
-	}
-}
-
-// reattaching counts the sessions whose reattach is not over.
-func (m *Manager) reattaching() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.booting)
 }

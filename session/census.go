@@ -44,7 +44,7 @@ type censusKey struct {
 func (m *Manager) Census(ctx context.Context) (Census, error) {
 	counts := make(map[censusKey]int)
 	var c Census
-	live := m.liveSessions()
+	live := m.set.all()
 	seen := make(map[string]bool, len(live))
 	exclude := make([]string, 0, len(live))
 	for _, ls := range live {

@@ -33,6 +33,7 @@ type ChangeOptions struct {
 // any rate, is only noted here and published by one goroutine at most
 // once per interval per session.
 type changes struct {
+	m     *Manager
 	feed  *changefeed.Feed
 	every time.Duration
 
@@ -75,43 +76,41 @@ func (c *changes) noteActivity(sessionID string) {
 	}
 }
 
-// startActivity starts the goroutine that publishes activity; stopActivity
+// startPublishing starts the goroutine that publishes activity; stopPublishing
 // ends it.
-func (m *Manager) startActivity() {
+func (c *changes) startPublishing() {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := m.changes
 	c.stop = cancel
 	onCommit := c.noteActivity
-	if extra := m.opts.OnCommit; extra != nil {
+	if extra := c.m.opts.OnCommit; extra != nil {
 		onCommit = func(id string) {
 			c.noteActivity(id)
 			extra(id)
 		}
 	}
-	m.log.OnCommit(onCommit)
+	c.m.log.OnCommit(onCommit)
 	c.done.Add(2)
 	go func() {
 		defer c.done.Done()
-		m.publishActivity(ctx)
+		c.publishActivity(ctx)
 	}()
 	go func() {
 		defer c.done.Done()
-		m.publishRemoteActivity(ctx)
+		c.publishRemoteActivity(ctx)
 	}()
 }
 
-// stopActivity ends the activity goroutine and waits for it.
-func (m *Manager) stopActivity() {
-	m.log.OnCommit(nil)
-	m.changes.stop()
-	m.changes.done.Wait()
+// stopPublishing ends the activity goroutine and waits for it.
+func (c *changes) stopPublishing() {
+	c.m.log.OnCommit(nil)
+	c.stop()
+	c.done.Wait()
 }
 
 // publishActivity publishes the sessions whose logs grew, then waits the
 // interval before it looks again: however fast agents write, each session
 // is published at most once per interval for its activity.
-func (m *Manager) publishActivity(ctx context.Context) {
-	c := m.changes
+func (c *changes) publishActivity(ctx context.Context) {
 	pace := time.NewTimer(0)
 	defer pace.Stop()
 	for {
@@ -128,7 +127,7 @@ func (m *Manager) publishActivity(ctx context.Context) {
 			// A session without a live session published its last change when
 			// it stopped; what it logs afterwards (nothing, normally) has
 			// no live session to change.
-			ls := m.liveOf(id)
+			ls := c.m.set.liveOf(id)
 			if ls == nil {
 				continue
 			}
@@ -150,13 +149,13 @@ func (m *Manager) publishActivity(ctx context.Context) {
 
 // publishStored publishes a session that has no live session (deleted, or a
 // stored change of a stopped session).
-func (m *Manager) publishStored(typ string, s *berth.Session) {
+func (c *changes) publishStored(typ string, s *berth.Session) {
 	data, err := json.Marshal(s)
 	if err != nil {
-		m.logger.Error("session not published", "session_id", s.ID, "err", err)
+		c.m.logger.Error("session not published", "session_id", s.ID, "err", err)
 		return
 	}
-	m.changes.feed.Publish(typ, data)
+	c.feed.Publish(typ, data)
 }
 
 // StreamChanges implements berth.SessionService.

@@ -151,7 +151,7 @@ func TestChangeStreamShowsEveryKindOfChange(t *testing.T) {
 	}))
 
 	// Activity alone (the log growing) is published too.
-	before := e.m.liveOf(s.ID).View().LastSeq
+	before := e.m.set.liveOf(s.ID).View().LastSeq
 	e.emitActivity(s.ID)
 	w.waitChange("last_seq moved", updated(s.ID, func(s berth.Session) bool { return s.LastSeq > before }))
 
@@ -182,7 +182,7 @@ func TestChangeStreamShowsEveryKindOfChange(t *testing.T) {
 // emitActivity logs an event that changes nothing but the log's length.
 func (e *env) emitActivity(id string) {
 	e.t.Helper()
-	ls := e.m.liveOf(id)
+	ls := e.m.set.liveOf(id)
 	ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": "test activity"})
 }
 

@@ -21,22 +21,9 @@ type forkSpec struct {
 	turns []berth.TranscriptTurn
 }
 
-// turnCheckpoints names the checkpoints the turns in flight of tree's live
-// sessions were taken before: a prune keeps them, so that a turn still
-// running can be rewound whatever its children write meanwhile.
-func (m *Manager) turnCheckpoints(tree string) map[string]bool {
-	pinned := map[string]bool{}
-	for _, ls := range m.liveSessions() {
-		if c := ls.TurnCheckpoint(tree); c != "" {
-			pinned[c] = true
-		}
-	}
-	return pinned
-}
-
 // ListCheckpoints implements berth.SessionService.
 func (m *Manager) ListCheckpoints(ctx context.Context, id string) ([]*berth.Checkpoint, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if _, err := m.GetSession(ctx, id); err != nil {
@@ -83,7 +70,7 @@ func (m *Manager) checkpointOf(id, ckptID string) (*checkpoint.Checkpoint, error
 // workspace is restored while no input is taken (a prompt meanwhile is
 // 409), and the agent's next prompt says so.
 func (m *Manager) Rewind(ctx context.Context, id string, req berth.RewindRequest) (*berth.Session, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	// No delete removes the workspace under the restore.
@@ -96,38 +83,27 @@ func (m *Manager) Rewind(ctx context.Context, id string, req berth.RewindRequest
 	if err != nil {
 		return nil, err
 	}
-	ls := m.liveOf(id)
+	ls := m.set.liveOf(id)
 	if ls == nil {
 		return nil, berth.Errorf(berth.EConflict, "session is %s: resume it to rewind", s.State)
 	}
 	if err := ls.AwaitHandshake(ctx); err != nil {
 		return nil, err
 	}
-	if err := ls.Rewind(ctx, c, func() string { return m.busyIn(s.Workspace, id) }); err != nil {
+	if err := ls.Rewind(ctx, c, func() string { return m.set.busyIn(s.Workspace, id) }); err != nil {
 		return nil, err
 	}
 	return m.GetSession(ctx, id)
-}
-
-// busyIn returns a live session other than self whose workspace is ws and
-// that has a turn in flight, or "".
-func (m *Manager) busyIn(ws, self string) string {
-	for _, ls := range m.liveSessions() {
-		if ls.ID() != self && ls.TurnIn(ws) {
-			return ls.ID()
-		}
-	}
-	return ""
 }
 
 // Fork implements berth.SessionService: a new session in a new managed
 // workspace filled from the checkpoint, with the parent's settings and,
 // unless the request names another, agent.
 func (m *Manager) Fork(ctx context.Context, id string, req berth.ForkRequest) (*berth.Session, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
-	if err := m.enter(); err != nil {
+	if err := m.set.enter(&m.inflight); err != nil {
 		return nil, err
 	}
 	defer m.inflight.Done()
@@ -195,12 +171,12 @@ func (f *forkSpec) shape(s *berth.Session) {
 // hold the parent agent's credentials).
 func (f *forkSpec) fill(ctx context.Context, b *birth) error {
 	m, s := b.m, b.s
-	if _, err := m.opts.Checkpoints.Restore(ctx, f.parent.ID, f.checkpoint.ID, s.Workspace, m.hidden()...); err != nil {
+	if _, err := m.opts.Checkpoints.Restore(ctx, f.parent.ID, f.checkpoint.ID, s.Workspace, m.place.hidden()...); err != nil {
 		return err
 	}
 	if f.parent.Agent == s.Agent {
-		if _, err := os.Stat(m.homeDir(f.parent.ID)); err == nil {
-			if _, err := m.opts.Checkpoints.CopyTree(ctx, m.homeDir(f.parent.ID), m.homeDir(s.ID)); err != nil {
+		if _, err := os.Stat(m.place.homeDir(f.parent.ID)); err == nil {
+			if _, err := m.opts.Checkpoints.CopyTree(ctx, m.place.homeDir(f.parent.ID), m.place.homeDir(s.ID)); err != nil {
 				m.logger.Warn("the parent agent's home was not copied to the fork", "session_id", s.ID, "err", err)
 			}
 		}

@@ -384,7 +384,7 @@ func TestForkFindsTheParentsConversationInItsHome(t *testing.T) {
 	if got := startedBy(t, e, other.ID); got != "transcript" {
 		t.Fatalf("another agent's fork: resumed_by %q", got)
 	}
-	if _, err := os.Stat(filepath.Join(e.m.homeDir(other.ID), ".berth-demo", p.ACP.SessionID+".jsonl")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(e.m.place.homeDir(other.ID), ".berth-demo", p.ACP.SessionID+".jsonl")); !os.IsNotExist(err) {
 		t.Fatalf("another agent's fork got the parent agent's home: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -38,6 +39,46 @@ const (
 	maxSpawnKey = 255
 )
 
+// trees is the manager's side of its sessions' trees: who is whose
+// child, the admission of children, a parent's stop taking its children
+// along. It is the live sessions' live.Tree.
+type trees struct {
+	m *Manager
+	// locks serialise the admission of a parent's children against each
+	// other and against the parent's stop, keyed by the parent's id (see
+	// treeState in session/live).
+	locks sessionLocks
+}
+
+// StopChildren stops the live children of session id, which is closing
+// (live.Tree).
+func (t *trees) StopChildren(ctx context.Context, id string) {
+	m := t.m
+	// The parent is closing: a child being admitted is live once this
+	// lock is ours, and no other is admitted after.
+	t.locks.lock(id, true)()
+	if m.set.isClosing() {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, c := range t.liveChildrenOf(id) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Stop(ctx, berth.StopParentStopped, nil)
+		}()
+	}
+	wg.Wait()
+}
+
+// ParentLive reports whether session id is live here (live.Tree).
+func (t *trees) ParentLive(id string) bool { return t.m.set.liveOf(id) != nil }
+
+// ToParent logs an event about a child in its parent's log (live.Tree).
+func (t *trees) ToParent(parentID, typ string, data map[string]any) {
+	t.toParent(parentID, typ, data)
+}
+
 // permRank orders the permission modes from the strictest: a child's mode
 // may not rank above its parent's.
 var permRank = map[string]int{
@@ -60,7 +101,7 @@ type spawn struct {
 // SpawnChild implements berth.SessionService; it is also the entry point
 // of the agents' own berth MCP server.
 func (m *Manager) SpawnChild(ctx context.Context, parentID string, req berth.CreateRequest, idemKey string) (*berth.Session, error) {
-	if err := m.enter(); err != nil {
+	if err := m.set.enter(&m.inflight); err != nil {
 		return nil, err
 	}
 	defer m.inflight.Done()
@@ -75,7 +116,7 @@ func (m *Manager) SpawnChild(ctx context.Context, parentID string, req berth.Cre
 		return nil, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", maxSpawnKey),
 			Details: map[string]any{"header": "Idempotency-Key"}}
 	}
-	kid := &spawn{m: m, key: idemKey, hash: requestDigest(req), prt: m.liveOf(parentID)}
+	kid := &spawn{m: m, key: idemKey, hash: requestDigest(req), prt: m.set.liveOf(parentID)}
 	if kid.prt != nil {
 		kid.parent = kid.prt.View()
 	} else {
@@ -96,7 +137,7 @@ func (m *Manager) SpawnChild(ctx context.Context, parentID string, req berth.Cre
 		return nil, &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("the parent session is %s: only an active session spawns children", kid.parent.State),
 			Details: map[string]any{"parent_id": parentID, "state": kid.parent.State}}
 	}
-	if maxDepth := m.maxDepth(); kid.parent.Depth+1 > maxDepth {
+	if maxDepth := m.trees.maxDepth(); kid.parent.Depth+1 > maxDepth {
 		return nil, &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("limits.max_depth (%d) reached: a session at depth %d cannot spawn", maxDepth, kid.parent.Depth),
 			Details: map[string]any{"limit": "max_depth", "max_depth": maxDepth, "depth": kid.parent.Depth + 1}}
 	}
@@ -107,8 +148,8 @@ func (m *Manager) SpawnChild(ctx context.Context, parentID string, req berth.Cre
 }
 
 // maxChildren is limits.max_children (a negative limit allows none).
-func (m *Manager) maxChildren() int {
-	switch n := m.opts.Limits.MaxChildren; {
+func (t *trees) maxChildren() int {
+	switch n := t.m.opts.Limits.MaxChildren; {
 	case n < 0:
 		return 0
 	case n == 0:
@@ -119,8 +160,8 @@ func (m *Manager) maxChildren() int {
 }
 
 // maxDepth is limits.max_depth (a negative limit allows no children).
-func (m *Manager) maxDepth() int {
-	switch n := m.opts.Limits.MaxDepth; {
+func (t *trees) maxDepth() int {
+	switch n := t.m.opts.Limits.MaxDepth; {
 	case n < 0:
 		return 0
 	case n == 0:
@@ -168,7 +209,7 @@ func (k *spawn) narrowRequest(req *berth.CreateRequest) error {
 	if req.Sandbox == "" {
 		req.Sandbox = p.Sandbox.Provider
 	}
-	if _, ok := k.m.providers[req.Sandbox]; ok && k.m.capsOf(req.Sandbox).Isolation < k.m.capsOf(p.Sandbox.Provider).Isolation {
+	if _, ok := k.m.providers[req.Sandbox]; ok && k.m.place.capsOf(req.Sandbox).Isolation < k.m.place.capsOf(p.Sandbox.Provider).Isolation {
 		return forbidden("sandbox", fmt.Sprintf("sandbox %s is weaker than the parent's %s", req.Sandbox, p.Sandbox.Provider))
 	}
 	var extra []string
@@ -286,7 +327,7 @@ func (k *spawn) narrow(b *birth) error {
 		return forbidden("workspace", "workspace: a child works in its parent's workspace or below it")
 	}
 	// A child's sandbox may not isolate less than its parent's.
-	if k.m.capsOf(b.provider.Name()).Isolation < k.m.capsOf(p.Sandbox.Provider).Isolation {
+	if k.m.place.capsOf(b.provider.Name()).Isolation < k.m.place.capsOf(p.Sandbox.Provider).Isolation {
 		return forbidden("sandbox", fmt.Sprintf("sandbox %s is weaker than the parent's %s", b.provider.Name(), p.Sandbox.Provider))
 	}
 	if req.Network && !p.Sandbox.Network {
@@ -334,14 +375,14 @@ func (k *spawn) fill(_ context.Context, b *birth) error {
 // stores the child and makes it live before it calls the returned unlock
 // (origin).
 func (k *spawn) admit(*berth.Session) (func(), error) {
-	unlock := k.m.trees.lock(k.parent.ID, true)
+	unlock := k.m.trees.locks.lock(k.parent.ID, true)
 	if k.prt.Closing() {
 		unlock()
 		return nil, &berth.Error{Code: berth.EConflict, Message: "the parent session is stopping: it spawns no more children",
 			Details: map[string]any{"parent_id": k.parent.ID}}
 	}
-	limit := k.m.maxChildren()
-	if n := len(k.m.liveChildren(k.parent.ID)); n >= limit {
+	limit := k.m.trees.maxChildren()
+	if n := len(k.m.trees.liveChildrenOf(k.parent.ID)); n >= limit {
 		unlock()
 		return nil, &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("limits.max_children (%d) reached: the parent has %d live children", limit, n),
 			Details: map[string]any{"limit": "max_children", "max_children": limit, "live_children": n}}
@@ -351,7 +392,7 @@ func (k *spawn) admit(*berth.Session) (func(), error) {
 
 // born logs child_started in the parent's log (origin).
 func (k *spawn) born(s *berth.Session) {
-	k.m.toParent(s.ParentID, berth.EventChildStarted, map[string]any{"child_id": s.ID, "agent": s.Agent, "name": s.Name})
+	k.m.trees.toParent(s.ParentID, berth.EventChildStarted, map[string]any{"child_id": s.ID, "agent": s.Agent, "name": s.Name})
 }
 
 // find returns the child spawned with k's key, nil when there is none.
@@ -382,40 +423,32 @@ func (k *spawn) retry(ctx context.Context, err error) (*berth.Session, error) {
 	return s, err
 }
 
-// liveChildren returns the live sessions whose parent is parentID.
-func (m *Manager) liveChildren(parentID string) []*live.Session {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []*live.Session
-	for _, ls := range m.live {
-		if ls.ParentID() == parentID {
-			out = append(out, ls)
-		}
-	}
-	return out
+// liveChildrenOf returns the live sessions whose parent is parentID.
+func (t *trees) liveChildrenOf(parentID string) []*live.Session {
+	return t.m.set.childrenOf(parentID)
 }
 
 // toParent logs an event about a child in its parent's log, while the
 // parent is live and has not logged its session_stopped yet; otherwise
 // the event is dropped (the parent's log ends with session_stopped).
-func (m *Manager) toParent(parentID, typ string, data map[string]any) {
-	m.toLive(parentID, typ, data)
+func (t *trees) toParent(parentID, typ string, data map[string]any) {
+	t.toLive(parentID, typ, data)
 }
 
 // toLive logs an event in a live session's log, tagged with its turn in
 // flight, unless the log takes nothing more (the session is stopping). It
 // reports whether it did.
-func (m *Manager) toLive(id, typ string, data map[string]any) bool {
-	ls := m.liveOf(id)
+func (t *trees) toLive(id, typ string, data map[string]any) bool {
+	ls := t.m.set.liveOf(id)
 	return ls != nil && ls.LogAbout(typ, data)
 }
 
 // lastTurnText is the text of the session's last turn that has any, up to
 // maxTurnText, and the stop reason of its last turn that ended; read from
 // the log a turn at a time.
-func (m *Manager) lastTurnText(ctx context.Context, id string) (text, stopReason string, err error) {
+func (tr *transcripts) lastTurnText(ctx context.Context, id string) (text, stopReason string, err error) {
 	var last *berth.TranscriptTurn
-	err = m.TranscriptEach(ctx, id, func(t *berth.TranscriptTurn) error {
+	err = tr.m.TranscriptEach(ctx, id, func(t *berth.TranscriptTurn) error {
 		if t.Text != "" || t.Long != nil {
 			last = &berth.TranscriptTurn{Text: t.Text, Long: t.Long}
 		}
@@ -436,15 +469,15 @@ func (m *Manager) lastTurnText(ctx context.Context, id string) (text, stopReason
 
 // orphaned reports whether a live child's parent is neither live here nor
 // live in the store (another node's): its tree is gone, so it stops.
-func (m *Manager) orphaned(ctx context.Context, ls *live.Session) bool {
+func (t *trees) orphaned(ctx context.Context, ls *live.Session) bool {
 	parentID := ls.ParentID()
 	if parentID == "" {
 		return false
 	}
-	if prt := m.liveOf(parentID); prt != nil {
+	if prt := t.m.set.liveOf(parentID); prt != nil {
 		return false
 	}
-	p, err := m.store.GetSession(ctx, parentID)
+	p, err := t.m.store.GetSession(ctx, parentID)
 	if isNotFound(err) {
 		return true
 	}
@@ -454,13 +487,13 @@ func (m *Manager) orphaned(ctx context.Context, ls *live.Session) bool {
 // stopOrphans stops, in the background, every live child whose parent is
 // not live: at boot (a parent stopped while the daemon was down) and on
 // each supervisor tick (a resume that raced its parent's stop).
-func (m *Manager) stopOrphans(ctx context.Context) {
-	for _, ls := range m.liveSessions() {
+func (t *trees) stopOrphans(ctx context.Context) {
+	for _, ls := range t.m.set.all() {
 		if ls.Closing() {
 			continue
 		}
-		if m.orphaned(ctx, ls) {
-			m.reap(ls, berth.StopParentStopped)
+		if t.orphaned(ctx, ls) {
+			t.m.supervisor.reap(ls, berth.StopParentStopped)
 		}
 	}
 }
@@ -468,12 +501,12 @@ func (m *Manager) stopOrphans(ctx context.Context) {
 // checkParentLive refuses to resume a child whose parent is not active
 // (its tree is over; the parent may even be deleted), or that
 // limits.max_children has no room for.
-func (m *Manager) checkParentLive(ctx context.Context, s *berth.Session) error {
+func (t *trees) checkParentLive(ctx context.Context, s *berth.Session) error {
 	if s.ParentID == "" {
 		return nil
 	}
-	if prt := m.liveOf(s.ParentID); prt != nil && !prt.Closing() {
-		if limit, n := m.maxChildren(), len(m.liveChildren(s.ParentID)); n >= limit {
+	if prt := t.m.set.liveOf(s.ParentID); prt != nil && !prt.Closing() {
+		if limit, n := t.maxChildren(), len(t.liveChildrenOf(s.ParentID)); n >= limit {
 			return &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("limits.max_children (%d) reached: the parent has %d live children", limit, n),
 				Details: map[string]any{"limit": "max_children", "max_children": limit, "live_children": n}}
 		}
@@ -516,9 +549,9 @@ func (m *Manager) InSubtree(ctx context.Context, ancestor, id string) (bool, err
 // deleteChildren deletes every child of a session being deleted, each
 // with its own children first. They are stopped already: the parent's
 // stop stopped them.
-func (m *Manager) deleteChildren(ctx context.Context, id string) error {
+func (t *trees) deleteChildren(ctx context.Context, id string) error {
 	for {
-		page, err := m.store.ListSessions(ctx, berth.SessionFilter{Parent: id, Limit: 1000})
+		page, err := t.m.store.ListSessions(ctx, berth.SessionFilter{Parent: id, Limit: 1000})
 		if err != nil {
 			return err
 		}
@@ -526,7 +559,7 @@ func (m *Manager) deleteChildren(ctx context.Context, id string) error {
 			return nil
 		}
 		for _, c := range page.Sessions {
-			if err := m.DeleteSession(ctx, c.ID); err != nil && !isNotFound(err) {
+			if err := t.m.DeleteSession(ctx, c.ID); err != nil && !isNotFound(err) {
 				return err
 			}
 		}

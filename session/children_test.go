@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -312,7 +314,7 @@ func TestSpawnChildNoDefaultNetwork(t *testing.T) {
 // The sandbox narrows too: under a sandboxed parent, host (asked, or
 // inherited from the daemon's default) is refused.
 func TestSpawnNarrowSandbox(t *testing.T) {
-	k := &spawn{m: &Manager{providers: capsProviders()}, parent: &berth.Session{ID: "ses_p", Agent: "demo", PermissionMode: berth.PermApproveReads, Workspace: "/w",
+	k := &spawn{m: New(Options{Providers: slices.Collect(maps.Values(capsProviders()))}), parent: &berth.Session{ID: "ses_p", Agent: "demo", PermissionMode: berth.PermApproveReads, Workspace: "/w",
 		Sandbox: berth.SandboxSpec{Provider: berth.SandboxBwrap}}}
 	for _, c := range []struct {
 		sandbox string
@@ -619,13 +621,13 @@ func spawnsRacingTheParent(t *testing.T, how string) {
 		if _, err := e.m.Prompt(ctx, root.ID, berth.PromptRequest{Text: "crash 3"}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the parent to stop", func() bool { return e.m.liveOf(root.ID) == nil })
+		waitFor(t, "the parent to stop", func() bool { return e.m.set.liveOf(root.ID) == nil })
 	}
 	close(stopped)
 	wg.Wait()
 	// Whatever was admitted stopped with its parent, before its stop
 	// answered.
-	if n := len(e.m.liveChildren(root.ID)); n != 0 {
+	if n := len(e.m.trees.liveChildrenOf(root.ID)); n != 0 {
 		t.Fatalf("%d children still live after their parent's stop", n)
 	}
 	page, err := e.m.ListSessions(ctx, berth.SessionFilter{Parent: root.ID, Limit: 1000})

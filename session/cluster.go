@@ -31,56 +31,66 @@ type Cluster interface {
 	Owners(ctx context.Context, sessionIDs []string) map[string]string
 }
 
-// inCluster reports whether the manager is a node of a cluster.
-func (m *Manager) inCluster() bool { return m.opts.Cluster != nil }
+// leases are the manager's side of its sessions' leases: none on one
+// node; in a cluster, taken before a session's first event is written and
+// given back after its last, and lost when another node takes over.
+type leases struct {
+	m *Manager
+	// losing counts the live sessions being let go after a lost lease
+	// (lost).
+	losing sync.WaitGroup
+}
+
+// clustered reports whether the manager is a node of a cluster.
+func (l *leases) clustered() bool { return l.m.opts.Cluster != nil }
 
 // acquire takes a session's lease when the manager is a cluster node.
-func (m *Manager) acquire(ctx context.Context, id string) error {
-	if !m.inCluster() {
+func (l *leases) acquire(ctx context.Context, id string) error {
+	if !l.clustered() {
 		return nil
 	}
-	if err := m.opts.Cluster.Acquire(ctx, id); err != nil {
+	if err := l.m.opts.Cluster.Acquire(ctx, id); err != nil {
 		return err
 	}
 	// Another node may have written the session since this one did: the
 	// log reads its end from the store before the next append.
-	m.log.Release(id)
+	l.m.log.Release(id)
 	return nil
 }
 
-// releaseLease gives a session's lease back when the manager is a cluster node.
-func (m *Manager) releaseLease(ctx context.Context, id string) {
-	if m.inCluster() {
-		m.opts.Cluster.Release(ctx, id)
-		m.log.Release(id)
+// release gives a session's lease back when the manager is a cluster node.
+func (l *leases) release(ctx context.Context, id string) {
+	if l.clustered() {
+		l.m.opts.Cluster.Release(ctx, id)
+		l.m.log.Release(id)
 	}
 }
 
 // leased runs fn, a write to a session no node drives (stopped), holding
 // its lease meanwhile in a cluster: the store refuses a node's writes to
 // a session whose lease it does not hold.
-func (m *Manager) leased(ctx context.Context, id string, fn func() error) error {
-	if !m.inCluster() {
+func (l *leases) leased(ctx context.Context, id string, fn func() error) error {
+	if !l.clustered() {
 		return fn()
 	}
-	if err := m.acquire(ctx, id); err != nil {
+	if err := l.acquire(ctx, id); err != nil {
 		return err
 	}
-	defer m.releaseLease(context.WithoutCancel(ctx), id)
+	defer l.release(context.WithoutCancel(ctx), id)
 	return fn()
 }
 
 // withOwners sets the node of sessions read from the store: the one
 // holding its lease, if any.
-func (m *Manager) withOwners(ctx context.Context, ss []*berth.Session) {
-	if !m.inCluster() || len(ss) == 0 {
+func (l *leases) withOwners(ctx context.Context, ss []*berth.Session) {
+	if !l.clustered() || len(ss) == 0 {
 		return
 	}
 	ids := make([]string, len(ss))
 	for i, s := range ss {
 		ids[i] = s.ID
 	}
-	owners := m.opts.Cluster.Owners(ctx, ids)
+	owners := l.m.opts.Cluster.Owners(ctx, ids)
 	for _, s := range ss {
 		if s.Node == "" {
 			s.Node = owners[s.ID]
@@ -96,10 +106,10 @@ func (m *Manager) withOwners(ctx context.Context, ss []*berth.Session) {
 func (m *Manager) LoseSessions(ids []string) {
 	var rts []*live.Session
 	if ids == nil {
-		rts = m.liveSessions()
+		rts = m.set.all()
 	} else {
 		for _, id := range ids {
-			if ls := m.liveOf(id); ls != nil {
+			if ls := m.set.liveOf(id); ls != nil {
 				rts = append(rts, ls)
 			}
 		}
@@ -115,24 +125,21 @@ func (m *Manager) LoseSessions(ids []string) {
 	wg.Wait()
 }
 
-// leaseLost is told, by the event log or a refused store write, that a
+// lost is told, by the event log or a refused store write, that a
 // session's write was refused with ELeaseLost: its live session is let go in
 // the background (Shutdown waits for it). It never blocks.
-func (m *Manager) leaseLost(id string) {
-	ls := m.liveOf(id)
+func (l *leases) lost(id string) {
+	ls := l.m.set.liveOf(id)
 	if ls == nil || ls.LetGo() {
 		return
 	}
-	m.mu.Lock()
-	if m.closing {
-		m.mu.Unlock()
+	if l.m.set.enter(&l.losing) != nil {
+		// The manager shuts down: it stops the session anyway.
 		return
 	}
-	m.losing.Add(1)
-	m.mu.Unlock()
 	go func() {
-		defer m.losing.Done()
-		m.logger.Warn("this node lost the session's lease: another node drives it; its agent is killed", "session_id", id)
+		defer l.losing.Done()
+		l.m.logger.Warn("this node lost the session's lease: another node drives it; its agent is killed", "session_id", id)
 		ls.Lose()
 	}()
 }
@@ -146,7 +153,7 @@ func (m *Manager) leaseLost(id string) {
 // session id (sessionProcesses), nil to look them up. A session already
 // stopped is left as it is.
 func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string][]int) error {
-	if ls := m.liveOf(id); ls != nil {
+	if ls := m.set.liveOf(id); ls != nil {
 		// This node's live session of it is stale: the lease was lost.
 		ls.Lose()
 	}
@@ -162,10 +169,10 @@ func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string
 	if leftovers == nil {
 		leftovers = sessionProcesses()
 	}
-	if err := m.closeSession(ctx, s, leftovers[id], nodeLostClose); err != nil {
+	if err := m.recovery.closeSession(ctx, s, leftovers[id], nodeLostClose); err != nil {
 		return err
 	}
-	m.publishStored(berth.ChangeSessionUpdated, m.stored(s))
+	m.changes.publishStored(berth.ChangeSessionUpdated, m.stored(s))
 	return nil
 }
 

@@ -41,7 +41,7 @@ func TestStopRacingResumeLogsOneStopPerStart(t *testing.T) {
 			done <- err
 		}()
 		// Stop while the resumed agent is still in its handshake.
-		waitFor(t, "the resume to be live", func() bool { return e.m.liveOf(s.ID) != nil })
+		waitFor(t, "the resume to be live", func() bool { return e.m.set.liveOf(s.ID) != nil })
 		if _, err := e.m.StopSession(ctx, s.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestResumeDuringDeleteLeavesNothingRunning(t *testing.T) {
 		// the delete is over).
 		end := time.Now().Add(time.Second)
 		for time.Now().Before(end) {
-			if ls := e.m.liveOf(id); ls != nil && ls.View().State == berth.StateActive {
+			if ls := e.m.set.liveOf(id); ls != nil && ls.View().State == berth.StateActive {
 				return
 			}
 			time.Sleep(5 * time.Millisecond)
@@ -182,7 +182,7 @@ func TestResumeDuringDeleteLeavesNothingRunning(t *testing.T) {
 	if err := <-resumed; !berth.IsCode(err, berth.ENotFound) {
 		t.Errorf("resume during delete = %v, want not_found", err)
 	}
-	if ls := e.m.liveOf(s.ID); ls != nil {
+	if ls := e.m.set.liveOf(s.ID); ls != nil {
 		t.Errorf("a runtime of the deleted session is live (%s)", ls.View().State)
 		ls.Stop(ctx, berth.StopUserRequested, nil)
 	}

@@ -74,7 +74,7 @@ func TestContentPromptReachesTheAgentAndTheLog(t *testing.T) {
 		t.Fatalf("transcript = %+v, %v", tr, err)
 	}
 	// An agent that cannot reopen the conversation is told what was attached.
-	pre, err := e.m.transcriptPreamble(context.Background(), s.ID)
+	pre, err := e.m.transcripts.transcriptPreamble(context.Background(), s.ID)
 	if err != nil || !strings.Contains(pre, "User attached: image image/png (8 bytes)") || !strings.Contains(pre, "User attached: file notes.txt (11 bytes)") {
 		t.Errorf("replayed transcript = %q, %v", pre, err)
 	}

@@ -29,7 +29,7 @@ func validEnvName(s string) bool {
 
 // CreateSession implements berth.SessionService.
 func (m *Manager) CreateSession(ctx context.Context, req berth.CreateRequest) (*berth.Session, error) {
-	if err := m.enter(); err != nil {
+	if err := m.set.enter(&m.inflight); err != nil {
 		return nil, err
 	}
 	defer m.inflight.Done()
@@ -66,10 +66,10 @@ func (m *Manager) create(ctx context.Context, req berth.CreateRequest, from orig
 func (b *birth) check(ctx context.Context) error {
 	m, req := b.m, &b.req
 	var err error
-	if b.spec, b.provider, b.unisolated, err = m.validateCreate(req); err != nil {
+	if b.spec, b.provider, b.unisolated, err = b.validate(req); err != nil {
 		return err
 	}
-	if b.wtCommon, err = m.checkCreateOptions(ctx, req); err != nil {
+	if b.wtCommon, err = m.place.checkCreateOptions(ctx, req); err != nil {
 		return err
 	}
 	if len(req.Mounts) > 0 && !b.provider.Capabilities().Binds {
@@ -86,7 +86,7 @@ func (b *birth) check(ctx context.Context) error {
 			b.warn(fmt.Sprintf("agent %s needs the network to reach its model, but [sandbox] allow_network is false: it runs without network", b.spec.Name))
 		}
 	}
-	limits, limitWarning, err := m.sandboxLimits(req, b.provider)
+	limits, limitWarning, err := m.place.sandboxLimits(req, b.provider)
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (b *birth) record() {
 		s.ExpiresAt = &exp
 	}
 	if s.Workspace == "" {
-		s.Workspace = filepath.Join(b.m.workspacesDir(), id)
+		s.Workspace = filepath.Join(b.m.place.workspacesDir(), id)
 		s.ManagedWorkspace = true
 	}
 	b.from.shape(s)
@@ -134,10 +134,10 @@ func (b *birth) record() {
 // what the origin fills in, then the files.
 func (b *birth) workspace(ctx context.Context) error {
 	m, s, req := b.m, b.s, &b.req
-	if err := mkdirs(m.homeDir(s.ID), s.Workspace, s.ManagedWorkspace); err != nil {
+	if err := mkdirs(m.place.homeDir(s.ID), s.Workspace, s.ManagedWorkspace); err != nil {
 		return err
 	}
-	b.onFail(func() { _ = os.RemoveAll(m.sessionDir(s.ID)) })
+	b.onFail(func() { _ = os.RemoveAll(m.place.sessionDir(s.ID)) })
 	if s.ManagedWorkspace {
 		ws := s.Workspace
 		b.onFail(func() { _ = os.RemoveAll(ws) })
@@ -147,19 +147,19 @@ func (b *birth) workspace(ctx context.Context) error {
 	}
 	if req.FromSnapshot != "" {
 		// A fork: the new workspace starts as the snapshot's copy.
-		if err := m.restoreSnapshot(ctx, req.FromSnapshot, s.Workspace); err != nil {
+		if err := b.restoreSnapshot(ctx, req.FromSnapshot, s.Workspace); err != nil {
 			return err
 		}
 		unlinkWorktreeFile(s.Workspace)
 	}
 	if req.Worktree != nil {
-		if err := m.addWorktree(ctx, s, req.Worktree, b.wtCommon); err != nil {
+		if err := m.place.addWorktree(ctx, s, req.Worktree, b.wtCommon); err != nil {
 			return err
 		}
 		// Nothing stored owns the worktree yet: it goes with the create.
 		b.onFail(func() {
 			_ = os.RemoveAll(s.Workspace)
-			m.removeWorktree(ctx, s.Worktree)
+			m.place.removeWorktree(ctx, s.Worktree)
 		})
 	}
 	if err := b.from.fill(ctx, b); err != nil {
@@ -223,10 +223,10 @@ func (e duplicateError) Unwrap() error { return e.error }
 // under it from its first event on.
 func (b *birth) lease(ctx context.Context) error {
 	id := b.s.ID
-	if err := b.m.acquire(ctx, id); err != nil {
+	if err := b.m.leases.acquire(ctx, id); err != nil {
 		return fmt.Errorf("take the session's lease: %w", err)
 	}
-	b.onFail(func() { b.m.releaseLease(ctx, id) })
+	b.onFail(func() { b.m.leases.release(ctx, id) })
 	return nil
 }
 
@@ -257,7 +257,7 @@ func (b *birth) start(ctx context.Context) (*berth.Session, error) {
 	m.opts.Observer.SessionCreated(b.provider.Name(), err == nil && ls.View().State == berth.StateActive, time.Since(b.began))
 	if err != nil {
 		if berth.IsCode(err, berth.EInvalid) {
-			m.discardRefused(ctx, s.ID)
+			b.discardRefused(ctx, s.ID)
 		}
 		return nil, err
 	}
@@ -275,13 +275,13 @@ func (b *birth) start(ctx context.Context) (*berth.Session, error) {
 	return out, nil
 }
 
-// validateCreate checks a create request and fills its defaults. Nothing
+// validate checks a create request and fills its defaults. Nothing
 // is written before it passes.
-func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, berth.SandboxProvider, bool, error) {
+func (b *birth) validate(req *berth.CreateRequest) (berth.AgentSpec, berth.SandboxProvider, bool, error) {
 	if strings.TrimSpace(req.Agent) == "" {
 		return berth.AgentSpec{}, nil, false, berth.Errorf(berth.EInvalid, "agent is required")
 	}
-	spec, ok := m.opts.Catalog.Get(req.Agent)
+	spec, ok := b.m.opts.Catalog.Get(req.Agent)
 	if !ok {
 		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown agent %q", req.Agent),
 			Details: map[string]any{"field": "agent"}}
@@ -308,12 +308,12 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 			return spec, nil, false, err
 		}
 		req.Workspace = real
-		if err := m.checkNotDaemons(req.Workspace); err != nil {
+		if err := b.m.place.checkNotDaemons(req.Workspace); err != nil {
 			return spec, nil, false, err
 		}
 		// Not a directory people share (a child sharing its parent's
 		// managed workspace is the daemon's own).
-		if err := m.checkWorkspace(req.Workspace, "workspace"); err != nil {
+		if err := b.m.place.checkWorkspace(req.Workspace, "workspace"); err != nil {
 			return spec, nil, false, err
 		}
 	}
@@ -325,10 +325,10 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 			return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: "from_snapshot restores into a new managed workspace: omit workspace",
 				Details: map[string]any{"field": "workspace"}}
 		}
-		if m.opts.Snapshots == nil {
+		if b.m.opts.Snapshots == nil {
 			return spec, nil, false, berth.Errorf(berth.EInvalid, "snapshots are not configured")
 		}
-		if _, err := m.opts.Snapshots.Get(context.Background(), req.FromSnapshot); err != nil {
+		if _, err := b.m.opts.Snapshots.Get(context.Background(), req.FromSnapshot); err != nil {
 			if berth.IsCode(err, berth.ENotFound) {
 				return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown snapshot %q", req.FromSnapshot),
 					Details: map[string]any{"field": "from_snapshot"}}
@@ -352,7 +352,7 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 	if err := berth.MCPServers(req.MCPServers).Validate(); err != nil {
 		return spec, nil, false, err
 	}
-	provider, unisolated, err := m.pickSandbox(req.Sandbox, req.Network)
+	provider, unisolated, err := b.m.place.pickSandbox(req.Sandbox, req.Network)
 	return spec, provider, unisolated, err
 }
 
@@ -363,16 +363,16 @@ func (m *Manager) validateCreate(req *berth.CreateRequest) (berth.AgentSpec, ber
 // compared with their symbolic links resolved. A workspace that contains
 // the home is allowed: the sandbox covers the home there
 // (SandboxConfig.Hide).
-func (m *Manager) checkNotDaemons(ws string) error {
-	if m.opts.Home == "" {
+func (pl *placement) checkNotDaemons(ws string) error {
+	if pl.m.opts.Home == "" {
 		return nil
 	}
 	real := resolvedPath(ws)
-	home := resolvedPath(m.opts.Home)
+	home := resolvedPath(pl.m.opts.Home)
 	if !pathx.Within(home, real) {
 		return nil
 	}
-	if managed := resolvedPath(m.workspacesDir()); pathx.Within(managed, real) && real != managed {
+	if managed := resolvedPath(pl.workspacesDir()); pathx.Within(managed, real) && real != managed {
 		return nil
 	}
 	return &berth.Error{Code: berth.EInvalid, Message: "workspace is the daemon's home or lies inside it: the agent would reach the daemon's socket and database; pick another directory, or omit workspace for a managed one",
@@ -380,9 +380,9 @@ func (m *Manager) checkNotDaemons(ws string) error {
 }
 
 // hidden is what no sandbox may see: the daemon's home, and Options.Hidden.
-func (m *Manager) hidden() []string {
+func (pl *placement) hidden() []string {
 	var out []string
-	for _, p := range append([]string{m.opts.Home}, m.opts.Hidden...) {
+	for _, p := range append([]string{pl.m.opts.Home}, pl.m.opts.Hidden...) {
 		if p != "" {
 			out = append(out, resolvedPath(p))
 		}
@@ -402,8 +402,8 @@ func resolvedPath(p string) string {
 // pickSandbox resolves the requested provider against policy and probes.
 // unisolated reports that "auto" found no isolating provider and fell back
 // to one without isolation.
-func (m *Manager) pickSandbox(name string, network bool) (_ berth.SandboxProvider, unisolated bool, _ error) {
-	pol := m.opts.Sandbox
+func (pl *placement) pickSandbox(name string, network bool) (_ berth.SandboxProvider, unisolated bool, _ error) {
+	pol := pl.m.opts.Sandbox
 	if network && !pol.AllowNetwork {
 		return nil, false, berth.Errorf(berth.EForbidden, "network access is not allowed by [sandbox] allow_network")
 	}
@@ -411,13 +411,13 @@ func (m *Manager) pickSandbox(name string, network bool) (_ berth.SandboxProvide
 		name = pol.Default
 	}
 	if name == berth.SandboxAuto {
-		if p := m.autoProvider(func(c berth.SandboxCapabilities) bool { return c.Preferred }); p != nil {
+		if p := pl.autoProvider(func(c berth.SandboxCapabilities) bool { return c.Preferred }); p != nil {
 			return p, false, nil
 		}
 		if pol.RequireIsolation {
 			return nil, false, berth.Errorf(berth.EUnavailable, "no sandbox with isolation works on this host and [sandbox] require_isolation is set")
 		}
-		p := m.autoProvider(func(c berth.SandboxCapabilities) bool { return c.Fallback })
+		p := pl.autoProvider(func(c berth.SandboxCapabilities) bool { return c.Fallback })
 		if p == nil {
 			return nil, false, berth.Errorf(berth.EUnavailable, "no sandbox provider works on this host")
 		}
@@ -427,7 +427,7 @@ func (m *Manager) pickSandbox(name string, network bool) (_ berth.SandboxProvide
 		return nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown sandbox provider %q", name),
 			Details: map[string]any{"field": "sandbox"}}
 	}
-	p, ok := m.providers[name]
+	p, ok := pl.m.providers[name]
 	if ok && !unisolated && p.Capabilities().Isolation == 0 && !pol.AllowHost {
 		// Asked for by name; auto's fallback is require_isolation's to refuse.
 		return nil, false, berth.Errorf(berth.EForbidden, "sandbox %s is not allowed by [sandbox] allow_host", name)
@@ -435,7 +435,7 @@ func (m *Manager) pickSandbox(name string, network bool) (_ berth.SandboxProvide
 	if !ok {
 		return nil, false, berth.Errorf(berth.EUnavailable, "sandbox provider %s is not available in this build", name)
 	}
-	if err := m.available[name]; err != nil {
+	if err := pl.m.available[name]; err != nil {
 		return nil, false, berth.WrapError(berth.EUnavailable, err, "sandbox provider %s is not available: %s", name, berth.ErrorMessage(err))
 	}
 	return p, unisolated, nil

@@ -11,17 +11,17 @@ import (
 // checkCreateOptions checks a create request's worktree, files and mounts
 // (docs/api.md, "Worktrees, files and mounts") before anything is written. It
 // returns the repository's git directory for a worktree.
-func (m *Manager) checkCreateOptions(ctx context.Context, req *berth.CreateRequest) (string, error) {
+func (pl *placement) checkCreateOptions(ctx context.Context, req *berth.CreateRequest) (string, error) {
 	if err := checkFiles(req.Files); err != nil {
 		return "", err
 	}
-	if err := m.checkMounts(req.Mounts, req.Workspace); err != nil {
+	if err := pl.checkMounts(req.Mounts, req.Workspace); err != nil {
 		return "", err
 	}
 	if req.Worktree == nil {
 		return "", nil
 	}
-	return m.checkWorktree(ctx, req)
+	return pl.checkWorktree(ctx, req)
 }
 
 // unlinkWorktreeFile removes the .git file a workspace restored from a

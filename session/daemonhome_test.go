@@ -50,7 +50,7 @@ func TestWorkspaceContainingTheDaemonsHomeHidesIt(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Hidden = []string{sock} })
 	s := e.create(berth.CreateRequest{Workspace: filepath.Dir(e.home)})
 	spec, _ := e.m.opts.Catalog.Get(s.Agent)
-	hide := e.m.sandboxConfig(s, spec).Hide
+	hide := e.m.place.sandboxConfig(s, spec).Hide
 	for _, want := range []string{resolvedPath(e.home), sock} {
 		if !slices.Contains(hide, want) {
 			t.Errorf("SandboxConfig.Hide = %v, want %s in it", hide, want)

@@ -11,24 +11,24 @@ import (
 )
 
 // cancelStoredElicitation records a stored pending elicitation cancelled.
-func (m *Manager) cancelStoredElicitation(ctx context.Context, e *berth.Elicitation) {
+func (rc *recovery) cancelStoredElicitation(ctx context.Context, e *berth.Elicitation) {
 	now := time.Now().UTC()
 	e.State, e.Action, e.DecidedBy, e.ResolvedAt = berth.ElicitationCancelled, berth.ElicitationCancel, berth.DecidedByCancel, &now
-	if err := m.store.ResolveElicitation(ctx, e); err != nil && !berth.IsCode(err, berth.EConflict) {
-		m.logger.Warn("cancel a stale elicitation", "err", err)
+	if err := rc.m.store.ResolveElicitation(ctx, e); err != nil && !berth.IsCode(err, berth.EConflict) {
+		rc.m.logger.Warn("cancel a stale elicitation", "err", err)
 	}
 }
 
 // reconcileElicitations cancels the pending elicitations of a session
 // whose agent died with the daemon, logging them resolved (tagged with
 // the open turn when they belong to it) unless the log is closed already.
-func (m *Manager) reconcileElicitations(ctx context.Context, s *berth.Session, open string, ended bool) error {
-	pending, err := m.store.ListElicitations(ctx, s.ID, berth.ElicitationPending)
+func (rc *recovery) reconcileElicitations(ctx context.Context, s *berth.Session, open string, ended bool) error {
+	pending, err := rc.m.store.ListElicitations(ctx, s.ID, berth.ElicitationPending)
 	if err != nil {
 		return err
 	}
 	for _, e := range pending {
-		m.cancelStoredElicitation(ctx, e)
+		rc.cancelStoredElicitation(ctx, e)
 		if ended {
 			continue
 		}
@@ -36,7 +36,7 @@ func (m *Manager) reconcileElicitations(ctx context.Context, s *berth.Session, o
 		if e.TurnID == open {
 			tag = open
 		}
-		if _, err := m.log.AppendSync(ctx, berth.NewEvent(s.ID, tag, berth.EventElicitationResolved,
+		if _, err := rc.m.log.AppendSync(ctx, berth.NewEvent(s.ID, tag, berth.EventElicitationResolved,
 			live.ElicResolvedData{ElicitationID: e.ID, Action: berth.ElicitationCancel, DecidedBy: berth.DecidedByCancel})); err != nil {
 			return err
 		}
@@ -47,7 +47,7 @@ func (m *Manager) reconcileElicitations(ctx context.Context, s *berth.Session, o
 
 // ListElicitations implements berth.SessionService.
 func (m *Manager) ListElicitations(ctx context.Context, id, state string) ([]*berth.Elicitation, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	switch state {
@@ -60,7 +60,7 @@ func (m *Manager) ListElicitations(ctx context.Context, id, state string) ([]*be
 
 // GetElicitation implements berth.SessionService.
 func (m *Manager) GetElicitation(ctx context.Context, id, eid string) (*berth.Elicitation, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	return m.store.GetElicitation(ctx, id, eid)
@@ -69,7 +69,7 @@ func (m *Manager) GetElicitation(ctx context.Context, id, eid string) (*berth.El
 // AnswerElicitation implements berth.SessionService: the answer is checked
 // against the agent's schema before the agent hears it.
 func (m *Manager) AnswerElicitation(ctx context.Context, id, eid string, a berth.ElicitationAnswer) (*berth.Elicitation, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if err := a.Validate(); err != nil {
@@ -102,7 +102,7 @@ func (m *Manager) AnswerElicitation(ctx context.Context, id, eid string, a berth
 			}
 		}
 	}
-	ls := m.liveOf(id)
+	ls := m.set.liveOf(id)
 	if ls == nil {
 		return nil, berth.Errorf(berth.EConflict, "elicitation %s is not awaiting an answer: the session is stopped", eid)
 	}

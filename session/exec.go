@@ -10,13 +10,13 @@ import (
 // session's sandbox, in its workspace, with an empty stdin; at the deadline
 // its whole process group is killed. Each exec is logged as an exec event.
 func (m *Manager) Exec(ctx context.Context, id string, req berth.ExecRequest) (*berth.ExecResult, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	ls := m.liveOf(id)
+	ls := m.set.liveOf(id)
 	if ls == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return nil, err

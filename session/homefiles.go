@@ -29,8 +29,8 @@ const maxHomeFilesBytes = 64 << 20
 // written through. On the user's side a home_files entry that is a link
 // is followed (dotfile managers link them), links inside a directory are
 // not copied, nor anything but plain files and directories.
-func (m *Manager) copyHomeFiles(files []string, home string) error {
-	if m.opts.UserHome == "" || len(files) == 0 || home == "" {
+func (pl *placement) copyHomeFiles(files []string, home string) error {
+	if pl.m.opts.UserHome == "" || len(files) == 0 || home == "" {
 		return nil
 	}
 	root, err := os.OpenRoot(home)
@@ -44,7 +44,7 @@ func (m *Manager) copyHomeFiles(files []string, home string) error {
 		if filepath.IsAbs(rel) || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 			continue
 		}
-		src, err := filepath.EvalSymlinks(filepath.Join(m.opts.UserHome, rel))
+		src, err := filepath.EvalSymlinks(filepath.Join(pl.m.opts.UserHome, rel))
 		if err != nil {
 			continue
 		}

@@ -22,7 +22,7 @@ func TestHomeFilesArePrivateCopies(t *testing.T) {
 	symlink(t, filepath.Join(user, "secret"), filepath.Join(user, ".cfg/leak"))
 	m := New(Options{UserHome: user})
 	files := []string{".tool/auth.json", ".cfg/", ".missing", "../escape", "/abs"}
-	if err := m.copyHomeFiles(files, home); err != nil {
+	if err := m.place.copyHomeFiles(files, home); err != nil {
 		t.Fatal(err)
 	}
 	read := func(p string) string {
@@ -62,7 +62,7 @@ func TestHomeFilesArePrivateCopies(t *testing.T) {
 
 	// The next start: the user's current files again, nothing outside.
 	writeTestFile(t, filepath.Join(user, ".tool/auth.json"), "token-2", 0o600)
-	_ = m.copyHomeFiles(files, home)
+	_ = m.place.copyHomeFiles(files, home)
 	if got := read(filepath.Join(home, ".tool/auth.json")); got != "token-2" {
 		t.Errorf("after a restart the copy = %q, want the user's current file", got)
 	}

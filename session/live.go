@@ -18,69 +18,31 @@ func (m *Manager) newLive(c live.Config) *live.Session {
 	return live.New(m.host, c)
 }
 
-// reserve takes a slot under limits.max_sessions for a session about to be
-// created or resumed; goLive turns it into a live session, release gives
-// it back.
-func (m *Manager) reserve() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if max := m.opts.Limits.MaxSessions; max > 0 && len(m.live)+m.reserved >= max {
-		return &berth.Error{Code: berth.EUnavailable, Message: "too many live sessions (limits.max_sessions)",
-			Details: map[string]any{"max_sessions": max}}
-	}
-	m.reserved++
-	return nil
-}
-
-// release gives back a reserved slot.
-func (m *Manager) release() {
-	m.mu.Lock()
-	m.reserved--
-	m.mu.Unlock()
-}
-
-// goLive makes ls the session's live session, taking over the slot it
-// reserved when reserved is set, unless another live session of the session is
-// live already: that one is returned, and ls is not live (its slot stays
-// reserved, for the caller to release).
-func (m *Manager) goLive(ls *live.Session, reserved bool) *live.Session {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if other := m.live[ls.ID()]; other != nil {
-		return other
-	}
-	if reserved {
-		m.reserved--
-	}
-	m.live[ls.ID()] = ls
-	return nil
-}
-
 // abandon drops a live session that never started, releasing whoever found it.
 func (m *Manager) abandon(ls *live.Session) {
-	m.forget(ls)
+	m.set.forget(ls)
 	ls.Abandon()
 }
 
 // sandboxConfig is the sandbox a session's agent runs in, for its start
 // and, on reattach, for the terminals and execs the daemon opens.
-func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
-	home := m.homeDir(s.ID)
+func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
+	home := pl.homeDir(s.ID)
 	env := agentEnv(spec, s.ID, s.Env)
-	binds := m.agentProgram(s, spec).binds
+	binds := pl.agentProgram(s, spec).binds
 	binds = append(binds, worktreeBinds(s.Worktree)...)
-	binds = append(binds, m.mountBinds(s)...)
-	if b, ok := m.toolsBind(s); ok {
+	binds = append(binds, pl.mountBinds(s)...)
+	if b, ok := pl.m.tools.bind(s); ok {
 		binds = append(binds, b)
 		// The agent runs `berth mcp` from berth's own binary.
-		if m.opts.Berth != spec.Command && outsideSystemDirs(m.opts.Berth) {
-			binds = append(binds, berth.Bind{Source: m.opts.Berth, Target: m.opts.Berth})
+		if pl.m.opts.Berth != spec.Command && outsideSystemDirs(pl.m.opts.Berth) {
+			binds = append(binds, berth.Bind{Source: pl.m.opts.Berth, Target: pl.m.opts.Berth})
 		}
 	}
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
 		Env: env, Network: s.Sandbox.Network, Binds: binds,
-		Image: spec.DockerImage, Limits: m.boxLimits(s), Hide: m.hidden(),
-		WorkspaceOwners: m.sandboxUIDs(), ManagedWorkspace: pathx.Within(resolvedPath(m.workspacesDir()), s.Workspace)}
+		Image: spec.DockerImage, Limits: pl.boxLimits(s), Hide: pl.hidden(),
+		WorkspaceOwners: pl.sandboxUIDs(), ManagedWorkspace: pathx.Within(resolvedPath(pl.workspacesDir()), s.Workspace)}
 }
 
 // agentProgram is how the session's agent command runs in its sandbox
@@ -88,13 +50,13 @@ func (m *Manager) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.Sa
 // Names are looked up in the PATH of the daemon and the catalog, never in
 // one the session's env sets: a client does not choose which host files
 // are bound.
-func (m *Manager) agentProgram(s *berth.Session, spec berth.AgentSpec) agentProgram {
+func (pl *placement) agentProgram(s *berth.Session, spec berth.AgentSpec) agentProgram {
 	path := agentEnv(spec, s.ID, nil)["PATH"]
-	return resolveAgentProgram(spec.Command, path, m.capsOf(s.Sandbox.Provider).HostPaths, m.opts.UserHome)
+	return resolveAgentProgram(spec.Command, path, pl.capsOf(s.Sandbox.Provider).HostPaths, pl.m.opts.UserHome)
 }
 
 // homeDir is the session's private HOME.
-func (m *Manager) homeDir(id string) string { return filepath.Join(m.sessionDir(id), "home") }
+func (pl *placement) homeDir(id string) string { return filepath.Join(pl.sessionDir(id), "home") }
 
 // systemDirs are visible inside every isolating sandbox already.
 var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"}

@@ -1,7 +1,26 @@
-// Package session is berth's session manager: it owns every live agent, the
-// state machine of each session, turns, the policy answers to permission
-// requests, and the fs and terminal services an agent calls back into. It
-// implements berth.SessionService.
+// Package session is berth's session manager. It implements
+// berth.SessionService: it keeps the set of sessions live here, the store
+// of every session and where each runs. A live session — its agent, ACP
+// connection, turns, queue and asks — is package session/live's; the
+// manager makes it (one pipeline: birth.go), finds it (set.go) and hands
+// it what it needs from outside through live.Host (host.go).
+//
+// Where things are: the API's calls by area (query.go, queue.go, turn.go,
+// patch.go, checkpoint.go, snapshot.go, elicitation.go, permission.go,
+// exec.go, clear.go, auth.go, census.go, repair.go); the manager's parts,
+// one type each: the set of live sessions (set.go), where a session runs
+// (placement.go: sandbox, workspace, mounts, worktrees, home files), the
+// trees of sessions (children.go), the all-sessions stream (changes.go,
+// remote.go), the supervisor (supervise.go, sweep.go), what a previous
+// daemon left (boot.go, reattach.go, reconcile.go), the logs read a turn
+// at a time (transcript.go), the berth tools sockets (toolgate.go,
+// tools.go) and the leases of a cluster (cluster.go).
+//
+// Lock order, outermost first: a session lock (sessionlock.go), a
+// parent's tree lock (children.go), the set's mutex (set.go), then a live
+// session's own locks (session/live). No lock of the manager is taken
+// while a live session's lock is held: a live session calls the manager
+// only through live.Host's callbacks, with none of its locks held.
 package session
 
 import (
@@ -114,7 +133,7 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
-// Manager owns the live sessions.
+// Manager owns the sessions: the live ones here, and the store of all.
 type Manager struct {
 	opts Options
 	// host is the manager's side of the seam to its live sessions.
@@ -127,42 +146,33 @@ type Manager struct {
 	providers map[string]berth.SandboxProvider
 	available map[string]error // probe result per provider
 
-	mu       sync.Mutex
-	live     map[string]*live.Session
-	reserved int // slots taken by creates not yet registered
-	// booting holds, for each session found live at boot whose reattach
-	// is not over, a channel closed when it is (see boot.go).
-	booting  map[string]chan struct{}
-	closing  bool
+	// set is the sessions live here (set.go).
+	set      sessionSet
 	inflight sync.WaitGroup // API calls that may start a session
-	// supervisor counts the supervisor goroutine and the stops it started;
-	// stopSupervisor ends it.
-	supervisor     sync.WaitGroup
-	stopSupervisor context.CancelFunc
-	monitors       sync.WaitGroup // one monitor goroutine per started agent
+	// supervisor looks at every live session once a tick (supervise.go).
+	supervisor supervisor
+	monitors   sync.WaitGroup // one monitor goroutine per started agent
 	// launcher starts shims (nil without Options.Shim).
 	launcher *shim.Launcher
 	sweeper  sweeper
 	// sessions serialise a delete against resumes and snapshots of the
-	// same session (see sessionlock.go for the lock order).
+	// same session.
 	sessions sessionLocks
-	// trees serialise the admission of a parent's children against each
-	// other and against the parent's stop, keyed by the parent's id (see
-	// treeState).
-	trees sessionLocks
+	// trees are the sessions' trees (children.go).
+	trees trees
 	// changes is the all-sessions stream's publisher.
 	changes *changes
-	// booted is closed once every session found live at boot is
-	// reattached or closed, and the boot's clean-up is done; boot counts
-	// the goroutine that does it, stopBoot cancels it.
-	booted   chan struct{}
-	boot     sync.WaitGroup
-	stopBoot context.CancelFunc
+	// recovery takes over what a previous daemon left (boot.go).
+	recovery recovery
+	// place says where and how a session runs: its sandbox, workspace,
+	// mounts and files (placement.go).
+	place placement
+	// transcripts read sessions' logs a turn at a time (transcript.go).
+	transcripts transcripts
 	// tools serves the live sessions' berth tools sockets.
 	tools toolGate
-	// losing counts the live sessions being let go after a lost lease
-	// (leaseLost).
-	losing sync.WaitGroup
+	// leases are the sessions' leases in a cluster (cluster.go).
+	leases leases
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -203,14 +213,15 @@ func New(opts Options) *Manager {
 		opts: opts, store: opts.Store, log: opts.Log, logger: opts.Logger,
 		providers: make(map[string]berth.SandboxProvider),
 		available: make(map[string]error),
-		live:      make(map[string]*live.Session),
-		booting:   make(map[string]chan struct{}),
+		set:       newSessionSet(opts.Limits.MaxSessions),
 		changes:   newChanges(opts.Changes),
-		booted:    make(chan struct{}),
+		recovery:  recovery{booted: make(chan struct{})},
 	}
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
 	}
+	m.tools.m, m.trees.m, m.changes.m, m.leases.m, m.supervisor.m, m.recovery.m, m.place.m, m.transcripts.m = m, m, m, m, m, m, m, m
+	m.sweeper.logger = m.logger
 	m.host = m.newLiveHost()
 	return m
 }
@@ -221,7 +232,7 @@ func (m *Manager) Open(ctx context.Context) error {
 	for name, p := range m.providers {
 		m.available[name] = p.Probe(ctx)
 	}
-	for _, dir := range []string{m.workspacesDir(), m.sessionsDir()} {
+	for _, dir := range []string{m.place.workspacesDir(), m.place.sessionsDir()} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return berth.WrapError(berth.EInternal, err, "create %s", filepath.Base(dir))
 		}
@@ -237,12 +248,12 @@ func (m *Manager) Open(ctx context.Context) error {
 	// What the previous daemon's shims left in the run directory, before
 	// any session of this daemon adds its own.
 	bundles, strays := shim.ScanRunDir(m.opts.RunDir)
-	attach, rec, resume, err := m.reconcile(ctx)
+	attach, rec, resume, err := m.recovery.reconcile(ctx)
 	if err != nil {
 		return err
 	}
 	// A parent stopped while the daemon was down takes its children along.
-	m.stopOrphans(ctx)
+	m.trees.stopOrphans(ctx)
 	// The tools sockets of sessions that stopped while no daemon ran go;
 	// those of sessions the boot reattaches stay (their sandboxes have the
 	// directory bound), to be served again.
@@ -250,7 +261,7 @@ func (m *Manager) Open(ctx context.Context) error {
 	for _, s := range attach {
 		keep[s.ID] = true
 	}
-	m.removeStaleTools(keep)
+	m.tools.removeStale(keep)
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {
@@ -262,25 +273,25 @@ func (m *Manager) Open(ctx context.Context) error {
 		// reattached ones start none).
 		m.host.Launcher = m.launcher
 	}
-	if m.inCluster() {
+	if m.leases.clustered() {
 		// An append the store refused because another node holds the
 		// session's lease: this node lets go of it.
 		m.log.OnRefused(func(id string, err error) {
 			if berth.IsCode(err, berth.ELeaseLost) {
-				m.leaseLost(id)
+				m.leases.lost(id)
 			}
 		})
 	}
-	m.startActivity()
-	m.resumeQueued(resume)
-	m.startSupervisor()
-	m.startBoot(ctx, attach, rec, runDirLeft{bundles, strays})
+	m.changes.startPublishing()
+	m.recovery.resumeQueued(resume)
+	m.supervisor.start()
+	m.recovery.start(ctx, attach, rec, runDirLeft{bundles, strays})
 	return nil
 }
 
 // Booted is closed once every session the previous daemon left live is
 // reattached, or closed for good.
-func (m *Manager) Booted() <-chan struct{} { return m.booted }
+func (m *Manager) Booted() <-chan struct{} { return m.recovery.booted }
 
 // Close stops every live session with daemon_shutdown and waits for them.
 // Nothing starts after Close begins.
@@ -291,33 +302,29 @@ func (m *Manager) Close(ctx context.Context) error { return m.Shutdown(ctx, true
 // the next daemon to reattach (the others are stopped). Nothing starts
 // after Shutdown begins.
 func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
-	m.mu.Lock()
-	m.closing = true
-	m.mu.Unlock()
+	m.set.close()
 	// A boot still reattaching stops where it is: the sessions it did not
 	// reach stay active with their shims, for the next daemon.
-	if m.stopBoot != nil {
-		m.stopBoot()
+	if m.recovery.cancel != nil {
+		m.recovery.cancel()
 	}
-	if err := waitGroup(ctx, &m.boot); err != nil {
+	if err := waitGroup(ctx, &m.recovery.running); err != nil {
 		return err
 	}
-	if m.stopSupervisor != nil {
-		m.stopSupervisor()
-	}
-	if err := waitGroup(ctx, &m.supervisor); err != nil {
+	m.supervisor.stop()
+	if err := waitGroup(ctx, &m.supervisor.running); err != nil {
 		return err
 	}
 	// The tools calls end first: a wait_child or prompt_child in progress
 	// must not hold the shutdown.
-	if err := m.closeTools(ctx); err != nil {
+	if err := m.tools.close(ctx); err != nil {
 		return err
 	}
 	// Creates under way finish first, so the sessions they start are stopped too.
 	if err := waitGroup(ctx, &m.inflight); err != nil {
 		return err
 	}
-	rts := m.liveSessions()
+	rts := m.set.all()
 
 	var wg sync.WaitGroup
 	for _, ls := range rts {
@@ -335,11 +342,11 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	if err := waitGroup(ctx, &m.monitors); err != nil {
 		return err
 	}
-	if err := waitGroup(ctx, &m.losing); err != nil {
+	if err := waitGroup(ctx, &m.leases.losing); err != nil {
 		return err
 	}
 	m.sweeper.passes.Wait()
-	m.stopActivity()
+	m.changes.stopPublishing()
 	if m.launcher != nil {
 		m.launcher.Close()
 		if stopSessions {
@@ -362,22 +369,10 @@ func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// enter registers an API call that may start agents; it fails once Close
-// has begun.
-func (m *Manager) enter() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closing {
-		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
-	}
-	m.inflight.Add(1)
-	return nil
-}
-
 // Health implements berth.SessionService.
 func (m *Manager) Health(ctx context.Context) (*berth.Health, error) {
 	h := berth.Health{Status: "ok", Version: m.opts.Version, Store: m.store.Name(), NodeID: m.opts.NodeID,
-		Reattaching: m.reattaching()}
+		Reattaching: m.set.reattaching()}
 	for name, err := range m.available {
 		if err == nil {
 			h.Sandboxes = append(h.Sandboxes, name)
@@ -392,49 +387,14 @@ func (m *Manager) Agents(ctx context.Context) ([]berth.AgentInfo, error) {
 	return m.opts.Catalog.List(), nil
 }
 
-// liveSessions returns the live liveSessions as they are now.
-func (m *Manager) liveSessions() []*live.Session {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	rts := make([]*live.Session, 0, len(m.live))
-	for _, ls := range m.live {
-		rts = append(rts, ls)
-	}
-	return rts
-}
-
 // LiveIDs returns the ids of the sessions live here.
-func (m *Manager) LiveIDs() map[string]bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[string]bool, len(m.live))
-	for id := range m.live {
-		out[id] = true
-	}
-	return out
-}
+func (m *Manager) LiveIDs() map[string]bool { return m.set.ids() }
 
-// liveOf returns the live session of a session, or nil.
-func (m *Manager) liveOf(id string) *live.Session {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.live[id]
-}
-
-// forget drops a live session once its session is stopped.
-func (m *Manager) forget(ls *live.Session) {
-	m.mu.Lock()
-	if m.live[ls.ID()] == ls {
-		delete(m.live, ls.ID())
-	}
-	m.mu.Unlock()
-}
-
-func (m *Manager) workspacesDir() string { return filepath.Join(m.opts.Home, "workspaces") }
-func (m *Manager) sessionsDir() string   { return filepath.Join(m.opts.Home, "sessions") }
+func (pl *placement) workspacesDir() string { return filepath.Join(pl.m.opts.Home, "workspaces") }
+func (pl *placement) sessionsDir() string   { return filepath.Join(pl.m.opts.Home, "sessions") }
 
 // sessionDir is where a session's private state (agent HOME) lives.
-func (m *Manager) sessionDir(id string) string { return filepath.Join(m.sessionsDir(), id) }
+func (pl *placement) sessionDir(id string) string { return filepath.Join(pl.sessionsDir(), id) }
 
 // isNotFound reports whether err is a berth not_found error.
 func isNotFound(err error) bool { return berth.IsCode(err, berth.ENotFound) }
@@ -444,8 +404,8 @@ var errStopped = errors.New("session is not active")
 
 // capsOf is what the provider named name can do; nothing for one this
 // daemon does not have.
-func (m *Manager) capsOf(name string) berth.SandboxCapabilities {
-	if p := m.providers[name]; p != nil {
+func (pl *placement) capsOf(name string) berth.SandboxCapabilities {
+	if p := pl.m.providers[name]; p != nil {
 		return p.Capabilities()
 	}
 	return berth.SandboxCapabilities{}
@@ -453,9 +413,9 @@ func (m *Manager) capsOf(name string) berth.SandboxCapabilities {
 
 // autoProvider is the first provider, in berth.SandboxProviders' order,
 // that works here and that want picks, or nil.
-func (m *Manager) autoProvider(want func(berth.SandboxCapabilities) bool) berth.SandboxProvider {
+func (pl *placement) autoProvider(want func(berth.SandboxCapabilities) bool) berth.SandboxProvider {
 	for _, name := range berth.SandboxProviders {
-		if p := m.providers[name]; p != nil && m.available[name] == nil && want(p.Capabilities()) {
+		if p := pl.m.providers[name]; p != nil && pl.m.available[name] == nil && want(p.Capabilities()) {
 			return p
 		}
 	}

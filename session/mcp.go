@@ -27,8 +27,8 @@ func checkMCPNetwork(l []berth.MCPServer, provider string, caps berth.SandboxCap
 // discardRefused removes a session whose create was refused after its
 // agent started (an MCP transport its initialize did not offer): the
 // caller gets the error, and nothing of the session is left behind.
-func (m *Manager) discardRefused(ctx context.Context, id string) {
-	if err := m.DeleteSession(ctx, id); err != nil {
-		m.logger.Warn("remove a refused session", "session", id, "err", err)
+func (b *birth) discardRefused(ctx context.Context, id string) {
+	if err := b.m.DeleteSession(ctx, id); err != nil {
+		b.m.logger.Warn("remove a refused session", "session", id, "err", err)
 	}
 }

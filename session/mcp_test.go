@@ -148,7 +148,7 @@ func TestMCPTransportTheAgentDoesNotOfferIsRefused(t *testing.T) {
 	if err != nil || len(page.Sessions) != 0 {
 		t.Fatalf("sessions left: %+v %v", page, err)
 	}
-	for _, dir := range []string{e.m.workspacesDir(), e.m.sessionsDir()} {
+	for _, dir := range []string{e.m.place.workspacesDir(), e.m.place.sessionsDir()} {
 		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 			t.Fatalf("%s still holds %v", filepath.Base(dir), entries)
 		}

@@ -16,9 +16,9 @@ func mountError(format string, a ...any) error {
 }
 
 // mountNames lists the configured mounts' names, for an error.
-func (m *Manager) mountNames() string {
+func (pl *placement) mountNames() string {
 	var names []string
-	for _, mt := range m.opts.Sandbox.Mounts {
+	for _, mt := range pl.m.opts.Sandbox.Mounts {
 		names = append(names, mt.Name)
 	}
 	if len(names) == 0 {
@@ -28,12 +28,12 @@ func (m *Manager) mountNames() string {
 }
 
 // mountByName finds a configured mount.
-func (m *Manager) mountByName(name string) (berth.Mount, bool) {
-	i := slices.IndexFunc(m.opts.Sandbox.Mounts, func(mt berth.Mount) bool { return mt.Name == name })
+func (pl *placement) mountByName(name string) (berth.Mount, bool) {
+	i := slices.IndexFunc(pl.m.opts.Sandbox.Mounts, func(mt berth.Mount) bool { return mt.Name == name })
 	if i < 0 {
 		return berth.Mount{}, false
 	}
-	return m.opts.Sandbox.Mounts[i], true
+	return pl.m.opts.Sandbox.Mounts[i], true
 }
 
 // checkMounts checks the mounts a create request names: each configured
@@ -41,12 +41,12 @@ func (m *Manager) mountByName(name string) (berth.Mount, bool) {
 // present and none of the daemon's, its target none of the sandbox's own
 // directories nor the daemon's home (where every session's workspace and
 // HOME live), nor the workspace ws ("" for a managed one) or above it.
-func (m *Manager) checkMounts(names []string, ws string) error {
+func (pl *placement) checkMounts(names []string, ws string) error {
 	seen := map[string]bool{}
 	for _, name := range names {
-		mt, ok := m.mountByName(name)
+		mt, ok := pl.mountByName(name)
 		if !ok {
-			return mountError("unknown mount %q: %s", name, m.mountNames())
+			return mountError("unknown mount %q: %s", name, pl.mountNames())
 		}
 		if seen[name] {
 			return mountError("mount %q is named twice", name)
@@ -55,13 +55,13 @@ func (m *Manager) checkMounts(names []string, ws string) error {
 		if _, err := os.Stat(mt.Host); err != nil {
 			return berth.WrapError(berth.EUnavailable, err, "mount %q: its host path %s is missing", name, mt.Host)
 		}
-		if err := m.checkNotDaemons(resolvedPath(mt.Host)); err != nil {
+		if err := pl.checkNotDaemons(resolvedPath(mt.Host)); err != nil {
 			return mountError("mount %q: its host path %s lies in the daemon's home", name, mt.Host)
 		}
 		if err := mt.Validate(); err != nil {
 			return mountError("%s", berth.ErrorMessage(err))
 		}
-		for _, dir := range []string{m.opts.Home, ws} {
+		for _, dir := range []string{pl.m.opts.Home, ws} {
 			if dir != "" && (pathx.Within(dir, mt.Target) || pathx.Within(mt.Target, dir)) {
 				return mountError("mount %q: its target %s is the daemon's home or the workspace, or lies in or above one", name, mt.Target)
 			}
@@ -73,22 +73,22 @@ func (m *Manager) checkMounts(names []string, ws string) error {
 // mountBinds are the read-only binds of s's mounts. A mount the config no
 // longer has, or whose host path is gone, is left out (and logged): a
 // resume still starts.
-func (m *Manager) mountBinds(s *berth.Session) []berth.Bind {
+func (pl *placement) mountBinds(s *berth.Session) []berth.Bind {
 	var out []berth.Bind
 	for _, name := range s.Mounts {
-		mt, ok := m.mountByName(name)
+		mt, ok := pl.mountByName(name)
 		if !ok {
-			m.logger.Warn("a session's mount is no longer configured: not bound", "session_id", s.ID, "mount", name)
+			pl.m.logger.Warn("a session's mount is no longer configured: not bound", "session_id", s.ID, "mount", name)
 			continue
 		}
 		if _, err := os.Stat(mt.Host); err != nil {
-			m.logger.Warn("a session's mount has no host path: not bound", "session_id", s.ID, "mount", name, "err", err)
+			pl.m.logger.Warn("a session's mount has no host path: not bound", "session_id", s.ID, "mount", name, "err", err)
 			continue
 		}
 		// The config may have changed since the create checked it.
-		if mt.Validate() != nil || pathx.Within(m.opts.Home, mt.Target) || pathx.Within(mt.Target, m.opts.Home) ||
+		if mt.Validate() != nil || pathx.Within(pl.m.opts.Home, mt.Target) || pathx.Within(mt.Target, pl.m.opts.Home) ||
 			pathx.Within(s.Workspace, mt.Target) || pathx.Within(mt.Target, s.Workspace) {
-			m.logger.Warn("a session's mount now targets the workspace, the daemon's home or a sandbox directory: not bound", "session_id", s.ID, "mount", name)
+			pl.m.logger.Warn("a session's mount now targets the workspace, the daemon's home or a sandbox directory: not bound", "session_id", s.ID, "mount", name)
 			continue
 		}
 		out = append(out, berth.Bind{Source: mt.Host, Target: mt.Target})

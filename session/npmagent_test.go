@@ -82,7 +82,7 @@ func TestNpmInstalledAgentBwrap(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(user, ".tiny/state.json")); !os.IsNotExist(err) {
 		t.Errorf("the agent's write reached the user's home: %v", err)
 	}
-	if b, _ := os.ReadFile(filepath.Join(e.m.homeDir(s.ID), ".tiny/auth.json")); string(b) != "rewritten by the agent" {
+	if b, _ := os.ReadFile(filepath.Join(e.m.place.homeDir(s.ID), ".tiny/auth.json")); string(b) != "rewritten by the agent" {
 		t.Errorf("the session's copy = %q", b)
 	}
 	// The package is bound read-only, and nothing of the prefix around its

@@ -12,7 +12,7 @@ import (
 // the model and the config options (by id) are applied in that order, and
 // an agent failure part-way says which fields were applied.
 func (m *Manager) PatchSession(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if err := p.Validate(); err != nil {
@@ -20,7 +20,7 @@ func (m *Manager) PatchSession(ctx context.Context, id string, p berth.SessionPa
 	}
 	// A delete waits for the change, or the change for it.
 	defer m.sessions.lock(id, false)()
-	ls := m.liveOf(id)
+	ls := m.set.liveOf(id)
 	if ls == nil {
 		if p.Agent() {
 			if _, err := m.store.GetSession(ctx, id); err != nil {
@@ -33,7 +33,7 @@ func (m *Manager) PatchSession(ctx context.Context, id string, p berth.SessionPa
 			return s, err
 		}
 		// A resume took the session live meanwhile: change it there.
-		if ls = m.liveOf(id); ls == nil {
+		if ls = m.set.liveOf(id); ls == nil {
 			return nil, err
 		}
 	}
@@ -52,10 +52,10 @@ func (m *Manager) patchStored(ctx context.Context, id string, p berth.SessionPat
 	}
 	p.ApplyOwn(s)
 	s.UpdatedAt = time.Now().UTC()
-	if err := m.leased(ctx, id, func() error { return m.store.UpdateSession(ctx, s, s.State) }); err != nil {
+	if err := m.leases.leased(ctx, id, func() error { return m.store.UpdateSession(ctx, s, s.State) }); err != nil {
 		return nil, err
 	}
 	out := m.stored(s)
-	m.publishStored(berth.ChangeSessionUpdated, out)
+	m.changes.publishStored(berth.ChangeSessionUpdated, out)
 	return out, nil
 }

@@ -8,7 +8,7 @@ import (
 
 // ListPermissions implements berth.SessionService.
 func (m *Manager) ListPermissions(ctx context.Context, id, state string) ([]*berth.Permission, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	switch state {
@@ -25,7 +25,7 @@ func (m *Manager) ListPermissions(ctx context.Context, id, state string) ([]*ber
 
 // DecidePermission implements berth.SessionService.
 func (m *Manager) DecidePermission(ctx context.Context, id, permID string, d berth.PermissionDecision) (*berth.Permission, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if err := d.Validate(); err != nil {
@@ -43,7 +43,7 @@ func (m *Manager) DecidePermission(ctx context.Context, id, permID string, d ber
 	if err != nil {
 		return nil, err
 	}
-	ls := m.liveOf(id)
+	ls := m.set.liveOf(id)
 	if ls == nil {
 		return nil, berth.Errorf(berth.EConflict, "permission %s is not awaiting a decision: the session is stopped", permID)
 	}

@@ -13,10 +13,10 @@ import (
 // GetSession implements berth.SessionService: live sessions come from
 // memory, the rest from the store.
 func (m *Manager) GetSession(ctx context.Context, id string) (*berth.Session, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
-	if ls := m.liveOf(id); ls != nil {
+	if ls := m.set.liveOf(id); ls != nil {
 		return ls.View(), nil
 	}
 	s, err := m.store.GetSession(ctx, id)
@@ -25,7 +25,7 @@ func (m *Manager) GetSession(ctx context.Context, id string) (*berth.Session, er
 	}
 	if s.State != berth.StateStopped {
 		// Driven by another node, or by none yet.
-		m.withOwners(ctx, []*berth.Session{s})
+		m.leases.withOwners(ctx, []*berth.Session{s})
 	}
 	return m.stored(s), nil
 }
@@ -48,7 +48,7 @@ func (m *Manager) ListSessions(ctx context.Context, f berth.SessionFilter) (*ber
 	}
 	var remote []*berth.Session
 	for i, s := range page.Sessions {
-		if ls := m.liveOf(s.ID); ls != nil {
+		if ls := m.set.liveOf(s.ID); ls != nil {
 			page.Sessions[i] = ls.View()
 		} else {
 			page.Sessions[i] = m.stored(s)
@@ -58,7 +58,7 @@ func (m *Manager) ListSessions(ctx context.Context, f berth.SessionFilter) (*ber
 		}
 	}
 	// Those live elsewhere are shown with the node that drives them.
-	m.withOwners(ctx, remote)
+	m.leases.withOwners(ctx, remote)
 	if page.Sessions == nil {
 		page.Sessions = []*berth.Session{}
 	}
@@ -67,10 +67,10 @@ func (m *Manager) ListSessions(ctx context.Context, f berth.SessionFilter) (*ber
 
 // StopSession implements berth.SessionService.
 func (m *Manager) StopSession(ctx context.Context, id string) (*berth.Session, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
-	if ls := m.liveOf(id); ls != nil {
+	if ls := m.set.liveOf(id); ls != nil {
 		ls.Stop(context.WithoutCancel(ctx), berth.StopUserRequested, nil)
 	}
 	return m.GetSession(ctx, id)
@@ -80,7 +80,7 @@ func (m *Manager) StopSession(ctx context.Context, id string) (*berth.Session, e
 // the session's private state and its managed workspace (never a workspace
 // the user gave).
 func (m *Manager) DeleteSession(ctx context.Context, id string) error {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return err
 	}
 	// No resume starts an agent, nor a snapshot archives the workspace,
@@ -99,16 +99,16 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 		}
 	}
 	// The subtree goes with its root (its stop stopped it).
-	if err := m.deleteChildren(ctx, id); err != nil {
+	if err := m.trees.deleteChildren(ctx, id); err != nil {
 		return err
 	}
-	if err := m.leased(ctx, id, func() error { return m.store.DeleteSession(ctx, id) }); err != nil {
+	if err := m.leases.leased(ctx, id, func() error { return m.store.DeleteSession(ctx, id) }); err != nil {
 		return err
 	}
 	m.log.Forget(id)
-	m.publishStored(berth.ChangeSessionDeleted, s)
+	m.changes.publishStored(berth.ChangeSessionDeleted, s)
 	shim.RemoveSessionBundles(m.opts.RunDir, id)
-	if err := os.RemoveAll(m.sessionDir(id)); err != nil {
+	if err := os.RemoveAll(m.place.sessionDir(id)); err != nil {
 		m.logger.Warn("remove session state", "session_id", id, "err", err)
 	}
 	if s.ManagedWorkspace {
@@ -117,7 +117,7 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 		}
 	}
 	// The worktree's git directory goes; its branch stays.
-	m.removeWorktree(context.WithoutCancel(ctx), s.Worktree)
+	m.place.removeWorktree(context.WithoutCancel(ctx), s.Worktree)
 	if m.opts.Checkpoints != nil {
 		// Blobs other sessions' checkpoints name stay.
 		if err := m.opts.Checkpoints.Delete(id); err != nil {
@@ -134,7 +134,7 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 
 // ListEvents implements berth.SessionService.
 func (m *Manager) ListEvents(ctx context.Context, id string, f berth.EventFilter) ([]berth.Event, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if f.After < 0 || f.Limit < 0 {
@@ -148,7 +148,7 @@ func (m *Manager) ListEvents(ctx context.Context, id string, f berth.EventFilter
 	}
 	// A page of a flooding agent's events is bounded by bytes too.
 	f.MaxBytes = berth.EventPageBytes
-	if m.liveOf(id) == nil {
+	if m.set.liveOf(id) == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return nil, err
 		}
@@ -165,13 +165,13 @@ func (m *Manager) ListEvents(ctx context.Context, id string, f berth.EventFilter
 
 // StreamEvents implements berth.SessionService.
 func (m *Manager) StreamEvents(ctx context.Context, id string, after int64) (berth.EventStream, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if after < 0 {
 		return nil, berth.Errorf(berth.EInvalid, "after must not be negative")
 	}
-	if m.liveOf(id) == nil {
+	if m.set.liveOf(id) == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return nil, err
 		}

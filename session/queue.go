@@ -13,13 +13,13 @@ import (
 // busy one queues, interrupts or steers, and a stopped resumable one is
 // resumed first.
 func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest) (*berth.PromptResult, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if err := req.Validate(m.opts.Limits.MaxPromptBytes); err != nil {
 		return nil, err
 	}
-	ls := m.liveOf(id)
+	ls := m.set.liveOf(id)
 	if ls != nil && ls.Gone() {
 		// Its agent has exited and the session is being closed: once it is
 		// stopped, it can be resumed.
@@ -53,7 +53,7 @@ func (m *Manager) Prompt(ctx context.Context, id string, req berth.PromptRequest
 		if _, err := m.ResumeSession(ctx, id); err != nil {
 			return nil, err
 		}
-		if ls = m.liveOf(id); ls == nil {
+		if ls = m.set.liveOf(id); ls == nil {
 			return nil, berth.Errorf(berth.EConflict, "the session stopped while it resumed")
 		}
 	}
@@ -72,7 +72,7 @@ const entryPrefix = "entry_"
 
 // ListQueue implements berth.SessionService.
 func (m *Manager) ListQueue(ctx context.Context, id string) (*berth.QueueView, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	entries, err := m.store.ListQueue(ctx, id)
@@ -83,7 +83,7 @@ func (m *Manager) ListQueue(ctx context.Context, id string) (*berth.QueueView, e
 		entries = []*berth.QueueEntry{}
 	}
 	var gen int64
-	if ls := m.liveOf(id); ls != nil {
+	if ls := m.set.liveOf(id); ls != nil {
 		gen = ls.QueueGeneration()
 	} else {
 		s, err := m.store.GetSession(ctx, id)
@@ -99,10 +99,10 @@ func (m *Manager) ListQueue(ctx context.Context, id string) (*berth.QueueView, e
 // the drop is recorded in the store only: its log is closed by
 // session_stopped.
 func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) error {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return err
 	}
-	if ls := m.liveOf(id); ls != nil {
+	if ls := m.set.liveOf(id); ls != nil {
 		if done, err := ls.CancelEntry(context.WithoutCancel(ctx), entryID); done {
 			return err
 		}
@@ -115,7 +115,7 @@ func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) erro
 	}
 	var e *berth.QueueEntry
 	var s *berth.Session
-	err := m.leased(ctx, id, func() error {
+	err := m.leases.leased(ctx, id, func() error {
 		var err error
 		if e, err = m.store.CancelQueueEntry(ctx, id, entryID); err != nil {
 			return err
@@ -140,7 +140,7 @@ func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) erro
 		}
 		return nil
 	}
-	m.publishStored(berth.ChangeSessionUpdated, m.stored(s))
+	m.changes.publishStored(berth.ChangeSessionUpdated, m.stored(s))
 	return nil
 }
 
@@ -149,7 +149,7 @@ func (m *Manager) CancelQueueEntry(ctx context.Context, id, entryID string) erro
 // before it ran.
 func (m *Manager) waitEntry(ctx context.Context, id, entryID string) (*berth.TurnResult, error) {
 	for {
-		ls := m.liveOf(id)
+		ls := m.set.liveOf(id)
 		if ls == nil {
 			if _, err := m.store.GetSession(ctx, id); err != nil {
 				return nil, err

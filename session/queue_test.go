@@ -299,7 +299,7 @@ func TestQueuedPromptsSurviveACrashAndRunOnceInOrder(t *testing.T) {
 	e.crash()
 
 	// The new daemon resumes the session by itself, to run what it queued.
-	waitFor(t, "the session to resume", func() bool { return e.m.liveOf(s.ID) != nil })
+	waitFor(t, "the session to resume", func() bool { return e.m.set.liveOf(s.ID) != nil })
 	ra, rb := e.waitResult(s.ID, a.EntryID), e.waitResult(s.ID, b.EntryID)
 	if ra.Text != "first after crash" || rb.Text != "second after crash" {
 		t.Fatalf("results after the crash: %+v %+v", ra, rb)

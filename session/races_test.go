@@ -48,9 +48,9 @@ func withHook(hs *hookStore) func(*Options) {
 
 // liveCount returns the number of live sessions.
 func liveCount(m *Manager) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.live)
+	m.set.mu.Lock()
+	defer m.set.mu.Unlock()
+	return len(m.set.live)
 }
 
 // A create whose caller goes away during the handshake of an agent that
@@ -81,7 +81,7 @@ func TestCreateWhoseCallerLeavesDuringTheHandshakeEnds(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			hung++
 			// Free it so the test can end: kill the agent we leaked.
-			for _, ls := range e.m.liveSessions() {
+			for _, ls := range e.m.set.all() {
 				go ls.Stop(context.Background(), berth.StopUserRequested, nil)
 			}
 			<-done
@@ -114,17 +114,17 @@ func TestCreateWhoseCallerLeavesAtActivationEnds(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		var st berth.State
-		for _, ls := range e.m.liveSessions() {
+		for _, ls := range e.m.set.all() {
 			st = ls.View().State
 		}
 		t.Errorf("CreateSession hung: session left in state %q with a live agent", st)
 		hs.onUpdate = nil
 		// Unblock: stop the session (the monitor closes finished).
-		e.m.mu.Lock()
-		for _, ls := range e.m.live {
+		e.m.set.mu.Lock()
+		for _, ls := range e.m.set.live {
 			go ls.Stop(context.Background(), berth.StopUserRequested, nil)
 		}
-		e.m.mu.Unlock()
+		e.m.set.mu.Unlock()
 		<-done
 	}
 }
@@ -159,9 +159,9 @@ func TestStopWhileTheSandboxOpens(t *testing.T) {
 	<-slow.opening
 	var id string
 	waitFor(t, "session registered", func() bool {
-		e.m.mu.Lock()
-		defer e.m.mu.Unlock()
-		for k := range e.m.live {
+		e.m.set.mu.Lock()
+		defer e.m.set.mu.Unlock()
+		for k := range e.m.set.live {
 			id = k
 		}
 		return id != ""
@@ -178,7 +178,7 @@ func TestStopWhileTheSandboxOpens(t *testing.T) {
 	}()
 	// The open ends only once the stop has been taken.
 	waitFor(t, "the stop to be taken", func() bool {
-		ls := e.m.liveOf(id)
+		ls := e.m.set.liveOf(id)
 		return ls == nil || ls.Closing()
 	})
 	close(slow.release)
@@ -263,7 +263,7 @@ func TestAgentExitRightAfterHandshakeEndsTheLog(t *testing.T) {
 	bad := 0
 	for i := 0; i < 200; i++ {
 		s := e.create(berth.CreateRequest{Agent: "quick"})
-		waitFor(t, "stopped", func() bool { return e.m.liveOf(s.ID) == nil })
+		waitFor(t, "stopped", func() bool { return e.m.set.liveOf(s.ID) == nil })
 		evs := e.events(s.ID)
 		if evs[len(evs)-1].Type != berth.EventSessionStopped {
 			bad++
@@ -321,7 +321,7 @@ func TestFailedStartLeavesNoRuntime(t *testing.T) {
 		}
 	}()
 	// Close runs stop in goroutines, so call it the way Close does.
-	for _, ls := range e.m.live {
+	for _, ls := range e.m.set.live {
 		ls.Stop(context.Background(), berth.StopDaemonShutdown, nil)
 	}
 }

@@ -21,8 +21,8 @@ import (
 // served again. r is what the store holds of it (read for every session
 // of the boot at once). Until the session is live every failure lets go of
 // the shim, which waits on for a daemon.
-func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recovery) error {
-	b := m.newBirth(root{})
+func (rc *recovery) reattach(ctx context.Context, s *berth.Session, r *berth.Recovery) error {
+	b := rc.m.newBirth(root{})
 	b.s = s
 	var p *shim.Proc
 	var back *live.Reattached
@@ -30,7 +30,7 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 		stage{"attach", func(ctx context.Context) (err error) { p, err = b.attach(ctx); return err }},
 		stage{"recover", func(ctx context.Context) (err error) { back, err = b.recover(ctx, p, r); return err }},
 		stage{"live", func(context.Context) error {
-			if m.goLive(b.ls, false) != nil {
+			if rc.m.set.goLive(b.ls, false) != nil {
 				return fmt.Errorf("session %s is live already", s.ID)
 			}
 			return nil
@@ -39,10 +39,10 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 	if err != nil {
 		return err
 	}
-	if s.ToolsHash != "" && m.toolsEnabled() {
+	if s.ToolsHash != "" && rc.m.tools.enabled() {
 		// The agent's `berth mcp` outlived the daemon, with its credential:
 		// its socket is served again.
-		if err := m.serveTools(s.ID, s.ToolsHash, b.provider); err != nil {
+		if err := rc.m.tools.serve(s.ID, s.ToolsHash, b.provider); err != nil {
 			b.ls.Logger().Warn("serve the berth tools again", "err", err)
 		}
 	}
@@ -54,7 +54,7 @@ func (m *Manager) reattach(ctx context.Context, s *berth.Session, r *berth.Recov
 // attach connects to the session's shim; until the session is live, a
 // failure lets go of it (the shim waits on for a daemon).
 func (b *birth) attach(ctx context.Context) (*shim.Proc, error) {
-	p, err := b.m.attachShim(ctx, b.s)
+	p, err := b.m.recovery.attachShim(ctx, b.s)
 	if err != nil {
 		return nil, err
 	}
@@ -69,10 +69,10 @@ func (b *birth) attach(ctx context.Context) (*shim.Proc, error) {
 func (b *birth) recover(ctx context.Context, p *shim.Proc, r *berth.Recovery) (*live.Reattached, error) {
 	m, s := b.m, b.s
 	var err error
-	if b.ls, b.provider, err = m.recoverLive(s, p); err != nil {
+	if b.ls, b.provider, err = m.recovery.recoverLive(s, p); err != nil {
 		return nil, err
 	}
-	open, in, queue, err := m.recoverOpenTurn(ctx, s, r)
+	open, in, queue, err := m.recovery.recoverOpenTurn(ctx, s, r)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func (b *birth) recover(ctx context.Context, p *shim.Proc, r *berth.Recovery) (*
 
 // attachShim connects to the session's shim, from the stream offset the
 // session has, and checks that it serves the session.
-func (m *Manager) attachShim(ctx context.Context, s *berth.Session) (*shim.Proc, error) {
+func (rc *recovery) attachShim(ctx context.Context, s *berth.Session) (*shim.Proc, error) {
 	actx, cancel := context.WithTimeout(ctx, reattachTimeout)
 	defer cancel()
 	p, err := shim.Attach(actx, s.ShimSocket, s.AgentOffset)
@@ -102,29 +102,29 @@ func (m *Manager) attachShim(ctx context.Context, s *berth.Session) (*shim.Proc,
 
 // recoverLive builds the live session of a session whose agent runs in the
 // shim p, with its sandbox as the shim opened it, and returns its provider.
-func (m *Manager) recoverLive(s *berth.Session, p *shim.Proc) (*live.Session, berth.SandboxProvider, error) {
-	provider := m.providers[s.Sandbox.Provider]
+func (rc *recovery) recoverLive(s *berth.Session, p *shim.Proc) (*live.Session, berth.SandboxProvider, error) {
+	provider := rc.m.providers[s.Sandbox.Provider]
 	if provider == nil {
 		return nil, nil, fmt.Errorf("sandbox provider %q is not configured", s.Sandbox.Provider)
 	}
-	spec, ok := m.opts.Catalog.Get(s.Agent)
+	spec, ok := rc.m.opts.Catalog.Get(s.Agent)
 	if !ok {
 		spec = berth.AgentSpec{Name: s.Agent}
 	}
-	return m.newLive(live.Config{Session: s, Spec: spec, Shim: p, Provider: provider, Box: m.sandboxConfig(s, spec)}), provider, nil
+	return rc.m.newLive(live.Config{Session: s, Spec: spec, Shim: p, Provider: provider, Box: rc.m.place.sandboxConfig(s, spec)}), provider, nil
 }
 
 // recoverOpenTurn returns the session's open turn, if any, and its text,
 // claiming the queue entry it runs when the previous daemon died before it
 // did; queue is the session's pending entries without it.
-func (m *Manager) recoverOpenTurn(ctx context.Context, s *berth.Session, r *berth.Recovery) (open string, in live.Input, queue []*berth.QueueEntry, err error) {
+func (rc *recovery) recoverOpenTurn(ctx context.Context, s *berth.Session, r *berth.Recovery) (open string, in live.Input, queue []*berth.QueueEntry, err error) {
 	queue = r.Queue
 	if r.OpenTurn == nil {
 		return "", live.Input{}, queue, nil
 	}
 	var started live.TurnStartedData
 	_ = json.Unmarshal(r.OpenTurn.Data, &started)
-	claimed, err := m.claimOpenTurnEntry(ctx, s, r.OpenTurn.TurnID, started, queue)
+	claimed, err := rc.claimOpenTurnEntry(ctx, s, r.OpenTurn.TurnID, started, queue)
 	if err != nil {
 		return "", live.Input{}, nil, err
 	}
@@ -138,7 +138,7 @@ func (m *Manager) recoverOpenTurn(ctx context.Context, s *berth.Session, r *bert
 // was logged by a daemon that died before it claimed the entry: the turn
 // runs it, and it never runs a second time. It returns the id of the entry
 // it claimed, if any; pending is the session's pending entries.
-func (m *Manager) claimOpenTurnEntry(ctx context.Context, s *berth.Session, turnID string, d live.TurnStartedData, pending []*berth.QueueEntry) (string, error) {
+func (rc *recovery) claimOpenTurnEntry(ctx context.Context, s *berth.Session, turnID string, d live.TurnStartedData, pending []*berth.QueueEntry) (string, error) {
 	if d.EntryID == "" {
 		return "", nil
 	}
@@ -151,12 +151,12 @@ func (m *Manager) claimOpenTurnEntry(ctx context.Context, s *berth.Session, turn
 			continue
 		}
 		// It is its kind's oldest of its generation: it was when the turn was logged.
-		got, err := m.store.ClaimQueueEntry(ctx, s.ID, kind, e.Generation, turnID)
+		got, err := rc.m.store.ClaimQueueEntry(ctx, s.ID, kind, e.Generation, turnID)
 		if err != nil {
 			return "", err
 		}
 		if got.ID != e.ID {
-			m.logger.Error("claimed another entry than the open turn's", "session_id", s.ID, "turn_id", turnID, "want", e.ID, "got", got.ID)
+			rc.m.logger.Error("claimed another entry than the open turn's", "session_id", s.ID, "turn_id", turnID, "want", e.ID, "got", got.ID)
 		}
 		return got.ID, nil
 	}
@@ -168,22 +168,22 @@ func (m *Manager) claimOpenTurnEntry(ctx context.Context, s *berth.Session, turn
 // stop its agent and go, one that does not is killed (found by its pid
 // file), and the files of both are removed. left is the run directory as
 // Open found it: what sessions of this daemon made since is theirs.
-func (m *Manager) removeOrphanShims(ctx context.Context, left runDirLeft) {
+func (rc *recovery) removeOrphanShims(ctx context.Context, left runDirLeft) {
 	for b, id := range left.bundles {
-		if m.liveOf(id) != nil {
+		if rc.m.set.liveOf(id) != nil {
 			continue
 		}
-		m.endOrphanShim(ctx, b, id)
+		rc.endOrphanShim(ctx, b, id)
 	}
 	for _, b := range left.strays {
-		m.endOrphanShim(ctx, b, "")
+		rc.endOrphanShim(ctx, b, "")
 	}
 }
 
 // endOrphanShim ends the shim of a session that is not live: one still
 // answering is told to stop its agent and go, one that does not is killed
 // (found by its pid file), and its files are removed.
-func (m *Manager) endOrphanShim(ctx context.Context, b shim.Bundle, id string) {
+func (rc *recovery) endOrphanShim(ctx context.Context, b shim.Bundle, id string) {
 	actx, cancel := context.WithTimeout(ctx, time.Second)
 	p, err := shim.Attach(actx, b.Socket, 0)
 	cancel()
@@ -192,12 +192,12 @@ func (m *Manager) endOrphanShim(ctx context.Context, b shim.Bundle, id string) {
 			p.Detach()
 			return
 		}
-		m.logger.Warn("stopping an orphaned shim", "session_id", p.Hello().SessionID)
+		rc.m.logger.Warn("stopping an orphaned shim", "session_id", p.Hello().SessionID)
 		p.Discard()
-		_, _ = p.Stop(context.Background(), m.opts.Limits.StopGrace)
+		_, _ = p.Stop(context.Background(), rc.m.opts.Limits.StopGrace)
 		p.Release()
-	} else if pid := shim.ReadPID(b.PIDFile, m.opts.RunDir); pid > 0 {
-		m.logger.Warn("killing an orphaned shim", "session_id", id, "pid", pid)
+	} else if pid := shim.ReadPID(b.PIDFile, rc.m.opts.RunDir); pid > 0 {
+		rc.m.logger.Warn("killing an orphaned shim", "session_id", id, "pid", pid)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	b.Remove(true)

@@ -27,17 +27,17 @@ import (
 // appended. No session reads active with nothing behind it. It returns the
 // sessions closed with prompts still queued, to resume. A cluster node
 // looks only at the sessions whose lease it still holds.
-func (m *Manager) reconcile(ctx context.Context) (attach []*berth.Session, rec map[string]*berth.Recovery, resume []string, err error) {
+func (rc *recovery) reconcile(ctx context.Context) (attach []*berth.Session, rec map[string]*berth.Recovery, resume []string, err error) {
 	var lost []*berth.Session
 	for _, state := range []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping} {
 		cursor := ""
 		for {
-			page, err := m.store.ListSessions(ctx, berth.SessionFilter{State: state, Limit: 1000, Cursor: cursor})
+			page, err := rc.m.store.ListSessions(ctx, berth.SessionFilter{State: state, Limit: 1000, Cursor: cursor})
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("reconcile: list %s sessions: %w", state, err)
 			}
 			for _, s := range page.Sessions {
-				if m.inCluster() && !m.opts.Cluster.Holds(ctx, s.ID) {
+				if rc.m.leases.clustered() && !rc.m.opts.Cluster.Holds(ctx, s.ID) {
 					// Another node's, or one a lost node left for the
 					// others to close: not this one's to touch.
 					continue
@@ -54,7 +54,7 @@ func (m *Manager) reconcile(ctx context.Context) (attach []*berth.Session, rec m
 			cursor = page.NextCursor
 		}
 	}
-	if resume, err = m.closeLost(ctx, lost); err != nil {
+	if resume, err = rc.closeLost(ctx, lost); err != nil {
 		return nil, nil, nil, err
 	}
 	ids := make([]string, len(attach))
@@ -62,7 +62,7 @@ func (m *Manager) reconcile(ctx context.Context) (attach []*berth.Session, rec m
 		ids[i] = s.ID
 	}
 	// One read for every session to reattach, not a few each.
-	if rec, err = m.store.ListRecovery(ctx, ids); err != nil {
+	if rec, err = rc.m.store.ListRecovery(ctx, ids); err != nil {
 		return nil, nil, nil, fmt.Errorf("reconcile: read what the live sessions hold: %w", err)
 	}
 	return attach, rec, resume, nil
@@ -70,7 +70,7 @@ func (m *Manager) reconcile(ctx context.Context) (attach []*berth.Session, rec m
 
 // closeLost closes sessions found live whose agent is gone, and returns
 // those with prompts still queued.
-func (m *Manager) closeLost(ctx context.Context, lost []*berth.Session) ([]string, error) {
+func (rc *recovery) closeLost(ctx context.Context, lost []*berth.Session) ([]string, error) {
 	if len(lost) == 0 {
 		return nil, nil
 	}
@@ -80,10 +80,10 @@ func (m *Manager) closeLost(ctx context.Context, lost []*berth.Session) ([]strin
 	leftovers := sessionProcesses()
 	var resume []string
 	for _, s := range lost {
-		if err := m.reconcileOne(ctx, s, leftovers[s.ID]); err != nil {
+		if err := rc.reconcileOne(ctx, s, leftovers[s.ID]); err != nil {
 			return resume, fmt.Errorf("reconcile %s: %w", s.ID, err)
 		}
-		queued, err := m.store.ListQueue(ctx, s.ID)
+		queued, err := rc.m.store.ListQueue(ctx, s.ID)
 		if err != nil {
 			return resume, fmt.Errorf("reconcile %s: %w", s.ID, err)
 		}
@@ -97,15 +97,15 @@ func (m *Manager) closeLost(ctx context.Context, lost []*berth.Session) ([]strin
 // resumeQueued resumes, in the background, sessions reconcile found
 // with prompts still queued: the daemon accepted them, so they run. A
 // session that cannot resume keeps its entries for a later resume.
-func (m *Manager) resumeQueued(ids []string) {
-	if len(ids) == 0 || m.enter() != nil {
+func (rc *recovery) resumeQueued(ids []string) {
+	if len(ids) == 0 || rc.m.set.enter(&rc.m.inflight) != nil {
 		return
 	}
 	go func() {
-		defer m.inflight.Done()
+		defer rc.m.inflight.Done()
 		for _, id := range ids {
-			if _, err := m.ResumeSession(context.Background(), id); err != nil {
-				m.logger.Warn("queued prompts not resumed", "session_id", id, "err", err)
+			if _, err := rc.m.ResumeSession(context.Background(), id); err != nil {
+				rc.m.logger.Warn("queued prompts not resumed", "session_id", id, "err", err)
 			}
 		}
 	}()
@@ -113,12 +113,12 @@ func (m *Manager) resumeQueued(ids []string) {
 
 // reconcileOne closes one session found live at boot.
 // leftovers are the processes found running with its id.
-func (m *Manager) reconcileOne(ctx context.Context, s *berth.Session, leftovers []int) error {
-	if err := m.closeSession(ctx, s, leftovers, crashClose); err != nil {
+func (rc *recovery) reconcileOne(ctx context.Context, s *berth.Session, leftovers []int) error {
+	if err := rc.closeSession(ctx, s, leftovers, crashClose); err != nil {
 		return err
 	}
 	// The session is stopped: in a cluster its lease goes back.
-	m.releaseLease(ctx, s.ID)
+	rc.m.leases.release(ctx, s.ID)
 	return nil
 }
 
@@ -147,14 +147,14 @@ var nodeLostClose = closeHow{reason: berth.StopNodeLost,
 // whatever it left running is killed, an open turn gets its closing
 // turn_ended, pending questions are canceled, session_stopped is
 // appended and the session is recorded stopped.
-func (m *Manager) closeSession(ctx context.Context, s *berth.Session, leftovers []int, how closeHow) error {
+func (rc *recovery) closeSession(ctx context.Context, s *berth.Session, leftovers []int, how closeHow) error {
 	for _, pid := range leftovers {
 		// Kill the process's whole group: the agent's or a terminal's.
 		pgid, err := syscall.Getpgid(pid)
 		if err != nil || pgid <= 1 {
 			pgid = -pid
 		}
-		m.logger.Warn("killing a process left by a previous daemon", "session_id", s.ID, "pid", pid, "pgid", pgid)
+		rc.m.logger.Warn("killing a process left by a previous daemon", "session_id", s.ID, "pid", pid, "pgid", pgid)
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -162,32 +162,32 @@ func (m *Manager) closeSession(ctx context.Context, s *berth.Session, leftovers 
 		// A shim that did not answer: it goes, and its files with it.
 		files := shim.BundleOf(s.ShimSocket, s.ID)
 		if pid := shim.ReadPID(files.PIDFile, filepath.Dir(s.ShimSocket)); pid > 0 {
-			m.logger.Warn("killing a shim that did not answer", "session_id", s.ID, "pid", pid)
+			rc.m.logger.Warn("killing a shim that did not answer", "session_id", s.ID, "pid", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		files.Remove(true)
 	}
 	// A daemon that logged session_stopped but died before recording the
 	// state leaves the log complete already: nothing may follow it.
-	ended, err := m.endsStopped(ctx, s.ID)
+	ended, err := rc.endsStopped(ctx, s.ID)
 	if err != nil {
 		return err
 	}
 	open := ""
 	if !ended {
-		if open, err = m.openTurn(ctx, s.ID); err != nil {
+		if open, err = rc.openTurn(ctx, s.ID); err != nil {
 			return err
 		}
 	}
 	// Pending questions die with the agent that asked them.
-	pending, err := m.store.ListPermissions(ctx, s.ID, berth.PermissionPending)
+	pending, err := rc.m.store.ListPermissions(ctx, s.ID, berth.PermissionPending)
 	if err != nil {
 		return err
 	}
 	for _, p := range pending {
 		now := time.Now().UTC()
 		p.State, p.DecidedBy, p.DecidedAt = berth.PermissionCanceled, berth.DecidedByCancel, &now
-		if err := m.store.DecidePermission(ctx, p); err != nil && !berth.IsCode(err, berth.EConflict) {
+		if err := rc.m.store.DecidePermission(ctx, p); err != nil && !berth.IsCode(err, berth.EConflict) {
 			return err
 		}
 		if ended {
@@ -197,26 +197,26 @@ func (m *Manager) closeSession(ctx context.Context, s *berth.Session, leftovers 
 		if p.TurnID == open {
 			tag = open
 		}
-		if _, err := m.appendClosing(ctx, berth.NewEvent(s.ID, tag, berth.EventPermissionResolved,
+		if _, err := rc.appendClosing(ctx, berth.NewEvent(s.ID, tag, berth.EventPermissionResolved,
 			live.ResolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})); err != nil {
 			return err
 		}
 	}
-	if err := m.reconcileElicitations(ctx, s, open, ended); err != nil {
+	if err := rc.reconcileElicitations(ctx, s, open, ended); err != nil {
 		return err
 	}
 	if open != "" {
 		// Tool calls the turn left pending or in progress fail with it.
-		calls, err := m.danglingCalls(ctx, s.ID, open)
+		calls, err := rc.danglingCalls(ctx, s.ID, open)
 		if err != nil {
 			return err
 		}
 		for _, c := range calls {
-			if _, err := m.appendClosing(ctx, berth.NewEvent(s.ID, open, berth.EventToolCallUpdate, interruptedCall(c.id))); err != nil {
+			if _, err := rc.appendClosing(ctx, berth.NewEvent(s.ID, open, berth.EventToolCallUpdate, interruptedCall(c.id))); err != nil {
 				return err
 			}
 		}
-		_, err = m.appendClosing(ctx, berth.NewEvent(s.ID, open, berth.EventTurnEnded, live.TurnEndedData{
+		_, err = rc.appendClosing(ctx, berth.NewEvent(s.ID, open, berth.EventTurnEnded, live.TurnEndedData{
 			StopReason: berth.TurnError, Error: how.turnErr}))
 		if err != nil {
 			return err
@@ -224,7 +224,7 @@ func (m *Manager) closeSession(ctx context.Context, s *berth.Session, leftovers 
 	}
 	f := how.failure(s)
 	if !ended {
-		if _, err := m.appendClosing(ctx, berth.NewEvent(s.ID, "", berth.EventSessionStopped,
+		if _, err := rc.appendClosing(ctx, berth.NewEvent(s.ID, "", berth.EventSessionStopped,
 			map[string]any{"stop_reason": how.reason, "failure": f})); err != nil {
 			return err
 		}
@@ -235,25 +235,25 @@ func (m *Manager) closeSession(ctx context.Context, s *berth.Session, leftovers 
 	s.PendingPermissions = 0
 	s.Resumable = live.Resumable(s)
 	s.Badge = s.ComputeBadge(false, false)
-	if err := m.store.UpdateSession(ctx, s, from); err != nil {
+	if err := rc.m.store.UpdateSession(ctx, s, from); err != nil {
 		return err
 	}
 	kind := ""
 	if f != nil {
 		kind = f.Kind
 	}
-	m.opts.Observer.AgentExited(how.reason, kind)
+	rc.m.opts.Observer.AgentExited(how.reason, kind)
 	return nil
 }
 
 // danglingCalls returns the tool calls of a turn that never reached a
 // final status, reading only the turn's tool events (an index range).
-func (m *Manager) danglingCalls(ctx context.Context, id, turnID string) ([]openCall, error) {
+func (rc *recovery) danglingCalls(ctx context.Context, id, turnID string) ([]openCall, error) {
 	var evs []berth.Event
 	for _, typ := range []string{berth.EventToolCall, berth.EventToolCallUpdate} {
 		after := int64(0)
 		for {
-			page, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Type: typ, TurnID: turnID, Limit: berth.MaxEventLimit})
+			page, err := rc.m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Type: typ, TurnID: turnID, Limit: berth.MaxEventLimit})
 			if err != nil {
 				return nil, err
 			}
@@ -280,12 +280,12 @@ func (m *Manager) danglingCalls(ctx context.Context, id, turnID string) ([]openC
 }
 
 // endsStopped reports whether a session's log ends with session_stopped.
-func (m *Manager) endsStopped(ctx context.Context, id string) (bool, error) {
-	last, err := m.store.LastSeq(ctx, id)
+func (rc *recovery) endsStopped(ctx context.Context, id string) (bool, error) {
+	last, err := rc.m.store.LastSeq(ctx, id)
 	if err != nil || last == 0 {
 		return false, err
 	}
-	evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: last - 1, Limit: 1})
+	evs, err := rc.m.store.ListEvents(ctx, id, berth.EventFilter{After: last - 1, Limit: 1})
 	if err != nil {
 		return false, err
 	}
@@ -293,12 +293,12 @@ func (m *Manager) endsStopped(ctx context.Context, id string) (bool, error) {
 }
 
 // openTurn returns the id of the session's last turn if it never ended.
-func (m *Manager) openTurn(ctx context.Context, id string) (string, error) {
-	started, err := m.lastOfType(ctx, id, berth.EventTurnStarted)
+func (rc *recovery) openTurn(ctx context.Context, id string) (string, error) {
+	started, err := rc.lastOfType(ctx, id, berth.EventTurnStarted)
 	if err != nil || started == nil {
 		return "", err
 	}
-	ended, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: started.Seq, Type: berth.EventTurnEnded, TurnID: started.TurnID, Limit: 1})
+	ended, err := rc.m.store.ListEvents(ctx, id, berth.EventFilter{After: started.Seq, Type: berth.EventTurnEnded, TurnID: started.TurnID, Limit: 1})
 	if err != nil || len(ended) > 0 {
 		return "", err
 	}
@@ -307,11 +307,11 @@ func (m *Manager) openTurn(ctx context.Context, id string) (string, error) {
 
 // lastOfType returns the last event of a type, paging forward through that
 // type's index.
-func (m *Manager) lastOfType(ctx context.Context, id, typ string) (*berth.Event, error) {
+func (rc *recovery) lastOfType(ctx context.Context, id, typ string) (*berth.Event, error) {
 	var last *berth.Event
 	after := int64(0)
 	for {
-		evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Type: typ, Limit: berth.MaxEventLimit, MaxBytes: berth.EventPageBytes})
+		evs, err := rc.m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Type: typ, Limit: berth.MaxEventLimit, MaxBytes: berth.EventPageBytes})
 		if err != nil {
 			return nil, err
 		}
@@ -357,10 +357,10 @@ func sessionProcesses() map[string][]int {
 // is tried once more: the log's idea of the session's last seq may be
 // stale when another node wrote it last (the failure makes the log read
 // it again).
-func (m *Manager) appendClosing(ctx context.Context, ev berth.Event) ([]berth.Event, error) {
-	out, err := m.log.AppendSync(ctx, ev)
+func (rc *recovery) appendClosing(ctx context.Context, ev berth.Event) ([]berth.Event, error) {
+	out, err := rc.m.log.AppendSync(ctx, ev)
 	if berth.IsCode(err, berth.EConflict) {
-		out, err = m.log.AppendSync(ctx, ev)
+		out, err = rc.m.log.AppendSync(ctx, ev)
 	}
 	return out, err
 }

@@ -42,8 +42,7 @@ func (m *Manager) RemoteCommitted(sessionID string) {
 // publishActivity does this node's: at most once per interval each. It
 // has a goroutine of its own, so the store reads it makes never delay
 // this node's own sessions.
-func (m *Manager) publishRemoteActivity(ctx context.Context) {
-	c := m.changes
+func (c *changes) publishRemoteActivity(ctx context.Context) {
 	pace := time.NewTimer(0)
 	defer pace.Stop()
 	for {
@@ -61,8 +60,8 @@ func (m *Manager) publishRemoteActivity(ctx context.Context) {
 				return
 			}
 			// A session this node drives is published by its live session.
-			if m.liveOf(id) == nil {
-				m.publishRemote(ctx, id)
+			if c.m.set.liveOf(id) == nil {
+				c.publishRemote(ctx, id)
 			}
 		}
 		pace.Reset(c.every)
@@ -76,24 +75,23 @@ func (m *Manager) publishRemoteActivity(ctx context.Context) {
 
 // publishRemote publishes a session another node drives as the store has
 // it, unless that is what was last published of it here.
-func (m *Manager) publishRemote(ctx context.Context, id string) {
-	s, err := m.store.GetSession(ctx, id)
+func (c *changes) publishRemote(ctx context.Context, id string) {
+	s, err := c.m.store.GetSession(ctx, id)
 	if berth.IsCode(err, berth.ENotFound) {
-		m.forgetRemote(id)
+		c.forgetRemote(id)
 		return
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			m.logger.Warn("another node's session not published", "session_id", id, "err", err)
+			c.m.logger.Warn("another node's session not published", "session_id", id, "err", err)
 		}
 		return
 	}
-	m.withOwners(ctx, []*berth.Session{s})
-	data, err := json.Marshal(m.stored(s))
+	c.m.leases.withOwners(ctx, []*berth.Session{s})
+	data, err := json.Marshal(c.m.stored(s))
 	if err != nil {
 		return
 	}
-	c := m.changes
 	c.mu.Lock()
 	prev, seen := c.published[id]
 	same := bytes.Equal(prev, data)
@@ -121,8 +119,8 @@ func (m *Manager) publishRemote(ctx context.Context, id string) {
 }
 
 // forgetRemote drops what was last published of a session.
-func (m *Manager) forgetRemote(id string) {
-	m.changes.mu.Lock()
-	delete(m.changes.published, id)
-	m.changes.mu.Unlock()
+func (c *changes) forgetRemote(id string) {
+	c.mu.Lock()
+	delete(c.published, id)
+	c.mu.Unlock()
 }

@@ -65,7 +65,7 @@ func TestRemoteCommitPublishesTheSessionOnTheChangeStream(t *testing.T) {
 		t.Fatalf("change %s %s (%v)", got.Type, got.Data, err)
 	}
 	// Nothing changed: nothing is published; then n2 stops it.
-	m.publishRemote(ctx, s.ID)
+	m.changes.publishRemote(ctx, s.ID)
 	s.State, s.StopReason = berth.StateStopped, berth.StopUserRequested
 	if err := st.UpdateSession(ctx, s, berth.StateActive); err != nil {
 		t.Fatal(err)

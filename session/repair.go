@@ -18,7 +18,7 @@ import (
 // duplicates and unreadable data are reported; they cannot be mended by
 // appending. Running it twice finds nothing the second time.
 func (m *Manager) Repair(ctx context.Context, id string, dryRun, force bool) (*berth.RepairReport, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	s, err := m.GetSession(ctx, id)
@@ -26,7 +26,7 @@ func (m *Manager) Repair(ctx context.Context, id string, dryRun, force bool) (*b
 		return nil, err
 	}
 	rep := &berth.RepairReport{Issues: []berth.RepairItem{}, Actions: []berth.RepairItem{}}
-	if s.State != berth.StateStopped || m.liveOf(id) != nil {
+	if s.State != berth.StateStopped || m.set.liveOf(id) != nil {
 		rep.Issues = append(rep.Issues, berth.RepairItem{Kind: berth.RepairSessionNotStopped,
 			Message: fmt.Sprintf("the session is %s: only a stopped session is repaired", s.State)})
 		return rep, nil
@@ -34,7 +34,7 @@ func (m *Manager) Repair(ctx context.Context, id string, dryRun, force bool) (*b
 	if err := m.log.FlushSession(ctx, id); err != nil {
 		return nil, err
 	}
-	scan, err := m.scanLog(ctx, id)
+	scan, err := scanLog(ctx, m.store, id)
 	if err != nil {
 		return nil, err
 	}
@@ -76,12 +76,12 @@ type openCall struct {
 }
 
 // scanLog reads a session's whole log once, in pages.
-func (m *Manager) scanLog(ctx context.Context, id string) (*logScan, error) {
+func scanLog(ctx context.Context, store berth.EventStore, id string) (*logScan, error) {
 	sc := &logScan{}
 	state := map[string]int{} // tool call id → index in sc.calls, -1 once final
 	want, after := int64(1), int64(0)
 	for {
-		evs, err := m.store.ListEvents(ctx, id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit, MaxBytes: berth.EventPageBytes})
+		evs, err := store.ListEvents(ctx, id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit, MaxBytes: berth.EventPageBytes})
 		if err != nil {
 			return nil, err
 		}

@@ -16,18 +16,19 @@ import (
 // sandbox, and reopens its conversation when the agent can. What the
 // session had queued runs once it is active.
 func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
-	if err := m.enter(); err != nil {
+	if err := m.set.enter(&m.inflight); err != nil {
 		return nil, err
 	}
 	defer m.inflight.Done()
 	// A delete of the session waits for the resume, or the resume for it.
 	defer m.sessions.lock(id, false)()
-	if ls := m.liveOf(id); ls != nil {
+	b := m.newBirth(root{})
+	if ls := m.set.liveOf(id); ls != nil {
 		if !ls.Closing() {
-			return m.liveResult(ctx, ls)
+			return b.answer(ctx, ls)
 		}
 		// A session on its way to stopped is resumed once it got there.
 		select {
@@ -36,7 +37,6 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "session still stopping")
 		}
 	}
-	b := m.newBirth(root{})
 	// Once something is written, the resume is carried to a recorded state.
 	wctx := context.WithoutCancel(ctx)
 	var other *live.Session
@@ -55,7 +55,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	switch {
 	case errors.Is(err, errLiveAlready):
 		// A second resume won the race: its answer is this one's.
-		return m.liveResult(ctx, other)
+		return b.answer(ctx, other)
 	case err != nil:
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := m.log.FlushSession(wctx, id); err != nil {
 		ls.Logger().Warn("flush after resume", "err", err)
 	}
-	return m.liveResult(wctx, ls)
+	return b.answer(wctx, ls)
 }
 
 // errLiveAlready stops a resume that another one beat to live.
@@ -87,7 +87,7 @@ func (b *birth) checkResume(ctx context.Context, id string) error {
 	if s.State != berth.StateStopped {
 		return berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
 	}
-	if err := m.checkParentLive(ctx, s); err != nil {
+	if err := m.trees.checkParentLive(ctx, s); err != nil {
 		return err
 	}
 	if !live.WorkspaceExists(s.Workspace) {
@@ -96,7 +96,7 @@ func (b *birth) checkResume(ctx context.Context, id string) error {
 	// A workspace that became a directory people share since the create
 	// (made world-writable, mounted over, given files of other users) is
 	// refused as the create would refuse it; the session stays stopped.
-	if err := m.checkWorkspace(s.Workspace, "workspace"); err != nil {
+	if err := m.place.checkWorkspace(s.Workspace, "workspace"); err != nil {
 		return err
 	}
 	if !live.Resumable(s) {
@@ -115,7 +115,7 @@ func (b *birth) checkResume(ctx context.Context, id string) error {
 	}
 	// Resumed on another node than the one it ran on, the session has no
 	// private HOME here yet: it gets a fresh one.
-	if err := mkdirs(m.homeDir(id), s.Workspace, false); err != nil {
+	if err := mkdirs(m.place.homeDir(id), s.Workspace, false); err != nil {
 		return err
 	}
 	b.s, b.spec, b.provider = s, spec, provider
@@ -152,9 +152,9 @@ func (b *birth) resumeRecord(ctx context.Context) error {
 	return b.m.store.UpdateSession(ctx, b.s, berth.StateStopped)
 }
 
-// liveResult is the answer of a resume: the session once its handshake is
+// answer is the answer of a resume: the session once its handshake is
 // over, or conflict with the reason it stopped.
-func (m *Manager) liveResult(ctx context.Context, ls *live.Session) (*berth.Session, error) {
+func (b *birth) answer(ctx context.Context, ls *live.Session) (*berth.Session, error) {
 	if err := ls.AwaitHandshake(ctx); err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (m *Manager) liveResult(ctx context.Context, ls *live.Session) (*berth.Sess
 		return s, nil
 	}
 	<-ls.Done()
-	s, err := m.GetSession(ctx, ls.ID())
+	s, err := b.m.GetSession(ctx, ls.ID())
 	if err != nil {
 		return nil, err
 	}

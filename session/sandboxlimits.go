@@ -20,8 +20,8 @@ const (
 // provider's reason), never run without; the default is left out there
 // (the Session then shows no memory_mb) and warn says so (but for the
 // host provider, which bounds nothing).
-func (m *Manager) sandboxLimits(req *berth.CreateRequest, provider berth.SandboxProvider) (lim berth.SandboxLimitsInfo, warn string, err error) {
-	pol := m.opts.Sandbox
+func (pl *placement) sandboxLimits(req *berth.CreateRequest, provider berth.SandboxProvider) (lim berth.SandboxLimitsInfo, warn string, err error) {
+	pol := pl.m.opts.Sandbox
 	if req.MemoryMB != 0 && (req.MemoryMB < minMemoryMB || req.MemoryMB > maxMemoryMB) {
 		return lim, "", &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("memory_mb must be between %d and %d", minMemoryMB, maxMemoryMB),
 			Details: map[string]any{"field": "memory_mb"}}
@@ -71,14 +71,14 @@ func memoryUnenforceable(provider berth.SandboxProvider) error {
 // session that recorded none (stored before they were, or under a policy
 // of none) gets the policy's, its memory limit only where its provider
 // can enforce it (as it ran then).
-func (m *Manager) boxLimits(s *berth.Session) berth.SandboxLimits {
-	lim := m.opts.Sandbox.Limits
+func (pl *placement) boxLimits(s *berth.Session) berth.SandboxLimits {
+	lim := pl.m.opts.Sandbox.Limits
 	if info := s.Sandbox.Limits; info != (berth.SandboxLimitsInfo{}) {
 		lim.MemoryBytes = int64(info.MemoryMB) << 20
 		lim.TmpBytes = int64(info.TmpMB) << 20
 		return lim
 	}
-	if p, ok := m.providers[s.Sandbox.Provider]; ok && memoryUnenforceable(p) != nil {
+	if p, ok := pl.m.providers[s.Sandbox.Provider]; ok && memoryUnenforceable(p) != nil {
 		lim.MemoryBytes = 0
 	}
 	return lim

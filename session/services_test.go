@@ -297,15 +297,13 @@ func isZombie(pid int) bool {
 // abandon lets an abandoned manager's goroutines finish: its agents are
 // dead, so their monitors return once the store writes fail.
 func abandon(m *Manager) {
-	if m.stopSupervisor != nil {
-		m.stopSupervisor()
-		m.supervisor.Wait()
-	}
-	rts := m.liveSessions()
+	m.supervisor.stop()
+	m.supervisor.running.Wait()
+	rts := m.set.all()
 	for _, ls := range rts {
 		<-ls.Done()
 	}
-	m.stopActivity()
+	m.changes.stopPublishing()
 }
 
 // ownedHost is the host provider claiming its sandboxes' files belong to

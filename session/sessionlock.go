@@ -8,8 +8,8 @@ import "sync"
 // and leave an archive of a deleted session). Delete holds its session's
 // lock exclusively, the others shared.
 //
-// Lock order: a session lock, then Manager.mu, then a live session's locks. No
-// session lock is taken while another is held.
+// The lock order is in the package comment (manager.go). No lock of one
+// sessionLocks is taken while another of it is held.
 type sessionLocks struct {
 	mu    sync.Mutex
 	locks map[string]*sessionLock

@@ -14,7 +14,7 @@ import (
 // size it had when opened, one that shrinks fails the snapshot (conflict:
 // try again).
 func (m *Manager) CreateSnapshot(ctx context.Context, id string) (*berth.Snapshot, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	// A delete waits for the archive, or the archive finds the session
@@ -32,7 +32,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id string) (*berth.Snapsho
 		return nil, berth.Errorf(berth.EConflict, "the session's workspace is gone")
 	}
 	// A workspace that contains the daemon's home leaves it out.
-	snap, err := m.opts.Snapshots.Create(ctx, id, s.Workspace, m.hidden()...)
+	snap, err := m.opts.Snapshots.Create(ctx, id, s.Workspace, m.place.hidden()...)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, id string) (*berth.Snapsho
 
 // ListSnapshots implements berth.SessionService.
 func (m *Manager) ListSnapshots(ctx context.Context, id string) ([]*berth.Snapshot, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if _, err := m.store.GetSession(ctx, id); err != nil {
@@ -62,11 +62,11 @@ func (m *Manager) ListSnapshots(ctx context.Context, id string) ([]*berth.Snapsh
 }
 
 // restoreSnapshot fills a new managed workspace from a snapshot.
-func (m *Manager) restoreSnapshot(ctx context.Context, snapID, workspace string) error {
-	if m.opts.Snapshots == nil {
+func (b *birth) restoreSnapshot(ctx context.Context, snapID, workspace string) error {
+	if b.m.opts.Snapshots == nil {
 		return berth.Errorf(berth.EInvalid, "snapshots are not configured")
 	}
-	return m.opts.Snapshots.Restore(ctx, snapID, workspace)
+	return b.m.opts.Snapshots.Restore(ctx, snapID, workspace)
 }
 
 // fromSnapshot converts the archive's description to the API's.

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -20,14 +21,31 @@ import (
 // and the session is resumable. Nothing is reaped for idleness while a turn
 // is in flight, a permission is pending or prompts are queued.
 
-// startSupervisor starts the supervisor; Close stops it and waits.
-func (m *Manager) startSupervisor() {
+// supervisor is the manager's supervisor.
+type supervisor struct {
+	m *Manager
+	// running counts the supervisor's goroutine and the stops it started;
+	// cancel ends the goroutine.
+	running sync.WaitGroup
+	cancel  context.CancelFunc
+}
+
+// stop ends the supervisor's goroutine; the stops it started go on
+// (running counts them).
+func (v *supervisor) stop() {
+	if v.cancel != nil {
+		v.cancel()
+	}
+}
+
+// start starts the supervisor; Close stops it and waits.
+func (v *supervisor) start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	m.stopSupervisor = cancel
-	m.supervisor.Add(1)
+	v.cancel = cancel
+	v.running.Add(1)
 	go func() {
-		defer m.supervisor.Done()
-		t := time.NewTicker(m.opts.Limits.SuperviseEvery)
+		defer v.running.Done()
+		t := time.NewTicker(v.m.opts.Limits.SuperviseEvery)
 		defer t.Stop()
 		lastAck := time.Now()
 		for {
@@ -35,9 +53,9 @@ func (m *Manager) startSupervisor() {
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				m.superviseOnce(now)
+				v.once(now)
 				if now.Sub(lastAck) >= spoolAckEvery {
-					m.ackSpools(ctx)
+					v.ackSpools(ctx)
 					lastAck = now
 				}
 			}
@@ -45,21 +63,18 @@ func (m *Manager) startSupervisor() {
 	}()
 }
 
-// superviseOnce looks at every live session once.
-func (m *Manager) superviseOnce(now time.Time) {
-	m.mu.Lock()
-	closing := m.closing
-	m.mu.Unlock()
-	if closing {
+// once looks at every live session once.
+func (v *supervisor) once(now time.Time) {
+	if v.m.set.isClosing() {
 		return
 	}
-	rts := m.liveSessions()
+	rts := v.m.set.all()
 	for _, ls := range rts {
 		if reason := ls.Supervise(now); reason != "" {
-			m.reap(ls, reason)
+			v.reap(ls, reason)
 		}
 	}
-	m.stopOrphans(context.Background())
+	v.m.trees.stopOrphans(context.Background())
 }
 
 // spoolAckEvery is how often shims learn how far the log has their
@@ -68,8 +83,8 @@ const spoolAckEvery = 10 * time.Second
 
 // ackSpools tells every shim the stdout offset its session's log holds
 // (committed, read from the store): what is before it is never replayed.
-func (m *Manager) ackSpools(ctx context.Context) {
-	for _, ls := range m.liveSessions() {
+func (v *supervisor) ackSpools(ctx context.Context) {
+	for _, ls := range v.m.set.all() {
 		if ctx.Err() != nil {
 			return
 		}
@@ -78,10 +93,10 @@ func (m *Manager) ackSpools(ctx context.Context) {
 }
 
 // reap stops a session in the background; Close waits for it.
-func (m *Manager) reap(ls *live.Session, reason berth.StopReason) {
-	m.supervisor.Add(1)
+func (v *supervisor) reap(ls *live.Session, reason berth.StopReason) {
+	v.running.Add(1)
 	go func() {
-		defer m.supervisor.Done()
+		defer v.running.Done()
 		ls.Logger().Info("stopping the session", "reason", reason)
 		ls.Stop(context.Background(), reason, nil)
 	}()

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"log/slog"
 	"sync"
 	"syscall"
 )
@@ -11,6 +12,7 @@ import (
 // a thousand, so the sessions that stop while a pass runs are swept
 // together by the next one.
 type sweeper struct {
+	logger  *slog.Logger
 	mu      sync.Mutex
 	pending map[string][]chan struct{}
 	running bool
@@ -19,8 +21,7 @@ type sweeper struct {
 }
 
 // sweep kills the leftovers of session id and returns once they are dead.
-func (m *Manager) sweep(id string) {
-	sw := &m.sweeper
+func (sw *sweeper) sweep(id string) {
 	done := make(chan struct{})
 	sw.mu.Lock()
 	if sw.pending == nil {
@@ -30,15 +31,14 @@ func (m *Manager) sweep(id string) {
 	if !sw.running {
 		sw.running = true
 		sw.passes.Add(1)
-		go m.runSweeps()
+		go sw.run()
 	}
 	sw.mu.Unlock()
 	<-done
 }
 
-// runSweeps makes passes until no session waits for one.
-func (m *Manager) runSweeps() {
-	sw := &m.sweeper
+// run makes passes until no session waits for one.
+func (sw *sweeper) run() {
 	defer sw.passes.Done()
 	for {
 		sw.mu.Lock()
@@ -53,7 +53,7 @@ func (m *Manager) runSweeps() {
 		procs := sessionProcesses()
 		for id, waiters := range batch {
 			for _, pid := range procs[id] {
-				m.logger.Warn("killing a process the session left behind", "session_id", id, "pid", pid)
+				sw.logger.Warn("killing a process the session left behind", "session_id", id, "pid", pid)
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 			for _, w := range waiters {

@@ -38,6 +38,7 @@ import (
 
 // toolGate serves the tools sockets of the live sessions.
 type toolGate struct {
+	m       *Manager
 	mu      sync.Mutex
 	closed  bool
 	servers map[string]*toolServer
@@ -69,73 +70,73 @@ type toolsGrant struct {
 	token  string
 }
 
-// toolsEnabled reports whether the daemon serves berth tools at all.
-func (m *Manager) toolsEnabled() bool { return m.opts.ToolsHandler != nil && m.opts.Berth != "" }
+// enabled reports whether the daemon serves berth tools at all.
+func (g *toolGate) enabled() bool { return g.m.opts.ToolsHandler != nil && g.m.opts.Berth != "" }
 
-// toolsRunDir holds the tools socket directories ($BERTH_HOME/run).
-func (m *Manager) toolsRunDir() string {
-	if m.opts.RunDir != "" {
-		return m.opts.RunDir
+// runDir holds the tools socket directories ($BERTH_HOME/run).
+func (g *toolGate) runDir() string {
+	if g.m.opts.RunDir != "" {
+		return g.m.opts.RunDir
 	}
-	return filepath.Join(m.opts.Home, "run")
+	return filepath.Join(g.m.opts.Home, "run")
 }
 
-// toolsDir is session id's tools socket directory on the host.
-func (m *Manager) toolsDir(id string) string { return filepath.Join(m.toolsRunDir(), "mcp-"+id) }
+// dir is session id's tools socket directory on the host.
+func (g *toolGate) dir(id string) string { return filepath.Join(g.runDir(), "mcp-"+id) }
 
-// grantTools mints a credential for the agent of session s about to
+// grant mints a credential for the agent of session s about to
 // start and serves its socket. It returns nil when the session has no
 // berth tools, or, with a warning for the session's log, when the socket
 // cannot be served (the session runs without them).
-func (m *Manager) grantTools(s *berth.Session, provider berth.SandboxProvider) (*toolsGrant, string) {
-	if !s.BerthTools || !m.toolsEnabled() {
+func (g *toolGate) grant(s *berth.Session, provider berth.SandboxProvider) (*toolsGrant, string) {
+	if !s.BerthTools || !g.enabled() {
 		return nil, ""
 	}
 	token := rand.Text() + rand.Text()
 	sum := sha256.Sum256([]byte(token))
 	hash := hex.EncodeToString(sum[:])
-	if err := m.serveTools(s.ID, hash, provider); err != nil {
-		m.logger.Warn("serve the berth tools", "session_id", s.ID, "err", err)
+	if err := g.serve(s.ID, hash, provider); err != nil {
+		g.m.logger.Warn("serve the berth tools", "session_id", s.ID, "err", err)
 		return nil, "the berth MCP server is not available to this agent: " + berth.ErrorMessage(err)
 	}
 	s.ToolsHash = hash
 	socket := filepath.Join(berth.ToolsDir, berth.ToolsSocketName)
 	if !provider.Capabilities().Binds {
 		// Nothing is bound: the agent sees the host's directory as it is.
-		socket = filepath.Join(m.toolsDir(s.ID), berth.ToolsSocketName)
+		socket = filepath.Join(g.dir(s.ID), berth.ToolsSocketName)
 	}
 	return &toolsGrant{socket: socket, token: token}, ""
 }
 
-// toolsMCPServer is the berth entry of the agent's mcpServers.
-func (m *Manager) toolsMCPServer(g *toolsGrant) acp.McpServer {
-	return acp.McpServer{Name: berth.ToolsServerName, Command: m.opts.Berth, Args: []string{"mcp"},
-		Env: []acp.EnvVariable{{Name: berth.ToolsSocketEnv, Value: g.socket}, {Name: berth.ToolsTokenEnv, Value: g.token}}}
+// mcpServer is the berth entry of the agent's mcpServers.
+func (g *toolGate) mcpServer(grant *toolsGrant) acp.McpServer {
+	return acp.McpServer{Name: berth.ToolsServerName, Command: g.m.opts.Berth, Args: []string{"mcp"},
+		Env: []acp.EnvVariable{{Name: berth.ToolsSocketEnv, Value: grant.socket}, {Name: berth.ToolsTokenEnv, Value: grant.token}}}
 }
 
-// toolsBind is the bind of session s's tools directory into its sandbox,
+// bind is the bind of session s's tools directory into its sandbox,
 // with ok false when it has none.
-func (m *Manager) toolsBind(s *berth.Session) (berth.Bind, bool) {
-	if s.ToolsHash == "" || !m.toolsEnabled() || !m.capsOf(s.Sandbox.Provider).Binds {
+func (g *toolGate) bind(s *berth.Session) (berth.Bind, bool) {
+	if s.ToolsHash == "" || !g.enabled() || !g.m.place.capsOf(s.Sandbox.Provider).Binds {
 		return berth.Bind{}, false
 	}
-	return berth.Bind{Source: m.toolsDir(s.ID), Target: berth.ToolsDir}, true
+	return berth.Bind{Source: g.dir(s.ID), Target: berth.ToolsDir}, true
 }
 
-// serveTools serves session id's socket for the credential whose SHA-256
+// serve serves session id's socket for the credential whose SHA-256
 // is hashHex, in place of any it served before: the directory is kept
 // (a running sandbox has it bound), the socket file made anew.
-func (m *Manager) serveTools(id, hashHex string, provider berth.SandboxProvider) error {
+func (g *toolGate) serve(id, hashHex string, provider berth.SandboxProvider) error {
 	hash, err := hex.DecodeString(hashHex)
 	if err != nil || len(hash) != sha256.Size {
 		return berth.Errorf(berth.EInternal, "the stored tools credential is malformed")
 	}
-	dir := m.toolsDir(id)
+	dir := g.dir(id)
 	sock := filepath.Join(dir, berth.ToolsSocketName)
 	if len(sock) > shim.MaxSocketPath {
 		return berth.Errorf(berth.EUnavailable, "the tools socket's path is longer than a Unix socket takes (%d bytes): use a shorter BERTH_HOME", shim.MaxSocketPath)
 	}
-	m.revokeTools(id, false)
+	g.revoke(id, false)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return berth.WrapError(berth.EUnavailable, err, "cannot create the run directory")
 	}
@@ -161,9 +162,8 @@ func (m *Manager) serveTools(id, hashHex string, provider berth.SandboxProvider)
 	// The agent is on the other side: it may hold connections open, or
 	// open them by the thousand, and each would hold a daemon descriptor.
 	// A few at a time is what its tools need; idle ones are closed.
-	ts.srv = &http.Server{Handler: m.opts.ToolsHandler(m.toolsOpener(id, ts)), ReadHeaderTimeout: 10 * time.Second,
+	ts.srv = &http.Server{Handler: g.m.opts.ToolsHandler(g.opener(id, ts)), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: toolsReadTimeout, IdleTimeout: toolsIdleTimeout}
-	g := &m.tools
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -209,33 +209,31 @@ func giveTools(dir, sock string, provider berth.SandboxProvider) error {
 	return nil
 }
 
-// toolsOpener authorises one call on session id's socket: the credential
+// opener authorises one call on session id's socket: the credential
 // must be the one ts serves, and the session live here.
-func (m *Manager) toolsOpener(id string, ts *toolServer) berth.ToolsOpener {
+func (g *toolGate) opener(id string, ts *toolServer) berth.ToolsOpener {
 	return func(token string) (berth.ChildTools, func(), error) {
 		sum := sha256.Sum256([]byte(token))
 		if token == "" || subtle.ConstantTimeCompare(sum[:], ts.hash) != 1 {
 			return nil, nil, berth.Errorf(berth.EUnauthenticated, "the berth tools credential is not valid")
 		}
-		ls := m.liveOf(id)
+		ls := g.m.set.liveOf(id)
 		if ls == nil || ls.Gone() {
 			return nil, nil, berth.Errorf(berth.EUnauthenticated, "the berth tools credential is not valid: its session has stopped")
 		}
-		g := &m.tools
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if g.closed || g.servers[id] != ts {
 			return nil, nil, berth.Errorf(berth.EUnavailable, "the berth tools of this session are no longer served here")
 		}
 		g.serving.Add(1)
-		return &childTools{m: m, id: id}, g.serving.Done, nil
+		return &childTools{m: g.m, id: id}, g.serving.Done, nil
 	}
 }
 
-// revokeTools stops serving session id's socket, and with remove deletes
+// revoke stops serving session id's socket, and with remove deletes
 // its directory (the session stopped: the credential is dead).
-func (m *Manager) revokeTools(id string, remove bool) {
-	g := &m.tools
+func (g *toolGate) revoke(id string, remove bool) {
 	g.mu.Lock()
 	ts := g.servers[id]
 	delete(g.servers, id)
@@ -245,16 +243,15 @@ func (m *Manager) revokeTools(id string, remove bool) {
 		_ = ts.srv.Close()
 	}
 	if remove {
-		if err := os.RemoveAll(m.toolsDir(id)); err != nil {
-			m.logger.Warn("remove the tools directory", "session_id", id, "err", err)
+		if err := os.RemoveAll(g.dir(id)); err != nil {
+			g.m.logger.Warn("remove the tools directory", "session_id", id, "err", err)
 		}
 	}
 }
 
-// closeTools stops serving every socket, leaving the files for the agents
+// close stops serving every socket, leaving the files for the agents
 // that outlive the daemon, and waits for the calls in progress.
-func (m *Manager) closeTools(ctx context.Context) error {
-	g := &m.tools
+func (g *toolGate) close(ctx context.Context) error {
 	g.mu.Lock()
 	g.closed = true
 	servers := g.servers
@@ -266,24 +263,24 @@ func (m *Manager) closeTools(ctx context.Context) error {
 	return waitGroup(ctx, &g.serving)
 }
 
-// removeStaleTools removes the tools directories of sessions not served
+// removeStale removes the tools directories of sessions not served
 // by this daemon (their session stopped while no daemon ran), but for
 // those in keep.
-func (m *Manager) removeStaleTools(keep map[string]bool) {
-	run := m.toolsRunDir()
+func (g *toolGate) removeStale(keep map[string]bool) {
+	run := g.runDir()
 	entries, err := os.ReadDir(run)
 	if err != nil {
 		return
 	}
-	m.tools.mu.Lock()
-	defer m.tools.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	for _, e := range entries {
 		id, ok := strings.CutPrefix(e.Name(), "mcp-")
-		if !ok || !e.IsDir() || m.tools.servers[id] != nil || keep[id] {
+		if !ok || !e.IsDir() || g.servers[id] != nil || keep[id] {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(run, e.Name())); err != nil {
-			m.logger.Warn("remove a stale tools directory", "session_id", id, "err", err)
+			g.m.logger.Warn("remove a stale tools directory", "session_id", id, "err", err)
 		}
 	}
 }

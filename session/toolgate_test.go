@@ -37,7 +37,7 @@ func shortRunDir(t *testing.T) func(*Options) {
 // grantOf is the tools socket and credential session id's agent was given.
 func (e *env) grantOf(id string) *toolsGrant {
 	e.t.Helper()
-	ls := e.m.liveOf(id)
+	ls := e.m.set.liveOf(id)
 	if ls == nil || ls.ToolsServer() == nil {
 		e.t.Fatalf("session %s has no berth tools", id)
 	}
@@ -91,7 +91,7 @@ func TestToolsCredentialIsTheSessionsAndDiesWithIt(t *testing.T) {
 	e.m.tools.mu.Lock()
 	ts := e.m.tools.servers[a.ID]
 	e.m.tools.mu.Unlock()
-	open := e.m.toolsOpener(a.ID, ts)
+	open := e.m.tools.opener(a.ID, ts)
 	if _, done, err := open(ga.token); err != nil {
 		t.Fatalf("A's credential while A runs: %v", err)
 	} else {
@@ -104,7 +104,7 @@ func TestToolsCredentialIsTheSessionsAndDiesWithIt(t *testing.T) {
 	if err := toolsCall(ga.socket, ga.token); !berth.IsCode(err, berth.EUnavailable) {
 		t.Fatalf("A's credential after A stopped: %v", err)
 	}
-	if _, err := os.Stat(e.m.toolsDir(a.ID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(e.m.tools.dir(a.ID)); !os.IsNotExist(err) {
 		t.Fatalf("A's tools directory after it stopped: %v", err)
 	}
 	if _, _, err := open(ga.token); !berth.IsCode(err, berth.EUnauthenticated) {
@@ -123,16 +123,16 @@ func TestToolsCredentialIsTheSessionsAndDiesWithIt(t *testing.T) {
 func TestNoToolsWithoutHandlerOrWhenRefused(t *testing.T) {
 	e := newEnv(t)
 	s := e.create(berth.CreateRequest{})
-	if ls := e.m.liveOf(s.ID); ls.ToolsServer() != nil {
+	if ls := e.m.set.liveOf(s.ID); ls.ToolsServer() != nil {
 		t.Fatal("a manager without a tools handler granted tools")
 	}
 	e2 := newEnv(t, withTools)
 	no := false
 	s = e2.create(berth.CreateRequest{BerthTools: &no})
-	if ls := e2.m.liveOf(s.ID); ls.ToolsServer() != nil || s.BerthTools {
+	if ls := e2.m.set.liveOf(s.ID); ls.ToolsServer() != nil || s.BerthTools {
 		t.Fatalf("berth_tools false: grant %v, session shows %v", ls.ToolsServer(), s.BerthTools)
 	}
-	if _, err := os.Stat(e2.m.toolsDir(s.ID)); !os.IsNotExist(err) {
+	if _, err := os.Stat(e2.m.tools.dir(s.ID)); !os.IsNotExist(err) {
 		t.Fatalf("berth_tools false made a tools directory: %v", err)
 	}
 }

@@ -98,7 +98,7 @@ func (t *childTools) WaitChild(ctx context.Context, a berth.WaitChildArgs) (*ber
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(a.TimeoutSeconds)*time.Second)
 	defer cancel()
 	for !settled(s) {
-		if err := t.m.awaitEvent(wctx, s.ID, s.LastSeq); err != nil && ctx.Err() != nil {
+		if err := t.awaitEvent(wctx, s.ID, s.LastSeq); err != nil && ctx.Err() != nil {
 			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "wait_child ended before the child settled")
 		}
 		if s, err = t.m.GetSession(ctx, a.ChildID); err != nil {
@@ -109,7 +109,7 @@ func (t *childTools) WaitChild(ctx context.Context, a berth.WaitChildArgs) (*ber
 		}
 	}
 	out := &berth.WaitChildResult{ChildID: s.ID, State: s.State, Badge: s.Badge, TimedOut: !settled(s)}
-	reason, text := t.m.lastTurn(ctx, s.ID)
+	reason, text := t.m.transcripts.lastTurn(ctx, s.ID)
 	out.StopReason, out.Text = reason, text
 	if s.State == berth.StateStopped {
 		out.StopReason = string(s.StopReason)
@@ -133,10 +133,10 @@ func settled(s *berth.Session) bool {
 
 // awaitEvent returns once session id logs an event after seq, or after
 // waitRecheck, or when ctx ends (its error).
-func (m *Manager) awaitEvent(ctx context.Context, id string, after int64) error {
+func (t *childTools) awaitEvent(ctx context.Context, id string, after int64) error {
 	sctx, cancel := context.WithTimeout(ctx, waitRecheck)
 	defer cancel()
-	st, err := m.StreamEvents(sctx, id, after)
+	st, err := t.m.StreamEvents(sctx, id, after)
 	if err != nil {
 		return err
 	}
@@ -149,15 +149,15 @@ func (m *Manager) awaitEvent(ctx context.Context, id string, after int64) error 
 
 // lastTurn is the stop reason of session id's last ended turn and the
 // text of its last turn that has any.
-func (m *Manager) lastTurn(ctx context.Context, id string) (stopReason, text string) {
+func (tr *transcripts) lastTurn(ctx context.Context, id string) (stopReason, text string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := m.log.FlushSession(ctx, id); err != nil {
-		m.logger.Warn("flush before reading the last turn", "session_id", id, "err", err)
+	if err := tr.m.log.FlushSession(ctx, id); err != nil {
+		tr.m.logger.Warn("flush before reading the last turn", "session_id", id, "err", err)
 	}
-	text, stopReason, err := m.lastTurnText(ctx, id)
+	text, stopReason, err := tr.lastTurnText(ctx, id)
 	if err != nil {
-		m.logger.Warn("read the last turn", "session_id", id, "err", err)
+		tr.m.logger.Warn("read the last turn", "session_id", id, "err", err)
 		return "", ""
 	}
 	return stopReason, text

@@ -13,6 +13,13 @@ import (
 	live "github.com/berth-sh/berth/session/live"
 )
 
+// transcripts read sessions' logs a turn at a time: the transcript, a
+// turn's result once it is over, the preamble an agent that could not
+// reopen its conversation is given, and a session's last words.
+type transcripts struct {
+	m *Manager
+}
+
 // transcriptPage is how many events a transcript reads from the store at
 // a time.
 const transcriptPage = 256
@@ -36,16 +43,16 @@ func (m *Manager) Transcript(ctx context.Context, id string) ([]berth.Transcript
 // from the log and handed to fn one at a time, each once the next begins
 // (or the log ends), so that only one is ever held.
 func (m *Manager) TranscriptEach(ctx context.Context, id string, fn func(*berth.TranscriptTurn) error) error {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return err
 	}
-	if m.liveOf(id) == nil {
+	if m.set.liveOf(id) == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return err
 		}
 	}
-	b := transcriptBuilder{emit: fn, long: func(turnID string) berth.LongText { return m.turnText(id, turnID) }}
-	if err := m.foldLog(ctx, id, berth.EventFilter{}, &b); err != nil {
+	b := transcriptBuilder{emit: fn, long: func(turnID string) berth.LongText { return m.transcripts.turnText(id, turnID) }}
+	if err := m.transcripts.foldLog(ctx, id, berth.EventFilter{}, &b); err != nil {
 		return err
 	}
 	return b.flush()
@@ -54,13 +61,13 @@ func (m *Manager) TranscriptEach(ctx context.Context, id string, fn func(*berth.
 // foldLog folds the session's events that f selects (its After, Limit and
 // MaxBytes are set here) into b, a page at a time, checking ctx between
 // events; it stops at b's first error.
-func (m *Manager) foldLog(ctx context.Context, id string, f berth.EventFilter, b *transcriptBuilder) error {
+func (tr *transcripts) foldLog(ctx context.Context, id string, f berth.EventFilter, b *transcriptBuilder) error {
 	f.After, f.Limit, f.MaxBytes = 0, transcriptPage, berth.EventPageBytes
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		evs, err := m.store.ListEvents(ctx, id, f)
+		evs, err := tr.m.store.ListEvents(ctx, id, f)
 		if err != nil {
 			return err
 		}
@@ -254,11 +261,11 @@ func (b *transcriptBuilder) add(ev *berth.Event) {
 
 // turnText reads the agent's message of one turn from the log, a page at
 // a time, handing each piece over as the body of a JSON string.
-func (m *Manager) turnText(id, turnID string) berth.LongText {
+func (tr *transcripts) turnText(id, turnID string) berth.LongText {
 	return func(ctx context.Context, each func([]byte) error) error {
 		f := berth.EventFilter{Type: berth.EventAgentMessage, TurnID: turnID, Limit: transcriptPage, MaxBytes: berth.EventPageBytes}
 		for {
-			evs, err := m.store.ListEvents(ctx, id, f)
+			evs, err := tr.m.store.ListEvents(ctx, id, f)
 			if err != nil || len(evs) == 0 {
 				return err
 			}
@@ -346,9 +353,9 @@ func (p *pieces) join() string {
 // transcriptPreamble renders a session's conversation so far for an agent
 // that has to start it over: it goes before the first prompt of the new
 // conversation. "" when there was none.
-func (m *Manager) transcriptPreamble(ctx context.Context, id string) (string, error) {
+func (tr *transcripts) transcriptPreamble(ctx context.Context, id string) (string, error) {
 	var p preamble
-	err := m.TranscriptEach(ctx, id, func(t *berth.TranscriptTurn) error {
+	err := tr.m.TranscriptEach(ctx, id, func(t *berth.TranscriptTurn) error {
 		turn, err := renderTurn(ctx, t, maxPreambleTurn)
 		p.add(turn)
 		return err

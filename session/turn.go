@@ -10,14 +10,14 @@ import (
 
 // WaitTurn implements berth.SessionService.
 func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
 	}
 	if strings.HasPrefix(turnID, entryPrefix) {
 		// A queued or staged prompt: its turn is known once it runs.
 		return m.waitEntry(ctx, id, turnID)
 	}
-	if ls := m.liveOf(id); ls != nil {
+	if ls := m.set.liveOf(id); ls != nil {
 		res, entry, err := ls.WaitTurn(ctx, turnID)
 		if res != nil || err != nil {
 			return res, err
@@ -32,20 +32,20 @@ func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnR
 	if err := m.log.FlushSession(ctx, id); err != nil {
 		return nil, err
 	}
-	return m.turnFromLog(ctx, id, turnID)
+	return m.transcripts.turnFromLog(ctx, id, turnID)
 }
 
 // turnFromLog rebuilds a finished turn's result from its events alone
 // (the store finds them by the turn), in time linear in their size; it
 // stops when ctx ends.
-func (m *Manager) turnFromLog(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
-	if m.liveOf(id) == nil {
-		if _, err := m.store.GetSession(ctx, id); err != nil {
+func (tr *transcripts) turnFromLog(ctx context.Context, id, turnID string) (*berth.TurnResult, error) {
+	if tr.m.set.liveOf(id) == nil {
+		if _, err := tr.m.store.GetSession(ctx, id); err != nil {
 			return nil, err
 		}
 	}
-	b := transcriptBuilder{long: func(turnID string) berth.LongText { return m.turnText(id, turnID) }}
-	if err := m.foldLog(ctx, id, berth.EventFilter{TurnID: turnID}, &b); err != nil {
+	b := transcriptBuilder{long: func(turnID string) berth.LongText { return tr.turnText(id, turnID) }}
+	if err := tr.foldLog(ctx, id, berth.EventFilter{TurnID: turnID}, &b); err != nil {
 		return nil, err
 	}
 	for _, t := range b.finish() {
@@ -70,10 +70,10 @@ func (m *Manager) turnFromLog(ctx context.Context, id, turnID string) (*berth.Tu
 // Cancel implements berth.SessionService: it asks the agent to end the turn
 // in flight and, if the agent has not within limits.cancel_grace, kills it.
 func (m *Manager) Cancel(ctx context.Context, id string) (string, error) {
-	if err := m.awaitBoot(ctx, id); err != nil {
+	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return "", err
 	}
-	ls := m.liveOf(id)
+	ls := m.set.liveOf(id)
 	if ls == nil {
 		if _, err := m.store.GetSession(ctx, id); err != nil {
 			return "", err

@@ -91,8 +91,8 @@ func resolveWorkspace(p string) (string, error) {
 // people share (wsdir.Check), but for one in berth's managed directory,
 // which is berth's own. It is opened as a sandbox opens it, without
 // following a link on its path, and checked through that descriptor.
-func (m *Manager) checkWorkspace(ws, field string) error {
-	if pathx.Within(resolvedPath(m.workspacesDir()), ws) {
+func (pl *placement) checkWorkspace(ws, field string) error {
+	if pathx.Within(resolvedPath(pl.workspacesDir()), ws) {
 		return nil
 	}
 	f, err := wsdir.OpenNoFollow(ws)
@@ -101,16 +101,16 @@ func (m *Manager) checkWorkspace(ws, field string) error {
 			Details: map[string]any{"field": field}, Err: err}
 	}
 	defer f.Close()
-	return wsdir.Check(f, ws, field, m.sandboxUIDs())
+	return wsdir.Check(f, ws, field, pl.sandboxUIDs())
 }
 
 // sandboxUIDs are the host uids berth's own sandboxes write as, besides
 // root and the daemon's user (a root daemon's bwrap host_uid, docker's
 // container uid): their files in a workspace are berth's, not another
 // user's.
-func (m *Manager) sandboxUIDs() []int {
+func (pl *placement) sandboxUIDs() []int {
 	var out []int
-	for _, p := range m.providers {
+	for _, p := range pl.m.providers {
 		if fo, ok := p.(berth.SandboxFileOwner); ok {
 			if uid, _, _ := fo.FileOwner(); uid > 0 && !slices.Contains(out, uid) {
 				out = append(out, uid)

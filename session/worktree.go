@@ -25,7 +25,7 @@ func worktreeError(field, format string, a ...any) error {
 // (the common one, for a repository that is itself a linked worktree).
 // Every git it runs is runGit's: no hook, filter or helper of the
 // repository runs.
-func (m *Manager) checkWorktree(ctx context.Context, req *berth.CreateRequest) (string, error) {
+func (pl *placement) checkWorktree(ctx context.Context, req *berth.CreateRequest) (string, error) {
 	w := req.Worktree
 	if req.Workspace != "" {
 		return "", &berth.Error{Code: berth.EInvalid, Message: "worktree makes the workspace (a new worktree in berth's managed directory): omit workspace",
@@ -74,12 +74,12 @@ func (m *Manager) checkWorktree(ctx context.Context, req *berth.CreateRequest) (
 		// Not even a session's workspace there: its .git is the agent's
 		// to rewrite, and would choose which git directory the new
 		// session is given.
-		if m.opts.Home != "" && pathx.Within(resolvedPath(m.opts.Home), dir) {
+		if pl.m.opts.Home != "" && pathx.Within(resolvedPath(pl.m.opts.Home), dir) {
 			return "", worktreeError("repo", "worktree.repo %s lies in the daemon's home (a session's workspace included): refused; give the repository the session's branch came from, with the branch as base", w.Repo)
 		}
 		// Nor a directory people share: its writable parts are given to
 		// the sandbox as a workspace is (the same check).
-		if err := m.checkWorkspace(dir, "worktree.repo"); err != nil {
+		if err := pl.checkWorkspace(dir, "worktree.repo"); err != nil {
 			return "", err
 		}
 	}
@@ -109,7 +109,7 @@ func (m *Manager) checkWorktree(ctx context.Context, req *berth.CreateRequest) (
 // worktree of w.Repo on the new branch w.Branch from w.Base, and records
 // it on s. The worktree's own git directory is read from the .git file
 // git wrote, once, and must lie in common's worktrees/ directory.
-func (m *Manager) addWorktree(ctx context.Context, s *berth.Session, w *berth.WorktreeRequest, common string) error {
+func (pl *placement) addWorktree(ctx context.Context, s *berth.Session, w *berth.WorktreeRequest, common string) error {
 	filters, err := gitFilterOverrides(ctx, w.Repo)
 	if err != nil {
 		return err
@@ -156,24 +156,24 @@ func worktreeGitDir(ws, common string) (string, error) {
 // git prune what is left. The branch stays. The daemon removes the
 // directories itself rather than through git worktree remove, which would
 // read the working tree and its git directory, both the agent's to write.
-func (m *Manager) removeWorktree(ctx context.Context, w *berth.Worktree) {
+func (pl *placement) removeWorktree(ctx context.Context, w *berth.Worktree) {
 	if w == nil || !w.Owned || w.GitDir == "" {
 		return
 	}
 	if filepath.Dir(w.GitDir) != filepath.Join(w.CommonDir, "worktrees") {
-		m.logger.Warn("worktree git directory outside the repository's worktrees/: left", "dir", w.GitDir)
+		pl.m.logger.Warn("worktree git directory outside the repository's worktrees/: left", "dir", w.GitDir)
 		return
 	}
 	// Lstat: the directory itself, never a link the agent put in its place.
 	if fi, err := os.Lstat(w.GitDir); err == nil && fi.IsDir() {
 		if err := os.RemoveAll(w.GitDir); err != nil {
-			m.logger.Warn("remove worktree git directory", "dir", w.GitDir, "err", err)
+			pl.m.logger.Warn("remove worktree git directory", "dir", w.GitDir, "err", err)
 		}
 	} else if err == nil {
-		m.logger.Warn("worktree git directory is no longer a directory: left", "dir", w.GitDir)
+		pl.m.logger.Warn("worktree git directory is no longer a directory: left", "dir", w.GitDir)
 	}
 	if _, err := runGit(ctx, w.CommonDir, nil, "worktree", "prune"); err != nil && !errors.Is(err, context.Canceled) {
-		m.logger.Warn("git worktree prune", "repo", w.Repo, "err", err)
+		pl.m.logger.Warn("git worktree prune", "repo", w.Repo, "err", err)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/daemon"
 	"github.com/berth-sh/berth/sandbox/bwrap"
+	"github.com/berth-sh/berth/sandbox/providers"
 )
 
 // doctorTimeout bounds each check that waits on something (an engine, a
@@ -233,24 +234,23 @@ func checkStore(ctx context.Context, home string, sc config.Store) check {
 // sessions may have network, docker as the default.
 func checkSandboxes(ctx context.Context, cfg *config.Config, home string) []check {
 	po := daemon.ProviderOptions(cfg, "", home)
-	def := cfg.Sandbox.Default
-	needBwrap := def == berth.SandboxBwrap || (def == "auto" || def == "") && cfg.Sandbox.RequireIsolation
+	rel := providers.RelianceOf(cfg.Sandbox.Default, cfg.Sandbox.RequireIsolation)
 	out := checkBwrap(ctx, po.Bwrap(), bwrapNeeds{
-		bwrap:    needBwrap,
-		used:     def != berth.SandboxDocker && def != berth.SandboxHost,
-		fallback: !needBwrap && def != berth.SandboxDocker,
+		bwrap:    rel.BwrapNeeded,
+		used:     rel.BwrapUsed,
+		fallback: rel.HostFallback,
 		network:  cfg.Sandbox.AllowNetwork,
 		memory:   cfg.Sandbox.MemoryMB > 0,
 	})
-	dk, err := daemon.Docker(po)
+	dk, err := providers.Docker(po)
 	if err != nil {
-		return append(out, check{"sandbox docker", severity(def == berth.SandboxDocker), berth.ErrorMessage(err)})
+		return append(out, check{"sandbox docker", severity(rel.DockerNeeded), berth.ErrorMessage(err)})
 	}
 	defer dk.Close()
 	pctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
 	if err := dk.Probe(pctx); err != nil {
-		return append(out, check{"sandbox docker", severity(def == berth.SandboxDocker), berth.ErrorMessage(err)})
+		return append(out, check{"sandbox docker", severity(rel.DockerNeeded), berth.ErrorMessage(err)})
 	}
 	return append(out, check{"sandbox docker", checkOK, "the engine answers"})
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/local"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -240,5 +241,5 @@ func smallShim(home, options string, logger *slog.Logger) []shim.Program {
 		logger.Info("removed shims of other berth versions", "count", n)
 	}
 	logger.Info("host and bwrap sessions' shims run the small shim; docker sessions' run `berth shim`", "shim", path)
-	return []shim.Program{{Argv: []string{path, "--options", options}, Providers: []string{berth.SandboxHost, berth.SandboxBwrap}}}
+	return []shim.Program{{Argv: []string{path, "--options", options}, Providers: local.Names}}
 }

@@ -19,7 +19,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/sandbox/bwrap"
-	"github.com/berth-sh/berth/sandbox/host"
+	"github.com/berth-sh/berth/sandbox/local"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -35,6 +35,9 @@ type Options struct {
 	Instance    string              `json:"instance"`
 }
 
+// Local is what the local providers are made with.
+func (o Options) Local() local.Options { return local.Options{UID: o.UID, HostUID: o.HostUID} }
+
 // Bwrap makes the bwrap provider.
 func (o Options) Bwrap() *bwrap.Provider {
 	return bwrap.New(bwrap.Options{UID: o.UID, HostUID: o.HostUID})
@@ -46,11 +49,8 @@ type MakeProvider func(o Options, name string) (p berth.SandboxProvider, close f
 // Local makes the providers that run on this machine without a service:
 // host and bwrap.
 func Local(o Options, name string) (berth.SandboxProvider, func(), error) {
-	switch name {
-	case berth.SandboxHost:
-		return host.New(), func() {}, nil
-	case berth.SandboxBwrap:
-		return o.Bwrap(), func() {}, nil
+	if p := local.Make(o.Local(), name); p != nil {
+		return p, func() {}, nil
 	}
 	return nil, nil, berth.Errorf(berth.EInvalid, "this shim program cannot make the sandbox provider %q", name)
 }

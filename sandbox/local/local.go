@@ -1,0 +1,39 @@
+// Package local makes, by name, the sandbox providers that run on the
+// host without a service: host and bwrap. The small shim carries only
+// these (it links no Docker client).
+package local
+
+import (
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/sandbox/bwrap"
+	"github.com/berth-sh/berth/sandbox/host"
+)
+
+// Names are the local providers' names.
+var Names = []string{berth.SandboxHost, berth.SandboxBwrap}
+
+// Options say how the local providers are made: bwrap's sandboxes run as
+// UID inside, HostUID on the host (see bwrap.Options).
+type Options struct {
+	UID, HostUID int
+}
+
+// Make makes the local provider called name; nil when none is.
+func Make(o Options, name string) berth.SandboxProvider {
+	switch name {
+	case berth.SandboxHost:
+		return host.New()
+	case berth.SandboxBwrap:
+		return bwrap.New(bwrap.Options{UID: o.UID, HostUID: o.HostUID})
+	}
+	return nil
+}
+
+// All makes every local provider.
+func All(o Options) []berth.SandboxProvider {
+	out := make([]berth.SandboxProvider, len(Names))
+	for i, name := range Names {
+		out[i] = Make(o, name)
+	}
+	return out
+}
