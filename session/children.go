@@ -20,7 +20,7 @@ import (
 	live "github.com/berth-sh/berth/session/live"
 )
 
-// Child sessions (CONTRACT §4.4). A child is created through its parent
+// Child sessions (docs/api.md, "Children"). A child is created through its parent
 // (SpawnChild) and can never be given more than the parent has: its
 // request is narrowed, fail-closed, before anything is written. It is
 // admitted under its parent's tree lock, where its live siblings are
@@ -31,7 +31,7 @@ import (
 // and the boot pass stop any child whose parent is not live (a parent
 // stopped while the daemon was down, a resume that raced a stop).
 
-// Default child limits (CONTRACT §7).
+// Default child limits (docs/api.md, "Children").
 const (
 	defaultMaxChildren = 5
 	defaultMaxDepth    = 1

@@ -10,7 +10,8 @@ import (
 )
 
 // Cluster is the manager's side of the cluster this daemon is a node of
-// (CONTRACT §4.11; package cluster implements it). A session is driven by
+// (docs/api.md, "Cluster nodes: ownership and failover"; package cluster
+// implements it). A session is driven by
 // the node that holds its lease: the manager takes the lease before a
 // create or a resume writes its first event, gives it back once
 // session_stopped is logged, and at boot carries on only the sessions

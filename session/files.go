@@ -15,7 +15,7 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// Bounds of a create request's files (CONTRACT §4.1 v2).
+// Bounds of a create request's files (docs/api.md, "Worktrees, files and mounts").
 const (
 	// MaxCreateFiles is how many files one create may write.
 	MaxCreateFiles = 100

@@ -89,7 +89,7 @@ type Options struct {
 	// disables snapshots.
 	Snapshots *snapshot.Store
 	// Checkpoints keeps the workspace before every turn
-	// ($BERTH_HOME/checkpoints, CONTRACT §4.8); nil turns them off.
+	// ($BERTH_HOME/checkpoints; docs/api.md, "Checkpoints, rewind and fork"); nil turns them off.
 	Checkpoints *checkpoint.Store
 	// UserHome is the home directory agents' home_files are read from (the
 	// daemon user's); "" binds none.

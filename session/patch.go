@@ -7,7 +7,7 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// PatchSession implements berth.SessionService (CONTRACT §4.7). Everything
+// PatchSession implements berth.SessionService (docs/api.md, "Agent controls"). Everything
 // is checked before anything is applied; then name and labels, the mode,
 // the model and the config options (by id) are applied in that order, and
 // an agent failure part-way says which fields were applied.

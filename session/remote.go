@@ -20,7 +20,7 @@ const remoteCreatedWithin = time.Minute
 // does not drive is then published on the all-sessions stream as the
 // store has it, at the pace of local activity (at most once per
 // ChangeOptions.ActivityEvery per session), so every node's stream
-// carries every session's changes (CONTRACT §4.11). It never blocks.
+// carries every session's changes (docs/api.md, "All-sessions stream"). It never blocks.
 func (m *Manager) RemoteCommitted(sessionID string) {
 	if sessionID == "" {
 		return

@@ -10,7 +10,7 @@ import (
 	live "github.com/berth-sh/berth/session/live"
 )
 
-// The berth MCP server's tools as one session (CONTRACT §4.4): what
+// The berth MCP server's tools as one session (docs/api.md, "The berth MCP server: agents spawn children"): what
 // `berth mcp`, run by that session's agent, asks for over the session's
 // tools socket (toolgate.go). Every call acts only on the session's own
 // subtree, through the same Manager methods as the API, so the same
