@@ -572,7 +572,7 @@ func (c *Client) LoginCode(ctx context.Context) (*LoginCode, error) {
 }
 
 // PatchSession changes a session's name, labels, and the agent's mode,
-// model or config options (CONTRACT §4.7).
+// model or config options (docs/api.md, "Agent controls").
 func (c *Client) PatchSession(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
 	return call[berth.Session](ctx, c, http.MethodPatch, sessionPath(id, ""), nil, p)
 }

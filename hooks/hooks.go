@@ -1,5 +1,5 @@
-// Package hooks delivers session events to the hooks the configuration
-// names (CONTRACT §4.9): URL hooks get a signed POST, command hooks the same
+// Package hooks delivers session events to the hooks the configuration names
+// (docs/api.md, "Hooks"): URL hooks get a signed POST, command hooks the same
 // JSON on their stdin.
 //
 // Delivery goes through a durable outbox in the store (berth.HookStore).

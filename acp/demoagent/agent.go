@@ -219,7 +219,8 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession: !a.noLoad,
-			// stdio is always offered; HTTP too, SSE not (CONTRACT §6).
+			// stdio is always offered; HTTP too, SSE not (docs/api.md, "User
+			// MCP servers").
 			McpCapabilities:     acp.McpCapabilities{Http: !a.noMCPHTTP},
 			PromptCapabilities:  promptCapabilities,
 			SessionCapabilities: acp.SessionCapabilities{Fork: a.forkCapability()},

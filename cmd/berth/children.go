@@ -18,7 +18,7 @@ import (
 const defaultChildTTL = time.Hour
 
 // newSpawnCommand returns `berth spawn PARENT ["prompt"]`: a child session
-// of PARENT (CONTRACT §4.4).
+// of PARENT (docs/api.md, "Children").
 func newSpawnCommand() *cobra.Command {
 	var (
 		req     berth.CreateRequest

@@ -34,7 +34,7 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
 }
 
-// The figures of BENCHMARKS.md "Cluster (issue 18)" that concern
+// The figures of BENCHMARKS.md, "Cluster", that concern
 // forwarding and cross-node streams, on three real nodes on loopback:
 // the same write sent to the owner and through another node, alternated;
 // and a prompt sent through B while C streams the session: the time from

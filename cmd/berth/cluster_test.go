@@ -386,8 +386,8 @@ func TestClusterThreeNodesCreatePromptStreamFailover(t *testing.T) {
 	assertContiguous(t, c.allEvents(t, sess.ID))
 }
 
-// `berth bench --cluster 3` runs three nodes on one PostgreSQL and
-// reports every figure of issue 18 (measured, so not compared here to
+// `berth bench --cluster 3` runs three nodes on one PostgreSQL and reports
+// every figure of BENCHMARKS.md "Cluster" (measured, so not compared here to
 // any goal: BENCHMARKS.md has them).
 func TestBenchClusterReportsItsFigures(t *testing.T) {
 	db := freshPostgres(t)

@@ -11,7 +11,8 @@ import (
 )
 
 // newMCPCmd is `berth mcp`: the berth MCP server an agent runs on stdio
-// (CONTRACT §4.4), reaching its session's tools socket.
+// (docs/api.md, "The berth MCP server: agents spawn children"), reaching its
+// session's tools socket.
 func newMCPCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    "mcp",

@@ -105,8 +105,9 @@ func TestLoopbackWithoutTokenWarns(t *testing.T) {
 	}
 }
 
-// TestFoundAttackCreatesNothing replays the attack of issue 13 against a
-// real daemon: nothing is created, written or run.
+// TestFoundAttackCreatesNothing replays a cross-site attack (a no-cors fetch
+// from a page of another origin) against a real daemon: nothing is created,
+// written or run.
 func TestFoundAttackCreatesNothing(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)

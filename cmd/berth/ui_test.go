@@ -15,9 +15,9 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// These tests drive the web UI (CONTRACT §8) in headless Chromium against
-// a real `berth serve` with the demo agent. With BERTH_UI_SCREENSHOTS=DIR
-// they also save the screenshots shown in the README.
+// These tests drive the web UI (docs/api.md, "Web UI") in headless Chromium
+// against a real `berth serve` with the demo agent. With
+// BERTH_UI_SCREENSHOTS=DIR they also save the screenshots shown in the README.
 
 // uiPage opens path of s in a new tab of b, signed in with the daemon's
 // token through the sign-in form.

@@ -1,7 +1,7 @@
-// checkpoints.js is a session's checkpoints (CONTRACT §4.8): the workspace
-// as it was before each turn, newest first, each with Rewind (restore the
-// workspace to it, asked twice: it removes work) and Fork (a new session
-// from it, opened once made).
+// checkpoints.js is a session's checkpoints (docs/api.md, "Checkpoints, rewind
+// and fork"): the workspace as it was before each turn, newest first, each with
+// Rewind (restore the workspace to it, asked twice: it removes work) and Fork
+// (a new session from it, opened once made).
 
 import { api, sessionPath } from './api.js';
 import { h } from './dom.js';
