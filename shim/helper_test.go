@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/sandbox/host"
 )
 
@@ -334,43 +335,18 @@ func procStatus(pid int) string {
 
 // procState returns the state letter of pid from /proc ("" when gone).
 func procState(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return ""
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 1 {
-		return ""
-	}
-	return f[0]
+	return string(st.State)
 }
 
 // liveInGroup lists the processes of group pgid that are not zombies.
 func liveInGroup(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if pg, _ := strconv.Atoi(f[2]); pg == pgid {
+	for pid, st := range procfs.Group(pgid) {
+		if st.Live() {
 			pids = append(pids, pid)
 		}
 	}

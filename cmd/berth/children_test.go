@@ -3,15 +3,14 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 )
 
 // cli runs the berth CLI against s and returns its output.
@@ -58,18 +57,8 @@ func (s *server) waitSession(t *testing.T, id, what string, cond func(berth.Sess
 
 // parentPID is the parent process of pid (0 when it cannot be read).
 func parentPID(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	// The parent pid is the second field after the command in parentheses.
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
-	return n
+	st, _ := procfs.ReadStat(pid)
+	return st.PPID
 }
 
 // berth spawn makes a child (its first prompt run), berth children lists

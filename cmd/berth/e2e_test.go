@@ -21,6 +21,8 @@ import (
 
 	"github.com/berth-sh/berth/bench"
 	"github.com/berth-sh/berth/internal/apitest"
+	"github.com/berth-sh/berth/internal/procfs"
+	"github.com/berth-sh/berth/shim"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/mcptest"
@@ -249,20 +251,7 @@ func (s *server) stop() {
 // shimsOf returns the pids of the shims of a berth home (serving a
 // session or spare), found by the run directory in their environment.
 func shimsOf(home string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	key := []byte("\x00BERTH_SHIM_RUN=" + filepath.Join(home, "run") + "\x00")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if bytes.Contains(append([]byte{0}, env...), key) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return procfs.WithEnv(shim.EnvRun + "=" + filepath.Join(home, "run"))
 }
 
 // stopShims stops the shims a test daemon left (each stops its agent on

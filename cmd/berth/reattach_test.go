@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,35 +9,16 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 )
 
 // agentPIDs returns the pids of the processes that carry a session's id.
-func agentPIDs(id string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if strings.Contains(string(env), "BERTH_SESSION_ID="+id+"\x00") {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+func agentPIDs(id string) []int { return procfs.WithEnv("BERTH_SESSION_ID=" + id) }
 
 // alive reports whether pid is a running (not zombie) process.
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.Live()
 }
 
 // turnEndedOf returns the turn_ended of a turn in a log, if any.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-sh/berth"
 
+	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
@@ -164,19 +165,12 @@ func TestSessionsCannotGetOut(t *testing.T) {
 // sessionProcs lists live processes whose environment names a session.
 func sessionProcs(id string) []string {
 	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains(string(env), "BERTH_SESSION_ID="+id) {
+	for _, pid := range agentPIDs(id) {
+		if st, err := procfs.ReadStat(pid); err == nil && !st.Live() {
 			continue
 		}
-		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				continue
-			}
-		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		out = append(out, e.Name()+":"+strings.ReplaceAll(string(cmd), "\x00", " "))
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		out = append(out, fmt.Sprintf("%d:%s", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
 	}
 	return out
 }

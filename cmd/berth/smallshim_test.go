@@ -5,19 +5,19 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // exeOf is the program a process runs.
 func exeOf(t *testing.T, pid int) string {
 	t.Helper()
-	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	exe, err := procfs.Exe(pid)
 	if err != nil {
 		t.Fatalf("process %d: %v", pid, err)
 	}
