@@ -111,16 +111,8 @@ func TestShutdownDuringBootLeavesTheRestToTheNextDaemon(t *testing.T) {
 	if h := s.health(t); h.Reattaching < 1 {
 		t.Fatalf("reattaching %d, want the stopped shim's session counted", h.Reattaching)
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("berth serve on SIGTERM during boot: %v\n%s", err, s.log)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("berth serve did not exit on SIGTERM during boot\n%s", s.log)
+	if exited, err := s.terminate(20 * time.Second); !exited || err != nil {
+		t.Fatalf("berth serve on SIGTERM during boot: exited %v, %v\n%s", exited, err, s.log)
 	}
 	cont()
 	for _, pid := range agents {

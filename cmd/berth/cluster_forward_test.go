@@ -271,13 +271,7 @@ func TestClusterPromptThroughBStreamFromC(t *testing.T) {
 	_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL)
 	_ = a.cmd.Wait()
 	st, body := rawCall(t, b, "POST", "/v1/sessions/"+id+"/prompts", `{"text":"echo late"}`)
-	var e struct {
-		Error struct {
-			Code    string         `json:"code"`
-			Message string         `json:"message"`
-			Details map[string]any `json:"details"`
-		} `json:"error"`
-	}
+	var e errorBody
 	if err := json.Unmarshal([]byte(body), &e); err != nil || st != 503 || e.Error.Code != berth.EUnavailable ||
 		e.Error.Details["node"] != "node-a" || !strings.Contains(e.Error.Message, "node-a") {
 		t.Fatalf("a write through B to the dead A = %d %s", st, body)

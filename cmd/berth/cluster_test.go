@@ -500,12 +500,7 @@ func TestClusterNodeRestartKeepsItsSessionsWithinTheTTL(t *testing.T) {
 // agents in their shims (as serve does), for a next daemon on the home.
 func (s *server) stopKeepingShims(t *testing.T) {
 	t.Helper()
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
+	if exited, _ := s.terminate(20 * time.Second); !exited {
 		t.Fatalf("daemon did not stop on SIGTERM: %s", s.log)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -236,15 +237,24 @@ func (s *server) stop() {
 	if s.cmd.ProcessState != nil {
 		return
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
+	if exited, _ := s.terminate(20 * time.Second); !exited {
 		s.t.Errorf("daemon did not stop on SIGTERM: %s", s.log)
+	}
+}
+
+// terminate sends SIGTERM to the daemon and waits up to within for it to
+// exit, and returns how it did. One that did not (exited false) is killed
+// with its process group, and reaped.
+func (s *server) terminate(within time.Duration) (exited bool, err error) {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-time.After(within):
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		return false, <-done
 	}
 }
 
@@ -314,9 +324,42 @@ func (s *server) authorize(req *http.Request) {
 // errorBody is an API error answer.
 type errorBody struct {
 	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
+		Code    string         `json:"code"`
+		Message string         `json:"message"`
+		Details map[string]any `json:"details"`
 	} `json:"error"`
+}
+
+// create creates a session of body, whose agent is demo and sandbox host
+// unless it names others, and fails the test unless the daemon answers 201.
+func (s *server) create(t testing.TB, body map[string]any) berth.Session {
+	t.Helper()
+	req := map[string]any{"agent": "demo", "sandbox": berth.SandboxHost}
+	maps.Copy(req, body)
+	var sess berth.Session
+	if st, err := s.api("POST", "/v1/sessions", req, &sess); st != 201 || err != nil {
+		t.Fatalf("create %v = %d %v\n%s", req, st, err, s.log)
+	}
+	return sess
+}
+
+// turn runs one prompt of session id to its end (?wait=true) and fails the
+// test unless the daemon answers 200.
+func (s *server) turn(t testing.TB, id, text string) berth.TurnResult {
+	t.Helper()
+	var r berth.TurnResult
+	if st, err := s.api("POST", "/v1/sessions/"+id+"/prompts?wait=true", map[string]string{"text": text}, &r); st != 200 {
+		t.Fatalf("%q = %d %v", text, st, err)
+	}
+	return r
+}
+
+// writeConfig writes the daemon's config.toml in home.
+func writeConfig(t testing.TB, home, toml string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestRunEchoHelloWithNoDaemon(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -65,11 +64,10 @@ func containersOf(t *testing.T, ids map[string]bool) []string {
 func TestHundredSessionsLeaveNothing(t *testing.T) {
 	home := t.TempDir()
 	s := startServerEnv(t, home, providerEnv())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
+	health := s.health(t)
 	providers := []string{berth.SandboxHost}
 	for _, p := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
-		if strings.Contains(strings.Join(health.Sandboxes, ","), p) {
+		if slices.Contains(health.Sandboxes, p) {
 			providers = append(providers, p)
 		} else if testenv.Required() {
 			t.Fatalf("sandbox %s is not available (health lists %v)", p, health.Sandboxes)

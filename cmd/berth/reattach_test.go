@@ -251,20 +251,10 @@ func TestSIGTERMLeavesAgentsToTheNextDaemon(t *testing.T) {
 	if len(pids) < 3 {
 		t.Fatalf("agent pids = %v", pids)
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	// The minute only turns a hang into a failure: the agents still alive
 	// below show the daemon let go of them rather than stopping them.
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("berth serve on SIGTERM: %v\n%s", err, s.log)
-		}
-	case <-time.After(time.Minute):
-		_ = s.cmd.Process.Kill()
-		<-exited
-		t.Fatalf("berth serve did not exit on SIGTERM\n%s", s.log)
+	if exited, err := s.terminate(time.Minute); !exited || err != nil {
+		t.Fatalf("berth serve on SIGTERM: exited %v, %v\n%s", exited, err, s.log)
 	}
 	for _, pid := range pids {
 		if !alive(pid) {

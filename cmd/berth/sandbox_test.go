@@ -28,13 +28,9 @@ func providerEnv() []string {
 // read, run, cancel, stop.
 func TestDemoOnEveryProvider(t *testing.T) {
 	s := startServerEnv(t, t.TempDir(), providerEnv())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	for _, provider := range []string{berth.SandboxHost, berth.SandboxBwrap, berth.SandboxDocker} {
 		t.Run(provider, func(t *testing.T) {
-			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
-				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
-			}
+			s.needSandbox(t, provider)
 			var sess berth.Session
 			if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": provider}, &sess); st != 201 || sess.State != berth.StateActive {
 				t.Fatalf("create = %d %+v (%v)\n%s", st, sess.State, sess.Failure, s.log)
@@ -92,15 +88,11 @@ func TestSessionsCannotGetOut(t *testing.T) {
 	const secret = "BERTH_TEST_MARKER_SECRET=do-not-leak-3f9a"
 	home := t.TempDir()
 	s := startServerEnv(t, home, append(providerEnv(), secret))
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	port := s.addr[strings.LastIndex(s.addr, ":")+1:]
 	outside := t.TempDir()
 	for _, provider := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
 		t.Run(provider, func(t *testing.T) {
-			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
-				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
-			}
+			s.needSandbox(t, provider)
 			create := func() berth.Session {
 				var sess berth.Session
 				if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": provider}, &sess); st != 201 || sess.State != berth.StateActive {
@@ -183,11 +175,7 @@ func sessionProcs(id string) []string {
 // daemon's port at 127.0.0.1 nor through 10.0.2.2, slirp's alias of it.
 func TestBwrapSessionWithNetwork(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
-	if !strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
-		testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes)
-	}
+	s.needSandbox(t, berth.SandboxBwrap)
 	var outside string
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
@@ -288,11 +276,7 @@ func TestCreateOnAnUnreachableDockerSaysWhy(t *testing.T) {
 // new bwrap session from that snapshot finds it and may change it.
 func TestSnapshotOfABwrapSession(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
-	if !strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
-		testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes)
-	}
+	s.needSandbox(t, berth.SandboxBwrap)
 	create := func(body map[string]any) berth.Session {
 		var sess berth.Session
 		body["agent"], body["sandbox"] = "demo", berth.SandboxBwrap

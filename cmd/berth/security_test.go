@@ -273,13 +273,7 @@ func TestHostTmpIsNotAWorkspace(t *testing.T) {
 		if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
 			continue
 		}
-		var body struct {
-			Error struct {
-				Code    string         `json:"code"`
-				Message string         `json:"message"`
-				Details map[string]any `json:"details"`
-			} `json:"error"`
-		}
+		var body errorBody
 		st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "bwrap", "workspace": ws}, &body)
 		if st != 400 || body.Error.Code != berth.EInvalid || body.Error.Details["field"] != "workspace" ||
 			!strings.Contains(body.Error.Message, "workspace "+ws+" refused: it is") {

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/procfs"
-	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // exeOf is the program a process runs.
@@ -84,13 +82,9 @@ func TestSessionsRunTheSmallShim(t *testing.T) {
 	if b, _ := os.ReadFile(small); !bytes.Equal(b, smallShimBytes(t)) {
 		t.Fatalf("%s is not the small shim", small)
 	}
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	for provider, want := range map[string]string{berth.SandboxHost: small, berth.SandboxBwrap: small, berth.SandboxDocker: bin} {
 		t.Run(provider, func(t *testing.T) {
-			if !slices.Contains(health.Sandboxes, provider) {
-				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
-			}
+			s.needSandbox(t, provider)
 			sess := s.echoSession(t, provider)
 			if exe := exeOf(t, sessionShim(t, home, sess.ID)); exe != want {
 				t.Fatalf("the %s session's shim runs %s, want %s", provider, exe, want)

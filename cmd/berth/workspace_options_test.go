@@ -31,8 +31,6 @@ func TestWorkspaceOptionsOnIsolatingProviders(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServerEnv(t, home, providerEnv())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	repo := filepath.Join(t.TempDir(), "repo")
 	gitIn := func(dir string, args ...string) string {
 		t.Helper()
@@ -51,9 +49,7 @@ func TestWorkspaceOptionsOnIsolatingProviders(t *testing.T) {
 	gitIn(repo, "commit", "-q", "--allow-empty", "-m", "first")
 	for _, provider := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
 		t.Run(provider, func(t *testing.T) {
-			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
-				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
-			}
+			s.needSandbox(t, provider)
 			branch := "agent/" + provider
 			var sess berth.Session
 			body := map[string]any{"agent": "demo", "sandbox": provider, "mounts": []string{"pkgs"},
