@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/bench"
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
@@ -328,27 +326,5 @@ func TestBerthMCPAfterDaemonRestart(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// berth bench --children reports spawn → active and both prompt paths,
-// each prompt's answer checked by the bench itself.
-func TestBenchChildrenReportsFigures(t *testing.T) {
-	cmd := exec.Command(bin, "bench", "--sessions", "1", "--prompts", "3", "--flood", "0",
-		"--page-log", "0", "--list-sessions", "0", "--children", "6", "-o", "json")
-	cmd.Env = cleanEnv(t.TempDir())
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("bench: %v", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var r bench.Result
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatalf("last line is not the JSON report: %q", lines[len(lines)-1])
-	}
-	c := r
-	if c.Children != 6 || c.SpawnP50Ms <= 0 || c.SpawnP99Ms < c.SpawnP50Ms || c.ChildPrompts != 3 ||
-		c.MCPPromptP50 <= 0 || c.APIPromptP50 <= 0 {
-		t.Fatalf("children report = %+v", c)
 	}
 }

@@ -47,16 +47,6 @@ func twoLiveSessions(t *testing.T, home string) (a, b berth.Session, cont func()
 	return a, b, cont
 }
 
-// health reads /v1/health.
-func (s *server) health(t *testing.T) berth.Health {
-	t.Helper()
-	var h berth.Health
-	if st, err := s.api("GET", "/v1/health", nil, &h); st != 200 {
-		t.Fatalf("health = %d %v", st, err)
-	}
-	return h
-}
-
 // A booting daemon serves its API before every session is reattached:
 // while one session's shim does not answer (stopped), /v1/health counts it
 // as reattaching, the other session answers active, and the stopped one's

@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,48 +10,6 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/procfs"
 )
-
-// cli runs the berth CLI against s and returns its output.
-func (s *server) cli(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--addr", s.addr}, args...)...)
-	cmd.Env = cleanEnv(s.home)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// cliFails runs the berth CLI against s, expecting it to fail, and
-// returns its exit code and output.
-func (s *server) cliFails(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--addr", s.addr}, args...)...)
-	cmd.Env = cleanEnv(s.home)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("berth %s did not fail: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return exit.ExitCode(), string(out)
-}
-
-// waitSession polls a session until cond holds.
-func (s *server) waitSession(t *testing.T, id, what string, cond func(berth.Session) bool) berth.Session {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var got berth.Session
-		if st, err := s.api("GET", "/v1/sessions/"+id, nil, &got); st == 200 && err == nil && cond(got) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %+v\n%s", what, got, s.log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // parentPID is the parent process of pid (0 when it cannot be read).
 func parentPID(pid int) int {

@@ -46,29 +46,18 @@ func follow(t *testing.T, s *server, path string, after int64) *sseFollower {
 	go func() {
 		defer close(done)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		id := ""
-		var tail []string
-		for sc.Scan() {
-			line := sc.Text()
-			tail = append(tail, line)
-			if len(tail) > 6 {
-				tail = tail[1:]
+		var last string
+		err := eachSSE(resp.Body, func(_, id, data string) bool {
+			last = data
+			var ev berth.Event
+			if err := json.Unmarshal([]byte(data), &ev); err != nil || strconv.FormatInt(ev.Seq, 10) != id {
+				f.errc <- fmt.Errorf("bad SSE event (id %s): %q %v", id, data, err)
+				return false
 			}
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "data: "):
-				var ev berth.Event
-				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev); err != nil || strconv.FormatInt(ev.Seq, 10) != id {
-					f.errc <- fmt.Errorf("bad SSE event (id %s): %q %v", id, line, err)
-					return
-				}
-				f.events <- ev
-			}
-		}
-		f.errc <- fmt.Errorf("the stream ended (%v) after %q", sc.Err(), tail)
+			f.events <- ev
+			return true
+		})
+		f.errc <- fmt.Errorf("the stream ended (%v) after %q", err, last)
 	}()
 	return f
 }
@@ -125,20 +114,13 @@ func followChanges(t *testing.T, s *server) <-chan berth.Session {
 	go func() {
 		defer close(done)
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		typ := ""
-		for sc.Scan() {
-			line := sc.Text()
-			if v, ok := strings.CutPrefix(line, "event: "); ok {
-				typ = v
-			} else if v, ok := strings.CutPrefix(line, "data: "); ok && (typ == berth.ChangeSessionUpdated || typ == berth.ChangeSessionCreated) {
-				var sess berth.Session
-				if json.Unmarshal([]byte(v), &sess) == nil {
-					out <- sess
-				}
+		_ = eachSSE(resp.Body, func(typ, _, data string) bool {
+			var sess berth.Session
+			if (typ == berth.ChangeSessionUpdated || typ == berth.ChangeSessionCreated) && json.Unmarshal([]byte(data), &sess) == nil {
+				out <- sess
 			}
-		}
+			return true
+		})
 	}()
 	return out
 }

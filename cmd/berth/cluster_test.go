@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,16 +38,6 @@ func startNodeAt(t *testing.T, db, id, home string, ttl time.Duration) *server {
 		}
 	})
 	return s
-}
-
-// session reads one session from a node.
-func (s *server) session(t *testing.T, id string) berth.Session {
-	t.Helper()
-	var sess berth.Session
-	if st, err := s.api("GET", "/v1/sessions/"+id, nil, &sess); st != 200 || err != nil {
-		t.Fatalf("GET session %s: %d %v\n%s", id, st, err, s.log)
-	}
-	return sess
 }
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -278,16 +267,13 @@ func sseEvents(ctx context.Context, s *server, id string, after int64) <-chan be
 			return
 		}
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				var ev berth.Event
-				if json.Unmarshal([]byte(line), &ev) == nil {
-					out <- ev
-				}
+		_ = eachSSE(resp.Body, func(_, _, data string) bool {
+			var ev berth.Event
+			if json.Unmarshal([]byte(data), &ev) == nil {
+				out <- ev
 			}
-		}
+			return true
+		})
 	}()
 	return out
 }
@@ -384,35 +370,6 @@ func TestClusterThreeNodesCreatePromptStreamFailover(t *testing.T) {
 	next("the resumed turn's end", func(ev berth.Event) bool { return ev.Type == berth.EventTurnEnded && ev.TurnID == r.TurnID })
 	assertContiguous(t, seen)
 	assertContiguous(t, c.allEvents(t, sess.ID))
-}
-
-// `berth bench --cluster 3` runs three nodes on one PostgreSQL and reports
-// every figure of BENCHMARKS.md "Cluster" (measured, so not compared here to
-// any goal: BENCHMARKS.md has them).
-func TestBenchClusterReportsItsFigures(t *testing.T) {
-	db := freshPostgres(t)
-	out, code := runBerth(t, t.TempDir(), nil, "bench", "--cluster", "3", "--sessions", "6", "--prompts", "5", "--store", db, "-o", "json")
-	if code != 0 {
-		t.Fatalf("bench --cluster: exit %d\n%s", code, out)
-	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var r struct {
-		Nodes     int       `json:"nodes"`
-		Creates   float64   `json:"creates_per_sec"`
-		CrossP50  float64   `json:"cross_node_prompt_first_sse_p50_ms"`
-		CrossP99  float64   `json:"cross_node_prompt_first_sse_p99_ms"`
-		Forwarded float64   `json:"forwarded_write_p50_ms"`
-		Direct    float64   `json:"direct_write_p50_ms"`
-		Failover  float64   `json:"failover_ms"`
-		CPU       []float64 `json:"daemon_cpu_ms"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatalf("last line is not the JSON report: %v\n%s", err, out)
-	}
-	if r.Nodes != 3 || r.Creates <= 0 || r.CrossP50 <= 0 || r.CrossP99 < r.CrossP50 || r.Forwarded <= 0 || r.Direct <= 0 ||
-		r.Failover < float64(time.Second.Milliseconds()) || len(r.CPU) != 3 {
-		t.Fatalf("report: %+v", r)
-	}
 }
 
 // A cluster node's shims keep their agents no longer than lease_ttl once

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
@@ -189,25 +188,8 @@ func TestReattachKeepsAPendingElicitation(t *testing.T) {
 	if st, _ := s2.api("POST", path+"/elicitations/"+before.ID, map[string]any{"action": "accept", "content": map[string]any{"answer": "Lin"}}, nil); st != 200 {
 		t.Fatalf("answer = %d", st)
 	}
-	evs := s2.waitLog(t, sess.ID, "the turn to end", func(evs []berth.Event) bool {
-		_, ok := turnEndedOf(evs, sess.CurrentTurnID)
-		return ok
-	})
-	assertContiguous(t, evs)
-	var text strings.Builder
-	requested := 0
-	for _, ev := range evs {
-		if ev.Type == berth.EventElicitationRequested {
-			requested++
-		}
-		if ev.Type == berth.EventAgentMessage {
-			var d struct{ Text string }
-			_ = json.Unmarshal(ev.Data, &d)
-			text.WriteString(d.Text)
-		}
-	}
-	if reason, _ := turnEndedOf(evs, sess.CurrentTurnID); reason != berth.TurnEndTurn || requested != 1 ||
-		!strings.Contains(text.String(), "answer: Lin") || !strings.Contains(text.String(), "after") {
-		t.Fatalf("turn ended %q, %d requests, text %q", reason, requested, text.String())
+	if reason, requested, text := s2.endedTurn(t, sess, berth.EventElicitationRequested); reason != berth.TurnEndTurn || requested != 1 ||
+		!strings.Contains(text, "answer: Lin") || !strings.Contains(text, "after") {
+		t.Fatalf("turn ended %q, %d requests, text %q", reason, requested, text)
 	}
 }

@@ -35,6 +35,31 @@ func turnEndedOf(evs []berth.Event, turnID string) (string, bool) {
 	return "", false
 }
 
+// endedTurn waits for the turn of sess (its CurrentTurnID) to end, checks
+// the log has no gap, and returns how the turn ended, how many events of
+// type asked the log holds and the agent's text.
+func (s *server) endedTurn(t *testing.T, sess berth.Session, asked string) (reason string, requests int, text string) {
+	t.Helper()
+	evs := s.waitLog(t, sess.ID, "the turn to end", func(evs []berth.Event) bool {
+		_, ok := turnEndedOf(evs, sess.CurrentTurnID)
+		return ok
+	})
+	assertContiguous(t, evs)
+	var b strings.Builder
+	for _, ev := range evs {
+		switch ev.Type {
+		case asked:
+			requests++
+		case berth.EventAgentMessage:
+			var d struct{ Text string }
+			_ = json.Unmarshal(ev.Data, &d)
+			b.WriteString(d.Text)
+		}
+	}
+	reason, _ = turnEndedOf(evs, sess.CurrentTurnID)
+	return reason, requests, b.String()
+}
+
 // assertContiguous fails unless a log's seqs are 1..N.
 func assertContiguous(t *testing.T, evs []berth.Event) {
 	t.Helper()
@@ -150,26 +175,9 @@ func TestReattachKeepsAPendingPermission(t *testing.T) {
 	if st, _ := s2.api("POST", path+"/permissions/"+before[0].ID, map[string]string{"decision": "allow_once"}, nil); st != 200 {
 		t.Fatalf("approve = %d", st)
 	}
-	evs := s2.waitLog(t, sess.ID, "the turn to end", func(evs []berth.Event) bool {
-		_, ok := turnEndedOf(evs, sess.CurrentTurnID)
-		return ok
-	})
-	assertContiguous(t, evs)
-	var text strings.Builder
-	requested := 0
-	for _, ev := range evs {
-		if ev.Type == berth.EventPermissionRequested {
-			requested++
-		}
-		if ev.Type == berth.EventAgentMessage {
-			var d struct{ Text string }
-			_ = json.Unmarshal(ev.Data, &d)
-			text.WriteString(d.Text)
-		}
-	}
-	if reason, _ := turnEndedOf(evs, sess.CurrentTurnID); reason != berth.TurnEndTurn || requested != 1 ||
-		!strings.Contains(text.String(), "permission: allow") || !strings.Contains(text.String(), "after") {
-		t.Fatalf("turn ended %q, %d requests, text %q", reason, requested, text.String())
+	if reason, requested, text := s2.endedTurn(t, sess, berth.EventPermissionRequested); reason != berth.TurnEndTurn || requested != 1 ||
+		!strings.Contains(text, "permission: allow") || !strings.Contains(text, "after") {
+		t.Fatalf("turn ended %q, %d requests, text %q", reason, requested, text)
 	}
 }
 

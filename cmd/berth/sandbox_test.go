@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -242,18 +241,9 @@ func TestBwrapSessionWithNetwork(t *testing.T) {
 // that is not root) one its user may not use, which says how to be let
 // in (the socket's group). Nothing is created.
 func TestCreateOnAnUnreachableDockerSaysWhy(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "engine.sock")
+	sock, refused := unusableEngineSocket(t)
 	want := "no such file"
-	if os.Geteuid() != 0 {
-		// A socket's mode refuses no root: a user's run tries the refusal.
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		if err := os.Chmod(sock, 0); err != nil {
-			t.Fatal(err)
-		}
+	if refused {
 		want = "permission denied (this user may not use the engine's socket: add it to the socket's group"
 	}
 	s := startServerEnv(t, t.TempDir(), []string{"BERTH_SANDBOX_DOCKER_HOST=unix://" + sock})

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,48 +25,6 @@ func turnStarts(evs []berth.Event) []string {
 		out = append(out, d.Source+":"+d.Text)
 	}
 	return out
-}
-
-// waitLog polls a session's log until cond holds.
-func (s *server) waitLog(t *testing.T, id, what string, cond func([]berth.Event) bool) []berth.Event {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		evs := s.allEvents(t, id)
-		if cond(evs) {
-			return evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; turns %v", what, turnStarts(evs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// busySession creates a demo session running a long turn.
-func (s *server) busySession(t *testing.T, extra map[string]any) berth.Session {
-	t.Helper()
-	return s.busySessionWith(t, extra, "sleep 60000")
-}
-
-// busySessionWith creates a demo session running prompt; the session's
-// CurrentTurnID is the prompt's turn.
-func (s *server) busySessionWith(t *testing.T, extra map[string]any, prompt string) berth.Session {
-	t.Helper()
-	body := map[string]any{"agent": "demo", "sandbox": "host"}
-	for k, v := range extra {
-		body[k] = v
-	}
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", body, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
-	var r berth.PromptResult
-	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]string{"text": prompt}, &r); st != 202 || r.Status != "started" {
-		t.Fatalf("busy prompt = %d %+v", st, r)
-	}
-	sess.CurrentTurnID = r.TurnID
-	return sess
 }
 
 func TestQueueOverHTTP(t *testing.T) {
@@ -289,30 +246,6 @@ func runUntilOutput(t *testing.T, home string, args ...string) (*exec.Cmd, *sync
 		time.Sleep(20 * time.Millisecond)
 	}
 	return cmd, stdout, stderr
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a child writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitExit waits for a child to exit and returns its state.
