@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // Defaults of Options.
@@ -274,17 +275,7 @@ func (s *Service) start(fn func()) {
 // start. It returns ctx.Err() if ctx ends before everything stopped.
 func (s *Service) Close(ctx context.Context) error {
 	s.cancel()
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return syncx.Wait(ctx, &s.wg)
 }
 
 // Notify tells the service that a session's log grew. It runs on the event
