@@ -126,7 +126,7 @@ func TestClusterForwardFigures(t *testing.T) {
 				first = append(first, took)
 			}
 		}
-		f.cancel()
+		f.stop()
 		t.Logf("%s, %d prompts: request → first SSE event of the turn p50 %s p99 %s", pair.name, n, pct(first, .5), pct(first, .99))
 	}
 	load, _ := os.ReadFile("/proc/loadavg")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -258,11 +257,7 @@ func sseEvents(ctx context.Context, s *server, id string, after int64) <-chan be
 	out := make(chan berth.Event, 4096)
 	go func() {
 		defer close(out)
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+"/v1/sessions/"+id+"/events/stream", nil)
-		s.authorize(req)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := s.openSSE(ctx, "/v1/sessions/"+id+"/events/stream", strconv.FormatInt(after, 10))
 		if err != nil {
 			return
 		}

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
-	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -41,9 +41,7 @@ func crashMidFlood(t *testing.T, store func() []string) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			req, _ := http.NewRequest("GET", "http://"+s.addr+"/v1/sessions/"+sess.ID+"/events/stream", nil)
-			s.authorize(req)
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := s.openSSE(context.Background(), "/v1/sessions/"+sess.ID+"/events/stream", "")
 			if err != nil {
 				return
 			}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -302,12 +301,9 @@ func TestHTTPContract(t *testing.T) {
 // readSSE reads events from an SSE stream until stop says so.
 func readSSE(t *testing.T, s *server, path string, lastID int64, stop func(berth.Event) bool) []berth.Event {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+s.addr+path, nil)
-	s.authorize(req)
-	req.Header.Set("Last-Event-ID", strconv.FormatInt(lastID, 10))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	resp, err := s.openSSE(ctx, path, strconv.FormatInt(lastID, 10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -415,4 +417,56 @@ func eachSSE(r io.Reader, each func(typ, id, data string) bool) error {
 		}
 	}
 	return sc.Err()
+}
+
+// openSSE opens the SSE stream at path of s (with its query) under ctx,
+// from after the event lastID when it is not "". An answer other than 200
+// is an error.
+func (s *server) openSSE(ctx context.Context, path, lastID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.authorize(req)
+	req.Header.Set("Accept", "text/event-stream")
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %d", path, resp.StatusCode)
+	}
+	return resp, nil
+}
+
+// followSSE opens the SSE stream at path of s and reads it with each
+// (eachSSE) on a goroutine of its own, which stop (or the test's end)
+// stops and waits for; end, when not nil, is told how the stream ended.
+func (s *server) followSSE(t *testing.T, path string, each func(typ, id, data string) bool, end func(error)) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := s.openSSE(ctx, path, "")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	stop = func() {
+		cancel()
+		<-done
+	}
+	t.Cleanup(stop)
+	go func() {
+		defer close(done)
+		defer resp.Body.Close()
+		err := eachSSE(resp.Body, each)
+		if end != nil {
+			end(err)
+		}
+	}()
+	return stop
 }
