@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/procfs"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/host"
 )
 
@@ -179,39 +180,14 @@ func waitClosed[T any](ch <-chan T, d time.Duration) bool {
 // eventually polls cond until it holds, failing the test after long.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(long)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(poll)
-	}
-}
-
-// syncBuf is a buffer one goroutine fills while the test reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	s.b = append(s.b, p...)
-	s.mu.Unlock()
-	return len(p), nil
-}
-
-func (s *syncBuf) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b)
+	testenv.WaitFor(t, long, what, cond)
 }
 
 // daemon is one attached Proc whose stdout and stderr are drained.
 type daemon struct {
 	*Proc
 	t                *testing.T
-	out, errOut      syncBuf
+	out, errOut      testenv.Buffer
 	outDone, errDone chan struct{}
 }
 

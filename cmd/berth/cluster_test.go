@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // clusterTTL is the lease_ttl of the test clusters: short, so a failover
@@ -43,12 +44,7 @@ func startNodeAt(t *testing.T, db, id, home string, ttl time.Duration) *server {
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	began := time.Now()
-	for !cond() {
-		if time.Since(began) > within {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, within, what, cond)
 	return time.Since(began)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // berth prompt --wait says on stderr what the turn waits on (a permission
@@ -24,7 +25,7 @@ func TestPromptWaitSaysWhatItWaitsOn(t *testing.T) {
 
 	cmd := exec.Command(bin, "prompt", sess.ID, "--wait", "ask delete everything")
 	cmd.Env = env
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/apitest"
 	"github.com/berth-sh/berth/internal/procfs"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -48,7 +48,7 @@ type server struct {
 	home string
 	addr string
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *testenv.Buffer
 }
 
 // freeAddr returns a free loopback address.
@@ -82,7 +82,7 @@ func startServerAddr(t testing.TB, home, addr string, env []string, args ...stri
 // startServerBin is startServerAddr running the berth binary berthBin.
 func startServerBin(t testing.TB, berthBin, home, addr string, env []string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, home: home, addr: addr, log: &syncBuffer{}}
+	s := &server{t: t, home: home, addr: addr, log: &testenv.Buffer{}}
 	s.cmd = exec.Command(berthBin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
 	s.cmd.Env = cleanEnv(home, env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -374,30 +374,6 @@ func (s *server) busySessionWith(t *testing.T, extra map[string]any, prompt stri
 	}
 	sess.CurrentTurnID = r.TurnID
 	return sess
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a child writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // eachSSE reads the Server-Sent Events of r, calling each with an event's

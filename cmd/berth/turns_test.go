@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // turnStarts lists a log's turn_started events as "source:text".
@@ -228,11 +229,11 @@ func TestQueuedPromptsSurviveSIGKILL(t *testing.T) {
 
 // runUntilOutput starts `berth run` and waits until its stdout has
 // something, so the turn is under way.
-func runUntilOutput(t *testing.T, home string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func runUntilOutput(t *testing.T, home string, args ...string) (*exec.Cmd, *testenv.Buffer, *testenv.Buffer) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"run"}, args...)...)
 	cmd.Env = cleanEnv(home)
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &testenv.Buffer{}, &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
