@@ -262,6 +262,17 @@ func (d *daemon) wait() (berth.ExitStatus, error) {
 	return d.Wait()
 }
 
+// mustBeLive fails the test when the Proc is done already: what, its
+// connection, was not to be lost.
+func (d *daemon) mustBeLive(what string) {
+	d.t.Helper()
+	select {
+	case <-d.Done():
+		d.t.Errorf("%s is lost", what)
+	default:
+	}
+}
+
 // write writes to the agent's stdin through the shim.
 func (d *daemon) write(s string) {
 	d.t.Helper()

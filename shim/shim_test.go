@@ -753,11 +753,7 @@ func TestNewerConnectionReplacesOlder(t *testing.T) {
 	if out := d2.out.Bytes(); string(out) != "got ping 1\ngot ping 2\n" {
 		t.Errorf("stdout of the newer connection %q", out)
 	}
-	select {
-	case <-d2.Done():
-		t.Error("the newer connection is done too")
-	default:
-	}
+	d2.mustBeLive("the newer connection")
 	d2.Detach()
 }
 
@@ -914,11 +910,7 @@ func TestBadConnectionsLeaveTheDaemonAlone(t *testing.T) {
 	if out := d.out.Bytes(); string(out) != "got ping 1\ngot ping 2\n" {
 		t.Errorf("stdout %q", out)
 	}
-	select {
-	case <-d.Done():
-		t.Error("the attached daemon lost its connection")
-	default:
-	}
+	d.mustBeLive("the attached daemon's connection")
 	d.Detach()
 }
 
