@@ -23,8 +23,8 @@ func parentPID(pid int) int {
 func TestSpawnChildrenAndTreeCLI(t *testing.T) {
 	s := startServer(t, t.TempDir())
 	var parent, other berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "name": "parent"}, &parent)
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "name": "other"}, &other)
+	parent = s.create(t, map[string]any{"name": "parent"})
+	other = s.create(t, map[string]any{"name": "other"})
 
 	var kid berth.Session
 	raw := s.cli(t, "-o", "json", "spawn", parent.ID, "--name", "kid", "--ttl", "10m", "echo hi from the kid")
@@ -96,9 +96,9 @@ func TestChildrenAcrossARestart(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
 	var doomed, lost, keeper berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &doomed)
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &lost)
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &keeper)
+	doomed = s.create(t, nil)
+	lost = s.create(t, nil)
+	keeper = s.create(t, nil)
 	spawn := func(parent string, ttl int) berth.Session {
 		var c berth.Session
 		if st, err := s.api("POST", "/v1/sessions/"+parent+"/children", map[string]any{"agent": "demo", "ttl_seconds": ttl}, &c); st != 201 || err != nil {

@@ -51,10 +51,7 @@ func TestClusterForwardFigures(t *testing.T) {
 	}
 	db := freshPostgres(t)
 	a, b, c := startNode(t, db, "node-a"), startNode(t, db, "node-b"), startNode(t, db, "node-c")
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create on A = %d", st)
-	}
+	sess := a.create(t, nil)
 	id := sess.ID
 	path := "/v1/sessions/" + id
 

@@ -71,10 +71,7 @@ func TestClusterNodeKilledItsSessionsResumeElsewhere(t *testing.T) {
 		t.Fatalf("health of B = %d %+v", st, h)
 	}
 	ws := t.TempDir()
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "workspace": ws}, &sess); st != 201 {
-		t.Fatalf("create on A = %d\n%s", st, a.log)
-	}
+	sess := a.create(t, map[string]any{"workspace": ws})
 	if sess.Node != "node-a" || sess.State != berth.StateActive {
 		t.Fatalf("created on A: node %q state %s", sess.Node, sess.State)
 	}
@@ -152,10 +149,7 @@ func TestClusterNodeKilledItsSessionsResumeElsewhere(t *testing.T) {
 func TestClusterPausedNodeIsFencedOut(t *testing.T) {
 	db := freshPostgres(t)
 	a, b := startNode(t, db, "node-a"), startNode(t, db, "node-b")
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create on A = %d\n%s", st, a.log)
-	}
+	sess := a.create(t, nil)
 	// The agent says "late" while A is paused: A reads it only once resumed.
 	if st, _ := a.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "sleep 300\necho late"}, nil); st != 202 {
 		t.Fatalf("prompt on A = %d", st)
@@ -279,10 +273,7 @@ func sseEvents(ctx context.Context, s *server, id string, after int64) <-chan be
 func TestClusterThreeNodesCreatePromptStreamFailover(t *testing.T) {
 	db := freshPostgres(t)
 	a, b, c := startNode(t, db, "node-a"), startNode(t, db, "node-b"), startNode(t, db, "node-c")
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "workspace": t.TempDir()}, &sess); st != 201 {
-		t.Fatalf("create on A = %d", st)
-	}
+	sess := a.create(t, map[string]any{"workspace": t.TempDir()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream := sseEvents(ctx, c, sess.ID, 0)
@@ -369,10 +360,7 @@ func TestClusterThreeNodesCreatePromptStreamFailover(t *testing.T) {
 func TestClusterNodeKilledAloneLeavesNoAgentRunning(t *testing.T) {
 	db := freshPostgres(t)
 	a := startNode(t, db, "node-a")
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create = %d", st)
-	}
+	sess := a.create(t, nil)
 	if len(agentPIDs(sess.ID)) == 0 {
 		t.Fatal("no agent process carries the session's id")
 	}
@@ -399,10 +387,7 @@ func TestClusterNodeRestartKeepsItsSessionsWithinTheTTL(t *testing.T) {
 	const ttl = 6 * time.Second
 	a := startNodeAt(t, db, "node-a", homeA, ttl)
 	b := startNodeAt(t, db, "node-b", t.TempDir(), ttl)
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create = %d", st)
-	}
+	sess := a.create(t, nil)
 	// SIGTERM: the agent stays in its shim for the next daemon.
 	a.stopKeepingShims(t)
 	a = startNodeAt(t, db, "node-a", homeA, ttl)

@@ -16,10 +16,7 @@ import (
 func TestPromptFileAndImageFromTheCLI(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 || err != nil {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, nil)
 	if err := os.WriteFile(filepath.Join(sess.Workspace, "spec.md"), []byte("# spec\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

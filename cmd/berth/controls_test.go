@@ -25,10 +25,7 @@ func controlsServer(t *testing.T) *server {
 
 func TestPatchSessionOverHTTP(t *testing.T) {
 	s := controlsServer(t)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 || err != nil {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, nil)
 	if sess.ACP.Modes == nil || sess.ACP.Modes.Current != "default" || len(sess.ACP.Commands) != 2 {
 		t.Fatalf("created session's acp = %+v", sess.ACP)
 	}

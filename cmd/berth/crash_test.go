@@ -26,10 +26,7 @@ func crashMidFlood(t *testing.T, store func() []string) {
 		home := t.TempDir()
 		args := store()
 		s := startServer(t, home, args...)
-		var sess berth.Session
-		if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-			t.Fatalf("create = %d", st)
-		}
+		sess := s.create(t, nil)
 		var r berth.PromptResult
 		if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "flood 200000 64"}, &r); st != 202 {
 			t.Fatalf("prompt = %d", st)

@@ -222,10 +222,7 @@ func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
 
 func TestHTTPContract(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 || err != nil {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, nil)
 	if sess.State != berth.StateActive || sess.Badge != berth.BadgeIdle || sess.ACP.ProtocolVersion != 1 {
 		t.Fatalf("created session = %+v", sess)
 	}
@@ -325,8 +322,7 @@ func readSSE(t *testing.T, s *server, path string, lastID int64, stop func(berth
 
 func TestSSEReconnectDuringFloodHasNoGapOrDuplicate(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	sess := s.create(t, nil)
 	var r berth.PromptResult
 	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "flood 30000 64"}, &r); st != 202 {
 		t.Fatalf("prompt = %d", st)
@@ -434,8 +430,7 @@ func TestCLIUsesTheConfigToken(t *testing.T) {
 // prompt --wait exits by how the turn ended, with -o json too.
 func TestPromptWaitExitCodeFollowsTheTurn(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	sess := s.create(t, nil)
 	for _, c := range []struct {
 		text string
 		code int

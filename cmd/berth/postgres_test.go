@@ -35,10 +35,7 @@ func TestSecondDaemonOnTheSamePostgres(t *testing.T) {
 	}
 	var ids []string
 	for range 2 {
-		var sess berth.Session
-		if st, _ := s1.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-			t.Fatalf("create = %d", st)
-		}
+		sess := s1.create(t, nil)
 		var r berth.TurnResult
 		s1.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo one\nflood 3000 16\necho two"}, &r)
 		if r.StopReason != "end_turn" {

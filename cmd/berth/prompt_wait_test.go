@@ -17,11 +17,8 @@ import (
 func TestPromptWaitSaysWhatItWaitsOn(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "permission_mode": "ask"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
-	env := cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home))
+	sess := s.create(t, map[string]any{"permission_mode": "ask"})
+	env := s.cliEnv()
 
 	cmd := exec.Command(bin, "prompt", sess.ID, "--wait", "ask delete everything")
 	cmd.Env = env

@@ -212,10 +212,7 @@ func TestHomeIsPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "prompt": "echo hi"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	s.create(t, map[string]any{"prompt": "echo hi"})
 	var listing bytes.Buffer
 	err := filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

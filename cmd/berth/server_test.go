@@ -281,6 +281,12 @@ func (s *server) session(t *testing.T, id string) berth.Session {
 	return sess
 }
 
+// cliEnv is the environment of a berth CLI that talks to s by its
+// address and token (BERTH_ADDR, BERTH_TOKEN), with extra ("K=V").
+func (s *server) cliEnv(extra ...string) []string {
+	return cleanEnv(s.home, append([]string{"BERTH_ADDR=" + s.addr, "BERTH_TOKEN=" + readTokenFile(s.home)}, extra...)...)
+}
+
 // run runs the berth CLI against s and returns its output (its stdout,
 // then its stderr) and its exit code.
 func (s *server) run(t *testing.T, args ...string) (string, int) {

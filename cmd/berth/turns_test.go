@@ -87,24 +87,14 @@ func TestQueueOverHTTP(t *testing.T) {
 
 func TestPermissionsOverHTTPAndApprove(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "permission_mode": "ask"}, &sess)
+	sess := s.create(t, map[string]any{"permission_mode": "ask"})
 	path := "/v1/sessions/" + sess.ID
 	ask := func() (berth.PromptResult, berth.Permission) {
 		var r berth.PromptResult
 		if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": "ask delete everything"}, &r); st != 202 {
 			t.Fatalf("prompt = %d", st)
 		}
-		var list struct{ Permissions []berth.Permission }
-		deadline := time.Now().Add(20 * time.Second)
-		for len(list.Permissions) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("no pending permission")
-			}
-			time.Sleep(10 * time.Millisecond)
-			s.api("GET", path+"/permissions?state=pending", nil, &list)
-		}
-		return r, list.Permissions[0]
+		return r, pendingAsk[berth.Permission](t, s, sess.ID, "permissions")
 	}
 	r, p := ask()
 	var got berth.Session
@@ -287,8 +277,7 @@ func TestRunCtrlCCancelsTheTurnAndASecondExits(t *testing.T) {
 
 func TestExecOverHTTPAndCLI(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	sess := s.create(t, nil)
 	var res berth.ExecResult
 	// sleep 1000 ends only by the 1 s timeout (TimedOut says so).
 	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/exec", map[string]any{"command": []string{"sleep", "1000"}, "timeout_seconds": 1}, &res); st != 200 || !res.TimedOut {

@@ -15,14 +15,8 @@ func TestUIShowsTheWorktree(t *testing.T) {
 	b := browsertest.New(t)
 	s := startServer(t, t.TempDir())
 	// Made from the New session form.
-	tab := uiPage(t, b, s, "/")
-	tab.WaitFor("the agents in the form", `document.querySelector('#ns-agent option[value=demo]')`)
-	tab.Run(browsertest.Click(browsertest.Button("New session")))
-	tab.Run(
-		browsertest.Select(browsertest.Field("Agent"), "demo"),
-		browsertest.Select(browsertest.Field("Sandbox"), "host"),
-		browsertest.Type(browsertest.Field("New branch"), "agent/checkout"),
-	)
+	tab := newSessionForm(t, b, s)
+	tab.Run(browsertest.Type(browsertest.Field("New branch"), "agent/checkout"))
 	// A branch without a repository is refused in the form.
 	tab.Run(browsertest.Click(browsertest.Button("Create")))
 	tab.WaitFor("the form's refusal", `document.querySelector('dialog.new-session .error').textContent.includes('both a repository and a new branch')`)
