@@ -158,27 +158,16 @@ func New(o Options) (*Service, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&o.RetryBase, DefaultRetryBase)
-	def(&o.RetryMax, DefaultRetryMax)
-	def(&o.GiveUpAfter, DefaultGiveUpAfter)
-	def(&o.PollInterval, DefaultPollInterval)
-	def(&o.DeliveredFor, DefaultDeliveredFor)
-	def(&o.FailedFor, DefaultFailedFor)
-	def(&o.PruneEvery, DefaultPruneEvery)
-	if o.Concurrency <= 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	if o.MaxEventBytes <= 0 {
-		o.MaxEventBytes = DefaultMaxEventBytes
-	}
-	if o.KeepDelivered <= 0 {
-		o.KeepDelivered = DefaultKeepDelivered
-	}
+	orDefault(&o.RetryBase, DefaultRetryBase)
+	orDefault(&o.RetryMax, DefaultRetryMax)
+	orDefault(&o.GiveUpAfter, DefaultGiveUpAfter)
+	orDefault(&o.PollInterval, DefaultPollInterval)
+	orDefault(&o.DeliveredFor, DefaultDeliveredFor)
+	orDefault(&o.FailedFor, DefaultFailedFor)
+	orDefault(&o.PruneEvery, DefaultPruneEvery)
+	orDefault(&o.Concurrency, DefaultConcurrency)
+	orDefault(&o.MaxEventBytes, DefaultMaxEventBytes)
+	orDefault(&o.KeepDelivered, DefaultKeepDelivered)
 	if o.Client == nil {
 		o.Client = newClient()
 	}
@@ -189,9 +178,7 @@ func New(o Options) (*Service, error) {
 	}
 	s.store = hs
 	for _, h := range o.Hooks {
-		if h.Timeout <= 0 {
-			h.Timeout = DefaultTimeout
-		}
+		orDefault(&h.Timeout, DefaultTimeout)
 		hk := &hook{Hook: h, events: map[string]bool{}, wake: make(chan struct{}, 1)}
 		for _, e := range h.Events {
 			hk.events[e] = true
@@ -268,6 +255,13 @@ func (s *Service) start(fn func()) {
 		defer s.wg.Done()
 		fn()
 	}()
+}
+
+// orDefault sets an option not given (zero or less) to its default.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // Close stops every goroutine: attempts in flight are cut (a command hook's
