@@ -36,22 +36,14 @@ func crashMidFlood(t *testing.T, store func() []string) {
 		var mu sync.Mutex
 		var seen []berth.Event
 		done := make(chan struct{})
+		events := sseEvents(context.Background(), s, sess.ID, 0)
 		go func() {
 			defer close(done)
-			resp, err := s.openSSE(context.Background(), "/v1/sessions/"+sess.ID+"/events/stream", "")
-			if err != nil {
-				return
+			for ev := range events {
+				mu.Lock()
+				seen = append(seen, ev)
+				mu.Unlock()
 			}
-			defer resp.Body.Close()
-			_ = eachSSE(resp.Body, func(_, _, data string) bool {
-				var ev berth.Event
-				if json.Unmarshal([]byte(data), &ev) == nil {
-					mu.Lock()
-					seen = append(seen, ev)
-					mu.Unlock()
-				}
-				return true
-			})
 		}()
 		// Kill at a different point of the flood each run.
 		want := 5000 + run*15000
