@@ -719,12 +719,15 @@ func TestKillAgent(t *testing.T) {
 	}
 	other := start("BERTH_SESSION_ID=other")
 	ours := start("BERTH_SESSION_ID=sess-1")
+	// An entry that only ends like the session's is another variable.
+	lookalike := start("NOT_BERTH_SESSION_ID=sess-1")
 	KillAgent(other.Process.Pid, "sess-1")
 	KillAgent(other.Process.Pid, "")
 	KillAgent(ours.Process.Pid, "")
+	KillAgent(lookalike.Process.Pid, "sess-1")
 	KillAgent(1, "sess-1")
 	// kill(2) has returned: a SIGKILL sent is pending or done by now.
-	for _, c := range []*exec.Cmd{other, ours} {
+	for _, c := range []*exec.Cmd{other, ours, lookalike} {
 		if killSent(c.Process.Pid) {
 			t.Errorf("process %d killed without a match: %s", c.Process.Pid, procStatus(c.Process.Pid))
 		}
