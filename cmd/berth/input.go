@@ -105,8 +105,10 @@ func askList[T any](noun, short, pendingHelp, header string, row func(T) string)
 			}
 			return callAPI(cmd, http.MethodGet, sessionPath(args[0], "/"+noun), q, nil, func(w io.Writer, l *map[string]json.RawMessage) error {
 				var items []T
-				if err := json.Unmarshal((*l)[noun], &items); err != nil {
-					return fmt.Errorf("the daemon's answer does not decode: %w", err)
+				if raw, ok := (*l)[noun]; ok {
+					if err := json.Unmarshal(raw, &items); err != nil {
+						return fmt.Errorf("the daemon's answer does not decode: %w", err)
+					}
 				}
 				t := newTable(w)
 				fmt.Fprintln(t, header)
