@@ -6,7 +6,7 @@ import (
 )
 
 // The event types of the all-sessions stream, GET /v1/events/stream
-// (CONTRACT §4.3).
+// (docs/api.md, "All-sessions stream").
 const (
 	// ChangeSessionCreated: a session was stored; data is its Session JSON.
 	ChangeSessionCreated = "session_created"

@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// Content block types a prompt may carry (CONTRACT §4.7). All but
-// ContentFile are ACP's; a file block names a file in the workspace and is
+// Content block types a prompt may carry (docs/api.md, "Prompt content"). All
+// but ContentFile are ACP's; a file block names a file in the workspace and is
 // sent to the agent as an embedded resource.
 const (
 	ContentText         = "text"

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 )
 
-// ACPModes is the agent's session modes (CONTRACT §4.7): the current one and
-// those it offers. Raw is the agent's own mode state, kept whole so fields
-// this version does not know still reach clients.
+// ACPModes is the agent's session modes (docs/api.md, "Agent controls"): the
+// current one and those it offers. Raw is the agent's own mode state, kept
+// whole so fields this version does not know still reach clients.
 type ACPModes struct {
 	Current   string          `json:"current"`
 	Available []ACPMode       `json:"available"`
@@ -100,11 +100,11 @@ type ACPCommand struct {
 	Raw         json.RawMessage `json:"raw,omitempty"`
 }
 
-// SessionPatch is the body of PATCH /v1/sessions/{id} (CONTRACT §4.7): each
-// field given is changed, the rest kept. Name and Labels are berth's own;
-// Labels merges like a JSON merge patch (a key set to null is removed).
-// Mode, Model and Config go to the agent. Config maps an option id to its
-// value (a string for a select option, a boolean for a boolean one).
+// SessionPatch is the body of PATCH /v1/sessions/{id} (docs/api.md, "Agent
+// controls"): each field given is changed, the rest kept. Name and Labels are
+// berth's own; Labels merges like a JSON merge patch (a key set to null is
+// removed). Mode, Model and Config go to the agent. Config maps an option id to
+// its value (a string for a select option, a boolean for a boolean one).
 type SessionPatch struct {
 	Name   *string                    `json:"name,omitempty"`
 	Labels map[string]*string         `json:"labels,omitempty"`

@@ -25,7 +25,8 @@ const (
 	ERateLimited = "rate_limited"
 	EUnavailable = "unavailable"
 	// ELeaseLost: this node no longer holds the session's lease; another
-	// node took it over (CONTRACT §4.11). Nothing was written.
+	// node took it over (docs/api.md, "Cluster nodes: ownership and
+	// failover"). Nothing was written.
 	ELeaseLost = "lease_lost"
 	// ENodeLost: this node was marked lost by the others; it must stop
 	// driving every session.

@@ -51,7 +51,7 @@ type EventFilter struct {
 // thousand of its events must not be held at once.
 const EventPageBytes = 8 << 20
 
-// Paging bounds for event pages (CONTRACT §4.3).
+// Paging bounds for event pages (docs/api.md, "Events").
 const (
 	DefaultEventLimit = 100
 	MaxEventLimit     = 1000

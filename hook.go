@@ -6,8 +6,8 @@ import (
 )
 
 // HookDelivery is one event (or badge change) to be delivered to one hook,
-// kept in the store's outbox until it is delivered or given up (CONTRACT
-// §4.9). Body is fixed when the delivery is enqueued, so every retry sends
+// kept in the store's outbox until it is delivered or given up (docs/api.md,
+// "Hooks"). Body is fixed when the delivery is enqueued, so every retry sends
 // the same bytes under the same ID.
 type HookDelivery struct {
 	ID string `json:"id"`

@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// MCP server transports (CONTRACT §4.4). stdio is the one every ACP agent
-// must support; http and sse only when the agent's mcpCapabilities offer
-// them.
+// MCP server transports (docs/api.md, "User MCP servers"). stdio is the one
+// every ACP agent must support; http and sse only when the agent's
+// mcpCapabilities offer them.
 const (
 	MCPStdio = "stdio"
 	MCPHTTP  = "http"
@@ -29,7 +29,8 @@ const (
 )
 
 // MCPReservedName is the name of berth's own MCP server (the `berth` tools
-// of CONTRACT §4.4): no user server may take it.
+// of docs/api.md, "The berth MCP server: agents spawn children"): no user
+// server may take it.
 const MCPReservedName = "berth"
 
 // RedactedValue stands for the value of an MCP server's env variable or

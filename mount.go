@@ -8,7 +8,7 @@ import (
 
 // Mount is one entry of [[sandbox.mounts]]: a host directory or file an
 // operator allows sessions to see read-only at Target, requested by Name
-// at create (CONTRACT §4.1 v2 "mounts").
+// at create (docs/api.md, "Worktrees, files and mounts").
 type Mount struct {
 	Name   string `json:"name"`
 	Host   string `json:"host"`

@@ -16,7 +16,8 @@ const (
 	NodeLeft NodeState = "left"
 )
 
-// Node is one `berth serve` sharing a store with others (CONTRACT §4.11).
+// Node is one `berth serve` sharing a store with others (docs/api.md,
+// "Nodes").
 type Node struct {
 	ID string `json:"id"`
 	// Advertise is the base URL other nodes forward writes to.

@@ -19,7 +19,8 @@ type SessionService interface {
 	// bad input (unknown agent, missing workspace), EUnavailable for a
 	// sandbox that cannot run here, EForbidden when policy refuses.
 	CreateSession(ctx context.Context, req CreateRequest) (*Session, error)
-	// SpawnChild creates a child of the session parentID (CONTRACT §4.4):
+	// SpawnChild creates a child of the session parentID (docs/api.md,
+	// "Children"):
 	// req is the create body, TTLSeconds required. The child can never be
 	// given more than its parent has (EForbidden naming what); over
 	// limits.max_children or limits.max_depth is EConflict naming the
@@ -35,7 +36,8 @@ type SessionService interface {
 	// a stopped session returns it unchanged. ENotFound.
 	StopSession(ctx context.Context, id string) (*Session, error)
 	// PatchSession changes a session's name and labels, and its agent's
-	// mode, model and config options through ACP (CONTRACT §4.7), in that
+	// mode, model and config options through ACP (docs/api.md, "Agent
+	// controls"), in that
 	// order. EInvalid for a bad name or label, or a value the agent does
 	// not offer (Details list what it offers); EConflict when the agent
 	// lacks the capability or the session is not active; ENotFound. An
@@ -128,6 +130,7 @@ type SessionService interface {
 	// when lastEventID is not of the form "<epoch>-<seq>".
 	StreamChanges(ctx context.Context, lastEventID string) (ChangeStream, error)
 
-	// CheckpointService: checkpoints, rewind and fork (CONTRACT §4.8).
+	// CheckpointService: checkpoints, rewind and fork (docs/api.md,
+	// "Checkpoints, rewind and fork").
 	CheckpointService
 }

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// State is where a session is in its life (CONTRACT §3).
+// State is where a session is in its life (docs/api.md, "Sessions: states,
+// badges, stop reasons").
 type State string
 
 // The session states. starting → active → stopping → stopped; stopped →
@@ -92,7 +93,7 @@ type Failure struct {
 	Message string `json:"message"`
 }
 
-// Permission modes (CONTRACT §4.5).
+// Permission modes (docs/api.md, "Permissions").
 const (
 	PermDenyAll      = "deny-all"
 	PermApproveReads = "approve-reads"
@@ -128,7 +129,8 @@ type ACPInfo struct {
 	Capabilities    json.RawMessage `json:"capabilities,omitempty"`
 	AuthMethods     json.RawMessage `json:"auth_methods,omitempty"`
 	// Modes, Models, ConfigOptions and Commands are what the agent offers
-	// (CONTRACT §4.7), kept current from its updates (controls.go).
+	// (docs/api.md, "Agent controls"), kept current from its updates
+	// (controls.go).
 	Modes         *ACPModes         `json:"modes,omitempty"`
 	Models        *ACPModels        `json:"models,omitempty"`
 	ConfigOptions []ACPConfigOption `json:"config_options,omitempty"`
@@ -173,7 +175,7 @@ type Session struct {
 	Queue              QueueInfo         `json:"queue"`
 	PendingPermissions int               `json:"pending_permissions"`
 	// PendingElicitations counts the agent's elicitations that wait for an
-	// answer (CONTRACT §4.7).
+	// answer (docs/api.md, "Elicitations").
 	PendingElicitations int  `json:"pending_elicitations"`
 	Resumable           bool `json:"resumable"`
 	// AgentPID is the process group of the agent while it runs, recorded so
@@ -192,8 +194,8 @@ type Session struct {
 	// NeedsAuth is set when the agent answered auth_required; the badge shows it.
 	NeedsAuth bool `json:"-"`
 
-	// ForkedFrom says which session and checkpoint this one was forked
-	// from (CONTRACT §4.8); nil for one that was not.
+	// ForkedFrom says which session and checkpoint this one was forked from
+	// (docs/api.md, "Checkpoints, rewind and fork"); nil for one that was not.
 	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
 
 	// RootID is the id of the session's tree's root: its own for a root.
@@ -207,8 +209,8 @@ type Session struct {
 	SpawnKey  string `json:"-"`
 	SpawnHash string `json:"-"`
 
-	// MCPServers are the user's MCP servers given to the agent (CONTRACT
-	// §4.4), shown with their env and header values redacted.
+	// MCPServers are the user's MCP servers given to the agent (docs/api.md,
+	// "User MCP servers"), shown with their env and header values redacted.
 	MCPServers MCPServers `json:"mcp_servers,omitempty"`
 	// BerthTools says whether the agent is given the berth MCP server.
 	BerthTools bool `json:"berth_tools"`
@@ -219,7 +221,7 @@ type Session struct {
 	Mounts []string `json:"mounts,omitempty"`
 	// Node is the id of the cluster node driving the session (the holder
 	// of its lease), "" when none does: a stopped session, or one node
-	// alone (CONTRACT §4.11).
+	// alone (docs/api.md, "Cluster nodes: ownership and failover").
 	Node string `json:"node,omitempty"`
 	// ToolsHash is the SHA-256 (hex) of the credential of the session's
 	// berth MCP server while its agent runs, so that a restarted daemon
@@ -280,7 +282,8 @@ type SessionPage struct {
 	NextCursor string     `json:"next_cursor"`
 }
 
-// CreateRequest is the body of POST /v1/sessions (CONTRACT §4.1).
+// CreateRequest is the body of POST /v1/sessions (docs/api.md, "The create
+// body").
 type CreateRequest struct {
 	Agent              string            `json:"agent"`
 	Name               string            `json:"name,omitempty"`
@@ -295,10 +298,12 @@ type CreateRequest struct {
 	FromSnapshot       string            `json:"from_snapshot,omitempty"`
 	Prompt             string            `json:"prompt,omitempty"`
 
-	// MCPServers are given to the agent as ACP mcpServers (CONTRACT §4.4).
+	// MCPServers are given to the agent as ACP mcpServers (docs/api.md, "User
+	// MCP servers").
 	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
 	// BerthTools, when false, leaves the berth MCP server out of the
-	// agent's mcpServers (CONTRACT §4.4); nil means true.
+	// agent's mcpServers (docs/api.md, "The berth MCP server: agents spawn
+	// children"); nil means true.
 	BerthTools *bool `json:"berth_tools,omitempty"`
 
 	// MemoryMB bounds the memory of the session's sandbox, in MiB; 0
@@ -306,9 +311,9 @@ type CreateRequest struct {
 	// host refuses the session (EUnavailable).
 	MemoryMB int `json:"memory_mb,omitempty"`
 
-	// Worktree makes the workspace a new git worktree of a repository
-	// on a new branch (CONTRACT §4.1 v2); Repo and Branch are required,
-	// Base defaults to HEAD.
+	// Worktree makes the workspace a new git worktree of a repository on a new
+	// branch (docs/api.md, "Worktrees, files and mounts"); Repo and Branch are
+	// required, Base defaults to HEAD.
 	Worktree *WorktreeRequest `json:"worktree,omitempty"`
 	// Files are written into the workspace before the agent starts:
 	// relative path → content.
@@ -324,7 +329,7 @@ type WorktreeRequest struct {
 	Base   string `json:"base,omitempty"`
 }
 
-// Prompt modes (CONTRACT §4.2).
+// Prompt modes (docs/api.md, "Prompts").
 const (
 	ModeQueue     = "queue"
 	ModeInterrupt = "interrupt"
@@ -352,7 +357,7 @@ func (r *CreateRequest) ValidateTimes() error {
 }
 
 // PromptRequest is the body of POST /v1/sessions/{id}/prompts: Text or
-// Content, exactly one of them (CONTRACT §4.2, §4.7).
+// Content, exactly one of them (docs/api.md, "Prompts" and "Prompt content").
 type PromptRequest struct {
 	Text    string         `json:"text,omitempty"`
 	Content []ContentBlock `json:"content,omitempty"`

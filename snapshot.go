@@ -2,8 +2,8 @@ package berth
 
 import "time"
 
-// Snapshot is an archive of a session's workspace (CONTRACT §4); a session
-// created with from_snapshot starts in a copy of it.
+// Snapshot is an archive of a session's workspace (docs/api.md, "Snapshots"); a
+// session created with from_snapshot starts in a copy of it.
 type Snapshot struct {
 	ID        string    `json:"id"`
 	SessionID string    `json:"session_id"`

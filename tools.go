@@ -2,13 +2,13 @@ package berth
 
 import "context"
 
-// The berth MCP server (CONTRACT §4.4, "Agents spawn too"). Every
-// session's agent is given an MCP server named "berth" whose tools act as
-// that session on its own subtree. The server is `berth mcp`, started by
-// the agent inside its sandbox; it reaches the daemon over a Unix socket
-// the daemon serves for that one session, in a directory bound read-only
-// at ToolsDir inside the sandbox, and proves who it is with a random
-// credential given in its environment.
+// The berth MCP server (docs/api.md, "The berth MCP server: agents spawn
+// children"). Every session's agent is given an MCP server named "berth" whose
+// tools act as that session on its own subtree. The server is `berth mcp`,
+// started by the agent inside its sandbox; it reaches the daemon over a Unix
+// socket the daemon serves for that one session, in a directory bound read-only
+// at ToolsDir inside the sandbox, and proves who it is with a random credential
+// given in its environment.
 
 const (
 	// ToolsServerName is the name of the berth MCP server in mcpServers.

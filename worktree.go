@@ -1,8 +1,8 @@
 package berth
 
-// Worktree is the git worktree a session's workspace is (CONTRACT §4.1
-// v2): a new working tree of Repo on the new branch Branch, made from
-// Base. Delete removes the working tree and keeps the branch.
+// Worktree is the git worktree a session's workspace is (docs/api.md,
+// "Worktrees, files and mounts"): a new working tree of Repo on the new branch
+// Branch, made from Base. Delete removes the working tree and keeps the branch.
 type Worktree struct {
 	// Repo is the repository's directory, absolute (its real path once
 	// the session is made).

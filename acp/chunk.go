@@ -17,24 +17,14 @@ func member(b []byte, key string) (val []byte, ok bool) {
 	}
 	i = skipSpace(b, i+1)
 	for i < len(b) && b[i] != '}' {
-		kStart := i
-		kEnd, ok := skipString(b, i)
-		if !ok || bytes.IndexByte(b[kStart:kEnd], '\\') >= 0 {
+		k, v, next, ok := scanMember(b, i)
+		if !ok || bytes.IndexByte(k, '\\') >= 0 {
 			return nil, false
 		}
-		i = skipSpace(b, kEnd)
-		if i >= len(b) || b[i] != ':' {
-			return nil, false
+		if string(k[1:len(k)-1]) == key {
+			val = v
 		}
-		i = skipSpace(b, i+1)
-		vStart := i
-		if i, ok = skipValue(b, i); !ok {
-			return nil, false
-		}
-		if string(b[kStart+1:kEnd-1]) == key {
-			val = b[vStart:i]
-		}
-		i = skipSpace(b, i)
+		i = next
 		if i < len(b) && b[i] == ',' {
 			i = skipSpace(b, i+1)
 		}

@@ -537,23 +537,21 @@ func (c *Conn) deliver(e envelope) {
 
 // serve runs an inbound request on its own goroutine and writes the answer.
 func (c *Conn) serve(method string, id, params json.RawMessage) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	c.requests.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.requests.Done()
+	c.goRequest(func() {
 		result, err := c.handler.HandleRequest(c.baseCtx, method, params)
 		c.sendAnswer(method, id, result, err)
-	}()
+	})
 }
 
 // answer answers a request without serving it (AdmitRequest refused
 // it), off the reader's goroutine: the peer's stdin may be full.
 func (c *Conn) answer(method string, id json.RawMessage, result any, err error) {
+	c.goRequest(func() { c.sendAnswer(method, id, result, err) })
+}
+
+// goRequest runs f, the work of one inbound request, on a goroutine that
+// Close waits for; on a closed connection it does nothing.
+func (c *Conn) goRequest(f func()) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -563,7 +561,7 @@ func (c *Conn) answer(method string, id json.RawMessage, result any, err error) 
 	c.mu.Unlock()
 	go func() {
 		defer c.requests.Done()
-		c.sendAnswer(method, id, result, err)
+		f()
 	}()
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -306,11 +307,5 @@ func TestCallHonoursContext(t *testing.T) {
 // waitFor polls cond until it holds or a deadline passes.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met before the deadline")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 20*time.Second, "the condition", cond)
 }

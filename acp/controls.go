@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 )
 
-// Method names of the agent's session controls (CONTRACT §4.7).
+// Method names of the agent's session controls (docs/api.md, "Agent
+// controls").
 const (
 	MethodSetMode         = "session/set_mode"
 	MethodSetConfigOption = "session/set_config_option"

@@ -29,22 +29,12 @@ func scanEnvelope(b []byte) (envelope, bool) {
 		return e, skipSpace(b, i+1) == len(b)
 	}
 	for {
-		kStart := i
-		kEnd, ok := skipString(b, i)
+		k, v, next, ok := scanMember(b, i)
 		if !ok {
 			return e, false
 		}
-		i = skipSpace(b, kEnd)
-		if i >= len(b) || b[i] != ':' {
-			return e, false
-		}
-		i = skipSpace(b, i+1)
-		vStart := i
-		if i, ok = skipValue(b, i); !ok {
-			return e, false
-		}
-		e.set(b[kStart:kEnd], b[vStart:i])
-		i = skipSpace(b, i)
+		e.set(k, v)
+		i = next
 		if i >= len(b) {
 			return e, false
 		}
@@ -56,6 +46,27 @@ func scanEnvelope(b []byte) (envelope, bool) {
 		}
 		i = skipSpace(b, i+1)
 	}
+}
+
+// scanMember reads the object member at b[i:], `"key": value`: its key
+// (quoted, as written) and value, and the index of what follows it, past
+// white space. ok is false when b holds no whole member there.
+func scanMember(b []byte, i int) (quotedKey, val []byte, next int, ok bool) {
+	kEnd, ok := skipString(b, i)
+	if !ok {
+		return nil, nil, 0, false
+	}
+	quotedKey = b[i:kEnd]
+	i = skipSpace(b, kEnd)
+	if i >= len(b) || b[i] != ':' {
+		return nil, nil, 0, false
+	}
+	vStart := skipSpace(b, i+1)
+	vEnd, ok := skipValue(b, vStart)
+	if !ok {
+		return nil, nil, 0, false
+	}
+	return quotedKey, b[vStart:vEnd], skipSpace(b, vEnd), true
 }
 
 // set records one member; a later duplicate wins, as with encoding/json.

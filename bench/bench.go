@@ -70,7 +70,7 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("children", 0, "children of one parent spawned, timed until active; then --prompts prompts to a child through the parent's berth MCP server and over the API (0 skips it)")
 	f.Int("soak", 0, "run only a soak of this many create → prompt → delete cycles, and fail if the daemon holds more fds, goroutines, processes or disk afterwards")
 	f.Int("soak-in-flight", 20, "soak cycles run at once")
-	f.Int("checkpoint-files", 0, "run only a checkpoint bench: a workspace of this many files, checkpointed after one changed (issue 16's 10,000-file, 50 ms figure)")
+	f.Int("checkpoint-files", 0, "run only a checkpoint bench: a workspace of this many files, checkpointed after one changed")
 	f.Int("checkpoint-rounds", 50, "changed-file checkpoints timed by --checkpoint-files")
 	f.Int("cluster", 0, "run only a cluster bench: this many `berth serve` nodes on loopback ports sharing the PostgreSQL database --store names (its own), timed: --sessions creates across them, --prompts cross-node prompts, a SIGKILL failover")
 	f.Duration("cluster-ttl", 2*time.Second, "[cluster] lease_ttl of the --cluster nodes")

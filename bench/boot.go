@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	bclient "github.com/berth-sh/berth/client"
+	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -420,18 +421,10 @@ func procCPU(pid int) (time.Duration, error) {
 	if sum > 0 {
 		return sum, nil
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The fields after the command name, which may hold spaces, in parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	// Linux reports them in clock ticks of USER_HZ, 100 a second.
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+	return time.Duration(st.UTime+st.STime) * 10 * time.Millisecond, nil
 }

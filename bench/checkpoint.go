@@ -37,7 +37,7 @@ type checkpointBench struct {
 
 // runCheckpointBench times checkpoints of a workspace of n small files in
 // 100 directories: the first one, then rounds of one file changed and
-// checkpointed (the 50 ms target of issue 16), then rewinds of one change.
+// checkpointed (aiming at 50 ms each), then rewinds of one change.
 func runCheckpointBench(ctx context.Context, n, rounds int, asJSON bool, out, progress io.Writer) error {
 	root, err := os.MkdirTemp("", "berth-bench-ckpt-")
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	bclient "github.com/berth-sh/berth/client"
 )
 
-// childrenResult is what --children measures (CONTRACT §4.4): a spawn
+// childrenResult is what --children measures (docs/api.md, "Children"): a spawn
 // until the child is active, and a prompt with wait to a child sent by
 // its parent's agent through the berth MCP server against the same
 // prompt sent to the child over the API.

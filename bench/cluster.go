@@ -17,7 +17,7 @@ import (
 
 // clusterResult is what `berth bench --cluster N` reports: N `berth
 // serve` nodes on loopback ports sharing one PostgreSQL database
-// (CONTRACT §4.11, issue 18).
+// (docs/api.md, "Cluster nodes: ownership and failover").
 type clusterResult struct {
 	Machine  string  `json:"machine"`
 	Load     float64 `json:"load_average"`

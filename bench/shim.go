@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/daemon"
+	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -82,7 +83,7 @@ func measureTotals(home string, daemonPID, n int, res *shimResult) {
 	runDir := filepath.Join(home, "run")
 	if pids := ShimPIDs(runDir); len(pids) > 0 {
 		res.ShimProgram = "berth shim"
-		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pids[0])); strings.HasPrefix(filepath.Base(exe), shimPrefix) {
+		if exe, _ := procfs.Exe(pids[0]); strings.HasPrefix(filepath.Base(exe), shimPrefix) {
 			res.ShimProgram = "berth-shim"
 		}
 	}
@@ -120,18 +121,7 @@ func ShimPIDs(runDir string) []int {
 // runShims returns the shims of runDir, spares included, found by the
 // run directory in their environment.
 func runShims(runDir string) []int {
-	var out []int
-	procs, _ := os.ReadDir("/proc")
-	for _, e := range procs {
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(e.Name()); err == nil && slices.Contains(strings.Split(string(env), "\x00"), shim.EnvRun+"="+runDir) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return procfs.WithEnv(shim.EnvRun + "=" + runDir)
 }
 
 // processTree returns roots and every process descended from them (each

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,30 +69,10 @@ func measureSoak(home string) soakUsage {
 }
 
 // HomeProcesses returns the pids of live processes started for home: its
-// shims (BERTH_SHIM_RUN) and agents (BERTH_HOME).
+// shims, spares included (BERTH_SHIM_RUN), but this process.
 func HomeProcesses(home string) []int {
-	keys := [][]byte{[]byte("\x00BERTH_SHIM_RUN=" + filepath.Join(home, "run") + "\x00")}
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		env = append([]byte{0}, env...)
-		for _, k := range keys {
-			if bytes.Contains(env, k) {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
+	pids := runShims(filepath.Join(home, "run"))
+	return slices.DeleteFunc(pids, func(pid int) bool { return pid == os.Getpid() })
 }
 
 // runSoak runs n create → prompt → delete cycles, inFlight at a time, on

@@ -350,11 +350,7 @@ func sessionPath(id, suffix string) string {
 
 // Health returns the daemon's health.
 func (c *Client) Health(ctx context.Context) (*berth.Health, error) {
-	var h berth.Health
-	if err := c.Do(ctx, http.MethodGet, "/v1/health", nil, nil, &h); err != nil {
-		return nil, err
-	}
-	return &h, nil
+	return call[berth.Health](ctx, c, http.MethodGet, "/v1/health", nil, nil)
 }
 
 // Agents returns the agent catalog.
@@ -370,20 +366,12 @@ func (c *Client) Agents(ctx context.Context) ([]berth.AgentInfo, error) {
 // returns. A session whose agent failed to start comes back stopped with
 // its failure, not as an error.
 func (c *Client) CreateSession(ctx context.Context, req berth.CreateRequest) (*berth.Session, error) {
-	var s berth.Session
-	if err := c.Do(ctx, http.MethodPost, "/v1/sessions", nil, req, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return call[berth.Session](ctx, c, http.MethodPost, "/v1/sessions", nil, req)
 }
 
 // GetSession returns one session.
 func (c *Client) GetSession(ctx context.Context, id string) (*berth.Session, error) {
-	var s berth.Session
-	if err := c.Do(ctx, http.MethodGet, sessionPath(id, ""), nil, nil, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return call[berth.Session](ctx, c, http.MethodGet, sessionPath(id, ""), nil, nil)
 }
 
 // SessionQuery returns the query string of GET /v1/sessions for f.
@@ -416,20 +404,12 @@ func SessionQuery(f berth.SessionFilter) url.Values {
 // ListSessions returns one page of sessions; pass the page's NextCursor as
 // f.Cursor for the next one.
 func (c *Client) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
-	var page berth.SessionPage
-	if err := c.Do(ctx, http.MethodGet, "/v1/sessions", SessionQuery(f), nil, &page); err != nil {
-		return nil, err
-	}
-	return &page, nil
+	return call[berth.SessionPage](ctx, c, http.MethodGet, "/v1/sessions", SessionQuery(f), nil)
 }
 
 // StopSession stops a session and returns it stopped.
 func (c *Client) StopSession(ctx context.Context, id string) (*berth.Session, error) {
-	var s berth.Session
-	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/stop"), nil, nil, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/stop"), nil, nil)
 }
 
 // DeleteSession stops a session and deletes its log and managed workspace.
@@ -440,22 +420,14 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 // Prompt sends a prompt and returns at once: the turn started, or the entry
 // queued or staged.
 func (c *Client) Prompt(ctx context.Context, id string, req berth.PromptRequest) (*berth.PromptResult, error) {
-	var res berth.PromptResult
-	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/prompts"), nil, req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return call[berth.PromptResult](ctx, c, http.MethodPost, sessionPath(id, "/prompts"), nil, req)
 }
 
 // PromptWait sends a prompt with ?wait=true and returns when its turn ends,
 // with the turn's stop reason and text.
 func (c *Client) PromptWait(ctx context.Context, id string, req berth.PromptRequest) (*berth.TurnResult, error) {
-	var res berth.TurnResult
 	q := url.Values{"wait": {"true"}}
-	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/prompts"), q, req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return call[berth.TurnResult](ctx, c, http.MethodPost, sessionPath(id, "/prompts"), q, req)
 }
 
 // Cancel cancels the turn in flight and returns its id (EConflict when the
@@ -508,11 +480,7 @@ func (c *Client) Transcript(ctx context.Context, id string) ([]berth.TranscriptT
 
 // ListQueue returns a session's pending prompts.
 func (c *Client) ListQueue(ctx context.Context, id string) (*berth.QueueView, error) {
-	var q berth.QueueView
-	if err := c.Do(ctx, http.MethodGet, sessionPath(id, "/queue"), nil, nil, &q); err != nil {
-		return nil, err
-	}
-	return &q, nil
+	return call[berth.QueueView](ctx, c, http.MethodGet, sessionPath(id, "/queue"), nil, nil)
 }
 
 // CancelQueueEntry drops a pending prompt.
@@ -535,20 +503,12 @@ func (c *Client) ListPermissions(ctx context.Context, id, state string) ([]*bert
 
 // DecidePermission answers a pending permission.
 func (c *Client) DecidePermission(ctx context.Context, id, permID string, d berth.PermissionDecision) (*berth.Permission, error) {
-	var p berth.Permission
-	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/permissions/"+url.PathEscape(permID)), nil, d, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return call[berth.Permission](ctx, c, http.MethodPost, sessionPath(id, "/permissions/"+url.PathEscape(permID)), nil, d)
 }
 
 // ResumeSession resumes a stopped session.
 func (c *Client) ResumeSession(ctx context.Context, id string) (*berth.Session, error) {
-	var s berth.Session
-	if err := c.Do(ctx, http.MethodPost, sessionPath(id, "/resume"), nil, nil, &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+	return call[berth.Session](ctx, c, http.MethodPost, sessionPath(id, "/resume"), nil, nil)
 }
 
 // LoginCode is a one-time code that signs a browser in to the web UI.
@@ -564,15 +524,11 @@ type LoginCode struct {
 // LoginCode mints a one-time sign-in code for the web UI (over the socket or
 // with the token) and returns it with the address that uses it.
 func (c *Client) LoginCode(ctx context.Context) (*LoginCode, error) {
-	var lc LoginCode
-	if err := c.Do(ctx, http.MethodPost, "/v1/login/codes", nil, nil, &lc); err != nil {
-		return nil, err
-	}
-	return &lc, nil
+	return call[LoginCode](ctx, c, http.MethodPost, "/v1/login/codes", nil, nil)
 }
 
 // PatchSession changes a session's name, labels, and the agent's mode,
-// model or config options (CONTRACT §4.7).
+// model or config options (docs/api.md, "Agent controls").
 func (c *Client) PatchSession(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
 	return call[berth.Session](ctx, c, http.MethodPatch, sessionPath(id, ""), nil, p)
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/client"
@@ -16,18 +14,16 @@ import (
 // follow its events until the turn ends.
 func Example() {
 	ctx := context.Background()
-	home, _ := os.MkdirTemp("", "berth-example-")
-	defer os.RemoveAll(home)
 	// A daemon in this process on a temporary home (berth serve does the
 	// same with daemon.Open); any running daemon would do.
-	d, err := openDaemon(ctx, home, false)
+	_, addr, stop, err := exampleDaemon(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer d.Close(ctx)
+	defer stop()
 
-	c, err := client.New("unix:" + filepath.Join(home, "berth.sock"))
+	c, err := client.New(addr)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -84,15 +80,13 @@ func Example() {
 // Errors keep the daemon's code, as the session manager's do.
 func ExampleClient_GetSession() {
 	ctx := context.Background()
-	home, _ := os.MkdirTemp("", "berth-example-")
-	defer os.RemoveAll(home)
-	d, err := openDaemon(ctx, home, false)
+	_, addr, stop, err := exampleDaemon(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer d.Close(ctx)
-	c, _ := client.New("unix:" + filepath.Join(home, "berth.sock"))
+	defer stop()
+	c, _ := client.New(addr)
 	defer c.Close()
 
 	_, err = c.GetSession(ctx, "ses_missing")
@@ -116,15 +110,13 @@ func turnText(ctx context.Context, svc berth.SessionService, id, turnID string) 
 // and a client of its socket answer the same.
 func ExampleClient_sessionService() {
 	ctx := context.Background()
-	home, _ := os.MkdirTemp("", "berth-example-")
-	defer os.RemoveAll(home)
-	d, err := openDaemon(ctx, home, false)
+	d, addr, stop, err := exampleDaemon(ctx)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer d.Close(ctx)
-	c, _ := client.New("unix:" + filepath.Join(home, "berth.sock"))
+	defer stop()
+	c, _ := client.New(addr)
 	defer c.Close()
 
 	s, _ := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo"})

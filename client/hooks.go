@@ -22,11 +22,7 @@ func (c *Client) ListHooks(ctx context.Context) ([]berth.HookInfo, error) {
 // ListHookDeliveries returns a page of hook deliveries, newest first; pass
 // the page's next cursor as f.Cursor for the next one.
 func (c *Client) ListHookDeliveries(ctx context.Context, f berth.HookDeliveryFilter) (*berth.HookDeliveryPage, error) {
-	var out berth.HookDeliveryPage
-	if err := c.Do(ctx, http.MethodGet, "/v1/hooks/deliveries", HookDeliveryQuery(f), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[berth.HookDeliveryPage](ctx, c, http.MethodGet, "/v1/hooks/deliveries", HookDeliveryQuery(f), nil)
 }
 
 // HookDeliveryQuery returns the query string of GET /v1/hooks/deliveries

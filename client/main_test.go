@@ -54,3 +54,21 @@ func openDaemon(ctx context.Context, home string, tcp bool) (*daemon.Daemon, err
 	d.Start()
 	return d, nil
 }
+
+// exampleDaemon opens a daemon in this process on a temporary home and
+// returns the address of its socket; stop closes it and removes the home.
+func exampleDaemon(ctx context.Context) (d *daemon.Daemon, addr string, stop func(), err error) {
+	home, err := os.MkdirTemp("", "berth-example-")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	d, err = openDaemon(ctx, home, false)
+	if err != nil {
+		os.RemoveAll(home)
+		return nil, "", nil, err
+	}
+	return d, "unix:" + filepath.Join(home, "berth.sock"), func() {
+		d.Close(ctx)
+		os.RemoveAll(home)
+	}, nil
+}

@@ -13,7 +13,7 @@ type nodeList struct {
 }
 
 // Nodes returns the nodes sharing the daemon's store, oldest first
-// (CONTRACT §4.11); a daemon that is not in a cluster is the only one.
+// (docs/api.md, "Nodes"); a daemon that is not in a cluster is the only one.
 func (c *Client) Nodes(ctx context.Context) ([]*berth.Node, error) {
 	var out nodeList
 	if err := c.Do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &out); err != nil {

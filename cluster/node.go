@@ -1,11 +1,10 @@
-// Package cluster is the life of one node of several `berth serve` sharing
-// one PostgreSQL store (CONTRACT §4.11, DESIGN decision 8): it registers
-// the node, heartbeats it (renewing every lease it holds), marks lost the
-// nodes that stopped heartbeating and closes their sessions, and lets go
-// of every session at once when this node finds itself lost. PostgreSQL
-// is the only shared component: leases with fencing tokens say which node
-// drives a session, and the store refuses the writes of a node that lost
-// one.
+// Package cluster is the life of one node of several `berth serve` sharing one
+// PostgreSQL store (docs/api.md, "Cluster nodes: ownership and failover"): it
+// registers the node, heartbeats it (renewing every lease it holds), marks lost
+// the nodes that stopped heartbeating and closes their sessions, and lets go of
+// every session at once when this node finds itself lost. PostgreSQL is the
+// only shared component: leases with fencing tokens say which node drives a
+// session, and the store refuses the writes of a node that lost one.
 package cluster
 
 import (

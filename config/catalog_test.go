@@ -10,7 +10,7 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// builtinNames are the agents the contract promises.
+// builtinNames are the agents the catalog ships with.
 var builtinNames = []string{"claude", "codex", "copilot", "cursor", "demo", "gemini", "goose", "kimi", "opencode", "qwen"}
 
 func TestCatalogBuiltins(t *testing.T) {

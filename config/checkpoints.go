@@ -1,7 +1,7 @@
 package config
 
-// Checkpoints is the [checkpoints] section (CONTRACT §4.8): the workspace
-// recorded before every turn, for rewind and fork.
+// Checkpoints is the [checkpoints] section (docs/api.md, "Checkpoints, rewind
+// and fork"): the workspace recorded before every turn, for rewind and fork.
 type Checkpoints struct {
 	// Enabled turns checkpoints on (default true).
 	Enabled bool `toml:"enabled"`

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Cluster is the [cluster] section (CONTRACT §4.11): this daemon as one
-// node of several sharing one PostgreSQL store. Cluster mode is on when
-// the store is PostgreSQL and NodeID is set.
+// Cluster is the [cluster] section (docs/api.md, "Cluster nodes: ownership and
+// failover"): this daemon as one node of several sharing one PostgreSQL store.
+// Cluster mode is on when the store is PostgreSQL and NodeID is set.
 type Cluster struct {
 	// NodeID names this node among those sharing the store; "" runs one
 	// node alone (berth serve --node-id).

@@ -28,12 +28,12 @@ type Config struct {
 	Store   Store   `toml:"store"`
 	Sandbox Sandbox `toml:"sandbox"`
 	Limits  Limits  `toml:"limits"`
-	// Checkpoints is the [checkpoints] section (CONTRACT §4.8).
+	// Checkpoints is the [checkpoints] section.
 	Checkpoints Checkpoints       `toml:"checkpoints"`
 	Agents      []berth.AgentSpec `toml:"agents"`
-	// Hooks are the [[hooks]] entries (CONTRACT §4.9).
+	// Hooks are the [[hooks]] entries.
 	Hooks []Hook `toml:"hooks"`
-	// Cluster is the [cluster] section (CONTRACT §4.11).
+	// Cluster is the [cluster] section.
 	Cluster Cluster `toml:"cluster"`
 }
 

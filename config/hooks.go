@@ -12,8 +12,8 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// Hook is one [[hooks]] entry (CONTRACT §4.9): which events it wants, for
-// which sessions, and where they go: a URL (POST, signed with Secret) or a
+// Hook is one [[hooks]] entry (docs/api.md, "Hooks"): which events it wants,
+// for which sessions, and where they go: a URL (POST, signed with Secret) or a
 // command (the JSON on its stdin).
 type Hook struct {
 	// Name names the hook in deliveries and logs; default "hook-<index>".

@@ -115,8 +115,8 @@ func (s *Service) badgeSeen(ctx context.Context, ses *berth.Session, last map[st
 			}
 			data, _ := json.Marshal(map[string]string{"badge": string(ses.Badge), "previous": string(prev)})
 			now := s.o.Now().UTC()
-			body, err := json.Marshal(payload{Seq: ses.LastSeq, SessionID: ses.ID, TurnID: ses.CurrentTurnID,
-				Type: name, Time: now, Data: data, Session: ses})
+			body, err := json.Marshal(payload{Event: berth.Event{Seq: ses.LastSeq, SessionID: ses.ID,
+				TurnID: ses.CurrentTurnID, Type: name, Time: now, Data: data}, Session: ses})
 			if err != nil {
 				s.log.Error("hooks: encoding a badge change failed", "session_id", ses.ID, "err", err)
 				return

@@ -1,5 +1,5 @@
-// Package hooks delivers session events to the hooks the configuration
-// names (CONTRACT §4.9): URL hooks get a signed POST, command hooks the same
+// Package hooks delivers session events to the hooks the configuration names
+// (docs/api.md, "Hooks"): URL hooks get a signed POST, command hooks the same
 // JSON on their stdin.
 //
 // Delivery goes through a durable outbox in the store (berth.HookStore).
@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // Defaults of Options.
@@ -157,27 +158,16 @@ func New(o Options) (*Service, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	def(&o.RetryBase, DefaultRetryBase)
-	def(&o.RetryMax, DefaultRetryMax)
-	def(&o.GiveUpAfter, DefaultGiveUpAfter)
-	def(&o.PollInterval, DefaultPollInterval)
-	def(&o.DeliveredFor, DefaultDeliveredFor)
-	def(&o.FailedFor, DefaultFailedFor)
-	def(&o.PruneEvery, DefaultPruneEvery)
-	if o.Concurrency <= 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	if o.MaxEventBytes <= 0 {
-		o.MaxEventBytes = DefaultMaxEventBytes
-	}
-	if o.KeepDelivered <= 0 {
-		o.KeepDelivered = DefaultKeepDelivered
-	}
+	orDefault(&o.RetryBase, DefaultRetryBase)
+	orDefault(&o.RetryMax, DefaultRetryMax)
+	orDefault(&o.GiveUpAfter, DefaultGiveUpAfter)
+	orDefault(&o.PollInterval, DefaultPollInterval)
+	orDefault(&o.DeliveredFor, DefaultDeliveredFor)
+	orDefault(&o.FailedFor, DefaultFailedFor)
+	orDefault(&o.PruneEvery, DefaultPruneEvery)
+	orDefault(&o.Concurrency, DefaultConcurrency)
+	orDefault(&o.MaxEventBytes, DefaultMaxEventBytes)
+	orDefault(&o.KeepDelivered, DefaultKeepDelivered)
 	if o.Client == nil {
 		o.Client = newClient()
 	}
@@ -188,9 +178,7 @@ func New(o Options) (*Service, error) {
 	}
 	s.store = hs
 	for _, h := range o.Hooks {
-		if h.Timeout <= 0 {
-			h.Timeout = DefaultTimeout
-		}
+		orDefault(&h.Timeout, DefaultTimeout)
 		hk := &hook{Hook: h, events: map[string]bool{}, wake: make(chan struct{}, 1)}
 		for _, e := range h.Events {
 			hk.events[e] = true
@@ -269,22 +257,19 @@ func (s *Service) start(fn func()) {
 	}()
 }
 
+// orDefault sets an option not given (zero or less) to its default.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // Close stops every goroutine: attempts in flight are cut (a command hook's
 // process group is killed) and stay pending, to be retried by the next
 // start. It returns ctx.Err() if ctx ends before everything stopped.
 func (s *Service) Close(ctx context.Context) error {
 	s.cancel()
-	done := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return syncx.Wait(ctx, &s.wg)
 }
 
 // Notify tells the service that a session's log grew. It runs on the event

@@ -22,6 +22,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/changefeed"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/store/sqlite"
 )
 
@@ -164,13 +165,7 @@ func (e *env) deliveries(state string) []*berth.HookDelivery {
 // waitFor polls cond until it holds or 30 s pass (a loaded machine under -race is slow).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 30*time.Second, what, cond)
 }
 
 // request is what a test receiver got.

@@ -2,49 +2,21 @@ package hooks
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
 	"testing"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/changefeed"
-	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/internal/pgtest"
 	"github.com/berth-sh/berth/store/postgres"
-	"github.com/jackc/pgx/v5"
 )
 
 // postgresEnv is an env over a fresh PostgreSQL database, dropped when the
 // test ends.
 func postgresEnv(t *testing.T) (*env, func() *env) {
 	t.Helper()
-	base := os.Getenv("BERTH_TEST_POSTGRES_URL")
-	if base == "" {
-		testenv.Missing(t, "PostgreSQL", "BERTH_TEST_POSTGRES_URL is not set")
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "berth_hooks_" + hex.EncodeToString(b)
-	admin := func(sql string) {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), sql); err != nil {
-			t.Fatal(err)
-		}
-	}
-	admin("CREATE DATABASE " + name)
-	t.Cleanup(func() { admin("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)") })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
+	db := pgtest.Fresh(t, "berth_hooks_")
 	open := func() *env {
-		st, err := postgres.Open(context.Background(), u.String(), postgres.Options{})
+		st, err := postgres.Open(context.Background(), db, postgres.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -211,13 +211,8 @@ func (sc *scanner) session(ctx context.Context, id string) error {
 
 // payload is the JSON a hook gets: the Event's fields plus the session.
 type payload struct {
-	Seq       int64           `json:"seq"`
-	SessionID string          `json:"session_id"`
-	TurnID    string          `json:"turn_id,omitempty"`
-	Type      string          `json:"type"`
-	Time      time.Time       `json:"time"`
-	Data      json.RawMessage `json:"data"`
-	Session   *berth.Session  `json:"session"`
+	berth.Event
+	Session *berth.Session `json:"session"`
 }
 
 // newDelivery builds h's delivery of event e of session ses. Event data
@@ -231,8 +226,9 @@ func (s *Service) newDelivery(h *hook, e *berth.Event, ses *berth.Session) (*ber
 	if len(data) == 0 {
 		data = json.RawMessage(`{}`)
 	}
-	body, err := json.Marshal(payload{Seq: e.Seq, SessionID: e.SessionID, TurnID: e.TurnID, Type: e.Type,
-		Time: e.Time, Data: data, Session: ses})
+	ev := *e
+	ev.Data = data
+	body, err := json.Marshal(payload{Event: ev, Session: ses})
 	if err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "encode hook body")
 	}

@@ -479,13 +479,8 @@ func TestForwardCutByTheShutdownIsUnavailable(t *testing.T) {
 		done <- answer{st, raw}
 	}()
 	awaitWaitTurn(t, fa, "the forwarded prompt on the owner")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-served; err != nil {
-		t.Fatal(err)
+	if closeErr, serveErr := closeServer(b, served, 10*time.Second); closeErr != nil || serveErr != nil {
+		t.Fatalf("Close: %v; Serve: %v", closeErr, serveErr)
 	}
 	ans := <-done
 	if e := decodeErr(t, ans.raw); ans.st != 503 || e.Code != berth.EUnavailable || !strings.Contains(e.Message, "shutting down") {

@@ -150,7 +150,7 @@ func TestBrowserGuards(t *testing.T) {
 	}
 }
 
-// TestFoundAttackIsRefused replays the attack of issue 13: a no-cors fetch
+// TestFoundAttackIsRefused replays a cross-site attack: a no-cors fetch
 // from a page of another origin, with and without the token-less loopback
 // option, and its DNS-rebinding variant.
 func TestFoundAttackIsRefused(t *testing.T) {

@@ -71,15 +71,20 @@ func serveServer(t *testing.T, s *Server) {
 	t.Helper()
 	done := serveAsync(s)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
+		closeErr, serveErr := closeServer(s, done, 5*time.Second)
+		if closeErr != nil || serveErr != nil {
+			t.Errorf("Close: %v; Serve: %v", closeErr, serveErr)
 		}
 	})
+}
+
+// closeServer closes s, giving it within, and returns what Close and then
+// Serve (whose result comes on done) returned.
+func closeServer(s *Server, done <-chan error, within time.Duration) (closeErr, serveErr error) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	closeErr = s.Close(ctx)
+	return closeErr, <-done
 }
 
 func TestListenRefusesTCPWithoutToken(t *testing.T) {

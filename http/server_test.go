@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/berth-sh/berth/internal/apitest"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/internal/apitest"
 
 	"github.com/berth-sh/berth"
 	"go.uber.org/goleak"

@@ -230,13 +230,8 @@ func TestSSEEndsOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A Close that waited on the open stream would end with ctx's error.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Fatalf("Close = %v (it waited on the open stream)", err)
-	}
-	if err := <-done; err != nil {
-		t.Errorf("Serve = %v", err)
+	if closeErr, serveErr := closeServer(s, done, 30*time.Second); closeErr != nil || serveErr != nil {
+		t.Fatalf("Close = %v (it waited on the open stream), Serve = %v", closeErr, serveErr)
 	}
 	// The connection is dropped, not ended: a client must reconnect.
 	if _, _, err := readFrames(t, br, -1); errors.Is(err, io.EOF) || err == nil {

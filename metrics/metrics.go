@@ -1,6 +1,6 @@
 // Package metrics is berth's Prometheus instrumentation: one registry of
 // the daemon's own (never the global default) with every family of
-// CONTRACT §4.10, the hooks the rest of the daemon calls (the session
+// docs/api.md, "Metrics", the hooks the rest of the daemon calls (the session
 // manager's and the event log's observers, a service wrapper that counts
 // SSE subscribers) and the collector that counts sessions at scrape time.
 // Nothing else in berth imports Prometheus.

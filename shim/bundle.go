@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 )
 
 // MaxSocketPath is the longest Unix socket path Linux takes, less its NUL.
@@ -182,14 +183,8 @@ func ReadPID(pidFile, runDir string) int {
 	if err != nil || pid <= 1 {
 		return 0
 	}
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
+	if !procfs.HasEnv(pid, EnvRun+"="+runDir) {
 		return 0
 	}
-	for _, kv := range strings.Split(string(env), "\x00") {
-		if kv == EnvRun+"="+runDir {
-			return pid
-		}
-	}
-	return 0
+	return pid
 }

@@ -11,12 +11,12 @@ import (
 	"math/bits"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 )
 
 // EnvRun is the environment variable that holds, in a shim's own
@@ -295,8 +295,7 @@ func KillAgent(pid int, sessionID string) {
 	if pid <= 1 || sessionID == "" {
 		return
 	}
-	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil || !bytes.Contains(env, []byte("BERTH_SESSION_ID="+sessionID+"\x00")) {
+	if !procfs.HasEnv(pid, "BERTH_SESSION_ID="+sessionID) {
 		return
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)

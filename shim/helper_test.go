@@ -19,6 +19,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/host"
 )
 
@@ -178,39 +180,14 @@ func waitClosed[T any](ch <-chan T, d time.Duration) bool {
 // eventually polls cond until it holds, failing the test after long.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(long)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(poll)
-	}
-}
-
-// syncBuf is a buffer one goroutine fills while the test reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	s.b = append(s.b, p...)
-	s.mu.Unlock()
-	return len(p), nil
-}
-
-func (s *syncBuf) Bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b)
+	testenv.WaitFor(t, long, what, cond)
 }
 
 // daemon is one attached Proc whose stdout and stderr are drained.
 type daemon struct {
 	*Proc
 	t                *testing.T
-	out, errOut      syncBuf
+	out, errOut      testenv.Buffer
 	outDone, errDone chan struct{}
 }
 
@@ -285,6 +262,17 @@ func (d *daemon) wait() (berth.ExitStatus, error) {
 	return d.Wait()
 }
 
+// mustBeLive fails the test when the Proc is done already: what, its
+// connection, was not to be lost.
+func (d *daemon) mustBeLive(what string) {
+	d.t.Helper()
+	select {
+	case <-d.Done():
+		d.t.Errorf("%s is lost", what)
+	default:
+	}
+}
+
 // write writes to the agent's stdin through the shim.
 func (d *daemon) write(s string) {
 	d.t.Helper()
@@ -334,43 +322,18 @@ func procStatus(pid int) string {
 
 // procState returns the state letter of pid from /proc ("" when gone).
 func procState(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := procfs.ReadStat(pid)
 	if err != nil {
 		return ""
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 1 {
-		return ""
-	}
-	return f[0]
+	return string(st.State)
 }
 
 // liveInGroup lists the processes of group pgid that are not zombies.
 func liveInGroup(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if pg, _ := strconv.Atoi(f[2]); pg == pgid {
+	for pid, st := range procfs.Group(pgid) {
+		if st.Live() {
 			pids = append(pids, pid)
 		}
 	}

@@ -719,12 +719,15 @@ func TestKillAgent(t *testing.T) {
 	}
 	other := start("BERTH_SESSION_ID=other")
 	ours := start("BERTH_SESSION_ID=sess-1")
+	// An entry that only ends like the session's is another variable.
+	lookalike := start("NOT_BERTH_SESSION_ID=sess-1")
 	KillAgent(other.Process.Pid, "sess-1")
 	KillAgent(other.Process.Pid, "")
 	KillAgent(ours.Process.Pid, "")
+	KillAgent(lookalike.Process.Pid, "sess-1")
 	KillAgent(1, "sess-1")
 	// kill(2) has returned: a SIGKILL sent is pending or done by now.
-	for _, c := range []*exec.Cmd{other, ours} {
+	for _, c := range []*exec.Cmd{other, ours, lookalike} {
 		if killSent(c.Process.Pid) {
 			t.Errorf("process %d killed without a match: %s", c.Process.Pid, procStatus(c.Process.Pid))
 		}
@@ -753,11 +756,7 @@ func TestNewerConnectionReplacesOlder(t *testing.T) {
 	if out := d2.out.Bytes(); string(out) != "got ping 1\ngot ping 2\n" {
 		t.Errorf("stdout of the newer connection %q", out)
 	}
-	select {
-	case <-d2.Done():
-		t.Error("the newer connection is done too")
-	default:
-	}
+	d2.mustBeLive("the newer connection")
 	d2.Detach()
 }
 
@@ -914,11 +913,7 @@ func TestBadConnectionsLeaveTheDaemonAlone(t *testing.T) {
 	if out := d.out.Bytes(); string(out) != "got ping 1\ngot ping 2\n" {
 		t.Errorf("stdout %q", out)
 	}
-	select {
-	case <-d.Done():
-		t.Error("the attached daemon lost its connection")
-	default:
-	}
+	d.mustBeLive("the attached daemon's connection")
 	d.Detach()
 }
 

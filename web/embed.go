@@ -1,5 +1,5 @@
-// Package web holds berth's web UI (CONTRACT §8): plain HTML, CSS and ES
-// modules, embedded in the binary. There is no build step: what is in
+// Package web holds berth's web UI (docs/api.md, "Web UI"): plain HTML, CSS and
+// ES modules, embedded in the binary. There is no build step: what is in
 // static/ is what the browser gets.
 package web
 

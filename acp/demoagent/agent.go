@@ -219,7 +219,8 @@ func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.In
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{
 			LoadSession: !a.noLoad,
-			// stdio is always offered; HTTP too, SSE not (CONTRACT §6).
+			// stdio is always offered; HTTP too, SSE not (docs/api.md, "User
+			// MCP servers").
 			McpCapabilities:     acp.McpCapabilities{Http: !a.noMCPHTTP},
 			PromptCapabilities:  promptCapabilities,
 			SessionCapabilities: acp.SessionCapabilities{Fork: a.forkCapability()},
@@ -245,10 +246,7 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	if err := a.authRequired("not logged in"); err != nil {
 		return acp.NewSessionResponse{}, err
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	id := "demo-" + hex.EncodeToString(b[:])
-	log, err := createHistory(a.stateDir, id, p.Cwd)
+	id, log, err := a.newHistory(p.Cwd)
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
@@ -260,6 +258,15 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	}
 	return acp.NewSessionResponse{SessionId: acp.SessionId(id), Modes: a.modeState(defaultControls),
 		ConfigOptions: a.configOptions(defaultControls)}, nil
+}
+
+// newHistory makes a session id and the history of that session in cwd.
+func (a *agent) newHistory(cwd string) (string, *historyLog, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	id := "demo-" + hex.EncodeToString(b[:])
+	log, err := createHistory(a.stateDir, id, cwd)
+	return id, log, err
 }
 
 // LoadSession implements acp.AgentLoader: it replays the stored conversation

@@ -213,13 +213,8 @@ func (t *turn) sleep(args string) error {
 // flood sends N chunks of SIZE 'x' bytes. They are recorded in the history
 // as one record with a repeat count.
 func (t *turn) flood(args string) error {
-	f := strings.Fields(args)
-	if len(f) != 2 {
-		return t.say("usage: flood N SIZE")
-	}
-	n, err1 := strconv.Atoi(f[0])
-	size, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil || n < 0 || size < 0 {
+	n, size, ok := twoInts(args)
+	if !ok || n < 0 || size < 0 {
 		return t.say("usage: flood N SIZE")
 	}
 	chunk := strings.Repeat("x", size)
@@ -282,15 +277,21 @@ func (t *turn) plan(args string) error {
 	return t.update(acp.UpdatePlan(entries...))
 }
 
-// usage sends a usage_update with USED tokens of a SIZE-token context.
-func (t *turn) usage(args string) error {
+// twoInts reads the arguments "A B" of a command, two whole numbers.
+func twoInts(args string) (a, b int, ok bool) {
 	f := strings.Fields(args)
 	if len(f) != 2 {
-		return t.say("usage: usage USED SIZE")
+		return 0, 0, false
 	}
-	used, err1 := strconv.Atoi(f[0])
-	size, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil {
+	a, err1 := strconv.Atoi(f[0])
+	b, err2 := strconv.Atoi(f[1])
+	return a, b, err1 == nil && err2 == nil
+}
+
+// usage sends a usage_update with USED tokens of a SIZE-token context.
+func (t *turn) usage(args string) error {
+	used, size, ok := twoInts(args)
+	if !ok {
 		return t.say("usage: usage USED SIZE")
 	}
 	return t.update(acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{Used: used, Size: size}})

@@ -8,7 +8,8 @@ import (
 )
 
 // promptCapabilities is what the demo agent takes in a prompt beyond text
-// and resource links (CONTRACT §6): images and embedded resources, not audio.
+// and resource links (docs/api.md, "Prompt content"): images and embedded
+// resources, not audio.
 var promptCapabilities = acp.PromptCapabilities{Image: true, EmbeddedContext: true}
 
 // answerContent says, one message each and in order, what the prompt's

@@ -8,12 +8,12 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 )
 
-// The demo agent's controls (CONTRACT §6): modes default and plan (plan
-// refuses write and run), a config option model of category model
+// The demo agent's controls (docs/api.md, "Agent controls"): modes default and
+// plan (plan refuses write and run), a config option model of category model
 // (demo-small, demo-large), a select option verbosity (low, high), and the
 // slash commands /echo and /plan. A session's values are recorded in its
-// history, so session/load brings them back. With --no-controls it offers
-// none of them.
+// history, so session/load brings them back. With --no-controls it offers none
+// of them.
 //
 //	mode               "mode: ID"
 //	model              "model: ID"

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/testenv"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -577,15 +578,15 @@ func TestProtocolErrors(t *testing.T) {
 }
 
 func TestMainFlagsAndEOF(t *testing.T) {
-	var stderr syncBuffer
-	if code := Main([]string{"--bogus"}, strings.NewReader(""), &syncBuffer{}, &stderr); code != 2 {
+	var stderr testenv.Buffer
+	if code := Main([]string{"--bogus"}, strings.NewReader(""), &testenv.Buffer{}, &stderr); code != 2 {
 		t.Errorf("bad flag: exit %d", code)
 	}
-	if code := Main([]string{"extra"}, strings.NewReader(""), &syncBuffer{}, &stderr); code != 2 {
+	if code := Main([]string{"extra"}, strings.NewReader(""), &testenv.Buffer{}, &stderr); code != 2 {
 		t.Errorf("extra arg: exit %d", code)
 	}
 	dir := filepath.Join(t.TempDir(), "a", "b")
-	if code := Main([]string{"--state-dir", dir}, strings.NewReader(""), &syncBuffer{}, &stderr); code != 0 {
+	if code := Main([]string{"--state-dir", dir}, strings.NewReader(""), &testenv.Buffer{}, &stderr); code != 0 {
 		t.Errorf("EOF on stdin: exit %d", code)
 	}
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {

@@ -1,10 +1,8 @@
 package demoagent
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -30,19 +28,8 @@ func (t *turn) elicit(args string) error {
 	})
 	req.Form.Message = msg
 
-	// As ask does: after session/cancel keep waiting a little for the
-	// client's "cancel" answer instead of abandoning the request at once.
-	ectx, ecancel := context.WithCancel(context.WithoutCancel(t.ctx))
-	defer ecancel()
-	stop := context.AfterFunc(t.ctx, func() {
-		select {
-		case <-time.After(permissionGrace):
-			ecancel()
-		case <-ectx.Done():
-		}
-	})
-	defer stop()
-
+	ectx, done := t.graceCtx()
+	defer done()
 	resp, err := t.a.conn.UnstableCreateElicitation(ectx, req)
 	switch {
 	case err != nil:

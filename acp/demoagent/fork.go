@@ -2,8 +2,6 @@ package demoagent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 
@@ -77,10 +75,7 @@ func (a *agent) UnstableForkSession(ctx context.Context, p acp.UnstableForkSessi
 	if err != nil && !errors.Is(err, stop) {
 		return acp.UnstableForkSessionResponse{}, err
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	id := "demo-" + hex.EncodeToString(b[:])
-	log, err := createHistory(a.stateDir, id, p.Cwd)
+	id, log, err := a.newHistory(p.Cwd)
 	if err != nil {
 		return acp.UnstableForkSessionResponse{}, err
 	}

@@ -1,7 +1,6 @@
 package demoagent
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,29 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/testenv"
 	acp "github.com/coder/acp-go-sdk"
 )
 
 // testTimeout bounds every wait in these tests.
 const testTimeout = 10 * time.Second
-
-// syncBuffer is a goroutine-safe bytes.Buffer.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // testClient is an ACP client that records updates, serves fs/* under root,
 // runs terminal/* with os/exec and answers permission requests.
@@ -59,7 +41,7 @@ type testClient struct {
 
 type testTerminal struct {
 	cmd  *exec.Cmd
-	out  syncBuffer
+	out  testenv.Buffer
 	done chan struct{}
 }
 
@@ -260,7 +242,7 @@ type harness struct {
 	t       *testing.T
 	client  *testClient
 	conn    *acp.ClientSideConnection
-	stderr  *syncBuffer
+	stderr  *testenv.Buffer
 	root    string
 	inW     *io.PipeWriter // client → agent stdin
 	outW    *io.PipeWriter // agent stdout → client
@@ -283,7 +265,7 @@ func start(t *testing.T, args ...string) *harness {
 	h := &harness{
 		t:       t,
 		client:  &testClient{root: root},
-		stderr:  &syncBuffer{},
+		stderr:  &testenv.Buffer{},
 		root:    root,
 		inW:     inW,
 		outW:    outW,
@@ -410,13 +392,7 @@ func (h *harness) messages(sid acp.SessionId) string {
 // waitFor polls cond until it holds or the test deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(testTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, testTimeout, what, cond)
 }
 
 // async runs f in a goroutine and returns a function that waits for it;

@@ -1,10 +1,10 @@
 // Package demoagent is berth's deterministic ACP v1 agent ("berth agent-demo").
 //
 // It has no model: every line of a prompt is a command (echo, think, write,
-// read, run, ask, sleep, flood, crash, hang, stderr, plan, usage, mcp) or plain text
-// that is echoed back. Tests, benchmarks and first-time users drive it to
-// exercise every part of the protocol a real coding agent uses. See
-// CONTRACT §6 and the command docs in commands.go.
+// read, run, ask, sleep, flood, crash, hang, stderr, plan, usage, mcp) or plain
+// text that is echoed back. Tests, benchmarks and first-time users drive it to
+// exercise every part of the protocol a real coding agent uses. See README.md's
+// tour for its prompt language and the command docs in commands.go.
 package demoagent
 
 import (

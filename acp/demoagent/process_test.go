@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/berth-sh/berth/internal/mcptest"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // childEnv makes the test binary run Main as a real agent process.
@@ -34,7 +35,7 @@ type proc struct {
 	conn   *acp.ClientSideConnection
 	stdin  *os.File // our end of the child's stdin
 	stdout *os.File // our end of the child's stdout
-	stderr *syncBuffer
+	stderr *testenv.Buffer
 	exited chan error // cmd.Wait's result
 	cmd    *exec.Cmd
 }
@@ -51,7 +52,7 @@ func startProc(t *testing.T, client acp.Client, args string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{stdin: inW, stdout: outR, stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	p := &proc{stdin: inW, stdout: outR, stderr: &testenv.Buffer{}, exited: make(chan error, 1)}
 	p.cmd = exec.Command(os.Args[0])
 	p.cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), childEnv+"=1", childEnv+"_ARGS="+args)
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = inR, outW, p.stderr

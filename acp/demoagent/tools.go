@@ -213,6 +213,25 @@ func describeExit(e acp.WaitForTerminalExitResponse) string {
 	}
 }
 
+// graceCtx is the context of a request the agent makes of the client
+// during the turn (a permission, a question): after session/cancel it
+// still waits permissionGrace for the client's "cancelled" answer instead
+// of abandoning the request at once. done releases it.
+func (t *turn) graceCtx() (ctx context.Context, done func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(t.ctx))
+	stop := context.AfterFunc(t.ctx, func() {
+		select {
+		case <-time.After(permissionGrace):
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
 // ask: TEXT → session/request_permission, then the outcome as a message. A
 // cancelled outcome (or a session/cancel meanwhile) ends the turn cancelled.
 func (t *turn) ask(args string) error {
@@ -224,19 +243,8 @@ func (t *turn) ask(args string) error {
 		return err
 	}
 
-	// After session/cancel keep waiting a little for the client's
-	// "cancelled" answer instead of abandoning the request at once.
-	pctx, pcancel := context.WithCancel(context.WithoutCancel(t.ctx))
-	defer pcancel()
-	stop := context.AfterFunc(t.ctx, func() {
-		select {
-		case <-time.After(permissionGrace):
-			pcancel()
-		case <-pctx.Done():
-		}
-	})
-	defer stop()
-
+	pctx, done := t.graceCtx()
+	defer done()
 	resp, err := t.a.conn.RequestPermission(pctx, acp.RequestPermissionRequest{
 		SessionId: acp.SessionId(t.s.id),
 		ToolCall: acp.ToolCallUpdate{

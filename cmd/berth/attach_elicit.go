@@ -82,14 +82,7 @@ func (a *attached) askForm() {
 		return
 	}
 	fd := f.form.Fields[f.next]
-	label := fd.Name
-	if fd.Title != "" && fd.Title != fd.Name {
-		label = fd.Title + " (" + fd.Name + ")"
-	}
-	hint := fd.Type
-	if len(fd.Enum) > 0 {
-		hint = strings.Join(fd.Enum, "|")
-	}
+	label, hint := fieldLabel(fd)
 	if !slices.Contains(f.form.Required, fd.Name) {
 		hint += ", /skip"
 	}

@@ -117,15 +117,12 @@ func (tm *terminal) exitCode() int {
 func TestAttachAtATerminal(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "permission_mode": "ask"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, map[string]any{"permission_mode": "ask"})
 	var r berth.TurnResult
 	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]string{"text": "echo from before"}, &r); st != 200 {
 		t.Fatalf("prompt = %d", st)
 	}
-	env := cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home), "NO_COLOR=1", "TERM=dumb")
+	env := s.cliEnv("NO_COLOR=1", "TERM=dumb")
 	tm := startTerminal(t, env, "attach", sess.ID)
 	tm.waitFor("attached to " + sess.ID)
 	tm.waitFor("from before") // the recent past

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth/bench"
 )
@@ -25,5 +28,82 @@ func TestSoakRunsCleanAndCountsLiveProcesses(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "soak: after") {
 		t.Fatalf("soak printed no figures:\n%s", out)
+	}
+}
+
+// benchReport runs `berth bench ARGS -o json` on a home of its own and
+// decodes its report, the last line of its output, into r.
+func benchReport(t *testing.T, r any, args ...string) {
+	t.Helper()
+	cmd := exec.Command(bin, append(append([]string{"bench"}, args...), "-o", "json")...)
+	cmd.Env = cleanEnv(t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench %v: %v\n%s", args, err, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), r); err != nil {
+		t.Fatalf("last line is not the JSON report: %q", lines[len(lines)-1])
+	}
+}
+
+// berth bench reports its figures: creates, the first event, the flood,
+// paging a long log and the sessions list, the baseline without berth,
+// and the all-sessions stream's fan-out.
+func TestBenchReportsFigures(t *testing.T) {
+	var r bench.Result
+	benchReport(t, &r, "--sessions", "2", "--prompts", "3", "--flood", "5000",
+		"--page-log", "20000", "--list-sessions", "250", "--fanout", "5", "--fanout-seconds", "1s")
+	if r.CreateP50Ms <= 0 || r.CreateP99Ms < r.CreateP50Ms || r.FirstEventP50Ms <= 0 || r.IngestPerSec <= 0 || r.FloodEvents < 5000 || r.Store != "sqlite" ||
+		r.PageLogEvents != 20000 || r.PageP50Ms <= 0 || r.ListedSessions != 250 || r.ListPagesWalked != 3 || r.ListPageP50Ms <= 0 {
+		t.Fatalf("report = %+v", r)
+	}
+	// The baseline ran beside the daemon: the agent started and prompted
+	// with no berth, and (the daemon runs shims) a daemon without them.
+	if r.CreateDirectP50Ms <= 0 || r.CreateDirectP99Ms < r.CreateDirectP50Ms || r.CreateRatio <= 0 ||
+		r.AgentEventDirectP50Ms <= 0 || r.AgentEventNoShimP50Ms <= 0 || r.AgentEventShimRatio <= 0 ||
+		r.AgentEventDirectRatio <= 0 {
+		t.Fatalf("baseline report = %+v", r)
+	}
+	// Every change of the fan-out run reached every reader.
+	if r.FanoutSubscribers != 5 || r.FanoutChanges <= 0 || r.FanoutDelivered < 5*r.FanoutChanges ||
+		r.FanoutResyncs != 0 || r.FanoutLatencyP50Ms <= 0 || r.FanoutPerSec <= 0 {
+		t.Fatalf("fan-out report = %+v", r)
+	}
+}
+
+// berth bench --children reports spawn → active and both prompt paths,
+// each prompt's answer checked by the bench itself.
+func TestBenchChildrenReportsFigures(t *testing.T) {
+	var c bench.Result
+	benchReport(t, &c, "--sessions", "1", "--prompts", "3", "--flood", "0",
+		"--page-log", "0", "--list-sessions", "0", "--children", "6")
+	if c.Children != 6 || c.SpawnP50Ms <= 0 || c.SpawnP99Ms < c.SpawnP50Ms || c.ChildPrompts != 3 ||
+		c.MCPPromptP50 <= 0 || c.APIPromptP50 <= 0 {
+		t.Fatalf("children report = %+v", c)
+	}
+}
+
+// `berth bench --cluster 3` runs three nodes on one PostgreSQL and reports
+// every figure of BENCHMARKS.md "Cluster" (measured, so not compared here to
+// any goal: BENCHMARKS.md has them).
+func TestBenchClusterReportsItsFigures(t *testing.T) {
+	db := freshPostgres(t)
+	var r struct {
+		Nodes     int       `json:"nodes"`
+		Creates   float64   `json:"creates_per_sec"`
+		CrossP50  float64   `json:"cross_node_prompt_first_sse_p50_ms"`
+		CrossP99  float64   `json:"cross_node_prompt_first_sse_p99_ms"`
+		Forwarded float64   `json:"forwarded_write_p50_ms"`
+		Direct    float64   `json:"direct_write_p50_ms"`
+		Failover  float64   `json:"failover_ms"`
+		CPU       []float64 `json:"daemon_cpu_ms"`
+	}
+	benchReport(t, &r, "--cluster", "3", "--sessions", "6", "--prompts", "5", "--store", db)
+	if r.Nodes != 3 || r.Creates <= 0 || r.CrossP50 <= 0 || r.CrossP99 < r.CrossP50 || r.Forwarded <= 0 || r.Direct <= 0 ||
+		r.Failover < float64(time.Second.Milliseconds()) || len(r.CPU) != 3 {
+		t.Fatalf("report: %+v", r)
 	}
 }

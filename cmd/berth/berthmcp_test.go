@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/bench"
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
@@ -77,29 +75,17 @@ func (s *server) createRoot(t *testing.T, body map[string]any) berth.Session {
 	return sess
 }
 
-// getSession reads one session.
-func (s *server) getSession(t *testing.T, id string) berth.Session {
-	t.Helper()
-	var sess berth.Session
-	if st, err := s.api("GET", "/v1/sessions/"+id, nil, &sess); st != 200 {
-		t.Fatalf("GET %s = %d %v", id, st, err)
-	}
-	return sess
-}
-
 // providers are the sandbox providers an end-to-end test runs under: host,
 // then bwrap and docker when the daemon has them (each a failure under
 // BERTH_REQUIRE_INTEGRATION=1 when it does not).
 func (s *server) providers(t *testing.T) []string {
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	out := []string{berth.SandboxHost}
 	for _, p := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
-		if strings.Contains(strings.Join(health.Sandboxes, ","), p) {
+		if slices.Contains(s.health(t).Sandboxes, p) {
 			out = append(out, p)
 			continue
 		}
-		t.Run(p, func(t *testing.T) { testenv.Missing(t, "sandbox "+p, "health lists %v", health.Sandboxes) })
+		t.Run(p, func(t *testing.T) { s.needSandbox(t, p) })
 	}
 	return out
 }
@@ -107,13 +93,20 @@ func (s *server) providers(t *testing.T) []string {
 // isolated is bwrap when the daemon has it (a failure under
 // BERTH_REQUIRE_INTEGRATION=1 when it does not), else host.
 func (s *server) isolated(t *testing.T) string {
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
-	if slices.Contains(health.Sandboxes, berth.SandboxBwrap) {
+	if slices.Contains(s.health(t).Sandboxes, berth.SandboxBwrap) {
 		return berth.SandboxBwrap
 	}
-	t.Run(berth.SandboxBwrap, func(t *testing.T) { testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes) })
+	t.Run(berth.SandboxBwrap, func(t *testing.T) { s.needSandbox(t, berth.SandboxBwrap) })
 	return berth.SandboxHost
+}
+
+// needSandbox ends the test unless the daemon has the sandbox provider
+// (a failure under BERTH_REQUIRE_INTEGRATION=1, else a skip).
+func (s *server) needSandbox(t *testing.T, provider string) {
+	t.Helper()
+	if h := s.health(t); !slices.Contains(h.Sandboxes, provider) {
+		testenv.Missing(t, "sandbox "+provider, "health lists %v", h.Sandboxes)
+	}
 }
 
 // A parent's agent drives a child through the berth MCP server alone, on
@@ -132,7 +125,7 @@ func TestBerthMCPDrivesAChild(t *testing.T) {
 			}
 			var spawned berth.SpawnChildResult
 			s.berthTool(t, parent.ID, "spawn_child", map[string]any{"name": "kid", "ttl_seconds": 300, "prompt": "echo first words"}).ok(t, &spawned)
-			child := s.getSession(t, spawned.ChildID)
+			child := s.session(t, spawned.ChildID)
 			if child.ParentID != parent.ID || child.Sandbox.Provider != provider || child.Name != "kid" || child.ExpiresAt == nil {
 				t.Fatalf("the child is %+v", child)
 			}
@@ -177,7 +170,7 @@ func TestBerthMCPDrivesAChild(t *testing.T) {
 
 			var stopped berth.ChildInfo
 			s.berthTool(t, parent.ID, "stop_child", map[string]any{"child_id": child.ID}).ok(t, &stopped)
-			if stopped.State != berth.StateStopped || s.getSession(t, child.ID).State != berth.StateStopped {
+			if stopped.State != berth.StateStopped || s.session(t, child.ID).State != berth.StateStopped {
 				t.Fatalf("stop_child = %+v", stopped)
 			}
 			if _, err := os.Stat(filepath.Join(s.home, "run", "mcp-"+child.ID)); !os.IsNotExist(err) {
@@ -228,7 +221,7 @@ func TestBerthMCPScopedToItsOwnTree(t *testing.T) {
 		}
 	}
 	for _, id := range []string{b.ID, bKid.ID} {
-		if got := s.getSession(t, id); got.State != berth.StateActive || got.Turns != 0 {
+		if got := s.session(t, id); got.State != berth.StateActive || got.Turns != 0 {
 			t.Fatalf("%s after A's tries: %s with %d turns", id, got.State, got.Turns)
 		}
 	}
@@ -250,7 +243,7 @@ func TestBerthMCPScopedToItsOwnTree(t *testing.T) {
 	s.berthTool(t, a.ID, "spawn_child", map[string]any{"ttl_seconds": 0}).refused(t, berth.EInvalid)
 	s.berthTool(t, a.ID, "wait_child", map[string]any{"child_id": kid.ChildID, "timeout_seconds": 99999}).refused(t, berth.EInvalid)
 	s.berthTool(t, a.ID, "stop_child", map[string]any{"child_id": kid.ChildID, "force": true}).refused(t, berth.EInvalid)
-	if got := s.getSession(t, a.ID); got.State != berth.StateActive {
+	if got := s.session(t, a.ID); got.State != berth.StateActive {
 		t.Fatalf("A is %s", got.State)
 	}
 }
@@ -333,27 +326,5 @@ func TestBerthMCPAfterDaemonRestart(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// berth bench --children reports spawn → active and both prompt paths,
-// each prompt's answer checked by the bench itself.
-func TestBenchChildrenReportsFigures(t *testing.T) {
-	cmd := exec.Command(bin, "bench", "--sessions", "1", "--prompts", "3", "--flood", "0",
-		"--page-log", "0", "--list-sessions", "0", "--children", "6", "-o", "json")
-	cmd.Env = cleanEnv(t.TempDir())
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("bench: %v", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var r bench.Result
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatalf("last line is not the JSON report: %q", lines[len(lines)-1])
-	}
-	c := r
-	if c.Children != 6 || c.SpawnP50Ms <= 0 || c.SpawnP99Ms < c.SpawnP50Ms || c.ChildPrompts != 3 ||
-		c.MCPPromptP50 <= 0 || c.APIPromptP50 <= 0 {
-		t.Fatalf("children report = %+v", c)
 	}
 }

@@ -47,16 +47,6 @@ func twoLiveSessions(t *testing.T, home string) (a, b berth.Session, cont func()
 	return a, b, cont
 }
 
-// health reads /v1/health.
-func (s *server) health(t *testing.T) berth.Health {
-	t.Helper()
-	var h berth.Health
-	if st, err := s.api("GET", "/v1/health", nil, &h); st != 200 {
-		t.Fatalf("health = %d %v", st, err)
-	}
-	return h
-}
-
 // A booting daemon serves its API before every session is reattached:
 // while one session's shim does not answer (stopped), /v1/health counts it
 // as reattaching, the other session answers active, and the stopped one's
@@ -111,16 +101,8 @@ func TestShutdownDuringBootLeavesTheRestToTheNextDaemon(t *testing.T) {
 	if h := s.health(t); h.Reattaching < 1 {
 		t.Fatalf("reattaching %d, want the stopped shim's session counted", h.Reattaching)
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- s.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("berth serve on SIGTERM during boot: %v\n%s", err, s.log)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("berth serve did not exit on SIGTERM during boot\n%s", s.log)
+	if exited, err := s.terminate(20 * time.Second); !exited || err != nil {
+		t.Fatalf("berth serve on SIGTERM during boot: exited %v, %v\n%s", exited, err, s.log)
 	}
 	cont()
 	for _, pid := range agents {

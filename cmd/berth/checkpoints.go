@@ -11,7 +11,7 @@ import (
 )
 
 // checkpointCommands returns `berth checkpoints`, `berth rewind` and
-// `berth fork` (CONTRACT §4.8).
+// `berth fork` (docs/api.md, "Checkpoints, rewind and fork").
 func checkpointCommands() []*cobra.Command {
 	return []*cobra.Command{newCheckpointsCommand(), newRewindCommand(), newForkCommand()}
 }

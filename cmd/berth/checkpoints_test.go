@@ -20,8 +20,7 @@ import (
 // JSON; [checkpoints] enabled = false (from the environment) turns them off.
 func TestCheckpointsRewindForkCLI(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	sess := s.create(t, nil)
 	s.cli(t, "prompt", sess.ID, "--wait", "write a.txt one")
 	s.cli(t, "prompt", sess.ID, "--wait", "write a.txt two")
 
@@ -69,8 +68,7 @@ func TestCheckpointsRewindForkCLI(t *testing.T) {
 	}
 
 	off := startServerEnv(t, t.TempDir(), []string{"BERTH_CHECKPOINTS_ENABLED=false"})
-	var quiet berth.Session
-	off.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &quiet)
+	quiet := off.create(t, nil)
 	off.cli(t, "prompt", quiet.ID, "--wait", "write a.txt one")
 	if out := strings.TrimSpace(off.cli(t, "checkpoints", quiet.ID)); strings.Contains(out, "ckpt_") {
 		t.Fatalf("checkpoints taken though off:\n%s", out)

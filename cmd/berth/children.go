@@ -18,7 +18,7 @@ import (
 const defaultChildTTL = time.Hour
 
 // newSpawnCommand returns `berth spawn PARENT ["prompt"]`: a child session
-// of PARENT (CONTRACT §4.4).
+// of PARENT (docs/api.md, "Children").
 func newSpawnCommand() *cobra.Command {
 	var (
 		req     berth.CreateRequest
@@ -88,26 +88,20 @@ stops by itself when its --ttl runs out.`,
 
 // newChildrenCommand returns `berth children ID`: the session's children.
 func newChildrenCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "children ID",
-		Short: "List a session's children",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return callAPI(cmd, http.MethodGet, sessionPath(args[0], "/children"), nil, nil, func(w io.Writer, page *berth.SessionPage) error {
-				t := newTable(w)
-				fmt.Fprintln(t, "ID\tNAME\tAGENT\tSTATUS\tTURNS\tACTIVE\tEXPIRES")
-				for _, s := range page.Sessions {
-					exp := "-"
-					if s.ExpiresAt != nil && s.State != berth.StateStopped {
-						exp = "in " + time.Until(*s.ExpiresAt).Round(time.Second).String()
-					}
-					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, orDash(shorten(s.Name, 30)), s.Agent, statusText(s),
-						s.Turns, ago(s.LastActivityAt), exp)
+	return sessionCommand("children ID", "List a session's children", http.MethodGet, "/children",
+		func(w io.Writer, _ string, page *berth.SessionPage) error {
+			t := newTable(w)
+			fmt.Fprintln(t, "ID\tNAME\tAGENT\tSTATUS\tTURNS\tACTIVE\tEXPIRES")
+			for _, s := range page.Sessions {
+				exp := "-"
+				if s.ExpiresAt != nil && s.State != berth.StateStopped {
+					exp = "in " + time.Until(*s.ExpiresAt).Round(time.Second).String()
 				}
-				return t.Flush()
-			})
-		},
-	}
+				fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, orDash(shorten(s.Name, 30)), s.Agent, statusText(s),
+					s.Turns, ago(s.LastActivityAt), exp)
+			}
+			return t.Flush()
+		})
 }
 
 // treeOrder orders sessions as a tree: each one followed by its children

@@ -2,74 +2,19 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 )
-
-// cli runs the berth CLI against s and returns its output.
-func (s *server) cli(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--addr", s.addr}, args...)...)
-	cmd.Env = cleanEnv(s.home)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
-// cliFails runs the berth CLI against s, expecting it to fail, and
-// returns its exit code and output.
-func (s *server) cliFails(t *testing.T, args ...string) (int, string) {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"--addr", s.addr}, args...)...)
-	cmd.Env = cleanEnv(s.home)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("berth %s did not fail: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return exit.ExitCode(), string(out)
-}
-
-// waitSession polls a session until cond holds.
-func (s *server) waitSession(t *testing.T, id, what string, cond func(berth.Session) bool) berth.Session {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var got berth.Session
-		if st, err := s.api("GET", "/v1/sessions/"+id, nil, &got); st == 200 && err == nil && cond(got) {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %+v\n%s", what, got, s.log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // parentPID is the parent process of pid (0 when it cannot be read).
 func parentPID(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	// The parent pid is the second field after the command in parentheses.
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[1])
-	return n
+	st, _ := procfs.ReadStat(pid)
+	return st.PPID
 }
 
 // berth spawn makes a child (its first prompt run), berth children lists
@@ -78,8 +23,8 @@ func parentPID(pid int) int {
 func TestSpawnChildrenAndTreeCLI(t *testing.T) {
 	s := startServer(t, t.TempDir())
 	var parent, other berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "name": "parent"}, &parent)
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "name": "other"}, &other)
+	parent = s.create(t, map[string]any{"name": "parent"})
+	other = s.create(t, map[string]any{"name": "other"})
 
 	var kid berth.Session
 	raw := s.cli(t, "-o", "json", "spawn", parent.ID, "--name", "kid", "--ttl", "10m", "echo hi from the kid")
@@ -151,9 +96,9 @@ func TestChildrenAcrossARestart(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
 	var doomed, lost, keeper berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &doomed)
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &lost)
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &keeper)
+	doomed = s.create(t, nil)
+	lost = s.create(t, nil)
+	keeper = s.create(t, nil)
 	spawn := func(parent string, ttl int) berth.Session {
 		var c berth.Session
 		if st, err := s.api("POST", "/v1/sessions/"+parent+"/children", map[string]any{"agent": "demo", "ttl_seconds": ttl}, &c); st != 201 || err != nil {

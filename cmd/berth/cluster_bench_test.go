@@ -34,7 +34,7 @@ func pct(ds []time.Duration, p float64) time.Duration {
 	return ds[min(len(ds)-1, int(float64(len(ds))*p))]
 }
 
-// The figures of BENCHMARKS.md "Cluster (issue 18)" that concern
+// The figures of BENCHMARKS.md, "Cluster", that concern
 // forwarding and cross-node streams, on three real nodes on loopback:
 // the same write sent to the owner and through another node, alternated;
 // and a prompt sent through B while C streams the session: the time from
@@ -51,10 +51,7 @@ func TestClusterForwardFigures(t *testing.T) {
 	}
 	db := freshPostgres(t)
 	a, b, c := startNode(t, db, "node-a"), startNode(t, db, "node-b"), startNode(t, db, "node-c")
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create on A = %d", st)
-	}
+	sess := a.create(t, nil)
 	id := sess.ID
 	path := "/v1/sessions/" + id
 
@@ -126,7 +123,7 @@ func TestClusterForwardFigures(t *testing.T) {
 				first = append(first, took)
 			}
 		}
-		f.cancel()
+		f.stop()
 		t.Logf("%s, %d prompts: request → first SSE event of the turn p50 %s p99 %s", pair.name, n, pct(first, .5), pct(first, .99))
 	}
 	load, _ := os.ReadFile("/proc/loadavg")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,57 +18,31 @@ import (
 type sseFollower struct {
 	events chan berth.Event
 	errc   chan error
-	cancel context.CancelFunc
+	// stop closes the stream.
+	stop func()
 }
 
 // follow opens path's SSE stream on s from after on; the test's end closes it.
 func follow(t *testing.T, s *server, path string, after int64) *sseFollower {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &sseFollower{events: make(chan berth.Event, 100000), errc: make(chan error, 1), cancel: cancel}
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+path+"?after="+strconv.FormatInt(after, 10), nil)
-	s.authorize(req)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		cancel()
-		t.Fatalf("GET %s: %d", path, resp.StatusCode)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	go func() {
-		defer close(done)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		id := ""
-		var tail []string
-		for sc.Scan() {
-			line := sc.Text()
-			tail = append(tail, line)
-			if len(tail) > 6 {
-				tail = tail[1:]
-			}
-			switch {
-			case strings.HasPrefix(line, "id: "):
-				id = strings.TrimPrefix(line, "id: ")
-			case strings.HasPrefix(line, "data: "):
-				var ev berth.Event
-				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev); err != nil || strconv.FormatInt(ev.Seq, 10) != id {
-					f.errc <- fmt.Errorf("bad SSE event (id %s): %q %v", id, line, err)
-					return
-				}
-				f.events <- ev
-			}
+	f := &sseFollower{events: make(chan berth.Event, 100000), errc: make(chan error, 1)}
+	var last string
+	f.stop = s.followSSE(t, path+"?after="+strconv.FormatInt(after, 10), func(_, id, data string) bool {
+		last = data
+		var ev berth.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil || strconv.FormatInt(ev.Seq, 10) != id {
+			f.errc <- fmt.Errorf("bad SSE event (id %s): %q %v", id, data, err)
+			return false
 		}
-		f.errc <- fmt.Errorf("the stream ended (%v) after %q", sc.Err(), tail)
-	}()
+		f.events <- ev
+		return true
+	}, func(err error) {
+		select {
+		case f.errc <- fmt.Errorf("the stream ended (%v) after %q", err, last):
+		default:
+			// A bad event ended it and said so.
+		}
+	})
 	return f
 }
 
@@ -108,38 +81,14 @@ func (f *sseFollower) until(t *testing.T, within time.Duration, stop func(berth.
 // channel.
 func followChanges(t *testing.T, s *server) <-chan berth.Session {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan berth.Session, 10000)
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+"/v1/events/stream", nil)
-	s.authorize(req)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		cancel()
-		t.Fatalf("GET /v1/events/stream: %v", err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	go func() {
-		defer close(done)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		typ := ""
-		for sc.Scan() {
-			line := sc.Text()
-			if v, ok := strings.CutPrefix(line, "event: "); ok {
-				typ = v
-			} else if v, ok := strings.CutPrefix(line, "data: "); ok && (typ == berth.ChangeSessionUpdated || typ == berth.ChangeSessionCreated) {
-				var sess berth.Session
-				if json.Unmarshal([]byte(v), &sess) == nil {
-					out <- sess
-				}
-			}
+	s.followSSE(t, "/v1/events/stream", func(typ, _, data string) bool {
+		var sess berth.Session
+		if (typ == berth.ChangeSessionUpdated || typ == berth.ChangeSessionCreated) && json.Unmarshal([]byte(data), &sess) == nil {
+			out <- sess
 		}
-	}()
+		return true
+	}, nil)
 	return out
 }
 
@@ -271,13 +220,7 @@ func TestClusterPromptThroughBStreamFromC(t *testing.T) {
 	_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGKILL)
 	_ = a.cmd.Wait()
 	st, body := rawCall(t, b, "POST", "/v1/sessions/"+id+"/prompts", `{"text":"echo late"}`)
-	var e struct {
-		Error struct {
-			Code    string         `json:"code"`
-			Message string         `json:"message"`
-			Details map[string]any `json:"details"`
-		} `json:"error"`
-	}
+	var e errorBody
 	if err := json.Unmarshal([]byte(body), &e); err != nil || st != 503 || e.Error.Code != berth.EUnavailable ||
 		e.Error.Details["node"] != "node-a" || !strings.Contains(e.Error.Message, "node-a") {
 		t.Fatalf("a write through B to the dead A = %d %s", st, body)

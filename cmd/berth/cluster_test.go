@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // clusterTTL is the lease_ttl of the test clusters: short, so a failover
@@ -41,26 +40,11 @@ func startNodeAt(t *testing.T, db, id, home string, ttl time.Duration) *server {
 	return s
 }
 
-// session reads one session from a node.
-func (s *server) session(t *testing.T, id string) berth.Session {
-	t.Helper()
-	var sess berth.Session
-	if st, err := s.api("GET", "/v1/sessions/"+id, nil, &sess); st != 200 || err != nil {
-		t.Fatalf("GET session %s: %d %v\n%s", id, st, err, s.log)
-	}
-	return sess
-}
-
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	began := time.Now()
-	for !cond() {
-		if time.Since(began) > within {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, within, what, cond)
 	return time.Since(began)
 }
 
@@ -87,10 +71,7 @@ func TestClusterNodeKilledItsSessionsResumeElsewhere(t *testing.T) {
 		t.Fatalf("health of B = %d %+v", st, h)
 	}
 	ws := t.TempDir()
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "workspace": ws}, &sess); st != 201 {
-		t.Fatalf("create on A = %d\n%s", st, a.log)
-	}
+	sess := a.create(t, map[string]any{"workspace": ws})
 	if sess.Node != "node-a" || sess.State != berth.StateActive {
 		t.Fatalf("created on A: node %q state %s", sess.Node, sess.State)
 	}
@@ -168,10 +149,7 @@ func TestClusterNodeKilledItsSessionsResumeElsewhere(t *testing.T) {
 func TestClusterPausedNodeIsFencedOut(t *testing.T) {
 	db := freshPostgres(t)
 	a, b := startNode(t, db, "node-a"), startNode(t, db, "node-b")
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create on A = %d\n%s", st, a.log)
-	}
+	sess := a.create(t, nil)
 	// The agent says "late" while A is paused: A reads it only once resumed.
 	if st, _ := a.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "sleep 300\necho late"}, nil); st != 202 {
 		t.Fatalf("prompt on A = %d", st)
@@ -269,25 +247,18 @@ func sseEvents(ctx context.Context, s *server, id string, after int64) <-chan be
 	out := make(chan berth.Event, 4096)
 	go func() {
 		defer close(out)
-		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+"/v1/sessions/"+id+"/events/stream", nil)
-		s.authorize(req)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := s.openSSE(ctx, "/v1/sessions/"+id+"/events/stream", strconv.FormatInt(after, 10))
 		if err != nil {
 			return
 		}
 		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			if line, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				var ev berth.Event
-				if json.Unmarshal([]byte(line), &ev) == nil {
-					out <- ev
-				}
+		_ = eachSSE(resp.Body, func(_, _, data string) bool {
+			var ev berth.Event
+			if json.Unmarshal([]byte(data), &ev) == nil {
+				out <- ev
 			}
-		}
+			return true
+		})
 	}()
 	return out
 }
@@ -302,10 +273,7 @@ func sseEvents(ctx context.Context, s *server, id string, after int64) <-chan be
 func TestClusterThreeNodesCreatePromptStreamFailover(t *testing.T) {
 	db := freshPostgres(t)
 	a, b, c := startNode(t, db, "node-a"), startNode(t, db, "node-b"), startNode(t, db, "node-c")
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "workspace": t.TempDir()}, &sess); st != 201 {
-		t.Fatalf("create on A = %d", st)
-	}
+	sess := a.create(t, map[string]any{"workspace": t.TempDir()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream := sseEvents(ctx, c, sess.ID, 0)
@@ -386,45 +354,13 @@ func TestClusterThreeNodesCreatePromptStreamFailover(t *testing.T) {
 	assertContiguous(t, c.allEvents(t, sess.ID))
 }
 
-// `berth bench --cluster 3` runs three nodes on one PostgreSQL and
-// reports every figure of issue 18 (measured, so not compared here to
-// any goal: BENCHMARKS.md has them).
-func TestBenchClusterReportsItsFigures(t *testing.T) {
-	db := freshPostgres(t)
-	out, code := runBerth(t, t.TempDir(), nil, "bench", "--cluster", "3", "--sessions", "6", "--prompts", "5", "--store", db, "-o", "json")
-	if code != 0 {
-		t.Fatalf("bench --cluster: exit %d\n%s", code, out)
-	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var r struct {
-		Nodes     int       `json:"nodes"`
-		Creates   float64   `json:"creates_per_sec"`
-		CrossP50  float64   `json:"cross_node_prompt_first_sse_p50_ms"`
-		CrossP99  float64   `json:"cross_node_prompt_first_sse_p99_ms"`
-		Forwarded float64   `json:"forwarded_write_p50_ms"`
-		Direct    float64   `json:"direct_write_p50_ms"`
-		Failover  float64   `json:"failover_ms"`
-		CPU       []float64 `json:"daemon_cpu_ms"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatalf("last line is not the JSON report: %v\n%s", err, out)
-	}
-	if r.Nodes != 3 || r.Creates <= 0 || r.CrossP50 <= 0 || r.CrossP99 < r.CrossP50 || r.Forwarded <= 0 || r.Direct <= 0 ||
-		r.Failover < float64(time.Second.Milliseconds()) || len(r.CPU) != 3 {
-		t.Fatalf("report: %+v", r)
-	}
-}
-
 // A cluster node's shims keep their agents no longer than lease_ttl once
 // the node is gone: with no other node to close its sessions, its agents
 // still end (orphan_timeout is lease_ttl in cluster mode).
 func TestClusterNodeKilledAloneLeavesNoAgentRunning(t *testing.T) {
 	db := freshPostgres(t)
 	a := startNode(t, db, "node-a")
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create = %d", st)
-	}
+	sess := a.create(t, nil)
 	if len(agentPIDs(sess.ID)) == 0 {
 		t.Fatal("no agent process carries the session's id")
 	}
@@ -451,10 +387,7 @@ func TestClusterNodeRestartKeepsItsSessionsWithinTheTTL(t *testing.T) {
 	const ttl = 6 * time.Second
 	a := startNodeAt(t, db, "node-a", homeA, ttl)
 	b := startNodeAt(t, db, "node-b", t.TempDir(), ttl)
-	var sess berth.Session
-	if st, _ := a.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create = %d", st)
-	}
+	sess := a.create(t, nil)
 	// SIGTERM: the agent stays in its shim for the next daemon.
 	a.stopKeepingShims(t)
 	a = startNodeAt(t, db, "node-a", homeA, ttl)
@@ -500,12 +433,7 @@ func TestClusterNodeRestartKeepsItsSessionsWithinTheTTL(t *testing.T) {
 // agents in their shims (as serve does), for a next daemon on the home.
 func (s *server) stopKeepingShims(t *testing.T) {
 	t.Helper()
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
+	if exited, _ := s.terminate(20 * time.Second); !exited {
 		t.Fatalf("daemon did not stop on SIGTERM: %s", s.log)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-
-	"github.com/berth-sh/berth"
 )
 
 // Tab after a command that takes a session offers the daemon's session
@@ -15,15 +13,12 @@ func TestCompletionOffersSessionIDs(t *testing.T) {
 	s := startServer(t, home)
 	var ids []string
 	for _, name := range []string{"first", "second"} {
-		var sess berth.Session
-		if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "name": name}, &sess); st != 201 {
-			t.Fatalf("create = %d %v", st, err)
-		}
+		sess := s.create(t, map[string]any{"name": name})
 		ids = append(ids, sess.ID)
 	}
 	complete := func(args ...string) string {
 		cmd := exec.Command(bin, append([]string{"__complete"}, args...)...)
-		cmd.Env = cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home))
+		cmd.Env = s.cliEnv()
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("__complete %v: %v", args, err)

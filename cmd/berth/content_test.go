@@ -16,10 +16,7 @@ import (
 func TestPromptFileAndImageFromTheCLI(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 || err != nil {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, nil)
 	if err := os.WriteFile(filepath.Join(sess.Workspace, "spec.md"), []byte("# spec\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -70,16 +67,7 @@ func TestPromptFileAndImageFromTheCLI(t *testing.T) {
 // with badge needs_auth; `berth authenticate` starts it; `berth clear`
 // gives it a new conversation.
 func TestAuthenticateAndClearFromTheCLI(t *testing.T) {
-	home := t.TempDir()
-	conf := fmt.Sprintf("[[agents]]\nname = \"demo-auth\"\ncommand = %q\nargs = [\"agent-demo\", \"--require-auth\"]\n", bin)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo-auth", "sandbox": "host"}, &sess); st != 201 || err != nil {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	s, sess := authSession(t)
 	if sess.State != berth.StateStarting || sess.Badge != berth.BadgeNeedsAuth || !strings.Contains(string(sess.ACP.AuthMethods), "demo-login") {
 		t.Fatalf("created %s/%s %s, want starting/needs_auth with demo-login", sess.State, sess.Badge, sess.ACP.AuthMethods)
 	}
@@ -117,4 +105,15 @@ func TestAuthenticateAndClearFromTheCLI(t *testing.T) {
 	if len(page.Events) != 1 || !strings.Contains(string(page.Events[0].Data), before.ACP.SessionID) {
 		t.Fatalf("conversation_cleared = %+v", page.Events)
 	}
+}
+
+// authSession starts a daemon whose agent demo-auth (the demo agent with
+// --require-auth) wants authentication at session/new, and creates a
+// session of it, which waits for it.
+func authSession(t *testing.T) (*server, berth.Session) {
+	t.Helper()
+	home := t.TempDir()
+	writeConfig(t, home, fmt.Sprintf("[[agents]]\nname = \"demo-auth\"\ncommand = %q\nargs = [\"agent-demo\", \"--require-auth\"]\n", bin))
+	s := startServer(t, home)
+	return s, s.create(t, map[string]any{"agent": "demo-auth"})
 }

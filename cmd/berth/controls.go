@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newSetCommand returns `berth set ID`: PATCH /v1/sessions/{id} (CONTRACT
-// §4.7), printed as `berth show` prints the session.
+// newSetCommand returns `berth set ID`: PATCH /v1/sessions/{id} (docs/api.md,
+// "Agent controls"), printed as `berth show` prints the session.
 func newSetCommand() *cobra.Command {
 	var (
 		mode, model, name string

@@ -23,21 +23,9 @@ func controlsServer(t *testing.T) *server {
 	return startServer(t, home)
 }
 
-// patchError is an API error answer with its details.
-type patchError struct {
-	Error struct {
-		Code    string         `json:"code"`
-		Message string         `json:"message"`
-		Details map[string]any `json:"details"`
-	} `json:"error"`
-}
-
 func TestPatchSessionOverHTTP(t *testing.T) {
 	s := controlsServer(t)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 || err != nil {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, nil)
 	if sess.ACP.Modes == nil || sess.ACP.Modes.Current != "default" || len(sess.ACP.Commands) != 2 {
 		t.Fatalf("created session's acp = %+v", sess.ACP)
 	}
@@ -77,7 +65,7 @@ func TestPatchSessionOverHTTP(t *testing.T) {
 		{"ses_nope", map[string]any{"mode": "plan"}, 404, "", nil},
 	}
 	for _, b := range bad {
-		var eb patchError
+		var eb errorBody
 		st, err := s.api("PATCH", "/v1/sessions/"+b.id, b.body, &eb)
 		if err != nil || st != b.status || eb.Error.Message == "" {
 			t.Fatalf("PATCH %v = %d %+v %v, want %d", b.body, st, eb, err, b.status)

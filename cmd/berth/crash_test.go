@@ -1,44 +1,14 @@
 package main
 
 import (
-	"bufio"
+	"context"
 	"encoding/json"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
 )
-
-// kill9 kills the daemon with SIGKILL (its process only) and reaps it.
-func (s *server) kill9() {
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	_ = s.cmd.Wait()
-}
-
-// allEvents pages through a session's whole log.
-func (s *server) allEvents(t *testing.T, id string) []berth.Event {
-	t.Helper()
-	var out []berth.Event
-	after := int64(0)
-	for {
-		var page struct {
-			Events []berth.Event `json:"events"`
-		}
-		if st, err := s.api("GET", "/v1/sessions/"+id+"/events?limit=1000&after="+strconv.FormatInt(after, 10), nil, &page); st != 200 || err != nil {
-			t.Fatalf("events after %d: %d %v", after, st, err)
-		}
-		out = append(out, page.Events...)
-		if len(page.Events) < 1000 {
-			return out
-		}
-		after = page.Events[len(page.Events)-1].Seq
-	}
-}
 
 // SIGKILL the daemon while an agent floods: the agent runs on in its shim,
 // and after a restart the log is 1..N with no gap and no duplicate, holds
@@ -56,10 +26,7 @@ func crashMidFlood(t *testing.T, store func() []string) {
 		home := t.TempDir()
 		args := store()
 		s := startServer(t, home, args...)
-		var sess berth.Session
-		if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-			t.Fatalf("create = %d", st)
-		}
+		sess := s.create(t, nil)
 		var r berth.PromptResult
 		if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "flood 200000 64"}, &r); st != 202 {
 			t.Fatalf("prompt = %d", st)
@@ -69,26 +36,13 @@ func crashMidFlood(t *testing.T, store func() []string) {
 		var mu sync.Mutex
 		var seen []berth.Event
 		done := make(chan struct{})
+		events := sseEvents(context.Background(), s, sess.ID, 0)
 		go func() {
 			defer close(done)
-			req, _ := http.NewRequest("GET", "http://"+s.addr+"/v1/sessions/"+sess.ID+"/events/stream", nil)
-			s.authorize(req)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return
-			}
-			defer resp.Body.Close()
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-					var ev berth.Event
-					if json.Unmarshal([]byte(data), &ev) == nil {
-						mu.Lock()
-						seen = append(seen, ev)
-						mu.Unlock()
-					}
-				}
+			for ev := range events {
+				mu.Lock()
+				seen = append(seen, ev)
+				mu.Unlock()
 			}
 		}()
 		// Kill at a different point of the flood each run.

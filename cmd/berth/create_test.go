@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,15 +14,7 @@ func TestCreateCommand(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
 	ws := t.TempDir()
-	berthCmd := func(args ...string) (string, int) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home))
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		_ = cmd.Run()
-		return stdout.String() + stderr.String(), cmd.ProcessState.ExitCode()
-	}
-	out, code := berthCmd("create", "-q", "--agent", "demo", "--name", "made-by-cli", "--workspace", ws, "--sandbox", "host",
+	out, code := s.run(t, "create", "-q", "--agent", "demo", "--name", "made-by-cli", "--workspace", ws, "--sandbox", "host",
 		"--mode", "deny-all", "--env", "GREETING=hi", "--label", "team=infra", "--label", "tier=1", "--ttl", "2h", "--idle-timeout", "90s",
 		"--prompt", "echo first")
 	id := strings.TrimSpace(out)
@@ -51,7 +41,7 @@ func TestCreateCommand(t *testing.T) {
 
 	var before berth.SessionPage
 	s.api("GET", "/v1/sessions", nil, &before)
-	if out, code := berthCmd("create", "--env", "NOEQUALS"); code != 2 || !strings.Contains(out, "--env wants KEY=VALUE") {
+	if out, code := s.run(t, "create", "--env", "NOEQUALS"); code != 2 || !strings.Contains(out, "--env wants KEY=VALUE") {
 		t.Errorf("bad --env: exit %d, %q", code, out)
 	}
 	var after berth.SessionPage
@@ -60,7 +50,7 @@ func TestCreateCommand(t *testing.T) {
 		t.Errorf("a refused create made a session: %d → %d", len(before.Sessions), len(after.Sessions))
 	}
 	// Without -q it prints the session as show does.
-	if out, code := berthCmd("create", "--sandbox", "host"); code != 0 || !strings.Contains(out, "id:") || !strings.Contains(out, "agent:") {
+	if out, code := s.run(t, "create", "--sandbox", "host"); code != 0 || !strings.Contains(out, "id:") || !strings.Contains(out, "agent:") {
 		t.Errorf("create: exit %d, %q", code, out)
 	}
 }

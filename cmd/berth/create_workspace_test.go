@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,35 +16,14 @@ import (
 // worktree, and --mount of an unknown name is the daemon's 400 naming
 // what is configured.
 func TestCreateWorkspaceFlags(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		testenv.Missing(t, "git", "git is not installed")
-	}
+	repo := gitRepo(t, t.TempDir())
 	home := t.TempDir()
 	s := startServer(t, home)
-	repo := t.TempDir()
-	gitCmd := func(args ...string) {
-		t.Helper()
-		c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
-		c.Dir, c.Env = repo, []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
-	gitCmd("init", "-q", "-b", "main")
-	gitCmd("commit", "-q", "--allow-empty", "-m", "first")
 	local := filepath.Join(t.TempDir(), "notes.md")
 	if err := os.WriteFile(local, []byte("from a local file"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	berthCmd := func(args ...string) (string, int) {
-		cmd := exec.Command(bin, args...)
-		cmd.Env = cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home))
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		_ = cmd.Run()
-		return stdout.String() + stderr.String(), cmd.ProcessState.ExitCode()
-	}
-	out, code := berthCmd("create", "-q", "--sandbox", "host", "--worktree-repo", repo, "--worktree-branch", "agent/cli",
+	out, code := s.run(t, "create", "-q", "--sandbox", "host", "--worktree-repo", repo, "--worktree-branch", "agent/cli",
 		"--file", "docs/notes.md=@"+local, "--file", "plain.txt=hello", "--file", "at.txt=@@home")
 	id := strings.TrimSpace(out)
 	if code != 0 {
@@ -63,16 +41,44 @@ func TestCreateWorkspaceFlags(t *testing.T) {
 			t.Fatalf("%s = %q, %v", rel, b, err)
 		}
 	}
-	if out, code := berthCmd("show", id); code != 0 || !strings.Contains(out, "branch agent/cli from HEAD") {
+	if out, code := s.run(t, "show", id); code != 0 || !strings.Contains(out, "branch agent/cli from HEAD") {
 		t.Fatalf("show: exit %d, %q", code, out)
 	}
-	if out, code := berthCmd("create", "--sandbox", "host", "--worktree-branch", "x"); code != 2 || !strings.Contains(out, "go together") {
+	if out, code := s.run(t, "create", "--sandbox", "host", "--worktree-branch", "x"); code != 2 || !strings.Contains(out, "go together") {
 		t.Fatalf("branch alone: exit %d, %q", code, out)
 	}
-	if out, code := berthCmd("create", "--sandbox", "host", "--worktree-repo", repo, "--worktree-branch", "agent/cli"); code == 0 || !strings.Contains(out, "already exists") {
+	if out, code := s.run(t, "create", "--sandbox", "host", "--worktree-repo", repo, "--worktree-branch", "agent/cli"); code == 0 || !strings.Contains(out, "already exists") {
 		t.Fatalf("an existing branch: exit %d, %q", code, out)
 	}
-	if out, code := berthCmd("create", "--sandbox", "host", "--mount", "cache"); code == 0 || !strings.Contains(out, "unknown mount") {
+	if out, code := s.run(t, "create", "--sandbox", "host", "--mount", "cache"); code == 0 || !strings.Contains(out, "unknown mount") {
 		t.Fatalf("unknown mount: exit %d, %q", code, out)
 	}
+}
+
+// gitRepo makes dir a git repository with one empty commit on main, and
+// returns it (git missing: testenv.Missing).
+func gitRepo(t *testing.T, dir string) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.Missing(t, "git", "git is not installed")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git(t, dir, "init", "-q", "-b", "main")
+	git(t, dir, "commit", "-q", "--allow-empty", "-m", "first")
+	return dir
+}
+
+// git runs git in dir, as a fixed user and with none of the machine's
+// configuration, and returns its output.
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
+	c.Dir, c.Env = dir, []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }

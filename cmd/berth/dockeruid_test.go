@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,11 +29,7 @@ func TestDockerAgentIsNoLocalUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServerEnv(t, home, providerEnv())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
-	if !slices.Contains(health.Sandboxes, berth.SandboxDocker) {
-		testenv.Missing(t, "sandbox docker", "health lists %v", health.Sandboxes)
-	}
+	s.needSandbox(t, berth.SandboxDocker)
 	sess := s.createRoot(t, map[string]any{"sandbox": berth.SandboxDocker})
 	var pids []int
 	for deadline := time.Now().Add(30 * time.Second); len(pids) == 0; {

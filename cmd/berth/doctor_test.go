@@ -181,21 +181,33 @@ func TestDoctorSaysWhyBwrapNetworkFails(t *testing.T) {
 // default sandbox. (A socket's mode refuses no root: as root the socket
 // is missing instead, the warning's other reason.)
 func TestDoctorDockerSocketRefused(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "engine.sock")
+	sock, refused := unusableEngineSocket(t)
 	want := "no such file"
-	if os.Geteuid() != 0 {
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		if err := os.Chmod(sock, 0); err != nil {
-			t.Fatal(err)
-		}
+	if refused {
 		want = "usermod -aG"
 	}
 	r, _ := doctor(t, t.TempDir(), "DOCKER_HOST=unix://"+sock)
 	if c := checkOf(t, r, "sandbox docker"); c.Status != checkWarn || !strings.Contains(c.Detail, want) {
 		t.Errorf("sandbox docker: %+v, want a warning saying %q", c, want)
 	}
+}
+
+// unusableEngineSocket returns a Docker engine socket this user cannot
+// use: as a user, one whose mode refuses it (refused); as root, whom a
+// socket's mode refuses nothing, a path where there is none.
+func unusableEngineSocket(t *testing.T) (sock string, refused bool) {
+	t.Helper()
+	sock = filepath.Join(t.TempDir(), "engine.sock")
+	if os.Geteuid() == 0 {
+		return sock, false
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	if err := os.Chmod(sock, 0); err != nil {
+		t.Fatal(err)
+	}
+	return sock, true
 }

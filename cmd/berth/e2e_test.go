@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/berth-sh/berth/bench"
-	"github.com/berth-sh/berth/internal/apitest"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/mcptest"
@@ -154,182 +147,6 @@ func shortHome(t testing.TB) string {
 	return home
 }
 
-// cleanEnv is the environment for berth child processes: no BERTH_*
-// settings leak in from the test runner.
-func cleanEnv(home string, extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BERTH_") {
-			env = append(env, kv)
-		}
-	}
-	return append(append(env, "BERTH_HOME="+home), extra...)
-}
-
-// server is a `berth serve` child process.
-type server struct {
-	t    testing.TB
-	home string
-	addr string
-	cmd  *exec.Cmd
-	log  *syncBuffer
-}
-
-// freeAddr returns a free loopback address.
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// startServer runs berth serve on a free port and waits for health.
-func startServer(t testing.TB, home string, args ...string) *server {
-	t.Helper()
-	return startServerEnv(t, home, nil, args...)
-}
-
-// startServerEnv is startServer with extra environment ("K=V").
-func startServerEnv(t testing.TB, home string, env []string, args ...string) *server {
-	t.Helper()
-	return startServerAddr(t, home, freeAddr(t), env, args...)
-}
-
-// startServerAddr is startServerEnv on a given address.
-func startServerAddr(t testing.TB, home, addr string, env []string, args ...string) *server {
-	t.Helper()
-	return startServerBin(t, bin, home, addr, env, args...)
-}
-
-// startServerBin is startServerAddr running the berth binary berthBin.
-func startServerBin(t testing.TB, berthBin, home, addr string, env []string, args ...string) *server {
-	t.Helper()
-	s := &server{t: t, home: home, addr: addr, log: &syncBuffer{}}
-	s.cmd = exec.Command(berthBin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
-	s.cmd.Env = cleanEnv(home, env...)
-	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.stop)
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if st, _ := s.api("GET", "/v1/health", nil, nil); st == 200 {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon not healthy: %s", s.log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// stop sends SIGTERM and waits; anything left in the group is killed.
-// The agents berth serve leaves running in their shims are stopped too.
-func (s *server) stop() {
-	defer stopShims(s.t, s.home)
-	if s.cmd.ProcessState != nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		s.t.Errorf("daemon did not stop on SIGTERM: %s", s.log)
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
-
-// shimsOf returns the pids of the shims of a berth home (serving a
-// session or spare), found by the run directory in their environment.
-func shimsOf(home string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	key := []byte("\x00BERTH_SHIM_RUN=" + filepath.Join(home, "run") + "\x00")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if bytes.Contains(append([]byte{0}, env...), key) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// stopShims stops the shims a test daemon left (each stops its agent on
-// SIGTERM), then kills what is left of them.
-func stopShims(t testing.TB, home string) {
-	pids := shimsOf(home)
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(shimsOf(home)) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, pid := range shimsOf(home) {
-		t.Logf("shim %d did not stop on SIGTERM; killing it", pid)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-}
-
-// api makes one request and decodes the JSON answer into out.
-func (s *server) api(method, path string, body any, out any) (int, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		raw, _ := json.Marshal(b)
-		rd = bytes.NewReader(raw)
-	}
-	req, _ := http.NewRequest(method, "http://"+s.addr+path, rd)
-	req.Header.Set("Content-Type", "application/json")
-	s.authorize(req)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	// Every answer of a documented route matches the OpenAPI document.
-	apitest.Check(s.t, req, resp.StatusCode, resp.Header, raw)
-	if out != nil && len(raw) > 0 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.StatusCode, err
-		}
-	}
-	return resp.StatusCode, nil
-}
-
-// authorize adds the token the daemon keeps in its home to req.
-func (s *server) authorize(req *http.Request) {
-	if tok := readTokenFile(s.home); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-}
-
-// errorBody is an API error answer.
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 func TestRunEchoHelloWithNoDaemon(t *testing.T) {
 	home := t.TempDir()
 	cmd := exec.Command(bin, "run", "--agent", "demo", "echo hello")
@@ -405,10 +222,7 @@ func TestServeRefusesNonLoopbackWithoutToken(t *testing.T) {
 
 func TestHTTPContract(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 || err != nil {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, nil)
 	if sess.State != berth.StateActive || sess.Badge != berth.BadgeIdle || sess.ACP.ProtocolVersion != 1 {
 		t.Fatalf("created session = %+v", sess)
 	}
@@ -484,46 +298,31 @@ func TestHTTPContract(t *testing.T) {
 // readSSE reads events from an SSE stream until stop says so.
 func readSSE(t *testing.T, s *server, path string, lastID int64, stop func(berth.Event) bool) []berth.Event {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://"+s.addr+path, nil)
-	s.authorize(req)
-	req.Header.Set("Last-Event-ID", strconv.FormatInt(lastID, 10))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	resp, err := s.openSSE(ctx, path, strconv.FormatInt(lastID, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	var out []berth.Event
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var id string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "id: "):
-			id = strings.TrimPrefix(line, "id: ")
-		case strings.HasPrefix(line, "data: "):
-			var ev berth.Event
-			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev); err != nil {
-				t.Fatal(err)
-			}
-			if strconv.FormatInt(ev.Seq, 10) != id {
-				t.Fatalf("SSE id %s for event seq %d", id, ev.Seq)
-			}
-			out = append(out, ev)
-			if stop(ev) {
-				return out
-			}
+	_ = eachSSE(resp.Body, func(_, id, data string) bool {
+		var ev berth.Event
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatal(err)
 		}
-	}
+		if strconv.FormatInt(ev.Seq, 10) != id {
+			t.Fatalf("SSE id %s for event seq %d", id, ev.Seq)
+		}
+		out = append(out, ev)
+		return !stop(ev)
+	})
 	return out
 }
 
 func TestSSEReconnectDuringFloodHasNoGapOrDuplicate(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	sess := s.create(t, nil)
 	var r berth.PromptResult
 	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "flood 30000 64"}, &r); st != 202 {
 		t.Fatalf("prompt = %d", st)
@@ -587,37 +386,6 @@ func TestThirdPartyAgentFromConfig(t *testing.T) {
 	}
 }
 
-func TestBenchReportsFigures(t *testing.T) {
-	cmd := exec.Command(bin, "bench", "--sessions", "2", "--prompts", "3", "--flood", "5000",
-		"--page-log", "20000", "--list-sessions", "250", "--fanout", "5", "--fanout-seconds", "1s", "-o", "json")
-	cmd.Env = cleanEnv(t.TempDir())
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("bench: %v", err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	var r bench.Result
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
-		t.Fatalf("last line is not the JSON report: %q", lines[len(lines)-1])
-	}
-	if r.CreateP50Ms <= 0 || r.CreateP99Ms < r.CreateP50Ms || r.FirstEventP50Ms <= 0 || r.IngestPerSec <= 0 || r.FloodEvents < 5000 || r.Store != "sqlite" ||
-		r.PageLogEvents != 20000 || r.PageP50Ms <= 0 || r.ListedSessions != 250 || r.ListPagesWalked != 3 || r.ListPageP50Ms <= 0 {
-		t.Fatalf("report = %+v", r)
-	}
-	// The baseline ran beside the daemon: the agent started and prompted
-	// with no berth, and (the daemon runs shims) a daemon without them.
-	if r.CreateDirectP50Ms <= 0 || r.CreateDirectP99Ms < r.CreateDirectP50Ms || r.CreateRatio <= 0 ||
-		r.AgentEventDirectP50Ms <= 0 || r.AgentEventNoShimP50Ms <= 0 || r.AgentEventShimRatio <= 0 ||
-		r.AgentEventDirectRatio <= 0 {
-		t.Fatalf("baseline report = %+v", r)
-	}
-	// Every change of the fan-out run reached every reader.
-	if r.FanoutSubscribers != 5 || r.FanoutChanges <= 0 || r.FanoutDelivered < 5*r.FanoutChanges ||
-		r.FanoutResyncs != 0 || r.FanoutLatencyP50Ms <= 0 || r.FanoutPerSec <= 0 {
-		t.Fatalf("fan-out report = %+v", r)
-	}
-}
-
 // With [server] token set, the CLI on the same home finds the token in the
 // config; a wrong token is refused.
 func TestCLIUsesTheConfigToken(t *testing.T) {
@@ -662,8 +430,7 @@ func TestCLIUsesTheConfigToken(t *testing.T) {
 // prompt --wait exits by how the turn ended, with -o json too.
 func TestPromptWaitExitCodeFollowsTheTurn(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	sess := s.create(t, nil)
 	for _, c := range []struct {
 		text string
 		code int

@@ -18,31 +18,10 @@ import (
 
 // newElicitationsCommand returns `berth elicitations ID [--pending]`.
 func newElicitationsCommand() *cobra.Command {
-	var pending bool
-	cmd := &cobra.Command{
-		Use:   "elicitations ID [--pending]",
-		Short: "List the agent's questions (elicitations) of a session",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var q url.Values
-			if pending {
-				q = url.Values{"state": {berth.ElicitationPending}}
-			}
-			type list struct {
-				Elicitations []*berth.Elicitation `json:"elicitations"`
-			}
-			return callAPI(cmd, http.MethodGet, sessionPath(args[0], "/elicitations"), q, nil, func(w io.Writer, l *list) error {
-				t := newTable(w)
-				fmt.Fprintln(t, "ELICITATION\tSTATE\tBY\tMESSAGE\tFIELDS")
-				for _, e := range l.Elicitations {
-					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\n", e.ID, e.State, orDash(e.DecidedBy), shorten(e.Message, 50), shorten(fieldsText(e), 60))
-				}
-				return t.Flush()
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&pending, "pending", false, "only the questions waiting for an answer")
-	return cmd
+	return askList("elicitations", "List the agent's questions (elicitations) of a session", "only the questions waiting for an answer",
+		"ELICITATION\tSTATE\tBY\tMESSAGE\tFIELDS", func(e *berth.Elicitation) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", e.ID, e.State, orDash(e.DecidedBy), shorten(e.Message, 50), shorten(fieldsText(e), 60))
+		})
 }
 
 // fieldsText names the fields of a form elicitation, a required one
@@ -239,14 +218,7 @@ func (a *asker) fillElicitation(ctx context.Context, e *berth.Elicitation) (bert
 	content := map[string]any{}
 	for _, f := range form.Fields {
 		for {
-			label := f.Name
-			if f.Title != "" && f.Title != f.Name {
-				label = f.Title + " (" + f.Name + ")"
-			}
-			hint := f.Type
-			if len(f.Enum) > 0 {
-				hint = strings.Join(f.Enum, "|")
-			}
+			label, hint := fieldLabel(f)
 			line, ok, live := read(fmt.Sprintf("  %s [%s]: ", printable(label), printable(hint)))
 			if !live {
 				return berth.ElicitationAnswer{}, false
@@ -271,6 +243,20 @@ func (a *asker) fillElicitation(ctx context.Context, e *berth.Elicitation) (bert
 		}
 	}
 	return berth.ElicitationAnswer{Action: berth.ElicitationAccept, Content: content}, true
+}
+
+// fieldLabel is how a form's field is asked for: its title and name, and
+// what it takes (its type, or its choices).
+func fieldLabel(f elicitschema.Field) (label, hint string) {
+	label = f.Name
+	if f.Title != "" && f.Title != f.Name {
+		label = f.Title + " (" + f.Name + ")"
+	}
+	hint = f.Type
+	if len(f.Enum) > 0 {
+		hint = strings.Join(f.Enum, "|")
+	}
+	return label, hint
 }
 
 // answerOf is the answer a control line gives: /decline, /cancel, the

@@ -9,23 +9,22 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
-// pendingElicitation polls the API for the one pending elicitation of a session.
-func (s *server) pendingElicitation(t *testing.T, id string) berth.Elicitation {
+// pendingAsk polls a session's list of noun (permissions, elicitations)
+// until one of them is pending, and returns the first.
+func pendingAsk[T any](t *testing.T, s *server, id, noun string) T {
 	t.Helper()
-	var list struct{ Elicitations []berth.Elicitation }
-	deadline := time.Now().Add(20 * time.Second)
-	for len(list.Elicitations) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no pending elicitation")
+	var items []T
+	testenv.WaitFor(t, 20*time.Second, "a pending one of "+noun, func() bool {
+		var list map[string]json.RawMessage
+		if st, err := s.api("GET", "/v1/sessions/"+id+"/"+noun+"?state=pending", nil, &list); st != 200 {
+			t.Fatalf("list %s = %d %v", noun, st, err)
 		}
-		time.Sleep(10 * time.Millisecond)
-		if st, err := s.api("GET", "/v1/sessions/"+id+"/elicitations?state=pending", nil, &list); st != 200 {
-			t.Fatalf("list elicitations = %d %v", st, err)
-		}
-	}
-	return list.Elicitations[0]
+		return json.Unmarshal(list[noun], &items) == nil && len(items) > 0
+	})
+	return items[0]
 }
 
 func TestElicitationsOverHTTPAndTheCLI(t *testing.T) {
@@ -36,14 +35,13 @@ func TestElicitationsOverHTTPAndTheCLI(t *testing.T) {
 		c.Env = cleanEnv(home)
 		return c
 	}
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	sess := s.create(t, nil)
 	path := "/v1/sessions/" + sess.ID
 	var r berth.PromptResult
 	if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": "elicit What is your name?"}, &r); st != 202 {
 		t.Fatalf("prompt = %d", st)
 	}
-	el := s.pendingElicitation(t, sess.ID)
+	el := pendingAsk[berth.Elicitation](t, s, sess.ID, "elicitations")
 	if el.Message != "What is your name?" || el.Mode != "form" || el.TurnID != r.TurnID {
 		t.Fatalf("elicitation: %+v", el)
 	}
@@ -101,7 +99,7 @@ func TestElicitationsOverHTTPAndTheCLI(t *testing.T) {
 
 	// --decline reaches the agent.
 	s.api("POST", path+"/prompts", map[string]string{"text": "elicit Proceed?"}, &r)
-	el = s.pendingElicitation(t, sess.ID)
+	el = pendingAsk[berth.Elicitation](t, s, sess.ID, "elicitations")
 	if out, err := cli("answer", sess.ID, el.ID, "--decline").CombinedOutput(); err != nil || !strings.Contains(string(out), "declined") {
 		t.Fatalf("berth answer --decline: %v\n%s", err, out)
 	}
@@ -140,11 +138,8 @@ func TestRunAsksAnElicitationAtTheTerminal(t *testing.T) {
 func TestAttachAnswersAnElicitation(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
-	env := cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home), "NO_COLOR=1", "TERM=dumb")
+	sess := s.create(t, nil)
+	env := s.cliEnv("NO_COLOR=1", "TERM=dumb")
 	tm := startTerminal(t, env, "attach", sess.ID)
 	tm.waitFor("attached to " + sess.ID)
 	tm.typeLine("elicit Favourite colour?")
@@ -170,11 +165,11 @@ func TestReattachKeepsAPendingElicitation(t *testing.T) {
 	s := startServer(t, home)
 	sess := s.busySessionWith(t, nil, "elicit Your name?\necho after")
 	path := "/v1/sessions/" + sess.ID
-	before := s.pendingElicitation(t, sess.ID)
+	before := pendingAsk[berth.Elicitation](t, s, sess.ID, "elicitations")
 	s.kill9()
 
 	s2 := startServer(t, home)
-	after := s2.pendingElicitation(t, sess.ID)
+	after := pendingAsk[berth.Elicitation](t, s2, sess.ID, "elicitations")
 	if after.ID != before.ID {
 		t.Fatalf("pending after the restart = %+v, want %s", after, before.ID)
 	}
@@ -189,25 +184,8 @@ func TestReattachKeepsAPendingElicitation(t *testing.T) {
 	if st, _ := s2.api("POST", path+"/elicitations/"+before.ID, map[string]any{"action": "accept", "content": map[string]any{"answer": "Lin"}}, nil); st != 200 {
 		t.Fatalf("answer = %d", st)
 	}
-	evs := s2.waitLog(t, sess.ID, "the turn to end", func(evs []berth.Event) bool {
-		_, ok := turnEndedOf(evs, sess.CurrentTurnID)
-		return ok
-	})
-	assertContiguous(t, evs)
-	var text strings.Builder
-	requested := 0
-	for _, ev := range evs {
-		if ev.Type == berth.EventElicitationRequested {
-			requested++
-		}
-		if ev.Type == berth.EventAgentMessage {
-			var d struct{ Text string }
-			_ = json.Unmarshal(ev.Data, &d)
-			text.WriteString(d.Text)
-		}
-	}
-	if reason, _ := turnEndedOf(evs, sess.CurrentTurnID); reason != berth.TurnEndTurn || requested != 1 ||
-		!strings.Contains(text.String(), "answer: Lin") || !strings.Contains(text.String(), "after") {
-		t.Fatalf("turn ended %q, %d requests, text %q", reason, requested, text.String())
+	if reason, requested, text := s2.endedTurn(t, sess, berth.EventElicitationRequested); reason != berth.TurnEndTurn || requested != 1 ||
+		!strings.Contains(text, "answer: Lin") || !strings.Contains(text, "after") {
+		t.Fatalf("turn ended %q, %d requests, text %q", reason, requested, text)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes (CONTRACT §5).
+// Exit codes (docs/api.md, "Errors").
 const (
 	exitOK       = 0
 	exitFailure  = 1

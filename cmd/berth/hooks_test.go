@@ -84,10 +84,7 @@ func TestHookDeliveredAfterSIGKILL(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := startServer(t, home)
-			var sess berth.Session
-			if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-				t.Fatalf("create = %d %v", st, err)
-			}
+			sess := s.create(t, nil)
 			if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "echo hi"}, nil); st != 202 {
 				t.Fatalf("prompt = %d %v", st, err)
 			}
@@ -236,10 +233,7 @@ func TestHookToldOfAWaitingSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "permission_mode": "ask"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, map[string]any{"permission_mode": "ask"})
 	if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "ask may I"}, nil); st != 202 {
 		t.Fatalf("prompt = %d %v", st, err)
 	}

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,35 +16,16 @@ import (
 	"github.com/berth-sh/berth/bench"
 	"github.com/berth-sh/berth/sandbox/docker"
 
+	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // zombiesOf returns the zombie children of the given parents.
 func zombiesOf(parents ...int) []string {
 	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || i+2 >= len(s) {
-			continue
-		}
-		fields := strings.Fields(s[i+2:])
-		if len(fields) < 2 || fields[0] != "Z" {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		for _, p := range parents {
-			if ppid == p {
-				out = append(out, e.Name()+" "+s[:i+1])
-			}
+	for _, pid := range procfs.PIDs() {
+		if st, err := procfs.ReadStat(pid); err == nil && st.State == 'Z' && slices.Contains(parents, st.PPID) {
+			out = append(out, fmt.Sprintf("%d (%s)", pid, st.Comm))
 		}
 	}
 	return out
@@ -84,11 +64,10 @@ func containersOf(t *testing.T, ids map[string]bool) []string {
 func TestHundredSessionsLeaveNothing(t *testing.T) {
 	home := t.TempDir()
 	s := startServerEnv(t, home, providerEnv())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
+	health := s.health(t)
 	providers := []string{berth.SandboxHost}
 	for _, p := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
-		if strings.Contains(strings.Join(health.Sandboxes, ","), p) {
+		if slices.Contains(health.Sandboxes, p) {
 			providers = append(providers, p)
 		} else if testenv.Required() {
 			t.Fatalf("sandbox %s is not available (health lists %v)", p, health.Sandboxes)

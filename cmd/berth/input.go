@@ -45,17 +45,11 @@ func newApproveCommand() *cobra.Command {
 
 // newResumeCommand returns `berth resume ID`.
 func newResumeCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "resume ID",
-		Short: "Resume a stopped session in its workspace",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return callAPI(cmd, http.MethodPost, sessionPath(args[0], "/resume"), nil, nil, func(w io.Writer, s *berth.Session) error {
-				_, err := fmt.Fprintf(w, "resumed %s (%s)\n", s.ID, s.State)
-				return err
-			})
-		},
-	}
+	return sessionCommand("resume ID", "Resume a stopped session in its workspace", http.MethodPost, "/resume",
+		func(w io.Writer, _ string, s *berth.Session) error {
+			_, err := fmt.Fprintf(w, "resumed %s (%s)\n", s.ID, s.State)
+			return err
+		})
 }
 
 // newQueueCommand returns `berth queue ID [--drop ENTRY]`.
@@ -89,30 +83,43 @@ func newQueueCommand() *cobra.Command {
 
 // newPermissionsCommand returns `berth permissions ID [--pending]`.
 func newPermissionsCommand() *cobra.Command {
+	return askList("permissions", "List a session's permission requests", "only the requests waiting for a decision",
+		"PERMISSION\tSTATE\tBY\tOPTION\tTOOL CALL", func(p *berth.Permission) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", p.ID, p.State, orDash(p.DecidedBy), optionText(p), shorten(toolTitle(p), 50))
+		})
+}
+
+// askList returns `berth NOUN ID [--pending]`: a table (header's columns,
+// a row of each) of what the agent of a session asked, GET …/NOUN; with
+// --pending only what waits for an answer (?state=pending).
+func askList[T any](noun, short, pendingHelp, header string, row func(T) string) *cobra.Command {
 	var pending bool
 	cmd := &cobra.Command{
-		Use:   "permissions ID [--pending]",
-		Short: "List a session's permission requests",
+		Use:   noun + " ID [--pending]",
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var q url.Values
 			if pending {
-				q = url.Values{"state": {berth.PermissionPending}}
+				q = url.Values{"state": {"pending"}}
 			}
-			type list struct {
-				Permissions []*berth.Permission `json:"permissions"`
-			}
-			return callAPI(cmd, http.MethodGet, sessionPath(args[0], "/permissions"), q, nil, func(w io.Writer, l *list) error {
+			return callAPI(cmd, http.MethodGet, sessionPath(args[0], "/"+noun), q, nil, func(w io.Writer, l *map[string]json.RawMessage) error {
+				var items []T
+				if raw, ok := (*l)[noun]; ok {
+					if err := json.Unmarshal(raw, &items); err != nil {
+						return fmt.Errorf("the daemon's answer does not decode: %w", err)
+					}
+				}
 				t := newTable(w)
-				fmt.Fprintln(t, "PERMISSION\tSTATE\tBY\tOPTION\tTOOL CALL")
-				for _, p := range l.Permissions {
-					fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\n", p.ID, p.State, orDash(p.DecidedBy), optionText(p), shorten(toolTitle(p), 50))
+				fmt.Fprintln(t, header)
+				for _, it := range items {
+					fmt.Fprintln(t, row(it))
 				}
 				return t.Flush()
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&pending, "pending", false, "only the requests waiting for a decision")
+	cmd.Flags().BoolVar(&pending, "pending", false, pendingHelp)
 	return cmd
 }
 

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/berth-sh/berth"
 )
 
 // A daemon whose stderr is not a terminal logs JSON lines; each request
@@ -20,10 +18,7 @@ import (
 func TestLogsAreJSONWithRequestAndSessionIDs(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, nil)
 	get := func(id string) string {
 		req, _ := http.NewRequest("GET", "http://"+s.addr+"/v1/sessions/"+sess.ID, nil)
 		s.authorize(req)

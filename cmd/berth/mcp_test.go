@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/mcptest"
-	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // Secrets the MCP servers of these tests are given: never shown back,
@@ -22,15 +22,6 @@ const (
 	mcpEnvSecret    = "env-secret-7f3a"
 	mcpHeaderSecret = "header-secret-91cd"
 )
-
-// mcpError is an API error answer with its details.
-type mcpError struct {
-	Error struct {
-		Code    string         `json:"code"`
-		Message string         `json:"message"`
-		Details map[string]any `json:"details"`
-	} `json:"error"`
-}
 
 // stdioMCPInWorkspace copies this test binary into a new workspace, where
 // every sandbox sees it, and returns the workspace and a stdio server
@@ -119,15 +110,11 @@ func mcpCall(t *testing.T, s *server, id, text, wantStatus, wantText string) {
 // secret reaches the daemon's log or the session's.
 func TestUserMCPServersEndToEnd(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	web := httptest.NewServer(mcptest.HTTPHandler())
 	defer web.Close()
 	for _, provider := range []string{berth.SandboxHost, berth.SandboxBwrap} {
 		t.Run(provider, func(t *testing.T) {
-			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
-				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
-			}
+			s.needSandbox(t, provider)
 			ws, tools := stdioMCPInWorkspace(t)
 			servers := []map[string]any{tools}
 			if provider == berth.SandboxHost {
@@ -231,8 +218,6 @@ func TestUserMCPServersSurviveADaemonRestart(t *testing.T) {
 // has no SSE), and an http server in a sandbox without network.
 func TestUserMCPServersRefused(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	cases := []struct {
 		name  string
 		body  map[string]any
@@ -246,7 +231,7 @@ func TestUserMCPServersRefused(t *testing.T) {
 		{"sse", map[string]any{"sandbox": "host", "mcp_servers": []map[string]any{{"name": "ev", "type": "sse", "url": "http://127.0.0.1:9/sse"}}},
 			"mcp_servers[0].type", "does not offer MCP over sse"},
 	}
-	if strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
+	if slices.Contains(s.health(t).Sandboxes, berth.SandboxBwrap) {
 		cases = append(cases, struct {
 			name  string
 			body  map[string]any
@@ -258,7 +243,7 @@ func TestUserMCPServersRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.body["agent"] = "demo"
-			var e mcpError
+			var e errorBody
 			st, _ := s.api("POST", "/v1/sessions", c.body, &e)
 			if st != 400 || e.Error.Code != "invalid_argument" || !strings.Contains(e.Error.Message, c.want) ||
 				(c.field != "" && e.Error.Details["field"] != c.field) {

@@ -22,10 +22,7 @@ func TestServeWithAMemoryStore(t *testing.T) {
 	if st, _ := s.api("GET", "/v1/health", nil, &h); st != 200 || h.Store != "memory" {
 		t.Fatalf("health = %d %+v", st, h)
 	}
-	var sess berth.Session
-	if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create = %d", st)
-	}
+	sess := s.create(t, nil)
 	var r berth.TurnResult
 	if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo hello memory"}, &r); st != 200 || err != nil {
 		t.Fatalf("prompt = %d %v", st, err)

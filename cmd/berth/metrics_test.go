@@ -173,10 +173,7 @@ func TestMetricsAgreeWithTheAPI(t *testing.T) {
 
 	create := func(mode string) string {
 		t.Helper()
-		var sess berth.Session
-		if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "permission_mode": mode}, &sess); st != 201 {
-			t.Fatalf("create = %d %v", st, err)
-		}
+		sess := s.create(t, map[string]any{"permission_mode": mode})
 		return sess.ID
 	}
 	prompt := func(id, text string, wait bool) berth.PromptResult {
@@ -311,10 +308,7 @@ func (v apiView) turnsEnded() float64 {
 func TestMetricsCountStreamSubscribers(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	sess := s.create(t, nil)
 	open := func(path string) context.CancelFunc {
 		ctx, cancel := context.WithCancel(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+s.addr+path, nil)

@@ -10,7 +10,7 @@ import (
 )
 
 // newNodesCommand returns `berth nodes`: the nodes sharing the daemon's
-// store (CONTRACT §4.11).
+// store (docs/api.md, "Nodes").
 func newNodesCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "nodes",

@@ -13,10 +13,7 @@ import (
 // answer.
 func TestNodesCommandOfOneDaemon(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v\n%s", st, err, s.log)
-	}
+	sess := s.create(t, nil)
 	var h berth.Health
 	if st, _ := s.api("GET", "/v1/health", nil, &h); st != 200 || h.NodeID == "" {
 		t.Fatalf("health = %d %+v", st, h)

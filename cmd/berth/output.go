@@ -94,6 +94,22 @@ func callAPI[T any](cmd *cobra.Command, method, path string, query url.Values, i
 	return table(out, &v)
 }
 
+// sessionCommand returns `berth USE`, whose one argument is a session's
+// id: one request, method to the session's path with suffix appended,
+// whose answer show prints (-o json: verbatim).
+func sessionCommand[T any](use, short, method, suffix string, show func(w io.Writer, id string, v *T) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return callAPI(cmd, method, sessionPath(args[0], suffix), nil, nil, func(w io.Writer, v *T) error {
+				return show(w, args[0], v)
+			})
+		},
+	}
+}
+
 // sessionPath is the API path of a session, with suffix appended.
 func sessionPath(id, suffix string) string {
 	return "/v1/sessions/" + url.PathEscape(id) + suffix

@@ -2,21 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"net/url"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/berth-sh/berth"
-
-	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/internal/pgtest"
 )
 
 // freshPostgres returns the URL of a new, empty database on the test server
@@ -24,35 +17,7 @@ import (
 // the test skips, or fails when BERTH_REQUIRE_INTEGRATION=1.
 func freshPostgres(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("BERTH_TEST_POSTGRES_URL")
-	if base == "" {
-		testenv.Missing(t, "PostgreSQL", "BERTH_TEST_POSTGRES_URL is not set")
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "berth_e2e_" + hex.EncodeToString(b)
-	pgExec(t, base, "CREATE DATABASE "+name)
-	t.Cleanup(func() { pgExec(t, base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
-// pgExec runs one statement on the server.
-func pgExec(t *testing.T, dsn, sql string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect to the test PostgreSQL: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
+	return pgtest.Fresh(t, "berth_e2e_")
 }
 
 func TestSIGKILLMidFloodLosesNothingSeenOnPostgres(t *testing.T) {
@@ -70,10 +35,7 @@ func TestSecondDaemonOnTheSamePostgres(t *testing.T) {
 	}
 	var ids []string
 	for range 2 {
-		var sess berth.Session
-		if st, _ := s1.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess); st != 201 {
-			t.Fatalf("create = %d", st)
-		}
+		sess := s1.create(t, nil)
 		var r berth.TurnResult
 		s1.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo one\nflood 3000 16\necho two"}, &r)
 		if r.StopReason != "end_turn" {

@@ -230,18 +230,12 @@ func writeTurnResult(w io.Writer, r *berth.TurnResult) error {
 
 // newCancelCommand returns `berth cancel ID`.
 func newCancelCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel the turn in flight",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			type cancelResult struct {
-				TurnID string `json:"turn_id"`
-			}
-			return callAPI(cmd, http.MethodPost, sessionPath(args[0], "/cancel"), nil, nil, func(w io.Writer, r *cancelResult) error {
-				_, err := fmt.Fprintf(w, "cancelling turn %s\n", r.TurnID)
-				return err
-			})
-		},
+	type cancelResult struct {
+		TurnID string `json:"turn_id"`
 	}
+	return sessionCommand("cancel ID", "Cancel the turn in flight", http.MethodPost, "/cancel",
+		func(w io.Writer, _ string, r *cancelResult) error {
+			_, err := fmt.Fprintf(w, "cancelling turn %s\n", r.TurnID)
+			return err
+		})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // berth prompt --wait says on stderr what the turn waits on (a permission
@@ -16,15 +17,12 @@ import (
 func TestPromptWaitSaysWhatItWaitsOn(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "permission_mode": "ask"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
-	env := cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home))
+	sess := s.create(t, map[string]any{"permission_mode": "ask"})
+	env := s.cliEnv()
 
 	cmd := exec.Command(bin, "prompt", sess.ID, "--wait", "ask delete everything")
 	cmd.Env = env
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

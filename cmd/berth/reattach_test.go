@@ -2,8 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -11,35 +9,16 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 )
 
 // agentPIDs returns the pids of the processes that carry a session's id.
-func agentPIDs(id string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if strings.Contains(string(env), "BERTH_SESSION_ID="+id+"\x00") {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+func agentPIDs(id string) []int { return procfs.WithEnv("BERTH_SESSION_ID=" + id) }
 
 // alive reports whether pid is a running (not zombie) process.
 func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && i+2 < len(s) && s[i+2] != 'Z'
+	st, err := procfs.ReadStat(pid)
+	return err == nil && st.Live()
 }
 
 // turnEndedOf returns the turn_ended of a turn in a log, if any.
@@ -54,6 +33,31 @@ func turnEndedOf(evs []berth.Event, turnID string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// endedTurn waits for the turn of sess (its CurrentTurnID) to end, checks
+// the log has no gap, and returns how the turn ended, how many events of
+// type asked the log holds and the agent's text.
+func (s *server) endedTurn(t *testing.T, sess berth.Session, asked string) (reason string, requests int, text string) {
+	t.Helper()
+	evs := s.waitLog(t, sess.ID, "the turn to end", func(evs []berth.Event) bool {
+		_, ok := turnEndedOf(evs, sess.CurrentTurnID)
+		return ok
+	})
+	assertContiguous(t, evs)
+	var b strings.Builder
+	for _, ev := range evs {
+		switch ev.Type {
+		case asked:
+			requests++
+		case berth.EventAgentMessage:
+			var d struct{ Text string }
+			_ = json.Unmarshal(ev.Data, &d)
+			b.WriteString(d.Text)
+		}
+	}
+	reason, _ = turnEndedOf(evs, sess.CurrentTurnID)
+	return reason, requests, b.String()
 }
 
 // assertContiguous fails unless a log's seqs are 1..N.
@@ -171,26 +175,9 @@ func TestReattachKeepsAPendingPermission(t *testing.T) {
 	if st, _ := s2.api("POST", path+"/permissions/"+before[0].ID, map[string]string{"decision": "allow_once"}, nil); st != 200 {
 		t.Fatalf("approve = %d", st)
 	}
-	evs := s2.waitLog(t, sess.ID, "the turn to end", func(evs []berth.Event) bool {
-		_, ok := turnEndedOf(evs, sess.CurrentTurnID)
-		return ok
-	})
-	assertContiguous(t, evs)
-	var text strings.Builder
-	requested := 0
-	for _, ev := range evs {
-		if ev.Type == berth.EventPermissionRequested {
-			requested++
-		}
-		if ev.Type == berth.EventAgentMessage {
-			var d struct{ Text string }
-			_ = json.Unmarshal(ev.Data, &d)
-			text.WriteString(d.Text)
-		}
-	}
-	if reason, _ := turnEndedOf(evs, sess.CurrentTurnID); reason != berth.TurnEndTurn || requested != 1 ||
-		!strings.Contains(text.String(), "permission: allow") || !strings.Contains(text.String(), "after") {
-		t.Fatalf("turn ended %q, %d requests, text %q", reason, requested, text.String())
+	if reason, requested, text := s2.endedTurn(t, sess, berth.EventPermissionRequested); reason != berth.TurnEndTurn || requested != 1 ||
+		!strings.Contains(text, "permission: allow") || !strings.Contains(text, "after") {
+		t.Fatalf("turn ended %q, %d requests, text %q", reason, requested, text)
 	}
 }
 
@@ -272,20 +259,10 @@ func TestSIGTERMLeavesAgentsToTheNextDaemon(t *testing.T) {
 	if len(pids) < 3 {
 		t.Fatalf("agent pids = %v", pids)
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	// The minute only turns a hang into a failure: the agents still alive
 	// below show the daemon let go of them rather than stopping them.
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("berth serve on SIGTERM: %v\n%s", err, s.log)
-		}
-	case <-time.After(time.Minute):
-		_ = s.cmd.Process.Kill()
-		<-exited
-		t.Fatalf("berth serve did not exit on SIGTERM\n%s", s.log)
+	if exited, err := s.terminate(time.Minute); !exited || err != nil {
+		t.Fatalf("berth serve on SIGTERM: exited %v, %v\n%s", exited, err, s.log)
 	}
 	for _, pid := range pids {
 		if !alive(pid) {

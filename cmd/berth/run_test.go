@@ -17,7 +17,7 @@ func TestRunOnADaemonSaysWhatItLeftAndRmDeletes(t *testing.T) {
 	s := startServer(t, home)
 	run := func(args ...string) (string, string) {
 		cmd := exec.Command(bin, append([]string{"run"}, args...)...)
-		cmd.Env = cleanEnv(home, "BERTH_ADDR="+s.addr, "BERTH_TOKEN="+readTokenFile(home))
+		cmd.Env = s.cliEnv()
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
 
+	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
@@ -27,13 +27,9 @@ func providerEnv() []string {
 // read, run, cancel, stop.
 func TestDemoOnEveryProvider(t *testing.T) {
 	s := startServerEnv(t, t.TempDir(), providerEnv())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	for _, provider := range []string{berth.SandboxHost, berth.SandboxBwrap, berth.SandboxDocker} {
 		t.Run(provider, func(t *testing.T) {
-			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
-				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
-			}
+			s.needSandbox(t, provider)
 			var sess berth.Session
 			if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": provider}, &sess); st != 201 || sess.State != berth.StateActive {
 				t.Fatalf("create = %d %+v (%v)\n%s", st, sess.State, sess.Failure, s.log)
@@ -91,15 +87,11 @@ func TestSessionsCannotGetOut(t *testing.T) {
 	const secret = "BERTH_TEST_MARKER_SECRET=do-not-leak-3f9a"
 	home := t.TempDir()
 	s := startServerEnv(t, home, append(providerEnv(), secret))
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	port := s.addr[strings.LastIndex(s.addr, ":")+1:]
 	outside := t.TempDir()
 	for _, provider := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
 		t.Run(provider, func(t *testing.T) {
-			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
-				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
-			}
+			s.needSandbox(t, provider)
 			create := func() berth.Session {
 				var sess berth.Session
 				if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": provider}, &sess); st != 201 || sess.State != berth.StateActive {
@@ -164,19 +156,12 @@ func TestSessionsCannotGetOut(t *testing.T) {
 // sessionProcs lists live processes whose environment names a session.
 func sessionProcs(id string) []string {
 	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains(string(env), "BERTH_SESSION_ID="+id) {
+	for _, pid := range agentPIDs(id) {
+		if st, err := procfs.ReadStat(pid); err == nil && !st.Live() {
 			continue
 		}
-		if stat, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil {
-			if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				continue
-			}
-		}
-		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		out = append(out, e.Name()+":"+strings.ReplaceAll(string(cmd), "\x00", " "))
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		out = append(out, fmt.Sprintf("%d:%s", pid, strings.ReplaceAll(string(cmd), "\x00", " ")))
 	}
 	return out
 }
@@ -189,11 +174,7 @@ func sessionProcs(id string) []string {
 // daemon's port at 127.0.0.1 nor through 10.0.2.2, slirp's alias of it.
 func TestBwrapSessionWithNetwork(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
-	if !strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
-		testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes)
-	}
+	s.needSandbox(t, berth.SandboxBwrap)
 	var outside string
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
@@ -260,18 +241,9 @@ func TestBwrapSessionWithNetwork(t *testing.T) {
 // that is not root) one its user may not use, which says how to be let
 // in (the socket's group). Nothing is created.
 func TestCreateOnAnUnreachableDockerSaysWhy(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "engine.sock")
+	sock, refused := unusableEngineSocket(t)
 	want := "no such file"
-	if os.Geteuid() != 0 {
-		// A socket's mode refuses no root: a user's run tries the refusal.
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		if err := os.Chmod(sock, 0); err != nil {
-			t.Fatal(err)
-		}
+	if refused {
 		want = "permission denied (this user may not use the engine's socket: add it to the socket's group"
 	}
 	s := startServerEnv(t, t.TempDir(), []string{"BERTH_SANDBOX_DOCKER_HOST=unix://" + sock})
@@ -294,11 +266,7 @@ func TestCreateOnAnUnreachableDockerSaysWhy(t *testing.T) {
 // new bwrap session from that snapshot finds it and may change it.
 func TestSnapshotOfABwrapSession(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
-	if !strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
-		testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes)
-	}
+	s.needSandbox(t, berth.SandboxBwrap)
 	create := func(body map[string]any) berth.Session {
 		var sess berth.Session
 		body["agent"], body["sandbox"] = "demo", berth.SandboxBwrap

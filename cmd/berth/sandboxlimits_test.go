@@ -24,11 +24,7 @@ import (
 // max_memory_mb is 400.
 func TestSandboxLimitsThroughTheAPI(t *testing.T) {
 	s := startServerEnv(t, t.TempDir(), []string{"BERTH_SANDBOX_TMP_MB=16", "BERTH_SANDBOX_MAX_MEMORY_MB=4096"})
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
-	if !strings.Contains(strings.Join(health.Sandboxes, ","), berth.SandboxBwrap) {
-		testenv.Missing(t, "sandbox bwrap", "health lists %v", health.Sandboxes)
-	}
+	s.needSandbox(t, berth.SandboxBwrap)
 	var e json.RawMessage
 	if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "memory_mb": 256}, &e); st != 503 || !strings.Contains(string(e), "memory_mb cannot be enforced") {
 		t.Errorf("host with memory_mb = %d %s, want 503 saying why", st, e)

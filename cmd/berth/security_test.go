@@ -105,8 +105,9 @@ func TestLoopbackWithoutTokenWarns(t *testing.T) {
 	}
 }
 
-// TestFoundAttackCreatesNothing replays the attack of issue 13 against a
-// real daemon: nothing is created, written or run.
+// TestFoundAttackCreatesNothing replays a cross-site attack (a no-cors fetch
+// from a page of another origin) against a real daemon: nothing is created,
+// written or run.
 func TestFoundAttackCreatesNothing(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)
@@ -211,10 +212,7 @@ func TestHomeIsPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "prompt": "echo hi"}, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	s.create(t, map[string]any{"prompt": "echo hi"})
 	var listing bytes.Buffer
 	err := filepath.WalkDir(home, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -272,13 +270,7 @@ func TestHostTmpIsNotAWorkspace(t *testing.T) {
 		if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
 			continue
 		}
-		var body struct {
-			Error struct {
-				Code    string         `json:"code"`
-				Message string         `json:"message"`
-				Details map[string]any `json:"details"`
-			} `json:"error"`
-		}
+		var body errorBody
 		st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "bwrap", "workspace": ws}, &body)
 		if st != 400 || body.Error.Code != berth.EInvalid || body.Error.Details["field"] != "workspace" ||
 			!strings.Contains(body.Error.Message, "workspace "+ws+" refused: it is") {

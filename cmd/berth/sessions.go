@@ -141,14 +141,8 @@ func statusText(s *berth.Session) string {
 
 // newShowCommand returns `berth show ID`: one session in detail.
 func newShowCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one session",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return callAPI(cmd, http.MethodGet, sessionPath(args[0], ""), nil, nil, writeSession)
-		},
-	}
+	return sessionCommand("show ID", "Show one session", http.MethodGet, "",
+		func(w io.Writer, _ string, s *berth.Session) error { return writeSession(w, s) })
 }
 
 // writeSession prints a session as aligned "key: value" lines.
@@ -243,32 +237,20 @@ func mcpServersText(l berth.MCPServers) string {
 
 // newStopCommand returns `berth stop ID`.
 func newStopCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "stop ID",
-		Short: "Stop a session (its workspace and log stay)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return callAPI(cmd, http.MethodPost, sessionPath(args[0], "/stop"), nil, nil, func(w io.Writer, s *berth.Session) error {
-				_, err := fmt.Fprintf(w, "stopped %s (%s)\n", s.ID, orDash(string(s.StopReason)))
-				return err
-			})
-		},
-	}
+	return sessionCommand("stop ID", "Stop a session (its workspace and log stay)", http.MethodPost, "/stop",
+		func(w io.Writer, _ string, s *berth.Session) error {
+			_, err := fmt.Fprintf(w, "stopped %s (%s)\n", s.ID, orDash(string(s.StopReason)))
+			return err
+		})
 }
 
 // newRmCommand returns `berth rm ID`.
 func newRmCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "rm ID",
-		Short: "Stop a session, then delete its log and managed workspace",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return callAPI(cmd, http.MethodDelete, sessionPath(args[0], ""), nil, nil, func(w io.Writer, _ *struct{}) error {
-				_, err := fmt.Fprintf(w, "deleted %s\n", args[0])
-				return err
-			})
-		},
-	}
+	return sessionCommand("rm ID", "Stop a session, then delete its log and managed workspace", http.MethodDelete, "",
+		func(w io.Writer, id string, _ *struct{}) error {
+			_, err := fmt.Fprintf(w, "deleted %s\n", id)
+			return err
+		})
 }
 
 // limitsText is a sandbox's limits for `berth show` (", memory 96 MiB,

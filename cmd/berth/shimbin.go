@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/sandbox/local"
 	"github.com/berth-sh/berth/shim"
 )
@@ -209,12 +210,8 @@ func removeOldShims(home, keep string) int {
 // runningExes returns the programs live processes run, by path.
 func runningExes() map[string]bool {
 	out := map[string]bool{}
-	procs, _ := os.ReadDir("/proc")
-	for _, e := range procs {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil {
+	for _, pid := range procfs.PIDs() {
+		if exe, err := procfs.Exe(pid); err == nil {
 			out[exe] = true
 		}
 	}

@@ -4,20 +4,18 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/internal/procfs"
 )
 
 // exeOf is the program a process runs.
 func exeOf(t *testing.T, pid int) string {
 	t.Helper()
-	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	exe, err := procfs.Exe(pid)
 	if err != nil {
 		t.Fatalf("process %d: %v", pid, err)
 	}
@@ -84,13 +82,9 @@ func TestSessionsRunTheSmallShim(t *testing.T) {
 	if b, _ := os.ReadFile(small); !bytes.Equal(b, smallShimBytes(t)) {
 		t.Fatalf("%s is not the small shim", small)
 	}
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
 	for provider, want := range map[string]string{berth.SandboxHost: small, berth.SandboxBwrap: small, berth.SandboxDocker: bin} {
 		t.Run(provider, func(t *testing.T) {
-			if !slices.Contains(health.Sandboxes, provider) {
-				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
-			}
+			s.needSandbox(t, provider)
 			sess := s.echoSession(t, provider)
 			if exe := exeOf(t, sessionShim(t, home, sess.ID)); exe != want {
 				t.Fatalf("the %s session's shim runs %s, want %s", provider, exe, want)

@@ -7,11 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // turnStarts lists a log's turn_started events as "source:text".
@@ -26,48 +26,6 @@ func turnStarts(evs []berth.Event) []string {
 		out = append(out, d.Source+":"+d.Text)
 	}
 	return out
-}
-
-// waitLog polls a session's log until cond holds.
-func (s *server) waitLog(t *testing.T, id, what string, cond func([]berth.Event) bool) []berth.Event {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		evs := s.allEvents(t, id)
-		if cond(evs) {
-			return evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; turns %v", what, turnStarts(evs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// busySession creates a demo session running a long turn.
-func (s *server) busySession(t *testing.T, extra map[string]any) berth.Session {
-	t.Helper()
-	return s.busySessionWith(t, extra, "sleep 60000")
-}
-
-// busySessionWith creates a demo session running prompt; the session's
-// CurrentTurnID is the prompt's turn.
-func (s *server) busySessionWith(t *testing.T, extra map[string]any, prompt string) berth.Session {
-	t.Helper()
-	body := map[string]any{"agent": "demo", "sandbox": "host"}
-	for k, v := range extra {
-		body[k] = v
-	}
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", body, &sess); st != 201 {
-		t.Fatalf("create = %d %v", st, err)
-	}
-	var r berth.PromptResult
-	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]string{"text": prompt}, &r); st != 202 || r.Status != "started" {
-		t.Fatalf("busy prompt = %d %+v", st, r)
-	}
-	sess.CurrentTurnID = r.TurnID
-	return sess
 }
 
 func TestQueueOverHTTP(t *testing.T) {
@@ -129,24 +87,14 @@ func TestQueueOverHTTP(t *testing.T) {
 
 func TestPermissionsOverHTTPAndApprove(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host", "permission_mode": "ask"}, &sess)
+	sess := s.create(t, map[string]any{"permission_mode": "ask"})
 	path := "/v1/sessions/" + sess.ID
 	ask := func() (berth.PromptResult, berth.Permission) {
 		var r berth.PromptResult
 		if st, _ := s.api("POST", path+"/prompts", map[string]string{"text": "ask delete everything"}, &r); st != 202 {
 			t.Fatalf("prompt = %d", st)
 		}
-		var list struct{ Permissions []berth.Permission }
-		deadline := time.Now().Add(20 * time.Second)
-		for len(list.Permissions) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("no pending permission")
-			}
-			time.Sleep(10 * time.Millisecond)
-			s.api("GET", path+"/permissions?state=pending", nil, &list)
-		}
-		return r, list.Permissions[0]
+		return r, pendingAsk[berth.Permission](t, s, sess.ID, "permissions")
 	}
 	r, p := ask()
 	var got berth.Session
@@ -271,11 +219,11 @@ func TestQueuedPromptsSurviveSIGKILL(t *testing.T) {
 
 // runUntilOutput starts `berth run` and waits until its stdout has
 // something, so the turn is under way.
-func runUntilOutput(t *testing.T, home string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
+func runUntilOutput(t *testing.T, home string, args ...string) (*exec.Cmd, *testenv.Buffer, *testenv.Buffer) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"run"}, args...)...)
 	cmd.Env = cleanEnv(home)
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &testenv.Buffer{}, &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -289,30 +237,6 @@ func runUntilOutput(t *testing.T, home string, args ...string) (*exec.Cmd, *sync
 		time.Sleep(20 * time.Millisecond)
 	}
 	return cmd, stdout, stderr
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a child writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Len()
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // waitExit waits for a child to exit and returns its state.
@@ -353,8 +277,7 @@ func TestRunCtrlCCancelsTheTurnAndASecondExits(t *testing.T) {
 
 func TestExecOverHTTPAndCLI(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	var sess berth.Session
-	s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": "host"}, &sess)
+	sess := s.create(t, nil)
 	var res berth.ExecResult
 	// sleep 1000 ends only by the 1 s timeout (TimedOut says so).
 	if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/exec", map[string]any{"command": []string{"sleep", "1000"}, "timeout_seconds": 1}, &res); st != 200 || !res.TimedOut {

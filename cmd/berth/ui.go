@@ -17,7 +17,7 @@ import (
 )
 
 // newUICommand prints, and opens where a desktop is, a one-time sign-in
-// address for the web UI (CONTRACT §4.6).
+// address for the web UI (docs/api.md, "Sign-in and browser safety").
 func newUICommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ui [--no-open]",

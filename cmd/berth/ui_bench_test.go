@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,18 +21,7 @@ import (
 // BenchmarkUIListFirstRows: the sessions list of a daemon with 1,000
 // sessions, to its first rows.
 func BenchmarkUIListFirstRows(b *testing.B) {
-	home := b.TempDir()
-	// An agent that fails its handshake makes a stopped session cheaply.
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[[agents]]\nname = \"broken\"\ncommand = \"/bin/false\"\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	s := startServer(b, home)
-	for i := range 1000 {
-		body := map[string]any{"agent": "broken", "sandbox": "host", "name": fmt.Sprintf("s-%04d", i)}
-		if st, err := s.api("POST", "/v1/sessions", body, nil); st != 201 || err != nil {
-			b.Fatalf("create %d: %d %v", i, st, err)
-		}
-	}
+	s := serverOfStopped(b, 1000, "s-%04d")
 	tab := signedInTab(b, s)
 	tab.MarkWhen("rows", `document.querySelectorAll('table.sessions tbody tr[data-id]').length > 0`)
 	b.ResetTimer()

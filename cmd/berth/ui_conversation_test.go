@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -16,16 +15,7 @@ import (
 // in the transcript; Clear (confirmed) gives a new conversation.
 func TestUIAuthenticateAttachmentsAndClear(t *testing.T) {
 	b := browsertest.New(t)
-	home := t.TempDir()
-	conf := fmt.Sprintf("[[agents]]\nname = \"demo-auth\"\ncommand = %q\nargs = [\"agent-demo\", \"--require-auth\"]\n", bin)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := startServer(t, home)
-	var sess berth.Session
-	if st, err := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo-auth", "sandbox": "host"}, &sess); st != 201 || err != nil {
-		t.Fatalf("create = %d %v", st, err)
-	}
+	s, sess := authSession(t)
 	tab := uiPage(t, b, s, "/sessions/"+sess.ID)
 	tab.WaitFor("the needs_auth badge", `document.querySelector('.session-head .badge').textContent == 'needs_auth'`)
 	tab.WaitFor("the auth method's button", `document.evaluate(`+"`"+browsertest.Button("Authenticate: Demo login")+"`"+`, document, null, 9, null).singleNodeValue`)

@@ -15,9 +15,9 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// These tests drive the web UI (CONTRACT §8) in headless Chromium against
-// a real `berth serve` with the demo agent. With BERTH_UI_SCREENSHOTS=DIR
-// they also save the screenshots shown in the README.
+// These tests drive the web UI (docs/api.md, "Web UI") in headless Chromium
+// against a real `berth serve` with the demo agent. With
+// BERTH_UI_SCREENSHOTS=DIR they also save the screenshots shown in the README.
 
 // uiPage opens path of s in a new tab of b, signed in with the daemon's
 // token through the sign-in form.
@@ -59,17 +59,35 @@ func shot(t *testing.T, tab *browsertest.Tab, name string) {
 // createSession creates a demo session through the API.
 func createSession(t *testing.T, s *server, body map[string]any) string {
 	t.Helper()
-	body["agent"] = "demo"
-	if _, ok := body["sandbox"]; !ok {
-		body["sandbox"] = "host"
+	return s.create(t, body).ID
+}
+
+// serverOfStopped starts a daemon holding n stopped sessions, named by
+// the format name of their index: their agent, "broken", fails its
+// handshake, which makes a stopped session cheaply.
+func serverOfStopped(tb testing.TB, n int, name string) *server {
+	tb.Helper()
+	home := tb.TempDir()
+	writeConfig(tb, home, "[[agents]]\nname = \"broken\"\ncommand = \"/bin/false\"\n")
+	s := startServer(tb, home)
+	for i := range n {
+		s.create(tb, map[string]any{"agent": "broken", "name": fmt.Sprintf(name, i)})
 	}
-	var out struct {
-		ID string `json:"id"`
-	}
-	if st, err := s.api("POST", "/v1/sessions", body, &out); st != 201 || err != nil {
-		t.Fatalf("create: %d %v", st, err)
-	}
-	return out.ID
+	return s
+}
+
+// newSessionForm opens the sessions list of s in a new tab of b with the
+// New session form open, the demo agent and the host sandbox picked.
+func newSessionForm(t *testing.T, b *browsertest.Browser, s *server) *browsertest.Tab {
+	t.Helper()
+	tab := uiPage(t, b, s, "/")
+	tab.WaitFor("the agents in the form", `document.querySelector('#ns-agent option[value=demo]')`)
+	tab.Run(browsertest.Click(browsertest.Button("New session")))
+	tab.Run(
+		browsertest.Select(browsertest.Field("Agent"), "demo"),
+		browsertest.Select(browsertest.Field("Sandbox"), "host"),
+	)
+	return tab
 }
 
 // transcriptHas is the JS condition "the transcript shows text".
@@ -94,12 +112,8 @@ func noPageErrors(t *testing.T, tab *browsertest.Tab) {
 func TestUICreateSessionFromTheFormAndPrompt(t *testing.T) {
 	b := browsertest.New(t)
 	s := startServer(t, t.TempDir())
-	tab := uiPage(t, b, s, "/")
-	tab.WaitFor("the agents in the form", `document.querySelector('#ns-agent option[value=demo]')`)
-	tab.Run(browsertest.Click(browsertest.Button("New session")))
+	tab := newSessionForm(t, b, s)
 	tab.Run(
-		browsertest.Select(browsertest.Field("Agent"), "demo"),
-		browsertest.Select(browsertest.Field("Sandbox"), "host"),
 		browsertest.Type(browsertest.Field("Name"), "from-the-form"),
 		browsertest.Type(browsertest.Field("First prompt"), "echo hello from the form"),
 	)
@@ -303,18 +317,7 @@ func TestUIFollowsAcrossADaemonRestart(t *testing.T) {
 
 func TestUISessionsListPagesFiltersAndFollows(t *testing.T) {
 	b := browsertest.New(t)
-	home := t.TempDir()
-	// An agent that fails its handshake makes a stopped session cheaply.
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte("[[agents]]\nname = \"broken\"\ncommand = \"/bin/false\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := startServer(t, home)
-	for i := range 52 {
-		body := map[string]any{"agent": "broken", "sandbox": "host", "name": fmt.Sprintf("old-%02d", i)}
-		if st, err := s.api("POST", "/v1/sessions", body, nil); st != 201 || err != nil {
-			t.Fatalf("create %d: %d %v", i, st, err)
-		}
-	}
+	s := serverOfStopped(t, 52, "old-%02d")
 	tab := uiPage(t, b, s, "/")
 	rows := `document.querySelectorAll('table.sessions tbody tr[data-id]').length`
 	tab.WaitFor("the first page", rows+" == 50")

@@ -3,13 +3,11 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // Through the daemon, on bwrap and docker: a session made as a worktree,
@@ -18,42 +16,17 @@ import (
 // the host's /usr), commit on its branch; after a stop and a resume the
 // mount is there again; delete removes the worktree and keeps the branch.
 func TestWorkspaceOptionsOnIsolatingProviders(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		testenv.Missing(t, "git", "git is not installed")
-	}
+	repo := gitRepo(t, filepath.Join(t.TempDir(), "repo"))
 	home := t.TempDir()
 	cache := t.TempDir()
 	if err := os.WriteFile(filepath.Join(cache, "pkg.txt"), []byte("cached-pkg"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	conf := fmt.Sprintf("[[sandbox.mounts]]\nname = \"pkgs\"\nhost = %q\ntarget = \"/cache/pkgs\"\n", cache)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeConfig(t, home, fmt.Sprintf("[[sandbox.mounts]]\nname = \"pkgs\"\nhost = %q\ntarget = \"/cache/pkgs\"\n", cache))
 	s := startServerEnv(t, home, providerEnv())
-	var health berth.Health
-	s.api("GET", "/v1/health", nil, &health)
-	repo := filepath.Join(t.TempDir(), "repo")
-	gitIn := func(dir string, args ...string) string {
-		t.Helper()
-		c := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
-		c.Dir, c.Env = dir, []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
-		out, err := c.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gitIn(repo, "init", "-q", "-b", "main")
-	gitIn(repo, "commit", "-q", "--allow-empty", "-m", "first")
 	for _, provider := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
 		t.Run(provider, func(t *testing.T) {
-			if !strings.Contains(strings.Join(health.Sandboxes, ","), provider) {
-				testenv.Missing(t, "sandbox "+provider, "health lists %v", health.Sandboxes)
-			}
+			s.needSandbox(t, provider)
 			branch := "agent/" + provider
 			var sess berth.Session
 			body := map[string]any{"agent": "demo", "sandbox": provider, "mounts": []string{"pkgs"},
@@ -90,7 +63,7 @@ func TestWorkspaceOptionsOnIsolatingProviders(t *testing.T) {
 			mount("after create")
 			if provider == berth.SandboxBwrap {
 				turn("run git add task && git -c user.name=a -c user.email=a@a commit -q -m from-the-agent")
-				if msg := gitIn(repo, "log", "-1", "--format=%s", branch); msg != "from-the-agent" {
+				if msg := git(t, repo, "log", "-1", "--format=%s", branch); msg != "from-the-agent" {
 					t.Fatalf("branch %s: %q", branch, msg)
 				}
 			}
@@ -107,10 +80,10 @@ func TestWorkspaceOptionsOnIsolatingProviders(t *testing.T) {
 			if _, err := os.Stat(sess.Workspace); !os.IsNotExist(err) {
 				t.Fatalf("worktree left: %v", err)
 			}
-			if strings.Contains(gitIn(repo, "worktree", "list"), sess.Workspace) {
+			if strings.Contains(git(t, repo, "worktree", "list"), sess.Workspace) {
 				t.Fatal("worktree still registered")
 			}
-			gitIn(repo, "rev-parse", "--verify", "refs/heads/"+branch)
+			git(t, repo, "rev-parse", "--verify", "refs/heads/"+branch)
 		})
 	}
 }

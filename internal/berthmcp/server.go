@@ -1,9 +1,9 @@
-// Package berthmcp is the berth MCP server (CONTRACT §4.4, "Agents spawn
-// too"): `berth mcp`, which every session's agent is given in its ACP
-// mcpServers and runs on stdio inside its sandbox. Its tools — spawn_child,
-// prompt_child, wait_child, list_children, stop_child — are calls on the
-// session's tools socket, which the daemon serves for that one session and
-// authorises by the credential in the server's environment. It is built on
+// Package berthmcp is the berth MCP server (docs/api.md, "The berth MCP server:
+// agents spawn children"): `berth mcp`, which every session's agent is given in
+// its ACP mcpServers and runs on stdio inside its sandbox. Its tools —
+// spawn_child, prompt_child, wait_child, list_children, stop_child — are calls
+// on the session's tools socket, which the daemon serves for that one session
+// and authorises by the credential in the server's environment. It is built on
 // the official Go MCP SDK.
 package berthmcp
 

@@ -8,29 +8,19 @@ import (
 
 // anthropicRequest is what the stub reads of a Messages API request.
 type anthropicRequest struct {
-	Model    string `json:"model"`
-	Stream   bool   `json:"stream"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	Tools []struct {
+	Model    string    `json:"model"`
+	Stream   bool      `json:"stream"`
+	Messages []message `json:"messages"`
+	Tools    []struct {
 		Name        string          `json:"name"`
 		InputSchema json.RawMessage `json:"input_schema"`
 	} `json:"tools"`
 }
 
-// anthropicBlock is one content block of a message.
-type anthropicBlock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
 // serveAnthropic answers POST /v1/messages.
 func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 	var req anthropicRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, `{"type":"error","error":{"type":"invalid_request_error","message":"bad json"}}`, http.StatusBadRequest)
+	if !decodeRequest(w, r, &req, `{"type":"error","error":{"type":"invalid_request_error","message":"bad json"}}`) {
 		return
 	}
 	var texts []string
@@ -42,14 +32,7 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 		last--
 	}
 	if last >= 0 {
-		var blocks []anthropicBlock
-		var str string
-		if json.Unmarshal(req.Messages[last].Content, &str) == nil {
-			blocks = []anthropicBlock{{Type: "text", Text: str}}
-		} else {
-			_ = json.Unmarshal(req.Messages[last].Content, &blocks)
-		}
-		for _, b := range blocks {
+		for _, b := range req.Messages[last].blocks() {
 			switch b.Type {
 			case "text":
 				texts = append(texts, b.Text)

@@ -9,13 +9,10 @@ import (
 
 // openaiRequest is what the stub reads of a chat-completions request.
 type openaiRequest struct {
-	Model    string `json:"model"`
-	Stream   bool   `json:"stream"`
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
-	Tools []struct {
+	Model    string    `json:"model"`
+	Stream   bool      `json:"stream"`
+	Messages []message `json:"messages"`
+	Tools    []struct {
 		Function struct {
 			Name       string          `json:"name"`
 			Parameters json.RawMessage `json:"parameters"`
@@ -26,8 +23,7 @@ type openaiRequest struct {
 // serveOpenAI answers POST /v1/chat/completions.
 func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request) {
 	var req openaiRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+	if !decodeRequest(w, r, &req, `{"error":{"message":"bad json"}}`) {
 		return
 	}
 	var texts []string
@@ -35,15 +31,9 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request) {
 	if n := len(req.Messages); n > 0 {
 		last := req.Messages[n-1]
 		toolResult = last.Role == "tool"
-		var str string
-		var parts []anthropicBlock
-		if json.Unmarshal(last.Content, &str) == nil {
-			texts = append(texts, str)
-		} else if json.Unmarshal(last.Content, &parts) == nil {
-			for _, p := range parts {
-				if p.Type == "text" {
-					texts = append(texts, p.Text)
-				}
+		for _, p := range last.blocks() {
+			if p.Type == "text" {
+				texts = append(texts, p.Text)
 			}
 		}
 	}

@@ -24,8 +24,7 @@ type responsesItem struct {
 // streams): text turns only.
 func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	var req responsesRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+	if !decodeRequest(w, r, &req, `{"error":{"message":"bad json"}}`) {
 		return
 	}
 	var texts []string

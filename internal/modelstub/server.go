@@ -1,6 +1,7 @@
 package modelstub
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -59,4 +60,38 @@ func (s *Server) nextID(prefix string) string {
 // Serve serves on l until it is closed.
 func (s *Server) Serve(l net.Listener) error {
 	return (&http.Server{Handler: s}).Serve(l)
+}
+
+// decodeRequest reads the JSON body of r into req; a body that is not
+// JSON is answered 400 with the API's own error body, and false.
+func decodeRequest(w http.ResponseWriter, r *http.Request, req any, errBody string) bool {
+	if err := json.NewDecoder(r.Body).Decode(req); err != nil {
+		http.Error(w, errBody, http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+// message is one message of a chat request: its role and its content, a
+// string or an array of content blocks.
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// block is one content block of a message.
+type block struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// blocks is a message's content as blocks: a string is one text block.
+func (m message) blocks() []block {
+	var str string
+	if json.Unmarshal(m.Content, &str) == nil {
+		return []block{{Type: "text", Text: str}}
+	}
+	var blocks []block
+	_ = json.Unmarshal(m.Content, &blocks)
+	return blocks
 }

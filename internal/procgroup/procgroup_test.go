@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -245,15 +245,8 @@ func TestStopReturnsOnceTheGroupIsGone(t *testing.T) {
 // zombies is set.
 func groupSize(pgid int, zombies bool) int {
 	n := 0
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pgrp is the 5th field, after the command in parentheses.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && (zombies || (f[0] != "Z" && f[0] != "X")) {
+	for _, st := range procfs.Group(pgid) {
+		if zombies || st.Live() {
 			n++
 		}
 	}

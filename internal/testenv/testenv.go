@@ -1,7 +1,10 @@
-// Package testenv is what tests share about the services they need: a
+// Package testenv is what tests share. About the services they need: a
 // test whose service (PostgreSQL, bubblewrap, Docker) is missing skips on
 // a developer's machine and fails where BERTH_REQUIRE_INTEGRATION=1 (CI),
-// so a missing service can never pass for a green run.
+// so a missing service can never pass for a green run. And the small
+// tools every package's tests would write again: a buffer a child
+// process writes while the test reads it (Buffer), and polling with a
+// deadline (WaitFor).
 package testenv
 
 import (

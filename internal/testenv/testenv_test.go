@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // recorder is a testing.TB that records how a test would have ended.
@@ -73,3 +74,40 @@ func TestMissingCgroup(t *testing.T) {
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// A Buffer is written and read at once (run with -race), and Bytes is a
+// copy the writer does not change afterwards.
+func TestBufferWhileWritten(t *testing.T) {
+	var b Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			_, _ = b.Write([]byte("x"))
+		}
+	}()
+	for b.Len() < 1000 {
+		_ = b.String()
+	}
+	<-done
+	got := b.Bytes()
+	_, _ = b.Write([]byte("y"))
+	if string(got) != strings.Repeat("x", 1000) || b.String() != string(got)+"y" || b.Len() != 1001 {
+		t.Fatalf("Bytes %d bytes, String %d bytes", len(got), len(b.String()))
+	}
+}
+
+// WaitFor returns once its condition holds, and fails the test, naming
+// what it waited for, when it never does.
+func TestWaitFor(t *testing.T) {
+	n := 0
+	WaitFor(t, time.Minute, "the third ask", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("asked %d times", n)
+	}
+	r := &recorder{TB: t}
+	WaitFor(r, 20*time.Millisecond, "nothing", func() bool { return false })
+	if !strings.Contains(r.fatal, "waiting for nothing") {
+		t.Fatalf("fatal %q", r.fatal)
+	}
+}

@@ -1,10 +1,10 @@
-// checkpoints.js is a session's checkpoints (CONTRACT §4.8): the workspace
-// as it was before each turn, newest first, each with Rewind (restore the
-// workspace to it, asked twice: it removes work) and Fork (a new session
-// from it, opened once made).
+// checkpoints.js is a session's checkpoints (docs/api.md, "Checkpoints, rewind
+// and fork"): the workspace as it was before each turn, newest first, each with
+// Rewind (restore the workspace to it, asked twice: it removes work) and Fork
+// (a new session from it, opened once made).
 
 import { api, sessionPath } from './api.js';
-import { h } from './dom.js';
+import { h, shown } from './dom.js';
 
 // BYTES formats sizes.
 const BYTES = new Intl.NumberFormat(undefined, { maximumFractionDigits: 1 });
@@ -28,11 +28,7 @@ export function create(id) {
   // act runs one action, showing its error.
   async function act(fn) {
     status.textContent = '';
-    try {
-      await fn();
-    } catch (e) {
-      status.textContent = e.message;
-    }
+    await shown(status, fn);
   }
 
   // item is one checkpoint's row; n is its turn's number (1 = first).
@@ -68,13 +64,8 @@ export function create(id) {
 
   // refresh fetches the checkpoints and lists them, newest first.
   async function refresh() {
-    let r;
-    try {
-      r = await api('GET', sessionPath(id, '/checkpoints'));
-    } catch (e) {
-      status.textContent = e.message;
-      return;
-    }
+    const r = await shown(status, () => api('GET', sessionPath(id, '/checkpoints')));
+    if (!r) return;
     const all = r.checkpoints || [];
     list.replaceChildren(...all.map((c, i) => item(c, i + 1)).reverse());
     empty.hidden = all.length > 0;

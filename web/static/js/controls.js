@@ -1,7 +1,7 @@
-// controls.js is the agent's controls on a session's screen (CONTRACT §4.7,
-// §8): pickers for its mode, model and config options, which PATCH the
-// session, and the slash commands it offers, which put "/name " in the
-// Prompt box. Everything the agent names goes in as text.
+// controls.js is the agent's controls on a session's screen (docs/api.md,
+// "Agent controls" and "Web UI"): pickers for its mode, model and config
+// options, which PATCH the session, and the slash commands it offers, which put
+// "/name " in the Prompt box. Everything the agent names goes in as text.
 
 import { api, sessionPath } from './api.js';
 import { h } from './dom.js';

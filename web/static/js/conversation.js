@@ -3,24 +3,13 @@
 // authentication (badge needs_auth), one button per auth method it offers.
 
 import { api, sessionPath } from './api.js';
-import { h } from './dom.js';
+import { h, runner } from './dom.js';
 
 // create builds the controls for session id; hooks.onChange is called
 // after an action changed the session.
 export function create(id, hooks) {
   const status = h('p', { class: 'error', role: 'alert' });
-  const run = async (btn, fn) => {
-    btn.disabled = true;
-    status.textContent = '';
-    try {
-      await fn();
-      hooks.onChange();
-    } catch (err) {
-      status.textContent = err.message;
-    } finally {
-      btn.disabled = false;
-    }
-  };
+  const run = runner(status, () => hooks.onChange());
   let busy = false;
   const doClear = h('button', { type: 'button', class: 'danger', text: 'Clear conversation',
     onclick: (e) => run(e.currentTarget, async () => {

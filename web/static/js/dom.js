@@ -57,3 +57,32 @@ export function ago(iso) {
 export function badge(word) {
   return h('span', { class: `badge badge-${word || 'unknown'}`, text: word || '?' });
 }
+
+// runner returns run(btn, fn), which runs the action fn with btn disabled
+// meanwhile: fn's error is shown in status, and after it succeeds done is
+// called.
+export function runner(status, done) {
+  return async (btn, fn) => {
+    btn.disabled = true;
+    status.textContent = '';
+    try {
+      await fn();
+      done();
+    } catch (err) {
+      status.textContent = err.message;
+    } finally {
+      btn.disabled = false;
+    }
+  };
+}
+
+// shown returns what fn resolves to, or undefined when it fails, its
+// error then shown in status.
+export async function shown(status, fn) {
+  try {
+    return await fn();
+  } catch (err) {
+    status.textContent = err.message;
+    return undefined;
+  }
+}

@@ -3,7 +3,7 @@
 // Resume, Snapshot, Delete).
 
 import { api, sessionPath } from './api.js';
-import { h, badge, ago } from './dom.js';
+import { h, badge, ago, runner } from './dom.js';
 import { usageText } from './transcript.js';
 
 // create builds the header for session id; hooks.onChange is called after
@@ -19,19 +19,9 @@ export function create(id, hooks) {
   // controls is where agent controls (mode, model, config, commands) go.
   const controls = h('div', { class: 'controls' });
 
-  const act = (label, fn, cls = '') => h('button', { type: 'button', class: cls, text: label, onclick: async (e) => {
-    const btn = e.currentTarget;
-    btn.disabled = true;
-    status.textContent = '';
-    try {
-      await fn();
-      hooks.onChange();
-    } catch (err) {
-      status.textContent = err.message;
-    } finally {
-      btn.disabled = false;
-    }
-  } });
+  const run = runner(status, () => hooks.onChange());
+  const act = (label, fn, cls = '') => h('button', { type: 'button', class: cls, text: label,
+    onclick: (e) => run(e.currentTarget, fn) });
   const cancel = act('Cancel turn', () => api('POST', sessionPath(id, '/cancel')));
   const stop = act('Stop', () => api('POST', sessionPath(id, '/stop')));
   const resume = act('Resume', () => api('POST', sessionPath(id, '/resume')));

@@ -1,7 +1,7 @@
 // queue.js is a session's pending queue, each entry with a Drop button.
 
 import { api, sessionPath } from './api.js';
-import { h } from './dom.js';
+import { h, shown } from './dom.js';
 
 // create builds the queue panel of session id.
 export function create(id) {
@@ -13,24 +13,15 @@ export function create(id) {
 
   // refresh fetches the queue and shows its pending entries.
   async function refresh() {
-    let r;
-    try {
-      r = await api('GET', sessionPath(id, '/queue'));
-    } catch (e) {
-      status.textContent = e.message;
-      return;
-    }
+    const r = await shown(status, () => api('GET', sessionPath(id, '/queue')));
+    if (!r) return;
     status.textContent = '';
     const entries = (r.entries || []).filter((e) => e.state === 'pending' || e.state === 'staged');
     list.replaceChildren(...entries.map((e) => h('li', { 'data-entry': e.id },
       h('span', { class: 'tag', text: e.kind || 'queue' }), ' ',
       h('span', { class: 'q-text', text: e.text }), ' ',
       h('button', { type: 'button', text: 'Drop', title: 'Drop this queued prompt', onclick: async () => {
-        try {
-          await api('DELETE', sessionPath(id, `/queue/${encodeURIComponent(e.id)}`));
-        } catch (err) {
-          status.textContent = err.message;
-        }
+        await shown(status, () => api('DELETE', sessionPath(id, `/queue/${encodeURIComponent(e.id)}`)));
         refresh();
       } }))));
     empty.hidden = entries.length > 0;

@@ -1,7 +1,7 @@
-// signin.js is the sign-in screen (CONTRACT §4.6): a token typed into the
-// form, or the one-time code of a /login#code=… address, is exchanged for
-// the daemon's HttpOnly cookie. The token lives only in the form field: it
-// is never stored and never put in a URL.
+// signin.js is the sign-in screen (docs/api.md, "Sign-in and browser safety"):
+// a token typed into the form, or the one-time code of a /login#code=… address,
+// is exchanged for the daemon's HttpOnly cookie. The token lives only in the
+// form field: it is never stored and never put in a URL.
 
 import { api } from './api.js';
 import { h } from './dom.js';

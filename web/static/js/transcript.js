@@ -158,42 +158,20 @@ export class Transcript {
         break;
       case 'permission_requested': {
         const p = d.permission || {};
-        const e = this.entry(ev, (en) => {
-          const card = permissionCard(p, (opt) => this.hooks.decide(p, opt));
-          if (en.resolution) card.resolve(en.resolution);
-          return frame(en, 'Permission', 'permission', card.node);
-        });
-        this.perms.set(p.id, e);
+        this.ask(ev, this.perms, p.id, 'Permission', 'permission', () => permissionCard(p, (opt) => this.hooks.decide(p, opt)));
         break;
       }
-      case 'permission_resolved': {
-        const e = this.perms.get(d.permission_id);
-        if (e) {
-          e.resolution = d;
-          this.changed.add(e);
-        }
-        this.note(ev, `Permission ${d.permission_id}: ${d.option_id || 'no option'} (by ${d.decided_by})`);
+      case 'permission_resolved':
+        this.resolved(ev, this.perms, d.permission_id, d, `Permission ${d.permission_id}: ${d.option_id || 'no option'} (by ${d.decided_by})`);
         break;
-      }
       case 'elicitation_requested': {
         const q = d.elicitation || {};
-        const e = this.entry(ev, (en) => {
-          const card = elicitationCard(q, (body) => this.hooks.answer(q, body));
-          if (en.resolution) card.resolve(en.resolution);
-          return frame(en, 'Question', 'elicitation', card.node);
-        });
-        this.elics.set(q.id, e);
+        this.ask(ev, this.elics, q.id, 'Question', 'elicitation', () => elicitationCard(q, (body) => this.hooks.answer(q, body)));
         break;
       }
-      case 'elicitation_resolved': {
-        const e = this.elics.get(d.elicitation_id);
-        if (e) {
-          e.resolution = d;
-          this.changed.add(e);
-        }
-        this.note(ev, `Question ${d.elicitation_id}: ${d.action} (by ${d.decided_by})`);
+      case 'elicitation_resolved':
+        this.resolved(ev, this.elics, d.elicitation_id, d, `Question ${d.elicitation_id}: ${d.action} (by ${d.decided_by})`);
         break;
-      }
       case 'runtime_warning':
         this.note(ev, `Warning: ${d.reason || ''}`, 'warn');
         break;
@@ -204,6 +182,28 @@ export class Transcript {
       default:
         this.note(ev, summary(ev));
     }
+  }
+
+  // ask records an agent's request (a permission, a question) as the card
+  // card() makes, titled title, and keeps its entry in asks under id for
+  // its resolution.
+  ask(ev, asks, id, title, kind, card) {
+    asks.set(id, this.entry(ev, (en) => {
+      const c = card();
+      if (en.resolution) c.resolve(en.resolution);
+      return frame(en, title, kind, c.node);
+    }));
+  }
+
+  // resolved gives the request id of asks its resolution d, which its card
+  // shows when next painted, and notes it as text.
+  resolved(ev, asks, id, d, text) {
+    const e = asks.get(id);
+    if (e) {
+      e.resolution = d;
+      this.changed.add(e);
+    }
+    this.note(ev, text);
   }
 
   // note records a one-line event.

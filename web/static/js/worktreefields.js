@@ -1,7 +1,7 @@
 // worktreefields.js is the New session form's git worktree fields: a
 // repository on the daemon's host, a new branch and its base. With a
-// repository given, the workspace is a new worktree of it (CONTRACT §4.1
-// "worktree"; docs/api.md, Worktrees, files and mounts).
+// repository given, the workspace is a new worktree of it (docs/api.md,
+// "Worktrees, files and mounts").
 
 import { h } from './dom.js';
 
