@@ -303,7 +303,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
 	_ = infoW.Close()
-	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1), oomBase: oomBase}
+	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, end: procgroup.NewEnd(), oomBase: oomBase}
 	if err := p.attach(ctx, infoR); err != nil {
 		p.abort()
 		// bwrap's own words, from the pipe or the caller's writer: the
@@ -370,7 +370,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	}
 	for _, p := range procs {
 		select {
-		case <-p.done:
+		case <-p.end.Done():
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -64,9 +64,10 @@ type Process struct {
 	nspid  int // pid inside the container, 0 when unknown
 	conn   client.HijackedResponse
 
-	stdin  *stdinWriter
-	stdout *procgroup.PipeReader
-	stderr *procgroup.PipeReader
+	// stdin, stdout and stderr are our ends of the process's streams, nil
+	// where the caller gave a stream of its own.
+	stdin          io.WriteCloser
+	stdout, stderr io.ReadCloser
 	// outW and errW are where the demultiplexed stream goes.
 	outW, errW *outWriter
 	// ownOut and ownErr are the write ends of our output pipes.
@@ -75,14 +76,10 @@ type Process struct {
 	// nil when there is none.
 	stdinDone chan struct{}
 
-	done   chan struct{}
-	status berth.ExitStatus
-	err    error
-
+	// end is closed once the engine says the exec has ended.
+	end *procgroup.End
 	// gone is set once the group was found empty after the exec ended.
-	gone    atomic.Bool
-	killed  atomic.Bool
-	stopSem chan struct{}
+	gone atomic.Bool
 	// forceExecSignal makes signals go through an exec even when kill(2)
 	// would work (tests).
 	forceExecSignal bool
@@ -113,7 +110,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, dir string) (*
 	if err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start %q: %s", filepath.Base(spec.Path), reason(ctx, err))
 	}
-	p := &Process{sb: s, execID: created.ID, conn: att.HijackedResponse, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
+	p := &Process{sb: s, execID: created.ID, conn: att.HijackedResponse, end: procgroup.NewEnd()}
 	// From here the process runs, whatever ctx does: find its pid within
 	// a bound of our own.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
@@ -272,17 +269,17 @@ func (p *Process) run() {
 	if p.stdin != nil {
 		_ = p.stdin.Close()
 	}
-	p.status, p.err = p.exitStatus()
-	if p.err == nil {
-		p.err = errors.Join(p.outW.err, p.errW.err)
+	status, err := p.exitStatus()
+	if err == nil {
+		err = errors.Join(p.outW.err, p.errW.err)
 		if copyErr != nil && !p.sb.isClosing() && !isClosedConn(copyErr) {
-			p.err = errors.Join(p.err, fmt.Errorf("docker: output stream: %w", copyErr))
+			err = errors.Join(err, fmt.Errorf("docker: output stream: %w", copyErr))
 		}
 	}
 	if !p.groupAlive() {
 		p.gone.Store(true)
 	}
-	close(p.done)
+	p.end.Exited(status, err)
 }
 
 // exitStatus polls the engine until the exec is no longer running. A
@@ -342,41 +339,23 @@ func (p *Process) Pid() int { return p.pid }
 
 // Stdin is the writer on the process's stdin, or nil when the caller gave
 // a reader. Closing it closes the process's stdin.
-func (p *Process) Stdin() io.WriteCloser {
-	if p.stdin == nil {
-		return nil
-	}
-	return p.stdin
-}
+func (p *Process) Stdin() io.WriteCloser { return p.stdin }
 
 // Stdout is the read end of the stdout pipe, or nil when the caller gave a
 // writer.
-func (p *Process) Stdout() io.ReadCloser {
-	if p.stdout == nil {
-		return nil
-	}
-	return p.stdout
-}
+func (p *Process) Stdout() io.ReadCloser { return p.stdout }
 
 // Stderr is the read end of the stderr pipe, or nil when the caller gave a
 // writer.
-func (p *Process) Stderr() io.ReadCloser {
-	if p.stderr == nil {
-		return nil
-	}
-	return p.stderr
-}
+func (p *Process) Stderr() io.ReadCloser { return p.stderr }
 
 // Done is closed once the process has ended and its status is known.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} { return p.end.Done() }
 
 // Wait waits for the process to end and returns its status. Any number of
 // goroutines may call it; all get the same answer. The error is about the
 // engine or the caller's writers, not the exit status.
-func (p *Process) Wait() (berth.ExitStatus, error) {
-	<-p.done
-	return p.status, p.err
-}
+func (p *Process) Wait() (berth.ExitStatus, error) { return p.end.Wait() }
 
 // Signal sends sig to the process's whole group, leftovers of an exited
 // leader included. os.ErrProcessDone when the group is empty; EInvalid for
@@ -416,40 +395,10 @@ func (p *Process) signal(s syscall.Signal) error {
 // returns ctx's error: SIGKILL is still sent (early). Stop is idempotent
 // and safe to call concurrently; later calls do not signal again.
 func (p *Process) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
-	select {
-	case p.stopSem <- struct{}{}:
-	case <-ctx.Done():
-		_ = p.stopSignal(syscall.SIGKILL)
-		return berth.ExitStatus{}, ctx.Err()
+	if err := p.end.Stop(ctx, grace, p.end.Done(), p.stopSignal); err != nil {
+		return berth.ExitStatus{}, err
 	}
-	defer func() { <-p.stopSem }()
-	if ctx.Err() != nil {
-		grace = 0
-	}
-	if !p.killed.Load() {
-		if err := p.stopSignal(syscall.SIGTERM); err != nil {
-			return berth.ExitStatus{}, err
-		}
-		if grace > 0 {
-			t := time.NewTimer(grace)
-			select {
-			case <-p.done:
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-		}
-		if err := p.stopSignal(syscall.SIGKILL); err != nil {
-			return berth.ExitStatus{}, err
-		}
-		p.killed.Store(true)
-	}
-	select {
-	case <-p.done:
-		return p.status, p.err
-	case <-ctx.Done():
-		return berth.ExitStatus{}, ctx.Err()
-	}
+	return p.end.Wait()
 }
 
 // stopSignal signals the group for Stop: an empty group, or a process
@@ -459,7 +408,7 @@ func (p *Process) stopSignal(s syscall.Signal) error {
 		return nil
 	}
 	select {
-	case <-p.done:
+	case <-p.end.Done():
 		if !p.groupAlive() {
 			return nil
 		}
