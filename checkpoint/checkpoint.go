@@ -161,30 +161,3 @@ func validHash(h string) bool {
 	}
 	return true
 }
-
-// validID reports whether id can be a checkpoint's file name.
-func validID(id string) bool {
-	rest, ok := strings.CutPrefix(id, idPrefix+"_")
-	if !ok || len(rest) != 26 {
-		return false
-	}
-	for _, c := range rest {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
-
-// validSessionID reports whether id can name a session's directory.
-func validSessionID(id string) bool {
-	if id == "" || len(id) > 128 || id[0] == '.' {
-		return false
-	}
-	for _, c := range id {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/internal/ids"
 	"github.com/berth-sh/berth/internal/linkcheck"
 	"github.com/klauspost/compress/zstd"
@@ -33,7 +34,7 @@ import (
 // one with berth.ENotFound. On any error, including ctx's, nothing is left
 // in the store.
 func (s *Store) Create(ctx context.Context, sessionID, workspace string, hide ...string) (*Snapshot, error) {
-	if !validSessionID(sessionID) {
+	if !ids.SafeName(sessionID) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id %q", sessionID)
 	}
 	fi, err := os.Stat(workspace)
@@ -117,11 +118,11 @@ func (s *Store) Create(ctx context.Context, sessionID, workspace string, hide ..
 	}
 	committed = true
 	meta, _ := json.Marshal(snap)
-	if err := writeFileAtomic(s.metaPath(sessionID, snap.ID), meta); err != nil {
+	if err := atomicfile.WriteFile(s.metaPath(sessionID, snap.ID), meta); err != nil {
 		_ = os.Remove(archive)
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write snapshot metadata")
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		_ = os.Remove(s.metaPath(sessionID, snap.ID))
 		_ = os.Remove(archive)
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write snapshot")

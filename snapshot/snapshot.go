@@ -17,10 +17,7 @@
 // write or point outside its destination.
 package snapshot
 
-import (
-	"strings"
-	"time"
-)
+import "time"
 
 // idPrefix is the prefix of snapshot ids: "snap_" followed by a ULID.
 const idPrefix = "snap"
@@ -42,33 +39,4 @@ type Snapshot struct {
 	Skipped int `json:"skipped,omitempty"`
 	// CreatedAt is when Create started, in UTC.
 	CreatedAt time.Time `json:"created_at"`
-}
-
-// validID reports whether id looks like a snapshot id, so that it can be
-// used as a file name.
-func validID(id string) bool {
-	rest, ok := strings.CutPrefix(id, idPrefix+"_")
-	if !ok || len(rest) != 26 {
-		return false
-	}
-	for _, c := range rest {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
-
-// validSessionID reports whether id can name a session's directory: 1 to
-// 128 letters, digits, '_', '-' or '.', not starting with '.'.
-func validSessionID(id string) bool {
-	if id == "" || len(id) > 128 || id[0] == '.' {
-		return false
-	}
-	for _, c := range id {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
