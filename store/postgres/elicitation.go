@@ -53,11 +53,8 @@ func (s *Store) GetElicitation(ctx context.Context, sessionID, id string) (*bert
 	var doc string
 	err := s.queryRow(ctx, `SELECT doc FROM elicitations
 		WHERE id = $2 AND session_pk = (SELECT pk FROM sessions WHERE id = $1)`, []any{sessionID, id}, &doc)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no elicitation %s", sessionID, id)
-	}
-	if err != nil {
-		return nil, internal(err, "get elicitation")
+	if err := codec.OneRow(err, "get elicitation", "session %s has no elicitation %s", sessionID, id); err != nil {
+		return nil, err
 	}
 	return codec.DecodeElicitation([]byte(doc))
 }
@@ -109,11 +106,8 @@ func (s *Store) ResolveElicitation(ctx context.Context, e *berth.Elicitation) er
 		err := tx.QueryRow(ctx, `SELECT ord, state, doc FROM elicitations
 			WHERE id = $2 AND session_pk = (SELECT pk FROM sessions WHERE id = $1) FOR UPDATE`,
 			e.SessionID, e.ID).Scan(&ord, &state, &doc)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no elicitation %s", e.SessionID, e.ID)
-		}
-		if err != nil {
-			return internal(err, "resolve elicitation")
+		if err := codec.OneRow(err, "resolve elicitation", "session %s has no elicitation %s", e.SessionID, e.ID); err != nil {
+			return err
 		}
 		if state != berth.ElicitationPending {
 			return codec.ResolvedConflict(e.ID, state)

@@ -93,14 +93,9 @@ func (s *Store) GetHookCursor(ctx context.Context, sessionID string) (berth.Hook
 	var c berth.HookCursor
 	var badge string
 	err := s.queryRow(ctx, `SELECT seq, badge FROM hook_cursors WHERE session_id = $1`, []any{sessionID}, &c.Seq, &badge)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c, false, nil
-	}
-	if err != nil {
-		return c, false, internal(err, "read hook cursor")
-	}
 	c.Badge = berth.Badge(badge)
-	return c, true, nil
+	ok, err := codec.Found(err, "read hook cursor")
+	return c, ok, err
 }
 
 // EnqueueHookDeliveries implements berth.HookStore.

@@ -29,7 +29,7 @@ func scanNode(row pgx.Row) (*berth.Node, error) {
 	if err := row.Scan(&n.ID, &n.Advertise, &state, &started, &beat, &sessions); err != nil {
 		return nil, err
 	}
-	n.State, n.StartedAt, n.LastHeartbeat, n.Sessions = berth.NodeState(state), fromNullNanos(started), codec.FromNanos(beat), int(sessions)
+	n.State, n.StartedAt, n.LastHeartbeat, n.Sessions = berth.NodeState(state), codec.FromNullNanos(started), codec.FromNanos(beat), int(sessions)
 	return n, nil
 }
 
@@ -58,7 +58,7 @@ func (s *Store) RegisterNode(ctx context.Context, n *berth.Node, now time.Time) 
 	if n == nil || n.ID == "" {
 		return berth.Errorf(berth.EInvalid, "node id must not be empty")
 	}
-	started, err := nanosArg(n.StartedAt, "node start time")
+	started, err := codec.NanosArg(n.StartedAt, "node start time")
 	if err != nil {
 		return err
 	}
@@ -105,11 +105,8 @@ func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl tim
 		if errors.Is(err, pgx.ErrNoRows) {
 			var state string
 			err := tx.QueryRow(ctx, `SELECT state FROM nodes WHERE id = $1`, id).Scan(&state)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return berth.Errorf(berth.ENotFound, "node %s not found", id)
-			}
-			if err != nil {
-				return internal(err, "heartbeat")
+			if err := codec.OneRow(err, "heartbeat", "node %s not found", id); err != nil {
+				return err
 			}
 			return nodeLost(id, state)
 		}
@@ -187,11 +184,8 @@ func (s *Store) LeaveNode(ctx context.Context, id string) error {
 		var state string
 		var inc int64
 		err := tx.QueryRow(ctx, `SELECT state, incarnation FROM nodes WHERE id = $1 FOR UPDATE`, id).Scan(&state, &inc)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "node %s not found", id)
-		}
-		if err != nil {
-			return internal(err, "leave")
+		if err := codec.OneRow(err, "leave", "node %s not found", id); err != nil {
+			return err
 		}
 		switch berth.NodeState(state) {
 		case berth.NodeLeft:

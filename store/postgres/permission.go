@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -42,13 +43,13 @@ func (s *Store) CreatePermission(ctx context.Context, p *berth.Permission) error
 	if err != nil {
 		return berth.WrapError(berth.EInvalid, err, "permission options cannot be encoded")
 	}
-	created, err := nanosArg(p.CreatedAt, "permission time")
+	created, err := codec.NanosArg(p.CreatedAt, "permission time")
 	if err != nil {
 		return err
 	}
 	var decided any
 	if p.DecidedAt != nil {
-		if decided, err = nanosArg(*p.DecidedAt, "permission decision time"); err != nil {
+		if decided, err = codec.NanosArg(*p.DecidedAt, "permission decision time"); err != nil {
 			return err
 		}
 	}
@@ -93,11 +94,8 @@ func (s *Store) GetPermission(ctx context.Context, sessionID, id string) (*berth
 		p, err = scanPermission(row, sessionID)
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "permission %s not found", id)
-	}
-	if err != nil {
-		return nil, internal(err, "get permission")
+	if err := codec.OneRow(err, "get permission", "permission %s not found", id); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -143,7 +141,7 @@ func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error
 	var decided any
 	if p.DecidedAt != nil {
 		var err error
-		if decided, err = nanosArg(*p.DecidedAt, "permission decision time"); err != nil {
+		if decided, err = codec.NanosArg(*p.DecidedAt, "permission decision time"); err != nil {
 			return err
 		}
 	}
@@ -155,11 +153,8 @@ func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error
 	if isBerthError(err) {
 		return err
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return berth.Errorf(berth.ENotFound, "permission %s not found", p.ID)
-	}
-	if err != nil {
-		return internal(err, "decide permission")
+	if err := codec.OneRow(err, "decide permission", "permission %s not found", p.ID); err != nil {
+		return err
 	}
 	if !ok {
 		return &berth.Error{Code: berth.EConflict, Message: "permission " + p.ID + " is " + was + ", not pending",
@@ -183,9 +178,9 @@ func scanPermission(row pgx.Row, sessionID string) (*berth.Permission, error) {
 	if err := json.Unmarshal([]byte(options), &p.Options); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "decode stored permission options")
 	}
-	p.CreatedAt = fromNullNanos(created)
+	p.CreatedAt = codec.FromNullNanos(created)
 	if decided != nil {
-		t := fromNullNanos(decided)
+		t := codec.FromNullNanos(decided)
 		p.DecidedAt = &t
 	}
 	return p, nil

@@ -71,11 +71,8 @@ func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, erro
 	var doc []byte
 	var lastSeq, agentOffset int64
 	err := s.queryRow(ctx, `SELECT doc, last_seq, agent_offset FROM sessions WHERE id = $1`, []any{id}, &doc, &lastSeq, &agentOffset)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
-	}
-	if err != nil {
-		return nil, internal(err, "get session")
+	if err := codec.OneRow(err, "get session", "session %s not found", id); err != nil {
+		return nil, err
 	}
 	return codec.DecodeSession(doc, lastSeq, agentOffset)
 }
@@ -250,11 +247,8 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 func missOrConflict(ctx context.Context, tx pgx.Tx, id string, from berth.State) error {
 	var state string
 	err := tx.QueryRow(ctx, `SELECT state FROM sessions WHERE id = $1`, id).Scan(&state)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return berth.Errorf(berth.ENotFound, "session %s not found", id)
-	}
-	if err != nil {
-		return internal(err, "update session")
+	if err := codec.OneRow(err, "update session", "session %s not found", id); err != nil {
+		return err
 	}
 	return &berth.Error{Code: berth.EConflict,
 		Message: "session " + id + " is " + state + ", not " + string(from),
@@ -267,11 +261,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var pk int64
 		err := tx.QueryRow(ctx, `DELETE FROM sessions WHERE id = $1 RETURNING pk`, id).Scan(&pk)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s not found", id)
-		}
-		if err != nil {
-			return internal(err, "delete session")
+		if err := codec.OneRow(err, "delete session", "session %s not found", id); err != nil {
+			return err
 		}
 		// Labels, queue entries, permissions and the lease go by ON DELETE
 		// CASCADE (migrations 0001, 0002); turns and events have no foreign

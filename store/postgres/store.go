@@ -31,7 +31,6 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/berth-sh/berth/store/internal/fence"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -258,26 +257,4 @@ func (s *Store) query(ctx context.Context, sql string, args []any, each func(row
 func isForeignKeyViolation(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23503"
-}
-
-// nanosArg is the stored form of a time column that may be empty: unix
-// nanoseconds, or nil (NULL) for the zero time. EInvalid for a time that
-// int64 nanoseconds cannot hold, which would not read back.
-func nanosArg(t time.Time, what string) (any, error) {
-	if t.IsZero() {
-		return nil, nil
-	}
-	n, ok := codec.ToNanos(t)
-	if !ok {
-		return nil, berth.Errorf(berth.EInvalid, "%s out of range", what)
-	}
-	return n, nil
-}
-
-// fromNullNanos is the inverse of nanosArg: the zero time for NULL.
-func fromNullNanos(n *int64) time.Time {
-	if n == nil {
-		return time.Time{}
-	}
-	return codec.FromNanos(*n)
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -55,11 +54,8 @@ func (s *Store) CreateElicitation(ctx context.Context, e *berth.Elicitation) err
 func (s *Store) GetElicitation(ctx context.Context, sessionID, id string) (*berth.Elicitation, error) {
 	var doc []byte
 	err := s.r.QueryRowContext(ctx, `SELECT doc FROM elicitations WHERE `+elicitationOfSession, sessionID, id).Scan(&doc)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no elicitation %s", sessionID, id)
-	}
-	if err != nil {
-		return nil, internal(err, "get elicitation")
+	if err := codec.OneRow(err, "get elicitation", "session %s has no elicitation %s", sessionID, id); err != nil {
+		return nil, err
 	}
 	return codec.DecodeElicitation(doc)
 }
@@ -120,11 +116,8 @@ func (s *Store) ResolveElicitation(ctx context.Context, e *berth.Elicitation) er
 		var doc []byte
 		var state string
 		err := tx.QueryRowContext(ctx, `SELECT doc, state FROM elicitations WHERE `+elicitationOfSession, e.SessionID, e.ID).Scan(&doc, &state)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no elicitation %s", e.SessionID, e.ID)
-		}
-		if err != nil {
-			return internal(err, "resolve elicitation")
+		if err := codec.OneRow(err, "resolve elicitation", "session %s has no elicitation %s", e.SessionID, e.ID); err != nil {
+			return err
 		}
 		if state != berth.ElicitationPending {
 			return codec.ResolvedConflict(e.ID, state)

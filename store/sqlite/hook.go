@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strconv"
 	"time"
 
@@ -21,7 +20,7 @@ const deliveryColumns = `ord, id, hook, hook_index, event, session_id, seq, stat
 func scanDelivery(sc scanner) (*berth.HookDelivery, error) {
 	d := &berth.HookDelivery{}
 	var next, created int64
-	var delivered sql.NullInt64
+	var delivered *int64
 	if err := sc.Scan(&d.Ord, &d.ID, &d.Hook, &d.HookIndex, &d.Event, &d.SessionID, &d.Seq, &d.State,
 		&d.Attempts, &d.LastError, &next, &created, &delivered, &d.Body); err != nil {
 		return nil, err
@@ -31,8 +30,8 @@ func scanDelivery(sc scanner) (*berth.HookDelivery, error) {
 		at := codec.FromNanos(next)
 		d.NextAttemptAt = &at
 	}
-	if delivered.Valid {
-		at := codec.FromNanos(delivered.Int64)
+	if delivered != nil {
+		at := codec.FromNanos(*delivered)
 		d.DeliveredAt = &at
 	}
 	return d, nil
@@ -77,14 +76,9 @@ func (s *Store) GetHookCursor(ctx context.Context, sessionID string) (berth.Hook
 	var c berth.HookCursor
 	var badge string
 	err := s.r.QueryRowContext(ctx, `SELECT seq, badge FROM hook_cursors WHERE session_id = ?`, sessionID).Scan(&c.Seq, &badge)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, false, nil
-	}
-	if err != nil {
-		return c, false, internal(err, "read hook cursor")
-	}
 	c.Badge = berth.Badge(badge)
-	return c, true, nil
+	ok, err := codec.Found(err, "read hook cursor")
+	return c, ok, err
 }
 
 // EnqueueHookDeliveries implements berth.HookStore.

@@ -92,11 +92,8 @@ func (s *Store) GetLease(ctx context.Context, sessionID string) (*berth.Lease, e
 	var expires int64
 	err := s.r.QueryRowContext(ctx, `SELECT owner, token, expires_at FROM leases WHERE `+leaseOfSession, sessionID).
 		Scan(&l.Owner, &l.Token, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no lease", sessionID)
-	}
-	if err != nil {
-		return nil, internal(err, "get lease")
+	if err := codec.OneRow(err, "get lease", "session %s has no lease", sessionID); err != nil {
+		return nil, err
 	}
 	l.ExpiresAt = codec.FromNanos(expires)
 	return l, nil
@@ -111,11 +108,8 @@ func (s *Store) ReleaseLease(ctx context.Context, sessionID, owner string, token
 		var holder string
 		var held int64
 		err := tx.QueryRowContext(ctx, `SELECT owner, token FROM leases WHERE `+leaseOfSession, sessionID).Scan(&holder, &held)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no lease", sessionID)
-		}
-		if err != nil {
-			return internal(err, "release lease")
+		if err := codec.OneRow(err, "release lease", "session %s has no lease", sessionID); err != nil {
+			return err
 		}
 		if holder != owner || held != token {
 			return &berth.Error{Code: berth.EConflict,

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 	"time"
 
@@ -26,12 +25,12 @@ const nodeColumns = `id, advertise, state, started_at, last_heartbeat,
 func scanNode(row interface{ Scan(...any) error }) (*berth.Node, error) {
 	n := &berth.Node{}
 	var state string
-	var started sql.NullInt64
+	var started *int64
 	var beat int64
 	if err := row.Scan(&n.ID, &n.Advertise, &state, &started, &beat, &n.Sessions); err != nil {
 		return nil, err
 	}
-	n.State, n.StartedAt, n.LastHeartbeat = berth.NodeState(state), fromNullNanos(started), codec.FromNanos(beat)
+	n.State, n.StartedAt, n.LastHeartbeat = berth.NodeState(state), codec.FromNullNanos(started), codec.FromNanos(beat)
 	return n, nil
 }
 
@@ -45,7 +44,7 @@ func (s *Store) RegisterNode(ctx context.Context, n *berth.Node, now time.Time) 
 	if n == nil || n.ID == "" {
 		return berth.Errorf(berth.EInvalid, "node id must not be empty")
 	}
-	started, err := nanosArg(n.StartedAt, "node start time")
+	started, err := codec.NanosArg(n.StartedAt, "node start time")
 	if err != nil {
 		return err
 	}
@@ -93,11 +92,8 @@ func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl tim
 		var state string
 		var inc int64
 		err := tx.QueryRowContext(ctx, `SELECT state, incarnation FROM nodes WHERE id = ?`, id).Scan(&state, &inc)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "node %s not found", id)
-		}
-		if err != nil {
-			return internal(err, "heartbeat")
+		if err := codec.OneRow(err, "heartbeat", "node %s not found", id); err != nil {
+			return err
 		}
 		if state != string(berth.NodeUp) {
 			return nodeLost(id, state)
@@ -186,11 +182,8 @@ func (s *Store) LeaveNode(ctx context.Context, id string) error {
 		var state string
 		var inc int64
 		err := tx.QueryRowContext(ctx, `SELECT state, incarnation FROM nodes WHERE id = ?`, id).Scan(&state, &inc)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "node %s not found", id)
-		}
-		if err != nil {
-			return internal(err, "leave")
+		if err := codec.OneRow(err, "leave", "node %s not found", id); err != nil {
+			return err
 		}
 		switch berth.NodeState(state) {
 		case berth.NodeLeft:

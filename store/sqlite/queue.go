@@ -43,7 +43,7 @@ type scanner interface{ Scan(dest ...any) error }
 func scanQueueEntry(sc scanner, sessionID string) (*berth.QueueEntry, int64, error) {
 	e := &berth.QueueEntry{SessionID: sessionID}
 	var ord int64
-	var created sql.NullInt64
+	var created *int64
 	var content string
 	if err := sc.Scan(&ord, &e.ID, &e.Kind, &e.State, &e.Generation, &e.TurnID, &e.Text, &created, &content); err != nil {
 		return nil, 0, err
@@ -52,7 +52,7 @@ func scanQueueEntry(sc scanner, sessionID string) (*berth.QueueEntry, int64, err
 	if e.Content, err = codec.DecodeContent(content); err != nil {
 		return nil, 0, err
 	}
-	e.CreatedAt = fromNullNanos(created)
+	e.CreatedAt = codec.FromNullNanos(created)
 	return e, ord, nil
 }
 
@@ -72,7 +72,7 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 	if e.Kind != berth.EntryQueue && e.Kind != berth.EntrySteer {
 		return res, berth.Errorf(berth.EInvalid, "queue entry kind must be %s or %s, not %q", berth.EntryQueue, berth.EntrySteer, e.Kind)
 	}
-	created, err := nanosArg(e.CreatedAt, "queue entry created_at")
+	created, err := codec.NanosArg(e.CreatedAt, "queue entry created_at")
 	if err != nil {
 		return res, err
 	}
@@ -171,11 +171,8 @@ func (s *Store) ClaimQueueEntry(ctx context.Context, sessionID, kind string, gen
 			sessionID, berth.EntryPending, kind, generation, berth.EntryPending)
 		var err error
 		e, _, err = scanQueueEntry(row, sessionID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no pending %s entry of generation %d", sessionID, kind, generation)
-		}
-		if err != nil {
-			return internal(err, "claim queue entry")
+		if err := codec.OneRow(err, "claim queue entry", "session %s has no pending %s entry of generation %d", sessionID, kind, generation); err != nil {
+			return err
 		}
 		return nil
 	})
@@ -195,11 +192,8 @@ func (s *Store) CancelQueueEntry(ctx context.Context, sessionID, entryID string)
 			RETURNING `+queueColumns, berth.EntryCanceled, sessionID, entryID, berth.EntryPending)
 		var err error
 		e, _, err = scanQueueEntry(row, sessionID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no pending entry %s", sessionID, entryID)
-		}
-		if err != nil {
-			return internal(err, "cancel queue entry")
+		if err := codec.OneRow(err, "cancel queue entry", "session %s has no pending entry %s", sessionID, entryID); err != nil {
+			return err
 		}
 		return nil
 	})

@@ -78,7 +78,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			var id string
 			var ord int64
 			e := &berth.QueueEntry{}
-			var created sql.NullInt64
+			var created *int64
 			var content string
 			if err := rows.Scan(&id, &ord, &e.ID, &e.Kind, &e.State, &e.Generation, &e.TurnID, &e.Text, &created, &content); err != nil {
 				return err
@@ -87,7 +87,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			if e.Content, err = codec.DecodeContent(content); err != nil {
 				return err
 			}
-			e.SessionID, e.CreatedAt = id, fromNullNanos(created)
+			e.SessionID, e.CreatedAt = id, codec.FromNullNanos(created)
 			// Positions count per kind, in the arrival order the rows come in.
 			positions[[2]string{id, e.Kind}]++
 			e.Position = positions[[2]string{id, e.Kind}]
@@ -101,16 +101,16 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			var id string
 			p := &berth.Permission{}
 			var toolCall, options []byte
-			var created, decided sql.NullInt64
+			var created, decided *int64
 			if err := rows.Scan(&id, &p.ID, &p.TurnID, &p.State, &toolCall, &options, &p.OptionID, &p.DecidedBy, &created, &decided); err != nil {
 				return err
 			}
-			p.SessionID, p.ToolCall, p.CreatedAt = id, toolCall, fromNullNanos(created)
+			p.SessionID, p.ToolCall, p.CreatedAt = id, toolCall, codec.FromNullNanos(created)
 			if err := json.Unmarshal(options, &p.Options); err != nil {
 				return berth.WrapError(berth.EInternal, err, "decode stored permission options")
 			}
-			if decided.Valid {
-				at := codec.FromNanos(decided.Int64)
+			if decided != nil {
+				at := codec.FromNanos(*decided)
 				p.DecidedAt = &at
 			}
 			r := of(id)

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"sort"
 	"strings"
 
@@ -58,11 +57,8 @@ func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, erro
 	var doc []byte
 	var lastSeq, agentOffset int64
 	err := s.getSession.QueryRowContext(ctx, id).Scan(&doc, &lastSeq, &agentOffset)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
-	}
-	if err != nil {
-		return nil, internal(err, "get session")
+	if err := codec.OneRow(err, "get session", "session %s not found", id); err != nil {
+		return nil, err
 	}
 	return codec.DecodeSession(doc, lastSeq, agentOffset)
 }
@@ -196,11 +192,8 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 func missOrConflict(ctx context.Context, tx *sql.Tx, id string, from berth.State) error {
 	var state string
 	err := tx.QueryRowContext(ctx, `SELECT state FROM sessions WHERE id = ?`, id).Scan(&state)
-	if errors.Is(err, sql.ErrNoRows) {
-		return berth.Errorf(berth.ENotFound, "session %s not found", id)
-	}
-	if err != nil {
-		return internal(err, "update session")
+	if err := codec.OneRow(err, "update session", "session %s not found", id); err != nil {
+		return err
 	}
 	return &berth.Error{Code: berth.EConflict,
 		Message: "session " + id + " is " + state + ", not " + string(from),
@@ -213,11 +206,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var pk int64
 		err := tx.QueryRowContext(ctx, `DELETE FROM sessions WHERE id = ? RETURNING pk`, id).Scan(&pk)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s not found", id)
-		}
-		if err != nil {
-			return internal(err, "delete session")
+		if err := codec.OneRow(err, "delete session", "session %s not found", id); err != nil {
+			return err
 		}
 		// Labels go by ON DELETE CASCADE; events have no foreign key (see
 		// the schema) and go here, by a primary-key range.
@@ -242,11 +232,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 func sessionPK(ctx context.Context, tx *sql.Tx, id string) (int64, error) {
 	var pk int64
 	err := tx.QueryRowContext(ctx, `SELECT pk FROM sessions WHERE id = ?`, id).Scan(&pk)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, berth.Errorf(berth.ENotFound, "session %s not found", id)
-	}
-	if err != nil {
-		return 0, internal(err, "find session")
+	if err := codec.OneRow(err, "find session", "session %s not found", id); err != nil {
+		return 0, err
 	}
 	return pk, nil
 }

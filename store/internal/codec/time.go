@@ -3,6 +3,8 @@ package codec
 import (
 	"math"
 	"time"
+
+	"github.com/berth-sh/berth"
 )
 
 // Times are stored as unix nanoseconds, which keeps them exact and sortable
@@ -37,3 +39,26 @@ func SortNanos(t time.Time) int64 {
 
 // FromNanos is the inverse of ToNanos, in UTC.
 func FromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+// NanosArg is the stored form of a time column that may be empty: unix
+// nanoseconds, or nil (NULL) for the zero time. EInvalid, naming the time
+// by what, for a time int64 nanoseconds cannot hold, which would not read
+// back.
+func NanosArg(t time.Time, what string) (any, error) {
+	if t.IsZero() {
+		return nil, nil
+	}
+	n, ok := ToNanos(t)
+	if !ok {
+		return nil, berth.Errorf(berth.EInvalid, "%s out of range", what)
+	}
+	return n, nil
+}
+
+// FromNullNanos is the inverse of NanosArg: the zero time for NULL.
+func FromNullNanos(n *int64) time.Time {
+	if n == nil {
+		return time.Time{}
+	}
+	return FromNanos(*n)
+}
