@@ -38,14 +38,7 @@ func testListEventsEdges(t *testing.T, open Opener) {
 	all := events("s1", 1, 250)
 	appendOK(t, s, all)
 
-	page := func(f berth.EventFilter) []berth.Event {
-		t.Helper()
-		evs, err := s.ListEvents(ctx(t), "s1", f)
-		if err != nil {
-			t.Fatalf("%+v: %v", f, err)
-		}
-		return evs
-	}
+	page := func(f berth.EventFilter) []berth.Event { t.Helper(); return listPage(t, s, "s1", f) }
 	// Limit 0 means the default page.
 	sameEvents(t, page(berth.EventFilter{}), all[:berth.DefaultEventLimit])
 	sameEvents(t, page(berth.EventFilter{After: 0, Limit: 1}), all[:1])
@@ -58,16 +51,7 @@ func testListEventsEdges(t *testing.T, open Opener) {
 		}
 	}
 	// Paging by the last seq of each page walks the whole log once.
-	var walked []berth.Event
-	for after := int64(0); ; {
-		p := page(berth.EventFilter{After: after, Limit: 7})
-		if len(p) == 0 {
-			break
-		}
-		walked = append(walked, p...)
-		after = p[len(p)-1].Seq
-	}
-	sameEvents(t, walked, all)
+	sameEvents(t, walk(t, s, "s1", berth.EventFilter{Limit: 7}), all)
 
 	_, err := s.ListEvents(ctx(t), "s1", berth.EventFilter{After: -1})
 	wantCode(t, err, berth.EInvalid)
@@ -100,36 +84,23 @@ func testListEventsFilters(t *testing.T, open Opener) {
 	appendOK(t, s, all)
 	appendOK(t, s, events("s2", 1, 60)) // same types and turns, other session
 
-	pick := func(keep func(berth.Event) bool) []berth.Event {
-		var out []berth.Event
-		for _, e := range all {
-			if keep(e) {
-				out = append(out, e)
-			}
-		}
-		return out
-	}
 	cases := []struct {
 		f    berth.EventFilter
 		want []berth.Event
 	}{
 		{berth.EventFilter{Type: berth.EventToolCall, Limit: 1000},
-			pick(func(e berth.Event) bool { return e.Type == berth.EventToolCall })},
+			pick(all, func(e berth.Event) bool { return e.Type == berth.EventToolCall })},
 		{berth.EventFilter{TurnID: "turn-1", Limit: 1000},
-			pick(func(e berth.Event) bool { return e.TurnID == "turn-1" })},
+			pick(all, func(e berth.Event) bool { return e.TurnID == "turn-1" })},
 		{berth.EventFilter{Type: berth.EventUsage, TurnID: "turn-2", Limit: 1000},
-			pick(func(e berth.Event) bool { return e.Type == berth.EventUsage && e.TurnID == "turn-2" })},
+			pick(all, func(e berth.Event) bool { return e.Type == berth.EventUsage && e.TurnID == "turn-2" })},
 		{berth.EventFilter{Type: berth.EventToolCall, After: 30, Limit: 3},
-			pick(func(e berth.Event) bool { return e.Type == berth.EventToolCall && e.Seq > 30 })[:3]},
+			pick(all, func(e berth.Event) bool { return e.Type == berth.EventToolCall && e.Seq > 30 })[:3]},
 		{berth.EventFilter{TurnID: "turn-3", After: 59, Limit: 10}, nil},
 		{berth.EventFilter{Type: "no_such_type"}, nil},
 	}
 	for _, c := range cases {
-		got, err := s.ListEvents(ctx(t), "s1", c.f)
-		if err != nil {
-			t.Fatalf("%+v: %v", c.f, err)
-		}
-		sameEvents(t, got, c.want)
+		sameEvents(t, listPage(t, s, "s1", c.f), c.want)
 	}
 }
 
@@ -161,36 +132,23 @@ func testListEventsTurnAcrossBatches(t *testing.T, open Opener) {
 		appendOK(t, s, evs)
 		all = append(all, evs...)
 	}
-	pick := func(keep func(berth.Event) bool) []berth.Event {
-		var out []berth.Event
-		for _, e := range all {
-			if keep(e) {
-				out = append(out, e)
-			}
-		}
-		return out
-	}
 	for _, c := range []struct {
 		f    berth.EventFilter
 		want []berth.Event
 	}{
-		{berth.EventFilter{TurnID: "long", Limit: 1000}, pick(func(e berth.Event) bool { return e.TurnID == "long" })},
-		{berth.EventFilter{TurnID: "other", Limit: 1000}, pick(func(e berth.Event) bool { return e.TurnID == "other" })},
+		{berth.EventFilter{TurnID: "long", Limit: 1000}, pick(all, func(e berth.Event) bool { return e.TurnID == "long" })},
+		{berth.EventFilter{TurnID: "other", Limit: 1000}, pick(all, func(e berth.Event) bool { return e.TurnID == "other" })},
 		{berth.EventFilter{TurnID: "long", Type: berth.EventAgentMessage, After: 50, Limit: 1000},
-			pick(func(e berth.Event) bool { return e.TurnID == "long" && e.Type == berth.EventAgentMessage && e.Seq > 50 })},
+			pick(all, func(e berth.Event) bool { return e.TurnID == "long" && e.Type == berth.EventAgentMessage && e.Seq > 50 })},
 		{berth.EventFilter{TurnID: "long", Type: berth.EventToolCall, Limit: 1000},
-			pick(func(e berth.Event) bool { return e.TurnID == "long" && e.Type == berth.EventToolCall })},
+			pick(all, func(e berth.Event) bool { return e.TurnID == "long" && e.Type == berth.EventToolCall })},
 		{berth.EventFilter{Type: berth.EventAgentMessage, After: 90, Limit: 1000},
-			pick(func(e berth.Event) bool { return e.Type == berth.EventAgentMessage && e.Seq > 90 })},
+			pick(all, func(e berth.Event) bool { return e.Type == berth.EventAgentMessage && e.Seq > 90 })},
 		{berth.EventFilter{TurnID: "long", After: 10, Limit: 5},
-			pick(func(e berth.Event) bool { return e.TurnID == "long" && e.Seq > 10 })[:5]},
+			pick(all, func(e berth.Event) bool { return e.TurnID == "long" && e.Seq > 10 })[:5]},
 		{berth.EventFilter{TurnID: "nope", Limit: 1000}, nil},
 	} {
-		got, err := s.ListEvents(ctx(t), "s1", c.f)
-		if err != nil {
-			t.Fatalf("%+v: %v", c.f, err)
-		}
-		sameEvents(t, got, c.want)
+		sameEvents(t, listPage(t, s, "s1", c.f), c.want)
 	}
 }
 
@@ -390,28 +348,12 @@ func testListEventsMaxBytes(t *testing.T, open Opener) {
 			Data: json.RawMessage(`{"text":"` + strings.Repeat("x", 90) + `"}`)} // 101 bytes
 	}
 	appendOK(t, s, all)
-	page := func(f berth.EventFilter) []berth.Event {
-		t.Helper()
-		evs, err := s.ListEvents(ctx(t), "s1", f)
-		if err != nil {
-			t.Fatalf("%+v: %v", f, err)
-		}
-		return evs
-	}
+	page := func(f berth.EventFilter) []berth.Event { t.Helper(); return listPage(t, s, "s1", f) }
 	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 250}), all[:3])
 	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 202}), all[:2])
 	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 1}), all[:1])
 	sameEvents(t, page(berth.EventFilter{After: 5, Limit: 10, MaxBytes: 303, TurnID: "t1"}), all[5:8])
 	sameEvents(t, page(berth.EventFilter{After: 5, Limit: 10, MaxBytes: 303, Type: berth.EventAgentMessage}), all[5:8])
 	sameEvents(t, page(berth.EventFilter{Limit: 4, MaxBytes: 1 << 20}), all[:4])
-	var walked []berth.Event
-	for after := int64(0); ; {
-		p := page(berth.EventFilter{After: after, Limit: 100, MaxBytes: 300})
-		if len(p) == 0 {
-			break
-		}
-		walked = append(walked, p...)
-		after = p[len(p)-1].Seq
-	}
-	sameEvents(t, walked, all)
+	sameEvents(t, walk(t, s, "s1", berth.EventFilter{Limit: 100, MaxBytes: 300}), all)
 }

@@ -42,13 +42,7 @@ func testTree(t *testing.T, open Opener) {
 		{berth.SessionFilter{Parent: "r"}, "b a"},
 		{berth.SessionFilter{Root: "r", Parent: "a"}, "a1"},
 	} {
-		page, err := s.ListSessions(ctx(t), c.f)
-		if err != nil {
-			t.Fatalf("%+v: %v", c.f, err)
-		}
-		if got := ids(page); got != c.want {
-			t.Errorf("filter %+v: got %q, want %q", c.f, got, c.want)
-		}
+		wantIDs(t, s, c.f, c.want)
 	}
 }
 
