@@ -116,10 +116,8 @@ func (s *Store) GetHookCursor(ctx context.Context, sessionID string) (berth.Hook
 // is taken by another delivery is EInternal (the SQL stores' unique
 // constraint), and then nothing is stored.
 func (s *Store) EnqueueHookDeliveries(ctx context.Context, sessionID string, c berth.HookCursor, ds []*berth.HookDelivery) error {
-	for _, d := range ds {
-		if d.ID == "" || d.Hook == "" || d.SessionID == "" || len(d.Body) == 0 {
-			return berth.Errorf(berth.EInvalid, "hook delivery needs an id, a hook, a session and a body")
-		}
+	if err := codec.CheckDeliveries(ds); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -62,31 +62,15 @@ func (s *Store) GetElicitation(ctx context.Context, sessionID, id string) (*bert
 // ListElicitations returns a session's elicitations in state (all of them
 // when state is empty), oldest first. ENotFound if the session is absent.
 func (s *Store) ListElicitations(ctx context.Context, sessionID, state string) ([]*berth.Elicitation, error) {
-	out := []*berth.Elicitation{}
-	err := s.query(ctx, `SELECT doc FROM elicitations
+	return collectOfSession(ctx, s, sessionID, "list elicitations", `SELECT doc FROM elicitations
 		WHERE session_pk = (SELECT pk FROM sessions WHERE id = $1) AND (state = $2 OR $2 = '')
-		ORDER BY ord`, []any{sessionID, state}, func(rows pgx.Rows) error {
-		var doc string
-		if err := rows.Scan(&doc); err != nil {
-			return err
-		}
-		e, err := codec.DecodeElicitation([]byte(doc))
-		if err != nil {
-			return err
-		}
-		out = append(out, e)
-		return nil
-	})
-	if err != nil {
-		return nil, internal(err, "list elicitations")
-	}
-	if len(out) == 0 {
-		// None: tell a session without any from a missing session.
-		if err := s.sessionExists(ctx, sessionID); err != nil {
+		ORDER BY ord`, []any{sessionID, state}, func(row codec.Row) (*berth.Elicitation, error) {
+		var doc []byte
+		if err := row.Scan(&doc); err != nil {
 			return nil, err
 		}
-	}
-	return out, nil
+		return codec.DecodeElicitation(doc)
+	})
 }
 
 // ResolveElicitation records e's State, Action, Content, DecidedBy and

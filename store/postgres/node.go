@@ -20,7 +20,7 @@ const nodeColumns = `id, advertise, state, started_at, last_heartbeat,
     (SELECT count(*) FROM leases l WHERE l.owner = nodes.id)`
 
 // scanNode reads a row of nodeColumns.
-func scanNode(row pgx.Row) (*berth.Node, error) {
+func scanNode(row codec.Row) (*berth.Node, error) {
 	n := &berth.Node{}
 	var state string
 	var started *int64
@@ -134,19 +134,7 @@ func nodeLost(id, state string) error {
 // each with the number of leases it holds (expired ones not yet taken
 // over included).
 func (s *Store) ListNodes(ctx context.Context) ([]*berth.Node, error) {
-	out := []*berth.Node{}
-	err := s.query(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`, nil, func(rows pgx.Rows) error {
-		n, err := scanNode(rows)
-		if err != nil {
-			return err
-		}
-		out = append(out, n)
-		return nil
-	})
-	if err != nil {
-		return nil, internal(err, "list nodes")
-	}
-	return out, nil
+	return collect(ctx, s, "list nodes", `SELECT `+nodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`, nil, scanNode)
 }
 
 // MarkLostNodes marks lost every up node whose last heartbeat is before
@@ -158,18 +146,10 @@ func (s *Store) MarkLostNodes(ctx context.Context, now time.Time, ttl time.Durat
 	if !ok {
 		return nil, berth.Errorf(berth.EInvalid, "heartbeat time out of range")
 	}
-	out := []*berth.Node{}
-	err := s.query(ctx, `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < $1
-		RETURNING `+nodeColumns, []any{cut}, func(rows pgx.Rows) error {
-		n, err := scanNode(rows)
-		if err != nil {
-			return err
-		}
-		out = append(out, n)
-		return nil
-	})
+	out, err := collect(ctx, s, "mark lost nodes", `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < $1
+		RETURNING `+nodeColumns, []any{cut}, scanNode)
 	if err != nil {
-		return nil, internal(err, "mark lost nodes")
+		return nil, err
 	}
 	sortByHeartbeat(out)
 	return out, nil
@@ -215,22 +195,14 @@ func (s *Store) LeasesOf(ctx context.Context, owner string) ([]*berth.Lease, err
 	if owner == "" {
 		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
 	}
-	out := []*berth.Lease{}
-	err := s.query(ctx, `SELECT s.id, l.token, l.expires_at FROM leases l JOIN sessions s ON s.pk = l.session_pk
-		WHERE l.owner = $1 ORDER BY s.id`, []any{owner}, func(rows pgx.Rows) error {
+	return collect(ctx, s, "list leases", `SELECT s.id, l.token, l.expires_at FROM leases l JOIN sessions s ON s.pk = l.session_pk
+		WHERE l.owner = $1 ORDER BY s.id`, []any{owner}, func(row codec.Row) (*berth.Lease, error) {
 		l := &berth.Lease{Owner: owner}
 		var expires int64
-		if err := rows.Scan(&l.SessionID, &l.Token, &expires); err != nil {
-			return err
-		}
+		err := row.Scan(&l.SessionID, &l.Token, &expires)
 		l.ExpiresAt = codec.FromNanos(expires)
-		out = append(out, l)
-		return nil
+		return l, err
 	})
-	if err != nil {
-		return nil, internal(err, "list leases")
-	}
-	return out, nil
 }
 
 // sortByHeartbeat orders nodes by last heartbeat, then id.

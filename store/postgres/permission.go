@@ -103,28 +103,12 @@ func (s *Store) GetPermission(ctx context.Context, sessionID, id string) (*berth
 // ListPermissions returns a session's permissions in state (all of them
 // when state is empty), oldest first. ENotFound if the session is absent.
 func (s *Store) ListPermissions(ctx context.Context, sessionID, state string) ([]*berth.Permission, error) {
-	out := []*berth.Permission{}
 	// state = $2 OR $2 = '': one statement for "any state" and one state.
-	err := s.query(ctx, `SELECT `+permissionCols+` FROM permissions
+	return collectOfSession(ctx, s, sessionID, "list permissions", `SELECT `+permissionCols+` FROM permissions
 		WHERE session_pk = (SELECT pk FROM sessions WHERE id = $1) AND (state = $2 OR $2 = '')
-		ORDER BY ord`, []any{sessionID, state}, func(rows pgx.Rows) error {
-		p, err := scanPermission(rows, sessionID)
-		if err != nil {
-			return err
-		}
-		out = append(out, p)
-		return nil
+		ORDER BY ord`, []any{sessionID, state}, func(row codec.Row) (*berth.Permission, error) {
+		return scanPermission(row, sessionID)
 	})
-	if err != nil {
-		return nil, internal(err, "list permissions")
-	}
-	if len(out) == 0 {
-		// None: tell a session without any from a missing session.
-		if err := s.sessionExists(ctx, sessionID); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 // DecidePermission records p's State, OptionID, DecidedBy and DecidedAt on
@@ -164,7 +148,7 @@ func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error
 }
 
 // scanPermission reads the permissionCols of one row.
-func scanPermission(row pgx.Row, sessionID string) (*berth.Permission, error) {
+func scanPermission(row codec.Row, sessionID string) (*berth.Permission, error) {
 	p := &berth.Permission{SessionID: sessionID}
 	var toolCall *string
 	var options string

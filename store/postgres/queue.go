@@ -123,27 +123,11 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 // with its 1-based Position among the pending entries of its kind.
 // ENotFound if the session is absent.
 func (s *Store) ListQueue(ctx context.Context, sessionID string) ([]*berth.QueueEntry, error) {
-	out := []*berth.QueueEntry{}
-	err := s.query(ctx, `SELECT `+queueCols+`, row_number() OVER (PARTITION BY kind ORDER BY ord)
+	return collectOfSession(ctx, s, sessionID, "list queue", `SELECT `+queueCols+`, row_number() OVER (PARTITION BY kind ORDER BY ord)
 		FROM queue_entries WHERE session_pk = (SELECT pk FROM sessions WHERE id = $1) AND state = 'pending'
-		ORDER BY ord`, []any{sessionID}, func(rows pgx.Rows) error {
-		e, err := scanQueueEntry(rows, sessionID, true)
-		if err != nil {
-			return err
-		}
-		out = append(out, e)
-		return nil
+		ORDER BY ord`, []any{sessionID}, func(row codec.Row) (*berth.QueueEntry, error) {
+		return scanQueueEntry(row, sessionID, true)
 	})
-	if err != nil {
-		return nil, internal(err, "list queue")
-	}
-	if len(out) == 0 {
-		// No entries: tell an empty queue from a missing session.
-		if err := s.sessionExists(ctx, sessionID); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 // ClaimQueueEntry moves the oldest pending entry of kind and generation to
@@ -217,7 +201,7 @@ func (s *Store) CancelQueue(ctx context.Context, sessionID string, generation in
 
 // scanQueueEntry reads the queueCols of one row, followed by the entry's
 // position when withPosition is set.
-func scanQueueEntry(row pgx.Row, sessionID string, withPosition bool) (*berth.QueueEntry, error) {
+func scanQueueEntry(row codec.Row, sessionID string, withPosition bool) (*berth.QueueEntry, error) {
 	e := &berth.QueueEntry{SessionID: sessionID}
 	var created *int64
 	var content string

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/berth-sh/berth/store/internal/fence"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -250,6 +251,36 @@ func (s *Store) query(ctx context.Context, sql string, args []any, each func(row
 		}
 		return rows.Err()
 	})
+}
+
+// collect runs a query on a pooled connection and returns what scan makes
+// of each row, in order; none is an empty slice. Any failure is EInternal
+// saying what failed.
+func collect[T any](ctx context.Context, s *Store, what, sql string, args []any, scan func(codec.Row) (T, error)) ([]T, error) {
+	out := []T{}
+	err := s.query(ctx, sql, args, func(rows pgx.Rows) error {
+		v, err := scan(rows)
+		out = append(out, v)
+		return err
+	})
+	if err != nil {
+		return nil, internal(err, "%s", what)
+	}
+	return out, nil
+}
+
+// collectOfSession is collect for the rows of one session: none, for a
+// session that does not exist, is ENotFound.
+func collectOfSession[T any](ctx context.Context, s *Store, sessionID, what, sql string, args []any, scan func(codec.Row) (T, error)) ([]T, error) {
+	out, err := collect(ctx, s, what, sql, args, scan)
+	if err == nil && len(out) == 0 {
+		// None: tell a session without any from a missing session.
+		err = s.sessionExists(ctx, sessionID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // isForeignKeyViolation reports whether err is a foreign key violation: a

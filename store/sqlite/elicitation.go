@@ -64,7 +64,7 @@ func (s *Store) GetElicitation(ctx context.Context, sessionID, id string) (*bert
 // when state is empty) in the order they were created. ENotFound if the
 // session is absent.
 func (s *Store) ListElicitations(ctx context.Context, sessionID, state string) ([]*berth.Elicitation, error) {
-	out := []*berth.Elicitation{}
+	var out []*berth.Elicitation
 	err := s.inReadTx(ctx, func(tx *sql.Tx) error {
 		pk, err := sessionPK(ctx, tx, sessionID)
 		if err != nil {
@@ -77,26 +77,14 @@ func (s *Store) ListElicitations(ctx context.Context, sessionID, state string) (
 			q = `SELECT doc FROM elicitations WHERE session_pk = ? AND state = ? ORDER BY ord`
 			args = append(args, state)
 		}
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return internal(err, "list elicitations")
-		}
-		defer rows.Close()
-		for rows.Next() {
+		out, err = collect(ctx, tx, "list elicitations", q, args, func(row codec.Row) (*berth.Elicitation, error) {
 			var doc []byte
-			if err := rows.Scan(&doc); err != nil {
-				return internal(err, "list elicitations")
+			if err := row.Scan(&doc); err != nil {
+				return nil, err
 			}
-			e, err := codec.DecodeElicitation(doc)
-			if err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "list elicitations")
-		}
-		return nil
+			return codec.DecodeElicitation(doc)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

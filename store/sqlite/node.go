@@ -22,7 +22,7 @@ const nodeColumns = `id, advertise, state, started_at, last_heartbeat,
     (SELECT count(*) FROM leases l WHERE l.owner = nodes.id)`
 
 // scanNode reads a row of nodeColumns.
-func scanNode(row interface{ Scan(...any) error }) (*berth.Node, error) {
+func scanNode(row codec.Row) (*berth.Node, error) {
 	n := &berth.Node{}
 	var state string
 	var started *int64
@@ -118,23 +118,7 @@ func nodeLost(id, state string) error {
 // ListNodes returns every node, oldest (by start time, then id) first,
 // each with the number of leases it holds.
 func (s *Store) ListNodes(ctx context.Context) ([]*berth.Node, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`)
-	if err != nil {
-		return nil, internal(err, "list nodes")
-	}
-	defer rows.Close()
-	out := []*berth.Node{}
-	for rows.Next() {
-		n, err := scanNode(rows)
-		if err != nil {
-			return nil, internal(err, "list nodes")
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, internal(err, "list nodes")
-	}
-	return out, nil
+	return collect(ctx, s.r, "list nodes", `SELECT `+nodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`, nil, scanNode)
 }
 
 // MarkLostNodes marks lost every up node whose last heartbeat is before
@@ -145,25 +129,12 @@ func (s *Store) MarkLostNodes(ctx context.Context, now time.Time, ttl time.Durat
 	if !ok {
 		return nil, berth.Errorf(berth.EInvalid, "heartbeat time out of range")
 	}
-	out := []*berth.Node{}
+	var out []*berth.Node
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < ?
-			RETURNING `+nodeColumns, cut)
-		if err != nil {
-			return internal(err, "mark lost nodes")
-		}
-		defer rows.Close()
-		for rows.Next() {
-			n, err := scanNode(rows)
-			if err != nil {
-				return internal(err, "mark lost nodes")
-			}
-			out = append(out, n)
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "mark lost nodes")
-		}
-		return nil
+		var err error
+		out, err = collect(ctx, tx, "mark lost nodes", `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < ?
+			RETURNING `+nodeColumns, []any{cut}, scanNode)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -208,24 +179,12 @@ func (s *Store) LeasesOf(ctx context.Context, owner string) ([]*berth.Lease, err
 	if owner == "" {
 		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT s.id, l.token, l.expires_at FROM leases l JOIN sessions s ON s.pk = l.session_pk
-		WHERE l.owner = ? ORDER BY s.id`, owner)
-	if err != nil {
-		return nil, internal(err, "list leases")
-	}
-	defer rows.Close()
-	out := []*berth.Lease{}
-	for rows.Next() {
+	return collect(ctx, s.r, "list leases", `SELECT s.id, l.token, l.expires_at FROM leases l JOIN sessions s ON s.pk = l.session_pk
+		WHERE l.owner = ? ORDER BY s.id`, []any{owner}, func(row codec.Row) (*berth.Lease, error) {
 		l := &berth.Lease{Owner: owner}
 		var expires int64
-		if err := rows.Scan(&l.SessionID, &l.Token, &expires); err != nil {
-			return nil, internal(err, "list leases")
-		}
+		err := row.Scan(&l.SessionID, &l.Token, &expires)
 		l.ExpiresAt = codec.FromNanos(expires)
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, internal(err, "list leases")
-	}
-	return out, nil
+		return l, err
+	})
 }

@@ -18,7 +18,7 @@ const permissionOfSession = `session_pk = (SELECT pk FROM sessions WHERE id = ?)
 
 // scanPermission reads the permissionColumns of one row of sessionID.
 // EInternal for stored options that do not decode.
-func scanPermission(sc scanner, sessionID string) (*berth.Permission, error) {
+func scanPermission(sc codec.Row, sessionID string) (*berth.Permission, error) {
 	p := &berth.Permission{SessionID: sessionID}
 	var toolCall, options []byte
 	var created, decided *int64
@@ -118,7 +118,7 @@ func (s *Store) GetPermission(ctx context.Context, sessionID, id string) (*berth
 // when state is empty) in the order they were created. ENotFound if the
 // session is absent.
 func (s *Store) ListPermissions(ctx context.Context, sessionID, state string) ([]*berth.Permission, error) {
-	out := []*berth.Permission{}
+	var out []*berth.Permission
 	err := s.inReadTx(ctx, func(tx *sql.Tx) error {
 		pk, err := sessionPK(ctx, tx, sessionID)
 		if err != nil {
@@ -132,22 +132,10 @@ func (s *Store) ListPermissions(ctx context.Context, sessionID, state string) ([
 			q = `SELECT ` + permissionColumns + ` FROM permissions WHERE session_pk = ? AND state = ? ORDER BY ord`
 			args = append(args, state)
 		}
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return internal(err, "list permissions")
-		}
-		defer rows.Close()
-		for rows.Next() {
-			p, err := scanPermission(rows, sessionID)
-			if err != nil {
-				return internal(err, "list permissions")
-			}
-			out = append(out, p)
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "list permissions")
-		}
-		return nil
+		out, err = collect(ctx, tx, "list permissions", q, args, func(row codec.Row) (*berth.Permission, error) {
+			return scanPermission(row, sessionID)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -35,12 +35,9 @@ WHERE session_pk = ? AND state = ? ORDER BY ord`
 // queue_by_state alone.
 const countPendingSQL = `SELECT count(*) FROM queue_entries WHERE session_pk = ? AND state = ? AND kind = ?`
 
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
 // scanQueueEntry reads the queueColumns of one row of sessionID, and
 // returns the entry and its arrival order.
-func scanQueueEntry(sc scanner, sessionID string) (*berth.QueueEntry, int64, error) {
+func scanQueueEntry(sc codec.Row, sessionID string) (*berth.QueueEntry, int64, error) {
 	e := &berth.QueueEntry{SessionID: sessionID}
 	var ord int64
 	var created *int64
@@ -128,35 +125,26 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 // with its 1-based Position among the pending entries of its kind.
 // ENotFound if the session is absent.
 func (s *Store) ListQueue(ctx context.Context, sessionID string) ([]*berth.QueueEntry, error) {
-	out := []*berth.QueueEntry{}
+	var out []*berth.QueueEntry
 	err := s.inReadTx(ctx, func(tx *sql.Tx) error {
 		pk, err := sessionPK(ctx, tx, sessionID)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, pendingQueueSQL, pk, berth.EntryPending)
-		if err != nil {
-			return internal(err, "list queue")
-		}
-		defer rows.Close()
-		// Positions count per kind, in the arrival order the rows come in.
-		seen := map[string]int{}
-		for rows.Next() {
-			e, _, err := scanQueueEntry(rows, sessionID)
-			if err != nil {
-				return internal(err, "list queue")
-			}
-			seen[e.Kind]++
-			e.Position = seen[e.Kind]
-			out = append(out, e)
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "list queue")
-		}
-		return nil
+		out, err = collect(ctx, tx, "list queue", pendingQueueSQL, []any{pk, berth.EntryPending}, func(row codec.Row) (*berth.QueueEntry, error) {
+			e, _, err := scanQueueEntry(row, sessionID)
+			return e, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Positions count per kind, in the arrival order the rows come in.
+	seen := map[string]int{}
+	for _, e := range out {
+		seen[e.Kind]++
+		e.Position = seen[e.Kind]
 	}
 	return out, nil
 }
@@ -215,24 +203,14 @@ func (s *Store) CancelQueue(ctx context.Context, sessionID string, generation in
 	var gone []canceled
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// ?4 = 0 OR generation < ?4: one statement for "all" and "older than".
-		rows, err := tx.QueryContext(ctx, `UPDATE queue_entries SET state = ?1
+		var err error
+		gone, err = collect(ctx, tx, "cancel queue", `UPDATE queue_entries SET state = ?1
 			WHERE session_pk = (SELECT pk FROM sessions WHERE id = ?2) AND state = ?3 AND (?4 = 0 OR generation < ?4)
-			RETURNING `+queueColumns, berth.EntryCanceled, sessionID, berth.EntryPending, generation)
-		if err != nil {
-			return internal(err, "cancel queue")
-		}
-		defer rows.Close()
-		for rows.Next() {
-			e, ord, err := scanQueueEntry(rows, sessionID)
-			if err != nil {
-				return internal(err, "cancel queue")
-			}
-			gone = append(gone, canceled{e, ord})
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "cancel queue")
-		}
-		return nil
+			RETURNING `+queueColumns, []any{berth.EntryCanceled, sessionID, berth.EntryPending, generation}, func(row codec.Row) (canceled, error) {
+			e, ord, err := scanQueueEntry(row, sessionID)
+			return canceled{e, ord}, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

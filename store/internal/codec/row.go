@@ -7,6 +7,11 @@ import (
 	"github.com/berth-sh/berth"
 )
 
+// Row is one row as a driver reads it: *sql.Row, *sql.Rows and pgx's rows
+// all are one. It is an alias, so that a scanner of either backend and
+// codec's fit the same function type.
+type Row = interface{ Scan(dest ...any) error }
+
 // OneRow sorts out the error of a read of one row that must be there: nil
 // when it was, ENotFound with the message format makes when there was no
 // row (sql.ErrNoRows, which pgx's ErrNoRows matches too), and EInternal
