@@ -14,14 +14,7 @@ import (
 // schema that is not JSON, ENotFound if the session is absent, EConflict
 // if the id exists.
 func (s *Store) CreateElicitation(ctx context.Context, e *berth.Elicitation) error {
-	if err := codec.CheckElicitation(e); err != nil {
-		return err
-	}
-	c := *e
-	if c.State == "" {
-		c.State = berth.ElicitationPending
-	}
-	doc, err := codec.EncodeElicitation(&c)
+	c, doc, err := codec.NewElicitation(e)
 	if err != nil {
 		return err
 	}
@@ -96,12 +89,7 @@ func (s *Store) ResolveElicitation(ctx context.Context, e *berth.Elicitation) er
 		if state != berth.ElicitationPending {
 			return codec.ResolvedConflict(e.ID, state)
 		}
-		stored, err := codec.DecodeElicitation([]byte(doc))
-		if err != nil {
-			return err
-		}
-		stored.State, stored.Action, stored.Content, stored.DecidedBy, stored.ResolvedAt = e.State, e.Action, e.Content, e.DecidedBy, e.ResolvedAt
-		next, err := codec.EncodeElicitation(stored)
+		next, err := codec.Resolved([]byte(doc), e)
 		if err != nil {
 			return err
 		}

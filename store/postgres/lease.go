@@ -51,19 +51,12 @@ SELECT held.owner, held.token, EXISTS (SELECT 1 FROM released) FROM held`
 // EInvalid for an empty owner, a ttl that is not positive or times out of
 // range; ENotFound if the session is absent.
 func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now time.Time, ttl time.Duration) (*berth.Lease, error) {
-	if owner == "" {
-		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
-	}
-	if ttl <= 0 {
-		return nil, berth.Errorf(berth.EInvalid, "lease ttl must be positive")
-	}
-	at, ok := codec.ToNanos(now)
-	until, ok2 := codec.ToNanos(now.Add(ttl))
-	if !ok || !ok2 {
-		return nil, berth.Errorf(berth.EInvalid, "lease time out of range")
+	at, until, err := codec.LeaseTimes(owner, now, ttl)
+	if err != nil {
+		return nil, err
 	}
 	l := &berth.Lease{SessionID: sessionID, Owner: owner, ExpiresAt: codec.FromNanos(until)}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, acquireLeaseSQL, sessionID, owner, until, at).Scan(&l.Token)
 		if isForeignKeyViolation(err) {
 			// The session was deleted after the statement found it.

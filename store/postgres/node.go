@@ -14,25 +14,6 @@ import (
 
 var _ berth.NodeStore = (*Store)(nil)
 
-// nodeColumns are the columns a berth.Node is read from (see scanNode),
-// with the count of the leases the node holds.
-const nodeColumns = `id, advertise, state, started_at, last_heartbeat,
-    (SELECT count(*) FROM leases l WHERE l.owner = nodes.id)`
-
-// scanNode reads a row of nodeColumns.
-func scanNode(row codec.Row) (*berth.Node, error) {
-	n := &berth.Node{}
-	var state string
-	var started *int64
-	var beat int64
-	var sessions int64
-	if err := row.Scan(&n.ID, &n.Advertise, &state, &started, &beat, &sessions); err != nil {
-		return nil, err
-	}
-	n.State, n.StartedAt, n.LastHeartbeat, n.Sessions = berth.NodeState(state), codec.FromNullNanos(started), codec.FromNanos(beat), int(sessions)
-	return n, nil
-}
-
 // registerNodeSQL inserts a node or marks it up again. A node that was not
 // up (lost or left) comes back as a new incarnation, so its heartbeats no
 // longer renew the leases of the old one.
@@ -55,16 +36,9 @@ RETURNING incarnation`
 // it remembered. Register before acquiring leases. EInvalid for an empty
 // id or times out of range.
 func (s *Store) RegisterNode(ctx context.Context, n *berth.Node, now time.Time) error {
-	if n == nil || n.ID == "" {
-		return berth.Errorf(berth.EInvalid, "node id must not be empty")
-	}
-	started, err := codec.NanosArg(n.StartedAt, "node start time")
+	started, at, err := codec.NodeTimes(n, now)
 	if err != nil {
 		return err
-	}
-	at, ok := codec.ToNanos(now)
-	if !ok {
-		return berth.Errorf(berth.EInvalid, "heartbeat time out of range")
 	}
 	var inc int64
 	if err := s.queryRow(ctx, registerNodeSQL, []any{n.ID, n.Advertise, started, at}, &inc); err != nil {
@@ -90,15 +64,11 @@ WHERE session_pk IN (SELECT session_pk FROM leases WHERE owner = $1 AND incarnat
 // ENotFound if the node is absent; EInvalid for a ttl that is not positive
 // or times out of range.
 func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl time.Duration) error {
-	if ttl <= 0 {
-		return berth.Errorf(berth.EInvalid, "lease ttl must be positive")
+	at, until, err := codec.HeartbeatTimes(now, ttl)
+	if err != nil {
+		return err
 	}
-	at, ok := codec.ToNanos(now)
-	until, ok2 := codec.ToNanos(now.Add(ttl))
-	if !ok || !ok2 {
-		return berth.Errorf(berth.EInvalid, "heartbeat time out of range")
-	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var inc int64
 		err := tx.QueryRow(ctx, `UPDATE nodes SET last_heartbeat = GREATEST(last_heartbeat, $2)
 			WHERE id = $1 AND state = 'up' RETURNING incarnation`, id, at).Scan(&inc)
@@ -108,7 +78,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl tim
 			if err := codec.OneRow(err, "heartbeat", "node %s not found", id); err != nil {
 				return err
 			}
-			return nodeLost(id, state)
+			return codec.NodeLost(id, berth.NodeState(state))
 		}
 		if err != nil {
 			return internal(err, "heartbeat")
@@ -124,17 +94,11 @@ func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl tim
 	return err
 }
 
-// nodeLost is the ENodeLost error of a node in state.
-func nodeLost(id, state string) error {
-	return &berth.Error{Code: berth.ENodeLost, Message: "node " + id + " is " + state,
-		Details: map[string]any{"node": id, "state": state}}
-}
-
 // ListNodes returns every node, oldest (by start time, then id) first,
 // each with the number of leases it holds (expired ones not yet taken
 // over included).
 func (s *Store) ListNodes(ctx context.Context) ([]*berth.Node, error) {
-	return collect(ctx, s, "list nodes", `SELECT `+nodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`, nil, scanNode)
+	return collect(ctx, s, "list nodes", `SELECT `+codec.NodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`, nil, codec.ScanNode)
 }
 
 // MarkLostNodes marks lost every up node whose last heartbeat is before
@@ -147,7 +111,7 @@ func (s *Store) MarkLostNodes(ctx context.Context, now time.Time, ttl time.Durat
 		return nil, berth.Errorf(berth.EInvalid, "heartbeat time out of range")
 	}
 	out, err := collect(ctx, s, "mark lost nodes", `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < $1
-		RETURNING `+nodeColumns, []any{cut}, scanNode)
+		RETURNING `+codec.NodeColumns, []any{cut}, codec.ScanNode)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +135,7 @@ func (s *Store) LeaveNode(ctx context.Context, id string) error {
 		case berth.NodeLeft:
 			return nil
 		case berth.NodeLost:
-			return nodeLost(id, state)
+			return codec.NodeLost(id, berth.NodeState(state))
 		}
 		if _, err := tx.Exec(ctx, `UPDATE nodes SET state = 'left' WHERE id = $1`, id); err != nil {
 			return internal(err, "leave")

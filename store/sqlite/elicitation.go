@@ -16,14 +16,7 @@ const elicitationOfSession = `session_pk = (SELECT pk FROM sessions WHERE id = ?
 // that is not JSON; ENotFound if the session is absent; EConflict if an
 // elicitation with that id exists (in any session).
 func (s *Store) CreateElicitation(ctx context.Context, e *berth.Elicitation) error {
-	if err := codec.CheckElicitation(e); err != nil {
-		return err
-	}
-	c := *e
-	if c.State == "" {
-		c.State = berth.ElicitationPending
-	}
-	doc, err := codec.EncodeElicitation(&c)
+	c, doc, err := codec.NewElicitation(e)
 	if err != nil {
 		return err
 	}
@@ -110,12 +103,7 @@ func (s *Store) ResolveElicitation(ctx context.Context, e *berth.Elicitation) er
 		if state != berth.ElicitationPending {
 			return codec.ResolvedConflict(e.ID, state)
 		}
-		stored, err := codec.DecodeElicitation(doc)
-		if err != nil {
-			return err
-		}
-		stored.State, stored.Action, stored.Content, stored.DecidedBy, stored.ResolvedAt = e.State, e.Action, e.Content, e.DecidedBy, e.ResolvedAt
-		next, err := codec.EncodeElicitation(stored)
+		next, err := codec.Resolved(doc, e)
 		if err != nil {
 			return err
 		}

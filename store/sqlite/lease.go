@@ -22,19 +22,12 @@ const leaseOfSession = `session_pk = (SELECT pk FROM sessions WHERE id = ?)`
 // lost (a new incarnation, migration 0024). EInvalid for an empty owner, a ttl that is not positive
 // or times out of range; ENotFound if the session is absent.
 func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now time.Time, ttl time.Duration) (*berth.Lease, error) {
-	if owner == "" {
-		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
-	}
-	if ttl <= 0 {
-		return nil, berth.Errorf(berth.EInvalid, "lease ttl must be positive")
-	}
-	nowN, ok := codec.ToNanos(now)
-	expN, okExp := codec.ToNanos(now.Add(ttl))
-	if !ok || !okExp {
-		return nil, berth.Errorf(berth.EInvalid, "lease time out of range")
+	nowN, expN, err := codec.LeaseTimes(owner, now, ttl)
+	if err != nil {
+		return nil, err
 	}
 	l := &berth.Lease{SessionID: sessionID, Owner: owner, ExpiresAt: codec.FromNanos(expN)}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		pk, err := sessionPK(ctx, tx, sessionID)
 		if err != nil {
 			return err

@@ -10,20 +10,11 @@ import (
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
-// Session list bounds.
-const (
-	defaultSessionLimit = 50
-	maxSessionLimit     = 1000
-)
-
 const getSessionSQL = `SELECT doc, last_seq, agent_offset FROM sessions WHERE id = ?`
 
 // CreateSession inserts s with its labels. EInvalid without an id,
 // EConflict if the id exists.
 func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
-	if sess == nil || sess.ID == "" {
-		return berth.Errorf(berth.EInvalid, "session id must not be empty")
-	}
 	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
@@ -67,14 +58,9 @@ func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, erro
 // id, descending), that match every given filter. Limit 0 means 50 and is
 // capped at 1000. EInvalid for a malformed cursor or a negative limit.
 func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
-	limit := f.Limit
-	switch {
-	case limit < 0:
-		return nil, berth.Errorf(berth.EInvalid, "limit must not be negative")
-	case limit == 0:
-		limit = defaultSessionLimit
-	case limit > maxSessionLimit:
-		limit = maxSessionLimit
+	limit, err := codec.SessionLimit(f.Limit)
+	if err != nil {
+		return nil, err
 	}
 	var q strings.Builder
 	var args []any
@@ -157,9 +143,6 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 // which only AppendEvents moves. When from is not empty the stored state
 // must equal it (EConflict otherwise). ENotFound if the session is absent.
 func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from berth.State) error {
-	if sess == nil || sess.ID == "" {
-		return berth.Errorf(berth.EInvalid, "session id must not be empty")
-	}
 	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
@@ -195,9 +178,7 @@ func missOrConflict(ctx context.Context, tx *sql.Tx, id string, from berth.State
 	if err := codec.OneRow(err, "update session", "session %s not found", id); err != nil {
 		return err
 	}
-	return &berth.Error{Code: berth.EConflict,
-		Message: "session " + id + " is " + state + ", not " + string(from),
-		Details: map[string]any{"state": state, "expected": string(from)}}
+	return codec.StateConflict(id, berth.State(state), from)
 }
 
 // DeleteSession removes a session, its labels, its whole log, its queue

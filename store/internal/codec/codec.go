@@ -46,8 +46,12 @@ type worktreeDoc struct {
 	Owned     bool   `json:"owned,omitempty"`
 }
 
-// EncodeSession marshals s with its hidden fields. EInvalid if it cannot.
+// EncodeSession marshals s with its hidden fields. EInvalid for a session
+// without an id, or one that cannot be encoded.
 func EncodeSession(s *berth.Session) (string, error) {
+	if s == nil || s.ID == "" {
+		return "", berth.Errorf(berth.EInvalid, "session id must not be empty")
+	}
 	d := sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth,
 		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID, SpawnKey: s.SpawnKey, SpawnHash: s.SpawnHash, MCPServers: s.MCPServers,
 		NoBerthTools: !s.BerthTools, ToolsHash: s.ToolsHash}
@@ -84,6 +88,33 @@ func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, erro
 		s.RootID = s.ID
 	}
 	return s, nil
+}
+
+// Session list bounds: the page size of a limit of 0, and the largest.
+const (
+	DefaultSessionLimit = 50
+	MaxSessionLimit     = 1000
+)
+
+// SessionLimit is the page size of a session list asked for limit:
+// DefaultSessionLimit for 0, at most MaxSessionLimit. EInvalid for a
+// negative limit.
+func SessionLimit(limit int) (int, error) {
+	switch {
+	case limit < 0:
+		return 0, berth.Errorf(berth.EInvalid, "limit must not be negative")
+	case limit == 0:
+		return DefaultSessionLimit, nil
+	}
+	return min(limit, MaxSessionLimit), nil
+}
+
+// StateConflict is the EConflict of an update of session id guarded by
+// state from, when the stored state is state.
+func StateConflict(id string, state, from berth.State) error {
+	return &berth.Error{Code: berth.EConflict,
+		Message: "session " + id + " is " + string(state) + ", not " + string(from),
+		Details: map[string]any{"state": string(state), "expected": string(from)}}
 }
 
 // RootOf is the root_id column of s: its RootID, or its own id for a root

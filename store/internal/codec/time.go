@@ -40,6 +40,24 @@ func SortNanos(t time.Time) int64 {
 // FromNanos is the inverse of ToNanos, in UTC.
 func FromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
+// LeaseTimes checks a lease asked for by owner at now for ttl and returns
+// now and its expiry in unix nanoseconds. EInvalid for an empty owner, a
+// ttl that is not positive or times out of range.
+func LeaseTimes(owner string, now time.Time, ttl time.Duration) (at, until int64, err error) {
+	if owner == "" {
+		return 0, 0, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
+	}
+	if ttl <= 0 {
+		return 0, 0, berth.Errorf(berth.EInvalid, "lease ttl must be positive")
+	}
+	at, ok := ToNanos(now)
+	until, okUntil := ToNanos(now.Add(ttl))
+	if !ok || !okUntil {
+		return 0, 0, berth.Errorf(berth.EInvalid, "lease time out of range")
+	}
+	return at, until, nil
+}
+
 // NanosArg is the stored form of a time column that may be empty: unix
 // nanoseconds, or nil (NULL) for the zero time. EInvalid, naming the time
 // by what, for a time int64 nanoseconds cannot hold, which would not read
