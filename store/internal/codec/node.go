@@ -45,15 +45,7 @@ func NodeTimes(n *berth.Node, now time.Time) (started any, at int64, err error) 
 // returns now and the leases' new expiry in unix nanoseconds. EInvalid for
 // a ttl that is not positive or times out of range.
 func HeartbeatTimes(now time.Time, ttl time.Duration) (at, until int64, err error) {
-	if ttl <= 0 {
-		return 0, 0, berth.Errorf(berth.EInvalid, "lease ttl must be positive")
-	}
-	at, ok := ToNanos(now)
-	until, okUntil := ToNanos(now.Add(ttl))
-	if !ok || !okUntil {
-		return 0, 0, berth.Errorf(berth.EInvalid, "heartbeat time out of range")
-	}
-	return at, until, nil
+	return renewal(now, ttl, "heartbeat time")
 }
 
 // NodeLost is the ENodeLost error of node id, which is in state (lost or

@@ -47,13 +47,20 @@ func LeaseTimes(owner string, now time.Time, ttl time.Duration) (at, until int64
 	if owner == "" {
 		return 0, 0, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
 	}
+	return renewal(now, ttl, "lease time")
+}
+
+// renewal checks a renewal at now for ttl and returns now and now+ttl in
+// unix nanoseconds. EInvalid for a ttl that is not positive, or, naming
+// the time by what, for times out of range.
+func renewal(now time.Time, ttl time.Duration, what string) (at, until int64, err error) {
 	if ttl <= 0 {
 		return 0, 0, berth.Errorf(berth.EInvalid, "lease ttl must be positive")
 	}
 	at, ok := ToNanos(now)
 	until, okUntil := ToNanos(now.Add(ttl))
 	if !ok || !okUntil {
-		return 0, 0, berth.Errorf(berth.EInvalid, "lease time out of range")
+		return 0, 0, berth.Errorf(berth.EInvalid, "%s out of range", what)
 	}
 	return at, until, nil
 }
