@@ -30,7 +30,8 @@ package checkpoint
 import (
 	"path"
 	"strings"
-	"time"
+
+	"github.com/berth-sh/berth"
 )
 
 // idPrefix begins every checkpoint id: "ckpt_" and a ULID.
@@ -90,25 +91,15 @@ const (
 // counts them all.
 const MaxListedSkips = 100
 
-// Skip is a path a checkpoint left out, and why.
-type Skip struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
-}
+// Skip is a path a checkpoint left out, and why: the API's.
+type Skip = berth.CheckpointSkip
 
-// Checkpoint describes one recorded workspace state (CONTRACT §4.8).
+// Checkpoint describes one recorded workspace state: what the API shows
+// of it (docs/api.md, "Checkpoints, rewind and fork"; Skipped lists up to
+// MaxListedSkips), and the session it belongs to.
 type Checkpoint struct {
-	ID        string    `json:"id"`
-	SessionID string    `json:"session_id"`
-	TurnID    string    `json:"turn_id"`
-	CreatedAt time.Time `json:"created_at"`
-	// Files counts the regular files recorded; Bytes is their total size.
-	Files int   `json:"files"`
-	Bytes int64 `json:"bytes"`
-	// Skipped lists (up to MaxListedSkips) what was left out; SkippedTotal
-	// counts it all.
-	Skipped      []Skip `json:"skipped"`
-	SkippedTotal int    `json:"skipped_total"`
+	berth.Checkpoint
+	SessionID string `json:"session_id"`
 }
 
 // Entry is one path of a manifest. The stat fields (MTime … GID) are how

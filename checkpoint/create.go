@@ -118,7 +118,8 @@ func (s *Store) CaptureIn(ctx context.Context, tree, sessionID, turnID, workspac
 		c.prev = prev.byPath
 		c.entries = make([]Entry, 0, len(prev.entries)+16)
 	}
-	p.meta = &Checkpoint{ID: ids.New(idPrefix), SessionID: sessionID, TurnID: turnID, CreatedAt: time.Now().UTC()}
+	p.meta = &Checkpoint{SessionID: sessionID,
+		Checkpoint: berth.Checkpoint{ID: ids.New(idPrefix), TurnID: turnID, CreatedAt: time.Now().UTC()}}
 	w := &walker{ctx: ctx, root: root, opts: s.opts, fn: c.visit, sigs: map[string]string{}}
 	p.w = w
 	if prev != nil {
