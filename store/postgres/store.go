@@ -10,12 +10,13 @@
 // Several daemons may open the same database (migrations are serialised by
 // an advisory lock), but the event log writer above this store keeps
 // per-session sequence numbers in memory, so one session must have one
-// writer. A cluster (CONTRACT §4.11) makes sure of it with the node
-// registry (node.go), the sessions' leases (lease.go) and fencing
-// (fence.go): a store told its node refuses every write of a session
-// whose lease that node no longer holds. AppendEvents announces each
-// commit on the berth_events channel, which WatchEvents (watch.go)
-// listens to, so that every node's readers wake up.
+// writer. A cluster (docs/api.md, "Cluster nodes: ownership and
+// failover") makes sure of it with the node registry (node.go), the
+// sessions' leases (lease.go) and fencing (fence.go): a store told its
+// node refuses every write of a session whose lease that node no longer
+// holds. AppendEvents announces each commit on the berth_events channel,
+// which WatchEvents (watch.go) listens to, so that every node's readers
+// wake up.
 package postgres
 
 import (
