@@ -1,9 +1,9 @@
-// Package host is the sandbox provider that isolates nothing: agents run as
-// the daemon's user, on the host's filesystem and network. What it does
-// give them is the sandbox contract's process hygiene: the session's
-// workspace as working directory, a private HOME, only the environment the
-// caller passed (plus PATH), and a process group of their own that Stop
-// kills whole.
+// Package host is the sandbox provider that isolates nothing (docs/api.md,
+// "Sandbox providers"): agents run as the daemon's user, on the host's
+// filesystem and network. What it does give them is the process hygiene
+// every berth.Sandbox owes: the session's workspace as working directory,
+// a private HOME, only the environment the caller passed (plus PATH), and
+// a process group of their own that Stop kills whole.
 package host
 
 import (
