@@ -24,15 +24,13 @@ const IODelay = 2 * time.Second
 // It implements berth.Process. A background goroutine reaps it as soon as it
 // exits, so it never lingers as a zombie, and ends then.
 type Proc struct {
+	// Handle has the pipes StartProc made and is done once the leader is
+	// reaped.
+	*Handle
+	ended func(berth.ExitStatus, error)
+
 	cmd *exec.Cmd
 	pid int
-	// stdin, stdout and stderr are the parent's ends of the pipes StartProc
-	// made, nil where the caller gave a stream of its own.
-	stdin          io.WriteCloser
-	stdout, stderr io.ReadCloser
-
-	// end is closed once the leader is reaped.
-	end *End
 	// gone is set when the group was found empty after the leader was
 	// reaped: from then on its id may be reused and is never signalled.
 	gone atomic.Bool
@@ -50,59 +48,65 @@ var _ berth.Process = (*Proc)(nil)
 // the leader exits. cmd must not have a Context: a process outlives the
 // request that started it and ends through Stop.
 func StartProc(cmd *exec.Cmd) (*Proc, error) {
-	p := &Proc{cmd: cmd, end: NewEnd()}
 	// childEnds are closed in the parent once the child holds them;
-	// parentEnds only if starting fails.
-	var childEnds, parentEnds []*os.File
+	// ourEnds only if starting fails.
+	var childEnds, ourEnds []*os.File
 	closeAll := func(fs []*os.File) {
 		for _, f := range fs {
 			_ = f.Close()
 		}
 	}
-	newPipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
+	// pipe makes the pipe of a stream the caller left nil, the child
+	// reading it or writing it.
+	pipe := func(childReads bool) (child, ours *os.File, err error) {
+		r, w, err := os.Pipe()
 		if err != nil {
 			closeAll(childEnds)
-			closeAll(parentEnds)
+			closeAll(ourEnds)
+			return nil, nil, err
 		}
-		return r, w, err
+		child, ours = w, r
+		if childReads {
+			child, ours = r, w
+		}
+		childEnds, ourEnds = append(childEnds, child), append(ourEnds, ours)
+		return child, ours, nil
 	}
+	var err error
+	var child, ours *os.File
+	var stdin io.WriteCloser
+	var stdout, stderr io.ReadCloser
 	if cmd.Stdin == nil {
-		r, w, err := newPipe()
-		if err != nil {
+		if child, ours, err = pipe(true); err != nil {
 			return nil, err
 		}
-		cmd.Stdin, p.stdin = r, &pipeWriter{f: w}
-		childEnds, parentEnds = append(childEnds, r), append(parentEnds, w)
+		cmd.Stdin, stdin = child, &pipeWriter{f: ours}
 	}
 	if cmd.Stdout == nil {
-		r, w, err := newPipe()
-		if err != nil {
+		if child, ours, err = pipe(false); err != nil {
 			return nil, err
 		}
-		cmd.Stdout, p.stdout = w, NewPipeReader(r)
-		childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
+		cmd.Stdout, stdout = child, NewPipeReader(ours)
 	}
 	if cmd.Stderr == nil {
-		r, w, err := newPipe()
-		if err != nil {
+		if child, ours, err = pipe(false); err != nil {
 			return nil, err
 		}
-		cmd.Stderr, p.stderr = w, NewPipeReader(r)
-		childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
+		cmd.Stderr, stderr = child, NewPipeReader(ours)
 	}
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = IODelay
 	}
-	err := Start(cmd)
+	err = Start(cmd)
 	// The child has its own copies now; ours would keep the pipes from
 	// reporting EOF (stdout/stderr) or EPIPE (stdin).
 	closeAll(childEnds)
 	if err != nil {
-		closeAll(parentEnds)
+		closeAll(ourEnds)
 		return nil, err
 	}
-	p.pid = cmd.Process.Pid
+	p := &Proc{cmd: cmd, pid: cmd.Process.Pid}
+	p.Handle, p.ended = NewHandle(stdin, stdout, stderr)
 	go p.reap()
 	return p, nil
 }
@@ -121,32 +125,14 @@ func (p *Proc) reap() {
 	if !Alive(p.pid) {
 		p.gone.Store(true)
 	}
-	if p.stdin != nil {
-		_ = p.stdin.Close()
+	if p.Stdin() != nil {
+		_ = p.Stdin().Close()
 	}
-	p.end.Exited(ExitStatusOf(p.cmd.ProcessState), err)
+	p.ended(ExitStatusOf(p.cmd.ProcessState), err)
 }
 
 // Pid is the leader's pid, which is also the process group id.
 func (p *Proc) Pid() int { return p.pid }
-
-// Stdin is the write end of the stdin pipe, or nil when the caller gave one.
-func (p *Proc) Stdin() io.WriteCloser { return p.stdin }
-
-// Stdout is the read end of the stdout pipe, or nil when the caller gave one.
-func (p *Proc) Stdout() io.ReadCloser { return p.stdout }
-
-// Stderr is the read end of the stderr pipe, or nil when the caller gave one.
-func (p *Proc) Stderr() io.ReadCloser { return p.stderr }
-
-// Done is closed once the leader has exited and been reaped.
-func (p *Proc) Done() <-chan struct{} { return p.end.Done() }
-
-// Wait waits for the leader to exit and returns its status. Any number of
-// goroutines may call it; all get the same answer. The error is not about
-// the exit status (a non-zero exit is not an error) but about I/O copying
-// to caller-supplied streams.
-func (p *Proc) Wait() (berth.ExitStatus, error) { return p.end.Wait() }
 
 // Signal sends sig to the whole process group, leftovers of an exited
 // leader included. It returns os.ErrProcessDone when the group is empty,
@@ -180,13 +166,13 @@ func (p *Proc) signal(sig syscall.Signal) error {
 // happens in the background. Stop is idempotent and safe to call
 // concurrently; later calls do not signal again.
 func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
-	if err := p.end.Stop(ctx, grace, p.end.Done(), p.signal); err != nil {
+	if err := p.Escalate(ctx, grace, p.Done(), p.signal); err != nil {
 		return berth.ExitStatus{}, err
 	}
 	// The leader is reaped; what it started dies of the group's SIGKILL a
 	// moment later (reparented, reaped by init).
 	p.awaitGroupGone(ctx, groupGoneWait)
-	return p.end.Wait()
+	return p.Wait()
 }
 
 // groupGoneWait bounds how long Stop waits for the rest of a killed group

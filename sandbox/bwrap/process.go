@@ -38,6 +38,11 @@ const teardownTimeout = 10 * time.Second
 // outer bwrap ends everything at once. SIGKILL goes to the outer group and
 // to init, which takes the whole pid namespace down.
 type Process struct {
+	// Handle has the outer bwrap's pipes and is done once the outer bwrap
+	// is reaped and the pid namespace is gone.
+	*procgroup.Handle
+	ended func(berth.ExitStatus, error)
+
 	sb   *Sandbox
 	proc *procgroup.Proc
 	// net is the sandbox's user-mode network when it has network on.
@@ -50,10 +55,6 @@ type Process struct {
 	// process that took init's pid over. -1 once init is gone.
 	mu    sync.Mutex
 	pidfd int
-
-	// end is closed once the outer bwrap is reaped and the pid namespace
-	// is gone.
-	end *procgroup.End
 
 	// oomBase is the sandbox's OOM kill count when the process started.
 	oomBase int64
@@ -200,7 +201,7 @@ func (p *Process) reap() {
 	st = statusOf(st)
 	st.OOMKills = p.sb.cgroup.oomKills() - p.oomBase
 	p.sb.forget(p)
-	p.end.Exited(st, err)
+	p.ended(st, err)
 }
 
 // teardown, once the outer bwrap has exited, makes sure the pid namespace
@@ -250,21 +251,6 @@ func statusOf(st berth.ExitStatus) berth.ExitStatus {
 // SIGKILL to that group ends the whole sandbox.
 func (p *Process) Pid() int { return p.proc.Pid() }
 
-// Stdin is the write end of the stdin pipe, or nil when the caller gave one.
-func (p *Process) Stdin() io.WriteCloser { return p.proc.Stdin() }
-
-// Stdout is the read end of the stdout pipe, or nil when the caller gave one.
-func (p *Process) Stdout() io.ReadCloser { return p.proc.Stdout() }
-
-// Stderr is the read end of the stderr pipe, or nil when the caller gave one.
-func (p *Process) Stderr() io.ReadCloser { return p.proc.Stderr() }
-
-// Wait waits until the program has exited and the sandbox around it is
-// gone, and returns the program's status (see statusOf). Any number of
-// goroutines may call it. The error is about I/O copying to caller-given
-// streams, not about the status.
-func (p *Process) Wait() (berth.ExitStatus, error) { return p.end.Wait() }
-
 // Signal sends sig to the program's process group inside the sandbox;
 // SIGKILL ends the whole sandbox. It returns os.ErrProcessDone once the
 // sandbox is gone, and EInvalid for a signal that is not a syscall.Signal.
@@ -274,7 +260,7 @@ func (p *Process) Signal(sig os.Signal) error {
 		return berth.Errorf(berth.EInvalid, "unsupported signal %v", sig)
 	}
 	select {
-	case <-p.end.Done():
+	case <-p.Done():
 		return os.ErrProcessDone
 	default:
 	}
@@ -312,10 +298,10 @@ func (p *Process) kill() {
 // background. Stop is idempotent and safe to call concurrently; later
 // calls do not signal again.
 func (p *Process) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
-	if err := p.end.Stop(ctx, grace, p.proc.Done(), p.stopSignal); err != nil {
+	if err := p.Escalate(ctx, grace, p.proc.Done(), p.stopSignal); err != nil {
 		return berth.ExitStatus{}, err
 	}
-	return p.end.Wait()
+	return p.Wait()
 }
 
 // stopSignal is Stop's way to the group: SIGTERM to the program's group,

@@ -303,7 +303,8 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
 	_ = infoW.Close()
-	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, end: procgroup.NewEnd(), oomBase: oomBase}
+	p := &Process{sb: s, proc: proc, net: net, pidfd: -1, oomBase: oomBase}
+	p.Handle, p.ended = procgroup.NewHandle(proc.Stdin(), proc.Stdout(), proc.Stderr())
 	if err := p.attach(ctx, infoR); err != nil {
 		p.abort()
 		// bwrap's own words, from the pipe or the caller's writer: the
@@ -370,7 +371,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	}
 	for _, p := range procs {
 		select {
-		case <-p.end.Done():
+		case <-p.Done():
 		case <-ctx.Done():
 			return ctx.Err()
 		}

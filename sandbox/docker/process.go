@@ -58,16 +58,17 @@ const (
 // death by signal n only as code 128+n: see statusOf. One that died
 // because Close removed the container reads as SIGKILL.
 type Process struct {
+	// Handle has our ends of the streams (pipes) and is done once the
+	// engine says the exec has ended (run).
+	*procgroup.Handle
+	ended func(berth.ExitStatus, error)
+
 	sb     *Sandbox
 	execID string
 	pid    int // host pid, also the host process group id
 	nspid  int // pid inside the container, 0 when unknown
 	conn   client.HijackedResponse
 
-	// stdin, stdout and stderr are our ends of the process's streams, nil
-	// where the caller gave a stream of its own.
-	stdin          io.WriteCloser
-	stdout, stderr io.ReadCloser
 	// outW and errW are where the demultiplexed stream goes.
 	outW, errW *outWriter
 	// ownOut and ownErr are the write ends of our output pipes.
@@ -76,8 +77,6 @@ type Process struct {
 	// nil when there is none.
 	stdinDone chan struct{}
 
-	// end is closed once the engine says the exec has ended.
-	end *procgroup.End
 	// gone is set once the group was found empty after the exec ended.
 	gone atomic.Bool
 	// forceExecSignal makes signals go through an exec even when kill(2)
@@ -110,7 +109,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, dir string) (*
 	if err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start %q: %s", filepath.Base(spec.Path), reason(ctx, err))
 	}
-	p := &Process{sb: s, execID: created.ID, conn: att.HijackedResponse, end: procgroup.NewEnd()}
+	p := &Process{sb: s, execID: created.ID, conn: att.HijackedResponse}
 	// From here the process runs, whatever ctx does: find its pid within
 	// a bound of our own.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
@@ -198,10 +197,11 @@ func nsPid(pid int) int {
 	return 0
 }
 
-// pipes sets up the process's standard streams: the caller's readers and
-// writers where ProcSpec has them, else a stdin writer on the stream and
-// pipes for stdout and stderr.
+// pipes sets up the process's standard streams, and its Handle with our
+// ends of them: the caller's readers and writers where ProcSpec has them,
+// else a stdin writer on the stream and pipes for stdout and stderr.
 func (p *Process) pipes(spec berth.ProcSpec) error {
+	var stdout, stderr io.ReadCloser
 	if spec.Stdout == nil || spec.Stderr == nil {
 		// Make both pipes first, so a failure leaks nothing.
 		var files []*os.File
@@ -216,7 +216,7 @@ func (p *Process) pipes(spec berth.ProcSpec) error {
 			if err != nil {
 				return err
 			}
-			p.stdout, p.ownOut = procgroup.NewPipeReader(r), w
+			stdout, p.ownOut = procgroup.NewPipeReader(r), w
 		}
 		if spec.Stderr == nil {
 			r, w, err := newPipe()
@@ -226,7 +226,7 @@ func (p *Process) pipes(spec berth.ProcSpec) error {
 				}
 				return err
 			}
-			p.stderr, p.ownErr = procgroup.NewPipeReader(r), w
+			stderr, p.ownErr = procgroup.NewPipeReader(r), w
 		}
 	}
 	p.outW = &outWriter{w: spec.Stdout}
@@ -237,16 +237,18 @@ func (p *Process) pipes(spec berth.ProcSpec) error {
 	if p.ownErr != nil {
 		p.errW = &outWriter{w: p.ownErr, own: true}
 	}
+	var stdin io.WriteCloser
 	if spec.Stdin == nil {
-		p.stdin = &stdinWriter{conn: p.conn}
-		return nil
+		stdin = &stdinWriter{conn: p.conn}
+	} else {
+		p.stdinDone = make(chan struct{})
+		go func() {
+			defer close(p.stdinDone)
+			_, _ = io.Copy(p.conn.Conn, spec.Stdin)
+			_ = p.conn.CloseWrite()
+		}()
 	}
-	p.stdinDone = make(chan struct{})
-	go func() {
-		defer close(p.stdinDone)
-		_, _ = io.Copy(p.conn.Conn, spec.Stdin)
-		_ = p.conn.CloseWrite()
-	}()
+	p.Handle, p.ended = procgroup.NewHandle(stdin, stdout, stderr)
 	return nil
 }
 
@@ -266,8 +268,8 @@ func (p *Process) run() {
 		t.Stop()
 	}
 	p.conn.Close()
-	if p.stdin != nil {
-		_ = p.stdin.Close()
+	if p.Stdin() != nil {
+		_ = p.Stdin().Close()
 	}
 	status, err := p.exitStatus()
 	if err == nil {
@@ -279,7 +281,7 @@ func (p *Process) run() {
 	if !p.groupAlive() {
 		p.gone.Store(true)
 	}
-	p.end.Exited(status, err)
+	p.ended(status, err)
 }
 
 // exitStatus polls the engine until the exec is no longer running. A
@@ -337,26 +339,6 @@ func (p *Process) groupAlive() bool {
 // Pid is the exec's pid on the host, which is also its process group id.
 func (p *Process) Pid() int { return p.pid }
 
-// Stdin is the writer on the process's stdin, or nil when the caller gave
-// a reader. Closing it closes the process's stdin.
-func (p *Process) Stdin() io.WriteCloser { return p.stdin }
-
-// Stdout is the read end of the stdout pipe, or nil when the caller gave a
-// writer.
-func (p *Process) Stdout() io.ReadCloser { return p.stdout }
-
-// Stderr is the read end of the stderr pipe, or nil when the caller gave a
-// writer.
-func (p *Process) Stderr() io.ReadCloser { return p.stderr }
-
-// Done is closed once the process has ended and its status is known.
-func (p *Process) Done() <-chan struct{} { return p.end.Done() }
-
-// Wait waits for the process to end and returns its status. Any number of
-// goroutines may call it; all get the same answer. The error is about the
-// engine or the caller's writers, not the exit status.
-func (p *Process) Wait() (berth.ExitStatus, error) { return p.end.Wait() }
-
 // Signal sends sig to the process's whole group, leftovers of an exited
 // leader included. os.ErrProcessDone when the group is empty; EInvalid for
 // a signal that is not a syscall.Signal; EUnavailable when the group can be
@@ -395,10 +377,10 @@ func (p *Process) signal(s syscall.Signal) error {
 // returns ctx's error: SIGKILL is still sent (early). Stop is idempotent
 // and safe to call concurrently; later calls do not signal again.
 func (p *Process) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
-	if err := p.end.Stop(ctx, grace, p.end.Done(), p.stopSignal); err != nil {
+	if err := p.Escalate(ctx, grace, p.Done(), p.stopSignal); err != nil {
 		return berth.ExitStatus{}, err
 	}
-	return p.end.Wait()
+	return p.Wait()
 }
 
 // stopSignal signals the group for Stop: an empty group, or a process
@@ -408,7 +390,7 @@ func (p *Process) stopSignal(s syscall.Signal) error {
 		return nil
 	}
 	select {
-	case <-p.end.Done():
+	case <-p.Done():
 		if !p.groupAlive() {
 			return nil
 		}
