@@ -287,14 +287,21 @@ func unreadable(dir *os.Root, name string) bool {
 	return errors.Is(err, fs.ErrPermission)
 }
 
-// dir makes the directory e (mode set later).
-func (r *restorer) dir(e *Entry) error {
+// parentOf opens the directory entry e goes in. No directory, and no
+// error, when something in the way makes e a conflict (recorded).
+func (r *restorer) parentOf(e *Entry) (*os.Root, error) {
 	parent, err := r.open(path.Dir(e.Path))
 	if errors.Is(err, errConflict) {
 		r.conflict(e.Path)
-		return nil
+		return nil, nil
 	}
-	if err != nil {
+	return parent, err
+}
+
+// dir makes the directory e (mode set later).
+func (r *restorer) dir(e *Entry) error {
+	parent, err := r.parentOf(e)
+	if parent == nil {
 		return err
 	}
 	name := path.Base(e.Path)
@@ -332,12 +339,8 @@ func tempName() string { return ".berth-rewind-" + strings.ToLower(rand.Text()) 
 // file writes e's content to a fresh file beside it, checked against its
 // hash, and renames it over e's path.
 func (r *restorer) file(e *Entry) error {
-	parent, err := r.open(path.Dir(e.Path))
-	if errors.Is(err, errConflict) {
-		r.conflict(e.Path)
-		return nil
-	}
-	if err != nil {
+	parent, err := r.parentOf(e)
+	if parent == nil {
 		return err
 	}
 	blob, err := os.Open(r.s.blobPath(e.Hash))
@@ -395,12 +398,8 @@ func (r *restorer) file(e *Entry) error {
 // symlink makes e's link, replacing whatever is at its path by rename,
 // unless the link there already has its target.
 func (r *restorer) symlink(e *Entry, isLink bool) error {
-	parent, err := r.open(path.Dir(e.Path))
-	if errors.Is(err, errConflict) {
-		r.conflict(e.Path)
-		return nil
-	}
-	if err != nil {
+	parent, err := r.parentOf(e)
+	if parent == nil {
 		return err
 	}
 	name := path.Base(e.Path)
