@@ -79,6 +79,17 @@ func createSessions(t testing.TB, s berth.Store, ids ...string) {
 	}
 }
 
+// appendN appends events 0 to n-1 of session id to l (Append: queued), or
+// fails the test.
+func appendN(t testing.TB, l *Log, id string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := l.Append(testCtx(t), msg(id, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // openLog starts a log over store; the test's end closes it.
 func openLog(t testing.TB, store berth.Store, opts Options) *Log {
 	t.Helper()
@@ -232,6 +243,13 @@ func (h *hookStore) batchSizes() []int {
 type gate struct {
 	open    chan struct{}
 	entered chan int
+}
+
+// gatedStore is a store with sessions ids whose appends wait at g.
+func gatedStore(t testing.TB, ids ...string) (store *hookStore, g *gate) {
+	store, g = newHookStore(newStore(t, ids...)), newGate()
+	store.before = g.hook
+	return store, g
 }
 
 // newGate returns a closed gate.
