@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -192,15 +193,7 @@ func (s *Store) ClaimHookDeliveries(ctx context.Context, hook, owner string, now
 		}
 	}
 	// The most overdue first, then by arrival (due is in arrival order).
-	slices.SortStableFunc(due, func(a, b *delivery) int {
-		switch {
-		case a.next < b.next:
-			return -1
-		case a.next > b.next:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(due, func(a, b *delivery) int { return cmp.Compare(a.next, b.next) })
 	due = due[:min(n, len(due))]
 	out := make([]*berth.HookDelivery, 0, len(due))
 	for _, d := range due {

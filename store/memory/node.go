@@ -170,14 +170,9 @@ func (s *Store) LeaveNode(ctx context.Context, id string) error {
 		s.mu.Unlock()
 		return berth.Errorf(berth.ENotFound, "node %s not found", id)
 	}
-	switch rec.n.State {
-	case berth.NodeLeft:
+	if left, err := codec.Leaving(id, rec.n.State); left || err != nil {
 		s.mu.Unlock()
-		return nil
-	case berth.NodeLost:
-		s.mu.Unlock()
-		return &berth.Error{Code: berth.ENodeLost, Message: "node " + id + " is lost",
-			Details: map[string]any{"node": id, "state": string(berth.NodeLost)}}
+		return err
 	}
 	rec.n.State = berth.NodeLeft
 	for _, r := range s.sessions {

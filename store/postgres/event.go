@@ -72,11 +72,8 @@ const turnBoundsSQL = `SELECT first_seq, last_seq FROM turns WHERE ` + sessionKe
 // nothing is written. The commit notifies berth_events of each session's
 // last seq (WatchEvents).
 func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
-	if len(events) == 0 {
-		return nil
-	}
 	tops, at, err := codec.Tops(events)
-	if err != nil {
+	if err != nil || len(tops) == 0 {
 		return err
 	}
 	// The sessions' keys, by index in tops.

@@ -131,11 +131,8 @@ func (s *Store) LeaveNode(ctx context.Context, id string) error {
 		if err := codec.OneRow(err, "leave", "node %s not found", id); err != nil {
 			return err
 		}
-		switch berth.NodeState(state) {
-		case berth.NodeLeft:
-			return nil
-		case berth.NodeLost:
-			return codec.NodeLost(id, berth.NodeState(state))
+		if left, err := codec.Leaving(id, berth.NodeState(state)); left || err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE nodes SET state = 'left' WHERE id = $1`, id); err != nil {
 			return internal(err, "leave")

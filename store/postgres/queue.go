@@ -44,11 +44,8 @@ SELECT ` + queueCols + ` FROM gone ORDER BY ord`
 // EConflict if the id exists.
 func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPending int) (berth.EnqueueResult, error) {
 	var res berth.EnqueueResult
-	if e == nil || e.ID == "" || e.SessionID == "" {
-		return res, berth.Errorf(berth.EInvalid, "queue entry needs an id and a session id")
-	}
-	if e.Kind != berth.EntryQueue && e.Kind != berth.EntrySteer {
-		return res, berth.Errorf(berth.EInvalid, "unknown queue entry kind %q", e.Kind)
+	if err := codec.CheckQueueEntry(e); err != nil {
+		return res, err
 	}
 	created, err := codec.NanosArg(e.CreatedAt, "queue entry time")
 	if err != nil {

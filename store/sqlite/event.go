@@ -91,11 +91,8 @@ ON CONFLICT (session_pk, turn_id) DO UPDATE SET
 // ENotFound if a session does not exist, EConflict if a (session, seq)
 // already exists or appears twice in the batch.
 func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
-	if len(events) == 0 {
-		return nil
-	}
 	tops, at, err := codec.Tops(events)
-	if err != nil {
+	if err != nil || len(tops) == 0 {
 		return err
 	}
 

@@ -63,11 +63,8 @@ func scanQueueEntry(sc codec.Row, sessionID string) (*berth.QueueEntry, int64, e
 // an entry with that id exists (in any session).
 func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPending int) (berth.EnqueueResult, error) {
 	var res berth.EnqueueResult
-	if e == nil || e.ID == "" || e.SessionID == "" {
-		return res, berth.Errorf(berth.EInvalid, "queue entry needs an id and a session id")
-	}
-	if e.Kind != berth.EntryQueue && e.Kind != berth.EntrySteer {
-		return res, berth.Errorf(berth.EInvalid, "queue entry kind must be %s or %s, not %q", berth.EntryQueue, berth.EntrySteer, e.Kind)
+	if err := codec.CheckQueueEntry(e); err != nil {
+		return res, err
 	}
 	created, err := codec.NanosArg(e.CreatedAt, "queue entry created_at")
 	if err != nil {

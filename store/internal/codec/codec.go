@@ -145,6 +145,19 @@ func DecodeCursor(c string) (int64, string, error) {
 	return n, id, nil
 }
 
+// CheckQueueEntry is what every store refuses of a prompt it is given to
+// queue: EInvalid for an entry without an id or a session, or of a kind
+// other than queue and steer.
+func CheckQueueEntry(e *berth.QueueEntry) error {
+	if e == nil || e.ID == "" || e.SessionID == "" {
+		return berth.Errorf(berth.EInvalid, "queue entry needs an id and a session id")
+	}
+	if e.Kind != berth.EntryQueue && e.Kind != berth.EntrySteer {
+		return berth.Errorf(berth.EInvalid, "queue entry kind must be %s or %s, not %q", berth.EntryQueue, berth.EntrySteer, e.Kind)
+	}
+	return nil
+}
+
 // EncodeContent is the stored form of a queue entry's content blocks: ""
 // for none.
 func EncodeContent(blocks []berth.ContentBlock) (string, error) {

@@ -48,6 +48,18 @@ func HeartbeatTimes(now time.Time, ttl time.Duration) (at, until int64, err erro
 	return renewal(now, ttl, "heartbeat time")
 }
 
+// Leaving checks that node id, in state, may leave: left already when it
+// has left, ENodeLost when it is lost (its leases are the takeover's).
+func Leaving(id string, state berth.NodeState) (left bool, err error) {
+	switch state {
+	case berth.NodeLeft:
+		return true, nil
+	case berth.NodeLost:
+		return false, NodeLost(id, state)
+	}
+	return false, nil
+}
+
 // NodeLost is the ENodeLost error of node id, which is in state (lost or
 // left).
 func NodeLost(id string, state berth.NodeState) error {
