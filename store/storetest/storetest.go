@@ -16,11 +16,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // Opener opens the store kept under dir. Given a new empty directory it
@@ -113,27 +113,9 @@ func fresh(t *testing.T, open Opener) berth.Store {
 	return s
 }
 
-// ctxs holds the context of each running test, see ctx.
-var ctxs sync.Map // *testing.T → context.Context
-
 // ctx is the context of a test's store calls: bounded, so a deadlocked
-// backend fails the test instead of hanging it, and made once per test
-// however often it is asked for.
-func ctx(t *testing.T) context.Context {
-	if c, ok := ctxs.Load(t); ok {
-		return c.(context.Context)
-	}
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	if prev, loaded := ctxs.LoadOrStore(t, c); loaded {
-		cancel()
-		return prev.(context.Context)
-	}
-	t.Cleanup(func() {
-		ctxs.Delete(t)
-		cancel()
-	})
-	return c
-}
+// backend fails the test instead of hanging it (testenv.Context).
+func ctx(t *testing.T) context.Context { return testenv.Context(t) }
 
 // base is the creation time of the first test session; nanoseconds are
 // set so that a backend that truncates times fails.
