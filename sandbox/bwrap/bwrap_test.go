@@ -452,15 +452,7 @@ func TestBwrapFailsEarly(t *testing.T) {
 // root daemon runs bwrap as the host uid) and returns its path.
 func fakeTool(t *testing.T, name, script string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "berth-bwrap-fake-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, name)
+	path := filepath.Join(sandboxtest.WorldDir(t), name)
 	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}

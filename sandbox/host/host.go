@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -152,18 +151,7 @@ func (s *Sandbox) environ(extra []string) ([]string, error) {
 	if s.cfg.Home != "" {
 		m["HOME"] = s.cfg.Home
 	}
-	for _, kv := range extra {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, berth.Errorf(berth.EInvalid, "host: environment entry %q is not K=V", k)
-		}
-		m[k] = v
-	}
-	env := make([]string, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		env = append(env, k+"="+m[k])
-	}
-	return env, nil
+	return boxutil.Environ("host", m, extra)
 }
 
 // lookPath finds file in the directories of pathList, as a shell would,

@@ -323,8 +323,10 @@ func TestErrors(t *testing.T) {
 	if _, err := e.sb.Start(ctx, berth.ProcSpec{}); !berth.IsCode(err, berth.EInvalid) {
 		t.Errorf("empty path: %v", err)
 	}
-	if _, err := e.sb.Start(ctx, berth.ProcSpec{Path: "true", Env: []string{"NOEQUALS"}}); !berth.IsCode(err, berth.EInvalid) {
-		t.Errorf("bad env: %v", err)
+	for _, kv := range []string{"NOEQUALS", "A=b\x00c"} {
+		if _, err := e.sb.Start(ctx, berth.ProcSpec{Path: "true", Env: []string{kv}}); !berth.IsCode(err, berth.EInvalid) {
+			t.Errorf("bad env %q: %v", kv, err)
+		}
 	}
 	if _, err := e.sb.Start(ctx, berth.ProcSpec{Path: "berth-no-such-command"}); !berth.IsCode(err, berth.EUnavailable) {
 		t.Errorf("missing command: %v", err)
