@@ -1,8 +1,11 @@
-// Package codec is the stored form of berth's records that the SQL store
-// backends share: times as unix nanoseconds, the session document, list
+// Package codec is what berth's store backends share: the stored form of
+// the records (times as unix nanoseconds, the session document, list
 // cursors, event column values, per-turn seq ranges, how an event page is
-// answered, and the embedded numbered migrations. It holds no SQL: each
-// backend keeps its own statements and schema.
+// answered, the embedded numbered migrations), the checks every backend
+// makes of what it is given, the sorting of a one-row read's error, and
+// the column lists and scanners of the rows the two SQL backends read
+// alike. It holds no statement: each backend keeps its own statements and
+// schema.
 package codec
 
 import (
