@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Checkpoint is a recorded workspace state, taken before a turn (docs/api.md,
-// "Checkpoints, rewind and fork").
+// Checkpoint is a recorded workspace state, taken before a turn
+// (docs/api.md, "Checkpoints, rewind and fork").
 type Checkpoint struct {
 	ID        string    `json:"id"`
 	TurnID    string    `json:"turn_id"`

@@ -30,9 +30,8 @@ package checkpoint
 import (
 	"path"
 	"strings"
-	"time"
 
-	"github.com/berth-sh/berth/internal/ids"
+	"github.com/berth-sh/berth"
 )
 
 // idPrefix begins every checkpoint id: "ckpt_" and a ULID.
@@ -92,25 +91,15 @@ const (
 // counts them all.
 const MaxListedSkips = 100
 
-// Skip is a path a checkpoint left out, and why.
-type Skip struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
-}
+// Skip is a path a checkpoint left out, and why: the API's.
+type Skip = berth.CheckpointSkip
 
-// Checkpoint describes one recorded workspace state (CONTRACT §4.8).
+// Checkpoint describes one recorded workspace state: what the API shows
+// of it (docs/api.md, "Checkpoints, rewind and fork"; Skipped lists up to
+// MaxListedSkips), and the session it belongs to.
 type Checkpoint struct {
-	ID        string    `json:"id"`
-	SessionID string    `json:"session_id"`
-	TurnID    string    `json:"turn_id"`
-	CreatedAt time.Time `json:"created_at"`
-	// Files counts the regular files recorded; Bytes is their total size.
-	Files int   `json:"files"`
-	Bytes int64 `json:"bytes"`
-	// Skipped lists (up to MaxListedSkips) what was left out; SkippedTotal
-	// counts it all.
-	Skipped      []Skip `json:"skipped"`
-	SkippedTotal int    `json:"skipped_total"`
+	berth.Checkpoint
+	SessionID string `json:"session_id"`
 }
 
 // Entry is one path of a manifest. The stat fields (MTime … GID) are how
@@ -163,9 +152,3 @@ func validHash(h string) bool {
 	}
 	return true
 }
-
-// validID reports whether id can be a checkpoint's file name.
-func validID(id string) bool { return ids.Valid(idPrefix, id) }
-
-// validSessionID reports whether id can name a session's directory.
-func validSessionID(id string) bool { return ids.ValidName(id) }

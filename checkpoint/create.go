@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/internal/ids"
 	"golang.org/x/sys/unix"
 )
@@ -86,7 +87,7 @@ func (s *Store) Capture(ctx context.Context, sessionID, turnID, workspace string
 // checkpoints count against the tree's Options.MaxTreeBytes (see Prune).
 // A session's tree is the one its first checkpoint gave.
 func (s *Store) CaptureIn(ctx context.Context, tree, sessionID, turnID, workspace string, hide ...string) (*Pending, error) {
-	if !validSessionID(sessionID) || !validSessionID(tree) {
+	if !ids.ValidName(sessionID) || !ids.ValidName(tree) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
 	}
 	root, err := openWorkspace(workspace)
@@ -117,7 +118,8 @@ func (s *Store) CaptureIn(ctx context.Context, tree, sessionID, turnID, workspac
 		c.prev = prev.byPath
 		c.entries = make([]Entry, 0, len(prev.entries)+16)
 	}
-	p.meta = &Checkpoint{ID: ids.New(idPrefix), SessionID: sessionID, TurnID: turnID, CreatedAt: time.Now().UTC()}
+	p.meta = &Checkpoint{SessionID: sessionID,
+		Checkpoint: berth.Checkpoint{ID: ids.New(idPrefix), TurnID: turnID, CreatedAt: time.Now().UTC()}}
 	w := &walker{ctx: ctx, root: root, opts: s.opts, fn: c.visit, sigs: map[string]string{}}
 	p.w = w
 	if prev != nil {
@@ -178,15 +180,15 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 	}
 	p.tree = tree
 	buf, chain := c.encode(p.prev)
-	if err := writeAtomic(s.entriesPath(sessionID, meta.ID), buf); err != nil {
+	if err := atomicfile.WriteFile(s.entriesPath(sessionID, meta.ID), buf); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
 	mb, _ := json.Marshal(meta)
-	if err := writeAtomic(s.metaPath(sessionID, meta.ID), mb); err != nil {
+	if err := atomicfile.WriteFile(s.metaPath(sessionID, meta.ID), mb); err != nil {
 		_ = os.Remove(s.entriesPath(sessionID, meta.ID))
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
-	if err := syncDir(s.sessionDir(sessionID)); err != nil {
+	if err := atomicfile.SyncDir(s.sessionDir(sessionID)); err != nil {
 		// Listed, yet not counted: counted again from disk.
 		s.ixMu.Lock()
 		s.ix = nil
@@ -387,7 +389,7 @@ func (c *creator) commitBlobs() error {
 	}
 	c.pending = nil
 	for dir := range dirs {
-		if err := syncDir(dir); err != nil {
+		if err := atomicfile.SyncDir(dir); err != nil {
 			return err
 		}
 	}

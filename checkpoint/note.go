@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/atomicfile"
+	"github.com/berth-sh/berth/internal/ids"
 )
 
 // noteFile is the name, in a session's directory, of the text its agent's
@@ -19,7 +21,7 @@ const maxNoteBytes = 4 << 20
 // AddNote appends text to what the session's next prompt begins with. It
 // is on disk, so a daemon restarted before that prompt still sends it.
 func (s *Store) AddNote(sessionID, text string) error {
-	if !validSessionID(sessionID) {
+	if !ids.ValidName(sessionID) {
 		return berth.Errorf(berth.EInvalid, "invalid session id")
 	}
 	// No sweep takes its temporary file for a crash's.
@@ -37,7 +39,7 @@ func (s *Store) AddNote(sessionID, text string) error {
 	if len(b) > maxNoteBytes {
 		b = b[len(b)-maxNoteBytes:]
 	}
-	if err := writeAtomic(filepath.Join(dir, noteFile), b); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, noteFile), b); err != nil {
 		return berth.WrapError(berth.EInternal, err, "cannot write the note")
 	}
 	return nil
@@ -45,7 +47,7 @@ func (s *Store) AddNote(sessionID, text string) error {
 
 // TakeNote returns the session's note and removes it; "" when it has none.
 func (s *Store) TakeNote(sessionID string) string {
-	if !validSessionID(sessionID) {
+	if !ids.ValidName(sessionID) {
 		return ""
 	}
 	p := filepath.Join(s.sessionDir(sessionID), noteFile)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/atomicfile"
+	"github.com/berth-sh/berth/internal/ids"
 )
 
 // Pruned is a checkpoint Prune removed.
@@ -38,7 +40,7 @@ const maxStale = 3
 // a turn still in flight can be rewound to) and the session's newer ones:
 // a session whose oldest checkpoint is pinned is passed over.
 func (s *Store) Prune(tree string, pinned map[string]bool) ([]Pruned, error) {
-	if !validSessionID(tree) {
+	if !ids.ValidName(tree) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
 	}
 	if err := s.ensureIndex(); err != nil {
@@ -227,7 +229,7 @@ func (r *removal) writeDeltasWhole() error {
 			}
 		}
 		whole := encodeManifest("", m.entries)
-		if err := writeAtomic(s.entriesPath(c.session, d.id), whole); err != nil {
+		if err := atomicfile.WriteFile(s.entriesPath(c.session, d.id), whole); err != nil {
 			return berth.WrapError(berth.EInternal, err, "cannot prune checkpoint")
 		}
 		fi, err := os.Stat(s.metaPath(c.session, d.id))
@@ -249,18 +251,18 @@ func (r *removal) unlist() error {
 		// The manifests written whole are on disk by name before c is
 		// unlisted: a filesystem that reorders renames and unlinks across
 		// a crash could otherwise keep a delta on a checkpoint gone.
-		if err := syncDir(filepath.Dir(s.entriesPath(c.session, r.deltas[0].id))); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(s.entriesPath(c.session, r.deltas[0].id))); err != nil {
 			return r.fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
 		}
 	}
 	// What a rewind to c answers from now on (notFound).
-	if err := writeAtomic(filepath.Join(dir, prunedFile), []byte(c.id)); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, prunedFile), []byte(c.id)); err != nil {
 		return r.fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
 	}
 	if err := os.Remove(s.metaPath(c.session, c.id)); err != nil {
 		return r.fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return r.fail(berth.WrapError(berth.EInternal, err, "cannot prune checkpoint"))
 	}
 	_ = os.Remove(s.entriesPath(c.session, c.id))
@@ -356,7 +358,7 @@ func (s *Store) free(ix *index, dead []run) int64 {
 // have: pruned, when it is no newer than the last one pruned.
 func (s *Store) notFound(sessionID, id string) error {
 	b, err := os.ReadFile(filepath.Join(s.sessionDir(sessionID), prunedFile))
-	if err == nil && validID(string(b)) && id <= string(b) {
+	if err == nil && ids.Valid(idPrefix, string(b)) && id <= string(b) {
 		return berth.Errorf(berth.ENotFound, "checkpoint %s was pruned: the checkpoints of its session's tree went over [checkpoints] max_tree_bytes, and the oldest were removed", id)
 	}
 	return berth.Errorf(berth.ENotFound, "no checkpoint %s", id)

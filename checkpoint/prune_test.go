@@ -176,6 +176,17 @@ func sameContent(t *testing.T, what string, want, got map[string]string) {
 	}
 }
 
+// restoresAs restores checkpoint id of session sid into a new directory
+// and fails the test unless it holds want; what names the checkpoint.
+func restoresAs(t *testing.T, s *Store, sid, id, what string, want map[string]string) {
+	t.Helper()
+	dst := t.TempDir()
+	if _, err := s.Restore(context.Background(), sid, id, dst); err != nil {
+		t.Fatalf("restore of %s: %v", what, err)
+	}
+	sameContent(t, what, want, tree(t, dst))
+}
+
 // TestTreeBytesCountEachBlobOncePerTree: a tree's bytes are the distinct
 // blobs its sessions' checkpoints name — a parent and a child checkpointing
 // one workspace count its files once — each at least a 4 KiB block, and
@@ -301,11 +312,7 @@ func TestPruneKeepsATreeUnderItsCap(t *testing.T) {
 		t.Fatalf("a checkpoint never made: %v", err)
 	}
 	for _, id := range made[len(pruned):] {
-		dst := t.TempDir()
-		if _, err := s.Restore(ctx, sessionOf[id], id, dst); err != nil {
-			t.Fatalf("restore of kept %s: %v", id, err)
-		}
-		sameContent(t, id, wantOf[id], tree(t, dst))
+		restoresAs(t, s, sessionOf[id], id, id, wantOf[id])
 	}
 	if l, _ := s.List("ses_other"); len(l) != 1 || l[0].ID != ob.ID {
 		t.Fatalf("the other tree lists %v", l)
@@ -346,11 +353,7 @@ func TestPruneKeepsTheNewest(t *testing.T) {
 	if l, _ := s.List("ses_a"); len(l) != 1 || l[0].ID != second.ID {
 		t.Fatalf("left %v", l)
 	}
-	dst := t.TempDir()
-	if _, err := s.Restore(ctx, "ses_a", second.ID, dst); err != nil {
-		t.Fatal(err)
-	}
-	sameContent(t, "the newest", tree(t, ws), tree(t, dst))
+	restoresAs(t, s, "ses_a", second.ID, "the newest", tree(t, ws))
 	sameAsRescan(t, s)
 }
 
@@ -392,23 +395,32 @@ func TestPruneKeepsPinnedCheckpoints(t *testing.T) {
 	sameAsRescan(t, s)
 }
 
+// deltaOnFirst makes a store whose session ses_a has two checkpoints of
+// a workspace of 20 files, the second a delta on the first (one file
+// changed), and returns them and the workspace.
+func deltaOnFirst(t *testing.T) (s *Store, ws string, first, second *Checkpoint) {
+	t.Helper()
+	ws = t.TempDir()
+	for i := range 20 {
+		writeRandom(t, ws, fmt.Sprintf("f%02d", i), 1000)
+	}
+	s = New(filepath.Join(t.TempDir(), "checkpoints"), Options{})
+	first, err := s.Create(context.Background(), "ses_a", "t1", ws)
+	must(t, err)
+	writeRandom(t, ws, "f00", 1000)
+	second, err = s.Create(context.Background(), "ses_a", "t2", ws)
+	must(t, err)
+	return s, ws, first, second
+}
+
 // TestPruneRewritesTheDeltaOnIt: the checkpoint after a pruned one, a
 // delta on it, is written whole first and restores as before, as does a
 // delta made on it later; only the blob no checkpoint goes on naming is
 // freed.
 func TestPruneRewritesTheDeltaOnIt(t *testing.T) {
 	ctx := context.Background()
-	ws := t.TempDir()
-	for i := range 20 {
-		writeRandom(t, ws, fmt.Sprintf("f%02d", i), 1000)
-	}
-	dir := filepath.Join(t.TempDir(), "checkpoints")
-	s := New(dir, Options{})
-	first, err := s.Create(ctx, "ses_a", "t1", ws)
-	must(t, err)
-	writeRandom(t, ws, "f00", 1000)
-	second, err := s.Create(ctx, "ses_a", "t2", ws)
-	must(t, err)
+	s, ws, first, second := deltaOnFirst(t)
+	dir := s.dir
 	want := tree(t, ws)
 	if h, _, err := s.readEntries(s.entriesPath("ses_a", second.ID)); err != nil || h.Base != first.ID {
 		t.Fatalf("the second checkpoint is not a delta on the first: %+v %v", h, err)
@@ -437,6 +449,7 @@ func TestPruneRewritesTheDeltaOnIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameContent(t, "the second checkpoint", want, tree(t, dst))
+		// The third over the second's files.
 		if _, err := st.Restore(ctx, "ses_a", third.ID, dst); err != nil {
 			t.Fatal(err)
 		}
@@ -449,18 +462,8 @@ func TestPruneRewritesTheDeltaOnIt(t *testing.T) {
 // pruned one (a commit that failed after its metadata leaves a second)
 // are both written whole, and both restore.
 func TestPruneRewritesEveryDeltaOnIt(t *testing.T) {
-	ctx := context.Background()
-	ws := t.TempDir()
-	for i := range 20 {
-		writeRandom(t, ws, fmt.Sprintf("f%02d", i), 1000)
-	}
-	dir := filepath.Join(t.TempDir(), "checkpoints")
-	s := New(dir, Options{})
-	first, err := s.Create(ctx, "ses_a", "t1", ws)
-	must(t, err)
-	writeRandom(t, ws, "f00", 1000)
-	second, err := s.Create(ctx, "ses_a", "t2", ws)
-	must(t, err)
+	s, ws, first, second := deltaOnFirst(t)
+	dir := s.dir
 	want := tree(t, ws)
 	// A third, the same delta on the first.
 	const third = "ckpt_7zzzzzzzzzzzzzzzzzzzzzzzzz"
@@ -474,11 +477,7 @@ func TestPruneRewritesEveryDeltaOnIt(t *testing.T) {
 	if len(ps) != 2 || ps[0].CheckpointID != first.ID || ps[1].CheckpointID != second.ID {
 		t.Fatalf("pruned %+v", ps)
 	}
-	dst := t.TempDir()
-	if _, err := s.Restore(ctx, "ses_a", third, dst); err != nil {
-		t.Fatal(err)
-	}
-	sameContent(t, "the third checkpoint", want, tree(t, dst))
+	restoresAs(t, s, "ses_a", third, "the third checkpoint", want)
 	sameAsRescan(t, s)
 }
 
@@ -510,11 +509,7 @@ func TestPruneLeavesBlobsAnotherTreeNames(t *testing.T) {
 	if got := treeBytes(s, "ses_b"); got != diskTreeBytes(t, s, "ses_b") {
 		t.Fatalf("the other tree counts %d", got)
 	}
-	dst := t.TempDir()
-	if _, err := s.Restore(ctx, "ses_b", oc.ID, dst); err != nil {
-		t.Fatal(err)
-	}
-	sameContent(t, "the other tree", tree(t, other), tree(t, dst))
+	restoresAs(t, s, "ses_b", oc.ID, "the other tree", tree(t, other))
 	sameAsRescan(t, s)
 }
 
@@ -547,11 +542,7 @@ func TestFreeKeepsABlobNamedAgain(t *testing.T) {
 	if n := s.free(ix, dead); n != 0 {
 		t.Fatalf("removed %d bytes a checkpoint names again", n)
 	}
-	dst := t.TempDir()
-	if _, err := s.Restore(ctx, "ses_b", again.ID, dst); err != nil {
-		t.Fatal(err)
-	}
-	sameContent(t, "the checkpoint naming it again", tree(t, other), tree(t, dst))
+	restoresAs(t, s, "ses_b", again.ID, "the checkpoint naming it again", tree(t, other))
 	sameAsRescan(t, s)
 }
 

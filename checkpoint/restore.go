@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/ids"
 )
 
 // Result says what a restore changed.
@@ -57,7 +58,7 @@ type restorer struct {
 func (s *Store) Restore(ctx context.Context, sessionID, id, workspace string, hide ...string) (*Result, error) {
 	// A commit in flight ends first; no sweep removes a blob while it is
 	// copied (the session's delete may run meanwhile: its sweep waits).
-	if !validSessionID(sessionID) {
+	if !ids.ValidName(sessionID) {
 		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
 	}
 	unlock := s.lockSession(sessionID)

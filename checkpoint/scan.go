@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/atomicfile"
+	"github.com/berth-sh/berth/internal/ids"
 )
 
 // Sweep builds the store's accounting (index.go) from the manifests on
@@ -29,7 +31,7 @@ func (s *Store) Sweep() (int, error) {
 		return 0, berth.WrapError(berth.EInternal, err, "cannot sweep checkpoints")
 	}
 	for _, sd := range sessions {
-		if !sd.IsDir() || !validSessionID(sd.Name()) {
+		if !sd.IsDir() || !ids.ValidName(sd.Name()) {
 			continue
 		}
 		n, ok, err := s.scanSession(ix, sd.Name())
@@ -74,7 +76,7 @@ func (s *Store) listSession(sid string) (*sessionFiles, error) {
 		if !isMeta {
 			id, _ = strings.CutSuffix(name, entriesExt)
 		}
-		if id == name || !validID(id) {
+		if id == name || !ids.Valid(idPrefix, id) {
 			continue
 		}
 		if isMeta {
@@ -259,7 +261,7 @@ func (s *Store) sweepBlobs(ix *index, clean bool) (int, error) {
 // session itself when it names none (its checkpoints predate trees).
 func (s *Store) recordedTree(sessionID string) string {
 	b, err := os.ReadFile(filepath.Join(s.sessionDir(sessionID), treeFile))
-	if err != nil || !validSessionID(string(b)) {
+	if err != nil || !ids.ValidName(string(b)) {
 		return sessionID
 	}
 	return string(b)
@@ -278,10 +280,10 @@ func (s *Store) joinTree(sessionID, tree string) (string, error) {
 	p := filepath.Join(s.sessionDir(sessionID), treeFile)
 	b, err := os.ReadFile(p)
 	switch {
-	case err == nil && validSessionID(string(b)):
+	case err == nil && ids.ValidName(string(b)):
 		t = string(b)
 	case err == nil || errors.Is(err, fs.ErrNotExist):
-		if err := writeAtomic(p, []byte(tree)); err != nil {
+		if err := atomicfile.WriteFile(p, []byte(tree)); err != nil {
 			return "", err
 		}
 		t = tree

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/atomicfile"
+	"github.com/berth-sh/berth/internal/ids"
 	"github.com/berth-sh/berth/internal/linkcheck"
 )
 
@@ -37,7 +39,7 @@ const (
 const (
 	metaExt    = ".json"
 	entriesExt = ".entries"
-	tempPrefix = ".tmp-"
+	tempPrefix = atomicfile.TempPrefix
 	// treeFile, in a session's directory, names the tree its checkpoints
 	// count in (its root session); a session without one is its own.
 	treeFile = "tree"
@@ -188,7 +190,7 @@ type sessionLock struct {
 // List returns the session's checkpoints, oldest first; none for a session
 // that has none. A checkpoint being committed is waited for.
 func (s *Store) List(sessionID string) ([]*Checkpoint, error) {
-	if !validSessionID(sessionID) {
+	if !ids.ValidName(sessionID) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
 	}
 	defer s.lockSession(sessionID)()
@@ -207,7 +209,7 @@ func (s *Store) list(sessionID string) ([]*Checkpoint, error) {
 	out := []*Checkpoint{}
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(e.Name(), metaExt)
-		if !ok || !validID(id) {
+		if !ok || !ids.Valid(idPrefix, id) {
 			continue
 		}
 		c, err := s.readMeta(sessionID, id)
@@ -223,7 +225,7 @@ func (s *Store) list(sessionID string) ([]*Checkpoint, error) {
 
 // Get returns one checkpoint of the session. ENotFound.
 func (s *Store) Get(sessionID, id string) (*Checkpoint, error) {
-	if !validSessionID(sessionID) || !validID(id) {
+	if !ids.ValidName(sessionID) || !ids.Valid(idPrefix, id) {
 		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
 	}
 	defer s.lockSession(sessionID)()
@@ -265,7 +267,7 @@ type header struct {
 // of its own, every hash well formed. A manifest that fails is EInternal:
 // nothing of it is used.
 func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
-	if !validSessionID(sessionID) || !validID(id) {
+	if !ids.ValidName(sessionID) || !ids.Valid(idPrefix, id) {
 		return nil, berth.Errorf(berth.ENotFound, "no checkpoint %s", id)
 	}
 	meta, err := s.readMeta(sessionID, id)
@@ -315,7 +317,7 @@ func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
 // resolve fills byPath with the entries of checkpoint id, its bases' first,
 // and returns how many deltas deep id is.
 func (s *Store) resolve(sessionID, id string, byPath map[string]Entry, depth int) (int, error) {
-	if depth > maxChain || !validID(id) {
+	if depth > maxChain || !ids.Valid(idPrefix, id) {
 		return 0, berth.WrapError(berth.EInternal, errDamaged, "checkpoint %s has a broken chain", id)
 	}
 	h, entries, err := s.readEntries(s.entriesPath(sessionID, id))
@@ -389,7 +391,7 @@ func decodeError(err error) error {
 // the accounting: no other manifest is read). Deleting a session that has
 // none is not an error.
 func (s *Store) Delete(sessionID string) error {
-	if !validSessionID(sessionID) {
+	if !ids.ValidName(sessionID) {
 		return berth.Errorf(berth.EInvalid, "invalid session id")
 	}
 	// Without the accounting the files still go; the blobs stay for the
@@ -492,52 +494,11 @@ func (s *Store) removeSession(sessionID string) error {
 		return err
 	}
 	for i := len(files) - 1; i >= 0; i-- {
-		if id, ok := strings.CutSuffix(files[i].Name(), metaExt); ok && validID(id) {
+		if id, ok := strings.CutSuffix(files[i].Name(), metaExt); ok && ids.Valid(idPrefix, id) {
 			if err := os.Remove(filepath.Join(dir, files[i].Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
 		}
 	}
 	return os.RemoveAll(dir)
-}
-
-// writeAtomic writes data to name through a synced temporary file in the
-// same directory.
-func writeAtomic(name string, data []byte) error {
-	dir := filepath.Dir(name)
-	tmp, err := os.CreateTemp(dir, tempPrefix+"*")
-	if err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return err
-	}
-	ok = true
-	return nil
-}
-
-// syncDir fsyncs a directory, making the renames in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

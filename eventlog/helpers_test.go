@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/store/sqlite"
 	"go.uber.org/goleak"
 )
@@ -28,26 +29,9 @@ var quiet = slog.New(slog.DiscardHandler)
 // timeout bounds every test's waiting, so a deadlock fails instead of hangs.
 const timeout = 2 * time.Minute
 
-// ctxs holds the context of each running test, see testCtx.
-var ctxs sync.Map // testing.TB → context.Context
-
 // testCtx returns the context of a test: it ends with the test or after
-// timeout, and is made once per test however often it is asked for.
-func testCtx(t testing.TB) context.Context {
-	if c, ok := ctxs.Load(t); ok {
-		return c.(context.Context)
-	}
-	c, cancel := context.WithTimeout(context.Background(), timeout)
-	if prev, loaded := ctxs.LoadOrStore(t, c); loaded {
-		cancel()
-		return prev.(context.Context)
-	}
-	t.Cleanup(func() {
-		ctxs.Delete(t)
-		cancel()
-	})
-	return c
-}
+// testenv.ContextTimeout, and is made once per test.
+func testCtx(t testing.TB) context.Context { return testenv.Context(t) }
 
 // openStore opens a sqlite store in dir, closed when the test ends.
 func openStore(t testing.TB, dir string) *sqlite.Store {
@@ -74,6 +58,17 @@ func createSessions(t testing.TB, s berth.Store, ids ...string) {
 	for _, id := range ids {
 		sess := &berth.Session{ID: id, Agent: "test", State: berth.StateActive, CreatedAt: time.Now()}
 		if err := s.CreateSession(context.Background(), sess); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// appendN appends events 0 to n-1 of session id to l (Append: queued), or
+// fails the test.
+func appendN(t testing.TB, l *Log, id string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := l.Append(testCtx(t), msg(id, i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -232,6 +227,13 @@ func (h *hookStore) batchSizes() []int {
 type gate struct {
 	open    chan struct{}
 	entered chan int
+}
+
+// gatedStore is a store with sessions ids whose appends wait at g.
+func gatedStore(t testing.TB, ids ...string) (store *hookStore, g *gate) {
+	store, g = newHookStore(newStore(t, ids...)), newGate()
+	store.before = g.hook
+	return store, g
 }
 
 // newGate returns a closed gate.

@@ -157,19 +157,12 @@ func waitWaiters(b *budget, n int) {
 }
 
 func TestCloseReleasesBlockedProducers(t *testing.T) {
-	base := newStore(t, "a")
-	store := newHookStore(base)
-	g := newGate()
-	store.before = g.hook
+	store, g := gatedStore(t, "a")
 	l := New(store, Options{Logger: quiet, QueueSize: 2})
 	if err := l.Open(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		if err := l.Append(testCtx(t), msg("a", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendN(t, l, "a", 2)
 	<-g.entered
 	blocked := make(chan error, 1)
 	go func() { blocked <- l.Append(testCtx(t), msg("a", 2)) }()
@@ -181,7 +174,7 @@ func TestCloseReleasesBlockedProducers(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	if evs := stored(t, base, "a"); len(evs) != 2 {
+	if evs := stored(t, store.Store, "a"); len(evs) != 2 {
 		t.Fatalf("stored %d events, want the 2 accepted ones", len(evs))
 	}
 	if used := l.budget.inUse(); used != 0 {

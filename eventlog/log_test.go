@@ -296,19 +296,12 @@ func TestCommitFailureLeavesNoGap(t *testing.T) {
 }
 
 func TestBackPressure(t *testing.T) {
-	base := newStore(t, "a")
-	store := newHookStore(base)
-	g := newGate()
-	store.before = g.hook
+	store, g := gatedStore(t, "a")
 	const queue = 8
 	l := openLog(t, store, Options{QueueSize: queue, MaxBatch: 4})
 
 	// Fill the budget: the writer holds the first batch at the gate.
-	for i := range queue {
-		if err := l.Append(testCtx(t), msg("a", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendN(t, l, "a", queue)
 	<-g.entered
 	// Producers now block instead of queueing more.
 	var wg sync.WaitGroup
@@ -360,7 +353,7 @@ func TestBackPressure(t *testing.T) {
 	if err := l.Flush(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	evs := stored(t, base, "a")
+	evs := stored(t, store.Store, "a")
 	contiguous(t, evs)
 	if len(evs) != queue+4*5+len(big) {
 		t.Fatalf("stored %d events", len(evs))
@@ -381,10 +374,7 @@ func TestBackPressure(t *testing.T) {
 }
 
 func TestGroupCommit(t *testing.T) {
-	base := newStore(t, ids(4)...)
-	store := newHookStore(base)
-	g := newGate()
-	store.before = g.hook
+	store, g := gatedStore(t, ids(4)...)
 	l := openLog(t, store, Options{})
 	if err := l.Append(testCtx(t), msg("s00", 0)); err != nil {
 		t.Fatal(err)
@@ -406,19 +396,12 @@ func TestGroupCommit(t *testing.T) {
 }
 
 func TestCloseDrains(t *testing.T) {
-	base := newStore(t, "a")
-	store := newHookStore(base)
-	g := newGate()
-	store.before = g.hook
+	store, g := gatedStore(t, "a")
 	l := New(store, Options{Logger: quiet, MaxBatch: 10})
 	if err := l.Open(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 100 {
-		if err := l.Append(testCtx(t), msg("a", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendN(t, l, "a", 100)
 	<-g.entered
 	closed := make(chan error, 1)
 	go func() { closed <- l.Close(testCtx(t)) }()
@@ -437,7 +420,7 @@ func TestCloseDrains(t *testing.T) {
 	if err := l.Close(testCtx(t)); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	evs := stored(t, base, "a")
+	evs := stored(t, store.Store, "a")
 	contiguous(t, evs)
 	if len(evs) != 100 {
 		t.Fatalf("close drained %d of 100 events", len(evs))
@@ -456,11 +439,7 @@ func TestRestartContinuesSeq(t *testing.T) {
 	if err := l.Open(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 10 {
-		if err := l.Append(testCtx(t), msg("a", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendN(t, l, "a", 10)
 	if err := l.Close(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
 package eventlog
 
 // A session's log may be written by another daemon sharing the store (a
-// cluster, CONTRACT §4.11): that node's commits reach this one only as
-// notices ("session S is committed up to seq N", PostgreSQL NOTIFY). The
-// store stays the truth: a notice only makes the streams of S read it
-// again, and makes sure this log no longer trusts a `last` it published
-// before the session changed hands.
+// cluster: docs/api.md, "Cluster nodes: ownership and failover"): that
+// node's commits reach this one only as notices ("session S is committed
+// up to seq N", PostgreSQL NOTIFY). The store stays the truth: a notice
+// only makes the streams of S read it again, and makes sure this log no
+// longer trusts a `last` it published before the session changed hands.
 
 // Notify tells the log that sessionID's events are committed up to lastSeq
 // by some node (this one included). Streams of the session waiting past

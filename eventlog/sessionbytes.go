@@ -1,6 +1,7 @@
 package eventlog
 
 import (
+	"cmp"
 	"context"
 	"slices"
 )
@@ -26,15 +27,7 @@ func (l *Log) holdBytes(ctx context.Context, req *request) error {
 		}
 		shares[j].n += len(e.Data)
 	}
-	slices.SortFunc(shares, func(a, b share) int {
-		switch {
-		case a.id < b.id:
-			return -1
-		case a.id > b.id:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(shares, func(a, b share) int { return cmp.Compare(a.id, b.id) })
 	for _, s := range shares {
 		if s.n == 0 {
 			continue

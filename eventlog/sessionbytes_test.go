@@ -17,10 +17,7 @@ func dataEvent(session string, size int) berth.Event {
 // A session that appends faster than the store commits waits once its
 // bytes in flight reach Options.SessionBytes; another session does not.
 func TestSessionBytesBoundWhatASessionHoldsInFlight(t *testing.T) {
-	base := newStore(t, "flood", "quiet")
-	store := newHookStore(base)
-	g := newGate()
-	store.before = g.hook
+	store, g := gatedStore(t, "flood", "quiet")
 	const budget, size = 8 << 10, 1 << 10
 	l := New(store, Options{Logger: quiet, SessionBytes: budget})
 	if err := l.Open(); err != nil {
@@ -68,7 +65,7 @@ func TestSessionBytesBoundWhatASessionHoldsInFlight(t *testing.T) {
 	if err := l.Flush(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if evs := stored(t, base, "flood"); len(evs) != total {
+	if evs := stored(t, store.Store, "flood"); len(evs) != total {
 		t.Fatalf("stored %d events, want %d", len(evs), total)
 	}
 	now, peak := l.InFlight("flood")

@@ -104,11 +104,7 @@ func TestStreamEndsWhenStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	for i := range 10 {
-		if err := l.Append(testCtx(t), msg("a", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	appendN(t, l, "a", 10)
 	if err := l.Append(testCtx(t), berth.NewEvent("a", "", berth.EventSessionStopped, nil)); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/internal/ids"
 	"github.com/berth-sh/berth/internal/linkcheck"
 	"github.com/klauspost/compress/zstd"
@@ -33,7 +34,7 @@ import (
 // one with berth.ENotFound. On any error, including ctx's, nothing is left
 // in the store.
 func (s *Store) Create(ctx context.Context, sessionID, workspace string, hide ...string) (*Snapshot, error) {
-	if !validSessionID(sessionID) {
+	if !ids.ValidName(sessionID) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id %q", sessionID)
 	}
 	fi, err := os.Stat(workspace)
@@ -117,11 +118,11 @@ func (s *Store) Create(ctx context.Context, sessionID, workspace string, hide ..
 	}
 	committed = true
 	meta, _ := json.Marshal(snap)
-	if err := writeFileAtomic(s.metaPath(sessionID, snap.ID), meta); err != nil {
+	if err := atomicfile.WriteFile(s.metaPath(sessionID, snap.ID), meta); err != nil {
 		_ = os.Remove(archive)
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write snapshot metadata")
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		_ = os.Remove(s.metaPath(sessionID, snap.ID))
 		_ = os.Remove(archive)
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write snapshot")
@@ -205,20 +206,28 @@ func (a *archiver) walk(dir *os.Root, name string) error {
 	return nil
 }
 
+// unopened sorts out why an entry could not be opened: one gone since it
+// was listed is left out, one that now leads out of the workspace (a
+// link swapped in) is skipped and counted, and any other error stops the
+// archive.
+func (a *archiver) unopened(err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		a.skipped++
+		return nil
+	}
+	return err
+}
+
 // subdir archives the directory base of dir (entry in the archive), which
 // Lstat found as fi: it is left out when what opens is not that directory
 // (swapped for a link meanwhile).
 func (a *archiver) subdir(dir *os.Root, base, entry string, fi fs.FileInfo) error {
 	sub, err := dir.OpenRoot(base)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
-		a.skipped++
-		return nil
-	}
 	if err != nil {
-		return err
+		return a.unopened(err)
 	}
 	defer sub.Close()
 	st, err := sub.Stat(".")
@@ -256,15 +265,8 @@ func (a *archiver) file(dir *os.Root, base, entry string) error {
 	for try := 0; ; try++ {
 		var err error
 		f, err = dir.OpenFile(base, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil && strings.Contains(err.Error(), "path escapes from parent") {
-			a.skipped++
-			return nil
-		}
 		if err != nil {
-			return err
+			return a.unopened(err)
 		}
 		if fi, err = f.Stat(); err != nil {
 			_ = f.Close()

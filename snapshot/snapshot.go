@@ -17,37 +17,11 @@
 // write or point outside its destination.
 package snapshot
 
-import (
-	"time"
-
-	"github.com/berth-sh/berth/internal/ids"
-)
+import "github.com/berth-sh/berth"
 
 // idPrefix is the prefix of snapshot ids: "snap_" followed by a ULID.
 const idPrefix = "snap"
 
-// Snapshot describes one archived workspace.
-type Snapshot struct {
-	// ID is the snapshot's id, "snap_" followed by a lower-case ULID.
-	ID string `json:"id"`
-	// SessionID is the session whose workspace was archived.
-	SessionID string `json:"session_id"`
-	// SizeBytes is the size of the compressed archive on disk.
-	SizeBytes int64 `json:"size_bytes"`
-	// Files counts the archived entries: regular files, directories and
-	// symlinks (the workspace root itself is not an entry).
-	Files int `json:"files"`
-	// Skipped counts what Create left out: FIFOs, sockets, devices,
-	// symlinks that are absolute or resolve outside the workspace, and the
-	// hidden paths it was given.
-	Skipped int `json:"skipped,omitempty"`
-	// CreatedAt is when Create started, in UTC.
-	CreatedAt time.Time `json:"created_at"`
-}
-
-// validID reports whether id looks like a snapshot id, so that it can be
-// used as a file name.
-func validID(id string) bool { return ids.Valid(idPrefix, id) }
-
-// validSessionID reports whether id can name a session's directory.
-func validSessionID(id string) bool { return ids.ValidName(id) }
+// Snapshot describes one archived workspace: the API's, which a Store
+// writes as the archive's metadata.
+type Snapshot = berth.Snapshot

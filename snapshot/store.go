@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/atomicfile"
+	"github.com/berth-sh/berth/internal/ids"
 )
 
 // Default limits of a Store made by New.
@@ -26,7 +28,7 @@ const (
 const (
 	archiveExt = ".tar.zst"
 	metaExt    = ".json"
-	tempPrefix = ".tmp-"
+	tempPrefix = atomicfile.TempPrefix
 )
 
 // Options bounds what a Store archives and restores. A zero field takes its
@@ -84,7 +86,7 @@ func (s *Store) metaPath(sessionID, snapID string) string {
 // List returns sessionID's snapshots, newest first; none when the session
 // has none.
 func (s *Store) List(ctx context.Context, sessionID string) ([]*Snapshot, error) {
-	if !validSessionID(sessionID) {
+	if !ids.ValidName(sessionID) {
 		return nil, berth.Errorf(berth.EInvalid, "invalid session id %q", sessionID)
 	}
 	ents, err := os.ReadDir(s.sessionDir(sessionID))
@@ -100,7 +102,7 @@ func (s *Store) List(ctx context.Context, sessionID string) ([]*Snapshot, error)
 			return nil, err
 		}
 		id, ok := strings.CutSuffix(e.Name(), metaExt)
-		if !ok || !validID(id) || !e.Type().IsRegular() {
+		if !ok || !ids.Valid(idPrefix, id) || !e.Type().IsRegular() {
 			continue
 		}
 		snap, err := readMeta(s.metaPath(sessionID, id))
@@ -129,7 +131,7 @@ func (s *Store) Get(ctx context.Context, snapID string) (*Snapshot, error) {
 
 // find returns the snapshot snapID and the path of its archive.
 func (s *Store) find(ctx context.Context, snapID string) (*Snapshot, string, error) {
-	if !validID(snapID) {
+	if !ids.Valid(idPrefix, snapID) {
 		return nil, "", berth.Errorf(berth.EInvalid, "invalid snapshot id %q", snapID)
 	}
 	ents, err := os.ReadDir(s.dir)
@@ -140,7 +142,7 @@ func (s *Store) find(ctx context.Context, snapID string) (*Snapshot, string, err
 		if err := ctx.Err(); err != nil {
 			return nil, "", err
 		}
-		if !e.IsDir() || !validSessionID(e.Name()) {
+		if !e.IsDir() || !ids.ValidName(e.Name()) {
 			continue
 		}
 		snap, err := readMeta(s.metaPath(e.Name(), snapID))
@@ -161,7 +163,7 @@ func (s *Store) find(ctx context.Context, snapID string) (*Snapshot, string, err
 // Delete removes all of sessionID's snapshots. Deleting a session without
 // snapshots is not an error.
 func (s *Store) Delete(sessionID string) error {
-	if !validSessionID(sessionID) {
+	if !ids.ValidName(sessionID) {
 		return berth.Errorf(berth.EInvalid, "invalid session id %q", sessionID)
 	}
 	if err := os.RemoveAll(s.sessionDir(sessionID)); err != nil {
@@ -185,39 +187,4 @@ func readMeta(path string) (*Snapshot, error) {
 		return nil, berth.WrapError(berth.EInternal, err, "corrupt snapshot metadata")
 	}
 	return &snap, nil
-}
-
-// writeFileAtomic writes b to path through a fsynced temporary file in the
-// same directory and a rename. The caller fsyncs the directory.
-func writeFileAtomic(path string, b []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), tempPrefix+"*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(b); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
-
-// syncDir fsyncs a directory, making renames in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -24,24 +24,16 @@ const IODelay = 2 * time.Second
 // It implements berth.Process. A background goroutine reaps it as soon as it
 // exits, so it never lingers as a zombie, and ends then.
 type Proc struct {
-	cmd    *exec.Cmd
-	pid    int
-	stdin  *pipeWriter
-	stdout *PipeReader
-	stderr *PipeReader
+	// Handle has the pipes StartProc made and is done once the leader is
+	// reaped.
+	*Handle
+	ended func(berth.ExitStatus, error)
 
-	// done is closed once the leader is reaped and status and err are set.
-	done   chan struct{}
-	status berth.ExitStatus
-	err    error
-
+	cmd *exec.Cmd
+	pid int
 	// gone is set when the group was found empty after the leader was
 	// reaped: from then on its id may be reused and is never signalled.
 	gone atomic.Bool
-	// killed is set once a Stop has sent SIGKILL to the group.
-	killed atomic.Bool
-	// stopSem serialises Stop calls while letting each honour its ctx.
-	stopSem chan struct{}
 }
 
 var _ berth.Process = (*Proc)(nil)
@@ -56,59 +48,65 @@ var _ berth.Process = (*Proc)(nil)
 // the leader exits. cmd must not have a Context: a process outlives the
 // request that started it and ends through Stop.
 func StartProc(cmd *exec.Cmd) (*Proc, error) {
-	p := &Proc{cmd: cmd, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
 	// childEnds are closed in the parent once the child holds them;
-	// parentEnds only if starting fails.
-	var childEnds, parentEnds []*os.File
+	// ourEnds only if starting fails.
+	var childEnds, ourEnds []*os.File
 	closeAll := func(fs []*os.File) {
 		for _, f := range fs {
 			_ = f.Close()
 		}
 	}
-	newPipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
+	// pipe makes the pipe of a stream the caller left nil, the child
+	// reading it or writing it.
+	pipe := func(childReads bool) (child, ours *os.File, err error) {
+		r, w, err := os.Pipe()
 		if err != nil {
 			closeAll(childEnds)
-			closeAll(parentEnds)
+			closeAll(ourEnds)
+			return nil, nil, err
 		}
-		return r, w, err
+		child, ours = w, r
+		if childReads {
+			child, ours = r, w
+		}
+		childEnds, ourEnds = append(childEnds, child), append(ourEnds, ours)
+		return child, ours, nil
 	}
+	var err error
+	var child, ours *os.File
+	var stdin io.WriteCloser
+	var stdout, stderr io.ReadCloser
 	if cmd.Stdin == nil {
-		r, w, err := newPipe()
-		if err != nil {
+		if child, ours, err = pipe(true); err != nil {
 			return nil, err
 		}
-		cmd.Stdin, p.stdin = r, &pipeWriter{f: w}
-		childEnds, parentEnds = append(childEnds, r), append(parentEnds, w)
+		cmd.Stdin, stdin = child, &pipeWriter{f: ours}
 	}
 	if cmd.Stdout == nil {
-		r, w, err := newPipe()
-		if err != nil {
+		if child, ours, err = pipe(false); err != nil {
 			return nil, err
 		}
-		cmd.Stdout, p.stdout = w, NewPipeReader(r)
-		childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
+		cmd.Stdout, stdout = child, NewPipeReader(ours)
 	}
 	if cmd.Stderr == nil {
-		r, w, err := newPipe()
-		if err != nil {
+		if child, ours, err = pipe(false); err != nil {
 			return nil, err
 		}
-		cmd.Stderr, p.stderr = w, NewPipeReader(r)
-		childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
+		cmd.Stderr, stderr = child, NewPipeReader(ours)
 	}
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = IODelay
 	}
-	err := Start(cmd)
+	err = Start(cmd)
 	// The child has its own copies now; ours would keep the pipes from
 	// reporting EOF (stdout/stderr) or EPIPE (stdin).
 	closeAll(childEnds)
 	if err != nil {
-		closeAll(parentEnds)
+		closeAll(ourEnds)
 		return nil, err
 	}
-	p.pid = cmd.Process.Pid
+	p := &Proc{cmd: cmd, pid: cmd.Process.Pid}
+	p.Handle, p.ended = NewHandle(stdin, stdout, stderr)
 	go p.reap()
 	return p, nil
 }
@@ -116,62 +114,25 @@ func StartProc(cmd *exec.Cmd) (*Proc, error) {
 // reap waits for the leader, records its status and wakes every waiter.
 func (p *Proc) reap() {
 	err := p.cmd.Wait()
-	p.status = ExitStatusOf(p.cmd.ProcessState)
 	var ee *exec.ExitError
 	// A non-zero exit is a status, not an error; ErrWaitDelay only means
 	// output written after the leader's exit by its leftovers was cut.
-	if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
-		p.err = err
+	if errors.As(err, &ee) || errors.Is(err, exec.ErrWaitDelay) {
+		err = nil
 	}
 	// With the leader reaped, an empty group frees its id for reuse: note
 	// it now so that no later signal can reach a stranger.
 	if !Alive(p.pid) {
 		p.gone.Store(true)
 	}
-	if p.stdin != nil {
-		_ = p.stdin.Close()
+	if p.Stdin() != nil {
+		_ = p.Stdin().Close()
 	}
-	close(p.done)
+	p.ended(ExitStatusOf(p.cmd.ProcessState), err)
 }
 
 // Pid is the leader's pid, which is also the process group id.
 func (p *Proc) Pid() int { return p.pid }
-
-// Stdin is the write end of the stdin pipe, or nil when the caller gave one.
-func (p *Proc) Stdin() io.WriteCloser {
-	if p.stdin == nil {
-		return nil
-	}
-	return p.stdin
-}
-
-// Stdout is the read end of the stdout pipe, or nil when the caller gave one.
-func (p *Proc) Stdout() io.ReadCloser {
-	if p.stdout == nil {
-		return nil
-	}
-	return p.stdout
-}
-
-// Stderr is the read end of the stderr pipe, or nil when the caller gave one.
-func (p *Proc) Stderr() io.ReadCloser {
-	if p.stderr == nil {
-		return nil
-	}
-	return p.stderr
-}
-
-// Done is closed once the leader has exited and been reaped.
-func (p *Proc) Done() <-chan struct{} { return p.done }
-
-// Wait waits for the leader to exit and returns its status. Any number of
-// goroutines may call it; all get the same answer. The error is not about
-// the exit status (a non-zero exit is not an error) but about I/O copying
-// to caller-supplied streams.
-func (p *Proc) Wait() (berth.ExitStatus, error) {
-	<-p.done
-	return p.status, p.err
-}
 
 // Signal sends sig to the whole process group, leftovers of an exited
 // leader included. It returns os.ErrProcessDone when the group is empty,
@@ -205,48 +166,13 @@ func (p *Proc) signal(sig syscall.Signal) error {
 // happens in the background. Stop is idempotent and safe to call
 // concurrently; later calls do not signal again.
 func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
-	select {
-	case p.stopSem <- struct{}{}:
-	case <-ctx.Done():
-		// Another Stop holds the group; with no time left, kill it now
-		// rather than leave it to that call's grace.
-		_ = p.signal(syscall.SIGKILL)
-		return berth.ExitStatus{}, ctx.Err()
+	if err := p.Escalate(ctx, grace, p.Done(), p.signal); err != nil {
+		return berth.ExitStatus{}, err
 	}
-	defer func() { <-p.stopSem }()
-	if ctx.Err() != nil {
-		// No time for a grace period: go straight to SIGKILL.
-		grace = 0
-	}
-	if !p.killed.Load() {
-		if err := p.signal(syscall.SIGTERM); err != nil {
-			return berth.ExitStatus{}, err
-		}
-		if grace > 0 {
-			t := time.NewTimer(grace)
-			select {
-			case <-p.done:
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-		}
-		// The leader may be gone while its children live on: kill the
-		// group regardless.
-		if err := p.signal(syscall.SIGKILL); err != nil {
-			return berth.ExitStatus{}, err
-		}
-		p.killed.Store(true)
-	}
-	select {
-	case <-p.done:
-		// The leader is reaped; what it started dies of the group's
-		// SIGKILL a moment later (reparented, reaped by init).
-		p.awaitGroupGone(ctx, groupGoneWait)
-		return p.status, p.err
-	case <-ctx.Done():
-		return berth.ExitStatus{}, ctx.Err()
-	}
+	// The leader is reaped; what it started dies of the group's SIGKILL a
+	// moment later (reparented, reaped by init).
+	p.awaitGroupGone(ctx, groupGoneWait)
+	return p.Wait()
 }
 
 // groupGoneWait bounds how long Stop waits for the rest of a killed group

@@ -66,7 +66,19 @@ func Alive(pgid int) bool {
 // children outliving it die too. It returns once SIGKILL is sent; reaping is
 // the caller's. Errors other than an already empty group are returned.
 func Terminate(ctx context.Context, pgid int, grace time.Duration, exited <-chan struct{}) error {
-	if err := Signal(pgid, syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	return escalate(ctx, grace, exited, func(sig syscall.Signal) error {
+		if err := Signal(pgid, sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			return err
+		}
+		return nil
+	})
+}
+
+// escalate sends SIGTERM through signal, waits up to grace for exited to
+// close or ctx to end, then sends SIGKILL. It returns the first error of
+// signal, which sends to a whole group and takes an empty one for success.
+func escalate(ctx context.Context, grace time.Duration, exited <-chan struct{}, signal func(syscall.Signal) error) error {
+	if err := signal(syscall.SIGTERM); err != nil {
 		return err
 	}
 	if grace > 0 {
@@ -78,10 +90,7 @@ func Terminate(ctx context.Context, pgid int, grace time.Duration, exited <-chan
 		}
 		t.Stop()
 	}
-	if err := Signal(pgid, syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
-	}
-	return nil
+	return signal(syscall.SIGKILL)
 }
 
 // ExitStatusOf converts a finished process's state. A normal exit gives its

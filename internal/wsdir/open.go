@@ -10,6 +10,7 @@
 package wsdir
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,12 +19,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrLinked is what the error of OpenNoFollow is (errors.Is) when a
+// component of the path is a symbolic link or not a directory.
+var ErrLinked = errors.New("a symbolic link or not a directory on the path")
+
+// linkedError names the first component of a path that is a symbolic link
+// or not a directory.
+type linkedError struct{ walked string }
+
+// Error names the component and why it is refused.
+func (e *linkedError) Error() string {
+	return e.walked + " is a symbolic link or not a directory: a workspace path is walked without following links (it may have been replaced since the session was created)"
+}
+
+// Is makes a linkedError ErrLinked.
+func (e *linkedError) Is(target error) bool { return target == ErrLinked }
+
 // OpenNoFollow opens the directory at the absolute path dir one component
 // at a time from /, with O_NOFOLLOW on each: a symbolic link anywhere on
 // the path (one planted by a sandbox after the session was created with
 // the path resolved) is refused rather than followed. The descriptor pins
 // the inode reached; a root daemon checks, chowns and binds through it
-// (/proc/self/fd/N), never through the path again.
+// (/proc/self/fd/N), never through the path again. A link or a file on
+// the path is ErrLinked.
 func OpenNoFollow(dir string) (*os.File, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("%s: not an absolute path", dir)
@@ -43,7 +61,7 @@ func OpenNoFollow(dir string) (*os.File, error) {
 		_ = unix.Close(fd)
 		if err != nil {
 			if err == unix.ELOOP || err == unix.ENOTDIR {
-				return nil, fmt.Errorf("%s is a symbolic link or not a directory: a workspace path is walked without following links (it may have been replaced since the session was created)", walked)
+				return nil, &linkedError{walked}
 			}
 			return nil, &os.PathError{Op: "open", Path: walked, Err: err}
 		}

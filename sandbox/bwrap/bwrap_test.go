@@ -452,15 +452,7 @@ func TestBwrapFailsEarly(t *testing.T) {
 // root daemon runs bwrap as the host uid) and returns its path.
 func fakeTool(t *testing.T, name, script string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "berth-bwrap-fake-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, name)
+	path := filepath.Join(sandboxtest.WorldDir(t), name)
 	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -516,14 +508,7 @@ func TestTrial(t *testing.T) {
 	ctx := context.Background()
 	// A temporary directory of the test's own, which a root daemon's
 	// host uid may cross to its stage, to see what the trial leaves.
-	tmp, err := os.MkdirTemp("", "berth-bwrap-trial-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
-	if err := os.Chmod(tmp, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	tmp := sandboxtest.WorldDir(t)
 	t.Setenv("TMPDIR", tmp)
 	if err := p.Trial(ctx, false); err != nil {
 		t.Errorf("Trial without network: %v", err)
@@ -535,7 +520,7 @@ func TestTrial(t *testing.T) {
 		t.Errorf("Trial with network: %v", err)
 	}
 	fake := fakeTool(t, "slirp4netns", "echo 'slirp4netns: cannot open /dev/net/tun' >&2; exit 1")
-	err = New(Options{Slirp: fake}).Trial(ctx, true)
+	err := New(Options{Slirp: fake}).Trial(ctx, true)
 	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), "slirp4netns failed: slirp4netns: cannot open /dev/net/tun") {
 		t.Errorf("Trial with a failing slirp4netns = %v, want its words", err)
 	}

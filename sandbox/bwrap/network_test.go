@@ -22,20 +22,10 @@ import (
 
 // slirpsOf lists the host's slirp4netns processes started for session.
 func slirpsOf(session string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if bytes.Contains(env, []byte("BERTH_SESSION_ID="+session+"\x00")) && bytes.Contains(cmd, []byte("slirp4netns")) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return sandboxtest.Pids(func(pid int) bool {
+		return bytes.Contains(sandboxtest.ProcFile(pid, "environ"), []byte("BERTH_SESSION_ID="+session+"\x00")) &&
+			bytes.Contains(sandboxtest.ProcFile(pid, "cmdline"), []byte("slirp4netns"))
+	})
 }
 
 // gone reports whether pid is no process at all, not even a zombie.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +38,11 @@ const teardownTimeout = 10 * time.Second
 // outer bwrap ends everything at once. SIGKILL goes to the outer group and
 // to init, which takes the whole pid namespace down.
 type Process struct {
+	// Handle has the outer bwrap's pipes and is done once the outer bwrap
+	// is reaped and the pid namespace is gone.
+	*procgroup.Handle
+	ended func(berth.ExitStatus, error)
+
 	sb   *Sandbox
 	proc *procgroup.Proc
 	// net is the sandbox's user-mode network when it has network on.
@@ -52,19 +56,8 @@ type Process struct {
 	mu    sync.Mutex
 	pidfd int
 
-	// done is closed once the outer bwrap is reaped and the pid namespace
-	// is gone; status and err are set then.
-	done   chan struct{}
-	status berth.ExitStatus
-	err    error
-
 	// oomBase is the sandbox's OOM kill count when the process started.
 	oomBase int64
-
-	// killed is set once a Stop has sent SIGKILL.
-	killed atomic.Bool
-	// stopSem serialises Stop calls while letting each honour its ctx.
-	stopSem chan struct{}
 }
 
 var _ berth.Process = (*Process)(nil)
@@ -205,10 +198,10 @@ func awaitExit(pidfd int, d time.Duration) {
 func (p *Process) reap() {
 	st, err := p.proc.Wait()
 	p.teardown()
-	p.status, p.err = statusOf(st), err
-	p.status.OOMKills = p.sb.cgroup.oomKills() - p.oomBase
+	st = statusOf(st)
+	st.OOMKills = p.sb.cgroup.oomKills() - p.oomBase
 	p.sb.forget(p)
-	close(p.done)
+	p.ended(st, err)
 }
 
 // teardown, once the outer bwrap has exited, makes sure the pid namespace
@@ -258,24 +251,6 @@ func statusOf(st berth.ExitStatus) berth.ExitStatus {
 // SIGKILL to that group ends the whole sandbox.
 func (p *Process) Pid() int { return p.proc.Pid() }
 
-// Stdin is the write end of the stdin pipe, or nil when the caller gave one.
-func (p *Process) Stdin() io.WriteCloser { return p.proc.Stdin() }
-
-// Stdout is the read end of the stdout pipe, or nil when the caller gave one.
-func (p *Process) Stdout() io.ReadCloser { return p.proc.Stdout() }
-
-// Stderr is the read end of the stderr pipe, or nil when the caller gave one.
-func (p *Process) Stderr() io.ReadCloser { return p.proc.Stderr() }
-
-// Wait waits until the program has exited and the sandbox around it is
-// gone, and returns the program's status (see statusOf). Any number of
-// goroutines may call it. The error is about I/O copying to caller-given
-// streams, not about the status.
-func (p *Process) Wait() (berth.ExitStatus, error) {
-	<-p.done
-	return p.status, p.err
-}
-
 // Signal sends sig to the program's process group inside the sandbox;
 // SIGKILL ends the whole sandbox. It returns os.ErrProcessDone once the
 // sandbox is gone, and EInvalid for a signal that is not a syscall.Signal.
@@ -285,7 +260,7 @@ func (p *Process) Signal(sig os.Signal) error {
 		return berth.Errorf(berth.EInvalid, "unsupported signal %v", sig)
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return os.ErrProcessDone
 	default:
 	}
@@ -323,38 +298,22 @@ func (p *Process) kill() {
 // background. Stop is idempotent and safe to call concurrently; later
 // calls do not signal again.
 func (p *Process) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
-	select {
-	case p.stopSem <- struct{}{}:
-	case <-ctx.Done():
+	if err := p.Escalate(ctx, grace, p.proc.Done(), p.stopSignal); err != nil {
+		return berth.ExitStatus{}, err
+	}
+	return p.Wait()
+}
+
+// stopSignal is Stop's way to the group: SIGTERM to the program's group,
+// where a group already gone is not an error, and SIGKILL to the whole
+// sandbox, leftovers that ignored SIGTERM or left its group included.
+func (p *Process) stopSignal(s syscall.Signal) error {
+	if s == syscall.SIGKILL {
 		p.kill()
-		return berth.ExitStatus{}, ctx.Err()
+		return nil
 	}
-	defer func() { <-p.stopSem }()
-	if ctx.Err() != nil {
-		grace = 0
+	if err := p.signalInside(s); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
 	}
-	if !p.killed.Load() {
-		if err := p.signalInside(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-			return berth.ExitStatus{}, err
-		}
-		if grace > 0 {
-			t := time.NewTimer(grace)
-			select {
-			case <-p.proc.Done():
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-		}
-		// Whatever the program did, the sandbox goes: leftovers that
-		// ignored SIGTERM or left its group included.
-		p.kill()
-		p.killed.Store(true)
-	}
-	select {
-	case <-p.done:
-		return p.status, p.err
-	case <-ctx.Done():
-		return berth.ExitStatus{}, ctx.Err()
-	}
+	return nil
 }

@@ -156,7 +156,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	}
 	for _, p := range procs {
 		select {
-		case <-p.done:
+		case <-p.Done():
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -205,21 +205,7 @@ func (s *Sandbox) environ(extra []string) ([]string, error) {
 		}
 	}
 	m["HOME"] = s.home
-	for _, kv := range extra {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, berth.Errorf(berth.EInvalid, "bwrap: environment entry %q is not K=V", k)
-		}
-		m[k] = v
-	}
-	env := make([]string, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		if strings.ContainsAny(k, "=\x00") || strings.Contains(m[k], "\x00") {
-			return nil, berth.Errorf(berth.EInvalid, "bwrap: environment variable %q is malformed", k)
-		}
-		env = append(env, k+"="+m[k])
-	}
-	return env, nil
+	return boxutil.Environ("bwrap", m, extra)
 }
 
 // isDir reports whether dir, a path inside the sandbox, will be a

@@ -79,7 +79,8 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
 	_ = pl.infoW.Close()
-	p := &Process{sb: s, proc: proc, net: pl.net, pidfd: -1, done: make(chan struct{}), stopSem: make(chan struct{}, 1), oomBase: oomBase}
+	p := &Process{sb: s, proc: proc, net: pl.net, pidfd: -1, oomBase: oomBase}
+	p.Handle, p.ended = procgroup.NewHandle(proc.Stdin(), proc.Stdout(), proc.Stderr())
 	if err := p.attach(ctx, pl.infoR); err != nil {
 		return nil, pl.failed(p, proc, err)
 	}

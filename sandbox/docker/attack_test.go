@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/sandbox/sandboxtest"
 )
 
 // attackEnv, when set, makes the test binary the attacker of
@@ -183,7 +184,7 @@ type attackResults struct {
 func attackProbes(t *testing.T, p *Provider, uid, gid int) attackResults {
 	t.Helper()
 	id := "ses_" + randomHex(6)
-	proj := worldDir(t)
+	proj := sandboxtest.WorldDir(t)
 	ws := filepath.Join(proj, "project")
 	files := map[string]os.FileMode{"build.sh": 0o755, ".git/config": 0o644, "secret.txt": 0o600}
 	for name, mode := range files {
@@ -284,21 +285,6 @@ func giveToolsLike(t *testing.T, p *Provider, dir string) {
 	if err := os.Chmod(dir, 0o500); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// worldDir is a fresh directory every user may cross, removed when the
-// test ends (t.TempDir's are root's 0700).
-func worldDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "berth-docker-world-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // engineLSM names the security module the engine confines containers

@@ -98,30 +98,37 @@ func TestDefaultImageFollowsItsUser(t *testing.T) {
 	}
 }
 
+// buildImage builds image on p's engine from the Dockerfile df, over the
+// test image, removes it when the test ends and returns its id.
+func buildImage(t *testing.T, p *Provider, image, df string) string {
+	t.Helper()
+	ensureTestImage(t, p)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))})
+	_, _ = tw.Write([]byte(df))
+	_ = tw.Close()
+	res, err := p.cli.ImageBuild(t.Context(), &buf, client.ImageBuildOptions{Tags: []string{image}, Remove: true, Version: build.BuilderV1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := buildResult(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeImage(context.Background(), p, image) })
+	return id
+}
+
 // A default image of the user's own ([sandbox.docker] image), even one
 // derived from berth's and so carrying its labels, is used as it is and
 // never built over, whatever user it names.
 func TestDefaultImageOfTheUsersIsKept(t *testing.T) {
 	p := newProvider(t, Options{})
 	ctx := t.Context()
-	ensureTestImage(t, p)
 	image := "berth-test-own:" + randomHex(4)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	df := []byte("FROM " + testImage + "\nENV AGENT_IMAGE=yes\n")
-	_ = tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))})
-	_, _ = tw.Write(df)
-	_ = tw.Close()
-	res, err := p.cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{image}, Remove: true, Version: build.BuilderV1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := buildResult(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeImage(context.Background(), p, image) })
+	own := buildImage(t, p, image, "FROM "+testImage+"\nENV AGENT_IMAGE=yes\n")
 	q := newProvider(t, Options{Image: image})
 	ref, err := q.ensureImage(ctx, image, identity{uid: 77001, gid: 77001})
 	if err != nil || ref != image {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-sh/berth"
 
+	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
@@ -185,16 +186,11 @@ func collect(t testing.TB, proc berth.Process) result {
 	var wg sync.WaitGroup
 	wg.Go(func() { b, _ := io.ReadAll(proc.Stdout()); res.stdout = string(b) })
 	wg.Go(func() { b, _ := io.ReadAll(proc.Stderr()); res.stderr = string(b) })
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if syncx.Wait(ctx, &wg) != nil {
 		_, _ = proc.Stop(context.Background(), 0)
-		<-done
+		wg.Wait()
 		t.Fatal("the process did not end within a minute")
 	}
 	st, err := proc.Wait()

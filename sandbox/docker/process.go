@@ -58,15 +58,17 @@ const (
 // death by signal n only as code 128+n: see statusOf. One that died
 // because Close removed the container reads as SIGKILL.
 type Process struct {
+	// Handle has our ends of the streams (pipes) and is done once the
+	// engine says the exec has ended (run).
+	*procgroup.Handle
+	ended func(berth.ExitStatus, error)
+
 	sb     *Sandbox
 	execID string
 	pid    int // host pid, also the host process group id
 	nspid  int // pid inside the container, 0 when unknown
 	conn   client.HijackedResponse
 
-	stdin  *stdinWriter
-	stdout *procgroup.PipeReader
-	stderr *procgroup.PipeReader
 	// outW and errW are where the demultiplexed stream goes.
 	outW, errW *outWriter
 	// ownOut and ownErr are the write ends of our output pipes.
@@ -75,14 +77,8 @@ type Process struct {
 	// nil when there is none.
 	stdinDone chan struct{}
 
-	done   chan struct{}
-	status berth.ExitStatus
-	err    error
-
 	// gone is set once the group was found empty after the exec ended.
-	gone    atomic.Bool
-	killed  atomic.Bool
-	stopSem chan struct{}
+	gone atomic.Bool
 	// forceExecSignal makes signals go through an exec even when kill(2)
 	// would work (tests).
 	forceExecSignal bool
@@ -113,7 +109,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, dir string) (*
 	if err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start %q: %s", filepath.Base(spec.Path), reason(ctx, err))
 	}
-	p := &Process{sb: s, execID: created.ID, conn: att.HijackedResponse, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
+	p := &Process{sb: s, execID: created.ID, conn: att.HijackedResponse}
 	// From here the process runs, whatever ctx does: find its pid within
 	// a bound of our own.
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
@@ -201,10 +197,11 @@ func nsPid(pid int) int {
 	return 0
 }
 
-// pipes sets up the process's standard streams: the caller's readers and
-// writers where ProcSpec has them, else a stdin writer on the stream and
-// pipes for stdout and stderr.
+// pipes sets up the process's standard streams, and its Handle with our
+// ends of them: the caller's readers and writers where ProcSpec has them,
+// else a stdin writer on the stream and pipes for stdout and stderr.
 func (p *Process) pipes(spec berth.ProcSpec) error {
+	var stdout, stderr io.ReadCloser
 	if spec.Stdout == nil || spec.Stderr == nil {
 		// Make both pipes first, so a failure leaks nothing.
 		var files []*os.File
@@ -219,7 +216,7 @@ func (p *Process) pipes(spec berth.ProcSpec) error {
 			if err != nil {
 				return err
 			}
-			p.stdout, p.ownOut = procgroup.NewPipeReader(r), w
+			stdout, p.ownOut = procgroup.NewPipeReader(r), w
 		}
 		if spec.Stderr == nil {
 			r, w, err := newPipe()
@@ -229,7 +226,7 @@ func (p *Process) pipes(spec berth.ProcSpec) error {
 				}
 				return err
 			}
-			p.stderr, p.ownErr = procgroup.NewPipeReader(r), w
+			stderr, p.ownErr = procgroup.NewPipeReader(r), w
 		}
 	}
 	p.outW = &outWriter{w: spec.Stdout}
@@ -240,16 +237,18 @@ func (p *Process) pipes(spec berth.ProcSpec) error {
 	if p.ownErr != nil {
 		p.errW = &outWriter{w: p.ownErr, own: true}
 	}
+	var stdin io.WriteCloser
 	if spec.Stdin == nil {
-		p.stdin = &stdinWriter{conn: p.conn}
-		return nil
+		stdin = &stdinWriter{conn: p.conn}
+	} else {
+		p.stdinDone = make(chan struct{})
+		go func() {
+			defer close(p.stdinDone)
+			_, _ = io.Copy(p.conn.Conn, spec.Stdin)
+			_ = p.conn.CloseWrite()
+		}()
 	}
-	p.stdinDone = make(chan struct{})
-	go func() {
-		defer close(p.stdinDone)
-		_, _ = io.Copy(p.conn.Conn, spec.Stdin)
-		_ = p.conn.CloseWrite()
-	}()
+	p.Handle, p.ended = procgroup.NewHandle(stdin, stdout, stderr)
 	return nil
 }
 
@@ -269,20 +268,20 @@ func (p *Process) run() {
 		t.Stop()
 	}
 	p.conn.Close()
-	if p.stdin != nil {
-		_ = p.stdin.Close()
+	if p.Stdin() != nil {
+		_ = p.Stdin().Close()
 	}
-	p.status, p.err = p.exitStatus()
-	if p.err == nil {
-		p.err = errors.Join(p.outW.err, p.errW.err)
+	status, err := p.exitStatus()
+	if err == nil {
+		err = errors.Join(p.outW.err, p.errW.err)
 		if copyErr != nil && !p.sb.isClosing() && !isClosedConn(copyErr) {
-			p.err = errors.Join(p.err, fmt.Errorf("docker: output stream: %w", copyErr))
+			err = errors.Join(err, fmt.Errorf("docker: output stream: %w", copyErr))
 		}
 	}
 	if !p.groupAlive() {
 		p.gone.Store(true)
 	}
-	close(p.done)
+	p.ended(status, err)
 }
 
 // exitStatus polls the engine until the exec is no longer running. A
@@ -340,44 +339,6 @@ func (p *Process) groupAlive() bool {
 // Pid is the exec's pid on the host, which is also its process group id.
 func (p *Process) Pid() int { return p.pid }
 
-// Stdin is the writer on the process's stdin, or nil when the caller gave
-// a reader. Closing it closes the process's stdin.
-func (p *Process) Stdin() io.WriteCloser {
-	if p.stdin == nil {
-		return nil
-	}
-	return p.stdin
-}
-
-// Stdout is the read end of the stdout pipe, or nil when the caller gave a
-// writer.
-func (p *Process) Stdout() io.ReadCloser {
-	if p.stdout == nil {
-		return nil
-	}
-	return p.stdout
-}
-
-// Stderr is the read end of the stderr pipe, or nil when the caller gave a
-// writer.
-func (p *Process) Stderr() io.ReadCloser {
-	if p.stderr == nil {
-		return nil
-	}
-	return p.stderr
-}
-
-// Done is closed once the process has ended and its status is known.
-func (p *Process) Done() <-chan struct{} { return p.done }
-
-// Wait waits for the process to end and returns its status. Any number of
-// goroutines may call it; all get the same answer. The error is about the
-// engine or the caller's writers, not the exit status.
-func (p *Process) Wait() (berth.ExitStatus, error) {
-	<-p.done
-	return p.status, p.err
-}
-
 // Signal sends sig to the process's whole group, leftovers of an exited
 // leader included. os.ErrProcessDone when the group is empty; EInvalid for
 // a signal that is not a syscall.Signal; EUnavailable when the group can be
@@ -416,40 +377,10 @@ func (p *Process) signal(s syscall.Signal) error {
 // returns ctx's error: SIGKILL is still sent (early). Stop is idempotent
 // and safe to call concurrently; later calls do not signal again.
 func (p *Process) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
-	select {
-	case p.stopSem <- struct{}{}:
-	case <-ctx.Done():
-		_ = p.stopSignal(syscall.SIGKILL)
-		return berth.ExitStatus{}, ctx.Err()
+	if err := p.Escalate(ctx, grace, p.Done(), p.stopSignal); err != nil {
+		return berth.ExitStatus{}, err
 	}
-	defer func() { <-p.stopSem }()
-	if ctx.Err() != nil {
-		grace = 0
-	}
-	if !p.killed.Load() {
-		if err := p.stopSignal(syscall.SIGTERM); err != nil {
-			return berth.ExitStatus{}, err
-		}
-		if grace > 0 {
-			t := time.NewTimer(grace)
-			select {
-			case <-p.done:
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-		}
-		if err := p.stopSignal(syscall.SIGKILL); err != nil {
-			return berth.ExitStatus{}, err
-		}
-		p.killed.Store(true)
-	}
-	select {
-	case <-p.done:
-		return p.status, p.err
-	case <-ctx.Done():
-		return berth.ExitStatus{}, ctx.Err()
-	}
+	return p.Wait()
 }
 
 // stopSignal signals the group for Stop: an empty group, or a process
@@ -459,7 +390,7 @@ func (p *Process) stopSignal(s syscall.Signal) error {
 		return nil
 	}
 	select {
-	case <-p.done:
+	case <-p.Done():
 		if !p.groupAlive() {
 			return nil
 		}

@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
@@ -332,25 +329,8 @@ func TestOtherImage(t *testing.T) {
 	// An image of the user's, with an entrypoint that would end the
 	// container at once: the provider's init replaces it.
 	p := newProvider(t, Options{})
-	ctx := t.Context()
-	ensureTestImage(t, p)
 	image := "berth-test-agent:" + randomHex(4)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	df := []byte("FROM " + p.opts.Image + "\nENTRYPOINT [\"/bin/false\"]\nENV AGENT_IMAGE=yes\n")
-	_ = tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df))})
-	_, _ = tw.Write(df)
-	_ = tw.Close()
-	res, err := p.cli.ImageBuild(ctx, &buf, client.ImageBuildOptions{Tags: []string{image}, Remove: true, Version: build.BuilderV1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = buildResult(res.Body)
-	_ = res.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeImage(context.Background(), p, image) })
+	buildImage(t, p, image, "FROM "+p.opts.Image+"\nENTRYPOINT [\"/bin/false\"]\nENV AGENT_IMAGE=yes\n")
 	sb := openSandbox(t, p, berth.SandboxConfig{Image: image})
 	if r := run(t, sb, nil, "sh", "-c", `echo "$AGENT_IMAGE"`); r.stdout != "yes\n" {
 		t.Fatalf("in the user's image: %+v", r)

@@ -259,12 +259,7 @@ func groupSize(pgid int) int { return len(groupPids(pgid)) }
 // procStat is process pid's identity: its process group and start time
 // ("" once it is gone), which a reused pid does not share.
 func procStat(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	f := sandboxtest.Stat(pid)
 	// state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
 	// cmajflt utime stime cutime cstime priority nice num_threads
 	// itrealvalue starttime: pgrp is f[2], starttime f[19].
@@ -276,25 +271,10 @@ func procStat(pid int) string {
 
 // groupPids lists this host's live processes in process group pgid.
 func groupPids(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...: comm may hold spaces.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return sandboxtest.Pids(func(pid int) bool {
+		f := sandboxtest.Stat(pid)
+		return len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z"
+	})
 }
 
 func TestCloseRemovesContainer(t *testing.T) {

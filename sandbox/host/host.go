@@ -1,9 +1,9 @@
-// Package host is the sandbox provider that isolates nothing: agents run as
-// the daemon's user, on the host's filesystem and network. What it does
-// give them is the sandbox contract's process hygiene: the session's
-// workspace as working directory, a private HOME, only the environment the
-// caller passed (plus PATH), and a process group of their own that Stop
-// kills whole.
+// Package host is the sandbox provider that isolates nothing (docs/api.md,
+// "Sandbox providers"): agents run as the daemon's user, on the host's
+// filesystem and network. What it does give them is the process hygiene
+// every berth.Sandbox owes: the session's workspace as working directory,
+// a private HOME, only the environment the caller passed (plus PATH), and
+// a process group of their own that Stop kills whole.
 package host
 
 import (
@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -152,18 +151,7 @@ func (s *Sandbox) environ(extra []string) ([]string, error) {
 	if s.cfg.Home != "" {
 		m["HOME"] = s.cfg.Home
 	}
-	for _, kv := range extra {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, berth.Errorf(berth.EInvalid, "host: environment entry %q is not K=V", k)
-		}
-		m[k] = v
-	}
-	env := make([]string, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		env = append(env, k+"="+m[k])
-	}
-	return env, nil
+	return boxutil.Environ("host", m, extra)
 }
 
 // lookPath finds file in the directories of pathList, as a shell would,

@@ -141,6 +141,7 @@ func testExitStatus(t *testing.T, s *suite) {
 		{"exit 3", berth.ExitStatus{Code: 3}},
 		{"kill -KILL $$", berth.ExitStatus{Code: 137, Signal: "SIGKILL"}},
 		{"kill -TERM $$", berth.ExitStatus{Code: 143, Signal: "SIGTERM"}},
+		{"kill -SEGV $$", berth.ExitStatus{Code: 139, Signal: "SIGSEGV"}},
 	}
 	for _, tc := range cases {
 		if r := b.run(t, tc.script, nil); r.status != tc.want {

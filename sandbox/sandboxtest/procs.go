@@ -26,39 +26,58 @@ func (p markedProc) String() string {
 	return fmt.Sprintf("%d: %s", p.pid, cmd)
 }
 
+// Pids lists this host's processes, this one aside, that keep keeps.
+func Pids(keep func(pid int) bool) []int {
+	ents, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != self && keep(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// ProcFile is /proc/<pid>/<name>, nil when it cannot be read (the process
+// is gone).
+func ProcFile(pid int, name string) []byte {
+	b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), name))
+	return b
+}
+
+// Stat is the fields of /proc/<pid>/stat after the command (state, ppid,
+// pgrp, …: the command, in parentheses, may hold spaces), nil once the
+// process is gone.
+func Stat(pid int) []string {
+	b := ProcFile(pid, "stat")
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
 // marked lists the host's processes, this one aside, whose command line
 // or environment holds marker. Zombies have neither and are not listed.
 func marked(marker string) []markedProc {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
 	m := []byte(marker)
 	var out []markedProc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		dir := filepath.Join("/proc", e.Name())
-		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
-		environ, _ := os.ReadFile(filepath.Join(dir, "environ"))
-		if bytes.Contains(cmdline, m) || bytes.Contains(environ, m) {
+	Pids(func(pid int) bool {
+		cmdline := ProcFile(pid, "cmdline")
+		if bytes.Contains(cmdline, m) || bytes.Contains(ProcFile(pid, "environ"), m) {
 			argv := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
 			out = append(out, markedProc{pid: pid, argv: argv})
 		}
-	}
+		return false
+	})
 	return out
 }
 
 // stillRunning reports whether pid is a process that has not begun to
 // exit: an exiting one has dropped its memory, so its command line reads
 // empty.
-func stillRunning(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-	return err == nil && len(b) > 0
-}
+func stillRunning(pid int) bool { return len(ProcFile(pid, "cmdline")) > 0 }
 
 // requireNoMarked fails unless every process carrying marker is gone
 // within goneTimeout. Leftovers are listed, then killed so that they do
@@ -87,20 +106,8 @@ func joinProcs(ps []markedProc) string {
 // reaped reports whether pid is not an unreaped child of this process: a
 // leader that Stop or Wait returned for must not be left a zombie.
 func reaped(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return true
-	}
-	var state byte
-	var ppid int
-	if _, err := fmt.Sscanf(string(b[i+1:]), " %c %d", &state, &ppid); err != nil {
-		return true
-	}
-	return !(state == 'Z' && ppid == os.Getpid())
+	f := Stat(pid)
+	return len(f) < 2 || f[0] != "Z" || f[1] != strconv.Itoa(os.Getpid())
 }
 
 // missingNamed returns those of names that no process carrying marker

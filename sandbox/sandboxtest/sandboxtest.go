@@ -104,3 +104,19 @@ type suite struct {
 	open func(t *testing.T) berth.SandboxProvider
 	opts Options
 }
+
+// WorldDir is a fresh directory every user may cross, removed when the
+// test ends: what a sandbox that runs as another user (a root daemon's
+// host uid) must reach, where t.TempDir's are root's 0700.
+func WorldDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "berth-sandboxtest-world-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -19,14 +19,7 @@ type storedElicitation struct {
 // that is not JSON; ENotFound if the session is absent; EConflict if an
 // elicitation with that id exists (in any session).
 func (s *Store) CreateElicitation(ctx context.Context, e *berth.Elicitation) error {
-	if err := codec.CheckElicitation(e); err != nil {
-		return err
-	}
-	c := *e
-	if c.State == "" {
-		c.State = berth.ElicitationPending
-	}
-	doc, err := codec.EncodeElicitation(&c)
+	c, doc, err := codec.NewElicitation(e)
 	if err != nil {
 		return err
 	}
@@ -119,12 +112,7 @@ func (s *Store) ResolveElicitation(ctx context.Context, e *berth.Elicitation) er
 	case st.state != berth.ElicitationPending:
 		return codec.ResolvedConflict(e.ID, st.state)
 	}
-	stored, err := codec.DecodeElicitation([]byte(st.doc))
-	if err != nil {
-		return err
-	}
-	stored.State, stored.Action, stored.Content, stored.DecidedBy, stored.ResolvedAt = e.State, e.Action, e.Content, e.DecidedBy, e.ResolvedAt
-	doc, err := codec.EncodeElicitation(stored)
+	doc, err := codec.Resolved([]byte(st.doc), e)
 	if err != nil {
 		return err
 	}

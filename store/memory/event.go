@@ -78,33 +78,9 @@ func insertBySeq(evs []*storedEvent, e *storedEvent) []*storedEvent {
 // time out of range, ENotFound if a session does not exist, EConflict if a
 // (session, seq) already exists or appears twice in the batch.
 func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
-	if len(events) == 0 {
-		return nil
-	}
-	// The highest seq and source of each session, in order of first
-	// appearance.
-	type top struct {
-		r        *session
-		id       string
-		seq, src int64
-	}
-	var tops []top
-	at := map[string]int{}
-	for i := range events {
-		e := &events[i]
-		if e.SessionID == "" || e.Seq < 1 {
-			return berth.Errorf(berth.EInvalid, "event %d: needs a session id and a seq >= 1", i)
-		}
-		if _, ok := codec.ToNanos(e.Time); !ok && !e.Time.IsZero() {
-			return berth.Errorf(berth.EInvalid, "event %d: time out of range", i)
-		}
-		if j, ok := at[e.SessionID]; ok {
-			tops[j].seq = max(tops[j].seq, e.Seq)
-			tops[j].src = max(tops[j].src, e.Source)
-			continue
-		}
-		at[e.SessionID] = len(tops)
-		tops = append(tops, top{id: e.SessionID, seq: e.Seq, src: e.Source})
+	tops, at, err := codec.Tops(events)
+	if err != nil || len(tops) == 0 {
+		return err
 	}
 	// Copies are made before the lock: the critical section only checks
 	// and links.
@@ -118,16 +94,15 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := range tops {
-		r, err := s.lookup(tops[i].id)
+	// The sessions' records, by index in tops.
+	rs := make([]*session, len(tops))
+	ids := make([]string, len(tops))
+	for i, t := range tops {
+		r, err := s.lookup(t.Session)
 		if err != nil {
 			return err
 		}
-		tops[i].r = r
-	}
-	ids := make([]string, len(tops))
-	for i := range tops {
-		ids[i] = tops[i].id
+		rs[i], ids[i] = r, t.Session
 	}
 	if err := s.fenced(ids...); err != nil {
 		return err
@@ -141,17 +116,17 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 	seen := make(map[key]struct{}, len(events))
 	for i := range events {
 		k := key{at[events[i].SessionID], events[i].Seq}
-		if _, dup := seen[k]; dup || tops[k.session].r.log.has(k.seq) {
+		if _, dup := seen[k]; dup || rs[k.session].log.has(k.seq) {
 			return berth.Errorf(berth.EConflict, "event seq %d of session %s already exists", k.seq, events[i].SessionID)
 		}
 		seen[k] = struct{}{}
 	}
 	for i := range events {
-		tops[at[events[i].SessionID]].r.log.add(&stored[i])
+		rs[at[events[i].SessionID]].log.add(&stored[i])
 	}
-	for _, t := range tops {
-		t.r.lastSeq = max(t.r.lastSeq, t.seq)
-		t.r.agentOffset = max(t.r.agentOffset, t.src)
+	for i, t := range tops {
+		rs[i].lastSeq = max(rs[i].lastSeq, t.Seq)
+		rs[i].agentOffset = max(rs[i].agentOffset, t.Src)
 	}
 	return nil
 }

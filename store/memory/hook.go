@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -116,10 +117,8 @@ func (s *Store) GetHookCursor(ctx context.Context, sessionID string) (berth.Hook
 // is taken by another delivery is EInternal (the SQL stores' unique
 // constraint), and then nothing is stored.
 func (s *Store) EnqueueHookDeliveries(ctx context.Context, sessionID string, c berth.HookCursor, ds []*berth.HookDelivery) error {
-	for _, d := range ds {
-		if d.ID == "" || d.Hook == "" || d.SessionID == "" || len(d.Body) == 0 {
-			return berth.Errorf(berth.EInvalid, "hook delivery needs an id, a hook, a session and a body")
-		}
+	if err := codec.CheckDeliveries(ds); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -194,15 +193,7 @@ func (s *Store) ClaimHookDeliveries(ctx context.Context, hook, owner string, now
 		}
 	}
 	// The most overdue first, then by arrival (due is in arrival order).
-	slices.SortStableFunc(due, func(a, b *delivery) int {
-		switch {
-		case a.next < b.next:
-			return -1
-		case a.next > b.next:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(due, func(a, b *delivery) int { return cmp.Compare(a.next, b.next) })
 	due = due[:min(n, len(due))]
 	out := make([]*berth.HookDelivery, 0, len(due))
 	for _, d := range due {

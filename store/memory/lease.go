@@ -17,16 +17,9 @@ import (
 // EInvalid for an empty owner, a ttl that is not positive or times out of
 // range; ENotFound if the session is absent.
 func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now time.Time, ttl time.Duration) (*berth.Lease, error) {
-	if owner == "" {
-		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
-	}
-	if ttl <= 0 {
-		return nil, berth.Errorf(berth.EInvalid, "lease ttl must be positive")
-	}
-	nowN, ok := codec.ToNanos(now)
-	expN, okExp := codec.ToNanos(now.Add(ttl))
-	if !ok || !okExp {
-		return nil, berth.Errorf(berth.EInvalid, "lease time out of range")
+	nowN, expN, err := codec.LeaseTimes(owner, now, ttl)
+	if err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -91,13 +91,9 @@ func (s *Store) RegisterNode(ctx context.Context, n *berth.Node, now time.Time) 
 // renewed and a fenced store forgets its tokens. ENotFound if the node is
 // absent; EInvalid for a ttl that is not positive or times out of range.
 func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl time.Duration) error {
-	if ttl <= 0 {
-		return berth.Errorf(berth.EInvalid, "lease ttl must be positive")
-	}
-	_, ok := codec.ToNanos(now)
-	until, ok2 := codec.ToNanos(now.Add(ttl))
-	if !ok || !ok2 {
-		return berth.Errorf(berth.EInvalid, "heartbeat time out of range")
+	_, until, err := codec.HeartbeatTimes(now, ttl)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	rec, found := s.nodes[id]
@@ -109,8 +105,7 @@ func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl tim
 		state := rec.n.State
 		s.mu.Unlock()
 		s.fence.Lost(id)
-		return &berth.Error{Code: berth.ENodeLost, Message: "node " + id + " is " + string(state),
-			Details: map[string]any{"node": id, "state": string(state)}}
+		return codec.NodeLost(id, state)
 	}
 	if now.After(rec.n.LastHeartbeat) {
 		rec.n.LastHeartbeat = storedTime(now)
@@ -175,14 +170,9 @@ func (s *Store) LeaveNode(ctx context.Context, id string) error {
 		s.mu.Unlock()
 		return berth.Errorf(berth.ENotFound, "node %s not found", id)
 	}
-	switch rec.n.State {
-	case berth.NodeLeft:
+	if left, err := codec.Leaving(id, rec.n.State); left || err != nil {
 		s.mu.Unlock()
-		return nil
-	case berth.NodeLost:
-		s.mu.Unlock()
-		return &berth.Error{Code: berth.ENodeLost, Message: "node " + id + " is lost",
-			Details: map[string]any{"node": id, "state": string(berth.NodeLost)}}
+		return err
 	}
 	rec.n.State = berth.NodeLeft
 	for _, r := range s.sessions {

@@ -141,11 +141,8 @@ func (s *Store) ListPermissions(ctx context.Context, sessionID, state string) ([
 // absent; EConflict if it is no longer pending (its stored state is in the
 // error's details).
 func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error {
-	if p == nil || p.ID == "" || p.SessionID == "" {
-		return berth.Errorf(berth.EInvalid, "permission needs an id and a session id")
-	}
-	if p.State == "" || p.State == berth.PermissionPending {
-		return berth.Errorf(berth.EInvalid, "a decision must move permission %s out of pending", p.ID)
+	if err := codec.CheckDecision(p); err != nil {
+		return err
 	}
 	if p.DecidedAt != nil {
 		if err := checkTime(*p.DecidedAt, "permission decided_at"); err != nil {

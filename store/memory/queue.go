@@ -27,11 +27,8 @@ func entryCopy(e *berth.QueueEntry) *berth.QueueEntry {
 // session). A refused entry changes nothing.
 func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPending int) (berth.EnqueueResult, error) {
 	var res berth.EnqueueResult
-	if e == nil || e.ID == "" || e.SessionID == "" {
-		return res, berth.Errorf(berth.EInvalid, "queue entry needs an id and a session id")
-	}
-	if e.Kind != berth.EntryQueue && e.Kind != berth.EntrySteer {
-		return res, berth.Errorf(berth.EInvalid, "queue entry kind must be %s or %s, not %q", berth.EntryQueue, berth.EntrySteer, e.Kind)
+	if err := codec.CheckQueueEntry(e); err != nil {
+		return res, err
 	}
 	if _, ok := codec.ToNanos(e.CreatedAt); !ok && !e.CreatedAt.IsZero() {
 		return res, berth.Errorf(berth.EInvalid, "queue entry created_at out of range")
@@ -117,43 +114,51 @@ func (s *Store) ListQueue(ctx context.Context, sessionID string) ([]*berth.Queue
 // dispatched, records turnID on it and returns it. ENotFound when there is
 // none (or the session is absent): an entry is claimed at most once.
 func (s *Store) ClaimQueueEntry(ctx context.Context, sessionID, kind string, generation int64, turnID string) (*berth.QueueEntry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.fenced(sessionID); err != nil {
+	e, err := s.takePending(sessionID, func(p *berth.QueueEntry) bool { return p.Kind == kind && p.Generation == generation })
+	switch {
+	case err != nil:
 		return nil, err
+	case e == nil:
+		return nil, berth.Errorf(berth.ENotFound, "session %s has no pending %s entry of generation %d", sessionID, kind, generation)
 	}
-	if r, ok := s.sessions[sessionID]; ok {
-		for i, p := range r.pending {
-			if p.Kind == kind && p.Generation == generation {
-				r.pending = slices.Delete(r.pending, i, i+1)
-				e := entryCopy(p)
-				e.State, e.TurnID = berth.EntryDispatched, turnID
-				return e, nil
-			}
-		}
-	}
-	return nil, berth.Errorf(berth.ENotFound, "session %s has no pending %s entry of generation %d", sessionID, kind, generation)
+	e.State, e.TurnID = berth.EntryDispatched, turnID
+	return e, nil
 }
 
 // CancelQueueEntry moves one pending entry to canceled and returns it.
 // ENotFound if the session has no pending entry with that id.
 func (s *Store) CancelQueueEntry(ctx context.Context, sessionID, entryID string) (*berth.QueueEntry, error) {
+	e, err := s.takePending(sessionID, func(p *berth.QueueEntry) bool { return p.ID == entryID })
+	switch {
+	case err != nil:
+		return nil, err
+	case e == nil:
+		return nil, berth.Errorf(berth.ENotFound, "session %s has no pending entry %s", sessionID, entryID)
+	}
+	e.State = berth.EntryCanceled
+	return e, nil
+}
+
+// takePending removes from session sessionID's pending entries the oldest
+// that match matches and returns a copy of it; none when there is no such
+// entry (or no such session). A fenced store's refusal is its error.
+func (s *Store) takePending(sessionID string, match func(*berth.QueueEntry) bool) (*berth.QueueEntry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.fenced(sessionID); err != nil {
 		return nil, err
 	}
-	if r, ok := s.sessions[sessionID]; ok {
-		for i, p := range r.pending {
-			if p.ID == entryID {
-				r.pending = slices.Delete(r.pending, i, i+1)
-				e := entryCopy(p)
-				e.State = berth.EntryCanceled
-				return e, nil
-			}
-		}
+	r, ok := s.sessions[sessionID]
+	if !ok {
+		return nil, nil
 	}
-	return nil, berth.Errorf(berth.ENotFound, "session %s has no pending entry %s", sessionID, entryID)
+	i := slices.IndexFunc(r.pending, match)
+	if i < 0 {
+		return nil, nil
+	}
+	e := entryCopy(r.pending[i])
+	r.pending = slices.Delete(r.pending, i, i+1)
+	return e, nil
 }
 
 // CancelQueue moves every pending entry of the session of a generation

@@ -10,12 +10,6 @@ import (
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
-// Session list bounds, as the SQLite store's.
-const (
-	defaultSessionLimit = 50
-	maxSessionLimit     = 1000
-)
-
 // session is one stored session: its document (the whole berth.Session as
 // the SQL stores encode it, so a field added to berth.Session is kept with
 // no change here), the columns lists filter on, and what hangs off it.
@@ -88,9 +82,6 @@ func spawnKeyOf(parent, key string) string {
 // session that cannot be encoded; EConflict if the id exists or a child of
 // the same parent holds the same spawn key.
 func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
-	if sess == nil || sess.ID == "" {
-		return berth.Errorf(berth.EInvalid, "session id must not be empty")
-	}
 	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
@@ -149,14 +140,9 @@ func (r *session) matches(f *berth.SessionFilter) bool {
 // id, descending), that match every given filter. Limit 0 means 50 and is
 // capped at 1000. EInvalid for a malformed cursor or a negative limit.
 func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
-	limit := f.Limit
-	switch {
-	case limit < 0:
-		return nil, berth.Errorf(berth.EInvalid, "limit must not be negative")
-	case limit == 0:
-		limit = defaultSessionLimit
-	case limit > maxSessionLimit:
-		limit = maxSessionLimit
+	limit, err := codec.SessionLimit(f.Limit)
+	if err != nil {
+		return nil, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -196,9 +182,6 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 // which only AppendEvents moves. When from is not empty the stored state
 // must equal it (EConflict otherwise). ENotFound if the session is absent.
 func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from berth.State) error {
-	if sess == nil || sess.ID == "" {
-		return berth.Errorf(berth.EInvalid, "session id must not be empty")
-	}
 	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
@@ -210,9 +193,7 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 		return berth.Errorf(berth.ENotFound, "session %s not found", sess.ID)
 	}
 	if from != "" && r.state != from {
-		return &berth.Error{Code: berth.EConflict,
-			Message: "session " + sess.ID + " is " + string(r.state) + ", not " + string(from),
-			Details: map[string]any{"state": string(r.state), "expected": string(from)}}
+		return codec.StateConflict(sess.ID, r.state, from)
 	}
 	// After the guard, as the postgres store checks it.
 	if err := s.fenced(sess.ID); err != nil {

@@ -14,14 +14,7 @@ import (
 // schema that is not JSON, ENotFound if the session is absent, EConflict
 // if the id exists.
 func (s *Store) CreateElicitation(ctx context.Context, e *berth.Elicitation) error {
-	if err := codec.CheckElicitation(e); err != nil {
-		return err
-	}
-	c := *e
-	if c.State == "" {
-		c.State = berth.ElicitationPending
-	}
-	doc, err := codec.EncodeElicitation(&c)
+	c, doc, err := codec.NewElicitation(e)
 	if err != nil {
 		return err
 	}
@@ -53,11 +46,8 @@ func (s *Store) GetElicitation(ctx context.Context, sessionID, id string) (*bert
 	var doc string
 	err := s.queryRow(ctx, `SELECT doc FROM elicitations
 		WHERE id = $2 AND session_pk = (SELECT pk FROM sessions WHERE id = $1)`, []any{sessionID, id}, &doc)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no elicitation %s", sessionID, id)
-	}
-	if err != nil {
-		return nil, internal(err, "get elicitation")
+	if err := codec.OneRow(err, "get elicitation", "session %s has no elicitation %s", sessionID, id); err != nil {
+		return nil, err
 	}
 	return codec.DecodeElicitation([]byte(doc))
 }
@@ -65,31 +55,15 @@ func (s *Store) GetElicitation(ctx context.Context, sessionID, id string) (*bert
 // ListElicitations returns a session's elicitations in state (all of them
 // when state is empty), oldest first. ENotFound if the session is absent.
 func (s *Store) ListElicitations(ctx context.Context, sessionID, state string) ([]*berth.Elicitation, error) {
-	out := []*berth.Elicitation{}
-	err := s.query(ctx, `SELECT doc FROM elicitations
+	return collectOfSession(ctx, s, sessionID, "list elicitations", `SELECT doc FROM elicitations
 		WHERE session_pk = (SELECT pk FROM sessions WHERE id = $1) AND (state = $2 OR $2 = '')
-		ORDER BY ord`, []any{sessionID, state}, func(rows pgx.Rows) error {
-		var doc string
-		if err := rows.Scan(&doc); err != nil {
-			return err
-		}
-		e, err := codec.DecodeElicitation([]byte(doc))
-		if err != nil {
-			return err
-		}
-		out = append(out, e)
-		return nil
-	})
-	if err != nil {
-		return nil, internal(err, "list elicitations")
-	}
-	if len(out) == 0 {
-		// None: tell a session without any from a missing session.
-		if err := s.sessionExists(ctx, sessionID); err != nil {
+		ORDER BY ord`, []any{sessionID, state}, func(row codec.Row) (*berth.Elicitation, error) {
+		var doc []byte
+		if err := row.Scan(&doc); err != nil {
 			return nil, err
 		}
-	}
-	return out, nil
+		return codec.DecodeElicitation(doc)
+	})
 }
 
 // ResolveElicitation records e's State, Action, Content, DecidedBy and
@@ -109,21 +83,13 @@ func (s *Store) ResolveElicitation(ctx context.Context, e *berth.Elicitation) er
 		err := tx.QueryRow(ctx, `SELECT ord, state, doc FROM elicitations
 			WHERE id = $2 AND session_pk = (SELECT pk FROM sessions WHERE id = $1) FOR UPDATE`,
 			e.SessionID, e.ID).Scan(&ord, &state, &doc)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no elicitation %s", e.SessionID, e.ID)
-		}
-		if err != nil {
-			return internal(err, "resolve elicitation")
+		if err := codec.OneRow(err, "resolve elicitation", "session %s has no elicitation %s", e.SessionID, e.ID); err != nil {
+			return err
 		}
 		if state != berth.ElicitationPending {
 			return codec.ResolvedConflict(e.ID, state)
 		}
-		stored, err := codec.DecodeElicitation([]byte(doc))
-		if err != nil {
-			return err
-		}
-		stored.State, stored.Action, stored.Content, stored.DecidedBy, stored.ResolvedAt = e.State, e.Action, e.Content, e.DecidedBy, e.ResolvedAt
-		next, err := codec.EncodeElicitation(stored)
+		next, err := codec.Resolved([]byte(doc), e)
 		if err != nil {
 			return err
 		}

@@ -72,69 +72,47 @@ const turnBoundsSQL = `SELECT first_seq, last_seq FROM turns WHERE ` + sessionKe
 // nothing is written. The commit notifies berth_events of each session's
 // last seq (WatchEvents).
 func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
-	if len(events) == 0 {
-		return nil
+	tops, at, err := codec.Tops(events)
+	if err != nil || len(tops) == 0 {
+		return err
 	}
-	// The highest seq and source of each session.
-	type top struct {
-		id  string
-		seq int64
-		src int64
-		pk  int64
-	}
-	var tops []top
-	at := map[string]int{}
-	for i := range events {
-		e := &events[i]
-		if e.SessionID == "" || e.Seq < 1 {
-			return berth.Errorf(berth.EInvalid, "event %d: needs a session id and a seq >= 1", i)
-		}
-		if _, ok := codec.ToNanos(e.Time); !ok && !e.Time.IsZero() {
-			return berth.Errorf(berth.EInvalid, "event %d: time out of range", i)
-		}
-		if j, ok := at[e.SessionID]; ok {
-			tops[j].seq = max(tops[j].seq, e.Seq)
-			tops[j].src = max(tops[j].src, e.Source)
-			continue
-		}
-		at[e.SessionID] = len(tops)
-		tops = append(tops, top{id: e.SessionID, seq: e.Seq, src: e.Source})
-	}
+	// The sessions' keys, by index in tops.
+	pks := make([]int64, len(tops))
 	// Sessions are locked in id order, so two batches that share sessions
 	// cannot deadlock.
 	order := make([]int, len(tops))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(tops[a].id, tops[b].id) })
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(tops[a].Session, tops[b].Session) })
 
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		// Every session's bump in one round trip.
 		b := &pgx.Batch{}
 		for _, i := range order {
-			b.Queue(bumpLastSeqSQL, tops[i].seq, tops[i].src, tops[i].id)
+			b.Queue(bumpLastSeqSQL, tops[i].Seq, tops[i].Src, tops[i].Session)
 		}
 		// A fenced store checks every session's lease in the same round trip.
 		_, fenced := s.fence.Node()
 		ids := make([]string, len(order))
 		if fenced {
 			for j, i := range order {
-				ids[j] = tops[i].id
+				ids[j] = tops[i].Session
 			}
 			b.Queue(fenceSQL, ids)
 		}
 		// Wake every node's readers at commit (see WatchEvents).
 		notices := make([]string, len(order))
 		for j, i := range order {
-			notices[j] = notice(tops[i].id, tops[i].seq)
+			notices[j] = notice(tops[i].Session, tops[i].Seq)
 		}
 		b.Queue(notifySQL, notices)
 		br := tx.SendBatch(ctx, b)
 		for _, i := range order {
-			err := br.QueryRow().Scan(&tops[i].pk)
+			err := br.QueryRow().Scan(&pks[i])
 			if errors.Is(err, pgx.ErrNoRows) {
 				br.Close()
-				return berth.Errorf(berth.ENotFound, "session %s not found", tops[i].id)
+				return berth.Errorf(berth.ENotFound, "session %s not found", tops[i].Session)
 			}
 			if err != nil {
 				br.Close()
@@ -170,7 +148,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		row := make([]any, len(eventCopyColumns))
 		src := pgx.CopyFromSlice(len(events), func(i int) ([]any, error) {
 			e := &events[i]
-			row[0], row[1], row[2], row[3] = tops[at[e.SessionID]].pk, e.Seq, e.TurnID, e.Type
+			row[0], row[1], row[2], row[3] = pks[at[e.SessionID]], e.Seq, e.TurnID, e.Type
 			row[4], row[5] = codec.TimeArg(e), codec.DataArg(e)
 			return row, nil
 		})
@@ -188,16 +166,16 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		}
 		// In key order, for the same reason as the sessions.
 		slices.SortFunc(ranges, func(a, b codec.TurnRange) int {
-			return cmp.Or(cmp.Compare(tops[at[a.Session]].pk, tops[at[b.Session]].pk), cmp.Compare(a.Turn, b.Turn))
+			return cmp.Or(cmp.Compare(pks[at[a.Session]], pks[at[b.Session]]), cmp.Compare(a.Turn, b.Turn))
 		})
-		pks := make([]int64, len(ranges))
+		rangePKs := make([]int64, len(ranges))
 		turns := make([]string, len(ranges))
 		firsts := make([]int64, len(ranges))
 		lasts := make([]int64, len(ranges))
 		for i, r := range ranges {
-			pks[i], turns[i], firsts[i], lasts[i] = tops[at[r.Session]].pk, r.Turn, r.First, r.Last
+			rangePKs[i], turns[i], firsts[i], lasts[i] = pks[at[r.Session]], r.Turn, r.First, r.Last
 		}
-		if _, err := tx.Exec(ctx, upsertTurnsSQL, pks, turns, firsts, lasts); err != nil {
+		if _, err := tx.Exec(ctx, upsertTurnsSQL, rangePKs, turns, firsts, lasts); err != nil {
 			return internal(err, "append events")
 		}
 		return nil
@@ -270,13 +248,8 @@ var errPageFull = errors.New("page full")
 // a turn the session does not have.
 func (s *Store) turnBounds(ctx context.Context, sessionID, turnID string) (lo, hi int64, ok bool, err error) {
 	err = s.queryRow(ctx, turnBoundsSQL, []any{sessionID, turnID}, &lo, &hi)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, false, nil
-	}
-	if err != nil {
-		return 0, 0, false, internal(err, "find turn")
-	}
-	return lo, hi, true, nil
+	ok, err = codec.Found(err, "find turn")
+	return lo, hi, ok, err
 }
 
 // LastSeq returns the highest committed seq of a session (0 if it has no
@@ -284,11 +257,8 @@ func (s *Store) turnBounds(ctx context.Context, sessionID, turnID string) (lo, h
 func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 	var n int64
 	err := s.queryRow(ctx, `SELECT last_seq FROM sessions WHERE id = $1`, []any{sessionID}, &n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, berth.Errorf(berth.ENotFound, "session %s not found", sessionID)
-	}
-	if err != nil {
-		return 0, internal(err, "read last seq")
+	if err := codec.OneRow(err, "read last seq", "session %s not found", sessionID); err != nil {
+		return 0, err
 	}
 	return n, nil
 }

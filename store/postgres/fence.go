@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -96,11 +97,8 @@ func (s *Store) checkFence(ctx context.Context, tx pgx.Tx, sessionID string) err
 	// No lease row: tell a missing session apart.
 	var one int
 	err = tx.QueryRow(ctx, `SELECT 1 FROM sessions WHERE id = $1`, sessionID).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return berth.Errorf(berth.ENotFound, "session %s not found", sessionID)
-	}
-	if err != nil {
-		return internal(err, "check lease")
+	if err := codec.OneRow(err, "check lease", "session %s not found", sessionID); err != nil {
+		return err
 	}
 	return verr
 }

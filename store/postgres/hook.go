@@ -13,34 +13,6 @@ import (
 
 var _ berth.HookStore = (*Store)(nil)
 
-// deliveryCols are the columns scanDelivery reads, in its order.
-const deliveryCols = `ord, id, hook, hook_index, event, session_id, seq, state, attempts, last_error,
-	next_attempt_at, created_at, delivered_at, body`
-
-// scanDelivery reads the deliveryCols of one row.
-func scanDelivery(row pgx.Row) (*berth.HookDelivery, error) {
-	d := &berth.HookDelivery{}
-	var next, created int64
-	var delivered *int64
-	if err := row.Scan(&d.Ord, &d.ID, &d.Hook, &d.HookIndex, &d.Event, &d.SessionID, &d.Seq, &d.State,
-		&d.Attempts, &d.LastError, &next, &created, &delivered, &d.Body); err != nil {
-		return nil, err
-	}
-	d.CreatedAt = codec.FromNanos(created)
-	if d.State == berth.DeliveryPending {
-		at := codec.FromNanos(next)
-		d.NextAttemptAt = &at
-	}
-	if delivered != nil {
-		at := codec.FromNanos(*delivered)
-		d.DeliveredAt = &at
-	}
-	return d, nil
-}
-
-// hookNanos is t as stored: unix nanoseconds, clamped into range.
-func hookNanos(t time.Time) int64 { return codec.SortNanos(t) }
-
 // hookTx runs fn in a transaction; an uncoded failure becomes EInternal
 // saying what failed.
 func (s *Store) hookTx(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
@@ -93,22 +65,15 @@ func (s *Store) GetHookCursor(ctx context.Context, sessionID string) (berth.Hook
 	var c berth.HookCursor
 	var badge string
 	err := s.queryRow(ctx, `SELECT seq, badge FROM hook_cursors WHERE session_id = $1`, []any{sessionID}, &c.Seq, &badge)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return c, false, nil
-	}
-	if err != nil {
-		return c, false, internal(err, "read hook cursor")
-	}
 	c.Badge = berth.Badge(badge)
-	return c, true, nil
+	ok, err := codec.Found(err, "read hook cursor")
+	return c, ok, err
 }
 
 // EnqueueHookDeliveries implements berth.HookStore.
 func (s *Store) EnqueueHookDeliveries(ctx context.Context, sessionID string, c berth.HookCursor, ds []*berth.HookDelivery) error {
-	for _, d := range ds {
-		if d.ID == "" || d.Hook == "" || d.SessionID == "" || len(d.Body) == 0 {
-			return berth.Errorf(berth.EInvalid, "hook delivery needs an id, a hook, a session and a body")
-		}
+	if err := codec.CheckDeliveries(ds); err != nil {
+		return err
 	}
 	return s.hookTx(ctx, "enqueue hook deliveries", func(tx pgx.Tx) error {
 		for _, d := range ds {
@@ -120,7 +85,7 @@ func (s *Store) EnqueueHookDeliveries(ctx context.Context, sessionID string, c b
 				(id, hook, hook_index, event, session_id, seq, state, attempts, last_error, next_attempt_at, created_at, body)
 				VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, '', $7, $8, $9)
 				ON CONFLICT (hook, session_id, seq, event) DO NOTHING`,
-				d.ID, d.Hook, d.HookIndex, d.Event, d.SessionID, d.Seq, hookNanos(next), hookNanos(d.CreatedAt), d.Body); err != nil {
+				d.ID, d.Hook, d.HookIndex, d.Event, d.SessionID, d.Seq, codec.SortNanos(next), codec.SortNanos(d.CreatedAt), d.Body); err != nil {
 				return err
 			}
 			d.State = berth.DeliveryPending
@@ -142,8 +107,8 @@ func (s *Store) ClaimHookDeliveries(ctx context.Context, hook, owner string, now
 	var out []*berth.HookDelivery
 	err := s.hookTx(ctx, "claim hook deliveries", func(tx pgx.Tx) error {
 		out = out[:0]
-		nowN := hookNanos(now)
-		rows, err := tx.Query(ctx, `SELECT `+deliveryCols+` FROM hook_deliveries d
+		nowN := codec.SortNanos(now)
+		rows, err := tx.Query(ctx, `SELECT `+codec.DeliveryColumns+` FROM hook_deliveries d
 			WHERE d.state = 'pending' AND d.hook = $1 AND d.next_attempt_at <= $2 AND d.claimed_until <= $2
 			AND d.ord = (SELECT min(h.ord) FROM hook_deliveries h
 				WHERE h.hook = d.hook AND h.session_id = d.session_id AND h.state = 'pending')
@@ -153,7 +118,7 @@ func (s *Store) ClaimHookDeliveries(ctx context.Context, hook, owner string, now
 		}
 		var found []*berth.HookDelivery
 		for rows.Next() {
-			d, err := scanDelivery(rows)
+			d, err := codec.ScanDelivery(rows)
 			if err != nil {
 				rows.Close()
 				return err
@@ -166,7 +131,7 @@ func (s *Store) ClaimHookDeliveries(ctx context.Context, hook, owner string, now
 		}
 		for _, d := range found {
 			tag, err := tx.Exec(ctx, `UPDATE hook_deliveries SET claimed_by = $1, claimed_until = $2
-				WHERE ord = $3 AND state = 'pending' AND claimed_until <= $4`, owner, hookNanos(until), d.Ord, nowN)
+				WHERE ord = $3 AND state = 'pending' AND claimed_until <= $4`, owner, codec.SortNanos(until), d.Ord, nowN)
 			if err != nil {
 				return err
 			}
@@ -183,11 +148,11 @@ func (s *Store) ClaimHookDeliveries(ctx context.Context, hook, owner string, now
 func (s *Store) FinishHookAttempt(ctx context.Context, d *berth.HookDelivery) error {
 	var next int64
 	if d.NextAttemptAt != nil {
-		next = hookNanos(*d.NextAttemptAt)
+		next = codec.SortNanos(*d.NextAttemptAt)
 	}
 	var delivered *int64
 	if d.DeliveredAt != nil {
-		n := hookNanos(*d.DeliveredAt)
+		n := codec.SortNanos(*d.DeliveredAt)
 		delivered = &n
 	}
 	var affected int64
@@ -226,7 +191,7 @@ func (s *Store) ListHookDeliveries(ctx context.Context, f berth.HookDeliveryFilt
 	if err != nil {
 		return nil, err
 	}
-	q := `SELECT ` + deliveryCols + ` FROM hook_deliveries WHERE ord < $1`
+	q := `SELECT ` + codec.DeliveryColumns + ` FROM hook_deliveries WHERE ord < $1`
 	args := []any{before}
 	if f.State != "" {
 		args = append(args, f.State)
@@ -238,23 +203,11 @@ func (s *Store) ListHookDeliveries(ctx context.Context, f berth.HookDeliveryFilt
 	}
 	args = append(args, limit+1)
 	q += ` ORDER BY ord DESC LIMIT $` + strconv.Itoa(len(args))
-	page := &berth.HookDeliveryPage{Deliveries: []*berth.HookDelivery{}}
-	err = s.query(ctx, q, args, func(rows pgx.Rows) error {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return err
-		}
-		page.Deliveries = append(page.Deliveries, d)
-		return nil
-	})
+	ds, err := collect(ctx, s, "list hook deliveries", q, args, codec.ScanDelivery)
 	if err != nil {
-		return nil, internal(err, "list hook deliveries")
+		return nil, err
 	}
-	if len(page.Deliveries) > limit {
-		page.Deliveries = page.Deliveries[:limit]
-		page.NextCursor = strconv.FormatInt(page.Deliveries[limit-1].Ord, 10)
-	}
-	return page, nil
+	return codec.DeliveriesPage(ds, limit), nil
 }
 
 // PruneHookDeliveries implements berth.HookStore.
@@ -266,10 +219,10 @@ func (s *Store) PruneHookDeliveries(ctx context.Context, deliveredBefore time.Ti
 			sql  string
 			args []any
 		}{
-			{`DELETE FROM hook_deliveries WHERE state = 'delivered' AND delivered_at < $1`, []any{hookNanos(deliveredBefore)}},
+			{`DELETE FROM hook_deliveries WHERE state = 'delivered' AND delivered_at < $1`, []any{codec.SortNanos(deliveredBefore)}},
 			{`DELETE FROM hook_deliveries WHERE state = 'delivered' AND ord < (SELECT coalesce(min(ord), 0) FROM
 				(SELECT ord FROM hook_deliveries WHERE state = 'delivered' ORDER BY ord DESC LIMIT $1) AS newest)`, []any{keepDelivered}},
-			{`DELETE FROM hook_deliveries WHERE state = 'failed' AND created_at < $1`, []any{hookNanos(failedBefore)}},
+			{`DELETE FROM hook_deliveries WHERE state = 'failed' AND created_at < $1`, []any{codec.SortNanos(failedBefore)}},
 		} {
 			tag, err := tx.Exec(ctx, st.sql, st.args...)
 			if err != nil {

@@ -51,19 +51,12 @@ SELECT held.owner, held.token, EXISTS (SELECT 1 FROM released) FROM held`
 // EInvalid for an empty owner, a ttl that is not positive or times out of
 // range; ENotFound if the session is absent.
 func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now time.Time, ttl time.Duration) (*berth.Lease, error) {
-	if owner == "" {
-		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
-	}
-	if ttl <= 0 {
-		return nil, berth.Errorf(berth.EInvalid, "lease ttl must be positive")
-	}
-	at, ok := codec.ToNanos(now)
-	until, ok2 := codec.ToNanos(now.Add(ttl))
-	if !ok || !ok2 {
-		return nil, berth.Errorf(berth.EInvalid, "lease time out of range")
+	at, until, err := codec.LeaseTimes(owner, now, ttl)
+	if err != nil {
+		return nil, err
 	}
 	l := &berth.Lease{SessionID: sessionID, Owner: owner, ExpiresAt: codec.FromNanos(until)}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, acquireLeaseSQL, sessionID, owner, until, at).Scan(&l.Token)
 		if isForeignKeyViolation(err) {
 			// The session was deleted after the statement found it.
@@ -81,11 +74,8 @@ func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now t
 		var expires *int64
 		err = tx.QueryRow(ctx, `SELECT l.owner, l.expires_at FROM sessions s
 			LEFT JOIN leases l ON l.session_pk = s.pk WHERE s.id = $1`, sessionID).Scan(&holder, &expires)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s not found", sessionID)
-		}
-		if err != nil {
-			return internal(err, "acquire lease")
+		if err := codec.OneRow(err, "acquire lease", "session %s not found", sessionID); err != nil {
+			return err
 		}
 		details := map[string]any{}
 		if holder != nil && expires != nil {
@@ -109,11 +99,8 @@ func (s *Store) GetLease(ctx context.Context, sessionID string) (*berth.Lease, e
 	err := s.queryRow(ctx, `SELECT owner, token, expires_at FROM leases
 		WHERE session_pk = (SELECT pk FROM sessions WHERE id = $1) AND owner <> ''`,
 		[]any{sessionID}, &l.Owner, &l.Token, &expires)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no lease", sessionID)
-	}
-	if err != nil {
-		return nil, internal(err, "get lease")
+	if err := codec.OneRow(err, "get lease", "session %s has no lease", sessionID); err != nil {
+		return nil, err
 	}
 	l.ExpiresAt = codec.FromNanos(expires)
 	return l, nil
@@ -138,11 +125,8 @@ func (s *Store) releaseLease(ctx context.Context, sessionID, owner string, token
 	var held int64
 	var released bool
 	err := s.queryRow(ctx, releaseLeaseSQL, []any{sessionID, owner, token}, &holder, &held, &released)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return berth.Errorf(berth.ENotFound, "session %s has no lease", sessionID)
-	}
-	if err != nil {
-		return internal(err, "release lease")
+	if err := codec.OneRow(err, "release lease", "session %s has no lease", sessionID); err != nil {
+		return err
 	}
 	if !released {
 		return &berth.Error{Code: berth.EConflict, Message: "the lease of session " + sessionID + " is not held with that token",

@@ -14,25 +14,6 @@ import (
 
 var _ berth.NodeStore = (*Store)(nil)
 
-// nodeColumns are the columns a berth.Node is read from (see scanNode),
-// with the count of the leases the node holds.
-const nodeColumns = `id, advertise, state, started_at, last_heartbeat,
-    (SELECT count(*) FROM leases l WHERE l.owner = nodes.id)`
-
-// scanNode reads a row of nodeColumns.
-func scanNode(row pgx.Row) (*berth.Node, error) {
-	n := &berth.Node{}
-	var state string
-	var started *int64
-	var beat int64
-	var sessions int64
-	if err := row.Scan(&n.ID, &n.Advertise, &state, &started, &beat, &sessions); err != nil {
-		return nil, err
-	}
-	n.State, n.StartedAt, n.LastHeartbeat, n.Sessions = berth.NodeState(state), fromNullNanos(started), codec.FromNanos(beat), int(sessions)
-	return n, nil
-}
-
 // registerNodeSQL inserts a node or marks it up again. A node that was not
 // up (lost or left) comes back as a new incarnation, so its heartbeats no
 // longer renew the leases of the old one.
@@ -55,16 +36,9 @@ RETURNING incarnation`
 // it remembered. Register before acquiring leases. EInvalid for an empty
 // id or times out of range.
 func (s *Store) RegisterNode(ctx context.Context, n *berth.Node, now time.Time) error {
-	if n == nil || n.ID == "" {
-		return berth.Errorf(berth.EInvalid, "node id must not be empty")
-	}
-	started, err := nanosArg(n.StartedAt, "node start time")
+	started, at, err := codec.NodeTimes(n, now)
 	if err != nil {
 		return err
-	}
-	at, ok := codec.ToNanos(now)
-	if !ok {
-		return berth.Errorf(berth.EInvalid, "heartbeat time out of range")
 	}
 	var inc int64
 	if err := s.queryRow(ctx, registerNodeSQL, []any{n.ID, n.Advertise, started, at}, &inc); err != nil {
@@ -90,28 +64,21 @@ WHERE session_pk IN (SELECT session_pk FROM leases WHERE owner = $1 AND incarnat
 // ENotFound if the node is absent; EInvalid for a ttl that is not positive
 // or times out of range.
 func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl time.Duration) error {
-	if ttl <= 0 {
-		return berth.Errorf(berth.EInvalid, "lease ttl must be positive")
+	at, until, err := codec.HeartbeatTimes(now, ttl)
+	if err != nil {
+		return err
 	}
-	at, ok := codec.ToNanos(now)
-	until, ok2 := codec.ToNanos(now.Add(ttl))
-	if !ok || !ok2 {
-		return berth.Errorf(berth.EInvalid, "heartbeat time out of range")
-	}
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var inc int64
 		err := tx.QueryRow(ctx, `UPDATE nodes SET last_heartbeat = GREATEST(last_heartbeat, $2)
 			WHERE id = $1 AND state = 'up' RETURNING incarnation`, id, at).Scan(&inc)
 		if errors.Is(err, pgx.ErrNoRows) {
 			var state string
 			err := tx.QueryRow(ctx, `SELECT state FROM nodes WHERE id = $1`, id).Scan(&state)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return berth.Errorf(berth.ENotFound, "node %s not found", id)
+			if err := codec.OneRow(err, "heartbeat", "node %s not found", id); err != nil {
+				return err
 			}
-			if err != nil {
-				return internal(err, "heartbeat")
-			}
-			return nodeLost(id, state)
+			return codec.NodeLost(id, berth.NodeState(state))
 		}
 		if err != nil {
 			return internal(err, "heartbeat")
@@ -127,29 +94,11 @@ func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl tim
 	return err
 }
 
-// nodeLost is the ENodeLost error of a node in state.
-func nodeLost(id, state string) error {
-	return &berth.Error{Code: berth.ENodeLost, Message: "node " + id + " is " + state,
-		Details: map[string]any{"node": id, "state": state}}
-}
-
 // ListNodes returns every node, oldest (by start time, then id) first,
 // each with the number of leases it holds (expired ones not yet taken
 // over included).
 func (s *Store) ListNodes(ctx context.Context) ([]*berth.Node, error) {
-	out := []*berth.Node{}
-	err := s.query(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`, nil, func(rows pgx.Rows) error {
-		n, err := scanNode(rows)
-		if err != nil {
-			return err
-		}
-		out = append(out, n)
-		return nil
-	})
-	if err != nil {
-		return nil, internal(err, "list nodes")
-	}
-	return out, nil
+	return collect(ctx, s, "list nodes", `SELECT `+codec.NodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`, nil, codec.ScanNode)
 }
 
 // MarkLostNodes marks lost every up node whose last heartbeat is before
@@ -161,18 +110,10 @@ func (s *Store) MarkLostNodes(ctx context.Context, now time.Time, ttl time.Durat
 	if !ok {
 		return nil, berth.Errorf(berth.EInvalid, "heartbeat time out of range")
 	}
-	out := []*berth.Node{}
-	err := s.query(ctx, `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < $1
-		RETURNING `+nodeColumns, []any{cut}, func(rows pgx.Rows) error {
-		n, err := scanNode(rows)
-		if err != nil {
-			return err
-		}
-		out = append(out, n)
-		return nil
-	})
+	out, err := collect(ctx, s, "mark lost nodes", `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < $1
+		RETURNING `+codec.NodeColumns, []any{cut}, codec.ScanNode)
 	if err != nil {
-		return nil, internal(err, "mark lost nodes")
+		return nil, err
 	}
 	sortByHeartbeat(out)
 	return out, nil
@@ -187,17 +128,11 @@ func (s *Store) LeaveNode(ctx context.Context, id string) error {
 		var state string
 		var inc int64
 		err := tx.QueryRow(ctx, `SELECT state, incarnation FROM nodes WHERE id = $1 FOR UPDATE`, id).Scan(&state, &inc)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "node %s not found", id)
+		if err := codec.OneRow(err, "leave", "node %s not found", id); err != nil {
+			return err
 		}
-		if err != nil {
-			return internal(err, "leave")
-		}
-		switch berth.NodeState(state) {
-		case berth.NodeLeft:
-			return nil
-		case berth.NodeLost:
-			return nodeLost(id, state)
+		if left, err := codec.Leaving(id, berth.NodeState(state)); left || err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE nodes SET state = 'left' WHERE id = $1`, id); err != nil {
 			return internal(err, "leave")
@@ -221,22 +156,14 @@ func (s *Store) LeasesOf(ctx context.Context, owner string) ([]*berth.Lease, err
 	if owner == "" {
 		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
 	}
-	out := []*berth.Lease{}
-	err := s.query(ctx, `SELECT s.id, l.token, l.expires_at FROM leases l JOIN sessions s ON s.pk = l.session_pk
-		WHERE l.owner = $1 ORDER BY s.id`, []any{owner}, func(rows pgx.Rows) error {
+	return collect(ctx, s, "list leases", `SELECT s.id, l.token, l.expires_at FROM leases l JOIN sessions s ON s.pk = l.session_pk
+		WHERE l.owner = $1 ORDER BY s.id`, []any{owner}, func(row codec.Row) (*berth.Lease, error) {
 		l := &berth.Lease{Owner: owner}
 		var expires int64
-		if err := rows.Scan(&l.SessionID, &l.Token, &expires); err != nil {
-			return err
-		}
+		err := row.Scan(&l.SessionID, &l.Token, &expires)
 		l.ExpiresAt = codec.FromNanos(expires)
-		out = append(out, l)
-		return nil
+		return l, err
 	})
-	if err != nil {
-		return nil, internal(err, "list leases")
-	}
-	return out, nil
 }
 
 // sortByHeartbeat orders nodes by last heartbeat, then id.

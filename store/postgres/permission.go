@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -42,13 +43,13 @@ func (s *Store) CreatePermission(ctx context.Context, p *berth.Permission) error
 	if err != nil {
 		return berth.WrapError(berth.EInvalid, err, "permission options cannot be encoded")
 	}
-	created, err := nanosArg(p.CreatedAt, "permission time")
+	created, err := codec.NanosArg(p.CreatedAt, "permission time")
 	if err != nil {
 		return err
 	}
 	var decided any
 	if p.DecidedAt != nil {
-		if decided, err = nanosArg(*p.DecidedAt, "permission decision time"); err != nil {
+		if decided, err = codec.NanosArg(*p.DecidedAt, "permission decision time"); err != nil {
 			return err
 		}
 	}
@@ -93,11 +94,8 @@ func (s *Store) GetPermission(ctx context.Context, sessionID, id string) (*berth
 		p, err = scanPermission(row, sessionID)
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "permission %s not found", id)
-	}
-	if err != nil {
-		return nil, internal(err, "get permission")
+	if err := codec.OneRow(err, "get permission", "permission %s not found", id); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -105,28 +103,12 @@ func (s *Store) GetPermission(ctx context.Context, sessionID, id string) (*berth
 // ListPermissions returns a session's permissions in state (all of them
 // when state is empty), oldest first. ENotFound if the session is absent.
 func (s *Store) ListPermissions(ctx context.Context, sessionID, state string) ([]*berth.Permission, error) {
-	out := []*berth.Permission{}
 	// state = $2 OR $2 = '': one statement for "any state" and one state.
-	err := s.query(ctx, `SELECT `+permissionCols+` FROM permissions
+	return collectOfSession(ctx, s, sessionID, "list permissions", `SELECT `+permissionCols+` FROM permissions
 		WHERE session_pk = (SELECT pk FROM sessions WHERE id = $1) AND (state = $2 OR $2 = '')
-		ORDER BY ord`, []any{sessionID, state}, func(rows pgx.Rows) error {
-		p, err := scanPermission(rows, sessionID)
-		if err != nil {
-			return err
-		}
-		out = append(out, p)
-		return nil
+		ORDER BY ord`, []any{sessionID, state}, func(row codec.Row) (*berth.Permission, error) {
+		return scanPermission(row, sessionID)
 	})
-	if err != nil {
-		return nil, internal(err, "list permissions")
-	}
-	if len(out) == 0 {
-		// None: tell a session without any from a missing session.
-		if err := s.sessionExists(ctx, sessionID); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 // DecidePermission records p's State, OptionID, DecidedBy and DecidedAt on
@@ -143,7 +125,7 @@ func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error
 	var decided any
 	if p.DecidedAt != nil {
 		var err error
-		if decided, err = nanosArg(*p.DecidedAt, "permission decision time"); err != nil {
+		if decided, err = codec.NanosArg(*p.DecidedAt, "permission decision time"); err != nil {
 			return err
 		}
 	}
@@ -155,11 +137,8 @@ func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error
 	if isBerthError(err) {
 		return err
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return berth.Errorf(berth.ENotFound, "permission %s not found", p.ID)
-	}
-	if err != nil {
-		return internal(err, "decide permission")
+	if err := codec.OneRow(err, "decide permission", "permission %s not found", p.ID); err != nil {
+		return err
 	}
 	if !ok {
 		return &berth.Error{Code: berth.EConflict, Message: "permission " + p.ID + " is " + was + ", not pending",
@@ -169,7 +148,7 @@ func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error
 }
 
 // scanPermission reads the permissionCols of one row.
-func scanPermission(row pgx.Row, sessionID string) (*berth.Permission, error) {
+func scanPermission(row codec.Row, sessionID string) (*berth.Permission, error) {
 	p := &berth.Permission{SessionID: sessionID}
 	var toolCall *string
 	var options string
@@ -183,9 +162,9 @@ func scanPermission(row pgx.Row, sessionID string) (*berth.Permission, error) {
 	if err := json.Unmarshal([]byte(options), &p.Options); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "decode stored permission options")
 	}
-	p.CreatedAt = fromNullNanos(created)
+	p.CreatedAt = codec.FromNullNanos(created)
 	if decided != nil {
-		t := fromNullNanos(decided)
+		t := codec.FromNullNanos(decided)
 		p.DecidedAt = &t
 	}
 	return p, nil

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -45,13 +44,10 @@ SELECT ` + queueCols + ` FROM gone ORDER BY ord`
 // EConflict if the id exists.
 func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPending int) (berth.EnqueueResult, error) {
 	var res berth.EnqueueResult
-	if e == nil || e.ID == "" || e.SessionID == "" {
-		return res, berth.Errorf(berth.EInvalid, "queue entry needs an id and a session id")
+	if err := codec.CheckQueueEntry(e); err != nil {
+		return res, err
 	}
-	if e.Kind != berth.EntryQueue && e.Kind != berth.EntrySteer {
-		return res, berth.Errorf(berth.EInvalid, "unknown queue entry kind %q", e.Kind)
-	}
-	created, err := nanosArg(e.CreatedAt, "queue entry time")
+	created, err := codec.NanosArg(e.CreatedAt, "queue entry time")
 	if err != nil {
 		return res, err
 	}
@@ -67,11 +63,8 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 		// session (their foreign key check takes KEY SHARE).
 		var pk int64
 		err := tx.QueryRow(ctx, `SELECT pk FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, e.SessionID).Scan(&pk)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s not found", e.SessionID)
-		}
-		if err != nil {
-			return internal(err, "enqueue prompt")
+		if err := codec.OneRow(err, "enqueue prompt", "session %s not found", e.SessionID); err != nil {
+			return err
 		}
 		// After the row lock: see the lock order at fenceSQL.
 		if err := s.checkFence(ctx, tx, e.SessionID); err != nil {
@@ -127,27 +120,11 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 // with its 1-based Position among the pending entries of its kind.
 // ENotFound if the session is absent.
 func (s *Store) ListQueue(ctx context.Context, sessionID string) ([]*berth.QueueEntry, error) {
-	out := []*berth.QueueEntry{}
-	err := s.query(ctx, `SELECT `+queueCols+`, row_number() OVER (PARTITION BY kind ORDER BY ord)
+	return collectOfSession(ctx, s, sessionID, "list queue", `SELECT `+queueCols+`, row_number() OVER (PARTITION BY kind ORDER BY ord)
 		FROM queue_entries WHERE session_pk = (SELECT pk FROM sessions WHERE id = $1) AND state = 'pending'
-		ORDER BY ord`, []any{sessionID}, func(rows pgx.Rows) error {
-		e, err := scanQueueEntry(rows, sessionID, true)
-		if err != nil {
-			return err
-		}
-		out = append(out, e)
-		return nil
+		ORDER BY ord`, []any{sessionID}, func(row codec.Row) (*berth.QueueEntry, error) {
+		return scanQueueEntry(row, sessionID, true)
 	})
-	if err != nil {
-		return nil, internal(err, "list queue")
-	}
-	if len(out) == 0 {
-		// No entries: tell an empty queue from a missing session.
-		if err := s.sessionExists(ctx, sessionID); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 // ClaimQueueEntry moves the oldest pending entry of kind and generation to
@@ -163,11 +140,8 @@ func (s *Store) ClaimQueueEntry(ctx context.Context, sessionID, kind string, gen
 	if isBerthError(err) {
 		return nil, err
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no pending %s entry of generation %d", sessionID, kind, generation)
-	}
-	if err != nil {
-		return nil, internal(err, "claim queue entry")
+	if err := codec.OneRow(err, "claim queue entry", "session %s has no pending %s entry of generation %d", sessionID, kind, generation); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -187,11 +161,8 @@ func (s *Store) CancelQueueEntry(ctx context.Context, sessionID, entryID string)
 	if isBerthError(err) {
 		return nil, err
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no pending entry %s", sessionID, entryID)
-	}
-	if err != nil {
-		return nil, internal(err, "cancel queue entry")
+	if err := codec.OneRow(err, "cancel queue entry", "session %s has no pending entry %s", sessionID, entryID); err != nil {
+		return nil, err
 	}
 	return e, nil
 }
@@ -227,7 +198,7 @@ func (s *Store) CancelQueue(ctx context.Context, sessionID string, generation in
 
 // scanQueueEntry reads the queueCols of one row, followed by the entry's
 // position when withPosition is set.
-func scanQueueEntry(row pgx.Row, sessionID string, withPosition bool) (*berth.QueueEntry, error) {
+func scanQueueEntry(row codec.Row, sessionID string, withPosition bool) (*berth.QueueEntry, error) {
 	e := &berth.QueueEntry{SessionID: sessionID}
 	var created *int64
 	var content string
@@ -238,7 +209,7 @@ func scanQueueEntry(row pgx.Row, sessionID string, withPosition bool) (*berth.Qu
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
 	}
-	e.CreatedAt = fromNullNanos(created)
+	e.CreatedAt = codec.FromNullNanos(created)
 	var err error
 	if e.Content, err = codec.DecodeContent(content); err != nil {
 		return nil, err
@@ -251,11 +222,8 @@ func scanQueueEntry(row pgx.Row, sessionID string, withPosition bool) (*berth.Qu
 func (s *Store) sessionExists(ctx context.Context, id string) error {
 	var one int
 	err := s.queryRow(ctx, `SELECT 1 FROM sessions WHERE id = $1`, []any{id}, &one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return berth.Errorf(berth.ENotFound, "session %s not found", id)
-	}
-	if err != nil {
-		return internal(err, "find session")
+	if err := codec.OneRow(err, "find session", "session %s not found", id); err != nil {
+		return err
 	}
 	return nil
 }

@@ -76,7 +76,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 				if e.Content, err = codec.DecodeContent(content); err != nil {
 					return err
 				}
-				e.SessionID, e.CreatedAt = id, fromNullNanos(created)
+				e.SessionID, e.CreatedAt = id, codec.FromNullNanos(created)
 				if r := out[id]; r != nil {
 					r.Queue = append(r.Queue, e)
 				}

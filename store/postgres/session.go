@@ -13,18 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Session list bounds.
-const (
-	defaultSessionLimit = 50
-	maxSessionLimit     = 1000
-)
-
 // CreateSession inserts sess with its labels. EInvalid without an id,
 // EConflict if the id exists.
 func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
-	if sess == nil || sess.ID == "" {
-		return berth.Errorf(berth.EInvalid, "session id must not be empty")
-	}
 	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
@@ -71,11 +62,8 @@ func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, erro
 	var doc []byte
 	var lastSeq, agentOffset int64
 	err := s.queryRow(ctx, `SELECT doc, last_seq, agent_offset FROM sessions WHERE id = $1`, []any{id}, &doc, &lastSeq, &agentOffset)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
-	}
-	if err != nil {
-		return nil, internal(err, "get session")
+	if err := codec.OneRow(err, "get session", "session %s not found", id); err != nil {
+		return nil, err
 	}
 	return codec.DecodeSession(doc, lastSeq, agentOffset)
 }
@@ -84,14 +72,9 @@ func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, erro
 // id, descending), that match every given filter. Limit 0 means 50 and is
 // capped at 1000. EInvalid for a malformed cursor or a negative limit.
 func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
-	limit := f.Limit
-	switch {
-	case limit < 0:
-		return nil, berth.Errorf(berth.EInvalid, "limit must not be negative")
-	case limit == 0:
-		limit = defaultSessionLimit
-	case limit > maxSessionLimit:
-		limit = maxSessionLimit
+	limit, err := codec.SessionLimit(f.Limit)
+	if err != nil {
+		return nil, err
 	}
 	q, args, err := listSessionsSQL(f, limit)
 	if err != nil {
@@ -212,9 +195,6 @@ func listSessionsSQL(f berth.SessionFilter, limit int) (string, []any, error) {
 // must equal it (EConflict otherwise); the check is part of the UPDATE, so
 // it holds against concurrent writers. ENotFound if the session is absent.
 func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from berth.State) error {
-	if sess == nil || sess.ID == "" {
-		return berth.Errorf(berth.EInvalid, "session id must not be empty")
-	}
 	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
@@ -250,15 +230,10 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 func missOrConflict(ctx context.Context, tx pgx.Tx, id string, from berth.State) error {
 	var state string
 	err := tx.QueryRow(ctx, `SELECT state FROM sessions WHERE id = $1`, id).Scan(&state)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return berth.Errorf(berth.ENotFound, "session %s not found", id)
+	if err := codec.OneRow(err, "update session", "session %s not found", id); err != nil {
+		return err
 	}
-	if err != nil {
-		return internal(err, "update session")
-	}
-	return &berth.Error{Code: berth.EConflict,
-		Message: "session " + id + " is " + state + ", not " + string(from),
-		Details: map[string]any{"state": state, "expected": string(from)}}
+	return codec.StateConflict(id, berth.State(state), from)
 }
 
 // DeleteSession removes a session, its labels, turns, whole log, queue
@@ -267,11 +242,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var pk int64
 		err := tx.QueryRow(ctx, `DELETE FROM sessions WHERE id = $1 RETURNING pk`, id).Scan(&pk)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s not found", id)
-		}
-		if err != nil {
-			return internal(err, "delete session")
+		if err := codec.OneRow(err, "delete session", "session %s not found", id); err != nil {
+			return err
 		}
 		// Labels, queue entries, permissions and the lease go by ON DELETE
 		// CASCADE (migrations 0001, 0002); turns and events have no foreign

@@ -10,12 +10,13 @@
 // Several daemons may open the same database (migrations are serialised by
 // an advisory lock), but the event log writer above this store keeps
 // per-session sequence numbers in memory, so one session must have one
-// writer. A cluster (CONTRACT §4.11) makes sure of it with the node
-// registry (node.go), the sessions' leases (lease.go) and fencing
-// (fence.go): a store told its node refuses every write of a session
-// whose lease that node no longer holds. AppendEvents announces each
-// commit on the berth_events channel, which WatchEvents (watch.go)
-// listens to, so that every node's readers wake up.
+// writer. A cluster (docs/api.md, "Cluster nodes: ownership and
+// failover") makes sure of it with the node registry (node.go), the
+// sessions' leases (lease.go) and fencing (fence.go): a store told its
+// node refuses every write of a session whose lease that node no longer
+// holds. AppendEvents announces each commit on the berth_events channel,
+// which WatchEvents (watch.go) listens to, so that every node's readers
+// wake up.
 package postgres
 
 import (
@@ -253,31 +254,39 @@ func (s *Store) query(ctx context.Context, sql string, args []any, each func(row
 	})
 }
 
+// collect runs a query on a pooled connection and returns what scan makes
+// of each row, in order; none is an empty slice. Any failure is EInternal
+// saying what failed.
+func collect[T any](ctx context.Context, s *Store, what, sql string, args []any, scan func(codec.Row) (T, error)) ([]T, error) {
+	out := []T{}
+	err := s.query(ctx, sql, args, func(rows pgx.Rows) error {
+		v, err := scan(rows)
+		out = append(out, v)
+		return err
+	})
+	if err != nil {
+		return nil, internal(err, "%s", what)
+	}
+	return out, nil
+}
+
+// collectOfSession is collect for the rows of one session: none, for a
+// session that does not exist, is ENotFound.
+func collectOfSession[T any](ctx context.Context, s *Store, sessionID, what, sql string, args []any, scan func(codec.Row) (T, error)) ([]T, error) {
+	out, err := collect(ctx, s, what, sql, args, scan)
+	if err == nil && len(out) == 0 {
+		// None: tell a session without any from a missing session.
+		err = s.sessionExists(ctx, sessionID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // isForeignKeyViolation reports whether err is a foreign key violation: a
 // row written for a session that a concurrent DeleteSession removed.
 func isForeignKeyViolation(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23503"
-}
-
-// nanosArg is the stored form of a time column that may be empty: unix
-// nanoseconds, or nil (NULL) for the zero time. EInvalid for a time that
-// int64 nanoseconds cannot hold, which would not read back.
-func nanosArg(t time.Time, what string) (any, error) {
-	if t.IsZero() {
-		return nil, nil
-	}
-	n, ok := codec.ToNanos(t)
-	if !ok {
-		return nil, berth.Errorf(berth.EInvalid, "%s out of range", what)
-	}
-	return n, nil
-}
-
-// fromNullNanos is the inverse of nanosArg: the zero time for NULL.
-func fromNullNanos(n *int64) time.Time {
-	if n == nil {
-		return time.Time{}
-	}
-	return codec.FromNanos(*n)
 }

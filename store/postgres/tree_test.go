@@ -6,38 +6,17 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/storetest"
 	"github.com/jackc/pgx/v5"
 )
 
-// A database written before session trees (schema 4) is migrated: its
-// sessions read as roots, and ?root= finds them from the new column.
+// A database written before session trees (schema 4) is migrated.
 func TestTreeMigrationKeepsOldSessionsAsRoots(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir)
-	ctx := context.Background()
-	// Back to schema 4, with a session as berth wrote it then.
-	for _, q := range []string{
-		`DROP INDEX sessions_by_root`, `DROP INDEX sessions_by_spawn_key`,
-		`ALTER TABLE sessions DROP COLUMN root_id, DROP COLUMN spawn_key`,
-		`DELETE FROM schema_migrations WHERE version = 5`,
-		`INSERT INTO sessions (id, state, agent, parent_id, created_at, doc)
-			VALUES ('ses_old', 'stopped', 'demo', '', 1, '{"id":"ses_old","agent":"demo","state":"stopped","labels":{}}')`,
-	} {
-		if err := s.pool.with(ctx, func(c *pgx.Conn) error { _, err := c.Exec(ctx, q); return err }); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	s.Close()
-	s = openAt(t, dir)
-	defer s.Close()
-	got, err := s.GetSession(ctx, "ses_old")
-	if err != nil || got.RootID != "ses_old" || got.Depth != 0 {
-		t.Fatalf("old session: %+v %v", got, err)
-	}
-	page, err := s.ListSessions(ctx, berth.SessionFilter{Root: "ses_old"})
-	if err != nil || len(page.Sessions) != 1 {
-		t.Fatalf("?root= of an old session: %v %v", page, err)
-	}
+	storetest.CheckTreeMigration(t, func() berth.Store { return openAt(t, dir) }, func(s berth.Store, q string) error {
+		ctx := context.Background()
+		return s.(*Store).pool.with(ctx, func(c *pgx.Conn) error { _, err := c.Exec(ctx, q); return err })
+	}, `ALTER TABLE sessions DROP COLUMN root_id, DROP COLUMN spawn_key`)
 }
 
 // A tree page and an Idempotency-Key lookup, as ListSessions writes them,

@@ -126,20 +126,40 @@ func waitListening(t *testing.T, s *Store, n int) []int32 {
 	}
 }
 
+// twoStores opens two stores on one test database, as two nodes would,
+// closed when the test ends, and makes the active sessions ids through
+// the first.
+func twoStores(tb testing.TB, ids ...string) (a, b *Store) {
+	tb.Helper()
+	dir := tb.TempDir()
+	a, b = openAt(tb, dir), openAt(tb, dir)
+	tb.Cleanup(func() {
+		b.Close()
+		a.Close()
+	})
+	for _, id := range ids {
+		if err := a.CreateSession(context.Background(), &berth.Session{ID: id, State: berth.StateActive}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return a, b
+}
+
+// appendOne appends to session id of s an agent message at seq, or fails
+// the test.
+func appendOne(tb testing.TB, s *Store, id string, seq int64) {
+	tb.Helper()
+	if err := s.AppendEvents(context.Background(), []berth.Event{{SessionID: id, Seq: seq, Type: berth.EventAgentMessage}}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // TestWatchEventsAcrossStores: an append committed by one store reaches
 // the watcher of another (another node) as (session, last seq), in commit
 // order, and a rolled-back append sends nothing.
 func TestWatchEventsAcrossStores(t *testing.T) {
-	dir := t.TempDir()
-	a, b := openAt(t, dir), openAt(t, dir)
-	defer a.Close()
-	defer b.Close()
+	a, b := twoStores(t, "s1", "s2")
 	ctx := context.Background()
-	for _, id := range []string{"s1", "s2"} {
-		if err := a.CreateSession(ctx, &berth.Session{ID: id, State: berth.StateActive}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	n, stop := watch(t, b)
 	ev := func(id string, seq int64) berth.Event {
 		return berth.Event{SessionID: id, Seq: seq, Type: berth.EventAgentMessage, Time: time.Now()}
@@ -180,22 +200,10 @@ func TestWatchEventsAcrossStores(t *testing.T) {
 // watcher reconnects, says "anything may have changed" once, and gets
 // later notices again.
 func TestWatchEventsReconnects(t *testing.T) {
-	dir := t.TempDir()
-	a, b := openAt(t, dir), openAt(t, dir)
-	defer a.Close()
-	defer b.Close()
+	a, b := twoStores(t, "s")
 	ctx := context.Background()
-	if err := a.CreateSession(ctx, &berth.Session{ID: "s", State: berth.StateActive}); err != nil {
-		t.Fatal(err)
-	}
 	n, stop := watch(t, b)
-	appendSeq := func(seq int64) {
-		t.Helper()
-		if err := a.AppendEvents(ctx, []berth.Event{{SessionID: "s", Seq: seq, Type: berth.EventAgentMessage}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	appendSeq(1)
+	appendOne(t, a, "s", 1)
 	n.waitFor(t, "the first notice", func(got []string) bool { return slices.Equal(got, []string{"s 1"}) })
 
 	for round := range 2 {
@@ -215,7 +223,7 @@ func TestWatchEventsReconnects(t *testing.T) {
 			return k == stars
 		})
 		seq := int64(round + 2)
-		appendSeq(seq)
+		appendOne(t, a, "s", seq)
 		got := n.waitFor(t, "a notice after the reconnect", func(got []string) bool {
 			return len(got) > 0 && got[len(got)-1] == fmt.Sprintf("s %d", seq)
 		})
@@ -349,26 +357,14 @@ func (f *freezer) freeze() {
 // silent (the network drops it without a word), the watcher's ping finds
 // out, it reconnects, wakes everyone once and gets notices again.
 func TestWatchEventsSilentPartition(t *testing.T) {
-	dir := t.TempDir()
-	a, b := openAt(t, dir), openAt(t, dir)
-	defer a.Close()
-	defer b.Close()
+	a, b := twoStores(t, "s")
 	ctx := context.Background()
-	if err := a.CreateSession(ctx, &berth.Session{ID: "s", State: berth.StateActive}); err != nil {
-		t.Fatal(err)
-	}
 	f := newFreezer(t, serverAddr(b.connCfg))
 	host, port, _ := net.SplitHostPort(f.ln.Addr().String())
 	p, _ := strconv.Atoi(port)
 	b.connCfg.Host, b.connCfg.Port, b.watchIdle = host, uint16(p), 200*time.Millisecond
 	n, stop := watch(t, b)
-	appendSeq := func(seq int64) {
-		t.Helper()
-		if err := a.AppendEvents(ctx, []berth.Event{{SessionID: "s", Seq: seq, Type: berth.EventAgentMessage}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	appendSeq(1)
+	appendOne(t, a, "s", 1)
 	n.waitFor(t, "the first notice", func(got []string) bool { return slices.Equal(got, []string{"s 1"}) })
 	// Quiet past the idle period: the listener is pinged, on the same
 	// connection, and nothing else happens.
@@ -391,11 +387,11 @@ func TestWatchEventsSilentPartition(t *testing.T) {
 		t.Fatalf("notices after an idle ping: %v", got)
 	}
 	f.freeze()
-	appendSeq(2) // its notice is lost in the partition
+	appendOne(t, a, "s", 2) // its notice is lost in the partition
 	n.waitFor(t, "the wake-all after the silent connection is found out", func(got []string) bool {
 		return slices.Contains(got, "*")
 	})
-	appendSeq(3)
+	appendOne(t, a, "s", 3)
 	got := n.waitFor(t, "a notice on the new connection", func(got []string) bool { return slices.Contains(got, "s 3") })
 	if slices.Contains(got, "s 2") && slices.Index(got, "s 2") > slices.Index(got, "*") {
 		t.Fatalf("notices %v: seq 2 came through the frozen connection", got)
@@ -410,14 +406,8 @@ func TestWatchEventsSilentPartition(t *testing.T) {
 // reader waits for when another node commits), and reports its p50 and
 // p99. Run it with -benchtime=1000x.
 func BenchmarkNotifyRoundTrip(b *testing.B) {
-	dir := b.TempDir()
-	a, w := openAt(b, dir), openAt(b, dir)
-	defer a.Close()
-	defer w.Close()
+	a, w := twoStores(b, "s")
 	ctx := context.Background()
-	if err := a.CreateSession(ctx, &berth.Session{ID: "s", State: berth.StateActive}); err != nil {
-		b.Fatal(err)
-	}
 	seen := make(chan int64, 16)
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 )
 
 var _ berth.SessionCounter = (*Store)(nil)
@@ -29,23 +30,11 @@ func (s *Store) CountStopped(ctx context.Context, exclude []string) ([]berth.Sto
 		args = append(args, string(ids))
 	}
 	q.WriteString(` GROUP BY 1, 2, 3`)
-	rows, err := s.r.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return nil, internal(err, "count stopped sessions")
-	}
-	defer rows.Close()
-	var out []berth.StoppedCount
-	for rows.Next() {
+	return collect(ctx, s.r, "count stopped sessions", q.String(), args, func(row codec.Row) (berth.StoppedCount, error) {
 		var c berth.StoppedCount
 		var reason string
-		if err := rows.Scan(&c.Agent, &reason, &c.HasFailure, &c.Sessions); err != nil {
-			return nil, internal(err, "count stopped sessions")
-		}
+		err := row.Scan(&c.Agent, &reason, &c.HasFailure, &c.Sessions)
 		c.StopReason = berth.StopReason(reason)
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, internal(err, "count stopped sessions")
-	}
-	return out, nil
+		return c, err
+	})
 }

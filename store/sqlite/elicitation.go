@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -17,14 +16,7 @@ const elicitationOfSession = `session_pk = (SELECT pk FROM sessions WHERE id = ?
 // that is not JSON; ENotFound if the session is absent; EConflict if an
 // elicitation with that id exists (in any session).
 func (s *Store) CreateElicitation(ctx context.Context, e *berth.Elicitation) error {
-	if err := codec.CheckElicitation(e); err != nil {
-		return err
-	}
-	c := *e
-	if c.State == "" {
-		c.State = berth.ElicitationPending
-	}
-	doc, err := codec.EncodeElicitation(&c)
+	c, doc, err := codec.NewElicitation(e)
 	if err != nil {
 		return err
 	}
@@ -55,11 +47,8 @@ func (s *Store) CreateElicitation(ctx context.Context, e *berth.Elicitation) err
 func (s *Store) GetElicitation(ctx context.Context, sessionID, id string) (*berth.Elicitation, error) {
 	var doc []byte
 	err := s.r.QueryRowContext(ctx, `SELECT doc FROM elicitations WHERE `+elicitationOfSession, sessionID, id).Scan(&doc)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no elicitation %s", sessionID, id)
-	}
-	if err != nil {
-		return nil, internal(err, "get elicitation")
+	if err := codec.OneRow(err, "get elicitation", "session %s has no elicitation %s", sessionID, id); err != nil {
+		return nil, err
 	}
 	return codec.DecodeElicitation(doc)
 }
@@ -68,7 +57,7 @@ func (s *Store) GetElicitation(ctx context.Context, sessionID, id string) (*bert
 // when state is empty) in the order they were created. ENotFound if the
 // session is absent.
 func (s *Store) ListElicitations(ctx context.Context, sessionID, state string) ([]*berth.Elicitation, error) {
-	out := []*berth.Elicitation{}
+	var out []*berth.Elicitation
 	err := s.inReadTx(ctx, func(tx *sql.Tx) error {
 		pk, err := sessionPK(ctx, tx, sessionID)
 		if err != nil {
@@ -81,26 +70,14 @@ func (s *Store) ListElicitations(ctx context.Context, sessionID, state string) (
 			q = `SELECT doc FROM elicitations WHERE session_pk = ? AND state = ? ORDER BY ord`
 			args = append(args, state)
 		}
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return internal(err, "list elicitations")
-		}
-		defer rows.Close()
-		for rows.Next() {
+		out, err = collect(ctx, tx, "list elicitations", q, args, func(row codec.Row) (*berth.Elicitation, error) {
 			var doc []byte
-			if err := rows.Scan(&doc); err != nil {
-				return internal(err, "list elicitations")
+			if err := row.Scan(&doc); err != nil {
+				return nil, err
 			}
-			e, err := codec.DecodeElicitation(doc)
-			if err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "list elicitations")
-		}
-		return nil
+			return codec.DecodeElicitation(doc)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -120,21 +97,13 @@ func (s *Store) ResolveElicitation(ctx context.Context, e *berth.Elicitation) er
 		var doc []byte
 		var state string
 		err := tx.QueryRowContext(ctx, `SELECT doc, state FROM elicitations WHERE `+elicitationOfSession, e.SessionID, e.ID).Scan(&doc, &state)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no elicitation %s", e.SessionID, e.ID)
-		}
-		if err != nil {
-			return internal(err, "resolve elicitation")
+		if err := codec.OneRow(err, "resolve elicitation", "session %s has no elicitation %s", e.SessionID, e.ID); err != nil {
+			return err
 		}
 		if state != berth.ElicitationPending {
 			return codec.ResolvedConflict(e.ID, state)
 		}
-		stored, err := codec.DecodeElicitation(doc)
-		if err != nil {
-			return err
-		}
-		stored.State, stored.Action, stored.Content, stored.DecidedBy, stored.ResolvedAt = e.State, e.Action, e.Content, e.DecidedBy, e.ResolvedAt
-		next, err := codec.EncodeElicitation(stored)
+		next, err := codec.Resolved(doc, e)
 		if err != nil {
 			return err
 		}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strings"
 
 	"github.com/berth-sh/berth"
@@ -92,34 +91,9 @@ ON CONFLICT (session_pk, turn_id) DO UPDATE SET
 // ENotFound if a session does not exist, EConflict if a (session, seq)
 // already exists or appears twice in the batch.
 func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
-	if len(events) == 0 {
-		return nil
-	}
-	// The highest seq and source of each session, in order of first
-	// appearance.
-	type top struct {
-		id  string
-		seq int64
-		src int64
-		pk  int64
-	}
-	var tops []top
-	at := map[string]int{}
-	for i := range events {
-		e := &events[i]
-		if e.SessionID == "" || e.Seq < 1 {
-			return berth.Errorf(berth.EInvalid, "event %d: needs a session id and a seq >= 1", i)
-		}
-		if _, ok := codec.ToNanos(e.Time); !ok && !e.Time.IsZero() {
-			return berth.Errorf(berth.EInvalid, "event %d: time out of range", i)
-		}
-		if j, ok := at[e.SessionID]; ok {
-			tops[j].seq = max(tops[j].seq, e.Seq)
-			tops[j].src = max(tops[j].src, e.Source)
-			continue
-		}
-		at[e.SessionID] = len(tops)
-		tops = append(tops, top{id: e.SessionID, seq: e.Seq, src: e.Source})
+	tops, at, err := codec.Tops(events)
+	if err != nil || len(tops) == 0 {
+		return err
 	}
 
 	// Inserting each session's events as one run touches each B-tree page
@@ -130,14 +104,12 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		bump := tx.StmtContext(ctx, s.bumpLastSeq)
-		for i := range tops {
-			t := &tops[i]
-			err := bump.QueryRowContext(ctx, t.seq, t.src, t.id).Scan(&t.pk)
-			if errors.Is(err, sql.ErrNoRows) {
-				return berth.Errorf(berth.ENotFound, "session %s not found", t.id)
-			}
-			if err != nil {
-				return internal(err, "append events")
+		// The sessions' keys, by index in tops.
+		pks := make([]int64, len(tops))
+		for i, t := range tops {
+			err := bump.QueryRowContext(ctx, t.Seq, t.Src, t.Session).Scan(&pks[i])
+			if err := codec.OneRow(err, "append events", "session %s not found", t.Session); err != nil {
+				return err
 			}
 		}
 		var stmts [len(insertChunks)]*sql.Stmt
@@ -155,7 +127,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 			args = args[:0]
 			for i := range rest[:n] {
 				e := &rest[i]
-				args = append(args, tops[at[e.SessionID]].pk, e.Seq, e.TurnID, e.Type, codec.TimeArg(e), codec.DataArg(e))
+				args = append(args, pks[at[e.SessionID]], e.Seq, e.TurnID, e.Type, codec.TimeArg(e), codec.DataArg(e))
 			}
 			if _, err := stmts[c].ExecContext(ctx, args...); err != nil {
 				if isConstraint(err) {
@@ -168,7 +140,7 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 		// Widen each turn's seq range: one row per turn in the batch.
 		upsert := tx.StmtContext(ctx, s.upsertTurn)
 		for _, r := range codec.TurnRanges(events) {
-			if _, err := upsert.ExecContext(ctx, tops[at[r.Session]].pk, r.Turn, r.First, r.Last); err != nil {
+			if _, err := upsert.ExecContext(ctx, pks[at[r.Session]], r.Turn, r.First, r.Last); err != nil {
 				return internal(err, "append events")
 			}
 		}
@@ -241,13 +213,8 @@ func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventF
 // a turn the session does not have.
 func (s *Store) turnBounds(ctx context.Context, sessionID, turnID string) (lo, hi int64, ok bool, err error) {
 	err = s.turnBoundsStmt.QueryRowContext(ctx, sessionID, turnID).Scan(&lo, &hi)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, false, nil
-	}
-	if err != nil {
-		return 0, 0, false, internal(err, "find turn")
-	}
-	return lo, hi, true, nil
+	ok, err = codec.Found(err, "find turn")
+	return lo, hi, ok, err
 }
 
 // LastSeq returns the highest committed seq of a session (0 if it has no
@@ -255,11 +222,8 @@ func (s *Store) turnBounds(ctx context.Context, sessionID, turnID string) (lo, h
 func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 	var n int64
 	err := s.lastSeq.QueryRowContext(ctx, sessionID).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, berth.Errorf(berth.ENotFound, "session %s not found", sessionID)
-	}
-	if err != nil {
-		return 0, internal(err, "read last seq")
+	if err := codec.OneRow(err, "read last seq", "session %s not found", sessionID); err != nil {
+		return 0, err
 	}
 	return n, nil
 }

@@ -3,8 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"strconv"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -12,34 +10,6 @@ import (
 )
 
 var _ berth.HookStore = (*Store)(nil)
-
-// deliveryColumns are the columns scanDelivery reads, in its order.
-const deliveryColumns = `ord, id, hook, hook_index, event, session_id, seq, state, attempts, last_error,
-	next_attempt_at, created_at, delivered_at, body`
-
-// scanDelivery reads the deliveryColumns of one row.
-func scanDelivery(sc scanner) (*berth.HookDelivery, error) {
-	d := &berth.HookDelivery{}
-	var next, created int64
-	var delivered sql.NullInt64
-	if err := sc.Scan(&d.Ord, &d.ID, &d.Hook, &d.HookIndex, &d.Event, &d.SessionID, &d.Seq, &d.State,
-		&d.Attempts, &d.LastError, &next, &created, &delivered, &d.Body); err != nil {
-		return nil, err
-	}
-	d.CreatedAt = codec.FromNanos(created)
-	if d.State == berth.DeliveryPending {
-		at := codec.FromNanos(next)
-		d.NextAttemptAt = &at
-	}
-	if delivered.Valid {
-		at := codec.FromNanos(delivered.Int64)
-		d.DeliveredAt = &at
-	}
-	return d, nil
-}
-
-// hookNanos is t as stored: unix nanoseconds, clamped into range.
-func hookNanos(t time.Time) int64 { return codec.SortNanos(t) }
 
 // InitHookCursors implements berth.HookStore.
 func (s *Store) InitHookCursors(ctx context.Context) error {
@@ -77,22 +47,15 @@ func (s *Store) GetHookCursor(ctx context.Context, sessionID string) (berth.Hook
 	var c berth.HookCursor
 	var badge string
 	err := s.r.QueryRowContext(ctx, `SELECT seq, badge FROM hook_cursors WHERE session_id = ?`, sessionID).Scan(&c.Seq, &badge)
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, false, nil
-	}
-	if err != nil {
-		return c, false, internal(err, "read hook cursor")
-	}
 	c.Badge = berth.Badge(badge)
-	return c, true, nil
+	ok, err := codec.Found(err, "read hook cursor")
+	return c, ok, err
 }
 
 // EnqueueHookDeliveries implements berth.HookStore.
 func (s *Store) EnqueueHookDeliveries(ctx context.Context, sessionID string, c berth.HookCursor, ds []*berth.HookDelivery) error {
-	for _, d := range ds {
-		if d.ID == "" || d.Hook == "" || d.SessionID == "" || len(d.Body) == 0 {
-			return berth.Errorf(berth.EInvalid, "hook delivery needs an id, a hook, a session and a body")
-		}
+	if err := codec.CheckDeliveries(ds); err != nil {
+		return err
 	}
 	return s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		for _, d := range ds {
@@ -104,7 +67,7 @@ func (s *Store) EnqueueHookDeliveries(ctx context.Context, sessionID string, c b
 				(id, hook, hook_index, event, session_id, seq, state, attempts, last_error, next_attempt_at, created_at, body)
 				VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, '', ?, ?, ?)
 				ON CONFLICT (hook, session_id, seq, event) DO NOTHING`,
-				d.ID, d.Hook, d.HookIndex, d.Event, d.SessionID, d.Seq, hookNanos(next), hookNanos(d.CreatedAt), d.Body); err != nil {
+				d.ID, d.Hook, d.HookIndex, d.Event, d.SessionID, d.Seq, codec.SortNanos(next), codec.SortNanos(d.CreatedAt), d.Body); err != nil {
 				return err
 			}
 			d.State = berth.DeliveryPending
@@ -124,31 +87,19 @@ func (s *Store) ClaimHookDeliveries(ctx context.Context, hook, owner string, now
 	}
 	var out []*berth.HookDelivery
 	err := s.inWriteTx(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
-		nowN := hookNanos(now)
-		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM hook_deliveries d
+		nowN := codec.SortNanos(now)
+		var err error
+		out, err = collect(ctx, tx, "claim hook deliveries", `SELECT `+codec.DeliveryColumns+` FROM hook_deliveries d
 			WHERE d.state = 'pending' AND d.hook = ? AND d.next_attempt_at <= ? AND d.claimed_until <= ?
 			AND d.ord = (SELECT min(h.ord) FROM hook_deliveries h
 				WHERE h.hook = d.hook AND h.session_id = d.session_id AND h.state = 'pending')
-			ORDER BY d.next_attempt_at, d.ord LIMIT ?`, hook, nowN, nowN, n)
+			ORDER BY d.next_attempt_at, d.ord LIMIT ?`, []any{hook, nowN, nowN, n}, codec.ScanDelivery)
 		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			d, err := scanDelivery(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for _, d := range out {
 			if _, err := tx.ExecContext(ctx, `UPDATE hook_deliveries SET claimed_by = ?, claimed_until = ? WHERE ord = ?`,
-				owner, hookNanos(until), d.Ord); err != nil {
+				owner, codec.SortNanos(until), d.Ord); err != nil {
 				return err
 			}
 		}
@@ -161,11 +112,11 @@ func (s *Store) ClaimHookDeliveries(ctx context.Context, hook, owner string, now
 func (s *Store) FinishHookAttempt(ctx context.Context, d *berth.HookDelivery) error {
 	var next int64
 	if d.NextAttemptAt != nil {
-		next = hookNanos(*d.NextAttemptAt)
+		next = codec.SortNanos(*d.NextAttemptAt)
 	}
 	var delivered any
 	if d.DeliveredAt != nil {
-		delivered = hookNanos(*d.DeliveredAt)
+		delivered = codec.SortNanos(*d.DeliveredAt)
 	}
 	res, err := s.w.ExecContext(ctx, `UPDATE hook_deliveries SET state = ?, attempts = ?, last_error = ?,
 		next_attempt_at = ?, delivered_at = ?, claimed_by = '', claimed_until = 0 WHERE id = ?`,
@@ -194,7 +145,7 @@ func (s *Store) ListHookDeliveries(ctx context.Context, f berth.HookDeliveryFilt
 	if err != nil {
 		return nil, err
 	}
-	q := `SELECT ` + deliveryColumns + ` FROM hook_deliveries WHERE ord < ?`
+	q := `SELECT ` + codec.DeliveryColumns + ` FROM hook_deliveries WHERE ord < ?`
 	args := []any{before}
 	if f.State != "" {
 		q += ` AND state = ?`
@@ -206,27 +157,11 @@ func (s *Store) ListHookDeliveries(ctx context.Context, f berth.HookDeliveryFilt
 	}
 	q += ` ORDER BY ord DESC LIMIT ?`
 	args = append(args, limit+1)
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	ds, err := collect(ctx, s.r, "list hook deliveries", q, args, codec.ScanDelivery)
 	if err != nil {
-		return nil, internal(err, "list hook deliveries")
+		return nil, err
 	}
-	defer rows.Close()
-	page := &berth.HookDeliveryPage{Deliveries: []*berth.HookDelivery{}}
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, internal(err, "read hook delivery")
-		}
-		page.Deliveries = append(page.Deliveries, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, internal(err, "list hook deliveries")
-	}
-	if len(page.Deliveries) > limit {
-		page.Deliveries = page.Deliveries[:limit]
-		page.NextCursor = strconv.FormatInt(page.Deliveries[limit-1].Ord, 10)
-	}
-	return page, nil
+	return codec.DeliveriesPage(ds, limit), nil
 }
 
 // PruneHookDeliveries implements berth.HookStore.
@@ -238,10 +173,10 @@ func (s *Store) PruneHookDeliveries(ctx context.Context, deliveredBefore time.Ti
 			sql  string
 			args []any
 		}{
-			{`DELETE FROM hook_deliveries WHERE state = 'delivered' AND delivered_at < ?`, []any{hookNanos(deliveredBefore)}},
+			{`DELETE FROM hook_deliveries WHERE state = 'delivered' AND delivered_at < ?`, []any{codec.SortNanos(deliveredBefore)}},
 			{`DELETE FROM hook_deliveries WHERE state = 'delivered' AND ord < (SELECT coalesce(min(ord), 0) FROM
 				(SELECT ord FROM hook_deliveries WHERE state = 'delivered' ORDER BY ord DESC LIMIT ?))`, []any{keepDelivered}},
-			{`DELETE FROM hook_deliveries WHERE state = 'failed' AND created_at < ?`, []any{hookNanos(failedBefore)}},
+			{`DELETE FROM hook_deliveries WHERE state = 'failed' AND created_at < ?`, []any{codec.SortNanos(failedBefore)}},
 		} {
 			res, err := tx.ExecContext(ctx, st.sql, st.args...)
 			if err != nil {

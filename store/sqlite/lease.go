@@ -22,19 +22,12 @@ const leaseOfSession = `session_pk = (SELECT pk FROM sessions WHERE id = ?)`
 // lost (a new incarnation, migration 0024). EInvalid for an empty owner, a ttl that is not positive
 // or times out of range; ENotFound if the session is absent.
 func (s *Store) AcquireLease(ctx context.Context, sessionID, owner string, now time.Time, ttl time.Duration) (*berth.Lease, error) {
-	if owner == "" {
-		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
-	}
-	if ttl <= 0 {
-		return nil, berth.Errorf(berth.EInvalid, "lease ttl must be positive")
-	}
-	nowN, ok := codec.ToNanos(now)
-	expN, okExp := codec.ToNanos(now.Add(ttl))
-	if !ok || !okExp {
-		return nil, berth.Errorf(berth.EInvalid, "lease time out of range")
+	nowN, expN, err := codec.LeaseTimes(owner, now, ttl)
+	if err != nil {
+		return nil, err
 	}
 	l := &berth.Lease{SessionID: sessionID, Owner: owner, ExpiresAt: codec.FromNanos(expN)}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		pk, err := sessionPK(ctx, tx, sessionID)
 		if err != nil {
 			return err
@@ -92,11 +85,8 @@ func (s *Store) GetLease(ctx context.Context, sessionID string) (*berth.Lease, e
 	var expires int64
 	err := s.r.QueryRowContext(ctx, `SELECT owner, token, expires_at FROM leases WHERE `+leaseOfSession, sessionID).
 		Scan(&l.Owner, &l.Token, &expires)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no lease", sessionID)
-	}
-	if err != nil {
-		return nil, internal(err, "get lease")
+	if err := codec.OneRow(err, "get lease", "session %s has no lease", sessionID); err != nil {
+		return nil, err
 	}
 	l.ExpiresAt = codec.FromNanos(expires)
 	return l, nil
@@ -111,11 +101,8 @@ func (s *Store) ReleaseLease(ctx context.Context, sessionID, owner string, token
 		var holder string
 		var held int64
 		err := tx.QueryRowContext(ctx, `SELECT owner, token FROM leases WHERE `+leaseOfSession, sessionID).Scan(&holder, &held)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no lease", sessionID)
-		}
-		if err != nil {
-			return internal(err, "release lease")
+		if err := codec.OneRow(err, "release lease", "session %s has no lease", sessionID); err != nil {
+			return err
 		}
 		if holder != owner || held != token {
 			return &berth.Error{Code: berth.EConflict,

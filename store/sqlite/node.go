@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 	"time"
 
@@ -17,24 +16,6 @@ var _ berth.NodeStore = (*Store)(nil)
 // A SQLite store is not a berth.Fencer: one daemon opens it, so it has one
 // node, and nothing takes its leases over.
 
-// nodeColumns are the columns a berth.Node is read from (see scanNode),
-// with the count of the leases the node holds.
-const nodeColumns = `id, advertise, state, started_at, last_heartbeat,
-    (SELECT count(*) FROM leases l WHERE l.owner = nodes.id)`
-
-// scanNode reads a row of nodeColumns.
-func scanNode(row interface{ Scan(...any) error }) (*berth.Node, error) {
-	n := &berth.Node{}
-	var state string
-	var started sql.NullInt64
-	var beat int64
-	if err := row.Scan(&n.ID, &n.Advertise, &state, &started, &beat, &n.Sessions); err != nil {
-		return nil, err
-	}
-	n.State, n.StartedAt, n.LastHeartbeat = berth.NodeState(state), fromNullNanos(started), codec.FromNanos(beat)
-	return n, nil
-}
-
 // RegisterNode inserts n or, when its id exists, marks it up again with
 // n's Advertise and StartedAt and a heartbeat at now; it sets n.State and
 // n.LastHeartbeat. A node registering again while still up is the same
@@ -42,16 +23,9 @@ func scanNode(row interface{ Scan(...any) error }) (*berth.Node, error) {
 // one, whose heartbeats do not renew the old one's leases. EInvalid for
 // an empty id or times out of range.
 func (s *Store) RegisterNode(ctx context.Context, n *berth.Node, now time.Time) error {
-	if n == nil || n.ID == "" {
-		return berth.Errorf(berth.EInvalid, "node id must not be empty")
-	}
-	started, err := nanosArg(n.StartedAt, "node start time")
+	started, at, err := codec.NodeTimes(n, now)
 	if err != nil {
 		return err
-	}
-	at, ok := codec.ToNanos(now)
-	if !ok {
-		return berth.Errorf(berth.EInvalid, "heartbeat time out of range")
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO nodes AS n (id, advertise, state, incarnation, started_at, last_heartbeat)
@@ -81,26 +55,19 @@ func (s *Store) RegisterNode(ctx context.Context, n *berth.Node, now time.Time) 
 // lost or left; ENotFound if it is absent; EInvalid for a ttl that is not
 // positive or times out of range.
 func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl time.Duration) error {
-	if ttl <= 0 {
-		return berth.Errorf(berth.EInvalid, "lease ttl must be positive")
-	}
-	at, ok := codec.ToNanos(now)
-	until, ok2 := codec.ToNanos(now.Add(ttl))
-	if !ok || !ok2 {
-		return berth.Errorf(berth.EInvalid, "heartbeat time out of range")
+	at, until, err := codec.HeartbeatTimes(now, ttl)
+	if err != nil {
+		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var state string
 		var inc int64
 		err := tx.QueryRowContext(ctx, `SELECT state, incarnation FROM nodes WHERE id = ?`, id).Scan(&state, &inc)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "node %s not found", id)
-		}
-		if err != nil {
-			return internal(err, "heartbeat")
+		if err := codec.OneRow(err, "heartbeat", "node %s not found", id); err != nil {
+			return err
 		}
 		if state != string(berth.NodeUp) {
-			return nodeLost(id, state)
+			return codec.NodeLost(id, berth.NodeState(state))
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET last_heartbeat = max(last_heartbeat, ?) WHERE id = ?`, at, id); err != nil {
 			return internal(err, "heartbeat")
@@ -113,32 +80,10 @@ func (s *Store) Heartbeat(ctx context.Context, id string, now time.Time, ttl tim
 	})
 }
 
-// nodeLost is the ENodeLost error of a node in state.
-func nodeLost(id, state string) error {
-	return &berth.Error{Code: berth.ENodeLost, Message: "node " + id + " is " + state,
-		Details: map[string]any{"node": id, "state": state}}
-}
-
 // ListNodes returns every node, oldest (by start time, then id) first,
 // each with the number of leases it holds.
 func (s *Store) ListNodes(ctx context.Context) ([]*berth.Node, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+nodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`)
-	if err != nil {
-		return nil, internal(err, "list nodes")
-	}
-	defer rows.Close()
-	out := []*berth.Node{}
-	for rows.Next() {
-		n, err := scanNode(rows)
-		if err != nil {
-			return nil, internal(err, "list nodes")
-		}
-		out = append(out, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, internal(err, "list nodes")
-	}
-	return out, nil
+	return collect(ctx, s.r, "list nodes", `SELECT `+codec.NodeColumns+` FROM nodes ORDER BY started_at NULLS FIRST, id`, nil, codec.ScanNode)
 }
 
 // MarkLostNodes marks lost every up node whose last heartbeat is before
@@ -149,25 +94,12 @@ func (s *Store) MarkLostNodes(ctx context.Context, now time.Time, ttl time.Durat
 	if !ok {
 		return nil, berth.Errorf(berth.EInvalid, "heartbeat time out of range")
 	}
-	out := []*berth.Node{}
+	var out []*berth.Node
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < ?
-			RETURNING `+nodeColumns, cut)
-		if err != nil {
-			return internal(err, "mark lost nodes")
-		}
-		defer rows.Close()
-		for rows.Next() {
-			n, err := scanNode(rows)
-			if err != nil {
-				return internal(err, "mark lost nodes")
-			}
-			out = append(out, n)
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "mark lost nodes")
-		}
-		return nil
+		var err error
+		out, err = collect(ctx, tx, "mark lost nodes", `UPDATE nodes SET state = 'lost' WHERE state = 'up' AND last_heartbeat < ?
+			RETURNING `+codec.NodeColumns, []any{cut}, codec.ScanNode)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -186,17 +118,11 @@ func (s *Store) LeaveNode(ctx context.Context, id string) error {
 		var state string
 		var inc int64
 		err := tx.QueryRowContext(ctx, `SELECT state, incarnation FROM nodes WHERE id = ?`, id).Scan(&state, &inc)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "node %s not found", id)
+		if err := codec.OneRow(err, "leave", "node %s not found", id); err != nil {
+			return err
 		}
-		if err != nil {
-			return internal(err, "leave")
-		}
-		switch berth.NodeState(state) {
-		case berth.NodeLeft:
-			return nil
-		case berth.NodeLost:
-			return nodeLost(id, state)
+		if left, err := codec.Leaving(id, berth.NodeState(state)); left || err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE nodes SET state = 'left' WHERE id = ?`, id); err != nil {
 			return internal(err, "leave")
@@ -215,24 +141,12 @@ func (s *Store) LeasesOf(ctx context.Context, owner string) ([]*berth.Lease, err
 	if owner == "" {
 		return nil, berth.Errorf(berth.EInvalid, "lease owner must not be empty")
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT s.id, l.token, l.expires_at FROM leases l JOIN sessions s ON s.pk = l.session_pk
-		WHERE l.owner = ? ORDER BY s.id`, owner)
-	if err != nil {
-		return nil, internal(err, "list leases")
-	}
-	defer rows.Close()
-	out := []*berth.Lease{}
-	for rows.Next() {
+	return collect(ctx, s.r, "list leases", `SELECT s.id, l.token, l.expires_at FROM leases l JOIN sessions s ON s.pk = l.session_pk
+		WHERE l.owner = ? ORDER BY s.id`, []any{owner}, func(row codec.Row) (*berth.Lease, error) {
 		l := &berth.Lease{Owner: owner}
 		var expires int64
-		if err := rows.Scan(&l.SessionID, &l.Token, &expires); err != nil {
-			return nil, internal(err, "list leases")
-		}
+		err := row.Scan(&l.SessionID, &l.Token, &expires)
 		l.ExpiresAt = codec.FromNanos(expires)
-		out = append(out, l)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, internal(err, "list leases")
-	}
-	return out, nil
+		return l, err
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -19,10 +18,10 @@ const permissionOfSession = `session_pk = (SELECT pk FROM sessions WHERE id = ?)
 
 // scanPermission reads the permissionColumns of one row of sessionID.
 // EInternal for stored options that do not decode.
-func scanPermission(sc scanner, sessionID string) (*berth.Permission, error) {
+func scanPermission(sc codec.Row, sessionID string) (*berth.Permission, error) {
 	p := &berth.Permission{SessionID: sessionID}
 	var toolCall, options []byte
-	var created, decided sql.NullInt64
+	var created, decided *int64
 	if err := sc.Scan(&p.ID, &p.TurnID, &p.State, &toolCall, &options, &p.OptionID, &p.DecidedBy, &created, &decided); err != nil {
 		return nil, err
 	}
@@ -31,9 +30,9 @@ func scanPermission(sc scanner, sessionID string) (*berth.Permission, error) {
 	if err := json.Unmarshal(options, &p.Options); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "decode stored permission options")
 	}
-	p.CreatedAt = fromNullNanos(created)
-	if decided.Valid {
-		at := codec.FromNanos(decided.Int64)
+	p.CreatedAt = codec.FromNullNanos(created)
+	if decided != nil {
+		at := codec.FromNanos(*decided)
 		p.DecidedAt = &at
 	}
 	return p, nil
@@ -45,7 +44,7 @@ func decidedAtArg(p *berth.Permission) (any, error) {
 	if p.DecidedAt == nil {
 		return nil, nil
 	}
-	return nanosArg(*p.DecidedAt, "permission decided_at")
+	return codec.NanosArg(*p.DecidedAt, "permission decided_at")
 }
 
 // CreatePermission stores a permission request; an empty State is stored
@@ -68,7 +67,7 @@ func (s *Store) CreatePermission(ctx context.Context, p *berth.Permission) error
 	if err != nil {
 		return berth.WrapError(berth.EInvalid, err, "permission options cannot be encoded")
 	}
-	created, err := nanosArg(p.CreatedAt, "permission created_at")
+	created, err := codec.NanosArg(p.CreatedAt, "permission created_at")
 	if err != nil {
 		return err
 	}
@@ -109,11 +108,8 @@ func (s *Store) CreatePermission(ctx context.Context, p *berth.Permission) error
 func (s *Store) GetPermission(ctx context.Context, sessionID, id string) (*berth.Permission, error) {
 	row := s.r.QueryRowContext(ctx, `SELECT `+permissionColumns+` FROM permissions WHERE `+permissionOfSession, sessionID, id)
 	p, err := scanPermission(row, sessionID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s has no permission %s", sessionID, id)
-	}
-	if err != nil {
-		return nil, internal(err, "get permission")
+	if err := codec.OneRow(err, "get permission", "session %s has no permission %s", sessionID, id); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -122,7 +118,7 @@ func (s *Store) GetPermission(ctx context.Context, sessionID, id string) (*berth
 // when state is empty) in the order they were created. ENotFound if the
 // session is absent.
 func (s *Store) ListPermissions(ctx context.Context, sessionID, state string) ([]*berth.Permission, error) {
-	out := []*berth.Permission{}
+	var out []*berth.Permission
 	err := s.inReadTx(ctx, func(tx *sql.Tx) error {
 		pk, err := sessionPK(ctx, tx, sessionID)
 		if err != nil {
@@ -136,22 +132,10 @@ func (s *Store) ListPermissions(ctx context.Context, sessionID, state string) ([
 			q = `SELECT ` + permissionColumns + ` FROM permissions WHERE session_pk = ? AND state = ? ORDER BY ord`
 			args = append(args, state)
 		}
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return internal(err, "list permissions")
-		}
-		defer rows.Close()
-		for rows.Next() {
-			p, err := scanPermission(rows, sessionID)
-			if err != nil {
-				return internal(err, "list permissions")
-			}
-			out = append(out, p)
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "list permissions")
-		}
-		return nil
+		out, err = collect(ctx, tx, "list permissions", q, args, func(row codec.Row) (*berth.Permission, error) {
+			return scanPermission(row, sessionID)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -164,11 +148,8 @@ func (s *Store) ListPermissions(ctx context.Context, sessionID, state string) ([
 // pending; ENotFound if the permission is absent; EConflict if it is no
 // longer pending (its stored state is in the error's details).
 func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error {
-	if p == nil || p.ID == "" || p.SessionID == "" {
-		return berth.Errorf(berth.EInvalid, "permission needs an id and a session id")
-	}
-	if p.State == "" || p.State == berth.PermissionPending {
-		return berth.Errorf(berth.EInvalid, "a decision must move permission %s out of pending", p.ID)
+	if err := codec.CheckDecision(p); err != nil {
+		return err
 	}
 	decided, err := decidedAtArg(p)
 	if err != nil {
@@ -189,11 +170,8 @@ func (s *Store) DecidePermission(ctx context.Context, p *berth.Permission) error
 		// Nothing matched: the permission is gone or no longer pending.
 		var state string
 		err = tx.QueryRowContext(ctx, `SELECT state FROM permissions WHERE `+permissionOfSession, p.SessionID, p.ID).Scan(&state)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no permission %s", p.SessionID, p.ID)
-		}
-		if err != nil {
-			return internal(err, "decide permission")
+		if err := codec.OneRow(err, "decide permission", "session %s has no permission %s", p.SessionID, p.ID); err != nil {
+			return err
 		}
 		return &berth.Error{Code: berth.EConflict,
 			Message: "permission " + p.ID + " is " + state + ", not " + berth.PermissionPending,

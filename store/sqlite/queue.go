@@ -35,15 +35,12 @@ WHERE session_pk = ? AND state = ? ORDER BY ord`
 // queue_by_state alone.
 const countPendingSQL = `SELECT count(*) FROM queue_entries WHERE session_pk = ? AND state = ? AND kind = ?`
 
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface{ Scan(dest ...any) error }
-
 // scanQueueEntry reads the queueColumns of one row of sessionID, and
 // returns the entry and its arrival order.
-func scanQueueEntry(sc scanner, sessionID string) (*berth.QueueEntry, int64, error) {
+func scanQueueEntry(sc codec.Row, sessionID string) (*berth.QueueEntry, int64, error) {
 	e := &berth.QueueEntry{SessionID: sessionID}
 	var ord int64
-	var created sql.NullInt64
+	var created *int64
 	var content string
 	if err := sc.Scan(&ord, &e.ID, &e.Kind, &e.State, &e.Generation, &e.TurnID, &e.Text, &created, &content); err != nil {
 		return nil, 0, err
@@ -52,7 +49,7 @@ func scanQueueEntry(sc scanner, sessionID string) (*berth.QueueEntry, int64, err
 	if e.Content, err = codec.DecodeContent(content); err != nil {
 		return nil, 0, err
 	}
-	e.CreatedAt = fromNullNanos(created)
+	e.CreatedAt = codec.FromNullNanos(created)
 	return e, ord, nil
 }
 
@@ -66,13 +63,10 @@ func scanQueueEntry(sc scanner, sessionID string) (*berth.QueueEntry, int64, err
 // an entry with that id exists (in any session).
 func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPending int) (berth.EnqueueResult, error) {
 	var res berth.EnqueueResult
-	if e == nil || e.ID == "" || e.SessionID == "" {
-		return res, berth.Errorf(berth.EInvalid, "queue entry needs an id and a session id")
+	if err := codec.CheckQueueEntry(e); err != nil {
+		return res, err
 	}
-	if e.Kind != berth.EntryQueue && e.Kind != berth.EntrySteer {
-		return res, berth.Errorf(berth.EInvalid, "queue entry kind must be %s or %s, not %q", berth.EntryQueue, berth.EntrySteer, e.Kind)
-	}
-	created, err := nanosArg(e.CreatedAt, "queue entry created_at")
+	created, err := codec.NanosArg(e.CreatedAt, "queue entry created_at")
 	if err != nil {
 		return res, err
 	}
@@ -128,35 +122,26 @@ func (s *Store) EnqueuePrompt(ctx context.Context, e *berth.QueueEntry, maxPendi
 // with its 1-based Position among the pending entries of its kind.
 // ENotFound if the session is absent.
 func (s *Store) ListQueue(ctx context.Context, sessionID string) ([]*berth.QueueEntry, error) {
-	out := []*berth.QueueEntry{}
+	var out []*berth.QueueEntry
 	err := s.inReadTx(ctx, func(tx *sql.Tx) error {
 		pk, err := sessionPK(ctx, tx, sessionID)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, pendingQueueSQL, pk, berth.EntryPending)
-		if err != nil {
-			return internal(err, "list queue")
-		}
-		defer rows.Close()
-		// Positions count per kind, in the arrival order the rows come in.
-		seen := map[string]int{}
-		for rows.Next() {
-			e, _, err := scanQueueEntry(rows, sessionID)
-			if err != nil {
-				return internal(err, "list queue")
-			}
-			seen[e.Kind]++
-			e.Position = seen[e.Kind]
-			out = append(out, e)
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "list queue")
-		}
-		return nil
+		out, err = collect(ctx, tx, "list queue", pendingQueueSQL, []any{pk, berth.EntryPending}, func(row codec.Row) (*berth.QueueEntry, error) {
+			e, _, err := scanQueueEntry(row, sessionID)
+			return e, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Positions count per kind, in the arrival order the rows come in.
+	seen := map[string]int{}
+	for _, e := range out {
+		seen[e.Kind]++
+		e.Position = seen[e.Kind]
 	}
 	return out, nil
 }
@@ -171,11 +156,8 @@ func (s *Store) ClaimQueueEntry(ctx context.Context, sessionID, kind string, gen
 			sessionID, berth.EntryPending, kind, generation, berth.EntryPending)
 		var err error
 		e, _, err = scanQueueEntry(row, sessionID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no pending %s entry of generation %d", sessionID, kind, generation)
-		}
-		if err != nil {
-			return internal(err, "claim queue entry")
+		if err := codec.OneRow(err, "claim queue entry", "session %s has no pending %s entry of generation %d", sessionID, kind, generation); err != nil {
+			return err
 		}
 		return nil
 	})
@@ -195,11 +177,8 @@ func (s *Store) CancelQueueEntry(ctx context.Context, sessionID, entryID string)
 			RETURNING `+queueColumns, berth.EntryCanceled, sessionID, entryID, berth.EntryPending)
 		var err error
 		e, _, err = scanQueueEntry(row, sessionID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s has no pending entry %s", sessionID, entryID)
-		}
-		if err != nil {
-			return internal(err, "cancel queue entry")
+		if err := codec.OneRow(err, "cancel queue entry", "session %s has no pending entry %s", sessionID, entryID); err != nil {
+			return err
 		}
 		return nil
 	})
@@ -221,24 +200,14 @@ func (s *Store) CancelQueue(ctx context.Context, sessionID string, generation in
 	var gone []canceled
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// ?4 = 0 OR generation < ?4: one statement for "all" and "older than".
-		rows, err := tx.QueryContext(ctx, `UPDATE queue_entries SET state = ?1
+		var err error
+		gone, err = collect(ctx, tx, "cancel queue", `UPDATE queue_entries SET state = ?1
 			WHERE session_pk = (SELECT pk FROM sessions WHERE id = ?2) AND state = ?3 AND (?4 = 0 OR generation < ?4)
-			RETURNING `+queueColumns, berth.EntryCanceled, sessionID, berth.EntryPending, generation)
-		if err != nil {
-			return internal(err, "cancel queue")
-		}
-		defer rows.Close()
-		for rows.Next() {
-			e, ord, err := scanQueueEntry(rows, sessionID)
-			if err != nil {
-				return internal(err, "cancel queue")
-			}
-			gone = append(gone, canceled{e, ord})
-		}
-		if err := rows.Err(); err != nil {
-			return internal(err, "cancel queue")
-		}
-		return nil
+			RETURNING `+queueColumns, []any{berth.EntryCanceled, sessionID, berth.EntryPending, generation}, func(row codec.Row) (canceled, error) {
+			e, ord, err := scanQueueEntry(row, sessionID)
+			return canceled{e, ord}, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

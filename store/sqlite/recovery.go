@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -63,7 +62,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 	}
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
 		// Every session that exists has an entry, even with nothing to recover.
-		if err := eachRow(ctx, tx, `SELECT s.id FROM sessions s WHERE `+ofSessions, []any{string(ids)}, func(rows *sql.Rows) error {
+		if err := eachRow(ctx, tx, "list recovery", `SELECT s.id FROM sessions s WHERE `+ofSessions, []any{string(ids)}, func(rows *sql.Rows) error {
 			var id string
 			if err := rows.Scan(&id); err != nil {
 				return err
@@ -74,11 +73,11 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			return err
 		}
 		positions := map[[2]string]int{}
-		if err := eachRow(ctx, tx, recoveryQueueSQL, []any{string(ids), berth.EntryPending}, func(rows *sql.Rows) error {
+		if err := eachRow(ctx, tx, "list recovery", recoveryQueueSQL, []any{string(ids), berth.EntryPending}, func(rows *sql.Rows) error {
 			var id string
 			var ord int64
 			e := &berth.QueueEntry{}
-			var created sql.NullInt64
+			var created *int64
 			var content string
 			if err := rows.Scan(&id, &ord, &e.ID, &e.Kind, &e.State, &e.Generation, &e.TurnID, &e.Text, &created, &content); err != nil {
 				return err
@@ -87,7 +86,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			if e.Content, err = codec.DecodeContent(content); err != nil {
 				return err
 			}
-			e.SessionID, e.CreatedAt = id, fromNullNanos(created)
+			e.SessionID, e.CreatedAt = id, codec.FromNullNanos(created)
 			// Positions count per kind, in the arrival order the rows come in.
 			positions[[2]string{id, e.Kind}]++
 			e.Position = positions[[2]string{id, e.Kind}]
@@ -97,20 +96,20 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 		}); err != nil {
 			return err
 		}
-		if err := eachRow(ctx, tx, recoveryPermissionsSQL, []any{string(ids), berth.PermissionPending}, func(rows *sql.Rows) error {
+		if err := eachRow(ctx, tx, "list recovery", recoveryPermissionsSQL, []any{string(ids), berth.PermissionPending}, func(rows *sql.Rows) error {
 			var id string
 			p := &berth.Permission{}
 			var toolCall, options []byte
-			var created, decided sql.NullInt64
+			var created, decided *int64
 			if err := rows.Scan(&id, &p.ID, &p.TurnID, &p.State, &toolCall, &options, &p.OptionID, &p.DecidedBy, &created, &decided); err != nil {
 				return err
 			}
-			p.SessionID, p.ToolCall, p.CreatedAt = id, toolCall, fromNullNanos(created)
+			p.SessionID, p.ToolCall, p.CreatedAt = id, toolCall, codec.FromNullNanos(created)
 			if err := json.Unmarshal(options, &p.Options); err != nil {
 				return berth.WrapError(berth.EInternal, err, "decode stored permission options")
 			}
-			if decided.Valid {
-				at := codec.FromNanos(decided.Int64)
+			if decided != nil {
+				at := codec.FromNanos(*decided)
 				p.DecidedAt = &at
 			}
 			r := of(id)
@@ -119,7 +118,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 		}); err != nil {
 			return err
 		}
-		return eachRow(ctx, tx, recoveryOpenTurnsSQL, []any{string(ids), berth.EventTurnStarted, berth.EventTurnEnded}, func(rows *sql.Rows) error {
+		return eachRow(ctx, tx, "list recovery", recoveryOpenTurnsSQL, []any{string(ids), berth.EventTurnStarted, berth.EventTurnEnded}, func(rows *sql.Rows) error {
 			e := &berth.Event{}
 			var t sql.NullInt64
 			var data []byte
@@ -140,25 +139,4 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 		return nil, err
 	}
 	return out, nil
-}
-
-// eachRow runs a query in tx and calls each for every row.
-func eachRow(ctx context.Context, tx *sql.Tx, q string, args []any, each func(*sql.Rows) error) error {
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return internal(err, "list recovery")
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			if _, ok := errors.AsType[*berth.Error](err); ok {
-				return err
-			}
-			return internal(err, "list recovery")
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return internal(err, "list recovery")
-	}
-	return nil
 }

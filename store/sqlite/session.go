@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"sort"
 	"strings"
 
@@ -11,20 +10,11 @@ import (
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
-// Session list bounds.
-const (
-	defaultSessionLimit = 50
-	maxSessionLimit     = 1000
-)
-
 const getSessionSQL = `SELECT doc, last_seq, agent_offset FROM sessions WHERE id = ?`
 
 // CreateSession inserts s with its labels. EInvalid without an id,
 // EConflict if the id exists.
 func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
-	if sess == nil || sess.ID == "" {
-		return berth.Errorf(berth.EInvalid, "session id must not be empty")
-	}
 	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
@@ -58,11 +48,8 @@ func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, erro
 	var doc []byte
 	var lastSeq, agentOffset int64
 	err := s.getSession.QueryRowContext(ctx, id).Scan(&doc, &lastSeq, &agentOffset)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
-	}
-	if err != nil {
-		return nil, internal(err, "get session")
+	if err := codec.OneRow(err, "get session", "session %s not found", id); err != nil {
+		return nil, err
 	}
 	return codec.DecodeSession(doc, lastSeq, agentOffset)
 }
@@ -71,14 +58,9 @@ func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, erro
 // id, descending), that match every given filter. Limit 0 means 50 and is
 // capped at 1000. EInvalid for a malformed cursor or a negative limit.
 func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
-	limit := f.Limit
-	switch {
-	case limit < 0:
-		return nil, berth.Errorf(berth.EInvalid, "limit must not be negative")
-	case limit == 0:
-		limit = defaultSessionLimit
-	case limit > maxSessionLimit:
-		limit = maxSessionLimit
+	limit, err := codec.SessionLimit(f.Limit)
+	if err != nil {
+		return nil, err
 	}
 	var q strings.Builder
 	var args []any
@@ -161,9 +143,6 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 // which only AppendEvents moves. When from is not empty the stored state
 // must equal it (EConflict otherwise). ENotFound if the session is absent.
 func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from berth.State) error {
-	if sess == nil || sess.ID == "" {
-		return berth.Errorf(berth.EInvalid, "session id must not be empty")
-	}
 	doc, err := codec.EncodeSession(sess)
 	if err != nil {
 		return err
@@ -196,15 +175,10 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 func missOrConflict(ctx context.Context, tx *sql.Tx, id string, from berth.State) error {
 	var state string
 	err := tx.QueryRowContext(ctx, `SELECT state FROM sessions WHERE id = ?`, id).Scan(&state)
-	if errors.Is(err, sql.ErrNoRows) {
-		return berth.Errorf(berth.ENotFound, "session %s not found", id)
+	if err := codec.OneRow(err, "update session", "session %s not found", id); err != nil {
+		return err
 	}
-	if err != nil {
-		return internal(err, "update session")
-	}
-	return &berth.Error{Code: berth.EConflict,
-		Message: "session " + id + " is " + state + ", not " + string(from),
-		Details: map[string]any{"state": state, "expected": string(from)}}
+	return codec.StateConflict(id, berth.State(state), from)
 }
 
 // DeleteSession removes a session, its labels, its whole log, its queue
@@ -213,11 +187,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var pk int64
 		err := tx.QueryRowContext(ctx, `DELETE FROM sessions WHERE id = ? RETURNING pk`, id).Scan(&pk)
-		if errors.Is(err, sql.ErrNoRows) {
-			return berth.Errorf(berth.ENotFound, "session %s not found", id)
-		}
-		if err != nil {
-			return internal(err, "delete session")
+		if err := codec.OneRow(err, "delete session", "session %s not found", id); err != nil {
+			return err
 		}
 		// Labels go by ON DELETE CASCADE; events have no foreign key (see
 		// the schema) and go here, by a primary-key range.
@@ -242,11 +213,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 func sessionPK(ctx context.Context, tx *sql.Tx, id string) (int64, error) {
 	var pk int64
 	err := tx.QueryRowContext(ctx, `SELECT pk FROM sessions WHERE id = ?`, id).Scan(&pk)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, berth.Errorf(berth.ENotFound, "session %s not found", id)
-	}
-	if err != nil {
-		return 0, internal(err, "find session")
+	if err := codec.OneRow(err, "find session", "session %s not found", id); err != nil {
+		return 0, err
 	}
 	return pk, nil
 }

@@ -24,7 +24,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -283,28 +282,6 @@ func (s *Store) closeDBs() error {
 		return berth.WrapError(berth.EInternal, err, "close the store")
 	}
 	return nil
-}
-
-// nanosArg is the stored form of an optional time: unix nanoseconds, or nil
-// (NULL) for the zero time. EInvalid for a time int64 nanoseconds cannot
-// hold; what names the time in the message.
-func nanosArg(t time.Time, what string) (any, error) {
-	if t.IsZero() {
-		return nil, nil
-	}
-	n, ok := codec.ToNanos(t)
-	if !ok {
-		return nil, berth.Errorf(berth.EInvalid, "%s out of range", what)
-	}
-	return n, nil
-}
-
-// fromNullNanos is the inverse of nanosArg.
-func fromNullNanos(n sql.NullInt64) time.Time {
-	if !n.Valid {
-		return time.Time{}
-	}
-	return codec.FromNanos(n.Int64)
 }
 
 // privateFiles makes the database file 0600 before SQLite opens it: created

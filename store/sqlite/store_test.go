@@ -10,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -217,52 +216,15 @@ func TestQueryPlans(t *testing.T) {
 	}
 }
 
-// TestDeleteRemovesRows checks what the API cannot see: a deleted
-// session's events and labels are gone from the file, not just unreachable.
+// TestDeleteRemovesRows: a deleted session's rows are gone.
 func TestDeleteRemovesRows(t *testing.T) {
 	s := openAt(t, t.TempDir())
 	defer s.Close()
-	ctx := context.Background()
-	for _, id := range []string{"gone", "kept"} {
-		sess := &berth.Session{ID: id, State: berth.StateActive, Labels: map[string]string{"k": "v"}}
-		if err := s.CreateSession(ctx, sess); err != nil {
-			t.Fatal(err)
-		}
-		evs := []berth.Event{{SessionID: id, Seq: 1, Type: "x"}, {SessionID: id, Seq: 2, Type: "y"}}
-		if err := s.AppendEvents(ctx, evs); err != nil {
-			t.Fatal(err)
-		}
-		for _, kind := range []string{berth.EntryQueue, berth.EntrySteer} {
-			if _, err := s.EnqueuePrompt(ctx, &berth.QueueEntry{ID: id + "-" + kind, SessionID: id, Kind: kind}, 10); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := s.CreatePermission(ctx, &berth.Permission{ID: id + "-p", SessionID: id}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.AcquireLease(ctx, id, "n", time.Now(), time.Minute); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.DeleteSession(ctx, "gone"); err != nil {
-		t.Fatal(err)
-	}
-	for q, want := range map[string]int{
-		`SELECT count(*) FROM events`:         2,
-		`SELECT count(*) FROM session_labels`: 1,
-		`SELECT count(*) FROM sessions`:       1,
-		`SELECT count(*) FROM queue_entries`:  2,
-		`SELECT count(*) FROM permissions`:    1,
-		`SELECT count(*) FROM leases`:         1,
-	} {
+	storetest.CheckDeleteRemovesRows(t, s, func(q string) (int, error) {
 		var n int
-		if err := s.r.QueryRow(q).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		if n != want {
-			t.Errorf("%s = %d, want %d", q, n, want)
-		}
-	}
+		err := s.r.QueryRow(q).Scan(&n)
+		return n, err
+	})
 }
 
 // The store holds every prompt and answer: its files are the daemon user's

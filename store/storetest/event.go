@@ -51,16 +51,7 @@ func testListEventsEdges(t *testing.T, open Opener) {
 		}
 	}
 	// Paging by the last seq of each page walks the whole log once.
-	var walked []berth.Event
-	for after := int64(0); ; {
-		p := page(berth.EventFilter{After: after, Limit: 7})
-		if len(p) == 0 {
-			break
-		}
-		walked = append(walked, p...)
-		after = p[len(p)-1].Seq
-	}
-	sameEvents(t, walked, all)
+	sameEvents(t, walk(t, s, "s1", berth.EventFilter{Limit: 7}), all)
 
 	_, err := s.ListEvents(ctx(t), "s1", berth.EventFilter{After: -1})
 	wantCode(t, err, berth.EInvalid)
@@ -391,14 +382,5 @@ func testListEventsMaxBytes(t *testing.T, open Opener) {
 	sameEvents(t, page(berth.EventFilter{After: 5, Limit: 10, MaxBytes: 303, TurnID: "t1"}), all[5:8])
 	sameEvents(t, page(berth.EventFilter{After: 5, Limit: 10, MaxBytes: 303, Type: berth.EventAgentMessage}), all[5:8])
 	sameEvents(t, page(berth.EventFilter{Limit: 4, MaxBytes: 1 << 20}), all[:4])
-	var walked []berth.Event
-	for after := int64(0); ; {
-		p := page(berth.EventFilter{After: after, Limit: 100, MaxBytes: 300})
-		if len(p) == 0 {
-			break
-		}
-		walked = append(walked, p...)
-		after = p[len(p)-1].Seq
-	}
-	sameEvents(t, walked, all)
+	sameEvents(t, walk(t, s, "s1", berth.EventFilter{Limit: 100, MaxBytes: 300}), all)
 }

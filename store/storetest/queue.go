@@ -202,14 +202,7 @@ func testQueueClaimOnce(t *testing.T, open Opener) {
 		}()
 	}
 	wg.Wait()
-	if len(claimed) != n {
-		t.Fatalf("claimed %d distinct entries, want %d", len(claimed), n)
-	}
-	for id, c := range claimed {
-		if c != 1 {
-			t.Fatalf("entry %s claimed %d times", id, c)
-		}
-	}
+	onceEach(t, "entry claimed", claimed, n)
 }
 
 // permission builds a pending permission of a session.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,6 +60,74 @@ func testHiddenFields(t *testing.T, open Opener) {
 		t.Fatal(err)
 	}
 	sameSession(t, get(t, s, "s1"), want)
+}
+
+// testMCPServers checks that a session's MCP servers come back whole,
+// secrets included (the API redacts them, the store must not), through
+// create, get, list and update.
+func testMCPServers(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	want := newSession("s1", base)
+	want.MCPServers = berth.MCPServers{
+		{Name: "files", Type: berth.MCPStdio, Command: "/usr/bin/mcp-files", Args: []string{"--root", "/w"},
+			Env: map[string]string{"API_KEY": "sk-stdio-secret"}},
+		{Name: "docs", Type: berth.MCPHTTP, URL: "https://mcp.example/docs",
+			Headers: map[string]string{"Authorization": "Bearer sk-http-secret"}},
+	}
+	create(t, s, want)
+	roundTrips(t, s, "s1", func(what string, got *berth.Session) {
+		if !slices.EqualFunc(got.MCPServers, want.MCPServers, berth.MCPServer.Equal) {
+			t.Fatalf("%s: MCP servers %+v, want %+v", what, []berth.MCPServer(got.MCPServers), []berth.MCPServer(want.MCPServers))
+		}
+	})
+}
+
+// testWorktreeMounts checks that a session's worktree (its hidden
+// directories and ownership included: the sandbox binds them and delete
+// removes the worktree by them) and its mounts come back whole through
+// create, get, list and update.
+func testWorktreeMounts(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	want := newSession("s1", base)
+	want.Worktree = &berth.Worktree{Repo: "/src/app", Branch: "agent/one", Base: "main",
+		GitDir: "/src/app/.git/worktrees/s1", CommonDir: "/src/app/.git", Owned: true}
+	want.Mounts = []string{"gomod", "models"}
+	create(t, s, want)
+	roundTrips(t, s, "s1", func(what string, got *berth.Session) {
+		if got.Worktree == nil || *got.Worktree != *want.Worktree {
+			t.Fatalf("%s: worktree %+v, want %+v", what, got.Worktree, want.Worktree)
+		}
+		if !slices.Equal(got.Mounts, want.Mounts) {
+			t.Fatalf("%s: mounts %v, want %v", what, got.Mounts, want.Mounts)
+		}
+	})
+
+	// A child in its parent's worktree does not own it.
+	child := newSession("s2", base)
+	child.Worktree = &berth.Worktree{Repo: "/src/app", Branch: "agent/one", GitDir: "/g", CommonDir: "/c"}
+	create(t, s, child)
+	if got := get(t, s, "s2").Worktree; got == nil || got.Owned || got.GitDir != "/g" {
+		t.Fatalf("child worktree %+v", got)
+	}
+}
+
+// roundTrips calls same with session id as get reads it, as the list of
+// the store's one session holds it and as get reads it after an update of
+// another field (its name).
+func roundTrips(t *testing.T, s berth.Store, id string, same func(what string, got *berth.Session)) {
+	t.Helper()
+	same("get", get(t, s, id))
+	page, err := s.ListSessions(ctx(t), berth.SessionFilter{})
+	if err != nil || len(page.Sessions) != 1 {
+		t.Fatalf("list = %v, %v", page, err)
+	}
+	same("list", page.Sessions[0])
+	next := get(t, s, id)
+	next.Name = "renamed"
+	if err := s.UpdateSession(ctx(t), next, ""); err != nil {
+		t.Fatal(err)
+	}
+	same("after update", get(t, s, id))
 }
 
 func testListOrder(t *testing.T, open Opener) {
@@ -124,13 +193,7 @@ type sessionCase struct {
 func listFiltered(t *testing.T, s berth.Store, cases []sessionCase) {
 	t.Helper()
 	for _, c := range cases {
-		page, err := s.ListSessions(ctx(t), c.f)
-		if err != nil {
-			t.Fatalf("%+v: %v", c.f, err)
-		}
-		if got := ids(page); got != c.want {
-			t.Errorf("filter %+v: got %q, want %q", c.f, got, c.want)
-		}
+		wantIDs(t, s, c.f, c.want)
 	}
 }
 
@@ -474,6 +537,19 @@ func testDeleteCascades(t *testing.T, open Opener) {
 		t.Fatalf("recreated session has last seq %d", n)
 	}
 	appendOK(t, s, events("gone", 1, 1))
+}
+
+// wantIDs fails the test unless the sessions f selects (one page) have
+// the ids want lists, space separated.
+func wantIDs(t *testing.T, s berth.Store, f berth.SessionFilter, want string) {
+	t.Helper()
+	page, err := s.ListSessions(ctx(t), f)
+	if err != nil {
+		t.Fatalf("%+v: %v", f, err)
+	}
+	if got := ids(page); got != want {
+		t.Errorf("filter %+v: got %q, want %q", f, got, want)
+	}
 }
 
 // ids lists the session ids of a page, space separated.

@@ -16,11 +16,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // Opener opens the store kept under dir. Given a new empty directory it
@@ -113,27 +113,9 @@ func fresh(t *testing.T, open Opener) berth.Store {
 	return s
 }
 
-// ctxs holds the context of each running test, see ctx.
-var ctxs sync.Map // *testing.T → context.Context
-
 // ctx is the context of a test's store calls: bounded, so a deadlocked
-// backend fails the test instead of hanging it, and made once per test
-// however often it is asked for.
-func ctx(t *testing.T) context.Context {
-	if c, ok := ctxs.Load(t); ok {
-		return c.(context.Context)
-	}
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	if prev, loaded := ctxs.LoadOrStore(t, c); loaded {
-		cancel()
-		return prev.(context.Context)
-	}
-	t.Cleanup(func() {
-		ctxs.Delete(t)
-		cancel()
-	})
-	return c
-}
+// backend fails the test instead of hanging it (testenv.Context).
+func ctx(t *testing.T) context.Context { return testenv.Context(t) }
 
 // base is the creation time of the first test session; nanoseconds are
 // set so that a backend that truncates times fails.
@@ -225,18 +207,43 @@ func get(t *testing.T, s berth.Store, id string) *berth.Session {
 // list reads all events of a session after a position, page by page.
 func list(t *testing.T, s berth.Store, id string, after int64) []berth.Event {
 	t.Helper()
+	return walk(t, s, id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit})
+}
+
+// walk reads the events of a session that f selects from f.After on,
+// each page after the last seq of the one before, until one is empty.
+func walk(t *testing.T, s berth.Store, id string, f berth.EventFilter) []berth.Event {
+	t.Helper()
 	var all []berth.Event
 	for {
-		page, err := s.ListEvents(ctx(t), id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit})
-		if err != nil {
-			t.Fatalf("list events of %s after %d: %v", id, after, err)
-		}
+		page := listPage(t, s, id, f)
 		if len(page) == 0 {
 			return all
 		}
 		all = append(all, page...)
-		after = page[len(page)-1].Seq
+		f.After = page[len(page)-1].Seq
 	}
+}
+
+// listPage reads one page of a session's events or fails the test.
+func listPage(t *testing.T, s berth.Store, id string, f berth.EventFilter) []berth.Event {
+	t.Helper()
+	evs, err := s.ListEvents(ctx(t), id, f)
+	if err != nil {
+		t.Fatalf("list events of %s, %+v: %v", id, f, err)
+	}
+	return evs
+}
+
+// pick returns the events of all that keep keeps.
+func pick(all []berth.Event, keep func(berth.Event) bool) []berth.Event {
+	var out []berth.Event
+	for _, e := range all {
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // agentOffset reads a session's agent offset (through GetSession) or fails
@@ -297,6 +304,20 @@ func sameEvents(t *testing.T, got, want []berth.Event) {
 		if g.Seq != w.Seq || g.SessionID != w.SessionID || g.TurnID != w.TurnID || g.Type != w.Type ||
 			!g.Time.Equal(w.Time) || string(g.Data) != string(w.Data) {
 			t.Fatalf("event %d differs:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+}
+
+// onceEach fails the test unless counts, of what concurrent callers got,
+// holds n ids, each got once.
+func onceEach(t *testing.T, what string, counts map[string]int, n int) {
+	t.Helper()
+	if len(counts) != n {
+		t.Fatalf("%d distinct of %d: %s", len(counts), n, what)
+	}
+	for id, c := range counts {
+		if c != 1 {
+			t.Fatalf("%s %s %d times, want once", what, id, c)
 		}
 	}
 }

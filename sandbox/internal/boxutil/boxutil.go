@@ -1,11 +1,14 @@
 // Package boxutil holds what the sandbox providers share: checking the
-// directories a session gives them and reading an environment list.
+// directories a session gives them, and making and reading an environment
+// list.
 package boxutil
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/berth-sh/berth"
@@ -26,6 +29,29 @@ func CheckDir(provider, role, dir string) error {
 		return berth.Errorf(berth.EInvalid, "%s: the %s is not a directory", provider, role)
 	}
 	return nil
+}
+
+// Environ sets a process's own entries, extra ("K=V" each), in env, the
+// sandbox's environment, and returns env as sorted "K=V" entries, never
+// nil: a nil exec.Cmd.Env would hand the daemon's environment over.
+// EInvalid, the message starting with provider, for an entry that is not
+// K=V, a name holding "=" or NUL, or a value holding NUL.
+func Environ(provider string, env map[string]string, extra []string) ([]string, error) {
+	for _, kv := range extra {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, berth.Errorf(berth.EInvalid, "%s: environment entry %q is not K=V", provider, k)
+		}
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		if strings.ContainsAny(k, "=\x00") || strings.Contains(env[k], "\x00") {
+			return nil, berth.Errorf(berth.EInvalid, "%s: environment variable %q is malformed", provider, k)
+		}
+		out = append(out, k+"="+env[k])
+	}
+	return out, nil
 }
 
 // EnvValue returns the value of key in a "K=V" list ("" when absent).

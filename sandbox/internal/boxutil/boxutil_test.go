@@ -36,3 +36,21 @@ func TestEnvValue(t *testing.T) {
 		t.Fatal("EnvValue")
 	}
 }
+
+// Environ puts the process's entries over the sandbox's, sorted, and
+// refuses what exec could not pass on.
+func TestEnviron(t *testing.T) {
+	env, err := Environ("host", map[string]string{"B": "sandbox", "A": "1"}, []string{"B=process", "C=x=y", "D="})
+	if err != nil || strings.Join(env, " ") != "A=1 B=process C=x=y D=" {
+		t.Fatalf("Environ = %q, %v", env, err)
+	}
+	if env, err := Environ("host", map[string]string{}, nil); err != nil || env == nil {
+		t.Fatalf("an empty environment: %#v, %v; want an empty list", env, err)
+	}
+	for _, extra := range []string{"NOEQUALS", "=v", "A=b\x00c", "A\x00B=c"} {
+		_, err := Environ("bwrap", map[string]string{}, []string{extra})
+		if !berth.IsCode(err, berth.EInvalid) || !strings.HasPrefix(berth.ErrorMessage(err), "bwrap: ") {
+			t.Errorf("%q: %v, want invalid_argument from bwrap", extra, err)
+		}
+	}
+}

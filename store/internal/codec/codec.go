@@ -1,8 +1,11 @@
-// Package codec is the stored form of berth's records that the SQL store
-// backends share: times as unix nanoseconds, the session document, list
+// Package codec is what berth's store backends share: the stored form of
+// the records (times as unix nanoseconds, the session document, list
 // cursors, event column values, per-turn seq ranges, how an event page is
-// answered, and the embedded numbered migrations. It holds no SQL: each
-// backend keeps its own statements and schema.
+// answered, the embedded numbered migrations), the checks every backend
+// makes of what it is given, the sorting of a one-row read's error, and
+// the column lists and scanners of the rows the two SQL backends read
+// alike. It holds no statement: each backend keeps its own statements and
+// schema.
 package codec
 
 import (
@@ -46,8 +49,12 @@ type worktreeDoc struct {
 	Owned     bool   `json:"owned,omitempty"`
 }
 
-// EncodeSession marshals s with its hidden fields. EInvalid if it cannot.
+// EncodeSession marshals s with its hidden fields. EInvalid for a session
+// without an id, or one that cannot be encoded.
 func EncodeSession(s *berth.Session) (string, error) {
+	if s == nil || s.ID == "" {
+		return "", berth.Errorf(berth.EInvalid, "session id must not be empty")
+	}
 	d := sessionDoc{Session: s, Env: s.Env, AgentPID: s.AgentPID, NeedsAuth: s.NeedsAuth,
 		ShimSocket: s.ShimSocket, ShimPID: s.ShimPID, SpawnKey: s.SpawnKey, SpawnHash: s.SpawnHash, MCPServers: s.MCPServers,
 		NoBerthTools: !s.BerthTools, ToolsHash: s.ToolsHash}
@@ -86,6 +93,33 @@ func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, erro
 	return s, nil
 }
 
+// Session list bounds: the page size of a limit of 0, and the largest.
+const (
+	DefaultSessionLimit = 50
+	MaxSessionLimit     = 1000
+)
+
+// SessionLimit is the page size of a session list asked for limit:
+// DefaultSessionLimit for 0, at most MaxSessionLimit. EInvalid for a
+// negative limit.
+func SessionLimit(limit int) (int, error) {
+	switch {
+	case limit < 0:
+		return 0, berth.Errorf(berth.EInvalid, "limit must not be negative")
+	case limit == 0:
+		return DefaultSessionLimit, nil
+	}
+	return min(limit, MaxSessionLimit), nil
+}
+
+// StateConflict is the EConflict of an update of session id guarded by
+// state from, when the stored state is state.
+func StateConflict(id string, state, from berth.State) error {
+	return &berth.Error{Code: berth.EConflict,
+		Message: "session " + id + " is " + string(state) + ", not " + string(from),
+		Details: map[string]any{"state": string(state), "expected": string(from)}}
+}
+
 // RootOf is the root_id column of s: its RootID, or its own id for a root
 // that does not say.
 func RootOf(s *berth.Session) string {
@@ -112,6 +146,19 @@ func DecodeCursor(c string) (int64, string, error) {
 		return 0, "", berth.Errorf(berth.EInvalid, "malformed cursor")
 	}
 	return n, id, nil
+}
+
+// CheckQueueEntry is what every store refuses of a prompt it is given to
+// queue: EInvalid for an entry without an id or a session, or of a kind
+// other than queue and steer.
+func CheckQueueEntry(e *berth.QueueEntry) error {
+	if e == nil || e.ID == "" || e.SessionID == "" {
+		return berth.Errorf(berth.EInvalid, "queue entry needs an id and a session id")
+	}
+	if e.Kind != berth.EntryQueue && e.Kind != berth.EntrySteer {
+		return berth.Errorf(berth.EInvalid, "queue entry kind must be %s or %s, not %q", berth.EntryQueue, berth.EntrySteer, e.Kind)
+	}
+	return nil
 }
 
 // EncodeContent is the stored form of a queue entry's content blocks: ""

@@ -31,6 +31,36 @@ func CheckResolution(e *berth.Elicitation) error {
 	return nil
 }
 
+// NewElicitation checks an elicitation to create (CheckElicitation) and
+// returns the copy to store, whose empty State is pending, and its
+// document.
+func NewElicitation(e *berth.Elicitation) (*berth.Elicitation, string, error) {
+	if err := CheckElicitation(e); err != nil {
+		return nil, "", err
+	}
+	c := *e
+	if c.State == "" {
+		c.State = berth.ElicitationPending
+	}
+	doc, err := EncodeElicitation(&c)
+	if err != nil {
+		return nil, "", err
+	}
+	return &c, doc, nil
+}
+
+// Resolved is the document of the stored elicitation doc once e's
+// resolution is on it: its State, Action, Content, DecidedBy and
+// ResolvedAt.
+func Resolved(doc []byte, e *berth.Elicitation) (string, error) {
+	stored, err := DecodeElicitation(doc)
+	if err != nil {
+		return "", err
+	}
+	stored.State, stored.Action, stored.Content, stored.DecidedBy, stored.ResolvedAt = e.State, e.Action, e.Content, e.DecidedBy, e.ResolvedAt
+	return EncodeElicitation(stored)
+}
+
 // EncodeElicitation is the stored document of an elicitation. EInvalid
 // for content that cannot be encoded.
 func EncodeElicitation(e *berth.Elicitation) (string, error) {

@@ -145,3 +145,36 @@ func (p Page) Args(sessionID string) []any {
 	}
 	return append(args, p.Limit)
 }
+
+// Top is where a batch of events takes one session: its highest seq, and
+// its highest agent offset (Event.Source).
+type Top struct {
+	Session  string
+	Seq, Src int64
+}
+
+// Tops checks a batch of events for AppendEvents and returns the top of
+// each session in it, in order of first appearance, and the index in tops
+// of each session id. EInvalid, naming the event, for an event without a
+// session id, with a seq below 1 or with a time int64 nanoseconds cannot
+// hold.
+func Tops(events []berth.Event) (tops []Top, at map[string]int, err error) {
+	at = map[string]int{}
+	for i := range events {
+		e := &events[i]
+		if e.SessionID == "" || e.Seq < 1 {
+			return nil, nil, berth.Errorf(berth.EInvalid, "event %d: needs a session id and a seq >= 1", i)
+		}
+		if _, ok := ToNanos(e.Time); !ok && !e.Time.IsZero() {
+			return nil, nil, berth.Errorf(berth.EInvalid, "event %d: time out of range", i)
+		}
+		if j, ok := at[e.SessionID]; ok {
+			tops[j].Seq = max(tops[j].Seq, e.Seq)
+			tops[j].Src = max(tops[j].Src, e.Source)
+			continue
+		}
+		at[e.SessionID] = len(tops)
+		tops = append(tops, Top{Session: e.SessionID, Seq: e.Seq, Src: e.Source})
+	}
+	return tops, at, nil
+}

@@ -1,4 +1,4 @@
--- 0005: session trees (CONTRACT §4.4).
+-- 0005: session trees (docs/api.md, "Children").
 --
 -- root_id is the id of the session's tree's root (its own for a root), so
 -- that ?root= lists a whole tree from an index. spawn_key is the

@@ -1,4 +1,5 @@
--- 0024: the node registry of a cluster (CONTRACT §4.11, issue 18).
+-- 0024: the node registry of a cluster (docs/api.md, "Cluster nodes:
+-- ownership and failover").
 --
 -- One row per node id, kept when the node leaves or is lost, so that a
 -- node coming back registers in place. Times are BIGINT unix nanoseconds,

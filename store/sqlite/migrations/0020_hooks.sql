@@ -1,4 +1,4 @@
--- 0020: the hooks' durable outbox (CONTRACT §4.9).
+-- 0020: the hooks' durable outbox (docs/api.md, "Hooks").
 --
 -- Numbered apart from the session schema's own line of migrations so that
 -- it never collides with one added beside it.

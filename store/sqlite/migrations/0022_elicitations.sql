@@ -1,4 +1,4 @@
--- 0022: the agent's elicitations (CONTRACT §4.7), kept like permissions.
+-- 0022: the agent's elicitations (docs/api.md, "Elicitations"), kept like permissions.
 --
 -- doc is the whole berth.Elicitation as JSON (its schema and content are
 -- JSON already); id, turn and state are columns for the lookups. Like the

@@ -1,3 +1,3 @@
--- 0023: a queued prompt keeps its content blocks (CONTRACT §4.7) as JSON
+-- 0023: a queued prompt keeps its content blocks (docs/api.md, "Prompt content") as JSON
 -- text; '' for a text prompt.
 ALTER TABLE queue_entries ADD COLUMN content TEXT NOT NULL DEFAULT '';

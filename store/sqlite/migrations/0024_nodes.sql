@@ -1,5 +1,5 @@
--- 0024: the node registry (CONTRACT §4.11, issue 18). A SQLite store has
--- one node, but implements the registry as the PostgreSQL store does, so
+-- 0024: the node registry (docs/api.md, "Nodes"). A SQLite store has one
+-- node, but implements the registry as the PostgreSQL store does, so
 -- that both pass one conformance suite and `berth nodes` lists this one.
 --
 -- incarnation grows each time a node that was lost (or left) registers

@@ -1,0 +1,42 @@
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// WriteFile replaces a file whole, mode 0600, and leaves no temporary
+// file behind, whether it succeeds or fails.
+func TestWriteFile(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	for _, data := range []string{"first, longer", "second"} {
+		if err := WriteFile(name, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := os.ReadFile(name); err != nil || string(b) != data {
+			t.Fatalf("read back %q, %v; want %q", b, err, data)
+		}
+	}
+	if fi, err := os.Stat(name); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("mode: %v, %v", fi, err)
+	}
+	// A rename onto a directory fails: the temporary file goes too.
+	if err := os.Mkdir(filepath.Join(dir, "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(filepath.Join(dir, "d"), []byte("x")); err == nil {
+		t.Fatal("wrote over a directory")
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 2 {
+		t.Fatalf("the directory holds %v, %v; want f and d only", ents, err)
+	}
+	if err := SyncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncDir(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("synced a missing directory")
+	}
+}
