@@ -61,27 +61,24 @@ func TestChaosHTTP(t *testing.T) {
 // TestChaosBwrap runs the chaos over bwrap sandboxes with a pids limit, so
 // every sandbox has a pids cgroup that must be gone at the end.
 func TestChaosBwrap(t *testing.T) {
-	cgroups := ownPidsCgroup(t)
-	p := bwrap.New(bwrap.Options{})
-	if err := p.Probe(context.Background()); err != nil {
-		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
-	}
-	if !p.LimitsPids() {
-		testenv.Missing(t, "bwrap", "no pids cgroup this process may create children in")
-	}
-	e := newEnv(t, func(o *Options) {
-		o.Providers = append(o.Providers, p)
-		o.Sandbox.Default = berth.SandboxBwrap
-		o.Sandbox.Limits.Pids = 256
-	})
-	cfg := chaosDefault
-	cfg.sessions, cfg.opsPerWorker, cfg.cgroups = 10, 20, cgroups
-	runChaos(t, e, cfg)
+	cgroups, withBwrap := pidsBwrap(t)
+	runChaos(t, newEnv(t, withBwrap), chaosOver(cgroups))
 }
 
 // TestChaosShimBwrap runs the chaos with every agent in a shim of its own
 // (as berth serve runs them) over bwrap sandboxes with a pids limit.
 func TestChaosShimBwrap(t *testing.T) {
+	cgroups, withBwrap := pidsBwrap(t)
+	e := newEnv(t)
+	e.close()
+	e.open(withShims(e.home), withBwrap)
+	runChaos(t, e, chaosOver(cgroups))
+}
+
+// pidsBwrap is the test's own pids cgroup and the options of a manager
+// whose sessions run in bwrap under a pids limit (so each has a pids
+// cgroup of its own).
+func pidsBwrap(t *testing.T) (string, func(*Options)) {
 	cgroups := ownPidsCgroup(t)
 	p := bwrap.New(bwrap.Options{})
 	if err := p.Probe(context.Background()); err != nil {
@@ -90,16 +87,19 @@ func TestChaosShimBwrap(t *testing.T) {
 	if !p.LimitsPids() {
 		testenv.Missing(t, "bwrap", "no pids cgroup this process may create children in")
 	}
-	e := newEnv(t)
-	e.close()
-	e.open(withShims(e.home), func(o *Options) {
+	return cgroups, func(o *Options) {
 		o.Providers = append(o.Providers, p)
 		o.Sandbox.Default = berth.SandboxBwrap
 		o.Sandbox.Limits.Pids = 256
-	})
+	}
+}
+
+// chaosOver is the sandboxed chaos: fewer sessions, every pids cgroup under
+// cgroups checked gone at the end.
+func chaosOver(cgroups string) chaosConfig {
 	cfg := chaosDefault
 	cfg.sessions, cfg.opsPerWorker, cfg.cgroups = 10, 20, cgroups
-	runChaos(t, e, cfg)
+	return cfg
 }
 
 // chaosSeed is BERTH_CHAOS_SEED or a fresh one.

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -35,29 +36,13 @@ func (e *env) spawn(parent string, req berth.CreateRequest) *berth.Session {
 // errLimit returns the code and the details' "limit" or "field" of err.
 func errWhat(err error) (string, any) {
 	var be *berth.Error
-	if !asBerthError(err, &be) {
+	if !errors.As(err, &be) {
 		return "", nil
 	}
 	if v, ok := be.Details["limit"]; ok {
 		return be.Code, v
 	}
 	return be.Code, be.Details["field"]
-}
-
-// asBerthError is errors.As for *berth.Error.
-func asBerthError(err error, out **berth.Error) bool {
-	for err != nil {
-		if be, ok := err.(*berth.Error); ok {
-			*out = be
-			return true
-		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		err = u.Unwrap()
-	}
-	return false
 }
 
 // childEvents returns the data of a log's events of one type.

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -15,35 +14,15 @@ import (
 // pendingElicitation waits for the one pending elicitation of a session.
 func (e *env) pendingElicitation(id string) *berth.Elicitation {
 	e.t.Helper()
-	var el *berth.Elicitation
-	waitFor(e.t, "a pending elicitation", func() bool {
-		es, err := e.m.ListElicitations(context.Background(), id, berth.ElicitationPending)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if len(es) > 1 {
-			e.t.Fatalf("%d pending elicitations", len(es))
-		}
-		if len(es) == 1 {
-			el = es[0]
-		}
-		return el != nil
+	return pendingOne(e, "elicitation", func() ([]*berth.Elicitation, error) {
+		return e.m.ListElicitations(context.Background(), id, berth.ElicitationPending)
 	})
-	return el
 }
 
 // elicitationResolutions returns the data of a session's
 // elicitation_resolved events.
 func (e *env) elicitationResolutions(id string) []live.ElicResolvedData {
-	var out []live.ElicResolvedData
-	for _, ev := range ofType(e.events(id), berth.EventElicitationResolved) {
-		var d live.ElicResolvedData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			e.t.Fatal(err)
-		}
-		out = append(out, d)
-	}
-	return out
+	return eventData[live.ElicResolvedData](e, id, berth.EventElicitationResolved)
 }
 
 func TestElicitationWaitsForTheUsersAnswer(t *testing.T) {

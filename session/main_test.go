@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/berth-sh/berth/acp/demoagent"
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/internal/mcptest"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/sqlite"
@@ -197,6 +199,41 @@ func (e *env) events(id string) []berth.Event {
 	}
 }
 
+// pendingOne waits until list returns one pending item (more is fatal)
+// and returns it.
+func pendingOne[T any](e *env, what string, list func() ([]*T, error)) *T {
+	e.t.Helper()
+	var one *T
+	waitFor(e.t, "a pending "+what, func() bool {
+		items, err := list()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(items) > 1 {
+			e.t.Fatalf("%d pending %ss", len(items), what)
+		}
+		if len(items) == 1 {
+			one = items[0]
+		}
+		return one != nil
+	})
+	return one
+}
+
+// eventData decodes the data of a session's events of type typ.
+func eventData[T any](e *env, id, typ string) []T {
+	e.t.Helper()
+	var out []T
+	for _, ev := range ofType(e.events(id), typ) {
+		var d T
+		if err := json.Unmarshal(ev.Data, &d); err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
 // types lists the event types of evs.
 func types(evs []berth.Event) []string {
 	out := make([]string, len(evs))
@@ -227,16 +264,10 @@ func checkContiguous(t *testing.T, evs []berth.Event) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds, for 20 s at most.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 20*time.Second, what, cond)
 }
 
 // openingAFIFO reports whether a thread of this process is blocked in

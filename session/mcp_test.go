@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -140,7 +141,7 @@ func TestMCPTransportTheAgentDoesNotOfferIsRefused(t *testing.T) {
 		{Name: "events", Type: berth.MCPSSE, URL: "http://127.0.0.1:9/sse"},
 	}})
 	var be *berth.Error
-	if !berth.IsCode(err, berth.EInvalid) || !errorAs(err, &be) || !strings.Contains(be.Message, "does not offer MCP over sse") ||
+	if !berth.IsCode(err, berth.EInvalid) || !errors.As(err, &be) || !strings.Contains(be.Message, "does not offer MCP over sse") ||
 		be.Details["transport"] != "sse" || be.Details["field"] != "mcp_servers[1].type" {
 		t.Fatalf("create = %v, want invalid_argument naming sse", err)
 	}
@@ -175,7 +176,7 @@ func TestMCPTransportRefusedOnResume(t *testing.T) {
 	})
 	_, err := e.m.ResumeSession(ctx, s.ID)
 	var be *berth.Error
-	if !berth.IsCode(err, berth.EInvalid) || !errorAs(err, &be) || be.Details["transport"] != "http" || be.Details["field"] != "mcp_servers[1].type" {
+	if !berth.IsCode(err, berth.EInvalid) || !errors.As(err, &be) || be.Details["transport"] != "http" || be.Details["field"] != "mcp_servers[1].type" {
 		t.Fatalf("resume = %v, want invalid_argument naming http", err)
 	}
 	got, err := e.m.GetSession(ctx, s.ID)
@@ -186,22 +187,6 @@ func TestMCPTransportRefusedOnResume(t *testing.T) {
 		!strings.Contains(got.Failure.Message, "does not offer MCP over http") || len(got.MCPServers) != 2 {
 		t.Fatalf("after the refused resume: %+v %+v", got, got.Failure)
 	}
-}
-
-// errorAs unwraps err to a *berth.Error.
-func errorAs(err error, be **berth.Error) bool {
-	for err != nil {
-		if e, ok := err.(*berth.Error); ok {
-			*be = e
-			return true
-		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		err = u.Unwrap()
-	}
-	return false
 }
 
 // A malformed list is refused before anything is written.

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -15,34 +14,14 @@ import (
 // pendingPermission waits for the one pending permission of a session.
 func (e *env) pendingPermission(id string) *berth.Permission {
 	e.t.Helper()
-	var p *berth.Permission
-	waitFor(e.t, "a pending permission", func() bool {
-		ps, err := e.m.ListPermissions(context.Background(), id, berth.PermissionPending)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		if len(ps) > 1 {
-			e.t.Fatalf("%d pending permissions", len(ps))
-		}
-		if len(ps) == 1 {
-			p = ps[0]
-		}
-		return p != nil
+	return pendingOne(e, "permission", func() ([]*berth.Permission, error) {
+		return e.m.ListPermissions(context.Background(), id, berth.PermissionPending)
 	})
-	return p
 }
 
 // resolutions returns the data of a session's permission_resolved events.
 func (e *env) resolutions(id string) []live.ResolvedData {
-	var out []live.ResolvedData
-	for _, ev := range ofType(e.events(id), berth.EventPermissionResolved) {
-		var d live.ResolvedData
-		if err := json.Unmarshal(ev.Data, &d); err != nil {
-			e.t.Fatal(err)
-		}
-		out = append(out, d)
-	}
-	return out
+	return eventData[live.ResolvedData](e, id, berth.EventPermissionResolved)
 }
 
 func TestAskModeWaitsForTheUsersDecision(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/internal/ids"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/host"
 	"github.com/berth-sh/berth/store/memory"
 )
@@ -204,16 +205,10 @@ func TestHarnessRunsASession(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds, for 20 s at most.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 20*time.Second, what, cond)
 }
 
 // ofType returns the events of one type.
