@@ -30,7 +30,8 @@ func isAuthRequired(err error) bool {
 
 // awaitAuth leaves a session whose agent answered session/new (or load)
 // with auth_required in starting, badge needs_auth, with the agent's auth
-// methods: Authenticate finishes the start (CONTRACT §3, issue 16.3).
+// methods: Authenticate finishes the start (docs/api.md, Authentication). The
+// caller tells of a lease lost (tellLeaseLost): it may hold authMu.
 func (ls *Session) awaitAuth(ctx context.Context, cause error) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -56,6 +57,14 @@ func (ls *Session) awaitAuth(ctx context.Context, cause error) error {
 
 // Authenticate is Authenticate on the live session.
 func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Session, error) {
+	// A resumed session's start that waits for this may have to give the
+	// agent a new conversation with the transcript so far: read now, as
+	// the manager reads it (a callback) and authMu is not held yet.
+	transcript := ""
+	if ls.resumeFrom != "" && ls.waitsForAuth() {
+		transcript = ls.readTranscript(ctx)
+	}
+	defer ls.tellLeaseLost()
 	ls.authMu.Lock()
 	defer ls.authMu.Unlock()
 	ls.mu.Lock()
@@ -91,7 +100,7 @@ func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Se
 	// A start that waited for this finishes now (a session a restarted
 	// daemon reattached was active already: it has no start to finish).
 	if s.State == berth.StateStarting && s.NeedsAuth && ls.init != nil {
-		if err := ls.finishStart(context.WithoutCancel(ctx)); err != nil {
+		if err := ls.finishStart(context.WithoutCancel(ctx), transcript); err != nil {
 			return nil, err
 		}
 	}
@@ -101,21 +110,29 @@ func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Se
 	return ls.View(), nil
 }
 
+// waitsForAuth reports whether the session's start waits for authenticate.
+func (ls *Session) waitsForAuth() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.sess.State == berth.StateStarting && ls.sess.NeedsAuth
+}
+
 // finishStart opens the conversation of a session that waited for
 // authentication: active, or waiting again when the agent still says
 // auth_required, or stopped startup_failed on any other answer.
-func (ls *Session) finishStart(ctx context.Context) error {
+// transcript is what a new conversation of a resumed session carries.
+func (ls *Session) finishStart(ctx context.Context, transcript string) error {
 	hctx, cancel := context.WithTimeout(ctx, ls.h.Limits.HandshakeTimeout)
 	defer cancel()
 	ls.mu.Lock()
 	before := controlsOf(ls.sess.ACP)
 	ls.mu.Unlock()
-	acpID, resumedBy, setup, err := ls.openACPSession(hctx, ls.init, ls.handler)
+	o, err := ls.openACPSession(hctx, ls.init, ls.handler)
 	if isAuthRequired(err) {
 		return ls.awaitAuth(ctx, err)
 	}
 	if err != nil {
 		return ls.handshakeFailed(ctx, "session/new", err)
 	}
-	return ls.activate(ctx, acpID, resumedBy, setup, before)
+	return ls.activate(ctx, o, transcript, before)
 }

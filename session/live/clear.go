@@ -18,6 +18,7 @@ type ClearedData struct {
 
 // Clear is ClearSession on the live session.
 func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, error) {
+	defer ls.tellLeaseLost()
 	ls.authMu.Lock()
 	defer ls.authMu.Unlock()
 	wctx := context.WithoutCancel(ctx)

@@ -13,7 +13,7 @@ import (
 )
 
 // This file turns what an agent says about its controls (modes, models,
-// config options, commands, title: CONTRACT §4.7) into the Session's acp
+// config options, commands, title: docs/api.md, Agent controls) into the Session's acp
 // object. patch.go changes them.
 
 // Bounds on what an agent's controls may take in the Session (stored, and

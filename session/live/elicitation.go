@@ -12,7 +12,7 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// Elicitations as API objects (CONTRACT §4.7), built like permissions
+// Elicitations as API objects (docs/api.md, Elicitations), built like permissions
 // (permission.go): each elicitation/create is checked, stored, logged as
 // elicitation_requested and then waits, on the goroutine the ACP
 // connection serves it on, for the user's answer, a cancel of its turn or
@@ -230,39 +230,57 @@ func (ls *Session) cancelElicitationsLocked() {
 	}
 }
 
+// endedElicitations are the elicitations of a turn that ended: those
+// resolved cancelled, and those a previous daemon stored that the agent
+// never asked again.
+type endedElicitations struct {
+	es    []*berth.Elicitation
+	ws    []*elicWaiter
+	stale []berth.Elicitation
+}
+
 // endTurnElicitationsLocked resolves, cancelled, the elicitations of a
 // turn that is ending, and drops those a previous daemon stored that the
-// agent never asked again (logging them resolved); the returned func,
-// called once ls.mu is released, records them and answers the agent.
-func (ls *Session) endTurnElicitationsLocked(turnID string) func() {
-	var es []*berth.Elicitation
-	var ws []*elicWaiter
+// agent never asked again (logging them resolved); finishElicitations,
+// once ls.mu is released, records them and answers the agent.
+func (ls *Session) endTurnElicitationsLocked(turnID string) endedElicitations {
+	var out endedElicitations
 	for id, w := range ls.elics {
 		if w.e.TurnID != turnID {
 			continue
 		}
 		if e, w, err := ls.resolveElicitationLocked(id, berth.ElicitationCancel, nil, berth.DecidedByCancel); err == nil {
-			es, ws = append(es, e), append(ws, w)
+			out.es, out.ws = append(out.es, e), append(out.ws, w)
 		}
 	}
-	var stale []berth.Elicitation
 	kept := ls.adoptableElics[:0]
 	for _, e := range ls.adoptableElics {
 		if e.TurnID != turnID {
 			kept = append(kept, e)
 			continue
 		}
-		stale = append(stale, e)
+		out.stale = append(out.stale, e)
 		ls.Emit(turnID, berth.EventElicitationResolved, ElicResolvedData{ElicitationID: e.ID,
 			Action: berth.ElicitationCancel, DecidedBy: berth.DecidedByCancel})
 	}
 	ls.adoptableElics = kept
-	return func() {
-		for i, e := range es {
-			ls.completeElicitation(context.Background(), e, ws[i])
-		}
-		for i := range stale {
-			ls.h.CancelStoredElicitation(context.Background(), &stale[i])
+	return out
+}
+
+// finishElicitations records the elicitations of a turn that ended and
+// answers the agent. The caller holds recordMu (read): the records are
+// written before a detach can let go of the agent.
+func (ls *Session) finishElicitations(ended endedElicitations) {
+	ctx := context.Background()
+	for i, e := range ended.es {
+		ls.completeElicitation(ctx, e, ended.ws[i])
+	}
+	for i := range ended.stale {
+		e := &ended.stale[i]
+		now := time.Now().UTC()
+		e.State, e.Action, e.DecidedBy, e.ResolvedAt = berth.ElicitationCancelled, berth.ElicitationCancel, berth.DecidedByCancel, &now
+		if err := ls.h.Store.ResolveElicitation(ctx, e); err != nil && !berth.IsCode(err, berth.EConflict) {
+			ls.logger.Warn("cancel a stale elicitation", "err", err)
 		}
 	}
 }

@@ -51,7 +51,7 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 	if ctl != nil {
 		ls.mu.Lock()
 		ls.applyControlLocked(ctl)
-		ls.mu.Unlock()
+		ls.unlock()
 	}
 	if h.replaying.Load() {
 		return

@@ -23,6 +23,8 @@ type controlsLock struct{ mu sync.Mutex }
 // Patch is PatchSession on the live session: its own fields, then the
 // agent's mode, model and config, each as the agent takes it.
 func (ls *Session) Patch(ctx context.Context, p berth.SessionPatch) (*berth.Session, error) {
+	// Told once the controls lock is released, too.
+	defer ls.tellLeaseLost()
 	ls.controls.mu.Lock()
 	defer ls.controls.mu.Unlock()
 	ls.mu.Lock()
@@ -260,6 +262,7 @@ func (ls *Session) setConfig(ctx context.Context, id string, value json.RawMessa
 // reapplyControls sets the mode and config values the session had before
 // it stopped where the agent came back with others (a conversation it
 // could not reopen starts with its defaults). A failure is a warning.
+// The caller tells of a lease lost (tellLeaseLost): it may hold authMu.
 func (ls *Session) reapplyControls(ctx context.Context, prev berth.ACPInfo) {
 	ls.controls.mu.Lock()
 	defer ls.controls.mu.Unlock()

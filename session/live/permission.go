@@ -10,7 +10,7 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// Permission requests as API objects (CONTRACT §4.5). Each request is
+// Permission requests as API objects (docs/api.md, Permissions). Each request is
 // stored, logged as permission_requested, and then answered by the
 // session's policy, by a decision the user gave earlier for the same tool
 // kind (allow_always, reject_always), or, in ask mode, by whoever comes

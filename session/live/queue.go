@@ -8,7 +8,7 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// The input side of a session (CONTRACT §4.2). Every pending entry lives in
+// The input side of a session (docs/api.md, Prompts). Every pending entry lives in
 // the store first; the live session keeps only what it needs to decide quickly:
 // the pending count, the staged steer and the input generation (in
 // ls.sess.Queue). All of it is guarded by ls.mu, so a dispatch and an
@@ -94,7 +94,7 @@ func (ls *Session) AwaitHandshake(ctx context.Context) error {
 func (ls *Session) Prompt(ctx context.Context, mode string, in Input) (*berth.PromptResult, error) {
 	ctx = context.WithoutCancel(ctx)
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
+	defer ls.unlock()
 	if err := ls.acceptingLocked(); err != nil {
 		return nil, err
 	}

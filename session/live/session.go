@@ -28,30 +28,17 @@ const maxRecentResults = 64
 
 // Session is one live session: its agent process, ACP connection, current
 // turn and the goroutines that serve it. The monitor goroutine is the only
-// one that finalises the session (moves it to stopped).
+// one that finalises the session (moves it to stopped). It reaches whoever
+// owns the set of sessions only through its Host (host.go).
 //
-// Lock order: a session lock (sessionlock.go), then Manager.mu, then mu.
-// Manager.mu is never held while mu is taken; boxMu and the terminals'
-// lock are never held together with mu.
-//
-// Owners: m, id, logger, spec, workspace, resumeFrom and resumed are set
-// before the live session is live and never change. mu owns the fields from sess to
-// adoptable, but for the atomics (warnedStdout, detached). boxMu owns the
-// daemon's sandbox (sandbox, boxClosed). provider, boxCfg, boxRef,
-// shimSocket, shim and acpID are set on the one path to live (live.go)
-// before ready is closed (shim under mu: the supervisor may look); proc,
-// client, root, wsReal and terminals are set by wire, and whoever may run
-// before it (stop) waits for ready. The monitor alone waits for the
-// counters wg, turnWG and stderrWG.
-//
-// Three kinds of wait happen under mu, on purpose:
+// Its locks and what each guards are declared below, after the one line
+// that orders them. Three kinds of wait happen under mu, on purpose:
 //   - store calls: saveLocked writes the session while ls.sess moves with
 //     it, and the queue's claims, enqueues and cancels (queue.go,
 //     handler.go) write while the queue's counters in ls.sess move with
 //     them, so two callers never claim one entry nor see a count the store
 //     does not have. It is safe: the store never calls back into a
-//     live session, and a slow store stalls this session alone (Manager.mu is
-//     not held).
+//     live session, and a slow store stalls this session alone.
 //   - the commit of turn_started: logTurnStartedLocked waits for it under
 //     mu, so the agent is prompted only once the log has the turn. It is
 //     safe for the reason below.
@@ -75,9 +62,25 @@ type Session struct {
 	// tools; start logs it.
 	toolsWarning string
 
+	// Lock order: Session.authMu > controlsLock.mu > Session.recordMu > Session.mu > Session.boxMu > terminals.mu > capBuffer.mu
+	// A lock is taken holding none that comes after it, and no Host
+	// callback is called holding any (lockorder_test.go checks every path).
+
+	// authMu serialises authenticate and clear: each may open a
+	// conversation.
+	authMu sync.Mutex
+	// recordMu pairs a stored record with its event: a request holds it
+	// (read) from its store write to its event, and detach takes it
+	// (write) before setting detached, so the next daemon never adopts a
+	// record whose event this one dropped.
+	recordMu sync.RWMutex
 	// mu guards the fields below it, up to boxMu. Events that must stay
 	// ordered against turn boundaries are enqueued while it is held.
-	mu         sync.Mutex
+	mu sync.Mutex
+	// leaseLost is set when the store refused a write because another
+	// node holds the session's lease: the manager is told once no lock is
+	// held (unlock, tellLeaseLost), never under one.
+	leaseLost  atomic.Bool
 	sess       berth.Session
 	turn       *turn
 	results    map[string]*berth.TurnResult
@@ -122,11 +125,6 @@ type Session struct {
 	// out counts the agent's output of the turn in flight, or since the
 	// last turn, against limits.max_turn_output (output.go). Guarded by mu.
 	out outputWindow
-	// recordMu pairs a stored record with its event: a request holds it
-	// (read) from its store write to its event, and detach takes it
-	// (write) before setting detached, so the next daemon never adopts a
-	// record whose event this one dropped. Taken before mu, never under it.
-	recordMu sync.RWMutex
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
 	// controls serialises changes of the agent's mode, model and config
@@ -147,9 +145,9 @@ type Session struct {
 	adoptableElics []berth.Elicitation
 	// elicsArriving counts requests past the cap check not yet waiting.
 	elicsArriving int
-	// boxMu guards opening sandbox lazily: with a shim the agent's own
-	// sandbox is the shim's, and the daemon opens one for terminals and
-	// exec only when they are asked for.
+	// boxMu guards opening sandbox lazily (and the fields up to spec):
+	// with a shim the agent's own sandbox is the shim's, and the daemon
+	// opens one for terminals and exec only when they are asked for.
 	boxMu      sync.Mutex
 	boxClosed  bool
 	provider   berth.SandboxProvider
@@ -198,11 +196,9 @@ type Session struct {
 	// clearing is set while clear replaces the conversation: no input is
 	// taken or dispatched. Guarded by mu.
 	clearing bool
-	// authMu serializes authenticate and clear: each may open a conversation.
-	authMu sync.Mutex
-	root   *os.Root        // the workspace, for confined fs access
-	wsReal string          // the workspace with symlinks resolved
-	hidden map[fileID]bool // the hidden paths' identities, refused by the file service
+	root     *os.Root        // the workspace, for confined fs access
+	wsReal   string          // the workspace with symlinks resolved
+	hidden   map[fileID]bool // the hidden paths' identities, refused by the file service
 	// afterLstat, set by tests only, runs in openConfined between looking
 	// at a path component and opening it: where a swap would race.
 	afterLstat func(name string)
@@ -274,7 +270,7 @@ func (ls *Session) viewLocked() *berth.Session {
 // refuses moves the state machine does not allow.
 func (ls *Session) transition(ctx context.Context, to berth.State, mutate func(*berth.Session)) error {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
+	defer ls.unlock()
 	from := ls.sess.State
 	if !berth.CanTransition(from, to) {
 		return berth.Errorf(berth.EConflict, "session cannot go from %s to %s", from, to)
@@ -287,7 +283,8 @@ func (ls *Session) transition(ctx context.Context, to berth.State, mutate func(*
 	})
 }
 
-// save writes a change that keeps the state.
+// save writes a change that keeps the state. Patch calls it holding its
+// controls lock: the caller tells of a lease lost (tellLeaseLost).
 func (ls *Session) save(ctx context.Context, mutate func(*berth.Session)) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -296,7 +293,9 @@ func (ls *Session) save(ctx context.Context, mutate func(*berth.Session)) error 
 
 // saveLocked writes a change of the session, guarded by its stored state
 // being from, and then takes it. The store is called under mu (see
-// live session): what the session is and what is stored move as one.
+// Session): what the session is and what is stored move as one. A write
+// refused for a lease another node holds is told to the manager once no
+// lock is held (unlock, tellLeaseLost).
 func (ls *Session) saveLocked(ctx context.Context, from berth.State, mutate func(*berth.Session)) error {
 	next := ls.sess
 	mutate(&next)
@@ -305,13 +304,29 @@ func (ls *Session) saveLocked(ctx context.Context, from berth.State, mutate func
 	next.Badge = next.ComputeBadge(ls.turn != nil, ls.hung)
 	if err := ls.h.Store.UpdateSession(ctx, &next, from); err != nil {
 		if berth.IsCode(err, berth.ELeaseLost) {
-			ls.h.LeaseLost(ls.id)
+			ls.leaseLost.Store(true)
 		}
 		return err
 	}
 	ls.sess = next
 	ls.changedLocked()
 	return nil
+}
+
+// unlock releases mu, then tells the manager of a lease lost meanwhile.
+// Only a path that holds no other lock of the session releases mu this
+// way; one that does calls tellLeaseLost once it has released them all.
+func (ls *Session) unlock() {
+	ls.mu.Unlock()
+	ls.tellLeaseLost()
+}
+
+// tellLeaseLost tells the manager, once, of a lease lost while the caller
+// held its locks (Host.LeaseLost is a callback); it holds none now.
+func (ls *Session) tellLeaseLost() {
+	if ls.leaseLost.CompareAndSwap(true, false) {
+		ls.h.LeaseLost(ls.id)
+	}
 }
 
 // Emit enqueues one event; the log assigns its seq and persists it before

@@ -84,6 +84,7 @@ func (ls *Session) AbortLaunch(ctx context.Context, l *Launching) {
 // cancelled (CreateSession detaches it): every path ends in a recorded
 // state.
 func (ls *Session) Start(ctx context.Context, l *Launching) error {
+	defer ls.tellLeaseLost()
 	defer close(ls.handshook)
 	h := ls.h
 	if h.Launcher != nil {
@@ -128,7 +129,7 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	}
 	boundInit(&init, ls.logger)
 	// What the agent said of itself is kept whatever happens next: a
-	// session that fails to start still shows it (CONTRACT §3, issue 16.6).
+	// session that fails to start still shows it (docs/api.md, Sessions: states, badges, stop reasons).
 	ls.mu.Lock()
 	ls.sess.ACP.ProtocolVersion, ls.sess.ACP.AgentInfo = init.ProtocolVersion, init.AgentInfo
 	ls.sess.ACP.Capabilities, ls.sess.ACP.AuthMethods = init.AgentCapabilities, init.AuthMethods
@@ -148,22 +149,28 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	before := controlsOf(ls.sess.ACP)
 	ls.mu.Unlock()
 	ls.init, ls.handler = &init, handler
-	acpID, resumedBy, setup, err := ls.openACPSession(hctx, &init, handler)
+	o, err := ls.openACPSession(hctx, &init, handler)
 	if isAuthRequired(err) {
 		return ls.awaitAuth(ctx, err)
 	}
 	if err != nil {
 		return ls.handshakeFailed(ctx, "session/new", err)
 	}
-	return ls.activate(ctx, acpID, resumedBy, setup, before)
+	transcript := ""
+	if o.carry {
+		transcript = ls.readTranscript(ctx)
+	}
+	return ls.activate(ctx, o, transcript, before)
 }
 
-// activate makes a session whose agent opened its conversation (acpID)
-// active: the state and session_started are one step.
-// setup is the agent's answer to opening it and before the controls the
-// session had, set again after a resume.
-func (ls *Session) activate(ctx context.Context, acpID, resumedBy string, setup acp.SessionSetup, before berth.ACPInfo) error {
+// activate makes a session whose agent opened its conversation (o) active:
+// the state and session_started are one step. transcript is what the
+// first prompt of a conversation the agent could not reopen carries, and
+// before the controls the session had, set again after a resume. The
+// caller tells of a lease lost (tellLeaseLost): it may hold authMu.
+func (ls *Session) activate(ctx context.Context, o opened, transcript string, before berth.ACPInfo) error {
 	init := ls.init
+	acpID, resumedBy := o.id, o.how
 	info := berth.ACPInfo{SessionID: acpID, ProtocolVersion: init.ProtocolVersion,
 		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
 
@@ -178,8 +185,11 @@ func (ls *Session) activate(ctx context.Context, acpID, resumedBy string, setup 
 	}
 	ls.setACPSession(acpID)
 	// What the agent offers: what its updates said so far, then its answer.
+	if o.carry {
+		ls.carry = transcript
+	}
 	ctl := controlsOf(ls.sess.ACP)
-	applySetup(&ctl, setup)
+	applySetup(&ctl, o.setup)
 	info = withControls(info, ctl)
 	err := ls.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) {
 		if ls.awaitingAuth || s.ACP.SessionID == "" {
@@ -214,25 +224,35 @@ func (ls *Session) activate(ctx context.Context, acpID, resumedBy string, setup 
 	return nil
 }
 
+// opened is the agent's conversation as openACPSession opened it.
+type opened struct {
+	id string
+	// how is how it was reopened (load, resume, fork, transcript), "" for
+	// a new one; setup is the agent's answer.
+	how   string
+	setup acp.SessionSetup
+	// carry says the agent could not reopen it: the new one's first
+	// prompt carries the transcript so far.
+	carry bool
+}
+
 // openACPSession opens the agent's side of the session: a new one, or for
 // a resumed session its previous conversation, through session/load or
-// else session/resume when the agent offers them. It returns the ACP
-// session id and how the conversation was resumed ("" for a new one). A
-// conversation the agent cannot reopen becomes a new one whose first
-// prompt carries the transcript so far ("transcript"), with a
-// runtime_warning when reopening failed.
-func (ls *Session) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, acp.SessionSetup, error) {
+// else session/resume when the agent offers them. A conversation the
+// agent cannot reopen becomes a new one whose first prompt carries the
+// transcript so far (carry), with a runtime_warning when reopening failed.
+func (ls *Session) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (opened, error) {
 	prev := ls.resumeFrom
 	caps := init.Capabilities()
 	mcp := ls.mcpServers()
 	if prev == "" && ls.fork != nil {
 		// A fork's controls come from the agent's updates.
 		id, how, err := ls.openFork(ctx, caps, mcp)
-		return id, how, acp.SessionSetup{}, err
+		return opened{id: id, how: how}, err
 	}
 	if prev == "" {
 		ns, err := ls.client.NewSession(ctx, ls.workspace, mcp)
-		return ns.SessionID, "", ns.SessionSetup, err
+		return opened{id: ns.SessionID, setup: ns.SessionSetup}, err
 	}
 	var err error
 	var setup acp.SessionSetup
@@ -249,7 +269,7 @@ func (ls *Session) openACPSession(ctx context.Context, init *acp.InitializeRespo
 		setup, err = ls.client.ResumeSessionSetup(ctx, prev, ls.workspace, mcp)
 	}
 	if how != "" && err == nil {
-		return prev, how, setup, nil
+		return opened{id: prev, how: how, setup: setup}, nil
 	}
 	if err != nil {
 		ls.mu.Lock()
@@ -262,16 +282,20 @@ func (ls *Session) openACPSession(ctx context.Context, init *acp.InitializeRespo
 	}
 	ns, err := ls.client.NewSession(ctx, ls.workspace, mcp)
 	if err != nil {
-		return "", "", acp.SessionSetup{}, err
+		return opened{}, err
 	}
-	carry, terr := ls.h.TranscriptPreamble(ctx, ls.id)
-	if terr != nil {
-		ls.logger.Warn("transcript for the new conversation", "err", terr)
+	return opened{id: ns.SessionID, how: "transcript", setup: ns.SessionSetup, carry: true}, nil
+}
+
+// readTranscript is the transcript of the session so far, rendered for an
+// agent that could not reopen its conversation; "" when it cannot be read.
+// The manager reads it (a callback): no lock is held.
+func (ls *Session) readTranscript(ctx context.Context) string {
+	carry, err := ls.h.TranscriptPreamble(ctx, ls.id)
+	if err != nil {
+		ls.logger.Warn("transcript for the new conversation", "err", err)
 	}
-	ls.mu.Lock()
-	ls.carry = carry
-	ls.mu.Unlock()
-	return ns.SessionID, "transcript", ns.SessionSetup, nil
+	return carry
 }
 
 // handshakeFailed stops a session whose agent did not complete the

@@ -193,11 +193,11 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 	// Held from the events of the questions the turn ends to their
 	// records: a detach waits for the pairs.
 	ls.recordMu.RLock()
-	defer ls.recordMu.RUnlock()
 	ls.mu.Lock()
 	if ls.turn != t || ls.detached.Load() {
 		// A detached live session leaves the turn to the next daemon.
 		ls.mu.Unlock()
+		ls.recordMu.RUnlock()
 		return
 	}
 	if t.cancelRequested && end.StopReason != berth.TurnError {
@@ -211,7 +211,7 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 	// so does one a previous daemon stored that the agent never asked again.
 	orphans, waiters := ls.resolveTurnLocked(t.id)
 	stale := ls.dropAdoptableLocked(t.id)
-	finishElicitations := ls.endTurnElicitationsLocked(t.id)
+	elics := ls.endTurnElicitationsLocked(t.id)
 	if ls.hung && !ls.exited && ls.stopReason == "" {
 		// The agent answered: whatever the supervisor saw last, it is not stalled.
 		ls.Emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
@@ -249,7 +249,7 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 	for i, p := range orphans {
 		ls.complete(context.Background(), p, waiters[i])
 	}
-	finishElicitations()
+	ls.finishElicitations(elics)
 	for i := range stale {
 		p := &stale[i]
 		now := time.Now().UTC()
@@ -259,6 +259,9 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 		}
 	}
 	close(t.done)
+	ls.recordMu.RUnlock()
+	// The turn's save may have found the lease lost.
+	ls.tellLeaseLost()
 }
 
 // CancelTurn cancels the turn in flight and returns its id.
