@@ -61,7 +61,7 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 		data, _ = json.Marshal(ctl.data)
 	}
 	ls.mu.Lock()
-	keep := ls.admitOutputLocked(len(data))
+	keep := ls.out.admitLocked(len(data))
 	if keep && ls.turn != nil && u.Kind == acp.UpdateAgentMessageChunk {
 		ls.turn.addChunk(&u)
 	}
@@ -76,7 +76,7 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 			ls.logger.Debug("wait for room in the log", "err", err)
 		}
 		ls.mu.Lock()
-		ls.emitAgentLocked(ls.currentTurnIDLocked(), typ, piece)
+		ls.out.emitAgentLocked(ls.currentTurnIDLocked(), typ, piece)
 		ls.mu.Unlock()
 	}
 	ls.mu.Lock()
@@ -198,7 +198,7 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	ls := h.rt
 	if method == shim.ReportMethod {
 		ls.mu.Lock()
-		taken := ls.shimReportLocked(params)
+		taken := ls.out.shimReportLocked(params)
 		ls.mu.Unlock()
 		if taken {
 			return
@@ -207,7 +207,7 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	// Made outside the lock: the agent's params may be tens of MB.
 	raw, _ := json.Marshal(map[string]any{"method": method, "params": orNull(params)})
 	ls.mu.Lock()
-	keep := ls.admitOutputLocked(len(raw))
+	keep := ls.out.admitLocked(len(raw))
 	ls.mu.Unlock()
 	if !keep {
 		return
@@ -217,20 +217,7 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.emitAgentLocked(ls.currentTurnIDLocked(), berth.EventACPUnknown, rawData{Raw: raw})
-}
-
-// emitAgentLocked logs what the agent's line being dispatched said. Before
-// session_started (commands an agent announces while it opens the
-// conversation) it is held back and logged right after it.
-func (ls *Session) emitAgentLocked(turnID, typ string, data any) {
-	if ls.sess.State != berth.StateStarting {
-		ls.emitFrom(ls.linePos(), turnID, typ, data)
-		return
-	}
-	ev := berth.NewEvent(ls.id, turnID, typ, data)
-	ev.Source = ls.linePos()
-	ls.early = append(ls.early, ev)
+	ls.out.emitAgentLocked(ls.currentTurnIDLocked(), berth.EventACPUnknown, rawData{Raw: raw})
 }
 
 func (ls *Session) currentTurnIDLocked() string {

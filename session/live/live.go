@@ -51,6 +51,8 @@ func New(h *Host, c Config) *Session {
 		outcomes: make(map[string]EntryOutcome), inputChanged: make(chan struct{}),
 		logger: c.Logger.With("session_id", s.ID), tree: treeState{parent: s.ParentID},
 		resumed: c.Resumed, resumeFrom: c.ResumeFrom, fork: c.Fork}
+	// Each component reaches the session through its back-pointer.
+	ls.out.ls = ls
 	if c.Shim != nil {
 		ls.provider, ls.shim, ls.boxRef, ls.shimSocket = c.Provider, c.Shim, c.Shim.Hello().Ref, s.ShimSocket
 		ls.boxCfg = c.Box
@@ -81,8 +83,8 @@ func (ls *Session) wire(proc berth.Process, opts acp.Options) *agentHandler {
 	}
 	ls.hidden = ls.hiddenIDs()
 	opts.MaxLineBytes, opts.Logger = ls.h.Limits.MaxLineBytes, ls.logger
-	opts.OnSkippedLine, opts.OnOversizedLine = ls.skippedLine, ls.oversizedLine
-	opts.AdmitRequest = ls.admitRequest
+	opts.OnSkippedLine, opts.OnOversizedLine = ls.out.skippedLine, ls.out.oversizedLine
+	opts.AdmitRequest = ls.out.admitRequest
 	handler := &agentHandler{rt: ls}
 	ls.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, handler, opts)
 	return handler
@@ -93,8 +95,8 @@ func (ls *Session) wire(proc berth.Process, opts acp.Options) *agentHandler {
 // session's previous daemon left unanswered) and the monitor, which alone
 // finishes the session.
 func (ls *Session) run(redeliver [][]byte) {
-	ls.stderrWG.Add(1)
-	go ls.readStderr(ls.proc.Stderr())
+	ls.out.stderrWG.Add(1)
+	go ls.out.readStderr(ls.proc.Stderr())
 	ls.client.Start()
 	for _, line := range redeliver {
 		ls.client.Redeliver(line)

@@ -200,7 +200,7 @@ func (ls *Session) stageSteerLocked(ctx context.Context, in Input) (*berth.Promp
 	ls.steer = e
 	ls.Emit("", berth.EventPromptQueued, queuedData{EntryID: e.ID, Kind: e.Kind, Position: 1,
 		Generation: e.Generation, Text: e.Text, Content: e.Content})
-	if ls.turn != nil && ls.out.turnID == ls.turn.id && ls.out.truncated {
+	if ls.turn != nil && ls.out.w.turnID == ls.turn.id && ls.out.w.truncated {
 		// Past the turn's cap no tool-call boundary is seen any more: the
 		// steer goes in now.
 		ls.deliverSteerLocked(ls.turn)

@@ -96,7 +96,7 @@ func (ls *Session) recoverTurn(open string, h shim.Hello) (*turn, func(context.C
 	// The output so far is counted where the shim counted it. A turn's
 	// drops the shim reports when the turn ends; those between turns it
 	// reported at the first, which a daemon has warned of.
-	ls.out = outputWindow{turnID: open, recorded: h.OutputKept, truncated: h.OutputTruncated,
+	ls.out.w = outputWindow{turnID: open, recorded: h.OutputKept, truncated: h.OutputTruncated,
 		warned: open == "" && h.OutputTruncated}
 	if open == "" {
 		return nil, nil, nil

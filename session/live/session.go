@@ -1,10 +1,8 @@
 package live
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -89,8 +87,7 @@ type Session struct {
 	failure    *berth.Failure
 	// exited is set once the agent process is gone: from then on nothing
 	// starts (turns, stops) and the monitor alone finishes the session.
-	exited     bool
-	stderrTail []string
+	exited bool
 	// steer is the staged steer entry, next the interrupt waiting for the
 	// cancelled turn to end (see queue.go).
 	steer *berth.QueueEntry
@@ -113,18 +110,12 @@ type Session struct {
 	outcomes     map[string]EntryOutcome
 	outcomeIDs   []string
 	inputChanged chan struct{}
-	// warnedStdout is set once a non-JSON stdout line has been reported.
-	warnedStdout atomic.Bool
 	// detached is set when the daemon lets go of an agent that runs on in
 	// its shim (a graceful shutdown): from then on the live session records
 	// nothing, and the next daemon carries on.
 	detached atomic.Bool
-	// early holds the agent's updates that came before session_started,
-	// logged right after it (or before session_stopped). Guarded by mu.
-	early []berth.Event
-	// out counts the agent's output of the turn in flight, or since the
-	// last turn, against limits.max_turn_output (output.go). Guarded by mu.
-	out outputWindow
+	// out is the agent's output as the session takes it in (output.go).
+	out output
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
 	// controls serialises changes of the agent's mode, model and config
@@ -206,11 +197,10 @@ type Session struct {
 
 	finished chan struct{} // closed once the session is stopped and torn down
 	// wg counts cancel-grace timers and terminal waiters; turnWG the turn
-	// runners; stderrWG the stderr reader. The monitor waits for all three
-	// before it logs session_stopped.
-	wg       sync.WaitGroup
-	turnWG   sync.WaitGroup
-	stderrWG sync.WaitGroup
+	// runners (and out.stderrWG the stderr reader). The monitor waits for
+	// them all before it logs session_stopped.
+	wg     sync.WaitGroup
+	turnWG sync.WaitGroup
 }
 
 // turn is one prompt round in flight.
@@ -347,15 +337,6 @@ func (ls *Session) emitFrom(src int64, turnID, typ string, data any) {
 // linePos is where the agent line being dispatched ends.
 func (ls *Session) linePos() int64 { return ls.client.Position() }
 
-// emitEarlyLocked logs the agent's updates held back until session_started
-// (see agentHandler.SessionUpdate), in arrival order.
-func (ls *Session) emitEarlyLocked() {
-	for _, ev := range ls.early {
-		ls.emitEvent(ev)
-	}
-	ls.early = nil
-}
-
 // emitEvent hands ev to the log. Called under mu it may wait for the log's
 // room (see live session): the log's writer never takes mu.
 func (ls *Session) emitEvent(ev berth.Event) {
@@ -463,10 +444,10 @@ func (ls *Session) monitor() {
 	ls.mu.Lock()
 	reason, failure := ls.stopReason, ls.failure
 	if reason == "" {
-		reason, failure = classifyExit(status, ls.stderrTail, ls.sess.State == berth.StateStarting)
-	} else if reason == berth.StopStartupFailed && failure != nil && len(ls.stderrTail) > 0 {
+		reason, failure = classifyExit(status, ls.out.stderrTail, ls.sess.State == berth.StateStarting)
+	} else if reason == berth.StopStartupFailed && failure != nil && len(ls.out.stderrTail) > 0 {
 		// The agent's own words say best why it did not start.
-		failure.Message += "\nstderr:\n" + strings.Join(ls.stderrTail, "\n")
+		failure.Message += "\nstderr:\n" + strings.Join(ls.out.stderrTail, "\n")
 	}
 	ls.mu.Unlock()
 
@@ -498,7 +479,7 @@ func (ls *Session) drain() {
 	ls.terminals.closeAll()
 	ls.turnWG.Wait()
 	ls.wg.Wait()
-	ls.waitStderr()
+	ls.out.waitStderr()
 	if ls.root != nil {
 		_ = ls.root.Close()
 	}
@@ -517,7 +498,7 @@ func (ls *Session) finish(ctx context.Context, reason berth.StopReason, failure 
 	ls.h.Observer.AgentExited(reason, kind)
 	// A session that never started still logs what its agent said.
 	ls.mu.Lock()
-	ls.emitEarlyLocked()
+	ls.out.flushEarlyLocked()
 	ls.mu.Unlock()
 	ev := berth.NewEvent(ls.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
 	if failure != nil {
@@ -557,21 +538,6 @@ func (ls *Session) finish(ctx context.Context, reason berth.StopReason, failure 
 	}
 }
 
-// waitStderr waits for the stderr reader, forcing it closed if something
-// the agent left behind still holds the pipe.
-func (ls *Session) waitStderr() {
-	done := make(chan struct{})
-	go func() { ls.stderrWG.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
-		if r := ls.proc.Stderr(); r != nil {
-			_ = r.Close()
-		}
-		<-done
-	}
-}
-
 // classifyExit turns an unrequested exit into a stop reason; an agent that
 // exits before its handshake completed failed to start.
 func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.StopReason, *berth.Failure) {
@@ -596,106 +562,6 @@ func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.S
 			Message: "out of memory: the sandbox reached its memory limit (memory_mb) and the kernel killed the agent\n" + msg}
 	}
 	return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailProcessExit, Message: msg}
-}
-
-// readStderr turns the agent's stderr into agent_stderr events and keeps a
-// tail for failure messages.
-func (ls *Session) readStderr(r interface{ Read([]byte) (int, error) }) {
-	defer ls.stderrWG.Done()
-	// Small: stderr is a trickle, and a thousand idle sessions each hold
-	// this while they wait for it. A line is made when one comes.
-	var buf []byte
-	chunk := make([]byte, 4<<10)
-	for {
-		n, err := r.Read(chunk)
-		data := chunk[:n]
-		for len(data) > 0 {
-			i := bytes.IndexByte(data, '\n')
-			if i < 0 {
-				buf = appendCapped(buf, data)
-				break
-			}
-			buf = appendCapped(buf, data[:i])
-			ls.stderrLine(string(buf))
-			buf = buf[:0]
-			data = data[i+1:]
-		}
-		if err != nil {
-			if len(buf) > 0 {
-				ls.stderrLine(string(buf))
-			}
-			return
-		}
-	}
-}
-
-// maxStderrLine caps one stderr line kept in an event.
-const maxStderrLine = 4096
-
-func appendCapped(buf, data []byte) []byte {
-	if room := maxStderrLine - len(buf); room < len(data) {
-		data = data[:max(room, 0)]
-	}
-	return append(buf, data...)
-}
-
-// stderrLine records one line of the agent's stderr.
-func (ls *Session) stderrLine(line string) {
-	line = strings.TrimRight(line, "\r")
-	ls.mu.Lock()
-	ls.stderrTail = append(ls.stderrTail, line)
-	if len(ls.stderrTail) > 20 {
-		ls.stderrTail = ls.stderrTail[len(ls.stderrTail)-20:]
-	}
-	turnID := ""
-	if ls.turn != nil {
-		turnID = ls.turn.id
-	}
-	// A line's event data is its JSON: about its length and a little.
-	if ls.admitOutputLocked(len(line) + len(`{"line":""}`)) {
-		ls.Emit(turnID, berth.EventAgentStderr, StderrData{Line: line})
-	}
-	ls.mu.Unlock()
-}
-
-// skippedLine warns, once per agent, that it wrote something other than
-// JSON-RPC to stdout (the line is skipped; the transport counts them all).
-func (ls *Session) skippedLine(line []byte) {
-	if !ls.warnedStdout.CompareAndSwap(false, true) {
-		return
-	}
-	// Tagged with the line's end: a replay after a restart does not warn twice.
-	ls.emitFrom(ls.linePos(), ls.currentTurnID(), berth.EventRuntimeWarning, map[string]string{
-		"reason": "the agent wrote a line to stdout that is not JSON-RPC; it was skipped (stdout is the protocol channel)",
-		"line":   string(line[:min(len(line), 200)]),
-	})
-}
-
-// oversizedLine records, in the session's log, a stdout line the agent
-// wrote that was over limits.max_line_bytes and was skipped. Tagged with
-// the line's end, so a shim's replay after a restart does not warn again
-// once the warning is committed. Only the ACP reader goroutine calls it.
-func (ls *Session) oversizedLine(size int64) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	ls.oversizedLineLocked(size)
-}
-
-// oversizedLineLocked is oversizedLine with mu held: a shim reports the
-// lines over the cap it did not spool (see shim.Report).
-func (ls *Session) oversizedLineLocked(size int64) {
-	limit := ls.client.MaxLineBytes()
-	ls.emitFrom(ls.linePos(), ls.currentTurnIDLocked(), berth.EventRuntimeWarning, map[string]any{
-		"reason": fmt.Sprintf("the agent wrote a line of %d bytes, over the cap of %d bytes (limits.max_line_bytes); it was skipped",
-			size, limit),
-		"line_bytes": size,
-		"max_bytes":  limit,
-	})
-}
-
-// StderrData is the data of an agent_stderr event.
-type StderrData struct {
-	Line string `json:"line"`
 }
 
 // rememberResult keeps a finished turn's result for late waiters.

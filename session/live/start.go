@@ -203,7 +203,7 @@ func (ls *Session) activate(ctx context.Context, o opened, transcript string, be
 		ls.Emit("", berth.EventSessionStarted, map[string]any{
 			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
 			"capabilities": info.Capabilities, "resumed_by": resumedBy})
-		ls.emitEarlyLocked()
+		ls.out.flushEarlyLocked()
 		ls.logger.Info("session started", "agent", ls.spec.Name, "resumed_by", resumedBy)
 		if ls.resumed {
 			// Before the queue runs, the session gets its mode and config back.

@@ -60,7 +60,7 @@ func (ls *Session) beginTurnLocked(turnID string, in Input) {
 	now := time.Now()
 	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), began: now}
 	ls.turn = t
-	ls.closeOutputLocked(turnID)
+	ls.out.closeLocked(turnID)
 	// A stall is measured from the turn's start at the earliest.
 	ls.lastActivity, ls.sess.LastActivityAt = now, now.UTC()
 	ls.changedLocked()
@@ -218,7 +218,7 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 	}
 	ls.hung = false
 	// What the turn dropped of the agent's output is told before it ends.
-	ls.closeOutputLocked("")
+	ls.out.closeLocked("")
 	ls.emitFrom(src, t.id, berth.EventTurnEnded, end)
 	took := time.Duration(-1)
 	if !t.began.IsZero() {
