@@ -39,9 +39,9 @@ func (ls *Session) Lose() {
 	if ls.shim != nil {
 		// The shim may go: nobody reattaches this agent.
 		ls.shim.Release()
-		shim.BundleOf(ls.shimSocket, ls.id).Remove(true)
+		shim.BundleOf(ls.box.socket, ls.id).Remove(true)
 	}
-	ls.closeBox(context.Background())
+	ls.box.close(context.Background())
 	ls.h.RevokeTools(ls.id, true)
 	ls.h.Sweep(ls.id)
 	// The new owner writes the log from here: this node's streams of the

@@ -56,7 +56,7 @@ func (ls *Session) Exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 
 	stdout, stderr := newCapBuffer(berth.MaxExecOutput), newCapBuffer(berth.MaxExecOutput)
 	start := time.Now()
-	sb, err := ls.box(ctx)
+	sb, err := ls.box.open(ctx)
 	if err != nil {
 		return nil, err
 	}

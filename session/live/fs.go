@@ -148,7 +148,7 @@ func (ls *Session) writeRegular(rel, content string) error {
 	if !fi.Mode().IsRegular() {
 		return &acp.Error{Code: acp.CodeInvalidParams, Message: "not a regular file: " + rel}
 	}
-	if uid, gid, ok := ls.agentOwner(); ok {
+	if uid, gid, ok := ls.box.fileOwner(); ok {
 		// A file the daemon made (or one of root's) becomes the agent's,
 		// so that it can change it; never one with other links.
 		if st, is := fi.Sys().(*syscall.Stat_t); is && st.Uid == 0 && st.Nlink == 1 {
@@ -164,20 +164,6 @@ func (ls *Session) writeRegular(rel, content string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// agentOwner is the host uid and gid the agent's files belong to when
-// they are not the daemon's: a root daemon whose sandbox runs the agent as
-// another user (berth.SandboxFileOwner).
-func (ls *Session) agentOwner() (uid, gid int, ok bool) {
-	if os.Geteuid() != 0 {
-		return 0, 0, false
-	}
-	fo, is := ls.provider.(berth.SandboxFileOwner)
-	if !is {
-		return 0, 0, false
-	}
-	return fo.FileOwner()
 }
 
 // fileError turns a file system error into a JSON-RPC error for the agent.

@@ -184,7 +184,7 @@ func (ls *Session) openIn(dir *os.Root, name string, flag int, perm os.FileMode)
 // giveDir gives the agent's owner a directory of the workspace that
 // belongs to root: one WriteTextFile just made.
 func (ls *Session) giveDir(dir *os.Root, fi fs.FileInfo) error {
-	uid, gid, ok := ls.agentOwner()
+	uid, gid, ok := ls.box.fileOwner()
 	if !ok {
 		return nil
 	}

@@ -142,7 +142,7 @@ func (o *output) truncateLocked() {
 func (o *output) shimReportLocked(params json.RawMessage) bool {
 	ls := o.ls
 	var r shim.Report
-	token := ls.h.ShimToken(ls.id, ls.shimSocket)
+	token := ls.h.ShimToken(ls.id, ls.box.socket)
 	if token == "" || json.Unmarshal(params, &r) != nil || !hmac.Equal([]byte(r.Token), []byte(token)) {
 		return false
 	}

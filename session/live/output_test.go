@@ -51,8 +51,8 @@ func TestLateReportBetweenTurnsLeavesTheTurnAlone(t *testing.T) {
 	hs := newHarness(t, withMaxTurnOutput(1<<20))
 	ls := hs.start()
 	ls.mu.Lock()
-	ls.shimSocket = "/run/x.sock"
-	token := hs.host.ShimToken(ls.ID(), ls.shimSocket)
+	ls.box.socket = "/run/x.sock"
+	token := hs.host.ShimToken(ls.ID(), ls.box.socket)
 	ls.out.w = outputWindow{turnID: "turn_x"}
 	late, _ := json.Marshal(shim.Report{Token: token, DroppedBytes: 5000, DroppedLines: 3})
 	forged, _ := json.Marshal(shim.Report{Token: "nope", DroppedBytes: 5000, DroppedLines: 3, Turn: true})

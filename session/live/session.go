@@ -60,7 +60,7 @@ type Session struct {
 	// tools; start logs it.
 	toolsWarning string
 
-	// Lock order: Session.authMu > controlsLock.mu > Session.recordMu > Session.mu > Session.boxMu > terminals.mu > capBuffer.mu
+	// Lock order: Session.authMu > controlsLock.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu
 	// A lock is taken holding none that comes after it, and no Host
 	// callback is called holding any (lockorder_test.go checks every path).
 
@@ -72,7 +72,7 @@ type Session struct {
 	// (write) before setting detached, so the next daemon never adopts a
 	// record whose event this one dropped.
 	recordMu sync.RWMutex
-	// mu guards the fields below it, up to boxMu. Events that must stay
+	// mu guards the fields below it, up to box. Events that must stay
 	// ordered against turn boundaries are enqueued while it is held.
 	mu sync.Mutex
 	// leaseLost is set when the store refused a write because another
@@ -136,20 +136,11 @@ type Session struct {
 	adoptableElics []berth.Elicitation
 	// elicsArriving counts requests past the cap check not yet waiting.
 	elicsArriving int
-	// boxMu guards opening sandbox lazily (and the fields up to spec):
-	// with a shim the agent's own sandbox is the shim's, and the daemon
-	// opens one for terminals and exec only when they are asked for.
-	boxMu      sync.Mutex
-	boxClosed  bool
-	provider   berth.SandboxProvider
-	boxCfg     berth.SandboxConfig
-	boxRef     string
-	shimSocket string
+	// box is where the agent runs, and the daemon's sandbox beside it
+	// (box.go).
+	box box
 
 	spec berth.AgentSpec
-	// program is the path the agent's command starts from in its sandbox
-	// (agentProgram), set with boxCfg by launch.
-	program string
 	// resumeFrom is the ACP session id a resumed session reopens.
 	resumeFrom string
 	// resumed is set, before the live session is live, when it resumes a
@@ -171,7 +162,6 @@ type Session struct {
 	ready chan struct{}
 	// handshook is closed when start has returned: the session is active or stopped.
 	handshook chan struct{}
-	sandbox   berth.Sandbox
 	proc      berth.Process
 	client    *acp.Client
 	// acpID is the agent's session id; clear replaces it while no turn runs.
@@ -456,11 +446,11 @@ func (ls *Session) monitor() {
 	ls.stopChildren(ctx)
 	ls.finish(ctx, reason, failure)
 	ls.childStopped(ctx, reason)
-	ls.closeBox(ctx)
+	ls.box.close(ctx)
 	if ls.shim != nil {
 		// The shim may go: this daemon has the exit.
 		ls.shim.Release()
-		shim.BundleOf(ls.shimSocket, ls.id).Remove(true)
+		shim.BundleOf(ls.box.socket, ls.id).Remove(true)
 	}
 	// Whatever left the agent's process group (setsid, a double fork) and
 	// still carries the session's id dies with the session: the host

@@ -31,19 +31,19 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 	ls.mu.Lock()
 	sess := ls.sess
 	ls.mu.Unlock()
-	ls.provider = provider
+	ls.box.provider = provider
 	sess.ToolsHash = ""
 	st := ls.h.Prepare(&sess, ls.spec, provider)
-	ls.tools, ls.toolsWarning, ls.boxCfg, ls.program = st.Tools, st.ToolsWarning, st.Box, st.Program
+	ls.tools, ls.toolsWarning, ls.box.cfg, ls.box.program = st.Tools, st.ToolsWarning, st.Box, st.Program
 	// The agent's stdout continues the session's stream offsets.
 	l := &Launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
 		defer close(l.done)
 		// The agent's home files are fresh copies of the user's at every start.
-		if err := ls.h.CopyHomeFiles(ls.spec.HomeFiles, ls.boxCfg.Home); err != nil {
+		if err := ls.h.CopyHomeFiles(ls.spec.HomeFiles, ls.box.cfg.Home); err != nil {
 			ls.logger.Warn("home_files", "err", err)
 		}
-		l.proc, l.fail = ls.startAgent(ctx, l.base)
+		l.proc, l.fail = ls.box.start(ctx, l.base)
 	}()
 	return l
 }
@@ -68,13 +68,13 @@ func (ls *Session) AbortLaunch(ctx context.Context, l *Launching) {
 			ls.logger.Warn("stop the agent of a session not stored", "err", err)
 		}
 		sp.Release()
-		shim.BundleOf(ls.shimSocket, ls.id).Remove(false)
+		shim.BundleOf(ls.box.socket, ls.id).Remove(false)
 		return
 	}
 	if _, err := l.proc.Stop(ctx, grace); err != nil {
 		ls.logger.Warn("stop the agent of a session not stored", "err", err)
 	}
-	ls.closeBox(ctx)
+	ls.box.close(ctx)
 }
 
 // Start takes over the agent l starts and completes the ACP handshake. A
@@ -111,7 +111,7 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 		s.AgentPID, s.ShimSocket, s.ShimPID = proc.Pid(), "", 0
 		s.ToolsHash = l.toolsHash
 		if ls.shim != nil {
-			s.ShimSocket, s.ShimPID = ls.shimSocket, ls.shim.ShimPID()
+			s.ShimSocket, s.ShimPID = ls.box.socket, ls.shim.ShimPID()
 		}
 	}); err != nil {
 		ls.logger.Warn("record agent pid", "err", err)

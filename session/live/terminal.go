@@ -99,7 +99,7 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 		env = append(env, e.Name+"="+e.Value)
 	}
 	out := newCapBuffer(limit)
-	sb, err := ls.box(ctx)
+	sb, err := ls.box.open(ctx)
 	if err != nil {
 		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "no sandbox for the command: " + berth.ErrorMessage(err)}
 	}
