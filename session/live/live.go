@@ -2,8 +2,6 @@ package live
 
 import (
 	"log/slog"
-	"os"
-	"path/filepath"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -52,7 +50,7 @@ func New(h *Host, c Config) *Session {
 		logger: c.Logger.With("session_id", s.ID), tree: treeState{parent: s.ParentID},
 		resumed: c.Resumed, resumeFrom: c.ResumeFrom, fork: c.Fork}
 	// Each component reaches the session through its back-pointer.
-	ls.out.ls, ls.box.ls = ls, ls
+	ls.out.ls, ls.box.ls, ls.files.ls = ls, ls, ls
 	if c.Shim != nil {
 		ls.box.provider, ls.shim, ls.box.ref, ls.box.socket = c.Provider, c.Shim, c.Shim.Hello().Ref, s.ShimSocket
 		ls.box.cfg = c.Box
@@ -74,14 +72,7 @@ func (ls *Session) Abandon() {
 func (ls *Session) wire(proc berth.Process, opts acp.Options) *agentHandler {
 	ls.proc = proc
 	ls.terminals = newTerminals(ls)
-	var err error
-	if ls.wsReal, err = filepath.EvalSymlinks(ls.workspace); err != nil {
-		ls.wsReal = ls.workspace
-	}
-	if ls.root, err = os.OpenRoot(ls.wsReal); err != nil {
-		ls.logger.Warn("workspace root", "err", err)
-	}
-	ls.hidden = ls.hiddenIDs()
+	ls.files.open()
 	opts.MaxLineBytes, opts.Logger = ls.h.Limits.MaxLineBytes, ls.logger
 	opts.OnSkippedLine, opts.OnOversizedLine = ls.out.skippedLine, ls.out.oversizedLine
 	opts.AdmitRequest = ls.out.admitRequest

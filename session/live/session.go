@@ -177,13 +177,9 @@ type Session struct {
 	// clearing is set while clear replaces the conversation: no input is
 	// taken or dispatched. Guarded by mu.
 	clearing bool
-	root     *os.Root        // the workspace, for confined fs access
-	wsReal   string          // the workspace with symlinks resolved
-	hidden   map[fileID]bool // the hidden paths' identities, refused by the file service
-	// afterLstat, set by tests only, runs in openConfined between looking
-	// at a path component and opening it: where a swap would race.
-	afterLstat func(name string)
-	terminals  *terminals
+	// files is the agent's workspace as the file service sees it (fs.go).
+	files     files
+	terminals *terminals
 
 	finished chan struct{} // closed once the session is stopped and torn down
 	// wg counts cancel-grace timers and terminal waiters; turnWG the turn
@@ -470,9 +466,7 @@ func (ls *Session) drain() {
 	ls.turnWG.Wait()
 	ls.wg.Wait()
 	ls.out.waitStderr()
-	if ls.root != nil {
-		_ = ls.root.Close()
-	}
+	ls.files.close()
 }
 
 // finish logs session_stopped, committed before anything else is, and
