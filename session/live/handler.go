@@ -50,7 +50,7 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 	ctl := controlUpdateOf(&u)
 	if ctl != nil {
 		ls.mu.Lock()
-		ls.applyControlLocked(ctl)
+		ls.controls.applyLocked(ctl)
 		ls.unlock()
 	}
 	if h.replaying.Load() {

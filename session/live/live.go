@@ -50,7 +50,7 @@ func New(h *Host, c Config) *Session {
 		logger: c.Logger.With("session_id", s.ID), tree: treeState{parent: s.ParentID},
 		resumed: c.Resumed, resumeFrom: c.ResumeFrom, fork: c.Fork}
 	// Each component reaches the session through its back-pointer.
-	ls.out.ls, ls.box.ls, ls.files.ls = ls, ls, ls
+	ls.out.ls, ls.box.ls, ls.files.ls, ls.controls.ls = ls, ls, ls, ls
 	if c.Shim != nil {
 		ls.box.provider, ls.shim, ls.box.ref, ls.box.socket = c.Provider, c.Shim, c.Shim.Hello().Ref, s.ShimSocket
 		ls.box.cfg = c.Box

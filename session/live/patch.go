@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -16,60 +15,10 @@ import (
 // controlCallTimeout bounds one set_mode / set_config_option call.
 const controlCallTimeout = 30 * time.Second
 
-// controlsLock serialises the changes of one live session's controls (PATCH and
-// the re-apply after a resume), which call the agent without holding mu.
-type controlsLock struct{ mu sync.Mutex }
-
 // Patch is PatchSession on the live session: its own fields, then the
 // agent's mode, model and config, each as the agent takes it.
 func (ls *Session) Patch(ctx context.Context, p berth.SessionPatch) (*berth.Session, error) {
-	// Told once the controls lock is released, too.
-	defer ls.tellLeaseLost()
-	ls.controls.mu.Lock()
-	defer ls.controls.mu.Unlock()
-	ls.mu.Lock()
-	cur := ls.sess
-	ls.mu.Unlock()
-	if p.Agent() && cur.State != berth.StateActive {
-		return nil, berth.Errorf(berth.EConflict, "session is %s, not active", cur.State)
-	}
-	if err := p.CheckLabels(cur.Labels); err != nil {
-		return nil, err
-	}
-	if err := checkPatch(&cur.ACP, &p); err != nil {
-		return nil, err
-	}
-	var applied []string
-	if p.Name != nil || p.Labels != nil {
-		if err := ls.save(ctx, func(s *berth.Session) { p.ApplyOwn(s) }); err != nil {
-			return nil, err
-		}
-		applied = append(applied, p.OwnFields()...)
-	}
-	failed := func(field string, err error) error {
-		return &berth.Error{Code: agentErrorCode(err), Err: err,
-			Message: fmt.Sprintf("the agent did not set %s: %s (applied: %s)", field, agentMessage(err), orNone(applied)),
-			Details: map[string]any{"field": field, "applied": orEmpty(applied)}}
-	}
-	if p.Mode != "" {
-		if err := ls.setMode(ctx, p.Mode, "user"); err != nil {
-			return nil, failed("mode", err)
-		}
-		applied = append(applied, "mode")
-	}
-	if p.Model != "" {
-		if err := ls.setModel(ctx, p.Model, "user"); err != nil {
-			return nil, failed("model", err)
-		}
-		applied = append(applied, "model")
-	}
-	for _, k := range sortedKeys(p.Config) {
-		if err := ls.setConfig(ctx, k, p.Config[k], "user"); err != nil {
-			return nil, failed("config."+k, err)
-		}
-		applied = append(applied, "config."+k)
-	}
-	return ls.View(), nil
+	return ls.controls.patch(ctx, p)
 }
 
 // checkPatch refuses, before anything is applied, what the agent does not
@@ -162,146 +111,6 @@ func findOption(opts []berth.ACPConfigOption, id string) *berth.ACPConfigOption 
 	return nil
 }
 
-// setMode asks the agent for mode (set_mode, or set_config_option for
-// modes offered as a config option) and records it with a mode_update.
-func (ls *Session) setMode(ctx context.Context, mode, source string) error {
-	ls.mu.Lock()
-	modes := ls.sess.ACP.Modes
-	ls.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
-	defer cancel()
-	if modes != nil && modes.ConfigID != "" {
-		return ls.setConfig(ctx, modes.ConfigID, quote(mode), source)
-	}
-	if err := ls.client.SetMode(cctx, ls.acpSession(), mode); err != nil {
-		return err
-	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
-		c := controlsOf(s.ACP)
-		if c.Modes == nil {
-			c.Modes = &berth.ACPModes{Available: []berth.ACPMode{}}
-		}
-		c.Modes.Current = mode
-		s.ACP = withControls(s.ACP, c)
-	})
-	// Nothing is logged once the agent is gone: session_stopped is last.
-	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventModeUpdate, modeData{Current: mode, Source: source})
-	}
-	return err
-}
-
-// setModel asks the agent for model: through its config option of
-// category model, or session/set_model when it offers only that.
-func (ls *Session) setModel(ctx context.Context, model, source string) error {
-	ls.mu.Lock()
-	models := ls.sess.ACP.Models
-	ls.mu.Unlock()
-	if models != nil && models.ConfigID != "" {
-		return ls.setConfig(ctx, models.ConfigID, quote(model), source)
-	}
-	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
-	defer cancel()
-	if err := ls.client.SetModel(cctx, ls.acpSession(), model); err != nil {
-		return err
-	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	var after *berth.ACPModels
-	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
-		c := controlsOf(s.ACP)
-		if c.Models != nil {
-			c.Models.Current = model
-		}
-		after = c.Models
-		s.ACP = withControls(s.ACP, c)
-	})
-	// Nothing is logged once the agent is gone: session_stopped is last.
-	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventConfigUpdate, configData{Models: after, Source: source,
-			Changed: map[string]json.RawMessage{"model": quote(model)}})
-	}
-	return err
-}
-
-// setConfig sets one config option and records the agent's options after
-// it with a config_update.
-func (ls *Session) setConfig(ctx context.Context, id string, value json.RawMessage, source string) error {
-	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
-	defer cancel()
-	resp, err := ls.client.SetConfigOption(cctx, ls.acpSession(), id, value)
-	if err != nil {
-		return err
-	}
-	opts, ok := decodeConfigOptions(resp.ConfigOptions)
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	var after []berth.ACPConfigOption
-	err = ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
-		c := controlsOf(s.ACP)
-		if ok {
-			c.ConfigOptions = opts
-		} else if o := findOption(c.ConfigOptions, id); o != nil {
-			// An agent that answers without its options: take the value.
-			o.Current = value
-		}
-		derive(&c)
-		after = c.ConfigOptions
-		s.ACP = withControls(s.ACP, c)
-	})
-	// Nothing is logged once the agent is gone: session_stopped is last.
-	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventConfigUpdate, configData{ConfigOptions: after, Source: source,
-			Changed: map[string]json.RawMessage{id: value}})
-	}
-	return err
-}
-
-// reapplyControls sets the mode and config values the session had before
-// it stopped where the agent came back with others (a conversation it
-// could not reopen starts with its defaults). A failure is a warning.
-// The caller tells of a lease lost (tellLeaseLost): it may hold authMu.
-func (ls *Session) reapplyControls(ctx context.Context, prev berth.ACPInfo) {
-	ls.controls.mu.Lock()
-	defer ls.controls.mu.Unlock()
-	ls.mu.Lock()
-	cur := ls.sess.ACP
-	ls.mu.Unlock()
-	warn := func(what string, err error) {
-		ls.mu.Lock()
-		defer ls.mu.Unlock()
-		if ls.exited || ls.stopReason != "" {
-			return
-		}
-		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
-			"the agent came back with another %s and did not take the session's again: %s", what, agentMessage(err))})
-	}
-	if prev.Modes != nil && cur.Modes != nil && prev.Modes.ConfigID == "" && prev.Modes.Current != "" &&
-		prev.Modes.Current != cur.Modes.Current {
-		for _, m := range cur.Modes.Available {
-			if m.ID == prev.Modes.Current {
-				if err := ls.setMode(ctx, m.ID, "resume"); err != nil {
-					warn("mode", err)
-				}
-			}
-		}
-	}
-	if prev.Models != nil && cur.Models != nil && prev.Models.ConfigID == "" && cur.Models.ConfigID == "" &&
-		prev.Models.Current != "" && prev.Models.Current != cur.Models.Current {
-		if err := ls.setModel(ctx, prev.Models.Current, "resume"); err != nil {
-			warn("model", err)
-		}
-	}
-	changed := changedConfig(prev.ConfigOptions, cur.ConfigOptions)
-	for _, k := range sortedKeys(changed) {
-		if err := ls.setConfig(ctx, k, changed[k], "resume"); err != nil {
-			warn("config option "+k, err)
-		}
-	}
-}
-
 // agentErrorCode is the code of an agent's refusal: conflict when it does
 // not serve the method, invalid when it refuses the params, unavailable
 // otherwise (it failed or is gone).
@@ -356,4 +165,200 @@ func orNone(list []string) string {
 		return "none"
 	}
 	return strings.Join(list, ", ")
+}
+
+// patch is Patch, with the controls lock held.
+func (cs *controls) patch(ctx context.Context, p berth.SessionPatch) (*berth.Session, error) {
+	ls := cs.ls
+	// Told once the controls lock is released, too.
+	defer ls.tellLeaseLost()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	ls.mu.Lock()
+	cur := ls.sess
+	ls.mu.Unlock()
+	if p.Agent() && cur.State != berth.StateActive {
+		return nil, berth.Errorf(berth.EConflict, "session is %s, not active", cur.State)
+	}
+	if err := p.CheckLabels(cur.Labels); err != nil {
+		return nil, err
+	}
+	if err := checkPatch(&cur.ACP, &p); err != nil {
+		return nil, err
+	}
+	var applied []string
+	if p.Name != nil || p.Labels != nil {
+		if err := ls.save(ctx, func(s *berth.Session) { p.ApplyOwn(s) }); err != nil {
+			return nil, err
+		}
+		applied = append(applied, p.OwnFields()...)
+	}
+	failed := func(field string, err error) error {
+		return &berth.Error{Code: agentErrorCode(err), Err: err,
+			Message: fmt.Sprintf("the agent did not set %s: %s (applied: %s)", field, agentMessage(err), orNone(applied)),
+			Details: map[string]any{"field": field, "applied": orEmpty(applied)}}
+	}
+	if p.Mode != "" {
+		if err := cs.setMode(ctx, p.Mode, "user"); err != nil {
+			return nil, failed("mode", err)
+		}
+		applied = append(applied, "mode")
+	}
+	if p.Model != "" {
+		if err := cs.setModel(ctx, p.Model, "user"); err != nil {
+			return nil, failed("model", err)
+		}
+		applied = append(applied, "model")
+	}
+	for _, k := range sortedKeys(p.Config) {
+		if err := cs.setConfig(ctx, k, p.Config[k], "user"); err != nil {
+			return nil, failed("config."+k, err)
+		}
+		applied = append(applied, "config."+k)
+	}
+	return ls.View(), nil
+}
+
+// setMode asks the agent for mode (set_mode, or set_config_option for
+// modes offered as a config option) and records it with a mode_update.
+func (cs *controls) setMode(ctx context.Context, mode, source string) error {
+	ls := cs.ls
+	ls.mu.Lock()
+	modes := ls.sess.ACP.Modes
+	ls.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
+	defer cancel()
+	if modes != nil && modes.ConfigID != "" {
+		return cs.setConfig(ctx, modes.ConfigID, quote(mode), source)
+	}
+	if err := ls.client.SetMode(cctx, ls.acpSession(), mode); err != nil {
+		return err
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
+		c := controlsOf(s.ACP)
+		if c.Modes == nil {
+			c.Modes = &berth.ACPModes{Available: []berth.ACPMode{}}
+		}
+		c.Modes.Current = mode
+		s.ACP = withControls(s.ACP, c)
+	})
+	// Nothing is logged once the agent is gone: session_stopped is last.
+	if !ls.exited {
+		ls.Emit(ls.currentTurnIDLocked(), berth.EventModeUpdate, modeData{Current: mode, Source: source})
+	}
+	return err
+}
+
+// setModel asks the agent for model: through its config option of
+// category model, or session/set_model when it offers only that.
+func (cs *controls) setModel(ctx context.Context, model, source string) error {
+	ls := cs.ls
+	ls.mu.Lock()
+	models := ls.sess.ACP.Models
+	ls.mu.Unlock()
+	if models != nil && models.ConfigID != "" {
+		return cs.setConfig(ctx, models.ConfigID, quote(model), source)
+	}
+	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
+	defer cancel()
+	if err := ls.client.SetModel(cctx, ls.acpSession(), model); err != nil {
+		return err
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var after *berth.ACPModels
+	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
+		c := controlsOf(s.ACP)
+		if c.Models != nil {
+			c.Models.Current = model
+		}
+		after = c.Models
+		s.ACP = withControls(s.ACP, c)
+	})
+	// Nothing is logged once the agent is gone: session_stopped is last.
+	if !ls.exited {
+		ls.Emit(ls.currentTurnIDLocked(), berth.EventConfigUpdate, configData{Models: after, Source: source,
+			Changed: map[string]json.RawMessage{"model": quote(model)}})
+	}
+	return err
+}
+
+// setConfig sets one config option and records the agent's options after
+// it with a config_update.
+func (cs *controls) setConfig(ctx context.Context, id string, value json.RawMessage, source string) error {
+	ls := cs.ls
+	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
+	defer cancel()
+	resp, err := ls.client.SetConfigOption(cctx, ls.acpSession(), id, value)
+	if err != nil {
+		return err
+	}
+	opts, ok := decodeConfigOptions(resp.ConfigOptions)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var after []berth.ACPConfigOption
+	err = ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
+		c := controlsOf(s.ACP)
+		if ok {
+			c.ConfigOptions = opts
+		} else if o := findOption(c.ConfigOptions, id); o != nil {
+			// An agent that answers without its options: take the value.
+			o.Current = value
+		}
+		derive(&c)
+		after = c.ConfigOptions
+		s.ACP = withControls(s.ACP, c)
+	})
+	// Nothing is logged once the agent is gone: session_stopped is last.
+	if !ls.exited {
+		ls.Emit(ls.currentTurnIDLocked(), berth.EventConfigUpdate, configData{ConfigOptions: after, Source: source,
+			Changed: map[string]json.RawMessage{id: value}})
+	}
+	return err
+}
+
+// reapply sets the mode and config values the session had before
+// it stopped where the agent came back with others (a conversation it
+// could not reopen starts with its defaults). A failure is a warning.
+// The caller tells of a lease lost (tellLeaseLost): it may hold authMu.
+func (cs *controls) reapply(ctx context.Context, prev berth.ACPInfo) {
+	ls := cs.ls
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	ls.mu.Lock()
+	cur := ls.sess.ACP
+	ls.mu.Unlock()
+	warn := func(what string, err error) {
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
+		if ls.exited || ls.stopReason != "" {
+			return
+		}
+		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
+			"the agent came back with another %s and did not take the session's again: %s", what, agentMessage(err))})
+	}
+	if prev.Modes != nil && cur.Modes != nil && prev.Modes.ConfigID == "" && prev.Modes.Current != "" &&
+		prev.Modes.Current != cur.Modes.Current {
+		for _, m := range cur.Modes.Available {
+			if m.ID == prev.Modes.Current {
+				if err := cs.setMode(ctx, m.ID, "resume"); err != nil {
+					warn("mode", err)
+				}
+			}
+		}
+	}
+	if prev.Models != nil && cur.Models != nil && prev.Models.ConfigID == "" && cur.Models.ConfigID == "" &&
+		prev.Models.Current != "" && prev.Models.Current != cur.Models.Current {
+		if err := cs.setModel(ctx, prev.Models.Current, "resume"); err != nil {
+			warn("model", err)
+		}
+	}
+	changed := changedConfig(prev.ConfigOptions, cur.ConfigOptions)
+	for _, k := range sortedKeys(changed) {
+		if err := cs.setConfig(ctx, k, changed[k], "resume"); err != nil {
+			warn("config option "+k, err)
+		}
+	}
 }

@@ -60,7 +60,7 @@ type Session struct {
 	// tools; start logs it.
 	toolsWarning string
 
-	// Lock order: Session.authMu > controlsLock.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu
+	// Lock order: Session.authMu > controls.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu
 	// A lock is taken holding none that comes after it, and no Host
 	// callback is called holding any (lockorder_test.go checks every path).
 
@@ -118,9 +118,9 @@ type Session struct {
 	out output
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
-	// controls serialises changes of the agent's mode, model and config
-	// (patch.go).
-	controls controlsLock
+	// controls are the agent's mode, model and config as the session
+	// changes them (controls.go, patch.go).
+	controls controls
 	// published is the Session JSON last published on the all-sessions
 	// stream (see changes.go).
 	published []byte

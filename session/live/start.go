@@ -208,7 +208,7 @@ func (ls *Session) activate(ctx context.Context, o opened, transcript string, be
 		if ls.resumed {
 			// Before the queue runs, the session gets its mode and config back.
 			ls.mu.Unlock()
-			ls.reapplyControls(ctx, before)
+			ls.controls.reapply(ctx, before)
 			ls.mu.Lock()
 		}
 		// A resumed session runs what it had queued.
