@@ -36,11 +36,8 @@ type Reattached struct {
 // from the last line the log has, with what r recovered. Nothing runs
 // yet (carryOn): a failure lets the shim go.
 func (ls *Session) Reattach(r Recovered) (*Reattached, error) {
-	ls.recoverInput(r.Pending, r.Queue)
-	for _, e := range r.Elics {
-		ls.adoptableElics = append(ls.adoptableElics, *e)
-	}
-	ls.sess.PendingElicitations = 0
+	ls.asks.recover(r.Pending, r.Elics)
+	ls.takeInput(r.Queue)
 	h := ls.shim.Hello()
 	ls.wire(ls.shim, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
 	t, wait, err := ls.recoverTurn(r.Open, h)
@@ -75,17 +72,6 @@ func (ls *Session) CarryOn(ctx context.Context, a *Reattached) {
 		ls.mu.Unlock()
 	}
 	ls.logger.Debug("session reattached", "from", a.hello.From, "end", a.hello.End, "turn_open", a.t != nil)
-}
-
-// recoverInput takes what a reattached live session carries on with: its
-// pending permissions, for the agent's requests served again to take
-// back, and its queued input.
-func (ls *Session) recoverInput(pending []*berth.Permission, queue []*berth.QueueEntry) {
-	for _, p := range pending {
-		ls.adoptable = append(ls.adoptable, *p)
-	}
-	ls.sess.PendingPermissions = 0
-	ls.takeInput(queue)
 }
 
 // recoverTurn sets up the turn in flight, open, of a wired live session: it

@@ -101,10 +101,6 @@ type Session struct {
 	// retryPending and dispatchRetries pace dispatch retries after a failed claim.
 	retryPending    bool
 	dispatchRetries int
-	// perms are the permission requests waiting for a decision; remembered
-	// maps a tool kind to the allow_always or reject_always a user gave it.
-	perms      map[string]*permWaiter
-	remembered map[string]string
 	// outcomes says, for recent entries, which turn ran them or that they
 	// were canceled; inputChanged is closed and replaced when one is added.
 	outcomes     map[string]EntryOutcome
@@ -116,6 +112,8 @@ type Session struct {
 	detached atomic.Bool
 	// out is the agent's output as the session takes it in (output.go).
 	out output
+	// asks are the agent's questions to the user (asks.go).
+	asks asks
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
 	// controls are the agent's mode, model and config as the session
@@ -126,16 +124,6 @@ type Session struct {
 	published []byte
 	// shim is the agent's shim, when it runs in one.
 	shim *shim.Proc
-	// adoptable are the pending permissions of a reattached session: the
-	// agent's request, served again, takes its record back instead of
-	// making a new one.
-	adoptable []berth.Permission
-	// elics are the elicitations waiting for an answer, adoptableElics
-	// the stored pending ones of a reattached session (elicitation.go).
-	elics          map[string]*elicWaiter
-	adoptableElics []berth.Elicitation
-	// elicsArriving counts requests past the cap check not yet waiting.
-	elicsArriving int
 	// box is where the agent runs, and the daemon's sandbox beside it
 	// (box.go).
 	box box

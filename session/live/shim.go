@@ -77,12 +77,7 @@ func (ls *Session) teardownDetached() {
 // stopTimersLocked stops the timers that would decide a permission or
 // kill the agent on behalf of a daemon that let go of it.
 func (ls *Session) stopTimersLocked() {
-	for _, w := range ls.perms {
-		if w.timer != nil && w.timer.Stop() {
-			ls.wg.Done()
-			w.timer = nil
-		}
-	}
+	ls.asks.stopTimersLocked()
 	if t := ls.turn; t != nil && t.graceTimer != nil && t.graceTimer.Stop() {
 		ls.wg.Done()
 		t.graceTimer = nil

@@ -209,9 +209,7 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 	}
 	// A question the agent left open dies with its turn, before turn_ended;
 	// so does one a previous daemon stored that the agent never asked again.
-	orphans, waiters := ls.resolveTurnLocked(t.id)
-	stale := ls.dropAdoptableLocked(t.id)
-	elics := ls.endTurnElicitationsLocked(t.id)
+	questions := ls.asks.endTurnLocked(t.id)
 	if ls.hung && !ls.exited && ls.stopReason == "" {
 		// The agent answered: whatever the supervisor saw last, it is not stalled.
 		ls.Emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
@@ -246,18 +244,7 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 	// The next input starts right away, ordered after this turn's end.
 	ls.dispatchLocked(context.Background())
 	ls.mu.Unlock()
-	for i, p := range orphans {
-		ls.complete(context.Background(), p, waiters[i])
-	}
-	ls.finishElicitations(elics)
-	for i := range stale {
-		p := &stale[i]
-		now := time.Now().UTC()
-		p.State, p.DecidedBy, p.DecidedAt = berth.PermissionCanceled, berth.DecidedByCancel, &now
-		if err := ls.h.Store.DecidePermission(context.Background(), p); err != nil && !berth.IsCode(err, berth.EConflict) {
-			ls.logger.Warn("cancel a stale permission", "err", err)
-		}
-	}
+	ls.asks.finishTurn(questions)
 	close(t.done)
 	ls.recordMu.RUnlock()
 	// The turn's save may have found the lease lost.
@@ -317,8 +304,7 @@ func (ls *Session) cancelTurnLocked(t *turn) {
 		defer ls.wg.Done()
 		ls.cancelExpired(t)
 	})
-	ls.cancelPermissionsLocked()
-	ls.cancelElicitationsLocked()
+	ls.asks.cancelLocked()
 	// Written off the caller's goroutine: this may run on the ACP reader,
 	// and the agent's stdin may be full while it waits to be read. It waits
 	// for the turn's prompt to be written: a cancel ahead of its prompt
