@@ -100,8 +100,8 @@ func (ls *Session) TurnCheckpoint(tree string) string {
 // othersBusy says no other session runs a turn in it.
 func (ls *Session) Rewind(ctx context.Context, c *checkpoint.Checkpoint, othersBusy func() string) error {
 	ls.mu.Lock()
-	err := ls.acceptingLocked()
-	if err == nil && (ls.turn != nil || ls.sess.Queue.Pending > 0 || ls.steer != nil) {
+	err := ls.queue.acceptingLocked()
+	if err == nil && (ls.turn != nil || ls.sess.Queue.Pending > 0 || ls.queue.steer != nil) {
 		err = berth.Errorf(berth.EConflict, "a turn is in flight: rewind needs an idle session")
 	}
 	if err != nil {

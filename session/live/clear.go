@@ -24,7 +24,7 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 	wctx := context.WithoutCancel(ctx)
 
 	ls.mu.Lock()
-	if err := ls.acceptingLocked(); err != nil {
+	if err := ls.queue.acceptingLocked(); err != nil {
 		ls.mu.Unlock()
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 		ls.clearing = false
 		ls.mu.Unlock()
 	}()
-	canceled, err := ls.cancelInputLocked(wctx)
+	canceled, _, err := ls.queue.cancelAllLocked(wctx, CancelCleared)
 	if err != nil {
 		ls.mu.Unlock()
 		return nil, err
@@ -84,26 +84,4 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 		ls.logger.Warn("flush after clear", "err", err)
 	}
 	return ls.View(), nil
-}
-
-// cancelInputLocked cancels every pending entry and the staged steer,
-// moving the session to a new input generation as an interrupt does; it
-// returns how many it canceled. The store is written under mu (see live session).
-func (ls *Session) cancelInputLocked(ctx context.Context) (int, error) {
-	gen := ls.sess.Queue.Generation + 1
-	canceled, err := ls.h.Store.CancelQueue(ctx, ls.id, gen)
-	if err != nil {
-		return 0, err
-	}
-	ls.steer, ls.next, ls.sess.Queue.Pending = nil, nil, 0
-	for _, e := range canceled {
-		ls.noteEntryLocked(e.ID, EntryOutcome{Canceled: true})
-		ls.Emit("", berth.EventPromptCanceled, EntryData{EntryID: e.ID, Reason: CancelCleared})
-	}
-	if err := ls.saveLocked(ctx, ls.sess.State, func(s *berth.Session) {
-		s.Queue = berth.QueueInfo{Generation: gen}
-	}); err != nil {
-		return len(canceled), err
-	}
-	return len(canceled), nil
 }

@@ -40,7 +40,7 @@ func (ls *Session) Exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 	defer devNull.Close()
 
 	ls.mu.Lock()
-	if err := ls.acceptingLocked(); err != nil {
+	if err := ls.queue.acceptingLocked(); err != nil {
 		ls.mu.Unlock()
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"sync/atomic"
-	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -80,8 +79,8 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 		ls.mu.Unlock()
 	}
 	ls.mu.Lock()
-	if ls.turn != nil && ls.steer != nil && toolCallFinished(&u) {
-		ls.deliverSteerLocked(ls.turn)
+	if ls.turn != nil && ls.queue.steer != nil && toolCallFinished(&u) {
+		ls.queue.deliverSteerLocked(ls.turn)
 	}
 	ls.mu.Unlock()
 }
@@ -91,39 +90,6 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 func toolCallFinished(u *acp.Update) bool {
 	return (u.Kind == acp.UpdateToolCall || u.Kind == acp.UpdateToolCallUpdate) &&
 		(u.Status == "completed" || u.Status == "failed")
-}
-
-// deliverSteerLocked takes the staged steer into the turn in flight: it is
-// logged as prompt_steered in the turn, the agent's prompt is cancelled,
-// and its answer is followed by the steer's text as a new prompt of the
-// same turn (runTurn). The steer is claimed in the store under mu (see
-// live session), ordered with the agent's updates around it.
-func (ls *Session) deliverSteerLocked(t *turn) {
-	if t.cancelRequested || !t.steerIn.empty() || ls.exited || ls.stopReason != "" || ls.detached.Load() {
-		return
-	}
-	e, err := ls.h.Store.ClaimQueueEntry(context.Background(), ls.id, berth.EntrySteer, ls.sess.Queue.Generation, t.id)
-	ls.steer = nil
-	if err != nil {
-		if !berth.IsCode(err, berth.ENotFound) {
-			ls.logger.Error("claim steer", "err", err)
-		}
-		return
-	}
-	t.steerIn, t.steerID, t.steerCancelSent = entryInput(e), e.ID, make(chan struct{})
-	ls.noteEntryLocked(e.ID, EntryOutcome{TurnID: t.id})
-	ls.Emit(t.id, berth.EventPromptSteered, EntryData{EntryID: e.ID, Text: e.Text, Content: e.Content})
-	sent := t.steerCancelSent
-	ls.wg.Add(1)
-	go func() {
-		defer ls.wg.Done()
-		defer close(sent)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := ls.client.Cancel(ctx, ls.acpSession()); err != nil {
-			ls.logger.Warn("session/cancel for a steer not sent", "err", err)
-		}
-	}()
 }
 
 // updateEvent returns the event type and data for an update.

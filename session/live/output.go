@@ -128,8 +128,8 @@ func (o *output) truncateLocked() {
 		o.warnTruncatedLocked()
 		return
 	}
-	if first && ls.turn != nil && ls.steer != nil {
-		ls.deliverSteerLocked(ls.turn)
+	if first && ls.turn != nil && ls.queue.steer != nil {
+		ls.queue.deliverSteerLocked(ls.turn)
 	}
 }
 

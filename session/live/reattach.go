@@ -37,7 +37,7 @@ type Reattached struct {
 // yet (carryOn): a failure lets the shim go.
 func (ls *Session) Reattach(r Recovered) (*Reattached, error) {
 	ls.asks.recover(r.Pending, r.Elics)
-	ls.takeInput(r.Queue)
+	ls.queue.take(r.Queue)
 	h := ls.shim.Hello()
 	ls.wire(ls.shim, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
 	t, wait, err := ls.recoverTurn(r.Open, h)
@@ -68,7 +68,7 @@ func (ls *Session) CarryOn(ctx context.Context, a *Reattached) {
 		// What was queued runs now; an agent that has exited runs nothing
 		// (the session stops, and resumes for its queue).
 		ls.mu.Lock()
-		ls.dispatchLocked(ctx)
+		ls.queue.dispatchLocked(ctx)
 		ls.mu.Unlock()
 	}
 	ls.logger.Debug("session reattached", "from", a.hello.From, "end", a.hello.End, "turn_open", a.t != nil)

@@ -88,24 +88,12 @@ type Session struct {
 	// exited is set once the agent process is gone: from then on nothing
 	// starts (turns, stops) and the monitor alone finishes the session.
 	exited bool
-	// steer is the staged steer entry, next the interrupt waiting for the
-	// cancelled turn to end (see queue.go).
-	steer *berth.QueueEntry
-	next  *nextTurn
 	// seenMessages is the agent's message count at the supervisor's last
 	// look, lastActivity when it last moved; hung is set while a turn is
 	// stalled (see supervise.go).
 	seenMessages int64
 	lastActivity time.Time
 	hung         bool
-	// retryPending and dispatchRetries pace dispatch retries after a failed claim.
-	retryPending    bool
-	dispatchRetries int
-	// outcomes says, for recent entries, which turn ran them or that they
-	// were canceled; inputChanged is closed and replaced when one is added.
-	outcomes     map[string]EntryOutcome
-	outcomeIDs   []string
-	inputChanged chan struct{}
 	// detached is set when the daemon lets go of an agent that runs on in
 	// its shim (a graceful shutdown): from then on the live session records
 	// nothing, and the next daemon carries on.
@@ -114,6 +102,8 @@ type Session struct {
 	out output
 	// asks are the agent's questions to the user (asks.go).
 	asks asks
+	// queue is the session's input side (queue.go).
+	queue queue
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
 	// controls are the agent's mode, model and config as the session

@@ -212,7 +212,7 @@ func (ls *Session) activate(ctx context.Context, o opened, transcript string, be
 			ls.mu.Lock()
 		}
 		// A resumed session runs what it had queued.
-		ls.dispatchLocked(ctx)
+		ls.queue.dispatchLocked(ctx)
 	}
 	ls.mu.Unlock()
 	if err != nil {

@@ -66,7 +66,7 @@ func (ls *Session) Supervise(now time.Time) berth.StopReason {
 	if exp := ls.sess.ExpiresAt; exp != nil && !now.Before(*exp) {
 		return berth.StopTTLExpired
 	}
-	idle := t == nil && ls.sess.PendingPermissions == 0 && ls.sess.PendingElicitations == 0 && ls.sess.Queue.Pending == 0 && ls.steer == nil
+	idle := t == nil && ls.sess.PendingPermissions == 0 && ls.sess.PendingElicitations == 0 && ls.sess.Queue.Pending == 0 && ls.queue.steer == nil
 	timeout := lim.IdleTimeout
 	if ls.sess.IdleTimeoutSeconds > 0 {
 		timeout = time.Duration(ls.sess.IdleTimeoutSeconds) * time.Second

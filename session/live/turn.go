@@ -242,7 +242,7 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 		ls.logger.Warn("save after turn", "err", err)
 	}
 	// The next input starts right away, ordered after this turn's end.
-	ls.dispatchLocked(context.Background())
+	ls.queue.dispatchLocked(context.Background())
 	ls.mu.Unlock()
 	ls.asks.finishTurn(questions)
 	close(t.done)
@@ -271,8 +271,8 @@ func (ls *Session) WaitTurn(ctx context.Context, turnID string) (res *berth.Turn
 	ls.mu.Lock()
 	t := ls.turn
 	res = ls.results[turnID]
-	if ls.next != nil && ls.next.turnID == turnID {
-		entry = ls.next.entryID
+	if ls.queue.next != nil && ls.queue.next.turnID == turnID {
+		entry = ls.queue.next.entryID
 	}
 	ls.mu.Unlock()
 	if res != nil || entry != "" || t == nil || t.id != turnID {
