@@ -69,14 +69,14 @@ func (a *asks) beginRecord(what string, create func() error) bool {
 func (a *asks) movedOnLocked(turnID, tag string) bool {
 	ls := a.ls
 	return ls.exited || ls.stopReason != "" || (turnID != "" && tag == "") ||
-		(ls.turn != nil && ls.turn.id == turnID && ls.turn.cancelRequested)
+		(ls.turns.cur != nil && ls.turns.cur.id == turnID && ls.turns.cur.cancelRequested)
 }
 
 // turnTagLocked is the turn id an event about turnID carries: turnID while
 // that turn is in flight, "" once it has ended (turn_ended stays the
 // turn's last event).
 func (a *asks) turnTagLocked(turnID string) string {
-	if t := a.ls.turn; t != nil && t.id == turnID {
+	if t := a.ls.turns.cur; t != nil && t.id == turnID {
 		return turnID
 	}
 	return ""

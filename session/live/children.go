@@ -32,7 +32,7 @@ func (ls *Session) LogAbout(typ string, data map[string]any) bool {
 	if ls.tree.logClosed {
 		return false
 	}
-	ls.Emit(ls.currentTurnIDLocked(), typ, data)
+	ls.Emit(ls.turns.currentIDLocked(), typ, data)
 	return true
 }
 
@@ -66,8 +66,8 @@ func (ls *Session) childStopped(ctx context.Context, reason berth.StopReason) {
 // memory when this daemon ran it, else from the log.
 func (ls *Session) lastMessage(ctx context.Context) string {
 	ls.mu.Lock()
-	for i := len(ls.resultIDs) - 1; i >= 0; i-- {
-		if r := ls.results[ls.resultIDs[i]]; r != nil && r.Text != "" {
+	for i := len(ls.turns.resultIDs) - 1; i >= 0; i-- {
+		if r := ls.turns.results[ls.turns.resultIDs[i]]; r != nil && r.Text != "" {
 			ls.mu.Unlock()
 			return r.Text
 		}

@@ -28,7 +28,7 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 		ls.mu.Unlock()
 		return nil, err
 	}
-	t := ls.turn
+	t := ls.turns.cur
 	if t != nil && !cancel {
 		ls.mu.Unlock()
 		return nil, &berth.Error{Code: berth.EConflict, Message: "a turn is in flight: cancel it, or clear with ?cancel=true",
@@ -47,7 +47,7 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 		return nil, err
 	}
 	if t != nil {
-		ls.cancelTurnLocked(t)
+		ls.turns.cancelLocked(t)
 	}
 	ls.mu.Unlock()
 	if t != nil {

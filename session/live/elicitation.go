@@ -48,7 +48,7 @@ func (a *asks) createElicitation(ctx context.Context, req acp.CreateElicitationR
 		return acp.CreateElicitationResponse{}, &acp.Error{Code: acp.CodeInvalidParams, Message: err.Error()}
 	}
 	ls.mu.Lock()
-	e.TurnID = ls.currentTurnIDLocked()
+	e.TurnID = ls.turns.currentIDLocked()
 	if old, ok := a.adoptElicitationLocked(e); ok {
 		// Asked before the daemon restarted: the record and its event exist.
 		w := &elicWaiter{e: old, form: form, answer: make(chan acp.CreateElicitationResponse, 1)}

@@ -90,7 +90,7 @@ func (ls *Session) Exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 	ls.mu.Lock()
 	// A session that stopped meanwhile has logged its last event already.
 	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventExec, ExecData{Command: t.command, ExitCode: st.Code, Signal: st.Signal,
+		ls.Emit(ls.turns.currentIDLocked(), berth.EventExec, ExecData{Command: t.command, ExitCode: st.Code, Signal: st.Signal,
 			TimedOut: timedOut, DurationMS: res.DurationMS})
 	}
 	ls.mu.Unlock()

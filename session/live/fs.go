@@ -134,7 +134,7 @@ func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileReq
 		return acp.ReadTextFileResponse{}, fileError(err, req.Path)
 	}
 	content := selectLines(string(b[:n]), req.Line, req.Limit)
-	ls.Emit(ls.currentTurnID(), berth.EventFileRead, fileData{Path: req.Path, Bytes: len(content)})
+	ls.Emit(ls.turns.currentID(), berth.EventFileRead, fileData{Path: req.Path, Bytes: len(content)})
 	return acp.ReadTextFileResponse{Content: content}, nil
 }
 
@@ -157,7 +157,7 @@ func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileR
 	if err != nil {
 		return fileError(err, req.Path)
 	}
-	ls.Emit(ls.currentTurnID(), berth.EventFileWritten, fileData{Path: req.Path, Bytes: len(req.Content)})
+	ls.Emit(ls.turns.currentID(), berth.EventFileWritten, fileData{Path: req.Path, Bytes: len(req.Content)})
 	return nil
 }
 
@@ -225,7 +225,7 @@ func (f *files) relPath(p string) (string, bool) {
 // refuse logs a refused file access and returns the error for the agent.
 func (f *files) refuse(op, path, reason string) error {
 	ls := f.ls
-	ls.Emit(ls.currentTurnID(), berth.EventFileRefused, fileData{Path: path, Op: op, Reason: reason})
+	ls.Emit(ls.turns.currentID(), berth.EventFileRefused, fileData{Path: path, Op: op, Reason: reason})
 	return errOutside(path)
 }
 

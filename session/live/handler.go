@@ -61,8 +61,8 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 	}
 	ls.mu.Lock()
 	keep := ls.out.admitLocked(len(data))
-	if keep && ls.turn != nil && u.Kind == acp.UpdateAgentMessageChunk {
-		ls.turn.addChunk(&u)
+	if keep && ls.turns.cur != nil && u.Kind == acp.UpdateAgentMessageChunk {
+		ls.turns.cur.addChunk(&u)
 	}
 	ls.mu.Unlock()
 	if !keep {
@@ -75,12 +75,12 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 			ls.logger.Debug("wait for room in the log", "err", err)
 		}
 		ls.mu.Lock()
-		ls.out.emitAgentLocked(ls.currentTurnIDLocked(), typ, piece)
+		ls.out.emitAgentLocked(ls.turns.currentIDLocked(), typ, piece)
 		ls.mu.Unlock()
 	}
 	ls.mu.Lock()
-	if ls.turn != nil && ls.queue.steer != nil && toolCallFinished(&u) {
-		ls.queue.deliverSteerLocked(ls.turn)
+	if ls.turns.cur != nil && ls.queue.steer != nil && toolCallFinished(&u) {
+		ls.queue.deliverSteerLocked(ls.turns.cur)
 	}
 	ls.mu.Unlock()
 }
@@ -183,12 +183,5 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.out.emitAgentLocked(ls.currentTurnIDLocked(), berth.EventACPUnknown, rawData{Raw: raw})
-}
-
-func (ls *Session) currentTurnIDLocked() string {
-	if ls.turn == nil {
-		return ""
-	}
-	return ls.turn.id
+	ls.out.emitAgentLocked(ls.turns.currentIDLocked(), berth.EventACPUnknown, rawData{Raw: raw})
 }

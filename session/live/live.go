@@ -51,6 +51,7 @@ func New(h *Host, c Config) *Session {
 	ls.out.ls, ls.box.ls, ls.files.ls, ls.controls.ls = ls, ls, ls, ls
 	ls.asks = asks{ls: ls, perms: map[string]*permWaiter{}, remembered: map[string]string{}}
 	ls.queue = queue{ls: ls, outcomes: map[string]EntryOutcome{}, inputChanged: make(chan struct{})}
+	ls.turns.ls = ls
 	if c.Shim != nil {
 		ls.box.provider, ls.shim, ls.box.ref, ls.box.socket = c.Provider, c.Shim, c.Shim.Hello().Ref, s.ShimSocket
 		ls.box.cfg = c.Box

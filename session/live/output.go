@@ -128,8 +128,8 @@ func (o *output) truncateLocked() {
 		o.warnTruncatedLocked()
 		return
 	}
-	if first && ls.turn != nil && ls.queue.steer != nil {
-		ls.queue.deliverSteerLocked(ls.turn)
+	if first && ls.turns.cur != nil && ls.queue.steer != nil {
+		ls.queue.deliverSteerLocked(ls.turns.cur)
 	}
 }
 
@@ -224,7 +224,7 @@ func (o *output) oversizedLine(size int64) {
 func (o *output) oversizedLineLocked(size int64) {
 	ls := o.ls
 	limit := ls.client.MaxLineBytes()
-	ls.emitFrom(ls.linePos(), ls.currentTurnIDLocked(), berth.EventRuntimeWarning, map[string]any{
+	ls.emitFrom(ls.linePos(), ls.turns.currentIDLocked(), berth.EventRuntimeWarning, map[string]any{
 		"reason": fmt.Sprintf("the agent wrote a line of %d bytes, over the cap of %d bytes (limits.max_line_bytes); it was skipped",
 			size, limit),
 		"line_bytes": size,
@@ -240,7 +240,7 @@ func (o *output) skippedLine(line []byte) {
 		return
 	}
 	// Tagged with the line's end: a replay after a restart does not warn twice.
-	ls.emitFrom(ls.linePos(), ls.currentTurnID(), berth.EventRuntimeWarning, map[string]string{
+	ls.emitFrom(ls.linePos(), ls.turns.currentID(), berth.EventRuntimeWarning, map[string]string{
 		"reason": "the agent wrote a line to stdout that is not JSON-RPC; it was skipped (stdout is the protocol channel)",
 		"line":   string(line[:min(len(line), 200)]),
 	})
@@ -287,8 +287,8 @@ func (o *output) stderrLine(line string) {
 		o.stderrTail = o.stderrTail[len(o.stderrTail)-20:]
 	}
 	turnID := ""
-	if ls.turn != nil {
-		turnID = ls.turn.id
+	if ls.turns.cur != nil {
+		turnID = ls.turns.cur.id
 	}
 	// A line's event data is its JSON: about its length and a little.
 	if o.admitLocked(len(line) + len(`{"line":""}`)) {

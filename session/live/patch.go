@@ -246,7 +246,7 @@ func (cs *controls) setMode(ctx context.Context, mode, source string) error {
 	})
 	// Nothing is logged once the agent is gone: session_stopped is last.
 	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventModeUpdate, modeData{Current: mode, Source: source})
+		ls.Emit(ls.turns.currentIDLocked(), berth.EventModeUpdate, modeData{Current: mode, Source: source})
 	}
 	return err
 }
@@ -279,7 +279,7 @@ func (cs *controls) setModel(ctx context.Context, model, source string) error {
 	})
 	// Nothing is logged once the agent is gone: session_stopped is last.
 	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventConfigUpdate, configData{Models: after, Source: source,
+		ls.Emit(ls.turns.currentIDLocked(), berth.EventConfigUpdate, configData{Models: after, Source: source,
 			Changed: map[string]json.RawMessage{"model": quote(model)}})
 	}
 	return err
@@ -313,7 +313,7 @@ func (cs *controls) setConfig(ctx context.Context, id string, value json.RawMess
 	})
 	// Nothing is logged once the agent is gone: session_stopped is last.
 	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventConfigUpdate, configData{ConfigOptions: after, Source: source,
+		ls.Emit(ls.turns.currentIDLocked(), berth.EventConfigUpdate, configData{ConfigOptions: after, Source: source,
 			Changed: map[string]json.RawMessage{id: value}})
 	}
 	return err

@@ -59,7 +59,7 @@ func (a *asks) requestPermission(ctx context.Context, req acp.RequestPermissionR
 	}
 
 	ls.mu.Lock()
-	p.TurnID = ls.currentTurnIDLocked()
+	p.TurnID = ls.turns.currentIDLocked()
 	if old, ok := a.adoptLocked(p); ok {
 		// Asked before the daemon restarted: the record and its event exist.
 		w := &permWaiter{p: old, toolKind: kind, answer: make(chan acp.RequestPermissionResponse, 1)}

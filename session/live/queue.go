@@ -138,18 +138,18 @@ func (q *queue) prompt(ctx context.Context, mode string, in Input) (*berth.Promp
 	if err := q.acceptingLocked(); err != nil {
 		return nil, err
 	}
-	if ls.turn == nil {
+	if ls.turns.cur == nil {
 		// Input left waiting (a failed claim) goes first.
 		q.dispatchLocked(ctx)
 	}
 	// Pending entries or a staged steer make the session busy even between
 	// turns: a new prompt never overtakes what was accepted before it.
-	busy := ls.turn != nil || ls.sess.Queue.Pending > 0 || q.steer != nil
+	busy := ls.turns.cur != nil || ls.sess.Queue.Pending > 0 || q.steer != nil
 	switch {
 	case !busy && mode == berth.ModeSteer:
 		return nil, berth.Errorf(berth.EConflict, "steer needs a turn in flight; the session is idle")
 	case !busy:
-		turnID := ls.startTurnLocked(ids.New("turn"), in, berth.SourceUser)
+		turnID := ls.turns.startLocked(ids.New("turn"), in, berth.SourceUser)
 		return &berth.PromptResult{Status: "started", TurnID: turnID}, nil
 	case mode == berth.ModeSteer:
 		return q.stageSteerLocked(ctx, in)
@@ -246,10 +246,10 @@ func (q *queue) stageSteerLocked(ctx context.Context, in Input) (*berth.PromptRe
 	q.steer = e
 	ls.Emit("", berth.EventPromptQueued, queuedData{EntryID: e.ID, Kind: e.Kind, Position: 1,
 		Generation: e.Generation, Text: e.Text, Content: e.Content})
-	if ls.turn != nil && ls.out.w.turnID == ls.turn.id && ls.out.w.truncated {
+	if ls.turns.cur != nil && ls.out.w.turnID == ls.turns.cur.id && ls.out.w.truncated {
 		// Past the turn's cap no tool-call boundary is seen any more: the
 		// steer goes in now.
-		q.deliverSteerLocked(ls.turn)
+		q.deliverSteerLocked(ls.turns.cur)
 	}
 	return &berth.PromptResult{Status: "staged", EntryID: e.ID}, nil
 }
@@ -267,7 +267,7 @@ func (q *queue) interruptLocked(ctx context.Context, in Input) (*berth.PromptRes
 	}
 	res := &berth.PromptResult{Status: "started", CanceledEntries: &n, Generation: gen}
 	turnID := ids.New("turn")
-	if t := ls.turn; t != nil {
+	if t := ls.turns.cur; t != nil {
 		e := q.newEntry(berth.EntryQueue, in)
 		if _, err := ls.h.Store.EnqueuePrompt(ctx, e, ls.h.Limits.MaxQueue); err != nil {
 			return nil, err
@@ -276,9 +276,9 @@ func (q *queue) interruptLocked(ctx context.Context, in Input) (*berth.PromptRes
 		ls.changedLocked()
 		q.next = &nextTurn{entryID: e.ID, turnID: turnID}
 		res.InterruptedTurnID = t.id
-		ls.cancelTurnLocked(t)
+		ls.turns.cancelLocked(t)
 	} else {
-		ls.startTurnLocked(turnID, in, berth.SourceUser)
+		ls.turns.startLocked(turnID, in, berth.SourceUser)
 	}
 	res.TurnID = turnID
 	return res, nil
@@ -290,7 +290,7 @@ func (q *queue) interruptLocked(ctx context.Context, in Input) (*berth.PromptRes
 // done under mu (see live session), so the turn it starts is the only one.
 func (q *queue) dispatchLocked(ctx context.Context) {
 	ls := q.ls
-	if ls.turn != nil || q.acceptingLocked() != nil {
+	if ls.turns.cur != nil || q.acceptingLocked() != nil {
 		return
 	}
 	gen := ls.sess.Queue.Generation
@@ -301,7 +301,7 @@ func (q *queue) dispatchLocked(ctx context.Context) {
 	if q.steer != nil && q.next == nil {
 		turnID := ids.New("turn")
 		e0 := q.steer
-		if err := ls.logTurnStartedLocked(turnID, TurnStartedData{Text: e0.Text, Content: e0.Content, Source: berth.SourceSteer, EntryID: e0.ID}); err != nil {
+		if err := ls.turns.logStartedLocked(turnID, TurnStartedData{Text: e0.Text, Content: e0.Content, Source: berth.SourceSteer, EntryID: e0.ID}); err != nil {
 			ls.logger.Error("turn_started not logged", "err", err)
 			q.retryDispatchLocked()
 			return
@@ -310,7 +310,7 @@ func (q *queue) dispatchLocked(ctx context.Context) {
 		e, err := ls.h.Store.ClaimQueueEntry(ctx, ls.id, berth.EntrySteer, gen, turnID)
 		if err == nil {
 			q.noteEntryLocked(e.ID, EntryOutcome{TurnID: turnID})
-			ls.beginTurnLocked(turnID, entryInput(e))
+			ls.turns.beginLocked(turnID, entryInput(e))
 			return
 		}
 		q.abandonTurnLocked(turnID, err)
@@ -336,7 +336,7 @@ func (q *queue) dispatchLocked(ctx context.Context) {
 		if q.next != nil && q.next.entryID == head.ID {
 			turnID, source = q.next.turnID, berth.SourceUser
 		}
-		if err := ls.logTurnStartedLocked(turnID, TurnStartedData{Text: head.Text, Content: head.Content, Source: source, EntryID: head.ID}); err != nil {
+		if err := ls.turns.logStartedLocked(turnID, TurnStartedData{Text: head.Text, Content: head.Content, Source: source, EntryID: head.ID}); err != nil {
 			ls.logger.Error("turn_started not logged", "err", err)
 			q.retryDispatchLocked()
 			return
@@ -361,7 +361,7 @@ func (q *queue) dispatchLocked(ctx context.Context) {
 			q.next = nil
 		}
 		q.noteEntryLocked(e.ID, EntryOutcome{TurnID: turnID})
-		ls.beginTurnLocked(turnID, entryInput(e))
+		ls.turns.beginLocked(turnID, entryInput(e))
 		return
 	}
 }

@@ -40,7 +40,7 @@ func (ls *Session) Reattach(r Recovered) (*Reattached, error) {
 	ls.queue.take(r.Queue)
 	h := ls.shim.Hello()
 	ls.wire(ls.shim, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
-	t, wait, err := ls.recoverTurn(r.Open, h)
+	t, wait, err := ls.turns.recover(r.Open, h)
 	if err != nil {
 		return nil, err
 	}
@@ -56,9 +56,9 @@ func (ls *Session) CarryOn(ctx context.Context, a *Reattached) {
 		if a.wait == nil {
 			// The prompt never reached the agent: it goes out now.
 			ls.logger.Info("resending the prompt of a turn the previous daemon did not send", "turn_id", t.id)
-			go ls.runTurn(t, a.in)
+			go ls.turns.run(t, a.in)
 		} else {
-			go ls.awaitTurn(t, a.wait)
+			go ls.turns.await(t, a.wait)
 		}
 	}
 	ls.run(unansweredRequests(a.hello))
@@ -72,40 +72,6 @@ func (ls *Session) CarryOn(ctx context.Context, a *Reattached) {
 		ls.mu.Unlock()
 	}
 	ls.logger.Debug("session reattached", "from", a.hello.From, "end", a.hello.End, "turn_open", a.t != nil)
-}
-
-// recoverTurn sets up the turn in flight, open, of a wired live session: it
-// waits for the answer to the latest prompt the agent has not answered (a
-// steer's follow-up is a later prompt), or, when no prompt went out, wait
-// is nil and the turn's prompt is to be sent.
-func (ls *Session) recoverTurn(open string, h shim.Hello) (*turn, func(context.Context) (acp.PromptResponse, error), error) {
-	// The output so far is counted where the shim counted it. A turn's
-	// drops the shim reports when the turn ends; those between turns it
-	// reported at the first, which a daemon has warned of.
-	ls.out.w = outputWindow{turnID: open, recorded: h.OutputKept, truncated: h.OutputTruncated,
-		warned: open == "" && h.OutputTruncated}
-	if open == "" {
-		return nil, nil, nil
-	}
-	t := &turn{id: open, done: make(chan struct{}), promptSent: make(chan struct{})}
-	ls.turn, ls.lastActivity = t, time.Now()
-	latest := int64(-1)
-	for _, c := range h.Calls {
-		if c.Method != acp.MethodSessionPrompt || (c.AnsweredAt > 0 && c.AnsweredAt <= h.From) {
-			continue
-		}
-		if id, err := strconv.ParseInt(string(c.ID), 10, 64); err == nil && id > latest {
-			latest = id
-		}
-	}
-	if latest < 0 {
-		return t, nil, nil
-	}
-	close(t.promptSent)
-	wait, err := ls.client.ExpectPrompt(latest, func(resp acp.PromptResponse, err error) {
-		ls.endTurn(t, turnEnd(resp, err, false), ls.linePos())
-	})
-	return t, wait, err
 }
 
 // servedAgain names the agent's requests the replay reads again that the
@@ -134,10 +100,46 @@ func unansweredRequests(h shim.Hello) [][]byte {
 	return lines
 }
 
-// awaitTurn ends a reattached turn when the answer to its prompt comes, or
+// recover sets up the turn in flight, open, of a wired live session: it
+// waits for the answer to the latest prompt the agent has not answered (a
+// steer's follow-up is a later prompt), or, when no prompt went out, wait
+// is nil and the turn's prompt is to be sent.
+func (tr *turns) recover(open string, h shim.Hello) (*turn, func(context.Context) (acp.PromptResponse, error), error) {
+	ls := tr.ls
+	// The output so far is counted where the shim counted it. A turn's
+	// drops the shim reports when the turn ends; those between turns it
+	// reported at the first, which a daemon has warned of.
+	ls.out.w = outputWindow{turnID: open, recorded: h.OutputKept, truncated: h.OutputTruncated,
+		warned: open == "" && h.OutputTruncated}
+	if open == "" {
+		return nil, nil, nil
+	}
+	t := &turn{id: open, done: make(chan struct{}), promptSent: make(chan struct{})}
+	tr.cur, tr.lastActivity = t, time.Now()
+	latest := int64(-1)
+	for _, c := range h.Calls {
+		if c.Method != acp.MethodSessionPrompt || (c.AnsweredAt > 0 && c.AnsweredAt <= h.From) {
+			continue
+		}
+		if id, err := strconv.ParseInt(string(c.ID), 10, 64); err == nil && id > latest {
+			latest = id
+		}
+	}
+	if latest < 0 {
+		return t, nil, nil
+	}
+	close(t.promptSent)
+	wait, err := ls.client.ExpectPrompt(latest, func(resp acp.PromptResponse, err error) {
+		tr.end(t, turnEnd(resp, err, false), ls.linePos())
+	})
+	return t, wait, err
+}
+
+// await ends a reattached turn when the answer to its prompt comes, or
 // when the connection ends without one.
-func (ls *Session) awaitTurn(t *turn, wait func(context.Context) (acp.PromptResponse, error)) {
+func (tr *turns) await(t *turn, wait func(context.Context) (acp.PromptResponse, error)) {
+	ls := tr.ls
 	defer ls.turnWG.Done()
 	resp, err := wait(context.Background())
-	ls.endTurn(t, turnEnd(resp, err, ls.stopping()), 0)
+	tr.end(t, turnEnd(resp, err, ls.stopping()), 0)
 }

@@ -80,20 +80,11 @@ type Session struct {
 	// held (unlock, tellLeaseLost), never under one.
 	leaseLost  atomic.Bool
 	sess       berth.Session
-	turn       *turn
-	results    map[string]*berth.TurnResult
-	resultIDs  []string
 	stopReason berth.StopReason
 	failure    *berth.Failure
 	// exited is set once the agent process is gone: from then on nothing
 	// starts (turns, stops) and the monitor alone finishes the session.
 	exited bool
-	// seenMessages is the agent's message count at the supervisor's last
-	// look, lastActivity when it last moved; hung is set while a turn is
-	// stalled (see supervise.go).
-	seenMessages int64
-	lastActivity time.Time
-	hung         bool
 	// detached is set when the daemon lets go of an agent that runs on in
 	// its shim (a graceful shutdown): from then on the live session records
 	// nothing, and the next daemon carries on.
@@ -104,6 +95,8 @@ type Session struct {
 	asks asks
 	// queue is the session's input side (queue.go).
 	queue queue
+	// turns are the turn in flight and those before it (turn.go).
+	turns turns
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
 	// controls are the agent's mode, model and config as the session
@@ -208,12 +201,12 @@ func (ls *Session) viewLocked() *berth.Session {
 	if seq := ls.h.Log.LastSeq(ls.id); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
-	if ls.turn != nil {
-		s.CurrentTurnID = ls.turn.id
+	if ls.turns.cur != nil {
+		s.CurrentTurnID = ls.turns.cur.id
 	} else {
 		s.CurrentTurnID = ""
 	}
-	s.Badge = s.ComputeBadge(ls.turn != nil, ls.hung)
+	s.Badge = s.ComputeBadge(ls.turns.cur != nil, ls.turns.hung)
 	if ls.h.InCluster {
 		s.Node = ls.h.NodeID
 	}
@@ -255,7 +248,7 @@ func (ls *Session) saveLocked(ctx context.Context, from berth.State, mutate func
 	mutate(&next)
 	next.UpdatedAt = time.Now().UTC()
 	next.Resumable = Resumable(&next)
-	next.Badge = next.ComputeBadge(ls.turn != nil, ls.hung)
+	next.Badge = next.ComputeBadge(ls.turns.cur != nil, ls.turns.hung)
 	if err := ls.h.Store.UpdateSession(ctx, &next, from); err != nil {
 		if berth.IsCode(err, berth.ELeaseLost) {
 			ls.leaseLost.Store(true)
@@ -311,16 +304,6 @@ func (ls *Session) emitEvent(ev berth.Event) {
 	if err := ls.h.Log.Append(context.Background(), ev); err != nil {
 		ls.logger.Error("event not logged", "type", ev.Type, "err", err)
 	}
-}
-
-// currentTurnID returns the id of the turn in flight, or "".
-func (ls *Session) currentTurnID() string {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.turn == nil {
-		return ""
-	}
-	return ls.turn.id
 }
 
 // requestStop records why the session is stopping; the first reason wins,
@@ -524,19 +507,6 @@ func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.S
 			Message: "out of memory: the sandbox reached its memory limit (memory_mb) and the kernel killed the agent\n" + msg}
 	}
 	return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailProcessExit, Message: msg}
-}
-
-// rememberResult keeps a finished turn's result for late waiters.
-func (ls *Session) rememberResultLocked(r *berth.TurnResult) {
-	if ls.results == nil {
-		ls.results = make(map[string]*berth.TurnResult)
-	}
-	ls.results[r.TurnID] = r
-	ls.resultIDs = append(ls.resultIDs, r.TurnID)
-	if len(ls.resultIDs) > maxRecentResults {
-		delete(ls.results, ls.resultIDs[0])
-		ls.resultIDs = ls.resultIDs[1:]
-	}
 }
 
 // addChunk adds an agent message chunk to the turn's text. A chunk whose

@@ -78,7 +78,7 @@ func (ls *Session) teardownDetached() {
 // kill the agent on behalf of a daemon that let go of it.
 func (ls *Session) stopTimersLocked() {
 	ls.asks.stopTimersLocked()
-	if t := ls.turn; t != nil && t.graceTimer != nil && t.graceTimer.Stop() {
+	if t := ls.turns.cur; t != nil && t.graceTimer != nil && t.graceTimer.Stop() {
 		ls.wg.Done()
 		t.graceTimer = nil
 	}

@@ -89,7 +89,7 @@ func (ts *terminals) create(ctx context.Context, req acp.CreateTerminalRequest) 
 	}
 	t := &terminal{id: ids.New("term"), command: commandLine(req.Command, req.Args), proc: proc, out: out, done: make(chan struct{})}
 	ts.add(t)
-	turnID := ls.currentTurnID()
+	turnID := ls.turns.currentID()
 	ls.Emit(turnID, berth.EventTerminalStarted, map[string]any{"terminal_id": t.id, "command": t.command})
 	ls.wg.Add(1)
 	go func() {

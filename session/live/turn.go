@@ -10,6 +10,25 @@ import (
 	"github.com/berth-sh/berth/acp"
 )
 
+// turns are the session's turns: the one in flight, the results of the
+// last ones for late waiters, and the supervisor's watch on the agent's
+// activity during a turn. The session's mu guards them.
+type turns struct {
+	ls *Session
+	// cur is the turn in flight, nil between turns.
+	cur *turn
+	// results are the results of recent turns by id, resultIDs their ids
+	// oldest first.
+	results   map[string]*berth.TurnResult
+	resultIDs []string
+	// seenMessages is the agent's message count at the supervisor's last
+	// look, lastActivity when it last moved; hung is set while a turn is
+	// stalled (see supervise.go).
+	seenMessages int64
+	lastActivity time.Time
+	hung         bool
+}
+
 // TurnStartedData is the data of turn_started. EntryID names the queue
 // entry the turn runs, if any.
 type TurnStartedData struct {
@@ -29,122 +48,6 @@ type TurnEndedData struct {
 	StopReason string          `json:"stop_reason"`
 	Error      *berth.ACPError `json:"error,omitempty"`
 	Usage      json.RawMessage `json:"usage,omitempty"`
-}
-
-// startTurnLocked begins a turn; the caller has checked that the session
-// is active and idle.
-func (ls *Session) startTurnLocked(turnID string, in Input, source string) string {
-	if err := ls.logTurnStartedLocked(turnID, TurnStartedData{Text: in.text, Content: in.content, Source: source}); err != nil {
-		ls.logger.Error("turn_started not logged", "turn_id", turnID, "err", err)
-	}
-	ls.beginTurnLocked(turnID, in)
-	return turnID
-}
-
-// logTurnStartedLocked logs turn_started and waits for its commit: the
-// agent is prompted only once the log has the turn, so a daemon that dies
-// right after finds the turn its agent is working on, and a queued entry
-// is claimed only once its turn is there to show for it. The wait for the
-// commit is under mu (see live session): the log's writer never takes it.
-func (ls *Session) logTurnStartedLocked(turnID string, d TurnStartedData) error {
-	if ls.detached.Load() {
-		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
-	}
-	_, err := ls.h.Log.AppendSync(context.Background(), berth.NewEvent(ls.id, turnID, berth.EventTurnStarted, d))
-	return err
-}
-
-// beginTurnLocked makes turnID the turn in flight (its turn_started is
-// logged) and starts its runner.
-func (ls *Session) beginTurnLocked(turnID string, in Input) {
-	now := time.Now()
-	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), began: now}
-	ls.turn = t
-	ls.out.closeLocked(turnID)
-	// A stall is measured from the turn's start at the earliest.
-	ls.lastActivity, ls.sess.LastActivityAt = now, now.UTC()
-	ls.changedLocked()
-	ls.turnWG.Add(1)
-	go ls.runTurn(t, in)
-}
-
-// runTurn sends the prompt and ends the turn. A turn answered by the agent
-// is closed on the reader goroutine the moment the answer arrives, so
-// turn_ended follows exactly the updates sent before the answer; a turn
-// whose connection ended is closed here. A steer delivered during the turn
-// makes the answer to the cancelled prompt the start of another prompt in
-// the same turn.
-func (ls *Session) runTurn(t *turn, in Input) {
-	defer ls.turnWG.Done()
-	ls.mu.Lock()
-	// An agent that could not reopen the conversation learns it here.
-	carry := ls.carry
-	ls.carry = ""
-	ls.mu.Unlock()
-	// A rewind's or a fork's note goes first; then the workspace is
-	// recorded as it is before the agent sees the prompt.
-	carry = ls.takeNote() + carry
-	ls.checkpointTurn(t)
-	for {
-		answered := func(resp acp.PromptResponse, err error) {
-			if !ls.continueWithSteer(t, err) {
-				ls.endTurn(t, turnEnd(resp, err, false), ls.linePos())
-			}
-		}
-		// session/cancel waits for the prompt to be written: it must never overtake it.
-		sent := t.promptSent
-		ctx := acp.WithSent(context.Background(), func() { closeOnce(sent) })
-		resp, err := ls.client.PromptThen(ctx, ls.acpSession(), answered, in.blocks(carry)...)
-		carry = ""
-		closeOnce(sent)
-		if next, ok := ls.takeSteer(t); ok {
-			// The steer's cancel goes out before its prompt, or the agent
-			// could take the cancel for the new prompt.
-			<-t.steerCancelSent
-			in = next
-			ls.mu.Lock()
-			t.promptSent = make(chan struct{})
-			ls.mu.Unlock()
-			continue
-		}
-		ls.endTurn(t, turnEnd(resp, err, ls.stopping()), 0)
-		return
-	}
-}
-
-// continueWithSteer reports whether the answer to a prompt berth cancelled
-// to deliver a steer continues the turn with the steer's text.
-func (ls *Session) continueWithSteer(t *turn, err error) bool {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.turn != t || t.steerIn.empty() {
-		return false
-	}
-	if t.cancelRequested || ls.stopReason != "" || errors.Is(err, acp.ErrClosed) || isClosedErr(err) {
-		// The turn ends here: the steer taken into it is dropped, and says so.
-		ls.Emit(t.id, berth.EventPromptCanceled, EntryData{EntryID: t.steerID, Reason: cancelTurnEnded})
-		t.steerIn = Input{}
-		return false
-	}
-	t.continueWith, t.steerIn = t.steerIn, Input{}
-	return true
-}
-
-// takeSteer returns the text the turn continues with, if any.
-func (ls *Session) takeSteer(t *turn) (Input, bool) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	next := t.continueWith
-	t.continueWith = Input{}
-	if next.empty() || ls.turn != t {
-		return Input{}, false
-	}
-	if t.cancelRequested || ls.stopReason != "" {
-		// Cancelled (or interrupted, or stopping) before the steer went out.
-		ls.Emit(t.id, berth.EventPromptCanceled, EntryData{EntryID: t.steerID, Reason: cancelTurnEnded})
-		return Input{}, false
-	}
-	return next, true
 }
 
 // isClosedErr reports whether err says the connection to the agent ended.
@@ -186,15 +89,204 @@ func turnEnd(resp acp.PromptResponse, err error, stopping bool) TurnEndedData {
 	return end
 }
 
-// endTurn closes a turn once: turn_ended is its last event, the session's
+// CancelTurn cancels the turn in flight and returns its id.
+func (ls *Session) CancelTurn() (string, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	t := ls.turns.cur
+	if t == nil {
+		return "", berth.Errorf(berth.EConflict, "no turn in flight")
+	}
+	ls.turns.cancelLocked(t)
+	return t.id, nil
+}
+
+// WaitTurn waits for turn turnID when the session runs it or ran it of
+// late and returns its result; nil when the log is to say (the turn is
+// not known here, or its text was too long to keep), with entry set when
+// turnID is an interrupt's, which starts once the turn it cancelled ends.
+func (ls *Session) WaitTurn(ctx context.Context, turnID string) (res *berth.TurnResult, entry string, err error) {
+	ls.mu.Lock()
+	t := ls.turns.cur
+	res = ls.turns.results[turnID]
+	if ls.queue.next != nil && ls.queue.next.turnID == turnID {
+		entry = ls.queue.next.entryID
+	}
+	ls.mu.Unlock()
+	if res != nil || entry != "" || t == nil || t.id != turnID {
+		return res, entry, nil
+	}
+	select {
+	case <-t.done:
+		if !t.textCut {
+			return t.result, "", nil
+		}
+		return nil, "", nil
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+}
+
+// closeOnce closes ch unless it is closed already; only the turn's runner
+// closes it, so there is no race between the check and the close.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+func (tr *turns) currentIDLocked() string {
+	if tr.cur == nil {
+		return ""
+	}
+	return tr.cur.id
+}
+
+// currentID returns the id of the turn in flight, or "".
+func (tr *turns) currentID() string {
+	ls := tr.ls
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if tr.cur == nil {
+		return ""
+	}
+	return tr.cur.id
+}
+
+// startLocked begins a turn; the caller has checked that the session
+// is active and idle.
+func (tr *turns) startLocked(turnID string, in Input, source string) string {
+	ls := tr.ls
+	if err := tr.logStartedLocked(turnID, TurnStartedData{Text: in.text, Content: in.content, Source: source}); err != nil {
+		ls.logger.Error("turn_started not logged", "turn_id", turnID, "err", err)
+	}
+	tr.beginLocked(turnID, in)
+	return turnID
+}
+
+// logStartedLocked logs turn_started and waits for its commit: the
+// agent is prompted only once the log has the turn, so a daemon that dies
+// right after finds the turn its agent is working on, and a queued entry
+// is claimed only once its turn is there to show for it. The wait for the
+// commit is under mu (see live session): the log's writer never takes it.
+func (tr *turns) logStartedLocked(turnID string, d TurnStartedData) error {
+	ls := tr.ls
+	if ls.detached.Load() {
+		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
+	}
+	_, err := ls.h.Log.AppendSync(context.Background(), berth.NewEvent(ls.id, turnID, berth.EventTurnStarted, d))
+	return err
+}
+
+// beginLocked makes turnID the turn in flight (its turn_started is
+// logged) and starts its runner.
+func (tr *turns) beginLocked(turnID string, in Input) {
+	ls := tr.ls
+	now := time.Now()
+	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), began: now}
+	tr.cur = t
+	ls.out.closeLocked(turnID)
+	// A stall is measured from the turn's start at the earliest.
+	tr.lastActivity, ls.sess.LastActivityAt = now, now.UTC()
+	ls.changedLocked()
+	ls.turnWG.Add(1)
+	go tr.run(t, in)
+}
+
+// run sends the prompt and ends the turn. A turn answered by the agent
+// is closed on the reader goroutine the moment the answer arrives, so
+// turn_ended follows exactly the updates sent before the answer; a turn
+// whose connection ended is closed here. A steer delivered during the turn
+// makes the answer to the cancelled prompt the start of another prompt in
+// the same turn.
+func (tr *turns) run(t *turn, in Input) {
+	ls := tr.ls
+	defer ls.turnWG.Done()
+	ls.mu.Lock()
+	// An agent that could not reopen the conversation learns it here.
+	carry := ls.carry
+	ls.carry = ""
+	ls.mu.Unlock()
+	// A rewind's or a fork's note goes first; then the workspace is
+	// recorded as it is before the agent sees the prompt.
+	carry = tr.takeNote() + carry
+	tr.checkpoint(t)
+	for {
+		answered := func(resp acp.PromptResponse, err error) {
+			if !tr.continueWithSteer(t, err) {
+				tr.end(t, turnEnd(resp, err, false), ls.linePos())
+			}
+		}
+		// session/cancel waits for the prompt to be written: it must never overtake it.
+		sent := t.promptSent
+		ctx := acp.WithSent(context.Background(), func() { closeOnce(sent) })
+		resp, err := ls.client.PromptThen(ctx, ls.acpSession(), answered, in.blocks(carry)...)
+		carry = ""
+		closeOnce(sent)
+		if next, ok := tr.takeSteer(t); ok {
+			// The steer's cancel goes out before its prompt, or the agent
+			// could take the cancel for the new prompt.
+			<-t.steerCancelSent
+			in = next
+			ls.mu.Lock()
+			t.promptSent = make(chan struct{})
+			ls.mu.Unlock()
+			continue
+		}
+		tr.end(t, turnEnd(resp, err, ls.stopping()), 0)
+		return
+	}
+}
+
+// continueWithSteer reports whether the answer to a prompt berth cancelled
+// to deliver a steer continues the turn with the steer's text.
+func (tr *turns) continueWithSteer(t *turn, err error) bool {
+	ls := tr.ls
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if tr.cur != t || t.steerIn.empty() {
+		return false
+	}
+	if t.cancelRequested || ls.stopReason != "" || errors.Is(err, acp.ErrClosed) || isClosedErr(err) {
+		// The turn ends here: the steer taken into it is dropped, and says so.
+		ls.Emit(t.id, berth.EventPromptCanceled, EntryData{EntryID: t.steerID, Reason: cancelTurnEnded})
+		t.steerIn = Input{}
+		return false
+	}
+	t.continueWith, t.steerIn = t.steerIn, Input{}
+	return true
+}
+
+// takeSteer returns the text the turn continues with, if any.
+func (tr *turns) takeSteer(t *turn) (Input, bool) {
+	ls := tr.ls
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	next := t.continueWith
+	t.continueWith = Input{}
+	if next.empty() || tr.cur != t {
+		return Input{}, false
+	}
+	if t.cancelRequested || ls.stopReason != "" {
+		// Cancelled (or interrupted, or stopping) before the steer went out.
+		ls.Emit(t.id, berth.EventPromptCanceled, EntryData{EntryID: t.steerID, Reason: cancelTurnEnded})
+		return Input{}, false
+	}
+	return next, true
+}
+
+// end closes a turn once: turn_ended is its last event, the session's
 // counters are saved, then waiters are released. src is the end of the
 // agent's answer line when the answer closes the turn (else 0).
-func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
+func (tr *turns) end(t *turn, end TurnEndedData, src int64) {
+	ls := tr.ls
 	// Held from the events of the questions the turn ends to their
 	// records: a detach waits for the pairs.
 	ls.recordMu.RLock()
 	ls.mu.Lock()
-	if ls.turn != t || ls.detached.Load() {
+	if tr.cur != t || ls.detached.Load() {
 		// A detached live session leaves the turn to the next daemon.
 		ls.mu.Unlock()
 		ls.recordMu.RUnlock()
@@ -210,11 +302,11 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 	// A question the agent left open dies with its turn, before turn_ended;
 	// so does one a previous daemon stored that the agent never asked again.
 	questions := ls.asks.endTurnLocked(t.id)
-	if ls.hung && !ls.exited && ls.stopReason == "" {
+	if tr.hung && !ls.exited && ls.stopReason == "" {
 		// The agent answered: whatever the supervisor saw last, it is not stalled.
 		ls.Emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
 	}
-	ls.hung = false
+	tr.hung = false
 	// What the turn dropped of the agent's output is told before it ends.
 	ls.out.closeLocked("")
 	ls.emitFrom(src, t.id, berth.EventTurnEnded, end)
@@ -226,9 +318,9 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
 	t.result = res
 	if !t.textCut {
-		ls.rememberResultLocked(res)
+		tr.rememberLocked(res)
 	}
-	ls.turn = nil
+	tr.cur = nil
 	err := ls.saveLocked(context.Background(), ls.sess.State, func(s *berth.Session) {
 		s.Turns++
 		s.LastActivityAt = time.Now().UTC()
@@ -251,49 +343,25 @@ func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
 	ls.tellLeaseLost()
 }
 
-// CancelTurn cancels the turn in flight and returns its id.
-func (ls *Session) CancelTurn() (string, error) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	t := ls.turn
-	if t == nil {
-		return "", berth.Errorf(berth.EConflict, "no turn in flight")
+// rememberResult keeps a finished turn's result for late waiters.
+func (tr *turns) rememberLocked(r *berth.TurnResult) {
+	if tr.results == nil {
+		tr.results = make(map[string]*berth.TurnResult)
 	}
-	ls.cancelTurnLocked(t)
-	return t.id, nil
-}
-
-// WaitTurn waits for turn turnID when the session runs it or ran it of
-// late and returns its result; nil when the log is to say (the turn is
-// not known here, or its text was too long to keep), with entry set when
-// turnID is an interrupt's, which starts once the turn it cancelled ends.
-func (ls *Session) WaitTurn(ctx context.Context, turnID string) (res *berth.TurnResult, entry string, err error) {
-	ls.mu.Lock()
-	t := ls.turn
-	res = ls.results[turnID]
-	if ls.queue.next != nil && ls.queue.next.turnID == turnID {
-		entry = ls.queue.next.entryID
-	}
-	ls.mu.Unlock()
-	if res != nil || entry != "" || t == nil || t.id != turnID {
-		return res, entry, nil
-	}
-	select {
-	case <-t.done:
-		if !t.textCut {
-			return t.result, "", nil
-		}
-		return nil, "", nil
-	case <-ctx.Done():
-		return nil, "", ctx.Err()
+	tr.results[r.TurnID] = r
+	tr.resultIDs = append(tr.resultIDs, r.TurnID)
+	if len(tr.resultIDs) > maxRecentResults {
+		delete(tr.results, tr.resultIDs[0])
+		tr.resultIDs = tr.resultIDs[1:]
 	}
 }
 
-// cancelTurnLocked asks the agent to end a turn (once): session/cancel is
+// cancelLocked asks the agent to end a turn (once): session/cancel is
 // sent, every pending permission request is answered cancelled, and a
 // timer kills the agent if the turn has not ended within
 // limits.cancel_grace.
-func (ls *Session) cancelTurnLocked(t *turn) {
+func (tr *turns) cancelLocked(t *turn) {
+	ls := tr.ls
 	if t.cancelRequested || ls.exited {
 		t.cancelRequested = true
 		return
@@ -302,7 +370,7 @@ func (ls *Session) cancelTurnLocked(t *turn) {
 	ls.wg.Add(1)
 	t.graceTimer = time.AfterFunc(ls.h.Limits.CancelGrace, func() {
 		defer ls.wg.Done()
-		ls.cancelExpired(t)
+		tr.cancelExpired(t)
 	})
 	ls.asks.cancelLocked()
 	// Written off the caller's goroutine: this may run on the ACP reader,
@@ -326,7 +394,8 @@ func (ls *Session) cancelTurnLocked(t *turn) {
 }
 
 // cancelExpired kills an agent that did not end a cancelled turn in time.
-func (ls *Session) cancelExpired(t *turn) {
+func (tr *turns) cancelExpired(t *turn) {
+	ls := tr.ls
 	select {
 	case <-t.done:
 		return
@@ -341,15 +410,5 @@ func (ls *Session) cancelExpired(t *turn) {
 		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
 	if _, err := ls.proc.Stop(context.Background(), 0); err != nil {
 		ls.logger.Warn("kill after cancel grace", "err", err)
-	}
-}
-
-// closeOnce closes ch unless it is closed already; only the turn's runner
-// closes it, so there is no race between the check and the close.
-func closeOnce(ch chan struct{}) {
-	select {
-	case <-ch:
-	default:
-		close(ch)
 	}
 }
