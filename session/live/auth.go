@@ -6,21 +6,71 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
 )
 
-// acpSession returns the agent's session id ("" before it has one).
-func (ls *Session) acpSession() string {
-	if p := ls.acpID.Load(); p != nil {
+// Authenticate is Authenticate on the live session.
+func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Session, error) {
+	return ls.conv.authenticate(ctx, methodID)
+}
+
+// conversation is the agent's ACP conversation of the session: how it
+// begins (new, reopened after a resume, forked), opened once the agent is
+// up, or once it is authenticated, and replaced by a clear. Its fields are
+// set before the live session is live and never change, but for acpID,
+// init and handler (set by start), and awaitingAuth, clearing and carry,
+// which the session's mu guards.
+type conversation struct {
+	ls *Session
+	// resumeFrom is the ACP session id a resumed session reopens; resumed
+	// is set when it resumes a stopped session.
+	resumeFrom string
+	resumed    bool
+	// fork is what a session forked from a checkpoint starts from; nil
+	// for any other.
+	fork *Fork
+	// tools is the berth entry of the agent's MCP servers, with the
+	// socket and credential of the agent start under way (nil without
+	// berth tools); set before the agent starts, read for its session/new,
+	// load or resume. toolsWarning, set with it, says why the agent has no
+	// berth tools; Start logs it.
+	tools        *acp.McpServer
+	toolsWarning string
+	// acpID is the agent's session id; clear replaces it while no turn runs.
+	acpID atomic.Pointer[string]
+	// init and handler are the agent's initialize answer and berth's
+	// handler of its connection, kept for a start finished later
+	// (authenticate) and for clear.
+	init    *acp.InitializeResponse
+	handler *agentHandler
+
+	// authMu serialises authenticate and clear: each may open a
+	// conversation (the lock order is written on Session).
+	authMu sync.Mutex
+	// awaitingAuth is set while the session waits in starting for
+	// authenticate; clearing while clear replaces the conversation (no
+	// input is taken or dispatched meanwhile); carry is the transcript the
+	// next prompt carries to an agent that could not reopen the
+	// conversation. The session's mu guards them.
+	awaitingAuth bool
+	clearing     bool
+	carry        string
+}
+
+// id returns the agent's session id ("" before it has one).
+func (c *conversation) id() string {
+	if p := c.acpID.Load(); p != nil {
 		return *p
 	}
 	return ""
 }
 
-// setACPSession records the agent's session id.
-func (ls *Session) setACPSession(id string) { ls.acpID.Store(&id) }
+// setID records the agent's session id.
+func (c *conversation) setID(id string) { c.acpID.Store(&id) }
 
 // isAuthRequired reports whether the agent answered ACP auth_required.
 func isAuthRequired(err error) bool {
@@ -28,11 +78,20 @@ func isAuthRequired(err error) bool {
 	return errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired
 }
 
+// waitsForAuth reports whether the session's start waits for authenticate.
+func (c *conversation) waitsForAuth() bool {
+	ls := c.ls
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.sess.State == berth.StateStarting && ls.sess.NeedsAuth
+}
+
 // awaitAuth leaves a session whose agent answered session/new (or load)
 // with auth_required in starting, badge needs_auth, with the agent's auth
 // methods: Authenticate finishes the start (docs/api.md, Authentication). The
 // caller tells of a lease lost (tellLeaseLost): it may hold authMu.
-func (ls *Session) awaitAuth(ctx context.Context, cause error) error {
+func (c *conversation) awaitAuth(ctx context.Context, cause error) error {
+	ls := c.ls
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.exited || ls.stopReason != "" {
@@ -42,7 +101,7 @@ func (ls *Session) awaitAuth(ctx context.Context, cause error) error {
 		ls.mu.Lock()
 		return nil
 	}
-	ls.awaitingAuth = true
+	c.awaitingAuth = true
 	if err := ls.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) { s.NeedsAuth = true }); err != nil {
 		ls.logger.Error("could not record needs_auth", "err", err)
 	}
@@ -55,18 +114,40 @@ func (ls *Session) awaitAuth(ctx context.Context, cause error) error {
 	return nil
 }
 
-// Authenticate is Authenticate on the live session.
-func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Session, error) {
+// finishStart opens the conversation of a session that waited for
+// authentication: active, or waiting again when the agent still says
+// auth_required, or stopped startup_failed on any other answer.
+// transcript is what a new conversation of a resumed session carries.
+func (c *conversation) finishStart(ctx context.Context, transcript string) error {
+	ls := c.ls
+	hctx, cancel := context.WithTimeout(ctx, ls.h.Limits.HandshakeTimeout)
+	defer cancel()
+	ls.mu.Lock()
+	before := controlsOf(ls.sess.ACP)
+	ls.mu.Unlock()
+	o, err := c.open(hctx, c.init, c.handler)
+	if isAuthRequired(err) {
+		return c.awaitAuth(ctx, err)
+	}
+	if err != nil {
+		return c.handshakeFailed(ctx, "session/new", err)
+	}
+	return c.activate(ctx, o, transcript, before)
+}
+
+// authenticate is Authenticate.
+func (c *conversation) authenticate(ctx context.Context, methodID string) (*berth.Session, error) {
+	ls := c.ls
 	// A resumed session's start that waits for this may have to give the
 	// agent a new conversation with the transcript so far: read now, as
 	// the manager reads it (a callback) and authMu is not held yet.
 	transcript := ""
-	if ls.resumeFrom != "" && ls.waitsForAuth() {
-		transcript = ls.readTranscript(ctx)
+	if c.resumeFrom != "" && c.waitsForAuth() {
+		transcript = c.readTranscript(ctx)
 	}
 	defer ls.tellLeaseLost()
-	ls.authMu.Lock()
-	defer ls.authMu.Unlock()
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
 	ls.mu.Lock()
 	s := ls.sess
 	gone := ls.exited || ls.stopReason != ""
@@ -99,8 +180,8 @@ func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Se
 	ls.logger.Info("agent authenticated", "method", methodID)
 	// A start that waited for this finishes now (a session a restarted
 	// daemon reattached was active already: it has no start to finish).
-	if s.State == berth.StateStarting && s.NeedsAuth && ls.init != nil {
-		if err := ls.finishStart(context.WithoutCancel(ctx), transcript); err != nil {
+	if s.State == berth.StateStarting && s.NeedsAuth && c.init != nil {
+		if err := c.finishStart(context.WithoutCancel(ctx), transcript); err != nil {
 			return nil, err
 		}
 	}
@@ -108,31 +189,4 @@ func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Se
 		ls.logger.Warn("flush after authenticate", "err", err)
 	}
 	return ls.View(), nil
-}
-
-// waitsForAuth reports whether the session's start waits for authenticate.
-func (ls *Session) waitsForAuth() bool {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.sess.State == berth.StateStarting && ls.sess.NeedsAuth
-}
-
-// finishStart opens the conversation of a session that waited for
-// authentication: active, or waiting again when the agent still says
-// auth_required, or stopped startup_failed on any other answer.
-// transcript is what a new conversation of a resumed session carries.
-func (ls *Session) finishStart(ctx context.Context, transcript string) error {
-	hctx, cancel := context.WithTimeout(ctx, ls.h.Limits.HandshakeTimeout)
-	defer cancel()
-	ls.mu.Lock()
-	before := controlsOf(ls.sess.ACP)
-	ls.mu.Unlock()
-	o, err := ls.openACPSession(hctx, ls.init, ls.handler)
-	if isAuthRequired(err) {
-		return ls.awaitAuth(ctx, err)
-	}
-	if err != nil {
-		return ls.handshakeFailed(ctx, "session/new", err)
-	}
-	return ls.activate(ctx, o, transcript, before)
 }

@@ -18,9 +18,15 @@ type ClearedData struct {
 
 // Clear is ClearSession on the live session.
 func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, error) {
+	return ls.conv.clear(ctx, cancel)
+}
+
+// clear is Clear.
+func (c *conversation) clear(ctx context.Context, cancel bool) (*berth.Session, error) {
+	ls := c.ls
 	defer ls.tellLeaseLost()
-	ls.authMu.Lock()
-	defer ls.authMu.Unlock()
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
 	wctx := context.WithoutCancel(ctx)
 
 	ls.mu.Lock()
@@ -35,10 +41,10 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 			Details: map[string]any{"turn_id": t.id}}
 	}
 	// From here no input is taken or dispatched until the new conversation is there.
-	ls.clearing = true
+	c.clearing = true
 	defer func() {
 		ls.mu.Lock()
-		ls.clearing = false
+		c.clearing = false
 		ls.mu.Unlock()
 	}()
 	canceled, _, err := ls.queue.cancelAllLocked(wctx, CancelCleared)
@@ -60,7 +66,7 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 
 	hctx, stop := context.WithTimeout(wctx, ls.h.Limits.HandshakeTimeout)
 	defer stop()
-	ns, err := ls.client.NewSession(hctx, ls.workspace, ls.mcpServers())
+	ns, err := ls.client.NewSession(hctx, ls.workspace, c.mcpServers())
 	if err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "the agent did not start a new conversation (the old one goes on)")
 	}
@@ -69,10 +75,10 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 		ls.mu.Unlock()
 		return nil, berth.Errorf(berth.EConflict, "the session stopped while it was cleared")
 	}
-	old := ls.acpSession()
-	ls.setACPSession(ns.SessionID)
+	old := c.id()
+	c.setID(ns.SessionID)
 	// A conversation the agent could not reopen carried the transcript so far: no more.
-	ls.carry = ""
+	c.carry = ""
 	err = ls.saveLocked(wctx, berth.StateActive, func(s *berth.Session) { s.ACP.SessionID = ns.SessionID })
 	ls.Emit("", berth.EventConversationCleared, ClearedData{OldACPSessionID: old, ACPSessionID: ns.SessionID, CanceledEntries: canceled})
 	ls.logger.Info("conversation cleared", "old_acp_session_id", old, "acp_session_id", ns.SessionID)

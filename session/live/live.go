@@ -46,16 +46,17 @@ func New(h *Host, c Config) *Session {
 	ls := &Session{h: h, id: s.ID, sess: *s, spec: c.Spec, workspace: s.Workspace,
 		ready: make(chan struct{}), handshook: make(chan struct{}), finished: make(chan struct{}),
 		logger: c.Logger.With("session_id", s.ID), tree: treeState{parent: s.ParentID},
-		resumed: c.Resumed, resumeFrom: c.ResumeFrom, fork: c.Fork}
+	}
 	// Each component reaches the session through its back-pointer.
 	ls.out.ls, ls.box.ls, ls.files.ls, ls.controls.ls = ls, ls, ls, ls
 	ls.asks = asks{ls: ls, perms: map[string]*permWaiter{}, remembered: map[string]string{}}
 	ls.queue = queue{ls: ls, outcomes: map[string]EntryOutcome{}, inputChanged: make(chan struct{})}
 	ls.turns.ls = ls
+	ls.conv.ls, ls.conv.resumed, ls.conv.resumeFrom, ls.conv.fork = ls, c.Resumed, c.ResumeFrom, c.Fork
 	if c.Shim != nil {
 		ls.box.provider, ls.shim, ls.box.ref, ls.box.socket = c.Provider, c.Shim, c.Shim.Hello().Ref, s.ShimSocket
 		ls.box.cfg = c.Box
-		ls.setACPSession(s.ACP.SessionID)
+		ls.conv.setID(s.ACP.SessionID)
 	}
 	return ls
 }

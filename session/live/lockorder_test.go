@@ -137,7 +137,7 @@ func heldLocks(ls *Session) string {
 		try    func() bool
 		unlock func()
 	}{
-		{"authMu", ls.authMu.TryLock, ls.authMu.Unlock},
+		{"authMu", ls.conv.authMu.TryLock, ls.conv.authMu.Unlock},
 		{"controls", ls.controls.mu.TryLock, ls.controls.mu.Unlock},
 		{"recordMu", ls.recordMu.TryLock, ls.recordMu.Unlock},
 		{"mu", ls.mu.TryLock, ls.mu.Unlock},

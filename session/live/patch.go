@@ -231,7 +231,7 @@ func (cs *controls) setMode(ctx context.Context, mode, source string) error {
 	if modes != nil && modes.ConfigID != "" {
 		return cs.setConfig(ctx, modes.ConfigID, quote(mode), source)
 	}
-	if err := ls.client.SetMode(cctx, ls.acpSession(), mode); err != nil {
+	if err := ls.client.SetMode(cctx, ls.conv.id(), mode); err != nil {
 		return err
 	}
 	ls.mu.Lock()
@@ -263,7 +263,7 @@ func (cs *controls) setModel(ctx context.Context, model, source string) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
 	defer cancel()
-	if err := ls.client.SetModel(cctx, ls.acpSession(), model); err != nil {
+	if err := ls.client.SetModel(cctx, ls.conv.id(), model); err != nil {
 		return err
 	}
 	ls.mu.Lock()
@@ -291,7 +291,7 @@ func (cs *controls) setConfig(ctx context.Context, id string, value json.RawMess
 	ls := cs.ls
 	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
 	defer cancel()
-	resp, err := ls.client.SetConfigOption(cctx, ls.acpSession(), id, value)
+	resp, err := ls.client.SetConfigOption(cctx, ls.conv.id(), id, value)
 	if err != nil {
 		return err
 	}

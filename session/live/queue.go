@@ -166,7 +166,7 @@ func (q *queue) acceptingLocked() error {
 		return &berth.Error{Code: berth.EConflict, Message: "the agent needs authentication first: POST /v1/sessions/" + ls.id + "/authenticate with one of acp.auth_methods",
 			Details: map[string]any{"badge": berth.BadgeNeedsAuth}}
 	}
-	if ls.clearing && ls.sess.State == berth.StateActive {
+	if ls.conv.clearing && ls.sess.State == berth.StateActive {
 		return berth.Errorf(berth.EConflict, "the session's conversation is being cleared")
 	}
 	if ls.sess.State != berth.StateActive || ls.stopReason != "" || ls.exited {
@@ -524,7 +524,7 @@ func (q *queue) deliverSteerLocked(t *turn) {
 		defer close(sent)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := ls.client.Cancel(ctx, ls.acpSession()); err != nil {
+		if err := ls.client.Cancel(ctx, ls.conv.id()); err != nil {
 			ls.logger.Warn("session/cancel for a steer not sent", "err", err)
 		}
 	}()

@@ -51,22 +51,11 @@ type Session struct {
 	h      *Host
 	id     string
 	logger *slog.Logger
-	// tools is the berth entry of the agent's MCP servers, with the
-	// socket and credential of the agent start under way (nil without
-	// berth tools); set before the agent starts, read for its session/new,
-	// load or resume.
-	tools *acp.McpServer
-	// toolsWarning, set with tools, says why the agent has no berth
-	// tools; start logs it.
-	toolsWarning string
 
-	// Lock order: Session.authMu > controls.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu
+	// Lock order: conversation.authMu > controls.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu
 	// A lock is taken holding none that comes after it, and no Host
 	// callback is called holding any (lockorder_test.go checks every path).
 
-	// authMu serialises authenticate and clear: each may open a
-	// conversation.
-	authMu sync.Mutex
 	// recordMu pairs a stored record with its event: a request holds it
 	// (read) from its store write to its event, and detach takes it
 	// (write) before setting detached, so the next daemon never adopts a
@@ -97,6 +86,8 @@ type Session struct {
 	queue queue
 	// turns are the turn in flight and those before it (turn.go).
 	turns turns
+	// conv is the agent's conversation (auth.go, start.go, clear.go).
+	conv conversation
 	// tree is the session's side of its tree of sessions (children.go).
 	tree treeState
 	// controls are the agent's mode, model and config as the session
@@ -112,20 +103,9 @@ type Session struct {
 	box box
 
 	spec berth.AgentSpec
-	// resumeFrom is the ACP session id a resumed session reopens.
-	resumeFrom string
-	// resumed is set, before the live session is live, when it resumes a
-	// stopped session; it never changes.
-	resumed bool
 	// rewinding is set while Rewind restores the workspace: no input is
 	// taken meanwhile. Guarded by mu.
 	rewinding bool
-	// fork is what a session forked from a checkpoint starts from; nil
-	// for any other. It never changes.
-	fork *Fork
-	// carry is the transcript the next prompt carries to an agent that
-	// could not reopen the conversation. Guarded by mu.
-	carry string
 	// workspace is the session's workspace path; it never changes.
 	workspace string
 	// The fields below are set by start before it closes ready; readers
@@ -135,19 +115,6 @@ type Session struct {
 	handshook chan struct{}
 	proc      berth.Process
 	client    *acp.Client
-	// acpID is the agent's session id; clear replaces it while no turn runs.
-	acpID atomic.Pointer[string]
-	// init and handler are the agent's initialize answer and berth's
-	// handler of its connection, kept for a start finished later
-	// (authenticate) and for clear.
-	init    *acp.InitializeResponse
-	handler *agentHandler
-	// awaitingAuth is set while the session waits in starting for
-	// authenticate. Guarded by mu.
-	awaitingAuth bool
-	// clearing is set while clear replaces the conversation: no input is
-	// taken or dispatched. Guarded by mu.
-	clearing bool
 	// files is the agent's workspace as the file service sees it (fs.go).
 	files     files
 	terminals *terminals
@@ -332,7 +299,7 @@ func (ls *Session) stopping() bool {
 // Serialised this way, a stop racing a resume sees it active and stops it
 // (session_started, then session_stopped), or sees it failed and stopped.
 func (ls *Session) Stop(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
-	if ls.resumed {
+	if ls.conv.resumed {
 		select {
 		case <-ls.handshook:
 		case <-ctx.Done():

@@ -34,7 +34,7 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 	ls.box.provider = provider
 	sess.ToolsHash = ""
 	st := ls.h.Prepare(&sess, ls.spec, provider)
-	ls.tools, ls.toolsWarning, ls.box.cfg, ls.box.program = st.Tools, st.ToolsWarning, st.Box, st.Program
+	ls.conv.tools, ls.conv.toolsWarning, ls.box.cfg, ls.box.program = st.Tools, st.ToolsWarning, st.Box, st.Program
 	// The agent's stdout continues the session's stream offsets.
 	l := &Launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
@@ -55,7 +55,7 @@ func (ls *Session) AbortLaunch(ctx context.Context, l *Launching) {
 		return
 	}
 	<-l.done
-	if ls.tools != nil {
+	if ls.conv.tools != nil {
 		ls.h.RevokeTools(ls.id, true)
 	}
 	if l.proc == nil {
@@ -94,10 +94,10 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	}
 	<-l.done
 	proc, f, base := l.proc, l.fail, l.base
-	if ls.toolsWarning != "" {
+	if ls.conv.toolsWarning != "" {
 		// Said now that the session's log has begun.
 		ls.mu.Lock()
-		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": ls.toolsWarning})
+		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": ls.conv.toolsWarning})
 		ls.mu.Unlock()
 	}
 	if f != nil {
@@ -125,7 +125,7 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	defer cancel()
 	init, err := ls.client.Initialize(hctx, acp.Implementation{Name: "berth", Version: h.Version})
 	if err != nil {
-		return ls.handshakeFailed(ctx, "initialize", err)
+		return ls.conv.handshakeFailed(ctx, "initialize", err)
 	}
 	boundInit(&init, ls.logger)
 	// What the agent said of itself is kept whatever happens next: a
@@ -135,93 +135,32 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	ls.sess.ACP.Capabilities, ls.sess.ACP.AuthMethods = init.AgentCapabilities, init.AuthMethods
 	ls.mu.Unlock()
 	if init.ProtocolVersion != acp.ProtocolVersion {
-		return ls.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
+		return ls.conv.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
 	}
 	ls.mu.Lock()
 	servers := ls.sess.MCPServers
 	ls.mu.Unlock()
 	if err := checkMCPTransports(ls.spec.Name, init.Capabilities().McpCapabilities, servers); err != nil {
-		_ = ls.handshakeFailed(ctx, "initialize", err)
+		_ = ls.conv.handshakeFailed(ctx, "initialize", err)
 		return err
 	}
 	ls.mu.Lock()
 	// The controls the session had before a resume, to set again.
 	before := controlsOf(ls.sess.ACP)
 	ls.mu.Unlock()
-	ls.init, ls.handler = &init, handler
-	o, err := ls.openACPSession(hctx, &init, handler)
+	ls.conv.init, ls.conv.handler = &init, handler
+	o, err := ls.conv.open(hctx, &init, handler)
 	if isAuthRequired(err) {
-		return ls.awaitAuth(ctx, err)
+		return ls.conv.awaitAuth(ctx, err)
 	}
 	if err != nil {
-		return ls.handshakeFailed(ctx, "session/new", err)
+		return ls.conv.handshakeFailed(ctx, "session/new", err)
 	}
 	transcript := ""
 	if o.carry {
-		transcript = ls.readTranscript(ctx)
+		transcript = ls.conv.readTranscript(ctx)
 	}
-	return ls.activate(ctx, o, transcript, before)
-}
-
-// activate makes a session whose agent opened its conversation (o) active:
-// the state and session_started are one step. transcript is what the
-// first prompt of a conversation the agent could not reopen carries, and
-// before the controls the session had, set again after a resume. The
-// caller tells of a lease lost (tellLeaseLost): it may hold authMu.
-func (ls *Session) activate(ctx context.Context, o opened, transcript string, before berth.ACPInfo) error {
-	init := ls.init
-	acpID, resumedBy := o.id, o.how
-	info := berth.ACPInfo{SessionID: acpID, ProtocolVersion: init.ProtocolVersion,
-		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
-
-	// Going active and logging session_started are one step, so neither a
-	// stop nor the agent's exit can slip between them.
-	ls.mu.Lock()
-	if ls.exited || ls.stopReason != "" {
-		ls.mu.Unlock()
-		// A stop or the agent's exit raced the handshake; the monitor finishes the session.
-		<-ls.finished
-		return nil
-	}
-	ls.setACPSession(acpID)
-	// What the agent offers: what its updates said so far, then its answer.
-	if o.carry {
-		ls.carry = transcript
-	}
-	ctl := controlsOf(ls.sess.ACP)
-	applySetup(&ctl, o.setup)
-	info = withControls(info, ctl)
-	err := ls.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) {
-		if ls.awaitingAuth || s.ACP.SessionID == "" {
-			// It waited for authentication to start: it has had it.
-			s.NeedsAuth = false
-		}
-		s.State, s.ACP = berth.StateActive, info
-	})
-	ls.awaitingAuth = false
-	if err == nil {
-		ls.Emit("", berth.EventSessionStarted, map[string]any{
-			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
-			"capabilities": info.Capabilities, "resumed_by": resumedBy})
-		ls.out.flushEarlyLocked()
-		ls.logger.Info("session started", "agent", ls.spec.Name, "resumed_by", resumedBy)
-		if ls.resumed {
-			// Before the queue runs, the session gets its mode and config back.
-			ls.mu.Unlock()
-			ls.controls.reapply(ctx, before)
-			ls.mu.Lock()
-		}
-		// A resumed session runs what it had queued.
-		ls.queue.dispatchLocked(ctx)
-	}
-	ls.mu.Unlock()
-	if err != nil {
-		ls.logger.Error("could not record active", "err", err)
-		ls.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailInternal, Message: "the session could not be recorded active"})
-		_, _ = ls.proc.Stop(ctx, ls.h.Limits.StopGrace)
-		<-ls.finished
-	}
-	return nil
+	return ls.conv.activate(ctx, o, transcript, before)
 }
 
 // opened is the agent's conversation as openACPSession opened it.
@@ -236,18 +175,36 @@ type opened struct {
 	carry bool
 }
 
-// openACPSession opens the agent's side of the session: a new one, or for
+// failStart records a session that never got an agent running. It always
+// ends the live session, even when the store fails.
+func (ls *Session) failStart(ctx context.Context, f *berth.Failure) error {
+	defer func() {
+		ls.h.Forget(ls)
+		close(ls.ready)
+		close(ls.finished)
+	}()
+	ls.finish(ctx, berth.StopStartupFailed, f)
+	ls.childStopped(ctx, berth.StopStartupFailed)
+	return nil
+}
+
+// ToolsServer is the berth entry of the agent's MCP servers, with its
+// socket and credential (nil when it has no berth tools).
+func (ls *Session) ToolsServer() *acp.McpServer { return ls.conv.tools }
+
+// open opens the agent's side of the session: a new one, or for
 // a resumed session its previous conversation, through session/load or
 // else session/resume when the agent offers them. A conversation the
 // agent cannot reopen becomes a new one whose first prompt carries the
 // transcript so far (carry), with a runtime_warning when reopening failed.
-func (ls *Session) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (opened, error) {
-	prev := ls.resumeFrom
+func (c *conversation) open(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (opened, error) {
+	ls := c.ls
+	prev := c.resumeFrom
 	caps := init.Capabilities()
-	mcp := ls.mcpServers()
-	if prev == "" && ls.fork != nil {
+	mcp := c.mcpServers()
+	if prev == "" && c.fork != nil {
 		// A fork's controls come from the agent's updates.
-		id, how, err := ls.openFork(ctx, caps, mcp)
+		id, how, err := c.openFork(ctx, caps, mcp)
 		return opened{id: id, how: how}, err
 	}
 	if prev == "" {
@@ -290,7 +247,8 @@ func (ls *Session) openACPSession(ctx context.Context, init *acp.InitializeRespo
 // readTranscript is the transcript of the session so far, rendered for an
 // agent that could not reopen its conversation; "" when it cannot be read.
 // The manager reads it (a callback): no lock is held.
-func (ls *Session) readTranscript(ctx context.Context) string {
+func (c *conversation) readTranscript(ctx context.Context) string {
+	ls := c.ls
 	carry, err := ls.h.TranscriptPreamble(ctx, ls.id)
 	if err != nil {
 		ls.logger.Warn("transcript for the new conversation", "err", err)
@@ -298,10 +256,73 @@ func (ls *Session) readTranscript(ctx context.Context) string {
 	return carry
 }
 
+// activate makes a session whose agent opened its conversation (o) active:
+// the state and session_started are one step. transcript is what the
+// first prompt of a conversation the agent could not reopen carries, and
+// before the controls the session had, set again after a resume. The
+// caller tells of a lease lost (tellLeaseLost): it may hold authMu.
+func (c *conversation) activate(ctx context.Context, o opened, transcript string, before berth.ACPInfo) error {
+	ls := c.ls
+	init := c.init
+	acpID, resumedBy := o.id, o.how
+	info := berth.ACPInfo{SessionID: acpID, ProtocolVersion: init.ProtocolVersion,
+		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
+
+	// Going active and logging session_started are one step, so neither a
+	// stop nor the agent's exit can slip between them.
+	ls.mu.Lock()
+	if ls.exited || ls.stopReason != "" {
+		ls.mu.Unlock()
+		// A stop or the agent's exit raced the handshake; the monitor finishes the session.
+		<-ls.finished
+		return nil
+	}
+	c.setID(acpID)
+	// What the agent offers: what its updates said so far, then its answer.
+	if o.carry {
+		c.carry = transcript
+	}
+	ctl := controlsOf(ls.sess.ACP)
+	applySetup(&ctl, o.setup)
+	info = withControls(info, ctl)
+	err := ls.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) {
+		if c.awaitingAuth || s.ACP.SessionID == "" {
+			// It waited for authentication to start: it has had it.
+			s.NeedsAuth = false
+		}
+		s.State, s.ACP = berth.StateActive, info
+	})
+	c.awaitingAuth = false
+	if err == nil {
+		ls.Emit("", berth.EventSessionStarted, map[string]any{
+			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
+			"capabilities": info.Capabilities, "resumed_by": resumedBy})
+		ls.out.flushEarlyLocked()
+		ls.logger.Info("session started", "agent", ls.spec.Name, "resumed_by", resumedBy)
+		if c.resumed {
+			// Before the queue runs, the session gets its mode and config back.
+			ls.mu.Unlock()
+			ls.controls.reapply(ctx, before)
+			ls.mu.Lock()
+		}
+		// A resumed session runs what it had queued.
+		ls.queue.dispatchLocked(ctx)
+	}
+	ls.mu.Unlock()
+	if err != nil {
+		ls.logger.Error("could not record active", "err", err)
+		ls.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailInternal, Message: "the session could not be recorded active"})
+		_, _ = ls.proc.Stop(ctx, ls.h.Limits.StopGrace)
+		<-ls.finished
+	}
+	return nil
+}
+
 // handshakeFailed stops a session whose agent did not complete the
 // handshake; the monitor records it as startup_failed with the agent's
 // stderr tail.
-func (ls *Session) handshakeFailed(ctx context.Context, step string, err error) error {
+func (c *conversation) handshakeFailed(ctx context.Context, step string, err error) error {
+	ls := c.ls
 	msg := fmt.Sprintf("agent handshake failed at %s: %v", step, err)
 	var rpcErr *acp.Error
 	if errors.As(err, &rpcErr) && len(rpcErr.Data) > 0 && len(rpcErr.Data) <= 4096 {
@@ -320,31 +341,15 @@ func (ls *Session) handshakeFailed(ctx context.Context, step string, err error) 
 	return nil
 }
 
-// failStart records a session that never got an agent running. It always
-// ends the live session, even when the store fails.
-func (ls *Session) failStart(ctx context.Context, f *berth.Failure) error {
-	defer func() {
-		ls.h.Forget(ls)
-		close(ls.ready)
-		close(ls.finished)
-	}()
-	ls.finish(ctx, berth.StopStartupFailed, f)
-	ls.childStopped(ctx, berth.StopStartupFailed)
-	return nil
-}
-
 // mcpServers are the MCP servers the agent is given: the session's own,
 // then berth's tools when it has them.
-func (ls *Session) mcpServers() []acp.McpServer {
+func (c *conversation) mcpServers() []acp.McpServer {
+	ls := c.ls
 	ls.mu.Lock()
 	mcp := acpMCPServers(ls.sess.MCPServers)
 	ls.mu.Unlock()
-	if ls.tools != nil {
-		mcp = append(mcp, *ls.tools)
+	if c.tools != nil {
+		mcp = append(mcp, *c.tools)
 	}
 	return mcp
 }
-
-// ToolsServer is the berth entry of the agent's MCP servers, with its
-// socket and credential (nil when it has no berth tools).
-func (ls *Session) ToolsServer() *acp.McpServer { return ls.tools }

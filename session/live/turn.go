@@ -206,8 +206,8 @@ func (tr *turns) run(t *turn, in Input) {
 	defer ls.turnWG.Done()
 	ls.mu.Lock()
 	// An agent that could not reopen the conversation learns it here.
-	carry := ls.carry
-	ls.carry = ""
+	carry := ls.conv.carry
+	ls.conv.carry = ""
 	ls.mu.Unlock()
 	// A rewind's or a fork's note goes first; then the workspace is
 	// recorded as it is before the agent sees the prompt.
@@ -222,7 +222,7 @@ func (tr *turns) run(t *turn, in Input) {
 		// session/cancel waits for the prompt to be written: it must never overtake it.
 		sent := t.promptSent
 		ctx := acp.WithSent(context.Background(), func() { closeOnce(sent) })
-		resp, err := ls.client.PromptThen(ctx, ls.acpSession(), answered, in.blocks(carry)...)
+		resp, err := ls.client.PromptThen(ctx, ls.conv.id(), answered, in.blocks(carry)...)
 		carry = ""
 		closeOnce(sent)
 		if next, ok := tr.takeSteer(t); ok {
@@ -387,7 +387,7 @@ func (tr *turns) cancelLocked(t *turn) {
 		case <-sent:
 		case <-ctx.Done():
 		}
-		if err := ls.client.Cancel(ctx, ls.acpSession()); err != nil {
+		if err := ls.client.Cancel(ctx, ls.conv.id()); err != nil {
 			ls.logger.Warn("session/cancel not sent", "err", err)
 		}
 	}()
