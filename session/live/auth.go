@@ -97,7 +97,7 @@ func (c *conversation) awaitAuth(ctx context.Context, cause error) error {
 	if ls.exited || ls.stopReason != "" {
 		ls.mu.Unlock()
 		// A stop or the agent's exit raced the handshake; the monitor finishes the session.
-		<-ls.finished
+		<-ls.life.finished
 		ls.mu.Lock()
 		return nil
 	}

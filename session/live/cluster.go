@@ -19,15 +19,15 @@ func (ls *Session) Lose() {
 	ls.mu.Lock()
 	first := !ls.detached.Swap(true)
 	if first {
-		ls.stopTimersLocked()
+		ls.life.stopTimersLocked()
 	}
 	ls.mu.Unlock()
 	if !first {
-		<-ls.finished
+		<-ls.life.finished
 		return
 	}
 	// An agent still starting is reached once it is started.
-	<-ls.ready
+	<-ls.life.ready
 	if ls.proc != nil {
 		if ls.shim != nil {
 			ls.shim.Discard()
@@ -35,7 +35,7 @@ func (ls *Session) Lose() {
 		_ = ls.proc.Signal(syscall.SIGKILL)
 		shim.KillAgent(ls.proc.Pid(), ls.id)
 	}
-	<-ls.finished
+	<-ls.life.finished
 	if ls.shim != nil {
 		// The shim may go: nobody reattaches this agent.
 		ls.shim.Release()

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -44,15 +43,15 @@ type Config struct {
 func New(h *Host, c Config) *Session {
 	s := c.Session
 	ls := &Session{h: h, id: s.ID, sess: *s, spec: c.Spec, workspace: s.Workspace,
-		ready: make(chan struct{}), handshook: make(chan struct{}), finished: make(chan struct{}),
-		logger: c.Logger.With("session_id", s.ID), tree: treeState{parent: s.ParentID},
-	}
+		logger: c.Logger.With("session_id", s.ID)}
 	// Each component reaches the session through its back-pointer.
-	ls.out.ls, ls.box.ls, ls.files.ls, ls.controls.ls = ls, ls, ls, ls
-	ls.asks = asks{ls: ls, perms: map[string]*permWaiter{}, remembered: map[string]string{}}
-	ls.queue = queue{ls: ls, outcomes: map[string]EntryOutcome{}, inputChanged: make(chan struct{})}
+	ls.life = lifecycle{ls: ls, ready: make(chan struct{}), handshook: make(chan struct{}), finished: make(chan struct{})}
+	ls.conv = conversation{ls: ls, resumed: c.Resumed, resumeFrom: c.ResumeFrom, fork: c.Fork}
 	ls.turns.ls = ls
-	ls.conv.ls, ls.conv.resumed, ls.conv.resumeFrom, ls.conv.fork = ls, c.Resumed, c.ResumeFrom, c.Fork
+	ls.queue = queue{ls: ls, outcomes: map[string]EntryOutcome{}, inputChanged: make(chan struct{})}
+	ls.asks = asks{ls: ls, perms: map[string]*permWaiter{}, remembered: map[string]string{}}
+	ls.out.ls, ls.controls.ls, ls.files.ls, ls.box.ls = ls, ls, ls, ls
+	ls.tree = tree{ls: ls, parent: s.ParentID}
 	if c.Shim != nil {
 		ls.box.provider, ls.shim, ls.box.ref, ls.box.socket = c.Provider, c.Shim, c.Shim.Hello().Ref, s.ShimSocket
 		ls.box.cfg = c.Box
@@ -63,37 +62,7 @@ func New(h *Host, c Config) *Session {
 
 // Abandon ends a session that never started: whoever waits for it is released.
 func (ls *Session) Abandon() {
-	close(ls.ready)
-	close(ls.handshook)
-	close(ls.finished)
-}
-
-// wire makes the started agent proc the live session's process: its terminals,
-// its confined workspace and its ACP client, reading the agent's stdout
-// from the stream position opts names. Nothing runs yet (see run).
-func (ls *Session) wire(proc berth.Process, opts acp.Options) *agentHandler {
-	ls.proc = proc
-	ls.terminals = newTerminals(ls)
-	ls.files.open()
-	opts.MaxLineBytes, opts.Logger = ls.h.Limits.MaxLineBytes, ls.logger
-	opts.OnSkippedLine, opts.OnOversizedLine = ls.out.skippedLine, ls.out.oversizedLine
-	opts.AdmitRequest = ls.out.admitRequest
-	handler := &agentHandler{rt: ls}
-	ls.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, handler, opts)
-	return handler
-}
-
-// run starts what serves a wired live session: the stderr reader, the ACP
-// client (then the agent's requests redelivered, those a reattached
-// session's previous daemon left unanswered) and the monitor, which alone
-// finishes the session.
-func (ls *Session) run(redeliver [][]byte) {
-	ls.out.stderrWG.Add(1)
-	go ls.out.readStderr(ls.proc.Stderr())
-	ls.client.Start()
-	for _, line := range redeliver {
-		ls.client.Redeliver(line)
-	}
-	ls.h.Monitors.Add(1)
-	go ls.monitor()
+	close(ls.life.ready)
+	close(ls.life.handshook)
+	close(ls.life.finished)
 }

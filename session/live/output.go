@@ -224,7 +224,7 @@ func (o *output) oversizedLine(size int64) {
 func (o *output) oversizedLineLocked(size int64) {
 	ls := o.ls
 	limit := ls.client.MaxLineBytes()
-	ls.emitFrom(ls.linePos(), ls.turns.currentIDLocked(), berth.EventRuntimeWarning, map[string]any{
+	ls.emitFrom(ls.client.Position(), ls.turns.currentIDLocked(), berth.EventRuntimeWarning, map[string]any{
 		"reason": fmt.Sprintf("the agent wrote a line of %d bytes, over the cap of %d bytes (limits.max_line_bytes); it was skipped",
 			size, limit),
 		"line_bytes": size,
@@ -240,7 +240,7 @@ func (o *output) skippedLine(line []byte) {
 		return
 	}
 	// Tagged with the line's end: a replay after a restart does not warn twice.
-	ls.emitFrom(ls.linePos(), ls.turns.currentID(), berth.EventRuntimeWarning, map[string]string{
+	ls.emitFrom(ls.client.Position(), ls.turns.currentID(), berth.EventRuntimeWarning, map[string]string{
 		"reason": "the agent wrote a line to stdout that is not JSON-RPC; it was skipped (stdout is the protocol channel)",
 		"line":   string(line[:min(len(line), 200)]),
 	})
@@ -319,11 +319,11 @@ func (o *output) waitStderr() {
 func (o *output) emitAgentLocked(turnID, typ string, data any) {
 	ls := o.ls
 	if ls.sess.State != berth.StateStarting {
-		ls.emitFrom(ls.linePos(), turnID, typ, data)
+		ls.emitFrom(ls.client.Position(), turnID, typ, data)
 		return
 	}
 	ev := berth.NewEvent(ls.id, turnID, typ, data)
-	ev.Source = ls.linePos()
+	ev.Source = ls.client.Position()
 	o.early = append(o.early, ev)
 }
 

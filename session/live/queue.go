@@ -89,7 +89,7 @@ func (ls *Session) Outcome(entryID string) (o EntryOutcome, ok bool, changed <-c
 }
 
 // Done is closed once the session is stopped and torn down.
-func (ls *Session) Done() <-chan struct{} { return ls.finished }
+func (ls *Session) Done() <-chan struct{} { return ls.life.finished }
 
 // Gone reports whether the agent has exited.
 func (ls *Session) Gone() bool {
@@ -101,7 +101,7 @@ func (ls *Session) Gone() bool {
 // AwaitHandshake waits until a starting session is active or stopped.
 func (ls *Session) AwaitHandshake(ctx context.Context) error {
 	select {
-	case <-ls.handshook:
+	case <-ls.life.handshook:
 		return nil
 	case <-ctx.Done():
 		return berth.WrapError(berth.EUnavailable, ctx.Err(), "session still starting")

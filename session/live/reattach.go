@@ -39,7 +39,7 @@ func (ls *Session) Reattach(r Recovered) (*Reattached, error) {
 	ls.asks.recover(r.Pending, r.Elics)
 	ls.queue.take(r.Queue)
 	h := ls.shim.Hello()
-	ls.wire(ls.shim, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
+	ls.life.wire(ls.shim, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
 	t, wait, err := ls.turns.recover(r.Open, h)
 	if err != nil {
 		return nil, err
@@ -61,9 +61,9 @@ func (ls *Session) CarryOn(ctx context.Context, a *Reattached) {
 			go ls.turns.await(t, a.wait)
 		}
 	}
-	ls.run(unansweredRequests(a.hello))
-	close(ls.ready)
-	close(ls.handshook)
+	ls.life.run(unansweredRequests(a.hello))
+	close(ls.life.ready)
+	close(ls.life.handshook)
 	if a.t == nil && a.hello.Exited == nil {
 		// What was queued runs now; an agent that has exited runs nothing
 		// (the session stops, and resumes for its queue).
@@ -130,7 +130,7 @@ func (tr *turns) recover(open string, h shim.Hello) (*turn, func(context.Context
 	}
 	close(t.promptSent)
 	wait, err := ls.client.ExpectPrompt(latest, func(resp acp.PromptResponse, err error) {
-		tr.end(t, turnEnd(resp, err, false), ls.linePos())
+		tr.end(t, turnEnd(resp, err, false), ls.client.Position())
 	})
 	return t, wait, err
 }
@@ -141,5 +141,5 @@ func (tr *turns) await(t *turn, wait func(context.Context) (acp.PromptResponse, 
 	ls := tr.ls
 	defer ls.turnWG.Done()
 	resp, err := wait(context.Background())
-	tr.end(t, turnEnd(resp, err, ls.stopping()), 0)
+	tr.end(t, turnEnd(resp, err, ls.life.stopping()), 0)
 }

@@ -2,14 +2,12 @@ package live
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -47,84 +45,75 @@ const maxRecentResults = 64
 //     room, never takes mu; and the wait is this session's own (its byte
 //     budget) or the whole log's.
 type Session struct {
-	// h is the seam to the manager (host.go).
-	h      *Host
-	id     string
-	logger *slog.Logger
+	// Set by New, never changed.
+	h         *Host // the seam to the manager (host.go)
+	id        string
+	logger    *slog.Logger
+	spec      berth.AgentSpec
+	workspace string
 
 	// Lock order: conversation.authMu > controls.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu
 	// A lock is taken holding none that comes after it, and no Host
-	// callback is called holding any (lockorder_test.go checks every path).
+	// callback is called holding any (lockorder_test.go checks every
+	// path). The components' locks are declared with what they guard.
 
 	// recordMu pairs a stored record with its event: a request holds it
 	// (read) from its store write to its event, and detach takes it
 	// (write) before setting detached, so the next daemon never adopts a
 	// record whose event this one dropped.
 	recordMu sync.RWMutex
-	// mu guards the fields below it, up to box. Events that must stay
-	// ordered against turn boundaries are enqueued while it is held.
-	mu sync.Mutex
-	// leaseLost is set when the store refused a write because another
-	// node holds the session's lease: the manager is told once no lock is
-	// held (unlock, tellLeaseLost), never under one.
-	leaseLost  atomic.Bool
+	// mu guards the fields below, up to detached, and the components'
+	// fields their comments say it guards. Events that must stay ordered
+	// against turn boundaries are enqueued while it is held.
+	mu         sync.Mutex
 	sess       berth.Session
 	stopReason berth.StopReason
 	failure    *berth.Failure
 	// exited is set once the agent process is gone: from then on nothing
 	// starts (turns, stops) and the monitor alone finishes the session.
 	exited bool
+	// rewinding is set while Rewind restores the workspace: no input is
+	// taken meanwhile.
+	rewinding bool
+	// published is the Session JSON last published on the all-sessions
+	// stream (see changes.go).
+	published []byte
+	// shim is the agent's shim, when it runs in one (set under mu once
+	// live: the supervisor may look).
+	shim *shim.Proc
+
 	// detached is set when the daemon lets go of an agent that runs on in
 	// its shim (a graceful shutdown): from then on the live session records
 	// nothing, and the next daemon carries on.
 	detached atomic.Bool
-	// out is the agent's output as the session takes it in (output.go).
-	out output
-	// asks are the agent's questions to the user (asks.go).
-	asks asks
-	// queue is the session's input side (queue.go).
-	queue queue
-	// turns are the turn in flight and those before it (turn.go).
-	turns turns
-	// conv is the agent's conversation (auth.go, start.go, clear.go).
-	conv conversation
-	// tree is the session's side of its tree of sessions (children.go).
-	tree treeState
-	// controls are the agent's mode, model and config as the session
-	// changes them (controls.go, patch.go).
-	controls controls
-	// published is the Session JSON last published on the all-sessions
-	// stream (see changes.go).
-	published []byte
-	// shim is the agent's shim, when it runs in one.
-	shim *shim.Proc
-	// box is where the agent runs, and the daemon's sandbox beside it
-	// (box.go).
-	box box
+	// leaseLost is set when the store refused a write because another
+	// node holds the session's lease: the manager is told once no lock is
+	// held (unlock, tellLeaseLost), never under one.
+	leaseLost atomic.Bool
 
-	spec berth.AgentSpec
-	// rewinding is set while Rewind restores the workspace: no input is
-	// taken meanwhile. Guarded by mu.
-	rewinding bool
-	// workspace is the session's workspace path; it never changes.
-	workspace string
-	// The fields below are set by start before it closes ready; readers
-	// that may run earlier (stop) wait for ready.
-	ready chan struct{}
-	// handshook is closed when start has returned: the session is active or stopped.
-	handshook chan struct{}
+	// proc, client and terminals are set by wire before ready is closed;
+	// whoever may run before it (stop) waits for ready.
 	proc      berth.Process
 	client    *acp.Client
-	// files is the agent's workspace as the file service sees it (fs.go).
-	files     files
 	terminals *terminals
-
-	finished chan struct{} // closed once the session is stopped and torn down
 	// wg counts cancel-grace timers and terminal waiters; turnWG the turn
 	// runners (and out.stderrWG the stderr reader). The monitor waits for
 	// them all before it logs session_stopped.
 	wg     sync.WaitGroup
 	turnWG sync.WaitGroup
+
+	// The components: each owns its fields, and reaches the session
+	// through its back-pointer.
+	life     lifecycle    // lifecycle.go
+	conv     conversation // auth.go, start.go, clear.go
+	turns    turns        // turn.go
+	queue    queue        // queue.go
+	asks     asks         // asks.go, permission.go, elicitation.go
+	out      output       // output.go
+	controls controls     // controls.go, patch.go
+	files    files        // fs.go, fswalk.go
+	box      box          // box.go
+	tree     tree         // children.go
 }
 
 // turn is one prompt round in flight.
@@ -178,23 +167,6 @@ func (ls *Session) viewLocked() *berth.Session {
 		s.Node = ls.h.NodeID
 	}
 	return &s
-}
-
-// transition moves the session to state `to`, writing the store first. It
-// refuses moves the state machine does not allow.
-func (ls *Session) transition(ctx context.Context, to berth.State, mutate func(*berth.Session)) error {
-	ls.mu.Lock()
-	defer ls.unlock()
-	from := ls.sess.State
-	if !berth.CanTransition(from, to) {
-		return berth.Errorf(berth.EConflict, "session cannot go from %s to %s", from, to)
-	}
-	return ls.saveLocked(ctx, from, func(s *berth.Session) {
-		s.State = to
-		if mutate != nil {
-			mutate(s)
-		}
-	})
 }
 
 // save writes a change that keeps the state. Patch calls it holding its
@@ -258,9 +230,6 @@ func (ls *Session) emitFrom(src int64, turnID, typ string, data any) {
 	ls.emitEvent(ev)
 }
 
-// linePos is where the agent line being dispatched ends.
-func (ls *Session) linePos() int64 { return ls.client.Position() }
-
 // emitEvent hands ev to the log. Called under mu it may wait for the log's
 // room (see live session): the log's writer never takes mu.
 func (ls *Session) emitEvent(ev berth.Event) {
@@ -271,23 +240,6 @@ func (ls *Session) emitEvent(ev berth.Event) {
 	if err := ls.h.Log.Append(context.Background(), ev); err != nil {
 		ls.logger.Error("event not logged", "type", ev.Type, "err", err)
 	}
-}
-
-// requestStop records why the session is stopping; the first reason wins,
-// and once the agent has exited the monitor's classification stands.
-func (ls *Session) requestStop(reason berth.StopReason, failure *berth.Failure) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.stopReason == "" && !ls.exited {
-		ls.stopReason, ls.failure = reason, failure
-	}
-}
-
-// stopping reports whether a stop was requested.
-func (ls *Session) stopping() bool {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.stopReason != ""
 }
 
 // Stop stops the agent (SIGTERM to its group, grace, SIGKILL, reap) and
@@ -301,18 +253,18 @@ func (ls *Session) stopping() bool {
 func (ls *Session) Stop(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
 	if ls.conv.resumed {
 		select {
-		case <-ls.handshook:
+		case <-ls.life.handshook:
 		case <-ctx.Done():
 			return
 		}
 	}
-	ls.requestStop(reason, failure)
-	if err := ls.transition(ctx, berth.StateStopping, nil); err != nil && !berth.IsCode(err, berth.EConflict) {
+	ls.life.requestStop(reason, failure)
+	if err := ls.life.transition(ctx, berth.StateStopping, nil); err != nil && !berth.IsCode(err, berth.EConflict) {
 		ls.logger.Warn("could not record stopping", "err", err)
 	}
 	// The agent may not be started yet: once it is, start sees the stop.
 	select {
-	case <-ls.ready:
+	case <-ls.life.ready:
 	case <-ctx.Done():
 		return
 	}
@@ -322,131 +274,8 @@ func (ls *Session) Stop(ctx context.Context, reason berth.StopReason, failure *b
 		}
 	}
 	select {
-	case <-ls.finished:
+	case <-ls.life.finished:
 	case <-ctx.Done():
-	}
-}
-
-// monitor waits for the agent to exit, tears everything down in order and
-// moves the session to stopped. session_stopped is always the last event.
-func (ls *Session) monitor() {
-	defer ls.h.Monitors.Done()
-	status, werr := ls.proc.Wait()
-	if errors.Is(werr, shim.ErrDetached) || ls.detached.Load() {
-		// Even an exit seen while letting go is the next daemon's to
-		// record: the shim keeps the agent's last words and its status.
-		ls.teardownDetached()
-		return
-	}
-	ls.mu.Lock()
-	ls.exited = true
-	ls.mu.Unlock()
-	// Nothing of the agent's process group may outlive it.
-	_ = ls.proc.Signal(syscall.SIGKILL)
-	if errors.Is(werr, shim.ErrLost) {
-		// The shim died without reporting: its agent goes with it.
-		shim.KillAgent(ls.proc.Pid(), ls.id)
-		ls.logger.Warn("the agent's shim went away", "session_id", ls.id)
-	}
-	// Let the reader drain what the agent wrote before it died.
-	select {
-	case <-ls.client.Done():
-	case <-time.After(2 * time.Second):
-	}
-	ls.drain()
-
-	ls.mu.Lock()
-	reason, failure := ls.stopReason, ls.failure
-	if reason == "" {
-		reason, failure = classifyExit(status, ls.out.stderrTail, ls.sess.State == berth.StateStarting)
-	} else if reason == berth.StopStartupFailed && failure != nil && len(ls.out.stderrTail) > 0 {
-		// The agent's own words say best why it did not start.
-		failure.Message += "\nstderr:\n" + strings.Join(ls.out.stderrTail, "\n")
-	}
-	ls.mu.Unlock()
-
-	ctx := context.Background()
-	// A tree never outlives its root: the children stop first.
-	ls.stopChildren(ctx)
-	ls.finish(ctx, reason, failure)
-	ls.childStopped(ctx, reason)
-	ls.box.close(ctx)
-	if ls.shim != nil {
-		// The shim may go: this daemon has the exit.
-		ls.shim.Release()
-		shim.BundleOf(ls.box.socket, ls.id).Remove(true)
-	}
-	// Whatever left the agent's process group (setsid, a double fork) and
-	// still carries the session's id dies with the session: the host
-	// provider has no namespace to do it.
-	ls.h.Sweep(ls.id)
-	ls.h.Forget(ls)
-	close(ls.finished)
-}
-
-// drain closes the connection to the agent and waits for every goroutine
-// that serves it. Closing the connection fails the prompt in flight and
-// waits for every request handler (fs, terminal, permission); cancel-grace
-// timers and terminal waiters may still log events until they return.
-func (ls *Session) drain() {
-	_ = ls.client.Close()
-	ls.terminals.closeAll()
-	ls.turnWG.Wait()
-	ls.wg.Wait()
-	ls.out.waitStderr()
-	ls.files.close()
-}
-
-// finish logs session_stopped, committed before anything else is, and
-// records the session stopped. Every other producer of the session's
-// events has returned by now, so session_stopped is its last event.
-func (ls *Session) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
-	// The session's berth tools credential dies with it.
-	ls.h.RevokeTools(ls.id, true)
-	kind := ""
-	if failure != nil {
-		kind = failure.Kind
-	}
-	ls.h.Observer.AgentExited(reason, kind)
-	// A session that never started still logs what its agent said.
-	ls.mu.Lock()
-	ls.out.flushEarlyLocked()
-	ls.mu.Unlock()
-	ev := berth.NewEvent(ls.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
-	if failure != nil {
-		ls.logger.Info("session stopped", "stop_reason", reason, "failure", failure.Kind, "message", failure.Message)
-	} else {
-		ls.logger.Info("session stopped", "stop_reason", reason)
-	}
-	// A failed commit is retried: a stream of this session ends only on it.
-	for attempt := 0; ; attempt++ {
-		_, err := ls.h.Log.AppendSync(ctx, ev)
-		if err == nil {
-			break
-		}
-		ls.logger.Error("session_stopped not logged", "err", err, "attempt", attempt+1)
-		if attempt == 4 || berth.IsCode(err, berth.EUnavailable) || berth.IsCode(err, berth.ELeaseLost) {
-			break
-		}
-		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
-	}
-	for attempt := 0; ; attempt++ {
-		err := ls.transition(ctx, berth.StateStopped, func(s *berth.Session) {
-			s.StopReason, s.Failure, s.AgentPID = reason, failure, 0
-			s.ShimSocket, s.ShimPID = "", 0
-			s.ToolsHash = ""
-		})
-		if err == nil || berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ELeaseLost) || attempt == 4 {
-			if err != nil {
-				ls.logger.Error("could not record stopped", "err", err)
-			}
-			if !berth.IsCode(err, berth.ELeaseLost) {
-				// Stopped: this node drives the session no more.
-				ls.h.ReleaseLease(ctx, ls.id)
-			}
-			return
-		}
-		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
 	}
 }
 

@@ -43,7 +43,7 @@ func (ls *Session) Detach(ctx context.Context) {
 		// timers that would decide or kill for this daemon are stopped.
 		ls.detached.Store(true)
 		ls.shim.MarkDetached()
-		ls.stopTimersLocked()
+		ls.life.stopTimersLocked()
 	}
 	ls.mu.Unlock()
 	ls.recordMu.Unlock()
@@ -53,34 +53,8 @@ func (ls *Session) Detach(ctx context.Context) {
 	}
 	ls.shim.Detach()
 	select {
-	case <-ls.finished:
+	case <-ls.life.finished:
 	case <-ctx.Done():
-	}
-}
-
-// teardownDetached is the monitor's end for a detached live session: every
-// goroutine of the live session returns, and the session stays as it is.
-func (ls *Session) teardownDetached() {
-	ls.mu.Lock()
-	ls.stopTimersLocked()
-	ls.mu.Unlock()
-	ls.drain()
-	if !ls.box.shared() {
-		// A sandbox of the daemon's own; one reopened from the shim's (a
-		// container) holds the agent and stays.
-		ls.box.close(context.Background())
-	}
-	ls.h.Forget(ls)
-	close(ls.finished)
-}
-
-// stopTimersLocked stops the timers that would decide a permission or
-// kill the agent on behalf of a daemon that let go of it.
-func (ls *Session) stopTimersLocked() {
-	ls.asks.stopTimersLocked()
-	if t := ls.turns.cur; t != nil && t.graceTimer != nil && t.graceTimer.Stop() {
-		ls.wg.Done()
-		t.graceTimer = nil
 	}
 }
 

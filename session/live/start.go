@@ -85,7 +85,7 @@ func (ls *Session) AbortLaunch(ctx context.Context, l *Launching) {
 // state.
 func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	defer ls.tellLeaseLost()
-	defer close(ls.handshook)
+	defer close(ls.life.handshook)
 	h := ls.h
 	if h.Launcher != nil {
 		// The agent is up (or never will be): the next spare shim may
@@ -101,9 +101,9 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 		ls.mu.Unlock()
 	}
 	if f != nil {
-		return ls.failStart(ctx, f)
+		return ls.life.failStart(ctx, f)
 	}
-	handler := ls.wire(proc, acp.Options{StartOffset: base})
+	handler := ls.life.wire(proc, acp.Options{StartOffset: base})
 	// The pid (and the shim) are recorded before anything can stop the
 	// session, so a daemon that dies now leaves what the next one needs to
 	// reattach, or to kill what is left.
@@ -116,10 +116,10 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	}); err != nil {
 		ls.logger.Warn("record agent pid", "err", err)
 	}
-	ls.run(nil)
+	ls.life.run(nil)
 	// From here stop() can reach the agent; a stop that came earlier
 	// is acted on now, and the handshake below fails fast.
-	close(ls.ready)
+	close(ls.life.ready)
 
 	hctx, cancel := context.WithTimeout(ctx, h.Limits.HandshakeTimeout)
 	defer cancel()
@@ -173,19 +173,6 @@ type opened struct {
 	// carry says the agent could not reopen it: the new one's first
 	// prompt carries the transcript so far.
 	carry bool
-}
-
-// failStart records a session that never got an agent running. It always
-// ends the live session, even when the store fails.
-func (ls *Session) failStart(ctx context.Context, f *berth.Failure) error {
-	defer func() {
-		ls.h.Forget(ls)
-		close(ls.ready)
-		close(ls.finished)
-	}()
-	ls.finish(ctx, berth.StopStartupFailed, f)
-	ls.childStopped(ctx, berth.StopStartupFailed)
-	return nil
 }
 
 // ToolsServer is the berth entry of the agent's MCP servers, with its
@@ -274,7 +261,7 @@ func (c *conversation) activate(ctx context.Context, o opened, transcript string
 	if ls.exited || ls.stopReason != "" {
 		ls.mu.Unlock()
 		// A stop or the agent's exit raced the handshake; the monitor finishes the session.
-		<-ls.finished
+		<-ls.life.finished
 		return nil
 	}
 	c.setID(acpID)
@@ -311,9 +298,9 @@ func (c *conversation) activate(ctx context.Context, o opened, transcript string
 	ls.mu.Unlock()
 	if err != nil {
 		ls.logger.Error("could not record active", "err", err)
-		ls.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailInternal, Message: "the session could not be recorded active"})
+		ls.life.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailInternal, Message: "the session could not be recorded active"})
 		_, _ = ls.proc.Stop(ctx, ls.h.Limits.StopGrace)
-		<-ls.finished
+		<-ls.life.finished
 	}
 	return nil
 }
@@ -335,9 +322,9 @@ func (c *conversation) handshakeFailed(ctx context.Context, step string, err err
 	case errors.Is(err, acp.ErrClosed) || strings.Contains(err.Error(), acp.ErrClosed.Error()):
 		msg = fmt.Sprintf("agent exited during the handshake (%s)", step)
 	}
-	ls.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg})
+	ls.life.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg})
 	_, _ = ls.proc.Stop(ctx, ls.h.Limits.StopGrace)
-	<-ls.finished
+	<-ls.life.finished
 	return nil
 }
 

@@ -30,7 +30,7 @@ func (ls *Session) AckSpool(ctx context.Context) {
 // stopped, and why.
 func (ls *Session) Supervise(now time.Time) berth.StopReason {
 	select {
-	case <-ls.handshook:
+	case <-ls.life.handshook:
 	default:
 		return ""
 	}

@@ -216,7 +216,7 @@ func (tr *turns) run(t *turn, in Input) {
 	for {
 		answered := func(resp acp.PromptResponse, err error) {
 			if !tr.continueWithSteer(t, err) {
-				tr.end(t, turnEnd(resp, err, false), ls.linePos())
+				tr.end(t, turnEnd(resp, err, false), ls.client.Position())
 			}
 		}
 		// session/cancel waits for the prompt to be written: it must never overtake it.
@@ -235,7 +235,7 @@ func (tr *turns) run(t *turn, in Input) {
 			ls.mu.Unlock()
 			continue
 		}
-		tr.end(t, turnEnd(resp, err, ls.stopping()), 0)
+		tr.end(t, turnEnd(resp, err, ls.life.stopping()), 0)
 		return
 	}
 }
@@ -406,7 +406,7 @@ func (tr *turns) cancelExpired(t *turn) {
 		return
 	}
 	ls.logger.Warn("agent ignored a cancel; killing it", "turn_id", t.id)
-	ls.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
+	ls.life.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
 		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
 	if _, err := ls.proc.Stop(context.Background(), 0); err != nil {
 		ls.logger.Warn("kill after cancel grace", "err", err)
