@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -18,64 +16,60 @@ func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Se
 	return ls.conv.authenticate(ctx, methodID)
 }
 
-// conversation is the agent's ACP conversation of the session: how it
-// begins (new, reopened after a resume, forked), opened once the agent is
-// up, or once it is authenticated, and replaced by a clear. Its fields are
-// set before the live session is live and never change, but for acpID,
-// init and handler (set by start), and awaitingAuth, clearing and carry,
-// which the session's mu guards.
-type conversation struct {
-	ls *Session
-	// resumeFrom is the ACP session id a resumed session reopens; resumed
-	// is set when it resumes a stopped session.
-	resumeFrom string
-	resumed    bool
-	// fork is what a session forked from a checkpoint starts from; nil
-	// for any other.
-	fork *Fork
-	// tools is the berth entry of the agent's MCP servers, with the
-	// socket and credential of the agent start under way (nil without
-	// berth tools); set before the agent starts, read for its session/new,
-	// load or resume. toolsWarning, set with it, says why the agent has no
-	// berth tools; Start logs it.
-	tools        *acp.McpServer
-	toolsWarning string
-	// acpID is the agent's session id; clear replaces it while no turn runs.
-	acpID atomic.Pointer[string]
-	// init and handler are the agent's initialize answer and berth's
-	// handler of its connection, kept for a start finished later
-	// (authenticate) and for clear.
-	init    *acp.InitializeResponse
-	handler *agentHandler
-
-	// authMu serialises authenticate and clear: each may open a
-	// conversation (the lock order is written on Session).
-	authMu sync.Mutex
-	// awaitingAuth is set while the session waits in starting for
-	// authenticate; clearing while clear replaces the conversation (no
-	// input is taken or dispatched meanwhile); carry is the transcript the
-	// next prompt carries to an agent that could not reopen the
-	// conversation. The session's mu guards them.
-	awaitingAuth bool
-	clearing     bool
-	carry        string
-}
-
-// id returns the agent's session id ("" before it has one).
-func (c *conversation) id() string {
-	if p := c.acpID.Load(); p != nil {
-		return *p
+// authenticate is Authenticate.
+func (c *conversation) authenticate(ctx context.Context, methodID string) (*berth.Session, error) {
+	ls := c.ls
+	// A resumed session's start that waits for this may have to give the
+	// agent a new conversation with the transcript so far: read now, as
+	// the manager reads it (a callback) and authMu is not held yet.
+	transcript := ""
+	if c.resumeFrom != "" && c.waitsForAuth() {
+		transcript = c.readTranscript(ctx)
 	}
-	return ""
-}
-
-// setID records the agent's session id.
-func (c *conversation) setID(id string) { c.acpID.Store(&id) }
-
-// isAuthRequired reports whether the agent answered ACP auth_required.
-func isAuthRequired(err error) bool {
-	var rpcErr *acp.Error
-	return errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired
+	defer ls.tellLeaseLost()
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
+	ls.mu.Lock()
+	s := ls.sess
+	gone := ls.exited || ls.stopReason != ""
+	ls.mu.Unlock()
+	if gone {
+		return nil, berth.Errorf(berth.EConflict, "session is stopping")
+	}
+	methods := acp.AuthMethodsOf(s.ACP.AuthMethods)
+	if !slices.ContainsFunc(methods, func(a acp.AuthMethod) bool { return a.ID == methodID }) {
+		offered := make([]string, len(methods))
+		for i, a := range methods {
+			offered[i] = a.ID
+		}
+		msg := "the agent offers no auth method"
+		if len(offered) > 0 {
+			msg = "unknown auth method " + fmt.Sprintf("%q", methodID) + "; the agent offers: " + strings.Join(offered, ", ")
+		}
+		return nil, &berth.Error{Code: berth.EInvalid, Message: msg, Details: map[string]any{"auth_methods": offered}}
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.h.Limits.HandshakeTimeout)
+	defer cancel()
+	if err := ls.client.Authenticate(actx, methodID); err != nil {
+		var rpcErr *acp.Error
+		if errors.As(err, &rpcErr) && rpcErr.Message != acp.ErrClosed.Error() {
+			return nil, &berth.Error{Code: berth.EInvalid, Message: "the agent refused authentication: " + rpcErr.Message,
+				Details: map[string]any{"code": rpcErr.Code, "data": rpcErr.Data}}
+		}
+		return nil, berth.WrapError(berth.EUnavailable, err, "the agent did not answer authenticate")
+	}
+	ls.logger.Info("agent authenticated", "method", methodID)
+	// A start that waited for this finishes now (a session a restarted
+	// daemon reattached was active already: it has no start to finish).
+	if s.State == berth.StateStarting && s.NeedsAuth && c.init != nil {
+		if err := c.finishStart(context.WithoutCancel(ctx), transcript); err != nil {
+			return nil, err
+		}
+	}
+	if err := ls.h.Log.FlushSession(ctx, ls.id); err != nil {
+		ls.logger.Warn("flush after authenticate", "err", err)
+	}
+	return ls.View(), nil
 }
 
 // waitsForAuth reports whether the session's start waits for authenticate.
@@ -135,58 +129,8 @@ func (c *conversation) finishStart(ctx context.Context, transcript string) error
 	return c.activate(ctx, o, transcript, before)
 }
 
-// authenticate is Authenticate.
-func (c *conversation) authenticate(ctx context.Context, methodID string) (*berth.Session, error) {
-	ls := c.ls
-	// A resumed session's start that waits for this may have to give the
-	// agent a new conversation with the transcript so far: read now, as
-	// the manager reads it (a callback) and authMu is not held yet.
-	transcript := ""
-	if c.resumeFrom != "" && c.waitsForAuth() {
-		transcript = c.readTranscript(ctx)
-	}
-	defer ls.tellLeaseLost()
-	c.authMu.Lock()
-	defer c.authMu.Unlock()
-	ls.mu.Lock()
-	s := ls.sess
-	gone := ls.exited || ls.stopReason != ""
-	ls.mu.Unlock()
-	if gone {
-		return nil, berth.Errorf(berth.EConflict, "session is stopping")
-	}
-	methods := acp.AuthMethodsOf(s.ACP.AuthMethods)
-	if !slices.ContainsFunc(methods, func(a acp.AuthMethod) bool { return a.ID == methodID }) {
-		offered := make([]string, len(methods))
-		for i, a := range methods {
-			offered[i] = a.ID
-		}
-		msg := "the agent offers no auth method"
-		if len(offered) > 0 {
-			msg = "unknown auth method " + fmt.Sprintf("%q", methodID) + "; the agent offers: " + strings.Join(offered, ", ")
-		}
-		return nil, &berth.Error{Code: berth.EInvalid, Message: msg, Details: map[string]any{"auth_methods": offered}}
-	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.h.Limits.HandshakeTimeout)
-	defer cancel()
-	if err := ls.client.Authenticate(actx, methodID); err != nil {
-		var rpcErr *acp.Error
-		if errors.As(err, &rpcErr) && rpcErr.Message != acp.ErrClosed.Error() {
-			return nil, &berth.Error{Code: berth.EInvalid, Message: "the agent refused authentication: " + rpcErr.Message,
-				Details: map[string]any{"code": rpcErr.Code, "data": rpcErr.Data}}
-		}
-		return nil, berth.WrapError(berth.EUnavailable, err, "the agent did not answer authenticate")
-	}
-	ls.logger.Info("agent authenticated", "method", methodID)
-	// A start that waited for this finishes now (a session a restarted
-	// daemon reattached was active already: it has no start to finish).
-	if s.State == berth.StateStarting && s.NeedsAuth && c.init != nil {
-		if err := c.finishStart(context.WithoutCancel(ctx), transcript); err != nil {
-			return nil, err
-		}
-	}
-	if err := ls.h.Log.FlushSession(ctx, ls.id); err != nil {
-		ls.logger.Warn("flush after authenticate", "err", err)
-	}
-	return ls.View(), nil
+// isAuthRequired reports whether the agent answered ACP auth_required.
+func isAuthRequired(err error) bool {
+	var rpcErr *acp.Error
+	return errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired
 }

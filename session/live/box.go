@@ -16,14 +16,14 @@ import (
 // sandbox the daemon opens for terminals and exec (with a shim the
 // agent's own sandbox is the shim's, and the daemon's is opened only when
 // they are asked for). provider, cfg, program, ref and socket are set on
-// the one path to live (Launch, startAgent, New for a reattached
-// session) before anything reads them.
+// the one path to live (Launch, start, New for a reattached session)
+// before anything reads them.
 type box struct {
 	ls       *Session
 	provider berth.SandboxProvider
 	cfg      berth.SandboxConfig
-	// program is the path the agent's command starts from in its sandbox
-	// (agentProgram), set with cfg by Launch.
+	// program is the path the agent's command starts from in its
+	// sandbox, set with cfg by Launch.
 	program string
 	// ref names the shim's sandbox, socket is the shim's socket.
 	ref    string

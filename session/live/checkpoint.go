@@ -2,10 +2,8 @@ package live
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/checkpoint"
 )
 
@@ -78,16 +76,6 @@ func (ls *Session) TurnIn(ws string) bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return ls.turns.cur != nil
-}
-
-// Fork is what a live session forked from a checkpoint starts from:
-// the parent's agent and conversation, how many turns of it come before
-// the checkpoint, and those turns rendered for a new conversation's first
-// prompt ("" when there were none).
-type Fork struct {
-	Agent, ACPSession string
-	Turns             int
-	Preamble          string
 }
 
 // takeNote returns what the next prompt begins with after a rewind or a
@@ -163,35 +151,4 @@ func (tr *turns) prune(turnID, tree string) {
 		ls.logger.Warn("checkpoints not pruned", "tree", tree, "err", err)
 		ls.Emit(turnID, berth.EventRuntimeWarning, map[string]any{"reason": "the checkpoints of this session's tree were not pruned: " + berth.ErrorMessage(err)})
 	}
-}
-
-// openFork opens the forked conversation: through session/fork when the
-// agent offers it at a turn (and it is the parent's agent), else a new
-// conversation whose first prompt carries the parent's turns before the
-// checkpoint. how is "fork" or "transcript".
-func (c *conversation) openFork(ctx context.Context, caps acp.AgentCapabilities, mcp []acp.McpServer) (string, string, error) {
-	ls := c.ls
-	f := c.fork
-	if caps.CanForkAtTurn() && f.Agent == ls.sess.Agent && f.ACPSession != "" {
-		sid, err := ls.client.ForkSession(ctx, f.ACPSession, ls.workspace, mcp, f.Turns)
-		if err == nil && sid != "" {
-			return sid, "fork", nil
-		}
-		ls.mu.Lock()
-		if !ls.exited {
-			ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
-				"the agent could not fork the conversation (session/fork: %v): it starts a new one, given the parent's turns", err)})
-		}
-		ls.mu.Unlock()
-	}
-	ns, err := ls.client.NewSession(ctx, ls.workspace, mcp)
-	if err != nil {
-		return "", "", err
-	}
-	if f.Preamble != "" {
-		if err := ls.h.Checkpoints.AddNote(ls.id, f.Preamble); err != nil {
-			ls.logger.Warn("the parent's turns for the fork's first prompt were not kept", "err", err)
-		}
-	}
-	return ns.SessionID, "transcript", nil
 }

@@ -81,6 +81,30 @@ func (f *files) workDir(cwd string) (dir string, inside, resolves bool) {
 	return dir, true, err == nil && pathx.Within(f.wsReal, real)
 }
 
+// relPath returns p relative to the workspace, refusing paths that leave it
+// lexically (after cleaning "..").
+func (f *files) relPath(p string) (string, bool) {
+	ls := f.ls
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(ls.workspace, p)
+	}
+	p = filepath.Clean(p)
+	for _, base := range []string{ls.workspace, f.wsReal} {
+		if pathx.Within(base, p) {
+			rel, _ := filepath.Rel(base, p)
+			return rel, true
+		}
+	}
+	return "", false
+}
+
+// refuse logs a refused file access and returns the error for the agent.
+func (f *files) refuse(op, path, reason string) error {
+	ls := f.ls
+	ls.Emit(ls.turns.currentID(), berth.EventFileRefused, fileData{Path: path, Op: op, Reason: reason})
+	return errOutside(path)
+}
+
 // errOutside is the JSON-RPC error for a path outside the workspace.
 func errOutside(path string) *acp.Error {
 	return &acp.Error{Code: acp.CodeInvalidParams, Message: "path is outside the session's workspace: " + path}
@@ -159,74 +183,6 @@ func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileR
 	}
 	ls.Emit(ls.turns.currentID(), berth.EventFileWritten, fileData{Path: req.Path, Bytes: len(req.Content)})
 	return nil
-}
-
-// fileError turns a file system error into a JSON-RPC error for the agent.
-func fileError(err error, path string) *acp.Error {
-	if errors.Is(err, fs.ErrNotExist) {
-		return &acp.Error{Code: acp.CodeResourceNotFound, Message: "file not found: " + path}
-	}
-	if errors.Is(err, fs.ErrPermission) {
-		return &acp.Error{Code: acp.CodeInvalidParams, Message: "permission denied: " + path}
-	}
-	return &acp.Error{Code: acp.CodeInternal, Message: "file access failed: " + path}
-}
-
-// readFull reads into b until it is full or the file ends.
-func readFull(f *os.File, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := f.Read(b[n:])
-		n += m
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return n, nil
-			}
-			return n, err
-		}
-	}
-	return n, nil
-}
-
-// selectLines applies ACP's 1-based line and limit to content.
-func selectLines(content string, line, limit *int) string {
-	if line == nil && limit == nil {
-		return content
-	}
-	lines := strings.SplitAfter(content, "\n")
-	start := 0
-	if line != nil && *line > 1 {
-		start = min(*line-1, len(lines))
-	}
-	end := len(lines)
-	if limit != nil && *limit >= 0 {
-		end = min(start+*limit, len(lines))
-	}
-	return strings.Join(lines[start:end], "")
-}
-
-// relPath returns p relative to the workspace, refusing paths that leave it
-// lexically (after cleaning "..").
-func (f *files) relPath(p string) (string, bool) {
-	ls := f.ls
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(ls.workspace, p)
-	}
-	p = filepath.Clean(p)
-	for _, base := range []string{ls.workspace, f.wsReal} {
-		if pathx.Within(base, p) {
-			rel, _ := filepath.Rel(base, p)
-			return rel, true
-		}
-	}
-	return "", false
-}
-
-// refuse logs a refused file access and returns the error for the agent.
-func (f *files) refuse(op, path, reason string) error {
-	ls := f.ls
-	ls.Emit(ls.turns.currentID(), berth.EventFileRefused, fileData{Path: path, Op: op, Reason: reason})
-	return errOutside(path)
 }
 
 // writeRegular replaces the content of a regular file in the workspace,
@@ -326,4 +282,48 @@ func (f *files) readPromptFile(p string, room int) (berth.ContentBlock, error) {
 		out.Blob = base64.StdEncoding.EncodeToString(data)
 	}
 	return out, nil
+}
+
+// fileError turns a file system error into a JSON-RPC error for the agent.
+func fileError(err error, path string) *acp.Error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return &acp.Error{Code: acp.CodeResourceNotFound, Message: "file not found: " + path}
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return &acp.Error{Code: acp.CodeInvalidParams, Message: "permission denied: " + path}
+	}
+	return &acp.Error{Code: acp.CodeInternal, Message: "file access failed: " + path}
+}
+
+// readFull reads into b until it is full or the file ends.
+func readFull(f *os.File, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := f.Read(b[n:])
+		n += m
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return n, nil
+			}
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// selectLines applies ACP's 1-based line and limit to content.
+func selectLines(content string, line, limit *int) string {
+	if line == nil && limit == nil {
+		return content
+	}
+	lines := strings.SplitAfter(content, "\n")
+	start := 0
+	if line != nil && *line > 1 {
+		start = min(*line-1, len(lines))
+	}
+	end := len(lines)
+	if limit != nil && *limit >= 0 {
+		end = min(start+*limit, len(lines))
+	}
+	return strings.Join(lines[start:end], "")
 }

@@ -33,18 +33,6 @@ var (
 	errSwapped = errors.New("changed while it was opened")
 )
 
-// splitPath splits a relative path into its components, dropping empty
-// ones and ".".
-func splitPath(p string) []string {
-	var out []string
-	for _, c := range strings.Split(filepath.ToSlash(p), "/") {
-		if c != "" && c != "." {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // hiddenIDs stats the paths no sandbox may see (Manager.hidden) once, at
 // the live session's start; those that do not exist are skipped.
 func (f *files) hiddenIDs() map[fileID]bool {
@@ -242,4 +230,16 @@ func (f *files) giveDir(dir *os.Root, fi fs.FileInfo) error {
 		return dir.Chown(".", uid, gid)
 	}
 	return nil
+}
+
+// splitPath splits a relative path into its components, dropping empty
+// ones and ".".
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(filepath.ToSlash(p), "/") {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
 }

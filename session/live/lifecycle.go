@@ -3,6 +3,7 @@ package live
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -153,6 +154,32 @@ func (l *lifecycle) monitor() {
 	ls.h.Sweep(ls.id)
 	ls.h.Forget(ls)
 	close(l.finished)
+}
+
+// classifyExit turns an unrequested exit into a stop reason; an agent that
+// exits before its handshake completed failed to start.
+func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.StopReason, *berth.Failure) {
+	msg := "agent exited with code " + strconv.Itoa(st.Code)
+	if st.Signal != "" {
+		msg = "agent killed by " + st.Signal
+	}
+	if handshaking {
+		msg = "the agent exited during the handshake: " + msg
+	}
+	if len(tail) > 0 {
+		msg += "\nstderr:\n" + strings.Join(tail, "\n")
+	}
+	switch {
+	case handshaking:
+		return berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg}
+	case st.Success():
+		return berth.StopAgentExited, nil
+	case st.Signal == "SIGKILL" && st.OOMKills > 0:
+		// Nobody sent it: the kernel did, at the sandbox's memory limit.
+		return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailSandbox,
+			Message: "out of memory: the sandbox reached its memory limit (memory_mb) and the kernel killed the agent\n" + msg}
+	}
+	return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailProcessExit, Message: msg}
 }
 
 // drain closes the connection to the agent and waits for every goroutine

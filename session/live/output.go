@@ -15,6 +15,25 @@ import (
 	"github.com/berth-sh/berth/shim"
 )
 
+// output is the agent's output as the session takes it in: the window
+// of its updates against limits.max_turn_output, its stderr (a tail kept
+// for failure messages), the lines of its stdout that are not the
+// protocol, and its updates held back until session_started. The
+// session's mu guards it, but warnedStdout.
+type output struct {
+	ls *Session
+	w  outputWindow
+	// stderrTail is the agent's last lines of stderr.
+	stderrTail []string
+	// warnedStdout is set once a non-JSON stdout line has been reported.
+	warnedStdout atomic.Bool
+	// early holds the agent's updates that came before session_started,
+	// logged right after it (or before session_stopped).
+	early []berth.Event
+	// stderrWG counts the stderr reader, which the monitor waits for.
+	stderrWG sync.WaitGroup
+}
+
 // ReasonOutputTruncated is the runtime_warning reason for output dropped
 // past limits.max_turn_output.
 const ReasonOutputTruncated = "output_truncated"
@@ -46,25 +65,6 @@ type outputWindow struct {
 	// report of the time between turns, read once this turn had begun,
 	// was warned of.
 	warned, lateWarned bool
-}
-
-// output is the agent's output as the session takes it in: the window
-// of its updates against limits.max_turn_output, its stderr (a tail kept
-// for failure messages), the lines of its stdout that are not the
-// protocol, and its updates held back until session_started. The
-// session's mu guards it, but warnedStdout.
-type output struct {
-	ls *Session
-	w  outputWindow
-	// stderrTail is the agent's last lines of stderr.
-	stderrTail []string
-	// warnedStdout is set once a non-JSON stdout line has been reported.
-	warnedStdout atomic.Bool
-	// early holds the agent's updates that came before session_started,
-	// logged right after it (or before session_stopped).
-	early []berth.Event
-	// stderrWG counts the stderr reader, which the monitor waits for.
-	stderrWG sync.WaitGroup
 }
 
 // storePage is the page the stores keep large rows in.

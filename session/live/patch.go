@@ -21,6 +21,58 @@ func (ls *Session) Patch(ctx context.Context, p berth.SessionPatch) (*berth.Sess
 	return ls.controls.patch(ctx, p)
 }
 
+// patch is Patch, with the controls lock held.
+func (cs *controls) patch(ctx context.Context, p berth.SessionPatch) (*berth.Session, error) {
+	ls := cs.ls
+	// Told once the controls lock is released, too.
+	defer ls.tellLeaseLost()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	ls.mu.Lock()
+	cur := ls.sess
+	ls.mu.Unlock()
+	if p.Agent() && cur.State != berth.StateActive {
+		return nil, berth.Errorf(berth.EConflict, "session is %s, not active", cur.State)
+	}
+	if err := p.CheckLabels(cur.Labels); err != nil {
+		return nil, err
+	}
+	if err := checkPatch(&cur.ACP, &p); err != nil {
+		return nil, err
+	}
+	var applied []string
+	if p.Name != nil || p.Labels != nil {
+		if err := ls.save(ctx, func(s *berth.Session) { p.ApplyOwn(s) }); err != nil {
+			return nil, err
+		}
+		applied = append(applied, p.OwnFields()...)
+	}
+	failed := func(field string, err error) error {
+		return &berth.Error{Code: agentErrorCode(err), Err: err,
+			Message: fmt.Sprintf("the agent did not set %s: %s (applied: %s)", field, agentMessage(err), orNone(applied)),
+			Details: map[string]any{"field": field, "applied": orEmpty(applied)}}
+	}
+	if p.Mode != "" {
+		if err := cs.setMode(ctx, p.Mode, "user"); err != nil {
+			return nil, failed("mode", err)
+		}
+		applied = append(applied, "mode")
+	}
+	if p.Model != "" {
+		if err := cs.setModel(ctx, p.Model, "user"); err != nil {
+			return nil, failed("model", err)
+		}
+		applied = append(applied, "model")
+	}
+	for _, k := range sortedKeys(p.Config) {
+		if err := cs.setConfig(ctx, k, p.Config[k], "user"); err != nil {
+			return nil, failed("config."+k, err)
+		}
+		applied = append(applied, "config."+k)
+	}
+	return ls.View(), nil
+}
+
 // checkPatch refuses, before anything is applied, what the agent does not
 // offer: EConflict when it lacks the capability, EInvalid (with what it
 // offers) for a value it does not offer. It also refuses more labels than
@@ -109,114 +161,6 @@ func findOption(opts []berth.ACPConfigOption, id string) *berth.ACPConfigOption 
 		}
 	}
 	return nil
-}
-
-// agentErrorCode is the code of an agent's refusal: conflict when it does
-// not serve the method, invalid when it refuses the params, unavailable
-// otherwise (it failed or is gone).
-func agentErrorCode(err error) string {
-	var ae *acp.Error
-	if errors.As(err, &ae) {
-		switch ae.Code {
-		case acp.CodeMethodNotFound:
-			return berth.EConflict
-		case acp.CodeInvalidParams:
-			return berth.EInvalid
-		}
-	}
-	return berth.EUnavailable
-}
-
-// agentMessage is what an agent's error says, safe to show.
-func agentMessage(err error) string {
-	var ae *acp.Error
-	if errors.As(err, &ae) {
-		return ae.Message
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "the agent did not answer in time"
-	}
-	return "the agent could not be reached"
-}
-
-func quote(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
-	return b
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-func orEmpty(list []string) []string {
-	if list == nil {
-		return []string{}
-	}
-	return list
-}
-
-func orNone(list []string) string {
-	if len(list) == 0 {
-		return "none"
-	}
-	return strings.Join(list, ", ")
-}
-
-// patch is Patch, with the controls lock held.
-func (cs *controls) patch(ctx context.Context, p berth.SessionPatch) (*berth.Session, error) {
-	ls := cs.ls
-	// Told once the controls lock is released, too.
-	defer ls.tellLeaseLost()
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	ls.mu.Lock()
-	cur := ls.sess
-	ls.mu.Unlock()
-	if p.Agent() && cur.State != berth.StateActive {
-		return nil, berth.Errorf(berth.EConflict, "session is %s, not active", cur.State)
-	}
-	if err := p.CheckLabels(cur.Labels); err != nil {
-		return nil, err
-	}
-	if err := checkPatch(&cur.ACP, &p); err != nil {
-		return nil, err
-	}
-	var applied []string
-	if p.Name != nil || p.Labels != nil {
-		if err := ls.save(ctx, func(s *berth.Session) { p.ApplyOwn(s) }); err != nil {
-			return nil, err
-		}
-		applied = append(applied, p.OwnFields()...)
-	}
-	failed := func(field string, err error) error {
-		return &berth.Error{Code: agentErrorCode(err), Err: err,
-			Message: fmt.Sprintf("the agent did not set %s: %s (applied: %s)", field, agentMessage(err), orNone(applied)),
-			Details: map[string]any{"field": field, "applied": orEmpty(applied)}}
-	}
-	if p.Mode != "" {
-		if err := cs.setMode(ctx, p.Mode, "user"); err != nil {
-			return nil, failed("mode", err)
-		}
-		applied = append(applied, "mode")
-	}
-	if p.Model != "" {
-		if err := cs.setModel(ctx, p.Model, "user"); err != nil {
-			return nil, failed("model", err)
-		}
-		applied = append(applied, "model")
-	}
-	for _, k := range sortedKeys(p.Config) {
-		if err := cs.setConfig(ctx, k, p.Config[k], "user"); err != nil {
-			return nil, failed("config."+k, err)
-		}
-		applied = append(applied, "config."+k)
-	}
-	return ls.View(), nil
 }
 
 // setMode asks the agent for mode (set_mode, or set_config_option for
@@ -361,4 +305,60 @@ func (cs *controls) reapply(ctx context.Context, prev berth.ACPInfo) {
 			warn("config option "+k, err)
 		}
 	}
+}
+
+// agentErrorCode is the code of an agent's refusal: conflict when it does
+// not serve the method, invalid when it refuses the params, unavailable
+// otherwise (it failed or is gone).
+func agentErrorCode(err error) string {
+	var ae *acp.Error
+	if errors.As(err, &ae) {
+		switch ae.Code {
+		case acp.CodeMethodNotFound:
+			return berth.EConflict
+		case acp.CodeInvalidParams:
+			return berth.EInvalid
+		}
+	}
+	return berth.EUnavailable
+}
+
+// agentMessage is what an agent's error says, safe to show.
+func agentMessage(err error) string {
+	var ae *acp.Error
+	if errors.As(err, &ae) {
+		return ae.Message
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "the agent did not answer in time"
+	}
+	return "the agent could not be reached"
+}
+
+func quote(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func orEmpty(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
+}
+
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	return strings.Join(list, ", ")
 }

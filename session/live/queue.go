@@ -8,10 +8,8 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// The input side of a session (docs/api.md, Prompts).
-
-// queue is the session's input side: what it keeps of the prompts it
-// accepted to decide quickly (the store has each pending entry first,
+// queue is the session's input side (docs/api.md, Prompts): what it
+// keeps of the prompts it accepted to decide quickly (the store has each pending entry first,
 // and ls.sess.Queue the pending count and the generation), and what
 // became of recent entries. The session's mu guards it, so a dispatch and
 // an interrupt never interleave.
@@ -183,7 +181,7 @@ func (q *queue) acceptingLocked() error {
 
 // headEntryLocked returns the oldest pending queue entry of generation
 // gen (the one ClaimQueueEntry claims next), or nil. It reads the store
-// under mu (see live session).
+// under mu (see Session).
 func (q *queue) headEntryLocked(ctx context.Context, gen int64) (*berth.QueueEntry, error) {
 	ls := q.ls
 	entries, err := ls.h.Store.ListQueue(ctx, ls.id)
@@ -215,7 +213,7 @@ func (q *queue) newEntry(kind string, in Input) *berth.QueueEntry {
 }
 
 // enqueueLocked stores a prompt behind the turn in flight. The store is
-// written under mu (see live session): the pending count moves with it.
+// written under mu (see Session): the pending count moves with it.
 func (q *queue) enqueueLocked(ctx context.Context, in Input) (*berth.PromptResult, error) {
 	ls := q.ls
 	e := q.newEntry(berth.EntryQueue, in)
@@ -231,7 +229,7 @@ func (q *queue) enqueueLocked(ctx context.Context, in Input) (*berth.PromptResul
 }
 
 // stageSteerLocked stages a text for the turn in flight, replacing a staged
-// one. The store is written under mu (see live session): q.steer moves with it.
+// one. The store is written under mu (see Session): q.steer moves with it.
 func (q *queue) stageSteerLocked(ctx context.Context, in Input) (*berth.PromptResult, error) {
 	ls := q.ls
 	e := q.newEntry(berth.EntrySteer, in)
@@ -258,7 +256,7 @@ func (q *queue) stageSteerLocked(ctx context.Context, in Input) (*berth.PromptRe
 // the session to a new input generation and starts text as soon as the
 // cancelled turn has ended. The text is itself stored as the first entry of
 // the new generation, so a restart before it starts does not lose it. The
-// store is written under mu (see live session): the generation moves with it.
+// store is written under mu (see Session): the generation moves with it.
 func (q *queue) interruptLocked(ctx context.Context, in Input) (*berth.PromptResult, error) {
 	ls := q.ls
 	n, gen, err := q.cancelAllLocked(ctx, cancelInterrupted)
@@ -287,7 +285,7 @@ func (q *queue) interruptLocked(ctx context.Context, in Input) (*berth.PromptRes
 // dispatchLocked starts the next input once the session is idle: a staged
 // steer first, then the oldest queue entry of the current generation.
 // Claiming is atomic in the store, so an entry runs at most once; it is
-// done under mu (see live session), so the turn it starts is the only one.
+// done under mu (see Session), so the turn it starts is the only one.
 func (q *queue) dispatchLocked(ctx context.Context) {
 	ls := q.ls
 	if ls.turns.cur != nil || q.acceptingLocked() != nil {
@@ -295,7 +293,7 @@ func (q *queue) dispatchLocked(ctx context.Context) {
 	}
 	gen := ls.sess.Queue.Generation
 	// An interrupt's text runs before a steer staged after it. Each turn is
-	// logged before its entry is claimed (see logTurnStartedLocked): a
+	// logged before its entry is claimed (see turns.logStartedLocked): a
 	// daemon that dies in between finds the turn with its entry still
 	// pending, and claims it then (reattach).
 	if q.steer != nil && q.next == nil {
@@ -389,7 +387,7 @@ func (q *queue) retryDispatchLocked() {
 
 // recountLocked sets the pending count from the store, after a claim found
 // nothing where the count said there was something. It reads the store
-// under mu (see live session).
+// under mu (see Session).
 func (q *queue) recountLocked(ctx context.Context) {
 	ls := q.ls
 	entries, err := ls.h.Store.ListQueue(ctx, ls.id)
@@ -418,7 +416,7 @@ func (q *queue) recountLocked(ctx context.Context) {
 }
 
 // cancelEntryLocked drops one pending entry of a live session. The store
-// is written under mu (see live session): the pending count moves with it.
+// is written under mu (see Session): the pending count moves with it.
 func (q *queue) cancelEntryLocked(ctx context.Context, entryID string) error {
 	ls := q.ls
 	e, err := ls.h.Store.CancelQueueEntry(ctx, ls.id, entryID)
@@ -499,8 +497,8 @@ func (q *queue) take(entries []*berth.QueueEntry) {
 // deliverSteerLocked takes the staged steer into the turn in flight: it is
 // logged as prompt_steered in the turn, the agent's prompt is cancelled,
 // and its answer is followed by the steer's text as a new prompt of the
-// same turn (runTurn). The steer is claimed in the store under mu (see
-// live session), ordered with the agent's updates around it.
+// same turn (turns.run). The steer is claimed in the store under mu (see
+// Session), ordered with the agent's updates around it.
 func (q *queue) deliverSteerLocked(t *turn) {
 	ls := q.ls
 	if t.cancelRequested || !t.steerIn.empty() || ls.exited || ls.stopReason != "" || ls.detached.Load() {

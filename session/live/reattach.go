@@ -34,7 +34,7 @@ type Reattached struct {
 
 // Reattach wires a session whose agent runs on in its shim to it again,
 // from the last line the log has, with what r recovered. Nothing runs
-// yet (carryOn): a failure lets the shim go.
+// yet (CarryOn): a failure lets the shim go.
 func (ls *Session) Reattach(r Recovered) (*Reattached, error) {
 	ls.asks.recover(r.Pending, r.Elics)
 	ls.queue.take(r.Queue)
@@ -72,32 +72,6 @@ func (ls *Session) CarryOn(ctx context.Context, a *Reattached) {
 		ls.mu.Unlock()
 	}
 	ls.logger.Debug("session reattached", "from", a.hello.From, "end", a.hello.End, "turn_open", a.t != nil)
-}
-
-// servedAgain names the agent's requests the replay reads again that the
-// previous daemon answered: they are not served twice.
-func servedAgain(h shim.Hello) map[string]bool {
-	serve := map[string]bool{}
-	for _, r := range h.Requests {
-		if r.End > h.From {
-			if _, id, _ := acp.Classify(r.Line); id != nil {
-				serve[string(id)] = true
-			}
-		}
-	}
-	return serve
-}
-
-// unansweredRequests are the agent's requests before the replay starts
-// that no daemon answered: they are delivered again.
-func unansweredRequests(h shim.Hello) [][]byte {
-	var lines [][]byte
-	for _, r := range h.Requests {
-		if r.End <= h.From {
-			lines = append(lines, r.Line)
-		}
-	}
-	return lines
 }
 
 // recover sets up the turn in flight, open, of a wired live session: it
@@ -142,4 +116,30 @@ func (tr *turns) await(t *turn, wait func(context.Context) (acp.PromptResponse, 
 	defer ls.turnWG.Done()
 	resp, err := wait(context.Background())
 	tr.end(t, turnEnd(resp, err, ls.life.stopping()), 0)
+}
+
+// servedAgain names the agent's requests the replay reads again that the
+// previous daemon answered: they are not served twice.
+func servedAgain(h shim.Hello) map[string]bool {
+	serve := map[string]bool{}
+	for _, r := range h.Requests {
+		if r.End > h.From {
+			if _, id, _ := acp.Classify(r.Line); id != nil {
+				serve[string(id)] = true
+			}
+		}
+	}
+	return serve
+}
+
+// unansweredRequests are the agent's requests before the replay starts
+// that no daemon answered: they are delivered again.
+func unansweredRequests(h shim.Hello) [][]byte {
+	var lines [][]byte
+	for _, r := range h.Requests {
+		if r.End <= h.From {
+			lines = append(lines, r.Line)
+		}
+	}
+	return lines
 }

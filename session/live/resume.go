@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"os"
 
 	"github.com/berth-sh/berth"
 )
@@ -33,4 +34,10 @@ func Resumable(s *berth.Session) bool {
 		return false
 	}
 	return s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != ""
+}
+
+// WorkspaceExists reports whether dir is an existing directory.
+func WorkspaceExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
 }

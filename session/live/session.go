@@ -3,9 +3,6 @@ package live
 import (
 	"context"
 	"log/slog"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,13 +12,6 @@ import (
 	"github.com/berth-sh/berth/shim"
 )
 
-// MaxTurnText caps the message text of a turn kept in memory.
-const MaxTurnText = 1 << 20
-
-// maxRecentResults bounds how many finished turns a live session remembers for
-// late WaitTurn callers; older ones are rebuilt from the log.
-const maxRecentResults = 64
-
 // Session is one live session: its agent process, ACP connection, current
 // turn and the goroutines that serve it. The monitor goroutine is the only
 // one that finalises the session (moves it to stopped). It reaches whoever
@@ -30,12 +20,11 @@ const maxRecentResults = 64
 // Its locks and what each guards are declared below, after the one line
 // that orders them. Three kinds of wait happen under mu, on purpose:
 //   - store calls: saveLocked writes the session while ls.sess moves with
-//     it, and the queue's claims, enqueues and cancels (queue.go,
-//     handler.go) write while the queue's counters in ls.sess move with
-//     them, so two callers never claim one entry nor see a count the store
-//     does not have. It is safe: the store never calls back into a
+//     it, and the queue's claims, enqueues and cancels (queue.go) write
+//     while the queue's counters in ls.sess move with them, so two callers
+//     never claim one entry nor see a count the store does not have. It is safe: the store never calls back into a
 //     live session, and a slow store stalls this session alone.
-//   - the commit of turn_started: logTurnStartedLocked waits for it under
+//   - the commit of turn_started: turns.logStartedLocked waits for it under
 //     mu, so the agent is prompted only once the log has the turn. It is
 //     safe for the reason below.
 //   - event-log back-pressure: emit called under mu may wait in
@@ -116,34 +105,11 @@ type Session struct {
 	tree     tree         // children.go
 }
 
-// turn is one prompt round in flight.
-type turn struct {
-	id string
-	// text is the agent's message so far, for ?wait=true; past
-	// maxTurnText it is dropped and textCut set (the log has it all).
-	text            strings.Builder
-	textCut         bool
-	cancelRequested bool
-	// steerIn is a steer taken at a tool-call boundary and waiting for the
-	// answer to the cancelled prompt; continueWith is it once that came.
-	steerIn      Input
-	steerID      string
-	continueWith Input
-	// steerCancelSent is closed once the steer's session/cancel is written.
-	steerCancelSent chan struct{}
-	// promptSent is closed once the turn's current prompt is written (or
-	// could not be); a cancel waits for it. Guarded by ls.mu.
-	promptSent chan struct{}
-	done       chan struct{}
-	result     *berth.TurnResult
-	graceTimer *time.Timer
-	// began is when this daemon started the turn (zero for one a previous
-	// daemon started: its duration is not known here).
-	began time.Time
-	// checkpoint is the id of the checkpoint taken before the turn, once
-	// it is (a prune keeps it while the turn runs). Guarded by ls.mu.
-	checkpoint string
-}
+// ID is the session's id.
+func (ls *Session) ID() string { return ls.id }
+
+// Logger is the session's logger.
+func (ls *Session) Logger() *slog.Logger { return ls.logger }
 
 // View returns a copy of the session as the API shows it.
 func (ls *Session) View() *berth.Session {
@@ -231,7 +197,7 @@ func (ls *Session) emitFrom(src int64, turnID, typ string, data any) {
 }
 
 // emitEvent hands ev to the log. Called under mu it may wait for the log's
-// room (see live session): the log's writer never takes mu.
+// room (see Session): the log's writer never takes mu.
 func (ls *Session) emitEvent(ev berth.Event) {
 	if ls.detached.Load() {
 		// The next daemon replays whatever this one did not record.
@@ -278,69 +244,3 @@ func (ls *Session) Stop(ctx context.Context, reason berth.StopReason, failure *b
 	case <-ctx.Done():
 	}
 }
-
-// classifyExit turns an unrequested exit into a stop reason; an agent that
-// exits before its handshake completed failed to start.
-func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.StopReason, *berth.Failure) {
-	msg := "agent exited with code " + strconv.Itoa(st.Code)
-	if st.Signal != "" {
-		msg = "agent killed by " + st.Signal
-	}
-	if handshaking {
-		msg = "the agent exited during the handshake: " + msg
-	}
-	if len(tail) > 0 {
-		msg += "\nstderr:\n" + strings.Join(tail, "\n")
-	}
-	switch {
-	case handshaking:
-		return berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg}
-	case st.Success():
-		return berth.StopAgentExited, nil
-	case st.Signal == "SIGKILL" && st.OOMKills > 0:
-		// Nobody sent it: the kernel did, at the sandbox's memory limit.
-		return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailSandbox,
-			Message: "out of memory: the sandbox reached its memory limit (memory_mb) and the kernel killed the agent\n" + msg}
-	}
-	return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailProcessExit, Message: msg}
-}
-
-// addChunk adds an agent message chunk to the turn's text. A chunk whose
-// text is surely past maxTurnText is not decoded: a JSON string literal
-// of n bytes holds at least (n-2)/6 bytes of text.
-func (t *turn) addChunk(u *acp.Update) {
-	if t.textCut {
-		return
-	}
-	if raw := u.RawText(); raw != nil && t.text.Len()+(len(raw)-2)/6 > MaxTurnText {
-		t.textCut = true
-		t.text.Reset()
-		return
-	}
-	t.addText(u.Text())
-}
-
-// addText appends a message chunk to the turn's text, up to maxTurnText.
-func (t *turn) addText(s string) {
-	if t.textCut {
-		return
-	}
-	if t.text.Len()+len(s) > MaxTurnText {
-		t.textCut = true
-		t.text.Reset()
-		return
-	}
-	t.text.WriteString(s)
-}
-
-// WorkspaceExists reports whether dir is an existing directory.
-func WorkspaceExists(dir string) bool {
-	fi, err := os.Stat(dir)
-	return err == nil && fi.IsDir()
-}
-
-// ID is the session's id.
-func (ls *Session) ID() string { return ls.id }
-
-// Logger is the session's logger.
-func (ls *Session) Logger() *slog.Logger { return ls.logger }

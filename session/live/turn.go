@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -29,6 +30,70 @@ type turns struct {
 	hung         bool
 }
 
+// MaxTurnText caps the message text of a turn kept in memory.
+const MaxTurnText = 1 << 20
+
+// maxRecentResults bounds how many finished turns a live session remembers for
+// late WaitTurn callers; older ones are rebuilt from the log.
+const maxRecentResults = 64
+
+// turn is one prompt round in flight.
+type turn struct {
+	id string
+	// text is the agent's message so far, for ?wait=true; past
+	// MaxTurnText it is dropped and textCut set (the log has it all).
+	text            strings.Builder
+	textCut         bool
+	cancelRequested bool
+	// steerIn is a steer taken at a tool-call boundary and waiting for the
+	// answer to the cancelled prompt; continueWith is it once that came.
+	steerIn      Input
+	steerID      string
+	continueWith Input
+	// steerCancelSent is closed once the steer's session/cancel is written.
+	steerCancelSent chan struct{}
+	// promptSent is closed once the turn's current prompt is written (or
+	// could not be); a cancel waits for it. Guarded by ls.mu.
+	promptSent chan struct{}
+	done       chan struct{}
+	result     *berth.TurnResult
+	graceTimer *time.Timer
+	// began is when this daemon started the turn (zero for one a previous
+	// daemon started: its duration is not known here).
+	began time.Time
+	// checkpoint is the id of the checkpoint taken before the turn, once
+	// it is (a prune keeps it while the turn runs). Guarded by ls.mu.
+	checkpoint string
+}
+
+// addChunk adds an agent message chunk to the turn's text. A chunk whose
+// text is surely past MaxTurnText is not decoded: a JSON string literal
+// of n bytes holds at least (n-2)/6 bytes of text.
+func (t *turn) addChunk(u *acp.Update) {
+	if t.textCut {
+		return
+	}
+	if raw := u.RawText(); raw != nil && t.text.Len()+(len(raw)-2)/6 > MaxTurnText {
+		t.textCut = true
+		t.text.Reset()
+		return
+	}
+	t.addText(u.Text())
+}
+
+// addText appends a message chunk to the turn's text, up to MaxTurnText.
+func (t *turn) addText(s string) {
+	if t.textCut {
+		return
+	}
+	if t.text.Len()+len(s) > MaxTurnText {
+		t.textCut = true
+		t.text.Reset()
+		return
+	}
+	t.text.WriteString(s)
+}
+
 // TurnStartedData is the data of turn_started. EntryID names the queue
 // entry the turn runs, if any.
 type TurnStartedData struct {
@@ -48,45 +113,6 @@ type TurnEndedData struct {
 	StopReason string          `json:"stop_reason"`
 	Error      *berth.ACPError `json:"error,omitempty"`
 	Usage      json.RawMessage `json:"usage,omitempty"`
-}
-
-// isClosedErr reports whether err says the connection to the agent ended.
-func isClosedErr(err error) bool {
-	var rpcErr *acp.Error
-	return errors.As(err, &rpcErr) && rpcErr.Message == acp.ErrClosed.Error()
-}
-
-// turnEnd says how a turn ended from the agent's answer or the error that
-// took its place. stopping tells that berth is stopping the agent.
-func turnEnd(resp acp.PromptResponse, err error, stopping bool) TurnEndedData {
-	end := TurnEndedData{StopReason: resp.StopReason, Usage: resp.Usage}
-	var rpcErr *acp.Error
-	switch {
-	case err == nil:
-		switch end.StopReason {
-		case "":
-			end.StopReason = berth.TurnEndTurn
-		case berth.TurnEndTurn, berth.TurnCancelled, berth.TurnMaxTokens, berth.TurnMaxTurnRequests, berth.TurnRefusal:
-		default:
-			// Not ACP's: readers can rely on the set; the agent's word is kept.
-			end.Error = &berth.ACPError{Code: "unknown_stop_reason", StopReason: end.StopReason,
-				Message: "the agent ended the turn with a stop reason ACP does not define"}
-			end.StopReason = berth.TurnError
-		}
-	case errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired:
-		end.StopReason = berth.TurnError
-		end.Error = &berth.ACPError{Code: "auth_required", Message: rpcErr.Message, Data: rpcErr.Data}
-	case rpcErr != nil && rpcErr.Message != acp.ErrClosed.Error():
-		end.StopReason = berth.TurnError
-		end.Error = &berth.ACPError{Code: "agent_error", Message: rpcErr.Message, Data: rpcErr.Data}
-	case stopping:
-		end.StopReason = berth.TurnCancelled
-	default:
-		// The connection ended under the turn: the agent exited.
-		end.StopReason = berth.TurnError
-		end.Error = &berth.ACPError{Code: "agent_exited", Message: "the agent exited during the turn"}
-	}
-	return end
 }
 
 // CancelTurn cancels the turn in flight and returns its id.
@@ -127,16 +153,6 @@ func (ls *Session) WaitTurn(ctx context.Context, turnID string) (res *berth.Turn
 	}
 }
 
-// closeOnce closes ch unless it is closed already; only the turn's runner
-// closes it, so there is no race between the check and the close.
-func closeOnce(ch chan struct{}) {
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
-}
-
 func (tr *turns) currentIDLocked() string {
 	if tr.cur == nil {
 		return ""
@@ -170,7 +186,7 @@ func (tr *turns) startLocked(turnID string, in Input, source string) string {
 // agent is prompted only once the log has the turn, so a daemon that dies
 // right after finds the turn its agent is working on, and a queued entry
 // is claimed only once its turn is there to show for it. The wait for the
-// commit is under mu (see live session): the log's writer never takes it.
+// commit is under mu (see Session): the log's writer never takes it.
 func (tr *turns) logStartedLocked(turnID string, d TurnStartedData) error {
 	ls := tr.ls
 	if ls.detached.Load() {
@@ -343,7 +359,7 @@ func (tr *turns) end(t *turn, end TurnEndedData, src int64) {
 	ls.tellLeaseLost()
 }
 
-// rememberResult keeps a finished turn's result for late waiters.
+// rememberLocked keeps a finished turn's result for late waiters.
 func (tr *turns) rememberLocked(r *berth.TurnResult) {
 	if tr.results == nil {
 		tr.results = make(map[string]*berth.TurnResult)
@@ -410,5 +426,54 @@ func (tr *turns) cancelExpired(t *turn) {
 		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
 	if _, err := ls.proc.Stop(context.Background(), 0); err != nil {
 		ls.logger.Warn("kill after cancel grace", "err", err)
+	}
+}
+
+// isClosedErr reports whether err says the connection to the agent ended.
+func isClosedErr(err error) bool {
+	var rpcErr *acp.Error
+	return errors.As(err, &rpcErr) && rpcErr.Message == acp.ErrClosed.Error()
+}
+
+// turnEnd says how a turn ended from the agent's answer or the error that
+// took its place. stopping tells that berth is stopping the agent.
+func turnEnd(resp acp.PromptResponse, err error, stopping bool) TurnEndedData {
+	end := TurnEndedData{StopReason: resp.StopReason, Usage: resp.Usage}
+	var rpcErr *acp.Error
+	switch {
+	case err == nil:
+		switch end.StopReason {
+		case "":
+			end.StopReason = berth.TurnEndTurn
+		case berth.TurnEndTurn, berth.TurnCancelled, berth.TurnMaxTokens, berth.TurnMaxTurnRequests, berth.TurnRefusal:
+		default:
+			// Not ACP's: readers can rely on the set; the agent's word is kept.
+			end.Error = &berth.ACPError{Code: "unknown_stop_reason", StopReason: end.StopReason,
+				Message: "the agent ended the turn with a stop reason ACP does not define"}
+			end.StopReason = berth.TurnError
+		}
+	case errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired:
+		end.StopReason = berth.TurnError
+		end.Error = &berth.ACPError{Code: "auth_required", Message: rpcErr.Message, Data: rpcErr.Data}
+	case rpcErr != nil && rpcErr.Message != acp.ErrClosed.Error():
+		end.StopReason = berth.TurnError
+		end.Error = &berth.ACPError{Code: "agent_error", Message: rpcErr.Message, Data: rpcErr.Data}
+	case stopping:
+		end.StopReason = berth.TurnCancelled
+	default:
+		// The connection ended under the turn: the agent exited.
+		end.StopReason = berth.TurnError
+		end.Error = &berth.ACPError{Code: "agent_exited", Message: "the agent exited during the turn"}
+	}
+	return end
+}
+
+// closeOnce closes ch unless it is closed already; only the turn's runner
+// closes it, so there is no race between the check and the close.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
 	}
 }
