@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,72 +76,89 @@ func (cs *controls) patch(ctx context.Context, p berth.SessionPatch) (*berth.Ses
 
 // checkPatch refuses, before anything is applied, what the agent does not
 // offer: EConflict when it lacks the capability, EInvalid (with what it
-// offers) for a value it does not offer. It also refuses more labels than
-// a session may have.
+// offers) for a value it does not offer.
 func checkPatch(info *berth.ACPInfo, p *berth.SessionPatch) error {
-	if p.Mode != "" {
-		if info.Modes == nil || len(info.Modes.Available) == 0 {
-			return berth.Errorf(berth.EConflict, "the agent offers no modes")
-		}
-		var ids []string
+	var modes, models []string
+	if info.Modes != nil {
 		for _, m := range info.Modes.Available {
-			ids = append(ids, m.ID)
-		}
-		if !contains(ids, p.Mode) {
-			return offered("mode", p.Mode, ids)
+			modes = append(modes, m.ID)
 		}
 	}
-	if p.Model != "" {
-		if info.Models == nil || len(info.Models.Available) == 0 {
-			return berth.Errorf(berth.EConflict, "the agent offers no choice of model")
-		}
-		var ids []string
+	if info.Models != nil {
 		for _, m := range info.Models.Available {
-			ids = append(ids, m.ID)
+			models = append(models, m.ID)
 		}
-		if !contains(ids, p.Model) {
-			return offered("model", p.Model, ids)
-		}
+	}
+	if err := checkOffered("mode", p.Mode, modes, "the agent offers no modes"); err != nil {
+		return err
+	}
+	if err := checkOffered("model", p.Model, models, "the agent offers no choice of model"); err != nil {
+		return err
 	}
 	if len(p.Config) > 0 && len(info.ConfigOptions) == 0 {
 		return berth.Errorf(berth.EConflict, "the agent offers no config options")
 	}
 	for _, k := range sortedKeys(p.Config) {
-		o := findOption(info.ConfigOptions, k)
-		if o == nil {
-			var ids []string
-			for _, o := range info.ConfigOptions {
-				ids = append(ids, o.ID)
-			}
-			return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("the agent has no config option %q (it offers %s)", k, strings.Join(ids, ", ")),
-				Details: map[string]any{"field": "config", "option": k, "offered": ids}}
+		if err := checkConfig(info.ConfigOptions, p.Config, k); err != nil {
+			return err
 		}
-		v := p.Config[k]
-		switch o.Type {
-		case "select":
-			var s string
-			if json.Unmarshal(v, &s) != nil || !o.Offers(s) {
-				e := offered("config."+k, strings.TrimSpace(string(v)), o.Values())
-				e.Details["option"] = k
-				return e
-			}
-		case "boolean":
-			// "true" and "false" as strings are taken too (the CLI sends strings).
-			switch strings.TrimSpace(string(v)) {
-			case `"true"`:
-				p.Config[k] = json.RawMessage("true")
-			case `"false"`:
-				p.Config[k] = json.RawMessage("false")
-			}
-			if t := strings.TrimSpace(string(p.Config[k])); t != "true" && t != "false" {
-				return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("config option %q takes true or false", k),
-					Details: map[string]any{"field": "config." + k, "option": k, "offered": []bool{false, true}}}
-			}
-		default:
-			// A type this version does not know: the agent judges the value.
-			if !json.Valid(v) {
-				return berth.Errorf(berth.EInvalid, "config option %q: the value is not JSON", k)
-			}
+	}
+	return nil
+}
+
+// checkOffered refuses value, when one is asked for, unless it is among
+// ids, what the agent offers for field: EConflict saying none when it
+// offers nothing, else EInvalid with what it offers.
+func checkOffered(field, value string, ids []string, none string) error {
+	switch {
+	case value == "":
+		return nil
+	case len(ids) == 0:
+		return berth.Errorf(berth.EConflict, "%s", none)
+	case !slices.Contains(ids, value):
+		return offered(field, value, ids)
+	}
+	return nil
+}
+
+// checkConfig refuses the value config[k] unless the agent offers option k
+// and the value fits its type; a boolean given as a string is taken as
+// the boolean.
+func checkConfig(opts []berth.ACPConfigOption, config map[string]json.RawMessage, k string) error {
+	o := findOption(opts, k)
+	if o == nil {
+		var ids []string
+		for _, o := range opts {
+			ids = append(ids, o.ID)
+		}
+		return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("the agent has no config option %q (it offers %s)", k, strings.Join(ids, ", ")),
+			Details: map[string]any{"field": "config", "option": k, "offered": ids}}
+	}
+	v := config[k]
+	switch o.Type {
+	case "select":
+		var s string
+		if json.Unmarshal(v, &s) != nil || !o.Offers(s) {
+			e := offered("config."+k, strings.TrimSpace(string(v)), o.Values())
+			e.Details["option"] = k
+			return e
+		}
+	case "boolean":
+		// "true" and "false" as strings are taken too (the CLI sends strings).
+		switch strings.TrimSpace(string(v)) {
+		case `"true"`:
+			config[k] = json.RawMessage("true")
+		case `"false"`:
+			config[k] = json.RawMessage("false")
+		}
+		if t := strings.TrimSpace(string(config[k])); t != "true" && t != "false" {
+			return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("config option %q takes true or false", k),
+				Details: map[string]any{"field": "config." + k, "option": k, "offered": []bool{false, true}}}
+		}
+	default:
+		// A type this version does not know: the agent judges the value.
+		if !json.Valid(v) {
+			return berth.Errorf(berth.EInvalid, "config option %q: the value is not JSON", k)
 		}
 	}
 	return nil
@@ -178,21 +196,13 @@ func (cs *controls) setMode(ctx context.Context, mode, source string) error {
 	if err := ls.client.SetMode(cctx, ls.conv.id(), mode); err != nil {
 		return err
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
-		c := controlsOf(s.ACP)
+	return cs.record(ctx, func(c *berth.ACPInfo) (string, any) {
 		if c.Modes == nil {
 			c.Modes = &berth.ACPModes{Available: []berth.ACPMode{}}
 		}
 		c.Modes.Current = mode
-		s.ACP = withControls(s.ACP, c)
+		return berth.EventModeUpdate, modeData{Current: mode, Source: source}
 	})
-	// Nothing is logged once the agent is gone: session_stopped is last.
-	if !ls.exited {
-		ls.Emit(ls.turns.currentIDLocked(), berth.EventModeUpdate, modeData{Current: mode, Source: source})
-	}
-	return err
 }
 
 // setModel asks the agent for model: through its config option of
@@ -210,23 +220,13 @@ func (cs *controls) setModel(ctx context.Context, model, source string) error {
 	if err := ls.client.SetModel(cctx, ls.conv.id(), model); err != nil {
 		return err
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	var after *berth.ACPModels
-	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
-		c := controlsOf(s.ACP)
+	return cs.record(ctx, func(c *berth.ACPInfo) (string, any) {
 		if c.Models != nil {
 			c.Models.Current = model
 		}
-		after = c.Models
-		s.ACP = withControls(s.ACP, c)
+		return berth.EventConfigUpdate, configData{Models: c.Models, Source: source,
+			Changed: map[string]json.RawMessage{"model": quote(model)}}
 	})
-	// Nothing is logged once the agent is gone: session_stopped is last.
-	if !ls.exited {
-		ls.Emit(ls.turns.currentIDLocked(), berth.EventConfigUpdate, configData{Models: after, Source: source,
-			Changed: map[string]json.RawMessage{"model": quote(model)}})
-	}
-	return err
 }
 
 // setConfig sets one config option and records the agent's options after
@@ -240,25 +240,35 @@ func (cs *controls) setConfig(ctx context.Context, id string, value json.RawMess
 		return err
 	}
 	opts, ok := decodeConfigOptions(resp.ConfigOptions)
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	var after []berth.ACPConfigOption
-	err = ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
-		c := controlsOf(s.ACP)
+	return cs.record(ctx, func(c *berth.ACPInfo) (string, any) {
 		if ok {
 			c.ConfigOptions = opts
 		} else if o := findOption(c.ConfigOptions, id); o != nil {
 			// An agent that answers without its options: take the value.
 			o.Current = value
 		}
-		derive(&c)
-		after = c.ConfigOptions
+		derive(c)
+		return berth.EventConfigUpdate, configData{ConfigOptions: c.ConfigOptions, Source: source,
+			Changed: map[string]json.RawMessage{id: value}}
+	})
+}
+
+// record takes a control the agent set into the session's controls
+// (change, on a copy of them) and stores the session, then logs the event
+// change says, unless the agent is gone (session_stopped is last).
+func (cs *controls) record(ctx context.Context, change func(c *berth.ACPInfo) (typ string, data any)) error {
+	ls := cs.ls
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var typ string
+	var data any
+	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
+		c := controlsOf(s.ACP)
+		typ, data = change(&c)
 		s.ACP = withControls(s.ACP, c)
 	})
-	// Nothing is logged once the agent is gone: session_stopped is last.
 	if !ls.exited {
-		ls.Emit(ls.turns.currentIDLocked(), berth.EventConfigUpdate, configData{ConfigOptions: after, Source: source,
-			Changed: map[string]json.RawMessage{id: value}})
+		ls.Emit(ls.turns.currentIDLocked(), typ, data)
 	}
 	return err
 }
@@ -338,15 +348,6 @@ func agentMessage(err error) string {
 func quote(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func orEmpty(list []string) []string {

@@ -48,22 +48,18 @@ var stressOps = []struct {
 	}},
 	{"cancel entry", 1, func(ctx context.Context, hs *harness, ls *Session, r *rand.Rand) error {
 		es, err := hs.store.ListQueue(ctx, ls.ID())
-		if err != nil || len(es) == 0 {
-			return nothing(err)
+		if err = nothing(err, len(es)); err != nil {
+			return err
 		}
 		_, err = ls.CancelEntry(ctx, es[r.IntN(len(es))].ID)
 		return err
 	}},
 	{"decide", 3, func(ctx context.Context, hs *harness, ls *Session, r *rand.Rand) error {
-		var ps []*berth.Permission
-		var err error
-		// A question may be on its way: a decider waits a little for one.
-		soon(func() bool {
-			ps, err = hs.store.ListPermissions(ctx, ls.ID(), berth.PermissionPending)
-			return err != nil || len(ps) > 0
+		ps, err := pendingSoon(func() ([]*berth.Permission, error) {
+			return hs.store.ListPermissions(ctx, ls.ID(), berth.PermissionPending)
 		})
-		if err != nil || len(ps) == 0 {
-			return nothing(err)
+		if err != nil {
+			return err
 		}
 		// A once option: one remembered for the tool kind would answer
 		// every later question itself.
@@ -78,14 +74,11 @@ var stressOps = []struct {
 		return err
 	}},
 	{"answer", 3, func(ctx context.Context, hs *harness, ls *Session, _ *rand.Rand) error {
-		var es []*berth.Elicitation
-		var err error
-		soon(func() bool {
-			es, err = hs.store.ListElicitations(ctx, ls.ID(), berth.ElicitationPending)
-			return err != nil || len(es) > 0
+		es, err := pendingSoon(func() ([]*berth.Elicitation, error) {
+			return hs.store.ListElicitations(ctx, ls.ID(), berth.ElicitationPending)
 		})
-		if err != nil || len(es) == 0 {
-			return nothing(err)
+		if err != nil {
+			return err
 		}
 		_, err = ls.ResolveElicitation(ctx, es[0].ID, berth.ElicitationAccept, map[string]any{"answer": "x"}, berth.DecidedByUser)
 		return err
@@ -129,17 +122,28 @@ func pickOp(r *rand.Rand) int {
 // errNothing is a call that found nothing to act on.
 var errNothing = &berth.Error{Code: berth.ENotFound, Message: "nothing to act on"}
 
-// nothing is err, or errNothing.
-func nothing(err error) error {
-	if err != nil {
-		return err
+// nothing is err, or errNothing when n is 0.
+func nothing(err error, n int) error {
+	if err == nil && n == 0 {
+		return errNothing
 	}
-	return errNothing
+	return err
 }
 
-// eventually polls cond for up to 30 s, soon for up to 200 ms.
+// pendingSoon is what list finds pending, errNothing when nothing: a
+// question may be on its way, so a decider waits a little for one.
+func pendingSoon[T any](list func() ([]T, error)) ([]T, error) {
+	var items []T
+	var err error
+	pollFor(200*time.Millisecond, func() bool {
+		items, err = list()
+		return err != nil || len(items) > 0
+	})
+	return items, nothing(err, len(items))
+}
+
+// eventually polls cond for up to 30 s.
 func eventually(cond func() bool) bool { return pollFor(30*time.Second, cond) }
-func soon(cond func() bool) bool       { return pollFor(200*time.Millisecond, cond) }
 
 func pollFor(d time.Duration, cond func() bool) bool {
 	for deadline := time.Now().Add(d); !cond(); {
