@@ -47,41 +47,6 @@ func (f *frame) stmt(st ast.Stmt, s lockSet) (lockSet, bool) {
 	label := f.label
 	f.label = ""
 	switch st := st.(type) {
-	case *ast.ExprStmt:
-		s = f.expr(st.X, s)
-		return s, !isPanic(st.X)
-	case *ast.AssignStmt:
-		for _, e := range st.Rhs {
-			s = f.expr(e, s)
-		}
-		for _, e := range st.Lhs {
-			s = f.expr(e, s)
-		}
-	case *ast.DeclStmt:
-		if gd, ok := st.Decl.(*ast.GenDecl); ok {
-			for _, sp := range gd.Specs {
-				if vs, ok := sp.(*ast.ValueSpec); ok {
-					for _, e := range vs.Values {
-						s = f.expr(e, s)
-					}
-				}
-			}
-		}
-	case *ast.IncDecStmt:
-		s = f.expr(st.X, s)
-	case *ast.SendStmt:
-		s = f.expr(st.Value, f.expr(st.Chan, s))
-	case *ast.GoStmt:
-		// The goroutine starts holding nothing (its function is walked as
-		// a start of its own); its arguments are evaluated here.
-		if sel, ok := st.Call.Fun.(*ast.SelectorExpr); ok {
-			s = f.expr(sel.X, s)
-		}
-		for _, a := range st.Call.Args {
-			s = f.expr(a, s)
-		}
-	case *ast.DeferStmt:
-		f.deferred = append(f.deferred, st.Call)
 	case *ast.ReturnStmt:
 		for _, e := range st.Results {
 			s = f.expr(e, s)
@@ -121,6 +86,48 @@ func (f *frame) stmt(st ast.Stmt, s lockSet) (lockSet, bool) {
 	case *ast.RangeStmt:
 		s = f.expr(st.X, s)
 		return f.loop(label, nil, nil, st.Body, s, true)
+	}
+	return f.straight(st, s)
+}
+
+// straight walks a statement that does not branch; it falls through
+// unless it is a panic.
+func (f *frame) straight(st ast.Stmt, s lockSet) (lockSet, bool) {
+	switch st := st.(type) {
+	case *ast.ExprStmt:
+		return f.expr(st.X, s), !isPanic(st.X)
+	case *ast.AssignStmt:
+		for _, e := range st.Rhs {
+			s = f.expr(e, s)
+		}
+		for _, e := range st.Lhs {
+			s = f.expr(e, s)
+		}
+	case *ast.DeclStmt:
+		if gd, ok := st.Decl.(*ast.GenDecl); ok {
+			for _, sp := range gd.Specs {
+				if vs, ok := sp.(*ast.ValueSpec); ok {
+					for _, e := range vs.Values {
+						s = f.expr(e, s)
+					}
+				}
+			}
+		}
+	case *ast.IncDecStmt:
+		s = f.expr(st.X, s)
+	case *ast.SendStmt:
+		s = f.expr(st.Value, f.expr(st.Chan, s))
+	case *ast.GoStmt:
+		// The goroutine starts holding nothing (its function is walked as
+		// a start of its own); its arguments are evaluated here.
+		if sel, ok := st.Call.Fun.(*ast.SelectorExpr); ok {
+			s = f.expr(sel.X, s)
+		}
+		for _, a := range st.Call.Args {
+			s = f.expr(a, s)
+		}
+	case *ast.DeferStmt:
+		f.deferred = append(f.deferred, st.Call)
 	}
 	return s, true
 }

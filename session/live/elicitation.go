@@ -37,7 +37,7 @@ type ElicResolvedData struct {
 
 // CreateElicitation serves the agent's elicitation/create; see above.
 func (h *agentHandler) CreateElicitation(ctx context.Context, req acp.CreateElicitationRequest) (acp.CreateElicitationResponse, error) {
-	return h.rt.asks.createElicitation(ctx, req)
+	return h.ls.asks.createElicitation(ctx, req)
 }
 
 // createElicitation is CreateElicitation.

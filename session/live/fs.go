@@ -128,7 +128,7 @@ func refusal(err error) string {
 // never from a hidden path (the daemon's home, Options.Hidden) in it; see
 // openConfined.
 func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	ls, f := h.rt, &h.rt.files
+	ls, f := h.ls, &h.ls.files
 	rel, ok := f.relPath(req.Path)
 	if !ok || f.root == nil {
 		return acp.ReadTextFileResponse{}, f.refuse("read", req.Path, "outside the workspace")
@@ -165,7 +165,7 @@ func (h *agentHandler) ReadTextFile(ctx context.Context, req acp.ReadTextFileReq
 // WriteTextFile serves fs/write_text_file inside the workspace only, and
 // never under a hidden path, creating missing parent directories.
 func (h *agentHandler) WriteTextFile(ctx context.Context, req acp.WriteTextFileRequest) error {
-	ls, f := h.rt, &h.rt.files
+	ls, f := h.ls, &h.ls.files
 	rel, ok := f.relPath(req.Path)
 	if !ok || rel == "." || f.root == nil {
 		return f.refuse("write", req.Path, "outside the workspace")

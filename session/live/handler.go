@@ -12,7 +12,7 @@ import (
 
 // agentHandler serves one agent's calls into berth.
 type agentHandler struct {
-	rt *Session
+	ls *Session
 	// replaying is set while session/load replays history, whose updates
 	// are already in the log.
 	replaying atomic.Bool
@@ -44,7 +44,7 @@ type rawData struct {
 // SessionUpdate maps one ACP update to one event, in arrival order. The
 // event is tagged with the turn in flight, if any.
 func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
-	ls := h.rt
+	ls := h.ls
 	// What the agent offers is kept current, from a replay too.
 	ctl := controlUpdateOf(&u)
 	if ctl != nil {
@@ -161,7 +161,7 @@ func orNull(r json.RawMessage) json.RawMessage {
 // ExtNotification keeps notifications berth does not know as acp_unknown,
 // but for the reports of the agent's shim (see shim.Report).
 func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
-	ls := h.rt
+	ls := h.ls
 	if method == shim.ReportMethod {
 		ls.mu.Lock()
 		taken := ls.out.shimReportLocked(params)

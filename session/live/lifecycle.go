@@ -40,7 +40,7 @@ func (l *lifecycle) wire(proc berth.Process, opts acp.Options) *agentHandler {
 	opts.MaxLineBytes, opts.Logger = ls.h.Limits.MaxLineBytes, ls.logger
 	opts.OnSkippedLine, opts.OnOversizedLine = ls.out.skippedLine, ls.out.oversizedLine
 	opts.AdmitRequest = ls.out.admitRequest
-	handler := &agentHandler{rt: ls}
+	handler := &agentHandler{ls: ls}
 	ls.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, handler, opts)
 	return handler
 }

@@ -42,7 +42,7 @@ var readKinds = map[string]bool{"read": true, "search": true, "think": true}
 
 // RequestPermission answers one request of the agent; see above.
 func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	return h.rt.asks.requestPermission(ctx, req)
+	return h.ls.asks.requestPermission(ctx, req)
 }
 
 // requestPermission is RequestPermission.

@@ -143,12 +143,12 @@ func (ts *terminals) closeAll() {
 // CreateTerminal starts a command in the session's sandbox, in the
 // workspace (or a directory inside it).
 func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return h.rt.terminals.create(ctx, req)
+	return h.ls.terminals.create(ctx, req)
 }
 
 // TerminalOutput returns the output so far and, once exited, the status.
 func (h *agentHandler) TerminalOutput(ctx context.Context, req acp.TerminalRequest) (acp.TerminalOutputResponse, error) {
-	t, err := h.rt.terminals.get(req.TerminalID)
+	t, err := h.ls.terminals.get(req.TerminalID)
 	if err != nil {
 		return acp.TerminalOutputResponse{}, err
 	}
@@ -165,7 +165,7 @@ func (h *agentHandler) TerminalOutput(ctx context.Context, req acp.TerminalReque
 
 // WaitForTerminalExit waits for the command to end.
 func (h *agentHandler) WaitForTerminalExit(ctx context.Context, req acp.TerminalRequest) (acp.TerminalExitStatus, error) {
-	t, err := h.rt.terminals.get(req.TerminalID)
+	t, err := h.ls.terminals.get(req.TerminalID)
 	if err != nil {
 		return acp.TerminalExitStatus{}, err
 	}
@@ -179,7 +179,7 @@ func (h *agentHandler) WaitForTerminalExit(ctx context.Context, req acp.Terminal
 
 // KillTerminal kills the command but keeps its output readable.
 func (h *agentHandler) KillTerminal(ctx context.Context, req acp.TerminalRequest) error {
-	t, err := h.rt.terminals.get(req.TerminalID)
+	t, err := h.ls.terminals.get(req.TerminalID)
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (h *agentHandler) KillTerminal(ctx context.Context, req acp.TerminalRequest
 
 // ReleaseTerminal kills the command if it still runs and forgets it.
 func (h *agentHandler) ReleaseTerminal(ctx context.Context, req acp.TerminalRequest) error {
-	ts := h.rt.terminals
+	ts := h.ls.terminals
 	t, err := ts.get(req.TerminalID)
 	if err != nil {
 		return err
