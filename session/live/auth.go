@@ -11,53 +11,24 @@ import (
 	"github.com/berth-sh/berth/acp"
 )
 
-// acpSession returns the agent's session id ("" before it has one).
-func (ls *Session) acpSession() string {
-	if p := ls.acpID.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
-// setACPSession records the agent's session id.
-func (ls *Session) setACPSession(id string) { ls.acpID.Store(&id) }
-
-// isAuthRequired reports whether the agent answered ACP auth_required.
-func isAuthRequired(err error) bool {
-	var rpcErr *acp.Error
-	return errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired
-}
-
-// awaitAuth leaves a session whose agent answered session/new (or load)
-// with auth_required in starting, badge needs_auth, with the agent's auth
-// methods: Authenticate finishes the start (CONTRACT §3, issue 16.3).
-func (ls *Session) awaitAuth(ctx context.Context, cause error) error {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.exited || ls.stopReason != "" {
-		ls.mu.Unlock()
-		// A stop or the agent's exit raced the handshake; the monitor finishes the session.
-		<-ls.finished
-		ls.mu.Lock()
-		return nil
-	}
-	ls.awaitingAuth = true
-	if err := ls.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) { s.NeedsAuth = true }); err != nil {
-		ls.logger.Error("could not record needs_auth", "err", err)
-	}
-	var rpcErr *acp.Error
-	errors.As(cause, &rpcErr)
-	ls.Emit("", berth.EventRuntimeWarning, map[string]any{
-		"reason": "the agent needs authentication before it starts a conversation: authenticate with one of acp.auth_methods",
-		"error":  &berth.ACPError{Code: "auth_required", Message: rpcErr.Message, Data: rpcErr.Data}})
-	ls.logger.Info("session waits for authentication", "agent", ls.spec.Name)
-	return nil
-}
-
 // Authenticate is Authenticate on the live session.
 func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Session, error) {
-	ls.authMu.Lock()
-	defer ls.authMu.Unlock()
+	return ls.conv.authenticate(ctx, methodID)
+}
+
+// authenticate is Authenticate.
+func (c *conversation) authenticate(ctx context.Context, methodID string) (*berth.Session, error) {
+	ls := c.ls
+	// A resumed session's start that waits for this may have to give the
+	// agent a new conversation with the transcript so far: read now, as
+	// the manager reads it (a callback) and authMu is not held yet.
+	transcript := ""
+	if c.resumeFrom != "" && c.waitsForAuth() {
+		transcript = c.readTranscript(ctx)
+	}
+	defer ls.tellLeaseLost()
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
 	ls.mu.Lock()
 	s := ls.sess
 	gone := ls.exited || ls.stopReason != ""
@@ -90,8 +61,8 @@ func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Se
 	ls.logger.Info("agent authenticated", "method", methodID)
 	// A start that waited for this finishes now (a session a restarted
 	// daemon reattached was active already: it has no start to finish).
-	if s.State == berth.StateStarting && s.NeedsAuth && ls.init != nil {
-		if err := ls.finishStart(context.WithoutCancel(ctx)); err != nil {
+	if s.State == berth.StateStarting && s.NeedsAuth && c.init != nil {
+		if err := c.finishStart(context.WithoutCancel(ctx), transcript); err != nil {
 			return nil, err
 		}
 	}
@@ -101,21 +72,65 @@ func (ls *Session) Authenticate(ctx context.Context, methodID string) (*berth.Se
 	return ls.View(), nil
 }
 
+// waitsForAuth reports whether the session's start waits for authenticate.
+func (c *conversation) waitsForAuth() bool {
+	ls := c.ls
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.sess.State == berth.StateStarting && ls.sess.NeedsAuth
+}
+
+// awaitAuth leaves a session whose agent answered session/new (or load)
+// with auth_required in starting, badge needs_auth, with the agent's auth
+// methods: Authenticate finishes the start (docs/api.md, Authentication). The
+// caller tells of a lease lost (tellLeaseLost): it may hold authMu.
+func (c *conversation) awaitAuth(ctx context.Context, cause error) error {
+	ls := c.ls
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.exited || ls.stopReason != "" {
+		ls.mu.Unlock()
+		// A stop or the agent's exit raced the handshake; the monitor finishes the session.
+		<-ls.life.finished
+		ls.mu.Lock()
+		return nil
+	}
+	c.awaitingAuth = true
+	if err := ls.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) { s.NeedsAuth = true }); err != nil {
+		ls.logger.Error("could not record needs_auth", "err", err)
+	}
+	var rpcErr *acp.Error
+	errors.As(cause, &rpcErr)
+	ls.Emit("", berth.EventRuntimeWarning, map[string]any{
+		"reason": "the agent needs authentication before it starts a conversation: authenticate with one of acp.auth_methods",
+		"error":  &berth.ACPError{Code: "auth_required", Message: rpcErr.Message, Data: rpcErr.Data}})
+	ls.logger.Info("session waits for authentication", "agent", ls.spec.Name)
+	return nil
+}
+
 // finishStart opens the conversation of a session that waited for
 // authentication: active, or waiting again when the agent still says
 // auth_required, or stopped startup_failed on any other answer.
-func (ls *Session) finishStart(ctx context.Context) error {
+// transcript is what a new conversation of a resumed session carries.
+func (c *conversation) finishStart(ctx context.Context, transcript string) error {
+	ls := c.ls
 	hctx, cancel := context.WithTimeout(ctx, ls.h.Limits.HandshakeTimeout)
 	defer cancel()
 	ls.mu.Lock()
 	before := controlsOf(ls.sess.ACP)
 	ls.mu.Unlock()
-	acpID, resumedBy, setup, err := ls.openACPSession(hctx, ls.init, ls.handler)
+	o, err := c.open(hctx, c.init, c.handler)
 	if isAuthRequired(err) {
-		return ls.awaitAuth(ctx, err)
+		return c.awaitAuth(ctx, err)
 	}
 	if err != nil {
-		return ls.handshakeFailed(ctx, "session/new", err)
+		return c.handshakeFailed(ctx, "session/new", err)
 	}
-	return ls.activate(ctx, acpID, resumedBy, setup, before)
+	return c.activate(ctx, o, transcript, before)
+}
+
+// isAuthRequired reports whether the agent answered ACP auth_required.
+func isAuthRequired(err error) bool {
+	var rpcErr *acp.Error
+	return errors.As(err, &rpcErr) && rpcErr.Code == acp.CodeAuthRequired
 }

@@ -8,6 +8,8 @@ import (
 // capBuffer keeps the last limit bytes written to it (ACP truncates a
 // terminal's output from the beginning).
 type capBuffer struct {
+	// mu guards the fields below; the command's output is written under
+	// it (the lock order is written on Session).
 	mu        sync.Mutex
 	limit     int
 	buf       []byte

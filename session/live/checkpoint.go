@@ -2,10 +2,8 @@ package live
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/checkpoint"
 )
 
@@ -13,85 +11,13 @@ import (
 // memory of the workspace is now wrong.
 const rewindNote = "[berth: the user rewound the workspace to its state before an earlier turn; files may differ from what this conversation did to them since]\n"
 
-// takeNote returns what the next prompt begins with after a rewind or a
-// fork (kept on disk until then); "" when nothing.
-func (ls *Session) takeNote() string {
-	if st := ls.h.Checkpoints; st != nil {
-		return st.TakeNote(ls.id)
-	}
-	return ""
-}
-
-// checkpointTurn records the workspace before the turn t reaches the
-// agent: the walk and the changed files' contents before, the fsyncs and
-// the manifest after the prompt is on its way (on a goroutine turnWG
-// counts; the checkpoint is listed once they are done). A failure is a
-// runtime_warning: the turn goes on without one.
-func (ls *Session) checkpointTurn(t *turn) {
-	st := ls.h.Checkpoints
-	if st == nil {
-		return
-	}
-	warn := func(err error) {
-		ls.logger.Warn("checkpoint not taken", "turn_id", t.id, "err", err)
-		ls.Emit(t.id, berth.EventRuntimeWarning, map[string]any{"reason": "no checkpoint was taken before this turn: " + berth.ErrorMessage(err)})
-	}
-	ls.mu.Lock()
-	tree := ls.sess.RootID
-	ls.mu.Unlock()
-	if tree == "" {
-		tree = ls.id
-	}
-	p, err := st.CaptureIn(context.Background(), tree, ls.id, t.id, ls.workspace, ls.h.Hidden...)
-	if err != nil {
-		warn(err)
-		return
-	}
-	c := p.Checkpoint()
-	ls.mu.Lock()
-	t.checkpoint = c.ID
-	ls.mu.Unlock()
-	ls.Emit(t.id, berth.EventCheckpointCreated, map[string]any{"id": c.ID, "turn_id": t.id,
-		"files": c.Files, "bytes": c.Bytes, "skipped": c.SkippedTotal})
-	ls.turnWG.Add(1)
-	go func() {
-		defer ls.turnWG.Done()
-		if _, err := p.Commit(); err != nil {
-			warn(err)
-			return
-		}
-		ls.pruneTree(t.id, tree)
-	}()
-}
-
-// pruneTree keeps the checkpoints of the session's tree under [checkpoints]
-// max_tree_bytes once the turn turnID added one (docs/api.md, Checkpoints).
-// Each checkpoint pruned is logged checkpoint_pruned in the log of the
-// session it was of, or, when that session's log takes nothing more (it
-// stopped: session_stopped is its last event), in this one's, whose turn
-// made the tree grow. A failure is a runtime_warning: the turn goes on.
-func (ls *Session) pruneTree(turnID, tree string) {
-	pruned, err := ls.h.Checkpoints.Prune(tree, ls.h.TurnCheckpoints(tree))
-	for _, p := range pruned {
-		data := map[string]any{"checkpoint_id": p.CheckpointID, "turn_id": p.TurnID, "session_id": p.SessionID,
-			"freed_bytes": p.FreedBytes, "removed_bytes": p.RemovedBytes, "tree_bytes": p.TreeBytes}
-		if p.SessionID == ls.id || !ls.h.ToLive(p.SessionID, berth.EventCheckpointPruned, data) {
-			ls.Emit(turnID, berth.EventCheckpointPruned, data)
-		}
-	}
-	if err != nil {
-		ls.logger.Warn("checkpoints not pruned", "tree", tree, "err", err)
-		ls.Emit(turnID, berth.EventRuntimeWarning, map[string]any{"reason": "the checkpoints of this session's tree were not pruned: " + berth.ErrorMessage(err)})
-	}
-}
-
 // TurnCheckpoint is the checkpoint of the session's turn in flight when the
 // session is in tree ("" when not, or none).
 func (ls *Session) TurnCheckpoint(tree string) string {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if (ls.id == tree || ls.sess.RootID == tree) && ls.turn != nil {
-		return ls.turn.checkpoint
+	if (ls.id == tree || ls.sess.RootID == tree) && ls.turns.cur != nil {
+		return ls.turns.cur.checkpoint
 	}
 	return ""
 }
@@ -100,8 +26,8 @@ func (ls *Session) TurnCheckpoint(tree string) string {
 // othersBusy says no other session runs a turn in it.
 func (ls *Session) Rewind(ctx context.Context, c *checkpoint.Checkpoint, othersBusy func() string) error {
 	ls.mu.Lock()
-	err := ls.acceptingLocked()
-	if err == nil && (ls.turn != nil || ls.sess.Queue.Pending > 0 || ls.steer != nil) {
+	err := ls.queue.acceptingLocked()
+	if err == nil && (ls.turns.cur != nil || ls.sess.Queue.Pending > 0 || ls.queue.steer != nil) {
 		err = berth.Errorf(berth.EConflict, "a turn is in flight: rewind needs an idle session")
 	}
 	if err != nil {
@@ -149,45 +75,80 @@ func (ls *Session) TurnIn(ws string) bool {
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return ls.turn != nil
+	return ls.turns.cur != nil
 }
 
-// openFork opens the forked conversation: through session/fork when the
-// agent offers it at a turn (and it is the parent's agent), else a new
-// conversation whose first prompt carries the parent's turns before the
-// checkpoint. how is "fork" or "transcript".
-func (ls *Session) openFork(ctx context.Context, caps acp.AgentCapabilities, mcp []acp.McpServer) (string, string, error) {
-	f := ls.fork
-	if caps.CanForkAtTurn() && f.Agent == ls.sess.Agent && f.ACPSession != "" {
-		sid, err := ls.client.ForkSession(ctx, f.ACPSession, ls.workspace, mcp, f.Turns)
-		if err == nil && sid != "" {
-			return sid, "fork", nil
-		}
-		ls.mu.Lock()
-		if !ls.exited {
-			ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
-				"the agent could not fork the conversation (session/fork: %v): it starts a new one, given the parent's turns", err)})
-		}
-		ls.mu.Unlock()
+// takeNote returns what the next prompt begins with after a rewind or a
+// fork (kept on disk until then); "" when nothing.
+func (tr *turns) takeNote() string {
+	ls := tr.ls
+	if st := ls.h.Checkpoints; st != nil {
+		return st.TakeNote(ls.id)
 	}
-	ns, err := ls.client.NewSession(ctx, ls.workspace, mcp)
+	return ""
+}
+
+// checkpoint records the workspace before the turn t reaches the
+// agent: the walk and the changed files' contents before, the fsyncs and
+// the manifest after the prompt is on its way (on a goroutine turnWG
+// counts; the checkpoint is listed once they are done). A failure is a
+// runtime_warning: the turn goes on without one.
+func (tr *turns) checkpoint(t *turn) {
+	ls := tr.ls
+	st := ls.h.Checkpoints
+	if st == nil {
+		return
+	}
+	warn := func(err error) {
+		ls.logger.Warn("checkpoint not taken", "turn_id", t.id, "err", err)
+		ls.Emit(t.id, berth.EventRuntimeWarning, map[string]any{"reason": "no checkpoint was taken before this turn: " + berth.ErrorMessage(err)})
+	}
+	ls.mu.Lock()
+	tree := ls.sess.RootID
+	ls.mu.Unlock()
+	if tree == "" {
+		tree = ls.id
+	}
+	p, err := st.CaptureIn(context.Background(), tree, ls.id, t.id, ls.workspace, ls.h.Hidden...)
 	if err != nil {
-		return "", "", err
+		warn(err)
+		return
 	}
-	if f.Preamble != "" {
-		if err := ls.h.Checkpoints.AddNote(ls.id, f.Preamble); err != nil {
-			ls.logger.Warn("the parent's turns for the fork's first prompt were not kept", "err", err)
+	c := p.Checkpoint()
+	ls.mu.Lock()
+	t.checkpoint = c.ID
+	ls.mu.Unlock()
+	ls.Emit(t.id, berth.EventCheckpointCreated, map[string]any{"id": c.ID, "turn_id": t.id,
+		"files": c.Files, "bytes": c.Bytes, "skipped": c.SkippedTotal})
+	ls.turnWG.Add(1)
+	go func() {
+		defer ls.turnWG.Done()
+		if _, err := p.Commit(); err != nil {
+			warn(err)
+			return
 		}
-	}
-	return ns.SessionID, "transcript", nil
+		tr.prune(t.id, tree)
+	}()
 }
 
-// Fork is what a live session forked from a checkpoint starts from:
-// the parent's agent and conversation, how many turns of it come before
-// the checkpoint, and those turns rendered for a new conversation's first
-// prompt ("" when there were none).
-type Fork struct {
-	Agent, ACPSession string
-	Turns             int
-	Preamble          string
+// prune keeps the checkpoints of the session's tree under [checkpoints]
+// max_tree_bytes once the turn turnID added one (docs/api.md, Checkpoints).
+// Each checkpoint pruned is logged checkpoint_pruned in the log of the
+// session it was of, or, when that session's log takes nothing more (it
+// stopped: session_stopped is its last event), in this one's, whose turn
+// made the tree grow. A failure is a runtime_warning: the turn goes on.
+func (tr *turns) prune(turnID, tree string) {
+	ls := tr.ls
+	pruned, err := ls.h.Checkpoints.Prune(tree, ls.h.TurnCheckpoints(tree))
+	for _, p := range pruned {
+		data := map[string]any{"checkpoint_id": p.CheckpointID, "turn_id": p.TurnID, "session_id": p.SessionID,
+			"freed_bytes": p.FreedBytes, "removed_bytes": p.RemovedBytes, "tree_bytes": p.TreeBytes}
+		if p.SessionID == ls.id || !ls.h.ToLive(p.SessionID, berth.EventCheckpointPruned, data) {
+			ls.Emit(turnID, berth.EventCheckpointPruned, data)
+		}
+	}
+	if err != nil {
+		ls.logger.Warn("checkpoints not pruned", "tree", tree, "err", err)
+		ls.Emit(turnID, berth.EventRuntimeWarning, map[string]any{"reason": "the checkpoints of this session's tree were not pruned: " + berth.ErrorMessage(err)})
+	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// treeState is a live session's side of its tree: its parent, and logClosed,
+// tree is a live session's side of its tree: its parent, and logClosed,
 // guarded by the live session's mu, set just before the parent's
 // session_stopped, after which nothing about a child enters its log.
 //
@@ -16,7 +16,8 @@ import (
 // (Manager.trees): a child is admitted, under it, only while the parent
 // is not closing, and is live before it is released; the parent's stop,
 // once closing, takes it before it lists the children to stop.
-type treeState struct {
+type tree struct {
+	ls *Session
 	// parent is the session's parent id ("" for a root); it never changes.
 	parent    string
 	logClosed bool
@@ -32,7 +33,7 @@ func (ls *Session) LogAbout(typ string, data map[string]any) bool {
 	if ls.tree.logClosed {
 		return false
 	}
-	ls.Emit(ls.currentTurnIDLocked(), typ, data)
+	ls.Emit(ls.turns.currentIDLocked(), typ, data)
 	return true
 }
 
@@ -45,29 +46,32 @@ func (ls *Session) ParentID() string { return ls.tree.parent }
 // waited for, and then the log takes nothing more about children. While
 // the daemon shuts down every session is being stopped anyway: the
 // children are left to that.
-func (ls *Session) stopChildren(ctx context.Context) {
+func (tr *tree) stopChildren(ctx context.Context) {
+	ls := tr.ls
 	ls.h.Tree.StopChildren(ctx, ls.id)
 	ls.mu.Lock()
-	ls.tree.logClosed = true
+	tr.logClosed = true
 	ls.mu.Unlock()
 }
 
 // childStopped logs child_stopped, with the child's last agent message,
 // in the parent's log; the child's monitor calls it once it is stopped.
-func (ls *Session) childStopped(ctx context.Context, reason berth.StopReason) {
-	if ls.tree.parent == "" || !ls.h.Tree.ParentLive(ls.tree.parent) {
+func (tr *tree) childStopped(ctx context.Context, reason berth.StopReason) {
+	ls := tr.ls
+	if tr.parent == "" || !ls.h.Tree.ParentLive(tr.parent) {
 		return
 	}
-	ls.h.Tree.ToParent(ls.tree.parent, berth.EventChildStopped, map[string]any{
-		"child_id": ls.id, "stop_reason": reason, "text": ls.lastMessage(ctx)})
+	ls.h.Tree.ToParent(tr.parent, berth.EventChildStopped, map[string]any{
+		"child_id": ls.id, "stop_reason": reason, "text": tr.lastMessage(ctx)})
 }
 
 // lastMessage is the text of the session's last turn that has any: from
 // memory when this daemon ran it, else from the log.
-func (ls *Session) lastMessage(ctx context.Context) string {
+func (tr *tree) lastMessage(ctx context.Context) string {
+	ls := tr.ls
 	ls.mu.Lock()
-	for i := len(ls.resultIDs) - 1; i >= 0; i-- {
-		if r := ls.results[ls.resultIDs[i]]; r != nil && r.Text != "" {
+	for i := len(ls.turns.resultIDs) - 1; i >= 0; i-- {
+		if r := ls.turns.results[ls.turns.resultIDs[i]]; r != nil && r.Text != "" {
 			ls.mu.Unlock()
 			return r.Text
 		}

@@ -18,35 +18,42 @@ type ClearedData struct {
 
 // Clear is ClearSession on the live session.
 func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, error) {
-	ls.authMu.Lock()
-	defer ls.authMu.Unlock()
+	return ls.conv.clear(ctx, cancel)
+}
+
+// clear is Clear.
+func (c *conversation) clear(ctx context.Context, cancel bool) (*berth.Session, error) {
+	ls := c.ls
+	defer ls.tellLeaseLost()
+	c.authMu.Lock()
+	defer c.authMu.Unlock()
 	wctx := context.WithoutCancel(ctx)
 
 	ls.mu.Lock()
-	if err := ls.acceptingLocked(); err != nil {
+	if err := ls.queue.acceptingLocked(); err != nil {
 		ls.mu.Unlock()
 		return nil, err
 	}
-	t := ls.turn
+	t := ls.turns.cur
 	if t != nil && !cancel {
 		ls.mu.Unlock()
 		return nil, &berth.Error{Code: berth.EConflict, Message: "a turn is in flight: cancel it, or clear with ?cancel=true",
 			Details: map[string]any{"turn_id": t.id}}
 	}
 	// From here no input is taken or dispatched until the new conversation is there.
-	ls.clearing = true
+	c.clearing = true
 	defer func() {
 		ls.mu.Lock()
-		ls.clearing = false
+		c.clearing = false
 		ls.mu.Unlock()
 	}()
-	canceled, err := ls.cancelInputLocked(wctx)
+	canceled, _, err := ls.queue.cancelAllLocked(wctx, CancelCleared)
 	if err != nil {
 		ls.mu.Unlock()
 		return nil, err
 	}
 	if t != nil {
-		ls.cancelTurnLocked(t)
+		ls.turns.cancelLocked(t)
 	}
 	ls.mu.Unlock()
 	if t != nil {
@@ -59,7 +66,7 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 
 	hctx, stop := context.WithTimeout(wctx, ls.h.Limits.HandshakeTimeout)
 	defer stop()
-	ns, err := ls.client.NewSession(hctx, ls.workspace, ls.mcpServers())
+	ns, err := ls.client.NewSession(hctx, ls.workspace, c.mcpServers())
 	if err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "the agent did not start a new conversation (the old one goes on)")
 	}
@@ -68,10 +75,10 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 		ls.mu.Unlock()
 		return nil, berth.Errorf(berth.EConflict, "the session stopped while it was cleared")
 	}
-	old := ls.acpSession()
-	ls.setACPSession(ns.SessionID)
+	old := c.id()
+	c.setID(ns.SessionID)
 	// A conversation the agent could not reopen carried the transcript so far: no more.
-	ls.carry = ""
+	c.carry = ""
 	err = ls.saveLocked(wctx, berth.StateActive, func(s *berth.Session) { s.ACP.SessionID = ns.SessionID })
 	ls.Emit("", berth.EventConversationCleared, ClearedData{OldACPSessionID: old, ACPSessionID: ns.SessionID, CanceledEntries: canceled})
 	ls.logger.Info("conversation cleared", "old_acp_session_id", old, "acp_session_id", ns.SessionID)
@@ -83,26 +90,4 @@ func (ls *Session) Clear(ctx context.Context, cancel bool) (*berth.Session, erro
 		ls.logger.Warn("flush after clear", "err", err)
 	}
 	return ls.View(), nil
-}
-
-// cancelInputLocked cancels every pending entry and the staged steer,
-// moving the session to a new input generation as an interrupt does; it
-// returns how many it canceled. The store is written under mu (see live session).
-func (ls *Session) cancelInputLocked(ctx context.Context) (int, error) {
-	gen := ls.sess.Queue.Generation + 1
-	canceled, err := ls.h.Store.CancelQueue(ctx, ls.id, gen)
-	if err != nil {
-		return 0, err
-	}
-	ls.steer, ls.next, ls.sess.Queue.Pending = nil, nil, 0
-	for _, e := range canceled {
-		ls.noteEntryLocked(e.ID, EntryOutcome{Canceled: true})
-		ls.Emit("", berth.EventPromptCanceled, EntryData{EntryID: e.ID, Reason: CancelCleared})
-	}
-	if err := ls.saveLocked(ctx, ls.sess.State, func(s *berth.Session) {
-		s.Queue = berth.QueueInfo{Generation: gen}
-	}); err != nil {
-		return len(canceled), err
-	}
-	return len(canceled), nil
 }

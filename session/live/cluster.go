@@ -19,15 +19,15 @@ func (ls *Session) Lose() {
 	ls.mu.Lock()
 	first := !ls.detached.Swap(true)
 	if first {
-		ls.stopTimersLocked()
+		ls.life.stopTimersLocked()
 	}
 	ls.mu.Unlock()
 	if !first {
-		<-ls.finished
+		<-ls.life.finished
 		return
 	}
 	// An agent still starting is reached once it is started.
-	<-ls.ready
+	<-ls.life.ready
 	if ls.proc != nil {
 		if ls.shim != nil {
 			ls.shim.Discard()
@@ -35,13 +35,13 @@ func (ls *Session) Lose() {
 		_ = ls.proc.Signal(syscall.SIGKILL)
 		shim.KillAgent(ls.proc.Pid(), ls.id)
 	}
-	<-ls.finished
+	<-ls.life.finished
 	if ls.shim != nil {
 		// The shim may go: nobody reattaches this agent.
 		ls.shim.Release()
-		shim.BundleOf(ls.shimSocket, ls.id).Remove(true)
+		shim.BundleOf(ls.box.socket, ls.id).Remove(true)
 	}
-	ls.closeBox(context.Background())
+	ls.box.close(context.Background())
 	ls.h.RevokeTools(ls.id, true)
 	ls.h.Sweep(ls.id)
 	// The new owner writes the log from here: this node's streams of the

@@ -3,14 +3,9 @@ package live
 import (
 	"context"
 	"encoding/base64"
-	"errors"
-	"io/fs"
 	"mime"
 	"net/http"
-	"os"
 	"path/filepath"
-	"syscall"
-	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -93,7 +88,7 @@ func (ls *Session) ResolveInput(ctx context.Context, req berth.PromptRequest) (I
 	}
 	for i, b := range req.Content {
 		if b.Type == berth.ContentFile {
-			r, err := ls.readPromptFile(b.Path, maxBytes-total)
+			r, err := ls.files.readPromptFile(b.Path, maxBytes-total)
 			if err != nil {
 				return Input{}, err
 			}
@@ -128,66 +123,6 @@ func padding(s string) int {
 		n++
 	}
 	return n
-}
-
-// readPromptFile reads a workspace file named by a file block into a
-// resource block: its text when it is UTF-8, else its bytes as base64.
-// The path is resolved the way the agent's own file reads are (openConfined:
-// no symbolic link out of the workspace, no hidden path); a directory or
-// a special file is EInvalid, a file over room bytes ETooLarge.
-func (ls *Session) readPromptFile(p string, room int) (berth.ContentBlock, error) {
-	bad := func(reason string) error {
-		return &berth.Error{Code: berth.EInvalid, Message: "file " + p + ": " + reason, Details: map[string]any{"path": p}}
-	}
-	rel, ok := ls.relPath(p)
-	if !ok || rel == "." || ls.root == nil {
-		return berth.ContentBlock{}, bad("outside the session's workspace")
-	}
-	// O_NONBLOCK: a FIFO in the workspace must not block the daemon.
-	f, err := ls.openConfined(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0, false)
-	if reason := refusal(err); reason != "" {
-		return berth.ContentBlock{}, bad(reason)
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return berth.ContentBlock{}, bad("no such file in the workspace")
-	case err != nil:
-		return berth.ContentBlock{}, bad("cannot be read")
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return berth.ContentBlock{}, bad("cannot be read")
-	}
-	if fi.IsDir() {
-		return berth.ContentBlock{}, bad("is a directory")
-	}
-	if !fi.Mode().IsRegular() {
-		return berth.ContentBlock{}, bad("is not a regular file")
-	}
-	if fi.Size() == 0 {
-		// ACP's resource needs its text or blob: an empty one says nothing.
-		return berth.ContentBlock{}, bad("is empty")
-	}
-	if (room > 0 && fi.Size() > int64(room)) || fi.Size() > maxReadBytes {
-		// Over what is left of the prompt cap, or (with no cap) over what
-		// the agent's own reads may take: never read whole into memory.
-		return berth.ContentBlock{}, berth.TooLarge(int(min(fi.Size(), 1<<40)), ls.h.Limits.MaxPromptBytes)
-	}
-	data := make([]byte, fi.Size())
-	n, err := readFull(f, data)
-	if err != nil {
-		return berth.ContentBlock{}, bad("cannot be read")
-	}
-	data = data[:n]
-	out := berth.ContentBlock{Type: berth.ContentResource, Path: filepath.ToSlash(rel), Bytes: n,
-		URI: "file://" + filepath.Join(ls.workspace, rel), MimeType: mimeOf(rel, data)}
-	if utf8.Valid(data) {
-		out.Text = string(data)
-	} else {
-		out.Blob = base64.StdEncoding.EncodeToString(data)
-	}
-	return out, nil
 }
 
 // mimeOf guesses a file's media type from its name, else its first bytes.

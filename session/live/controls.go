@@ -6,14 +6,34 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
 )
 
+// controls are the agent's mode, model and config as the session changes
+// them (patch.go) and takes the agent's word on them (applyLocked).
+type controls struct {
+	ls *Session
+	// mu serialises the changes (PATCH and the re-apply after a resume),
+	// which call the agent without holding the session's mu (the lock
+	// order is written on Session).
+	mu sync.Mutex
+}
+
+// applyLocked records a control update the agent sent: the session
+// takes it (stored) and, unless replaying, the log says so. Under mu.
+func (cs *controls) applyLocked(u *controlUpdate) {
+	ls := cs.ls
+	if err := ls.saveLocked(context.Background(), ls.sess.State, u.apply); err != nil {
+		ls.logger.Warn("record the agent's controls", "kind", u.kind, "err", err)
+	}
+}
+
 // This file turns what an agent says about its controls (modes, models,
-// config options, commands, title: CONTRACT §4.7) into the Session's acp
+// config options, commands, title: docs/api.md, Agent controls) into the Session's acp
 // object. patch.go changes them.
 
 // Bounds on what an agent's controls may take in the Session (stored, and
@@ -389,14 +409,6 @@ func sanitizeTitle(t string) string {
 		b = append(b, r)
 	}
 	return string(b)
-}
-
-// applyControlLocked records a control update the agent sent: the session
-// takes it (stored) and, unless replaying, the log says so. Under mu.
-func (ls *Session) applyControlLocked(c *controlUpdate) {
-	if err := ls.saveLocked(context.Background(), ls.sess.State, c.apply); err != nil {
-		ls.logger.Warn("record the agent's controls", "kind", c.kind, "err", err)
-	}
 }
 
 // changedConfig returns, for each select or boolean option of prev that

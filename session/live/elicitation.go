@@ -12,8 +12,8 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// Elicitations as API objects (CONTRACT §4.7), built like permissions
-// (permission.go): each elicitation/create is checked, stored, logged as
+// Elicitations as API objects (docs/api.md, Elicitations), the other of
+// the session's asks (asks.go), built like permissions (permission.go): each elicitation/create is checked, stored, logged as
 // elicitation_requested and then waits, on the goroutine the ACP
 // connection serves it on, for the user's answer, a cancel of its turn or
 // the end of the agent's connection. There is no timeout: a form may take
@@ -37,67 +37,60 @@ type ElicResolvedData struct {
 
 // CreateElicitation serves the agent's elicitation/create; see above.
 func (h *agentHandler) CreateElicitation(ctx context.Context, req acp.CreateElicitationRequest) (acp.CreateElicitationResponse, error) {
-	ls := h.rt
+	return h.ls.asks.createElicitation(ctx, req)
+}
+
+// createElicitation is CreateElicitation.
+func (a *asks) createElicitation(ctx context.Context, req acp.CreateElicitationRequest) (acp.CreateElicitationResponse, error) {
+	ls := a.ls
 	e, form, err := elicitationOf(ls.id, req)
 	if err != nil {
 		return acp.CreateElicitationResponse{}, &acp.Error{Code: acp.CodeInvalidParams, Message: err.Error()}
 	}
 	ls.mu.Lock()
-	e.TurnID = ls.currentTurnIDLocked()
-	if old, ok := ls.adoptElicitationLocked(e); ok {
+	e.TurnID = ls.turns.currentIDLocked()
+	if old, ok := a.adoptElicitationLocked(e); ok {
 		// Asked before the daemon restarted: the record and its event exist.
 		w := &elicWaiter{e: old, form: form, answer: make(chan acp.CreateElicitationResponse, 1)}
-		ls.waitElicitationLocked(w)
+		a.waitElicitationLocked(w)
 		ls.mu.Unlock()
-		return ls.awaitElicitation(ctx, w)
+		return a.awaitElicitation(ctx, w)
 	}
 	// Requests on their way in count against the cap too: an agent
 	// sending many at once cannot slip past it.
-	if len(ls.elics)+ls.elicsArriving >= berth.MaxPendingElicitations {
+	if len(a.elics)+a.elicsArriving >= berth.MaxPendingElicitations {
 		ls.mu.Unlock()
 		return acp.CreateElicitationResponse{}, &acp.Error{Code: acp.CodeInvalidRequest,
 			Message: "too many elicitations wait for an answer in this session"}
 	}
-	ls.elicsArriving++
+	a.elicsArriving++
 	ls.mu.Unlock()
 	arrived := false
 	defer func() {
 		if !arrived {
 			ls.mu.Lock()
-			ls.elicsArriving--
+			a.elicsArriving--
 			ls.mu.Unlock()
 		}
 	}()
-	// Held until the event is logged: a detach waits for the pair.
-	ls.recordMu.RLock()
-	if ls.detached.Load() {
-		ls.recordMu.RUnlock()
-		// The daemon let go of the agent: the next one is asked.
-		return acp.ElicitationCancelled(), nil
-	}
 	// The record exists before anyone can see the request.
-	if err := ls.h.Store.CreateElicitation(context.WithoutCancel(ctx), &e); err != nil {
-		ls.recordMu.RUnlock()
-		ls.logger.Error("store elicitation", "err", err)
+	if !a.beginRecord("elicitation", func() error { return ls.h.Store.CreateElicitation(context.WithoutCancel(ctx), &e) }) {
 		return acp.ElicitationCancelled(), nil
 	}
 	ls.mu.Lock()
-	// A cancel, a stop or the end of the turn while the record was written
-	// answers the request at once.
-	tag := ls.turnTagLocked(e.TurnID)
-	cancelled := ls.exited || ls.stopReason != "" || (e.TurnID != "" && tag == "") ||
-		(ls.turn != nil && ls.turn.id == e.TurnID && ls.turn.cancelRequested)
+	tag := a.turnTagLocked(e.TurnID)
+	cancelled := a.movedOnLocked(e.TurnID, tag)
 	ls.Emit(tag, berth.EventElicitationRequested, map[string]any{"elicitation": e})
 	ls.recordMu.RUnlock()
 	w := &elicWaiter{e: e, form: form, answer: make(chan acp.CreateElicitationResponse, 1)}
-	ls.waitElicitationLocked(w)
-	ls.elicsArriving--
+	a.waitElicitationLocked(w)
+	a.elicsArriving--
 	arrived = true
 	ls.mu.Unlock()
 	if cancelled {
-		_, _ = ls.ResolveElicitation(context.WithoutCancel(ctx), e.ID, berth.ElicitationCancel, nil, berth.DecidedByCancel)
+		_, _ = a.resolveElicitation(context.WithoutCancel(ctx), e.ID, berth.ElicitationCancel, nil, berth.DecidedByCancel)
 	}
-	return ls.awaitElicitation(ctx, w)
+	return a.awaitElicitation(ctx, w)
 }
 
 // elicitationOf builds the API object of a request, checking it: a known
@@ -140,28 +133,29 @@ func elicitationOf(sessionID string, req acp.CreateElicitationRequest) (berth.El
 }
 
 // waitElicitationLocked makes w an elicitation waiting for an answer.
-func (ls *Session) waitElicitationLocked(w *elicWaiter) {
-	if ls.elics == nil {
-		ls.elics = map[string]*elicWaiter{}
+func (a *asks) waitElicitationLocked(w *elicWaiter) {
+	ls := a.ls
+	if a.elics == nil {
+		a.elics = map[string]*elicWaiter{}
 	}
-	ls.elics[w.e.ID] = w
+	a.elics[w.e.ID] = w
 	ls.sess.PendingElicitations++
 	ls.changedLocked()
 }
 
 // awaitElicitation waits for w's answer or the end of the agent's
 // connection.
-func (ls *Session) awaitElicitation(ctx context.Context, w *elicWaiter) (acp.CreateElicitationResponse, error) {
+func (a *asks) awaitElicitation(ctx context.Context, w *elicWaiter) (acp.CreateElicitationResponse, error) {
 	select {
 	case resp := <-w.answer:
 		return resp, nil
 	case <-ctx.Done():
-		if ls.detached.Load() {
+		if a.ls.detached.Load() {
 			// The daemon let go of the agent: the next one asks again.
 			return acp.ElicitationCancelled(), nil
 		}
 		// The agent's connection is closing: nobody will read an answer.
-		_, _ = ls.ResolveElicitation(context.WithoutCancel(ctx), w.e.ID, berth.ElicitationCancel, nil, berth.DecidedByCancel)
+		_, _ = a.resolveElicitation(context.WithoutCancel(ctx), w.e.ID, berth.ElicitationCancel, nil, berth.DecidedByCancel)
 		return acp.ElicitationCancelled(), nil
 	}
 }
@@ -170,40 +164,48 @@ func (ls *Session) awaitElicitation(ctx context.Context, w *elicWaiter) (acp.Cre
 // resolver wins, later ones get conflict. The record is written before
 // the agent hears.
 func (ls *Session) ResolveElicitation(ctx context.Context, eid, action string, content map[string]any, by string) (*berth.Elicitation, error) {
+	return ls.asks.resolveElicitation(ctx, eid, action, content, by)
+}
+
+// resolveElicitation is ResolveElicitation.
+func (a *asks) resolveElicitation(ctx context.Context, eid, action string, content map[string]any, by string) (*berth.Elicitation, error) {
+	ls := a.ls
 	// Held from the resolved event to the record: a detach waits for the pair.
 	ls.recordMu.RLock()
 	defer ls.recordMu.RUnlock()
 	ls.mu.Lock()
-	e, w, err := ls.resolveElicitationLocked(eid, action, content, by)
+	e, w, err := a.resolveElicitationLocked(eid, action, content, by)
 	ls.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	ls.completeElicitation(ctx, e, w)
+	a.completeElicitation(ctx, e, w)
 	return e, nil
 }
 
 // resolveElicitationLocked takes a waiting elicitation out of the waiters
 // and logs its resolution; completeElicitation then records it and
 // answers the agent.
-func (ls *Session) resolveElicitationLocked(eid, action string, content map[string]any, by string) (*berth.Elicitation, *elicWaiter, error) {
-	w := ls.elics[eid]
+func (a *asks) resolveElicitationLocked(eid, action string, content map[string]any, by string) (*berth.Elicitation, *elicWaiter, error) {
+	ls := a.ls
+	w := a.elics[eid]
 	if w == nil {
 		return nil, nil, berth.Errorf(berth.EConflict, "elicitation %s is not awaiting an answer", eid)
 	}
-	delete(ls.elics, eid)
+	delete(a.elics, eid)
 	ls.sess.PendingElicitations--
 	ls.changedLocked()
 	now := time.Now().UTC()
 	e := w.e
 	e.State, e.Action, e.Content, e.DecidedBy, e.ResolvedAt = berth.ElicitationStateOf(action), action, content, by, &now
-	ls.Emit(ls.turnTagLocked(e.TurnID), berth.EventElicitationResolved,
+	ls.Emit(a.turnTagLocked(e.TurnID), berth.EventElicitationResolved,
 		ElicResolvedData{ElicitationID: e.ID, Action: action, Content: content, DecidedBy: by})
 	return &e, w, nil
 }
 
 // completeElicitation records a resolved elicitation and answers the agent.
-func (ls *Session) completeElicitation(ctx context.Context, e *berth.Elicitation, w *elicWaiter) {
+func (a *asks) completeElicitation(ctx context.Context, e *berth.Elicitation, w *elicWaiter) {
+	ls := a.ls
 	resp := acp.CreateElicitationResponse{Action: e.Action, Content: e.Content}
 	if ls.detached.Load() {
 		// The question stays pending for the next daemon.
@@ -213,68 +215,54 @@ func (ls *Session) completeElicitation(ctx context.Context, e *berth.Elicitation
 	if err := ls.h.Store.ResolveElicitation(ctx, e); err != nil {
 		ls.logger.Warn("record elicitation answer", "err", err)
 	}
-	ls.flushBeforeAnswer(ctx)
+	a.flushBeforeAnswer(ctx)
 	w.answer <- resp
 }
 
-// cancelElicitationsLocked answers every waiting elicitation of the
-// session cancel, each on its own goroutine (the records are written
-// outside ls.mu).
-func (ls *Session) cancelElicitationsLocked() {
-	for id := range ls.elics {
-		ls.wg.Add(1)
-		go func() {
-			defer ls.wg.Done()
-			_, _ = ls.ResolveElicitation(context.Background(), id, berth.ElicitationCancel, nil, berth.DecidedByCancel)
-		}()
-	}
-}
-
-// endTurnElicitationsLocked resolves, cancelled, the elicitations of a
-// turn that is ending, and drops those a previous daemon stored that the
-// agent never asked again (logging them resolved); the returned func,
-// called once ls.mu is released, records them and answers the agent.
-func (ls *Session) endTurnElicitationsLocked(turnID string) func() {
-	var es []*berth.Elicitation
-	var ws []*elicWaiter
-	for id, w := range ls.elics {
+// resolveTurnElicitationsLocked resolves, cancelled, the elicitations
+// still waiting in a turn that is ending; the caller completes them once
+// ls.mu is released.
+func (a *asks) resolveTurnElicitationsLocked(turnID string) (es []*berth.Elicitation, ws []*elicWaiter) {
+	for id, w := range a.elics {
 		if w.e.TurnID != turnID {
 			continue
 		}
-		if e, w, err := ls.resolveElicitationLocked(id, berth.ElicitationCancel, nil, berth.DecidedByCancel); err == nil {
+		if e, w, err := a.resolveElicitationLocked(id, berth.ElicitationCancel, nil, berth.DecidedByCancel); err == nil {
 			es, ws = append(es, e), append(ws, w)
 		}
 	}
-	var stale []berth.Elicitation
-	kept := ls.adoptableElics[:0]
-	for _, e := range ls.adoptableElics {
+	return es, ws
+}
+
+// dropAdoptableElicsLocked takes out the stored pending elicitations of a
+// turn that is ending which the agent never asked again after a reattach,
+// logging them resolved (cancelled) before turn_ended; the caller records
+// them cancelled.
+func (a *asks) dropAdoptableElicsLocked(turnID string) []berth.Elicitation {
+	ls := a.ls
+	var out []berth.Elicitation
+	kept := a.adoptableElics[:0]
+	for _, e := range a.adoptableElics {
 		if e.TurnID != turnID {
 			kept = append(kept, e)
 			continue
 		}
-		stale = append(stale, e)
+		out = append(out, e)
 		ls.Emit(turnID, berth.EventElicitationResolved, ElicResolvedData{ElicitationID: e.ID,
 			Action: berth.ElicitationCancel, DecidedBy: berth.DecidedByCancel})
 	}
-	ls.adoptableElics = kept
-	return func() {
-		for i, e := range es {
-			ls.completeElicitation(context.Background(), e, ws[i])
-		}
-		for i := range stale {
-			ls.h.CancelStoredElicitation(context.Background(), &stale[i])
-		}
-	}
+	a.adoptableElics = kept
+	return out
 }
 
 // adoptElicitationLocked finds the stored pending elicitation a reattached
 // agent's request asked for before the restart: same turn, mode, message
 // and schema or URL.
-func (ls *Session) adoptElicitationLocked(e berth.Elicitation) (berth.Elicitation, bool) {
-	for i, old := range ls.adoptableElics {
+func (a *asks) adoptElicitationLocked(e berth.Elicitation) (berth.Elicitation, bool) {
+	for i, old := range a.adoptableElics {
 		if old.TurnID == e.TurnID && old.Mode == e.Mode && old.Message == e.Message && old.URL == e.URL &&
 			(old.Mode != berth.ElicitationModeForm || jsonEqual(old.RequestedSchema, e.RequestedSchema)) {
-			ls.adoptableElics = append(ls.adoptableElics[:i], ls.adoptableElics[i+1:]...)
+			a.adoptableElics = append(a.adoptableElics[:i], a.adoptableElics[i+1:]...)
 			return old, true
 		}
 	}

@@ -25,7 +25,7 @@ func TestElicitationRequestsAreBounded(t *testing.T) {
 	t.Cleanup(release)
 	ctx := context.Background()
 	ls := hs.start()
-	h := ls.handler
+	h := ls.conv.handler
 	huge := `{"type":"object","properties":{"a":{"type":"string","description":"` + strings.Repeat("x", berth.MaxElicitationSchemaBytes) + `"}}}`
 	for _, bad := range []acp.CreateElicitationRequest{
 		{Mode: "telepathy", Message: "?"},
@@ -118,7 +118,7 @@ func TestElicitationURLAndIDsAreBounded(t *testing.T) {
 	hs := newHarness(t)
 	ctx := context.Background()
 	ls := hs.start()
-	h := ls.handler
+	h := ls.conv.handler
 	for _, bad := range []acp.CreateElicitationRequest{
 		{Mode: "url", Message: "open", URL: "https://example.com/" + strings.Repeat("u", berth.MaxElicitationURLBytes)},
 		{Mode: "url", Message: "open", URL: "https://example.com/", ElicitationID: strings.Repeat("i", berth.MaxElicitationIDBytes+1)},

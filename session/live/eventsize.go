@@ -32,7 +32,7 @@ func stubData(u *acp.Update, size int) json.RawMessage {
 	return b
 }
 
-// textPrefix and textSuffix frame a text chunk's data around its literal.
+// TextPrefix and TextSuffix frame a text chunk's data around its literal.
 const (
 	TextPrefix = `{"text":"`
 	TextSuffix = `"}`

@@ -3,13 +3,11 @@ package live
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
-	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // ExecData is the data of an exec event.
@@ -24,16 +22,12 @@ type ExecData struct {
 // Exec runs one command; the live session owns it (ls.wg) and kills it with
 // the session's terminals when the session stops.
 func (ls *Session) Exec(ctx context.Context, req berth.ExecRequest) (*berth.ExecResult, error) {
-	dir := ls.workspace
-	if req.Cwd != "" {
-		rel, ok := ls.relPath(req.Cwd)
-		if !ok {
-			return nil, berth.Errorf(berth.EInvalid, "cwd is outside the workspace")
-		}
-		dir = filepath.Join(ls.workspace, rel)
-		if real, err := filepath.EvalSymlinks(dir); err != nil || !pathx.Within(ls.wsReal, real) {
-			return nil, berth.Errorf(berth.EInvalid, "cwd does not exist inside the workspace")
-		}
+	dir, inside, resolves := ls.files.workDir(req.Cwd)
+	switch {
+	case !inside:
+		return nil, berth.Errorf(berth.EInvalid, "cwd is outside the workspace")
+	case !resolves:
+		return nil, berth.Errorf(berth.EInvalid, "cwd does not exist inside the workspace")
 	}
 	env := make([]string, 0, len(req.Env))
 	for k, v := range req.Env {
@@ -46,7 +40,7 @@ func (ls *Session) Exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 	defer devNull.Close()
 
 	ls.mu.Lock()
-	if err := ls.acceptingLocked(); err != nil {
+	if err := ls.queue.acceptingLocked(); err != nil {
 		ls.mu.Unlock()
 		return nil, err
 	}
@@ -56,7 +50,7 @@ func (ls *Session) Exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 
 	stdout, stderr := newCapBuffer(berth.MaxExecOutput), newCapBuffer(berth.MaxExecOutput)
 	start := time.Now()
-	sb, err := ls.box(ctx)
+	sb, err := ls.box.open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -67,14 +61,8 @@ func (ls *Session) Exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 	}
 	// Registered like a terminal, so a stopping session kills it too.
 	t := &terminal{id: ids.New("exec"), command: strings.Join(req.Command, " "), proc: proc, out: stdout, done: make(chan struct{})}
-	ls.terminals.mu.Lock()
-	ls.terminals.m[t.id] = t
-	ls.terminals.mu.Unlock()
-	defer func() {
-		ls.terminals.mu.Lock()
-		delete(ls.terminals.m, t.id)
-		ls.terminals.mu.Unlock()
-	}()
+	ls.terminals.add(t)
+	defer ls.terminals.remove(t.id)
 
 	waited := make(chan berth.ExitStatus, 1)
 	go func() {
@@ -102,7 +90,7 @@ func (ls *Session) Exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 	ls.mu.Lock()
 	// A session that stopped meanwhile has logged its last event already.
 	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventExec, ExecData{Command: t.command, ExitCode: st.Code, Signal: st.Signal,
+		ls.Emit(ls.turns.currentIDLocked(), berth.EventExec, ExecData{Command: t.command, ExitCode: st.Code, Signal: st.Signal,
 			TimedOut: timedOut, DurationMS: res.DurationMS})
 	}
 	ls.mu.Unlock()

@@ -35,7 +35,8 @@ var (
 
 // hiddenIDs stats the paths no sandbox may see (Manager.hidden) once, at
 // the live session's start; those that do not exist are skipped.
-func (ls *Session) hiddenIDs() map[fileID]bool {
+func (f *files) hiddenIDs() map[fileID]bool {
+	ls := f.ls
 	ids := map[fileID]bool{}
 	for _, p := range ls.h.Hidden {
 		if fi, err := os.Stat(p); err == nil {
@@ -48,9 +49,9 @@ func (ls *Session) hiddenIDs() map[fileID]bool {
 }
 
 // isHidden reports whether fi is one of the hidden paths.
-func (ls *Session) isHidden(fi fs.FileInfo) bool {
+func (f *files) isHidden(fi fs.FileInfo) bool {
 	id, ok := idOf(fi)
-	return !ok || ls.hidden[id]
+	return !ok || f.hidden[id]
 }
 
 // openConfined opens rel (relative to the workspace) the way the agent's
@@ -60,112 +61,148 @@ func (ls *Session) isHidden(fi fs.FileInfo) bool {
 // pinned parent and refused when it is hidden or is not the one its name
 // names once open. create makes missing directories (given to the agent's
 // owner) for a write.
-func (ls *Session) openConfined(rel string, flag int, perm os.FileMode, create bool) (*os.File, error) {
-	if fi, err := ls.root.Stat("."); err != nil || ls.isHidden(fi) {
+func (f *files) openConfined(rel string, flag int, perm os.FileMode, create bool) (*os.File, error) {
+	if fi, err := f.root.Stat("."); err != nil || f.isHidden(fi) {
 		return nil, errHidden
 	}
-	stack := []*os.Root{ls.root}
-	defer func() {
-		for _, r := range stack[1:] {
-			_ = r.Close()
-		}
-	}()
-	comps := splitPath(rel)
-	hops := 0
-	for len(comps) > 0 {
-		c := comps[0]
-		comps = comps[1:]
+	w := &confinedWalk{f: f, dirs: []*os.Root{f.root}, comps: splitPath(rel), create: create}
+	defer w.unpin(1)
+	for len(w.comps) > 0 {
+		c := w.comps[0]
+		w.comps = w.comps[1:]
 		if c == ".." {
-			if len(stack) == 1 {
+			if len(w.dirs) == 1 {
 				return nil, errEscape
 			}
-			_ = stack[len(stack)-1].Close()
-			stack = stack[:len(stack)-1]
+			w.unpin(len(w.dirs) - 1)
 			continue
 		}
-		top := stack[len(stack)-1]
-		last := len(comps) == 0
-		fi, err := top.Lstat(c)
-		if ls.afterLstat != nil {
-			ls.afterLstat(c)
-		}
-		if errors.Is(err, fs.ErrNotExist) && create && !last {
-			if err := top.Mkdir(c, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return nil, err
-			}
-			fi, err = top.Lstat(c)
-		}
-		if err != nil && !(last && errors.Is(err, fs.ErrNotExist)) {
+		last := len(w.comps) == 0
+		fi, err := w.lstat(c, last)
+		switch {
+		case err != nil:
 			return nil, err
+		case fi != nil && fi.Mode()&fs.ModeSymlink != 0:
+			err = w.follow(c)
+		case last:
+			return f.openIn(w.top(), c, flag, perm)
+		default:
+			err = w.descend(c)
 		}
-		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			if hops++; hops > maxSymlinkHops {
-				return nil, syscall.ELOOP
-			}
-			target, err := top.Readlink(c)
-			if err != nil {
-				return nil, err
-			}
-			if filepath.IsAbs(target) {
-				r, ok := ls.relPath(target)
-				if !ok {
-					return nil, errEscape
-				}
-				for _, r := range stack[1:] {
-					_ = r.Close()
-				}
-				stack = stack[:1]
-				target = r
-			}
-			comps = append(splitPath(target), comps...)
-			continue
-		}
-		if last {
-			return ls.openIn(top, c, flag, perm)
-		}
-		// The directory is checked as opened, and must still be what c
-		// names: os.Root would follow a symbolic link swapped in after
-		// the Lstat above (say into the home's sessions/).
-		sub, err := top.OpenRoot(c)
-		if err != nil {
-			if strings.Contains(err.Error(), "path escapes from parent") {
-				return nil, errSwapped
-			}
-			return nil, err
-		}
-		stack = append(stack, sub)
-		st, err := sub.Stat(".")
 		if err != nil {
 			return nil, err
-		}
-		if ls.isHidden(st) {
-			return nil, errHidden
-		}
-		if now, err := top.Lstat(c); err != nil || !os.SameFile(st, now) {
-			return nil, errSwapped
-		}
-		if create {
-			if err := ls.giveDir(sub, st); err != nil {
-				return nil, err
-			}
 		}
 	}
 	return nil, errEscape
 }
 
+// confinedWalk is one walk of openConfined: the directories pinned so
+// far, the root first, and the components still to walk.
+type confinedWalk struct {
+	f      *files
+	dirs   []*os.Root
+	comps  []string
+	hops   int
+	create bool
+}
+
+// top is the directory the walk is in.
+func (w *confinedWalk) top() *os.Root { return w.dirs[len(w.dirs)-1] }
+
+// unpin closes the pinned directories from the n-th on (the root stays).
+func (w *confinedWalk) unpin(n int) {
+	for _, r := range w.dirs[max(n, 1):] {
+		_ = r.Close()
+	}
+	w.dirs = w.dirs[:max(n, 1)]
+}
+
+// lstat looks at component c of the directory the walk is in, making it
+// when the walk creates and c is a missing directory on the way. A last
+// component that does not exist is nil and no error: opening it creates
+// it, or says it is not there.
+func (w *confinedWalk) lstat(c string, last bool) (fs.FileInfo, error) {
+	top := w.top()
+	fi, err := top.Lstat(c)
+	if w.f.afterLstat != nil {
+		w.f.afterLstat(c)
+	}
+	if errors.Is(err, fs.ErrNotExist) && w.create && !last {
+		if err := top.Mkdir(c, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, err
+		}
+		fi, err = top.Lstat(c)
+	}
+	if last && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return fi, err
+}
+
+// follow puts the target of the symbolic link c in place of c: an
+// absolute one is walked from the workspace's root, and must be in it.
+func (w *confinedWalk) follow(c string) error {
+	if w.hops++; w.hops > maxSymlinkHops {
+		return syscall.ELOOP
+	}
+	target, err := w.top().Readlink(c)
+	if err != nil {
+		return err
+	}
+	if filepath.IsAbs(target) {
+		rel, ok := w.f.relPath(target)
+		if !ok {
+			return errEscape
+		}
+		w.unpin(1)
+		target = rel
+	}
+	w.comps = append(splitPath(target), w.comps...)
+	return nil
+}
+
+// descend pins directory c. It is checked as opened, and must still be
+// what c names: os.Root would follow a symbolic link swapped in after the
+// Lstat that saw a directory (say into the home's sessions/).
+func (w *confinedWalk) descend(c string) error {
+	top := w.top()
+	sub, err := top.OpenRoot(c)
+	if err != nil {
+		if strings.Contains(err.Error(), "path escapes from parent") {
+			return errSwapped
+		}
+		return err
+	}
+	w.dirs = append(w.dirs, sub)
+	st, err := sub.Stat(".")
+	if err != nil {
+		return err
+	}
+	if w.f.isHidden(st) {
+		return errHidden
+	}
+	if now, err := top.Lstat(c); err != nil || !os.SameFile(st, now) {
+		return errSwapped
+	}
+	if w.create {
+		return w.f.giveDir(sub, st)
+	}
+	return nil
+}
+
 // openIn opens name in its pinned parent dir, refusing a hidden file and
 // one that is not (or no longer) what name names: a symbolic link put in
 // its place is followed by os.Root, so the name is looked at again.
-func (ls *Session) openIn(dir *os.Root, name string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := dir.OpenFile(name, flag, perm)
+func (f *files) openIn(dir *os.Root, name string, flag int, perm os.FileMode) (*os.File, error) {
+	file, err := dir.OpenFile(name, flag, perm)
 	if err != nil {
 		if strings.Contains(err.Error(), "path escapes from parent") {
 			return nil, errSwapped
 		}
 		return nil, err
 	}
-	fi, err := f.Stat()
-	if err == nil && ls.isHidden(fi) {
+	fi, err := file.Stat()
+	if err == nil && f.isHidden(fi) {
 		err = errHidden
 	}
 	if err == nil {
@@ -175,16 +212,17 @@ func (ls *Session) openIn(dir *os.Root, name string, flag int, perm os.FileMode)
 		}
 	}
 	if err != nil {
-		_ = f.Close()
+		_ = file.Close()
 		return nil, err
 	}
-	return f, nil
+	return file, nil
 }
 
 // giveDir gives the agent's owner a directory of the workspace that
 // belongs to root: one WriteTextFile just made.
-func (ls *Session) giveDir(dir *os.Root, fi fs.FileInfo) error {
-	uid, gid, ok := ls.agentOwner()
+func (f *files) giveDir(dir *os.Root, fi fs.FileInfo) error {
+	ls := f.ls
+	uid, gid, ok := ls.box.fileOwner()
 	if !ok {
 		return nil
 	}

@@ -33,18 +33,20 @@ func TestFileServiceRefusesASwapMidCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := idOf(fi)
-	ls := &Session{workspace: ws, wsReal: ws, root: root, hidden: map[fileID]bool{id: true}}
+	ls := &Session{workspace: ws}
+	f := &ls.files
+	*f = files{ls: ls, wsReal: ws, root: root, hidden: map[fileID]bool{id: true}}
 
 	for _, c := range []struct{ rel, swap, target string }{
 		{"x/secret", "x", "bhome/sessions"},
 		{"f", "f", "bhome/token"},
 	} {
-		if f, err := ls.openConfined(c.rel, os.O_RDONLY, 0, false); err != nil {
+		if file, err := f.openConfined(c.rel, os.O_RDONLY, 0, false); err != nil {
 			t.Fatalf("%s before the swap: %v", c.rel, err)
 		} else {
-			_ = f.Close()
+			_ = file.Close()
 		}
-		ls.afterLstat = func(name string) {
+		f.afterLstat = func(name string) {
 			if name != c.swap {
 				return
 			}
@@ -56,12 +58,12 @@ func TestFileServiceRefusesASwapMidCall(t *testing.T) {
 				t.Error(err)
 			}
 		}
-		f, err := ls.openConfined(c.rel, os.O_RDONLY, 0, false)
-		ls.afterLstat = nil
+		file, err := f.openConfined(c.rel, os.O_RDONLY, 0, false)
+		f.afterLstat = nil
 		if err == nil {
 			b := make([]byte, 64)
-			n, _ := f.Read(b)
-			_ = f.Close()
+			n, _ := file.Read(b)
+			_ = file.Close()
 			t.Fatalf("%s swapped for a link to %s mid-call was opened: %q", c.rel, c.target, b[:n])
 		}
 		if refusal(err) == "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"sync/atomic"
-	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -13,7 +12,7 @@ import (
 
 // agentHandler serves one agent's calls into berth.
 type agentHandler struct {
-	rt *Session
+	ls *Session
 	// replaying is set while session/load replays history, whose updates
 	// are already in the log.
 	replaying atomic.Bool
@@ -45,13 +44,13 @@ type rawData struct {
 // SessionUpdate maps one ACP update to one event, in arrival order. The
 // event is tagged with the turn in flight, if any.
 func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
-	ls := h.rt
+	ls := h.ls
 	// What the agent offers is kept current, from a replay too.
 	ctl := controlUpdateOf(&u)
 	if ctl != nil {
 		ls.mu.Lock()
-		ls.applyControlLocked(ctl)
-		ls.mu.Unlock()
+		ls.controls.applyLocked(ctl)
+		ls.unlock()
 	}
 	if h.replaying.Load() {
 		return
@@ -61,9 +60,9 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 		data, _ = json.Marshal(ctl.data)
 	}
 	ls.mu.Lock()
-	keep := ls.admitOutputLocked(len(data))
-	if keep && ls.turn != nil && u.Kind == acp.UpdateAgentMessageChunk {
-		ls.turn.addChunk(&u)
+	keep := ls.out.admitLocked(len(data))
+	if keep && ls.turns.cur != nil && u.Kind == acp.UpdateAgentMessageChunk {
+		ls.turns.cur.addChunk(&u)
 	}
 	ls.mu.Unlock()
 	if !keep {
@@ -76,12 +75,12 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 			ls.logger.Debug("wait for room in the log", "err", err)
 		}
 		ls.mu.Lock()
-		ls.emitAgentLocked(ls.currentTurnIDLocked(), typ, piece)
+		ls.out.emitAgentLocked(ls.turns.currentIDLocked(), typ, piece)
 		ls.mu.Unlock()
 	}
 	ls.mu.Lock()
-	if ls.turn != nil && ls.steer != nil && toolCallFinished(&u) {
-		ls.deliverSteerLocked(ls.turn)
+	if ls.turns.cur != nil && ls.queue.steer != nil && toolCallFinished(&u) {
+		ls.queue.deliverSteerLocked(ls.turns.cur)
 	}
 	ls.mu.Unlock()
 }
@@ -91,39 +90,6 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 func toolCallFinished(u *acp.Update) bool {
 	return (u.Kind == acp.UpdateToolCall || u.Kind == acp.UpdateToolCallUpdate) &&
 		(u.Status == "completed" || u.Status == "failed")
-}
-
-// deliverSteerLocked takes the staged steer into the turn in flight: it is
-// logged as prompt_steered in the turn, the agent's prompt is cancelled,
-// and its answer is followed by the steer's text as a new prompt of the
-// same turn (runTurn). The steer is claimed in the store under mu (see
-// live session), ordered with the agent's updates around it.
-func (ls *Session) deliverSteerLocked(t *turn) {
-	if t.cancelRequested || !t.steerIn.empty() || ls.exited || ls.stopReason != "" || ls.detached.Load() {
-		return
-	}
-	e, err := ls.h.Store.ClaimQueueEntry(context.Background(), ls.id, berth.EntrySteer, ls.sess.Queue.Generation, t.id)
-	ls.steer = nil
-	if err != nil {
-		if !berth.IsCode(err, berth.ENotFound) {
-			ls.logger.Error("claim steer", "err", err)
-		}
-		return
-	}
-	t.steerIn, t.steerID, t.steerCancelSent = entryInput(e), e.ID, make(chan struct{})
-	ls.noteEntryLocked(e.ID, EntryOutcome{TurnID: t.id})
-	ls.Emit(t.id, berth.EventPromptSteered, EntryData{EntryID: e.ID, Text: e.Text, Content: e.Content})
-	sent := t.steerCancelSent
-	ls.wg.Add(1)
-	go func() {
-		defer ls.wg.Done()
-		defer close(sent)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := ls.client.Cancel(ctx, ls.acpSession()); err != nil {
-			ls.logger.Warn("session/cancel for a steer not sent", "err", err)
-		}
-	}()
 }
 
 // updateEvent returns the event type and data for an update.
@@ -195,10 +161,10 @@ func orNull(r json.RawMessage) json.RawMessage {
 // ExtNotification keeps notifications berth does not know as acp_unknown,
 // but for the reports of the agent's shim (see shim.Report).
 func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
-	ls := h.rt
+	ls := h.ls
 	if method == shim.ReportMethod {
 		ls.mu.Lock()
-		taken := ls.shimReportLocked(params)
+		taken := ls.out.shimReportLocked(params)
 		ls.mu.Unlock()
 		if taken {
 			return
@@ -207,7 +173,7 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	// Made outside the lock: the agent's params may be tens of MB.
 	raw, _ := json.Marshal(map[string]any{"method": method, "params": orNull(params)})
 	ls.mu.Lock()
-	keep := ls.admitOutputLocked(len(raw))
+	keep := ls.out.admitLocked(len(raw))
 	ls.mu.Unlock()
 	if !keep {
 		return
@@ -217,25 +183,5 @@ func (h *agentHandler) ExtNotification(method string, params json.RawMessage) {
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.emitAgentLocked(ls.currentTurnIDLocked(), berth.EventACPUnknown, rawData{Raw: raw})
-}
-
-// emitAgentLocked logs what the agent's line being dispatched said. Before
-// session_started (commands an agent announces while it opens the
-// conversation) it is held back and logged right after it.
-func (ls *Session) emitAgentLocked(turnID, typ string, data any) {
-	if ls.sess.State != berth.StateStarting {
-		ls.emitFrom(ls.linePos(), turnID, typ, data)
-		return
-	}
-	ev := berth.NewEvent(ls.id, turnID, typ, data)
-	ev.Source = ls.linePos()
-	ls.early = append(ls.early, ev)
-}
-
-func (ls *Session) currentTurnIDLocked() string {
-	if ls.turn == nil {
-		return ""
-	}
-	return ls.turn.id
+	ls.out.emitAgentLocked(ls.turns.currentIDLocked(), berth.EventACPUnknown, rawData{Raw: raw})
 }

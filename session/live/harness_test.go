@@ -30,6 +30,9 @@ type harness struct {
 
 	mu   sync.Mutex
 	live []*Session
+	// abandoned is set by a test that found its sessions deadlocked:
+	// stopping them would wait for good.
+	abandoned bool
 }
 
 // newHarness opens a host; tweak may change it (a wrapped store, limits)
@@ -74,8 +77,9 @@ func prepareDemo(s *berth.Session, spec berth.AgentSpec, _ berth.SandboxProvider
 		Home: filepath.Join(s.Workspace, ".home"), Env: env}}
 }
 
-// start creates and starts a demo session and checks it is active.
-func (hs *harness) start() *Session {
+// start creates and starts a demo session, as each of with has it, and
+// checks it is active.
+func (hs *harness) start(with ...func(*berth.Session)) *Session {
 	t := hs.t
 	t.Helper()
 	ctx := context.Background()
@@ -85,6 +89,9 @@ func (hs *harness) start() *Session {
 		Workspace: t.TempDir(), Sandbox: berth.SandboxSpec{Provider: berth.SandboxHost},
 		PermissionMode: berth.PermApproveReads, RootID: id, Labels: map[string]string{},
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now}
+	for _, f := range with {
+		f(s)
+	}
 	if err := os.MkdirAll(filepath.Join(s.Workspace, ".home"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -153,12 +160,23 @@ func (hs *harness) events(id string) []berth.Event {
 	return evs
 }
 
+// abandon leaves the sessions as they are when the test ends.
+func (hs *harness) abandon() {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	hs.abandoned = true
+}
+
 // close stops every live session, then closes the log.
 func (hs *harness) close() {
 	ctx := context.Background()
 	hs.mu.Lock()
 	live := append([]*Session(nil), hs.live...)
+	abandoned := hs.abandoned
 	hs.mu.Unlock()
+	if abandoned {
+		return
+	}
 	for _, ls := range live {
 		ls.Stop(ctx, berth.StopUserRequested, nil)
 	}

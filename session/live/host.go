@@ -13,14 +13,25 @@ import (
 )
 
 // Host is what a live session needs from whoever owns the set of
-// sessions (the Manager): the seam between the two.
+// sessions (the Manager): the seam between the two. Its fields are of two
+// kinds, and lockorder_test.go holds every path of the package to the
+// rule of each.
 //
-// Its leaves (the store, the log, the checkpoints, the shim launcher, the
-// change feed and the values) take no lock of a live session and call
-// back into nothing: a session uses them with its own lock held, which is
-// how its events and records stay ordered against its turn boundaries.
-// Its callbacks are the manager's: a session calls them with no lock of
-// its own held.
+// The leaves, first, call back into no live session and take no lock the
+// manager takes around a live session's methods: a session uses them
+// holding its own locks, which is how its events and records stay
+// ordered against its turn boundaries. The store and the checkpoints do
+// their own I/O; the log's Append waits only for its writer, which takes
+// no session's lock (its OnRefused is the manager's, called on the
+// writer's goroutine); the change feed (Publish) takes its own lock alone;
+// ShimToken is an HMAC; an Observer returns at once; Monitors is a
+// WaitGroup.
+//
+// The callbacks, after them, are the manager's own code: it may take its
+// locks and call into this session or another. A session calls them
+// holding no lock of its own (see Session's lock order); what it must
+// tell while it holds one (a lease lost, at a store write) waits until
+// it has released them all.
 type Host struct {
 	Store       berth.Store
 	Log         *eventlog.Log
@@ -44,13 +55,13 @@ type Host struct {
 	// Monitors counts the sessions' monitors, for the manager to wait.
 	Monitors *sync.WaitGroup
 
-	// The callbacks.
+	// Callbacks: called holding no lock of the live session.
 
 	// LeaseLost lets go of a session another node took over.
 	LeaseLost func(id string)
-	// Forget drops a session that stopped from the set; sweep removes what
-	// its shims left; releaseLease gives up its lease; revokeTools ends its
-	// berth tools credential.
+	// Forget drops a session that stopped from the set; Sweep removes what
+	// its shims left; ReleaseLease gives up its lease; RevokeTools ends
+	// its berth tools credential.
 	Forget       func(ls *Session)
 	Sweep        func(id string)
 	ReleaseLease func(ctx context.Context, id string)
@@ -62,7 +73,7 @@ type Host struct {
 	// CopyHomeFiles copies the user's files an agent is given into its
 	// session's HOME at every start.
 	CopyHomeFiles func(files []string, home string) error
-	// TranscriptPreamble and lastTurnText read the session's log.
+	// TranscriptPreamble and LastTurnText read the session's log.
 	TranscriptPreamble func(ctx context.Context, id string) (string, error)
 	LastTurnText       func(ctx context.Context, id string) (string, string, error)
 	// Tree is the session's tree of sessions (children.go).
@@ -73,18 +84,22 @@ type Host struct {
 	// took it.
 	ToLive func(id, typ string, data map[string]any) bool
 	// CancelStoredElicitation ends an elicitation a previous daemon stored.
+	//
+	// Deprecated: not called any more. A live session records the stale
+	// elicitations of a turn it ends itself, holding recordMu like their
+	// events; the manager need not set it.
 	CancelStoredElicitation func(ctx context.Context, e *berth.Elicitation)
 }
 
 // Tree is a live session's view of its tree of sessions.
 type Tree interface {
-	// stopChildren, called once session id is closing, stops its live
+	// StopChildren, called once session id is closing, stops its live
 	// children (parent_stopped) and waits for them; nothing while the
 	// manager shuts down.
 	StopChildren(ctx context.Context, id string)
-	// parentLive reports whether session id is live here.
+	// ParentLive reports whether session id is live here.
 	ParentLive(id string) bool
-	// toParent logs an event about a child in its live parent's log.
+	// ToParent logs an event about a child in its live parent's log.
 	ToParent(parentID, typ string, data map[string]any)
 }
 

@@ -2,11 +2,8 @@ package live
 
 import (
 	"log/slog"
-	"os"
-	"path/filepath"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/shim"
 )
 
@@ -46,59 +43,26 @@ type Config struct {
 func New(h *Host, c Config) *Session {
 	s := c.Session
 	ls := &Session{h: h, id: s.ID, sess: *s, spec: c.Spec, workspace: s.Workspace,
-		ready: make(chan struct{}), handshook: make(chan struct{}), finished: make(chan struct{}),
-		perms: make(map[string]*permWaiter), remembered: make(map[string]string),
-		outcomes: make(map[string]EntryOutcome), inputChanged: make(chan struct{}),
-		logger: c.Logger.With("session_id", s.ID), tree: treeState{parent: s.ParentID},
-		resumed: c.Resumed, resumeFrom: c.ResumeFrom, fork: c.Fork}
+		logger: c.Logger.With("session_id", s.ID)}
+	// Each component reaches the session through its back-pointer.
+	ls.life = lifecycle{ls: ls, ready: make(chan struct{}), handshook: make(chan struct{}), finished: make(chan struct{})}
+	ls.conv = conversation{ls: ls, resumed: c.Resumed, resumeFrom: c.ResumeFrom, fork: c.Fork}
+	ls.turns.ls = ls
+	ls.queue = queue{ls: ls, outcomes: map[string]EntryOutcome{}, inputChanged: make(chan struct{})}
+	ls.asks = asks{ls: ls, perms: map[string]*permWaiter{}, remembered: map[string]string{}}
+	ls.out.ls, ls.controls.ls, ls.files.ls, ls.box.ls = ls, ls, ls, ls
+	ls.tree = tree{ls: ls, parent: s.ParentID}
 	if c.Shim != nil {
-		ls.provider, ls.shim, ls.boxRef, ls.shimSocket = c.Provider, c.Shim, c.Shim.Hello().Ref, s.ShimSocket
-		ls.boxCfg = c.Box
-		ls.setACPSession(s.ACP.SessionID)
+		ls.box.provider, ls.shim, ls.box.ref, ls.box.socket = c.Provider, c.Shim, c.Shim.Hello().Ref, s.ShimSocket
+		ls.box.cfg = c.Box
+		ls.conv.setID(s.ACP.SessionID)
 	}
 	return ls
 }
 
 // Abandon ends a session that never started: whoever waits for it is released.
 func (ls *Session) Abandon() {
-	close(ls.ready)
-	close(ls.handshook)
-	close(ls.finished)
-}
-
-// wire makes the started agent proc the live session's process: its terminals,
-// its confined workspace and its ACP client, reading the agent's stdout
-// from the stream position opts names. Nothing runs yet (see run).
-func (ls *Session) wire(proc berth.Process, opts acp.Options) *agentHandler {
-	ls.proc = proc
-	ls.terminals = newTerminals(ls)
-	var err error
-	if ls.wsReal, err = filepath.EvalSymlinks(ls.workspace); err != nil {
-		ls.wsReal = ls.workspace
-	}
-	if ls.root, err = os.OpenRoot(ls.wsReal); err != nil {
-		ls.logger.Warn("workspace root", "err", err)
-	}
-	ls.hidden = ls.hiddenIDs()
-	opts.MaxLineBytes, opts.Logger = ls.h.Limits.MaxLineBytes, ls.logger
-	opts.OnSkippedLine, opts.OnOversizedLine = ls.skippedLine, ls.oversizedLine
-	opts.AdmitRequest = ls.admitRequest
-	handler := &agentHandler{rt: ls}
-	ls.client = acp.NewClient(acp.Pipe{R: proc.Stdout(), W: proc.Stdin()}, handler, opts)
-	return handler
-}
-
-// run starts what serves a wired live session: the stderr reader, the ACP
-// client (then the agent's requests redelivered, those a reattached
-// session's previous daemon left unanswered) and the monitor, which alone
-// finishes the session.
-func (ls *Session) run(redeliver [][]byte) {
-	ls.stderrWG.Add(1)
-	go ls.readStderr(ls.proc.Stderr())
-	ls.client.Start()
-	for _, line := range redeliver {
-		ls.client.Redeliver(line)
-	}
-	ls.h.Monitors.Add(1)
-	go ls.monitor()
+	close(ls.life.ready)
+	close(ls.life.handshook)
+	close(ls.life.finished)
 }

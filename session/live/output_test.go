@@ -29,7 +29,7 @@ func TestSteerDeliveredPastTheCap(t *testing.T) {
 	waitFor(t, "the turn's output to be truncated", func() bool {
 		ls.mu.Lock()
 		defer ls.mu.Unlock()
-		return ls.out.truncated
+		return ls.out.w.truncated
 	})
 	steer, _ := ls.ResolveInput(ctx, berth.PromptRequest{Text: "echo steered"})
 	if _, err := ls.Prompt(ctx, berth.ModeSteer, steer); err != nil {
@@ -51,14 +51,14 @@ func TestLateReportBetweenTurnsLeavesTheTurnAlone(t *testing.T) {
 	hs := newHarness(t, withMaxTurnOutput(1<<20))
 	ls := hs.start()
 	ls.mu.Lock()
-	ls.shimSocket = "/run/x.sock"
-	token := hs.host.ShimToken(ls.ID(), ls.shimSocket)
-	ls.out = outputWindow{turnID: "turn_x"}
+	ls.box.socket = "/run/x.sock"
+	token := hs.host.ShimToken(ls.ID(), ls.box.socket)
+	ls.out.w = outputWindow{turnID: "turn_x"}
 	late, _ := json.Marshal(shim.Report{Token: token, DroppedBytes: 5000, DroppedLines: 3})
 	forged, _ := json.Marshal(shim.Report{Token: "nope", DroppedBytes: 5000, DroppedLines: 3, Turn: true})
-	takenLate, takenForged := ls.shimReportLocked(late), ls.shimReportLocked(forged)
-	truncated := ls.out.truncated
-	ls.out = outputWindow{}
+	takenLate, takenForged := ls.out.shimReportLocked(late), ls.out.shimReportLocked(forged)
+	truncated := ls.out.w.truncated
+	ls.out.w = outputWindow{}
 	ls.mu.Unlock()
 	if !takenLate || takenForged || truncated {
 		t.Fatalf("late report taken %v, forged report taken %v, the turn truncated %v", takenLate, takenForged, truncated)

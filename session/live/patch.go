@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -16,15 +16,19 @@ import (
 // controlCallTimeout bounds one set_mode / set_config_option call.
 const controlCallTimeout = 30 * time.Second
 
-// controlsLock serialises the changes of one live session's controls (PATCH and
-// the re-apply after a resume), which call the agent without holding mu.
-type controlsLock struct{ mu sync.Mutex }
-
 // Patch is PatchSession on the live session: its own fields, then the
 // agent's mode, model and config, each as the agent takes it.
 func (ls *Session) Patch(ctx context.Context, p berth.SessionPatch) (*berth.Session, error) {
-	ls.controls.mu.Lock()
-	defer ls.controls.mu.Unlock()
+	return ls.controls.patch(ctx, p)
+}
+
+// patch is Patch, with the controls lock held.
+func (cs *controls) patch(ctx context.Context, p berth.SessionPatch) (*berth.Session, error) {
+	ls := cs.ls
+	// Told once the controls lock is released, too.
+	defer ls.tellLeaseLost()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
 	ls.mu.Lock()
 	cur := ls.sess
 	ls.mu.Unlock()
@@ -50,19 +54,19 @@ func (ls *Session) Patch(ctx context.Context, p berth.SessionPatch) (*berth.Sess
 			Details: map[string]any{"field": field, "applied": orEmpty(applied)}}
 	}
 	if p.Mode != "" {
-		if err := ls.setMode(ctx, p.Mode, "user"); err != nil {
+		if err := cs.setMode(ctx, p.Mode, "user"); err != nil {
 			return nil, failed("mode", err)
 		}
 		applied = append(applied, "mode")
 	}
 	if p.Model != "" {
-		if err := ls.setModel(ctx, p.Model, "user"); err != nil {
+		if err := cs.setModel(ctx, p.Model, "user"); err != nil {
 			return nil, failed("model", err)
 		}
 		applied = append(applied, "model")
 	}
 	for _, k := range sortedKeys(p.Config) {
-		if err := ls.setConfig(ctx, k, p.Config[k], "user"); err != nil {
+		if err := cs.setConfig(ctx, k, p.Config[k], "user"); err != nil {
 			return nil, failed("config."+k, err)
 		}
 		applied = append(applied, "config."+k)
@@ -72,72 +76,89 @@ func (ls *Session) Patch(ctx context.Context, p berth.SessionPatch) (*berth.Sess
 
 // checkPatch refuses, before anything is applied, what the agent does not
 // offer: EConflict when it lacks the capability, EInvalid (with what it
-// offers) for a value it does not offer. It also refuses more labels than
-// a session may have.
+// offers) for a value it does not offer.
 func checkPatch(info *berth.ACPInfo, p *berth.SessionPatch) error {
-	if p.Mode != "" {
-		if info.Modes == nil || len(info.Modes.Available) == 0 {
-			return berth.Errorf(berth.EConflict, "the agent offers no modes")
-		}
-		var ids []string
+	var modes, models []string
+	if info.Modes != nil {
 		for _, m := range info.Modes.Available {
-			ids = append(ids, m.ID)
-		}
-		if !contains(ids, p.Mode) {
-			return offered("mode", p.Mode, ids)
+			modes = append(modes, m.ID)
 		}
 	}
-	if p.Model != "" {
-		if info.Models == nil || len(info.Models.Available) == 0 {
-			return berth.Errorf(berth.EConflict, "the agent offers no choice of model")
-		}
-		var ids []string
+	if info.Models != nil {
 		for _, m := range info.Models.Available {
-			ids = append(ids, m.ID)
+			models = append(models, m.ID)
 		}
-		if !contains(ids, p.Model) {
-			return offered("model", p.Model, ids)
-		}
+	}
+	if err := checkOffered("mode", p.Mode, modes, "the agent offers no modes"); err != nil {
+		return err
+	}
+	if err := checkOffered("model", p.Model, models, "the agent offers no choice of model"); err != nil {
+		return err
 	}
 	if len(p.Config) > 0 && len(info.ConfigOptions) == 0 {
 		return berth.Errorf(berth.EConflict, "the agent offers no config options")
 	}
 	for _, k := range sortedKeys(p.Config) {
-		o := findOption(info.ConfigOptions, k)
-		if o == nil {
-			var ids []string
-			for _, o := range info.ConfigOptions {
-				ids = append(ids, o.ID)
-			}
-			return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("the agent has no config option %q (it offers %s)", k, strings.Join(ids, ", ")),
-				Details: map[string]any{"field": "config", "option": k, "offered": ids}}
+		if err := checkConfig(info.ConfigOptions, p.Config, k); err != nil {
+			return err
 		}
-		v := p.Config[k]
-		switch o.Type {
-		case "select":
-			var s string
-			if json.Unmarshal(v, &s) != nil || !o.Offers(s) {
-				e := offered("config."+k, strings.TrimSpace(string(v)), o.Values())
-				e.Details["option"] = k
-				return e
-			}
-		case "boolean":
-			// "true" and "false" as strings are taken too (the CLI sends strings).
-			switch strings.TrimSpace(string(v)) {
-			case `"true"`:
-				p.Config[k] = json.RawMessage("true")
-			case `"false"`:
-				p.Config[k] = json.RawMessage("false")
-			}
-			if t := strings.TrimSpace(string(p.Config[k])); t != "true" && t != "false" {
-				return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("config option %q takes true or false", k),
-					Details: map[string]any{"field": "config." + k, "option": k, "offered": []bool{false, true}}}
-			}
-		default:
-			// A type this version does not know: the agent judges the value.
-			if !json.Valid(v) {
-				return berth.Errorf(berth.EInvalid, "config option %q: the value is not JSON", k)
-			}
+	}
+	return nil
+}
+
+// checkOffered refuses value, when one is asked for, unless it is among
+// ids, what the agent offers for field: EConflict saying none when it
+// offers nothing, else EInvalid with what it offers.
+func checkOffered(field, value string, ids []string, none string) error {
+	switch {
+	case value == "":
+		return nil
+	case len(ids) == 0:
+		return berth.Errorf(berth.EConflict, "%s", none)
+	case !slices.Contains(ids, value):
+		return offered(field, value, ids)
+	}
+	return nil
+}
+
+// checkConfig refuses the value config[k] unless the agent offers option k
+// and the value fits its type; a boolean given as a string is taken as
+// the boolean.
+func checkConfig(opts []berth.ACPConfigOption, config map[string]json.RawMessage, k string) error {
+	o := findOption(opts, k)
+	if o == nil {
+		var ids []string
+		for _, o := range opts {
+			ids = append(ids, o.ID)
+		}
+		return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("the agent has no config option %q (it offers %s)", k, strings.Join(ids, ", ")),
+			Details: map[string]any{"field": "config", "option": k, "offered": ids}}
+	}
+	v := config[k]
+	switch o.Type {
+	case "select":
+		var s string
+		if json.Unmarshal(v, &s) != nil || !o.Offers(s) {
+			e := offered("config."+k, strings.TrimSpace(string(v)), o.Values())
+			e.Details["option"] = k
+			return e
+		}
+	case "boolean":
+		// "true" and "false" as strings are taken too (the CLI sends strings).
+		switch strings.TrimSpace(string(v)) {
+		case `"true"`:
+			config[k] = json.RawMessage("true")
+		case `"false"`:
+			config[k] = json.RawMessage("false")
+		}
+		if t := strings.TrimSpace(string(config[k])); t != "true" && t != "false" {
+			return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("config option %q takes true or false", k),
+				Details: map[string]any{"field": "config." + k, "option": k, "offered": []bool{false, true}}}
+		}
+	default:
+		// A type this version does not know: the agent judges the value.
+		if !json.Valid(v) {
+			return berth.Errorf(berth.EInvalid, "config option %q: the value is not JSON", k)
 		}
 	}
 	return nil
@@ -162,107 +183,104 @@ func findOption(opts []berth.ACPConfigOption, id string) *berth.ACPConfigOption 
 
 // setMode asks the agent for mode (set_mode, or set_config_option for
 // modes offered as a config option) and records it with a mode_update.
-func (ls *Session) setMode(ctx context.Context, mode, source string) error {
+func (cs *controls) setMode(ctx context.Context, mode, source string) error {
+	ls := cs.ls
 	ls.mu.Lock()
 	modes := ls.sess.ACP.Modes
 	ls.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
 	defer cancel()
 	if modes != nil && modes.ConfigID != "" {
-		return ls.setConfig(ctx, modes.ConfigID, quote(mode), source)
+		return cs.setConfig(ctx, modes.ConfigID, quote(mode), source)
 	}
-	if err := ls.client.SetMode(cctx, ls.acpSession(), mode); err != nil {
+	if err := ls.client.SetMode(cctx, ls.conv.id(), mode); err != nil {
 		return err
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
-		c := controlsOf(s.ACP)
+	return cs.record(ctx, func(c *berth.ACPInfo) (string, any) {
 		if c.Modes == nil {
 			c.Modes = &berth.ACPModes{Available: []berth.ACPMode{}}
 		}
 		c.Modes.Current = mode
-		s.ACP = withControls(s.ACP, c)
+		return berth.EventModeUpdate, modeData{Current: mode, Source: source}
 	})
-	// Nothing is logged once the agent is gone: session_stopped is last.
-	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventModeUpdate, modeData{Current: mode, Source: source})
-	}
-	return err
 }
 
 // setModel asks the agent for model: through its config option of
 // category model, or session/set_model when it offers only that.
-func (ls *Session) setModel(ctx context.Context, model, source string) error {
+func (cs *controls) setModel(ctx context.Context, model, source string) error {
+	ls := cs.ls
 	ls.mu.Lock()
 	models := ls.sess.ACP.Models
 	ls.mu.Unlock()
 	if models != nil && models.ConfigID != "" {
-		return ls.setConfig(ctx, models.ConfigID, quote(model), source)
+		return cs.setConfig(ctx, models.ConfigID, quote(model), source)
 	}
 	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
 	defer cancel()
-	if err := ls.client.SetModel(cctx, ls.acpSession(), model); err != nil {
+	if err := ls.client.SetModel(cctx, ls.conv.id(), model); err != nil {
 		return err
 	}
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	var after *berth.ACPModels
-	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
-		c := controlsOf(s.ACP)
+	return cs.record(ctx, func(c *berth.ACPInfo) (string, any) {
 		if c.Models != nil {
 			c.Models.Current = model
 		}
-		after = c.Models
-		s.ACP = withControls(s.ACP, c)
+		return berth.EventConfigUpdate, configData{Models: c.Models, Source: source,
+			Changed: map[string]json.RawMessage{"model": quote(model)}}
 	})
-	// Nothing is logged once the agent is gone: session_stopped is last.
-	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventConfigUpdate, configData{Models: after, Source: source,
-			Changed: map[string]json.RawMessage{"model": quote(model)}})
-	}
-	return err
 }
 
 // setConfig sets one config option and records the agent's options after
 // it with a config_update.
-func (ls *Session) setConfig(ctx context.Context, id string, value json.RawMessage, source string) error {
+func (cs *controls) setConfig(ctx context.Context, id string, value json.RawMessage, source string) error {
+	ls := cs.ls
 	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
 	defer cancel()
-	resp, err := ls.client.SetConfigOption(cctx, ls.acpSession(), id, value)
+	resp, err := ls.client.SetConfigOption(cctx, ls.conv.id(), id, value)
 	if err != nil {
 		return err
 	}
 	opts, ok := decodeConfigOptions(resp.ConfigOptions)
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	var after []berth.ACPConfigOption
-	err = ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
-		c := controlsOf(s.ACP)
+	return cs.record(ctx, func(c *berth.ACPInfo) (string, any) {
 		if ok {
 			c.ConfigOptions = opts
 		} else if o := findOption(c.ConfigOptions, id); o != nil {
 			// An agent that answers without its options: take the value.
 			o.Current = value
 		}
-		derive(&c)
-		after = c.ConfigOptions
+		derive(c)
+		return berth.EventConfigUpdate, configData{ConfigOptions: c.ConfigOptions, Source: source,
+			Changed: map[string]json.RawMessage{id: value}}
+	})
+}
+
+// record takes a control the agent set into the session's controls
+// (change, on a copy of them) and stores the session, then logs the event
+// change says, unless the agent is gone (session_stopped is last).
+func (cs *controls) record(ctx context.Context, change func(c *berth.ACPInfo) (typ string, data any)) error {
+	ls := cs.ls
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	var typ string
+	var data any
+	err := ls.saveLocked(context.WithoutCancel(ctx), ls.sess.State, func(s *berth.Session) {
+		c := controlsOf(s.ACP)
+		typ, data = change(&c)
 		s.ACP = withControls(s.ACP, c)
 	})
-	// Nothing is logged once the agent is gone: session_stopped is last.
 	if !ls.exited {
-		ls.Emit(ls.currentTurnIDLocked(), berth.EventConfigUpdate, configData{ConfigOptions: after, Source: source,
-			Changed: map[string]json.RawMessage{id: value}})
+		ls.Emit(ls.turns.currentIDLocked(), typ, data)
 	}
 	return err
 }
 
-// reapplyControls sets the mode and config values the session had before
+// reapply sets the mode and config values the session had before
 // it stopped where the agent came back with others (a conversation it
 // could not reopen starts with its defaults). A failure is a warning.
-func (ls *Session) reapplyControls(ctx context.Context, prev berth.ACPInfo) {
-	ls.controls.mu.Lock()
-	defer ls.controls.mu.Unlock()
+// The caller tells of a lease lost (tellLeaseLost): it may hold authMu.
+func (cs *controls) reapply(ctx context.Context, prev berth.ACPInfo) {
+	ls := cs.ls
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
 	ls.mu.Lock()
 	cur := ls.sess.ACP
 	ls.mu.Unlock()
@@ -279,7 +297,7 @@ func (ls *Session) reapplyControls(ctx context.Context, prev berth.ACPInfo) {
 		prev.Modes.Current != cur.Modes.Current {
 		for _, m := range cur.Modes.Available {
 			if m.ID == prev.Modes.Current {
-				if err := ls.setMode(ctx, m.ID, "resume"); err != nil {
+				if err := cs.setMode(ctx, m.ID, "resume"); err != nil {
 					warn("mode", err)
 				}
 			}
@@ -287,13 +305,13 @@ func (ls *Session) reapplyControls(ctx context.Context, prev berth.ACPInfo) {
 	}
 	if prev.Models != nil && cur.Models != nil && prev.Models.ConfigID == "" && cur.Models.ConfigID == "" &&
 		prev.Models.Current != "" && prev.Models.Current != cur.Models.Current {
-		if err := ls.setModel(ctx, prev.Models.Current, "resume"); err != nil {
+		if err := cs.setModel(ctx, prev.Models.Current, "resume"); err != nil {
 			warn("model", err)
 		}
 	}
 	changed := changedConfig(prev.ConfigOptions, cur.ConfigOptions)
 	for _, k := range sortedKeys(changed) {
-		if err := ls.setConfig(ctx, k, changed[k], "resume"); err != nil {
+		if err := cs.setConfig(ctx, k, changed[k], "resume"); err != nil {
 			warn("config option "+k, err)
 		}
 	}
@@ -330,15 +348,6 @@ func agentMessage(err error) string {
 func quote(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func orEmpty(list []string) []string {

@@ -10,14 +10,15 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// Permission requests as API objects (CONTRACT §4.5). Each request is
-// stored, logged as permission_requested, and then answered by the
-// session's policy, by a decision the user gave earlier for the same tool
-// kind (allow_always, reject_always), or, in ask mode, by whoever comes
-// first of the user, the timeout and a cancel. Every request waits on its
-// own goroutine (the ACP connection serves each inbound request on one), so
-// a question pending in one session holds up nothing else, not even the
-// same session's stream of updates.
+// Permission requests as API objects (docs/api.md, Permissions): one of
+// the session's asks (asks.go). Each request is stored, logged as
+// permission_requested, and then answered by the session's policy, by a
+// decision the user gave earlier for the same tool kind (allow_always,
+// reject_always), or, in ask mode, by whoever comes first of the user, the
+// timeout and a cancel. Every request waits on its own goroutine (the ACP
+// connection serves each inbound request on one), so a question pending in
+// one session holds up nothing else, not even the same session's stream of
+// updates.
 
 // permWaiter is a permission request waiting for a decision.
 type permWaiter struct {
@@ -41,7 +42,12 @@ var readKinds = map[string]bool{"read": true, "search": true, "think": true}
 
 // RequestPermission answers one request of the agent; see above.
 func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	ls := h.rt
+	return h.ls.asks.requestPermission(ctx, req)
+}
+
+// requestPermission is RequestPermission.
+func (a *asks) requestPermission(ctx context.Context, req acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	ls := a.ls
 	kind := req.ToolCallKind()
 	p := berth.Permission{ID: ids.New("perm"), SessionID: ls.id, ToolCall: req.ToolCall,
 		Options: []berth.PermissionOption{}, State: berth.PermissionPending, CreatedAt: time.Now().UTC()}
@@ -53,97 +59,82 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 	}
 
 	ls.mu.Lock()
-	p.TurnID = ls.currentTurnIDLocked()
-	if old, ok := ls.adoptLocked(p); ok {
+	p.TurnID = ls.turns.currentIDLocked()
+	if old, ok := a.adoptLocked(p); ok {
 		// Asked before the daemon restarted: the record and its event exist.
 		w := &permWaiter{p: old, toolKind: kind, answer: make(chan acp.RequestPermissionResponse, 1)}
-		ls.waitLocked(w)
+		a.waitLocked(w)
 		ls.mu.Unlock()
-		return ls.await(ctx, w)
+		return a.await(ctx, w)
 	}
 	ls.mu.Unlock()
-	var cancelled bool
-	var mode, remembered string
-
-	// Held until the event is logged: a detach waits for the pair.
-	ls.recordMu.RLock()
-	if ls.detached.Load() {
-		ls.recordMu.RUnlock()
-		// The daemon let go of the agent: the next one is asked.
-		return acp.Cancelled(), nil
-	}
 	// The record exists before anyone can see the request.
-	if err := ls.h.Store.CreatePermission(context.WithoutCancel(ctx), &p); err != nil {
-		ls.recordMu.RUnlock()
-		ls.logger.Error("store permission", "err", err)
+	if !a.beginRecord("permission", func() error { return ls.h.Store.CreatePermission(context.WithoutCancel(ctx), &p) }) {
 		return acp.Cancelled(), nil
 	}
-
 	ls.mu.Lock()
-	// The session may have moved on while the record was written: a cancel,
-	// a stop or the end of the turn answers the request at once.
-	tag := ls.turnTagLocked(p.TurnID)
-	cancelled = ls.exited || ls.stopReason != "" || (p.TurnID != "" && tag == "") ||
-		(ls.turn != nil && ls.turn.id == p.TurnID && ls.turn.cancelRequested)
-	mode, remembered = ls.sess.PermissionMode, ls.remembered[kind]
+	tag := a.turnTagLocked(p.TurnID)
+	cancelled := a.movedOnLocked(p.TurnID, tag)
+	mode, remembered := ls.sess.PermissionMode, a.remembered[kind]
 	ls.Emit(tag, berth.EventPermissionRequested, map[string]any{"permission": p})
 	ls.recordMu.RUnlock()
 	switch {
 	case cancelled:
 		ls.mu.Unlock()
-		return ls.settle(ctx, &p, berth.PermissionCanceled, "", berth.DecidedByCancel, false)
+		return a.settle(ctx, &p, berth.PermissionCanceled, "", berth.DecidedByCancel, false)
 	case remembered != "":
 		ls.mu.Unlock()
 		opt := pickOption(req.Options, remembered == berth.DecisionAllowAlways)
-		return ls.settle(ctx, &p, berth.PermissionDecided, opt, berth.DecidedByPolicy, true)
+		return a.settle(ctx, &p, berth.PermissionDecided, opt, berth.DecidedByPolicy, true)
 	case mode != berth.PermAsk:
 		ls.mu.Unlock()
 		allow := mode == berth.PermApproveAll || (mode == berth.PermApproveReads && readKinds[kind])
-		return ls.settle(ctx, &p, berth.PermissionDecided, pickOption(req.Options, allow), berth.DecidedByPolicy, false)
+		return a.settle(ctx, &p, berth.PermissionDecided, pickOption(req.Options, allow), berth.DecidedByPolicy, false)
 	}
 
 	// Ask: wait for the user, the timeout, a cancel or the connection's end.
 	w := &permWaiter{p: p, toolKind: kind, answer: make(chan acp.RequestPermissionResponse, 1)}
-	ls.waitLocked(w)
+	a.waitLocked(w)
 	ls.mu.Unlock()
-	return ls.await(ctx, w)
+	return a.await(ctx, w)
 }
 
 // waitLocked makes w a request waiting for a decision, with its timeout.
-func (ls *Session) waitLocked(w *permWaiter) {
+func (a *asks) waitLocked(w *permWaiter) {
+	ls := a.ls
 	id := w.p.ID
-	ls.perms[id] = w
+	a.perms[id] = w
 	ls.sess.PendingPermissions++
 	ls.changedLocked()
 	ls.wg.Add(1)
 	w.timer = time.AfterFunc(ls.h.Limits.PermissionTimeout, func() {
 		defer ls.wg.Done()
-		ls.expirePermission(id)
+		a.expire(id)
 	})
 }
 
 // await waits for w's decision or the end of the agent's connection.
-func (ls *Session) await(ctx context.Context, w *permWaiter) (acp.RequestPermissionResponse, error) {
+func (a *asks) await(ctx context.Context, w *permWaiter) (acp.RequestPermissionResponse, error) {
 	select {
 	case resp := <-w.answer:
 		return resp, nil
 	case <-ctx.Done():
-		if ls.detached.Load() {
+		if a.ls.detached.Load() {
 			// The daemon let go of the agent: the next one asks again.
 			return acp.Cancelled(), nil
 		}
 		// The agent's connection is closing: nobody will read an answer.
-		_, _ = ls.Decide(context.WithoutCancel(ctx), w.p.ID, berth.PermissionCanceled, "", berth.DecidedByCancel)
+		_, _ = a.decide(context.WithoutCancel(ctx), w.p.ID, berth.PermissionCanceled, "", berth.DecidedByCancel)
 		return acp.Cancelled(), nil
 	}
 }
 
 // adoptLocked finds the stored pending permission a reattached agent's
 // request asked for before the restart: same turn, same tool call.
-func (ls *Session) adoptLocked(p berth.Permission) (berth.Permission, bool) {
-	for i, old := range ls.adoptable {
+func (a *asks) adoptLocked(p berth.Permission) (berth.Permission, bool) {
+	for i, old := range a.adoptable {
 		if old.TurnID == p.TurnID && jsonEqual(old.ToolCall, p.ToolCall) {
-			ls.adoptable = append(ls.adoptable[:i], ls.adoptable[i+1:]...)
+			a.adoptable = append(a.adoptable[:i], a.adoptable[i+1:]...)
 			return old, true
 		}
 	}
@@ -154,10 +145,11 @@ func (ls *Session) adoptLocked(p berth.Permission) (berth.Permission, bool) {
 // turn that is ending which the agent never asked again after a reattach,
 // logging them resolved (cancelled) before turn_ended; the caller records
 // them canceled.
-func (ls *Session) dropAdoptableLocked(turnID string) []berth.Permission {
+func (a *asks) dropAdoptableLocked(turnID string) []berth.Permission {
+	ls := a.ls
 	var out []berth.Permission
-	kept := ls.adoptable[:0]
-	for _, p := range ls.adoptable {
+	kept := a.adoptable[:0]
+	for _, p := range a.adoptable {
 		if p.TurnID != turnID {
 			kept = append(kept, p)
 			continue
@@ -165,7 +157,7 @@ func (ls *Session) dropAdoptableLocked(turnID string) []berth.Permission {
 		out = append(out, p)
 		ls.Emit(turnID, berth.EventPermissionResolved, ResolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})
 	}
-	ls.adoptable = kept
+	a.adoptable = kept
 	return out
 }
 
@@ -181,7 +173,8 @@ func jsonEqual(a, b json.RawMessage) bool {
 }
 
 // settle records a decision taken without waiting and returns the answer.
-func (ls *Session) settle(ctx context.Context, p *berth.Permission, state, optionID, by string, remembered bool) (acp.RequestPermissionResponse, error) {
+func (a *asks) settle(ctx context.Context, p *berth.Permission, state, optionID, by string, remembered bool) (acp.RequestPermissionResponse, error) {
+	ls := a.ls
 	if optionID == "" && state == berth.PermissionDecided {
 		// No option fits the decision: the only safe answer is cancelled.
 		state = berth.PermissionCanceled
@@ -193,33 +186,11 @@ func (ls *Session) settle(ctx context.Context, p *berth.Permission, state, optio
 	}
 	ls.h.Observer.PermissionDecided(by, now.Sub(p.CreatedAt))
 	ls.mu.Lock()
-	ls.Emit(ls.turnTagLocked(p.TurnID), berth.EventPermissionResolved, ResolvedData{PermissionID: p.ID, OptionID: optionID,
+	ls.Emit(a.turnTagLocked(p.TurnID), berth.EventPermissionResolved, ResolvedData{PermissionID: p.ID, OptionID: optionID,
 		DecidedBy: by, Remembered: remembered})
 	ls.mu.Unlock()
-	ls.flushBeforeAnswer(ctx)
+	a.flushBeforeAnswer(ctx)
 	return answerFor(p), nil
-}
-
-// flushBeforeAnswer waits until the permission's events are committed:
-// once the agent has its answer, a daemon that dies cannot lose them (the
-// shim counts the request answered and never has it served again).
-func (ls *Session) flushBeforeAnswer(ctx context.Context) {
-	if ls.shim == nil {
-		return
-	}
-	if err := ls.h.Log.FlushSession(context.WithoutCancel(ctx), ls.id); err != nil {
-		ls.logger.Warn("flush before a permission answer", "err", err)
-	}
-}
-
-// turnTagLocked is the turn id an event about turnID carries: turnID while
-// that turn is in flight, "" once it has ended (turn_ended stays the
-// turn's last event).
-func (ls *Session) turnTagLocked(turnID string) string {
-	if ls.turn != nil && ls.turn.id == turnID {
-		return turnID
-	}
-	return ""
 }
 
 // answerFor is the ACP answer for a decided permission.
@@ -233,27 +204,34 @@ func answerFor(p *berth.Permission) acp.RequestPermissionResponse {
 // Decide resolves a waiting request once: the first decider wins, later
 // ones get conflict. The record is written before the agent hears.
 func (ls *Session) Decide(ctx context.Context, permID, state, optionID, by string) (*berth.Permission, error) {
+	return ls.asks.decide(ctx, permID, state, optionID, by)
+}
+
+// decide is Decide.
+func (a *asks) decide(ctx context.Context, permID, state, optionID, by string) (*berth.Permission, error) {
+	ls := a.ls
 	// Held from the resolved event to the record: a detach waits for the pair.
 	ls.recordMu.RLock()
 	defer ls.recordMu.RUnlock()
 	ls.mu.Lock()
-	p, w, err := ls.resolveLocked(permID, state, optionID, by)
+	p, w, err := a.resolveLocked(permID, state, optionID, by)
 	ls.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	ls.complete(ctx, p, w)
+	a.complete(ctx, p, w)
 	return p, nil
 }
 
 // resolveLocked takes a waiting request out of the waiters and logs its
 // resolution; complete then records it and answers the agent.
-func (ls *Session) resolveLocked(permID, state, optionID, by string) (*berth.Permission, *permWaiter, error) {
-	w := ls.perms[permID]
+func (a *asks) resolveLocked(permID, state, optionID, by string) (*berth.Permission, *permWaiter, error) {
+	ls := a.ls
+	w := a.perms[permID]
 	if w == nil {
 		return nil, nil, berth.Errorf(berth.EConflict, "permission %s is not awaiting a decision", permID)
 	}
-	delete(ls.perms, permID)
+	delete(a.perms, permID)
 	ls.sess.PendingPermissions--
 	ls.changedLocked()
 	if w.timer != nil && w.timer.Stop() {
@@ -262,7 +240,7 @@ func (ls *Session) resolveLocked(permID, state, optionID, by string) (*berth.Per
 	if by == berth.DecidedByUser && w.toolKind != "" {
 		for _, o := range w.p.Options {
 			if o.ID == optionID && (o.Kind == berth.DecisionAllowAlways || o.Kind == berth.DecisionRejectAlways) {
-				ls.remembered[w.toolKind] = o.Kind
+				a.remembered[w.toolKind] = o.Kind
 			}
 		}
 	}
@@ -272,12 +250,13 @@ func (ls *Session) resolveLocked(permID, state, optionID, by string) (*berth.Per
 	now := time.Now().UTC()
 	p := w.p
 	p.State, p.OptionID, p.DecidedBy, p.DecidedAt = state, optionID, by, &now
-	ls.Emit(ls.turnTagLocked(p.TurnID), berth.EventPermissionResolved, ResolvedData{PermissionID: p.ID, OptionID: optionID, DecidedBy: by})
+	ls.Emit(a.turnTagLocked(p.TurnID), berth.EventPermissionResolved, ResolvedData{PermissionID: p.ID, OptionID: optionID, DecidedBy: by})
 	return &p, w, nil
 }
 
 // complete records a resolved request and answers the agent.
-func (ls *Session) complete(ctx context.Context, p *berth.Permission, w *permWaiter) {
+func (a *asks) complete(ctx context.Context, p *berth.Permission, w *permWaiter) {
+	ls := a.ls
 	if ls.detached.Load() {
 		// The question stays pending for the next daemon.
 		w.answer <- answerFor(p)
@@ -289,28 +268,29 @@ func (ls *Session) complete(ctx context.Context, p *berth.Permission, w *permWai
 	if p.DecidedAt != nil {
 		ls.h.Observer.PermissionDecided(p.DecidedBy, p.DecidedAt.Sub(p.CreatedAt))
 	}
-	ls.flushBeforeAnswer(ctx)
+	a.flushBeforeAnswer(ctx)
 	w.answer <- answerFor(p)
 }
 
 // resolveTurnLocked answers cancelled every request still waiting in a
 // turn that is ending; the caller completes them once ls.mu is released.
-func (ls *Session) resolveTurnLocked(turnID string) (ps []*berth.Permission, ws []*permWaiter) {
-	for id, w := range ls.perms {
+func (a *asks) resolveTurnLocked(turnID string) (ps []*berth.Permission, ws []*permWaiter) {
+	for id, w := range a.perms {
 		if w.p.TurnID != turnID {
 			continue
 		}
-		if p, w, err := ls.resolveLocked(id, berth.PermissionCanceled, "", berth.DecidedByCancel); err == nil {
+		if p, w, err := a.resolveLocked(id, berth.PermissionCanceled, "", berth.DecidedByCancel); err == nil {
 			ps, ws = append(ps, p), append(ws, w)
 		}
 	}
 	return ps, ws
 }
 
-// expirePermission rejects a request nobody answered in time.
-func (ls *Session) expirePermission(permID string) {
+// expire rejects a request nobody answered in time.
+func (a *asks) expire(permID string) {
+	ls := a.ls
 	ls.mu.Lock()
-	w := ls.perms[permID]
+	w := a.perms[permID]
 	ls.mu.Unlock()
 	if w == nil {
 		return
@@ -328,22 +308,8 @@ func (ls *Session) expirePermission(permID string) {
 			}
 		}
 	}
-	state := berth.PermissionExpired
-	if _, err := ls.Decide(context.Background(), permID, state, opt, berth.DecidedByTimeout); err != nil && !berth.IsCode(err, berth.EConflict) {
+	if _, err := a.decide(context.Background(), permID, berth.PermissionExpired, opt, berth.DecidedByTimeout); err != nil && !berth.IsCode(err, berth.EConflict) {
 		ls.logger.Warn("expire permission", "err", err)
-	}
-}
-
-// cancelPermissionsLocked answers every waiting request of the session
-// cancelled. The answers go out on their own goroutines: the waiters'
-// records are written outside ls.mu.
-func (ls *Session) cancelPermissionsLocked() {
-	for id := range ls.perms {
-		ls.wg.Add(1)
-		go func() {
-			defer ls.wg.Done()
-			_, _ = ls.Decide(context.Background(), id, berth.PermissionCanceled, "", berth.DecidedByCancel)
-		}()
 	}
 }
 

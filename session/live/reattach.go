@@ -34,16 +34,13 @@ type Reattached struct {
 
 // Reattach wires a session whose agent runs on in its shim to it again,
 // from the last line the log has, with what r recovered. Nothing runs
-// yet (carryOn): a failure lets the shim go.
+// yet (CarryOn): a failure lets the shim go.
 func (ls *Session) Reattach(r Recovered) (*Reattached, error) {
-	ls.recoverInput(r.Pending, r.Queue)
-	for _, e := range r.Elics {
-		ls.adoptableElics = append(ls.adoptableElics, *e)
-	}
-	ls.sess.PendingElicitations = 0
+	ls.asks.recover(r.Pending, r.Elics)
+	ls.queue.take(r.Queue)
 	h := ls.shim.Hello()
-	ls.wire(ls.shim, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
-	t, wait, err := ls.recoverTurn(r.Open, h)
+	ls.life.wire(ls.shim, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
+	t, wait, err := ls.turns.recover(r.Open, h)
 	if err != nil {
 		return nil, err
 	}
@@ -59,50 +56,40 @@ func (ls *Session) CarryOn(ctx context.Context, a *Reattached) {
 		if a.wait == nil {
 			// The prompt never reached the agent: it goes out now.
 			ls.logger.Info("resending the prompt of a turn the previous daemon did not send", "turn_id", t.id)
-			go ls.runTurn(t, a.in)
+			go ls.turns.run(t, a.in)
 		} else {
-			go ls.awaitTurn(t, a.wait)
+			go ls.turns.await(t, a.wait)
 		}
 	}
-	ls.run(unansweredRequests(a.hello))
-	close(ls.ready)
-	close(ls.handshook)
+	ls.life.run(unansweredRequests(a.hello))
+	close(ls.life.ready)
+	close(ls.life.handshook)
 	if a.t == nil && a.hello.Exited == nil {
 		// What was queued runs now; an agent that has exited runs nothing
 		// (the session stops, and resumes for its queue).
 		ls.mu.Lock()
-		ls.dispatchLocked(ctx)
+		ls.queue.dispatchLocked(ctx)
 		ls.mu.Unlock()
 	}
 	ls.logger.Debug("session reattached", "from", a.hello.From, "end", a.hello.End, "turn_open", a.t != nil)
 }
 
-// recoverInput takes what a reattached live session carries on with: its
-// pending permissions, for the agent's requests served again to take
-// back, and its queued input.
-func (ls *Session) recoverInput(pending []*berth.Permission, queue []*berth.QueueEntry) {
-	for _, p := range pending {
-		ls.adoptable = append(ls.adoptable, *p)
-	}
-	ls.sess.PendingPermissions = 0
-	ls.takeInput(queue)
-}
-
-// recoverTurn sets up the turn in flight, open, of a wired live session: it
+// recover sets up the turn in flight, open, of a wired live session: it
 // waits for the answer to the latest prompt the agent has not answered (a
 // steer's follow-up is a later prompt), or, when no prompt went out, wait
 // is nil and the turn's prompt is to be sent.
-func (ls *Session) recoverTurn(open string, h shim.Hello) (*turn, func(context.Context) (acp.PromptResponse, error), error) {
+func (tr *turns) recover(open string, h shim.Hello) (*turn, func(context.Context) (acp.PromptResponse, error), error) {
+	ls := tr.ls
 	// The output so far is counted where the shim counted it. A turn's
 	// drops the shim reports when the turn ends; those between turns it
 	// reported at the first, which a daemon has warned of.
-	ls.out = outputWindow{turnID: open, recorded: h.OutputKept, truncated: h.OutputTruncated,
+	ls.out.w = outputWindow{turnID: open, recorded: h.OutputKept, truncated: h.OutputTruncated,
 		warned: open == "" && h.OutputTruncated}
 	if open == "" {
 		return nil, nil, nil
 	}
 	t := &turn{id: open, done: make(chan struct{}), promptSent: make(chan struct{})}
-	ls.turn, ls.lastActivity = t, time.Now()
+	tr.cur, tr.lastActivity = t, time.Now()
 	latest := int64(-1)
 	for _, c := range h.Calls {
 		if c.Method != acp.MethodSessionPrompt || (c.AnsweredAt > 0 && c.AnsweredAt <= h.From) {
@@ -117,9 +104,18 @@ func (ls *Session) recoverTurn(open string, h shim.Hello) (*turn, func(context.C
 	}
 	close(t.promptSent)
 	wait, err := ls.client.ExpectPrompt(latest, func(resp acp.PromptResponse, err error) {
-		ls.endTurn(t, turnEnd(resp, err, false), ls.linePos())
+		tr.end(t, turnEnd(resp, err, false), ls.client.Position())
 	})
 	return t, wait, err
+}
+
+// await ends a reattached turn when the answer to its prompt comes, or
+// when the connection ends without one.
+func (tr *turns) await(t *turn, wait func(context.Context) (acp.PromptResponse, error)) {
+	ls := tr.ls
+	defer ls.turnWG.Done()
+	resp, err := wait(context.Background())
+	tr.end(t, turnEnd(resp, err, ls.life.stopping()), 0)
 }
 
 // servedAgain names the agent's requests the replay reads again that the
@@ -146,12 +142,4 @@ func unansweredRequests(h shim.Hello) [][]byte {
 		}
 	}
 	return lines
-}
-
-// awaitTurn ends a reattached turn when the answer to its prompt comes, or
-// when the connection ends without one.
-func (ls *Session) awaitTurn(t *turn, wait func(context.Context) (acp.PromptResponse, error)) {
-	defer ls.turnWG.Done()
-	resp, err := wait(context.Background())
-	ls.endTurn(t, turnEnd(resp, err, ls.stopping()), 0)
 }

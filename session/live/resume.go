@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"os"
 
 	"github.com/berth-sh/berth"
 )
@@ -20,27 +21,8 @@ func (ls *Session) LoadInput(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ls.takeInput(entries)
+	ls.queue.take(entries)
 	return nil
-}
-
-// takeInput restores the pending queue entries and the staged steer of a
-// session from its pending entries.
-func (ls *Session) takeInput(entries []*berth.QueueEntry) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	ls.sess.Queue.Pending = 0
-	for _, e := range entries {
-		switch {
-		case e.Generation != ls.sess.Queue.Generation:
-			// An interrupt moved on past it; it can never run.
-		case e.Kind == berth.EntrySteer:
-			ls.steer = e
-		default:
-			ls.sess.Queue.Pending++
-		}
-	}
-	ls.changedLocked()
 }
 
 // Resumable says whether resuming a session can help: it is stopped, its
@@ -52,4 +34,10 @@ func Resumable(s *berth.Session) bool {
 		return false
 	}
 	return s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != ""
+}
+
+// WorkspaceExists reports whether dir is an existing directory.
+func WorkspaceExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
 }

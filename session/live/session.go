@@ -1,17 +1,10 @@
 package live
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -19,40 +12,19 @@ import (
 	"github.com/berth-sh/berth/shim"
 )
 
-// MaxTurnText caps the message text of a turn kept in memory.
-const MaxTurnText = 1 << 20
-
-// maxRecentResults bounds how many finished turns a live session remembers for
-// late WaitTurn callers; older ones are rebuilt from the log.
-const maxRecentResults = 64
-
 // Session is one live session: its agent process, ACP connection, current
 // turn and the goroutines that serve it. The monitor goroutine is the only
-// one that finalises the session (moves it to stopped).
+// one that finalises the session (moves it to stopped). It reaches whoever
+// owns the set of sessions only through its Host (host.go).
 //
-// Lock order: a session lock (sessionlock.go), then Manager.mu, then mu.
-// Manager.mu is never held while mu is taken; boxMu and the terminals'
-// lock are never held together with mu.
-//
-// Owners: m, id, logger, spec, workspace, resumeFrom and resumed are set
-// before the live session is live and never change. mu owns the fields from sess to
-// adoptable, but for the atomics (warnedStdout, detached). boxMu owns the
-// daemon's sandbox (sandbox, boxClosed). provider, boxCfg, boxRef,
-// shimSocket, shim and acpID are set on the one path to live (live.go)
-// before ready is closed (shim under mu: the supervisor may look); proc,
-// client, root, wsReal and terminals are set by wire, and whoever may run
-// before it (stop) waits for ready. The monitor alone waits for the
-// counters wg, turnWG and stderrWG.
-//
-// Three kinds of wait happen under mu, on purpose:
+// Its locks and what each guards are declared below, after the one line
+// that orders them. Three kinds of wait happen under mu, on purpose:
 //   - store calls: saveLocked writes the session while ls.sess moves with
-//     it, and the queue's claims, enqueues and cancels (queue.go,
-//     handler.go) write while the queue's counters in ls.sess move with
-//     them, so two callers never claim one entry nor see a count the store
-//     does not have. It is safe: the store never calls back into a
-//     live session, and a slow store stalls this session alone (Manager.mu is
-//     not held).
-//   - the commit of turn_started: logTurnStartedLocked waits for it under
+//     it, and the queue's claims, enqueues and cancels (queue.go) write
+//     while the queue's counters in ls.sess move with them, so two callers
+//     never claim one entry nor see a count the store does not have. It is safe: the store never calls back into a
+//     live session, and a slow store stalls this session alone.
+//   - the commit of turn_started: turns.logStartedLocked waits for it under
 //     mu, so the agent is prompted only once the log has the turn. It is
 //     safe for the reason below.
 //   - event-log back-pressure: emit called under mu may wait in
@@ -62,189 +34,82 @@ const maxRecentResults = 64
 //     room, never takes mu; and the wait is this session's own (its byte
 //     budget) or the whole log's.
 type Session struct {
-	// h is the seam to the manager (host.go).
-	h      *Host
-	id     string
-	logger *slog.Logger
-	// tools is the berth entry of the agent's MCP servers, with the
-	// socket and credential of the agent start under way (nil without
-	// berth tools); set before the agent starts, read for its session/new,
-	// load or resume.
-	tools *acp.McpServer
-	// toolsWarning, set with tools, says why the agent has no berth
-	// tools; start logs it.
-	toolsWarning string
+	// Set by New, never changed.
+	h         *Host // the seam to the manager (host.go)
+	id        string
+	logger    *slog.Logger
+	spec      berth.AgentSpec
+	workspace string
 
-	// mu guards the fields below it, up to boxMu. Events that must stay
-	// ordered against turn boundaries are enqueued while it is held.
+	// Lock order: conversation.authMu > controls.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu
+	// A lock is taken holding none that comes after it, and no Host
+	// callback is called holding any (lockorder_test.go checks every
+	// path). The components' locks are declared with what they guard.
+
+	// recordMu pairs a stored record with its event: a request holds it
+	// (read) from its store write to its event, and detach takes it
+	// (write) before setting detached, so the next daemon never adopts a
+	// record whose event this one dropped.
+	recordMu sync.RWMutex
+	// mu guards the fields below, up to detached, and the components'
+	// fields their comments say it guards. Events that must stay ordered
+	// against turn boundaries are enqueued while it is held.
 	mu         sync.Mutex
 	sess       berth.Session
-	turn       *turn
-	results    map[string]*berth.TurnResult
-	resultIDs  []string
 	stopReason berth.StopReason
 	failure    *berth.Failure
 	// exited is set once the agent process is gone: from then on nothing
 	// starts (turns, stops) and the monitor alone finishes the session.
-	exited     bool
-	stderrTail []string
-	// steer is the staged steer entry, next the interrupt waiting for the
-	// cancelled turn to end (see queue.go).
-	steer *berth.QueueEntry
-	next  *nextTurn
-	// seenMessages is the agent's message count at the supervisor's last
-	// look, lastActivity when it last moved; hung is set while a turn is
-	// stalled (see supervise.go).
-	seenMessages int64
-	lastActivity time.Time
-	hung         bool
-	// retryPending and dispatchRetries pace dispatch retries after a failed claim.
-	retryPending    bool
-	dispatchRetries int
-	// perms are the permission requests waiting for a decision; remembered
-	// maps a tool kind to the allow_always or reject_always a user gave it.
-	perms      map[string]*permWaiter
-	remembered map[string]string
-	// outcomes says, for recent entries, which turn ran them or that they
-	// were canceled; inputChanged is closed and replaced when one is added.
-	outcomes     map[string]EntryOutcome
-	outcomeIDs   []string
-	inputChanged chan struct{}
-	// warnedStdout is set once a non-JSON stdout line has been reported.
-	warnedStdout atomic.Bool
+	exited bool
+	// rewinding is set while Rewind restores the workspace: no input is
+	// taken meanwhile.
+	rewinding bool
+	// published is the Session JSON last published on the all-sessions
+	// stream (see changes.go).
+	published []byte
+	// shim is the agent's shim, when it runs in one (set under mu once
+	// live: the supervisor may look).
+	shim *shim.Proc
+
 	// detached is set when the daemon lets go of an agent that runs on in
 	// its shim (a graceful shutdown): from then on the live session records
 	// nothing, and the next daemon carries on.
 	detached atomic.Bool
-	// early holds the agent's updates that came before session_started,
-	// logged right after it (or before session_stopped). Guarded by mu.
-	early []berth.Event
-	// out counts the agent's output of the turn in flight, or since the
-	// last turn, against limits.max_turn_output (output.go). Guarded by mu.
-	out outputWindow
-	// recordMu pairs a stored record with its event: a request holds it
-	// (read) from its store write to its event, and detach takes it
-	// (write) before setting detached, so the next daemon never adopts a
-	// record whose event this one dropped. Taken before mu, never under it.
-	recordMu sync.RWMutex
-	// tree is the session's side of its tree of sessions (children.go).
-	tree treeState
-	// controls serialises changes of the agent's mode, model and config
-	// (patch.go).
-	controls controlsLock
-	// published is the Session JSON last published on the all-sessions
-	// stream (see changes.go).
-	published []byte
-	// shim is the agent's shim, when it runs in one.
-	shim *shim.Proc
-	// adoptable are the pending permissions of a reattached session: the
-	// agent's request, served again, takes its record back instead of
-	// making a new one.
-	adoptable []berth.Permission
-	// elics are the elicitations waiting for an answer, adoptableElics
-	// the stored pending ones of a reattached session (elicitation.go).
-	elics          map[string]*elicWaiter
-	adoptableElics []berth.Elicitation
-	// elicsArriving counts requests past the cap check not yet waiting.
-	elicsArriving int
-	// boxMu guards opening sandbox lazily: with a shim the agent's own
-	// sandbox is the shim's, and the daemon opens one for terminals and
-	// exec only when they are asked for.
-	boxMu      sync.Mutex
-	boxClosed  bool
-	provider   berth.SandboxProvider
-	boxCfg     berth.SandboxConfig
-	boxRef     string
-	shimSocket string
+	// leaseLost is set when the store refused a write because another
+	// node holds the session's lease: the manager is told once no lock is
+	// held (unlock, tellLeaseLost), never under one.
+	leaseLost atomic.Bool
 
-	spec berth.AgentSpec
-	// program is the path the agent's command starts from in its sandbox
-	// (agentProgram), set with boxCfg by launch.
-	program string
-	// resumeFrom is the ACP session id a resumed session reopens.
-	resumeFrom string
-	// resumed is set, before the live session is live, when it resumes a
-	// stopped session; it never changes.
-	resumed bool
-	// rewinding is set while Rewind restores the workspace: no input is
-	// taken meanwhile. Guarded by mu.
-	rewinding bool
-	// fork is what a session forked from a checkpoint starts from; nil
-	// for any other. It never changes.
-	fork *Fork
-	// carry is the transcript the next prompt carries to an agent that
-	// could not reopen the conversation. Guarded by mu.
-	carry string
-	// workspace is the session's workspace path; it never changes.
-	workspace string
-	// The fields below are set by start before it closes ready; readers
-	// that may run earlier (stop) wait for ready.
-	ready chan struct{}
-	// handshook is closed when start has returned: the session is active or stopped.
-	handshook chan struct{}
-	sandbox   berth.Sandbox
+	// proc, client and terminals are set by wire before ready is closed;
+	// whoever may run before it (stop) waits for ready.
 	proc      berth.Process
 	client    *acp.Client
-	// acpID is the agent's session id; clear replaces it while no turn runs.
-	acpID atomic.Pointer[string]
-	// init and handler are the agent's initialize answer and berth's
-	// handler of its connection, kept for a start finished later
-	// (authenticate) and for clear.
-	init    *acp.InitializeResponse
-	handler *agentHandler
-	// awaitingAuth is set while the session waits in starting for
-	// authenticate. Guarded by mu.
-	awaitingAuth bool
-	// clearing is set while clear replaces the conversation: no input is
-	// taken or dispatched. Guarded by mu.
-	clearing bool
-	// authMu serializes authenticate and clear: each may open a conversation.
-	authMu sync.Mutex
-	root   *os.Root        // the workspace, for confined fs access
-	wsReal string          // the workspace with symlinks resolved
-	hidden map[fileID]bool // the hidden paths' identities, refused by the file service
-	// afterLstat, set by tests only, runs in openConfined between looking
-	// at a path component and opening it: where a swap would race.
-	afterLstat func(name string)
-	terminals  *terminals
-
-	finished chan struct{} // closed once the session is stopped and torn down
+	terminals *terminals
 	// wg counts cancel-grace timers and terminal waiters; turnWG the turn
-	// runners; stderrWG the stderr reader. The monitor waits for all three
-	// before it logs session_stopped.
-	wg       sync.WaitGroup
-	turnWG   sync.WaitGroup
-	stderrWG sync.WaitGroup
+	// runners (and out.stderrWG the stderr reader). The monitor waits for
+	// them all before it logs session_stopped.
+	wg     sync.WaitGroup
+	turnWG sync.WaitGroup
+
+	// The components: each owns its fields, and reaches the session
+	// through its back-pointer.
+	life     lifecycle    // lifecycle.go
+	conv     conversation // auth.go, start.go, clear.go
+	turns    turns        // turn.go
+	queue    queue        // queue.go
+	asks     asks         // asks.go, permission.go, elicitation.go
+	out      output       // output.go
+	controls controls     // controls.go, patch.go
+	files    files        // fs.go, fswalk.go
+	box      box          // box.go
+	tree     tree         // children.go
 }
 
-// turn is one prompt round in flight.
-type turn struct {
-	id string
-	// text is the agent's message so far, for ?wait=true; past
-	// maxTurnText it is dropped and textCut set (the log has it all).
-	text            strings.Builder
-	textCut         bool
-	cancelRequested bool
-	// steerIn is a steer taken at a tool-call boundary and waiting for the
-	// answer to the cancelled prompt; continueWith is it once that came.
-	steerIn      Input
-	steerID      string
-	continueWith Input
-	// steerCancelSent is closed once the steer's session/cancel is written.
-	steerCancelSent chan struct{}
-	// promptSent is closed once the turn's current prompt is written (or
-	// could not be); a cancel waits for it. Guarded by ls.mu.
-	promptSent chan struct{}
-	done       chan struct{}
-	result     *berth.TurnResult
-	graceTimer *time.Timer
-	// began is when this daemon started the turn (zero for one a previous
-	// daemon started: its duration is not known here).
-	began time.Time
-	// checkpoint is the id of the checkpoint taken before the turn, once
-	// it is (a prune keeps it while the turn runs). Guarded by ls.mu.
-	checkpoint string
-}
+// ID is the session's id.
+func (ls *Session) ID() string { return ls.id }
+
+// Logger is the session's logger.
+func (ls *Session) Logger() *slog.Logger { return ls.logger }
 
 // View returns a copy of the session as the API shows it.
 func (ls *Session) View() *berth.Session {
@@ -258,36 +123,20 @@ func (ls *Session) viewLocked() *berth.Session {
 	if seq := ls.h.Log.LastSeq(ls.id); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
-	if ls.turn != nil {
-		s.CurrentTurnID = ls.turn.id
+	if ls.turns.cur != nil {
+		s.CurrentTurnID = ls.turns.cur.id
 	} else {
 		s.CurrentTurnID = ""
 	}
-	s.Badge = s.ComputeBadge(ls.turn != nil, ls.hung)
+	s.Badge = s.ComputeBadge(ls.turns.cur != nil, ls.turns.hung)
 	if ls.h.InCluster {
 		s.Node = ls.h.NodeID
 	}
 	return &s
 }
 
-// transition moves the session to state `to`, writing the store first. It
-// refuses moves the state machine does not allow.
-func (ls *Session) transition(ctx context.Context, to berth.State, mutate func(*berth.Session)) error {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	from := ls.sess.State
-	if !berth.CanTransition(from, to) {
-		return berth.Errorf(berth.EConflict, "session cannot go from %s to %s", from, to)
-	}
-	return ls.saveLocked(ctx, from, func(s *berth.Session) {
-		s.State = to
-		if mutate != nil {
-			mutate(s)
-		}
-	})
-}
-
-// save writes a change that keeps the state.
+// save writes a change that keeps the state. Patch calls it holding its
+// controls lock: the caller tells of a lease lost (tellLeaseLost).
 func (ls *Session) save(ctx context.Context, mutate func(*berth.Session)) error {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -296,22 +145,40 @@ func (ls *Session) save(ctx context.Context, mutate func(*berth.Session)) error 
 
 // saveLocked writes a change of the session, guarded by its stored state
 // being from, and then takes it. The store is called under mu (see
-// live session): what the session is and what is stored move as one.
+// Session): what the session is and what is stored move as one. A write
+// refused for a lease another node holds is told to the manager once no
+// lock is held (unlock, tellLeaseLost).
 func (ls *Session) saveLocked(ctx context.Context, from berth.State, mutate func(*berth.Session)) error {
 	next := ls.sess
 	mutate(&next)
 	next.UpdatedAt = time.Now().UTC()
 	next.Resumable = Resumable(&next)
-	next.Badge = next.ComputeBadge(ls.turn != nil, ls.hung)
+	next.Badge = next.ComputeBadge(ls.turns.cur != nil, ls.turns.hung)
 	if err := ls.h.Store.UpdateSession(ctx, &next, from); err != nil {
 		if berth.IsCode(err, berth.ELeaseLost) {
-			ls.h.LeaseLost(ls.id)
+			ls.leaseLost.Store(true)
 		}
 		return err
 	}
 	ls.sess = next
 	ls.changedLocked()
 	return nil
+}
+
+// unlock releases mu, then tells the manager of a lease lost meanwhile.
+// Only a path that holds no other lock of the session releases mu this
+// way; one that does calls tellLeaseLost once it has released them all.
+func (ls *Session) unlock() {
+	ls.mu.Unlock()
+	ls.tellLeaseLost()
+}
+
+// tellLeaseLost tells the manager, once, of a lease lost while the caller
+// held its locks (Host.LeaseLost is a callback); it holds none now.
+func (ls *Session) tellLeaseLost() {
+	if ls.leaseLost.CompareAndSwap(true, false) {
+		ls.h.LeaseLost(ls.id)
+	}
 }
 
 // Emit enqueues one event; the log assigns its seq and persists it before
@@ -329,20 +196,8 @@ func (ls *Session) emitFrom(src int64, turnID, typ string, data any) {
 	ls.emitEvent(ev)
 }
 
-// linePos is where the agent line being dispatched ends.
-func (ls *Session) linePos() int64 { return ls.client.Position() }
-
-// emitEarlyLocked logs the agent's updates held back until session_started
-// (see agentHandler.SessionUpdate), in arrival order.
-func (ls *Session) emitEarlyLocked() {
-	for _, ev := range ls.early {
-		ls.emitEvent(ev)
-	}
-	ls.early = nil
-}
-
 // emitEvent hands ev to the log. Called under mu it may wait for the log's
-// room (see live session): the log's writer never takes mu.
+// room (see Session): the log's writer never takes mu.
 func (ls *Session) emitEvent(ev berth.Event) {
 	if ls.detached.Load() {
 		// The next daemon replays whatever this one did not record.
@@ -351,33 +206,6 @@ func (ls *Session) emitEvent(ev berth.Event) {
 	if err := ls.h.Log.Append(context.Background(), ev); err != nil {
 		ls.logger.Error("event not logged", "type", ev.Type, "err", err)
 	}
-}
-
-// currentTurnID returns the id of the turn in flight, or "".
-func (ls *Session) currentTurnID() string {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.turn == nil {
-		return ""
-	}
-	return ls.turn.id
-}
-
-// requestStop records why the session is stopping; the first reason wins,
-// and once the agent has exited the monitor's classification stands.
-func (ls *Session) requestStop(reason berth.StopReason, failure *berth.Failure) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if ls.stopReason == "" && !ls.exited {
-		ls.stopReason, ls.failure = reason, failure
-	}
-}
-
-// stopping reports whether a stop was requested.
-func (ls *Session) stopping() bool {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.stopReason != ""
 }
 
 // Stop stops the agent (SIGTERM to its group, grace, SIGKILL, reap) and
@@ -389,20 +217,20 @@ func (ls *Session) stopping() bool {
 // Serialised this way, a stop racing a resume sees it active and stops it
 // (session_started, then session_stopped), or sees it failed and stopped.
 func (ls *Session) Stop(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
-	if ls.resumed {
+	if ls.conv.resumed {
 		select {
-		case <-ls.handshook:
+		case <-ls.life.handshook:
 		case <-ctx.Done():
 			return
 		}
 	}
-	ls.requestStop(reason, failure)
-	if err := ls.transition(ctx, berth.StateStopping, nil); err != nil && !berth.IsCode(err, berth.EConflict) {
+	ls.life.requestStop(reason, failure)
+	if err := ls.life.transition(ctx, berth.StateStopping, nil); err != nil && !berth.IsCode(err, berth.EConflict) {
 		ls.logger.Warn("could not record stopping", "err", err)
 	}
 	// The agent may not be started yet: once it is, start sees the stop.
 	select {
-	case <-ls.ready:
+	case <-ls.life.ready:
 	case <-ctx.Done():
 		return
 	}
@@ -412,326 +240,7 @@ func (ls *Session) Stop(ctx context.Context, reason berth.StopReason, failure *b
 		}
 	}
 	select {
-	case <-ls.finished:
+	case <-ls.life.finished:
 	case <-ctx.Done():
 	}
 }
-
-// monitor waits for the agent to exit, tears everything down in order and
-// moves the session to stopped. session_stopped is always the last event.
-func (ls *Session) monitor() {
-	defer ls.h.Monitors.Done()
-	status, werr := ls.proc.Wait()
-	if errors.Is(werr, shim.ErrDetached) || ls.detached.Load() {
-		// Even an exit seen while letting go is the next daemon's to
-		// record: the shim keeps the agent's last words and its status.
-		ls.teardownDetached()
-		return
-	}
-	ls.mu.Lock()
-	ls.exited = true
-	ls.mu.Unlock()
-	// Nothing of the agent's process group may outlive it.
-	_ = ls.proc.Signal(syscall.SIGKILL)
-	if errors.Is(werr, shim.ErrLost) {
-		// The shim died without reporting: its agent goes with it.
-		shim.KillAgent(ls.proc.Pid(), ls.id)
-		ls.logger.Warn("the agent's shim went away", "session_id", ls.id)
-	}
-	// Let the reader drain what the agent wrote before it died.
-	select {
-	case <-ls.client.Done():
-	case <-time.After(2 * time.Second):
-	}
-	ls.drain()
-
-	ls.mu.Lock()
-	reason, failure := ls.stopReason, ls.failure
-	if reason == "" {
-		reason, failure = classifyExit(status, ls.stderrTail, ls.sess.State == berth.StateStarting)
-	} else if reason == berth.StopStartupFailed && failure != nil && len(ls.stderrTail) > 0 {
-		// The agent's own words say best why it did not start.
-		failure.Message += "\nstderr:\n" + strings.Join(ls.stderrTail, "\n")
-	}
-	ls.mu.Unlock()
-
-	ctx := context.Background()
-	// A tree never outlives its root: the children stop first.
-	ls.stopChildren(ctx)
-	ls.finish(ctx, reason, failure)
-	ls.childStopped(ctx, reason)
-	ls.closeBox(ctx)
-	if ls.shim != nil {
-		// The shim may go: this daemon has the exit.
-		ls.shim.Release()
-		shim.BundleOf(ls.shimSocket, ls.id).Remove(true)
-	}
-	// Whatever left the agent's process group (setsid, a double fork) and
-	// still carries the session's id dies with the session: the host
-	// provider has no namespace to do it.
-	ls.h.Sweep(ls.id)
-	ls.h.Forget(ls)
-	close(ls.finished)
-}
-
-// drain closes the connection to the agent and waits for every goroutine
-// that serves it. Closing the connection fails the prompt in flight and
-// waits for every request handler (fs, terminal, permission); cancel-grace
-// timers and terminal waiters may still log events until they return.
-func (ls *Session) drain() {
-	_ = ls.client.Close()
-	ls.terminals.closeAll()
-	ls.turnWG.Wait()
-	ls.wg.Wait()
-	ls.waitStderr()
-	if ls.root != nil {
-		_ = ls.root.Close()
-	}
-}
-
-// finish logs session_stopped, committed before anything else is, and
-// records the session stopped. Every other producer of the session's
-// events has returned by now, so session_stopped is its last event.
-func (ls *Session) finish(ctx context.Context, reason berth.StopReason, failure *berth.Failure) {
-	// The session's berth tools credential dies with it.
-	ls.h.RevokeTools(ls.id, true)
-	kind := ""
-	if failure != nil {
-		kind = failure.Kind
-	}
-	ls.h.Observer.AgentExited(reason, kind)
-	// A session that never started still logs what its agent said.
-	ls.mu.Lock()
-	ls.emitEarlyLocked()
-	ls.mu.Unlock()
-	ev := berth.NewEvent(ls.id, "", berth.EventSessionStopped, map[string]any{"stop_reason": reason, "failure": failure})
-	if failure != nil {
-		ls.logger.Info("session stopped", "stop_reason", reason, "failure", failure.Kind, "message", failure.Message)
-	} else {
-		ls.logger.Info("session stopped", "stop_reason", reason)
-	}
-	// A failed commit is retried: a stream of this session ends only on it.
-	for attempt := 0; ; attempt++ {
-		_, err := ls.h.Log.AppendSync(ctx, ev)
-		if err == nil {
-			break
-		}
-		ls.logger.Error("session_stopped not logged", "err", err, "attempt", attempt+1)
-		if attempt == 4 || berth.IsCode(err, berth.EUnavailable) || berth.IsCode(err, berth.ELeaseLost) {
-			break
-		}
-		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
-	}
-	for attempt := 0; ; attempt++ {
-		err := ls.transition(ctx, berth.StateStopped, func(s *berth.Session) {
-			s.StopReason, s.Failure, s.AgentPID = reason, failure, 0
-			s.ShimSocket, s.ShimPID = "", 0
-			s.ToolsHash = ""
-		})
-		if err == nil || berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ELeaseLost) || attempt == 4 {
-			if err != nil {
-				ls.logger.Error("could not record stopped", "err", err)
-			}
-			if !berth.IsCode(err, berth.ELeaseLost) {
-				// Stopped: this node drives the session no more.
-				ls.h.ReleaseLease(ctx, ls.id)
-			}
-			return
-		}
-		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
-	}
-}
-
-// waitStderr waits for the stderr reader, forcing it closed if something
-// the agent left behind still holds the pipe.
-func (ls *Session) waitStderr() {
-	done := make(chan struct{})
-	go func() { ls.stderrWG.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
-		if r := ls.proc.Stderr(); r != nil {
-			_ = r.Close()
-		}
-		<-done
-	}
-}
-
-// classifyExit turns an unrequested exit into a stop reason; an agent that
-// exits before its handshake completed failed to start.
-func classifyExit(st berth.ExitStatus, tail []string, handshaking bool) (berth.StopReason, *berth.Failure) {
-	msg := "agent exited with code " + strconv.Itoa(st.Code)
-	if st.Signal != "" {
-		msg = "agent killed by " + st.Signal
-	}
-	if handshaking {
-		msg = "the agent exited during the handshake: " + msg
-	}
-	if len(tail) > 0 {
-		msg += "\nstderr:\n" + strings.Join(tail, "\n")
-	}
-	switch {
-	case handshaking:
-		return berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg}
-	case st.Success():
-		return berth.StopAgentExited, nil
-	case st.Signal == "SIGKILL" && st.OOMKills > 0:
-		// Nobody sent it: the kernel did, at the sandbox's memory limit.
-		return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailSandbox,
-			Message: "out of memory: the sandbox reached its memory limit (memory_mb) and the kernel killed the agent\n" + msg}
-	}
-	return berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailProcessExit, Message: msg}
-}
-
-// readStderr turns the agent's stderr into agent_stderr events and keeps a
-// tail for failure messages.
-func (ls *Session) readStderr(r interface{ Read([]byte) (int, error) }) {
-	defer ls.stderrWG.Done()
-	// Small: stderr is a trickle, and a thousand idle sessions each hold
-	// this while they wait for it. A line is made when one comes.
-	var buf []byte
-	chunk := make([]byte, 4<<10)
-	for {
-		n, err := r.Read(chunk)
-		data := chunk[:n]
-		for len(data) > 0 {
-			i := bytes.IndexByte(data, '\n')
-			if i < 0 {
-				buf = appendCapped(buf, data)
-				break
-			}
-			buf = appendCapped(buf, data[:i])
-			ls.stderrLine(string(buf))
-			buf = buf[:0]
-			data = data[i+1:]
-		}
-		if err != nil {
-			if len(buf) > 0 {
-				ls.stderrLine(string(buf))
-			}
-			return
-		}
-	}
-}
-
-// maxStderrLine caps one stderr line kept in an event.
-const maxStderrLine = 4096
-
-func appendCapped(buf, data []byte) []byte {
-	if room := maxStderrLine - len(buf); room < len(data) {
-		data = data[:max(room, 0)]
-	}
-	return append(buf, data...)
-}
-
-// stderrLine records one line of the agent's stderr.
-func (ls *Session) stderrLine(line string) {
-	line = strings.TrimRight(line, "\r")
-	ls.mu.Lock()
-	ls.stderrTail = append(ls.stderrTail, line)
-	if len(ls.stderrTail) > 20 {
-		ls.stderrTail = ls.stderrTail[len(ls.stderrTail)-20:]
-	}
-	turnID := ""
-	if ls.turn != nil {
-		turnID = ls.turn.id
-	}
-	// A line's event data is its JSON: about its length and a little.
-	if ls.admitOutputLocked(len(line) + len(`{"line":""}`)) {
-		ls.Emit(turnID, berth.EventAgentStderr, StderrData{Line: line})
-	}
-	ls.mu.Unlock()
-}
-
-// skippedLine warns, once per agent, that it wrote something other than
-// JSON-RPC to stdout (the line is skipped; the transport counts them all).
-func (ls *Session) skippedLine(line []byte) {
-	if !ls.warnedStdout.CompareAndSwap(false, true) {
-		return
-	}
-	// Tagged with the line's end: a replay after a restart does not warn twice.
-	ls.emitFrom(ls.linePos(), ls.currentTurnID(), berth.EventRuntimeWarning, map[string]string{
-		"reason": "the agent wrote a line to stdout that is not JSON-RPC; it was skipped (stdout is the protocol channel)",
-		"line":   string(line[:min(len(line), 200)]),
-	})
-}
-
-// oversizedLine records, in the session's log, a stdout line the agent
-// wrote that was over limits.max_line_bytes and was skipped. Tagged with
-// the line's end, so a shim's replay after a restart does not warn again
-// once the warning is committed. Only the ACP reader goroutine calls it.
-func (ls *Session) oversizedLine(size int64) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	ls.oversizedLineLocked(size)
-}
-
-// oversizedLineLocked is oversizedLine with mu held: a shim reports the
-// lines over the cap it did not spool (see shim.Report).
-func (ls *Session) oversizedLineLocked(size int64) {
-	limit := ls.client.MaxLineBytes()
-	ls.emitFrom(ls.linePos(), ls.currentTurnIDLocked(), berth.EventRuntimeWarning, map[string]any{
-		"reason": fmt.Sprintf("the agent wrote a line of %d bytes, over the cap of %d bytes (limits.max_line_bytes); it was skipped",
-			size, limit),
-		"line_bytes": size,
-		"max_bytes":  limit,
-	})
-}
-
-// StderrData is the data of an agent_stderr event.
-type StderrData struct {
-	Line string `json:"line"`
-}
-
-// rememberResult keeps a finished turn's result for late waiters.
-func (ls *Session) rememberResultLocked(r *berth.TurnResult) {
-	if ls.results == nil {
-		ls.results = make(map[string]*berth.TurnResult)
-	}
-	ls.results[r.TurnID] = r
-	ls.resultIDs = append(ls.resultIDs, r.TurnID)
-	if len(ls.resultIDs) > maxRecentResults {
-		delete(ls.results, ls.resultIDs[0])
-		ls.resultIDs = ls.resultIDs[1:]
-	}
-}
-
-// addChunk adds an agent message chunk to the turn's text. A chunk whose
-// text is surely past maxTurnText is not decoded: a JSON string literal
-// of n bytes holds at least (n-2)/6 bytes of text.
-func (t *turn) addChunk(u *acp.Update) {
-	if t.textCut {
-		return
-	}
-	if raw := u.RawText(); raw != nil && t.text.Len()+(len(raw)-2)/6 > MaxTurnText {
-		t.textCut = true
-		t.text.Reset()
-		return
-	}
-	t.addText(u.Text())
-}
-
-// addText appends a message chunk to the turn's text, up to maxTurnText.
-func (t *turn) addText(s string) {
-	if t.textCut {
-		return
-	}
-	if t.text.Len()+len(s) > MaxTurnText {
-		t.textCut = true
-		t.text.Reset()
-		return
-	}
-	t.text.WriteString(s)
-}
-
-// WorkspaceExists reports whether dir is an existing directory.
-func WorkspaceExists(dir string) bool {
-	fi, err := os.Stat(dir)
-	return err == nil && fi.IsDir()
-}
-
-// ID is the session's id.
-func (ls *Session) ID() string { return ls.id }
-
-// Logger is the session's logger.
-func (ls *Session) Logger() *slog.Logger { return ls.logger }

@@ -2,9 +2,7 @@ package live
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -25,25 +23,25 @@ type Launching struct {
 }
 
 // Launch opens the sandbox and starts the agent in the background, for
-// start (or abortLaunch) to wait for: a create runs it while the session
+// Start (or AbortLaunch) to wait for: a create runs it while the session
 // is stored.
 func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *Launching {
 	ls.mu.Lock()
 	sess := ls.sess
 	ls.mu.Unlock()
-	ls.provider = provider
+	ls.box.provider = provider
 	sess.ToolsHash = ""
 	st := ls.h.Prepare(&sess, ls.spec, provider)
-	ls.tools, ls.toolsWarning, ls.boxCfg, ls.program = st.Tools, st.ToolsWarning, st.Box, st.Program
+	ls.conv.tools, ls.conv.toolsWarning, ls.box.cfg, ls.box.program = st.Tools, st.ToolsWarning, st.Box, st.Program
 	// The agent's stdout continues the session's stream offsets.
 	l := &Launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
 		defer close(l.done)
 		// The agent's home files are fresh copies of the user's at every start.
-		if err := ls.h.CopyHomeFiles(ls.spec.HomeFiles, ls.boxCfg.Home); err != nil {
+		if err := ls.h.CopyHomeFiles(ls.spec.HomeFiles, ls.box.cfg.Home); err != nil {
 			ls.logger.Warn("home_files", "err", err)
 		}
-		l.proc, l.fail = ls.startAgent(ctx, l.base)
+		l.proc, l.fail = ls.box.start(ctx, l.base)
 	}()
 	return l
 }
@@ -55,7 +53,7 @@ func (ls *Session) AbortLaunch(ctx context.Context, l *Launching) {
 		return
 	}
 	<-l.done
-	if ls.tools != nil {
+	if ls.conv.tools != nil {
 		ls.h.RevokeTools(ls.id, true)
 	}
 	if l.proc == nil {
@@ -68,13 +66,13 @@ func (ls *Session) AbortLaunch(ctx context.Context, l *Launching) {
 			ls.logger.Warn("stop the agent of a session not stored", "err", err)
 		}
 		sp.Release()
-		shim.BundleOf(ls.shimSocket, ls.id).Remove(false)
+		shim.BundleOf(ls.box.socket, ls.id).Remove(false)
 		return
 	}
 	if _, err := l.proc.Stop(ctx, grace); err != nil {
 		ls.logger.Warn("stop the agent of a session not stored", "err", err)
 	}
-	ls.closeBox(ctx)
+	ls.box.close(ctx)
 }
 
 // Start takes over the agent l starts and completes the ACP handshake. A
@@ -84,7 +82,8 @@ func (ls *Session) AbortLaunch(ctx context.Context, l *Launching) {
 // cancelled (CreateSession detaches it): every path ends in a recorded
 // state.
 func (ls *Session) Start(ctx context.Context, l *Launching) error {
-	defer close(ls.handshook)
+	defer ls.tellLeaseLost()
+	defer close(ls.life.handshook)
 	h := ls.h
 	if h.Launcher != nil {
 		// The agent is up (or never will be): the next spare shim may
@@ -93,16 +92,16 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	}
 	<-l.done
 	proc, f, base := l.proc, l.fail, l.base
-	if ls.toolsWarning != "" {
+	if ls.conv.toolsWarning != "" {
 		// Said now that the session's log has begun.
 		ls.mu.Lock()
-		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": ls.toolsWarning})
+		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": ls.conv.toolsWarning})
 		ls.mu.Unlock()
 	}
 	if f != nil {
-		return ls.failStart(ctx, f)
+		return ls.life.failStart(ctx, f)
 	}
-	handler := ls.wire(proc, acp.Options{StartOffset: base})
+	handler := ls.life.wire(proc, acp.Options{StartOffset: base})
 	// The pid (and the shim) are recorded before anything can stop the
 	// session, so a daemon that dies now leaves what the next one needs to
 	// reattach, or to kill what is left.
@@ -110,217 +109,58 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 		s.AgentPID, s.ShimSocket, s.ShimPID = proc.Pid(), "", 0
 		s.ToolsHash = l.toolsHash
 		if ls.shim != nil {
-			s.ShimSocket, s.ShimPID = ls.shimSocket, ls.shim.ShimPID()
+			s.ShimSocket, s.ShimPID = ls.box.socket, ls.shim.ShimPID()
 		}
 	}); err != nil {
 		ls.logger.Warn("record agent pid", "err", err)
 	}
-	ls.run(nil)
+	ls.life.run(nil)
 	// From here stop() can reach the agent; a stop that came earlier
 	// is acted on now, and the handshake below fails fast.
-	close(ls.ready)
+	close(ls.life.ready)
 
 	hctx, cancel := context.WithTimeout(ctx, h.Limits.HandshakeTimeout)
 	defer cancel()
 	init, err := ls.client.Initialize(hctx, acp.Implementation{Name: "berth", Version: h.Version})
 	if err != nil {
-		return ls.handshakeFailed(ctx, "initialize", err)
+		return ls.conv.handshakeFailed(ctx, "initialize", err)
 	}
 	boundInit(&init, ls.logger)
 	// What the agent said of itself is kept whatever happens next: a
-	// session that fails to start still shows it (CONTRACT §3, issue 16.6).
+	// session that fails to start still shows it (docs/api.md, Sessions: states, badges, stop reasons).
 	ls.mu.Lock()
 	ls.sess.ACP.ProtocolVersion, ls.sess.ACP.AgentInfo = init.ProtocolVersion, init.AgentInfo
 	ls.sess.ACP.Capabilities, ls.sess.ACP.AuthMethods = init.AgentCapabilities, init.AuthMethods
 	ls.mu.Unlock()
 	if init.ProtocolVersion != acp.ProtocolVersion {
-		return ls.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
+		return ls.conv.handshakeFailed(ctx, "initialize", fmt.Errorf("agent speaks ACP protocol version %d, berth speaks %d", init.ProtocolVersion, acp.ProtocolVersion))
 	}
 	ls.mu.Lock()
 	servers := ls.sess.MCPServers
 	ls.mu.Unlock()
 	if err := checkMCPTransports(ls.spec.Name, init.Capabilities().McpCapabilities, servers); err != nil {
-		_ = ls.handshakeFailed(ctx, "initialize", err)
+		_ = ls.conv.handshakeFailed(ctx, "initialize", err)
 		return err
 	}
 	ls.mu.Lock()
 	// The controls the session had before a resume, to set again.
 	before := controlsOf(ls.sess.ACP)
 	ls.mu.Unlock()
-	ls.init, ls.handler = &init, handler
-	acpID, resumedBy, setup, err := ls.openACPSession(hctx, &init, handler)
+	ls.conv.init, ls.conv.handler = &init, handler
+	o, err := ls.conv.open(hctx, &init, handler)
 	if isAuthRequired(err) {
-		return ls.awaitAuth(ctx, err)
+		return ls.conv.awaitAuth(ctx, err)
 	}
 	if err != nil {
-		return ls.handshakeFailed(ctx, "session/new", err)
+		return ls.conv.handshakeFailed(ctx, "session/new", err)
 	}
-	return ls.activate(ctx, acpID, resumedBy, setup, before)
-}
-
-// activate makes a session whose agent opened its conversation (acpID)
-// active: the state and session_started are one step.
-// setup is the agent's answer to opening it and before the controls the
-// session had, set again after a resume.
-func (ls *Session) activate(ctx context.Context, acpID, resumedBy string, setup acp.SessionSetup, before berth.ACPInfo) error {
-	init := ls.init
-	info := berth.ACPInfo{SessionID: acpID, ProtocolVersion: init.ProtocolVersion,
-		AgentInfo: init.AgentInfo, Capabilities: init.AgentCapabilities, AuthMethods: init.AuthMethods}
-
-	// Going active and logging session_started are one step, so neither a
-	// stop nor the agent's exit can slip between them.
-	ls.mu.Lock()
-	if ls.exited || ls.stopReason != "" {
-		ls.mu.Unlock()
-		// A stop or the agent's exit raced the handshake; the monitor finishes the session.
-		<-ls.finished
-		return nil
+	transcript := ""
+	if o.carry {
+		transcript = ls.conv.readTranscript(ctx)
 	}
-	ls.setACPSession(acpID)
-	// What the agent offers: what its updates said so far, then its answer.
-	ctl := controlsOf(ls.sess.ACP)
-	applySetup(&ctl, setup)
-	info = withControls(info, ctl)
-	err := ls.saveLocked(ctx, berth.StateStarting, func(s *berth.Session) {
-		if ls.awaitingAuth || s.ACP.SessionID == "" {
-			// It waited for authentication to start: it has had it.
-			s.NeedsAuth = false
-		}
-		s.State, s.ACP = berth.StateActive, info
-	})
-	ls.awaitingAuth = false
-	if err == nil {
-		ls.Emit("", berth.EventSessionStarted, map[string]any{
-			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
-			"capabilities": info.Capabilities, "resumed_by": resumedBy})
-		ls.emitEarlyLocked()
-		ls.logger.Info("session started", "agent", ls.spec.Name, "resumed_by", resumedBy)
-		if ls.resumed {
-			// Before the queue runs, the session gets its mode and config back.
-			ls.mu.Unlock()
-			ls.reapplyControls(ctx, before)
-			ls.mu.Lock()
-		}
-		// A resumed session runs what it had queued.
-		ls.dispatchLocked(ctx)
-	}
-	ls.mu.Unlock()
-	if err != nil {
-		ls.logger.Error("could not record active", "err", err)
-		ls.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailInternal, Message: "the session could not be recorded active"})
-		_, _ = ls.proc.Stop(ctx, ls.h.Limits.StopGrace)
-		<-ls.finished
-	}
-	return nil
-}
-
-// openACPSession opens the agent's side of the session: a new one, or for
-// a resumed session its previous conversation, through session/load or
-// else session/resume when the agent offers them. It returns the ACP
-// session id and how the conversation was resumed ("" for a new one). A
-// conversation the agent cannot reopen becomes a new one whose first
-// prompt carries the transcript so far ("transcript"), with a
-// runtime_warning when reopening failed.
-func (ls *Session) openACPSession(ctx context.Context, init *acp.InitializeResponse, h *agentHandler) (string, string, acp.SessionSetup, error) {
-	prev := ls.resumeFrom
-	caps := init.Capabilities()
-	mcp := ls.mcpServers()
-	if prev == "" && ls.fork != nil {
-		// A fork's controls come from the agent's updates.
-		id, how, err := ls.openFork(ctx, caps, mcp)
-		return id, how, acp.SessionSetup{}, err
-	}
-	if prev == "" {
-		ns, err := ls.client.NewSession(ctx, ls.workspace, mcp)
-		return ns.SessionID, "", ns.SessionSetup, err
-	}
-	var err error
-	var setup acp.SessionSetup
-	how := ""
-	switch {
-	case caps.LoadSession:
-		// The replayed history is in the log already.
-		h.replaying.Store(true)
-		how = "load"
-		setup, err = ls.client.LoadSessionSetup(ctx, prev, ls.workspace, mcp)
-		h.replaying.Store(false)
-	case caps.CanResume():
-		how = "resume"
-		setup, err = ls.client.ResumeSessionSetup(ctx, prev, ls.workspace, mcp)
-	}
-	if how != "" && err == nil {
-		return prev, how, setup, nil
-	}
-	if err != nil {
-		ls.mu.Lock()
-		// The start goroutine is not one the monitor waits for: log only while the agent runs.
-		if !ls.exited {
-			ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": fmt.Sprintf(
-				"the agent could not reopen the conversation (session/%s: %v): it starts a new one, given the transcript so far", how, err)})
-		}
-		ls.mu.Unlock()
-	}
-	ns, err := ls.client.NewSession(ctx, ls.workspace, mcp)
-	if err != nil {
-		return "", "", acp.SessionSetup{}, err
-	}
-	carry, terr := ls.h.TranscriptPreamble(ctx, ls.id)
-	if terr != nil {
-		ls.logger.Warn("transcript for the new conversation", "err", terr)
-	}
-	ls.mu.Lock()
-	ls.carry = carry
-	ls.mu.Unlock()
-	return ns.SessionID, "transcript", ns.SessionSetup, nil
-}
-
-// handshakeFailed stops a session whose agent did not complete the
-// handshake; the monitor records it as startup_failed with the agent's
-// stderr tail.
-func (ls *Session) handshakeFailed(ctx context.Context, step string, err error) error {
-	msg := fmt.Sprintf("agent handshake failed at %s: %v", step, err)
-	var rpcErr *acp.Error
-	if errors.As(err, &rpcErr) && len(rpcErr.Data) > 0 && len(rpcErr.Data) <= 4096 {
-		// The error's data is often the real cause.
-		msg += " (" + string(rpcErr.Data) + ")"
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		msg = fmt.Sprintf("agent did not answer %s within %s", step, ls.h.Limits.HandshakeTimeout)
-	case errors.Is(err, acp.ErrClosed) || strings.Contains(err.Error(), acp.ErrClosed.Error()):
-		msg = fmt.Sprintf("agent exited during the handshake (%s)", step)
-	}
-	ls.requestStop(berth.StopStartupFailed, &berth.Failure{Kind: berth.FailHandshake, Message: msg})
-	_, _ = ls.proc.Stop(ctx, ls.h.Limits.StopGrace)
-	<-ls.finished
-	return nil
-}
-
-// failStart records a session that never got an agent running. It always
-// ends the live session, even when the store fails.
-func (ls *Session) failStart(ctx context.Context, f *berth.Failure) error {
-	defer func() {
-		ls.h.Forget(ls)
-		close(ls.ready)
-		close(ls.finished)
-	}()
-	ls.finish(ctx, berth.StopStartupFailed, f)
-	ls.childStopped(ctx, berth.StopStartupFailed)
-	return nil
-}
-
-// mcpServers are the MCP servers the agent is given: the session's own,
-// then berth's tools when it has them.
-func (ls *Session) mcpServers() []acp.McpServer {
-	ls.mu.Lock()
-	mcp := acpMCPServers(ls.sess.MCPServers)
-	ls.mu.Unlock()
-	if ls.tools != nil {
-		mcp = append(mcp, *ls.tools)
-	}
-	return mcp
+	return ls.conv.activate(ctx, o, transcript, before)
 }
 
 // ToolsServer is the berth entry of the agent's MCP servers, with its
 // socket and credential (nil when it has no berth tools).
-func (ls *Session) ToolsServer() *acp.McpServer { return ls.tools }
+func (ls *Session) ToolsServer() *acp.McpServer { return ls.conv.tools }

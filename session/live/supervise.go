@@ -30,7 +30,7 @@ func (ls *Session) AckSpool(ctx context.Context) {
 // stopped, and why.
 func (ls *Session) Supervise(now time.Time) berth.StopReason {
 	select {
-	case <-ls.handshook:
+	case <-ls.life.handshook:
 	default:
 		return ""
 	}
@@ -39,34 +39,14 @@ func (ls *Session) Supervise(now time.Time) berth.StopReason {
 	if ls.sess.State != berth.StateActive || ls.stopReason != "" || ls.exited || ls.client == nil {
 		return ""
 	}
-	lim := ls.h.Limits
-	// Any message from the agent is activity.
-	if n := ls.client.Stats().Messages; n != ls.seenMessages {
-		ls.seenMessages, ls.lastActivity = n, now
-		if ls.hung {
-			ls.hung = false
-			ls.changedLocked()
-			ls.Emit(ls.currentTurnIDLocked(), berth.EventRuntimeRecovered, map[string]any{"reason": "the agent is active again"})
-		}
-	}
-	t := ls.turn
-	if t != nil && ls.sess.PendingPermissions == 0 && ls.sess.PendingElicitations == 0 && lim.StallAfter > 0 {
-		quiet := now.Sub(ls.lastActivity)
-		if !ls.hung && quiet >= lim.StallAfter {
-			ls.hung = true
-			ls.changedLocked()
-			ls.Emit(t.id, berth.EventRuntimeWarning, map[string]any{
-				"reason": fmt.Sprintf("stalled: no activity from the agent for %s during the turn", quiet.Round(time.Second))})
-		}
-		if ls.hung && lim.StallTimeout > 0 && quiet >= lim.StallTimeout {
-			ls.cancelTurnLocked(t)
-			return berth.StopStallTimeout
-		}
+	if ls.turns.watchLocked(now) {
+		return berth.StopStallTimeout
 	}
 	if exp := ls.sess.ExpiresAt; exp != nil && !now.Before(*exp) {
 		return berth.StopTTLExpired
 	}
-	idle := t == nil && ls.sess.PendingPermissions == 0 && ls.sess.PendingElicitations == 0 && ls.sess.Queue.Pending == 0 && ls.steer == nil
+	lim := ls.h.Limits
+	idle := ls.turns.cur == nil && ls.sess.PendingPermissions == 0 && ls.sess.PendingElicitations == 0 && ls.sess.Queue.Pending == 0 && ls.queue.steer == nil
 	timeout := lim.IdleTimeout
 	if ls.sess.IdleTimeoutSeconds > 0 {
 		timeout = time.Duration(ls.sess.IdleTimeoutSeconds) * time.Second
@@ -75,4 +55,38 @@ func (ls *Session) Supervise(now time.Time) berth.StopReason {
 		return berth.StopIdleTimeout
 	}
 	return ""
+}
+
+// watchLocked is the supervisor's look at the agent's activity: any
+// message from it is activity; a turn with none for limits.stall_after,
+// and no question waiting for the user, is hung (a runtime_warning, until
+// the agent speaks again), and past limits.stall_timeout it is cancelled
+// and the session is to stop (true).
+func (tr *turns) watchLocked(now time.Time) bool {
+	ls := tr.ls
+	lim := ls.h.Limits
+	if n := ls.client.Stats().Messages; n != tr.seenMessages {
+		tr.seenMessages, tr.lastActivity = n, now
+		if tr.hung {
+			tr.hung = false
+			ls.changedLocked()
+			ls.Emit(tr.currentIDLocked(), berth.EventRuntimeRecovered, map[string]any{"reason": "the agent is active again"})
+		}
+	}
+	t := tr.cur
+	if t == nil || ls.sess.PendingPermissions > 0 || ls.sess.PendingElicitations > 0 || lim.StallAfter <= 0 {
+		return false
+	}
+	quiet := now.Sub(tr.lastActivity)
+	if !tr.hung && quiet >= lim.StallAfter {
+		tr.hung = true
+		ls.changedLocked()
+		ls.Emit(t.id, berth.EventRuntimeWarning, map[string]any{
+			"reason": fmt.Sprintf("stalled: no activity from the agent for %s during the turn", quiet.Round(time.Second))})
+	}
+	if tr.hung && lim.StallTimeout > 0 && quiet >= lim.StallTimeout {
+		tr.cancelLocked(t)
+		return true
+	}
+	return false
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/internal/ids"
-	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // defaultOutputLimit caps a terminal's kept output when the agent sets
@@ -24,7 +22,8 @@ const (
 
 // terminals are the commands an agent started through terminal/create.
 type terminals struct {
-	rt *Session
+	ls *Session
+	// mu guards m (the lock order is written on Session).
 	mu sync.Mutex
 	m  map[string]*terminal
 }
@@ -40,7 +39,7 @@ type terminal struct {
 }
 
 func newTerminals(ls *Session) *terminals {
-	return &terminals{rt: ls, m: make(map[string]*terminal)}
+	return &terminals{ls: ls, m: make(map[string]*terminal)}
 }
 
 // get returns a terminal by id or the JSON-RPC error for an unknown one.
@@ -54,35 +53,15 @@ func (ts *terminals) get(id string) (*terminal, error) {
 	return t, nil
 }
 
-// closeAll kills every terminal and waits for them to be reaped.
-func (ts *terminals) closeAll() {
-	ts.mu.Lock()
-	all := make([]*terminal, 0, len(ts.m))
-	for id, t := range ts.m {
-		all = append(all, t)
-		delete(ts.m, id)
-	}
-	ts.mu.Unlock()
-	for _, t := range all {
-		_, _ = t.proc.Stop(context.Background(), time.Second)
-		<-t.done
-	}
-}
-
-// CreateTerminal starts a command in the session's sandbox, in the
-// workspace (or a directory inside it).
-func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	ls := h.rt
-	dir := ls.workspace
-	if req.Cwd != "" {
-		rel, ok := ls.relPath(req.Cwd)
-		if !ok {
-			return acp.CreateTerminalResponse{}, ls.refuse("terminal", req.Cwd, "working directory outside the workspace")
-		}
-		dir = filepath.Join(ls.workspace, rel)
-		if real, err := filepath.EvalSymlinks(dir); err != nil || !pathx.Within(ls.wsReal, real) {
-			return acp.CreateTerminalResponse{}, ls.refuse("terminal", req.Cwd, "working directory resolves outside the workspace")
-		}
+// create starts a terminal (see CreateTerminal).
+func (ts *terminals) create(ctx context.Context, req acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	ls := ts.ls
+	dir, inside, resolves := ls.files.workDir(req.Cwd)
+	switch {
+	case !inside:
+		return acp.CreateTerminalResponse{}, ls.files.refuse("terminal", req.Cwd, "working directory outside the workspace")
+	case !resolves:
+		return acp.CreateTerminalResponse{}, ls.files.refuse("terminal", req.Cwd, "working directory resolves outside the workspace")
 	}
 	limit := defaultOutputLimit
 	if req.OutputByteLimit != nil && *req.OutputByteLimit >= 0 {
@@ -99,7 +78,7 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 		env = append(env, e.Name+"="+e.Value)
 	}
 	out := newCapBuffer(limit)
-	sb, err := ls.box(ctx)
+	sb, err := ls.box.open(ctx)
 	if err != nil {
 		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "no sandbox for the command: " + berth.ErrorMessage(err)}
 	}
@@ -109,10 +88,8 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "command did not start: " + berth.ErrorMessage(err)}
 	}
 	t := &terminal{id: ids.New("term"), command: commandLine(req.Command, req.Args), proc: proc, out: out, done: make(chan struct{})}
-	ls.terminals.mu.Lock()
-	ls.terminals.m[t.id] = t
-	ls.terminals.mu.Unlock()
-	turnID := ls.currentTurnID()
+	ts.add(t)
+	turnID := ls.turns.currentID()
 	ls.Emit(turnID, berth.EventTerminalStarted, map[string]any{"terminal_id": t.id, "command": t.command})
 	ls.wg.Add(1)
 	go func() {
@@ -134,9 +111,44 @@ func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTermina
 	return acp.CreateTerminalResponse{TerminalID: t.id}, nil
 }
 
+// add registers t: a stopping session kills it.
+func (ts *terminals) add(t *terminal) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.m[t.id] = t
+}
+
+// remove forgets terminal id.
+func (ts *terminals) remove(id string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	delete(ts.m, id)
+}
+
+// closeAll kills every terminal and waits for them to be reaped.
+func (ts *terminals) closeAll() {
+	ts.mu.Lock()
+	all := make([]*terminal, 0, len(ts.m))
+	for id, t := range ts.m {
+		all = append(all, t)
+		delete(ts.m, id)
+	}
+	ts.mu.Unlock()
+	for _, t := range all {
+		_, _ = t.proc.Stop(context.Background(), time.Second)
+		<-t.done
+	}
+}
+
+// CreateTerminal starts a command in the session's sandbox, in the
+// workspace (or a directory inside it).
+func (h *agentHandler) CreateTerminal(ctx context.Context, req acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	return h.ls.terminals.create(ctx, req)
+}
+
 // TerminalOutput returns the output so far and, once exited, the status.
 func (h *agentHandler) TerminalOutput(ctx context.Context, req acp.TerminalRequest) (acp.TerminalOutputResponse, error) {
-	t, err := h.rt.terminals.get(req.TerminalID)
+	t, err := h.ls.terminals.get(req.TerminalID)
 	if err != nil {
 		return acp.TerminalOutputResponse{}, err
 	}
@@ -153,7 +165,7 @@ func (h *agentHandler) TerminalOutput(ctx context.Context, req acp.TerminalReque
 
 // WaitForTerminalExit waits for the command to end.
 func (h *agentHandler) WaitForTerminalExit(ctx context.Context, req acp.TerminalRequest) (acp.TerminalExitStatus, error) {
-	t, err := h.rt.terminals.get(req.TerminalID)
+	t, err := h.ls.terminals.get(req.TerminalID)
 	if err != nil {
 		return acp.TerminalExitStatus{}, err
 	}
@@ -167,7 +179,7 @@ func (h *agentHandler) WaitForTerminalExit(ctx context.Context, req acp.Terminal
 
 // KillTerminal kills the command but keeps its output readable.
 func (h *agentHandler) KillTerminal(ctx context.Context, req acp.TerminalRequest) error {
-	t, err := h.rt.terminals.get(req.TerminalID)
+	t, err := h.ls.terminals.get(req.TerminalID)
 	if err != nil {
 		return err
 	}
@@ -177,14 +189,12 @@ func (h *agentHandler) KillTerminal(ctx context.Context, req acp.TerminalRequest
 
 // ReleaseTerminal kills the command if it still runs and forgets it.
 func (h *agentHandler) ReleaseTerminal(ctx context.Context, req acp.TerminalRequest) error {
-	ts := h.rt.terminals
+	ts := h.ls.terminals
 	t, err := ts.get(req.TerminalID)
 	if err != nil {
 		return err
 	}
-	ts.mu.Lock()
-	delete(ts.m, req.TerminalID)
-	ts.mu.Unlock()
+	ts.remove(req.TerminalID)
 	// Not ctx: the connection's context ends when the session stops, and
 	// the command must be killed all the same.
 	_, _ = t.proc.Stop(context.Background(), time.Second)

@@ -14,7 +14,7 @@ func TestTransitionRefusesMovesTheStateMachineForbids(t *testing.T) {
 	ls := hs.start()
 	ctx := context.Background()
 	for _, to := range []berth.State{berth.StateStarting, berth.StateActive} {
-		if err := ls.transition(ctx, to, nil); !berth.IsCode(err, berth.EConflict) {
+		if err := ls.life.transition(ctx, to, nil); !berth.IsCode(err, berth.EConflict) {
 			t.Fatalf("active → %s = %v, want conflict", to, err)
 		}
 	}

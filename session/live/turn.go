@@ -4,11 +4,95 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
 )
+
+// turns are the session's turns: the one in flight, the results of the
+// last ones for late waiters, and the supervisor's watch on the agent's
+// activity during a turn. The session's mu guards them.
+type turns struct {
+	ls *Session
+	// cur is the turn in flight, nil between turns.
+	cur *turn
+	// results are the results of recent turns by id, resultIDs their ids
+	// oldest first.
+	results   map[string]*berth.TurnResult
+	resultIDs []string
+	// seenMessages is the agent's message count at the supervisor's last
+	// look, lastActivity when it last moved; hung is set while a turn is
+	// stalled (see supervise.go).
+	seenMessages int64
+	lastActivity time.Time
+	hung         bool
+}
+
+// MaxTurnText caps the message text of a turn kept in memory.
+const MaxTurnText = 1 << 20
+
+// maxRecentResults bounds how many finished turns a live session remembers for
+// late WaitTurn callers; older ones are rebuilt from the log.
+const maxRecentResults = 64
+
+// turn is one prompt round in flight.
+type turn struct {
+	id string
+	// text is the agent's message so far, for ?wait=true; past
+	// MaxTurnText it is dropped and textCut set (the log has it all).
+	text            strings.Builder
+	textCut         bool
+	cancelRequested bool
+	// steerIn is a steer taken at a tool-call boundary and waiting for the
+	// answer to the cancelled prompt; continueWith is it once that came.
+	steerIn      Input
+	steerID      string
+	continueWith Input
+	// steerCancelSent is closed once the steer's session/cancel is written.
+	steerCancelSent chan struct{}
+	// promptSent is closed once the turn's current prompt is written (or
+	// could not be); a cancel waits for it. Guarded by ls.mu.
+	promptSent chan struct{}
+	done       chan struct{}
+	result     *berth.TurnResult
+	graceTimer *time.Timer
+	// began is when this daemon started the turn (zero for one a previous
+	// daemon started: its duration is not known here).
+	began time.Time
+	// checkpoint is the id of the checkpoint taken before the turn, once
+	// it is (a prune keeps it while the turn runs). Guarded by ls.mu.
+	checkpoint string
+}
+
+// addChunk adds an agent message chunk to the turn's text. A chunk whose
+// text is surely past MaxTurnText is not decoded: a JSON string literal
+// of n bytes holds at least (n-2)/6 bytes of text.
+func (t *turn) addChunk(u *acp.Update) {
+	if t.textCut {
+		return
+	}
+	if raw := u.RawText(); raw != nil && t.text.Len()+(len(raw)-2)/6 > MaxTurnText {
+		t.textCut = true
+		t.text.Reset()
+		return
+	}
+	t.addText(u.Text())
+}
+
+// addText appends a message chunk to the turn's text, up to MaxTurnText.
+func (t *turn) addText(s string) {
+	if t.textCut {
+		return
+	}
+	if t.text.Len()+len(s) > MaxTurnText {
+		t.textCut = true
+		t.text.Reset()
+		return
+	}
+	t.text.WriteString(s)
+}
 
 // TurnStartedData is the data of turn_started. EntryID names the queue
 // entry the turn runs, if any.
@@ -31,22 +115,80 @@ type TurnEndedData struct {
 	Usage      json.RawMessage `json:"usage,omitempty"`
 }
 
-// startTurnLocked begins a turn; the caller has checked that the session
+// CancelTurn cancels the turn in flight and returns its id.
+func (ls *Session) CancelTurn() (string, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	t := ls.turns.cur
+	if t == nil {
+		return "", berth.Errorf(berth.EConflict, "no turn in flight")
+	}
+	ls.turns.cancelLocked(t)
+	return t.id, nil
+}
+
+// WaitTurn waits for turn turnID when the session runs it or ran it of
+// late and returns its result; nil when the log is to say (the turn is
+// not known here, or its text was too long to keep), with entry set when
+// turnID is an interrupt's, which starts once the turn it cancelled ends.
+func (ls *Session) WaitTurn(ctx context.Context, turnID string) (res *berth.TurnResult, entry string, err error) {
+	ls.mu.Lock()
+	t := ls.turns.cur
+	res = ls.turns.results[turnID]
+	if ls.queue.next != nil && ls.queue.next.turnID == turnID {
+		entry = ls.queue.next.entryID
+	}
+	ls.mu.Unlock()
+	if res != nil || entry != "" || t == nil || t.id != turnID {
+		return res, entry, nil
+	}
+	select {
+	case <-t.done:
+		if !t.textCut {
+			return t.result, "", nil
+		}
+		return nil, "", nil
+	case <-ctx.Done():
+		return nil, "", ctx.Err()
+	}
+}
+
+func (tr *turns) currentIDLocked() string {
+	if tr.cur == nil {
+		return ""
+	}
+	return tr.cur.id
+}
+
+// currentID returns the id of the turn in flight, or "".
+func (tr *turns) currentID() string {
+	ls := tr.ls
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if tr.cur == nil {
+		return ""
+	}
+	return tr.cur.id
+}
+
+// startLocked begins a turn; the caller has checked that the session
 // is active and idle.
-func (ls *Session) startTurnLocked(turnID string, in Input, source string) string {
-	if err := ls.logTurnStartedLocked(turnID, TurnStartedData{Text: in.text, Content: in.content, Source: source}); err != nil {
+func (tr *turns) startLocked(turnID string, in Input, source string) string {
+	ls := tr.ls
+	if err := tr.logStartedLocked(turnID, TurnStartedData{Text: in.text, Content: in.content, Source: source}); err != nil {
 		ls.logger.Error("turn_started not logged", "turn_id", turnID, "err", err)
 	}
-	ls.beginTurnLocked(turnID, in)
+	tr.beginLocked(turnID, in)
 	return turnID
 }
 
-// logTurnStartedLocked logs turn_started and waits for its commit: the
+// logStartedLocked logs turn_started and waits for its commit: the
 // agent is prompted only once the log has the turn, so a daemon that dies
 // right after finds the turn its agent is working on, and a queued entry
 // is claimed only once its turn is there to show for it. The wait for the
-// commit is under mu (see live session): the log's writer never takes it.
-func (ls *Session) logTurnStartedLocked(turnID string, d TurnStartedData) error {
+// commit is under mu (see Session): the log's writer never takes it.
+func (tr *turns) logStartedLocked(turnID string, d TurnStartedData) error {
+	ls := tr.ls
 	if ls.detached.Load() {
 		return berth.Errorf(berth.EUnavailable, "the daemon is shutting down")
 	}
@@ -54,50 +196,52 @@ func (ls *Session) logTurnStartedLocked(turnID string, d TurnStartedData) error 
 	return err
 }
 
-// beginTurnLocked makes turnID the turn in flight (its turn_started is
+// beginLocked makes turnID the turn in flight (its turn_started is
 // logged) and starts its runner.
-func (ls *Session) beginTurnLocked(turnID string, in Input) {
+func (tr *turns) beginLocked(turnID string, in Input) {
+	ls := tr.ls
 	now := time.Now()
 	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), began: now}
-	ls.turn = t
-	ls.closeOutputLocked(turnID)
+	tr.cur = t
+	ls.out.closeLocked(turnID)
 	// A stall is measured from the turn's start at the earliest.
-	ls.lastActivity, ls.sess.LastActivityAt = now, now.UTC()
+	tr.lastActivity, ls.sess.LastActivityAt = now, now.UTC()
 	ls.changedLocked()
 	ls.turnWG.Add(1)
-	go ls.runTurn(t, in)
+	go tr.run(t, in)
 }
 
-// runTurn sends the prompt and ends the turn. A turn answered by the agent
+// run sends the prompt and ends the turn. A turn answered by the agent
 // is closed on the reader goroutine the moment the answer arrives, so
 // turn_ended follows exactly the updates sent before the answer; a turn
 // whose connection ended is closed here. A steer delivered during the turn
 // makes the answer to the cancelled prompt the start of another prompt in
 // the same turn.
-func (ls *Session) runTurn(t *turn, in Input) {
+func (tr *turns) run(t *turn, in Input) {
+	ls := tr.ls
 	defer ls.turnWG.Done()
 	ls.mu.Lock()
 	// An agent that could not reopen the conversation learns it here.
-	carry := ls.carry
-	ls.carry = ""
+	carry := ls.conv.carry
+	ls.conv.carry = ""
 	ls.mu.Unlock()
 	// A rewind's or a fork's note goes first; then the workspace is
 	// recorded as it is before the agent sees the prompt.
-	carry = ls.takeNote() + carry
-	ls.checkpointTurn(t)
+	carry = tr.takeNote() + carry
+	tr.checkpoint(t)
 	for {
 		answered := func(resp acp.PromptResponse, err error) {
-			if !ls.continueWithSteer(t, err) {
-				ls.endTurn(t, turnEnd(resp, err, false), ls.linePos())
+			if !tr.continueWithSteer(t, err) {
+				tr.end(t, turnEnd(resp, err, false), ls.client.Position())
 			}
 		}
 		// session/cancel waits for the prompt to be written: it must never overtake it.
 		sent := t.promptSent
 		ctx := acp.WithSent(context.Background(), func() { closeOnce(sent) })
-		resp, err := ls.client.PromptThen(ctx, ls.acpSession(), answered, in.blocks(carry)...)
+		resp, err := ls.client.PromptThen(ctx, ls.conv.id(), answered, in.blocks(carry)...)
 		carry = ""
 		closeOnce(sent)
-		if next, ok := ls.takeSteer(t); ok {
+		if next, ok := tr.takeSteer(t); ok {
 			// The steer's cancel goes out before its prompt, or the agent
 			// could take the cancel for the new prompt.
 			<-t.steerCancelSent
@@ -107,17 +251,18 @@ func (ls *Session) runTurn(t *turn, in Input) {
 			ls.mu.Unlock()
 			continue
 		}
-		ls.endTurn(t, turnEnd(resp, err, ls.stopping()), 0)
+		tr.end(t, turnEnd(resp, err, ls.life.stopping()), 0)
 		return
 	}
 }
 
 // continueWithSteer reports whether the answer to a prompt berth cancelled
 // to deliver a steer continues the turn with the steer's text.
-func (ls *Session) continueWithSteer(t *turn, err error) bool {
+func (tr *turns) continueWithSteer(t *turn, err error) bool {
+	ls := tr.ls
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.turn != t || t.steerIn.empty() {
+	if tr.cur != t || t.steerIn.empty() {
 		return false
 	}
 	if t.cancelRequested || ls.stopReason != "" || errors.Is(err, acp.ErrClosed) || isClosedErr(err) {
@@ -131,12 +276,13 @@ func (ls *Session) continueWithSteer(t *turn, err error) bool {
 }
 
 // takeSteer returns the text the turn continues with, if any.
-func (ls *Session) takeSteer(t *turn) (Input, bool) {
+func (tr *turns) takeSteer(t *turn) (Input, bool) {
+	ls := tr.ls
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	next := t.continueWith
 	t.continueWith = Input{}
-	if next.empty() || ls.turn != t {
+	if next.empty() || tr.cur != t {
 		return Input{}, false
 	}
 	if t.cancelRequested || ls.stopReason != "" {
@@ -145,6 +291,142 @@ func (ls *Session) takeSteer(t *turn) (Input, bool) {
 		return Input{}, false
 	}
 	return next, true
+}
+
+// end closes a turn once: turn_ended is its last event, the session's
+// counters are saved, then waiters are released. src is the end of the
+// agent's answer line when the answer closes the turn (else 0).
+func (tr *turns) end(t *turn, end TurnEndedData, src int64) {
+	ls := tr.ls
+	// Held from the events of the questions the turn ends to their
+	// records: a detach waits for the pairs.
+	ls.recordMu.RLock()
+	ls.mu.Lock()
+	if tr.cur != t || ls.detached.Load() {
+		// A detached live session leaves the turn to the next daemon.
+		ls.mu.Unlock()
+		ls.recordMu.RUnlock()
+		return
+	}
+	if t.cancelRequested && end.StopReason != berth.TurnError {
+		// Many agents answer end_turn to a cancel; berth asked, so it records cancelled.
+		end.StopReason = berth.TurnCancelled
+	}
+	if t.graceTimer != nil && t.graceTimer.Stop() {
+		ls.wg.Done()
+	}
+	// A question the agent left open dies with its turn, before turn_ended;
+	// so does one a previous daemon stored that the agent never asked again.
+	questions := ls.asks.endTurnLocked(t.id)
+	if tr.hung && !ls.exited && ls.stopReason == "" {
+		// The agent answered: whatever the supervisor saw last, it is not stalled.
+		ls.Emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
+	}
+	tr.hung = false
+	// What the turn dropped of the agent's output is told before it ends.
+	ls.out.closeLocked("")
+	ls.emitFrom(src, t.id, berth.EventTurnEnded, end)
+	took := time.Duration(-1)
+	if !t.began.IsZero() {
+		took = time.Since(t.began)
+	}
+	ls.h.Observer.TurnEnded(end.StopReason, took)
+	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
+	t.result = res
+	if !t.textCut {
+		tr.rememberLocked(res)
+	}
+	tr.cur = nil
+	err := ls.saveLocked(context.Background(), ls.sess.State, func(s *berth.Session) {
+		s.Turns++
+		s.LastActivityAt = time.Now().UTC()
+		if end.Error != nil && end.Error.Code == "auth_required" {
+			s.NeedsAuth = true
+		} else if end.StopReason == berth.TurnEndTurn {
+			s.NeedsAuth = false
+		}
+	})
+	if err != nil {
+		ls.logger.Warn("save after turn", "err", err)
+	}
+	// The next input starts right away, ordered after this turn's end.
+	ls.queue.dispatchLocked(context.Background())
+	ls.mu.Unlock()
+	ls.asks.finishTurn(questions)
+	close(t.done)
+	ls.recordMu.RUnlock()
+	// The turn's save may have found the lease lost.
+	ls.tellLeaseLost()
+}
+
+// rememberLocked keeps a finished turn's result for late waiters.
+func (tr *turns) rememberLocked(r *berth.TurnResult) {
+	if tr.results == nil {
+		tr.results = make(map[string]*berth.TurnResult)
+	}
+	tr.results[r.TurnID] = r
+	tr.resultIDs = append(tr.resultIDs, r.TurnID)
+	if len(tr.resultIDs) > maxRecentResults {
+		delete(tr.results, tr.resultIDs[0])
+		tr.resultIDs = tr.resultIDs[1:]
+	}
+}
+
+// cancelLocked asks the agent to end a turn (once): session/cancel is
+// sent, every pending permission request is answered cancelled, and a
+// timer kills the agent if the turn has not ended within
+// limits.cancel_grace.
+func (tr *turns) cancelLocked(t *turn) {
+	ls := tr.ls
+	if t.cancelRequested || ls.exited {
+		t.cancelRequested = true
+		return
+	}
+	t.cancelRequested = true
+	ls.wg.Add(1)
+	t.graceTimer = time.AfterFunc(ls.h.Limits.CancelGrace, func() {
+		defer ls.wg.Done()
+		tr.cancelExpired(t)
+	})
+	ls.asks.cancelLocked()
+	// Written off the caller's goroutine: this may run on the ACP reader,
+	// and the agent's stdin may be full while it waits to be read. It waits
+	// for the turn's prompt to be written: a cancel ahead of its prompt
+	// would be ignored, and the prompt then run in full.
+	sent := t.promptSent
+	ls.wg.Add(1)
+	go func() {
+		defer ls.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		select {
+		case <-sent:
+		case <-ctx.Done():
+		}
+		if err := ls.client.Cancel(ctx, ls.conv.id()); err != nil {
+			ls.logger.Warn("session/cancel not sent", "err", err)
+		}
+	}()
+}
+
+// cancelExpired kills an agent that did not end a cancelled turn in time.
+func (tr *turns) cancelExpired(t *turn) {
+	ls := tr.ls
+	select {
+	case <-t.done:
+		return
+	default:
+	}
+	if ls.detached.Load() {
+		// The next daemon judges the agent.
+		return
+	}
+	ls.logger.Warn("agent ignored a cancel; killing it", "turn_id", t.id)
+	ls.life.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
+		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
+	if _, err := ls.proc.Stop(context.Background(), 0); err != nil {
+		ls.logger.Warn("kill after cancel grace", "err", err)
+	}
 }
 
 // isClosedErr reports whether err says the connection to the agent ended.
@@ -184,175 +466,6 @@ func turnEnd(resp acp.PromptResponse, err error, stopping bool) TurnEndedData {
 		end.Error = &berth.ACPError{Code: "agent_exited", Message: "the agent exited during the turn"}
 	}
 	return end
-}
-
-// endTurn closes a turn once: turn_ended is its last event, the session's
-// counters are saved, then waiters are released. src is the end of the
-// agent's answer line when the answer closes the turn (else 0).
-func (ls *Session) endTurn(t *turn, end TurnEndedData, src int64) {
-	// Held from the events of the questions the turn ends to their
-	// records: a detach waits for the pairs.
-	ls.recordMu.RLock()
-	defer ls.recordMu.RUnlock()
-	ls.mu.Lock()
-	if ls.turn != t || ls.detached.Load() {
-		// A detached live session leaves the turn to the next daemon.
-		ls.mu.Unlock()
-		return
-	}
-	if t.cancelRequested && end.StopReason != berth.TurnError {
-		// Many agents answer end_turn to a cancel; berth asked, so it records cancelled.
-		end.StopReason = berth.TurnCancelled
-	}
-	if t.graceTimer != nil && t.graceTimer.Stop() {
-		ls.wg.Done()
-	}
-	// A question the agent left open dies with its turn, before turn_ended;
-	// so does one a previous daemon stored that the agent never asked again.
-	orphans, waiters := ls.resolveTurnLocked(t.id)
-	stale := ls.dropAdoptableLocked(t.id)
-	finishElicitations := ls.endTurnElicitationsLocked(t.id)
-	if ls.hung && !ls.exited && ls.stopReason == "" {
-		// The agent answered: whatever the supervisor saw last, it is not stalled.
-		ls.Emit(t.id, berth.EventRuntimeRecovered, map[string]any{"reason": "the agent ended the turn"})
-	}
-	ls.hung = false
-	// What the turn dropped of the agent's output is told before it ends.
-	ls.closeOutputLocked("")
-	ls.emitFrom(src, t.id, berth.EventTurnEnded, end)
-	took := time.Duration(-1)
-	if !t.began.IsZero() {
-		took = time.Since(t.began)
-	}
-	ls.h.Observer.TurnEnded(end.StopReason, took)
-	res := &berth.TurnResult{TurnID: t.id, StopReason: end.StopReason, Text: t.text.String(), Error: end.Error}
-	t.result = res
-	if !t.textCut {
-		ls.rememberResultLocked(res)
-	}
-	ls.turn = nil
-	err := ls.saveLocked(context.Background(), ls.sess.State, func(s *berth.Session) {
-		s.Turns++
-		s.LastActivityAt = time.Now().UTC()
-		if end.Error != nil && end.Error.Code == "auth_required" {
-			s.NeedsAuth = true
-		} else if end.StopReason == berth.TurnEndTurn {
-			s.NeedsAuth = false
-		}
-	})
-	if err != nil {
-		ls.logger.Warn("save after turn", "err", err)
-	}
-	// The next input starts right away, ordered after this turn's end.
-	ls.dispatchLocked(context.Background())
-	ls.mu.Unlock()
-	for i, p := range orphans {
-		ls.complete(context.Background(), p, waiters[i])
-	}
-	finishElicitations()
-	for i := range stale {
-		p := &stale[i]
-		now := time.Now().UTC()
-		p.State, p.DecidedBy, p.DecidedAt = berth.PermissionCanceled, berth.DecidedByCancel, &now
-		if err := ls.h.Store.DecidePermission(context.Background(), p); err != nil && !berth.IsCode(err, berth.EConflict) {
-			ls.logger.Warn("cancel a stale permission", "err", err)
-		}
-	}
-	close(t.done)
-}
-
-// CancelTurn cancels the turn in flight and returns its id.
-func (ls *Session) CancelTurn() (string, error) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	t := ls.turn
-	if t == nil {
-		return "", berth.Errorf(berth.EConflict, "no turn in flight")
-	}
-	ls.cancelTurnLocked(t)
-	return t.id, nil
-}
-
-// WaitTurn waits for turn turnID when the session runs it or ran it of
-// late and returns its result; nil when the log is to say (the turn is
-// not known here, or its text was too long to keep), with entry set when
-// turnID is an interrupt's, which starts once the turn it cancelled ends.
-func (ls *Session) WaitTurn(ctx context.Context, turnID string) (res *berth.TurnResult, entry string, err error) {
-	ls.mu.Lock()
-	t := ls.turn
-	res = ls.results[turnID]
-	if ls.next != nil && ls.next.turnID == turnID {
-		entry = ls.next.entryID
-	}
-	ls.mu.Unlock()
-	if res != nil || entry != "" || t == nil || t.id != turnID {
-		return res, entry, nil
-	}
-	select {
-	case <-t.done:
-		if !t.textCut {
-			return t.result, "", nil
-		}
-		return nil, "", nil
-	case <-ctx.Done():
-		return nil, "", ctx.Err()
-	}
-}
-
-// cancelTurnLocked asks the agent to end a turn (once): session/cancel is
-// sent, every pending permission request is answered cancelled, and a
-// timer kills the agent if the turn has not ended within
-// limits.cancel_grace.
-func (ls *Session) cancelTurnLocked(t *turn) {
-	if t.cancelRequested || ls.exited {
-		t.cancelRequested = true
-		return
-	}
-	t.cancelRequested = true
-	ls.wg.Add(1)
-	t.graceTimer = time.AfterFunc(ls.h.Limits.CancelGrace, func() {
-		defer ls.wg.Done()
-		ls.cancelExpired(t)
-	})
-	ls.cancelPermissionsLocked()
-	ls.cancelElicitationsLocked()
-	// Written off the caller's goroutine: this may run on the ACP reader,
-	// and the agent's stdin may be full while it waits to be read. It waits
-	// for the turn's prompt to be written: a cancel ahead of its prompt
-	// would be ignored, and the prompt then run in full.
-	sent := t.promptSent
-	ls.wg.Add(1)
-	go func() {
-		defer ls.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		select {
-		case <-sent:
-		case <-ctx.Done():
-		}
-		if err := ls.client.Cancel(ctx, ls.acpSession()); err != nil {
-			ls.logger.Warn("session/cancel not sent", "err", err)
-		}
-	}()
-}
-
-// cancelExpired kills an agent that did not end a cancelled turn in time.
-func (ls *Session) cancelExpired(t *turn) {
-	select {
-	case <-t.done:
-		return
-	default:
-	}
-	if ls.detached.Load() {
-		// The next daemon judges the agent.
-		return
-	}
-	ls.logger.Warn("agent ignored a cancel; killing it", "turn_id", t.id)
-	ls.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
-		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
-	if _, err := ls.proc.Stop(context.Background(), 0); err != nil {
-		ls.logger.Warn("kill after cancel grace", "err", err)
-	}
 }
 
 // closeOnce closes ch unless it is closed already; only the turn's runner

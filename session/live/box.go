@@ -1,0 +1,146 @@
+package live
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/shim"
+)
+
+// box is where the session's agent runs and what the daemon runs beside
+// it: the sandbox provider and the sandbox's config, the shim's socket
+// and reference to its sandbox when the agent runs in a shim, and the
+// sandbox the daemon opens for terminals and exec (with a shim the
+// agent's own sandbox is the shim's, and the daemon's is opened only when
+// they are asked for). provider, cfg, program, ref and socket are set on
+// the one path to live (Launch, start, New for a reattached session)
+// before anything reads them.
+type box struct {
+	ls       *Session
+	provider berth.SandboxProvider
+	cfg      berth.SandboxConfig
+	// program is the path the agent's command starts from in its
+	// sandbox, set with cfg by Launch.
+	program string
+	// ref names the shim's sandbox, socket is the shim's socket.
+	ref    string
+	socket string
+
+	// mu guards the fields below (the lock order is written on Session).
+	mu      sync.Mutex
+	sandbox berth.Sandbox
+	// closed is set once the session is torn down: nothing opens sandbox
+	// any more.
+	closed bool
+}
+
+// start starts the agent: in a shim when the manager has them, else
+// as the daemon's own child in a sandbox it opens now. base is the stream
+// offset of the agent's first stdout byte.
+func (b *box) start(ctx context.Context, base int64) (berth.Process, *berth.Failure) {
+	ls := b.ls
+	h := ls.h
+	if so := h.Shim; so != nil {
+		bundle := shim.NewBundle(h.RunDir, ls.id, randomHex(4))
+		if len(bundle.Socket) > shim.MaxSocketPath {
+			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s is too long for a Unix socket: use a shorter BERTH_HOME", bundle.Socket)}
+		}
+		b.socket = bundle.Socket
+		job := shim.Config{SessionID: ls.id, Provider: b.provider.Name(), Bundle: bundle, Token: h.ShimToken(ls.id, bundle.Socket),
+			Sandbox: b.cfg, Command: shim.Command{Path: b.program, Args: ls.spec.Args},
+			Linger: so.Linger, Orphan: so.Orphan, Base: base,
+			MaxLineBytes: h.Limits.MaxLineBytes, MaxTurnOutput: h.Limits.MaxTurnOutput}
+		p, ready, err := h.Launcher.Launch(ctx, job)
+		if err != nil {
+			kind := berth.FailStartup
+			msg := fmt.Sprintf("start agent %s: %s", ls.spec.Name, berth.ErrorMessage(err))
+			if ready.Stage == "sandbox" {
+				kind, msg = berth.FailSandbox, berth.ErrorMessage(err)
+			}
+			return nil, &berth.Failure{Kind: kind, Message: msg}
+		}
+		b.ref = ready.Ref
+		// The supervisor may look at the live session already.
+		ls.mu.Lock()
+		ls.shim = p
+		ls.mu.Unlock()
+		return p, nil
+	}
+	sb, err := b.provider.Open(ctx, b.cfg)
+	if err != nil {
+		return nil, &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)}
+	}
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: b.program, Args: ls.spec.Args})
+	if err != nil {
+		_ = sb.Close(ctx)
+		return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %s", ls.spec.Name, berth.ErrorMessage(err))}
+	}
+	b.mu.Lock()
+	b.sandbox = sb
+	b.mu.Unlock()
+	return proc, nil
+}
+
+// open returns the sandbox the daemon runs terminals and execs in, opening
+// it on first use when the agent runs in a shim: the same container the
+// shim made (docker), or a sandbox of the same shape (bwrap, host).
+func (b *box) open(ctx context.Context) (berth.Sandbox, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sandbox != nil {
+		return b.sandbox, nil
+	}
+	if b.closed {
+		return nil, berth.Errorf(berth.EConflict, "the session is stopping")
+	}
+	var sb berth.Sandbox
+	var err error
+	if r, ok := b.provider.(berth.SandboxReopener); ok && b.ref != "" {
+		sb, err = r.Reopen(ctx, b.cfg, b.ref)
+	} else {
+		sb, err = b.provider.Open(ctx, b.cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b.sandbox = sb
+	return sb, nil
+}
+
+// close releases the daemon's sandbox, if it opened one; nothing opens
+// it afterwards.
+func (b *box) close(ctx context.Context) {
+	ls := b.ls
+	b.mu.Lock()
+	sb := b.sandbox
+	b.closed = true
+	b.mu.Unlock()
+	if sb == nil {
+		return
+	}
+	if err := sb.Close(ctx); err != nil {
+		ls.logger.Warn("sandbox close", "err", err)
+	}
+}
+
+// fileOwner is the host uid and gid the agent's files belong to when
+// they are not the daemon's: a root daemon whose sandbox runs the agent as
+// another user (berth.SandboxFileOwner).
+func (b *box) fileOwner() (uid, gid int, ok bool) {
+	if os.Geteuid() != 0 {
+		return 0, 0, false
+	}
+	fo, is := b.provider.(berth.SandboxFileOwner)
+	if !is {
+		return 0, 0, false
+	}
+	return fo.FileOwner()
+}
+
+// shared reports whether the daemon's sandbox was reopened from the
+// shim's (a container): it holds the agent, and stays when the daemon lets
+// go of it.
+func (b *box) shared() bool { return b.ref != "" }
