@@ -245,7 +245,7 @@ func TestWithoutHelper(t *testing.T) {
 	ensureTestImage(t, p)
 	p.helper = ""
 	sb := openSandbox(t, p, berth.SandboxConfig{})
-	if res := run(t, sb, nil, "sh", "-c", "ls /.berth 2>/dev/null; cat /proc/1/cmdline | tr '\\0' ' '"); res.stdout != "/bin/sh -c "+initScript+" " {
+	if res := run(t, sb, nil, "sh", "-c", "ls /busybox.berth 2>/dev/null; cat /proc/1/cmdline | tr '\\0' ' '"); res.stdout != "/bin/sh -c "+initScript+" " {
 		t.Errorf("init without the helper: %+v", res)
 	}
 	proc, err := sb.Start(t.Context(), berth.ProcSpec{Path: "sh", Args: []string{"-c", "sleep 1000 & echo ready; exec sleep 1001"}})

@@ -11,7 +11,7 @@
 // daemon's containers run as DefaultHostUID, or as DefaultUID mapped by
 // the engine's user namespace; a non-root daemon's as itself). The static
 // berth binary is bound read-only at /usr/local/bin/berth and the host's
-// static busybox at /.berth/busybox, so the demo agent and the
+// static busybox at /busybox.berth, so the demo agent and the
 // container's own helpers run in any image.
 //
 // The container's first process (its init, pid 1) is a busybox shell that
@@ -72,8 +72,12 @@ const (
 const (
 	// BerthPath is where Options.Berth is bound read-only.
 	BerthPath = "/usr/local/bin/berth"
-	// HelperPath is where the host's static busybox is bound read-only.
-	HelperPath = "/.berth/busybox"
+	// HelperPath is where the host's static busybox is bound read-only:
+	// a file at the image's root, so no directory the runtime makes for
+	// the mount (whose mode is the engine's) stands between it and the
+	// container's user (a remapped engine refused uid 42420 its stat). Its name begins
+	// with "busybox", so busybox takes its first argument as the applet.
+	HelperPath = "/busybox.berth"
 )
 
 // Options configure the provider. The zero value is usable.
