@@ -41,7 +41,8 @@ func refused(status int, format string, args ...any) *refusal {
 }
 
 // refuse answers w with err: a refusal's status and message, 503 when
-// the session closes, 502 for anything else.
+// the session closes, 502 for anything else (whose cause, which may name
+// the host's own addresses, goes to the log only).
 func (s *Session) refuse(w http.ResponseWriter, err error) {
 	var r *refusal
 	switch {
@@ -49,7 +50,8 @@ func (s *Session) refuse(w http.ResponseWriter, err error) {
 	case s.ctx.Err() != nil:
 		r = refused(http.StatusServiceUnavailable, "this session's proxy is closed")
 	default:
-		r = refused(http.StatusBadGateway, "%v", err)
+		s.log.Debug("egress: upstream failed", "err", err)
+		r = refused(http.StatusBadGateway, "the destination failed")
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -80,8 +82,9 @@ func (s *Session) admit(ctx context.Context, h berth.NetworkHost, port int) erro
 		return refused(http.StatusForbidden, "%s:%d was refused when asked", t.host, port)
 	}
 	d, err := s.question(ctx, h, port)
+	var r *refusal
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case errors.As(err, &r), err != nil && ctx.Err() != nil:
 		return err
 	case d == AllowOnce || d == AllowSession:
 		return nil

@@ -175,3 +175,31 @@ func TestTheProxyRefusesWhatIsNotAProxyRequest(t *testing.T) {
 		}
 	}
 }
+
+func TestPlainHTTPToAFailingServerIs502WithoutItsAddress(t *testing.T) {
+	// A server that reads the request and resets the connection.
+	ln := listen(t)
+	hungUp := make(chan struct{})
+	go func() {
+		defer close(hungUp)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		c.SetDeadline(time.Now().Add(deadline))
+		http.ReadRequest(bufio.NewReader(c))
+		c.(*net.TCPConn).SetLinger(0)
+		c.Close()
+	}()
+	s := serve(t, egress.Options{}, allowList(false, ln.Addr().String()), egress.Hooks{})
+	resp, err := proxyClient(t, s.addr).Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	<-hungUp
+	if resp.StatusCode != http.StatusBadGateway || strings.Contains(string(body), "127.0.0.1") {
+		t.Fatalf("%d %q, want 502 naming no address", resp.StatusCode, body)
+	}
+}

@@ -53,7 +53,8 @@ func newEcho(t *testing.T) *echoServer {
 			go func() {
 				defer e.wg.Done()
 				defer c.Close()
-				c.SetDeadline(time.Now().Add(deadline))
+				// Longer than any wait of a test: its end is never what a test sees.
+				c.SetDeadline(time.Now().Add(3 * deadline))
 				if _, err := io.Copy(c, c); err == nil {
 					io.WriteString(c, "bye")
 				}

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"net/http"
 	"slices"
 
 	"github.com/berth-sh/berth"
@@ -27,7 +28,7 @@ func (s *Session) question(ctx context.Context, h berth.NetworkHost, port int) (
 	if q == nil {
 		if s.closed {
 			s.mu.Unlock()
-			return Reject, s.ctx.Err()
+			return Reject, refused(http.StatusServiceUnavailable, "this session's proxy is closed")
 		}
 		q = &question{done: make(chan struct{})}
 		s.asking[t] = q

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -241,9 +242,9 @@ func TestATunnelQuietBothWaysEndsAndOneBusyOneWayLasts(t *testing.T) {
 	}
 
 	// Nothing either way: the tunnel ends.
+	start := time.Now()
 	quiet := connect(t, s.addr, echo.addr())
 	quiet.wantStatus(t, http.StatusOK)
-	start := time.Now()
 	if !closedByPeer(quiet.Conn, quiet.r) {
 		t.Fatal("an idle tunnel stayed open")
 	}
@@ -306,5 +307,36 @@ func TestCloseEndsTunnels(t *testing.T) {
 	p.Close()
 	if _, err := p.Session("ses_2", allowList(false), egress.Hooks{}); !berth.IsCode(err, berth.EUnavailable) {
 		t.Fatalf("a session of a closed proxy: %v", err)
+	}
+}
+
+func TestDenialsToldPerWindowAreBounded(t *testing.T) {
+	clk := newClock()
+	var d denials
+	p := egress.New(egress.Options{Now: clk.Now})
+	defer p.Close()
+	s, err := p.Session("ses_1", allowList(false), egress.Hooks{Denied: d.hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny := func(port int) {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(http.MethodConnect, "example.com:"+strconv.Itoa(port), nil))
+		if w.Code != http.StatusForbidden {
+			t.Fatalf("port %d: %d", port, w.Code)
+		}
+	}
+	// A hostile agent trying many destinations fills no log: past 1024
+	// within a minute, refusals are not told.
+	for port := 1; port <= 1100; port++ {
+		deny(port)
+	}
+	if n := len(d.list()); n != 1024 {
+		t.Fatalf("%d denials told, want 1024", n)
+	}
+	clk.advance(time.Minute)
+	deny(2000)
+	if n := len(d.list()); n != 1025 {
+		t.Fatalf("%d denials told a minute later, want 1025", n)
 	}
 }
