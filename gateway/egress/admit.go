@@ -21,7 +21,7 @@ type target struct {
 	port int
 }
 
-// entry is the allow-list entry that names exactly t.
+// entryFor is the allow-list entry that names exactly h:port.
 func entryFor(h berth.NetworkHost, port int) string {
 	return berth.NetworkEntry{NetworkHost: h, Port: port}.String()
 }
@@ -89,7 +89,8 @@ func (s *Session) admit(ctx context.Context, h berth.NetworkHost, port int) erro
 	case d == AllowOnce || d == AllowSession:
 		return nil
 	case err != nil:
-		return refused(http.StatusForbidden, "%s:%d was not allowed: no answer (%v)", t.host, port, err)
+		s.log.Debug("egress: a question failed", "host", t.host, "port", port, "err", err)
+		return refused(http.StatusForbidden, "%s:%d was not allowed: the question had no answer", t.host, port)
 	}
 	return refused(http.StatusForbidden, "%s:%d was refused when asked", t.host, port)
 }

@@ -3,8 +3,10 @@ package egress_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -227,5 +229,50 @@ func TestCloseEndsQuestions(t *testing.T) {
 	}
 	if tc := pending.wait(t); tc.status == http.StatusOK {
 		t.Fatal("a connection went through a closed proxy")
+	}
+}
+
+func TestASecondCloseWaitsForTheFirst(t *testing.T) {
+	echo := newEcho(t)
+	fn := names(echo)
+	sawEnd, release := make(chan struct{}), make(chan struct{})
+	var returned atomic.Bool
+	// A hook that returns a while after its context ended.
+	hooks := egress.Hooks{Ask: func(ctx context.Context, _, _ string, _ int) (egress.Decision, error) {
+		<-ctx.Done()
+		close(sawEnd)
+		<-release
+		returned.Store(true)
+		return egress.Reject, ctx.Err()
+	}}
+	p := egress.New(egress.Options{Resolver: fn, Dialer: fn})
+	s, err := p.Session("ses_1", allowList(true), hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := make(chan int, 1)
+	go func() {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest(http.MethodConnect, "a.example.com:443", nil))
+		pending <- w.Code
+	}()
+	waitFor(t, "the question", func() bool { return egress.Waiting(s, "a.example.com", 443) == 1 })
+	first := make(chan struct{})
+	go func() { s.Close(); close(first) }()
+	<-sawEnd
+	second := make(chan struct{})
+	go func() { p.Close(); close(second) }()
+	go close(release)
+	select {
+	case <-second:
+	case <-time.After(deadline):
+		t.Fatal("the second Close did not return")
+	}
+	if !returned.Load() {
+		t.Fatal("the second Close returned while the first still waited for a question")
+	}
+	<-first
+	if code := <-pending; code != http.StatusServiceUnavailable {
+		t.Fatalf("the connection waiting for the question: %d, want 503", code)
 	}
 }

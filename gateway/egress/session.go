@@ -36,6 +36,9 @@ type Session struct {
 	// wg counts the handlers and questions running.
 	wg sync.WaitGroup
 
+	// done is closed when Close has finished.
+	done chan struct{}
+
 	mu      sync.Mutex
 	closed  bool
 	entries []berth.NetworkEntry
@@ -58,7 +61,7 @@ func newSession(p *Proxy, id string, policy berth.NetworkPolicy, entries []berth
 		p: p, opts: p.opts, id: id, ask: policy.Ask, hooks: hooks,
 		log:   p.opts.Logger.With("session", id),
 		slots: make(chan struct{}, p.opts.MaxConns),
-		ctx:   ctx, cancel: cancel,
+		ctx:   ctx, cancel: cancel, done: make(chan struct{}),
 		entries: entries, allow: slices.Clone(policy.Allow),
 		denied: map[target]time.Time{}, rejected: map[target]time.Time{},
 		asking: map[target]*question{}, tunnels: map[net.Conn]struct{}{},
@@ -99,13 +102,16 @@ func (s *Session) Serve(ln net.Listener) error {
 }
 
 // Close stops the proxy: its listeners, connections, tunnels and
-// questions end, and Close returns once every handler has.
+// questions end, and Close returns once every handler has (a second
+// Close waits for the first).
 func (s *Session) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
+		<-s.done
 		return nil
 	}
+	defer close(s.done)
 	s.closed = true
 	tunnels := make([]net.Conn, 0, len(s.tunnels))
 	for c := range s.tunnels {
