@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// MaxNetworkEntryLen bounds one entry of an allow list as written: a DNS
+// maxEntryLen bounds one entry of an allow list as written: a DNS
 // name's 253 characters, a port and room for brackets and spaces.
-const MaxNetworkEntryLen = 300
+const maxEntryLen = 300
 
 // NetworkHost is a destination host as an allow-list entry names it or a
 // connection asks for it: a DNS name (lower case, ASCII, no trailing dot)
@@ -81,8 +81,8 @@ func parseEntry(s string) (NetworkEntry, error) {
 	case "*":
 		return NetworkEntry{}, fmt.Errorf("\"*\" is not an entry: \"network\": true is the open network")
 	}
-	if len(s) > MaxNetworkEntryLen {
-		return NetworkEntry{}, fmt.Errorf("an entry may be at most %d characters", MaxNetworkEntryLen)
+	if len(s) > maxEntryLen {
+		return NetworkEntry{}, fmt.Errorf("an entry may be at most %d characters", maxEntryLen)
 	}
 	hostPart, port, bracketed, err := splitEntryPort(s)
 	if err != nil {
@@ -118,8 +118,8 @@ func ParseNetworkHost(s string) (NetworkHost, error) {
 	if bracketed {
 		s = s[1 : len(s)-1]
 	}
-	if len(s) > MaxNetworkEntryLen {
-		return NetworkHost{}, Errorf(EInvalid, "a host may be at most %d characters", MaxNetworkEntryLen)
+	if len(s) > maxEntryLen {
+		return NetworkHost{}, Errorf(EInvalid, "a host may be at most %d characters", maxEntryLen)
 	}
 	h, err := parseHost(s, bracketed)
 	if err != nil {

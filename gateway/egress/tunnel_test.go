@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -206,18 +207,21 @@ func TestConnectAnswers502ForWhatCannotBeReached(t *testing.T) {
 
 func TestATunnelQuietBothWaysEndsAndOneBusyOneWayLasts(t *testing.T) {
 	// A server that sends a byte every 20 ms for 30 times, then closes.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer ln.Close()
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			wg.Add(1)
 			go func() {
+				defer wg.Done()
 				defer c.Close()
 				tick := time.NewTicker(20 * time.Millisecond)
 				defer tick.Stop()
