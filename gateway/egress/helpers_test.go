@@ -33,7 +33,7 @@ type echoServer struct {
 }
 
 // newEcho starts an echo server, stopped at the test's end.
-func newEcho(t *testing.T) *echoServer {
+func newEcho(t testing.TB) *echoServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -163,7 +163,7 @@ type served struct {
 
 // serve makes session "ses_1" of a new Proxy with opts and serves it;
 // the test's end closes it and checks that Serve returned nil.
-func serve(t *testing.T, opts egress.Options, policy berth.NetworkPolicy, hooks egress.Hooks) served {
+func serve(t testing.TB, opts egress.Options, policy berth.NetworkPolicy, hooks egress.Hooks) served {
 	t.Helper()
 	p := egress.New(opts)
 	s, err := p.Session("ses_1", policy, hooks)
@@ -275,7 +275,7 @@ func (p *pendingConnect) wait(t *testing.T) *tunnelConn {
 }
 
 // listen returns a loopback listener, closed at the test's end.
-func listen(t *testing.T) net.Listener {
+func listen(t testing.TB) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
