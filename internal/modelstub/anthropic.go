@@ -55,8 +55,7 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 		stop = "tool_use"
 	}
 	msg := map[string]any{"id": s.nextID("msg_"), "type": "message", "role": "assistant", "model": req.Model,
-		"content": []any{content}, "stop_reason": stop, "stop_sequence": nil,
-		"usage": map[string]int{"input_tokens": 10, "output_tokens": 10}}
+		"content": []any{content}, "stop_reason": stop, "stop_sequence": nil, "usage": anthropicUsage(OutputTokens)}
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(msg)
@@ -67,7 +66,9 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 	for k, v := range msg {
 		start[k] = v
 	}
-	start["content"], start["stop_reason"] = []any{}, nil
+	// As the API does: message_start has the input's counts and the
+	// output's so far, message_delta the output's at the end.
+	start["content"], start["stop_reason"], start["usage"] = []any{}, nil, anthropicUsage(1)
 	sse.event("message_start", map[string]any{"type": "message_start", "message": start})
 	if reply.Tool != "" {
 		args, _ := json.Marshal(reply.Args)
@@ -83,8 +84,14 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 	}
 	sse.event("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	sse.event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-		"usage": map[string]int{"output_tokens": 10}})
+		"usage": map[string]int{"output_tokens": OutputTokens}})
 	sse.event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// anthropicUsage is a Messages API usage of output tokens.
+func anthropicUsage(output int) map[string]int {
+	return map[string]int{"input_tokens": InputTokens, "cache_creation_input_tokens": CacheWriteTokens,
+		"cache_read_input_tokens": CacheReadTokens, "output_tokens": output}
 }
 
 // sse writes server-sent events, flushing each.

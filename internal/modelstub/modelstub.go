@@ -1,9 +1,13 @@
 // Package modelstub is a stand-in for the model APIs real coding agents
 // call, for tests that run those agents offline: the Anthropic Messages API
-// (what Claude Code calls through ANTHROPIC_BASE_URL) and the OpenAI
-// chat-completions API (Qwen Code, OpenCode), both streaming (server-sent
-// events) and not; and text turns of the OpenAI Responses API (Codex,
-// through a model_providers entry).
+// (what Claude Code calls through ANTHROPIC_BASE_URL), the OpenAI
+// chat-completions API (Qwen Code, OpenCode) and the Gemini API
+// (generateContent, streamGenerateContent), streaming (server-sent events)
+// and not; and text turns of the OpenAI Responses API (Codex, through a
+// model_providers entry). Every answer reports the same usage, in each
+// API's own fields (InputTokens, …), as the API does: streams report it
+// where the API's streams do (an OpenAI chat stream only when the request's
+// stream_options.include_usage asks).
 //
 // It answers from the conversation it is sent, with no state of its own, so
 // that an agent restarted (a resumed session) gets the same answers:
@@ -21,6 +25,19 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+)
+
+// The usage of every answer, in tokens: input not read from a cache, input
+// read from it (cached), input written to it (Anthropic only), and output,
+// of which GeminiThoughtsTokens are Gemini's thoughts. Each API reports
+// them in its own fields: OpenAI's and Gemini's prompt counts include the
+// cached tokens.
+const (
+	InputTokens          = 11
+	CacheReadTokens      = 7
+	CacheWriteTokens     = 5
+	OutputTokens         = 13
+	GeminiThoughtsTokens = 3
 )
 
 // Reply is what the stub answers one request with: a text, or a call of

@@ -83,3 +83,40 @@ func TestStubAnswers(t *testing.T) {
 		t.Fatalf("replies: %v", r)
 	}
 }
+
+// Gemini is answered as the API does, non-streaming and streamed as
+// events or as a JSON array; an OpenAI chat stream has its usage only when
+// stream_options.include_usage asks for it, as the API does.
+func TestStubGeminiAndStreamUsage(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+
+	got := post(t, srv, "/v1beta/models/gemini-x:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hello gemini"}]}]}`)
+	for _, want := range []string{`"text":"stub: hello gemini"`, `"finishReason":"STOP"`, `"promptTokenCount":18`, `"cachedContentTokenCount":7`, `"candidatesTokenCount":10`, `"thoughtsTokenCount":3`} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("gemini lacks %s: %s", want, got)
+		}
+	}
+	got = post(t, srv, "/v1beta/models/gemini-x:streamGenerateContent?alt=sse", `{"tools":[{"functionDeclarations":[{"name":"write_file","parametersJsonSchema":{"properties":{"file_path":{},"content":{}}}}]}],
+		"contents":[{"role":"user","parts":[{"text":"write /w/c.txt gem"}]}]}`)
+	for _, want := range []string{"data: {", `"functionCall":{"args":{"content":"gem","file_path":"/w/c.txt"},"name":"write_file"}`, `"candidatesTokenCount":1,`, `"candidatesTokenCount":10,`} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("gemini event stream lacks %s:\n%s", want, got)
+		}
+	}
+	got = post(t, srv, "/v1beta/models/gemini-x:streamGenerateContent", `{"contents":[{"role":"user","parts":[{"functionResponse":{"name":"write_file","response":{}}}]}]}`)
+	var chunks []map[string]any
+	if err := json.Unmarshal([]byte(got), &chunks); err != nil || len(chunks) != 2 || !strings.Contains(got, `"text":"wrote it"`) {
+		t.Fatalf("gemini array stream: %v\n%s", err, got)
+	}
+
+	got = post(t, srv, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if strings.Contains(got, `"prompt_tokens"`) {
+		t.Fatalf("a stream not asking for usage has it:\n%s", got)
+	}
+	got = post(t, srv, "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	if !strings.Contains(got, `"choices":[],"created"`) || !strings.Contains(got, `"prompt_tokens":18`) || !strings.Contains(got, `"usage":null`) {
+		t.Fatalf("a stream asking for usage:\n%s", got)
+	}
+}

@@ -9,8 +9,11 @@ import (
 
 // openaiRequest is what the stub reads of a chat-completions request.
 type openaiRequest struct {
-	Model    string    `json:"model"`
-	Stream   bool      `json:"stream"`
+	Model         string `json:"model"`
+	Stream        bool   `json:"stream"`
+	StreamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
 	Messages []message `json:"messages"`
 	Tools    []struct {
 		Function struct {
@@ -55,7 +58,9 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request) {
 		message = map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{call}}
 		finish = "tool_calls"
 	}
-	usage := map[string]int{"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
+	usage := map[string]any{"prompt_tokens": InputTokens + CacheReadTokens, "completion_tokens": OutputTokens,
+		"total_tokens":          InputTokens + CacheReadTokens + OutputTokens,
+		"prompt_tokens_details": map[string]int{"cached_tokens": CacheReadTokens}}
 	if !req.Stream {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "chat.completion", "created": created, "model": req.Model,
@@ -63,17 +68,26 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sse := newSSE(w)
+	// As the API does: with stream_options.include_usage, every chunk has
+	// a usage of null and one more chunk, with no choices, has the usage.
 	chunk := func(delta map[string]any, finish any) map[string]any {
-		return map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+		if req.StreamOptions.IncludeUsage {
+			c["usage"] = nil
+		}
+		return c
 	}
 	if call != nil {
 		sse.event("", chunk(map[string]any{"role": "assistant", "tool_calls": []any{call}}, nil))
 	} else {
 		sse.event("", chunk(map[string]any{"role": "assistant", "content": reply.Text}, nil))
 	}
-	last := chunk(map[string]any{}, finish)
-	last["usage"] = usage
-	sse.event("", last)
+	sse.event("", chunk(map[string]any{}, finish))
+	if req.StreamOptions.IncludeUsage {
+		last := chunk(nil, nil)
+		last["choices"], last["usage"] = []any{}, usage
+		sse.event("", last)
+	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }

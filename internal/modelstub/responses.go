@@ -9,8 +9,9 @@ import (
 // responsesRequest is what the stub reads of an OpenAI Responses API
 // request (what Codex calls through a model_providers entry).
 type responsesRequest struct {
-	Model string            `json:"model"`
-	Input []json.RawMessage `json:"input"`
+	Model  string            `json:"model"`
+	Stream bool              `json:"stream"`
+	Input  []json.RawMessage `json:"input"`
 }
 
 // responsesItem is what the stub reads of one input item.
@@ -20,8 +21,8 @@ type responsesItem struct {
 	Content json.RawMessage `json:"content"`
 }
 
-// serveResponses answers POST /v1/responses, always streaming (Codex
-// streams): text turns only.
+// serveResponses answers POST /v1/responses, streaming (as Codex asks) or
+// not: text turns only.
 func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	var req responsesRequest
 	if !decodeRequest(w, r, &req, `{"error":{"message":"bad json"}}`) {
@@ -54,13 +55,21 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	item := map[string]any{"type": "message", "id": s.nextID("msg_"), "role": "assistant", "status": "completed",
 		"content": []any{map[string]any{"type": "output_text", "text": reply.Text, "annotations": []any{}}}}
 	id := s.nextID("resp_")
+	usage := map[string]any{"input_tokens": InputTokens + CacheReadTokens,
+		"input_tokens_details": map[string]int{"cached_tokens": CacheReadTokens}, "output_tokens": OutputTokens,
+		"output_tokens_details": map[string]int{"reasoning_tokens": 0}, "total_tokens": InputTokens + CacheReadTokens + OutputTokens}
+	if !req.Stream {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "object": "response", "status": "completed",
+			"model": req.Model, "output": []any{item}, "usage": usage})
+		return
+	}
 	sse := newSSE(w)
-	sse.event("response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": id}})
+	sse.event("response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": id, "usage": nil}})
 	sse.event("response.output_item.added", map[string]any{"type": "response.output_item.added", "output_index": 0, "item": item})
 	sse.event("response.output_text.delta", map[string]any{"type": "response.output_text.delta", "item_id": item["id"],
 		"output_index": 0, "content_index": 0, "delta": reply.Text})
 	sse.event("response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
 	sse.event("response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": id,
-		"usage": map[string]any{"input_tokens": 10, "input_tokens_details": nil, "output_tokens": 10,
-			"output_tokens_details": nil, "total_tokens": 20}}})
+		"output": []any{item}, "usage": usage}})
 }

@@ -10,9 +10,11 @@ import (
 	"sync/atomic"
 )
 
-// Server serves both APIs on one listener: /v1/messages (Anthropic) and
-// /v1/chat/completions or /chat/completions (OpenAI-compatible). Any other
-// path is a 404. It keeps the replies it gave, for a test to look at.
+// Server serves the APIs on one listener: /v1/messages (Anthropic),
+// /v1/chat/completions or /chat/completions (OpenAI-compatible),
+// /v1/responses (OpenAI Responses) and /VERSION/models/MODEL:generateContent
+// or :streamGenerateContent (Gemini). Any other path is a 404. It keeps the
+// replies it gave, for a test to look at.
 type Server struct {
 	ids atomic.Int64
 
@@ -23,6 +25,9 @@ type Server struct {
 // ServeHTTP routes a request to the API its path names.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
+	case r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, ":generateContent") ||
+		strings.HasSuffix(r.URL.Path, ":streamGenerateContent")):
+		s.serveGemini(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
 		s.serveAnthropic(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
