@@ -22,6 +22,10 @@ type Store interface {
 	ElicitationStore
 	LeaseStore
 	RecoveryStore
+	// CredentialStore is in every Store (not found by assertion): the
+	// daemon's credentials live where its sessions do, and a store that
+	// cannot keep them safely says so at each call (EUnavailable).
+	CredentialStore
 
 	// Name says which backend this is ("sqlite", "postgres", "memory"), for health.
 	Name() string

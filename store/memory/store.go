@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/credtable"
 	"github.com/berth-sh/berth/store/internal/fence"
 )
 
@@ -52,6 +53,8 @@ type state struct {
 	nodes map[string]*node
 
 	hooks hookState
+	// creds are the credentials (credential.go).
+	creds *credtable.Table
 }
 
 var _ berth.Store = (*Store)(nil)
@@ -71,6 +74,7 @@ func newState() *state {
 		elicIDs:   map[string]string{},
 		nodes:     map[string]*node{},
 		hooks:     newHookState(),
+		creds:     credtable.New(nil),
 	}
 }
 

@@ -95,6 +95,9 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"FenceNodeLost", testFenceNodeLost},
 		{"FenceRace", testFenceRace},
 		{"FenceConcurrentWriters", testFenceConcurrentWriters},
+		{"Credentials", testCredentials},
+		{"CredentialsInvalid", testCredentialsInvalid},
+		{"CredentialsReopen", testCredentialsReopen},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
