@@ -27,6 +27,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
+	"github.com/berth-sh/berth/store/internal/credtable"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -61,6 +62,8 @@ type Store struct {
 	ckpt   *sql.DB // the connection of the checkpointer
 
 	checkpointer *checkpointer
+	// creds are the credentials, kept in their own file (credential.go).
+	creds *credtable.Table
 
 	// Statements prepared once at Open, so hot paths skip parsing.
 	insertEvents [len(insertChunks)]*sql.Stmt // by index in insertChunks
@@ -103,7 +106,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{path: abs, logger: logger}
+	s := &Store{path: abs, logger: logger, creds: credtable.New(credFile{path: CredentialsPath(abs)})}
 
 	// The writer comes first: it switches the file to WAL and migrates it
 	// before any reader looks at the schema.
