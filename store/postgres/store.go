@@ -52,6 +52,10 @@ type Options struct {
 	// ConnectTimeout bounds each attempt to connect to the server, and
 	// Open's first connection as a whole. Zero means 5 seconds.
 	ConnectTimeout time.Duration
+	// CredentialKey seals the credentials (CredentialKeySize bytes, from
+	// [credentials] key_file; docs/api.md, Credentials). nil: this node
+	// can list and delete credentials but neither set nor read one.
+	CredentialKey []byte
 }
 
 // Store is a berth.Store backed by a PostgreSQL database. It is safe for
@@ -65,6 +69,8 @@ type Store struct {
 	watchIdle time.Duration
 	// fence is set by Fence (fence.go).
 	fence fence.Book
+	// sealer seals credential values; nil without a key (credential.go).
+	sealer *sealer
 
 	closeOnce sync.Once
 }
@@ -94,6 +100,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, &berth.Error{Code: berth.EInvalid, Message: "malformed PostgreSQL URL: " + reason}
 	}
 	cfg.ConnectTimeout = timeout
+	sealer, err := newSealer(opts.CredentialKey)
+	if err != nil {
+		return nil, err
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -118,7 +128,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	logger.Debug("postgres store: open", "server", where, "database", cfg.Database)
-	return &Store{pool: pool, logger: logger, connCfg: cfg.Copy()}, nil
+	return &Store{pool: pool, logger: logger, connCfg: cfg.Copy(), sealer: sealer}, nil
 }
 
 // unavailable is the error of a failed first connection: EUnavailable

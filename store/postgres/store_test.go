@@ -80,12 +80,15 @@ func admin(tb testing.TB, base, sql string) {
 // openAt opens the store of a test directory.
 func openAt(tb testing.TB, dir string) *Store {
 	tb.Helper()
-	s, err := Open(context.Background(), databaseFor(tb, dir), Options{Logger: quiet})
+	s, err := Open(context.Background(), databaseFor(tb, dir), Options{Logger: quiet, CredentialKey: testKey})
 	if err != nil {
 		tb.Fatalf("open: %v", err)
 	}
 	return s
 }
+
+// testKey seals the credentials of the stores openAt opens.
+var testKey = []byte("0123456789abcdef0123456789abcdef")
 
 func TestConformance(t *testing.T) {
 	serverURL(t)
