@@ -35,6 +35,8 @@ type Config struct {
 	Hooks []Hook `toml:"hooks"`
 	// Cluster is the [cluster] section.
 	Cluster Cluster `toml:"cluster"`
+	// Credentials is the [credentials] section.
+	Credentials Credentials `toml:"credentials"`
 }
 
 // Server is the [server] section: where the API listens.
@@ -291,7 +293,7 @@ func (c *Config) Validate() error {
 		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate, c.Checkpoints.validate,
 		func() error { return validateAgents(c.Agents) },
 		func() error { return validateHooks(c.Hooks) },
-		c.validateCluster,
+		c.validateCluster, c.Credentials.validate,
 	} {
 		if err := check(); err != nil {
 			return err

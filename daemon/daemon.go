@@ -29,6 +29,7 @@ import (
 	"github.com/berth-sh/berth/eventlog"
 	"github.com/berth-sh/berth/hooks"
 	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/internal/credkey"
 	"github.com/berth-sh/berth/internal/homelock"
 	"github.com/berth-sh/berth/metrics"
 	"github.com/berth-sh/berth/sandbox/docker"
@@ -227,7 +228,7 @@ func (d *Daemon) openStore(ctx context.Context, o Options) error {
 	if o.Config.ClusterEnabled() {
 		storeCfg.URL = clusterStoreURL(storeCfg.URL, o.Config.Cluster.LeaseTTL.Duration)
 	}
-	if d.store, err = openStore(ctx, o.Home, storeCfg, o.AcceptEmptyStore, o.Logger); err != nil {
+	if d.store, err = openStore(ctx, o.Home, storeCfg, o.Config.Credentials, o.AcceptEmptyStore, o.Logger); err != nil {
 		return err
 	}
 	if d.store.Name() == memory.Name {
@@ -285,7 +286,7 @@ func (d *Daemon) newManager(o Options, node string) error {
 		Home: o.Home, NodeID: node, Version: o.Version, Logger: o.Logger, UserHome: userHome(),
 		Snapshots:   snapshot.New(filepath.Join(o.Home, "snapshots")),
 		Checkpoints: checkpointStore(o.Home, o.Config.Checkpoints),
-		Shim:        shimOpts, RunDir: runDir, Hidden: daemonFiles(o.Socket, o.Config.Store.URL),
+		Shim:        shimOpts, RunDir: runDir, Hidden: daemonFiles(o.Socket, o.Config.Store.URL, o.Config.Credentials.KeyFile),
 		// The hooks' one point on the event path: told of every commit.
 		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
 		// Once the boot knows which sessions it reattached.
@@ -440,17 +441,20 @@ func (d *Daemon) Close(ctx context.Context) {
 }
 
 // daemonFiles are the daemon's files that may live outside its home and
-// that no sandbox may see: the API socket and a SQLite database (with its
-// journal files).
-func daemonFiles(socket, storeURL string) []string {
+// that no sandbox may see: the API socket, a SQLite database (with its
+// journal files and its credentials file) and the credentials key file.
+func daemonFiles(socket, storeURL, keyFile string) []string {
 	var out []string
 	if socket != "" {
 		out = append(out, socket)
 	}
 	if strings.HasPrefix(storeURL, "sqlite:") {
 		if db := strings.TrimPrefix(strings.TrimPrefix(storeURL, "sqlite:"), "//"); db != "" {
-			out = append(out, db, db+"-wal", db+"-shm", db+"-journal")
+			out = append(out, db, db+"-wal", db+"-shm", db+"-journal", sqlite.CredentialsPath(db))
 		}
+	}
+	if keyFile != "" {
+		out = append(out, keyFile)
 	}
 	return out
 }
@@ -459,8 +463,9 @@ func daemonFiles(socket, storeURL string) []string {
 // postgres://… for PostgreSQL (connecting within a bounded time), memory:
 // for an empty store in memory.
 // A SQLite file is checked first (checkSQLiteFile); acceptEmpty lets a new
-// store start beside the session directories of a lost one.
-func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bool, logger *slog.Logger) (berth.Store, error) {
+// store start beside the session directories of a lost one. PostgreSQL
+// seals credentials with the key of cc.KeyFile (docs/api.md, Credentials).
+func openStore(ctx context.Context, home string, sc config.Store, cc config.Credentials, acceptEmpty bool, logger *slog.Logger) (berth.Store, error) {
 	url := sc.URL
 	// Each branch returns a nil interface on error, never a typed nil.
 	switch {
@@ -479,7 +484,14 @@ func openStore(ctx context.Context, home string, sc config.Store, acceptEmpty bo
 		}
 		return st, nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		st, err := postgres.Open(ctx, url, postgres.Options{Logger: logger})
+		var key []byte
+		if cc.KeyFile != "" {
+			var err error
+			if key, err = credkey.Read(cc.KeyFile); err != nil {
+				return nil, err
+			}
+		}
+		st, err := postgres.Open(ctx, url, postgres.Options{Logger: logger, CredentialKey: key})
 		if err != nil {
 			return nil, err
 		}
