@@ -30,6 +30,7 @@ func (s *Server) routes(svc berth.SessionService) {
 	ask := &asks{edge: s.edge, svc: svc}
 	work := &workspace{edge: s.edge, svc: svc}
 	pages := newUI(s.edge)
+	creds := &credentials{edge: s.edge, store: o.Credentials}
 
 	s.handle("GET /v1/health", daemon.handleHealth)
 	s.handle("GET /v1/openapi.json", daemon.handleOpenAPI)
@@ -72,6 +73,9 @@ func (s *Server) routes(svc berth.SessionService) {
 	s.handle("POST /v1/sessions/{id}/children", sess.handleSpawnChild)
 	s.handle("GET /v1/sessions/{id}/children", sess.handleListChildren)
 	s.handle("GET /v1/nodes", daemon.handleListNodes)
+	s.handle("GET /v1/credentials", creds.handleList)
+	s.handle("PUT /v1/credentials/{name}", creds.handlePut)
+	s.handle("DELETE /v1/credentials/{name}", creds.handleDelete)
 	s.handle("GET /metrics", daemon.handleMetrics)
 	s.handle("GET /{$}", pages.handlePage)
 	s.handle("GET /login", pages.handlePage)

@@ -71,6 +71,9 @@ type ServerOptions struct {
 	// another node owns are forwarded there, and GET /v1/nodes lists the
 	// nodes. nil: one node (docs/api.md, Cluster nodes).
 	Cluster Cluster
+	// Credentials serves /v1/credentials (docs/api.md, Credentials); nil
+	// lists none and sets none.
+	Credentials berth.CredentialStore
 }
 
 // Server serves a berth.SessionService over HTTP on a TCP address and a Unix
