@@ -2,6 +2,7 @@ package http
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/berth-sh/berth"
 )
@@ -97,4 +98,17 @@ func (h *credentials) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// credentialsPrefix starts the paths of single credentials.
+const credentialsPrefix = "/v1/credentials/"
+
+// logPath is a request's path as logs show it: a credential path whose
+// name is not a valid one is cut to its prefix, for what a user typed
+// there by mistake may be the value itself.
+func logPath(p string) string {
+	if name, ok := strings.CutPrefix(p, credentialsPrefix); ok && berth.ValidateCredentialName(name) != nil {
+		return credentialsPrefix + "…"
+	}
+	return p
 }

@@ -2,6 +2,7 @@ package http
 
 import (
 	"context"
+	"log/slog"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -131,5 +132,21 @@ func TestCredentialRoutesRefuseBrowsers(t *testing.T) {
 	}
 	if status, got, _ := callTCP(t, h, "PUT", "/v1/credentials/new", body, "Authorization", auth, "Content-Type", "application/json"); status != 200 {
 		t.Fatalf("with the token = %d %v", status, got)
+	}
+}
+
+// A value typed where the name goes is not logged: the request log shows
+// a credential path with a bad name cut to its prefix.
+func TestCredentialPathWithABadNameIsNotLogged(t *testing.T) {
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := NewServer(newFakeService(), ServerOptions{Credentials: memory.New(), Logger: logger}).Handler()
+	for _, path := range []string{"/v1/credentials/" + credentialSecret + "X", "/v1/credentials/" + credentialSecret + "/x"} {
+		call(t, h, "PUT", path, `{"value":"v"}`, "Content-Type", "application/json")
+		call(t, h, "DELETE", path, "")
+	}
+	call(t, h, "DELETE", "/v1/credentials/anthropic", "")
+	if strings.Contains(logs.String(), credentialSecret) || !strings.Contains(logs.String(), "/v1/credentials/anthropic") {
+		t.Fatalf("the log:\n%s", logs.String())
 	}
 }

@@ -128,11 +128,11 @@ func (e *edge) writeErrorStatus(w http.ResponseWriter, r *http.Request, err erro
 	}
 	switch {
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
-		e.log.Debug("request ended by the client", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		e.log.Debug("request ended by the client", "request_id", requestID(r.Context()), "method", r.Method, "path", logPath(r.URL.Path), "err", err)
 	case obj.Code == berth.EInternal:
-		e.log.Error("internal error", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "err", err)
+		e.log.Error("internal error", "request_id", requestID(r.Context()), "method", r.Method, "path", logPath(r.URL.Path), "err", err)
 	default:
-		e.log.Debug("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "code", obj.Code, "err", err)
+		e.log.Debug("request failed", "request_id", requestID(r.Context()), "method", r.Method, "path", logPath(r.URL.Path), "code", obj.Code, "err", err)
 	}
 	if secs, ok := obj.Details["retry_after_seconds"].(int); ok && status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
@@ -147,5 +147,5 @@ func (e *edge) logError(r *http.Request, msg string, err error) {
 	if berth.ErrorCode(err) == berth.EInternal && !errors.Is(err, context.Canceled) {
 		level = slog.LevelError
 	}
-	e.log.Log(r.Context(), level, msg, "method", r.Method, "path", r.URL.Path, "err", err)
+	e.log.Log(r.Context(), level, msg, "method", r.Method, "path", logPath(r.URL.Path), "err", err)
 }

@@ -70,7 +70,7 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		// left empty); the deadline of a previous request may be long past.
 		rw.extendDeadline()
 		defer func() {
-			attrs := []any{"request_id", id, "method", r.Method, "path", r.URL.Path, "status", rw.status,
+			attrs := []any{"request_id", id, "method", r.Method, "path", logPath(r.URL.Path), "status", rw.status,
 				"bytes", rw.bytes, "duration", time.Since(start), "remote", r.RemoteAddr}
 			if sid := sessionOfPath(r.URL.Path); sid != "" {
 				attrs = append(attrs, "session_id", sid)
@@ -108,7 +108,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 			if err, ok := v.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 				panic(v)
 			}
-			s.log.Error("panic in handler", "request_id", requestID(r.Context()), "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+			s.log.Error("panic in handler", "request_id", requestID(r.Context()), "method", r.Method, "path", logPath(r.URL.Path), "panic", v, "stack", string(debug.Stack()))
 			if rw, ok := w.(*responseWriter); ok && rw.status != 0 {
 				// The answer has begun: all that is left is to drop it.
 				panic(http.ErrAbortHandler)

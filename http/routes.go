@@ -119,11 +119,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		allow := probe.header.Get("Allow")
 		w.Header().Set("Allow", allow)
 		s.writeErrorStatus(w, r, &berth.Error{Code: berth.EInvalid,
-			Message: "method " + r.Method + " is not allowed on " + r.URL.Path,
+			Message: "method " + r.Method + " is not allowed on " + logPath(r.URL.Path),
 			Details: map[string]any{"allow": strings.Split(allow, ", ")}}, http.StatusMethodNotAllowed)
 		return
 	}
-	s.writeError(w, r, berth.Errorf(berth.ENotFound, "no route for %s %s", r.Method, r.URL.Path))
+	s.writeError(w, r, berth.Errorf(berth.ENotFound, "no route for %s %s", r.Method, logPath(r.URL.Path)))
 }
 
 // statusProbe is a ResponseWriter that keeps the status and headers and

@@ -81,6 +81,7 @@ func newRootCommand() *cobra.Command {
 		newDoctorCommand(),
 		newHooksCommand(),
 		newNodesCommand(),
+		newCredentialsCommand(),
 	)
 	root.AddCommand(checkpointCommands()...)
 	// Bad arguments anywhere in the tree exit 2.

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/berth-sh/berth"
+)
+
+// isTTY reports whether f is a terminal (not merely a character device,
+// as /dev/null is).
+func isTTY(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// readSecret asks for a secret at the controlling terminal: prompt, then
+// one line read with echo off (restored however the read ends). An
+// interrupt (ctx ends) stops the read.
+func readSecret(ctx context.Context, prompt string) ([]byte, error) {
+	// A file of its own: a pollable descriptor whose read a deadline can
+	// stop, without changing the flags of the stdin the shell shares.
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the terminal: %w", err)
+	}
+	defer tty.Close()
+	fd := int(tty.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return nil, fmt.Errorf("read the terminal's settings: %w", err)
+	}
+	noEcho := *old
+	noEcho.Lflag &^= unix.ECHO
+	noEcho.Lflag |= unix.ICANON | unix.ISIG
+	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &noEcho); err != nil {
+		return nil, fmt.Errorf("turn the terminal's echo off: %w", err)
+	}
+	defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	stop := context.AfterFunc(ctx, func() { _ = tty.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	if _, err := fmt.Fprint(tty, prompt); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReaderSize(tty, berth.MaxCredentialBytes+2).ReadSlice('\n')
+	// The user's Enter was not echoed: end the prompt's line.
+	fmt.Fprintln(tty)
+	switch {
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, bufio.ErrBufferFull):
+		return nil, berth.Errorf(berth.EInvalid, "the value is longer than %d bytes", berth.MaxCredentialBytes)
+	case err != nil && len(line) == 0:
+		return nil, fmt.Errorf("read the value: %w", err)
+	}
+	value := trimNewline(append([]byte(nil), line...))
+	if len(value) == 0 {
+		return nil, berth.Errorf(berth.EInvalid, "no value given")
+	}
+	return value, nil
+}
