@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/sqlite"
@@ -322,5 +323,27 @@ func TestCredentialsSetAtATerminal(t *testing.T) {
 	}
 	if got := storedValue(t, home, "gemini"); got != secret {
 		t.Fatalf("stored %q, want what was typed", got)
+	}
+}
+
+// An interrupt at the value's prompt ends berth credentials set at once,
+// with nothing set and the terminal's echo on again.
+func TestCredentialsSetInterruptedAtATerminal(t *testing.T) {
+	home := shortHome(t)
+	s := startServer(t, home)
+	tm := startTerminal(t, s.cliEnv(), "credentials", "set", "gemini")
+	tm.waitFor("(not shown)")
+	if _, err := tm.pty.Write([]byte{0x03}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	if code := tm.exitCode(); code == 0 {
+		t.Fatalf("exit 0 after an interrupt:\n%s", tm.printed())
+	}
+	tio, err := unix.IoctlGetTermios(int(tm.pty.Fd()), unix.TCGETS)
+	if err != nil || tio.Lflag&unix.ECHO == 0 {
+		t.Fatalf("the terminal's echo is off after the interrupt: %+v, %v", tio, err)
+	}
+	if out := s.cli(t, "credentials", "ls"); strings.Contains(out, "gemini") {
+		t.Fatalf("an interrupted set stored a credential:\n%s", out)
 	}
 }

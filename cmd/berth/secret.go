@@ -31,18 +31,33 @@ func readSecret(ctx context.Context, prompt string) ([]byte, error) {
 		return nil, fmt.Errorf("open the terminal: %w", err)
 	}
 	defer tty.Close()
-	fd := int(tty.Fd())
-	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	// Through the raw descriptor: Fd would make the file blocking, and
+	// its read deadline (how an interrupt stops the read) would not work.
+	raw, err := tty.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	termios := func(set *unix.Termios) (old *unix.Termios, err error) {
+		cerr := raw.Control(func(fd uintptr) {
+			if set != nil {
+				err = unix.IoctlSetTermios(int(fd), unix.TCSETS, set)
+				return
+			}
+			old, err = unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		})
+		return old, errors.Join(cerr, err)
+	}
+	old, err := termios(nil)
 	if err != nil {
 		return nil, fmt.Errorf("read the terminal's settings: %w", err)
 	}
 	noEcho := *old
 	noEcho.Lflag &^= unix.ECHO
 	noEcho.Lflag |= unix.ICANON | unix.ISIG
-	if err := unix.IoctlSetTermios(fd, unix.TCSETS, &noEcho); err != nil {
+	if _, err := termios(&noEcho); err != nil {
 		return nil, fmt.Errorf("turn the terminal's echo off: %w", err)
 	}
-	defer unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	defer termios(old)
 	stop := context.AfterFunc(ctx, func() { _ = tty.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 
