@@ -35,6 +35,8 @@ type Config struct {
 	Hooks []Hook `toml:"hooks"`
 	// Cluster is the [cluster] section.
 	Cluster Cluster `toml:"cluster"`
+	// Models are the [[models]] entries: the model gateway's upstreams.
+	Models []Model `toml:"models"`
 }
 
 // Server is the [server] section: where the API listens.
@@ -291,7 +293,7 @@ func (c *Config) Validate() error {
 		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate, c.Checkpoints.validate,
 		func() error { return validateAgents(c.Agents) },
 		func() error { return validateHooks(c.Hooks) },
-		c.validateCluster,
+		c.validateCluster, c.validateModels,
 	} {
 		if err := check(); err != nil {
 			return err

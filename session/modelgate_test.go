@@ -1,0 +1,250 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/gateway"
+	"github.com/berth-sh/berth/internal/modelstub"
+)
+
+// memCreds are credentials in memory, set and removed by the test.
+type memCreds struct {
+	mu   sync.Mutex
+	vals map[string]string
+}
+
+func (c *memCreds) Credential(_ context.Context, name string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.vals[name]; ok {
+		return v, nil
+	}
+	return "", berth.Errorf(berth.ENotFound, "credential %q is not set", name)
+}
+
+func (c *memCreds) set(name, value string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if value == "" {
+		delete(c.vals, name)
+		return
+	}
+	c.vals[name] = value
+}
+
+// lateSessions is the manager as the gateway's Sessions, once it exists.
+type lateSessions struct {
+	s atomic.Pointer[gateway.Sessions]
+}
+
+func (l *lateSessions) Admit(ctx context.Context, id, up string) error {
+	return (*l.s.Load()).Admit(ctx, id, up)
+}
+func (l *lateSessions) Called(id string, c gateway.Call) { (*l.s.Load()).Called(id, c) }
+func (l *lateSessions) Missing(id, cred string)          { (*l.s.Load()).Missing(id, cred) }
+
+// seenCalls records the key headers and paths the upstream was sent.
+type seenCalls struct {
+	mu    sync.Mutex
+	keys  []string
+	paths []string
+}
+
+func (s *seenCalls) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.keys = append(s.keys, r.Header.Get("X-Api-Key")+"|"+r.Header.Get("Authorization"))
+		s.paths = append(s.paths, r.URL.Path)
+		s.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *seenCalls) all() (keys, paths []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.keys...), append([]string(nil), s.paths...)
+}
+
+// gatewayEnv is a manager whose agents are pointed at a model gateway on
+// a loopback port, in front of the model stub.
+type gatewayEnv struct {
+	*env
+	creds *memCreds
+	seen  *seenCalls
+	gw    *gateway.Gateway
+	url   string
+}
+
+// newGatewayEnv starts the stub, the gateway (upstreams anthropic, and
+// other: the stub under /other) and the manager; the catalog has
+// demo-model, the demo agent calling the Anthropic API, which the daemon's
+// environment would give a real key (ANTHROPIC_API_KEY).
+func newGatewayEnv(t *testing.T) *gatewayEnv {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-daemon-env-key")
+	ge := &gatewayEnv{creds: &memCreds{vals: map[string]string{"anthropic": "sk-real-key"}}, seen: &seenCalls{}}
+	stub := httptest.NewServer(ge.seen.wrap(&modelstub.Server{}))
+	t.Cleanup(stub.Close)
+	table, err := gateway.Resolve([]gateway.Upstream{{Name: "anthropic", Kind: gateway.KindAnthropic, URL: stub.URL},
+		{Name: "other", Kind: gateway.KindAnthropic, URL: stub.URL + "/other", Credential: "anthropic"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := &lateSessions{}
+	ge.gw, err = gateway.New(gateway.Options{Upstreams: table, Credentials: ge.creds, Sessions: late})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ge.gw)
+	t.Cleanup(func() {
+		srv.Close()
+		_ = ge.gw.Close(context.Background())
+	})
+	ge.url = srv.URL
+	self, _ := os.Executable()
+	ge.env = newEnv(t, func(o *Options) {
+		c := catalog()
+		c["demo-model"] = berth.AgentSpec{Name: "demo-model", Command: self, Env: map[string]string{agentEnvVar: "demo"},
+			PassEnv: []string{"ANTHROPIC_API_KEY"}, ModelAPI: "anthropic"}
+		o.Catalog = c
+		o.Models = &ModelGateway{Gateway: ge.gw, HostURL: srv.URL}
+	})
+	gs := ge.m.GatewaySessions()
+	late.s.Store(&gs)
+	return ge
+}
+
+// call calls the gateway as an agent would, with key.
+func (ge *gatewayEnv) call(key string) int {
+	ge.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, ge.url+"/anthropic/v1/messages",
+		strings.NewReader(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("x-api-key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ge.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// A host-sandbox agent is given the gateway's URL and its session's key
+// (never the daemon's own key): its call reaches the upstream with the
+// real credential; a call without the key, or with the key of a stopped
+// session, is a 401.
+func TestModelGatewayHostSession(t *testing.T) {
+	ge := newGatewayEnv(t)
+	s := ge.create(berth.CreateRequest{Agent: "demo-model"})
+	if got := ge.prompt(s.ID, "llm hello there").Text; got != "llm: 200 stub: hello there" {
+		t.Fatalf("the agent's model call: %q", got)
+	}
+	keys, paths := ge.seen.all()
+	if len(keys) != 1 || keys[0] != "sk-real-key|" || paths[0] != "/v1/messages" {
+		t.Fatalf("the upstream saw keys %q at %q, want the real key alone", keys, paths)
+	}
+	key := ge.m.models.key(s.ID)
+	if !strings.HasPrefix(key, "berth-gw-") {
+		t.Fatalf("key %q", key)
+	}
+	if st := ge.call(""); st != http.StatusUnauthorized {
+		t.Fatalf("a call without a key: %d", st)
+	}
+	if st := ge.call(key); st != http.StatusOK {
+		t.Fatalf("a call with the session's key: %d", st)
+	}
+	if _, err := ge.m.StopSession(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := ge.call(key); st != http.StatusUnauthorized {
+		t.Fatalf("a call with the key of a stopped session: %d", st)
+	}
+}
+
+// A session's models picks another upstream of the agent's kind; one that
+// is missing or of another kind is refused, naming the field.
+func TestModelGatewayModelsOnCreate(t *testing.T) {
+	ge := newGatewayEnv(t)
+	s := ge.create(berth.CreateRequest{Agent: "demo-model", Models: map[string]string{"anthropic": "other"}})
+	if got := ge.prompt(s.ID, "llm hi").Text; got != "llm: 200 stub: hi" {
+		t.Fatalf("the agent's model call: %q", got)
+	}
+	if _, paths := ge.seen.all(); len(paths) != 1 || paths[0] != "/other/v1/messages" {
+		t.Fatalf("the upstream saw %q, want the other upstream's path", paths)
+	}
+	if got, _ := ge.m.GetSession(context.Background(), s.ID); got.Models["anthropic"] != "other" {
+		t.Fatalf("models = %v", got.Models)
+	}
+	for models, field := range map[string]string{"anthropic=nope": "models.anthropic", "anthropic=openai": "models.anthropic",
+		"claude=anthropic": "models.claude"} {
+		k, v, _ := strings.Cut(models, "=")
+		_, err := ge.m.CreateSession(context.Background(), berth.CreateRequest{Agent: "demo-model", Models: map[string]string{k: v}})
+		var be *berth.Error
+		if !errors.As(err, &be) || be.Code != berth.EInvalid || be.Details["field"] != field || !strings.HasPrefix(be.Message, field) {
+			t.Errorf("models %s: %v, want EInvalid naming %s", models, err, field)
+		}
+	}
+}
+
+// A call refused for a credential not set says how to set it, and the
+// session shows needs_auth with auth.missing; once the credential is set
+// the next call works and the badge clears, with no restart.
+func TestModelGatewayMissingCredential(t *testing.T) {
+	ge := newGatewayEnv(t)
+	ge.creds.set("anthropic", "")
+	s := ge.create(berth.CreateRequest{Agent: "demo-model"})
+	got := ge.prompt(s.ID, "llm hello").Text
+	if !strings.HasPrefix(got, "llm: 401 ") || !strings.Contains(got, "berth credentials set anthropic") {
+		t.Fatalf("the agent's call without a credential: %q", got)
+	}
+	v, err := ge.m.GetSession(context.Background(), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Badge != berth.BadgeNeedsAuth || v.Auth == nil || v.Auth.Missing != "anthropic" {
+		t.Fatalf("badge %s, auth %+v: want needs_auth, missing anthropic", v.Badge, v.Auth)
+	}
+	warned := false
+	for _, w := range eventData[map[string]any](ge.env, s.ID, berth.EventRuntimeWarning) {
+		warned = warned || w["credential"] == "anthropic" && strings.Contains(w["reason"].(string), "berth credentials set anthropic")
+	}
+	if !warned {
+		t.Fatal("no runtime_warning says how to set the credential")
+	}
+	if keys, _ := ge.seen.all(); len(keys) != 0 {
+		t.Fatalf("the upstream was called: %q", keys)
+	}
+	ge.creds.set("anthropic", "sk-set-later")
+	if got := ge.prompt(s.ID, "llm again").Text; got != "llm: 200 stub: again" {
+		t.Fatalf("after the credential is set: %q", got)
+	}
+	waitFor(t, "the badge to clear", func() bool {
+		v, err := ge.m.GetSession(context.Background(), s.ID)
+		return err == nil && v.Auth == nil && v.Badge == berth.BadgeIdle
+	})
+}
+
+// An agent pointed at the gateway inherits none of the daemon's model
+// credentials, even those the gateway does not replace; one that is not
+// still inherits what it declares.
+func TestAgentEnvWithoutDaemonCredentials(t *testing.T) {
+	t.Setenv("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat-daemon")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-daemon")
+	spec := berth.AgentSpec{Name: "a", PassEnv: []string{"CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_API_KEY"}, ModelAPI: "anthropic"}
+	gw := gateway.AgentEnv(gateway.KindAnthropic, "http://127.0.0.1:1/anthropic", "berth-gw-x")
+	env := agentEnv(spec, "ses_1", nil, gw)
+	if _, ok := env["CLAUDE_CODE_OAUTH_TOKEN"]; ok || env["ANTHROPIC_API_KEY"] != "berth-gw-x" {
+		t.Fatalf("env = %v", env)
+	}
+	if env := agentEnv(spec, "ses_1", nil, nil); env["CLAUDE_CODE_OAUTH_TOKEN"] != "sk-ant-oat-daemon" {
+		t.Fatalf("without the gateway: env = %v", env)
+	}
+}
