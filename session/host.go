@@ -16,8 +16,11 @@ func (pl *placement) prepareStart(s *berth.Session, spec berth.AgentSpec, provid
 	} else {
 		st.ToolsWarning = warning
 	}
-	pl.m.models.grant(s, spec)
+	pl.m.models.grant(s, spec, provider)
 	st.Box, st.Program = pl.sandboxConfig(s, spec), pl.agentProgram(s, spec).path
+	if path, args, ok := pl.m.models.wrap(s, spec, st.Program); ok {
+		st.Program, st.Args = path, args
+	}
 	return st
 }
 
@@ -26,7 +29,7 @@ func (pl *placement) prepareStart(s *berth.Session, spec berth.AgentSpec, provid
 // its model gateway key.
 func (m *Manager) revokeGrants(id string, removeDir bool) {
 	m.tools.revoke(id, removeDir)
-	m.models.revoke(id)
+	m.models.revoke(id, removeDir)
 }
 
 // newLiveHost is the manager's side of the seam.

@@ -32,12 +32,18 @@ func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth
 	binds := pl.agentProgram(s, spec).binds
 	binds = append(binds, worktreeBinds(s.Worktree)...)
 	binds = append(binds, pl.mountBinds(s)...)
-	if b, ok := pl.m.tools.bind(s); ok {
-		binds = append(binds, b)
-		// The agent runs `berth mcp` from berth's own binary.
-		if pl.m.opts.Berth != spec.Command && outsideSystemDirs(pl.m.opts.Berth) {
-			binds = append(binds, berth.Bind{Source: pl.m.opts.Berth, Target: pl.m.opts.Berth})
-		}
+	tools, toolsOK := pl.m.tools.bind(s)
+	if toolsOK {
+		binds = append(binds, tools)
+	}
+	model, modelOK := pl.m.models.bind(s, spec)
+	if modelOK {
+		binds = append(binds, model)
+	}
+	// The agent runs `berth mcp`, or runs under `berth agent-exec`, from
+	// berth's own binary.
+	if (toolsOK || modelOK) && pl.m.opts.Berth != spec.Command && outsideSystemDirs(pl.m.opts.Berth) {
+		binds = append(binds, berth.Bind{Source: pl.m.opts.Berth, Target: pl.m.opts.Berth})
 	}
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
 		Env: env, Network: s.Sandbox.Network, Binds: binds,

@@ -267,6 +267,7 @@ func (m *Manager) Open(ctx context.Context) error {
 		keep[s.ID] = true
 	}
 	m.tools.removeStale(keep)
+	m.models.removeStale(keep)
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {
@@ -323,6 +324,10 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	// The tools calls end first: a wait_child or prompt_child in progress
 	// must not hold the shutdown.
 	if err := m.tools.close(ctx); err != nil {
+		return err
+	}
+	// So do the model calls on the sandboxes' gateway sockets.
+	if err := m.models.close(ctx); err != nil {
 		return err
 	}
 	// Creates under way finish first, so the sessions they start are stopped too.

@@ -41,6 +41,8 @@ type modelGate struct {
 	// survives a restart), else a random one of this manager's.
 	secretOnce sync.Once
 	secret     []byte
+	// socks serve the gateway into the isolating sandboxes (modelsock.go).
+	socks modelSockets
 }
 
 // modelSecretVars are the variables through which an agent would find a
@@ -132,11 +134,15 @@ func (g *modelGate) key(id string) string {
 	return gateway.Key(b)
 }
 
-// baseURL is where session s's agent reaches the gateway, "" when it
-// does not.
-func (g *modelGate) baseURL(s *berth.Session) string {
+// baseURL is where session s's agent (spec) reaches the gateway, "" when
+// it does not.
+func (g *modelGate) baseURL(s *berth.Session, spec berth.AgentSpec) string {
 	if g.m.place.capsOf(s.Sandbox.Provider).Binds {
-		// An isolating sandbox never reaches the daemon's loopback.
+		// An isolating sandbox never reaches the daemon's loopback: its own
+		// has the relay.
+		if g.relayed(s, spec) {
+			return "http://" + relayAddr
+		}
 		return ""
 	}
 	return g.m.opts.Models.HostURL
@@ -150,7 +156,7 @@ func (g *modelGate) env(s *berth.Session, spec berth.AgentSpec) map[string]strin
 	if kind == "" || !g.enabled() {
 		return nil
 	}
-	base := g.baseURL(s)
+	base := g.baseURL(s, spec)
 	if base == "" {
 		return nil
 	}
@@ -164,21 +170,30 @@ func (g *modelGate) env(s *berth.Session, spec berth.AgentSpec) map[string]strin
 	return gateway.AgentEnv(kind, base+"/"+name, g.key(s.ID))
 }
 
-// grant registers the key of session s's agent, about to start or
-// reattached, when it is pointed at the gateway.
-func (g *modelGate) grant(s *berth.Session, spec berth.AgentSpec) {
+// grant registers the key of session s's agent (spec), about to start in
+// provider's sandbox or reattached there, when it is pointed at the
+// gateway, and serves its socket when it calls through the relay. What
+// fails is logged: the agent runs without the gateway.
+func (g *modelGate) grant(s *berth.Session, spec berth.AgentSpec, provider berth.SandboxProvider) {
 	if g.env(s, spec) == nil {
 		return
 	}
 	if err := g.m.opts.Models.Gateway.RegisterKey(s.ID, g.key(s.ID)); err != nil {
 		g.m.logger.Warn("model gateway: register a session's key", "session_id", s.ID, "err", err)
 	}
+	if g.relayed(s, spec) && provider != nil {
+		if err := g.serveSocket(s.ID, provider); err != nil {
+			g.m.logger.Warn("model gateway: serve a session's socket", "session_id", s.ID, "err", err)
+		}
+	}
 }
 
-// revoke ends session id's key: its agent stopped.
-func (g *modelGate) revoke(id string) {
+// revoke ends session id's key and its socket (with its directory when
+// removeDir): its agent stopped.
+func (g *modelGate) revoke(id string, removeDir bool) {
 	if g.enabled() {
 		g.m.opts.Models.Gateway.Unregister(id)
+		g.revokeSocket(id, removeDir)
 	}
 }
 

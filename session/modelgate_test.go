@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,7 +14,10 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/gateway"
+	"github.com/berth-sh/berth/gateway/relay"
 	"github.com/berth-sh/berth/internal/modelstub"
+	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/sandbox/bwrap"
 )
 
 // memCreds are credentials in memory, set and removed by the test.
@@ -89,7 +93,7 @@ type gatewayEnv struct {
 // other: the stub under /other) and the manager; the catalog has
 // demo-model, the demo agent calling the Anthropic API, which the daemon's
 // environment would give a real key (ANTHROPIC_API_KEY).
-func newGatewayEnv(t *testing.T) *gatewayEnv {
+func newGatewayEnv(t *testing.T, tweak ...func(*Options)) *gatewayEnv {
 	t.Setenv("ANTHROPIC_API_KEY", "sk-daemon-env-key")
 	ge := &gatewayEnv{creds: &memCreds{vals: map[string]string{"anthropic": "sk-real-key"}}, seen: &seenCalls{}}
 	stub := httptest.NewServer(ge.seen.wrap(&modelstub.Server{}))
@@ -117,6 +121,9 @@ func newGatewayEnv(t *testing.T) *gatewayEnv {
 			PassEnv: []string{"ANTHROPIC_API_KEY"}, ModelAPI: "anthropic"}
 		o.Catalog = c
 		o.Models = &ModelGateway{Gateway: ge.gw, HostURL: srv.URL}
+		for _, f := range tweak {
+			f(o)
+		}
 	})
 	gs := ge.m.GatewaySessions()
 	late.s.Store(&gs)
@@ -246,5 +253,71 @@ func TestAgentEnvWithoutDaemonCredentials(t *testing.T) {
 	}
 	if env := agentEnv(spec, "ses_1", nil, nil); env["CLAUDE_CODE_OAUTH_TOKEN"] != "sk-ant-oat-daemon" {
 		t.Fatalf("without the gateway: env = %v", env)
+	}
+}
+
+// runRelay is `berth agent-exec` in this test binary: --gateway-listen
+// ADDR --gateway-socket PATH -- PROGRAM ARGS….
+func runRelay(args []string) int {
+	o := relay.Options{Stderr: os.Stderr}
+	for len(args) > 0 && args[0] != "--" {
+		if len(args) < 2 {
+			return 2
+		}
+		switch args[0] {
+		case "--gateway-listen":
+			o.Listen = args[1]
+		case "--gateway-socket":
+			o.Socket = args[1]
+		}
+		args = args[2:]
+	}
+	if len(args) > 0 {
+		o.Argv = args[1:]
+	}
+	return relay.Run(o)
+}
+
+// Under bwrap without network the agent calls the gateway on the
+// sandbox's own loopback, through the relay and the session's socket:
+// the call reaches the upstream with the real credential; the host's
+// gateway port is not reachable from inside; once the session stops its
+// socket's directory is gone.
+func TestModelGatewayBwrap(t *testing.T) {
+	p := bwrap.New(bwrap.Options{})
+	if err := p.Probe(context.Background()); err != nil {
+		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
+	}
+	self, _ := os.Executable()
+	ge := newGatewayEnv(t, shortRunDir(t), func(o *Options) {
+		o.Providers = append(o.Providers, p)
+		o.Sandbox.Default = berth.SandboxBwrap
+		o.Berth = self
+	})
+	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap})
+	if s.Sandbox.Provider != berth.SandboxBwrap || s.Sandbox.Network {
+		t.Fatalf("sandbox %+v, want bwrap without network", s.Sandbox)
+	}
+	if got := ge.prompt(s.ID, "llm hello from the box").Text; got != "llm: 200 stub: hello from the box" {
+		t.Fatalf("the agent's model call: %q", got)
+	}
+	if keys, _ := ge.seen.all(); len(keys) != 1 || keys[0] != "sk-real-key|" {
+		t.Fatalf("the upstream saw keys %q, want the real key alone", keys)
+	}
+	// The daemon's loopback port is not the sandbox's.
+	res, err := ge.m.Exec(context.Background(), s.ID, berth.ExecRequest{
+		Command: []string{"/usr/bin/busybox", "wget", "-q", "-T", "5", "-O", "-", ge.url + "/anthropic/v1/models"}})
+	if err != nil || res.ExitCode == 0 {
+		t.Fatalf("the host's gateway port from inside the sandbox: %+v, %v", res, err)
+	}
+	dir := ge.m.models.sockDir(s.ID)
+	if _, err := os.Stat(filepath.Join(dir, relaySocket)); err != nil {
+		t.Fatalf("the session's gateway socket: %v", err)
+	}
+	if _, err := ge.m.StopSession(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the gateway directory after the session stopped: %v", err)
 	}
 }

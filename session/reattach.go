@@ -48,7 +48,7 @@ func (rc *recovery) reattach(ctx context.Context, s *berth.Session, r *berth.Rec
 	}
 	if spec, ok := rc.m.opts.Catalog.Get(s.Agent); ok {
 		// The agent kept the key it was given: the gateway honours it again.
-		rc.m.models.grant(s, spec)
+		rc.m.models.grant(s, spec, b.provider)
 	}
 	// Live now: a shutdown that ends the boot does not cut this short.
 	b.ls.CarryOn(context.WithoutCancel(ctx), back)

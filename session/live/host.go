@@ -113,4 +113,7 @@ type AgentStart struct {
 	// from in it.
 	Box     berth.SandboxConfig
 	Program string
+	// Args are the arguments the program starts with (nil: the agent
+	// spec's): the agent's own after those of a program that runs it.
+	Args []string
 }

@@ -32,7 +32,7 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 	ls.box.provider = provider
 	sess.ToolsHash = ""
 	st := ls.h.Prepare(&sess, ls.spec, provider)
-	ls.conv.tools, ls.conv.toolsWarning, ls.box.cfg, ls.box.program = st.Tools, st.ToolsWarning, st.Box, st.Program
+	ls.conv.tools, ls.conv.toolsWarning, ls.box.cfg, ls.box.program, ls.box.args = st.Tools, st.ToolsWarning, st.Box, st.Program, st.Args
 	// The agent's stdout continues the session's stream offsets.
 	l := &Launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
