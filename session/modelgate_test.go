@@ -87,6 +87,37 @@ type gatewayEnv struct {
 	seen  *seenCalls
 	gw    *gateway.Gateway
 	url   string
+	late  *lateSessions
+	// opts are the manager's options (a reopened one's too).
+	opts func(*Options)
+}
+
+// tellManager makes the manager the gateway's sessions.
+func (ge *gatewayEnv) tellManager() {
+	gs := ge.m.GatewaySessions()
+	ge.late.s.Store(&gs)
+}
+
+// restart shuts the manager down leaving its agents in their shims, as
+// berth serve does, and opens the next one with a gateway that has
+// forgotten every key, as a new daemon's has.
+func (ge *gatewayEnv) restart(ids ...string) {
+	ge.t.Helper()
+	ctx := context.Background()
+	if err := ge.m.Shutdown(ctx, false); err != nil {
+		ge.t.Fatal(err)
+	}
+	for _, id := range ids {
+		ge.gw.Unregister(id)
+	}
+	if err := ge.log.Close(ctx); err != nil {
+		ge.t.Fatal(err)
+	}
+	if err := ge.store.Close(); err != nil {
+		ge.t.Fatal(err)
+	}
+	ge.open(withShims(ge.home), ge.opts)
+	ge.tellManager()
 }
 
 // newGatewayEnv starts the stub, the gateway (upstreams anthropic, and
@@ -115,7 +146,8 @@ func newGatewayEnv(t *testing.T, tweak ...func(*Options)) *gatewayEnv {
 	})
 	ge.url = srv.URL
 	self, _ := os.Executable()
-	ge.env = newEnv(t, func(o *Options) {
+	ge.late = late
+	ge.opts = func(o *Options) {
 		c := catalog()
 		c["demo-model"] = berth.AgentSpec{Name: "demo-model", Command: self, Env: map[string]string{agentEnvVar: "demo"},
 			PassEnv: []string{"ANTHROPIC_API_KEY"}, ModelAPI: "anthropic"}
@@ -124,9 +156,9 @@ func newGatewayEnv(t *testing.T, tweak ...func(*Options)) *gatewayEnv {
 		for _, f := range tweak {
 			f(o)
 		}
-	})
-	gs := ge.m.GatewaySessions()
-	late.s.Store(&gs)
+	}
+	ge.env = newEnv(t, ge.opts)
+	ge.tellManager()
 	return ge
 }
 
@@ -173,6 +205,42 @@ func TestModelGatewayHostSession(t *testing.T) {
 	}
 	if st := ge.call(key); st != http.StatusUnauthorized {
 		t.Fatalf("a call with the key of a stopped session: %d", st)
+	}
+}
+
+// An agent that outlives its daemon keeps the key and the URL it was
+// given, and the next daemon honours them: on the host's loopback port,
+// and, under bwrap, through its relay to the socket served again.
+func TestModelGatewayAfterRestart(t *testing.T) {
+	for _, box := range []string{berth.SandboxHost, berth.SandboxBwrap} {
+		t.Run(box, func(t *testing.T) {
+			var tweak []func(*Options)
+			if box == berth.SandboxBwrap {
+				p := bwrap.New(bwrap.Options{})
+				if err := p.Probe(context.Background()); err != nil {
+					testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
+				}
+				self, _ := os.Executable()
+				tweak = append(tweak, func(o *Options) { o.Providers, o.Berth = append(o.Providers, p), self })
+			}
+			ge := newGatewayEnv(t, tweak...)
+			ge.close()
+			ge.open(withShims(ge.home), ge.opts)
+			ge.tellManager()
+			s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: box})
+			if got := ge.prompt(s.ID, "llm one").Text; got != "llm: 200 stub: one" {
+				t.Fatalf("before the restart: %q", got)
+			}
+			pid := ge.agentPID(s.ID)
+			ge.restart(s.ID)
+			if processGone(pid) {
+				t.Fatal("the agent died with the manager")
+			}
+			if got := ge.prompt(s.ID, "llm two").Text; got != "llm: 200 stub: two" {
+				t.Fatalf("after the restart: %q", got)
+			}
+			ge.closeAndWaitShims(s.ID)
+		})
 	}
 }
 
