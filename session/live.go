@@ -41,8 +41,9 @@ func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth
 		binds = append(binds, model)
 	}
 	// The agent runs `berth mcp`, or runs under `berth agent-exec`, from
-	// berth's own binary.
-	if (toolsOK || modelOK) && pl.m.opts.Berth != spec.Command && outsideSystemDirs(pl.m.opts.Berth) {
+	// berth's own binary: bound where the sandbox does not see it (outside
+	// the system directories, or anywhere in a container's own files).
+	if (toolsOK || modelOK) && pl.m.opts.Berth != spec.Command && (outsideSystemDirs(pl.m.opts.Berth) || !pl.capsOf(s.Sandbox.Provider).HostPaths) {
 		binds = append(binds, berth.Bind{Source: pl.m.opts.Berth, Target: pl.m.opts.Berth})
 	}
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -387,5 +388,57 @@ func TestModelGatewayBwrap(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the gateway directory after the session stopped: %v", err)
+	}
+}
+
+// In an isolating sandbox the agent runs under berth agent-exec with the
+// session's gateway directory bound at /run/berth-gw and the gateway's URL
+// on the sandbox's loopback; berth's binary is bound where the sandbox
+// would not see it (a container sees none of the host's system
+// directories). On the host the agent runs as itself, pointed at the
+// daemon's port.
+func TestModelGatewayPlacement(t *testing.T) {
+	gw, err := gateway.New(gateway.Options{Credentials: &memCreds{vals: map[string]string{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close(context.Background())
+	var provs []berth.SandboxProvider
+	for _, p := range capsProviders() {
+		provs = append(provs, p)
+	}
+	const self = "/usr/local/bin/berth"
+	m := New(Options{Providers: provs, Berth: self, Home: t.TempDir(),
+		Models: &ModelGateway{Gateway: gw, HostURL: "http://127.0.0.1:7"}})
+	spec := berth.AgentSpec{Name: "a", Command: "/opt/agent", Args: []string{"--acp"}, ModelAPI: "anthropic"}
+	for _, c := range []struct {
+		box       string
+		url       string
+		bindBerth bool
+	}{
+		{berth.SandboxHost, "http://127.0.0.1:7/anthropic", false},
+		{berth.SandboxBwrap, "http://127.0.0.1:41400/anthropic", false},
+		{berth.SandboxDocker, "http://127.0.0.1:41400/anthropic", true},
+	} {
+		s := &berth.Session{ID: "ses_" + c.box, Sandbox: berth.SandboxSpec{Provider: c.box}}
+		cfg := m.place.sandboxConfig(s, spec)
+		if cfg.Env["ANTHROPIC_BASE_URL"] != c.url || cfg.Env["ANTHROPIC_API_KEY"] != m.models.key(s.ID) {
+			t.Errorf("%s: env %v", c.box, cfg.Env)
+		}
+		hasGW := slices.Contains(cfg.Binds, berth.Bind{Source: m.models.sockDir(s.ID), Target: relayDir})
+		hasBerth := slices.Contains(cfg.Binds, berth.Bind{Source: self, Target: self})
+		path, args, wrapped := m.models.wrap(s, spec, "/opt/agent")
+		isolated := c.box != berth.SandboxHost
+		if hasGW != isolated || hasBerth != c.bindBerth || wrapped != isolated {
+			t.Errorf("%s: binds %+v, wrapped %v", c.box, cfg.Binds, wrapped)
+		}
+		if wrapped && (path != self || !slices.Equal(args, []string{"agent-exec", "--gateway-listen", relayAddr,
+			"--gateway-socket", relayDir + "/" + relaySocket, "--", "/opt/agent", "--acp"})) {
+			t.Errorf("%s: runs %s %q", c.box, path, args)
+		}
+	}
+	// Two sessions never share a key.
+	if m.models.key("ses_a") == m.models.key("ses_b") {
+		t.Fatal("two sessions have one key")
 	}
 }
