@@ -259,6 +259,17 @@ func TestModelGatewayModelsOnCreate(t *testing.T) {
 	if got, _ := ge.m.GetSession(context.Background(), s.ID); got.Models["anthropic"] != "other" {
 		t.Fatalf("models = %v", got.Models)
 	}
+	// A child that picks none calls its parent's.
+	kid := ge.spawn(s.ID, berth.CreateRequest{Agent: "demo-model", TTLSeconds: 60})
+	if kid.Models["anthropic"] != "other" {
+		t.Fatalf("the child's models = %v", kid.Models)
+	}
+	if got := ge.prompt(kid.ID, "llm kid").Text; got != "llm: 200 stub: kid" {
+		t.Fatalf("the child's model call: %q", got)
+	}
+	if _, paths := ge.seen.all(); len(paths) != 2 || paths[1] != "/other/v1/messages" {
+		t.Fatalf("the upstream saw %q, want the child's call on the other upstream's path", paths)
+	}
 	for models, field := range map[string]string{"anthropic=nope": "models.anthropic", "anthropic=openai": "models.anthropic",
 		"claude=anthropic": "models.claude"} {
 		k, v, _ := strings.Cut(models, "=")
