@@ -358,8 +358,8 @@ func runRelay(args []string) int {
 	return relay.Run(o)
 }
 
-// Under bwrap without network the agent calls the gateway on the
-// sandbox's own loopback, through the relay and the session's socket:
+// Under bwrap, with or without network, the agent calls the gateway on
+// the sandbox's own loopback, through the relay and the session's socket:
 // the call reaches the upstream with the real credential; the host's
 // gateway port is not reachable from inside; once the session stops its
 // socket's directory is gone.
@@ -374,31 +374,35 @@ func TestModelGatewayBwrap(t *testing.T) {
 		o.Sandbox.Default = berth.SandboxBwrap
 		o.Berth = self
 	})
-	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap})
-	if s.Sandbox.Provider != berth.SandboxBwrap || s.Sandbox.Network {
-		t.Fatalf("sandbox %+v, want bwrap without network", s.Sandbox)
-	}
-	if got := ge.prompt(s.ID, "llm hello from the box").Text; got != "llm: 200 stub: hello from the box" {
-		t.Fatalf("the agent's model call: %q", got)
-	}
-	if keys, _ := ge.seen.all(); len(keys) != 1 || keys[0] != "sk-real-key|" {
-		t.Fatalf("the upstream saw keys %q, want the real key alone", keys)
-	}
-	// The daemon's loopback port is not the sandbox's.
-	res, err := ge.m.Exec(context.Background(), s.ID, berth.ExecRequest{
-		Command: []string{"/usr/bin/busybox", "wget", "-q", "-T", "5", "-O", "-", ge.url + "/anthropic/v1/models"}})
-	if err != nil || res.ExitCode == 0 {
-		t.Fatalf("the host's gateway port from inside the sandbox: %+v, %v", res, err)
-	}
-	dir := ge.m.models.sockDir(s.ID)
-	if _, err := os.Stat(filepath.Join(dir, relaySocket)); err != nil {
-		t.Fatalf("the session's gateway socket: %v", err)
-	}
-	if _, err := ge.m.StopSession(context.Background(), s.ID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("the gateway directory after the session stopped: %v", err)
+	for _, network := range []bool{false, true} {
+		s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, Network: network})
+		if s.Sandbox.Provider != berth.SandboxBwrap || s.Sandbox.Network != network {
+			t.Fatalf("sandbox %+v, want bwrap with network %v", s.Sandbox, network)
+		}
+		seenBefore, _ := ge.seen.all()
+		before := len(seenBefore)
+		if got := ge.prompt(s.ID, "llm hello from the box").Text; got != "llm: 200 stub: hello from the box" {
+			t.Fatalf("network %v: the agent's model call: %q", network, got)
+		}
+		if keys, _ := ge.seen.all(); len(keys) != before+1 || keys[before] != "sk-real-key|" {
+			t.Fatalf("network %v: the upstream saw keys %q, want the real key alone", network, keys)
+		}
+		// The daemon's loopback port is not the sandbox's.
+		res, err := ge.m.Exec(context.Background(), s.ID, berth.ExecRequest{
+			Command: []string{"/usr/bin/busybox", "wget", "-q", "-T", "5", "-O", "-", ge.url + "/anthropic/v1/models"}})
+		if err != nil || res.ExitCode == 0 {
+			t.Fatalf("network %v: the host's gateway port from inside the sandbox: %+v, %v", network, res, err)
+		}
+		dir := ge.m.models.sockDir(s.ID)
+		if _, err := os.Stat(filepath.Join(dir, relaySocket)); err != nil {
+			t.Fatalf("the session's gateway socket: %v", err)
+		}
+		if _, err := ge.m.StopSession(context.Background(), s.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("the gateway directory after the session stopped: %v", err)
+		}
 	}
 }
 
