@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/gateway"
@@ -455,5 +456,25 @@ func TestModelGatewayPlacement(t *testing.T) {
 	// Two sessions never share a key.
 	if m.models.key("ses_a") == m.models.key("ses_b") {
 		t.Fatal("two sessions have one key")
+	}
+}
+
+// A create whose store refuses the session leaves no key of its agent's
+// behind.
+func TestModelGatewayKeyOfASessionNotStored(t *testing.T) {
+	ge := newGatewayEnv(t)
+	ge.close()
+	fail := &failingCreateStore{agentBound: 10 * time.Second}
+	ge.wrap = func(st berth.Store) berth.Store { fail.Store = st; return fail }
+	ge.open(withShims(ge.home), ge.opts)
+	ge.tellManager()
+	if _, err := ge.m.CreateSession(context.Background(), berth.CreateRequest{Agent: "demo-model"}); err == nil {
+		t.Fatal("the create succeeded")
+	}
+	if !fail.agentSeen {
+		t.Fatal("the agent did not start while the session was stored")
+	}
+	if st := ge.call(ge.m.models.key(fail.id)); st != http.StatusUnauthorized {
+		t.Fatalf("the key of the session not stored: %d", st)
 	}
 }

@@ -53,9 +53,9 @@ func (ls *Session) AbortLaunch(ctx context.Context, l *Launching) {
 		return
 	}
 	<-l.done
-	if ls.conv.tools != nil {
-		ls.h.RevokeTools(ls.id, true)
-	}
+	// What its start was granted (the berth tools, the model gateway's
+	// key and socket) dies with it.
+	ls.h.RevokeTools(ls.id, true)
 	if l.proc == nil {
 		return
 	}
