@@ -28,9 +28,13 @@ type Model struct {
 // ModelPrices are a [[models]] entry's prices, in US dollars per million
 // tokens.
 type ModelPrices struct {
-	Input      float64 `toml:"input"`
-	Output     float64 `toml:"output"`
-	CacheRead  float64 `toml:"cache_read"`
+	// Input prices the input tokens not read from a cache.
+	Input float64 `toml:"input"`
+	// Output prices the output tokens (thinking included).
+	Output float64 `toml:"output"`
+	// CacheRead prices the input tokens read from the prompt cache.
+	CacheRead float64 `toml:"cache_read"`
+	// CacheWrite prices the input tokens written to the cache.
 	CacheWrite float64 `toml:"cache_write"`
 }
 
