@@ -7,6 +7,7 @@ import (
 	"crypto/sha512"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/berth-sh/berth"
@@ -87,7 +88,7 @@ func sameFamily(up, want gateway.Kind) bool {
 func (g *modelGate) checkModels(models map[string]string) error {
 	for kind, name := range models {
 		field := "models." + kind
-		if !validKind(gateway.Kind(kind)) {
+		if !slices.Contains(gateway.Kinds, gateway.Kind(kind)) {
 			return fieldError(field, fmt.Sprintf("%s: %q is none of anthropic, openai, openai-responses, gemini", field, kind))
 		}
 		if !g.enabled() {
@@ -102,16 +103,6 @@ func (g *modelGate) checkModels(models map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// validKind reports whether k is a kind of upstream.
-func validKind(k gateway.Kind) bool {
-	for _, v := range gateway.Kinds {
-		if v == k {
-			return true
-		}
-	}
-	return false
 }
 
 // fieldError is an EInvalid error about one field of the request.
