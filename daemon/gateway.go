@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/gateway"
@@ -25,6 +27,10 @@ import (
 // it again: the host sandbox's agents that outlived the previous daemon
 // keep calling the URL they were given.
 const gatewayPortFile = "gateway-port"
+
+// maxGatewayConns bounds the connections the loopback listener serves at
+// once (more wait in its backlog): the host sandbox's agents share it.
+const maxGatewayConns = 512
 
 // credentialValues is a store that keeps the user's credentials
 // (docs/api.md, Credentials): the model gateway reads them from it at
@@ -155,7 +161,7 @@ func (mg *modelGateway) start(mgr *session.Manager) {
 	mg.served = make(chan struct{})
 	go func() {
 		defer close(mg.served)
-		_ = mg.srv.Serve(mg.ln)
+		_ = mg.srv.Serve(netutil.LimitListener(mg.ln, maxGatewayConns))
 	}()
 }
 

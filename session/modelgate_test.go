@@ -3,6 +3,8 @@ package session
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -476,5 +478,52 @@ func TestModelGatewayKeyOfASessionNotStored(t *testing.T) {
 	}
 	if st := ge.call(ge.m.models.key(fail.id)); st != http.StatusUnauthorized {
 		t.Fatalf("the key of the session not stored: %d", st)
+	}
+}
+
+// A session's gateway socket serves maxModelConns connections at once: an
+// agent that holds them all makes its next call wait, not the daemon run
+// out of descriptors; one let go, the call is answered.
+func TestModelGatewaySocketBoundsConnections(t *testing.T) {
+	p := bwrap.New(bwrap.Options{})
+	if err := p.Probe(context.Background()); err != nil {
+		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
+	}
+	self, _ := os.Executable()
+	ge := newGatewayEnv(t, shortRunDir(t), func(o *Options) {
+		o.Providers, o.Berth = append(o.Providers, p), self
+	})
+	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap})
+	sock := filepath.Join(ge.m.models.sockDir(s.ID), relaySocket)
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range maxModelConns {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /anthropic/v1/models HTTP/1.1\r\nHost: x\r\nX-Api-Key: "+ge.m.models.key(s.ID)+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	b := make([]byte, 12)
+	if n, err := c.Read(b); err == nil {
+		t.Fatalf("answered past the bound: %q", b[:n])
+	}
+	held[0].Close()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(c, b); err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 ") {
+		t.Fatalf("once a connection is let go: %q %v", b, err)
 	}
 }

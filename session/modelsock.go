@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/berth-sh/berth"
 )
 
@@ -24,6 +26,10 @@ const (
 	relayAddr   = "127.0.0.1:41400"
 	relayDir    = "/run/berth-gw"
 	relaySocket = "s"
+	// maxModelConns bounds the connections a session's socket serves at
+	// once (more wait in its backlog): each holds a daemon descriptor, and
+	// the agent may open them by the thousand.
+	maxModelConns = 64
 )
 
 // modelSockets are the gateway's sockets of the live sessions.
@@ -90,7 +96,7 @@ func (g *modelGate) serveSocket(id string, provider berth.SandboxProvider) error
 	ss.mu.Unlock()
 	go func() {
 		defer ss.serving.Done()
-		_ = srv.Serve(ln)
+		_ = srv.Serve(netutil.LimitListener(ln, maxModelConns))
 	}()
 	return nil
 }

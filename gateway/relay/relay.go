@@ -98,6 +98,9 @@ func exitCode(st *os.ProcessState) int {
 	return 128 + int(sig)
 }
 
+// acceptBackoff is how long the relay waits after a failed accept.
+const acceptBackoff = 50 * time.Millisecond
+
 // relay forwards the loopback's connections to the socket.
 type relay struct {
 	socket string
@@ -113,11 +116,14 @@ func (r *relay) accept(ln net.Listener) {
 	defer r.wg.Done()
 	for {
 		c, err := ln.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				continue
-			}
+		if errors.Is(err, net.ErrClosed) {
 			return
+		}
+		if err != nil {
+			// Out of descriptors, most likely: the agent holds them. The
+			// relay waits a little rather than spin.
+			time.Sleep(acceptBackoff)
+			continue
 		}
 		if !r.track(c) {
 			_ = c.Close()
