@@ -2,10 +2,13 @@ package daemon
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
@@ -95,5 +98,48 @@ func TestGatewayCredentialsFromStore(t *testing.T) {
 	}
 	if _, err := (storeCredentials{st}).Credential(ctx, "openai"); !berth.IsCode(err, berth.ENotFound) {
 		t.Fatalf("a credential not set: %v", err)
+	}
+}
+
+// The loopback port serves maxGatewayConns connections at once; one let
+// go, the next call is answered.
+func TestGatewayLoopbackBoundsConnections(t *testing.T) {
+	home := t.TempDir()
+	d, err := Open(context.Background(), Options{Home: home, Config: config.Default(), Socket: filepath.Join(home, "berth.sock")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(context.Background())
+	addr := strings.TrimPrefix(d.models.url, "http://")
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range maxGatewayConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /anthropic/v1/models HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 12)
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := c.Read(b); err == nil {
+		t.Fatalf("answered past the bound: %q", b[:n])
+	}
+	held[0].Close()
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "HTTP/1.1 401" {
+		t.Fatalf("once a connection is let go: %q %v", b, err)
 	}
 }
