@@ -11,7 +11,16 @@ type AgentSpec struct {
 	PassEnv     []string          `json:"pass_env,omitempty" toml:"pass_env"`
 	HomeFiles   []string          `json:"home_files,omitempty" toml:"home_files"`
 	Network     bool              `json:"network,omitempty" toml:"network"`
+	// ModelAPI is the kind of model API the agent calls (anthropic,
+	// openai, openai-responses, gemini): berth points it at its model
+	// gateway's upstream of that kind (docs/api.md, The model gateway).
+	// "" or ModelAPINone: it is given none.
+	ModelAPI string `json:"model_api,omitempty" toml:"model_api"`
 }
+
+// ModelAPINone is an AgentSpec.ModelAPI that gives the agent no model
+// gateway (a [[agents]] override of a built-in that has one).
+const ModelAPINone = "none"
 
 // AgentInfo is an agent catalog entry as GET /v1/agents shows it.
 type AgentInfo struct {

@@ -216,6 +216,13 @@ type Session struct {
 	BerthTools bool `json:"berth_tools"`
 	// Worktree is the git worktree the workspace is, nil for none.
 	Worktree *Worktree `json:"worktree,omitempty"`
+	// Models are the upstreams the session's agent is pointed at, by kind
+	// ({"anthropic": "my-upstream"}), where it does not call the upstream
+	// named after its kind (docs/api.md, The model gateway).
+	Models map[string]string `json:"models,omitempty"`
+	// Auth says what the session's agent lacks to reach its model: nil
+	// when nothing.
+	Auth *SessionAuth `json:"auth,omitempty"`
 	// Mounts are the names of the [[sandbox.mounts]] bound read-only in
 	// the session's sandbox, re-bound at every resume.
 	Mounts []string `json:"mounts,omitempty"`
@@ -229,6 +236,17 @@ type Session struct {
 	ToolsHash string `json:"-"`
 }
 
+// SessionAuth is what a session's agent lacks to reach its model
+// (docs/api.md, The model gateway).
+type SessionAuth struct {
+	// Missing names the credential the model gateway needed and did not
+	// have (`berth credentials set NAME`).
+	Missing string `json:"missing,omitempty"`
+}
+
+// missing reports whether a credential is missing.
+func (a *SessionAuth) missing() bool { return a != nil && a.Missing != "" }
+
 // ComputeBadge derives the badge from the session's fields. busy and waiting
 // are live facts the manager knows (a turn in flight, a pending permission).
 func (s *Session) ComputeBadge(busy, hung bool) Badge {
@@ -239,7 +257,7 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 		}
 		return BadgeStopped
 	case StateStarting:
-		if s.NeedsAuth {
+		if s.NeedsAuth || s.Auth.missing() {
 			// The agent answered session/new with auth_required.
 			return BadgeNeedsAuth
 		}
@@ -250,6 +268,9 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 	switch {
 	case s.PendingPermissions > 0, s.PendingElicitations > 0:
 		return BadgeWaiting
+	case s.Auth.missing():
+		// The model gateway refused a call: a credential is not set.
+		return BadgeNeedsAuth
 	case hung && busy:
 		return BadgeHung
 	case busy:
@@ -320,6 +341,9 @@ type CreateRequest struct {
 	Files map[string]string `json:"files,omitempty"`
 	// Mounts names [[sandbox.mounts]] entries to bind read-only.
 	Mounts []string `json:"mounts,omitempty"`
+	// Models picks, by kind, the model gateway's upstream the agent is
+	// pointed at ({"anthropic": "my-upstream"}).
+	Models map[string]string `json:"models,omitempty"`
 }
 
 // WorktreeRequest is the worktree option of a create request.

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/gateway"
 )
 
 // selfCommand is the command that means "this berth binary" in a catalog
@@ -37,6 +38,7 @@ var builtinAgents = []berth.AgentSpec{
 		PassEnv:     []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN"},
 		HomeFiles:   []string{".claude/.credentials.json", ".claude.json"},
 		Network:     true,
+		ModelAPI:    "anthropic",
 	},
 	{
 		Name:        "codex",
@@ -46,6 +48,7 @@ var builtinAgents = []berth.AgentSpec{
 		PassEnv:     []string{"OPENAI_API_KEY", "CODEX_API_KEY", "OPENAI_BASE_URL"},
 		HomeFiles:   []string{".codex/auth.json", ".codex/config.toml"},
 		Network:     true,
+		ModelAPI:    "openai",
 	},
 	{
 		Name:        "gemini",
@@ -56,6 +59,7 @@ var builtinAgents = []berth.AgentSpec{
 			"GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_APPLICATION_CREDENTIALS"},
 		HomeFiles: []string{".gemini/"},
 		Network:   true,
+		ModelAPI:  "gemini",
 	},
 	{
 		Name:        "opencode",
@@ -65,6 +69,7 @@ var builtinAgents = []berth.AgentSpec{
 		PassEnv:     []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
 		HomeFiles:   []string{".local/share/opencode/auth.json", ".config/opencode/"},
 		Network:     true,
+		ModelAPI:    "openai",
 	},
 	{
 		Name:        "qwen",
@@ -74,6 +79,7 @@ var builtinAgents = []berth.AgentSpec{
 		PassEnv:     []string{"DASHSCOPE_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"},
 		HomeFiles:   []string{".qwen/"},
 		Network:     true,
+		ModelAPI:    "openai",
 	},
 	{
 		Name:        "goose",
@@ -184,6 +190,9 @@ func merge(base, o berth.AgentSpec) berth.AgentSpec {
 	}
 	if o.HomeFiles != nil {
 		base.HomeFiles = slices.Clone(o.HomeFiles)
+	}
+	if o.ModelAPI != "" {
+		base.ModelAPI = o.ModelAPI
 	}
 	// A bool cannot say "unset": true grants network, false keeps base's.
 	base.Network = base.Network || o.Network
@@ -311,6 +320,9 @@ func validateAgents(entries []berth.AgentSpec) error {
 			if !envName().MatchString(k) {
 				return invalid("agents[%d] (%q): pass_env entry %q is not a variable name", i, a.Name, k)
 			}
+		}
+		if a.ModelAPI != "" && a.ModelAPI != berth.ModelAPINone && !slices.Contains(gateway.Kinds, gateway.Kind(a.ModelAPI)) {
+			return invalid("agents[%d] (%q): model_api %q is none of anthropic, openai, openai-responses, gemini, none", i, a.Name, a.ModelAPI)
 		}
 		for _, f := range a.HomeFiles {
 			if !homeRelative(f) {

@@ -37,6 +37,8 @@ type Config struct {
 	Cluster Cluster `toml:"cluster"`
 	// Credentials is the [credentials] section.
 	Credentials Credentials `toml:"credentials"`
+	// Models are the [[models]] entries: the model gateway's upstreams.
+	Models []Model `toml:"models"`
 }
 
 // Server is the [server] section: where the API listens.
@@ -293,7 +295,7 @@ func (c *Config) Validate() error {
 		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate, c.Checkpoints.validate,
 		func() error { return validateAgents(c.Agents) },
 		func() error { return validateHooks(c.Hooks) },
-		c.validateCluster, c.Credentials.validate,
+		c.validateCluster, c.Credentials.validate, c.validateModels,
 	} {
 		if err := check(); err != nil {
 			return err

@@ -70,6 +70,8 @@ type Daemon struct {
 	leaveSessions bool
 	// metrics are the daemon's Prometheus metrics (GET /metrics).
 	metrics *metrics.Metrics
+	// models is the model gateway the agents call (gateway.go).
+	models *modelGateway
 
 	// socket is the Unix socket the API listens on ("" for none).
 	socket string
@@ -266,6 +268,9 @@ func (d *Daemon) newManager(o Options, node string) error {
 		return berth.WrapError(berth.EInternal, err, "cannot create %s", runDir)
 	}
 	shimOpts := d.shimOptions(o, self, po)
+	if d.models, err = openGateway(o.Config, d.store, runDir, o.Logger); err != nil {
+		return err
+	}
 	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.Config.Hooks), Owner: node, Logger: o.Logger}); err != nil {
 		return err
 	}
@@ -297,7 +302,10 @@ func (d *Daemon) newManager(o Options, node string) error {
 		},
 		Observer: d.metrics,
 		Cluster:  d.sessionCluster(),
+		Models:   d.models.options(),
 	})
+	// Served from now on: the boot's reattached agents call it at once.
+	d.models.start(d.mgr)
 	return nil
 }
 
@@ -405,6 +413,13 @@ func (d *Daemon) Close(ctx context.Context) {
 	if d.mgr != nil {
 		if err := d.mgr.Shutdown(ctx, !d.leaveSessions); err != nil {
 			d.logger.Warn("session manager close", "err", err)
+		}
+	}
+	if d.models != nil {
+		// The sessions have stopped (their keys with them) or carry on
+		// to the next daemon, which serves their gateway again.
+		if err := d.models.close(ctx); err != nil {
+			d.logger.Warn("model gateway close", "err", err)
 		}
 	}
 	if d.node != nil {

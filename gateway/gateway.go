@@ -77,6 +77,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/base64"
 	"log"
 	"log/slog"
 	"net/http"
@@ -222,6 +223,19 @@ func (g *Gateway) Upstream(name string) (Upstream, bool) {
 // Register gives sessionID a new key, worth nothing outside this gateway,
 // and returns it; a key it had before dies.
 func (g *Gateway) Register(sessionID string) string { return g.keys.register(sessionID) }
+
+// RegisterKey makes key (one Key made) sessionID's key, in place of any
+// it had: a key derived from the session lets an agent that outlives a
+// daemon restart call the next daemon's gateway with the key it was
+// given. A key not of Key's shape is an error with code berth.EInvalid.
+func (g *Gateway) RegisterKey(sessionID, key string) error {
+	rest, ok := strings.CutPrefix(key, keyPrefix)
+	if _, err := base64.RawURLEncoding.DecodeString(rest); !ok || err != nil || len(key) != sessionKeyLn {
+		return berth.Errorf(berth.EInvalid, "not a model gateway key")
+	}
+	g.keys.set(sessionID, key)
+	return nil
+}
 
 // Unregister ends sessionID's key: its next call is a 401. Calls in
 // flight go on.

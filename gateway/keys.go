@@ -32,11 +32,25 @@ type keyEntry struct {
 	secret  string
 }
 
+// KeyBytes is how many bytes a session key is made of (Key).
+const KeyBytes = (handleChars + secretChars) / 4 * 3
+
+// Key is the session key made of b: keyPrefix and b in unpadded
+// base64url. A caller that derives b (an HMAC of the session's id) gets
+// the same key again after a restart.
+func Key(b [KeyBytes]byte) string { return keyPrefix + base64.RawURLEncoding.EncodeToString(b[:]) }
+
 // register gives sessionID a new key, replacing any it had.
 func (k *keyring) register(sessionID string) string {
-	var b [(handleChars + secretChars) / 4 * 3]byte
+	var b [KeyBytes]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	key := keyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	key := Key(b)
+	k.set(sessionID, key)
+	return key
+}
+
+// set makes key sessionID's, replacing any it had; key is well formed.
+func (k *keyring) set(sessionID, key string) {
 	handle, secret := key[len(keyPrefix):len(keyPrefix)+handleChars], key[len(keyPrefix)+handleChars:]
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -46,9 +60,12 @@ func (k *keyring) register(sessionID string) string {
 	if old, ok := k.bySession[sessionID]; ok {
 		delete(k.byHandle, old)
 	}
+	if e, taken := k.byHandle[handle]; taken && e.session != sessionID {
+		// Another session's key shares the handle (1 in 2^72): it keeps it.
+		return
+	}
 	k.byHandle[handle] = keyEntry{session: sessionID, secret: secret}
 	k.bySession[sessionID] = handle
-	return key
 }
 
 // unregister ends sessionID's key.

@@ -352,6 +352,10 @@ func (k *spawn) shape(s *berth.Session) {
 	s.SpawnKey, s.SpawnHash = k.key, k.hash
 	// A parent without the berth tools has children without them.
 	s.BerthTools = s.BerthTools && k.parent.BerthTools
+	// A child that picks no upstreams calls its parent's.
+	if s.Models == nil {
+		s.Models = cloneModels(k.parent.Models)
+	}
 	if s.ExpiresAt == nil {
 		// SpawnChild requires a TTL; this keeps a child without one impossible.
 		exp := s.CreatedAt.Add(time.Hour)

@@ -98,6 +98,9 @@ func (b *birth) check(ctx context.Context) error {
 	if b.unisolated {
 		b.warn("no sandbox provider with isolation works on this host: the agent runs without isolation (sandbox host)")
 	}
+	if err := m.models.checkModels(req.Models); err != nil {
+		return err
+	}
 	return checkMCPNetwork(req.MCPServers, b.provider.Name(), b.provider.Capabilities(), req.Network)
 }
 
@@ -113,6 +116,7 @@ func (b *birth) record() {
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
 		RootID: id, MCPServers: req.MCPServers, BerthTools: req.BerthTools == nil || *req.BerthTools, Mounts: req.Mounts,
+		Models: cloneModels(req.Models),
 	}
 	if s.Labels == nil {
 		s.Labels = map[string]string{}

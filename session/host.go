@@ -16,8 +16,20 @@ func (pl *placement) prepareStart(s *berth.Session, spec berth.AgentSpec, provid
 	} else {
 		st.ToolsWarning = warning
 	}
+	pl.m.models.grant(s, spec, provider)
 	st.Box, st.Program = pl.sandboxConfig(s, spec), pl.agentProgram(s, spec).path
+	if path, args, ok := pl.m.models.wrap(s, spec, st.Program); ok {
+		st.Program, st.Args = path, args
+	}
 	return st
+}
+
+// revokeGrants ends what session id's agent was granted when it stopped
+// (or was abandoned): its berth tools (the directory with removeDir) and
+// its model gateway key.
+func (m *Manager) revokeGrants(id string, removeDir bool) {
+	m.tools.revoke(id, removeDir)
+	m.models.revoke(id, removeDir)
 }
 
 // newLiveHost is the manager's side of the seam.
@@ -27,7 +39,7 @@ func (m *Manager) newLiveHost() *live.Host {
 		Limits: m.opts.Limits, Observer: m.opts.Observer, Version: m.opts.Version, NodeID: m.opts.NodeID,
 		InCluster: m.leases.clustered(), Hidden: m.place.hidden(), Publish: m.changes.feed.Publish, ShimToken: m.shimToken,
 		Monitors:  &m.monitors,
-		LeaseLost: m.leases.lost, Forget: m.set.forget, Sweep: m.sweeper.sweep, ReleaseLease: m.leases.release, RevokeTools: m.tools.revoke,
+		LeaseLost: m.leases.lost, Forget: m.set.forget, Sweep: m.sweeper.sweep, ReleaseLease: m.leases.release, RevokeTools: m.revokeGrants,
 		Prepare: m.place.prepareStart, CopyHomeFiles: m.place.copyHomeFiles,
 		TranscriptPreamble: m.transcripts.transcriptPreamble, LastTurnText: m.transcripts.lastTurnText,
 		Tree: &m.trees, TurnCheckpoints: m.set.turnCheckpoints, ToLive: m.trees.toLive,

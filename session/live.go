@@ -28,16 +28,23 @@ func (m *Manager) abandon(ls *live.Session) {
 // and, on reattach, for the terminals and execs the daemon opens.
 func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
 	home := pl.homeDir(s.ID)
-	env := agentEnv(spec, s.ID, s.Env)
+	env := agentEnv(spec, s.ID, s.Env, pl.m.models.env(s, spec))
 	binds := pl.agentProgram(s, spec).binds
 	binds = append(binds, worktreeBinds(s.Worktree)...)
 	binds = append(binds, pl.mountBinds(s)...)
-	if b, ok := pl.m.tools.bind(s); ok {
-		binds = append(binds, b)
-		// The agent runs `berth mcp` from berth's own binary.
-		if pl.m.opts.Berth != spec.Command && outsideSystemDirs(pl.m.opts.Berth) {
-			binds = append(binds, berth.Bind{Source: pl.m.opts.Berth, Target: pl.m.opts.Berth})
-		}
+	tools, toolsOK := pl.m.tools.bind(s)
+	if toolsOK {
+		binds = append(binds, tools)
+	}
+	model, modelOK := pl.m.models.bind(s, spec)
+	if modelOK {
+		binds = append(binds, model)
+	}
+	// The agent runs `berth mcp`, or runs under `berth agent-exec`, from
+	// berth's own binary: bound where the sandbox does not see it (outside
+	// the system directories, or anywhere in a container's own files).
+	if (toolsOK || modelOK) && pl.m.opts.Berth != spec.Command && (outsideSystemDirs(pl.m.opts.Berth) || !pl.capsOf(s.Sandbox.Provider).HostPaths) {
+		binds = append(binds, berth.Bind{Source: pl.m.opts.Berth, Target: pl.m.opts.Berth})
 	}
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
 		Env: env, Network: s.Sandbox.Network, Binds: binds,
@@ -51,7 +58,7 @@ func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth
 // one the session's env sets: a client does not choose which host files
 // are bound.
 func (pl *placement) agentProgram(s *berth.Session, spec berth.AgentSpec) agentProgram {
-	path := agentEnv(spec, s.ID, nil)["PATH"]
+	path := agentEnv(spec, s.ID, nil, nil)["PATH"]
 	return resolveAgentProgram(spec.Command, path, pl.capsOf(s.Sandbox.Provider).HostPaths, pl.m.opts.UserHome)
 }
 
@@ -68,8 +75,11 @@ func outsideSystemDirs(p string) bool {
 }
 
 // agentEnv builds the agent's environment: a few host basics, the agent's
-// declared pass-through variables, its catalog env, then the session's env.
-func agentEnv(spec berth.AgentSpec, sessionID string, extra map[string]string) map[string]string {
+// declared pass-through variables, its catalog env, the session's env,
+// then gateway, the variables that point it at the model gateway. An
+// agent pointed at the gateway inherits none of the daemon's model
+// credentials (modelSecretVars): the gateway's placeholders win.
+func agentEnv(spec berth.AgentSpec, sessionID string, extra, gateway map[string]string) map[string]string {
 	env := map[string]string{}
 	for _, k := range []string{"PATH", "LANG", "TERM", "LC_ALL", "TZ"} {
 		if v, ok := os.LookupEnv(k); ok {
@@ -80,6 +90,9 @@ func agentEnv(spec berth.AgentSpec, sessionID string, extra map[string]string) m
 		env["PATH"] = "/usr/local/bin:/usr/bin:/bin"
 	}
 	for _, k := range spec.PassEnv {
+		if gateway != nil && modelSecretVars[k] {
+			continue
+		}
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
@@ -88,6 +101,9 @@ func agentEnv(spec berth.AgentSpec, sessionID string, extra map[string]string) m
 		env[k] = v
 	}
 	for k, v := range extra {
+		env[k] = v
+	}
+	for k, v := range gateway {
 		env[k] = v
 	}
 	env["BERTH_SESSION_ID"] = sessionID

@@ -30,6 +30,10 @@ const agentEnvVar = "BERTH_SESSION_TEST_AGENT"
 func TestMain(m *testing.M) {
 	// The test MCP server that sessions' agents start as a stdio server.
 	mcptest.MaybeServeStdio()
+	if len(os.Args) > 1 && os.Args[1] == "agent-exec" {
+		// The model gateway's relay (berth agent-exec) over the agent.
+		os.Exit(runRelay(os.Args[2:]))
+	}
 	switch os.Getenv(agentEnvVar) {
 	case "demo":
 		os.Exit(demoagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

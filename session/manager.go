@@ -124,6 +124,9 @@ type Options struct {
 	// is given the berth tools.
 	Berth        string
 	ToolsHandler func(open berth.ToolsOpener) http.Handler
+	// Models points the agents at the daemon's model gateway; nil points
+	// them at none.
+	Models *ModelGateway
 	// Observer is told of creates, turns, permission decisions and agent
 	// exits (metrics); nil tells no one.
 	Observer live.Observer
@@ -171,6 +174,8 @@ type Manager struct {
 	transcripts transcripts
 	// tools serves the live sessions' berth tools sockets.
 	tools toolGate
+	// models points the agents at the model gateway (modelgate.go).
+	models modelGate
 	// leases are the sessions' leases in a cluster (cluster.go).
 	leases leases
 }
@@ -220,7 +225,7 @@ func New(opts Options) *Manager {
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
 	}
-	m.tools.m, m.trees.m, m.changes.m, m.leases.m, m.supervisor.m, m.recovery.m, m.place.m, m.transcripts.m = m, m, m, m, m, m, m, m
+	m.tools.m, m.models.m, m.trees.m, m.changes.m, m.leases.m, m.supervisor.m, m.recovery.m, m.place.m, m.transcripts.m = m, m, m, m, m, m, m, m, m
 	m.sweeper.logger = m.logger
 	m.host = m.newLiveHost()
 	return m
@@ -262,6 +267,7 @@ func (m *Manager) Open(ctx context.Context) error {
 		keep[s.ID] = true
 	}
 	m.tools.removeStale(keep)
+	m.models.removeStale(keep)
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {
@@ -318,6 +324,10 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	// The tools calls end first: a wait_child or prompt_child in progress
 	// must not hold the shutdown.
 	if err := m.tools.close(ctx); err != nil {
+		return err
+	}
+	// So do the model calls on the sandboxes' gateway sockets.
+	if err := m.models.close(ctx); err != nil {
 		return err
 	}
 	// Creates under way finish first, so the sessions they start are stopped too.

@@ -46,6 +46,10 @@ func (rc *recovery) reattach(ctx context.Context, s *berth.Session, r *berth.Rec
 			b.ls.Logger().Warn("serve the berth tools again", "err", err)
 		}
 	}
+	if spec, ok := rc.m.opts.Catalog.Get(s.Agent); ok {
+		// The agent kept the key it was given: the gateway honours it again.
+		rc.m.models.grant(s, spec, b.provider)
+	}
 	// Live now: a shutdown that ends the boot does not cut this short.
 	b.ls.CarryOn(context.WithoutCancel(ctx), back)
 	return nil

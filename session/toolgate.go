@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
-	"github.com/berth-sh/berth/shim"
 )
 
 // The tools gate: each live session with berth_tools gets a Unix socket
@@ -132,30 +130,9 @@ func (g *toolGate) serve(id, hashHex string, provider berth.SandboxProvider) err
 		return berth.Errorf(berth.EInternal, "the stored tools credential is malformed")
 	}
 	dir := g.dir(id)
-	sock := filepath.Join(dir, berth.ToolsSocketName)
-	if len(sock) > shim.MaxSocketPath {
-		return berth.Errorf(berth.EUnavailable, "the tools socket's path is longer than a Unix socket takes (%d bytes): use a shorter BERTH_HOME", shim.MaxSocketPath)
-	}
 	g.revoke(id, false)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "cannot create the run directory")
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return berth.WrapError(berth.EUnavailable, err, "cannot create the tools directory")
-	}
-	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		return berth.Errorf(berth.EUnavailable, "the tools directory is not a directory")
-	}
-	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return berth.WrapError(berth.EUnavailable, err, "cannot remove the old tools socket")
-	}
-	ln, err := net.Listen("unix", sock)
+	ln, err := listenGrant(g.runDir(), dir, berth.ToolsSocketName, provider, "tools")
 	if err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "cannot listen on the tools socket")
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	if err := giveTools(dir, sock, provider); err != nil {
-		_ = ln.Close()
 		return err
 	}
 	ts := &toolServer{dir: dir, hash: hash, ln: ln}
@@ -180,32 +157,6 @@ func (g *toolGate) serve(id, hashHex string, provider berth.SandboxProvider) err
 		defer g.serving.Done()
 		_ = ts.srv.Serve(netutil.LimitListener(ln, maxToolsConns))
 	}()
-	return nil
-}
-
-// giveTools sets the owner and modes of a tools directory and its socket:
-// the sandbox's uid's alone when the provider runs it as another uid and
-// the daemon may give files away, else the daemon's user's.
-func giveTools(dir, sock string, provider berth.SandboxProvider) error {
-	if err := os.Chmod(sock, 0o600); err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "cannot set the tools socket's mode")
-	}
-	fo, ok := provider.(berth.SandboxFileOwner)
-	if !ok {
-		return nil
-	}
-	uid, gid, give := fo.FileOwner()
-	if !give {
-		return nil
-	}
-	for _, p := range []string{sock, dir} {
-		if err := os.Lchown(p, uid, gid); err != nil {
-			return berth.WrapError(berth.EUnavailable, err, "cannot give the tools socket to the sandbox's uid")
-		}
-	}
-	if err := os.Chmod(dir, 0o500); err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "cannot set the tools directory's mode")
-	}
 	return nil
 }
 

@@ -38,6 +38,9 @@ import (
 //	mcp SERVER TOOL JSON  tool_call (fetch) + tools/call of TOOL with the
 //	                   JSON object on the session's MCP server SERVER; then
 //	                   the tool's text, or "mcp error: …"
+//	llm TEXT           POST $ANTHROPIC_BASE_URL/v1/messages with
+//	                   $ANTHROPIC_API_KEY, then "llm: STATUS ANSWER" (the
+//	                   answer's first text, or its error's message)
 //
 // Text layout: every message (echo, echoed lines, tool results) is its own
 // agent_message_chunk. The first message of a turn is sent as TEXT and later
@@ -92,6 +95,7 @@ var commands = map[string]command{
 	"usage":  (*turn).usage,
 	"mcp":    (*turn).mcpCall,
 	"elicit": (*turn).elicit,
+	"llm":    (*turn).llm,
 }
 
 // run executes the prompt's lines and returns the stop reason.

@@ -10,6 +10,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp/demoagent"
 	"github.com/berth-sh/berth/daemon"
+	"github.com/berth-sh/berth/gateway/relay"
 	"github.com/berth-sh/berth/internal/berthmcp"
 	"github.com/berth-sh/berth/shim/shimcmd"
 )
@@ -31,6 +32,31 @@ func newAgentDemoCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// newAgentExecCmd is `berth agent-exec`: what an agent in an isolating
+// sandbox runs as, so that the model gateway is on the sandbox's own
+// loopback (docs/api.md, The model gateway; package gateway/relay).
+func newAgentExecCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:    "agent-exec --gateway-listen ADDR --gateway-socket PATH -- PROGRAM [ARGS…]",
+		Short:  "Run an agent with the model gateway relayed onto the sandbox's loopback (internal)",
+		Hidden: true,
+		Args:   cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			listen, _ := cmd.Flags().GetString("gateway-listen")
+			socket, _ := cmd.Flags().GetString("gateway-socket")
+			// The relay passes the signals on to the agent itself.
+			defaultSignals()
+			os.Exit(relay.Run(relay.Options{Listen: listen, Socket: socket, Argv: args, Stderr: os.Stderr}))
+			return nil
+		},
+	}
+	// The agent's own flags are its own.
+	cmd.Flags().SetInterspersed(false)
+	cmd.Flags().String("gateway-listen", "127.0.0.1:41400", "the loopback address the agent calls the model gateway at")
+	cmd.Flags().String("gateway-socket", "/run/berth-gw/s", "the Unix socket the daemon serves the session's model gateway on")
+	return cmd
 }
 
 // newMCPCmd is `berth mcp`: the berth MCP server an agent runs on stdio

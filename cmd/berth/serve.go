@@ -19,7 +19,7 @@ import (
 // (serve, run, bench) and the hidden agent-demo command.
 func addDaemonCommands(root *cobra.Command) {
 	bc := bench.NewCommand(bench.Options{Daemon: daemonOptions, Usagef: usagef, JSONOutput: jsonOutput})
-	root.AddCommand(newServeCmd(), newRunCmd(), bc, newAgentDemoCmd(), newShimCmd(), newMCPCmd())
+	root.AddCommand(newServeCmd(), newRunCmd(), bc, newAgentDemoCmd(), newAgentExecCmd(), newShimCmd(), newMCPCmd())
 }
 
 // daemonOptions are the options of every daemon this binary runs: it is

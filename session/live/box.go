@@ -25,6 +25,9 @@ type box struct {
 	// program is the path the agent's command starts from in its
 	// sandbox, set with cfg by Launch.
 	program string
+	// args are the program's arguments when they are not the agent
+	// spec's (the agent runs under a program of berth's), set with it.
+	args []string
 	// ref names the shim's sandbox, socket is the shim's socket.
 	ref    string
 	socket string
@@ -35,6 +38,14 @@ type box struct {
 	// closed is set once the session is torn down: nothing opens sandbox
 	// any more.
 	closed bool
+}
+
+// argv is the arguments the agent's program starts with.
+func (b *box) argv() []string {
+	if b.args != nil {
+		return b.args
+	}
+	return b.ls.spec.Args
 }
 
 // start starts the agent: in a shim when the manager has them, else
@@ -50,7 +61,7 @@ func (b *box) start(ctx context.Context, base int64) (berth.Process, *berth.Fail
 		}
 		b.socket = bundle.Socket
 		job := shim.Config{SessionID: ls.id, Provider: b.provider.Name(), Bundle: bundle, Token: h.ShimToken(ls.id, bundle.Socket),
-			Sandbox: b.cfg, Command: shim.Command{Path: b.program, Args: ls.spec.Args},
+			Sandbox: b.cfg, Command: shim.Command{Path: b.program, Args: b.argv()},
 			Linger: so.Linger, Orphan: so.Orphan, Base: base,
 			MaxLineBytes: h.Limits.MaxLineBytes, MaxTurnOutput: h.Limits.MaxTurnOutput}
 		p, ready, err := h.Launcher.Launch(ctx, job)
@@ -73,7 +84,7 @@ func (b *box) start(ctx context.Context, base int64) (berth.Process, *berth.Fail
 	if err != nil {
 		return nil, &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)}
 	}
-	proc, err := sb.Start(ctx, berth.ProcSpec{Path: b.program, Args: ls.spec.Args})
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: b.program, Args: b.argv()})
 	if err != nil {
 		_ = sb.Close(ctx)
 		return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %s", ls.spec.Name, berth.ErrorMessage(err))}

@@ -61,7 +61,8 @@ type Host struct {
 	LeaseLost func(id string)
 	// Forget drops a session that stopped from the set; Sweep removes what
 	// its shims left; ReleaseLease gives up its lease; RevokeTools ends
-	// its berth tools credential.
+	// what its agent's start was granted: its berth tools credential and
+	// its model gateway key and socket.
 	Forget       func(ls *Session)
 	Sweep        func(id string)
 	ReleaseLease func(ctx context.Context, id string)
@@ -113,4 +114,7 @@ type AgentStart struct {
 	// from in it.
 	Box     berth.SandboxConfig
 	Program string
+	// Args are the arguments the program starts with (nil: the agent
+	// spec's): the agent's own after those of a program that runs it.
+	Args []string
 }

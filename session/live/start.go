@@ -32,7 +32,7 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 	ls.box.provider = provider
 	sess.ToolsHash = ""
 	st := ls.h.Prepare(&sess, ls.spec, provider)
-	ls.conv.tools, ls.conv.toolsWarning, ls.box.cfg, ls.box.program = st.Tools, st.ToolsWarning, st.Box, st.Program
+	ls.conv.tools, ls.conv.toolsWarning, ls.box.cfg, ls.box.program, ls.box.args = st.Tools, st.ToolsWarning, st.Box, st.Program, st.Args
 	// The agent's stdout continues the session's stream offsets.
 	l := &Launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {
@@ -53,9 +53,9 @@ func (ls *Session) AbortLaunch(ctx context.Context, l *Launching) {
 		return
 	}
 	<-l.done
-	if ls.conv.tools != nil {
-		ls.h.RevokeTools(ls.id, true)
-	}
+	// What its start was granted (the berth tools, the model gateway's
+	// key and socket) dies with it.
+	ls.h.RevokeTools(ls.id, true)
 	if l.proc == nil {
 		return
 	}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/modelstub"
+)
+
+// keyLog records the key headers each call to the stub carried.
+type keyLog struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keyLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k.mu.Lock()
+		k.keys = append(k.keys, r.Header.Get("X-Api-Key")+"|"+r.Header.Get("Authorization"))
+		k.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (k *keyLog) all() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.keys...)
+}
+
+// On every provider an agent with a model_api calls the model gateway
+// with what berth gave it — on the daemon's loopback for host, on the
+// sandbox's own loopback through berth agent-exec for bwrap (no network)
+// and docker — and reaches the upstream (the model stub on the host's
+// loopback) with no key of its own; an upstream whose credential is not
+// set answers 401 naming it, and the session shows needs_auth with
+// auth.missing.
+func TestModelGatewayOnEveryProvider(t *testing.T) {
+	seen := &keyLog{}
+	stub := httptest.NewServer(seen.wrap(&modelstub.Server{}))
+	defer stub.Close()
+	home := t.TempDir()
+	cfg := fmt.Sprintf(`
+[[agents]]
+name = "demo-model"
+command = "berth"
+args = ["agent-demo"]
+model_api = "anthropic"
+
+[[models]]
+name = "free"
+kind = "anthropic"
+url = %q
+
+[[models]]
+name = "paid"
+kind = "anthropic"
+url = %q
+credential = "paid-key"
+`, stub.URL, stub.URL)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServerEnv(t, home, providerEnv())
+	for _, provider := range []string{berth.SandboxHost, berth.SandboxBwrap, berth.SandboxDocker} {
+		t.Run(provider, func(t *testing.T) {
+			s.needSandbox(t, provider)
+			before := len(seen.all())
+			sess := s.create(t, map[string]any{"agent": "demo-model", "sandbox": provider, "models": map[string]string{"anthropic": "free"}})
+			if r := s.turn(t, sess.ID, "llm hello"); r.Text != "llm: 200 stub: hello" {
+				t.Fatalf("the agent's model call: %+v\n%s", r, s.log)
+			}
+			if keys := seen.all()[before:]; len(keys) != 1 || keys[0] != "|" {
+				t.Fatalf("the upstream saw keys %q, want none (the placeholder is removed)", keys)
+			}
+			paid := s.create(t, map[string]any{"agent": "demo-model", "sandbox": provider, "models": map[string]string{"anthropic": "paid"}})
+			r := s.turn(t, paid.ID, "llm hello")
+			if !strings.HasPrefix(r.Text, "llm: 401 ") || !strings.Contains(r.Text, "berth credentials set paid-key") {
+				t.Fatalf("a call whose credential is not set: %+v", r)
+			}
+			got := s.session(t, paid.ID)
+			if got.Badge != berth.BadgeNeedsAuth || got.Auth == nil || got.Auth.Missing != "paid-key" {
+				t.Fatalf("badge %s, auth %+v", got.Badge, got.Auth)
+			}
+			for _, id := range []string{sess.ID, paid.ID} {
+				if st, _ := s.api("POST", "/v1/sessions/"+id+"/stop", nil, nil); st != 200 {
+					t.Fatalf("stop = %d", st)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,200 @@
+// Package relay runs an agent inside an isolating sandbox with the model
+// gateway on the sandbox's own loopback (docs/api.md, The model gateway):
+// `berth agent-exec --gateway-listen 127.0.0.1:PORT --gateway-socket PATH
+// -- PROGRAM ARGS…` listens on the loopback address, starts the agent as
+// its child with the same standard input, output and error (inherited:
+// nothing is copied), relays each TCP connection to the Unix socket the
+// daemon serves the session's gateway on (bound into the sandbox), passes
+// SIGINT, SIGTERM and SIGHUP on to the agent, and exits as the agent did.
+//
+// It stays in the agent's process group, in the sandbox: it outlives a
+// daemon restart with its agent, and the next daemon serves the socket
+// again at the same path, which each new connection dials afresh.
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Options are what Run relays and runs.
+type Options struct {
+	// Listen is the loopback TCP address the agent calls the gateway at.
+	Listen string
+	// Socket is the Unix socket the daemon serves the gateway on.
+	Socket string
+	// Argv is the agent's program and arguments.
+	Argv []string
+	// Stderr receives the relay's own complaints.
+	Stderr io.Writer
+}
+
+// Run relays until the agent exits and returns the exit code to exit
+// with; an agent killed by a signal has the relay re-raise it (Run
+// returns 128+signal only if that does not end the process).
+func Run(o Options) int {
+	if len(o.Argv) == 0 {
+		fmt.Fprintln(o.Stderr, "berth agent-exec: no program to run")
+		return 2
+	}
+	r := &relay{socket: o.Socket, conns: map[net.Conn]bool{}}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		// The agent runs all the same: it finds no model gateway.
+		fmt.Fprintf(o.Stderr, "berth agent-exec: the model gateway is not served to this agent: %v\n", err)
+	} else {
+		r.wg.Add(1)
+		go r.accept(ln)
+	}
+	cmd := exec.Command(o.Argv[0], o.Argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	if err := cmd.Start(); err != nil {
+		signal.Stop(sigs)
+		r.close(ln)
+		fmt.Fprintf(o.Stderr, "berth agent-exec: %v\n", err)
+		return 127
+	}
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		for s := range sigs {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+	_ = cmd.Wait() // its status is ProcessState's
+	signal.Stop(sigs)
+	close(sigs)
+	<-forwarded
+	r.close(ln)
+	return exitCode(cmd.ProcessState)
+}
+
+// exitCode is how the relay ends for an agent that ended as st: with its
+// code, or its signal raised again.
+func exitCode(st *os.ProcessState) int {
+	if st == nil {
+		return 127
+	}
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return st.ExitCode()
+	}
+	sig := ws.Signal()
+	signal.Reset(sig)
+	_ = syscall.Kill(os.Getpid(), sig)
+	// The signal arrives on a thread of its own: it ends the process
+	// while this waits.
+	time.Sleep(time.Second)
+	return 128 + int(sig)
+}
+
+// acceptBackoff is how long the relay waits after a failed accept.
+const acceptBackoff = 50 * time.Millisecond
+
+// relay forwards the loopback's connections to the socket.
+type relay struct {
+	socket string
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]bool
+}
+
+// accept relays each connection on ln until ln closes.
+func (r *relay) accept(ln net.Listener) {
+	defer r.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			// Out of descriptors, most likely: the agent holds them. The
+			// relay waits a little rather than spin.
+			time.Sleep(acceptBackoff)
+			continue
+		}
+		if !r.track(c) {
+			_ = c.Close()
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer r.untrack(c)
+			r.pipe(c)
+		}()
+	}
+}
+
+// pipe joins c to a new connection to the socket, both ways.
+func (r *relay) pipe(c net.Conn) {
+	u, err := net.Dial("unix", r.socket)
+	if err != nil {
+		// The daemon is away (restarting): the agent's SDK retries.
+		return
+	}
+	if !r.track(u) {
+		_ = u.Close()
+		return
+	}
+	defer r.untrack(u)
+	// Whichever side ends first ends both: an HTTP connection is not
+	// half-closed, and the agent's SDK opens another.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(u, c)
+		_ = c.Close()
+		_ = u.Close()
+	}()
+	_, _ = io.Copy(c, u)
+	_ = c.Close()
+	_ = u.Close()
+	<-done
+}
+
+// track adds c to the connections close cuts; false once closed.
+func (r *relay) track(c net.Conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.conns[c] = true
+	return true
+}
+
+// untrack closes c and forgets it.
+func (r *relay) untrack(c net.Conn) {
+	_ = c.Close()
+	r.mu.Lock()
+	delete(r.conns, c)
+	r.mu.Unlock()
+}
+
+// close stops listening, cuts every connection and waits for the
+// goroutines.
+func (r *relay) close(ln net.Listener) {
+	if ln != nil {
+		_ = ln.Close()
+	}
+	r.mu.Lock()
+	r.closed = true
+	for c := range r.conns {
+		_ = c.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
