@@ -32,26 +32,15 @@ const gatewayPortFile = "gateway-port"
 // once (more wait in its backlog): the host sandbox's agents share it.
 const maxGatewayConns = 512
 
-// credentialValues is a store that keeps the user's credentials
-// (docs/api.md, Credentials): the model gateway reads them from it at
-// every call.
-type credentialValues interface {
-	CredentialValue(ctx context.Context, name string) ([]byte, error)
-}
-
-// storeCredentials are the model gateway's credentials: the store's. A
-// store that keeps none has every credential unset (berth.ENotFound); the
-// daemon's own environment is never read, so that a key in it reaches no
-// agent by any way.
+// storeCredentials are the model gateway's credentials: the store's
+// (docs/api.md, Credentials), read at every call. The daemon's own
+// environment is never read, so that a key in it reaches no agent by any
+// way.
 type storeCredentials struct{ store berth.Store }
 
 // Credential reads the credential name from the store.
 func (c storeCredentials) Credential(ctx context.Context, name string) (string, error) {
-	cv, ok := c.store.(credentialValues)
-	if !ok {
-		return "", berth.Errorf(berth.ENotFound, "credential %q is not set", name)
-	}
-	v, err := cv.CredentialValue(ctx, name)
+	v, err := c.store.CredentialValue(ctx, name)
 	if err != nil {
 		return "", err
 	}

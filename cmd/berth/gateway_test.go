@@ -89,6 +89,26 @@ credential = "paid-key"
 			if got.Badge != berth.BadgeNeedsAuth || got.Auth == nil || got.Auth.Missing != "paid-key" {
 				t.Fatalf("badge %s, auth %+v", got.Badge, got.Auth)
 			}
+			// Set with the CLI, the credential serves the same session's
+			// next call: no restart, no re-create; the upstream sees it,
+			// the agent never does.
+			secret := "sk-paid-" + provider + "-0123456789abcdef"
+			if out, code := s.cliWith(t, secret+"\n", nil, "credentials", "set", "paid-key"); code != 0 {
+				t.Fatalf("credentials set: %d %s", code, out)
+			}
+			before = len(seen.all())
+			if r := s.turn(t, paid.ID, "llm again"); r.Text != "llm: 200 stub: again" {
+				t.Fatalf("the call after the credential was set: %+v", r)
+			}
+			if keys := seen.all()[before:]; len(keys) != 1 || keys[0] != secret+"|" {
+				t.Fatalf("the upstream saw keys %q, want the credential as x-api-key", keys)
+			}
+			if got := s.session(t, paid.ID); got.Badge == berth.BadgeNeedsAuth || got.Auth != nil {
+				t.Fatalf("after a call that went through: badge %s, auth %+v", got.Badge, got.Auth)
+			}
+			if out, code := s.cliWith(t, "", nil, "credentials", "rm", "paid-key"); code != 0 {
+				t.Fatalf("credentials rm: %d %s", code, out)
+			}
 			for _, id := range []string{sess.ID, paid.ID} {
 				if st, _ := s.api("POST", "/v1/sessions/"+id+"/stop", nil, nil); st != 200 {
 					t.Fatalf("stop = %d", st)
