@@ -11,6 +11,13 @@ import (
 	"syscall"
 )
 
+// tokenFiles are the names under which agents keep a login's tokens
+// (Gemini CLI's and Qwen Code's oauth_creds.json, their accounts): a copy
+// of a whole directory leaves them out, as the agent calls the model
+// gateway with a key worth nothing outside berth (docs/api.md, The model
+// gateway). A home_files entry that names such a file itself is copied.
+var tokenFiles = map[string]bool{"oauth_creds.json": true, "google_accounts.json": true, ".credentials.json": true, "auth.json": true}
+
 // maxHomeFilesBytes bounds what one start copies of an agent's home_files
 // (a config directory can hold an agent's whole history); files past it
 // are left out, and said so in the daemon's log.
@@ -98,7 +105,7 @@ func (c *homeCopier) copyTree(src, rel string) {
 				c.errs = append(c.errs, err)
 				return fs.SkipDir
 			}
-		case d.Type().IsRegular():
+		case d.Type().IsRegular() && !tokenFiles[d.Name()]:
 			c.copyFile(from, p, dst)
 		}
 		return nil

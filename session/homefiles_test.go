@@ -149,3 +149,29 @@ func noErr(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A directory's copy leaves a login's token files out (the agent calls
+// the model gateway instead); a home_files entry naming one is copied.
+func TestHomeFilesLeaveTokensOut(t *testing.T) {
+	user, home := t.TempDir(), t.TempDir()
+	for _, name := range []string{"oauth_creds.json", "google_accounts.json", "nested/.credentials.json", "nested/auth.json"} {
+		writeTestFile(t, filepath.Join(user, ".gemini", name), "token", 0o600)
+	}
+	writeTestFile(t, filepath.Join(user, ".gemini/settings.json"), "{}", 0o600)
+	writeTestFile(t, filepath.Join(user, ".own/oauth_creds.json"), "asked for", 0o600)
+	m := New(Options{UserHome: user})
+	if err := m.place.copyHomeFiles([]string{".gemini/", ".own/oauth_creds.json"}, home); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".gemini/settings.json")); err != nil {
+		t.Errorf("the directory's config was not copied: %v", err)
+	}
+	for _, name := range []string{"oauth_creds.json", "google_accounts.json", "nested/.credentials.json", "nested/auth.json"} {
+		if _, err := os.Stat(filepath.Join(home, ".gemini", name)); !os.IsNotExist(err) {
+			t.Errorf(".gemini/%s was copied (%v)", name, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(home, ".own/oauth_creds.json")); err != nil || string(b) != "asked for" {
+		t.Errorf("the file home_files names: %q, %v", b, err)
+	}
+}
