@@ -11,6 +11,12 @@ type AgentSpec struct {
 	PassEnv     []string          `json:"pass_env,omitempty" toml:"pass_env"`
 	HomeFiles   []string          `json:"home_files,omitempty" toml:"home_files"`
 	Network     bool              `json:"network,omitempty" toml:"network"`
+	// SelfDecidingModes are the agent's own modes in which it answers
+	// permissions by itself, and AskingMode the one in which it asks
+	// berth: a session whose agent is in one of the former is put in the
+	// latter (docs/api.md, "Agent controls").
+	SelfDecidingModes []string `json:"self_deciding_modes,omitempty" toml:"self_deciding_modes"`
+	AskingMode        string   `json:"asking_mode,omitempty" toml:"asking_mode"`
 }
 
 // AgentInfo is an agent catalog entry as GET /v1/agents shows it.

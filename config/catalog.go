@@ -37,6 +37,10 @@ var builtinAgents = []berth.AgentSpec{
 		PassEnv:     []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN"},
 		HomeFiles:   []string{".claude/.credentials.json", ".claude.json"},
 		Network:     true,
+		// Its modes that answer permissions by themselves; it starts in
+		// auto unless ~/.claude/settings.json says otherwise.
+		SelfDecidingModes: []string{"auto", "acceptEdits", "bypassPermissions"},
+		AskingMode:        "default",
 	},
 	{
 		Name:        "codex",
@@ -56,6 +60,9 @@ var builtinAgents = []berth.AgentSpec{
 			"GOOGLE_CLOUD_LOCATION", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_APPLICATION_CREDENTIALS"},
 		HomeFiles: []string{".gemini/"},
 		Network:   true,
+		// Its modes that answer permissions by themselves.
+		SelfDecidingModes: []string{"autoEdit", "yolo"},
+		AskingMode:        "default",
 	},
 	{
 		Name:        "opencode",
@@ -74,6 +81,9 @@ var builtinAgents = []berth.AgentSpec{
 		PassEnv:     []string{"DASHSCOPE_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_MODEL"},
 		HomeFiles:   []string{".qwen/"},
 		Network:     true,
+		// Its modes that answer permissions by themselves; it starts in auto.
+		SelfDecidingModes: []string{"auto-edit", "auto", "yolo"},
+		AskingMode:        "default",
 	},
 	{
 		Name:        "goose",
@@ -127,8 +137,8 @@ type Catalog struct {
 
 // Catalog builds the agent catalog: the built-in agents, then the
 // [[agents]] entries, each overriding the built-in of the same name field by
-// field (command — which also drops the built-in's args —, args, env, description, docker_image, pass_env, home_files
-// where set; network = true grants network, false keeps the built-in's) or
+// field (command — which also drops the built-in's args —, args, env, description, docker_image, pass_env, home_files,
+// self_deciding_modes, asking_mode where set; network = true grants network, false keeps the built-in's) or
 // adding a new agent. self is the path of the running berth binary
 // (os.Executable()): every entry whose command is "berth" runs self; "" keeps
 // "berth" as a command to look up in PATH.
@@ -184,6 +194,12 @@ func merge(base, o berth.AgentSpec) berth.AgentSpec {
 	}
 	if o.HomeFiles != nil {
 		base.HomeFiles = slices.Clone(o.HomeFiles)
+	}
+	if o.SelfDecidingModes != nil {
+		base.SelfDecidingModes = slices.Clone(o.SelfDecidingModes)
+	}
+	if o.AskingMode != "" {
+		base.AskingMode = o.AskingMode
 	}
 	// A bool cannot say "unset": true grants network, false keeps base's.
 	base.Network = base.Network || o.Network
@@ -317,6 +333,27 @@ func validateAgents(entries []berth.AgentSpec) error {
 				return invalid("agents[%d] (%q): home_files entry %q must be a relative path inside the home", i, a.Name, f)
 			}
 		}
+		if err := checkAskingMode(i, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAskingMode refuses entry i, as it overrides its built-in, when
+// berth could not take the agent out of its self_deciding_modes: no
+// asking_mode, or one of them.
+func checkAskingMode(i int, a berth.AgentSpec) error {
+	for _, b := range builtinAgents {
+		if b.Name == a.Name {
+			a = merge(cloneSpec(b), a)
+		}
+	}
+	switch {
+	case len(a.SelfDecidingModes) > 0 && a.AskingMode == "":
+		return invalid("agents[%d] (%q): self_deciding_modes needs an asking_mode to put the agent in", i, a.Name)
+	case slices.Contains(a.SelfDecidingModes, a.AskingMode):
+		return invalid("agents[%d] (%q): asking_mode %q is one of its self_deciding_modes", i, a.Name, a.AskingMode)
 	}
 	return nil
 }
@@ -342,5 +379,6 @@ func cloneSpec(a berth.AgentSpec) berth.AgentSpec {
 	a.Env = maps.Clone(a.Env)
 	a.PassEnv = slices.Clone(a.PassEnv)
 	a.HomeFiles = slices.Clone(a.HomeFiles)
+	a.SelfDecidingModes = slices.Clone(a.SelfDecidingModes)
 	return a
 }
