@@ -13,9 +13,17 @@ import (
 )
 
 // selfDecidingModes is what the self-deciding stand-in offers: like Claude
-// Code's adapter, it opens every conversation, new or loaded, in auto.
-const selfDecidingModes = `{"currentModeId":"auto","availableModes":[{"id":"auto","name":"Auto"},{"id":"default","name":"Ask"},` +
+// Code's adapter, it opens every conversation, new or loaded, in auto, and
+// offers its modes as a config option of category mode too.
+const selfDecidingModes = `"modes":{"currentModeId":"auto","availableModes":[{"id":"auto","name":"Auto"},{"id":"default","name":"Ask"},` +
 	`{"id":"acceptEdits","name":"Accept edits"},{"id":"bypassPermissions","name":"Bypass"}]}`
+
+// selfDecidingOptions is the stand-in's config options with mode current.
+func selfDecidingOptions(mode string) string {
+	return fmt.Sprintf(`"configOptions":[{"id":"mode","name":"Mode","type":"select","category":"mode","currentValue":%q,`+
+		`"options":[{"value":"auto","name":"Auto"},{"value":"default","name":"Ask"},{"value":"acceptEdits","name":"Accept edits"},`+
+		`{"value":"bypassPermissions","name":"Bypass"}]}]`, mode)
+}
 
 // selfDecidingAgent is an ACP agent whose modes auto, acceptEdits and
 // bypassPermissions would answer permissions by themselves. Prompts:
@@ -41,6 +49,7 @@ func selfDecidingAgent(in io.Reader, out io.Writer) int {
 			Params struct {
 				SessionID string `json:"sessionId"`
 				ModeID    string `json:"modeId"`
+				Value     string `json:"value"`
 				Prompt    []struct {
 					Text string `json:"text"`
 				} `json:"prompt"`
@@ -74,10 +83,13 @@ func selfDecidingAgent(in io.Reader, out io.Writer) int {
 				sid = m.Params.SessionID
 			}
 			mode = "auto"
-			send(`{"jsonrpc":"2.0","id":%s,"result":{"sessionId":%q,"modes":%s}}`, m.ID, sid, selfDecidingModes)
+			send(`{"jsonrpc":"2.0","id":%s,"result":{"sessionId":%q,%s,%s}}`, m.ID, sid, selfDecidingModes, selfDecidingOptions(mode))
 		case "session/set_mode":
 			mode = m.Params.ModeID
 			send(`{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+		case "session/set_config_option":
+			mode = m.Params.Value
+			send(`{"jsonrpc":"2.0","id":%s,"result":{%s}}`, m.ID, selfDecidingOptions(mode))
 		case "session/prompt":
 			text := ""
 			if len(m.Params.Prompt) > 0 {
@@ -138,6 +150,10 @@ func TestASelfDecidingModeIsLeftForTheAskingOne(t *testing.T) {
 	}
 	if res := e.prompt(s.ID, "mode"); res.Text != "mode: default" {
 		t.Fatalf("the agent's mode after the start: %q", res.Text)
+	}
+	// Its config option of category mode says the same.
+	if got, _ := e.m.GetSession(context.Background(), s.ID); len(got.ACP.ConfigOptions) != 1 || got.ACP.ConfigOptions[0].CurrentString() != "default" {
+		t.Fatalf("config options after the start = %+v", got.ACP.ConfigOptions)
 	}
 	type modeUpdate struct {
 		Current    string `json:"current"`

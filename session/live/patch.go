@@ -207,6 +207,13 @@ func (cs *controls) setMode(ctx context.Context, mode, source string, mark modeM
 		}
 		c.Modes.Current = mode
 		mark.onto(c.Modes)
+		// The agent's config option of category mode, where it also has one,
+		// says the same: a resume sets again what it says.
+		for i := range c.ConfigOptions {
+			if o := &c.ConfigOptions[i]; o.Category == categoryMode && o.Offers(mode) {
+				o.Current = quote(mode)
+			}
+		}
 		return berth.EventModeUpdate, modeData{Current: mode, Source: source, ForcedFrom: c.Modes.ForcedFrom}
 	})
 }
