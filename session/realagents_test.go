@@ -225,18 +225,36 @@ func TestRealClaudeBwrap(t *testing.T) {
 func TestRealClaudeIsPutInItsAskingMode(t *testing.T) {
 	t.Parallel()
 	command := realAgent(t, "claude-agent-acp")
+	env := stubbedEnv(t, map[string]string{"ANTHROPIC_BASE_URL": "http://" + stubAddr, "ANTHROPIC_API_KEY": "sk-stub",
+		"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+	realAskingMode(t, berth.AgentSpec{Name: "claude", Command: command, Env: env}, "auto")
+}
+
+// Qwen Code with no --approval-mode opens in auto (its classifier
+// approves what it deems safe): berth puts it in default too.
+func TestRealQwenIsPutInItsAskingMode(t *testing.T) {
+	t.Parallel()
+	command := realAgent(t, "qwen")
+	env := stubbedEnv(t, map[string]string{"OPENAI_BASE_URL": "http://" + stubAddr + "/v1", "OPENAI_API_KEY": "sk-stub",
+		"OPENAI_MODEL": "stub-model"})
+	realAskingMode(t, berth.AgentSpec{Name: "qwen", Command: command, Args: []string{"--acp"}, Env: env, HomeFiles: []string{".qwen/"}}, "auto")
+}
+
+// realAskingMode runs spec, with the built-in catalog entry's modes, in
+// approve-reads: the agent opens in from, berth sets the asking mode, and
+// its write asks, at start and after a resume.
+func realAskingMode(t *testing.T, spec berth.AgentSpec, from string) {
+	t.Helper()
 	cat, err := config.Default().Catalog("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	claude, _ := cat.Get("claude")
-	env := stubbedEnv(t, map[string]string{"ANTHROPIC_BASE_URL": "http://" + stubAddr, "ANTHROPIC_API_KEY": "sk-stub",
-		"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
-	e := realEnv(t, t.TempDir(), berth.AgentSpec{Name: "claude", Command: command, Env: env,
-		SelfDecidingModes: claude.SelfDecidingModes, AskingMode: claude.AskingMode})
+	builtin, _ := cat.Get(spec.Name)
+	spec.SelfDecidingModes, spec.AskingMode = builtin.SelfDecidingModes, builtin.AskingMode
+	e := realEnv(t, t.TempDir(), spec)
 	ctx := context.Background()
 	ws := t.TempDir()
-	s := e.create(berth.CreateRequest{Agent: "claude", Workspace: ws})
+	s := e.create(berth.CreateRequest{Agent: spec.Name, Workspace: ws})
 	for i, step := range []string{"start", "resume"} {
 		if i > 0 {
 			if _, err := e.m.StopSession(ctx, s.ID); err != nil {
@@ -247,7 +265,7 @@ func TestRealClaudeIsPutInItsAskingMode(t *testing.T) {
 			}
 		}
 		wantActive(t, e, s.ID)
-		if m := e.modesOf(s.ID); m.Current != "default" || m.SetBy != "berth" || m.ForcedFrom != "auto" {
+		if m := e.modesOf(s.ID); m.Current != spec.AskingMode || m.SetBy != "berth" || m.ForcedFrom != from {
 			t.Fatalf("modes after the %s = %+v", step, m)
 		}
 		target := filepath.Join(ws, step+".txt")
