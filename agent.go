@@ -16,6 +16,12 @@ type AgentSpec struct {
 	// gateway's upstream of that kind (docs/api.md, The model gateway).
 	// "" or ModelAPINone: it is given none.
 	ModelAPI string `json:"model_api,omitempty" toml:"model_api"`
+	// SelfDecidingModes are the agent's own modes in which it answers
+	// permissions by itself, and AskingMode the one in which it asks
+	// berth: a session whose agent is in one of the former is put in the
+	// latter (docs/api.md, "Agent controls").
+	SelfDecidingModes []string `json:"self_deciding_modes,omitempty" toml:"self_deciding_modes"`
+	AskingMode        string   `json:"asking_mode,omitempty" toml:"asking_mode"`
 }
 
 // ModelAPINone is an AgentSpec.ModelAPI that gives the agent no model

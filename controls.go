@@ -16,6 +16,11 @@ type ACPModes struct {
 	// `mode` rather than ACP's mode state: a change is then
 	// session/set_config_option on it.
 	ConfigID string `json:"config_id,omitempty"`
+	// SetBy says who chose Current when it was not the agent: "user" (a
+	// PATCH) or "berth" (it replaced ForcedFrom, a mode in which the agent
+	// answers permissions by itself; docs/api.md, "Agent controls").
+	SetBy      string `json:"set_by,omitempty"`
+	ForcedFrom string `json:"forced_from,omitempty"`
 }
 
 // ACPMode is one mode an agent offers.

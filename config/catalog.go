@@ -39,6 +39,10 @@ var builtinAgents = []berth.AgentSpec{
 		HomeFiles:   []string{".claude.json"},
 		Network:     true,
 		ModelAPI:    "anthropic",
+		// Its modes that answer permissions by themselves; it starts in
+		// auto unless ~/.claude/settings.json says otherwise.
+		SelfDecidingModes: []string{"auto", "acceptEdits", "bypassPermissions"},
+		AskingMode:        "default",
 	},
 	{
 		Name:        "codex",
@@ -60,6 +64,9 @@ var builtinAgents = []berth.AgentSpec{
 		HomeFiles: []string{".gemini/"},
 		Network:   true,
 		ModelAPI:  "gemini",
+		// Its modes that answer permissions by themselves.
+		SelfDecidingModes: []string{"autoEdit", "yolo"},
+		AskingMode:        "default",
 	},
 	{
 		Name:        "opencode",
@@ -80,6 +87,9 @@ var builtinAgents = []berth.AgentSpec{
 		HomeFiles:   []string{".qwen/"},
 		Network:     true,
 		ModelAPI:    "openai",
+		// Its modes that answer permissions by themselves; it starts in auto.
+		SelfDecidingModes: []string{"auto-edit", "auto", "yolo"},
+		AskingMode:        "default",
 	},
 	{
 		Name:        "goose",
@@ -133,8 +143,8 @@ type Catalog struct {
 
 // Catalog builds the agent catalog: the built-in agents, then the
 // [[agents]] entries, each overriding the built-in of the same name field by
-// field (command — which also drops the built-in's args —, args, env, description, docker_image, pass_env, home_files
-// where set; network = true grants network, false keeps the built-in's) or
+// field (command — which also drops the built-in's args —, args, env, description, docker_image, pass_env, home_files,
+// self_deciding_modes, asking_mode where set; network = true grants network, false keeps the built-in's) or
 // adding a new agent. self is the path of the running berth binary
 // (os.Executable()): every entry whose command is "berth" runs self; "" keeps
 // "berth" as a command to look up in PATH.
@@ -193,6 +203,12 @@ func merge(base, o berth.AgentSpec) berth.AgentSpec {
 	}
 	if o.ModelAPI != "" {
 		base.ModelAPI = o.ModelAPI
+	}
+	if o.SelfDecidingModes != nil {
+		base.SelfDecidingModes = slices.Clone(o.SelfDecidingModes)
+	}
+	if o.AskingMode != "" {
+		base.AskingMode = o.AskingMode
 	}
 	// A bool cannot say "unset": true grants network, false keeps base's.
 	base.Network = base.Network || o.Network
@@ -329,6 +345,27 @@ func validateAgents(entries []berth.AgentSpec) error {
 				return invalid("agents[%d] (%q): home_files entry %q must be a relative path inside the home", i, a.Name, f)
 			}
 		}
+		if err := checkAskingMode(i, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkAskingMode refuses entry i, as it overrides its built-in, when
+// berth could not take the agent out of its self_deciding_modes: no
+// asking_mode, or one of them.
+func checkAskingMode(i int, a berth.AgentSpec) error {
+	for _, b := range builtinAgents {
+		if b.Name == a.Name {
+			a = merge(cloneSpec(b), a)
+		}
+	}
+	switch {
+	case len(a.SelfDecidingModes) > 0 && a.AskingMode == "":
+		return invalid("agents[%d] (%q): self_deciding_modes needs an asking_mode to put the agent in", i, a.Name)
+	case slices.Contains(a.SelfDecidingModes, a.AskingMode):
+		return invalid("agents[%d] (%q): asking_mode %q is one of its self_deciding_modes", i, a.Name, a.AskingMode)
 	}
 	return nil
 }
@@ -354,5 +391,6 @@ func cloneSpec(a berth.AgentSpec) berth.AgentSpec {
 	a.Env = maps.Clone(a.Env)
 	a.PassEnv = slices.Clone(a.PassEnv)
 	a.HomeFiles = slices.Clone(a.HomeFiles)
+	a.SelfDecidingModes = slices.Clone(a.SelfDecidingModes)
 	return a
 }

@@ -104,6 +104,18 @@ func TestCatalogOverrideByName(t *testing.T) {
 	if codex.Command != "npx" || len(codex.Args) != 0 || codex.Description != "my codex" {
 		t.Errorf("codex = %+v, want npx with no args", codex)
 	}
+	// Claude's own modes that decide permissions by themselves are built
+	// in, and an override may name others.
+	if !slices.Equal(claude.SelfDecidingModes, []string{"auto", "acceptEdits", "bypassPermissions"}) || claude.AskingMode != "default" {
+		t.Errorf("claude's modes = %v, asking %q", claude.SelfDecidingModes, claude.AskingMode)
+	}
+	c.Agents = []berth.AgentSpec{{Name: "claude", SelfDecidingModes: []string{"yolo"}, AskingMode: "careful"}}
+	if cat, err = c.Catalog(""); err != nil {
+		t.Fatal(err)
+	}
+	if claude, _ = cat.Get("claude"); !slices.Equal(claude.SelfDecidingModes, []string{"yolo"}) || claude.AskingMode != "careful" {
+		t.Errorf("claude's overridden modes = %v, asking %q", claude.SelfDecidingModes, claude.AskingMode)
+	}
 }
 
 func TestCatalogFromFile(t *testing.T) {
@@ -160,6 +172,10 @@ func TestCatalogInvalidEntries(t *testing.T) {
 		{[]berth.AgentSpec{{Name: "a", Command: "x", HomeFiles: []string{"../etc/passwd"}}}, []string{"agents[0]", "home_files"}},
 		{[]berth.AgentSpec{{Name: "a", Command: "x", HomeFiles: []string{"/etc/passwd"}}}, []string{"agents[0]", "home_files"}},
 		{[]berth.AgentSpec{{Name: "a", Command: "x", HomeFiles: []string{"."}}}, []string{"agents[0]", "home_files"}},
+		{[]berth.AgentSpec{{Name: "a", Command: "x", SelfDecidingModes: []string{"yolo"}}}, []string{"agents[0]", "asking_mode"}},
+		{[]berth.AgentSpec{{Name: "a", Command: "x", SelfDecidingModes: []string{"yolo"}, AskingMode: "yolo"}}, []string{"agents[0]", "asking_mode"}},
+		// The built-in's asking mode may not become one of the override's.
+		{[]berth.AgentSpec{{Name: "claude", SelfDecidingModes: []string{"default"}}}, []string{"agents[0]", "asking_mode"}},
 	}
 	for _, tc := range cases {
 		c := Default()

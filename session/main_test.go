@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 		os.Exit(demoagent.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	case "scripted":
 		os.Exit(scriptedAgent(os.Stdin, os.Stdout))
+	case "self-deciding":
+		os.Exit(selfDecidingAgent(os.Stdin, os.Stdout))
 	case "shim":
 		os.Exit(runShim())
 	case "nodewrap":
@@ -76,6 +78,9 @@ func catalog() testCatalog {
 		// The demo agent given a credential by the catalog, as a real agent is.
 		"demo-creds": {Name: "demo-creds", Command: self, Env: map[string]string{agentEnvVar: "demo"},
 			PassEnv: []string{"BERTH_TEST_API_KEY"}, HomeFiles: []string{".test-agent/auth.json"}},
+		// An agent whose own modes answer permissions by themselves, as Claude Code's do.
+		"self-deciding": {Name: "self-deciding", Command: self, Env: map[string]string{agentEnvVar: "self-deciding"},
+			SelfDecidingModes: []string{"auto", "acceptEdits", "bypassPermissions"}, AskingMode: "default"},
 	}
 }
 

@@ -236,3 +236,39 @@ func TestACancelWhileARequestIsStoredAnswersIt(t *testing.T) {
 		}
 	}
 }
+
+// approve-reads, the default, asks for an edit as ask does: it waits for
+// the user, whose allow reaches the agent, or else for the timeout.
+func TestApproveReadsAsksForAnEdit(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	if s.PermissionMode != berth.PermApproveReads {
+		t.Fatalf("default permission_mode = %q", s.PermissionMode)
+	}
+	r := e.promptOK(s.ID, "ask may I edit?", "")
+	p := e.pendingPermission(s.ID)
+	if got, _ := e.m.GetSession(ctx, s.ID); got.Badge != berth.BadgeWaiting || got.PendingPermissions != 1 {
+		t.Fatalf("session while asking: badge %s, pending %d", got.Badge, got.PendingPermissions)
+	}
+	if _, err := e.m.DecidePermission(ctx, s.ID, p.ID, berth.PermissionDecision{Decision: berth.DecisionAllowOnce}); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.waitResult(s.ID, r.TurnID); !strings.Contains(res.Text, "permission: allow") {
+		t.Fatalf("turn: %+v", res)
+	}
+	if rs := e.resolutions(s.ID); len(rs) != 1 || rs[0].DecidedBy != berth.DecidedByUser || rs[0].OptionID != "allow" {
+		t.Fatalf("resolutions: %+v", rs)
+	}
+}
+
+func TestApproveReadsRejectsAnUnansweredEditAtTheTimeout(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.PermissionTimeout = 300 * time.Millisecond })
+	s := e.create(berth.CreateRequest{})
+	if res := e.prompt(s.ID, "ask may I edit?"); !strings.Contains(res.Text, "permission: rejected") {
+		t.Fatalf("turn: %+v", res)
+	}
+	if rs := e.resolutions(s.ID); len(rs) != 1 || rs[0].DecidedBy != berth.DecidedByTimeout || rs[0].OptionID != "reject" {
+		t.Fatalf("resolutions: %+v", rs)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/internal/modelstub"
 	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/bwrap"
@@ -216,6 +217,67 @@ func TestRealClaudeBwrap(t *testing.T) {
 	e := realEnv(t, user, berth.AgentSpec{Name: "claude", Command: command, Env: env,
 		HomeFiles: []string{".claude/settings.json", ".claude.json"}})
 	realTurns(t, e, "claude", t.TempDir(), "stub: hello there", "stub: hello again")
+}
+
+// Claude Code's adapter with no settings opens in auto, where it answers
+// permissions by itself: berth puts it in the catalog's asking mode
+// (default), so approve-reads asks for its write, after a resume too.
+func TestRealClaudeIsPutInItsAskingMode(t *testing.T) {
+	t.Parallel()
+	command := realAgent(t, "claude-agent-acp")
+	env := stubbedEnv(t, map[string]string{"ANTHROPIC_BASE_URL": "http://" + stubAddr, "ANTHROPIC_API_KEY": "sk-stub",
+		"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
+	realAskingMode(t, berth.AgentSpec{Name: "claude", Command: command, Env: env}, "auto")
+}
+
+// Qwen Code with no --approval-mode opens in auto (its classifier
+// approves what it deems safe): berth puts it in default too.
+func TestRealQwenIsPutInItsAskingMode(t *testing.T) {
+	t.Parallel()
+	command := realAgent(t, "qwen")
+	env := stubbedEnv(t, map[string]string{"OPENAI_BASE_URL": "http://" + stubAddr + "/v1", "OPENAI_API_KEY": "sk-stub",
+		"OPENAI_MODEL": "stub-model"})
+	realAskingMode(t, berth.AgentSpec{Name: "qwen", Command: command, Args: []string{"--acp"}, Env: env, HomeFiles: []string{".qwen/"}}, "auto")
+}
+
+// realAskingMode runs spec, with the built-in catalog entry's modes, in
+// approve-reads: the agent opens in from, berth sets the asking mode, and
+// its write asks, at start and after a resume.
+func realAskingMode(t *testing.T, spec berth.AgentSpec, from string) {
+	t.Helper()
+	cat, err := config.Default().Catalog("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtin, _ := cat.Get(spec.Name)
+	spec.SelfDecidingModes, spec.AskingMode = builtin.SelfDecidingModes, builtin.AskingMode
+	e := realEnv(t, t.TempDir(), spec)
+	ctx := context.Background()
+	ws := t.TempDir()
+	s := e.create(berth.CreateRequest{Agent: spec.Name, Workspace: ws})
+	for i, step := range []string{"start", "resume"} {
+		if i > 0 {
+			if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.m.ResumeSession(ctx, s.ID); err != nil {
+				t.Fatalf("resume: %v; stderr: %s", err, stderrOf(e, s.ID))
+			}
+		}
+		wantActive(t, e, s.ID)
+		if m := e.modesOf(s.ID); m.Current != spec.AskingMode || m.SetBy != "berth" || m.ForcedFrom != from {
+			t.Fatalf("modes after the %s = %+v", step, m)
+		}
+		target := filepath.Join(ws, step+".txt")
+		r := e.promptOK(s.ID, "write "+target+" made after the "+step, "")
+		p := e.realPermission(s.ID, r.TurnID)
+		if _, err := e.m.DecidePermission(ctx, s.ID, p.ID, berth.PermissionDecision{Decision: berth.DecisionAllowOnce}); err != nil {
+			t.Fatal(err)
+		}
+		if res := e.waitRealResult(s.ID, r.TurnID); res.StopReason != berth.TurnEndTurn || !strings.Contains(res.Text, "wrote it") {
+			t.Fatalf("tool turn after the %s: %+v; stderr: %s", step, res, stderrOf(e, s.ID))
+		}
+	}
 }
 
 // Qwen Code against the OpenAI-compatible stand-in (OPENAI_BASE_URL), in

@@ -94,12 +94,13 @@ func TestTerminalsRunInTheWorkspace(t *testing.T) {
 	}
 }
 
+// The policies that answer an edit without asking (approve-reads asks:
+// TestApproveReadsAsksForAnEdit).
 func TestPermissionPolicies(t *testing.T) {
 	e := newEnv(t)
 	cases := map[string]string{
-		berth.PermApproveReads: "permission: rejected",
-		berth.PermDenyAll:      "permission: rejected",
-		berth.PermApproveAll:   "permission: allow",
+		berth.PermDenyAll:    "permission: rejected",
+		berth.PermApproveAll: "permission: allow",
 	}
 	for mode, want := range cases {
 		s := e.create(berth.CreateRequest{PermissionMode: mode})

@@ -15,11 +15,13 @@ import (
 )
 
 // asker puts a session's permission requests to the user at the terminal
-// (berth run --mode ask) and sends the answers to the daemon.
+// (berth run in ask or approve-reads mode) and sends the answers to the
+// daemon.
 type asker struct {
 	client *bclient.Client
 	out    io.Writer
-	// permissions says whether permission requests are put too (ask mode).
+	// permissions says whether permission requests are put too (the
+	// modes that ask).
 	permissions bool
 	// lines are the user's answers, read from in by one goroutine that
 	// lives as long as the input does (a blocked read cannot be recalled);

@@ -90,6 +90,18 @@ func TestAuthenticateAndClearFromTheCLI(t *testing.T) {
 	if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo in"}, &res); st != 200 || err != nil || res.Text != "in" {
 		t.Fatalf("prompt = %d %v %+v", st, err, res)
 	}
+	// A prompt answered auth_required: authenticating does not clear
+	// needs_auth, so the CLI does not say "authenticated"; a good turn does.
+	for _, text := range []string{"logout", "echo out"} {
+		s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": text}, &res)
+	}
+	if code, msg := s.cliFails(t, "authenticate", sess.ID, "demo-login"); code != 1 || strings.Contains(msg, "authenticated") ||
+		!strings.Contains(msg, "still shows needs_auth") {
+		t.Fatalf("berth authenticate while needs_auth: exit %d %q", code, msg)
+	}
+	if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/prompts?wait=true", map[string]any{"text": "echo in"}, &res); st != 200 || err != nil || res.Text != "in" {
+		t.Fatalf("prompt after authenticate = %d %v %+v", st, err, res)
+	}
 	var before berth.Session
 	s.api("GET", "/v1/sessions/"+sess.ID, nil, &before)
 	out := s.cli(t, "clear", sess.ID)

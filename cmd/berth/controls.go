@@ -128,7 +128,12 @@ func writeCommands(w io.Writer, cmds []berth.ACPCommand) error {
 func controlsRows(s *berth.Session) [][2]string {
 	var rows [][2]string
 	if m := s.ACP.Modes; m != nil {
-		rows = append(rows, [2]string{"mode", m.Current + offeredText(len(m.Available), func(i int) string { return m.Available[i].ID })})
+		mode := m.Current
+		if m.SetBy == "berth" {
+			// Why the agent is not in the mode it opened in (docs/api.md, "The asking mode").
+			mode += " (set by berth: in " + m.ForcedFrom + " the agent answers permissions by itself)"
+		}
+		rows = append(rows, [2]string{"mode", mode + offeredText(len(m.Available), func(i int) string { return m.Available[i].ID })})
 	}
 	if m := s.ACP.Models; m != nil {
 		rows = append(rows, [2]string{"model", m.Current + offeredText(len(m.Available), func(i int) string { return m.Available[i].ID })})

@@ -116,3 +116,13 @@ func TestSetAndCommandsCLI(t *testing.T) {
 		t.Fatalf("commands -o json = %+v %v", cmds, err)
 	}
 }
+
+// berth show says when berth put the agent in its asking mode, and why.
+func TestShowSaysBerthSetTheMode(t *testing.T) {
+	s := &berth.Session{ACP: berth.ACPInfo{Modes: &berth.ACPModes{Current: "default", SetBy: "berth", ForcedFrom: "auto",
+		Available: []berth.ACPMode{{ID: "auto"}, {ID: "default"}}}}}
+	rows := controlsRows(s)
+	if len(rows) != 1 || rows[0][0] != "mode" || !strings.HasPrefix(rows[0][1], "default (set by berth: in auto the agent answers permissions by itself)") {
+		t.Fatalf("rows = %q", rows)
+	}
+}

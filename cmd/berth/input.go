@@ -296,19 +296,3 @@ func newClearCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&cancel, "cancel", false, "cancel the turn in flight first (else a busy session is refused)")
 	return cmd
 }
-
-// newAuthenticateCommand returns `berth authenticate ID METHOD`.
-func newAuthenticateCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "authenticate ID METHOD",
-		Short: "Authenticate a session's agent with one of its auth methods (berth show lists them)",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			body := map[string]string{"method_id": args[1]}
-			return callAPI(cmd, http.MethodPost, sessionPath(args[0], "/authenticate"), nil, body, func(w io.Writer, s *berth.Session) error {
-				_, err := fmt.Fprintf(w, "authenticated %s (%s, %s)\n", s.ID, s.State, s.Badge)
-				return err
-			})
-		},
-	}
-}

@@ -36,7 +36,7 @@ func newRunCmd() *cobra.Command {
 	f.String("agent", "demo", "agent from the catalog (berth agents)")
 	f.String("sandbox", "", "sandbox provider: auto, bwrap, docker or host (default: the daemon's)")
 	f.String("workspace", "", "existing directory to work in (default: a managed workspace)")
-	f.String("mode", "", "permission mode: approve-reads (default), approve-all, deny-all, or ask (answer each request here)")
+	f.String("mode", "", "permission mode: approve-reads (default: reads allowed, the rest answered here), approve-all, deny-all, or ask (answer each request here)")
 	f.String("config", "", "config file for an in-process daemon (default $BERTH_HOME/config.toml)")
 	f.String("mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
 	f.Int("memory-mb", 0, "memory limit of the sandbox in MiB, swap and /tmp included (default: the daemon's [sandbox] memory_mb)")
@@ -111,10 +111,10 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The agent's questions are put at the terminal; permissions only in
-	// ask mode (else the policy answers them).
+	// The agent's questions are put at the terminal; permissions in the
+	// modes that ask (approve-all and deny-all answer them by policy).
 	ask := newAsker(client, cmd.InOrStdin(), cmd.ErrOrStderr())
-	ask.permissions = req.PermissionMode == berth.PermAsk
+	ask.permissions = s.PermissionMode == berth.PermAsk || s.PermissionMode == berth.PermApproveReads
 	stop, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON, ask)
 	if rm, _ := f.GetBool("rm"); rm {
 		// The turn is over (or was cancelled): nothing of the session is kept.

@@ -146,18 +146,24 @@ func exitCodeOf(err error) int {
 }
 
 func TestRunAskAnswersAtTheTerminal(t *testing.T) {
-	for _, c := range []struct{ input, want string }{
-		{"Always allow\n", "permission: allow_always"},
-		{"what?\n3\n", "permission: rejected"},
+	for _, c := range []struct{ mode, input, want string }{
+		{"ask", "Always allow\n", "permission: allow_always"},
+		{"ask", "what?\n3\n", "permission: rejected"},
+		// approve-reads, the default, asks for an edit too.
+		{"", "1\n", "permission: allow"},
 	} {
 		home := t.TempDir()
-		cmd := exec.Command(bin, "run", "--mode", "ask", "ask delete everything")
+		args := []string{"run", "ask delete everything"}
+		if c.mode != "" {
+			args = []string{"run", "--mode", c.mode, "ask delete everything"}
+		}
+		cmd := exec.Command(bin, args...)
 		cmd.Env = cleanEnv(home)
 		cmd.Stdin = strings.NewReader(c.input)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
-			t.Fatalf("berth run --mode ask (%q): %v\nstdout %s\nstderr %s", c.input, err, stdout.String(), stderr.String())
+			t.Fatalf("berth %v (%q): %v\nstdout %s\nstderr %s", args, c.input, err, stdout.String(), stderr.String())
 		}
 		if !strings.Contains(stdout.String(), c.want) {
 			t.Fatalf("answer %q: stdout %q, want %q", c.input, stdout.String(), c.want)

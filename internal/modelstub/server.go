@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Server serves the APIs on one listener: /v1/messages (Anthropic),
@@ -17,6 +19,11 @@ import (
 // replies it gave, for a test to look at.
 type Server struct {
 	ids atomic.Int64
+	// stamp sets this server's ids apart from another's: an agent
+	// restarted (a resumed session) talks to a new stub, and a tool call
+	// id its history holds already would be taken for that old call.
+	stamp     sync.Once
+	stampText string
 
 	mu      sync.Mutex
 	replies []string
@@ -57,9 +64,10 @@ func (s *Server) record(api string, r Reply) {
 	s.mu.Unlock()
 }
 
-// nextID returns a fresh id with prefix.
+// nextID returns a fresh id with prefix, unique among servers too.
 func (s *Server) nextID(prefix string) string {
-	return fmt.Sprintf("%s%d", prefix, s.ids.Add(1))
+	s.stamp.Do(func() { s.stampText = strconv.FormatInt(time.Now().UnixNano(), 36) })
+	return fmt.Sprintf("%s%s_%d", prefix, s.stampText, s.ids.Add(1))
 }
 
 // Serve serves on l until it is closed.

@@ -79,13 +79,21 @@ func (c *conversation) clear(ctx context.Context, cancel bool) (*berth.Session, 
 	c.setID(ns.SessionID)
 	// A conversation the agent could not reopen carried the transcript so far: no more.
 	c.carry = ""
-	err = ls.saveLocked(wctx, berth.StateActive, func(s *berth.Session) { s.ACP.SessionID = ns.SessionID })
+	err = ls.saveLocked(wctx, berth.StateActive, func(s *berth.Session) {
+		// What the agent offers in the new conversation.
+		ctl := controlsOf(s.ACP)
+		applySetup(&ctl, ns.SessionSetup)
+		s.ACP = withControls(s.ACP, ctl)
+		s.ACP.SessionID = ns.SessionID
+	})
 	ls.Emit("", berth.EventConversationCleared, ClearedData{OldACPSessionID: old, ACPSessionID: ns.SessionID, CanceledEntries: canceled})
 	ls.logger.Info("conversation cleared", "old_acp_session_id", old, "acp_session_id", ns.SessionID)
 	ls.mu.Unlock()
 	if err != nil {
 		ls.logger.Warn("record the new conversation", "err", err)
 	}
+	// The new conversation may open in a mode that would not ask.
+	ls.controls.askFirst(wctx)
 	if err := ls.h.Log.FlushSession(ctx, ls.id); err != nil {
 		ls.logger.Warn("flush after clear", "err", err)
 	}

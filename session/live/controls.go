@@ -244,6 +244,7 @@ func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "
 // what the answer leaves out stays as it was.
 func applySetup(info *berth.ACPInfo, s acp.SessionSetup) {
 	if m := decodeModes(s.Modes); m != nil {
+		keepMarks(info.Modes, m)
 		info.Modes = m
 	}
 	if m := decodeModels(s.Models); m != nil {
@@ -273,6 +274,7 @@ func derive(info *berth.ACPInfo) {
 			for _, v := range o.Options {
 				m.Available = append(m.Available, berth.ACPMode{ID: v.Value, Name: v.Name, Description: v.Description})
 			}
+			keepMarks(info.Modes, m)
 			info.Modes = m
 		}
 	}
@@ -311,10 +313,13 @@ type controlUpdate struct {
 // modeData is the data of mode_update.
 type modeData struct {
 	Current string `json:"current"`
-	// Source is "agent" (its update), "user" (PATCH) or "resume" (berth
-	// set the mode the session had before it was resumed).
-	Source string          `json:"source"`
-	Raw    json.RawMessage `json:"raw,omitempty"`
+	// Source is "agent" (its update), "user" (PATCH), "resume" (berth
+	// set the mode the session had before it was resumed) or "berth" (it
+	// took the agent out of ForcedFrom, a mode that answers permissions
+	// by itself: askingmode.go).
+	Source     string          `json:"source"`
+	ForcedFrom string          `json:"forced_from,omitempty"`
+	Raw        json.RawMessage `json:"raw,omitempty"`
 }
 
 // configData is the data of config_update.
@@ -348,6 +353,10 @@ func controlUpdateOf(u *acp.Update) *controlUpdate {
 				c := controlsOf(s.ACP)
 				if c.Modes == nil {
 					c.Modes = &berth.ACPModes{Available: []berth.ACPMode{}}
+				}
+				if c.Modes.Current != w.CurrentModeID {
+					// A mode the agent went to by itself is its own.
+					c.Modes.SetBy, c.Modes.ForcedFrom = "", ""
 				}
 				c.Modes.Current = w.CurrentModeID
 				s.ACP = withControls(s.ACP, c)

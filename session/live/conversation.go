@@ -185,10 +185,14 @@ func (c *conversation) activate(ctx context.Context, o opened, transcript string
 			"capabilities": info.Capabilities, "resumed_by": resumedBy})
 		ls.out.flushEarlyLocked()
 		ls.logger.Info("session started", "agent", ls.spec.Name, "resumed_by", resumedBy)
-		if c.resumed {
-			// Before the queue runs, the session gets its mode and config back.
+		// Before the queue runs, the session gets its mode and config back
+		// and the agent is taken out of a mode that would not ask.
+		if c.resumed || ls.spec.AskingMode != "" {
 			ls.mu.Unlock()
-			ls.controls.reapply(ctx, before)
+			if c.resumed {
+				ls.controls.reapply(ctx, before)
+			}
+			ls.controls.askFirst(ctx)
 			ls.mu.Lock()
 		}
 		// A resumed session runs what it had queued.

@@ -54,7 +54,7 @@ func (cs *controls) patch(ctx context.Context, p berth.SessionPatch) (*berth.Ses
 			Details: map[string]any{"field": field, "applied": orEmpty(applied)}}
 	}
 	if p.Mode != "" {
-		if err := cs.setMode(ctx, p.Mode, "user"); err != nil {
+		if err := cs.setMode(ctx, p.Mode, "user", modeMark{setBy: setByUser}); err != nil {
 			return nil, failed("mode", err)
 		}
 		applied = append(applied, "mode")
@@ -182,8 +182,9 @@ func findOption(opts []berth.ACPConfigOption, id string) *berth.ACPConfigOption 
 }
 
 // setMode asks the agent for mode (set_mode, or set_config_option for
-// modes offered as a config option) and records it with a mode_update.
-func (cs *controls) setMode(ctx context.Context, mode, source string) error {
+// modes offered as a config option) and records it with a mode_update,
+// marked as set by whom mark says.
+func (cs *controls) setMode(ctx context.Context, mode, source string, mark modeMark) error {
 	ls := cs.ls
 	ls.mu.Lock()
 	modes := ls.sess.ACP.Modes
@@ -191,7 +192,11 @@ func (cs *controls) setMode(ctx context.Context, mode, source string) error {
 	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
 	defer cancel()
 	if modes != nil && modes.ConfigID != "" {
-		return cs.setConfig(ctx, modes.ConfigID, quote(mode), source)
+		return cs.setConfigThen(ctx, modes.ConfigID, quote(mode), source, func(c *berth.ACPInfo) {
+			if c.Modes != nil {
+				mark.onto(c.Modes)
+			}
+		})
 	}
 	if err := ls.client.SetMode(cctx, ls.conv.id(), mode); err != nil {
 		return err
@@ -201,7 +206,15 @@ func (cs *controls) setMode(ctx context.Context, mode, source string) error {
 			c.Modes = &berth.ACPModes{Available: []berth.ACPMode{}}
 		}
 		c.Modes.Current = mode
-		return berth.EventModeUpdate, modeData{Current: mode, Source: source}
+		mark.onto(c.Modes)
+		// The agent's config option of category mode, where it also has one,
+		// says the same: a resume sets again what it says.
+		for i := range c.ConfigOptions {
+			if o := &c.ConfigOptions[i]; o.Category == categoryMode && o.Offers(mode) {
+				o.Current = quote(mode)
+			}
+		}
+		return berth.EventModeUpdate, modeData{Current: mode, Source: source, ForcedFrom: c.Modes.ForcedFrom}
 	})
 }
 
@@ -232,6 +245,12 @@ func (cs *controls) setModel(ctx context.Context, model, source string) error {
 // setConfig sets one config option and records the agent's options after
 // it with a config_update.
 func (cs *controls) setConfig(ctx context.Context, id string, value json.RawMessage, source string) error {
+	return cs.setConfigThen(ctx, id, value, source, nil)
+}
+
+// setConfigThen is setConfig; then, when set, changes the controls
+// further in the same record (the marks of a mode set as an option).
+func (cs *controls) setConfigThen(ctx context.Context, id string, value json.RawMessage, source string, then func(c *berth.ACPInfo)) error {
 	ls := cs.ls
 	cctx, cancel := context.WithTimeout(ctx, controlCallTimeout)
 	defer cancel()
@@ -248,6 +267,9 @@ func (cs *controls) setConfig(ctx context.Context, id string, value json.RawMess
 			o.Current = value
 		}
 		derive(c)
+		if then != nil {
+			then(c)
+		}
 		return berth.EventConfigUpdate, configData{ConfigOptions: c.ConfigOptions, Source: source,
 			Changed: map[string]json.RawMessage{id: value}}
 	})
@@ -297,7 +319,7 @@ func (cs *controls) reapply(ctx context.Context, prev berth.ACPInfo) {
 		prev.Modes.Current != cur.Modes.Current {
 		for _, m := range cur.Modes.Available {
 			if m.ID == prev.Modes.Current {
-				if err := cs.setMode(ctx, m.ID, "resume"); err != nil {
+				if err := cs.setMode(ctx, m.ID, "resume", modeMark{setBy: prev.Modes.SetBy, forcedFrom: prev.Modes.ForcedFrom}); err != nil {
 					warn("mode", err)
 				}
 			}
@@ -311,7 +333,17 @@ func (cs *controls) reapply(ctx context.Context, prev berth.ACPInfo) {
 	}
 	changed := changedConfig(prev.ConfigOptions, cur.ConfigOptions)
 	for _, k := range sortedKeys(changed) {
-		if err := cs.setConfig(ctx, k, changed[k], "resume"); err != nil {
+		var then func(c *berth.ACPInfo)
+		if prev.Modes != nil && prev.Modes.ConfigID == k {
+			// Modes offered as this option: who set the mode stays.
+			mark := modeMark{setBy: prev.Modes.SetBy, forcedFrom: prev.Modes.ForcedFrom}
+			then = func(c *berth.ACPInfo) {
+				if c.Modes != nil {
+					mark.onto(c.Modes)
+				}
+			}
+		}
+		if err := cs.setConfigThen(ctx, k, changed[k], "resume", then); err != nil {
 			warn("config option "+k, err)
 		}
 	}

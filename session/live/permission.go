@@ -14,11 +14,11 @@ import (
 // the session's asks (asks.go). Each request is stored, logged as
 // permission_requested, and then answered by the session's policy, by a
 // decision the user gave earlier for the same tool kind (allow_always,
-// reject_always), or, in ask mode, by whoever comes first of the user, the
-// timeout and a cancel. Every request waits on its own goroutine (the ACP
-// connection serves each inbound request on one), so a question pending in
-// one session holds up nothing else, not even the same session's stream of
-// updates.
+// reject_always), or, in ask mode and for approve-reads' non-read kinds, by
+// whoever comes first of the user, the timeout and a cancel. Every request
+// waits on its own goroutine (the ACP connection serves each inbound
+// request on one), so a question pending in one session holds up nothing
+// else, not even the same session's stream of updates.
 
 // permWaiter is a permission request waiting for a decision.
 type permWaiter struct {
@@ -86,13 +86,17 @@ func (a *asks) requestPermission(ctx context.Context, req acp.RequestPermissionR
 		ls.mu.Unlock()
 		opt := pickOption(req.Options, remembered == berth.DecisionAllowAlways)
 		return a.settle(ctx, &p, berth.PermissionDecided, opt, berth.DecidedByPolicy, true)
-	case mode != berth.PermAsk:
+	case mode == berth.PermDenyAll, mode == berth.PermApproveAll:
 		ls.mu.Unlock()
-		allow := mode == berth.PermApproveAll || (mode == berth.PermApproveReads && readKinds[kind])
-		return a.settle(ctx, &p, berth.PermissionDecided, pickOption(req.Options, allow), berth.DecidedByPolicy, false)
+		return a.settle(ctx, &p, berth.PermissionDecided, pickOption(req.Options, mode == berth.PermApproveAll), berth.DecidedByPolicy, false)
+	case mode == berth.PermApproveReads && readKinds[kind]:
+		ls.mu.Unlock()
+		return a.settle(ctx, &p, berth.PermissionDecided, pickOption(req.Options, true), berth.DecidedByPolicy, false)
 	}
 
-	// Ask: wait for the user, the timeout, a cancel or the connection's end.
+	// Ask, or approve-reads for anything but a read (docs/api.md,
+	// Permissions): wait for the user, the timeout, a cancel or the
+	// connection's end.
 	w := &permWaiter{p: p, toolKind: kind, answer: make(chan acp.RequestPermissionResponse, 1)}
 	a.waitLocked(w)
 	ls.mu.Unlock()
