@@ -113,6 +113,7 @@ func (b *birth) record() {
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
 		RootID: id, MCPServers: req.MCPServers, BerthTools: req.BerthTools == nil || *req.BerthTools, Mounts: req.Mounts,
+		MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens,
 	}
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
@@ -318,6 +319,9 @@ func (b *birth) validate(req *berth.CreateRequest) (berth.AgentSpec, berth.Sandb
 		}
 	}
 	if err := req.ValidateTimes(); err != nil {
+		return spec, nil, false, err
+	}
+	if err := req.ValidateBudget(); err != nil {
 		return spec, nil, false, err
 	}
 	if req.FromSnapshot != "" {
