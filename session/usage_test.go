@@ -268,3 +268,31 @@ func TestAdmitReadsTheStoreOnce(t *testing.T) {
 		t.Fatalf("200 admissions read the store %d times", n)
 	}
 }
+
+// usageObserver records the model calls it is told of.
+type usageObserver struct {
+	noObserver
+	mu     sync.Mutex
+	agents []string
+}
+
+func (o *usageObserver) ModelCalled(agent string, c gateway.Call) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.agents = append(o.agents, agent+" "+c.Model)
+}
+
+// An Observer that is a UsageObserver (the metrics) is told of each call
+// with the session's agent; a call of no session is not told.
+func TestModelCalledTellsTheObserver(t *testing.T) {
+	o := &usageObserver{}
+	e := newEnv(t, func(opts *Options) { opts.Observer = o })
+	s := e.create(berth.CreateRequest{})
+	e.m.ModelCalled(s.ID, modelCall(1, 0))
+	e.m.ModelCalled("ses_gone", modelCall(1, 0))
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.agents) != 1 || o.agents[0] != "demo claude-test" {
+		t.Fatalf("the observer was told %q", o.agents)
+	}
+}
