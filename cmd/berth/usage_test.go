@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/berth-sh/berth"
 )
 
 // usageSessions are a parent that spent $1.50 itself and $0.75 with its
@@ -137,4 +139,23 @@ func containsAll(line string, want []string) bool {
 		}
 	}
 	return true
+}
+
+// berth logs shows a model call's upstream, model, status, tokens and
+// cost, and a budget reached; berth attach says the budget is reached.
+func TestUsageEventsRender(t *testing.T) {
+	call := ev(1, berth.EventModelCall, map[string]any{"upstream": "anthropic", "model": "claude-x", "status": 200,
+		"input_tokens": 12, "output_tokens": 34, "cost_usd": 0.5, "duration_ms": 1500})
+	if got := summarize(call); !containsAll(got, []string{"anthropic", "claude-x", "status=200", "in=12", "out=34", "cost=0.5", "ms=1500"}) {
+		t.Errorf("berth logs, model_call: %q", got)
+	}
+	spent := ev(2, berth.EventBudgetExceeded, map[string]any{"limit": "max_cost_usd", "max": 5, "spent": 5.25})
+	if got := summarize(spent); !containsAll(got, []string{"max_cost_usd", "max=5", "spent=5.25"}) {
+		t.Errorf("berth logs, budget_exceeded: %q", got)
+	}
+	var out strings.Builder
+	newEventRenderer(&out).render(spent)
+	if !strings.Contains(out.String(), "! budget reached: max_cost_usd 5 (spent 5.25)") {
+		t.Errorf("berth attach, budget_exceeded: %q", out.String())
+	}
 }
