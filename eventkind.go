@@ -94,7 +94,7 @@ type EventKind struct {
 var eventKinds = []EventKind{
 	{EventSessionCreated, AboutSession, "the session was created [agent, sandbox, workspace]"},
 	{EventSessionStarted, AboutSession, "the agent is up and its conversation open [agent_info, protocol_version, capabilities, resumed_by]"},
-	{EventSessionStopped, AboutSession, "the session stopped; always its last event [stop_reason, failure]"},
+	{EventSessionStopped, AboutSession, "the session stopped; always its last event but for the model calls that end after it [stop_reason, failure]"},
 	{EventTurnStarted, AboutTurn, "a prompt began a turn [text, content, source]"},
 	{EventConversationCleared, AboutSession, "the session was given a new agent conversation [old_acp_session_id, acp_session_id, canceled_entries]"},
 	{EventAgentMessage, AboutAgent, "a chunk of the agent's answer [text]"},

@@ -88,6 +88,19 @@ func (m *Manager) AdmitModelCall(ctx context.Context, id, upstream string) error
 	return m.usage.admit(ctx, id)
 }
 
+// lateTail bounds the events read back from a log's end to find its last
+// one but the late model calls: more than the calls of one agent in
+// flight at its stop.
+const lateTail = 64
+
+// lateAfterStop reports whether an event of type typ may follow a
+// session's session_stopped: a model call that ended after the stop, and
+// the budget it reached, are logged all the same (docs/api.md, Usage and
+// budgets).
+func lateAfterStop(typ string) bool {
+	return typ == berth.EventModelCall || typ == berth.EventBudgetExceeded
+}
+
 // modelCallData is the model_call event of c.
 func modelCallData(c gateway.Call) berth.ModelCallData {
 	return berth.ModelCallData{Upstream: c.Upstream, Model: c.Model, Status: c.Status,

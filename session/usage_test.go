@@ -296,3 +296,38 @@ func TestModelCalledTellsTheObserver(t *testing.T) {
 		t.Fatalf("the observer was told %q", o.agents)
 	}
 }
+
+// A model call that ends after its session stopped is logged after
+// session_stopped; repair and a booting daemon still take the log as
+// ending with session_stopped, and add no second one.
+func TestLateModelCallKeepsTheLogStopped(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{MaxTokens: new(int64(10))})
+	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.m.ModelCalled(s.ID, modelCall(5, 0))
+	evs := e.events(s.ID)
+	if tail := types(evs[len(evs)-3:]); tail[0] != berth.EventSessionStopped || tail[1] != berth.EventModelCall || tail[2] != berth.EventBudgetExceeded {
+		t.Fatalf("log tail %v", tail)
+	}
+	if rep, err := e.m.Repair(ctx, s.ID, false, false); err != nil || len(rep.Issues) != 0 {
+		t.Fatalf("repair of a log with a late model call: %+v, %v", rep, err)
+	}
+
+	// A daemon that died once session_stopped was logged, before the
+	// session was stored stopped, and a call that ended then.
+	a := e.create(berth.CreateRequest{})
+	if _, err := e.log.AppendSync(ctx, berth.NewEvent(a.ID, "", berth.EventSessionStopped, map[string]any{"stop_reason": "agent_exited"})); err != nil {
+		t.Fatal(err)
+	}
+	e.m.ModelCalled(a.ID, modelCall(1, 0))
+	e.crash()
+	if n := len(ofType(e.events(a.ID), berth.EventSessionStopped)); n != 1 {
+		t.Fatalf("%d session_stopped after the boot", n)
+	}
+	if got := e.get(a.ID); got.State != berth.StateStopped || got.Usage.ModelCalls != 1 {
+		t.Fatalf("after the boot: %s, %d calls", got.State, got.Usage.ModelCalls)
+	}
+}
