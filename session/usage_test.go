@@ -331,3 +331,24 @@ func TestLateModelCallKeepsTheLogStopped(t *testing.T) {
 		t.Fatalf("after the boot: %s, %d calls", got.State, got.Usage.ModelCalls)
 	}
 }
+
+// An agent's spawn_child gives its child budgets of its own; a bad one is
+// refused naming the field.
+func TestSpawnChildToolTakesBudgets(t *testing.T) {
+	e := newEnv(t)
+	p := e.create(berth.CreateRequest{})
+	tools := &childTools{m: e.m, id: p.ID}
+	ctx := context.Background()
+	res, err := tools.SpawnChild(ctx, berth.SpawnChildArgs{TTLSeconds: 60, MaxCostUSD: new(0.5), MaxTokens: new(int64(900))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.get(res.ChildID)
+	if c.MaxCostUSD == nil || *c.MaxCostUSD != 0.5 || c.MaxTokens == nil || *c.MaxTokens != 900 {
+		t.Fatalf("the child's budgets: %v %v", c.MaxCostUSD, c.MaxTokens)
+	}
+	_, err = tools.SpawnChild(ctx, berth.SpawnChildArgs{TTLSeconds: 60, MaxCostUSD: new(-1.0)})
+	if _, field := errWhat(err); !berth.IsCode(err, berth.EInvalid) || field != "max_cost_usd" {
+		t.Fatalf("spawn_child with max_cost_usd -1: %v", err)
+	}
+}
