@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/gateway"
+	"github.com/berth-sh/berth/store/memory"
 )
 
 // modelCall is a call of n input and 2n output tokens costing cost.
@@ -350,5 +351,28 @@ func TestSpawnChildToolTakesBudgets(t *testing.T) {
 	_, err = tools.SpawnChild(ctx, berth.SpawnChildArgs{TTLSeconds: 60, MaxCostUSD: new(-1.0)})
 	if _, field := errWhat(err); !berth.IsCode(err, berth.EInvalid) || field != "max_cost_usd" {
 		t.Fatalf("spawn_child with max_cost_usd -1: %v", err)
+	}
+}
+
+// An admission of a child two levels down, from memory: what the gateway
+// adds to every model call.
+func BenchmarkAdmitModelCall(b *testing.B) {
+	st := memory.New()
+	ctx := context.Background()
+	now := time.Now()
+	for _, s := range []*berth.Session{
+		{ID: "ses_r", RootID: "ses_r", State: berth.StateActive, CreatedAt: now, MaxCostUSD: new(100.0)},
+		{ID: "ses_c", ParentID: "ses_r", RootID: "ses_r", Depth: 1, State: berth.StateActive, CreatedAt: now},
+		{ID: "ses_g", ParentID: "ses_c", RootID: "ses_r", Depth: 2, State: berth.StateActive, CreatedAt: now, MaxTokens: new(int64(1e9))},
+	} {
+		if err := st.CreateSession(ctx, s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m := New(Options{Store: st})
+	for b.Loop() {
+		if err := m.AdmitModelCall(ctx, "ses_g", "anthropic"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
