@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -101,12 +102,17 @@ func lateAfterStop(typ string) bool {
 	return typ == berth.EventModelCall || typ == berth.EventBudgetExceeded
 }
 
-// modelCallData is the model_call event of c.
+// modelCallData is the model_call event of c, its counts never negative
+// nor a cost that is not a number: the store would refuse the call.
 func modelCallData(c gateway.Call) berth.ModelCallData {
+	cost := c.CostUSD
+	if !(cost > 0) || math.IsInf(cost, 0) {
+		cost = 0
+	}
 	return berth.ModelCallData{Upstream: c.Upstream, Model: c.Model, Status: c.Status,
 		InputTokens: max(c.InputTokens, 0), OutputTokens: max(c.OutputTokens, 0),
 		CacheReadTokens: max(c.CacheReadTokens, 0), CacheWriteTokens: max(c.CacheWriteTokens, 0),
-		CostUSD: max(c.CostUSD, 0), DurationMS: c.Duration.Milliseconds(), FirstByteMS: c.FirstByte.Milliseconds()}
+		CostUSD: cost, DurationMS: c.Duration.Milliseconds(), FirstByteMS: c.FirstByte.Milliseconds()}
 }
 
 // called is ModelCalled.

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -374,5 +375,17 @@ func BenchmarkAdmitModelCall(b *testing.B) {
 		if err := m.AdmitModelCall(ctx, "ses_g", "anthropic"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A call whose counts are negative or whose cost is not a number still
+// counts as a call, its bad numbers as 0.
+func TestModelCalledTakesBadNumbersAsZero(t *testing.T) {
+	e := newEnv(t)
+	s := e.create(berth.CreateRequest{})
+	e.m.ModelCalled(s.ID, gateway.Call{Upstream: "u", InputTokens: -5, OutputTokens: 7, CostUSD: math.NaN()})
+	e.m.ModelCalled(s.ID, gateway.Call{Upstream: "u", CostUSD: math.Inf(1)})
+	if u := e.get(s.ID).Usage; u.ModelCalls != 2 || u.InputTokens != 0 || u.OutputTokens != 7 || u.CostUSD != 0 {
+		t.Fatalf("usage %+v", u)
 	}
 }
