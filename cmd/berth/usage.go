@@ -44,15 +44,21 @@ func (b *budgetFlags) fill(fl *pflag.FlagSet, cost **float64, tokens **int64) {
 func newUsageCommand() *cobra.Command {
 	var by string
 	cmd := &cobra.Command{
-		Use:   "usage [ID] [--by session|agent]",
+		Use:   "usage [ID] [--by session|agent|upstream]",
 		Short: "Show the model calls, tokens and cost of a session, or of every session",
 		Long: "Show what the agents' model calls through berth's model gateway used: one session's own usage,\n" +
 			"its subtree's and its budgets; without ID, every session's own usage (stopped ones included) and\n" +
-			"the total, by session or by agent. -o json prints the API's sessions unchanged.",
+			"the total, by session or by agent. --by upstream adds up the model_call events of the session\n" +
+			"(or of every session) by upstream and model. -o json prints the API's JSON unchanged: the\n" +
+			"sessions, or with --by upstream the model_call events, one a line.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if by != "session" && by != "agent" {
-				return usagef(cmd, "--by wants session or agent, not %q", by)
+			switch by {
+			case "session", "agent":
+			case "upstream":
+				return upstreamUsage(cmd, args)
+			default:
+				return usagef(cmd, "--by wants session, agent or upstream, not %q", by)
 			}
 			if len(args) == 1 {
 				return callAPI(cmd, http.MethodGet, sessionPath(args[0], ""), nil, nil, writeUsage)
@@ -60,7 +66,7 @@ func newUsageCommand() *cobra.Command {
 			return listUsage(cmd, by)
 		},
 	}
-	cmd.Flags().StringVar(&by, "by", "session", "without ID, one row per session or per agent")
+	cmd.Flags().StringVar(&by, "by", "session", "one row per session or per agent (without ID), or per upstream and model")
 	return cmd
 }
 
@@ -99,6 +105,100 @@ func usd(v float64) string {
 		return fmt.Sprintf("$%.4f", v)
 	}
 	return fmt.Sprintf("$%.2f", v)
+}
+
+// upstreamUsage prints the model calls of the session args names (of
+// every session without one) added up by upstream and model, read from
+// their model_call events, and the total.
+func upstreamUsage(cmd *cobra.Command, args []string) error {
+	asJSON, c, err := dialFor(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ids := args
+	if len(ids) == 0 {
+		var f berth.SessionFilter
+		for range maxListPages {
+			page, err := c.ListSessions(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			for _, s := range page.Sessions {
+				ids = append(ids, s.ID)
+			}
+			if page.NextCursor == "" || page.NextCursor == f.Cursor {
+				break
+			}
+			f.Cursor = page.NextCursor
+		}
+	}
+	out := cmd.OutOrStdout()
+	type row struct {
+		upstream, model string
+		u               berth.Usage
+	}
+	var rows []*row
+	byKey := map[[2]string]*row{}
+	for _, id := range ids {
+		var after int64
+		for range maxListPages {
+			evs, err := c.ListEvents(cmd.Context(), id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit, Type: berth.EventModelCall})
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 {
+				break
+			}
+			after = evs[len(evs)-1].Seq
+			for _, ev := range evs {
+				if asJSON {
+					b, err := json.Marshal(ev)
+					if err != nil {
+						return err
+					}
+					if err := printRaw(out, b); err != nil {
+						return err
+					}
+					continue
+				}
+				var d berth.ModelCallData
+				if json.Unmarshal(ev.Data, &d) != nil {
+					continue
+				}
+				key := [2]string{d.Upstream, d.Model}
+				r := byKey[key]
+				if r == nil {
+					r = &row{upstream: d.Upstream, model: d.Model}
+					byKey[key] = r
+					rows = append(rows, r)
+				}
+				r.u.Add(d.Usage())
+			}
+		}
+	}
+	if asJSON {
+		return nil
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].upstream != rows[j].upstream {
+			return rows[i].upstream < rows[j].upstream
+		}
+		return rows[i].model < rows[j].model
+	})
+	t := newTable(out)
+	fmt.Fprintln(t, "UPSTREAM\tMODEL\tCALLS\tINPUT\tOUTPUT\tCACHE READ\tCACHE WRITE\tCOST")
+	var total berth.Usage
+	line := func(upstream, model string, u berth.Usage) {
+		fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", printable(upstream), model, u.ModelCalls,
+			u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, usd(u.CostUSD))
+	}
+	for _, r := range rows {
+		line(r.upstream, orDash(shorten(r.model, 40)), r.u)
+		total.Add(r.u)
+	}
+	line("TOTAL", "", total)
+	return t.Flush()
 }
 
 // listUsage prints every session's own usage (its row's key: the session,

@@ -45,6 +45,18 @@ func (f *usageAPI) serve(w http.ResponseWriter, r *http.Request) {
 		var page struct{ Sessions []json.RawMessage }
 		_ = json.Unmarshal([]byte(usageSessions), &page)
 		w.Write(page.Sessions[0])
+	case "GET /v1/sessions/ses_p/events", "GET /v1/sessions/ses_c/events", "GET /v1/sessions/ses_o/events":
+		id := strings.Split(r.URL.Path, "/")[3]
+		if r.URL.Query().Get("type") != "model_call" || r.URL.Query().Get("after") != "" && r.URL.Query().Get("after") != "0" {
+			io.WriteString(w, `{"events":[]}`)
+			return
+		}
+		calls := map[string]string{
+			"ses_p": modelCallEvent("ses_p", 1, "anthropic", "claude-x", 100, 1.5),
+			"ses_c": modelCallEvent("ses_c", 1, "anthropic", "claude-x", 50, 0.5) + "," + modelCallEvent("ses_c", 2, "openai", "gpt-x", 10, 0.25),
+			"ses_o": "",
+		}
+		io.WriteString(w, `{"events":[`+calls[id]+`]}`)
 	default:
 		w.WriteHeader(404)
 		io.WriteString(w, `{"error":{"code":"not_found","message":"no route","details":{}}}`)
@@ -128,6 +140,39 @@ func TestUsageCLI(t *testing.T) {
 	}
 	if _, err := runCLI(t, "usage", "--by", "model", "--addr", ts.URL); exitCode(err) != 2 {
 		t.Fatalf("--by model: %v (exit %d)", err, exitCode(err))
+	}
+}
+
+// modelCallEvent is a model_call event's JSON.
+func modelCallEvent(id string, seq int, upstream, model string, input int, cost float64) string {
+	b, _ := json.Marshal(map[string]any{"seq": seq, "session_id": id, "type": "model_call", "time": "2026-01-02T03:04:05Z",
+		"data": map[string]any{"upstream": upstream, "model": model, "status": 200, "input_tokens": input, "output_tokens": 1, "cost_usd": cost}})
+	return string(b)
+}
+
+// berth usage --by upstream adds up the model_call events of one session
+// or of every one by upstream and model; -o json prints the events.
+func TestUsageByUpstreamCLI(t *testing.T) {
+	isolateEnv(t)
+	ts := httptest.NewServer(http.HandlerFunc((&usageAPI{}).serve))
+	t.Cleanup(ts.Close)
+	out, err := runCLI(t, "usage", "--by", "upstream", "--addr", ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !containsAll(lines[0], []string{"UPSTREAM", "MODEL", "CALLS"}) ||
+		!containsAll(lines[1], []string{"anthropic", "claude-x", "2", "150", "$2.00"}) ||
+		!containsAll(lines[2], []string{"openai", "gpt-x", "1", "10", "$0.25"}) ||
+		!containsAll(lines[3], []string{"TOTAL", "3", "160", "$2.25"}) {
+		t.Fatalf("berth usage --by upstream:\n%s", out)
+	}
+	out, err = runCLI(t, "usage", "ses_c", "--by", "upstream", "-o", "json", "--addr", ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.Contains(lines[1], `"upstream":"openai"`) {
+		t.Fatalf("berth usage ses_c --by upstream -o json:\n%s", out)
 	}
 }
 
