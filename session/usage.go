@@ -52,6 +52,9 @@ type spend struct {
 	maxCost   *float64
 	maxTokens *int64
 	read      time.Time // when the store was read (zero: never whole)
+	// patched is when a PATCH here last set the budgets: a store read
+	// begun before it does not take them back.
+	patched time.Time
 }
 
 // exceeded is the limit the spending reached and its value ("" for none).
@@ -157,7 +160,11 @@ func (u *usage) counted(r berth.SessionUsage) {
 		u.spends[r.ID] = sp
 	}
 	sp.take(r.Usage)
-	sp.maxCost, sp.maxTokens = r.MaxCostUSD, r.MaxTokens
+	if sp.read.IsZero() {
+		// A whole spend's budgets come from reads and PATCHes alone: the
+		// call's transaction may have read them before a PATCH's.
+		sp.maxCost, sp.maxTokens = r.MaxCostUSD, r.MaxTokens
+	}
 }
 
 // show shows a session's new usage: on its live session, which publishes
@@ -229,6 +236,7 @@ func (u *usage) spendOf(ctx context.Context, id string) (spend, error) {
 	}
 	u.mu.Unlock()
 	// Read with no lock held: a slow store stalls this call alone.
+	began := time.Now()
 	s, err := u.m.store.GetSession(ctx, id)
 	if err != nil {
 		return spend{}, err
@@ -240,7 +248,9 @@ func (u *usage) spendOf(ctx context.Context, id string) (spend, error) {
 		u.spends[id] = sp
 	}
 	sp.agent, sp.parent, sp.read = s.Agent, s.ParentID, time.Now()
-	sp.maxCost, sp.maxTokens = s.MaxCostUSD, s.MaxTokens
+	if !sp.patched.After(began) {
+		sp.maxCost, sp.maxTokens = s.MaxCostUSD, s.MaxTokens
+	}
 	sp.take(s.Usage)
 	return *sp, nil
 }
@@ -268,18 +278,21 @@ func (u *usage) patched(ctx context.Context, before spend, s *berth.Session) {
 	u.mu.Lock()
 	sp := u.spends[s.ID]
 	if sp == nil {
-		sp = &spend{agent: s.Agent, parent: s.ParentID}
+		sp = &spend{}
 		u.spends[s.ID] = sp
 	}
-	sp.maxCost, sp.maxTokens = s.MaxCostUSD, s.MaxTokens
+	// s is the session as the PATCH left it: as good as a read.
+	now := time.Now()
+	sp.agent, sp.parent, sp.read = s.Agent, s.ParentID, now
+	sp.maxCost, sp.maxTokens, sp.patched = s.MaxCostUSD, s.MaxTokens, now
 	sp.take(s.Usage)
-	now := *sp
+	after := *sp
 	u.mu.Unlock()
 	was, _ := before.exceeded()
-	if limit, max := now.exceeded(); limit != "" && was == "" {
-		spent := now.total.CostUSD
+	if limit, max := after.exceeded(); limit != "" && was == "" {
+		spent := after.total.CostUSD
 		if limit == berth.LimitTokens {
-			spent = float64(now.total.Tokens())
+			spent = float64(after.total.Tokens())
 		}
 		u.exceeded(ctx, s.ID, limit, max, spent)
 	}

@@ -389,3 +389,21 @@ func TestModelCalledTakesBadNumbersAsZero(t *testing.T) {
 		t.Fatalf("usage %+v", u)
 	}
 }
+
+// The budgets a call's transaction read may be older than a PATCH's that
+// committed meanwhile: once memory holds a session's budgets from a read
+// or a PATCH, a call's answer does not take them back.
+func TestStaleBudgetsDoNotOverwriteAPatch(t *testing.T) {
+	u := usage{spends: map[string]*spend{}}
+	u.patched(context.Background(), spend{}, &berth.Session{ID: "ses_a", MaxCostUSD: new(2.0)})
+	u.counted(berth.SessionUsage{ID: "ses_a", Usage: berth.Usage{ModelCalls: 1, CostUSD: 1.5}, MaxCostUSD: new(1.0)})
+	sp := u.spends["ses_a"]
+	if *sp.maxCost != 2 || sp.total.CostUSD != 1.5 {
+		t.Fatalf("after a call that read the old budget: max %v, spent %v", *sp.maxCost, sp.total.CostUSD)
+	}
+	// A session memory never read takes the call's budgets.
+	u.counted(berth.SessionUsage{ID: "ses_b", Usage: berth.Usage{ModelCalls: 1}, MaxTokens: new(int64(5))})
+	if b := u.spends["ses_b"]; b.maxTokens == nil || *b.maxTokens != 5 {
+		t.Fatalf("a session never read: %+v", b)
+	}
+}
