@@ -42,9 +42,12 @@ func (b *budgetFlags) fill(fl *pflag.FlagSet, cost **float64, tokens **int64) {
 // model gateway, its own and its subtree's, with its budgets; or, without
 // ID, every session's and their total, or each agent's with --by agent.
 func newUsageCommand() *cobra.Command {
-	var by string
+	var (
+		by     string
+		asJSON bool
+	)
 	cmd := &cobra.Command{
-		Use:   "usage [ID] [--by session|agent|upstream]",
+		Use:   "usage [ID] [--by session|agent|upstream] [--json]",
 		Short: "Show the model calls, tokens and cost of a session, or of every session",
 		Long: "Show what the agents' model calls through berth's model gateway used: one session's own usage,\n" +
 			"its subtree's and its budgets; without ID, every session's own usage (stopped ones included) and\n" +
@@ -53,6 +56,11 @@ func newUsageCommand() *cobra.Command {
 			"sessions, or with --by upstream the model_call events, one a line.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON {
+				if err := cmd.Flag("output").Value.Set(outputJSON); err != nil {
+					return err
+				}
+			}
 			switch by {
 			case "session", "agent":
 			case "upstream":
@@ -67,6 +75,7 @@ func newUsageCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&by, "by", "session", "one row per session or per agent (without ID), or per upstream and model")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "the same as -o json")
 	return cmd
 }
 

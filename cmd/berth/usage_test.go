@@ -113,7 +113,7 @@ func TestUsageCLI(t *testing.T) {
 			t.Errorf("berth usage ses_p lacks %q:\n%s", want, out)
 		}
 	}
-	out, err = runCLI(t, "usage", "ses_p", "-o", "json", "--addr", ts.URL)
+	out, err = runCLI(t, "usage", "ses_p", "--json", "--addr", ts.URL)
 	var s struct {
 		ID    string
 		Usage struct {
@@ -123,7 +123,7 @@ func TestUsageCLI(t *testing.T) {
 		}
 	}
 	if err != nil || json.Unmarshal([]byte(out), &s) != nil || s.ID != "ses_p" || s.Usage.Tree.CostUSD != 2.25 {
-		t.Fatalf("berth usage ses_p -o json: %v %q", err, out)
+		t.Fatalf("berth usage ses_p --json: %v %q", err, out)
 	}
 
 	if _, err := runCLI(t, "set", "ses_p", "--max-cost-usd", "3.5", "--addr", ts.URL); err != nil {
