@@ -116,13 +116,23 @@ type SessionPatch struct {
 	Mode   string                     `json:"mode,omitempty"`
 	Model  string                     `json:"model,omitempty"`
 	Config map[string]json.RawMessage `json:"config,omitempty"`
+	// MaxCostUSD and MaxTokens set the session's budgets (docs/api.md,
+	// "Usage and budgets"), berth's own too.
+	MaxCostUSD *float64 `json:"max_cost_usd,omitempty"`
+	MaxTokens  *int64   `json:"max_tokens,omitempty"`
 }
 
 // Agent reports whether the patch asks anything of the agent.
 func (p *SessionPatch) Agent() bool { return p.Mode != "" || p.Model != "" || len(p.Config) > 0 }
 
 // Empty reports whether the patch changes nothing.
-func (p *SessionPatch) Empty() bool { return p.Name == nil && p.Labels == nil && !p.Agent() }
+func (p *SessionPatch) Empty() bool { return !p.Own() && !p.Agent() }
+
+// Own reports whether the patch changes any field of berth's own (see
+// ApplyOwn).
+func (p *SessionPatch) Own() bool {
+	return p.Name != nil || p.Labels != nil || p.MaxCostUSD != nil || p.MaxTokens != nil
+}
 
 // JSONEqual reports whether two JSON values are the same text once
 // surrounding blanks are removed (enough for the scalars config values are).

@@ -21,7 +21,8 @@ const (
 	EQueueFull       = "queue_full"
 	// EUnsupportedMedia refuses a request body that is not JSON (HTTP 415).
 	EUnsupportedMedia = "unsupported_media_type"
-	// ERateLimited refuses an address that guessed wrong too often (HTTP 429).
+	// ERateLimited refuses an address that guessed wrong too often (HTTP
+	// 429), and a model call past a session's budget (BudgetSpent).
 	ERateLimited = "rate_limited"
 	EUnavailable = "unavailable"
 	// ELeaseLost: this node no longer holds the session's lease; another

@@ -43,6 +43,8 @@ const (
 	EventFileRefused          = "file_refused"
 	EventTerminalStarted      = "terminal_started"
 	EventTerminalExited       = "terminal_exited"
+	EventModelCall            = "model_call"
+	EventBudgetExceeded       = "budget_exceeded"
 
 	EventChildStarted = "child_started"
 	EventChildStopped = "child_stopped"
@@ -92,7 +94,7 @@ type EventKind struct {
 var eventKinds = []EventKind{
 	{EventSessionCreated, AboutSession, "the session was created [agent, sandbox, workspace]"},
 	{EventSessionStarted, AboutSession, "the agent is up and its conversation open [agent_info, protocol_version, capabilities, resumed_by]"},
-	{EventSessionStopped, AboutSession, "the session stopped; always its last event [stop_reason, failure]"},
+	{EventSessionStopped, AboutSession, "the session stopped; always its last event but for the model calls that end after it [stop_reason, failure]"},
 	{EventTurnStarted, AboutTurn, "a prompt began a turn [text, content, source]"},
 	{EventConversationCleared, AboutSession, "the session was given a new agent conversation [old_acp_session_id, acp_session_id, canceled_entries]"},
 	{EventAgentMessage, AboutAgent, "a chunk of the agent's answer [text]"},
@@ -118,6 +120,8 @@ var eventKinds = []EventKind{
 	{EventFileRefused, AboutRequest, "a file or terminal request outside the workspace was refused [path, op, reason]"},
 	{EventTerminalStarted, AboutRequest, "a terminal the agent asked for started [terminal_id, command]"},
 	{EventTerminalExited, AboutRequest, "a terminal's command exited [terminal_id, command, exit_code, signal]"},
+	{EventModelCall, AboutRequest, "the agent called a model through the model gateway, never its prompt or answer [upstream, model, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, duration_ms, first_byte_ms]"},
+	{EventBudgetExceeded, AboutSession, "the session's spending, its subtree's included, reached a budget [limit, max, spent]"},
 	{EventExec, AboutSession, "a client's command ran in the sandbox [command, exit_code, signal, timed_out, duration_ms]"},
 	{EventRuntimeWarning, AboutSession, "something went wrong that did not stop the session [reason]"},
 	{EventRuntimeRecovered, AboutSession, "a hung turn's agent is active again [reason]"},

@@ -52,9 +52,12 @@ const (
 	BadgeWaiting   Badge = "waiting"
 	BadgeHung      Badge = "hung"
 	BadgeNeedsAuth Badge = "needs_auth"
-	BadgeStopped   Badge = "stopped"
-	BadgeFailed    Badge = "failed"
-	BadgeStarting  Badge = "starting"
+	// BadgeOverBudget: the session's (tree's) spending reached one of its
+	// budgets (docs/api.md, "Usage and budgets").
+	BadgeOverBudget Badge = "over_budget"
+	BadgeStopped    Badge = "stopped"
+	BadgeFailed     Badge = "failed"
+	BadgeStarting   Badge = "starting"
 )
 
 // StopReason says why a session stopped.
@@ -234,6 +237,23 @@ type Session struct {
 	// berth MCP server while its agent runs, so that a restarted daemon
 	// serves the agent's `berth mcp` again; "" when none.
 	ToolsHash string `json:"-"`
+
+	// Usage is what the session's model calls used, with its subtree's
+	// in Usage.Tree (docs/api.md, "Usage and budgets"). Only
+	// UsageStore.AddUsage moves it: CreateSession and UpdateSession
+	// ignore it.
+	Usage Usage `json:"usage"`
+	// MaxCostUSD and MaxTokens are the session's budgets (nil: none):
+	// its tree's spending at either refuses its and its descendants'
+	// model calls.
+	MaxCostUSD *float64 `json:"max_cost_usd,omitempty"`
+	MaxTokens  *int64   `json:"max_tokens,omitempty"`
+}
+
+// overBudget reports whether the session's spending reached a budget.
+func (s *Session) overBudget() bool {
+	limit, _ := s.Exceeded()
+	return limit != ""
 }
 
 // SessionAuth is what a session's agent lacks to reach its model
@@ -275,6 +295,8 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 		return BadgeHung
 	case busy:
 		return BadgeRunning
+	case s.overBudget():
+		return BadgeOverBudget
 	case s.NeedsAuth:
 		return BadgeNeedsAuth
 	}
@@ -344,6 +366,11 @@ type CreateRequest struct {
 	// Models picks, by kind, the model gateway's upstream the agent is
 	// pointed at ({"anthropic": "my-upstream"}).
 	Models map[string]string `json:"models,omitempty"`
+
+	// MaxCostUSD and MaxTokens are the session's budgets (docs/api.md,
+	// "Usage and budgets"); nil is none.
+	MaxCostUSD *float64 `json:"max_cost_usd,omitempty"`
+	MaxTokens  *int64   `json:"max_tokens,omitempty"`
 }
 
 // WorktreeRequest is the worktree option of a create request.
@@ -379,6 +406,9 @@ func (r *CreateRequest) ValidateTimes() error {
 	}
 	return nil
 }
+
+// ValidateBudget checks max_cost_usd and max_tokens (see ValidateBudget).
+func (r *CreateRequest) ValidateBudget() error { return ValidateBudget(r.MaxCostUSD, r.MaxTokens) }
 
 // PromptRequest is the body of POST /v1/sessions/{id}/prompts: Text or
 // Content, exactly one of them (docs/api.md, "Prompts" and "Prompt content").

@@ -36,7 +36,10 @@ func ValidateLabelKey(k string) error {
 // something to change, a valid name and valid label keys.
 func (p *SessionPatch) Validate() error {
 	if p.Empty() {
-		return Errorf(EInvalid, "nothing to change: give name, labels, mode, model or config")
+		return Errorf(EInvalid, "nothing to change: give name, labels, mode, model, config, max_cost_usd or max_tokens")
+	}
+	if err := ValidateBudget(p.MaxCostUSD, p.MaxTokens); err != nil {
+		return err
 	}
 	if p.Name != nil {
 		if err := ValidateName(*p.Name); err != nil {
@@ -65,8 +68,8 @@ func (p *SessionPatch) CheckLabels(cur map[string]string) error {
 	return nil
 }
 
-// ApplyOwn applies to s the fields that are berth's own: the name, and the
-// labels (merged; null removes).
+// ApplyOwn applies to s the fields that are berth's own: the name, the
+// labels (merged; null removes) and the budgets.
 func (p *SessionPatch) ApplyOwn(s *Session) {
 	if p.Name != nil {
 		s.Name = *p.Name
@@ -85,6 +88,12 @@ func (p *SessionPatch) ApplyOwn(s *Session) {
 		}
 		s.Labels = labels
 	}
+	if p.MaxCostUSD != nil {
+		s.MaxCostUSD = new(*p.MaxCostUSD)
+	}
+	if p.MaxTokens != nil {
+		s.MaxTokens = new(*p.MaxTokens)
+	}
 }
 
 // OwnFields names the fields of berth's own that p changes.
@@ -95,6 +104,12 @@ func (p *SessionPatch) OwnFields() []string {
 	}
 	if p.Labels != nil {
 		fields = append(fields, "labels")
+	}
+	if p.MaxCostUSD != nil {
+		fields = append(fields, LimitCost)
+	}
+	if p.MaxTokens != nil {
+		fields = append(fields, LimitTokens)
 	}
 	return fields
 }

@@ -26,6 +26,7 @@ type Store interface {
 	// daemon's credentials live where its sessions do, and a store that
 	// cannot keep them safely says so at each call (EUnavailable).
 	CredentialStore
+	UsageStore
 
 	// Name says which backend this is ("sqlite", "postgres", "memory"), for health.
 	Name() string
@@ -43,7 +44,8 @@ type SessionStore interface {
 	// EInvalid for a malformed cursor.
 	ListSessions(ctx context.Context, f SessionFilter) (*SessionPage, error)
 	// UpdateSession writes every field of s except LastSeq and
-	// AgentOffset, which only AppendEvents moves. When from is not empty the stored state must equal
+	// AgentOffset, which only AppendEvents moves, and Usage, which only
+	// AddUsage moves. When from is not empty the stored state must equal
 	// from, else EConflict (the transition guard). ENotFound if s is absent.
 	UpdateSession(ctx context.Context, s *Session, from State) error
 	// DeleteSession removes a session, its whole log, its queue entries,

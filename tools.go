@@ -43,6 +43,11 @@ type SpawnChildArgs struct {
 	TTLSeconds     int    `json:"ttl_seconds"`
 	PermissionMode string `json:"permission_mode,omitempty"`
 	Network        bool   `json:"network,omitempty"`
+	// MaxCostUSD and MaxTokens are the child's own budgets (docs/api.md,
+	// "Usage and budgets"); its spending counts against its ancestors'
+	// either way.
+	MaxCostUSD *float64 `json:"max_cost_usd,omitempty"`
+	MaxTokens  *int64   `json:"max_tokens,omitempty"`
 }
 
 // SpawnChildResult is spawn_child's answer.

@@ -64,6 +64,9 @@ func (h *sessions) checkCreate(req *berth.CreateRequest) error {
 	if err := req.ValidateTimes(); err != nil {
 		return err
 	}
+	if err := req.ValidateBudget(); err != nil {
+		return err
+	}
 	if req.Prompt == "" {
 		return nil
 	}

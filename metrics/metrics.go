@@ -38,7 +38,8 @@ type Options struct {
 }
 
 // Metrics is the daemon's registry and the instruments the daemon's parts
-// feed. It implements session.Observer and eventlog.Observer. Its methods
+// feed. It implements session.Observer, session.UsageObserver and
+// eventlog.Observer. Its methods
 // are safe for concurrent use and cheap: an atomic add or a histogram
 // observation, no label built per call.
 type Metrics struct {
@@ -58,6 +59,8 @@ type Metrics struct {
 	changeStreams  prometheus.Gauge
 	permWait       *prometheus.HistogramVec
 	exits          *prometheus.CounterVec
+	// modelCalls are the gateway's model calls (usage.go).
+	modelCalls *modelCalls
 }
 
 var (
@@ -122,8 +125,10 @@ func New(o Options) *Metrics {
 		Help: "Agents gone, by the session's stop reason and failure kind (\"\" when none).",
 	}, []string{"reason", "failure"})
 
+	m.modelCalls = newModelCalls()
+
 	m.reg.MustRegister(m.createSeconds, m.creates, m.turns, m.turnSeconds, m.events, m.commitSeconds,
-		m.commitEvents, m.subscribers, m.permWait, m.exits,
+		m.commitEvents, m.subscribers, m.permWait, m.exits, m.modelCalls.calls, m.modelCalls.tokens, m.modelCalls.cost,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if o.Census != nil {
 		m.reg.MustRegister(newCensusCollector(o.Census))

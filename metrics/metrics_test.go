@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/gateway"
 	"github.com/berth-sh/berth/hooks"
 	"github.com/berth-sh/berth/session"
 )
@@ -39,6 +40,7 @@ func TestFamiliesPassTheLinter(t *testing.T) {
 	m.PermissionDecided(berth.DecidedByUser, time.Second)
 	m.AgentExited(berth.StopAgentCrashed, berth.FailProcessExit)
 	m.Committed(3, time.Millisecond)
+	m.ModelCalled("claude", gateway.Call{Upstream: "anthropic", Model: "m", InputTokens: 1, CostUSD: 0.5})
 	problems, err := testutil.GatherAndLint(m.Registry())
 	if err != nil {
 		t.Fatal(err)
@@ -227,6 +229,7 @@ func TestTheDocsListEveryFamily(t *testing.T) {
 	m.SessionCreated("host", true, time.Second)
 	m.PermissionDecided(berth.DecidedByUser, time.Second)
 	m.AgentExited(berth.StopUserRequested, "")
+	m.ModelCalled("claude", gateway.Call{Upstream: "anthropic", Model: "m", InputTokens: 1})
 	fams, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

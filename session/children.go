@@ -112,6 +112,9 @@ func (m *Manager) SpawnChild(ctx context.Context, parentID string, req berth.Cre
 	if err := req.ValidateTimes(); err != nil {
 		return nil, err
 	}
+	if err := req.ValidateBudget(); err != nil {
+		return nil, err
+	}
 	if len(idemKey) > maxSpawnKey || strings.ContainsFunc(idemKey, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 		return nil, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("Idempotency-Key must be at most %d printable ASCII characters", maxSpawnKey),
 			Details: map[string]any{"header": "Idempotency-Key"}}

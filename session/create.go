@@ -116,7 +116,8 @@ func (b *birth) record() {
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
 		RootID: id, MCPServers: req.MCPServers, BerthTools: req.BerthTools == nil || *req.BerthTools, Mounts: req.Mounts,
-		Models: cloneModels(req.Models),
+		Models:     cloneModels(req.Models),
+		MaxCostUSD: req.MaxCostUSD, MaxTokens: req.MaxTokens,
 	}
 	if s.Labels == nil {
 		s.Labels = map[string]string{}
@@ -322,6 +323,9 @@ func (b *birth) validate(req *berth.CreateRequest) (berth.AgentSpec, berth.Sandb
 		}
 	}
 	if err := req.ValidateTimes(); err != nil {
+		return spec, nil, false, err
+	}
+	if err := req.ValidateBudget(); err != nil {
 		return spec, nil, false, err
 	}
 	if req.FromSnapshot != "" {

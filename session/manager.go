@@ -10,7 +10,8 @@
 // exec.go, clear.go, auth.go, census.go, repair.go); the manager's parts,
 // one type each: the set of live sessions (set.go), where a session runs
 // (placement.go: sandbox, workspace, mounts, worktrees, home files), the
-// trees of sessions (children.go), the all-sessions stream (changes.go,
+// trees of sessions (children.go), the model calls' usage and the budgets
+// (usage.go), the all-sessions stream (changes.go,
 // remote.go), the supervisor (supervise.go, sweep.go), what a previous
 // daemon left (boot.go, reattach.go, reconcile.go), the logs read a turn
 // at a time (transcript.go), the berth tools sockets (toolgate.go,
@@ -178,6 +179,8 @@ type Manager struct {
 	models modelGate
 	// leases are the sessions' leases in a cluster (cluster.go).
 	leases leases
+	// usage counts the model calls and keeps the budgets (usage.go).
+	usage usage
 }
 
 var _ berth.SessionService = (*Manager)(nil)
@@ -221,11 +224,13 @@ func New(opts Options) *Manager {
 		set:       newSessionSet(opts.Limits.MaxSessions),
 		changes:   newChanges(opts.Changes),
 		recovery:  recovery{booted: make(chan struct{})},
+		usage:     usage{spends: make(map[string]*spend)},
 	}
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
 	}
 	m.tools.m, m.models.m, m.trees.m, m.changes.m, m.leases.m, m.supervisor.m, m.recovery.m, m.place.m, m.transcripts.m = m, m, m, m, m, m, m, m, m
+	m.usage.m = m
 	m.sweeper.logger = m.logger
 	m.host = m.newLiveHost()
 	return m

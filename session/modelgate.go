@@ -23,12 +23,6 @@ type ModelGateway struct {
 	// (http://127.0.0.1:PORT), where the agents of the host sandbox call
 	// it; "" gives them none.
 	HostURL string
-	// Admit, when set, is asked before each model call is forwarded
-	// (gateway.Sessions.Admit: budgets); nil admits every call.
-	Admit func(ctx context.Context, sessionID, upstream string) error
-	// ModelCalled, when set, is told of every model call once its answer
-	// has ended (usage accounting), after the manager has looked at it.
-	ModelCalled func(sessionID string, c gateway.Call)
 }
 
 // modelGate points the agents at the model gateway: each session's
@@ -195,25 +189,21 @@ func (m *Manager) GatewaySessions() gateway.Sessions { return modelSessions{m} }
 // modelSessions is the manager as the gateway's gateway.Sessions.
 type modelSessions struct{ m *Manager }
 
-// Admit asks ModelGateway.Admit, when set.
+// Admit refuses a call of a session whose tree's budget is spent
+// (usage.go).
 func (ms modelSessions) Admit(ctx context.Context, sessionID, upstream string) error {
-	if mg := ms.m.opts.Models; mg != nil && mg.Admit != nil {
-		return mg.Admit(ctx, sessionID, upstream)
-	}
-	return nil
+	return ms.m.AdmitModelCall(ctx, sessionID, upstream)
 }
 
 // Called clears the session's missing credential once a call went
-// through, then tells ModelGateway.ModelCalled, when set.
+// through, then counts the call (usage.go).
 func (ms modelSessions) Called(sessionID string, c gateway.Call) {
 	if c.Status < 400 {
 		if ls := ms.m.set.liveOf(sessionID); ls != nil {
 			ls.SetMissingCredential(context.Background(), "")
 		}
 	}
-	if mg := ms.m.opts.Models; mg != nil && mg.ModelCalled != nil {
-		mg.ModelCalled(sessionID, c)
-	}
+	ms.m.ModelCalled(sessionID, c)
 }
 
 // Missing shows that the session's agent lacks credential: auth.missing

@@ -8,9 +8,10 @@ import (
 )
 
 // PatchSession implements berth.SessionService (docs/api.md, "Agent controls"). Everything
-// is checked before anything is applied; then name and labels, the mode,
+// is checked before anything is applied; then name, labels and budgets, the mode,
 // the model and the config options (by id) are applied in that order, and
-// an agent failure part-way says which fields were applied.
+// an agent failure part-way says which fields were applied. A change of
+// a budget takes effect at the next model call (usage.go).
 func (m *Manager) PatchSession(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
 	if err := m.set.awaitBoot(ctx, id); err != nil {
 		return nil, err
@@ -18,6 +19,26 @@ func (m *Manager) PatchSession(ctx context.Context, id string, p berth.SessionPa
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if p.MaxCostUSD == nil && p.MaxTokens == nil {
+		return m.patch(ctx, id, p)
+	}
+	before, err := m.usage.spendOf(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	s, err := m.patch(ctx, id, p)
+	if err != nil {
+		// The budgets may be applied and a later field not: the next
+		// admission reads the store.
+		m.usage.forget(id)
+		return nil, err
+	}
+	m.usage.patched(ctx, before, s)
+	return s, nil
+}
+
+// patch is PatchSession once the patch is checked.
+func (m *Manager) patch(ctx context.Context, id string, p berth.SessionPatch) (*berth.Session, error) {
 	// A delete waits for the change, or the change for it.
 	defer m.sessions.lock(id, false)()
 	ls := m.set.liveOf(id)

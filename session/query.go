@@ -106,6 +106,7 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 		return err
 	}
 	m.log.Forget(id)
+	m.usage.forget(id)
 	m.changes.publishStored(berth.ChangeSessionDeleted, s)
 	shim.RemoveSessionBundles(m.opts.RunDir, id)
 	if err := os.RemoveAll(m.place.sessionDir(id)); err != nil {

@@ -279,17 +279,23 @@ func (rc *recovery) danglingCalls(ctx context.Context, id, turnID string) ([]ope
 	return out, nil
 }
 
-// endsStopped reports whether a session's log ends with session_stopped.
+// endsStopped reports whether a session's log ends with session_stopped,
+// but for the model calls that ended after it (usage.go, lateAfterStop).
 func (rc *recovery) endsStopped(ctx context.Context, id string) (bool, error) {
 	last, err := rc.m.store.LastSeq(ctx, id)
 	if err != nil || last == 0 {
 		return false, err
 	}
-	evs, err := rc.m.store.ListEvents(ctx, id, berth.EventFilter{After: last - 1, Limit: 1})
+	evs, err := rc.m.store.ListEvents(ctx, id, berth.EventFilter{After: max(last-lateTail, 0), Limit: lateTail})
 	if err != nil {
 		return false, err
 	}
-	return len(evs) == 1 && evs[0].Type == berth.EventSessionStopped, nil
+	for i := len(evs) - 1; i >= 0; i-- {
+		if !lateAfterStop(evs[i].Type) {
+			return evs[i].Type == berth.EventSessionStopped, nil
+		}
+	}
+	return false, nil
 }
 
 // openTurn returns the id of the session's last turn if it never ended.

@@ -128,7 +128,9 @@ func scanLog(ctx context.Context, store berth.EventStore, id string) (*logScan, 
 
 // observe follows turns and tool calls through one event.
 func (sc *logScan) observe(ev berth.Event, state map[string]int) {
-	sc.lastType = ev.Type
+	if !lateAfterStop(ev.Type) {
+		sc.lastType = ev.Type
+	}
 	switch ev.Type {
 	case berth.EventTurnStarted:
 		sc.openTurn = ev.TurnID

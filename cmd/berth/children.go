@@ -25,6 +25,7 @@ func newSpawnCommand() *cobra.Command {
 		ttl     time.Duration
 		key     string
 		workdir string
+		budget  budgetFlags
 	)
 	cmd := &cobra.Command{
 		Use:   `spawn PARENT ["prompt"]`,
@@ -43,6 +44,7 @@ stops by itself when its --ttl runs out.`,
 			}
 			req.TTLSeconds = int(math.Ceil(ttl.Seconds()))
 			req.Workspace = workdir
+			budget.fill(cmd.Flags(), &req.MaxCostUSD, &req.MaxTokens)
 			if len(args) == 2 {
 				req.Prompt = args[1]
 			}
@@ -83,6 +85,7 @@ stops by itself when its --ttl runs out.`,
 	fl.StringVar(&req.Sandbox, "sandbox", "", "sandbox provider, no weaker than the parent's (default: the parent's)")
 	fl.StringVar(&workdir, "workspace", "", "a directory inside the parent's workspace (default: the parent's workspace)")
 	fl.StringVar(&key, "idempotency-key", "", "a retry with the same key answers the same child")
+	budget.add(fl)
 	return cmd
 }
 

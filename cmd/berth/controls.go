@@ -17,11 +17,12 @@ func newSetCommand() *cobra.Command {
 	var (
 		mode, model, name string
 		config, labels    []string
+		budget            budgetFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "set ID [--mode M] [--model M] [--config K=V]... [--name N] [--label K=V]...",
-		Short: "Change a session's name, labels, or its agent's mode, model and config options",
-		Long: "Change a session: --name and --label are berth's own (--label K= removes K); --mode, --model and\n" +
+		Use:   "set ID [--mode M] [--model M] [--config K=V]... [--name N] [--label K=V]... [--max-cost-usd X] [--max-tokens N]",
+		Short: "Change a session's name, labels, budgets, or its agent's mode, model and config options",
+		Long: "Change a session: --name, --label and the budgets are berth's own (--label K= removes K); --mode, --model and\n" +
 			"--config go to the agent, which must be running and offer the value (see `berth show` and the\n" +
 			"session's acp object).",
 		Args: cobra.ExactArgs(1),
@@ -32,6 +33,7 @@ func newSetCommand() *cobra.Command {
 				p.Name = &name
 			}
 			p.Mode, p.Model = mode, model
+			budget.fill(fl, &p.MaxCostUSD, &p.MaxTokens)
 			kv, err := keyValues(cmd, "--label", labels)
 			if err != nil {
 				return err
@@ -59,7 +61,7 @@ func newSetCommand() *cobra.Command {
 				p.Config[k] = b
 			}
 			if p.Empty() {
-				return usagef(cmd, "nothing to change: give --mode, --model, --config, --name or --label")
+				return usagef(cmd, "nothing to change: give --mode, --model, --config, --name, --label, --max-cost-usd or --max-tokens")
 			}
 			return callAPI(cmd, http.MethodPatch, sessionPath(args[0], ""), nil, p, writeSession)
 		},
@@ -70,6 +72,7 @@ func newSetCommand() *cobra.Command {
 	fl.StringArrayVar(&config, "config", nil, "an agent config option, ID=VALUE (repeatable)")
 	fl.StringVar(&name, "name", "", "the session's name")
 	fl.StringArrayVar(&labels, "label", nil, "a label, KEY=VALUE; KEY= removes it (repeatable)")
+	budget.add(fl)
 	return cmd
 }
 

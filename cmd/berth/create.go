@@ -23,6 +23,7 @@ type createFlags struct {
 	workspaceRaw string
 	mcpConfig    string
 	wsOpts       workspaceFlags
+	budget       budgetFlags
 }
 
 // add registers the flags on fl; agent is the --agent default.
@@ -42,6 +43,7 @@ func (c *createFlags) add(fl *pflag.FlagSet, agent string) {
 	fl.StringVar(&c.mcpConfig, "mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
 	c.wsOpts.add(fl)
 	fl.IntVar(&c.req.MemoryMB, "memory-mb", 0, "memory limit of the sandbox in MiB, swap and /tmp included (default: the daemon's [sandbox] memory_mb)")
+	c.budget.add(fl)
 }
 
 // request is the create body the flags give, or a usage error.
@@ -62,6 +64,7 @@ func (c *createFlags) request(cmd *cobra.Command) (berth.CreateRequest, error) {
 	if err := c.wsOpts.fill(cmd, &req); err != nil {
 		return req, err
 	}
+	c.budget.fill(cmd.Flags(), &req.MaxCostUSD, &req.MaxTokens)
 	if c.mcpConfig != "" {
 		if req.MCPServers, err = readMCPConfig(c.mcpConfig); err != nil {
 			return req, usagef(cmd, "bad --mcp-config: %v", err)

@@ -80,6 +80,28 @@ credential = "paid-key"
 			if keys := seen.all()[before:]; len(keys) != 1 || keys[0] != "|" {
 				t.Fatalf("the upstream saw keys %q, want none (the placeholder is removed)", keys)
 			}
+			// The call is counted from the upstream's own usage fields.
+			if u := s.session(t, sess.ID).Usage; u.ModelCalls != 1 || u.InputTokens != modelstub.InputTokens || u.OutputTokens != modelstub.OutputTokens {
+				t.Fatalf("usage after one call: %+v", u)
+			}
+			// A budget the first call spends refuses the next one in the
+			// upstream's format; raising it lets the next through.
+			capped := s.create(t, map[string]any{"agent": "demo-model", "sandbox": provider, "models": map[string]string{"anthropic": "free"}, "max_tokens": 1})
+			if r := s.turn(t, capped.ID, "llm one"); r.Text != "llm: 200 stub: one" {
+				t.Fatalf("the call within the budget: %+v", r)
+			}
+			if r := s.turn(t, capped.ID, "llm two"); !strings.HasPrefix(r.Text, "llm: 429 ") || !strings.Contains(r.Text, "budget of 1 tokens is spent") {
+				t.Fatalf("the call past the budget: %+v", r)
+			}
+			if got := s.session(t, capped.ID); got.Badge != berth.BadgeOverBudget {
+				t.Fatalf("past the budget: badge %s", got.Badge)
+			}
+			if st, err := s.api("PATCH", "/v1/sessions/"+capped.ID, map[string]any{"max_tokens": 1000000}, nil); st != 200 || err != nil {
+				t.Fatalf("raise the budget: %d %v", st, err)
+			}
+			if r := s.turn(t, capped.ID, "llm three"); r.Text != "llm: 200 stub: three" {
+				t.Fatalf("the call after the budget was raised: %+v", r)
+			}
 			paid := s.create(t, map[string]any{"agent": "demo-model", "sandbox": provider, "models": map[string]string{"anthropic": "paid"}})
 			r := s.turn(t, paid.ID, "llm hello")
 			if !strings.HasPrefix(r.Text, "llm: 401 ") || !strings.Contains(r.Text, "berth credentials set paid-key") {
@@ -109,7 +131,7 @@ credential = "paid-key"
 			if out, code := s.cliWith(t, "", nil, "credentials", "rm", "paid-key"); code != 0 {
 				t.Fatalf("credentials rm: %d %s", code, out)
 			}
-			for _, id := range []string{sess.ID, paid.ID} {
+			for _, id := range []string{sess.ID, paid.ID, capped.ID} {
 				if st, _ := s.api("POST", "/v1/sessions/"+id+"/stop", nil, nil); st != 200 {
 					t.Fatalf("stop = %d", st)
 				}

@@ -70,6 +70,7 @@ func newRootCommand() *cobra.Command {
 		newAuthenticateCommand(),
 		newSpawnCommand(),
 		newChildrenCommand(),
+		newUsageCommand(),
 		newQueueCommand(),
 		newPermissionsCommand(),
 		newElicitationsCommand(),

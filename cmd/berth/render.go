@@ -162,6 +162,11 @@ func summarize(ev berth.Event) string {
 		return join(shorten(d.str("command"), 60), kv("exit", d.str("exit_code")))
 	case berth.EventUsage:
 		return join(kv("used", d.str("used")), kv("size", d.str("size")), kv("cost", d.str("cost")))
+	case berth.EventModelCall:
+		return join(d.str("upstream"), shorten(d.str("model"), 40), kv("status", d.str("status")), kv("in", d.str("input_tokens")),
+			kv("out", d.str("output_tokens")), kv("cost", d.str("cost_usd")), kv("ms", d.str("duration_ms")))
+	case berth.EventBudgetExceeded:
+		return join(d.str("limit"), kv("max", d.str("max")), kv("spent", d.str("spent")))
 	case berth.EventRuntimeWarning:
 		return shorten(d.str("reason"), 100)
 	case berth.EventAgentStderr:
@@ -329,6 +334,8 @@ func (r *eventRenderer) render(ev berth.Event) {
 		r.line(r.style(ansiDim, fmt.Sprintf("  %s %s", ev.Type, summarize(ev))))
 	case berth.EventRuntimeWarning:
 		r.line("! warning: " + shorten(d.str("reason"), 200))
+	case berth.EventBudgetExceeded:
+		r.line(fmt.Sprintf("! budget reached: %s %s (spent %s); further model calls are refused", d.str("limit"), d.str("max"), d.str("spent")))
 	case berth.EventWorkspaceRewound:
 		r.line(r.style(ansiBold, "↺ workspace rewound to "+d.str("checkpoint_id")))
 	case berth.EventTurnEnded:

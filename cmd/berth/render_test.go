@@ -127,7 +127,7 @@ var attachSkips = []string{
 	berth.EventPromptQueued, berth.EventPromptCanceled, berth.EventPromptSteered,
 	berth.EventFileRead, berth.EventRuntimeRecovered, berth.EventAgentStderr, berth.EventACPUnknown,
 	berth.EventConversationCleared, berth.EventChildStarted, berth.EventChildStopped,
-	berth.EventCheckpointCreated, berth.EventCheckpointPruned,
+	berth.EventCheckpointCreated, berth.EventCheckpointPruned, berth.EventModelCall,
 }
 
 // rootConsts returns the string constants of the root package by name.

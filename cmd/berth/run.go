@@ -41,6 +41,7 @@ func newRunCmd() *cobra.Command {
 	f.String("mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
 	f.Int("memory-mb", 0, "memory limit of the sandbox in MiB, swap and /tmp included (default: the daemon's [sandbox] memory_mb)")
 	f.Bool("rm", false, "delete the session (its log and managed workspace) once the turn ends")
+	new(budgetFlags).add(f)
 	return cmd
 }
 
@@ -76,6 +77,14 @@ func runRun(cmd *cobra.Command, args []string) error {
 	req.Sandbox, _ = f.GetString("sandbox")
 	req.PermissionMode, _ = f.GetString("mode")
 	req.MemoryMB, _ = f.GetInt("memory-mb")
+	if f.Changed("max-cost-usd") {
+		cost, _ := f.GetFloat64("max-cost-usd")
+		req.MaxCostUSD = &cost
+	}
+	if f.Changed("max-tokens") {
+		tokens, _ := f.GetInt64("max-tokens")
+		req.MaxTokens = &tokens
+	}
 	if ws, _ := f.GetString("workspace"); ws != "" {
 		if req.Workspace, err = filepath.Abs(ws); err != nil {
 			return usagef(cmd, "bad --workspace: %v", err)

@@ -161,6 +161,9 @@ func spawnSchema() *jsonschema.Schema {
 		"permission_mode": {Type: "string", Description: "no looser than this session's; default: this session's",
 			Enum: []any{berth.PermDenyAll, berth.PermAsk, berth.PermApproveReads, berth.PermApproveAll}},
 		"network": {Type: "boolean", Description: "network in the child's sandbox (only when this session has it)"},
+		"max_cost_usd": {Type: "number", Description: "the child's budget in US dollars of model calls (this session's budget counts its spending too)",
+			Minimum: new(0.0)},
+		"max_tokens": {Type: "integer", Description: "the child's budget in tokens of model calls", Minimum: new(0.0)},
 	}, "ttl_seconds")
 }
 

@@ -42,7 +42,7 @@ func (cs *controls) patch(ctx context.Context, p berth.SessionPatch) (*berth.Ses
 		return nil, err
 	}
 	var applied []string
-	if p.Name != nil || p.Labels != nil {
+	if p.Own() {
 		if err := ls.save(ctx, func(s *berth.Session) { p.ApplyOwn(s) }); err != nil {
 			return nil, err
 		}

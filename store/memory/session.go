@@ -18,6 +18,8 @@ type session struct {
 	doc []byte
 	// lastSeq and agentOffset are moved only by AppendEvents.
 	lastSeq, agentOffset int64
+	// usage is moved only by AddUsage (usage.go).
+	usage codec.UsageRow
 	// The filter columns. root and spawnKey are set at creation and never
 	// change, as in the SQL stores.
 	state          berth.State
@@ -50,7 +52,12 @@ func before(a, b *session) bool {
 
 // decode returns a fresh copy of the stored session.
 func (r *session) decode() (*berth.Session, error) {
-	return codec.DecodeSession(r.doc, r.lastSeq, r.agentOffset)
+	s, err := codec.DecodeSession(r.doc, r.lastSeq, r.agentOffset)
+	if err != nil {
+		return nil, err
+	}
+	s.Usage = r.usage.Usage()
+	return s, nil
 }
 
 // place returns the index in order where r is or would go.

@@ -3,8 +3,10 @@ package postgres
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -25,6 +27,36 @@ func rawInt8(fd pgconn.FieldDescription, raw []byte) (int64, error) {
 		return int64(binary.BigEndian.Uint64(raw)), nil
 	}
 	return strconv.ParseInt(string(raw), 10, 64)
+}
+
+// rawFloat8 decodes a DOUBLE PRECISION column value as rawInt8 does a
+// BIGINT.
+func rawFloat8(fd pgconn.FieldDescription, raw []byte) (float64, error) {
+	if fd.Format == pgx.BinaryFormatCode {
+		if len(raw) != 8 {
+			return 0, fmt.Errorf("column %s: binary float8 value of %d bytes", fd.Name, len(raw))
+		}
+		return math.Float64frombits(binary.BigEndian.Uint64(raw)), nil
+	}
+	return strconv.ParseFloat(string(raw), 64)
+}
+
+// rawUsage decodes the columns of codec.UsageColumns, the row's from
+// first on, into r.
+func rawUsage(fds []pgconn.FieldDescription, raw [][]byte, first int, r *codec.UsageRow) error {
+	for i, t := range r.Targets() {
+		var err error
+		switch t := t.(type) {
+		case *int64:
+			*t, err = rawInt8(fds[first+i], raw[first+i])
+		case *float64:
+			*t, err = rawFloat8(fds[first+i], raw[first+i])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // interned turns the bytes of a column into a string, reusing last when it

@@ -61,11 +61,18 @@ func insertLabels(ctx context.Context, tx pgx.Tx, pk int64, sess *berth.Session)
 func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, error) {
 	var doc []byte
 	var lastSeq, agentOffset int64
-	err := s.queryRow(ctx, `SELECT doc, last_seq, agent_offset FROM sessions WHERE id = $1`, []any{id}, &doc, &lastSeq, &agentOffset)
+	var u codec.UsageRow
+	err := s.queryRow(ctx, `SELECT doc, last_seq, agent_offset, `+codec.UsageColumns+` FROM sessions WHERE id = $1`, []any{id},
+		append([]any{&doc, &lastSeq, &agentOffset}, u.Targets()...)...)
 	if err := codec.OneRow(err, "get session", "session %s not found", id); err != nil {
 		return nil, err
 	}
-	return codec.DecodeSession(doc, lastSeq, agentOffset)
+	sess, err := codec.DecodeSession(doc, lastSeq, agentOffset)
+	if err != nil {
+		return nil, err
+	}
+	sess.Usage = u.Usage()
+	return sess, nil
 }
 
 // ListSessions returns a page of sessions, newest first (created_at, then
@@ -93,9 +100,9 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 		if fds == nil {
 			fds = rows.FieldDescriptions()
 		}
-		// Columns: doc, last_seq, agent_offset, created_at, id. The document
-		// is decoded straight from the row buffer: the decoder copies what
-		// it keeps.
+		// Columns: doc, last_seq, agent_offset, created_at, id, then the
+		// usage. The document is decoded straight from the row buffer:
+		// the decoder copies what it keeps.
 		raw := rows.RawValues()
 		lastSeq, err := rawInt8(fds[1], raw[1])
 		if err != nil {
@@ -109,10 +116,15 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 			return err
 		}
 		lastID = append(lastID[:0], raw[4]...)
+		var u codec.UsageRow
+		if err := rawUsage(fds, raw, 5, &u); err != nil {
+			return err
+		}
 		sess, err := codec.DecodeSession(raw[0], lastSeq, agentOffset)
 		if err != nil {
 			return err
 		}
+		sess.Usage = u.Usage()
 		page.Sessions = append(page.Sessions, sess)
 		return nil
 	})
@@ -149,10 +161,10 @@ func listSessionsSQL(f berth.SessionFilter, limit int) (string, []any, error) {
 	// statistics (migration 0003).
 	at, id := `s.created_at`, `s.id`
 	if len(keys) == 0 {
-		q.WriteString(`SELECT s.doc, s.last_seq, s.agent_offset, s.created_at, s.id FROM sessions s WHERE true`)
+		q.WriteString(`SELECT s.doc, s.last_seq, s.agent_offset, s.created_at, s.id, ` + codec.UsageColumnsOf("s") + ` FROM sessions s WHERE true`)
 	} else {
 		at, id = `l.created_at`, `l.session_id`
-		q.WriteString(`SELECT s.doc, s.last_seq, s.agent_offset, l.created_at, l.session_id
+		q.WriteString(`SELECT s.doc, s.last_seq, s.agent_offset, l.created_at, l.session_id, ` + codec.UsageColumnsOf("s") + `
 			FROM session_labels l JOIN sessions s ON s.pk = l.session_pk
 			WHERE l.key = ` + arg(keys[0]) + ` AND l.value = ` + arg(f.Labels[keys[0]]))
 		keys = keys[1:]

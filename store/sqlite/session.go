@@ -10,7 +10,7 @@ import (
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
-const getSessionSQL = `SELECT doc, last_seq, agent_offset FROM sessions WHERE id = ?`
+const getSessionSQL = `SELECT doc, last_seq, agent_offset, ` + codec.UsageColumns + ` FROM sessions WHERE id = ?`
 
 // CreateSession inserts s with its labels. EInvalid without an id,
 // EConflict if the id exists.
@@ -47,11 +47,17 @@ func insertLabels(ctx context.Context, tx *sql.Tx, id string, labels map[string]
 func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, error) {
 	var doc []byte
 	var lastSeq, agentOffset int64
-	err := s.getSession.QueryRowContext(ctx, id).Scan(&doc, &lastSeq, &agentOffset)
+	var u codec.UsageRow
+	err := s.getSession.QueryRowContext(ctx, id).Scan(append([]any{&doc, &lastSeq, &agentOffset}, u.Targets()...)...)
 	if err := codec.OneRow(err, "get session", "session %s not found", id); err != nil {
 		return nil, err
 	}
-	return codec.DecodeSession(doc, lastSeq, agentOffset)
+	sess, err := codec.DecodeSession(doc, lastSeq, agentOffset)
+	if err != nil {
+		return nil, err
+	}
+	sess.Usage = u.Usage()
+	return sess, nil
 }
 
 // ListSessions returns a page of sessions, newest first (created_at, then
@@ -64,7 +70,7 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 	}
 	var q strings.Builder
 	var args []any
-	q.WriteString(`SELECT doc, last_seq, agent_offset, created_at, id FROM sessions WHERE 1 = 1`)
+	q.WriteString(`SELECT doc, last_seq, agent_offset, created_at, id, ` + codec.UsageColumns + ` FROM sessions WHERE 1 = 1`)
 	if f.State != "" {
 		q.WriteString(` AND state = ?`)
 		args = append(args, string(f.State))
@@ -124,13 +130,15 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 		}
 		var doc []byte
 		var lastSeq, agentOffset int64
-		if err := rows.Scan(&doc, &lastSeq, &agentOffset, &lastAt, &lastID); err != nil {
+		var u codec.UsageRow
+		if err := rows.Scan(append([]any{&doc, &lastSeq, &agentOffset, &lastAt, &lastID}, u.Targets()...)...); err != nil {
 			return nil, internal(err, "list sessions")
 		}
 		sess, err := codec.DecodeSession(doc, lastSeq, agentOffset)
 		if err != nil {
 			return nil, err
 		}
+		sess.Usage = u.Usage()
 		page.Sessions = append(page.Sessions, sess)
 	}
 	if err := rows.Err(); err != nil {

@@ -49,6 +49,8 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"ListMalformedCursor", testListMalformedCursor},
 		{"Tree", testTree},
 		{"SpawnKeyUnique", testSpawnKeyUnique},
+		{"AddUsage", testAddUsage},
+		{"AddUsageConcurrent", testAddUsageConcurrent},
 		{"UpdateGuard", testUpdateGuard},
 		{"UpdateMissing", testUpdateMissing},
 		{"UpdateKeepsLastSeq", testUpdateKeepsLastSeq},

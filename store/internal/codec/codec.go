@@ -40,6 +40,9 @@ type sessionDoc struct {
 	ToolsHash    string `json:"tools_hash,omitempty"`
 	// Worktree keeps the worktree's hidden fields beside the shown ones.
 	Worktree *worktreeDoc `json:"worktree_dirs,omitempty"`
+	// Usage shadows the Session's, left empty: the usage has columns of
+	// its own (UsageColumns).
+	Usage json.RawMessage `json:"usage,omitempty"`
 }
 
 // worktreeDoc is the stored part of a berth.Worktree the API hides.
@@ -69,7 +72,8 @@ func EncodeSession(s *berth.Session) (string, error) {
 }
 
 // DecodeSession is the inverse of EncodeSession; LastSeq and AgentOffset
-// come from their columns (lastSeq, agentOffset), never from the document.
+// come from their columns (lastSeq, agentOffset), never from the document,
+// and so does Usage (the caller sets it: UsageRow).
 // EInternal for a document that does not decode.
 func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, error) {
 	d := sessionDoc{Session: new(berth.Session)}

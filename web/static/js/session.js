@@ -34,7 +34,8 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
   'agent_message', 'agent_thought', 'user_message', 'tool_call', 'tool_call_update', 'plan', 'usage', 'mode_update',
   'config_update', 'commands_update', 'turn_ended', 'prompt_queued', 'prompt_canceled', 'prompt_steered',
   'permission_requested', 'permission_resolved', 'elicitation_requested', 'elicitation_resolved', 'file_read',
-  'file_written', 'file_refused', 'terminal_started', 'terminal_exited', 'exec', 'runtime_warning', 'runtime_recovered',
+  'file_written', 'file_refused', 'terminal_started', 'terminal_exited', 'model_call', 'budget_exceeded', 'exec',
+  'runtime_warning', 'runtime_recovered',
   'agent_stderr', 'child_started', 'child_stopped', 'checkpoint_created', 'workspace_rewound', 'checkpoint_pruned',
   'acp_unknown'];
 
@@ -43,7 +44,7 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
 const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
   'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved', 'mode_update', 'config_update',
   'commands_update', 'acp_unknown', 'conversation_cleared',
-  'runtime_warning', 'elicitation_requested', 'elicitation_resolved']);
+  'runtime_warning', 'elicitation_requested', 'elicitation_resolved', 'budget_exceeded']);
 
 // CHECKPOINT_ON are the event types after which the checkpoints are
 // fetched again.

@@ -175,6 +175,9 @@ export class Transcript {
       case 'runtime_warning':
         this.note(ev, `Warning: ${d.reason || ''}`, 'warn');
         break;
+      case 'budget_exceeded':
+        this.note(ev, `Budget reached: ${d.limit} ${d.max} (spent ${d.spent}); further model calls are refused`, 'warn');
+        break;
       case 'session_stopped':
         this.note(ev, `Session stopped: ${d.stop_reason || ''}${d.failure ? ` — ${d.failure.kind}: ${d.failure.message}` : ''}`,
           d.failure ? 'warn' : '');

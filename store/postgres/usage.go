@@ -1,0 +1,63 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
+	"github.com/jackc/pgx/v5"
+)
+
+// addOwnUsageSQL adds a delta ($1…$6) to a session's own usage and its
+// tree's; addTreeUsageSQL to an ancestor's tree usage alone. Each row is
+// locked by its UPDATE until the transaction ends, so that concurrent
+// calls add up; both answer the row as it is then.
+const (
+	addOwnUsageSQL = `UPDATE sessions SET usage_calls = usage_calls + $1, usage_input = usage_input + $2,
+		usage_output = usage_output + $3, usage_cache_read = usage_cache_read + $4,
+		usage_cache_write = usage_cache_write + $5, usage_cost = usage_cost + $6,
+		` + addTreeSet + ` WHERE id = $7 RETURNING doc, ` + codec.UsageColumns
+	addTreeUsageSQL = `UPDATE sessions SET ` + addTreeSet + ` WHERE id = $7 RETURNING doc, ` + codec.UsageColumns
+	addTreeSet      = `tree_calls = tree_calls + $1, tree_input = tree_input + $2, tree_output = tree_output + $3,
+		tree_cache_read = tree_cache_read + $4, tree_cache_write = tree_cache_write + $5, tree_cost = tree_cost + $6`
+)
+
+// AddUsage implements berth.UsageStore: the session's own and tree usage,
+// then each ancestor's tree usage, in one transaction. The rows are
+// locked from the session up, the order every AddUsage takes them in, so
+// that two never deadlock.
+func (s *Store) AddUsage(ctx context.Context, id string, delta berth.Usage) ([]berth.SessionUsage, error) {
+	if err := codec.CheckUsage(delta); err != nil {
+		return nil, err
+	}
+	d := codec.UsageArgs(delta)
+	var out []berth.SessionUsage
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		q := addOwnUsageSQL
+		for cur := id; cur != "" && len(out) < codec.MaxAncestors; {
+			var doc []byte
+			var u codec.UsageRow
+			err := tx.QueryRow(ctx, q, append(d, cur)...).Scan(append([]any{&doc}, u.Targets()...)...)
+			if found, err := codec.Found(err, "add usage"); err != nil {
+				return err
+			} else if !found && len(out) == 0 {
+				return berth.Errorf(berth.ENotFound, "session %s not found", id)
+			} else if !found {
+				// An ancestor deleted before its descendant: the walk ends.
+				return nil
+			}
+			sess, err := codec.DecodeSession(doc, 0, 0)
+			if err != nil {
+				return err
+			}
+			out = append(out, codec.SessionUsage(sess, u))
+			cur, q = sess.ParentID, addTreeUsageSQL
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
