@@ -124,17 +124,18 @@ func (ge *gatewayEnv) restart(ids ...string) {
 	ge.tellManager()
 }
 
-// newGatewayEnv starts the stub, the gateway (upstreams anthropic, and
-// other: the stub under /other) and the manager; the catalog has
+// newGatewayEnv starts the stub, the gateway (upstreams anthropic and
+// openai, and other: the stub under /other) and the manager; the catalog has
 // demo-model, the demo agent calling the Anthropic API, which the daemon's
 // environment would give a real key (ANTHROPIC_API_KEY).
 func newGatewayEnv(t *testing.T, tweak ...func(*Options)) *gatewayEnv {
 	t.Setenv("ANTHROPIC_API_KEY", "sk-daemon-env-key")
-	ge := &gatewayEnv{creds: &memCreds{vals: map[string]string{"anthropic": "sk-real-key"}}, seen: &seenCalls{}}
+	ge := &gatewayEnv{creds: &memCreds{vals: map[string]string{"anthropic": "sk-real-key", "openai": "sk-real-openai"}}, seen: &seenCalls{}}
 	stub := httptest.NewServer(ge.seen.wrap(&modelstub.Server{}))
 	t.Cleanup(stub.Close)
 	table, err := gateway.Resolve([]gateway.Upstream{{Name: "anthropic", Kind: gateway.KindAnthropic, URL: stub.URL},
-		{Name: "other", Kind: gateway.KindAnthropic, URL: stub.URL + "/other", Credential: "anthropic"}})
+		{Name: "other", Kind: gateway.KindAnthropic, URL: stub.URL + "/other", Credential: "anthropic"},
+		{Name: "openai", Kind: gateway.KindOpenAI, URL: stub.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}

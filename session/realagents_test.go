@@ -346,3 +346,70 @@ func TestRealClaudeNeedsAuthBwrap(t *testing.T) {
 		t.Errorf("acp: %+v", got.ACP)
 	}
 }
+
+// Real agents run their whole turns through the model gateway: the
+// stand-in listens on the host's loopback, where the sandbox (bwrap, no
+// network) never reaches; the agent is given the gateway on its own
+// loopback and a placeholder key; the upstream sees the stored credential
+// alone, across a stop and a resume; every call is counted.
+func TestRealAgentsThroughTheGateway(t *testing.T) {
+	// Not parallel: the gateway's env sets the daemon's environment.
+	claude := realAgent(t, "claude-agent-acp")
+	qwen := realAgent(t, "qwen")
+	p := bwrap.New(bwrap.Options{})
+	if err := p.Probe(context.Background()); err != nil {
+		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
+	}
+	user := t.TempDir()
+	writeTestFile(t, filepath.Join(user, ".claude/settings.json"), `{"permissions":{"defaultMode":"default"}}`, 0o600)
+	// Nothing serves the sandbox's own stub address: only the gateway
+	// answers the agents.
+	onlyGateway := func(env map[string]string) map[string]string {
+		env = stubbedEnv(t, env)
+		delete(env, stubAddrEnv)
+		return env
+	}
+	self, _ := os.Executable()
+	ge := newGatewayEnv(t, shortRunDir(t), func(o *Options) {
+		o.Providers = append(o.Providers, p)
+		o.Sandbox.Default = berth.SandboxBwrap
+		o.Berth = self
+		o.UserHome = user
+		o.Limits.HandshakeTimeout = 2 * time.Minute
+		c := o.Catalog.(testCatalog)
+		c["claude"] = berth.AgentSpec{Name: "claude", Command: claude, ModelAPI: "anthropic",
+			Env:       onlyGateway(map[string]string{"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}),
+			HomeFiles: []string{".claude/settings.json", ".claude.json"}}
+		c["qwen"] = berth.AgentSpec{Name: "qwen", Command: qwen, Args: []string{"--acp", "--approval-mode", "default"},
+			ModelAPI: "openai", Env: onlyGateway(map[string]string{"OPENAI_MODEL": "stub-model"}), HomeFiles: []string{".qwen/"}}
+	})
+	for agent, key := range map[string]string{"claude": "sk-real-key|", "qwen": "|Bearer sk-real-openai"} {
+		t.Run(agent, func(t *testing.T) {
+			before, _ := ge.seen.all()
+			realTurns(t, ge.env, agent, t.TempDir(), "stub: hello there", "stub: hello again")
+			// The other agent's late calls (a title, a summary) may land
+			// here too: each call carries a stored credential, never a
+			// placeholder, and this agent's carry its upstream's.
+			keys, _ := ge.seen.all()
+			ours := 0
+			for _, k := range keys[len(before):] {
+				if k != "sk-real-key|" && k != "|Bearer sk-real-openai" {
+					t.Fatalf("the upstream saw keys %q, want the stored credentials alone", keys[len(before):])
+				}
+				if k == key {
+					ours++
+				}
+			}
+			if ours == 0 {
+				t.Fatalf("the upstream saw no call with %q: %q", key, keys[len(before):])
+			}
+			list, err := ge.m.ListSessions(context.Background(), berth.SessionFilter{Agent: agent})
+			if err != nil || len(list.Sessions) != 1 {
+				t.Fatalf("sessions: %+v, %v", list, err)
+			}
+			if u := list.Sessions[0].Usage; u.ModelCalls == 0 || u.InputTokens == 0 || u.OutputTokens == 0 {
+				t.Fatalf("usage after the turns: %+v", u)
+			}
+		})
+	}
+}
