@@ -70,7 +70,7 @@ type seenCalls struct {
 func (s *seenCalls) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		s.keys = append(s.keys, r.Header.Get("X-Api-Key")+"|"+r.Header.Get("Authorization"))
+		s.keys = append(s.keys, r.Header.Get("X-Api-Key")+r.Header.Get("X-Goog-Api-Key")+"|"+r.Header.Get("Authorization"))
 		s.paths = append(s.paths, r.URL.Path)
 		s.mu.Unlock()
 		h.ServeHTTP(w, r)
@@ -124,18 +124,19 @@ func (ge *gatewayEnv) restart(ids ...string) {
 	ge.tellManager()
 }
 
-// newGatewayEnv starts the stub, the gateway (upstreams anthropic and
-// openai, and other: the stub under /other) and the manager; the catalog has
+// newGatewayEnv starts the stub, the gateway (upstreams anthropic,
+// openai and gemini, and other: the stub under /other) and the manager; the catalog has
 // demo-model, the demo agent calling the Anthropic API, which the daemon's
 // environment would give a real key (ANTHROPIC_API_KEY).
 func newGatewayEnv(t *testing.T, tweak ...func(*Options)) *gatewayEnv {
 	t.Setenv("ANTHROPIC_API_KEY", "sk-daemon-env-key")
-	ge := &gatewayEnv{creds: &memCreds{vals: map[string]string{"anthropic": "sk-real-key", "openai": "sk-real-openai"}}, seen: &seenCalls{}}
+	ge := &gatewayEnv{creds: &memCreds{vals: map[string]string{"anthropic": "sk-real-key", "openai": "sk-real-openai", "gemini": "real-gemini-key"}}, seen: &seenCalls{}}
 	stub := httptest.NewServer(ge.seen.wrap(&modelstub.Server{}))
 	t.Cleanup(stub.Close)
 	table, err := gateway.Resolve([]gateway.Upstream{{Name: "anthropic", Kind: gateway.KindAnthropic, URL: stub.URL},
 		{Name: "other", Kind: gateway.KindAnthropic, URL: stub.URL + "/other", Credential: "anthropic"},
-		{Name: "openai", Kind: gateway.KindOpenAI, URL: stub.URL}})
+		{Name: "openai", Kind: gateway.KindOpenAI, URL: stub.URL},
+		{Name: "gemini", Kind: gateway.KindGemini, URL: stub.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -356,6 +356,7 @@ func TestRealAgentsThroughTheGateway(t *testing.T) {
 	// Not parallel: the gateway's env sets the daemon's environment.
 	claude := realAgent(t, "claude-agent-acp")
 	qwen := realAgent(t, "qwen")
+	gemini := realAgent(t, "gemini")
 	p := bwrap.New(bwrap.Options{})
 	if err := p.Probe(context.Background()); err != nil {
 		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
@@ -382,18 +383,26 @@ func TestRealAgentsThroughTheGateway(t *testing.T) {
 			HomeFiles: []string{".claude/settings.json", ".claude.json"}}
 		c["qwen"] = berth.AgentSpec{Name: "qwen", Command: qwen, Args: []string{"--acp", "--approval-mode", "default"},
 			ModelAPI: "openai", Env: onlyGateway(map[string]string{"OPENAI_MODEL": "stub-model"}), HomeFiles: []string{".qwen/"}}
+		c["gemini"] = berth.AgentSpec{Name: "gemini", Command: gemini, Args: []string{"--acp", "--model", "gemini-2.5-flash"},
+			ModelAPI: "gemini", Env: onlyGateway(map[string]string{}), HomeFiles: []string{".gemini/"}}
 	})
-	for agent, key := range map[string]string{"claude": "sk-real-key|", "qwen": "|Bearer sk-real-openai"} {
+	for agent, key := range map[string]string{"claude": "sk-real-key|", "qwen": "|Bearer sk-real-openai", "gemini": "real-gemini-key|"} {
 		t.Run(agent, func(t *testing.T) {
 			before, _ := ge.seen.all()
-			realTurns(t, ge.env, agent, t.TempDir(), "stub: hello there", "stub: hello again")
+			ws := t.TempDir()
+			if agent == "gemini" {
+				// Gemini CLI writes only a file that is there (see
+				// TestRealGeminiBwrap).
+				writeTestFile(t, filepath.Join(ws, "gemini.txt"), "old", 0o644)
+			}
+			realTurns(t, ge.env, agent, ws, "stub: hello there", "stub: hello again")
 			// The other agent's late calls (a title, a summary) may land
 			// here too: each call carries a stored credential, never a
 			// placeholder, and this agent's carry its upstream's.
 			keys, _ := ge.seen.all()
 			ours := 0
 			for _, k := range keys[len(before):] {
-				if k != "sk-real-key|" && k != "|Bearer sk-real-openai" {
+				if k != "sk-real-key|" && k != "|Bearer sk-real-openai" && k != "real-gemini-key|" {
 					t.Fatalf("the upstream saw keys %q, want the stored credentials alone", keys[len(before):])
 				}
 				if k == key {
