@@ -22,6 +22,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/daemon"
+	"github.com/berth-sh/berth/gateway"
 	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/providers"
 )
@@ -128,7 +129,7 @@ func runDoctor(cmd *cobra.Command, home, cfgPath string) doctorReport {
 		add(checkDaemon(cmd))
 		add(checkStore(ctx, home, cfg.Store))
 		r.Checks = append(r.Checks, checkSandboxes(ctx, cfg, home)...)
-		r.Checks = append(r.Checks, checkAgents(cfg)...)
+		r.Checks = append(r.Checks, checkAgents(cfg, daemonCredentials(cmd))...)
 	}
 	r.OK = !slices.ContainsFunc(r.Checks, func(c check) bool { return c.Status == checkFail })
 	return r
@@ -355,9 +356,13 @@ func checkUserNamespaces(severity string) check {
 // credentials for it (one of its pass_env variables, or one of its
 // home_files in the user's home)? An agent the config names whose command
 // is missing fails; a built-in one that is not installed is skipped.
-func checkAgents(cfg *config.Config) []check {
+func checkAgents(cfg *config.Config, stored map[string]bool) []check {
 	self, _ := os.Executable()
 	cat, err := cfg.Catalog(self)
+	if err != nil {
+		return []check{{"agents", checkFail, berth.ErrorMessage(err)}}
+	}
+	upstreams, err := cfg.Upstreams()
 	if err != nil {
 		return []check{{"agents", checkFail, berth.ErrorMessage(err)}}
 	}
@@ -379,6 +384,10 @@ func checkAgents(cfg *config.Config) []check {
 			out = append(out, check{name, status, spec.Command + " not found: would run " + command})
 			continue
 		}
+		if spec.ModelAPI != "" && spec.ModelAPI != berth.ModelAPINone {
+			out = append(out, checkGatewayCredential(name, command, spec.ModelAPI, upstreams, stored))
+			continue
+		}
 		if len(spec.PassEnv) == 0 && len(spec.HomeFiles) == 0 {
 			out = append(out, check{name, checkOK, "runs " + command})
 			continue
@@ -394,6 +403,45 @@ func checkAgents(cfg *config.Config) []check {
 		out = append(out, check{name, checkWarn, "runs " + command + "; no credentials found (set one of " + strings.Join(want, ", ") + ", or log in with the agent)"})
 	}
 	return out
+}
+
+// checkGatewayCredential: an agent the model gateway points at its
+// kind's upstream needs that upstream's credential stored (stored: the
+// daemon's credential names, nil when it could not be asked).
+func checkGatewayCredential(name, command, kind string, upstreams []gateway.Upstream, stored map[string]bool) check {
+	i := slices.IndexFunc(upstreams, func(u gateway.Upstream) bool { return u.Name == kind })
+	if i < 0 || upstreams[i].Credential == "" {
+		return check{name, checkOK, "runs " + command + "; its model calls go through the gateway's " + kind + " upstream, which needs no credential"}
+	}
+	cred := upstreams[i].Credential
+	switch {
+	case stored == nil:
+		return check{name, checkWarn, fmt.Sprintf("runs %s; it needs the credential %q (the daemon is not running: cannot tell whether it is set; berth credentials set %s)", command, cred, cred)}
+	case !stored[cred]:
+		return check{name, checkWarn, fmt.Sprintf("runs %s; the credential %q is not set: berth credentials set %s", command, cred, cred)}
+	}
+	return check{name, checkOK, fmt.Sprintf("runs %s; its model calls go through the gateway with the credential %q", command, cred)}
+}
+
+// daemonCredentials are the names of the credentials the daemon keeps;
+// nil when it cannot be asked.
+func daemonCredentials(cmd *cobra.Command) map[string]bool {
+	c, err := dial(cmd)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(cmd.Context(), 3*time.Second)
+	defer cancel()
+	list, err := c.ListCredentials(ctx)
+	if err != nil {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, cr := range list {
+		names[cr.Name] = true
+	}
+	return names
 }
 
 // credentials names what an agent would be given to sign in with: its

@@ -122,6 +122,38 @@ pass_env = ["MY_AGENT_API_KEY"]
 	}
 }
 
+// An agent the model gateway points says which credential it needs, and
+// how to set it, until the daemon keeps it; without a daemon it says it
+// cannot tell.
+func TestDoctorNamesGatewayCredentials(t *testing.T) {
+	home := t.TempDir()
+	cfg := `[[agents]]
+name = "mine"
+command = "` + bin + `"
+args = ["agent-demo"]
+model_api = "anthropic"
+`
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := doctor(t, home, "HOME="+t.TempDir())
+	if c := checkOf(t, r, "agent mine"); c.Status != checkWarn || !strings.Contains(c.Detail, "cannot tell") || !strings.Contains(c.Detail, "berth credentials set anthropic") {
+		t.Errorf("without a daemon: %+v", c)
+	}
+	s := startServer(t, home)
+	r, _ = doctor(t, home, "BERTH_ADDR="+s.addr)
+	if c := checkOf(t, r, "agent mine"); c.Status != checkWarn || !strings.Contains(c.Detail, `the credential "anthropic" is not set: berth credentials set anthropic`) {
+		t.Errorf("not set: %+v", c)
+	}
+	if out, code := s.cliWith(t, "sk-doctor-test\n", nil, "credentials", "set", "anthropic"); code != 0 {
+		t.Fatalf("credentials set: %d %s", code, out)
+	}
+	r, _ = doctor(t, home, "BERTH_ADDR="+s.addr)
+	if c := checkOf(t, r, "agent mine"); c.Status != checkOK || !strings.Contains(c.Detail, `with the credential "anthropic"`) || strings.Contains(c.Detail, "sk-doctor-test") {
+		t.Errorf("set: %+v", c)
+	}
+}
+
 // The doctor tries bwrap for real, as its user (the daemon's): a trial
 // sandbox without network and one with, each reported ok only once it
 // ran. (Finding slirp4netns installed said "ok" while, as an ordinary
