@@ -96,6 +96,9 @@ credential = "paid-key"
 			if got := s.session(t, capped.ID); got.Badge != berth.BadgeOverBudget {
 				t.Fatalf("past the budget: badge %s", got.Badge)
 			}
+			if out := s.cli(t, "show", capped.ID); !strings.Contains(out, "in 1 model calls; over budget") {
+				t.Fatalf("berth show past the budget:\n%s", out)
+			}
 			if st, err := s.api("PATCH", "/v1/sessions/"+capped.ID, map[string]any{"max_tokens": 1000000}, nil); st != 200 || err != nil {
 				t.Fatalf("raise the budget: %d %v", st, err)
 			}
@@ -110,6 +113,9 @@ credential = "paid-key"
 			got := s.session(t, paid.ID)
 			if got.Badge != berth.BadgeNeedsAuth || got.Auth == nil || got.Auth.Missing != "paid-key" {
 				t.Fatalf("badge %s, auth %+v", got.Badge, got.Auth)
+			}
+			if out := s.cli(t, "show", paid.ID); !strings.Contains(out, `the credential "paid-key", which is not set: berth credentials set paid-key`) {
+				t.Fatalf("berth show of a session that needs a credential:\n%s", out)
 			}
 			// Set with the CLI, the credential serves the same session's
 			// next call: no restart, no re-create; the upstream sees it,

@@ -169,6 +169,10 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	if s.Failure != nil {
 		row("failure", s.Failure.Kind+": "+s.Failure.Message)
 	}
+	if s.Auth != nil && s.Auth.Missing != "" {
+		row("needs", fmt.Sprintf("the credential %q, which is not set: berth credentials set %s", s.Auth.Missing, s.Auth.Missing))
+	}
+	row("spend", spendText(s))
 	ws := s.Workspace
 	if s.ManagedWorkspace {
 		ws += " (managed)"
@@ -223,6 +227,27 @@ func writeSession(w io.Writer, s *berth.Session) error {
 		row("resumable", fmt.Sprint(s.Resumable))
 	}
 	return t.Flush()
+}
+
+// spendText is what a session's model calls used and what is left of its
+// budgets; "" before its first call and with none.
+func spendText(s *berth.Session) string {
+	u := s.Usage
+	if u.ModelCalls == 0 && s.MaxCostUSD == nil && s.MaxTokens == nil {
+		return ""
+	}
+	text := fmt.Sprintf("%s, %d tokens in %d model calls", berth.FormatUSD(u.CostUSD), u.Tokens(), u.ModelCalls)
+	if limit, _ := s.Exceeded(); limit != "" {
+		return text + "; over budget"
+	}
+	tree := u.Total()
+	if s.MaxCostUSD != nil {
+		text += "; " + berth.FormatUSD(*s.MaxCostUSD-tree.CostUSD) + " left"
+	}
+	if s.MaxTokens != nil {
+		text += fmt.Sprintf("; %d tokens left", *s.MaxTokens-tree.Tokens())
+	}
+	return text
 }
 
 // mcpServersText names a session's MCP servers with their transports:
