@@ -38,8 +38,12 @@ type AgentInfo struct {
 	// Package is the npm package an npx agent runs, and Fetch says that it
 	// is neither installed nor in npx's cache: the first session downloads
 	// it from the npm registry.
-	Package     string `json:"package,omitempty"`
-	Fetch       bool   `json:"fetch,omitempty"`
+	Package string `json:"package,omitempty"`
+	Fetch   bool   `json:"fetch,omitempty"`
+	// Installed says that the npx agent's package is in the daemon's own
+	// npm prefix (`berth agents install`): its sessions run it from there,
+	// without npx.
+	Installed   bool   `json:"installed,omitempty"`
 	Description string `json:"description"`
 }
 

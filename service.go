@@ -12,6 +12,9 @@ type SessionService interface {
 	Health(ctx context.Context) (*Health, error)
 	// Agents lists the agent catalog.
 	Agents(ctx context.Context) ([]AgentInfo, error)
+	// InstallAgent fetches the package of an agent npx runs ahead, into
+	// the daemon's own npm prefix, and returns the agent as it now runs.
+	InstallAgent(ctx context.Context, name string) (AgentInfo, error)
 
 	// CreateSession validates req, stores the session and completes the
 	// agent handshake before it returns. A failed handshake returns the

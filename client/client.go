@@ -362,6 +362,14 @@ func (c *Client) Agents(ctx context.Context) ([]berth.AgentInfo, error) {
 	return out.Agents, nil
 }
 
+// InstallAgent fetches the npx agent name's package ahead into the
+// daemon's npm prefix (POST /v1/agents/{name}/install).
+func (c *Client) InstallAgent(ctx context.Context, name string) (berth.AgentInfo, error) {
+	var out berth.AgentInfo
+	err := c.Do(ctx, http.MethodPost, "/v1/agents/"+url.PathEscape(name)+"/install", nil, nil, &out)
+	return out, err
+}
+
 // CreateSession creates a session; the agent's handshake is done when it
 // returns. A session whose agent failed to start comes back stopped with
 // its failure, not as an error.

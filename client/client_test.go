@@ -73,6 +73,9 @@ func useEveryMethod(t *testing.T, svc berth.SessionService, label string) {
 	if err != nil || !hasAgent(agents, "demo") {
 		t.Fatalf("Agents = %+v, %v", agents, err)
 	}
+	if _, err := svc.InstallAgent(ctx, "demo"); !berth.IsCode(err, berth.EInvalid) {
+		t.Fatalf("InstallAgent of an agent npx does not run = %v", err)
+	}
 	// The all-sessions stream, from now on.
 	changes, err := svc.StreamChanges(ctx, "")
 	if err != nil {

@@ -139,6 +139,10 @@ var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`
 // once built and safe for concurrent use.
 type Catalog struct {
 	agents map[string]berth.AgentSpec
+	// packages is the daemon's npm prefix of agents' packages
+	// (WithPackages), "" for none; installMu serialises installs into it.
+	packages  string
+	installMu sync.Mutex
 }
 
 // Catalog builds the agent catalog: the built-in agents, then the
@@ -221,7 +225,8 @@ func (c *Catalog) Get(name string) (berth.AgentSpec, bool) {
 	if !ok {
 		return berth.AgentSpec{}, false
 	}
-	return cloneSpec(a), true
+	a, _ = c.installed(cloneSpec(a))
+	return a, true
 }
 
 // List describes every agent, sorted by name. Available reports whether the
@@ -230,23 +235,33 @@ func (c *Catalog) Get(name string) (berth.AgentSpec, bool) {
 func (c *Catalog) List() []berth.AgentInfo {
 	out := make([]berth.AgentInfo, 0, len(c.agents))
 	for _, a := range c.agents {
-		info := berth.AgentInfo{
-			Name:        a.Name,
-			Command:     a.Command,
-			Args:        slices.Clone(a.Args),
-			Available:   available(a.Command),
-			Description: a.Description,
-		}
-		if info.Package = npxPackage(a); info.Package != "" && info.Available {
-			info.Fetch = !npmHas(info.Package)
-		}
-		if info.Args == nil {
-			info.Args = []string{}
-		}
-		out = append(out, info)
+		out = append(out, c.info(a))
 	}
 	slices.SortFunc(out, func(x, y berth.AgentInfo) int { return strings.Compare(x.Name, y.Name) })
 	return out
+}
+
+// info describes agent a as it runs now: from the daemon's prefix when
+// its package is installed there.
+func (c *Catalog) info(a berth.AgentSpec) berth.AgentInfo {
+	pkg := npxPackage(a)
+	run, installed := c.installed(a)
+	info := berth.AgentInfo{
+		Name:        a.Name,
+		Command:     run.Command,
+		Args:        slices.Clone(run.Args),
+		Available:   available(run.Command),
+		Description: a.Description,
+		Package:     pkg,
+		Installed:   installed,
+	}
+	if pkg != "" && !installed && info.Available {
+		info.Fetch = !npmHas(pkg)
+	}
+	if info.Args == nil {
+		info.Args = []string{}
+	}
+	return info
 }
 
 // npxPackage is the npm package an agent run by npx runs: its first

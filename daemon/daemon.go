@@ -258,6 +258,8 @@ func (d *Daemon) newManager(o Options, node string) error {
 	if err != nil {
 		return err
 	}
+	// npx agents fetched ahead (berth agents install) live in the home.
+	catalog.WithPackages(filepath.Join(o.Home, "agents"))
 	po := newProviderOptions(o.Config, self, o.Home)
 	providers, err := d.openProviders(po)
 	if err != nil {

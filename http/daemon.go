@@ -13,7 +13,9 @@ type daemonService interface {
 	sessionLister
 	Health(ctx context.Context) (*berth.Health, error)
 	Agents(ctx context.Context) ([]berth.AgentInfo, error)
+	InstallAgent(ctx context.Context, name string) (berth.AgentInfo, error)
 }
+
 
 // daemonInfo serves what the API says of the daemon rather than of one
 // session: its health and agents, the cluster's nodes (nodes.go), the hooks
@@ -54,6 +56,13 @@ func (h *daemonInfo) handleHealth(w http.ResponseWriter, r *http.Request) {
 // agentList is the answer of GET /v1/agents.
 type agentList struct {
 	Agents []berth.AgentInfo `json:"agents"`
+}
+
+// handleInstallAgent answers POST /v1/agents/{name}/install: it returns
+// once npm is done (a few seconds to minutes).
+func (h *daemonInfo) handleInstallAgent(w http.ResponseWriter, r *http.Request) {
+	info, err := h.svc.InstallAgent(r.Context(), r.PathValue("name"))
+	h.reply(w, r, http.StatusOK, info, err)
 }
 
 // handleAgents answers GET /v1/agents.

@@ -175,6 +175,11 @@ func (f *fakeService) Agents(context.Context) ([]berth.AgentInfo, error) {
 	return []berth.AgentInfo{{Name: "demo", Command: "berth", Args: []string{"agent-demo"}, Available: true, Description: "demo agent"}}, nil
 }
 
+// InstallAgent implements berth.SessionService.
+func (f *fakeService) InstallAgent(_ context.Context, name string) (berth.AgentInfo, error) {
+	return berth.AgentInfo{}, berth.Errorf(berth.EInvalid, "agent %q is not run by npx", name)
+}
+
 // CreateSession implements berth.SessionService.
 func (f *fakeService) CreateSession(_ context.Context, req berth.CreateRequest) (*berth.Session, error) {
 	f.mu.Lock()

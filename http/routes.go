@@ -38,6 +38,7 @@ func (s *Server) routes(svc berth.SessionService) {
 	s.handle("POST /v1/logout", login.handleLogout)
 	s.handle("POST /v1/login/codes", login.handleLoginCode)
 	s.handle("GET /v1/agents", daemon.handleAgents)
+	s.handle("POST /v1/agents/{name}/install", daemon.handleInstallAgent)
 	s.handle("POST /v1/sessions", sess.handleCreateSession)
 	s.handle("GET /v1/sessions", sess.handleListSessions)
 	s.handle("GET /v1/sessions/{id}", sess.handleGetSession)

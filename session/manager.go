@@ -402,6 +402,24 @@ func (m *Manager) Agents(ctx context.Context) ([]berth.AgentInfo, error) {
 	return m.opts.Catalog.List(), nil
 }
 
+// agentInstaller is a catalog that fetches an npx agent's package ahead
+// (config.Catalog).
+type agentInstaller interface {
+	Install(ctx context.Context, name string) (berth.AgentInfo, error)
+}
+
+// InstallAgent fetches the package of the npx agent name into the
+// daemon's prefix, so that its sessions start without a download
+// (docs/agents.md, Installing an agent ahead). EInvalid when the catalog
+// cannot install agents.
+func (m *Manager) InstallAgent(ctx context.Context, name string) (berth.AgentInfo, error) {
+	in, ok := m.opts.Catalog.(agentInstaller)
+	if !ok {
+		return berth.AgentInfo{}, berth.Errorf(berth.EInvalid, "this daemon's catalog cannot install agents")
+	}
+	return in.Install(ctx, name)
+}
+
 // LiveIDs returns the ids of the sessions live here.
 func (m *Manager) LiveIDs() map[string]bool { return m.set.ids() }
 
