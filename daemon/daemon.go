@@ -270,7 +270,7 @@ func (d *Daemon) newManager(o Options, node string) error {
 		return berth.WrapError(berth.EInternal, err, "cannot create %s", runDir)
 	}
 	shimOpts := d.shimOptions(o, self, po)
-	if d.models, err = openGateway(o.Config, d.store, runDir, o.Logger); err != nil {
+	if d.models, err = openGateway(o.Config, d.store, o.Home, o.Logger); err != nil {
 		return err
 	}
 	if d.hooks, err = hooks.New(hooks.Options{Store: d.store, Hooks: hookList(o.Config.Hooks), Owner: node, Logger: o.Logger}); err != nil {

@@ -22,7 +22,8 @@ import (
 	"github.com/berth-sh/berth/session"
 )
 
-// gatewayPortFile, in the run directory, keeps the port the model
+// gatewayPortFile, in the home (not the run directory, which holds what
+// the sessions leave and is empty once they are gone), keeps the port the model
 // gateway's loopback listener had, so that a restarted daemon listens on
 // it again: the host sandbox's agents that outlived the previous daemon
 // keep calling the URL they were given.
@@ -95,7 +96,7 @@ type modelGateway struct {
 // openGateway makes the model gateway of cfg's [[models]] over the
 // store's credentials, listening on a loopback port (the previous
 // daemon's when it is free) of runDir's record.
-func openGateway(cfg *config.Config, store berth.Store, runDir string, logger *slog.Logger) (*modelGateway, error) {
+func openGateway(cfg *config.Config, store berth.Store, home string, logger *slog.Logger) (*modelGateway, error) {
 	table, err := cfg.Upstreams()
 	if err != nil {
 		return nil, err
@@ -105,7 +106,7 @@ func openGateway(cfg *config.Config, store berth.Store, runDir string, logger *s
 	if err != nil {
 		return nil, err
 	}
-	if mg.ln, err = listenGateway(runDir); err != nil {
+	if mg.ln, err = listenGateway(home); err != nil {
 		return nil, err
 	}
 	mg.url = "http://" + mg.ln.Addr().String()
@@ -115,10 +116,10 @@ func openGateway(cfg *config.Config, store berth.Store, runDir string, logger *s
 	return mg, nil
 }
 
-// listenGateway listens on 127.0.0.1, on the port runDir records when it
-// is free, else on one the kernel picks (recorded for the next daemon).
-func listenGateway(runDir string) (net.Listener, error) {
-	path := filepath.Join(runDir, gatewayPortFile)
+// listenGateway listens on 127.0.0.1, on the port the home records when
+// it is free, else on one the kernel picks (recorded for the next daemon).
+func listenGateway(home string) (net.Listener, error) {
+	path := filepath.Join(home, gatewayPortFile)
 	if b, err := os.ReadFile(path); err == nil {
 		if port, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && port > 0 && port < 65536 {
 			if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {

@@ -57,7 +57,8 @@ func TestNpmInstalledAgentBwrap(t *testing.T) {
 	}
 	nvm := filepath.Join(t.TempDir(), "versions", "node", "bin")
 	symlink(t, node, filepath.Join(nvm, "node"))
-	agent := berth.AgentSpec{Name: "npm-agent", Command: command, HomeFiles: []string{".tiny/"},
+	// A directory's copy leaves token files out: the agent's is named.
+	agent := berth.AgentSpec{Name: "npm-agent", Command: command, HomeFiles: []string{".tiny/", ".tiny/auth.json"},
 		Env: map[string]string{"PATH": nvm}}
 	e := newEnv(t, withAgents(agent), func(o *Options) {
 		o.Providers = append(o.Providers, p)

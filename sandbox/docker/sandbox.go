@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -112,9 +113,28 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot create the container: %s", reason(ctx, err))
 	}
 	sb := &Sandbox{p: p, id: created.ID, cfg: cfg, who: who, cov: cov}
-	if _, err := p.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
-		sb.remove(context.WithoutCancel(ctx))
-		return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start the container: %s", reason(ctx, err))
+	for attempt := 1; ; attempt++ {
+		_, err := p.cli.ContainerStart(ctx, sb.id, client.ContainerStartOptions{})
+		if err == nil {
+			break
+		}
+		// Under load an engine has been seen to fail the runtime's start
+		// of a container now and then (runc: "stat /busybox.berth:
+		// permission denied" for a path every other start finds): a
+		// container made anew gets one more try.
+		if attempt > 1 || ctx.Err() != nil || !strings.Contains(err.Error(), "OCI runtime create failed") {
+			sb.remove(context.WithoutCancel(ctx))
+			return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start the container: %s", reason(ctx, err))
+		}
+		slog.Warn("docker: the runtime did not start a container; making it again", "session_id", cfg.SessionID, "err", err)
+		if _, err := p.cli.ContainerRemove(context.WithoutCancel(ctx), sb.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			sb.remove(context.WithoutCancel(ctx))
+			return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot remove the container that did not start: %s", reason(ctx, err))
+		}
+		if created, err = p.cli.ContainerCreate(ctx, opts); err != nil {
+			return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot create the container: %s", reason(ctx, err))
+		}
+		sb.id = created.ID
 	}
 	if info, err := p.cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{}); err == nil && info.Container.State != nil {
 		pid := info.Container.State.Pid
