@@ -237,6 +237,9 @@ func (c *Catalog) List() []berth.AgentInfo {
 			Available:   available(a.Command),
 			Description: a.Description,
 		}
+		if a.ModelAPI != berth.ModelAPINone {
+			info.ModelAPI = a.ModelAPI
+		}
 		if info.Package = npxPackage(a); info.Package != "" && info.Available {
 			info.Fetch = !npmHas(info.Package)
 		}
