@@ -1,7 +1,8 @@
 // app.js starts the screen the address names: /sessions/{id} a session,
-// /credentials the credentials, /login the sign-in, anything else the sessions list. Each screen is a
-// module with mount(main) → unmount; a 401 from any call swaps in the
-// sign-in screen, which comes back here once signed in.
+// /credentials the credentials, /login the sign-in, anything else the
+// sessions list. Each screen is a module with mount(main) → unmount; a 401
+// from any call swaps in the sign-in screen, which comes back here once
+// signed in.
 
 import { api, UNAUTHENTICATED } from './api.js';
 import { h } from './dom.js';

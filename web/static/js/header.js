@@ -1,7 +1,6 @@
 // header.js is the top of a session's screen: who and what it is, its
 // live state and badge, usage and spend, the credential its agent lacks,
-// and the session actions (Cancel turn, Stop,
-// Resume, Snapshot, Delete).
+// and the session actions (Cancel turn, Stop, Resume, Snapshot, Delete).
 
 import { api, sessionPath } from './api.js';
 import { h, badge, ago, runner } from './dom.js';
