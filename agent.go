@@ -45,6 +45,15 @@ type AgentInfo struct {
 	// without npx.
 	Installed   bool   `json:"installed,omitempty"`
 	Description string `json:"description"`
+	// ModelAPI is the kind of model API the agent calls (AgentSpec's); ""
+	// when it calls none through berth.
+	ModelAPI string `json:"model_api,omitempty"`
+	// Credential names the credential its default upstream needs
+	// (docs/api.md, The model gateway), and CredentialSet says whether it
+	// is set; both empty when the upstream needs none or there is no
+	// model gateway.
+	Credential    string `json:"credential,omitempty"`
+	CredentialSet bool   `json:"credential_set,omitempty"`
 }
 
 // Health is the answer of GET /v1/health.

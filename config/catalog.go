@@ -255,6 +255,9 @@ func (c *Catalog) info(a berth.AgentSpec) berth.AgentInfo {
 		Package:     pkg,
 		Installed:   installed,
 	}
+	if a.ModelAPI != berth.ModelAPINone {
+		info.ModelAPI = a.ModelAPI
+	}
 	if pkg != "" && !installed && info.Available {
 		info.Fetch = !npmHas(pkg)
 	}

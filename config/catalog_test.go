@@ -308,3 +308,22 @@ func TestNpmGlobalPrefixIsTheEnvironments(t *testing.T) {
 		t.Fatal("with NPM_CONFIG_PREFIX elsewhere, the system's global install was taken")
 	}
 }
+
+// List says the model API each agent calls, as the web UI's New session
+// form needs to name the credential it lacks; an override's "none" shows
+// as none at all.
+func TestCatalogListShowsTheModelAPI(t *testing.T) {
+	c := Default()
+	c.Agents = []berth.AgentSpec{{Name: "codex", ModelAPI: berth.ModelAPINone}}
+	cat, err := c.Catalog("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, a := range cat.List() {
+		got[a.Name] = a.ModelAPI
+	}
+	if got["claude"] != "anthropic" || got["gemini"] != "gemini" || got["demo"] != "" || got["codex"] != "" {
+		t.Fatalf("model_api by agent = %v", got)
+	}
+}

@@ -80,6 +80,7 @@ func (s *Server) routes(svc berth.SessionService) {
 	s.handle("GET /metrics", daemon.handleMetrics)
 	s.handle("GET /{$}", pages.handlePage)
 	s.handle("GET /login", pages.handlePage)
+	s.handle("GET /credentials", pages.handlePage)
 	s.handle("GET /sessions/{id}", pages.handlePage)
 	s.handle("GET "+uiPrefix, pages.handleFile)
 }

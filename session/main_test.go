@@ -56,7 +56,12 @@ func (c testCatalog) Get(name string) (berth.AgentSpec, bool) { s, ok := c[name]
 func (c testCatalog) List() []berth.AgentInfo {
 	var out []berth.AgentInfo
 	for _, s := range c {
-		out = append(out, berth.AgentInfo{Name: s.Name, Command: s.Command, Available: true})
+		// As config.Catalog's: the model API, none shown as "".
+		info := berth.AgentInfo{Name: s.Name, Command: s.Command, Available: true}
+		if s.ModelAPI != berth.ModelAPINone {
+			info.ModelAPI = s.ModelAPI
+		}
+		out = append(out, info)
 	}
 	return out
 }

@@ -397,9 +397,13 @@ func (m *Manager) Health(ctx context.Context) (*berth.Health, error) {
 	return &h, nil
 }
 
-// Agents implements berth.SessionService.
+// Agents implements berth.SessionService: the catalog, each agent that
+// calls a model API with the credential its default upstream needs and
+// whether it is set (modelgate.go's credentialsOf).
 func (m *Manager) Agents(ctx context.Context) ([]berth.AgentInfo, error) {
-	return m.opts.Catalog.List(), nil
+	agents := m.opts.Catalog.List()
+	m.models.credentialsOf(ctx, agents)
+	return agents, nil
 }
 
 // agentInstaller is a catalog that fetches an npx agent's package ahead

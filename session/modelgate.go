@@ -221,3 +221,37 @@ func cloneModels(m map[string]string) map[string]string {
 	}
 	return maps.Clone(m)
 }
+
+// credentialsOf fills in, for each agent that calls a model API, the
+// credential its default upstream needs and whether the store holds it,
+// so that a client can say which key is missing before a session fails
+// (docs/api.md, GET /v1/agents). A store that cannot list credentials
+// leaves them all unset: the list of agents still answers.
+func (g *modelGate) credentialsOf(ctx context.Context, agents []berth.AgentInfo) {
+	if !g.enabled() {
+		return
+	}
+	var set map[string]bool
+	for i := range agents {
+		a := &agents[i]
+		if a.ModelAPI == "" {
+			continue
+		}
+		up, ok := g.m.opts.Models.Gateway.Upstream(defaultUpstream(gateway.Kind(a.ModelAPI)))
+		if !ok || up.Credential == "" {
+			continue
+		}
+		if set == nil {
+			set = map[string]bool{}
+			creds, err := g.m.store.ListCredentials(ctx)
+			if err != nil {
+				g.m.logger.Warn("list credentials for the agents", "err", err)
+			}
+			for _, c := range creds {
+				set[c.Name] = true
+			}
+		}
+		a.Credential = up.Credential
+		a.CredentialSet = set[up.Credential]
+	}
+}

@@ -529,3 +529,39 @@ func TestModelGatewaySocketBoundsConnections(t *testing.T) {
 		t.Fatalf("once a connection is let go: %q %v", b, err)
 	}
 }
+
+// The agents list names, for each agent that calls a model API, the
+// credential its default upstream needs and whether the store holds it
+// (the web UI's New session form marks and picks agents by them); an
+// agent that calls none names none.
+func TestAgentsNameTheirCredential(t *testing.T) {
+	ge := newGatewayEnv(t)
+	ctx := context.Background()
+	byName := func() map[string]berth.AgentInfo {
+		t.Helper()
+		agents, err := ge.m.Agents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]berth.AgentInfo{}
+		for _, a := range agents {
+			out[a.Name] = a
+		}
+		return out
+	}
+	got := byName()
+	if a := got["demo-model"]; a.ModelAPI != "anthropic" || a.Credential != "anthropic" || a.CredentialSet {
+		t.Fatalf("demo-model before its credential is set: %+v", a)
+	}
+	for _, name := range []string{"demo"} {
+		if a, ok := got[name]; !ok || a.ModelAPI != "" || a.Credential != "" || a.CredentialSet {
+			t.Fatalf("%s: %+v (listed %v), want no model API and no credential", name, a, ok)
+		}
+	}
+	if err := ge.store.PutCredential(ctx, "anthropic", "", []byte("sk-ant-0123456789abcdef")); err != nil {
+		t.Fatal(err)
+	}
+	if a := byName()["demo-model"]; a.Credential != "anthropic" || !a.CredentialSet {
+		t.Fatalf("demo-model once its credential is set: %+v", a)
+	}
+}

@@ -1,13 +1,15 @@
 // app.js starts the screen the address names: /sessions/{id} a session,
-// /login the sign-in, anything else the sessions list. Each screen is a
-// module with mount(main) → unmount; a 401 from any call swaps in the
-// sign-in screen, which comes back here once signed in.
+// /credentials the credentials, /login the sign-in, anything else the
+// sessions list. Each screen is a module with mount(main) → unmount; a 401
+// from any call swaps in the sign-in screen, which comes back here once
+// signed in.
 
 import { api, UNAUTHENTICATED } from './api.js';
 import { h } from './dom.js';
 import * as sessions from './sessions.js';
 import * as session from './session.js';
 import * as signin from './signin.js';
+import * as credentials from './credentials.js';
 
 const main = document.getElementById('main');
 let unmount = null;
@@ -24,6 +26,7 @@ function start() {
   const path = window.location.pathname;
   const m = path.match(/^\/sessions\/([^/]+)$/);
   if (path === '/login') show(signin, { then: '/' });
+  else if (path === '/credentials') show(credentials);
   else if (m) show(session, decodeURIComponent(m[1]));
   else show(sessions);
 }
@@ -34,6 +37,9 @@ window.addEventListener(UNAUTHENTICATED, () => {
   signingIn = true;
   show(signin, { then: window.location.pathname + window.location.search });
 });
+
+// The top bar's Credentials opens that screen (credentials.js).
+document.getElementById('topnav').append(h('a', { href: '/credentials', text: 'Credentials' }), ' ');
 
 // The top bar's Sign out ends this browser's sign-in on the daemon (the
 // cookie is host-scoped: other services on 127.0.0.1 also receive it, so a

@@ -1,10 +1,11 @@
 // header.js is the top of a session's screen: who and what it is, its
-// live state and badge, usage, and the session actions (Cancel turn, Stop,
-// Resume, Snapshot, Delete).
+// live state and badge, usage and spend, the credential its agent lacks,
+// and the session actions (Cancel turn, Stop, Resume, Snapshot, Delete).
 
 import { api, sessionPath } from './api.js';
 import { h, badge, ago, runner } from './dom.js';
 import { usageText } from './transcript.js';
+import { spendText, budgetLeft } from './spend.js';
 
 // create builds the header for session id; hooks.onChange is called after
 // an action changed the session.
@@ -14,6 +15,10 @@ export function create(id, hooks) {
   const badgeSlot = h('span');
   const live = h('span', { class: 'live muted', role: 'status' });
   const usage = h('span', { class: 'usage muted' });
+  const spend = h('p', { class: 'spend' });
+  // missing names the credential the agent's model calls lack, with a
+  // link to the screen that sets it (docs/api.md, The model gateway).
+  const missing = h('p', { class: 'missing-credential', role: 'status' });
   const status = h('p', { class: 'error', role: 'alert' });
   const notice = h('p', { class: 'notice', role: 'status' });
   // controls is where agent controls (mode, model, config, commands) go.
@@ -41,7 +46,9 @@ export function create(id, hooks) {
   const element = h('header', { class: 'session-head' },
     h('nav', { class: 'crumbs' }, h('a', { href: '/', text: '← Sessions' })),
     h('div', { class: 'bar' }, title, badgeSlot, live),
+    missing,
     facts,
+    spend,
     usage,
     controls,
     h('div', { class: 'actions', role: 'toolbar', 'aria-label': 'Session actions' }, cancel, stop, resume, snapshot, del),
@@ -72,6 +79,14 @@ export function create(id, hooks) {
         s.parent_id ? fact('Parent', h('a', { href: `/sessions/${encodeURIComponent(s.parent_id)}`, text: s.parent_id })) : null,
         s.failure ? fact('Failure', `${s.failure.kind}: ${s.failure.message}`) : null,
       ].filter(Boolean));
+      const text = spendText(s);
+      spend.replaceChildren(...(text ? [h('span', { class: 'muted', text: 'Spend: ' }), text] : []));
+      spend.className = budgetLeft(s) === 'over budget' ? 'spend over' : 'spend';
+      const need = s.auth && s.auth.missing;
+      missing.replaceChildren(...(need ? [
+        `This agent needs the credential ${need}. `,
+        h('a', { href: `/credentials?name=${encodeURIComponent(need)}`, text: `Set ${need}` }),
+      ] : []));
       const busy = ['running', 'waiting', 'hung'].includes(s.badge);
       cancel.disabled = !busy;
       stop.disabled = s.state === 'stopped';

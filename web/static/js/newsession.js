@@ -1,6 +1,7 @@
 // newsession.js is the New session form (POST /v1/sessions): agent from
-// the catalog with its availability, workspace, sandbox, permission mode,
-// network and a first prompt. On success the browser opens the session.
+// the catalog with what each still needs (install, credential, download),
+// workspace, sandbox, permission mode, network and a first prompt. On
+// success the browser opens the session.
 
 import { api } from './api.js';
 import { h } from './dom.js';
@@ -74,13 +75,34 @@ export function create() {
     setAgents(agents) {
       agent.replaceChildren(...agents.map((a) => h('option', {
         value: a.name,
-        text: `${a.name}${a.available ? '' : ' (not installed)'}`,
+        text: `${a.name}${agentNote(a)}`,
         title: a.description || '',
       })));
-      const first = agents.find((a) => a.available);
-      if (first) agent.value = first.name;
+      agent.value = defaultAgent(agents);
     },
   };
+}
+
+// agentNote says what an agent lacks before its first session works: not
+// installed, else a credential not set and a download at its first start.
+function agentNote(a) {
+  if (!a.available) return ' (not installed)';
+  const notes = [];
+  if (a.credential && !a.credential_set) notes.push(`needs credential ${a.credential}`);
+  if (a.fetch) notes.push('downloads on first use');
+  return notes.map((n) => ` — ${n}`).join('');
+}
+
+// defaultAgent is the agent the form starts with: an available one whose
+// credential is set (a real model, ready; one already downloaded first),
+// else demo, else the first available one.
+function defaultAgent(agents) {
+  const ready = agents.filter((a) => a.available && a.credential && a.credential_set);
+  const pick = ready.find((a) => !a.fetch) || ready[0];
+  if (pick) return pick.name;
+  if (agents.some((a) => a.name === 'demo')) return 'demo';
+  const first = agents.find((a) => a.available);
+  return first ? first.name : '';
 }
 
 // parseLabels reads "k=v, k2=v2" into an object; null when malformed.

@@ -40,11 +40,12 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
   'acp_unknown'];
 
 // REFRESH_ON are the event types after which the header and queue are
-// fetched again (state, badge, queue and permissions change with them).
+// fetched again (state, badge, queue, permissions and spend change with
+// them).
 const REFRESH_ON = new Set(['session_started', 'session_stopped', 'turn_started', 'turn_ended', 'prompt_queued',
   'prompt_canceled', 'prompt_steered', 'permission_requested', 'permission_resolved', 'mode_update', 'config_update',
   'commands_update', 'acp_unknown', 'conversation_cleared',
-  'runtime_warning', 'elicitation_requested', 'elicitation_resolved', 'budget_exceeded']);
+  'runtime_warning', 'elicitation_requested', 'elicitation_resolved', 'budget_exceeded', 'model_call']);
 
 // CHECKPOINT_ON are the event types after which the checkpoints are
 // fetched again.

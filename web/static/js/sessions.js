@@ -1,12 +1,13 @@
 // sessions.js is the sessions screen: one page of the list at a time (the
 // API's cursor pages it, so ten thousand sessions cost what fifty do),
-// filters kept in the address, children under their parent, and rows kept
-// live by the daemon-wide stream (/v1/events/stream).
+// filters kept in the address, children under their parent, each one's
+// spend, and rows kept live by the daemon-wide stream (/v1/events/stream).
 
 import { api, query } from './api.js';
 import { h, clear, ago, badge } from './dom.js';
 import { follow } from './livestream.js';
 import * as newSession from './newsession.js';
+import { spendCell } from './spend.js';
 
 // PAGE is how many sessions one page shows.
 const PAGE = 50;
@@ -48,7 +49,7 @@ export function mount(main) {
       h('label', { for: 'f-label', text: 'Filter by label' }), labelIn),
     status,
     h('table', { class: 'sessions' },
-      h('thead', {}, h('tr', {}, ['Name', 'Agent', 'State', 'Badge', 'Workspace', 'Last activity', 'Pending permissions']
+      h('thead', {}, h('tr', {}, ['Name', 'Agent', 'State', 'Badge', 'Workspace', 'Last activity', 'Pending permissions', 'Spend']
         .map((c) => h('th', { scope: 'col', text: c })))),
       body),
     h('nav', { class: 'pager', 'aria-label': 'Pages' }, prev, pageNo, next),
@@ -119,7 +120,7 @@ export function mount(main) {
       for (const c of kids.get(s.id) || []) walk(c, depth + 1);
     };
     for (const s of sessions) if (!(s.parent_id && ids.has(s.parent_id))) walk(s, 0);
-    if (!sessions.length) frag.append(h('tr', {}, h('td', { colspan: 7, class: 'muted', text: 'No sessions.' })));
+    if (!sessions.length) frag.append(h('tr', {}, h('td', { colspan: 8, class: 'muted', text: 'No sessions.' })));
     body.append(frag);
     prev.disabled = cursors.length < 2;
     next.disabled = !nextCursor;
@@ -177,6 +178,7 @@ function row(s, depth) {
     cell('Badge', badge(s.badge)),
     cell('Workspace', h('span', { class: 'path', title: s.workspace, text: s.workspace })),
     cell('Last activity', h('time', { datetime: s.last_activity_at, title: s.last_activity_at, text: ago(s.last_activity_at) })),
-    cell('Pending permissions', s.pending_permissions ? h('strong', { class: 'pending', text: String(s.pending_permissions) }) : '0'));
+    cell('Pending permissions', s.pending_permissions ? h('strong', { class: 'pending', text: String(s.pending_permissions) }) : '0'),
+    cell('Spend', spendCell(s)));
   return tr;
 }
