@@ -16,7 +16,6 @@ type daemonService interface {
 	InstallAgent(ctx context.Context, name string) (berth.AgentInfo, error)
 }
 
-
 // daemonInfo serves what the API says of the daemon rather than of one
 // session: its health and agents, the cluster's nodes (nodes.go), the hooks
 // (hooks.go), the metrics (metrics.go) and the OpenAPI document
