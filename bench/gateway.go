@@ -74,6 +74,10 @@ type GatewayResult struct {
 	GapMs            float64        `json:"gap_ms"`
 	StreamsFirstByte GatewayFigures `json:"streams_first_byte"`
 	StreamsCall      GatewayFigures `json:"streams_call"`
+	// StreamsUpstreamConns is how many connections the stand-in accepted
+	// during the measured rounds of streams at once: [0] from the clients
+	// straight, [1] from the gateway (connections reused: none).
+	StreamsUpstreamConns [2]int64 `json:"streams_upstream_conns"`
 	// UpstreamCalls is how many calls reached the stand-in with the stored
 	// credential: every call made through the gateway, or the bench fails.
 	UpstreamCalls int64   `json:"upstream_calls_with_credential"`
@@ -95,6 +99,7 @@ type benchStub struct {
 	gap      atomic.Int64 // nanoseconds after each streamed event
 	withCred atomic.Int64
 	leaked   atomic.Int64
+	conns    atomic.Int64 // connections accepted
 }
 
 // ServeHTTP counts the call and answers it as the stand-in does.
@@ -132,14 +137,22 @@ type gwServer struct {
 }
 
 // serveLoopback serves h on a loopback port, at most maxConns connections
-// at once when maxConns > 0.
-func serveLoopback(h http.Handler, maxConns int) (*gwServer, error) {
+// at once when maxConns > 0; conns, when not nil, counts the connections
+// it accepts.
+func serveLoopback(h http.Handler, maxConns int, conns *atomic.Int64) (*gwServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	s := &gwServer{url: "http://" + ln.Addr().String(), served: make(chan struct{}),
 		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second}}
+	if conns != nil {
+		s.srv.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				conns.Add(1)
+			}
+		}
+	}
 	if maxConns > 0 {
 		ln = netutil.LimitListener(ln, maxConns)
 	}
@@ -182,7 +195,7 @@ const gwMaxConns = 512
 // serves it, with one key per stored session.
 func (b *bench) runGatewayBench(ctx context.Context, fl gatewayFlags, asJSON bool, out, progress io.Writer) error {
 	stub := &benchStub{}
-	stubSrv, err := serveLoopback(stub, 0)
+	stubSrv, err := serveLoopback(stub, 0, &stub.conns)
 	if err != nil {
 		return err
 	}
@@ -221,7 +234,7 @@ func (b *bench) runGatewayBench(ctx context.Context, fl gatewayFlags, asJSON boo
 	if err != nil {
 		return err
 	}
-	gwSrv, err := serveLoopback(gw, gwMaxConns)
+	gwSrv, err := serveLoopback(gw, gwMaxConns, nil)
 	if err != nil {
 		return err
 	}
@@ -419,12 +432,14 @@ func (r *gwRun) atOnce(ctx context.Context, keys []string, rounds, perClient int
 			if round == 0 {
 				n = 1
 			}
+			conns := r.stub.conns.Load()
 			first, total, err := r.streams(ctx, clients[w], keys, w == 1, n, gwStreamEvents*gap)
 			if err != nil {
 				return err
 			}
 			if round > 0 {
 				firsts[w], calls[w] = append(firsts[w], first...), append(calls[w], total...)
+				res.StreamsUpstreamConns[w] += r.stub.conns.Load() - conns
 			}
 		}
 	}
@@ -522,5 +537,9 @@ func printGatewayBench(w io.Writer, r GatewayResult) {
 		fmt.Fprintf(w, "added at p99 with %d streams at once: first byte %s, call %s\n", r.Streams,
 			holds(r.StreamsFirstByte.AddedP99Ms, gwTargetStreamsP99), holds(r.StreamsCall.AddedP99Ms, gwTargetStreamsP99))
 	}
-	fmt.Fprintf(w, "upstream calls with the stored credential\t%d\nload average\t%.2f\n", r.UpstreamCalls, r.LoadAverage)
+	if r.Streams > 0 && r.Rounds > 0 {
+		fmt.Fprintf(w, "connections the stand-in accepted during the streams: %d straight, %d from the gateway\n",
+			r.StreamsUpstreamConns[0], r.StreamsUpstreamConns[1])
+	}
+	fmt.Fprintf(w, "upstream calls with the stored credential: %d\nload average: %.2f\n", r.UpstreamCalls, r.LoadAverage)
 }
