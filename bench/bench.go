@@ -56,7 +56,7 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("flood", 200000, "events in the flood turn (0 skips it)")
 	f.Int("flood-size", 64, "bytes per flood event")
 	f.String("store", "", "store URL (default: SQLite in the temporary home)")
-	f.String("cpuprofile", "", "write a CPU profile of the flood turn to this file")
+	f.String("cpuprofile", "", "write a CPU profile of the flood turn (or of the --gateway bench) to this file")
 	f.Int64("page-log", 1_000_000, "events in the log paged from its end (0 skips it)")
 	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
 	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it); implies --live of as many")
@@ -188,6 +188,7 @@ func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone 
 	}
 	if n, _ := f.GetInt("gateway"); n > 0 {
 		g := gatewayFlags{calls: n, storeURL: fl.storeURL}
+		g.cpuProfile, _ = f.GetString("cpuprofile")
 		g.streams, _ = f.GetInt("gateway-streams")
 		g.rounds, _ = f.GetInt("gateway-rounds")
 		g.body, _ = f.GetInt("gateway-body")

@@ -78,17 +78,21 @@ type GatewayResult struct {
 	// during the measured rounds of streams at once: [0] from the clients
 	// straight, [1] from the gateway (connections reused: none).
 	StreamsUpstreamConns [2]int64 `json:"streams_upstream_conns"`
-	// UpstreamCalls is how many calls reached the stand-in with the stored
-	// credential: every call made through the gateway, or the bench fails.
-	UpstreamCalls int64   `json:"upstream_calls_with_credential"`
-	LoadAverage   float64 `json:"load_average"`
+	// GatewayCalls is how many calls the bench made through the gateway;
+	// UpstreamCalls, how many reached the stand-in with the stored
+	// credential (all of them, or the bench fails); ModelCallsCounted, how
+	// many the sessions' usage counts (docs/api.md, Usage and budgets).
+	GatewayCalls      int64   `json:"gateway_calls"`
+	UpstreamCalls     int64   `json:"upstream_calls_with_credential"`
+	ModelCallsCounted int64   `json:"model_calls_counted"`
+	LoadAverage       float64 `json:"load_average"`
 }
 
 // gatewayFlags are the flags of the gateway bench.
 type gatewayFlags struct {
 	calls, streams, rounds, body int
 	gap                          time.Duration
-	storeURL                     string
+	storeURL, cpuProfile         string
 }
 
 // benchStub is the model stand-in as the bench serves it: it counts the
@@ -238,13 +242,17 @@ func (b *bench) runGatewayBench(ctx context.Context, fl gatewayFlags, asJSON boo
 	if err != nil {
 		return err
 	}
-	defer func() {
-		gwSrv.close()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		_ = gw.Close(cctx)
-	}()
-	keys, err := benchSessionKeys(ctx, d, gw, max(fl.streams, 1))
+	var closeOnce sync.Once
+	closeGateway := func() {
+		closeOnce.Do(func() {
+			gwSrv.close()
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			_ = gw.Close(cctx)
+		})
+	}
+	defer closeGateway()
+	sessions, keys, err := benchSessionKeys(ctx, d, gw, max(fl.streams, 1))
 	if err != nil {
 		return err
 	}
@@ -252,6 +260,13 @@ func (b *bench) runGatewayBench(ctx context.Context, fl gatewayFlags, asJSON boo
 		jsonBody: anthropicBody(false, fl.body), streamBody: anthropicBody(true, fl.body)}
 	res := GatewayResult{Machine: machine(), Store: d.Store().Name(), Calls: fl.calls, BodyBytes: len(r.jsonBody),
 		Streams: fl.streams, Rounds: fl.rounds, StreamCalls: gwStreamCalls, GapMs: ms(fl.gap)}
+	if fl.cpuProfile != "" {
+		stop, err := StartCPUProfile(fl.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	fmt.Fprintf(progress, "timing %d calls and %d streams to the model stand-in, each straight and through the gateway…\n", fl.calls, fl.calls)
 	if err := r.oneAtATime(ctx, keys[0], fl.calls, &res); err != nil {
 		return err
@@ -265,10 +280,19 @@ func (b *bench) runGatewayBench(ctx context.Context, fl gatewayFlags, asJSON boo
 			return err
 		}
 	}
-	res.UpstreamCalls = stub.withCred.Load()
-	if want := r.viaCalls.Load(); res.UpstreamCalls != want || stub.leaked.Load() != 0 {
+	// Closed, the gateway has told the manager of every call.
+	closeGateway()
+	res.GatewayCalls, res.UpstreamCalls = r.viaCalls.Load(), stub.withCred.Load()
+	if res.UpstreamCalls != res.GatewayCalls || stub.leaked.Load() != 0 {
 		return fmt.Errorf("the stand-in saw %d calls with the stored credential and %d with a session key; the gateway forwarded %d",
-			res.UpstreamCalls, stub.leaked.Load(), want)
+			res.UpstreamCalls, stub.leaked.Load(), res.GatewayCalls)
+	}
+	for _, id := range sessions {
+		s, err := d.Store().GetSession(ctx, id)
+		if err != nil {
+			return err
+		}
+		res.ModelCallsCounted += s.Usage.ModelCalls
 	}
 	res.LoadAverage = loadAverage()
 	if asJSON {
@@ -281,31 +305,32 @@ func (b *bench) runGatewayBench(ctx context.Context, fl gatewayFlags, asJSON boo
 // benchSessionKeys stores n stopped sessions, as the daemon's own store
 // holds them, and registers a gateway key for each: the manager admits
 // their calls and logs them as model_call events.
-func benchSessionKeys(ctx context.Context, d *daemon.Daemon, gw *gateway.Gateway, n int) ([]string, error) {
-	keys := make([]string, n)
+func benchSessionKeys(ctx context.Context, d *daemon.Daemon, gw *gateway.Gateway, n int) (sessions, keys []string, _ error) {
+	sessions, keys = make([]string, n), make([]string, n)
 	now := time.Now().UTC()
 	for i := range n {
 		s := &berth.Session{ID: ids.New("ses"), Name: "gateway-" + strconv.Itoa(i), Agent: "demo", State: berth.StateStopped,
 			StopReason: berth.StopUserRequested, Workspace: d.Home(), Labels: map[string]string{},
 			CreatedAt: now, UpdatedAt: now, LastActivityAt: now}
 		if err := d.Store().CreateSession(ctx, s); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		keys[i] = gw.Register(s.ID)
+		sessions[i], keys[i] = s.ID, gw.Register(s.ID)
 	}
-	return keys, nil
+	return sessions, keys, nil
 }
 
-// anthropicBody is a Messages API request of about size bytes: a
+// anthropicBody is a Messages API request of at least size bytes: a
 // conversation of earlier turns, then the user's "hello".
 func anthropicBody(stream bool, size int) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, `{"model":"claude-bench","max_tokens":64,"stream":%t,"messages":[`, stream)
 	turn := `{"role":"user","content":"a line of code\n\tand \"quotes\""},{"role":"assistant","content":"ok"},`
-	for sb.Len()+len(turn) < size {
+	const last = `{"role":"user","content":"hello"}]}`
+	for sb.Len()+len(last) < size {
 		sb.WriteString(turn)
 	}
-	sb.WriteString(`{"role":"user","content":"hello"}]}`)
+	sb.WriteString(last)
 	return sb.String()
 }
 
@@ -541,5 +566,7 @@ func printGatewayBench(w io.Writer, r GatewayResult) {
 		fmt.Fprintf(w, "connections the stand-in accepted during the streams: %d straight, %d from the gateway\n",
 			r.StreamsUpstreamConns[0], r.StreamsUpstreamConns[1])
 	}
-	fmt.Fprintf(w, "upstream calls with the stored credential: %d\nload average: %.2f\n", r.UpstreamCalls, r.LoadAverage)
+	fmt.Fprintf(w, "calls through the gateway: %d; at the stand-in with the stored credential: %d; counted in the sessions' usage: %d\n",
+		r.GatewayCalls, r.UpstreamCalls, r.ModelCallsCounted)
+	fmt.Fprintf(w, "load average: %.2f\n", r.LoadAverage)
 }
