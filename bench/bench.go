@@ -56,7 +56,7 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("flood", 200000, "events in the flood turn (0 skips it)")
 	f.Int("flood-size", 64, "bytes per flood event")
 	f.String("store", "", "store URL (default: SQLite in the temporary home)")
-	f.String("cpuprofile", "", "write a CPU profile of the flood turn to this file")
+	f.String("cpuprofile", "", "write a CPU profile of the flood turn (or of the --gateway bench) to this file")
 	f.Int64("page-log", 1_000_000, "events in the log paged from its end (0 skips it)")
 	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
 	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it); implies --live of as many")
@@ -76,6 +76,11 @@ func NewCommand(o Options) *cobra.Command {
 	f.Duration("cluster-ttl", 2*time.Second, "[cluster] lease_ttl of the --cluster nodes")
 	f.Int64("hostile-flood", 0, "run only a hostile flood: one turn of the demo agent writing this many bytes, in a `berth serve` of its own, timed and weighed (daemon memory, store, spool, answers) beside the agent run directly (0 skips it)")
 	f.Int("hostile-chunk", 20_000_000, "bytes per chunk of --hostile-flood")
+	f.Int("gateway", 0, "run only a model gateway bench: this many JSON and as many streaming calls to the model stand-in, one at a time, each straight and through the gateway (0 skips it)")
+	f.Int("gateway-streams", 200, "[gateway] streaming calls at once, each with a session key of its own (0 skips them)")
+	f.Int("gateway-rounds", 4, "[gateway] rounds of --gateway-streams clients making 5 streaming calls each, each way")
+	f.Int("gateway-body", 32<<10, "[gateway] bytes of each request's body")
+	f.Duration("gateway-gap", 100*time.Millisecond, "[gateway] the stand-in's pause after each event it streams to --gateway-streams")
 	return cmd
 }
 
@@ -135,7 +140,7 @@ type benchFlags struct {
 }
 
 // run is the bench command: a bench that runs alone (--checkpoint-files,
-// --hostile-flood, --cluster), or the benches of a daemon in this process.
+// --hostile-flood, --cluster, --gateway), or the benches of a daemon in this process.
 func (b *bench) run(cmd *cobra.Command, _ []string) error {
 	asJSON, err := b.JSONOutput(cmd)
 	if err != nil {
@@ -159,8 +164,9 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 }
 
 // runAlone runs the bench asked for that needs no daemon in this process:
-// a checkpoint bench, a hostile flood or a cluster. alone is false when
-// none was asked for.
+// a checkpoint bench, a hostile flood, a cluster or the model gateway's
+// bench (which opens a daemon of its own). alone is false when none was
+// asked for.
 func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone bool, _ error) {
 	f, usagef := cmd.Flags(), b.Usagef
 	out, progress := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -179,6 +185,18 @@ func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone 
 		}
 		return true, runHostileBench(cmd.Context(), benchBootOptions{binary: bin, sandbox: fl.sandbox}, total, chunk, asJSON,
 			out, progress)
+	}
+	if n, _ := f.GetInt("gateway"); n > 0 {
+		g := gatewayFlags{calls: n, storeURL: fl.storeURL}
+		g.cpuProfile, _ = f.GetString("cpuprofile")
+		g.streams, _ = f.GetInt("gateway-streams")
+		g.rounds, _ = f.GetInt("gateway-rounds")
+		g.body, _ = f.GetInt("gateway-body")
+		g.gap, _ = f.GetDuration("gateway-gap")
+		if g.streams < 0 || g.streams > gwMaxConns || g.rounds < 0 || g.body < 0 || g.gap < 0 {
+			return true, usagef(cmd, "--gateway-streams must be between 0 and %d, --gateway-rounds, --gateway-body and --gateway-gap ≥ 0", gwMaxConns)
+		}
+		return true, b.runGatewayBench(cmd.Context(), g, asJSON, out, progress)
 	}
 	if n, _ := f.GetInt("cluster"); n > 0 {
 		ttl, _ := f.GetDuration("cluster-ttl")

@@ -200,12 +200,19 @@ func New(opts Options) (*Gateway, error) {
 	return g, nil
 }
 
+// maxIdleConns bounds the idle connections the gateway's own transport
+// keeps, to one upstream as to all: as many as calls the daemon serves at
+// once, so that the calls of many agents streaming at once each find a
+// connection again rather than one closed and dialled anew (a TLS
+// handshake to a real provider).
+const maxIdleConns = 512
+
 // newTransport is the gateway's own transport: connections to the
 // upstreams kept alive and reused, HTTP/2 where they speak it.
 func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = 512
-	t.MaxIdleConnsPerHost = 128
+	t.MaxIdleConns = maxIdleConns
+	t.MaxIdleConnsPerHost = maxIdleConns
 	t.IdleConnTimeout = 90 * time.Second
 	t.ForceAttemptHTTP2 = true
 	return t

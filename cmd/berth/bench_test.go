@@ -107,3 +107,25 @@ func TestBenchClusterReportsItsFigures(t *testing.T) {
 		t.Fatalf("report: %+v", r)
 	}
 }
+
+// `berth bench --gateway` times calls straight to the model stand-in and
+// through a gateway made as the daemon's (the store's credential, the
+// manager's usage): every call through it reached the stand-in with the
+// stored credential and is counted in its session's usage, and each
+// figure is taken both ways.
+func TestBenchGatewayReportsBothWays(t *testing.T) {
+	var r bench.GatewayResult
+	benchReport(t, &r, "--gateway", "5", "--gateway-streams", "4", "--gateway-rounds", "1", "--gateway-gap", "1ms", "--gateway-body", "2000")
+	if r.GatewayCalls == 0 || r.UpstreamCalls != r.GatewayCalls || r.ModelCallsCounted != r.GatewayCalls || r.Streams != 4 {
+		t.Fatalf("calls: %+v", r)
+	}
+	for name, f := range map[string]bench.GatewayFigures{"call": r.Call, "first byte": r.FirstByte,
+		"streams' first byte": r.StreamsFirstByte, "streams' call": r.StreamsCall} {
+		if f.DirectP50Ms <= 0 || f.GatewayP50Ms <= 0 || f.DirectP99Ms < f.DirectP50Ms || f.AddedP50Ms != f.GatewayP50Ms-f.DirectP50Ms {
+			t.Fatalf("%s: %+v", name, f)
+		}
+	}
+	if r.BodyBytes < 2000 {
+		t.Fatalf("report: %+v", r)
+	}
+}
