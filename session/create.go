@@ -79,9 +79,9 @@ func (b *birth) check(ctx context.Context) error {
 	// A session that does not ask gets the network when its agent needs it
 	// (or [sandbox] network says so) and policy allows; when policy does
 	// not, it runs without and is told why.
-	if !req.Network && (b.spec.Network || m.opts.Sandbox.Network) {
+	if req.Network.IsZero() && (b.spec.Network || m.opts.Sandbox.Network) {
 		if m.opts.Sandbox.AllowNetwork {
-			req.Network = true
+			req.Network = berth.NetworkOf(true)
 		} else if b.spec.Network {
 			b.warn(fmt.Sprintf("agent %s needs the network to reach its model, but [sandbox] allow_network is false: it runs without network", b.spec.Name))
 		}
@@ -101,7 +101,10 @@ func (b *birth) check(ctx context.Context) error {
 	if err := m.models.checkModels(req.Models); err != nil {
 		return err
 	}
-	return checkMCPNetwork(req.MCPServers, b.provider.Name(), b.provider.Capabilities(), req.Network)
+	if err := checkAllowList(req.Network, b.provider.Name(), b.provider.Capabilities()); err != nil {
+		return err
+	}
+	return checkMCPNetwork(req.MCPServers, b.provider.Name(), b.provider.Capabilities(), req.Network.Mode != berth.NetworkNone)
 }
 
 // record makes the new session's record.
@@ -111,7 +114,7 @@ func (b *birth) record() {
 	id := ids.New("ses")
 	s := &berth.Session{
 		ID: id, Name: req.Name, Agent: b.spec.Name, State: berth.StateStarting, Badge: berth.BadgeStarting,
-		Workspace: req.Workspace, Sandbox: berth.SandboxSpec{Provider: b.provider.Name(), Network: req.Network, Limits: b.limits},
+		Workspace: req.Workspace, Sandbox: berth.SandboxSpec{Provider: b.provider.Name(), Network: req.Network.Open(), NetworkPolicy: allowList(req.Network), Limits: b.limits},
 		PermissionMode: req.PermissionMode, Labels: req.Labels, Env: req.Env,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
@@ -360,7 +363,7 @@ func (b *birth) validate(req *berth.CreateRequest) (berth.AgentSpec, berth.Sandb
 	if err := berth.MCPServers(req.MCPServers).Validate(); err != nil {
 		return spec, nil, false, err
 	}
-	provider, unisolated, err := b.m.place.pickSandbox(req.Sandbox, req.Network)
+	provider, unisolated, err := b.m.place.pickSandbox(req.Sandbox, req.Network.Mode != berth.NetworkNone)
 	return spec, provider, unisolated, err
 }
 
