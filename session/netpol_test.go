@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/gateway/egress"
@@ -220,4 +221,47 @@ func TestSpawnChildNetworkAllowList(t *testing.T) {
 	if p := kid.Sandbox.NetworkPolicy; p == nil || !slices.Equal(p.Allow, []string{"a.example.com"}) || kid.Sandbox.Network {
 		t.Fatalf("the narrower child's sandbox: %+v", kid.Sandbox)
 	}
+}
+
+// The agent's egress proxy outlives a daemon restart: the next daemon
+// serves its socket again, with the hosts a question allowed for the
+// session (a question asked again would time out and refuse).
+func TestNetworkAllowListRestart(t *testing.T) {
+	_, listed := hostListener(t, "listed")
+	_, to := hostListener(t, "asked")
+	ge := bwrapGatewayEnv(t, func(o *Options) {
+		o.Egress = egress.Options{Resolver: askedResolver{}, Dialer: askedDialer{to}}
+		o.Limits.PermissionTimeout = 3 * time.Second
+	})
+	ge.close()
+	ge.open(withShims(ge.home), ge.opts)
+	ge.tellManager()
+	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, PermissionMode: berth.PermAsk,
+		Network: berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: []string{listed}, Ask: true}})
+	done := make(chan string, 1)
+	go func() { done <- ge.fetch(s.ID, "fetch", "http://"+askedName+"/") }()
+	p := ge.pendingPermission(s.ID)
+	if _, err := ge.m.DecidePermission(context.Background(), s.ID, p.ID, berth.PermissionDecision{OptionID: "allow_always"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; got != "fetch: 200 asked" {
+		t.Fatalf("before the restart: %q", got)
+	}
+	pid := ge.agentPID(s.ID)
+	ge.restart(s.ID)
+	if processGone(pid) {
+		t.Fatal("the agent died with the manager")
+	}
+	for _, c := range []struct{ url, want string }{
+		{"http://" + listed + "/", "fetch: 200 listed"},
+		{"http://" + askedName + "/", "fetch: 200 asked"},
+	} {
+		if got := ge.fetch(s.ID, "fetch", c.url); got != c.want {
+			t.Fatalf("after the restart, %s: %q", c.url, got)
+		}
+	}
+	if ps, _ := ge.m.ListPermissions(context.Background(), s.ID, ""); len(ps) != 1 {
+		t.Fatalf("%d permission requests, want the one before the restart", len(ps))
+	}
+	ge.closeAndWaitShims(s.ID)
 }
