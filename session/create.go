@@ -76,12 +76,17 @@ func (b *birth) check(ctx context.Context) error {
 		return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("mounts are bound into a sandbox: sandbox %s binds nothing (use one that isolates)", b.provider.Name()),
 			Details: map[string]any{"field": "mounts"}}
 	}
-	// A session that does not ask gets the network when its agent needs it
-	// (or [sandbox] network says so) and policy allows; when policy does
-	// not, it runs without and is told why.
-	if req.Network.IsZero() && (b.spec.Network || m.opts.Sandbox.Network) {
-		if m.opts.Sandbox.AllowNetwork {
-			req.Network = berth.NetworkOf(true)
+	// A session that does not ask gets [sandbox] network, or else the
+	// network when its agent needs it, when policy allows; when policy
+	// does not, it runs without and is told why.
+	if def := m.opts.Sandbox.Network; req.Network.IsZero() && (b.spec.Network || !def.IsZero()) {
+		if def.IsZero() {
+			def = berth.NetworkOf(true)
+		}
+		if checkAllowList(def, b.provider.Name(), b.provider.Capabilities()) != nil {
+			b.warn(fmt.Sprintf("[sandbox] network is an allow list, which sandbox %s cannot enforce: the session runs without network", b.provider.Name()))
+		} else if m.opts.Sandbox.AllowNetwork {
+			req.Network = def
 		} else if b.spec.Network {
 			b.warn(fmt.Sprintf("agent %s needs the network to reach its model, but [sandbox] allow_network is false: it runs without network", b.spec.Name))
 		}

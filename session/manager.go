@@ -62,8 +62,8 @@ type SandboxPolicy struct {
 	AllowHost        bool
 	RequireIsolation bool
 	AllowNetwork     bool
-	// Network is the network setting of sessions that do not ask for it.
-	Network bool
+	// Network is the network of sessions that do not ask for one.
+	Network berth.NetworkPolicy
 	// Limits are the resource limits every sandbox gets; MemoryBytes is
 	// the default of sessions that ask for no memory_mb.
 	Limits berth.SandboxLimits

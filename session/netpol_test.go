@@ -265,3 +265,23 @@ func TestNetworkAllowListRestart(t *testing.T) {
 	}
 	ge.closeAndWaitShims(s.ID)
 }
+
+// [sandbox] network as an allow list is the network of the sessions that
+// do not ask for one where a sandbox can enforce it; on host they run
+// without network.
+func TestNetworkAllowListDefault(t *testing.T) {
+	def := berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: []string{"api.github.com"}}
+	ge := bwrapGatewayEnv(t, func(o *Options) { o.Sandbox.Network = def })
+	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap})
+	if p := s.Sandbox.NetworkPolicy; p == nil || !slices.Equal(p.Allow, def.Allow) || s.Sandbox.Network {
+		t.Fatalf("under bwrap: %+v", s.Sandbox)
+	}
+	open := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, Network: berth.NetworkOf(true)})
+	if !open.Sandbox.Network || open.Sandbox.NetworkPolicy != nil {
+		t.Fatalf("asking for the open network: %+v", open.Sandbox)
+	}
+	host := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxHost})
+	if host.Sandbox.Network || host.Sandbox.NetworkPolicy != nil {
+		t.Fatalf("on host: %+v", host.Sandbox)
+	}
+}
