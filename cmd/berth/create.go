@@ -34,7 +34,7 @@ func (c *createFlags) add(fl *pflag.FlagSet, agent string) {
 	fl.StringVar(&c.req.Name, "name", "", "a name for the session")
 	fl.StringVar(&c.workspaceRaw, "workspace", "", "existing directory to work in (default: a managed workspace)")
 	fl.StringVar(&c.req.Sandbox, "sandbox", "", "sandbox provider: auto, bwrap, docker or host (default: the daemon's)")
-	fl.Var(&networkFlag{&c.req.Network}, "network", "the agent's network: true (open), false (none but the model gateway), or an allow list of hosts, comma-separated (api.github.com,*.npmjs.org:443)")
+	fl.Var(&networkFlag{&c.req.Network}, "network", "the agent's network: --network (open), --network=false (none but the model gateway), or --network=HOST,... an allow list (api.github.com,*.npmjs.org:443)")
 	fl.Lookup("network").NoOptDefVal = "true"
 	fl.BoolVar(&c.networkAsk, "network-ask", false, "with an allow list: ask about a host it does not list instead of refusing it")
 	fl.StringVar(&c.req.PermissionMode, "mode", "", "permission mode: approve-reads (default), approve-all, deny-all or ask")

@@ -69,4 +69,17 @@ func TestNetworkAllowListOnEveryProvider(t *testing.T) {
 			}
 		})
 	}
+	// The CLI makes an allow list, and shows it.
+	s.needSandbox(t, berth.SandboxBwrap)
+	if out, code := s.run(t, "create", "-q", "--agent", "demo", "--sandbox", "host", "--network-ask"); code != 2 || !strings.Contains(out, "--network-ask goes with an allow list") {
+		t.Fatalf("--network-ask alone: %d %s", code, out)
+	}
+	if out, code := s.run(t, "create", "-q", "--agent", "demo", "--network=bad host"); code == 0 || !strings.Contains(out, "network.allow[0]") {
+		t.Fatalf("--network with a bad entry: %d %s", code, out)
+	}
+	id := strings.TrimSpace(s.cli(t, "create", "-q", "--agent", "demo", "--sandbox", "bwrap", "--network="+listed+",API.example.com", "--network-ask"))
+	if out := s.cli(t, "show", id); !strings.Contains(out, "bwrap, network only to "+listed+" api.example.com (asks for others)") {
+		t.Fatalf("berth show:\n%s", out)
+	}
+	s.cli(t, "stop", id)
 }
