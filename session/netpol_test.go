@@ -33,11 +33,12 @@ func hostListener(t *testing.T, name string) (*httptest.Server, string) {
 // the host's own addresses.
 const askedName = "asked.example"
 
-// askedResolver resolves askedName to a documentation address.
+// askedResolver resolves askedName, and every name under .example, to a
+// documentation address.
 type askedResolver struct{}
 
 func (askedResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	if host == askedName {
+	if strings.HasSuffix(host, ".example") {
 		return []netip.Addr{netip.MustParseAddr("203.0.113.7")}, nil
 	}
 	return net.DefaultResolver.LookupNetIP(ctx, network, host)
@@ -178,6 +179,19 @@ func TestNetworkAskBwrap(t *testing.T) {
 	}
 	if ps, _ := ge.m.ListPermissions(context.Background(), s.ID, ""); len(ps) != 1 {
 		t.Fatalf("%d permission requests, want the one", len(ps))
+	}
+	// The answer was about that host alone: another is asked about, and
+	// rejected, refused.
+	go func() { done <- ge.fetch(s.ID, "fetch", "http://second.example/") }()
+	p = ge.pendingPermission(s.ID)
+	if !strings.Contains(string(p.ToolCall), "connect to second.example:80") {
+		t.Fatalf("the second question's tool call: %s", p.ToolCall)
+	}
+	if _, err := ge.m.DecidePermission(context.Background(), s.ID, p.ID, berth.PermissionDecision{OptionID: "reject_once"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-done; !strings.HasPrefix(got, "fetch: 403") {
+		t.Fatalf("the rejected host: %q", got)
 	}
 }
 
