@@ -299,3 +299,48 @@ func TestNetworkAllowListDefault(t *testing.T) {
 		t.Fatalf("on host: %+v", host.Sandbox)
 	}
 }
+
+// A session with an allow list in bwrap or docker runs its agent under
+// berth agent-exec with the egress port and socket, its gateway
+// directory bound, and every proxy variable at the egress port (the
+// gateway's loopback excepted), over the session's own; one without an
+// allow list has none of it, nor does an agent that calls no model get
+// the gateway's port.
+func TestNetworkAllowListPlacement(t *testing.T) {
+	var provs []berth.SandboxProvider
+	for _, p := range capsProviders() {
+		provs = append(provs, p)
+	}
+	const self = "/usr/local/bin/berth"
+	m := New(Options{Providers: provs, Berth: self, Home: t.TempDir()})
+	spec := berth.AgentSpec{Name: "a", Command: "/opt/agent", Args: []string{"--acp"}}
+	allow := &berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: []string{"api.github.com"}}
+	for _, box := range []string{berth.SandboxBwrap, berth.SandboxDocker} {
+		s := &berth.Session{ID: "ses_" + box, Env: map[string]string{"HTTPS_PROXY": "http://evil.example"},
+			Sandbox: berth.SandboxSpec{Provider: box, NetworkPolicy: allow}}
+		cfg := m.place.sandboxConfig(s, spec)
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
+			if cfg.Env[k] != "http://127.0.0.1:41401" {
+				t.Errorf("%s: %s = %q", box, k, cfg.Env[k])
+			}
+		}
+		if cfg.Env["NO_PROXY"] != "127.0.0.1,localhost" || cfg.Network {
+			t.Errorf("%s: NO_PROXY %q, network %v", box, cfg.Env["NO_PROXY"], cfg.Network)
+		}
+		if !slices.Contains(cfg.Binds, berth.Bind{Source: m.models.sockDir(s.ID), Target: relayDir}) {
+			t.Errorf("%s: binds %+v", box, cfg.Binds)
+		}
+		path, args, ok := m.models.wrap(s, spec, "/opt/agent")
+		if !ok || path != self || !slices.Equal(args, []string{"agent-exec", "--gateway-listen", "", "--gateway-socket", "",
+			"--egress-listen", egressAddr, "--egress-socket", relayDir + "/" + egressSocket, "--", "/opt/agent", "--acp"}) {
+			t.Errorf("%s: runs %s %q (%v)", box, path, args, ok)
+		}
+		s.Sandbox.NetworkPolicy = nil
+		if cfg := m.place.sandboxConfig(s, spec); cfg.Env["HTTPS_PROXY"] != "http://evil.example" || cfg.Env["HTTP_PROXY"] != "" {
+			t.Errorf("%s without an allow list: env %v", box, cfg.Env)
+		}
+		if _, _, ok := m.models.wrap(s, spec, "/opt/agent"); ok {
+			t.Errorf("%s without an allow list is wrapped", box)
+		}
+	}
+}
