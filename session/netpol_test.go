@@ -344,3 +344,46 @@ func TestNetworkAllowListPlacement(t *testing.T) {
 		}
 	}
 }
+
+// A network question asked outside a turn ends with the agent: the
+// session stops at once, not when the question times out, and the
+// question is answered with no decision.
+func TestNetworkQuestionEndsWithTheAgent(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.PermissionTimeout = time.Minute })
+	s := e.create(berth.CreateRequest{Agent: "demo", PermissionMode: berth.PermAsk})
+	ls := e.m.set.liveOf(s.ID)
+	if ls == nil {
+		t.Fatal("no live session")
+	}
+	type answer struct {
+		kind string
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		kind, err := ls.AskConnect(context.Background(), "x.example", 443)
+		done <- answer{kind, err}
+	}()
+	e.pendingPermission(s.ID)
+	stopped := make(chan error, 1)
+	go func() {
+		_, err := e.m.StopSession(context.Background(), s.ID)
+		stopped <- err
+	}()
+	var a answer
+	var stopErr error
+	gotAnswer, gotStop := false, false
+	waitFor(t, "the stop and the question's end", func() bool {
+		select {
+		case a = <-done:
+			gotAnswer = true
+		case stopErr = <-stopped:
+			gotStop = true
+		default:
+		}
+		return gotAnswer && gotStop
+	})
+	if stopErr != nil || a.kind != "" {
+		t.Fatalf("stop: %v; the question answered %q, %v", stopErr, a.kind, a.err)
+	}
+}

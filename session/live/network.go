@@ -36,6 +36,28 @@ var connectOptions = []acp.PermissionOption{
 // berth.DecisionAllowAlways), or "" for a rejection, a timeout or a
 // cancel.
 func (ls *Session) AskConnect(ctx context.Context, host string, port int) (string, error) {
+	// The client is set once the session is ready; an agent connects only
+	// after that.
+	select {
+	case <-ls.life.ready:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if ls.client == nil {
+		return "", nil
+	}
+	// The question ends with the agent's connection, as the agent's own
+	// do: a stop does not wait for it (its timer holds the drain). The
+	// watcher ends when AskConnect returns, at the latest.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-ls.client.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	hp := net.JoinHostPort(host, strconv.Itoa(port))
 	tc, err := json.Marshal(map[string]any{"toolCallId": ids.New("net"), "kind": "fetch", "title": "connect to " + hp,
 		"status": "pending", "rawInput": map[string]any{"host": host, "port": port}})
