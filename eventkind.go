@@ -45,6 +45,7 @@ const (
 	EventTerminalExited       = "terminal_exited"
 	EventModelCall            = "model_call"
 	EventBudgetExceeded       = "budget_exceeded"
+	EventNetworkDenied        = "network_denied"
 
 	EventChildStarted = "child_started"
 	EventChildStopped = "child_stopped"
@@ -122,6 +123,7 @@ var eventKinds = []EventKind{
 	{EventTerminalExited, AboutRequest, "a terminal's command exited [terminal_id, command, exit_code, signal]"},
 	{EventModelCall, AboutRequest, "the agent called a model through the model gateway, never its prompt or answer [upstream, model, status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, duration_ms, first_byte_ms]"},
 	{EventBudgetExceeded, AboutSession, "the session's spending, its subtree's included, reached a budget [limit, max, spent]"},
+	{EventNetworkDenied, AboutSession, "the egress proxy refused a connection the allow list does not let through; repeats within a minute are told once [host, port]"},
 	{EventExec, AboutSession, "a client's command ran in the sandbox [command, exit_code, signal, timed_out, duration_ms]"},
 	{EventRuntimeWarning, AboutSession, "something went wrong that did not stop the session [reason]"},
 	{EventRuntimeRecovered, AboutSession, "a hung turn's agent is active again [reason]"},

@@ -294,3 +294,26 @@ func fieldError(field, format string, args ...any) *Error {
 func fieldErrorCode(code, field, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Details: map[string]any{"field": field}}
 }
+
+// NetworkOf is the policy of a bool: NetworkOpen for true, NetworkNone
+// for false.
+func NetworkOf(open bool) NetworkPolicy {
+	if open {
+		return NetworkPolicy{Mode: NetworkOpen}
+	}
+	return NetworkPolicy{}
+}
+
+// Open reports whether p is the open network.
+func (p NetworkPolicy) Open() bool { return p.Mode == NetworkOpen }
+
+// IsZero reports whether p is `false` with nothing else, for omitzero.
+func (p NetworkPolicy) IsZero() bool { return p.Mode == NetworkNone && len(p.Allow) == 0 && !p.Ask }
+
+// PolicyOf is the network policy a session's sandbox was given.
+func (s SandboxSpec) PolicyOf() NetworkPolicy {
+	if s.NetworkPolicy != nil {
+		return *s.NetworkPolicy
+	}
+	return NetworkOf(s.Network)
+}

@@ -107,7 +107,12 @@ const (
 // SandboxSpec is the sandbox a session runs under.
 type SandboxSpec struct {
 	Provider string `json:"provider"`
-	Network  bool   `json:"network"`
+	// Network: the sandbox has the open network.
+	Network bool `json:"network"`
+	// NetworkPolicy is the allow list of a session created with one
+	// (docs/api.md, Network policy), hosts allowed for the session added;
+	// nil otherwise.
+	NetworkPolicy *NetworkPolicy `json:"network_policy,omitempty"`
 	// Limits are the limits the provider enforces on the session's
 	// sandbox; absent (zero) where none is, and for a session created
 	// before they were recorded.
@@ -328,11 +333,13 @@ type SessionPage struct {
 // CreateRequest is the body of POST /v1/sessions (docs/api.md, "The create
 // body").
 type CreateRequest struct {
-	Agent              string            `json:"agent"`
-	Name               string            `json:"name,omitempty"`
-	Workspace          string            `json:"workspace,omitempty"`
-	Sandbox            string            `json:"sandbox,omitempty"`
-	Network            bool              `json:"network,omitempty"`
+	Agent     string `json:"agent"`
+	Name      string `json:"name,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	Sandbox   string `json:"sandbox,omitempty"`
+	// Network is false, true or an allow list (docs/api.md, Network
+	// policy).
+	Network            NetworkPolicy     `json:"network,omitzero"`
 	PermissionMode     string            `json:"permission_mode,omitempty"`
 	Env                map[string]string `json:"env,omitempty"`
 	Labels             map[string]string `json:"labels,omitempty"`

@@ -109,8 +109,10 @@ type Sandbox struct {
 	RequireIsolation bool `toml:"require_isolation"`
 	// AllowNetwork permits sessions to ask for network access. Default true.
 	AllowNetwork bool `toml:"allow_network"`
-	// Network is the network setting of sessions that do not ask. Default false.
-	Network bool `toml:"network"`
+	// Network is the network of sessions that do not ask: true, false
+	// (the default) or an allow list, a table {allow = [...], ask = false}
+	// (docs/api.md, Network policy). NetworkPolicy reads it.
+	Network any `toml:"network"`
 	// UID is the unprivileged user agents run as inside bwrap, and
 	// inside docker when a root daemon's engine maps a user namespace.
 	// Default 1000.
@@ -253,6 +255,7 @@ func Default() *Config {
 			Default:      berth.SandboxAuto,
 			AllowHost:    true,
 			AllowNetwork: true,
+			Network:      false,
 			UID:          1000,
 			HostUID:      DefaultHostUID,
 			MemoryMB:     2048,
@@ -386,8 +389,12 @@ func (s *Sandbox) validate() error {
 			return invalid("sandbox.default is %q but sandbox.require_isolation is true", s.Default)
 		}
 	}
-	if s.Network && !s.AllowNetwork {
-		return invalid("sandbox.network is true but sandbox.allow_network is false")
+	p, err := s.NetworkPolicy()
+	if err != nil {
+		return err
+	}
+	if p.Mode != berth.NetworkNone && !s.AllowNetwork {
+		return invalid("sandbox.network is %s but sandbox.allow_network is false", p.Mode)
 	}
 	if err := intRange("sandbox.uid", s.UID, 0, 1<<32-2); err != nil {
 		return err
@@ -513,4 +520,17 @@ func intRange(key string, v, lo, hi int) error {
 // invalid returns an EInvalid error whose message starts with "config: ".
 func invalid(format string, args ...any) *berth.Error {
 	return berth.Errorf(berth.EInvalid, "config: "+format, args...)
+}
+
+// NetworkPolicy is [sandbox] network as a policy. EInvalid naming the
+// key (sandbox.network.allow[1]) for one that is not a policy.
+func (s *Sandbox) NetworkPolicy() (berth.NetworkPolicy, error) {
+	if s.Network == nil {
+		return berth.NetworkPolicy{}, nil
+	}
+	p, err := berth.NetworkPolicyFrom(s.Network)
+	if err != nil {
+		return berth.NetworkPolicy{}, invalid("sandbox.%s", err.(*berth.Error).Message)
+	}
+	return p, nil
 }

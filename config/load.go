@@ -240,6 +240,20 @@ func setFromString(f reflect.Value, s string) error {
 			}
 		}
 		f.Set(reflect.ValueOf(items))
+	case reflect.Interface:
+		// [sandbox] network: true, false, or an allow list, its entries
+		// comma-separated.
+		if b, err := strconv.ParseBool(strings.TrimSpace(s)); err == nil {
+			f.Set(reflect.ValueOf(b))
+			return nil
+		}
+		var allow []any
+		for item := range strings.SplitSeq(s, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				allow = append(allow, item)
+			}
+		}
+		f.Set(reflect.ValueOf(map[string]any{"allow": allow}))
 	case reflect.Float64:
 		x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 		if err != nil {

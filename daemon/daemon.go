@@ -277,12 +277,14 @@ func (d *Daemon) newManager(o Options, node string) error {
 		return err
 	}
 	lim := o.Config.Limits
+	// Load has checked it.
+	netDefault, _ := o.Config.Sandbox.NetworkPolicy()
 	d.mgr = session.New(session.Options{
 		Store: d.store, Log: d.log, Catalog: catalog,
 		Providers: providers,
 		Sandbox: session.SandboxPolicy{Default: o.Config.Sandbox.Default, AllowHost: o.Config.Sandbox.AllowHost,
 			RequireIsolation: o.Config.Sandbox.RequireIsolation, AllowNetwork: o.Config.Sandbox.AllowNetwork,
-			Network: o.Config.Sandbox.Network, Limits: o.Config.Sandbox.Limits(), Mounts: o.Config.Sandbox.MountList(),
+			Network: netDefault, Limits: o.Config.Sandbox.Limits(), Mounts: o.Config.Sandbox.MountList(),
 			MaxMemoryMB: o.Config.Sandbox.MaxMemoryMB},
 		Limits: session.Limits{MaxPromptBytes: lim.MaxPromptBytes, MaxSessions: lim.MaxSessions,
 			HandshakeTimeout: lim.HandshakeTimeout.Duration, StopGrace: lim.StopGrace.Duration,

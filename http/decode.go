@@ -104,8 +104,13 @@ func decodeError(err error, limit int64) error {
 		tooLarge  *http.MaxBytesError
 		syntax    *json.SyntaxError
 		typeError *json.UnmarshalTypeError
+		own       *berth.Error
 	)
 	switch {
+	case errors.As(err, &own):
+		// A field's own decoding said what is wrong, naming it (the
+		// network policy: docs/api.md, Network policy).
+		return own
 	case errors.As(err, &tooLarge):
 		return &berth.Error{Code: berth.ETooLarge, Message: fmt.Sprintf("request body is larger than %d bytes", limit),
 			Details: map[string]any{"max_bytes": limit}, Err: err}

@@ -144,7 +144,7 @@ func (m *Manager) Fork(ctx context.Context, id string, req berth.ForkRequest) (*
 		labels[k] = v
 	}
 	tools := parent.BerthTools
-	creq := berth.CreateRequest{Agent: agent, Name: req.Name, Sandbox: parent.Sandbox.Provider, Network: parent.Sandbox.Network,
+	creq := berth.CreateRequest{Agent: agent, Name: req.Name, Sandbox: parent.Sandbox.Provider, Network: parent.Sandbox.PolicyOf(),
 		PermissionMode: parent.PermissionMode, Env: parent.Env, Labels: labels, TTLSeconds: parent.TTLSeconds,
 		IdleTimeoutSeconds: parent.IdleTimeoutSeconds, MCPServers: parent.MCPServers, BerthTools: &tools}
 	return m.create(ctx, creq, f)

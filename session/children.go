@@ -206,8 +206,8 @@ func (k *spawn) narrowRequest(req *berth.CreateRequest) error {
 	if r, ok := permRank[req.PermissionMode]; ok && r > permRank[p.PermissionMode] {
 		return forbidden("permission_mode", fmt.Sprintf("permission_mode %s is looser than the parent's %s", req.PermissionMode, p.PermissionMode))
 	}
-	if req.Network && !p.Sandbox.Network {
-		return forbidden("network", "network: the parent session has no network")
+	if err := berth.NetworkNarrower(p.Sandbox.PolicyOf(), req.Network); err != nil {
+		return err
 	}
 	if req.Sandbox == "" {
 		req.Sandbox = p.Sandbox.Provider
@@ -333,8 +333,8 @@ func (k *spawn) narrow(b *birth) error {
 	if k.m.place.capsOf(b.provider.Name()).Isolation < k.m.place.capsOf(p.Sandbox.Provider).Isolation {
 		return forbidden("sandbox", fmt.Sprintf("sandbox %s is weaker than the parent's %s", b.provider.Name(), p.Sandbox.Provider))
 	}
-	if req.Network && !p.Sandbox.Network {
-		req.Network = false
+	if berth.NetworkNarrower(p.Sandbox.PolicyOf(), req.Network) != nil {
+		req.Network = berth.NetworkPolicy{}
 		if b.spec.Network {
 			b.warn(fmt.Sprintf("agent %s needs the network to reach its model, but its parent session has none: it runs without network", b.spec.Name))
 		}

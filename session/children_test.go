@@ -231,7 +231,7 @@ func TestSpawnChildNarrowing(t *testing.T) {
 	}{
 		{berth.CreateRequest{PermissionMode: berth.PermApproveAll}, "permission_mode"},
 		{berth.CreateRequest{PermissionMode: berth.PermApproveReads}, "permission_mode"},
-		{berth.CreateRequest{Network: true}, "network"},
+		{berth.CreateRequest{Network: berth.NetworkOf(true)}, "network"},
 		{berth.CreateRequest{Env: map[string]string{"A": "x", "SECRET": "y"}}, "env"},
 		{berth.CreateRequest{Workspace: outside}, "workspace"},
 		{berth.CreateRequest{Workspace: neighbour.Workspace}, "workspace"},

@@ -76,12 +76,17 @@ func (b *birth) check(ctx context.Context) error {
 		return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("mounts are bound into a sandbox: sandbox %s binds nothing (use one that isolates)", b.provider.Name()),
 			Details: map[string]any{"field": "mounts"}}
 	}
-	// A session that does not ask gets the network when its agent needs it
-	// (or [sandbox] network says so) and policy allows; when policy does
-	// not, it runs without and is told why.
-	if !req.Network && (b.spec.Network || m.opts.Sandbox.Network) {
-		if m.opts.Sandbox.AllowNetwork {
-			req.Network = true
+	// A session that does not ask gets [sandbox] network, or else the
+	// network when its agent needs it, when policy allows; when policy
+	// does not, it runs without and is told why.
+	if def := m.opts.Sandbox.Network; req.Network.IsZero() && (b.spec.Network || !def.IsZero()) {
+		if def.IsZero() {
+			def = berth.NetworkOf(true)
+		}
+		if checkAllowList(def, b.provider.Name(), b.provider.Capabilities()) != nil {
+			b.warn(fmt.Sprintf("[sandbox] network is an allow list, which sandbox %s cannot enforce: the session runs without network", b.provider.Name()))
+		} else if m.opts.Sandbox.AllowNetwork {
+			req.Network = def
 		} else if b.spec.Network {
 			b.warn(fmt.Sprintf("agent %s needs the network to reach its model, but [sandbox] allow_network is false: it runs without network", b.spec.Name))
 		}
@@ -101,7 +106,10 @@ func (b *birth) check(ctx context.Context) error {
 	if err := m.models.checkModels(req.Models); err != nil {
 		return err
 	}
-	return checkMCPNetwork(req.MCPServers, b.provider.Name(), b.provider.Capabilities(), req.Network)
+	if err := checkAllowList(req.Network, b.provider.Name(), b.provider.Capabilities()); err != nil {
+		return err
+	}
+	return checkMCPNetwork(req.MCPServers, b.provider.Name(), b.provider.Capabilities(), req.Network.Mode != berth.NetworkNone)
 }
 
 // record makes the new session's record.
@@ -111,7 +119,7 @@ func (b *birth) record() {
 	id := ids.New("ses")
 	s := &berth.Session{
 		ID: id, Name: req.Name, Agent: b.spec.Name, State: berth.StateStarting, Badge: berth.BadgeStarting,
-		Workspace: req.Workspace, Sandbox: berth.SandboxSpec{Provider: b.provider.Name(), Network: req.Network, Limits: b.limits},
+		Workspace: req.Workspace, Sandbox: berth.SandboxSpec{Provider: b.provider.Name(), Network: req.Network.Open(), NetworkPolicy: allowList(req.Network), Limits: b.limits},
 		PermissionMode: req.PermissionMode, Labels: req.Labels, Env: req.Env,
 		CreatedAt: now, UpdatedAt: now, LastActivityAt: now,
 		TTLSeconds: req.TTLSeconds, IdleTimeoutSeconds: req.IdleTimeoutSeconds,
@@ -360,7 +368,7 @@ func (b *birth) validate(req *berth.CreateRequest) (berth.AgentSpec, berth.Sandb
 	if err := berth.MCPServers(req.MCPServers).Validate(); err != nil {
 		return spec, nil, false, err
 	}
-	provider, unisolated, err := b.m.place.pickSandbox(req.Sandbox, req.Network)
+	provider, unisolated, err := b.m.place.pickSandbox(req.Sandbox, req.Network.Mode != berth.NetworkNone)
 	return spec, provider, unisolated, err
 }
 

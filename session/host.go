@@ -17,6 +17,7 @@ func (pl *placement) prepareStart(s *berth.Session, spec berth.AgentSpec, provid
 		st.ToolsWarning = warning
 	}
 	pl.m.models.grant(s, spec, provider)
+	pl.m.net.grant(s, provider)
 	st.Box, st.Program = pl.sandboxConfig(s, spec), pl.agentProgram(s, spec).path
 	if path, args, ok := pl.m.models.wrap(s, spec, st.Program); ok {
 		st.Program, st.Args = path, args
@@ -30,6 +31,7 @@ func (pl *placement) prepareStart(s *berth.Session, spec berth.AgentSpec, provid
 func (m *Manager) revokeGrants(id string, removeDir bool) {
 	m.tools.revoke(id, removeDir)
 	m.models.revoke(id, removeDir)
+	m.net.revoke(id, removeDir)
 }
 
 // newLiveHost is the manager's side of the seam.

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +30,8 @@ func (m *Manager) abandon(ls *live.Session) {
 func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
 	home := pl.homeDir(s.ID)
 	env := agentEnv(spec, s.ID, s.Env, pl.m.models.env(s, spec))
+	// The proxy's variables win over the session's own.
+	maps.Copy(env, pl.m.net.env(s))
 	binds := pl.agentProgram(s, spec).binds
 	binds = append(binds, worktreeBinds(s.Worktree)...)
 	binds = append(binds, pl.mountBinds(s)...)

@@ -40,6 +40,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/eventlog"
+	"github.com/berth-sh/berth/gateway/egress"
 	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/berth-sh/berth/shim"
 	"github.com/berth-sh/berth/snapshot"
@@ -61,8 +62,8 @@ type SandboxPolicy struct {
 	AllowHost        bool
 	RequireIsolation bool
 	AllowNetwork     bool
-	// Network is the network setting of sessions that do not ask for it.
-	Network bool
+	// Network is the network of sessions that do not ask for one.
+	Network berth.NetworkPolicy
 	// Limits are the resource limits every sandbox gets; MemoryBytes is
 	// the default of sessions that ask for no memory_mb.
 	Limits berth.SandboxLimits
@@ -128,6 +129,10 @@ type Options struct {
 	// Models points the agents at the daemon's model gateway; nil points
 	// them at none.
 	Models *ModelGateway
+	// Egress configures the egress proxies of the sessions with an allow
+	// list (netpol.go); its zero value takes egress's defaults, and its
+	// Logger and AskTimeout are the manager's.
+	Egress egress.Options
 	// Observer is told of creates, turns, permission decisions and agent
 	// exits (metrics); nil tells no one.
 	Observer live.Observer
@@ -177,6 +182,8 @@ type Manager struct {
 	tools toolGate
 	// models points the agents at the model gateway (modelgate.go).
 	models modelGate
+	// net serves the egress proxies of allow lists (netpol.go).
+	net netGate
 	// leases are the sessions' leases in a cluster (cluster.go).
 	leases leases
 	// usage counts the model calls and keeps the budgets (usage.go).
@@ -229,7 +236,7 @@ func New(opts Options) *Manager {
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
 	}
-	m.tools.m, m.models.m, m.trees.m, m.changes.m, m.leases.m, m.supervisor.m, m.recovery.m, m.place.m, m.transcripts.m = m, m, m, m, m, m, m, m, m
+	m.net.m, m.tools.m, m.models.m, m.trees.m, m.changes.m, m.leases.m, m.supervisor.m, m.recovery.m, m.place.m, m.transcripts.m = m, m, m, m, m, m, m, m, m, m
 	m.usage.m = m
 	m.sweeper.logger = m.logger
 	m.host = m.newLiveHost()
@@ -333,6 +340,9 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	}
 	// So do the model calls on the sandboxes' gateway sockets.
 	if err := m.models.close(ctx); err != nil {
+		return err
+	}
+	if err := m.net.close(ctx); err != nil {
 		return err
 	}
 	// Creates under way finish first, so the sessions they start are stopped too.

@@ -354,6 +354,10 @@ func runRelay(args []string) int {
 			o.Listen = args[1]
 		case "--gateway-socket":
 			o.Socket = args[1]
+		case "--egress-listen":
+			o.EgressListen = args[1]
+		case "--egress-socket":
+			o.EgressSocket = args[1]
 		}
 		args = args[2:]
 	}
@@ -380,7 +384,7 @@ func TestModelGatewayBwrap(t *testing.T) {
 		o.Berth = self
 	})
 	for _, network := range []bool{false, true} {
-		s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, Network: network})
+		s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, Network: berth.NetworkOf(network)})
 		if s.Sandbox.Provider != berth.SandboxBwrap || s.Sandbox.Network != network {
 			t.Fatalf("sandbox %+v, want bwrap with network %v", s.Sandbox, network)
 		}

@@ -51,20 +51,27 @@ func (g *modelGate) relayed(s *berth.Session, spec berth.AgentSpec) bool {
 }
 
 // wrap is the program and arguments that start session s's agent (spec,
-// from program) under the relay, with ok false when it is not relayed.
+// from program) under the relay, with ok false when it is not relayed:
+// to the gateway, to the egress proxy (netpol.go), or both.
 func (g *modelGate) wrap(s *berth.Session, spec berth.AgentSpec, program string) (string, []string, bool) {
-	if !g.relayed(s, spec) || g.env(s, spec) == nil {
+	model := g.relayed(s, spec) && g.env(s, spec) != nil
+	out := g.m.net.args(s)
+	if !model && out == nil {
 		return "", nil, false
 	}
-	args := append([]string{"agent-exec", "--gateway-listen", relayAddr, "--gateway-socket", relayDir + "/" + relaySocket,
-		"--", program}, spec.Args...)
+	args := []string{"agent-exec", "--gateway-listen", "", "--gateway-socket", ""}
+	if model {
+		args[2], args[4] = relayAddr, relayDir+"/"+relaySocket
+	}
+	args = append(append(append(args, out...), "--", program), spec.Args...)
 	return g.m.opts.Berth, args, true
 }
 
 // bind is the bind of session s's gateway socket directory into its
-// sandbox, with ok false when it has none.
+// sandbox, with ok false when it has none: the directory holds the
+// gateway's socket and the egress proxy's.
 func (g *modelGate) bind(s *berth.Session, spec berth.AgentSpec) (berth.Bind, bool) {
-	if !g.relayed(s, spec) {
+	if !g.relayed(s, spec) && !g.m.net.egressed(s) {
 		return berth.Bind{}, false
 	}
 	return berth.Bind{Source: g.sockDir(s.ID), Target: relayDir}, true

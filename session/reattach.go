@@ -50,6 +50,8 @@ func (rc *recovery) reattach(ctx context.Context, s *berth.Session, r *berth.Rec
 		// The agent kept the key it was given: the gateway honours it again.
 		rc.m.models.grant(s, spec, b.provider)
 	}
+	// So does its HTTP_PROXY the egress proxy, with the hosts it was allowed.
+	rc.m.net.grant(s, b.provider)
 	// Live now: a shutdown that ends the boot does not cut this short.
 	b.ls.CarryOn(context.WithoutCancel(ctx), back)
 	return nil

@@ -21,7 +21,7 @@ func TestNetworkPolicy(t *testing.T) {
 	e := newEnv(t, withAgents(needy), func(o *Options) { o.Sandbox.AllowNetwork = false })
 	ctx := context.Background()
 	// Asking for the network against policy is refused, nothing stored.
-	if _, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Network: true}); !berth.IsCode(err, berth.EForbidden) {
+	if _, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Network: berth.NetworkOf(true)}); !berth.IsCode(err, berth.EForbidden) {
 		t.Fatalf("network against policy = %v, want permission_denied", err)
 	}
 	// An agent that needs it runs without, and the session says why.
@@ -67,7 +67,7 @@ func TestSandboxStartFailureSaysWhy(t *testing.T) {
 		o.Providers = append(o.Providers, p)
 		o.Logger = slog.New(slog.NewTextHandler(&daemonLog, nil))
 	})
-	s, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: berth.SandboxBwrap, Network: true})
+	s, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: berth.SandboxBwrap, Network: berth.NetworkOf(true)})
 	if err != nil {
 		t.Fatalf("create = %v, want a stopped session", err)
 	}

@@ -41,6 +41,9 @@ import (
 //	llm TEXT           POST $ANTHROPIC_BASE_URL/v1/messages with
 //	                   $ANTHROPIC_API_KEY, then "llm: STATUS ANSWER" (the
 //	                   answer's first text, or its error's message)
+//	fetch URL          GET URL through $HTTP_PROXY (none when it is unset),
+//	                   then "fetch: STATUS BODY" or "fetch: error"
+//	fetch-direct URL   the same, never through a proxy
 //
 // Text layout: every message (echo, echoed lines, tool results) is its own
 // agent_message_chunk. The first message of a turn is sent as TEXT and later
@@ -96,6 +99,9 @@ var commands = map[string]command{
 	"mcp":    (*turn).mcpCall,
 	"elicit": (*turn).elicit,
 	"llm":    (*turn).llm,
+	"fetch":  (*turn).fetch,
+	// A direct connection, the way a program ignoring HTTP_PROXY makes it.
+	"fetch-direct": (*turn).fetchDirect,
 }
 
 // run executes the prompt's lines and returns the stop reason.

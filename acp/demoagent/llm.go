@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -61,4 +62,43 @@ func (t *turn) llm(args string) error {
 		}
 	}
 	return t.say("llm: " + strconv.Itoa(resp.StatusCode) + " " + what)
+}
+
+// fetchTimeout bounds the demo agent's fetch.
+const fetchTimeout = 10 * time.Second
+
+// fetch GETs URL through the proxy $HTTP_PROXY names (docs/api.md,
+// Network policy), even for a loopback URL, which Go's own environment
+// proxy leaves direct.
+func (t *turn) fetch(args string) error {
+	proxy := func(*http.Request) (*url.URL, error) { return nil, nil }
+	if p := os.Getenv("HTTP_PROXY"); p != "" {
+		u, err := url.Parse(p)
+		if err != nil {
+			return t.say("fetch: " + err.Error())
+		}
+		proxy = http.ProxyURL(u)
+	}
+	return t.get(strings.TrimSpace(args), proxy)
+}
+
+// fetchDirect GETs URL without a proxy.
+func (t *turn) fetchDirect(args string) error {
+	return t.get(strings.TrimSpace(args), func(*http.Request) (*url.URL, error) { return nil, nil })
+}
+
+// get GETs target through proxy and says "fetch: STATUS BODY".
+func (t *turn) get(target string, proxy func(*http.Request) (*url.URL, error)) error {
+	req, err := http.NewRequestWithContext(t.ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return t.say("fetch: " + err.Error())
+	}
+	c := &http.Client{Timeout: fetchTimeout, Transport: &http.Transport{Proxy: proxy, DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return t.say("fetch: error")
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return t.say("fetch: " + strconv.Itoa(resp.StatusCode) + " " + string(b))
 }

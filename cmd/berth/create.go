@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ type createFlags struct {
 	mcpConfig    string
 	wsOpts       workspaceFlags
 	budget       budgetFlags
+	networkAsk   bool
 }
 
 // add registers the flags on fl; agent is the --agent default.
@@ -32,7 +34,9 @@ func (c *createFlags) add(fl *pflag.FlagSet, agent string) {
 	fl.StringVar(&c.req.Name, "name", "", "a name for the session")
 	fl.StringVar(&c.workspaceRaw, "workspace", "", "existing directory to work in (default: a managed workspace)")
 	fl.StringVar(&c.req.Sandbox, "sandbox", "", "sandbox provider: auto, bwrap, docker or host (default: the daemon's)")
-	fl.BoolVar(&c.req.Network, "network", false, "let the agent reach the network")
+	fl.Var(&networkFlag{&c.req.Network}, "network", "the agent's network: --network (open), --network=false (none but the model gateway), or --network=HOST,... an allow list (api.github.com,*.npmjs.org:443)")
+	fl.Lookup("network").NoOptDefVal = "true"
+	fl.BoolVar(&c.networkAsk, "network-ask", false, "with an allow list: ask about a host it does not list instead of refusing it")
 	fl.StringVar(&c.req.PermissionMode, "mode", "", "permission mode: approve-reads (default), approve-all, deny-all or ask")
 	fl.StringArrayVar(&c.env, "env", nil, "environment variable for the agent, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&c.labels, "label", nil, "label, key=value (repeatable)")
@@ -65,6 +69,12 @@ func (c *createFlags) request(cmd *cobra.Command) (berth.CreateRequest, error) {
 		return req, err
 	}
 	c.budget.fill(cmd.Flags(), &req.MaxCostUSD, &req.MaxTokens)
+	if c.networkAsk {
+		if req.Network.Mode != berth.NetworkAllowList {
+			return req, usagef(cmd, "--network-ask goes with an allow list: --network HOST,...")
+		}
+		req.Network.Ask = true
+	}
 	if c.mcpConfig != "" {
 		if req.MCPServers, err = readMCPConfig(c.mcpConfig); err != nil {
 			return req, usagef(cmd, "bad --mcp-config: %v", err)
@@ -163,3 +173,34 @@ func printCreated(w io.Writer, raw json.RawMessage, asJSON, quiet bool) error {
 	}
 	return nil
 }
+
+// networkFlag is --network: true, false, or a comma-separated allow list.
+type networkFlag struct{ p *berth.NetworkPolicy }
+
+// String writes the flag's value as --network takes it.
+func (f *networkFlag) String() string {
+	switch f.p.Mode {
+	case berth.NetworkOpen:
+		return "true"
+	case berth.NetworkAllowList:
+		return strings.Join(f.p.Allow, ",")
+	}
+	return "false"
+}
+
+// Set reads true, false, or an allow list (each entry checked).
+func (f *networkFlag) Set(v string) error {
+	if b, err := strconv.ParseBool(v); err == nil {
+		*f.p = berth.NetworkOf(b)
+		return nil
+	}
+	p, err := berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: strings.Split(v, ",")}.Normalize()
+	if err != nil {
+		return err
+	}
+	*f.p = p
+	return nil
+}
+
+// Type names the flag's value in the help.
+func (f *networkFlag) Type() string { return "bool|hosts" }

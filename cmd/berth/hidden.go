@@ -39,16 +39,19 @@ func newAgentDemoCmd() *cobra.Command {
 // loopback (docs/api.md, The model gateway; package gateway/relay).
 func newAgentExecCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:    "agent-exec --gateway-listen ADDR --gateway-socket PATH -- PROGRAM [ARGS…]",
+		Use:    "agent-exec --gateway-listen ADDR --gateway-socket PATH [--egress-listen ADDR --egress-socket PATH] -- PROGRAM [ARGS…]",
 		Short:  "Run an agent with the model gateway relayed onto the sandbox's loopback (internal)",
 		Hidden: true,
 		Args:   cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			listen, _ := cmd.Flags().GetString("gateway-listen")
 			socket, _ := cmd.Flags().GetString("gateway-socket")
+			egressListen, _ := cmd.Flags().GetString("egress-listen")
+			egressSocket, _ := cmd.Flags().GetString("egress-socket")
 			// The relay passes the signals on to the agent itself.
 			defaultSignals()
-			os.Exit(relay.Run(relay.Options{Listen: listen, Socket: socket, Argv: args, Stderr: os.Stderr}))
+			os.Exit(relay.Run(relay.Options{Listen: listen, Socket: socket,
+				EgressListen: egressListen, EgressSocket: egressSocket, Argv: args, Stderr: os.Stderr}))
 			return nil
 		},
 	}
@@ -56,6 +59,8 @@ func newAgentExecCmd() *cobra.Command {
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().String("gateway-listen", "127.0.0.1:41400", "the loopback address the agent calls the model gateway at")
 	cmd.Flags().String("gateway-socket", "/run/berth-gw/s", "the Unix socket the daemon serves the session's model gateway on")
+	cmd.Flags().String("egress-listen", "", "the loopback address the agent's HTTP_PROXY points at (none by default)")
+	cmd.Flags().String("egress-socket", "", "the Unix socket the daemon serves the session's egress proxy on")
 	return cmd
 }
 

@@ -167,6 +167,8 @@ func summarize(ev berth.Event) string {
 			kv("out", d.str("output_tokens")), kv("cost", d.str("cost_usd")), kv("ms", d.str("duration_ms")))
 	case berth.EventBudgetExceeded:
 		return join(d.str("limit"), kv("max", d.str("max")), kv("spent", d.str("spent")))
+	case berth.EventNetworkDenied:
+		return shorten(d.str("host"), 80) + ":" + d.str("port")
 	case berth.EventRuntimeWarning:
 		return shorten(d.str("reason"), 100)
 	case berth.EventAgentStderr:
@@ -336,6 +338,8 @@ func (r *eventRenderer) render(ev berth.Event) {
 		r.line("! warning: " + shorten(d.str("reason"), 200))
 	case berth.EventBudgetExceeded:
 		r.line(fmt.Sprintf("! budget reached: %s %s (spent %s); further model calls are refused", d.str("limit"), d.str("max"), d.str("spent")))
+	case berth.EventNetworkDenied:
+		r.line(r.style(ansiDim, "  network denied: "+summarize(ev)))
 	case berth.EventWorkspaceRewound:
 		r.line(r.style(ansiBold, "↺ workspace rewound to "+d.str("checkpoint_id")))
 	case berth.EventTurnEnded:

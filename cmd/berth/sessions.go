@@ -183,8 +183,14 @@ func writeSession(w io.Writer, s *berth.Session) error {
 	}
 	row("mounts", strings.Join(s.Mounts, ", "))
 	net := "no network"
-	if s.Sandbox.Network {
+	switch p := s.Sandbox.NetworkPolicy; {
+	case s.Sandbox.Network:
 		net = "network"
+	case p != nil:
+		net = "network only to " + orDash(strings.Join(p.Allow, " "))
+		if p.Ask {
+			net += " (asks for others)"
+		}
 	}
 	row("sandbox", orDash(s.Sandbox.Provider)+", "+net+limitsText(s.Sandbox.Limits))
 	row("permissions", s.PermissionMode)

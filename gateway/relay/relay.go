@@ -6,6 +6,9 @@
 // nothing is copied), relays each TCP connection to the Unix socket the
 // daemon serves the session's gateway on (bound into the sandbox), passes
 // SIGINT, SIGTERM and SIGHUP on to the agent, and exits as the agent did.
+// With `--egress-listen ADDR --egress-socket PATH` it relays a second
+// loopback port the same way, to the session's egress proxy (docs/api.md,
+// Network policy).
 //
 // It stays in the agent's process group, in the sandbox: it outlives a
 // daemon restart with its agent, and the next daemon serves the socket
@@ -31,6 +34,9 @@ type Options struct {
 	Listen string
 	// Socket is the Unix socket the daemon serves the gateway on.
 	Socket string
+	// EgressListen and EgressSocket are the egress proxy's loopback
+	// address and socket, both empty when the session has no allow list.
+	EgressListen, EgressSocket string
 	// Argv is the agent's program and arguments.
 	Argv []string
 	// Stderr receives the relay's own complaints.
@@ -45,14 +51,23 @@ func Run(o Options) int {
 		fmt.Fprintln(o.Stderr, "berth agent-exec: no program to run")
 		return 2
 	}
-	r := &relay{socket: o.Socket, conns: map[net.Conn]bool{}}
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		// The agent runs all the same: it finds no model gateway.
-		fmt.Fprintf(o.Stderr, "berth agent-exec: the model gateway is not served to this agent: %v\n", err)
-	} else {
+	r := &relay{conns: map[net.Conn]bool{}}
+	var lns []net.Listener
+	for _, p := range []struct{ listen, socket, what string }{
+		{o.Listen, o.Socket, "the model gateway"}, {o.EgressListen, o.EgressSocket, "the egress proxy"},
+	} {
+		if p.listen == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", p.listen)
+		if err != nil {
+			// The agent runs all the same: it finds no gateway, or no way out.
+			fmt.Fprintf(o.Stderr, "berth agent-exec: %s is not served to this agent: %v\n", p.what, err)
+			continue
+		}
+		lns = append(lns, ln)
 		r.wg.Add(1)
-		go r.accept(ln)
+		go r.accept(ln, p.socket)
 	}
 	cmd := exec.Command(o.Argv[0], o.Argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -60,7 +75,7 @@ func Run(o Options) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	if err := cmd.Start(); err != nil {
 		signal.Stop(sigs)
-		r.close(ln)
+		r.close(lns)
 		fmt.Fprintf(o.Stderr, "berth agent-exec: %v\n", err)
 		return 127
 	}
@@ -75,7 +90,7 @@ func Run(o Options) int {
 	signal.Stop(sigs)
 	close(sigs)
 	<-forwarded
-	r.close(ln)
+	r.close(lns)
 	return exitCode(cmd.ProcessState)
 }
 
@@ -101,18 +116,17 @@ func exitCode(st *os.ProcessState) int {
 // acceptBackoff is how long the relay waits after a failed accept.
 const acceptBackoff = 50 * time.Millisecond
 
-// relay forwards the loopback's connections to the socket.
+// relay forwards the loopback's connections to the sockets.
 type relay struct {
-	socket string
-	wg     sync.WaitGroup
+	wg sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]bool
 }
 
-// accept relays each connection on ln until ln closes.
-func (r *relay) accept(ln net.Listener) {
+// accept relays each connection on ln to socket until ln closes.
+func (r *relay) accept(ln net.Listener, socket string) {
 	defer r.wg.Done()
 	for {
 		c, err := ln.Accept()
@@ -133,14 +147,14 @@ func (r *relay) accept(ln net.Listener) {
 		go func() {
 			defer r.wg.Done()
 			defer r.untrack(c)
-			r.pipe(c)
+			r.pipe(c, socket)
 		}()
 	}
 }
 
-// pipe joins c to a new connection to the socket, both ways.
-func (r *relay) pipe(c net.Conn) {
-	u, err := net.Dial("unix", r.socket)
+// pipe joins c to a new connection to socket, both ways.
+func (r *relay) pipe(c net.Conn, socket string) {
+	u, err := net.Dial("unix", socket)
 	if err != nil {
 		// The daemon is away (restarting): the agent's SDK retries.
 		return
@@ -186,8 +200,8 @@ func (r *relay) untrack(c net.Conn) {
 
 // close stops listening, cuts every connection and waits for the
 // goroutines.
-func (r *relay) close(ln net.Listener) {
-	if ln != nil {
+func (r *relay) close(lns []net.Listener) {
+	for _, ln := range lns {
 		_ = ln.Close()
 	}
 	r.mu.Lock()

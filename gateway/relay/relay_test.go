@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	case role == "relay":
 		os.Setenv(roleVar, os.Getenv(roleVar+"_CHILD"))
 		os.Exit(Run(Options{Listen: os.Args[1], Socket: os.Args[2], Argv: os.Args[3:], Stderr: os.Stderr}))
+	case role == "relay-egress":
+		os.Setenv(roleVar, os.Getenv(roleVar+"_CHILD"))
+		os.Exit(Run(Options{EgressListen: os.Args[1], EgressSocket: os.Args[2], Argv: os.Args[3:], Stderr: os.Stderr}))
 	case strings.HasPrefix(role, "call "):
 		resp, err := http.Get(strings.TrimPrefix(role, "call "))
 		if err != nil {
@@ -147,5 +150,28 @@ func TestRelayForwardsSignals(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(werr, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM {
 		t.Fatalf("relay after SIGTERM: %v", werr)
+	}
+}
+
+// With only an egress address and socket, the relay relays that port to
+// that socket (the egress proxy's) and listens on no gateway port.
+func TestRelayEgress(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "egress")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "from the egress socket: %s", r.URL.Path)
+	})}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	defer func() { srv.Close(); <-done }()
+	addr := freeAddr(t)
+	cmd := relayCmd(t, addr, sock, "call http://"+addr+"/x")
+	cmd.Env = append(cmd.Env, roleVar+"=relay-egress")
+	out, err := cmd.Output()
+	if err != nil || string(out) != "200 from the egress socket: /x\n" {
+		t.Fatalf("agent said %q, %v", out, err)
 	}
 }

@@ -47,8 +47,14 @@ func (h *agentHandler) RequestPermission(ctx context.Context, req acp.RequestPer
 
 // requestPermission is RequestPermission.
 func (a *asks) requestPermission(ctx context.Context, req acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	return a.request(ctx, req, req.ToolCallKind())
+}
+
+// request asks req; kind is the tool kind its decision is remembered
+// under and approve-reads reads, "" for a question never remembered nor
+// taken for a read (a network ask: network.go).
+func (a *asks) request(ctx context.Context, req acp.RequestPermissionRequest, kind string) (acp.RequestPermissionResponse, error) {
 	ls := a.ls
-	kind := req.ToolCallKind()
 	p := berth.Permission{ID: ids.New("perm"), SessionID: ls.id, ToolCall: req.ToolCall,
 		Options: []berth.PermissionOption{}, State: berth.PermissionPending, CreatedAt: time.Now().UTC()}
 	for _, o := range req.Options {
