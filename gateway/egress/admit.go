@@ -88,11 +88,21 @@ func (s *Session) admit(ctx context.Context, h berth.NetworkHost, port int) erro
 		return err
 	case d == AllowOnce || d == AllowSession:
 		return nil
+	case err != nil && s.isClosed():
+		// The question ended because the session's proxy closed.
+		return refused(http.StatusServiceUnavailable, "this session's proxy is closed")
 	case err != nil:
 		s.log.Debug("egress: a question failed", "host", t.host, "port", port, "err", err)
 		return refused(http.StatusForbidden, "%s:%d was not allowed: the question had no answer", t.host, port)
 	}
 	return refused(http.StatusForbidden, "%s:%d was refused when asked", t.host, port)
+}
+
+// isClosed reports whether the session's proxy is closed.
+func (s *Session) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // listed reports whether an entry of the list allows h:port.
