@@ -336,7 +336,11 @@ func (k *spawn) narrow(b *birth) error {
 	if berth.NetworkNarrower(p.Sandbox.PolicyOf(), req.Network) != nil {
 		req.Network = berth.NetworkPolicy{}
 		if b.spec.Network {
-			b.warn(fmt.Sprintf("agent %s needs the network to reach its model, but its parent session has none: it runs without network", b.spec.Name))
+			why := "has none"
+			if pm := p.Sandbox.PolicyOf().Mode; pm != berth.NetworkNone {
+				why = "has a narrower one (" + pm.String() + ")"
+			}
+			b.warn(fmt.Sprintf("agent %s needs the network to reach its model, but its parent session %s: it runs without network", b.spec.Name, why))
 		}
 	}
 	// A default above the parent's memory limit gets the parent's.
