@@ -34,10 +34,11 @@ func TestAskModeWaitsForTheUsersDecision(t *testing.T) {
 		!strings.Contains(string(p.ToolCall), "delete everything") || p.State != berth.PermissionPending {
 		t.Fatalf("pending permission: %+v", p)
 	}
-	got, _ := e.m.GetSession(ctx, s.ID)
-	if got.Badge != berth.BadgeWaiting || got.PendingPermissions != 1 {
-		t.Fatalf("session while asking: badge %s, pending %d", got.Badge, got.PendingPermissions)
-	}
+	// The stored request is listed a moment before the session counts it.
+	waitFor(t, "the session waiting", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.Badge == berth.BadgeWaiting && got.PendingPermissions == 1
+	})
 	// Bad decisions are refused and decide nothing.
 	for _, bad := range []berth.PermissionDecision{{Decision: "maybe"}, {OptionID: "nope"}, {}, {OptionID: "allow", Decision: "allow_once"}} {
 		if _, err := e.m.DecidePermission(ctx, s.ID, p.ID, bad); !berth.IsCode(err, berth.EInvalid) {

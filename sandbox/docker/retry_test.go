@@ -27,11 +27,12 @@ func startFailer(t *testing.T, failures int32) (host string, failed *atomic.Int3
 		t.Fatalf("the engine %s is not on a Unix socket", engineHost)
 	}
 	failed = &atomic.Int32{}
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", target)
+	}}
 	rp := &httputil.ReverseProxy{
-		Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: "http", Host: "docker"}) },
-		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", target)
-		}},
+		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(&url.URL{Scheme: "http", Host: "docker"}) },
+		Transport: tr,
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/start") && failed.Load() < failures {
@@ -50,19 +51,22 @@ func startFailer(t *testing.T, failures int32) (host string, failed *atomic.Int3
 	}
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() {
+		_ = srv.Close()
+		tr.CloseIdleConnections()
+	})
 	return "unix://" + sock, failed
 }
 
-// A container whose start the runtime fails once is made again and
-// started; one that fails twice is an error, and neither leaves a
+// A container whose start the runtime fails is made again and started, a
+// few times; one that fails every time is an error, and neither leaves a
 // container behind.
 func TestOpenRetriesARuntimeStartFailure(t *testing.T) {
 	needEngine(t)
 	for _, c := range []struct {
 		failures int32
 		ok       bool
-	}{{1, true}, {2, false}} {
+	}{{1, true}, {startAttempts - 1, true}, {startAttempts, false}} {
 		host, failed := startFailer(t, c.failures)
 		p, err := New(Options{Host: host, Image: testImage, Instance: testInstance})
 		if err != nil {

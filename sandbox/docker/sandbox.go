@@ -25,6 +25,10 @@ import (
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
+// startAttempts bounds how many times Open makes and starts a container
+// whose start the runtime failed.
+const startAttempts = 4
+
 // closeTimeout bounds the removal of a container when Close's context has
 // no deadline of its own, or has already ended.
 const closeTimeout = 30 * time.Second
@@ -121,8 +125,8 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 		// Under load an engine has been seen to fail the runtime's start
 		// of a container now and then (runc: "stat /busybox.berth:
 		// permission denied" for a path every other start finds): a
-		// container made anew gets one more try.
-		if attempt > 1 || ctx.Err() != nil || !strings.Contains(err.Error(), "OCI runtime create failed") {
+		// container made anew gets a few more tries, a while apart.
+		if attempt >= startAttempts || ctx.Err() != nil || !strings.Contains(err.Error(), "OCI runtime create failed") {
 			sb.remove(context.WithoutCancel(ctx))
 			return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start the container: %s", reason(ctx, err))
 		}
@@ -130,6 +134,10 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 		if _, err := p.cli.ContainerRemove(context.WithoutCancel(ctx), sb.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			sb.remove(context.WithoutCancel(ctx))
 			return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot remove the container that did not start: %s", reason(ctx, err))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt*attempt) * 100 * time.Millisecond):
 		}
 		if created, err = p.cli.ContainerCreate(ctx, opts); err != nil {
 			return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot create the container: %s", reason(ctx, err))
