@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/modelstub"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // keyLog records the key headers each call to the stub carried.
@@ -80,8 +82,14 @@ credential = "paid-key"
 			if keys := seen.all()[before:]; len(keys) != 1 || keys[0] != "|" {
 				t.Fatalf("the upstream saw keys %q, want none (the placeholder is removed)", keys)
 			}
-			// The call is counted from the upstream's own usage fields.
-			if u := s.session(t, sess.ID).Usage; u.ModelCalls != 1 || u.InputTokens != modelstub.InputTokens || u.OutputTokens != modelstub.OutputTokens {
+			// The call is counted from the upstream's own usage fields,
+			// once its answer has ended (the count trails the turn).
+			counted := func(id string, calls int64) {
+				t.Helper()
+				testenv.WaitFor(t, 20*time.Second, "the model call counted", func() bool { return s.session(t, id).Usage.ModelCalls == calls })
+			}
+			counted(sess.ID, 1)
+			if u := s.session(t, sess.ID).Usage; u.InputTokens != modelstub.InputTokens || u.OutputTokens != modelstub.OutputTokens {
 				t.Fatalf("usage after one call: %+v", u)
 			}
 			// A budget the first call spends refuses the next one in the
@@ -90,6 +98,7 @@ credential = "paid-key"
 			if r := s.turn(t, capped.ID, "llm one"); r.Text != "llm: 200 stub: one" {
 				t.Fatalf("the call within the budget: %+v", r)
 			}
+			counted(capped.ID, 1)
 			if r := s.turn(t, capped.ID, "llm two"); !strings.HasPrefix(r.Text, "llm: 429 ") || !strings.Contains(r.Text, "budget of 1 tokens is spent") {
 				t.Fatalf("the call past the budget: %+v", r)
 			}
@@ -131,9 +140,10 @@ credential = "paid-key"
 			if keys := seen.all()[before:]; len(keys) != 1 || keys[0] != secret+"|" {
 				t.Fatalf("the upstream saw keys %q, want the credential as x-api-key", keys)
 			}
-			if got := s.session(t, paid.ID); got.Badge == berth.BadgeNeedsAuth || got.Auth != nil {
-				t.Fatalf("after a call that went through: badge %s, auth %+v", got.Badge, got.Auth)
-			}
+			testenv.WaitFor(t, 20*time.Second, "needs_auth cleared by a call that went through", func() bool {
+				got := s.session(t, paid.ID)
+				return got.Badge != berth.BadgeNeedsAuth && got.Auth == nil
+			})
 			if out, code := s.cliWith(t, "", nil, "credentials", "rm", "paid-key"); code != 0 {
 				t.Fatalf("credentials rm: %d %s", code, out)
 			}
