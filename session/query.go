@@ -42,6 +42,7 @@ func (m *Manager) stored(s *berth.Session) *berth.Session {
 
 // ListSessions implements berth.SessionService.
 func (m *Manager) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
+	forgets := m.set.forgets()
 	page, err := m.store.ListSessions(ctx, f)
 	if err != nil {
 		return nil, err
@@ -51,6 +52,13 @@ func (m *Manager) ListSessions(ctx context.Context, f berth.SessionFilter) (*ber
 		if ls := m.set.liveOf(s.ID); ls != nil {
 			page.Sessions[i] = ls.View()
 		} else {
+			if s.State != berth.StateStopped && m.set.forgets() != forgets {
+				// It may have stopped here since its row was read, and
+				// its row says so now.
+				if now, err := m.store.GetSession(ctx, s.ID); err == nil {
+					s = now
+				}
+			}
 			page.Sessions[i] = m.stored(s)
 			if s.State != berth.StateStopped {
 				remote = append(remote, s)

@@ -325,3 +325,41 @@ func TestFailedStartLeavesNoRuntime(t *testing.T) {
 		ls.Stop(context.Background(), berth.StopDaemonShutdown, nil)
 	}
 }
+
+// listStore lets a test run something between a list's read of the rows
+// and the manager's look at which of them are live.
+type listStore struct {
+	berth.Store
+	afterList func()
+}
+
+func (l *listStore) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
+	page, err := l.Store.ListSessions(ctx, f)
+	if fn := l.afterList; fn != nil && err == nil {
+		l.afterList = nil
+		fn()
+	}
+	return page, err
+}
+
+// A session that stops between a list's read of its row and the look at
+// whether it is live is listed stopped, not as the row read before said
+// (the web UI drew a stopped child as active, for good, from such a list).
+func TestListSeesASessionThatStopsWhileListing(t *testing.T) {
+	ls := &listStore{}
+	e := newEnv(t, func(o *Options) { ls.Store = o.Store; o.Store = ls })
+	s := e.create(berth.CreateRequest{})
+	ctx := context.Background()
+	ls.afterList = func() {
+		if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := e.m.ListSessions(ctx, berth.SessionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Sessions) != 1 || page.Sessions[0].State != berth.StateStopped {
+		t.Fatalf("listed %d sessions, the first %s, want the session stopped", len(page.Sessions), page.Sessions[0].State)
+	}
+}

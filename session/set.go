@@ -26,6 +26,8 @@ type sessionSet struct {
 	booting map[string]chan struct{}
 	// closing is set once the manager shuts down: nothing starts after.
 	closing bool
+	// forgotten counts the sessions that stopped being live here.
+	forgotten uint64
 }
 
 // newSessionSet returns an empty set bounded by max live sessions.
@@ -101,8 +103,17 @@ func (st *sessionSet) forget(ls *live.Session) {
 	st.mu.Lock()
 	if st.live[ls.ID()] == ls {
 		delete(st.live, ls.ID())
+		st.forgotten++
 	}
 	st.mu.Unlock()
+}
+
+// forgets returns how many sessions have stopped being live here: a
+// reader that saw it unchanged knows no live session ended meanwhile.
+func (st *sessionSet) forgets() uint64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.forgotten
 }
 
 // liveOf returns the live session of session id, or nil.

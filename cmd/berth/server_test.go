@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,15 +50,8 @@ type server struct {
 	log  *testenv.Buffer
 }
 
-// freeAddr returns a free loopback address.
-func freeAddr(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+// freeAddr returns a free loopback address (testenv.FreeAddr).
+func freeAddr(t testing.TB) string { return testenv.FreeAddr(t) }
 
 // startServer runs berth serve on a free port and waits for health.
 func startServer(t testing.TB, home string, args ...string) *server {
@@ -70,7 +62,7 @@ func startServer(t testing.TB, home string, args ...string) *server {
 // startServerEnv is startServer with extra environment ("K=V").
 func startServerEnv(t testing.TB, home string, env []string, args ...string) *server {
 	t.Helper()
-	return startServerAddr(t, home, freeAddr(t), env, args...)
+	return startServerFree(t, bin, home, env, args...)
 }
 
 // startServerAddr is startServerEnv on a given address.
@@ -79,10 +71,37 @@ func startServerAddr(t testing.TB, home, addr string, env []string, args ...stri
 	return startServerBin(t, bin, home, addr, env, args...)
 }
 
+// startServerFree runs berthBin's daemon on a free port. A port someone
+// took between its pick and the daemon's listen is picked again.
+func startServerFree(t testing.TB, berthBin, home string, env []string, args ...string) *server {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		s, taken := launchServer(t, berthBin, home, freeAddr(t), env, args...)
+		if !taken {
+			return s
+		}
+		if attempt == 5 {
+			t.Fatalf("no port the daemon could listen on: %s", s.log)
+		}
+		t.Logf("the daemon could not listen on %s; another port", s.addr)
+	}
+}
+
 // startServerBin is startServerAddr running the berth binary berthBin.
 func startServerBin(t testing.TB, berthBin, home, addr string, env []string, args ...string) *server {
 	t.Helper()
-	s := &server{t: t, home: home, addr: addr, log: &testenv.Buffer{}}
+	s, taken := launchServer(t, berthBin, home, addr, env, args...)
+	if taken {
+		t.Fatalf("daemon could not listen on %s: %s", addr, s.log)
+	}
+	return s
+}
+
+// launchServer starts berthBin's daemon on addr and waits for its health.
+// taken reports a daemon that exited for it could not listen on addr.
+func launchServer(t testing.TB, berthBin, home, addr string, env []string, args ...string) (s *server, taken bool) {
+	t.Helper()
+	s = &server{t: t, home: home, addr: addr, log: &testenv.Buffer{}}
 	s.cmd = exec.Command(berthBin, append([]string{"serve", "--home", home, "--addr", s.addr}, args...)...)
 	s.cmd.Env = cleanEnv(home, env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
@@ -90,17 +109,42 @@ func startServerBin(t testing.TB, berthBin, home, addr string, env []string, arg
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.stop)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if st, _ := s.api("GET", "/v1/health", nil, nil); st == 200 {
-			return s
+		if strings.Contains(s.log.String(), "cannot listen on "+addr) {
+			_ = s.cmd.Wait()
+			return s, true
+		}
+		// Until the daemon answers, whatever else holds the port is not
+		// held to the API's document.
+		if s.healthy() {
+			t.Cleanup(s.stop)
+			// Every answer of the daemon's own is.
+			if st, err := s.api("GET", "/v1/health", nil, nil); st != 200 {
+				t.Fatalf("daemon not healthy: %d %v: %s", st, err, s.log)
+			}
+			return s, false
 		}
 		if time.Now().After(deadline) {
+			t.Cleanup(s.stop)
 			t.Fatalf("daemon not healthy: %s", s.log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// healthy reports whether a berth daemon answers GET /v1/health on the
+// server's address.
+func (s *server) healthy() bool {
+	req, _ := http.NewRequest("GET", "http://"+s.addr+"/v1/health", nil)
+	s.authorize(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var h berth.Health
+	return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&h) == nil && h.Status != ""
 }
 
 // stop sends SIGTERM and waits; anything left in the group is killed.

@@ -129,7 +129,7 @@ func plainBerth(t *testing.T) string {
 func TestWithoutTheSmallShimShimsRunBerth(t *testing.T) {
 	plain := plainBerth(t)
 	home := t.TempDir()
-	s := startServerBin(t, plain, home, freeAddr(t), nil)
+	s := startServerFree(t, plain, home, nil)
 	sess := s.echoSession(t, berth.SandboxHost)
 	if exe := exeOf(t, sessionShim(t, home, sess.ID)); exe != plain {
 		t.Fatalf("the shim runs %s, want %s", exe, plain)

@@ -23,6 +23,11 @@ export function mount(main) {
   let sessions = [];
   let nextCursor = '';
   let pollTimer = null;
+  // loads numbers the lists asked for: only the newest one is drawn.
+  let loads = 0;
+  // replay holds the live changes seen while a list is being asked for:
+  // the list may predate them, so they are applied again on top of it.
+  let replay = null;
 
   const status = h('p', { class: 'error', role: 'alert' });
   const body = h('tbody');
@@ -73,15 +78,51 @@ export function mount(main) {
 
   // load fetches the current page.
   async function load() {
+    const mine = ++loads;
+    if (!replay) replay = [];
     try {
       const r = await api('GET', `/v1/sessions${query({ ...filters, limit: PAGE, cursor: cursors[cursors.length - 1] })}`);
+      if (mine !== loads) return;
       sessions = r.sessions || [];
       nextCursor = r.next_cursor || '';
       status.textContent = '';
+      // Every change is the session whole, so applying them in order
+      // again leaves each row as new as the newest seen.
+      for (const [fn, s] of replay) fn(s);
       draw();
     } catch (e) {
+      if (mine !== loads) return;
       status.textContent = e.message;
     }
+    replay = null;
+  }
+
+  // live applies a change to the page now and keeps it for a list in
+  // flight to apply again.
+  const live = (fn) => (ev) => {
+    const s = sessionOf(ev);
+    if (replay) replay.push([fn, s]);
+    if (fn(s)) redraw();
+  };
+
+  // created, updated and deleted apply one change to the page and report
+  // whether it shows.
+  function created(s) {
+    if (cursors.length !== 1 || !matches(s) || sessions.some((x) => x.id === s.id)) return false;
+    sessions.unshift(s);
+    if (sessions.length > PAGE) sessions.pop();
+    return true;
+  }
+  function updated(s) {
+    const i = sessions.findIndex((x) => x.id === s.id);
+    if (i < 0) return false;
+    sessions[i] = s;
+    return true;
+  }
+  function deleted(s) {
+    const n = sessions.length;
+    sessions = sessions.filter((x) => x.id !== s.id);
+    return sessions.length !== n;
   }
 
   // matches reports whether s passes the filters (for live additions).
@@ -128,25 +169,9 @@ export function mount(main) {
   }
 
   const stopFollowing = follow(() => '/v1/events/stream', {
-    session_created: (ev) => {
-      const s = sessionOf(ev);
-      if (cursors.length === 1 && matches(s) && !sessions.some((x) => x.id === s.id)) {
-        sessions.unshift(s);
-        if (sessions.length > PAGE) sessions.pop();
-        redraw();
-      }
-    },
-    session_updated: (ev) => {
-      const s = sessionOf(ev);
-      const i = sessions.findIndex((x) => x.id === s.id);
-      if (i >= 0) { sessions[i] = s; redraw(); }
-    },
-    session_deleted: (ev) => {
-      const s = sessionOf(ev);
-      const n = sessions.length;
-      sessions = sessions.filter((x) => x.id !== s.id);
-      if (sessions.length !== n) redraw();
-    },
+    session_created: live(created),
+    session_updated: live(updated),
+    session_deleted: live(deleted),
     resync: () => load(),
   }, (open, fresh) => {
     // A new connection may have missed changes: list again. While the
