@@ -8,6 +8,7 @@ import "slices"
 // not.
 const (
 	EventSessionCreated      = "session_created"
+	EventAgentFetch          = "agent_fetch"
 	EventSessionStarted      = "session_started"
 	EventSessionStopped      = "session_stopped"
 	EventConversationCleared = "conversation_cleared"
@@ -125,6 +126,7 @@ var eventKinds = []EventKind{
 	{EventBudgetExceeded, AboutSession, "the session's spending, its subtree's included, reached a budget [limit, max, spent]"},
 	{EventNetworkDenied, AboutSession, "the egress proxy refused a connection the allow list does not let through; repeats within a minute are told once [host, port]"},
 	{EventExec, AboutSession, "a client's command ran in the sandbox [command, exit_code, signal, timed_out, duration_ms]"},
+	{EventAgentFetch, AboutSession, "the agent's npm package is fetched before its first start, which waits for it [package, phase: started|fetching|done|failed, elapsed_ms, error]"},
 	{EventRuntimeWarning, AboutSession, "something went wrong that did not stop the session [reason]"},
 	{EventRuntimeRecovered, AboutSession, "a hung turn's agent is active again [reason]"},
 	{EventAgentStderr, AboutAgent, "a line of the agent's stderr [line]"},

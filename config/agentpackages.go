@@ -56,6 +56,12 @@ func (c *Catalog) installed(a berth.AgentSpec) (berth.AgentSpec, bool) {
 // unknown one, EUnavailable when npm is missing or fails (its last words
 // in the message).
 func (c *Catalog) Install(ctx context.Context, name string) (berth.AgentInfo, error) {
+	return c.install(ctx, name, true)
+}
+
+// install is Install; unless again is set, a package found installed once
+// the lock is taken is not fetched again.
+func (c *Catalog) install(ctx context.Context, name string, again bool) (berth.AgentInfo, error) {
 	a, ok := c.agents[name]
 	if !ok {
 		return berth.AgentInfo{}, berth.Errorf(berth.ENotFound, "no agent %q in the catalog", name)
@@ -73,6 +79,9 @@ func (c *Catalog) Install(ctx context.Context, name string) (berth.AgentInfo, er
 	}
 	c.installMu.Lock()
 	defer c.installMu.Unlock()
+	if _, installed := c.installed(a); installed && !again {
+		return c.info(a), nil
+	}
 	if err := os.MkdirAll(c.packages, 0o755); err != nil {
 		return berth.AgentInfo{}, berth.WrapError(berth.EUnavailable, err, "cannot create the agents' package directory")
 	}
@@ -83,6 +92,41 @@ func (c *Catalog) Install(ctx context.Context, name string) (berth.AgentInfo, er
 		return berth.AgentInfo{}, berth.Errorf(berth.EUnavailable, "npm ran, but %s (that version) with a program to run is not in the agents' packages", pkg)
 	}
 	return c.info(a), nil
+}
+
+// NeedsFetch reports whether a start of agent name would download its npm
+// package first: an npx agent whose package is neither in the daemon's
+// prefix nor where npx finds it without the registry. pkg is the package.
+// False when the catalog cannot fetch it ahead (no prefix, no npm): npx
+// is then left to do it, inside the handshake, as before.
+func (c *Catalog) NeedsFetch(name string) (pkg string, need bool) {
+	a, ok := c.agents[name]
+	if !ok {
+		return "", false
+	}
+	pkg = npxPackage(a)
+	if pkg == "" || c.packages == "" {
+		return pkg, false
+	}
+	if _, installed := c.installed(a); installed || npmHas(pkg) {
+		return pkg, false
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		return pkg, false
+	}
+	return pkg, true
+}
+
+// Fetch installs the package of the npx agent name into the daemon's
+// prefix unless it is there already (a start that waited for another's
+// fetch finds it done), and returns the agent's spec as it now runs.
+// Errors are Install's.
+func (c *Catalog) Fetch(ctx context.Context, name string) (berth.AgentSpec, error) {
+	if _, err := c.install(ctx, name, false); err != nil {
+		return berth.AgentSpec{}, err
+	}
+	spec, _ := c.Get(name)
+	return spec, nil
 }
 
 // runNpm runs `npm install` of pkg into the prefix dir, in a process group

@@ -39,6 +39,8 @@ type birth struct {
 	limits   berth.SandboxLimitsInfo
 	// warnings are logged as runtime_warnings once the session's log begins.
 	warnings []string
+	// fetch is the npm package the agent's start fetches first ("" for none).
+	fetch string
 
 	// s is the session's record, ls its live session once made, launch its
 	// agent being started.

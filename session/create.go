@@ -69,6 +69,7 @@ func (b *birth) check(ctx context.Context) error {
 	if b.spec, b.provider, b.unisolated, err = b.validate(req); err != nil {
 		return err
 	}
+	b.needsFetch()
 	if b.wtCommon, err = m.place.checkCreateOptions(ctx, req); err != nil {
 		return err
 	}
@@ -201,7 +202,8 @@ func (b *birth) admit(context.Context) error {
 // limits.orphan_timeout.
 func (b *birth) launchEarly(ctx context.Context) {
 	b.ls = b.m.newLive(live.Config{Session: b.s, Spec: b.spec, Fork: b.fork})
-	if b.m.opts.Shim == nil {
+	if b.m.opts.Shim == nil || b.fetch != "" {
+		// Launched by start: once the session's log can tell the fetch.
 		return
 	}
 	b.launch = b.ls.Launch(ctx, b.provider)
@@ -264,7 +266,7 @@ func (b *birth) start(ctx context.Context) (*berth.Session, error) {
 		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": w})
 	}
 	if b.launch == nil {
-		b.launch = ls.Launch(ctx, b.provider)
+		b.launch = b.launchAgent(ctx)
 	}
 	err := ls.Start(ctx, b.launch)
 	m.opts.Observer.SessionCreated(b.provider.Name(), err == nil && ls.View().State == berth.StateActive, time.Since(b.began))

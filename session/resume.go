@@ -64,7 +64,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := ls.LoadInput(wctx); err != nil {
 		ls.Logger().Warn("load queued input", "err", err)
 	}
-	if err := ls.Start(wctx, ls.Launch(wctx, b.provider)); err != nil {
+	if err := ls.Start(wctx, b.launchAgent(wctx)); err != nil {
 		return nil, err
 	}
 	if err := m.log.FlushSession(wctx, id); err != nil {
@@ -119,6 +119,7 @@ func (b *birth) checkResume(ctx context.Context, id string) error {
 		return err
 	}
 	b.s, b.spec, b.provider = s, spec, provider
+	b.needsFetch()
 	return nil
 }
 

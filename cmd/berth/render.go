@@ -171,6 +171,8 @@ func summarize(ev berth.Event) string {
 		return shorten(d.str("host"), 80) + ":" + d.str("port")
 	case berth.EventRuntimeWarning:
 		return shorten(d.str("reason"), 100)
+	case berth.EventAgentFetch:
+		return join(d.str("package"), d.str("phase"), kv("ms", d.str("elapsed_ms")), shorten(d.str("error"), 80))
 	case berth.EventAgentStderr:
 		return shorten(d.str("line"), 100)
 	case berth.EventCheckpointCreated:
@@ -336,6 +338,8 @@ func (r *eventRenderer) render(ev berth.Event) {
 		r.line(r.style(ansiDim, fmt.Sprintf("  %s %s", ev.Type, summarize(ev))))
 	case berth.EventRuntimeWarning:
 		r.line("! warning: " + shorten(d.str("reason"), 200))
+	case berth.EventAgentFetch:
+		r.line(r.style(ansiDim, "  fetching the agent: "+summarize(ev)))
 	case berth.EventBudgetExceeded:
 		r.line(fmt.Sprintf("! budget reached: %s %s (spent %s); further model calls are refused", d.str("limit"), d.str("max"), d.str("spent")))
 	case berth.EventNetworkDenied:

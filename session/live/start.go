@@ -164,3 +164,19 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 // ToolsServer is the berth entry of the agent's MCP servers, with its
 // socket and credential (nil when it has no berth tools).
 func (ls *Session) ToolsServer() *acp.McpServer { return ls.conv.tools }
+
+// UseSpec gives a live session not launched yet the agent's spec as it
+// runs now (its package was fetched meanwhile and runs from the daemon's
+// prefix). Only its starter calls it, before Launch.
+func (ls *Session) UseSpec(spec berth.AgentSpec) { ls.spec = spec }
+
+// FailedLaunch is a launch that failed before anything was started: Start
+// records the session startup_failed with f.
+func (ls *Session) FailedLaunch(f *berth.Failure) *Launching {
+	l := &Launching{done: make(chan struct{}), fail: f}
+	close(l.done)
+	return l
+}
+
+// StopRequested reports whether a stop of the session was asked.
+func (ls *Session) StopRequested() bool { return ls.life.stopping() }

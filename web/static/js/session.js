@@ -35,7 +35,7 @@ const STREAM_TYPES = ['session_created', 'session_started', 'session_stopped', '
   'config_update', 'commands_update', 'turn_ended', 'prompt_queued', 'prompt_canceled', 'prompt_steered',
   'permission_requested', 'permission_resolved', 'elicitation_requested', 'elicitation_resolved', 'file_read',
   'file_written', 'file_refused', 'terminal_started', 'terminal_exited', 'model_call', 'budget_exceeded', 'network_denied', 'exec',
-  'runtime_warning', 'runtime_recovered',
+  'agent_fetch', 'runtime_warning', 'runtime_recovered',
   'agent_stderr', 'child_started', 'child_stopped', 'checkpoint_created', 'workspace_rewound', 'checkpoint_pruned',
   'acp_unknown'];
 

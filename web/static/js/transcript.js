@@ -175,6 +175,9 @@ export class Transcript {
       case 'runtime_warning':
         this.note(ev, `Warning: ${d.reason || ''}`, 'warn');
         break;
+      case 'agent_fetch':
+        this.note(ev, fetchNote(d), d.phase === 'failed' ? 'warn' : '');
+        break;
       case 'budget_exceeded':
         this.note(ev, `Budget reached: ${d.limit} ${d.max} (spent ${d.spent}); further model calls are refused`, 'warn');
         break;
@@ -314,6 +317,18 @@ export function usageText(d) {
   let s = `${d.used ?? '?'} / ${d.size ?? '?'} tokens`;
   if (d.cost && d.cost.amount !== undefined) s += ` · ${d.cost.amount} ${d.cost.currency || ''}`;
   return s;
+}
+
+// fetchNote is the line of an agent_fetch event: the agent's package being
+// downloaded before its first start.
+function fetchNote(d) {
+  const secs = `${Math.round((d.elapsed_ms || 0) / 1000)} s`;
+  switch (d.phase) {
+    case 'started': return `Fetching the agent's package ${d.package} before its first start…`;
+    case 'fetching': return `Still fetching ${d.package} (${secs})…`;
+    case 'done': return `Fetched ${d.package} in ${secs}`;
+    default: return `Could not fetch ${d.package}: ${d.error || 'failed'}`;
+  }
 }
 
 // summary is the one-line text of an event without a block of its own.
