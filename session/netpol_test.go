@@ -237,6 +237,44 @@ func TestSpawnChildNetworkAllowList(t *testing.T) {
 	}
 }
 
+// spawn_child (the berth tools) takes an allow list as the children route
+// does and narrows it the same way: a narrower list, asking where the
+// parent asks, is the child's; a host the parent's list does not cover,
+// the open network, or asking where the parent does not is 403 naming
+// network, so an agent cannot widen its own policy through a child.
+func TestSpawnChildToolNetworkAllowList(t *testing.T) {
+	ge := bwrapGatewayEnv(t)
+	ctx := context.Background()
+	list := func(ask bool, hosts ...string) berth.NetworkPolicy {
+		return berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: hosts, Ask: ask}
+	}
+	parent := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, Network: list(false, "*.example.com", "127.0.0.1:8080")})
+	tools := &childTools{m: ge.m, id: parent.ID}
+	for _, wide := range []berth.NetworkPolicy{{Mode: berth.NetworkOpen}, list(false, "api.github.com"), list(false, "127.0.0.1:8081"), list(true, "a.example.com")} {
+		_, err := tools.SpawnChild(ctx, berth.SpawnChildArgs{TTLSeconds: 60, Network: wide})
+		if code, what := errWhat(err); code != berth.EForbidden || what != "network" {
+			t.Errorf("spawn_child with %+v: %v (%s %v), want permission_denied naming network", wide, err, code, what)
+		}
+	}
+	res, err := tools.SpawnChild(ctx, berth.SpawnChildArgs{TTLSeconds: 60, Network: list(false, "a.example.com")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := ge.get(res.ChildID)
+	if p := kid.Sandbox.NetworkPolicy; p == nil || !slices.Equal(p.Allow, []string{"a.example.com"}) || p.Ask || kid.Sandbox.Network {
+		t.Fatalf("the narrower child's sandbox: %+v", kid.Sandbox)
+	}
+	// Under a parent that asks, a child may ask too.
+	asking := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, Network: list(true, "*.example.com")})
+	res, err = (&childTools{m: ge.m, id: asking.ID}).SpawnChild(ctx, berth.SpawnChildArgs{TTLSeconds: 60, Network: list(true, "b.example.com")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ge.get(res.ChildID).Sandbox.NetworkPolicy; p == nil || !slices.Equal(p.Allow, []string{"b.example.com"}) || !p.Ask {
+		t.Fatalf("the asking child's policy: %+v", p)
+	}
+}
+
 // The agent's egress proxy outlives a daemon restart: the next daemon
 // serves its socket again, with the hosts a question allowed for the
 // session (a question asked again would time out and refuse).
