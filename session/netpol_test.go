@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -144,6 +145,46 @@ func TestNetworkAllowListBwrap(t *testing.T) {
 	}
 	if got := ge.fetch(none.ID, "fetch-direct", "http://"+egressAddr+"/"); got != "fetch: error" {
 		t.Fatalf("network:false reached the proxy's port: %q", got)
+	}
+}
+
+// A command run through the exec API, or an agent's terminal, in a bwrap
+// session with an allow list has the agent's way out and no other: curl
+// (which follows the proxy variables as the agent does) reaches a listed
+// host through the egress proxy, an unlisted one is refused 403 and
+// logged network_denied, and a direct connection goes nowhere.
+func TestNetworkAllowListExecBwrap(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		testenv.Missing(t, "curl", "no curl to run in the sandbox: %v", err)
+	}
+	_, to := hostListener(t, "listed")
+	ge := bwrapGatewayEnv(t, func(o *Options) { o.Egress = egress.Options{Resolver: askedResolver{}, Dialer: askedDialer{to}} })
+	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap,
+		Network: berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: []string{askedName}}})
+	run := func(args ...string) *berth.ExecResult {
+		t.Helper()
+		res, err := ge.m.Exec(context.Background(), s.ID, berth.ExecRequest{Command: append([]string{curl, "-sS", "--max-time", "10"}, args...)})
+		if err != nil {
+			t.Fatalf("exec curl %v: %v", args, err)
+		}
+		return res
+	}
+	if res := run("http://" + askedName + "/"); res.ExitCode != 0 || res.Stdout != "listed" {
+		t.Fatalf("exec: the listed host: %+v", res)
+	}
+	if res := run("-o", "/dev/null", "-w", "%{http_code}", "http://second.example/"); res.Stdout != "403" {
+		t.Fatalf("exec: the unlisted host: %+v", res)
+	}
+	waitFor(t, "network_denied for the unlisted host", func() bool {
+		return slices.Contains(ge.deniedEvents(s.ID), "second.example:80")
+	})
+	if res := run("--noproxy", "*", "http://"+to+"/"); res.ExitCode == 0 {
+		t.Fatalf("exec: a direct connection: %+v", res)
+	}
+	// The agent's own terminals (terminal/create) run the same way.
+	if got := ge.prompt(s.ID, "run "+curl+" -sS --max-time 10 http://"+askedName+"/").Text; !strings.Contains(got, "listed") {
+		t.Fatalf("a terminal: %q", got)
 	}
 }
 
@@ -314,6 +355,12 @@ func TestNetworkAllowListRestart(t *testing.T) {
 	}
 	if ps, _ := ge.m.ListPermissions(context.Background(), s.ID, ""); len(ps) != 1 {
 		t.Fatalf("%d permission requests, want the one before the restart", len(ps))
+	}
+	// An exec beside the reattached agent goes out the same way.
+	if curl, err := exec.LookPath("curl"); err != nil {
+		testenv.Missing(t, "curl", "no curl to run in the sandbox: %v", err)
+	} else if res, err := ge.m.Exec(context.Background(), s.ID, berth.ExecRequest{Command: []string{curl, "-sS", "--max-time", "10", "http://" + askedName + "/"}}); err != nil || res.Stdout != "asked" {
+		t.Fatalf("after the restart, exec curl: %+v %v", res, err)
 	}
 	ge.closeAndWaitShims(s.ID)
 }
