@@ -65,6 +65,26 @@ func TestNetworkAllowListOnEveryProvider(t *testing.T) {
 			if !slices.Equal(denied, []string{other}) {
 				t.Fatalf("network_denied events %q, want the unlisted host once", denied)
 			}
+			// A command run through exec goes out the same way: it is
+			// given the proxy's address, and only the listed host is let
+			// through. (The request is made by hand, with the sandbox's
+			// busybox, whose wget cannot use a proxy; nc runs the shell
+			// that writes the request and copies the answer to stderr.)
+			get := func(hp string) berth.ExecResult {
+				var r berth.ExecResult
+				script := `p=${http_proxy#http://}; exec busybox nc -w 10 "${p%:*}" "${p##*:}" -e busybox sh -c ` +
+					`'printf "GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" "$0" "$0"; busybox cat >&2' "$1"`
+				if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/exec", map[string]any{"command": []string{"busybox", "sh", "-c", script, "sh", hp}}, &r); st != 200 {
+					t.Fatalf("exec = %d %v", st, err)
+				}
+				return r
+			}
+			if r := get(listed); !strings.HasPrefix(r.Stderr, "HTTP/1.1 200 ") || !strings.HasSuffix(r.Stderr, "\r\n\r\nlisted") {
+				t.Fatalf("exec: the listed host: %+v", r)
+			}
+			if r := get(other); !strings.HasPrefix(r.Stderr, "HTTP/1.1 403 ") {
+				t.Fatalf("exec: the unlisted host: %+v", r)
+			}
 			if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/stop", nil, nil); st != 200 {
 				t.Fatalf("stop = %d", st)
 			}
