@@ -24,6 +24,10 @@ const roleVar = "BERTH_RELAY_TEST_ROLE"
 
 func TestMain(m *testing.M) {
 	role := os.Getenv(roleVar)
+	if role != "" {
+		// The relays and agents that die of a signal leave no core file.
+		_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
+	}
 	switch {
 	case role == "relay":
 		os.Setenv(roleVar, os.Getenv(roleVar+"_CHILD"))
