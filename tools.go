@@ -42,7 +42,10 @@ type SpawnChildArgs struct {
 	Name           string `json:"name,omitempty"`
 	TTLSeconds     int    `json:"ttl_seconds"`
 	PermissionMode string `json:"permission_mode,omitempty"`
-	Network        bool   `json:"network,omitempty"`
+	// Network is the child's network in the create body's forms
+	// (docs/api.md, Network policy): false, true or an allow list, never
+	// wider than the caller's (EForbidden naming network).
+	Network NetworkPolicy `json:"network,omitzero"`
 	// MaxCostUSD and MaxTokens are the child's own budgets (docs/api.md,
 	// "Usage and budgets"); its spending counts against its ancestors'
 	// either way.

@@ -83,6 +83,7 @@ func TestToolsHandler(t *testing.T) {
 		{"POST", "/v1/sessions", "good", `{}`, 404, `"code":"not_found"`},
 		{"POST", "/v1/tools/rm_rf", "good", `{}`, 404, `no berth tool`},
 		{"POST", "/v1/tools/stop_child", "good", `{"child_id":"ses_x","force":true}`, 400, `"code":"invalid_argument"`},
+		{"POST", "/v1/tools/spawn_child", "good", `{"ttl_seconds":5,"network":{"allow":["a b"]}}`, 400, `"field":"network.allow[0]"`},
 		{"POST", "/v1/tools/prompt_child", "good", `{"child_id":"ses_x","text":"` + strings.Repeat("a", 100000) + `"}`, 413, `"code":"payload_too_large"`},
 	}
 	for _, c := range cases {
@@ -94,7 +95,7 @@ func TestToolsHandler(t *testing.T) {
 	if got := strings.Join(f.calls, ","); got != "list,spawn demo,wait ses_x" {
 		t.Fatalf("the tools got %q", got)
 	}
-	if done != 6 {
-		t.Fatalf("done called %d times for 6 authorised calls", done)
+	if done != 7 {
+		t.Fatalf("done called %d times for 7 authorised calls", done)
 	}
 }

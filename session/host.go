@@ -22,6 +22,7 @@ func (pl *placement) prepareStart(s *berth.Session, spec berth.AgentSpec, provid
 	if path, args, ok := pl.m.models.wrap(s, spec, st.Program); ok {
 		st.Program, st.Args = path, args
 	}
+	st.Beside = pl.m.net.beside(s, provider)
 	return st
 }
 

@@ -84,6 +84,24 @@ func (n *netGate) args(s *berth.Session) []string {
 	return []string{"--egress-listen", egressAddr, "--egress-socket", relayDir + "/" + egressSocket}
 }
 
+// beside is what runs a command beside session s's agent (exec, the
+// agent's terminals) with the agent's way out, the egress proxy, as
+// AgentStart.Beside: `berth agent-exec` relaying the egress port in the
+// command's own sandbox (bwrap gives each process its own network). Nil
+// without an allow list, and where every process shares one sandbox
+// (a container: berth.SandboxReopener), whose loopback has the agent's
+// relay already; the command has the proxy variables either way.
+func (n *netGate) beside(s *berth.Session, provider berth.SandboxProvider) []string {
+	if !n.egressed(s) {
+		return nil
+	}
+	if _, shared := provider.(berth.SandboxReopener); shared {
+		return nil
+	}
+	argv := []string{n.m.opts.Berth, "agent-exec", "--gateway-listen", "", "--gateway-socket", ""}
+	return append(append(argv, n.args(s)...), "--")
+}
+
 // grant serves session s's egress proxy on its socket in provider's
 // sandbox, in place of any it served before, with the session's allow
 // list as the record keeps it. What fails is logged: the agent then

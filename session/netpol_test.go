@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -147,6 +148,46 @@ func TestNetworkAllowListBwrap(t *testing.T) {
 	}
 }
 
+// A command run through the exec API, or an agent's terminal, in a bwrap
+// session with an allow list has the agent's way out and no other: curl
+// (which follows the proxy variables as the agent does) reaches a listed
+// host through the egress proxy, an unlisted one is refused 403 and
+// logged network_denied, and a direct connection goes nowhere.
+func TestNetworkAllowListExecBwrap(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		testenv.Missing(t, "curl", "no curl to run in the sandbox: %v", err)
+	}
+	_, to := hostListener(t, "listed")
+	ge := bwrapGatewayEnv(t, func(o *Options) { o.Egress = egress.Options{Resolver: askedResolver{}, Dialer: askedDialer{to}} })
+	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap,
+		Network: berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: []string{askedName}}})
+	run := func(args ...string) *berth.ExecResult {
+		t.Helper()
+		res, err := ge.m.Exec(context.Background(), s.ID, berth.ExecRequest{Command: append([]string{curl, "-sS", "--max-time", "10"}, args...)})
+		if err != nil {
+			t.Fatalf("exec curl %v: %v", args, err)
+		}
+		return res
+	}
+	if res := run("http://" + askedName + "/"); res.ExitCode != 0 || res.Stdout != "listed" {
+		t.Fatalf("exec: the listed host: %+v", res)
+	}
+	if res := run("-o", "/dev/null", "-w", "%{http_code}", "http://second.example/"); res.Stdout != "403" {
+		t.Fatalf("exec: the unlisted host: %+v", res)
+	}
+	waitFor(t, "network_denied for the unlisted host", func() bool {
+		return slices.Contains(ge.deniedEvents(s.ID), "second.example:80")
+	})
+	if res := run("--noproxy", "*", "http://"+to+"/"); res.ExitCode == 0 {
+		t.Fatalf("exec: a direct connection: %+v", res)
+	}
+	// The agent's own terminals (terminal/create) run the same way.
+	if got := ge.prompt(s.ID, "run "+curl+" -sS --max-time 10 http://"+askedName+"/").Text; !strings.Contains(got, "listed") {
+		t.Fatalf("a terminal: %q", got)
+	}
+}
+
 // With "ask": true, a host the list does not name becomes a pending
 // permission request; allowed for the session, the connection goes
 // through, the host is kept on the session's list, and the next
@@ -237,6 +278,44 @@ func TestSpawnChildNetworkAllowList(t *testing.T) {
 	}
 }
 
+// spawn_child (the berth tools) takes an allow list as the children route
+// does and narrows it the same way: a narrower list, asking where the
+// parent asks, is the child's; a host the parent's list does not cover,
+// the open network, or asking where the parent does not is 403 naming
+// network, so an agent cannot widen its own policy through a child.
+func TestSpawnChildToolNetworkAllowList(t *testing.T) {
+	ge := bwrapGatewayEnv(t)
+	ctx := context.Background()
+	list := func(ask bool, hosts ...string) berth.NetworkPolicy {
+		return berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: hosts, Ask: ask}
+	}
+	parent := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, Network: list(false, "*.example.com", "127.0.0.1:8080")})
+	tools := &childTools{m: ge.m, id: parent.ID}
+	for _, wide := range []berth.NetworkPolicy{{Mode: berth.NetworkOpen}, list(false, "api.github.com"), list(false, "127.0.0.1:8081"), list(true, "a.example.com")} {
+		_, err := tools.SpawnChild(ctx, berth.SpawnChildArgs{TTLSeconds: 60, Network: wide})
+		if code, what := errWhat(err); code != berth.EForbidden || what != "network" {
+			t.Errorf("spawn_child with %+v: %v (%s %v), want permission_denied naming network", wide, err, code, what)
+		}
+	}
+	res, err := tools.SpawnChild(ctx, berth.SpawnChildArgs{TTLSeconds: 60, Network: list(false, "a.example.com")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kid := ge.get(res.ChildID)
+	if p := kid.Sandbox.NetworkPolicy; p == nil || !slices.Equal(p.Allow, []string{"a.example.com"}) || p.Ask || kid.Sandbox.Network {
+		t.Fatalf("the narrower child's sandbox: %+v", kid.Sandbox)
+	}
+	// Under a parent that asks, a child may ask too.
+	asking := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, Network: list(true, "*.example.com")})
+	res, err = (&childTools{m: ge.m, id: asking.ID}).SpawnChild(ctx, berth.SpawnChildArgs{TTLSeconds: 60, Network: list(true, "b.example.com")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ge.get(res.ChildID).Sandbox.NetworkPolicy; p == nil || !slices.Equal(p.Allow, []string{"b.example.com"}) || !p.Ask {
+		t.Fatalf("the asking child's policy: %+v", p)
+	}
+}
+
 // The agent's egress proxy outlives a daemon restart: the next daemon
 // serves its socket again, with the hosts a question allowed for the
 // session (a question asked again would time out and refuse).
@@ -276,6 +355,12 @@ func TestNetworkAllowListRestart(t *testing.T) {
 	}
 	if ps, _ := ge.m.ListPermissions(context.Background(), s.ID, ""); len(ps) != 1 {
 		t.Fatalf("%d permission requests, want the one before the restart", len(ps))
+	}
+	// An exec beside the reattached agent goes out the same way.
+	if curl, err := exec.LookPath("curl"); err != nil {
+		testenv.Missing(t, "curl", "no curl to run in the sandbox: %v", err)
+	} else if res, err := ge.m.Exec(context.Background(), s.ID, berth.ExecRequest{Command: []string{curl, "-sS", "--max-time", "10", "http://" + askedName + "/"}}); err != nil || res.Stdout != "asked" {
+		t.Fatalf("after the restart, exec curl: %+v %v", res, err)
 	}
 	ge.closeAndWaitShims(s.ID)
 }

@@ -117,7 +117,8 @@ func (rc *recovery) recoverLive(s *berth.Session, p *shim.Proc) (*live.Session, 
 	if !ok {
 		spec = berth.AgentSpec{Name: s.Agent}
 	}
-	return rc.m.newLive(live.Config{Session: s, Spec: spec, Shim: p, Provider: provider, Box: rc.m.place.sandboxConfig(s, spec)}), provider, nil
+	return rc.m.newLive(live.Config{Session: s, Spec: spec, Shim: p, Provider: provider, Box: rc.m.place.sandboxConfig(s, spec),
+		Beside: rc.m.net.beside(s, provider)}), provider, nil
 }
 
 // recoverOpenTurn returns the session's open turn, if any, and its text,

@@ -44,7 +44,7 @@ func (t *childTools) SpawnChild(ctx context.Context, a berth.SpawnChildArgs) (*b
 		agent = self.Agent
 	}
 	s, err := t.m.SpawnChild(ctx, t.id, berth.CreateRequest{Agent: agent, Name: a.Name, Prompt: a.Prompt,
-		TTLSeconds: a.TTLSeconds, PermissionMode: a.PermissionMode, Network: berth.NetworkOf(a.Network),
+		TTLSeconds: a.TTLSeconds, PermissionMode: a.PermissionMode, Network: a.Network,
 		MaxCostUSD: a.MaxCostUSD, MaxTokens: a.MaxTokens}, "")
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
@@ -64,6 +65,26 @@ func TestNetworkAllowListOnEveryProvider(t *testing.T) {
 			if !slices.Equal(denied, []string{other}) {
 				t.Fatalf("network_denied events %q, want the unlisted host once", denied)
 			}
+			// A command run through exec goes out the same way: it is
+			// given the proxy's address, and only the listed host is let
+			// through. (The request is made by hand, with the sandbox's
+			// busybox, whose wget cannot use a proxy; nc runs the shell
+			// that writes the request and copies the answer to stderr.)
+			get := func(hp string) berth.ExecResult {
+				var r berth.ExecResult
+				script := `p=${http_proxy#http://}; exec busybox nc -w 10 "${p%:*}" "${p##*:}" -e busybox sh -c ` +
+					`'printf "GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" "$0" "$0"; busybox cat >&2' "$1"`
+				if st, err := s.api("POST", "/v1/sessions/"+sess.ID+"/exec", map[string]any{"command": []string{"busybox", "sh", "-c", script, "sh", hp}}, &r); st != 200 {
+					t.Fatalf("exec = %d %v", st, err)
+				}
+				return r
+			}
+			if r := get(listed); !strings.HasPrefix(r.Stderr, "HTTP/1.1 200 ") || !strings.HasSuffix(r.Stderr, "\r\n\r\nlisted") {
+				t.Fatalf("exec: the listed host: %+v", r)
+			}
+			if r := get(other); !strings.HasPrefix(r.Stderr, "HTTP/1.1 403 ") {
+				t.Fatalf("exec: the unlisted host: %+v", r)
+			}
 			if st, _ := s.api("POST", "/v1/sessions/"+sess.ID+"/stop", nil, nil); st != 200 {
 				t.Fatalf("stop = %d", st)
 			}
@@ -82,4 +103,80 @@ func TestNetworkAllowListOnEveryProvider(t *testing.T) {
 		t.Fatalf("berth show:\n%s", out)
 	}
 	s.cli(t, "stop", id)
+}
+
+// A network question pending when the daemon is SIGKILLed dies with the
+// connection it held: the next daemon shows it cancelled at once, never
+// pending, and the agent's next connection to that host is asked about
+// again (rejected, it is refused), never let through unasked.
+func TestNetworkQuestionAfterSIGKILL(t *testing.T) {
+	home := t.TempDir()
+	s := startServerEnv(t, home, providerEnv())
+	s.needSandbox(t, berth.SandboxBwrap)
+	const target = "http://203.0.113.7/"
+	sess := s.busySessionWith(t, map[string]any{"sandbox": berth.SandboxBwrap, "permission_mode": berth.PermAsk,
+		"network": map[string]any{"allow": []string{}, "ask": true}}, "fetch "+target+"\nask go on\nfetch "+target)
+	path := "/v1/sessions/" + sess.ID + "/permissions"
+	list := func(s *server, query string) []berth.Permission {
+		var out struct {
+			Permissions []berth.Permission `json:"permissions"`
+		}
+		if st, err := s.api("GET", path+query, nil, &out); st != 200 {
+			t.Fatalf("permissions = %d %v", st, err)
+		}
+		return out.Permissions
+	}
+	// waitPending waits for a pending permission other than those seen.
+	waitPending := func(s *server, seen ...string) berth.Permission {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, p := range list(s, "?state=pending") {
+				if !slices.Contains(seen, p.ID) {
+					return p
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("no new pending permission (seen %v)\n%s", seen, s.log)
+		return berth.Permission{}
+	}
+	question := waitPending(s)
+	if !strings.Contains(string(question.ToolCall), "connect to 203.0.113.7:80") {
+		t.Fatalf("the first question: %s", question.ToolCall)
+	}
+	s.kill9()
+
+	s2 := startServerEnv(t, home, providerEnv())
+	// The agent's own question, served again to the new daemon: by then
+	// the network question is settled.
+	goOn := waitPending(s2, question.ID)
+	if strings.Contains(string(goOn.ToolCall), "connect to") {
+		t.Fatalf("the agent's question after the restart: %s", goOn.ToolCall)
+	}
+	for _, p := range list(s2, "") {
+		if p.ID == question.ID && (p.State != berth.PermissionCanceled || p.DecidedBy != berth.DecidedByCancel) {
+			t.Fatalf("the network question after the restart: %s by %q, want canceled", p.State, p.DecidedBy)
+		}
+	}
+	if st, err := s2.api("POST", path+"/"+question.ID, map[string]string{"option_id": "allow_always"}, nil); st != 409 {
+		t.Fatalf("allowing the dead question = %d %v, want 409", st, err)
+	}
+	if st, err := s2.api("POST", path+"/"+goOn.ID, map[string]string{"decision": "allow_once"}, nil); st != 200 {
+		t.Fatalf("allow the agent's question = %d %v", st, err)
+	}
+	again := waitPending(s2, question.ID, goOn.ID)
+	if !strings.Contains(string(again.ToolCall), "connect to 203.0.113.7:80") {
+		t.Fatalf("the second connection's question: %s", again.ToolCall)
+	}
+	if st, err := s2.api("POST", path+"/"+again.ID, map[string]string{"option_id": "reject_once"}, nil); st != 200 {
+		t.Fatalf("reject = %d %v", st, err)
+	}
+	reason, _, text := s2.endedTurn(t, sess, berth.EventPermissionRequested)
+	if reason != berth.TurnEndTurn || !strings.Contains(text, "fetch: error") || !strings.Contains(text, "fetch: 403") {
+		t.Fatalf("turn ended %q with %q", reason, text)
+	}
+	if p := s2.session(t, sess.ID).Sandbox.NetworkPolicy; p == nil || len(p.Allow) != 0 {
+		t.Fatalf("the session's policy after it all: %+v", p)
+	}
 }

@@ -105,8 +105,7 @@ func exitCode(st *os.ProcessState) int {
 		return st.ExitCode()
 	}
 	sig := ws.Signal()
-	signal.Reset(sig)
-	_ = syscall.Kill(os.Getpid(), sig)
+	dieOf(sig)
 	// The signal arrives on a thread of its own: it ends the process
 	// while this waits.
 	time.Sleep(time.Second)

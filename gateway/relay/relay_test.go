@@ -24,6 +24,10 @@ const roleVar = "BERTH_RELAY_TEST_ROLE"
 
 func TestMain(m *testing.M) {
 	role := os.Getenv(roleVar)
+	if role != "" {
+		// The relays and agents that die of a signal leave no core file.
+		_ = syscall.Setrlimit(syscall.RLIMIT_CORE, &syscall.Rlimit{})
+	}
 	switch {
 	case role == "relay":
 		os.Setenv(roleVar, os.Getenv(roleVar+"_CHILD"))
@@ -46,6 +50,11 @@ func TestMain(m *testing.M) {
 		os.Exit(n)
 	case role == "kill":
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	case role == "segv":
+		// A shell in this process's place dies of SIGSEGV, as a crashing
+		// program does.
+		_ = syscall.Exec("/bin/sh", []string{"sh", "-c", "kill -SEGV $$"}, os.Environ())
+		os.Exit(1)
 	case role == "wait":
 		fmt.Println("ready")
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -111,6 +120,14 @@ func TestRelayExitStatus(t *testing.T) {
 	err = relayCmd(t, freeAddr(t), sock, "kill").Run()
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("agent killed: relay %v", err)
+	}
+	// A signal Go's runtime keeps for itself too, without its dump.
+	var stderr strings.Builder
+	cmd := relayCmd(t, freeAddr(t), sock, "segv")
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGSEGV || stderr.Len() > 0 {
+		t.Fatalf("agent died of SIGSEGV: relay %v, stderr %q", err, stderr.String())
 	}
 }
 

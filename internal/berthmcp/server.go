@@ -28,6 +28,7 @@ const (
 	maxNameLen   = 256
 	maxPromptLen = 256 << 10
 	maxIDLen     = 64
+	maxEntryLen  = 300
 )
 
 // Caller calls one tool on the session's tools socket, decoding its answer
@@ -160,11 +161,29 @@ func spawnSchema() *jsonschema.Schema {
 		"ttl_seconds": integer("the child is stopped after this many seconds", 1, berth.MaxSessionSeconds),
 		"permission_mode": {Type: "string", Description: "no looser than this session's; default: this session's",
 			Enum: []any{berth.PermDenyAll, berth.PermAsk, berth.PermApproveReads, berth.PermApproveAll}},
-		"network": {Type: "boolean", Description: "network in the child's sandbox (only when this session has it)"},
+		"network": networkSchema(),
 		"max_cost_usd": {Type: "number", Description: "the child's budget in US dollars of model calls (this session's budget counts its spending too)",
 			Minimum: new(0.0)},
 		"max_tokens": {Type: "integer", Description: "the child's budget in tokens of model calls", Minimum: new(0.0)},
 	}, "ttl_seconds")
+}
+
+// networkSchema is spawn_child's network: the create body's forms
+// (docs/api.md, Network policy), which the daemon narrows to the
+// caller's.
+func networkSchema() *jsonschema.Schema {
+	entries := berth.MaxNetworkEntries
+	return &jsonschema.Schema{
+		Description: "the child's network, never wider than this session's: false (none but the model gateway), true (the open network), " +
+			`or {"allow": ["api.github.com", "*.npmjs.org", "pypi.org:443"], "ask": false} (only those hosts; ask: a refused host becomes a permission request)`,
+		AnyOf: []*jsonschema.Schema{
+			{Type: "boolean"},
+			object(map[string]*jsonschema.Schema{
+				"allow": {Type: "array", Items: str("a host name, *.domain, an address, each with an optional :port", 1, maxEntryLen), MaxItems: &entries},
+				"ask":   {Type: "boolean", Description: "a host the list does not name becomes a permission request (only when this session asks too)"},
+			}, "allow"),
+		},
+	}
 }
 
 func promptSchema() *jsonschema.Schema {

@@ -100,6 +100,10 @@ func TestToolErrorsNameTheCode(t *testing.T) {
 		{Name: "prompt_child", Arguments: map[string]any{"child_id": "../x", "text": "hi"}},
 		{Name: "wait_child", Arguments: map[string]any{"child_id": "ses_x", "timeout_seconds": 3601}},
 		{Name: "stop_child", Arguments: map[string]any{"child_id": "ses_x", "extra": 1}},
+		{Name: "spawn_child", Arguments: map[string]any{"ttl_seconds": 5, "network": "open"}},
+		{Name: "spawn_child", Arguments: map[string]any{"ttl_seconds": 5, "network": map[string]any{"ask": true}}},
+		{Name: "spawn_child", Arguments: map[string]any{"ttl_seconds": 5, "network": map[string]any{"allow": []any{"a.example"}, "via": "x"}}},
+		{Name: "spawn_child", Arguments: map[string]any{"ttl_seconds": 5, "network": map[string]any{"allow": []any{1}}}},
 	} {
 		r, err := cs.CallTool(ctx, &p)
 		if err != nil || !r.IsError || !strings.HasPrefix(text(t, r), berth.EInvalid+": ") {
@@ -112,5 +116,29 @@ func TestToolErrorsNameTheCode(t *testing.T) {
 	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "spawn_child", Arguments: map[string]any{"ttl_seconds": 5}})
 	if err != nil || !r.IsError || text(t, r) != "conflict: limits.max_children (5) reached" {
 		t.Fatalf("a daemon error = %+v %v", r, err)
+	}
+}
+
+// spawn_child takes the network of the create body in each of its forms,
+// an allow list with ask included, and hands it to the daemon as it came
+// (the daemon narrows it to the caller's).
+func TestSpawnChildTakesANetworkPolicy(t *testing.T) {
+	var got []string
+	cs := connect(t, func(_ context.Context, tool string, in, out any) error {
+		b, _ := json.Marshal(in)
+		got = append(got, string(b))
+		out.(*berth.SpawnChildResult).ChildID = "ses_kid"
+		return nil
+	})
+	for _, n := range []any{false, true, map[string]any{"allow": []any{"api.github.com", "127.0.0.1:8080"}, "ask": true}} {
+		r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "spawn_child", Arguments: map[string]any{"ttl_seconds": 60, "network": n}})
+		if err != nil || r.IsError {
+			t.Fatalf("network %v = %+v %v", n, r, err)
+		}
+	}
+	want := []string{`{"ttl_seconds":60}`, `{"ttl_seconds":60,"network":true}`,
+		`{"ttl_seconds":60,"network":{"allow":["api.github.com","127.0.0.1:8080"],"ask":true}}`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the daemon got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

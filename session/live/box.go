@@ -28,6 +28,9 @@ type box struct {
 	// args are the program's arguments when they are not the agent
 	// spec's (the agent runs under a program of berth's), set with it.
 	args []string
+	// beside is what a command beside the agent runs under
+	// (AgentStart.Beside), set with cfg.
+	beside []string
 	// ref names the shim's sandbox, socket is the shim's socket.
 	ref    string
 	socket string
@@ -46,6 +49,15 @@ func (b *box) argv() []string {
 		return b.args
 	}
 	return b.ls.spec.Args
+}
+
+// besideArgv is the path and arguments that run path with args beside
+// the agent: under b.beside when it is set.
+func (b *box) besideArgv(path string, args []string) (string, []string) {
+	if len(b.beside) == 0 {
+		return path, args
+	}
+	return b.beside[0], append(append(append([]string(nil), b.beside[1:]...), path), args...)
 }
 
 // start starts the agent: in a shim when the manager has them, else

@@ -54,7 +54,8 @@ func (ls *Session) Exec(ctx context.Context, req berth.ExecRequest) (*berth.Exec
 	if err != nil {
 		return nil, err
 	}
-	proc, err := sb.Start(ctx, berth.ProcSpec{Path: req.Command[0], Args: req.Command[1:], Env: env, Dir: dir,
+	path, args := ls.box.besideArgv(req.Command[0], req.Command[1:])
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: path, Args: args, Env: env, Dir: dir,
 		Stdin: devNull, Stdout: stdout, Stderr: stderr})
 	if err != nil {
 		return nil, berth.WrapError(berth.EInvalid, err, "command did not start")

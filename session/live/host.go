@@ -117,4 +117,8 @@ type AgentStart struct {
 	// Args are the arguments the program starts with (nil: the agent
 	// spec's): the agent's own after those of a program that runs it.
 	Args []string
+	// Beside is the program and arguments a command run beside the agent
+	// (exec, the agent's terminals) runs under, before its own, to have
+	// the agent's way out in a sandbox of its own; nil for none.
+	Beside []string
 }

@@ -37,6 +37,8 @@ type Config struct {
 	Shim     *shim.Proc
 	Provider berth.SandboxProvider
 	Box      berth.SandboxConfig
+	// Beside is AgentStart.Beside for a reattached session.
+	Beside []string
 }
 
 // New returns the live session c says, not started yet.
@@ -54,7 +56,7 @@ func New(h *Host, c Config) *Session {
 	ls.tree = tree{ls: ls, parent: s.ParentID}
 	if c.Shim != nil {
 		ls.box.provider, ls.shim, ls.box.ref, ls.box.socket = c.Provider, c.Shim, c.Shim.Hello().Ref, s.ShimSocket
-		ls.box.cfg = c.Box
+		ls.box.cfg, ls.box.beside = c.Box, c.Beside
 		ls.conv.setID(s.ACP.SessionID)
 	}
 	return ls

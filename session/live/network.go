@@ -6,6 +6,8 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -59,7 +61,7 @@ func (ls *Session) AskConnect(ctx context.Context, host string, port int) (strin
 		}
 	}()
 	hp := net.JoinHostPort(host, strconv.Itoa(port))
-	tc, err := json.Marshal(map[string]any{"toolCallId": ids.New("net"), "kind": "fetch", "title": "connect to " + hp,
+	tc, err := json.Marshal(map[string]any{"toolCallId": ids.New(netQuestionPrefix), "kind": "fetch", "title": "connect to " + hp,
 		"status": "pending", "rawInput": map[string]any{"host": host, "port": port}})
 	if err != nil {
 		return "", err
@@ -90,4 +92,51 @@ func (ls *Session) AllowHost(ctx context.Context, entry string) error {
 		np.Allow = append(slices.Clone(p.Allow), entry)
 		s.Sandbox.NetworkPolicy = &np
 	})
+}
+
+// netQuestionPrefix begins the tool call id of a network question.
+const netQuestionPrefix = "net"
+
+// networkQuestion reports whether a stored permission's tool call is a
+// network question's (AskConnect). An agent that gives its own tool call
+// such an id only has its question cancelled at a restart, and asked
+// again when it asks again.
+func networkQuestion(toolCall json.RawMessage) bool {
+	var tc struct {
+		ID string `json:"toolCallId"`
+	}
+	return json.Unmarshal(toolCall, &tc) == nil && strings.HasPrefix(tc.ID, netQuestionPrefix+"_")
+}
+
+// dropNetworkQuestions cancels the network questions a previous daemon
+// left pending (docs/api.md, Network policy): each held a connection to
+// that daemon's egress proxy, which ended with it, so no answer could
+// let anything through. The agent's next connection to the host asks
+// again; nothing is allowed without a question.
+func (a *asks) dropNetworkQuestions(ctx context.Context) {
+	ls := a.ls
+	// Held from the resolved events to the records, as decide does.
+	ls.recordMu.RLock()
+	defer ls.recordMu.RUnlock()
+	var dropped []berth.Permission
+	ls.mu.Lock()
+	kept := a.adoptable[:0]
+	for _, p := range a.adoptable {
+		if !networkQuestion(p.ToolCall) {
+			kept = append(kept, p)
+			continue
+		}
+		dropped = append(dropped, p)
+		ls.Emit(a.turnTagLocked(p.TurnID), berth.EventPermissionResolved, ResolvedData{PermissionID: p.ID, DecidedBy: berth.DecidedByCancel})
+	}
+	a.adoptable = kept
+	ls.mu.Unlock()
+	now := time.Now().UTC()
+	for i := range dropped {
+		p := &dropped[i]
+		p.State, p.DecidedBy, p.DecidedAt = berth.PermissionCanceled, berth.DecidedByCancel, &now
+		if err := ls.h.Store.DecidePermission(ctx, p); err != nil && !berth.IsCode(err, berth.EConflict) {
+			ls.logger.Warn("cancel a network question of the previous daemon", "err", err)
+		}
+	}
 }

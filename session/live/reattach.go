@@ -51,6 +51,7 @@ func (ls *Session) Reattach(r Recovered) (*Reattached, error) {
 // turn's runner starts before the stream does: an answer replayed at once
 // ends this turn, never one dispatched after it.
 func (ls *Session) CarryOn(ctx context.Context, a *Reattached) {
+	ls.asks.dropNetworkQuestions(context.WithoutCancel(ctx))
 	if t := a.t; t != nil {
 		ls.turnWG.Add(1)
 		if a.wait == nil {

@@ -33,6 +33,7 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 	sess.ToolsHash = ""
 	st := ls.h.Prepare(&sess, ls.spec, provider)
 	ls.conv.tools, ls.conv.toolsWarning, ls.box.cfg, ls.box.program, ls.box.args = st.Tools, st.ToolsWarning, st.Box, st.Program, st.Args
+	ls.box.beside = st.Beside
 	// The agent's stdout continues the session's stream offsets.
 	l := &Launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	go func() {

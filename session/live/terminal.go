@@ -82,7 +82,8 @@ func (ts *terminals) create(ctx context.Context, req acp.CreateTerminalRequest) 
 	if err != nil {
 		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "no sandbox for the command: " + berth.ErrorMessage(err)}
 	}
-	proc, err := sb.Start(ctx, berth.ProcSpec{Path: req.Command, Args: req.Args, Env: env, Dir: dir,
+	path, args := ls.box.besideArgv(req.Command, req.Args)
+	proc, err := sb.Start(ctx, berth.ProcSpec{Path: path, Args: args, Env: env, Dir: dir,
 		Stdin: devNull, Stdout: out, Stderr: out})
 	if err != nil {
 		return acp.CreateTerminalResponse{}, &acp.Error{Code: acp.CodeInternal, Message: "command did not start: " + berth.ErrorMessage(err)}
