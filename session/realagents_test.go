@@ -433,6 +433,14 @@ func TestRealAgentsThroughTheGateway(t *testing.T) {
 				// TestRealGeminiBwrap).
 				writeTestFile(t, filepath.Join(ws, "gemini.txt"), "old", 0o644)
 			}
+			if agent == "opencode" {
+				// OpenCode names the file it writes through the client
+				// relative to its worktree: the repository's root, "/"
+				// outside one (docs/agents.md).
+				if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+					t.Fatalf("git init: %v: %s", err, out)
+				}
+			}
 			perm := berth.PermAsk
 			if agent == "codex" || agent == "opencode" {
 				perm = berth.PermApproveReads
@@ -455,14 +463,23 @@ func TestRealAgentsThroughTheGateway(t *testing.T) {
 				t.Fatalf("the upstream saw no call with %q: %q", key, keys[len(before):])
 			}
 			// Counted once each answer has ended: the count may trail a turn.
+			var id string
 			waitFor(t, "the calls counted", func() bool {
 				list, err := ge.m.ListSessions(context.Background(), berth.SessionFilter{Agent: agent})
 				if err != nil || len(list.Sessions) != 1 {
 					t.Fatalf("sessions: %+v, %v", list, err)
 				}
 				u := list.Sessions[0].Usage
+				id = list.Sessions[0].ID
 				return u.ModelCalls > 0 && u.InputTokens > 0 && u.OutputTokens > 0
 			})
+			if agent == "opencode" {
+				// Its write came through berth, at the path it meant.
+				w := eventData[map[string]any](ge.env, id, berth.EventFileWritten)
+				if len(w) != 1 || w[0]["path"] != "opencode.txt" {
+					t.Fatalf("file_written %v, want opencode.txt's", w)
+				}
+			}
 		})
 	}
 }
