@@ -16,6 +16,15 @@ type AgentSpec struct {
 	// gateway's upstream of that kind (docs/api.md, The model gateway).
 	// "" or ModelAPINone: it is given none.
 	ModelAPI string `json:"model_api,omitempty" toml:"model_api"`
+	// ModelEnv are more variables that point the agent at the model
+	// gateway, for an agent that reads its endpoint from its own
+	// configuration rather than the ModelAPI kind's usual variables: in
+	// each value "{url}" becomes the URL its SDK is given (what
+	// OPENAI_BASE_URL holds for openai) and "{key}" the session's
+	// placeholder key. They are set only when the agent is pointed at the
+	// gateway, and win as its variables do (docs/api.md, The model
+	// gateway).
+	ModelEnv map[string]string `json:"model_env,omitempty" toml:"model_env"`
 	// SelfDecidingModes are the agent's own modes in which it answers
 	// permissions by itself, and AskingMode the one in which it asks
 	// berth: a session whose agent is in one of the former is put in the

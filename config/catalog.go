@@ -53,6 +53,17 @@ var builtinAgents = []berth.AgentSpec{
 		HomeFiles:   []string{".codex/config.toml"},
 		Network:     true,
 		ModelAPI:    "openai",
+		// Codex takes its endpoint from a model provider, not from
+		// OPENAI_BASE_URL: the adapter starts codex with the provider
+		// MODEL_PROVIDER names, defined in CODEX_CONFIG, over what the
+		// user's config.toml says.
+		ModelEnv: map[string]string{
+			"MODEL_PROVIDER": "berth",
+			"CODEX_CONFIG":   `{"model_providers":{"berth":{"name":"berth (model gateway)","base_url":"{url}","wire_api":"responses","env_key":"OPENAI_API_KEY"}}}`,
+		},
+		// Its modes that edit without asking; it starts in agent.
+		SelfDecidingModes: []string{"workspace-write", "agent", "agent-full-access"},
+		AskingMode:        "read-only",
 	},
 	{
 		Name:        "gemini",
@@ -75,8 +86,17 @@ var builtinAgents = []berth.AgentSpec{
 		Description: "OpenCode (sst)",
 		PassEnv:     []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "OPENROUTER_API_KEY"},
 		HomeFiles:   []string{".config/opencode/"},
-		Network:     true,
-		ModelAPI:    "openai",
+		// It edits and runs commands without asking unless its permission
+		// config says ask (merged over the user's opencode.json).
+		Env:      map[string]string{"OPENCODE_PERMISSION": `{"edit":"ask","bash":"ask","webfetch":"ask"}`},
+		Network:  true,
+		ModelAPI: "openai",
+		// OpenCode takes its endpoint from its config, which this merges
+		// over the user's: its openai provider at the gateway, and no
+		// other (its own opencode/… models would not go through it).
+		ModelEnv: map[string]string{
+			"OPENCODE_CONFIG_CONTENT": `{"enabled_providers":["openai"],"provider":{"openai":{"options":{"baseURL":"{url}","apiKey":"{key}"}}}}`,
+		},
 	},
 	{
 		Name:        "qwen",
@@ -148,7 +168,7 @@ type Catalog struct {
 // Catalog builds the agent catalog: the built-in agents, then the
 // [[agents]] entries, each overriding the built-in of the same name field by
 // field (command — which also drops the built-in's args —, args, env, description, docker_image, pass_env, home_files,
-// self_deciding_modes, asking_mode where set; network = true grants network, false keeps the built-in's) or
+// model_api, model_env, self_deciding_modes, asking_mode where set; network = true grants network, false keeps the built-in's) or
 // adding a new agent. self is the path of the running berth binary
 // (os.Executable()): every entry whose command is "berth" runs self; "" keeps
 // "berth" as a command to look up in PATH.
@@ -207,6 +227,9 @@ func merge(base, o berth.AgentSpec) berth.AgentSpec {
 	}
 	if o.ModelAPI != "" {
 		base.ModelAPI = o.ModelAPI
+	}
+	if o.ModelEnv != nil {
+		base.ModelEnv = maps.Clone(o.ModelEnv)
 	}
 	if o.SelfDecidingModes != nil {
 		base.SelfDecidingModes = slices.Clone(o.SelfDecidingModes)
@@ -350,6 +373,11 @@ func validateAgents(entries []berth.AgentSpec) error {
 				return invalid("agents[%d] (%q): env key %q is not a variable name", i, a.Name, k)
 			}
 		}
+		for k := range a.ModelEnv {
+			if !envName().MatchString(k) {
+				return invalid("agents[%d] (%q): model_env key %q is not a variable name", i, a.Name, k)
+			}
+		}
 		for _, k := range a.PassEnv {
 			if !envName().MatchString(k) {
 				return invalid("agents[%d] (%q): pass_env entry %q is not a variable name", i, a.Name, k)
@@ -407,6 +435,7 @@ func isBuiltin(name string) bool {
 func cloneSpec(a berth.AgentSpec) berth.AgentSpec {
 	a.Args = slices.Clone(a.Args)
 	a.Env = maps.Clone(a.Env)
+	a.ModelEnv = maps.Clone(a.ModelEnv)
 	a.PassEnv = slices.Clone(a.PassEnv)
 	a.HomeFiles = slices.Clone(a.HomeFiles)
 	a.SelfDecidingModes = slices.Clone(a.SelfDecidingModes)

@@ -169,6 +169,7 @@ func TestCatalogInvalidEntries(t *testing.T) {
 		{[]berth.AgentSpec{{Name: "a/b", Command: "x"}}, []string{"agents[0]", "name"}},
 		{[]berth.AgentSpec{{Name: "a", Command: "x", PassEnv: []string{"A=B"}}}, []string{"agents[0]", "pass_env"}},
 		{[]berth.AgentSpec{{Name: "a", Command: "x", Env: map[string]string{"": "v"}}}, []string{"agents[0]", "env"}},
+		{[]berth.AgentSpec{{Name: "codex", ModelEnv: map[string]string{"A-B": "{url}"}}}, []string{"agents[0]", "model_env"}},
 		{[]berth.AgentSpec{{Name: "a", Command: "x", HomeFiles: []string{"../etc/passwd"}}}, []string{"agents[0]", "home_files"}},
 		{[]berth.AgentSpec{{Name: "a", Command: "x", HomeFiles: []string{"/etc/passwd"}}}, []string{"agents[0]", "home_files"}},
 		{[]berth.AgentSpec{{Name: "a", Command: "x", HomeFiles: []string{"."}}}, []string{"agents[0]", "home_files"}},
@@ -325,5 +326,37 @@ func TestCatalogListShowsTheModelAPI(t *testing.T) {
 	}
 	if got["claude"] != "anthropic" || got["gemini"] != "gemini" || got["demo"] != "" || got["codex"] != "" {
 		t.Fatalf("model_api by agent = %v", got)
+	}
+}
+
+// Codex and OpenCode read their endpoint from their own configuration:
+// the built-ins carry the variables that point it at the gateway
+// (model_env), which an [[agents]] entry replaces as a whole, and a Get's
+// copy cannot change.
+func TestCatalogModelEnv(t *testing.T) {
+	p := writeFile(t, `
+[[agents]]
+name = "opencode"
+model_env = { OPENCODE_CONFIG_CONTENT = '{"provider":{"mine":{"options":{"baseURL":"{url}"}}}}' }
+`)
+	c, err := Load(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := c.Catalog("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	codex, _ := cat.Get("codex")
+	if !strings.Contains(codex.ModelEnv["CODEX_CONFIG"], `"base_url":"{url}"`) || codex.ModelEnv["MODEL_PROVIDER"] == "" {
+		t.Errorf("codex's model_env = %v", codex.ModelEnv)
+	}
+	oc, _ := cat.Get("opencode")
+	if len(oc.ModelEnv) != 1 || oc.ModelEnv["OPENCODE_CONFIG_CONTENT"] != `{"provider":{"mine":{"options":{"baseURL":"{url}"}}}}` {
+		t.Errorf("opencode's model_env = %v, want the entry's", oc.ModelEnv)
+	}
+	codex.ModelEnv["MODEL_PROVIDER"] = "changed"
+	if again, _ := cat.Get("codex"); again.ModelEnv["MODEL_PROVIDER"] != "berth" {
+		t.Errorf("changing a Get result changed the catalog: %v", again.ModelEnv)
 	}
 }

@@ -13,14 +13,25 @@ import "strings"
 //
 // An unknown kind has none (nil).
 func AgentEnv(kind Kind, baseURL, key string) map[string]string {
-	baseURL = strings.TrimSuffix(baseURL, "/")
+	url := AgentURL(kind, baseURL)
 	switch {
 	case kind == KindAnthropic:
-		return map[string]string{"ANTHROPIC_BASE_URL": baseURL, "ANTHROPIC_API_KEY": key}
+		return map[string]string{"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": key}
 	case kind.openAI():
-		return map[string]string{"OPENAI_BASE_URL": baseURL + "/v1", "OPENAI_API_BASE": baseURL + "/v1", "OPENAI_API_KEY": key}
+		return map[string]string{"OPENAI_BASE_URL": url, "OPENAI_API_BASE": url, "OPENAI_API_KEY": key}
 	case kind == KindGemini:
-		return map[string]string{"GOOGLE_GEMINI_BASE_URL": baseURL, "GEMINI_API_KEY": key}
+		return map[string]string{"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": key}
 	}
 	return nil
+}
+
+// AgentURL is the base URL an SDK of kind is given for the upstream whose
+// root on the gateway is baseURL: the root itself, with /v1 for the
+// OpenAI kinds (whose SDKs' base URLs hold the version).
+func AgentURL(kind Kind, baseURL string) string {
+	baseURL = strings.TrimSuffix(baseURL, "/")
+	if kind.openAI() {
+		return baseURL + "/v1"
+	}
+	return baseURL
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/berth-sh/berth"
@@ -152,7 +153,16 @@ func (g *modelGate) env(s *berth.Session, spec berth.AgentSpec) map[string]strin
 	if _, ok := g.m.opts.Models.Gateway.Upstream(name); !ok {
 		return nil
 	}
-	return gateway.AgentEnv(kind, base+"/"+name, g.key(s.ID))
+	key := g.key(s.ID)
+	env := gateway.AgentEnv(kind, base+"/"+name, key)
+	// The catalog's model_env, for an agent that reads its endpoint from
+	// its own configuration: the URL and the key are URL-safe, so they
+	// stand as they are in the JSON or TOML those values hold.
+	fill := strings.NewReplacer("{url}", gateway.AgentURL(kind, base+"/"+name), "{key}", key)
+	for k, v := range spec.ModelEnv {
+		env[k] = fill.Replace(v)
+	}
+	return env
 }
 
 // grant registers the key of session s's agent (spec), about to start in

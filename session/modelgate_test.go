@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/gateway"
 	"github.com/berth-sh/berth/gateway/relay"
 	"github.com/berth-sh/berth/internal/modelstub"
@@ -567,5 +569,60 @@ func TestAgentsNameTheirCredential(t *testing.T) {
 	}
 	if a := byName()["demo-model"]; a.Credential != "anthropic" || !a.CredentialSet {
 		t.Fatalf("demo-model once its credential is set: %+v", a)
+	}
+}
+
+// An agent that reads its endpoint from its own configuration gets it
+// pointed at the gateway by its catalog's model_env: the built-in Codex's
+// model provider and OpenCode's config hold the session's gateway URL and
+// placeholder key, never a credential; an agent the gateway does not
+// serve gets none of them.
+func TestModelGatewayModelEnv(t *testing.T) {
+	ge := newGatewayEnv(t)
+	cat, err := config.Default().Catalog("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &berth.Session{ID: "ses_modelenv", Sandbox: berth.SandboxSpec{Provider: berth.SandboxHost}}
+	key, url := ge.m.models.key(s.ID), ge.url+"/openai/v1"
+	codex, _ := cat.Get("codex")
+	env := ge.m.models.env(s, codex)
+	var cc struct {
+		Providers map[string]struct {
+			BaseURL string `json:"base_url"`
+			WireAPI string `json:"wire_api"`
+			EnvKey  string `json:"env_key"`
+		} `json:"model_providers"`
+	}
+	if err := json.Unmarshal([]byte(env["CODEX_CONFIG"]), &cc); err != nil {
+		t.Fatalf("CODEX_CONFIG %q: %v", env["CODEX_CONFIG"], err)
+	}
+	p := cc.Providers[env["MODEL_PROVIDER"]]
+	if p.BaseURL != url || p.WireAPI != "responses" || p.EnvKey != "OPENAI_API_KEY" || env["OPENAI_API_KEY"] != key {
+		t.Fatalf("codex's provider %+v (MODEL_PROVIDER %q), OPENAI_API_KEY %q; want base_url %s and the key %s",
+			p, env["MODEL_PROVIDER"], env["OPENAI_API_KEY"], url, key)
+	}
+	opencode, _ := cat.Get("opencode")
+	env = ge.m.models.env(s, opencode)
+	var oc struct {
+		Enabled  []string `json:"enabled_providers"`
+		Provider map[string]struct {
+			Options struct{ BaseURL, APIKey string } `json:"options"`
+		} `json:"provider"`
+	}
+	if err := json.Unmarshal([]byte(env["OPENCODE_CONFIG_CONTENT"]), &oc); err != nil {
+		t.Fatalf("OPENCODE_CONFIG_CONTENT %q: %v", env["OPENCODE_CONFIG_CONTENT"], err)
+	}
+	if o := oc.Provider["openai"].Options; o.BaseURL != url || o.APIKey != key || !slices.Equal(oc.Enabled, []string{"openai"}) {
+		t.Fatalf("opencode's config %+v, want its openai provider alone at %s with the key %s", oc, url, key)
+	}
+	for k, v := range env {
+		if strings.Contains(v, "sk-real") {
+			t.Fatalf("%s holds a credential: %q", k, v)
+		}
+	}
+	opencode.ModelAPI = berth.ModelAPINone
+	if env := ge.m.models.env(s, opencode); env != nil {
+		t.Fatalf("an agent not pointed at the gateway: %v", env)
 	}
 }

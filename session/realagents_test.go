@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -116,8 +117,14 @@ func realEnv(t *testing.T, user string, agents ...berth.AgentSpec) *env {
 // what the two text turns' answers hold.
 func realTurns(t *testing.T, e *env, agent, ws, hello, again string) {
 	t.Helper()
+	realTurnsIn(t, e, berth.PermAsk, agent, ws, hello, again)
+}
+
+// realTurnsIn is realTurns in permission mode perm.
+func realTurnsIn(t *testing.T, e *env, perm, agent, ws, hello, again string) {
+	t.Helper()
 	ctx := context.Background()
-	s := e.create(berth.CreateRequest{Agent: agent, Workspace: ws, PermissionMode: berth.PermAsk})
+	s := e.create(berth.CreateRequest{Agent: agent, Workspace: ws, PermissionMode: perm})
 	wantActive(t, e, s.ID)
 	if res := e.realPrompt(s.ID, "hello there"); res.StopReason != berth.TurnEndTurn || !strings.Contains(res.Text, hello) {
 		t.Fatalf("text turn: %+v; stderr: %s", res, stderrOf(e, s.ID))
@@ -131,7 +138,8 @@ func realTurns(t *testing.T, e *env, agent, ws, hello, again string) {
 	if res := e.waitRealResult(s.ID, r.TurnID); res.StopReason != berth.TurnEndTurn || !strings.Contains(res.Text, "wrote it") {
 		t.Fatalf("tool turn: %+v; stderr: %s", res, stderrOf(e, s.ID))
 	}
-	if b, err := os.ReadFile(target); err != nil || string(b) != "made by "+agent {
+	// An agent that writes by a patch ends the file with a newline.
+	if b, err := os.ReadFile(target); err != nil || strings.TrimSuffix(string(b), "\n") != "made by "+agent {
 		t.Fatalf("the file the tool wrote: %q, %v", b, err)
 	}
 	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
@@ -351,12 +359,26 @@ func TestRealClaudeNeedsAuthBwrap(t *testing.T) {
 // stand-in listens on the host's loopback, where the sandbox (bwrap, no
 // network) never reaches; the agent is given the gateway on its own
 // loopback and a placeholder key; the upstream sees the stored credential
-// alone, across a stop and a resume; every call is counted.
+// alone, across a stop and a resume; every call is counted. Codex and
+// OpenCode run as the built-in catalog entries have them, in
+// approve-reads: pointed at the gateway through their own configuration
+// (model_env), Codex put in its asking mode, OpenCode asking before an
+// edit.
 func TestRealAgentsThroughTheGateway(t *testing.T) {
 	// Not parallel: the gateway's env sets the daemon's environment.
 	claude := realAgent(t, "claude-agent-acp")
 	qwen := realAgent(t, "qwen")
 	gemini := realAgent(t, "gemini")
+	codexACP := realAgent(t, "codex-acp")
+	opencode := realAgent(t, "opencode")
+	cat, err := config.Default().Catalog("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtin := func(name string) berth.AgentSpec {
+		a, _ := cat.Get(name)
+		return a
+	}
 	p := bwrap.New(bwrap.Options{})
 	if err := p.Probe(context.Background()); err != nil {
 		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
@@ -385,8 +407,24 @@ func TestRealAgentsThroughTheGateway(t *testing.T) {
 			ModelAPI: "openai", Env: onlyGateway(map[string]string{"OPENAI_MODEL": "stub-model"}), HomeFiles: []string{".qwen/"}}
 		c["gemini"] = berth.AgentSpec{Name: "gemini", Command: gemini, Args: []string{"--acp", "--model", "gemini-2.5-flash"},
 			ModelAPI: "gemini", Env: onlyGateway(map[string]string{}), HomeFiles: []string{".gemini/"}}
+		// The built-ins, run from the test's prefix, with no network (the
+		// built-ins have it).
+		codex := builtin("codex")
+		codex.Command, codex.Args, codex.Env, codex.Network = codexACP, nil, onlyGateway(map[string]string{}), false
+		c["codex"] = codex
+		oc := builtin("opencode")
+		// Nothing of its own it would fetch: models, updates, LSPs,
+		// plugins (the sandbox has no network; they would fail slowly).
+		ocEnv := map[string]string{}
+		maps.Copy(ocEnv, oc.Env)
+		oc.Command, oc.Env, oc.Network = opencode, onlyGateway(ocEnv), false
+		for _, k := range []string{"MODELS_FETCH", "AUTOUPDATE", "LSP_DOWNLOAD", "DEFAULT_PLUGINS"} {
+			oc.Env["OPENCODE_DISABLE_"+k] = "1"
+		}
+		c["opencode"] = oc
 	})
-	for agent, key := range map[string]string{"claude": "sk-real-key|", "qwen": "|Bearer sk-real-openai", "gemini": "real-gemini-key|"} {
+	for agent, key := range map[string]string{"claude": "sk-real-key|", "qwen": "|Bearer sk-real-openai", "gemini": "real-gemini-key|",
+		"codex": "|Bearer sk-real-openai", "opencode": "|Bearer sk-real-openai"} {
 		t.Run(agent, func(t *testing.T) {
 			before, _ := ge.seen.all()
 			ws := t.TempDir()
@@ -395,7 +433,19 @@ func TestRealAgentsThroughTheGateway(t *testing.T) {
 				// TestRealGeminiBwrap).
 				writeTestFile(t, filepath.Join(ws, "gemini.txt"), "old", 0o644)
 			}
-			realTurns(t, ge.env, agent, ws, "stub: hello there", "stub: hello again")
+			if agent == "opencode" {
+				// OpenCode names the file it writes through the client
+				// relative to its worktree: the repository's root, "/"
+				// outside one (docs/agents.md).
+				if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
+					t.Fatalf("git init: %v: %s", err, out)
+				}
+			}
+			perm := berth.PermAsk
+			if agent == "codex" || agent == "opencode" {
+				perm = berth.PermApproveReads
+			}
+			realTurnsIn(t, ge.env, perm, agent, ws, "stub: hello there", "stub: hello again")
 			// The other agent's late calls (a title, a summary) may land
 			// here too: each call carries a stored credential, never a
 			// placeholder, and this agent's carry its upstream's.
@@ -413,14 +463,23 @@ func TestRealAgentsThroughTheGateway(t *testing.T) {
 				t.Fatalf("the upstream saw no call with %q: %q", key, keys[len(before):])
 			}
 			// Counted once each answer has ended: the count may trail a turn.
+			var id string
 			waitFor(t, "the calls counted", func() bool {
 				list, err := ge.m.ListSessions(context.Background(), berth.SessionFilter{Agent: agent})
 				if err != nil || len(list.Sessions) != 1 {
 					t.Fatalf("sessions: %+v, %v", list, err)
 				}
 				u := list.Sessions[0].Usage
+				id = list.Sessions[0].ID
 				return u.ModelCalls > 0 && u.InputTokens > 0 && u.OutputTokens > 0
 			})
+			if agent == "opencode" {
+				// Its write came through berth, at the path it meant.
+				w := eventData[map[string]any](ge.env, id, berth.EventFileWritten)
+				if len(w) != 1 || w[0]["path"] != "opencode.txt" {
+					t.Fatalf("file_written %v, want opencode.txt's", w)
+				}
+			}
 		})
 	}
 }

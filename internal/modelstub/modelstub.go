@@ -3,8 +3,8 @@
 // (what Claude Code calls through ANTHROPIC_BASE_URL), the OpenAI
 // chat-completions API (Qwen Code, OpenCode) and the Gemini API
 // (generateContent, streamGenerateContent), streaming (server-sent events)
-// and not; and text turns of the OpenAI Responses API (Codex, through a
-// model_providers entry). Every answer reports the same usage, in each
+// and not; and the OpenAI Responses API (Codex, through a model_providers
+// entry; OpenCode's openai provider). Every answer reports the same usage, in each
 // API's own fields (InputTokens, …), as the API does: streams report it
 // where the API's streams do (an OpenAI chat stream only when the request's
 // stream_options.include_usage asks).
@@ -15,7 +15,9 @@
 //   - a last user message "write PATH CONTENT" gets a call of the agent's
 //     own file-writing tool (found among the tools the request offers:
 //     Write, write_file, write…) with PATH and CONTENT in the argument
-//     names that tool's schema uses;
+//     names that tool's schema uses; an agent that writes by patches
+//     (Codex, OpenCode on an OpenAI model) gets a call of its apply_patch,
+//     or of Codex's code-mode exec calling it, adding PATH;
 //   - a tool's result gets the text "wrote it";
 //   - anything else gets the text "stub: " and the user's words.
 package modelstub
@@ -41,11 +43,12 @@ const (
 )
 
 // Reply is what the stub answers one request with: a text, or a call of
-// Tool with Args.
+// Tool with Args (JSON arguments) or Input (a freeform tool's input).
 type Reply struct {
-	Text string
-	Tool string
-	Args map[string]any
+	Text  string
+	Tool  string
+	Args  map[string]any
+	Input string
 }
 
 // writeRequest is a prompt that asks for a file to be written.

@@ -120,3 +120,41 @@ func TestStubGeminiAndStreamUsage(t *testing.T) {
 		t.Fatalf("a stream asking for usage:\n%s", got)
 	}
 }
+
+// A write asked of an agent that patches is answered with its patch tool:
+// Codex's code-mode exec (offered in an additional_tools item, inside a
+// namespace) gets JavaScript that calls tools.apply_patch; OpenCode's
+// apply_patch function gets the patch in its own argument; a user message
+// with no type is the user's still.
+func TestStubResponsesPatches(t *testing.T) {
+	s := &Server{}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+
+	got := post(t, srv, "/v1/responses", `{"model":"m","stream":true,"input":[
+		{"type":"additional_tools","role":"developer","tools":[{"type":"namespace","name":"functions","tools":[
+			{"type":"custom","name":"exec","description":"Run JavaScript… declare const tools: { apply_patch(input: string): Promise<unknown>; };"}]}]},
+		{"type":"message","role":"user","content":[{"type":"input_text","text":"write /w/c.txt by codex"}]}]}`)
+	for _, want := range []string{`"type":"custom_tool_call"`, `"name":"exec"`, `"namespace":"functions"`,
+		`await tools.apply_patch(\"*** Begin Patch\\n*** Add File: /w/c.txt\\n+by codex\\n*** End Patch\\n\")`, "event: response.completed"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("codex's write lacks %s:\n%s", want, got)
+		}
+	}
+	got = post(t, srv, "/v1/responses", `{"model":"m","stream":false,"tools":[{"type":"function","name":"bash","parameters":{"properties":{"command":{}}}},
+		{"type":"function","name":"apply_patch","parameters":{"properties":{"patchText":{}}}}],
+		"input":[{"role":"user","content":[{"type":"input_text","text":"write /w/o.txt by opencode"}]}]}`)
+	for _, want := range []string{`"type":"function_call"`, `"name":"apply_patch"`, `"arguments":"{\"patchText\":\"*** Begin Patch\\n*** Add File: /w/o.txt\\n+by opencode\\n*** End Patch\\n\"}"`} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("opencode's write lacks %s:\n%s", want, got)
+		}
+	}
+	got = post(t, srv, "/v1/responses", `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"hello"}]}]}`)
+	if !strings.Contains(got, `"text":"stub: hello"`) {
+		t.Fatalf("a user message with no type: %s", got)
+	}
+	got = post(t, srv, "/v1/responses", `{"model":"m","input":[{"type":"custom_tool_call_output","call_id":"c","output":"ok"}]}`)
+	if !strings.Contains(got, `"text":"wrote it"`) {
+		t.Fatalf("after a custom tool: %s", got)
+	}
+}
