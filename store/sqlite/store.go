@@ -74,6 +74,8 @@ type Store struct {
 	upsertTurn     *sql.Stmt
 	lastSeq        *sql.Stmt
 	getSession     *sql.Stmt
+	// addOwnUsage and addTreeUsage count a model call (usage.go).
+	addOwnUsage, addTreeUsage *sql.Stmt
 
 	closeOnce sync.Once
 	closeErr  error
@@ -234,6 +236,8 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	s.lastSeq = prep(s.r, lastSeqSQL)
 	s.getSession = prep(s.r, getSessionSQL)
+	s.addOwnUsage = prep(s.w, addOwnUsageSQL)
+	s.addTreeUsage = prep(s.w, addTreeUsageSQL)
 	if err != nil {
 		return berth.WrapError(berth.EInternal, err, "prepare store statements")
 	}
@@ -269,7 +273,7 @@ func (s *Store) closeDBs() error {
 	var errs []error
 	stmts := []*sql.Stmt{s.bumpLastSeq, s.lastSeq, s.getSession}
 	stmts = append(stmts, s.listEvents[:]...)
-	stmts = append(stmts, s.turnBoundsStmt, s.upsertTurn)
+	stmts = append(stmts, s.turnBoundsStmt, s.upsertTurn, s.addOwnUsage, s.addTreeUsage)
 	stmts = append(stmts, s.insertEvents[:]...)
 	for _, st := range stmts {
 		if st != nil {

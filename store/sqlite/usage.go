@@ -31,11 +31,11 @@ func (s *Store) AddUsage(ctx context.Context, id string, delta berth.Usage) ([]b
 	var out []berth.SessionUsage
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		q, args := addOwnUsageSQL, append(append(append([]any{}, d...), d...), id)
+		q, args := tx.StmtContext(ctx, s.addOwnUsage), append(append(append([]any{}, d...), d...), id)
 		for cur := id; cur != "" && len(out) < codec.MaxAncestors; {
 			var doc []byte
 			var u codec.UsageRow
-			err := tx.QueryRowContext(ctx, q, args...).Scan(append([]any{&doc}, u.Targets()...)...)
+			err := q.QueryRowContext(ctx, args...).Scan(append([]any{&doc}, u.Targets()...)...)
 			if found, err := codec.Found(err, "add usage"); err != nil {
 				return err
 			} else if !found && len(out) == 0 {
@@ -50,7 +50,7 @@ func (s *Store) AddUsage(ctx context.Context, id string, delta berth.Usage) ([]b
 			}
 			out = append(out, codec.SessionUsage(sess, u))
 			cur = sess.ParentID
-			q, args = addTreeUsageSQL, append(append([]any{}, d...), cur)
+			q, args = tx.StmtContext(ctx, s.addTreeUsage), append(append([]any{}, d...), cur)
 		}
 		return nil
 	})
