@@ -17,9 +17,8 @@ import (
 // sandbox's uid (giveSocket). what names the socket in errors ("tools").
 func listenGrant(runDir, dir, name string, provider berth.SandboxProvider, what string) (net.Listener, error) {
 	sock := filepath.Join(dir, name)
-	if len(sock) > shim.MaxSocketPath {
-		return nil, berth.Errorf(berth.EUnavailable, "the %s socket's path is longer than a Unix socket takes (%d bytes): use a shorter BERTH_HOME", what, shim.MaxSocketPath)
-	}
+	// The directory is made first: the sandbox binds it even when no
+	// socket can be made in it.
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "cannot create the run directory")
 	}
@@ -28,6 +27,9 @@ func listenGrant(runDir, dir, name string, provider berth.SandboxProvider, what 
 	}
 	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
 		return nil, berth.Errorf(berth.EUnavailable, "the %s directory is not a directory", what)
+	}
+	if len(sock) > shim.MaxSocketPath {
+		return nil, berth.Errorf(berth.EUnavailable, "the %s socket's path is longer than a Unix socket takes (%d bytes): use a shorter BERTH_HOME", what, shim.MaxSocketPath)
 	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, berth.WrapError(berth.EUnavailable, err, "cannot remove the old %s socket", what)

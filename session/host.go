@@ -1,6 +1,8 @@
 package session
 
 import (
+	"strings"
+
 	"github.com/berth-sh/berth"
 
 	live "github.com/berth-sh/berth/session/live"
@@ -16,8 +18,15 @@ func (pl *placement) prepareStart(s *berth.Session, spec berth.AgentSpec, provid
 	} else {
 		st.ToolsWarning = warning
 	}
-	pl.m.models.grant(s, spec, provider)
-	pl.m.net.grant(s, provider)
+	// What could not be granted is said in the session's log; the agent
+	// then reaches nothing there (its directory is bound all the same).
+	var warnings []string
+	for _, w := range []string{st.ToolsWarning, pl.m.models.grant(s, spec, provider), pl.m.net.grant(s, provider)} {
+		if w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	st.ToolsWarning = strings.Join(warnings, "; ")
 	st.Box, st.Program = pl.sandboxConfig(s, spec), pl.agentProgram(s, spec).path
 	if path, args, ok := pl.m.models.wrap(s, spec, st.Program); ok {
 		st.Program, st.Args = path, args

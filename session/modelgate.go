@@ -168,10 +168,11 @@ func (g *modelGate) env(s *berth.Session, spec berth.AgentSpec) map[string]strin
 // grant registers the key of session s's agent (spec), about to start in
 // provider's sandbox or reattached there, when it is pointed at the
 // gateway, and serves its socket when it calls through the relay. What
-// fails is logged: the agent runs without the gateway.
-func (g *modelGate) grant(s *berth.Session, spec berth.AgentSpec, provider berth.SandboxProvider) {
+// fails is logged and returned as the session's warning: the agent runs
+// without the gateway.
+func (g *modelGate) grant(s *berth.Session, spec berth.AgentSpec, provider berth.SandboxProvider) (warning string) {
 	if g.env(s, spec) == nil {
-		return
+		return ""
 	}
 	if err := g.m.opts.Models.Gateway.RegisterKey(s.ID, g.key(s.ID)); err != nil {
 		g.m.logger.Warn("model gateway: register a session's key", "session_id", s.ID, "err", err)
@@ -179,8 +180,10 @@ func (g *modelGate) grant(s *berth.Session, spec berth.AgentSpec, provider berth
 	if g.relayed(s, spec) && provider != nil {
 		if err := g.serveSocket(s.ID, provider); err != nil {
 			g.m.logger.Warn("model gateway: serve a session's socket", "session_id", s.ID, "err", err)
+			return "the agent cannot reach the model gateway: " + berth.ErrorMessage(err)
 		}
 	}
+	return ""
 }
 
 // revoke ends session id's key and its socket (with its directory when

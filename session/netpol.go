@@ -104,15 +104,17 @@ func (n *netGate) beside(s *berth.Session, provider berth.SandboxProvider) []str
 
 // grant serves session s's egress proxy on its socket in provider's
 // sandbox, in place of any it served before, with the session's allow
-// list as the record keeps it. What fails is logged: the agent then
-// reaches nothing but the gateway.
-func (n *netGate) grant(s *berth.Session, provider berth.SandboxProvider) {
+// list as the record keeps it. What fails is logged and returned as the
+// session's warning: the agent then reaches nothing but the gateway.
+func (n *netGate) grant(s *berth.Session, provider berth.SandboxProvider) (warning string) {
 	if !n.egressed(s) || provider == nil {
-		return
+		return ""
 	}
 	if err := n.serve(s, provider); err != nil {
 		n.m.logger.Warn("egress proxy: serve a session's socket", "session_id", s.ID, "err", err)
+		return "the agent reaches no host of its allow list: " + berth.ErrorMessage(err)
 	}
+	return ""
 }
 
 // serve is grant's work.

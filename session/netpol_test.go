@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -470,5 +471,37 @@ func TestNetworkQuestionEndsWithTheAgent(t *testing.T) {
 	})
 	if stopErr != nil || a.kind != "" {
 		t.Fatalf("stop: %v; the question answered %q, %v", stopErr, a.kind, a.err)
+	}
+}
+
+// A run directory too long for the egress proxy's socket does not leave
+// the sandbox unable to start (its bind had no source): the session
+// starts, says in its log why its agent reaches no host, and reaches none.
+func TestNetworkAllowListWithNoSocketFailsClosed(t *testing.T) {
+	_, to := hostListener(t, "listed")
+	// Past what a Unix socket's path takes, once the session's
+	// directory and the socket's name are added.
+	long := filepath.Join(t.TempDir(), strings.Repeat("r", 70))
+	ge := bwrapGatewayEnv(t, func(o *Options) {
+		o.RunDir = long
+		o.Egress = egress.Options{Resolver: askedResolver{}, Dialer: askedDialer{to}}
+	})
+	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap,
+		Network: berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: []string{askedName}}})
+	if s.State != berth.StateActive {
+		t.Fatalf("state %s, failure %+v", s.State, s.Failure)
+	}
+	var warned bool
+	for _, ev := range ge.events(s.ID) {
+		if ev.Type == berth.EventRuntimeWarning && strings.Contains(string(ev.Data), "reaches no host of its allow list") &&
+			strings.Contains(string(ev.Data), "shorter BERTH_HOME") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatalf("no runtime_warning says why the agent reaches no host")
+	}
+	if got := ge.fetch(s.ID, "fetch", "http://"+askedName+"/"); got != "fetch: error" {
+		t.Fatalf("the listed host with no proxy to reach: %q", got)
 	}
 }

@@ -48,7 +48,8 @@ func TestModelGatewayOnEveryProvider(t *testing.T) {
 	seen := &keyLog{}
 	stub := httptest.NewServer(seen.wrap(&modelstub.Server{}))
 	defer stub.Close()
-	home := t.TempDir()
+	// Its sessions' gateway sockets live below the home.
+	home := shortHome(t)
 	cfg := fmt.Sprintf(`
 [[agents]]
 name = "demo-model"

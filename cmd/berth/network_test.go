@@ -25,7 +25,8 @@ func TestNetworkAllowListOnEveryProvider(t *testing.T) {
 		return strings.TrimPrefix(srv.URL, "http://")
 	}
 	listed, other := listener("listed"), listener("unlisted")
-	s := startServerEnv(t, t.TempDir(), providerEnv())
+	// Its sessions' egress sockets live below the home.
+	s := startServerEnv(t, shortHome(t), providerEnv())
 	network := map[string]any{"allow": []string{listed}}
 	var e struct {
 		Error berth.Error `json:"error"`
@@ -110,7 +111,7 @@ func TestNetworkAllowListOnEveryProvider(t *testing.T) {
 // pending, and the agent's next connection to that host is asked about
 // again (rejected, it is refused), never let through unasked.
 func TestNetworkQuestionAfterSIGKILL(t *testing.T) {
-	home := t.TempDir()
+	home := shortHome(t)
 	s := startServerEnv(t, home, providerEnv())
 	s.needSandbox(t, berth.SandboxBwrap)
 	const target = "http://203.0.113.7/"
