@@ -190,22 +190,7 @@ func TestBwrapSessionWithNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("reached-the-outside\n"))
-			_ = c.Close()
-		}
-	}()
-	defer func() {
-		_ = ln.Close()
-		<-served
-	}()
+	testenv.Serve(t, ln, func(c net.Conn) { _, _ = c.Write([]byte("reached-the-outside\n")) })
 	var sess berth.Session
 	if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": berth.SandboxBwrap, "network": true}, &sess); st != 201 || sess.State != berth.StateActive {
 		t.Fatalf("create = %d %s %+v\n%s", st, sess.State, sess.Failure, s.log)

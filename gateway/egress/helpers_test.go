@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/gateway/egress"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // deadline bounds every wait of these tests.
@@ -29,7 +30,6 @@ const deadline = 10 * time.Second
 type echoServer struct {
 	ln       net.Listener
 	accepted atomic.Int32
-	wg       sync.WaitGroup
 }
 
 // newEcho starts an echo server, stopped at the test's end.
@@ -40,28 +40,14 @@ func newEcho(t testing.TB) *echoServer {
 		t.Fatal(err)
 	}
 	e := &echoServer{ln: ln}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			e.accepted.Add(1)
-			e.wg.Add(1)
-			go func() {
-				defer e.wg.Done()
-				defer c.Close()
-				// Longer than any wait of a test: its end is never what a test sees.
-				c.SetDeadline(time.Now().Add(3 * deadline))
-				if _, err := io.Copy(c, c); err == nil {
-					io.WriteString(c, "bye")
-				}
-			}()
+	testenv.Serve(t, ln, func(c net.Conn) {
+		e.accepted.Add(1)
+		// Longer than any wait of a test: its end is never what a test sees.
+		c.SetDeadline(time.Now().Add(3 * deadline))
+		if _, err := io.Copy(c, c); err == nil {
+			io.WriteString(c, "bye")
 		}
-	}()
-	t.Cleanup(func() { ln.Close(); e.wg.Wait() })
+	})
 	return e
 }
 
@@ -158,7 +144,8 @@ func allowList(ask bool, entries ...string) berth.NetworkPolicy {
 // served is a session's proxy served on a loopback listener.
 type served struct {
 	*egress.Session
-	addr string
+	proxy *egress.Proxy
+	addr  string
 }
 
 // serve makes session "ses_1" of a new Proxy with opts and serves it;
@@ -187,7 +174,7 @@ func serve(t testing.TB, opts egress.Options, policy berth.NetworkPolicy, hooks 
 			t.Error("Serve did not return after Close")
 		}
 	})
-	return served{Session: s, addr: ln.Addr().String()}
+	return served{Session: s, proxy: p, addr: ln.Addr().String()}
 }
 
 // tunnelConn is a client's connection to the proxy after a CONNECT.

@@ -9,12 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // escapeCases each try to get out of an isolating provider's sandbox.
@@ -217,22 +217,10 @@ func testLoopback(t *testing.T, s *suite) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	var accepted atomic.Int32
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			_, _ = c.Write([]byte("HOST-SERVICE\n"))
-			_ = c.Close()
-		}
-	}()
-	defer wg.Wait()
-	defer ln.Close()
+	testenv.Serve(t, ln, func(c net.Conn) {
+		accepted.Add(1)
+		_, _ = c.Write([]byte("HOST-SERVICE\n"))
+	})
 
 	addrs := []string{"127.0.0.1"}
 	if ifaddrs, err := net.InterfaceAddrs(); err == nil {
