@@ -152,23 +152,17 @@ func TestQueryPlans(t *testing.T) {
 		}
 		return strings.Join(out, "; ")
 	}
-	cases := map[codec.PageKind]struct {
-		args  []any
-		index string
-	}{
-		codec.PageAll:          {[]any{"s", 0}, "PRIMARY KEY"},
-		codec.PageByType:       {[]any{"s", "turn_ended", 0}, "events_by_type"},
-		codec.PageByChunkType:  {[]any{"s", 0, "agent_message"}, "PRIMARY KEY"},
-		codec.PageByTurn:       {[]any{"s", 0, 10, "u", ""}, "PRIMARY KEY"},
-		codec.PageByTypeInTurn: {[]any{"s", "turn_ended", 0, 10, "u"}, "events_by_type"},
+	// The index each kind's statement must use.
+	index := func(k codec.PageKind) string {
+		if k == codec.PageByType || k == codec.PageByTypeInTurn {
+			return "events_by_type"
+		}
+		return "PRIMARY KEY"
 	}
-	if len(cases) != int(codec.PageKinds) {
-		t.Fatalf("%d page statements, %d checked", codec.PageKinds, len(cases))
-	}
-	for k, c := range cases {
+	for k, args := range storetest.PageStatementArgs(t) {
 		q := listEventsSQL(k)
-		p := plan(q, append(c.args, 10)...)
-		if !strings.Contains(p, "SEARCH events USING") || !strings.Contains(p, c.index) || !strings.Contains(p, "seq>?") ||
+		p := plan(q, append(args, 10)...)
+		if !strings.Contains(p, "SEARCH events USING") || !strings.Contains(p, index(k)) || !strings.Contains(p, "seq>?") ||
 			!strings.Contains(p, "SEARCH sessions USING") || strings.Contains(p, "SCAN") || strings.Contains(p, "TEMP B-TREE") {
 			t.Errorf("%s\n  plan: %s", q, p)
 		}
