@@ -70,15 +70,7 @@ func (s *server) cliWith(t *testing.T, stdin string, env []string, args ...strin
 // raw makes one request and returns the answer's status and bytes.
 func (s *server) raw(t *testing.T, method, path string, body any) (int, []byte) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+s.addr+path, rd)
-	req.Header.Set("Content-Type", "application/json")
-	s.authorize(req)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(s.request(method, path, body))
 	if err != nil {
 		t.Fatal(err)
 	}
