@@ -16,6 +16,9 @@ type clock struct {
 	now time.Time
 }
 
+// newClock returns a clock at a fixed time.
+func newClock() *clock { return &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
 func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 
 func (c *clock) add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
@@ -88,7 +91,7 @@ func newSession(t *testing.T, st berth.Store, id string) {
 // again, holding none of them.
 func TestLostNodesSessionsAreClosedByAnother(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := newClock()
 	stA := memory.New()
 	stB := stA.NewPeer()
 	a, fa := testNode(t, stA, "a", clk)
@@ -170,7 +173,7 @@ func TestLostNodesSessionsAreClosedByAnother(t *testing.T) {
 // go of its sessions: the others take it for lost by then.
 func TestSilentNodeLetsGo(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := newClock()
 	st := memory.New()
 	a, fa := testNode(t, st, "a", clk)
 	newSession(t, st, "ses_1")
@@ -225,7 +228,7 @@ type plainStore struct{ berth.Store }
 // last one releases it, never under another's feet.
 func TestLeaseGoesBackWithItsLastUser(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := newClock()
 	st := memory.New()
 	a, _ := testNode(t, st, "a", clk)
 	newSession(t, st, "ses_1")
