@@ -16,8 +16,10 @@ package egress
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -178,10 +180,7 @@ func (p *Proxy) Session(id string, policy berth.NetworkPolicy, hooks Hooks) (*Se
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	open := make([]*Session, 0, len(p.sessions))
-	for _, s := range p.sessions {
-		open = append(open, s)
-	}
+	open := slices.Collect(maps.Values(p.sessions))
 	p.mu.Unlock()
 	for _, s := range open {
 		s.Close()
