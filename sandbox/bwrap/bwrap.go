@@ -110,6 +110,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/optx"
 	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
@@ -177,17 +178,11 @@ func New(opts Options) *Provider {
 			}
 		}
 	}
-	if p.uid <= 0 {
-		p.uid = DefaultUID
-	}
-	if p.gid <= 0 {
-		p.gid = DefaultGID
-	}
+	optx.Default(&p.uid, DefaultUID)
+	optx.Default(&p.gid, DefaultGID)
 	if os.Geteuid() == 0 {
 		p.hostUID = opts.HostUID
-		if p.hostUID <= 0 {
-			p.hostUID = DefaultHostUID
-		}
+		optx.Default(&p.hostUID, DefaultHostUID)
 	}
 	return p
 }
