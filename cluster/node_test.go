@@ -84,6 +84,17 @@ func newSession(t *testing.T, st berth.Store, id string) {
 	}
 }
 
+// soloNode is node a alone on a new store, on a newClock, with session
+// ses_1 stored but not acquired.
+func soloNode(t *testing.T) (*Node, *fakeSessions, *memory.Store, *clock) {
+	t.Helper()
+	clk := newClock()
+	st := memory.New()
+	a, fa := testNode(t, st, "a", clk)
+	newSession(t, st, "ses_1")
+	return a, fa, st, clk
+}
+
 // A node silent for the TTL is marked lost by another, which closes its
 // sessions (node_lost) once each lease has expired, under a lease taken
 // over; the lost node's writes are refused from then on; its next
@@ -173,10 +184,7 @@ func TestLostNodesSessionsAreClosedByAnother(t *testing.T) {
 // go of its sessions: the others take it for lost by then.
 func TestSilentNodeLetsGo(t *testing.T) {
 	ctx := context.Background()
-	clk := newClock()
-	st := memory.New()
-	a, fa := testNode(t, st, "a", clk)
-	newSession(t, st, "ses_1")
+	a, fa, st, clk := soloNode(t)
 	if err := a.Acquire(ctx, "ses_1"); err != nil {
 		t.Fatal(err)
 	}
@@ -228,10 +236,7 @@ type plainStore struct{ berth.Store }
 // last one releases it, never under another's feet.
 func TestLeaseGoesBackWithItsLastUser(t *testing.T) {
 	ctx := context.Background()
-	clk := newClock()
-	st := memory.New()
-	a, _ := testNode(t, st, "a", clk)
-	newSession(t, st, "ses_1")
+	a, _, st, _ := soloNode(t)
 	for range 2 {
 		if err := a.Acquire(ctx, "ses_1"); err != nil {
 			t.Fatal(err)
