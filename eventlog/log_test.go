@@ -395,10 +395,7 @@ func TestGroupCommit(t *testing.T) {
 
 func TestCloseDrains(t *testing.T) {
 	store, g := gatedStore(t, "a")
-	l := New(store, Options{Logger: quiet, MaxBatch: 10})
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l := startLog(t, store, Options{MaxBatch: 10})
 	appendN(t, l, "a", 100)
 	<-g.entered
 	closed := make(chan error, 1)
@@ -433,10 +430,7 @@ func TestRestartContinuesSeq(t *testing.T) {
 	dir := t.TempDir()
 	store := openStore(t, dir)
 	createSessions(t, store, "a")
-	l := New(store, Options{Logger: quiet})
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l := startLog(t, store, Options{})
 	appendN(t, l, "a", 10)
 	if err := l.Close(testCtx(t)); err != nil {
 		t.Fatal(err)

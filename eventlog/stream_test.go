@@ -174,10 +174,7 @@ func TestStreamEndsWhenStopped(t *testing.T) {
 
 func TestStreamEndsWhenLogCloses(t *testing.T) {
 	store := newStore(t, "a")
-	l := New(store, Options{Logger: quiet})
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l := startLog(t, store, Options{})
 	if _, err := l.AppendSync(testCtx(t), msg("a", 1)); err != nil {
 		t.Fatal(err)
 	}
