@@ -98,25 +98,8 @@ func (f *fakeNet) seen() (lookups, dials []string) {
 	return append([]string(nil), f.lookups...), append([]string(nil), f.dials...)
 }
 
-// clock is a settable clock for the coalescing window.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock is a settable clock for the coalescing window.
+func newClock() *testenv.Clock { return testenv.NewClock(time.Unix(1_700_000_000, 0)) }
 
 // denials records what Hooks.Denied was told.
 type denials struct {

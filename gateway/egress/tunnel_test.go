@@ -69,14 +69,14 @@ func TestConnectRefusesWhatTheListDoesNotNameAndCoalescesDenials(t *testing.T) {
 	if got := d.list(); !slices.Equal(got, want) {
 		t.Fatalf("denials %q, want %q (three refusals within a minute are one)", got, want)
 	}
-	clk.advance(59 * time.Second)
+	clk.Advance(59 * time.Second)
 	connect(t, s.addr, other.addr()).wantStatus(t, http.StatusForbidden)
 	connect(t, s.addr, "127.0.0.1:1").wantStatus(t, http.StatusForbidden)
 	want = append(want, "ses_1 127.0.0.1:1")
 	if got := d.list(); !slices.Equal(got, want) {
 		t.Fatalf("denials %q, want %q", got, want)
 	}
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	connect(t, s.addr, other.addr()).wantStatus(t, http.StatusForbidden)
 	want = append(want, "ses_1 "+other.addr())
 	if got := d.list(); !slices.Equal(got, want) {
@@ -311,7 +311,7 @@ func TestDenialsToldPerWindowAreBounded(t *testing.T) {
 	if n := len(d.list()); n != 1024 {
 		t.Fatalf("%d denials told, want 1024", n)
 	}
-	clk.advance(time.Minute)
+	clk.Advance(time.Minute)
 	deny(2000)
 	if n := len(d.list()); n != 1025 {
 		t.Fatalf("%d denials told a minute later, want 1025", n)
