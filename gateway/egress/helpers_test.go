@@ -35,10 +35,7 @@ type echoServer struct {
 // newEcho starts an echo server, stopped at the test's end.
 func newEcho(t testing.TB) *echoServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t)
 	e := &echoServer{ln: ln}
 	testenv.Serve(t, ln, func(c net.Conn) {
 		e.accepted.Add(1)
@@ -140,10 +137,7 @@ func serve(t testing.TB, opts egress.Options, policy berth.NetworkPolicy, hooks 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
