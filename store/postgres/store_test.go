@@ -202,6 +202,34 @@ func TestMigrationsConcurrent(t *testing.T) {
 
 // TestQueryPlans checks that every page query is an index scan of events
 // that needs no sort, so its cost does not grow with the log.
+// explain returns the plan PostgreSQL makes of q with args as a cached
+// statement runs it eventually (a generic plan), under the settings given
+// (each "name = value", set for the explain alone).
+func explain(t *testing.T, s *Store, q string, args []any, settings ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	var lines []string
+	err := s.pool.with(ctx, func(c *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			for _, set := range append([]string{"plan_cache_mode = force_generic_plan"}, settings...) {
+				if _, err := tx.Exec(ctx, "SET LOCAL "+set); err != nil {
+					return err
+				}
+			}
+			rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
+			if err != nil {
+				return err
+			}
+			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return strings.Join(lines, "\n")
+}
+
 func TestQueryPlans(t *testing.T) {
 	s := openAt(t, t.TempDir())
 	defer s.Close()
@@ -209,31 +237,7 @@ func TestQueryPlans(t *testing.T) {
 	if err := s.CreateSession(ctx, &berth.Session{ID: "s", State: berth.StateActive}); err != nil {
 		t.Fatal(err)
 	}
-	plan := func(q string, args ...any) string {
-		var out []string
-		// A generic plan is what a cached statement runs with eventually.
-		err := s.pool.with(ctx, func(c *pgx.Conn) error {
-			tx, err := c.Begin(ctx)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback(ctx)
-			if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
-			if err != nil {
-				return err
-			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			out = lines
-			return err
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		return strings.Join(out, "\n")
-	}
+	plan := func(q string, args ...any) string { return explain(t, s, q, args) }
 	// The index each kind's statement must use.
 	index := func(k codec.PageKind) string {
 		if k == codec.PageByType || k == codec.PageByTypeInTurn {
@@ -303,25 +307,7 @@ func TestLabelListPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var lines []string
-			// A generic plan is what a cached statement runs with eventually.
-			err = s.pool.with(ctx, func(c *pgx.Conn) error {
-				return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-					if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-						return err
-					}
-					rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
-					if err != nil {
-						return err
-					}
-					lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
-					return err
-				})
-			})
-			if err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			p := strings.Join(lines, "\n")
+			p := explain(t, s, q, args)
 			if !strings.Contains(p, "using session_labels_by_pair on session_labels l") || strings.Contains(p, "Sort") {
 				t.Errorf("%s, %+v:\n%s\n  plan:\n%s", when, f, q, p)
 			}

@@ -132,26 +132,34 @@ func TestMigrationsIdempotent(t *testing.T) {
 
 // TestQueryPlans checks that every page query is an index range and needs
 // no sort, so its cost does not grow with the log.
+// explain returns SQLite's query plan of q with args: each step's detail,
+// joined by "; ".
+func explain(t *testing.T, s *Store, q string, args []any) string {
+	t.Helper()
+	rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return strings.Join(out, "; ")
+}
+
 func TestQueryPlans(t *testing.T) {
 	s := openAt(t, t.TempDir())
 	defer s.Close()
-	plan := func(q string, args ...any) string {
-		rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, detail)
-		}
-		return strings.Join(out, "; ")
-	}
+	plan := func(q string, args ...any) string { return explain(t, s, q, args) }
 	// The index each kind's statement must use.
 	index := func(k codec.PageKind) string {
 		if k == codec.PageByType || k == codec.PageByTypeInTurn {
