@@ -28,7 +28,7 @@ func openWithKey(t *testing.T, dir string, key []byte) *Store {
 func exec(t *testing.T, dir string, sql ...string) {
 	t.Helper()
 	for _, q := range sql {
-		admin(t, databaseFor(t, dir), q)
+		pgtest.Exec(t, databaseFor(t, dir), q)
 	}
 }
 

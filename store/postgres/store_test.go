@@ -5,35 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pgtest"
 	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/berth-sh/berth/store/storetest"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // quiet is a logger that drops everything.
 var quiet = slog.New(slog.DiscardHandler)
-
-// serverURL returns the URL of the test server from
-// BERTH_TEST_POSTGRES_URL, skipping the test when it is unset (failing it
-// when BERTH_REQUIRE_INTEGRATION=1).
-func serverURL(tb testing.TB) string {
-	tb.Helper()
-	u := os.Getenv("BERTH_TEST_POSTGRES_URL")
-	if u == "" {
-		testenv.Missing(tb, "PostgreSQL", "BERTH_TEST_POSTGRES_URL is not set")
-	}
-	return u
-}
 
 // created remembers the test databases made by this process, so that each
 // is created once and dropped once.
@@ -44,37 +29,17 @@ var created sync.Map // name → struct{}
 // on first use and dropped when the test that created it ends.
 func databaseFor(tb testing.TB, key string) string {
 	tb.Helper()
-	base := serverURL(tb)
+	base := pgtest.ServerURL(tb)
 	sum := sha256.Sum256([]byte(key))
 	name := "berth_test_" + hex.EncodeToString(sum[:8])
 	if _, loaded := created.LoadOrStore(name, struct{}{}); !loaded {
-		admin(tb, base, `CREATE DATABASE `+name)
+		pgtest.Exec(tb, base, `CREATE DATABASE `+name)
 		tb.Cleanup(func() {
-			admin(tb, base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+			pgtest.Exec(tb, base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
 			created.Delete(name)
 		})
 	}
-	u, err := url.Parse(base)
-	if err != nil {
-		tb.Fatalf("BERTH_TEST_POSTGRES_URL: %v", err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
-// admin runs one statement on the database of the server URL.
-func admin(tb testing.TB, base, sql string) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, base)
-	if err != nil {
-		tb.Fatalf("connect to the test server: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, sql); err != nil {
-		tb.Fatalf("%s: %v", sql, err)
-	}
+	return pgtest.Database(tb, base, name)
 }
 
 // openAt opens the store of a test directory.
@@ -91,7 +56,7 @@ func openAt(tb testing.TB, dir string) *Store {
 var testKey = []byte("0123456789abcdef0123456789abcdef")
 
 func TestConformance(t *testing.T) {
-	serverURL(t)
+	pgtest.ServerURL(t)
 	storetest.RunStoreTests(t, func(t *testing.T, dir string) berth.Store { return openAt(t, dir) })
 }
 
