@@ -277,13 +277,7 @@ func (tc *tunnelConn) wantStatus(t *testing.T, status int, bodyHas ...string) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, deadline, what, cond)
 }
 
 // closedByPeer reports whether reading from r ends (EOF or reset) rather
