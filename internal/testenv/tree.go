@@ -23,3 +23,14 @@ func FillTree(tb testing.TB, dir string, dirs, files int) {
 		}
 	}
 }
+
+// Touch makes an empty file at path (mode 0644), and its directories.
+func Touch(tb testing.TB, path string) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -21,3 +21,12 @@ func TestFillTree(t *testing.T) {
 		t.Fatalf("%d directories", len(entries))
 	}
 }
+
+// Touch makes the file and the directories above it.
+func TestTouch(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "a", "b", "f")
+	Touch(t, p)
+	if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		t.Fatalf("stat %s: %v, %v", p, fi, err)
+	}
+}

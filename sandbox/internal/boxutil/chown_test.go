@@ -19,10 +19,10 @@ func TestChownTree(t *testing.T) {
 	const id = 123456
 	dir, outside := t.TempDir(), t.TempDir()
 	secret := filepath.Join(outside, "secret")
-	mustWrite(t, secret)
-	mustWrite(t, filepath.Join(dir, "sub", "f"))
-	mustWrite(t, filepath.Join(dir, "hidden", "db"))
-	mustWrite(t, filepath.Join(dir, "other"))
+	testenv.Touch(t, secret)
+	testenv.Touch(t, filepath.Join(dir, "sub", "f"))
+	testenv.Touch(t, filepath.Join(dir, "hidden", "db"))
+	testenv.Touch(t, filepath.Join(dir, "other"))
 	if err := os.Chown(filepath.Join(dir, "other"), 4242, 4242); err != nil {
 		t.Fatal(err)
 	}
@@ -50,17 +50,6 @@ func TestChownTree(t *testing.T) {
 	}
 }
 
-// mustWrite makes an empty file at path, and its directories.
-func mustWrite(t *testing.T, path string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A symbolic link on the path of the directory itself (one a sandbox
 // planted where a later session's workspace lies) is refused, not
 // followed: the directory it points to keeps its owner (F1).
@@ -68,7 +57,7 @@ func TestChownTreeRefusesSymlinkOnPath(t *testing.T) {
 	testenv.NeedRoot(t, "chown needs root")
 	const id = 123456
 	parent, victim := t.TempDir(), t.TempDir()
-	mustWrite(t, filepath.Join(victim, "passwd"))
+	testenv.Touch(t, filepath.Join(victim, "passwd"))
 	link := filepath.Join(parent, "sub")
 	if err := os.Symlink(victim, link); err != nil {
 		t.Fatal(err)
@@ -99,8 +88,8 @@ func TestChownTreeHiddenByInode(t *testing.T) {
 	const id = 123456
 	base := t.TempDir()
 	real := filepath.Join(base, "real")
-	mustWrite(t, filepath.Join(real, "bhome", "token"))
-	mustWrite(t, filepath.Join(real, "work", "f"))
+	testenv.Touch(t, filepath.Join(real, "bhome", "token"))
+	testenv.Touch(t, filepath.Join(real, "work", "f"))
 	if err := os.Symlink(real, filepath.Join(base, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +118,8 @@ func TestChownStaysOnItsMount(t *testing.T) {
 	const id = 123456
 	dir, outside := t.TempDir(), t.TempDir()
 	secret := filepath.Join(outside, "sub", "secret")
-	mustWrite(t, secret)
-	mustWrite(t, filepath.Join(dir, "f"))
+	testenv.Touch(t, secret)
+	testenv.Touch(t, filepath.Join(dir, "f"))
 	mnt := filepath.Join(dir, "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
@@ -167,7 +156,7 @@ func TestChownPathStopsAtALink(t *testing.T) {
 	testenv.NeedRoot(t, "chown needs root")
 	const id = 123456
 	dir, victim := t.TempDir(), t.TempDir()
-	mustWrite(t, filepath.Join(dir, "a", "b", "f"))
+	testenv.Touch(t, filepath.Join(dir, "a", "b", "f"))
 	if err := os.Symlink(victim, filepath.Join(dir, "a", "l")); err != nil {
 		t.Fatal(err)
 	}
