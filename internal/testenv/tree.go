@@ -34,3 +34,17 @@ func Touch(tb testing.TB, path string) {
 		tb.Fatal(err)
 	}
 }
+
+// ShortTempDir makes a new directory under os.TempDir, named from prefix,
+// removed when the test ends: a short path, unlike t.TempDir's (which has
+// the test's name in it), for the Unix sockets below it (their paths are
+// limited to 107 bytes) or for a directory other users must reach.
+func ShortTempDir(tb testing.TB, prefix string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}

@@ -30,3 +30,18 @@ func TestTouch(t *testing.T) {
 		t.Fatalf("stat %s: %v, %v", p, fi, err)
 	}
 }
+
+// ShortTempDir's directory is under os.TempDir and gone after the test.
+func TestShortTempDir(t *testing.T) {
+	var dir string
+	t.Run("made", func(t *testing.T) {
+		dir = ShortTempDir(t, "bh")
+		if filepath.Dir(dir) != filepath.Clean(os.TempDir()) {
+			t.Fatalf("%s is not in %s", dir, os.TempDir())
+		}
+		Touch(t, filepath.Join(dir, "f"))
+	})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s after the test: %v", dir, err)
+	}
+}
