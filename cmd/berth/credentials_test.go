@@ -26,13 +26,8 @@ import (
 )
 
 // secretValue returns a credential value no output holds by chance.
-func secretValue(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "sk-test-" + hex.EncodeToString(b)
+func secretValue() string {
+	return "sk-test-" + rand.Text()
 }
 
 // leakForms are the forms of a value that would give it away: as it is,
@@ -117,7 +112,7 @@ func TestCredentialValueNeverShown(t *testing.T) {
 	home := shortHome(t)
 	writeConfig(t, home, "[server]\nlog_level = \"debug\"\n")
 	s := startServer(t, home)
-	secret, secret2 := secretValue(t), secretValue(t)
+	secret, secret2 := secretValue(), secretValue()
 	var shown []string
 
 	out, code := s.cliWith(t, secret+"\n", nil, "credentials", "set", "anthropic")
@@ -249,7 +244,7 @@ func TestCredentialsOnPostgres(t *testing.T) {
 	}
 	writeConfig(t, home, "[credentials]\nkey_file = \""+key+"\"\n")
 	s := startServer(t, home, "--store", db)
-	secret := secretValue(t)
+	secret := secretValue()
 	if out, code := s.cliWith(t, secret, nil, "credentials", "set", "anthropic"); code != 0 {
 		t.Fatalf("set: exit %d\n%s", code, out)
 	}
@@ -291,7 +286,7 @@ func TestCredentialsOnPostgres(t *testing.T) {
 func TestCredentialsSetAtATerminal(t *testing.T) {
 	home := shortHome(t)
 	s := startServer(t, home)
-	secret := secretValue(t)
+	secret := secretValue()
 	tm := startTerminal(t, s.cliEnv(), "credentials", "set", "gemini")
 	tm.waitFor("(not shown)")
 	tm.typeLine(secret)

@@ -85,7 +85,7 @@ echo control > control.txt && cat control.txt`)
 // Unix socket) and the daemon's working directory are out of sight.
 func testDaemonFiles(t *testing.T, s *suite) {
 	daemon := t.TempDir()
-	secret := "daemon-secret-" + newMarker(t)
+	secret := "daemon-secret-" + newMarker()
 	if err := os.WriteFile(filepath.Join(daemon, "secret.txt"), []byte(secret), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ echo inside > %s && cat %s`, quote(hostFile), quote(inside), quote(inside)))
 // testDaemonEnvironment: nothing of the daemon's environment reaches the
 // sandbox, in any process's environment there.
 func testDaemonEnvironment(t *testing.T, s *suite) {
-	secret := "daemon-env-" + newMarker(t)
+	secret := "daemon-env-" + newMarker()
 	t.Setenv("BERTH_SANDBOXTEST_DAEMON_SECRET", secret)
 	b := s.newBox(t, nil)
 	out := runEscape(t, b, `env
