@@ -35,13 +35,7 @@ func TestDemoOnEveryProvider(t *testing.T) {
 				t.Fatalf("create = %d %+v (%v)\n%s", st, sess.State, sess.Failure, s.log)
 			}
 			path := "/v1/sessions/" + sess.ID
-			turn := func(text string) berth.TurnResult {
-				var r berth.TurnResult
-				if st, err := s.api("POST", path+"/prompts?wait=true", map[string]string{"text": text}, &r); st != 200 {
-					t.Fatalf("%q = %d %v", text, st, err)
-				}
-				return r
-			}
+			turn := func(text string) berth.TurnResult { t.Helper(); return s.turn(t, sess.ID, text) }
 			if r := turn("echo hello"); r.Text != "hello" {
 				t.Fatalf("echo: %+v", r)
 			}
