@@ -270,9 +270,7 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Touch(t, file)
 	p := provider(t)
 	for _, cfg := range []berth.SandboxConfig{
 		{Workspace: ""},

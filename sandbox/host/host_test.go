@@ -288,9 +288,7 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Touch(t, file)
 	for _, cfg := range []berth.SandboxConfig{
 		{Workspace: ""},
 		{Workspace: "relative"},
