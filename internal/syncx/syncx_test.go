@@ -21,3 +21,21 @@ func TestWait(t *testing.T) {
 		t.Fatalf("Wait on a done group = %v", err)
 	}
 }
+
+// A Tail keeps the last max bytes, across writes of any size.
+func TestTail(t *testing.T) {
+	tl := NewTail(5)
+	for _, w := range []string{"ab", "cdefg", "h"} {
+		if n, err := tl.Write([]byte(w)); n != len(w) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", w, n, err)
+		}
+	}
+	if got := tl.String(); got != "defgh" {
+		t.Fatalf("kept %q, want defgh", got)
+	}
+	b := tl.Bytes()
+	b[0] = 'x'
+	if got := tl.String(); got != "defgh" {
+		t.Fatalf("Bytes is not a copy: kept %q", got)
+	}
+}

@@ -111,6 +111,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/optx"
+	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
@@ -261,7 +262,7 @@ func (p *Provider) Trial(ctx context.Context, network bool) error {
 		return err
 	}
 	defer sb.Close(context.WithoutCancel(ctx))
-	out := &tailBuffer{max: maxWords}
+	out := syncx.NewTail(maxWords)
 	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "true", Stdin: bytes.NewReader(nil), Stdout: out, Stderr: out})
 	if err != nil {
 		return err
