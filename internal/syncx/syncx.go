@@ -5,6 +5,7 @@ package syncx
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Wait waits for wg, or until ctx ends (then it returns ctx.Err()). The
@@ -58,4 +59,16 @@ func (t *Tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// Sleep waits d or until ctx ends, and reports whether ctx is still live.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

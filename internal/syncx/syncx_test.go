@@ -39,3 +39,21 @@ func TestTail(t *testing.T) {
 		t.Fatalf("Bytes is not a copy: kept %q", got)
 	}
 }
+
+// Sleep waits out its time on a live context and ends early, saying so,
+// when the context ends.
+func TestSleep(t *testing.T) {
+	start := time.Now()
+	if !Sleep(context.Background(), 20*time.Millisecond) || time.Since(start) < 20*time.Millisecond {
+		t.Fatal("Sleep on a live context did not wait its time")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start = time.Now()
+	if Sleep(ctx, time.Hour) {
+		t.Fatal("Sleep on an ended context reported it live")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Sleep on an ended context took %s", d)
+	}
+}
