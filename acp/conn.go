@@ -23,6 +23,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/berth-sh/berth/internal/optx"
 )
 
 // DefaultMaxLineBytes is the default cap on one JSON-RPC line.
@@ -152,12 +154,8 @@ type Conn struct {
 
 // NewConn returns a connection over rwc; Start begins reading.
 func NewConn(rwc io.ReadWriteCloser, h Handler, opts Options) *Conn {
-	if opts.MaxLineBytes <= 0 {
-		opts.MaxLineBytes = DefaultMaxLineBytes
-	}
-	if opts.WriteTimeout <= 0 {
-		opts.WriteTimeout = 30 * time.Second
-	}
+	optx.Default(&opts.MaxLineBytes, DefaultMaxLineBytes)
+	optx.Default(&opts.WriteTimeout, 30*time.Second)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

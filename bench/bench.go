@@ -210,21 +210,33 @@ func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone 
 	return false, nil
 }
 
+// tempHome makes a temporary daemon home named from prefix, and its
+// default configuration with the store at storeURL ("" for the home's
+// own). The caller removes the home when done.
+func tempHome(prefix, storeURL string) (string, *config.Config, error) {
+	home, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	cfg, err := config.LoadDefault(home, os.Environ())
+	if err != nil {
+		os.RemoveAll(home)
+		return "", nil, err
+	}
+	cfg.Store.URL = storeURL
+	return home, cfg, nil
+}
+
 // runInProcess opens a daemon in this process on a temporary home and
 // runs a soak on it, or measures it: creates, prompts, a flood, then the
 // benches the flags ask for.
 func (b *bench) runInProcess(cmd *cobra.Command, fl benchFlags, asJSON bool) error {
 	f := cmd.Flags()
-	home, err := os.MkdirTemp("", "berth-bench-")
+	home, cfg, err := tempHome("berth-bench-", fl.storeURL)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(home)
-	cfg, err := config.LoadDefault(home, os.Environ())
-	if err != nil {
-		return err
-	}
-	cfg.Store.URL = fl.storeURL
 	nChildren, _ := f.GetInt("children")
 	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, fl.sessions+nChildren+2)
 	cfg.Limits.MaxChildren = max(cfg.Limits.MaxChildren, nChildren)

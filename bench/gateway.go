@@ -272,16 +272,11 @@ func (b *bench) runGatewayBench(ctx context.Context, fl gatewayFlags, asJSON boo
 		return err
 	}
 	defer stubSrv.close()
-	home, err := os.MkdirTemp("", "berth-bench-gw-")
+	home, cfg, err := tempHome("berth-bench-gw-", fl.storeURL)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(home)
-	cfg, err := config.LoadDefault(home, os.Environ())
-	if err != nil {
-		return err
-	}
-	cfg.Store.URL = fl.storeURL
 	cfg.Models = append(cfg.Models, config.Model{Name: gwBenchUpstream, Kind: string(gateway.KindAnthropic), URL: stubSrv.url,
 		Credential: gwBenchCredential, Prices: config.ModelPrices{Input: 3, Output: 15}})
 	d, err := b.openDaemon(ctx, daemon.Options{Home: home, Config: cfg, Logger: quietLogger().With("daemon", "bench-gateway")})

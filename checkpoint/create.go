@@ -359,7 +359,7 @@ func (c *creator) commitBlobs() error {
 	}
 	if len(c.pending) <= syncEach {
 		for _, b := range c.pending {
-			if err := syncFile(b.tmp); err != nil {
+			if err := atomicfile.Sync(b.tmp); err != nil {
 				return err
 			}
 		}
@@ -407,14 +407,4 @@ func (c *creator) discard() {
 func fileKeyOf(fi fs.FileInfo) (fileKey, bool) {
 	e := entryOf("", fi)
 	return fileKey{e.Dev, e.Ino}, e.Ino != 0
-}
-
-// syncFile fsyncs the file name.
-func syncFile(name string) error {
-	f, err := os.Open(name)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

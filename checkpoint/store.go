@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/internal/ids"
 	"github.com/berth-sh/berth/internal/linkcheck"
+	"github.com/berth-sh/berth/internal/optx"
 )
 
 // Default limits of a Store.
@@ -70,27 +71,13 @@ type Options struct {
 
 // withDefaults returns o with zero fields set to their defaults.
 func (o Options) withDefaults() Options {
-	if o.MaxFileBytes <= 0 {
-		o.MaxFileBytes = DefaultMaxFileBytes
-	}
-	if o.MaxTotalBytes <= 0 {
-		o.MaxTotalBytes = DefaultMaxTotalBytes
-	}
-	if o.MaxEntries <= 0 {
-		o.MaxEntries = DefaultMaxEntries
-	}
-	if o.ignoreWork <= 0 {
-		o.ignoreWork = defaultIgnoreWork
-	}
-	if o.MaxListBytes <= 0 {
-		o.MaxListBytes = DefaultMaxListBytes
-	}
-	if o.MaxPathTotalBytes <= 0 {
-		o.MaxPathTotalBytes = DefaultMaxPathTotalBytes
-	}
-	if o.MaxTreeBytes <= 0 {
-		o.MaxTreeBytes = DefaultMaxTreeBytes
-	}
+	optx.Default(&o.MaxFileBytes, DefaultMaxFileBytes)
+	optx.Default(&o.MaxTotalBytes, DefaultMaxTotalBytes)
+	optx.Default(&o.MaxEntries, DefaultMaxEntries)
+	optx.Default(&o.ignoreWork, defaultIgnoreWork)
+	optx.Default(&o.MaxListBytes, DefaultMaxListBytes)
+	optx.Default(&o.MaxPathTotalBytes, DefaultMaxPathTotalBytes)
+	optx.Default(&o.MaxTreeBytes, DefaultMaxTreeBytes)
 	return o
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/client"
 	"github.com/berth-sh/berth/daemon"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/session"
 )
 
@@ -26,11 +27,7 @@ var (
 // startDaemon opens a daemon on a new home for the test, closed when it ends.
 func startDaemon(t *testing.T, tcp bool) *daemon.Daemon {
 	t.Helper()
-	home, err := os.MkdirTemp("", "berth-client-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
+	home := testenv.ShortTempDir(t, "berth-client-")
 	ctx := context.Background()
 	d, err := openDaemon(ctx, home, tcp)
 	if err != nil {

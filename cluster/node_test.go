@@ -7,18 +7,15 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/store/memory"
 )
 
-// clock is a test clock both nodes read.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
+// newClock returns the test clock the nodes of a test read, at a fixed
+// time.
+func newClock() *testenv.Clock {
+	return testenv.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 // fakeSessions is a node's session manager: it records what the node
 // asks, and closes a lost session as the manager does (stopped/node_lost,
@@ -57,7 +54,7 @@ func (f *fakeSessions) CloseLost(ctx context.Context, id string, _ map[string][]
 }
 
 // testNode makes a joined node over st, its beats driven by the test.
-func testNode(t *testing.T, st *memory.Store, id string, clk *clock) (*Node, *fakeSessions) {
+func testNode(t *testing.T, st *memory.Store, id string, clk *testenv.Clock) (*Node, *fakeSessions) {
 	t.Helper()
 	n, err := New(Options{ID: id, Advertise: "http://" + id + ":7380", TTL: 3 * time.Second, Token: "tok", Store: st, Now: clk.Now})
 	if err != nil {
@@ -81,6 +78,17 @@ func newSession(t *testing.T, st berth.Store, id string) {
 	}
 }
 
+// soloNode is node a alone on a new store, on a newClock, with session
+// ses_1 stored but not acquired.
+func soloNode(t *testing.T) (*Node, *fakeSessions, *memory.Store, *testenv.Clock) {
+	t.Helper()
+	clk := newClock()
+	st := memory.New()
+	a, fa := testNode(t, st, "a", clk)
+	newSession(t, st, "ses_1")
+	return a, fa, st, clk
+}
+
 // A node silent for the TTL is marked lost by another, which closes its
 // sessions (node_lost) once each lease has expired, under a lease taken
 // over; the lost node's writes are refused from then on; its next
@@ -88,7 +96,7 @@ func newSession(t *testing.T, st berth.Store, id string) {
 // again, holding none of them.
 func TestLostNodesSessionsAreClosedByAnother(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := newClock()
 	stA := memory.New()
 	stB := stA.NewPeer()
 	a, fa := testNode(t, stA, "a", clk)
@@ -105,7 +113,7 @@ func TestLostNodesSessionsAreClosedByAnother(t *testing.T) {
 	if node, adv, err := b.Owner(ctx, "ses_1"); err != nil || node != "a" || adv != "http://a:7380" {
 		t.Fatalf("owner seen by B = %q %q %v", node, adv, err)
 	}
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	a.beat(ctx)
 	b.beat(ctx)
 	// Holds renews, as the heartbeat just did.
@@ -114,7 +122,7 @@ func TestLostNodesSessionsAreClosedByAnother(t *testing.T) {
 	}
 	// A second session, leased just after A's last heartbeat: its lease
 	// outlives the heartbeat by up to the TTL.
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	newSession(t, stA, "ses_2")
 	if err := a.Acquire(ctx, "ses_2"); err != nil {
 		t.Fatal(err)
@@ -125,12 +133,12 @@ func TestLostNodesSessionsAreClosedByAnother(t *testing.T) {
 
 	// A goes silent: 3.5s after its last heartbeat it is lost; ses_1's
 	// lease (renewed at that heartbeat) has expired, ses_2's has not.
-	clk.add(2500 * time.Millisecond)
+	clk.Advance(2500 * time.Millisecond)
 	b.beat(ctx)
 	if len(fb.close) != 1 || fb.close[0] != "ses_1" {
 		t.Fatalf("B closed %v, want ses_1 alone", fb.close)
 	}
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	b.beat(ctx)
 	if len(fb.close) != 2 || fb.close[1] != "ses_2" {
 		t.Fatalf("B closed %v, want ses_2 next", fb.close)
@@ -170,21 +178,18 @@ func TestLostNodesSessionsAreClosedByAnother(t *testing.T) {
 // go of its sessions: the others take it for lost by then.
 func TestSilentNodeLetsGo(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	st := memory.New()
-	a, fa := testNode(t, st, "a", clk)
-	newSession(t, st, "ses_1")
+	a, fa, st, clk := soloNode(t)
 	if err := a.Acquire(ctx, "ses_1"); err != nil {
 		t.Fatal(err)
 	}
 	registry := a.nodes
 	a.nodes = failingBeats{registry}
-	clk.add(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	a.beat(ctx)
 	if fa.lost != 0 {
 		t.Fatal("let go before the TTL")
 	}
-	clk.add(1500 * time.Millisecond)
+	clk.Advance(1500 * time.Millisecond)
 	a.beat(ctx)
 	if fa.lost != 1 {
 		t.Fatalf("let go %d times after the TTL without a heartbeat, want 1", fa.lost)
@@ -193,7 +198,7 @@ func TestSilentNodeLetsGo(t *testing.T) {
 	// it let go of (it still holds the lease), so nothing stays active
 	// with no node driving it.
 	a.nodes = registry
-	clk.add(time.Second)
+	clk.Advance(time.Second)
 	a.beat(ctx)
 	if len(fa.close) != 1 || fa.close[0] != "ses_1" {
 		t.Fatalf("closed after the store came back: %v", fa.close)
@@ -225,10 +230,7 @@ type plainStore struct{ berth.Store }
 // last one releases it, never under another's feet.
 func TestLeaseGoesBackWithItsLastUser(t *testing.T) {
 	ctx := context.Background()
-	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	st := memory.New()
-	a, _ := testNode(t, st, "a", clk)
-	newSession(t, st, "ses_1")
+	a, _, st, _ := soloNode(t)
 	for range 2 {
 		if err := a.Acquire(ctx, "ses_1"); err != nil {
 			t.Fatal(err)

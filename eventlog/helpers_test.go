@@ -74,8 +74,9 @@ func appendN(t testing.TB, l *Log, id string, n int) {
 	}
 }
 
-// openLog starts a log over store; the test's end closes it.
-func openLog(t testing.TB, store berth.Store, opts Options) *Log {
+// startLog opens a Log over store with opts (a quiet logger unless opts
+// has one); the test closes it itself.
+func startLog(t testing.TB, store berth.Store, opts Options) *Log {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = quiet
@@ -84,6 +85,13 @@ func openLog(t testing.TB, store berth.Store, opts Options) *Log {
 	if err := l.Open(); err != nil {
 		t.Fatal(err)
 	}
+	return l
+}
+
+// openLog starts a log over store; the test's end closes it.
+func openLog(t testing.TB, store berth.Store, opts Options) *Log {
+	t.Helper()
+	l := startLog(t, store, opts)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()

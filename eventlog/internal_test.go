@@ -158,10 +158,7 @@ func waitWaiters(b *budget, n int) {
 
 func TestCloseReleasesBlockedProducers(t *testing.T) {
 	store, g := gatedStore(t, "a")
-	l := New(store, Options{Logger: quiet, QueueSize: 2})
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l := startLog(t, store, Options{QueueSize: 2})
 	appendN(t, l, "a", 2)
 	<-g.entered
 	blocked := make(chan error, 1)

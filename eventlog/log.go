@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/optx"
 )
 
 // Defaults of Options.
@@ -175,18 +176,10 @@ type hold struct {
 
 // New returns a Log over store. Call Open to start it.
 func New(store berth.EventStore, opts Options) *Log {
-	if opts.MaxBatch <= 0 {
-		opts.MaxBatch = DefaultMaxBatch
-	}
-	if opts.QueueSize <= 0 {
-		opts.QueueSize = DefaultQueueSize
-	}
-	if opts.RingSize <= 0 {
-		opts.RingSize = DefaultRingSize
-	}
-	if opts.RingBytes <= 0 {
-		opts.RingBytes = DefaultRingBytes
-	}
+	optx.Default(&opts.MaxBatch, DefaultMaxBatch)
+	optx.Default(&opts.QueueSize, DefaultQueueSize)
+	optx.Default(&opts.RingSize, DefaultRingSize)
+	optx.Default(&opts.RingBytes, DefaultRingBytes)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"golang.org/x/sync/errgroup"
 )
 
 func TestSeqContiguousUnderConcurrency(t *testing.T) {
@@ -20,10 +21,9 @@ func TestSeqContiguousUnderConcurrency(t *testing.T) {
 
 	// Every producer spreads its events over all sessions; each event
 	// says who made it and in which order.
-	var wg sync.WaitGroup
-	errs := make(chan error, producers)
+	var g errgroup.Group
 	for p := range producers {
-		wg.Go(func() {
+		g.Go(func() error {
 			for i := range perProducer {
 				e := ev(sessions[(p+i)%len(sessions)], berth.EventAgentMessage, p, i)
 				var err error
@@ -33,15 +33,13 @@ func TestSeqContiguousUnderConcurrency(t *testing.T) {
 					err = l.Append(testCtx(t), e)
 				}
 				if err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Flush(testCtx(t)); err != nil {
@@ -397,10 +395,7 @@ func TestGroupCommit(t *testing.T) {
 
 func TestCloseDrains(t *testing.T) {
 	store, g := gatedStore(t, "a")
-	l := New(store, Options{Logger: quiet, MaxBatch: 10})
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l := startLog(t, store, Options{MaxBatch: 10})
 	appendN(t, l, "a", 100)
 	<-g.entered
 	closed := make(chan error, 1)
@@ -435,10 +430,7 @@ func TestRestartContinuesSeq(t *testing.T) {
 	dir := t.TempDir()
 	store := openStore(t, dir)
 	createSessions(t, store, "a")
-	l := New(store, Options{Logger: quiet})
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l := startLog(t, store, Options{})
 	appendN(t, l, "a", 10)
 	if err := l.Close(testCtx(t)); err != nil {
 		t.Fatal(err)

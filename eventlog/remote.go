@@ -1,5 +1,10 @@
 package eventlog
 
+import (
+	"maps"
+	"slices"
+)
+
 // A session's log may be written by another daemon sharing the store (a
 // cluster: docs/api.md, "Cluster nodes: ownership and failover"): that
 // node's commits reach this one only as notices ("session S is committed
@@ -40,10 +45,7 @@ func (l *Log) Wake(sessionID string) {
 // notices may have been lost (the watcher reconnected).
 func (l *Log) WakeAll() {
 	l.hubsMu.Lock()
-	hubs := make([]*hub, 0, len(l.hubs))
-	for _, h := range l.hubs {
-		hubs = append(hubs, h)
-	}
+	hubs := slices.Collect(maps.Values(l.hubs))
 	l.hubsMu.Unlock()
 	for _, h := range hubs {
 		h.release()

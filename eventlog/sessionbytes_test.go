@@ -19,10 +19,7 @@ func dataEvent(session string, size int) berth.Event {
 func TestSessionBytesBoundWhatASessionHoldsInFlight(t *testing.T) {
 	store, g := gatedStore(t, "flood", "quiet")
 	const budget, size = 8 << 10, 1 << 10
-	l := New(store, Options{Logger: quiet, SessionBytes: budget})
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l := startLog(t, store, Options{SessionBytes: budget})
 	defer l.Close(testCtx(t))
 	var opened sync.Once
 	release := func() { opened.Do(g.release) }

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"golang.org/x/sync/errgroup"
 )
 
 func TestStreamFromPosition(t *testing.T) {
@@ -174,10 +174,7 @@ func TestStreamEndsWhenStopped(t *testing.T) {
 
 func TestStreamEndsWhenLogCloses(t *testing.T) {
 	store := newStore(t, "a")
-	l := New(store, Options{Logger: quiet})
-	if err := l.Open(); err != nil {
-		t.Fatal(err)
-	}
+	l := startLog(t, store, Options{})
 	if _, err := l.AppendSync(testCtx(t), msg("a", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -216,48 +213,43 @@ func TestPersistedBeforePublished(t *testing.T) {
 	l := openLog(t, store, Options{MaxBatch: 64, RingSize: 128})
 	per := scale(5000)
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*len(sessions))
+	var g errgroup.Group
 	for _, id := range sessions {
 		st, err := l.Stream(testCtx(t), id, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		wg.Go(func() {
+		g.Go(func() error {
 			next := int64(1)
 			for next <= int64(per) {
 				evs, err := st.Next(testCtx(t))
 				if err != nil {
-					errs <- err
-					return
+					return err
 				}
 				inStore, err := store.ListEvents(testCtx(t), id, berth.EventFilter{After: next - 1, Limit: len(evs)})
 				if err != nil {
-					errs <- err
-					return
+					return err
 				}
 				for i, e := range evs {
 					if e.Seq != next || i >= len(inStore) || inStore[i].Seq != e.Seq || string(inStore[i].Data) != string(e.Data) {
-						errs <- fmt.Errorf("%s: streamed seq %d (want %d) not in the store as streamed", id, e.Seq, next)
-						return
+						return fmt.Errorf("%s: streamed seq %d (want %d) not in the store as streamed", id, e.Seq, next)
 					}
 					next++
 				}
 			}
+			return nil
 		})
-		wg.Go(func() {
+		g.Go(func() error {
 			for i := range per {
 				if err := l.Append(testCtx(t), msg(id, i)); err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/modelstub"
+	"github.com/berth-sh/berth/internal/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -210,7 +211,7 @@ type env struct {
 	upURL  string
 	creds  *credStore
 	sess   *sessionsRec
-	logs   *syncBuffer
+	logs   *testenv.Buffer
 	gw     *Gateway
 	srv    *httptest.Server
 	client *http.Client
@@ -230,7 +231,7 @@ func testUpstreams(url string) []Upstream {
 // newEnv starts an env; edit changes its options.
 func newEnv(t *testing.T, edit ...func(*Options)) *env {
 	t.Helper()
-	e := &env{t: t, up: newUpstreamRec(), creds: &credStore{vals: map[string]string{}}, sess: &sessionsRec{}, logs: &syncBuffer{}}
+	e := &env{t: t, up: newUpstreamRec(), creds: &credStore{vals: map[string]string{}}, sess: &sessionsRec{}, logs: &testenv.Buffer{}}
 	for k, v := range realKeys {
 		e.creds.vals[k] = v
 	}
@@ -303,31 +304,7 @@ func (e *env) do(method, path string, headers []string, body string) answer {
 // -race is slow).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	testenv.WaitFor(t, 30*time.Second, what, cond)
 }
 
 // gzipWriter answers in gzip.

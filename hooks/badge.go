@@ -7,6 +7,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // badgeRetry is the pause before the badge watcher subscribes again after
@@ -23,7 +24,7 @@ func (s *Service) watchBadges(ctx context.Context) {
 		stream, err := s.sess.StreamChanges(ctx, "")
 		if err != nil {
 			s.log.Warn("hooks: following session changes failed", "err", err)
-			if !sleep(ctx, badgeRetry) {
+			if !syncx.Sleep(ctx, badgeRetry) {
 				return
 			}
 			continue
@@ -42,7 +43,7 @@ func (s *Service) followBadges(ctx context.Context, stream berth.ChangeStream, l
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("hooks: session change stream ended", "err", err)
-				sleep(ctx, badgeRetry)
+				syncx.Sleep(ctx, badgeRetry)
 			}
 			return
 		}
@@ -137,17 +138,5 @@ func (s *Service) badgeSeen(ctx context.Context, ses *berth.Session, last map[st
 	if len(ds) > 0 {
 		s.enqueued.Add(int64(len(ds)))
 		s.wakeAll()
-	}
-}
-
-// sleep waits d or until ctx ends, and reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

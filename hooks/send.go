@@ -14,12 +14,12 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/procgroup"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // Headers of a URL hook's request.
@@ -89,7 +89,7 @@ func (s *Service) run(ctx context.Context, h *hook, d *berth.HookDelivery) error
 	cmd.Env = append(hookEnv(os.Environ()), "BERTH_HOOK_EVENT="+d.Event, "BERTH_HOOK_DELIVERY="+d.ID,
 		"BERTH_HOOK_SESSION="+d.SessionID, "BERTH_HOOK_NAME="+h.Name)
 	cmd.Stdin = bytes.NewReader(d.Body)
-	stderr := &tail{max: maxAnswerBytes}
+	stderr := syncx.NewTail(maxAnswerBytes)
 	cmd.Stdout = io.Discard
 	cmd.Stderr = stderr
 	// Output a leftover child holds open is cut this long after the
@@ -120,7 +120,7 @@ func (s *Service) run(ctx context.Context, h *hook, d *berth.HookDelivery) error
 		if st.Signal != "" {
 			msg = fmt.Sprintf("%s: killed by %s", h.Command, st.Signal)
 		}
-		if e := strings.TrimSpace(printable(stderr.bytes(), 300)); e != "" {
+		if e := strings.TrimSpace(printable(stderr.Bytes(), 300)); e != "" {
 			msg += ": " + e
 		}
 		return errors.New(msg)
@@ -153,27 +153,4 @@ func printable(b []byte, n int) string {
 		return r
 	}, s)
 	return strings.TrimSpace(s)
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tail) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if len(t.buf) > t.max {
-		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
-	}
-	return len(b), nil
-}
-
-func (t *tail) bytes() []byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]byte(nil), t.buf...)
 }

@@ -48,26 +48,6 @@ func StatusForCode(code string) int {
 	return http.StatusInternalServerError
 }
 
-// CodeForStatus returns the error code that best matches an HTTP status, for
-// answers that carry no error body (a proxy's 502, say).
-func CodeForStatus(status int) string {
-	for code, st := range codeStatus {
-		// 429 has two codes; a bare 429 is the older, queue_full.
-		if st == status && code != berth.ERateLimited {
-			return code
-		}
-	}
-	switch {
-	case status == http.StatusMethodNotAllowed:
-		return berth.EInvalid
-	case status >= 500:
-		return berth.EUnavailable
-	case status >= 400:
-		return berth.EInvalid
-	}
-	return berth.EInternal
-}
-
 // writeJSON answers status with v encoded as JSON, with the API's headers
 // (no caching, no sniffing). HTML characters are kept as they are: the API
 // is not HTML.

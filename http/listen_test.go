@@ -14,17 +14,14 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/client"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // socketDir returns a short temporary directory for Unix sockets (their
 // paths are limited to 107 bytes).
 func socketDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "bh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testenv.ShortTempDir(t, "bh")
 	return dir
 }
 

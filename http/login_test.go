@@ -7,40 +7,22 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // decodeInto unmarshals a JSON answer.
 func decodeInto(b []byte, v any) error { return json.Unmarshal(b, v) }
 
-// fakeClock is a settable clock for the sign-in sets.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // newClockedServer returns a server whose sign-ins, codes and failure counts
 // follow clock, logging at debug level into log.
-func newClockedServer(f *fakeService, opts ServerOptions, clock *fakeClock, log *bytes.Buffer) *Server {
+func newClockedServer(f *fakeService, opts ServerOptions, clock *testenv.Clock, log *bytes.Buffer) *Server {
 	opts.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := NewServer(f, opts)
-	s.signins.now, s.codes.now, s.failed.now = clock.now, clock.now, clock.now
+	s.signins.now, s.codes.now, s.failed.now = clock.Now, clock.Now, clock.Now
 	return s
 }
 
@@ -58,7 +40,7 @@ func sessionCookie(t *testing.T, hdr http.Header) *http.Cookie {
 
 func TestSignInWithTokenCookieAndLogout(t *testing.T) {
 	var log bytes.Buffer
-	clock := &fakeClock{t: time.Now()}
+	clock := testenv.NewClock(time.Now())
 	s := newClockedServer(newFakeService(), ServerOptions{Token: testToken, SessionTTL: time.Hour}, clock, &log)
 	h := s.Handler()
 	ctJSON := []string{"Content-Type", "application/json"}
@@ -101,7 +83,7 @@ func TestSignInWithTokenCookieAndLogout(t *testing.T) {
 	// A sign-in expires with session_ttl.
 	_, _, hdr = callTCP(t, h, "POST", "/v1/login", `{"token":"`+testToken+`"}`, ctJSON...)
 	cookie = []string{"Cookie", CookieName + "=" + sessionCookie(t, hdr).Value}
-	clock.advance(time.Hour + time.Second)
+	clock.Advance(time.Hour + time.Second)
 	if status, _, _ := callTCP(t, h, "GET", "/v1/sessions", "", cookie...); status != 401 {
 		t.Errorf("cookie past session_ttl = %d, want 401", status)
 	}
@@ -117,7 +99,7 @@ func TestSignInWithTokenCookieAndLogout(t *testing.T) {
 
 func TestSignInCodeIsOneTimeAndShortLived(t *testing.T) {
 	var log bytes.Buffer
-	clock := &fakeClock{t: time.Now()}
+	clock := testenv.NewClock(time.Now())
 	s := newClockedServer(newFakeService(), ServerOptions{Token: testToken}, clock, &log)
 	if err := s.Listen("127.0.0.1:0", ""); err != nil {
 		t.Fatal(err)
@@ -147,7 +129,7 @@ func TestSignInCodeIsOneTimeAndShortLived(t *testing.T) {
 	if lc.URL != "http://"+s.Addr()+"/login#code="+lc.Code {
 		t.Errorf("url = %q, want the listen address with the code in the fragment", lc.URL)
 	}
-	if d := lc.ExpiresAt.Sub(clock.now()); d < CodeTTL-time.Second || d > CodeTTL+time.Second {
+	if d := lc.ExpiresAt.Sub(clock.Now()); d < CodeTTL-time.Second || d > CodeTTL+time.Second {
 		t.Errorf("expires_at is %s away, want %s", d, CodeTTL)
 	}
 	status, body, hdr := callTCP(t, h, "POST", "/v1/login", `{"code":"`+lc.Code+`"}`, ctJSON...)
@@ -161,7 +143,7 @@ func TestSignInCodeIsOneTimeAndShortLived(t *testing.T) {
 		t.Errorf("the code a second time = %d, want 401", status)
 	}
 	lc = mint("Authorization", "Bearer "+testToken) // with the token over TCP
-	clock.advance(CodeTTL + time.Second)
+	clock.Advance(CodeTTL + time.Second)
 	if status, _, _ := callTCP(t, h, "POST", "/v1/login", `{"code":"`+lc.Code+`"}`, ctJSON...); status != 401 {
 		t.Errorf("a code past two minutes = %d, want 401", status)
 	}
@@ -172,7 +154,7 @@ func TestSignInCodeIsOneTimeAndShortLived(t *testing.T) {
 
 func TestWrongTokensAreRateLimited(t *testing.T) {
 	var log bytes.Buffer
-	clock := &fakeClock{t: time.Now()}
+	clock := testenv.NewClock(time.Now())
 	s := newClockedServer(newFakeService(), ServerOptions{Token: testToken}, clock, &log)
 	h := s.Handler()
 	ctJSON := []string{"Content-Type", "application/json"}
@@ -182,7 +164,7 @@ func TestWrongTokensAreRateLimited(t *testing.T) {
 		if status, _, _ := callTCP(t, h, "POST", "/v1/login", `{"code":"guess`+string(rune('a'+i))+`"}`, ctJSON...); status != 401 {
 			t.Fatalf("wrong code %d = %d, want 401", i, status)
 		}
-		clock.advance(10 * time.Second)
+		clock.Advance(10 * time.Second)
 	}
 	status, body, hdr := callTCP(t, h, "GET", "/v1/health", "", "Authorization", "Bearer guess")
 	if status != 429 || errCode(t, body) != berth.ERateLimited || hdr.Get("Retry-After") != "60" {
@@ -210,13 +192,13 @@ func TestWrongTokensAreRateLimited(t *testing.T) {
 		t.Errorf("another address = %d, want 200", status)
 	}
 	// A minute later the address may try again.
-	clock.advance(blockFor)
+	clock.Advance(blockFor)
 	if status, _, _ := callTCP(t, h, "GET", "/v1/health", "", good...); status != 200 {
 		t.Errorf("after the block = %d, want 200", status)
 	}
 	// Failures spread wider than a minute do not add up.
 	for range 8 {
-		clock.advance(15 * time.Second)
+		clock.Advance(15 * time.Second)
 		if status, _, _ := callTCP(t, h, "GET", "/v1/health", "", "Authorization", "Bearer guess"); status != 401 {
 			t.Fatalf("sparse wrong tokens = %d, want 401", status)
 		}

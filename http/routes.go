@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/optx"
 )
 
 // routes makes the handlers of each area of the API, each given only the
@@ -14,13 +15,9 @@ import (
 func (s *Server) routes(svc berth.SessionService) {
 	o := s.opts
 	pingInterval := o.PingInterval
-	if pingInterval <= 0 {
-		pingInterval = DefaultPingInterval
-	}
+	optx.Default(&pingInterval, DefaultPingInterval)
 	ttl := o.SessionTTL
-	if ttl <= 0 {
-		ttl = DefaultSessionTTL
-	}
+	optx.Default(&ttl, DefaultSessionTTL)
 	daemon := &daemonInfo{edge: s.edge, svc: svc, version: o.Version, cluster: o.Cluster, hooks: o.Hooks,
 		metrics: o.Metrics, started: time.Now().UTC(), addr: s.Addr}
 	login := &signIn{edge: s.edge, token: o.Token, ttl: ttl, signins: s.signins, codes: s.codes, failed: s.failed, addr: s.Addr}

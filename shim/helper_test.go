@@ -60,11 +60,7 @@ type harness struct {
 // short temporary directory (Unix socket paths are limited to 107 bytes).
 func newConfig(t *testing.T, script string) Config {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "shim")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	dir := testenv.ShortTempDir(t, "shim")
 	ws, home := filepath.Join(dir, "ws"), filepath.Join(dir, "home")
 	for _, d := range []string{ws, home} {
 		if err := os.Mkdir(d, 0o700); err != nil {

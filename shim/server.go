@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/optx"
 )
 
 // DefaultLinger is how long a shim whose agent has exited waits for a
@@ -146,12 +147,8 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Linger <= 0 {
-		cfg.Linger = DefaultLinger
-	}
-	if cfg.Orphan <= 0 {
-		cfg.Orphan = DefaultOrphan
-	}
+	optx.Default(&cfg.Linger, DefaultLinger)
+	optx.Default(&cfg.Orphan, DefaultOrphan)
 	s := &server{cfg: cfg, log: logger, ledger: newLedger(), quit: make(chan struct{}),
 		start: cfg.Base, end: cfg.Base, detachedAt: time.Now(), token: cfg.Token}
 	s.cond = sync.NewCond(&s.mu)

@@ -13,6 +13,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/internal/ids"
+	"github.com/berth-sh/berth/internal/optx"
 )
 
 // Default limits of a Store made by New.
@@ -45,12 +46,8 @@ type Options struct {
 
 // withDefaults returns o with zero fields set to their defaults.
 func (o Options) withDefaults() Options {
-	if o.MaxBytes <= 0 {
-		o.MaxBytes = DefaultMaxBytes
-	}
-	if o.MaxEntries <= 0 {
-		o.MaxEntries = DefaultMaxEntries
-	}
+	optx.Default(&o.MaxBytes, DefaultMaxBytes)
+	optx.Default(&o.MaxEntries, DefaultMaxEntries)
 	return o
 }
 

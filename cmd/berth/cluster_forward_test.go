@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,19 +93,8 @@ func followChanges(t *testing.T, s *server) <-chan berth.Session {
 // rawCall sends a request to a node and returns its status and raw body.
 func rawCall(t *testing.T, s *server, method, path, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://"+s.addr+path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	s.authorize(req)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var sb strings.Builder
-	_, _ = bufio.NewReader(resp.Body).WriteTo(&sb)
-	return resp.StatusCode, sb.String()
+	st, b := s.raw(t, method, path, body)
+	return st, string(b)
 }
 
 // Three nodes on one PostgreSQL, each with its own user token: a session

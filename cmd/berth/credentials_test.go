@@ -21,17 +21,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pgtest"
 	"github.com/berth-sh/berth/store/sqlite"
 )
 
 // secretValue returns a credential value no output holds by chance.
-func secretValue(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "sk-test-" + hex.EncodeToString(b)
+func secretValue() string {
+	return "sk-test-" + rand.Text()
 }
 
 // leakForms are the forms of a value that would give it away: as it is,
@@ -69,15 +65,7 @@ func (s *server) cliWith(t *testing.T, stdin string, env []string, args ...strin
 // raw makes one request and returns the answer's status and bytes.
 func (s *server) raw(t *testing.T, method, path string, body any) (int, []byte) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, "http://"+s.addr+path, rd)
-	req.Header.Set("Content-Type", "application/json")
-	s.authorize(req)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(s.request(method, path, body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +112,7 @@ func TestCredentialValueNeverShown(t *testing.T) {
 	home := shortHome(t)
 	writeConfig(t, home, "[server]\nlog_level = \"debug\"\n")
 	s := startServer(t, home)
-	secret, secret2 := secretValue(t), secretValue(t)
+	secret, secret2 := secretValue(), secretValue()
 	var shown []string
 
 	out, code := s.cliWith(t, secret+"\n", nil, "credentials", "set", "anthropic")
@@ -256,7 +244,7 @@ func TestCredentialsOnPostgres(t *testing.T) {
 	}
 	writeConfig(t, home, "[credentials]\nkey_file = \""+key+"\"\n")
 	s := startServer(t, home, "--store", db)
-	secret := secretValue(t)
+	secret := secretValue()
 	if out, code := s.cliWith(t, secret, nil, "credentials", "set", "anthropic"); code != 0 {
 		t.Fatalf("set: exit %d\n%s", code, out)
 	}
@@ -266,23 +254,11 @@ func TestCredentialsOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`)
-	if err != nil {
-		t.Fatal(err)
+	tables := pgtest.TableRows(t, ctx, conn)
+	if _, ok := tables["credentials"]; !ok {
+		t.Fatalf("no credentials table among %d", len(tables))
 	}
-	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || !strings.Contains(strings.Join(tables, ","), "credentials") {
-		t.Fatalf("tables %v, %v", tables, err)
-	}
-	for _, table := range tables {
-		rows, err := conn.Query(ctx, `SELECT t::text FROM `+pgx.Identifier{table}.Sanitize()+` t`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
+	for table, texts := range tables {
 		for _, text := range texts {
 			if holds([]byte(text), secret) || strings.Contains(text, hex.EncodeToString([]byte(secret))) {
 				t.Errorf("table %s holds the value: %s", table, text)
@@ -310,7 +286,7 @@ func TestCredentialsOnPostgres(t *testing.T) {
 func TestCredentialsSetAtATerminal(t *testing.T) {
 	home := shortHome(t)
 	s := startServer(t, home)
-	secret := secretValue(t)
+	secret := secretValue()
 	tm := startTerminal(t, s.cliEnv(), "credentials", "set", "gemini")
 	tm.waitFor("(not shown)")
 	tm.typeLine(secret)

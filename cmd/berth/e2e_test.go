@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/mcptest"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // bin is the berth binary built once for the end-to-end tests, carrying
@@ -139,11 +140,7 @@ func goBuild(out, pkg, shim string) error {
 // too long for one under a longer TMPDIR.
 func shortHome(t testing.TB) string {
 	t.Helper()
-	home, err := os.MkdirTemp("", "bh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(home) })
+	home := testenv.ShortTempDir(t, "bh")
 	return home
 }
 

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -45,33 +41,7 @@ func (k *keyLog) all() []string {
 // set answers 401 naming it, and the session shows needs_auth with
 // auth.missing.
 func TestModelGatewayOnEveryProvider(t *testing.T) {
-	seen := &keyLog{}
-	stub := httptest.NewServer(seen.wrap(&modelstub.Server{}))
-	defer stub.Close()
-	// Its sessions' gateway sockets live below the home.
-	home := shortHome(t)
-	cfg := fmt.Sprintf(`
-[[agents]]
-name = "demo-model"
-command = "berth"
-args = ["agent-demo"]
-model_api = "anthropic"
-
-[[models]]
-name = "free"
-kind = "anthropic"
-url = %q
-
-[[models]]
-name = "paid"
-kind = "anthropic"
-url = %q
-credential = "paid-key"
-`, stub.URL, stub.URL)
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := startServerEnv(t, home, providerEnv())
+	s, seen := modelServer(t, providerEnv())
 	for _, provider := range []string{berth.SandboxHost, berth.SandboxBwrap, berth.SandboxDocker} {
 		t.Run(provider, func(t *testing.T) {
 			s.needSandbox(t, provider)

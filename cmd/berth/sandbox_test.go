@@ -35,13 +35,7 @@ func TestDemoOnEveryProvider(t *testing.T) {
 				t.Fatalf("create = %d %+v (%v)\n%s", st, sess.State, sess.Failure, s.log)
 			}
 			path := "/v1/sessions/" + sess.ID
-			turn := func(text string) berth.TurnResult {
-				var r berth.TurnResult
-				if st, err := s.api("POST", path+"/prompts?wait=true", map[string]string{"text": text}, &r); st != 200 {
-					t.Fatalf("%q = %d %v", text, st, err)
-				}
-				return r
-			}
+			turn := func(text string) berth.TurnResult { t.Helper(); return s.turn(t, sess.ID, text) }
 			if r := turn("echo hello"); r.Text != "hello" {
 				t.Fatalf("echo: %+v", r)
 			}
@@ -190,22 +184,7 @@ func TestBwrapSessionWithNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("reached-the-outside\n"))
-			_ = c.Close()
-		}
-	}()
-	defer func() {
-		_ = ln.Close()
-		<-served
-	}()
+	testenv.Serve(t, ln, func(c net.Conn) { _, _ = c.Write([]byte("reached-the-outside\n")) })
 	var sess berth.Session
 	if st, _ := s.api("POST", "/v1/sessions", map[string]any{"agent": "demo", "sandbox": berth.SandboxBwrap, "network": true}, &sess); st != 201 || sess.State != berth.StateActive {
 		t.Fatalf("create = %d %s %+v\n%s", st, sess.State, sess.Failure, s.log)

@@ -200,18 +200,7 @@ func stopShims(t testing.TB, home string) {
 
 // api makes one request and decodes the JSON answer into out.
 func (s *server) api(method, path string, body any, out any) (int, error) {
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		raw, _ := json.Marshal(b)
-		rd = bytes.NewReader(raw)
-	}
-	req, _ := http.NewRequest(method, "http://"+s.addr+path, rd)
-	req.Header.Set("Content-Type", "application/json")
-	s.authorize(req)
+	req := s.request(method, path, body)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -229,6 +218,28 @@ func (s *server) api(method, path string, body any, out any) (int, error) {
 		}
 	}
 	return resp.StatusCode, nil
+}
+
+// request is a request to the daemon with its token. A string body is
+// sent as it is (none when empty), any other as JSON, nil as none.
+func (s *server) request(method, path string, body any) *http.Request {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		if b != "" {
+			rd = strings.NewReader(b)
+		}
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, "http://"+s.addr+path, rd)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	s.authorize(req)
+	return req
 }
 
 // authorize adds the token the daemon keeps in its home to req.

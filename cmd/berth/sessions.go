@@ -64,46 +64,13 @@ func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped bool) e
 		return err
 	}
 	defer c.Close()
-	var (
-		raws     []json.RawMessage
-		sessions []berth.Session
-	)
-	for range maxListPages {
-		var page struct {
-			Sessions   []json.RawMessage `json:"sessions"`
-			NextCursor string            `json:"next_cursor"`
-		}
-		if err := c.Do(cmd.Context(), http.MethodGet, "/v1/sessions", bclient.SessionQuery(f), nil, &page); err != nil {
-			return err
-		}
-		for _, raw := range page.Sessions {
-			var s berth.Session
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return fmt.Errorf("the daemon sent a session that does not decode: %w", err)
-			}
-			if s.State == berth.StateStopped && !withStopped {
-				continue
-			}
-			raws, sessions = append(raws, raw), append(sessions, s)
-		}
-		if page.NextCursor == "" || page.NextCursor == f.Cursor {
-			break
-		}
-		f.Cursor = page.NextCursor
+	raws, sessions, err := fetchSessions(cmd, c, f, withStopped)
+	if err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	if asJSON {
-		if raws == nil {
-			raws = []json.RawMessage{}
-		}
-		b, err := json.Marshal(struct {
-			Sessions   []json.RawMessage `json:"sessions"`
-			NextCursor string            `json:"next_cursor"`
-		}{raws, ""})
-		if err != nil {
-			return err
-		}
-		return printRaw(out, b)
+		return printSessionsJSON(out, raws)
 	}
 	// A cluster's sessions say which node runs them.
 	clustered := slices.ContainsFunc(sessions, func(s berth.Session) bool { return s.Node != "" })
@@ -125,6 +92,56 @@ func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped bool) e
 			s.Turns, ago(s.LastActivityAt), labelsText(s.Labels))
 	}
 	return t.Flush()
+}
+
+// fetchSessions reads every page of the sessions f matches (at most
+// maxListPages), leaving out stopped ones unless withStopped. It keeps each
+// session's raw JSON too, so that --json prints what the daemon sent.
+func fetchSessions(cmd *cobra.Command, c *bclient.Client, f berth.SessionFilter, withStopped bool) ([]json.RawMessage, []berth.Session, error) {
+	var (
+		raws     []json.RawMessage
+		sessions []berth.Session
+	)
+	for range maxListPages {
+		var page struct {
+			Sessions   []json.RawMessage `json:"sessions"`
+			NextCursor string            `json:"next_cursor"`
+		}
+		if err := c.Do(cmd.Context(), http.MethodGet, "/v1/sessions", bclient.SessionQuery(f), nil, &page); err != nil {
+			return nil, nil, err
+		}
+		for _, raw := range page.Sessions {
+			var s berth.Session
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, nil, fmt.Errorf("the daemon sent a session that does not decode: %w", err)
+			}
+			if s.State == berth.StateStopped && !withStopped {
+				continue
+			}
+			raws, sessions = append(raws, raw), append(sessions, s)
+		}
+		if page.NextCursor == "" || page.NextCursor == f.Cursor {
+			break
+		}
+		f.Cursor = page.NextCursor
+	}
+	return raws, sessions, nil
+}
+
+// printSessionsJSON prints raws as one list page with no next cursor (the
+// shape of GET /v1/sessions, docs/api.md, Sessions).
+func printSessionsJSON(out io.Writer, raws []json.RawMessage) error {
+	if raws == nil {
+		raws = []json.RawMessage{}
+	}
+	b, err := json.Marshal(struct {
+		Sessions   []json.RawMessage `json:"sessions"`
+		NextCursor string            `json:"next_cursor"`
+	}{raws, ""})
+	if err != nil {
+		return err
+	}
+	return printRaw(out, b)
 }
 
 // statusText is the badge, with the stop reason of a stopped session.

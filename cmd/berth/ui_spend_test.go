@@ -20,13 +20,14 @@ import (
 // modelServer starts a daemon whose catalog has demo-model, with the
 // upstreams free (no credential, priced so that a call costs cents) and
 // paid (credential paid-key), both the model stub; seen records the keys
-// the stub was sent.
-func modelServer(t *testing.T) (*server, *keyLog) {
+// the stub was sent. env is the daemon's extra environment.
+func modelServer(t *testing.T, env []string) (*server, *keyLog) {
 	t.Helper()
 	seen := &keyLog{}
 	stub := httptest.NewServer(seen.wrap(&modelstub.Server{}))
 	t.Cleanup(stub.Close)
-	home := t.TempDir()
+	// Its sessions' gateway sockets live below the home.
+	home := shortHome(t)
 	writeConfig(t, home, fmt.Sprintf(`
 [[agents]]
 name = "demo-model"
@@ -46,7 +47,7 @@ kind = "anthropic"
 url = %q
 credential = "paid-key"
 `, stub.URL, stub.URL))
-	return startServer(t, home), seen
+	return startServerEnv(t, home, env), seen
 }
 
 // removeButton is the XPath of the Remove button of credential name (its
@@ -62,7 +63,7 @@ func removeButton(name string) string {
 // Remove takes it away.
 func TestUICredentialNamedBySessionSetAndRemoved(t *testing.T) {
 	b := browsertest.New(t)
-	s, seen := modelServer(t)
+	s, seen := modelServer(t, nil)
 	sess := s.create(t, map[string]any{"agent": "demo-model", "models": map[string]string{"anthropic": "paid"}})
 	if r := s.turn(t, sess.ID, "llm hello"); !strings.HasPrefix(r.Text, "llm: 401 ") {
 		t.Fatalf("a call without its credential: %+v", r)
@@ -141,7 +142,7 @@ func TestUICredentialsFromTheTopBar(t *testing.T) {
 // by the stream as its agent calls a model, and in its header, also live.
 func TestUISpendInTheListAndTheHeader(t *testing.T) {
 	b := browsertest.New(t)
-	s, _ := modelServer(t)
+	s, _ := modelServer(t, nil)
 	budget := s.create(t, map[string]any{"agent": "demo-model", "name": "with-budget", "models": map[string]string{"anthropic": "free"}, "max_cost_usd": 5})
 	capped := s.create(t, map[string]any{"agent": "demo-model", "name": "capped", "models": map[string]string{"anthropic": "free"}, "max_tokens": 10})
 	tab := uiPage(t, b, s, "/sessions/"+budget.ID)
@@ -184,7 +185,7 @@ func TestUISpendInTheListAndTheHeader(t *testing.T) {
 // whose credential is set once one is.
 func TestUINewSessionStartsOnAReadyAgent(t *testing.T) {
 	b := browsertest.New(t)
-	s, _ := modelServer(t)
+	s, _ := modelServer(t, nil)
 	agentValue := `document.getElementById('ns-agent').value`
 	optionText := func(name string) string {
 		return fmt.Sprintf(`(document.querySelector('#ns-agent option[value=%q]')||{textContent:''}).textContent`, name)

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/berth-sh/berth"
-	bclient "github.com/berth-sh/berth/client"
 )
 
 // budgetFlags are --max-cost-usd and --max-tokens: a session's budgets
@@ -219,44 +218,13 @@ func listUsage(cmd *cobra.Command, by string) error {
 		return err
 	}
 	defer c.Close()
-	var (
-		raws     []json.RawMessage
-		sessions []berth.Session
-	)
-	var f berth.SessionFilter
-	for range maxListPages {
-		var page struct {
-			Sessions   []json.RawMessage `json:"sessions"`
-			NextCursor string            `json:"next_cursor"`
-		}
-		if err := c.Do(cmd.Context(), http.MethodGet, "/v1/sessions", bclient.SessionQuery(f), nil, &page); err != nil {
-			return err
-		}
-		for _, raw := range page.Sessions {
-			var s berth.Session
-			if err := json.Unmarshal(raw, &s); err != nil {
-				return fmt.Errorf("the daemon sent a session that does not decode: %w", err)
-			}
-			raws, sessions = append(raws, raw), append(sessions, s)
-		}
-		if page.NextCursor == "" || page.NextCursor == f.Cursor {
-			break
-		}
-		f.Cursor = page.NextCursor
+	raws, sessions, err := fetchSessions(cmd, c, berth.SessionFilter{}, true)
+	if err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	if asJSON {
-		if raws == nil {
-			raws = []json.RawMessage{}
-		}
-		b, err := json.Marshal(struct {
-			Sessions   []json.RawMessage `json:"sessions"`
-			NextCursor string            `json:"next_cursor"`
-		}{raws, ""})
-		if err != nil {
-			return err
-		}
-		return printRaw(out, b)
+		return printSessionsJSON(out, raws)
 	}
 	type row struct {
 		key    string

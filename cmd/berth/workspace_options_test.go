@@ -39,14 +39,7 @@ func TestWorkspaceOptionsOnIsolatingProviders(t *testing.T) {
 				t.Fatalf("session worktree %+v mounts %v", sess.Worktree, sess.Mounts)
 			}
 			path := "/v1/sessions/" + sess.ID
-			turn := func(text string) berth.TurnResult {
-				t.Helper()
-				var r berth.TurnResult
-				if st, err := s.api("POST", path+"/prompts?wait=true", map[string]string{"text": text}, &r); st != 200 {
-					t.Fatalf("%q = %d %v", text, st, err)
-				}
-				return r
-			}
+			turn := func(text string) berth.TurnResult { t.Helper(); return s.turn(t, sess.ID, text) }
 			if r := turn("read task/brief.md"); r.Text != "the brief" {
 				t.Fatalf("read the file: %+v", r)
 			}

@@ -59,6 +59,22 @@ func (s *Session) refuse(w http.ResponseWriter, err error) {
 	fmt.Fprintf(w, "berth egress: %s\n", r.msg)
 }
 
+// admitTarget parses a request's destination, host and port, and admits
+// it (admit). A bad destination is answered 400 and a refusal as refuse
+// answers it; either way ok is false and w has its answer.
+func (s *Session) admitTarget(w http.ResponseWriter, r *http.Request, host, port string) (h berth.NetworkHost, n int, ok bool) {
+	h, n, err := parseTarget(host, port)
+	if err != nil {
+		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
+		return h, n, false
+	}
+	if err := s.admit(r.Context(), h, n); err != nil {
+		s.refuse(w, err)
+		return h, n, false
+	}
+	return h, n, true
+}
+
 // admit decides whether a connection to h:port may go out: by the list,
 // else by a question when the policy asks. A refusal is told to
 // Hooks.Denied (unless a question refused it) and returned.

@@ -16,12 +16,15 @@ package egress
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/optx"
 )
 
 // Decision answers a question about a host the list does not allow.
@@ -106,21 +109,11 @@ func (o Options) withDefaults() Options {
 	if o.Dialer == nil {
 		o.Dialer = &net.Dialer{}
 	}
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = 15 * time.Second
-	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 5 * time.Minute
-	}
-	if o.AskTimeout <= 0 {
-		o.AskTimeout = 5 * time.Minute
-	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = 64
-	}
-	if o.Window <= 0 {
-		o.Window = time.Minute
-	}
+	optx.Default(&o.DialTimeout, 15*time.Second)
+	optx.Default(&o.IdleTimeout, 5*time.Minute)
+	optx.Default(&o.AskTimeout, 5*time.Minute)
+	optx.Default(&o.MaxConns, 64)
+	optx.Default(&o.Window, time.Minute)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -178,10 +171,7 @@ func (p *Proxy) Session(id string, policy berth.NetworkPolicy, hooks Hooks) (*Se
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	open := make([]*Session, 0, len(p.sessions))
-	for _, s := range p.sessions {
-		open = append(open, s)
-	}
+	open := slices.Collect(maps.Values(p.sessions))
 	p.mu.Unlock()
 	for _, s := range open {
 		s.Close()

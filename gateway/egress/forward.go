@@ -19,13 +19,7 @@ func (s *Session) forward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "berth egress: only http:// URLs are forwarded; https:// goes through CONNECT", http.StatusBadRequest)
 		return
 	}
-	h, port, err := parseTarget(r.URL.Hostname(), cmp.Or(r.URL.Port(), "80"))
-	if err != nil {
-		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if err := s.admit(r.Context(), h, port); err != nil {
-		s.refuse(w, err)
+	if _, _, ok := s.admitTarget(w, r, r.URL.Hostname(), cmp.Or(r.URL.Port(), "80")); !ok {
 		return
 	}
 	s.rp.ServeHTTP(w, r)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/gateway/egress"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // deadline bounds every wait of these tests.
@@ -29,39 +30,21 @@ const deadline = 10 * time.Second
 type echoServer struct {
 	ln       net.Listener
 	accepted atomic.Int32
-	wg       sync.WaitGroup
 }
 
 // newEcho starts an echo server, stopped at the test's end.
 func newEcho(t testing.TB) *echoServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t)
 	e := &echoServer{ln: ln}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			e.accepted.Add(1)
-			e.wg.Add(1)
-			go func() {
-				defer e.wg.Done()
-				defer c.Close()
-				// Longer than any wait of a test: its end is never what a test sees.
-				c.SetDeadline(time.Now().Add(3 * deadline))
-				if _, err := io.Copy(c, c); err == nil {
-					io.WriteString(c, "bye")
-				}
-			}()
+	testenv.Serve(t, ln, func(c net.Conn) {
+		e.accepted.Add(1)
+		// Longer than any wait of a test: its end is never what a test sees.
+		c.SetDeadline(time.Now().Add(3 * deadline))
+		if _, err := io.Copy(c, c); err == nil {
+			io.WriteString(c, "bye")
 		}
-	}()
-	t.Cleanup(func() { ln.Close(); e.wg.Wait() })
+	})
 	return e
 }
 
@@ -112,25 +95,8 @@ func (f *fakeNet) seen() (lookups, dials []string) {
 	return append([]string(nil), f.lookups...), append([]string(nil), f.dials...)
 }
 
-// clock is a settable clock for the coalescing window.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+// newClock is a settable clock for the coalescing window.
+func newClock() *testenv.Clock { return testenv.NewClock(time.Unix(1_700_000_000, 0)) }
 
 // denials records what Hooks.Denied was told.
 type denials struct {
@@ -158,7 +124,8 @@ func allowList(ask bool, entries ...string) berth.NetworkPolicy {
 // served is a session's proxy served on a loopback listener.
 type served struct {
 	*egress.Session
-	addr string
+	proxy *egress.Proxy
+	addr  string
 }
 
 // serve makes session "ses_1" of a new Proxy with opts and serves it;
@@ -170,10 +137,7 @@ func serve(t testing.TB, opts egress.Options, policy berth.NetworkPolicy, hooks 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := listen(t)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
@@ -187,7 +151,7 @@ func serve(t testing.TB, opts egress.Options, policy berth.NetworkPolicy, hooks 
 			t.Error("Serve did not return after Close")
 		}
 	})
-	return served{Session: s, addr: ln.Addr().String()}
+	return served{Session: s, proxy: p, addr: ln.Addr().String()}
 }
 
 // tunnelConn is a client's connection to the proxy after a CONNECT.
@@ -313,13 +277,7 @@ func (tc *tunnelConn) wantStatus(t *testing.T, status int, bodyHas ...string) {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, deadline, what, cond)
 }
 
 // closedByPeer reports whether reading from r ends (EOF or reset) rather

@@ -19,13 +19,8 @@ func (s *Session) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "berth egress: CONNECT needs host:port", http.StatusBadRequest)
 		return
 	}
-	h, n, err := parseTarget(host, port)
-	if err != nil {
-		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
-		return
-	}
-	if err := s.admit(r.Context(), h, n); err != nil {
-		s.refuse(w, err)
+	h, n, ok := s.admitTarget(w, r, host, port)
+	if !ok {
 		return
 	}
 	up, err := s.dial(r.Context(), h, n)

@@ -10,12 +10,12 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/gateway/egress"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 func TestConnectToAnAddressEntryCarriesBytesBothWaysAndHalfCloses(t *testing.T) {
@@ -69,14 +69,14 @@ func TestConnectRefusesWhatTheListDoesNotNameAndCoalescesDenials(t *testing.T) {
 	if got := d.list(); !slices.Equal(got, want) {
 		t.Fatalf("denials %q, want %q (three refusals within a minute are one)", got, want)
 	}
-	clk.advance(59 * time.Second)
+	clk.Advance(59 * time.Second)
 	connect(t, s.addr, other.addr()).wantStatus(t, http.StatusForbidden)
 	connect(t, s.addr, "127.0.0.1:1").wantStatus(t, http.StatusForbidden)
 	want = append(want, "ses_1 127.0.0.1:1")
 	if got := d.list(); !slices.Equal(got, want) {
 		t.Fatalf("denials %q, want %q", got, want)
 	}
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	connect(t, s.addr, other.addr()).wantStatus(t, http.StatusForbidden)
 	want = append(want, "ses_1 "+other.addr())
 	if got := d.list(); !slices.Equal(got, want) {
@@ -208,32 +208,16 @@ func TestConnectAnswers502ForWhatCannotBeReached(t *testing.T) {
 func TestATunnelQuietBothWaysEndsAndOneBusyOneWayLasts(t *testing.T) {
 	// A server that sends a byte every 20 ms for 30 times, then closes.
 	ln := listen(t)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer ln.Close()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	testenv.Serve(t, ln, func(c net.Conn) {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for range 30 {
+			<-tick.C
+			if _, err := c.Write([]byte("t")); err != nil {
 				return
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				tick := time.NewTicker(20 * time.Millisecond)
-				defer tick.Stop()
-				for range 30 {
-					<-tick.C
-					if _, err := c.Write([]byte("t")); err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
+	})
 	echo := newEcho(t)
 	s := serve(t, egress.Options{IdleTimeout: 150 * time.Millisecond}, allowList(false, ln.Addr().String(), echo.addr()), egress.Hooks{})
 
@@ -276,18 +260,10 @@ func TestMaxConnsBoundsTunnels(t *testing.T) {
 
 func TestCloseEndsTunnels(t *testing.T) {
 	echo := newEcho(t)
-	p := egress.New(egress.Options{})
-	s, err := p.Session("ses_1", allowList(false, echo.addr()), egress.Hooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
-	tc := connect(t, ln.Addr().String(), echo.addr())
+	// serve's cleanup checks that Serve returned nil once closed.
+	s := serve(t, egress.Options{}, allowList(false, echo.addr()), egress.Hooks{})
+	p := s.proxy
+	tc := connect(t, s.addr, echo.addr())
 	tc.wantStatus(t, http.StatusOK)
 	closed := make(chan struct{})
 	go func() { s.Close(); close(closed) }()
@@ -298,9 +274,6 @@ func TestCloseEndsTunnels(t *testing.T) {
 	case <-closed:
 	case <-time.After(deadline):
 		t.Fatal("Close did not return")
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("Serve: %v", err)
 	}
 	// The id is free again; a closed Proxy makes no more sessions.
 	s2, err := p.Session("ses_1", allowList(false), egress.Hooks{})
@@ -338,7 +311,7 @@ func TestDenialsToldPerWindowAreBounded(t *testing.T) {
 	if n := len(d.list()); n != 1024 {
 		t.Fatalf("%d denials told, want 1024", n)
 	}
-	clk.advance(time.Minute)
+	clk.Advance(time.Minute)
 	deny(2000)
 	if n := len(d.list()); n != 1025 {
 		t.Fatalf("%d denials told a minute later, want 1025", n)

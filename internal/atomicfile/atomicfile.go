@@ -39,11 +39,14 @@ func WriteFile(name string, data []byte) (err error) {
 }
 
 // SyncDir fsyncs a directory, making the renames in it durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
+func SyncDir(dir string) error { return Sync(dir) }
+
+// Sync fsyncs the file or directory name.
+func Sync(name string) error {
+	f, err := os.Open(name)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	defer f.Close()
+	return f.Sync()
 }

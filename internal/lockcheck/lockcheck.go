@@ -36,6 +36,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -240,21 +241,37 @@ func newChecker(p *pkg, spec Spec) (*checker, error) {
 // Type.field: the mutexes apart.
 func (c *checker) structFields() (mutexes, fields map[string]*types.Var) {
 	mutexes, fields = map[string]*types.Var{}, map[string]*types.Var{}
-	for _, f := range c.p.files {
-		for _, d := range f.Decls {
-			gd, ok := d.(*ast.GenDecl)
-			if !ok || gd.Tok != token.TYPE {
-				continue
-			}
-			for _, s := range gd.Specs {
-				ts := s.(*ast.TypeSpec)
-				if st, ok := ts.Type.(*ast.StructType); ok {
-					c.fieldsOf(f, ts.Name.Name, st, mutexes, fields)
+	for s := range c.p.structTypes() {
+		c.fieldsOf(s.file, s.name, s.st, mutexes, fields)
+	}
+	return mutexes, fields
+}
+
+// structType is a named struct type a file of the package declares.
+type structType struct {
+	file *ast.File
+	name string
+	st   *ast.StructType
+}
+
+// structTypes yields the named struct types of the package's files.
+func (p *pkg) structTypes() iter.Seq[structType] {
+	return func(yield func(structType) bool) {
+		for _, f := range p.files {
+			for _, d := range f.Decls {
+				gd, ok := d.(*ast.GenDecl)
+				if !ok || gd.Tok != token.TYPE {
+					continue
+				}
+				for _, s := range gd.Specs {
+					ts := s.(*ast.TypeSpec)
+					if st, ok := ts.Type.(*ast.StructType); ok && !yield(structType{f, ts.Name.Name, st}) {
+						return
+					}
 				}
 			}
 		}
 	}
-	return mutexes, fields
 }
 
 func (c *checker) fieldsOf(f *ast.File, prefix string, st *ast.StructType, mutexes, fields map[string]*types.Var) {

@@ -57,20 +57,9 @@ func ReadCallbacks(dir, typ string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range p.files {
-		for _, d := range f.Decls {
-			gd, ok := d.(*ast.GenDecl)
-			if !ok || gd.Tok != token.TYPE {
-				continue
-			}
-			for _, s := range gd.Specs {
-				ts := s.(*ast.TypeSpec)
-				st, ok := ts.Type.(*ast.StructType)
-				if !ok || ts.Name.Name != typ {
-					continue
-				}
-				return callbacksIn(f, typ, st)
-			}
+	for s := range p.structTypes() {
+		if s.name == typ {
+			return callbacksIn(s.file, typ, s.st)
 		}
 	}
 	return nil, fmt.Errorf("lockcheck: no struct type %s in %s", typ, dir)

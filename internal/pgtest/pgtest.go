@@ -70,3 +70,29 @@ func Exec(tb testing.TB, dsn, sql string) {
 		tb.Fatalf("%s: %v", sql, err)
 	}
 }
+
+// TableRows returns every row of every table of c's public schema, each
+// as PostgreSQL prints the row (its ::text), by table: for a test that
+// looks for what a store must not keep in the clear.
+func TableRows(tb testing.TB, ctx context.Context, c *pgx.Conn) map[string][]string {
+	tb.Helper()
+	rows, err := c.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := make(map[string][]string, len(tables))
+	for _, table := range tables {
+		rows, err := c.Query(ctx, `SELECT t::text FROM `+pgx.Identifier{table}.Sanitize()+` t`)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if out[table], err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return out
+}

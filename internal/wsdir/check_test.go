@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -260,17 +259,7 @@ func TestScanIsBounded(t *testing.T) {
 // the owner scan stops at MaxScan entries.
 func BenchmarkCheck(b *testing.B) {
 	dir := b.TempDir()
-	for i := range 200 {
-		sub := filepath.Join(dir, "d"+strconv.Itoa(i))
-		if err := os.Mkdir(sub, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		for j := range 100 {
-			if err := os.WriteFile(filepath.Join(sub, strconv.Itoa(j)), nil, 0o644); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	testenv.FillTree(b, dir, 200, 100)
 	f, err := OpenNoFollow(dir)
 	if err != nil {
 		b.Fatal(err)

@@ -27,24 +27,13 @@ func walked(dir string) ([]string, error) {
 	return out, err
 }
 
-// writeFile makes an empty file at p, and its directories.
-func writeFile(t *testing.T, p string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A walk meets a symbolic link as itself and never goes through it, and
 // SkipDir keeps it out of a directory.
 func TestWalkFollowsNoLink(t *testing.T) {
 	top, outside := t.TempDir(), t.TempDir()
-	writeFile(t, filepath.Join(top, "a", "f"))
-	writeFile(t, filepath.Join(top, "skipped", "g"))
-	writeFile(t, filepath.Join(outside, "secret"))
+	testenv.Touch(t, filepath.Join(top, "a", "f"))
+	testenv.Touch(t, filepath.Join(top, "skipped", "g"))
+	testenv.Touch(t, filepath.Join(outside, "secret"))
 	for name, target := range map[string]string{"link": outside, "up": "..", "flink": filepath.Join(outside, "secret")} {
 		if err := os.Symlink(target, filepath.Join(top, name)); err != nil {
 			t.Fatal(err)
@@ -77,8 +66,8 @@ func TestWalkFollowsNoLink(t *testing.T) {
 // the same filesystem included.
 func TestWalkStaysOnItsMount(t *testing.T) {
 	top, outside := t.TempDir(), t.TempDir()
-	writeFile(t, filepath.Join(top, "a", "f"))
-	writeFile(t, filepath.Join(outside, "secret"))
+	testenv.Touch(t, filepath.Join(top, "a", "f"))
+	testenv.Touch(t, filepath.Join(outside, "secret"))
 	mnt := filepath.Join(top, "a", "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
@@ -104,9 +93,9 @@ func TestWalkStaysOnItsMount(t *testing.T) {
 func TestEntryChownLeavesASwappedEntry(t *testing.T) {
 	testenv.NeedRoot(t, "chown needs root")
 	top, outside := t.TempDir(), t.TempDir()
-	writeFile(t, filepath.Join(top, "f"))
+	testenv.Touch(t, filepath.Join(top, "f"))
 	secret := filepath.Join(outside, "secret")
-	writeFile(t, secret)
+	testenv.Touch(t, secret)
 	f, err := OpenNoFollow(top)
 	if err != nil {
 		t.Fatal(err)

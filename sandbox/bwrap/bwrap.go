@@ -110,6 +110,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/optx"
+	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
@@ -177,17 +179,11 @@ func New(opts Options) *Provider {
 			}
 		}
 	}
-	if p.uid <= 0 {
-		p.uid = DefaultUID
-	}
-	if p.gid <= 0 {
-		p.gid = DefaultGID
-	}
+	optx.Default(&p.uid, DefaultUID)
+	optx.Default(&p.gid, DefaultGID)
 	if os.Geteuid() == 0 {
 		p.hostUID = opts.HostUID
-		if p.hostUID <= 0 {
-			p.hostUID = DefaultHostUID
-		}
+		optx.Default(&p.hostUID, DefaultHostUID)
 	}
 	return p
 }
@@ -266,7 +262,7 @@ func (p *Provider) Trial(ctx context.Context, network bool) error {
 		return err
 	}
 	defer sb.Close(context.WithoutCancel(ctx))
-	out := &tailBuffer{max: maxWords}
+	out := syncx.NewTail(maxWords)
 	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "true", Stdin: bytes.NewReader(nil), Stdout: out, Stderr: out})
 	if err != nil {
 		return err

@@ -91,11 +91,16 @@ func open(t *testing.T, edit func(*berth.SandboxConfig)) (*Sandbox, berth.Sandbo
 // run runs a busybox shell script to completion and returns its stdout.
 func run(t *testing.T, sb *Sandbox, script string) (string, berth.ExitStatus) {
 	t.Helper()
+	return runSpec(t, sb, berth.ProcSpec{Path: "/.berth/busybox", Args: []string{"sh", "-c", script}, Stdin: strings.NewReader("")})
+}
+
+// runSpec runs spec to completion and returns its stdout; its stderr goes
+// to the test's log.
+func runSpec(t *testing.T, sb berth.Sandbox, spec berth.ProcSpec) (string, berth.ExitStatus) {
+	t.Helper()
 	var out, errOut strings.Builder
-	p, err := sb.Start(context.Background(), berth.ProcSpec{
-		Path: "/.berth/busybox", Args: []string{"sh", "-c", script},
-		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
-	})
+	spec.Stdout, spec.Stderr = &out, &errOut
+	p, err := sb.Start(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -265,9 +270,7 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Touch(t, file)
 	p := provider(t)
 	for _, cfg := range []berth.SandboxConfig{
 		{Workspace: ""},

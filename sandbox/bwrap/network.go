@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/internal/procgroup"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // DefaultSlirpPath is where Debian installs slirp4netns.
@@ -73,7 +74,7 @@ type userNet struct {
 	proc *procgroup.Proc
 	// exit is the write end of slirp4netns's --exit-fd pipe.
 	exit   *os.File
-	stderr *tailBuffer
+	stderr *syncx.Tail
 }
 
 // attach starts slirp4netns on the sandbox's network namespace, waits
@@ -127,7 +128,7 @@ func (n *userNet) attach(ctx context.Context, deadline time.Time, init, outer, p
 		extra = append(extra, netns)
 		args = append(args, "--netns-type=path", "/proc/self/fd/5", "tap0")
 	}
-	n.stderr = &tailBuffer{max: maxWords}
+	n.stderr = syncx.NewTail(maxWords)
 	cmd := &exec.Cmd{
 		Path:       n.path,
 		Args:       args,

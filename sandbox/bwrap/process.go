@@ -17,6 +17,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/procgroup"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // startTimeout bounds how long Start waits for bwrap to make the sandbox
@@ -120,12 +121,8 @@ func poll(ctx context.Context, deadline time.Time, what string, done func() (boo
 		if time.Now().After(deadline) {
 			return errors.New("timed out waiting for " + what)
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !syncx.Sleep(ctx, delay) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 }

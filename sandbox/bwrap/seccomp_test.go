@@ -38,19 +38,7 @@ func runHelper(t *testing.T, p *Provider, mode string) (string, berth.ExitStatus
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sb.Close(context.Background()) })
-	var out, errOut strings.Builder
-	proc, err := sb.Start(context.Background(), berth.ProcSpec{Path: "/.berth/berth", Stdout: &out, Stderr: &errOut})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := proc.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if errOut.Len() > 0 {
-		t.Logf("stderr: %s", errOut.String())
-	}
-	return out.String(), st
+	return runSpec(t, sb, berth.ProcSpec{Path: "/.berth/berth"})
 }
 
 // probeResults parses the helper's lines: name → errno.

@@ -51,31 +51,6 @@ func (s *startWords) String() string {
 	return string(s.b)
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-// Write keeps the tail of p.
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-// String is what is kept.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}
-
 // oneLine makes a tool's words fit an error message: their lines joined
 // with "; ", other control characters and invalid UTF-8 dropped, cut to
 // maxWords bytes.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // A daemon that is not root runs its containers as itself: its 0700
@@ -48,11 +49,7 @@ func TestNonRootDaemon(t *testing.T) {
 func runNonRoot(t *testing.T, host string) {
 	t.Helper()
 	uid := freeUID(t, 42420)
-	tmp, err := os.MkdirTemp("", "berth-docker-nonroot-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	tmp := testenv.ShortTempDir(t, "berth-docker-nonroot-")
 	if err := os.Chown(tmp, uid, uid); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/procgroup"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // Timeouts of the engine calls a process makes on its own behalf.
@@ -148,11 +149,7 @@ func (p *Process) findPid(ctx context.Context, path string) error {
 			why := startFailure(p.conn)
 			return berth.WrapError(berth.EUnavailable, errors.New(why), "docker: cannot start %q: %s", name, strings.ReplaceAll(why, path, name))
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !syncx.Sleep(ctx, delay) {
 			return berth.WrapError(berth.EUnavailable, ctx.Err(), "docker: cannot start %q: the engine gave no pid", name)
 		}
 		delay = min(2*delay, 20*time.Millisecond)

@@ -41,6 +41,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/optx"
 	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
@@ -158,18 +159,10 @@ func New(opts Options) (*Provider, error) {
 	if opts.Image == "" {
 		opts.Image = DefaultImage
 	}
-	if opts.UID <= 0 {
-		opts.UID = DefaultUID
-	}
-	if opts.GID <= 0 {
-		opts.GID = opts.UID
-	}
-	if opts.HostUID <= 0 {
-		opts.HostUID = DefaultHostUID
-	}
-	if opts.ProbeTimeout <= 0 {
-		opts.ProbeTimeout = 3 * time.Second
-	}
+	optx.Default(&opts.UID, DefaultUID)
+	optx.Default(&opts.GID, opts.UID)
+	optx.Default(&opts.HostUID, DefaultHostUID)
+	optx.Default(&opts.ProbeTimeout, 3*time.Second)
 	cli, err := client.New(client.WithHost(host))
 	if err != nil {
 		return nil, berth.WrapError(berth.EInvalid, err, "docker: bad engine endpoint %q", host)

@@ -181,12 +181,8 @@ func awaitLookable(ctx context.Context, path string) {
 		if _, err := os.Stat(path); !errors.Is(err, fs.ErrPermission) || time.Now().After(deadline) {
 			return
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !syncx.Sleep(ctx, delay) {
 			return
-		case <-t.C:
 		}
 	}
 }

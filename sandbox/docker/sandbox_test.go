@@ -125,19 +125,7 @@ func TestNetworkNone(t *testing.T) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	accepted := make(chan struct{}, 16)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- struct{}{}
-			_ = c.Close()
-		}
-	}()
-	defer func() { _ = ln.Close(); <-served }()
+	testenv.Serve(t, ln, func(net.Conn) { accepted <- struct{}{} })
 	targets := []string{"127.0.0.1"}
 	if ip := hostAddress(); ip != "" {
 		targets = append(targets, ip)

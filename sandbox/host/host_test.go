@@ -16,21 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // env is a sandbox's workspace, home and sandbox.
 type env struct {
@@ -202,7 +191,7 @@ func TestStopKillsGrandchildren(t *testing.T) {
 		t.Error("leader left as a zombie")
 	}
 	// Orphaned grandchildren are reaped by PID 1: poll.
-	waitFor(t, 10*time.Second, "the group to be empty", func() bool { return groupGone(p.Pid()) })
+	testenv.WaitFor(t, 10*time.Second, "the group to be empty", func() bool { return groupGone(p.Pid()) })
 }
 
 func TestStopKillsLeftoversOfAnExitedLeader(t *testing.T) {
@@ -219,7 +208,7 @@ func TestStopKillsLeftoversOfAnExitedLeader(t *testing.T) {
 	if err != nil || !st.Success() {
 		t.Errorf("Stop after exit = %+v, %v; want the leader's status", st, err)
 	}
-	waitFor(t, 10*time.Second, "the group to be empty", func() bool { return groupGone(p.Pid()) })
+	testenv.WaitFor(t, 10*time.Second, "the group to be empty", func() bool { return groupGone(p.Pid()) })
 }
 
 func TestStopHonoursContext(t *testing.T) {
@@ -299,9 +288,7 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Touch(t, file)
 	for _, cfg := range []berth.SandboxConfig{
 		{Workspace: ""},
 		{Workspace: "relative"},

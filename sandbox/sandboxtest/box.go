@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"strings"
 	"testing"
@@ -39,13 +38,8 @@ type box struct {
 }
 
 // newMarker returns a fresh unique string.
-func newMarker(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "sbt" + hex.EncodeToString(b)
+func newMarker() string {
+	return "sbt" + rand.Text()
 }
 
 // newBox opens a sandbox on a fresh workspace and home, with the marker
@@ -54,7 +48,7 @@ func newMarker(t *testing.T) string {
 // is closed and no process carrying its marker may remain.
 func (s *suite) newBox(t *testing.T, edit func(*berth.SandboxConfig)) *box {
 	t.Helper()
-	b := &box{marker: newMarker(t), bb: HostBusybox}
+	b := &box{marker: newMarker(), bb: HostBusybox}
 	b.cfg = berth.SandboxConfig{
 		SessionID: "ses_" + b.marker,
 		Workspace: t.TempDir(),

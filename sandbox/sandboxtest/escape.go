@@ -9,12 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // escapeCases each try to get out of an isolating provider's sandbox.
@@ -85,7 +85,7 @@ echo control > control.txt && cat control.txt`)
 // Unix socket) and the daemon's working directory are out of sight.
 func testDaemonFiles(t *testing.T, s *suite) {
 	daemon := t.TempDir()
-	secret := "daemon-secret-" + newMarker(t)
+	secret := "daemon-secret-" + newMarker()
 	if err := os.WriteFile(filepath.Join(daemon, "secret.txt"), []byte(secret), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ echo inside > %s && cat %s`, quote(hostFile), quote(inside), quote(inside)))
 // testDaemonEnvironment: nothing of the daemon's environment reaches the
 // sandbox, in any process's environment there.
 func testDaemonEnvironment(t *testing.T, s *suite) {
-	secret := "daemon-env-" + newMarker(t)
+	secret := "daemon-env-" + newMarker()
 	t.Setenv("BERTH_SANDBOXTEST_DAEMON_SECRET", secret)
 	b := s.newBox(t, nil)
 	out := runEscape(t, b, `env
@@ -217,22 +217,10 @@ func testLoopback(t *testing.T, s *suite) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	var accepted atomic.Int32
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			_, _ = c.Write([]byte("HOST-SERVICE\n"))
-			_ = c.Close()
-		}
-	}()
-	defer wg.Wait()
-	defer ln.Close()
+	testenv.Serve(t, ln, func(c net.Conn) {
+		accepted.Add(1)
+		_, _ = c.Write([]byte("HOST-SERVICE\n"))
+	})
 
 	addrs := []string{"127.0.0.1"}
 	if ifaddrs, err := net.InterfaceAddrs(); err == nil {

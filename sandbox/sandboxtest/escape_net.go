@@ -135,7 +135,7 @@ func testDaemonHomeInWorkspace(t *testing.T, s *suite) {
 	ws := t.TempDir()
 	daemon := filepath.Join(ws, ".berth")
 	home := filepath.Join(daemon, "sessions", "ses_x", "home")
-	secret := "daemon-token-" + newMarker(t)
+	secret := "daemon-token-" + newMarker()
 	for _, d := range []string{home, filepath.Join(daemon, "run")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)

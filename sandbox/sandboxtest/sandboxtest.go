@@ -110,11 +110,7 @@ type suite struct {
 // host uid) must reach, where t.TempDir's are root's 0700.
 func WorldDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "berth-sandboxtest-world-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	dir := testenv.ShortTempDir(t, "berth-sandboxtest-world-")
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

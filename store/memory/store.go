@@ -53,9 +53,14 @@ type state struct {
 	nodes map[string]*node
 
 	hooks hookState
-	// creds are the credentials (credential.go).
-	creds *credtable.Table
+	// The credentials: their methods are the store's (berth.CredentialStore),
+	// kept in the daemon's memory only, like everything of this store.
+	*credentials
 }
+
+// credentials is the credential table, embedded by an unexported name so
+// that only its berth.CredentialStore methods show on Store.
+type credentials = credtable.Table
 
 var _ berth.Store = (*Store)(nil)
 
@@ -67,14 +72,14 @@ func New() *Store {
 // newState returns an empty state.
 func newState() *state {
 	return &state{
-		sessions:  map[string]*session{},
-		spawnKeys: map[string]string{},
-		entryIDs:  map[string]string{},
-		permIDs:   map[string]string{},
-		elicIDs:   map[string]string{},
-		nodes:     map[string]*node{},
-		hooks:     newHookState(),
-		creds:     credtable.New(nil),
+		sessions:    map[string]*session{},
+		spawnKeys:   map[string]string{},
+		entryIDs:    map[string]string{},
+		permIDs:     map[string]string{},
+		elicIDs:     map[string]string{},
+		nodes:       map[string]*node{},
+		hooks:       newHookState(),
+		credentials: credtable.New(nil),
 	}
 }
 

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/storetest"
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 )
 
 // openBench opens an empty store on a fresh database.
@@ -72,25 +72,22 @@ func BenchmarkListSessionsByLabel(b *testing.B) {
 	}
 	const n, workers = 10_000, 8
 	base := time.Now().UTC()
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
+	var g errgroup.Group
 	for w := range workers {
-		wg.Go(func() {
+		g.Go(func() error {
 			for i := w; i < n; i += workers {
 				at := base.Add(time.Duration(i) * time.Microsecond)
 				sess := &berth.Session{ID: storetest.BenchID(i), Name: "bench-" + strconv.Itoa(i), Agent: "demo",
 					State: berth.StateStopped, StopReason: berth.StopUserRequested, Workspace: "/tmp/berth-bench-1922428648",
 					Labels: map[string]string{"bench": "list"}, CreatedAt: at, UpdatedAt: at, LastActivityAt: at}
 				if err := s.CreateSession(ctx, sess); err != nil {
-					errs <- err
-					return
+					return err
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
 	walk := func(b *testing.B) {

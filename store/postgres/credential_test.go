@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -27,7 +28,7 @@ func openWithKey(t *testing.T, dir string, key []byte) *Store {
 func exec(t *testing.T, dir string, sql ...string) {
 	t.Helper()
 	for _, q := range sql {
-		admin(t, databaseFor(t, dir), q)
+		pgtest.Exec(t, databaseFor(t, dir), q)
 	}
 }
 
@@ -51,24 +52,12 @@ func TestCredentialsEncryptedAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(ctx)
-	tables, err := c.Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := pgx.CollectRows(tables, pgx.RowTo[string])
-	if err != nil || len(names) < 5 {
-		t.Fatalf("tables: %v, %v", names, err)
+	tables := pgtest.TableRows(t, ctx, c)
+	if len(tables) < 5 {
+		t.Fatalf("%d tables", len(tables))
 	}
 	forms := []string{string(value), hex.EncodeToString(value), base64.StdEncoding.EncodeToString(value)}
-	for _, table := range names {
-		rows, err := c.Query(ctx, `SELECT t::text FROM `+pgx.Identifier{table}.Sanitize()+` t`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		texts, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
+	for table, texts := range tables {
 		for _, text := range texts {
 			for _, f := range forms {
 				if strings.Contains(strings.ToLower(text), strings.ToLower(f)) {

@@ -103,8 +103,8 @@ func (s *Store) checkFence(ctx context.Context, tx pgx.Tx, sessionID string) err
 	return verr
 }
 
-// querier is what a write runs its statements on: a pooled connection or
-// a transaction.
+// querier is what statements run on (a write's, eachRow's): a pooled
+// connection or a transaction.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

@@ -4,10 +4,11 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pgtest"
 	"github.com/berth-sh/berth/store/storetest"
 )
 
 func TestHookConformance(t *testing.T) {
-	serverURL(t)
+	pgtest.ServerURL(t)
 	storetest.RunHookStoreTests(t, func(t *testing.T, dir string) berth.Store { return openAt(t, dir) })
 }

@@ -38,19 +38,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			return err
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
-		each := func(q string, args []any, fn func(pgx.Rows) error) error {
-			rows, err := tx.Query(ctx, q, args...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				if err := fn(rows); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
-		}
+		each := func(q string, args []any, fn func(pgx.Rows) error) error { return eachRow(ctx, tx, q, args, fn) }
 		// Every session that exists has an entry, even with nothing to recover.
 		if err := each(`SELECT id FROM sessions WHERE id = ANY($1)`, []any{sessionIDs}, func(rows pgx.Rows) error {
 			var id string

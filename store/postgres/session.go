@@ -59,20 +59,9 @@ func insertLabels(ctx context.Context, tx pgx.Tx, pk int64, sess *berth.Session)
 
 // GetSession returns one session. ENotFound if there is none.
 func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, error) {
-	var doc []byte
-	var lastSeq, agentOffset int64
-	var u codec.UsageRow
-	err := s.queryRow(ctx, `SELECT doc, last_seq, agent_offset, `+codec.UsageColumns+` FROM sessions WHERE id = $1`, []any{id},
-		append([]any{&doc, &lastSeq, &agentOffset}, u.Targets()...)...)
-	if err := codec.OneRow(err, "get session", "session %s not found", id); err != nil {
-		return nil, err
-	}
-	sess, err := codec.DecodeSession(doc, lastSeq, agentOffset)
-	if err != nil {
-		return nil, err
-	}
-	sess.Usage = u.Usage()
-	return sess, nil
+	return codec.ScanSession(func(dest ...any) error {
+		return s.queryRow(ctx, `SELECT doc, last_seq, agent_offset, `+codec.UsageColumns+` FROM sessions WHERE id = $1`, []any{id}, dest...)
+	}, id)
 }
 
 // ListSessions returns a page of sessions, newest first (created_at, then

@@ -249,19 +249,22 @@ func (s *Store) queryRow(ctx context.Context, sql string, args []any, dest ...an
 
 // query runs a query on a pooled connection and calls each for every row.
 func (s *Store) query(ctx context.Context, sql string, args []any, each func(rows pgx.Rows) error) error {
-	return s.pool.with(ctx, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, sql, args...)
-		if err != nil {
+	return s.pool.with(ctx, func(c *pgx.Conn) error { return eachRow(ctx, c, sql, args, each) })
+}
+
+// eachRow runs a query on q and calls each for every row.
+func eachRow(ctx context.Context, q querier, sql string, args []any, each func(rows pgx.Rows) error) error {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := each(rows); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
-	})
+	}
+	return rows.Err()
 }
 
 // collect runs a query on a pooled connection and returns what scan makes

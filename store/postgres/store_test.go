@@ -5,35 +5,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
-	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pgtest"
 	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/berth-sh/berth/store/storetest"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // quiet is a logger that drops everything.
 var quiet = slog.New(slog.DiscardHandler)
-
-// serverURL returns the URL of the test server from
-// BERTH_TEST_POSTGRES_URL, skipping the test when it is unset (failing it
-// when BERTH_REQUIRE_INTEGRATION=1).
-func serverURL(tb testing.TB) string {
-	tb.Helper()
-	u := os.Getenv("BERTH_TEST_POSTGRES_URL")
-	if u == "" {
-		testenv.Missing(tb, "PostgreSQL", "BERTH_TEST_POSTGRES_URL is not set")
-	}
-	return u
-}
 
 // created remembers the test databases made by this process, so that each
 // is created once and dropped once.
@@ -44,37 +29,17 @@ var created sync.Map // name → struct{}
 // on first use and dropped when the test that created it ends.
 func databaseFor(tb testing.TB, key string) string {
 	tb.Helper()
-	base := serverURL(tb)
+	base := pgtest.ServerURL(tb)
 	sum := sha256.Sum256([]byte(key))
 	name := "berth_test_" + hex.EncodeToString(sum[:8])
 	if _, loaded := created.LoadOrStore(name, struct{}{}); !loaded {
-		admin(tb, base, `CREATE DATABASE `+name)
+		pgtest.Exec(tb, base, `CREATE DATABASE `+name)
 		tb.Cleanup(func() {
-			admin(tb, base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+			pgtest.Exec(tb, base, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
 			created.Delete(name)
 		})
 	}
-	u, err := url.Parse(base)
-	if err != nil {
-		tb.Fatalf("BERTH_TEST_POSTGRES_URL: %v", err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
-
-// admin runs one statement on the database of the server URL.
-func admin(tb testing.TB, base, sql string) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, base)
-	if err != nil {
-		tb.Fatalf("connect to the test server: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, sql); err != nil {
-		tb.Fatalf("%s: %v", sql, err)
-	}
+	return pgtest.Database(tb, base, name)
 }
 
 // openAt opens the store of a test directory.
@@ -91,7 +56,7 @@ func openAt(tb testing.TB, dir string) *Store {
 var testKey = []byte("0123456789abcdef0123456789abcdef")
 
 func TestConformance(t *testing.T) {
-	serverURL(t)
+	pgtest.ServerURL(t)
 	storetest.RunStoreTests(t, func(t *testing.T, dir string) berth.Store { return openAt(t, dir) })
 }
 
@@ -202,6 +167,34 @@ func TestMigrationsConcurrent(t *testing.T) {
 
 // TestQueryPlans checks that every page query is an index scan of events
 // that needs no sort, so its cost does not grow with the log.
+// explain returns the plan PostgreSQL makes of q with args as a cached
+// statement runs it eventually (a generic plan), under the settings given
+// (each "name = value", set for the explain alone).
+func explain(t *testing.T, s *Store, q string, args []any, settings ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	var lines []string
+	err := s.pool.with(ctx, func(c *pgx.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			for _, set := range append([]string{"plan_cache_mode = force_generic_plan"}, settings...) {
+				if _, err := tx.Exec(ctx, "SET LOCAL "+set); err != nil {
+					return err
+				}
+			}
+			rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
+			if err != nil {
+				return err
+			}
+			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return strings.Join(lines, "\n")
+}
+
 func TestQueryPlans(t *testing.T) {
 	s := openAt(t, t.TempDir())
 	defer s.Close()
@@ -209,48 +202,18 @@ func TestQueryPlans(t *testing.T) {
 	if err := s.CreateSession(ctx, &berth.Session{ID: "s", State: berth.StateActive}); err != nil {
 		t.Fatal(err)
 	}
-	plan := func(q string, args ...any) string {
-		var out []string
-		// A generic plan is what a cached statement runs with eventually.
-		err := s.pool.with(ctx, func(c *pgx.Conn) error {
-			tx, err := c.Begin(ctx)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback(ctx)
-			if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
-			if err != nil {
-				return err
-			}
-			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-			out = lines
-			return err
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
+	plan := func(q string, args ...any) string { return explain(t, s, q, args) }
+	// The index each kind's statement must use.
+	index := func(k codec.PageKind) string {
+		if k == codec.PageByType || k == codec.PageByTypeInTurn {
+			return "events_by_type"
 		}
-		return strings.Join(out, "\n")
+		return "events_pkey"
 	}
-	cases := map[codec.PageKind]struct {
-		args  []any
-		index string
-	}{
-		codec.PageAll:          {[]any{"s", 0}, "events_pkey"},
-		codec.PageByType:       {[]any{"s", "turn_ended", 0}, "events_by_type"},
-		codec.PageByChunkType:  {[]any{"s", 0, "agent_message"}, "events_pkey"},
-		codec.PageByTurn:       {[]any{"s", 0, 10, "u", ""}, "events_pkey"},
-		codec.PageByTypeInTurn: {[]any{"s", "turn_ended", 0, 10, "u"}, "events_by_type"},
-	}
-	if len(cases) != int(codec.PageKinds) {
-		t.Fatalf("%d page statements, %d checked", codec.PageKinds, len(cases))
-	}
-	for k, c := range cases {
+	for k, args := range storetest.PageStatementArgs(t) {
 		q := listEventsSQL(k)
-		p := plan(q, append(c.args, 10)...)
-		if !strings.Contains(p, "Index Scan using "+c.index+" on events") || strings.Contains(p, "Seq Scan on events") ||
+		p := plan(q, append(args, 10)...)
+		if !strings.Contains(p, "Index Scan using "+index(k)+" on events") || strings.Contains(p, "Seq Scan on events") ||
 			strings.Contains(p, "Sort") {
 			t.Errorf("%s\n  plan:\n%s", q, p)
 		}
@@ -309,25 +272,7 @@ func TestLabelListPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var lines []string
-			// A generic plan is what a cached statement runs with eventually.
-			err = s.pool.with(ctx, func(c *pgx.Conn) error {
-				return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-					if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-						return err
-					}
-					rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
-					if err != nil {
-						return err
-					}
-					lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
-					return err
-				})
-			})
-			if err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-			p := strings.Join(lines, "\n")
+			p := explain(t, s, q, args)
 			if !strings.Contains(p, "using session_labels_by_pair on session_labels l") || strings.Contains(p, "Sort") {
 				t.Errorf("%s, %+v:\n%s\n  plan:\n%s", when, f, q, p)
 			}

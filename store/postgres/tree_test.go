@@ -24,7 +24,6 @@ func TestTreeMigrationKeepsOldSessionsAsRoots(t *testing.T) {
 func TestTreeQueryPlans(t *testing.T) {
 	s := openAt(t, t.TempDir())
 	defer s.Close()
-	ctx := context.Background()
 	for _, c := range []struct {
 		f    berth.SessionFilter
 		want string
@@ -38,33 +37,9 @@ func TestTreeQueryPlans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var plan []string
-		err = s.pool.with(ctx, func(conn *pgx.Conn) error {
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback(ctx)
-			// A generic plan is what a cached statement runs with eventually.
-			if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-				return err
-			}
-			// An empty table would be read whole: make scans cost what they do
-			// on a big one.
-			if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, "EXPLAIN "+q, args...)
-			if err != nil {
-				return err
-			}
-			plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			return err
-		})
-		if err != nil {
-			t.Fatalf("%+v: %v", c.f, err)
-		}
-		p := strings.Join(plan, "\n")
+		// An empty table would be read whole: make scans cost what they do
+		// on a big one.
+		p := explain(t, s, q, args, "enable_seqscan = off")
 		if !strings.Contains(p, c.want) || strings.Contains(p, "Seq Scan") || strings.Contains(p, "Sort") {
 			t.Errorf("%+v: %s\n  plan:\n%s", c.f, q, p)
 		}

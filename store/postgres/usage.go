@@ -33,28 +33,15 @@ func (s *Store) AddUsage(ctx context.Context, id string, delta berth.Usage) ([]b
 	d := codec.UsageArgs(delta)
 	var out []berth.SessionUsage
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		out = out[:0]
-		q := addOwnUsageSQL
-		for cur := id; cur != "" && len(out) < codec.MaxAncestors; {
-			var doc []byte
-			var u codec.UsageRow
-			err := tx.QueryRow(ctx, q, append(d, cur)...).Scan(append([]any{&doc}, u.Targets()...)...)
-			if found, err := codec.Found(err, "add usage"); err != nil {
-				return err
-			} else if !found && len(out) == 0 {
-				return berth.Errorf(berth.ENotFound, "session %s not found", id)
-			} else if !found {
-				// An ancestor deleted before its descendant: the walk ends.
-				return nil
+		var err error
+		out, err = codec.WalkUsage(id, func(cur string, own bool, dest ...any) error {
+			q := addTreeUsageSQL
+			if own {
+				q = addOwnUsageSQL
 			}
-			sess, err := codec.DecodeSession(doc, 0, 0)
-			if err != nil {
-				return err
-			}
-			out = append(out, codec.SessionUsage(sess, u))
-			cur, q = sess.ParentID, addTreeUsageSQL
-		}
-		return nil
+			return tx.QueryRow(ctx, q, append(d, cur)...).Scan(dest...)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -56,12 +57,8 @@ func (s *Store) WatchEvents(ctx context.Context, fn func(sessionID string, lastS
 			backoff = watchBackoffMin
 		}
 		s.logger.Warn("postgres store: event watcher lost its connection, reconnecting", "err", err, "in", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !syncx.Sleep(ctx, backoff) {
 			return ctx.Err()
-		case <-t.C:
 		}
 		backoff = min(2*backoff, watchBackoffMax)
 	}

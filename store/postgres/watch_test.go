@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 )
@@ -243,7 +244,7 @@ func TestWatchEventsReconnects(t *testing.T) {
 // also while it waits to reconnect, and leaves no goroutine behind.
 func TestWatchEventsLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
-	serverURL(t)
+	pgtest.ServerURL(t)
 	databaseFor(t, dir) // made before the baseline, dropped after the check
 	opts := goleak.IgnoreCurrent()
 	func() {

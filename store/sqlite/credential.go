@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -113,22 +112,6 @@ func (f credFile) Save(entries []credtable.Entry) error {
 	return nil
 }
 
-// PutCredential implements berth.CredentialStore, in the credentials file.
-func (s *Store) PutCredential(ctx context.Context, name, kind string, value []byte) error {
-	return s.creds.PutCredential(ctx, name, kind, value)
-}
-
-// CredentialValue implements berth.CredentialStore.
-func (s *Store) CredentialValue(ctx context.Context, name string) ([]byte, error) {
-	return s.creds.CredentialValue(ctx, name)
-}
-
-// ListCredentials implements berth.CredentialStore.
-func (s *Store) ListCredentials(ctx context.Context) ([]berth.Credential, error) {
-	return s.creds.ListCredentials(ctx)
-}
-
-// DeleteCredential implements berth.CredentialStore.
-func (s *Store) DeleteCredential(ctx context.Context, name string) error {
-	return s.creds.DeleteCredential(ctx, name)
-}
+// credentials is the credential table, embedded in Store by an unexported
+// name so that only its berth.CredentialStore methods show on Store.
+type credentials = credtable.Table

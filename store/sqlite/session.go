@@ -45,19 +45,7 @@ func insertLabels(ctx context.Context, tx *sql.Tx, id string, labels map[string]
 
 // GetSession returns one session. ENotFound if there is none.
 func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, error) {
-	var doc []byte
-	var lastSeq, agentOffset int64
-	var u codec.UsageRow
-	err := s.getSession.QueryRowContext(ctx, id).Scan(append([]any{&doc, &lastSeq, &agentOffset}, u.Targets()...)...)
-	if err := codec.OneRow(err, "get session", "session %s not found", id); err != nil {
-		return nil, err
-	}
-	sess, err := codec.DecodeSession(doc, lastSeq, agentOffset)
-	if err != nil {
-		return nil, err
-	}
-	sess.Usage = u.Usage()
-	return sess, nil
+	return codec.ScanSession(s.getSession.QueryRowContext(ctx, id).Scan, id)
 }
 
 // ListSessions returns a page of sessions, newest first (created_at, then

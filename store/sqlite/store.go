@@ -62,8 +62,9 @@ type Store struct {
 	ckpt   *sql.DB // the connection of the checkpointer
 
 	checkpointer *checkpointer
-	// creds are the credentials, kept in their own file (credential.go).
-	creds *credtable.Table
+	// The credentials, kept in their own file (credential.go): their
+	// methods are the store's (berth.CredentialStore).
+	*credentials
 
 	// Statements prepared once at Open, so hot paths skip parsing.
 	insertEvents [len(insertChunks)]*sql.Stmt // by index in insertChunks
@@ -108,7 +109,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{path: abs, logger: logger, creds: credtable.New(credFile{path: CredentialsPath(abs)})}
+	s := &Store{path: abs, logger: logger, credentials: credtable.New(credFile{path: CredentialsPath(abs)})}
 
 	// The writer comes first: it switches the file to WAL and migrates it
 	// before any reader looks at the schema.

@@ -132,43 +132,45 @@ func TestMigrationsIdempotent(t *testing.T) {
 
 // TestQueryPlans checks that every page query is an index range and needs
 // no sort, so its cost does not grow with the log.
+// explain returns SQLite's query plan of q with args: each step's detail,
+// joined by "; ".
+func explain(t *testing.T, s *Store, q string, args []any) string {
+	t.Helper()
+	rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return strings.Join(out, "; ")
+}
+
 func TestQueryPlans(t *testing.T) {
 	s := openAt(t, t.TempDir())
 	defer s.Close()
-	plan := func(q string, args ...any) string {
-		rows, err := s.r.Query("EXPLAIN QUERY PLAN "+q, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
+	plan := func(q string, args ...any) string { return explain(t, s, q, args) }
+	// The index each kind's statement must use.
+	index := func(k codec.PageKind) string {
+		if k == codec.PageByType || k == codec.PageByTypeInTurn {
+			return "events_by_type"
 		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, detail)
-		}
-		return strings.Join(out, "; ")
+		return "PRIMARY KEY"
 	}
-	cases := map[codec.PageKind]struct {
-		args  []any
-		index string
-	}{
-		codec.PageAll:          {[]any{"s", 0}, "PRIMARY KEY"},
-		codec.PageByType:       {[]any{"s", "turn_ended", 0}, "events_by_type"},
-		codec.PageByChunkType:  {[]any{"s", 0, "agent_message"}, "PRIMARY KEY"},
-		codec.PageByTurn:       {[]any{"s", 0, 10, "u", ""}, "PRIMARY KEY"},
-		codec.PageByTypeInTurn: {[]any{"s", "turn_ended", 0, 10, "u"}, "events_by_type"},
-	}
-	if len(cases) != int(codec.PageKinds) {
-		t.Fatalf("%d page statements, %d checked", codec.PageKinds, len(cases))
-	}
-	for k, c := range cases {
+	for k, args := range storetest.PageStatementArgs(t) {
 		q := listEventsSQL(k)
-		p := plan(q, append(c.args, 10)...)
-		if !strings.Contains(p, "SEARCH events USING") || !strings.Contains(p, c.index) || !strings.Contains(p, "seq>?") ||
+		p := plan(q, append(args, 10)...)
+		if !strings.Contains(p, "SEARCH events USING") || !strings.Contains(p, index(k)) || !strings.Contains(p, "seq>?") ||
 			!strings.Contains(p, "SEARCH sessions USING") || strings.Contains(p, "SCAN") || strings.Contains(p, "TEMP B-TREE") {
 			t.Errorf("%s\n  plan: %s", q, p)
 		}

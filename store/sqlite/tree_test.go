@@ -33,21 +33,7 @@ func TestTreeQueryPlans(t *testing.T) {
 		{`SELECT doc FROM sessions WHERE 1 = 1 AND parent_id = ? AND spawn_key = ? AND spawn_key <> '' ORDER BY created_at DESC, id DESC LIMIT 2`,
 			[]any{"p", "k"}, "sessions_by_spawn_key"},
 	} {
-		rows, err := s.r.Query("EXPLAIN QUERY PLAN "+c.q, c.args...)
-		if err != nil {
-			t.Fatalf("%s: %v", c.q, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		p := strings.Join(plan, "; ")
+		p := explain(t, s, c.q, c.args)
 		if !strings.Contains(p, c.want) || strings.Contains(p, "SCAN") || strings.Contains(p, "TEMP B-TREE") {
 			t.Errorf("%s\n  plan: %s", c.q, p)
 		}

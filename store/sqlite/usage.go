@@ -30,29 +30,15 @@ func (s *Store) AddUsage(ctx context.Context, id string, delta berth.Usage) ([]b
 	d := codec.UsageArgs(delta)
 	var out []berth.SessionUsage
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
-		q, args := tx.StmtContext(ctx, s.addOwnUsage), append(append(append([]any{}, d...), d...), id)
-		for cur := id; cur != "" && len(out) < codec.MaxAncestors; {
-			var doc []byte
-			var u codec.UsageRow
-			err := q.QueryRowContext(ctx, args...).Scan(append([]any{&doc}, u.Targets()...)...)
-			if found, err := codec.Found(err, "add usage"); err != nil {
-				return err
-			} else if !found && len(out) == 0 {
-				return berth.Errorf(berth.ENotFound, "session %s not found", id)
-			} else if !found {
-				// An ancestor deleted before its descendant: the walk ends.
-				return nil
+		var err error
+		out, err = codec.WalkUsage(id, func(cur string, own bool, dest ...any) error {
+			if own {
+				// The own row's statement adds the delta to both halves.
+				return tx.StmtContext(ctx, s.addOwnUsage).QueryRowContext(ctx, append(append(append([]any{}, d...), d...), cur)...).Scan(dest...)
 			}
-			sess, err := codec.DecodeSession(doc, 0, 0)
-			if err != nil {
-				return err
-			}
-			out = append(out, codec.SessionUsage(sess, u))
-			cur = sess.ParentID
-			q, args = tx.StmtContext(ctx, s.addTreeUsage), append(append([]any{}, d...), cur)
-		}
-		return nil
+			return tx.StmtContext(ctx, s.addTreeUsage).QueryRowContext(ctx, append(append([]any{}, d...), cur)...).Scan(dest...)
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

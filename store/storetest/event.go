@@ -38,7 +38,7 @@ func testListEventsEdges(t *testing.T, open Opener) {
 	all := events("s1", 1, 250)
 	appendOK(t, s, all)
 
-	page := func(f berth.EventFilter) []berth.Event { t.Helper(); return listEvents(t, s, "s1", f) }
+	page := func(f berth.EventFilter) []berth.Event { t.Helper(); return listPage(t, s, "s1", f) }
 	// Limit 0 means the default page.
 	sameEvents(t, page(berth.EventFilter{}), all[:berth.DefaultEventLimit])
 	sameEvents(t, page(berth.EventFilter{After: 0, Limit: 1}), all[:1])
@@ -110,18 +110,8 @@ type eventCase struct {
 func listEventsFiltered(t *testing.T, s berth.Store, id string, cases []eventCase) {
 	t.Helper()
 	for _, c := range cases {
-		sameEvents(t, listEvents(t, s, id, c.f), c.want)
+		sameEvents(t, listPage(t, s, id, c.f), c.want)
 	}
-}
-
-// listEvents is one page of session id's events, filtered by f.
-func listEvents(t *testing.T, s berth.Store, id string, f berth.EventFilter) []berth.Event {
-	t.Helper()
-	evs, err := s.ListEvents(ctx(t), id, f)
-	if err != nil {
-		t.Fatalf("%+v: %v", f, err)
-	}
-	return evs
 }
 
 // keepEvents returns the events of all that keep keeps, in order.
@@ -375,7 +365,7 @@ func testListEventsMaxBytes(t *testing.T, open Opener) {
 			Data: json.RawMessage(`{"text":"` + strings.Repeat("x", 90) + `"}`)} // 101 bytes
 	}
 	appendOK(t, s, all)
-	page := func(f berth.EventFilter) []berth.Event { t.Helper(); return listEvents(t, s, "s1", f) }
+	page := func(f berth.EventFilter) []berth.Event { t.Helper(); return listPage(t, s, "s1", f) }
 	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 250}), all[:3])
 	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 202}), all[:2])
 	sameEvents(t, page(berth.EventFilter{Limit: 10, MaxBytes: 1}), all[:1])

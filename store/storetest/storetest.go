@@ -240,17 +240,6 @@ func listPage(t *testing.T, s berth.Store, id string, f berth.EventFilter) []ber
 	return evs
 }
 
-// pick returns the events of all that keep keeps.
-func pick(all []berth.Event, keep func(berth.Event) bool) []berth.Event {
-	var out []berth.Event
-	for _, e := range all {
-		if keep(e) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // agentOffset reads a session's agent offset (through GetSession) or fails
 // the test.
 func agentOffset(t *testing.T, s berth.Store, id string) int64 {

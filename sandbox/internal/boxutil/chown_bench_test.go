@@ -1,9 +1,6 @@
 package boxutil
 
 import (
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/berth-sh/berth/internal/testenv"
@@ -15,17 +12,7 @@ func BenchmarkChownTree(b *testing.B) {
 	testenv.NeedRoot(b, "chown needs root")
 	const id = 123456
 	dir := b.TempDir()
-	for i := range 200 {
-		sub := filepath.Join(dir, "d"+strconv.Itoa(i))
-		if err := os.Mkdir(sub, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		for j := range 100 {
-			if err := os.WriteFile(filepath.Join(sub, strconv.Itoa(j)), nil, 0o644); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	testenv.FillTree(b, dir, 200, 100)
 	if err := ChownTree(dir, id, id, false, nil); err != nil {
 		b.Fatal(err)
 	}

@@ -19,10 +19,10 @@ func TestChownTree(t *testing.T) {
 	const id = 123456
 	dir, outside := t.TempDir(), t.TempDir()
 	secret := filepath.Join(outside, "secret")
-	mustWrite(t, secret)
-	mustWrite(t, filepath.Join(dir, "sub", "f"))
-	mustWrite(t, filepath.Join(dir, "hidden", "db"))
-	mustWrite(t, filepath.Join(dir, "other"))
+	testenv.Touch(t, secret)
+	testenv.Touch(t, filepath.Join(dir, "sub", "f"))
+	testenv.Touch(t, filepath.Join(dir, "hidden", "db"))
+	testenv.Touch(t, filepath.Join(dir, "other"))
 	if err := os.Chown(filepath.Join(dir, "other"), 4242, 4242); err != nil {
 		t.Fatal(err)
 	}
@@ -35,30 +35,11 @@ func TestChownTree(t *testing.T) {
 	if err := ChownTree(dir, id, id, true, []string{filepath.Join(dir, "hidden")}); err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string]uint32{
+	wantOwners(t, map[string]uint32{
 		dir: id, filepath.Join(dir, "sub"): id, filepath.Join(dir, "sub", "f"): id, filepath.Join(dir, "link"): id,
 		filepath.Join(dir, "hidden"): 0, filepath.Join(dir, "hidden", "db"): 0,
 		filepath.Join(dir, "other"): 4242, secret: 0, outside: 0,
-	} {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(path, &st); err != nil {
-			t.Fatal(err)
-		}
-		if st.Uid != want {
-			t.Errorf("%s belongs to %d, want %d", path, st.Uid, want)
-		}
-	}
-}
-
-// mustWrite makes an empty file at path, and its directories.
-func mustWrite(t *testing.T, path string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	})
 }
 
 // A symbolic link on the path of the directory itself (one a sandbox
@@ -68,7 +49,7 @@ func TestChownTreeRefusesSymlinkOnPath(t *testing.T) {
 	testenv.NeedRoot(t, "chown needs root")
 	const id = 123456
 	parent, victim := t.TempDir(), t.TempDir()
-	mustWrite(t, filepath.Join(victim, "passwd"))
+	testenv.Touch(t, filepath.Join(victim, "passwd"))
 	link := filepath.Join(parent, "sub")
 	if err := os.Symlink(victim, link); err != nil {
 		t.Fatal(err)
@@ -99,8 +80,8 @@ func TestChownTreeHiddenByInode(t *testing.T) {
 	const id = 123456
 	base := t.TempDir()
 	real := filepath.Join(base, "real")
-	mustWrite(t, filepath.Join(real, "bhome", "token"))
-	mustWrite(t, filepath.Join(real, "work", "f"))
+	testenv.Touch(t, filepath.Join(real, "bhome", "token"))
+	testenv.Touch(t, filepath.Join(real, "work", "f"))
 	if err := os.Symlink(real, filepath.Join(base, "link")); err != nil {
 		t.Fatal(err)
 	}
@@ -108,18 +89,10 @@ func TestChownTreeHiddenByInode(t *testing.T) {
 	if err := ChownTree(real, id, id, true, hidden); err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string]uint32{
+	wantOwners(t, map[string]uint32{
 		filepath.Join(real, "work", "f"): id,
 		filepath.Join(real, "bhome"):     0, filepath.Join(real, "bhome", "token"): 0,
-	} {
-		var st syscall.Stat_t
-		if err := syscall.Lstat(path, &st); err != nil {
-			t.Fatal(err)
-		}
-		if st.Uid != want {
-			t.Errorf("%s belongs to %d, want %d", path, st.Uid, want)
-		}
-	}
+	})
 }
 
 // ChownTree and ChownPath never cross into another mount: a directory of
@@ -129,8 +102,8 @@ func TestChownStaysOnItsMount(t *testing.T) {
 	const id = 123456
 	dir, outside := t.TempDir(), t.TempDir()
 	secret := filepath.Join(outside, "sub", "secret")
-	mustWrite(t, secret)
-	mustWrite(t, filepath.Join(dir, "f"))
+	testenv.Touch(t, secret)
+	testenv.Touch(t, filepath.Join(dir, "f"))
 	mnt := filepath.Join(dir, "mnt")
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
@@ -167,7 +140,7 @@ func TestChownPathStopsAtALink(t *testing.T) {
 	testenv.NeedRoot(t, "chown needs root")
 	const id = 123456
 	dir, victim := t.TempDir(), t.TempDir()
-	mustWrite(t, filepath.Join(dir, "a", "b", "f"))
+	testenv.Touch(t, filepath.Join(dir, "a", "b", "f"))
 	if err := os.Symlink(victim, filepath.Join(dir, "a", "l")); err != nil {
 		t.Fatal(err)
 	}
@@ -179,11 +152,18 @@ func TestChownPathStopsAtALink(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for path, want := range map[string]uint32{
+	wantOwners(t, map[string]uint32{
 		dir: id, filepath.Join(dir, "a"): id, filepath.Join(dir, "a", "b"): 4242, victim: 0,
-	} {
+	})
+}
+
+// wantOwners checks the owner of each path (not following a link at the
+// end of one).
+func wantOwners(t *testing.T, owners map[string]uint32) {
+	t.Helper()
+	for path, want := range owners {
 		var st syscall.Stat_t
-		if err := syscall.Stat(path, &st); err != nil {
+		if err := syscall.Lstat(path, &st); err != nil {
 			t.Fatal(err)
 		}
 		if st.Uid != want {

@@ -97,6 +97,25 @@ func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, erro
 	return s, nil
 }
 
+// ScanSession reads one session with scan, whose targets are a row's
+// doc, last_seq, agent_offset and UsageColumns. ENotFound naming id when
+// there is no row.
+func ScanSession(scan func(dest ...any) error, id string) (*berth.Session, error) {
+	var doc []byte
+	var lastSeq, agentOffset int64
+	var u UsageRow
+	err := scan(append([]any{&doc, &lastSeq, &agentOffset}, u.Targets()...)...)
+	if err := OneRow(err, "get session", "session %s not found", id); err != nil {
+		return nil, err
+	}
+	sess, err := DecodeSession(doc, lastSeq, agentOffset)
+	if err != nil {
+		return nil, err
+	}
+	sess.Usage = u.Usage()
+	return sess, nil
+}
+
 // Session list bounds: the page size of a limit of 0, and the largest.
 const (
 	DefaultSessionLimit = 50

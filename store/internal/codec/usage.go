@@ -65,3 +65,31 @@ const MaxAncestors = 1024
 func SessionUsage(s *berth.Session, r UsageRow) berth.SessionUsage {
 	return berth.SessionUsage{ID: s.ID, ParentID: s.ParentID, Usage: r.Usage(), MaxCostUSD: s.MaxCostUSD, MaxTokens: s.MaxTokens}
 }
+
+// WalkUsage is AddUsage's walk up a session's tree, the same in every SQL
+// store. add adds the delta to one session's row (own: the row of id
+// itself, not an ancestor's) and scans the row's doc and UsageColumns
+// into dest. A missing id is ENotFound; a missing ancestor ends the walk.
+func WalkUsage(id string, add func(cur string, own bool, dest ...any) error) ([]berth.SessionUsage, error) {
+	var out []berth.SessionUsage
+	for cur := id; cur != "" && len(out) < MaxAncestors; {
+		var doc []byte
+		var u UsageRow
+		err := add(cur, len(out) == 0, append([]any{&doc}, u.Targets()...)...)
+		if found, err := Found(err, "add usage"); err != nil {
+			return nil, err
+		} else if !found && len(out) == 0 {
+			return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
+		} else if !found {
+			// An ancestor deleted before its descendant: the walk ends.
+			break
+		}
+		sess, err := DecodeSession(doc, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, SessionUsage(sess, u))
+		cur = sess.ParentID
+	}
+	return out, nil
+}
