@@ -14,6 +14,7 @@ import (
 	"github.com/berth-sh/berth/internal/pathx"
 
 	live "github.com/berth-sh/berth/session/live"
+	"github.com/berth-sh/berth/session/wsfiles"
 )
 
 // validEnvName reports whether s can name an environment variable:
@@ -179,7 +180,7 @@ func (b *birth) workspace(ctx context.Context) error {
 	if err := b.from.fill(ctx, b); err != nil {
 		return err
 	}
-	return writeFiles(s.Workspace, req.Files)
+	return wsfiles.Write(s.Workspace, req.Files)
 }
 
 // admit lets the session in among its origin's (a child among its

@@ -6,13 +6,14 @@ import (
 	"path/filepath"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/session/wsfiles"
 )
 
 // checkCreateOptions checks a create request's worktree, files and mounts
 // (docs/api.md, "Worktrees, files and mounts") before anything is written. It
 // returns the repository's git directory for a worktree.
 func (pl *placement) checkCreateOptions(ctx context.Context, req *berth.CreateRequest) (string, error) {
-	if err := checkFiles(req.Files); err != nil {
+	if err := wsfiles.Check(req.Files); err != nil {
 		return "", err
 	}
 	if err := pl.checkMounts(req.Mounts, req.Workspace); err != nil {

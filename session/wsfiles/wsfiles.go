@@ -1,4 +1,8 @@
-package session
+// Package wsfiles writes the files a create request gives into the new
+// session's workspace (docs/api.md, "Worktrees, files and mounts"):
+// checked by name and size before anything is written, then written
+// beneath the workspace with openat2, never through a link.
+package wsfiles
 
 import (
 	"errors"
@@ -35,11 +39,11 @@ func filesError(p, format string, a ...any) error {
 		Details: map[string]any{"field": "files", "path": p}}
 }
 
-// checkFiles checks a create request's files by their names and sizes
+// Check checks a create request's files by their names and sizes
 // alone, before anything is written: relative paths of plain components
 // (no "..", ".", empty component, NUL), within the bounds. Over a size
 // bound is ETooLarge.
-func checkFiles(files map[string]string) error {
+func Check(files map[string]string) error {
 	if len(files) > MaxCreateFiles {
 		return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("files: at most %d files", MaxCreateFiles),
 			Details: map[string]any{"field": "files"}}
@@ -67,7 +71,7 @@ func checkFiles(files map[string]string) error {
 	return nil
 }
 
-// writeFiles writes files (checked by checkFiles) into the workspace ws,
+// Write writes files (checked by checkFiles) into the workspace ws,
 // mode 0644, making missing parent directories 0755. Nothing is followed
 // through a symbolic link and nothing leaves ws (openat2 with
 // RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS from ws's descriptor). Every path is
@@ -75,7 +79,7 @@ func checkFiles(files map[string]string) error {
 // directory: 400 naming the path) so that a refusal writes nothing; then
 // each file is written to a temporary name beside it and renamed over the
 // target, so a reader sees the old content or the new, whole.
-func writeFiles(ws string, files map[string]string) error {
+func Write(ws string, files map[string]string) error {
 	if len(files) == 0 {
 		return nil
 	}
