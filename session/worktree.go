@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/pathx"
+	"github.com/berth-sh/berth/internal/safegit"
 )
 
 // worktreeError is the 400 a refused worktree option gets.
@@ -23,7 +23,7 @@ func worktreeError(field, format string, a ...any) error {
 // is written, and fills it in: the repository's real path, the branch, the
 // base (HEAD when not given). It returns the repository's git directory
 // (the common one, for a repository that is itself a linked worktree).
-// Every git it runs is runGit's: no hook, filter or helper of the
+// Every git it runs is safegit.Run's: no hook, filter or helper of the
 // repository runs.
 func (pl *placement) checkWorktree(ctx context.Context, req *berth.CreateRequest) (string, error) {
 	w := req.Worktree
@@ -53,14 +53,14 @@ func (pl *placement) checkWorktree(ctx context.Context, req *berth.CreateRequest
 	}
 	// The branch must be a valid new branch name, as git reads it (and not
 	// one it would expand, such as @{-1}).
-	out, err := runGit(ctx, "/", nil, "check-ref-format", "--branch", w.Branch)
+	out, err := safegit.Run(ctx, "/", nil, "check-ref-format", "--branch", w.Branch)
 	if err != nil || strings.TrimSpace(string(out)) != w.Branch || strings.HasPrefix(w.Branch, "-") {
 		if berth.IsCode(err, berth.EUnavailable) {
 			return "", err
 		}
 		return "", worktreeError("branch", "worktree.branch %q is not a valid branch name", w.Branch)
 	}
-	out, err = runGit(ctx, repo, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	out, err = safegit.Run(ctx, repo, nil, "rev-parse", "--path-format=absolute", "--git-common-dir")
 	if err != nil {
 		if berth.IsCode(err, berth.EUnavailable) {
 			return "", err
@@ -83,22 +83,22 @@ func (pl *placement) checkWorktree(ctx context.Context, req *berth.CreateRequest
 			return "", err
 		}
 	}
-	if _, err := runGit(ctx, repo, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", "refs/heads/"+w.Branch); err == nil {
+	if _, err := safegit.Run(ctx, repo, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", "refs/heads/"+w.Branch); err == nil {
 		return "", &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("branch %q already exists in %s", w.Branch, w.Repo),
 			Details: map[string]any{"field": "worktree.branch"}}
 	}
-	if _, err := runGit(ctx, repo, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", w.Base+"^{commit}"); err != nil {
+	if _, err := safegit.Run(ctx, repo, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", w.Base+"^{commit}"); err != nil {
 		return "", worktreeError("base", "worktree.base %q is not a commit of %s", w.Base, w.Repo)
 	}
 	// The sandbox gets objects/ writable with these two read-only on top:
 	// one missing would be the agent's to make (an alternates file, packs
 	// and a commit graph the daemon's own git would then read).
 	for _, sub := range []string{"pack", "info"} {
-		if p := filepath.Join(common, "objects", sub); !isRealDir(p) {
+		if p := filepath.Join(common, "objects", sub); !safegit.IsRealDir(p) {
 			return "", worktreeError("repo", "worktree.repo %s: its git directory has no objects/%s directory (a sandbox could make one git then reads): refused; create it (mkdir %s)", w.Repo, sub, p)
 		}
 	}
-	if refPathLinked(common, w.Branch) {
+	if safegit.RefPathLinked(common, w.Branch) {
 		return "", worktreeError("branch", "worktree.branch %q: a directory on the way to its ref in %s is not a plain directory: refused", w.Branch, common)
 	}
 	w.Repo = repo
@@ -110,16 +110,16 @@ func (pl *placement) checkWorktree(ctx context.Context, req *berth.CreateRequest
 // it on s. The worktree's own git directory is read from the .git file
 // git wrote, once, and must lie in common's worktrees/ directory.
 func (pl *placement) addWorktree(ctx context.Context, s *berth.Session, w *berth.WorktreeRequest, common string) error {
-	filters, err := gitFilterOverrides(ctx, w.Repo)
+	filters, err := safegit.FilterOverrides(ctx, w.Repo)
 	if err != nil {
 		return err
 	}
-	if _, err := runGit(ctx, w.Repo, filters, "worktree", "add", "-b", w.Branch, "--", s.Workspace, w.Base); err != nil {
+	if _, err := safegit.Run(ctx, w.Repo, filters, "worktree", "add", "-b", w.Branch, "--", s.Workspace, w.Base); err != nil {
 		if berth.IsCode(err, berth.EUnavailable) {
 			return err
 		}
 		// A create that raced this one for the branch.
-		if _, verr := runGit(ctx, w.Repo, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", "refs/heads/"+w.Branch); verr == nil {
+		if _, verr := safegit.Run(ctx, w.Repo, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", "refs/heads/"+w.Branch); verr == nil {
 			return &berth.Error{Code: berth.EConflict, Message: fmt.Sprintf("branch %q already exists in %s", w.Branch, w.Repo),
 				Details: map[string]any{"field": "worktree.branch"}}
 		}
@@ -172,74 +172,7 @@ func (pl *placement) removeWorktree(ctx context.Context, w *berth.Worktree) {
 	} else if err == nil {
 		pl.m.logger.Warn("worktree git directory is no longer a directory: left", "dir", w.GitDir)
 	}
-	if _, err := runGit(ctx, w.CommonDir, nil, "worktree", "prune"); err != nil && !errors.Is(err, context.Canceled) {
+	if _, err := safegit.Run(ctx, w.CommonDir, nil, "worktree", "prune"); err != nil && !errors.Is(err, context.Canceled) {
 		pl.m.logger.Warn("git worktree prune", "repo", w.Repo, "err", err)
 	}
-}
-
-// worktreeBinds is what a sandbox needs of the repository for git to work
-// in a worktree workspace, at the same paths (the worktree's .git file
-// names them): the repository's git directory read-only (config, hooks,
-// packed refs, other worktrees), and on top, read-write, only what a
-// commit on the session's branch writes: the worktree's own git directory
-// (HEAD, index, logs), the object store for new objects (its packs and
-// info/, where alternates are named, stay read-only), and the directory
-// of refs/heads holding the branch's ref and the matching directory of
-// the reflogs. Every ref in that directory is writable: a branch in a
-// directory of its own (agent/<task>) shares it with none of the user's.
-func worktreeBinds(w *berth.Worktree) []berth.Bind {
-	if w == nil || w.CommonDir == "" {
-		return nil
-	}
-	c := w.CommonDir
-	sub := path.Dir("refs/heads/" + w.Branch)
-	binds := []berth.Bind{{Source: c, Target: c}}
-	rw := []string{filepath.Join(c, "objects"), filepath.Join(c, sub), filepath.Join(c, "logs", sub), w.GitDir}
-	ro := []string{filepath.Join(c, "objects", "pack"), filepath.Join(c, "objects", "info")}
-	for _, p := range rw {
-		if isRealDir(p) {
-			binds = append(binds, berth.Bind{Source: p, Target: p, Writable: true})
-		}
-	}
-	for _, p := range ro {
-		if isRealDir(p) {
-			binds = append(binds, berth.Bind{Source: p, Target: p})
-		}
-	}
-	return binds
-}
-
-// isRealDir reports whether p is a directory reached through no symbolic
-// link (p is absolute and clean).
-func isRealDir(p string) bool {
-	r, err := filepath.EvalSymlinks(p)
-	if err != nil || r != p {
-		return false
-	}
-	fi, err := os.Lstat(p)
-	return err == nil && fi.IsDir()
-}
-
-// refPathLinked reports whether a directory on the way to the branch's
-// ref or reflog in common is a symbolic link (one an agent with the
-// directory above could have planted): git, run by the daemon, would
-// write the new ref through it.
-func refPathLinked(common, branch string) bool {
-	for _, top := range []string{"refs/heads", "logs/refs/heads"} {
-		p := filepath.Join(common, top)
-		for _, c := range strings.Split(path.Dir(branch), "/") {
-			if c == "." {
-				break
-			}
-			p = filepath.Join(p, c)
-			fi, err := os.Lstat(p)
-			if err != nil {
-				break
-			}
-			if !fi.IsDir() {
-				return true
-			}
-		}
-	}
-	return false
 }
