@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // home_files are private copies in the session's home: the agent may write
@@ -16,10 +18,10 @@ import (
 // not followed; what is not a relative path inside the home is ignored.
 func TestHomeFilesArePrivateCopies(t *testing.T) {
 	user, home, outside := t.TempDir(), t.TempDir(), t.TempDir()
-	writeTestFile(t, filepath.Join(user, ".tool/auth.json"), "token-1", 0o600)
-	writeTestFile(t, filepath.Join(user, ".cfg/dir/settings.json"), "{}", 0o644)
-	writeTestFile(t, filepath.Join(user, "secret"), "not for agents", 0o600)
-	symlink(t, filepath.Join(user, "secret"), filepath.Join(user, ".cfg/leak"))
+	testenv.WriteFile(t, filepath.Join(user, ".tool/auth.json"), "token-1", 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".cfg/dir/settings.json"), "{}", 0o644)
+	testenv.WriteFile(t, filepath.Join(user, "secret"), "not for agents", 0o600)
+	testenv.Symlink(t, filepath.Join(user, "secret"), filepath.Join(user, ".cfg/leak"))
 	m := New(Options{UserHome: user})
 	files := []string{".tool/auth.json", ".cfg/", ".missing", "../escape", "/abs"}
 	if err := m.place.copyHomeFiles(files, home); err != nil {
@@ -42,8 +44,8 @@ func TestHomeFilesArePrivateCopies(t *testing.T) {
 		t.Errorf("a link inside the user's directory was copied: %v", err)
 	}
 	// The agent writes its copies and adds its own files.
-	writeTestFile(t, filepath.Join(home, ".tool/auth.json"), "agent's", 0o600)
-	writeTestFile(t, filepath.Join(home, ".cfg/state.json"), "kept", 0o600)
+	testenv.WriteFile(t, filepath.Join(home, ".tool/auth.json"), "agent's", 0o600)
+	testenv.WriteFile(t, filepath.Join(home, ".cfg/state.json"), "kept", 0o600)
 	if got := read(filepath.Join(user, ".tool/auth.json")); got != "token-1" {
 		t.Fatalf("the user's file changed: %q", got)
 	}
@@ -52,16 +54,16 @@ func TestHomeFilesArePrivateCopies(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(home, ".cfg/dir")); err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, outside, filepath.Join(home, ".cfg/dir"))
+	testenv.Symlink(t, outside, filepath.Join(home, ".cfg/dir"))
 	victim := filepath.Join(outside, "victim")
-	writeTestFile(t, victim, "victim", 0o644)
+	testenv.WriteFile(t, victim, "victim", 0o644)
 	if err := os.Remove(filepath.Join(home, ".tool/auth.json")); err != nil {
 		t.Fatal(err)
 	}
-	symlink(t, victim, filepath.Join(home, ".tool/auth.json"))
+	testenv.Symlink(t, victim, filepath.Join(home, ".tool/auth.json"))
 
 	// The next start: the user's current files again, nothing outside.
-	writeTestFile(t, filepath.Join(user, ".tool/auth.json"), "token-2", 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".tool/auth.json"), "token-2", 0o600)
 	_ = m.place.copyHomeFiles(files, home)
 	if got := read(filepath.Join(home, ".tool/auth.json")); got != "token-2" {
 		t.Errorf("after a restart the copy = %q, want the user's current file", got)
@@ -91,16 +93,16 @@ func TestHomeFilesArePrivateCopies(t *testing.T) {
 // no secret lands in the session's home and nothing hangs the start.
 func TestHomeFilesSwappedDuringTheCopy(t *testing.T) {
 	user, outside := t.TempDir(), t.TempDir()
-	writeTestFile(t, filepath.Join(outside, "a.json"), "secret", 0o600)
-	writeTestFile(t, filepath.Join(outside, "sub/c.json"), "secret", 0o600)
-	writeTestFile(t, filepath.Join(user, ".cfg/a.json"), "a", 0o600)
-	writeTestFile(t, filepath.Join(user, ".cfg/b.json"), "b", 0o600)
-	writeTestFile(t, filepath.Join(user, ".cfg/sub/c.json"), "c", 0o600)
+	testenv.WriteFile(t, filepath.Join(outside, "a.json"), "secret", 0o600)
+	testenv.WriteFile(t, filepath.Join(outside, "sub/c.json"), "secret", 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".cfg/a.json"), "a", 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".cfg/b.json"), "b", 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".cfg/sub/c.json"), "c", 0o600)
 	cfg := filepath.Join(user, ".cfg")
 	swap := map[string]func(){
 		"a.json": func() {
 			noErr(t, os.Remove(filepath.Join(cfg, "a.json")))
-			symlink(t, filepath.Join(outside, "a.json"), filepath.Join(cfg, "a.json"))
+			testenv.Symlink(t, filepath.Join(outside, "a.json"), filepath.Join(cfg, "a.json"))
 		},
 		"b.json": func() {
 			noErr(t, os.Remove(filepath.Join(cfg, "b.json")))
@@ -108,7 +110,7 @@ func TestHomeFilesSwappedDuringTheCopy(t *testing.T) {
 		},
 		"sub/c.json": func() {
 			noErr(t, os.RemoveAll(filepath.Join(cfg, "sub")))
-			symlink(t, filepath.Join(outside, "sub"), filepath.Join(cfg, "sub"))
+			testenv.Symlink(t, filepath.Join(outside, "sub"), filepath.Join(cfg, "sub"))
 		},
 	}
 	home := t.TempDir()
@@ -155,10 +157,10 @@ func noErr(t *testing.T, err error) {
 func TestHomeFilesLeaveTokensOut(t *testing.T) {
 	user, home := t.TempDir(), t.TempDir()
 	for _, name := range []string{"oauth_creds.json", "google_accounts.json", "nested/.credentials.json", "nested/auth.json"} {
-		writeTestFile(t, filepath.Join(user, ".gemini", name), "token", 0o600)
+		testenv.WriteFile(t, filepath.Join(user, ".gemini", name), "token", 0o600)
 	}
-	writeTestFile(t, filepath.Join(user, ".gemini/settings.json"), "{}", 0o600)
-	writeTestFile(t, filepath.Join(user, ".own/oauth_creds.json"), "asked for", 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".gemini/settings.json"), "{}", 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".own/oauth_creds.json"), "asked for", 0o600)
 	m := New(Options{UserHome: user})
 	if err := m.place.copyHomeFiles([]string{".gemini/", ".own/oauth_creds.json"}, home); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func (pl *placement) prepareStart(s *berth.Session, spec berth.AgentSpec, provid
 		}
 	}
 	st.ToolsWarning = strings.Join(warnings, "; ")
-	st.Box, st.Program = pl.sandboxConfig(s, spec), pl.agentProgram(s, spec).path
+	st.Box, st.Program = pl.sandboxConfig(s, spec), pl.agentProgram(s, spec).Path
 	if path, args, ok := pl.m.models.wrap(s, spec, st.Program); ok {
 		st.Program, st.Args = path, args
 	}

@@ -4,12 +4,12 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/pathx"
+	"github.com/berth-sh/berth/internal/safegit"
 
+	"github.com/berth-sh/berth/session/agentprog"
 	live "github.com/berth-sh/berth/session/live"
 )
 
@@ -32,8 +32,8 @@ func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth
 	env := agentEnv(spec, s.ID, s.Env, pl.m.models.env(s, spec))
 	// The proxy's variables win over the session's own.
 	maps.Copy(env, pl.m.net.env(s))
-	binds := pl.agentProgram(s, spec).binds
-	binds = append(binds, worktreeBinds(s.Worktree)...)
+	binds := pl.agentProgram(s, spec).Binds
+	binds = append(binds, safegit.WorktreeBinds(s.Worktree)...)
 	binds = append(binds, pl.mountBinds(s)...)
 	tools, toolsOK := pl.m.tools.bind(s)
 	if toolsOK {
@@ -46,7 +46,7 @@ func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth
 	// The agent runs `berth mcp`, or runs under `berth agent-exec`, from
 	// berth's own binary: bound where the sandbox does not see it (outside
 	// the system directories, or anywhere in a container's own files).
-	if (toolsOK || modelOK) && pl.m.opts.Berth != spec.Command && (outsideSystemDirs(pl.m.opts.Berth) || !pl.capsOf(s.Sandbox.Provider).HostPaths) {
+	if (toolsOK || modelOK) && pl.m.opts.Berth != spec.Command && (agentprog.OutsideSystemDirs(pl.m.opts.Berth) || !pl.capsOf(s.Sandbox.Provider).HostPaths) {
 		binds = append(binds, berth.Bind{Source: pl.m.opts.Berth, Target: pl.m.opts.Berth})
 	}
 	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
@@ -56,26 +56,17 @@ func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth
 }
 
 // agentProgram is how the session's agent command runs in its sandbox
-// (resolveAgentProgram); a bare name is the image's own under docker.
+// (agentprog.Resolve); a bare name is the image's own under docker.
 // Names are looked up in the PATH of the daemon and the catalog, never in
 // one the session's env sets: a client does not choose which host files
 // are bound.
-func (pl *placement) agentProgram(s *berth.Session, spec berth.AgentSpec) agentProgram {
+func (pl *placement) agentProgram(s *berth.Session, spec berth.AgentSpec) agentprog.Program {
 	path := agentEnv(spec, s.ID, nil, nil)["PATH"]
-	return resolveAgentProgram(spec.Command, path, pl.capsOf(s.Sandbox.Provider).HostPaths, pl.m.opts.UserHome)
+	return agentprog.Resolve(spec.Command, path, pl.capsOf(s.Sandbox.Provider).HostPaths, pl.m.opts.UserHome)
 }
 
 // homeDir is the session's private HOME.
 func (pl *placement) homeDir(id string) string { return filepath.Join(pl.sessionDir(id), "home") }
-
-// systemDirs are visible inside every isolating sandbox already.
-var systemDirs = []string{"/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/"}
-
-// outsideSystemDirs reports whether the absolute path p lies outside the
-// system directories (and so must be bound to be seen in a sandbox).
-func outsideSystemDirs(p string) bool {
-	return filepath.IsAbs(p) && !slices.ContainsFunc(systemDirs, func(d string) bool { return strings.HasPrefix(p, d) })
-}
 
 // agentEnv builds the agent's environment: a few host basics, the agent's
 // declared pass-through variables, its catalog env, the session's env,

@@ -48,7 +48,7 @@ func TestNpmInstalledAgentBwrap(t *testing.T) {
 	}
 	command := installNpmAgent(t)
 	user := t.TempDir()
-	writeTestFile(t, filepath.Join(user, ".tiny/auth.json"), "user-token", 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".tiny/auth.json"), "user-token", 0o600)
 	// node only where nvm would put it: outside the system directories,
 	// the one directory of the agent's PATH.
 	node, err := exec.LookPath("node")
@@ -56,7 +56,7 @@ func TestNpmInstalledAgentBwrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	nvm := filepath.Join(t.TempDir(), "versions", "node", "bin")
-	symlink(t, node, filepath.Join(nvm, "node"))
+	testenv.Symlink(t, node, filepath.Join(nvm, "node"))
 	// A directory's copy leaves token files out: the agent's is named.
 	agent := berth.AgentSpec{Name: "npm-agent", Command: command, HomeFiles: []string{".tiny/", ".tiny/auth.json"},
 		Env: map[string]string{"PATH": nvm}}
@@ -89,7 +89,7 @@ func TestNpmInstalledAgentBwrap(t *testing.T) {
 	// The package is bound read-only, and nothing of the prefix around its
 	// node_modules, nor of the user's home, is there.
 	prefix := filepath.Dir(filepath.Dir(filepath.Dir(command)))
-	writeTestFile(t, filepath.Join(prefix, "secret.txt"), "prefix secret", 0o644)
+	testenv.WriteFile(t, filepath.Join(prefix, "secret.txt"), "prefix secret", 0o644)
 	out, err := e.m.Exec(context.Background(), s.ID, berth.ExecRequest{Command: []string{"/bin/sh", "-c",
 		"echo x >> " + command + " && echo WROTE; /bin/cat " + filepath.Join(prefix, "node_modules/berth-test-npm-dep/index.js") +
 			" " + filepath.Join(prefix, "secret.txt") + " " + filepath.Join(user, ".tiny/auth.json")}})

@@ -219,7 +219,7 @@ func TestRealClaudeBwrap(t *testing.T) {
 	t.Parallel()
 	command := realAgent(t, "claude-agent-acp")
 	user := t.TempDir()
-	writeTestFile(t, filepath.Join(user, ".claude/settings.json"), `{"permissions":{"defaultMode":"default"}}`, 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".claude/settings.json"), `{"permissions":{"defaultMode":"default"}}`, 0o600)
 	env := stubbedEnv(t, map[string]string{"ANTHROPIC_BASE_URL": "http://" + stubAddr, "ANTHROPIC_API_KEY": "sk-stub",
 		"DISABLE_TELEMETRY": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"})
 	e := realEnv(t, user, berth.AgentSpec{Name: "claude", Command: command, Env: env,
@@ -317,10 +317,10 @@ func TestRealGeminiBwrap(t *testing.T) {
 	// it takes the JSON-RPC error object for fs/read_text_file's "not
 	// found" as a failure (normalizeFileSystemError reads String(err),
 	// "[object Object]", as no ENOENT), so the write is of a file there.
-	writeTestFile(t, target, "old", 0o644)
+	testenv.WriteFile(t, target, "old", 0o644)
 	// In the workspace: the sandbox sees nothing else of the host's.
 	responses := filepath.Join(ws, ".fake", "responses.jsonl")
-	writeTestFile(t, responses, fake, 0o644)
+	testenv.WriteFile(t, responses, fake, 0o644)
 	e := realEnv(t, t.TempDir(), berth.AgentSpec{Name: "gemini", Command: command,
 		Args: []string{"--acp", "--model", "gemini-2.5-flash", "--fake-responses", responses},
 		Env:  map[string]string{"GEMINI_API_KEY": "fake"}, HomeFiles: []string{".gemini/"}})
@@ -384,7 +384,7 @@ func TestRealAgentsThroughTheGateway(t *testing.T) {
 		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
 	}
 	user := t.TempDir()
-	writeTestFile(t, filepath.Join(user, ".claude/settings.json"), `{"permissions":{"defaultMode":"default"}}`, 0o600)
+	testenv.WriteFile(t, filepath.Join(user, ".claude/settings.json"), `{"permissions":{"defaultMode":"default"}}`, 0o600)
 	// Nothing serves the sandbox's own stub address: only the gateway
 	// answers the agents.
 	onlyGateway := func(env map[string]string) map[string]string {
@@ -431,7 +431,7 @@ func TestRealAgentsThroughTheGateway(t *testing.T) {
 			if agent == "gemini" {
 				// Gemini CLI writes only a file that is there (see
 				// TestRealGeminiBwrap).
-				writeTestFile(t, filepath.Join(ws, "gemini.txt"), "old", 0o644)
+				testenv.WriteFile(t, filepath.Join(ws, "gemini.txt"), "old", 0o644)
 			}
 			if agent == "opencode" {
 				// OpenCode names the file it writes through the client

@@ -48,3 +48,25 @@ func ShortTempDir(tb testing.TB, prefix string) string {
 	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }
+
+// WriteFile writes content at path with mode, making its parents.
+func WriteFile(tb testing.TB, path, content string, mode os.FileMode) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Symlink makes the link at path to target, making path's parents.
+func Symlink(tb testing.TB, target, path string) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Symlink(target, path); err != nil {
+		tb.Fatal(err)
+	}
+}
