@@ -202,21 +202,31 @@ func (m *Manager) GatewaySessions() gateway.Sessions { return modelSessions{m} }
 // modelSessions is the manager as the gateway's gateway.Sessions.
 type modelSessions struct{ m *Manager }
 
-// Admit refuses a call of a session whose tree's budget is spent
-// (usage.go).
+// Admit is asked before a call of session sessionID's agent to upstream
+// is forwarded: an error (code rate_limited, which the gateway answers
+// 429) when the spending of the session or of an ancestor's tree reached
+// its budget. It reads the store only when what it holds of a session is
+// older than a few seconds (usage.go).
 func (ms modelSessions) Admit(ctx context.Context, sessionID, upstream string) error {
-	return ms.m.AdmitModelCall(ctx, sessionID, upstream)
+	return ms.m.usage.admit(ctx, sessionID)
 }
 
-// Called clears the session's missing credential once a call went
-// through, then counts the call (usage.go).
+// Called is told of a call of session sessionID's agent that was
+// forwarded: once one went through, the session's missing credential is
+// cleared; then the call is counted (usage.go): model_call logged, the
+// session's usage and its ancestors' tree usage added to, the metrics
+// told, and budget_exceeded on every session whose budget it reached.
+// The session may be live, detached or stopped: the call is counted as
+// long as the session exists.
 func (ms modelSessions) Called(sessionID string, c gateway.Call) {
 	if c.Status < 400 {
 		if ls := ms.m.set.liveOf(sessionID); ls != nil {
 			ls.SetMissingCredential(context.Background(), "")
 		}
 	}
-	ms.m.ModelCalled(sessionID, c)
+	ctx, cancel := context.WithTimeout(context.Background(), usageWriteTimeout)
+	defer cancel()
+	ms.m.usage.called(ctx, sessionID, c)
 }
 
 // Missing shows that the session's agent lacks credential: auth.missing

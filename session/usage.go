@@ -71,27 +71,6 @@ func (sp *spend) take(u berth.Usage) {
 	}
 }
 
-// ModelCalled is told by the model gateway (gateway.Sessions.Called) of a
-// call of session id's agent that was forwarded: it logs model_call, adds
-// the call to the session's usage and its ancestors' tree usage, counts
-// it in the metrics, and tells budget_exceeded on every session whose
-// budget the call reached. The session may be live, detached or stopped:
-// the call is counted as long as the session exists.
-func (m *Manager) ModelCalled(id string, c gateway.Call) {
-	ctx, cancel := context.WithTimeout(context.Background(), usageWriteTimeout)
-	defer cancel()
-	m.usage.called(ctx, id, c)
-}
-
-// AdmitModelCall is asked by the model gateway (gateway.Sessions.Admit)
-// before a call of session id's agent to upstream is forwarded: an error
-// (code rate_limited, which the gateway answers 429) when the spending of
-// the session or of an ancestor's tree reached its budget. It reads the
-// store only when what it holds of a session is older than a few seconds.
-func (m *Manager) AdmitModelCall(ctx context.Context, id, upstream string) error {
-	return m.usage.admit(ctx, id)
-}
-
 // lateTail bounds the events read back from a log's end to find its last
 // one but the late model calls: more than the calls of one agent in
 // flight at its stop.
@@ -118,7 +97,7 @@ func modelCallData(c gateway.Call) berth.ModelCallData {
 		CostUSD: cost, DurationMS: c.Duration.Milliseconds(), FirstByteMS: c.FirstByte.Milliseconds()}
 }
 
-// called is ModelCalled.
+// called counts a call the gateway forwarded (modelSessions.Called).
 func (u *usage) called(ctx context.Context, id string, c gateway.Call) {
 	m := u.m
 	data := modelCallData(c)
@@ -203,7 +182,7 @@ func (u *usage) exceeded(ctx context.Context, id, limit string, max, spent float
 	}
 }
 
-// admit is AdmitModelCall: the session, then each ancestor up to its
+// admit is modelSessions.Admit: the session, then each ancestor up to its
 // root.
 func (u *usage) admit(ctx context.Context, id string) error {
 	cur := id

@@ -30,9 +30,9 @@ func (e *env) get(id string) *berth.Session {
 	return s
 }
 
-// admit asks AdmitModelCall of id.
+// admit asks the gateway's Admit of id.
 func (e *env) admit(id string) error {
-	return e.m.AdmitModelCall(context.Background(), id, "anthropic")
+	return e.m.GatewaySessions().Admit(context.Background(), id, "anthropic")
 }
 
 // patchBudget changes a session's budgets or fails the test.
@@ -59,7 +59,7 @@ func TestModelCalledAddsUpInTheTree(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, id := range []string{p.ID, c.ID, g.ID} {
 		for range each {
-			wg.Go(func() { e.m.ModelCalled(id, modelCall(10, 0.25)) })
+			wg.Go(func() { e.m.GatewaySessions().Called(id, modelCall(10, 0.25)) })
 		}
 	}
 	wg.Wait()
@@ -93,7 +93,7 @@ func TestModelCalledAddsUpInTheTree(t *testing.T) {
 	e.open(deep)
 	check("after a restart")
 	// The sessions are stopped now: a late call still counts.
-	e.m.ModelCalled(g.ID, modelCall(10, 0.25))
+	e.m.GatewaySessions().Called(g.ID, modelCall(10, 0.25))
 	if pu := e.get(p.ID).Usage; pu.Tree.ModelCalls != 3*each+1 {
 		t.Fatalf("a late call of a stopped grandchild: the parent's tree counts %d calls", pu.Tree.ModelCalls)
 	}
@@ -101,7 +101,7 @@ func TestModelCalledAddsUpInTheTree(t *testing.T) {
 		t.Fatalf("%d model_call events after the late one", n)
 	}
 	// A deleted session's call is dropped.
-	e.m.ModelCalled("ses_gone", modelCall(1, 1))
+	e.m.GatewaySessions().Called("ses_gone", modelCall(1, 1))
 }
 
 // A session at its cost budget is refused (rate_limited, the message the
@@ -117,11 +117,11 @@ func TestAdmitRefusesAtTheBudget(t *testing.T) {
 	if err := e.admit(s.ID); err != nil {
 		t.Fatalf("a fresh session refused: %v", err)
 	}
-	e.m.ModelCalled(s.ID, modelCall(10, 0.6))
+	e.m.GatewaySessions().Called(s.ID, modelCall(10, 0.6))
 	if err := e.admit(s.ID); err != nil {
 		t.Fatalf("at $0.60 of $1.00: %v", err)
 	}
-	e.m.ModelCalled(s.ID, modelCall(10, 0.5))
+	e.m.GatewaySessions().Called(s.ID, modelCall(10, 0.5))
 	err := e.admit(s.ID)
 	if !berth.IsCode(err, berth.ERateLimited) || berth.ErrorMessage(err) != "this session's budget of $1.00 is spent" {
 		t.Fatalf("at $1.10 of $1.00: %v", err)
@@ -130,7 +130,7 @@ func TestAdmitRefusesAtTheBudget(t *testing.T) {
 		t.Fatalf("badge %s, want over_budget", b)
 	}
 	// A call already in flight when the budget was reached.
-	e.m.ModelCalled(s.ID, modelCall(1, 0.1))
+	e.m.GatewaySessions().Called(s.ID, modelCall(1, 0.1))
 	exceeded := eventData[berth.BudgetExceededData](e, s.ID, berth.EventBudgetExceeded)
 	if len(exceeded) != 1 || exceeded[0].Limit != berth.LimitCost || exceeded[0].Max != 1 || exceeded[0].Spent < 1.09 || exceeded[0].Spent > 1.11 {
 		t.Fatalf("budget_exceeded events %+v, want one at $1.10", exceeded)
@@ -143,7 +143,7 @@ func TestAdmitRefusesAtTheBudget(t *testing.T) {
 	if err := e.admit(s.ID); err != nil {
 		t.Fatalf("after raising the budget to $2.00: %v", err)
 	}
-	e.m.ModelCalled(s.ID, modelCall(1, 1))
+	e.m.GatewaySessions().Called(s.ID, modelCall(1, 1))
 	if n := len(eventData[berth.BudgetExceededData](e, s.ID, berth.EventBudgetExceeded)); n != 2 {
 		t.Fatalf("%d budget_exceeded events after the second crossing, want 2", n)
 	}
@@ -164,11 +164,11 @@ func TestAdmitRefusesAChildWhoseAncestorIsSpent(t *testing.T) {
 	p := e.create(berth.CreateRequest{MaxTokens: new(int64(100))})
 	c := e.spawn(p.ID, berth.CreateRequest{})
 	sib := e.spawn(p.ID, berth.CreateRequest{})
-	e.m.ModelCalled(c.ID, modelCall(20, 0)) // 20 + 40 + 3 tokens
+	e.m.GatewaySessions().Called(c.ID, modelCall(20, 0)) // 20 + 40 + 3 tokens
 	if err := e.admit(c.ID); err != nil {
 		t.Fatalf("at 63 of 100 tokens: %v", err)
 	}
-	e.m.ModelCalled(c.ID, modelCall(20, 0))
+	e.m.GatewaySessions().Called(c.ID, modelCall(20, 0))
 	for _, id := range []string{c.ID, sib.ID} {
 		err := e.admit(id)
 		if !berth.IsCode(err, berth.ERateLimited) || !strings.Contains(berth.ErrorMessage(err), "budget of 100 tokens of session "+p.ID) {
@@ -199,7 +199,7 @@ func TestAdmitRefusesAChildWhoseAncestorIsSpent(t *testing.T) {
 func TestBudgetPatchAndValidation(t *testing.T) {
 	e := newEnv(t)
 	s := e.create(berth.CreateRequest{})
-	e.m.ModelCalled(s.ID, modelCall(100, 0.5))
+	e.m.GatewaySessions().Called(s.ID, modelCall(100, 0.5))
 	got := e.patchBudget(s.ID, berth.SessionPatch{MaxTokens: new(int64(303))})
 	if got.Badge != berth.BadgeOverBudget || got.MaxTokens == nil || *got.MaxTokens != 303 {
 		t.Fatalf("lowered to what is spent: badge %s, max_tokens %v", got.Badge, got.MaxTokens)
@@ -290,8 +290,8 @@ func TestModelCalledTellsTheObserver(t *testing.T) {
 	o := &usageObserver{}
 	e := newEnv(t, func(opts *Options) { opts.Observer = o })
 	s := e.create(berth.CreateRequest{})
-	e.m.ModelCalled(s.ID, modelCall(1, 0))
-	e.m.ModelCalled("ses_gone", modelCall(1, 0))
+	e.m.GatewaySessions().Called(s.ID, modelCall(1, 0))
+	e.m.GatewaySessions().Called("ses_gone", modelCall(1, 0))
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.agents) != 1 || o.agents[0] != "demo claude-test" {
@@ -309,7 +309,7 @@ func TestLateModelCallKeepsTheLogStopped(t *testing.T) {
 	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
-	e.m.ModelCalled(s.ID, modelCall(5, 0))
+	e.m.GatewaySessions().Called(s.ID, modelCall(5, 0))
 	evs := e.events(s.ID)
 	if tail := types(evs[len(evs)-3:]); tail[0] != berth.EventSessionStopped || tail[1] != berth.EventModelCall || tail[2] != berth.EventBudgetExceeded {
 		t.Fatalf("log tail %v", tail)
@@ -324,7 +324,7 @@ func TestLateModelCallKeepsTheLogStopped(t *testing.T) {
 	if _, err := e.log.AppendSync(ctx, berth.NewEvent(a.ID, "", berth.EventSessionStopped, map[string]any{"stop_reason": "agent_exited"})); err != nil {
 		t.Fatal(err)
 	}
-	e.m.ModelCalled(a.ID, modelCall(1, 0))
+	e.m.GatewaySessions().Called(a.ID, modelCall(1, 0))
 	e.crash()
 	if n := len(ofType(e.events(a.ID), berth.EventSessionStopped)); n != 1 {
 		t.Fatalf("%d session_stopped after the boot", n)
@@ -372,7 +372,7 @@ func BenchmarkAdmitModelCall(b *testing.B) {
 	}
 	m := New(Options{Store: st})
 	for b.Loop() {
-		if err := m.AdmitModelCall(ctx, "ses_g", "anthropic"); err != nil {
+		if err := m.GatewaySessions().Admit(ctx, "ses_g", "anthropic"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -383,8 +383,8 @@ func BenchmarkAdmitModelCall(b *testing.B) {
 func TestModelCalledTakesBadNumbersAsZero(t *testing.T) {
 	e := newEnv(t)
 	s := e.create(berth.CreateRequest{})
-	e.m.ModelCalled(s.ID, gateway.Call{Upstream: "u", InputTokens: -5, OutputTokens: 7, CostUSD: math.NaN()})
-	e.m.ModelCalled(s.ID, gateway.Call{Upstream: "u", CostUSD: math.Inf(1)})
+	e.m.GatewaySessions().Called(s.ID, gateway.Call{Upstream: "u", InputTokens: -5, OutputTokens: 7, CostUSD: math.NaN()})
+	e.m.GatewaySessions().Called(s.ID, gateway.Call{Upstream: "u", CostUSD: math.Inf(1)})
 	if u := e.get(s.ID).Usage; u.ModelCalls != 2 || u.InputTokens != 0 || u.OutputTokens != 7 || u.CostUSD != 0 {
 		t.Fatalf("usage %+v", u)
 	}
