@@ -324,6 +324,15 @@ func (r *eventRenderer) render(ev berth.Event) {
 				r.line(r.style(ansiDim, fmt.Sprintf("  - [%s] %s", orDash(eventData(ed).str("status")), shorten(eventData(ed).str("content"), 100))))
 			}
 		}
+	default:
+		r.note(ev, d)
+	}
+}
+
+// note writes one event of those said on a line of their own: asks and
+// their answers, what the agent did on the side, warnings, endings.
+func (r *eventRenderer) note(ev berth.Event, d eventData) {
+	switch ev.Type {
 	case berth.EventPermissionRequested:
 		r.line(r.style(ansiBold, fmt.Sprintf("? permission %s requested: %s", d.str("permission", "id"),
 			shorten(orDash(d.str("permission", "tool_call", "title")), 80))))

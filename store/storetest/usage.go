@@ -34,22 +34,7 @@ func testAddUsage(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var path []string
-	for _, u := range got {
-		path = append(path, u.ID)
-	}
-	if len(got) != 3 || path[0] != "a1" || path[1] != "a" || path[2] != "r" || got[0].ParentID != "a" {
-		t.Fatalf("AddUsage answered %v, want a1 a r", path)
-	}
-	if got[2].MaxCostUSD == nil || *got[2].MaxCostUSD != 5 || got[2].MaxTokens == nil || *got[2].MaxTokens != 1000 {
-		t.Fatalf("the root's budgets answered %v %v", got[2].MaxCostUSD, got[2].MaxTokens)
-	}
-	if got[0].Usage.Tree != nil || counts(got[0].Usage) != call(10, 0.5) {
-		t.Fatalf("a1's usage answered %+v", got[0].Usage)
-	}
-	if got[1].Usage.ModelCalls != 0 || got[1].Usage.Tree == nil || *got[1].Usage.Tree != call(10, 0.5) {
-		t.Fatalf("a's usage answered %+v (tree %+v)", got[1].Usage, got[1].Usage.Tree)
-	}
+	checkFirstCall(t, got)
 
 	if _, err := s.AddUsage(ctx(t), "r", call(1, 0.25)); err != nil {
 		t.Fatal(err)
@@ -70,7 +55,43 @@ func testAddUsage(t *testing.T, open Opener) {
 		t.Fatalf("b usage %+v", b.Usage)
 	}
 
-	// UpdateSession neither moves nor clears it.
+	checkUsageKept(t, s, root, want)
+
+	_, err = s.AddUsage(ctx(t), "nope", call(1, 0))
+	wantCode(t, err, berth.ENotFound)
+	_, err = s.AddUsage(ctx(t), "r", berth.Usage{InputTokens: -1})
+	wantCode(t, err, berth.EInvalid)
+	if again := get(t, s, "r"); *again.Usage.Tree != want {
+		t.Fatalf("a refused delta moved the usage to %+v", *again.Usage.Tree)
+	}
+}
+
+// checkFirstCall checks the answer to a1's first call: a1, a and r with
+// r's budgets, a1's own usage, a's tree usage alone.
+func checkFirstCall(t *testing.T, got []berth.SessionUsage) {
+	t.Helper()
+	var path []string
+	for _, u := range got {
+		path = append(path, u.ID)
+	}
+	if len(got) != 3 || path[0] != "a1" || path[1] != "a" || path[2] != "r" || got[0].ParentID != "a" {
+		t.Fatalf("AddUsage answered %v, want a1 a r", path)
+	}
+	if got[2].MaxCostUSD == nil || *got[2].MaxCostUSD != 5 || got[2].MaxTokens == nil || *got[2].MaxTokens != 1000 {
+		t.Fatalf("the root's budgets answered %v %v", got[2].MaxCostUSD, got[2].MaxTokens)
+	}
+	if got[0].Usage.Tree != nil || counts(got[0].Usage) != call(10, 0.5) {
+		t.Fatalf("a1's usage answered %+v", got[0].Usage)
+	}
+	if got[1].Usage.ModelCalls != 0 || got[1].Usage.Tree == nil || *got[1].Usage.Tree != call(10, 0.5) {
+		t.Fatalf("a's usage answered %+v (tree %+v)", got[1].Usage, got[1].Usage.Tree)
+	}
+}
+
+// checkUsageKept checks that UpdateSession neither moves nor clears the
+// root's tree usage (want), and that lists show it and b's own.
+func checkUsageKept(t *testing.T, s berth.Store, root *berth.Session, want berth.Usage) {
+	t.Helper()
 	root.Usage = berth.Usage{}
 	root.Name = "renamed"
 	if err := s.UpdateSession(ctx(t), root, ""); err != nil {
@@ -96,14 +117,6 @@ func testAddUsage(t *testing.T, open Opener) {
 		if sess.ID == "b" && counts(sess.Usage) != call(2, 0.125) {
 			t.Fatalf("a list by label shows b's usage %+v", sess.Usage)
 		}
-	}
-
-	_, err = s.AddUsage(ctx(t), "nope", call(1, 0))
-	wantCode(t, err, berth.ENotFound)
-	_, err = s.AddUsage(ctx(t), "r", berth.Usage{InputTokens: -1})
-	wantCode(t, err, berth.EInvalid)
-	if again := get(t, s, "r"); *again.Usage.Tree != want {
-		t.Fatalf("a refused delta moved the usage to %+v", *again.Usage.Tree)
 	}
 }
 
