@@ -228,11 +228,15 @@ func exprText(e ast.Expr) string {
 }
 
 // checkCovers checks that every declared event kind is either a case of
-// fn's switch on the type or named in byDefault, not both, and that both
-// name declared kinds only.
-func checkCovers(t *testing.T, fn string, byDefault []string, listName string) {
+// the switches on the type of fn (and the functions it hands the rest to,
+// more) or named in byDefault, not both, and that both name declared
+// kinds only.
+func checkCovers(t *testing.T, fn string, byDefault []string, listName string, more ...string) {
 	t.Helper()
 	cases := typeCases(t, fn)
+	for _, f := range more {
+		cases = append(cases, typeCases(t, f)...)
+	}
 	for _, name := range append(slices.Clone(cases), byDefault...) {
 		if !berth.IsEventKind(name) {
 			t.Errorf("%s: %q is not a declared event kind", fn, name)
@@ -253,7 +257,7 @@ func checkCovers(t *testing.T, fn string, byDefault []string, listName string) {
 // declared event kind, or leave it to their default on purpose.
 func TestRenderFollowsEveryEventKind(t *testing.T) {
 	checkCovers(t, "summarize", logsShowData, "logsShowData")
-	checkCovers(t, "render", attachSkips, "attachSkips")
+	checkCovers(t, "render", attachSkips, "attachSkips", "note")
 }
 
 // What the defaults do for the kinds left to them: summarize shows the
