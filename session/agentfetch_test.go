@@ -159,10 +159,13 @@ func TestAStopEndsTheFetch(t *testing.T) {
 		phases, _, _ := fetchPhases(t, e, id)
 		return len(phases) > 0
 	})
-	raw, err := os.ReadFile(os.Getenv("FAKE_NPM_PIDFILE"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// npm writes its pid first thing, a moment after the fetch began.
+	var raw []byte
+	waitFor(t, "npm to start", func() bool {
+		var err error
+		raw, err = os.ReadFile(os.Getenv("FAKE_NPM_PIDFILE"))
+		return err == nil && len(raw) > 0
+	})
 	began := time.Now()
 	if _, err := e.m.StopSession(context.Background(), id); err != nil {
 		t.Fatal(err)

@@ -323,12 +323,10 @@ export function usageText(d) {
 // downloaded before its first start.
 function fetchNote(d) {
   const secs = `${Math.round((d.elapsed_ms || 0) / 1000)} s`;
-  switch (d.phase) {
-    case 'started': return `Fetching the agent's package ${d.package} before its first start…`;
-    case 'fetching': return `Still fetching ${d.package} (${secs})…`;
-    case 'done': return `Fetched ${d.package} in ${secs}`;
-    default: return `Could not fetch ${d.package}: ${d.error || 'failed'}`;
-  }
+  if (d.phase === 'started') return `Fetching the agent's package ${d.package} before its first start…`;
+  if (d.phase === 'fetching') return `Still fetching ${d.package} (${secs})…`;
+  if (d.phase === 'done') return `Fetched ${d.package} in ${secs}`;
+  return `Could not fetch ${d.package}: ${d.error || 'failed'}`;
 }
 
 // summary is the one-line text of an event without a block of its own.
