@@ -26,8 +26,17 @@ import (
 )
 
 // startAttempts bounds how many times Open makes and starts a container
-// whose start the runtime failed.
-const startAttempts = 4
+// whose start the runtime failed (a while apart: 5.5 s in all).
+const startAttempts = 6
+
+// runtimeStartFailed reports whether err is the runtime failing to start a
+// container's process, which a container made anew may not meet: under
+// load an engine has been seen to fail it now and then (runc: "stat
+// /busybox.berth: permission denied" for a path every other start finds),
+// in bursts of a few seconds.
+func runtimeStartFailed(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "OCI runtime create failed")
+}
 
 // closeTimeout bounds the removal of a container when Close's context has
 // no deadline of its own, or has already ended.
@@ -122,11 +131,8 @@ func (p *Provider) openContainer(ctx context.Context, cfg berth.SandboxConfig, i
 		if err == nil {
 			break
 		}
-		// Under load an engine has been seen to fail the runtime's start
-		// of a container now and then (runc: "stat /busybox.berth:
-		// permission denied" for a path every other start finds): a
-		// container made anew gets a few more tries, a while apart.
-		if attempt >= startAttempts || ctx.Err() != nil || !strings.Contains(err.Error(), "OCI runtime create failed") {
+		// A container made anew gets a few more tries (runtimeStartFailed).
+		if attempt >= startAttempts || ctx.Err() != nil || !runtimeStartFailed(err) {
 			sb.remove(context.WithoutCancel(ctx))
 			return nil, berth.WrapError(berth.EUnavailable, err, "docker: cannot start the container: %s", reason(ctx, err))
 		}
