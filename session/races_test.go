@@ -363,3 +363,33 @@ func TestListSeesASessionThatStopsWhileListing(t *testing.T) {
 		t.Fatalf("listed %d sessions, the first %s, want the session stopped", len(page.Sessions), page.Sessions[0].State)
 	}
 }
+
+// slowTurnEnds holds back the store's commit of a turn_ended.
+type slowTurnEnds struct{ berth.Store }
+
+func (s slowTurnEnds) AppendEvents(ctx context.Context, evs []berth.Event) error {
+	for _, ev := range evs {
+		if ev.Type == berth.EventTurnEnded {
+			time.Sleep(300 * time.Millisecond)
+		}
+	}
+	return s.Store.AppendEvents(ctx, evs)
+}
+
+// A turn's answer (prompt ?wait=true, GET …/turns/{turn}) comes once its
+// turn_ended is in the log: a client that lists the events next finds
+// the turn ended (contract-smoke saw the log end at agent_message).
+func TestWaitTurnAnswersAfterTheTurnEndedIsLogged(t *testing.T) {
+	e := &env{t: t, home: t.TempDir(), wrap: func(s berth.Store) berth.Store { return slowTurnEnds{s} }}
+	e.open()
+	t.Cleanup(e.close)
+	s := e.create(berth.CreateRequest{})
+	e.prompt(s.ID, "hello")
+	evs, err := e.m.ListEvents(context.Background(), s.ID, berth.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1].Type; last != berth.EventTurnEnded {
+		t.Fatalf("after the answer the log ends with %s, want turn_ended", last)
+	}
+}

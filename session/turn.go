@@ -19,8 +19,16 @@ func (m *Manager) WaitTurn(ctx context.Context, id, turnID string) (*berth.TurnR
 	}
 	if ls := m.set.liveOf(id); ls != nil {
 		res, entry, err := ls.WaitTurn(ctx, turnID)
-		if res != nil || err != nil {
-			return res, err
+		if err != nil {
+			return nil, err
+		}
+		if res != nil {
+			// The answer comes after the turn's turn_ended in the log: a
+			// client that reads the log next finds it.
+			if err := m.log.FlushSession(ctx, id); err != nil {
+				return nil, err
+			}
+			return res, nil
 		}
 		if entry != "" {
 			// An interrupt's turn starts once the turn it cancelled has ended.
