@@ -25,8 +25,11 @@ type fileKey struct{ dev, ino uint64 }
 
 // creator records one checkpoint.
 type creator struct {
-	s    *Store
-	prev map[string]*Entry
+	s *Store
+	// prevManifest is the session's newest manifest the walk compared
+	// with (nil: none), prev its entries by path.
+	prevManifest *manifest
+	prev         map[string]*Entry
 	// byInode remembers the hash of each inode read in this walk: a
 	// workspace of hard links reads each file once.
 	byInode map[fileKey]string
@@ -110,18 +113,31 @@ func (s *Store) CaptureIn(ctx context.Context, tree, sessionID, turnID, workspac
 			return nil, berth.WrapError(berth.EInternal, err, "cannot create checkpoint directory")
 		}
 	}
+	c, w, meta, err := s.walkInto(ctx, root, sessionID, turnID, hide, nil)
+	if err != nil {
+		return nil, err
+	}
+	p.c, p.w, p.prev, p.meta = c, w, c.prevManifest, meta
+	ok = true
+	return p, nil
+}
+
+// walkInto walks the open workspace root for a checkpoint of sessionID
+// before turnID against the session's previous manifest: the creator
+// holds the entries and the temporary blobs of the files read, the
+// walker the skips and .gitignore signatures. hook, when set, adjusts
+// the walker first (a warm capture's watch).
+func (s *Store) walkInto(ctx context.Context, root *os.Root, sessionID, turnID string, hide []string, hook func(*walker)) (*creator, *walker, *Checkpoint, error) {
 	c := &creator{s: s, byInode: map[fileKey]string{}}
-	p.c = c
 	prev := s.previous(sessionID)
-	p.prev = prev
+	c.prevManifest = prev
 	if prev != nil {
 		c.prev = prev.byPath
 		c.entries = make([]Entry, 0, len(prev.entries)+16)
 	}
-	p.meta = &Checkpoint{SessionID: sessionID,
+	meta := &Checkpoint{SessionID: sessionID,
 		Checkpoint: berth.Checkpoint{ID: ids.New(idPrefix), TurnID: turnID, CreatedAt: time.Now().UTC()}}
 	w := &walker{ctx: ctx, root: root, opts: s.opts, fn: c.visit, sigs: map[string]string{}}
-	p.w = w
 	if prev != nil {
 		w.prevSigs, w.known = prev.sigs, func(p string) bool { return c.prev[p] != nil }
 	}
@@ -130,19 +146,21 @@ func (s *Store) CaptureIn(ctx context.Context, tree, sessionID, turnID, workspac
 			w.hide = append(w.hide, fi)
 		}
 	}
-	if err := w.walkDir(root, ".", ""); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, berth.WrapError(berth.EInternal, err, "cannot read the workspace")
+	if hook != nil {
+		hook(w)
 	}
-	meta := p.meta
+	if err := w.walkDir(root, ".", ""); err != nil {
+		c.discard()
+		if ctx.Err() != nil {
+			return nil, nil, nil, ctx.Err()
+		}
+		return nil, nil, nil, berth.WrapError(berth.EInternal, err, "cannot read the workspace")
+	}
 	meta.Files, meta.Bytes, meta.Skipped, meta.SkippedTotal = c.files, c.bytes, w.skipped, w.skipN
 	if meta.Skipped == nil {
 		meta.Skipped = []Skip{}
 	}
-	ok = true
-	return p, nil
+	return c, w, meta, nil
 }
 
 // Checkpoint describes the captured checkpoint (listed once committed).

@@ -335,7 +335,7 @@ func (s *Store) free(ix *index, dead []run) int64 {
 	if ix == nil || len(dead) == 0 {
 		return 0
 	}
-	s.gc.Lock()
+	s.lockGC()
 	defer s.gc.Unlock()
 	s.ixMu.Lock()
 	defer s.ixMu.Unlock()

@@ -22,7 +22,7 @@ import (
 // on a guess. The daemon's boot runs it; Delete and Prune run it when the
 // accounting is not built.
 func (s *Store) Sweep() (int, error) {
-	s.gc.Lock()
+	s.lockGC()
 	defer s.gc.Unlock()
 	ix := newIndex()
 	removed, clean := 0, true

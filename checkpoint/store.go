@@ -109,6 +109,21 @@ type Store struct {
 	// manifest files read (the tests look).
 	reads         atomic.Int64
 	manifestReads atomic.Int64
+	// sweeps counts the times gc was held exclusively: blobs may have
+	// gone, so a warm capture taken before is stale (warm.go).
+	sweeps atomic.Uint64
+	// watchMu guards watch, the inotify instance of the warm captures
+	// (made on the first), and warmSem bounds the warm walks at once.
+	watchMu     sync.Mutex
+	watch       *watcher
+	watchClosed bool
+	warmSem     chan struct{}
+}
+
+// lockGC takes gc exclusively, counted in sweeps.
+func (s *Store) lockGC() {
+	s.gc.Lock()
+	s.sweeps.Add(1)
 }
 
 // manifest is a checkpoint with its entries, and the entries by path.
@@ -126,7 +141,7 @@ type manifest struct {
 // New returns a Store rooted at dir (created on first use).
 func New(dir string, opts Options) *Store {
 	return &Store{dir: dir, opts: opts.withDefaults(), last: map[string]*manifest{}, trees: map[string]string{},
-		locks: map[string]*sessionLock{}}
+		locks: map[string]*sessionLock{}, warmSem: make(chan struct{}, 1)}
 }
 
 // Options returns the store's limits, defaults filled in.

@@ -91,6 +91,11 @@ type walker struct {
 	// fn is told of each kept path; it returns false to skip a regular
 	// file after all (with the reason it gives).
 	fn func(v *visit) (keep bool, reason string, err error)
+	// onDir, when set, is given each directory open before it is listed,
+	// and onFile each regular file about to be kept (a warm capture's
+	// watch: warm.go).
+	onDir  func(d *os.File) error
+	onFile func(fi fs.FileInfo)
 }
 
 // skip records a left-out path.
@@ -172,6 +177,12 @@ func (w *walker) walkDir(dir *os.Root, rel, sig string) error {
 func (w *walker) list(dir *os.Root, rel string) (names []string, ok bool, err error) {
 	whole := false
 	d, err := dir.Open(".")
+	if err == nil && w.onDir != nil {
+		if err = w.onDir(d); err != nil {
+			_ = d.Close()
+			return nil, false, err
+		}
+	}
 	if err == nil {
 		names, whole, err = readNames(d, w.opts.MaxListBytes)
 		_ = d.Close()
@@ -295,6 +306,9 @@ func (w *walker) file(p string, fi fs.FileInfo, v *visit) error {
 	if w.fileSize+fi.Size() > w.opts.MaxTotalBytes {
 		w.skip(p, SkipTotal)
 		return nil
+	}
+	if w.onFile != nil {
+		w.onFile(fi)
 	}
 	return w.keep(v)
 }

@@ -1,0 +1,170 @@
+package checkpoint
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// Warm is a checkpoint captured ahead of the turn it will be of — at the
+// end of the turn before, off the next prompt's path — with an inotify
+// watch on every directory its walk listed. When the next turn starts,
+// Take makes it that turn's Pending in microseconds if nothing in the
+// workspace changed since its walk began, and else says it is stale (the
+// caller captures then, as without it). A Warm holds no lock: the
+// session's other checkpoint work goes on meanwhile, and anything that
+// could make it wrong (a checkpoint committed or deleted, blobs swept, a
+// write in the workspace) makes it stale.
+type Warm struct {
+	s               *Store
+	tree, sessionID string
+	// dirty is set by the watcher when a watched directory changes.
+	dirty atomic.Bool
+
+	mu sync.Mutex
+	// c, w and meta are the walk's result (c nil once taken or closed);
+	// prev the manifest it compared with, sweeps the store's count of
+	// exclusive gc holds when it began.
+	c      *creator
+	w      *walker
+	meta   *Checkpoint
+	prev   *manifest
+	sweeps uint64
+	// wds are its watches; linked is set when it kept a file with more
+	// than one link, whose writes through another name no directory
+	// watch sees.
+	wds    []int32
+	linked bool
+	closed bool
+}
+
+// WarmIn captures the workspace of sessionID (of the tree whose root is
+// tree) ahead of its next turn, at most one walk of the store at a time;
+// ctx cancels it (while it waits too). Close must follow, whether or not
+// Take took it.
+func (s *Store) WarmIn(ctx context.Context, tree, sessionID, workspace string, hide ...string) (*Warm, error) {
+	if !ids.ValidName(sessionID) || !ids.ValidName(tree) {
+		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
+	}
+	select {
+	case s.warmSem <- struct{}{}:
+		defer func() { <-s.warmSem }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	wt, err := s.watcher()
+	if err != nil {
+		return nil, berth.WrapError(berth.EUnavailable, err, "cannot watch the workspace")
+	}
+	root, err := openWorkspace(workspace)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	for _, d := range []string{s.blobDir(), s.sessionDir(sessionID)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "cannot create checkpoint directory")
+		}
+	}
+	wm := &Warm{s: s, tree: tree, sessionID: sessionID}
+	// Read between sweeps: one running now has removed what it removes.
+	s.gc.RLock()
+	wm.sweeps = s.sweeps.Load()
+	s.gc.RUnlock()
+	c, w, meta, err := s.walkInto(ctx, root, sessionID, "", hide, func(w *walker) {
+		// Each directory is watched before it is listed: a change after
+		// its listing marks the capture, one before is in it.
+		w.onDir = func(d *os.File) error {
+			wd, err := wt.add(wm, d)
+			if err != nil {
+				return berth.WrapError(berth.EUnavailable, err, "cannot watch the workspace")
+			}
+			wm.wds = append(wm.wds, wd)
+			return nil
+		}
+		w.onFile = func(fi fs.FileInfo) {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+				wm.linked = true
+			}
+		}
+	})
+	if err != nil {
+		wt.remove(wm, wm.wds)
+		return nil, err
+	}
+	wm.c, wm.w, wm.meta, wm.prev = c, w, meta, c.prevManifest
+	return wm, nil
+}
+
+// Take returns the checkpoint of turnID from the warm capture, as Capture
+// would, when the workspace is still as its walk found it; ok is false
+// when it is stale (or taken, or closed). It takes the session's lock and
+// gc as Capture does, until the Pending's Commit or Abort.
+func (wm *Warm) Take(turnID string) (_ *Pending, ok bool) {
+	s := wm.s
+	unlockSession := s.lockSession(wm.sessionID)
+	s.gc.RLock()
+	unlock := func() { s.gc.RUnlock(); unlockSession() }
+	wm.mu.Lock()
+	defer wm.mu.Unlock()
+	if wm.closed || wm.c == nil || wm.linked || !wm.fresh() || s.previous(wm.sessionID) != wm.prev {
+		unlock()
+		return nil, false
+	}
+	meta := *wm.meta
+	meta.ID, meta.TurnID, meta.CreatedAt = ids.New(idPrefix), turnID, time.Now().UTC()
+	p := &Pending{s: s, tree: wm.tree, c: wm.c, w: wm.w, prev: wm.prev, meta: &meta, unlock: unlock}
+	wm.c = nil
+	return p, true
+}
+
+// fresh reports whether no sweep ran and nothing watched changed since
+// the walk began: the watcher's queue is drained first.
+func (wm *Warm) fresh() bool {
+	if wm.s.sweeps.Load() != wm.sweeps {
+		return false
+	}
+	s := wm.s
+	s.watchMu.Lock()
+	wt := s.watch
+	s.watchMu.Unlock()
+	if wt == nil {
+		return false
+	}
+	wt.sync()
+	return !wm.dirty.Load()
+}
+
+// Changed reports whether the workspace changed since the capture's walk
+// began, as far as the watches have seen yet.
+func (wm *Warm) Changed() bool { return wm.dirty.Load() }
+
+// Close drops the capture's watches and, unless Take took it, its
+// temporary blobs.
+func (wm *Warm) Close() {
+	wm.mu.Lock()
+	if wm.closed {
+		wm.mu.Unlock()
+		return
+	}
+	wm.closed = true
+	c, wds := wm.c, wm.wds
+	wm.c, wm.wds = nil, nil
+	wm.mu.Unlock()
+	if c != nil {
+		c.discard()
+	}
+	wm.s.watchMu.Lock()
+	wt := wm.s.watch
+	wm.s.watchMu.Unlock()
+	if wt != nil {
+		wt.remove(wm, wds)
+	}
+}
