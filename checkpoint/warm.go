@@ -100,6 +100,7 @@ func (s *Store) WarmIn(ctx context.Context, tree, sessionID, workspace string, h
 		return nil, err
 	}
 	wm.c, wm.w, wm.meta, wm.prev = c, w, meta, c.prevManifest
+	s.warmLive.Add(1)
 	return wm, nil
 }
 
@@ -122,6 +123,8 @@ func (wm *Warm) Take(turnID string) (_ *Pending, ok bool) {
 	meta.ID, meta.TurnID, meta.CreatedAt = ids.New(idPrefix), turnID, time.Now().UTC()
 	p := &Pending{s: s, tree: wm.tree, c: wm.c, w: wm.w, prev: wm.prev, meta: &meta, unlock: unlock}
 	wm.c = nil
+	s.warmLive.Add(-1)
+	s.warmTaken.Add(1)
 	return p, true
 }
 
@@ -160,6 +163,7 @@ func (wm *Warm) Close() {
 	wm.mu.Unlock()
 	if c != nil {
 		c.discard()
+		wm.s.warmLive.Add(-1)
 	}
 	wm.s.watchMu.Lock()
 	wt := wm.s.watch
@@ -168,3 +172,7 @@ func (wm *Warm) Close() {
 		wt.remove(wm, wds)
 	}
 }
+
+// WarmStats reports how many warm captures are kept now and how many
+// turns took theirs.
+func (s *Store) WarmStats() (kept, taken int64) { return s.warmLive.Load(), s.warmTaken.Load() }

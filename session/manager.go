@@ -372,6 +372,10 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	}
 	m.sweeper.passes.Wait()
 	m.changes.stopPublishing()
+	if m.opts.Checkpoints != nil {
+		// The sessions' warm checkpoints are closed: their watch goes.
+		m.opts.Checkpoints.Close()
+	}
 	if m.launcher != nil {
 		m.launcher.Close()
 		if stopSessions {

@@ -56,6 +56,8 @@ func (ls *Session) Rewind(ctx context.Context, c *checkpoint.Checkpoint, othersB
 	if err == nil {
 		ls.Emit("", berth.EventWorkspaceRewound, map[string]any{"checkpoint_id": c.ID, "turn_id": c.TurnID,
 			"written": res.Written, "removed": res.Removed, "conflicts": res.Conflicts})
+		// The next turn's checkpoint is of the workspace rewound.
+		ls.turns.warmUpLocked(nil)
 	}
 	ls.mu.Unlock()
 	if err != nil {
@@ -88,10 +90,12 @@ func (tr *turns) takeNote() string {
 	return ""
 }
 
-// checkpoint records the workspace before the turn t reaches the
-// agent: the walk and the changed files' contents before, the fsyncs and
-// the manifest after the prompt is on its way (on a goroutine turnWG
-// counts; the checkpoint is listed once they are done). A failure is a
+// checkpoint records the workspace before the turn t reaches the agent:
+// the warm capture taken at the end of the turn before, when nothing in
+// the workspace changed since (no walk on the prompt's path), else the
+// walk and the changed files' contents now. The fsyncs and the manifest
+// follow once the prompt is on its way (on a goroutine turnWG counts; the
+// checkpoint is listed once they are done). A failure is a
 // runtime_warning: the turn goes on without one.
 func (tr *turns) checkpoint(t *turn) {
 	ls := tr.ls
@@ -105,30 +109,128 @@ func (tr *turns) checkpoint(t *turn) {
 	}
 	ls.mu.Lock()
 	tree := ls.sess.RootID
+	wm := tr.takeWarmLocked()
 	ls.mu.Unlock()
 	if tree == "" {
 		tree = ls.id
 	}
-	p, err := st.CaptureIn(context.Background(), tree, ls.id, t.id, ls.workspace, ls.h.Hidden...)
-	if err != nil {
-		warn(err)
-		return
+	var p *checkpoint.Pending
+	if wm != nil {
+		if taken, ok := wm.Take(t.id); ok {
+			p = taken
+		} else {
+			wm.Close()
+			wm = nil
+		}
+	}
+	if p == nil {
+		var err error
+		if p, err = st.CaptureIn(context.Background(), tree, ls.id, t.id, ls.workspace, ls.h.Hidden...); err != nil {
+			warn(err)
+			return
+		}
 	}
 	c := p.Checkpoint()
+	committed := make(chan struct{})
 	ls.mu.Lock()
-	t.checkpoint = c.ID
+	t.checkpoint, t.committed = c.ID, committed
 	ls.mu.Unlock()
 	ls.Emit(t.id, berth.EventCheckpointCreated, map[string]any{"id": c.ID, "turn_id": t.id,
 		"files": c.Files, "bytes": c.Bytes, "skipped": c.SkippedTotal})
 	ls.turnWG.Add(1)
 	go func() {
 		defer ls.turnWG.Done()
-		if _, err := p.Commit(); err != nil {
+		defer close(committed)
+		_, err := p.Commit()
+		if wm != nil {
+			wm.Close()
+		}
+		if err != nil {
 			warn(err)
 			return
 		}
 		tr.prune(t.id, tree)
 	}()
+}
+
+// warmRun is the warm capture of the next turn's checkpoint, being taken
+// (warm nil) or taken. Guarded by ls.mu.
+type warmRun struct {
+	cancel context.CancelFunc
+	warm   *checkpoint.Warm
+}
+
+// warmUpLocked starts the warm capture of the next turn's checkpoint
+// (checkpoint.Warm), once after is closed (the last turn's checkpoint is
+// committed; nil: now), when the session is idle and not stopping.
+func (tr *turns) warmUpLocked(after <-chan struct{}) {
+	ls := tr.ls
+	st := ls.h.Checkpoints
+	if st == nil || tr.cur != nil || tr.warmOff || ls.stopReason != "" || ls.exited || ls.detached.Load() {
+		return
+	}
+	if old := tr.takeWarmLocked(); old != nil {
+		old.Close()
+	}
+	tree := ls.sess.RootID
+	if tree == "" {
+		tree = ls.id
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &warmRun{cancel: cancel}
+	tr.warming = run
+	ls.turnWG.Add(1)
+	go func() {
+		defer ls.turnWG.Done()
+		defer cancel()
+		if after != nil {
+			select {
+			case <-after:
+			case <-ctx.Done():
+				return
+			}
+		}
+		wm, err := st.WarmIn(ctx, tree, ls.id, ls.workspace, ls.h.Hidden...)
+		if err != nil {
+			if ctx.Err() == nil {
+				ls.logger.Debug("no warm checkpoint: the next turn's is taken when it starts", "err", err)
+			}
+			return
+		}
+		ls.mu.Lock()
+		keep := tr.warming == run
+		if keep {
+			run.warm = wm
+		}
+		ls.mu.Unlock()
+		if !keep {
+			wm.Close()
+		}
+	}()
+}
+
+// takeWarmLocked ends the warm capture in flight and returns it when it
+// was taken (nil when none, or not yet: that one closes itself).
+func (tr *turns) takeWarmLocked() *checkpoint.Warm {
+	run := tr.warming
+	tr.warming = nil
+	if run == nil {
+		return nil
+	}
+	run.cancel()
+	return run.warm
+}
+
+// dropWarm ends warm captures for good: the session is going.
+func (tr *turns) dropWarm() {
+	ls := tr.ls
+	ls.mu.Lock()
+	tr.warmOff = true
+	wm := tr.takeWarmLocked()
+	ls.mu.Unlock()
+	if wm != nil {
+		wm.Close()
+	}
 }
 
 // prune keeps the checkpoints of the session's tree under [checkpoints]

@@ -195,8 +195,10 @@ func (c *conversation) activate(ctx context.Context, o opened, transcript string
 			ls.controls.askFirst(ctx)
 			ls.mu.Lock()
 		}
-		// A resumed session runs what it had queued.
+		// A resumed session runs what it had queued; an idle one takes
+		// its first turn's checkpoint ahead.
 		ls.queue.dispatchLocked(ctx)
+		ls.turns.warmUpLocked(nil)
 	}
 	ls.mu.Unlock()
 	if err != nil {

@@ -190,6 +190,7 @@ func (l *lifecycle) drain() {
 	ls := l.ls
 	_ = ls.client.Close()
 	ls.terminals.closeAll()
+	ls.turns.dropWarm()
 	ls.turnWG.Wait()
 	ls.wg.Wait()
 	ls.out.waitStderr()

@@ -28,6 +28,10 @@ type turns struct {
 	seenMessages int64
 	lastActivity time.Time
 	hung         bool
+	// warming is the warm capture of the next turn's checkpoint
+	// (checkpoint.go); warmOff is set once the session is going.
+	warming *warmRun
+	warmOff bool
 }
 
 // MaxTurnText caps the message text of a turn kept in memory.
@@ -62,8 +66,10 @@ type turn struct {
 	// daemon started: its duration is not known here).
 	began time.Time
 	// checkpoint is the id of the checkpoint taken before the turn, once
-	// it is (a prune keeps it while the turn runs). Guarded by ls.mu.
+	// it is (a prune keeps it while the turn runs); committed is closed
+	// once it is on disk. Guarded by ls.mu.
 	checkpoint string
+	committed  chan struct{}
 }
 
 // addChunk adds an agent message chunk to the turn's text. A chunk whose
@@ -349,8 +355,10 @@ func (tr *turns) end(t *turn, end TurnEndedData, src int64) {
 	if err != nil {
 		ls.logger.Warn("save after turn", "err", err)
 	}
-	// The next input starts right away, ordered after this turn's end.
+	// The next input starts right away, ordered after this turn's end;
+	// else the next turn's checkpoint is taken now, off its prompt's path.
 	ls.queue.dispatchLocked(context.Background())
+	tr.warmUpLocked(t.committed)
 	ls.mu.Unlock()
 	ls.asks.finishTurn(questions)
 	close(t.done)

@@ -1,0 +1,109 @@
+package session
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/checkpoint"
+)
+
+// warmKept waits until the store keeps n warm captures.
+func warmKept(t *testing.T, st *checkpoint.Store, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if kept, _ := st.WarmStats(); kept == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			kept, _ := st.WarmStats()
+			t.Fatalf("%d warm captures kept, want %d", kept, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkpointOf returns the checkpoint taken before turnID.
+func checkpointOf(t *testing.T, e *env, id, turnID string) berth.Checkpoint {
+	t.Helper()
+	list, err := e.m.ListCheckpoints(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list {
+		if c.TurnID == turnID {
+			return *c
+		}
+	}
+	t.Fatalf("no checkpoint of turn %s in %+v", turnID, list)
+	return berth.Checkpoint{}
+}
+
+// TestCheckpointTakenAheadIsTheTurnsStart: the checkpoint of a turn is
+// taken at the end of the turn before (off the prompt's path) and, the
+// workspace unchanged since, is the turn's: the agent writes in its first
+// moment, and a rewind to the turn's checkpoint gives the workspace as the
+// turn found it.
+func TestCheckpointTakenAheadIsTheTurnsStart(t *testing.T) {
+	home := t.TempDir()
+	e := newEnv(t, withCheckpoints(home, t.TempDir()))
+	st := e.m.opts.Checkpoints
+	s := e.create(berth.CreateRequest{})
+	e.prompt(s.ID, "write a.txt one\nwrite sub/b.txt bee")
+	warmKept(t, st, 1)
+	_, taken := st.WarmStats()
+	r := e.prompt(s.ID, "write a.txt two\nwrite sub/c.txt sea")
+	if _, now := st.WarmStats(); now != taken+1 {
+		t.Fatalf("the turn did not take the checkpoint taken ahead (%d taken, was %d)", now, taken)
+	}
+	c := checkpointOf(t, e, s.ID, r.TurnID)
+	if c.Files != 2 {
+		t.Fatalf("checkpoint of %d files, want 2", c.Files)
+	}
+	warmKept(t, st, 1)
+	if _, err := e.m.Rewind(context.Background(), s.ID, berth.RewindRequest{CheckpointID: c.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b, sea := readFile(t, s.Workspace, "a.txt"), readFile(t, s.Workspace, "sub/b.txt"), readFile(t, s.Workspace, "sub/c.txt"); a != "one" || b != "bee" || sea != "" {
+		t.Fatalf("after rewind: a.txt %q, sub/b.txt %q, sub/c.txt %q", a, b, sea)
+	}
+	// The rewind takes the next checkpoint ahead again; a stop drops it.
+	warmKept(t, st, 1)
+	if _, err := e.m.StopSession(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	warmKept(t, st, 0)
+}
+
+// TestUserEditBetweenTurnsIsInTheNextCheckpoint: a file the user changes
+// while the session is idle, after the next checkpoint was taken ahead,
+// is in the next turn's checkpoint (the one taken ahead is not used).
+func TestUserEditBetweenTurnsIsInTheNextCheckpoint(t *testing.T) {
+	home := t.TempDir()
+	e := newEnv(t, withCheckpoints(home, t.TempDir()))
+	st := e.m.opts.Checkpoints
+	s := e.create(berth.CreateRequest{})
+	e.prompt(s.ID, "write a.txt one")
+	warmKept(t, st, 1)
+	_, taken := st.WarmStats()
+	// Same size, same second: only the watch tells.
+	if err := os.WriteFile(filepath.Join(s.Workspace, "a.txt"), []byte("One"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := e.prompt(s.ID, "write a.txt two")
+	if _, now := st.WarmStats(); now != taken {
+		t.Fatal("a checkpoint taken before the user's edit was used")
+	}
+	c := checkpointOf(t, e, s.ID, r.TurnID)
+	warmKept(t, st, 1)
+	if _, err := e.m.Rewind(context.Background(), s.ID, berth.RewindRequest{CheckpointID: c.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if a := readFile(t, s.Workspace, "a.txt"); a != "One" {
+		t.Fatalf("after rewind a.txt is %q: the user's edit is not in the checkpoint", a)
+	}
+}
