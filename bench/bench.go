@@ -72,6 +72,9 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("soak-in-flight", 20, "soak cycles run at once")
 	f.Int("checkpoint-files", 0, "run only a checkpoint bench: a workspace of this many files, checkpointed after one changed")
 	f.Int("checkpoint-rounds", 50, "changed-file checkpoints timed by --checkpoint-files")
+	f.Int("workspace-files", 0, "files written into the workspace of each session prompted, which its checkpoints take")
+	f.Duration("prompt-gap", 0, "pause before each prompt a session is sent, as a user reading the answer (the next checkpoint is taken meanwhile)")
+	f.Int("prompts-at-once", 0, "run only: this many prompts sent at once to as many of --sessions live sessions, --prompts rounds, with checkpoints on beside a daemon with them off (0 skips it)")
 	f.Int("cluster", 0, "run only a cluster bench: this many `berth serve` nodes on loopback ports sharing the PostgreSQL database --store names (its own), timed: --sessions creates across them, --prompts cross-node prompts, a SIGKILL failover")
 	f.Duration("cluster-ttl", 2*time.Second, "[cluster] lease_ttl of the --cluster nodes")
 	f.Int64("hostile-flood", 0, "run only a hostile flood: one turn of the demo agent writing this many bytes, in a `berth serve` of its own, timed and weighed (daemon memory, store, spool, answers) beside the agent run directly (0 skips it)")
@@ -105,6 +108,7 @@ type Result struct {
 	directResult
 	childrenResult
 	scrapeResult
+	promptFloorResult
 }
 
 // bench is the bench command with its options.
@@ -137,6 +141,10 @@ type benchFlags struct {
 	sandbox           string
 	flood, floodSize  int
 	storeURL          string
+	// files are written into each prompted session's workspace; gap is
+	// the pause before each prompt.
+	files int
+	gap   time.Duration
 }
 
 // run is the bench command: a bench that runs alone (--checkpoint-files,
@@ -154,8 +162,10 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 	fl.flood, _ = f.GetInt("flood")
 	fl.floodSize, _ = f.GetInt("flood-size")
 	fl.storeURL, _ = f.GetString("store")
-	if fl.sessions < 1 || fl.prompts < 0 || fl.flood < 0 || fl.floodSize < 1 {
-		return b.Usagef(cmd, "--sessions must be ≥ 1, --prompts, --flood ≥ 0, --flood-size ≥ 1")
+	fl.files, _ = f.GetInt("workspace-files")
+	fl.gap, _ = f.GetDuration("prompt-gap")
+	if fl.sessions < 1 || fl.prompts < 0 || fl.flood < 0 || fl.floodSize < 1 || fl.files < 0 || fl.gap < 0 {
+		return b.Usagef(cmd, "--sessions must be ≥ 1, --prompts, --flood, --workspace-files, --prompt-gap ≥ 0, --flood-size ≥ 1")
 	}
 	if alone, err := b.runAlone(cmd, fl, asJSON); alone {
 		return err
@@ -197,6 +207,12 @@ func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone 
 			return true, usagef(cmd, "--gateway-streams must be between 0 and %d, --gateway-rounds, --gateway-body and --gateway-gap ≥ 0", gwMaxConns)
 		}
 		return true, b.runGatewayBench(cmd.Context(), g, asJSON, out, progress)
+	}
+	if k, _ := f.GetInt("prompts-at-once"); k > 0 {
+		if k > fl.sessions || fl.prompts < 1 {
+			return true, usagef(cmd, "--prompts-at-once must be at most --sessions, with --prompts ≥ 1 rounds")
+		}
+		return true, b.runAtOnce(cmd.Context(), fl, k, fl.files, fl.gap, asJSON, out, progress)
 	}
 	if n, _ := f.GetInt("cluster"); n > 0 {
 		ttl, _ := f.GetDuration("cluster-ttl")
@@ -263,6 +279,7 @@ func (b *bench) runInProcess(cmd *cobra.Command, fl benchFlags, asJSON bool) err
 	}
 
 	res := Result{Machine: machine(), Store: d.Store().Name(), Sandbox: fl.sandbox, Sessions: fl.sessions, Prompts: fl.prompts}
+	res.WorkspaceFiles, res.PromptGapMs = fl.files, ms(fl.gap)
 	progress := cmd.ErrOrStderr()
 	direct := &directAgents{}
 	defer direct.close()
@@ -271,7 +288,7 @@ func (b *bench) runInProcess(cmd *cobra.Command, fl benchFlags, asJSON bool) err
 		return err
 	}
 	if fl.prompts > 0 {
-		if err := b.benchAllPrompts(ctx, c, cfg, fl.sandbox, ids, direct.agents, fl.prompts, noShims, &res, progress); err != nil {
+		if err := b.benchAllPrompts(ctx, c, cfg, fl, ids, direct.agents, noShims, &res, progress); err != nil {
 			return err
 		}
 	}
@@ -433,8 +450,9 @@ func (b *bench) benchReads(cmd *cobra.Command, c *bclient.Client, d *daemon.Daem
 // second daemon's sessions whose agents are its own children: one prompt
 // of each in turn, so the three see the same machine. It records prompt →
 // first SSE event and prompt → first agent event of each.
-func (b *bench) benchAllPrompts(ctx context.Context, c *bclient.Client, cfg *config.Config, sandbox string, ids []string,
-	direct []*directAgent, n int, noShims bool, res *Result, progress io.Writer) error {
+func (b *bench) benchAllPrompts(ctx context.Context, c *bclient.Client, cfg *config.Config, fl benchFlags, ids []string,
+	direct []*directAgent, noShims bool, res *Result, progress io.Writer) error {
+	sandbox, n := fl.sandbox, fl.prompts
 	var plain *bclient.Client
 	if !noShims {
 		home, err := os.MkdirTemp("", "berth-bench-noshim-")
@@ -456,6 +474,15 @@ func (b *bench) benchAllPrompts(ctx context.Context, c *bclient.Client, cfg *con
 	fmt.Fprintf(progress, "sending %d prompts to each session, beside the agents without shims and without berth…\n", n)
 	var firsts, agents, plainAgents, directAgents []time.Duration
 	for i, id := range ids {
+		if fl.files > 0 {
+			s, err := c.GetSession(ctx, id)
+			if err == nil {
+				err = fillWorkspace(s.Workspace, fl.files)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		p, err := openPromptProbe(ctx, c, id)
 		if err != nil {
 			return err
@@ -472,6 +499,7 @@ func (b *bench) benchAllPrompts(ctx context.Context, c *bclient.Client, cfg *con
 			}
 		}
 		for range n {
+			time.Sleep(fl.gap)
 			first, agent, err := p.prompt(ctx)
 			if err == nil && q != nil {
 				var a time.Duration
@@ -503,6 +531,7 @@ func (b *bench) benchAllPrompts(ctx context.Context, c *bclient.Client, cfg *con
 	res.AgentEventDirectP50Ms, res.AgentEventDirectP99Ms = pct(directAgents, 50), pct(directAgents, 99)
 	res.AgentEventShimRatio = ratio(res.AgentEventP50Ms, res.AgentEventNoShimP50Ms)
 	res.AgentEventDirectRatio = ratio(res.AgentEventP50Ms, res.AgentEventDirectP50Ms)
+	res.AgentEventAddedP50Ms = res.AgentEventP50Ms - res.AgentEventDirectP50Ms
 	return nil
 }
 
@@ -671,7 +700,10 @@ func printBench(w io.Writer, r Result) {
 		if r.AgentEventNoShimP50Ms > 0 {
 			fmt.Fprintf(t, "  without shims\tp50 %.2f ms\tp99 %.2f ms\tshims %.2f×\n", r.AgentEventNoShimP50Ms, r.AgentEventNoShimP99Ms, r.AgentEventShimRatio)
 		}
-		fmt.Fprintf(t, "  the agent prompted directly\tp50 %.2f ms\tp99 %.2f ms\tberth %.2f×\n", r.AgentEventDirectP50Ms, r.AgentEventDirectP99Ms, r.AgentEventDirectRatio)
+		fmt.Fprintf(t, "  the agent prompted directly\tp50 %.2f ms\tp99 %.2f ms\tberth %.2f×, +%.2f ms\n", r.AgentEventDirectP50Ms, r.AgentEventDirectP99Ms, r.AgentEventDirectRatio, r.AgentEventAddedP50Ms)
+		if r.WorkspaceFiles > 0 || r.PromptGapMs > 0 {
+			fmt.Fprintf(t, "  workspaces of %d files, %.0f ms before each prompt\n", r.WorkspaceFiles, r.PromptGapMs)
+		}
 	}
 	if r.FloodEvents > 0 {
 		fmt.Fprintf(t, "durable ingest\t%.0f events/s\t(%d events in %.2f s)\n", r.IngestPerSec, r.FloodEvents, r.FloodSeconds)

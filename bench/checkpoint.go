@@ -46,16 +46,8 @@ func runCheckpointBench(ctx context.Context, n, rounds int, asJSON bool, out, pr
 	defer os.RemoveAll(root)
 	ws := filepath.Join(root, "ws")
 	fmt.Fprintf(progress, "writing a workspace of %d files…\n", n)
-	for i := range n {
-		p := filepath.Join(ws, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.go", i))
-		if i < 100 {
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-		}
-		if err := os.WriteFile(p, fmt.Appendf(nil, "package d\n\n// file %d\nvar X%d = %d\n", i, i, i), 0o644); err != nil {
-			return err
-		}
+	if err := fillWorkspace(ws, n); err != nil {
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(ws, ".gitignore"), []byte("*.o\nbuild/\nnode_modules/\n"), 0o644); err != nil {
 		return err
@@ -124,3 +116,19 @@ func runCheckpointBench(ctx context.Context, n, rounds int, asJSON bool, out, pr
 
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// fillWorkspace writes n small source files into ws, in 100 directories.
+func fillWorkspace(ws string, n int) error {
+	for i := range n {
+		p := filepath.Join(ws, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.go", i))
+		if i < 100 {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(p, fmt.Appendf(nil, "package d\n\n// file %d\nvar X%d = %d\n", i, i, i), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
