@@ -112,8 +112,9 @@ type Store struct {
 	// sweeps counts the times gc was held exclusively: blobs may have
 	// gone, so a warm capture taken before is stale (warm.go).
 	sweeps atomic.Uint64
-	// warmLive counts the warm captures kept, warmTaken those a turn took.
-	warmLive, warmTaken atomic.Int64
+	// warmLive counts the warm captures kept, warmMade all made,
+	// warmTaken those a turn took.
+	warmLive, warmMade, warmTaken atomic.Int64
 	// watchMu guards watch, the inotify instance of the warm captures
 	// (made on the first), and warmSem bounds the warm walks at once.
 	watchMu     sync.Mutex

@@ -25,8 +25,10 @@ import (
 type Warm struct {
 	s               *Store
 	tree, sessionID string
-	// dirty is set by the watcher when a watched directory changes.
-	dirty atomic.Bool
+	// dirty is set by the watcher when a watched directory changes, and
+	// changed closed then.
+	dirty   atomic.Bool
+	changed chan struct{}
 
 	mu sync.Mutex
 	// c, w and meta are the walk's result (c nil once taken or closed);
@@ -73,7 +75,7 @@ func (s *Store) WarmIn(ctx context.Context, tree, sessionID, workspace string, h
 			return nil, berth.WrapError(berth.EInternal, err, "cannot create checkpoint directory")
 		}
 	}
-	wm := &Warm{s: s, tree: tree, sessionID: sessionID}
+	wm := &Warm{s: s, tree: tree, sessionID: sessionID, changed: make(chan struct{})}
 	// Read between sweeps: one running now has removed what it removes.
 	s.gc.RLock()
 	wm.sweeps = s.sweeps.Load()
@@ -101,6 +103,7 @@ func (s *Store) WarmIn(ctx context.Context, tree, sessionID, workspace string, h
 	}
 	wm.c, wm.w, wm.meta, wm.prev = c, w, meta, c.prevManifest
 	s.warmLive.Add(1)
+	s.warmMade.Add(1)
 	return wm, nil
 }
 
@@ -145,9 +148,16 @@ func (wm *Warm) fresh() bool {
 	return !wm.dirty.Load()
 }
 
-// Changed reports whether the workspace changed since the capture's walk
-// began, as far as the watches have seen yet.
-func (wm *Warm) Changed() bool { return wm.dirty.Load() }
+// Changed is closed once the workspace is seen to change since the
+// capture's walk began: the capture is stale.
+func (wm *Warm) Changed() <-chan struct{} { return wm.changed }
+
+// markDirty makes the capture stale.
+func (wm *Warm) markDirty() {
+	if wm.dirty.CompareAndSwap(false, true) {
+		close(wm.changed)
+	}
+}
 
 // Close drops the capture's watches and, unless Take took it, its
 // temporary blobs.
@@ -173,6 +183,14 @@ func (wm *Warm) Close() {
 	}
 }
 
-// WarmStats reports how many warm captures are kept now and how many
-// turns took theirs.
-func (s *Store) WarmStats() (kept, taken int64) { return s.warmLive.Load(), s.warmTaken.Load() }
+// WarmStats counts a store's warm captures.
+type WarmStats struct {
+	// Kept are the captures kept now, Made all ever made, Taken those a
+	// turn took.
+	Kept, Made, Taken int64
+}
+
+// WarmStats reports the store's warm captures.
+func (s *Store) WarmStats() WarmStats {
+	return WarmStats{Kept: s.warmLive.Load(), Made: s.warmMade.Load(), Taken: s.warmTaken.Load()}
+}

@@ -114,7 +114,7 @@ func (w *watcher) dispatchLocked(buf []byte) {
 // mark makes every capture watching d dirty.
 func (d *dirWatch) mark() {
 	for wm := range d.subs {
-		wm.dirty.Store(true)
+		wm.markDirty()
 	}
 }
 

@@ -16,12 +16,11 @@ func warmKept(t *testing.T, st *checkpoint.Store, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if kept, _ := st.WarmStats(); kept == n {
+		if st.WarmStats().Kept == n {
 			return
 		}
 		if time.Now().After(deadline) {
-			kept, _ := st.WarmStats()
-			t.Fatalf("%d warm captures kept, want %d", kept, n)
+			t.Fatalf("%d warm captures kept, want %d", st.WarmStats().Kept, n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -55,9 +54,9 @@ func TestCheckpointTakenAheadIsTheTurnsStart(t *testing.T) {
 	s := e.create(berth.CreateRequest{})
 	e.prompt(s.ID, "write a.txt one\nwrite sub/b.txt bee")
 	warmKept(t, st, 1)
-	_, taken := st.WarmStats()
+	taken := st.WarmStats().Taken
 	r := e.prompt(s.ID, "write a.txt two\nwrite sub/c.txt sea")
-	if _, now := st.WarmStats(); now != taken+1 {
+	if now := st.WarmStats().Taken; now != taken+1 {
 		t.Fatalf("the turn did not take the checkpoint taken ahead (%d taken, was %d)", now, taken)
 	}
 	c := checkpointOf(t, e, s.ID, r.TurnID)
@@ -81,29 +80,52 @@ func TestCheckpointTakenAheadIsTheTurnsStart(t *testing.T) {
 
 // TestUserEditBetweenTurnsIsInTheNextCheckpoint: a file the user changes
 // while the session is idle, after the next checkpoint was taken ahead,
-// is in the next turn's checkpoint (the one taken ahead is not used).
+// is in the next turn's checkpoint: the one taken ahead is not used when
+// the prompt comes at once, and is taken again (with the edit) when the
+// prompt comes after a pause.
 func TestUserEditBetweenTurnsIsInTheNextCheckpoint(t *testing.T) {
 	home := t.TempDir()
 	e := newEnv(t, withCheckpoints(home, t.TempDir()))
 	st := e.m.opts.Checkpoints
 	s := e.create(berth.CreateRequest{})
 	e.prompt(s.ID, "write a.txt one")
+	rewound := func(turnID, want string) {
+		t.Helper()
+		c := checkpointOf(t, e, s.ID, turnID)
+		warmKept(t, st, 1)
+		if _, err := e.m.Rewind(context.Background(), s.ID, berth.RewindRequest{CheckpointID: c.ID}); err != nil {
+			t.Fatal(err)
+		}
+		if a := readFile(t, s.Workspace, "a.txt"); a != want {
+			t.Fatalf("after rewind a.txt is %q, want %q: the user's edit is not in the checkpoint", a, want)
+		}
+	}
+
 	warmKept(t, st, 1)
-	_, taken := st.WarmStats()
 	// Same size, same second: only the watch tells.
 	if err := os.WriteFile(filepath.Join(s.Workspace, "a.txt"), []byte("One"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := e.prompt(s.ID, "write a.txt two")
-	if _, now := st.WarmStats(); now != taken {
-		t.Fatal("a checkpoint taken before the user's edit was used")
-	}
-	c := checkpointOf(t, e, s.ID, r.TurnID)
+	rewound(r.TurnID, "One")
+
+	// After the rewind's own capture, the user edits and pauses.
 	warmKept(t, st, 1)
-	if _, err := e.m.Rewind(context.Background(), s.ID, berth.RewindRequest{CheckpointID: c.ID}); err != nil {
+	before := st.WarmStats()
+	if err := os.WriteFile(filepath.Join(s.Workspace, "a.txt"), []byte("ONE"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if a := readFile(t, s.Workspace, "a.txt"); a != "One" {
-		t.Fatalf("after rewind a.txt is %q: the user's edit is not in the checkpoint", a)
+	deadline := time.Now().Add(20 * time.Second)
+	for st.WarmStats().Made == before.Made {
+		if time.Now().After(deadline) {
+			t.Fatal("the checkpoint was not taken ahead again after the user's edit")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	warmKept(t, st, 1)
+	r = e.prompt(s.ID, "write a.txt three")
+	if st.WarmStats().Taken != before.Taken+1 {
+		t.Fatal("the checkpoint taken again after the edit was not used")
+	}
+	rewound(r.TurnID, "ONE")
 }

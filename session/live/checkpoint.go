@@ -2,9 +2,11 @@ package live
 
 import (
 	"context"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // rewindNote is prepended to the first prompt after a rewind: the agent's
@@ -190,24 +192,52 @@ func (tr *turns) warmUpLocked(after <-chan struct{}) {
 				return
 			}
 		}
-		wm, err := st.WarmIn(ctx, tree, ls.id, ls.workspace, ls.h.Hidden...)
-		if err != nil {
-			if ctx.Err() == nil {
-				ls.logger.Debug("no warm checkpoint: the next turn's is taken when it starts", "err", err)
+		pause := rewarmPause
+		for {
+			wm, err := st.WarmIn(ctx, tree, ls.id, ls.workspace, ls.h.Hidden...)
+			if err != nil {
+				if ctx.Err() == nil {
+					ls.logger.Debug("no warm checkpoint: the next turn's is taken when it starts", "err", err)
+				}
+				return
 			}
-			return
-		}
-		ls.mu.Lock()
-		keep := tr.warming == run
-		if keep {
-			run.warm = wm
-		}
-		ls.mu.Unlock()
-		if !keep {
-			wm.Close()
+			ls.mu.Lock()
+			keep := tr.warming == run
+			var old *checkpoint.Warm
+			if keep {
+				old, run.warm = run.warm, wm
+			}
+			ls.mu.Unlock()
+			if old != nil {
+				old.Close()
+			}
+			if !keep {
+				wm.Close()
+				return
+			}
+			// A change while the session is idle (the user's edit) is
+			// taken in once the workspace had a moment; one that keeps
+			// changing is taken less and less often.
+			select {
+			case <-wm.Changed():
+			case <-ctx.Done():
+				return
+			}
+			if !syncx.Sleep(ctx, pause) {
+				return
+			}
+			pause = min(2*pause, rewarmMaxPause)
 		}
 	}()
 }
+
+// rewarmPause is how long after a change the next checkpoint is taken
+// ahead again while the session is idle; each further change of the
+// same idle spell doubles it, up to rewarmMaxPause.
+const (
+	rewarmPause    = 500 * time.Millisecond
+	rewarmMaxPause = time.Minute
+)
 
 // takeWarmLocked ends the warm capture in flight and returns it when it
 // was taken (nil when none, or not yet: that one closes itself).
