@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -116,7 +117,8 @@ type Store struct {
 	// warmTaken those a turn took.
 	warmLive, warmMade, warmTaken atomic.Int64
 	// watchMu guards watch, the inotify instance of the warm captures
-	// (made on the first), and warmSem bounds the warm walks at once.
+	// (made on the first), and warmSem bounds the warm walks at once (half
+	// the CPUs: they run beside the turns of other sessions).
 	watchMu     sync.Mutex
 	watch       *watcher
 	watchClosed bool
@@ -144,7 +146,7 @@ type manifest struct {
 // New returns a Store rooted at dir (created on first use).
 func New(dir string, opts Options) *Store {
 	return &Store{dir: dir, opts: opts.withDefaults(), last: map[string]*manifest{}, trees: map[string]string{},
-		locks: map[string]*sessionLock{}, warmSem: make(chan struct{}, 1)}
+		locks: map[string]*sessionLock{}, warmSem: make(chan struct{}, max(1, runtime.NumCPU()/2))}
 }
 
 // Options returns the store's limits, defaults filled in.

@@ -48,7 +48,7 @@ type Warm struct {
 }
 
 // WarmIn captures the workspace of sessionID (of the tree whose root is
-// tree) ahead of its next turn, at most one walk of the store at a time;
+// tree) ahead of its next turn, a bounded number of walks of the store at a time;
 // ctx cancels it (while it waits too). Close must follow, whether or not
 // Take took it.
 func (s *Store) WarmIn(ctx context.Context, tree, sessionID, workspace string, hide ...string) (*Warm, error) {
