@@ -26,6 +26,8 @@ type ForkSessionRequest struct {
 // ForkSessionResponse answers session/fork.
 type ForkSessionResponse struct {
 	SessionID string `json:"sessionId"`
+	// The forked conversation's controls, as session/new gives them.
+	SessionSetup
 }
 
 // CanForkAtTurn reports whether the agent offers session/fork and says, in
@@ -46,10 +48,10 @@ func (c AgentCapabilities) CanForkAtTurn() bool {
 
 // ForkSession forks the agent's conversation sessionID into a new one
 // working in cwd that keeps its first keepTurns prompts, and returns the
-// new session's id.
-func (c *Client) ForkSession(ctx context.Context, sessionID, cwd string, mcp []McpServer, keepTurns int) (string, error) {
+// new session's id and the controls it offers.
+func (c *Client) ForkSession(ctx context.Context, sessionID, cwd string, mcp []McpServer, keepTurns int) (ForkSessionResponse, error) {
 	var resp ForkSessionResponse
 	err := c.conn.Call(ctx, MethodSessionFork, ForkSessionRequest{SessionID: sessionID, Cwd: cwd, McpServers: orEmpty(mcp),
 		Meta: map[string]any{ForkTurnsMeta: keepTurns}}, &resp)
-	return resp.SessionID, err
+	return resp, err
 }

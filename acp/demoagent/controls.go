@@ -2,6 +2,7 @@ package demoagent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -195,4 +196,14 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConf
 	}
 	c := s.setControls(a, change)
 	return acp.SetSessionConfigOptionResponse{ConfigOptions: a.configOptions(c)}, nil
+}
+
+// unstableConfigOptions is configOptions in session/fork's answer, whose
+// unstable type has the same wire form.
+func (a *agent) unstableConfigOptions(c controls) []acp.UnstableSessionConfigOption {
+	var out []acp.UnstableSessionConfigOption
+	if b, err := json.Marshal(a.configOptions(c)); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	return out
 }

@@ -90,8 +90,20 @@ func (a *agent) UnstableForkSession(ctx context.Context, p acp.UnstableForkSessi
 	if b, err := json.Marshal(p.McpServers); err == nil {
 		_ = json.Unmarshal(b, &mcp)
 	}
+	fs := &session{id: id, log: log, cwd: p.Cwd, mcp: mcp}
+	// The fork keeps the controls its kept history last set.
+	for _, r := range kept {
+		if r.Type == recControls {
+			fs.restoreControls(r)
+		}
+	}
 	a.mu.Lock()
-	a.sessions[id] = &session{id: id, log: log, cwd: p.Cwd, mcp: mcp}
+	a.sessions[id] = fs
 	a.mu.Unlock()
-	return acp.UnstableForkSessionResponse{SessionId: acp.SessionId(id)}, nil
+	if err := a.sendCommands(ctx, id); err != nil {
+		return acp.UnstableForkSessionResponse{}, err
+	}
+	c := fs.getControls()
+	return acp.UnstableForkSessionResponse{SessionId: acp.SessionId(id), Modes: a.modeState(c),
+		ConfigOptions: a.unstableConfigOptions(c)}, nil
 }

@@ -89,9 +89,7 @@ func (c *conversation) open(ctx context.Context, init *acp.InitializeResponse, h
 	caps := init.Capabilities()
 	mcp := c.mcpServers()
 	if prev == "" && c.fork != nil {
-		// A fork's controls come from the agent's updates.
-		id, how, err := c.openFork(ctx, caps, mcp)
-		return opened{id: id, how: how}, err
+		return c.openFork(ctx, caps, mcp)
 	}
 	if prev == "" {
 		ns, err := ls.client.NewSession(ctx, ls.workspace, mcp)
@@ -249,14 +247,15 @@ func (c *conversation) mcpServers() []acp.McpServer {
 // openFork opens the forked conversation: through session/fork when the
 // agent offers it at a turn (and it is the parent's agent), else a new
 // conversation whose first prompt carries the parent's turns before the
-// checkpoint. how is "fork" or "transcript".
-func (c *conversation) openFork(ctx context.Context, caps acp.AgentCapabilities, mcp []acp.McpServer) (string, string, error) {
+// checkpoint; how is "fork" or "transcript". Either way its controls are
+// what the agent answered.
+func (c *conversation) openFork(ctx context.Context, caps acp.AgentCapabilities, mcp []acp.McpServer) (opened, error) {
 	ls := c.ls
 	f := c.fork
 	if caps.CanForkAtTurn() && f.Agent == ls.sess.Agent && f.ACPSession != "" {
-		sid, err := ls.client.ForkSession(ctx, f.ACPSession, ls.workspace, mcp, f.Turns)
-		if err == nil && sid != "" {
-			return sid, "fork", nil
+		fs, err := ls.client.ForkSession(ctx, f.ACPSession, ls.workspace, mcp, f.Turns)
+		if err == nil && fs.SessionID != "" {
+			return opened{id: fs.SessionID, how: "fork", setup: fs.SessionSetup}, nil
 		}
 		ls.mu.Lock()
 		if !ls.exited {
@@ -267,14 +266,14 @@ func (c *conversation) openFork(ctx context.Context, caps acp.AgentCapabilities,
 	}
 	ns, err := ls.client.NewSession(ctx, ls.workspace, mcp)
 	if err != nil {
-		return "", "", err
+		return opened{}, err
 	}
 	if f.Preamble != "" {
 		if err := ls.h.Checkpoints.AddNote(ls.id, f.Preamble); err != nil {
 			ls.logger.Warn("the parent's turns for the fork's first prompt were not kept", "err", err)
 		}
 	}
-	return ns.SessionID, "transcript", nil
+	return opened{id: ns.SessionID, how: "transcript", setup: ns.SessionSetup}, nil
 }
 
 // Fork is what a live session forked from a checkpoint starts from:
