@@ -45,6 +45,13 @@ type footprintResult struct {
 	// same with RSS.
 	OwnPSSPerSessionKB [3]int64 `json:"footprint_own_pss_per_session_kb"`
 	OwnRSSPerSessionKB [3]int64 `json:"footprint_own_rss_per_session_kb"`
+	// OwnMarginalPSSPerSessionKB is what each further session adds: the
+	// same difference taken at N and at N/4 sessions (and agents), its
+	// growth divided by the sessions between. The daemon's fixed part,
+	// and the pages of the binary that the daemon and the agents share,
+	// cancel out; it is the figure that holds at any N.
+	OwnMarginalPSSPerSessionKB [3]int64 `json:"footprint_own_marginal_pss_per_session_kb"`
+	BaseSessions               int      `json:"footprint_base_sessions"`
 	// Shim* are one shim's own figures, the median over the shims.
 	ShimPSSKB     [3]int64 `json:"footprint_shim_pss_kb"`
 	ShimRSSKB     [3]int64 `json:"footprint_shim_rss_kb"`
@@ -57,7 +64,9 @@ type footprintResult struct {
 // footprintRound is one round's sums.
 type footprintRound struct {
 	directPSS, directRSS, sessPSS, sessRSS, shimPSS, shimRSS, shimAnon, daemonPSS int64
-	program                                                                       string
+	// base is sessPSS − directPSS at the base number of sessions.
+	base    int64
+	program string
 }
 
 // runFootprintBench measures n sessions against n direct agents, rounds
@@ -76,20 +85,26 @@ func runFootprintBench(ctx context.Context, o benchBootOptions, n, rounds int, a
 	if err != nil {
 		return err
 	}
+	n0 := max(1, n/4)
 	var all []footprintRound
 	for r := range rounds {
-		fmt.Fprintf(progress, "round %d: %d demo agents started directly…\n", r+1, n)
-		var fr footprintRound
-		if fr.directPSS, fr.directRSS, err = directFootprint(spec, n); err != nil {
-			return err
+		var base, fr footprintRound
+		for _, m := range []struct {
+			n  int
+			fr *footprintRound
+		}{{n0, &base}, {n, &fr}} {
+			fmt.Fprintf(progress, "round %d: %d demo agents started directly, then %d demo sessions…\n", r+1, m.n, m.n)
+			if m.fr.directPSS, m.fr.directRSS, err = directFootprint(spec, m.n); err != nil {
+				return err
+			}
+			if err := sessionsFootprint(ctx, o, m.n, m.fr); err != nil {
+				return err
+			}
 		}
-		fmt.Fprintf(progress, "round %d: %d demo sessions…\n", r+1, n)
-		if err := sessionsFootprint(ctx, o, n, &fr); err != nil {
-			return err
-		}
+		fr.base = base.sessPSS - base.directPSS
 		all = append(all, fr)
 	}
-	res := footprintResult{Sessions: n, Rounds: rounds, ShimProgram: all[0].program, DaemonProgram: bin, LoadAverage: loadAverage()}
+	res := footprintResult{Sessions: n, BaseSessions: n0, Rounds: rounds, ShimProgram: all[0].program, DaemonProgram: bin, LoadAverage: loadAverage()}
 	pick := func(f func(footprintRound) int64) [3]int64 {
 		var xs []int64
 		for _, fr := range all {
@@ -103,6 +118,7 @@ func runFootprintBench(ctx context.Context, o benchBootOptions, n, rounds int, a
 	res.SessionsRSSKB = pick(func(f footprintRound) int64 { return f.sessRSS })
 	res.OwnPSSPerSessionKB = pick(func(f footprintRound) int64 { return (f.sessPSS - f.directPSS) / int64(n) })
 	res.OwnRSSPerSessionKB = pick(func(f footprintRound) int64 { return (f.sessRSS - f.directRSS) / int64(n) })
+	res.OwnMarginalPSSPerSessionKB = pick(func(f footprintRound) int64 { return (f.sessPSS - f.directPSS - f.base) / int64(n-n0) })
 	res.ShimPSSKB = pick(func(f footprintRound) int64 { return f.shimPSS })
 	res.ShimRSSKB = pick(func(f footprintRound) int64 { return f.shimRSS })
 	res.ShimAnonKB = pick(func(f footprintRound) int64 { return f.shimAnon })
@@ -114,6 +130,7 @@ func runFootprintBench(ctx context.Context, o benchBootOptions, n, rounds int, a
 		n, res.ShimProgram, n, rounds)
 	row := func(name string, v [3]int64) { fmt.Fprintf(out, "  %-34s %8d  [%d–%d]\n", name, v[1], v[0], v[2]) }
 	row("berth's own PSS per session", res.OwnPSSPerSessionKB)
+	row(fmt.Sprintf("… each session past %d", n0), res.OwnMarginalPSSPerSessionKB)
 	row("berth's own RSS per session", res.OwnRSSPerSessionKB)
 	row("all processes of the sessions, PSS", res.SessionsPSSKB)
 	row("the agents started directly, PSS", res.DirectPSSKB)
