@@ -210,7 +210,7 @@ func sessionsFootprint(ctx context.Context, o benchBootOptions, n int, fr *footp
 		return d.failed("create", err)
 	}
 	runDir := filepath.Join(home, "run")
-	shims := runShims(runDir)
+	shims := settledShims(runDir, n+1)
 	fr.sessPSS, fr.sessRSS = sumMemory(append([]int{d.cmd.Process.Pid}, processTree(shims)...))
 	if m, err := smapsRollup(d.cmd.Process.Pid); err == nil {
 		fr.daemonPSS = m["Pss"]
@@ -230,6 +230,22 @@ func sessionsFootprint(ctx context.Context, o benchBootOptions, n int, fr *footp
 		}
 	}
 	return nil
+}
+
+// settledShims returns the shims of runDir once there are want of them
+// (a shim per session and the spare the daemon starts again shortly after
+// it gave its last one away), or what there are after 5 s: a round that
+// weighed the spare in one half and not in the other would be off by a
+// shim.
+func settledShims(runDir string, want int) []int {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		shims := runShims(runDir)
+		if len(shims) >= want || time.Now().After(deadline) {
+			return shims
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // sumMemory adds up the PSS and the RSS of pids, in KiB.
