@@ -20,8 +20,8 @@ import (
 // of every process of N idle demo sessions against N demo agents started
 // directly (exec and the ACP handshake, no berth), in the same run,
 // alternating the two, each round apart so that the one does not share the
-// other's pages. Figures are KiB, each the median over the rounds with the
-// smallest and largest beside it.
+// other's pages. Figures are KiB, each [smallest, median, largest] over
+// the rounds.
 //
 // PSS (smaps_rollup's Pss) is the figure that counts: a page that n
 // processes map is counted 1/n in each, so the sums add up to what the
@@ -126,11 +126,17 @@ func runFootprintBench(ctx context.Context, o benchBootOptions, n, rounds int, a
 	if asJSON {
 		return json.NewEncoder(out).Encode(res)
 	}
+	printFootprint(out, res)
+	return nil
+}
+
+// printFootprint writes res as a table.
+func printFootprint(out io.Writer, res footprintResult) {
 	fmt.Fprintf(out, "footprint: %d idle demo sessions (shims run %s) against %d demo agents started directly, %d rounds (median [min–max] KiB)\n",
-		n, res.ShimProgram, n, rounds)
+		res.Sessions, res.ShimProgram, res.Sessions, res.Rounds)
 	row := func(name string, v [3]int64) { fmt.Fprintf(out, "  %-34s %8d  [%d–%d]\n", name, v[1], v[0], v[2]) }
 	row("berth's own PSS per session", res.OwnPSSPerSessionKB)
-	row(fmt.Sprintf("… each session past %d", n0), res.OwnMarginalPSSPerSessionKB)
+	row(fmt.Sprintf("… each session past %d", res.BaseSessions), res.OwnMarginalPSSPerSessionKB)
 	row("berth's own RSS per session", res.OwnRSSPerSessionKB)
 	row("all processes of the sessions, PSS", res.SessionsPSSKB)
 	row("the agents started directly, PSS", res.DirectPSSKB)
@@ -139,7 +145,6 @@ func runFootprintBench(ctx context.Context, o benchBootOptions, n, rounds int, a
 	row("one shim's anonymous memory", res.ShimAnonKB)
 	row("the daemon's PSS", res.DaemonPSSKB)
 	fmt.Fprintf(out, "  load average %.2f\n", res.LoadAverage)
-	return nil
 }
 
 // spread is the smallest, the median and the largest of xs.

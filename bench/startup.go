@@ -17,7 +17,8 @@ import (
 // machine — `berth --help`, `berth --version` and a Go hello world (the
 // floor: a Go program that does nothing, built by the go on PATH as a
 // plain `go build` builds it) — and a daemon's start on an empty home to
-// its first answer. Figures are milliseconds: p50 [min–max].
+// its first answer. Figures are milliseconds, [smallest, median,
+// largest].
 type startupResult struct {
 	Rounds      int        `json:"startup_rounds"`
 	HelpMs      [3]float64 `json:"startup_help_ms"`
@@ -91,19 +92,24 @@ func runStartupBench(ctx context.Context, o benchBootOptions, rounds int, asJSON
 	if asJSON {
 		return json.NewEncoder(out).Encode(res)
 	}
-	fmt.Fprintf(out, "start-up of %s, %d rounds (p50 [min–max] ms)\n", bin, rounds)
+	printStartup(out, res)
+	return nil
+}
+
+// printStartup writes res as a table.
+func printStartup(out io.Writer, res startupResult) {
+	fmt.Fprintf(out, "start-up of %s, %d rounds (p50 [min–max] ms)\n", res.Binary, res.Rounds)
 	row := func(name string, v [3]float64) {
 		fmt.Fprintf(out, "  %-36s %7.2f  [%.2f–%.2f]\n", name, v[1], v[0], v[2])
 	}
 	row("berth --help", res.HelpMs)
 	row("berth --version", res.VersionMs)
-	if len(hw) > 0 {
+	if res.HelloMs[1] > 0 {
 		row("a Go hello world", res.HelloMs)
 		fmt.Fprintf(out, "  %-36s %7.2f×\n", "--help over the hello world", res.HelpRatio)
 	}
 	row("berth serve, empty home → first answer", res.DaemonMs)
 	fmt.Fprintf(out, "  load average %.2f\n", res.LoadAverage)
-	return nil
 }
 
 // buildHelloWorld builds the hello world in dir with the go on PATH.
