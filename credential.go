@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -41,9 +40,26 @@ const MaxCredentialBytes = 16 << 10
 // on every model call does not write every time.
 const CredentialTouchInterval = time.Minute
 
-// credentialName is what a credential's name may be: it appears in config
-// ([[models]] credential), URLs and messages.
-var credentialName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+// validCredentialName reports whether name is what a credential's name may
+// be — ^[a-z0-9][a-z0-9_-]{0,62}$ — for it appears in config ([[models]]
+// credential), URLs and messages. A loop, not a regexp: the regexp's
+// compiled program (some 50 KiB) was built at start in every berth
+// process, shims and agents included.
+func validCredentialName(name string) bool {
+	if len(name) == 0 || len(name) > 63 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // CredentialStore keeps the user's credentials (docs/api.md, Credentials).
 // Every Store implements it; where the values live is the backend's
@@ -72,7 +88,7 @@ type CredentialStore interface {
 // ValidateCredentialName checks a credential's name: 1 to 63 characters,
 // lower-case letters, digits, '_' and '-', starting with a letter or digit.
 func ValidateCredentialName(name string) error {
-	if !credentialName.MatchString(name) {
+	if !validCredentialName(name) {
 		return &Error{Code: EInvalid, Details: map[string]any{"field": "name"},
 			// The name is not quoted: a value pasted in its place must not
 			// reach a log.

@@ -20,12 +20,12 @@ func TestCheckCredential(t *testing.T) {
 	if kind, err := CheckCredential("n", CredentialAPIKey, []byte("sk-ant-oat01-abc")); err != nil || kind != CredentialAPIKey {
 		t.Errorf("a kind given is kept: %q, %v", kind, err)
 	}
-	for _, name := range []string{"a", "0", strings.Repeat("a", 63), "my_key-2"} {
+	for _, name := range []string{"a", "0", strings.Repeat("a", 63), "my_key-2", "a-", "9_"} {
 		if err := ValidateCredentialName(name); err != nil {
 			t.Errorf("%q refused: %v", name, err)
 		}
 	}
-	for _, name := range []string{"", strings.Repeat("a", 64), "_a", "-a", "A", "a.b", "a b", "é"} {
+	for _, name := range []string{"", strings.Repeat("a", 64), "_a", "-a", "A", "a.b", "a b", "é", "a\n", "\na", "aA"} {
 		if err := ValidateCredentialName(name); ErrorCode(err) != EInvalid {
 			t.Errorf("%q: %v", name, err)
 		}

@@ -79,6 +79,9 @@ func NewCommand(o Options) *cobra.Command {
 	f.Duration("cluster-ttl", 2*time.Second, "[cluster] lease_ttl of the --cluster nodes")
 	f.Int64("hostile-flood", 0, "run only a hostile flood: one turn of the demo agent writing this many bytes, in a `berth serve` of its own, timed and weighed (daemon memory, store, spool, answers) beside the agent run directly (0 skips it)")
 	f.Int("hostile-chunk", 20_000_000, "bytes per chunk of --hostile-flood")
+	f.Int("footprint", 0, "run only a memory bench: this many idle demo sessions against as many demo agents started directly, every process's PSS and RSS (0 skips it); --daemon-binary picks the berth")
+	f.Int("footprint-rounds", 3, "[footprint] rounds, each the direct agents then the sessions")
+	f.Int("startup", 0, "run only a start-up bench: this many starts each of `berth --help`, `berth --version`, a Go hello world (built with the go on PATH) and `berth serve` on an empty home to its first answer, interleaved (0 skips it); --daemon-binary picks the berth")
 	f.Int("gateway", 0, "run only a model gateway bench: this many JSON and as many streaming calls to the model stand-in, one at a time, each straight and through the gateway (0 skips it)")
 	f.Int("gateway-streams", 200, "[gateway] streaming calls at once, each with a session key of its own (0 skips them)")
 	f.Int("gateway-rounds", 4, "[gateway] rounds of --gateway-streams clients making 5 streaming calls each, each way")
@@ -195,6 +198,18 @@ func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone 
 		}
 		return true, runHostileBench(cmd.Context(), benchBootOptions{binary: bin, sandbox: fl.sandbox}, total, chunk, asJSON,
 			out, progress)
+	}
+	if n, _ := f.GetInt("footprint"); n > 0 {
+		rounds, _ := f.GetInt("footprint-rounds")
+		bin, _ := f.GetString("daemon-binary")
+		if rounds < 1 {
+			return true, usagef(cmd, "--footprint-rounds must be at least 1")
+		}
+		return true, runFootprintBench(cmd.Context(), benchBootOptions{binary: bin, sandbox: fl.sandbox}, n, rounds, asJSON, out, progress)
+	}
+	if n, _ := f.GetInt("startup"); n > 0 {
+		bin, _ := f.GetString("daemon-binary")
+		return true, runStartupBench(cmd.Context(), benchBootOptions{binary: bin}, n, asJSON, out, progress)
 	}
 	if n, _ := f.GetInt("gateway"); n > 0 {
 		g := gatewayFlags{calls: n, storeURL: fl.storeURL}

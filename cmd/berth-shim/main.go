@@ -18,7 +18,7 @@ import (
 )
 
 func main() {
-	raw, ok := optionsArg(os.Args[1:])
+	raw, ok := shimcmd.OptionsArg(os.Args[1:])
 	if !ok {
 		fmt.Fprintln(os.Stderr, "usage: berth-shim --options JSON (the job on stdin)")
 		os.Exit(2)
@@ -32,16 +32,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "berth-shim:", berth.ErrorMessage(err))
 		os.Exit(1)
 	}
-}
-
-// optionsArg returns the value of the one flag the program takes,
-// --options JSON or --options=JSON.
-func optionsArg(args []string) (string, bool) {
-	switch {
-	case len(args) == 2 && args[0] == "--options":
-		return args[1], true
-	case len(args) == 1 && len(args[0]) > len("--options=") && args[0][:len("--options=")] == "--options=":
-		return args[0][len("--options="):], true
-	}
-	return "", false
 }

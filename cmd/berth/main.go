@@ -14,6 +14,9 @@ import (
 )
 
 func main() {
+	if code, ok := runChildRole(os.Args[1:], os.Stdin, os.Stdout, os.Stderr); ok {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal, a second one kills the process the usual way.
 	context.AfterFunc(ctx, stop)

@@ -27,6 +27,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // The usage of every answer, in tokens: input not read from a cache, input
@@ -51,11 +52,14 @@ type Reply struct {
 	Input string
 }
 
-// writeRequest is a prompt that asks for a file to be written.
-var writeRequest = regexp.MustCompile(`(?m)^\s*write (\S+) (.+?)\s*$`)
+// writeRequest is a prompt that asks for a file to be written (compiled
+// when first used: the demo agent is the berth binary, and every berth
+// process would compile it at start).
+var writeRequest = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*write (\S+) (.+?)\s*$`) })
 
-// markup is a block of context an agent wraps in tags of its own.
-var markup = regexp.MustCompile(`(?s)<([a-z_-]+)>.*?</([a-z_-]+)>`)
+// markup is a block of context an agent wraps in tags of its own
+// (compiled when first used).
+var markup = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)<([a-z_-]+)>.*?</([a-z_-]+)>`) })
 
 // writeTools are the names agents give their file-writing tool, best first.
 var writeTools = []string{"Write", "write_file", "write"}
@@ -73,7 +77,7 @@ func decide(texts []string, toolResult bool, tools []tool) Reply {
 		return Reply{Text: "wrote it"}
 	}
 	text := strings.Join(texts, "\n")
-	if m := writeRequest.FindStringSubmatch(text); m != nil {
+	if m := writeRequest().FindStringSubmatch(text); m != nil {
 		for _, name := range writeTools {
 			i := slices.IndexFunc(tools, func(t tool) bool { return t.name == name })
 			if i < 0 {
@@ -98,7 +102,7 @@ func decide(texts []string, toolResult bool, tools []tool) Reply {
 // markup (<system-reminder>…) before or after.
 func usersWords(texts []string) string {
 	for i := len(texts) - 1; i >= 0; i-- {
-		lines := strings.Split(markup.ReplaceAllString(texts[i], ""), "\n")
+		lines := strings.Split(markup().ReplaceAllString(texts[i], ""), "\n")
 		for j := len(lines) - 1; j >= 0; j-- {
 			l := strings.TrimSpace(lines[j])
 			if l != "" && !strings.HasPrefix(l, "<") {

@@ -124,7 +124,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 	reply := decide(texts, toolResult, tools)
 	// Codex, and OpenCode on an OpenAI model, have no write tool of the
 	// others' kind: they patch.
-	if m := writeRequest.FindStringSubmatch(strings.Join(texts, "\n")); m != nil && !toolResult && reply.Tool == "" {
+	if m := writeRequest().FindStringSubmatch(strings.Join(texts, "\n")); m != nil && !toolResult && reply.Tool == "" {
 		if w, ok := patchWrite(offered, m[1], m[2]); ok {
 			reply = w
 		}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -53,6 +54,18 @@ func Local(o Options, name string) (berth.SandboxProvider, func(), error) {
 		return p, func() {}, nil
 	}
 	return nil, nil, berth.Errorf(berth.EInvalid, "this shim program cannot make the sandbox provider %q", name)
+}
+
+// OptionsArg returns the value of the one flag a shim program takes,
+// --options JSON or --options=JSON, as the daemon passes it.
+func OptionsArg(args []string) (string, bool) {
+	switch {
+	case len(args) == 2 && args[0] == "--options":
+		return args[1], true
+	case len(args) == 1 && len(args[0]) > len("--options=") && strings.HasPrefix(args[0], "--options="):
+		return args[0][len("--options="):], true
+	}
+	return "", false
 }
 
 // ParseOptions decodes the options a daemon passes in --options.

@@ -157,8 +157,11 @@ func serverAddr(c *pgx.ConnConfig) string {
 	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
 }
 
-// kvPassword finds the password of a key=value connection string.
-var kvPassword = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+// kvPassword finds the password of a key=value connection string
+// (compiled when first used, not at every berth process's start).
+var kvPassword = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+})
 
 // redact removes from msg every occurrence of the password that the
 // connection string conn holds, in URL or key=value form.
@@ -173,7 +176,7 @@ func redact(msg, conn string) string {
 			}
 		}
 	}
-	for _, m := range kvPassword.FindAllStringSubmatch(conn, -1) {
+	for _, m := range kvPassword().FindAllStringSubmatch(conn, -1) {
 		secrets = append(secrets, strings.Trim(m[1], "'"))
 	}
 	// The URL's query may also carry password=…
