@@ -79,9 +79,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.wrongToken(w, r)
 			return
 		}
-		if c, err := r.Cookie(CookieName); err == nil && s.signins.valid(c.Value) {
-			pass(w, r, viaCookie)
-			return
+		if c, err := r.Cookie(CookieName); err == nil {
+			ok, err := s.signins.check(r.Context(), c.Value)
+			switch {
+			case ok:
+				pass(w, r, viaCookie)
+				return
+			case err != nil && !publicPath(r):
+				// A sign-in that cannot be checked is refused, never let in.
+				s.refuse(w, r, err)
+				return
+			}
 		}
 		if publicPath(r) {
 			pass(w, r, viaNone)
@@ -117,14 +125,19 @@ func (s *Server) nodeTokenMatches(r *http.Request) bool {
 }
 
 // signInEnded reports whether r was let in by a sign-in cookie that has
-// since ended (logout or expiry). Long requests (SSE streams) check it
-// before each write, so that an ended sign-in stops receiving data.
+// since ended (logout, expiry, a new token) or can no longer be checked.
+// Long requests (SSE streams) check it before each write, so that an ended
+// sign-in stops receiving data.
 func (s *Server) signInEnded(r *http.Request) bool {
 	if authOf(r) != viaCookie {
 		return false
 	}
 	c, err := r.Cookie(CookieName)
-	return err != nil || !s.signins.valid(c.Value)
+	if err != nil {
+		return true
+	}
+	ok, err := s.signins.check(r.Context(), c.Value)
+	return err != nil || !ok
 }
 
 // publicPath reports whether r may be served on TCP without a token: the
