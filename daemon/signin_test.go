@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth/config"
 	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/internal/pgtest"
 	"github.com/berth-sh/berth/internal/testenv"
 	_ "modernc.org/sqlite" // the driver the test reads the store's table with
 )
@@ -49,11 +51,7 @@ func call(t *testing.T, d *Daemon, method, path, body, cookie string) (int, stri
 // daemon ends it for the next one too; a new token ends it. The store
 // keeps neither the cookie's id nor the token.
 func TestSignInOutlivesARestart(t *testing.T) {
-	home, err := os.MkdirTemp("", "berth-signin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(home)
+	home := testenv.ShortTempDir(t, "berth-signin-")
 	start := func(token string) *Daemon {
 		cfg := config.Default()
 		cfg.Server.Token = token
@@ -142,4 +140,42 @@ func storeHoldsNeither(t *testing.T, home, cookie, token string) {
 			t.Fatalf("%s holds the cookie's id or the token", filepath.Base(f))
 		}
 	}
+}
+
+// Two nodes of a cluster on one PostgreSQL share the sign-ins: a cookie
+// made on one is accepted by the other, and a logout on the other ends it
+// on the first within a few seconds.
+func TestSignInIsSharedByClusterNodes(t *testing.T) {
+	db := pgtest.Fresh(t, "berth_signin_")
+	const token = "the-user-token-both-nodes-have-0123456789"
+	node := func(id string) *Daemon {
+		home := testenv.ShortTempDir(t, "berth-signin-")
+		addr := testenv.FreeAddr(t)
+		cfg := config.Default()
+		cfg.Server.Token = token
+		cfg.Store.URL = db
+		cfg.Cluster.NodeID, cfg.Cluster.Advertise, cfg.Cluster.Token = id, "http://"+addr, "the-node-token"
+		d, err := Open(context.Background(), Options{Home: home, Config: cfg, Addr: addr, Socket: filepath.Join(home, "berth.sock")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Start()
+		t.Cleanup(func() { d.Close(context.Background()) })
+		return d
+	}
+	a, b := node("node-a"), node("node-b")
+	status, cookie := call(t, a, "POST", "/v1/login", `{"token":"`+token+`"}`, "")
+	if status != 204 || cookie == "" {
+		t.Fatalf("login on A = %d, cookie %q", status, cookie)
+	}
+	if status, _ := call(t, b, "GET", "/v1/sessions", "", cookie); status != 200 {
+		t.Fatalf("A's sign-in on B = %d, want 200", status)
+	}
+	if status, _ := call(t, b, "POST", "/v1/logout", "", cookie); status != 204 {
+		t.Fatalf("logout on B = %d", status)
+	}
+	testenv.WaitFor(t, 30*time.Second, "A to refuse a sign-in logged out on B", func() bool {
+		status, _ := call(t, a, "GET", "/v1/sessions", "", cookie)
+		return status == 401
+	})
 }
