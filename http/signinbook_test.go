@@ -181,3 +181,29 @@ func TestSignInFailsClosedWithoutTheStore(t *testing.T) {
 		t.Errorf("the token with the store down = %d, want 200", got)
 	}
 }
+
+// deleteCounter counts the sign-ins a store is asked to remove.
+type deleteCounter struct {
+	berth.SignInStore
+	deletes int
+}
+
+func (c *deleteCounter) DeleteSignIn(ctx context.Context, id [sha256.Size]byte) error {
+	c.deletes++
+	return c.SignInStore.DeleteSignIn(ctx, id)
+}
+
+// POST /v1/logout is public: a made-up cookie costs the store a read, not
+// a write; a real one is removed.
+func TestLogoutOfAnUnknownSignInWritesNothing(t *testing.T) {
+	store := &deleteCounter{SignInStore: memory.New()}
+	h := storedServer(store, testToken, testenv.NewClock(time.Now()))
+	made := []string{"Cookie", CookieName + "=" + randomSecret(signInIDBytes)}
+	if status, _, _ := callTCP(t, h, "POST", "/v1/logout", "", made...); status != 204 || store.deletes != 0 {
+		t.Fatalf("logout of a made-up sign-in = %d with %d deletes, want 204 and none", status, store.deletes)
+	}
+	cookie := login(t, h, testToken)
+	if status, _, _ := callTCP(t, h, "POST", "/v1/logout", "", cookie...); status != 204 || store.deletes != 1 || kept(t, store, cookie) {
+		t.Fatalf("logout = %d with %d deletes (kept %v), want 204, one delete, gone", status, store.deletes, kept(t, store, cookie))
+	}
+}
