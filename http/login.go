@@ -44,8 +44,9 @@ type signIn struct {
 
 // handleLogin answers POST /v1/login: with the token or a live one-time code,
 // 204 and a berth_session cookie holding a new random sign-in id (never the
-// token); 401 otherwise, and 429 for a wrong one once the address made too
-// many mistakes.
+// token), kept first (signInBook.add: 503 when the store cannot keep it);
+// 401 otherwise, and 429 for a wrong one once the address made too many
+// mistakes.
 func (h *signIn) handleLogin(w http.ResponseWriter, r *http.Request) {
 	addr := clientAddr(r)
 	var req loginRequest
