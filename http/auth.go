@@ -34,7 +34,8 @@ func authOf(r *http.Request) authVia {
 
 // authenticate lets a TCP request in when it carries the token as
 // "Authorization: Bearer <token>" or a live sign-in cookie, and answers 401
-// otherwise (docs/api.md, Sign-in and browser safety). The Unix socket
+// otherwise, 503 for a cookie the store cannot check (docs/api.md, Sign-in
+// and browser safety). The Unix socket
 // needs neither. Public paths (the sign-in endpoints and the pages, which
 // carry no data) pass without. An address that sent maxFailures wrong
 // tokens within a minute gets 429 for a minute for every wrong token; the
