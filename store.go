@@ -27,6 +27,9 @@ type Store interface {
 	// cannot keep them safely says so at each call (EUnavailable).
 	CredentialStore
 	UsageStore
+	// SignInStore is in every Store: a browser sign-in lives where the
+	// sessions do, so a restart or another node finds it.
+	SignInStore
 
 	// Name says which backend this is ("sqlite", "postgres", "memory"), for health.
 	Name() string

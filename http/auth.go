@@ -34,7 +34,8 @@ func authOf(r *http.Request) authVia {
 
 // authenticate lets a TCP request in when it carries the token as
 // "Authorization: Bearer <token>" or a live sign-in cookie, and answers 401
-// otherwise (docs/api.md, Sign-in and browser safety). The Unix socket
+// otherwise, 503 for a cookie the store cannot check (docs/api.md, Sign-in
+// and browser safety). The Unix socket
 // needs neither. Public paths (the sign-in endpoints and the pages, which
 // carry no data) pass without. An address that sent maxFailures wrong
 // tokens within a minute gets 429 for a minute for every wrong token; the
@@ -79,9 +80,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.wrongToken(w, r)
 			return
 		}
-		if c, err := r.Cookie(CookieName); err == nil && s.signins.valid(c.Value) {
-			pass(w, r, viaCookie)
-			return
+		if c, err := r.Cookie(CookieName); err == nil {
+			ok, err := s.signins.check(r.Context(), c.Value)
+			switch {
+			case ok:
+				pass(w, r, viaCookie)
+				return
+			case err != nil && !publicPath(r):
+				// A sign-in that cannot be checked is refused, never let in.
+				s.refuse(w, r, err)
+				return
+			}
 		}
 		if publicPath(r) {
 			pass(w, r, viaNone)
@@ -117,14 +126,19 @@ func (s *Server) nodeTokenMatches(r *http.Request) bool {
 }
 
 // signInEnded reports whether r was let in by a sign-in cookie that has
-// since ended (logout or expiry). Long requests (SSE streams) check it
-// before each write, so that an ended sign-in stops receiving data.
+// since ended (logout, expiry, a new token) or can no longer be checked.
+// Long requests (SSE streams) check it before each write, so that an ended
+// sign-in stops receiving data.
 func (s *Server) signInEnded(r *http.Request) bool {
 	if authOf(r) != viaCookie {
 		return false
 	}
 	c, err := r.Cookie(CookieName)
-	return err != nil || !s.signins.valid(c.Value)
+	if err != nil {
+		return true
+	}
+	ok, err := s.signins.check(r.Context(), c.Value)
+	return err != nil || !ok
 }
 
 // publicPath reports whether r may be served on TCP without a token: the

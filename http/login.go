@@ -35,7 +35,7 @@ type signIn struct {
 	// ttl is how long a sign-in lasts.
 	ttl time.Duration
 	// signins, codes and failed are Server's.
-	signins *expiring
+	signins *signInBook
 	codes   *expiring
 	failed  *failures
 	// addr is the bound TCP address (Server.Addr).
@@ -44,8 +44,9 @@ type signIn struct {
 
 // handleLogin answers POST /v1/login: with the token or a live one-time code,
 // 204 and a berth_session cookie holding a new random sign-in id (never the
-// token); 401 otherwise, and 429 for a wrong one once the address made too
-// many mistakes.
+// token), kept first (signInBook.add: 503 when the store cannot keep it);
+// 401 otherwise, and 429 for a wrong one once the address made too many
+// mistakes.
 func (h *signIn) handleLogin(w http.ResponseWriter, r *http.Request) {
 	addr := clientAddr(r)
 	var req loginRequest
@@ -75,20 +76,31 @@ func (h *signIn) handleLogin(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, berth.Errorf(berth.EUnauthenticated, "wrong token or code (codes are valid two minutes, once)"))
 		return
 	}
-	id, exp := h.signins.add(h.ttl)
+	id, exp, err := h.signins.add(r.Context(), h.ttl)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: "/", Expires: exp,
 		MaxAge: int(h.ttl.Seconds()), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // handleLogout answers POST /v1/logout: the sign-in of the cookie ends on the
-// server, and the cookie is cleared. 204 whether or not one was live.
+// server (in the store too), and the cookie is cleared. 204 whether or not
+// one was live; 503 when the store could not end it (the cookie is cleared
+// all the same).
 func (h *signIn) handleLogout(w http.ResponseWriter, r *http.Request) {
-	if c, err := r.Cookie(CookieName); err == nil {
-		h.signins.remove(c.Value)
+	var err error
+	if c, cerr := r.Cookie(CookieName); cerr == nil {
+		err = h.signins.end(r.Context(), c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -22,7 +22,7 @@ func decodeInto(b []byte, v any) error { return json.Unmarshal(b, v) }
 func newClockedServer(f *fakeService, opts ServerOptions, clock *testenv.Clock, log *bytes.Buffer) *Server {
 	opts.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s := NewServer(f, opts)
-	s.signins.now, s.codes.now, s.failed.now = clock.Now, clock.Now, clock.Now
+	s.signins.cache.now, s.codes.now, s.failed.now = clock.Now, clock.Now, clock.Now
 	return s
 }
 

@@ -74,6 +74,10 @@ type ServerOptions struct {
 	// Credentials serves /v1/credentials (docs/api.md, Credentials); nil
 	// lists none and sets none.
 	Credentials berth.CredentialStore
+	// SignIns keeps the browser sign-ins, so that they outlive a restart
+	// and every node of a cluster accepts them (docs/api.md, Sign-in and
+	// browser safety); nil keeps them in the server's memory only.
+	SignIns berth.SignInStore
 }
 
 // Server serves a berth.SessionService over HTTP on a TCP address and a Unix
@@ -96,9 +100,9 @@ type Server struct {
 	// is none.
 	nodeToken *[sha256.Size]byte
 
-	// signins are the live browser sign-ins (cookie values), codes the
+	// signins are the browser sign-ins (cookie values), codes the
 	// one-time sign-in codes, failed the wrong tokens per address.
-	signins *expiring
+	signins *signInBook
 	codes   *expiring
 	failed  *failures
 
@@ -126,7 +130,7 @@ func NewServer(svc berth.SessionService, opts ServerOptions) *Server {
 	shutdown, stopRequests := context.WithCancel(context.Background())
 	s := &Server{edge: &edge{log: log, maxPrompt: maxPromptOf(opts.MaxPromptBytes), shutdown: shutdown},
 		stopRequests: stopRequests, opts: opts, mux: http.NewServeMux(),
-		signins: newExpiring(time.Now), codes: newExpiring(time.Now), failed: newFailures(time.Now)}
+		signins: newSignInBook(opts.SignIns, opts.Token, log), codes: newExpiring(time.Now), failed: newFailures(time.Now)}
 	s.routes(svc)
 	if opts.Cluster != nil {
 		s.forwarder = s.newForwarder(opts.Cluster)

@@ -42,8 +42,8 @@ type secretKey [sha256.Size]byte
 // keyOf hashes a secret.
 func keyOf(secret string) secretKey { return sha256.Sum256([]byte(secret)) }
 
-// expiring is a set of secrets, each valid until its deadline: the browser
-// sign-ins (cookie values) and the one-time codes.
+// expiring is a set of secrets, each valid until its deadline: the one-time
+// codes, and the browser sign-ins known live (signInBook's cache).
 type expiring struct {
 	mu  sync.Mutex
 	now func() time.Time
@@ -58,26 +58,30 @@ func newExpiring(now func() time.Time) *expiring {
 // add makes a new random secret valid for ttl and returns it with its expiry.
 func (e *expiring) add(ttl time.Duration) (string, time.Time) {
 	secret := randomSecret(32)
+	exp := e.now().Add(ttl)
+	e.put(keyOf(secret), exp)
+	return secret, exp
+}
+
+// put makes the secret whose key is k valid until exp. A full set first
+// drops the expired entries, then, still full, the one that ends first.
+func (e *expiring) put(k secretKey, exp time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	now := e.now()
-	if len(e.m) >= maxSignins {
-		e.pruneLocked(now)
+	if _, ok := e.m[k]; !ok && len(e.m) >= maxSignins {
+		e.pruneLocked(e.now())
 	}
-	if len(e.m) >= maxSignins {
-		// Still full of live entries: drop the one that ends first.
+	if _, ok := e.m[k]; !ok && len(e.m) >= maxSignins {
 		var first secretKey
 		var at time.Time
-		for k, exp := range e.m {
-			if at.IsZero() || exp.Before(at) {
-				first, at = k, exp
+		for key, t := range e.m {
+			if at.IsZero() || t.Before(at) {
+				first, at = key, t
 			}
 		}
 		delete(e.m, first)
 	}
-	exp := now.Add(ttl)
-	e.m[keyOf(secret)] = exp
-	return secret, exp
+	e.m[k] = exp
 }
 
 // valid reports whether secret is in the set and not expired.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 	"github.com/berth-sh/berth/internal/browsertest"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -286,19 +287,19 @@ func TestUIAgentTextNeverRuns(t *testing.T) {
 	noPageErrors(t, tab)
 }
 
+// A page signed in with the token follows its session across a daemon
+// restart without asking for the token again: the sign-in outlives the
+// daemon.
 func TestUIFollowsAcrossADaemonRestart(t *testing.T) {
 	b := browsertest.New(t)
 	home := t.TempDir()
-	// Browser sign-ins do not outlive a daemon: this page needs none.
-	env := []string{"BERTH_SERVER_LOOPBACK_WITHOUT_TOKEN=true"}
-	s := startServerEnv(t, home, env)
+	s := startServer(t, home)
 	id := createSession(t, s, map[string]any{"prompt": "echo one"})
-	tab := b.Tab(t)
-	tab.Run(chromedp.Navigate("http://" + s.addr + "/sessions/" + id))
+	tab := uiPage(t, b, s, "/sessions/"+id)
 	tab.WaitFor("the first answer", agentSaid("one"))
 	s.stop()
 	tab.WaitFor("the page noticing", `document.querySelector('.live').textContent.includes('reconnecting')`)
-	s2 := startServerAddr(t, home, s.addr, env)
+	s2 := startServerAddr(t, home, s.addr, nil)
 	if st, err := s2.api("POST", "/v1/sessions/"+id+"/prompts?wait=true", map[string]any{"text": "echo two"}, nil); st != 200 || err != nil {
 		t.Fatalf("prompt after the restart: %d %v", st, err)
 	}
@@ -312,6 +313,11 @@ func TestUIFollowsAcrossADaemonRestart(t *testing.T) {
 	tab.Eval(`[...document.querySelectorAll('.ev.prompt .user-text')].filter(e => e.textContent == 'echo two').length`, &twos)
 	if twos != 1 {
 		t.Fatalf("the prompt after the restart shows %d times", twos)
+	}
+	var asked bool
+	tab.Eval(`!!document.getElementById('token')`, &asked)
+	if asked {
+		t.Fatal("the page asks for the token after the restart")
 	}
 }
 
@@ -425,7 +431,9 @@ func TestUISignIn(t *testing.T) {
 	noPageErrors(t, tab2)
 }
 
-func TestUISignInAgainAfterADaemonRestart(t *testing.T) {
+// A daemon restarted with a new token ends the sign-ins made with the old
+// one: the page asks for the token, then comes back to the session.
+func TestUISignInAgainAfterANewToken(t *testing.T) {
 	b := browsertest.New(t)
 	home := t.TempDir()
 	s := startServer(t, home)
@@ -433,10 +441,14 @@ func TestUISignInAgainAfterADaemonRestart(t *testing.T) {
 	tab := uiPage(t, b, s, "/sessions/"+id)
 	tab.WaitFor("the answer", agentSaid("before"))
 	s.stop()
-	s2 := startServerAddr(t, home, s.addr, nil)
-	// Sign-ins end with the daemon: the page asks again, then comes back.
+	// The daemon takes the token it finds in its home.
+	const token = "a-new-token-for-the-restarted-daemon"
+	if err := os.WriteFile(filepath.Join(home, bclient.TokenFile), []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startServerAddr(t, home, s.addr, nil)
 	tab.WaitFor("the sign-in form", `document.getElementById('token')`)
-	tab.Run(browsertest.Type(browsertest.Field("Token"), readTokenFile(s2.home)), browsertest.Click(browsertest.Button("Sign in")))
+	tab.Run(browsertest.Type(browsertest.Field("Token"), token), browsertest.Click(browsertest.Button("Sign in")))
 	tab.WaitFor("the session again", `location.pathname == '/sessions/`+id+`'`)
 	tab.WaitFor("its transcript", agentSaid("before"))
 }

@@ -15,6 +15,7 @@
 package memory
 
 import (
+	"crypto/sha256"
 	"sync"
 
 	"github.com/berth-sh/berth"
@@ -53,6 +54,8 @@ type state struct {
 	nodes map[string]*node
 
 	hooks hookState
+	// signins are the browser sign-ins, by the hash of their id.
+	signins map[[sha256.Size]byte]berth.SignIn
 	// The credentials: their methods are the store's (berth.CredentialStore),
 	// kept in the daemon's memory only, like everything of this store.
 	*credentials
@@ -79,6 +82,7 @@ func newState() *state {
 		elicIDs:     map[string]string{},
 		nodes:       map[string]*node{},
 		hooks:       newHookState(),
+		signins:     map[[sha256.Size]byte]berth.SignIn{},
 		credentials: credtable.New(nil),
 	}
 }

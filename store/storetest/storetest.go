@@ -100,6 +100,9 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"Credentials", testCredentials},
 		{"CredentialsInvalid", testCredentialsInvalid},
 		{"CredentialsReopen", testCredentialsReopen},
+		{"SignIns", testSignIns},
+		{"SignInsSweep", testSignInsSweep},
+		{"SignInsReopen", testSignInsReopen},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })

@@ -12,7 +12,8 @@
 //
 // EventSource hides the status of a refused stream, so when it gives up,
 // probe() (an ordinary API call) runs first: a 401 there opens the sign-in
-// screen (a daemon restart ends browser sign-ins).
+// screen (the sign-in ended: a logout, its expiry, a new token; a restart
+// keeps it).
 export function follow(url, on, onState = () => {}, probe = () => {}) {
   let es = null;
   let timer = null;
