@@ -26,6 +26,16 @@ func warmKept(t *testing.T, st *checkpoint.Store, n int64) {
 	}
 }
 
+// checkpointedSession is a demo session with checkpoints on that ran
+// one turn of prompt.
+func checkpointedSession(t *testing.T, prompt string) (*env, *checkpoint.Store, *berth.Session) {
+	t.Helper()
+	e := newEnv(t, withCheckpoints(t.TempDir(), t.TempDir()))
+	s := e.create(berth.CreateRequest{})
+	e.prompt(s.ID, prompt)
+	return e, e.m.opts.Checkpoints, s
+}
+
 // checkpointOf returns the checkpoint taken before turnID.
 func checkpointOf(t *testing.T, e *env, id, turnID string) berth.Checkpoint {
 	t.Helper()
@@ -48,11 +58,7 @@ func checkpointOf(t *testing.T, e *env, id, turnID string) berth.Checkpoint {
 // moment, and a rewind to the turn's checkpoint gives the workspace as the
 // turn found it.
 func TestCheckpointTakenAheadIsTheTurnsStart(t *testing.T) {
-	home := t.TempDir()
-	e := newEnv(t, withCheckpoints(home, t.TempDir()))
-	st := e.m.opts.Checkpoints
-	s := e.create(berth.CreateRequest{})
-	e.prompt(s.ID, "write a.txt one\nwrite sub/b.txt bee")
+	e, st, s := checkpointedSession(t, "write a.txt one\nwrite sub/b.txt bee")
 	warmKept(t, st, 1)
 	taken := st.WarmStats().Taken
 	r := e.prompt(s.ID, "write a.txt two\nwrite sub/c.txt sea")
@@ -84,11 +90,7 @@ func TestCheckpointTakenAheadIsTheTurnsStart(t *testing.T) {
 // the prompt comes at once, and is taken again (with the edit) when the
 // prompt comes after a pause.
 func TestUserEditBetweenTurnsIsInTheNextCheckpoint(t *testing.T) {
-	home := t.TempDir()
-	e := newEnv(t, withCheckpoints(home, t.TempDir()))
-	st := e.m.opts.Checkpoints
-	s := e.create(berth.CreateRequest{})
-	e.prompt(s.ID, "write a.txt one")
+	e, st, s := checkpointedSession(t, "write a.txt one")
 	rewound := func(turnID, want string) {
 		t.Helper()
 		c := checkpointOf(t, e, s.ID, turnID)
