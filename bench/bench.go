@@ -685,6 +685,7 @@ func printBench(w io.Writer, r Result) {
 	}
 	if r.LiveSessions > 0 {
 		fmt.Fprintf(t, "daemon start, no session\tAPI %.0f ms\tdaemon CPU %.0f ms\n", r.EmptyAPIMs, r.EmptyCPUMs)
+		printBootReads(t, "  every read route answers, empty home", r.EmptyReads)
 		fmt.Fprintf(t, "daemon with %d idle sessions (KiB)\tVmRSS %d\tVmHWM %d\tempty %d, %.0f a session\n", r.LiveSessions, r.LiveRSSKB, r.LiveHWMKB, r.EmptyRSSKB, r.LivePerSessionKB)
 		fmt.Fprintf(t, "shim memory (KiB, %s)\trss p50 %d\tpss p50 %d\tprivate p50 %d, max %d\n", r.ShimProgram, r.ShimRSSP50KB, r.ShimPSSP50KB, r.ShimPrivateP50KB, r.ShimPrivateMaxKB)
 		fmt.Fprintf(t, "all of berth per live session (KiB)\tpss %d\trss %d\t(%d sessions, agents included)\n", r.TotalPSSPerSessionKB, r.TotalRSSPerSessionKB, r.LiveSessions)
@@ -692,6 +693,7 @@ func printBench(w io.Writer, r Result) {
 	}
 	if r.ReattachSessions > 0 {
 		fmt.Fprintf(t, "boot reattaching %d live sessions\tAPI %.0f ms\tall active %.0f ms\tdaemon CPU %.0f ms\n", r.ReattachSessions, r.ReattachAPIMs, r.ReattachAllMs, r.ReattachCPUMs)
+		printBootReads(t, "  every read route answers", r.ReattachReads)
 		fmt.Fprintf(t, "  floor: every shim's hello, no daemon\t%.0f ms\tshims' CPU during the boot %.0f ms\n", r.ReattachFloorMs, r.ReattachShimsCPUMs)
 		fmt.Fprintf(t, "  daemon after the reattach (KiB)\tVmRSS %d\tVmHWM %d\n", r.ReattachRSSKB, r.ReattachHWMKB)
 	}
