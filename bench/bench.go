@@ -53,6 +53,7 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("sessions", 20, "sessions to create")
 	f.Int("prompts", 10, "prompts per session")
 	f.String("sandbox", "host", "sandbox provider of the sessions")
+	f.String("agent-command", "", "time the creates with this agent (a command and its arguments, split on spaces; with --prompts 0), beside it started directly, instead of the demo agent")
 	f.Int("flood", 200000, "events in the flood turn (0 skips it)")
 	f.Int("flood-size", 64, "bytes per flood event")
 	f.String("store", "", "store URL (default: SQLite in the temporary home)")
@@ -89,6 +90,7 @@ type Result struct {
 	Machine         string  `json:"machine"`
 	Store           string  `json:"store"`
 	Sandbox         string  `json:"sandbox"`
+	Agent           string  `json:"agent"`
 	Sessions        int     `json:"sessions"`
 	Prompts         int     `json:"prompts"`
 	CreateP50Ms     float64 `json:"create_p50_ms"`
@@ -137,7 +139,13 @@ type benchFlags struct {
 	sandbox           string
 	flood, floodSize  int
 	storeURL          string
+	// agent is the catalog name of the agent the creates time: demo, or
+	// the one --agent-command adds.
+	agent string
 }
+
+// benchAgentName is the catalog name of the agent --agent-command gives.
+const benchAgentName = "bench-agent"
 
 // run is the bench command: a bench that runs alone (--checkpoint-files,
 // --hostile-flood, --cluster, --gateway), or the benches of a daemon in this process.
@@ -154,6 +162,14 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 	fl.flood, _ = f.GetInt("flood")
 	fl.floodSize, _ = f.GetInt("flood-size")
 	fl.storeURL, _ = f.GetString("store")
+	fl.agent = "demo"
+	if line, _ := f.GetString("agent-command"); line != "" {
+		if strings.TrimSpace(line) == "" || fl.prompts > 0 {
+			// The prompts' echo and their baseline are the demo agent's.
+			return b.Usagef(cmd, "--agent-command times creates only: give it a command and --prompts 0")
+		}
+		fl.agent = benchAgentName
+	}
 	if fl.sessions < 1 || fl.prompts < 0 || fl.flood < 0 || fl.floodSize < 1 {
 		return b.Usagef(cmd, "--sessions must be ≥ 1, --prompts, --flood ≥ 0, --flood-size ≥ 1")
 	}
@@ -240,6 +256,11 @@ func (b *bench) runInProcess(cmd *cobra.Command, fl benchFlags, asJSON bool) err
 	nChildren, _ := f.GetInt("children")
 	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, fl.sessions+nChildren+2)
 	cfg.Limits.MaxChildren = max(cfg.Limits.MaxChildren, nChildren)
+	if line, _ := f.GetString("agent-command"); line != "" {
+		argv := strings.Fields(line)
+		cfg.Agents = append(cfg.Agents, berth.AgentSpec{Name: benchAgentName, Command: argv[0], Args: argv[1:],
+			Description: "the agent of bench --agent-command"})
+	}
 	ctx := cmd.Context()
 	noShims, _ := f.GetBool("no-shims")
 	d, err := b.openDaemon(ctx, daemon.Options{Home: home, Config: cfg,
@@ -262,7 +283,7 @@ func (b *bench) runInProcess(cmd *cobra.Command, fl benchFlags, asJSON bool) err
 		return b.soak(cmd, c, d, fl.sandbox, n)
 	}
 
-	res := Result{Machine: machine(), Store: d.Store().Name(), Sandbox: fl.sandbox, Sessions: fl.sessions, Prompts: fl.prompts}
+	res := Result{Machine: machine(), Store: d.Store().Name(), Sandbox: fl.sandbox, Agent: fl.agent, Sessions: fl.sessions, Prompts: fl.prompts}
 	progress := cmd.ErrOrStderr()
 	direct := &directAgents{}
 	defer direct.close()
@@ -335,7 +356,7 @@ func (a *directAgents) close() {
 // prompts.
 func benchCreates(ctx context.Context, c *bclient.Client, cfg *config.Config, fl benchFlags, direct *directAgents,
 	res *Result, progress io.Writer) ([]string, error) {
-	spec, err := directCatalogAgent(cfg, "demo")
+	spec, err := directCatalogAgent(cfg, fl.agent)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +368,7 @@ func benchCreates(ctx context.Context, c *bclient.Client, cfg *config.Config, fl
 	var ids []string
 	for range fl.sessions {
 		t0 := time.Now()
-		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: fl.sandbox})
+		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: fl.agent, Sandbox: fl.sandbox})
 		if err != nil {
 			return nil, err
 		}
@@ -659,7 +680,7 @@ func machine() string {
 func printBench(w io.Writer, r Result) {
 	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(t, "machine\t%s\n", r.Machine)
-	fmt.Fprintf(t, "store / sandbox\t%s / %s\n", r.Store, r.Sandbox)
+	fmt.Fprintf(t, "store / sandbox / agent\t%s / %s / %s\n", r.Store, r.Sandbox, r.Agent)
 	fmt.Fprintf(t, "sessions × prompts\t%d × %d\n", r.Sessions, r.Prompts)
 	fmt.Fprintf(t, "create→active\tp50 %.2f ms\tp99 %.2f ms\n", r.CreateP50Ms, r.CreateP99Ms)
 	fmt.Fprintf(t, "  the agent started directly\tp50 %.2f ms\tp99 %.2f ms\tberth %.2f×\n", r.CreateDirectP50Ms, r.CreateDirectP99Ms, r.CreateRatio)
