@@ -113,7 +113,7 @@ func (pl *placement) checkWorkspace(ws, field string) error {
 func (pl *placement) sandboxUIDs() []int {
 	var out []int
 	for name, p := range pl.m.providers {
-		if pl.m.available[name] != nil {
+		if pl.m.availability(name) != nil {
 			continue
 		}
 		if fo, ok := p.(berth.SandboxFileOwner); ok {
