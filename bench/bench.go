@@ -377,7 +377,7 @@ func benchCreates(ctx context.Context, c *bclient.Client, cfg *config.Config, fl
 		}
 		creates = append(creates, time.Since(t0))
 		ids = append(ids, s.ID)
-		a, took, err := startDirect(spec, direct.root)
+		a, took, err := startDirect(spec, direct.root, fl.sandbox)
 		if err != nil {
 			return nil, err
 		}
