@@ -107,8 +107,8 @@ func (pl *placement) checkWorkspace(ws, field string) error {
 // sandboxUIDs are the host uids berth's own sandboxes write as, besides
 // root and the daemon's user (a root daemon's bwrap host_uid, docker's
 // container uid): their files in a workspace are berth's, not another
-// user's. A provider whose probe failed at Open runs nothing here and
-// is not asked: docker's would dial an engine that is not there, under
+// user's. A provider whose probe failed runs nothing here and is
+// not asked: docker's would dial an engine that is not there, under
 // a lock, for every create and every reattach.
 func (pl *placement) sandboxUIDs() []int {
 	var out []int
