@@ -53,6 +53,7 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("sessions", 20, "sessions to create")
 	f.Int("prompts", 10, "prompts per session")
 	f.String("sandbox", "host", "sandbox provider of the sessions")
+	f.String("agent-command", "", "time the creates with this agent (a command and its arguments, split on spaces; with --prompts 0), beside it started directly, instead of the demo agent")
 	f.Int("flood", 200000, "events in the flood turn (0 skips it)")
 	f.Int("flood-size", 64, "bytes per flood event")
 	f.String("store", "", "store URL (default: SQLite in the temporary home)")
@@ -95,6 +96,7 @@ type Result struct {
 	Machine         string  `json:"machine"`
 	Store           string  `json:"store"`
 	Sandbox         string  `json:"sandbox"`
+	Agent           string  `json:"agent"`
 	Sessions        int     `json:"sessions"`
 	Prompts         int     `json:"prompts"`
 	CreateP50Ms     float64 `json:"create_p50_ms"`
@@ -148,7 +150,13 @@ type benchFlags struct {
 	// the pause before each prompt.
 	files int
 	gap   time.Duration
+	// agent is the catalog name of the agent the creates time: demo, or
+	// the one --agent-command adds.
+	agent string
 }
+
+// benchAgentName is the catalog name of the agent --agent-command gives.
+const benchAgentName = "bench-agent"
 
 // run is the bench command: a bench that runs alone (--checkpoint-files,
 // --hostile-flood, --cluster, --gateway), or the benches of a daemon in this process.
@@ -167,6 +175,14 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 	fl.storeURL, _ = f.GetString("store")
 	fl.files, _ = f.GetInt("workspace-files")
 	fl.gap, _ = f.GetDuration("prompt-gap")
+	fl.agent = "demo"
+	if line, _ := f.GetString("agent-command"); line != "" {
+		if strings.TrimSpace(line) == "" || fl.prompts > 0 {
+			// The prompts' echo and their baseline are the demo agent's.
+			return b.Usagef(cmd, "--agent-command times creates only: give it a command and --prompts 0")
+		}
+		fl.agent = benchAgentName
+	}
 	if fl.sessions < 1 || fl.prompts < 0 || fl.flood < 0 || fl.floodSize < 1 || fl.files < 0 || fl.gap < 0 {
 		return b.Usagef(cmd, "--sessions must be ≥ 1, --prompts, --flood, --workspace-files, --prompt-gap ≥ 0, --flood-size ≥ 1")
 	}
@@ -271,6 +287,11 @@ func (b *bench) runInProcess(cmd *cobra.Command, fl benchFlags, asJSON bool) err
 	nChildren, _ := f.GetInt("children")
 	cfg.Limits.MaxSessions = max(cfg.Limits.MaxSessions, fl.sessions+nChildren+2)
 	cfg.Limits.MaxChildren = max(cfg.Limits.MaxChildren, nChildren)
+	if line, _ := f.GetString("agent-command"); line != "" {
+		argv := strings.Fields(line)
+		cfg.Agents = append(cfg.Agents, berth.AgentSpec{Name: benchAgentName, Command: argv[0], Args: argv[1:],
+			Description: "the agent of bench --agent-command"})
+	}
 	ctx := cmd.Context()
 	noShims, _ := f.GetBool("no-shims")
 	d, err := b.openDaemon(ctx, daemon.Options{Home: home, Config: cfg,
@@ -293,7 +314,7 @@ func (b *bench) runInProcess(cmd *cobra.Command, fl benchFlags, asJSON bool) err
 		return b.soak(cmd, c, d, fl.sandbox, n)
 	}
 
-	res := Result{Machine: machine(), Store: d.Store().Name(), Sandbox: fl.sandbox, Sessions: fl.sessions, Prompts: fl.prompts}
+	res := Result{Machine: machine(), Store: d.Store().Name(), Sandbox: fl.sandbox, Agent: fl.agent, Sessions: fl.sessions, Prompts: fl.prompts}
 	res.WorkspaceFiles, res.PromptGapMs = fl.files, ms(fl.gap)
 	progress := cmd.ErrOrStderr()
 	direct := &directAgents{}
@@ -367,7 +388,7 @@ func (a *directAgents) close() {
 // prompts.
 func benchCreates(ctx context.Context, c *bclient.Client, cfg *config.Config, fl benchFlags, direct *directAgents,
 	res *Result, progress io.Writer) ([]string, error) {
-	spec, err := directCatalogAgent(cfg, "demo")
+	spec, err := directCatalogAgent(cfg, fl.agent)
 	if err != nil {
 		return nil, err
 	}
@@ -379,7 +400,7 @@ func benchCreates(ctx context.Context, c *bclient.Client, cfg *config.Config, fl
 	var ids []string
 	for range fl.sessions {
 		t0 := time.Now()
-		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: fl.sandbox})
+		s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: fl.agent, Sandbox: fl.sandbox})
 		if err != nil {
 			return nil, err
 		}
@@ -388,7 +409,7 @@ func benchCreates(ctx context.Context, c *bclient.Client, cfg *config.Config, fl
 		}
 		creates = append(creates, time.Since(t0))
 		ids = append(ids, s.ID)
-		a, took, err := startDirect(spec, direct.root)
+		a, took, err := startDirect(spec, direct.root, fl.sandbox)
 		if err != nil {
 			return nil, err
 		}
@@ -703,7 +724,7 @@ func machine() string {
 func printBench(w io.Writer, r Result) {
 	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(t, "machine\t%s\n", r.Machine)
-	fmt.Fprintf(t, "store / sandbox\t%s / %s\n", r.Store, r.Sandbox)
+	fmt.Fprintf(t, "store / sandbox / agent\t%s / %s / %s\n", r.Store, r.Sandbox, r.Agent)
 	fmt.Fprintf(t, "sessions × prompts\t%d × %d\n", r.Sessions, r.Prompts)
 	fmt.Fprintf(t, "create→active\tp50 %.2f ms\tp99 %.2f ms\n", r.CreateP50Ms, r.CreateP99Ms)
 	fmt.Fprintf(t, "  the agent started directly\tp50 %.2f ms\tp99 %.2f ms\tberth %.2f×\n", r.CreateDirectP50Ms, r.CreateDirectP99Ms, r.CreateRatio)
@@ -732,6 +753,7 @@ func printBench(w io.Writer, r Result) {
 	}
 	if r.LiveSessions > 0 {
 		fmt.Fprintf(t, "daemon start, no session\tAPI %.0f ms\tdaemon CPU %.0f ms\n", r.EmptyAPIMs, r.EmptyCPUMs)
+		printBootReads(t, "  every read route answers, empty home", r.EmptyReads)
 		fmt.Fprintf(t, "daemon with %d idle sessions (KiB)\tVmRSS %d\tVmHWM %d\tempty %d, %.0f a session\n", r.LiveSessions, r.LiveRSSKB, r.LiveHWMKB, r.EmptyRSSKB, r.LivePerSessionKB)
 		fmt.Fprintf(t, "shim memory (KiB, %s)\trss p50 %d\tpss p50 %d\tprivate p50 %d, max %d\n", r.ShimProgram, r.ShimRSSP50KB, r.ShimPSSP50KB, r.ShimPrivateP50KB, r.ShimPrivateMaxKB)
 		fmt.Fprintf(t, "all of berth per live session (KiB)\tpss %d\trss %d\t(%d sessions, agents included)\n", r.TotalPSSPerSessionKB, r.TotalRSSPerSessionKB, r.LiveSessions)
@@ -739,6 +761,7 @@ func printBench(w io.Writer, r Result) {
 	}
 	if r.ReattachSessions > 0 {
 		fmt.Fprintf(t, "boot reattaching %d live sessions\tAPI %.0f ms\tall active %.0f ms\tdaemon CPU %.0f ms\n", r.ReattachSessions, r.ReattachAPIMs, r.ReattachAllMs, r.ReattachCPUMs)
+		printBootReads(t, "  every read route answers", r.ReattachReads)
 		fmt.Fprintf(t, "  floor: every shim's hello, no daemon\t%.0f ms\tshims' CPU during the boot %.0f ms\n", r.ReattachFloorMs, r.ReattachShimsCPUMs)
 		fmt.Fprintf(t, "  daemon after the reattach (KiB)\tVmRSS %d\tVmHWM %d\n", r.ReattachRSSKB, r.ReattachHWMKB)
 	}

@@ -51,6 +51,22 @@ type bootResult struct {
 	ReattachCPUMs      float64 `json:"reattach_cpu_ms,omitempty"`
 	ReattachRSSKB      int64   `json:"reattach_daemon_rss_kb,omitempty"`
 	ReattachHWMKB      int64   `json:"reattach_daemon_hwm_kb,omitempty"`
+	// EmptyReads and ReattachReads are when each read route first
+	// answered, from the daemon's start: on the empty home, and on the
+	// boot that reattaches (docs/api.md, "Agents outlive the daemon (shims)").
+	EmptyReads    bootReads `json:"empty_reads"`
+	ReattachReads bootReads `json:"reattach_reads"`
+}
+
+// bootReads are the milliseconds from a daemon's start to the first
+// answer of each read route, polled all at once; Max is the last of them.
+type bootReads struct {
+	HealthMs  float64 `json:"health_ms,omitempty"`
+	ListMs    float64 `json:"list_ms,omitempty"`
+	SessionMs float64 `json:"session_ms,omitempty"`
+	EventsMs  float64 `json:"events_ms,omitempty"`
+	MetricsMs float64 `json:"metrics_ms,omitempty"`
+	MaxMs     float64 `json:"max_ms,omitempty"`
 }
 
 // benchServe is a `berth serve` process that bench started on a home of
@@ -182,6 +198,76 @@ func (s *benchServe) stop(bound time.Duration) error {
 	}
 }
 
+// kill ends the daemon with SIGKILL, as a crash would: its shims, in
+// sessions of their own, run on with their agents.
+func (s *benchServe) kill() {
+	defer s.c.Close()
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
+}
+
+// firstAnswers polls the daemon's read routes all at once, each until it
+// answers, and returns when each first did, from the daemon's start: its
+// health, the first page of its sessions, its metrics, and, when id is
+// not "", that session and its events.
+func (s *benchServe) firstAnswers(ctx context.Context, id string) (bootReads, error) {
+	var r bootReads
+	routes := []struct {
+		at   *float64
+		read func(context.Context) error
+	}{
+		{&r.HealthMs, func(ctx context.Context) error { _, err := s.c.Health(ctx); return err }},
+		{&r.ListMs, func(ctx context.Context) error {
+			_, err := s.c.ListSessions(ctx, berth.SessionFilter{Limit: 100})
+			return err
+		}},
+		{&r.MetricsMs, func(ctx context.Context) error { return s.c.Do(ctx, "GET", "/metrics", nil, nil, nil) }},
+	}
+	if id != "" {
+		routes = append(routes, []struct {
+			at   *float64
+			read func(context.Context) error
+		}{
+			{&r.SessionMs, func(ctx context.Context) error { _, err := s.c.GetSession(ctx, id); return err }},
+			{&r.EventsMs, func(ctx context.Context) error {
+				_, err := s.c.ListEvents(ctx, id, berth.EventFilter{Limit: 100})
+				return err
+			}},
+		}...)
+	}
+	errs := make([]error, len(routes))
+	var wg sync.WaitGroup
+	for i, rt := range routes {
+		wg.Go(func() {
+			for {
+				rctx, cancel := context.WithTimeout(ctx, time.Minute)
+				err := rt.read(rctx)
+				cancel()
+				if err == nil {
+					*rt.at = msSince(s.start)
+					return
+				}
+				if time.Since(s.start) > 2*time.Minute {
+					errs[i] = s.failed("no answer", err)
+					return
+				}
+				select {
+				case <-s.exited:
+					errs[i] = s.failed("exited", s.err)
+					return
+				case <-ctx.Done():
+					errs[i] = ctx.Err()
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+		})
+	}
+	wg.Wait()
+	r.MaxMs = max(r.HealthMs, r.ListMs, r.SessionMs, r.EventsMs, r.MetricsMs)
+	return r, errors.Join(errs...)
+}
+
 // activeSessions counts the sessions the daemon lists as active.
 func (s *benchServe) activeSessions(ctx context.Context) (int, error) {
 	n, cursor := 0, ""
@@ -228,10 +314,10 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 			_ = d.stop(3 * time.Minute)
 		}
 	}()
-	if _, err := d.health(ctx, 30*time.Second); err != nil {
+	if res.EmptyReads, err = d.firstAnswers(ctx, ""); err != nil {
 		return err
 	}
-	res.EmptyAPIMs = msSince(d.start)
+	res.EmptyAPIMs = res.EmptyReads.HealthMs
 	if cpu, err := procCPU(d.cmd.Process.Pid); err == nil {
 		res.EmptyCPUMs = float64(cpu.Microseconds()) / 1000
 	}
@@ -254,10 +340,15 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 	if !reattach {
 		return nil
 	}
-	stopped = true
-	if err := d.stop(3 * time.Minute); err != nil {
-		return err
+	// A session whose GET and events the booting daemon is asked for.
+	page, err := d.c.ListSessions(ctx, berth.SessionFilter{Limit: 1})
+	if err != nil || len(page.Sessions) == 0 {
+		return d.failed("list", fmt.Errorf("no session listed (%v)", err))
 	}
+	probe := page.Sessions[0].ID
+	// As a crash leaves them: the shims run on, the daemon is gone.
+	stopped = true
+	d.kill()
 
 	if res.ReattachFloorMs, err = attachEveryShim(ctx, filepath.Join(home, "run"), n); err != nil {
 		return err
@@ -276,7 +367,15 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 		return err
 	}
 	stopped = false
+	// The read routes are polled while the sessions are reattached.
+	reads := make(chan error, 1)
+	go func() {
+		var err error
+		res.ReattachReads, err = d.firstAnswers(ctx, probe)
+		reads <- err
+	}()
 	if _, err := d.health(ctx, 30*time.Second); err != nil {
+		<-reads
 		return err
 	}
 	res.ReattachAPIMs = msSince(d.start)
@@ -289,11 +388,15 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 			break
 		}
 		if time.Since(d.start) > 2*time.Minute {
+			<-reads
 			return d.failed("reattach", fmt.Errorf("%d sessions still reattaching", h.Reattaching))
 		}
 		time.Sleep(time.Millisecond)
 	}
 	res.ReattachAllMs = msSince(d.start)
+	if err := <-reads; err != nil {
+		return err
+	}
 	cpu, err := procCPU(d.cmd.Process.Pid)
 	if err != nil {
 		return err
@@ -427,4 +530,11 @@ func procCPU(pid int) (time.Duration, error) {
 	}
 	// Linux reports them in clock ticks of USER_HZ, 100 a second.
 	return time.Duration(st.UTime+st.STime) * 10 * time.Millisecond, nil
+}
+
+// printBootReads writes when each read route of a booting daemon first
+// answered.
+func printBootReads(w io.Writer, what string, r bootReads) {
+	fmt.Fprintf(w, "%s\t%.0f ms\thealth %.0f, list %.0f, session %.0f, events %.0f, metrics %.0f ms\n",
+		what, r.MaxMs, r.HealthMs, r.ListMs, r.SessionMs, r.EventsMs, r.MetricsMs)
 }

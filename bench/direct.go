@@ -53,8 +53,11 @@ type directAgent struct {
 
 // startDirect starts spec's agent in a directory of its own under root
 // (its workspace and HOME, as berth gives each session) and completes the
-// ACP handshake; the time is from exec to session/new's answer.
-func startDirect(spec berth.AgentSpec, root string) (*directAgent, time.Duration, error) {
+// ACP handshake; the time is from exec to session/new's answer. sandbox
+// bwrap starts it under bubblewrap, in namespaces of its own with the
+// system directories read-only, as a user would isolate it by hand: the
+// floor of a bwrap session's create.
+func startDirect(spec berth.AgentSpec, root, sandbox string) (*directAgent, time.Duration, error) {
 	dir, err := os.MkdirTemp(root, "direct-")
 	if err != nil {
 		return nil, 0, err
@@ -66,6 +69,11 @@ func startDirect(spec berth.AgentSpec, root string) (*directAgent, time.Duration
 		}
 	}
 	cmd := exec.Command(spec.Command, spec.Args...)
+	if sandbox == berth.SandboxBwrap {
+		if cmd, err = bwrapDirect(spec, ws, home); err != nil {
+			return nil, 0, err
+		}
+	}
 	cmd.Dir = ws
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8"}
 	cmd.Stderr = io.Discard
@@ -227,4 +235,28 @@ func directCatalogAgent(cfg *config.Config, name string) (berth.AgentSpec, error
 		return spec, berth.Errorf(berth.ENotFound, "no agent %q", name)
 	}
 	return spec, nil
+}
+
+// bwrapDirect is the command that starts spec's agent under bubblewrap
+// with its workspace and HOME bound, and no network.
+func bwrapDirect(spec berth.AgentSpec, ws, home string) (*exec.Cmd, error) {
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		return nil, err
+	}
+	prog, err := exec.LookPath(spec.Command)
+	if err != nil {
+		return nil, err
+	}
+	if prog, err = filepath.Abs(prog); err != nil {
+		return nil, err
+	}
+	args := []string{"--unshare-all", "--die-with-parent", "--new-session"}
+	for _, d := range []string{"/usr", "/bin", "/lib", "/lib64", "/etc"} {
+		args = append(args, "--ro-bind-try", d, d)
+	}
+	// /tmp first: the binds below it (a temporary home's) go over it.
+	args = append(args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--ro-bind", prog, prog, "--bind", ws, ws, "--bind", home, home, "--chdir", ws, "--", prog)
+	return exec.Command(bwrap, append(args, spec.Args...)...), nil
 }

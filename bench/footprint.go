@@ -180,7 +180,7 @@ func directFootprint(spec berth.AgentSpec, n int) (pss, rss int64, _ error) {
 	defer agents.close()
 	var pids []int
 	for range n {
-		a, _, err := startDirect(spec, root)
+		a, _, err := startDirect(spec, root, berth.SandboxHost)
 		if err != nil {
 			return 0, 0, err
 		}

@@ -167,7 +167,7 @@ func runHostileBench(ctx context.Context, o benchBootOptions, total int64, chunk
 		return err
 	}
 	defer os.RemoveAll(root)
-	a, _, err := startDirect(spec, root)
+	a, _, err := startDirect(spec, root, berth.SandboxHost)
 	if err != nil {
 		return err
 	}

@@ -454,7 +454,7 @@ func (pl *placement) pickSandbox(name string, network bool) (_ berth.SandboxProv
 	if !ok {
 		return nil, false, berth.Errorf(berth.EUnavailable, "sandbox provider %s is not available in this build", name)
 	}
-	if err := pl.m.available[name]; err != nil {
+	if err := pl.m.availability(name); err != nil {
 		return nil, false, berth.WrapError(berth.EUnavailable, err, "sandbox provider %s is not available: %s", name, berth.ErrorMessage(err))
 	}
 	return p, unisolated, nil

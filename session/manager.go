@@ -153,7 +153,13 @@ type Manager struct {
 	log       *eventlog.Log
 	logger    *slog.Logger
 	providers map[string]berth.SandboxProvider
-	available map[string]error // probe result per provider
+	// available is the probe's result per provider, set once probed is
+	// closed: read it through availability.
+	available map[string]error
+	probed    chan struct{}
+	// probing counts the goroutine that probes, stopProbe ends it.
+	probing   sync.WaitGroup
+	stopProbe context.CancelFunc
 
 	// set is the sessions live here (set.go).
 	set      sessionSet
@@ -228,6 +234,8 @@ func New(opts Options) *Manager {
 		opts: opts, store: opts.Store, log: opts.Log, logger: opts.Logger,
 		providers: make(map[string]berth.SandboxProvider),
 		available: make(map[string]error),
+		probed:    closedChan(),
+		stopProbe: func() {},
 		set:       newSessionSet(opts.Limits.MaxSessions),
 		changes:   newChanges(opts.Changes),
 		recovery:  recovery{booted: make(chan struct{})},
@@ -243,12 +251,10 @@ func New(opts Options) *Manager {
 	return m
 }
 
-// Open probes the sandbox providers once and reconciles sessions a previous
-// daemon left live.
+// Open probes the sandbox providers once, in the background, and
+// reconciles sessions a previous daemon left live.
 func (m *Manager) Open(ctx context.Context) error {
-	for name, p := range m.providers {
-		m.available[name] = p.Probe(ctx)
-	}
+	m.probe(ctx)
 	for _, dir := range []string{m.place.workspacesDir(), m.place.sessionsDir()} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return berth.WrapError(berth.EInternal, err, "create %s", filepath.Base(dir))
@@ -329,6 +335,10 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	if err := waitGroup(ctx, &m.recovery.running); err != nil {
 		return err
 	}
+	m.stopProbe()
+	if err := waitGroup(ctx, &m.probing); err != nil {
+		return err
+	}
 	m.supervisor.stop()
 	if err := waitGroup(ctx, &m.supervisor.running); err != nil {
 		return err
@@ -402,8 +412,8 @@ func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
 func (m *Manager) Health(ctx context.Context) (*berth.Health, error) {
 	h := berth.Health{Status: "ok", Version: m.opts.Version, Store: m.store.Name(), NodeID: m.opts.NodeID,
 		Reattaching: m.set.reattaching()}
-	for name, err := range m.available {
-		if err == nil {
+	for name := range m.providers {
+		if m.availability(name) == nil {
 			h.Sandboxes = append(h.Sandboxes, name)
 		}
 	}
@@ -466,7 +476,7 @@ func (pl *placement) capsOf(name string) berth.SandboxCapabilities {
 // that works here and that want picks, or nil.
 func (pl *placement) autoProvider(want func(berth.SandboxCapabilities) bool) berth.SandboxProvider {
 	for _, name := range berth.SandboxProviders {
-		if p := pl.m.providers[name]; p != nil && pl.m.available[name] == nil && want(p.Capabilities()) {
+		if p := pl.m.providers[name]; p != nil && pl.m.availability(name) == nil && want(p.Capabilities()) {
 			return p
 		}
 	}
@@ -481,3 +491,45 @@ type Observer = live.Observer
 
 // ShimOptions say how agents are started in shims.
 type ShimOptions = live.ShimOptions
+
+// probe probes every sandbox provider, all at once, in the background: a
+// bwrap trial run takes tens of milliseconds that the API's reads, the
+// store's open and the boot's reconcile need not wait for. What needs a
+// provider's answer waits for it (availability).
+func (m *Manager) probe(ctx context.Context) {
+	m.probed = make(chan struct{})
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopProbe = cancel
+	m.probing.Add(1)
+	go func() {
+		defer m.probing.Done()
+		defer close(m.probed)
+		defer cancel()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for name, p := range m.providers {
+			wg.Go(func() {
+				err := p.Probe(pctx)
+				mu.Lock()
+				m.available[name] = err
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}()
+}
+
+// availability is the probe's answer for the provider named name (nil:
+// it works here), once the probe is done; an unknown name is nil.
+func (m *Manager) availability(name string) error {
+	<-m.probed
+	return m.available[name]
+}
+
+// closedChan returns a closed channel: a manager that is not opened has
+// probed nothing, and waits for nothing.
+func closedChan() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -412,5 +413,66 @@ func TestDeleteRemovesLogAndManagedWorkspaceOnly(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(userDir, "keep.txt")); err != nil || string(b) != "precious" {
 		t.Fatalf("the user's workspace was touched: %q %v", b, err)
+	}
+}
+
+// heldProvider is a provider whose probe answers only once release is
+// closed (or its context ends).
+type heldProvider struct {
+	capsProvider
+	release chan struct{}
+}
+
+func (p heldProvider) Probe(ctx context.Context) error {
+	select {
+	case <-p.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// The sandbox providers are probed in the background (a bwrap trial run
+// takes tens of milliseconds): the manager opens and answers its reads
+// while a probe is held, and what needs a provider's answer — a create,
+// health's sandboxes — waits for it.
+func TestReadsDoNotWaitForTheSandboxProbe(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	// A manager that waited for the probe in Open would open only then.
+	safety := time.AfterFunc(3*time.Second, let)
+	defer safety.Stop()
+	t0 := time.Now()
+	e := newEnv(t, func(o *Options) {
+		o.Providers = append(o.Providers, heldProvider{capsProvider{name: "held"}, release})
+	})
+	ctx := context.Background()
+	if _, err := e.m.ListSessions(ctx, berth.SessionFilter{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Census(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(t0); took > 2*time.Second {
+		t.Fatalf("the manager opened and listed after %v: it waited for the probe", took)
+	}
+	created := make(chan error, 1)
+	go func() {
+		_, err := e.m.CreateSession(ctx, berth.CreateRequest{Agent: "demo"})
+		created <- err
+	}()
+	select {
+	case err := <-created:
+		t.Fatalf("a create answered (%v) before the providers' probe did", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	let()
+	if err := <-created; err != nil {
+		t.Fatalf("create once probed: %v", err)
+	}
+	h, err := e.m.Health(ctx)
+	if err != nil || !slices.Contains(h.Sandboxes, "held") {
+		t.Fatalf("health once probed = %+v, %v: want the held provider working", h, err)
 	}
 }

@@ -11,11 +11,10 @@ import (
 )
 
 // GetSession implements berth.SessionService: live sessions come from
-// memory, the rest from the store.
+// memory, the rest from the store. A session the boot is still
+// reattaching answers at once with what the store holds of it, as the
+// list shows it (docs/api.md, "Agents outlive the daemon (shims)", Reattach at boot).
 func (m *Manager) GetSession(ctx context.Context, id string) (*berth.Session, error) {
-	if err := m.set.awaitBoot(ctx, id); err != nil {
-		return nil, err
-	}
 	if ls := m.set.liveOf(id); ls != nil {
 		return ls.View(), nil
 	}
@@ -141,11 +140,9 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// ListEvents implements berth.SessionService.
+// ListEvents implements berth.SessionService: the committed events, read
+// from the store, also of a session the boot is still reattaching.
 func (m *Manager) ListEvents(ctx context.Context, id string, f berth.EventFilter) ([]berth.Event, error) {
-	if err := m.set.awaitBoot(ctx, id); err != nil {
-		return nil, err
-	}
 	if f.After < 0 || f.Limit < 0 {
 		return nil, berth.Errorf(berth.EInvalid, "after and limit must not be negative")
 	}

@@ -110,7 +110,7 @@ func (b *birth) checkResume(ctx context.Context, id string) error {
 	if provider == nil {
 		return berth.Errorf(berth.EUnavailable, "sandbox %s is not available on this host", s.Sandbox.Provider)
 	}
-	if err := m.available[s.Sandbox.Provider]; err != nil {
+	if err := m.availability(s.Sandbox.Provider); err != nil {
 		return berth.WrapError(berth.EUnavailable, err, "sandbox %s is not available on this host", s.Sandbox.Provider)
 	}
 	// Resumed on another node than the one it ran on, the session has no

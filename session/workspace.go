@@ -107,10 +107,15 @@ func (pl *placement) checkWorkspace(ws, field string) error {
 // sandboxUIDs are the host uids berth's own sandboxes write as, besides
 // root and the daemon's user (a root daemon's bwrap host_uid, docker's
 // container uid): their files in a workspace are berth's, not another
-// user's.
+// user's. A provider whose probe failed runs nothing here and is
+// not asked: docker's would dial an engine that is not there, under
+// a lock, for every create and every reattach.
 func (pl *placement) sandboxUIDs() []int {
 	var out []int
-	for _, p := range pl.m.providers {
+	for name, p := range pl.m.providers {
+		if pl.m.availability(name) != nil {
+			continue
+		}
 		if fo, ok := p.(berth.SandboxFileOwner); ok {
 			if uid, _, _ := fo.FileOwner(); uid > 0 && !slices.Contains(out, uid) {
 				out = append(out, uid)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -357,5 +359,39 @@ func TestWorktreeRepoThatIsSharedIsRefused(t *testing.T) {
 	}
 	if branches := git(t, repo, "branch", "--format=%(refname:short)"); branches != "main" {
 		t.Errorf("branches after the refusal: %q", branches)
+	}
+}
+
+// ownerProvider is a provider whose sandboxes write as uid, counting the
+// times it is asked.
+type ownerProvider struct {
+	capsProvider
+	uid   int
+	asked *atomic.Int32
+}
+
+func (p ownerProvider) FileOwner() (uid, gid int, ok bool) {
+	p.asked.Add(1)
+	return p.uid, p.uid, true
+}
+
+// The uids whose files in a workspace are berth's come from the providers
+// that work here: one whose probe failed at Open is not asked (docker's
+// would dial an absent engine under a lock for every create and reattach).
+func TestSandboxUIDsAskOnlyTheProvidersThatWork(t *testing.T) {
+	var upAsked, downAsked atomic.Int32
+	up := ownerProvider{capsProvider{name: "up"}, 1234, &upAsked}
+	down := ownerProvider{capsProvider{name: "down"}, 5678, &downAsked}
+	m := New(Options{Providers: []berth.SandboxProvider{up, down}})
+	m.available["up"] = nil
+	m.available["down"] = berth.Errorf(berth.EUnavailable, "no engine")
+	if got := m.place.sandboxUIDs(); !slices.Equal(got, []int{1234}) {
+		t.Errorf("sandbox uids = %v, want the working provider's [1234]", got)
+	}
+	if n := downAsked.Load(); n != 0 {
+		t.Errorf("the provider whose probe failed was asked %d times", n)
+	}
+	if n := upAsked.Load(); n != 1 {
+		t.Errorf("the working provider was asked %d times, want 1", n)
 	}
 }
