@@ -46,6 +46,7 @@ import (
 	"github.com/berth-sh/berth/snapshot"
 
 	live "github.com/berth-sh/berth/session/live"
+	"github.com/berth-sh/berth/session/probe"
 )
 
 // Catalog resolves agent names to how they are started.
@@ -153,13 +154,8 @@ type Manager struct {
 	log       *eventlog.Log
 	logger    *slog.Logger
 	providers map[string]berth.SandboxProvider
-	// available is the probe's result per provider, set once probed is
-	// closed: read it through availability.
-	available map[string]error
-	probed    chan struct{}
-	// probing counts the goroutine that probes, stopProbe ends it.
-	probing   sync.WaitGroup
-	stopProbe context.CancelFunc
+	// probes say which providers work here (availability).
+	probes *probe.Set
 
 	// set is the sessions live here (set.go).
 	set      sessionSet
@@ -233,9 +229,6 @@ func New(opts Options) *Manager {
 	m := &Manager{
 		opts: opts, store: opts.Store, log: opts.Log, logger: opts.Logger,
 		providers: make(map[string]berth.SandboxProvider),
-		available: make(map[string]error),
-		probed:    closedChan(),
-		stopProbe: func() {},
 		set:       newSessionSet(opts.Limits.MaxSessions),
 		changes:   newChanges(opts.Changes),
 		recovery:  recovery{booted: make(chan struct{})},
@@ -244,6 +237,7 @@ func New(opts Options) *Manager {
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
 	}
+	m.probes = probe.New(m.providers)
 	m.net.m, m.tools.m, m.models.m, m.trees.m, m.changes.m, m.leases.m, m.supervisor.m, m.recovery.m, m.place.m, m.transcripts.m = m, m, m, m, m, m, m, m, m, m
 	m.usage.m = m
 	m.sweeper.logger = m.logger
@@ -254,7 +248,7 @@ func New(opts Options) *Manager {
 // Open probes the sandbox providers once, in the background, and
 // reconciles sessions a previous daemon left live.
 func (m *Manager) Open(ctx context.Context) error {
-	m.probe(ctx)
+	m.probes.Start(ctx)
 	for _, dir := range []string{m.place.workspacesDir(), m.place.sessionsDir()} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return berth.WrapError(berth.EInternal, err, "create %s", filepath.Base(dir))
@@ -335,9 +329,8 @@ func (m *Manager) Shutdown(ctx context.Context, stopSessions bool) error {
 	if err := waitGroup(ctx, &m.recovery.running); err != nil {
 		return err
 	}
-	m.stopProbe()
-	if err := waitGroup(ctx, &m.probing); err != nil {
-		return err
+	if err := m.probes.Close(ctx); err != nil {
+		return fmt.Errorf("session manager close: %w", err)
 	}
 	m.supervisor.stop()
 	if err := waitGroup(ctx, &m.supervisor.running); err != nil {
@@ -492,44 +485,6 @@ type Observer = live.Observer
 // ShimOptions say how agents are started in shims.
 type ShimOptions = live.ShimOptions
 
-// probe probes every sandbox provider, all at once, in the background: a
-// bwrap trial run takes tens of milliseconds that the API's reads, the
-// store's open and the boot's reconcile need not wait for. What needs a
-// provider's answer waits for it (availability).
-func (m *Manager) probe(ctx context.Context) {
-	m.probed = make(chan struct{})
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.stopProbe = cancel
-	m.probing.Add(1)
-	go func() {
-		defer m.probing.Done()
-		defer close(m.probed)
-		defer cancel()
-		var mu sync.Mutex
-		var wg sync.WaitGroup
-		for name, p := range m.providers {
-			wg.Go(func() {
-				err := p.Probe(pctx)
-				mu.Lock()
-				m.available[name] = err
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-	}()
-}
-
 // availability is the probe's answer for the provider named name (nil:
-// it works here), once the probe is done; an unknown name is nil.
-func (m *Manager) availability(name string) error {
-	<-m.probed
-	return m.available[name]
-}
-
-// closedChan returns a closed channel: a manager that is not opened has
-// probed nothing, and waits for nothing.
-func closedChan() chan struct{} {
-	ch := make(chan struct{})
-	close(ch)
-	return ch
-}
+// it works here), once the probes are done.
+func (m *Manager) availability(name string) error { return m.probes.Err(name) }

@@ -368,7 +368,11 @@ type ownerProvider struct {
 	capsProvider
 	uid   int
 	asked *atomic.Int32
+	// down is what its probe answers.
+	down error
 }
+
+func (p ownerProvider) Probe(context.Context) error { return p.down }
 
 func (p ownerProvider) FileOwner() (uid, gid int, ok bool) {
 	p.asked.Add(1)
@@ -380,11 +384,11 @@ func (p ownerProvider) FileOwner() (uid, gid int, ok bool) {
 // would dial an absent engine under a lock for every create and reattach).
 func TestSandboxUIDsAskOnlyTheProvidersThatWork(t *testing.T) {
 	var upAsked, downAsked atomic.Int32
-	up := ownerProvider{capsProvider{name: "up"}, 1234, &upAsked}
-	down := ownerProvider{capsProvider{name: "down"}, 5678, &downAsked}
+	up := ownerProvider{capsProvider{name: "up"}, 1234, &upAsked, nil}
+	down := ownerProvider{capsProvider{name: "down"}, 5678, &downAsked, berth.Errorf(berth.EUnavailable, "no engine")}
 	m := New(Options{Providers: []berth.SandboxProvider{up, down}})
-	m.available["up"] = nil
-	m.available["down"] = berth.Errorf(berth.EUnavailable, "no engine")
+	m.probes.Start(context.Background())
+	defer m.probes.Close(context.Background())
 	if got := m.place.sandboxUIDs(); !slices.Equal(got, []int{1234}) {
 		t.Errorf("sandbox uids = %v, want the working provider's [1234]", got)
 	}

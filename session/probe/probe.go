@@ -1,0 +1,73 @@
+// Package probe finds out, once per daemon and in the background, which
+// sandbox providers work on this machine: a bwrap trial run takes tens of
+// milliseconds that the API's reads, the store's open and the boot's
+// reconcile need not wait for. What needs a provider's answer waits for
+// it (Err).
+package probe
+
+import (
+	"context"
+	"sync"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/syncx"
+)
+
+// Set is the probes of a daemon's providers. Its methods are safe for
+// concurrent use.
+type Set struct {
+	providers map[string]berth.SandboxProvider
+	// errs is each provider's answer, set once done is closed.
+	errs map[string]error
+	done chan struct{}
+	// running counts the goroutine that probes, stop ends it.
+	running sync.WaitGroup
+	stop    context.CancelFunc
+}
+
+// New returns the probes of providers, not started: until Start, every
+// provider counts as working.
+func New(providers map[string]berth.SandboxProvider) *Set {
+	done := make(chan struct{})
+	close(done)
+	return &Set{providers: providers, errs: map[string]error{}, done: done, stop: func() {}}
+}
+
+// Start probes every provider at once on a goroutine Close waits for.
+// It is called once, before Err.
+func (s *Set) Start(ctx context.Context) {
+	s.done = make(chan struct{})
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = cancel
+	s.running.Add(1)
+	go func() {
+		defer s.running.Done()
+		defer close(s.done)
+		defer cancel()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for name, p := range s.providers {
+			wg.Go(func() {
+				err := p.Probe(pctx)
+				mu.Lock()
+				s.errs[name] = err
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}()
+}
+
+// Err is the probe's answer for the provider named name (nil: it works
+// here), once the probes are done; an unknown name is nil.
+func (s *Set) Err(name string) error {
+	<-s.done
+	return s.errs[name]
+}
+
+// Close stops the probes and returns once their goroutine has, or ctx
+// ended.
+func (s *Set) Close(ctx context.Context) error {
+	s.stop()
+	return syncx.Wait(ctx, &s.running)
+}

@@ -1,0 +1,55 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// fake is a provider whose probe answers err, or waits for its context
+// when hang is set.
+type fake struct {
+	berth.SandboxProvider
+	err  error
+	hang bool
+}
+
+func (f fake) Probe(ctx context.Context) error {
+	if f.hang {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return f.err
+}
+
+// TestErrWaitsForTheProbes: before Start every provider counts as working;
+// after, Err gives each probe's answer; Close ends a probe that hangs.
+func TestErrWaitsForTheProbes(t *testing.T) {
+	down := errors.New("no engine")
+	s := New(map[string]berth.SandboxProvider{"up": fake{}, "down": fake{err: down}, "slow": fake{hang: true}})
+	if s.Err("down") != nil {
+		t.Fatal("a provider counts as down before any probe")
+	}
+	s.Start(context.Background())
+	answered := make(chan error, 1)
+	go func() { answered <- s.Err("down") }()
+	select {
+	case err := <-answered:
+		t.Fatalf("Err answered %v before every probe was done", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; !errors.Is(err, down) {
+		t.Fatalf("down: %v", err)
+	}
+	if s.Err("up") != nil || s.Err("slow") == nil {
+		t.Fatalf("up %v, slow %v", s.Err("up"), s.Err("slow"))
+	}
+}
