@@ -37,7 +37,7 @@ func (c *createFlags) add(fl *pflag.FlagSet, agent string) {
 	fl.Var(&networkFlag{&c.req.Network}, "network", "the agent's network: --network (open), --network=false (none but the model gateway), or --network=HOST,... an allow list (api.github.com,*.npmjs.org:443)")
 	fl.Lookup("network").NoOptDefVal = "true"
 	fl.BoolVar(&c.networkAsk, "network-ask", false, "with an allow list: ask about a host it does not list instead of refusing it")
-	fl.StringVar(&c.req.PermissionMode, "mode", "", "permission mode: approve-reads (default), approve-all, deny-all or ask")
+	addPermissionsFlag(fl, &c.req.PermissionMode, "permission mode: approve-reads (default), approve-all, deny-all or ask")
 	fl.StringArrayVar(&c.env, "env", nil, "environment variable for the agent, KEY=VALUE (repeatable)")
 	fl.StringArrayVar(&c.labels, "label", nil, "label, key=value (repeatable)")
 	fl.DurationVar(&c.ttl, "ttl", 0, "stop the session this long after it starts (e.g. 2h; default: never)")

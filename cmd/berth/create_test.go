@@ -15,7 +15,7 @@ func TestCreateCommand(t *testing.T) {
 	s := startServer(t, home)
 	ws := t.TempDir()
 	out, code := s.run(t, "create", "-q", "--agent", "demo", "--name", "made-by-cli", "--workspace", ws, "--sandbox", "host",
-		"--mode", "deny-all", "--env", "GREETING=hi", "--label", "team=infra", "--label", "tier=1", "--ttl", "2h", "--idle-timeout", "90s",
+		"--permissions", "deny-all", "--env", "GREETING=hi", "--label", "team=infra", "--label", "tier=1", "--ttl", "2h", "--idle-timeout", "90s",
 		"--prompt", "echo first")
 	id := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(id, "ses_") || strings.ContainsAny(id, " \n") {

@@ -23,7 +23,7 @@ import (
 // newRunCmd creates a session, runs one prompt and streams it.
 func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   `run [--agent demo] [--sandbox P] [--workspace DIR] [--mode MODE] [--mcp-config FILE] [--rm] "prompt"`,
+		Use:   `run [--agent demo] [--sandbox P] [--workspace DIR] [--permissions MODE] [--mcp-config FILE] [--rm] "prompt"`,
 		Short: "Create a session, run one prompt and stream it to the terminal",
 		Long: "Create a session, send the prompt and stream the agent's messages, thoughts and tool\n" +
 			"calls as they come. Exits 0 when the turn ends with end_turn. When no daemon answers,\n" +
@@ -36,7 +36,7 @@ func newRunCmd() *cobra.Command {
 	f.String("agent", "demo", "agent from the catalog (berth agents)")
 	f.String("sandbox", "", "sandbox provider: auto, bwrap, docker or host (default: the daemon's)")
 	f.String("workspace", "", "existing directory to work in (default: a managed workspace)")
-	f.String("mode", "", "permission mode: approve-reads (default: reads allowed, the rest answered here), approve-all, deny-all, or ask (answer each request here)")
+	addPermissionsFlag(f, new(string), "permission mode: approve-reads (default: reads allowed, the rest answered here), approve-all, deny-all, or ask (answer each request here)")
 	f.String("config", "", "config file for an in-process daemon (default $BERTH_HOME/config.toml)")
 	f.String("mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
 	f.Int("memory-mb", 0, "memory limit of the sandbox in MiB, swap and /tmp included (default: the daemon's [sandbox] memory_mb)")
@@ -75,7 +75,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 	f := cmd.Flags()
 	req.Agent, _ = f.GetString("agent")
 	req.Sandbox, _ = f.GetString("sandbox")
-	req.PermissionMode, _ = f.GetString("mode")
+	req.PermissionMode, _ = f.GetString("permissions")
 	req.MemoryMB, _ = f.GetInt("memory-mb")
 	if f.Changed("max-cost-usd") {
 		cost, _ := f.GetFloat64("max-cost-usd")
