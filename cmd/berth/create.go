@@ -42,7 +42,7 @@ func (c *createFlags) add(fl *pflag.FlagSet, agent string) {
 	fl.StringArrayVar(&c.labels, "label", nil, "label, key=value (repeatable)")
 	fl.DurationVar(&c.ttl, "ttl", 0, "stop the session this long after it starts (e.g. 2h; default: never)")
 	fl.DurationVar(&c.idle, "idle-timeout", 0, "stop the session after this long without activity (default: the daemon's)")
-	fl.StringVar(&c.req.FromSnapshot, "from-snapshot", "", "start the workspace from this snapshot (berth snapshot --list)")
+	fl.StringVar(&c.req.FromSnapshot, "from-snapshot", "", "start the workspace from this snapshot, snap_… (berth snapshot ID --list lists a session's)")
 	fl.StringVar(&c.req.Prompt, "prompt", "", "a first prompt, sent once the agent is ready")
 	fl.StringVar(&c.mcpConfig, "mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
 	c.wsOpts.add(fl)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,4 +36,38 @@ func TestVersionSaysWhatItKnows(t *testing.T) {
 	if v == "dev" || !strings.HasPrefix(v, "dev") || !strings.Contains(v, "go") && !strings.Contains(v, "1.") {
 		t.Fatalf("version %q says nothing of the build", v)
 	}
+}
+
+// berthRef is a command a help text tells the user to run: its name and
+// the word after it.
+var berthRef = regexp.MustCompile(`\bberth ([a-z][a-z-]*)(?: ([^\s,;)]+))?`)
+
+// TestHelpPointsAtCommandsAsTheyAreRun: a help text that names a command
+// whose first argument is required (a session's ID) gives that argument:
+// create --help pointed at `berth snapshot --list`, which needs an id.
+func TestHelpPointsAtCommandsAsTheyAreRun(t *testing.T) {
+	root := newRootCommand()
+	check := func(where, text string) {
+		for _, m := range berthRef.FindAllStringSubmatch(text, -1) {
+			target, _, err := root.Find([]string{m[1]})
+			if err != nil || target == root {
+				continue
+			}
+			use := strings.Fields(target.Use)
+			needsArg := len(use) > 1 && !strings.HasPrefix(use[1], "[") && !strings.HasPrefix(use[1], "-") && strings.ToUpper(use[1]) == use[1]
+			if needsArg && (m[2] == "" || strings.HasPrefix(m[2], "-")) {
+				t.Errorf("%s: %q leaves out %s's %s", where, m[0], m[1], use[1])
+			}
+		}
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		check(c.CommandPath()+" (short)", c.Short)
+		check(c.CommandPath()+" (long)", c.Long)
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) { check(c.CommandPath()+" --"+f.Name, f.Usage) })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }
