@@ -56,6 +56,14 @@ func TestCheckpointsRewindForkCLI(t *testing.T) {
 	if code, _ := s.cliFails(t, "rewind", sess.ID, "ckpt_01jzzzzzzzzzzzzzzzzzzzzzzz"); code != 3 {
 		t.Fatalf("rewind to no checkpoint: exit %d", code)
 	}
+	// With -o json the error is one JSON object, the exit code the same.
+	code, out := s.cliFails(t, "-o", "json", "rewind", sess.ID, "ckpt_01jzzzzzzzzzzzzzzzzzzzzzzz")
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal([]byte(out), &e); code != 3 || err != nil || e.Error.Code != berth.ENotFound || e.Error.Message == "" {
+		t.Fatalf("rewind -o json to no checkpoint: exit %d, %q (%v)", code, out, err)
+	}
 
 	var fork berth.Session
 	raw := s.cli(t, "-o", "json", "fork", sess.ID, second, "--name", "retry")
