@@ -124,7 +124,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 	// modes that ask (approve-all and deny-all answer them by policy).
 	ask := newAsker(client, cmd.InOrStdin(), cmd.ErrOrStderr())
 	ask.permissions = s.PermissionMode == berth.PermAsk || s.PermissionMode == berth.PermApproveReads
-	stop, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON, ask)
+	end, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON, ask)
 	if rm, _ := f.GetBool("rm"); rm {
 		// The turn is over (or was cancelled): nothing of the session is kept.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
@@ -140,10 +140,27 @@ func runRun(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	if stop != berth.TurnEndTurn {
-		return fmt.Errorf("the turn ended with %s", stop)
+	return end.err()
+}
+
+// turnEnd is how a streamed turn ended: its stop reason and, for a turn
+// that ended with an error, the error or the stopped session's failure.
+type turnEnd struct {
+	stop string
+	code string
+	msg  string
+}
+
+// err is nil for a turn that ended with end_turn, else the error
+// `berth prompt --wait` reports for it (agent_exited: … code 3).
+func (e turnEnd) err() error {
+	switch {
+	case e.stop == berth.TurnEndTurn:
+		return nil
+	case e.code != "" || e.msg != "":
+		return fmt.Errorf("the turn ended with an error: %s: %s", orDash(e.code), e.msg)
 	}
-	return nil
+	return fmt.Errorf("the turn ended with %s", e.stop)
 }
 
 // readMCPConfig reads a JSON list of MCP servers, strictly: the daemon
@@ -174,9 +191,9 @@ func leftBehind(id string, inProcess bool) string {
 }
 
 // streamTurn prints a session's events from after on until turnID ends and
-// returns its stop reason. When ctx ends first (Ctrl-C) it cancels the turn
+// returns how it ended. When ctx ends first (Ctrl-C) it cancels the turn
 // and keeps printing until the turn closes.
-func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, turnID string, w io.Writer, asJSON bool, ask *asker) (string, error) {
+func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, turnID string, w io.Writer, asJSON bool, ask *asker) (turnEnd, error) {
 	r := newEventRenderer(w)
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -190,18 +207,18 @@ func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, 
 	defer stopCancel()
 	for raw, err := range c.EventsRaw(streamCtx, id, after) {
 		if err != nil {
-			return "", err
+			return turnEnd{}, err
 		}
 		var ev berth.Event
 		if err := json.Unmarshal(raw, &ev); err != nil {
-			return "", fmt.Errorf("the daemon sent an event that does not decode: %w", err)
+			return turnEnd{}, fmt.Errorf("the daemon sent an event that does not decode: %w", err)
 		}
 		ours := ev.Type == berth.EventTurnEnded && ev.TurnID == turnID
 		switch {
 		case asJSON:
 			// The API's JSON unchanged, one event a line.
 			if err := printRaw(w, raw); err != nil {
-				return "", err
+				return turnEnd{}, err
 			}
 		case !ours:
 			// The end of the turn is told by the exit code, not on stdout.
@@ -211,7 +228,7 @@ func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, 
 			if e, ok := elicitationOfEvent(ev); ok {
 				r.endLine()
 				if err := ask.askElicitation(ctx, id, e); err != nil {
-					return "", err
+					return turnEnd{}, err
 				}
 			}
 		}
@@ -222,20 +239,22 @@ func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, 
 			if err := json.Unmarshal(ev.Data, &d); err == nil {
 				r.endLine()
 				if err := ask.ask(ctx, id, &d.Permission); err != nil {
-					return "", err
+					return turnEnd{}, err
 				}
 			}
 		}
 		switch {
 		case ours:
 			r.endLine()
-			return decodeData(ev).str("stop_reason"), nil
+			d := decodeData(ev)
+			return turnEnd{stop: d.str("stop_reason"), code: d.str("error", "code"), msg: d.str("error", "message")}, nil
 		case ev.Type == berth.EventSessionStopped:
 			r.endLine()
-			return berth.TurnError, nil
+			d := decodeData(ev)
+			return turnEnd{stop: berth.TurnError, code: d.str("failure", "kind"), msg: d.str("failure", "message")}, nil
 		}
 	}
-	return "", errors.New("the event stream ended before the turn")
+	return turnEnd{}, errors.New("the event stream ended before the turn")
 }
 
 // dialOrStart returns a client of the running daemon or, when none answers

@@ -52,3 +52,26 @@ func TestRunOnADaemonSaysWhatItLeftAndRmDeletes(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q", out, stderr)
 	}
 }
+
+// berth run of a turn that fails says what prompt --wait says: the
+// turn's error, its code and message (agent_exited: the agent exited …),
+// not only "the turn ended with error".
+func TestRunSaysHowTheTurnFailed(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	cmd := exec.Command(bin, "run", "crash 3")
+	cmd.Env = s.cliEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("berth run \"crash 3\": %v, want exit 1\n%s", err, stderr.String())
+	}
+	sess := s.create(t, nil)
+	code, wait := s.cliFails(t, "prompt", sess.ID, "--wait", "crash 3")
+	waitLine := regexp.MustCompile(`berth: the turn ended with an error: .*`).FindString(wait)
+	if code != 1 || !strings.Contains(waitLine, "agent_exited") {
+		t.Fatalf("prompt --wait \"crash 3\": exit %d, %q", code, wait)
+	}
+	if !strings.Contains(stderr.String(), waitLine) {
+		t.Errorf("berth run says\n%s\nnot what prompt --wait says:\n%s", stderr.String(), waitLine)
+	}
+}
