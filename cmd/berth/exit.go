@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 	"github.com/spf13/cobra"
 )
 
@@ -98,8 +99,14 @@ func isCobraUsageError(err error) bool {
 // errorText is what `berth: …` prints for err: the user-safe message of a
 // *berth.Error, plain text for anything else.
 func errorText(err error) string {
-	var be *berth.Error
+	var (
+		be *berth.Error
+		ua *bclient.Unauthorized
+	)
 	switch {
+	case errors.As(err, &ua):
+		// The daemon's words are the API's (an Authorization header).
+		return tokenText(ua)
 	case errors.As(err, &be):
 		// The daemon's messages quote agents (a refused authenticate, a
 		// form's choices, a failed start's stderr): escaped like all
@@ -167,6 +174,16 @@ func jsonErrors(root *cobra.Command, args []string) bool {
 		}
 	}
 	return false
+}
+
+// tokenText says, in the CLI's words, which token a daemon that answered
+// 401 wants (docs/api.md, Sign-in and browser safety).
+func tokenText(ua *bclient.Unauthorized) string {
+	const where = "the daemon keeps it in the token file of its home, $BERTH_HOME/token on its machine"
+	if ua.TokenSent {
+		return "the daemon refused the token (from --token, BERTH_TOKEN, or this home's): give its own with --token or BERTH_TOKEN; " + where
+	}
+	return "the daemon wants a token: give it with --token or BERTH_TOKEN; " + where
 }
 
 // usageHint returns the line printed after a usage error's message.
