@@ -88,5 +88,6 @@ func newRootCommand() *cobra.Command {
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
 	addSessionCompletion(root)
+	addFlagCompletion(root)
 	return root
 }
