@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth/acp"
 	bclient "github.com/berth-sh/berth/client"
 	"github.com/berth-sh/berth/daemon"
+	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // newRunCmd creates a session, runs one prompt and streams it.
@@ -135,7 +136,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "session %s deleted (--rm)\n", s.ID)
 	} else {
-		fmt.Fprint(cmd.ErrOrStderr(), leftBehind(s.ID, local != nil))
+		fmt.Fprint(cmd.ErrOrStderr(), leftBehind(s.ID, local != nil, selfCommand()))
 	}
 	if err != nil {
 		return err
@@ -180,14 +181,45 @@ func readMCPConfig(path string) ([]berth.MCPServer, error) {
 }
 
 // leftBehind says what the command left of the session and how to reach
-// it: on a running daemon the session stays live; with a daemon of this
-// command's own it was stopped with it, its log and workspace kept.
-func leftBehind(id string, inProcess bool) string {
+// it, naming berth as self (selfCommand): on a running daemon the session
+// stays live; with a daemon of this command's own it was stopped with it,
+// its log and workspace kept.
+func leftBehind(id string, inProcess bool, self string) string {
 	if inProcess {
 		return fmt.Sprintf("session %s stopped with this command's daemon; its log and workspace stay.\n"+
-			"To go on with it: berth serve (in another terminal), then berth resume %s\n", id, id)
+			"To go on with it: %s serve (in another terminal), then %s resume %s\n", id, self, self, id)
 	}
-	return fmt.Sprintf("session %s stays live on the daemon: berth prompt %s \"…\", berth logs %s, berth stop %s or berth rm %s\n", id, id, id, id, id)
+	return fmt.Sprintf("session %s stays live on the daemon: %s prompt %s \"…\", %s logs %s, %s stop %s or %s rm %s\n",
+		id, self, id, self, id, self, id, self, id)
+}
+
+// goRunCommand is how a user who ran berth by `go run` (README.md, Set
+// up) runs it again: that binary is not on their PATH.
+const goRunCommand = "go run ./cmd/berth"
+
+// selfCommand is how the user runs this berth again: goRunCommand when
+// this binary is one go run built, else "berth".
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil || !isGoRunBinary(exe, os.Getenv("GOCACHE")) {
+		return "berth"
+	}
+	return goRunCommand
+}
+
+// isGoRunBinary reports whether exe is where go run puts what it builds:
+// the build cache (gocache, else a directory named go-build, its default
+// name) or a go-build temporary directory.
+func isGoRunBinary(exe, gocache string) bool {
+	if gocache != "" && pathx.Within(gocache, exe) {
+		return true
+	}
+	for _, part := range strings.Split(filepath.Dir(exe), string(filepath.Separator)) {
+		if strings.HasPrefix(part, "go-build") {
+			return true
+		}
+	}
+	return false
 }
 
 // streamTurn prints a session's events from after on until turnID ends and

@@ -75,3 +75,31 @@ func TestRunSaysHowTheTurnFailed(t *testing.T) {
 		t.Errorf("berth run says\n%s\nnot what prompt --wait says:\n%s", stderr.String(), waitLine)
 	}
 }
+
+// A berth that go run built (README.md, Set up) is not on the user's
+// PATH: berth run's closing hint names `go run ./cmd/berth` then.
+func TestRunHintNamesHowBerthWasRun(t *testing.T) {
+	for exe, want := range map[string]bool{
+		"/tmp/go-build129379752/b001/exe/berth":         true,
+		"/home/u/.cache/go-build/ab/abcdef0123-d/berth": true,
+		"/srv/gocache/ab/abcdef0123-d/berth":            true,
+		"/usr/local/bin/berth":                          false,
+		"/home/u/src/berth/berth":                       false,
+	} {
+		if got := isGoRunBinary(exe, "/srv/gocache"); got != want {
+			t.Errorf("isGoRunBinary(%s) = %v", exe, got)
+		}
+	}
+	for _, inProcess := range []bool{true, false} {
+		hint := leftBehind("ses_1", inProcess, goRunCommand)
+		if strings.Contains(strings.ReplaceAll(hint, goRunCommand, ""), "berth ") {
+			t.Errorf("in-process %v: the hint names a bare berth: %q", inProcess, hint)
+		}
+	}
+	if hint := leftBehind("ses_1", true, goRunCommand); !strings.Contains(hint, "go run ./cmd/berth serve") || !strings.Contains(hint, "go run ./cmd/berth resume ses_1") {
+		t.Errorf("hint of a go run: %q", hint)
+	}
+	if hint := leftBehind("ses_1", true, "berth"); !strings.Contains(hint, "berth serve (in another terminal), then berth resume ses_1") {
+		t.Errorf("hint of an installed berth: %q", hint)
+	}
+}
