@@ -71,7 +71,7 @@ func TestLogsAreJSONWithRequestAndSessionIDs(t *testing.T) {
 
 // At the default level the daemon's terminal gets one line saying where
 // it listens, then the sessions' starts and stops: no migration of a new
-// store, no line per request.
+// store, no word of its shim, no line per request.
 func TestServeTerminalIsQuiet(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home, "--log-format", "text")
@@ -82,6 +82,11 @@ func TestServeTerminalIsQuiet(t *testing.T) {
 	out := s.log.String()
 	if strings.Count(out, `msg="berth serving"`) != 1 || !strings.Contains(out, "addr="+s.addr) {
 		t.Errorf("no one line saying where the daemon listens:\n%s", out)
+	}
+	// Nothing before it: what the start does is said at debug.
+	before, _, _ := strings.Cut(out, `msg="berth serving"`)
+	if i := strings.LastIndexByte(before, '\n'); i >= 0 && strings.Contains(before[:i], "level=INFO") {
+		t.Errorf("info lines before berth serving:\n%s", out)
 	}
 	for _, noise := range []string{"http request", "migration", "level=DEBUG"} {
 		if strings.Contains(out, noise) {
