@@ -160,7 +160,8 @@ func writeError(w io.Writer, err error, asJSON bool) {
 // jsonErrors reports whether root's command was run with -o json: by the
 // parsed flag, or by the arguments when the parse stopped before -o.
 func jsonErrors(root *cobra.Command, args []string) bool {
-	if f := root.PersistentFlags().Lookup("output"); f != nil && f.Changed {
+	// A command may set it itself (berth usage --json).
+	if f := root.PersistentFlags().Lookup("output"); f != nil && (f.Changed || f.Value.String() == outputJSON) {
 		return f.Value.String() == outputJSON
 	}
 	for i, a := range args {

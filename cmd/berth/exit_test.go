@@ -170,4 +170,9 @@ func TestJSONErrorsFollowsOutput(t *testing.T) {
 			t.Errorf("%q: %v, want %v", args, got, want)
 		}
 	}
+	// berth usage --json sets -o itself, as a value, not as a parsed flag.
+	root := newRootCommand()
+	if err := root.PersistentFlags().Lookup("output").Value.Set(outputJSON); err != nil || !jsonErrors(root, []string{"usage", "--json"}) {
+		t.Errorf("usage --json: errors are not JSON (%v)", err)
+	}
 }
