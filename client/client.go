@@ -303,9 +303,29 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
-		return nil, decodeErrorResponse(resp)
+		err := decodeErrorResponse(resp)
+		var be *berth.Error
+		if resp.StatusCode == http.StatusUnauthorized && errors.As(err, &be) && be.Err == nil {
+			be.Err = &Unauthorized{TokenSent: c.token != ""}
+		}
+		return nil, err
 	}
 	return resp, nil
+}
+
+// Unauthorized is the cause a 401 answer's *berth.Error carries, so that a
+// program can say in its own words which token to give: whether this
+// client sent one (refused) or none.
+type Unauthorized struct {
+	TokenSent bool
+}
+
+// Error implements error.
+func (u *Unauthorized) Error() string {
+	if u.TokenSent {
+		return "the daemon refused the token"
+	}
+	return "the daemon wants a token"
 }
 
 // transportError classifies an error of the transport: the caller's own

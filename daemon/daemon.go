@@ -230,7 +230,9 @@ func (d *Daemon) openStore(ctx context.Context, o Options) error {
 	if o.Config.ClusterEnabled() {
 		storeCfg.URL = clusterStoreURL(storeCfg.URL, o.Config.Cluster.LeaseTTL.Duration)
 	}
-	if d.store, err = openStore(ctx, o.Home, storeCfg, o.Config.Credentials, o.AcceptEmptyStore, o.Logger); err != nil {
+	// The migrations it applies are logged at debug: a terminal running
+	// berth serve is no place for them.
+	if d.store, err = openStore(ctx, o.Home, storeCfg, o.Config.Credentials, o.AcceptEmptyStore, debugInfo(o.Logger)); err != nil {
 		return err
 	}
 	if d.store.Name() == memory.Name {

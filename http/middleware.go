@@ -3,6 +3,7 @@ package http
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -75,7 +76,13 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			if sid := sessionOfPath(r.URL.Path); sid != "" {
 				attrs = append(attrs, "session_id", sid)
 			}
-			s.log.Info("http request", attrs...)
+			// One line per request is for whoever debugs; a failed one is
+			// a warning on a quiet terminal too.
+			level := slog.LevelDebug
+			if rw.status >= http.StatusInternalServerError {
+				level = slog.LevelWarn
+			}
+			s.log.Log(r.Context(), level, "http request", attrs...)
 		}()
 		next.ServeHTTP(rw, r)
 	})

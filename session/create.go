@@ -299,8 +299,14 @@ func (b *birth) validate(req *berth.CreateRequest) (berth.AgentSpec, berth.Sandb
 	}
 	spec, ok := b.m.opts.Catalog.Get(req.Agent)
 	if !ok {
-		return spec, nil, false, &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("unknown agent %q", req.Agent),
-			Details: map[string]any{"field": "agent"}}
+		// The catalog's names, so that the user need not ask again.
+		var names []string
+		for _, a := range b.m.opts.Catalog.List() {
+			names = append(names, a.Name)
+		}
+		return spec, nil, false, &berth.Error{Code: berth.EInvalid,
+			Message: fmt.Sprintf("unknown agent %q: this daemon has %s", req.Agent, strings.Join(names, ", ")),
+			Details: map[string]any{"field": "agent", "agents": names}}
 	}
 	if err := berth.ValidateName(req.Name); err != nil {
 		return spec, nil, false, err

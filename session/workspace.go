@@ -1,7 +1,9 @@
 package session
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,7 +51,7 @@ func resolveWorkspace(p string) (string, error) {
 		next := filepath.Join(cur, c)
 		fi, err := os.Lstat(next)
 		if err != nil {
-			return "", workspaceError("workspace does not exist or is not a directory")
+			return "", missingWorkspace(p, next, err)
 		}
 		if fi.Mode()&os.ModeSymlink == 0 {
 			cur = next
@@ -60,7 +62,7 @@ func resolveWorkspace(p string) (string, error) {
 		}
 		var dst syscall.Stat_t
 		if err := syscall.Lstat(cur, &dst); err != nil {
-			return "", workspaceError("workspace does not exist or is not a directory")
+			return "", missingWorkspace(p, cur, err)
 		}
 		var lst syscall.Stat_t
 		_ = syscall.Lstat(next, &lst)
@@ -73,17 +75,41 @@ func resolveWorkspace(p string) (string, error) {
 		}
 		target, err := os.Readlink(next)
 		if err != nil {
-			return "", workspaceError("workspace does not exist or is not a directory")
+			return "", missingWorkspace(p, next, err)
 		}
 		if filepath.IsAbs(target) {
 			cur = "/"
 		}
 		rest = append(strings.Split(target, "/"), rest...)
 	}
-	if fi, err := os.Stat(cur); err != nil || !fi.IsDir() {
-		return "", workspaceError("workspace does not exist or is not a directory")
+	fi, err := os.Stat(cur)
+	switch {
+	case err != nil:
+		return "", missingWorkspace(p, cur, err)
+	case !fi.IsDir():
+		return "", workspaceError("workspace %q is not a directory", p)
 	}
 	return cur, nil
+}
+
+// missingWorkspace is the error of a workspace p whose path breaks at
+// at (a part of it, or where a link led): which part, and why. Both are
+// the user's own path.
+func missingWorkspace(p, at string, err error) error {
+	why := "cannot be read"
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		why = "does not exist"
+	case errors.Is(err, fs.ErrPermission):
+		why = "cannot be read by the daemon's user"
+	case errors.Is(err, syscall.ENOTDIR):
+		// The part before at is a file.
+		at, why = filepath.Dir(at), "is not a directory"
+	}
+	if at == filepath.Clean(p) {
+		return workspaceError("workspace %q %s", p, why)
+	}
+	return workspaceError("workspace %q: %s %s", p, at, why)
 }
 
 // checkWorkspace refuses (400 naming field) the directory at the

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,10 @@ func TestCheckpointsRewindForkCLI(t *testing.T) {
 	if !strings.HasPrefix(lines[2], second) {
 		t.Fatalf("the table's order is not the API's:\n%s", out)
 	}
+	// Each checkpoint is shown beside the prompt of the turn it came before.
+	if !strings.Contains(lines[0], "PROMPT") || !strings.Contains(lines[1], "write a.txt one") || !strings.Contains(lines[2], "write a.txt two") {
+		t.Fatalf("berth checkpoints does not show the turns' prompts:\n%s", out)
+	}
 
 	if out := s.cli(t, "rewind", sess.ID, second); !strings.Contains(out, "rewound "+sess.ID+" to "+second) {
 		t.Fatalf("berth rewind: %q", out)
@@ -51,6 +56,14 @@ func TestCheckpointsRewindForkCLI(t *testing.T) {
 	if code, _ := s.cliFails(t, "rewind", sess.ID, "ckpt_01jzzzzzzzzzzzzzzzzzzzzzzz"); code != 3 {
 		t.Fatalf("rewind to no checkpoint: exit %d", code)
 	}
+	// With -o json the error is one JSON object, the exit code the same.
+	code, out := s.cliFails(t, "-o", "json", "rewind", sess.ID, "ckpt_01jzzzzzzzzzzzzzzzzzzzzzzz")
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	if err := json.Unmarshal([]byte(out), &e); code != 3 || err != nil || e.Error.Code != berth.ENotFound || e.Error.Message == "" {
+		t.Fatalf("rewind -o json to no checkpoint: exit %d, %q (%v)", code, out, err)
+	}
 
 	var fork berth.Session
 	raw := s.cli(t, "-o", "json", "fork", sess.ID, second, "--name", "retry")
@@ -62,6 +75,15 @@ func TestCheckpointsRewindForkCLI(t *testing.T) {
 	}
 	if out := s.cli(t, "fork", sess.ID, list.Checkpoints[0].ID); !strings.Contains(out, "forked from "+sess.ID) {
 		t.Fatalf("berth fork: %q", out)
+	}
+	// -q: the new id alone, -o json or not (as create -q); ls -q: the ids.
+	quietFork := s.cli(t, "-o", "json", "fork", "-q", sess.ID, second)
+	if !strings.HasPrefix(quietFork, "ses_") || strings.Count(quietFork, "\n") != 1 || strings.ContainsAny(strings.TrimSpace(quietFork), " {") {
+		t.Fatalf("fork -q: %q", quietFork)
+	}
+	ids := strings.Fields(s.cli(t, "ls", "-q"))
+	if len(ids) != 4 || !slices.Contains(ids, sess.ID) || !slices.Contains(ids, fork.ID) || !slices.Contains(ids, strings.TrimSpace(quietFork)) {
+		t.Fatalf("ls -q: %q", ids)
 	}
 	if out := s.cli(t, "show", fork.ID); !strings.Contains(out, sess.ID+" at "+second) {
 		t.Fatalf("berth show of a fork:\n%s", out)
@@ -222,5 +244,19 @@ func TestCheckpointFloodStaysUnderTheTreeCap(t *testing.T) {
 	}
 	if st, err := s.api("POST", "/v1/sessions/"+other.ID+"/rewind", map[string]any{"checkpoint_id": after.Checkpoints[1].ID}, nil); st != 200 {
 		t.Fatalf("rewind of the other tree = %d %v", st, err)
+	}
+}
+
+// A checkpoint's prompt cell is the prompt's first line, cut and escaped.
+func TestPromptCell(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                          "-",
+		"  fix the tests\nthen run": "fix the tests",
+		strings.Repeat("x", 50):     strings.Repeat("x", maxPromptCell-1) + "…",
+		"ring \a the bell":          `ring \x07 the bell`,
+	} {
+		if got := promptCell(in); got != want {
+			t.Errorf("promptCell(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

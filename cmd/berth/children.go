@@ -81,7 +81,7 @@ stops by itself when its --ttl runs out.`,
 	fl.StringVar(&req.Agent, "agent", "", "the child's agent, from the catalog (default: the parent's)")
 	fl.StringVar(&req.Name, "name", "", "the child's name")
 	fl.DurationVar(&ttl, "ttl", defaultChildTTL, "how long the child may live")
-	fl.StringVar(&req.PermissionMode, "mode", "", "permission mode, no looser than the parent's (default: the parent's)")
+	addPermissionsFlag(fl, &req.PermissionMode, "permission mode, no looser than the parent's (default: the parent's)")
 	fl.StringVar(&req.Sandbox, "sandbox", "", "sandbox provider, no weaker than the parent's (default: the parent's)")
 	fl.StringVar(&workdir, "workspace", "", "a directory inside the parent's workspace (default: the parent's workspace)")
 	fl.StringVar(&key, "idempotency-key", "", "a retry with the same key answers the same child")

@@ -31,14 +31,14 @@ func TestSpawnChildrenAndTreeCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &kid); err != nil || kid.ParentID != parent.ID || kid.Depth != 1 || kid.TTLSeconds != 600 {
 		t.Fatalf("spawn -o json: %v %q", err, raw)
 	}
-	if out := s.cli(t, "spawn", parent.ID, "--name", "kid2", "--mode", "deny-all", "--agent", "demo"); !strings.HasPrefix(out, "spawned ses_") ||
+	if out := s.cli(t, "spawn", parent.ID, "--name", "kid2", "--permissions", "deny-all", "--agent", "demo"); !strings.HasPrefix(out, "spawned ses_") ||
 		!strings.Contains(out, "under "+parent.ID) {
 		t.Fatalf("spawn: %q", out)
 	}
 	// Refusals: a looser mode (403, exit 1), a grandchild past max_depth
 	// (409, exit 4), no such parent (exit 3).
-	if code, out := s.cliFails(t, "spawn", parent.ID, "--mode", "approve-all"); code != 1 || !strings.Contains(out, "looser") {
-		t.Fatalf("spawn --mode approve-all: exit %d %q", code, out)
+	if code, out := s.cliFails(t, "spawn", parent.ID, "--permissions", "approve-all"); code != 1 || !strings.Contains(out, "looser") {
+		t.Fatalf("spawn --permissions approve-all: exit %d %q", code, out)
 	}
 	if code, out := s.cliFails(t, "spawn", kid.ID); code != 4 || !strings.Contains(out, "max_depth") {
 		t.Fatalf("spawn under a child: exit %d %q", code, out)

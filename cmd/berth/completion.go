@@ -61,3 +61,104 @@ func completeSessionIDs(cmd *cobra.Command, args []string, toComplete string) ([
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
+
+// addFlagCompletion makes the flags that take a known value complete it,
+// in every command that has them: --agent with the daemon's agents,
+// --permissions (and its old name --mode where it is one) with the
+// permission modes, and set's --mode and --model with what the session
+// on the line offers.
+func addFlagCompletion(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	if fl.Lookup("agent") != nil {
+		_ = cmd.RegisterFlagCompletionFunc("agent", completeAgents)
+	}
+	if fl.Lookup("permissions") != nil {
+		_ = cmd.RegisterFlagCompletionFunc("permissions", completePermissionModes)
+		if fl.Lookup("mode") != nil {
+			_ = cmd.RegisterFlagCompletionFunc("mode", completePermissionModes)
+		}
+	} else if fl.Lookup("mode") != nil && fl.Lookup("model") != nil {
+		_ = cmd.RegisterFlagCompletionFunc("mode", completeSessionControl(modesOffered))
+		_ = cmd.RegisterFlagCompletionFunc("model", completeSessionControl(modelsOffered))
+	}
+	for _, sub := range cmd.Commands() {
+		addFlagCompletion(sub)
+	}
+}
+
+// completeAgents offers the daemon's agents, described.
+func completeAgents(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	c, err := dial(cmd)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
+	defer cancel()
+	agents, err := c.Agents(ctx)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+	}
+	var out []string
+	for _, a := range agents {
+		if strings.HasPrefix(a.Name, toComplete) {
+			out = append(out, a.Name+"\t"+shorten(a.Description, 60))
+		}
+	}
+	return out, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completePermissionModes offers the permission modes.
+func completePermissionModes(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return permissionModes, cobra.ShellCompDirectiveNoFileComp
+}
+
+// completeSessionControl offers what offered lists of the session whose
+// id is the command's first argument; nothing without one.
+func completeSessionControl(offered func(*berth.Session) []string) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) == 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		c, err := dial(cmd)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
+		defer cancel()
+		s, err := c.GetSession(ctx, args[0])
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		var out []string
+		for _, v := range offered(s) {
+			if strings.HasPrefix(v, toComplete) {
+				out = append(out, v)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// modesOffered are the ids of the modes a session's agent offers.
+func modesOffered(s *berth.Session) []string {
+	var out []string
+	if m := s.ACP.Modes; m != nil {
+		for _, a := range m.Available {
+			out = append(out, a.ID)
+		}
+	}
+	return out
+}
+
+// modelsOffered are the ids of the models a session's agent offers.
+func modelsOffered(s *berth.Session) []string {
+	var out []string
+	if m := s.ACP.Models; m != nil {
+		for _, a := range m.Available {
+			out = append(out, a.ID)
+		}
+	}
+	return out
+}

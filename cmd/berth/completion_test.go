@@ -2,6 +2,7 @@ package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,55 @@ func TestCompletionOffersSessionIDs(t *testing.T) {
 	}
 	if out := complete("show", ids[0], ""); strings.Contains(out, "ses_") {
 		t.Errorf("second argument offered sessions:\n%s", out)
+	}
+}
+
+// Tab after a flag that takes a known value offers it: --agent the
+// daemon's agents, --permissions (and the old --mode of create) the
+// permission modes, set's --mode and --model what the session on the
+// line offers (nothing without one); never files.
+func TestCompletionOffersFlagValues(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	sess := s.create(t, nil)
+	complete := func(args ...string) []string {
+		cmd := exec.Command(bin, append([]string{"__complete"}, args...)...)
+		cmd.Env = s.cliEnv()
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("__complete %v: %v", args, err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if last := lines[len(lines)-1]; last != ":4" {
+			t.Errorf("__complete %v: directive %q, want :4 (no files)", args, last)
+		}
+		var values []string
+		for _, l := range lines[:len(lines)-1] {
+			v, _, _ := strings.Cut(l, "\t")
+			values = append(values, v)
+		}
+		return values
+	}
+	has := func(what string, got []string, want ...string) {
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: %q does not offer %q", what, got, w)
+			}
+		}
+	}
+	for _, c := range []string{"create", "run", "spawn", "ls"} {
+		has(c+" --agent", complete(c, "--agent", ""), "demo")
+	}
+	if got := complete("create", "--agent", "de"); !slices.Equal(got, []string{"demo"}) {
+		t.Errorf("create --agent de<Tab>: %q", got)
+	}
+	for _, c := range [][]string{{"create", "--permissions"}, {"run", "--permissions"}, {"spawn", sess.ID, "--permissions"}, {"create", "--mode"}} {
+		if got := complete(append(c, "")...); !slices.Equal(got, permissionModes) {
+			t.Errorf("%v <Tab>: %q, want %q", c, got, permissionModes)
+		}
+	}
+	has("set ID --model", complete("set", sess.ID, "--model", ""), "demo-large")
+	has("set ID --mode", complete("set", sess.ID, "--mode", ""), "plan")
+	if got := complete("set", "--model", ""); len(got) != 0 {
+		t.Errorf("set --model with no session offered %q", got)
 	}
 }

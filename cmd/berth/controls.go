@@ -23,7 +23,7 @@ func newSetCommand() *cobra.Command {
 		Use:   "set ID [--mode M] [--model M] [--config K=V]... [--name N] [--label K=V]... [--max-cost-usd X] [--max-tokens N]",
 		Short: "Change a session's name, labels, budgets, or its agent's mode, model and config options",
 		Long: "Change a session: --name, --label and the budgets are berth's own (--label K= removes K); --mode, --model and\n" +
-			"--config go to the agent, which must be running and offer the value (see `berth show` and the\n" +
+			"--config go to the agent, which must be running and offer the value (see `berth show ID` and the\n" +
 			"session's acp object).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +18,7 @@ func TestCreateCommand(t *testing.T) {
 	s := startServer(t, home)
 	ws := t.TempDir()
 	out, code := s.run(t, "create", "-q", "--agent", "demo", "--name", "made-by-cli", "--workspace", ws, "--sandbox", "host",
-		"--mode", "deny-all", "--env", "GREETING=hi", "--label", "team=infra", "--label", "tier=1", "--ttl", "2h", "--idle-timeout", "90s",
+		"--permissions", "deny-all", "--env", "GREETING=hi", "--label", "team=infra", "--label", "tier=1", "--ttl", "2h", "--idle-timeout", "90s",
 		"--prompt", "echo first")
 	id := strings.TrimSpace(out)
 	if code != 0 || !strings.HasPrefix(id, "ses_") || strings.ContainsAny(id, " \n") {
@@ -52,5 +55,30 @@ func TestCreateCommand(t *testing.T) {
 	// Without -q it prints the session as show does.
 	if out, code := s.run(t, "create", "--sandbox", "host"); code != 0 || !strings.Contains(out, "id:") || !strings.Contains(out, "agent:") {
 		t.Errorf("create: exit %d, %q", code, out)
+	}
+}
+
+// An unknown agent's error lists the daemon's agents; a workspace that is
+// not there says which path and why.
+func TestCreateErrorsSayWhatIsThere(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	if code, out := s.cliFails(t, "create", "--agent", "nope"); code != 1 || !strings.Contains(out, `unknown agent "nope": this daemon has `) ||
+		!strings.Contains(out, "demo") {
+		t.Errorf("create --agent nope: exit %d, %q", code, out)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for ws, want := range map[string]string{
+		filepath.Join(dir, "gone", "deeper"): fmt.Sprintf("workspace %q: %s does not exist", filepath.Join(dir, "gone", "deeper"), filepath.Join(dir, "gone")),
+		filepath.Join(dir, "gone"):           fmt.Sprintf("workspace %q does not exist", filepath.Join(dir, "gone")),
+		file:                                 fmt.Sprintf("workspace %q is not a directory", file),
+		filepath.Join(file, "sub"):           fmt.Sprintf("workspace %q: %s is not a directory", filepath.Join(file, "sub"), file),
+	} {
+		if code, out := s.cliFails(t, "create", "--workspace", ws); code != 1 || !strings.Contains(out, want) {
+			t.Errorf("create --workspace %s: exit %d, %q, want %q", ws, code, out, want)
+		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -164,3 +166,27 @@ func TestDialTokenPrecedence(t *testing.T) {
 
 // readTokenFile returns the token a daemon keeps in home ("" when none).
 func readTokenFile(home string) string { return bclient.ReadToken(home) }
+
+// A daemon that answers 401 is told in the CLI's words: --token or
+// BERTH_TOKEN, from the token file of its home — never the API's
+// "send Authorization: Bearer".
+func TestCLISpeaksOfTokens(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	// Another home: no token of the daemon's to send.
+	other := t.TempDir()
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "the daemon wants a token: give it with --token or BERTH_TOKEN"},
+		{[]string{"BERTH_TOKEN=wrong"}, "the daemon refused the token"},
+	} {
+		cmd := exec.Command(bin, "--addr", s.addr, "ls")
+		cmd.Env = cleanEnv(other, c.env...)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(string(out), c.want) ||
+			!strings.Contains(string(out), "$BERTH_HOME/token") || strings.Contains(string(out), "Authorization") {
+			t.Errorf("berth ls %v: exit %d, %q, want %q", c.env, code, out, c.want)
+		}
+	}
+}

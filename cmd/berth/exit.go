@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 	"github.com/spf13/cobra"
 )
 
@@ -96,8 +99,14 @@ func isCobraUsageError(err error) bool {
 // errorText is what `berth: …` prints for err: the user-safe message of a
 // *berth.Error, plain text for anything else.
 func errorText(err error) string {
-	var be *berth.Error
+	var (
+		be *berth.Error
+		ua *bclient.Unauthorized
+	)
 	switch {
+	case errors.As(err, &ua):
+		// The daemon's words are the API's (an Authorization header).
+		return tokenText(ua)
 	case errors.As(err, &be):
 		// The daemon's messages quote agents (a refused authenticate, a
 		// form's choices, a failed start's stderr): escaped like all
@@ -107,6 +116,75 @@ func errorText(err error) string {
 		return "interrupted"
 	}
 	return printable(err.Error())
+}
+
+// errorCodeFailed is the code of a JSON error that has none of the API's
+// (a turn that did not end well, an interrupt): it exits 1.
+const errorCodeFailed = "failed"
+
+// writeError prints err for the user on w: "berth: message" and, after
+// a usage error, where the usage is; with -o json one object instead,
+// {"error":{"code","message","details"?}} as the API answers one, whose
+// code is the daemon's, invalid_argument for a usage error, else failed
+// (docs/api.md, Errors). The exit code is the same either way.
+func writeError(w io.Writer, err error, asJSON bool) {
+	if !asJSON {
+		fmt.Fprintf(w, "berth: %s\n", errorText(err))
+		if hint := usageHint(err); hint != "" {
+			fmt.Fprintln(w, hint)
+		}
+		return
+	}
+	type body struct {
+		Code    string         `json:"code"`
+		Message string         `json:"message"`
+		Details map[string]any `json:"details,omitempty"`
+	}
+	b := body{Code: errorCodeFailed, Message: errorText(err)}
+	var be *berth.Error
+	switch {
+	case errors.As(err, &be):
+		b.Code, b.Details = be.Code, be.Details
+	case exitCode(err) == exitUsage:
+		b.Code = berth.EInvalid
+	}
+	line, jerr := json.Marshal(map[string]body{"error": b})
+	if jerr != nil {
+		// Details that do not encode: the message still does.
+		b.Details = nil
+		line, _ = json.Marshal(map[string]body{"error": b})
+	}
+	fmt.Fprintf(w, "%s\n", line)
+}
+
+// jsonErrors reports whether root's command was run with -o json: by the
+// parsed flag, or by the arguments when the parse stopped before -o.
+func jsonErrors(root *cobra.Command, args []string) bool {
+	// A command may set it itself (berth usage --json).
+	if f := root.PersistentFlags().Lookup("output"); f != nil && (f.Changed || f.Value.String() == outputJSON) {
+		return f.Value.String() == outputJSON
+	}
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "-ojson", a == "-o=json", a == "--output=json":
+			return true
+		case (a == "-o" || a == "--output") && i+1 < len(args):
+			return args[i+1] == outputJSON
+		}
+	}
+	return false
+}
+
+// tokenText says, in the CLI's words, which token a daemon that answered
+// 401 wants (docs/api.md, Sign-in and browser safety).
+func tokenText(ua *bclient.Unauthorized) string {
+	const where = "the daemon keeps it in the token file of its home, $BERTH_HOME/token on its machine"
+	if ua.TokenSent {
+		return "the daemon refused the token (from --token, BERTH_TOKEN, or this home's): give its own with --token or BERTH_TOKEN; " + where
+	}
+	return "the daemon wants a token: give it with --token or BERTH_TOKEN; " + where
 }
 
 // usageHint returns the line printed after a usage error's message.

@@ -119,3 +119,60 @@ func TestErrorTextEscapesAnAgentsWords(t *testing.T) {
 		t.Fatalf("printed %q (%v)", got, err)
 	}
 }
+
+// With -o json an error is one JSON object on stderr, as the API answers
+// one: the daemon's code and details, invalid_argument for a usage error,
+// failed for the rest; without, the "berth: …" line and the usage hint.
+func TestWriteErrorAsJSON(t *testing.T) {
+	notFound := &berth.Error{Code: berth.ENotFound, Message: "no session ses_x", Details: map[string]any{"id": "ses_x"}}
+	usage := &usageError{err: errors.New("unknown flag: --nope"), command: "berth ls"}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{notFound, `{"error":{"code":"not_found","message":"no session ses_x","details":{"id":"ses_x"}}}`},
+		{fmt.Errorf("create: %w", notFound), `{"error":{"code":"not_found","message":"no session ses_x","details":{"id":"ses_x"}}}`},
+		{usage, `{"error":{"code":"invalid_argument","message":"unknown flag: --nope"}}`},
+		{errors.New("the turn ended with error"), `{"error":{"code":"failed","message":"the turn ended with error"}}`},
+	} {
+		var b bytes.Buffer
+		writeError(&b, c.err, true)
+		if b.String() != c.want+"\n" {
+			t.Errorf("%v: %q, want %q", c.err, b.String(), c.want)
+		}
+	}
+	var b bytes.Buffer
+	writeError(&b, usage, false)
+	if b.String() != "berth: unknown flag: --nope\nRun 'berth ls --help' for usage.\n" {
+		t.Errorf("as text: %q", b.String())
+	}
+}
+
+// jsonErrors follows -o as parsed, else as given when the parse stopped
+// before it.
+func TestJSONErrorsFollowsOutput(t *testing.T) {
+	for args, want := range map[string]bool{
+		"-o json ls":            true,
+		"ls --output=json":      true,
+		"ls -ojson":             true,
+		"ls -o table":           false,
+		"ls":                    false,
+		"exec ID -- x -o json":  false,
+		"ls --nope -o json":     true,
+		"ls -o json --bad-flag": true,
+	} {
+		root := newRootCommand()
+		fields := strings.Fields(args)
+		if cmd, rest, err := root.Find(fields); err == nil {
+			_ = cmd.ParseFlags(rest)
+		}
+		if got := jsonErrors(root, fields); got != want {
+			t.Errorf("%q: %v, want %v", args, got, want)
+		}
+	}
+	// berth usage --json sets -o itself, as a value, not as a parsed flag.
+	root := newRootCommand()
+	if err := root.PersistentFlags().Lookup("output").Value.Set(outputJSON); err != nil || !jsonErrors(root, []string{"usage", "--json"}) {
+		t.Errorf("usage --json: errors are not JSON (%v)", err)
+	}
+}

@@ -210,7 +210,7 @@ func newSnapshotCommand() *cobra.Command {
 	var list bool
 	cmd := &cobra.Command{
 		Use:   "snapshot ID [--list]",
-		Short: "Archive a session's workspace (create a session from it with from_snapshot)",
+		Short: "Archive a session's workspace (berth create --from-snapshot SNAP starts a session from it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := sessionPath(args[0], "/snapshots")

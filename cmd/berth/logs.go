@@ -23,9 +23,9 @@ func newLogsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs ID",
 		Short: "Print a session's event log (-f follows it live)",
-		Long: "Print a session's event log, one event a line: seq, time, type and a short\n" +
-			"rendering of its data. -f follows the log live until the session stops;\n" +
-			"-o json prints each event's JSON on its own line.",
+		Long: "Print a session's event log, one event a line: seq, time, the turn it is in (- for\n" +
+			"none), type and a short rendering of its data. -f follows the log live until the\n" +
+			"session stops; -o json prints each event's JSON on its own line.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if after < 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,10 +15,11 @@ import (
 // A daemon whose stderr is not a terminal logs JSON lines; each request
 // has an id (the client's X-Request-ID when sane, else one made), in its
 // answer and in its log line with the session it is about; lines about a
-// session carry session_id, and about a turn turn_id.
+// session carry session_id, and about a turn turn_id. The requests and
+// the store's migrations are logged at debug.
 func TestLogsAreJSONWithRequestAndSessionIDs(t *testing.T) {
 	home := t.TempDir()
-	s := startServer(t, home)
+	s := startServer(t, home, "--log-level", "debug")
 	sess := s.create(t, nil)
 	get := func(id string) string {
 		req, _ := http.NewRequest("GET", "http://"+s.addr+"/v1/sessions/"+sess.ID, nil)
@@ -44,7 +46,7 @@ func TestLogsAreJSONWithRequestAndSessionIDs(t *testing.T) {
 	}
 	s.stop()
 
-	var sawRequest, sawMade, sawSession bool
+	var sawRequest, sawMade, sawSession, sawMigration bool
 	sc := bufio.NewScanner(strings.NewReader(s.log.String()))
 	for sc.Scan() {
 		var line map[string]any
@@ -53,15 +55,43 @@ func TestLogsAreJSONWithRequestAndSessionIDs(t *testing.T) {
 		}
 		switch {
 		case line["msg"] == "http request" && line["request_id"] == "build-42:step.1":
-			sawRequest = line["session_id"] == sess.ID && line["status"] == float64(200)
+			sawRequest = line["session_id"] == sess.ID && line["status"] == float64(200) && line["level"] == "DEBUG"
+		case strings.Contains(fmt.Sprint(line["msg"]), "applied migration"):
+			sawMigration = line["level"] == "DEBUG"
 		case line["msg"] == "http request" && line["request_id"] == made:
 			sawMade = true
 		case line["msg"] != "http request" && line["session_id"] == sess.ID:
 			sawSession = true
 		}
 	}
-	if !sawRequest || !sawMade || !sawSession {
-		t.Errorf("request line %v, made id %v, a session line %v in:\n%s", sawRequest, sawMade, sawSession, s.log.String())
+	if !sawRequest || !sawMade || !sawSession || !sawMigration {
+		t.Errorf("request line %v, made id %v, a session line %v, a migration %v in:\n%s", sawRequest, sawMade, sawSession, sawMigration, s.log.String())
+	}
+}
+
+// At the default level the daemon's terminal gets one line saying where
+// it listens, then the sessions' starts and stops: no migration of a new
+// store, no word of its shim, no line per request.
+func TestServeTerminalIsQuiet(t *testing.T) {
+	home := t.TempDir()
+	s := startServer(t, home, "--log-format", "text")
+	sess := s.create(t, nil)
+	s.cli(t, "ls")
+	s.turn(t, sess.ID, "echo hi")
+	s.stop()
+	out := s.log.String()
+	if strings.Count(out, `msg="berth serving"`) != 1 || !strings.Contains(out, "addr="+s.addr) {
+		t.Errorf("no one line saying where the daemon listens:\n%s", out)
+	}
+	// Nothing before it: what the start does is said at debug.
+	before, _, _ := strings.Cut(out, `msg="berth serving"`)
+	if i := strings.LastIndexByte(before, '\n'); i >= 0 && strings.Contains(before[:i], "level=INFO") {
+		t.Errorf("info lines before berth serving:\n%s", out)
+	}
+	for _, noise := range []string{"http request", "migration", "level=DEBUG"} {
+		if strings.Contains(out, noise) {
+			t.Errorf("the terminal shows %q at the default level:\n%s", noise, out)
+		}
 	}
 }
 

@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,13 +19,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal, a second one kills the process the usual way.
 	context.AfterFunc(ctx, stop)
-	err := newRootCommand().ExecuteContext(ctx)
+	root := newRootCommand()
+	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "berth: %s\n", errorText(err))
-		if hint := usageHint(err); hint != "" {
-			fmt.Fprintln(os.Stderr, hint)
-		}
+		writeError(os.Stderr, err, jsonErrors(root, os.Args[1:]))
 		os.Exit(exitCode(err))
 	}
 }
@@ -91,5 +88,6 @@ func newRootCommand() *cobra.Command {
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
 	addSessionCompletion(root)
+	addFlagCompletion(root)
 	return root
 }

@@ -192,9 +192,13 @@ func summarize(ev berth.Event) string {
 // writeLogLine writes one event as a `berth logs` line: seq, local time,
 // type and a short rendering of its data.
 func writeLogLine(w io.Writer, ev berth.Event) error {
-	_, err := fmt.Fprintf(w, "%6d  %s  %-20s  %s\n", ev.Seq, ev.Time.Local().Format("15:04:05.000"), ev.Type, summarize(ev))
+	_, err := fmt.Fprintf(w, "%6d  %s  %-*s  %-20s  %s\n", ev.Seq, ev.Time.Local().Format("15:04:05.000"),
+		turnColumn, orDash(printable(ev.TurnID)), ev.Type, summarize(ev))
 	return err
 }
+
+// turnColumn is the width of a log line's turn id (turn_ and a ULID).
+const turnColumn = len("turn_") + 26
 
 // eventRenderer writes a session's events to a terminal as a conversation:
 // the agent's message text inline as it streams, thoughts dimmed and

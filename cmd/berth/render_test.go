@@ -54,11 +54,17 @@ func TestLogLine(t *testing.T) {
 	var buf bytes.Buffer
 	e := ev(42, berth.EventAgentMessage, map[string]any{"text": "line one\nline two"})
 	e.Time = time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)
-	if err := writeLogLine(&buf, e); err != nil {
-		t.Fatal(err)
-	}
-	if got := buf.String(); got != "    42  03:04:05.000  agent_message         line one⏎line two\n" {
-		t.Errorf("log line = %q", got)
+	// Each event's turn, a column of one width, "-" outside a turn.
+	turn := "turn_01m8kpdgc4pth6qeymkec8pvdv"
+	for _, id := range []string{turn, ""} {
+		buf.Reset()
+		e.TurnID = id
+		if err := writeLogLine(&buf, e); err != nil {
+			t.Fatal(err)
+		}
+		if want := "    42  03:04:05.000  " + orDash(id) + strings.Repeat(" ", len(turn)-len(orDash(id))) + "  agent_message         line one⏎line two\n"; buf.String() != want {
+			t.Errorf("log line = %q, want %q", buf.String(), want)
+		}
 	}
 	// Unknown types show their data, cut short.
 	long := ev(1, "future_type", json.RawMessage(`{"x":"`+strings.Repeat("y", 300)+`"}`))

@@ -18,12 +18,13 @@ import (
 	"github.com/berth-sh/berth/acp"
 	bclient "github.com/berth-sh/berth/client"
 	"github.com/berth-sh/berth/daemon"
+	"github.com/berth-sh/berth/internal/pathx"
 )
 
 // newRunCmd creates a session, runs one prompt and streams it.
 func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   `run [--agent demo] [--sandbox P] [--workspace DIR] [--mode MODE] [--mcp-config FILE] [--rm] "prompt"`,
+		Use:   `run [--agent demo] [--sandbox P] [--workspace DIR] [--permissions MODE] [--mcp-config FILE] [--rm] "prompt"`,
 		Short: "Create a session, run one prompt and stream it to the terminal",
 		Long: "Create a session, send the prompt and stream the agent's messages, thoughts and tool\n" +
 			"calls as they come. Exits 0 when the turn ends with end_turn. When no daemon answers,\n" +
@@ -36,7 +37,7 @@ func newRunCmd() *cobra.Command {
 	f.String("agent", "demo", "agent from the catalog (berth agents)")
 	f.String("sandbox", "", "sandbox provider: auto, bwrap, docker or host (default: the daemon's)")
 	f.String("workspace", "", "existing directory to work in (default: a managed workspace)")
-	f.String("mode", "", "permission mode: approve-reads (default: reads allowed, the rest answered here), approve-all, deny-all, or ask (answer each request here)")
+	addPermissionsFlag(f, new(string), "permission mode: approve-reads (default: reads allowed, the rest answered here), approve-all, deny-all, or ask (answer each request here)")
 	f.String("config", "", "config file for an in-process daemon (default $BERTH_HOME/config.toml)")
 	f.String("mcp-config", "", "JSON file with the session's MCP servers: the API's mcp_servers list")
 	f.Int("memory-mb", 0, "memory limit of the sandbox in MiB, swap and /tmp included (default: the daemon's [sandbox] memory_mb)")
@@ -75,7 +76,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 	f := cmd.Flags()
 	req.Agent, _ = f.GetString("agent")
 	req.Sandbox, _ = f.GetString("sandbox")
-	req.PermissionMode, _ = f.GetString("mode")
+	req.PermissionMode, _ = f.GetString("permissions")
 	req.MemoryMB, _ = f.GetInt("memory-mb")
 	if f.Changed("max-cost-usd") {
 		cost, _ := f.GetFloat64("max-cost-usd")
@@ -124,7 +125,7 @@ func runRun(cmd *cobra.Command, args []string) error {
 	// modes that ask (approve-all and deny-all answer them by policy).
 	ask := newAsker(client, cmd.InOrStdin(), cmd.ErrOrStderr())
 	ask.permissions = s.PermissionMode == berth.PermAsk || s.PermissionMode == berth.PermApproveReads
-	stop, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON, ask)
+	end, err := streamTurn(ctx, client, s.ID, s.LastSeq, res.TurnID, cmd.OutOrStdout(), asJSON, ask)
 	if rm, _ := f.GetBool("rm"); rm {
 		// The turn is over (or was cancelled): nothing of the session is kept.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
@@ -135,15 +136,32 @@ func runRun(cmd *cobra.Command, args []string) error {
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "session %s deleted (--rm)\n", s.ID)
 	} else {
-		fmt.Fprint(cmd.ErrOrStderr(), leftBehind(s.ID, local != nil))
+		fmt.Fprint(cmd.ErrOrStderr(), leftBehind(s.ID, local != nil, selfCommand()))
 	}
 	if err != nil {
 		return err
 	}
-	if stop != berth.TurnEndTurn {
-		return fmt.Errorf("the turn ended with %s", stop)
+	return end.err()
+}
+
+// turnEnd is how a streamed turn ended: its stop reason and, for a turn
+// that ended with an error, the error or the stopped session's failure.
+type turnEnd struct {
+	stop string
+	code string
+	msg  string
+}
+
+// err is nil for a turn that ended with end_turn, else the error
+// `berth prompt --wait` reports for it (agent_exited: … code 3).
+func (e turnEnd) err() error {
+	switch {
+	case e.stop == berth.TurnEndTurn:
+		return nil
+	case e.code != "" || e.msg != "":
+		return fmt.Errorf("the turn ended with an error: %s: %s", orDash(e.code), e.msg)
 	}
-	return nil
+	return fmt.Errorf("the turn ended with %s", e.stop)
 }
 
 // readMCPConfig reads a JSON list of MCP servers, strictly: the daemon
@@ -163,20 +181,51 @@ func readMCPConfig(path string) ([]berth.MCPServer, error) {
 }
 
 // leftBehind says what the command left of the session and how to reach
-// it: on a running daemon the session stays live; with a daemon of this
-// command's own it was stopped with it, its log and workspace kept.
-func leftBehind(id string, inProcess bool) string {
+// it, naming berth as self (selfCommand): on a running daemon the session
+// stays live; with a daemon of this command's own it was stopped with it,
+// its log and workspace kept.
+func leftBehind(id string, inProcess bool, self string) string {
 	if inProcess {
 		return fmt.Sprintf("session %s stopped with this command's daemon; its log and workspace stay.\n"+
-			"To go on with it: berth serve (in another terminal), then berth resume %s\n", id, id)
+			"To go on with it: %s serve (in another terminal), then %s resume %s\n", id, self, self, id)
 	}
-	return fmt.Sprintf("session %s stays live on the daemon: berth prompt %s \"…\", berth logs %s, berth stop %s or berth rm %s\n", id, id, id, id, id)
+	return fmt.Sprintf("session %s stays live on the daemon: %s prompt %s \"…\", %s logs %s, %s stop %s or %s rm %s\n",
+		id, self, id, self, id, self, id, self, id)
+}
+
+// goRunCommand is how a user who ran berth by `go run` (README.md, Set
+// up) runs it again: that binary is not on their PATH.
+const goRunCommand = "go run ./cmd/berth"
+
+// selfCommand is how the user runs this berth again: goRunCommand when
+// this binary is one go run built, else "berth".
+func selfCommand() string {
+	exe, err := os.Executable()
+	if err != nil || !isGoRunBinary(exe, os.Getenv("GOCACHE")) {
+		return "berth"
+	}
+	return goRunCommand
+}
+
+// isGoRunBinary reports whether exe is where go run puts what it builds:
+// the build cache (gocache, else a directory named go-build, its default
+// name) or a go-build temporary directory.
+func isGoRunBinary(exe, gocache string) bool {
+	if gocache != "" && pathx.Within(gocache, exe) {
+		return true
+	}
+	for _, part := range strings.Split(filepath.Dir(exe), string(filepath.Separator)) {
+		if strings.HasPrefix(part, "go-build") {
+			return true
+		}
+	}
+	return false
 }
 
 // streamTurn prints a session's events from after on until turnID ends and
-// returns its stop reason. When ctx ends first (Ctrl-C) it cancels the turn
+// returns how it ended. When ctx ends first (Ctrl-C) it cancels the turn
 // and keeps printing until the turn closes.
-func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, turnID string, w io.Writer, asJSON bool, ask *asker) (string, error) {
+func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, turnID string, w io.Writer, asJSON bool, ask *asker) (turnEnd, error) {
 	r := newEventRenderer(w)
 	streamCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -190,18 +239,18 @@ func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, 
 	defer stopCancel()
 	for raw, err := range c.EventsRaw(streamCtx, id, after) {
 		if err != nil {
-			return "", err
+			return turnEnd{}, err
 		}
 		var ev berth.Event
 		if err := json.Unmarshal(raw, &ev); err != nil {
-			return "", fmt.Errorf("the daemon sent an event that does not decode: %w", err)
+			return turnEnd{}, fmt.Errorf("the daemon sent an event that does not decode: %w", err)
 		}
 		ours := ev.Type == berth.EventTurnEnded && ev.TurnID == turnID
 		switch {
 		case asJSON:
 			// The API's JSON unchanged, one event a line.
 			if err := printRaw(w, raw); err != nil {
-				return "", err
+				return turnEnd{}, err
 			}
 		case !ours:
 			// The end of the turn is told by the exit code, not on stdout.
@@ -211,7 +260,7 @@ func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, 
 			if e, ok := elicitationOfEvent(ev); ok {
 				r.endLine()
 				if err := ask.askElicitation(ctx, id, e); err != nil {
-					return "", err
+					return turnEnd{}, err
 				}
 			}
 		}
@@ -222,20 +271,22 @@ func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, 
 			if err := json.Unmarshal(ev.Data, &d); err == nil {
 				r.endLine()
 				if err := ask.ask(ctx, id, &d.Permission); err != nil {
-					return "", err
+					return turnEnd{}, err
 				}
 			}
 		}
 		switch {
 		case ours:
 			r.endLine()
-			return decodeData(ev).str("stop_reason"), nil
+			d := decodeData(ev)
+			return turnEnd{stop: d.str("stop_reason"), code: d.str("error", "code"), msg: d.str("error", "message")}, nil
 		case ev.Type == berth.EventSessionStopped:
 			r.endLine()
-			return berth.TurnError, nil
+			d := decodeData(ev)
+			return turnEnd{stop: berth.TurnError, code: d.str("failure", "kind"), msg: d.str("failure", "message")}, nil
 		}
 	}
-	return "", errors.New("the event stream ended before the turn")
+	return turnEnd{}, errors.New("the event stream ended before the turn")
 }
 
 // dialOrStart returns a client of the running daemon or, when none answers

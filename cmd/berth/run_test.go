@@ -52,3 +52,54 @@ func TestRunOnADaemonSaysWhatItLeftAndRmDeletes(t *testing.T) {
 		t.Errorf("stdout %q, stderr %q", out, stderr)
 	}
 }
+
+// berth run of a turn that fails says what prompt --wait says: the
+// turn's error, its code and message (agent_exited: the agent exited …),
+// not only "the turn ended with error".
+func TestRunSaysHowTheTurnFailed(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	cmd := exec.Command(bin, "run", "crash 3")
+	cmd.Env = s.cliEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); cmd.ProcessState.ExitCode() != 1 {
+		t.Fatalf("berth run \"crash 3\": %v, want exit 1\n%s", err, stderr.String())
+	}
+	sess := s.create(t, nil)
+	code, wait := s.cliFails(t, "prompt", sess.ID, "--wait", "crash 3")
+	waitLine := regexp.MustCompile(`berth: the turn ended with an error: .*`).FindString(wait)
+	if code != 1 || !strings.Contains(waitLine, "agent_exited") {
+		t.Fatalf("prompt --wait \"crash 3\": exit %d, %q", code, wait)
+	}
+	if !strings.Contains(stderr.String(), waitLine) {
+		t.Errorf("berth run says\n%s\nnot what prompt --wait says:\n%s", stderr.String(), waitLine)
+	}
+}
+
+// A berth that go run built (README.md, Set up) is not on the user's
+// PATH: berth run's closing hint names `go run ./cmd/berth` then.
+func TestRunHintNamesHowBerthWasRun(t *testing.T) {
+	for exe, want := range map[string]bool{
+		"/tmp/go-build129379752/b001/exe/berth":         true,
+		"/home/u/.cache/go-build/ab/abcdef0123-d/berth": true,
+		"/srv/gocache/ab/abcdef0123-d/berth":            true,
+		"/usr/local/bin/berth":                          false,
+		"/home/u/src/berth/berth":                       false,
+	} {
+		if got := isGoRunBinary(exe, "/srv/gocache"); got != want {
+			t.Errorf("isGoRunBinary(%s) = %v", exe, got)
+		}
+	}
+	for _, inProcess := range []bool{true, false} {
+		hint := leftBehind("ses_1", inProcess, goRunCommand)
+		if strings.Contains(strings.ReplaceAll(hint, goRunCommand, ""), "berth ") {
+			t.Errorf("in-process %v: the hint names a bare berth: %q", inProcess, hint)
+		}
+	}
+	if hint := leftBehind("ses_1", true, goRunCommand); !strings.Contains(hint, "go run ./cmd/berth serve") || !strings.Contains(hint, "go run ./cmd/berth resume ses_1") {
+		t.Errorf("hint of a go run: %q", hint)
+	}
+	if hint := leftBehind("ses_1", true, "berth"); !strings.Contains(hint, "berth serve (in another terminal), then berth resume ses_1") {
+		t.Errorf("hint of an installed berth: %q", hint)
+	}
+}

@@ -24,6 +24,7 @@ const maxListPages = 1000
 func newLsCommand() *cobra.Command {
 	var (
 		all    bool
+		quiet  bool
 		state  string
 		agent  string
 		labels []string
@@ -45,11 +46,12 @@ func newLsCommand() *cobra.Command {
 				}
 				f.Labels[k] = v
 			}
-			return listSessions(cmd, f, all || state != "")
+			return listSessions(cmd, f, all || state != "", quiet)
 		},
 	}
 	fl := cmd.Flags()
 	fl.BoolVarP(&all, "all", "a", false, "include stopped sessions")
+	fl.BoolVarP(&quiet, "quiet", "q", false, "print only the session ids, one a line")
 	fl.StringVar(&state, "state", "", "only sessions in this state: starting, active, stopping, stopped")
 	fl.StringVar(&agent, "agent", "", "only sessions of this agent")
 	fl.StringArrayVar(&labels, "label", nil, "only sessions with this label, key=value (repeatable)")
@@ -57,8 +59,8 @@ func newLsCommand() *cobra.Command {
 }
 
 // listSessions prints every session matching f, following the pages;
-// stopped sessions only when withStopped.
-func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped bool) error {
+// stopped sessions only when withStopped; their ids alone when quiet.
+func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped, quiet bool) error {
 	asJSON, c, err := dialFor(cmd)
 	if err != nil {
 		return err
@@ -69,7 +71,16 @@ func listSessions(cmd *cobra.Command, f berth.SessionFilter, withStopped bool) e
 		return err
 	}
 	out := cmd.OutOrStdout()
-	if asJSON {
+	switch {
+	case quiet:
+		// As create -q: ids for a script, -o json or not.
+		for _, s := range sessions {
+			if _, err := fmt.Fprintln(out, s.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	case asJSON:
 		return printSessionsJSON(out, raws)
 	}
 	// A cluster's sessions say which node runs them.

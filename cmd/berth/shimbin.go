@@ -222,7 +222,8 @@ func runningExes() map[string]bool {
 // the program for host and bwrap sessions' shims; the docker provider
 // needs the Docker API client, which only `berth shim` has. Without a
 // small shim (a berth built without `go generate`, or one that cannot be
-// installed) every shim runs `berth shim`. Either is said once in the log.
+// installed) every shim runs `berth shim`. Either is said once in the log
+// (the small shim at debug).
 func smallShim(home, options string, logger *slog.Logger) []shim.Program {
 	img, ok := embeddedShim()
 	if !ok {
@@ -234,9 +235,11 @@ func smallShim(home, options string, logger *slog.Logger) []shim.Program {
 		logger.Warn("the small shim cannot be installed: every session's shim runs `berth shim`", "err", err)
 		return nil
 	}
+	// Routine at every start: at debug, so that berth serving is the one
+	// line a terminal gets (docs/api.md, Transport).
 	if n := removeOldShims(home, path); n > 0 {
-		logger.Info("removed shims of other berth versions", "count", n)
+		logger.Debug("removed shims of other berth versions", "count", n)
 	}
-	logger.Info("host and bwrap sessions' shims run the small shim; docker sessions' run `berth shim`", "shim", path)
+	logger.Debug("host and bwrap sessions' shims run the small shim; docker sessions' run `berth shim`", "shim", path)
 	return []shim.Program{{Argv: []string{path, "--options", options}, Providers: local.Names}}
 }

@@ -70,10 +70,10 @@ func smallShimBytes(t *testing.T) []byte {
 
 // Host and bwrap sessions' shims (and the spare) are the small shim the
 // berth binary carries, written to $BERTH_HOME/bin; docker sessions' are
-// `berth shim`. The daemon says which in its log.
+// `berth shim`. The daemon says which in its log, at debug.
 func TestSessionsRunTheSmallShim(t *testing.T) {
 	home := t.TempDir()
-	s := startServerEnv(t, home, providerEnv())
+	s := startServerEnv(t, home, providerEnv(), "--log-level", "debug")
 	installed := installedShims(home)
 	if len(installed) != 1 || !strings.HasPrefix(filepath.Base(installed[0]), "berth-shim-") {
 		t.Fatalf("home/bin holds %v", installed)

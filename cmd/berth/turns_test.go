@@ -155,7 +155,7 @@ func TestRunAskAnswersAtTheTerminal(t *testing.T) {
 		home := t.TempDir()
 		args := []string{"run", "ask delete everything"}
 		if c.mode != "" {
-			args = []string{"run", "--mode", c.mode, "ask delete everything"}
+			args = []string{"run", "--permissions", c.mode, "ask delete everything"}
 		}
 		cmd := exec.Command(bin, args...)
 		cmd.Env = cleanEnv(home)

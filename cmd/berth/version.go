@@ -36,7 +36,8 @@ func versionString() string {
 		}
 	}
 	if rev == "" {
-		return version
+		// go run, or a build outside a repository, records neither.
+		return version + " (" + strings.TrimPrefix(info.GoVersion, "go") + ", no version or revision recorded in this build)"
 	}
 	return "dev-" + rev[:min(12, len(rev))] + dirty + " (" + strings.TrimPrefix(info.GoVersion, "go") + ")"
 }
