@@ -12,6 +12,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/ids"
 	"github.com/berth-sh/berth/internal/pathx"
+	"github.com/berth-sh/berth/internal/wsdir"
 
 	live "github.com/berth-sh/berth/session/live"
 	"github.com/berth-sh/berth/session/wsfiles"
@@ -325,7 +326,7 @@ func (b *birth) validate(req *berth.CreateRequest) (berth.AgentSpec, berth.Sandb
 		}
 		// The session stores the real path: its sandbox opens it without
 		// following links, so one planted later is refused there.
-		real, err := resolveWorkspace(req.Workspace)
+		real, err := wsdir.Resolve(req.Workspace)
 		if err != nil {
 			return spec, nil, false, err
 		}
