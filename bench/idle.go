@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/berth-sh/berth/config"
+	"github.com/berth-sh/berth/internal/procfs"
+)
+
+// idleResult is what the idle bench measures: the CPU that n idle
+// sessions cost over a window, as a percentage of one core, beside the
+// same number of the agent started directly (the floor: an idle agent's
+// own cost) in the same window.
+type idleResult struct {
+	Machine  string  `json:"machine"`
+	Sandbox  string  `json:"sandbox"`
+	Sessions int     `json:"idle_sessions"`
+	Seconds  float64 `json:"idle_seconds"`
+	// DaemonPct and ShimsPct are berth's own: the daemon and its shims,
+	// spare included. BerthPct is both.
+	DaemonPct float64 `json:"idle_daemon_core_pct"`
+	ShimsPct  float64 `json:"idle_shims_core_pct"`
+	BerthPct  float64 `json:"idle_berth_core_pct"`
+	// AgentsPct is every process the shims started (the agents, and any
+	// sandbox helper); DirectAgentsPct is as many agents started with no
+	// berth, measured in the same window.
+	AgentsPct       float64 `json:"idle_agents_core_pct"`
+	DirectAgentsPct float64 `json:"idle_direct_agents_core_pct"`
+	// ShimSwitchesPerMin is the context switches of one shim (all its
+	// threads) a minute, averaged over the shims: how often it wakes.
+	ShimSwitchesPerMin   float64 `json:"idle_shim_switches_per_min"`
+	DaemonSwitchesPerMin float64 `json:"idle_daemon_switches_per_min"`
+	LoadAverage          float64 `json:"load_average"`
+	// Shims, AgentProcs and DirectProcs count the processes measured.
+	Shims       int `json:"idle_shims"`
+	AgentProcs  int `json:"idle_agent_procs"`
+	DirectProcs int `json:"idle_direct_procs"`
+}
+
+// idleSettle is how long the idle bench lets the sessions settle (the
+// creates' aftermath: spare shims, the store's writes, the first spool
+// ack of each shim) before it measures.
+const idleSettle = 15 * time.Second
+
+// runIdleBench creates n demo sessions in a `berth serve` of its own,
+// starts n demo agents directly beside them, lets all settle, and
+// measures the CPU time each group uses over the window from /proc.
+func runIdleBench(ctx context.Context, o benchBootOptions, n int, window time.Duration, asJSON bool, out, progress io.Writer) error {
+	home, cfg, err := tempHome("berth-bench-idle-", "")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	if err := writeBenchConfig(home, n+1, true); err != nil {
+		return err
+	}
+	srv, err := startBenchServe(o, home)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.stop(3 * time.Minute) }()
+	if _, err := srv.health(ctx, 30*time.Second); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "creating %d sessions…\n", n)
+	if err := createMany(ctx, srv.c, o.sandbox, n); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "starting %d agents directly…\n", n)
+	direct := &directAgents{}
+	defer direct.close()
+	if err := startDirectMany(cfg, direct, n); err != nil {
+		return err
+	}
+	time.Sleep(idleSettle)
+
+	runDir := filepath.Join(home, "run")
+	shims := runShims(runDir)
+	groups := idleGroups{daemon: []int{srv.cmd.Process.Pid}, shims: shims, agents: processTree(shims)[len(shims):]}
+	for _, a := range direct.agents {
+		groups.direct = append(groups.direct, a.cmd.Process.Pid)
+	}
+	groups.direct = processTree(groups.direct)
+	fmt.Fprintf(progress, "measuring %d idle sessions for %s…\n", n, window)
+	before := groups.sample()
+	t0 := time.Now()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(window):
+	}
+	after := groups.sample()
+	elapsed := time.Since(t0)
+
+	res := idleResult{Machine: machine(), Sandbox: o.sandbox, Sessions: n, Seconds: elapsed.Seconds(), LoadAverage: loadAverage()}
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / elapsed.Seconds() }
+	perMin := func(sw int64, procs int) float64 {
+		return float64(sw) / float64(max(procs, 1)) / elapsed.Minutes()
+	}
+	res.DaemonPct = pct(after.daemon.cpu - before.daemon.cpu)
+	res.ShimsPct = pct(after.shims.cpu - before.shims.cpu)
+	res.BerthPct = res.DaemonPct + res.ShimsPct
+	res.AgentsPct = pct(after.agents.cpu - before.agents.cpu)
+	res.DirectAgentsPct = pct(after.direct.cpu - before.direct.cpu)
+	res.Shims, res.AgentProcs, res.DirectProcs = len(groups.shims), len(groups.agents), len(groups.direct)
+	res.ShimSwitchesPerMin = perMin(after.shims.switches-before.shims.switches, len(shims))
+	res.DaemonSwitchesPerMin = perMin(after.daemon.switches-before.daemon.switches, 1)
+	if asJSON {
+		return json.NewEncoder(out).Encode(res)
+	}
+	printIdle(out, res)
+	return nil
+}
+
+// startDirectMany starts n demo agents directly into direct.
+func startDirectMany(cfg *config.Config, direct *directAgents, n int) error {
+	spec, err := directCatalogAgent(cfg, "demo")
+	if err != nil {
+		return err
+	}
+	if direct.root, err = os.MkdirTemp("", "berth-bench-direct-"); err != nil {
+		return err
+	}
+	for range n {
+		a, _, err := startDirect(spec, direct.root)
+		if err != nil {
+			return err
+		}
+		direct.agents = append(direct.agents, a)
+	}
+	return nil
+}
+
+// idleGroups are the processes the idle bench measures, by group.
+type idleGroups struct{ daemon, shims, agents, direct []int }
+
+// idleUse is what a group of processes has used so far.
+type idleUse struct {
+	cpu      time.Duration
+	switches int64
+}
+
+// idleSample is every group's use at one moment.
+type idleSample struct{ daemon, shims, agents, direct idleUse }
+
+// sample reads every group's use; a process gone by then is left out.
+func (g idleGroups) sample() idleSample {
+	return idleSample{daemon: use(g.daemon), shims: use(g.shims), agents: use(g.agents), direct: use(g.direct)}
+}
+
+// use sums the CPU time and context switches of pids.
+func use(pids []int) idleUse {
+	var u idleUse
+	for _, pid := range pids {
+		if cpu, err := procCPU(pid); err == nil {
+			u.cpu += cpu
+		}
+		if n, err := procfs.ContextSwitches(pid); err == nil {
+			u.switches += n
+		}
+	}
+	return u
+}
+
+// printIdle writes the idle bench's figures as a table.
+func printIdle(w io.Writer, r idleResult) {
+	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(t, "machine\t%s\n", r.Machine)
+	fmt.Fprintf(t, "%d idle %s sessions over %.0f s\t%% of a core\n", r.Sessions, r.Sandbox, r.Seconds)
+	fmt.Fprintf(t, "  daemon and shims\t%.3f\t(daemon %.3f, shims %.3f)\n", r.BerthPct, r.DaemonPct, r.ShimsPct)
+	fmt.Fprintf(t, "  their agents\t%.3f\t(%d shims, %d processes under them)\n", r.AgentsPct, r.Shims, r.AgentProcs)
+	fmt.Fprintf(t, "  as many agents started directly\t%.3f\t(%d processes)\n", r.DirectAgentsPct, r.DirectProcs)
+	fmt.Fprintf(t, "context switches a minute\tshim %.2f\tdaemon %.0f\n", r.ShimSwitchesPerMin, r.DaemonSwitchesPerMin)
+	fmt.Fprintf(t, "load average\t%.2f\n", r.LoadAverage)
+	t.Flush()
+}
