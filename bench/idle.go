@@ -69,14 +69,10 @@ func runIdleBench(ctx context.Context, o benchBootOptions, n int, window time.Du
 	if _, err := srv.health(ctx, 30*time.Second); err != nil {
 		return err
 	}
-	fmt.Fprintf(progress, "creating %d sessions…\n", n)
-	if err := createMany(ctx, srv.c, o.sandbox, n); err != nil {
-		return err
-	}
-	fmt.Fprintf(progress, "starting %d agents directly…\n", n)
+	fmt.Fprintf(progress, "creating %d sessions, and as many agents started directly…\n", n)
 	direct := &directAgents{}
 	defer direct.close()
-	if err := startDirectMany(cfg, direct, n); err != nil {
+	if err := createIdle(ctx, srv, cfg, o.sandbox, direct, n); err != nil {
 		return err
 	}
 	time.Sleep(idleSettle)
@@ -119,8 +115,14 @@ func runIdleBench(ctx context.Context, o benchBootOptions, n int, window time.Du
 	return nil
 }
 
-// startDirectMany starts n demo agents directly into direct.
-func startDirectMany(cfg *config.Config, direct *directAgents, n int) error {
+// idleBatch is how many sessions the idle bench creates before it starts
+// as many agents directly: the two groups are of an age (a Go agent's
+// runtime does work minutes after it started, a forced GC every 2 min).
+const idleBatch = 50
+
+// createIdle creates n demo sessions and starts n demo agents directly
+// into direct, a batch of each in turn.
+func createIdle(ctx context.Context, srv *benchServe, cfg *config.Config, sandbox string, direct *directAgents, n int) error {
 	spec, err := directCatalogAgent(cfg, "demo")
 	if err != nil {
 		return err
@@ -128,12 +130,19 @@ func startDirectMany(cfg *config.Config, direct *directAgents, n int) error {
 	if direct.root, err = os.MkdirTemp("", "berth-bench-direct-"); err != nil {
 		return err
 	}
-	for range n {
-		a, _, err := startDirect(spec, direct.root)
-		if err != nil {
+	for done := 0; done < n; {
+		k := min(idleBatch, n-done)
+		if err := createMany(ctx, srv.c, sandbox, k); err != nil {
 			return err
 		}
-		direct.agents = append(direct.agents, a)
+		for range k {
+			a, _, err := startDirect(spec, direct.root)
+			if err != nil {
+				return err
+			}
+			direct.agents = append(direct.agents, a)
+		}
+		done += k
 	}
 	return nil
 }
