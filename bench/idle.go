@@ -86,28 +86,29 @@ func runIdleBench(ctx context.Context, o benchBootOptions, n int, window time.Du
 	groups.direct = processTree(groups.direct)
 	fmt.Fprintf(progress, "measuring %d idle sessions for %s…\n", n, window)
 	before := groups.sample()
-	t0 := time.Now()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(window):
 	}
 	after := groups.sample()
-	elapsed := time.Since(t0)
 
-	res := idleResult{Machine: machine(), Sandbox: o.sandbox, Sessions: n, Seconds: elapsed.Seconds(), LoadAverage: loadAverage()}
-	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / elapsed.Seconds() }
-	perMin := func(sw int64, procs int) float64 {
-		return float64(sw) / float64(max(procs, 1)) / elapsed.Minutes()
+	res := idleResult{Machine: machine(), Sandbox: o.sandbox, Sessions: n, LoadAverage: loadAverage(),
+		Seconds: after.daemon.at.Sub(before.daemon.at).Seconds()}
+	// Each group over its own window: reading thousands of processes'
+	// /proc takes seconds on a loaded machine.
+	pct := func(a, b idleUse) float64 { return 100 * (b.cpu - a.cpu).Seconds() / b.at.Sub(a.at).Seconds() }
+	perMin := func(a, b idleUse, procs int) float64 {
+		return float64(b.switches-a.switches) / float64(max(procs, 1)) / b.at.Sub(a.at).Minutes()
 	}
-	res.DaemonPct = pct(after.daemon.cpu - before.daemon.cpu)
-	res.ShimsPct = pct(after.shims.cpu - before.shims.cpu)
+	res.DaemonPct = pct(before.daemon, after.daemon)
+	res.ShimsPct = pct(before.shims, after.shims)
 	res.BerthPct = res.DaemonPct + res.ShimsPct
-	res.AgentsPct = pct(after.agents.cpu - before.agents.cpu)
-	res.DirectAgentsPct = pct(after.direct.cpu - before.direct.cpu)
+	res.AgentsPct = pct(before.agents, after.agents)
+	res.DirectAgentsPct = pct(before.direct, after.direct)
 	res.Shims, res.AgentProcs, res.DirectProcs = len(groups.shims), len(groups.agents), len(groups.direct)
-	res.ShimSwitchesPerMin = perMin(after.shims.switches-before.shims.switches, len(shims))
-	res.DaemonSwitchesPerMin = perMin(after.daemon.switches-before.daemon.switches, 1)
+	res.ShimSwitchesPerMin = perMin(before.shims, after.shims, len(shims))
+	res.DaemonSwitchesPerMin = perMin(before.daemon, after.daemon, 1)
 	if asJSON {
 		return json.NewEncoder(out).Encode(res)
 	}
@@ -150,8 +151,9 @@ func createIdle(ctx context.Context, srv *benchServe, cfg *config.Config, sandbo
 // idleGroups are the processes the idle bench measures, by group.
 type idleGroups struct{ daemon, shims, agents, direct []int }
 
-// idleUse is what a group of processes has used so far.
+// idleUse is what a group of processes had used at a moment.
 type idleUse struct {
+	at       time.Time
 	cpu      time.Duration
 	switches int64
 }
@@ -166,7 +168,7 @@ func (g idleGroups) sample() idleSample {
 
 // use sums the CPU time and context switches of pids.
 func use(pids []int) idleUse {
-	var u idleUse
+	u := idleUse{at: time.Now()}
 	for _, pid := range pids {
 		if cpu, err := procCPU(pid); err == nil {
 			u.cpu += cpu
