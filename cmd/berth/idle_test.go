@@ -56,3 +56,24 @@ func TestAnIdleSessionsShimSleeps(t *testing.T) {
 		t.Errorf("an idle shim was switched %d times in %s, want at most %d: something wakes it", woke, idleWindow, idleShimSwitches)
 	}
 }
+
+// `berth bench --idle N` measures every group it names: the daemon, its
+// shims (the spare too), the agents under them and N agents started
+// directly, over the window asked for.
+func TestBenchIdleReportsEveryGroup(t *testing.T) {
+	var r struct {
+		Sessions    int     `json:"idle_sessions"`
+		Seconds     float64 `json:"idle_seconds"`
+		Shims       int     `json:"idle_shims"`
+		AgentProcs  int     `json:"idle_agent_procs"`
+		DirectProcs int     `json:"idle_direct_procs"`
+		DaemonPct   float64 `json:"idle_daemon_core_pct"`
+		BerthPct    float64 `json:"idle_berth_core_pct"`
+	}
+	benchReport(t, &r, "--idle", "3", "--idle-seconds", "2s", "--sandbox", "host")
+	if r.Sessions != 3 || r.Seconds < 2 || r.Shims < 3 || r.AgentProcs != 3 || r.DirectProcs != 3 ||
+		// The daemon's supervisor ticks every second: 2 s cost it something.
+		r.DaemonPct <= 0 || r.BerthPct < r.DaemonPct {
+		t.Fatalf("idle report = %+v", r)
+	}
+}
