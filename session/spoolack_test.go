@@ -27,8 +27,8 @@ func (s *getCounter) GetSession(ctx context.Context, id string) (*berth.Session,
 
 // The spool ack asks the store about, and wakes, only the shims whose log
 // committed something since it last looked: an idle session costs it
-// nothing (docs/api.md, Idle sessions), and a new turn's output is still
-// acked.
+// nothing (docs/api.md, Agents outlive the daemon), and a new turn's
+// output is still acked.
 func TestSpoolAckLeavesIdleSessionsAlone(t *testing.T) {
 	counter := &getCounter{}
 	e := &env{t: t, home: t.TempDir(), wrap: func(s berth.Store) berth.Store { counter.Store = s; return counter }}

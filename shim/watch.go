@@ -24,7 +24,8 @@ const watchEvery = 2 * time.Second
 // Only a shim with no daemon attached looks: while one is, that daemon
 // decides the shim's end, and an idle session's shim arms no timer at all
 // and sleeps until the agent or the daemon says something (docs/api.md,
-// Idle sessions). An attach and a detach wake it (noteAttachLocked).
+// Agents outlive the daemon). An attach and a detach wake it
+// (noteAttachLocked).
 func (s *server) watch() {
 	defer s.wg.Done()
 	every := min(watchEvery, max(s.cfg.Orphan/4, 10*time.Millisecond))

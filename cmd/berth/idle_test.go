@@ -21,8 +21,8 @@ const (
 )
 
 // An idle session's shim sleeps: with its daemon attached and nothing
-// happening, it arms no timer and nothing wakes it (docs/api.md, Idle
-// sessions), so that a thousand idle sessions cost nothing.
+// happening, it arms no timer and nothing wakes it (docs/api.md, Agents
+// outlive the daemon), so that a thousand idle sessions cost nothing.
 func TestAnIdleSessionsShimSleeps(t *testing.T) {
 	home := t.TempDir()
 	s := startServer(t, home)

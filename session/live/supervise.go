@@ -12,8 +12,9 @@ import (
 // AckSpool tells the session's shim, if any, what the store has of the
 // agent's stream: the shim's spool lets go of it. A shim already told
 // everything the log has committed is neither asked about nor woken: an
-// idle session costs the store and its shim nothing (docs/api.md, Idle
-// sessions). Only the supervisor calls it, one session at a time.
+// idle session costs the store and its shim nothing (docs/api.md, Agents
+// outlive the daemon). Only the supervisor calls it, one session at a
+// time.
 func (ls *Session) AckSpool(ctx context.Context) {
 	ls.mu.Lock()
 	p := ls.shim
