@@ -88,6 +88,8 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("gateway-rounds", 4, "[gateway] rounds of --gateway-streams clients making 5 streaming calls each, each way")
 	f.Int("gateway-body", 32<<10, "[gateway] bytes of each request's body")
 	f.Duration("gateway-gap", 100*time.Millisecond, "[gateway] the stand-in's pause after each event it streams to --gateway-streams")
+	f.Int("idle", 0, "run only an idle bench: this many demo sessions in a `berth serve` of its own and as many demo agents started directly, left idle; the CPU each uses over --idle-seconds (0 skips it)")
+	f.Duration("idle-seconds", time.Minute, "[idle] how long the idle sessions are measured")
 	return cmd
 }
 
@@ -193,8 +195,8 @@ func (b *bench) run(cmd *cobra.Command, _ []string) error {
 }
 
 // runAlone runs the bench asked for that needs no daemon in this process:
-// a checkpoint bench, a hostile flood, a cluster or the model gateway's
-// bench (which opens a daemon of its own). alone is false when none was
+// a checkpoint bench, a hostile flood, an idle bench, a cluster or the
+// model gateway's bench (which opens a daemon of its own). alone is false when none was
 // asked for.
 func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone bool, _ error) {
 	f, usagef := cmd.Flags(), b.Usagef
@@ -244,6 +246,14 @@ func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone 
 			return true, usagef(cmd, "--prompts-at-once must be at most --sessions, with --prompts ≥ 1 rounds")
 		}
 		return true, b.runAtOnce(cmd.Context(), fl, k, fl.files, fl.gap, asJSON, out, progress)
+	}
+	if n, _ := f.GetInt("idle"); n > 0 {
+		window, _ := f.GetDuration("idle-seconds")
+		bin, _ := f.GetString("daemon-binary")
+		if window < time.Second {
+			return true, usagef(cmd, "--idle-seconds must be at least 1s")
+		}
+		return true, runIdleBench(cmd.Context(), benchBootOptions{binary: bin, sandbox: fl.sandbox}, n, window, asJSON, out, progress)
 	}
 	if n, _ := f.GetInt("cluster"); n > 0 {
 		ttl, _ := f.GetDuration("cluster-ttl")

@@ -101,6 +101,7 @@ func (s *server) serveConn(nc net.Conn) {
 	}
 	s.cur = c
 	s.detachedAt = time.Time{}
+	s.noteAttachLocked()
 	kept := s.stderr
 	s.stderr = nil
 	s.mu.Unlock()
@@ -135,6 +136,7 @@ func (s *server) closeConnLocked(c *conn) {
 	if s.cur == c {
 		s.cur = nil
 		s.detachedAt = time.Now()
+		s.noteAttachLocked()
 	}
 	s.cond.Broadcast()
 }

@@ -133,6 +133,8 @@ type server struct {
 	// detachedAt is when the last daemon left (or the shim started);
 	// zero while one is attached.
 	detachedAt time.Time
+	// attachNote wakes watch when detachedAt changes (noteAttachLocked).
+	attachNote chan struct{}
 	quit       chan struct{}
 	quitOnce   sync.Once
 
@@ -149,7 +151,7 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 	}
 	optx.Default(&cfg.Linger, DefaultLinger)
 	optx.Default(&cfg.Orphan, DefaultOrphan)
-	s := &server{cfg: cfg, log: logger, ledger: newLedger(), quit: make(chan struct{}),
+	s := &server{cfg: cfg, log: logger, ledger: newLedger(), quit: make(chan struct{}), attachNote: make(chan struct{}, 1),
 		start: cfg.Base, end: cfg.Base, detachedAt: time.Now(), token: cfg.Token}
 	s.cond = sync.NewCond(&s.mu)
 	if stage, err := s.open(ctx, provider); err != nil {

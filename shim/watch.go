@@ -13,24 +13,42 @@ import (
 // attached before it decides none will come back.
 const DefaultOrphan = 15 * time.Minute
 
-// watchEvery is how often a shim looks for its run directory and its
-// daemon; at most a quarter of the orphan timeout.
+// watchEvery is how often a shim with no daemon attached looks for its
+// run directory; at most a quarter of the orphan timeout.
 const watchEvery = 2 * time.Second
 
 // watch ends the shim, stopping its agent, when nothing can ever reattach
 // it: its run directory is gone (the daemon's home was deleted), or no
 // daemon has attached for the orphan timeout.
+//
+// Only a shim with no daemon attached looks: while one is, that daemon
+// decides the shim's end, and an idle session's shim arms no timer at all
+// and sleeps until the agent or the daemon says something (docs/api.md,
+// Agents outlive the daemon). An attach and a detach wake it
+// (noteAttachLocked).
 func (s *server) watch() {
 	defer s.wg.Done()
 	every := min(watchEvery, max(s.cfg.Orphan/4, 10*time.Millisecond))
-	tick := time.NewTicker(every)
-	defer tick.Stop()
 	runDir := filepath.Dir(s.cfg.Socket)
 	for {
+		s.mu.Lock()
+		detachedAt := s.detachedAt
+		s.mu.Unlock()
+		var tick <-chan time.Time
+		var t *time.Timer
+		if !detachedAt.IsZero() {
+			// The next look: the poll, or the orphan timeout if sooner.
+			t = time.NewTimer(max(min(every, s.cfg.Orphan-time.Since(detachedAt)), 0))
+			tick = t.C
+		}
 		select {
 		case <-s.quit:
+			stopTimer(t)
 			return
-		case <-tick.C:
+		case <-s.attachNote:
+			stopTimer(t)
+			continue
+		case <-tick:
 		}
 		reason := ""
 		if _, err := os.Stat(runDir); errors.Is(err, fs.ErrNotExist) {
@@ -49,5 +67,21 @@ func (s *server) watch() {
 		_, _ = s.proc.Stop(context.Background(), 5*time.Second)
 		s.exit()
 		return
+	}
+}
+
+// noteAttachLocked wakes watch after a daemon attached or detached, so it
+// stops or starts looking. It never blocks: one note pending is enough.
+func (s *server) noteAttachLocked() {
+	select {
+	case s.attachNote <- struct{}{}:
+	default:
+	}
+}
+
+// stopTimer stops t, if there is one.
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
 	}
 }

@@ -133,3 +133,29 @@ func Group(pgid int) map[int]Stat {
 	}
 	return out
 }
+
+// ContextSwitches is how many times the threads of process pid have been
+// switched off a CPU so far, voluntarily (to wait) or not: how often it
+// woke. Threads that already ended are not counted; an error for a
+// process that is gone.
+func ContextSwitches(pid int) (int64, error) {
+	tasks, err := os.ReadDir(path(pid, "task"))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(path(pid, "task/"+t.Name()+"/status"))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			k, v, ok := strings.Cut(line, ":")
+			if ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n, nil
+}

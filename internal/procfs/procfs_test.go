@@ -78,3 +78,34 @@ func TestChildByEnvAndStat(t *testing.T) {
 		t.Error("a reaped child still has an environment")
 	}
 }
+
+// A process that waits again and again is switched off its CPU as often;
+// one that is gone is an error.
+func TestContextSwitches(t *testing.T) {
+	// The shell waits for each of 20 sleeps it starts.
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 20 ]; do sleep 0.01; i=$((i+1)); done; exec sleep 60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, err := ContextSwitches(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d context switches after 20 waits", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if _, err := ContextSwitches(pid); err == nil {
+		t.Error("no error for a process that is gone")
+	}
+}

@@ -70,6 +70,8 @@ type Session struct {
 	// shim is the agent's shim, when it runs in one (set under mu once
 	// live: the supervisor may look).
 	shim *shim.Proc
+	// acked is what AckSpool last told the shim (the supervisor's own).
+	acked spoolAck
 
 	// detached is set when the daemon lets go of an agent that runs on in
 	// its shim (a graceful shutdown): from then on the live session records

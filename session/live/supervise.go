@@ -6,10 +6,15 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/shim"
 )
 
 // AckSpool tells the session's shim, if any, what the store has of the
-// agent's stream: the shim's spool lets go of it.
+// agent's stream: the shim's spool lets go of it. A shim already told
+// everything the log has committed is neither asked about nor woken: an
+// idle session costs the store and its shim nothing (docs/api.md, Agents
+// outlive the daemon). Only the supervisor calls it, one session at a
+// time.
 func (ls *Session) AckSpool(ctx context.Context) {
 	ls.mu.Lock()
 	p := ls.shim
@@ -17,13 +22,28 @@ func (ls *Session) AckSpool(ctx context.Context) {
 	if p == nil {
 		return
 	}
+	// Read before the store: an event committed meanwhile is acked next
+	// time. Zero is a log that does not know: the store is asked.
+	seq := ls.h.Log.LastSeq(ls.id)
+	if p != ls.acked.proc {
+		ls.acked = spoolAck{proc: p, seq: -1}
+	}
+	if seq > 0 && seq == ls.acked.seq {
+		return
+	}
 	s, err := ls.h.Store.GetSession(ctx, ls.id)
-	if err != nil || s.AgentOffset == 0 {
+	if err != nil {
+		return
+	}
+	ls.acked.seq = seq
+	if s.AgentOffset == 0 || s.AgentOffset == ls.acked.offset {
 		return
 	}
 	if err := p.Ack(s.AgentOffset); err != nil {
 		ls.logger.Debug("spool ack", "err", err)
+		return
 	}
+	ls.acked.offset = s.AgentOffset
 }
 
 // Supervise updates a session's stall state and says whether it must be
@@ -89,4 +109,12 @@ func (tr *turns) watchLocked(now time.Time) bool {
 		return true
 	}
 	return false
+}
+
+// spoolAck is what AckSpool last did: the shim it looked at, the log's
+// last committed seq then, and the stdout offset it told the shim.
+type spoolAck struct {
+	proc   *shim.Proc
+	seq    int64
+	offset int64
 }
