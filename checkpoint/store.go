@@ -123,6 +123,8 @@ type Store struct {
 	watch       *watcher
 	watchClosed bool
 	warmSem     chan struct{}
+	// commitMu runs the commits' fsyncs one at a time (Pending.Commit).
+	commitMu sync.Mutex
 }
 
 // lockGC takes gc exclusively, counted in sweeps.

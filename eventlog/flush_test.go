@@ -70,3 +70,32 @@ func TestFlushSessionReportsOnlyItsOwnFailures(t *testing.T) {
 	waitFailures(t, l, 3)
 	wantCode(t, l.Flush(testCtx(t)), berth.ENotFound)
 }
+
+// Settled waits for what was appended before it and takes no failure
+// from the Flush of the caller that appended it.
+func TestSettledLeavesFailuresToTheirFlush(t *testing.T) {
+	store := newHookStore(newStore(t, "a", "b"))
+	l := openLog(t, store, Options{})
+	store.before = func(evs []berth.Event) error {
+		for _, e := range evs {
+			if e.SessionID == "b" {
+				return errors.New("disk full")
+			}
+		}
+		return nil
+	}
+	if err := l.Append(testCtx(t), msg("a", 1), msg("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Settled(testCtx(t)); err != nil {
+		t.Fatalf("Settled reported %v", err)
+	}
+	l.mu.Lock()
+	failures := l.failures
+	l.mu.Unlock()
+	if failures != 1 {
+		t.Fatalf("Settled returned before the append was settled (%d failures)", failures)
+	}
+	store.before = nil
+	wantCode(t, l.FlushSession(testCtx(t), "b"), berth.EInternal)
+}

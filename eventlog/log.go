@@ -159,9 +159,11 @@ type request struct {
 	// done receives the outcome when the request is synchronous
 	// (capacity 1, so the writer never blocks on it); nil for Append.
 	done chan error
-	// flush marks a Flush; session, when set, a FlushSession of it.
+	// flush marks a Flush; session, when set, a FlushSession of it;
+	// quiet a Settled, which reports nothing.
 	flush   bool
 	session string
+	quiet   bool
 	// err is set by the writer when the request fails.
 	err error
 	// holds are the session bytes the request holds until it is settled.
@@ -295,8 +297,19 @@ func (l *Log) FlushSession(ctx context.Context, sessionID string) error {
 	return l.flush(ctx, sessionID)
 }
 
+// Settled waits, as Flush does, until every event enqueued before the
+// call is committed (or failed), but reports nothing: a failure stays for
+// the Flush of the caller that appended it.
+func (l *Log) Settled(ctx context.Context) error { return l.wait(ctx, "", true) }
+
+// flush queues a Flush (of sessionID's failures when set) and waits for it.
 func (l *Log) flush(ctx context.Context, sessionID string) error {
-	req := &request{flush: true, session: sessionID, done: make(chan error, 1)}
+	return l.wait(ctx, sessionID, false)
+}
+
+// wait queues a flush request and waits for the writer to settle it.
+func (l *Log) wait(ctx context.Context, sessionID string, quiet bool) error {
+	req := &request{flush: true, session: sessionID, quiet: quiet, done: make(chan error, 1)}
 	l.mu.Lock()
 	if l.state != stateOpen {
 		l.mu.Unlock()

@@ -298,6 +298,7 @@ func (l *Log) settle(req *request) {
 	req.releaseBytes()
 	var err error
 	switch {
+	case req.quiet:
 	case req.flush && req.session != "":
 		l.mu.Lock()
 		if f := l.unreportedOf[req.session]; f != nil {

@@ -139,10 +139,14 @@ func (tr *turns) checkpoint(t *turn) {
 	ls.mu.Unlock()
 	ls.Emit(t.id, berth.EventCheckpointCreated, map[string]any{"id": c.ID, "turn_id": t.id,
 		"files": c.Files, "bytes": c.Bytes, "skipped": c.SkippedTotal})
+	ls.mu.Lock()
+	heard := t.heard
+	ls.mu.Unlock()
 	ls.turnWG.Add(1)
 	go func() {
 		defer ls.turnWG.Done()
 		defer close(committed)
+		tr.awaitWork(t, heard)
 		_, err := p.Commit()
 		if wm != nil {
 			wm.Close()
@@ -153,6 +157,27 @@ func (tr *turns) checkpoint(t *turn) {
 		}
 		tr.prune(t.id, tree)
 	}()
+}
+
+// commitLinger bounds how long a checkpoint's fsyncs wait for the agent
+// to start working (awaitWork).
+const commitLinger = time.Second
+
+// awaitWork holds a checkpoint's fsyncs back until the agent's first
+// words in the turn are committed, the turn ended, or commitLinger
+// passed: on a busy disk they would otherwise hold back those words.
+func (tr *turns) awaitWork(t *turn, heard <-chan struct{}) {
+	ls := tr.ls
+	linger := time.NewTimer(commitLinger)
+	defer linger.Stop()
+	select {
+	case <-heard:
+		ctx, cancel := context.WithTimeout(context.Background(), commitLinger)
+		defer cancel()
+		_ = ls.h.Log.Settled(ctx)
+	case <-t.done:
+	case <-linger.C:
+	}
 }
 
 // warmRun is the warm capture of the next turn's checkpoint, being taken

@@ -61,6 +61,9 @@ func (h *agentHandler) SessionUpdate(n acp.SessionNotification, u acp.Update) {
 	}
 	ls.mu.Lock()
 	keep := ls.out.admitLocked(len(data))
+	if ls.turns.cur != nil {
+		ls.turns.cur.heardLocked()
+	}
 	if keep && ls.turns.cur != nil && u.Kind == acp.UpdateAgentMessageChunk {
 		ls.turns.cur.addChunk(&u)
 	}

@@ -70,6 +70,16 @@ type turn struct {
 	// once it is on disk. Guarded by ls.mu.
 	checkpoint string
 	committed  chan struct{}
+	// heard is closed at the agent's first update in the turn (nil for a
+	// turn a previous daemon started). Guarded by ls.mu.
+	heard chan struct{}
+}
+
+// heardLocked notes that the agent said something in the turn.
+func (t *turn) heardLocked() {
+	if t.heard != nil {
+		closeOnce(t.heard)
+	}
 }
 
 // addChunk adds an agent message chunk to the turn's text. A chunk whose
@@ -207,7 +217,7 @@ func (tr *turns) logStartedLocked(turnID string, d TurnStartedData) error {
 func (tr *turns) beginLocked(turnID string, in Input) {
 	ls := tr.ls
 	now := time.Now()
-	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), began: now}
+	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), heard: make(chan struct{}), began: now}
 	tr.cur = t
 	ls.out.closeLocked(turnID)
 	// A stall is measured from the turn's start at the earliest.
