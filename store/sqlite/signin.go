@@ -34,17 +34,7 @@ func (s *Store) GetSignIn(ctx context.Context, id [sha256.Size]byte) (berth.Sign
 	var exp int64
 	err := s.r.QueryRowContext(ctx, `SELECT token, expires_at FROM signins WHERE id = ?`, id[:]).Scan(&token, &exp)
 	found, err := codec.Found(err, "get sign-in")
-	switch {
-	case err != nil:
-		return berth.SignIn{}, err
-	case !found:
-		return berth.SignIn{}, codec.SignInNotFound()
-	}
-	out := berth.SignIn{ID: id, ExpiresAt: codec.FromNanos(exp)}
-	if copy(out.Token[:], token) != len(out.Token) {
-		return berth.SignIn{}, berth.Errorf(berth.EInternal, "a kept sign-in has a token fingerprint of %d bytes", len(token))
-	}
-	return out, nil
+	return codec.SignInRow(id, found, err, token, exp)
 }
 
 // DeleteSignIn implements berth.SignInStore.

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"crypto/sha256"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -42,4 +43,20 @@ func SignInConflict() error {
 // SignInNotFound is the ENotFound of a sign-in that is not kept.
 func SignInNotFound() error {
 	return berth.Errorf(berth.ENotFound, "no such sign-in")
+}
+
+// SignInRow is the sign-in of id a row gave: found and err are the read's
+// (Found's), token and exp its columns. ENotFound when there was no row.
+func SignInRow(id [sha256.Size]byte, found bool, err error, token []byte, exp int64) (berth.SignIn, error) {
+	switch {
+	case err != nil:
+		return berth.SignIn{}, err
+	case !found:
+		return berth.SignIn{}, SignInNotFound()
+	}
+	out := berth.SignIn{ID: id, ExpiresAt: FromNanos(exp)}
+	if copy(out.Token[:], token) != len(out.Token) {
+		return berth.SignIn{}, berth.Errorf(berth.EInternal, "a kept sign-in has a token fingerprint of %d bytes", len(token))
+	}
+	return out, nil
 }
