@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/berth-sh/berth"
+	bclient "github.com/berth-sh/berth/client"
 )
 
 // completionTimeout bounds how long a shell's Tab waits for the daemon.
@@ -36,6 +37,30 @@ func completeSessionIDs(cmd *cobra.Command, args []string, toComplete string) ([
 	if len(args) > 0 {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
+	return askDaemon(cmd, func(ctx context.Context, c *bclient.Client) ([]string, error) {
+		page, err := c.ListSessions(ctx, berth.SessionFilter{Limit: maxCompletedSessions})
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, s := range page.Sessions {
+			if !strings.HasPrefix(s.ID, toComplete) {
+				continue
+			}
+			desc := s.Agent + ", " + statusText(s)
+			if s.Name != "" {
+				desc = shorten(s.Name, 30) + " (" + desc + ")"
+			}
+			out = append(out, s.ID+"\t"+desc)
+		}
+		return out, nil
+	})
+}
+
+// askDaemon runs ask against the daemon within completionTimeout and
+// offers what it returns; a daemon that does not answer offers nothing
+// (and never files).
+func askDaemon(cmd *cobra.Command, ask func(ctx context.Context, c *bclient.Client) ([]string, error)) ([]string, cobra.ShellCompDirective) {
 	c, err := dial(cmd)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
@@ -43,21 +68,9 @@ func completeSessionIDs(cmd *cobra.Command, args []string, toComplete string) ([
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
 	defer cancel()
-	var out []string
-	f := berth.SessionFilter{Limit: maxCompletedSessions}
-	page, err := c.ListSessions(ctx, f)
+	out, err := ask(ctx, c)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
-	}
-	for _, s := range page.Sessions {
-		if !strings.HasPrefix(s.ID, toComplete) {
-			continue
-		}
-		desc := s.Agent + ", " + statusText(s)
-		if s.Name != "" {
-			desc = shorten(s.Name, 30) + " (" + desc + ")"
-		}
-		out = append(out, s.ID+"\t"+desc)
 	}
 	return out, cobra.ShellCompDirectiveNoFileComp
 }
@@ -88,24 +101,16 @@ func addFlagCompletion(cmd *cobra.Command) {
 
 // completeAgents offers the daemon's agents, described.
 func completeAgents(cmd *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	c, err := dial(cmd)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
-	defer cancel()
-	agents, err := c.Agents(ctx)
-	if err != nil {
-		return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
-	}
-	var out []string
-	for _, a := range agents {
-		if strings.HasPrefix(a.Name, toComplete) {
-			out = append(out, a.Name+"\t"+shorten(a.Description, 60))
+	return askDaemon(cmd, func(ctx context.Context, c *bclient.Client) ([]string, error) {
+		agents, err := c.Agents(ctx)
+		var out []string
+		for _, a := range agents {
+			if strings.HasPrefix(a.Name, toComplete) {
+				out = append(out, a.Name+"\t"+shorten(a.Description, 60))
+			}
 		}
-	}
-	return out, cobra.ShellCompDirectiveNoFileComp
+		return out, err
+	})
 }
 
 // completePermissionModes offers the permission modes.
@@ -120,24 +125,19 @@ func completeSessionControl(offered func(*berth.Session) []string) cobra.Complet
 		if len(args) == 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		c, err := dial(cmd)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
-		}
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
-		defer cancel()
-		s, err := c.GetSession(ctx, args[0])
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
-		}
-		var out []string
-		for _, v := range offered(s) {
-			if strings.HasPrefix(v, toComplete) {
-				out = append(out, v)
+		return askDaemon(cmd, func(ctx context.Context, c *bclient.Client) ([]string, error) {
+			s, err := c.GetSession(ctx, args[0])
+			if err != nil {
+				return nil, err
 			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
+			var out []string
+			for _, v := range offered(s) {
+				if strings.HasPrefix(v, toComplete) {
+					out = append(out, v)
+				}
+			}
+			return out, nil
+		})
 	}
 }
 
