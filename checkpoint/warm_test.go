@@ -253,3 +253,28 @@ func TestWarmCancelled(t *testing.T) {
 		t.Fatalf("%d directories watched", len(s.watch.wds))
 	}
 }
+
+// TestWarmStaysWithinItsShareOfWatches: a capture that would watch more
+// directories than berth's share of the user's inotify watches is not
+// taken ahead, and leaves nothing watched.
+func TestWarmStaysWithinItsShareOfWatches(t *testing.T) {
+	s, ws := warmWorkspace(t)
+	wt, err := s.watcher()
+	must(t, err)
+	wt.mu.Lock()
+	wt.budget = 3
+	wt.mu.Unlock()
+	if _, err := s.WarmIn(context.Background(), "ses_a", "ses_a", ws); err == nil {
+		t.Fatal("a capture of 4 directories was taken within a budget of 3")
+	}
+	wt.mu.Lock()
+	n := len(wt.wds)
+	wt.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d directories still watched", n)
+	}
+	wt.mu.Lock()
+	wt.budget = 100
+	wt.mu.Unlock()
+	warm(t, s, ws)
+}

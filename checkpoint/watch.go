@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,8 @@ const watchMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE | unix.I
 type watcher struct {
 	fd int
 	f  *os.File
+	// budget bounds the directories watched at once (watchBudget).
+	budget int
 	// mu guards the reads of fd, wds and closed.
 	mu     sync.Mutex
 	wds    map[int32]*dirWatch
@@ -49,7 +52,7 @@ func newWatcher() (*watcher, error) {
 		return nil, err
 	}
 	w := &watcher{fd: fd, f: os.NewFile(uintptr(fd), "inotify"), wds: map[int32]*dirWatch{},
-		buf: make([]byte, 64<<10), done: make(chan struct{})}
+		buf: make([]byte, 64<<10), done: make(chan struct{}), budget: watchBudget()}
 	rc, err := w.f.SyscallConn()
 	if err != nil {
 		_ = w.f.Close()
@@ -127,6 +130,9 @@ func (w *watcher) add(wm *Warm, dir *os.File) (int32, error) {
 	if w.closed {
 		return 0, os.ErrClosed
 	}
+	if len(w.wds) >= w.budget {
+		return 0, errOverBudget
+	}
 	// Under mu: no event of a new watch is drained before it has its capture.
 	wd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(int(dir.Fd())), watchMask)
 	if err != nil {
@@ -178,6 +184,23 @@ func (w *watcher) close() {
 	// Wakes the reader, which sees closed.
 	_ = w.f.Close()
 	<-w.done
+}
+
+// errOverBudget refuses a watch past the watcher's budget.
+var errOverBudget = errors.New("berth watches its share of the user's inotify watches already")
+
+// watchBudget is a quarter of the user's inotify watches
+// (fs.inotify.max_user_watches): they are the user's too, and an editor
+// that finds none left stops seeing its files. A capture that would go
+// past it is not taken ahead (the turn walks).
+func watchBudget() int {
+	n := 8192
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_watches"); err == nil {
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > 0 {
+			n = v
+		}
+	}
+	return max(n/4, 1)
 }
 
 // watcher returns the store's inotify instance, opening it on first use.
