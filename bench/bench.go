@@ -88,7 +88,7 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("gateway-rounds", 4, "[gateway] rounds of --gateway-streams clients making 5 streaming calls each, each way")
 	f.Int("gateway-body", 32<<10, "[gateway] bytes of each request's body")
 	f.Duration("gateway-gap", 100*time.Millisecond, "[gateway] the stand-in's pause after each event it streams to --gateway-streams")
-	f.Int("idle", 0, "run only an idle bench: this many demo sessions in a `berth serve` of its own and as many demo agents started directly, left idle; the CPU each uses over --idle-seconds (0 skips it)")
+	f.Int("idle", 0, "run only an idle bench: this many demo sessions in a \"berth serve\" of its own and as many demo agents started directly, left idle; the CPU each uses over --idle-seconds (0 skips it)")
 	f.Duration("idle-seconds", time.Minute, "[idle] how long the idle sessions are measured")
 	return cmd
 }

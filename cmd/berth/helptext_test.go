@@ -17,7 +17,7 @@ func TestFlagHelpHasNoBackticks(t *testing.T) {
 	walk = func(c *cobra.Command) {
 		check := func(f *pflag.Flag) {
 			if strings.Contains(f.Usage, "`") {
-				t.Errorf("berth %s --%s: help %q names its value by the back-quoted words", c.CommandPath(), f.Name, f.Usage)
+				t.Errorf("%s --%s: help %q names its value by the back-quoted words", c.CommandPath(), f.Name, f.Usage)
 			}
 		}
 		c.Flags().VisitAll(check)
