@@ -90,10 +90,7 @@ func (s *Store) Capture(ctx context.Context, sessionID, turnID, workspace string
 // checkpoints count against the tree's Options.MaxTreeBytes (see Prune).
 // A session's tree is the one its first checkpoint gave.
 func (s *Store) CaptureIn(ctx context.Context, tree, sessionID, turnID, workspace string, hide ...string) (*Pending, error) {
-	if !ids.ValidName(sessionID) || !ids.ValidName(tree) {
-		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
-	}
-	root, err := openWorkspace(workspace)
+	root, err := s.openFor(tree, sessionID, workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -102,24 +99,27 @@ func (s *Store) CaptureIn(ctx context.Context, tree, sessionID, turnID, workspac
 	// No sweep runs from the first blob to the manifest naming it.
 	s.gc.RLock()
 	p := &Pending{s: s, tree: tree, unlock: func() { s.gc.RUnlock(); unlockSession() }}
-	ok := false
-	defer func() {
-		if !ok {
-			p.Abort()
-		}
-	}()
+	c, w, meta, err := s.walkInto(ctx, root, sessionID, turnID, hide, nil)
+	if err != nil {
+		p.Abort()
+		return nil, err
+	}
+	p.c, p.w, p.prev, p.meta = c, w, c.prevManifest, meta
+	return p, nil
+}
+
+// openFor checks the ids of a capture of sessionID in tree, opens its
+// workspace and makes the store's directories it writes to.
+func (s *Store) openFor(tree, sessionID, workspace string) (*os.Root, error) {
+	if !ids.ValidName(sessionID) || !ids.ValidName(tree) {
+		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
+	}
 	for _, d := range []string{s.blobDir(), s.sessionDir(sessionID)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, berth.WrapError(berth.EInternal, err, "cannot create checkpoint directory")
 		}
 	}
-	c, w, meta, err := s.walkInto(ctx, root, sessionID, turnID, hide, nil)
-	if err != nil {
-		return nil, err
-	}
-	p.c, p.w, p.prev, p.meta = c, w, c.prevManifest, meta
-	ok = true
-	return p, nil
+	return openWorkspace(workspace)
 }
 
 // walkInto walks the open workspace root for a checkpoint of sessionID

@@ -23,7 +23,9 @@ import (
 // could make it wrong (a checkpoint committed or deleted, blobs swept, a
 // write in the workspace) makes it stale.
 type Warm struct {
-	s               *Store
+	s *Store
+	// wt is the store's watcher its watches are in.
+	wt              *watcher
 	tree, sessionID string
 	// dirty is set by the watcher when a watched directory changes, and
 	// changed closed then.
@@ -52,9 +54,6 @@ type Warm struct {
 // ctx cancels it (while it waits too). Close must follow, whether or not
 // Take took it.
 func (s *Store) WarmIn(ctx context.Context, tree, sessionID, workspace string, hide ...string) (*Warm, error) {
-	if !ids.ValidName(sessionID) || !ids.ValidName(tree) {
-		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
-	}
 	select {
 	case s.warmSem <- struct{}{}:
 		defer func() { <-s.warmSem }()
@@ -65,17 +64,12 @@ func (s *Store) WarmIn(ctx context.Context, tree, sessionID, workspace string, h
 	if err != nil {
 		return nil, berth.WrapError(berth.EUnavailable, err, "cannot watch the workspace")
 	}
-	root, err := openWorkspace(workspace)
+	root, err := s.openFor(tree, sessionID, workspace)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
-	for _, d := range []string{s.blobDir(), s.sessionDir(sessionID)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, berth.WrapError(berth.EInternal, err, "cannot create checkpoint directory")
-		}
-	}
-	wm := &Warm{s: s, tree: tree, sessionID: sessionID, changed: make(chan struct{})}
+	wm := &Warm{s: s, wt: wt, tree: tree, sessionID: sessionID, changed: make(chan struct{})}
 	// Read between sweeps: one running now has removed what it removes.
 	s.gc.RLock()
 	wm.sweeps = s.sweeps.Load()
@@ -132,20 +126,10 @@ func (wm *Warm) Take(turnID string) (_ *Pending, ok bool) {
 }
 
 // fresh reports whether no sweep ran and nothing watched changed since
-// the walk began: the watcher's queue is drained first.
+// the walk began (the watcher's queue drained first; a closed watcher
+// sees nothing more).
 func (wm *Warm) fresh() bool {
-	if wm.s.sweeps.Load() != wm.sweeps {
-		return false
-	}
-	s := wm.s
-	s.watchMu.Lock()
-	wt := s.watch
-	s.watchMu.Unlock()
-	if wt == nil {
-		return false
-	}
-	wt.sync()
-	return !wm.dirty.Load()
+	return wm.s.sweeps.Load() == wm.sweeps && wm.wt.sync() && !wm.dirty.Load()
 }
 
 // Changed is closed once the workspace is seen to change since the
@@ -175,12 +159,7 @@ func (wm *Warm) Close() {
 		c.discard()
 		wm.s.warmLive.Add(-1)
 	}
-	wm.s.watchMu.Lock()
-	wt := wm.s.watch
-	wm.s.watchMu.Unlock()
-	if wt != nil {
-		wt.remove(wm, wds)
-	}
+	wm.wt.remove(wm, wds)
 }
 
 // WarmStats counts a store's warm captures.

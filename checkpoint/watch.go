@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,7 @@ const watchMask = unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_CLOSE_WRITE | unix.I
 // watcher is the store's one inotify instance (an instance per session
 // would meet the kernel's limit of 128 per user at once): it marks each
 // warm capture dirty when a directory it walked changes. Its reader drains
-// the queue as events come; Fresh drains what is queued before it answers,
+// the queue as events come; sync (a Take) drains what is queued first,
 // and the kernel queues an event before the write that causes it returns,
 // so no change made before the question is missed.
 type watcher struct {
@@ -63,9 +64,7 @@ func newWatcher() (*watcher, error) {
 }
 
 // read drains the queue each time it has events, until Close.
-func (w *watcher) read(rc interface {
-	Read(func(fd uintptr) bool) error
-}) {
+func (w *watcher) read(rc syscall.RawConn) {
 	defer close(w.done)
 	_ = rc.Read(func(uintptr) bool {
 		w.mu.Lock()
@@ -169,11 +168,13 @@ func (w *watcher) remove(wm *Warm, wds []int32) {
 }
 
 // sync drains what the kernel has queued, so that every change made
-// before the call has marked its captures.
-func (w *watcher) sync() {
+// before the call has marked its captures; false once the watcher is
+// closed (it sees no change any more).
+func (w *watcher) sync() (open bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.drainLocked()
+	return !w.closed
 }
 
 // close stops the reader and closes the instance.

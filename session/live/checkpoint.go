@@ -110,12 +110,9 @@ func (tr *turns) checkpoint(t *turn) {
 		ls.Emit(t.id, berth.EventRuntimeWarning, map[string]any{"reason": "no checkpoint was taken before this turn: " + berth.ErrorMessage(err)})
 	}
 	ls.mu.Lock()
-	tree := ls.sess.RootID
+	tree, heard := tr.treeLocked(), t.heard
 	wm := tr.takeWarmLocked()
 	ls.mu.Unlock()
-	if tree == "" {
-		tree = ls.id
-	}
 	var p *checkpoint.Pending
 	if wm != nil {
 		if taken, ok := wm.Take(t.id); ok {
@@ -139,9 +136,6 @@ func (tr *turns) checkpoint(t *turn) {
 	ls.mu.Unlock()
 	ls.Emit(t.id, berth.EventCheckpointCreated, map[string]any{"id": c.ID, "turn_id": t.id,
 		"files": c.Files, "bytes": c.Bytes, "skipped": c.SkippedTotal})
-	ls.mu.Lock()
-	heard := t.heard
-	ls.mu.Unlock()
 	ls.turnWG.Add(1)
 	go func() {
 		defer ls.turnWG.Done()
@@ -196,13 +190,7 @@ func (tr *turns) warmUpLocked(after <-chan struct{}) {
 	if st == nil || tr.cur != nil || tr.warmOff || ls.stopReason != "" || ls.exited || ls.detached.Load() {
 		return
 	}
-	if old := tr.takeWarmLocked(); old != nil {
-		old.Close()
-	}
-	tree := ls.sess.RootID
-	if tree == "" {
-		tree = ls.id
-	}
+	stale, tree := tr.takeWarmLocked(), tr.treeLocked()
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &warmRun{cancel: cancel}
 	tr.warming = run
@@ -210,6 +198,10 @@ func (tr *turns) warmUpLocked(after <-chan struct{}) {
 	go func() {
 		defer ls.turnWG.Done()
 		defer cancel()
+		// Its watches go off the caller's lock.
+		if stale != nil {
+			stale.Close()
+		}
 		if after != nil {
 			select {
 			case <-after:
@@ -263,6 +255,15 @@ const (
 	rewarmPause    = 500 * time.Millisecond
 	rewarmMaxPause = time.Minute
 )
+
+// treeLocked is the id of the session's tree: its root's, its own for a
+// root.
+func (tr *turns) treeLocked() string {
+	if root := tr.ls.sess.RootID; root != "" {
+		return root
+	}
+	return tr.ls.id
+}
 
 // takeWarmLocked ends the warm capture in flight and returns it when it
 // was taken (nil when none, or not yet: that one closes itself).
