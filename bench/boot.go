@@ -91,6 +91,20 @@ type benchBootOptions struct {
 	args     []string
 }
 
+// serveHealthy starts `berth serve` on home (startBenchServe) and waits
+// until it answers health; the caller stops it.
+func serveHealthy(ctx context.Context, o benchBootOptions, home string) (*benchServe, error) {
+	d, err := startBenchServe(o, home)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.health(ctx, 30*time.Second); err != nil {
+		_ = d.stop(time.Minute)
+		return nil, err
+	}
+	return d, nil
+}
+
 // startBenchServe starts `berth serve` on home (listening on its socket
 // and on a free loopback port) and returns once the process runs.
 func startBenchServe(o benchBootOptions, home string, env ...string) (*benchServe, error) {

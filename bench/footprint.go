@@ -203,14 +203,11 @@ func sessionsFootprint(ctx context.Context, o benchBootOptions, n int, fr *footp
 	if err := writeBenchConfig(home, n+1, true); err != nil {
 		return err
 	}
-	d, err := startBenchServe(o, home)
+	d, err := serveHealthy(ctx, o, home)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = d.stop(time.Minute) }()
-	if _, err := d.health(ctx, 30*time.Second); err != nil {
-		return err
-	}
 	if err := createMany(ctx, d.c, o.sandbox, n); err != nil {
 		return d.failed("create", err)
 	}

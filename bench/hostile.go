@@ -67,14 +67,11 @@ func runHostileBench(ctx context.Context, o benchBootOptions, total int64, chunk
 		return err
 	}
 	defer os.RemoveAll(home)
-	srv, err := startBenchServe(o, home)
+	srv, err := serveHealthy(ctx, o, home)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = srv.stop(30 * time.Second) }()
-	if _, err := srv.health(ctx, 30*time.Second); err != nil {
-		return err
-	}
 	c := srv.c
 	s, err := c.CreateSession(ctx, berth.CreateRequest{Agent: "demo", Sandbox: o.sandbox})
 	if err != nil {

@@ -62,14 +62,11 @@ func runIdleBench(ctx context.Context, o benchBootOptions, n int, window time.Du
 	if err := writeBenchConfig(home, n+1, true); err != nil {
 		return err
 	}
-	srv, err := startBenchServe(o, home)
+	srv, err := serveHealthy(ctx, o, home)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = srv.stop(3 * time.Minute) }()
-	if _, err := srv.health(ctx, 30*time.Second); err != nil {
-		return err
-	}
 	fmt.Fprintf(progress, "creating %d sessions, and as many agents started directly…\n", n)
 	direct := &directAgents{}
 	defer direct.close()
