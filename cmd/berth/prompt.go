@@ -105,7 +105,7 @@ func newPromptCommand() *cobra.Command {
 			}
 			// The exit code tells how the turn ended, whatever the output format.
 			if err == nil && r.Error != nil {
-				return fmt.Errorf("the turn ended with an error: %s: %s", r.Error.Code, r.Error.Message)
+				return turnFailed(r.Error.Code, r.Error.Message)
 			}
 			return err
 		},

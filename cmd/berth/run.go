@@ -159,9 +159,15 @@ func (e turnEnd) err() error {
 	case e.stop == berth.TurnEndTurn:
 		return nil
 	case e.code != "" || e.msg != "":
-		return fmt.Errorf("the turn ended with an error: %s: %s", orDash(e.code), e.msg)
+		return turnFailed(e.code, e.msg)
 	}
 	return fmt.Errorf("the turn ended with %s", e.stop)
+}
+
+// turnFailed is the error of a turn that ended with the error code: msg,
+// as run and prompt --wait report it.
+func turnFailed(code, msg string) error {
+	return fmt.Errorf("the turn ended with an error: %s: %s", orDash(code), msg)
 }
 
 // readMCPConfig reads a JSON list of MCP servers, strictly: the daemon
