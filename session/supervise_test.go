@@ -65,6 +65,31 @@ func TestStallTimeoutStopsTheSession(t *testing.T) {
 	}
 }
 
+// An agent that does not end a cancelled turn within cancel_grace is hung,
+// not crashed: berth stops it as stall_timeout, saying why.
+func TestAnAgentIgnoringACancelStopsAsHung(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Limits.CancelGrace = 300 * time.Millisecond })
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	r := e.promptOK(s.ID, "hang", "")
+	waitFor(t, "the turn to start", func() bool { return len(ofType(e.events(s.ID), berth.EventTurnStarted)) > 0 })
+	if _, err := e.m.Cancel(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.waitResult(s.ID, r.TurnID); res.StopReason != berth.TurnCancelled {
+		t.Fatalf("turn: %+v", res)
+	}
+	waitFor(t, "the session to stop", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.State == berth.StateStopped
+	})
+	got, _ := e.m.GetSession(ctx, s.ID)
+	if got.StopReason != berth.StopStallTimeout || got.Failure == nil || got.Failure.Kind != berth.FailTimeout ||
+		!strings.Contains(got.Failure.Message, "cancel_grace") || !got.Resumable {
+		t.Fatalf("stopped %s, failure %+v, resumable %v", got.StopReason, got.Failure, got.Resumable)
+	}
+}
+
 func TestIdleSessionsAreReapedAndKeepTheirWork(t *testing.T) {
 	e := newEnv(t, fastSupervisor(0, 0))
 	ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -440,8 +441,9 @@ func (tr *turns) cancelExpired(t *turn) {
 		return
 	}
 	ls.logger.Warn("agent ignored a cancel; killing it", "turn_id", t.id)
-	ls.life.requestStop(berth.StopAgentCrashed, &berth.Failure{Kind: berth.FailTimeout,
-		Message: "the agent did not end a cancelled turn within limits.cancel_grace"})
+	// Hung, not crashed: the agent stopped answering and berth ended it.
+	ls.life.requestStop(berth.StopStallTimeout, &berth.Failure{Kind: berth.FailTimeout,
+		Message: fmt.Sprintf("the agent did not end a cancelled turn within limits.cancel_grace (%s); berth stopped it", ls.h.Limits.CancelGrace)})
 	if _, err := ls.proc.Stop(context.Background(), 0); err != nil {
 		ls.logger.Warn("kill after cancel grace", "err", err)
 	}
