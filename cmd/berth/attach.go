@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,7 @@ import (
 )
 
 // attachHelp is what /help prints in berth attach.
-const attachHelp = `Enter sends a prompt (queued while the agent is busy).
+const attachHelp = `Enter sends a prompt (queued while the agent is busy); the line being typed stays below the output.
   /steer TEXT       deliver TEXT at the agent's next tool call
   /interrupt TEXT   (or !TEXT) cancel the turn and the queue, then run TEXT
   /cancel           cancel the turn in flight
@@ -67,7 +66,11 @@ func attach(ctx context.Context, c *bclient.Client, id string, tail int, in io.R
 	if err != nil {
 		return err
 	}
+	con := openConsole(in, out)
+	defer con.close()
+	out = con.out
 	a := &attached{c: c, id: id, out: out, r: newEventRenderer(out)}
+	a.r.color = con.color
 	a.r.showPrompts = true
 	fmt.Fprintf(out, "attached to %s (%s, %s); /help for commands, Ctrl-D detaches\n", s.ID, s.Agent, statusText(s))
 	if s.State == berth.StateStopped {
@@ -109,10 +112,13 @@ func attach(ctx context.Context, c *bclient.Client, id string, tail int, in io.R
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
-		sc := bufio.NewScanner(in)
-		for sc.Scan() {
+		for {
+			line, err := con.readLine()
+			if err != nil {
+				return
+			}
 			select {
-			case lines <- sc.Text():
+			case lines <- line:
 			case <-streamCtx.Done():
 				return
 			}

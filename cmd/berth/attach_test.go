@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -191,4 +192,114 @@ func TestAttachAtATerminal(t *testing.T) {
 	if st, _ := s.api("GET", "/v1/sessions/"+sess.ID, nil, &got); st != 200 || got.Badge != berth.BadgeRunning {
 		t.Errorf("after Ctrl-C: %d %s, want the turn still running", st, got.Badge)
 	}
+}
+
+// The line being typed in berth attach stays on a line of its own below
+// what the session shows, even while a turn's progress dots stream onto
+// the line above it; Enter then sends it whole.
+func TestAttachKeepsTheTypedLineBelowTheOutput(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	sess := s.create(t, nil)
+	tm := startTerminal(t, s.cliEnv("NO_COLOR=1", "TERM=dumb"), "attach", sess.ID)
+	tm.waitFor("attached to " + sess.ID)
+	tm.typeLine("sleep 5000")
+	tm.waitFor("» sleep 5000")
+	tm.waitFor("..")
+	if _, err := io.WriteString(tm.pty, "echo typed"); err != nil {
+		t.Fatal(err)
+	}
+	tm.waitFor("echo typed")
+	// More dots come while the line is half typed.
+	dots := strings.Count(tm.printed(), ".")
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(tm.printed(), ".") < dots+3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no more progress dots:\n%q", tm.printed())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lines := screen(tm.printed())
+	last := len(lines) - 1
+	for last > 0 && strings.TrimSpace(lines[last]) == "" {
+		last--
+	}
+	if lines[last] != attachPrompt+"echo typed" || strings.Trim(lines[last-1], ".") != "" {
+		t.Fatalf("the screen's last lines are %q and %q, want the dots above %q:\n%s",
+			lines[last-1], lines[last], attachPrompt+"echo typed", strings.Join(lines, "\n"))
+	}
+	tm.typeLine("")
+	tm.waitFor("queued as ")
+	tm.waitFor("» (queue) echo typed")
+	// The sent line stays on the screen as it was typed.
+	if lines := screen(tm.printed()); !slices.Contains(lines, attachPrompt+"echo typed") {
+		t.Fatalf("the sent line is gone from the screen:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// screen plays what a program wrote to a terminal onto its lines, as the
+// terminal shows them: enough of a VT100 for berth attach (carriage
+// return, line feed, the cursor moved up, down, right or left, the line
+// erased to its end; colors ignored).
+func screen(out string) []string {
+	lines := [][]rune{nil}
+	row, col := 0, 0
+	rs := []rune(out)
+	for i := 0; i < len(rs); i++ {
+		switch r := rs[i]; {
+		case r == '\r':
+			col = 0
+		case r == '\n':
+			row++
+			for len(lines) <= row {
+				lines = append(lines, nil)
+			}
+		case r == 0x1b && i+1 < len(rs) && rs[i+1] == '[':
+			j, n := i+2, 0
+			for j < len(rs) && rs[j] >= '0' && rs[j] <= '9' {
+				n = n*10 + int(rs[j]-'0')
+				j++
+			}
+			for j < len(rs) && (rs[j] == ';' || rs[j] >= '0' && rs[j] <= '9') {
+				j++
+			}
+			if j >= len(rs) {
+				i = j
+				break
+			}
+			n = max(n, 1)
+			switch rs[j] {
+			case 'A':
+				row = max(0, row-n)
+			case 'B':
+				row += n
+				for len(lines) <= row {
+					lines = append(lines, nil)
+				}
+			case 'C':
+				col += n
+			case 'D':
+				col = max(0, col-n)
+			case 'K':
+				if col < len(lines[row]) {
+					lines[row] = lines[row][:col]
+				}
+			}
+			i = j
+		default:
+			for len(lines[row]) < col {
+				lines[row] = append(lines[row], ' ')
+			}
+			if col < len(lines[row]) {
+				lines[row][col] = r
+			} else {
+				lines[row] = append(lines[row], r)
+			}
+			col++
+		}
+	}
+	out2 := make([]string, len(lines))
+	for i, l := range lines {
+		out2[i] = string(l)
+	}
+	return out2
 }
