@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -112,10 +113,22 @@ func newEnv(t *testing.T, tweak ...func(*Options)) *env {
 	return e
 }
 
+// opBound bounds each blocking call of the env's helpers (testenv.Bound):
+// past it the test fails naming the call, with every goroutine's stack,
+// instead of hanging the package until go test's timeout. Generous: CI
+// runs the race detector on two cores shared with other packages.
+const opBound = 2 * time.Minute
+
+// bound is testenv.Bound of one of e's calls, named what.
+func (e *env) bound(what string) (context.Context, func()) {
+	return testenv.Bound(e.t, what, opBound)
+}
+
 // open opens the store, log and manager over e.home.
 func (e *env) open(tweak ...func(*Options)) {
 	t := e.t
-	ctx := context.Background()
+	ctx, done := e.bound("open the manager")
+	defer done()
 	st, err := sqlite.Open(ctx, filepath.Join(e.home, "berth.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +154,11 @@ func (e *env) open(tweak ...func(*Options)) {
 		t.Fatal(err)
 	}
 	// The tests read what the boot left: they wait for it to be over.
-	<-m.Booted()
+	select {
+	case <-m.Booted():
+	case <-ctx.Done():
+		t.Fatalf("the manager's boot: %v", ctx.Err())
+	}
 	e.store, e.log, e.m = st, lg, m
 }
 
@@ -150,7 +167,8 @@ func (e *env) close() {
 	if e.m == nil {
 		return
 	}
-	ctx := context.Background()
+	ctx, done := e.bound("close the manager")
+	defer done()
 	if err := e.m.Close(ctx); err != nil {
 		e.t.Error(err)
 	}
@@ -169,39 +187,57 @@ func (e *env) create(req berth.CreateRequest) *berth.Session {
 	if req.Agent == "" {
 		req.Agent = "demo"
 	}
-	s, err := e.m.CreateSession(context.Background(), req)
+	ctx, done := e.bound("create")
+	defer done()
+	s, err := e.m.CreateSession(ctx, req)
 	if err != nil {
 		e.t.Fatalf("create: %v", err)
 	}
 	return s
 }
 
+// promptBound bounds one turn of prompt.
+const promptBound = 30 * time.Second
+
 // prompt runs one turn to its end.
 func (e *env) prompt(id, text string) *berth.TurnResult {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	res, err := e.tryPrompt(id, text)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res
+}
+
+// tryPrompt is prompt for a goroutine other than the test's, which must
+// not end the test (t.Fatal there ends only that goroutine): it returns
+// what went wrong.
+func (e *env) tryPrompt(id, text string) (*berth.TurnResult, error) {
+	ctx, done := testenv.Bound(e.t, fmt.Sprintf("prompt %q", text), promptBound)
+	defer done()
 	r, err := e.m.Prompt(ctx, id, berth.PromptRequest{Text: text})
 	if err != nil {
-		e.t.Fatalf("prompt %q: %v", text, err)
+		return nil, fmt.Errorf("prompt %q: %w", text, err)
 	}
 	res, err := e.m.WaitTurn(ctx, id, r.TurnID)
 	if err != nil {
-		e.t.Fatalf("wait turn: %v", err)
+		return nil, fmt.Errorf("prompt %q: wait turn: %w", text, err)
 	}
-	return res
+	return res, nil
 }
 
 // events returns a session's whole committed log.
 func (e *env) events(id string) []berth.Event {
 	e.t.Helper()
-	if err := e.log.Flush(context.Background()); err != nil {
+	ctx, done := e.bound("read the log of " + id)
+	defer done()
+	if err := e.log.Flush(ctx); err != nil {
 		e.t.Fatal(err)
 	}
 	var out []berth.Event
 	after := int64(0)
 	for {
-		evs, err := e.m.ListEvents(context.Background(), id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit})
+		evs, err := e.m.ListEvents(ctx, id, berth.EventFilter{After: after, Limit: berth.MaxEventLimit})
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -307,11 +343,13 @@ func processGone(pid int) bool {
 // new manager opens on the same home (and reconciles).
 func (e *env) crash() {
 	e.t.Helper()
-	ctx := context.Background()
-	if err := e.log.Close(ctx); err != nil {
-		e.t.Fatal(err)
+	ctx, done := e.bound("close the crashed daemon's log and store")
+	err := e.log.Close(ctx)
+	if err == nil {
+		err = e.store.Close()
 	}
-	if err := e.store.Close(); err != nil {
+	done()
+	if err != nil {
 		e.t.Fatal(err)
 	}
 	dead := e.m

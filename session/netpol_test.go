@@ -83,6 +83,41 @@ func (ge *gatewayEnv) fetch(id, how, url string) string {
 	return ge.prompt(id, how+" "+url).Text
 }
 
+// fetchAsync is fetch on a goroutine of its own, for a fetch the test
+// answers a question of: its answer comes on the channel, and a failure
+// of its turn fails the test there (awaitFetch) rather than ending the
+// goroutine with the test waiting for it.
+func (ge *gatewayEnv) fetchAsync(id, how, url string) <-chan fetched {
+	out := make(chan fetched, 1)
+	go func() {
+		res, err := ge.tryPrompt(id, how+" "+url)
+		out <- fetched{res, err}
+	}()
+	return out
+}
+
+// fetched is the outcome of a fetchAsync.
+type fetched struct {
+	res *berth.TurnResult
+	err error
+}
+
+// awaitFetch is what the fetch of fetchAsync says; the test fails when
+// its turn failed.
+func (ge *gatewayEnv) awaitFetch(c <-chan fetched) string {
+	ge.t.Helper()
+	select {
+	case f := <-c:
+		if f.err != nil {
+			ge.t.Fatal(f.err)
+		}
+		return f.res.Text
+	case <-time.After(opBound):
+		ge.t.Fatalf("a fetch's turn did not end within %s", opBound)
+	}
+	return ""
+}
+
 // deniedEvents are the (host:port) of session id's network_denied events.
 func (ge *gatewayEnv) deniedEvents(id string) []string {
 	var out []string
@@ -200,8 +235,7 @@ func TestNetworkAskBwrap(t *testing.T) {
 	asked := askedName + ":80"
 	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, PermissionMode: berth.PermApproveReads,
 		Network: berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: []string{listed}, Ask: true}})
-	done := make(chan string, 1)
-	go func() { done <- ge.fetch(s.ID, "fetch", "http://"+askedName+"/") }()
+	done := ge.fetchAsync(s.ID, "fetch", "http://"+askedName+"/")
 	p := ge.pendingPermission(s.ID)
 	if !strings.Contains(string(p.ToolCall), "connect to "+asked) {
 		t.Fatalf("the question's tool call: %s", p.ToolCall)
@@ -209,7 +243,7 @@ func TestNetworkAskBwrap(t *testing.T) {
 	if _, err := ge.m.DecidePermission(context.Background(), s.ID, p.ID, berth.PermissionDecision{OptionID: "allow_always"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-done; got != "fetch: 200 asked" {
+	if got := ge.awaitFetch(done); got != "fetch: 200 asked" {
 		t.Fatalf("the asked host once allowed: %q", got)
 	}
 	waitFor(t, "the allowed host on the session's list", func() bool {
@@ -224,7 +258,7 @@ func TestNetworkAskBwrap(t *testing.T) {
 	}
 	// The answer was about that host alone: another is asked about, and
 	// rejected, refused.
-	go func() { done <- ge.fetch(s.ID, "fetch", "http://second.example/") }()
+	done = ge.fetchAsync(s.ID, "fetch", "http://second.example/")
 	p = ge.pendingPermission(s.ID)
 	if !strings.Contains(string(p.ToolCall), "connect to second.example:80") {
 		t.Fatalf("the second question's tool call: %s", p.ToolCall)
@@ -232,7 +266,7 @@ func TestNetworkAskBwrap(t *testing.T) {
 	if _, err := ge.m.DecidePermission(context.Background(), s.ID, p.ID, berth.PermissionDecision{OptionID: "reject_once"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-done; !strings.HasPrefix(got, "fetch: 403") {
+	if got := ge.awaitFetch(done); !strings.HasPrefix(got, "fetch: 403") {
 		t.Fatalf("the rejected host: %q", got)
 	}
 }
@@ -332,13 +366,12 @@ func TestNetworkAllowListRestart(t *testing.T) {
 	ge.tellManager()
 	s := ge.create(berth.CreateRequest{Agent: "demo-model", Sandbox: berth.SandboxBwrap, PermissionMode: berth.PermAsk,
 		Network: berth.NetworkPolicy{Mode: berth.NetworkAllowList, Allow: []string{listed}, Ask: true}})
-	done := make(chan string, 1)
-	go func() { done <- ge.fetch(s.ID, "fetch", "http://"+askedName+"/") }()
+	done := ge.fetchAsync(s.ID, "fetch", "http://"+askedName+"/")
 	p := ge.pendingPermission(s.ID)
 	if _, err := ge.m.DecidePermission(context.Background(), s.ID, p.ID, berth.PermissionDecision{OptionID: "allow_always"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := <-done; got != "fetch: 200 asked" {
+	if got := ge.awaitFetch(done); got != "fetch: 200 asked" {
 		t.Fatalf("before the restart: %q", got)
 	}
 	pid := ge.agentPID(s.ID)
