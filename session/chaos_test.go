@@ -236,18 +236,22 @@ func runChaos(t *testing.T, e *env, cfg chaosConfig) {
 	deleted := c.deleted
 	c.mu.Unlock()
 	for _, id := range live {
-		_, err := e.m.StopSession(ctx, id)
+		stopCtx, done := e.bound("final stop of " + id)
+		_, err := e.m.StopSession(stopCtx, id)
+		done()
 		c.check("final stop", id, err)
 	}
 	if n := liveCount(e.m); n != 0 {
 		c.fail("%d runtimes still live after every session was stopped", n)
 	}
-	if err := e.log.Flush(ctx); err != nil {
+	readCtx, readDone := e.bound("final flush and reads")
+	defer readDone()
+	if err := e.log.Flush(readCtx); err != nil {
 		c.fail("final flush: %v", err)
 	}
 	for _, id := range all {
 		if deleted[id] {
-			if _, err := e.store.GetSession(ctx, id); !berth.IsCode(err, berth.ENotFound) {
+			if _, err := e.store.GetSession(readCtx, id); !berth.IsCode(err, berth.ENotFound) {
 				c.fail("deleted session %s: get = %v, want not_found", id, err)
 			}
 			continue
@@ -255,7 +259,7 @@ func runChaos(t *testing.T, e *env, cfg chaosConfig) {
 		for _, msg := range logInvariants(e.events(id)) {
 			c.fail("session %s: %s", id, msg)
 		}
-		s, err := e.m.GetSession(ctx, id)
+		s, err := e.m.GetSession(readCtx, id)
 		if err != nil || s.State != berth.StateStopped {
 			c.fail("session %s after the final stop: %+v, %v", id, s, err)
 		}

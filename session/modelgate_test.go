@@ -109,7 +109,8 @@ func (ge *gatewayEnv) tellManager() {
 // forgotten every key, as a new daemon's has.
 func (ge *gatewayEnv) restart(ids ...string) {
 	ge.t.Helper()
-	ctx := context.Background()
+	ctx, done := ge.bound("shut the manager down for a restart")
+	defer done()
 	if err := ge.m.Shutdown(ctx, false); err != nil {
 		ge.t.Fatal(err)
 	}
@@ -122,6 +123,7 @@ func (ge *gatewayEnv) restart(ids ...string) {
 	if err := ge.store.Close(); err != nil {
 		ge.t.Fatal(err)
 	}
+	done()
 	ge.open(withShims(ge.home), ge.opts)
 	ge.tellManager()
 }
