@@ -253,6 +253,9 @@ func (e *env) events(id string) []berth.Event {
 // and returns it.
 func pendingOne[T any](e *env, what string, list func() ([]*T, error)) *T {
 	e.t.Helper()
+	// list's calls take no context: the watchdog alone bounds them.
+	_, done := e.bound("wait for a pending " + what)
+	defer done()
 	var one *T
 	waitFor(e.t, "a pending "+what, func() bool {
 		items, err := list()
