@@ -385,11 +385,18 @@ func TestUISignIn(t *testing.T) {
 	// sign-in screen replaces it.
 	tab.Run(chromedp.Navigate("http://" + s.addr + "/"))
 	tab.WaitFor("the sign-in form", `document.getElementById('token')`)
+	// The top bar's links need a sign-in: the sign-in page has none.
+	var nav []string
+	tab.Eval(`[...document.querySelectorAll('header.top nav a, header.top nav button')].filter(e => e.getClientRects().length > 0).map(e => e.textContent)`, &nav)
+	if len(nav) > 0 {
+		t.Fatalf("the sign-in page shows %q", nav)
+	}
 	shot(t, tab, "sign-in")
 	tab.Run(browsertest.Type(browsertest.Field("Token"), "not-the-token"), browsertest.Click(browsertest.Button("Sign in")))
 	tab.WaitFor("the refusal", `document.querySelector('.signin [role=alert]').textContent.includes('did not work')`)
 	tab.Run(browsertest.Type(browsertest.Field("Token"), readTokenFile(s.home)), browsertest.Click(browsertest.Button("Sign in")))
 	tab.WaitFor("the sessions list", `document.querySelector('table.sessions')`)
+	tab.WaitFor("Sign out once signed in", `document.evaluate(`+"`"+browsertest.Button("Sign out")+"`"+`, document, null, 9, null).singleNodeValue.getClientRects().length > 0`)
 	var stored bool
 	tab.Eval(`localStorage.length + sessionStorage.length > 0 || document.cookie.includes('berth_session')`, &stored)
 	if stored {
