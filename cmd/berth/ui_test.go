@@ -368,6 +368,8 @@ func TestUISessionsListPagesFiltersAndFollows(t *testing.T) {
 	}
 	tab.Run(chromedp.Navigate("http://" + s.addr + "/sessions/" + id))
 	tab.WaitFor("the session at a phone's width", logHas("turn_ended"))
+	// The screenshot shows the page's top: the header, then the conversation.
+	tab.Eval(`window.scrollTo(0, 0), true`, nil)
 	shot(t, tab, "phone-session")
 	if wide := tooWide(tab); wide != "" {
 		t.Fatalf("the session page is wider than a phone's screen: %s", wide)

@@ -74,6 +74,14 @@ func TestUITranscriptShowsTheMachineryOnlyWithDetails(t *testing.T) {
 	}
 	tab.Run(browsertest.Click(`//button[@aria-label='Raw JSON of event 1']`))
 	tab.WaitFor("the first event's JSON", `(p => p && p.getClientRects().length > 0 && p.textContent.includes('"type": "session_created"'))(document.querySelector('.ev[data-seq="1"] > pre.raw'))`)
+	// A one-line note opened on its JSON reads as code: left-aligned, as
+	// wide as the transcript.
+	var wide bool
+	tab.Eval(`(e => getComputedStyle(e.querySelector('pre.raw')).textAlign == 'left' &&
+		Math.abs(e.getBoundingClientRect().width - document.querySelector('.transcript .entries').getBoundingClientRect().width) < 1)(document.querySelector('.ev[data-seq="1"]'))`, &wide)
+	if !wide {
+		t.Error("the JSON of a note is centred in it, not laid out as code across the transcript")
+	}
 	shot(t, tab, "session-details")
 
 	tab.Run(browsertest.Click(browsertest.Field("Show details")))

@@ -376,6 +376,8 @@ function toggleRaw(btn) {
   const show = raw.hidden;
   if (show) raw.textContent = rawOf.get(btn).map((e) => JSON.stringify(e, null, 2)).join('\n');
   raw.hidden = !show;
+  // A one-line note opened on its JSON takes the transcript's width.
+  entry.classList.toggle('raw-open', show);
   btn.setAttribute('aria-expanded', String(show));
 }
 
