@@ -9,16 +9,17 @@ import (
 )
 
 // At a phone's width (390 px) nothing scrolls sideways: a tool call on a
-// 200-character path, long words and terminal output wrap in their own
-// boxes, with the details shown or not, and the sessions list fits too.
+// 200-character path, a diff of a 300-character line, long words and
+// terminal output wrap in their own boxes, with the details shown or not,
+// and the sessions list fits too.
 func TestUIPhoneWidthNeverScrollsSideways(t *testing.T) {
 	b := browsertest.New(t)
 	s := startServer(t, t.TempDir())
 	long := strings.Repeat("x", 196) + ".txt"
-	id := createSession(t, s, map[string]any{"name": "on-a-phone", "prompt": "write " + long + " some text\nrun echo " + strings.Repeat("y", 300)})
+	id := createSession(t, s, map[string]any{"name": "on-a-phone", "prompt": "write " + long + " some text\nwrite b.txt " + strings.Repeat("z", 300) + "\nrun echo " + strings.Repeat("y", 300)})
 	tab := uiPage(t, b, s, "/sessions/"+id)
 	tab.Run(chromedp.EmulateViewport(390, 844))
-	tab.WaitFor("the tool calls and the turn's end", `document.querySelectorAll('.ev.tool').length == 2 && `+agentSaid("wrote "+long)+` && `+logHas("turn_ended"))
+	tab.WaitFor("the tool calls and the turn's end", `document.querySelectorAll('.ev.tool').length == 3 && `+agentSaid("wrote "+long)+` && `+logHas("turn_ended"))
 	fits := func(what string) {
 		t.Helper()
 		var width int
