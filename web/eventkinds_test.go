@@ -53,7 +53,8 @@ func TestUIEventTypesAreDeclared(t *testing.T) {
 	for _, l := range []struct{ file, name string }{
 		{"js/session.js", "REFRESH_ON"},
 		{"js/session.js", "CHECKPOINT_ON"},
-		{"js/transcript.js", "MERGED"},
+		{"js/transcript.js", "MACHINE"},
+		{"js/transcript.js", "QUEUE"},
 	} {
 		names = append(names, jsList(t, l.file, l.name)...)
 	}

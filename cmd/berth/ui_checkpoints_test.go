@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,16 @@ func TestUICheckpointsRewindAndFork(t *testing.T) {
 	var path string
 	tab.Run(chromedp.Evaluate(`location.pathname`, &path))
 	forkID := strings.TrimPrefix(path, "/sessions/")
+	// The fork's page says where it came from, with a link to its parent,
+	// and shows the conversation it carries: the parent's first turn.
+	tab.WaitFor("where the fork came from", fmt.Sprintf(`(o => o && o.textContent == 'Forked from %s before turn 2 (“write a.txt two”)' && o.querySelector('a').getAttribute('href') == '/sessions/%s')(document.querySelector('.fork-origin'))`, id, id))
+	tab.WaitFor("the conversation it carries", `[...document.querySelectorAll('.carried .ev.agent-message')].some(e => e.innerText.includes('wrote a.txt'))`)
+	var carried []string
+	tab.Eval(`[...document.querySelectorAll('.carried .ev.prompt .user-text')].map(e => e.textContent)`, &carried)
+	if len(carried) != 1 || carried[0] != "write a.txt one" {
+		t.Fatalf("the fork carries the prompts %q, want the first turn's alone", carried)
+	}
+	shot(t, tab, "fork")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var fork berth.Session
@@ -92,7 +103,7 @@ func TestUICheckpointPrunedLive(t *testing.T) {
 	tab := uiPage(t, b, s, "/sessions/"+id)
 	tab.WaitFor("two checkpoints", `document.querySelectorAll('.checkpoints li').length == 2`)
 	turn(kid.ID)
-	tab.WaitFor("checkpoint_pruned in the transcript", transcriptHas("pruned"))
+	tab.WaitFor("checkpoint_pruned in the transcript", logHas("checkpoint_pruned"))
 	tab.WaitFor("no checkpoint left", `document.querySelectorAll('.checkpoints li').length == 0`)
 	noPageErrors(t, tab)
 }

@@ -33,7 +33,7 @@ func TestUIAnswersAnElicitationFromItsForm(t *testing.T) {
 	tab.Run(browsertest.Click(elicButton("Submit")))
 	tab.WaitFor("the card answered", `document.querySelector('.elic-card.decided')`)
 	tab.WaitFor("the agent's use of the answer", agentSaid("answer: Ada"))
-	tab.WaitFor("the turn's end", transcriptHas("Turn ended: end_turn"))
+	tab.WaitFor("the turn's end", logHas("turn_ended"))
 
 	// Decline on the next one.
 	tab.Run(browsertest.Type(browsertest.Field("Prompt"), "elicit Shall I go on?"), browsertest.Click(browsertest.Button("Send")))

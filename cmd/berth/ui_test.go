@@ -43,18 +43,19 @@ func signIn(t testing.TB, tab *browsertest.Tab, s *server) {
 	tab.WaitFor("the sessions list after signing in", `location.pathname == '/' && document.querySelector('table.sessions')`)
 }
 
-// shot saves a screenshot named name when BERTH_UI_SCREENSHOTS is set.
+// shot saves a screenshot named name when BERTH_UI_SCREENSHOTS is set: what
+// a 1280×800 window shows (a phone- one: what the phone's viewport the test
+// set shows), as a reader sees it, not the whole page.
 func shot(t *testing.T, tab *browsertest.Tab, name string) {
 	t.Helper()
 	dir := os.Getenv("BERTH_UI_SCREENSHOTS")
 	if dir == "" {
 		return
 	}
-	if strings.HasPrefix(name, "phone-") || name == "sessions" {
-		tab.ScreenshotViewport(filepath.Join(dir, name+".png"))
-		return
+	if !strings.HasPrefix(name, "phone-") {
+		tab.Run(chromedp.EmulateViewport(1280, 800))
 	}
-	tab.Screenshot(filepath.Join(dir, name+".png"))
+	tab.ScreenshotViewport(filepath.Join(dir, name+".png"))
 }
 
 // createSession creates a demo session through the API.
@@ -91,9 +92,16 @@ func newSessionForm(t *testing.T, b *browsertest.Browser, s *server) *browsertes
 	return tab
 }
 
-// transcriptHas is the JS condition "the transcript shows text".
+// transcriptHas is the JS condition "the transcript shows text" (as it
+// reads, without the details).
 func transcriptHas(text string) string {
 	return fmt.Sprintf(`(document.querySelector('.transcript')||{innerText:''}).innerText.includes(%q)`, text)
+}
+
+// logHas is the JS condition "the transcript holds an entry of the event
+// type typ", shown or among the details (see Show details).
+func logHas(typ string) string {
+	return fmt.Sprintf(`!!document.querySelector(%q)`, fmt.Sprintf(`.transcript .ev[data-type=%s]`, typ))
 }
 
 // agentSaid is the JS condition "an agent message block shows text".
@@ -170,7 +178,7 @@ func TestUIApprovesAPermissionFromItsCard(t *testing.T) {
 	shot(t, tab, "permission")
 	tab.Run(browsertest.Click(browsertest.Button(allow)))
 	tab.WaitFor("the card decided", `document.querySelector('.perm-card.decided')`)
-	tab.WaitFor("the turn's end", transcriptHas("Turn ended: end_turn"))
+	tab.WaitFor("the turn's end", logHas("turn_ended"))
 	var after struct {
 		Permissions []struct{ State, DecidedBy string } `json:"permissions"`
 	}
@@ -359,7 +367,9 @@ func TestUISessionsListPagesFiltersAndFollows(t *testing.T) {
 		t.Fatalf("the list is wider than a phone's screen: %s", wide)
 	}
 	tab.Run(chromedp.Navigate("http://" + s.addr + "/sessions/" + id))
-	tab.WaitFor("the session at a phone's width", transcriptHas("Turn ended"))
+	tab.WaitFor("the session at a phone's width", logHas("turn_ended"))
+	// The screenshot shows the page's top: the header, then the conversation.
+	tab.Eval(`window.scrollTo(0, 0), true`, nil)
 	shot(t, tab, "phone-session")
 	if wide := tooWide(tab); wide != "" {
 		t.Fatalf("the session page is wider than a phone's screen: %s", wide)
@@ -385,11 +395,18 @@ func TestUISignIn(t *testing.T) {
 	// sign-in screen replaces it.
 	tab.Run(chromedp.Navigate("http://" + s.addr + "/"))
 	tab.WaitFor("the sign-in form", `document.getElementById('token')`)
+	// The top bar's links need a sign-in: the sign-in page has none.
+	var nav []string
+	tab.Eval(`[...document.querySelectorAll('header.top nav a, header.top nav button')].filter(e => e.getClientRects().length > 0).map(e => e.textContent)`, &nav)
+	if len(nav) > 0 {
+		t.Fatalf("the sign-in page shows %q", nav)
+	}
 	shot(t, tab, "sign-in")
 	tab.Run(browsertest.Type(browsertest.Field("Token"), "not-the-token"), browsertest.Click(browsertest.Button("Sign in")))
 	tab.WaitFor("the refusal", `document.querySelector('.signin [role=alert]').textContent.includes('did not work')`)
 	tab.Run(browsertest.Type(browsertest.Field("Token"), readTokenFile(s.home)), browsertest.Click(browsertest.Button("Sign in")))
 	tab.WaitFor("the sessions list", `document.querySelector('table.sessions')`)
+	tab.WaitFor("Sign out once signed in", `document.evaluate(`+"`"+browsertest.Button("Sign out")+"`"+`, document, null, 9, null).singleNodeValue.getClientRects().length > 0`)
 	var stored bool
 	tab.Eval(`localStorage.length + sessionStorage.length > 0 || document.cookie.includes('berth_session')`, &stored)
 	if stored {
@@ -572,7 +589,7 @@ func TestUILongTranscriptShowsItsEndThenEarlierEntries(t *testing.T) {
 		}
 		tab.Run(browsertest.Click(`//button[starts-with(normalize-space(.), "Show earlier events")]`))
 	}
-	tab.WaitFor("the whole log", transcriptHas("Session created")+` && `+agentSaid("line 0")+` && document.querySelector('.transcript .earlier').hidden`)
+	tab.WaitFor("the whole log", logHas("session_created")+` && `+agentSaid("line 0")+` && document.querySelector('.transcript .earlier').hidden`)
 	var seqs []int
 	tab.Eval(`[...document.querySelectorAll('.transcript .entries > .ev')].map(e => +e.dataset.seq)`, &seqs)
 	for i := 1; i < len(seqs); i++ {
@@ -693,11 +710,11 @@ func TestUIShowsARefusedFileLive(t *testing.T) {
 	s := startServer(t, t.TempDir())
 	id := createSession(t, s, map[string]any{})
 	tab := uiPage(t, b, s, "/sessions/"+id)
-	tab.WaitFor("the stream followed", `document.querySelector('.session-head .live').textContent == '● live'`)
+	tab.WaitFor("the stream followed", `document.querySelector('.session-head .live').dataset.stream == 'open'`)
 	if st, err := s.api("POST", "/v1/sessions/"+id+"/prompts?wait=true", map[string]any{"text": "read /etc/hostname"}, nil); st != 200 || err != nil {
 		t.Fatalf("prompt: %d %v", st, err)
 	}
-	tab.WaitFor("the turn's end", transcriptHas("Turn ended"))
+	tab.WaitFor("the turn's end", logHas("turn_ended"))
 	tab.WaitFor("file_refused in the transcript", `document.querySelector('.ev[data-type=file_refused]')`)
 	noPageErrors(t, tab)
 }

@@ -12,12 +12,15 @@ import * as signin from './signin.js';
 import * as credentials from './credentials.js';
 
 const main = document.getElementById('main');
+const nav = document.getElementById('topnav');
 let unmount = null;
 
-// show replaces the current screen with screen.mount(main, ...args).
+// show replaces the current screen with screen.mount(main, ...args). The
+// top bar's links need a sign-in: the sign-in screen shows none.
 function show(screen, ...args) {
   if (unmount) unmount();
   main.replaceChildren();
+  nav.hidden = screen === signin;
   unmount = screen.mount(main, ...args) || null;
 }
 
@@ -39,12 +42,12 @@ window.addEventListener(UNAUTHENTICATED, () => {
 });
 
 // The top bar's Credentials opens that screen (credentials.js).
-document.getElementById('topnav').append(h('a', { href: '/credentials', text: 'Credentials' }), ' ');
+nav.append(h('a', { href: '/credentials', text: 'Credentials' }), ' ');
 
 // The top bar's Sign out ends this browser's sign-in on the daemon (the
 // cookie is host-scoped: other services on 127.0.0.1 also receive it, so a
 // sign-in should not outlive its use).
-document.getElementById('topnav').append(h('button', {
+nav.append(h('button', {
   type: 'button', class: 'link', text: 'Sign out',
   onclick: async () => {
     try { await api('POST', '/v1/logout', undefined, { quiet401: true }); } catch { /* signed out anyway */ }

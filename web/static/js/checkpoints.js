@@ -16,8 +16,16 @@ function size(n) {
   return `${BYTES.format(n / 1024 / 1024)} MiB`;
 }
 
-// create builds the checkpoints panel of session id.
-export function create(id) {
+// firstLine is the first line of a prompt, cut at 40 characters.
+function firstLine(text) {
+  const line = text.split('\n')[0];
+  return line.length > 40 ? `${line.slice(0, 40)}…` : line;
+}
+
+// create builds the checkpoints panel of session id; hooks.promptOf(turnId)
+// is the prompt of a turn the page has shown, so a checkpoint is found by
+// what was asked.
+export function create(id, hooks = {}) {
   const list = h('ol', { class: 'checkpoints', reversed: true });
   const status = h('p', { class: 'error', role: 'alert' });
   const done = h('p', { class: 'muted', role: 'status' });
@@ -56,10 +64,27 @@ export function create(id) {
       }) });
     const skipped = c.skipped_total ? `, ${c.skipped_total} skipped` : '';
     const why = (c.skipped || []).map((s) => `${s.path} (${s.reason})`).join('\n');
+    const prompt = h('span', { class: 'ck-prompt' });
+    name(prompt, c.turn_id);
     return h('li', { 'data-checkpoint': c.id },
-      h('span', { class: 'ck-what', text: `Before turn ${n}` }), ' ',
-      h('span', { class: 'muted', title: why || null, text: `${c.files} ${c.files === 1 ? 'file' : 'files'}, ${size(c.bytes)}${skipped}` }),
-      h('div', { class: 'ck-actions' }, rewind, ' ', fork));
+      h('div', { class: 'ck-what' }, h('strong', { text: `Before turn ${n}` }), prompt),
+      h('div', { class: 'ck-actions' },
+        h('span', { class: 'muted small', title: why || null, text: `${c.files} ${c.files === 1 ? 'file' : 'files'}, ${size(c.bytes)}${skipped}` }),
+        rewind, fork));
+  }
+
+  // name shows in span the prompt of turn, when the page knows it.
+  function name(span, turn) {
+    const prompt = hooks.promptOf ? hooks.promptOf(turn) : '';
+    span.dataset.turn = turn;
+    span.title = prompt;
+    span.textContent = prompt ? ` “${firstLine(prompt)}”` : '';
+  }
+
+  // named shows the prompts the page has learnt since the list was drawn,
+  // leaving the rows (and a rewind being confirmed) as they are.
+  function named() {
+    list.querySelectorAll('.ck-prompt').forEach((span) => name(span, span.dataset.turn));
   }
 
   // refresh fetches the checkpoints and lists them, newest first.
@@ -70,5 +95,5 @@ export function create(id) {
     list.replaceChildren(...all.map((c, i) => item(c, i + 1)).reverse());
     empty.hidden = all.length > 0;
   }
-  return { element, refresh };
+  return { element, refresh, named };
 }

@@ -1,7 +1,8 @@
 // controls.js is the agent's controls on a session's screen (docs/api.md,
-// "Agent controls" and "Web UI"): pickers for its mode, model and config
-// options, which PATCH the session, and the slash commands it offers, which put
-// "/name " in the Prompt box. Everything the agent names goes in as text.
+// "Agent controls" and "Web UI"), under the Prompt box as chat apps have
+// them: pickers for its mode, model and config options, which PATCH the
+// session, and the slash commands it offers, which put "/name " in the
+// Prompt box. Everything the agent names goes in as text.
 
 import { api, sessionPath } from './api.js';
 import { h } from './dom.js';
@@ -9,13 +10,12 @@ import { h } from './dom.js';
 // create builds the controls of session id. hooks.onChange runs after a
 // change was applied; hooks.prompt is the Prompt box's textarea.
 export function create(id, hooks) {
-  const title = h('p', { class: 'agent-title muted' });
   const pickers = h('div', { class: 'pickers' });
   const commands = h('ul', { class: 'commands', 'aria-label': 'Commands' });
   const commandsBox = h('div', { class: 'commands-box', hidden: true },
     h('span', { class: 'muted', text: 'Commands: ' }), commands);
   const status = h('p', { class: 'error', role: 'alert' });
-  const element = h('section', { class: 'agent-controls', 'aria-label': 'Agent controls' }, title, pickers, commandsBox, status);
+  const element = h('section', { class: 'agent-controls', 'aria-label': 'Agent controls' }, pickers, commandsBox, status);
   // shown is the JSON of what the pickers show, so an update that changes
   // nothing leaves a picker the user is looking at alone.
   let shown = '';
@@ -47,7 +47,6 @@ export function create(id, hooks) {
     // update shows what session s's agent offers.
     update(s) {
       const acp = s.acp || {};
-      title.textContent = s.title ? `Title: ${s.title}` : '';
       const key = JSON.stringify([s.state, acp.modes, acp.models, acp.config_options]);
       if (key !== shown) {
         shown = key;

@@ -4,8 +4,11 @@
 // the pending queue and the exec console.
 //
 // The agent's controls (mode/model/config pickers, commands: controls.js)
-// mount in the `controls` slot of the header (see header.js); checkpoints,
-// with rewind and fork, are a side panel (checkpoints.js).
+// mount under the prompt box; checkpoints, with rewind and fork, are a side
+// panel (checkpoints.js); a fork's page starts with where it came from and
+// the conversation it carries (fork.js). The transcript reads as a
+// conversation; `Show details` adds the machinery (times, raw JSON,
+// checkpoints, turn ends, starts).
 
 import { api, sessionPath } from './api.js';
 import { h } from './dom.js';
@@ -18,6 +21,7 @@ import * as execConsole from './exec.js';
 import * as agentControls from './controls.js';
 import * as conversation from './conversation.js';
 import * as checkpoints from './checkpoints.js';
+import * as forkOrigin from './fork.js';
 
 // PAGE is how many events one replay request asks for (the API's max).
 const PAGE = 1000;
@@ -57,23 +61,38 @@ export function mount(main, id) {
   const loading = h('p', { class: 'muted', role: 'status', text: 'Loading the transcript…' });
   const head = header.create(id, { onChange: refresh });
   const conv = conversation.create(id, { onChange: refresh });
+  head.slot.append(conv.element);
   const q = queue.create(id);
   const box = promptbox.create(id, { onSent: refresh });
   const ex = execConsole.create(id);
   const ctl = agentControls.create(id, { onChange: refresh, prompt: box.element.querySelector('textarea') });
-  head.slot.append(ctl.element);
-  const cps = checkpoints.create(id);
+  box.slot.append(ctl.element);
+  const cps = checkpoints.create(id, { promptOf: (turn) => t.promptOf(turn) });
   const t = new Transcript(log, {
     decide: (p, optionId) => api('POST', sessionPath(id, `/permissions/${encodeURIComponent(p.id)}`), { option_id: optionId }),
     answer: (q, body) => api('POST', sessionPath(id, `/elicitations/${encodeURIComponent(q.id)}`), body),
     usage: (d) => head.setUsage(d),
   });
-  main.append(h('div', { class: 'session' },
+  const carried = h('div', { class: 'carried-slot' });
+  const root = h('div', { class: 'session' });
+  const details = h('input', { type: 'checkbox', id: 'show-details', onchange: () => root.classList.toggle('show-details', details.checked) });
+  root.append(
     head.element,
-    conv.element,
     h('div', { class: 'session-body' },
-      h('div', { class: 'session-main' }, log, loading, box.element),
-      h('aside', { class: 'session-side' }, q.element, cps.element, ex.element))));
+      h('div', { class: 'session-main' },
+        h('div', { class: 'transcript-bar' }, details, h('label', { for: 'show-details', text: 'Show details' })),
+        carried, log, loading, box.element),
+      h('aside', { class: 'session-side' }, q.element, cps.element, ex.element)));
+  main.append(root);
+
+  // show shows session s in every part that depends on it.
+  function show(s) {
+    head.update(s);
+    ctl.update(s);
+    conv.update(s);
+    box.setState(s);
+    ex.setState(s);
+  }
 
   let stopFollowing = () => {};
   let closed = false;
@@ -85,17 +104,26 @@ export function mount(main, id) {
   // last call (events come in bursts).
   function refresh() {
     clearTimeout(refreshTimer);
-    refreshTimer = setTimeout(async () => {
-      try {
-        const s = await api('GET', sessionPath(id));
-        head.update(s);
-        ctl.update(s);
-        conv.update(s);
-      } catch (e) {
-        head.error(e);
-      }
+    refreshTimer = setTimeout(() => {
+      load();
       q.refresh();
     }, 100);
+  }
+
+  // load fetches the session and shows it (a 401 opens the sign-in).
+  async function load() {
+    try {
+      show(await api('GET', sessionPath(id)));
+    } catch (e) {
+      if (e.status === 404) {
+        // Deleted elsewhere: nothing here acts on it any more.
+        head.gone();
+        box.setState(null);
+        ex.setState(null);
+      }
+      // An unreachable daemon is said by the stream's state.
+      if (e.status !== 0) head.error(e);
+    }
   }
 
   // take queues streamed events and renders them in one batch.
@@ -122,18 +150,23 @@ export function mount(main, id) {
       loading.textContent = e.status === 404 ? 'No such session.' : e.message;
       return;
     }
-    head.update(s);
-    ctl.update(s);
-    conv.update(s);
+    show(s);
     q.refresh();
     cps.refresh();
+    if (s.forked_from) {
+      const fork = forkOrigin.create(s);
+      carried.append(fork.element);
+      fork.load();
+    }
     await replay(id, s.last_seq, t, () => closed);
     loading.remove();
+    // The checkpoints name their turns' prompts, known now.
+    cps.named();
     scrollToEnd();
     if (closed) return;
     const on = Object.fromEntries(STREAM_TYPES.map((type) => [type, take]));
     stopFollowing = follow(() => `${sessionPath(id, '/events/stream')}?after=${t.lastSeq}`, on,
-      (open) => head.setLive(open), () => api('GET', sessionPath(id)));
+      (open) => head.setLive(open), load);
   })();
 
   return () => {

@@ -4,6 +4,12 @@
 // overlap freely. Consecutive chunks (agent text, thoughts, stderr) join
 // one block; tool calls are cards that their updates change in place.
 // add() takes a batch and touches the page once for it.
+//
+// It reads as a conversation: the machinery (MACHINE: checkpoints, turn
+// ends, starts, usage…) is drawn as entries of class "machine", which the
+// stylesheet shows only under an ancestor of class "show-details" (the
+// session page's `Show details`), as it does each entry's time and raw
+// JSON button.
 
 import { h, token } from './dom.js';
 import * as markdown from './markdown.js';
@@ -11,8 +17,27 @@ import * as diff from './diff.js';
 import { permissionCard } from './permissions.js';
 import { elicitationCard } from './elicitations.js';
 
-// MERGED are the event types whose consecutive events form one block.
-const MERGED = new Set(['agent_message', 'agent_thought', 'agent_stderr']);
+// MACHINE are the event types drawn only with the details shown: how the
+// session runs rather than what was said (a turn that ended otherwise than
+// end_turn is said: see isMachine).
+const MACHINE = new Set(['session_created', 'session_started', 'turn_ended', 'usage', 'model_call', 'commands_update',
+  'checkpoint_created', 'checkpoint_pruned', 'file_read', 'file_written', 'terminal_started', 'terminal_exited',
+  'exec', 'agent_stderr', 'acp_unknown', 'permission_resolved', 'elicitation_resolved']);
+
+// QUEUE are the event types about prompts waiting for a later turn: like
+// the machinery, they do not cut the agent's answer in flight in two.
+const QUEUE = new Set(['prompt_queued', 'prompt_canceled']);
+
+// DROPPED says why a queued prompt was dropped, by its reason ('' for the
+// user's own Drop).
+const DROPPED = { user: '', interrupted: ' (interrupted)', replaced: ' (replaced by a newer steer)',
+  turn_cancelled: ' (its turn was cancelled)', cleared: ' (conversation cleared)' };
+
+// isMachine reports whether ev is drawn only with the details shown.
+function isMachine(ev) {
+  if (ev.type === 'turn_ended') return (ev.data || {}).stop_reason === 'end_turn';
+  return MACHINE.has(ev.type);
+}
 
 // WINDOW is how many entries stay on the page while it follows the end:
 // older ones are kept, detached, until "Show earlier events" brings them
@@ -35,7 +60,15 @@ export class Transcript {
     this.hooks = hooks;
     this.lastSeq = 0;
     this.count = 0;
+    // open is the agent's message or thought block that chunks of its
+    // turn join; stderr the stderr block.
     this.open = null;
+    this.stderr = null;
+    // queued maps an entry_id to its prompt's words, for the line that
+    // says it was dropped.
+    this.queued = new Map();
+    // prompts maps a turn_id to its prompt's text (promptOf).
+    this.prompts = new Map();
     this.entries = [];
     this.first = 0;
     this.tools = new Map();
@@ -104,29 +137,49 @@ export class Transcript {
   // entry records a new entry starting with ev; build(events) makes its
   // node from the entry's events.
   entry(ev, build) {
-    const e = { type: ev.type, turn: ev.turn_id, events: [ev], node: null };
+    const e = { type: ev.type, turn: ev.turn_id, events: [ev], node: null, machine: isMachine(ev) };
     e.build = () => build(e);
     this.entries.push(e);
     return e;
   }
 
-  // one records one event.
+  // one records one event. The agent's chunks join the block of their
+  // turn open until something the conversation shows comes between them:
+  // machinery and queue lines, drawn after the block, do not close it.
   one(ev) {
     const d = ev.data || {};
-    if (MERGED.has(ev.type)) {
-      if (this.open && this.open.type === ev.type && this.open.turn === ev.turn_id) {
-        this.open.events.push(ev);
-        this.changed.add(this.open);
-      } else {
-        this.open = this.entry(ev, textEntry);
-      }
+    if (ev.type === 'agent_stderr') {
+      this.stderr = this.join(this.stderr, ev);
       return;
     }
-    this.open = null;
+    // An update of a tool call already drawn changes its card in place.
+    const quiet = isMachine(ev) || QUEUE.has(ev.type) ||
+      (ev.type === 'tool_call_update' && this.tools.has(`${ev.turn_id}/${d.tool_call_id}`));
+    if (!quiet) this.stderr = null;
+    if (ev.type === 'agent_message' || ev.type === 'agent_thought') {
+      this.open = this.join(this.open, ev);
+      return;
+    }
+    if (!quiet) this.open = null;
     switch (ev.type) {
       case 'turn_started':
+        this.prompts.set(ev.turn_id, d.text || '');
         this.entry(ev, (e) => frame(e, d.source && d.source !== 'user' ? `You (${d.source})` : 'You', 'prompt',
           h('div', {}, h('div', { class: 'user-text', text: d.text || '' }), attachments(d.content))));
+        break;
+      case 'prompt_steered':
+        // The steer's words go into the turn in flight: the user speaking.
+        this.entry(ev, (e) => frame(e, 'You (steer)', 'prompt',
+          h('div', {}, h('div', { class: 'user-text', text: d.text || '' }), attachments(d.content))));
+        break;
+      case 'prompt_queued': {
+        const words = promptWords(d);
+        this.queued.set(d.entry_id, words);
+        this.note(ev, `${d.kind === 'steer' ? 'Steer staged' : 'Queued'}: ${words}`, 'queue');
+        break;
+      }
+      case 'prompt_canceled':
+        this.note(ev, `Dropped: ${this.queued.get(d.entry_id) || d.entry_id}${DROPPED[d.reason] ?? ` (${d.reason})`}`, 'queue');
         break;
       case 'conversation_cleared':
         this.note(ev, `Conversation cleared: the agent starts afresh (was ${d.old_acp_session_id || '?'})`);
@@ -182,12 +235,27 @@ export class Transcript {
         this.note(ev, `Budget reached: ${d.limit} ${d.max} (spent ${d.spent}); further model calls are refused`, 'warn');
         break;
       case 'session_stopped':
-        this.note(ev, `Session stopped: ${d.stop_reason || ''}${d.failure ? ` — ${d.failure.kind}: ${d.failure.message}` : ''}`,
+        this.note(ev, `Session stopped${stoppedWhy(d.stop_reason) ? ` (${stoppedWhy(d.stop_reason)})` : ''}${d.failure ? ` — ${d.failure.kind}: ${d.failure.message}` : ''}`,
           d.failure ? 'warn' : '');
+        break;
+      case 'file_refused':
+      case 'network_denied':
+        this.note(ev, summary(ev), 'warn');
         break;
       default:
         this.note(ev, summary(ev));
     }
+  }
+
+  // join adds chunk ev to block when it continues it (same type, same
+  // turn), else starts a block; it returns the block.
+  join(block, ev) {
+    if (block && block.type === ev.type && block.turn === ev.turn_id) {
+      block.events.push(ev);
+      this.changed.add(block);
+      return block;
+    }
+    return this.entry(ev, textEntry);
   }
 
   // ask records an agent's request (a permission, a question) as the card
@@ -217,6 +285,11 @@ export class Transcript {
     this.entry(ev, (e) => frame(e, null, `note ${cls}`, h('span', { text })));
   }
 
+  // promptOf is the text of turn's prompt ('' for a turn not shown).
+  promptOf(turn) {
+    return this.prompts.get(turn) || '';
+  }
+
   // showEarlier puts the previous WINDOW entries back on the page above
   // the ones shown, keeping what the reader sees in place.
   showEarlier() {
@@ -244,7 +317,8 @@ export class Transcript {
 // textEntry builds an entry of joined chunks: agent text and thoughts as
 // Markdown, stderr lines as they are.
 function textEntry(e) {
-  const label = { agent_message: 'Agent', agent_thought: 'Thought', agent_stderr: 'stderr' }[e.type];
+  // A thought is its fold alone: "Thought" is the fold's own label.
+  const label = { agent_message: 'Agent', agent_stderr: 'stderr' }[e.type] || null;
   let body;
   if (e.type === 'agent_stderr') {
     body = h('pre', { class: 'stderr', text: e.events.map((x) => x.data.line).join('\n') });
@@ -275,13 +349,14 @@ function toolEntry(e) {
 }
 
 // frame is an entry's node: a head with its label, time and a button that
-// shows the raw JSON of its events, then its body.
+// shows the raw JSON of its events (both shown with the details), then its
+// body.
 function frame(e, label, cls, body) {
   const ev = e.events[0];
   const btn = h('button', { type: 'button', class: 'raw-toggle', 'aria-expanded': 'false', title: 'Raw JSON', text: '{ }',
     'aria-label': `Raw JSON of event ${ev.seq}` });
   rawOf.set(btn, e.events);
-  return h('article', { class: `ev ${cls}`, 'data-seq': ev.seq, 'data-type': ev.type },
+  return h('article', { class: `ev ${cls}${e.machine ? ' machine' : ''}`, 'data-seq': ev.seq, 'data-type': ev.type },
     h('div', { class: 'ev-head' },
       label ? h('span', { class: 'who', text: label }) : null,
       body && !label ? body : null,
@@ -301,6 +376,8 @@ function toggleRaw(btn) {
   const show = raw.hidden;
   if (show) raw.textContent = rawOf.get(btn).map((e) => JSON.stringify(e, null, 2)).join('\n');
   raw.hidden = !show;
+  // A one-line note opened on its JSON takes the transcript's width.
+  entry.classList.toggle('raw-open', show);
   btn.setAttribute('aria-expanded', String(show));
 }
 
@@ -310,6 +387,17 @@ function toolContent(c) {
   if (c.type === 'terminal') return h('div', { class: 'muted small', text: `terminal ${c.terminalId || ''}` });
   if (c.type === 'content' && c.content && c.content.type === 'text') return h('div', { class: 'md' }, markdown.render(c.content.text || ''));
   return h('pre', { class: 'raw-content', text: JSON.stringify(c, null, 2) });
+}
+
+// STOPPED words why a session stopped, by its stop_reason ('' for a
+// user's Stop).
+const STOPPED = { user_requested: '', idle_timeout: 'idle', ttl_expired: 'its time ran out', agent_exited: 'the agent exited',
+  agent_crashed: 'the agent crashed', startup_failed: 'the agent did not start', daemon_shutdown: 'the daemon shut down',
+  daemon_crashed: 'the daemon stopped', parent_stopped: 'its parent stopped', stall_timeout: 'stalled', node_lost: 'its node was lost' };
+
+// stoppedWhy says in words why a session stopped ('' for a user's Stop).
+export function stoppedWhy(reason) {
+  return STOPPED[reason] ?? (reason || '').replaceAll('_', ' ');
 }
 
 // usageText says what a usage event counts.
@@ -335,9 +423,8 @@ function summary(ev) {
   switch (ev.type) {
     case 'session_created': return `Session created (${d.agent}, ${d.sandbox ? d.sandbox.provider : ''})`;
     case 'session_started': return `Agent started${d.resumed_by ? ` (resumed by ${d.resumed_by})` : ''}`;
-    case 'prompt_queued': return `Prompt queued (${d.entry_id})`;
-    case 'prompt_canceled': return `Queued prompt dropped (${d.entry_id})`;
-    case 'prompt_steered': return `Steer delivered (${d.entry_id})`;
+    case 'file_refused': return `Refused to let the agent ${d.op || 'use'} ${d.path}${d.reason ? `: ${d.reason}` : ''}`;
+    case 'network_denied': return `Refused the agent's connection to ${d.host}${d.port ? `:${d.port}` : ''}`;
     case 'file_read': return `Read ${d.path} (${d.bytes} bytes)`;
     case 'file_written': return `Wrote ${d.path} (${d.bytes} bytes)`;
     case 'terminal_started': return `Terminal: ${d.command}`;
@@ -364,6 +451,20 @@ const TIME = new Intl.DateTimeFormat(undefined, { hour: 'numeric', minute: '2-di
 function clock(iso) {
   const t = new Date(iso);
   return Number.isNaN(t.getTime()) ? '' : TIME.format(t);
+}
+
+// PROMPT_WORDS is how much of a queued prompt its line quotes.
+const PROMPT_WORDS = 200;
+
+// promptWords is a queued prompt's text, quoted and cut at PROMPT_WORDS
+// characters, or what it attaches when it has no text.
+function promptWords(d) {
+  const text = (d.text || '').trim();
+  if (!text) {
+    const n = (d.content || []).filter((b) => b.type !== 'text').length;
+    return n ? `${n} ${n === 1 ? 'attachment' : 'attachments'}` : '(empty)';
+  }
+  return `“${text.length > PROMPT_WORDS ? `${text.slice(0, PROMPT_WORDS)}…` : text}”`;
 }
 
 // attachments lists a prompt's non-text blocks (images, files, resources)
