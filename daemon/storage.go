@@ -88,14 +88,3 @@ func (d *Daemon) storageWarn(id, reason string) {
 		d.logger.Warn("object store warning not logged", "session", id, "err", err)
 	}
 }
-
-// StorageLag is how long ago the oldest turn not yet in the object store
-// ended, and the last error writing one ("" when none); ok is false
-// without [storage] url.
-func (d *Daemon) StorageLag() (lag time.Duration, lastErr string, ok bool) {
-	if d.storage == nil {
-		return 0, "", false
-	}
-	lag, lastErr = d.storage.Lag()
-	return lag, lastErr, true
-}

@@ -290,17 +290,17 @@ func TestStorageDownNeverSlowsATurn(t *testing.T) {
 	}
 	testenv.WaitFor(t, 30*time.Second, "a runtime_warning about the object store", func() bool { return warnings() > 0 })
 	// Failed writes are retried (1 s, then 2 s): a few more fail meanwhile.
+	// /v1/health says how far behind the store is, and why.
 	testenv.WaitFor(t, 30*time.Second, "retries", func() bool {
-		_, last, _ := d.StorageLag()
-		lag, _, _ := d.StorageLag()
-		return last != "" && lag > 3*time.Second
+		h, err := d.Manager().Health(ctx)
+		return err == nil && h.Storage != nil && h.Storage.Error != "" && h.Storage.LagSeconds > 3
 	})
 	proxy.setDown(false)
 	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
 	if n := warnings(); n != 1 {
 		t.Errorf("%d runtime_warnings about the object store for one outage, want 1", n)
 	}
-	if lag, last, ok := d.StorageLag(); !ok || lag != 0 || last != "" {
-		t.Errorf("after the store came back: lag %s, last error %q", lag, last)
+	if h, err := d.Manager().Health(ctx); err != nil || h.Storage == nil || *h.Storage != (berth.StorageHealth{}) {
+		t.Errorf("health after the store came back: %+v, %v", h, err)
 	}
 }
