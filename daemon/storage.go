@@ -10,13 +10,14 @@ import (
 	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/objstore"
 	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/snapshot"
 )
 
 // openStorage makes the Syncer that writes sessions' state to the object
 // store when [storage] url is set (docs/api.md, "Session state in an
 // object store"). It does not reach the store: one that is down must not
 // stop the daemon (the Syncer retries, and warns the sessions).
-func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, hidden []string) error {
+func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, snaps *snapshot.Store, hidden []string) error {
 	sc := o.Config.Storage
 	if !sc.Enabled() {
 		return nil
@@ -34,6 +35,7 @@ func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, hidden []string
 	d.storage = objstore.NewSyncer(objstore.SyncerOptions{
 		Uploader:    objstore.NewUploader(c, spool),
 		Checkpoints: ckpts,
+		Snapshots:   snaps,
 		Scan:        checkpoint.Options{MaxFileBytes: int64(cc.MaxFileBytes), MaxTotalBytes: int64(cc.MaxTotalBytes)},
 		Resolve: func(ctx context.Context, id, turnID string) (objstore.Target, error) {
 			return d.storageTarget(ctx, id, turnID, hidden)

@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/snapshot"
 )
 
 // openTest opens a client of the test S3 server under a prefix of the
@@ -380,4 +381,62 @@ func equal(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// The session's local checkpoints and snapshots go to the store with its
+// state, each once: a checkpoint's manifest and its blobs (shared with
+// the workspace's), a snapshot's archive and metadata; state.json names
+// the checkpoints.
+func TestSyncCheckpointsAndSnapshots(t *testing.T) {
+	c := openTest(t)
+	ctx := testenv.Context(t)
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"a.txt": "alpha", "d/b.txt": "beta"})
+	cs := checkpoint.New(t.TempDir(), checkpoint.Options{})
+	ck, err := cs.Create(ctx, "ses_c", "turn_1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := snapshot.New(t.TempDir())
+	snap, err := ss.Create(ctx, "ses_c", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := NewUploader(c, "")
+	synced := make(chan int64, 4)
+	s := NewSyncer(SyncerOptions{Uploader: u, Checkpoints: cs, Snapshots: ss,
+		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 4, Workspace: ws}, nil },
+		Synced:  func(_ context.Context, _ string, seq int64, _ time.Time) error { synced <- seq; return nil },
+		Warn:    func(_, reason string) { t.Errorf("warning: %s", reason) },
+	})
+	defer s.Close()
+	for range 2 {
+		s.TurnEnded("ses_c", "turn_1")
+		select {
+		case <-synced:
+		case <-time.After(time.Minute):
+			t.Fatal("never synced")
+		}
+	}
+	var stored StoredCheckpoint
+	if err := c.getJSON(ctx, CheckpointKey("ses_c", ck.ID), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Checkpoint.ID != ck.ID || len(stored.Files) != 3 {
+		t.Errorf("stored checkpoint: %+v", stored)
+	}
+	for _, key := range []string{SnapshotKey("ses_c", snap.ID+".tar.zst"), SnapshotKey("ses_c", snap.ID+".json")} {
+		if _, ok, err := c.Stat(ctx, key); err != nil || !ok {
+			t.Errorf("%s: %v, %v", key, ok, err)
+		}
+	}
+	st, err := ReadState(ctx, c, "ses_c")
+	if err != nil || len(st.Checkpoints) != 1 || st.Checkpoints[0] != ck.ID {
+		t.Fatalf("state: %+v, %v", st, err)
+	}
+	// Two blobs (the checkpoint's and the workspace's are the same), each
+	// put once though the session was written twice.
+	if n := countObjects(t, c, "blobs/"); n != 2 || u.Puts() != 2 {
+		t.Errorf("%d blobs stored, %d put; want 2 and 2", n, u.Puts())
+	}
 }

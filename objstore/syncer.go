@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/snapshot"
 )
 
 // Target is what the Syncer writes of one session, as its Resolve finds
@@ -32,6 +33,9 @@ type SyncerOptions struct {
 	// Checkpoints, when set, is the local checkpoint store whose
 	// checkpoints of a session are written too.
 	Checkpoints *checkpoint.Store
+	// Snapshots, when set, is the local snapshot store whose snapshots of
+	// a session are written too.
+	Snapshots *snapshot.Store
 	// Scan bounds the walks of workspaces and HOMEs (the [checkpoints]
 	// limits).
 	Scan checkpoint.Options
@@ -91,6 +95,10 @@ type syncState struct {
 	prevWS, prevHome map[string]checkpoint.Entry
 	ckpts            map[string]bool
 	listed           bool
+	// snaps are the snapshots written; snapsListed says the store's were
+	// read.
+	snaps       map[string]bool
+	snapsListed bool
 }
 
 // NewSyncer starts a Syncer's workers.
@@ -126,7 +134,7 @@ func (s *Syncer) TurnEnded(id, turnID string) {
 	}
 	st := s.sessions[id]
 	if st == nil {
-		st = &syncState{ckpts: map[string]bool{}}
+		st = &syncState{ckpts: map[string]bool{}, snaps: map[string]bool{}}
 		s.sessions[id] = st
 	}
 	st.turnID = turnID
@@ -317,6 +325,11 @@ func (s *Syncer) sync(id, turnID string, st *syncState) error {
 			return err
 		}
 	}
+	if s.opts.Snapshots != nil {
+		if err := s.syncSnapshots(ctx, id, st); err != nil {
+			return err
+		}
+	}
 	if t.Workspace != "" {
 		tree, seen, err := u.Tree(ctx, t.Workspace, s.opts.Scan, t.Hide, st.prevWS)
 		if err != nil {
@@ -383,4 +396,41 @@ func (s *Syncer) syncCheckpoints(ctx context.Context, id string, st *syncState) 
 // checkpoints/ names.
 func cutCheckpointKey(key string) (string, bool) {
 	return strings.CutSuffix(path.Base(key), ".json")
+}
+
+// syncSnapshots writes the session's local snapshots the store does not
+// have: each archive, then its metadata (a snapshot is in the store once
+// its .json is).
+func (s *Syncer) syncSnapshots(ctx context.Context, id string, st *syncState) error {
+	u := s.opts.Uploader
+	if !st.snapsListed {
+		err := u.Client().List(ctx, SessionKey(id)+"snapshots/", func(key string, _ int64) error {
+			if name, ok := strings.CutSuffix(path.Base(key), ".json"); ok {
+				st.snaps[name] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		st.snapsListed = true
+	}
+	local, err := s.opts.Snapshots.List(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, snap := range local {
+		if st.snaps[snap.ID] {
+			continue
+		}
+		err := u.Snapshot(ctx, s.opts.Snapshots, snap)
+		if berth.IsCode(err, berth.ENotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		st.snaps[snap.ID] = true
+	}
+	return nil
 }
