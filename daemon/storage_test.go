@@ -304,3 +304,27 @@ func TestStorageDownNeverSlowsATurn(t *testing.T) {
 		t.Errorf("health after the store came back: %+v, %v", h, err)
 	}
 }
+
+// A [storage] url the object store cannot be used with, or one without
+// credentials, stops the daemon at start with EInvalid naming the key;
+// nothing is left open (the home can be opened again).
+func TestStorageBadConfigRefused(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	for url, want := range map[string]string{
+		"s3://bucket/p": "storage.url",
+		"s3://Bad_Bucket/p?endpoint=http://127.0.0.1:1": "storage.url",
+		"s3://bucket/p?endpoint=http://127.0.0.1:1":     "no credentials",
+	} {
+		cfg := config.Default()
+		cfg.Storage.URL = url
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%s: %v (the shape is config's; the rest is the daemon's)", url, err)
+		}
+		_, err := Open(context.Background(), Options{Home: home, Config: cfg, Socket: filepath.Join(home, "berth.sock")})
+		if berth.ErrorCode(err) != berth.EInvalid || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want invalid naming %q", url, err, want)
+		}
+	}
+}
