@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -438,5 +439,29 @@ func TestSyncCheckpointsAndSnapshots(t *testing.T) {
 	// put once though the session was written twice.
 	if n := countObjects(t, c, "blobs/"); n != 2 || u.Puts() != 2 {
 		t.Errorf("%d blobs stored, %d put; want 2 and 2", n, u.Puts())
+	}
+}
+
+// The Syncer remembers at most maxKept sessions once they are written (the
+// walks it keeps of each would otherwise grow with every session a
+// daemon ever ran).
+func TestSyncerForgetsPastMaxKept(t *testing.T) {
+	c := openTest(t)
+	var synced atomic.Int64
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""), Workers: 4,
+		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 1}, nil },
+		Synced:  func(context.Context, string, int64, time.Time) error { synced.Add(1); return nil },
+	})
+	defer s.Close()
+	const n = maxKept + 20
+	for i := range n {
+		s.TurnEnded(fmt.Sprintf("ses_%04d", i), "turn_1")
+	}
+	testenv.WaitFor(t, time.Minute, "every session written", func() bool { return synced.Load() == n })
+	s.mu.Lock()
+	kept := len(s.sessions)
+	s.mu.Unlock()
+	if kept != maxKept {
+		t.Errorf("%d sessions kept, want %d", kept, maxKept)
 	}
 }

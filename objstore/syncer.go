@@ -90,6 +90,8 @@ type syncState struct {
 	failures int
 	warned   bool
 	lastErr  string
+	// synced is when it was last written.
+	synced time.Time
 	// prevWS and prevHome are the last walks' entries (unchanged files are
 	// not read again); ckpts the checkpoints written.
 	prevWS, prevHome map[string]checkpoint.Entry
@@ -143,17 +145,6 @@ func (s *Syncer) TurnEnded(id, turnID string) {
 	}
 	s.mu.Unlock()
 	s.signal()
-}
-
-// Forget drops session id (deleted): nothing more is written of it.
-func (s *Syncer) Forget(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st := s.sessions[id]; st != nil && !st.running {
-		delete(s.sessions, id)
-	} else if st != nil {
-		st.dirty = false
-	}
 }
 
 // signal wakes a worker without blocking.
@@ -256,9 +247,11 @@ func (s *Syncer) run(id string, st *syncState) {
 	switch {
 	case err == nil:
 		st.failures, st.warned, st.lastErr, st.retryAt = 0, false, "", time.Time{}
+		st.synced = time.Now()
 		if !st.dirty {
 			st.since = time.Time{}
 		}
+		s.evictLocked()
 	case berth.IsCode(err, berth.ENotFound) && s.ctx.Err() == nil && isGone(err):
 		delete(s.sessions, id)
 	case s.ctx.Err() != nil:
@@ -279,6 +272,33 @@ func (s *Syncer) run(id string, st *syncState) {
 		s.opts.Warn(id, "the session's state is not in the object store yet (retried in the background; the session goes on): "+warn)
 	}
 	s.signal()
+}
+
+// maxKept bounds the sessions the Syncer remembers (with their last
+// walks, which spare unchanged files a read): past it, those written
+// longest ago and not waiting are forgotten, and read whole at their next
+// turn's end.
+const maxKept = 256
+
+// evictLocked forgets the sessions past maxKept, written longest ago
+// first, never one waiting or being written.
+func (s *Syncer) evictLocked() {
+	for len(s.sessions) > maxKept {
+		var oldest string
+		var at time.Time
+		for id, st := range s.sessions {
+			if st.dirty || st.running || st.failures > 0 {
+				continue
+			}
+			if oldest == "" || st.synced.Before(at) {
+				oldest, at = id, st.synced
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		delete(s.sessions, oldest)
+	}
 }
 
 // backoff is the wait after n failures in a row.
