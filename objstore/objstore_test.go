@@ -465,3 +465,26 @@ func TestSyncerForgetsPastMaxKept(t *testing.T) {
 		t.Errorf("%d sessions kept, want %d", kept, maxKept)
 	}
 }
+
+// A root daemon restores for its sandboxes' user: with Chown every path
+// restored (links included) is given to UID:GID.
+func TestRestoreChown(t *testing.T) {
+	testenv.NeedRoot(t, "chown to another user needs root")
+	c := openTest(t)
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"d/f": "x", "d/l": "->f"})
+	syncOnce(t, c, "ses_own", Target{Seq: 1, Workspace: ws})
+	dst := t.TempDir()
+	if _, err := Restore(testenv.Context(t), c, "ses_own", dst, "", RestoreOptions{Chown: true, UID: 54321, GID: 54322}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"d", "d/f", "d/l"} {
+		fi, err := os.Lstat(filepath.Join(dst, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 54321 || st.Gid != 54322 {
+			t.Errorf("%s belongs to %d:%d", p, st.Uid, st.Gid)
+		}
+	}
+}
