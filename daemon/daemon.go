@@ -434,9 +434,11 @@ func (d *Daemon) Close(ctx context.Context) {
 		}
 	}
 	if d.storage != nil {
-		// After the sessions: their last turns' ends are queued by now.
-		// A write under way is cut; the next start writes it again.
-		d.storage.Close()
+		// After the sessions: their last turns' ends are queued by now,
+		// and are written within a bound.
+		sctx, cancel := context.WithTimeout(ctx, storageDrain)
+		d.storage.Close(sctx)
+		cancel()
 	}
 	if d.models != nil {
 		// The sessions have stopped (their keys with them) or carry on

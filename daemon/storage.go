@@ -47,6 +47,10 @@ func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, snaps *snapshot
 	return nil
 }
 
+// storageDrain bounds how long a closing daemon writes the sessions
+// whose turns ended last.
+const storageDrain = 10 * time.Second
+
 // storageHook is the manager's Storage: the Syncer, or none.
 func (d *Daemon) storageHook() session.Storage {
 	if d.storage == nil {

@@ -119,7 +119,7 @@ func syncOnce(t *testing.T, c *Client, id string, target Target) *Uploader {
 		Synced:  func(_ context.Context, _ string, seq int64, _ time.Time) error { synced <- seq; return nil },
 		Warn:    func(_, reason string) { t.Errorf("warning: %s", reason) },
 	})
-	defer s.Close()
+	defer s.Close(context.Background())
 	s.TurnEnded(id, target.TurnID)
 	select {
 	case seq := <-synced:
@@ -331,7 +331,7 @@ func TestSyncerStoreDown(t *testing.T) {
 			}
 		},
 	})
-	defer s.Close()
+	defer s.Close(context.Background())
 	start := time.Now()
 	for range 100 {
 		s.TurnEnded("ses_x", "turn_1")
@@ -410,7 +410,7 @@ func TestSyncCheckpointsAndSnapshots(t *testing.T) {
 		Synced:  func(_ context.Context, _ string, seq int64, _ time.Time) error { synced <- seq; return nil },
 		Warn:    func(_, reason string) { t.Errorf("warning: %s", reason) },
 	})
-	defer s.Close()
+	defer s.Close(context.Background())
 	for range 2 {
 		s.TurnEnded("ses_c", "turn_1")
 		select {
@@ -452,7 +452,7 @@ func TestSyncerForgetsPastMaxKept(t *testing.T) {
 		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 1}, nil },
 		Synced:  func(context.Context, string, int64, time.Time) error { synced.Add(1); return nil },
 	})
-	defer s.Close()
+	defer s.Close(context.Background())
 	const n = maxKept + 20
 	for i := range n {
 		s.TurnEnded(fmt.Sprintf("ses_%04d", i), "turn_1")
@@ -486,5 +486,30 @@ func TestRestoreChown(t *testing.T) {
 		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 54321 || st.Gid != 54322 {
 			t.Errorf("%s belongs to %d:%d", p, st.Uid, st.Gid)
 		}
+	}
+}
+
+// Close writes the sessions whose turns ended last before it stops (a
+// daemon's shutdown), within its context.
+func TestSyncerCloseWritesWhatWaits(t *testing.T) {
+	c := openTest(t)
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"f": "last turn's"})
+	var synced atomic.Int64
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""),
+		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 3, Workspace: ws}, nil },
+		Synced:  func(context.Context, string, int64, time.Time) error { synced.Add(1); return nil },
+	})
+	for i := range 5 {
+		s.TurnEnded(fmt.Sprintf("ses_close%d", i), "turn_1")
+	}
+	s.Close(testenv.Context(t))
+	if n := synced.Load(); n != 5 {
+		t.Errorf("%d of 5 sessions written by Close", n)
+	}
+	s.TurnEnded("ses_after", "turn_1")
+	s.Close(testenv.Context(t))
+	if n := synced.Load(); n != 5 {
+		t.Errorf("a turn ended after Close was written")
 	}
 }

@@ -65,8 +65,10 @@ type Syncer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	// wake is signalled when a session becomes ready.
-	wake chan struct{}
+	// wake is signalled when a session becomes ready; closing is closed
+	// by Close.
+	wake    chan struct{}
+	closing chan struct{}
 
 	// bucket is set once the bucket is known to exist.
 	bucket atomic.Bool
@@ -118,7 +120,7 @@ func NewSyncer(opts SyncerOptions) *Syncer {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Syncer{opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), sessions: map[string]*syncState{}}
+	s := &Syncer{opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), closing: make(chan struct{}), sessions: map[string]*syncState{}}
 	for range opts.Workers {
 		s.wg.Add(1)
 		go s.work()
@@ -155,14 +157,39 @@ func (s *Syncer) signal() {
 	}
 }
 
-// Close stops the workers and waits for them; a write under way is
-// cancelled (the next node or start writes it again).
-func (s *Syncer) Close() {
+// Close takes no more turns and writes the sessions waiting to be
+// written (not those waiting to be tried again) until ctx ends, then
+// cancels what is under way and waits for the workers. What it could not
+// write is written at the session's next turn's end, on this node or the
+// one that resumes it.
+func (s *Syncer) Close(ctx context.Context) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
 	s.closed = true
 	s.mu.Unlock()
+	close(s.closing)
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.cancel()
+		<-done
+	}
 	s.cancel()
-	s.wg.Wait()
+}
+
+// isClosed reports whether Close was called.
+func (s *Syncer) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // Lag is how long ago the oldest turn not in the store yet ended (0 when
@@ -197,10 +224,15 @@ func (s *Syncer) work() {
 			s.run(id, st)
 			continue
 		}
+		if s.isClosed() {
+			// Nothing ready: a closing Syncer's worker is done.
+			return
+		}
 		timer.Reset(wait)
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-s.closing:
 		case <-s.wake:
 		case <-timer.C:
 		}
