@@ -284,9 +284,11 @@ func (s *Syncer) run(id string, st *syncState) {
 			st.since = time.Time{}
 		}
 		s.evictLocked()
-	case berth.IsCode(err, berth.ENotFound) && s.ctx.Err() == nil && isGone(err):
+	case isGone(err):
 		delete(s.sessions, id)
 	case s.ctx.Err() != nil:
+		// Cut by Close: left to the session's next turn.
+		st.dirty = true
 	default:
 		st.dirty = true
 		st.failures++
@@ -297,7 +299,7 @@ func (s *Syncer) run(id string, st *syncState) {
 		}
 	}
 	s.mu.Unlock()
-	if err != nil && s.ctx.Err() == nil {
+	if err != nil && s.ctx.Err() == nil && !isGone(err) {
 		s.opts.Logger.Warn("object store: session state not written", "session", id, "err", err)
 	}
 	if warn != "" && s.opts.Warn != nil {
