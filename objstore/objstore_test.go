@@ -513,3 +513,25 @@ func TestSyncerCloseWritesWhatWaits(t *testing.T) {
 		t.Errorf("a turn ended after Close was written")
 	}
 }
+
+// A session Resolve no longer finds (deleted) is dropped: not retried,
+// not warned about.
+func TestSyncerDropsGoneSession(t *testing.T) {
+	c := openTest(t)
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""), MinBackoff: time.Millisecond,
+		Resolve: func(context.Context, string, string) (Target, error) {
+			return Target{}, berth.Errorf(berth.ENotFound, "session not found")
+		},
+		Warn: func(_, reason string) { t.Errorf("warning for a deleted session: %s", reason) },
+	})
+	defer s.Close(context.Background())
+	s.TurnEnded("ses_gone", "turn_1")
+	testenv.WaitFor(t, 30*time.Second, "the session dropped", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.sessions) == 0
+	})
+	if lag, last := s.Lag(); lag != 0 || last != "" {
+		t.Errorf("lag %s, last error %q", lag, last)
+	}
+}
