@@ -146,6 +146,19 @@ func TestStorageSyncsEachTurn(t *testing.T) {
 	turn(t, d, s.ID, "write a.txt one")
 	turn(t, d, s.ID, "write sub/b.txt two\nwrite a.txt changed")
 	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
+	// The API shows it: GET /v1/sessions/{id}'s storage.
+	api, err := d.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	got, err := api.GetSession(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Storage == nil || got.Storage.SyncedSeq != lastTurnEnded(t, d, s.ID) || got.Storage.SyncedAt.IsZero() {
+		t.Errorf("GET /v1/sessions/{id}: storage %+v", got.Storage)
+	}
 
 	c, err := objstore.Open(objstore.Config{URL: s3.URL, Environ: s3.Environ()})
 	if err != nil {
@@ -159,9 +172,9 @@ func TestStorageSyncsEachTurn(t *testing.T) {
 	if st.Seq != lastTurnEnded(t, d, s.ID) {
 		t.Errorf("restored state of seq %d", st.Seq)
 	}
-	got, want := tree(t, ws), tree(t, s.Workspace)
-	if len(want) != 3 || got["a.txt"] == "" || !strings.HasSuffix(got["a.txt"], " changed") || !equalTrees(got, want) {
-		t.Errorf("workspace restored:\n%v\nwant\n%v", got, want)
+	gotWS, want := tree(t, ws), tree(t, s.Workspace)
+	if len(want) != 3 || !strings.HasSuffix(gotWS["a.txt"], " changed") || !equalTrees(gotWS, want) {
+		t.Errorf("workspace restored:\n%v\nwant\n%v", gotWS, want)
 	}
 	gotHome, wantHome := tree(t, home), tree(t, d.Manager().HomeDir(s.ID))
 	conversation := false
