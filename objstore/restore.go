@@ -15,6 +15,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/internal/linkcheck"
+	"golang.org/x/sync/errgroup"
 )
 
 // RestoreOptions say whom the restored files belong to.
@@ -69,43 +70,16 @@ func restoreTree(ctx context.Context, c *Client, t *Tree, dir string, opts Resto
 	files := slices.Clone(t.Files)
 	// A parent's path is a prefix of its children's: it sorts first.
 	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
-	kinds := map[string]string{".": checkpoint.KindDir}
-	var dirs []File
-	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if !checkpoint.ValidPath(f.Path) || kinds[f.Path] != "" {
-			return berth.Errorf(berth.EInternal, "object store: the state has a bad or repeated path")
-		}
-		if kinds[path.Dir(f.Path)] != checkpoint.KindDir {
-			return berth.Errorf(berth.EInternal, "object store: the state has a path outside its directories")
-		}
-		kinds[f.Path] = f.Kind
-		mode := os.FileMode(f.Mode & 0o777)
-		switch f.Kind {
-		case checkpoint.KindDir:
-			// Made writable for its contents; its mode is set at the end.
-			err = root.Mkdir(f.Path, 0o700)
-			dirs = append(dirs, f)
-		case checkpoint.KindFile:
-			err = restoreFile(ctx, c, root, f, mode)
-		case checkpoint.KindSymlink:
-			if linkcheck.LexicallyEscapes(f.Path, f.Target) {
-				return berth.Errorf(berth.EInternal, "object store: the state has a symlink out of its directory")
-			}
-			err = root.Symlink(f.Target, f.Path)
-		default:
-			return berth.Errorf(berth.EInternal, "object store: the state has a path of unknown kind")
-		}
-		if err != nil {
-			return wrapRestore(err)
-		}
-		if opts.Chown {
-			if err := root.Lchown(f.Path, opts.UID, opts.GID); err != nil {
-				return wrapRestore(err)
-			}
-		}
+	// Directories and links are made in path order here; the files'
+	// blobs are fetched Workers at a time, each once its directory is.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(Workers)
+	dirs, err := restoreEntries(gctx, g, c, root, files, opts)
+	if werr := g.Wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
 	}
 	// Deepest first: a read-only directory is made so after its contents.
 	for i := len(dirs) - 1; i >= 0; i-- {
@@ -116,8 +90,68 @@ func restoreTree(ctx context.Context, c *Client, t *Tree, dir string, opts Resto
 	return nil
 }
 
+// restoreEntries checks files (sorted by path) and makes each: a
+// directory or a link at once, a file through g. It returns the
+// directories made, whose modes are set once they are filled.
+func restoreEntries(ctx context.Context, g *errgroup.Group, c *Client, root *os.Root, files []File, opts RestoreOptions) ([]File, error) {
+	kinds := map[string]string{".": checkpoint.KindDir}
+	var dirs []File
+	for _, f := range files {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !checkpoint.ValidPath(f.Path) || kinds[f.Path] != "" {
+			return nil, berth.Errorf(berth.EInternal, "object store: the state has a bad or repeated path")
+		}
+		if kinds[path.Dir(f.Path)] != checkpoint.KindDir {
+			return nil, berth.Errorf(berth.EInternal, "object store: the state has a path outside its directories")
+		}
+		kinds[f.Path] = f.Kind
+		var err error
+		switch f.Kind {
+		case checkpoint.KindDir:
+			// Made writable for its contents; its mode is set at the end.
+			err = root.Mkdir(f.Path, 0o700)
+			dirs = append(dirs, f)
+		case checkpoint.KindFile:
+			g.Go(func() error {
+				if err := restoreFile(ctx, c, root, f, os.FileMode(f.Mode&0o777)); err != nil {
+					return wrapRestore(err)
+				}
+				return chown(root, f.Path, opts)
+			})
+			continue
+		case checkpoint.KindSymlink:
+			if linkcheck.LexicallyEscapes(f.Path, f.Target) {
+				return nil, berth.Errorf(berth.EInternal, "object store: the state has a symlink out of its directory")
+			}
+			err = root.Symlink(f.Target, f.Path)
+		default:
+			return nil, berth.Errorf(berth.EInternal, "object store: the state has a path of unknown kind")
+		}
+		if err != nil {
+			return nil, wrapRestore(err)
+		}
+		if err := chown(root, f.Path, opts); err != nil {
+			return nil, err
+		}
+	}
+	return dirs, nil
+}
+
+// chown gives the restored path p to opts' user when it says so.
+func chown(root *os.Root, p string, opts RestoreOptions) error {
+	if !opts.Chown {
+		return nil
+	}
+	return wrapRestore(root.Lchown(p, opts.UID, opts.GID))
+}
+
 // wrapRestore gives a restore's error a code (a berth error keeps its own).
 func wrapRestore(err error) error {
+	if err == nil {
+		return nil
+	}
 	var be *berth.Error
 	if errors.As(err, &be) {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/snapshot"
+	"golang.org/x/sync/errgroup"
 )
 
 // Uploader writes trees and checkpoints to a Client, each blob once: a
@@ -99,26 +100,41 @@ func (u *Uploader) putBlob(ctx context.Context, hash string, r io.Reader, size i
 // walked as a checkpoint walks a workspace (checkpoint.Scan: no link
 // followed, the same bounds, hide left out). prev, the entries a previous
 // Tree of the same dir returned, spares the files unchanged since a read;
-// the entries returned are for the next call.
+// the entries returned are for the next call. Files are read in walk
+// order and put Workers at a time.
 func (u *Uploader) Tree(ctx context.Context, dir string, opts checkpoint.Options, hide []string, prev map[string]checkpoint.Entry) (*Tree, map[string]checkpoint.Entry, error) {
 	t := &Tree{Files: []File{}}
 	seen := make(map[string]checkpoint.Entry, len(prev))
-	skipped, n, err := checkpoint.Scan(ctx, dir, opts, hide, func(e checkpoint.Entry, f *checkpoint.ScanFile) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(Workers)
+	skipped, n, err := checkpoint.Scan(gctx, dir, opts, hide, func(e checkpoint.Entry, f *checkpoint.ScanFile) error {
 		if f != nil {
 			if p, ok := prev[e.Path]; ok && p.Hash != "" && checkpoint.SameStat(&p, &e) && u.isKnown(p.Hash) {
 				e.Hash = p.Hash
 			} else {
-				h, err := u.putFile(ctx, f)
+				sp, err := u.spool(f)
 				if err != nil {
 					return err
 				}
-				e.Hash = h
+				e.Hash = sp.hash
+				if u.isKnown(sp.hash) {
+					sp.close()
+				} else {
+					// Waits while Workers puts are under way.
+					g.Go(func() error {
+						defer sp.close()
+						return u.putBlob(gctx, sp.hash, sp.body, f.Size)
+					})
+				}
 			}
 		}
 		seen[e.Path] = e
 		t.Files = append(t.Files, fileOf(e))
 		return nil
 	})
+	if werr := g.Wait(); err == nil {
+		err = werr
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -126,52 +142,70 @@ func (u *Uploader) Tree(ctx context.Context, dir string, opts checkpoint.Options
 	return t, seen, nil
 }
 
+// Workers bounds the blobs a Tree puts, and a Restore gets, at once.
+const Workers = 16
+
 // fileOf is the manifest line of a checkpoint entry: set-id and sticky
 // bits dropped.
 func fileOf(e checkpoint.Entry) File {
 	return File{Path: e.Path, Kind: e.Kind, Mode: e.Mode & 0o777, Size: e.Size, SHA256: e.Hash, Target: e.Target}
 }
 
-// putFile copies the file f while hashing it (so what is put is what was
-// hashed, however the file changes meanwhile), puts it unless the store
-// has it, and returns its hash. checkpoint.ErrChanged when the file's
-// size changed under the read.
-func (u *Uploader) putFile(ctx context.Context, f *checkpoint.ScanFile) (string, error) {
+// spooled is a file's content copied while it was hashed: what is put is
+// what was hashed, however the file changes meanwhile.
+type spooled struct {
+	hash  string
+	body  io.ReadSeeker
+	close func()
+}
+
+// spool copies the file f (in memory up to memSpool, else to a temporary
+// file) while hashing it. checkpoint.ErrChanged when its size changed
+// under the read.
+func (u *Uploader) spool(f *checkpoint.ScanFile) (*spooled, error) {
 	src, err := f.Open()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer src.Close()
 	h := sha256.New()
-	var body io.ReadSeeker
+	sp := &spooled{close: func() {}}
+	var dst io.Writer
+	var buf *bytes.Buffer
+	var tmp *os.File
 	if f.Size <= memSpool {
-		var buf bytes.Buffer
-		buf.Grow(int(f.Size))
-		if n, err := io.Copy(io.MultiWriter(h, &buf), io.LimitReader(src, f.Size+1)); err != nil {
-			return "", berth.WrapError(berth.EInternal, err, "read %s", f.Path)
-		} else if n != f.Size {
-			return "", checkpoint.ErrChanged
-		}
-		body = bytes.NewReader(buf.Bytes())
+		buf = bytes.NewBuffer(make([]byte, 0, f.Size))
+		dst = buf
 	} else {
-		tmp, err := os.CreateTemp(u.spoolDir, ".berth-objstore-*")
-		if err != nil {
-			return "", berth.WrapError(berth.EInternal, err, "cannot make a spool file")
+		if tmp, err = os.CreateTemp(u.spoolDir, ".berth-objstore-*"); err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "cannot make a spool file")
 		}
-		defer tmp.Close()
+		// Unlinked at once: it goes when closed, whatever happens.
 		_ = os.Remove(tmp.Name())
-		if n, err := io.Copy(io.MultiWriter(h, tmp), io.LimitReader(src, f.Size+1)); err != nil {
-			return "", berth.WrapError(berth.EInternal, err, "read %s", f.Path)
-		} else if n != f.Size {
-			return "", checkpoint.ErrChanged
-		}
-		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-			return "", berth.WrapError(berth.EInternal, err, "rewind a spool file")
-		}
-		body = tmp
+		sp.close = func() { _ = tmp.Close() }
+		dst = tmp
 	}
-	hash := hex.EncodeToString(h.Sum(nil))
-	return hash, u.putBlob(ctx, hash, body, f.Size)
+	n, err := io.Copy(io.MultiWriter(h, dst), io.LimitReader(src, f.Size+1))
+	if err == nil && n != f.Size {
+		err = checkpoint.ErrChanged
+	}
+	if err == nil && tmp != nil {
+		_, err = tmp.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		sp.close()
+		if errors.Is(err, checkpoint.ErrChanged) {
+			return nil, err
+		}
+		return nil, berth.WrapError(berth.EInternal, err, "read %s", f.Path)
+	}
+	sp.hash = hex.EncodeToString(h.Sum(nil))
+	if tmp != nil {
+		sp.body = tmp
+	} else {
+		sp.body = bytes.NewReader(buf.Bytes())
+	}
+	return sp, nil
 }
 
 // Checkpoint puts the session's checkpoint ckpt from the local store cs:
