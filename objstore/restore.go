@@ -75,7 +75,8 @@ func restoreTree(ctx context.Context, c *Client, t *Tree, dir string, opts Resto
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(Workers)
 	dirs, err := restoreEntries(gctx, g, c, root, files, opts)
-	if werr := g.Wait(); err == nil {
+	// A failed put or get cancels the walk: its error is the one to tell.
+	if werr := g.Wait(); werr != nil {
 		err = werr
 	}
 	if err != nil {

@@ -132,7 +132,8 @@ func (u *Uploader) Tree(ctx context.Context, dir string, opts checkpoint.Options
 		t.Files = append(t.Files, fileOf(e))
 		return nil
 	})
-	if werr := g.Wait(); err == nil {
+	// A failed put or get cancels the walk: its error is the one to tell.
+	if werr := g.Wait(); werr != nil {
 		err = werr
 	}
 	if err != nil {
