@@ -253,6 +253,18 @@ type Session struct {
 	// model calls.
 	MaxCostUSD *float64 `json:"max_cost_usd,omitempty"`
 	MaxTokens  *int64   `json:"max_tokens,omitempty"`
+	// Storage is how far the object store has the session (docs/api.md,
+	// "Session state in an object store"); nil until it has it. Only
+	// SessionStore.SetStorageSynced moves it, and only GetSession reads
+	// it: CreateSession, UpdateSession and ListSessions ignore it.
+	Storage *StorageSync `json:"storage,omitempty"`
+}
+
+// StorageSync is how far the object store has a session: its state as of
+// the turn whose turn_ended is event SyncedSeq, written at SyncedAt.
+type StorageSync struct {
+	SyncedSeq int64     `json:"synced_seq"`
+	SyncedAt  time.Time `json:"synced_at"`
 }
 
 // overBudget reports whether the session's spending reached a budget.

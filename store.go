@@ -54,6 +54,11 @@ type SessionStore interface {
 	// DeleteSession removes a session, its whole log, its queue entries,
 	// permissions and lease. ENotFound if absent.
 	DeleteSession(ctx context.Context, id string) error
+	// SetStorageSynced records that the object store has the session as
+	// of event seq, written at at (Session.Storage): it moves forward
+	// only, a seq at or below the stored one changing nothing.
+	// ENotFound if the session is absent.
+	SetStorageSynced(ctx context.Context, id string, seq int64, at time.Time) error
 }
 
 // EventStore keeps each session's append-only event log.

@@ -39,6 +39,8 @@ type Config struct {
 	Credentials Credentials `toml:"credentials"`
 	// Models are the [[models]] entries: the model gateway's upstreams.
 	Models []Model `toml:"models"`
+	// Storage is the [storage] section.
+	Storage Storage `toml:"storage"`
 }
 
 // Server is the [server] section: where the API listens.
@@ -298,7 +300,7 @@ func (c *Config) Validate() error {
 		c.Server.validate, c.Store.validate, c.Sandbox.validate, c.Limits.validate, c.Checkpoints.validate,
 		func() error { return validateAgents(c.Agents) },
 		func() error { return validateHooks(c.Hooks) },
-		c.validateCluster, c.Credentials.validate, c.validateModels,
+		c.validateCluster, c.Credentials.validate, c.validateModels, c.Storage.validate,
 	} {
 		if err := check(); err != nil {
 			return err

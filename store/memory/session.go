@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -20,6 +21,8 @@ type session struct {
 	lastSeq, agentOffset int64
 	// usage is moved only by AddUsage (usage.go).
 	usage codec.UsageRow
+	// storageSeq and storageAt are moved only by SetStorageSynced.
+	storageSeq, storageAt int64
 	// The filter columns. root and spawnKey are set at creation and never
 	// change, as in the SQL stores.
 	state          berth.State
@@ -122,7 +125,26 @@ func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, erro
 	if !ok {
 		return nil, berth.Errorf(berth.ENotFound, "session %s not found", id)
 	}
-	return r.decode()
+	sess, err := r.decode()
+	if err != nil {
+		return nil, err
+	}
+	sess.Storage = codec.StorageSync(r.storageSeq, r.storageAt)
+	return sess, nil
+}
+
+// SetStorageSynced implements berth.SessionStore: forward only.
+func (s *Store) SetStorageSynced(ctx context.Context, id string, seq int64, at time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.sessions[id]
+	if !ok {
+		return berth.Errorf(berth.ENotFound, "session %s not found", id)
+	}
+	if seq > r.storageSeq {
+		r.storageSeq, r.storageAt = seq, codec.SortNanos(at)
+	}
+	return nil
 }
 
 // matches reports whether r passes every filter of f but the cursor.

@@ -51,6 +51,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"SpawnKeyUnique", testSpawnKeyUnique},
 		{"AddUsage", testAddUsage},
 		{"AddUsageConcurrent", testAddUsageConcurrent},
+		{"StorageSynced", testStorageSynced},
 		{"UpdateGuard", testUpdateGuard},
 		{"UpdateMissing", testUpdateMissing},
 		{"UpdateKeepsLastSeq", testUpdateKeepsLastSeq},

@@ -43,6 +43,23 @@ type sessionDoc struct {
 	// Usage shadows the Session's, left empty: the usage has columns of
 	// its own (UsageColumns).
 	Usage json.RawMessage `json:"usage,omitempty"`
+	// Storage shadows the Session's, left empty: it has columns of its
+	// own (StorageColumns).
+	Storage json.RawMessage `json:"storage,omitempty"`
+}
+
+// StorageColumns are a session row's object store columns (migration
+// 0028), in the order of ScanSession's targets after the usage: the
+// synced seq and when (SortNanos; 0 for never).
+const StorageColumns = `storage_seq, storage_at`
+
+// StorageSync is the Session.Storage of the columns' values: nil for
+// a session never synced.
+func StorageSync(seq, at int64) *berth.StorageSync {
+	if seq <= 0 {
+		return nil
+	}
+	return &berth.StorageSync{SyncedSeq: seq, SyncedAt: FromNanos(at)}
 }
 
 // worktreeDoc is the stored part of a berth.Worktree the API hides.
@@ -98,13 +115,14 @@ func DecodeSession(doc []byte, lastSeq, agentOffset int64) (*berth.Session, erro
 }
 
 // ScanSession reads one session with scan, whose targets are a row's
-// doc, last_seq, agent_offset and UsageColumns. ENotFound naming id when
+// doc, last_seq, agent_offset, UsageColumns and StorageColumns. ENotFound naming id when
 // there is no row.
 func ScanSession(scan func(dest ...any) error, id string) (*berth.Session, error) {
 	var doc []byte
 	var lastSeq, agentOffset int64
 	var u UsageRow
-	err := scan(append([]any{&doc, &lastSeq, &agentOffset}, u.Targets()...)...)
+	var storageSeq, storageAt int64
+	err := scan(append(append([]any{&doc, &lastSeq, &agentOffset}, u.Targets()...), &storageSeq, &storageAt)...)
 	if err := OneRow(err, "get session", "session %s not found", id); err != nil {
 		return nil, err
 	}
@@ -113,6 +131,7 @@ func ScanSession(scan func(dest ...any) error, id string) (*berth.Session, error
 		return nil, err
 	}
 	sess.Usage = u.Usage()
+	sess.Storage = StorageSync(storageSeq, storageAt)
 	return sess, nil
 }
 

@@ -1,0 +1,383 @@
+package objstore
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/internal/testenv"
+)
+
+// openTest opens a client of the test S3 server under a prefix of the
+// test's own.
+func openTest(t *testing.T) *Client {
+	t.Helper()
+	s3 := testenv.S3Server(t)
+	c, err := Open(Config{URL: s3.URL, Environ: s3.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureBucket(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// writeTree makes files under dir: path → content ("->T" makes a
+// symlink to T, "/" a directory).
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		switch c := files[p]; {
+		case c == "/":
+			err = os.Mkdir(full, 0o750)
+		case strings.HasPrefix(c, "->"):
+			err = os.Symlink(c[2:], full)
+		default:
+			err = os.WriteFile(full, []byte(c), 0o640)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// treeOf describes the tree under dir, path → kind, mode and content or
+// target.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out[rel] = "link " + target
+		case fi.IsDir():
+			out[rel] = "dir " + fi.Mode().Perm().String()
+		default:
+			b, _ := os.ReadFile(p)
+			out[rel] = "file " + fi.Mode().String() + " " + string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// countObjects counts the objects under prefix.
+func countObjects(t *testing.T, c *Client, prefix string) int {
+	t.Helper()
+	n := 0
+	if err := c.List(testenv.Context(t), prefix, func(string, int64) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// syncOnce writes the target of session id with a Syncer of its own and
+// waits until it is recorded; it returns the Syncer's uploader.
+func syncOnce(t *testing.T, c *Client, id string, target Target) *Uploader {
+	t.Helper()
+	u := NewUploader(c, t.TempDir())
+	synced := make(chan int64, 1)
+	s := NewSyncer(SyncerOptions{Uploader: u,
+		Resolve: func(context.Context, string, string) (Target, error) { return target, nil },
+		Synced:  func(_ context.Context, _ string, seq int64, _ time.Time) error { synced <- seq; return nil },
+		Warn:    func(_, reason string) { t.Errorf("warning: %s", reason) },
+	})
+	defer s.Close()
+	s.TurnEnded(id, target.TurnID)
+	select {
+	case seq := <-synced:
+		if seq != target.Seq {
+			t.Fatalf("synced seq %d, want %d", seq, target.Seq)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("never synced")
+	}
+	return u
+}
+
+// A session's workspace and HOME go to the store and come back whole in
+// fresh directories (modes kept, set-id bits dropped), as state.json
+// says; what a checkpoint leaves out (a link out, a FIFO, .git) is not
+// followed or read; a second session with the same files puts no blob.
+func TestSyncAndRestoreRoundTrip(t *testing.T) {
+	c := openTest(t)
+	ws, home := t.TempDir(), t.TempDir()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("host secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, ws, map[string]string{"a.txt": "alpha", "src/b.go": "package b", "src/empty/": "/", "src/link": "->b.go",
+		"out": "->" + secret, "etc": "->/etc", ".git/config": "[core]"})
+	writeTree(t, home, map[string]string{".berth-demo/conv.jsonl": `{"turn":1}`, ".config/x": "same bytes", "up": "->../../.."})
+	if err := os.Chmod(filepath.Join(ws, "src/b.go"), 0o755|fs.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	// A FIFO: read, it would hang the walk.
+	if err := syscall.Mkfifo(filepath.Join(home, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := treeOf(t, ws)
+	u := syncOnce(t, c, "ses_a", Target{Seq: 42, TurnID: "turn_2", Workspace: ws, Home: home})
+	if u.Puts() != 4 {
+		t.Errorf("blobs put: %d, want 4 (a.txt, b.go, conv.jsonl, x)", u.Puts())
+	}
+
+	ws2, home2 := t.TempDir(), t.TempDir()
+	st, err := Restore(testenv.Context(t), c, "ses_a", ws2, home2, RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Seq != 42 || st.TurnID != "turn_2" {
+		t.Fatalf("state: seq %d turn %q", st.Seq, st.TurnID)
+	}
+	got := treeOf(t, ws2)
+	want := map[string]string{"a.txt": before["a.txt"], "src": before["src"], "src/b.go": "file -rwxr-xr-x package b",
+		"src/empty": before["src/empty"], "src/link": "link b.go"}
+	if !equal(got, want) {
+		t.Errorf("workspace restored:\n%v\nwant\n%v", got, want)
+	}
+	gotHome := treeOf(t, home2)
+	for _, p := range []string{"fifo", "up"} {
+		if _, ok := gotHome[p]; ok {
+			t.Errorf("HOME restored %s (a FIFO or a link out)", p)
+		}
+	}
+	if gotHome[".berth-demo/conv.jsonl"] != `file -rw-r----- {"turn":1}` || gotHome[".config/x"] != "file -rw-r----- same bytes" {
+		t.Errorf("HOME restored: %v", gotHome)
+	}
+
+	// Restore refuses a directory that is not empty.
+	if _, err := Restore(testenv.Context(t), c, "ses_a", ws2, "", RestoreOptions{}); berth.ErrorCode(err) != berth.EConflict {
+		t.Errorf("restore into a full directory: %v, want conflict", err)
+	}
+
+	blobs := countObjects(t, c, "blobs/")
+	ws3 := t.TempDir()
+	writeTree(t, ws3, map[string]string{"copy.txt": "alpha", "x": "same bytes"})
+	u2 := syncOnce(t, c, "ses_b", Target{Seq: 3, Workspace: ws3})
+	if n := countObjects(t, c, "blobs/"); n != blobs || u2.Puts() != 0 {
+		t.Errorf("the second session put %d blobs (objects %d → %d), want none", u2.Puts(), blobs, n)
+	}
+}
+
+// A state.json that names a path out of the directory, a link out, or
+// a blob whose content is not its hash is refused, and nothing is
+// written outside the directory.
+func TestRestoreRefusesDamagedState(t *testing.T) {
+	c := openTest(t)
+	ctx := testenv.Context(t)
+	const good = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" // sha256("hello")
+	if err := c.Put(ctx, BlobKey(good), strings.NewReader("HELLO"), 5); err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	for name, files := range map[string][]File{
+		"dotdot":   {{Path: "../escaped", Kind: checkpoint.KindFile, Mode: 0o644, Size: 5, SHA256: good}},
+		"absolute": {{Path: "/tmp/escaped", Kind: checkpoint.KindFile, Mode: 0o644, Size: 5, SHA256: good}},
+		"linkout":  {{Path: "l", Kind: checkpoint.KindSymlink, Mode: 0o777, Target: "../../escaped"}},
+		"orphan":   {{Path: "nodir/f", Kind: checkpoint.KindFile, Mode: 0o644, Size: 5, SHA256: good}},
+		"badblob":  {{Path: "f", Kind: checkpoint.KindFile, Mode: 0o644, Size: 5, SHA256: good}},
+	} {
+		if err := c.putJSON(ctx, StateKey("ses_"+name), State{V: StateVersion, SessionID: "ses_" + name, Workspace: &Tree{Files: files}}); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Restore(ctx, c, "ses_"+name, dir, "", RestoreOptions{})
+		if berth.ErrorCode(err) != berth.EInternal {
+			t.Errorf("%s: %v, want internal", name, err)
+		}
+		if got := treeOf(t, dir); len(got) != 0 {
+			t.Errorf("%s: left %v", name, got)
+		}
+	}
+	if ents, _ := os.ReadDir(parent); len(ents) != 5 {
+		t.Errorf("something was written beside the directories: %v", ents)
+	}
+	if _, err := Restore(ctx, c, "ses_none", t.TempDir(), "", RestoreOptions{}); berth.ErrorCode(err) != berth.ENotFound {
+		t.Errorf("no state: %v, want not_found", err)
+	}
+}
+
+// switchProxy forwards TCP to addr while up; while down it closes every
+// connection it is given (the store unreachable).
+type switchProxy struct {
+	ln   net.Listener
+	addr string
+	down atomic.Bool
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	open []net.Conn
+}
+
+func newSwitchProxy(t *testing.T, addr string) *switchProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &switchProxy{ln: ln, addr: addr}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if p.down.Load() {
+				conn.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", addr)
+			if err != nil {
+				conn.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.open = append(p.open, conn, up)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(up, conn); up.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(conn, up); conn.Close() }()
+		}
+	}()
+	t.Cleanup(func() { p.ln.Close(); p.cut(); p.wg.Wait() })
+	return p
+}
+
+// cut closes the connections open now.
+func (p *switchProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.open {
+		c.Close()
+	}
+	p.open = nil
+}
+
+// With the store unreachable, TurnEnded returns at once, the session is
+// warned once however often the write fails, and the state is written
+// (synced_seq recorded) once the store is back.
+func TestSyncerStoreDown(t *testing.T) {
+	s3 := testenv.S3Server(t)
+	loc, err := ParseURL(s3.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newSwitchProxy(t, loc.Endpoint)
+	proxy.down.Store(true)
+	c, err := Open(Config{URL: strings.Replace(s3.URL, loc.Endpoint, proxy.ln.Addr().String(), 1), Environ: s3.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"f": "one"})
+	var warns, attempts atomic.Int32
+	var seq atomic.Int64
+	seq.Store(5)
+	synced := make(chan int64, 10)
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""), MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+		Resolve: func(context.Context, string, string) (Target, error) {
+			attempts.Add(1)
+			return Target{Seq: seq.Load(), Workspace: ws}, nil
+		},
+		Synced: func(_ context.Context, _ string, n int64, _ time.Time) error {
+			synced <- n
+			return nil
+		},
+		Warn: func(id, reason string) {
+			warns.Add(1)
+			if id != "ses_x" || !strings.Contains(reason, "object store") {
+				t.Errorf("warning %s: %q", id, reason)
+			}
+		},
+	})
+	defer s.Close()
+	start := time.Now()
+	for range 100 {
+		s.TurnEnded("ses_x", "turn_1")
+	}
+	if took := time.Since(start); took > 50*time.Millisecond {
+		t.Errorf("100 TurnEnded took %s with the store down", took)
+	}
+	// Several failed writes, each backed off.
+	testenv.WaitFor(t, 30*time.Second, "failed writes", func() bool { return attempts.Load() > 5 })
+	lag, last := s.Lag()
+	if lag <= 0 || last == "" {
+		t.Errorf("lag %s, last error %q with the store down", lag, last)
+	}
+	select {
+	case n := <-synced:
+		t.Fatalf("synced %d with the store down", n)
+	default:
+	}
+	seq.Store(9)
+	s.TurnEnded("ses_x", "turn_2")
+	proxy.down.Store(false)
+	select {
+	case n := <-synced:
+		if n != 9 {
+			t.Errorf("synced %d, want the latest turn's 9", n)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("not synced once the store was back")
+	}
+	if w := warns.Load(); w != 1 {
+		t.Errorf("%d warnings for one failure streak, want 1", w)
+	}
+	if lag, _ := s.Lag(); lag != 0 {
+		t.Errorf("lag %s once synced", lag)
+	}
+	if _, err := ReadState(testenv.Context(t), c, "ses_x"); err != nil {
+		t.Errorf("state after the store came back: %v", err)
+	}
+}
+
+func equal(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

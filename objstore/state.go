@@ -1,0 +1,127 @@
+package objstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// StateVersion is the format of state.json this berth writes and reads.
+const StateVersion = 1
+
+// maxStateBytes bounds a state.json or a checkpoint's JSON read back.
+const maxStateBytes = 512 << 20
+
+// State is a session's state.json: as of its last completed turn, the
+// event seq of that turn's turn_ended, the turn, and the manifests of its
+// workspace (a managed one only) and its private HOME, whose blobs are
+// all in the store before it is written.
+type State struct {
+	V         int       `json:"v"`
+	SessionID string    `json:"session_id"`
+	Seq       int64     `json:"seq"`
+	TurnID    string    `json:"turn_id,omitempty"`
+	At        time.Time `json:"at"`
+	// Workspace is nil for a session whose workspace is a host path (it
+	// does not move).
+	Workspace *Tree `json:"workspace,omitempty"`
+	Home      *Tree `json:"home,omitempty"`
+	// Checkpoints are the ids of the session's checkpoints in the store.
+	Checkpoints []string `json:"checkpoints,omitempty"`
+}
+
+// Tree is the manifest of one directory: its paths, parents before their
+// children, and what was left out (as a checkpoint leaves it out).
+type Tree struct {
+	Files        []File            `json:"files"`
+	Skipped      []checkpoint.Skip `json:"skipped,omitempty"`
+	SkippedTotal int               `json:"skipped_total,omitempty"`
+}
+
+// File is one path of a Tree.
+type File struct {
+	Path string `json:"path"`
+	// Kind is checkpoint.KindDir, KindFile or KindSymlink.
+	Kind string `json:"kind"`
+	Mode uint32 `json:"mode"`
+	Size int64  `json:"size,omitempty"`
+	// SHA256 names the file's blob (blobs/sha256/<2 hex>/<hex>).
+	SHA256 string `json:"sha256,omitempty"`
+	// Target is a symlink's target (never out of the tree).
+	Target string `json:"target,omitempty"`
+}
+
+// StoredCheckpoint is sessions/<id>/checkpoints/<ckpt>.json: what the API
+// shows of the checkpoint and its whole manifest.
+type StoredCheckpoint struct {
+	Checkpoint *checkpoint.Checkpoint `json:"checkpoint"`
+	Files      []File                 `json:"files"`
+}
+
+// Keys of the layout (relative to the URL's prefix).
+
+// BlobKey is the key of the blob of hash.
+func BlobKey(hash string) string { return "blobs/sha256/" + hash[:2] + "/" + hash }
+
+// SessionKey is the prefix of the session's objects.
+func SessionKey(id string) string { return "sessions/" + id + "/" }
+
+// StateKey is the key of the session's state.json.
+func StateKey(id string) string { return SessionKey(id) + "state.json" }
+
+// CheckpointKey is the key of one checkpoint of the session.
+func CheckpointKey(id, ckpt string) string { return SessionKey(id) + "checkpoints/" + ckpt + ".json" }
+
+// SnapshotKey is the key of one snapshot archive of the session.
+func SnapshotKey(id, name string) string { return SessionKey(id) + "snapshots/" + name }
+
+// ReadState reads the session's state.json: ENotFound when the store has
+// none, EInternal when it is not one this berth can restore.
+func ReadState(ctx context.Context, c *Client, sessionID string) (*State, error) {
+	if !ids.ValidName(sessionID) {
+		return nil, berth.Errorf(berth.EInvalid, "invalid session id")
+	}
+	var st State
+	if err := c.getJSON(ctx, StateKey(sessionID), &st); err != nil {
+		return nil, err
+	}
+	if st.V != StateVersion || st.SessionID != sessionID {
+		return nil, berth.Errorf(berth.EInternal, "object store: the state of session %s is not one this berth can read (version %d)", sessionID, st.V)
+	}
+	return &st, nil
+}
+
+// getJSON reads the object at key into v.
+func (c *Client) getJSON(ctx context.Context, key string, v any) error {
+	r, size, err := c.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if size > maxStateBytes {
+		return berth.Errorf(berth.EInternal, "object store: %s is too large", key)
+	}
+	b, err := io.ReadAll(io.LimitReader(r, maxStateBytes))
+	if err != nil {
+		return c.wrap(err, "read %s", key)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return berth.WrapError(berth.EInternal, err, "object store: %s is damaged", key)
+	}
+	return nil
+}
+
+// putJSON writes v at key in one PUT.
+func (c *Client) putJSON(ctx context.Context, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return berth.WrapError(berth.EInternal, err, "encode %s", key)
+	}
+	return c.Put(ctx, key, bytes.NewReader(b), int64(len(b)))
+}
