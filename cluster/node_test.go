@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,10 +22,11 @@ func newClock() *testenv.Clock {
 // asks, and closes a lost session as the manager does (stopped/node_lost,
 // written through the node's own fenced store).
 type fakeSessions struct {
-	store berth.Store
-	mu    sync.Mutex
-	lost  int // LoseSessions(nil) calls
-	close []string
+	store   berth.Store
+	mu      sync.Mutex
+	lost    int // LoseSessions(nil) calls
+	close   []string
+	resumed []string
 }
 
 func (f *fakeSessions) LoseSessions(ids []string) {
@@ -37,20 +39,46 @@ func (f *fakeSessions) LoseSessions(ids []string) {
 
 func (f *fakeSessions) LiveIDs() map[string]bool { return map[string]bool{} }
 
-func (f *fakeSessions) CloseLost(ctx context.Context, id string, _ map[string][]int) error {
+func (f *fakeSessions) CloseLost(ctx context.Context, id string, _ map[string][]int, why func(*berth.Session) *berth.Failure) (*berth.Session, error) {
 	s, err := f.store.GetSession(ctx, id)
-	if err != nil {
-		return err
+	if err != nil || s.State == berth.StateStopped {
+		return nil, err
 	}
 	from := s.State
 	s.State, s.StopReason = berth.StateStopped, berth.StopNodeLost
+	if why != nil {
+		s.Failure = why(s)
+	}
 	if err := f.store.UpdateSession(ctx, s, from); err != nil {
-		return err
+		return nil, err
 	}
 	f.mu.Lock()
 	f.close = append(f.close, id)
 	f.mu.Unlock()
-	return nil
+	return s, nil
+}
+
+// ResumeSession records the resume and makes the session active, under
+// its lease, as the manager's resume does.
+func (f *fakeSessions) ResumeSession(ctx context.Context, id string) (*berth.Session, error) {
+	s, err := f.store.GetSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.State != berth.StateStopped {
+		return nil, berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
+	}
+	f.mu.Lock()
+	f.resumed = append(f.resumed, id)
+	f.mu.Unlock()
+	return s, nil
+}
+
+// resumes returns the sessions resumed so far.
+func (f *fakeSessions) resumes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.resumed)
 }
 
 // testNode makes a joined node over st, its beats driven by the test.

@@ -193,6 +193,10 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err = d.listen(o); err != nil {
 		return nil, err
 	}
+	if d.node != nil {
+		// Sessions of a lost node move to others through the forwarding client.
+		d.node.SetHandoff(d.srv)
+	}
 	return d, nil
 }
 
@@ -638,7 +642,8 @@ func (d *Daemon) joinCluster(ctx context.Context, o Options) error {
 		return berth.Errorf(berth.EInvalid, "cluster.node_id is set but cluster.token is empty: every node of a cluster needs the node token")
 	}
 	node, err := cluster.New(cluster.Options{ID: cc.NodeID, Advertise: cc.Advertise, TTL: cc.LeaseTTL.Duration, Token: cc.Token,
-		Store: d.store, Processes: session.SessionProcesses, Logger: o.Logger})
+		Failover: o.Config.FailoverMode() == config.FailoverResume,
+		Store:    d.store, Processes: session.SessionProcesses, Logger: o.Logger})
 	if err != nil {
 		return err
 	}

@@ -151,30 +151,33 @@ func (l *leases) lost(id string) {
 // logged and the session recorded stopped/node_lost, resumable on any
 // node. What its agent left running on this host is killed (the lost
 // node may be this machine). leftovers are the processes of this host by
-// session id (sessionProcesses), nil to look them up. A session already
-// stopped is left as it is.
-func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string][]int) error {
+// session id (sessionProcesses), nil to look them up. why, when not nil,
+// gives the session's failure (nil for none): why it cannot move. A
+// session already stopped is left as it is. It returns the session as
+// closed, nil when it was stopped already.
+func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string][]int, why func(*berth.Session) *berth.Failure) (*berth.Session, error) {
 	if ls := m.set.liveOf(id); ls != nil {
 		// This node's live session of it is stale: the lease was lost.
 		ls.Lose()
 	}
 	s, err := m.store.GetSession(ctx, id)
-	if err != nil {
-		return err
-	}
-	if s.State == berth.StateStopped {
-		return nil
+	if err != nil || s.State == berth.StateStopped {
+		return nil, err
 	}
 	// The lost node wrote the log last: its end is read from the store.
 	m.log.Release(id)
 	if leftovers == nil {
 		leftovers = sessionProcesses()
 	}
-	if err := m.recovery.closeSession(ctx, s, leftovers[id], nodeLostClose); err != nil {
-		return err
+	how := nodeLostClose
+	if why != nil {
+		how.failure = why
+	}
+	if err := m.recovery.closeSession(ctx, s, leftovers[id], how); err != nil {
+		return nil, err
 	}
 	m.changes.publishStored(berth.ChangeSessionUpdated, m.stored(s))
-	return nil
+	return s, nil
 }
 
 // SessionProcesses maps session ids to the pids of this host's processes

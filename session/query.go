@@ -6,8 +6,6 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/shim"
-
-	live "github.com/berth-sh/berth/session/live"
 )
 
 // GetSession implements berth.SessionService: live sessions come from
@@ -34,7 +32,7 @@ func (m *Manager) stored(s *berth.Session) *berth.Session {
 	if seq := m.log.LastSeq(s.ID); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
-	s.Resumable = live.Resumable(s)
+	s.Resumable = m.place.resumable(s)
 	s.Badge = s.ComputeBadge(false, false)
 	return s
 }

@@ -30,10 +30,14 @@ func (ls *Session) LoadInput(ctx context.Context) error {
 // whose agent failed to start before that (startup_failed without an
 // acp.session_id) has nothing to resume: a new session is the same thing.
 func Resumable(s *berth.Session) bool {
-	if s.State != berth.StateStopped || !WorkspaceExists(s.Workspace) {
-		return false
-	}
-	return s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != ""
+	return WorkspaceExists(s.Workspace) && Reopenable(s)
+}
+
+// Reopenable is Resumable but for the workspace, which a session moving
+// to another node gets there: it is stopped and its agent opened a
+// conversation once.
+func Reopenable(s *berth.Session) bool {
+	return s.State == berth.StateStopped && (s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != "")
 }
 
 // WorkspaceExists reports whether dir is an existing directory.
