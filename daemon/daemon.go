@@ -32,6 +32,7 @@ import (
 	"github.com/berth-sh/berth/internal/credkey"
 	"github.com/berth-sh/berth/internal/homelock"
 	"github.com/berth-sh/berth/metrics"
+	"github.com/berth-sh/berth/objstore"
 	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/providers"
 	"github.com/berth-sh/berth/session"
@@ -72,6 +73,9 @@ type Daemon struct {
 	metrics *metrics.Metrics
 	// models is the model gateway the agents call (gateway.go).
 	models *modelGateway
+	// storage writes sessions' state to the object store (storage.go);
+	// nil without [storage] url.
+	storage *objstore.Syncer
 
 	// socket is the Unix socket the API listens on ("" for none).
 	socket string
@@ -285,6 +289,12 @@ func (d *Daemon) newManager(o Options, node string) error {
 	lim := o.Config.Limits
 	// Load has checked it.
 	netDefault, _ := o.Config.Sandbox.NetworkPolicy()
+	ckpts := checkpointStore(o.Home, o.Config.Checkpoints)
+	hidden := daemonFiles(o.Socket, o.Config.Store.URL, o.Config.Credentials.KeyFile,
+		o.Config.Storage.AccessKeyFile, o.Config.Storage.SecretKeyFile)
+	if err := d.openStorage(o, ckpts, hidden); err != nil {
+		return err
+	}
 	d.mgr = session.New(session.Options{
 		Store: d.store, Log: d.log, Catalog: catalog,
 		Providers: providers,
@@ -300,8 +310,8 @@ func (d *Daemon) newManager(o Options, node string) error {
 			MaxChildren: childLimit(lim.MaxChildren), MaxDepth: childLimit(lim.MaxDepth)},
 		Home: o.Home, NodeID: node, Version: o.Version, Logger: o.Logger, UserHome: userHome(),
 		Snapshots:   snapshot.New(filepath.Join(o.Home, "snapshots")),
-		Checkpoints: checkpointStore(o.Home, o.Config.Checkpoints),
-		Shim:        shimOpts, RunDir: runDir, Hidden: daemonFiles(o.Socket, o.Config.Store.URL, o.Config.Credentials.KeyFile),
+		Checkpoints: ckpts,
+		Shim:        shimOpts, RunDir: runDir, Hidden: hidden,
 		// The hooks' one point on the event path: told of every commit.
 		OnCommit: d.hooks.Notify, BeforeDelete: d.hooks.Flush,
 		// Once the boot knows which sessions it reattached.
@@ -313,6 +323,7 @@ func (d *Daemon) newManager(o Options, node string) error {
 		Observer: d.metrics,
 		Cluster:  d.sessionCluster(),
 		Models:   d.models.options(),
+		Storage:  d.storageHook(),
 	})
 	// Served from now on: the boot's reattached agents call it at once.
 	d.models.start(d.mgr)
@@ -425,6 +436,11 @@ func (d *Daemon) Close(ctx context.Context) {
 			d.logger.Warn("session manager close", "err", err)
 		}
 	}
+	if d.storage != nil {
+		// After the sessions: their last turns' ends are queued by now.
+		// A write under way is cut; the next start writes it again.
+		d.storage.Close()
+	}
 	if d.models != nil {
 		// The sessions have stopped (their keys with them) or carry on
 		// to the next daemon, which serves their gateway again.
@@ -467,8 +483,9 @@ func (d *Daemon) Close(ctx context.Context) {
 
 // daemonFiles are the daemon's files that may live outside its home and
 // that no sandbox may see: the API socket, a SQLite database (with its
-// journal files and its credentials file) and the credentials key file.
-func daemonFiles(socket, storeURL, keyFile string) []string {
+// journal files and its credentials file) and the key files (credentials,
+// object store).
+func daemonFiles(socket, storeURL string, keyFiles ...string) []string {
 	var out []string
 	if socket != "" {
 		out = append(out, socket)
@@ -478,8 +495,10 @@ func daemonFiles(socket, storeURL, keyFile string) []string {
 			out = append(out, db, db+"-wal", db+"-shm", db+"-journal", sqlite.CredentialsPath(db))
 		}
 	}
-	if keyFile != "" {
-		out = append(out, keyFile)
+	for _, f := range keyFiles {
+		if f != "" {
+			out = append(out, f)
+		}
 	}
 	return out
 }

@@ -44,6 +44,13 @@ func (m *Manager) revokeGrants(id string, removeDir bool) {
 	m.net.revoke(id, removeDir)
 }
 
+// turnEnded tells the Storage, if any, that a turn of session id ended.
+func (m *Manager) turnEnded(id, turnID string) {
+	if m.opts.Storage != nil {
+		m.opts.Storage.TurnEnded(id, turnID)
+	}
+}
+
 // newLiveHost is the manager's side of the seam.
 func (m *Manager) newLiveHost() *live.Host {
 	return &live.Host{
@@ -56,5 +63,6 @@ func (m *Manager) newLiveHost() *live.Host {
 		TranscriptPreamble: m.transcripts.transcriptPreamble, LastTurnText: m.transcripts.lastTurnText,
 		Tree: &m.trees, TurnCheckpoints: m.set.turnCheckpoints, ToLive: m.trees.toLive,
 		CancelStoredElicitation: m.recovery.cancelStoredElicitation,
+		TurnEnded:               m.turnEnded,
 	}
 }

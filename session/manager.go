@@ -143,8 +143,22 @@ type Options struct {
 	// Cluster, when set, makes the manager a node of a cluster: sessions
 	// are driven under their lease (see Cluster); nil is one node.
 	Cluster Cluster
+	// Storage, when set, is told of every turn's end (docs/api.md,
+	// "Session state in an object store").
+	Storage Storage
 	Logger  *slog.Logger
 }
+
+// Storage copies sessions' state off the node at each turn's end.
+// TurnEnded is called holding no lock of the session and must return at
+// once: a store that is slow or down never slows a turn.
+type Storage interface {
+	TurnEnded(sessionID, turnID string)
+}
+
+// HomeDir is session id's private HOME on this node (where its agent
+// keeps its own conversation).
+func (m *Manager) HomeDir(id string) string { return m.place.homeDir(id) }
 
 // Manager owns the sessions: the live ones here, and the store of all.
 type Manager struct {

@@ -14,7 +14,14 @@ import (
 // list shows it (docs/api.md, "Agents outlive the daemon (shims)", Reattach at boot).
 func (m *Manager) GetSession(ctx context.Context, id string) (*berth.Session, error) {
 	if ls := m.set.liveOf(id); ls != nil {
-		return ls.View(), nil
+		v := ls.View()
+		if m.opts.Storage != nil {
+			// How far the object store has it is the store's alone.
+			if s, err := m.store.GetSession(ctx, id); err == nil {
+				v.Storage = s.Storage
+			}
+		}
+		return v, nil
 	}
 	s, err := m.store.GetSession(ctx, id)
 	if err != nil {

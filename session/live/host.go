@@ -59,6 +59,9 @@ type Host struct {
 
 	// LeaseLost lets go of a session another node took over.
 	LeaseLost func(id string)
+	// TurnEnded, when set, is told each turn's end once its turn_ended is
+	// handed to the log; it must return at once.
+	TurnEnded func(id, turnID string)
 	// Forget drops a session that stopped from the set; Sweep removes what
 	// its shims left; ReleaseLease gives up its lease; RevokeTools ends
 	// what its agent's start was granted: its berth tools credential and

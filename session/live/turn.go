@@ -376,6 +376,9 @@ func (tr *turns) end(t *turn, end TurnEndedData, src int64) {
 	ls.recordMu.RUnlock()
 	// The turn's save may have found the lease lost.
 	ls.tellLeaseLost()
+	if ls.h.TurnEnded != nil {
+		ls.h.TurnEnded(ls.id, t.id)
+	}
 }
 
 // rememberLocked keeps a finished turn's result for late waiters.

@@ -1,0 +1,306 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/config"
+	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/objstore"
+)
+
+// storageDaemon opens a daemon whose [storage] url is url (the test S3
+// server's key in AWS_*), running the demo agent (this test binary) as
+// its own children on the host sandbox.
+func storageDaemon(t *testing.T, s3 testenv.S3, url string) *Daemon {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", s3.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3.SecretKey)
+	home, err := os.MkdirTemp("", "berth-storage-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	cfg := config.Default()
+	cfg.Sandbox.Default = berth.SandboxHost
+	cfg.Storage.URL = url
+	cfg.Agents = []berth.AgentSpec{{Name: "demo", Command: self, Env: map[string]string{agentEnvVar: "demo"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := Open(context.Background(), Options{Home: home, Config: cfg, Socket: filepath.Join(home, "berth.sock"), NoShims: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+		defer cancel()
+		d.Close(ctx)
+	})
+	return d
+}
+
+// turn prompts session id with text and waits for its end; it returns
+// how long that took.
+func turn(t *testing.T, d *Daemon, id, text string) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	r, err := d.Manager().Prompt(ctx, id, berth.PromptRequest{Text: text})
+	if err != nil {
+		t.Fatalf("prompt %q: %v", text, err)
+	}
+	res, err := d.Manager().WaitTurn(ctx, id, r.TurnID)
+	if err != nil || res.StopReason != berth.TurnEndTurn {
+		t.Fatalf("turn %q: %+v, %v", text, res, err)
+	}
+	return time.Since(start)
+}
+
+// lastTurnEnded is the seq of the session's last turn_ended.
+func lastTurnEnded(t *testing.T, d *Daemon, id string) int64 {
+	t.Helper()
+	ctx := testenv.Context(t)
+	if err := d.log.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := d.store.ListEvents(ctx, id, berth.EventFilter{Type: berth.EventTurnEnded, Limit: berth.MaxEventLimit})
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("turn_ended events: %v, %v", evs, err)
+	}
+	return evs[len(evs)-1].Seq
+}
+
+// waitSynced waits until the session's storage.synced_seq is seq.
+func waitSynced(t *testing.T, d *Daemon, id string, seq int64) {
+	t.Helper()
+	testenv.WaitFor(t, time.Minute, "storage.synced_seq to reach the last turn's", func() bool {
+		s, err := d.Manager().GetSession(testenv.Context(t), id)
+		return err == nil && s.Storage != nil && s.Storage.SyncedSeq == seq
+	})
+}
+
+// tree describes the regular files, directories and links under dir.
+func tree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, _ := os.Readlink(p)
+			out[rel] = "link " + target
+		case fi.IsDir():
+			out[rel] = "dir " + fi.Mode().Perm().String()
+		case fi.Mode().IsRegular():
+			b, _ := os.ReadFile(p)
+			out[rel] = fi.Mode().Perm().String() + " " + string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// With [storage] url set, each turn's end writes the session's managed
+// workspace and HOME (where the demo agent keeps its conversation) to
+// the object store: synced_seq reaches the last turn's turn_ended, and
+// Restore into fresh directories gives both exactly as that turn left
+// them.
+func TestStorageSyncsEachTurn(t *testing.T) {
+	s3 := testenv.S3Server(t)
+	d := storageDaemon(t, s3, s3.URL)
+	ctx := testenv.Context(t)
+	s, err := d.Manager().CreateSession(ctx, berth.CreateRequest{Agent: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.Manager().GetSession(ctx, s.ID); got.Storage != nil {
+		t.Fatalf("a new session shows storage %+v", got.Storage)
+	}
+	turn(t, d, s.ID, "write a.txt one")
+	turn(t, d, s.ID, "write sub/b.txt two\nwrite a.txt changed")
+	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
+
+	c, err := objstore.Open(objstore.Config{URL: s3.URL, Environ: s3.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, home := t.TempDir(), t.TempDir()
+	st, err := objstore.Restore(ctx, c, s.ID, ws, home, objstore.RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Seq != lastTurnEnded(t, d, s.ID) {
+		t.Errorf("restored state of seq %d", st.Seq)
+	}
+	got, want := tree(t, ws), tree(t, s.Workspace)
+	if len(want) != 3 || got["a.txt"] == "" || !strings.HasSuffix(got["a.txt"], " changed") || !equalTrees(got, want) {
+		t.Errorf("workspace restored:\n%v\nwant\n%v", got, want)
+	}
+	gotHome, wantHome := tree(t, home), tree(t, d.Manager().HomeDir(s.ID))
+	conversation := false
+	for p := range wantHome {
+		conversation = conversation || strings.HasPrefix(p, ".berth-demo/")
+	}
+	if !conversation || !equalTrees(gotHome, wantHome) {
+		t.Errorf("HOME restored:\n%v\nwant (with the demo agent's conversation)\n%v", gotHome, wantHome)
+	}
+}
+
+func equalTrees(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// switchProxy forwards TCP to addr while up; while down it closes every
+// connection it is given (the object store unreachable).
+type switchProxy struct {
+	ln   net.Listener
+	down atomic.Bool
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	open []net.Conn
+}
+
+func newSwitchProxy(t *testing.T, addr string) *switchProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &switchProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if p.down.Load() || err != nil {
+				conn.Close()
+				if up != nil {
+					up.Close()
+				}
+				continue
+			}
+			p.mu.Lock()
+			p.open = append(p.open, conn, up)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(up, conn); up.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(conn, up); conn.Close() }()
+		}
+	}()
+	t.Cleanup(func() { p.ln.Close(); p.setDown(true); p.wg.Wait() })
+	return p
+}
+
+// setDown takes the store away (closing the connections open) or back.
+func (p *switchProxy) setDown(down bool) {
+	p.down.Store(down)
+	if !down {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.open {
+		c.Close()
+	}
+	p.open = nil
+}
+
+// With the object store unreachable, turns take no longer than with it
+// up, the session gets one runtime_warning however many writes fail,
+// and synced_seq catches up with the last turn once the store is back.
+func TestStorageDownNeverSlowsATurn(t *testing.T) {
+	s3 := testenv.S3Server(t)
+	loc, err := objstore.ParseURL(s3.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newSwitchProxy(t, loc.Endpoint)
+	d := storageDaemon(t, s3, strings.Replace(s3.URL, loc.Endpoint, proxy.ln.Addr().String(), 1))
+	ctx := testenv.Context(t)
+	s, err := d.Manager().CreateSession(ctx, berth.CreateRequest{Agent: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := turn(t, d, s.ID, "write a.txt one")
+	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
+
+	proxy.setDown(true)
+	var down time.Duration
+	for i := range 3 {
+		down = max(down, turn(t, d, s.ID, "write a.txt again "+string(rune('a'+i))))
+	}
+	// A turn is milliseconds; a write waiting on the store would be seconds.
+	if down > up+2*time.Second {
+		t.Errorf("a turn with the store down took %s, with it up %s", down, up)
+	}
+	warnings := func() int {
+		if err := d.log.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := d.store.ListEvents(ctx, s.ID, berth.EventFilter{Type: berth.EventRuntimeWarning, Limit: berth.MaxEventLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, ev := range evs {
+			if strings.Contains(string(ev.Data), "object store") {
+				n++
+			}
+		}
+		return n
+	}
+	testenv.WaitFor(t, 30*time.Second, "a runtime_warning about the object store", func() bool { return warnings() > 0 })
+	// Failed writes are retried (1 s, then 2 s): a few more fail meanwhile.
+	testenv.WaitFor(t, 30*time.Second, "retries", func() bool {
+		_, last, _ := d.StorageLag()
+		lag, _, _ := d.StorageLag()
+		return last != "" && lag > 3*time.Second
+	})
+	proxy.setDown(false)
+	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
+	if n := warnings(); n != 1 {
+		t.Errorf("%d runtime_warnings about the object store for one outage, want 1", n)
+	}
+	if lag, last, ok := d.StorageLag(); !ok || lag != 0 || last != "" {
+		t.Errorf("after the store came back: lag %s, last error %q", lag, last)
+	}
+}
