@@ -47,10 +47,10 @@ func (n *Node) why(s *berth.Session) *berth.Failure {
 }
 
 // moveAll resumes, in the background, the sessions this node closed as
-// node_lost, each on the least-loaded live node: once each, since only
-// the node that closed a session (under its lease) moves it. The
-// heartbeat does not wait: a beat that waited for agents to start could
-// let this node's own leases expire.
+// node_lost, one after another, each on the node least loaded as it goes:
+// once each, since only the node that closed a session (under its lease)
+// moves it. The heartbeat does not wait: a beat that waited for agents to
+// start could let this node's own leases expire.
 func (n *Node) moveAll(ctx context.Context, ids []string) {
 	if len(ids) == 0 {
 		return
@@ -58,31 +58,37 @@ func (n *Node) moveAll(ctx context.Context, ids []string) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
-		nodes, err := n.Nodes(ctx)
-		if err != nil {
-			n.log.Error("sessions of a lost node not moved: list nodes", "err", err, "sessions", len(ids))
-			return
-		}
-		placed := map[string]int{}
 		for _, id := range ids {
-			target := leastLoaded(nodes, placed, n.opts.ID)
-			placed[target.ID]++
-			n.move(ctx, id, target)
+			// Read afresh: the sessions moved so far hold their leases,
+			// this node's moves and those of another node closing some of
+			// the same lost node's sessions.
+			nodes, err := n.Nodes(ctx)
+			if err != nil {
+				n.log.Error("session of a lost node not moved: list nodes", "session_id", id, "err", err)
+				continue
+			}
+			n.move(ctx, id, leastLoaded(nodes, n.opts.ID))
 		}
 	}()
 }
 
-// leastLoaded is the live node with the fewest sessions (those it holds
-// plus those placed on it by this move), ties broken by id. With no live
-// node listed, it is this one (self).
-func leastLoaded(nodes []*berth.Node, placed map[string]int, self string) *berth.Node {
+// leastLoaded is the live node with the fewest sessions; of those tied,
+// this node (self: no hop, and two nodes moving a lost node's sessions at
+// once spread them), else the first by id. With no live node listed, it
+// is this one.
+func leastLoaded(nodes []*berth.Node, self string) *berth.Node {
+	less := func(x, y *berth.Node) bool {
+		if x.Sessions != y.Sessions {
+			return x.Sessions < y.Sessions
+		}
+		if (x.ID == self) != (y.ID == self) {
+			return x.ID == self
+		}
+		return x.ID < y.ID
+	}
 	var best *berth.Node
 	for _, nd := range nodes {
-		if nd.State != berth.NodeUp {
-			continue
-		}
-		if best == nil || nd.Sessions+placed[nd.ID] < best.Sessions+placed[best.ID] ||
-			(nd.Sessions+placed[nd.ID] == best.Sessions+placed[best.ID] && nd.ID < best.ID) {
+		if nd.State == berth.NodeUp && (best == nil || less(nd, best)) {
 			best = nd
 		}
 	}

@@ -23,6 +23,7 @@ func newClock() *testenv.Clock {
 // written through the node's own fenced store).
 type fakeSessions struct {
 	store   berth.Store
+	node    *Node // it takes the lease of a session it resumes
 	mu      sync.Mutex
 	lost    int // LoseSessions(nil) calls
 	close   []string
@@ -68,6 +69,9 @@ func (f *fakeSessions) ResumeSession(ctx context.Context, id string) (*berth.Ses
 	if s.State != berth.StateStopped {
 		return nil, berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
 	}
+	if err := f.node.Acquire(ctx, id); err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	f.resumed = append(f.resumed, id)
 	f.mu.Unlock()
@@ -91,7 +95,7 @@ func testNode(t *testing.T, st *memory.Store, id string, clk *testenv.Clock) (*N
 	if err := n.Join(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	fs := &fakeSessions{store: st}
+	fs := &fakeSessions{store: st, node: n}
 	n.sessions = fs
 	return n, fs
 }

@@ -268,6 +268,10 @@ func (d *Daemon) newManager(o Options, node string) error {
 	if err != nil {
 		return err
 	}
+	restorer, err := storageRestorer(o)
+	if err != nil {
+		return err
+	}
 	// npx agents fetched ahead (berth agents install) live in the home.
 	catalog.WithPackages(filepath.Join(o.Home, "agents"))
 	po := newProviderOptions(o.Config, self, o.Home)
@@ -324,6 +328,7 @@ func (d *Daemon) newManager(o Options, node string) error {
 		Cluster:  d.sessionCluster(),
 		Models:   d.models.options(),
 		Storage:  d.storageHook(),
+		Restorer: restorer,
 	})
 	// Served from now on: the boot's reattached agents call it at once.
 	d.models.start(d.mgr)
