@@ -81,6 +81,18 @@ func (l *leases) leased(ctx context.Context, id string, fn func() error) error {
 	return fn()
 }
 
+// sweep kills what session id left behind on this host, unless another
+// node drives the session now: on this host (nodes sharing a machine),
+// what carries its id may be that node's agent.
+func (l *leases) sweep(id string) {
+	if l.clustered() {
+		if owner := l.m.opts.Cluster.Owners(context.Background(), []string{id})[id]; owner != "" && owner != l.m.opts.NodeID {
+			return
+		}
+	}
+	l.m.sweeper.sweep(id)
+}
+
 // withOwners sets the node of sessions read from the store: the one
 // holding its lease, if any.
 func (l *leases) withOwners(ctx context.Context, ss []*berth.Session) {

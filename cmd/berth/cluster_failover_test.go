@@ -7,9 +7,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -202,7 +204,7 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 	var started struct {
 		TurnID string `json:"turn_id"`
 	}
-	if st, _ := a.api("POST", "/v1/sessions/"+busy.ID+"/prompts", map[string]any{"text": "write c.txt interrupted\nsleep 3000"}, &started); st != 202 {
+	if st, _ := a.api("POST", "/v1/sessions/"+busy.ID+"/prompts", map[string]any{"text": "write c.txt interrupted\nsleep 30000"}, &started); st != 202 {
 		t.Fatalf("prompt = %d", st)
 	}
 	a.waitLog(t, busy.ID, "the interrupted turn's write", func(evs []berth.Event) bool {
@@ -297,4 +299,81 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// A node paused (SIGSTOP) past lease_ttl with a session in a turn: the
+// session moves to the other node and goes on there. Resumed (SIGCONT),
+// the paused node finds itself lost and lets go: its old agent is killed
+// (and none of the new owner's, on the machine they share), and nothing it had of the session (its agent's late output, a stop) is
+// written: the log stays contiguous with none of it, and the session
+// stays active on the node it moved to.
+func TestClusterFailoverPausedNodeFindsItsSessionMoved(t *testing.T) {
+	db := freshPostgres(t)
+	s3 := testenv.S3Server(t)
+	a := storageNode(t, db, "node-a", s3.URL, s3)
+	b := storageNode(t, db, "node-b", s3.URL, s3)
+	sess := a.create(t, nil)
+	a.turn(t, sess.ID, "write a.txt one")
+	syncedTo(t, a, sess.ID, lastOf(a.allEvents(t, sess.ID), berth.EventTurnEnded).Seq)
+	if st, _ := a.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "sleep 30000\necho late"}, nil); st != 202 {
+		t.Fatalf("prompt on A = %d", st)
+	}
+	old := agentPIDs(sess.ID)
+	if len(old) == 0 {
+		t.Fatal("no agent process carries the session's id")
+	}
+	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+		}
+	}()
+	moved := b.waitSession(t, sess.ID, "the session active on B", func(s berth.Session) bool {
+		return s.State == berth.StateActive && s.Node == "node-b" && strings.HasPrefix(s.Workspace, b.home)
+	})
+	fileIs(t, moved.Workspace, "a.txt", "one")
+	var fresh []int
+	for _, pid := range agentPIDs(sess.ID) {
+		if !slices.Contains(old, pid) {
+			fresh = append(fresh, pid)
+		}
+	}
+	if len(fresh) == 0 {
+		t.Fatal("no agent of B carries the session's id")
+	}
+	_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+	paused = false
+
+	waitFor(t, 3*clusterTTL, "A finding itself lost", func() bool { return strings.Contains(a.log.String(), "marked lost") })
+	waitFor(t, 3*clusterTTL, "A's old agent gone", func() bool {
+		for _, pid := range old {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+	// On a machine it shares with B, A kills none of B's processes of it.
+	for _, pid := range fresh {
+		if !alive(pid) {
+			t.Fatalf("B's agent %d of the session was killed", pid)
+		}
+	}
+	if r := b.turn(t, sess.ID, "echo moved"); r.Text != "moved" {
+		t.Fatalf("prompt on B after A's return: %+v", r)
+	}
+	waitFor(t, 3*clusterTTL, "A seeing the session driven by B", func() bool {
+		got := a.session(t, sess.ID)
+		return got.State == berth.StateActive && got.Node == "node-b"
+	})
+	evs := b.allEvents(t, sess.ID)
+	assertContiguous(t, evs)
+	for _, ev := range evs {
+		if ev.Type == berth.EventAgentMessage && strings.Contains(string(ev.Data), "late") {
+			t.Fatalf("the paused node's agent output was logged: %s", ev.Data)
+		}
+	}
 }
