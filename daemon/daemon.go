@@ -268,7 +268,7 @@ func (d *Daemon) newManager(o Options, node string) error {
 	if err != nil {
 		return err
 	}
-	restorer, err := storageRestorer(o)
+	restorer, err := d.storageRestorer(o)
 	if err != nil {
 		return err
 	}

@@ -2,17 +2,18 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"os"
 
+	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/objstore"
-	"github.com/berth-sh/berth/session"
 )
 
 // storageRestorer is the manager's Restorer with [storage] url: a session
 // resumed here from another node (failover, or a resume by hand) gets its
 // workspace and HOME from the object store (docs/api.md, "Failover with
 // an object store"). nil without a storage URL: nothing moves.
-func storageRestorer(o Options) (session.Restorer, error) {
+func (d *Daemon) storageRestorer(o Options) (berth.Restorer, error) {
 	sc := o.Config.Storage
 	if !sc.Enabled() {
 		return nil, nil
@@ -22,15 +23,28 @@ func storageRestorer(o Options) (session.Restorer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return objRestorer{c}, nil
+	return objRestorer{c: c, store: d.store, log: o.Logger}, nil
 }
 
 // objRestorer restores through objstore.Restore. The files are the
 // daemon's: a sandbox gives them to its user as it starts.
-type objRestorer struct{ c *objstore.Client }
+type objRestorer struct {
+	c     *objstore.Client
+	store berth.Store
+	log   *slog.Logger
+}
 
-// Restore implements session.Restorer.
+// Restore implements berth.Restorer.
 func (r objRestorer) Restore(ctx context.Context, id, workspaceDir, homeDir string) error {
 	_, err := objstore.Restore(ctx, r.c, id, workspaceDir, homeDir, objstore.RestoreOptions{})
-	return err
+	if !berth.IsCode(err, berth.ENotFound) {
+		return err
+	}
+	// No state: fine for a session none of whose turns reached the store,
+	// not for one the store had.
+	if s, gerr := r.store.GetSession(ctx, id); gerr != nil || s.Storage != nil {
+		return err
+	}
+	r.log.Warn("the object store has no state of a session that moves here: its workspace and HOME start empty", "session_id", id)
+	return nil
 }

@@ -163,10 +163,10 @@ func (l *leases) lost(id string) {
 // logged and the session recorded stopped/node_lost, resumable on any
 // node. What its agent left running on this host is killed (the lost
 // node may be this machine). leftovers are the processes of this host by
-// session id (sessionProcesses), nil to look them up. why, when not nil,
-// gives the session's failure (nil for none): why it cannot move. A
-// session already stopped is left as it is. It returns the session as
-// closed, nil when it was stopped already.
+// session id (sessionProcesses), nil to look them up. why says the
+// session's failure (nil for none): why it cannot move. A session already
+// stopped is left as it is. It returns the session as closed, nil when it
+// was stopped already.
 func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string][]int, why func(*berth.Session) *berth.Failure) (*berth.Session, error) {
 	if ls := m.set.liveOf(id); ls != nil {
 		// This node's live session of it is stale: the lease was lost.
@@ -182,9 +182,7 @@ func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string
 		leftovers = sessionProcesses()
 	}
 	how := nodeLostClose
-	if why != nil {
-		how.failure = why
-	}
+	how.failure = why
 	if err := m.recovery.closeSession(ctx, s, leftovers[id], how); err != nil {
 		return nil, err
 	}

@@ -65,9 +65,6 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 	if err := ls.LoadInput(wctx); err != nil {
 		ls.Logger().Warn("load queued input", "err", err)
 	}
-	for _, w := range b.warnings {
-		ls.Emit("", berth.EventRuntimeWarning, map[string]any{"reason": w})
-	}
 	if err := ls.Start(wctx, b.launchAgent(wctx)); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,16 @@
+package berth
+
+import "context"
+
+// Restorer brings a session's files to a node from where they are kept
+// off every node, the object store (docs/api.md, "Failover with an object
+// store"): a managed session resumed on another node than its own gets
+// its workspace and HOME from it.
+type Restorer interface {
+	// Restore writes the session's managed workspace and private HOME, as
+	// of its last completed turn, into workspaceDir and homeDir, which
+	// exist and are empty. A session the store never had (no turn of it
+	// reached the store) leaves them empty; any other error leaves the
+	// session where it was.
+	Restore(ctx context.Context, sessionID, workspaceDir, homeDir string) error
+}
