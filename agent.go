@@ -75,4 +75,16 @@ type Health struct {
 	// Reattaching counts the sessions a booting daemon found live and is
 	// still reattaching (each answers once its own reattach is done).
 	Reattaching int `json:"reattaching,omitempty"`
+	// Storage is how far behind the object store is (docs/api.md,
+	// "Session state in an object store"); nil without [storage] url.
+	Storage *StorageHealth `json:"storage,omitempty"`
+}
+
+// StorageHealth is the object store's side of Health.
+type StorageHealth struct {
+	// LagSeconds is how long ago the oldest turn not yet in the store
+	// ended (0 when every session is written).
+	LagSeconds float64 `json:"lag_seconds"`
+	// Error is why the last write failed while one is failing.
+	Error string `json:"error,omitempty"`
 }

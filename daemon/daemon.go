@@ -294,9 +294,10 @@ func (d *Daemon) newManager(o Options, node string) error {
 	// Load has checked it.
 	netDefault, _ := o.Config.Sandbox.NetworkPolicy()
 	ckpts := checkpointStore(o.Home, o.Config.Checkpoints)
+	snaps := snapshot.New(filepath.Join(o.Home, "snapshots"))
 	hidden := daemonFiles(o.Socket, o.Config.Store.URL, o.Config.Credentials.KeyFile,
 		o.Config.Storage.AccessKeyFile, o.Config.Storage.SecretKeyFile)
-	if err := d.openStorage(o, ckpts, hidden); err != nil {
+	if err := d.openStorage(o, ckpts, snaps, hidden); err != nil {
 		return err
 	}
 	d.mgr = session.New(session.Options{
@@ -313,7 +314,7 @@ func (d *Daemon) newManager(o Options, node string) error {
 			StallAfter: lim.StallAfter.Duration, StallTimeout: lim.StallTimeout.Duration, IdleTimeout: lim.IdleTimeout.Duration,
 			MaxChildren: childLimit(lim.MaxChildren), MaxDepth: childLimit(lim.MaxDepth)},
 		Home: o.Home, NodeID: node, Version: o.Version, Logger: o.Logger, UserHome: userHome(),
-		Snapshots:   snapshot.New(filepath.Join(o.Home, "snapshots")),
+		Snapshots:   snaps,
 		Checkpoints: ckpts,
 		Shim:        shimOpts, RunDir: runDir, Hidden: hidden,
 		// The hooks' one point on the event path: told of every commit.
@@ -442,9 +443,11 @@ func (d *Daemon) Close(ctx context.Context) {
 		}
 	}
 	if d.storage != nil {
-		// After the sessions: their last turns' ends are queued by now.
-		// A write under way is cut; the next start writes it again.
-		d.storage.Close()
+		// After the sessions: their last turns' ends are queued by now,
+		// and are written within a bound.
+		sctx, cancel := context.WithTimeout(ctx, storageDrain)
+		d.storage.Close(sctx)
+		cancel()
 	}
 	if d.models != nil {
 		// The sessions have stopped (their keys with them) or carry on

@@ -10,13 +10,14 @@ import (
 	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/objstore"
 	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/snapshot"
 )
 
 // openStorage makes the Syncer that writes sessions' state to the object
 // store when [storage] url is set (docs/api.md, "Session state in an
 // object store"). It does not reach the store: one that is down must not
 // stop the daemon (the Syncer retries, and warns the sessions).
-func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, hidden []string) error {
+func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, snaps *snapshot.Store, hidden []string) error {
 	sc := o.Config.Storage
 	if !sc.Enabled() {
 		return nil
@@ -34,6 +35,7 @@ func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, hidden []string
 	d.storage = objstore.NewSyncer(objstore.SyncerOptions{
 		Uploader:    objstore.NewUploader(c, spool),
 		Checkpoints: ckpts,
+		Snapshots:   snaps,
 		Scan:        checkpoint.Options{MaxFileBytes: int64(cc.MaxFileBytes), MaxTotalBytes: int64(cc.MaxTotalBytes)},
 		Resolve: func(ctx context.Context, id, turnID string) (objstore.Target, error) {
 			return d.storageTarget(ctx, id, turnID, hidden)
@@ -44,6 +46,10 @@ func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, hidden []string
 	})
 	return nil
 }
+
+// storageDrain bounds how long a closing daemon writes the sessions
+// whose turns ended last.
+const storageDrain = 10 * time.Second
 
 // storageHook is the manager's Storage: the Syncer, or none.
 func (d *Daemon) storageHook() session.Storage {
@@ -87,15 +93,4 @@ func (d *Daemon) storageWarn(id, reason string) {
 	if err := d.log.Append(ctx, berth.NewEvent(id, "", berth.EventRuntimeWarning, map[string]any{"reason": reason})); err != nil {
 		d.logger.Warn("object store warning not logged", "session", id, "err", err)
 	}
-}
-
-// StorageLag is how long ago the oldest turn not yet in the object store
-// ended, and the last error writing one ("" when none); ok is false
-// without [storage] url.
-func (d *Daemon) StorageLag() (lag time.Duration, lastErr string, ok bool) {
-	if d.storage == nil {
-		return 0, "", false
-	}
-	lag, lastErr = d.storage.Lag()
-	return lag, lastErr, true
 }

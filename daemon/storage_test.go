@@ -146,6 +146,19 @@ func TestStorageSyncsEachTurn(t *testing.T) {
 	turn(t, d, s.ID, "write a.txt one")
 	turn(t, d, s.ID, "write sub/b.txt two\nwrite a.txt changed")
 	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
+	// The API shows it: GET /v1/sessions/{id}'s storage.
+	api, err := d.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	got, err := api.GetSession(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Storage == nil || got.Storage.SyncedSeq != lastTurnEnded(t, d, s.ID) || got.Storage.SyncedAt.IsZero() {
+		t.Errorf("GET /v1/sessions/{id}: storage %+v", got.Storage)
+	}
 
 	c, err := objstore.Open(objstore.Config{URL: s3.URL, Environ: s3.Environ()})
 	if err != nil {
@@ -159,9 +172,9 @@ func TestStorageSyncsEachTurn(t *testing.T) {
 	if st.Seq != lastTurnEnded(t, d, s.ID) {
 		t.Errorf("restored state of seq %d", st.Seq)
 	}
-	got, want := tree(t, ws), tree(t, s.Workspace)
-	if len(want) != 3 || got["a.txt"] == "" || !strings.HasSuffix(got["a.txt"], " changed") || !equalTrees(got, want) {
-		t.Errorf("workspace restored:\n%v\nwant\n%v", got, want)
+	gotWS, want := tree(t, ws), tree(t, s.Workspace)
+	if len(want) != 3 || !strings.HasSuffix(gotWS["a.txt"], " changed") || !equalTrees(gotWS, want) {
+		t.Errorf("workspace restored:\n%v\nwant\n%v", gotWS, want)
 	}
 	gotHome, wantHome := tree(t, home), tree(t, d.Manager().HomeDir(s.ID))
 	conversation := false
@@ -290,17 +303,41 @@ func TestStorageDownNeverSlowsATurn(t *testing.T) {
 	}
 	testenv.WaitFor(t, 30*time.Second, "a runtime_warning about the object store", func() bool { return warnings() > 0 })
 	// Failed writes are retried (1 s, then 2 s): a few more fail meanwhile.
+	// /v1/health says how far behind the store is, and why.
 	testenv.WaitFor(t, 30*time.Second, "retries", func() bool {
-		_, last, _ := d.StorageLag()
-		lag, _, _ := d.StorageLag()
-		return last != "" && lag > 3*time.Second
+		h, err := d.Manager().Health(ctx)
+		return err == nil && h.Storage != nil && h.Storage.Error != "" && h.Storage.LagSeconds > 3
 	})
 	proxy.setDown(false)
 	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
 	if n := warnings(); n != 1 {
 		t.Errorf("%d runtime_warnings about the object store for one outage, want 1", n)
 	}
-	if lag, last, ok := d.StorageLag(); !ok || lag != 0 || last != "" {
-		t.Errorf("after the store came back: lag %s, last error %q", lag, last)
+	if h, err := d.Manager().Health(ctx); err != nil || h.Storage == nil || *h.Storage != (berth.StorageHealth{}) {
+		t.Errorf("health after the store came back: %+v, %v", h, err)
+	}
+}
+
+// A [storage] url the object store cannot be used with, or one without
+// credentials, stops the daemon at start with EInvalid naming the key;
+// nothing is left open (the home can be opened again).
+func TestStorageBadConfigRefused(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	for url, want := range map[string]string{
+		"s3://bucket/p": "storage.url",
+		"s3://Bad_Bucket/p?endpoint=http://127.0.0.1:1": "storage.url",
+		"s3://bucket/p?endpoint=http://127.0.0.1:1":     "no credentials",
+	} {
+		cfg := config.Default()
+		cfg.Storage.URL = url
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%s: %v (the shape is config's; the rest is the daemon's)", url, err)
+		}
+		_, err := Open(context.Background(), Options{Home: home, Config: cfg, Socket: filepath.Join(home, "berth.sock")})
+		if berth.ErrorCode(err) != berth.EInvalid || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want invalid naming %q", url, err, want)
+		}
 	}
 }

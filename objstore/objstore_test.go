@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/berth-sh/berth/snapshot"
 )
 
 // openTest opens a client of the test S3 server under a prefix of the
@@ -117,7 +119,7 @@ func syncOnce(t *testing.T, c *Client, id string, target Target) *Uploader {
 		Synced:  func(_ context.Context, _ string, seq int64, _ time.Time) error { synced <- seq; return nil },
 		Warn:    func(_, reason string) { t.Errorf("warning: %s", reason) },
 	})
-	defer s.Close()
+	defer s.Close(context.Background())
 	s.TurnEnded(id, target.TurnID)
 	select {
 	case seq := <-synced:
@@ -329,7 +331,7 @@ func TestSyncerStoreDown(t *testing.T) {
 			}
 		},
 	})
-	defer s.Close()
+	defer s.Close(context.Background())
 	start := time.Now()
 	for range 100 {
 		s.TurnEnded("ses_x", "turn_1")
@@ -380,4 +382,156 @@ func equal(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// The session's local checkpoints and snapshots go to the store with its
+// state, each once: a checkpoint's manifest and its blobs (shared with
+// the workspace's), a snapshot's archive and metadata; state.json names
+// the checkpoints.
+func TestSyncCheckpointsAndSnapshots(t *testing.T) {
+	c := openTest(t)
+	ctx := testenv.Context(t)
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"a.txt": "alpha", "d/b.txt": "beta"})
+	cs := checkpoint.New(t.TempDir(), checkpoint.Options{})
+	ck, err := cs.Create(ctx, "ses_c", "turn_1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := snapshot.New(t.TempDir())
+	snap, err := ss.Create(ctx, "ses_c", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := NewUploader(c, "")
+	synced := make(chan int64, 4)
+	s := NewSyncer(SyncerOptions{Uploader: u, Checkpoints: cs, Snapshots: ss,
+		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 4, Workspace: ws}, nil },
+		Synced:  func(_ context.Context, _ string, seq int64, _ time.Time) error { synced <- seq; return nil },
+		Warn:    func(_, reason string) { t.Errorf("warning: %s", reason) },
+	})
+	defer s.Close(context.Background())
+	for range 2 {
+		s.TurnEnded("ses_c", "turn_1")
+		select {
+		case <-synced:
+		case <-time.After(time.Minute):
+			t.Fatal("never synced")
+		}
+	}
+	var stored StoredCheckpoint
+	if err := c.getJSON(ctx, CheckpointKey("ses_c", ck.ID), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Checkpoint.ID != ck.ID || len(stored.Files) != 3 {
+		t.Errorf("stored checkpoint: %+v", stored)
+	}
+	for _, key := range []string{SnapshotKey("ses_c", snap.ID+".tar.zst"), SnapshotKey("ses_c", snap.ID+".json")} {
+		if _, ok, err := c.Stat(ctx, key); err != nil || !ok {
+			t.Errorf("%s: %v, %v", key, ok, err)
+		}
+	}
+	st, err := ReadState(ctx, c, "ses_c")
+	if err != nil || len(st.Checkpoints) != 1 || st.Checkpoints[0] != ck.ID {
+		t.Fatalf("state: %+v, %v", st, err)
+	}
+	// Two blobs (the checkpoint's and the workspace's are the same), each
+	// put once though the session was written twice.
+	if n := countObjects(t, c, "blobs/"); n != 2 || u.Puts() != 2 {
+		t.Errorf("%d blobs stored, %d put; want 2 and 2", n, u.Puts())
+	}
+}
+
+// The Syncer remembers at most maxKept sessions once they are written (the
+// walks it keeps of each would otherwise grow with every session a
+// daemon ever ran).
+func TestSyncerForgetsPastMaxKept(t *testing.T) {
+	c := openTest(t)
+	var synced atomic.Int64
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""), Workers: 4,
+		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 1}, nil },
+		Synced:  func(context.Context, string, int64, time.Time) error { synced.Add(1); return nil },
+	})
+	defer s.Close(context.Background())
+	const n = maxKept + 20
+	for i := range n {
+		s.TurnEnded(fmt.Sprintf("ses_%04d", i), "turn_1")
+	}
+	testenv.WaitFor(t, time.Minute, "every session written", func() bool { return synced.Load() == n })
+	s.mu.Lock()
+	kept := len(s.sessions)
+	s.mu.Unlock()
+	if kept != maxKept {
+		t.Errorf("%d sessions kept, want %d", kept, maxKept)
+	}
+}
+
+// A root daemon restores for its sandboxes' user: with Chown every path
+// restored (links included) is given to UID:GID.
+func TestRestoreChown(t *testing.T) {
+	testenv.NeedRoot(t, "chown to another user needs root")
+	c := openTest(t)
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"d/f": "x", "d/l": "->f"})
+	syncOnce(t, c, "ses_own", Target{Seq: 1, Workspace: ws})
+	dst := t.TempDir()
+	if _, err := Restore(testenv.Context(t), c, "ses_own", dst, "", RestoreOptions{Chown: true, UID: 54321, GID: 54322}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"d", "d/f", "d/l"} {
+		fi, err := os.Lstat(filepath.Join(dst, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 54321 || st.Gid != 54322 {
+			t.Errorf("%s belongs to %d:%d", p, st.Uid, st.Gid)
+		}
+	}
+}
+
+// Close writes the sessions whose turns ended last before it stops (a
+// daemon's shutdown), within its context.
+func TestSyncerCloseWritesWhatWaits(t *testing.T) {
+	c := openTest(t)
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"f": "last turn's"})
+	var synced atomic.Int64
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""),
+		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 3, Workspace: ws}, nil },
+		Synced:  func(context.Context, string, int64, time.Time) error { synced.Add(1); return nil },
+	})
+	for i := range 5 {
+		s.TurnEnded(fmt.Sprintf("ses_close%d", i), "turn_1")
+	}
+	s.Close(testenv.Context(t))
+	if n := synced.Load(); n != 5 {
+		t.Errorf("%d of 5 sessions written by Close", n)
+	}
+	s.TurnEnded("ses_after", "turn_1")
+	s.Close(testenv.Context(t))
+	if n := synced.Load(); n != 5 {
+		t.Errorf("a turn ended after Close was written")
+	}
+}
+
+// A session Resolve no longer finds (deleted) is dropped: not retried,
+// not warned about.
+func TestSyncerDropsGoneSession(t *testing.T) {
+	c := openTest(t)
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""), MinBackoff: time.Millisecond,
+		Resolve: func(context.Context, string, string) (Target, error) {
+			return Target{}, berth.Errorf(berth.ENotFound, "session not found")
+		},
+		Warn: func(_, reason string) { t.Errorf("warning for a deleted session: %s", reason) },
+	})
+	defer s.Close(context.Background())
+	s.TurnEnded("ses_gone", "turn_1")
+	testenv.WaitFor(t, 30*time.Second, "the session dropped", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.sessions) == 0
+	})
+	if lag, last := s.Lag(); lag != 0 || last != "" {
+		t.Errorf("lag %s, last error %q", lag, last)
+	}
 }

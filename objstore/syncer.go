@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/snapshot"
 )
 
 // Target is what the Syncer writes of one session, as its Resolve finds
@@ -32,6 +33,9 @@ type SyncerOptions struct {
 	// Checkpoints, when set, is the local checkpoint store whose
 	// checkpoints of a session are written too.
 	Checkpoints *checkpoint.Store
+	// Snapshots, when set, is the local snapshot store whose snapshots of
+	// a session are written too.
+	Snapshots *snapshot.Store
 	// Scan bounds the walks of workspaces and HOMEs (the [checkpoints]
 	// limits).
 	Scan checkpoint.Options
@@ -61,8 +65,10 @@ type Syncer struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	// wake is signalled when a session becomes ready.
-	wake chan struct{}
+	// wake is signalled when a session becomes ready; closing is closed
+	// by Close.
+	wake    chan struct{}
+	closing chan struct{}
 
 	// bucket is set once the bucket is known to exist.
 	bucket atomic.Bool
@@ -86,11 +92,17 @@ type syncState struct {
 	failures int
 	warned   bool
 	lastErr  string
+	// synced is when it was last written.
+	synced time.Time
 	// prevWS and prevHome are the last walks' entries (unchanged files are
 	// not read again); ckpts the checkpoints written.
 	prevWS, prevHome map[string]checkpoint.Entry
 	ckpts            map[string]bool
 	listed           bool
+	// snaps are the snapshots written; snapsListed says the store's were
+	// read.
+	snaps       map[string]bool
+	snapsListed bool
 }
 
 // NewSyncer starts a Syncer's workers.
@@ -108,7 +120,7 @@ func NewSyncer(opts SyncerOptions) *Syncer {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Syncer{opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), sessions: map[string]*syncState{}}
+	s := &Syncer{opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), closing: make(chan struct{}), sessions: map[string]*syncState{}}
 	for range opts.Workers {
 		s.wg.Add(1)
 		go s.work()
@@ -126,7 +138,7 @@ func (s *Syncer) TurnEnded(id, turnID string) {
 	}
 	st := s.sessions[id]
 	if st == nil {
-		st = &syncState{ckpts: map[string]bool{}}
+		st = &syncState{ckpts: map[string]bool{}, snaps: map[string]bool{}}
 		s.sessions[id] = st
 	}
 	st.turnID = turnID
@@ -137,17 +149,6 @@ func (s *Syncer) TurnEnded(id, turnID string) {
 	s.signal()
 }
 
-// Forget drops session id (deleted): nothing more is written of it.
-func (s *Syncer) Forget(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st := s.sessions[id]; st != nil && !st.running {
-		delete(s.sessions, id)
-	} else if st != nil {
-		st.dirty = false
-	}
-}
-
 // signal wakes a worker without blocking.
 func (s *Syncer) signal() {
 	select {
@@ -156,14 +157,39 @@ func (s *Syncer) signal() {
 	}
 }
 
-// Close stops the workers and waits for them; a write under way is
-// cancelled (the next node or start writes it again).
-func (s *Syncer) Close() {
+// Close takes no more turns and writes the sessions waiting to be
+// written (not those waiting to be tried again) until ctx ends, then
+// cancels what is under way and waits for the workers. What it could not
+// write is written at the session's next turn's end, on this node or the
+// one that resumes it.
+func (s *Syncer) Close(ctx context.Context) {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
 	s.closed = true
 	s.mu.Unlock()
+	close(s.closing)
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.cancel()
+		<-done
+	}
 	s.cancel()
-	s.wg.Wait()
+}
+
+// isClosed reports whether Close was called.
+func (s *Syncer) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // Lag is how long ago the oldest turn not in the store yet ended (0 when
@@ -198,10 +224,15 @@ func (s *Syncer) work() {
 			s.run(id, st)
 			continue
 		}
+		if s.isClosed() {
+			// Nothing ready: a closing Syncer's worker is done.
+			return
+		}
 		timer.Reset(wait)
 		select {
 		case <-s.ctx.Done():
 			return
+		case <-s.closing:
 		case <-s.wake:
 		case <-timer.C:
 		}
@@ -248,12 +279,16 @@ func (s *Syncer) run(id string, st *syncState) {
 	switch {
 	case err == nil:
 		st.failures, st.warned, st.lastErr, st.retryAt = 0, false, "", time.Time{}
+		st.synced = time.Now()
 		if !st.dirty {
 			st.since = time.Time{}
 		}
-	case berth.IsCode(err, berth.ENotFound) && s.ctx.Err() == nil && isGone(err):
+		s.evictLocked()
+	case isGone(err):
 		delete(s.sessions, id)
 	case s.ctx.Err() != nil:
+		// Cut by Close: left to the session's next turn.
+		st.dirty = true
 	default:
 		st.dirty = true
 		st.failures++
@@ -264,13 +299,40 @@ func (s *Syncer) run(id string, st *syncState) {
 		}
 	}
 	s.mu.Unlock()
-	if err != nil && s.ctx.Err() == nil {
+	if err != nil && s.ctx.Err() == nil && !isGone(err) {
 		s.opts.Logger.Warn("object store: session state not written", "session", id, "err", err)
 	}
 	if warn != "" && s.opts.Warn != nil {
 		s.opts.Warn(id, "the session's state is not in the object store yet (retried in the background; the session goes on): "+warn)
 	}
 	s.signal()
+}
+
+// maxKept bounds the sessions the Syncer remembers (with their last
+// walks, which spare unchanged files a read): past it, those written
+// longest ago and not waiting are forgotten, and read whole at their next
+// turn's end.
+const maxKept = 256
+
+// evictLocked forgets the sessions past maxKept, written longest ago
+// first, never one waiting or being written.
+func (s *Syncer) evictLocked() {
+	for len(s.sessions) > maxKept {
+		var oldest string
+		var at time.Time
+		for id, st := range s.sessions {
+			if st.dirty || st.running || st.failures > 0 {
+				continue
+			}
+			if oldest == "" || st.synced.Before(at) {
+				oldest, at = id, st.synced
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		delete(s.sessions, oldest)
+	}
 }
 
 // backoff is the wait after n failures in a row.
@@ -314,6 +376,11 @@ func (s *Syncer) sync(id, turnID string, st *syncState) error {
 	state := &State{V: StateVersion, SessionID: id, Seq: t.Seq, TurnID: t.TurnID}
 	if s.opts.Checkpoints != nil {
 		if state.Checkpoints, err = s.syncCheckpoints(ctx, id, st); err != nil {
+			return err
+		}
+	}
+	if s.opts.Snapshots != nil {
+		if err := s.syncSnapshots(ctx, id, st); err != nil {
 			return err
 		}
 	}
@@ -383,4 +450,41 @@ func (s *Syncer) syncCheckpoints(ctx context.Context, id string, st *syncState) 
 // checkpoints/ names.
 func cutCheckpointKey(key string) (string, bool) {
 	return strings.CutSuffix(path.Base(key), ".json")
+}
+
+// syncSnapshots writes the session's local snapshots the store does not
+// have: each archive, then its metadata (a snapshot is in the store once
+// its .json is).
+func (s *Syncer) syncSnapshots(ctx context.Context, id string, st *syncState) error {
+	u := s.opts.Uploader
+	if !st.snapsListed {
+		err := u.Client().List(ctx, SessionKey(id)+"snapshots/", func(key string, _ int64) error {
+			if name, ok := strings.CutSuffix(path.Base(key), ".json"); ok {
+				st.snaps[name] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		st.snapsListed = true
+	}
+	local, err := s.opts.Snapshots.List(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, snap := range local {
+		if st.snaps[snap.ID] {
+			continue
+		}
+		err := u.Snapshot(ctx, s.opts.Snapshots, snap)
+		if berth.IsCode(err, berth.ENotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		st.snaps[snap.ID] = true
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/snapshot"
 )
 
 // Uploader writes trees and checkpoints to a Client, each blob once: a
@@ -213,4 +214,22 @@ func (u *Uploader) putLocalBlob(ctx context.Context, cs *checkpoint.Store, hash 
 		return berth.WrapError(berth.EInternal, errors.New("size differs"), "checkpoint blob %s is damaged", hash[:12])
 	}
 	return u.putBlob(ctx, hash, f, size)
+}
+
+// Snapshot puts the archive of snap from the local snapshot store ss,
+// then its metadata, under the session's snapshots/.
+func (u *Uploader) Snapshot(ctx context.Context, ss *snapshot.Store, snap *snapshot.Snapshot) error {
+	f, err := ss.OpenArchive(snap.SessionID, snap.ID)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return berth.WrapError(berth.EInternal, err, "cannot read snapshot")
+	}
+	if err := u.c.Put(ctx, SnapshotKey(snap.SessionID, snap.ID+".tar.zst"), f, fi.Size()); err != nil {
+		return err
+	}
+	return u.c.putJSON(ctx, SnapshotKey(snap.SessionID, snap.ID+".json"), snap)
 }

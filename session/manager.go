@@ -428,7 +428,16 @@ func (m *Manager) Health(ctx context.Context) (*berth.Health, error) {
 		}
 	}
 	sort.Strings(h.Sandboxes)
+	if l, ok := m.opts.Storage.(storageLag); ok {
+		lag, last := l.Lag()
+		h.Storage = &berth.StorageHealth{LagSeconds: lag.Seconds(), Error: last}
+	}
 	return &h, nil
+}
+
+// storageLag is a Storage that says how far behind it is.
+type storageLag interface {
+	Lag() (time.Duration, string)
 }
 
 // Agents implements berth.SessionService: the catalog, each agent that

@@ -120,6 +120,23 @@ func (s *Store) List(ctx context.Context, sessionID string) ([]*Snapshot, error)
 	return snaps, nil
 }
 
+// OpenArchive opens the archive of sessionID's snapshot snapID for
+// reading (its .tar.zst, as Create wrote it); berth.ENotFound when it is
+// gone.
+func (s *Store) OpenArchive(sessionID, snapID string) (*os.File, error) {
+	if !ids.ValidName(sessionID) || !ids.Valid(idPrefix, snapID) {
+		return nil, berth.Errorf(berth.ENotFound, "snapshot %s not found", snapID)
+	}
+	f, err := os.Open(s.archivePath(sessionID, snapID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, berth.Errorf(berth.ENotFound, "snapshot %s not found", snapID)
+	}
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot read snapshot")
+	}
+	return f, nil
+}
+
 // Get returns the snapshot snapID, or berth.ENotFound.
 func (s *Store) Get(ctx context.Context, snapID string) (*Snapshot, error) {
 	snap, _, err := s.find(ctx, snapID)

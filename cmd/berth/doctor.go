@@ -128,6 +128,7 @@ func runDoctor(cmd *cobra.Command, home, cfgPath string) doctorReport {
 	if cfg != nil && err == nil {
 		add(checkDaemon(cmd))
 		add(checkStore(ctx, home, cfg.Store))
+		add(checkStorage(cmd, cfg.Storage))
 		r.Checks = append(r.Checks, checkSandboxes(ctx, cfg, home)...)
 		r.Checks = append(r.Checks, checkAgents(cfg, daemonCredentials(cmd))...)
 	}
