@@ -7,9 +7,10 @@ import "context"
 // store"): a managed session resumed on another node than its own gets
 // its workspace and HOME from it.
 type Restorer interface {
-	// Restore writes the session's managed workspace and private HOME, as
-	// of its last completed turn, into workspaceDir and homeDir, which
-	// exist and are empty. A session the store never had (no turn of it
+	// Restore makes workspaceDir and homeDir afresh (what they held, an
+	// earlier stay on this node's, is older than the store's) and writes
+	// into them the session's managed workspace and private HOME as of its
+	// last completed turn. A session the store never had (no turn of it
 	// reached the store) leaves them empty; any other error leaves the
 	// session where it was.
 	Restore(ctx context.Context, sessionID, workspaceDir, homeDir string) error

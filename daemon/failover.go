@@ -36,6 +36,17 @@ type objRestorer struct {
 
 // Restore implements berth.Restorer.
 func (r objRestorer) Restore(ctx context.Context, id, workspaceDir, homeDir string) error {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{workspaceDir, 0o755}, {homeDir, 0o700}} {
+		if err := os.RemoveAll(d.path); err != nil {
+			return berth.WrapError(berth.EInternal, err, "clear the session's old files on this node")
+		}
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return berth.WrapError(berth.EInternal, err, "create the session's directories on this node")
+		}
+	}
 	_, err := objstore.Restore(ctx, r.c, id, workspaceDir, homeDir, objstore.RestoreOptions{})
 	if !berth.IsCode(err, berth.ENotFound) {
 		return err

@@ -2,14 +2,11 @@ package session
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/pathx"
-
-	live "github.com/berth-sh/berth/session/live"
 )
 
 // movesHere is the workspace on this node of a session whose resume moves
@@ -24,33 +21,19 @@ func (pl *placement) movesHere(s *berth.Session) string {
 	return filepath.Join(root, s.ID)
 }
 
-// resumable is live.Resumable on this node, where a session that would
-// move here has its workspace in the Restorer.
-func (pl *placement) resumable(s *berth.Session) bool {
-	return live.Reopenable(s) && (pl.movesHere(s) != "" || live.WorkspaceExists(s.Workspace))
-}
-
 // restore is the stage of a resume that moves the session here: its
-// workspace and HOME made afresh on this node (what an earlier stay here
-// left is older than the store's) and filled by the Restorer before the
+// workspace and HOME made afresh on this node by the Restorer before the
 // agent starts and reloads its conversation from that HOME.
 func (b *birth) restore(ctx context.Context) error {
 	if b.moved == "" {
 		return nil
 	}
 	m, id, ws := b.m, b.s.ID, b.moved
-	home := m.place.homeDir(id)
 	b.onFail(func() {
 		_ = os.RemoveAll(ws)
 		_ = os.RemoveAll(m.place.sessionDir(id))
 	})
-	if err := errors.Join(os.RemoveAll(ws), os.RemoveAll(home)); err != nil {
-		return berth.WrapError(berth.EInternal, err, "clear the session's old files on this node")
-	}
-	if err := mkdirs(home, ws, true); err != nil {
-		return err
-	}
-	if err := m.opts.Restorer.Restore(ctx, id, ws, home); err != nil {
+	if err := m.opts.Restorer.Restore(ctx, id, ws, m.place.homeDir(id)); err != nil {
 		// The session stays stopped where it was, for another try.
 		return berth.WrapError(berth.EUnavailable, err, "the session cannot move to node %s: its workspace and HOME were not restored from the object store", m.opts.NodeID)
 	}

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,14 +13,14 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// fakeRestorer is the object store: it copies the workspace and HOME it
-// was given (as of a turn's end) into the directories asked, or fails.
+// fakeRestorer is the object store: it makes the directories asked
+// afresh and copies into them the workspace and HOME it was given (as of
+// a turn's end), or fails.
 type fakeRestorer struct {
 	mu        sync.Mutex
 	ws, home  string
 	err       error
 	calls     []string
-	nonEmpty  bool // a directory it was asked to fill was not empty
 	restoreTo []string
 }
 
@@ -28,15 +29,13 @@ func (r *fakeRestorer) Restore(ctx context.Context, id, ws, home string) error {
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, id)
 	r.restoreTo = []string{ws, home}
-	for _, d := range []string{ws, home} {
-		if ents, err := os.ReadDir(d); err != nil || len(ents) > 0 {
-			r.nonEmpty = true
-		}
-	}
 	if r.err != nil {
 		return r.err
 	}
 	for _, p := range [][2]string{{r.ws, ws}, {r.home, home}} {
+		if err := errors.Join(os.RemoveAll(p[1]), os.MkdirAll(p[1], 0o700)); err != nil {
+			return err
+		}
 		if out, err := exec.Command("cp", "-a", p[0]+"/.", p[1]).CombinedOutput(); err != nil {
 			return berth.Errorf(berth.EInternal, "cp: %v %s", err, out)
 		}
@@ -72,7 +71,7 @@ func lastStartedBy(t *testing.T, e *env, id string) string {
 
 // movedAway makes a stopped managed session look like another node's:
 // its stored workspace under that node's root, nothing of it on this
-// node's disk but a stale file of an earlier stay in its workspace.
+// node's disk.
 func movedAway(t *testing.T, e *env, id string) (ws string) {
 	t.Helper()
 	ctx := context.Background()
@@ -85,10 +84,7 @@ func movedAway(t *testing.T, e *env, id string) (ws string) {
 	if err := e.store.UpdateSession(ctx, s, berth.StateStopped); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(e.m.place.homeDir(id)); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(ws, "stale.txt"), []byte("old"), 0o600); err != nil {
+	if err := errors.Join(os.RemoveAll(e.m.place.homeDir(id)), os.RemoveAll(ws)); err != nil {
 		t.Fatal(err)
 	}
 	return ws
@@ -96,10 +92,9 @@ func movedAway(t *testing.T, e *env, id string) (ws string) {
 
 // A managed session of another node resumed here (what failover does) is
 // re-homed under this node's workspace root, in the store too, its
-// workspace and HOME restored (into empty directories: a stale file of
-// an earlier stay here is gone) before the agent starts, and the demo
-// agent reloads its own conversation from the restored HOME (resumed_by
-// load: without the HOME it would replay the transcript).
+// workspace and HOME restored before the agent starts, and the demo agent
+// reloads its own conversation from the restored HOME (resumed_by load:
+// without the HOME it would replay the transcript).
 func TestResumeMovesASessionFromAnotherNode(t *testing.T) {
 	r := &fakeRestorer{}
 	e := newEnv(t, func(o *Options) { o.Restorer = r })
@@ -129,14 +124,11 @@ func TestResumeMovesASessionFromAnotherNode(t *testing.T) {
 	if stored, _ := e.store.GetSession(ctx, s.ID); stored.Workspace != ws {
 		t.Fatalf("stored workspace %s", stored.Workspace)
 	}
-	if len(r.calls) != 1 || r.nonEmpty || r.restoreTo[0] != ws || r.restoreTo[1] != e.m.place.homeDir(s.ID) {
-		t.Fatalf("restores %v into %v (a non-empty directory: %v)", r.calls, r.restoreTo, r.nonEmpty)
+	if len(r.calls) != 1 || r.restoreTo[0] != ws || r.restoreTo[1] != e.m.place.homeDir(s.ID) {
+		t.Fatalf("restores %v into %v", r.calls, r.restoreTo)
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "a.txt")); err != nil || string(b) != "one" {
 		t.Fatalf("a.txt = %q %v", b, err)
-	}
-	if _, err := os.Stat(filepath.Join(ws, "stale.txt")); !os.IsNotExist(err) {
-		t.Fatalf("a stale file stayed: %v", err)
 	}
 	if by := lastStartedBy(t, e, s.ID); by != "load" {
 		t.Fatalf("resumed_by %q, want load", by)

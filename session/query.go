@@ -6,6 +6,8 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/shim"
+
+	live "github.com/berth-sh/berth/session/live"
 )
 
 // GetSession implements berth.SessionService: live sessions come from
@@ -39,7 +41,7 @@ func (m *Manager) stored(s *berth.Session) *berth.Session {
 	if seq := m.log.LastSeq(s.ID); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
-	s.Resumable = m.place.resumable(s)
+	s.Resumable = live.Resumable(s, m.place.movesHere(s) != "")
 	s.Badge = s.ComputeBadge(false, false)
 	return s
 }

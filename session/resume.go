@@ -103,7 +103,7 @@ func (b *birth) checkResume(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	if !m.place.resumable(s) {
+	if !live.Resumable(s, b.moved != "") {
 		return berth.Errorf(berth.EConflict, "session is not resumable: its agent failed to start before it opened a conversation; create a new session")
 	}
 	spec, ok := m.opts.Catalog.Get(s.Agent)

@@ -26,18 +26,16 @@ func (ls *Session) LoadInput(ctx context.Context) error {
 }
 
 // Resumable says whether resuming a session can help: it is stopped, its
-// workspace exists, and its agent opened a conversation once. A session
-// whose agent failed to start before that (startup_failed without an
-// acp.session_id) has nothing to resume: a new session is the same thing.
-func Resumable(s *berth.Session) bool {
-	return WorkspaceExists(s.Workspace) && Reopenable(s)
-}
-
-// Reopenable is Resumable but for the workspace, which a session moving
-// to another node gets there: it is stopped and its agent opened a
-// conversation once.
-func Reopenable(s *berth.Session) bool {
-	return s.State == berth.StateStopped && (s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != "")
+// workspace exists (or comes with it: moves, a session that moves here
+// from another node), and its agent opened a conversation once. A
+// session whose agent failed to start before that (startup_failed
+// without an acp.session_id) has nothing to resume: a new session is the
+// same thing.
+func Resumable(s *berth.Session, moves bool) bool {
+	if s.State != berth.StateStopped || !(moves || WorkspaceExists(s.Workspace)) {
+		return false
+	}
+	return s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != ""
 }
 
 // WorkspaceExists reports whether dir is an existing directory.
