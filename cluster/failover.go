@@ -21,9 +21,9 @@ type Handoff interface {
 // its workspace is a directory of the lost node's own disk.
 const hostPathFailure = "the session did not move to another node: its workspace is a host path on the lost node; resume it where that path is"
 
-// handoffTries bounds how often a node is asked to resume a session that
-// another node holds for a moment (a takeover racing this one).
-const handoffTries = 5
+// resumeTries bounds how often a session is resumed again while another
+// node holds it for a moment (a takeover racing this one).
+const resumeTries = 5
 
 // handoffTimeout bounds one ask of another node to resume a session: the
 // restore of its files and its agent's start.
@@ -110,7 +110,7 @@ func (n *Node) move(ctx context.Context, id string, target *berth.Node) {
 	}
 	var err error
 	if target.ID != n.opts.ID {
-		err = n.handOff(ctx, h, id, target)
+		err = whileHeld(ctx, func() error { return n.resumeOn(ctx, h, id, target) })
 		if berth.ErrorDetails(err)["reason"] == "unreachable" {
 			n.log.Warn("the node chosen for a lost node's session cannot be reached: it resumes here", "session_id", id,
 				"node", target.ID, "err", err)
@@ -118,7 +118,10 @@ func (n *Node) move(ctx context.Context, id string, target *berth.Node) {
 		}
 	}
 	if target.ID == n.opts.ID {
-		_, err = n.sessions.ResumeSession(ctx, id)
+		err = whileHeld(ctx, func() error {
+			_, err := n.sessions.ResumeSession(ctx, id)
+			return err
+		})
 	}
 	if err != nil {
 		n.log.Error("session of a lost node not resumed", "session_id", id, "node", target.ID, "err", err)
@@ -134,12 +137,12 @@ func (n *Node) resumeOn(ctx context.Context, h Handoff, id string, target *berth
 	return h.ResumeOn(ctx, target.ID, target.Advertise, id)
 }
 
-// handOff asks target to resume session id, again while another node
-// holds the session's lease for a moment (a takeover of it racing this
-// one, which finds it stopped and gives it back).
-func (n *Node) handOff(ctx context.Context, h Handoff, id string, target *berth.Node) error {
+// whileHeld runs resume, again while another node holds the session's
+// lease for a moment (a takeover of it racing this one, which finds it
+// stopped and gives it back): the answer names that node.
+func whileHeld(ctx context.Context, resume func() error) error {
 	var err error
-	for try := range handoffTries {
+	for try := range resumeTries {
 		if try > 0 {
 			t := time.NewTimer(time.Duration(try) * 100 * time.Millisecond)
 			select {
@@ -149,7 +152,7 @@ func (n *Node) handOff(ctx context.Context, h Handoff, id string, target *berth.
 			case <-t.C:
 			}
 		}
-		err = n.resumeOn(ctx, h, id, target)
+		err = resume()
 		if held, _ := berth.ErrorDetails(err)["node"].(string); err == nil || held == "" || !slices.Contains([]string{berth.EConflict, berth.EUnavailable}, berth.ErrorCode(err)) {
 			return err
 		}

@@ -149,6 +149,17 @@ func TestFailoverResumesHereWhenTheChosenNodeIsUnreachable(t *testing.T) {
 	}
 }
 
+// A resume refused because another node holds the session's lease for a
+// moment (its takeover racing this one) is tried again.
+func TestFailoverTriesAgainWhileAnotherNodeHoldsTheLease(t *testing.T) {
+	_, b, c, _, fc, h, clk := failoverCluster(t, map[string]bool{"ses_1": true})
+	fc.held = 2
+	loseA(t, b, c, clk)
+	if got := h.calls(); !slices.Equal(got, []string{"c/ses_1", "c/ses_1", "c/ses_1"}) || !slices.Equal(fc.resumes(), []string{"ses_1"}) {
+		t.Fatalf("handoffs %v, resumed on c %v", got, fc.resumes())
+	}
+}
+
 // failover = "stop": a lost node's sessions stay stopped/node_lost, none
 // with a failure, none resumed.
 func TestFailoverStopLeavesSessionsStopped(t *testing.T) {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -26,6 +27,7 @@ type fakeSessions struct {
 	node    *Node // it takes the lease of a session it resumes
 	mu      sync.Mutex
 	lost    int // LoseSessions(nil) calls
+	held    int // resumes to refuse first, the lease held by node "x"
 	close   []string
 	resumed []string
 }
@@ -69,12 +71,17 @@ func (f *fakeSessions) ResumeSession(ctx context.Context, id string) (*berth.Ses
 	if s.State != berth.StateStopped {
 		return nil, berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held > 0 {
+		f.held--
+		return nil, fmt.Errorf("take the session's lease: %w", &berth.Error{Code: berth.EConflict,
+			Message: "session " + id + " is driven by node x", Details: map[string]any{"node": "x"}})
+	}
 	if err := f.node.Acquire(ctx, id); err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	f.resumed = append(f.resumed, id)
-	f.mu.Unlock()
 	return s, nil
 }
 

@@ -139,6 +139,15 @@ func lastOf(evs []berth.Event, typ string) *berth.Event {
 	return nil
 }
 
+// typesOf lists the types of evs, for a failure's message.
+func typesOf(evs []berth.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Type
+	}
+	return out
+}
+
 // fileIs fails unless file name of dir holds want ("" for absent).
 func fileIs(t *testing.T, dir, name, want string) {
 	t.Helper()
@@ -264,6 +273,16 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 		_ = json.Unmarshal(lastOf(evs, berth.EventSessionStarted).Data, &d)
 		if d.ResumedBy != "load" {
 			t.Fatalf("%s resumed_by %q, want load", id, d.ResumedBy)
+		}
+		// Resumed once: one start, after the node_lost stop.
+		stop, starts := lastOf(evs, berth.EventSessionStopped), 0
+		for _, ev := range evs[len(before[id]):] {
+			if ev.Type == berth.EventSessionStarted {
+				starts++
+			}
+		}
+		if stop == nil || stopReasonOf(*stop) != string(berth.StopNodeLost) || starts != 1 || stop.Seq > lastOf(evs, berth.EventSessionStarted).Seq {
+			t.Fatalf("%s after the kill: %v", id, typesOf(evs[len(before[id]):]))
 		}
 	}
 	// The interrupted turn ended node_lost; the queued prompt ran on the
