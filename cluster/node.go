@@ -24,9 +24,12 @@ type Sessions interface {
 	// named (every live one when ids is nil).
 	LoseSessions(ids []string)
 	// CloseLost closes a session of a lost node, whose lease the caller
-	// holds: stopped/node_lost. leftovers are the processes of this host
-	// by session id (nil: looked up).
-	CloseLost(ctx context.Context, id string, leftovers map[string][]int) error
+	// holds: stopped/node_lost, with the failure why gives (nil: none).
+	// leftovers are the processes of this host by session id (nil: looked
+	// up). It returns the session closed, nil when it was stopped already.
+	CloseLost(ctx context.Context, id string, leftovers map[string][]int, why func(*berth.Session) *berth.Failure) (*berth.Session, error)
+	// ResumeSession resumes a stopped session on this node.
+	ResumeSession(ctx context.Context, id string) (*berth.Session, error)
 	// LiveIDs are the sessions this node drives now.
 	LiveIDs() map[string]bool
 }
@@ -40,6 +43,10 @@ type Options struct {
 	TTL time.Duration
 	// Token is the node token ([cluster] token) forwarded writes carry.
 	Token string
+	// Failover moves the sessions this node closes as node_lost to the
+	// least-loaded live node ([cluster] failover = "resume"); without it
+	// they stay stopped, resumable by hand.
+	Failover bool
 	// Store is the shared store; it must be a berth.NodeStore.
 	Store berth.Store
 	// Processes maps session ids to this host's processes that carry
@@ -76,6 +83,8 @@ type Node struct {
 	fencedSelf bool
 	// adverts are the nodes' URLs as last read (ListNodes).
 	adverts map[string]string
+	// handoff asks another node to resume a session (SetHandoff).
+	handoff Handoff
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -232,6 +241,7 @@ func (n *Node) closeDropped(ctx context.Context) {
 	}
 	live := n.sessions.LiveIDs()
 	var procs map[string][]int
+	var moves []string
 	for _, l := range leases {
 		if live[l.SessionID] {
 			continue
@@ -239,10 +249,15 @@ func (n *Node) closeDropped(ctx context.Context) {
 		if procs == nil && n.opts.Processes != nil {
 			procs = n.opts.Processes()
 		}
-		if err := n.closeLost(ctx, l.SessionID, procs); err != nil {
+		move, err := n.closeLost(ctx, l.SessionID, procs)
+		if err != nil {
 			n.log.Error("session let go of not closed", "session_id", l.SessionID, "err", err)
 		}
+		if move {
+			moves = append(moves, l.SessionID)
+		}
 	}
+	n.moveAll(ctx, moves)
 }
 
 // loseAll lets go of every session this node drives.
@@ -297,6 +312,7 @@ func (n *Node) closeSessionsOf(ctx context.Context, ln *berth.Node, now time.Tim
 		return
 	}
 	var procs map[string][]int
+	var moves []string
 	closed := 0
 	for _, l := range leases {
 		if l.ExpiresAt.After(now) {
@@ -306,32 +322,40 @@ func (n *Node) closeSessionsOf(ctx context.Context, ln *berth.Node, now time.Tim
 		if procs == nil && n.opts.Processes != nil {
 			procs = n.opts.Processes()
 		}
-		if err := n.closeLost(ctx, l.SessionID, procs); err != nil {
+		move, err := n.closeLost(ctx, l.SessionID, procs)
+		if err != nil {
 			n.log.Error("session of a lost node not closed", "lost_node", ln.ID, "session_id", l.SessionID, "err", err)
 			continue
+		}
+		if move {
+			moves = append(moves, l.SessionID)
 		}
 		closed++
 	}
 	if closed > 0 {
 		n.log.Info("sessions of a lost node closed", "lost_node", ln.ID, "sessions", closed, "took", time.Since(began))
 	}
+	n.moveAll(ctx, moves)
 }
 
-// closeLost takes one session of a lost node over and closes it.
-func (n *Node) closeLost(ctx context.Context, id string, procs map[string][]int) error {
+// closeLost takes one session of a lost node over and closes it. It
+// reports whether the session is this node's to move (failover on, the
+// session closed here and free to move), once its lease is given back.
+func (n *Node) closeLost(ctx context.Context, id string, procs map[string][]int) (bool, error) {
 	if err := n.Acquire(ctx, id); err != nil {
 		if berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ENotFound) {
 			// Back with its node, taken by another, or deleted.
 			n.log.Info("session of a lost node left alone", "session_id", id, "err", err, "details", errDetails(err))
-			return nil
+			return false, nil
 		}
-		return err
+		return false, err
 	}
 	defer n.Release(context.WithoutCancel(ctx), id)
 	if procs == nil {
 		procs = map[string][]int{}
 	}
-	return n.sessions.CloseLost(ctx, id, procs)
+	s, err := n.sessions.CloseLost(ctx, id, procs, n.why)
+	return err == nil && s != nil && s.Failure == nil && n.opts.Failover, err
 }
 
 // Acquire implements session.Cluster: it takes the lease of a session for

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -21,10 +23,13 @@ func newClock() *testenv.Clock {
 // asks, and closes a lost session as the manager does (stopped/node_lost,
 // written through the node's own fenced store).
 type fakeSessions struct {
-	store berth.Store
-	mu    sync.Mutex
-	lost  int // LoseSessions(nil) calls
-	close []string
+	store   berth.Store
+	node    *Node // it takes the lease of a session it resumes
+	mu      sync.Mutex
+	lost    int // LoseSessions(nil) calls
+	held    int // resumes to refuse first, the lease held by node "x"
+	close   []string
+	resumed []string
 }
 
 func (f *fakeSessions) LoseSessions(ids []string) {
@@ -37,20 +42,54 @@ func (f *fakeSessions) LoseSessions(ids []string) {
 
 func (f *fakeSessions) LiveIDs() map[string]bool { return map[string]bool{} }
 
-func (f *fakeSessions) CloseLost(ctx context.Context, id string, _ map[string][]int) error {
+func (f *fakeSessions) CloseLost(ctx context.Context, id string, _ map[string][]int, why func(*berth.Session) *berth.Failure) (*berth.Session, error) {
 	s, err := f.store.GetSession(ctx, id)
-	if err != nil {
-		return err
+	if err != nil || s.State == berth.StateStopped {
+		return nil, err
 	}
 	from := s.State
 	s.State, s.StopReason = berth.StateStopped, berth.StopNodeLost
+	if why != nil {
+		s.Failure = why(s)
+	}
 	if err := f.store.UpdateSession(ctx, s, from); err != nil {
-		return err
+		return nil, err
 	}
 	f.mu.Lock()
 	f.close = append(f.close, id)
 	f.mu.Unlock()
-	return nil
+	return s, nil
+}
+
+// ResumeSession records the resume and makes the session active, under
+// its lease, as the manager's resume does.
+func (f *fakeSessions) ResumeSession(ctx context.Context, id string) (*berth.Session, error) {
+	s, err := f.store.GetSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if s.State != berth.StateStopped {
+		return nil, berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held > 0 {
+		f.held--
+		return nil, fmt.Errorf("take the session's lease: %w", &berth.Error{Code: berth.EConflict,
+			Message: "session " + id + " is driven by node x", Details: map[string]any{"node": "x"}})
+	}
+	if err := f.node.Acquire(ctx, id); err != nil {
+		return nil, err
+	}
+	f.resumed = append(f.resumed, id)
+	return s, nil
+}
+
+// resumes returns the sessions resumed so far.
+func (f *fakeSessions) resumes() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.resumed)
 }
 
 // testNode makes a joined node over st, its beats driven by the test.
@@ -63,7 +102,7 @@ func testNode(t *testing.T, st *memory.Store, id string, clk *testenv.Clock) (*N
 	if err := n.Join(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	fs := &fakeSessions{store: st}
+	fs := &fakeSessions{store: st, node: n}
 	n.sessions = fs
 	return n, fs
 }

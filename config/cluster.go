@@ -22,6 +22,31 @@ type Cluster struct {
 	// Token authenticates one node's forwarded requests to another; every
 	// node of a cluster has the same one. Required in cluster mode.
 	Token string `toml:"token"`
+	// Failover is what becomes of a lost node's sessions: "resume" moves
+	// each, once, to the least-loaded live node, its workspace and HOME
+	// restored from the object store; "stop" leaves them stopped/node_lost
+	// for a resume by hand. "" is "resume" with a [storage] url, else
+	// "stop" (FailoverMode).
+	Failover string `toml:"failover"`
+}
+
+// Failover modes ([cluster] failover).
+const (
+	FailoverResume = "resume"
+	FailoverStop   = "stop"
+)
+
+// FailoverMode is [cluster] failover with its default filled in:
+// "resume" when sessions' state goes to an object store, else "stop".
+func (c *Config) FailoverMode() string {
+	switch {
+	case c.Cluster.Failover != "":
+		return c.Cluster.Failover
+	case c.Storage.Enabled():
+		return FailoverResume
+	default:
+		return FailoverStop
+	}
 }
 
 // DefaultLeaseTTL is [cluster] lease_ttl's default.
@@ -64,6 +89,15 @@ func (c *Cluster) validate() error {
 func (c *Config) validateCluster() error {
 	if err := c.Cluster.validate(); err != nil {
 		return err
+	}
+	switch c.Cluster.Failover {
+	case "", FailoverStop:
+	case FailoverResume:
+		if !c.Storage.Enabled() {
+			return invalid("cluster.failover = \"resume\" needs storage.url: a session moves to another node with its workspace and HOME from the object store")
+		}
+	default:
+		return invalid("cluster.failover %q: want resume or stop", c.Cluster.Failover)
 	}
 	if c.Cluster.NodeID == "" {
 		return nil

@@ -64,3 +64,32 @@ func TestClusterSection(t *testing.T) {
 	_, err = Load(writeFile(t, "[cluster]\nnode = \"x\"\n"), nil)
 	wantInvalid(t, err, "node")
 }
+
+// [cluster] failover: "resume" by default once sessions' state goes to an
+// object store, "stop" (today's behaviour) without one; set from the file
+// or BERTH_CLUSTER_FAILOVER; anything else, or "resume" with nothing to
+// restore from, is refused naming the key.
+func TestClusterFailover(t *testing.T) {
+	const s3 = "s3://bucket/p?endpoint=http://127.0.0.1:9000&region=us-east-1"
+	c := Default()
+	if got := c.FailoverMode(); got != FailoverStop {
+		t.Fatalf("default without storage = %q", got)
+	}
+	c.Storage.URL = s3
+	if got := c.FailoverMode(); got != FailoverResume {
+		t.Fatalf("default with storage = %q", got)
+	}
+	c.Cluster.Failover = FailoverStop
+	if err := c.Validate(); err != nil || c.FailoverMode() != FailoverStop {
+		t.Fatalf("stop with storage: %v, mode %q", err, c.FailoverMode())
+	}
+	p := writeFile(t, "[storage]\nurl = \""+s3+"\"\n[cluster]\nfailover = \"stop\"\n")
+	c, err := Load(p, []string{"BERTH_CLUSTER_FAILOVER=resume"})
+	if err != nil || c.FailoverMode() != FailoverResume {
+		t.Fatalf("from the environment: %v, mode %q", err, c.FailoverMode())
+	}
+	_, err = Load(writeFile(t, "[cluster]\nfailover = \"resume\"\n"), nil)
+	wantInvalid(t, err, "cluster.failover", "storage.url")
+	_, err = Load(writeFile(t, "[storage]\nurl = \""+s3+"\"\n[cluster]\nfailover = \"move\"\n"), nil)
+	wantInvalid(t, err, "cluster.failover", `"move"`)
+}

@@ -197,6 +197,10 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err = d.listen(o); err != nil {
 		return nil, err
 	}
+	if d.node != nil {
+		// Sessions of a lost node move to others through the forwarding client.
+		d.node.SetHandoff(d.srv)
+	}
 	return d, nil
 }
 
@@ -264,6 +268,10 @@ func (d *Daemon) newManager(o Options, node string) error {
 	if err != nil {
 		return err
 	}
+	restorer, err := d.storageRestorer(o)
+	if err != nil {
+		return err
+	}
 	// npx agents fetched ahead (berth agents install) live in the home.
 	catalog.WithPackages(filepath.Join(o.Home, "agents"))
 	po := newProviderOptions(o.Config, self, o.Home)
@@ -321,6 +329,7 @@ func (d *Daemon) newManager(o Options, node string) error {
 		Cluster:  d.sessionCluster(),
 		Models:   d.models.options(),
 		Storage:  d.storageHook(),
+		Restorer: restorer,
 	})
 	// Served from now on: the boot's reattached agents call it at once.
 	d.models.start(d.mgr)
@@ -660,7 +669,8 @@ func (d *Daemon) joinCluster(ctx context.Context, o Options) error {
 		return berth.Errorf(berth.EInvalid, "cluster.node_id is set but cluster.token is empty: every node of a cluster needs the node token")
 	}
 	node, err := cluster.New(cluster.Options{ID: cc.NodeID, Advertise: cc.Advertise, TTL: cc.LeaseTTL.Duration, Token: cc.Token,
-		Store: d.store, Processes: session.SessionProcesses, Logger: o.Logger})
+		Failover: o.Config.FailoverMode() == config.FailoverResume,
+		Store:    d.store, Processes: session.SessionProcesses, Logger: o.Logger})
 	if err != nil {
 		return err
 	}

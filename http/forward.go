@@ -2,6 +2,8 @@ package http
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -221,4 +223,53 @@ func (s *Server) ownerRoute(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return id, true
+}
+
+// maxHandoffAnswer bounds the answer of a node asked to resume a session.
+const maxHandoffAnswer = 1 << 20
+
+// ResumeOn asks node, reached at advertise, to resume session id (a lost
+// node's session moving there: docs/api.md, "Failover with an object
+// store"). It goes as a forwarded request does, through the forwarding
+// client, with the node token. An error that never reached the node has
+// details.reason "unreachable"; the node's error answer comes back as
+// its code, message and details.
+func (s *Server) ResumeOn(ctx context.Context, node, advertise, id string) error {
+	if s.forwarder == nil {
+		return berth.Errorf(berth.EUnavailable, "this daemon is not a node of a cluster")
+	}
+	unreachable := func(err error) error {
+		return &berth.Error{Code: berth.EUnavailable, Message: "node " + node + " (" + advertise + ") cannot be reached: " + err.Error(),
+			Details: map[string]any{"reason": "unreachable"}, Err: err}
+	}
+	target, err := url.Parse(advertise)
+	if err != nil || target.Host == "" || (target.Scheme != "http" && target.Scheme != "https") {
+		return unreachable(berth.Errorf(berth.EInvalid, "no usable advertise URL"))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target.JoinPath("/v1/sessions", id, "resume").String(), nil)
+	if err != nil {
+		return unreachable(err)
+	}
+	c := s.opts.Cluster
+	if tok := c.Token(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	req.Header.Set(ForwardedByHeader, c.Self())
+	resp, err := s.forwarder.transport.RoundTrip(req)
+	if err != nil {
+		return unreachable(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHandoffAnswer))
+	if err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "node %s's answer to the resume of session %s was cut", node, id)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return nil
+	}
+	var e errorBody
+	if json.Unmarshal(body, &e) != nil || e.Error.Code == "" {
+		return berth.Errorf(berth.EUnavailable, "node %s answered the resume of session %s with HTTP %d", node, id, resp.StatusCode)
+	}
+	return &berth.Error{Code: e.Error.Code, Message: "node " + node + ": " + e.Error.Message, Details: e.Error.Details}
 }

@@ -487,3 +487,39 @@ func TestForwardCutByTheShutdownIsUnavailable(t *testing.T) {
 		t.Fatalf("a forward cut by the shutdown: %d %s", ans.st, ans.raw)
 	}
 }
+
+// ResumeOn (a lost node's session moving to another node) reaches the
+// node asked as a forwarded request does, with the node token: the node
+// resumes the session; its error answer comes back with its code and
+// details (not_owner, naming the node that drives it, for a retry); a
+// node that cannot be reached is said so in details.reason.
+func TestResumeOnAsksTheNodeWithTheNodeToken(t *testing.T) {
+	c, a, b, _, _ := twoNodes(t)
+	ctx := context.Background()
+	c.set("ses_1", "")
+	if err := b.ResumeOn(ctx, "a", "http://"+a.Addr(), "ses_1"); err != nil {
+		t.Fatalf("resume on a: %v", err)
+	}
+	// a's own answer, through: it has no such session.
+	err := b.ResumeOn(ctx, "a", "http://"+a.Addr(), "ses_none")
+	if !berth.IsCode(err, berth.ENotFound) || !strings.HasPrefix(berth.ErrorMessage(err), "node a: ") {
+		t.Fatalf("resume on a of a session it lacks: %v", err)
+	}
+	// Driven by b meanwhile: a refuses what was forwarded to it.
+	c.set("ses_1", "b")
+	err = b.ResumeOn(ctx, "a", "http://"+a.Addr(), "ses_1")
+	if !berth.IsCode(err, berth.EUnavailable) || berth.ErrorDetails(err)["node"] != "b" || berth.ErrorDetails(err)["reason"] != "not_owner" {
+		t.Fatalf("resume on a of b's session: %v %v", err, berth.ErrorDetails(err))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	for _, url := range []string{dead, "not a url"} {
+		if err := b.ResumeOn(ctx, "c", url, "ses_1"); berth.ErrorDetails(err)["reason"] != "unreachable" {
+			t.Fatalf("resume on %s: %v %v", url, err, berth.ErrorDetails(err))
+		}
+	}
+}

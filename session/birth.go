@@ -47,6 +47,9 @@ type birth struct {
 	s      *berth.Session
 	ls     *live.Session
 	launch *live.Launching
+	// moved is the workspace on this node of a session a resume moves here
+	// from another ("" when it stays where it is).
+	moved string
 
 	// fork is what a fork's live session starts from (set by its origin).
 	fork *live.Fork

@@ -81,6 +81,18 @@ func (l *leases) leased(ctx context.Context, id string, fn func() error) error {
 	return fn()
 }
 
+// sweep kills what session id left behind on this host, unless another
+// node drives the session now: on this host (nodes sharing a machine),
+// what carries its id may be that node's agent.
+func (l *leases) sweep(id string) {
+	if l.clustered() {
+		if owner := l.m.opts.Cluster.Owners(context.Background(), []string{id})[id]; owner != "" && owner != l.m.opts.NodeID {
+			return
+		}
+	}
+	l.m.sweeper.sweep(id)
+}
+
 // withOwners sets the node of sessions read from the store: the one
 // holding its lease, if any.
 func (l *leases) withOwners(ctx context.Context, ss []*berth.Session) {
@@ -151,30 +163,31 @@ func (l *leases) lost(id string) {
 // logged and the session recorded stopped/node_lost, resumable on any
 // node. What its agent left running on this host is killed (the lost
 // node may be this machine). leftovers are the processes of this host by
-// session id (sessionProcesses), nil to look them up. A session already
-// stopped is left as it is.
-func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string][]int) error {
+// session id (sessionProcesses), nil to look them up. why says the
+// session's failure (nil for none): why it cannot move. A session already
+// stopped is left as it is. It returns the session as closed, nil when it
+// was stopped already.
+func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string][]int, why func(*berth.Session) *berth.Failure) (*berth.Session, error) {
 	if ls := m.set.liveOf(id); ls != nil {
 		// This node's live session of it is stale: the lease was lost.
 		ls.Lose()
 	}
 	s, err := m.store.GetSession(ctx, id)
-	if err != nil {
-		return err
-	}
-	if s.State == berth.StateStopped {
-		return nil
+	if err != nil || s.State == berth.StateStopped {
+		return nil, err
 	}
 	// The lost node wrote the log last: its end is read from the store.
 	m.log.Release(id)
 	if leftovers == nil {
 		leftovers = sessionProcesses()
 	}
-	if err := m.recovery.closeSession(ctx, s, leftovers[id], nodeLostClose); err != nil {
-		return err
+	how := nodeLostClose
+	how.failure = why
+	if err := m.recovery.closeSession(ctx, s, leftovers[id], how); err != nil {
+		return nil, err
 	}
 	m.changes.publishStored(berth.ChangeSessionUpdated, m.stored(s))
-	return nil
+	return s, nil
 }
 
 // SessionProcesses maps session ids to the pids of this host's processes

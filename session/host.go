@@ -58,7 +58,7 @@ func (m *Manager) newLiveHost() *live.Host {
 		Limits: m.opts.Limits, Observer: m.opts.Observer, Version: m.opts.Version, NodeID: m.opts.NodeID,
 		InCluster: m.leases.clustered(), Hidden: m.place.hidden(), Publish: m.changes.feed.Publish, ShimToken: m.shimToken,
 		Monitors:  &m.monitors,
-		LeaseLost: m.leases.lost, Forget: m.set.forget, Sweep: m.sweeper.sweep, ReleaseLease: m.leases.release, RevokeTools: m.revokeGrants,
+		LeaseLost: m.leases.lost, Forget: m.set.forget, Sweep: m.leases.sweep, ReleaseLease: m.leases.release, RevokeTools: m.revokeGrants,
 		Prepare: m.place.prepareStart, CopyHomeFiles: m.place.copyHomeFiles,
 		TranscriptPreamble: m.transcripts.transcriptPreamble, LastTurnText: m.transcripts.lastTurnText,
 		Tree: &m.trees, TurnCheckpoints: m.set.turnCheckpoints, ToLive: m.trees.toLive,

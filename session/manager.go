@@ -137,6 +137,9 @@ type Options struct {
 	// Observer is told of creates, turns, permission decisions and agent
 	// exits (metrics); nil tells no one.
 	Observer live.Observer
+	// Restorer, when set, lets a session move here from another node: a
+	// resume restores its managed workspace and HOME from it (move.go).
+	Restorer berth.Restorer
 	// Cluster, when set, makes the manager a node of a cluster: sessions
 	// are driven under their lease (see Cluster); nil is one node.
 	Cluster Cluster

@@ -1,18 +1,16 @@
 package session
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/shim"
 
 	live "github.com/berth-sh/berth/session/live"
@@ -233,7 +231,7 @@ func (rc *recovery) closeSession(ctx context.Context, s *berth.Session, leftover
 	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, how.reason, f, 0
 	s.ShimSocket, s.ShimPID = "", 0
 	s.PendingPermissions = 0
-	s.Resumable = live.Resumable(s)
+	s.Resumable = live.Resumable(s, rc.m.place.movesHere(s) != "")
 	s.Badge = s.ComputeBadge(false, false)
 	if err := rc.m.store.UpdateSession(ctx, s, from); err != nil {
 		return err
@@ -332,32 +330,7 @@ func (rc *recovery) lastOfType(ctx context.Context, id, typ string) (*berth.Even
 // sessionProcesses maps session ids to the pids of live processes whose
 // environment names them (BERTH_SESSION_ID, set for every process a
 // session starts), so a reused pid is never taken for a session's.
-func sessionProcesses() map[string][]int {
-	out := map[string][]int{}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return out
-	}
-	self := os.Getpid()
-	key := []byte("BERTH_SESSION_ID=")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, kv := range bytes.Split(env, []byte{0}) {
-			if id, ok := bytes.CutPrefix(kv, key); ok {
-				out[string(id)] = append(out[string(id)], pid)
-				break
-			}
-		}
-	}
-	return out
-}
+func sessionProcesses() map[string][]int { return procfs.ByEnv("BERTH_SESSION_ID") }
 
 // appendClosing appends one event of a session being closed. A conflict
 // is tried once more: the log's idea of the session's last seq may be

@@ -50,6 +50,7 @@ func (m *Manager) ResumeSession(ctx context.Context, id string) (*berth.Session,
 			return nil
 		}},
 		stage{"lease", func(context.Context) error { return b.lease(wctx) }},
+		stage{"restore", func(context.Context) error { return b.restore(wctx) }},
 		stage{"record", func(context.Context) error { return b.resumeRecord(wctx) }},
 	)
 	switch {
@@ -90,16 +91,19 @@ func (b *birth) checkResume(ctx context.Context, id string) error {
 	if err := m.trees.checkParentLive(ctx, s); err != nil {
 		return err
 	}
-	if !live.WorkspaceExists(s.Workspace) {
-		return berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
+	// A session moved here from another node gets its files in restore.
+	if b.moved = m.place.movesHere(s); b.moved == "" {
+		if !live.WorkspaceExists(s.Workspace) {
+			return berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
+		}
+		// A workspace that became a directory people share since the create
+		// (made world-writable, mounted over, given files of other users) is
+		// refused as the create would refuse it; the session stays stopped.
+		if err := m.place.checkWorkspace(s.Workspace, "workspace"); err != nil {
+			return err
+		}
 	}
-	// A workspace that became a directory people share since the create
-	// (made world-writable, mounted over, given files of other users) is
-	// refused as the create would refuse it; the session stays stopped.
-	if err := m.place.checkWorkspace(s.Workspace, "workspace"); err != nil {
-		return err
-	}
-	if !live.Resumable(s) {
+	if !live.Resumable(s, b.moved != "") {
 		return berth.Errorf(berth.EConflict, "session is not resumable: its agent failed to start before it opened a conversation; create a new session")
 	}
 	spec, ok := m.opts.Catalog.Get(s.Agent)
@@ -131,6 +135,9 @@ func (b *birth) resumeLive() *live.Session {
 	next := *b.s
 	next.State, next.StopReason, next.Failure, next.Resumable = berth.StateStarting, "", nil, false
 	next.Badge = berth.BadgeStarting
+	if b.moved != "" {
+		next.Workspace = b.moved
+	}
 	next.PendingPermissions, next.PendingElicitations = 0, 0
 	next.LastActivityAt = time.Now().UTC()
 	if next.TTLSeconds > 0 {

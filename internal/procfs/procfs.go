@@ -122,6 +122,26 @@ func WithEnv(kv string) []int {
 	return out
 }
 
+// ByEnv maps each value of the environment variable key to the processes
+// (this one left out) that started with it, in no particular order.
+func ByEnv(key string) map[string][]int {
+	out := map[string][]int{}
+	self, prefix := os.Getpid(), []byte(key+"=")
+	for _, pid := range PIDs() {
+		env, err := os.ReadFile(path(pid, "environ"))
+		if err != nil || pid == self {
+			continue
+		}
+		for entry := range bytes.SplitSeq(env, []byte{0}) {
+			if v, ok := bytes.CutPrefix(entry, prefix); ok {
+				out[string(v)] = append(out[string(v)], pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // Group lists the processes of process group pgid, zombies included
 // (Stat.Live tells them apart), by pid.
 func Group(pgid int) map[int]Stat {

@@ -52,6 +52,13 @@ func TestChildByEnvAndStat(t *testing.T) {
 	if got := WithEnv(kv); !slices.Equal(got, []int{pid}) {
 		t.Errorf("WithEnv = %v, want [%d]", got, pid)
 	}
+	// By the variable's value; a key that only starts the same is another.
+	if got := ByEnv("PROCFS_TEST_MARK"); len(got) != 1 || !slices.Equal(got[t.Name()], []int{pid}) {
+		t.Errorf("ByEnv = %v, want %s: [%d]", got, t.Name(), pid)
+	}
+	if got := ByEnv("PROCFS_TEST"); len(got) != 0 {
+		t.Errorf("ByEnv of a prefix = %v", got)
+	}
 	if HasEnv(pid, kv[:len(kv)-1]) || HasEnv(pid, "X"+kv) {
 		t.Error("a part of an entry matched")
 	}

@@ -26,11 +26,13 @@ func (ls *Session) LoadInput(ctx context.Context) error {
 }
 
 // Resumable says whether resuming a session can help: it is stopped, its
-// workspace exists, and its agent opened a conversation once. A session
-// whose agent failed to start before that (startup_failed without an
-// acp.session_id) has nothing to resume: a new session is the same thing.
-func Resumable(s *berth.Session) bool {
-	if s.State != berth.StateStopped || !WorkspaceExists(s.Workspace) {
+// workspace exists (or comes with it: moves, a session that moves here
+// from another node), and its agent opened a conversation once. A
+// session whose agent failed to start before that (startup_failed
+// without an acp.session_id) has nothing to resume: a new session is the
+// same thing.
+func Resumable(s *berth.Session, moves bool) bool {
+	if s.State != berth.StateStopped || !(moves || WorkspaceExists(s.Workspace)) {
 		return false
 	}
 	return s.StopReason != berth.StopStartupFailed || s.ACP.SessionID != ""

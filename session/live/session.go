@@ -154,7 +154,7 @@ func (ls *Session) saveLocked(ctx context.Context, from berth.State, mutate func
 	next := ls.sess
 	mutate(&next)
 	next.UpdatedAt = time.Now().UTC()
-	next.Resumable = Resumable(&next)
+	next.Resumable = Resumable(&next, false)
 	next.Badge = next.ComputeBadge(ls.turns.cur != nil, ls.turns.hung)
 	if err := ls.h.Store.UpdateSession(ctx, &next, from); err != nil {
 		if berth.IsCode(err, berth.ELeaseLost) {

@@ -1,0 +1,161 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/berth-sh/berth"
+)
+
+// Handoff asks another node to resume a session (docs/api.md, "Failover
+// with an object store"): the API server's forwarding client, which
+// carries the node token.
+type Handoff interface {
+	// ResumeOn resumes session id on the node reached at advertise. An
+	// error whose details.reason is "unreachable" never reached it.
+	ResumeOn(ctx context.Context, node, advertise, id string) error
+}
+
+// hostPathFailure is the failure of a lost node's session that cannot move:
+// its workspace is a directory of the lost node's own disk.
+const hostPathFailure = "the session did not move to another node: its workspace is a host path on the lost node; resume it where that path is"
+
+// resumeTries bounds how often a session is resumed again while another
+// node holds it for a moment (a takeover racing this one).
+const resumeTries = 5
+
+// handoffTimeout bounds one ask of another node to resume a session: the
+// restore of its files and its agent's start.
+const handoffTimeout = 2 * time.Minute
+
+// SetHandoff sets how this node asks another to resume a session; until
+// it is set, this node resumes every session it moves itself.
+func (n *Node) SetHandoff(h Handoff) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.handoff = h
+}
+
+// why is the failure a lost node's session is closed with: with failover
+// on, a session whose workspace is a host path says it cannot move.
+func (n *Node) why(s *berth.Session) *berth.Failure {
+	if !n.opts.Failover || s.ManagedWorkspace {
+		return nil
+	}
+	return &berth.Failure{Kind: berth.FailSandbox, Message: hostPathFailure}
+}
+
+// moveAll resumes, in the background, the sessions this node closed as
+// node_lost, one after another, each on the node least loaded as it goes:
+// once each, since only the node that closed a session (under its lease)
+// moves it. The heartbeat does not wait: a beat that waited for agents to
+// start could let this node's own leases expire.
+func (n *Node) moveAll(ctx context.Context, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		for _, id := range ids {
+			// Read afresh: the sessions moved so far hold their leases,
+			// this node's moves and those of another node closing some of
+			// the same lost node's sessions.
+			nodes, err := n.Nodes(ctx)
+			if err != nil {
+				n.log.Error("session of a lost node not moved: list nodes", "session_id", id, "err", err)
+				continue
+			}
+			n.move(ctx, id, leastLoaded(nodes, n.opts.ID))
+		}
+	}()
+}
+
+// leastLoaded is the live node with the fewest sessions; of those tied,
+// this node (self: no hop, and two nodes moving a lost node's sessions at
+// once spread them), else the first by id. With no live node listed, it
+// is this one.
+func leastLoaded(nodes []*berth.Node, self string) *berth.Node {
+	less := func(x, y *berth.Node) bool {
+		if x.Sessions != y.Sessions {
+			return x.Sessions < y.Sessions
+		}
+		if (x.ID == self) != (y.ID == self) {
+			return x.ID == self
+		}
+		return x.ID < y.ID
+	}
+	var best *berth.Node
+	for _, nd := range nodes {
+		if nd.State == berth.NodeUp && (best == nil || less(nd, best)) {
+			best = nd
+		}
+	}
+	if best == nil {
+		return &berth.Node{ID: self, State: berth.NodeUp}
+	}
+	return best
+}
+
+// move resumes session id on target: here when target is this node (or
+// cannot be reached), else through the handoff.
+func (n *Node) move(ctx context.Context, id string, target *berth.Node) {
+	began := time.Now()
+	n.mu.Lock()
+	h := n.handoff
+	n.mu.Unlock()
+	if h == nil {
+		target = &berth.Node{ID: n.opts.ID}
+	}
+	var err error
+	if target.ID != n.opts.ID {
+		err = whileHeld(ctx, func() error { return n.resumeOn(ctx, h, id, target) })
+		if berth.ErrorDetails(err)["reason"] == "unreachable" {
+			n.log.Warn("the node chosen for a lost node's session cannot be reached: it resumes here", "session_id", id,
+				"node", target.ID, "err", err)
+			target = &berth.Node{ID: n.opts.ID}
+		}
+	}
+	if target.ID == n.opts.ID {
+		err = whileHeld(ctx, func() error {
+			_, err := n.sessions.ResumeSession(ctx, id)
+			return err
+		})
+	}
+	if err != nil {
+		n.log.Error("session of a lost node not resumed", "session_id", id, "node", target.ID, "err", err)
+		return
+	}
+	n.log.Info("session of a lost node resumed", "session_id", id, "node", target.ID, "took", time.Since(began))
+}
+
+// resumeOn is one ask of the handoff, bounded by handoffTimeout.
+func (n *Node) resumeOn(ctx context.Context, h Handoff, id string, target *berth.Node) error {
+	ctx, cancel := context.WithTimeout(ctx, handoffTimeout)
+	defer cancel()
+	return h.ResumeOn(ctx, target.ID, target.Advertise, id)
+}
+
+// whileHeld runs resume, again while another node holds the session's
+// lease for a moment (a takeover of it racing this one, which finds it
+// stopped and gives it back): the answer names that node.
+func whileHeld(ctx context.Context, resume func() error) error {
+	var err error
+	for try := range resumeTries {
+		if try > 0 {
+			t := time.NewTimer(time.Duration(try) * 100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		err = resume()
+		if held, _ := berth.ErrorDetails(err)["node"].(string); err == nil || held == "" || !slices.Contains([]string{berth.EConflict, berth.EUnavailable}, berth.ErrorCode(err)) {
+			return err
+		}
+	}
+	return err
+}

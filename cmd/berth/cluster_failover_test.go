@@ -1,0 +1,398 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
+)
+
+// storeProxy stands between the nodes and the real S3 server: while down
+// it closes every connection, open or new (the object store stopped).
+type storeProxy struct {
+	ln   net.Listener
+	down atomic.Bool
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	open []net.Conn
+}
+
+// newStoreProxy forwards a loopback port to addr until the test ends.
+func newStoreProxy(t *testing.T, addr string) *storeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &storeProxy{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", addr)
+			if p.down.Load() || err != nil {
+				conn.Close()
+				if up != nil {
+					up.Close()
+				}
+				continue
+			}
+			p.mu.Lock()
+			p.open = append(p.open, conn, up)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(up, conn); up.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(conn, up); conn.Close() }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.setDown(true)
+		p.wg.Wait()
+	})
+	return p
+}
+
+// setDown stops (closing what is open) or restarts the store.
+func (p *storeProxy) setDown(down bool) {
+	p.down.Store(down)
+	if !down {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.open {
+		c.Close()
+	}
+	p.open = nil
+}
+
+// storageNode runs `berth serve` as node id of the cluster on db, in a
+// home of its own (so with its own workspace root, as on a machine of its
+// own), its sessions' state in the object store at storageURL: failover
+// is "resume", the default with a storage URL.
+func storageNode(t *testing.T, db, id, storageURL string, s3 testenv.S3) *server {
+	t.Helper()
+	addr := freeAddr(t)
+	env := append([]string{"BERTH_CLUSTER_TOKEN=test-node-token", "BERTH_CLUSTER_LEASE_TTL=" + clusterTTL.String(),
+		"BERTH_STORAGE_URL=" + storageURL}, s3.Environ()...)
+	s := startServerAddr(t, t.TempDir(), addr, env, "--store", db, "--node-id", id, "--advertise", "http://"+addr)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", id, s.log)
+		}
+	})
+	return s
+}
+
+// throughProxy returns the storage URL s3url with its endpoint through a
+// new storeProxy, and the proxy.
+func throughProxy(t *testing.T, s3url string) (string, *storeProxy) {
+	t.Helper()
+	u, err := url.Parse(s3url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	ep, err := url.Parse(q.Get("endpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newStoreProxy(t, ep.Host)
+	q.Set("endpoint", "http://"+p.ln.Addr().String())
+	u.RawQuery = q.Encode()
+	return u.String(), p
+}
+
+// syncedTo waits until the object store has session id as of event seq.
+func syncedTo(t *testing.T, s *server, id string, seq int64) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the object store has the session's last turn", func() bool {
+		got := s.session(t, id)
+		return got.Storage != nil && got.Storage.SyncedSeq >= seq
+	})
+}
+
+// lastOf returns the last event of type typ in evs (nil for none).
+func lastOf(evs []berth.Event, typ string) *berth.Event {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == typ {
+			return &evs[i]
+		}
+	}
+	return nil
+}
+
+// typesOf lists the types of evs, for a failure's message.
+func typesOf(evs []berth.Event) []string {
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Type
+	}
+	return out
+}
+
+// fileIs fails unless file name of dir holds want ("" for absent).
+func fileIs(t *testing.T, dir, name, want string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	switch {
+	case want == "" && !os.IsNotExist(err):
+		t.Fatalf("%s in the moved workspace: %q %v", name, b, err)
+	case want != "" && (err != nil || string(b) != want):
+		t.Fatalf("%s in the moved workspace = %q %v, want %q", name, b, err, want)
+	}
+}
+
+// The issue's scenario with real components only: three nodes on one
+// PostgreSQL, each with its own home and workspace root, sharing a
+// SeaweedFS S3 store. On node A: a session busy in a turn (it wrote a
+// file, then sleeps) with a prompt queued behind it, an idle one, and one
+// on a host path. The store stops and restarts meanwhile: a turn still
+// runs, and synced_seq catches up. A is SIGKILLed: the two managed
+// sessions come back active on B and C (the least loaded: one each),
+// re-homed under that node's workspace root with the files of their last
+// completed turn (not the interrupted turn's), the demo agent reloading
+// its own conversation from the restored HOME (resumed_by load), the
+// interrupted turn ended node_lost, the queued prompt run there, the log
+// with no gap and everything from before; the host-path session stays
+// stopped/node_lost with a failure saying why.
+func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
+	db := freshPostgres(t)
+	s3 := testenv.S3Server(t)
+	storageURL, proxy := throughProxy(t, s3.URL)
+	a := storageNode(t, db, "node-a", storageURL, s3)
+	b := storageNode(t, db, "node-b", storageURL, s3)
+	c := storageNode(t, db, "node-c", storageURL, s3)
+
+	busy, idle := a.create(t, nil), a.create(t, nil)
+	pinned := a.create(t, map[string]any{"workspace": t.TempDir()})
+	for _, s := range []berth.Session{busy, idle} {
+		if !s.ManagedWorkspace || !strings.HasPrefix(s.Workspace, a.home) {
+			t.Fatalf("managed workspace %s not under A's home", s.Workspace)
+		}
+		a.turn(t, s.ID, "write a.txt one")
+		a.turn(t, s.ID, "write b.txt two")
+		syncedTo(t, a, s.ID, lastOf(a.allEvents(t, s.ID), berth.EventTurnEnded).Seq)
+	}
+	a.turn(t, pinned.ID, "echo pinned")
+
+	// The store stops: a turn runs as fast as ever, the store lags; it
+	// restarts: synced_seq catches up with that turn.
+	proxy.setDown(true)
+	began := time.Now()
+	if r := a.turn(t, idle.ID, "write c.txt three"); r.StopReason != "end_turn" {
+		t.Fatalf("turn with the store down: %+v", r)
+	}
+	t.Logf("a turn with the object store down took %s", time.Since(began))
+	ended := lastOf(a.allEvents(t, idle.ID), berth.EventTurnEnded).Seq
+	if got := a.session(t, idle.ID); got.Storage == nil || got.Storage.SyncedSeq >= ended {
+		t.Fatalf("synced with the store down: %+v", got.Storage)
+	}
+	proxy.setDown(false)
+	syncedTo(t, a, idle.ID, ended)
+
+	// busy writes a file in a turn that never completes, and has a prompt
+	// queued behind it.
+	var started struct {
+		TurnID string `json:"turn_id"`
+	}
+	if st, _ := a.api("POST", "/v1/sessions/"+busy.ID+"/prompts", map[string]any{"text": "write c.txt interrupted\nsleep 30000"}, &started); st != 202 {
+		t.Fatalf("prompt = %d", st)
+	}
+	a.waitLog(t, busy.ID, "the interrupted turn's write", func(evs []berth.Event) bool {
+		for _, ev := range evs {
+			if ev.Type == berth.EventAgentMessage && ev.TurnID == started.TurnID && strings.Contains(string(ev.Data), "wrote c.txt") {
+				return true
+			}
+		}
+		return false
+	})
+	var queued struct {
+		Status string `json:"status"`
+	}
+	if st, _ := a.api("POST", "/v1/sessions/"+busy.ID+"/prompts", map[string]any{"text": "echo queued"}, &queued); st != 202 || queued.Status != "queued" {
+		t.Fatalf("queue = %d %+v", st, queued)
+	}
+	before := map[string][]berth.Event{busy.ID: a.allEvents(t, busy.ID), idle.ID: a.allEvents(t, idle.ID)}
+
+	killed := time.Now()
+	a.kill9()
+	moved := map[string]berth.Session{}
+	waitFor(t, 4*clusterTTL+20*time.Second, "both managed sessions active on another node", func() bool {
+		for _, id := range []string{busy.ID, idle.ID} {
+			got := b.session(t, id)
+			// Until it is closed, the record is A's (active), its lease the
+			// takeover's: a moved session has its new workspace.
+			if got.State != berth.StateActive || (got.Node != "node-b" && got.Node != "node-c") || strings.HasPrefix(got.Workspace, a.home) {
+				return false
+			}
+			moved[id] = got
+		}
+		return true
+	})
+	t.Logf("SIGKILL of A to both sessions active elsewhere: %s (lease_ttl %s)", time.Since(killed), clusterTTL)
+	if moved[busy.ID].Node == moved[idle.ID].Node {
+		t.Fatalf("both sessions moved to %s: the least-loaded node takes each", moved[busy.ID].Node)
+	}
+	homes := map[string]string{"node-b": b.home, "node-c": c.home}
+	want := map[string][3]string{busy.ID: {"one", "two", ""}, idle.ID: {"one", "two", "three"}}
+	for id, s := range moved {
+		if want := filepath.Join(homes[s.Node], "workspaces", id); s.Workspace != want {
+			t.Fatalf("%s moved to %s, workspace %s, want %s", id, s.Node, s.Workspace, want)
+		}
+		for i, name := range []string{"a.txt", "b.txt", "c.txt"} {
+			fileIs(t, s.Workspace, name, want[id][i])
+		}
+		evs := c.allEvents(t, id)
+		assertContiguous(t, evs)
+		for i, ev := range before[id] {
+			if evs[i].Type != ev.Type || evs[i].TurnID != ev.TurnID {
+				t.Fatalf("%s: event %d was %s, is %s", id, ev.Seq, ev.Type, evs[i].Type)
+			}
+		}
+		var d struct {
+			ResumedBy string `json:"resumed_by"`
+		}
+		_ = json.Unmarshal(lastOf(evs, berth.EventSessionStarted).Data, &d)
+		if d.ResumedBy != "load" {
+			t.Fatalf("%s resumed_by %q, want load", id, d.ResumedBy)
+		}
+		// Resumed once: one start, after the node_lost stop.
+		stop, starts := lastOf(evs, berth.EventSessionStopped), 0
+		for _, ev := range evs[len(before[id]):] {
+			if ev.Type == berth.EventSessionStarted {
+				starts++
+			}
+		}
+		if stop == nil || stopReasonOf(*stop) != string(berth.StopNodeLost) || starts != 1 || stop.Seq > lastOf(evs, berth.EventSessionStarted).Seq {
+			t.Fatalf("%s after the kill: %v", id, typesOf(evs[len(before[id]):]))
+		}
+	}
+	// The interrupted turn ended node_lost; the queued prompt ran on the
+	// new node.
+	evs := b.waitLog(t, busy.ID, "the queued prompt run on the new node", func(evs []berth.Event) bool {
+		for _, ev := range evs {
+			if ev.Type == berth.EventAgentMessage && strings.Contains(string(ev.Data), "queued") {
+				return true
+			}
+		}
+		return false
+	})
+	interrupted := false
+	for _, ev := range evs {
+		if ev.Type == berth.EventTurnEnded && ev.TurnID == started.TurnID {
+			interrupted = strings.Contains(string(ev.Data), `"node_lost"`)
+		}
+	}
+	if !interrupted {
+		t.Fatalf("the interrupted turn did not end node_lost: %v", turnStarts(evs))
+	}
+	got := b.session(t, pinned.ID)
+	if got.State != berth.StateStopped || got.StopReason != berth.StopNodeLost || got.Failure == nil ||
+		!strings.Contains(got.Failure.Message, "host path") {
+		t.Fatalf("host-path session: %s/%s failure %+v", got.State, got.StopReason, got.Failure)
+	}
+	// Nothing of A's sessions runs on.
+	waitFor(t, 2*clusterTTL, "A's shims gone", func() bool {
+		for _, pid := range shimsOf(a.home) {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A node paused (SIGSTOP) past lease_ttl with a session in a turn: the
+// session moves to the other node and goes on there. Resumed (SIGCONT),
+// the paused node finds itself lost and lets go: its old agent is killed
+// (and none of the new owner's, on the machine they share), and nothing it had of the session (its agent's late output, a stop) is
+// written: the log stays contiguous with none of it, and the session
+// stays active on the node it moved to.
+func TestClusterFailoverPausedNodeFindsItsSessionMoved(t *testing.T) {
+	db := freshPostgres(t)
+	s3 := testenv.S3Server(t)
+	a := storageNode(t, db, "node-a", s3.URL, s3)
+	b := storageNode(t, db, "node-b", s3.URL, s3)
+	sess := a.create(t, nil)
+	a.turn(t, sess.ID, "write a.txt one")
+	syncedTo(t, a, sess.ID, lastOf(a.allEvents(t, sess.ID), berth.EventTurnEnded).Seq)
+	if st, _ := a.api("POST", "/v1/sessions/"+sess.ID+"/prompts", map[string]any{"text": "sleep 30000\necho late"}, nil); st != 202 {
+		t.Fatalf("prompt on A = %d", st)
+	}
+	old := agentPIDs(sess.ID)
+	if len(old) == 0 {
+		t.Fatal("no agent process carries the session's id")
+	}
+	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+		}
+	}()
+	moved := b.waitSession(t, sess.ID, "the session active on B", func(s berth.Session) bool {
+		return s.State == berth.StateActive && s.Node == "node-b" && strings.HasPrefix(s.Workspace, b.home)
+	})
+	fileIs(t, moved.Workspace, "a.txt", "one")
+	var fresh []int
+	for _, pid := range agentPIDs(sess.ID) {
+		if !slices.Contains(old, pid) {
+			fresh = append(fresh, pid)
+		}
+	}
+	if len(fresh) == 0 {
+		t.Fatal("no agent of B carries the session's id")
+	}
+	_ = syscall.Kill(a.cmd.Process.Pid, syscall.SIGCONT)
+	paused = false
+
+	waitFor(t, 3*clusterTTL, "A finding itself lost", func() bool { return strings.Contains(a.log.String(), "marked lost") })
+	waitFor(t, 3*clusterTTL, "A's old agent gone", func() bool {
+		for _, pid := range old {
+			if alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+	// On a machine it shares with B, A kills none of B's processes of it.
+	for _, pid := range fresh {
+		if !alive(pid) {
+			t.Fatalf("B's agent %d of the session was killed", pid)
+		}
+	}
+	if r := b.turn(t, sess.ID, "echo moved"); r.Text != "moved" {
+		t.Fatalf("prompt on B after A's return: %+v", r)
+	}
+	waitFor(t, 3*clusterTTL, "A seeing the session driven by B", func() bool {
+		got := a.session(t, sess.ID)
+		return got.State == berth.StateActive && got.Node == "node-b"
+	})
+	evs := b.allEvents(t, sess.ID)
+	assertContiguous(t, evs)
+	for _, ev := range evs {
+		if ev.Type == berth.EventAgentMessage && strings.Contains(string(ev.Data), "late") {
+			t.Fatalf("the paused node's agent output was logged: %s", ev.Data)
+		}
+	}
+}
