@@ -68,6 +68,17 @@ func (d *Daemon) storageTarget(ctx context.Context, id, turnID string, hidden []
 	if err != nil {
 		return objstore.Target{}, err
 	}
+	if d.node != nil {
+		// A node that lost the session (paused, then back) writes nothing
+		// of it over what the node driving it now writes.
+		owner, _, err := d.node.Owner(ctx, id)
+		if err != nil {
+			return objstore.Target{}, err
+		}
+		if owner != "" && owner != d.node.ID() {
+			return objstore.Target{}, berth.Errorf(berth.ENotFound, "session %s is driven by node %s now", id, owner)
+		}
+	}
 	if err := d.log.FlushSession(ctx, id); err != nil {
 		return objstore.Target{}, err
 	}
