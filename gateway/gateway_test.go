@@ -512,13 +512,16 @@ func TestBodyLimit(t *testing.T) {
 		}
 		large := c
 		large.body = strings.Replace(c.body, `"hello"`, `"`+big+`"`, 1)
-		before := len(e.up.calls())
 		a := e.send(large, key)
 		if a.status != http.StatusRequestEntityTooLarge {
 			t.Fatalf("%s: %d %s", c.name, a.status, a.body)
 		}
-		if len(e.up.calls()) != before {
-			t.Fatalf("%s: a body too large by its length was forwarded", c.name)
+		// Looked for by its body: the cut-off call of the previous case's
+		// unknown length may reach the upstream's record only now.
+		for _, s := range e.up.calls() {
+			if string(s.body) == large.body {
+				t.Fatalf("%s: a body too large by its length was forwarded", c.name)
+			}
 		}
 		if _, msg := errorOf(t, c.kind, a); !strings.Contains(msg, "2 KiB") {
 			t.Fatalf("%s: %q", c.name, msg)
