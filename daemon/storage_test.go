@@ -2,14 +2,10 @@ package daemon
 
 import (
 	"context"
-	"io"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,65 +194,6 @@ func equalTrees(a, b map[string]string) bool {
 	return true
 }
 
-// switchProxy forwards TCP to addr while up; while down it closes every
-// connection it is given (the object store unreachable).
-type switchProxy struct {
-	ln   net.Listener
-	down atomic.Bool
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	open []net.Conn
-}
-
-func newSwitchProxy(t *testing.T, addr string) *switchProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &switchProxy{ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", addr)
-			if p.down.Load() || err != nil {
-				conn.Close()
-				if up != nil {
-					up.Close()
-				}
-				continue
-			}
-			p.mu.Lock()
-			p.open = append(p.open, conn, up)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(up, conn); up.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(conn, up); conn.Close() }()
-		}
-	}()
-	t.Cleanup(func() { p.ln.Close(); p.setDown(true); p.wg.Wait() })
-	return p
-}
-
-// setDown takes the store away (closing the connections open) or back.
-func (p *switchProxy) setDown(down bool) {
-	p.down.Store(down)
-	if !down {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.open {
-		c.Close()
-	}
-	p.open = nil
-}
-
 // With the object store unreachable, turns take no longer than with it
 // up, the session gets one runtime_warning however many writes fail,
 // and synced_seq catches up with the last turn once the store is back.
@@ -266,8 +203,8 @@ func TestStorageDownNeverSlowsATurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newSwitchProxy(t, loc.Endpoint)
-	d := storageDaemon(t, s3, strings.Replace(s3.URL, loc.Endpoint, proxy.ln.Addr().String(), 1))
+	proxy := testenv.NewSwitchProxy(t, loc.Endpoint)
+	d := storageDaemon(t, s3, strings.Replace(s3.URL, loc.Endpoint, proxy.Addr(), 1))
 	ctx := testenv.Context(t)
 	s, err := d.Manager().CreateSession(ctx, berth.CreateRequest{Agent: "demo"})
 	if err != nil {
@@ -276,7 +213,7 @@ func TestStorageDownNeverSlowsATurn(t *testing.T) {
 	up := turn(t, d, s.ID, "write a.txt one")
 	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
 
-	proxy.setDown(true)
+	proxy.SetDown(true)
 	var down time.Duration
 	for i := range 3 {
 		down = max(down, turn(t, d, s.ID, "write a.txt again "+string(rune('a'+i))))
@@ -308,7 +245,7 @@ func TestStorageDownNeverSlowsATurn(t *testing.T) {
 		h, err := d.Manager().Health(ctx)
 		return err == nil && h.Storage != nil && h.Storage.Error != "" && h.Storage.LagSeconds > 3
 	})
-	proxy.setDown(false)
+	proxy.SetDown(false)
 	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
 	if n := warnings(); n != 1 {
 		t.Errorf("%d runtime_warnings about the object store for one outage, want 1", n)

@@ -2,15 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"io"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,70 +13,6 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/testenv"
 )
-
-// storeProxy stands between the nodes and the real S3 server: while down
-// it closes every connection, open or new (the object store stopped).
-type storeProxy struct {
-	ln   net.Listener
-	down atomic.Bool
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	open []net.Conn
-}
-
-// newStoreProxy forwards a loopback port to addr until the test ends.
-func newStoreProxy(t *testing.T, addr string) *storeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &storeProxy{ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", addr)
-			if p.down.Load() || err != nil {
-				conn.Close()
-				if up != nil {
-					up.Close()
-				}
-				continue
-			}
-			p.mu.Lock()
-			p.open = append(p.open, conn, up)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(up, conn); up.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(conn, up); conn.Close() }()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.setDown(true)
-		p.wg.Wait()
-	})
-	return p
-}
-
-// setDown stops (closing what is open) or restarts the store.
-func (p *storeProxy) setDown(down bool) {
-	p.down.Store(down)
-	if !down {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.open {
-		c.Close()
-	}
-	p.open = nil
-}
 
 // storageNode runs `berth serve` as node id of the cluster on db, in a
 // home of its own (so with its own workspace root, as on a machine of its
@@ -99,25 +30,6 @@ func storageNode(t *testing.T, db, id, storageURL string, s3 testenv.S3) *server
 		}
 	})
 	return s
-}
-
-// throughProxy returns the storage URL s3url with its endpoint through a
-// new storeProxy, and the proxy.
-func throughProxy(t *testing.T, s3url string) (string, *storeProxy) {
-	t.Helper()
-	u, err := url.Parse(s3url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	ep, err := url.Parse(q.Get("endpoint"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := newStoreProxy(t, ep.Host)
-	q.Set("endpoint", "http://"+p.ln.Addr().String())
-	u.RawQuery = q.Encode()
-	return u.String(), p
 }
 
 // syncedTo waits until the object store has session id as of event seq.
@@ -176,7 +88,7 @@ func fileIs(t *testing.T, dir, name, want string) {
 func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 	db := freshPostgres(t)
 	s3 := testenv.S3Server(t)
-	storageURL, proxy := throughProxy(t, s3.URL)
+	storageURL, proxy := testenv.S3ThroughProxy(t, s3.URL)
 	a := storageNode(t, db, "node-a", storageURL, s3)
 	b := storageNode(t, db, "node-b", storageURL, s3)
 	c := storageNode(t, db, "node-c", storageURL, s3)
@@ -195,7 +107,7 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 
 	// The store stops: a turn runs as fast as ever, the store lags; it
 	// restarts: synced_seq catches up with that turn.
-	proxy.setDown(true)
+	proxy.SetDown(true)
 	began := time.Now()
 	if r := a.turn(t, idle.ID, "write c.txt three"); r.StopReason != "end_turn" {
 		t.Fatalf("turn with the store down: %+v", r)
@@ -205,7 +117,7 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 	if got := a.session(t, idle.ID); got.Storage == nil || got.Storage.SyncedSeq >= ended {
 		t.Fatalf("synced with the store down: %+v", got.Storage)
 	}
-	proxy.setDown(false)
+	proxy.SetDown(false)
 	syncedTo(t, a, idle.ID, ended)
 
 	// busy writes a file in a turn that never completes, and has a prompt
