@@ -57,13 +57,16 @@ func TestTheSmallShimCostsUnder2MiBASession(t *testing.T) {
 // not grow past where it is now. Its bound is not the small shim's: the
 // berth binary's package initialisation and runtime cost some 2.8 MiB
 // of its own memory in every shim (BENCHMARKS.md, "Start-up and the
-// shim's memory"); this test catches anything that adds to it.
+// shim's memory"); this test catches anything that adds to it. The
+// object store's S3 client (minio-go) raised it by its package
+// initialisation, some 340 KiB (its s3utils regexps alone 281 KiB),
+// from 3,584 to 3,968 KiB.
 func TestAPlainBuildsShimDoesNotGrow(t *testing.T) {
 	f := footprintOf(t, plainBerth(t), 8)
 	if f.ShimProgram != "berth shim" {
 		t.Fatalf("the sessions' shims run %q, want berth itself", f.ShimProgram)
 	}
-	if f.Marginal[1] <= 0 || f.Marginal[1] > 3584 {
-		t.Fatalf("each session adds %d KiB PSS to its agent, want at most 3584", f.Marginal[1])
+	if f.Marginal[1] <= 0 || f.Marginal[1] > 3968 {
+		t.Fatalf("each session adds %d KiB PSS to its agent, want at most 3968", f.Marginal[1])
 	}
 }
