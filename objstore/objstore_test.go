@@ -3,14 +3,11 @@ package objstore
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -238,62 +235,6 @@ func TestRestoreRefusesDamagedState(t *testing.T) {
 	}
 }
 
-// switchProxy forwards TCP to addr while up; while down it closes every
-// connection it is given (the store unreachable).
-type switchProxy struct {
-	ln   net.Listener
-	addr string
-	down atomic.Bool
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	open []net.Conn
-}
-
-func newSwitchProxy(t *testing.T, addr string) *switchProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &switchProxy{ln: ln, addr: addr}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if p.down.Load() {
-				conn.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", addr)
-			if err != nil {
-				conn.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.open = append(p.open, conn, up)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(up, conn); up.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(conn, up); conn.Close() }()
-		}
-	}()
-	t.Cleanup(func() { p.ln.Close(); p.cut(); p.wg.Wait() })
-	return p
-}
-
-// cut closes the connections open now.
-func (p *switchProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.open {
-		c.Close()
-	}
-	p.open = nil
-}
-
 // With the store unreachable, TurnEnded returns at once, the session is
 // warned once however often the write fails, and the state is written
 // (synced_seq recorded) once the store is back.
@@ -303,9 +244,9 @@ func TestSyncerStoreDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newSwitchProxy(t, loc.Endpoint)
-	proxy.down.Store(true)
-	c, err := Open(Config{URL: strings.Replace(s3.URL, loc.Endpoint, proxy.ln.Addr().String(), 1), Environ: s3.Environ()})
+	proxy := testenv.NewSwitchProxy(t, loc.Endpoint)
+	proxy.SetDown(true)
+	c, err := Open(Config{URL: strings.Replace(s3.URL, loc.Endpoint, proxy.Addr(), 1), Environ: s3.Environ()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +293,7 @@ func TestSyncerStoreDown(t *testing.T) {
 	}
 	seq.Store(9)
 	s.TurnEnded("ses_x", "turn_2")
-	proxy.down.Store(false)
+	proxy.SetDown(false)
 	select {
 	case n := <-synced:
 		if n != 9 {
