@@ -87,11 +87,11 @@ func fileIs(t *testing.T, dir, name, want string) {
 // stopped/node_lost with a failure saying why.
 func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 	db := freshPostgres(t)
-	s3 := testenv.S3Server(t)
-	storageURL, proxy := testenv.S3ThroughProxy(t, s3.URL)
-	a := storageNode(t, db, "node-a", storageURL, s3)
-	b := storageNode(t, db, "node-b", storageURL, s3)
-	c := storageNode(t, db, "node-c", storageURL, s3)
+	// A server of the test's own: it is stopped and started again.
+	s3 := testenv.StartOwnS3(t)
+	a := storageNode(t, db, "node-a", s3.URL, s3.S3)
+	b := storageNode(t, db, "node-b", s3.URL, s3.S3)
+	c := storageNode(t, db, "node-c", s3.URL, s3.S3)
 
 	busy, idle := a.create(t, nil), a.create(t, nil)
 	pinned := a.create(t, map[string]any{"workspace": t.TempDir()})
@@ -105,9 +105,9 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 	}
 	a.turn(t, pinned.ID, "echo pinned")
 
-	// The store stops: a turn runs as fast as ever, the store lags; it
-	// restarts: synced_seq catches up with that turn.
-	proxy.SetDown(true)
+	// The store's server is killed: a turn runs as fast as ever, the store
+	// lags; it is started again: synced_seq catches up with that turn.
+	s3.Stop()
 	began := time.Now()
 	if r := a.turn(t, idle.ID, "write c.txt three"); r.StopReason != "end_turn" {
 		t.Fatalf("turn with the store down: %+v", r)
@@ -117,7 +117,7 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 	if got := a.session(t, idle.ID); got.Storage == nil || got.Storage.SyncedSeq >= ended {
 		t.Fatalf("synced with the store down: %+v", got.Storage)
 	}
-	proxy.SetDown(false)
+	s3.Start()
 	syncedTo(t, a, idle.ID, ended)
 
 	// busy writes a file in a turn that never completes, and has a prompt
