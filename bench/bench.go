@@ -78,6 +78,9 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("prompts-at-once", 0, "run only: this many prompts sent at once to as many of --sessions live sessions, --prompts rounds, with checkpoints on beside a daemon with them off (0 skips it)")
 	f.Int("cluster", 0, "run only a cluster bench: this many \"berth serve\" nodes on loopback ports sharing the PostgreSQL database --store names (its own), timed: --sessions creates across them, --prompts cross-node prompts, a SIGKILL failover")
 	f.Duration("cluster-ttl", 2*time.Second, "[cluster] lease_ttl of the --cluster nodes")
+	f.String("storage", "", "[cluster] the --cluster nodes keep their sessions' state in this object store (s3://BUCKET/PREFIX?endpoint=…, keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): also timed, turns with it on and off, an upload, a restore and the failover until the lost node's sessions are active elsewhere")
+	f.Int("storage-files", 10_000, "[storage] small files (1 B–8 KiB) of the workspace synced, restored and moved")
+	f.Int("storage-upload-mib", 256, "[storage] MiB of incompressible 8 MiB files whose upload is timed")
 	f.Int64("hostile-flood", 0, "run only a hostile flood: one turn of the demo agent writing this many bytes, in a \"berth serve\" of its own, timed and weighed (daemon memory, store, spool, answers) beside the agent run directly (0 skips it)")
 	f.Int("hostile-chunk", 20_000_000, "bytes per chunk of --hostile-flood")
 	f.Int("footprint", 0, "run only a memory bench: this many idle demo sessions against as many demo agents started directly, every process's PSS and RSS (0 skips it); --daemon-binary picks the berth")
@@ -261,8 +264,15 @@ func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone 
 		if n < 2 || ttl < time.Second || !strings.HasPrefix(fl.storeURL, "postgres") {
 			return true, usagef(cmd, "--cluster needs at least 2 nodes, --cluster-ttl ≥ 1s and --store postgres://… (a database of its own)")
 		}
+		so := storageOptions{}
+		so.url, _ = f.GetString("storage")
+		so.files, _ = f.GetInt("storage-files")
+		so.bulkMiB, _ = f.GetInt("storage-upload-mib")
+		if so.url != "" && (!strings.HasPrefix(so.url, "s3://") || so.files < 1 || so.bulkMiB < 8) {
+			return true, usagef(cmd, "--storage must be s3://BUCKET/PREFIX?endpoint=http://HOST:PORT&region=R, with --storage-files ≥ 1 and --storage-upload-mib ≥ 8")
+		}
 		return true, benchCluster(cmd.Context(), benchBootOptions{binary: bin, storeURL: fl.storeURL, sandbox: fl.sandbox},
-			n, fl.sessions, max(fl.prompts, 1), ttl, asJSON, out, progress)
+			n, fl.sessions, max(fl.prompts, 1), ttl, so, asJSON, out, progress)
 	}
 	return false, nil
 }

@@ -43,6 +43,9 @@ type clusterResult struct {
 	FailoverMs float64 `json:"failover_ms"`
 	// DaemonCPUMs is the nodes' CPU time (user+sys) over the whole bench.
 	DaemonCPUMs []float64 `json:"daemon_cpu_ms"`
+	// Storage is what --storage adds: the nodes keep their sessions'
+	// state in that object store, and a lost node's sessions move.
+	Storage *storageResult `json:"storage,omitempty"`
 }
 
 // clusterNode is one node the bench started.
@@ -56,12 +59,25 @@ type clusterNode struct {
 // own: nodes register in it, sessions are left in it) and measures them:
 // creates across the nodes, the cross-node prompt → SSE path, forwarded
 // writes against direct ones, and the failover after a SIGKILL.
-func benchCluster(ctx context.Context, o benchBootOptions, n, creates, prompts int, ttl time.Duration, asJSON bool, out, progress io.Writer) error {
+//
+// With so.url the nodes keep their sessions' state in that object
+// store (the AWS_* variables of the environment are its keys): it also
+// times turns with the store on and off, the upload of a workspace, its
+// restore, and the failover until the lost node's sessions are active
+// on another node.
+func benchCluster(ctx context.Context, o benchBootOptions, n, creates, prompts int, ttl time.Duration, so storageOptions, asJSON bool, out, progress io.Writer) error {
 	if n < 2 {
 		return fmt.Errorf("--cluster needs at least 2 nodes")
 	}
 	res := clusterResult{Machine: machine(), Nodes: n, LeaseTTL: ttl.String(), Creates: creates, Prompts: prompts}
-	nodes, err := startClusterNodes(ctx, o, n, creates, ttl)
+	var moved map[string]string
+	if so.url != "" {
+		res.Storage = &storageResult{}
+		if err := storageTurns(ctx, o, so.url, max(prompts, 20), res.Storage, progress); err != nil {
+			return err
+		}
+	}
+	nodes, err := startClusterNodes(ctx, o, n, creates, ttl, so.url)
 	defer stopClusterNodes(nodes)
 	if err != nil {
 		return err
@@ -87,14 +103,28 @@ func benchCluster(ctx context.Context, o benchBootOptions, n, creates, prompts i
 	if err := forwardedWrites(ctx, owner, via, sess.ID, prompts, &res); err != nil {
 		return err
 	}
+	if so.url != "" {
+		synced, err := storageSync(ctx, o, owner, so, res.Storage, progress)
+		if err != nil {
+			return err
+		}
+		moved = map[string]string{"demo": sess.ID, fmt.Sprintf("%d files", so.files): synced[0],
+			fmt.Sprintf("%.0f MiB", float64(res.Storage.UploadBytes)/(1<<20)): synced[1]}
+	}
 	for _, nd := range nodes {
 		if cpu, err := procCPU(nd.s.cmd.Process.Pid); err == nil {
 			res.DaemonCPUMs = append(res.DaemonCPUMs, float64(cpu.Microseconds())/1000)
 		}
 	}
 	fmt.Fprintf(progress, "SIGKILL of %s…\n", owner.id)
-	if err := failover(ctx, owner, via, sess.ID, ttl, &res); err != nil {
+	killed, err := failover(ctx, owner, via, sess.ID, ttl, &res)
+	if err != nil {
 		return err
+	}
+	if moved != nil {
+		if err := failoverActive(ctx, owner, via, moved, killed, ttl, res.Storage); err != nil {
+			return err
+		}
 	}
 	res.Load = loadAverage()
 	if asJSON {
@@ -109,7 +139,7 @@ func benchCluster(ctx context.Context, o benchBootOptions, n, creates, prompts i
 // startClusterNodes starts n nodes, each in a home of its own on a free
 // loopback port, and waits until each is healthy. It returns the nodes it
 // started, also on error: the caller stops them.
-func startClusterNodes(ctx context.Context, o benchBootOptions, n, creates int, ttl time.Duration) ([]*clusterNode, error) {
+func startClusterNodes(ctx context.Context, o benchBootOptions, n, creates int, ttl time.Duration, storageURL string) ([]*clusterNode, error) {
 	nodes := make([]*clusterNode, 0, n)
 	for i := range n {
 		home, err := os.MkdirTemp("", "berth-bench-node-")
@@ -127,7 +157,11 @@ func startClusterNodes(ctx context.Context, o benchBootOptions, n, creates int, 
 		no := o
 		no.addr = addr
 		no.args = []string{"--node-id", id, "--advertise", "http://" + addr}
-		s, err := startBenchServe(no, home, "BERTH_CLUSTER_TOKEN=bench-node-token", "BERTH_CLUSTER_LEASE_TTL="+ttl.String())
+		env := []string{"BERTH_CLUSTER_TOKEN=bench-node-token", "BERTH_CLUSTER_LEASE_TTL=" + ttl.String()}
+		if storageURL != "" {
+			env = append(env, "BERTH_STORAGE_URL="+storageURL)
+		}
+		s, err := startBenchServe(no, home, env...)
 		if err != nil {
 			return nodes, err
 		}
@@ -231,23 +265,24 @@ func forwardedWrites(ctx context.Context, owner, via *clusterNode, id string, pr
 }
 
 // failover kills owner with SIGKILL and times until via shows its session
-// id stopped/node_lost.
-func failover(ctx context.Context, owner, via *clusterNode, id string, ttl time.Duration, res *clusterResult) error {
+// id stopped/node_lost (or, once moved, active elsewhere). It returns
+// when it killed owner.
+func failover(ctx context.Context, owner, via *clusterNode, id string, ttl time.Duration, res *clusterResult) (time.Time, error) {
 	killed := time.Now()
 	_ = syscall.Kill(owner.s.cmd.Process.Pid, syscall.SIGKILL)
 	<-owner.s.exited
 	for {
 		s, err := via.s.c.GetSession(ctx, id)
-		if err == nil && s.State == berth.StateStopped && s.StopReason == berth.StopNodeLost {
+		if err == nil && (s.StopReason == berth.StopNodeLost || s.Node != owner.id) {
 			break
 		}
 		if time.Since(killed) > 5*ttl+10*time.Second {
-			return via.s.failed("failover", fmt.Errorf("session %s not stopped/node_lost %s after the kill", id, time.Since(killed)))
+			return killed, via.s.failed("failover", fmt.Errorf("session %s not stopped/node_lost %s after the kill", id, time.Since(killed)))
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	res.FailoverMs = msSince(killed)
-	return nil
+	return killed, nil
 }
 
 // printCluster writes the cluster figures as text.
@@ -260,6 +295,9 @@ func printCluster(out io.Writer, res clusterResult, ttl time.Duration) {
 		res.DirectWriteP50, res.ForwardedWriteP50, res.ForwardedWriteOverheadP50)
 	fmt.Fprintf(out, "failover after SIGKILL:          %.0f ms\n", res.FailoverMs)
 	fmt.Fprintf(out, "nodes' CPU time (ms):            %v\n", res.DaemonCPUMs)
+	if st := res.Storage; st != nil {
+		printStorage(out, st, ttl)
+	}
 }
 
 // promptToFirstEvent sends prompts to a session through c and times each

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/bench"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // A short soak on a real daemon passes, and its measure sees the
@@ -35,8 +36,14 @@ func TestSoakRunsCleanAndCountsLiveProcesses(t *testing.T) {
 // decodes its report, the last line of its output, into r.
 func benchReport(t *testing.T, r any, args ...string) {
 	t.Helper()
+	benchReportEnv(t, r, nil, args...)
+}
+
+// benchReportEnv is benchReport with env added to the bench's environment.
+func benchReportEnv(t *testing.T, r any, env []string, args ...string) {
+	t.Helper()
 	cmd := exec.Command(bin, append(append([]string{"bench"}, args...), "-o", "json")...)
-	cmd.Env = cleanEnv(t.TempDir())
+	cmd.Env = append(cleanEnv(t.TempDir()), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -105,6 +112,41 @@ func TestBenchClusterReportsItsFigures(t *testing.T) {
 	if r.Nodes != 3 || r.Creates <= 0 || r.CrossP50 <= 0 || r.CrossP99 < r.CrossP50 || r.Forwarded <= 0 || r.Direct <= 0 ||
 		r.Failover < float64(time.Second.Milliseconds()) || len(r.CPU) != 3 {
 		t.Fatalf("report: %+v", r)
+	}
+}
+
+// `berth bench --cluster 2 --storage URL` keeps the nodes' sessions in a
+// real S3 server (SeaweedFS) and reports the store's figures: turns with
+// it on and off, a sync, an upload, restores of what it synced, and the
+// lost node's sessions active on the other node, workspace and all.
+func TestBenchClusterStorageReportsItsFigures(t *testing.T) {
+	db := freshPostgres(t)
+	s3 := testenv.S3Server(t)
+	var r struct {
+		Failover float64 `json:"failover_ms"`
+		Storage  *struct {
+			Turns      int                `json:"turns"`
+			On         float64            `json:"turn_storage_on_p50_ms"`
+			OffP50     float64            `json:"turn_storage_off_p50_ms"`
+			SyncFiles  int                `json:"sync_files"`
+			SyncMs     float64            `json:"sync_files_ms"`
+			Upload     int64              `json:"upload_bytes"`
+			UploadRate float64            `json:"upload_mib_per_sec"`
+			Restores   []float64          `json:"restore_ms"`
+			Active     map[string]float64 `json:"failover_active_ms"`
+		} `json:"storage"`
+	}
+	benchReportEnv(t, &r, s3.Environ(), "--cluster", "2", "--sessions", "2", "--prompts", "3", "--store", db,
+		"--storage", s3.URL, "--storage-files", "300", "--storage-upload-mib", "16")
+	st := r.Storage
+	if st == nil || st.Turns != 20 || st.On <= 0 || st.OffP50 <= 0 || st.SyncFiles != 300 || st.SyncMs <= 0 ||
+		st.Upload != 16<<20 || st.UploadRate <= 0 || len(st.Restores) != 5 || len(st.Active) != 3 {
+		t.Fatalf("report: %+v %+v", r, st)
+	}
+	for what, ms := range st.Active {
+		if ms < r.Failover {
+			t.Fatalf("%s active elsewhere %.0f ms after the kill, before it was found lost (%.0f ms)", what, ms, r.Failover)
+		}
 	}
 }
 
