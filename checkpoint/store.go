@@ -65,6 +65,9 @@ type Options struct {
 	// and its children) take on disk, each blob counted once (index.go):
 	// past it Prune removes the tree's oldest checkpoints.
 	MaxTreeBytes int64
+	// Whole keeps .git and .gitignore'd paths (Scan of a workspace that
+	// moves to another node, not a checkpoint's walk).
+	Whole bool
 	// ignoreWork bounds a walk's .gitignore matching (defaultIgnoreWork;
 	// tests lower it).
 	ignoreWork int64

@@ -207,6 +207,9 @@ func (w *walker) list(dir *os.Root, rel string) (names []string, ok bool, err er
 // when it has one within the bounds, and returns sig naming it too;
 // pushed says whether popIgnore must take it off.
 func (w *walker) pushIgnore(dir *os.Root, rel, sig string) (_ string, pushed bool) {
+	if w.opts.Whole {
+		return sig, false
+	}
 	room := min(maxIgnorePatterns, maxIgnoreStackPatterns-w.stackPatterns, maxIgnoreWalkPatterns-w.walkPatterns)
 	gi, sum, n := readIgnore(dir, room)
 	if gi == nil {
@@ -264,11 +267,11 @@ func (w *walker) visitName(dir *os.Root, rel, name, sig string, same bool) error
 func (w *walker) leaveOut(p, name string, fi fs.FileInfo, same bool) string {
 	isDir := fi.Mode().IsDir()
 	switch {
-	case name == ".git":
+	case name == ".git" && !w.opts.Whole:
 		return SkipVCS
 	case w.isHidden(fi):
 		return SkipHidden
-	case len(w.ignores) > 0 && !(same && w.known(p)) && w.ignored(p, isDir):
+	case !w.opts.Whole && len(w.ignores) > 0 && !(same && w.known(p)) && w.ignored(p, isDir):
 		return SkipGitignore
 	case len(p) > MaxPathBytes || (isDir && w.depth >= MaxDepth):
 		return SkipTooDeep

@@ -267,6 +267,7 @@ func Default() *Config {
 			Docker:       SandboxDocker{Image: DefaultDockerImage},
 		},
 		Checkpoints: defaultCheckpoints(),
+		Storage:     defaultStorage(),
 		Cluster:     Cluster{LeaseTTL: Duration{DefaultLeaseTTL}},
 		Limits: Limits{
 			MaxPromptBytes:    256 * KiB,

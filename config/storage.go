@@ -17,6 +17,17 @@ type Storage struct {
 	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment.
 	AccessKeyFile string `toml:"access_key_file"`
 	SecretKeyFile string `toml:"secret_key_file"`
+	// MaxFileBytes: a larger file of a workspace or HOME stays on the node
+	// and is listed as left out (1 B..64 GiB, default 1 GiB).
+	MaxFileBytes int `toml:"max_file_bytes"`
+	// MaxTotalBytes bounds the files of one workspace or HOME written
+	// (1 B..1 TiB, default 8 GiB); past it files are left out and listed.
+	MaxTotalBytes int `toml:"max_total_bytes"`
+}
+
+// defaultStorage are the [storage] defaults.
+func defaultStorage() Storage {
+	return Storage{MaxFileBytes: GiB, MaxTotalBytes: 8 * GiB}
 }
 
 // Enabled reports whether sessions' state goes to an object store.
@@ -40,5 +51,8 @@ func (s *Storage) validate() error {
 	if s.URL == "" && s.AccessKeyFile != "" {
 		return invalid("storage.access_key_file is set but storage.url is empty")
 	}
-	return nil
+	if err := intRange("storage.max_file_bytes", s.MaxFileBytes, 1, 64*GiB); err != nil {
+		return err
+	}
+	return intRange("storage.max_total_bytes", s.MaxTotalBytes, 1, 1024*GiB)
 }

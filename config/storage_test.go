@@ -18,8 +18,12 @@ func TestStorageSection(t *testing.T) {
 	if err != nil || c.Storage.URL != u || c.Storage.AccessKeyFile != "" {
 		t.Fatalf("from the environment: %+v, %v", c.Storage, err)
 	}
-	if c, err := Load("", nil); err != nil || c.Storage.Enabled() {
+	if c, err := Load("", nil); err != nil || c.Storage.Enabled() || c.Storage.MaxFileBytes != GiB || c.Storage.MaxTotalBytes != 8*GiB {
 		t.Fatalf("default: %+v, %v", c.Storage, err)
+	}
+	c, err = Load(writeFile(t, "[storage]\nmax_file_bytes = 4096\n"), []string{"BERTH_STORAGE_MAX_TOTAL_BYTES=65536"})
+	if err != nil || c.Storage.MaxFileBytes != 4096 || c.Storage.MaxTotalBytes != 65536 {
+		t.Fatalf("bounds: %+v, %v", c.Storage, err)
 	}
 	for _, tc := range []struct{ toml, want string }{
 		{`url = "https://secret@bucket/x"`, "storage.url must be s3://"},
@@ -27,6 +31,8 @@ func TestStorageSection(t *testing.T) {
 		{`url = "` + u + `"` + "\naccess_key_file = \"k\"\nsecret_key_file = \"/s\"", "storage.access_key_file must be an absolute path"},
 		{"access_key_file = \"/k\"\nsecret_key_file = \"/s\"", "storage.url is empty"},
 		{`bucket = "b"`, `unknown key "storage.bucket"`},
+		{"max_file_bytes = 0", "storage.max_file_bytes"},
+		{"max_total_bytes = 1099511627777", "storage.max_total_bytes"},
 	} {
 		_, err := Load(writeFile(t, "[storage]\n"+tc.toml+"\n"), nil)
 		wantInvalid(t, err, tc.want)

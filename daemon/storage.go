@@ -31,12 +31,12 @@ func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, snaps *snapshot
 	if err := os.MkdirAll(spool, 0o700); err != nil {
 		return berth.WrapError(berth.EInternal, err, "cannot create %s", spool)
 	}
-	cc := o.Config.Checkpoints
 	d.storage = objstore.NewSyncer(objstore.SyncerOptions{
 		Uploader:    objstore.NewUploader(c, spool),
 		Checkpoints: ckpts,
 		Snapshots:   snaps,
-		Scan:        checkpoint.Options{MaxFileBytes: int64(cc.MaxFileBytes), MaxTotalBytes: int64(cc.MaxTotalBytes)},
+		// The whole workspace moves: its .git and .gitignore'd files too.
+		Scan: checkpoint.Options{MaxFileBytes: int64(sc.MaxFileBytes), MaxTotalBytes: int64(sc.MaxTotalBytes), Whole: true},
 		Resolve: func(ctx context.Context, id, turnID string) (objstore.Target, error) {
 			return d.storageTarget(ctx, id, turnID, hidden)
 		},

@@ -100,6 +100,10 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 			t.Fatalf("managed workspace %s not under A's home", s.Workspace)
 		}
 		a.turn(t, s.ID, "write a.txt one")
+		// The repository and what it ignores move too.
+		testenv.WriteFile(t, filepath.Join(s.Workspace, ".git", "HEAD"), "ref: refs/heads/main\n", 0o644)
+		testenv.WriteFile(t, filepath.Join(s.Workspace, ".gitignore"), "*.log\n", 0o644)
+		testenv.WriteFile(t, filepath.Join(s.Workspace, "build.log"), "ignored", 0o644)
 		a.turn(t, s.ID, "write b.txt two")
 		syncedTo(t, a, s.ID, lastOf(a.allEvents(t, s.ID), berth.EventTurnEnded).Seq)
 	}
@@ -172,6 +176,8 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 		for i, name := range []string{"a.txt", "b.txt", "c.txt"} {
 			fileIs(t, s.Workspace, name, want[id][i])
 		}
+		fileIs(t, s.Workspace, ".git/HEAD", "ref: refs/heads/main\n")
+		fileIs(t, s.Workspace, "build.log", "ignored")
 		evs := c.allEvents(t, id)
 		assertContiguous(t, evs)
 		for i, ev := range before[id] {
