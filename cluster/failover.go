@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -46,11 +47,16 @@ func (n *Node) why(s *berth.Session) *berth.Failure {
 	return &berth.Failure{Kind: berth.FailSandbox, Message: hostPathFailure}
 }
 
+// moveWorkers bounds the sessions of a lost node moved at once: a move
+// is mostly the new node restoring files and starting an agent.
+const moveWorkers = 4
+
 // moveAll resumes, in the background, the sessions this node closed as
-// node_lost, one after another, each on the node least loaded as it goes:
-// once each, since only the node that closed a session (under its lease)
-// moves it. The heartbeat does not wait: a beat that waited for agents to
-// start could let this node's own leases expire.
+// node_lost, moveWorkers at a time, each on the node least loaded as it
+// goes (counting the moves under way to each): once each, since only the
+// node that closed a session (under its lease) moves it. The heartbeat
+// does not wait: a beat that waited for agents to start could let this
+// node's own leases expire.
 func (n *Node) moveAll(ctx context.Context, ids []string) {
 	if len(ids) == 0 {
 		return
@@ -58,18 +64,53 @@ func (n *Node) moveAll(ctx context.Context, ids []string) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
+		var mu sync.Mutex
+		pending := map[string]int{}
+		sem := make(chan struct{}, moveWorkers)
+		var wg sync.WaitGroup
+		defer wg.Wait()
 		for _, id := range ids {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			// Read afresh: the sessions moved so far hold their leases,
 			// this node's moves and those of another node closing some of
 			// the same lost node's sessions.
 			nodes, err := n.Nodes(ctx)
 			if err != nil {
+				<-sem
 				n.log.Error("session of a lost node not moved: list nodes", "session_id", id, "err", err)
 				continue
 			}
-			n.move(ctx, id, leastLoaded(nodes, n.opts.ID))
+			mu.Lock()
+			target := leastLoaded(withPending(nodes, pending), n.opts.ID)
+			pending[target.ID]++
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				n.move(ctx, id, target)
+				mu.Lock()
+				pending[target.ID]--
+				mu.Unlock()
+			}()
 		}
 	}()
+}
+
+// withPending is nodes with the moves under way to each added to its
+// sessions.
+func withPending(nodes []*berth.Node, pending map[string]int) []*berth.Node {
+	out := make([]*berth.Node, len(nodes))
+	for i, nd := range nodes {
+		c := *nd
+		c.Sessions += pending[nd.ID]
+		out[i] = &c
+	}
+	return out
 }
 
 // leastLoaded is the live node with the fewest sessions; of those tied,

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -132,6 +133,51 @@ func TestFailoverMovesEachSessionOnceToTheLeastLoaded(t *testing.T) {
 	c.wg.Wait()
 	if len(fc.close) != 0 || len(h.calls()) != 1 || len(fb.resumes())+len(fc.resumes()) != 2 {
 		t.Fatalf("c's takeover: closed %v, handoffs %v, resumes %v %v", fc.close, h.calls(), fb.resumes(), fc.resumes())
+	}
+}
+
+// A lost node's sessions are moved several at a time (a move is the new
+// node restoring files and starting an agent: one after another, a node
+// of a hundred sessions would take minutes to move), never more than
+// moveWorkers, each still to the least loaded counting the moves under
+// way: spread evenly between b and c.
+func TestFailoverMovesSessionsAtOnce(t *testing.T) {
+	managed := map[string]bool{}
+	for i := range 8 {
+		managed[fmt.Sprintf("ses_%d", i)] = true
+	}
+	_, b, c, fb, fc, _, clk := failoverCluster(t, managed)
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	// Each resume waits, up to a bound, for another to be under way.
+	gate := func() {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		deadline := time.Now().Add(500 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			n := inFlight
+			mu.Unlock()
+			if n >= 2 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	}
+	fb.gate, fc.gate = gate, gate
+	loseA(t, b, c, clk)
+	if most < 2 || most > moveWorkers {
+		t.Fatalf("at most %d moves at once, want 2..%d", most, moveWorkers)
+	}
+	// b drives one of its own: 9 sessions between b and c, 4 and 5.
+	if nb, nc := len(fb.resumes()), len(fc.resumes()); nb+nc != 8 || max(nb+1, nc)-min(nb+1, nc) > 1 {
+		t.Fatalf("b resumed %d (and drives one), c %d: not spread evenly", nb, nc)
 	}
 }
 

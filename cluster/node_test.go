@@ -30,6 +30,8 @@ type fakeSessions struct {
 	held    int // resumes to refuse first, the lease held by node "x"
 	close   []string
 	resumed []string
+	// gate, when set, runs first in each ResumeSession.
+	gate func()
 }
 
 func (f *fakeSessions) LoseSessions(ids []string) {
@@ -64,6 +66,9 @@ func (f *fakeSessions) CloseLost(ctx context.Context, id string, _ map[string][]
 // ResumeSession records the resume and makes the session active, under
 // its lease, as the manager's resume does.
 func (f *fakeSessions) ResumeSession(ctx context.Context, id string) (*berth.Session, error) {
+	if f.gate != nil {
+		f.gate()
+	}
 	s, err := f.store.GetSession(ctx, id)
 	if err != nil {
 		return nil, err
