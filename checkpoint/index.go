@@ -217,35 +217,45 @@ func runsOf(entries []Entry, other map[string]*Entry) ([]run, error) {
 
 // register counts a committed checkpoint: the runs it starts after the
 // session's previous one (p.prev), and files, the footprint of its
-// manifest and metadata. The caller holds the session's lock and gc
-// shared, so no sweep builds the index meanwhile: an index not built yet
-// reads the checkpoint from disk. An index whose idea of the session's
-// previous checkpoint is not p.prev's is dropped, to be built again.
+// manifest and metadata.
 func (s *Store) register(p *Pending, base string, files int64) {
-	var prev map[string]*Entry
+	s.account(p.meta.SessionID, p.tree, p.meta.ID, p.c.entries, p.prev, base, files)
+}
+
+// account counts checkpoint id of sessionID, in tree, written with
+// entries (base: the checkpoint its manifest is a delta on, "" for none)
+// and files, the footprint of its manifest and metadata: the runs it
+// starts after prev, the session's newest checkpoint before it (nil for
+// none). The caller holds the session's lock and gc shared, so no sweep
+// builds the index meanwhile: an index not built yet reads the checkpoint
+// from disk. An index whose idea of the session's newest checkpoint is
+// not prev, or that has one newer than id (an import of an older
+// checkpoint), is dropped, to be built again.
+func (s *Store) account(sessionID, tree, id string, entries []Entry, prev *manifest, base string, files int64) {
+	var prevByPath map[string]*Entry
 	prevID := ""
-	if p.prev != nil {
-		prev, prevID = p.prev.byPath, p.prev.meta.ID
+	if prev != nil {
+		prevByPath, prevID = prev.byPath, prev.meta.ID
 	}
-	started, err := runsOf(p.c.entries, prev)
+	started, err := runsOf(entries, prevByPath)
 	s.ixMu.Lock()
 	defer s.ixMu.Unlock()
 	ix := s.ix
 	if ix == nil {
 		return
 	}
-	ses, same := ix.session(p.meta.SessionID, p.tree)
+	ses, same := ix.session(sessionID, tree)
 	want, last := "", ""
 	if n := len(ses.ckpts); n > 0 {
 		if last = ses.ckpts[n-1].id; !ses.ckpts[n-1].damaged {
 			want = last
 		}
 	}
-	if err != nil || !same || want != prevID || p.meta.ID <= last {
+	if err != nil || !same || want != prevID || id <= last {
 		s.ix = nil
 		return
 	}
-	ix.add(ses, ixCheckpoint{id: p.meta.ID, base: base, bytes: files}, started)
+	ix.add(ses, ixCheckpoint{id: id, base: base, bytes: files}, started)
 }
 
 // ensureIndex builds the index unless it is built.

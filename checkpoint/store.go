@@ -297,14 +297,26 @@ func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
 	}
 	// A parent's path is a prefix of its children's: it sorts first.
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
-	m := &manifest{meta: meta, entries: entries, byPath: make(map[string]*Entry, len(entries)), chain: chain}
+	byEntry, err := checkEntries(id, entries)
+	if err != nil {
+		return nil, err
+	}
+	return &manifest{meta: meta, entries: entries, byPath: byEntry, chain: chain}, nil
+}
+
+// checkEntries checks the entries of checkpoint id, sorted by path: every
+// path valid and unique, below a directory entry of its own, every hash
+// well formed, every symlink inside the workspace, every kind known. It
+// returns them by path; EInternal when one fails.
+func checkEntries(id string, entries []Entry) (map[string]*Entry, error) {
+	byPath := make(map[string]*Entry, len(entries))
 	for i := range entries {
 		e := &entries[i]
-		if !validEntryPath(e.Path) {
+		if !validEntryPath(e.Path) || byPath[e.Path] != nil {
 			return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a bad path", id)
 		}
 		if dir := path.Dir(e.Path); dir != "." {
-			if p := m.byPath[dir]; p == nil || p.Kind != KindDir {
+			if p := byPath[dir]; p == nil || p.Kind != KindDir {
 				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a path outside its directories", id)
 			}
 		}
@@ -321,9 +333,9 @@ func (s *Store) readManifest(sessionID, id string) (*manifest, error) {
 		default:
 			return nil, berth.Errorf(berth.EInternal, "checkpoint %s has an entry of unknown kind", id)
 		}
-		m.byPath[e.Path] = e
+		byPath[e.Path] = e
 	}
-	return m, nil
+	return byPath, nil
 }
 
 // resolve fills byPath with the entries of checkpoint id, its bases' first,
