@@ -10,9 +10,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // source is a BlobSource reading another store's blobs, counting the
@@ -292,5 +294,32 @@ func TestImportRefusesDamage(t *testing.T) {
 	}
 	if err := newStore(t, Options{}).Import(ctx, "../ses", meta, good, src.open); !berth.IsCode(err, berth.EInvalid) {
 		t.Fatalf("a bad session id: %v", err)
+	}
+}
+
+// TestRestoreOfImportGivesPathsToTheWorkspaceOwner: as root, a restore
+// gives an imported path, whose owner on the other node means nothing
+// here, to the workspace's owner (the sandbox's user), not to root.
+func TestRestoreOfImportGivesPathsToTheWorkspaceOwner(t *testing.T) {
+	testenv.NeedRoot(t, "a restore gives paths to their owners as root only")
+	ctx := context.Background()
+	old, ws := newStore(t, Options{}), t.TempDir()
+	write(t, ws, "d/f", "content", 0o644)
+	must(t, os.Symlink("f", filepath.Join(ws, "d", "l")))
+	c, err := old.Create(ctx, "ses_u", "turn_1", ws)
+	must(t, err)
+	s := newStore(t, Options{})
+	meta, entries := export(t, old, "ses_u", c.ID)
+	must(t, s.Import(ctx, "ses_u", meta, entries, (&source{from: old}).open))
+	dst := t.TempDir()
+	must(t, os.Chown(dst, 54321, 54322))
+	_, err = s.Restore(ctx, "ses_u", c.ID, dst)
+	must(t, err)
+	for _, p := range []string{"d", "d/f", "d/l"} {
+		fi, err := os.Lstat(filepath.Join(dst, p))
+		must(t, err)
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 54321 || st.Gid != 54322 {
+			t.Errorf("%s restored as %d:%d, want the workspace's 54321:54322", p, st.Uid, st.Gid)
+		}
 	}
 }

@@ -41,7 +41,10 @@ type restorer struct {
 	// besides those above the one being opened.
 	dirs   map[string]*os.Root
 	asRoot bool
-	res    Result
+	// wsUID and wsGID own the workspace: an imported path's owner
+	// (OwnerUnknown) when the daemon is root.
+	wsUID, wsGID int
+	res          Result
 }
 
 // Restore makes the workspace what the checkpoint id of sessionID
@@ -75,6 +78,14 @@ func (s *Store) Restore(ctx context.Context, sessionID, id, workspace string, hi
 	}
 	defer root.Close()
 	r := &restorer{ctx: ctx, s: s, m: m, root: root, dirs: map[string]*os.Root{}, asRoot: os.Geteuid() == 0}
+	if r.asRoot {
+		fi, err := root.Stat(".")
+		if err != nil {
+			return nil, berth.WrapError(berth.EInternal, err, "cannot restore the workspace")
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		r.wsUID, r.wsGID = int(st.Uid), int(st.Gid)
+	}
 	for _, p := range hide {
 		if fi, err := os.Stat(p); err == nil {
 			r.hide = append(r.hide, fi)
@@ -162,7 +173,7 @@ func (r *restorer) run() error {
 		}
 		err = f.Chmod(fs.FileMode(e.Mode) & fs.ModePerm)
 		if err == nil && r.asRoot {
-			err = f.Chown(e.UID, e.GID)
+			err = f.Chown(r.owner(e))
 		}
 		_ = f.Close()
 		if err != nil {
@@ -174,6 +185,16 @@ func (r *restorer) run() error {
 
 // errConflict marks a path that something left alone stands in the way of.
 var errConflict = errors.New("a skipped path is in the way")
+
+// owner is whom the restored e belongs to: its owner as recorded, or the
+// workspace's for a path imported from another node, whose owner there
+// means nothing here (the agent's sandbox gave the workspace to its user).
+func (r *restorer) owner(e *Entry) (uid, gid int) {
+	if e.UID == OwnerUnknown {
+		return r.wsUID, r.wsGID
+	}
+	return e.UID, e.GID
+}
 
 // conflict records a path left as it is.
 func (r *restorer) conflict(p string) {
@@ -372,7 +393,7 @@ func (r *restorer) file(e *Entry) error {
 		return err
 	}
 	if r.asRoot {
-		if err := f.Chown(e.UID, e.GID); err != nil {
+		if err := f.Chown(r.owner(e)); err != nil {
 			return err
 		}
 	}
@@ -413,7 +434,8 @@ func (r *restorer) symlink(e *Entry, isLink bool) error {
 		return err
 	}
 	if r.asRoot {
-		_ = parent.Lchown(tmp, e.UID, e.GID)
+		uid, gid := r.owner(e)
+		_ = parent.Lchown(tmp, uid, gid)
 	}
 	if err := parent.Rename(tmp, name); err != nil {
 		_ = parent.Remove(tmp)
