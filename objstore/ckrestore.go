@@ -1,0 +1,120 @@
+package objstore
+
+import (
+	"context"
+	"io"
+	"slices"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/internal/ids"
+)
+
+// RestoreCheckpoints brings the checkpoints of session sessionID, of the
+// tree whose root is tree (its root_id), from the store into the local
+// checkpoint store cs, oldest first, so that rewind and fork work on the
+// node the session moved to (docs/api.md, "Failover with an object
+// store"), and returns how many it brought. A checkpoint cs has already
+// is left as it is. The checkpoints the session's node had pruned when it
+// last wrote the session's state (those its state.json does not name,
+// older than the newest it names) stay in the store: they count in no
+// tree any more.
+//
+// Each checkpoint is read whole (bounded as a state.json is) and imported
+// with checkpoint.Store.ImportIn: its blobs the local store lacks fetched
+// and checked against their hashes, its paths checked as a manifest's. A
+// checkpoint that is damaged or names a blob the store lost is passed
+// over and the next is tried; its error is returned at the end. Any other
+// error (the store unreachable) stops it.
+func RestoreCheckpoints(ctx context.Context, c *Client, cs *checkpoint.Store, tree, sessionID string) (int, error) {
+	if !ids.ValidName(sessionID) || !ids.ValidName(tree) {
+		return 0, berth.Errorf(berth.EInvalid, "invalid session id")
+	}
+	want, err := storedCheckpoints(ctx, c, sessionID)
+	if err != nil {
+		return 0, err
+	}
+	local, err := cs.List(sessionID)
+	if err != nil {
+		return 0, err
+	}
+	here := make(map[string]bool, len(local))
+	for _, l := range local {
+		here[l.ID] = true
+	}
+	want = slices.DeleteFunc(want, func(id string) bool { return here[id] })
+	blob := func(ctx context.Context, hash string, _ int64) (io.ReadCloser, error) {
+		if !checkpoint.ValidHash(hash) {
+			return nil, berth.Errorf(berth.EInternal, "object store: a checkpoint names a bad hash")
+		}
+		r, _, err := c.Get(ctx, BlobKey(hash))
+		return r, err
+	}
+	n := 0
+	var passed error
+	for _, id := range want {
+		err := restoreCheckpoint(ctx, c, cs, tree, sessionID, id, blob)
+		switch {
+		case err == nil:
+			n++
+		case ctx.Err() != nil:
+			return n, ctx.Err()
+		case berth.IsCode(err, berth.EInternal) || berth.IsCode(err, berth.ENotFound):
+			// Damaged, or a blob of it lost: the others may be whole.
+			if passed == nil {
+				passed = err
+			}
+		default:
+			return n, err
+		}
+	}
+	return n, passed
+}
+
+// storedCheckpoints lists the ids of the session's checkpoints in the
+// store, oldest first (checkpoint ids are ULIDs: they sort by time), less
+// those its node had pruned by its last state.json.
+func storedCheckpoints(ctx context.Context, c *Client, sessionID string) ([]string, error) {
+	var out []string
+	err := c.List(ctx, SessionKey(sessionID)+"checkpoints/", func(key string, _ int64) error {
+		if id, ok := cutCheckpointKey(key); ok && key == CheckpointKey(sessionID, id) {
+			out = append(out, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	st, err := ReadState(ctx, c, sessionID)
+	if berth.IsCode(err, berth.ENotFound) {
+		// No state yet: a sync that wrote checkpoints and no state.json.
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	named, newest := map[string]bool{}, ""
+	for _, id := range st.Checkpoints {
+		named[id] = true
+		newest = max(newest, id)
+	}
+	// Those written after the state (a sync cut short) are kept.
+	return slices.DeleteFunc(out, func(id string) bool { return !named[id] && id < newest }), nil
+}
+
+// restoreCheckpoint imports checkpoint id of the session from the store.
+func restoreCheckpoint(ctx context.Context, c *Client, cs *checkpoint.Store, tree, sessionID, id string, blob checkpoint.BlobSource) error {
+	var stored StoredCheckpoint
+	if err := c.getJSON(ctx, CheckpointKey(sessionID, id), &stored); err != nil {
+		return err
+	}
+	if stored.Checkpoint == nil || stored.Checkpoint.ID != id {
+		return berth.Errorf(berth.EInternal, "object store: checkpoint %s of session %s is damaged", id, sessionID)
+	}
+	entries := make([]checkpoint.Entry, len(stored.Files))
+	for i, f := range stored.Files {
+		entries[i] = checkpoint.Entry{Path: f.Path, Kind: f.Kind, Mode: f.Mode, Size: f.Size, Hash: f.SHA256, Target: f.Target}
+	}
+	return cs.ImportIn(ctx, tree, sessionID, stored.Checkpoint, entries, blob)
+}
