@@ -268,7 +268,8 @@ func (d *Daemon) newManager(o Options, node string) error {
 	if err != nil {
 		return err
 	}
-	restorer, err := d.storageRestorer(o)
+	ckpts := checkpointStore(o.Home, o.Config.Checkpoints)
+	restorer, err := d.storageRestorer(o, ckpts)
 	if err != nil {
 		return err
 	}
@@ -293,7 +294,6 @@ func (d *Daemon) newManager(o Options, node string) error {
 	lim := o.Config.Limits
 	// Load has checked it.
 	netDefault, _ := o.Config.Sandbox.NetworkPolicy()
-	ckpts := checkpointStore(o.Home, o.Config.Checkpoints)
 	snaps := snapshot.New(filepath.Join(o.Home, "snapshots"))
 	hidden := daemonFiles(o.Socket, o.Config.Store.URL, o.Config.Credentials.KeyFile,
 		o.Config.Storage.AccessKeyFile, o.Config.Storage.SecretKeyFile)

@@ -6,14 +6,16 @@ import (
 	"os"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/checkpoint"
 	"github.com/berth-sh/berth/objstore"
 )
 
 // storageRestorer is the manager's Restorer with [storage] url: a session
 // resumed here from another node (failover, or a resume by hand) gets its
-// workspace and HOME from the object store (docs/api.md, "Failover with
-// an object store"). nil without a storage URL: nothing moves.
-func (d *Daemon) storageRestorer(o Options) (berth.Restorer, error) {
+// workspace, HOME and checkpoints from the object store (docs/api.md,
+// "Failover with an object store"). ckpts is the node's checkpoint store
+// (nil with checkpoints off). nil without a storage URL: nothing moves.
+func (d *Daemon) storageRestorer(o Options, ckpts *checkpoint.Store) (berth.Restorer, error) {
 	sc := o.Config.Storage
 	if !sc.Enabled() {
 		return nil, nil
@@ -23,14 +25,20 @@ func (d *Daemon) storageRestorer(o Options) (berth.Restorer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return objRestorer{c: c, store: d.store, log: o.Logger}, nil
+	return objRestorer{c: c, store: d.store, ckpts: ckpts, warn: d.storageWarn, log: o.Logger}, nil
 }
 
-// objRestorer restores through objstore.Restore. The files are the
-// daemon's: a sandbox gives them to its user as it starts.
+// objRestorer restores through objstore.Restore and RestoreCheckpoints.
+// The files are the daemon's: a sandbox gives them to its user as it
+// starts.
 type objRestorer struct {
 	c     *objstore.Client
 	store berth.Store
+	// ckpts receives the session's checkpoints (nil: checkpoints are off
+	// here); warn tells the session, as a runtime_warning, that they did
+	// not come.
+	ckpts *checkpoint.Store
+	warn  func(id, reason string)
 	log   *slog.Logger
 }
 
@@ -48,14 +56,46 @@ func (r objRestorer) Restore(ctx context.Context, id, workspaceDir, homeDir stri
 		}
 	}
 	_, err := objstore.Restore(ctx, r.c, id, workspaceDir, homeDir, objstore.RestoreOptions{})
-	if !berth.IsCode(err, berth.ENotFound) {
+	if berth.IsCode(err, berth.ENotFound) {
+		// No state: fine for a session none of whose turns reached the
+		// store, not for one the store had.
+		if s, gerr := r.store.GetSession(ctx, id); gerr != nil || s.Storage != nil {
+			return err
+		}
+		r.log.Warn("the object store has no state of a session that moves here: its workspace and HOME start empty", "session_id", id)
+	} else if err != nil {
 		return err
 	}
-	// No state: fine for a session none of whose turns reached the store,
-	// not for one the store had.
-	if s, gerr := r.store.GetSession(ctx, id); gerr != nil || s.Storage != nil {
-		return err
-	}
-	r.log.Warn("the object store has no state of a session that moves here: its workspace and HOME start empty", "session_id", id)
+	r.restoreCheckpoints(ctx, id)
 	return nil
+}
+
+// restoreCheckpoints brings the session's checkpoints from the store into
+// the node's checkpoint store, in the session's tree, so that rewind and
+// fork to the turns before the move work here. A failure does not stop
+// the move (the workspace and HOME matter more): it is logged and told
+// to the session as a runtime_warning.
+func (r objRestorer) restoreCheckpoints(ctx context.Context, id string) {
+	if r.ckpts == nil {
+		return
+	}
+	s, err := r.store.GetSession(ctx, id)
+	n := 0
+	if err == nil {
+		// A child's checkpoints count in its root's tree.
+		tree := s.RootID
+		if tree == "" {
+			tree = id
+		}
+		n, err = objstore.RestoreCheckpoints(ctx, r.c, r.ckpts, tree, id)
+	}
+	if err == nil {
+		r.log.Debug("checkpoints brought from the object store", "session_id", id, "checkpoints", n)
+		return
+	}
+	r.log.Warn("a session that moves here did not get all its checkpoints from the object store", "session_id", id,
+		"checkpoints", n, "err", err)
+	if r.warn != nil {
+		r.warn(id, "the session's checkpoints did not all come to this node from the object store (rewind and fork to a turn before the move may fail): "+berth.ErrorMessage(err))
+	}
 }
