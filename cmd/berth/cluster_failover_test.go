@@ -83,8 +83,9 @@ func fileIs(t *testing.T, dir, name, want string) {
 // completed turn (not the interrupted turn's), the demo agent reloading
 // its own conversation from the restored HOME (resumed_by load), the
 // interrupted turn ended node_lost, the queued prompt run there, the log
-// with no gap and everything from before; the host-path session stays
-// stopped/node_lost with a failure saying why.
+// with no gap and everything from before, its checkpoints listed there and
+// a rewind to one of them giving that turn's files; the host-path session
+// stays stopped/node_lost with a failure saying why.
 func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 	db := freshPostgres(t)
 	// A server of the test's own: it is stopped and started again.
@@ -147,6 +148,11 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 		t.Fatalf("queue = %d %+v", st, queued)
 	}
 	before := map[string][]berth.Event{busy.ID: a.allEvents(t, busy.ID), idle.ID: a.allEvents(t, idle.ID)}
+	// idle's checkpoints: before each of its three turns.
+	var ckptsOnA struct{ Checkpoints []berth.Checkpoint }
+	if st, _ := a.api("GET", "/v1/sessions/"+idle.ID+"/checkpoints", nil, &ckptsOnA); st != 200 || len(ckptsOnA.Checkpoints) != 3 {
+		t.Fatalf("idle's checkpoints on A = %d %+v", st, ckptsOnA)
+	}
 
 	killed := time.Now()
 	a.kill9()
@@ -202,6 +208,22 @@ func TestClusterFailoverMovesSessionsWithTheirFiles(t *testing.T) {
 		if stop == nil || stopReasonOf(*stop) != string(berth.StopNodeLost) || starts != 1 || stop.Seq > lastOf(evs, berth.EventSessionStarted).Seq {
 			t.Fatalf("%s after the kill: %v", id, typesOf(evs[len(before[id]):]))
 		}
+	}
+	// idle's checkpoints moved with it: listed on its new node, and a
+	// rewind there to the one before its second turn gives the files of
+	// its first.
+	nodes := map[string]*server{"node-b": b, "node-c": c}
+	there := nodes[moved[idle.ID].Node]
+	var ckptsThere struct{ Checkpoints []berth.Checkpoint }
+	if st, _ := there.api("GET", "/v1/sessions/"+idle.ID+"/checkpoints", nil, &ckptsThere); st != 200 ||
+		!slices.EqualFunc(ckptsThere.Checkpoints, ckptsOnA.Checkpoints, func(x, y berth.Checkpoint) bool { return x.ID == y.ID && x.TurnID == y.TurnID }) {
+		t.Fatalf("idle's checkpoints on %s = %d %+v, want A's %+v", moved[idle.ID].Node, st, ckptsThere, ckptsOnA)
+	}
+	if st, err := there.api("POST", "/v1/sessions/"+idle.ID+"/rewind", map[string]any{"checkpoint_id": ckptsOnA.Checkpoints[1].ID}, nil); st != 200 {
+		t.Fatalf("rewind on %s to a checkpoint from before the move = %d %v", moved[idle.ID].Node, st, err)
+	}
+	for name, want := range map[string]string{"a.txt": "one", "b.txt": "", "c.txt": "", ".git/HEAD": "ref: refs/heads/main\n"} {
+		fileIs(t, moved[idle.ID].Workspace, name, want)
 	}
 	// The interrupted turn ended node_lost; the queued prompt ran on the
 	// new node.
