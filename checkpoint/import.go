@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,7 +25,7 @@ import (
 // BlobSource opens the content of the blob of hash, size bytes long, where
 // an imported checkpoint's blobs are (the object store: docs/api.md,
 // "Failover with an object store"). Import calls it for several blobs at
-// once; the caller of Import closes nothing.
+// once, and closes what it returns.
 type BlobSource func(ctx context.Context, hash string, size int64) (io.ReadCloser, error)
 
 // OwnerUnknown is the UID and GID of an imported entry: its owner on the
@@ -36,6 +37,9 @@ const OwnerUnknown = -1
 // of 10,000 small files is 10,000 requests to the object store).
 const importWorkers = 16
 
+// incomingDir holds a directory per import fetching blobs.
+const incomingDir = "incoming"
+
 // Import writes checkpoint meta of sessionID, a tree of its own, taken on
 // another node, with its whole manifest entries: ImportIn.
 func (s *Store) Import(ctx context.Context, sessionID string, meta *Checkpoint, entries []Entry, blob BlobSource) error {
@@ -46,15 +50,17 @@ func (s *Store) Import(ctx context.Context, sessionID string, meta *Checkpoint, 
 // whose root is tree, taken on another node, into the store as if it had
 // been committed here: the blobs the store lacks fetched through blob
 // (each checked against its size and SHA-256 while written to a temporary
-// file, synced and renamed into place), then its manifest, whole, then its
-// metadata; then it counts in the session's tree (a session's tree is the
-// one its first checkpoint gave). Only what a checkpoint holds of a path
-// is kept of entries (kind, mode, size, hash, target): the stat fields
-// of another node's files mean nothing here, and the owner is
-// OwnerUnknown. entries are checked as a manifest read from disk is (the
-// store they come from is not trusted): one that fails is EInternal and
-// nothing is written. A checkpoint the session has already is left as it
-// is (nil). It does not prune: the caller runs Prune for the tree.
+// file, then synced and renamed into place), then its manifest, whole,
+// then its metadata; then it counts in the session's tree (a session's
+// tree is the one its first checkpoint gave). Only what a checkpoint
+// holds of a path is kept of entries (kind, mode, size, hash, target):
+// the stat fields of another node's files mean nothing here, and the
+// owner is OwnerUnknown. entries are checked as a manifest read from disk
+// is (the store they come from is not trusted): one that fails is
+// EInternal and nothing is written. A checkpoint the session has already
+// is left as it is (nil). The blobs are fetched before removals are held
+// off, so a slow source holds up no other session's checkpoint. It does
+// not prune: the caller runs Prune for the tree.
 func (s *Store) ImportIn(ctx context.Context, tree, sessionID string, meta *Checkpoint, entries []Entry, blob BlobSource) error {
 	if !ids.ValidName(sessionID) || !ids.ValidName(tree) {
 		return berth.Errorf(berth.EInvalid, "invalid session id")
@@ -63,25 +69,38 @@ func (s *Store) ImportIn(ctx context.Context, tree, sessionID string, meta *Chec
 	if err != nil {
 		return err
 	}
-	for _, d := range []string{s.blobDir(), s.sessionDir(sessionID)} {
+	for _, d := range []string{s.blobDir(), s.sessionDir(sessionID), filepath.Join(s.dir, incomingDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return berth.WrapError(berth.EInternal, err, "cannot create checkpoint directory")
 		}
 	}
 	defer s.lockSession(sessionID)()
-	// No sweep runs from the first blob to the manifest naming it.
-	s.gc.RLock()
-	defer s.gc.RUnlock()
 	switch _, err := os.Lstat(s.metaPath(sessionID, m.meta.ID)); {
 	case err == nil:
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return berth.WrapError(berth.EInternal, err, "cannot read checkpoint")
 	}
-	c := &creator{s: s}
-	defer c.discard()
-	if err := c.fetchBlobs(ctx, m, blob); err != nil {
+	f, err := s.newFetch(m, blob)
+	if err != nil {
 		return err
+	}
+	defer f.close()
+	if err := f.fetch(ctx); err != nil {
+		return err
+	}
+	// No sweep nor prune removes a blob from here to the manifest naming it.
+	s.gc.RLock()
+	defer s.gc.RUnlock()
+	// One the store had may have been removed while the others came.
+	if err := f.fetch(ctx); err != nil {
+		return err
+	}
+	c := &creator{s: s}
+	for hash, tmp := range f.got {
+		if !s.hasBlob(hash) {
+			c.pending = append(c.pending, pendingBlob{tmp: tmp, hash: hash})
+		}
 	}
 	// The session's newest before this one, read before this one is listed.
 	prev := s.previous(sessionID)
@@ -90,8 +109,7 @@ func (s *Store) ImportIn(ctx context.Context, tree, sessionID string, meta *Chec
 	if err := c.commitBlobs(); err != nil {
 		return berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
 	}
-	tree, err = s.joinTree(sessionID, tree)
-	if err != nil {
+	if tree, err = s.joinTree(sessionID, tree); err != nil {
 		return berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
 	buf := encodeManifest("", m.entries)
@@ -145,40 +163,75 @@ func importManifest(sessionID string, meta *Checkpoint, entries []Entry) (*manif
 	return &manifest{meta: &mc, entries: own, byPath: byPath}, nil
 }
 
-// fetchBlobs writes the blobs of m's files the store lacks to temporary
-// blobs (c.pending), importWorkers at a time, each checked against its
-// size and hash. Two entries that name one blob with two sizes are
-// EInternal.
-func (c *creator) fetchBlobs(ctx context.Context, m *manifest, blob BlobSource) error {
-	sizes := map[string]int64{}
-	var want []string
+// blobFetch is the blobs one import fetches, into a directory of its own
+// under the store's incoming/ (which a sweep leaves alone while the
+// import runs), on the store's file system.
+type blobFetch struct {
+	s    *Store
+	id   string
+	dir  string
+	blob BlobSource
+	// sizes are the blobs m names, with their sizes; got those fetched,
+	// by hash, with their temporary files.
+	sizes map[string]int64
+	got   map[string]string
+}
+
+// newFetch makes the fetch of m's blobs. Two entries that name one blob
+// with two sizes are EInternal.
+func (s *Store) newFetch(m *manifest, blob BlobSource) (*blobFetch, error) {
+	f := &blobFetch{s: s, id: m.meta.ID, blob: blob, sizes: map[string]int64{}, got: map[string]string{}}
 	for i := range m.entries {
 		e := &m.entries[i]
 		if e.Kind != KindFile {
 			continue
 		}
-		if n, ok := sizes[e.Hash]; ok {
-			if n != e.Size {
-				return berth.Errorf(berth.EInternal, "checkpoint %s names one blob with two sizes", m.meta.ID)
-			}
-			continue
+		if n, ok := f.sizes[e.Hash]; ok && n != e.Size {
+			return nil, berth.Errorf(berth.EInternal, "checkpoint %s names one blob with two sizes", f.id)
 		}
-		sizes[e.Hash] = e.Size
-		if !c.s.hasBlob(e.Hash) {
-			want = append(want, e.Hash)
+		f.sizes[e.Hash] = e.Size
+	}
+	// Made and recorded at once: a sweep never takes it for a crash's.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir, err := os.MkdirTemp(filepath.Join(s.dir, incomingDir), tempPrefix+"*")
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
+	}
+	f.dir = dir
+	s.importing[filepath.Base(dir)] = true
+	return f, nil
+}
+
+// close removes the fetch's directory, with what was fetched and not put
+// in place.
+func (f *blobFetch) close() {
+	_ = os.RemoveAll(f.dir)
+	f.s.mu.Lock()
+	delete(f.s.importing, filepath.Base(f.dir))
+	f.s.mu.Unlock()
+}
+
+// fetch writes the blobs the store lacks and the fetch has not got yet
+// to temporary files, importWorkers at a time.
+func (f *blobFetch) fetch(ctx context.Context) error {
+	var want []string
+	for hash := range f.sizes {
+		if _, ok := f.got[hash]; !ok && !f.s.hasBlob(hash) {
+			want = append(want, hash)
 		}
 	}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(importWorkers)
-	for _, h := range want {
+	for _, hash := range want {
 		g.Go(func() error {
-			tmp, err := c.s.fetchBlob(gctx, m.meta.ID, h, sizes[h], blob)
+			tmp, err := f.fetchOne(gctx, hash)
 			if err != nil {
 				return err
 			}
 			mu.Lock()
-			c.pending = append(c.pending, pendingBlob{tmp: tmp, hash: h})
+			f.got[hash] = tmp
 			mu.Unlock()
 			return nil
 		})
@@ -192,16 +245,17 @@ func (c *creator) fetchBlobs(ctx context.Context, m *manifest, blob BlobSource) 
 	return nil
 }
 
-// fetchBlob writes the blob of hash, size bytes, from blob to a temporary
-// file of the store and returns its name; EInternal (and no file) when the
-// content is not hash's.
-func (s *Store) fetchBlob(ctx context.Context, id, hash string, size int64, blob BlobSource) (string, error) {
-	r, err := blob(ctx, hash, size)
+// fetchOne writes the blob of hash to a temporary file and returns its
+// name; EInternal (and no file) when the content is not hash's, the
+// source's error when it fails.
+func (f *blobFetch) fetchOne(ctx context.Context, hash string) (string, error) {
+	size := f.sizes[hash]
+	r, err := f.blob(ctx, hash, size)
 	if err != nil {
 		return "", err
 	}
 	defer r.Close()
-	tmp, err := os.CreateTemp(s.blobDir(), tempPrefix+"*")
+	tmp, err := os.CreateTemp(f.dir, tempPrefix+"*")
 	if err != nil {
 		return "", berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
 	}
@@ -218,9 +272,9 @@ func (s *Store) fetchBlob(ctx context.Context, id, hash string, size int64, blob
 	var be *berth.Error
 	switch {
 	case err == nil && (n != size || hex.EncodeToString(h.Sum(nil)) != hash):
-		err = berth.Errorf(berth.EInternal, "checkpoint %s: the blob %s does not match its hash", id, hash[:12])
+		err = berth.Errorf(berth.EInternal, "checkpoint %s: the blob %s does not match its hash", f.id, hash[:12])
 	case err != nil && src.err != nil && !errors.As(err, &be):
-		err = berth.WrapError(berth.EUnavailable, err, "checkpoint %s: cannot fetch the blob %s", id, hash[:12])
+		err = berth.WrapError(berth.EUnavailable, err, "checkpoint %s: cannot fetch the blob %s", f.id, hash[:12])
 	case err != nil && src.err == nil:
 		err = berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
 	}
@@ -244,4 +298,29 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 		s.err = err
 	}
 	return n, err
+}
+
+// sweepIncoming removes what imports a crash cut short left in
+// incoming/ (those in flight are recorded in importing), and returns how
+// many it removed.
+func (s *Store) sweepIncoming() int {
+	ents, err := os.ReadDir(filepath.Join(s.dir, incomingDir))
+	if err != nil {
+		return 0
+	}
+	var left []string
+	s.mu.Lock()
+	for _, e := range ents {
+		if !s.importing[e.Name()] {
+			left = append(left, e.Name())
+		}
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, name := range left {
+		if os.RemoveAll(filepath.Join(s.dir, incomingDir, name)) == nil {
+			n++
+		}
+	}
+	return n
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/testenv"
@@ -322,4 +323,99 @@ func TestRestoreOfImportGivesPathsToTheWorkspaceOwner(t *testing.T) {
 			t.Errorf("%s restored as %d:%d, want the workspace's 54321:54322", p, st.Uid, st.Gid)
 		}
 	}
+}
+
+// TestImportFetchesWithoutHoldingOthersUp: while an import waits for a
+// slow source, other sessions' checkpoints, a sweep and a delete go on
+// (blobs are fetched before removals are held off), and the sweep leaves
+// the import's fetched blobs alone, removing only what a crash left. A
+// blob the store had when the import began and lost meanwhile (its only
+// session deleted) is fetched too: the imported checkpoint restores.
+func TestImportFetchesWithoutHoldingOthersUp(t *testing.T) {
+	ctx := context.Background()
+	old, ws := newStore(t, Options{}), t.TempDir()
+	write(t, ws, "shared", "in both", 0o644)
+	write(t, ws, "slow", "comes late", 0o644)
+	c, err := old.Create(ctx, "ses_i", "turn_1", ws)
+	must(t, err)
+	wantTree := tree(t, ws)
+	meta, entries := export(t, old, "ses_i", c.ID)
+
+	s := newStore(t, Options{})
+	other := t.TempDir()
+	write(t, other, "shared", "in both", 0o644)
+	_, err = s.Create(ctx, "ses_gone", "turn_1", other)
+	must(t, err)
+	crashed := filepath.Join(s.dir, incomingDir, tempPrefix+"crashed")
+	must(t, os.MkdirAll(crashed, 0o700))
+	write(t, crashed, "blob", "left by a crash", 0o600)
+
+	src := &source{from: old}
+	slowHash := ""
+	for _, e := range entries {
+		if e.Path == "slow" {
+			slowHash = e.Hash
+		}
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(release) }) }
+	// A failure before the release must not leave the import waiting.
+	t.Cleanup(letGo)
+	blob := func(ctx context.Context, hash string, size int64) (io.ReadCloser, error) {
+		if hash == slowHash {
+			close(started)
+			<-release
+		}
+		return src.open(ctx, hash, size)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Import(ctx, "ses_i", meta, entries, blob) }()
+	<-started
+	third := t.TempDir()
+	write(t, third, "more", "another session", 0o644)
+	others := make(chan error, 1)
+	go func() {
+		if _, err := s.Create(ctx, "ses_other", "turn_1", third); err != nil {
+			others <- err
+			return
+		}
+		if _, err := s.Sweep(); err != nil {
+			others <- err
+			return
+		}
+		// The only session naming the shared blob: it goes with it.
+		others <- s.Delete("ses_gone")
+	}()
+	testenv.WaitFor(t, 30*time.Second, "a checkpoint, a sweep and a delete while the import waits", func() bool {
+		select {
+		case err := <-others:
+			must(t, err)
+			return true
+		default:
+			return false
+		}
+	})
+	if _, err := os.Stat(crashed); err == nil {
+		t.Fatal("the sweep left what a crash left in incoming/")
+	}
+	sharedHash := ""
+	for _, e := range entries {
+		if e.Path == "shared" {
+			sharedHash = e.Hash
+		}
+	}
+	if s.hasBlob(sharedHash) {
+		t.Fatal("the deleted session's blob is still there")
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.dir, incomingDir)); len(ents) != 1 {
+		t.Fatalf("the sweep removed the import's fetch in flight: %d left", len(ents))
+	}
+	letGo()
+	must(t, <-done)
+	restoresAs(t, s, "ses_i", c.ID, "the import", wantTree)
+	if ents, _ := os.ReadDir(filepath.Join(s.dir, incomingDir)); len(ents) != 0 {
+		t.Fatalf("%d fetches left in incoming/", len(ents))
+	}
+	sameAsRescan(t, s)
 }

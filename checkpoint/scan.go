@@ -15,7 +15,8 @@ import (
 )
 
 // Sweep builds the store's accounting (index.go) from the manifests on
-// disk and repairs what a crash left: temporary files, manifests whose
+// disk and repairs what a crash left: temporary files (an import's
+// fetched blobs among them), manifests whose
 // metadata never got written (or whose metadata a prune removed first),
 // and blobs no checkpoint names. It returns how many files it removed. A
 // manifest that cannot be read keeps every blob: a blob is never removed
@@ -45,7 +46,7 @@ func (s *Store) Sweep() (int, error) {
 	s.ix = ix
 	s.ixMu.Unlock()
 	n, err := s.sweepBlobs(ix, clean)
-	return removed + n, err
+	return removed + n + s.sweepIncoming(), err
 }
 
 // sessionFiles are the files of a session's directory, by kind.

@@ -94,17 +94,20 @@ type Store struct {
 	dir  string
 	opts Options
 	// gc is held shared by a create from its first blob to its manifest
-	// and its accounting, by a restore while it copies blobs, and by a
-	// prune or delete while it removes manifests; exclusively by a sweep
-	// and while blobs are removed.
+	// and its accounting, by a restore while it copies blobs, by a prune
+	// or delete while it removes manifests, and by an import from its
+	// first blob in place to its manifest (not while it fetches them);
+	// exclusively by a sweep and while blobs are removed.
 	gc sync.RWMutex
 	// mu guards last: each session's newest manifest, whose stat fields
-	// spare the next checkpoint from reading unchanged files; and trees,
-	// each session's tree as recorded.
-	mu    sync.Mutex
-	last  map[string]*manifest
-	trees map[string]string
-	locks map[string]*sessionLock
+	// spare the next checkpoint from reading unchanged files; trees,
+	// each session's tree as recorded; and importing, the directories of
+	// the imports fetching blobs (import.go).
+	mu        sync.Mutex
+	last      map[string]*manifest
+	trees     map[string]string
+	locks     map[string]*sessionLock
+	importing map[string]bool
 	// ixMu guards ix, the accounting of the trees (index.go); nil until
 	// built, and when it lost count.
 	ixMu sync.Mutex
@@ -151,7 +154,7 @@ type manifest struct {
 // New returns a Store rooted at dir (created on first use).
 func New(dir string, opts Options) *Store {
 	return &Store{dir: dir, opts: opts.withDefaults(), last: map[string]*manifest{}, trees: map[string]string{},
-		locks: map[string]*sessionLock{}, warmSem: make(chan struct{}, max(1, runtime.NumCPU()/2))}
+		locks: map[string]*sessionLock{}, importing: map[string]bool{}, warmSem: make(chan struct{}, max(1, runtime.NumCPU()/2))}
 }
 
 // Options returns the store's limits, defaults filled in.
