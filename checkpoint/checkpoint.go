@@ -5,6 +5,8 @@
 // every directory 0700, every file 0600):
 //
 //	blobs/ab/abcdef…            file contents, named by their SHA-256
+//	incoming/.tmp-…/            the blobs an import (import.go) fetches,
+//	                            until they are put in place
 //	sessions/<sid>/<id>.entries the manifest: one Entry per path
 //	sessions/<sid>/<id>.json    the Checkpoint (what the API lists)
 //	sessions/<sid>/tree         the tree the session's checkpoints count in
