@@ -55,7 +55,7 @@ func (r objRestorer) Restore(ctx context.Context, id, workspaceDir, homeDir stri
 			return berth.WrapError(berth.EInternal, err, "create the session's directories on this node")
 		}
 	}
-	_, err := objstore.Restore(ctx, r.c, id, workspaceDir, homeDir, objstore.RestoreOptions{})
+	st, err := objstore.Restore(ctx, r.c, id, workspaceDir, homeDir, objstore.RestoreOptions{})
 	if berth.IsCode(err, berth.ENotFound) {
 		// No state: fine for a session none of whose turns reached the
 		// store, not for one the store had.
@@ -66,7 +66,11 @@ func (r objRestorer) Restore(ctx context.Context, id, workspaceDir, homeDir stri
 	} else if err != nil {
 		return err
 	}
-	r.restoreCheckpoints(ctx, id)
+	var ws *objstore.Tree
+	if st != nil {
+		ws = st.Workspace
+	}
+	r.restoreCheckpoints(ctx, id, workspaceDir, ws)
 	return nil
 }
 
@@ -75,7 +79,10 @@ func (r objRestorer) Restore(ctx context.Context, id, workspaceDir, homeDir stri
 // fork to the turns before the move work here. A failure does not stop
 // the move (the workspace and HOME matter more): it is logged and told
 // to the session as a runtime_warning.
-func (r objRestorer) restoreCheckpoints(ctx context.Context, id string) {
+//
+// The checkpoints' blobs are read from the workspace just restored (ws,
+// its manifest) where it has them, else from the store.
+func (r objRestorer) restoreCheckpoints(ctx context.Context, id, workspaceDir string, ws *objstore.Tree) {
 	if r.ckpts == nil {
 		return
 	}
@@ -87,7 +94,9 @@ func (r objRestorer) restoreCheckpoints(ctx context.Context, id string) {
 		if tree == "" {
 			tree = id
 		}
-		n, err = objstore.RestoreCheckpoints(ctx, r.c, r.ckpts, tree, id)
+		near, done := objstore.NearBlobs(workspaceDir, ws)
+		n, err = objstore.RestoreCheckpoints(ctx, r.c, r.ckpts, tree, id, near)
+		done()
 	}
 	if err == nil {
 		r.log.Debug("checkpoints brought from the object store", "session_id", id, "checkpoints", n)

@@ -3,7 +3,9 @@ package objstore
 import (
 	"context"
 	"io"
+	"os"
 	"slices"
+	"syscall"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
@@ -26,7 +28,11 @@ import (
 // checkpoint that is damaged or names a blob the store lost is passed
 // over and the next is tried; its error is returned at the end. Any other
 // error (the store unreachable) stops it.
-func RestoreCheckpoints(ctx context.Context, c *Client, cs *checkpoint.Store, tree, sessionID string) (int, error) {
+//
+// near, when set, is asked first for each blob (NearBlobs: the files just
+// restored hold most of them); a blob it does not have is read from the
+// store.
+func RestoreCheckpoints(ctx context.Context, c *Client, cs *checkpoint.Store, tree, sessionID string, near checkpoint.BlobSource) (int, error) {
 	if !ids.ValidName(sessionID) || !ids.ValidName(tree) {
 		return 0, berth.Errorf(berth.EInvalid, "invalid session id")
 	}
@@ -43,9 +49,14 @@ func RestoreCheckpoints(ctx context.Context, c *Client, cs *checkpoint.Store, tr
 		here[l.ID] = true
 	}
 	want = slices.DeleteFunc(want, func(id string) bool { return here[id] })
-	blob := func(ctx context.Context, hash string, _ int64) (io.ReadCloser, error) {
+	blob := func(ctx context.Context, hash string, size int64) (io.ReadCloser, error) {
 		if !checkpoint.ValidHash(hash) {
 			return nil, berth.Errorf(berth.EInternal, "object store: a checkpoint names a bad hash")
+		}
+		if near != nil {
+			if r, err := near(ctx, hash, size); err == nil {
+				return r, nil
+			}
 		}
 		r, _, err := c.Get(ctx, BlobKey(hash))
 		return r, err
@@ -117,4 +128,33 @@ func restoreCheckpoint(ctx context.Context, c *Client, cs *checkpoint.Store, tre
 		entries[i] = checkpoint.Entry{Path: f.Path, Kind: f.Kind, Mode: f.Mode, Size: f.Size, Hash: f.SHA256, Target: f.Target}
 	}
 	return cs.ImportIn(ctx, tree, sessionID, stored.Checkpoint, entries, blob)
+}
+
+// NearBlobs is a checkpoint.BlobSource over the files of t restored into
+// dir (by Restore, before anything else wrote there): a blob is read from
+// a regular file of t with its hash and size, opened without following a
+// link (Import checks what it reads against the hash all the same). close
+// releases it.
+func NearBlobs(dir string, t *Tree) (src checkpoint.BlobSource, close func()) {
+	if t == nil {
+		return nil, func() {}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, func() {}
+	}
+	byHash := make(map[string]File, len(t.Files))
+	for _, f := range t.Files {
+		if f.Kind == checkpoint.KindFile && f.SHA256 != "" {
+			byHash[f.SHA256] = f
+		}
+	}
+	src = func(_ context.Context, hash string, size int64) (io.ReadCloser, error) {
+		f, ok := byHash[hash]
+		if !ok || f.Size != size {
+			return nil, berth.Errorf(berth.ENotFound, "no restored file holds the blob")
+		}
+		return root.OpenFile(f.Path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	}
+	return src, func() { _ = root.Close() }
 }

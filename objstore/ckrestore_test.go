@@ -2,6 +2,8 @@ package objstore
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -84,7 +86,7 @@ func TestRestoreCheckpoints(t *testing.T) {
 
 	// B: the node it moves to.
 	b := checkpoint.New(t.TempDir(), checkpoint.Options{MaxTreeBytes: 36 << 10})
-	n, err := RestoreCheckpoints(ctx, c, b, "ses_root", "ses_kid")
+	n, err := RestoreCheckpoints(ctx, c, b, "ses_root", "ses_kid", nil)
 	if err != nil || n != 3 {
 		t.Fatalf("restored %d checkpoints: %v", n, err)
 	}
@@ -100,7 +102,7 @@ func TestRestoreCheckpoints(t *testing.T) {
 			t.Fatalf("checkpoint %s restores as %v, want %v", id, got, want[id])
 		}
 	}
-	if n, err := RestoreCheckpoints(ctx, c, b, "ses_root", "ses_kid"); err != nil || n != 0 {
+	if n, err := RestoreCheckpoints(ctx, c, b, "ses_root", "ses_kid", nil); err != nil || n != 0 {
 		t.Fatalf("a second restore brought %d: %v", n, err)
 	}
 
@@ -185,11 +187,70 @@ func TestRestoreCheckpointsPassesOverDamage(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := checkpoint.New(t.TempDir(), checkpoint.Options{})
-	n, err := RestoreCheckpoints(ctx, c, b, "ses_dmg", "ses_dmg")
+	n, err := RestoreCheckpoints(ctx, c, b, "ses_dmg", "ses_dmg", nil)
 	if n != 2 || !berth.IsCode(err, berth.EInternal) {
 		t.Fatalf("restored %d, %v; want the two whole ones and an error", n, err)
 	}
 	if got := idsOf(t, b, "ses_dmg"); !slices.Equal(got, []string{ck.ID, later.ID}) {
 		t.Fatalf("B lists %v, want only %s and %s (not %s, %s, %s, %s)", got, ck.ID, later.ID, escape, other, lost, notJSON)
+	}
+}
+
+// A moved session's checkpoints take their blobs from the workspace just
+// restored where it has them (NearBlobs): here the store lost the blobs,
+// and the checkpoint comes whole from the restored files; a restored file
+// changed since is not taken for the blob it no longer holds.
+func TestRestoreCheckpointsReadsTheRestoredFilesFirst(t *testing.T) {
+	c := openTest(t)
+	ctx := testenv.Context(t)
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"a.txt": "alpha", "b.txt": "beta"})
+	want := treeOf(t, ws)
+	a := checkpoint.New(t.TempDir(), checkpoint.Options{})
+	ck, err := a.Create(ctx, "ses_near", "turn_1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncSession(t, c, a, "ses_near", ws)
+	restored := t.TempDir()
+	st, err := Restore(ctx, c, "ses_near", restored, "", RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, entries, err := a.Entries("ses_near", ck.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Kind == checkpoint.KindFile {
+			if err := c.Delete(ctx, BlobKey(e.Hash)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b := checkpoint.New(t.TempDir(), checkpoint.Options{})
+	if n, err := RestoreCheckpoints(ctx, c, b, "ses_near", "ses_near", nil); err == nil || n != 0 {
+		t.Fatalf("without the restored files: %d checkpoints, %v (the store lost the blobs)", n, err)
+	}
+	near, done := NearBlobs(restored, st.Workspace)
+	defer done()
+	if err := os.WriteFile(filepath.Join(restored, "b.txt"), []byte("BETA"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := RestoreCheckpoints(ctx, c, b, "ses_near", "ses_near", near); err == nil || n != 0 {
+		t.Fatalf("with b.txt changed: %d checkpoints, %v", n, err)
+	}
+	if err := os.WriteFile(filepath.Join(restored, "b.txt"), []byte("beta"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := RestoreCheckpoints(ctx, c, b, "ses_near", "ses_near", near); err != nil || n != 1 {
+		t.Fatalf("from the restored files: %d checkpoints, %v", n, err)
+	}
+	dst := t.TempDir()
+	if _, err := b.Restore(ctx, "ses_near", ck.ID, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got := treeOf(t, dst); !equal(got, want) {
+		t.Fatalf("the checkpoint restores as %v, want %v", got, want)
 	}
 }
