@@ -1,12 +1,14 @@
 // Package objstore keeps sessions' state in an S3-compatible object store
-// (docs/api.md, "Session state in an object store"): the blobs of their
-// workspaces, HOMEs and checkpoints, content-addressed and stored once,
-// and per session a state.json naming, as of its last completed turn,
-// what to restore on another node.
+// (docs/api.md, "Session state in an object store"): the contents of
+// their workspaces, HOMEs and checkpoints, content-addressed and stored
+// once (small files of a workspace or HOME in packs), and per session a
+// state.json naming, as of its last completed turn, what to restore on
+// another node.
 //
 // Layout under the [storage] url's prefix:
 //
 //	blobs/sha256/ab/abcdef…                  file contents, by SHA-256
+//	packs/sha256/ab/abcdef…                  small files' contents end to end, by the pack's SHA-256
 //	sessions/<id>/checkpoints/<ckpt>.json    a checkpoint's meta and entries
 //	sessions/<id>/snapshots/<name>           a snapshot archive
 //	sessions/<id>/state.json                 written last: the turn, seq and manifests
