@@ -3,6 +3,7 @@ package objstore
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -278,4 +279,72 @@ func TestRestoreRefusesDamagedPacks(t *testing.T) {
 	if got := treeOf(t, dst); !equal(got, want) {
 		t.Errorf("restored %v, want %v", got, want)
 	}
+}
+
+// A daemon that restarted (a new Uploader) learns where the packs of a
+// session's stored state hold its files at its first write, and packs
+// none again: not even a session whose files are spread over the packs
+// of several writes. A pack shorter than the state says is not learnt:
+// its files are packed again.
+func TestLearnStoredPacks(t *testing.T) {
+	c := openTest(t)
+	ws := t.TempDir()
+	files := map[string]string{}
+	for i := range 12 {
+		files[fmt.Sprintf("d%d/f%d", i%3, i)] = fmt.Sprintf("file %d's content", i)
+	}
+	writeTree(t, ws, files)
+	// One daemon's two writes: the second packs the edited file alone.
+	first := NewUploader(c, "")
+	syncWith(t, first, "ses_l", Target{Seq: 1, Workspace: ws})
+	edited := "file 4's content, edited"
+	if err := os.WriteFile(filepath.Join(ws, "d1/f4"), []byte(edited), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	syncWith(t, first, "ses_l", Target{Seq: 2, Workspace: ws})
+	if n := countObjects(t, c, "packs/"); n != 2 {
+		t.Fatalf("%d packs after two writes, want 2", n)
+	}
+
+	u := NewUploader(c, "")
+	syncWith(t, u, "ses_l", Target{Seq: 3, Workspace: ws})
+	if n := countObjects(t, c, "packs/"); n != 2 || u.Puts() != 0 {
+		t.Errorf("a restarted daemon's first write: %d packs, %d objects put; want 2 and none", n, u.Puts())
+	}
+
+	// The second write's pack, damaged: cut short.
+	var short string
+	for _, f := range mustState(t, c, "ses_l").Workspace.Files {
+		if f.Path == "d1/f4" {
+			short = f.Pack
+		}
+	}
+	if err := c.Put(testenv.Context(t), PackKey(short), strings.NewReader("cut"), 3); err != nil {
+		t.Fatal(err)
+	}
+	u = NewUploader(c, "")
+	syncWith(t, u, "ses_l", Target{Seq: 4, Workspace: ws})
+	if u.Puts() != 1 || u.PutBytes() != int64(len(edited)) {
+		t.Errorf("with a pack cut short: %d objects of %d bytes put; want the edited file's pack alone (%d bytes)", u.Puts(), u.PutBytes(), len(edited))
+	}
+	// The same bytes make the same pack: the one cut short is whole again.
+	if size, _, err := c.Stat(testenv.Context(t), PackKey(short)); err != nil || size != int64(len(edited)) {
+		t.Errorf("the pack cut short is %d bytes (%v), want %d", size, err, len(edited))
+	}
+	got := treeOf(t, restoreInto(t, c, mustState(t, c, "ses_l").Workspace))
+	for p, content := range map[string]string{"d1/f4": edited, "d0/f0": files["d0/f0"]} {
+		if got[p] != "file -rw-r----- "+content {
+			t.Errorf("%s restored as %q", p, got[p])
+		}
+	}
+}
+
+// mustState reads the session's state.
+func mustState(t *testing.T, c *Client, id string) *State {
+	t.Helper()
+	st, err := ReadState(testenv.Context(t), c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -111,6 +111,59 @@ func (u *Uploader) roomLocked(n int) {
 	}
 }
 
+// Learn records where the packs of session sessionID's state in the
+// store hold its files, so that Trees of the same files pack none of them
+// again (a daemon that restarted, or the node the session moved to, knows
+// no pack). Each pack is looked at, Workers at a time: one missing or
+// shorter than the state says is not learnt. A session the store has no
+// state of, or none this berth reads, teaches nothing (nil); an error is
+// the store's.
+func (u *Uploader) Learn(ctx context.Context, sessionID string) error {
+	st, err := ReadState(ctx, u.c, sessionID)
+	if berth.IsCode(err, berth.ENotFound) || berth.IsCode(err, berth.EInternal) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Each pack's files, and the end of the last one's bytes.
+	type named struct {
+		contents []packed
+		end      int64
+	}
+	packs := map[string]*named{}
+	for _, t := range []*Tree{st.Workspace, st.Home} {
+		if t == nil {
+			continue
+		}
+		for _, f := range t.Files {
+			if f.Kind != checkpoint.KindFile || f.Pack == "" || !checkpoint.ValidHash(f.SHA256) || checkPacked(f) != nil {
+				continue
+			}
+			n := packs[f.Pack]
+			if n == nil {
+				n = &named{}
+				packs[f.Pack] = n
+			}
+			n.contents = append(n.contents, packed{hash: f.SHA256, offset: f.Offset})
+			n.end = max(n.end, f.Offset+f.Size)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(Workers)
+	for pack, n := range packs {
+		g.Go(func() error {
+			u.heads.Add(1)
+			size, ok, err := u.c.Stat(gctx, PackKey(pack))
+			if ok && size >= n.end {
+				u.markPacked(pack, n.contents)
+			}
+			return err
+		})
+	}
+	return g.Wait()
+}
+
 // have reports whether the store has the blob of hash.
 func (u *Uploader) have(ctx context.Context, hash string) (bool, error) {
 	if u.isKnown(hash) {
