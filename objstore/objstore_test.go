@@ -311,20 +311,23 @@ func TestSyncerStoreDown(t *testing.T) {
 	seq.Store(9)
 	s.TurnEnded("ses_x", "turn_2")
 	proxy.SetDown(false)
-	select {
-	case n := <-synced:
-		if n != 9 {
-			t.Errorf("synced %d, want the latest turn's 9", n)
+	// A write that read seq 5 before turn_2 ended may land first, once
+	// the store is back; the latest turn's follows.
+	for n := int64(0); n != 9; {
+		select {
+		case n = <-synced:
+			if n != 5 && n != 9 {
+				t.Fatalf("synced %d, want the latest turn's 9 (or 5 before it)", n)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the latest turn not synced once the store was back")
 		}
-	case <-time.After(time.Minute):
-		t.Fatal("not synced once the store was back")
 	}
 	if w := warns.Load(); w != 1 {
 		t.Errorf("%d warnings for one failure streak, want 1", w)
 	}
-	if lag, _ := s.Lag(); lag != 0 {
-		t.Errorf("lag %s once synced", lag)
-	}
+	// Recorded by the worker once Synced returned.
+	testenv.WaitFor(t, 10*time.Second, "no lag once synced", func() bool { lag, _ := s.Lag(); return lag == 0 })
 	if _, err := ReadState(testenv.Context(t), c, "ses_x"); err != nil {
 		t.Errorf("state after the store came back: %v", err)
 	}
