@@ -1,12 +1,14 @@
 // Package objstore keeps sessions' state in an S3-compatible object store
-// (docs/api.md, "Session state in an object store"): the blobs of their
-// workspaces, HOMEs and checkpoints, content-addressed and stored once,
-// and per session a state.json naming, as of its last completed turn,
-// what to restore on another node.
+// (docs/api.md, "Session state in an object store"): the contents of
+// their workspaces, HOMEs and checkpoints, content-addressed and stored
+// once (small files of a workspace or HOME in packs), and per session a
+// state.json naming, as of its last completed turn, what to restore on
+// another node.
 //
 // Layout under the [storage] url's prefix:
 //
 //	blobs/sha256/ab/abcdef…                  file contents, by SHA-256
+//	packs/sha256/ab/abcdef…                  small files' contents end to end, by the pack's SHA-256
 //	sessions/<id>/checkpoints/<ckpt>.json    a checkpoint's meta and entries
 //	sessions/<id>/snapshots/<name>           a snapshot archive
 //	sessions/<id>/state.json                 written last: the turn, seq and manifests
@@ -203,8 +205,30 @@ func (c *Client) Put(ctx context.Context, key string, r io.Reader, size int64) e
 // when there is none. The caller closes it; the read is bounded by the
 // transfer timeout.
 func (c *Client) Get(ctx context.Context, key string) (io.ReadCloser, int64, error) {
+	return c.get(ctx, key, minio.GetObjectOptions{})
+}
+
+// GetRange opens the n > 0 bytes of the object at key from offset off;
+// the reader ends early when the object does. ENotFound when there is no
+// object, EInternal when it ends before off. The caller closes it.
+func (c *Client) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	var opts minio.GetObjectOptions
+	if err := opts.SetRange(off, off+n-1); err != nil || n <= 0 {
+		return nil, berth.Errorf(berth.EInternal, "object store: bad range %d+%d of %s", off, n, key)
+	}
+	r, _, err := c.get(ctx, key, opts)
+	var be *berth.Error
+	// 416: the object ends before off.
+	if errors.As(err, &be) && minio.ToErrorResponse(be.Unwrap()).StatusCode == http.StatusRequestedRangeNotSatisfiable {
+		return nil, berth.WrapError(berth.EInternal, err, "object store: %s ends before byte %d", key, off)
+	}
+	return r, err
+}
+
+// get opens the object at key as opts say.
+func (c *Client) get(ctx context.Context, key string, opts minio.GetObjectOptions) (io.ReadCloser, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.transferTimeout)
-	obj, err := c.mc.GetObject(ctx, c.loc.Bucket, c.loc.key(key), minio.GetObjectOptions{})
+	obj, err := c.mc.GetObject(ctx, c.loc.Bucket, c.loc.key(key), opts)
 	if err != nil {
 		cancel()
 		return nil, 0, c.wrap(err, "read %s", key)

@@ -30,35 +30,37 @@ type RestoreOptions struct {
 // Restore writes the workspace and HOME of the session's latest
 // state.json into workspaceDir and homeDir, which must exist and be
 // empty ("" skips one; a state without a workspace, a host-path
-// session's, leaves workspaceDir alone), and returns that state.
-//
-// Every path is written through an os.Root of its directory, so nothing
-// lands outside it whatever the manifest says; a path with "..", an
-// absolute path, a link that leads out, or a path below something not
-// a directory of the manifest is refused (EInternal: the state is
-// damaged). Each blob's SHA-256 is checked while it is written. Modes are
-// kept without their set-id and sticky bits. On an error what was written
-// stays: the caller removes the directories.
+// session's, leaves workspaceDir alone), and returns that state; see
+// RestoreTree.
 func Restore(ctx context.Context, c *Client, sessionID, workspaceDir, homeDir string, opts RestoreOptions) (*State, error) {
 	st, err := ReadState(ctx, c, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	if workspaceDir != "" && st.Workspace != nil {
-		if err := restoreTree(ctx, c, st.Workspace, workspaceDir, opts); err != nil {
+		if err := RestoreTree(ctx, c, st.Workspace, workspaceDir, opts); err != nil {
 			return nil, err
 		}
 	}
 	if homeDir != "" && st.Home != nil {
-		if err := restoreTree(ctx, c, st.Home, homeDir, opts); err != nil {
+		if err := RestoreTree(ctx, c, st.Home, homeDir, opts); err != nil {
 			return nil, err
 		}
 	}
 	return st, nil
 }
 
-// restoreTree writes t into the empty directory dir.
-func restoreTree(ctx context.Context, c *Client, t *Tree, dir string, opts RestoreOptions) error {
+// RestoreTree writes the manifest t into the empty directory dir.
+//
+// Every path is written through an os.Root of dir, so nothing lands
+// outside it whatever the manifest says; a path with "..", an absolute
+// path, a link that leads out, a path below something not a directory of
+// the manifest, or a bad place in a pack is refused (EInternal: the state
+// is damaged) before anything is written. Each file's SHA-256 is checked:
+// a packed file's before it is written, a blob's while it is. Modes are
+// kept without their set-id and sticky bits. On an error what was written
+// stays: the caller removes the directory.
+func RestoreTree(ctx context.Context, c *Client, t *Tree, dir string, opts RestoreOptions) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return berth.WrapError(berth.EInternal, err, "cannot open the directory to restore into")
@@ -67,40 +69,65 @@ func restoreTree(ctx context.Context, c *Client, t *Tree, dir string, opts Resto
 	if empty, err := isEmpty(root); err != nil || !empty {
 		return berth.Errorf(berth.EConflict, "the directory to restore into is not empty")
 	}
-	files := slices.Clone(t.Files)
-	// A parent's path is a prefix of its children's: it sorts first.
-	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
-	// Directories and links are made in path order here; the files'
-	// blobs are fetched Workers at a time, each once its directory is.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(Workers)
-	dirs, err := restoreEntries(gctx, g, c, root, files, opts)
-	// A failed put or get cancels the walk: its error is the one to tell.
-	if werr := g.Wait(); werr != nil {
-		err = werr
-	}
+	p, err := planRestore(t.Files)
 	if err != nil {
 		return err
 	}
+	if err := makeEntries(ctx, root, p.made, opts); err != nil {
+		return err
+	}
+	// The files' contents, Workers reads at a time: each large file's
+	// blob, each range of a pack.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(Workers)
+	for _, f := range p.blobs {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return restoreFile(gctx, c, root, f, opts) })
+	}
+	for _, r := range p.ranges {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error { return restoreRange(gctx, c, root, r, opts) })
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	// Deepest first: a read-only directory is made so after its contents.
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := root.Chmod(dirs[i].Path, os.FileMode(dirs[i].Mode&0o777)); err != nil {
-			return wrapRestore(err)
+	for i := len(p.made) - 1; i >= 0; i-- {
+		if d := p.made[i]; d.Kind == checkpoint.KindDir {
+			if err := root.Chmod(d.Path, os.FileMode(d.Mode&0o777)); err != nil {
+				return wrapRestore(err)
+			}
 		}
 	}
 	return nil
 }
 
-// restoreEntries checks files (sorted by path) and makes each: a
-// directory or a link at once, a file through g. It returns the
-// directories made, whose modes are set once they are filled.
-func restoreEntries(ctx context.Context, g *errgroup.Group, c *Client, root *os.Root, files []File, opts RestoreOptions) ([]File, error) {
+// restorePlan is what a restore makes of a manifest: the paths made at
+// once (directories, links, empty files), in path order, the files read
+// from blobs, and the ranges of packs read.
+type restorePlan struct {
+	made   []File
+	blobs  []File
+	ranges []packRange
+}
+
+// planRestore checks every path of a manifest and sorts them by how they
+// are made; EInternal for a damaged one.
+func planRestore(files []File) (*restorePlan, error) {
+	files = slices.Clone(files)
+	// A parent's path is a prefix of its children's: it sorts first.
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	kinds := map[string]string{".": checkpoint.KindDir}
-	var dirs []File
+	p := &restorePlan{}
+	var packedFiles []File
 	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		if !checkpoint.ValidPath(f.Path) || kinds[f.Path] != "" {
 			return nil, berth.Errorf(berth.EInternal, "object store: the state has a bad or repeated path")
 		}
@@ -108,36 +135,69 @@ func restoreEntries(ctx context.Context, g *errgroup.Group, c *Client, root *os.
 			return nil, berth.Errorf(berth.EInternal, "object store: the state has a path outside its directories")
 		}
 		kinds[f.Path] = f.Kind
-		var err error
 		switch f.Kind {
 		case checkpoint.KindDir:
-			// Made writable for its contents; its mode is set at the end.
-			err = root.Mkdir(f.Path, 0o700)
-			dirs = append(dirs, f)
-		case checkpoint.KindFile:
-			g.Go(func() error {
-				if err := restoreFile(ctx, c, root, f, os.FileMode(f.Mode&0o777)); err != nil {
-					return wrapRestore(err)
-				}
-				return chown(root, f.Path, opts)
-			})
-			continue
+			p.made = append(p.made, f)
 		case checkpoint.KindSymlink:
 			if linkcheck.LexicallyEscapes(f.Path, f.Target) {
 				return nil, berth.Errorf(berth.EInternal, "object store: the state has a symlink out of its directory")
 			}
-			err = root.Symlink(f.Target, f.Path)
+			p.made = append(p.made, f)
+		case checkpoint.KindFile:
+			if !checkpoint.ValidHash(f.SHA256) || f.Size < 0 {
+				return nil, berth.Errorf(berth.EInternal, "object store: the state has a bad hash or size")
+			}
+			switch {
+			case f.Pack != "":
+				if err := checkPacked(f); err != nil {
+					return nil, err
+				}
+				packedFiles = append(packedFiles, f)
+			case f.Offset != 0:
+				return nil, berth.Errorf(berth.EInternal, "object store: the state has an offset without a pack")
+			case f.Size == 0:
+				if f.SHA256 != emptyHash {
+					return nil, berth.Errorf(berth.EInternal, "object store: the state has an empty file whose hash is not an empty file's")
+				}
+				p.made = append(p.made, f)
+			default:
+				p.blobs = append(p.blobs, f)
+			}
 		default:
 			return nil, berth.Errorf(berth.EInternal, "object store: the state has a path of unknown kind")
 		}
-		if err != nil {
-			return nil, wrapRestore(err)
+	}
+	var err error
+	p.ranges, err = packRanges(packedFiles)
+	return p, err
+}
+
+// makeEntries makes the directories (writable: their modes are set once
+// they are filled), links and empty files of a plan, in path order.
+func makeEntries(ctx context.Context, root *os.Root, made []File, opts RestoreOptions) error {
+	for _, f := range made {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		if err := chown(root, f.Path, opts); err != nil {
-			return nil, err
+		var err error
+		switch f.Kind {
+		case checkpoint.KindDir:
+			err = root.Mkdir(f.Path, 0o700)
+		case checkpoint.KindSymlink:
+			err = root.Symlink(f.Target, f.Path)
+		default:
+			err = writeFile(root, f, nil, opts)
+		}
+		if err != nil {
+			return wrapRestore(err)
+		}
+		if f.Kind != checkpoint.KindFile {
+			if err := chown(root, f.Path, opts); err != nil {
+				return err
+			}
 		}
 	}
-	return dirs, nil
+	return nil
 }
 
 // chown gives the restored path p to opts' user when it says so.
@@ -174,29 +234,63 @@ func isEmpty(root *os.Root) (bool, error) {
 	return len(names) == 0, err
 }
 
+// createFile makes the file p, which must not exist, for writing, never
+// through a link.
+func createFile(root *os.Root, p string) (*os.File, error) {
+	return root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+}
+
+// finishFile gives the file out being restored f's mode (without set-id
+// and sticky bits) and opts' owner.
+func finishFile(out *os.File, f File, opts RestoreOptions) error {
+	if err := out.Chmod(os.FileMode(f.Mode & 0o777)); err != nil {
+		return err
+	}
+	if opts.Chown {
+		return out.Chown(opts.UID, opts.GID)
+	}
+	return nil
+}
+
+// writeFile makes the file f with body, its content already checked.
+func writeFile(root *os.Root, f File, body []byte, opts RestoreOptions) error {
+	out, err := createFile(root, f.Path)
+	if err != nil {
+		return wrapRestore(err)
+	}
+	_, err = out.Write(body)
+	if err == nil {
+		err = finishFile(out, f, opts)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return wrapRestore(err)
+}
+
 // restoreFile writes the blob of f at its path, checking its size and
 // hash while it is written; a blob that does not match is EInternal and
 // the file is removed.
-func restoreFile(ctx context.Context, c *Client, root *os.Root, f File, mode os.FileMode) error {
-	if !checkpoint.ValidHash(f.SHA256) || f.Size < 0 {
-		return berth.Errorf(berth.EInternal, "object store: the state has a bad hash")
-	}
+func restoreFile(ctx context.Context, c *Client, root *os.Root, f File, opts RestoreOptions) error {
 	r, _, err := c.Get(ctx, BlobKey(f.SHA256))
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	out, err := root.OpenFile(f.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	out, err := createFile(root, f.Path)
 	if err != nil {
-		return err
+		return wrapRestore(err)
 	}
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(r, f.Size+1))
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil && (n != f.Size || hex.EncodeToString(h.Sum(nil)) != f.SHA256) {
 		err = berth.Errorf(berth.EInternal, "object store: the blob of %s does not match its hash", f.Path)
+	}
+	if err == nil {
+		err = wrapRestore(finishFile(out, f, opts))
+	}
+	if cerr := out.Close(); err == nil {
+		err = wrapRestore(cerr)
 	}
 	if err != nil {
 		_ = root.Remove(f.Path)
@@ -205,5 +299,5 @@ func restoreFile(ctx context.Context, c *Client, root *os.Root, f File, mode os.
 		}
 		return err
 	}
-	return root.Chmod(f.Path, mode)
+	return nil
 }

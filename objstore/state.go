@@ -12,8 +12,13 @@ import (
 	"github.com/berth-sh/berth/internal/ids"
 )
 
-// StateVersion is the format of state.json this berth writes and reads.
-const StateVersion = 1
+// StateVersion is the format of state.json this berth writes: 2 packs
+// small files (File.Pack), which a berth that reads only version 1 would
+// look for as blobs. ReadState reads version 1 too (every file a blob).
+const StateVersion = 2
+
+// oldestStateVersion is the oldest format ReadState reads.
+const oldestStateVersion = 1
 
 // maxStateBytes bounds a state.json or a checkpoint's JSON read back.
 const maxStateBytes = 512 << 20
@@ -51,8 +56,14 @@ type File struct {
 	Kind string `json:"kind"`
 	Mode uint32 `json:"mode"`
 	Size int64  `json:"size,omitempty"`
-	// SHA256 names the file's blob (blobs/sha256/<2 hex>/<hex>).
+	// SHA256 is the SHA-256 of the file's content, which is the blob it
+	// names (blobs/sha256/<2 hex>/<hex>) unless Pack is set; an empty
+	// file's content is in no object.
 	SHA256 string `json:"sha256,omitempty"`
+	// Pack, when set, is the SHA-256 of the pack holding the file's Size
+	// bytes at Offset (packs/sha256/<2 hex>/<hex>, PackKey).
+	Pack   string `json:"pack,omitempty"`
+	Offset int64  `json:"offset,omitempty"`
 	// Target is a symlink's target (never out of the tree).
 	Target string `json:"target,omitempty"`
 }
@@ -68,6 +79,9 @@ type StoredCheckpoint struct {
 
 // BlobKey is the key of the blob of hash.
 func BlobKey(hash string) string { return "blobs/sha256/" + hash[:2] + "/" + hash }
+
+// PackKey is the key of the pack of hash.
+func PackKey(hash string) string { return "packs/sha256/" + hash[:2] + "/" + hash }
 
 // SessionKey is the prefix of the session's objects.
 func SessionKey(id string) string { return "sessions/" + id + "/" }
@@ -91,7 +105,7 @@ func ReadState(ctx context.Context, c *Client, sessionID string) (*State, error)
 	if err := c.getJSON(ctx, StateKey(sessionID), &st); err != nil {
 		return nil, err
 	}
-	if st.V != StateVersion || st.SessionID != sessionID {
+	if st.V < oldestStateVersion || st.V > StateVersion || st.SessionID != sessionID {
 		return nil, berth.Errorf(berth.EInternal, "object store: the state of session %s is not one this berth can read (version %d)", sessionID, st.V)
 	}
 	return &st, nil

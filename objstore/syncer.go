@@ -103,6 +103,9 @@ type syncState struct {
 	// read.
 	snaps       map[string]bool
 	snapsListed bool
+	// learned says the Uploader learnt where the store's packs hold the
+	// session's files (Uploader.Learn).
+	learned bool
 }
 
 // NewSyncer starts a Syncer's workers.
@@ -382,6 +385,15 @@ func (s *Syncer) sync(id, turnID string, st *syncState) error {
 	if s.opts.Snapshots != nil {
 		if err := s.syncSnapshots(ctx, id, st); err != nil {
 			return err
+		}
+	}
+	if !st.learned {
+		// Written by an earlier daemon, or on the node it moved from:
+		// its files are not packed again. Without it they are, at a cost.
+		if err := u.Learn(ctx, id); err != nil {
+			s.opts.Logger.Debug("object store: the session's stored state not learnt", "session", id, "err", err)
+		} else {
+			st.learned = true
 		}
 	}
 	if t.Workspace != "" {

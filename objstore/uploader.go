@@ -17,23 +17,34 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Uploader writes trees and checkpoints to a Client, each blob once: a
-// blob it knows is in the store (put or seen by this Uploader) is not
-// looked at again, and one the store has already is not put again.
-// Safe for concurrent use.
+// Uploader writes trees and checkpoints to a Client, each content once:
+// a file of up to PackMaxFile bytes in a pack (a file's bytes the
+// Uploader packed before are not packed again), a larger one, and each
+// checkpoint's, as a blob (one the Uploader knows is in the store, or
+// the store has already, is not put again). Safe for concurrent use.
 type Uploader struct {
 	c *Client
 	// spoolDir holds the copies of large files being put ("" is the
 	// system's temp dir).
 	spoolDir string
 	mu       sync.Mutex
-	known    map[string]struct{}
-	// puts counts the blobs put, heads the blobs looked at (tests).
-	puts, heads atomic.Int64
+	known    map[string]where
+	// puts counts the objects put, heads the objects looked at, putBytes
+	// the bytes put.
+	puts, heads, putBytes atomic.Int64
 }
 
-// maxKnown bounds the blobs an Uploader remembers; past it it starts over
-// (the store is asked again).
+// where is what an Uploader knows of one content in the store: that its
+// blob is there, and where a pack it put holds it (pack "" when none).
+type where struct {
+	blob   bool
+	pack   string
+	offset int64
+}
+
+// maxKnown bounds the contents an Uploader remembers; past it it starts
+// over (blobs are looked for in the store again, small files packed
+// again).
 const maxKnown = 1 << 20
 
 // memSpool is the largest file copied in memory before it is put; a
@@ -43,29 +54,114 @@ const memSpool = 4 << 20
 // NewUploader returns an Uploader to c; large files are copied under
 // spoolDir while they are put ("" is os.TempDir()).
 func NewUploader(c *Client, spoolDir string) *Uploader {
-	return &Uploader{c: c, spoolDir: spoolDir, known: map[string]struct{}{}}
+	return &Uploader{c: c, spoolDir: spoolDir, known: map[string]where{}}
 }
 
 // Client is the client the Uploader writes to.
 func (u *Uploader) Client() *Client { return u.c }
 
-// Puts is how many blobs the Uploader put.
+// Puts is how many objects (blobs and packs) the Uploader put.
 func (u *Uploader) Puts() int64 { return u.puts.Load() }
 
+// PutBytes is how many bytes the Uploader put in blobs and packs.
+func (u *Uploader) PutBytes() int64 { return u.putBytes.Load() }
+
+// isKnown reports whether the store has the blob of hash, as far as the
+// Uploader knows.
 func (u *Uploader) isKnown(hash string) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	_, ok := u.known[hash]
-	return ok
+	return u.known[hash].blob
 }
 
+// packed reports where a pack the Uploader put holds the content of hash.
+func (u *Uploader) packed(hash string) (pack string, offset int64, ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	w := u.known[hash]
+	return w.pack, w.offset, w.pack != ""
+}
+
+// markKnown records that the store has the blob of hash.
 func (u *Uploader) markKnown(hash string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if len(u.known) >= maxKnown {
-		u.known = map[string]struct{}{}
+	u.roomLocked(1)
+	w := u.known[hash]
+	w.blob = true
+	u.known[hash] = w
+}
+
+// markPacked records where the pack just put holds each of its contents.
+func (u *Uploader) markPacked(pack string, contents []packed) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.roomLocked(len(contents))
+	for _, p := range contents {
+		w := u.known[p.hash]
+		w.pack, w.offset = pack, p.offset
+		u.known[p.hash] = w
 	}
-	u.known[hash] = struct{}{}
+}
+
+// roomLocked starts over when n more contents would pass maxKnown.
+func (u *Uploader) roomLocked(n int) {
+	if len(u.known)+n > maxKnown {
+		u.known = map[string]where{}
+	}
+}
+
+// Learn records where the packs of session sessionID's state in the
+// store hold its files, so that Trees of the same files pack none of them
+// again (a daemon that restarted, or the node the session moved to, knows
+// no pack). Each pack is looked at, Workers at a time: one missing or
+// shorter than the state says is not learnt. A session the store has no
+// state of, or none this berth reads, teaches nothing (nil); an error is
+// the store's.
+func (u *Uploader) Learn(ctx context.Context, sessionID string) error {
+	st, err := ReadState(ctx, u.c, sessionID)
+	if berth.IsCode(err, berth.ENotFound) || berth.IsCode(err, berth.EInternal) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Each pack's files, and the end of the last one's bytes.
+	type named struct {
+		contents []packed
+		end      int64
+	}
+	packs := map[string]*named{}
+	for _, t := range []*Tree{st.Workspace, st.Home} {
+		if t == nil {
+			continue
+		}
+		for _, f := range t.Files {
+			if f.Kind != checkpoint.KindFile || f.Pack == "" || !checkpoint.ValidHash(f.SHA256) || checkPacked(f) != nil {
+				continue
+			}
+			n := packs[f.Pack]
+			if n == nil {
+				n = &named{}
+				packs[f.Pack] = n
+			}
+			n.contents = append(n.contents, packed{hash: f.SHA256, offset: f.Offset})
+			n.end = max(n.end, f.Offset+f.Size)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(Workers)
+	for pack, n := range packs {
+		g.Go(func() error {
+			u.heads.Add(1)
+			size, ok, err := u.c.Stat(gctx, PackKey(pack))
+			if ok && size >= n.end {
+				u.markPacked(pack, n.contents)
+			}
+			return err
+		})
+	}
+	return g.Wait()
 }
 
 // have reports whether the store has the blob of hash.
@@ -92,46 +188,46 @@ func (u *Uploader) putBlob(ctx context.Context, hash string, r io.Reader, size i
 		return err
 	}
 	u.puts.Add(1)
+	u.putBytes.Add(size)
 	u.markKnown(hash)
 	return nil
 }
 
-// Tree puts the blobs of the directory dir and returns its manifest,
+// Tree puts the contents of the directory dir and returns its manifest,
 // walked as a checkpoint walks a workspace (checkpoint.Scan: no link
 // followed, the same bounds, hide left out). prev, the entries a previous
 // Tree of the same dir returned, spares the files unchanged since a read;
 // the entries returned are for the next call. Files are read in walk
-// order and put Workers at a time.
+// order: those of up to PackMaxFile bytes are packed (packer), larger
+// ones put as blobs, Workers objects at a time. Every object the
+// manifest names is in the store when Tree returns.
 func (u *Uploader) Tree(ctx context.Context, dir string, opts checkpoint.Options, hide []string, prev map[string]checkpoint.Entry) (*Tree, map[string]checkpoint.Entry, error) {
 	t := &Tree{Files: []File{}}
 	seen := make(map[string]checkpoint.Entry, len(prev))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(Workers)
+	pk := newPacker(gctx, u, g, t)
 	skipped, n, err := checkpoint.Scan(gctx, dir, opts, hide, func(e checkpoint.Entry, f *checkpoint.ScanFile) error {
+		file := fileOf(e)
 		if f != nil {
-			if p, ok := prev[e.Path]; ok && p.Hash != "" && checkpoint.SameStat(&p, &e) && u.isKnown(p.Hash) {
-				e.Hash = p.Hash
+			var err error
+			if f.Size <= PackMaxFile {
+				err = pk.add(&file, f, prev[e.Path])
 			} else {
-				sp, err := u.spool(f)
-				if err != nil {
-					return err
-				}
-				e.Hash = sp.hash
-				if u.isKnown(sp.hash) {
-					sp.close()
-				} else {
-					// Waits while Workers puts are under way.
-					g.Go(func() error {
-						defer sp.close()
-						return u.putBlob(gctx, sp.hash, sp.body, f.Size)
-					})
-				}
+				err = u.treeBlob(gctx, g, &file, f, prev[e.Path])
 			}
+			if err != nil {
+				return err
+			}
+			e.Hash = file.SHA256
 		}
 		seen[e.Path] = e
-		t.Files = append(t.Files, fileOf(e))
+		t.Files = append(t.Files, file)
 		return nil
 	})
+	if err == nil {
+		pk.seal()
+	}
 	// A failed put or get cancels the walk: its error is the one to tell.
 	if werr := g.Wait(); werr != nil {
 		err = werr
@@ -143,7 +239,32 @@ func (u *Uploader) Tree(ctx context.Context, dir string, opts checkpoint.Options
 	return t, seen, nil
 }
 
-// Workers bounds the blobs a Tree puts, and a Restore gets, at once.
+// treeBlob gives file, a large file f of a Tree, its hash, and puts its
+// blob through g unless the store has it; p is its entry in the
+// previous walk (zero when none).
+func (u *Uploader) treeBlob(ctx context.Context, g *errgroup.Group, file *File, f *checkpoint.ScanFile, p checkpoint.Entry) error {
+	if p.Hash != "" && checkpoint.SameStat(&p, &f.Entry) && u.isKnown(p.Hash) {
+		file.SHA256 = p.Hash
+		return nil
+	}
+	sp, err := u.spool(f)
+	if err != nil {
+		return err
+	}
+	file.SHA256 = sp.hash
+	if u.isKnown(sp.hash) {
+		sp.close()
+		return nil
+	}
+	// Waits while Workers puts are under way.
+	g.Go(func() error {
+		defer sp.close()
+		return u.putBlob(ctx, sp.hash, sp.body, f.Size)
+	})
+	return nil
+}
+
+// Workers bounds the objects a Tree puts, and a Restore gets, at once.
 const Workers = 16
 
 // fileOf is the manifest line of a checkpoint entry: set-id and sticky
