@@ -11,7 +11,7 @@
 //	packs/sha256/ab/abcdef…                  small files' contents end to end, by the pack's SHA-256
 //	sessions/<id>/checkpoints/<ckpt>.json    a checkpoint's meta and entries
 //	sessions/<id>/snapshots/<name>           a snapshot archive
-//	sessions/<id>/state.json                 written last: the turn, seq and manifests
+//	sessions/<id>/state.json                 written once its files are in: the turn, seq and manifests
 //
 // Client is the store's few calls (over github.com/minio/minio-go/v7),
 // each bounded by a timeout; Syncer uploads a session's state at each

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -387,10 +388,12 @@ func TestSyncCheckpointsAndSnapshots(t *testing.T) {
 	if stored.Checkpoint.ID != ck.ID || len(stored.Files) != 3 {
 		t.Errorf("stored checkpoint: %+v", stored)
 	}
+	// The snapshot comes after the state.
 	for _, key := range []string{SnapshotKey("ses_c", snap.ID+".tar.zst"), SnapshotKey("ses_c", snap.ID+".json")} {
-		if _, ok, err := c.Stat(ctx, key); err != nil || !ok {
-			t.Errorf("%s: %v, %v", key, ok, err)
-		}
+		testenv.WaitFor(t, 30*time.Second, key, func() bool {
+			_, ok, err := c.Stat(ctx, key)
+			return err == nil && ok
+		})
 	}
 	st, err := ReadState(ctx, c, "ses_c")
 	if err != nil || len(st.Checkpoints) != 1 || st.Checkpoints[0] != ck.ID {
@@ -495,5 +498,53 @@ func TestSyncerDropsGoneSession(t *testing.T) {
 	})
 	if lag, last := s.Lag(); lag != 0 || last != "" {
 		t.Errorf("lag %s, last error %q", lag, last)
+	}
+}
+
+// What a move needs comes first: the state (and synced_seq) is written
+// before the checkpoints the store lacks, whose first write is one PUT a
+// file; then the state again, naming them.
+func TestStateIsWrittenBeforeTheCheckpoints(t *testing.T) {
+	c := openTest(t)
+	ctx := testenv.Context(t)
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"a.txt": "alpha"})
+	cs := checkpoint.New(t.TempDir(), checkpoint.Options{})
+	ck, err := cs.Create(ctx, "ses_o", "turn_1", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		ckpt   bool
+		naming []string
+	}
+	synced := make(chan seen, 4)
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""), Checkpoints: cs,
+		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 2, Workspace: ws}, nil },
+		Synced: func(ctx context.Context, id string, _ int64, _ time.Time) error {
+			_, ok, err := c.Stat(ctx, CheckpointKey(id, ck.ID))
+			st, serr := ReadState(ctx, c, id)
+			if err != nil || serr != nil {
+				t.Errorf("stat: %v, state: %v", err, serr)
+				return nil
+			}
+			synced <- seen{ok, st.Checkpoints}
+			return nil
+		},
+		Warn: func(_, reason string) { t.Errorf("warning: %s", reason) },
+	})
+	defer s.Close(context.Background())
+	s.TurnEnded("ses_o", "turn_1")
+	var got []seen
+	for range 2 {
+		select {
+		case sn := <-synced:
+			got = append(got, sn)
+		case <-time.After(time.Minute):
+			t.Fatalf("synced %d times", len(got))
+		}
+	}
+	if got[0].ckpt || len(got[0].naming) != 0 || !got[1].ckpt || !slices.Equal(got[1].naming, []string{ck.ID}) {
+		t.Fatalf("as synced_seq was recorded: %+v, want the checkpoint absent and unnamed, then stored and named", got)
 	}
 }

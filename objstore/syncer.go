@@ -358,8 +358,10 @@ func isGone(err error) bool {
 	return ok
 }
 
-// sync writes the session's checkpoints, workspace and HOME, then its
-// state.json (last, in one PUT), then records synced_seq.
+// sync writes the session's workspace and HOME, then its state.json (in
+// one PUT, once every file it names is in the store) and records
+// synced_seq; then the checkpoints the store lacks, and the state again
+// naming them; then the snapshots.
 func (s *Syncer) sync(id, turnID string, st *syncState) error {
 	ctx := s.ctx
 	t, err := s.opts.Resolve(ctx, id, turnID)
@@ -377,15 +379,12 @@ func (s *Syncer) sync(id, turnID string, st *syncState) error {
 		s.bucket.Store(true)
 	}
 	state := &State{V: StateVersion, SessionID: id, Seq: t.Seq, TurnID: t.TurnID}
+	var local []*checkpoint.Checkpoint
 	if s.opts.Checkpoints != nil {
-		if state.Checkpoints, err = s.syncCheckpoints(ctx, id, st); err != nil {
+		if local, err = s.localCheckpoints(ctx, id, st); err != nil {
 			return err
 		}
-	}
-	if s.opts.Snapshots != nil {
-		if err := s.syncSnapshots(ctx, id, st); err != nil {
-			return err
-		}
+		state.Checkpoints = storedOf(local, st)
 	}
 	if !st.learned {
 		// Written by an earlier daemon, or on the node it moved from:
@@ -410,23 +409,49 @@ func (s *Syncer) sync(id, turnID string, st *syncState) error {
 		}
 		state.Home, st.prevHome = tree, seen
 	}
-	state.At = time.Now().UTC()
-	if err := u.Client().putJSON(ctx, StateKey(id), state); err != nil {
+	// What a move needs is in the store now: the state, and synced_seq,
+	// do not wait for the checkpoints (a first write of a workspace's is
+	// one PUT a file).
+	if err := s.putState(ctx, state); err != nil {
 		return err
 	}
-	if s.opts.Synced != nil {
-		return s.opts.Synced(ctx, id, state.Seq, state.At)
+	if len(local) > 0 {
+		wrote, err := s.writeCheckpoints(ctx, id, local, st)
+		if err != nil {
+			return err
+		}
+		if wrote {
+			// Named in the state, as the checkpoints it has.
+			state.Checkpoints = storedOf(local, st)
+			if err := s.putState(ctx, state); err != nil {
+				return err
+			}
+		}
+	}
+	if s.opts.Snapshots != nil {
+		return s.syncSnapshots(ctx, id, st)
 	}
 	return nil
 }
 
-// syncCheckpoints writes the session's local checkpoints the store does
-// not have, and returns the ids of all it has.
-func (s *Syncer) syncCheckpoints(ctx context.Context, id string, st *syncState) ([]string, error) {
-	u := s.opts.Uploader
+// putState writes state as the session's state.json, then records it.
+func (s *Syncer) putState(ctx context.Context, state *State) error {
+	state.At = time.Now().UTC()
+	if err := s.opts.Uploader.Client().putJSON(ctx, StateKey(state.SessionID), state); err != nil {
+		return err
+	}
+	if s.opts.Synced != nil {
+		return s.opts.Synced(ctx, state.SessionID, state.Seq, state.At)
+	}
+	return nil
+}
+
+// localCheckpoints lists the session's local checkpoints, having first
+// learnt which the store has (once: written by an earlier daemon, they
+// are not written again).
+func (s *Syncer) localCheckpoints(ctx context.Context, id string, st *syncState) ([]*checkpoint.Checkpoint, error) {
 	if !st.listed {
-		// Written by an earlier daemon: not again.
-		err := u.Client().List(ctx, SessionKey(id)+"checkpoints/", func(key string, _ int64) error {
+		err := s.opts.Uploader.Client().List(ctx, SessionKey(id)+"checkpoints/", func(key string, _ int64) error {
 			if name, ok := cutCheckpointKey(key); ok {
 				st.ckpts[name] = true
 			}
@@ -437,25 +462,38 @@ func (s *Syncer) syncCheckpoints(ctx context.Context, id string, st *syncState) 
 		}
 		st.listed = true
 	}
-	local, err := s.opts.Checkpoints.List(id)
-	if err != nil {
-		return nil, err
-	}
+	return s.opts.Checkpoints.List(id)
+}
+
+// storedOf is the ids of the checkpoints of local the store has.
+func storedOf(local []*checkpoint.Checkpoint, st *syncState) []string {
 	ids := make([]string, 0, len(local))
 	for _, c := range local {
-		if !st.ckpts[c.ID] {
-			err := u.Checkpoint(ctx, s.opts.Checkpoints, id, c.ID)
-			if berth.IsCode(err, berth.ENotFound) {
-				continue // pruned meanwhile
-			}
-			if err != nil {
-				return nil, err
-			}
-			st.ckpts[c.ID] = true
+		if st.ckpts[c.ID] {
+			ids = append(ids, c.ID)
 		}
-		ids = append(ids, c.ID)
 	}
-	return ids, nil
+	return ids
+}
+
+// writeCheckpoints writes the checkpoints of local the store does not
+// have, and says whether it wrote any.
+func (s *Syncer) writeCheckpoints(ctx context.Context, id string, local []*checkpoint.Checkpoint, st *syncState) (bool, error) {
+	wrote := false
+	for _, c := range local {
+		if st.ckpts[c.ID] {
+			continue
+		}
+		err := s.opts.Uploader.Checkpoint(ctx, s.opts.Checkpoints, id, c.ID)
+		if berth.IsCode(err, berth.ENotFound) {
+			continue // pruned meanwhile
+		}
+		if err != nil {
+			return wrote, err
+		}
+		st.ckpts[c.ID], wrote = true, true
+	}
+	return wrote, nil
 }
 
 // cutCheckpointKey is the checkpoint id a key of the session's
