@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -81,14 +82,9 @@ func crashMidFlood(t *testing.T, store func() []string) {
 		if n < want/2 {
 			t.Fatalf("run %d: only %d events streamed before the kill", run, n)
 		}
-		chunks := 0
-		for _, ev := range evs {
-			if ev.Type == berth.EventAgentMessage && ev.TurnID == r.TurnID {
-				chunks++
-			}
-		}
-		if chunks != 200000 {
-			t.Fatalf("run %d: %d of the agent's 200000 chunks logged: lost or doubled across the restart", run, chunks)
+		if chunks := floodChunks(evs, r.TurnID); chunks.n != 200000 {
+			t.Fatalf("run %d: %d of the agent's 200000 chunks logged: lost or doubled across the restart (%d events seen before the kill; %s)",
+				run, chunks.n, n, chunks)
 		}
 		var end struct {
 			StopReason string `json:"stop_reason"`
@@ -108,4 +104,34 @@ func crashMidFlood(t *testing.T, store func() []string) {
 		s2.stop()
 		assertNoProcessUnder(t, home)
 	}
+}
+
+// floodCount is what a log holds of a flood turn's chunks, and what it
+// warned of: what a failure of crashMidFlood says.
+type floodCount struct {
+	n, first, last int64
+	warnings       []string
+}
+
+// floodChunks counts the agent_message events of turn turnID in evs.
+func floodChunks(evs []berth.Event, turnID string) floodCount {
+	var c floodCount
+	for _, ev := range evs {
+		switch {
+		case ev.Type == berth.EventAgentMessage && ev.TurnID == turnID:
+			if c.n == 0 {
+				c.first = ev.Seq
+			}
+			c.n++
+			c.last = ev.Seq
+		case ev.Type == berth.EventRuntimeWarning:
+			c.warnings = append(c.warnings, fmt.Sprintf("seq %d: %s", ev.Seq, ev.Data))
+		}
+	}
+	return c
+}
+
+// String says where the chunks are and the warnings logged.
+func (c floodCount) String() string {
+	return fmt.Sprintf("chunks at seqs %d..%d; runtime warnings: %q", c.first, c.last, c.warnings)
 }
