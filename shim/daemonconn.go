@@ -144,7 +144,7 @@ func (s *server) closeConnLocked(c *conn) {
 // helloLocked describes the shim to a daemon attaching from offset from.
 func (s *server) helloLocked(from int64) Hello {
 	h := Hello{SessionID: s.cfg.SessionID, ShimPID: os.Getpid(), AgentPID: s.proc.Pid(), From: from, End: s.end,
-		Exited: s.exited, OutputKept: s.win.kept, OutputTruncated: s.win.truncated}
+		Exited: s.exited, OutputKept: s.win.keptBefore(from), OutputTruncated: s.win.truncatedBefore(from)}
 	if r, ok := s.sb.(berth.SandboxRef); ok {
 		h.Ref = r.Ref()
 	}

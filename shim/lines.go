@@ -66,7 +66,7 @@ func (l *lines) eof() {
 	pre := s.takePendingLocked()
 	if w := &s.win; w.dropped > 0 {
 		pre = append(pre, reportLine(w.report(s.token, true))...)
-		*w = window{}
+		*w = newWindow("", l.pos)
 	}
 	s.mu.Unlock()
 	if l.n > 0 {
@@ -105,6 +105,19 @@ func (l *lines) finish(pre []byte, nl bool) {
 		return
 	}
 	kind, id := classify(line)
+	// A long text chunk reaches the daemon in pieces it logs as they are:
+	// the daemon never holds the whole of it. Cut before the window
+	// counts it, as spooled.
+	var pieces [][]byte
+	size := int64(len(line))
+	if kind != acp.KindRequest && kind != acp.KindResponse && len(line) > acp.TextPieceBytes {
+		if pieces, _ = acp.SplitTextChunk(line, acp.TextPieceBytes); pieces != nil {
+			size = 0
+			for _, p := range pieces {
+				size += int64(len(p))
+			}
+		}
+	}
 	keep := true
 	var refusal []byte
 	s.mu.Lock()
@@ -118,18 +131,24 @@ func (l *lines) finish(pre []byte, nl bool) {
 			if w.dropped > 0 {
 				pre = append(pre, reportLine(w.report(s.token, true))...)
 			}
-			*w = window{}
+			*w = newWindow("", l.pos)
 		}
 	default:
-		// Output, a request, or an answer to nothing: all count.
-		if keep = w.admit(n, s.cfg.MaxTurnOutput); !keep {
-			if kind == acp.KindRequest {
-				w.refused++
-				refusal = refusalLine(id)
-			}
-			if now := time.Now(); w.due(now) {
-				w.reported = now
-				pre = append(pre, reportLine(w.report(s.token, false))...)
+		// Output, a request, or an answer to nothing: all count. Where the
+		// line goes is counted with it, under the same lock as a hello.
+		if keep = w.admit(n, s.cfg.MaxTurnOutput); keep {
+			w.keep(l.pos+int64(len(pre)), size)
+			break
+		}
+		if kind == acp.KindRequest {
+			w.refused++
+			refusal = refusalLine(id)
+		}
+		if now := time.Now(); w.due(now) {
+			w.reported = now
+			pre = append(pre, reportLine(w.report(s.token, false))...)
+			if w.cut == 0 {
+				w.cut = l.pos + int64(len(pre))
 			}
 		}
 	}
@@ -144,16 +163,12 @@ func (l *lines) finish(pre []byte, nl bool) {
 		l.publish(nil)
 		return
 	}
-	if kind != acp.KindRequest && kind != acp.KindResponse && len(line) > acp.TextPieceBytes {
-		// A long text chunk reaches the daemon in pieces it logs as they
-		// are: the daemon never holds the whole of it.
-		if pieces, ok := acp.SplitTextChunk(line, acp.TextPieceBytes); ok {
-			for _, p := range pieces {
-				l.put(p)
-			}
-			l.publish(nil)
-			return
+	if pieces != nil {
+		for _, p := range pieces {
+			l.put(p)
 		}
+		l.publish(nil)
+		return
 	}
 	l.put(line)
 	if li, ok := infoOf(kind, id, line, l.pos); ok {

@@ -110,7 +110,9 @@ type Hello struct {
 	// LastID is the highest numeric request id a daemon has sent.
 	LastID int64 `json:"last_id"`
 	// OutputKept is how much output of the window in flight (see window)
-	// the spool kept; OutputTruncated says it dropped some since.
+	// the spool kept before From: what the daemon reads from From on, it
+	// counts itself (zero for a window that began after From).
+	// OutputTruncated says the window dropped some, reported before From.
 	OutputKept      int64 `json:"output_kept,omitempty"`
 	OutputTruncated bool  `json:"output_truncated,omitempty"`
 }

@@ -152,7 +152,7 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 	optx.Default(&cfg.Linger, DefaultLinger)
 	optx.Default(&cfg.Orphan, DefaultOrphan)
 	s := &server{cfg: cfg, log: logger, ledger: newLedger(), quit: make(chan struct{}), attachNote: make(chan struct{}, 1),
-		start: cfg.Base, end: cfg.Base, detachedAt: time.Now(), token: cfg.Token}
+		start: cfg.Base, end: cfg.Base, win: newWindow("", cfg.Base), detachedAt: time.Now(), token: cfg.Token}
 	s.cond = sync.NewCond(&s.mu)
 	if stage, err := s.open(ctx, provider); err != nil {
 		_ = json.NewEncoder(ready).Encode(Ready{ShimPID: os.Getpid(), Stage: stage, Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
@@ -330,7 +330,7 @@ func (s *server) noteStdin(payload []byte) {
 		if s.win.dropped > 0 {
 			s.pending = append(s.pending, reportLine(s.win.report(s.token, true))...)
 		}
-		s.win = window{prompt: prompt}
+		s.win = newWindow(prompt, s.end)
 	}
 }
 

@@ -53,4 +53,5 @@ func (s *server) punch(offset int64) {
 		return
 	}
 	s.start = aligned
+	s.win.forget(aligned)
 }

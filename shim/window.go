@@ -19,6 +19,7 @@ package shim
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -85,32 +86,100 @@ func refusalLine(id []byte) []byte {
 
 // window counts the output of one turn, or of the time between two, that
 // the spool kept, against the cap. The server's mu guards it.
+//
+// It also knows where in the stream what it kept lies, so that a hello
+// can say how much of it is before the offset a daemon attaches from
+// (keptBefore): the daemon reads the rest again and counts it itself, and
+// a byte is never counted twice across a restart.
 type window struct {
 	// prompt is the id of the daemon's session/prompt the window belongs
 	// to, "" between turns.
 	prompt string
-	// kept and dropped are bytes kept and not; lines how many were not,
-	// refused the requests among them.
+	// kept is the bytes the spool kept of the window's counted lines (a
+	// long text chunk's pieces as spooled); dropped the bytes of the lines
+	// it did not keep, lines how many those were, refused the requests
+	// among them.
 	kept, dropped, lines, refused int64
+	// from is the stream offset the window begins at; last is just past
+	// its last kept line. Between them, the spooled bytes the window did
+	// not count (its reports, answers to the daemon's calls, another
+	// window's line that was being spooled as this one began) are gaps.
+	from, last int64
+	gaps       []span
 	// truncated is set at the first drop: the rest of the window is
 	// dropped, small lines too, so the log never has holes in the middle.
+	// cut is the stream offset just past the report of that first drop.
 	truncated bool
+	cut       int64
 	// reported is when the window's drops were last reported (zero:
 	// never).
 	reported time.Time
 }
 
-// admit says whether a line of n bytes is kept, counting it. max <= 0
+// span is the stream's bytes from start up to end.
+type span struct{ start, end int64 }
+
+// newWindow is a window of the turn whose prompt has id prompt ("" for
+// the time between turns), beginning at stream offset at.
+func newWindow(prompt string, at int64) window {
+	return window{prompt: prompt, from: at, last: at}
+}
+
+// admit says whether a line of n bytes is kept, counting it if not (a
+// kept line is counted by keep, once spooled where it goes). max <= 0
 // keeps everything.
 func (w *window) admit(n int64, max int64) bool {
 	if max <= 0 || (!w.truncated && w.kept+n <= max) {
-		w.kept += n
 		return true
 	}
 	w.truncated = true
 	w.dropped += n
 	w.lines++
 	return false
+}
+
+// keep counts a kept line whose size bytes go in the stream at offset at.
+func (w *window) keep(at, size int64) {
+	if at > w.last {
+		w.gaps = append(w.gaps, span{w.last, at})
+	}
+	w.kept += size
+	w.last = at + size
+}
+
+// keptBefore is how much of what the window kept lies before stream
+// offset o: a daemon attaching from o reads the rest.
+func (w *window) keptBefore(o int64) int64 {
+	if o >= w.last {
+		return w.kept
+	}
+	if o <= w.from {
+		return 0
+	}
+	// What lies from o to last, less the gaps in it, was kept after o.
+	after := w.last - o
+	for _, g := range w.gaps {
+		if g.end > o {
+			after -= g.end - max(g.start, o)
+		}
+	}
+	return w.kept - after
+}
+
+// truncatedBefore says whether the window's first drop was reported
+// before stream offset o: a daemon attaching from o does not read it.
+func (w *window) truncatedBefore(o int64) bool {
+	return w.cut > 0 && w.cut <= o
+}
+
+// forget lets go of the gaps before stream offset o: no daemon attaches
+// from before it any more.
+func (w *window) forget(o int64) {
+	i := 0
+	for i < len(w.gaps) && w.gaps[i].end <= o {
+		i++
+	}
+	w.gaps = slices.Delete(w.gaps, 0, i)
 }
 
 // report is the window's report, final or not.

@@ -241,3 +241,145 @@ func TestLongTextChunkReachesTheDaemonInPieces(t *testing.T) {
 		t.Fatalf("the pieces carry %d bytes of text, want 2500000", text)
 	}
 }
+
+// windowAgent writes, on a session/prompt, three output lines; on a call
+// x/ping (id 8), its answer and three more; on x/end, the answer to the
+// prompt (id 7) and one line between turns. A prompt's window stays open
+// until then.
+const windowAgent = `
+note() { printf '{"jsonrpc":"2.0","method":"session/update","params":{"n":%d}}\n' "$1"; }
+while read -r line; do
+  case "$line" in
+  *session/prompt*) note 1; note 2; note 3;;
+  *x/ping*) echo '{"jsonrpc":"2.0","id":8,"result":{}}'; note 4; note 5; note 6;;
+  *x/end*) echo '{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}'; note 7;;
+  esac
+done`
+
+// lineEnds returns the stream offset just past each line of out.
+func lineEnds(out []byte) []int64 {
+	var ends []int64
+	for i, b := range out {
+		if b == '\n' {
+			ends = append(ends, int64(i+1))
+		}
+	}
+	return ends
+}
+
+// windowTurn has the daemon d prompt windowAgent and ping it, and returns
+// the stream's line ends (n1 n2 n3, the ping's answer, n4 n5 n6) and the
+// length of an output line.
+func windowTurn(t *testing.T, d *daemon, last string) (ends []int64, line int64) {
+	t.Helper()
+	d.write(`{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{}}` + "\n")
+	d.waitOutContains(`"n":3`)
+	d.write(`{"jsonrpc":"2.0","id":8,"method":"x/ping"}` + "\n")
+	ends = lineEnds(d.waitOutContains(last))
+	return ends, ends[0]
+}
+
+// A daemon attaching from an offset in the middle of a window is told how
+// much the window kept before that offset, not after it: it reads the rest
+// again and counts it itself, so that no byte is counted twice across a
+// restart. What the window did not count (the answer to a call of the
+// daemon's) is not in it, and a window that began after the offset kept
+// nothing before it.
+func TestHelloCountsTheWindowBeforeItsFrom(t *testing.T) {
+	cfg := newConfig(t, windowAgent)
+	cfg.MaxTurnOutput, cfg.Token = 1<<20, "tok"
+	h := serve(t, cfg)
+	d := h.attach(0)
+	ends, line := windowTurn(t, d, `"n":6`)
+	if len(ends) != 7 {
+		t.Fatalf("stream has %d lines, want 7: %q", len(ends), d.out.Bytes())
+	}
+	d.Detach()
+	for _, c := range []struct {
+		from int64
+		kept int64
+		what string
+	}{
+		{0, 0, "the stream's start"},
+		{ends[1], 2 * line, "after n2"},
+		{ends[2], 3 * line, "after n3"},
+		{ends[3], 3 * line, "after the ping's answer"},
+		{ends[4], 4 * line, "after n4"},
+		{ends[6], 6 * line, "the end"},
+	} {
+		d := h.attach(c.from)
+		if hl := d.Hello(); hl.From != c.from || hl.OutputKept != c.kept || hl.OutputTruncated {
+			t.Errorf("hello from %s (%d): From %d, kept %d truncated %v; want kept %d", c.what, c.from, hl.From, hl.OutputKept, hl.OutputTruncated, c.kept)
+		}
+		d.Detach()
+	}
+
+	// The turn ends: the window between turns begins at its answer, so it
+	// kept nothing before an offset in the turn, or right after the answer.
+	d = h.attach(ends[4])
+	d.write(`{"jsonrpc":"2.0","method":"x/end"}` + "\n")
+	tail := lineEnds(d.waitOutContains(`"n":7`)) // n5 n6, the answer, n7
+	d.Detach()
+	for _, c := range []struct {
+		from, kept int64
+	}{{ends[4], 0}, {ends[4] + tail[2], 0}, {ends[4] + tail[3], line}} {
+		d := h.attach(c.from)
+		if hl := d.Hello(); hl.OutputKept != c.kept {
+			t.Errorf("hello from %d, the window between turns beginning at %d: kept %d, want %d", c.from, ends[6], hl.OutputKept, c.kept)
+		}
+		d.Detach()
+	}
+}
+
+// A window's truncation is told to a daemon attaching from after its
+// first report only: one attaching from before reads the report again.
+func TestHelloSaysTruncatedOnlyPastTheFirstReport(t *testing.T) {
+	cfg := newConfig(t, windowAgent)
+	cfg.Token = "tok"
+	// Four output lines fit: n5 is the first dropped, and reported.
+	cfg.MaxTurnOutput = int64(len(`{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}`)+1) * 4
+	h := serve(t, cfg)
+	d := h.attach(0)
+	ends, line := windowTurn(t, d, ReportMethod)
+	if len(ends) != 6 {
+		t.Fatalf("stream has %d lines, want 6 (n1 n2 n3, the answer, n4, the report): %q", len(ends), d.out.Bytes())
+	}
+	d.Detach()
+	d = h.attach(ends[4])
+	if hl := d.Hello(); hl.OutputKept != 4*line || hl.OutputTruncated {
+		t.Errorf("hello from before the report: kept %d truncated %v, want %d, false", hl.OutputKept, hl.OutputTruncated, 4*line)
+	}
+	d.Detach()
+	d = h.attach(ends[5])
+	if hl := d.Hello(); hl.OutputKept != 4*line || !hl.OutputTruncated {
+		t.Errorf("hello from after the report: kept %d truncated %v, want %d, true", hl.OutputKept, hl.OutputTruncated, 4*line)
+	}
+	d.Detach()
+}
+
+// A window knows what it kept before any offset from the spool's start
+// on, inside a gap or a line too; the gaps a punch leaves behind are let
+// go, and what it knows from there on stays the same.
+func TestWindowKeptBefore(t *testing.T) {
+	w := newWindow("7", 100)
+	// Lines of 10 bytes at 100, 110; a gap to 130; lines at 130, 140; a
+	// gap to 200; a line at 200.
+	for _, at := range []int64{100, 110, 130, 140, 200} {
+		w.keep(at, 10)
+	}
+	want := map[int64]int64{0: 0, 100: 0, 105: 5, 110: 10, 120: 20, 125: 20, 130: 20, 145: 35, 150: 40, 199: 40, 210: 50, 500: 50}
+	for o, kept := range want {
+		if got := w.keptBefore(o); got != kept {
+			t.Errorf("keptBefore(%d) = %d, want %d", o, got, kept)
+		}
+	}
+	w.forget(150)
+	if len(w.gaps) != 1 {
+		t.Errorf("gaps after forgetting those before 150: %v, want the one from 150 on", w.gaps)
+	}
+	for o, kept := range want {
+		if got := w.keptBefore(o); o >= 150 && got != kept {
+			t.Errorf("after forget(150): keptBefore(%d) = %d, want %d", o, got, kept)
+		}
+	}
+}

@@ -81,9 +81,11 @@ func (ls *Session) CarryOn(ctx context.Context, a *Reattached) {
 // is nil and the turn's prompt is to be sent.
 func (tr *turns) recover(open string, h shim.Hello) (*turn, func(context.Context) (acp.PromptResponse, error), error) {
 	ls := tr.ls
-	// The output so far is counted where the shim counted it. A turn's
-	// drops the shim reports when the turn ends; those between turns it
-	// reported at the first, which a daemon has warned of.
+	// What the log has of the window in flight is counted as the shim
+	// counted it; the rest, from h.From, is counted as it is read again,
+	// as a live stream is (never twice). A turn's drops the shim reports
+	// when the turn ends; those between turns it reported at the first,
+	// before h.From, which a daemon has warned of.
 	ls.out.w = outputWindow{turnID: open, recorded: h.OutputKept, truncated: h.OutputTruncated,
 		warned: open == "" && h.OutputTruncated}
 	if open == "" {
