@@ -104,6 +104,15 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 			on = s
 		}
 	}
+	// A session's first write (its workspace, and its first checkpoint a
+	// PUT a file) is timed by storageSync: the turns here are timed once
+	// it is done.
+	if _, err := on.c.PromptWait(ctx, ids[0], berth.PromptRequest{Text: "echo first"}); err != nil {
+		return err
+	}
+	if err := waitSynced(ctx, on, ids[0], 5*time.Minute); err != nil {
+		return err
+	}
 	var times [2][]time.Duration
 	for k := range turns + 2 {
 		for i, c := range clients {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -519,10 +520,15 @@ func TestStateIsWrittenBeforeTheCheckpoints(t *testing.T) {
 		naming []string
 	}
 	synced := make(chan seen, 4)
+	// The checkpoint the callback looks for: the newest.
+	var mu sync.Mutex
 	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""), Checkpoints: cs,
 		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 2, Workspace: ws}, nil },
 		Synced: func(ctx context.Context, id string, _ int64, _ time.Time) error {
-			_, ok, err := c.Stat(ctx, CheckpointKey(id, ck.ID))
+			mu.Lock()
+			newest := ck.ID
+			mu.Unlock()
+			_, ok, err := c.Stat(ctx, CheckpointKey(id, newest))
 			st, serr := ReadState(ctx, c, id)
 			if err != nil || serr != nil {
 				t.Errorf("stat: %v, state: %v", err, serr)
@@ -546,5 +552,29 @@ func TestStateIsWrittenBeforeTheCheckpoints(t *testing.T) {
 	}
 	if got[0].ckpt || len(got[0].naming) != 0 || !got[1].ckpt || !slices.Equal(got[1].naming, []string{ck.ID}) {
 		t.Fatalf("as synced_seq was recorded: %+v, want the checkpoint absent and unnamed, then stored and named", got)
+	}
+	// The next turn's checkpoint (few new blobs) goes first: the state is
+	// written once, naming it.
+	writeTree(t, ws, map[string]string{"b.txt": "beta"})
+	ck2, err := cs.Create(ctx, "ses_o", "turn_2", ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	ck = ck2
+	mu.Unlock()
+	s.TurnEnded("ses_o", "turn_2")
+	select {
+	case sn := <-synced:
+		if !sn.ckpt || len(sn.naming) != 2 || sn.naming[1] != ck2.ID {
+			t.Fatalf("the next turn's state: %+v, want its checkpoint stored and named", sn)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the next turn never synced")
+	}
+	select {
+	case sn := <-synced:
+		t.Fatalf("the state written twice for the next turn: %+v", sn)
+	case <-time.After(300 * time.Millisecond):
 	}
 }

@@ -358,10 +358,11 @@ func isGone(err error) bool {
 	return ok
 }
 
-// sync writes the session's workspace and HOME, then its state.json (in
-// one PUT, once every file it names is in the store) and records
-// synced_seq; then the checkpoints the store lacks, and the state again
-// naming them; then the snapshots.
+// sync writes the session's workspace and HOME and the checkpoints the
+// store lacks, then its state.json (in one PUT, once every file it names
+// is in the store) and records synced_seq; then the snapshots. At the
+// session's first write here the state goes before the checkpoints, and
+// again after them naming them.
 func (s *Syncer) sync(id, turnID string, st *syncState) error {
 	ctx := s.ctx
 	t, err := s.opts.Resolve(ctx, id, turnID)
@@ -395,6 +396,8 @@ func (s *Syncer) sync(id, turnID string, st *syncState) error {
 			st.learned = true
 		}
 	}
+	// No walk of this session yet: its first write here.
+	first := st.prevWS == nil && st.prevHome == nil
 	if t.Workspace != "" {
 		tree, seen, err := u.Tree(ctx, t.Workspace, s.opts.Scan, t.Hide, st.prevWS)
 		if err != nil {
@@ -409,13 +412,20 @@ func (s *Syncer) sync(id, turnID string, st *syncState) error {
 		}
 		state.Home, st.prevHome = tree, seen
 	}
-	// What a move needs is in the store now: the state, and synced_seq,
-	// do not wait for the checkpoints (a first write of a workspace's is
-	// one PUT a file).
+	// A first write here: what a move needs is in the store now, and the
+	// state (synced_seq) does not wait for the checkpoints, whose first
+	// write is one PUT a file. Later, a turn's checkpoint holds few new
+	// blobs: it goes first, and the state is written once.
+	if len(local) > 0 && !first {
+		if _, err := s.writeCheckpoints(ctx, id, local, st); err != nil {
+			return err
+		}
+		state.Checkpoints = storedOf(local, st)
+	}
 	if err := s.putState(ctx, state); err != nil {
 		return err
 	}
-	if len(local) > 0 {
+	if len(local) > 0 && first {
 		wrote, err := s.writeCheckpoints(ctx, id, local, st)
 		if err != nil {
 			return err
