@@ -117,6 +117,11 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 	if err := waitSynced(ctx, on, ids[0], 5*time.Minute); err != nil {
 		return err
 	}
+	// The first checkpoint's blobs follow the state: done when the daemon
+	// says nothing waits.
+	if err := waitStoreIdle(ctx, on, 5*time.Minute); err != nil {
+		return err
+	}
 	var times [2][]time.Duration
 	for k := range turns + 2 {
 		for i, c := range clients {
@@ -252,6 +257,25 @@ func waitSynced(ctx context.Context, s *benchServe, id string, bound time.Durati
 			return s.failed("storage", fmt.Errorf("session %s not synced to seq %d after %s: %+v", id, want, bound, sess.Storage))
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitStoreIdle waits until s's health says the object store has every
+// session (no lag, no error).
+func waitStoreIdle(ctx context.Context, s *benchServe, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	for {
+		h, err := s.c.Health(ctx)
+		if err != nil {
+			return err
+		}
+		if h.Storage != nil && *h.Storage == (berth.StorageHealth{}) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return s.failed("storage", fmt.Errorf("the object store still lags %s after the turns: %+v", bound, h.Storage))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
