@@ -578,3 +578,47 @@ func TestStateIsWrittenBeforeTheCheckpoints(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// Turns that end within the Syncer's delay of each other are written
+// together: a session running turn after turn is not walked and written
+// after each (on two cores, that work slowed its next turns).
+func TestSyncerWritesTurnsInQuickSuccessionOnce(t *testing.T) {
+	c := openTest(t)
+	ws := t.TempDir()
+	writeTree(t, ws, map[string]string{"a.txt": "alpha"})
+	var mu sync.Mutex
+	var seqs []int64
+	seq := int64(0)
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""), Delay: 300 * time.Millisecond,
+		Resolve: func(context.Context, string, string) (Target, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return Target{Seq: seq, Workspace: ws}, nil
+		},
+		Synced: func(_ context.Context, _ string, seq int64, _ time.Time) error {
+			mu.Lock()
+			seqs = append(seqs, seq)
+			mu.Unlock()
+			return nil
+		},
+		Warn: func(_, reason string) { t.Errorf("warning: %s", reason) },
+	})
+	defer s.Close(context.Background())
+	for range 10 {
+		mu.Lock()
+		seq++
+		mu.Unlock()
+		s.TurnEnded("ses_q", "turn")
+		time.Sleep(10 * time.Millisecond)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the last turn written", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seqs) > 0 && seqs[len(seqs)-1] == 10
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seqs) != 1 {
+		t.Fatalf("ten turns 10 ms apart written %d times (%v), want once", len(seqs), seqs)
+	}
+}

@@ -50,6 +50,11 @@ type SyncerOptions struct {
 	Warn func(id, reason string)
 	// Workers bounds the sessions written at once (default 2).
 	Workers int
+	// Delay is how long after its turn ended a session is written
+	// (default DefaultSyncDelay): the turns that end meanwhile are
+	// written with it, so that a session running turn after turn is not
+	// walked and written after each.
+	Delay time.Duration
 	// MinBackoff and MaxBackoff bound the wait before a failed session is
 	// tried again, doubling from one to the other (defaults 1s and 1m).
 	MinBackoff, MaxBackoff time.Duration
@@ -108,10 +113,16 @@ type syncState struct {
 	learned bool
 }
 
+// DefaultSyncDelay is SyncerOptions.Delay's default.
+const DefaultSyncDelay = 250 * time.Millisecond
+
 // NewSyncer starts a Syncer's workers.
 func NewSyncer(opts SyncerOptions) *Syncer {
 	if opts.Workers <= 0 {
 		opts.Workers = 2
+	}
+	if opts.Delay <= 0 {
+		opts.Delay = DefaultSyncDelay
 	}
 	if opts.MinBackoff <= 0 {
 		opts.MinBackoff = time.Second
@@ -255,6 +266,11 @@ func (s *Syncer) next() (string, *syncState, time.Duration) {
 			continue
 		}
 		if d := st.retryAt.Sub(now); d > 0 {
+			wait = min(wait, d)
+			continue
+		}
+		// A closing Syncer writes what waits at once.
+		if d := st.since.Add(s.opts.Delay).Sub(now); d > 0 && !s.closed {
 			wait = min(wait, d)
 			continue
 		}
