@@ -124,7 +124,10 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 	}
 	var times [2][]time.Duration
 	for k := range turns + 2 {
-		for i, c := range clients {
+		// Each first in turn: neither pays for going first.
+		for j := range clients {
+			i := (j + k) % len(clients)
+			c := clients[i]
 			t0 := time.Now()
 			r, err := c.PromptWait(ctx, ids[i], berth.PromptRequest{Text: fmt.Sprintf("write turn-%d.txt %d", k, k)})
 			if err != nil {
