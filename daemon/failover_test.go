@@ -16,20 +16,27 @@ import (
 	"github.com/berth-sh/berth/store/memory"
 )
 
+// openS3 is a client of the test S3 server, its bucket made.
+func openS3(t *testing.T) *objstore.Client {
+	t.Helper()
+	s3 := testenv.S3Server(t)
+	c, err := objstore.Open(objstore.Config{URL: s3.URL, Environ: s3.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.EnsureBucket(testenv.Context(t)); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // The object store's Restorer makes a moving session's directories
 // afresh (a file an earlier stay on this node left is gone, HOME is
 // private); a session the store never had starts empty, while one the
 // store had and lost is an error that leaves the session where it was.
 func TestRestorerMakesTheDirectoriesAfresh(t *testing.T) {
-	s3 := testenv.S3Server(t)
 	ctx := testenv.Context(t)
-	c, err := objstore.Open(objstore.Config{URL: s3.URL, Environ: s3.Environ()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.EnsureBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := openS3(t)
 	st := memory.New()
 	now := time.Now().UTC()
 	if err := st.CreateSession(context.Background(), &berth.Session{ID: "ses_moved", RootID: "ses_moved", Agent: "demo",
@@ -68,15 +75,8 @@ func TestRestorerMakesTheDirectoriesAfresh(t *testing.T) {
 // does not come (damaged in the store) does not stop the move: the others
 // come, and the session is told why in a runtime_warning.
 func TestRestorerBringsTheCheckpoints(t *testing.T) {
-	s3 := testenv.S3Server(t)
 	ctx := testenv.Context(t)
-	c, err := objstore.Open(objstore.Config{URL: s3.URL, Environ: s3.Environ()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.EnsureBucket(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c := openS3(t)
 	st := memory.New()
 	now := time.Now().UTC()
 	if err := st.CreateSession(context.Background(), &berth.Session{ID: "ses_kid", RootID: "ses_root", ParentID: "ses_root", Agent: "demo",

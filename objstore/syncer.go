@@ -113,8 +113,10 @@ type syncState struct {
 	learned bool
 }
 
-// DefaultSyncDelay is SyncerOptions.Delay's default.
-const DefaultSyncDelay = 250 * time.Millisecond
+// DefaultSyncDelay is SyncerOptions.Delay's default: a second of turns
+// written at once (250 ms still cost a session running turn after turn
+// on two cores a tenth of its turns' time; BENCHMARKS.md).
+const DefaultSyncDelay = time.Second
 
 // NewSyncer starts a Syncer's workers.
 func NewSyncer(opts SyncerOptions) *Syncer {
