@@ -209,11 +209,12 @@ func TestPidsLimit(t *testing.T) {
 	// Every process of the loop is counted there.
 	for _, pid := range groupPids(proc.Pid()) {
 		// The loop's processes die and their pids are reused fast: a pid
-		// counts only if it is the same process before and after its
-		// cgroup is read.
+		// counts only if it is the same process of the loop's group
+		// before and after its cgroup is read (another test's process
+		// may have its pid by the time it is looked at).
 		before := procStat(pid)
 		own, err := sandboxtest.PidsCgroupOf(pid)
-		if err != nil || before == "" || procStat(pid) != before {
+		if err != nil || !strings.HasPrefix(before, strconv.Itoa(proc.Pid())+" ") || procStat(pid) != before {
 			continue
 		}
 		if own != dir && !strings.HasPrefix(own, dir+"/") {
