@@ -416,6 +416,40 @@ func (s *Syncer) sync(id, turnID string, st *syncState) error {
 	}
 	// No walk of this session yet: its first write here.
 	first := st.prevWS == nil && st.prevHome == nil
+	if err := s.walkTrees(ctx, t, st, state); err != nil {
+		return err
+	}
+	// A first write here: what a move needs is in the store now, and the
+	// state (synced_seq) does not wait for the checkpoints, whose first
+	// write is one PUT a file. Later, a turn's checkpoint holds few new
+	// blobs: it goes first, and the state is written once.
+	if !first {
+		if _, err := s.writeCheckpoints(ctx, id, local, st, state); err != nil {
+			return err
+		}
+	}
+	if err := s.putState(ctx, state); err != nil {
+		return err
+	}
+	if first {
+		wrote, err := s.writeCheckpoints(ctx, id, local, st, state)
+		if err == nil && wrote {
+			err = s.putState(ctx, state)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if s.opts.Snapshots != nil {
+		return s.syncSnapshots(ctx, id, st)
+	}
+	return nil
+}
+
+// walkTrees writes the workspace and HOME of t into state, keeping the
+// walks in st for the next write.
+func (s *Syncer) walkTrees(ctx context.Context, t Target, st *syncState, state *State) error {
+	u := s.opts.Uploader
 	if t.Workspace != "" {
 		tree, seen, err := u.Tree(ctx, t.Workspace, s.opts.Scan, t.Hide, st.prevWS)
 		if err != nil {
@@ -429,35 +463,6 @@ func (s *Syncer) sync(id, turnID string, st *syncState) error {
 			return err
 		}
 		state.Home, st.prevHome = tree, seen
-	}
-	// A first write here: what a move needs is in the store now, and the
-	// state (synced_seq) does not wait for the checkpoints, whose first
-	// write is one PUT a file. Later, a turn's checkpoint holds few new
-	// blobs: it goes first, and the state is written once.
-	if len(local) > 0 && !first {
-		if _, err := s.writeCheckpoints(ctx, id, local, st); err != nil {
-			return err
-		}
-		state.Checkpoints = storedOf(local, st)
-	}
-	if err := s.putState(ctx, state); err != nil {
-		return err
-	}
-	if len(local) > 0 && first {
-		wrote, err := s.writeCheckpoints(ctx, id, local, st)
-		if err != nil {
-			return err
-		}
-		if wrote {
-			// Named in the state, as the checkpoints it has.
-			state.Checkpoints = storedOf(local, st)
-			if err := s.putState(ctx, state); err != nil {
-				return err
-			}
-		}
-	}
-	if s.opts.Snapshots != nil {
-		return s.syncSnapshots(ctx, id, st)
 	}
 	return nil
 }
@@ -505,8 +510,8 @@ func storedOf(local []*checkpoint.Checkpoint, st *syncState) []string {
 }
 
 // writeCheckpoints writes the checkpoints of local the store does not
-// have, and says whether it wrote any.
-func (s *Syncer) writeCheckpoints(ctx context.Context, id string, local []*checkpoint.Checkpoint, st *syncState) (bool, error) {
+// have, names those it has in state, and says whether it wrote any.
+func (s *Syncer) writeCheckpoints(ctx context.Context, id string, local []*checkpoint.Checkpoint, st *syncState, state *State) (bool, error) {
 	wrote := false
 	for _, c := range local {
 		if st.ckpts[c.ID] {
@@ -520,6 +525,9 @@ func (s *Syncer) writeCheckpoints(ctx context.Context, id string, local []*check
 			return wrote, err
 		}
 		st.ckpts[c.ID], wrote = true, true
+	}
+	if wrote {
+		state.Checkpoints = storedOf(local, st)
 	}
 	return wrote, nil
 }
