@@ -323,22 +323,31 @@ func checkEntries(id string, entries []Entry) (map[string]*Entry, error) {
 				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a path outside its directories", id)
 			}
 		}
-		switch e.Kind {
-		case KindFile:
-			if !validHash(e.Hash) || e.Size < 0 {
-				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a bad hash", id)
-			}
-		case KindSymlink:
-			if linkcheck.LexicallyEscapes(e.Path, e.Target) {
-				return nil, berth.Errorf(berth.EInternal, "checkpoint %s has a symlink out of the workspace", id)
-			}
-		case KindDir:
-		default:
-			return nil, berth.Errorf(berth.EInternal, "checkpoint %s has an entry of unknown kind", id)
+		if err := checkEntry(id, e); err != nil {
+			return nil, err
 		}
 		byPath[e.Path] = e
 	}
 	return byPath, nil
+}
+
+// checkEntry checks what an entry of checkpoint id holds: a file's hash,
+// a symlink's target inside the workspace, a kind it knows.
+func checkEntry(id string, e *Entry) error {
+	switch e.Kind {
+	case KindFile:
+		if !validHash(e.Hash) || e.Size < 0 {
+			return berth.Errorf(berth.EInternal, "checkpoint %s has a bad hash", id)
+		}
+	case KindSymlink:
+		if linkcheck.LexicallyEscapes(e.Path, e.Target) {
+			return berth.Errorf(berth.EInternal, "checkpoint %s has a symlink out of the workspace", id)
+		}
+	case KindDir:
+	default:
+		return berth.Errorf(berth.EInternal, "checkpoint %s has an entry of unknown kind", id)
+	}
+	return nil
 }
 
 // resolve fills byPath with the entries of checkpoint id, its bases' first,
