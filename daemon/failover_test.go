@@ -139,8 +139,9 @@ func TestRestorerBringsTheCheckpoints(t *testing.T) {
 		t.Fatalf("prune of the root's tree: %+v %v", ps, err)
 	}
 
-	// Another node: one checkpoint in the store is damaged.
-	key := objstore.CheckpointKey("ses_kid", first.ID)
+	// Another node: one checkpoint in the store is damaged (the last: the
+	// one before it is whole, the base of those after it).
+	key := objstore.CheckpointKey("ses_kid", second.ID)
 	if err := c.Put(ctx, key, strings.NewReader("{damaged"), 8); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestRestorerBringsTheCheckpoints(t *testing.T) {
 		t.Fatalf("the workspace after a move with a damaged checkpoint: %q %v", b, err)
 	}
 	list, err = there.List("ses_kid")
-	if err != nil || len(list) != 1 || list[0].ID != second.ID {
+	if err != nil || len(list) != 1 || list[0].ID != first.ID {
 		t.Fatalf("checkpoints there: %+v %v", list, err)
 	}
 	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], "ses_kid: the session's checkpoints did not all come") {

@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -88,4 +89,54 @@ func BenchmarkRestore10k(b *testing.B) {
 	b.ReportMetric(float64(bytes)/(1<<20), "MiB_put")
 	b.ReportMetric(float64(u.Puts()-puts), "objects_put_again")
 	b.ReportMetric(write.Seconds(), "write_s")
+}
+
+// BenchmarkSyncTurns writes, after a first write of a 1,000-file
+// workspace, sessions whose turns each wrote one file and took a
+// checkpoint: 50 turns a write (a second of back-to-back demo turns).
+// ns/op is one such write.
+func BenchmarkSyncTurns(b *testing.B) {
+	c := openTest(b)
+	ctx := testenv.Context(b)
+	ws := b.TempDir()
+	writeSmallFiles(b, ws, 1_000, 2)
+	cs := checkpoint.New(b.TempDir(), checkpoint.Options{})
+	synced := make(chan int64, 1)
+	seq := int64(0)
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, ""), Checkpoints: cs, Delay: time.Millisecond,
+		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: seq, Workspace: ws}, nil },
+		Synced:  func(_ context.Context, _ string, seq int64, _ time.Time) error { synced <- seq; return nil },
+	})
+	defer s.Close(context.Background())
+	turn := func(n int) {
+		for range n {
+			seq++
+			if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("turn-%d.txt", seq)), []byte(fmt.Sprint(seq)), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := cs.Create(ctx, "ses_t", fmt.Sprintf("turn_%d", seq), ws); err != nil {
+				b.Fatal(err)
+			}
+		}
+		s.TurnEnded("ses_t", "turn")
+		for got := int64(0); got != seq; {
+			got = <-synced
+		}
+	}
+	turn(1)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		for range 50 {
+			seq++
+			if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("turn-%d.txt", seq)), []byte(fmt.Sprint(seq)), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := cs.Create(ctx, "ses_t", fmt.Sprintf("turn_%d", seq), ws); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		turn(0)
+	}
 }

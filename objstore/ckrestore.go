@@ -3,8 +3,10 @@ package objstore
 import (
 	"context"
 	"io"
+	"maps"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/berth-sh/berth"
@@ -49,22 +51,16 @@ func RestoreCheckpoints(ctx context.Context, c *Client, cs *checkpoint.Store, tr
 		here[l.ID] = true
 	}
 	want = slices.DeleteFunc(want, func(id string) bool { return here[id] })
-	blob := func(ctx context.Context, hash string, size int64) (io.ReadCloser, error) {
-		if !checkpoint.ValidHash(hash) {
-			return nil, berth.Errorf(berth.EInternal, "object store: a checkpoint names a bad hash")
-		}
-		if near != nil {
-			if r, err := near(ctx, hash, size); err == nil {
-				return r, nil
-			}
-		}
-		r, _, err := c.Get(ctx, BlobKey(hash))
-		return r, err
-	}
 	n := 0
 	var passed error
+	// The checkpoint read last: the next, a delta on it, is read alone.
+	var last *resolvedCheckpoint
 	for _, id := range want {
-		err := restoreCheckpoint(ctx, c, cs, tree, sessionID, id, blob)
+		read, err := readCheckpoint(ctx, c, sessionID, id, last)
+		if err == nil {
+			last = read
+			err = restoreCheckpoint(ctx, c, cs, tree, sessionID, read, near)
+		}
 		switch {
 		case err == nil:
 			n++
@@ -114,20 +110,40 @@ func storedCheckpoints(ctx context.Context, c *Client, sessionID string) ([]stri
 	return slices.DeleteFunc(out, func(id string) bool { return !named[id] && id < newest }), nil
 }
 
-// restoreCheckpoint imports checkpoint id of the session from the store.
-func restoreCheckpoint(ctx context.Context, c *Client, cs *checkpoint.Store, tree, sessionID, id string, blob checkpoint.BlobSource) error {
-	var stored StoredCheckpoint
-	if err := c.getJSON(ctx, CheckpointKey(sessionID, id), &stored); err != nil {
-		return err
-	}
-	if stored.Checkpoint == nil || stored.Checkpoint.ID != id {
-		return berth.Errorf(berth.EInternal, "object store: checkpoint %s of session %s is damaged", id, sessionID)
-	}
-	entries := make([]checkpoint.Entry, len(stored.Files))
-	for i, f := range stored.Files {
+// restoreCheckpoint imports the session's checkpoint read from the store,
+// each blob from near where it has it, else from the pack the checkpoint
+// names for it (a file the workspace's walk packed), else as a blob.
+func restoreCheckpoint(ctx context.Context, c *Client, cs *checkpoint.Store, tree, sessionID string, read *resolvedCheckpoint, near checkpoint.BlobSource) error {
+	id := read.id
+	files := slices.SortedFunc(maps.Values(read.files), func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	entries := make([]checkpoint.Entry, len(files))
+	packed := map[string]File{}
+	for i, f := range files {
 		entries[i] = checkpoint.Entry{Path: f.Path, Kind: f.Kind, Mode: f.Mode, Size: f.Size, Hash: f.SHA256, Target: f.Target}
+		if f.Pack != "" {
+			packed[f.SHA256] = f
+		}
 	}
-	return cs.ImportIn(ctx, tree, sessionID, stored.Checkpoint, entries, blob)
+	// Import checks every blob's bytes against its hash, wherever read.
+	blob := func(ctx context.Context, hash string, size int64) (io.ReadCloser, error) {
+		if !checkpoint.ValidHash(hash) {
+			return nil, berth.Errorf(berth.EInternal, "object store: a checkpoint names a bad hash")
+		}
+		if near != nil {
+			if r, err := near(ctx, hash, size); err == nil {
+				return r, nil
+			}
+		}
+		if f, ok := packed[hash]; ok {
+			if f.Size != size || checkPacked(f) != nil {
+				return nil, berth.Errorf(berth.EInternal, "object store: checkpoint %s of session %s names a bad place in a pack", id, sessionID)
+			}
+			return c.GetRange(ctx, PackKey(f.Pack), f.Offset, f.Size)
+		}
+		r, _, err := c.Get(ctx, BlobKey(hash))
+		return r, err
+	}
+	return cs.ImportIn(ctx, tree, sessionID, read.meta, entries, blob)
 }
 
 // NearBlobs is a checkpoint.BlobSource over the files of t restored into

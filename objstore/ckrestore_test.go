@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestRestoreCheckpoints(t *testing.T) {
 	syncSession(t, c, a, "ses_kid", ws)
 	// A checkpoint written by a sync that did not get to its state.json.
 	take("4")
-	if err := NewUploader(c, "").Checkpoint(ctx, a, "ses_kid", made[3]); err != nil {
+	if _, err := NewUploader(c, "").Checkpoint(ctx, a, "ses_kid", made[3], nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -147,7 +148,7 @@ func TestRestoreCheckpointsPassesOverDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := NewUploader(c, "").Checkpoint(ctx, a, "ses_dmg", ck.ID); err != nil {
+	if _, err := NewUploader(c, "").Checkpoint(ctx, a, "ses_dmg", ck.ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	var whole StoredCheckpoint
@@ -183,7 +184,7 @@ func TestRestoreCheckpointsPassesOverDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := NewUploader(c, "").Checkpoint(ctx, a, "ses_dmg", later.ID); err != nil {
+	if _, err := NewUploader(c, "").Checkpoint(ctx, a, "ses_dmg", later.ID, nil); err != nil {
 		t.Fatal(err)
 	}
 	b := checkpoint.New(t.TempDir(), checkpoint.Options{})
@@ -197,7 +198,8 @@ func TestRestoreCheckpointsPassesOverDamage(t *testing.T) {
 }
 
 // A moved session's checkpoints take their blobs from the workspace just
-// restored where it has them (NearBlobs): here the store lost the blobs,
+// restored where it has them (NearBlobs): here the store lost the files'
+// contents,
 // and the checkpoint comes whole from the restored files; a restored file
 // changed since is not taken for the blob it no longer holds.
 func TestRestoreCheckpointsReadsTheRestoredFilesFirst(t *testing.T) {
@@ -217,20 +219,21 @@ func TestRestoreCheckpointsReadsTheRestoredFilesFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, entries, err := a.Entries("ses_near", ck.ID)
-	if err != nil {
-		t.Fatal(err)
+	// The store loses every file's content: the packs and blobs.
+	var lost []string
+	for _, prefix := range []string{"packs/", "blobs/"} {
+		if err := c.List(ctx, prefix, func(key string, _ int64) error { lost = append(lost, key); return nil }); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, e := range entries {
-		if e.Kind == checkpoint.KindFile {
-			if err := c.Delete(ctx, BlobKey(e.Hash)); err != nil {
-				t.Fatal(err)
-			}
+	for _, key := range lost {
+		if err := c.Delete(ctx, key); err != nil {
+			t.Fatal(err)
 		}
 	}
 	b := checkpoint.New(t.TempDir(), checkpoint.Options{})
 	if n, err := RestoreCheckpoints(ctx, c, b, "ses_near", "ses_near", nil); err == nil || n != 0 {
-		t.Fatalf("without the restored files: %d checkpoints, %v (the store lost the blobs)", n, err)
+		t.Fatalf("without the restored files: %d checkpoints, %v (the store lost the contents)", n, err)
 	}
 	near, done := NearBlobs(restored, st.Workspace)
 	defer done()
@@ -252,5 +255,125 @@ func TestRestoreCheckpointsReadsTheRestoredFilesFirst(t *testing.T) {
 	}
 	if got := treeOf(t, dst); !equal(got, want) {
 		t.Fatalf("the checkpoint restores as %v, want %v", got, want)
+	}
+}
+
+// A session's checkpoints after the first a Syncer writes are stored as
+// the changes since the one before (a turn's checkpoint of a large
+// workspace is a few lines, not the whole manifest again), and come back
+// whole on another node. A delta whose base the store lost, or whose
+// chain loops, is passed over with the checkpoints resting on it; one
+// that also claims to be whole is damaged.
+func TestCheckpointsAreStoredAsDeltas(t *testing.T) {
+	c := openTest(t)
+	ctx := testenv.Context(t)
+	ws := t.TempDir()
+	files := map[string]string{}
+	for i := range 40 {
+		files["d"+strconv.Itoa(i%4)+"/f"+strconv.Itoa(i)] = "content " + strconv.Itoa(i)
+	}
+	writeTree(t, ws, files)
+	a := checkpoint.New(t.TempDir(), checkpoint.Options{})
+	s := NewSyncer(SyncerOptions{Uploader: NewUploader(c, t.TempDir()), Checkpoints: a, Delay: time.Millisecond,
+		Resolve: func(context.Context, string, string) (Target, error) { return Target{Seq: 1, Workspace: ws}, nil },
+		Warn:    func(_, reason string) { t.Errorf("warning: %s", reason) },
+	})
+	defer s.Close(context.Background())
+	want := map[string]map[string]string{}
+	var made []string
+	sync := func() {
+		s.TurnEnded("ses_d", "turn")
+		testenv.WaitFor(t, time.Minute, "the state naming the last checkpoint", func() bool {
+			st, err := ReadState(ctx, c, "ses_d")
+			return err == nil && slices.Contains(st.Checkpoints, made[len(made)-1])
+		})
+	}
+	take := func(change func()) {
+		change()
+		ck, err := a.Create(ctx, "ses_d", "turn_"+strconv.Itoa(len(made)), ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[ck.ID], made = treeOf(t, ws), append(made, ck.ID)
+	}
+	take(func() {})
+	sync()
+	take(func() { writeTree(t, ws, map[string]string{"d0/f0": "changed"}) })
+	take(func() { writeTree(t, ws, map[string]string{"new/g": "added"}) })
+	take(func() { mustRemoveAll(t, filepath.Join(ws, "d1")) })
+	take(func() { mustRemoveAll(t, filepath.Join(ws, "new")) })
+	sync()
+
+	var first StoredCheckpoint
+	if err := c.getJSON(ctx, CheckpointKey("ses_d", made[0]), &first); err != nil || first.Delta != nil || len(first.Files) != 44 {
+		t.Fatalf("the first checkpoint is stored with %d files, delta %v (%v), want whole", len(first.Files), first.Delta, err)
+	}
+	for i, id := range made[1:] {
+		var stored StoredCheckpoint
+		if err := c.getJSON(ctx, CheckpointKey("ses_d", id), &stored); err != nil {
+			t.Fatal(err)
+		}
+		d := stored.Delta
+		if d == nil || stored.Checkpoint != nil || stored.Files != nil || d.Base != made[i] || len(d.Files)+len(d.Removed) > 11 {
+			t.Fatalf("checkpoint %d is stored as %+v, want a few changes since %s", i+1, stored, made[i])
+		}
+	}
+	restore := func(label string, wantN int) *checkpoint.Store {
+		t.Helper()
+		b := checkpoint.New(t.TempDir(), checkpoint.Options{})
+		n, err := RestoreCheckpoints(ctx, c, b, "ses_d", "ses_d", nil)
+		if n != wantN || (wantN == len(made)) != (err == nil) {
+			t.Fatalf("%s: restored %d checkpoints, %v; want %d", label, n, err, wantN)
+		}
+		return b
+	}
+	b := restore("whole", len(made))
+	for _, id := range made {
+		dst := t.TempDir()
+		if _, err := b.Restore(ctx, "ses_d", id, dst); err != nil {
+			t.Fatal(err)
+		}
+		if got := treeOf(t, dst); !equal(got, want[id]) {
+			t.Fatalf("checkpoint %s restores as %v, want %v", id, got, want[id])
+		}
+	}
+
+	// Damage, each undone after: the store's object of a checkpoint put
+	// back as it was.
+	damage := func(id string, v any, label string, wantN int) {
+		t.Helper()
+		var was StoredCheckpoint
+		if err := c.getJSON(ctx, CheckpointKey("ses_d", id), &was); err != nil {
+			t.Fatal(err)
+		}
+		if v == nil {
+			if err := c.Delete(ctx, CheckpointKey("ses_d", id)); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := c.putJSON(ctx, CheckpointKey("ses_d", id), v); err != nil {
+			t.Fatal(err)
+		}
+		restore(label, wantN)
+		if err := c.putJSON(ctx, CheckpointKey("ses_d", id), was); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var second StoredCheckpoint
+	if err := c.getJSON(ctx, CheckpointKey("ses_d", made[2]), &second); err != nil {
+		t.Fatal(err)
+	}
+	damage(made[0], nil, "the base of every delta lost", 0)
+	loop := *second.Delta
+	loop.Base = made[3]
+	damage(made[2], StoredCheckpoint{Delta: &loop}, "a chain that loops", 2)
+	damage(made[2], StoredCheckpoint{Checkpoint: second.Delta.Checkpoint, Delta: second.Delta}, "a delta that claims to be whole", 2)
+	restore("put back", len(made))
+}
+
+// mustRemoveAll removes p and what it holds.
+func mustRemoveAll(t *testing.T, p string) {
+	t.Helper()
+	if err := os.RemoveAll(p); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -69,10 +69,23 @@ type File struct {
 }
 
 // StoredCheckpoint is sessions/<id>/checkpoints/<ckpt>.json: what the API
-// shows of the checkpoint and its whole manifest.
+// shows of the checkpoint and its whole manifest, or instead (Delta) the
+// changes since an earlier checkpoint of the session in the store.
 type StoredCheckpoint struct {
+	Checkpoint *checkpoint.Checkpoint `json:"checkpoint,omitempty"`
+	Files      []File                 `json:"files,omitempty"`
+	// Delta is set alone: a berth that reads only whole checkpoints finds
+	// no checkpoint in it, and passes it over as damaged.
+	Delta *CheckpointDelta `json:"delta,omitempty"`
+}
+
+// CheckpointDelta is a checkpoint as the changes since its Base: the
+// files added or changed, the paths removed.
+type CheckpointDelta struct {
 	Checkpoint *checkpoint.Checkpoint `json:"checkpoint"`
+	Base       string                 `json:"base"`
 	Files      []File                 `json:"files"`
+	Removed    []string               `json:"removed,omitempty"`
 }
 
 // Keys of the layout (relative to the URL's prefix).

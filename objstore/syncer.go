@@ -104,6 +104,9 @@ type syncState struct {
 	prevWS, prevHome map[string]checkpoint.Entry
 	ckpts            map[string]bool
 	listed           bool
+	// ckPut is the last checkpoint written (the next is written as the
+	// changes since).
+	ckPut *PutCheckpoint
 	// snaps are the snapshots written; snapsListed says the store's were
 	// read.
 	snaps       map[string]bool
@@ -517,14 +520,18 @@ func (s *Syncer) writeCheckpoints(ctx context.Context, id string, local []*check
 		if st.ckpts[c.ID] {
 			continue
 		}
-		err := s.opts.Uploader.Checkpoint(ctx, s.opts.Checkpoints, id, c.ID)
+		put, err := s.opts.Uploader.Checkpoint(ctx, s.opts.Checkpoints, id, c.ID, st.ckPut)
+		if err != nil {
+			// The call took the last one over: the next is written whole.
+			st.ckPut = nil
+		}
 		if berth.IsCode(err, berth.ENotFound) {
 			continue // pruned meanwhile
 		}
 		if err != nil {
 			return wrote, err
 		}
-		st.ckpts[c.ID], wrote = true, true
+		st.ckpts[c.ID], st.ckPut, wrote = true, put, true
 	}
 	if wrote {
 		state.Checkpoints = storedOf(local, st)

@@ -330,48 +330,6 @@ func (u *Uploader) spool(f *checkpoint.ScanFile) (*spooled, error) {
 	return sp, nil
 }
 
-// Checkpoint puts the session's checkpoint ckpt from the local store cs:
-// its blobs not in the object store yet, then its metadata and manifest.
-// A checkpoint pruned meanwhile is ENotFound.
-func (u *Uploader) Checkpoint(ctx context.Context, cs *checkpoint.Store, sessionID, ckpt string) error {
-	meta, entries, err := cs.Entries(sessionID, ckpt)
-	if err != nil {
-		return err
-	}
-	files := make([]File, 0, len(entries))
-	for _, e := range entries {
-		if e.Kind == checkpoint.KindFile {
-			if err := u.putLocalBlob(ctx, cs, e.Hash, e.Size); err != nil {
-				return err
-			}
-		}
-		files = append(files, fileOf(e))
-	}
-	return u.c.putJSON(ctx, CheckpointKey(sessionID, ckpt), StoredCheckpoint{Checkpoint: meta, Files: files})
-}
-
-// putLocalBlob puts the blob of hash from the checkpoint store unless the
-// object store has it.
-func (u *Uploader) putLocalBlob(ctx context.Context, cs *checkpoint.Store, hash string, size int64) error {
-	ok, err := u.have(ctx, hash)
-	if err != nil || ok {
-		return err
-	}
-	f, err := cs.OpenBlob(hash)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return berth.WrapError(berth.EInternal, err, "cannot read a checkpoint blob")
-	}
-	if fi.Size() != size {
-		return berth.WrapError(berth.EInternal, errors.New("size differs"), "checkpoint blob %s is damaged", hash[:12])
-	}
-	return u.putBlob(ctx, hash, f, size)
-}
-
 // Snapshot puts the archive of snap from the local snapshot store ss,
 // then its metadata, under the session's snapshots/.
 func (u *Uploader) Snapshot(ctx context.Context, ss *snapshot.Store, snap *snapshot.Snapshot) error {
