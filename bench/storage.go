@@ -31,6 +31,11 @@ type storageResult struct {
 	TurnOffP99  float64 `json:"turn_storage_off_p99_ms"`
 	TurnOnOff   float64 `json:"turn_storage_on_off_ratio"`
 	TurnOnLagMs float64 `json:"turn_storage_last_synced_after_ms"`
+	// TurnOn/OffCPUMs: each daemon's own CPU time (its shims' and agents'
+	// left out) a timed turn, on average, the writes to the store made
+	// meanwhile included.
+	TurnOnCPUMs  float64 `json:"turn_storage_on_daemon_cpu_ms"`
+	TurnOffCPUMs float64 `json:"turn_storage_off_daemon_cpu_ms"`
 	// Sync*: a session's first turn with a workspace of SyncFiles small
 	// files, from its turn_ended until storage.synced_seq is that turn.
 	SyncFiles int     `json:"sync_files"`
@@ -78,6 +83,7 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 	var clients [2]*bclient.Client
 	var ids [2]string
 	var on *benchServe
+	var pids [2]int
 	for i, env := range [][]string{{"BERTH_STORAGE_URL=" + url}, nil} {
 		home, err := os.MkdirTemp("", "berth-bench-storage-")
 		if err != nil {
@@ -103,7 +109,7 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 		if _, err := writeFiles(sess.Workspace, storageTurnFiles, 4<<10, int64(i)); err != nil {
 			return err
 		}
-		clients[i], ids[i] = s.c, sess.ID
+		clients[i], ids[i], pids[i] = s.c, sess.ID, s.cmd.Process.Pid
 		if i == 0 {
 			on = s
 		}
@@ -123,6 +129,7 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 		return err
 	}
 	var times [2][]time.Duration
+	var cpu [2]time.Duration
 	for k := range turns + 2 {
 		// Each first in turn: neither pays for going first.
 		for j := range clients {
@@ -137,11 +144,19 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 				return fmt.Errorf("turn %d ended %s", k, r.StopReason)
 			}
 			// The first two turns warm both up.
+			if k == 2 && j == 0 {
+				cpu = daemonsCPU(pids)
+			}
 			if k >= 2 {
 				times[i] = append(times[i], time.Since(t0))
 			}
 		}
 	}
+	// Over the timed turns and the writes made meanwhile (not the wait
+	// below, whose polling is the bench's).
+	end := daemonsCPU(pids)
+	res.TurnOnCPUMs = ms(end[0]-cpu[0]) / float64(turns)
+	res.TurnOffCPUMs = ms(end[1]-cpu[1]) / float64(turns)
 	res.TurnOnP50, res.TurnOffP50 = pct(times[0], 50), pct(times[1], 50)
 	res.TurnOnP99, res.TurnOffP99 = pct(times[0], 99), pct(times[1], 99)
 	res.TurnOnOff = res.TurnOnP50 / res.TurnOffP50
@@ -152,6 +167,16 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 	}
 	res.TurnOnLagMs = msSince(t0)
 	return nil
+}
+
+// daemonsCPU is the CPU time each of the processes pids has used so far
+// (0 when it cannot be read).
+func daemonsCPU(pids [2]int) [2]time.Duration {
+	var out [2]time.Duration
+	for i, pid := range pids {
+		out[i], _ = procCPU(pid)
+	}
+	return out
 }
 
 // storageSync times the upload of a workspace of small files and one of
@@ -338,6 +363,7 @@ func writeFiles(dir string, n, size int, seed int64) (int64, error) {
 func printStorage(out io.Writer, st *storageResult, ttl time.Duration) {
 	fmt.Fprintf(out, "object store, a turn (%d files, one written a turn): on p50 %.2f ms p99 %.2f ms, off p50 %.2f ms p99 %.2f ms (on/off %.3f; synced %.0f ms after the last)\n",
 		st.TurnFiles, st.TurnOnP50, st.TurnOnP99, st.TurnOffP50, st.TurnOffP99, st.TurnOnOff, st.TurnOnLagMs)
+	fmt.Fprintf(out, "object store, the daemon's CPU a turn: on %.2f ms, off %.2f ms\n", st.TurnOnCPUMs, st.TurnOffCPUMs)
 	fmt.Fprintf(out, "object store, first sync of %d files (%.1f MiB): %.0f ms after turn_ended\n",
 		st.SyncFiles, float64(st.SyncBytes)/(1<<20), st.SyncMs)
 	fmt.Fprintf(out, "object store, upload of %.0f MiB in 8 MiB files: %.0f ms, %.1f MiB/s\n",
