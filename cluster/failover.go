@@ -38,27 +38,53 @@ func (n *Node) SetHandoff(h Handoff) {
 	n.handoff = h
 }
 
-// why is the failure a lost node's session is closed with: with failover
-// on, a session whose workspace is a host path says it cannot move.
-func (n *Node) why(s *berth.Session) *berth.Failure {
-	if !n.opts.Failover || s.ManagedWorkspace {
-		return nil
-	}
-	return &berth.Failure{Kind: berth.FailSandbox, Message: hostPathFailure}
+// parentFailure is the failure of a lost node's child session that did
+// not move because its parent did not come back: a child runs only while
+// its parent is live on its node.
+func parentFailure(parentID string) *berth.Failure {
+	return &berth.Failure{Kind: berth.FailStartup, Message: "the session did not move to another node: its parent session " +
+		parentID + " was not resumed; resume the parent, then this session"}
 }
 
-// moveWorkers bounds the sessions of a lost node moved at once: a move
-// is mostly the new node restoring files and starting an agent.
+// whyIn gives the failure each session of a lost node's tree is closed
+// with: with failover on, a session whose workspace is a host path says
+// it cannot move. A child's workspace is in its root's (docs/api.md,
+// "Children"): it moves when its root's is managed.
+func (n *Node) whyIn(ctx context.Context, tree []*berth.Session) func(*berth.Session) *berth.Failure {
+	if !n.opts.Failover {
+		return func(*berth.Session) *berth.Failure { return nil }
+	}
+	var root *berth.Session
+	if tree[0].ParentID == "" {
+		root = tree[0]
+	} else if r, err := n.store.GetSession(ctx, tree[0].RootID); err == nil {
+		root = r
+	}
+	rootManaged := root != nil && root.ManagedWorkspace
+	return func(s *berth.Session) *berth.Failure {
+		if s.ManagedWorkspace || (s.ParentID != "" && rootManaged) {
+			return nil
+		}
+		return &berth.Failure{Kind: berth.FailSandbox, Message: hostPathFailure}
+	}
+}
+
+// moveWorkers bounds the sessions of a lost node moved at once (a move
+// is mostly the new node restoring files and starting an agent), and the
+// trees whose moves are under way.
 const moveWorkers = 4
 
 // moveAll resumes, in the background, the sessions this node closed as
-// node_lost, moveWorkers at a time, each on the node least loaded as it
-// goes (counting the moves under way to each): once each, since only the
-// node that closed a session (under its lease) moves it. The heartbeat
-// does not wait: a beat that waited for agents to start could let this
-// node's own leases expire.
-func (n *Node) moveAll(ctx context.Context, ids []string) {
-	if len(ids) == 0 {
+// node_lost, tree by tree (docs/api.md, "Failover with an object
+// store"): each tree on one node, the least loaded as it goes counting
+// the moves under way to each (the whole tree's as it is chosen), its
+// sessions in order of depth (see moveTree); moveWorkers trees at once,
+// and moveWorkers sessions. Each is moved once, since only the node that
+// closed a session (under its lease) moves it. The heartbeat does not
+// wait: a beat that waited for agents to start could let this node's own
+// leases expire.
+func (n *Node) moveAll(ctx context.Context, trees [][]*berth.Session) {
+	if len(trees) == 0 {
 		return
 	}
 	n.wg.Add(1)
@@ -66,12 +92,13 @@ func (n *Node) moveAll(ctx context.Context, ids []string) {
 		defer n.wg.Done()
 		var mu sync.Mutex
 		pending := map[string]int{}
+		treeSem := make(chan struct{}, moveWorkers)
 		sem := make(chan struct{}, moveWorkers)
 		var wg sync.WaitGroup
 		defer wg.Wait()
-		for _, id := range ids {
+		for _, tree := range trees {
 			select {
-			case sem <- struct{}{}:
+			case treeSem <- struct{}{}:
 			case <-ctx.Done():
 				return
 			}
@@ -80,25 +107,90 @@ func (n *Node) moveAll(ctx context.Context, ids []string) {
 			// the same lost node's sessions.
 			nodes, err := n.Nodes(ctx)
 			if err != nil {
-				<-sem
-				n.log.Error("session of a lost node not moved: list nodes", "session_id", id, "err", err)
+				<-treeSem
+				n.log.Error("sessions of a lost node not moved: list nodes", "session_id", tree[0].ID, "sessions", len(tree), "err", err)
 				continue
 			}
 			mu.Lock()
 			target := leastLoaded(withPending(nodes, pending), n.opts.ID)
-			pending[target.ID]++
+			pending[target.ID] += len(tree)
 			mu.Unlock()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer func() { <-sem }()
-				n.move(ctx, id, target)
-				mu.Lock()
-				pending[target.ID]--
-				mu.Unlock()
+				defer func() { <-treeSem }()
+				n.moveTree(ctx, tree, target, sem, func() {
+					mu.Lock()
+					pending[target.ID]--
+					mu.Unlock()
+				})
 			}()
 		}
 	}()
+}
+
+// moveTree resumes the sessions of one tree (in order of depth) on
+// target, level by level: the root first, then its children once it is
+// back, siblings at once (each takes a place in sem). A child goes where
+// its parent was resumed; one whose parent did not come back (its resume
+// failed, or it was not closed with the tree: stopped before) is not
+// resumed, and stays stopped with a failure saying why, as do its own
+// children. done is called once for each session, moved or not.
+func (n *Node) moveTree(ctx context.Context, tree []*berth.Session, target *berth.Node, sem chan struct{}, done func()) {
+	var mu sync.Mutex
+	// where is the node each session of the tree was resumed on.
+	where := map[string]*berth.Node{}
+	for len(tree) > 0 {
+		depth := tree[0].Depth
+		var wg sync.WaitGroup
+		for len(tree) > 0 && tree[0].Depth == depth {
+			s := tree[0]
+			tree = tree[1:]
+			to := target
+			if s.ParentID != "" {
+				mu.Lock()
+				to = where[s.ParentID]
+				mu.Unlock()
+				if to == nil {
+					n.keepStopped(ctx, s)
+					done()
+					continue
+				}
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				wg.Wait()
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				defer done()
+				// A child resumed anywhere but on its parent's node is
+				// refused: the root alone may fall back to this node.
+				on, err := n.move(ctx, s.ID, to, s.ParentID == "")
+				if err == nil {
+					mu.Lock()
+					where[s.ID] = on
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// keepStopped leaves a child of a lost node whose parent did not come
+// back stopped, with a failure saying so.
+func (n *Node) keepStopped(ctx context.Context, s *berth.Session) {
+	if err := n.sessions.KeepStopped(ctx, s.ID, parentFailure(s.ParentID)); err != nil {
+		n.log.Error("session of a lost node not resumed, and its failure not recorded", "session_id", s.ID,
+			"parent_id", s.ParentID, "err", err)
+		return
+	}
+	n.log.Warn("session of a lost node not resumed: its parent was not", "session_id", s.ID, "parent_id", s.ParentID)
 }
 
 // withPending is nodes with the moves under way to each added to its
@@ -139,23 +231,25 @@ func leastLoaded(nodes []*berth.Node, self string) *berth.Node {
 	return best
 }
 
-// move resumes session id on target: here when target is this node (or
-// cannot be reached), else through the handoff.
-func (n *Node) move(ctx context.Context, id string, target *berth.Node) {
+// move resumes session id on target: here when target is this node (or,
+// with fallback, cannot be reached), else through the handoff. It
+// returns the node the session was resumed on.
+func (n *Node) move(ctx context.Context, id string, target *berth.Node, fallback bool) (*berth.Node, error) {
 	began := time.Now()
 	n.mu.Lock()
 	h := n.handoff
 	n.mu.Unlock()
+	self := &berth.Node{ID: n.opts.ID, Advertise: n.opts.Advertise, State: berth.NodeUp}
 	if h == nil {
-		target = &berth.Node{ID: n.opts.ID}
+		target = self
 	}
 	var err error
 	if target.ID != n.opts.ID {
 		err = whileHeld(ctx, func() error { return n.resumeOn(ctx, h, id, target) })
-		if berth.ErrorDetails(err)["reason"] == "unreachable" {
+		if fallback && berth.ErrorDetails(err)["reason"] == "unreachable" {
 			n.log.Warn("the node chosen for a lost node's session cannot be reached: it resumes here", "session_id", id,
 				"node", target.ID, "err", err)
-			target = &berth.Node{ID: n.opts.ID}
+			target = self
 		}
 	}
 	if target.ID == n.opts.ID {
@@ -166,9 +260,10 @@ func (n *Node) move(ctx context.Context, id string, target *berth.Node) {
 	}
 	if err != nil {
 		n.log.Error("session of a lost node not resumed", "session_id", id, "node", target.ID, "err", err)
-		return
+		return nil, err
 	}
 	n.log.Info("session of a lost node resumed", "session_id", id, "node", target.ID, "took", time.Since(began))
+	return target, nil
 }
 
 // resumeOn is one ask of the handoff, bounded by handoffTimeout.

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -235,5 +237,181 @@ func TestLeastLoaded(t *testing.T) {
 	}
 	if n := leastLoaded(nodes[1:2], "self"); n.ID != "self" {
 		t.Fatalf("no live node: %s", n.ID)
+	}
+}
+
+// addChild stores an active child of parent (a session of the store) in
+// its parent's workspace, driven by node a.
+func addChild(t *testing.T, a *Node, id, parent string) {
+	t.Helper()
+	ctx := context.Background()
+	p, err := a.store.GetSession(ctx, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if err := a.store.CreateSession(ctx, &berth.Session{ID: id, ParentID: parent, RootID: cmp.Or(p.RootID, p.ID), Depth: p.Depth + 1,
+		Agent: "demo", State: berth.StateActive, Workspace: p.Workspace, Labels: map[string]string{},
+		CreatedAt: now, UpdatedAt: now, LastActivityAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Acquire(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// parentsFirst fails unless each of got was resumed after its parent, on the
+// same node (whose resumes are got).
+func parentsFirst(t *testing.T, st berth.Store, got []string) {
+	t.Helper()
+	for i, id := range got {
+		s, _ := st.GetSession(context.Background(), id)
+		if s.ParentID != "" && !slices.Contains(got[:i], s.ParentID) {
+			t.Fatalf("%s resumed before its parent %s, or on another node: %v", id, s.ParentID, got)
+		}
+	}
+}
+
+// A lost node's sessions move tree by tree: a tree (a root and the
+// children it spawned, theirs too) goes whole to one node, the least
+// loaded counting the whole tree (here the tree of four to c, which has
+// none; then the tree of two to b, which drives one: b 3, c 4), its
+// sessions resumed parents first (a child resumes only while its parent
+// is active on its node), each once; the children's workspace (their
+// root's, managed) does not keep them from moving.
+func TestFailoverMovesATreeWholeToOneNodeParentsFirst(t *testing.T) {
+	ctx := context.Background()
+	a, b, c, fb, fc, h, clk := failoverCluster(t, map[string]bool{"ses_r1": true, "ses_r2": true})
+	addChild(t, a, "ses_k1a", "ses_r1")
+	addChild(t, a, "ses_k1b", "ses_r1")
+	addChild(t, a, "ses_g1", "ses_k1a")
+	addChild(t, a, "ses_k2", "ses_r2")
+	loseA(t, b, c, clk)
+
+	inB, inC := fb.resumes(), fc.resumes()
+	slices.Sort(inB)
+	if want := []string{"ses_k2", "ses_r2"}; !slices.Equal(inB, want) {
+		t.Fatalf("b resumed %v, want %v", inB, want)
+	}
+	got := fc.resumes()
+	parentsFirst(t, b.store, got)
+	slices.Sort(got)
+	if want := []string{"ses_g1", "ses_k1a", "ses_k1b", "ses_r1"}; !slices.Equal(got, want) {
+		t.Fatalf("c resumed %v, want %v (handoffs %v)", got, want, h.calls())
+	}
+	parentsFirst(t, b.store, fb.resumes())
+	for _, id := range append(inB, inC...) {
+		if s, _ := b.store.GetSession(ctx, id); s.State != berth.StateActive || s.Failure != nil {
+			t.Fatalf("%s: %s failure %+v", id, s.State, s.Failure)
+		}
+	}
+}
+
+// A child whose parent did not come back is not resumed: it stays
+// stopped/node_lost with a failure naming its parent, and so do its own
+// children; the parent whose resume failed (the store unreachable) stays
+// stopped with no failure, for another try. A child whose parent was
+// stopped before its node was lost (not closed with it) is not resumed
+// either. The other tree moves.
+func TestFailoverLeavesAChildStoppedWhenItsParentIsNotResumed(t *testing.T) {
+	ctx := context.Background()
+	a, b, c, fb, fc, _, clk := failoverCluster(t, map[string]bool{"ses_r1": true, "ses_r2": true, "ses_p0": true})
+	addChild(t, a, "ses_k1", "ses_r1")
+	addChild(t, a, "ses_g1", "ses_k1")
+	addChild(t, a, "ses_o1", "ses_p0")
+	// ses_p0 was stopped (and its lease given back) before a was lost.
+	p0, _ := a.store.GetSession(ctx, "ses_p0")
+	p0.State, p0.StopReason = berth.StateStopped, berth.StopUserRequested
+	if err := a.store.UpdateSession(ctx, p0, berth.StateActive); err != nil {
+		t.Fatal(err)
+	}
+	a.Release(ctx, "ses_p0")
+	unreachable := berth.Errorf(berth.EUnavailable, "the object store cannot be reached")
+	fb.fail = map[string]error{"ses_r1": unreachable}
+	fc.fail = map[string]error{"ses_r1": unreachable}
+	loseA(t, b, c, clk)
+
+	if got := append(fb.resumes(), fc.resumes()...); !slices.Equal(got, []string{"ses_r2"}) {
+		t.Fatalf("resumed %v, want ses_r2 alone", got)
+	}
+	if r1, _ := b.store.GetSession(ctx, "ses_r1"); r1.State != berth.StateStopped || r1.StopReason != berth.StopNodeLost || r1.Failure != nil {
+		t.Fatalf("ses_r1: %s/%s failure %+v", r1.State, r1.StopReason, r1.Failure)
+	}
+	for id, parent := range map[string]string{"ses_k1": "ses_r1", "ses_g1": "ses_k1", "ses_o1": "ses_p0"} {
+		s, _ := b.store.GetSession(ctx, id)
+		if s.State != berth.StateStopped || s.StopReason != berth.StopNodeLost || s.Failure == nil ||
+			s.Failure.Kind != berth.FailStartup || !strings.Contains(s.Failure.Message, "parent session "+parent+" was not resumed") {
+			t.Fatalf("%s: %s/%s failure %+v", id, s.State, s.StopReason, s.Failure)
+		}
+	}
+}
+
+// Of two nodes racing for a lost node's tree, the one that takes its
+// root's lease closes and moves it whole: the other, finding that lease
+// held, leaves the whole tree alone (it would otherwise close a child,
+// and move it without its parent), for treeWaits beats.
+func TestFailoverTreeIsClosedByOneNode(t *testing.T) {
+	ctx := context.Background()
+	a, b, c, fb, _, _, clk := failoverCluster(t, map[string]bool{"ses_r1": true})
+	addChild(t, a, "ses_k1", "ses_r1")
+	for range 2 {
+		clk.Advance(2 * time.Second)
+		for _, n := range []*Node{b, c} {
+			if err := n.nodes.Heartbeat(ctx, n.ID(), clk.Now().UTC(), n.opts.TTL); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// c is closing the tree: it holds its root's lease.
+	if _, err := c.nodes.MarkLostNodes(ctx, clk.Now().UTC(), c.opts.TTL); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Acquire(ctx, "ses_r1"); err != nil {
+		t.Fatal(err)
+	}
+	b.beat(ctx)
+	b.wg.Wait()
+	if len(fb.close) != 0 || len(fb.resumes()) != 0 {
+		t.Fatalf("b closed %v and resumed %v of a tree c is closing", fb.close, fb.resumes())
+	}
+	// c holding it on (it moved the root, and died before it closed the
+	// child): after treeWaits beats b closes what is left, the child,
+	// which does not move without its parent.
+	for range treeWaits {
+		b.beat(ctx)
+		b.wg.Wait()
+	}
+	if !slices.Equal(fb.close, []string{"ses_k1"}) || !slices.Equal(fb.kept, []string{"ses_k1"}) || len(fb.resumes()) != 0 {
+		t.Fatalf("b closed %v, kept stopped %v, resumed %v", fb.close, fb.kept, fb.resumes())
+	}
+}
+
+// A tree one of whose leases has not expired yet (a child spawned after
+// its node's last heartbeat) waits, whole, for a later beat: its root is
+// not closed and moved without it.
+func TestFailoverTreeWaitsForItsLastLease(t *testing.T) {
+	ctx := context.Background()
+	a, b, c, fb, fc, _, clk := failoverCluster(t, map[string]bool{"ses_r1": true, "ses_r2": true})
+	addChild(t, a, "ses_k1", "ses_r1")
+	// ses_k1's lease taken later than the others: it expires 2s later.
+	if _, err := a.store.AcquireLease(ctx, "ses_k1", "a", clk.Now().UTC().Add(2*time.Second), a.opts.TTL); err != nil {
+		t.Fatal(err)
+	}
+	loseA(t, b, c, clk)
+	if got := append(fb.resumes(), fc.resumes()...); !slices.Equal(got, []string{"ses_r2"}) || slices.Contains(fb.close, "ses_r1") {
+		t.Fatalf("before the child's lease expired: resumed %v, closed %v", got, fb.close)
+	}
+	clk.Advance(2 * time.Second)
+	for _, n := range []*Node{b, c} {
+		if err := n.nodes.Heartbeat(ctx, n.ID(), clk.Now().UTC(), n.opts.TTL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.beat(ctx)
+	b.wg.Wait()
+	got := append(fb.resumes(), fc.resumes()...)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"ses_k1", "ses_r1", "ses_r2"}) {
+		t.Fatalf("once it expired: resumed %v", got)
 	}
 }

@@ -8,9 +8,12 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +35,9 @@ type Sessions interface {
 	ResumeSession(ctx context.Context, id string) (*berth.Session, error)
 	// LiveIDs are the sessions this node drives now.
 	LiveIDs() map[string]bool
+	// KeepStopped records why a stopped session of a lost node was not
+	// moved: its failure, the session left stopped as it was closed.
+	KeepStopped(ctx context.Context, id string, f *berth.Failure) error
 }
 
 // Options configure a Node.
@@ -85,6 +91,9 @@ type Node struct {
 	adverts map[string]string
 	// handoff asks another node to resume a session (SetHandoff).
 	handoff Handoff
+	// treeWaits counts the beats in a row each lost node's tree was left
+	// alone, another node holding its root (waitTree), by lost/root.
+	treeWaits map[string]int
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -109,7 +118,7 @@ func New(opts Options) (*Node, error) {
 		opts.Now = time.Now
 	}
 	return &Node{opts: opts, nodes: ns, store: opts.Store, log: opts.Logger.With("node_id", opts.ID),
-		held: map[string]*heldLease{}}, nil
+		held: map[string]*heldLease{}, treeWaits: map[string]int{}}, nil
 }
 
 // ID is the node's id.
@@ -240,21 +249,26 @@ func (n *Node) closeDropped(ctx context.Context) {
 		return
 	}
 	live := n.sessions.LiveIDs()
-	var procs map[string][]int
-	var moves []string
+	dropped := leases[:0:0]
 	for _, l := range leases {
-		if live[l.SessionID] {
-			continue
+		if !live[l.SessionID] {
+			dropped = append(dropped, l)
 		}
-		if procs == nil && n.opts.Processes != nil {
-			procs = n.opts.Processes()
-		}
-		move, err := n.closeLost(ctx, l.SessionID, procs)
-		if err != nil {
-			n.log.Error("session let go of not closed", "session_id", l.SessionID, "err", err)
-		}
-		if move {
-			moves = append(moves, l.SessionID)
+	}
+	trees, err := n.treesOf(ctx, dropped, time.Time{})
+	if err != nil {
+		n.log.Error("sessions let go of not closed", "err", err)
+		return
+	}
+	var procs map[string][]int
+	if len(trees) > 0 && n.opts.Processes != nil {
+		procs = n.opts.Processes()
+	}
+	var moves [][]*berth.Session
+	defer n.forgetWaits(n.opts.ID, trees)
+	for _, tree := range trees {
+		if move, _ := n.closeTree(ctx, n.opts.ID, tree, procs); len(move) > 0 {
+			moves = append(moves, move)
 		}
 	}
 	n.moveAll(ctx, moves)
@@ -303,7 +317,7 @@ func (n *Node) takeOver(ctx context.Context, now time.Time) {
 }
 
 // closeSessionsOf closes the sessions whose expired leases the lost (or
-// left) node ln still holds.
+// left) node ln still holds, tree by tree (see treesOf).
 func (n *Node) closeSessionsOf(ctx context.Context, ln *berth.Node, now time.Time) {
 	began := time.Now()
 	leases, err := n.nodes.LeasesOf(ctx, ln.ID)
@@ -311,51 +325,166 @@ func (n *Node) closeSessionsOf(ctx context.Context, ln *berth.Node, now time.Tim
 		n.log.Error("sessions of a lost node not closed", "lost_node", ln.ID, "err", err)
 		return
 	}
-	var procs map[string][]int
-	var moves []string
-	closed := 0
-	for _, l := range leases {
-		if l.ExpiresAt.After(now) {
-			// Not yet: its node may have renewed it just before it was lost.
-			continue
-		}
-		if procs == nil && n.opts.Processes != nil {
-			procs = n.opts.Processes()
-		}
-		move, err := n.closeLost(ctx, l.SessionID, procs)
-		if err != nil {
-			n.log.Error("session of a lost node not closed", "lost_node", ln.ID, "session_id", l.SessionID, "err", err)
-			continue
-		}
-		if move {
-			moves = append(moves, l.SessionID)
-		}
-		closed++
+	trees, err := n.treesOf(ctx, leases, now)
+	if err != nil {
+		n.log.Error("sessions of a lost node not closed", "lost_node", ln.ID, "err", err)
+		return
 	}
+	var procs map[string][]int
+	if len(trees) > 0 && n.opts.Processes != nil {
+		procs = n.opts.Processes()
+	}
+	var moves [][]*berth.Session
+	closed := 0
+	for _, tree := range trees {
+		move, c := n.closeTree(ctx, ln.ID, tree, procs)
+		if len(move) > 0 {
+			moves = append(moves, move)
+		}
+		closed += c
+	}
+	n.forgetWaits(ln.ID, trees)
 	if closed > 0 {
 		n.log.Info("sessions of a lost node closed", "lost_node", ln.ID, "sessions", closed, "took", time.Since(began))
 	}
 	n.moveAll(ctx, moves)
 }
 
-// closeLost takes one session of a lost node over and closes it. It
-// reports whether the session is this node's to move (failover on, the
-// session closed here and free to move), once its lease is given back.
-func (n *Node) closeLost(ctx context.Context, id string, procs map[string][]int) (bool, error) {
+// treesOf reads the sessions of leases and groups them by tree (a root
+// session and its descendants, root_id): each tree in order of depth, a
+// parent before its children. A tree with a lease not yet expired at now
+// (its node may have renewed it just before it was lost; zero now: none
+// is waited for) waits, whole, for a later beat: a tree is closed and
+// moved at once. A session deleted meanwhile is left out.
+func (n *Node) treesOf(ctx context.Context, leases []*berth.Lease, now time.Time) ([][]*berth.Session, error) {
+	byRoot := map[string][]*berth.Session{}
+	waits := map[string]bool{}
+	var roots []string
+	for _, l := range leases {
+		s, err := n.store.GetSession(ctx, l.SessionID)
+		if berth.IsCode(err, berth.ENotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		root := cmp.Or(s.RootID, s.ID)
+		if _, ok := byRoot[root]; !ok {
+			roots = append(roots, root)
+		}
+		byRoot[root] = append(byRoot[root], s)
+		if !now.IsZero() && l.ExpiresAt.After(now) {
+			waits[root] = true
+		}
+	}
+	var trees [][]*berth.Session
+	for _, root := range roots {
+		if waits[root] {
+			continue
+		}
+		tree := byRoot[root]
+		slices.SortStableFunc(tree, func(x, y *berth.Session) int {
+			return cmp.Or(cmp.Compare(x.Depth, y.Depth), cmp.Compare(x.ID, y.ID))
+		})
+		trees = append(trees, tree)
+	}
+	return trees, nil
+}
+
+// treeWaits is how many beats in a row a node leaves alone a lost node's
+// tree whose root another node holds (closing the tree) before it closes
+// what is left of the tree itself: a holder that died in the middle, or
+// that moved the root but could not close a child, would otherwise leave
+// that child active, driven by no node, for ever.
+const treeWaits = 3
+
+// closeTree takes the sessions of one tree of lost node lost (this node
+// itself: those it let go of) over and closes them, parents first. The lease of
+// the tree's root is held meanwhile: a node racing this one for the tree
+// fails to take it and leaves the whole tree alone (one node closes, and
+// moves, a tree whole). It returns the sessions closed here that are
+// this node's to move (failover on, closed here and free to move), in
+// order of depth, and how many it closed or found closed.
+func (n *Node) closeTree(ctx context.Context, lost string, tree []*berth.Session, procs map[string][]int) (moves []*berth.Session, closed int) {
+	root := cmp.Or(tree[0].RootID, tree[0].ID)
+	err := n.Acquire(ctx, root)
+	switch {
+	case err == nil:
+		defer n.Release(context.WithoutCancel(ctx), root)
+	case berth.IsCode(err, berth.EConflict):
+		if n.waitTree(lost, root) {
+			n.log.Info("sessions of a lost node left alone: another node holds their root", "session_id", root,
+				"sessions", len(tree), "details", errDetails(err))
+			return nil, 0
+		}
+		n.log.Warn("sessions of a lost node closed while another node holds their root", "session_id", root,
+			"sessions", len(tree), "details", errDetails(err))
+	case !berth.IsCode(err, berth.ENotFound):
+		// A deleted root takes its tree along: what is left is closed.
+		n.log.Error("sessions of a lost node not closed", "session_id", root, "sessions", len(tree), "err", err)
+		return nil, 0
+	}
+	why := n.whyIn(ctx, tree)
+	for _, s := range tree {
+		c, err := n.closeLost(ctx, s.ID, procs, why)
+		if err != nil {
+			n.log.Error("session of a lost node not closed", "session_id", s.ID, "err", err)
+			continue
+		}
+		closed++
+		if c != nil && c.Failure == nil && n.opts.Failover {
+			moves = append(moves, c)
+		}
+	}
+	return moves, closed
+}
+
+// waitTree counts one more beat that the tree of root, of lost node
+// lost, was left alone, and reports whether to leave it alone again.
+func (n *Node) waitTree(lost, root string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	key := lost + "/" + root
+	n.treeWaits[key]++
+	return n.treeWaits[key] <= treeWaits
+}
+
+// forgetWaits forgets the trees of lost node lost that were left alone,
+// but for those of roots still there.
+func (n *Node) forgetWaits(lost string, trees [][]*berth.Session) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.treeWaits) == 0 {
+		return
+	}
+	keep := map[string]bool{}
+	for _, tree := range trees {
+		keep[lost+"/"+cmp.Or(tree[0].RootID, tree[0].ID)] = true
+	}
+	for key := range n.treeWaits {
+		if strings.HasPrefix(key, lost+"/") && !keep[key] {
+			delete(n.treeWaits, key)
+		}
+	}
+}
+
+// closeLost takes one session of a lost node over and closes it, with
+// the failure why gives. It returns the session closed, nil when it was
+// left alone (stopped already, back with its node, taken by another,
+// deleted); its lease is given back.
+func (n *Node) closeLost(ctx context.Context, id string, procs map[string][]int, why func(*berth.Session) *berth.Failure) (*berth.Session, error) {
 	if err := n.Acquire(ctx, id); err != nil {
 		if berth.IsCode(err, berth.EConflict) || berth.IsCode(err, berth.ENotFound) {
-			// Back with its node, taken by another, or deleted.
 			n.log.Info("session of a lost node left alone", "session_id", id, "err", err, "details", errDetails(err))
-			return false, nil
+			return nil, nil
 		}
-		return false, err
+		return nil, err
 	}
 	defer n.Release(context.WithoutCancel(ctx), id)
 	if procs == nil {
 		procs = map[string][]int{}
 	}
-	s, err := n.sessions.CloseLost(ctx, id, procs, n.why)
-	return err == nil && s != nil && s.Failure == nil && n.opts.Failover, err
+	return n.sessions.CloseLost(ctx, id, procs, why)
 }
 
 // Acquire implements session.Cluster: it takes the lease of a session for

@@ -30,8 +30,32 @@ type fakeSessions struct {
 	held    int // resumes to refuse first, the lease held by node "x"
 	close   []string
 	resumed []string
+	kept    []string
+	// fail are resumes that fail, by session id.
+	fail map[string]error
 	// gate, when set, runs first in each ResumeSession.
 	gate func()
+}
+
+// KeepStopped records the failure of a stopped session, as the manager
+// does.
+func (f *fakeSessions) KeepStopped(ctx context.Context, id string, why *berth.Failure) error {
+	if err := f.node.Acquire(ctx, id); err != nil {
+		return err
+	}
+	defer f.node.Release(ctx, id)
+	s, err := f.store.GetSession(ctx, id)
+	if err != nil || s.State != berth.StateStopped {
+		return err
+	}
+	s.Failure = why
+	if err := f.store.UpdateSession(ctx, s, berth.StateStopped); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.kept = append(f.kept, id)
+	f.mu.Unlock()
+	return nil
 }
 
 func (f *fakeSessions) LoseSessions(ids []string) {
@@ -64,7 +88,8 @@ func (f *fakeSessions) CloseLost(ctx context.Context, id string, _ map[string][]
 }
 
 // ResumeSession records the resume and makes the session active, under
-// its lease, as the manager's resume does.
+// its lease, as the manager's resume does: a child only while its parent
+// is active on this node.
 func (f *fakeSessions) ResumeSession(ctx context.Context, id string) (*berth.Session, error) {
 	if f.gate != nil {
 		f.gate()
@@ -76,14 +101,30 @@ func (f *fakeSessions) ResumeSession(ctx context.Context, id string) (*berth.Ses
 	if s.State != berth.StateStopped {
 		return nil, berth.Errorf(berth.EConflict, "session is %s, not stopped", s.State)
 	}
+	if s.ParentID != "" {
+		p, err := f.store.GetSession(ctx, s.ParentID)
+		if err != nil {
+			return nil, err
+		}
+		if l, err := f.store.GetLease(ctx, p.ID); err != nil || p.State != berth.StateActive || l.Owner != f.node.ID() {
+			return nil, berth.Errorf(berth.EConflict, "the parent session is not active: resume the parent first")
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.fail[id]; err != nil {
+		return nil, err
+	}
 	if f.held > 0 {
 		f.held--
 		return nil, fmt.Errorf("take the session's lease: %w", &berth.Error{Code: berth.EConflict,
 			Message: "session " + id + " is driven by node x", Details: map[string]any{"node": "x"}})
 	}
 	if err := f.node.Acquire(ctx, id); err != nil {
+		return nil, err
+	}
+	s.State = berth.StateActive
+	if err := f.store.UpdateSession(ctx, s, berth.StateStopped); err != nil {
 		return nil, err
 	}
 	f.resumed = append(f.resumed, id)

@@ -48,6 +48,10 @@ func (r objRestorer) Restore(ctx context.Context, id, workspaceDir, homeDir stri
 		path string
 		mode os.FileMode
 	}{{workspaceDir, 0o755}, {homeDir, 0o700}} {
+		if d.path == "" {
+			// A child's workspace is its root's, restored with the root.
+			continue
+		}
 		if err := os.RemoveAll(d.path); err != nil {
 			return berth.WrapError(berth.EInternal, err, "clear the session's old files on this node")
 		}

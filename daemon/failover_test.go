@@ -70,6 +70,31 @@ func TestRestorerMakesTheDirectoriesAfresh(t *testing.T) {
 	}
 }
 
+// A child moving with its root gets its HOME alone (workspace ""): its
+// workspace is its root's, restored with the root, and nothing is made
+// or cleared for it.
+func TestRestorerGivesAChildItsHomeAlone(t *testing.T) {
+	ctx := testenv.Context(t)
+	c := openS3(t)
+	st := memory.New()
+	now := time.Now().UTC()
+	if err := st.CreateSession(context.Background(), &berth.Session{ID: "ses_kid", ParentID: "ses_root", RootID: "ses_root", Depth: 1,
+		Agent: "demo", State: berth.StateStopped, Labels: map[string]string{}, CreatedAt: now, UpdatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	r := objRestorer{c: c, store: st, log: slog.New(slog.DiscardHandler)}
+	home := filepath.Join(t.TempDir(), "sessions", "ses_kid", "home")
+	testenv.WriteFile(t, filepath.Join(home, "stale.txt"), "old", 0o600)
+	if err := r.Restore(ctx, "ses_kid", "", home); err != nil {
+		t.Fatalf("a child's HOME alone: %v", err)
+	}
+	ents, err := os.ReadDir(home)
+	fi, serr := os.Stat(home)
+	if err != nil || serr != nil || len(ents) != 0 || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("HOME after the restore: %d entries %v %v", len(ents), err, fi)
+	}
+}
+
 // A session that moves here gets its checkpoints too, in its root's tree:
 // a rewind to a turn before the move has its files. A checkpoint that
 // does not come (damaged in the store) does not stop the move: the others

@@ -48,8 +48,10 @@ type birth struct {
 	ls     *live.Session
 	launch *live.Launching
 	// moved is the workspace on this node of a session a resume moves here
-	// from another ("" when it stays where it is).
-	moved string
+	// from another ("" when it stays where it is); movedWithRoot says it
+	// is a child's, in its root's workspace, which came with the root.
+	moved         string
+	movedWithRoot bool
 
 	// fork is what a fork's live session starts from (set by its origin).
 	fork *live.Fork

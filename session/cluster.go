@@ -193,3 +193,24 @@ func (m *Manager) CloseLost(ctx context.Context, id string, leftovers map[string
 // SessionProcesses maps session ids to the pids of this host's processes
 // that carry them (see CloseLost).
 func SessionProcesses() map[string][]int { return sessionProcesses() }
+
+// KeepStopped records why a stopped session of a lost node was not moved
+// to another node (docs/api.md, "Failover with an object store"): its
+// failure f, written under its lease; it stays stopped as it was closed,
+// its log ending with that session_stopped. A session no longer stopped
+// (resumed by hand meanwhile) is left as it is.
+func (m *Manager) KeepStopped(ctx context.Context, id string, f *berth.Failure) error {
+	return m.leases.leased(ctx, id, func() error {
+		s, err := m.store.GetSession(ctx, id)
+		if err != nil || s.State != berth.StateStopped {
+			return err
+		}
+		s.Failure = f
+		s.Badge = s.ComputeBadge(false, false)
+		if err := m.store.UpdateSession(ctx, s, berth.StateStopped); err != nil {
+			return err
+		}
+		m.changes.publishStored(berth.ChangeSessionUpdated, m.stored(s))
+		return nil
+	})
+}

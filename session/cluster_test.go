@@ -138,3 +138,35 @@ func TestLeaseLostDropsTheRuntimeWithoutWriting(t *testing.T) {
 		t.Fatalf("read after the takeover: node %q", got.Node)
 	}
 }
+
+// KeepStopped records why a lost node's stopped session did not move: its
+// failure, the session still stopped as it was closed (badge failed), its
+// log unchanged; a session no longer stopped is left as it is.
+func TestKeepStoppedRecordsTheFailure(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	other := e.create(berth.CreateRequest{})
+	if _, err := e.m.StopSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := len(e.events(s.ID))
+	why := &berth.Failure{Kind: berth.FailStartup, Message: "its parent session ses_p was not resumed"}
+	if err := e.m.KeepStopped(ctx, s.ID, why); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.m.GetSession(ctx, s.ID)
+	if err != nil || got.State != berth.StateStopped || got.StopReason != berth.StopUserRequested || got.Failure == nil ||
+		*got.Failure != *why || got.Badge != berth.BadgeFailed {
+		t.Fatalf("kept stopped: %+v %v", got, err)
+	}
+	if n := len(e.events(s.ID)); n != before {
+		t.Fatalf("the log grew from %d to %d events", before, n)
+	}
+	if err := e.m.KeepStopped(ctx, other.ID, why); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.m.GetSession(ctx, other.ID); got.State != berth.StateActive || got.Failure != nil {
+		t.Fatalf("an active session: %s failure %+v", got.State, got.Failure)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -17,8 +18,10 @@ import (
 // afresh and copies into them the workspace and HOME it was given (as of
 // a turn's end), or fails.
 type fakeRestorer struct {
-	mu        sync.Mutex
-	ws, home  string
+	mu       sync.Mutex
+	ws, home string
+	// homes are the HOMEs of other sessions, by id (the others get home).
+	homes     map[string]string
 	err       error
 	calls     []string
 	restoreTo []string
@@ -32,7 +35,15 @@ func (r *fakeRestorer) Restore(ctx context.Context, id, ws, home string) error {
 	if r.err != nil {
 		return r.err
 	}
-	for _, p := range [][2]string{{r.ws, ws}, {r.home, home}} {
+	from := r.home
+	if h, ok := r.homes[id]; ok {
+		from = h
+	}
+	for _, p := range [][2]string{{r.ws, ws}, {from, home}} {
+		if p[1] == "" {
+			// The HOME alone.
+			continue
+		}
 		if err := errors.Join(os.RemoveAll(p[1]), os.MkdirAll(p[1], 0o700)); err != nil {
 			return err
 		}
@@ -168,5 +179,76 @@ func TestResumeThatCannotRestoreLeavesTheSession(t *testing.T) {
 	r.ws, r.home = t.TempDir(), t.TempDir()
 	if got, err := e.m.ResumeSession(ctx, s.ID); err != nil || got.Workspace != ws {
 		t.Fatalf("resume once the store is back: %v", err)
+	}
+}
+
+// A child of a root session moved here (what failover does, the root
+// first) moves with it: its workspace is the same place in the root's
+// workspace, now restored under this node's root, and only its own HOME
+// comes from the store (a workspace restored for it would wipe the
+// root's); the demo agent reloads its conversation from that HOME. Its
+// place made a link to elsewhere (what an agent could leave in the store)
+// is refused, the child left stopped.
+func TestResumeMovesAChildWithItsRoot(t *testing.T) {
+	r := &fakeRestorer{homes: map[string]string{}}
+	e := newEnv(t, func(o *Options) { o.Restorer = r })
+	ctx := context.Background()
+	root := e.create(berth.CreateRequest{})
+	if err := os.Mkdir(filepath.Join(root.Workspace, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kid := e.spawn(root.ID, berth.CreateRequest{Workspace: filepath.Join(root.Workspace, "sub")})
+	e.prompt(kid.ID, "write k.txt kid")
+	if _, err := e.m.StopSession(ctx, root.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.ws, r.home = copyDir(t, root.Workspace), copyDir(t, e.m.place.homeDir(root.ID))
+	r.homes[kid.ID] = copyDir(t, e.m.place.homeDir(kid.ID))
+	ws := movedAway(t, e, root.ID)
+	// The child's stored workspace is its place in the root's on node a.
+	old, _ := e.store.GetSession(ctx, root.ID)
+	k, _ := e.store.GetSession(ctx, kid.ID)
+	k.Workspace = filepath.Join(old.Workspace, "sub")
+	if err := e.store.UpdateSession(ctx, k, berth.StateStopped); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(e.m.place.homeDir(kid.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.ResumeSession(ctx, root.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The agents' files came through the store: a link there is refused.
+	sub := filepath.Join(ws, "sub")
+	if err := errors.Join(os.Rename(sub, sub+".real"), os.Symlink(t.TempDir(), sub)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.ResumeSession(ctx, kid.ID); !berth.IsCode(err, berth.EConflict) {
+		t.Fatalf("a child whose place is a link resumed: %v", err)
+	}
+	if got, _ := e.store.GetSession(ctx, kid.ID); got.State != berth.StateStopped || got.Workspace != k.Workspace {
+		t.Fatalf("after the refusal: %s %s", got.State, got.Workspace)
+	}
+	if err := errors.Join(os.Remove(sub), os.Rename(sub+".real", sub)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.m.ResumeSession(ctx, kid.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Workspace != sub || got.State != berth.StateActive || got.ParentID != root.ID {
+		t.Fatalf("moved child: workspace %s state %s parent %s, want %s active %s", got.Workspace, got.State, got.ParentID, sub, root.ID)
+	}
+	if !slices.Equal(r.restoreTo, []string{"", e.m.place.homeDir(kid.ID)}) {
+		t.Fatalf("the child restored into %q", r.restoreTo)
+	}
+	if b, err := os.ReadFile(filepath.Join(sub, "k.txt")); err != nil || string(b) != "kid" {
+		t.Fatalf("k.txt = %q %v", b, err)
+	}
+	if by := lastStartedBy(t, e, kid.ID); by != "load" {
+		t.Fatalf("resumed_by %q, want load", by)
+	}
+	if res := e.prompt(kid.ID, "echo here"); res.Text != "here" {
+		t.Fatalf("prompt after the move: %+v", res)
 	}
 }

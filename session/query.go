@@ -41,7 +41,7 @@ func (m *Manager) stored(s *berth.Session) *berth.Session {
 	if seq := m.log.LastSeq(s.ID); seq > s.LastSeq {
 		s.LastSeq = seq
 	}
-	s.Resumable = live.Resumable(s, m.place.movesHere(s) != "")
+	s.Resumable = live.Resumable(s, m.place.managedMovesHere(s) != "")
 	s.Badge = s.ComputeBadge(false, false)
 	return s
 }

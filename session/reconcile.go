@@ -231,7 +231,7 @@ func (rc *recovery) closeSession(ctx context.Context, s *berth.Session, leftover
 	s.State, s.StopReason, s.Failure, s.AgentPID = berth.StateStopped, how.reason, f, 0
 	s.ShimSocket, s.ShimPID = "", 0
 	s.PendingPermissions = 0
-	s.Resumable = live.Resumable(s, rc.m.place.movesHere(s) != "")
+	s.Resumable = live.Resumable(s, rc.m.place.managedMovesHere(s) != "")
 	s.Badge = s.ComputeBadge(false, false)
 	if err := rc.m.store.UpdateSession(ctx, s, from); err != nil {
 		return err

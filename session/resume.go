@@ -92,7 +92,10 @@ func (b *birth) checkResume(ctx context.Context, id string) error {
 		return err
 	}
 	// A session moved here from another node gets its files in restore.
-	if b.moved = m.place.movesHere(s); b.moved == "" {
+	if b.moved, b.movedWithRoot, err = m.place.movesHere(ctx, s); err != nil {
+		return err
+	}
+	if b.moved == "" {
 		if !live.WorkspaceExists(s.Workspace) {
 			return berth.Errorf(berth.EConflict, "session is not resumable: its workspace is gone")
 		}

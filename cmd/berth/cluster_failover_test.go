@@ -336,3 +336,83 @@ func TestClusterFailoverPausedNodeFindsItsSessionMoved(t *testing.T) {
 		}
 	}
 }
+
+// A parent and the child it spawned (in its workspace) on node A: A is
+// SIGKILLed, and the tree moves whole: both come back active on the same
+// other node, the parent first (a child resumes only while its parent is
+// active on its node), the child still the parent's (parent_id), in the
+// parent's workspace restored there with what the child wrote in it, its
+// agent reloading its own conversation from its own HOME, and a prompt
+// to it answered.
+func TestClusterFailoverMovesATreeWhole(t *testing.T) {
+	db := freshPostgres(t)
+	s3 := testenv.S3Server(t)
+	a := storageNode(t, db, "node-a", s3.URL, s3)
+	b := storageNode(t, db, "node-b", s3.URL, s3)
+	c := storageNode(t, db, "node-c", s3.URL, s3)
+
+	parent := a.create(t, nil)
+	var kid berth.Session
+	if st, err := a.api("POST", "/v1/sessions/"+parent.ID+"/children", map[string]any{"agent": "demo", "ttl_seconds": 600}, &kid); st != 201 {
+		t.Fatalf("spawn = %d %v", st, err)
+	}
+	if kid.ParentID != parent.ID || kid.Workspace != parent.Workspace || kid.ManagedWorkspace {
+		t.Fatalf("child %+v of %s", kid, parent.Workspace)
+	}
+	a.turn(t, kid.ID, "write k.txt kid")
+	// The parent's workspace reaches the store with its turns: this one
+	// carries what the child wrote.
+	a.turn(t, parent.ID, "write p.txt parent")
+	for _, id := range []string{kid.ID, parent.ID} {
+		syncedTo(t, a, id, lastOf(a.allEvents(t, id), berth.EventTurnEnded).Seq)
+	}
+
+	killed := time.Now()
+	a.kill9()
+	var moved map[string]berth.Session
+	waitFor(t, 4*clusterTTL+30*time.Second, "parent and child active on another node", func() bool {
+		moved = map[string]berth.Session{}
+		for _, id := range []string{parent.ID, kid.ID} {
+			got := b.session(t, id)
+			if got.State != berth.StateActive || (got.Node != "node-b" && got.Node != "node-c") || strings.HasPrefix(got.Workspace, a.home) {
+				return false
+			}
+			moved[id] = got
+		}
+		return true
+	})
+	t.Logf("SIGKILL of A to the tree active elsewhere: %s (lease_ttl %s)", time.Since(killed), clusterTTL)
+	p, k := moved[parent.ID], moved[kid.ID]
+	if p.Node != k.Node {
+		t.Fatalf("the parent moved to %s, its child to %s: a tree moves whole", p.Node, k.Node)
+	}
+	homes := map[string]string{"node-b": b.home, "node-c": c.home}
+	if want := filepath.Join(homes[p.Node], "workspaces", parent.ID); p.Workspace != want || k.Workspace != want {
+		t.Fatalf("workspaces on %s: parent %s, child %s, want %s", p.Node, p.Workspace, k.Workspace, want)
+	}
+	if k.ParentID != parent.ID || k.RootID != parent.ID || k.Depth != 1 {
+		t.Fatalf("moved child: parent_id %q root_id %q depth %d", k.ParentID, k.RootID, k.Depth)
+	}
+	fileIs(t, p.Workspace, "k.txt", "kid")
+	fileIs(t, p.Workspace, "p.txt", "parent")
+	nodes := map[string]*server{"node-b": b, "node-c": c}
+	there := nodes[p.Node]
+	evs := there.allEvents(t, kid.ID)
+	assertContiguous(t, evs)
+	var d struct {
+		ResumedBy string `json:"resumed_by"`
+	}
+	_ = json.Unmarshal(lastOf(evs, berth.EventSessionStarted).Data, &d)
+	if d.ResumedBy != "load" {
+		t.Fatalf("the child resumed_by %q, want load", d.ResumedBy)
+	}
+	// The parent came back first: its session_started is older than the
+	// child's.
+	pStarted, kStarted := lastOf(there.allEvents(t, parent.ID), berth.EventSessionStarted), lastOf(evs, berth.EventSessionStarted)
+	if pStarted.Time.After(kStarted.Time) {
+		t.Fatalf("the parent started at %s, after its child (%s)", pStarted.Time, kStarted.Time)
+	}
+	if r := there.turn(t, kid.ID, "echo moved kid"); r.Text != "moved kid" {
+		t.Fatalf("prompt to the moved child: %+v", r)
+	}
+}
