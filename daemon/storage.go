@@ -42,7 +42,9 @@ func (d *Daemon) openStorage(o Options, ckpts *checkpoint.Store, snaps *snapshot
 		},
 		Synced: d.store.SetStorageSynced,
 		Warn:   d.storageWarn,
-		Logger: o.Logger,
+		// Beside the home's other state, not in run/.
+		DeletedDir: filepath.Join(o.Home, "storage", "deleted"),
+		Logger:     o.Logger,
 	})
 	return nil
 }

@@ -280,3 +280,42 @@ func TestStorageBadConfigRefused(t *testing.T) {
 		}
 	}
 }
+
+// DELETE /v1/sessions/{id} takes the session's own objects out of the
+// object store too (its state.json and checkpoints: its HOME's
+// conversation with them): a user who deletes a session finds nothing of
+// it left under sessions/<id>/.
+func TestDeletedSessionLeavesTheObjectStore(t *testing.T) {
+	s3 := testenv.S3Server(t)
+	d := storageDaemon(t, s3, s3.URL)
+	ctx := testenv.Context(t)
+	s, err := d.Manager().CreateSession(ctx, berth.CreateRequest{Agent: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn(t, d, s.ID, "write a.txt one")
+	waitSynced(t, d, s.ID, lastTurnEnded(t, d, s.ID))
+	c, err := objstore.Open(objstore.Config{URL: s3.URL, Environ: s3.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		n := 0
+		if err := c.List(ctx, objstore.SessionKey(s.ID), func(string, int64) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if count() == 0 {
+		t.Fatal("the session is not in the store")
+	}
+	api, err := d.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	if err := api.DeleteSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Minute, "the session's objects gone", func() bool { return count() == 0 })
+}

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -292,6 +293,59 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	return c.wrap(c.mc.RemoveObject(ctx, c.loc.Bucket, c.loc.key(key), minio.RemoveObjectOptions{}), "remove %s", key)
+}
+
+// DeletePrefix removes every object under prefix (relative to the
+// client's prefix), up to a thousand a request, and returns how many it
+// removed; none there is no error.
+func (c *Client) DeletePrefix(ctx context.Context, prefix string) (int, error) {
+	var keys []string
+	if err := c.List(ctx, prefix, func(key string, _ int64) error {
+		keys = append(keys, c.loc.key(key))
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.transferTimeout)
+	defer cancel()
+	objs := make(chan minio.ObjectInfo)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(objs)
+		for _, k := range keys {
+			select {
+			case objs <- minio.ObjectInfo{Key: k}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	failed := 0
+	var first error
+	for e := range c.mc.RemoveObjects(ctx, c.loc.Bucket, objs, minio.RemoveObjectsOptions{}) {
+		if e.Err != nil && minio.ToErrorResponse(e.Err).Code != "NoSuchKey" {
+			failed++
+			if first == nil {
+				first = e.Err
+			}
+		}
+	}
+	// Cut short (ctx ended): the keys not sent were not removed.
+	cut := ctx.Err()
+	cancel()
+	wg.Wait()
+	if first == nil && cut != nil {
+		first = cut
+	}
+	if first != nil {
+		return len(keys) - failed, c.wrap(first, "remove %s (%d of %d objects)", prefix, failed, len(keys))
+	}
+	return len(keys), nil
 }
 
 // wrap gives err a berth code: ENotFound for a missing key or bucket,

@@ -55,6 +55,9 @@ type SyncerOptions struct {
 	// written with it, so that a session running turn after turn is not
 	// walked and written after each.
 	Delay time.Duration
+	// DeletedDir remembers the sessions deleted whose objects are not
+	// removed from the store yet (a file each; "": not remembered).
+	DeletedDir string
 	// MinBackoff and MaxBackoff bound the wait before a failed session is
 	// tried again, doubling from one to the other (defaults 1s and 1m).
 	MinBackoff, MaxBackoff time.Duration
@@ -114,6 +117,9 @@ type syncState struct {
 	// learned says the Uploader learnt where the store's packs hold the
 	// session's files (Uploader.Learn).
 	learned bool
+	// deleting: the session is deleted, its objects are to be removed
+	// (Deleted); it is not written again.
+	deleting bool
 }
 
 // DefaultSyncDelay is SyncerOptions.Delay's default: a second of turns
@@ -140,6 +146,7 @@ func NewSyncer(opts SyncerOptions) *Syncer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Syncer{opts: opts, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), closing: make(chan struct{}), sessions: map[string]*syncState{}}
+	s.resumeDeletions()
 	for range opts.Workers {
 		s.wg.Add(1)
 		go s.work()
@@ -159,6 +166,10 @@ func (s *Syncer) TurnEnded(id, turnID string) {
 	if st == nil {
 		st = &syncState{ckpts: map[string]bool{}, snaps: map[string]bool{}}
 		s.sessions[id] = st
+	}
+	if st.deleting {
+		s.mu.Unlock()
+		return
 	}
 	st.turnID = turnID
 	if !st.dirty {
@@ -274,8 +285,9 @@ func (s *Syncer) next() (string, *syncState, time.Duration) {
 			wait = min(wait, d)
 			continue
 		}
-		// A closing Syncer writes what waits at once.
-		if d := st.since.Add(s.opts.Delay).Sub(now); d > 0 && !s.closed {
+		// A closing Syncer writes what waits at once; a deletion never
+		// waits.
+		if d := st.since.Add(s.opts.Delay).Sub(now); d > 0 && !s.closed && !st.deleting {
 			wait = min(wait, d)
 			continue
 		}
@@ -294,13 +306,29 @@ func (s *Syncer) next() (string, *syncState, time.Duration) {
 func (s *Syncer) run(id string, st *syncState) {
 	// st's walk caches and checkpoints are the running worker's alone.
 	s.mu.Lock()
-	turnID := st.turnID
+	turnID, deleting := st.turnID, st.deleting
 	s.mu.Unlock()
-	err := s.sync(id, turnID, st)
+	var err error
+	if deleting {
+		err = s.remove(id)
+	} else {
+		err = s.sync(id, turnID, st)
+	}
 	s.mu.Lock()
 	st.running = false
 	warn := ""
 	switch {
+	case st.deleting && !st.dirty:
+		// Removed (or deleted while written: it waits, dirty, to be).
+		if err == nil {
+			delete(s.sessions, id)
+			break
+		}
+		st.dirty = true
+		st.failures++
+		st.lastErr = berth.ErrorMessage(err)
+		st.retryAt = time.Now().Add(s.backoff(st.failures))
+	case st.deleting:
 	case err == nil:
 		st.failures, st.warned, st.lastErr, st.retryAt = 0, false, "", time.Time{}
 		st.synced = time.Now()
@@ -323,7 +351,11 @@ func (s *Syncer) run(id string, st *syncState) {
 		}
 	}
 	s.mu.Unlock()
-	if err != nil && s.ctx.Err() == nil && !isGone(err) {
+	switch {
+	case err == nil || s.ctx.Err() != nil || isGone(err):
+	case deleting:
+		s.opts.Logger.Warn("object store: a deleted session's objects not removed yet (retried)", "session", id, "err", err)
+	default:
 		s.opts.Logger.Warn("object store: session state not written", "session", id, "err", err)
 	}
 	if warn != "" && s.opts.Warn != nil {

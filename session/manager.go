@@ -154,6 +154,8 @@ type Options struct {
 // once: a store that is slow or down never slows a turn.
 type Storage interface {
 	TurnEnded(sessionID, turnID string)
+	// Deleted removes a deleted session's own objects from the store.
+	Deleted(sessionID string)
 }
 
 // HomeDir is session id's private HOME on this node (where its agent

@@ -144,6 +144,9 @@ func (m *Manager) DeleteSession(ctx context.Context, id string) error {
 			m.logger.Warn("remove snapshots", "session_id", id, "err", err)
 		}
 	}
+	if m.opts.Storage != nil {
+		m.opts.Storage.Deleted(id)
+	}
 	return nil
 }
 
