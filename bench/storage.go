@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -30,6 +31,10 @@ type storageResult struct {
 	TurnOnP99   float64 `json:"turn_storage_on_p99_ms"`
 	TurnOffP99  float64 `json:"turn_storage_off_p99_ms"`
 	TurnOnOff   float64 `json:"turn_storage_on_off_ratio"`
+	// TurnPairedOnOff is the median, over the rounds, of a round's on turn
+	// over its off turn: each pair ran back to back, so a load that
+	// changes over the run moves both alike.
+	TurnPairedOnOff float64 `json:"turn_storage_paired_on_off_ratio"`
 	TurnOnLagMs float64 `json:"turn_storage_last_synced_after_ms"`
 	// TurnOn/OffCPUMs: each daemon's own CPU time (its shims' and agents'
 	// left out) a timed turn, on average, the writes to the store made
@@ -163,6 +168,7 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 	res.TurnOnP50, res.TurnOffP50 = pct(times[0], 50), pct(times[1], 50)
 	res.TurnOnP99, res.TurnOffP99 = pct(times[0], 99), pct(times[1], 99)
 	res.TurnOnOff = res.TurnOnP50 / res.TurnOffP50
+	res.TurnPairedOnOff = pairedRatio(times[0], times[1])
 	// The store kept up: how long after the last turn it has it.
 	t0 := time.Now()
 	if err := waitSynced(ctx, on, ids[0], time.Minute); err != nil {
@@ -170,6 +176,21 @@ func storageTurns(ctx context.Context, o benchBootOptions, url string, turns int
 	}
 	res.TurnOnLagMs = msSince(t0)
 	return nil
+}
+
+// pairedRatio is the median of on[i]/off[i].
+func pairedRatio(on, off []time.Duration) float64 {
+	var r []float64
+	for i := range min(len(on), len(off)) {
+		if off[i] > 0 {
+			r = append(r, float64(on[i])/float64(off[i]))
+		}
+	}
+	if len(r) == 0 {
+		return 0
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
 }
 
 // daemonsCPU is the CPU time each of the processes pids has used so far
@@ -372,7 +393,8 @@ func writeFiles(dir string, n, size int, seed int64) (int64, error) {
 func printStorage(out io.Writer, st *storageResult, ttl time.Duration) {
 	fmt.Fprintf(out, "object store, a turn (%d files, one written a turn): on p50 %.2f ms p99 %.2f ms, off p50 %.2f ms p99 %.2f ms (on/off %.3f; synced %.0f ms after the last)\n",
 		st.TurnFiles, st.TurnOnP50, st.TurnOnP99, st.TurnOffP50, st.TurnOffP99, st.TurnOnOff, st.TurnOnLagMs)
-	fmt.Fprintf(out, "object store, the daemon's CPU a turn: on %.2f ms, off %.2f ms\n", st.TurnOnCPUMs, st.TurnOffCPUMs)
+	fmt.Fprintf(out, "object store, a turn on/off paired by round: median %.3f; the daemon's CPU a turn: on %.2f ms, off %.2f ms\n",
+		st.TurnPairedOnOff, st.TurnOnCPUMs, st.TurnOffCPUMs)
 	fmt.Fprintf(out, "object store, first sync of %d files (%.1f MiB): %.0f ms after turn_ended, its checkpoint too %.0f ms\n",
 		st.SyncFiles, float64(st.SyncBytes)/(1<<20), st.SyncMs, st.SyncAllMs)
 	fmt.Fprintf(out, "object store, upload of %.0f MiB in 8 MiB files: %.0f ms, %.1f MiB/s\n",
