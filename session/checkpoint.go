@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
+	"github.com/berth-sh/berth/session/transcript"
 
 	live "github.com/berth-sh/berth/session/live"
 )
@@ -193,11 +194,11 @@ func (f *forkSpec) from() *live.Fork {
 // forkPreamble is the parent's conversation before the checkpoint, for the
 // fork's first prompt; "" when there was none.
 func forkPreamble(f *forkSpec) string {
-	var p preamble
+	var p transcript.Preamble
 	for i := range f.turns {
 		// The turns' texts are in memory (Fork read them): nothing to fail.
-		turn, _ := renderTurn(context.Background(), &f.turns[i], maxPreambleTurn)
-		p.add(turn)
+		turn, _ := transcript.RenderTurn(context.Background(), &f.turns[i], transcript.MaxPreambleTurn)
+		p.Add(turn)
 	}
 	return p.String(fmt.Sprintf("[berth: this session was forked from session %s before one of its turns; the conversation so far follows]\n", f.parent.ID))
 }

@@ -14,8 +14,9 @@
 // (usage.go), the all-sessions stream (changes.go,
 // remote.go), the supervisor (supervise.go, sweep.go), what a previous
 // daemon left (boot.go, reattach.go, reconcile.go), the logs read a turn
-// at a time (transcript.go), the berth tools sockets (toolgate.go,
-// tools.go) and the leases of a cluster (cluster.go).
+// at a time (transcript.go; folded by session/transcript), the berth
+// tools sockets (toolgate.go, tools.go) and the leases of a cluster
+// (cluster.go).
 //
 // Lock order, outermost first: a session lock (sessionlock.go), a
 // parent's tree lock (children.go), the set's mutex (set.go), then a live

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/session/transcript"
 
 	live "github.com/berth-sh/berth/session/live"
 )
@@ -81,7 +82,7 @@ func (t *childTools) PromptChild(ctx context.Context, a berth.PromptChildArgs) (
 			return nil, err
 		}
 	}
-	out.TurnID, out.StopReason, out.Text = turn.TurnID, turn.StopReason, clipText(text, live.MaxTurnText)
+	out.TurnID, out.StopReason, out.Text = turn.TurnID, turn.StopReason, transcript.ClipText(text, live.MaxTurnText)
 	return out, nil
 }
 

@@ -3,58 +3,11 @@ package session
 import (
 	"context"
 	"errors"
-	"fmt"
-	goruntime "runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/berth-sh/berth"
-
-	live "github.com/berth-sh/berth/session/live"
 )
-
-// foldAlloc folds a turn of n chunks of size bytes and returns the bytes
-// allocated per byte of text.
-func foldAlloc(t *testing.T, n, size int) float64 {
-	t.Helper()
-	chunk := strings.Repeat("x", size)
-	evs := []berth.Event{berth.NewEvent("ses_1", "turn_1", berth.EventTurnStarted, live.TurnStartedData{Text: "go"})}
-	for range n {
-		evs = append(evs, berth.NewEvent("ses_1", "turn_1", berth.EventAgentMessage, live.TextData{Text: chunk}))
-	}
-	evs = append(evs, berth.NewEvent("ses_1", "turn_1", berth.EventTurnEnded, live.TurnEndedData{StopReason: "end_turn"}))
-
-	var before, after goruntime.MemStats
-	goruntime.GC()
-	goruntime.ReadMemStats(&before)
-	var b transcriptBuilder
-	for i := range evs {
-		b.add(&evs[i])
-	}
-	turns := b.finish()
-	text := turns[0].Text
-	goruntime.ReadMemStats(&after)
-	if len(turns) != 1 || len(text) != n*size {
-		t.Fatalf("turns: %d, text %d bytes", len(turns), len(text))
-	}
-	return float64(after.TotalAlloc-before.TotalAlloc) / float64(n*size)
-}
-
-// Folding a turn costs memory (and so copying) in proportion to its text,
-// whatever the number of chunks: appending each chunk to a string copied
-// the whole text so far every time (n/2 times the text for n chunks).
-func TestTranscriptCostIsLinearInTheText(t *testing.T) {
-	// Texts a turn keeps in memory (up to maxTurnText; a longer one is read
-	// again from the log as it is written).
-	for _, c := range []struct{ n, size int }{{64, 8 << 10}, {512, 1 << 10}} {
-		// The logged bytes are copied once (a page's buffer is not kept)
-		// and decoded once, into one string: about 2×.
-		if r := foldAlloc(t, c.n, c.size); r > 2.5 {
-			t.Fatalf("folding %d chunks allocated %.1f× their text: not linear", c.n, r)
-		}
-	}
-}
 
 // listHook is a store whose ListEvents calls are counted, and run after.
 type listHook struct {
@@ -116,30 +69,5 @@ func TestTranscriptStopsWhenTheClientLeaves(t *testing.T) {
 		if n := hook.calls.Load(); n != 1 {
 			t.Fatalf("%s: %d pages read after the client left, want none", name, n-1)
 		}
-	}
-}
-
-// A preamble keeps the newest turns within maxPreamble, and each turn's
-// text within its own bound: a session of flooding turns does not carry
-// them all into the new conversation.
-func TestPreambleIsBounded(t *testing.T) {
-	var p preamble
-	big := strings.Repeat("x", 4<<20)
-	for i := range 20 {
-		turn, err := renderTurn(context.Background(), &berth.TranscriptTurn{Prompt: fmt.Sprintf("turn %d", i), Text: big}, maxPreambleTurn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.add(turn)
-	}
-	out := p.String("head\n")
-	if len(out) > maxPreamble+1024 {
-		t.Fatalf("preamble of %d bytes, bound %d", len(out), maxPreamble)
-	}
-	if !strings.Contains(out, "User: turn 19\n") || strings.Contains(out, "User: turn 0\n") {
-		t.Fatal("the preamble does not keep the newest turns")
-	}
-	if (&preamble{}).String("head\n") != "" {
-		t.Fatal("a preamble of no turn is not empty")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/session/transcript"
 )
 
 // WaitTurn implements berth.SessionService.
@@ -52,11 +53,11 @@ func (tr *transcripts) turnFromLog(ctx context.Context, id, turnID string) (*ber
 			return nil, err
 		}
 	}
-	b := transcriptBuilder{long: func(turnID string) berth.LongText { return tr.turnText(id, turnID) }}
+	b := transcript.Builder{Long: func(turnID string) berth.LongText { return tr.turnText(id, turnID) }}
 	if err := tr.foldLog(ctx, id, berth.EventFilter{TurnID: turnID}, &b); err != nil {
 		return nil, err
 	}
-	for _, t := range b.finish() {
+	for _, t := range b.Finish() {
 		if t.TurnID != turnID {
 			continue
 		}
