@@ -18,7 +18,7 @@ type LongText func(ctx context.Context, each func(body []byte) error) error
 func (t LongText) String(ctx context.Context) (string, error) {
 	var out strings.Builder
 	err := t(ctx, func(body []byte) error {
-		out.WriteString(decodeBody(body))
+		out.WriteString(DecodeStringBody(body))
 		return nil
 	})
 	return out.String(), err
@@ -32,7 +32,7 @@ var errHeadFull = &Error{Code: EInternal, Message: "head read"}
 func (t LongText) Head(ctx context.Context, n int) (string, error) {
 	var out strings.Builder
 	err := t(ctx, func(body []byte) error {
-		out.WriteString(decodeBody(body))
+		out.WriteString(DecodeStringBody(body))
 		if out.Len() >= n {
 			return errHeadFull
 		}
@@ -51,9 +51,9 @@ func (t LongText) Head(ctx context.Context, n int) (string, error) {
 	return s, err
 }
 
-// decodeBody decodes the body of a JSON string (IsStringBody): one
-// without escapes is its own text.
-func decodeBody(body []byte) string {
+// DecodeStringBody decodes the body of a JSON string (IsStringBody): one
+// without escapes is its own text; a body that is not one decodes to "".
+func DecodeStringBody(body []byte) string {
 	if bytes.IndexByte(body, '\\') < 0 {
 		return string(body)
 	}

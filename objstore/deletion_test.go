@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 // stopped before it is done, the next Syncer over the same directory
 // does it at its start.
 func TestDeletedSessionLeavesTheStore(t *testing.T) {
-	s3 := testenv.S3Server(t)
 	c := openTest(t)
 	ctx := testenv.Context(t)
 	ws := t.TempDir()
@@ -53,16 +51,8 @@ func TestDeletedSessionLeavesTheStore(t *testing.T) {
 	packs := countObjects(t, c, "packs/")
 
 	// The store refuses: the deletion waits, remembered.
-	loc, err := ParseURL(s3.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewSwitchProxy(t, loc.Endpoint)
+	down, proxy := openBehindProxy(t)
 	proxy.SetDown(true)
-	down, err := Open(Config{URL: strings.Replace(s3.URL, loc.Endpoint, proxy.Addr(), 1), Environ: s3.Environ()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s2 := NewSyncer(opts(down))
 	s2.Deleted("ses_gone")
 	s2.Deleted("../escape")

@@ -258,17 +258,8 @@ func TestRestoreRefusesDamagedState(t *testing.T) {
 // warned once however often the write fails, and the state is written
 // (synced_seq recorded) once the store is back.
 func TestSyncerStoreDown(t *testing.T) {
-	s3 := testenv.S3Server(t)
-	loc, err := ParseURL(s3.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewSwitchProxy(t, loc.Endpoint)
+	c, proxy := openBehindProxy(t)
 	proxy.SetDown(true)
-	c, err := Open(Config{URL: strings.Replace(s3.URL, loc.Endpoint, proxy.Addr(), 1), Environ: s3.Environ()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ws := t.TempDir()
 	writeTree(t, ws, map[string]string{"f": "one"})
 	var warns, attempts atomic.Int32
@@ -333,6 +324,23 @@ func TestSyncerStoreDown(t *testing.T) {
 	if _, err := ReadState(testenv.Context(t), c, "ses_x"); err != nil {
 		t.Errorf("state after the store came back: %v", err)
 	}
+}
+
+// openBehindProxy opens a client of the test S3 server through a proxy
+// the test can cut (SetDown).
+func openBehindProxy(t *testing.T) (*Client, *testenv.SwitchProxy) {
+	t.Helper()
+	s3 := testenv.S3Server(t)
+	loc, err := ParseURL(s3.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewSwitchProxy(t, loc.Endpoint)
+	c, err := Open(Config{URL: strings.Replace(s3.URL, loc.Endpoint, proxy.Addr(), 1), Environ: s3.Environ()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, proxy
 }
 
 func equal(a, b map[string]string) bool {

@@ -40,23 +40,10 @@ func (t *bodies) text() string {
 		if bytes.IndexByte(p, '\\') < 0 {
 			out.Write(p)
 		} else {
-			out.WriteString(decodeBody(p))
+			out.WriteString(berth.DecodeStringBody(p))
 		}
 	}
 	return out.String()
-}
-
-// decodeBody decodes the body of a JSON string: one without escapes is
-// its own text.
-func decodeBody(body []byte) string {
-	if bytes.IndexByte(body, '\\') < 0 {
-		return string(body)
-	}
-	var s string
-	if json.Unmarshal(append(append([]byte{'"'}, body...), '"'), &s) != nil {
-		return ""
-	}
-	return s
 }
 
 // TextBody is the text of an agent_message's data as the body of a JSON
