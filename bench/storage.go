@@ -24,18 +24,18 @@ type storageResult struct {
 	// TurnOn/OffP50: prompt → turn_ended (?wait=true) of a session whose
 	// workspace holds TurnFiles files and whose every turn writes one,
 	// on a daemon with the store and one without, turns alternated.
-	Turns       int     `json:"turns"`
-	TurnFiles   int     `json:"turn_workspace_files"`
-	TurnOnP50   float64 `json:"turn_storage_on_p50_ms"`
-	TurnOffP50  float64 `json:"turn_storage_off_p50_ms"`
-	TurnOnP99   float64 `json:"turn_storage_on_p99_ms"`
-	TurnOffP99  float64 `json:"turn_storage_off_p99_ms"`
-	TurnOnOff   float64 `json:"turn_storage_on_off_ratio"`
+	Turns      int     `json:"turns"`
+	TurnFiles  int     `json:"turn_workspace_files"`
+	TurnOnP50  float64 `json:"turn_storage_on_p50_ms"`
+	TurnOffP50 float64 `json:"turn_storage_off_p50_ms"`
+	TurnOnP99  float64 `json:"turn_storage_on_p99_ms"`
+	TurnOffP99 float64 `json:"turn_storage_off_p99_ms"`
+	TurnOnOff  float64 `json:"turn_storage_on_off_ratio"`
 	// TurnPairedOnOff is the median, over the rounds, of a round's on turn
 	// over its off turn: each pair ran back to back, so a load that
 	// changes over the run moves both alike.
 	TurnPairedOnOff float64 `json:"turn_storage_paired_on_off_ratio"`
-	TurnOnLagMs float64 `json:"turn_storage_last_synced_after_ms"`
+	TurnOnLagMs     float64 `json:"turn_storage_last_synced_after_ms"`
 	// TurnOn/OffCPUMs: each daemon's own CPU time (its shims' and agents'
 	// left out) a timed turn, on average, the writes to the store made
 	// meanwhile included.
