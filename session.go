@@ -286,8 +286,8 @@ func (a *SessionAuth) missing() bool { return a != nil && a.Missing != "" }
 
 // ComputeBadge derives the badge from the session's fields. busy and waiting
 // are live facts the manager knows (a turn in flight, a pending permission).
-// A field read here is kept by Tally, which the stores' CountSessions
-// count by.
+// A field read here is kept by Tally in the states that read it, which
+// the stores' CountSessions count by.
 func (s *Session) ComputeBadge(busy, hung bool) Badge {
 	switch s.State {
 	case StateStopped:
@@ -323,8 +323,12 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 }
 
 // Tally is what a census (metrics) counts a session by: its state, its
-// agent and what its badge depends on when no live session drives it
-// (ComputeBadge(false, false)). Sessions of equal tallies have equal badges.
+// agent and what its badge depends on in that state when no live session
+// drives it (ComputeBadge(false, false)). Sessions of equal tallies have
+// equal badges. A stopped session's tally holds its stop reason and
+// whether it failed, and nothing else of it; another's holds everything
+// else, never those two, which its badge does not read: so a store reads
+// two fields of its stopped sessions, the many of a long-lived home.
 type Tally struct {
 	State      State
 	Agent      string
@@ -348,9 +352,11 @@ type SessionCount struct {
 
 // Tally reduces s to what a census counts it by.
 func (s *Session) Tally() Tally {
-	return Tally{State: s.State, Agent: s.Agent, StopReason: s.StopReason, Failed: s.Failure != nil,
-		Waiting: s.PendingPermissions > 0 || s.PendingElicitations > 0, AuthMissing: s.Auth.missing(),
-		NeedsAuth: s.NeedsAuth, OverBudget: s.overBudget()}
+	if s.State == StateStopped {
+		return Tally{State: s.State, Agent: s.Agent, StopReason: s.StopReason, Failed: s.Failure != nil}
+	}
+	return Tally{State: s.State, Agent: s.Agent, Waiting: s.PendingPermissions > 0 || s.PendingElicitations > 0,
+		AuthMissing: s.Auth.missing(), NeedsAuth: s.NeedsAuth, OverBudget: s.overBudget()}
 }
 
 // Badge is the badge of every session of this tally that no live session

@@ -53,7 +53,9 @@ func TestBadges(t *testing.T) {
 }
 
 // A session's tally gives its badge, whatever mix of the fields the
-// badge reads it has: the census counts stored sessions by their tallies.
+// badge reads it has, and holds none its state's badge does not read (a
+// stopped session's only its stop reason and failure): the census counts
+// stored sessions by their tallies.
 func TestTallyKeepsTheBadge(t *testing.T) {
 	spent := Usage{ModelCalls: 2, InputTokens: 60, CostUSD: 1.5}
 	tree := spent
@@ -80,6 +82,15 @@ func TestTallyKeepsTheBadge(t *testing.T) {
 								want := s.ComputeBadge(false, false)
 								if got := s.Tally().Badge(); got != want {
 									t.Errorf("%+v: the tally's badge %s, the session's %s", s, got, want)
+								}
+								// What its state's badge does not read, its tally does not hold.
+								bare := Session{State: state, StopReason: reason, Failure: failure}
+								if state != StateStopped {
+									bare = s
+									bare.StopReason, bare.Failure = "", nil
+								}
+								if s.Tally() != bare.Tally() {
+									t.Errorf("%+v: tally %+v, of the fields its badge reads %+v", s, s.Tally(), bare.Tally())
 								}
 								badges[want] = true
 								n++
