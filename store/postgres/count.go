@@ -24,7 +24,7 @@ const countSessionsSQL = `WITH docs AS MATERIALIZED (SELECT state, agent, doc::j
 		COALESCE((d->>'needs_auth')::boolean, false) AS needs_auth,
 		(d->'max_cost_usd')::text AS max_cost, (d->'max_tokens')::text AS max_tokens, ` + codec.UsageColumns + `
 		FROM docs WHERE state <> 'stopped')
-SELECT 'stopped', agent, COALESCE(d->>'stop_reason', ''), d->'failure' IS NOT NULL,
+SELECT 'stopped', agent, COALESCE(d->>'stop_reason', ''), d->>'failure' IS NOT NULL,
 	false, false, false, NULL, NULL, 0::bigint, 0::bigint, 0::bigint, 0::bigint, 0::float8, COUNT(*)
 	FROM docs WHERE state = 'stopped'
 	GROUP BY 2, 3, 4
