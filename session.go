@@ -326,9 +326,9 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 // agent and what its badge depends on in that state when no live session
 // drives it (ComputeBadge(false, false)). Sessions of equal tallies have
 // equal badges. A stopped session's tally holds its stop reason and
-// whether it failed, and nothing else of it; another's holds everything
-// else, never those two, which its badge does not read: so a store reads
-// two fields of its stopped sessions, the many of a long-lived home.
+// whether it failed and nothing else; another's never those two, which
+// its badge does not read. So a store reads two fields of each stopped
+// session, the many of a long-lived home.
 type Tally struct {
 	State      State
 	Agent      string
