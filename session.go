@@ -286,6 +286,8 @@ func (a *SessionAuth) missing() bool { return a != nil && a.Missing != "" }
 
 // ComputeBadge derives the badge from the session's fields. busy and waiting
 // are live facts the manager knows (a turn in flight, a pending permission).
+// A field read here is kept by Tally in the states that read it, which
+// the stores' CountSessions count by.
 func (s *Session) ComputeBadge(busy, hung bool) Badge {
 	switch s.State {
 	case StateStopped:
@@ -318,6 +320,63 @@ func (s *Session) ComputeBadge(busy, hung bool) Badge {
 		return BadgeNeedsAuth
 	}
 	return BadgeIdle
+}
+
+// Tally is what a census (metrics) counts a session by: its state, its
+// agent and what its badge depends on in that state when no live session
+// drives it (ComputeBadge(false, false)). Sessions of equal tallies have
+// equal badges. A stopped session's tally holds its stop reason and
+// whether it failed and nothing else; another's never those two, which
+// its badge does not read. So a store reads two fields of each stopped
+// session, the many of a long-lived home.
+type Tally struct {
+	State      State
+	Agent      string
+	StopReason StopReason
+	// Failed: the session carries a Failure.
+	Failed bool
+	// Waiting: a permission or an elicitation waits for an answer.
+	Waiting bool
+	// AuthMissing: the model gateway missed a credential (Auth);
+	// NeedsAuth: the agent answered auth_required.
+	AuthMissing, NeedsAuth bool
+	// OverBudget: its tree's spending reached one of its budgets.
+	OverBudget bool
+}
+
+// SessionCount is how many sessions share a Tally.
+type SessionCount struct {
+	Tally
+	Sessions int
+}
+
+// Tally reduces s to what a census counts it by.
+func (s *Session) Tally() Tally {
+	if s.State == StateStopped {
+		return Tally{State: s.State, Agent: s.Agent, StopReason: s.StopReason, Failed: s.Failure != nil}
+	}
+	return Tally{State: s.State, Agent: s.Agent, Waiting: s.PendingPermissions > 0 || s.PendingElicitations > 0,
+		AuthMissing: s.Auth.missing(), NeedsAuth: s.NeedsAuth, OverBudget: s.overBudget()}
+}
+
+// Badge is the badge of every session of this tally that no live session
+// drives: ComputeBadge(false, false) of a session made of it.
+func (t Tally) Badge() Badge {
+	s := Session{State: t.State, StopReason: t.StopReason, NeedsAuth: t.NeedsAuth}
+	if t.Failed {
+		s.Failure = &Failure{}
+	}
+	if t.Waiting {
+		s.PendingPermissions = 1
+	}
+	if t.AuthMissing {
+		s.Auth = &SessionAuth{Missing: "credential"}
+	}
+	if t.OverBudget {
+		// A budget of no tokens is reached from the start.
+		s.MaxTokens = new(int64(0))
+	}
+	return s.ComputeBadge(false, false)
 }
 
 // SessionFilter selects sessions in a list.

@@ -52,6 +52,61 @@ func TestBadges(t *testing.T) {
 	}
 }
 
+// A session's tally gives its badge, whatever mix of the fields the
+// badge reads it has, and holds none its state's badge does not read (a
+// stopped session's only its stop reason and failure): the census counts
+// stored sessions by their tallies.
+func TestTallyKeepsTheBadge(t *testing.T) {
+	spent := Usage{ModelCalls: 2, InputTokens: 60, CostUSD: 1.5}
+	tree := spent
+	tree.Tree = &Usage{ModelCalls: 3, InputTokens: 100, CostUSD: 5}
+	budgets := []Session{
+		{},
+		{Usage: spent, MaxCostUSD: new(2.0)},
+		{Usage: spent, MaxCostUSD: new(1.5)},
+		{Usage: spent, MaxTokens: new(int64(60))},
+		{Usage: tree, MaxCostUSD: new(4.0)},
+	}
+	badges := map[Badge]bool{}
+	n := 0
+	for _, state := range []State{StateStarting, StateActive, StateStopping, StateStopped, "unknown"} {
+		for _, reason := range []StopReason{"", StopUserRequested, StopAgentCrashed, StopDaemonCrashed} {
+			for _, failure := range []*Failure{nil, {Kind: FailProcessExit}} {
+				for _, pending := range [][2]int{{0, 0}, {2, 0}, {0, 1}} {
+					for _, auth := range []*SessionAuth{nil, {}, {Missing: "anthropic"}} {
+						for _, needsAuth := range []bool{false, true} {
+							for _, b := range budgets {
+								s := b
+								s.State, s.StopReason, s.Failure, s.Auth, s.NeedsAuth = state, reason, failure, auth, needsAuth
+								s.PendingPermissions, s.PendingElicitations = pending[0], pending[1]
+								want := s.ComputeBadge(false, false)
+								if got := s.Tally().Badge(); got != want {
+									t.Errorf("%+v: the tally's badge %s, the session's %s", s, got, want)
+								}
+								// What its state's badge does not read, its tally does not hold.
+								bare := Session{State: state, StopReason: reason, Failure: failure}
+								if state != StateStopped {
+									bare = s
+									bare.StopReason, bare.Failure = "", nil
+								}
+								if s.Tally() != bare.Tally() {
+									t.Errorf("%+v: tally %+v, of the fields its badge reads %+v", s, s.Tally(), bare.Tally())
+								}
+								badges[want] = true
+								n++
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	// Every badge a session shows without a live turn was among them.
+	if len(badges) != 7 {
+		t.Fatalf("%d sessions showed %d badges: %v", n, len(badges), badges)
+	}
+}
+
 func TestPromptValidation(t *testing.T) {
 	for _, c := range []struct {
 		req  PromptRequest

@@ -173,21 +173,11 @@ type Recovery struct {
 	Pending []*Permission
 }
 
-// SessionCounter is a Store that counts its stopped sessions without
-// reading them whole, for metrics at scrape time. It is optional: without
-// it the stopped sessions are listed.
+// SessionCounter is a Store that counts its sessions without reading
+// them whole, for metrics at scrape time. It is optional: without it the
+// sessions are listed.
 type SessionCounter interface {
-	// CountStopped counts the stopped sessions whose ids are not in
-	// exclude, grouped by agent, stop reason and whether they carry a
-	// failure (what a stopped session's badge depends on).
-	CountStopped(ctx context.Context, exclude []string) ([]StoppedCount, error)
-}
-
-// StoppedCount is how many stopped sessions share an agent, a stop reason
-// and whether they failed.
-type StoppedCount struct {
-	Agent      string
-	StopReason StopReason
-	HasFailure bool
-	Sessions   int
+	// CountSessions counts the sessions whose ids are not in exclude,
+	// each by its Session.Tally: one SessionCount per distinct tally.
+	CountSessions(ctx context.Context, exclude []string) ([]SessionCount, error)
 }

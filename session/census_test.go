@@ -3,31 +3,51 @@ package session
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/sqlite"
 )
 
 // plainStore is a store that cannot count its sessions (its
 // berth.SessionCounter is hidden): the census lists them instead.
 type plainStore struct{ berth.Store }
 
+// listCounter is a store that counts its sessions and the lists it is
+// asked for.
+type listCounter struct {
+	*sqlite.Store
+	lists atomic.Int64
+}
+
+// ListSessions counts the list and lists.
+func (l *listCounter) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth.SessionPage, error) {
+	l.lists.Add(1)
+	return l.Store.ListSessions(ctx, f)
+}
+
 // The census counts sessions as the API lists them, with a store that
-// counts its stopped sessions and with one that does not: live ones with
-// their live badge, stored ones (stopped, failed, another node's active
-// one) as stored.
+// counts its sessions (reading none whole: no list) and with one that
+// does not: live ones with their live badge, stored ones (stopped,
+// failed, another node's starting, active or stopping ones with every
+// badge they can show, over budget through a child's spending) as stored.
 func TestCensusAgreesWithTheList(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		wrap func(berth.Store) berth.Store
-	}{{"counting store", nil}, {"listing store", func(s berth.Store) berth.Store { return plainStore{s} }}} {
+	}{
+		{"counting store", func(s berth.Store) berth.Store { return &listCounter{Store: s.(*sqlite.Store)} }},
+		{"listing store", func(s berth.Store) berth.Store { return plainStore{s} }},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := &env{t: t, home: t.TempDir(), wrap: c.wrap}
 			e.open()
 			t.Cleanup(e.close)
-			if _, ok := e.m.store.(berth.SessionCounter); ok == (c.wrap != nil) {
-				t.Fatalf("the store counts: %v", ok)
+			_, counts := e.m.store.(berth.SessionCounter)
+			if counts != (c.name == "counting store") {
+				t.Fatalf("the store counts: %v", counts)
 			}
 			ctx := context.Background()
 			e.create(berth.CreateRequest{})
@@ -36,21 +56,7 @@ func TestCensusAgreesWithTheList(t *testing.T) {
 			if _, err := e.m.StopSession(ctx, stopped.ID); err != nil {
 				t.Fatal(err)
 			}
-			now := time.Now().UTC()
-			for i, s := range []berth.Session{
-				{Agent: "demo", State: berth.StateStopped, StopReason: berth.StopAgentCrashed},
-				{Agent: "other", State: berth.StateStopped, StopReason: berth.StopUserRequested},
-				{Agent: "other", State: berth.StateStopped, StopReason: berth.StopUserRequested,
-					Failure: &berth.Failure{Kind: berth.FailInternal, Message: "x"}},
-				// Another node's live session: no live session here.
-				{Agent: "other", State: berth.StateActive},
-			} {
-				s.ID, s.Workspace, s.Labels = fmt.Sprintf("ses_stored%d", i), e.home, map[string]string{}
-				s.CreatedAt, s.UpdatedAt, s.LastActivityAt = now, now, now
-				if err := e.store.CreateSession(ctx, &s); err != nil {
-					t.Fatal(err)
-				}
-			}
+			storeMix(t, e)
 			want := map[string]int{}
 			page, err := e.m.ListSessions(ctx, berth.SessionFilter{Limit: 1000})
 			if err != nil {
@@ -59,17 +65,72 @@ func TestCensusAgreesWithTheList(t *testing.T) {
 			for _, s := range page.Sessions {
 				want[fmt.Sprintf("%s/%s/%s", s.State, s.Badge, s.Agent)]++
 			}
+			lc, _ := e.m.store.(*listCounter)
+			lists := int64(0)
+			if lc != nil {
+				lists = lc.lists.Load()
+			}
 			census, err := e.m.Census(ctx)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if lc != nil && lc.lists.Load() != lists {
+				t.Errorf("the census read sessions whole: %d lists", lc.lists.Load()-lists)
 			}
 			got := map[string]int{}
 			for _, n := range census.Sessions {
 				got[fmt.Sprintf("%s/%s/%s", n.State, n.Badge, n.Agent)] += n.Sessions
 			}
-			if fmt.Sprint(got) != fmt.Sprint(want) || len(want) != 6 {
+			if fmt.Sprint(got) != fmt.Sprint(want) || len(want) != 12 {
 				t.Fatalf("census %v\nlist   %v", got, want)
 			}
 		})
+	}
+}
+
+// storeMix stores sessions no live session drives: stopped, failed, and
+// another node's of every state and badge.
+func storeMix(t *testing.T, e *env) {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	for i, s := range []berth.Session{
+		{Agent: "demo", State: berth.StateStopped, StopReason: berth.StopAgentCrashed},
+		{Agent: "other", State: berth.StateStopped, StopReason: berth.StopUserRequested},
+		{Agent: "other", State: berth.StateStopped, StopReason: berth.StopUserRequested,
+			Failure: &berth.Failure{Kind: berth.FailInternal, Message: "x"}},
+		// What a stopped session's badge does not read.
+		{Agent: "demo", State: berth.StateStopped, StopReason: berth.StopUserRequested, PendingPermissions: 1,
+			NeedsAuth: true, Auth: &berth.SessionAuth{Missing: "anthropic"}},
+		{Agent: "other", State: berth.StateStarting},
+		{Agent: "other", State: berth.StateStarting, NeedsAuth: true},
+		{Agent: "other", State: berth.StateActive},
+		{Agent: "other", State: berth.StateActive, PendingPermissions: 1},
+		{Agent: "other", State: berth.StateActive, PendingElicitations: 1},
+		{Agent: "other", State: berth.StateActive, Auth: &berth.SessionAuth{Missing: "anthropic"}},
+		// Its child's spending, 0.1 thrice (0.30000000000000004), reaches it.
+		{Agent: "other", State: berth.StateActive, MaxCostUSD: new(0.3)},
+		{Agent: "other", State: berth.StateActive, MaxCostUSD: new(0.31)},
+		{Agent: "demo", State: berth.StateStopping},
+	} {
+		s.ID, s.Workspace, s.Labels = fmt.Sprintf("ses_stored%02d", i), e.home, map[string]string{}
+		s.RootID, s.CreatedAt, s.UpdatedAt, s.LastActivityAt = s.ID, now, now, now
+		if err := e.store.CreateSession(ctx, &s); err != nil {
+			t.Fatal(err)
+		}
+		if s.MaxCostUSD == nil {
+			continue
+		}
+		child := berth.Session{ID: s.ID + "_child", Agent: "other", State: berth.StateStopped, StopReason: berth.StopUserRequested,
+			Workspace: e.home, Labels: map[string]string{}, ParentID: s.ID, RootID: s.ID, Depth: 1,
+			CreatedAt: now, UpdatedAt: now, LastActivityAt: now}
+		if err := e.store.CreateSession(ctx, &child); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := e.store.AddUsage(ctx, child.ID, berth.Usage{ModelCalls: 1, InputTokens: 10, CostUSD: 0.1}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -21,3 +21,9 @@ func BenchmarkListEvents(b *testing.B) { storetest.BenchListEvents(b, openBench,
 
 // BenchmarkListSessions: see storetest.BenchListSessions.
 func BenchmarkListSessions(b *testing.B) { storetest.BenchListSessions(b, openBench) }
+
+// BenchmarkCountSessions: see storetest.BenchCountSessions.
+func BenchmarkCountSessions(b *testing.B) { storetest.BenchCountSessions(b, openBench) }
+
+// BenchmarkUpdateSession: see storetest.BenchUpdateSession.
+func BenchmarkUpdateSession(b *testing.B) { storetest.BenchUpdateSession(b, openBench) }

@@ -149,3 +149,9 @@ func BenchmarkAppendOne(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCountSessions: see storetest.BenchCountSessions.
+func BenchmarkCountSessions(b *testing.B) { storetest.BenchCountSessions(b, openBench) }
+
+// BenchmarkUpdateSession: see storetest.BenchUpdateSession.
+func BenchmarkUpdateSession(b *testing.B) { storetest.BenchUpdateSession(b, openBench) }

@@ -25,3 +25,9 @@ func BenchmarkAppendEvents(b *testing.B) { storetest.BenchAppendEvents(b, openBe
 
 // BenchmarkListEvents: see storetest.BenchListEvents, on 200,000 events.
 func BenchmarkListEvents(b *testing.B) { storetest.BenchListEvents(b, openBench, 200_000) }
+
+// BenchmarkCountSessions: see storetest.BenchCountSessions.
+func BenchmarkCountSessions(b *testing.B) { storetest.BenchCountSessions(b, openBench) }
+
+// BenchmarkUpdateSession: see storetest.BenchUpdateSession.
+func BenchmarkUpdateSession(b *testing.B) { storetest.BenchUpdateSession(b, openBench) }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -11,30 +10,60 @@ import (
 
 var _ berth.SessionCounter = (*Store)(nil)
 
-// CountStopped implements berth.SessionCounter: one grouped query that
-// reads two fields of each stopped session's document in SQLite's JSON
-// functions instead of decoding it whole.
-func (s *Store) CountStopped(ctx context.Context, exclude []string) ([]berth.StoppedCount, error) {
-	var q strings.Builder
-	args := make([]any, 0, len(exclude))
-	q.WriteString(`SELECT agent, COALESCE(json_extract(doc, '$.stop_reason'), ''),
-		json_extract(doc, '$.failure') IS NOT NULL, COUNT(*)
-		FROM sessions WHERE state = 'stopped'`)
-	if len(exclude) > 0 {
-		q.WriteString(` AND id NOT IN (SELECT value FROM json_each(?))`)
-		// One parameter whatever the number of ids: a JSON array.
-		ids, err := json.Marshal(exclude)
-		if err != nil {
-			return nil, internal(err, "count stopped sessions")
-		}
-		args = append(args, string(ids))
+// countSessionsSQL groups the sessions by the columns of a codec.CountRow,
+// reading the fields a badge depends on from each document in SQLite's
+// JSON functions instead of decoding it whole: the stopped sessions, the
+// many, by two fields (their stop reason and failure); the others by the
+// rest, their budgets as the document's JSON text. The one parameter is
+// the excluded ids as a JSON array, whatever their number; SQLite keeps
+// them in an index of its own for the NOT IN.
+const countSessionsSQL = `WITH excluded(id) AS (SELECT value FROM json_each(?1)),
+	-- MATERIALIZED: each field read once a row, not once a use below.
+	others AS MATERIALIZED (SELECT state, agent,
+		COALESCE(json_extract(doc, '$.pending_permissions'), 0) > 0
+			OR COALESCE(json_extract(doc, '$.pending_elicitations'), 0) > 0 AS waiting,
+		COALESCE(json_extract(doc, '$.auth.missing'), '') <> '' AS auth_missing,
+		COALESCE(json_extract(doc, '$.needs_auth'), 0) <> 0 AS needs_auth,
+		doc -> '$.max_cost_usd' AS max_cost, doc -> '$.max_tokens' AS max_tokens, ` + codec.UsageColumns + `
+		FROM sessions WHERE state <> 'stopped' AND id NOT IN excluded)
+SELECT 'stopped', agent, COALESCE(json_extract(doc, '$.stop_reason'), ''),
+	json_extract(doc, '$.failure') IS NOT NULL, 0, 0, 0, NULL, NULL, 0, 0, 0, 0, 0.0, COUNT(*)
+	FROM sessions WHERE state = 'stopped' AND id NOT IN excluded
+	GROUP BY 2, 3, 4
+UNION ALL
+SELECT state, agent, '', 0, waiting, auth_missing, needs_auth, max_cost, max_tokens, ` + spentColumns + `, COUNT(*)
+	FROM others GROUP BY 1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14`
+
+// spentColumns are what a session with a budget spent, as Usage.Total
+// counts it (its tree's once a descendant has called a model, as
+// codec.UsageRow shows it), and 0 for one without.
+const spentColumns = `CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
+		WHEN tree_calls > usage_calls THEN tree_input ELSE usage_input END,
+	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
+		WHEN tree_calls > usage_calls THEN tree_output ELSE usage_output END,
+	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
+		WHEN tree_calls > usage_calls THEN tree_cache_read ELSE usage_cache_read END,
+	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
+		WHEN tree_calls > usage_calls THEN tree_cache_write ELSE usage_cache_write END,
+	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0.0
+		WHEN tree_calls > usage_calls THEN tree_cost ELSE usage_cost END`
+
+// CountSessions implements berth.SessionCounter: one statement, no
+// document decoded.
+func (s *Store) CountSessions(ctx context.Context, exclude []string) ([]berth.SessionCount, error) {
+	if exclude == nil {
+		exclude = []string{}
 	}
-	q.WriteString(` GROUP BY 1, 2, 3`)
-	return collect(ctx, s.r, "count stopped sessions", q.String(), args, func(row codec.Row) (berth.StoppedCount, error) {
-		var c berth.StoppedCount
-		var reason string
-		err := row.Scan(&c.Agent, &reason, &c.HasFailure, &c.Sessions)
-		c.StopReason = berth.StopReason(reason)
-		return c, err
+	ids, err := json.Marshal(exclude)
+	if err != nil {
+		return nil, internal(err, "count sessions")
+	}
+	rows, err := collect(ctx, s.r, "count sessions", countSessionsSQL, []any{string(ids)}, func(row codec.Row) (codec.CountRow, error) {
+		var r codec.CountRow
+		return r, row.Scan(r.Targets()...)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return codec.SessionCounts(rows)
 }

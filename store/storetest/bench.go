@@ -115,3 +115,79 @@ func BenchListSessions(b *testing.B, open BenchOpener) {
 		cursor = page.NextCursor
 	}
 }
+
+// benchDocs creates n active sessions of some 4 KiB documents each (an
+// agent offering 20 commands), a third of them waiting for a permission,
+// and returns their ids.
+func benchDocs(b *testing.B, s berth.Store, n int) []string {
+	b.Helper()
+	ids := make([]string, 0, n)
+	for i := range n {
+		sess := newSession(BenchID(i), base.Add(time.Duration(i)*time.Millisecond))
+		sess.State, sess.PendingPermissions = berth.StateActive, i%3
+		for j := range 20 {
+			sess.ACP.Commands = append(sess.ACP.Commands, berth.ACPCommand{Name: fmt.Sprintf("command-%d", j),
+				Description: fmt.Sprintf("What command %d does, said in a sentence or two of the agent's own words, to the user.", j)})
+		}
+		if err := s.CreateSession(context.Background(), sess); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, sess.ID)
+	}
+	return ids
+}
+
+// BenchCountSessions counts 1,000 active sessions (benchDocs) as a
+// census does while a booting daemon has not reattached them: "list"
+// reads them whole, a page of 1,000, as the census did; "count" is the
+// store's berth.SessionCounter with none of them live here, "count-live"
+// with the 1,000 live (excluded by id). It reports the latency of one.
+func BenchCountSessions(b *testing.B, open BenchOpener) {
+	s := open(b)
+	live := benchDocs(b, s, 1000)
+	b.Run("list", func(b *testing.B) {
+		for range b.N {
+			page, err := s.ListSessions(context.Background(), berth.SessionFilter{State: berth.StateActive, Limit: 1000})
+			if err != nil || len(page.Sessions) != 1000 {
+				b.Fatalf("list: %d sessions, %v", len(page.Sessions), err)
+			}
+		}
+	})
+	for _, c := range []struct {
+		name    string
+		exclude []string
+		groups  int
+	}{{"count", nil, 2}, {"count-live", live, 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			counter, ok := s.(berth.SessionCounter)
+			if !ok {
+				b.Skip("the store does not count sessions")
+			}
+			for range b.N {
+				counts, err := counter.CountSessions(context.Background(), c.exclude)
+				if err != nil || len(counts) != c.groups {
+					b.Fatalf("count: %v, %v", counts, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchUpdateSession writes a session of some 4 KiB (benchDocs) again
+// and again, its pending permissions changing, as a turn's writes do, and
+// reports the latency of one write.
+func BenchUpdateSession(b *testing.B, open BenchOpener) {
+	s := open(b)
+	benchDocs(b, s, 1000)
+	sess, err := s.GetSession(context.Background(), BenchID(500))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		sess.PendingPermissions = i % 3
+		if err := s.UpdateSession(context.Background(), sess, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

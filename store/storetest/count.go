@@ -9,66 +9,128 @@ import (
 	"github.com/berth-sh/berth"
 )
 
-// testCountStopped: a store that counts its stopped sessions counts them
-// as reading them whole would, leaving out the sessions not stopped and
-// those excluded by id.
-func testCountStopped(t *testing.T, open Opener) {
+// testCountSessions: a store that counts its sessions counts them as
+// reading them whole would, each by its berth.Tally (every state, the
+// badges' fields, budgets held against the session's or its tree's
+// spending), leaving out those excluded by id, however many.
+func testCountSessions(t *testing.T, open Opener) {
 	s := fresh(t, open)
-	counter, ok := s.(berth.SessionCounter)
-	if !ok {
+	if _, ok := s.(berth.SessionCounter); !ok {
 		t.Skip("the store does not count sessions")
 	}
-	base := time.Now().UTC()
-	reasons := []berth.StopReason{berth.StopUserRequested, berth.StopAgentCrashed, berth.StopIdleTimeout}
-	var excluded []string
-	for i := range 30 {
-		sess := newSession(fmt.Sprintf("ses_%02d", i), base.Add(time.Duration(i)*time.Millisecond))
-		sess.Agent = []string{"claude", "codex"}[i%2]
-		if i%5 != 4 {
-			sess.State, sess.StopReason = berth.StateStopped, reasons[i%3]
-			if i%7 == 0 {
-				sess.Failure = &berth.Failure{Kind: berth.FailProcessExit, Message: "exit 1"}
-			}
-		}
-		if err := s.CreateSession(ctx(t), sess); err != nil {
-			t.Fatal(err)
-		}
-		if i%6 == 1 {
-			excluded = append(excluded, sess.ID)
-		}
-	}
-	// What reading every session whole says.
-	want := map[berth.StoppedCount]int{}
-	page, err := s.ListSessions(ctx(t), berth.SessionFilter{State: berth.StateStopped, Limit: 1000})
+	excluded := createTallies(t, s)
+	page, err := s.ListSessions(ctx(t), berth.SessionFilter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
+	badges := map[berth.Badge]bool{}
 	for _, sess := range page.Sessions {
-		if !slices.Contains(excluded, sess.ID) {
-			want[berth.StoppedCount{Agent: sess.Agent, StopReason: sess.StopReason, HasFailure: sess.Failure != nil}]++
+		badges[sess.ComputeBadge(false, false)] = true
+	}
+	// Every badge a stored session can show is among them.
+	if len(badges) != 7 {
+		t.Fatalf("the sessions show %d badges: %v", len(badges), badges)
+	}
+	checkCounts(t, s, excluded)
+	checkCounts(t, s, nil)
+	// A thousand ids more, of no session: a booting daemon's live ones.
+	for i := range 1000 {
+		excluded = append(excluded, fmt.Sprintf("ses_gone%04d", i))
+	}
+	checkCounts(t, s, excluded)
+}
+
+// checkCounts checks that the store counts the sessions not in exclude
+// as reading them whole says.
+func checkCounts(t *testing.T, s berth.Store, exclude []string) {
+	t.Helper()
+	page, err := s.ListSessions(ctx(t), berth.SessionFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[berth.Tally]int{}
+	for _, sess := range page.Sessions {
+		if !slices.Contains(exclude, sess.ID) {
+			want[sess.Tally()]++
 		}
 	}
-	for _, exclude := range [][]string{excluded, nil} {
-		counts, err := counter.CountStopped(ctx(t), exclude)
-		if err != nil {
-			t.Fatal(err)
+	counts, err := s.(berth.SessionCounter).CountSessions(ctx(t), exclude)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[berth.Tally]int{}
+	for _, c := range counts {
+		if got[c.Tally] != 0 || c.Sessions <= 0 {
+			t.Errorf("CountSessions answered %+v: twice, or empty", c)
 		}
-		got := map[berth.StoppedCount]int{}
-		for _, c := range counts {
-			n := c.Sessions
-			c.Sessions = 0
-			got[c] += n
-		}
-		if exclude == nil {
-			// Nothing left out: the excluded stopped ones count too.
-			for _, sess := range page.Sessions {
-				if slices.Contains(excluded, sess.ID) {
-					want[berth.StoppedCount{Agent: sess.Agent, StopReason: sess.StopReason, HasFailure: sess.Failure != nil}]++
+		got[c.Tally] += c.Sessions
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("CountSessions(%d excluded) =\n%v\nwant\n%v", len(exclude), got, want)
+	}
+}
+
+// createTallies stores sessions of every state and of every field a
+// stored session's badge depends on, of two agents, some with usage
+// (their own, or their tree's through a child's calls) and budgets, and
+// returns the ids of some of them to exclude.
+func createTallies(t *testing.T, s berth.Store) []string {
+	t.Helper()
+	reasons := []berth.StopReason{berth.StopUserRequested, berth.StopAgentCrashed, berth.StopIdleTimeout}
+	shapes := []func(*berth.Session){
+		func(*berth.Session) {},
+		func(s *berth.Session) { s.NeedsAuth = true },
+		func(s *berth.Session) { s.Auth = &berth.SessionAuth{Missing: "anthropic"} },
+		func(s *berth.Session) { s.Auth = &berth.SessionAuth{} },
+		func(s *berth.Session) { s.PendingPermissions = 2 },
+		func(s *berth.Session) { s.PendingElicitations = 1 },
+		func(s *berth.Session) { s.Failure = &berth.Failure{Kind: berth.FailProcessExit, Message: "exit 1"} },
+		// Each spends 30 tokens and 0.1 three times (0.30000000000000004):
+		// reached through a child, not reached, reached (by tokens), not
+		// reached through a child, reached, not reached by one ulp.
+		func(s *berth.Session) { s.MaxCostUSD = new(0.3) },
+		func(s *berth.Session) { s.MaxCostUSD = new(0.31) },
+		func(s *berth.Session) { s.MaxCostUSD, s.MaxTokens = new(0.31), new(int64(30)) },
+		func(s *berth.Session) { s.MaxTokens = new(int64(31)) },
+		func(s *berth.Session) { s.MaxCostUSD = new(0.3) },
+		func(s *berth.Session) { s.MaxCostUSD = new(0.3000000000000001) },
+		// Fields of the same names elsewhere in the document are not its.
+		func(s *berth.Session) {
+			s.Labels = map[string]string{"stop_reason": "agent_crashed", "failure": "x", "needs_auth": "true"}
+			s.Title = `{"pending_permissions": 3, "auth": {"missing": "x"}}`
+		},
+	}
+	states := []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping, berth.StateStopped}
+	var excluded []string
+	i := 0
+	for _, state := range states {
+		for j, shape := range shapes {
+			sess := newSession(fmt.Sprintf("ses_%03d", i), base.Add(time.Duration(i)*time.Millisecond))
+			sess.Agent, sess.State = []string{"claude", "codex"}[i%2], state
+			if state == berth.StateStopped {
+				sess.StopReason = reasons[j%3]
+			}
+			shape(sess)
+			create(t, s, sess)
+			if sess.MaxCostUSD != nil || sess.MaxTokens != nil || j == 0 {
+				spender := sess.ID
+				if j%3 == 1 {
+					c := child(sess.ID+"_child", sess.ID, sess.ID, 1, i)
+					c.State = berth.StateStopped
+					create(t, s, c)
+					spender = c.ID
+				}
+				for range 3 {
+					if _, err := s.AddUsage(ctx(t), spender, berth.Usage{ModelCalls: 1, InputTokens: 4, OutputTokens: 6, CostUSD: 0.1}); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("CountStopped(%d excluded) = %v, want %v", len(exclude), got, want)
+			if i%5 == 1 {
+				excluded = append(excluded, sess.ID)
+			}
+			i++
 		}
 	}
+	return excluded
 }

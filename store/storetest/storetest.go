@@ -86,7 +86,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"Leases", testLeases},
 		{"SideEntitiesCascade", testSideEntitiesCascade},
 		{"ListRecovery", testListRecovery},
-		{"CountStopped", testCountStopped},
+		{"CountSessions", testCountSessions},
 		{"NodeRegistry", testNodeRegistry},
 		{"NodeHeartbeat", testNodeHeartbeat},
 		{"NodeMarkLost", testNodeMarkLost},
