@@ -133,43 +133,13 @@ type resolvedCheckpoint struct {
 // when it is its base, else on its bases read from the store. EInternal
 // when it or a base is damaged, ENotFound when one is missing.
 func readCheckpoint(ctx context.Context, c *Client, sessionID, id string, last *resolvedCheckpoint) (*resolvedCheckpoint, error) {
-	var chain []*CheckpointDelta
-	at := id
-	for {
-		if last != nil && last.id == at && len(chain) > 0 {
-			break
-		}
-		if len(chain) > maxResolve {
-			return nil, berth.Errorf(berth.EInternal, "object store: checkpoint %s of session %s has a broken chain", id, sessionID)
-		}
-		var stored StoredCheckpoint
-		if err := c.getJSON(ctx, CheckpointKey(sessionID, at), &stored); err != nil {
-			return nil, err
-		}
-		if stored.Delta == nil {
-			if stored.Checkpoint == nil || stored.Checkpoint.ID != at {
-				return nil, damagedCheckpoint(sessionID, at)
-			}
-			base := &resolvedCheckpoint{id: at, meta: stored.Checkpoint, files: make(map[string]File, len(stored.Files))}
-			for _, f := range stored.Files {
-				if _, dup := base.files[f.Path]; dup {
-					return nil, damagedCheckpoint(sessionID, at)
-				}
-				base.files[f.Path] = f
-			}
-			last = base
-			break
-		}
-		d := stored.Delta
-		if d.Checkpoint == nil || d.Checkpoint.ID != at || d.Base == "" || stored.Checkpoint != nil || stored.Files != nil {
-			return nil, damagedCheckpoint(sessionID, at)
-		}
-		chain = append(chain, d)
-		at = d.Base
+	base, chain, err := readChain(ctx, c, sessionID, id, last)
+	if err != nil {
+		return nil, err
 	}
-	out := last
+	out := base
 	if len(chain) > 0 {
-		out = &resolvedCheckpoint{files: maps.Clone(last.files)}
+		out = &resolvedCheckpoint{files: maps.Clone(base.files)}
 		// The deltas apply oldest first: the chain was read newest first.
 		for _, d := range slices.Backward(chain) {
 			for _, p := range d.Removed {
@@ -183,6 +153,50 @@ func readCheckpoint(ctx context.Context, c *Client, sessionID, id string, last *
 	}
 	if out.id != id {
 		return nil, damagedCheckpoint(sessionID, id)
+	}
+	return out, nil
+}
+
+// readChain reads checkpoint id's deltas, newest first, down to its base:
+// last when the chain reaches it, else a whole checkpoint read from the
+// store.
+func readChain(ctx context.Context, c *Client, sessionID, id string, last *resolvedCheckpoint) (*resolvedCheckpoint, []*CheckpointDelta, error) {
+	var chain []*CheckpointDelta
+	for at := id; ; {
+		if last != nil && last.id == at && len(chain) > 0 {
+			return last, chain, nil
+		}
+		if len(chain) > maxResolve {
+			return nil, nil, berth.Errorf(berth.EInternal, "object store: checkpoint %s of session %s has a broken chain", id, sessionID)
+		}
+		var stored StoredCheckpoint
+		if err := c.getJSON(ctx, CheckpointKey(sessionID, at), &stored); err != nil {
+			return nil, nil, err
+		}
+		if stored.Delta == nil {
+			base, err := wholeCheckpoint(sessionID, at, &stored)
+			return base, chain, err
+		}
+		d := stored.Delta
+		if d.Checkpoint == nil || d.Checkpoint.ID != at || d.Base == "" || stored.Checkpoint != nil || stored.Files != nil {
+			return nil, nil, damagedCheckpoint(sessionID, at)
+		}
+		chain = append(chain, d)
+		at = d.Base
+	}
+}
+
+// wholeCheckpoint is stored, the whole checkpoint id, by path.
+func wholeCheckpoint(sessionID, id string, stored *StoredCheckpoint) (*resolvedCheckpoint, error) {
+	if stored.Checkpoint == nil || stored.Checkpoint.ID != id {
+		return nil, damagedCheckpoint(sessionID, id)
+	}
+	out := &resolvedCheckpoint{id: id, meta: stored.Checkpoint, files: make(map[string]File, len(stored.Files))}
+	for _, f := range stored.Files {
+		if _, dup := out.files[f.Path]; dup {
+			return nil, damagedCheckpoint(sessionID, id)
+		}
+		out.files[f.Path] = f
 	}
 	return out, nil
 }

@@ -317,38 +317,10 @@ func (s *Syncer) run(id string, st *syncState) {
 	s.mu.Lock()
 	st.running = false
 	warn := ""
-	switch {
-	case st.deleting && !st.dirty:
-		// Removed (or deleted while written: it waits, dirty, to be).
-		if err == nil {
-			delete(s.sessions, id)
-			break
-		}
-		st.dirty = true
-		st.failures++
-		st.lastErr = berth.ErrorMessage(err)
-		st.retryAt = time.Now().Add(s.backoff(st.failures))
-	case st.deleting:
-	case err == nil:
-		st.failures, st.warned, st.lastErr, st.retryAt = 0, false, "", time.Time{}
-		st.synced = time.Now()
-		if !st.dirty {
-			st.since = time.Time{}
-		}
-		s.evictLocked()
-	case isGone(err):
-		delete(s.sessions, id)
-	case s.ctx.Err() != nil:
-		// Cut by Close: left to the session's next turn.
-		st.dirty = true
-	default:
-		st.dirty = true
-		st.failures++
-		st.lastErr = berth.ErrorMessage(err)
-		st.retryAt = time.Now().Add(s.backoff(st.failures))
-		if !st.warned {
-			st.warned, warn = true, st.lastErr
-		}
+	if st.deleting {
+		s.removedLocked(id, st, err)
+	} else {
+		warn = s.wroteLocked(id, st, err)
 	}
 	s.mu.Unlock()
 	switch {
@@ -362,6 +334,52 @@ func (s *Syncer) run(id string, st *syncState) {
 		s.opts.Warn(id, "the session's state is not in the object store yet (retried in the background; the session goes on): "+warn)
 	}
 	s.signal()
+}
+
+// removedLocked records how a removal of session id went; a write it was
+// deleted during leaves it waiting (dirty) to be removed.
+func (s *Syncer) removedLocked(id string, st *syncState, err error) {
+	switch {
+	case st.dirty:
+	case err == nil:
+		delete(s.sessions, id)
+	default:
+		s.failLocked(st, err)
+	}
+}
+
+// wroteLocked records how a write of session id went, and returns the
+// failure to tell the session (once per run of failures).
+func (s *Syncer) wroteLocked(id string, st *syncState, err error) string {
+	switch {
+	case err == nil:
+		st.failures, st.warned, st.lastErr, st.retryAt = 0, false, "", time.Time{}
+		st.synced = time.Now()
+		if !st.dirty {
+			st.since = time.Time{}
+		}
+		s.evictLocked()
+	case isGone(err):
+		delete(s.sessions, id)
+	case s.ctx.Err() != nil:
+		// Cut by Close: left to the session's next turn.
+		st.dirty = true
+	default:
+		s.failLocked(st, err)
+		if !st.warned {
+			st.warned = true
+			return st.lastErr
+		}
+	}
+	return ""
+}
+
+// failLocked leaves st to be tried again after its backoff.
+func (s *Syncer) failLocked(st *syncState, err error) {
+	st.dirty = true
+	st.failures++
+	st.lastErr = berth.ErrorMessage(err)
+	st.retryAt = time.Now().Add(s.backoff(st.failures))
 }
 
 // maxKept bounds the sessions the Syncer remembers (with their last
