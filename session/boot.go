@@ -45,11 +45,7 @@ type runDirLeft struct {
 // lost ones; then the run directory is cleared of orphaned shims and
 // sessions with queued prompts are resumed. booted is closed at the end.
 func (rc *recovery) start(ctx context.Context, attach []*berth.Session, rec map[string]*berth.Recovery, left runDirLeft) {
-	ids := make([]string, len(attach))
-	for i, s := range attach {
-		ids[i] = s.ID
-	}
-	rc.m.set.boot(ids)
+	rc.m.set.boot(attach)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rc.cancel = cancel
 	rc.running.Add(1)

@@ -38,19 +38,30 @@ type censusKey struct {
 // live one as its live session's view (its badge, queue and pending permissions
 // are live facts), the others as stored. The store counts those by what
 // their badge depends on when it can (berth.SessionCounter), reading no
-// session whole. The live sessions are taken first and left out of the
-// store's count by id, so a session stopping meanwhile is counted once.
+// session whole; those a boot is reattaching are counted as stored when
+// it began, from memory. The live and reattaching sessions are taken
+// first and left out of the store's count by id, so a session stopping
+// meanwhile is counted once.
 func (m *Manager) Census(ctx context.Context) (Census, error) {
 	counts := make(map[censusKey]int)
 	var c Census
+	// Before the live ones: one whose reattach ends meanwhile is in both.
+	booting := m.set.bootTallies()
 	live := m.set.all()
-	exclude := make([]string, 0, len(live))
+	exclude := make([]string, 0, len(live)+len(booting))
 	for _, ls := range live {
 		s := ls.View()
 		exclude = append(exclude, s.ID)
+		delete(booting, s.ID)
 		counts[censusKey{s.State, s.Badge, s.Agent}]++
 		c.QueuePending += s.Queue.Pending
 		c.PermissionsPending += s.PendingPermissions
+	}
+	// Sessions being reattached count as stored when the boot began: the
+	// store does not read them again while the cores reattach them.
+	for id, t := range booting {
+		exclude = append(exclude, id)
+		counts[censusKey{t.State, t.Badge(), t.Agent}]++
 	}
 	// Stored sessions with no live session here: another node's, ones
 	// being created or not yet reattached, and the stopped ones.

@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,15 @@ type plainStore struct{ berth.Store }
 type listCounter struct {
 	*sqlite.Store
 	lists atomic.Int64
+	// excluded are the ids the last count left out.
+	excluded []string
+}
+
+// CountSessions records the ids the store is asked to leave out, and
+// counts.
+func (l *listCounter) CountSessions(ctx context.Context, exclude []string) ([]berth.SessionCount, error) {
+	l.excluded = slices.Clone(exclude)
+	return l.Store.CountSessions(ctx, exclude)
 }
 
 // ListSessions counts the list and lists.
@@ -57,34 +67,84 @@ func TestCensusAgreesWithTheList(t *testing.T) {
 				t.Fatal(err)
 			}
 			storeMix(t, e)
-			want := map[string]int{}
-			page, err := e.m.ListSessions(ctx, berth.SessionFilter{Limit: 1000})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range page.Sessions {
-				want[fmt.Sprintf("%s/%s/%s", s.State, s.Badge, s.Agent)]++
-			}
-			lc, _ := e.m.store.(*listCounter)
-			lists := int64(0)
-			if lc != nil {
-				lists = lc.lists.Load()
-			}
-			census, err := e.m.Census(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if lc != nil && lc.lists.Load() != lists {
-				t.Errorf("the census read sessions whole: %d lists", lc.lists.Load()-lists)
-			}
-			got := map[string]int{}
-			for _, n := range census.Sessions {
-				got[fmt.Sprintf("%s/%s/%s", n.State, n.Badge, n.Agent)] += n.Sessions
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) || len(want) != 12 {
-				t.Fatalf("census %v\nlist   %v", got, want)
-			}
+			censusMatchesList(t, e, 12)
 		})
+	}
+}
+
+// censusMatchesList checks that the census counts e's sessions as its list
+// shows them, in groups groups, and (with a listCounter) reads none whole.
+func censusMatchesList(t *testing.T, e *env, groups int) {
+	t.Helper()
+	ctx := context.Background()
+	want := map[string]int{}
+	page, err := e.m.ListSessions(ctx, berth.SessionFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range page.Sessions {
+		want[fmt.Sprintf("%s/%s/%s", s.State, s.Badge, s.Agent)]++
+	}
+	lc, _ := e.m.store.(*listCounter)
+	lists := int64(0)
+	if lc != nil {
+		lists = lc.lists.Load()
+	}
+	census, err := e.m.Census(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc != nil && lc.lists.Load() != lists {
+		t.Errorf("the census read sessions whole: %d lists", lc.lists.Load()-lists)
+	}
+	got := map[string]int{}
+	for _, n := range census.Sessions {
+		got[fmt.Sprintf("%s/%s/%s", n.State, n.Badge, n.Agent)] += n.Sessions
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(want) != groups {
+		t.Fatalf("census %v\nlist   %v", got, want)
+	}
+}
+
+// Sessions a boot is reattaching count as stored when the boot began,
+// from the daemon's memory: the store is asked to leave them out of its
+// count (it would parse each one's document while the cores reattach
+// them), and the census still agrees with the list, during the boot and
+// after it.
+func TestCensusCountsReattachingSessionsFromMemory(t *testing.T) {
+	e := &env{t: t, home: t.TempDir(), wrap: func(s berth.Store) berth.Store { return &listCounter{Store: s.(*sqlite.Store)} }}
+	e.open()
+	t.Cleanup(e.close)
+	ctx := context.Background()
+	e.create(berth.CreateRequest{})
+	storeMix(t, e)
+	page, err := e.store.ListSessions(ctx, berth.SessionFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var attach []*berth.Session
+	for _, s := range page.Sessions {
+		if s.State != berth.StateStopped && e.m.set.liveOf(s.ID) == nil {
+			attach = append(attach, s)
+		}
+	}
+	if len(attach) != 9 {
+		t.Fatalf("%d sessions to reattach, want the 9 stored starting, active and stopping ones", len(attach))
+	}
+	e.m.set.boot(attach)
+	lc := e.m.store.(*listCounter)
+	censusMatchesList(t, e, 12)
+	for _, s := range attach {
+		if !slices.Contains(lc.excluded, s.ID) {
+			t.Fatalf("the store was asked to count %s, which the boot reattaches (left out: %v)", s.ID, lc.excluded)
+		}
+	}
+	for _, s := range attach {
+		e.m.set.booted(s.ID)
+	}
+	censusMatchesList(t, e, 12)
+	if slices.Contains(lc.excluded, attach[0].ID) {
+		t.Fatalf("the store was not asked to count %s once its reattach was over", attach[0].ID)
 	}
 }
 

@@ -22,8 +22,9 @@ type sessionSet struct {
 	// reserved counts slots taken by creates and resumes not live yet.
 	reserved int
 	// booting holds, for each session found live at boot whose reattach
-	// is not over, a channel closed when it is (boot.go).
-	booting map[string]chan struct{}
+	// is not over, a channel closed when it is (boot.go), and its Tally as
+	// stored then (the census counts it so, census.go).
+	booting map[string]bootingSession
 	// closing is set once the manager shuts down: nothing starts after.
 	closing bool
 	// forgotten counts the sessions that stopped being live here.
@@ -32,7 +33,7 @@ type sessionSet struct {
 
 // newSessionSet returns an empty set bounded by max live sessions.
 func newSessionSet(max int) sessionSet {
-	return sessionSet{max: max, live: make(map[string]*live.Session), booting: make(map[string]chan struct{})}
+	return sessionSet{max: max, live: make(map[string]*live.Session), booting: make(map[string]bootingSession)}
 }
 
 // enter registers an API call that may start agents in calls; it fails
@@ -182,25 +183,42 @@ func (st *sessionSet) turnCheckpoints(tree string) map[string]bool {
 	return pinned
 }
 
+// bootingSession is a session of the set being reattached.
+type bootingSession struct {
+	done  chan struct{}
+	tally berth.Tally
+}
+
 // boot marks sessions whose reattach begins: a request for one waits
 // for it (awaitBoot).
-func (st *sessionSet) boot(ids []string) {
+func (st *sessionSet) boot(sessions []*berth.Session) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for _, id := range ids {
-		st.booting[id] = make(chan struct{})
+	for _, s := range sessions {
+		st.booting[s.ID] = bootingSession{done: make(chan struct{}), tally: s.Tally()}
 	}
 }
 
 // booted marks a session's reattach as over, one way or the other.
 func (st *sessionSet) booted(id string) {
 	st.mu.Lock()
-	ch := st.booting[id]
+	b, ok := st.booting[id]
 	delete(st.booting, id)
 	st.mu.Unlock()
-	if ch != nil {
-		close(ch)
+	if ok {
+		close(b.done)
 	}
+}
+
+// bootTallies are the Tallies of the sessions being reattached, by id.
+func (st *sessionSet) bootTallies() map[string]berth.Tally {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := make(map[string]berth.Tally, len(st.booting))
+	for id, b := range st.booting {
+		out[id] = b.tally
+	}
+	return out
 }
 
 // awaitBoot waits until the session's reattach is over, if one is under
@@ -208,13 +226,13 @@ func (st *sessionSet) booted(id string) {
 // still there. EUnavailable if ctx ends first.
 func (st *sessionSet) awaitBoot(ctx context.Context, id string) error {
 	st.mu.Lock()
-	ch := st.booting[id]
+	b, ok := st.booting[id]
 	st.mu.Unlock()
-	if ch == nil {
+	if !ok {
 		return nil
 	}
 	select {
-	case <-ch:
+	case <-b.done:
 		return nil
 	case <-ctx.Done():
 		return berth.WrapError(berth.EUnavailable, ctx.Err(), "session %s is still being reattached", id)
