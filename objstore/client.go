@@ -364,6 +364,9 @@ func (c *Client) wrap(err error, format string, args ...any) error {
 	case r.StatusCode == http.StatusForbidden || r.StatusCode == http.StatusUnauthorized ||
 		r.Code == "AccessDenied" || r.Code == "InvalidAccessKeyId" || r.Code == "SignatureDoesNotMatch":
 		return berth.WrapError(berth.EForbidden, err, "object store: cannot %s: the credentials are refused (%s)", what, r.Code)
+	case r.Code == "PreconditionFailed":
+		// Rewritten while it was read: try again.
+		return berth.WrapError(berth.EUnavailable, err, "object store: cannot %s: it changed while it was read", what)
 	case r.StatusCode >= 400 && r.StatusCode < 500:
 		return berth.WrapError(berth.EInvalid, err, "object store: cannot %s: %s", what, r.Code)
 	}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"time"
+
+	"github.com/minio/minio-go/v7"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
@@ -124,8 +127,32 @@ func ReadState(ctx context.Context, c *Client, sessionID string) (*State, error)
 	return &st, nil
 }
 
-// getJSON reads the object at key into v.
+// rereads bounds how often getJSON reads again an object rewritten while
+// it was read.
+const rereads = 3
+
+// getJSON reads the object at key into v. An object rewritten while it
+// is read (a session's state.json, written again by its node) is read
+// again, whole: a read is a HEAD then a GET for that ETag only, which
+// the store refuses once the object changed (412).
 func (c *Client) getJSON(ctx context.Context, key string, v any) error {
+	for try := 0; ; try++ {
+		err := c.readJSON(ctx, key, v)
+		if try == rereads || !rewritten(err) {
+			return err
+		}
+	}
+}
+
+// rewritten reports whether err is the store refusing a read of an
+// object that changed since the read began.
+func rewritten(err error) bool {
+	var be *berth.Error
+	return errors.As(err, &be) && minio.ToErrorResponse(be.Unwrap()).Code == "PreconditionFailed"
+}
+
+// readJSON reads the object at key into v, once.
+func (c *Client) readJSON(ctx context.Context, key string, v any) error {
 	r, size, err := c.Get(ctx, key)
 	if err != nil {
 		return err
