@@ -91,16 +91,20 @@ func TestCheckpointTakenAheadIsTheTurnsStart(t *testing.T) {
 // prompt comes after a pause.
 func TestUserEditBetweenTurnsIsInTheNextCheckpoint(t *testing.T) {
 	e, st, s := checkpointedSession(t, "write a.txt one")
-	rewound := func(turnID, want string) {
+	// rewound rewinds to turnID's checkpoint; it returns the captures made
+	// before the rewind.
+	rewound := func(turnID, want string) int64 {
 		t.Helper()
 		c := checkpointOf(t, e, s.ID, turnID)
 		warmKept(t, st, 1)
+		made := st.WarmStats().Made
 		if _, err := e.m.Rewind(context.Background(), s.ID, berth.RewindRequest{CheckpointID: c.ID}); err != nil {
 			t.Fatal(err)
 		}
 		if a := readFile(t, s.Workspace, "a.txt"); a != want {
 			t.Fatalf("after rewind a.txt is %q, want %q: the user's edit is not in the checkpoint", a, want)
 		}
+		return made
 	}
 
 	warmKept(t, st, 1)
@@ -109,15 +113,22 @@ func TestUserEditBetweenTurnsIsInTheNextCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.prompt(s.ID, "write a.txt two")
-	rewound(r.TurnID, "One")
+	made := rewound(r.TurnID, "One")
 
-	// After the rewind's own capture, the user edits and pauses.
-	warmKept(t, st, 1)
+	// Once the rewind's own capture is made (the capture it closed is not
+	// counted any more), the user edits and pauses: the edit comes after
+	// that capture's walk, which it makes stale.
+	deadline := time.Now().Add(20 * time.Second)
+	for ws := st.WarmStats(); ws.Made == made || ws.Kept != 1; ws = st.WarmStats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the checkpoint was not taken ahead after the rewind: %+v", ws)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	before := st.WarmStats()
 	if err := os.WriteFile(filepath.Join(s.Workspace, "a.txt"), []byte("ONE"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	for st.WarmStats().Made == before.Made {
 		if time.Now().After(deadline) {
 			t.Fatal("the checkpoint was not taken ahead again after the user's edit")
