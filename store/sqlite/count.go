@@ -31,22 +31,8 @@ SELECT 'stopped', agent, COALESCE(json_extract(doc, '$.stop_reason'), ''),
 	FROM sessions WHERE state = 'stopped' AND id NOT IN excluded
 	GROUP BY 2, 3, 4
 UNION ALL
-SELECT state, agent, '', 0, waiting, auth_missing, needs_auth, max_cost, max_tokens, ` + spentColumns + `, COUNT(*)
+SELECT state, agent, '', 0, waiting, auth_missing, needs_auth, max_cost, max_tokens, ` + codec.SpentColumns + `, COUNT(*)
 	FROM others GROUP BY 1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14`
-
-// spentColumns are what a session with a budget spent, as Usage.Total
-// counts it (its tree's once a descendant has called a model, as
-// codec.UsageRow shows it), and 0 for one without.
-const spentColumns = `CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
-		WHEN tree_calls > usage_calls THEN tree_input ELSE usage_input END,
-	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
-		WHEN tree_calls > usage_calls THEN tree_output ELSE usage_output END,
-	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
-		WHEN tree_calls > usage_calls THEN tree_cache_read ELSE usage_cache_read END,
-	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
-		WHEN tree_calls > usage_calls THEN tree_cache_write ELSE usage_cache_write END,
-	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0.0
-		WHEN tree_calls > usage_calls THEN tree_cost ELSE usage_cost END`
 
 // CountSessions implements berth.SessionCounter: one statement, no
 // document decoded.

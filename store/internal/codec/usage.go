@@ -93,3 +93,18 @@ func WalkUsage(id string, add func(cur string, own bool, dest ...any) error) ([]
 	}
 	return out, nil
 }
+
+// SpentColumns are, in a count's SELECT over UsageColumns, what a session
+// with a budget spent, as Usage.Total counts it (its tree's once a
+// descendant has called a model, as UsageRow shows it), and 0 for one
+// without: input, output, cache read and cache write tokens, then cost.
+const SpentColumns = `CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
+		WHEN tree_calls > usage_calls THEN tree_input ELSE usage_input END,
+	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
+		WHEN tree_calls > usage_calls THEN tree_output ELSE usage_output END,
+	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
+		WHEN tree_calls > usage_calls THEN tree_cache_read ELSE usage_cache_read END,
+	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0
+		WHEN tree_calls > usage_calls THEN tree_cache_write ELSE usage_cache_write END,
+	CASE WHEN max_cost IS NULL AND max_tokens IS NULL THEN 0.0
+		WHEN tree_calls > usage_calls THEN tree_cost ELSE usage_cost END`
