@@ -222,6 +222,10 @@ func (p *Provider) Probe(ctx context.Context) error {
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// Once bwrap is gone (done, or killed at the timeout), a process of
+	// the sandbox that outlived it holding its output open does not hold
+	// the probe (and the daemon's close, which waits for it) for ever.
+	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		msg := bytes.TrimSpace(out.Bytes())
 		if len(msg) > 512 {
