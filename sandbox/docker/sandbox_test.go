@@ -211,10 +211,12 @@ func TestPidsLimit(t *testing.T) {
 		// The loop's processes die and their pids are reused fast: a pid
 		// counts only if it is the same process of the loop's group
 		// before and after its cgroup is read (another test's process
-		// may have its pid by the time it is looked at).
+		// may have its pid by the time it is looked at), and not yet
+		// exiting then (an exiting process may be shown in the root
+		// cgroup; the kernel never clears PF_EXITING once set).
 		before := procStat(pid)
 		own, err := sandboxtest.PidsCgroupOf(pid)
-		if err != nil || !strings.HasPrefix(before, strconv.Itoa(proc.Pid())+" ") || procStat(pid) != before {
+		if err != nil || !strings.HasPrefix(before, strconv.Itoa(proc.Pid())+" ") || procStat(pid) != before || exiting(pid) {
 			continue
 		}
 		if own != dir && !strings.HasPrefix(own, dir+"/") {
@@ -256,6 +258,20 @@ func procStat(pid int) string {
 		return ""
 	}
 	return f[2] + " " + f[19]
+}
+
+// pfExiting is the kernel's PF_EXITING task flag (include/linux/sched.h).
+const pfExiting = 0x4
+
+// exiting reports whether process pid has begun to exit or is gone.
+func exiting(pid int) bool {
+	f := sandboxtest.Stat(pid)
+	// state ppid pgrp session tty_nr tpgid flags: flags is f[6].
+	if len(f) < 7 || f[0] == "Z" || f[0] == "X" {
+		return true
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err != nil || flags&pfExiting != 0
 }
 
 // groupPids lists this host's live processes in process group pgid.
