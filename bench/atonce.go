@@ -55,11 +55,21 @@ type atOnceSide struct {
 	took   []time.Duration
 }
 
+// atOnceRun is how --prompts-at-once runs: files in each prompted
+// session's workspace, the pause between rounds, and where to write a
+// CPU profile of the rounds ("" for none).
+type atOnceRun struct {
+	files   int
+	gap     time.Duration
+	profile string
+}
+
 // runAtOnce opens two daemons of fl.sessions live demo sessions each,
 // checkpoints on and off, and sends k prompts at once to k sessions of
 // each, fl.prompts rounds interleaved, gap apart (the sessions' next
 // checkpoints are taken meanwhile, as between a user's prompts).
-func (b *bench) runAtOnce(ctx context.Context, fl benchFlags, k, files int, gap time.Duration, asJSON bool, out, progress io.Writer) error {
+func (b *bench) runAtOnce(ctx context.Context, fl benchFlags, k int, run atOnceRun, asJSON bool, out, progress io.Writer) error {
+	files, gap := run.files, run.gap
 	res := atOnceResult{Machine: machine(), AtOnce: k, Live: fl.sessions, Rounds: fl.prompts, Files: files}
 	sides := make([]*atOnceSide, 2)
 	defer func() {
@@ -77,7 +87,26 @@ func (b *bench) runAtOnce(ctx context.Context, fl benchFlags, k, files int, gap 
 			return err
 		}
 	}
+	// One round each first, not counted: a session's first prompt finds
+	// its agent and the daemon's paths cold, and the side that went first
+	// in the run came out 5–10% slower with the two alike (checkpoints off
+	// on both).
+	for _, s := range sides {
+		if err := s.fire(ctx); err != nil {
+			return err
+		}
+		s.took = s.took[:0]
+		time.Sleep(gap)
+	}
 	fmt.Fprintf(progress, "%d rounds of %d prompts at once on each…\n", fl.prompts, k)
+	if run.profile != "" {
+		// Both daemons run in this process: the profile holds the two.
+		stop, err := StartCPUProfile(run.profile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	for r := range fl.prompts {
 		for j := range sides {
 			// Each goes first in every other round.

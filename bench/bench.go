@@ -57,7 +57,7 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("flood", 200000, "events in the flood turn (0 skips it)")
 	f.Int("flood-size", 64, "bytes per flood event")
 	f.String("store", "", "store URL (default: SQLite in the temporary home)")
-	f.String("cpuprofile", "", "write a CPU profile of the flood turn (or of the --gateway bench) to this file")
+	f.String("cpuprofile", "", "write a CPU profile of the flood turn (or of the --gateway bench, or of the --prompts-at-once rounds) to this file")
 	f.Int64("page-log", 1_000_000, "events in the log paged from its end (0 skips it)")
 	f.Int("list-sessions", 10_000, "stored sessions listed one page at a time (0 skips it)")
 	f.Int("reattach", 0, "live sessions a booting daemon reattaches, timed (0 skips it); implies --live of as many")
@@ -248,7 +248,8 @@ func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone 
 		if k > fl.sessions || fl.prompts < 1 {
 			return true, usagef(cmd, "--prompts-at-once must be at most --sessions, with --prompts ≥ 1 rounds")
 		}
-		return true, b.runAtOnce(cmd.Context(), fl, k, fl.files, fl.gap, asJSON, out, progress)
+		profile, _ := f.GetString("cpuprofile")
+		return true, b.runAtOnce(cmd.Context(), fl, k, atOnceRun{files: fl.files, gap: fl.gap, profile: profile}, asJSON, out, progress)
 	}
 	if n, _ := f.GetInt("idle"); n > 0 {
 		window, _ := f.GetDuration("idle-seconds")
