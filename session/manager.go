@@ -183,6 +183,8 @@ type Manager struct {
 	// supervisor looks at every live session once a tick (supervise.go).
 	supervisor supervisor
 	monitors   sync.WaitGroup // one monitor goroutine per started agent
+	// hush holds checkpoint work back while a turn waits for its agent.
+	hush *live.Hush
 	// launcher starts shims (nil without Options.Shim).
 	launcher *shim.Launcher
 	sweeper  sweeper
@@ -250,6 +252,7 @@ func New(opts Options) *Manager {
 		opts: opts, store: opts.Store, log: opts.Log, logger: opts.Logger,
 		providers: make(map[string]berth.SandboxProvider),
 		set:       newSessionSet(opts.Limits.MaxSessions),
+		hush:      live.NewHush(0),
 		changes:   newChanges(opts.Changes),
 		recovery:  recovery{booted: make(chan struct{})},
 		usage:     usage{spends: make(map[string]*spend)},

@@ -112,6 +112,13 @@ func (tr *turns) checkpoint(t *turn) {
 	ls.mu.Lock()
 	tree, heard := tr.treeLocked(), t.heard
 	wm := tr.takeWarmLocked()
+	// The last turn's commit, if it still waits for quiet, holds what
+	// this one's capture needs: it goes now.
+	if tr.urge != nil {
+		close(tr.urge)
+	}
+	urge := make(chan struct{})
+	tr.urge = urge
 	ls.mu.Unlock()
 	var p *checkpoint.Pending
 	if wm != nil {
@@ -140,7 +147,7 @@ func (tr *turns) checkpoint(t *turn) {
 	go func() {
 		defer ls.turnWG.Done()
 		defer close(committed)
-		tr.awaitWork(t, heard)
+		tr.awaitWork(t, heard, urge)
 		_, err := p.Commit()
 		if wm != nil {
 			wm.Close()
@@ -158,20 +165,27 @@ func (tr *turns) checkpoint(t *turn) {
 const commitLinger = time.Second
 
 // awaitWork holds a checkpoint's fsyncs back until the agent's first
-// words in the turn are committed, the turn ended, or commitLinger
-// passed: on a busy disk they would otherwise hold back those words.
-func (tr *turns) awaitWork(t *turn, heard <-chan struct{}) {
+// words in the turn, and those of every other turn of the daemon waiting
+// for them (Hush), are committed, each wait bounded (commitLinger, the
+// Hush's bound; urge closed: the session's next turn needs the commit):
+// on a busy disk and two cores they would otherwise hold back those
+// words.
+func (tr *turns) awaitWork(t *turn, heard, urge <-chan struct{}) {
 	ls := tr.ls
 	linger := time.NewTimer(commitLinger)
 	defer linger.Stop()
 	select {
 	case <-heard:
-		ctx, cancel := context.WithTimeout(context.Background(), commitLinger)
-		defer cancel()
-		_ = ls.h.Log.Settled(ctx)
 	case <-t.done:
 	case <-linger.C:
+		return
 	}
+	if !ls.h.Hush.wait(urge) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), commitLinger)
+	defer cancel()
+	_ = ls.h.Log.Settled(ctx)
 }
 
 // warmRun is the warm capture of the next turn's checkpoint, being taken
@@ -211,6 +225,11 @@ func (tr *turns) warmUpLocked(after <-chan struct{}) {
 		}
 		pause := rewarmPause
 		for {
+			// The capture waits while the daemon's other turns wait for
+			// their agents' first words (bounded).
+			if ls.h.Hush.wait(ctx.Done()); ctx.Err() != nil {
+				return
+			}
 			wm, err := st.WarmIn(ctx, tree, ls.id, ls.workspace, ls.h.Hidden...)
 			if err != nil {
 				if ctx.Err() == nil {

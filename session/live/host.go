@@ -54,6 +54,9 @@ type Host struct {
 	ShimToken func(id, socket string) string
 	// Monitors counts the sessions' monitors, for the manager to wait.
 	Monitors *sync.WaitGroup
+	// Hush holds the sessions' background checkpoint work back while a
+	// turn of any of them waits for its agent's first words (nil: never).
+	Hush *Hush
 
 	// Callbacks: called holding no lock of the live session.
 

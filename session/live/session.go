@@ -41,7 +41,7 @@ type Session struct {
 	spec      berth.AgentSpec
 	workspace string
 
-	// Lock order: conversation.authMu > controls.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu
+	// Lock order: conversation.authMu > controls.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu > Hush.mu
 	// A lock is taken holding none that comes after it, and no Host
 	// callback is called holding any (lockorder_test.go checks every
 	// path). The components' locks are declared with what they guard.

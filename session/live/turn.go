@@ -33,6 +33,9 @@ type turns struct {
 	// (checkpoint.go); warmOff is set once the session is going.
 	warming *warmRun
 	warmOff bool
+	// urge is closed to tell the last turn's checkpoint commit, waiting
+	// for the daemon's quiet (Hush), that the next turn needs it now.
+	urge chan struct{}
 }
 
 // MaxTurnText caps the message text of a turn kept in memory.
@@ -74,12 +77,19 @@ type turn struct {
 	// heard is closed at the agent's first update in the turn (nil for a
 	// turn a previous daemon started). Guarded by ls.mu.
 	heard chan struct{}
+	// unhush ends the turn's count in the daemon's Hush: at the agent's
+	// first update, or the turn's end (nil for a turn a previous daemon
+	// started).
+	unhush func()
 }
 
 // heardLocked notes that the agent said something in the turn.
 func (t *turn) heardLocked() {
 	if t.heard != nil {
 		closeOnce(t.heard)
+	}
+	if t.unhush != nil {
+		t.unhush()
 	}
 }
 
@@ -218,7 +228,8 @@ func (tr *turns) logStartedLocked(turnID string, d TurnStartedData) error {
 func (tr *turns) beginLocked(turnID string, in Input) {
 	ls := tr.ls
 	now := time.Now()
-	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), heard: make(chan struct{}), began: now}
+	t := &turn{id: turnID, done: make(chan struct{}), promptSent: make(chan struct{}), heard: make(chan struct{}), began: now,
+		unhush: ls.h.Hush.hold()}
 	tr.cur = t
 	ls.out.closeLocked(turnID)
 	// A stall is measured from the turn's start at the earliest.
@@ -315,6 +326,10 @@ func (tr *turns) takeSteer(t *turn) (Input, bool) {
 // agent's answer line when the answer closes the turn (else 0).
 func (tr *turns) end(t *turn, end TurnEndedData, src int64) {
 	ls := tr.ls
+	if t.unhush != nil {
+		// The agent will not speak in this turn any more.
+		t.unhush()
+	}
 	// Held from the events of the questions the turn ends to their
 	// records: a detach waits for the pairs.
 	ls.recordMu.RLock()

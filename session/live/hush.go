@@ -1,0 +1,111 @@
+package live
+
+import (
+	"sync"
+	"time"
+)
+
+// Hush holds a daemon's background checkpoint work (a turn's commit, the
+// next turn's capture taken ahead) back while any of its sessions' turns
+// waits for the agent's first words: those words are what the user
+// waits for. Fifty prompts sent at once each committing its checkpoint
+// after its own agent spoke slowed the first words of the others by a
+// third on two cores (BENCHMARKS.md); held back, the commits run once the
+// round is answered. A wait is bounded, so a daemon that never falls
+// quiet still commits. The zero value is not usable: NewHush.
+type Hush struct {
+	// bound is the longest a piece of work waits for quiet.
+	bound time.Duration
+
+	mu sync.Mutex
+	// waiting counts the turns whose agent has not spoken yet; quiet is
+	// closed while it is 0.
+	waiting int
+	quiet   chan struct{}
+}
+
+// HushBound is how long background work waits for quiet at most, unless
+// NewHush is told otherwise.
+const HushBound = time.Second
+
+// NewHush returns a Hush with no turn waiting whose waits last bound at
+// most (HushBound when 0).
+func NewHush(bound time.Duration) *Hush {
+	q := make(chan struct{})
+	close(q)
+	if bound <= 0 {
+		bound = HushBound
+	}
+	return &Hush{bound: bound, quiet: q}
+}
+
+// hold counts one turn waiting for its agent's first words until release
+// is called (once or more: only the first counts). A nil Hush holds
+// nothing.
+func (h *Hush) hold() (release func()) {
+	if h == nil {
+		return func() {}
+	}
+	h.mu.Lock()
+	if h.waiting == 0 {
+		h.quiet = make(chan struct{})
+	}
+	h.waiting++
+	h.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			if h.waiting--; h.waiting == 0 {
+				close(h.quiet)
+			}
+			h.mu.Unlock()
+		})
+	}
+}
+
+// Quiet returns a channel closed once no turn waits for its agent's first
+// words (closed already when none does). A nil Hush is always quiet.
+func (h *Hush) Quiet() <-chan struct{} {
+	if h == nil {
+		q := make(chan struct{})
+		close(q)
+		return q
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.quiet
+}
+
+// Waiting reports how many turns wait for their agent's first words.
+func (h *Hush) Waiting() int {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.waiting
+}
+
+// wait returns once h is quiet, its bound passed or done is closed; it
+// reports whether h fell quiet. A nil Hush is quiet at once.
+func (h *Hush) wait(done <-chan struct{}) bool {
+	if h == nil {
+		return true
+	}
+	quiet := h.Quiet()
+	select {
+	case <-quiet:
+		return true
+	default:
+	}
+	bound := time.NewTimer(h.bound)
+	defer bound.Stop()
+	select {
+	case <-quiet:
+		return true
+	case <-bound.C:
+	case <-done:
+	}
+	return false
+}
