@@ -171,6 +171,9 @@ type Recovery struct {
 	Queue []*QueueEntry
 	// Pending holds the session's pending permissions, oldest first.
 	Pending []*Permission
+	// Elicitations holds the session's pending elicitations, oldest
+	// first, as ListElicitations of ElicitationPending gives them.
+	Elicitations []*Elicitation
 }
 
 // SessionCounter is a Store that counts its sessions without reading

@@ -82,12 +82,8 @@ func (b *birth) recover(ctx context.Context, p *shim.Proc, r *berth.Recovery) (*
 	if err != nil {
 		return nil, err
 	}
-	elics, err := m.store.ListElicitations(ctx, s.ID, berth.ElicitationPending)
-	if err != nil {
-		return nil, err
-	}
 	// After the claim: the open turn's entry is no longer queued.
-	return b.ls.Reattach(live.Recovered{Open: open, In: in, Pending: r.Pending, Queue: queue, Elics: elics})
+	return b.ls.Reattach(live.Recovered{Open: open, In: in, Pending: r.Pending, Queue: queue, Elics: r.Elicitations})
 }
 
 // attachShim connects to the session's shim, from the stream offset the

@@ -8,9 +8,9 @@ import (
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
-// ListRecovery reads the open turn, the pending queue entries and the
-// pending permissions of every session named, as ListQueue and
-// ListPermissions give them. Sessions that do not exist are absent.
+// ListRecovery reads the open turn, the pending queue entries, the
+// pending permissions and the pending elicitations of every session
+// named, as ListQueue, ListPermissions and ListElicitations give them. Sessions that do not exist are absent.
 func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
 	out := make(map[string]*berth.Recovery, len(sessionIDs))
 	for _, id := range slices.Compact(slices.Sorted(slices.Values(sessionIDs))) {
@@ -33,6 +33,13 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 		if err != nil {
 			return nil, err
 		}
+		elics, err := s.ListElicitations(ctx, id, berth.ElicitationPending)
+		if berth.IsCode(err, berth.ENotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
 		// Nothing to recover is nil, as the SQL stores give it.
 		rec := &berth.Recovery{OpenTurn: open}
 		if len(q) > 0 {
@@ -40,6 +47,9 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 		}
 		if len(perms) > 0 {
 			rec.Pending = perms
+		}
+		if len(elics) > 0 {
+			rec.Elicitations = elics
 		}
 		out[id] = rec
 	}

@@ -24,9 +24,9 @@ JOIN LATERAL (SELECT seq, turn_id, time, data FROM events
 WHERE s.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM events
     WHERE session_pk = s.pk AND type = $3 AND ` + rareTypesTerm + ` AND seq > e.seq AND turn_id = e.turn_id)`
 
-// ListRecovery reads the open turn, the pending queue entries and the
-// pending permissions of every session named, in one read-only snapshot of
-// four statements. Sessions that do not exist are absent from the map.
+// ListRecovery reads the open turn, the pending queue entries, the
+// pending permissions and the pending elicitations of every session
+// named, in one read-only snapshot of five statements. Sessions that do not exist are absent from the map.
 func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
 	out := make(map[string]*berth.Recovery, len(sessionIDs))
 	if len(sessionIDs) == 0 {
@@ -83,6 +83,24 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 				p.SessionID = id
 				if r := out[id]; r != nil {
 					r.Pending = append(r.Pending, p)
+				}
+				return nil
+			}); err != nil {
+			return err
+		}
+		if err := each(`SELECT `+sessionOfRow+`, doc FROM elicitations WHERE `+rowsOfSessions+` ORDER BY session_pk, ord`,
+			[]any{sessionIDs, berth.ElicitationPending}, func(rows pgx.Rows) error {
+				var id string
+				var doc []byte
+				if err := rows.Scan(&id, &doc); err != nil {
+					return err
+				}
+				e, err := codec.DecodeElicitation(doc)
+				if err != nil {
+					return err
+				}
+				if r := out[id]; r != nil {
+					r.Elicitations = append(r.Elicitations, e)
 				}
 				return nil
 			}); err != nil {

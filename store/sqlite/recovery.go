@@ -30,6 +30,11 @@ WHERE ` + rowsOfSessions + ` ORDER BY session_pk, ord`
 const recoveryPermissionsSQL = `SELECT ` + sessionOfRow + `, ` + permissionColumns + ` FROM permissions
 WHERE ` + rowsOfSessions + ` ORDER BY session_pk, ord`
 
+// recoveryElicitationsSQL lists the pending elicitations of the
+// sessions, each session's in the order they were created.
+const recoveryElicitationsSQL = `SELECT ` + sessionOfRow + `, doc FROM elicitations
+WHERE ` + rowsOfSessions + ` ORDER BY session_pk, ord`
+
 // recoveryOpenTurnsSQL finds each session's last turn_started and keeps it
 // when no turn_ended of its turn follows: two lookups in events_by_type per
 // session (named, as in listEventsSQL, with the index's own clause).
@@ -40,9 +45,10 @@ JOIN events e INDEXED BY events_by_type ON e.session_pk = s.pk AND e.type = ?2 A
 WHERE ` + ofSessions + ` AND NOT EXISTS (SELECT 1 FROM events INDEXED BY events_by_type
     WHERE session_pk = s.pk AND type = ?3 AND ` + rareTypesTerm + ` AND seq > e.seq AND turn_id = e.turn_id)`
 
-// ListRecovery reads the open turn, the pending queue entries and the
-// pending permissions of every session named, in one read transaction of
-// three statements. Sessions that do not exist are absent from the map.
+// ListRecovery reads the open turn, the pending queue entries, the
+// pending permissions and the pending elicitations of every session
+// named, in one read transaction of five statements. Sessions that do not
+// exist are absent from the map.
 func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
 	out := make(map[string]*berth.Recovery, len(sessionIDs))
 	if len(sessionIDs) == 0 {
@@ -114,6 +120,22 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			}
 			r := of(id)
 			r.Pending = append(r.Pending, p)
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := eachRow(ctx, tx, "list recovery", recoveryElicitationsSQL, []any{string(ids), berth.ElicitationPending}, func(rows *sql.Rows) error {
+			var id string
+			var doc []byte
+			if err := rows.Scan(&id, &doc); err != nil {
+				return err
+			}
+			e, err := codec.DecodeElicitation(doc)
+			if err != nil {
+				return err
+			}
+			r := of(id)
+			r.Elicitations = append(r.Elicitations, e)
 			return nil
 		}); err != nil {
 			return err

@@ -29,8 +29,9 @@ func turnEvents(sessionID string, steps ...[2]string) []berth.Event {
 }
 
 // testListRecovery checks that one ListRecovery call gives, for each
-// session, what ListQueue, ListPermissions(pending) and a walk of its
-// turn_started and turn_ended events give one session at a time.
+// session, what ListQueue, ListPermissions(pending),
+// ListElicitations(pending) and a walk of its turn_started and turn_ended
+// events give one session at a time.
 func testListRecovery(t *testing.T, open Opener) {
 	s := fresh(t, open)
 	ids := []string{"idle", "open", "closed", "later-end", "reopened", "steered"}
@@ -58,13 +59,16 @@ func testListRecovery(t *testing.T, open Opener) {
 	if q := got["open"].Queue; len(q) != 4 || q[2].ID != "s1" || q[2].Position != 1 || q[3].Position != 3 {
 		t.Errorf("open's queue %s: want q1 q2 s1 q3 with per-kind positions", dump(q))
 	}
+	if e := got["open"].Elicitations; elicitationIDs(e) != "e2" || elicitationIDs(got["steered"].Elicitations) != "e3" {
+		t.Errorf("pending elicitations: open %s, steered %s; want e2 and e3", dump(e), dump(got["steered"].Elicitations))
+	}
 	if empty, err := s.ListRecovery(ctx(t), nil); err != nil || len(empty) != 0 {
 		t.Errorf("ListRecovery(nil) = %v, %v", empty, err)
 	}
 }
 
 // seedRecovery gives the sessions of testListRecovery their turns, queue
-// entries and permissions.
+// entries, permissions and elicitations.
 func seedRecovery(t *testing.T, s berth.Store) {
 	t.Helper()
 	started, ended := berth.EventTurnStarted, berth.EventTurnEnded
@@ -90,11 +94,25 @@ func seedRecovery(t *testing.T, s berth.Store) {
 			t.Fatal(i, err)
 		}
 	}
-	p2, err := s.GetPermission(ctx(t), "open", "p2")
+	for i, e := range []*berth.Elicitation{elicitation("open", "e1", base), elicitation("open", "e2", base.Add(1)),
+		elicitation("steered", "e3", base.Add(2)), elicitation("closed", "e4", base.Add(3))} {
+		if err := s.CreateElicitation(ctx(t), e); err != nil {
+			t.Fatal(i, err)
+		}
+	}
+	e1, err := s.GetElicitation(ctx(t), "open", "e1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := base.Add(time.Minute)
+	e1.State, e1.Action, e1.DecidedBy, e1.ResolvedAt = berth.ElicitationDeclined, berth.ElicitationDecline, berth.DecidedByUser, &at
+	if err := s.ResolveElicitation(ctx(t), e1); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := s.GetPermission(ctx(t), "open", "p2")
+	if err != nil {
+		t.Fatal(err)
+	}
 	p2.State, p2.OptionID, p2.DecidedBy, p2.DecidedAt = berth.PermissionDecided, "allow", berth.DecidedByUser, &at
 	if err := s.DecidePermission(ctx(t), p2); err != nil {
 		t.Fatal(err)
@@ -124,6 +142,16 @@ func checkRecovery(t *testing.T, s berth.Store, id string, r *berth.Recovery) {
 	}
 	if dump(r.Pending) != dump(pending) {
 		t.Errorf("%s: pending %s, want %s", id, dump(r.Pending), dump(pending))
+	}
+	elics, err := s.ListElicitations(ctx(t), id, berth.ElicitationPending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(elics) == 0 {
+		elics = nil
+	}
+	if dump(r.Elicitations) != dump(elics) {
+		t.Errorf("%s: pending elicitations %s, want %s", id, dump(r.Elicitations), dump(elics))
 	}
 }
 
