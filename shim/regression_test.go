@@ -5,7 +5,10 @@ package shim
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -174,4 +177,32 @@ func TestBugSlowDaemonStallsAgent(t *testing.T) {
 	_ = p.Stdout().Close()
 	_ = p.Stderr().Close()
 	p.Detach()
+}
+
+// The agent starts before the spool and the socket are made: when making
+// them fails, the agent it started is ended and reaped, not left running.
+func TestABundleFailureEndsTheStartedAgent(t *testing.T) {
+	checkLeaks(t)
+	cfg := newConfig(t, "")
+	// sleep adds its arguments up: the second marks this agent.
+	marker := fmt.Sprintf("0.000%d", time.Now().UnixNano()%1_000_000_000)
+	cfg.Command = Command{Path: "/bin/sleep", Args: []string{"60", marker}}
+	cfg.Socket = filepath.Join(filepath.Dir(cfg.Socket), "missing", "s.sock")
+	h := startServe(t, cfg)
+	if err := h.waitServe(long); err == nil || h.ready.Stage != "shim" {
+		t.Fatalf("Serve: %v, ready %+v", err, h.ready)
+	}
+	assertGone(t, cfg)
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); bytes.Contains(b, []byte(marker)) {
+			t.Fatalf("the agent (pid %s) is still there after the shim failed", e.Name())
+		}
+	}
 }

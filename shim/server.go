@@ -197,29 +197,26 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 	}
 }
 
-// open starts the agent in its sandbox, the spool and the socket. It
-// returns which stage failed.
+// open starts the agent in its sandbox, then makes the spool and the
+// socket: the agent's own start (a runtime to set up, before it reads its
+// first request) goes on meanwhile, and what it writes waits in its pipe
+// until the pumps run. It returns which stage failed.
 func (s *server) open(ctx context.Context, provider berth.SandboxProvider) (string, error) {
-	spool, ln, err := s.cfg.Bundle.create()
-	if err != nil {
-		return "shim", err
-	}
-	fail := func() {
-		_ = ln.Close()
-		_ = spool.Close()
-		s.cfg.Bundle.removeServed()
-	}
 	sb, err := provider.Open(ctx, s.cfg.Sandbox)
 	if err != nil {
-		fail()
 		return "sandbox", err
 	}
 	c := s.cfg.Command
 	proc, err := sb.Start(ctx, berth.ProcSpec{Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir})
 	if err != nil {
 		_ = sb.Close(context.WithoutCancel(ctx))
-		fail()
 		return "start", err
+	}
+	spool, ln, err := s.cfg.Bundle.create()
+	if err != nil {
+		_, _ = proc.Stop(context.WithoutCancel(ctx), time.Second)
+		_ = sb.Close(context.WithoutCancel(ctx))
+		return "shim", err
 	}
 	s.spool, s.ln, s.sb, s.proc = spool, ln, sb, proc
 	return "", nil
