@@ -70,6 +70,10 @@ type Config struct {
 	// Token signs the shim's reports (see Report): a secret of the
 	// daemon's, never the agent's.
 	Token string `json:"token,omitempty"`
+	// Opened, when set, is called once the agent is started or could not
+	// be, before the ready line: the shim program sends its stderr to the
+	// session's log there, the log file's making off the agent's start.
+	Opened func() `json:"-"`
 }
 
 // maxLine is the line cap in force.
@@ -154,7 +158,11 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 	s := &server{cfg: cfg, log: logger, ledger: newLedger(), quit: make(chan struct{}), attachNote: make(chan struct{}, 1),
 		start: cfg.Base, end: cfg.Base, win: newWindow("", cfg.Base), detachedAt: time.Now(), token: cfg.Token}
 	s.cond = sync.NewCond(&s.mu)
-	if stage, err := s.open(ctx, provider); err != nil {
+	stage, err := s.open(ctx, provider)
+	if cfg.Opened != nil {
+		cfg.Opened()
+	}
+	if err != nil {
 		_ = json.NewEncoder(ready).Encode(Ready{ShimPID: os.Getpid(), Stage: stage, Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
 		return err
 	}

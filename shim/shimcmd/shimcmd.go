@@ -97,10 +97,13 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 		return berth.WrapError(berth.EInvalid, err, "decode the job")
 	}
 	if job.Log != "" {
-		// The shim's log and anything written to its stderr (a panic) go to the session's shim log.
-		if f, err := os.OpenFile(job.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
-			_ = unix.Dup2(int(f.Fd()), 2)
-			_ = f.Close()
+		// The shim's log and anything written to its stderr (a panic) go
+		// to the session's shim log, once the agent is on its way.
+		job.Opened = func() {
+			if f, err := os.OpenFile(job.Log, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err == nil {
+				_ = unix.Dup2(int(f.Fd()), 2)
+				_ = f.Close()
+			}
 		}
 	}
 	// The shim's log is a file: JSON lines, about its session.
