@@ -65,6 +65,19 @@ func (s *Store) Prune(tree string, pinned map[string]bool) ([]Pruned, error) {
 	return out, nil
 }
 
+// OverBudget reports whether tree's checkpoints may be past the tree's
+// bytes (true while the store has not counted them yet): a caller skips
+// the work of a Prune's pinned set when it is false.
+func (s *Store) OverBudget(tree string) bool {
+	s.ixMu.Lock()
+	defer s.ixMu.Unlock()
+	if s.ix == nil {
+		return true
+	}
+	t := s.ix.trees[tree]
+	return t != nil && t.bytes > s.opts.MaxTreeBytes
+}
+
 // candidate is the checkpoint a Prune removes next.
 type candidate struct{ session, id string }
 

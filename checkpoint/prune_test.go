@@ -648,3 +648,36 @@ func TestSweepRepairsWhatACrashLeft(t *testing.T) {
 		t.Fatalf("a damaged checkpoint counts %d bytes", got)
 	}
 }
+
+// OverBudget says whether a Prune would have work: true before the store
+// has counted its trees, then only while the tree is past its bytes.
+func TestOverBudgetSaysWhenAPruneHasWork(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t, Options{MaxTreeBytes: 128 << 10})
+	if !s.OverBudget("ses_root") {
+		t.Fatal("a store that has not counted its trees says a prune has no work")
+	}
+	ws := t.TempDir()
+	write(t, ws, "small", "x", 0o644)
+	_, err := s.Create(ctx, "ses_root", "turn_1", ws)
+	must(t, err)
+	_, err = s.Prune("ses_root", nil)
+	must(t, err)
+	writeRandom(t, ws, "big", 80<<10)
+	_, err = s.Create(ctx, "ses_root", "turn_2", ws)
+	must(t, err)
+	if s.OverBudget("ses_root") || s.OverBudget("ses_none") {
+		t.Fatalf("a tree under its bytes (%d of 128 KiB), or none, is over budget", treeBytes(s, "ses_root"))
+	}
+	writeRandom(t, ws, "big", 80<<10)
+	_, err = s.Create(ctx, "ses_root", "turn_3", ws)
+	must(t, err)
+	if !s.OverBudget("ses_root") {
+		t.Fatalf("a tree of %d bytes, cap 128 KiB, is not over budget", treeBytes(s, "ses_root"))
+	}
+	ps, err := s.Prune("ses_root", nil)
+	must(t, err)
+	if len(ps) == 0 || s.OverBudget("ses_root") {
+		t.Fatalf("pruned %d; the tree (%d bytes) is over budget after", len(ps), treeBytes(s, "ses_root"))
+	}
+}

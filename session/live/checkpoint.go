@@ -316,7 +316,12 @@ func (tr *turns) dropWarm() {
 // made the tree grow. A failure is a runtime_warning: the turn goes on.
 func (tr *turns) prune(turnID, tree string) {
 	ls := tr.ls
-	pruned, err := ls.h.Checkpoints.Prune(tree, ls.h.TurnCheckpoints(tree))
+	st := ls.h.Checkpoints
+	// The pinned set asks every live session: only when there is a prune.
+	if !st.OverBudget(tree) {
+		return
+	}
+	pruned, err := st.Prune(tree, ls.h.TurnCheckpoints(tree))
 	for _, p := range pruned {
 		data := map[string]any{"checkpoint_id": p.CheckpointID, "turn_id": p.TurnID, "session_id": p.SessionID,
 			"freed_bytes": p.FreedBytes, "removed_bytes": p.RemovedBytes, "tree_bytes": p.TreeBytes}
