@@ -90,12 +90,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 		}
 		if err := each(`SELECT `+sessionOfRow+`, doc FROM elicitations WHERE `+rowsOfSessions+` ORDER BY session_pk, ord`,
 			[]any{sessionIDs, berth.ElicitationPending}, func(rows pgx.Rows) error {
-				var id string
-				var doc []byte
-				if err := rows.Scan(&id, &doc); err != nil {
-					return err
-				}
-				e, err := codec.DecodeElicitation(doc)
+				id, e, err := codec.ScanSessionElicitation(rows)
 				if err != nil {
 					return err
 				}

@@ -125,12 +125,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			return err
 		}
 		if err := eachRow(ctx, tx, "list recovery", recoveryElicitationsSQL, []any{string(ids), berth.ElicitationPending}, func(rows *sql.Rows) error {
-			var id string
-			var doc []byte
-			if err := rows.Scan(&id, &doc); err != nil {
-				return err
-			}
-			e, err := codec.DecodeElicitation(doc)
+			id, e, err := codec.ScanSessionElicitation(rows)
 			if err != nil {
 				return err
 			}

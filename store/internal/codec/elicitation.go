@@ -81,6 +81,18 @@ func DecodeElicitation(doc []byte) (*berth.Elicitation, error) {
 	return e, nil
 }
 
+// ScanSessionElicitation reads a row of a session's id, then an
+// elicitation's document (the recovery's read of every session's).
+func ScanSessionElicitation(row Row) (string, *berth.Elicitation, error) {
+	var id string
+	var doc []byte
+	if err := row.Scan(&id, &doc); err != nil {
+		return "", nil, err
+	}
+	e, err := DecodeElicitation(doc)
+	return id, e, err
+}
+
 // ResolvedConflict is the EConflict of a resolution of an elicitation
 // that is no longer pending.
 func ResolvedConflict(id, state string) error {
