@@ -61,6 +61,9 @@ func (rc *recovery) start(ctx context.Context, attach []*berth.Session, rec map[
 func (rc *recovery) run(ctx context.Context, attach []*berth.Session, rec map[string]*berth.Recovery, left runDirLeft) {
 	t0 := time.Now()
 	failed := rc.reattachAll(ctx, attach, rec)
+	if ctx.Err() == nil {
+		rc.m.tools.servePending()
+	}
 	if len(attach) > 0 {
 		// One line for the boot: a thousand sessions log theirs at debug.
 		rc.m.logger.Info("sessions reattached", "count", len(attach)-len(failed), "failed", len(failed), "took", time.Since(t0))

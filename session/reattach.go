@@ -41,10 +41,9 @@ func (rc *recovery) reattach(ctx context.Context, s *berth.Session, r *berth.Rec
 	}
 	if s.ToolsHash != "" && rc.m.tools.enabled() {
 		// The agent's `berth mcp` outlived the daemon, with its credential:
-		// its socket is served again.
-		if err := rc.m.tools.serve(s.ID, s.ToolsHash, b.provider); err != nil {
-			b.ls.Logger().Warn("serve the berth tools again", "err", err)
-		}
+		// its socket is served again, once the boot's sessions are all
+		// reattached.
+		rc.m.tools.serveAfterBoot(s.ID, s.ToolsHash, b.provider)
 	}
 	if spec, ok := rc.m.opts.Catalog.Get(s.Agent); ok {
 		// The agent kept the key it was given: the gateway honours it again.

@@ -32,16 +32,31 @@ import (
 // that no other uid can connect; otherwise to the daemon's user (0700,
 // 0600). The socket stops answering when the session stops (the
 // directory is removed) and is served again, with the stored hash, by a
-// daemon that reattaches to the agent.
+// daemon that reattaches to the agent, once its boot has reattached every
+// session.
 
 // toolGate serves the tools sockets of the live sessions.
 type toolGate struct {
-	m       *Manager
-	mu      sync.Mutex
-	closed  bool
-	servers map[string]*toolServer
+	m *Manager
+	// listenMu orders the making of a socket (serve, servePending) with
+	// its revocation: one in progress finishes before the other starts.
+	// Taken before mu.
+	listenMu sync.Mutex
+	mu       sync.Mutex
+	closed   bool
+	servers  map[string]*toolServer
+	// pending are the sockets of the sessions a boot reattached, served
+	// once every one is (servePending); a revoke meanwhile drops one.
+	pending map[string]pendingSocket
 	// serving counts the Serve goroutines and the calls in progress.
 	serving sync.WaitGroup
+}
+
+// pendingSocket is a reattached session's socket not served yet: its
+// credential's hash and the sandbox provider it is given to.
+type pendingSocket struct {
+	hash     string
+	provider berth.SandboxProvider
 }
 
 // Bounds of a session's tools socket: connections served at once (more
@@ -125,12 +140,57 @@ func (g *toolGate) bind(s *berth.Session) (berth.Bind, bool) {
 // is hashHex, in place of any it served before: the directory is kept
 // (a running sandbox has it bound), the socket file made anew.
 func (g *toolGate) serve(id, hashHex string, provider berth.SandboxProvider) error {
+	g.listenMu.Lock()
+	defer g.listenMu.Unlock()
+	return g.serveLocked(id, hashHex, provider)
+}
+
+// serveAfterBoot has session id's socket served by servePending, once
+// the boot has reattached every session: a thousand sockets made while
+// the sessions reattach were a third of the boot's CPU, and every read of
+// the API waited behind them. The agent's `berth mcp` finds no socket
+// meanwhile, as while no daemon ran.
+func (g *toolGate) serveAfterBoot(id, hashHex string, provider berth.SandboxProvider) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending == nil {
+		g.pending = map[string]pendingSocket{}
+	}
+	g.pending[id] = pendingSocket{hash: hashHex, provider: provider}
+}
+
+// servePending serves the sockets serveAfterBoot left, but for those
+// of sessions revoked meanwhile (a session that stopped).
+func (g *toolGate) servePending() {
+	g.mu.Lock()
+	ids := make([]string, 0, len(g.pending))
+	for id := range g.pending {
+		ids = append(ids, id)
+	}
+	g.mu.Unlock()
+	for _, id := range ids {
+		g.listenMu.Lock()
+		g.mu.Lock()
+		p, ok := g.pending[id]
+		delete(g.pending, id)
+		g.mu.Unlock()
+		if ok {
+			if err := g.serveLocked(id, p.hash, p.provider); err != nil {
+				g.m.logger.Warn("serve the berth tools again", "session_id", id, "err", err)
+			}
+		}
+		g.listenMu.Unlock()
+	}
+}
+
+// serveLocked is serve under listenMu.
+func (g *toolGate) serveLocked(id, hashHex string, provider berth.SandboxProvider) error {
 	hash, err := hex.DecodeString(hashHex)
 	if err != nil || len(hash) != sha256.Size {
 		return berth.Errorf(berth.EInternal, "the stored tools credential is malformed")
 	}
 	dir := g.dir(id)
-	g.revoke(id, false)
+	g.revokeLocked(id, false)
 	ln, err := listenGrant(g.runDir(), dir, berth.ToolsSocketName, provider, "tools")
 	if err != nil {
 		return err
@@ -182,12 +242,21 @@ func (g *toolGate) opener(id string, ts *toolServer) berth.ToolsOpener {
 	}
 }
 
-// revoke stops serving session id's socket, and with remove deletes
-// its directory (the session stopped: the credential is dead).
+// revoke stops serving session id's socket (or serving it after the
+// boot), and with remove deletes its directory (the session stopped: the
+// credential is dead).
 func (g *toolGate) revoke(id string, remove bool) {
+	g.listenMu.Lock()
+	defer g.listenMu.Unlock()
+	g.revokeLocked(id, remove)
+}
+
+// revokeLocked is revoke under listenMu.
+func (g *toolGate) revokeLocked(id string, remove bool) {
 	g.mu.Lock()
 	ts := g.servers[id]
 	delete(g.servers, id)
+	delete(g.pending, id)
 	g.mu.Unlock()
 	if ts != nil {
 		// Close cuts the calls in progress too: their contexts end.

@@ -216,3 +216,65 @@ func openFDs(t *testing.T) int {
 	}
 	return len(entries)
 }
+
+// A daemon that reattaches to an agent serves its berth tools socket
+// again, for the same credential, once its boot has reattached every
+// session.
+func TestToolsAreServedAgainAfterTheBoot(t *testing.T) {
+	run := shortRunDir(t)
+	e := newEnv(t)
+	e.close()
+	e.open(withShims(e.home), withTools, run)
+	s := e.create(berth.CreateRequest{})
+	g := e.grantOf(s.ID)
+	if err := toolsCall(g.socket, g.token); err != nil {
+		t.Fatalf("before the restart: %v", err)
+	}
+	e.detachAndReopen(withShims(e.home), withTools, run)
+	select {
+	case <-e.m.recovery.booted:
+	case <-time.After(time.Minute):
+		t.Fatal("the boot did not end")
+	}
+	if err := toolsCall(g.socket, g.token); err != nil {
+		t.Fatalf("after the reattach: %v", err)
+	}
+	e.closeAndWaitShims(s.ID)
+}
+
+// A socket left to serve after the boot is not served when its session
+// was revoked meanwhile (it stopped): no server, no directory.
+func TestAToolsSocketRevokedDuringTheBootIsNotServed(t *testing.T) {
+	e := newEnv(t, withTools, shortRunDir(t))
+	ctx := context.Background()
+	s := e.create(berth.CreateRequest{})
+	g := e.grantOf(s.ID)
+	stored, err := e.store.GetSession(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := e.m.providers[berth.SandboxHost]
+	// As after a restart: nothing served yet, the socket left for later.
+	e.m.tools.revoke(s.ID, false)
+	e.m.tools.serveAfterBoot(s.ID, stored.ToolsHash, provider)
+	if err := toolsCall(g.socket, g.token); err == nil {
+		t.Fatal("the socket answered before the boot was over")
+	}
+	e.m.tools.revoke(s.ID, true)
+	e.m.tools.servePending()
+	e.m.tools.mu.Lock()
+	served := e.m.tools.servers[s.ID]
+	e.m.tools.mu.Unlock()
+	if served != nil {
+		t.Fatal("a revoked session's socket was served after the boot")
+	}
+	if _, err := os.Stat(e.m.tools.dir(s.ID)); !os.IsNotExist(err) {
+		t.Fatalf("its tools directory: %v", err)
+	}
+	// Left for later and not revoked, it is served.
+	e.m.tools.serveAfterBoot(s.ID, stored.ToolsHash, provider)
+	e.m.tools.servePending()
+	if err := toolsCall(g.socket, g.token); err != nil {
+		t.Fatalf("served after the boot: %v", err)
+	}
+}
