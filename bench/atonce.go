@@ -55,21 +55,14 @@ type atOnceSide struct {
 	took   []time.Duration
 }
 
-// atOnceRun is how --prompts-at-once runs: files in each prompted
-// session's workspace, the pause between rounds, and where to write a
-// CPU profile of the rounds ("" for none).
-type atOnceRun struct {
-	files   int
-	gap     time.Duration
-	profile string
-}
-
 // runAtOnce opens two daemons of fl.sessions live demo sessions each,
 // checkpoints on and off, and sends k prompts at once to k sessions of
-// each, fl.prompts rounds interleaved, gap apart (the sessions' next
-// checkpoints are taken meanwhile, as between a user's prompts).
-func (b *bench) runAtOnce(ctx context.Context, fl benchFlags, k int, run atOnceRun, asJSON bool, out, progress io.Writer) error {
-	files, gap := run.files, run.gap
+// each, fl.prompts rounds interleaved, fl.gap apart (the sessions' next
+// checkpoints are taken meanwhile, as between a user's prompts), each
+// prompted session's workspace holding fl.files files. profile, when not
+// "", is where a CPU profile of the rounds is written.
+func (b *bench) runAtOnce(ctx context.Context, fl benchFlags, k int, profile string, asJSON bool, out, progress io.Writer) error {
+	files, gap := fl.files, fl.gap
 	res := atOnceResult{Machine: machine(), AtOnce: k, Live: fl.sessions, Rounds: fl.prompts, Files: files}
 	sides := make([]*atOnceSide, 2)
 	defer func() {
@@ -99,9 +92,9 @@ func (b *bench) runAtOnce(ctx context.Context, fl benchFlags, k int, run atOnceR
 		time.Sleep(gap)
 	}
 	fmt.Fprintf(progress, "%d rounds of %d prompts at once on each…\n", fl.prompts, k)
-	if run.profile != "" {
+	if profile != "" {
 		// Both daemons run in this process: the profile holds the two.
-		stop, err := StartCPUProfile(run.profile)
+		stop, err := StartCPUProfile(profile)
 		if err != nil {
 			return err
 		}

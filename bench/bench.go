@@ -249,7 +249,7 @@ func (b *bench) runAlone(cmd *cobra.Command, fl benchFlags, asJSON bool) (alone 
 			return true, usagef(cmd, "--prompts-at-once must be at most --sessions, with --prompts ≥ 1 rounds")
 		}
 		profile, _ := f.GetString("cpuprofile")
-		return true, b.runAtOnce(cmd.Context(), fl, k, atOnceRun{files: fl.files, gap: fl.gap, profile: profile}, asJSON, out, progress)
+		return true, b.runAtOnce(cmd.Context(), fl, k, profile, asJSON, out, progress)
 	}
 	if n, _ := f.GetInt("idle"); n > 0 {
 		window, _ := f.GetDuration("idle-seconds")
