@@ -298,8 +298,10 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 		err error
 	}
 	attached := make(chan attachResult, 1)
+	// listening is closed once the ready line is in: the socket listens.
+	listening := make(chan struct{})
 	go func() {
-		p, err := attachEarly(actx, cfg.Socket, cfg.Base, sp.exited)
+		p, err := attachEarly(actx, cfg.Socket, cfg.Base, sp.exited, listening)
 		attached <- attachResult{p, err}
 	}()
 	// dropAttach ends the early connection of a launch that failed.
@@ -322,6 +324,9 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	var rd Ready
 	select {
 	case rd = <-readyc:
+		if rd.Error == "" {
+			close(listening)
+		}
 	case <-ctx.Done():
 		_ = sp.cmd.Process.Kill()
 		dropAttach()
@@ -348,14 +353,20 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	return r.p, rd, nil
 }
 
+// attachPoll is attachEarly's back-off between tries: doubling from
+// first up to most.
+var attachPoll = struct{ first, most time.Duration }{50 * time.Microsecond, 2 * time.Millisecond}
+
 // attachEarly attaches to a shim that was just given its job, as soon as
-// its socket listens: the shim makes it before it starts the agent and
-// answers once the agent runs, so the hello comes right after the ready
-// line instead of a connection's round trip later. It gives up when the
-// shim exits or ctx ends.
-func attachEarly(ctx context.Context, socket string, from int64, exited <-chan struct{}) (*Proc, error) {
+// its socket listens: the shim makes it once the agent is started and
+// answers once it has written its ready line, so the hello comes right
+// after that line instead of a connection's round trip later. It polls
+// for the socket, and tries again at once when listening is closed (the
+// ready line came: the socket listens), so that no poll's back-off
+// delays the handshake. It gives up when the shim exits or ctx ends.
+func attachEarly(ctx context.Context, socket string, from int64, exited, listening <-chan struct{}) (*Proc, error) {
 	var d net.Dialer
-	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 2*time.Millisecond) {
+	for delay := attachPoll.first; ; delay = min(2*delay, attachPoll.most) {
 		nc, err := d.DialContext(ctx, "unix", socket)
 		if err == nil {
 			return attachOn(ctx, nc, from)
@@ -367,6 +378,9 @@ func attachEarly(ctx context.Context, socket string, from int64, exited <-chan s
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
+		case <-listening:
+			t.Stop()
+			listening = nil
 		case <-exited:
 			t.Stop()
 			return nil, berth.Errorf(berth.EUnavailable, "shim: it exited before it listened")
