@@ -103,6 +103,16 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 		return ls.life.failStart(ctx, f)
 	}
 	handler := ls.life.wire(proc, acp.Options{StartOffset: base})
+	hctx, cancel := context.WithTimeout(ctx, h.Limits.HandshakeTimeout)
+	defer cancel()
+	// The initialize request is written now, while the pid is recorded: the
+	// agent reads it as soon as its own start is done. Its answer waits
+	// in the stream until the client runs.
+	inited := make(chan initResult, 1)
+	go func() {
+		r, err := ls.client.Initialize(hctx, acp.Implementation{Name: "berth", Version: h.Version})
+		inited <- initResult{r, err}
+	}()
 	// The pid (and the shim) are recorded before anything can stop the
 	// session, so a daemon that dies now leaves what the next one needs to
 	// reattach, or to kill what is left.
@@ -120,9 +130,8 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	// is acted on now, and the handshake below fails fast.
 	close(ls.life.ready)
 
-	hctx, cancel := context.WithTimeout(ctx, h.Limits.HandshakeTimeout)
-	defer cancel()
-	init, err := ls.client.Initialize(hctx, acp.Implementation{Name: "berth", Version: h.Version})
+	res := <-inited
+	init, err := res.init, res.err
 	if err != nil {
 		return ls.conv.handshakeFailed(ctx, "initialize", err)
 	}
@@ -160,6 +169,12 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 		transcript = ls.conv.readTranscript(ctx)
 	}
 	return ls.conv.activate(ctx, o, transcript, before)
+}
+
+// initResult is the answer to a start's initialize request.
+type initResult struct {
+	init acp.InitializeResponse
+	err  error
 }
 
 // ToolsServer is the berth entry of the agent's MCP servers, with its
