@@ -24,6 +24,12 @@ import (
 // daemon finds its shims by it.
 const EnvRun = "BERTH_SHIM_RUN"
 
+// EnvConn names, in a shim's environment, the descriptor of the
+// connection its launcher made to it when it started it (one end of a
+// socket pair): the daemon attaches there to the agent the shim is given,
+// with no dial to wait for the shim's socket.
+const EnvConn = "BERTH_SHIM_CONN"
+
 // ErrDetached is what Wait returns once the daemon has let go of the shim
 // on purpose: the agent runs on.
 var ErrDetached = errors.New("shim: detached")

@@ -3,7 +3,6 @@ package shim
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/syncx"
@@ -86,6 +87,9 @@ type spawned struct {
 	// exec's: its Wait would close it when the shim exits, maybe before
 	// the ready line of a shim that failed was read).
 	stdout *os.File
+	// conn is the daemon's end of the connection made at the start (see
+	// EnvConn), the launch's to attach on or to close.
+	conn   net.Conn
 	exited chan struct{}
 }
 
@@ -112,24 +116,31 @@ func (l *Launcher) spawn(p *pool) (*spawned, error) {
 	// working directory busy (an unmountable disk, a deleted checkout).
 	cmd.Dir = l.runDir
 	// One P is plenty for a relay, and a thousand idle shims wake cheaper.
-	cmd.Env = append(append(os.Environ(), "GOMAXPROCS=1"), append(l.env, EnvRun+"="+l.runDir)...)
+	// Its end of the daemon's first connection is its descriptor 3.
+	cmd.Env = append(append(os.Environ(), "GOMAXPROCS=1", EnvConn+"=3"), append(l.env, EnvRun+"="+l.runDir)...)
+	conn, theirs, err := connPair()
+	if err != nil {
+		return nil, err
+	}
+	cmd.ExtraFiles = []*os.File{theirs}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
+		_, _ = conn.Close(), theirs.Close()
 		return nil, berth.WrapError(berth.EInternal, err, "shim: stdin")
 	}
 	stdout, w, err := os.Pipe()
 	if err != nil {
-		_ = stdin.Close()
+		_, _, _ = stdin.Close(), conn.Close(), theirs.Close()
 		return nil, berth.WrapError(berth.EInternal, err, "shim: stdout")
 	}
 	cmd.Stdout = w
 	err = cmd.Start()
-	_ = w.Close()
+	_, _ = w.Close(), theirs.Close()
 	if err != nil {
-		_ = stdout.Close()
+		_, _ = stdout.Close(), conn.Close()
 		return nil, berth.WrapError(berth.EUnavailable, err, "shim: start")
 	}
-	sp := &spawned{cmd: cmd, stdin: stdin, stdout: stdout, exited: make(chan struct{})}
+	sp := &spawned{cmd: cmd, stdin: stdin, stdout: stdout, conn: conn, exited: make(chan struct{})}
 	l.children.Add(1)
 	go func() {
 		defer l.children.Done()
@@ -137,6 +148,24 @@ func (l *Launcher) spawn(p *pool) (*spawned, error) {
 		close(sp.exited)
 	}()
 	return sp, nil
+}
+
+// connPair makes a connected pair of Unix stream sockets: ours as a
+// net.Conn, theirs as a file for a shim to inherit.
+func connPair() (net.Conn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, berth.WrapError(berth.EUnavailable, err, "shim: socket pair")
+	}
+	ours := os.NewFile(uintptr(fds[0]), "shim")
+	defer ours.Close()
+	theirs := os.NewFile(uintptr(fds[1]), "daemon")
+	conn, err := net.FileConn(ours)
+	if err != nil {
+		_ = theirs.Close()
+		return nil, nil, berth.WrapError(berth.EUnavailable, err, "shim: socket pair")
+	}
+	return conn, theirs, nil
 }
 
 // refill starts spares of p in the background until there are enough.
@@ -223,7 +252,7 @@ func (l *Launcher) take(provider string) (*spawned, error) {
 		p.idle = p.idle[1:]
 		select {
 		case <-sp.exited:
-			_ = sp.stdout.Close()
+			_, _ = sp.stdout.Close(), sp.conn.Close()
 			continue
 		default:
 		}
@@ -243,6 +272,7 @@ func (l *Launcher) take(provider string) (*spawned, error) {
 // retire ends an idle shim: without a job it exits at the end of its stdin.
 func retire(sp *spawned) {
 	defer sp.stdout.Close()
+	defer sp.conn.Close()
 	_ = sp.stdin.Close()
 	select {
 	case <-sp.exited:
@@ -289,24 +319,21 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	}
 	_, werr := sp.stdin.Write(job)
 	_ = sp.stdin.Close()
-	// The connection is made while the shim starts the agent, so that
-	// its hello follows the ready line at once (see attachEarly).
-	actx, cancelAttach := context.WithCancel(ctx)
-	defer cancelAttach()
+	// The attach request goes on the connection made at the shim's start
+	// (see EnvConn): the shim answers it with its hello once the agent
+	// runs, right after its ready line, with no socket to dial.
 	type attachResult struct {
 		p   *Proc
 		err error
 	}
 	attached := make(chan attachResult, 1)
-	// listening is closed once the ready line is in: the socket listens.
-	listening := make(chan struct{})
 	go func() {
-		p, err := attachEarly(actx, cfg.Socket, cfg.Base, sp.exited, listening)
+		p, err := attachOn(ctx, sp.conn, cfg.Base)
 		attached <- attachResult{p, err}
 	}()
-	// dropAttach ends the early connection of a launch that failed.
+	// dropAttach ends the connection of a launch that failed.
 	dropAttach := func() {
-		cancelAttach()
+		_ = sp.conn.Close()
 		if r := <-attached; r.p != nil {
 			r.p.Detach()
 		}
@@ -324,9 +351,6 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	var rd Ready
 	select {
 	case rd = <-readyc:
-		if rd.Error == "" {
-			close(listening)
-		}
 	case <-ctx.Done():
 		_ = sp.cmd.Process.Kill()
 		dropAttach()
@@ -351,42 +375,4 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 		return nil, rd, r.err
 	}
 	return r.p, rd, nil
-}
-
-// attachPoll is attachEarly's back-off between tries: doubling from
-// first up to most.
-var attachPoll = struct{ first, most time.Duration }{50 * time.Microsecond, 2 * time.Millisecond}
-
-// attachEarly attaches to a shim that was just given its job, as soon as
-// its socket listens: the shim makes it once the agent is started and
-// answers once it has written its ready line, so the hello comes right
-// after that line instead of a connection's round trip later. It polls
-// for the socket, and tries again at once when listening is closed (the
-// ready line came: the socket listens), so that no poll's back-off
-// delays the handshake. It gives up when the shim exits or ctx ends.
-func attachEarly(ctx context.Context, socket string, from int64, exited, listening <-chan struct{}) (*Proc, error) {
-	var d net.Dialer
-	for delay := attachPoll.first; ; delay = min(2*delay, attachPoll.most) {
-		nc, err := d.DialContext(ctx, "unix", socket)
-		if err == nil {
-			return attachOn(ctx, nc, from)
-		}
-		// Not there yet (ENOENT), or made but not listening yet.
-		if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, berth.WrapError(berth.EUnavailable, err, "shim: connect")
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-listening:
-			t.Stop()
-			listening = nil
-		case <-exited:
-			t.Stop()
-			return nil, berth.Errorf(berth.EUnavailable, "shim: it exited before it listened")
-		case <-ctx.Done():
-			t.Stop()
-			return nil, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: connect")
-		}
-	}
 }

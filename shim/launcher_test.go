@@ -1,17 +1,11 @@
 package shim
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
 )
@@ -111,76 +105,4 @@ func TestReplenishStartsTheSpareAtOnce(t *testing.T) {
 		l.Replenish()
 		waitIdle(t, l, 1)
 	}
-}
-
-// TestAttachEarlyConnectsWhenTheShimIsReady: once the shim's ready line
-// is in, the daemon connects at once, not at its poll's next try (a
-// back-off of an hour here: only the ready line can end it in time).
-func TestAttachEarlyConnectsWhenTheShimIsReady(t *testing.T) {
-	defer func(p struct{ first, most time.Duration }) { attachPoll = p }(attachPoll)
-	attachPoll.first, attachPoll.most = time.Hour, time.Hour
-	sock := filepath.Join(t.TempDir(), "s")
-	// Bound, not listening yet: every connect is refused, as while the
-	// shim starts the agent.
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: sock}); err != nil {
-		t.Fatal(err)
-	}
-	f := os.NewFile(uintptr(fd), sock)
-	defer f.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	listening := make(chan struct{})
-	type result struct {
-		p   *Proc
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		p, err := attachEarly(ctx, sock, 0, make(chan struct{}), listening)
-		got <- result{p, err}
-	}()
-	// Its first try is refused, then it waits out the back-off.
-	time.Sleep(100 * time.Millisecond)
-	if err := unix.Listen(fd, 1); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.FileListener(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		if _, _, err := readFrame(bufio.NewReader(nc)); err != nil {
-			return
-		}
-		hello, _ := json.Marshal(Hello{SessionID: "s1", ShimPID: 1, AgentPID: 2})
-		_, _ = nc.Write(appendFrame(nil, frameHello, hello))
-		<-ctx.Done()
-	}()
-	close(listening)
-	select {
-	case r := <-got:
-		if r.err != nil {
-			t.Fatalf("attach: %v", r.err)
-		}
-		if r.p.hello.SessionID != "s1" {
-			t.Fatalf("hello %+v", r.p.hello)
-		}
-		r.p.Detach()
-	case <-time.After(10 * time.Second):
-		t.Fatal("the daemon did not connect when the shim said it was ready")
-	}
-	cancel()
-	<-served
 }

@@ -74,6 +74,10 @@ type Config struct {
 	// be, before the ready line: the shim program sends its stderr to the
 	// session's log there, the log file's making off the agent's start.
 	Opened func() `json:"-"`
+	// Attached, when set, is a connection the daemon made before the job
+	// came (see EnvConn): served as its first attach once the agent runs,
+	// so that no dial waits for the socket. Serve closes it if it fails.
+	Attached net.Conn `json:"-"`
 }
 
 // maxLine is the line cap in force.
@@ -163,6 +167,9 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 		cfg.Opened()
 	}
 	if err != nil {
+		if cfg.Attached != nil {
+			_ = cfg.Attached.Close()
+		}
 		_ = json.NewEncoder(ready).Encode(Ready{ShimPID: os.Getpid(), Stage: stage, Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
 		return err
 	}
@@ -182,6 +189,10 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 	go s.pumpStderr()
 	go s.waitAgent()
 	go s.accept()
+	if cfg.Attached != nil {
+		s.wg.Add(1)
+		go s.serveConn(cfg.Attached)
+	}
 
 	stopped := false
 	for {

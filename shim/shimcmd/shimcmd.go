@@ -11,8 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -77,6 +80,40 @@ func ParseOptions(raw string) (Options, error) {
 	return o, nil
 }
 
+// readJob reads the job on stdin: nil, and no error, when stdin ends
+// without one (a spare the daemon never needed).
+func readJob(stdin io.Reader) (*shim.Config, error) {
+	b, err := io.ReadAll(stdin)
+	if err != nil {
+		return nil, fmt.Errorf("read the job: %w", err)
+	}
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var job shim.Config
+	if err := json.Unmarshal(b, &job); err != nil {
+		return nil, berth.WrapError(berth.EInvalid, err, "decode the job")
+	}
+	return &job, nil
+}
+
+// daemonConn takes the connection the daemon's launcher handed the shim
+// as the descriptor EnvConn names, nil when there is none. The descriptor
+// is replaced by a close-on-exec one, so the agent does not inherit it.
+func daemonConn() net.Conn {
+	fd, err := strconv.Atoi(os.Getenv(shim.EnvConn))
+	if err != nil || fd < 3 {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "daemon")
+	defer f.Close()
+	nc, err := net.FileConn(f)
+	if err != nil {
+		return nil
+	}
+	return nc
+}
+
 // Run is a shim program given the daemon's options: it reads its job from stdin, sends its log and stderr to the job's log, and
 // serves the job (see shim.Serve), writing the ready line to stdout. Only
 // SIGTERM and SIGINT sent to the shim itself stop it. A spare the daemon
@@ -85,17 +122,19 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	b, err := io.ReadAll(stdin)
-	if err != nil {
-		return fmt.Errorf("read the job: %w", err)
+	// Taken first: nothing the shim starts may inherit it, nor any other
+	// descriptor the shim was handed (the daemon's, which it may have
+	// inherited from whatever started it).
+	attached := daemonConn()
+	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	job, err := readJob(stdin)
+	if err != nil || job == nil {
+		if attached != nil {
+			_ = attached.Close()
+		}
+		return err
 	}
-	if len(b) == 0 {
-		return nil
-	}
-	var job shim.Config
-	if err := json.Unmarshal(b, &job); err != nil {
-		return berth.WrapError(berth.EInvalid, err, "decode the job")
-	}
+	job.Attached = attached
 	if job.Log != "" {
 		// The shim's log and anything written to its stderr (a panic) go
 		// to the session's shim log, once the agent is on its way.
@@ -110,11 +149,14 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("shim", os.Getpid(), "session_id", job.SessionID)
 	p, closeProvider, err := makeProvider(opts, job.Provider)
 	if err != nil {
+		if attached != nil {
+			_ = attached.Close()
+		}
 		_ = json.NewEncoder(stdout).Encode(shim.Ready{ShimPID: os.Getpid(), Stage: "sandbox", Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
 		return err
 	}
 	defer closeProvider()
-	err = shim.Serve(ctx, p, job, stdout, logger)
+	err = shim.Serve(ctx, p, *job, stdout, logger)
 	_ = stdout.Close()
 	return err
 }
