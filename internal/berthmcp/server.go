@@ -10,9 +10,11 @@ package berthmcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/client"
+	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // Bounds of the tools' arguments, in their input schemas.
@@ -213,14 +216,34 @@ func Main(ctx context.Context, version string) error {
 		return err
 	}
 	defer c.Close()
-	call := func(ctx context.Context, tool string, in, out any) error {
+	return NewServer(socketCaller(c, restartWait), version).Run(ctx, &mcp.StdioTransport{})
+}
+
+// restartWait bounds how long a tool call waits for a daemon that is
+// restarting (see socketCaller).
+const restartWait = 30 * time.Second
+
+// socketCaller calls the tools on c's socket. While the daemon restarts
+// (its socket gone or refusing, so nothing of the call was sent) a call
+// waits for the next daemon to serve it again, up to wait, rather than
+// failing a turn the agent goes on with.
+func socketCaller(c *client.Client, wait time.Duration) Caller {
+	return func(ctx context.Context, tool string, in, out any) error {
 		// A list or a stop answers at once; a spawn within a handshake.
 		if tool == berth.ToolListChildren || tool == berth.ToolStopChild || tool == berth.ToolSpawnChild {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
 			defer cancel()
 		}
-		return c.CallTool(ctx, tool, in, out)
+		deadline := time.Now().Add(wait)
+		for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+			err := c.CallTool(ctx, tool, in, out)
+			if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) || time.Now().Add(delay).After(deadline) {
+				return err
+			}
+			if !syncx.Sleep(ctx, delay) {
+				return err
+			}
+		}
 	}
-	return NewServer(call, version).Run(ctx, &mcp.StdioTransport{})
 }
