@@ -150,7 +150,13 @@ func writeEvent(w io.Writer, ev berth.Event) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, oneLine(ev.Type), data)
+	// One write per event, put together by hand: the stream's hot path.
+	typ := oneLine(ev.Type)
+	b := make([]byte, 0, len(data)+len(typ)+48)
+	b = strconv.AppendInt(append(b, "id: "...), ev.Seq, 10)
+	b = append(append(b, "\nevent: "...), typ...)
+	b = append(append(b, "\ndata: "...), data...)
+	_, err = w.Write(append(b, "\n\n"...))
 	return err
 }
 
@@ -164,9 +170,17 @@ func writeErrorEvent(w io.Writer, err error) {
 	fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
 }
 
-// oneLine removes line breaks, which would end an SSE field early.
+// lineBreaks removes line breaks (oneLine).
+var lineBreaks = strings.NewReplacer("\r", "", "\n", "")
+
+// oneLine removes line breaks, which would end an SSE field early. A
+// string without any (every event type berth writes) is returned as it
+// is: this runs for every event of every stream.
 func oneLine(s string) string {
-	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return lineBreaks.Replace(s)
 }
 
 // beginSSE answers 200 with the headers of an event stream and flushes

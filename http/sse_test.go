@@ -203,6 +203,24 @@ func TestSSEDataIsOneLine(t *testing.T) {
 	}
 }
 
+// An event is written as one SSE frame whatever its type holds: a line
+// break in the type is dropped, not let end the field.
+func TestWriteEventIsOneFrame(t *testing.T) {
+	for _, typ := range []string{berth.EventAgentMessage, "odd\r\ntype\n"} {
+		ev := berth.NewEvent("ses_1", "", typ, json.RawMessage(`{"text":"a\nb"}`))
+		ev.Seq = 42
+		var b strings.Builder
+		if err := writeEvent(&b, ev); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := json.Marshal(ev)
+		want := "id: 42\nevent: " + strings.NewReplacer("\r", "", "\n", "").Replace(typ) + "\ndata: " + string(data) + "\n\n"
+		if b.String() != want {
+			t.Errorf("type %q: wrote %q, want %q", typ, b.String(), want)
+		}
+	}
+}
+
 func TestSSEStreamErrorBecomesErrorEvent(t *testing.T) {
 	f := newFakeService()
 	f.appendEvents("ses_1", 2, berth.EventAgentMessage)
