@@ -133,16 +133,32 @@ type sandboxCgroup struct {
 	// process may join, and only at clone may it do so whatever uid it
 	// runs as); "" under v1.
 	v2Dir string
-	// memDir is the cgroup holding the memory limit ("" without one);
-	// memV2 says which files it has.
-	memDir string
-	memV2  bool
+	// pidsDir and memDir are the cgroups holding the pids and the memory
+	// limit ("" without one); memV2 says which files memDir has.
+	pidsDir, memDir string
+	memV2           bool
 }
 
 // newCgroup makes the cgroups of a sandbox allowing at most pids
 // processes and memory bytes of memory (swap included); 0 leaves that
-// one out. The caller has checked that the roots exist.
+// one out. The caller has checked that the roots exist. It takes the
+// ones Prewarm made when they fit.
 func newCgroup(pids, memory int64) (cg *sandboxCgroup, err error) {
+	if cg = takeWarmFor(pids > 0, memory > 0); cg == nil {
+		if cg, err = makeCgroupDirs(pids > 0, memory > 0); err != nil {
+			return nil, err
+		}
+	}
+	if err := cg.limit(pids, memory); err != nil {
+		_ = cg.remove()
+		return nil, err
+	}
+	return cg, nil
+}
+
+// makeCgroupDirs makes a sandbox's cgroups, with no limits yet: a pids
+// and a memory one as asked (v1), or the one that has both (v2).
+func makeCgroupDirs(pids, memory bool) (cg *sandboxCgroup, err error) {
 	cg = &sandboxCgroup{}
 	defer func() {
 		if err != nil {
@@ -169,43 +185,50 @@ func newCgroup(pids, memory int64) (cg *sandboxCgroup, err error) {
 		}
 		return dir, nil
 	}
-	if pids > 0 {
-		dir, err := dirFor(pidsRoot())
-		if err != nil {
-			return cg, err
-		}
-		if err := writeCgroup(dir, "pids.max", pids); err != nil {
+	if pids {
+		if cg.pidsDir, err = dirFor(pidsRoot()); err != nil {
 			return cg, err
 		}
 	}
-	if memory > 0 {
+	if memory {
 		r := memoryRoot()
-		dir, err := dirFor(r)
-		if err != nil {
+		if cg.memDir, err = dirFor(r); err != nil {
 			return cg, err
 		}
-		cg.memDir, cg.memV2 = dir, r.v2
-		if r.v2 {
-			if err := writeCgroup(dir, "memory.max", memory); err != nil {
-				return cg, err
-			}
-			// Swap would let the sandbox hold more than its limit.
-			if err := writeCgroup(dir, "memory.swap.max", 0); err != nil && !os.IsNotExist(err) {
-				return cg, err
-			}
-		} else {
-			if err := writeCgroup(dir, "memory.limit_in_bytes", memory); err != nil {
-				return cg, err
-			}
-			// memsw is memory plus swap; the file exists only with swap
-			// accounting (without it swap is not counted, and not
-			// bounded).
-			if err := writeCgroup(dir, "memory.memsw.limit_in_bytes", memory); err != nil && !os.IsNotExist(err) {
-				return cg, err
-			}
-		}
+		cg.memV2 = r.v2
 	}
 	return cg, nil
+}
+
+// limit writes the limits into the cgroups makeCgroupDirs made for them.
+func (c *sandboxCgroup) limit(pids, memory int64) error {
+	if pids > 0 {
+		if err := writeCgroup(c.pidsDir, "pids.max", pids); err != nil {
+			return err
+		}
+	}
+	if memory <= 0 {
+		return nil
+	}
+	if c.memV2 {
+		if err := writeCgroup(c.memDir, "memory.max", memory); err != nil {
+			return err
+		}
+		// Swap would let the sandbox hold more than its limit.
+		if err := writeCgroup(c.memDir, "memory.swap.max", 0); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
+	}
+	if err := writeCgroup(c.memDir, "memory.limit_in_bytes", memory); err != nil {
+		return err
+	}
+	// memsw is memory plus swap; the file exists only with swap
+	// accounting (without it swap is not counted, and not bounded).
+	if err := writeCgroup(c.memDir, "memory.memsw.limit_in_bytes", memory); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
 }
 
 // writeCgroup writes one number to a cgroup file.

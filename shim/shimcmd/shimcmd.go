@@ -127,12 +127,19 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 	// inherited from whatever started it).
 	attached := daemonConn()
 	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	// While it waits for its job, the shim makes the cgroups a bwrap
+	// sandbox with the daemon's limits needs (bwrap.Prewarm).
+	dropWarm := bwrap.Prewarm(opts.Limits.Pids > 0, opts.Limits.MemoryBytes > 0)
+	defer dropWarm()
 	job, err := readJob(stdin)
 	if err != nil || job == nil {
 		if attached != nil {
 			_ = attached.Close()
 		}
 		return err
+	}
+	if job.Provider != berth.SandboxBwrap {
+		dropWarm()
 	}
 	job.Attached = attached
 	if job.Log != "" {

@@ -1,0 +1,109 @@
+package bwrap
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/berth-sh/berth/internal/testenv"
+)
+
+// needV1Pids skips a test of Prewarm where it makes nothing: a daemon
+// that may not make cgroups, or a v2 host (bwrap is cloned into its
+// cgroup there).
+func needV1Pids(t *testing.T) {
+	t.Helper()
+	r := pidsRoot()
+	if r.dir == "" {
+		testenv.MissingCgroup(t, "a pids cgroup", "%s", r.why)
+	}
+	if r.v2 {
+		t.Skip("the pids cgroup is v2: bwrap is cloned into its cgroup, nothing is made ahead")
+	}
+}
+
+// prewarmed runs Prewarm and waits for its cgroups, returning their pids
+// cgroup and Prewarm's drop; the cleanup drops what is left and lets the
+// next test prewarm again.
+func prewarmed(t *testing.T, pids, memory bool) (string, func()) {
+	t.Helper()
+	drop := Prewarm(pids, memory)
+	t.Cleanup(func() {
+		drop()
+		warm.mu.Lock()
+		warm.ready, warm.cg = nil, nil
+		warm.mu.Unlock()
+	})
+	warm.mu.Lock()
+	ready := warm.ready
+	warm.mu.Unlock()
+	<-ready
+	warm.mu.Lock()
+	defer warm.mu.Unlock()
+	if warm.cg == nil || warm.cg.pidsDir == "" {
+		t.Fatalf("Prewarm made no pids cgroup: %+v", warm.cg)
+	}
+	return warm.cg.pidsDir, drop
+}
+
+// The cgroup a shim makes ahead is the one its sandbox takes, with the
+// sandbox's limit written in it; emptied of the thread that joined it.
+func TestASandboxTakesTheCgroupMadeAhead(t *testing.T) {
+	needV1Pids(t)
+	dir, _ := prewarmed(t, true, false)
+	if b, err := os.ReadFile(filepath.Join(dir, "tasks")); err != nil || strings.TrimSpace(string(b)) != "" {
+		t.Fatalf("the cgroup made ahead holds %q (%v): the thread that joined it did not leave", b, err)
+	}
+	cg, err := newCgroup(64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cg.remove() }()
+	if cg.pidsDir != dir {
+		t.Fatalf("the sandbox's cgroup is %s, not the one made ahead (%s)", cg.pidsDir, dir)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "64" {
+		t.Fatalf("pids.max = %q, %v", b, err)
+	}
+	// Taken once: the next sandbox makes its own.
+	next, err := newCgroup(64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = next.remove() }()
+	if next.pidsDir == dir {
+		t.Fatal("two sandboxes got the one cgroup made ahead")
+	}
+}
+
+// A sandbox that needs other controllers than those made ahead does not
+// take them: they are removed, and its own are made.
+func TestACgroupMadeAheadThatDoesNotFitIsRemoved(t *testing.T) {
+	needV1Pids(t)
+	if r := memoryRoot(); r.dir == "" {
+		testenv.MissingCgroup(t, "a memory cgroup", "%s", r.why)
+	}
+	dir, _ := prewarmed(t, true, false)
+	cg, err := newCgroup(64, 100<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cg.remove() }()
+	if cg.pidsDir == dir || cg.memDir == "" {
+		t.Fatalf("the sandbox's cgroups %+v: want its own, with memory", cg)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the cgroup made ahead is still there (%v)", err)
+	}
+}
+
+// What no sandbox took is removed once the shim is done.
+func TestACgroupMadeAheadIsDropped(t *testing.T) {
+	needV1Pids(t)
+	dir, drop := prewarmed(t, true, false)
+	drop()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("drop left the cgroup made ahead (%v)", err)
+	}
+}
