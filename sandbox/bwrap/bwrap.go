@@ -67,7 +67,9 @@
 // (root, or a delegated cgroup): bwrap is born in them (v1: the thread
 // that forks it joins them first; v2: it is cloned into it, clone3's
 // CLONE_INTO_CGROUP, Linux 5.7 and later), so nothing inside escapes the
-// count. Memory is memory.max with
+// count. Under v1 a shim makes its sandbox's cgroups while it waits for
+// its job, and joins them once then (Prewarm): a thread's first join of
+// a cgroup just made takes the kernel milliseconds. Memory is memory.max with
 // memory.swap.max 0 (v2), or memory.limit_in_bytes and
 // memory.memsw.limit_in_bytes (v1, the latter where the kernel accounts
 // swap): swap does not add to it, and the sandbox's tmpfs pages count in

@@ -143,11 +143,17 @@ type sandboxCgroup struct {
 // processes and memory bytes of memory (swap included); 0 leaves that
 // one out. The caller has checked that the roots exist. It takes the
 // ones Prewarm made when they fit.
-func newCgroup(pids, memory int64) (cg *sandboxCgroup, err error) {
-	if cg = takeWarmFor(pids > 0, memory > 0); cg == nil {
-		if cg, err = makeCgroupDirs(pids > 0, memory > 0); err != nil {
-			return nil, err
+func newCgroup(pids, memory int64) (*sandboxCgroup, error) {
+	if cg := takeWarmFor(pids > 0, memory > 0); cg != nil {
+		if err := cg.limit(pids, memory); err == nil {
+			return cg, nil
 		}
+		// Gone since it was made (removed by hand?): a new one is made.
+		_ = cg.remove()
+	}
+	cg, err := makeCgroupDirs(pids > 0, memory > 0)
+	if err != nil {
+		return nil, err
 	}
 	if err := cg.limit(pids, memory); err != nil {
 		_ = cg.remove()

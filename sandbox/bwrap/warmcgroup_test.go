@@ -107,3 +107,24 @@ func TestACgroupMadeAheadIsDropped(t *testing.T) {
 		t.Fatalf("drop left the cgroup made ahead (%v)", err)
 	}
 }
+
+// A cgroup made ahead that is gone by the time a sandbox opens (removed
+// by hand) is replaced by a new one: the sandbox still gets its limit.
+func TestACgroupMadeAheadThatIsGoneIsReplaced(t *testing.T) {
+	needV1Pids(t)
+	dir, _ := prewarmed(t, true, false)
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	cg, err := newCgroup(64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cg.remove() }()
+	if cg.pidsDir == dir {
+		t.Fatal("the sandbox got the cgroup that is gone")
+	}
+	if b, err := os.ReadFile(filepath.Join(cg.pidsDir, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "64" {
+		t.Fatalf("pids.max = %q, %v", b, err)
+	}
+}
