@@ -139,7 +139,14 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 		return err
 	}
 	if job.Provider != berth.SandboxBwrap {
-		dropWarm()
+		// Not this job's: removed without holding up its start (their
+		// making may still be under way).
+		dropped := make(chan struct{})
+		go func() {
+			defer close(dropped)
+			dropWarm()
+		}()
+		defer func() { <-dropped }()
 	}
 	job.Attached = attached
 	if job.Log != "" {
