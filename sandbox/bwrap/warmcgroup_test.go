@@ -47,6 +47,21 @@ func prewarmed(t *testing.T, pids, memory bool) (string, func()) {
 	return warm.cg.pidsDir, drop
 }
 
+// pidsCgroup makes a sandbox's cgroups with a pids limit of 64, removed
+// when the test ends, and checks the limit is in its pids cgroup.
+func pidsCgroup(t *testing.T) *sandboxCgroup {
+	t.Helper()
+	cg, err := newCgroup(64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cg.remove() })
+	if b, err := os.ReadFile(filepath.Join(cg.pidsDir, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "64" {
+		t.Fatalf("pids.max = %q, %v", b, err)
+	}
+	return cg
+}
+
 // The cgroup a shim makes ahead is the one its sandbox takes, with the
 // sandbox's limit written in it; emptied of the thread that joined it.
 func TestASandboxTakesTheCgroupMadeAhead(t *testing.T) {
@@ -55,24 +70,11 @@ func TestASandboxTakesTheCgroupMadeAhead(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "tasks")); err != nil || strings.TrimSpace(string(b)) != "" {
 		t.Fatalf("the cgroup made ahead holds %q (%v): the thread that joined it did not leave", b, err)
 	}
-	cg, err := newCgroup(64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cg.remove() }()
-	if cg.pidsDir != dir {
+	if cg := pidsCgroup(t); cg.pidsDir != dir {
 		t.Fatalf("the sandbox's cgroup is %s, not the one made ahead (%s)", cg.pidsDir, dir)
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "64" {
-		t.Fatalf("pids.max = %q, %v", b, err)
-	}
 	// Taken once: the next sandbox makes its own.
-	next, err := newCgroup(64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = next.remove() }()
-	if next.pidsDir == dir {
+	if next := pidsCgroup(t); next.pidsDir == dir {
 		t.Fatal("two sandboxes got the one cgroup made ahead")
 	}
 }
@@ -116,15 +118,7 @@ func TestACgroupMadeAheadThatIsGoneIsReplaced(t *testing.T) {
 	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
-	cg, err := newCgroup(64, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cg.remove() }()
-	if cg.pidsDir == dir {
+	if cg := pidsCgroup(t); cg.pidsDir == dir {
 		t.Fatal("the sandbox got the cgroup that is gone")
-	}
-	if b, err := os.ReadFile(filepath.Join(cg.pidsDir, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "64" {
-		t.Fatalf("pids.max = %q, %v", b, err)
 	}
 }
