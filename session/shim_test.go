@@ -2,42 +2,22 @@ package session
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/sandbox/bwrap"
-	"github.com/berth-sh/berth/sandbox/host"
-	"github.com/berth-sh/berth/shim"
+	"github.com/berth-sh/berth/shim/shimcmd"
 
 	live "github.com/berth-sh/berth/session/live"
 )
 
-// runShim is the test binary as a shim (what `berth shim` does), with the
-// host provider.
+// runShim is the test binary as a shim: the shim program's body (what
+// `berth shim` and berth-shim run), with the host and bwrap providers.
 func runShim() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	b, err := io.ReadAll(os.Stdin)
-	if err != nil || len(b) == 0 {
-		return 0
-	}
-	var job shim.Config
-	if err := json.Unmarshal(b, &job); err != nil {
-		return 2
-	}
-	var provider berth.SandboxProvider = host.New()
-	if job.Provider == berth.SandboxBwrap {
-		provider = bwrap.New(bwrap.Options{})
-	}
-	if err := shim.Serve(ctx, provider, job, os.Stdout, nil); err != nil {
+	if err := shimcmd.Run(context.Background(), shimcmd.Options{}, os.Stdin, os.Stdout, shimcmd.Local); err != nil {
 		return 1
 	}
 	return 0

@@ -368,7 +368,17 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 		}
 		return nil, rd, berth.Errorf(code, "%s", rd.Error)
 	}
-	r := <-attached
+	// A shim that said it is ready answers the attach at once; one that
+	// does not (it did not take the connection) must not hold the create.
+	hello := time.NewTimer(helloTimeout)
+	defer hello.Stop()
+	var r attachResult
+	select {
+	case r = <-attached:
+	case <-hello.C:
+		dropAttach()
+		r.err = berth.Errorf(berth.EUnavailable, "shim: no hello within %v of its ready line", helloTimeout)
+	}
 	if r.err != nil {
 		KillAgent(rd.AgentPID, cfg.SessionID)
 		_ = sp.cmd.Process.Kill()
@@ -376,3 +386,7 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	}
 	return r.p, rd, nil
 }
+
+// helloTimeout bounds the wait for a shim's hello once its ready line
+// is in.
+var helloTimeout = 10 * time.Second

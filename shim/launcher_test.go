@@ -106,3 +106,34 @@ func TestReplenishStartsTheSpareAtOnce(t *testing.T) {
 		waitIdle(t, l, 1)
 	}
 }
+
+// A shim that says it is ready but never answers the attach (it did not
+// take the connection the launcher made) fails the launch, and is ended:
+// it does not hold the create.
+func TestALaunchWithoutAHelloFails(t *testing.T) {
+	defer func(d time.Duration) { helloTimeout = d }(helloTimeout)
+	helloTimeout = 200 * time.Millisecond
+	// A spare with no job exits; one with a job says it is ready, then
+	// holds the connection without a word.
+	script := `[ -z "$(cat)" ] && exit 0; echo '{"shim_pid":1,"agent_pid":0}'; exec sleep 60`
+	l := NewLauncher([]Program{{Argv: []string{"/bin/sh", "-c", script}}}, nil, t.TempDir(), 1)
+	defer func() {
+		l.Close()
+		if err := l.WaitChildren(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := l.Launch(context.Background(), Config{SessionID: "s", Provider: berth.SandboxHost})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(err.Error(), "hello") {
+			t.Fatalf("launch: %v, want unavailable: no hello", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the launch still waits for a hello that does not come")
+	}
+}
