@@ -122,24 +122,32 @@ func (l *Launcher) spawn(p *pool) (*spawned, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The shim has its own copy once started; ours goes either way.
+	defer theirs.Close()
+	started := false
+	defer func() {
+		if !started {
+			_ = conn.Close()
+		}
+	}()
 	cmd.ExtraFiles = []*os.File{theirs}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		_, _ = conn.Close(), theirs.Close()
 		return nil, berth.WrapError(berth.EInternal, err, "shim: stdin")
 	}
 	stdout, w, err := os.Pipe()
 	if err != nil {
-		_, _, _ = stdin.Close(), conn.Close(), theirs.Close()
+		_ = stdin.Close()
 		return nil, berth.WrapError(berth.EInternal, err, "shim: stdout")
 	}
 	cmd.Stdout = w
 	err = cmd.Start()
-	_, _ = w.Close(), theirs.Close()
+	_ = w.Close()
 	if err != nil {
-		_, _ = stdout.Close(), conn.Close()
+		_ = stdout.Close()
 		return nil, berth.WrapError(berth.EUnavailable, err, "shim: start")
 	}
+	started = true
 	sp := &spawned{cmd: cmd, stdin: stdin, stdout: stdout, conn: conn, exited: make(chan struct{})}
 	l.children.Add(1)
 	go func() {

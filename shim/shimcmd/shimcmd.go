@@ -127,15 +127,18 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 	// inherited from whatever started it).
 	attached := daemonConn()
 	_ = unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	// Closed here unless Serve is given it.
+	defer func() {
+		if attached != nil {
+			_ = attached.Close()
+		}
+	}()
 	// While it waits for its job, the shim makes the cgroups a bwrap
 	// sandbox with the daemon's limits needs (bwrap.Prewarm).
 	dropWarm := bwrap.Prewarm(opts.Limits.Pids > 0, opts.Limits.MemoryBytes > 0)
 	defer dropWarm()
 	job, err := readJob(stdin)
 	if err != nil || job == nil {
-		if attached != nil {
-			_ = attached.Close()
-		}
 		return err
 	}
 	if job.Provider != berth.SandboxBwrap {
@@ -148,7 +151,6 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 		}()
 		defer func() { <-dropped }()
 	}
-	job.Attached = attached
 	if job.Log != "" {
 		// The shim's log and anything written to its stderr (a panic) go
 		// to the session's shim log, once the agent is on its way.
@@ -163,13 +165,11 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("shim", os.Getpid(), "session_id", job.SessionID)
 	p, closeProvider, err := makeProvider(opts, job.Provider)
 	if err != nil {
-		if attached != nil {
-			_ = attached.Close()
-		}
 		_ = json.NewEncoder(stdout).Encode(shim.Ready{ShimPID: os.Getpid(), Stage: "sandbox", Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
 		return err
 	}
 	defer closeProvider()
+	job.Attached, attached = attached, nil
 	err = shim.Serve(ctx, p, *job, stdout, logger)
 	_ = stdout.Close()
 	return err
