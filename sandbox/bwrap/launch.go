@@ -89,11 +89,8 @@ type threadState struct {
 func (s *Sandbox) prepareThread() (*threadState, error) {
 	back := &threadState{mntNS: -1, cwd: -1}
 	if s.cgroup != nil {
-		for i, tasks := range s.cgroup.tasks {
-			if err := joinThread(tasks); err != nil {
-				return back, fmt.Errorf("join the sandbox's cgroup: %w", err)
-			}
-			back.cgroups = append(back.cgroups, s.cgroup.leave[i])
+		if err := s.cgroup.join(back); err != nil {
+			return back, err
 		}
 	}
 	if s.stage == nil {
@@ -131,6 +128,18 @@ func (t *threadState) restore() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// join moves the calling (locked) thread into c's v1 cgroups, noting in
+// back the ones it leaves, to go back to.
+func (c *sandboxCgroup) join(back *threadState) error {
+	for i, tasks := range c.tasks {
+		if err := joinThread(tasks); err != nil {
+			return fmt.Errorf("join the sandbox's cgroup: %w", err)
+		}
+		back.cgroups = append(back.cgroups, c.leave[i])
+	}
+	return nil
 }
 
 // joinThread moves the calling thread into a v1 cgroup through its

@@ -1,7 +1,6 @@
 package bwrap
 
 import (
-	"errors"
 	"sync"
 )
 
@@ -19,10 +18,8 @@ var warm struct {
 	// ready is closed once the set is made and joined, or not (nil before
 	// Prewarm).
 	ready chan struct{}
-	// cg is the set, nil when none could be made or it was taken;
-	// pids and memory say which controllers it has.
-	cg           *sandboxCgroup
-	pids, memory bool
+	// cg is the set, nil when none could be made or it was taken.
+	cg *sandboxCgroup
 }
 
 // Prewarm makes, in the background, the v1 cgroups of the next sandbox
@@ -43,78 +40,68 @@ func Prewarm(pids, memory bool) (drop func()) {
 	warm.ready = ready
 	go func() {
 		defer close(ready)
-		cg, err := makeWarmCgroup(pids, memory)
-		if err != nil {
-			return
-		}
+		cg := makeWarmCgroup(pids, memory)
 		warm.mu.Lock()
-		warm.cg, warm.pids, warm.memory = cg, pids, memory
+		warm.cg = cg
 		warm.mu.Unlock()
 	}()
 	return func() {
-		if cg, _, _ := takeWarm(); cg != nil {
+		if cg := takeWarm(); cg != nil {
 			_ = cg.remove()
 		}
 	}
 }
 
 // makeWarmCgroup makes the cgroups of Prewarm, under v1 only, and has a
-// thread join them and go back.
-func makeWarmCgroup(pids, memory bool) (*sandboxCgroup, error) {
+// thread join them and go back; nil when there are none to make, or
+// they cannot be (Prewarm is only ahead of time: the sandbox makes its
+// own then).
+func makeWarmCgroup(pids, memory bool) *sandboxCgroup {
 	if (pids && !v1Root(pidsRoot())) || (memory && !v1Root(memoryRoot())) {
-		return nil, errNotWarmed
+		return nil
 	}
 	cg, err := makeCgroupDirs(pids, memory)
 	if err != nil {
-		return nil, err
+		return nil
 	}
-	var joinErr error
 	onSpareThread(func() bool {
 		back := &threadState{mntNS: -1, cwd: -1}
-		for i, tasks := range cg.tasks {
-			if joinErr = joinThread(tasks); joinErr != nil {
-				break
-			}
-			back.cgroups = append(back.cgroups, cg.leave[i])
-		}
+		err = cg.join(back)
 		return back.restore() == nil
 	})
-	if joinErr != nil {
+	if err != nil {
 		_ = cg.remove()
-		return nil, joinErr
+		return nil
 	}
-	return cg, nil
+	return cg
 }
 
 // v1Root reports whether r is a v1 cgroup this process may make children
 // in.
 func v1Root(r cgroupRoot) bool { return r.dir != "" && !r.v2 }
 
-// errNotWarmed says that Prewarm had nothing to make here.
-var errNotWarmed = errors.New("no v1 cgroup to make ahead")
-
-// takeWarm returns the cgroups Prewarm made and which controllers they
-// have, once, waiting for their making if it is under way; nil when
-// there are none.
-func takeWarm() (cg *sandboxCgroup, pids, memory bool) {
+// takeWarm returns the cgroups Prewarm made, once, waiting for their
+// making if it is under way; nil when there are none.
+func takeWarm() *sandboxCgroup {
 	warm.mu.Lock()
 	ready := warm.ready
 	warm.mu.Unlock()
 	if ready == nil {
-		return nil, false, false
+		return nil
 	}
 	<-ready
 	warm.mu.Lock()
 	defer warm.mu.Unlock()
-	cg, warm.cg = warm.cg, nil
-	return cg, warm.pids, warm.memory
+	cg := warm.cg
+	warm.cg = nil
+	return cg
 }
 
 // takeWarmFor returns the cgroups Prewarm made when they have exactly the
 // controllers a sandbox with these limits needs; others are removed.
 func takeWarmFor(pids, memory bool) *sandboxCgroup {
-	cg, hasPids, hasMemory := takeWarm()
-	if cg != nil && (hasPids != pids || hasMemory != memory) {
+	cg := takeWarm()
+	if cg != nil && ((cg.pidsDir != "") != pids || (cg.memDir != "") != memory) {
 		_ = cg.remove()
 		return nil
 	}
