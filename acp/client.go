@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"strconv"
 	"time"
 )
 
@@ -61,13 +63,54 @@ func (c *Client) Close() error { return c.conn.Close() }
 // elicitations in both modes.
 func (c *Client) Initialize(ctx context.Context, info Implementation) (InitializeResponse, error) {
 	var resp InitializeResponse
-	err := c.conn.Call(ctx, MethodInitialize, InitializeRequest{
+	err := c.conn.Call(ctx, MethodInitialize, initializeRequest(info), &resp)
+	return resp, err
+}
+
+// initializeRequest is what a client says of itself as it opens the protocol.
+func initializeRequest(info Implementation) InitializeRequest {
+	return InitializeRequest{
 		ProtocolVersion: ProtocolVersion,
 		ClientCapabilities: ClientCapabilities{Fs: FsCapabilities{ReadTextFile: true, WriteTextFile: true}, Terminal: true,
 			Elicitation: bothModes},
 		ClientInfo: &info,
-	}, &resp)
-	return resp, err
+	}
+}
+
+// earlyInitializeID is the id of the initialize request InitializeLine
+// encodes: the first a new connection would give.
+const earlyInitializeID = 1
+
+// InitializeLine is the initialize request Initialize would send first on
+// a new connection, as one line, for a launcher to hand the agent as it
+// starts; a client made over that agent's stream takes the answer with
+// AwaitInitialize instead of sending its own.
+func InitializeLine(info Implementation) ([]byte, error) {
+	params, err := json.Marshal(initializeRequest(info))
+	if err != nil {
+		return nil, fmt.Errorf("acp: encode initialize: %w", err)
+	}
+	b, err := json.Marshal(&message{JSONRPC: "2.0", ID: json.RawMessage(strconv.Itoa(earlyInitializeID)), Method: MethodInitialize, Params: params})
+	if err != nil {
+		return nil, fmt.Errorf("acp: encode initialize: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// ExpectInitialize registers the request InitializeLine encoded, which
+// the agent was handed before this client existed, as sent; wait returns
+// its answer. Call it before Start, or an answer already read finds
+// nobody waiting.
+func (c *Client) ExpectInitialize() (wait func(ctx context.Context) (InitializeResponse, error), err error) {
+	w, err := c.conn.Expect(earlyInitializeID, MethodInitialize, nil)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (InitializeResponse, error) {
+		var resp InitializeResponse
+		err := w(ctx, &resp)
+		return resp, err
+	}, nil
 }
 
 // NewSession creates an ACP session working in cwd, given the MCP servers mcp.

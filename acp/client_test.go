@@ -1,8 +1,10 @@
 package acp
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"testing"
 )
 
@@ -85,5 +87,53 @@ func TestClientServesAgentRequests(t *testing.T) {
 	p.send(t, `{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":[1]}`)
 	if m := p.readMsg(t); m.Error == nil || m.Error.Code != CodeInvalidParams {
 		t.Fatalf("bad params answer = %+v", m)
+	}
+}
+
+// The initialize line a launcher hands the agent is the request Initialize
+// sends first; a client made later takes its answer, already in the
+// stream before the client reads, and numbers its own requests after it.
+func TestTheInitializeHandedAheadIsTheOneInitializeSends(t *testing.T) {
+	info := Implementation{Name: "berth", Version: "test"}
+	line, err := InitializeLine(info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, p := newPair(t, clientDispatch{&updates{}}, Options{})
+	client := &Client{conn: c}
+	go func() { _, _ = client.Initialize(context.Background(), info) }()
+	sent := p.readMsg(t)
+	var ahead message
+	if err := json.Unmarshal(line, &ahead); err != nil || line[len(line)-1] != '\n' {
+		t.Fatalf("InitializeLine = %q: %v", line, err)
+	}
+	if string(ahead.ID) != string(sent.ID) || ahead.Method != sent.Method || string(ahead.Params) != string(sent.Params) {
+		t.Fatalf("handed ahead %q, Initialize sends id %s %s %s", line, sent.ID, sent.Method, sent.Params)
+	}
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	later := NewClient(rwc{Reader: inR, WriteCloser: outW, closeR: inR.Close}, &updates{}, Options{})
+	t.Cleanup(func() { inW.Close(); outR.Close(); later.Close() })
+	wait, err := later.ExpectInitialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1,"agentInfo":{"name":"a","version":"1"}}}`+"\n")
+	}()
+	later.Start()
+	res, err := wait(context.Background())
+	if err != nil || res.ProtocolVersion != 1 || string(res.AgentInfo) != `{"name":"a","version":"1"}` {
+		t.Fatalf("the answer taken: %+v, %v", res, err)
+	}
+	go func() { _, _ = later.NewSession(context.Background(), "/w", nil) }()
+	next, err := bufio.NewReader(outR).ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m message
+	if err := json.Unmarshal(next, &m); err != nil || string(m.ID) != "2" || m.Method != MethodSessionNew {
+		t.Fatalf("the next request %q, want id 2", next)
 	}
 }
