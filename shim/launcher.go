@@ -317,36 +317,51 @@ func (l *Launcher) WaitChildren(ctx context.Context) error { return syncx.Wait(c
 // Launch gives cfg to a shim and attaches to it from cfg.Base once it
 // runs the agent. The shim logs to cfg.Log.
 func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error) {
-	job, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, Ready{}, berth.WrapError(berth.EInternal, err, "shim: encode job")
-	}
-	sp, err := l.take(cfg.Provider)
+	g, err := l.Give(ctx, cfg)
 	if err != nil {
 		return nil, Ready{}, err
 	}
-	_, werr := sp.stdin.Write(job)
+	return g.Wait(ctx)
+}
+
+// Given is a job a shim has taken: it starts the agent while the caller
+// goes on, and Wait attaches once it runs.
+type Given struct {
+	cfg      Config
+	sp       *spawned
+	werr     error
+	attached chan attachResult
+	readyc   chan Ready
+}
+
+// attachResult is the attach on a shim's first connection.
+type attachResult struct {
+	p   *Proc
+	err error
+}
+
+// Give hands cfg to a shim (a spare, or one started now) and returns as
+// soon as it has it. The caller must Wait, which ends what a failed
+// launch leaves.
+func (l *Launcher) Give(ctx context.Context, cfg Config) (*Given, error) {
+	job, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "shim: encode job")
+	}
+	sp, err := l.take(cfg.Provider)
+	if err != nil {
+		return nil, err
+	}
+	g := &Given{cfg: cfg, sp: sp, attached: make(chan attachResult, 1), readyc: make(chan Ready, 1)}
+	_, g.werr = sp.stdin.Write(job)
 	_ = sp.stdin.Close()
 	// The attach request goes on the connection made at the shim's start
 	// (see EnvConn): the shim answers it with its hello once the agent
 	// runs, right after its ready line, with no socket to dial.
-	type attachResult struct {
-		p   *Proc
-		err error
-	}
-	attached := make(chan attachResult, 1)
 	go func() {
 		p, err := attachOn(ctx, sp.conn, cfg.Base)
-		attached <- attachResult{p, err}
+		g.attached <- attachResult{p, err}
 	}()
-	// dropAttach ends the connection of a launch that failed.
-	dropAttach := func() {
-		_ = sp.conn.Close()
-		if r := <-attached; r.p != nil {
-			r.p.Detach()
-		}
-	}
-	readyc := make(chan Ready, 1)
 	go func() {
 		defer sp.stdout.Close()
 		var rd Ready
@@ -354,21 +369,35 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 			rd.Error = "the shim exited before it was ready (see " + cfg.Log + ")"
 			rd.Code = berth.EInternal
 		}
-		readyc <- rd
+		g.readyc <- rd
 	}()
+	return g, nil
+}
+
+// Wait waits until the shim runs the agent (or says why it cannot) and
+// attaches to it.
+func (g *Given) Wait(ctx context.Context) (*Proc, Ready, error) {
+	sp, cfg := g.sp, g.cfg
+	// dropAttach ends the connection of a launch that failed.
+	dropAttach := func() {
+		_ = sp.conn.Close()
+		if r := <-g.attached; r.p != nil {
+			r.p.Detach()
+		}
+	}
 	var rd Ready
 	select {
-	case rd = <-readyc:
+	case rd = <-g.readyc:
 	case <-ctx.Done():
 		_ = sp.cmd.Process.Kill()
 		dropAttach()
 		return nil, Ready{}, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: not ready")
 	}
-	if rd.Error != "" || werr != nil {
+	if rd.Error != "" || g.werr != nil {
 		<-sp.exited
 		dropAttach()
 		if rd.Error == "" {
-			rd.Error = werr.Error()
+			rd.Error = g.werr.Error()
 		}
 		code := rd.Code
 		if code == "" {
@@ -382,7 +411,7 @@ func (l *Launcher) Launch(ctx context.Context, cfg Config) (*Proc, Ready, error)
 	defer hello.Stop()
 	var r attachResult
 	select {
-	case r = <-attached:
+	case r = <-g.attached:
 	case <-hello.C:
 		dropAttach()
 		r.err = berth.Errorf(berth.EUnavailable, "shim: no hello within %v of its ready line", helloTimeout)

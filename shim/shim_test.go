@@ -532,6 +532,37 @@ func TestSignal(t *testing.T) {
 	}
 }
 
+// The job's input reaches the agent before anything a daemon sends, with
+// no daemon attached yet, and the request in it is a call like one that
+// came in a frame: the hello lists it until it is answered, and LastID
+// counts it.
+func TestTheJobsInputComesFirst(t *testing.T) {
+	const req1 = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`
+	cfg := newConfig(t, `read -r first; echo "first $first"; read -r second; echo "second $second"; cat`)
+	cfg.Input = []byte(req1 + "\n")
+	h := serve(t, cfg)
+	d := h.attach(0)
+	hl := d.Hello()
+	if len(hl.Calls) != 1 || string(hl.Calls[0].ID) != "1" || hl.Calls[0].Method != "initialize" || hl.LastID != 1 {
+		t.Errorf("hello: calls %s, last id %d; want initialize as call 1", showCalls(hl.Calls), hl.LastID)
+	}
+	d.write("after\n")
+	want := "first " + req1 + "\nsecond after\n"
+	if got := d.waitOut(len(want)); string(got) != want {
+		t.Fatalf("stdout %q, want %q", got, want)
+	}
+	if err := d.Stdin().Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.wait(); err != nil {
+		t.Fatal(err)
+	}
+	d.Release()
+	if err := h.waitServe(long); err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
 func TestCloseStdin(t *testing.T) {
 	h := serve(t, newConfig(t, `cat; echo eof; exit 4`))
 	d := h.attach(0)
