@@ -51,6 +51,12 @@ func TestSessionShowsTheDemoAgentsControls(t *testing.T) {
 	if len(c) != 2 || c[0].Name != "echo" || c[0].InputHint != "text to echo" || c[1].Name != "plan" || c[1].Description == "" {
 		t.Fatalf("commands = %+v", c)
 	}
+	// Taken during the handshake, they are stored with the session's
+	// going active (one write for both).
+	stored, err := e.store.GetSession(context.Background(), s.ID)
+	if err != nil || len(stored.ACP.Commands) != 2 || stored.ACP.Commands[0].Name != "echo" || stored.ACP.Modes == nil || stored.ACP.Modes.Current != "default" {
+		t.Fatalf("stored: %+v, %v", stored, err)
+	}
 	cu := ofType(e.events(s.ID), berth.EventCommandsUpdate)
 	if len(cu) != 1 || !strings.Contains(string(cu[0].Data), `"commands":[{"name":"echo"`) || !strings.Contains(string(cu[0].Data), `"raw"`) {
 		t.Fatalf("commands_update = %v", cu)

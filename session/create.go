@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -467,15 +468,21 @@ func (pl *placement) pickSandbox(name string, network bool) (_ berth.SandboxProv
 	return p, unisolated, nil
 }
 
-// mkdirs creates the session's private HOME and, when managed, its workspace.
+// mkdirs creates the session's private HOME and, when managed, its
+// workspace: at once, as their directories are two parents apart.
 func mkdirs(home, workspace string, managed bool) error {
-	if err := os.MkdirAll(home, 0o700); err != nil {
+	var wsErr error
+	var wg sync.WaitGroup
+	if managed {
+		wg.Go(func() { wsErr = os.MkdirAll(workspace, 0o755) })
+	}
+	err := os.MkdirAll(home, 0o700)
+	wg.Wait()
+	if err != nil {
 		return berth.WrapError(berth.EInternal, err, "create session home")
 	}
-	if managed {
-		if err := os.MkdirAll(workspace, 0o755); err != nil {
-			return berth.WrapError(berth.EInternal, err, "create workspace")
-		}
+	if wsErr != nil {
+		return berth.WrapError(berth.EInternal, wsErr, "create workspace")
 	}
 	return nil
 }

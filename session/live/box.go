@@ -60,51 +60,70 @@ func (b *box) besideArgv(path string, args []string) (string, []string) {
 	return b.beside[0], append(append(append([]string(nil), b.beside[1:]...), path), args...)
 }
 
-// start starts the agent: in a shim when the manager has them, else
-// as the daemon's own child in a sandbox it opens now. base is the stream
-// offset of the agent's first stdout byte.
-func (b *box) start(ctx context.Context, base int64) (berth.Process, *berth.Failure) {
+// launch starts the agent: in a shim when the manager has them, else
+// as the daemon's own child in a sandbox it opens then. A shim has its
+// job when launch returns; wait returns the agent once it runs. base is
+// the stream offset of the agent's first stdout byte; the shim writes
+// input to the agent's stdin first (see shim.Config.Input).
+func (b *box) launch(ctx context.Context, base int64, input []byte) (wait func() (berth.Process, *berth.Failure)) {
 	ls := b.ls
 	h := ls.h
 	if so := h.Shim; so != nil {
 		bundle := shim.NewBundle(h.RunDir, ls.id, randomHex(4))
 		if len(bundle.Socket) > shim.MaxSocketPath {
-			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s is too long for a Unix socket: use a shorter BERTH_HOME", bundle.Socket)}
+			return failed(&berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("the shim socket path %s is too long for a Unix socket: use a shorter BERTH_HOME", bundle.Socket)})
 		}
 		b.socket = bundle.Socket
 		job := shim.Config{SessionID: ls.id, Provider: b.provider.Name(), Bundle: bundle, Token: h.ShimToken(ls.id, bundle.Socket),
 			Sandbox: b.cfg, Command: shim.Command{Path: b.program, Args: b.argv()},
-			Linger: so.Linger, Orphan: so.Orphan, Base: base,
+			Linger: so.Linger, Orphan: so.Orphan, Base: base, Input: input,
 			MaxLineBytes: h.Limits.MaxLineBytes, MaxTurnOutput: h.Limits.MaxTurnOutput}
-		p, ready, err := h.Launcher.Launch(ctx, job)
+		given, err := h.Launcher.Give(ctx, job)
 		if err != nil {
-			kind := berth.FailStartup
-			msg := fmt.Sprintf("start agent %s: %s", ls.spec.Name, berth.ErrorMessage(err))
-			if ready.Stage == "sandbox" {
-				kind, msg = berth.FailSandbox, berth.ErrorMessage(err)
-			}
-			return nil, &berth.Failure{Kind: kind, Message: msg}
+			return failed(b.startFailure(shim.Ready{}, err))
 		}
-		b.ref = ready.Ref
-		// The supervisor may look at the live session already.
-		ls.mu.Lock()
-		ls.shim = p
-		ls.mu.Unlock()
-		return p, nil
+		return func() (berth.Process, *berth.Failure) {
+			p, ready, err := given.Wait(ctx)
+			if err != nil {
+				return nil, b.startFailure(ready, err)
+			}
+			b.ref = ready.Ref
+			// The supervisor may look at the live session already.
+			ls.mu.Lock()
+			ls.shim = p
+			ls.mu.Unlock()
+			return p, nil
+		}
 	}
-	sb, err := b.provider.Open(ctx, b.cfg)
-	if err != nil {
-		return nil, &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)}
+	return func() (berth.Process, *berth.Failure) {
+		sb, err := b.provider.Open(ctx, b.cfg)
+		if err != nil {
+			return nil, &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)}
+		}
+		proc, err := sb.Start(ctx, berth.ProcSpec{Path: b.program, Args: b.argv()})
+		if err != nil {
+			_ = sb.Close(ctx)
+			return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %s", ls.spec.Name, berth.ErrorMessage(err))}
+		}
+		b.mu.Lock()
+		b.sandbox = sb
+		b.mu.Unlock()
+		return proc, nil
 	}
-	proc, err := sb.Start(ctx, berth.ProcSpec{Path: b.program, Args: b.argv()})
-	if err != nil {
-		_ = sb.Close(ctx)
-		return nil, &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %s", ls.spec.Name, berth.ErrorMessage(err))}
+}
+
+// startFailure is why a shim could not run the agent: the sandbox's
+// (when it failed to open) or the start's.
+func (b *box) startFailure(ready shim.Ready, err error) *berth.Failure {
+	if ready.Stage == "sandbox" {
+		return &berth.Failure{Kind: berth.FailSandbox, Message: berth.ErrorMessage(err)}
 	}
-	b.mu.Lock()
-	b.sandbox = sb
-	b.mu.Unlock()
-	return proc, nil
+	return &berth.Failure{Kind: berth.FailStartup, Message: fmt.Sprintf("start agent %s: %s", b.ls.spec.Name, berth.ErrorMessage(err))}
+}
+
+// failed is a launch's wait that has only f to say.
+func failed(f *berth.Failure) func() (berth.Process, *berth.Failure) {
+	return func() (berth.Process, *berth.Failure) { return nil, f }
 }
 
 // open returns the sandbox the daemon runs terminals and execs in, opening

@@ -27,6 +27,16 @@ type controls struct {
 // takes it (stored) and, unless replaying, the log says so. Under mu.
 func (cs *controls) applyLocked(u *controlUpdate) {
 	ls := cs.ls
+	if ls.sess.State == berth.StateStarting {
+		// During the handshake the session takes it at once and the store
+		// with the save that ends the handshake (active, failed, or
+		// waiting for authentication), which writes the whole session:
+		// no write of its own between the agent's session/new and the
+		// answer behind it in the stream.
+		u.apply(&ls.sess)
+		ls.changedLocked()
+		return
+	}
 	if err := ls.saveLocked(context.Background(), ls.sess.State, u.apply); err != nil {
 		ls.logger.Warn("record the agent's controls", "kind", u.kind, "err", err)
 	}

@@ -20,6 +20,9 @@ type Launching struct {
 	// toolsHash is the hash of the berth tools credential the agent is
 	// given ("" for none), recorded with its pid.
 	toolsHash string
+	// initialize is the initialize request the shim hands the agent as it
+	// starts (nil: Start sends it).
+	initialize []byte
 }
 
 // Launch opens the sandbox and starts the agent in the background, for
@@ -36,13 +39,24 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 	ls.box.beside = st.Beside
 	// The agent's stdout continues the session's stream offsets.
 	l := &Launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
+	if ls.h.Shim != nil {
+		// The agent reads initialize as soon as its own start is done, not
+		// a hop after the shim is attached.
+		line, err := acp.InitializeLine(ls.clientInfo())
+		if err != nil {
+			ls.logger.Warn("initialize not handed to the shim", "err", err)
+		}
+		l.initialize = line
+	}
+	// The agent's home files are fresh copies of the user's at every start.
+	if err := ls.h.CopyHomeFiles(ls.spec.HomeFiles, ls.box.cfg.Home); err != nil {
+		ls.logger.Warn("home_files", "err", err)
+	}
+	// A shim has its job before the create goes on to store the session.
+	wait := ls.box.launch(ctx, l.base, l.initialize)
 	go func() {
 		defer close(l.done)
-		// The agent's home files are fresh copies of the user's at every start.
-		if err := ls.h.CopyHomeFiles(ls.spec.HomeFiles, ls.box.cfg.Home); err != nil {
-			ls.logger.Warn("home_files", "err", err)
-		}
-		l.proc, l.fail = ls.box.start(ctx, l.base)
+		l.proc, l.fail = wait()
 	}()
 	return l
 }
@@ -105,12 +119,23 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 	handler := ls.life.wire(proc, acp.Options{StartOffset: base})
 	hctx, cancel := context.WithTimeout(ctx, h.Limits.HandshakeTimeout)
 	defer cancel()
-	// The initialize request is written now, while the pid is recorded: the
-	// agent reads it as soon as its own start is done. Its answer waits
-	// in the stream until the client runs.
+	// The initialize request is written now, while the pid is recorded, or
+	// the shim handed it to the agent already: the agent reads it as soon
+	// as its own start is done. Its answer waits in the stream until the
+	// client runs.
+	initialize := func(ctx context.Context) (acp.InitializeResponse, error) {
+		return ls.client.Initialize(ctx, ls.clientInfo())
+	}
+	if l.initialize != nil {
+		wait, err := ls.client.ExpectInitialize()
+		if err != nil {
+			return ls.conv.handshakeFailed(ctx, "initialize", err)
+		}
+		initialize = wait
+	}
 	inited := make(chan initResult, 1)
 	go func() {
-		r, err := ls.client.Initialize(hctx, acp.Implementation{Name: "berth", Version: h.Version})
+		r, err := initialize(hctx)
 		inited <- initResult{r, err}
 	}()
 	// The pid (and the shim) are recorded before anything can stop the
@@ -169,6 +194,11 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 		transcript = ls.conv.readTranscript(ctx)
 	}
 	return ls.conv.activate(ctx, o, transcript, before)
+}
+
+// clientInfo is what berth says of itself in initialize.
+func (ls *Session) clientInfo() acp.Implementation {
+	return acp.Implementation{Name: "berth", Version: ls.h.Version}
 }
 
 // initResult is the answer to a start's initialize request.
