@@ -189,6 +189,20 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 	defer p.Abort()
 	s, c, meta := p.s, p.c, p.meta
 	sessionID := meta.SessionID
+	// The manifest and the metadata are written ahead, many commits at
+	// once; their fsyncs and renames come in turn below.
+	buf, chain := c.encode(p.prev)
+	mb, _ := json.Marshal(meta)
+	entries, err := atomicfile.Create(s.entriesPath(sessionID, meta.ID), buf)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
+	}
+	defer entries.Discard()
+	metaFile, err := atomicfile.Create(s.metaPath(sessionID, meta.ID), mb)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
+	}
+	defer metaFile.Discard()
 	// One commit's fsyncs at a time: fifty at once held back the event
 	// log's writes twice as long as one after another (BENCHMARKS.md).
 	s.commitMu.Lock()
@@ -201,12 +215,19 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
 	p.tree = tree
-	buf, chain := c.encode(p.prev)
-	if err := atomicfile.WriteFile(s.entriesPath(sessionID, meta.ID), buf); err != nil {
+	// Both synced before either is renamed: the second sync finds the
+	// journal committed by the first. The manifest is in place before
+	// the metadata that lists the checkpoint.
+	if err := entries.Sync(); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
-	mb, _ := json.Marshal(meta)
-	if err := atomicfile.WriteFile(s.metaPath(sessionID, meta.ID), mb); err != nil {
+	if err := metaFile.Sync(); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
+	}
+	if err := entries.Place(); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
+	}
+	if err := metaFile.Place(); err != nil {
 		_ = os.Remove(s.entriesPath(sessionID, meta.ID))
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}

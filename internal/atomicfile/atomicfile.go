@@ -15,27 +15,66 @@ const TempPrefix = ".tmp-"
 // WriteFile writes data to name through a synced temporary file in the
 // same directory (mode 0600) and a rename. The caller syncs the directory
 // (SyncDir) when the rename must be durable.
-func WriteFile(name string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(name), TempPrefix+"*")
+func WriteFile(name string, data []byte) error {
+	t, err := Create(name, data)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-		}
-	}()
+	defer t.Discard()
+	if err := t.Sync(); err != nil {
+		return err
+	}
+	return t.Place()
+}
+
+// Temp is data written under a temporary name beside the file it will
+// replace: Sync makes it durable and Place renames it into place, each in
+// its own time, so that a caller writing several files syncs them one
+// after another and renames them after that (one journal commit rather
+// than one per file). Discard removes what was not placed.
+type Temp struct {
+	f      *os.File
+	name   string
+	placed bool
+}
+
+// Create writes data to a temporary file beside name (mode 0600).
+func Create(name string, data []byte) (*Temp, error) {
+	f, err := os.CreateTemp(filepath.Dir(name), TempPrefix+"*")
+	if err != nil {
+		return nil, err
+	}
 	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		_ = os.Remove(f.Name())
+		return nil, err
+	}
+	return &Temp{f: f, name: name}, nil
+}
+
+// Sync makes the temporary file's content durable.
+func (t *Temp) Sync() error { return t.f.Sync() }
+
+// Place renames the temporary file to its name; the caller syncs the
+// directory (SyncDir) when the rename must be durable.
+func (t *Temp) Place() error {
+	if err := t.f.Close(); err != nil {
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := os.Rename(t.f.Name(), t.name); err != nil {
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
+	t.placed = true
+	return nil
+}
+
+// Discard removes the temporary file unless it was placed.
+func (t *Temp) Discard() {
+	if t.placed {
+		return
 	}
-	return os.Rename(f.Name(), name)
+	_ = t.f.Close()
+	_ = os.Remove(t.f.Name())
 }
 
 // SyncDir fsyncs a directory, making the renames in it durable.

@@ -40,3 +40,39 @@ func TestWriteFile(t *testing.T) {
 		t.Fatal("synced a missing directory")
 	}
 }
+
+// A Temp leaves the file it replaces as it was until it is placed, and
+// Discard removes only a temporary file that was not placed.
+func TestTempIsInPlaceOnlyOncePlaced(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	if err := os.WriteFile(name, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmp, err := Create(name, []byte("new"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(name); string(b) != "old" {
+		t.Fatalf("before Place the file holds %q", b)
+	}
+	if err := tmp.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tmp.Place(); err != nil {
+		t.Fatal(err)
+	}
+	tmp.Discard()
+	if b, _ := os.ReadFile(name); string(b) != "new" {
+		t.Fatalf("after Place the file holds %q", b)
+	}
+	dropped, err := Create(name, []byte("dropped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped.Discard()
+	ents, _ := os.ReadDir(dir)
+	if b, _ := os.ReadFile(name); string(b) != "new" || len(ents) != 1 {
+		t.Fatalf("after Discard: %q, %d entries", b, len(ents))
+	}
+}
