@@ -189,8 +189,19 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 	defer p.Abort()
 	s, c, meta := p.s, p.c, p.meta
 	sessionID := meta.SessionID
-	// The manifest and the metadata are written ahead, many commits at
-	// once; their fsyncs and renames come in turn below.
+	// One commit's writes at a time: fifty at once held back the event
+	// log's writes twice as long as one after another (BENCHMARKS.md),
+	// and the agents' first words on two cores.
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	if err := c.commitBlobs(); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
+	}
+	tree, err := s.joinTree(sessionID, p.tree)
+	if err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
+	}
+	p.tree = tree
 	buf, chain := c.encode(p.prev)
 	mb, _ := json.Marshal(meta)
 	entries, err := atomicfile.Create(s.entriesPath(sessionID, meta.ID), buf)
@@ -203,18 +214,6 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
 	}
 	defer metaFile.Discard()
-	// One commit's fsyncs at a time: fifty at once held back the event
-	// log's writes twice as long as one after another (BENCHMARKS.md).
-	s.commitMu.Lock()
-	defer s.commitMu.Unlock()
-	if err := c.commitBlobs(); err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint blobs")
-	}
-	tree, err := s.joinTree(sessionID, p.tree)
-	if err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "cannot write checkpoint")
-	}
-	p.tree = tree
 	// Both synced before either is renamed: the second sync finds the
 	// journal committed by the first. The manifest is in place before
 	// the metadata that lists the checkpoint.
