@@ -221,35 +221,19 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 	}
 }
 
-// open starts the agent in its sandbox and hands it the job's input, while
-// another thread makes the spool, the pid file and the socket: the agent's
-// own start (a runtime to set up, before it reads its first request) goes
-// on meanwhile, and what it writes waits in its pipe until the pumps run.
+// open starts the agent in its sandbox and hands it the job's input, then
+// makes the spool, the pid file and the socket: the agent's own start (a
+// runtime to set up, before it reads its first request) goes on
+// meanwhile, and what it writes waits in its pipe until the pumps run.
 // It returns which stage failed.
 func (s *server) open(ctx context.Context, provider berth.SandboxProvider) (string, error) {
-	made := make(chan madeBundle, 1)
-	go func() {
-		var m madeBundle
-		m.spool, m.ln, m.err = s.cfg.Bundle.create()
-		made <- m
-	}()
-	// abandon undoes what the bundle's thread made, once it is done.
-	abandon := func() {
-		if m := <-made; m.err == nil {
-			_ = m.ln.Close()
-			_ = m.spool.Close()
-			s.cfg.Bundle.removeServed()
-		}
-	}
 	sb, err := provider.Open(ctx, s.cfg.Sandbox)
 	if err != nil {
-		abandon()
 		return "sandbox", err
 	}
 	c := s.cfg.Command
 	proc, err := sb.Start(ctx, berth.ProcSpec{Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir})
 	if err != nil {
-		abandon()
 		_ = sb.Close(context.WithoutCancel(ctx))
 		return "start", err
 	}
@@ -260,21 +244,14 @@ func (s *server) open(ctx context.Context, provider berth.SandboxProvider) (stri
 			s.log.Warn("agent stdin", "err", err)
 		}
 	}
-	m := <-made
-	if m.err != nil {
+	spool, ln, err := s.cfg.Bundle.create()
+	if err != nil {
 		_, _ = proc.Stop(context.WithoutCancel(ctx), time.Second)
 		_ = sb.Close(context.WithoutCancel(ctx))
-		return "shim", m.err
+		return "shim", err
 	}
-	s.spool, s.ln, s.sb, s.proc = m.spool, m.ln, sb, proc
+	s.spool, s.ln, s.sb, s.proc = spool, ln, sb, proc
 	return "", nil
-}
-
-// madeBundle is what Bundle.create made, or why it could not.
-type madeBundle struct {
-	spool *os.File
-	ln    net.Listener
-	err   error
 }
 
 // shutdown closes everything and waits for every goroutine.

@@ -222,6 +222,11 @@ func (c *conversation) handshakeFailed(ctx context.Context, step string, err err
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = fmt.Sprintf("agent did not answer %s within %s", step, ls.h.Limits.HandshakeTimeout)
+		// What the daemon read of the agent meanwhile tells a silent agent
+		// from an answer lost on the way.
+		st := ls.client.Stats()
+		ls.logger.Warn("the agent's handshake timed out", "step", step, "messages_read", st.Messages,
+			"skipped_lines", st.SkippedLines, "oversized_lines", st.OversizedLines)
 	case errors.Is(err, acp.ErrClosed) || strings.Contains(err.Error(), acp.ErrClosed.Error()):
 		msg = fmt.Sprintf("agent exited during the handshake (%s)", step)
 	}
