@@ -102,13 +102,18 @@ func InitializeLine(info Implementation) ([]byte, error) {
 // its answer. Call it before Start, or an answer already read finds
 // nobody waiting.
 func (c *Client) ExpectInitialize() (wait func(ctx context.Context) (InitializeResponse, error), err error) {
-	w, err := c.conn.Expect(earlyInitializeID, MethodInitialize, nil)
+	return expect[InitializeResponse](c.conn, earlyInitializeID, MethodInitialize, nil)
+}
+
+// expect is Conn.Expect with the answer decoded as a T.
+func expect[T any](c *Conn, id int64, method string, then func(json.RawMessage, *Error)) (func(context.Context) (T, error), error) {
+	wait, err := c.Expect(id, method, then)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) (InitializeResponse, error) {
-		var resp InitializeResponse
-		err := w(ctx, &resp)
+	return func(ctx context.Context) (T, error) {
+		var resp T
+		err := wait(ctx, &resp)
 		return resp, err
 	}, nil
 }
@@ -177,15 +182,7 @@ func promptThen(answered func(PromptResponse, error)) func(json.RawMessage, *Err
 // connection sent, as PromptThen would have (see Conn.Expect). Call it
 // before Start.
 func (c *Client) ExpectPrompt(id int64, answered func(PromptResponse, error)) (func(context.Context) (PromptResponse, error), error) {
-	wait, err := c.conn.Expect(id, MethodSessionPrompt, promptThen(answered))
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) (PromptResponse, error) {
-		var resp PromptResponse
-		err := wait(ctx, &resp)
-		return resp, err
-	}, nil
+	return expect[PromptResponse](c.conn, id, MethodSessionPrompt, promptThen(answered))
 }
 
 // MaxLineBytes is the cap on one inbound line.
