@@ -25,9 +25,10 @@ type Launching struct {
 	initialize []byte
 }
 
-// Launch opens the sandbox and starts the agent in the background, for
-// Start (or AbortLaunch) to wait for: a create runs it while the session
-// is stored.
+// Launch starts the agent for Start (or AbortLaunch) to wait for: with
+// shims, a shim has its job when Launch returns and starts the agent
+// while the create stores the session; without, the sandbox is opened
+// and the agent started in the background.
 func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *Launching {
 	ls.mu.Lock()
 	sess := ls.sess

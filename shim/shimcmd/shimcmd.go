@@ -80,8 +80,6 @@ func ParseOptions(raw string) (Options, error) {
 	return o, nil
 }
 
-// readJob reads the job on stdin: nil, and no error, when stdin ends
-// without one (a spare the daemon never needed).
 // warmCodecs has encoding/json learn the job's and the ready line's types
 // while the shim waits for its job (a spare waits long): the first
 // decode of a type in a process builds its decoder, a tenth of a
@@ -92,6 +90,8 @@ func warmCodecs() {
 	_ = json.NewEncoder(io.Discard).Encode(shim.Ready{})
 }
 
+// readJob reads the job on stdin: nil, and no error, when stdin ends
+// without one (a spare the daemon never needed).
 func readJob(stdin io.Reader) (*shim.Config, error) {
 	b, err := io.ReadAll(stdin)
 	if err != nil {
