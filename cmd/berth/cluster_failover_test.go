@@ -35,7 +35,10 @@ func storageNode(t *testing.T, db, id, storageURL string, s3 testenv.S3) *server
 // syncedTo waits until the object store has session id as of event seq.
 func syncedTo(t *testing.T, s *server, id string, seq int64) {
 	t.Helper()
-	waitFor(t, 30*time.Second, "the object store has the session's last turn", func() bool {
+	// After the store's server was down, the syncer's backoff (doubling
+	// from 1 s, up to a minute) may put its next try well past 30 s on a
+	// loaded machine.
+	waitFor(t, 90*time.Second, "the object store has the session's last turn", func() bool {
 		got := s.session(t, id)
 		return got.Storage != nil && got.Storage.SyncedSeq >= seq
 	})
