@@ -23,11 +23,19 @@ import (
 )
 
 // hostListener is an HTTP server on the host's loopback that answers its
-// name.
+// name. It never holds egressAddr's port: a sandbox's relay listens there.
 func hostListener(t *testing.T, name string) (*httptest.Server, string) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, name) }))
-	t.Cleanup(srv.Close)
-	return srv, strings.TrimPrefix(srv.URL, "http://")
+	for {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, name) }))
+		addr := strings.TrimPrefix(srv.URL, "http://")
+		if addr == egressAddr {
+			// Close after drawing the next port, so the kernel cannot hand this one back.
+			defer srv.Close()
+			continue
+		}
+		t.Cleanup(srv.Close)
+		return srv, addr
+	}
 }
 
 // askedName is a name the test's resolver gives a public address, which
