@@ -1,16 +1,14 @@
 package shim
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/procfs"
+	"github.com/berth-sh/berth/internal/unixsock"
 )
 
 // MaxSocketPath is the longest Unix socket path Linux takes, less its NUL.
@@ -83,57 +81,27 @@ func ScanRunDir(runDir string) (map[Bundle]string, []Bundle) {
 
 // create makes the files a shim serves with: the spool (emptied), the pid
 // file, and the socket, listening. Nothing is left behind when it fails.
-func (b Bundle) create() (*os.File, net.Listener, error) {
+func (b Bundle) create() (*os.File, *unixsock.Listener, error) {
 	spool, err := os.OpenFile(b.Spool, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return nil, nil, berth.WrapError(berth.EInternal, err, "shim: spool")
+		return nil, nil, core.WrapError(core.EInternal, err, "shim: spool")
 	}
 	// The pid file lets a later daemon find the shim when its socket is gone.
 	if err := os.WriteFile(b.PIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		_ = spool.Close()
 		_ = os.Remove(b.Spool)
-		return nil, nil, berth.WrapError(berth.EInternal, err, "shim: pid file")
+		return nil, nil, core.WrapError(core.EInternal, err, "shim: pid file")
 	}
 	_ = os.Remove(b.Socket)
-	ln, err := listenUnix(b.Socket)
+	ln, err := unixsock.Listen(b.Socket)
 	if err != nil {
 		_ = spool.Close()
 		_ = os.Remove(b.Spool)
 		_ = os.Remove(b.PIDFile)
-		return nil, nil, berth.WrapError(berth.EInternal, err, "shim: listen")
+		return nil, nil, core.WrapError(core.EInternal, err, "shim: listen")
 	}
 	_ = os.Chmod(b.Socket, 0o600)
 	return spool, ln, nil
-}
-
-// listenUnix listens on a Unix socket at path. It makes the socket with
-// system calls and hands it to net, not with net.Listen: that one resolves
-// addresses of every network, and linking the resolver adds a third to
-// the small shim program (cmd/berth-shim), in every shim's memory.
-func listenUnix(path string) (net.Listener, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
-	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
-		return nil, &net.OpError{Op: "listen", Net: "unix", Addr: &net.UnixAddr{Name: path, Net: "unix"}, Err: os.NewSyscallError("bind", err)}
-	}
-	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
-		_ = os.Remove(path)
-		return nil, os.NewSyscallError("listen", err)
-	}
-	ln, err := net.FileListener(f)
-	if err != nil {
-		_ = os.Remove(path)
-		return nil, err
-	}
-	// As one net.Listen made: closing it removes the socket file.
-	if ul, ok := ln.(*net.UnixListener); ok {
-		ul.SetUnlinkOnClose(true)
-	}
-	return ln, nil
 }
 
 // Remove removes what a shim leaves once it is gone: its socket, spool

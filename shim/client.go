@@ -9,14 +9,14 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"net"
 	"os"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/procfs"
+	"github.com/berth-sh/berth/internal/unixsock"
 )
 
 // EnvRun is the environment variable that holds, in a shim's own
@@ -38,11 +38,11 @@ var ErrDetached = errors.New("shim: detached")
 // the agent's exit.
 var ErrLost = errors.New("shim: connection to the shim lost")
 
-// Proc is the daemon's side of one shim: a berth.Process whose stdio
+// Proc is the daemon's side of one shim: a core.Process whose stdio
 // travels over the shim's socket.
 type Proc struct {
 	hello Hello
-	nc    net.Conn
+	nc    *unixsock.Conn
 
 	wmu      sync.Mutex
 	deadline time.Time
@@ -51,36 +51,35 @@ type Proc struct {
 	outW, errW     *io.PipeWriter
 
 	mu       sync.Mutex
-	status   *berth.ExitStatus
+	status   *core.ExitStatus
 	err      error
 	detached bool
 	done     chan struct{}
 	reader   chan struct{}
 }
 
-var _ berth.Process = (*Proc)(nil)
+var _ core.Process = (*Proc)(nil)
 
 // Attach connects to the shim listening on socket and asks for the
 // agent's stdout from offset from. EUnavailable when no shim answers.
 func Attach(ctx context.Context, socket string, from int64) (*Proc, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", socket)
+	nc, err := unixsock.Dial(ctx, socket)
 	if err != nil {
-		return nil, berth.WrapError(berth.EUnavailable, err, "shim: connect")
+		return nil, core.WrapError(core.EUnavailable, err, "shim: connect")
 	}
 	return attachOn(ctx, nc, from)
 }
 
 // attachOn is Attach over a connection made: it asks for the agent's
 // stdout from offset from and reads the shim's hello.
-func attachOn(ctx context.Context, nc net.Conn, from int64) (*Proc, error) {
+func attachOn(ctx context.Context, nc *unixsock.Conn, from int64) (*Proc, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
 	req, _ := json.Marshal(attachRequest{From: from})
 	if _, err := nc.Write(appendFrame(nil, frameAttach, req)); err != nil {
 		_ = nc.Close()
-		return nil, berth.WrapError(berth.EUnavailable, err, "shim: attach")
+		return nil, core.WrapError(core.EUnavailable, err, "shim: attach")
 	}
 	// Small: a frame bigger than the buffer is read straight into its own.
 	r := bufio.NewReaderSize(nc, 4<<10)
@@ -90,13 +89,13 @@ func attachOn(ctx context.Context, nc net.Conn, from int64) (*Proc, error) {
 		if err == nil {
 			err = fmt.Errorf("unexpected frame %q", typ)
 		}
-		return nil, berth.WrapError(berth.EUnavailable, err, "shim: hello")
+		return nil, core.WrapError(core.EUnavailable, err, "shim: hello")
 	}
 	_ = nc.SetDeadline(time.Time{})
 	p := &Proc{nc: nc, done: make(chan struct{}), reader: make(chan struct{})}
 	if err := json.Unmarshal(payload, &p.hello); err != nil {
 		_ = nc.Close()
-		return nil, berth.WrapError(berth.EUnavailable, err, "shim: hello")
+		return nil, core.WrapError(core.EUnavailable, err, "shim: hello")
 	}
 	p.stdout, p.outW = io.Pipe()
 	p.stderr, p.errW = io.Pipe()
@@ -114,7 +113,7 @@ func (p *Proc) Hello() Hello { return p.hello }
 // connection.
 func (p *Proc) read(r *bufio.Reader) {
 	defer close(p.reader)
-	var status *berth.ExitStatus
+	var status *core.ExitStatus
 	// stderr must never hold up stdout: a reader that lags loses some. Its
 	// writer starts with the first stderr frame (most agents write none).
 	var errc chan []byte
@@ -157,7 +156,7 @@ func (p *Proc) read(r *bufio.Reader) {
 			default:
 			}
 		case frameExit:
-			var st berth.ExitStatus
+			var st core.ExitStatus
 			if json.Unmarshal(payload, &st) == nil {
 				status = &st
 			}
@@ -209,8 +208,7 @@ func (p *Proc) send(typ byte, payload []byte) error {
 	var hdr [5]byte
 	hdr[0] = typ
 	hdr[1], hdr[2], hdr[3], hdr[4] = byte(len(payload)>>24), byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
-	bufs := net.Buffers{hdr[:], payload}
-	_, err := bufs.WriteTo(p.nc)
+	_, err := p.nc.WriteBuffers(hdr[:], payload)
 	return err
 }
 
@@ -235,21 +233,21 @@ func (p *Proc) Done() <-chan struct{} { return p.done }
 
 // Wait waits for the agent's exit as the shim reports it. ErrDetached
 // after Detach, ErrLost when the shim went away without a report.
-func (p *Proc) Wait() (berth.ExitStatus, error) {
+func (p *Proc) Wait() (core.ExitStatus, error) {
 	<-p.done
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.status != nil {
 		return *p.status, nil
 	}
-	return berth.ExitStatus{Code: -1, Signal: "lost"}, p.err
+	return core.ExitStatus{Code: -1, Signal: "lost"}, p.err
 }
 
 // Signal sends sig to the agent's process group through the shim.
 func (p *Proc) Signal(sig os.Signal) error {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
-		return berth.Errorf(berth.EInvalid, "shim: %v is not a signal number", sig)
+		return core.Errorf(core.EInvalid, "shim: %v is not a signal number", sig)
 	}
 	b, _ := json.Marshal(signalRequest{Signal: int(s)})
 	return p.send(frameSignal, b)
@@ -258,7 +256,7 @@ func (p *Proc) Signal(sig os.Signal) error {
 // Stop asks the shim to stop the agent (TERM to its group, grace, KILL)
 // and waits for the exit. A shim that is gone has its agent's group
 // killed directly.
-func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
+func (p *Proc) Stop(ctx context.Context, grace time.Duration) (core.ExitStatus, error) {
 	b, _ := json.Marshal(stopRequest{GraceMillis: grace.Milliseconds()})
 	if err := p.send(frameStop, b); err != nil && !p.isDetached() {
 		KillAgent(p.hello.AgentPID, p.hello.SessionID)
@@ -267,7 +265,7 @@ func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus,
 	case <-p.done:
 		return p.Wait()
 	case <-ctx.Done():
-		return berth.ExitStatus{}, ctx.Err()
+		return core.ExitStatus{}, ctx.Err()
 	case <-time.After(grace + 10*time.Second):
 		if p.isDetached() {
 			return p.Wait()

@@ -9,18 +9,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
+	"github.com/berth-sh/berth/internal/unixsock"
 )
 
 // conn is one attached daemon.
 type conn struct {
-	nc     net.Conn
+	nc     *unixsock.Conn
 	wmu    sync.Mutex
 	closed bool // guarded by server.mu
 }
@@ -32,8 +32,7 @@ func (c *conn) send(typ byte, payload []byte) error {
 	hdr[1], hdr[2], hdr[3], hdr[4] = byte(len(payload)>>24), byte(len(payload)>>16), byte(len(payload)>>8), byte(len(payload))
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	bufs := net.Buffers{hdr[:], payload}
-	_, err := bufs.WriteTo(c.nc)
+	_, err := c.nc.WriteBuffers(hdr[:], payload)
 	return err
 }
 
@@ -52,7 +51,7 @@ func (s *server) accept() {
 }
 
 // serveConn serves one daemon connection.
-func (s *server) serveConn(nc net.Conn) {
+func (s *server) serveConn(nc *unixsock.Conn) {
 	defer s.wg.Done()
 	r := bufio.NewReaderSize(nc, 64<<10)
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -145,7 +144,7 @@ func (s *server) closeConnLocked(c *conn) {
 func (s *server) helloLocked(from int64) Hello {
 	h := Hello{SessionID: s.cfg.SessionID, ShimPID: os.Getpid(), AgentPID: s.proc.Pid(), From: from, End: s.end,
 		Exited: s.exited, OutputKept: s.win.keptBefore(from), OutputTruncated: s.win.truncatedBefore(from)}
-	if r, ok := s.sb.(berth.SandboxRef); ok {
+	if r, ok := s.sb.(core.SandboxRef); ok {
 		h.Ref = r.Ref()
 	}
 	s.ledger.fill(&h)

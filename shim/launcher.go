@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -12,10 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/syncx"
+	"github.com/berth-sh/berth/internal/unixsock"
 )
 
 // Launcher starts shims. It keeps Spare idle shims started ahead, each
@@ -89,7 +87,7 @@ type spawned struct {
 	stdout *os.File
 	// conn is the daemon's end of the connection made at the start (see
 	// EnvConn), the launch's to attach on or to close.
-	conn   net.Conn
+	conn   *unixsock.Conn
 	exited chan struct{}
 }
 
@@ -133,19 +131,19 @@ func (l *Launcher) spawn(p *pool) (*spawned, error) {
 	cmd.ExtraFiles = []*os.File{theirs}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "shim: stdin")
+		return nil, core.WrapError(core.EInternal, err, "shim: stdin")
 	}
 	stdout, w, err := os.Pipe()
 	if err != nil {
 		_ = stdin.Close()
-		return nil, berth.WrapError(berth.EInternal, err, "shim: stdout")
+		return nil, core.WrapError(core.EInternal, err, "shim: stdout")
 	}
 	cmd.Stdout = w
 	err = cmd.Start()
 	_ = w.Close()
 	if err != nil {
 		_ = stdout.Close()
-		return nil, berth.WrapError(berth.EUnavailable, err, "shim: start")
+		return nil, core.WrapError(core.EUnavailable, err, "shim: start")
 	}
 	started = true
 	sp := &spawned{cmd: cmd, stdin: stdin, stdout: stdout, conn: conn, exited: make(chan struct{})}
@@ -158,22 +156,14 @@ func (l *Launcher) spawn(p *pool) (*spawned, error) {
 	return sp, nil
 }
 
-// connPair makes a connected pair of Unix stream sockets: ours as a
-// net.Conn, theirs as a file for a shim to inherit.
-func connPair() (net.Conn, *os.File, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+// connPair makes a connected pair of Unix stream sockets: ours for the
+// daemon, theirs as a file for a shim to inherit.
+func connPair() (*unixsock.Conn, *os.File, error) {
+	ours, theirs, err := unixsock.Pair("shim")
 	if err != nil {
-		return nil, nil, berth.WrapError(berth.EUnavailable, err, "shim: socket pair")
+		return nil, nil, core.WrapError(core.EUnavailable, err, "shim: socket pair")
 	}
-	ours := os.NewFile(uintptr(fds[0]), "shim")
-	defer ours.Close()
-	theirs := os.NewFile(uintptr(fds[1]), "daemon")
-	conn, err := net.FileConn(ours)
-	if err != nil {
-		_ = theirs.Close()
-		return nil, nil, berth.WrapError(berth.EUnavailable, err, "shim: socket pair")
-	}
-	return conn, theirs, nil
+	return ours, theirs, nil
 }
 
 // refill starts spares of p in the background until there are enough.
@@ -250,7 +240,7 @@ func (l *Launcher) Replenish() {
 func (l *Launcher) take(provider string) (*spawned, error) {
 	i := slices.IndexFunc(l.pools, func(p *pool) bool { return p.serves(provider) })
 	if i < 0 {
-		return nil, berth.Errorf(berth.EInternal, "shim: no shim program serves the sandbox provider %q", provider)
+		return nil, core.Errorf(core.EInternal, "shim: no shim program serves the sandbox provider %q", provider)
 	}
 	p := l.pools[i]
 	l.mu.Lock()
@@ -271,7 +261,7 @@ func (l *Launcher) take(provider string) (*spawned, error) {
 	closed := l.closed
 	l.mu.Unlock()
 	if closed {
-		return nil, berth.Errorf(berth.EUnavailable, "shim: the launcher is closed")
+		return nil, core.Errorf(core.EUnavailable, "shim: the launcher is closed")
 	}
 	defer l.refill(p)
 	return l.spawn(p)
@@ -346,7 +336,7 @@ type attachResult struct {
 func (l *Launcher) Give(ctx context.Context, cfg Config) (*Given, error) {
 	job, err := json.Marshal(cfg)
 	if err != nil {
-		return nil, berth.WrapError(berth.EInternal, err, "shim: encode job")
+		return nil, core.WrapError(core.EInternal, err, "shim: encode job")
 	}
 	sp, err := l.take(cfg.Provider)
 	if err != nil {
@@ -367,7 +357,7 @@ func (l *Launcher) Give(ctx context.Context, cfg Config) (*Given, error) {
 		var rd Ready
 		if err := json.NewDecoder(sp.stdout).Decode(&rd); err != nil {
 			rd.Error = "the shim exited before it was ready (see " + cfg.Log + ")"
-			rd.Code = berth.EInternal
+			rd.Code = core.EInternal
 		}
 		g.readyc <- rd
 	}()
@@ -391,7 +381,7 @@ func (g *Given) Wait(ctx context.Context) (*Proc, Ready, error) {
 	case <-ctx.Done():
 		_ = sp.cmd.Process.Kill()
 		dropAttach()
-		return nil, Ready{}, berth.WrapError(berth.EUnavailable, ctx.Err(), "shim: not ready")
+		return nil, Ready{}, core.WrapError(core.EUnavailable, ctx.Err(), "shim: not ready")
 	}
 	if rd.Error != "" || g.werr != nil {
 		<-sp.exited
@@ -401,9 +391,9 @@ func (g *Given) Wait(ctx context.Context) (*Proc, Ready, error) {
 		}
 		code := rd.Code
 		if code == "" {
-			code = berth.EInternal
+			code = core.EInternal
 		}
-		return nil, rd, berth.Errorf(code, "%s", rd.Error)
+		return nil, rd, core.Errorf(code, "%s", rd.Error)
 	}
 	// A shim that said it is ready answers the attach at once; one that
 	// does not (it did not take the connection) must not hold the create.
@@ -414,7 +404,7 @@ func (g *Given) Wait(ctx context.Context) (*Proc, Ready, error) {
 	case r = <-g.attached:
 	case <-hello.C:
 		dropAttach()
-		r.err = berth.Errorf(berth.EUnavailable, "shim: no hello within %v of its ready line", helloTimeout)
+		r.err = core.Errorf(core.EUnavailable, "shim: no hello within %v of its ready line", helloTimeout)
 	}
 	if r.err != nil {
 		KillAgent(rd.AgentPID, cfg.SessionID)

@@ -24,7 +24,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 )
 
 // Frame types. Lower case travel from the daemon to the shim, upper case
@@ -53,7 +53,7 @@ const (
 	// frameStderr is the agent's stderr (what was written while no daemon
 	// was connected is kept up to a cap).
 	frameStderr = 'E'
-	// frameExit is how the agent ended: berth.ExitStatus. It follows the
+	// frameExit is how the agent ended: core.ExitStatus. It follows the
 	// last stdout frame.
 	frameExit = 'W'
 )
@@ -101,7 +101,7 @@ type Hello struct {
 	// End is how much stdout the agent has written so far.
 	End int64 `json:"end"`
 	// Exited is how the agent ended, once it has.
-	Exited *berth.ExitStatus `json:"exited,omitempty"`
+	Exited *core.ExitStatus `json:"exited,omitempty"`
 	// Requests are the agent's requests no daemon has answered, in the
 	// order the agent sent them.
 	Requests []Request `json:"requests,omitempty"`

@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"sync"
 	"time"
 
-	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/optx"
+	"github.com/berth-sh/berth/internal/unixsock"
 )
 
 // DefaultLinger is how long a shim whose agent has exited waits for a
@@ -45,8 +45,8 @@ type Config struct {
 	// Bundle names the shim's files in the run directory.
 	Bundle
 	// Sandbox is what the provider needs to open the session's sandbox.
-	Sandbox berth.SandboxConfig `json:"sandbox"`
-	Command Command             `json:"command"`
+	Sandbox core.SandboxConfig `json:"sandbox"`
+	Command Command            `json:"command"`
 	// Linger bounds the wait for a daemon after the agent exited
 	// (DefaultLinger when zero).
 	Linger time.Duration `json:"linger,omitempty"`
@@ -82,7 +82,7 @@ type Config struct {
 	// Attached, when set, is a connection the daemon made before the job
 	// came (see EnvConn): served as its first attach once the agent runs,
 	// so that no dial waits for the socket. Serve closes it if it fails.
-	Attached net.Conn `json:"-"`
+	Attached *unixsock.Conn `json:"-"`
 }
 
 // maxLine is the line cap in force.
@@ -115,10 +115,10 @@ type Ready struct {
 type server struct {
 	cfg   Config
 	log   *slog.Logger
-	proc  berth.Process
-	sb    berth.Sandbox
+	proc  core.Process
+	sb    core.Sandbox
 	spool *os.File
-	ln    net.Listener
+	ln    *unixsock.Listener
 
 	mu   sync.Mutex
 	cond *sync.Cond
@@ -126,7 +126,7 @@ type server struct {
 	// much stdout was spooled.
 	start, end int64
 	outEOF     bool
-	exited     *berth.ExitStatus
+	exited     *core.ExitStatus
 	exitAt     time.Time
 	// ledger is the requests in flight both ways.
 	ledger *ledger
@@ -158,7 +158,7 @@ type server struct {
 // status (or the linger is over). It writes one Ready line to ready once
 // the agent runs and the socket listens, or says why not. ctx ending
 // (SIGTERM to the shim) stops the agent.
-func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, ready io.Writer, logger *slog.Logger) error {
+func Serve(ctx context.Context, provider core.SandboxProvider, cfg Config, ready io.Writer, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -175,11 +175,11 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 		if cfg.Attached != nil {
 			_ = cfg.Attached.Close()
 		}
-		_ = json.NewEncoder(ready).Encode(Ready{ShimPID: os.Getpid(), Stage: stage, Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
+		_ = json.NewEncoder(ready).Encode(Ready{ShimPID: os.Getpid(), Stage: stage, Code: core.ErrorCode(err), Error: core.ErrorMessage(err)})
 		return err
 	}
 	rd := Ready{ShimPID: os.Getpid(), AgentPID: s.proc.Pid()}
-	if r, ok := s.sb.(berth.SandboxRef); ok {
+	if r, ok := s.sb.(core.SandboxRef); ok {
 		rd.Ref = r.Ref()
 	}
 	if err := json.NewEncoder(ready).Encode(rd); err != nil {
@@ -226,13 +226,13 @@ func Serve(ctx context.Context, provider berth.SandboxProvider, cfg Config, read
 // runtime to set up, before it reads its first request) goes on
 // meanwhile, and what it writes waits in its pipe until the pumps run.
 // It returns which stage failed.
-func (s *server) open(ctx context.Context, provider berth.SandboxProvider) (string, error) {
+func (s *server) open(ctx context.Context, provider core.SandboxProvider) (string, error) {
 	sb, err := provider.Open(ctx, s.cfg.Sandbox)
 	if err != nil {
 		return "sandbox", err
 	}
 	c := s.cfg.Command
-	proc, err := sb.Start(ctx, berth.ProcSpec{Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir})
+	proc, err := sb.Start(ctx, core.ProcSpec{Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir})
 	if err != nil {
 		_ = sb.Close(context.WithoutCancel(ctx))
 		return "start", err

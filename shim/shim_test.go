@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/unixsock"
 )
 
 // nLine is the i-th line the counting agent prints.
@@ -400,6 +401,9 @@ func TestExitWhileDetached(t *testing.T) {
 		if d.Hello().Exited != nil {
 			return true
 		}
+		// The kept stderr follows the hello: detaching before it is read
+		// would drop it (it is the shim's to give once).
+		eventually(t, "the kept stderr", func() bool { return d.errOut.Len() > 0 })
 		d.Detach()
 		stderr = append(stderr, d.allErr()...)
 		return false
@@ -1019,7 +1023,10 @@ func TestFrameRoundTrip(t *testing.T) {
 // TestSendEncodesFrames checks the hand-written headers of conn.send and
 // Proc.send against readFrame.
 func TestSendEncodesFrames(t *testing.T) {
-	a, b := net.Pipe()
+	a, b, err := unixsock.Pair("test")
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer a.Close()
 	defer b.Close()
 	payload := bytes.Repeat([]byte("ab"), 70000)

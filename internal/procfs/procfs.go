@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 )
 
 // path is the file name of process pid's entry in /proc.
@@ -66,14 +66,14 @@ func parseStat(pid int, b []byte) (Stat, error) {
 	// last ')'.
 	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
 	if open < 0 || end < open {
-		return Stat{}, berth.Errorf(berth.EInternal, "/proc/%d/stat has no command name", pid)
+		return Stat{}, core.Errorf(core.EInternal, "/proc/%d/stat has no command name", pid)
 	}
 	// state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
 	// cmajflt utime stime cutime cstime priority nice num_threads
 	// itrealvalue starttime
 	f := strings.Fields(string(b[end+1:]))
 	if len(f) < 20 || len(f[0]) != 1 {
-		return Stat{}, berth.Errorf(berth.EInternal, "/proc/%d/stat is short", pid)
+		return Stat{}, core.Errorf(core.EInternal, "/proc/%d/stat is short", pid)
 	}
 	num := func(i int) int64 {
 		n, _ := strconv.ParseInt(f[i], 10, 64)

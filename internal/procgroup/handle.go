@@ -7,10 +7,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 )
 
-// Handle is what the implementations of berth.Process share: our ends of
+// Handle is what the implementations of core.Process share: our ends of
 // the process's standard streams, the channel closed once it has ended,
 // its status, and Stop's escalation. Proc and the sandboxes' processes
 // embed it, so its Stdin, Stdout, Stderr, Done and Wait are theirs; each
@@ -21,7 +21,7 @@ type Handle struct {
 
 	// done is closed once ended has set status and err.
 	done   chan struct{}
-	status berth.ExitStatus
+	status core.ExitStatus
 	err    error
 
 	// killed is set once an Escalate has sent SIGKILL.
@@ -35,13 +35,13 @@ type Handle struct {
 // our ends of its streams (each nil where the caller gave a stream of its
 // own), and ended, which records how the process ended and wakes every
 // waiter: it is called once.
-func NewHandle(stdin io.WriteCloser, stdout, stderr io.ReadCloser) (h *Handle, ended func(berth.ExitStatus, error)) {
+func NewHandle(stdin io.WriteCloser, stdout, stderr io.ReadCloser) (h *Handle, ended func(core.ExitStatus, error)) {
 	h = &Handle{stdin: stdin, stdout: stdout, stderr: stderr, done: make(chan struct{}), stopSem: make(chan struct{}, 1)}
 	return h, h.ended
 }
 
 // ended records how the process ended and wakes every waiter.
-func (h *Handle) ended(status berth.ExitStatus, err error) {
+func (h *Handle) ended(status core.ExitStatus, err error) {
 	h.status, h.err = status, err
 	close(h.done)
 }
@@ -65,7 +65,7 @@ func (h *Handle) Done() <-chan struct{} { return h.done }
 // goroutines may call it; all get the same answer. The error is not about
 // the exit status (a non-zero exit is not an error) but about the
 // process's I/O.
-func (h *Handle) Wait() (berth.ExitStatus, error) {
+func (h *Handle) Wait() (core.ExitStatus, error) {
 	<-h.done
 	return h.status, h.err
 }

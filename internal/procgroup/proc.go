@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 )
 
 // IODelay bounds how long Wait waits, after the leader exits, for I/O
@@ -21,13 +21,13 @@ import (
 const IODelay = 2 * time.Second
 
 // Proc is a process started by StartProc, leader of its own process group.
-// It implements berth.Process. A background goroutine reaps it as soon as it
+// It implements core.Process. A background goroutine reaps it as soon as it
 // exits, so it never lingers as a zombie, and ends then.
 type Proc struct {
 	// Handle has the pipes StartProc made and is done once the leader is
 	// reaped.
 	*Handle
-	ended func(berth.ExitStatus, error)
+	ended func(core.ExitStatus, error)
 
 	cmd *exec.Cmd
 	pid int
@@ -36,12 +36,12 @@ type Proc struct {
 	gone atomic.Bool
 }
 
-var _ berth.Process = (*Proc)(nil)
+var _ core.Process = (*Proc)(nil)
 
 // StartProc starts cmd as the leader of a new process group and reaps it in
 // the background. Unlike exec.Cmd, where a nil stream means /dev/null, each
 // of cmd.Stdin, cmd.Stdout and cmd.Stderr left nil gets a pipe whose parent
-// end is Proc.Stdin, Proc.Stdout or Proc.Stderr (berth.ProcSpec's rule).
+// end is Proc.Stdin, Proc.Stdout or Proc.Stderr (core.ProcSpec's rule).
 //
 // The caller owns the Stdout and Stderr read ends: read them to EOF (they
 // then close themselves) or Close them. The Stdin write end is closed when
@@ -140,7 +140,7 @@ func (p *Proc) Pid() int { return p.pid }
 func (p *Proc) Signal(sig os.Signal) error {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
-		return berth.Errorf(berth.EInvalid, "unsupported signal %v", sig)
+		return core.Errorf(core.EInvalid, "unsupported signal %v", sig)
 	}
 	if p.gone.Load() {
 		return os.ErrProcessDone
@@ -165,9 +165,9 @@ func (p *Proc) signal(sig syscall.Signal) error {
 // returns ctx's error: SIGKILL is still sent (early) and reaping still
 // happens in the background. Stop is idempotent and safe to call
 // concurrently; later calls do not signal again.
-func (p *Proc) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
+func (p *Proc) Stop(ctx context.Context, grace time.Duration) (core.ExitStatus, error) {
 	if err := p.Escalate(ctx, grace, p.Done(), p.signal); err != nil {
-		return berth.ExitStatus{}, err
+		return core.ExitStatus{}, err
 	}
 	// The leader is reaped; what it started dies of the group's SIGKILL a
 	// moment later (reparented, reaped by init).

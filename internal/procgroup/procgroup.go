@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 )
 
 // Setpgid makes cmd start as the leader of a new process group whose id is
@@ -98,14 +98,14 @@ func escalate(ctx context.Context, grace time.Duration, exited <-chan struct{}, 
 // Code = 128 + the signal number (137 for SIGKILL), as shells report it, so
 // that a non-zero Code always means failure. A nil state (never started)
 // gives Code -1.
-func ExitStatusOf(ps *os.ProcessState) berth.ExitStatus {
+func ExitStatusOf(ps *os.ProcessState) core.ExitStatus {
 	if ps == nil {
-		return berth.ExitStatus{Code: -1}
+		return core.ExitStatus{Code: -1}
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return berth.ExitStatus{Code: 128 + int(ws.Signal()), Signal: SignalName(ws.Signal())}
+		return core.ExitStatus{Code: 128 + int(ws.Signal()), Signal: SignalName(ws.Signal())}
 	}
-	return berth.ExitStatus{Code: ps.ExitCode()}
+	return core.ExitStatus{Code: ps.ExitCode()}
 }
 
 // SignalName is sig's conventional name ("SIGTERM"), or "SIG<n>" for a

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 )
 
 // MaxScan bounds the entries Check looks at for their owners.
@@ -47,7 +47,7 @@ func Check(dir *os.File, name, field string, own []int) error {
 // check is Check for a daemon whose user is self.
 func check(dir *os.File, name, field string, own []int, self int) error {
 	refuse := func(why string) error {
-		return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf("%s %s refused: %s", field, name, why),
+		return &core.Error{Code: core.EInvalid, Message: fmt.Sprintf("%s %s refused: %s", field, name, why),
 			Details: map[string]any{"field": field}}
 	}
 	if why := systemName(filepath.Clean(name), self == 0); why != "" {
@@ -56,7 +56,7 @@ func check(dir *os.File, name, field string, own []int, self int) error {
 	fd := int(dir.Fd())
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return berth.WrapError(berth.EInvalid, err, "%s %s cannot be read", field, name)
+		return core.WrapError(core.EInvalid, err, "%s %s cannot be read", field, name)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return refuse("it is not a directory")
@@ -66,21 +66,21 @@ func check(dir *os.File, name, field string, own []int, self int) error {
 	}
 	root, err := mountRoot(fd)
 	if err != nil {
-		return berth.WrapError(berth.EInvalid, err, "%s %s cannot be read", field, name)
+		return core.WrapError(core.EInvalid, err, "%s %s cannot be read", field, name)
 	}
 	if root {
 		return refuse("it is the root of a filesystem (a mount point, such as a disk under /mnt or /media); pick a project directory inside it")
 	}
 	open, err := openAncestor(fd)
 	if err != nil {
-		return berth.WrapError(berth.EInvalid, err, "%s %s: its parent directories cannot be read", field, name)
+		return core.WrapError(core.EInvalid, err, "%s %s: its parent directories cannot be read", field, name)
 	}
 	if open {
 		return refuse("a directory above it is writable by every user and not sticky: anyone could put another directory in its place; pick a project directory whose parents are not")
 	}
 	others, err := otherOwners(dir, append(slices.Clone(own), 0, self), MaxScan)
 	if err != nil {
-		return berth.WrapError(berth.EInvalid, err, "%s %s cannot be read", field, name)
+		return core.WrapError(core.EInvalid, err, "%s %s cannot be read", field, name)
 	}
 	if len(others) >= 2 {
 		return refuse(fmt.Sprintf("it holds files of several other users (uids %d and %d among them), a directory people share; pick a project directory of your own", others[0], others[1]))

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 )
 
 // maxWorkspaceLinks bounds the symbolic links followed resolving a
@@ -18,7 +18,7 @@ const maxWorkspaceLinks = 40
 
 // refused is the 400 a refused workspace gets.
 func refused(format string, a ...any) error {
-	return &berth.Error{Code: berth.EInvalid, Message: fmt.Sprintf(format, a...),
+	return &core.Error{Code: core.EInvalid, Message: fmt.Sprintf(format, a...),
 		Details: map[string]any{"field": "workspace"}}
 }
 

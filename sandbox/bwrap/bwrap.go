@@ -111,7 +111,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/optx"
 	"github.com/berth-sh/berth/internal/syncx"
 	"github.com/berth-sh/berth/internal/wsdir"
@@ -164,7 +164,7 @@ type Provider struct {
 	lenient bool
 }
 
-var _ berth.SandboxProvider = (*Provider)(nil)
+var _ core.SandboxProvider = (*Provider)(nil)
 
 // New returns a bwrap provider. It does not check that bwrap works: Probe
 // does.
@@ -191,12 +191,12 @@ func New(opts Options) *Provider {
 }
 
 // Name is "bwrap".
-func (*Provider) Name() string { return berth.SandboxBwrap }
+func (*Provider) Name() string { return core.SandboxBwrap }
 
-// Capabilities implements berth.SandboxProvider: namespaces over the
+// Capabilities implements core.SandboxProvider: namespaces over the
 // host's own files (host paths hold), binds, limits; SandboxAuto's pick.
-func (*Provider) Capabilities() berth.SandboxCapabilities {
-	return berth.SandboxCapabilities{Isolation: 1, Preferred: true, HostPaths: true, Binds: true, Limits: true}
+func (*Provider) Capabilities() core.SandboxCapabilities {
+	return core.SandboxCapabilities{Isolation: 1, Preferred: true, HostPaths: true, Binds: true, Limits: true}
 }
 
 // Probe runs a trial sandbox made as Start makes them (every namespace,
@@ -206,7 +206,7 @@ func (*Provider) Capabilities() berth.SandboxCapabilities {
 // without the rights to mount /proc).
 func (p *Provider) Probe(ctx context.Context) error {
 	if _, err := os.Stat(p.path); err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "bwrap: bubblewrap is not installed (Debian package bubblewrap)")
+		return core.WrapError(core.EUnavailable, err, "bwrap: bubblewrap is not installed (Debian package bubblewrap)")
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
@@ -237,7 +237,7 @@ func (p *Provider) Probe(ctx context.Context) error {
 		if p.dropping() {
 			as = fmt.Sprintf(" as uid %d (unprivileged user namespaces must be allowed)", p.hostUID)
 		}
-		return berth.WrapError(berth.EUnavailable, fmt.Errorf("%w: %s", err, msg),
+		return core.WrapError(core.EUnavailable, fmt.Errorf("%w: %s", err, msg),
 			"bwrap: cannot make a sandbox on this host%s: %s", as, firstLine(msg))
 	}
 	return nil
@@ -254,13 +254,13 @@ func (p *Provider) Trial(ctx context.Context, network bool) error {
 	defer cancel()
 	dir, err := os.MkdirTemp("", "berth-bwrap-trial-")
 	if err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the trial sandbox's directory: %s", err)
+		return core.WrapError(core.EUnavailable, err, "bwrap: cannot make the trial sandbox's directory: %s", err)
 	}
 	defer os.RemoveAll(dir)
-	cfg := berth.SandboxConfig{SessionID: "trial", Workspace: filepath.Join(dir, "workspace"), Home: filepath.Join(dir, "home"), Network: network}
+	cfg := core.SandboxConfig{SessionID: "trial", Workspace: filepath.Join(dir, "workspace"), Home: filepath.Join(dir, "home"), Network: network}
 	for _, d := range []string{cfg.Workspace, cfg.Home} {
 		if err := os.Mkdir(d, 0o700); err != nil {
-			return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the trial sandbox's directory: %s", err)
+			return core.WrapError(core.EUnavailable, err, "bwrap: cannot make the trial sandbox's directory: %s", err)
 		}
 	}
 	sb, err := p.Open(ctx, cfg)
@@ -269,11 +269,11 @@ func (p *Provider) Trial(ctx context.Context, network bool) error {
 	}
 	defer sb.Close(context.WithoutCancel(ctx))
 	out := syncx.NewTail(maxWords)
-	proc, err := sb.Start(ctx, berth.ProcSpec{Path: "true", Stdin: bytes.NewReader(nil), Stdout: out, Stderr: out})
+	proc, err := sb.Start(ctx, core.ProcSpec{Path: "true", Stdin: bytes.NewReader(nil), Stdout: out, Stderr: out})
 	if err != nil {
 		return err
 	}
-	var st berth.ExitStatus
+	var st core.ExitStatus
 	waited := make(chan struct{})
 	go func() {
 		defer close(waited)
@@ -284,14 +284,14 @@ func (p *Provider) Trial(ctx context.Context, network bool) error {
 	case <-ctx.Done():
 		_, _ = proc.Stop(context.WithoutCancel(ctx), 0)
 		<-waited
-		return berth.Errorf(berth.EUnavailable, "bwrap: the trial sandbox's program did not end within %s", probeTimeout)
+		return core.Errorf(core.EUnavailable, "bwrap: the trial sandbox's program did not end within %s", probeTimeout)
 	}
 	if !st.Success() {
 		how := fmt.Sprintf("exit %d", st.Code)
 		if st.Signal != "" {
 			how = st.Signal
 		}
-		return berth.Errorf(berth.EUnavailable, "bwrap: the trial sandbox's program failed (%s): %s", how, oneLine(out.String()))
+		return core.Errorf(core.EUnavailable, "bwrap: the trial sandbox's program failed (%s): %s", how, oneLine(out.String()))
 	}
 	return nil
 }
@@ -345,7 +345,7 @@ func ownNamespaces(attr *syscall.SysProcAttr) {
 // Source's path), not "/" (EInvalid otherwise). When OpenFiles is limited,
 // util-linux prlimit must be installed (EUnavailable otherwise). Open
 // starts nothing.
-func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.Sandbox, error) {
+func (p *Provider) Open(ctx context.Context, cfg core.SandboxConfig) (core.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	for i, b := range cfg.Binds {
 		m, err := bindMount(b)
 		if err != nil {
-			return nil, berth.WrapError(berth.EInvalid, err, "bwrap: bind %d: %s", i, berth.ErrorMessage(err))
+			return nil, core.WrapError(core.EInvalid, err, "bwrap: bind %d: %s", i, core.ErrorMessage(err))
 		}
 		user = append(user, m)
 	}
@@ -390,13 +390,13 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 	s.cfg.Env = maps.Clone(cfg.Env)
 	if cfg.Network {
 		if _, err := os.Stat(p.slirp); p.slirp == "" || err != nil {
-			return nil, berth.Errorf(berth.EUnavailable, "bwrap: network needs slirp4netns (Debian package slirp4netns): the host's network is never shared")
+			return nil, core.Errorf(core.EUnavailable, "bwrap: network needs slirp4netns (Debian package slirp4netns): the host's network is never shared")
 		}
 	}
 	if cfg.Limits.OpenFiles > 0 {
 		prlimit, err := exec.LookPath("prlimit")
 		if err != nil {
-			return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: limiting open files needs prlimit (Debian package util-linux)")
+			return nil, core.WrapError(core.EUnavailable, err, "bwrap: limiting open files needs prlimit (Debian package util-linux)")
 		}
 		s.prlimit = prlimit
 	}
@@ -406,7 +406,7 @@ func (p *Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.San
 		// through this descriptor only, held until Close.
 		ws, err := wsdir.OpenNoFollow(cfg.Workspace)
 		if err != nil {
-			return nil, berth.WrapError(berth.EInvalid, err, "bwrap: refusing the workspace: %s", err)
+			return nil, core.WrapError(core.EInvalid, err, "bwrap: refusing the workspace: %s", err)
 		}
 		if err := p.giveToHostUID(cfg, ws); err != nil {
 			_ = ws.Close()
@@ -471,30 +471,30 @@ func (s *Sandbox) makeCgroup() error {
 	}
 	cg, err := newCgroup(pids, lim.MemoryBytes)
 	if err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the sandbox's cgroup: %s", err)
+		return core.WrapError(core.EUnavailable, err, "bwrap: cannot make the sandbox's cgroup: %s", err)
 	}
 	s.cgroup = cg
 	return nil
 }
 
 // bindMount checks one of the caller's binds.
-func bindMount(b berth.Bind) (mount, error) {
+func bindMount(b core.Bind) (mount, error) {
 	if !filepath.IsAbs(b.Source) {
-		return mount{}, berth.Errorf(berth.EInvalid, "the source must be an absolute path")
+		return mount{}, core.Errorf(core.EInvalid, "the source must be an absolute path")
 	}
 	if _, err := os.Stat(b.Source); err != nil {
-		return mount{}, berth.WrapError(berth.EInvalid, err, "the source does not exist")
+		return mount{}, core.WrapError(core.EInvalid, err, "the source does not exist")
 	}
 	target := b.Target
 	if target == "" {
 		target = b.Source
 	}
 	if !filepath.IsAbs(target) {
-		return mount{}, berth.Errorf(berth.EInvalid, "the target must be an absolute path")
+		return mount{}, core.Errorf(core.EInvalid, "the target must be an absolute path")
 	}
 	target = filepath.Clean(target)
 	if target == "/" {
-		return mount{}, berth.Errorf(berth.EInvalid, "the target cannot be /")
+		return mount{}, core.Errorf(core.EInvalid, "the target cannot be /")
 	}
 	kind := roBind
 	if b.Writable {
@@ -510,7 +510,7 @@ func checkDir(role, dir string) error {
 		return err
 	}
 	if filepath.Clean(dir) == "/" {
-		return berth.Errorf(berth.EInvalid, "bwrap: the %s cannot be the root directory", role)
+		return core.Errorf(core.EInvalid, "bwrap: the %s cannot be the root directory", role)
 	}
 	return nil
 }

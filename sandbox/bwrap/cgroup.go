@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/ids"
 )
 
@@ -113,12 +113,12 @@ func (p *Provider) LimitsPids() bool { return pidsRoot().dir != "" }
 // children in): nil when it can, else EUnavailable saying why not.
 func (p *Provider) LimitsMemory() error {
 	if r := memoryRoot(); r.dir == "" {
-		return berth.Errorf(berth.EUnavailable, "bwrap: a memory limit needs a memory cgroup this daemon can make, and there is none: %s", r.why)
+		return core.Errorf(core.EUnavailable, "bwrap: a memory limit needs a memory cgroup this daemon can make, and there is none: %s", r.why)
 	}
 	return nil
 }
 
-var _ berth.SandboxMemoryLimiter = (*Provider)(nil)
+var _ core.SandboxMemoryLimiter = (*Provider)(nil)
 
 // sandboxCgroup is one sandbox's cgroups: a pids and a memory cgroup under
 // v1, one cgroup with both under v2.

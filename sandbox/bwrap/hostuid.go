@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/wsdir"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
@@ -123,7 +123,7 @@ func (p *Provider) dropArgs(setpriv string) []string {
 // ws is the workspace, pinned by wsdir.OpenNoFollow: the check and the
 // walk go through it, never through the path, which a sandbox may have
 // redirected.
-func (p *Provider) giveToHostUID(cfg berth.SandboxConfig, ws *os.File) error {
+func (p *Provider) giveToHostUID(cfg core.SandboxConfig, ws *os.File) error {
 	id := p.hostUID
 	if !cfg.ManagedWorkspace {
 		if err := wsdir.Check(ws, cfg.Workspace, "workspace", append([]int{id}, cfg.WorkspaceOwners...)); err != nil {
@@ -132,16 +132,16 @@ func (p *Provider) giveToHostUID(cfg berth.SandboxConfig, ws *os.File) error {
 	}
 	if cfg.Home != "" {
 		if err := boxutil.ChownTree(cfg.Home, id, id, false, nil); err != nil {
-			return berth.WrapError(berth.EInternal, err, "bwrap: cannot give the session's home to uid %d", id)
+			return core.WrapError(core.EInternal, err, "bwrap: cannot give the session's home to uid %d", id)
 		}
 	}
 	if err := boxutil.ChownTreeAt(ws, id, id, true, cfg.Hide); err != nil {
-		return berth.WrapError(berth.EInternal, err, "bwrap: cannot give the workspace to uid %d", id)
+		return core.WrapError(core.EInternal, err, "bwrap: cannot give the workspace to uid %d", id)
 	}
 	for i, b := range cfg.Binds {
 		if b.Writable {
 			if err := boxutil.ChownTree(b.Source, id, id, true, cfg.Hide); err != nil {
-				return berth.WrapError(berth.EInternal, err, "bwrap: cannot give writable bind %d to uid %d", i, id)
+				return core.WrapError(core.EInternal, err, "bwrap: cannot give writable bind %d to uid %d", i, id)
 			}
 		}
 	}
@@ -158,17 +158,17 @@ func (p *Provider) newStage(ms mounts, ws string, pinned *os.File, prlimit bool)
 	if prlimit {
 		var err error
 		if setpriv, err = exec.LookPath("setpriv"); err != nil {
-			return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: a root daemon that limits open files needs setpriv(1) (Debian package util-linux)")
+			return nil, nil, core.WrapError(core.EUnavailable, err, "bwrap: a root daemon that limits open files needs setpriv(1) (Debian package util-linux)")
 		}
 	}
 	dir, err := os.MkdirTemp("", "berth-bwrap-stage-")
 	if err != nil {
-		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make the stage directory")
+		return nil, nil, core.WrapError(core.EUnavailable, err, "bwrap: cannot make the stage directory")
 	}
 	st := &stage{dir: dir, uid: p.hostUID, setpriv: setpriv}
 	fail := func(err error) (*stage, mounts, error) {
 		_ = st.remove()
-		return nil, nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot prepare the stage directory")
+		return nil, nil, core.WrapError(core.EUnavailable, err, "bwrap: cannot prepare the stage directory")
 	}
 	// Crossable, not listable: the host uid's bwrap only passes through.
 	if err := os.Chmod(dir, 0o711); err != nil {

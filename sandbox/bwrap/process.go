@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/procgroup"
 	"github.com/berth-sh/berth/internal/syncx"
 )
@@ -29,7 +29,7 @@ const startTimeout = 30 * time.Second
 const teardownTimeout = 10 * time.Second
 
 // Process is one bwrap and what runs inside it. It implements
-// berth.Process.
+// core.Process.
 //
 // Three processes matter: bwrap outside (Pid, the leader of the process
 // group procgroup made), the sandbox's init (bwrap again, pid 1 of the
@@ -42,7 +42,7 @@ type Process struct {
 	// Handle has the outer bwrap's pipes and is done once the outer bwrap
 	// is reaped and the pid namespace is gone.
 	*procgroup.Handle
-	ended func(berth.ExitStatus, error)
+	ended func(core.ExitStatus, error)
 
 	sb   *Sandbox
 	proc *procgroup.Proc
@@ -61,7 +61,7 @@ type Process struct {
 	oomBase int64
 }
 
-var _ berth.Process = (*Process)(nil)
+var _ core.Process = (*Process)(nil)
 
 // info is the part of bwrap's --info-fd report that we use.
 type info struct {
@@ -237,7 +237,7 @@ func (p *Process) abort() {
 // codes are reported as that signal, as a shell would (a program that
 // itself exits with 129..192 is reported the same way). A signal that
 // killed bwrap itself (Stop's SIGKILL) is reported as is.
-func statusOf(st berth.ExitStatus) berth.ExitStatus {
+func statusOf(st core.ExitStatus) core.ExitStatus {
 	if st.Signal == "" && st.Code > 128 && st.Code <= 128+64 {
 		st.Signal = procgroup.SignalName(syscall.Signal(st.Code - 128))
 	}
@@ -254,7 +254,7 @@ func (p *Process) Pid() int { return p.proc.Pid() }
 func (p *Process) Signal(sig os.Signal) error {
 	s, ok := sig.(syscall.Signal)
 	if !ok {
-		return berth.Errorf(berth.EInvalid, "unsupported signal %v", sig)
+		return core.Errorf(core.EInvalid, "unsupported signal %v", sig)
 	}
 	select {
 	case <-p.Done():
@@ -294,9 +294,9 @@ func (p *Process) kill() {
 // SIGKILL is still sent (early) and reaping still happens in the
 // background. Stop is idempotent and safe to call concurrently; later
 // calls do not signal again.
-func (p *Process) Stop(ctx context.Context, grace time.Duration) (berth.ExitStatus, error) {
+func (p *Process) Stop(ctx context.Context, grace time.Duration) (core.ExitStatus, error) {
 	if err := p.Escalate(ctx, grace, p.proc.Done(), p.stopSignal); err != nil {
-		return berth.ExitStatus{}, err
+		return core.ExitStatus{}, err
 	}
 	return p.Wait()
 }

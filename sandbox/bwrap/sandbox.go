@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
@@ -48,7 +48,7 @@ var (
 // the same filesystem (but its own /tmp).
 type Sandbox struct {
 	p       *Provider
-	cfg     berth.SandboxConfig
+	cfg     core.SandboxConfig
 	home    string
 	mounts  mounts
 	passwd  []byte
@@ -72,7 +72,7 @@ type Sandbox struct {
 	procs map[*Process]struct{}
 }
 
-var _ berth.Sandbox = (*Sandbox)(nil)
+var _ core.Sandbox = (*Sandbox)(nil)
 
 // Start starts spec in a new bwrap. The environment is the sandbox's Env,
 // PATH (the daemon's when Env has none), HOME = the sandbox's home (a
@@ -89,12 +89,12 @@ var _ berth.Sandbox = (*Sandbox)(nil)
 // Errors: EInvalid for a bad spec or a working directory missing inside,
 // EUnavailable when the program is not found inside, bwrap cannot be
 // started or the sandbox is closed.
-func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process, error) {
+func (s *Sandbox) Start(ctx context.Context, spec core.ProcSpec) (core.Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if spec.Path == "" {
-		return nil, berth.Errorf(berth.EInvalid, "bwrap: no program to start")
+		return nil, core.Errorf(core.EInvalid, "bwrap: no program to start")
 	}
 	env, err := s.environ(spec.Env)
 	if err != nil {
@@ -109,17 +109,17 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 	}
 	dir = filepath.Clean(dir)
 	if !s.isDir(dir) {
-		return nil, berth.Errorf(berth.EInvalid, "bwrap: the working directory does not exist in the sandbox")
+		return nil, core.Errorf(core.EInvalid, "bwrap: the working directory does not exist in the sandbox")
 	}
 	if !s.findProgram(spec.Path, dir, boxutil.EnvValue(env, "PATH")) {
-		return nil, berth.Errorf(berth.EUnavailable, "bwrap: command %q not found in the sandbox", filepath.Base(spec.Path))
+		return nil, core.Errorf(core.EUnavailable, "bwrap: command %q not found in the sandbox", filepath.Base(spec.Path))
 	}
 
 	sealInherited()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, berth.Errorf(berth.EUnavailable, "bwrap: sandbox is closed")
+		return nil, core.Errorf(core.EUnavailable, "bwrap: sandbox is closed")
 	}
 	if s.stage != nil {
 		// Directories the daemon made in the workspace since Open (a
@@ -129,7 +129,7 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 		if rel, err := filepath.Rel(s.cfg.Workspace, dir); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 			err = boxutil.ChownPathAt(s.ws, rel, s.p.hostUID, s.p.hostUID)
 			if err != nil {
-				return nil, berth.WrapError(berth.EInternal, err, "bwrap: cannot give the working directory to uid %d", s.p.hostUID)
+				return nil, core.WrapError(core.EInternal, err, "bwrap: cannot give the working directory to uid %d", s.p.hostUID)
 			}
 		}
 	}

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/procgroup"
 )
 
@@ -61,7 +61,7 @@ func (pl *startPlan) stopNet() {
 // the loader of bwrap, which runs outside the sandbox as the daemon, and
 // the values (API keys) must not show in bwrap's command line, which
 // every user of the host can read.
-func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, dir string) (*Process, error) {
+func (s *Sandbox) start(ctx context.Context, spec core.ProcSpec, env []string, dir string) (*Process, error) {
 	pl := &startPlan{}
 	defer pl.close()
 	if err := s.plan(pl, spec, env, dir); err != nil {
@@ -74,7 +74,7 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 	proc, err := s.launch(pl.cmd)
 	if err != nil {
 		pl.stopNet()
-		return nil, berth.WrapError(berth.EUnavailable, err, "bwrap: cannot start bwrap: %s", oneLine(err.Error()))
+		return nil, core.WrapError(core.EUnavailable, err, "bwrap: cannot start bwrap: %s", oneLine(err.Error()))
 	}
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
@@ -91,10 +91,10 @@ func (s *Sandbox) start(ctx context.Context, spec berth.ProcSpec, env []string, 
 // plan puts together the start of spec with the environment env in dir:
 // bwrap's options and files, its network, the stage's copies, and its
 // command.
-func (s *Sandbox) plan(pl *startPlan, spec berth.ProcSpec, env []string, dir string) error {
+func (s *Sandbox) plan(pl *startPlan, spec core.ProcSpec, env []string, dir string) error {
 	var err error
 	if pl.infoR, pl.infoW, err = os.Pipe(); err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
+		return core.WrapError(core.EUnavailable, err, "bwrap: cannot make a pipe")
 	}
 	pl.ours = append(pl.ours, pl.infoR, pl.infoW)
 	pl.extra = append(pl.extra, pl.infoW) // fdInfo, then fdArgs, fdPasswd, fdGroup, fdSeccomp
@@ -145,7 +145,7 @@ func (s *Sandbox) planOptions(pl *startPlan, env []string, dir string, ownNet bo
 	}{{"bwrap-args", argsData}, {"passwd", s.passwd}, {"group", s.group}, {"seccomp", prog}} {
 		f, err := memFile(d.name, d.data)
 		if err != nil {
-			return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")
+			return core.WrapError(core.EUnavailable, err, "bwrap: cannot make a memory file")
 		}
 		pl.hand(f)
 	}
@@ -158,14 +158,14 @@ func (s *Sandbox) planOptions(pl *startPlan, env []string, dir string, ownNet bo
 func (s *Sandbox) planNetwork(pl *startPlan, ownNet bool) error {
 	blockR, blockW, err := os.Pipe()
 	if err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a pipe")
+		return core.WrapError(core.EUnavailable, err, "bwrap: cannot make a pipe")
 	}
 	pl.ours = append(pl.ours, blockR)
 	// From here stopNet closes blockW.
 	pl.net = &userNet{path: s.p.slirp, session: s.cfg.SessionID, block: blockW, own: ownNet}
 	resolv, err := memFile("resolv.conf", []byte(slirpResolvConf))
 	if err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot make a memory file")
+		return core.WrapError(core.EUnavailable, err, "bwrap: cannot make a memory file")
 	}
 	pl.ours, pl.extra = append(pl.ours, resolv), append(pl.extra, blockR, resolv)
 	return nil
@@ -179,7 +179,7 @@ func (s *Sandbox) planCopies(pl *startPlan) error {
 	}
 	copies, err := s.stage.copyFiles()
 	if err != nil {
-		return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot copy a read-only bind for the sandbox")
+		return core.WrapError(core.EUnavailable, err, "bwrap: cannot copy a read-only bind for the sandbox")
 	}
 	pl.ours = append(pl.ours, copies...)
 	for len(pl.extra) < fdCopies-3 {
@@ -191,7 +191,7 @@ func (s *Sandbox) planCopies(pl *startPlan) error {
 
 // planCommand makes bwrap's command: its argv, the uid it runs as, its
 // stdio, its namespaces and its cgroup.
-func (s *Sandbox) planCommand(pl *startPlan, spec berth.ProcSpec, ownNet bool) error {
+func (s *Sandbox) planCommand(pl *startPlan, spec core.ProcSpec, ownNet bool) error {
 	argv, attr := s.argv(spec)
 	pl.cmd = &exec.Cmd{
 		Path:        argv[0],
@@ -222,7 +222,7 @@ func (s *Sandbox) planCommand(pl *startPlan, spec berth.ProcSpec, ownNet bool) e
 		// (clone3 CLONE_INTO_CGROUP), whatever uid it then runs as.
 		cgfd, err := os.Open(s.cgroup.v2Dir)
 		if err != nil {
-			return berth.WrapError(berth.EUnavailable, err, "bwrap: cannot open the sandbox's cgroup")
+			return core.WrapError(core.EUnavailable, err, "bwrap: cannot open the sandbox's cgroup")
 		}
 		pl.ours = append(pl.ours, cgfd)
 		if pl.cmd.SysProcAttr == nil {
@@ -237,7 +237,7 @@ func (s *Sandbox) planCommand(pl *startPlan, spec berth.ProcSpec, ownNet bool) e
 // bwrap must drop to the host uid after a prlimit that runs as root,
 // behind prlimit when open files are bounded. attr, when set, is the
 // credential Go drops to in the child instead.
-func (s *Sandbox) argv(spec berth.ProcSpec) (argv []string, attr *syscall.SysProcAttr) {
+func (s *Sandbox) argv(spec core.ProcSpec) (argv []string, attr *syscall.SysProcAttr) {
 	argv = append([]string{s.p.path, "--args", strconv.Itoa(fdArgs), "--", spec.Path}, spec.Args...)
 	if s.stage != nil {
 		// bwrap runs as the host uid, not as root: Go drops the ids in
@@ -274,7 +274,7 @@ func (pl *startPlan) failed(p *Process, proc *procgroup.Proc, err error) error {
 	if said = strings.TrimSpace(said); said != "" {
 		cause = fmt.Errorf("%w: %s", err, said)
 	}
-	return berth.WrapError(berth.EUnavailable, cause, "bwrap: the sandbox did not start: %s", oneLine(cause.Error()))
+	return core.WrapError(core.EUnavailable, cause, "bwrap: the sandbox did not start: %s", oneLine(cause.Error()))
 }
 
 // stderrHead is what bwrap wrote to the stderr pipe before failing (its

@@ -1,7 +1,7 @@
 // Package host is the sandbox provider that isolates nothing (docs/api.md,
 // "Sandbox providers"): agents run as the daemon's user, on the host's
 // filesystem and network. What it does give them is the process hygiene
-// every berth.Sandbox owes: the session's workspace as working directory,
+// every core.Sandbox owes: the session's workspace as working directory,
 // a private HOME, only the environment the caller passed (plus PATH), and
 // a process group of their own that Stop kills whole.
 package host
@@ -15,7 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/procgroup"
 	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
@@ -23,18 +23,18 @@ import (
 // Provider makes host sandboxes. It is stateless and safe for concurrent use.
 type Provider struct{}
 
-var _ berth.SandboxProvider = (*Provider)(nil)
+var _ core.SandboxProvider = (*Provider)(nil)
 
 // New returns the host provider.
 func New() *Provider { return &Provider{} }
 
 // Name is "host".
-func (*Provider) Name() string { return berth.SandboxHost }
+func (*Provider) Name() string { return core.SandboxHost }
 
-// Capabilities implements berth.SandboxProvider: no isolation, the host's
+// Capabilities implements core.SandboxProvider: no isolation, the host's
 // paths and network, nothing bound, no limits; SandboxAuto's fallback.
-func (*Provider) Capabilities() berth.SandboxCapabilities {
-	return berth.SandboxCapabilities{Fallback: true, HostPaths: true, HostNetwork: true}
+func (*Provider) Capabilities() core.SandboxCapabilities {
+	return core.SandboxCapabilities{Fallback: true, HostPaths: true, HostNetwork: true}
 }
 
 // Probe always succeeds: the host is always there.
@@ -43,16 +43,16 @@ func (*Provider) Probe(context.Context) error { return nil }
 // LimitsMemory says the host provider enforces no memory limit: Open
 // ignores SandboxLimits, and a session that asks for one is refused.
 func (*Provider) LimitsMemory() error {
-	return berth.Errorf(berth.EUnavailable, "the host sandbox isolates nothing and enforces no memory limit (use bwrap or docker)")
+	return core.Errorf(core.EUnavailable, "the host sandbox isolates nothing and enforces no memory limit (use bwrap or docker)")
 }
 
-var _ berth.SandboxMemoryLimiter = (*Provider)(nil)
+var _ core.SandboxMemoryLimiter = (*Provider)(nil)
 
 // Open checks cfg and returns a sandbox that runs processes directly on the
 // host. cfg.Workspace must be an existing absolute directory, and so must
 // cfg.Home when set (EInvalid otherwise). cfg.Network is not enforced: the
 // host provider cannot take the network away.
-func (*Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.Sandbox, error) {
+func (*Provider) Open(ctx context.Context, cfg core.SandboxConfig) (core.Sandbox, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -70,11 +70,11 @@ func (*Provider) Open(ctx context.Context, cfg berth.SandboxConfig) (berth.Sandb
 
 // Sandbox runs one session's processes on the host.
 type Sandbox struct {
-	cfg    berth.SandboxConfig
+	cfg    core.SandboxConfig
 	closed atomic.Bool
 }
 
-var _ berth.Sandbox = (*Sandbox)(nil)
+var _ core.Sandbox = (*Sandbox)(nil)
 
 // Start starts spec in its own process group. Its environment is the
 // sandbox's Env, PATH (the daemon's when Env has none, as nothing else of
@@ -86,15 +86,15 @@ var _ berth.Sandbox = (*Sandbox)(nil)
 //
 // Errors: EInvalid for a bad spec, EUnavailable when the program cannot be
 // started (not found, not executable) or the sandbox is closed.
-func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process, error) {
+func (s *Sandbox) Start(ctx context.Context, spec core.ProcSpec) (core.Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if s.closed.Load() {
-		return nil, berth.Errorf(berth.EUnavailable, "host: sandbox is closed")
+		return nil, core.Errorf(core.EUnavailable, "host: sandbox is closed")
 	}
 	if spec.Path == "" {
-		return nil, berth.Errorf(berth.EInvalid, "host: no program to start")
+		return nil, core.Errorf(core.EInvalid, "host: no program to start")
 	}
 	env, err := s.environ(spec.Env)
 	if err != nil {
@@ -103,7 +103,7 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 	path := spec.Path
 	if !strings.Contains(path, "/") {
 		if path, err = lookPath(spec.Path, boxutil.EnvValue(env, "PATH")); err != nil {
-			return nil, berth.WrapError(berth.EUnavailable, err, "host: command %q not found in PATH", spec.Path)
+			return nil, core.WrapError(core.EUnavailable, err, "host: command %q not found in PATH", spec.Path)
 		}
 	}
 	dir := s.cfg.Workspace
@@ -124,7 +124,7 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 	}
 	p, err := procgroup.StartProc(cmd)
 	if err != nil {
-		return nil, berth.WrapError(berth.EUnavailable, err, "host: cannot start %q", filepath.Base(spec.Path))
+		return nil, core.WrapError(core.EUnavailable, err, "host: cannot start %q", filepath.Base(spec.Path))
 	}
 	return p, nil
 }

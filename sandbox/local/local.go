@@ -4,13 +4,13 @@
 package local
 
 import (
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/host"
 )
 
 // Names are the local providers' names.
-var Names = []string{berth.SandboxHost, berth.SandboxBwrap}
+var Names = []string{core.SandboxHost, core.SandboxBwrap}
 
 // Options say how the local providers are made: bwrap's sandboxes run as
 // UID inside, HostUID on the host (see bwrap.Options).
@@ -19,19 +19,19 @@ type Options struct {
 }
 
 // Make makes the local provider called name; nil when none is.
-func Make(o Options, name string) berth.SandboxProvider {
+func Make(o Options, name string) core.SandboxProvider {
 	switch name {
-	case berth.SandboxHost:
+	case core.SandboxHost:
 		return host.New()
-	case berth.SandboxBwrap:
+	case core.SandboxBwrap:
 		return bwrap.New(bwrap.Options{UID: o.UID, HostUID: o.HostUID})
 	}
 	return nil
 }
 
 // All makes every local provider.
-func All(o Options) []berth.SandboxProvider {
-	out := make([]berth.SandboxProvider, len(Names))
+func All(o Options) []core.SandboxProvider {
+	out := make([]core.SandboxProvider, len(Names))
 	for i, name := range Names {
 		out[i] = Make(o, name)
 	}

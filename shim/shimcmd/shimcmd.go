@@ -1,8 +1,10 @@
-// Package shimcmd is the body of the shim program, shared by the two
-// programs that can be a shim: the small berth-shim (cmd/berth-shim), which
-// knows the host and bwrap providers only, and `berth shim`, which knows
-// docker too. Both read the same options, the same job on stdin and write
-// the same ready line: only the providers they can make differ.
+// Package shimcmd is the body of the shim program, shared by the programs
+// that can be a shim: the small berth-shim (cmd/berth-shim) and `berth
+// shim-local` (a berth without the small shim; entered from an init
+// function, see cmd/berth/internal/shimentry), which know the host and
+// bwrap providers only, and `berth shim`, which knows docker too. All read
+// the same options, the same job on stdin and write the same ready line:
+// only the providers they can make differ.
 package shimcmd
 
 import (
@@ -12,7 +14,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -21,7 +22,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
+	"github.com/berth-sh/berth/internal/unixsock"
 	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/local"
 	"github.com/berth-sh/berth/shim"
@@ -30,13 +32,13 @@ import (
 // Options are what it takes to make the sandbox providers the daemon has,
 // passed to its shims (as JSON, in --options) so theirs are the same.
 type Options struct {
-	UID         int                 `json:"uid"`
-	HostUID     int                 `json:"host_uid"`
-	DockerHost  string              `json:"docker_host,omitempty"`
-	DockerImage string              `json:"docker_image,omitempty"`
-	Berth       string              `json:"berth"`
-	Limits      berth.SandboxLimits `json:"limits"`
-	Instance    string              `json:"instance"`
+	UID         int                `json:"uid"`
+	HostUID     int                `json:"host_uid"`
+	DockerHost  string             `json:"docker_host,omitempty"`
+	DockerImage string             `json:"docker_image,omitempty"`
+	Berth       string             `json:"berth"`
+	Limits      core.SandboxLimits `json:"limits"`
+	Instance    string             `json:"instance"`
 }
 
 // Local is what the local providers are made with.
@@ -48,15 +50,15 @@ func (o Options) Bwrap() *bwrap.Provider {
 }
 
 // MakeProvider makes the provider called name; close releases it.
-type MakeProvider func(o Options, name string) (p berth.SandboxProvider, close func(), err error)
+type MakeProvider func(o Options, name string) (p core.SandboxProvider, close func(), err error)
 
 // Local makes the providers that run on this machine without a service:
 // host and bwrap.
-func Local(o Options, name string) (berth.SandboxProvider, func(), error) {
+func Local(o Options, name string) (core.SandboxProvider, func(), error) {
 	if p := local.Make(o.Local(), name); p != nil {
 		return p, func() {}, nil
 	}
-	return nil, nil, berth.Errorf(berth.EInvalid, "this shim program cannot make the sandbox provider %q", name)
+	return nil, nil, core.Errorf(core.EInvalid, "this shim program cannot make the sandbox provider %q", name)
 }
 
 // OptionsArg returns the value of the one flag a shim program takes,
@@ -75,7 +77,7 @@ func OptionsArg(args []string) (string, bool) {
 func ParseOptions(raw string) (Options, error) {
 	var o Options
 	if err := json.Unmarshal([]byte(raw), &o); err != nil {
-		return o, berth.WrapError(berth.EInvalid, err, "--options")
+		return o, core.WrapError(core.EInvalid, err, "--options")
 	}
 	return o, nil
 }
@@ -102,7 +104,7 @@ func readJob(stdin io.Reader) (*shim.Config, error) {
 	}
 	var job shim.Config
 	if err := json.Unmarshal(b, &job); err != nil {
-		return nil, berth.WrapError(berth.EInvalid, err, "decode the job")
+		return nil, core.WrapError(core.EInvalid, err, "decode the job")
 	}
 	return &job, nil
 }
@@ -110,14 +112,14 @@ func readJob(stdin io.Reader) (*shim.Config, error) {
 // daemonConn takes the connection the daemon's launcher handed the shim
 // as the descriptor EnvConn names, nil when there is none. The descriptor
 // is replaced by a close-on-exec one, so the agent does not inherit it.
-func daemonConn() net.Conn {
+func daemonConn() *unixsock.Conn {
 	fd, err := strconv.Atoi(os.Getenv(shim.EnvConn))
 	if err != nil || fd < 3 {
 		return nil
 	}
 	f := os.NewFile(uintptr(fd), "daemon")
 	defer f.Close()
-	nc, err := net.FileConn(f)
+	nc, err := unixsock.FileConn(f)
 	if err != nil {
 		return nil
 	}
@@ -152,7 +154,7 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 	if err != nil || job == nil {
 		return err
 	}
-	if job.Provider != berth.SandboxBwrap {
+	if job.Provider != core.SandboxBwrap {
 		// Not this job's: removed without holding up its start (their
 		// making may still be under way).
 		dropped := make(chan struct{})
@@ -176,7 +178,7 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)).With("shim", os.Getpid(), "session_id", job.SessionID)
 	p, closeProvider, err := makeProvider(opts, job.Provider)
 	if err != nil {
-		_ = json.NewEncoder(stdout).Encode(shim.Ready{ShimPID: os.Getpid(), Stage: "sandbox", Code: berth.ErrorCode(err), Error: berth.ErrorMessage(err)})
+		_ = json.NewEncoder(stdout).Encode(shim.Ready{ShimPID: os.Getpid(), Stage: "sandbox", Code: core.ErrorCode(err), Error: core.ErrorMessage(err)})
 		return err
 	}
 	defer closeProvider()
@@ -184,4 +186,25 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 	err = shim.Serve(ctx, p, *job, stdout, logger)
 	_ = stdout.Close()
 	return err
+}
+
+// Main is a shim of the local providers (host and bwrap) as a program:
+// args are its arguments (--options JSON), the job comes on stdin. It
+// returns the exit code; name prefixes its errors.
+func Main(name string, args []string) int {
+	raw, ok := OptionsArg(args)
+	if !ok {
+		fmt.Fprintf(os.Stderr, "usage: %s --options JSON (the job on stdin)\n", name)
+		return 2
+	}
+	opts, err := ParseOptions(raw)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", name, core.ErrorMessage(err))
+		return 2
+	}
+	if err := Run(context.Background(), opts, os.Stdin, os.Stdout, Local); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", name, core.ErrorMessage(err))
+		return 1
+	}
+	return 0
 }

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 )
 
 // CheckDir refuses a path that is not an existing absolute directory
@@ -19,14 +19,14 @@ import (
 // host path.
 func CheckDir(provider, role, dir string) error {
 	if !filepath.IsAbs(dir) {
-		return berth.Errorf(berth.EInvalid, "%s: the %s must be an absolute path", provider, role)
+		return core.Errorf(core.EInvalid, "%s: the %s must be an absolute path", provider, role)
 	}
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return berth.WrapError(berth.EInvalid, err, "%s: the %s does not exist", provider, role)
+		return core.WrapError(core.EInvalid, err, "%s: the %s does not exist", provider, role)
 	}
 	if !fi.IsDir() {
-		return berth.Errorf(berth.EInvalid, "%s: the %s is not a directory", provider, role)
+		return core.Errorf(core.EInvalid, "%s: the %s is not a directory", provider, role)
 	}
 	return nil
 }
@@ -40,14 +40,14 @@ func Environ(provider string, env map[string]string, extra []string) ([]string, 
 	for _, kv := range extra {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, berth.Errorf(berth.EInvalid, "%s: environment entry %q is not K=V", provider, k)
+			return nil, core.Errorf(core.EInvalid, "%s: environment entry %q is not K=V", provider, k)
 		}
 		env[k] = v
 	}
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if strings.ContainsAny(k, "=\x00") || strings.Contains(env[k], "\x00") {
-			return nil, berth.Errorf(berth.EInvalid, "%s: environment variable %q is malformed", provider, k)
+			return nil, core.Errorf(core.EInvalid, "%s: environment variable %q is malformed", provider, k)
 		}
 		out = append(out, k+"="+env[k])
 	}

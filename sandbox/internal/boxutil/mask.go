@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/core"
 )
 
 // Mask is one path inside a sandbox that must show nothing of the host:
@@ -24,7 +24,7 @@ type Mask struct {
 // and sources are compared with their symbolic links resolved, so that a
 // link on the way does not slip one past. A hidden path a mount lies
 // inside needs no mask (the mount shows only its own part).
-func Masks(cfg berth.SandboxConfig) []Mask {
+func Masks(cfg core.SandboxConfig) []Mask {
 	type view struct{ src, dst string }
 	views := []view{{cfg.Workspace, cfg.Workspace}}
 	if cfg.Home != "" {
