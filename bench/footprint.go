@@ -8,12 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
-	"github.com/berth-sh/berth/internal/procfs"
 )
 
 // footprintResult is what `berth bench --footprint N` measures: the memory
@@ -32,7 +30,8 @@ type footprintResult struct {
 	Sessions int `json:"footprint_sessions"`
 	Rounds   int `json:"footprint_rounds"`
 	// ShimProgram is what the sessions' shims run: "berth-shim" (the
-	// small one) or "berth shim" (the berth binary itself).
+	// small one), "berth shim-local" or "berth shim" (the berth binary
+	// itself).
 	ShimProgram string `json:"footprint_shim_program"`
 	// Direct* are the N agents alone; Sessions* every process of the N
 	// sessions: the daemon, its shims (spare included), the agents.
@@ -227,9 +226,7 @@ func sessionsFootprint(ctx context.Context, o benchBootOptions, n int, fr *footp
 	fr.shimPSS, fr.shimRSS, fr.shimAnon = median(pss), median(rss), median(anon)
 	fr.program = "berth shim"
 	if len(serving) > 0 {
-		if exe, _ := procfs.Exe(serving[0]); strings.HasPrefix(filepath.Base(exe), shimPrefix) {
-			fr.program = "berth-shim"
-		}
+		fr.program = shimProgram(serving[0])
 	}
 	return nil
 }

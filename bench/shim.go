@@ -33,7 +33,8 @@ type shimResult struct {
 	ShimPrivateP50KB int64 `json:"shim_private_p50_kb,omitempty"`
 	ShimPrivateMaxKB int64 `json:"shim_private_max_kb,omitempty"`
 	// ShimProgram is what the measured shims run: "berth-shim" (the small
-	// one berth carries) or "berth shim".
+	// one berth carries), "berth shim-local" (a berth without it) or
+	// "berth shim".
 	ShimProgram string `json:"shim_program,omitempty"`
 	// Total* are every process of berth's with the reattach bench's
 	// sessions live — the daemon (this bench process, which also holds
@@ -52,6 +53,20 @@ type shimResult struct {
 // shimPrefix starts the file name of the small shims berth installs in a
 // home (cmd/berth's shimbin.go).
 const shimPrefix = "berth-shim-"
+
+// shimProgram names what shim pid runs: "berth-shim", "berth shim-local"
+// or "berth shim".
+func shimProgram(pid int) string {
+	if exe, _ := procfs.Exe(pid); strings.HasPrefix(filepath.Base(exe), shimPrefix) {
+		return "berth-shim"
+	}
+	if args, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
+		if f := strings.Split(string(args), "\x00"); len(f) > 1 && f[1] == "shim-local" {
+			return "berth shim-local"
+		}
+	}
+	return "berth shim"
+}
 
 // closeBenchDaemon closes a bench daemon, stopping (or leaving) a
 // thousand sessions within a bound of its own.
@@ -82,10 +97,7 @@ func measureShims(runDir string, res *shimResult) {
 func measureTotals(home string, daemonPID, n int, res *shimResult) {
 	runDir := filepath.Join(home, "run")
 	if pids := ShimPIDs(runDir); len(pids) > 0 {
-		res.ShimProgram = "berth shim"
-		if exe, _ := procfs.Exe(pids[0]); strings.HasPrefix(filepath.Base(exe), shimPrefix) {
-			res.ShimProgram = "berth-shim"
-		}
+		res.ShimProgram = shimProgram(pids[0])
 	}
 	var totPSS, totRSS, ownPSS int64
 	shims := runShims(runDir)

@@ -118,9 +118,9 @@ type Options struct {
 	// Version is the version /v1/health reports.
 	Version string
 	// SmallShim returns the small shim programs to run instead of `berth
-	// shim` for the shim options given (JSON); nil or an empty answer
-	// means none.
-	SmallShim func(home, options string, logger *slog.Logger) []shim.Program
+	// shim` for the shim options given (JSON), self being the berth
+	// binary; nil or an empty answer means none.
+	SmallShim func(self, home, options string, logger *slog.Logger) []shim.Program
 }
 
 // ShutdownTimeout bounds a graceful shutdown.
@@ -352,7 +352,7 @@ func (d *Daemon) shimOptions(o Options, self string, po providerOptions) *sessio
 		shimOpts.Orphan = o.Config.Cluster.LeaseTTL.Duration
 	}
 	if o.SmallShim != nil {
-		shimOpts.Programs = o.SmallShim(o.Home, string(pob), o.Logger)
+		shimOpts.Programs = o.SmallShim(self, o.Home, string(pob), o.Logger)
 	}
 	return shimOpts
 }

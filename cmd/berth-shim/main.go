@@ -9,27 +9,9 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
 
-	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/shim/shimcmd"
 )
 
-func main() {
-	raw, ok := shimcmd.OptionsArg(os.Args[1:])
-	if !ok {
-		fmt.Fprintln(os.Stderr, "usage: berth-shim --options JSON (the job on stdin)")
-		os.Exit(2)
-	}
-	opts, err := shimcmd.ParseOptions(raw)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "berth-shim:", berth.ErrorMessage(err))
-		os.Exit(2)
-	}
-	if err := shimcmd.Run(context.Background(), opts, os.Stdin, os.Stdout, shimcmd.Local); err != nil {
-		fmt.Fprintln(os.Stderr, "berth-shim:", berth.ErrorMessage(err))
-		os.Exit(1)
-	}
-}
+func main() { os.Exit(shimcmd.Main("berth-shim", os.Args[1:])) }

@@ -10,6 +10,10 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	// First for its init: `berth shim-local` runs from there, before the
+	// packages only the daemon and the CLI use are initialised.
+	_ "github.com/berth-sh/berth/cmd/berth/internal/shimentry"
 )
 
 func main() {

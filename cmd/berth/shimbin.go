@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/cmd/berth/internal/shimentry"
 	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/sandbox/local"
 	"github.com/berth-sh/berth/shim"
@@ -220,20 +221,22 @@ func runningExes() map[string]bool {
 
 // smallShim installs the small shim this berth carries and returns it as
 // the program for host and bwrap sessions' shims; the docker provider
-// needs the Docker API client, which only `berth shim` has. Without a
-// small shim (a berth built without `go generate`, or one that cannot be
-// installed) every shim runs `berth shim`. Either is said once in the log
-// (the small shim at debug).
-func smallShim(home, options string, logger *slog.Logger) []shim.Program {
+// needs the Docker API client, which only `berth shim` has. A berth built
+// without `go generate` (or whose small shim cannot be installed) runs
+// `berth shim-local` (self, see internal/shimentry) for them instead: the
+// same shim, its heap nearly as small, from a bigger program file. Either
+// is said once in the log (the small shim at debug).
+func smallShim(self, home, options string, logger *slog.Logger) []shim.Program {
+	entered := []shim.Program{{Argv: []string{self, shimentry.Role, "--options", options}, Providers: local.Names}}
 	img, ok := embeddedShim()
 	if !ok {
-		logger.Info("this berth carries no small shim (built without `go generate ./cmd/berth`): every session's shim runs `berth shim`")
-		return nil
+		logger.Info("this berth carries no small shim (built without `go generate ./cmd/berth`): host and bwrap sessions' shims run `berth shim-local`")
+		return entered
 	}
 	path, err := installShim(home, img)
 	if err != nil {
-		logger.Warn("the small shim cannot be installed: every session's shim runs `berth shim`", "err", err)
-		return nil
+		logger.Warn("the small shim cannot be installed: host and bwrap sessions' shims run `berth shim-local`", "err", err)
+		return entered
 	}
 	// Routine at every start: at debug, so that berth serving is the one
 	// line a terminal gets (docs/api.md, Transport).

@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/cmd/berth/internal/shimentry"
 	"github.com/berth-sh/berth/internal/procfs"
 )
 
@@ -124,15 +128,26 @@ func plainBerth(t *testing.T) string {
 	return plainBin
 }
 
-// A berth that carries no small shim runs `berth shim` for every session
-// and says so once.
+// A berth that carries no small shim (a plain `go build`) runs `berth
+// shim-local` for host sessions, says so once, and its shims stay as small
+// as BENCHMARKS.md promises for every build: at most 2 MiB of anonymous
+// memory each (issue 26, items 3 and 6; the small shim takes ~1.1 MiB).
 func TestWithoutTheSmallShimShimsRunBerth(t *testing.T) {
 	plain := plainBerth(t)
 	home := t.TempDir()
 	s := startServerFree(t, plain, home, nil)
 	sess := s.echoSession(t, berth.SandboxHost)
-	if exe := exeOf(t, sessionShim(t, home, sess.ID)); exe != plain {
+	pid := sessionShim(t, home, sess.ID)
+	if exe := exeOf(t, pid); exe != plain {
 		t.Fatalf("the shim runs %s, want %s", exe, plain)
+	}
+	if args := procArgs(t, pid); len(args) < 2 || args[1] != shimentry.Role {
+		t.Fatalf("the shim runs %q, want berth %s", args, shimentry.Role)
+	}
+	if kib := rssAnonKiB(t, pid); kib > 2048 {
+		t.Errorf("the plain build's shim holds %d KiB of anonymous memory, more than 2 MiB", kib)
+	} else {
+		t.Logf("the plain build's shim holds %d KiB of anonymous memory", kib)
 	}
 	if got := installedShims(home); len(got) != 0 {
 		t.Errorf("home/bin holds %v", got)
@@ -141,6 +156,92 @@ func TestWithoutTheSmallShimShimsRunBerth(t *testing.T) {
 	if n := strings.Count(s.log.String(), "carries no small shim"); n != 1 {
 		t.Errorf("the log says %d times that there is no small shim:\n%s", n, s.log)
 	}
+}
+
+// daemonOnly are packages a plain berth links for the daemon or the CLI
+// whose initialisation `berth shim-local` must never run: each leaves
+// tables in every shim's heap (or, for net, makes the shim wait for them).
+var daemonOnly = []string{
+	"github.com/distribution/reference",
+	"github.com/opencontainers/go-digest",
+	"github.com/minio/minio-go/v7/pkg/s3utils",
+	"github.com/prometheus/procfs",
+	"github.com/prometheus/client_golang/prometheus",
+	"github.com/google/jsonschema-go/jsonschema",
+	"github.com/spf13/cobra",
+	"modernc.org/sqlite",
+	"regexp",
+	"net",
+}
+
+// `berth shim-local` starts from an init function before the daemon's
+// libraries are initialised (cmd/berth/internal/shimentry): Go's trace of
+// package initialisation lists none of them, where `berth --version`, the
+// same program, lists them all.
+func TestShimLocalSkipsTheDaemonsLibraries(t *testing.T) {
+	plain := plainBerth(t)
+	inits := func(args ...string) map[string]bool {
+		cmd := exec.Command(plain, args...)
+		cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		got := map[string]bool{}
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == "init" {
+				got[f[1]] = true
+			}
+		}
+		return got
+	}
+	full := inits("--version")
+	for _, p := range daemonOnly {
+		if !full[p] {
+			t.Fatalf("berth --version does not initialise %s: the trace says nothing (%d packages)", p, len(full))
+		}
+	}
+	// With stdin empty the shim has no job and ends at once.
+	shimInits := inits(shimentry.Role, "--options", "{}")
+	if !shimInits["os"] {
+		t.Fatalf("the trace of berth %s lists no os: %v", shimentry.Role, shimInits)
+	}
+	for _, p := range daemonOnly {
+		if shimInits[p] {
+			t.Errorf("berth %s initialises %s (something the shim imports now waits for it)", shimentry.Role, p)
+		}
+	}
+}
+
+// procArgs is the command line of process pid.
+func procArgs(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
+}
+
+// rssAnonKiB is the anonymous memory process pid holds, in KiB.
+func rssAnonKiB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "RssAnon:" {
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("process %d: no RssAnon", pid)
+	return 0
 }
 
 // What is found at the small shim's path in place of it (a tampered
