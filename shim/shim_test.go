@@ -391,19 +391,22 @@ func TestExitWhileDetached(t *testing.T) {
 	h := serve(t, newConfig(t, `echo hi; echo oops >&2; sleep 0.2; echo there; exit 5`))
 	pid := h.ready.AgentPID
 	eventually(t, "the agent to be reaped", func() bool { return procState(pid) == "" })
-	// The exit is recorded just after the reaping: an attach in between
-	// is let go and another tried. What stderr such an attempt got is
-	// counted with the rest.
+	// The exit is recorded just after the reaping, and the stdout pump may
+	// reach the pipe's end just after that: an attach in between is let go
+	// and another tried. What stderr such an attempt got is counted with
+	// the rest.
 	var d *daemon
 	var stderr []byte
-	eventually(t, "a hello that reports the exit", func() bool {
+	eventually(t, "a hello that reports the exit and all of stdout", func() bool {
 		d = h.attach(0)
-		if d.Hello().Exited != nil {
+		if hl := d.Hello(); hl.Exited != nil && hl.End == int64(len("hi\nthere\n")) {
 			return true
 		}
-		// The kept stderr follows the hello: detaching before it is read
-		// would drop it (it is the shim's to give once).
-		eventually(t, "the kept stderr", func() bool { return d.errOut.Len() > 0 })
+		if len(stderr) == 0 {
+			// The kept stderr follows the hello: detaching before it is
+			// read would drop it (it is the shim's to give once).
+			eventually(t, "the kept stderr", func() bool { return d.errOut.Len() > 0 })
+		}
 		d.Detach()
 		stderr = append(stderr, d.allErr()...)
 		return false
