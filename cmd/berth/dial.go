@@ -89,17 +89,29 @@ func dial(cmd *cobra.Command) (*bclient.Client, error) {
 		return nil, err
 	}
 	// Where the daemon of this home listens: its config says, else the defaults.
-	sock, addr := filepath.Join(home, socketName), defaultAddr
+	sock, addr := homeSocket(home, cfg), defaultAddr
 	if cfg != nil {
-		if cfg.Server.Socket != "" {
-			sock = cfg.Server.Socket
-		}
 		addr = cfg.Server.Addr
 	}
-	if fi, err := os.Stat(sock); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+	if isSocket(sock) {
 		return bclient.New("unix:"+sock, bclient.WithToken(token))
 	}
 	return bclient.New(addr, bclient.WithToken(tcpToken()))
+}
+
+// homeSocket is the Unix socket the daemon of home listens on: its
+// config's (cfg may be nil), else $home/berth.sock.
+func homeSocket(home string, cfg *config.Config) string {
+	if cfg != nil && cfg.Server.Socket != "" {
+		return cfg.Server.Socket
+	}
+	return filepath.Join(home, socketName)
+}
+
+// isSocket reports whether path is a Unix socket.
+func isSocket(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode()&fs.ModeSocket != 0
 }
 
 // homeConfig returns the home's config (with its environment overrides),

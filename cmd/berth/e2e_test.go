@@ -169,6 +169,35 @@ func TestRunEchoHelloWithNoDaemon(t *testing.T) {
 	}
 }
 
+// A daemon of another home answering where this home's config says its
+// daemon listens is not this home's (this home has no socket): berth run
+// starts its own in-process daemon rather than be refused that one's
+// token (CONTRACT §5: "on the same home directory").
+func TestRunIgnoresAnotherHomesDaemon(t *testing.T) {
+	other := startServer(t, t.TempDir())
+	home := t.TempDir()
+	cfg := fmt.Sprintf("[server]\naddr = %q\n", other.addr)
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--agent", "demo", "echo mine")
+	cmd.Env = cleanEnv(home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("berth run: %v\nstdout %s\nstderr %s", err, stdout.String(), stderr.String())
+	}
+	if strings.TrimSpace(stdout.String()) != "mine" {
+		t.Fatalf("stdout = %q, want mine", stdout.String())
+	}
+	var list struct {
+		Sessions []berth.Session `json:"sessions"`
+	}
+	if st, err := other.api("GET", "/v1/sessions", nil, &list); st != 200 || len(list.Sessions) != 0 {
+		t.Fatalf("the other home's daemon: %d %v, %d sessions", st, err, len(list.Sessions))
+	}
+}
+
 // assertNoProcessUnder fails if a process mentions dir on its command line
 // or has its working directory under it.
 func assertNoProcessUnder(t *testing.T, dir string) {

@@ -295,35 +295,37 @@ func streamTurn(ctx context.Context, c *bclient.Client, id string, after int64, 
 	return turnEnd{}, errors.New("the event stream ended before the turn")
 }
 
-// dialOrStart returns a client of the running daemon or, when none answers
-// and no --addr was given, of a daemon started in this process on the same
-// home (Unix socket only).
+// dialOrStart returns a client of the running daemon — at --addr, or on
+// the home's socket — or, when none answers and no --addr was given, of a
+// daemon started in this process on the same home (Unix socket only). A
+// home without its socket has no daemon running: whatever answers at the
+// default TCP address then is another home's, and is not asked.
 func dialOrStart(cmd *cobra.Command) (*bclient.Client, *daemon.Daemon, error) {
-	client, err := dial(cmd)
+	home, err := homeDir(cmd)
 	if err != nil {
 		return nil, nil, err
 	}
 	ctx := cmd.Context()
-	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err = client.Health(hctx)
-	cancel()
-	if err == nil || !isUnavailable(err) || flagOrEnv(cmd, "addr", "BERTH_ADDR") != "" {
-		return client, nil, err
-	}
-	client.Close()
-	home, err := homeDir(cmd)
-	if err != nil {
-		return nil, nil, err
+	explicit := flagOrEnv(cmd, "addr", "BERTH_ADDR") != ""
+	if explicit || isSocket(homeSocket(home, homeConfig(cmd))) {
+		client, err := dial(cmd)
+		if err != nil {
+			return nil, nil, err
+		}
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = client.Health(hctx)
+		cancel()
+		if err == nil || !isUnavailable(err) || explicit {
+			return client, nil, err
+		}
+		client.Close()
 	}
 	cfgPath, _ := cmd.Flags().GetString("config")
 	cfg, err := loadConfig(home, cfgPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	socket := cfg.Server.Socket
-	if socket == "" {
-		socket = filepath.Join(home, socketName)
-	}
+	socket := homeSocket(home, cfg)
 	d, err := daemon.Open(ctx, daemonOptions(daemon.Options{Home: home, Config: cfg, Socket: socket,
 		Logger: quietLogger().With("daemon", "in-process"), NoShims: true, LeaveSessions: true}))
 	if err != nil {
