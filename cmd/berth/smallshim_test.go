@@ -136,18 +136,23 @@ func TestWithoutTheSmallShimShimsRunBerth(t *testing.T) {
 	plain := plainBerth(t)
 	home := t.TempDir()
 	s := startServerFree(t, plain, home, nil)
-	sess := s.echoSession(t, berth.SandboxHost)
-	pid := sessionShim(t, home, sess.ID)
-	if exe := exeOf(t, pid); exe != plain {
-		t.Fatalf("the shim runs %s, want %s", exe, plain)
-	}
-	if args := procArgs(t, pid); len(args) < 2 || args[1] != shimentry.Role {
-		t.Fatalf("the shim runs %q, want berth %s", args, shimentry.Role)
-	}
-	if kib := rssAnonKiB(t, pid); kib > 2048 {
-		t.Errorf("the plain build's shim holds %d KiB of anonymous memory, more than 2 MiB", kib)
-	} else {
-		t.Logf("the plain build's shim holds %d KiB of anonymous memory", kib)
+	for _, provider := range []string{berth.SandboxHost, berth.SandboxBwrap} {
+		t.Run(provider, func(t *testing.T) {
+			s.needSandbox(t, provider)
+			sess := s.echoSession(t, provider)
+			pid := sessionShim(t, home, sess.ID)
+			if exe := exeOf(t, pid); exe != plain {
+				t.Fatalf("the shim runs %s, want %s", exe, plain)
+			}
+			if args := procArgs(t, pid); len(args) < 2 || args[1] != shimentry.Role {
+				t.Fatalf("the shim runs %q, want berth %s", args, shimentry.Role)
+			}
+			if kib := rssAnonKiB(t, pid); kib > 2048 {
+				t.Errorf("the plain build's shim holds %d KiB of anonymous memory, more than 2 MiB", kib)
+			} else {
+				t.Logf("the plain build's shim holds %d KiB of anonymous memory", kib)
+			}
+		})
 	}
 	if got := installedShims(home); len(got) != 0 {
 		t.Errorf("home/bin holds %v", got)
