@@ -142,17 +142,29 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 	}
 }
 
+// dialOnce connects once; EAGAIN when the listener's backlog is full.
 func dialOnce(path string) (*Conn, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	fd, err := socketAt(path, "dial", unix.Connect)
 	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
-	}
-	// A Unix socket connects at once or not at all (EAGAIN: backlog full).
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
-		_ = unix.Close(fd)
-		return nil, &os.PathError{Op: "dial", Path: path, Err: err}
+		return nil, err
 	}
 	return newConn(fd, path)
+}
+
+// socketAt makes a non-blocking, close-on-exec Unix stream socket and
+// connects or binds it (do) to path; op names do in the error.
+func socketAt(path, op string, do func(int, unix.Sockaddr) error) (int, error) {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return -1, os.NewSyscallError("socket", err)
+	}
+	// A Unix socket connects at once or not at all (EAGAIN: backlog full);
+	// it binds at once too.
+	if err := do(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		_ = unix.Close(fd)
+		return -1, &os.PathError{Op: op, Path: path, Err: err}
+	}
+	return fd, nil
 }
 
 // Listener is a listening Unix stream socket. Close removes its file.
@@ -167,13 +179,9 @@ type Listener struct {
 // Listen listens on a new socket file at path (which must not exist),
 // with the system's largest backlog.
 func Listen(path string) (*Listener, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	fd, err := socketAt(path, "bind", unix.Bind)
 	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
-	}
-	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
-		_ = unix.Close(fd)
-		return nil, &os.PathError{Op: "bind", Path: path, Err: err}
+		return nil, err
 	}
 	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
 		_ = unix.Close(fd)
