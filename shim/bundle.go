@@ -8,7 +8,7 @@ import (
 
 	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/procfs"
-	"github.com/berth-sh/berth/internal/unixsock"
+	"github.com/berth-sh/berth/internal/rawsock"
 )
 
 // MaxSocketPath is the longest Unix socket path Linux takes, less its NUL.
@@ -81,7 +81,7 @@ func ScanRunDir(runDir string) (map[Bundle]string, []Bundle) {
 
 // create makes the files a shim serves with: the spool (emptied), the pid
 // file, and the socket, listening. Nothing is left behind when it fails.
-func (b Bundle) create() (*os.File, *unixsock.Listener, error) {
+func (b Bundle) create() (*os.File, *rawsock.Listener, error) {
 	spool, err := os.OpenFile(b.Spool, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, nil, core.WrapError(core.EInternal, err, "shim: spool")
@@ -93,7 +93,7 @@ func (b Bundle) create() (*os.File, *unixsock.Listener, error) {
 		return nil, nil, core.WrapError(core.EInternal, err, "shim: pid file")
 	}
 	_ = os.Remove(b.Socket)
-	ln, err := unixsock.Listen(b.Socket)
+	ln, err := rawsock.Listen(b.Socket)
 	if err != nil {
 		_ = spool.Close()
 		_ = os.Remove(b.Spool)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/procfs"
-	"github.com/berth-sh/berth/internal/unixsock"
+	"github.com/berth-sh/berth/internal/rawsock"
 )
 
 // EnvRun is the environment variable that holds, in a shim's own
@@ -42,7 +42,7 @@ var ErrLost = errors.New("shim: connection to the shim lost")
 // travels over the shim's socket.
 type Proc struct {
 	hello Hello
-	nc    *unixsock.Conn
+	nc    *rawsock.Conn
 
 	wmu      sync.Mutex
 	deadline time.Time
@@ -63,7 +63,7 @@ var _ core.Process = (*Proc)(nil)
 // Attach connects to the shim listening on socket and asks for the
 // agent's stdout from offset from. EUnavailable when no shim answers.
 func Attach(ctx context.Context, socket string, from int64) (*Proc, error) {
-	nc, err := unixsock.Dial(ctx, socket)
+	nc, err := rawsock.Dial(ctx, socket)
 	if err != nil {
 		return nil, core.WrapError(core.EUnavailable, err, "shim: connect")
 	}
@@ -72,7 +72,7 @@ func Attach(ctx context.Context, socket string, from int64) (*Proc, error) {
 
 // attachOn is Attach over a connection made: it asks for the agent's
 // stdout from offset from and reads the shim's hello.
-func attachOn(ctx context.Context, nc *unixsock.Conn, from int64) (*Proc, error) {
+func attachOn(ctx context.Context, nc *rawsock.Conn, from int64) (*Proc, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}

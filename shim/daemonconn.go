@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/internal/core"
-	"github.com/berth-sh/berth/internal/unixsock"
+	"github.com/berth-sh/berth/internal/rawsock"
 )
 
 // conn is one attached daemon.
 type conn struct {
-	nc     *unixsock.Conn
+	nc     *rawsock.Conn
 	wmu    sync.Mutex
 	closed bool // guarded by server.mu
 }
@@ -51,7 +51,7 @@ func (s *server) accept() {
 }
 
 // serveConn serves one daemon connection.
-func (s *server) serveConn(nc *unixsock.Conn) {
+func (s *server) serveConn(nc *rawsock.Conn) {
 	defer s.wg.Done()
 	r := bufio.NewReaderSize(nc, 64<<10)
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))

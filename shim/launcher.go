@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth/internal/core"
+	"github.com/berth-sh/berth/internal/rawsock"
 	"github.com/berth-sh/berth/internal/syncx"
-	"github.com/berth-sh/berth/internal/unixsock"
 )
 
 // Launcher starts shims. It keeps Spare idle shims started ahead, each
@@ -87,7 +87,7 @@ type spawned struct {
 	stdout *os.File
 	// conn is the daemon's end of the connection made at the start (see
 	// EnvConn), the launch's to attach on or to close.
-	conn   *unixsock.Conn
+	conn   *rawsock.Conn
 	exited chan struct{}
 }
 
@@ -158,8 +158,8 @@ func (l *Launcher) spawn(p *pool) (*spawned, error) {
 
 // connPair makes a connected pair of Unix stream sockets: ours for the
 // daemon, theirs as a file for a shim to inherit.
-func connPair() (*unixsock.Conn, *os.File, error) {
-	ours, theirs, err := unixsock.Pair("shim")
+func connPair() (*rawsock.Conn, *os.File, error) {
+	ours, theirs, err := rawsock.Pair("shim")
 	if err != nil {
 		return nil, nil, core.WrapError(core.EUnavailable, err, "shim: socket pair")
 	}

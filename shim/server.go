@@ -12,7 +12,7 @@ import (
 	"github.com/berth-sh/berth/acp"
 	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/optx"
-	"github.com/berth-sh/berth/internal/unixsock"
+	"github.com/berth-sh/berth/internal/rawsock"
 )
 
 // DefaultLinger is how long a shim whose agent has exited waits for a
@@ -82,7 +82,7 @@ type Config struct {
 	// Attached, when set, is a connection the daemon made before the job
 	// came (see EnvConn): served as its first attach once the agent runs,
 	// so that no dial waits for the socket. Serve closes it if it fails.
-	Attached *unixsock.Conn `json:"-"`
+	Attached *rawsock.Conn `json:"-"`
 }
 
 // maxLine is the line cap in force.
@@ -118,7 +118,7 @@ type server struct {
 	proc  core.Process
 	sb    core.Sandbox
 	spool *os.File
-	ln    *unixsock.Listener
+	ln    *rawsock.Listener
 
 	mu   sync.Mutex
 	cond *sync.Cond

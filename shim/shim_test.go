@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/internal/unixsock"
+	"github.com/berth-sh/berth/internal/rawsock"
 )
 
 // nLine is the i-th line the counting agent prints.
@@ -1026,7 +1026,7 @@ func TestFrameRoundTrip(t *testing.T) {
 // TestSendEncodesFrames checks the hand-written headers of conn.send and
 // Proc.send against readFrame.
 func TestSendEncodesFrames(t *testing.T) {
-	a, b, err := unixsock.Pair("test")
+	a, b, err := rawsock.Pair("test")
 	if err != nil {
 		t.Fatal(err)
 	}

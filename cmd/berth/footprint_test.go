@@ -53,20 +53,16 @@ func TestTheSmallShimCostsUnder2MiBASession(t *testing.T) {
 	}
 }
 
-// A plain `go build` (no small shim: berth runs itself as the shim) does
-// not grow past where it is now. Its bound is not the small shim's: the
-// berth binary's package initialisation and runtime cost some 2.8 MiB
-// of its own memory in every shim (BENCHMARKS.md, "Start-up and the
-// shim's memory"); this test catches anything that adds to it. The
-// object store's S3 client (minio-go) raised it by its package
-// initialisation, some 340 KiB (its s3utils regexps alone 281 KiB),
-// from 3,584 to 3,968 KiB.
-func TestAPlainBuildsShimDoesNotGrow(t *testing.T) {
+// A plain `go build` (no small shim to install: host sessions' shims run
+// `berth shim-local`, entered before the daemon's libraries are
+// initialised) costs a session within the same 2 MiB (issue 26, item 3).
+// Its shims ran `berth shim`, with everything initialised, at 3,968 KiB.
+func TestAPlainBuildsShimCostsUnder2MiBASession(t *testing.T) {
 	f := footprintOf(t, plainBerth(t), 8)
-	if f.ShimProgram != "berth shim" {
-		t.Fatalf("the sessions' shims run %q, want berth itself", f.ShimProgram)
+	if f.ShimProgram != "berth shim-local" {
+		t.Fatalf("the sessions' shims run %q, want berth shim-local", f.ShimProgram)
 	}
-	if f.Marginal[1] <= 0 || f.Marginal[1] > 3968 {
-		t.Fatalf("each session adds %d KiB PSS to its agent, want at most 3968", f.Marginal[1])
+	if f.Marginal[1] <= 0 || f.Marginal[1] > 2048 {
+		t.Fatalf("each session adds %d KiB PSS to its agent, want at most 2048", f.Marginal[1])
 	}
 }

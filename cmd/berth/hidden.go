@@ -57,8 +57,8 @@ func newAgentExecCmd() *cobra.Command {
 	}
 	// The agent's own flags are its own.
 	cmd.Flags().SetInterspersed(false)
-	cmd.Flags().String("gateway-listen", "127.0.0.1:41400", "the loopback address the agent calls the model gateway at")
-	cmd.Flags().String("gateway-socket", "/run/berth-gw/s", "the Unix socket the daemon serves the session's model gateway on")
+	cmd.Flags().String("gateway-listen", relay.DefaultListen, "the loopback address the agent calls the model gateway at")
+	cmd.Flags().String("gateway-socket", relay.DefaultSocket, "the Unix socket the daemon serves the session's model gateway on")
 	cmd.Flags().String("egress-listen", "", "the loopback address the agent's HTTP_PROXY points at (none by default)")
 	cmd.Flags().String("egress-socket", "", "the Unix socket the daemon serves the session's egress proxy on")
 	return cmd

@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	// First for its init: `berth shim-local` runs from there, before the
+	// First for its init: `berth shim-local` and `berth agent-exec` run from there, before the
 	// packages only the daemon and the CLI use are initialised.
-	_ "github.com/berth-sh/berth/cmd/berth/internal/shimentry"
+	_ "github.com/berth-sh/berth/cmd/berth/internal/childentry"
 )
 
 func main() {

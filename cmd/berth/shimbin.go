@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/cmd/berth/internal/shimentry"
+	"github.com/berth-sh/berth/cmd/berth/internal/childentry"
 	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/sandbox/local"
 	"github.com/berth-sh/berth/shim"
@@ -223,11 +223,11 @@ func runningExes() map[string]bool {
 // the program for host and bwrap sessions' shims; the docker provider
 // needs the Docker API client, which only `berth shim` has. A berth built
 // without `go generate` (or whose small shim cannot be installed) runs
-// `berth shim-local` (self, see internal/shimentry) for them instead: the
+// `berth shim-local` (self, see internal/childentry) for them instead: the
 // same shim, its heap nearly as small, from a bigger program file. Either
 // is said once in the log (the small shim at debug).
 func smallShim(self, home, options string, logger *slog.Logger) []shim.Program {
-	entered := []shim.Program{{Argv: []string{self, shimentry.Role, "--options", options}, Providers: local.Names}}
+	entered := []shim.Program{{Argv: []string{self, childentry.ShimRole, "--options", options}, Providers: local.Names}}
 	img, ok := embeddedShim()
 	if !ok {
 		logger.Info("this berth carries no small shim (built without `go generate ./cmd/berth`): host and bwrap sessions' shims run `berth shim-local`")

@@ -10,9 +10,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/cmd/berth/internal/shimentry"
+	"github.com/berth-sh/berth/cmd/berth/internal/childentry"
 	"github.com/berth-sh/berth/internal/procfs"
 )
 
@@ -144,8 +145,8 @@ func TestWithoutTheSmallShimShimsRunBerth(t *testing.T) {
 			if exe := exeOf(t, pid); exe != plain {
 				t.Fatalf("the shim runs %s, want %s", exe, plain)
 			}
-			if args := procArgs(t, pid); len(args) < 2 || args[1] != shimentry.Role {
-				t.Fatalf("the shim runs %q, want berth %s", args, shimentry.Role)
+			if args := procArgs(t, pid); len(args) < 2 || args[1] != childentry.ShimRole {
+				t.Fatalf("the shim runs %q, want berth %s", args, childentry.ShimRole)
 			}
 			if kib := rssAnonKiB(t, pid); kib > 2048 {
 				t.Errorf("the plain build's shim holds %d KiB of anonymous memory, more than 2 MiB", kib)
@@ -164,8 +165,9 @@ func TestWithoutTheSmallShimShimsRunBerth(t *testing.T) {
 }
 
 // daemonOnly are packages a plain berth links for the daemon or the CLI
-// whose initialisation `berth shim-local` must never run: each leaves
-// tables in every shim's heap (or, for net, makes the shim wait for them).
+// whose initialisation the programs it runs beside each agent (`berth
+// shim-local`, `berth agent-exec`) must never run: each leaves tables in
+// every such process's heap (or, for net, makes it wait for them).
 var daemonOnly = []string{
 	"github.com/distribution/reference",
 	"github.com/opencontainers/go-digest",
@@ -179,43 +181,85 @@ var daemonOnly = []string{
 	"net",
 }
 
-// `berth shim-local` starts from an init function before the daemon's
-// libraries are initialised (cmd/berth/internal/shimentry): Go's trace of
-// package initialisation lists none of them, where `berth --version`, the
-// same program, lists them all.
-func TestShimLocalSkipsTheDaemonsLibraries(t *testing.T) {
-	plain := plainBerth(t)
-	inits := func(args ...string) map[string]bool {
-		cmd := exec.Command(plain, args...)
-		cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		got := map[string]bool{}
-		for _, line := range strings.Split(stderr.String(), "\n") {
-			if f := strings.Fields(line); len(f) > 2 && f[0] == "init" {
-				got[f[1]] = true
-			}
-		}
-		return got
+// inits runs berth with args under Go's trace of package initialisation
+// and returns the packages it initialised; the command must succeed.
+func inits(t *testing.T, berthBin string, args ...string) map[string]bool {
+	t.Helper()
+	cmd := exec.Command(berthBin, args...)
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
-	full := inits("--version")
+	got := map[string]bool{}
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "init" {
+			got[f[1]] = true
+		}
+	}
+	return got
+}
+
+// `berth shim-local` and `berth agent-exec` (as the daemon writes it)
+// start from an init function before the daemon's libraries are
+// initialised (cmd/berth/internal/childentry): Go's trace of package
+// initialisation lists none of them, where `berth --version`, the same
+// program, lists them all, and so does an agent-exec the entry leaves to
+// the command tree.
+func TestChildRolesSkipTheDaemonsLibraries(t *testing.T) {
+	plain := plainBerth(t)
+	full := inits(t, plain, "--version")
 	for _, p := range daemonOnly {
 		if !full[p] {
 			t.Fatalf("berth --version does not initialise %s: the trace says nothing (%d packages)", p, len(full))
 		}
 	}
-	// With stdin empty the shim has no job and ends at once.
-	shimInits := inits(shimentry.Role, "--options", "{}")
-	if !shimInits["os"] {
-		t.Fatalf("the trace of berth %s lists no os: %v", shimentry.Role, shimInits)
-	}
-	for _, p := range daemonOnly {
-		if shimInits[p] {
-			t.Errorf("berth %s initialises %s (something the shim imports now waits for it)", shimentry.Role, p)
+	for _, args := range [][]string{
+		// With stdin empty the shim has no job and ends at once.
+		{childentry.ShimRole, "--options", "{}"},
+		{childentry.RelayRole, "--gateway-listen", "", "--gateway-socket", "", "--", "true"},
+		{childentry.RelayRole, "--gateway-listen=", "--gateway-socket=", "--egress-listen", "127.0.0.1:0", "--egress-socket", "/nonexistent", "--", "true"},
+	} {
+		got := inits(t, plain, args...)
+		if !got["os"] {
+			t.Fatalf("the trace of berth %q lists no os: %v", args, got)
 		}
+		for _, p := range daemonOnly {
+			if got[p] {
+				t.Errorf("berth %q initialises %s (something it imports now waits for it)", args, p)
+			}
+		}
+	}
+	// A form the entry does not take still runs, through the tree.
+	if got := inits(t, plain, childentry.RelayRole, "true"); !got["github.com/spf13/cobra"] {
+		t.Errorf("berth agent-exec true did not go through the command tree")
+	}
+}
+
+// The relay an agent in an isolating sandbox runs under, one per session
+// with a model gateway or an allow list, holds at most 2 MiB of anonymous
+// memory (a berth agent-exec with everything initialised held 3.6 MiB).
+func TestTheRelayIsSmall(t *testing.T) {
+	plain := plainBerth(t)
+	cmd := exec.Command(plain, childentry.RelayRole, "--gateway-listen", "127.0.0.1:0", "--gateway-socket", "/nonexistent",
+		"--egress-listen", "127.0.0.1:0", "--egress-socket", "/nonexistent", "--", "sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	// Its child is the agent: once that runs, the relay is set up.
+	waitFor(t, 10*time.Second, "the relay's agent to start", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+		return len(strings.TrimSpace(string(b))) > 0
+	})
+	if kib := rssAnonKiB(t, cmd.Process.Pid); kib > 2048 {
+		t.Errorf("berth agent-exec holds %d KiB of anonymous memory, more than 2 MiB", kib)
+	} else {
+		t.Logf("berth agent-exec holds %d KiB of anonymous memory", kib)
 	}
 }
 

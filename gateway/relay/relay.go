@@ -12,20 +12,34 @@
 //
 // It stays in the agent's process group, in the sandbox: it outlives a
 // daemon restart with its agent, and the next daemon serves the socket
-// again at the same path, which each new connection dials afresh.
+// again at the same path, which each new connection dials afresh. It
+// lives as long as the agent, one per session, so it links no net
+// (internal/rawsock: the listen address is an IPv4 literal) and a plain
+// berth build enters it before the daemon's libraries are initialised
+// (cmd/berth/internal/childentry).
 package relay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/berth-sh/berth/internal/rawsock"
+)
+
+// The gateway's flags' defaults: where an agent calls the model gateway,
+// and the socket the daemon serves it on, as `berth agent-exec` takes
+// them when not told.
+const (
+	DefaultListen = "127.0.0.1:41400"
+	DefaultSocket = "/run/berth-gw/s"
 )
 
 // Options are what Run relays and runs.
@@ -51,15 +65,15 @@ func Run(o Options) int {
 		fmt.Fprintln(o.Stderr, "berth agent-exec: no program to run")
 		return 2
 	}
-	r := &relay{conns: map[net.Conn]bool{}}
-	var lns []net.Listener
+	r := &relay{conns: map[*rawsock.Conn]bool{}}
+	var lns []*rawsock.Listener
 	for _, p := range []struct{ listen, socket, what string }{
 		{o.Listen, o.Socket, "the model gateway"}, {o.EgressListen, o.EgressSocket, "the egress proxy"},
 	} {
 		if p.listen == "" {
 			continue
 		}
-		ln, err := net.Listen("tcp", p.listen)
+		ln, err := rawsock.ListenTCP4(p.listen)
 		if err != nil {
 			// The agent runs all the same: it finds no gateway, or no way out.
 			fmt.Fprintf(o.Stderr, "berth agent-exec: %s is not served to this agent: %v\n", p.what, err)
@@ -121,15 +135,15 @@ type relay struct {
 
 	mu     sync.Mutex
 	closed bool
-	conns  map[net.Conn]bool
+	conns  map[*rawsock.Conn]bool
 }
 
 // accept relays each connection on ln to socket until ln closes.
-func (r *relay) accept(ln net.Listener, socket string) {
+func (r *relay) accept(ln *rawsock.Listener, socket string) {
 	defer r.wg.Done()
 	for {
 		c, err := ln.Accept()
-		if errors.Is(err, net.ErrClosed) {
+		if errors.Is(err, os.ErrClosed) {
 			return
 		}
 		if err != nil {
@@ -152,8 +166,8 @@ func (r *relay) accept(ln net.Listener, socket string) {
 }
 
 // pipe joins c to a new connection to socket, both ways.
-func (r *relay) pipe(c net.Conn, socket string) {
-	u, err := net.Dial("unix", socket)
+func (r *relay) pipe(c *rawsock.Conn, socket string) {
+	u, err := rawsock.Dial(context.Background(), socket)
 	if err != nil {
 		// The daemon is away (restarting): the agent's SDK retries.
 		return
@@ -179,7 +193,7 @@ func (r *relay) pipe(c net.Conn, socket string) {
 }
 
 // track adds c to the connections close cuts; false once closed.
-func (r *relay) track(c net.Conn) bool {
+func (r *relay) track(c *rawsock.Conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -190,7 +204,7 @@ func (r *relay) track(c net.Conn) bool {
 }
 
 // untrack closes c and forgets it.
-func (r *relay) untrack(c net.Conn) {
+func (r *relay) untrack(c *rawsock.Conn) {
 	_ = c.Close()
 	r.mu.Lock()
 	delete(r.conns, c)
@@ -199,7 +213,7 @@ func (r *relay) untrack(c net.Conn) {
 
 // close stops listening, cuts every connection and waits for the
 // goroutines.
-func (r *relay) close(lns []net.Listener) {
+func (r *relay) close(lns []*rawsock.Listener) {
 	for _, ln := range lns {
 		_ = ln.Close()
 	}

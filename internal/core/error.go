@@ -6,7 +6,7 @@
 //
 // It imports only standard packages that Go initialises before regexp:
 // a plain `go build` of berth enters the shim from an init function
-// (cmd/berth/internal/shimentry), which runs before the daemon's heavy
+// (cmd/berth/internal/childentry), which runs before the daemon's heavy
 // libraries only while nothing the shim imports waits for them. Package
 // berth imports net/netip and net/url, which do.
 package core

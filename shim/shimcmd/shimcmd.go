@@ -1,7 +1,7 @@
 // Package shimcmd is the body of the shim program, shared by the programs
 // that can be a shim: the small berth-shim (cmd/berth-shim) and `berth
 // shim-local` (a berth without the small shim; entered from an init
-// function, see cmd/berth/internal/shimentry), which know the host and
+// function, see cmd/berth/internal/childentry), which know the host and
 // bwrap providers only, and `berth shim`, which knows docker too. All read
 // the same options, the same job on stdin and write the same ready line:
 // only the providers they can make differ.
@@ -23,7 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/berth-sh/berth/internal/core"
-	"github.com/berth-sh/berth/internal/unixsock"
+	"github.com/berth-sh/berth/internal/rawsock"
 	"github.com/berth-sh/berth/sandbox/bwrap"
 	"github.com/berth-sh/berth/sandbox/local"
 	"github.com/berth-sh/berth/shim"
@@ -112,14 +112,14 @@ func readJob(stdin io.Reader) (*shim.Config, error) {
 // daemonConn takes the connection the daemon's launcher handed the shim
 // as the descriptor EnvConn names, nil when there is none. The descriptor
 // is replaced by a close-on-exec one, so the agent does not inherit it.
-func daemonConn() *unixsock.Conn {
+func daemonConn() *rawsock.Conn {
 	fd, err := strconv.Atoi(os.Getenv(shim.EnvConn))
 	if err != nil || fd < 3 {
 		return nil
 	}
 	f := os.NewFile(uintptr(fd), "daemon")
 	defer f.Close()
-	nc, err := unixsock.FileConn(f)
+	nc, err := rawsock.FileConn(f)
 	if err != nil {
 		return nil
 	}

@@ -1,12 +1,14 @@
-package unixsock
+package rawsock
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -157,5 +159,44 @@ func TestFileConn(t *testing.T) {
 	_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(b, got); err != nil || string(got) != "hi" {
 		t.Fatalf("read %q, %v", got, err)
+	}
+}
+
+// A TCP listener on the loopback takes connections net dials; addresses
+// that are not an IPv4 literal and a port are refused.
+func TestListenTCP4(t *testing.T) {
+	ln, err := ListenTCP4("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Port()
+	if port == 0 {
+		t.Fatal("no port")
+	}
+	go func() {
+		c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("tcp"))
+	}()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got := make([]byte, 3)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil || string(got) != "tcp" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	for _, bad := range []string{"localhost:1", "1.2.3:4", "[::1]:5", "1.2.3.4", "01.2.3.4:5", "1.2.3.4:99999", "1.2.3.256:1", ":80"} {
+		if l, err := ListenTCP4(bad); err == nil {
+			_ = l.Close()
+			t.Errorf("ListenTCP4(%q) listened", bad)
+		}
 	}
 }

@@ -1,21 +1,25 @@
-// Package unixsock is Unix stream sockets without package net: a listener,
-// a dialer and connections built on *os.File, whose reads, writes and
-// deadlines go through the runtime's poller as net's do.
+// Package rawsock is stream sockets without package net — Unix sockets
+// (a listener, a dialer, socket pairs) and a listener on an IPv4 address —
+// with connections built on *os.File, whose reads, writes and deadlines
+// go through the runtime's poller as net's do.
 //
-// The shim links it instead of net. A plain `go build` of berth enters the
-// shim from an init function (cmd/berth/internal/shimentry) before the
-// heavy libraries the daemon links are initialised; Go initialises a
-// package only once everything it imports is, and net waits for a
-// vendored package that sorts last, so a shim that imported net would
-// start only after all of them (their regular expressions and tables
-// stay in each shim's heap for its whole life).
-package unixsock
+// The programs berth runs beside each agent (the shim, the gateway relay)
+// link it instead of net. A plain `go build` of berth enters them from an
+// init function (cmd/berth/internal/childentry) before the heavy libraries
+// the daemon links are initialised; Go initialises a package only once
+// everything it imports is, and net waits for a vendored package that
+// sorts last, so one that imported net would start only after all of them
+// (their regular expressions and tables stay in its heap for its life).
+package rawsock
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,10 +171,11 @@ func socketAt(path, op string, do func(int, unix.Sockaddr) error) (int, error) {
 	return fd, nil
 }
 
-// Listener is a listening Unix stream socket. Close removes its file.
+// Listener is a listening stream socket. Closing a Unix one removes its
+// file.
 type Listener struct {
 	f      *os.File
-	path   string
+	path   string // the Unix socket's file; "" for TCP
 	close  sync.Once
 	closed atomic.Bool
 	err    error
@@ -189,6 +194,75 @@ func Listen(path string) (*Listener, error) {
 		return nil, &os.PathError{Op: "listen", Path: path, Err: err}
 	}
 	return &Listener{f: os.NewFile(uintptr(fd), path), path: path}, nil
+}
+
+// ListenTCP4 listens on addr, an IPv4 address and port ("127.0.0.1:41400";
+// port 0 picks one, see Port). Names and IPv6 are refused: resolving them
+// is net's.
+func ListenTCP4(addr string) (*Listener, error) {
+	sa, err := parseIPv4Port(addr)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	// As net does: a port left in TIME_WAIT by the last relay is taken again.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	if err := unix.Bind(fd, sa); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("listen tcp %s: %w", addr, os.NewSyscallError("bind", err))
+	}
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("listen tcp %s: %w", addr, os.NewSyscallError("listen", err))
+	}
+	return &Listener{f: os.NewFile(uintptr(fd), addr)}, nil
+}
+
+// parseIPv4Port parses "a.b.c.d:port".
+func parseIPv4Port(addr string) (*unix.SockaddrInet4, error) {
+	bad := fmt.Errorf("listen tcp %q: want an IPv4 address and a port", addr)
+	host, port, ok := strings.Cut(addr, ":")
+	if !ok {
+		return nil, bad
+	}
+	sa := &unix.SockaddrInet4{}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, bad
+	}
+	sa.Port = int(p)
+	parts := strings.Split(host, ".")
+	if len(parts) != 4 {
+		return nil, bad
+	}
+	for i, part := range parts {
+		b, err := strconv.ParseUint(part, 10, 8)
+		if err != nil || part == "" || len(part) > 1 && part[0] == '0' {
+			return nil, bad
+		}
+		sa.Addr[i] = byte(b)
+	}
+	return sa, nil
+}
+
+// Port is the port a TCP listener listens on (0 for a Unix one).
+func (l *Listener) Port() int {
+	rc, err := l.f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var port int
+	_ = rc.Control(func(fd uintptr) {
+		if sa, err := unix.Getsockname(int(fd)); err == nil {
+			if in4, ok := sa.(*unix.SockaddrInet4); ok {
+				port = in4.Port
+			}
+		}
+	})
+	return port
 }
 
 // Accept waits for the next connection. After Close it returns an error
@@ -215,22 +289,24 @@ func (l *Listener) Accept() (*Conn, error) {
 	if err != nil {
 		if l.closed.Load() {
 			// The poller's own "use of closed file" is not os.ErrClosed.
-			return nil, &os.PathError{Op: "accept", Path: l.path, Err: os.ErrClosed}
+			return nil, &os.PathError{Op: "accept", Path: l.f.Name(), Err: os.ErrClosed}
 		}
 		return nil, err
 	}
 	if aerr != nil {
 		return nil, os.NewSyscallError("accept4", aerr)
 	}
-	return &Conn{os.NewFile(uintptr(nfd), l.path)}, nil
+	return &Conn{os.NewFile(uintptr(nfd), l.f.Name())}, nil
 }
 
-// Close stops the listener, wakes a waiting Accept and removes the
-// socket file. Later calls return the first's error.
+// Close stops the listener, wakes a waiting Accept and removes a Unix
+// socket's file. Later calls return the first's error.
 func (l *Listener) Close() error {
 	l.close.Do(func() {
 		l.closed.Store(true)
-		_ = os.Remove(l.path)
+		if l.path != "" {
+			_ = os.Remove(l.path)
+		}
 		l.err = l.f.Close()
 	})
 	return l.err
