@@ -496,10 +496,14 @@ func (t *trees) orphaned(ctx context.Context, ls *live.Session) bool {
 }
 
 // stopOrphans stops, in the background, every live child whose parent is
-// not live: at boot (a parent stopped while the daemon was down) and on
-// each supervisor tick (a resume that raced its parent's stop).
-func (t *trees) stopOrphans(ctx context.Context) {
-	for _, ls := range t.m.set.all() {
+// not live: at boot (a parent stopped while the daemon was down); the
+// supervisor's ticks look at the sessions they look at (a resume that
+// raced its parent's stop).
+func (t *trees) stopOrphans(ctx context.Context) { t.stopOrphansOf(ctx, t.m.set.all()) }
+
+// stopOrphansOf is stopOrphans for the live sessions given.
+func (t *trees) stopOrphansOf(ctx context.Context, sessions []*live.Session) {
+	for _, ls := range sessions {
 		if ls.Closing() {
 			continue
 		}

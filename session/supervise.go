@@ -24,6 +24,10 @@ import (
 // supervisor is the manager's supervisor.
 type supervisor struct {
 	m *Manager
+	// due is when each live session it has looked at needs its next look
+	// (the supervisor's goroutine's alone): keyed by the pointer, so that
+	// a session not due is skipped without touching its memory.
+	due map[*live.Session]time.Time
 	// running counts the supervisor's goroutine and the stops it started;
 	// cancel ends the goroutine.
 	running sync.WaitGroup
@@ -63,18 +67,44 @@ func (v *supervisor) start() {
 	}()
 }
 
-// once looks at every live session once.
+// idleLookEvery is how many ticks an idle session goes between looks at
+// most, though its deadlines are further off: a prompt that makes it busy
+// has its turn watched for a stall from the next look (10 s by default,
+// against a stall_after of 2 min). Looking at a thousand idle sessions
+// every tick was most of an idle daemon's CPU: each look touches a dozen
+// cold cache lines of the session.
+const idleLookEvery = 10
+
+// once looks at every live session that is due: each tick at one with a
+// turn, a question or the queue in flight, at an idle one by its TTL or
+// idle deadline and at least every idleLookEvery ticks. A child it looks
+// at whose parent is gone is stopped.
 func (v *supervisor) once(now time.Time) {
 	if v.m.set.isClosing() {
 		return
 	}
 	rts := v.m.set.all()
+	due := make(map[*live.Session]time.Time, len(rts))
+	latest := now.Add(idleLookEvery * v.m.opts.Limits.SuperviseEvery)
+	looked := rts[:0]
 	for _, ls := range rts {
-		if reason := ls.Supervise(now); reason != "" {
-			v.reap(ls, reason)
+		if next, ok := v.due[ls]; ok && now.Before(next) {
+			due[ls] = next
+			continue
 		}
+		reason, quietUntil := ls.Supervise(now)
+		if reason != "" {
+			v.reap(ls, reason)
+			continue
+		}
+		looked = append(looked, ls)
+		if quietUntil.After(latest) {
+			quietUntil = latest
+		}
+		due[ls] = quietUntil
 	}
-	v.m.trees.stopOrphans(context.Background())
+	v.due = due
+	v.m.trees.stopOrphansOf(context.Background(), looked)
 }
 
 // spoolAckEvery is how often shims learn how far the log has their

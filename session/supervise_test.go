@@ -152,3 +152,41 @@ func TestAQuietTurnRecoversWhenTheAgentSpeaks(t *testing.T) {
 		t.Fatalf("badge after the turn: %s", got.Badge)
 	}
 }
+
+// An idle session is looked at by its deadline, at least every
+// idleLookEvery ticks, not every tick; one with a turn in flight every
+// tick. (A thousand idle sessions looked at each second were most of an
+// idle daemon's CPU.)
+func TestTheSupervisorLooksAtIdleSessionsWhenDue(t *testing.T) {
+	// Its own ticks never come: the test runs once by hand.
+	e := newEnv(t, func(o *Options) { o.Limits.SuperviseEvery = time.Hour })
+	idle := e.create(berth.CreateRequest{IdleTimeoutSeconds: 5})
+	noDeadline := e.create(berth.CreateRequest{})
+	busy := e.create(berth.CreateRequest{})
+	e.promptOK(busy.ID, "sleep 3000", "")
+	v := &e.m.supervisor
+	now := time.Now()
+	v.once(now)
+	dueOf := func(id string) time.Time { return v.due[e.m.set.liveOf(id)] }
+	if d := dueOf(busy.ID); !d.IsZero() {
+		t.Errorf("the busy session's next look is %v, want every tick", d)
+	}
+	if d := dueOf(idle.ID); d.Before(now.Add(4*time.Second)) || d.After(now.Add(5*time.Second)) {
+		t.Errorf("the idle session's next look is %v after now, want its idle deadline (5 s)", d.Sub(now))
+	}
+	if d := dueOf(noDeadline.ID); !d.Equal(now.Add(idleLookEvery * time.Hour)) {
+		t.Errorf("the session without a deadline is next looked at %v after now, want %d ticks", d.Sub(now), idleLookEvery)
+	}
+	// Not due: skipped, its next look kept.
+	later := now.Add(time.Second)
+	v.once(later)
+	if d := dueOf(noDeadline.ID); !d.Equal(now.Add(idleLookEvery * time.Hour)) {
+		t.Errorf("a session not due was looked at: next look %v", d)
+	}
+	// Past its deadline it is looked at and reaped.
+	v.once(now.Add(6 * time.Second))
+	waitFor(t, "the idle session reaped at its deadline", func() bool {
+		got, _ := e.m.GetSession(context.Background(), idle.ID)
+		return got.State == berth.StateStopped && got.StopReason == berth.StopIdleTimeout
+	})
+}

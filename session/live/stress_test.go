@@ -93,7 +93,7 @@ var stressOps = []struct {
 	}},
 	{"look", 2, func(ctx context.Context, _ *harness, ls *Session, _ *rand.Rand) error {
 		_ = ls.View()
-		_ = ls.Supervise(time.Now())
+		_, _ = ls.Supervise(time.Now())
 		_ = ls.PublishIfFree()
 		if id := ls.View().CurrentTurnID; id != "" {
 			wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)

@@ -47,35 +47,53 @@ func (ls *Session) AckSpool(ctx context.Context) {
 }
 
 // Supervise updates a session's stall state and says whether it must be
-// stopped, and why.
-func (ls *Session) Supervise(now time.Time) berth.StopReason {
+// stopped, and why. quietUntil is when it next may need a look on its
+// own: its TTL or idle deadline, while it is idle with nothing in flight
+// or waiting (far off when it has neither); zero while a turn, a question
+// or the queue is in flight, or it is not yet active, when every tick
+// should look.
+func (ls *Session) Supervise(now time.Time) (reason berth.StopReason, quietUntil time.Time) {
 	select {
 	case <-ls.life.handshook:
 	default:
-		return ""
+		return "", time.Time{}
 	}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.sess.State != berth.StateActive || ls.stopReason != "" || ls.exited || ls.client == nil {
-		return ""
+		return "", time.Time{}
 	}
 	if ls.turns.watchLocked(now) {
-		return berth.StopStallTimeout
+		return berth.StopStallTimeout, time.Time{}
 	}
-	if exp := ls.sess.ExpiresAt; exp != nil && !now.Before(*exp) {
-		return berth.StopTTLExpired
+	exp := ls.sess.ExpiresAt
+	if exp != nil && !now.Before(*exp) {
+		return berth.StopTTLExpired, time.Time{}
 	}
 	lim := ls.h.Limits
 	idle := ls.turns.cur == nil && ls.sess.PendingPermissions == 0 && ls.sess.PendingElicitations == 0 && ls.sess.Queue.Pending == 0 && ls.queue.steer == nil
+	if !idle {
+		return "", time.Time{}
+	}
 	timeout := lim.IdleTimeout
 	if ls.sess.IdleTimeoutSeconds > 0 {
 		timeout = time.Duration(ls.sess.IdleTimeoutSeconds) * time.Second
 	}
-	if idle && timeout > 0 && now.Sub(ls.sess.LastActivityAt) >= timeout {
-		return berth.StopIdleTimeout
+	quietUntil = farOff
+	if timeout > 0 {
+		if now.Sub(ls.sess.LastActivityAt) >= timeout {
+			return berth.StopIdleTimeout, time.Time{}
+		}
+		quietUntil = ls.sess.LastActivityAt.Add(timeout)
 	}
-	return ""
+	if exp != nil && exp.Before(quietUntil) {
+		quietUntil = *exp
+	}
+	return "", quietUntil
 }
+
+// farOff is the quietUntil of an idle session with no deadline.
+var farOff = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // watchLocked is the supervisor's look at the agent's activity: any
 // message from it is activity; a turn with none for limits.stall_after,
