@@ -79,7 +79,8 @@ func Pair(name string) (ours *Conn, theirs *os.File, err error) {
 }
 
 // WriteBuffers writes every byte of bufs, in order, with as few system
-// calls as the socket takes (writev), under the write deadline.
+// calls as the socket takes (writev), under the write deadline. It
+// consumes bufs (as net.Buffers does).
 func (c *Conn) WriteBuffers(bufs ...[]byte) (int64, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
@@ -148,25 +149,28 @@ func Dial(ctx context.Context, path string) (*Conn, error) {
 
 // dialOnce connects once; EAGAIN when the listener's backlog is full.
 func dialOnce(path string) (*Conn, error) {
-	fd, err := socketAt(path, "dial", unix.Connect)
+	// A Unix socket connects at once or not at all (EAGAIN: backlog full).
+	fd, err := socketAt(unix.AF_UNIX, &unix.SockaddrUnix{Name: path}, path, "dial", unix.Connect)
 	if err != nil {
 		return nil, err
 	}
-	return newConn(fd, path)
+	return &Conn{os.NewFile(uintptr(fd), path)}, nil
 }
 
-// socketAt makes a non-blocking, close-on-exec Unix stream socket and
-// connects or binds it (do) to path; op names do in the error.
-func socketAt(path, op string, do func(int, unix.Sockaddr) error) (int, error) {
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+// socketAt makes a non-blocking, close-on-exec stream socket of domain
+// and connects or binds it (do) to sa; name and op go in the error.
+func socketAt(domain int, sa unix.Sockaddr, name, op string, do func(int, unix.Sockaddr) error) (int, error) {
+	fd, err := unix.Socket(domain, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return -1, os.NewSyscallError("socket", err)
 	}
-	// A Unix socket connects at once or not at all (EAGAIN: backlog full);
-	// it binds at once too.
-	if err := do(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+	if domain == unix.AF_INET {
+		// As net does: a port left in TIME_WAIT by the last relay is taken again.
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	}
+	if err := do(fd, sa); err != nil {
 		_ = unix.Close(fd)
-		return -1, &os.PathError{Op: op, Path: path, Err: err}
+		return -1, &os.PathError{Op: op, Path: name, Err: err}
 	}
 	return fd, nil
 }
@@ -184,16 +188,7 @@ type Listener struct {
 // Listen listens on a new socket file at path (which must not exist),
 // with the system's largest backlog.
 func Listen(path string) (*Listener, error) {
-	fd, err := socketAt(path, "bind", unix.Bind)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
-		_ = unix.Close(fd)
-		_ = os.Remove(path)
-		return nil, &os.PathError{Op: "listen", Path: path, Err: err}
-	}
-	return &Listener{f: os.NewFile(uintptr(fd), path), path: path}, nil
+	return listenOn(unix.AF_UNIX, &unix.SockaddrUnix{Name: path}, path, path)
 }
 
 // ListenTCP4 listens on addr, an IPv4 address and port ("127.0.0.1:41400";
@@ -204,21 +199,24 @@ func ListenTCP4(addr string) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	return listenOn(unix.AF_INET, sa, addr, "")
+}
+
+// listenOn binds a socket of domain to sa and listens with the system's
+// largest backlog; path is the socket file a Unix one made ("" for TCP).
+func listenOn(domain int, sa unix.Sockaddr, name, path string) (*Listener, error) {
+	fd, err := socketAt(domain, sa, name, "bind", unix.Bind)
 	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
-	}
-	// As net does: a port left in TIME_WAIT by the last relay is taken again.
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
-	if err := unix.Bind(fd, sa); err != nil {
-		_ = unix.Close(fd)
-		return nil, fmt.Errorf("listen tcp %s: %w", addr, os.NewSyscallError("bind", err))
+		return nil, err
 	}
 	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
 		_ = unix.Close(fd)
-		return nil, fmt.Errorf("listen tcp %s: %w", addr, os.NewSyscallError("listen", err))
+		if path != "" {
+			_ = os.Remove(path)
+		}
+		return nil, &os.PathError{Op: "listen", Path: name, Err: err}
 	}
-	return &Listener{f: os.NewFile(uintptr(fd), addr)}, nil
+	return &Listener{f: os.NewFile(uintptr(fd), name), path: path}, nil
 }
 
 // parseIPv4Port parses "a.b.c.d:port".
@@ -240,7 +238,7 @@ func parseIPv4Port(addr string) (*unix.SockaddrInet4, error) {
 	}
 	for i, part := range parts {
 		b, err := strconv.ParseUint(part, 10, 8)
-		if err != nil || part == "" || len(part) > 1 && part[0] == '0' {
+		if err != nil || len(part) > 1 && part[0] == '0' {
 			return nil, bad
 		}
 		sa.Addr[i] = byte(b)
