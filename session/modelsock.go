@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/gateway/relay"
 )
 
 // In an isolating sandbox (bwrap, docker) the agent calls the model
@@ -23,7 +24,7 @@ import (
 // serves it again, at the same path, when it reattaches to the agent.
 // The sandbox never reaches the host's loopback.
 const (
-	relayAddr   = "127.0.0.1:41400"
+	relayAddr   = relay.DefaultListen
 	relayDir    = "/run/berth-gw"
 	relaySocket = "s"
 	// maxModelConns bounds the connections a session's socket serves at
