@@ -60,10 +60,8 @@ func shimProgram(pid int) string {
 	if exe, _ := procfs.Exe(pid); strings.HasPrefix(filepath.Base(exe), shimPrefix) {
 		return "berth-shim"
 	}
-	if args, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
-		if f := strings.Split(string(args), "\x00"); len(f) > 1 && f[1] == "shim-local" {
-			return "berth shim-local"
-		}
+	if args, err := procfs.Cmdline(pid); err == nil && len(args) > 1 && args[1] == "shim-local" {
+		return "berth shim-local"
 	}
 	return "berth shim"
 }

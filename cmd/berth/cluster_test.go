@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -444,9 +443,9 @@ func TestClusterNodeRestartKeepsItsSessionsWithinTheTTL(t *testing.T) {
 			fmt.Fprintf(&b, "%s:\n%s\n", filepath.Base(l), body)
 		}
 		for _, pid := range left {
-			args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			args, _ := procfs.Cmdline(pid)
 			st, _ := procfs.ReadStat(pid)
-			fmt.Fprintf(&b, "shim %d: %q %+v\n", pid, bytes.ReplaceAll(args, []byte{0}, []byte{' '}), st)
+			fmt.Fprintf(&b, "shim %d: %q %+v\n", pid, args, st)
 		}
 		t.Fatalf("15 s after A's late boot, shims of A's live on (the session's: %v):\n%s", shimSessions(homeA), b.String())
 	}

@@ -145,7 +145,7 @@ func TestWithoutTheSmallShimShimsRunBerth(t *testing.T) {
 			if exe := exeOf(t, pid); exe != plain {
 				t.Fatalf("the shim runs %s, want %s", exe, plain)
 			}
-			if args := procArgs(t, pid); len(args) < 2 || args[1] != childentry.ShimRole {
+			if args, _ := procfs.Cmdline(pid); len(args) < 2 || args[1] != childentry.ShimRole {
 				t.Fatalf("the shim runs %q, want berth %s", args, childentry.ShimRole)
 			}
 			if kib := rssAnonKiB(t, pid); kib > 2048 {
@@ -261,16 +261,6 @@ func TestTheRelayIsSmall(t *testing.T) {
 	} else {
 		t.Logf("berth agent-exec holds %d KiB of anonymous memory", kib)
 	}
-}
-
-// procArgs is the command line of process pid.
-func procArgs(t *testing.T, pid int) []string {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
 }
 
 // rssAnonKiB is the anonymous memory process pid holds, in KiB.

@@ -93,6 +93,15 @@ func parseStat(pid int, b []byte) (Stat, error) {
 // Exe is the program process pid runs.
 func Exe(pid int) (string, error) { return os.Readlink(path(pid, "exe")) }
 
+// Cmdline returns the arguments process pid was started with.
+func Cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(path(pid, "cmdline"))
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), nil
+}
+
 // HasEnv reports whether process pid started with the entry kv
 // ("KEY=VALUE", whole) in its environment.
 func HasEnv(pid int, kv string) bool {

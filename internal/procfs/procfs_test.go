@@ -116,3 +116,13 @@ func TestContextSwitches(t *testing.T) {
 		t.Error("no error for a process that is gone")
 	}
 }
+
+func TestCmdlineIsOsArgs(t *testing.T) {
+	got, err := Cmdline(os.Getpid())
+	if err != nil || !slices.Equal(got, os.Args) {
+		t.Fatalf("Cmdline = %q, %v; os.Args %q", got, err, os.Args)
+	}
+	if _, err := Cmdline(-1); err == nil {
+		t.Fatal("Cmdline of no process succeeded")
+	}
+}
