@@ -92,6 +92,8 @@ func (n *Node) moveAll(ctx context.Context, trees [][]*berth.Session) {
 		defer n.wg.Done()
 		var mu sync.Mutex
 		pending := map[string]int{}
+		// given counts the trees this sweep sent to each node, for ties.
+		given := map[string]int{}
 		treeSem := make(chan struct{}, moveWorkers)
 		sem := make(chan struct{}, moveWorkers)
 		var wg sync.WaitGroup
@@ -112,8 +114,9 @@ func (n *Node) moveAll(ctx context.Context, trees [][]*berth.Session) {
 				continue
 			}
 			mu.Lock()
-			target := leastLoaded(withPending(nodes, pending), n.opts.ID)
+			target := leastLoaded(withPending(nodes, pending), given, n.opts.ID)
 			pending[target.ID] += len(tree)
+			given[target.ID]++
 			mu.Unlock()
 			wg.Add(1)
 			go func() {
@@ -206,13 +209,18 @@ func withPending(nodes []*berth.Node, pending map[string]int) []*berth.Node {
 }
 
 // leastLoaded is the live node with the fewest sessions; of those tied,
-// this node (self: no hop, and two nodes moving a lost node's sessions at
-// once spread them), else the first by id. With no live node listed, it
-// is this one.
-func leastLoaded(nodes []*berth.Node, self string) *berth.Node {
+// the one given fewer of this sweep's trees (a lease another node holds
+// for a moment, closing a session of the same lost node, counts as load:
+// the tie spreads the sweep anyway), then this node (self: no hop, and
+// two nodes moving a lost node's sessions at once spread them), else the
+// first by id. With no live node listed, it is this one.
+func leastLoaded(nodes []*berth.Node, given map[string]int, self string) *berth.Node {
 	less := func(x, y *berth.Node) bool {
 		if x.Sessions != y.Sessions {
 			return x.Sessions < y.Sessions
+		}
+		if given[x.ID] != given[y.ID] {
+			return given[x.ID] < given[y.ID]
 		}
 		if (x.ID == self) != (y.ID == self) {
 			return x.ID == self

@@ -138,6 +138,24 @@ func TestFailoverMovesEachSessionOnceToTheLeastLoaded(t *testing.T) {
 	}
 }
 
+// A lease another node holds for a moment (closing a session of the
+// same lost node) counts as its load, which can tie the nodes halfway
+// through a sweep: the tie goes to the node given fewer of the sweep's
+// trees, so the sweep still spreads. Here c holds one lease, b none:
+// the first tree goes to b, the second (one each) to c, not to b again.
+func TestFailoverSpreadsASweepAcrossTiedNodes(t *testing.T) {
+	ctx := context.Background()
+	_, b, c, fb, fc, h, clk := failoverCluster(t, map[string]bool{"ses_1": true, "ses_3": true})
+	b.Release(ctx, "ses_b")
+	if err := c.Acquire(ctx, "ses_b"); err != nil {
+		t.Fatal(err)
+	}
+	loseA(t, b, c, clk)
+	if len(fb.resumes()) != 1 || len(fc.resumes()) != 1 || len(h.calls()) != 1 {
+		t.Fatalf("b resumed %v, c resumed %v (handoffs %v): want one each", fb.resumes(), fc.resumes(), h.calls())
+	}
+}
+
 // A lost node's sessions are moved several at a time (a move is the new
 // node restoring files and starting an agent: one after another, a node
 // of a hundred sessions would take minutes to move), never more than
@@ -226,16 +244,21 @@ func TestFailoverStopLeavesSessionsStopped(t *testing.T) {
 }
 
 // leastLoaded takes the live node with the fewest sessions; of those
-// tied, this node, else the first by id; a lost node never.
+// tied, the one given fewer of the sweep's trees, then this node, else
+// the first by id; a lost node never.
 func TestLeastLoaded(t *testing.T) {
 	nodes := []*berth.Node{{ID: "c", State: berth.NodeUp, Sessions: 3}, {ID: "a", State: berth.NodeLost},
 		{ID: "d", State: berth.NodeUp, Sessions: 2}, {ID: "b", State: berth.NodeUp, Sessions: 2}}
-	for _, tc := range []struct{ self, want string }{{"c", "b"}, {"d", "d"}, {"x", "b"}} {
-		if n := leastLoaded(nodes, tc.self); n.ID != tc.want {
-			t.Errorf("seen from %s: %s, want %s", tc.self, n.ID, tc.want)
+	for _, tc := range []struct {
+		self  string
+		given map[string]int
+		want  string
+	}{{"c", nil, "b"}, {"d", nil, "d"}, {"x", nil, "b"}, {"d", map[string]int{"d": 1}, "b"}, {"d", map[string]int{"d": 1, "b": 1}, "d"}} {
+		if n := leastLoaded(nodes, tc.given, tc.self); n.ID != tc.want {
+			t.Errorf("seen from %s, given %v: %s, want %s", tc.self, tc.given, n.ID, tc.want)
 		}
 	}
-	if n := leastLoaded(nodes[1:2], "self"); n.ID != "self" {
+	if n := leastLoaded(nodes[1:2], nil, "self"); n.ID != "self" {
 		t.Fatalf("no live node: %s", n.ID)
 	}
 }
