@@ -57,6 +57,7 @@ func (m *Manager) newLiveHost() *live.Host {
 		Store: m.store, Log: m.log, Checkpoints: m.opts.Checkpoints, Shim: m.opts.Shim, RunDir: m.opts.RunDir,
 		Limits: m.opts.Limits, Observer: m.opts.Observer, Version: m.opts.Version, NodeID: m.opts.NodeID,
 		InCluster: m.leases.clustered(), Hidden: m.place.hidden(), Publish: m.changes.feed.Publish, ShimToken: m.shimToken,
+		Changed:  m.supervisor.wake,
 		Monitors: &m.monitors, Hush: m.hush,
 		LeaseLost: m.leases.lost, Forget: m.set.forget, Sweep: m.leases.sweep, ReleaseLease: m.leases.release, RevokeTools: m.revokeGrants,
 		Prepare: m.place.prepareStart, CopyHomeFiles: m.place.copyHomeFiles,

@@ -180,7 +180,7 @@ type Manager struct {
 	// set is the sessions live here (set.go).
 	set      sessionSet
 	inflight sync.WaitGroup // API calls that may start a session
-	// supervisor looks at every live session once a tick (supervise.go).
+	// supervisor looks at each live session when due (supervise.go).
 	supervisor supervisor
 	monitors   sync.WaitGroup // one monitor goroutine per started agent
 	// hush holds checkpoint work back while a turn waits for its agent.

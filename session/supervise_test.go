@@ -155,8 +155,9 @@ func TestAQuietTurnRecoversWhenTheAgentSpeaks(t *testing.T) {
 
 // An idle session is looked at by its deadline, at least every
 // idleLookEvery ticks, not every tick; one with a turn in flight every
-// tick. (A thousand idle sessions looked at each second were most of an
-// idle daemon's CPU.)
+// tick; one whose view changed (a prompt) on the next tick, though it was
+// not due. (A thousand idle sessions looked at each second were most of
+// an idle daemon's CPU.)
 func TestTheSupervisorLooksAtIdleSessionsWhenDue(t *testing.T) {
 	// Its own ticks never come: the test runs once by hand.
 	e := newEnv(t, func(o *Options) { o.Limits.SuperviseEvery = time.Hour })
@@ -168,8 +169,8 @@ func TestTheSupervisorLooksAtIdleSessionsWhenDue(t *testing.T) {
 	now := time.Now()
 	v.once(now)
 	dueOf := func(id string) time.Time { return v.due[e.m.set.liveOf(id)] }
-	if d := dueOf(busy.ID); !d.IsZero() {
-		t.Errorf("the busy session's next look is %v, want every tick", d)
+	if d := dueOf(busy.ID); !d.Equal(now.Add(time.Hour)) {
+		t.Errorf("the busy session's next look is %v after now, want the next tick", d.Sub(now))
 	}
 	if d := dueOf(idle.ID); d.Before(now.Add(4*time.Second)) || d.After(now.Add(5*time.Second)) {
 		t.Errorf("the idle session's next look is %v after now, want its idle deadline (5 s)", d.Sub(now))
@@ -182,6 +183,12 @@ func TestTheSupervisorLooksAtIdleSessionsWhenDue(t *testing.T) {
 	v.once(later)
 	if d := dueOf(noDeadline.ID); !d.Equal(now.Add(idleLookEvery * time.Hour)) {
 		t.Errorf("a session not due was looked at: next look %v", d)
+	}
+	// A prompt wakes it: looked at on the next tick, then every tick.
+	e.promptOK(noDeadline.ID, "sleep 3000", "")
+	v.once(later.Add(time.Second))
+	if d := dueOf(noDeadline.ID); !d.Equal(later.Add(time.Second + time.Hour)) {
+		t.Errorf("a session prompted is next looked at %v after the tick, want the next tick", d.Sub(later.Add(time.Second)))
 	}
 	// Past its deadline it is looked at and reaped.
 	v.once(now.Add(6 * time.Second))

@@ -49,4 +49,7 @@ func (ls *Session) publishLocked(typ string) {
 	}
 	ls.published = data
 	ls.h.Publish(typ, data)
+	if ls.h.Changed != nil {
+		ls.h.Changed(ls)
+	}
 }

@@ -50,6 +50,11 @@ type Host struct {
 	Hidden []string
 	// Publish puts a changed session on the all-sessions stream.
 	Publish func(typ string, data json.RawMessage) string
+	// Changed, if set, is told of each session whose view changed (a
+	// turn, a question or a prompt queued, its state), under the
+	// session's lock: the supervisor's cue to look at it. It must not
+	// block.
+	Changed func(ls *Session)
 	// ShimToken signs the reports of a session's shim (see shim.Report).
 	ShimToken func(id, socket string) string
 	// Monitors counts the sessions' monitors, for the manager to wait.
