@@ -216,11 +216,16 @@ func (p *Provider) Probe(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, p.path, args...)
 	cmd.Env = []string{"PATH=" + defaultPath}
 	cmd.Dir = "/"
+	// In a group of its own, killed whole at the timeout, and killed with
+	// the daemon: a daemon killed mid-probe leaves no bwrap behind
+	// (bwrap's --die-with-parent is its sandbox's, not its own).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if p.dropping() {
 		// As Start runs it: as the host uid, which needs unprivileged
 		// user namespaces (user.max_user_namespaces > 0, and Debian's
 		// kernel.unprivileged_userns_clone = 1 where it exists).
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.hostCredential()}
+		cmd.SysProcAttr.Credential = p.hostCredential()
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

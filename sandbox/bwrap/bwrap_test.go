@@ -2,15 +2,19 @@ package bwrap
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +37,10 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "x32":
 		runX32()
+		os.Exit(0)
+	case "probe":
+		// A daemon probing with a bwrap that never ends, until killed.
+		_ = New(Options{Path: os.Getenv("BERTH_BWRAP_TEST_PATH")}).Probe(context.Background())
 		os.Exit(0)
 	}
 	if os.Getenv(helperVar) == "1" {
@@ -532,5 +540,71 @@ func TestTrial(t *testing.T) {
 		if left, _ := filepath.Glob(filepath.Join(tmp, pattern)); len(left) > 0 {
 			t.Errorf("left behind: %v", left)
 		}
+	}
+}
+
+// A daemon SIGKILLed while it probes leaves no bwrap behind: the probe's
+// bwrap dies with it. (Here a "bwrap" that sleeps: no bwrap is needed.)
+func TestAProbeDiesWithItsDaemon(t *testing.T) {
+	// Where the host uid a root daemon drops to can run it.
+	dir, err := os.MkdirTemp("", "berth-probe-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A sleep no other process has: the probe runs as the host uid
+	// (a root daemon drops to it), so it is found by its command line.
+	nap := fmt.Sprintf("59.%d", time.Now().UnixNano()%1e9)
+	fake := filepath.Join(dir, "bwrap")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nexec sleep "+nap+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	daemon := exec.Command(self, "-test.run=^$")
+	daemon.Env = append(os.Environ(), helperVar+"=probe", "BERTH_BWRAP_TEST_PATH="+fake)
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() {
+		_ = daemon.Process.Kill()
+		_ = daemon.Wait()
+	}
+	find := func() int {
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, f := range procs {
+			if b, err := os.ReadFile(f); err == nil && bytes.Equal(b, []byte("sleep\x00"+nap+"\x00")) {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+				return pid
+			}
+		}
+		return 0
+	}
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		pid = find()
+	}
+	if pid == 0 {
+		stop()
+		t.Fatal("the probe's bwrap never started")
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	stop()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		// Gone, or a zombie waiting for init to reap it.
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the probe's bwrap (pid %d) outlived its daemon by 5 s: %s", pid, st)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
