@@ -129,8 +129,14 @@ type Store struct {
 	watch       *watcher
 	watchClosed bool
 	warmSem     chan struct{}
-	// commitMu runs the commits' fsyncs one at a time (Pending.Commit).
-	commitMu sync.Mutex
+	// commitMu runs the commits' writes one group at a time; commitQMu
+	// guards commitQ, the commits waiting for the next group
+	// (Pending.Commit).
+	commitMu  sync.Mutex
+	commitQMu sync.Mutex
+	commitQ   []*commitReq
+	// commitGroups counts the groups written.
+	commitGroups atomic.Int64
 }
 
 // lockGC takes gc exclusively, counted in sweeps.

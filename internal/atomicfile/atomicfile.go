@@ -6,6 +6,8 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // TempPrefix begins the names of the temporary files WriteFile makes;
@@ -54,6 +56,30 @@ func Create(name string, data []byte) (*Temp, error) {
 
 // Sync makes the temporary file's content durable.
 func (t *Temp) Sync() error { return t.f.Sync() }
+
+// syncEach is how many temporary files SyncAll syncs one by one; more
+// take one syncfs.
+const syncEach = 2
+
+// SyncAll makes the content of every temporary file durable: one by one
+// when there are few, else with one syncfs of the file system dir is on
+// (which they must be on: one journal commit rather than one a file).
+func SyncAll(ts []*Temp, dir string) error {
+	if len(ts) <= syncEach {
+		for _, t := range ts {
+			if err := t.Sync(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return unix.Syncfs(int(d.Fd()))
+}
 
 // Place renames the temporary file to its name; the caller syncs the
 // directory (SyncDir) when the rename must be durable.
