@@ -118,11 +118,7 @@ func (v *supervisor) once(now time.Time) {
 		v.toAck = map[*live.Session]struct{}{}
 	}
 	if v.ticks%findEvery == 0 {
-		for _, ls := range v.m.set.all() {
-			if _, ok := v.due[ls]; !ok {
-				v.lookAt(ls, now)
-			}
-		}
+		v.find(now)
 	}
 	v.ticks++
 	v.wokenMu.Lock()
@@ -161,6 +157,40 @@ func (v *supervisor) once(now time.Time) {
 		v.lookAt(e.ls, quietUntil)
 	}
 	v.m.trees.stopOrphansOf(context.Background(), looked)
+}
+
+// find schedules a look now at each live session the supervisor does not
+// know yet, and forgets those gone from the set, their queued looks
+// included: a session that ended is not held in memory until its next
+// look would have come.
+func (v *supervisor) find(now time.Time) {
+	sessions := v.m.set.all()
+	in := make(map[*live.Session]bool, len(sessions))
+	for _, ls := range sessions {
+		in[ls] = true
+		if _, ok := v.due[ls]; !ok {
+			v.lookAt(ls, now)
+		}
+	}
+	for ls := range v.due {
+		if !in[ls] {
+			delete(v.due, ls)
+		}
+	}
+	for ls := range v.toAck {
+		if !in[ls] {
+			delete(v.toAck, ls)
+		}
+	}
+	kept := v.next[:0]
+	for _, e := range v.next {
+		if at, ok := v.due[e.ls]; ok && at.Equal(e.at) {
+			kept = append(kept, e)
+		}
+	}
+	clear(v.next[len(kept):])
+	v.next = kept
+	heap.Init(&v.next)
 }
 
 // lookAt makes at the next look at ls, unless one is due sooner.

@@ -163,6 +163,7 @@ func TestTheSupervisorLooksAtIdleSessionsWhenDue(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Limits.SuperviseEvery = time.Hour })
 	idle := e.create(berth.CreateRequest{IdleTimeoutSeconds: 5})
 	noDeadline := e.create(berth.CreateRequest{})
+	ends := e.create(berth.CreateRequest{})
 	busy := e.create(berth.CreateRequest{})
 	e.promptOK(busy.ID, "sleep 3000", "")
 	v := &e.m.supervisor
@@ -196,4 +197,22 @@ func TestTheSupervisorLooksAtIdleSessionsWhenDue(t *testing.T) {
 		got, _ := e.m.GetSession(context.Background(), idle.ID)
 		return got.State == berth.StateStopped && got.StopReason == berth.StopIdleTimeout
 	})
+	// A session that ends is forgotten by the next read of the set, its
+	// queued looks with it (its idle look, minutes off): nothing holds it
+	// in memory.
+	ended := e.m.set.liveOf(ends.ID)
+	if _, err := e.m.StopSession(context.Background(), ends.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range findEvery {
+		v.once(now.Add(7 * time.Second))
+	}
+	if _, ok := v.due[ended]; ok {
+		t.Error("the supervisor still schedules a session that ended")
+	}
+	for _, l := range v.next {
+		if l.ls == ended {
+			t.Fatal("the supervisor's queue still holds a session that ended")
+		}
+	}
 }
