@@ -108,6 +108,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -233,7 +234,13 @@ func (p *Provider) Probe(ctx context.Context) error {
 	// the sandbox that outlived it holding its output open does not hold
 	// the probe (and the daemon's close, which waits for it) for ever.
 	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
+	// The death signal is the forking thread's: held by this goroutine
+	// until bwrap is reaped, no other may end it (a locked goroutine
+	// that returns takes its thread along).
+	runtime.LockOSThread()
+	err := cmd.Run()
+	runtime.UnlockOSThread()
+	if err != nil {
 		msg := bytes.TrimSpace(out.Bytes())
 		if len(msg) > 512 {
 			msg = msg[:512]
