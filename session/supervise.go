@@ -12,9 +12,9 @@ import (
 )
 
 // The supervisor: one goroutine, owned by the manager, that looks at each
-// live session when it is due (see once). It marks a turn hung when the agent has sent
-// nothing for limits.stall_after (runtime_warning, badge hung) and
-// recovered when it speaks again (runtime_recovered); with
+// live session when it is due (see once). It marks a turn hung when the
+// agent has sent nothing for limits.stall_after (runtime_warning, badge
+// hung) and recovered when it speaks again (runtime_recovered); with
 // limits.stall_timeout it cancels a hung turn and stops the session
 // (stall_timeout). It reaps: a session idle past its idle timeout is
 // stopped idle_timeout, one past its TTL ttl_expired. Reaping stops the
