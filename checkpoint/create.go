@@ -200,7 +200,17 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 	s.commitQMu.Unlock()
 	// Whoever holds commitMu next writes every commit queued by then,
 	// this one included (or a writer before it did).
+	s.writeQueued()
+	if req.err != nil {
+		return nil, req.err
+	}
+	return p.meta, nil
+}
+
+// writeQueued takes commitMu and writes every commit queued, as a group.
+func (s *Store) writeQueued() {
 	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
 	s.commitQMu.Lock()
 	batch := s.commitQ
 	s.commitQ = nil
@@ -208,11 +218,6 @@ func (p *Pending) Commit() (*Checkpoint, error) {
 	if len(batch) > 0 {
 		s.commitBatch(batch)
 	}
-	s.commitMu.Unlock()
-	if req.err != nil {
-		return nil, req.err
-	}
-	return p.meta, nil
 }
 
 // commitReq is one Pending's part of a group commit, and its outcome.
