@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/gateway/egress"
+	"github.com/berth-sh/berth/gateway/relay"
 )
 
 // allowList is the policy a session's record keeps beside its Network
@@ -38,7 +39,7 @@ func checkAllowList(p berth.NetworkPolicy, provider string, caps berth.SandboxCa
 // session's egress proxy (package gateway/egress), and serves it again
 // when it reattaches. The sandbox has no network of its own.
 const (
-	egressAddr   = "127.0.0.1:41401"
+	egressAddr   = relay.DefaultEgressListen
 	egressSocket = "egress"
 )
 

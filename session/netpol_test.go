@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -23,19 +22,9 @@ import (
 )
 
 // hostListener is an HTTP server on the host's loopback that answers its
-// name. It never holds egressAddr's port: a sandbox's relay listens there.
+// name, never on a port a sandbox's relay holds.
 func hostListener(t *testing.T, name string) (*httptest.Server, string) {
-	for {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, name) }))
-		addr := strings.TrimPrefix(srv.URL, "http://")
-		if addr == egressAddr {
-			// Close after drawing the next port, so the kernel cannot hand this one back.
-			defer srv.Close()
-			continue
-		}
-		t.Cleanup(srv.Close)
-		return srv, addr
-	}
+	return testenv.Answering(t, name, relayAddr, egressAddr)
 }
 
 // askedName is a name the test's resolver gives a public address, which

@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/gateway/relay"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // On bwrap and docker a session with an allow list naming one of two
@@ -20,21 +19,11 @@ import (
 // network_denied, a direct connection to either goes nowhere. On host an
 // allow list is refused, naming network.
 func TestNetworkAllowListOnEveryProvider(t *testing.T) {
-	// A listener never holds a port the sandbox's relay listens on
-	// (the model gateway's, the egress proxy's, on the sandbox's own
-	// loopback): a direct connection to it would reach the relay.
+	// Never on a port the sandbox's relay holds on its own loopback: a
+	// direct connection there would reach the relay.
 	listener := func(name string) string {
-		for {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, name) }))
-			addr := strings.TrimPrefix(srv.URL, "http://")
-			if addr == relay.DefaultListen || addr == "127.0.0.1:41401" {
-				// Closed after the next port is drawn, so this one is not handed back.
-				defer srv.Close()
-				continue
-			}
-			t.Cleanup(srv.Close)
-			return addr
-		}
+		_, addr := testenv.Answering(t, name, relay.DefaultListen, relay.DefaultEgressListen)
+		return addr
 	}
 	listed, other := listener("listed"), listener("unlisted")
 	// Its sessions' egress sockets live below the home.

@@ -42,6 +42,11 @@ const (
 	DefaultSocket = "/run/berth-gw/s"
 )
 
+// DefaultEgressListen is where a session with a network allow list finds
+// its egress proxy, on the sandbox's own loopback (the daemon passes it
+// to `berth agent-exec --egress-listen`).
+const DefaultEgressListen = "127.0.0.1:41401"
+
 // Options are what Run relays and runs.
 type Options struct {
 	// Listen is the loopback TCP address the agent calls the gateway at.

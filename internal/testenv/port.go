@@ -1,13 +1,36 @@
 package testenv
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
+
+// Answering is an HTTP server on the host's loopback that answers name
+// to every request, and its address: never one of avoid (a port a
+// sandbox's relay holds on the sandbox's own loopback, where a test's
+// "direct" connection would reach the relay instead). A drawn port it
+// avoids is closed after the next is drawn, so it is not handed back.
+func Answering(t testing.TB, name string, avoid ...string) (*httptest.Server, string) {
+	t.Helper()
+	for {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, name) }))
+		addr := strings.TrimPrefix(srv.URL, "http://")
+		if slices.Contains(avoid, addr) {
+			defer srv.Close()
+			continue
+		}
+		t.Cleanup(srv.Close)
+		return srv, addr
+	}
+}
 
 // FreeAddr returns a loopback address nothing listens on, for a process
 // the test starts to listen on. Its port is picked below the kernel's
