@@ -2,7 +2,6 @@ package bwrap
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +22,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/sandbox/sandboxtest"
 
+	proc "github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/internal/testenv"
 )
 
@@ -576,10 +576,8 @@ func TestAProbeDiesWithItsDaemon(t *testing.T) {
 		_ = daemon.Wait()
 	}
 	find := func() int {
-		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-		for _, f := range procs {
-			if b, err := os.ReadFile(f); err == nil && bytes.Equal(b, []byte("sleep\x00"+nap+"\x00")) {
-				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(f)))
+		for _, pid := range proc.PIDs() {
+			if args, err := proc.Cmdline(pid); err == nil && slices.Equal(args, []string{"sleep", nap}) {
 				return pid
 			}
 		}
@@ -598,12 +596,12 @@ func TestAProbeDiesWithItsDaemon(t *testing.T) {
 	stop()
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		// Gone, or a zombie waiting for init to reap it.
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || strings.Contains(string(st), ") Z ") {
+		st, err := proc.ReadStat(pid)
+		if err != nil || !st.Live() {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the probe's bwrap (pid %d) outlived its daemon by 5 s: %s", pid, st)
+			t.Fatalf("the probe's bwrap (pid %d) outlived its daemon by 5 s: %+v", pid, st)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
