@@ -224,10 +224,11 @@ func (s *Store) writeQueued() {
 type commitReq struct {
 	p                 *Pending
 	entries, metaFile *atomicfile.Temp
-	buf               []byte
-	metaSize          int
-	chain             int
-	err               error
+	// disk is what its two files take on disk; chain how deep its
+	// manifest is in a chain of deltas.
+	disk  int64
+	chain int
+	err   error
 }
 
 // fail records err as the request's outcome (the first only) and drops
@@ -263,10 +264,11 @@ func (s *Store) commitBatch(batch []*commitReq) {
 			continue
 		}
 		p.tree = tree
-		r.buf, r.chain = c.encode(p.prev)
+		var buf []byte
+		buf, r.chain = c.encode(p.prev)
 		mb, _ := json.Marshal(meta)
-		r.metaSize = len(mb)
-		if r.entries, err = atomicfile.Create(s.entriesPath(meta.SessionID, meta.ID), r.buf); err != nil {
+		r.disk = footprint(int64(len(buf))) + footprint(int64(len(mb)))
+		if r.entries, err = atomicfile.Create(s.entriesPath(meta.SessionID, meta.ID), buf); err != nil {
 			r.fail(err, "cannot write checkpoint")
 			continue
 		}
@@ -334,7 +336,7 @@ func (s *Store) committed(r *commitReq) {
 	if r.chain > 0 {
 		base = p.prev.meta.ID
 	}
-	s.register(p, base, footprint(int64(len(r.buf)))+footprint(int64(r.metaSize)))
+	s.register(p, base, r.disk)
 }
 
 // encode writes the manifest: only what changed since prev (a delta on
