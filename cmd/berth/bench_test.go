@@ -93,6 +93,23 @@ func TestBenchChildrenReportsFigures(t *testing.T) {
 	}
 }
 
+// berth bench --prompts-at-once reports both daemons' first agent events,
+// checkpoints on and off, over the same number of live sessions each.
+func TestBenchAtOnceReportsBothDaemons(t *testing.T) {
+	var r struct {
+		AtOnce int     `json:"at_once"`
+		Live   int     `json:"live_sessions"`
+		OnP50  float64 `json:"first_agent_event_checkpoints_on_p50_ms"`
+		OffP50 float64 `json:"first_agent_event_checkpoints_off_p50_ms"`
+		Ratio  float64 `json:"checkpoints_on_over_off_p50"`
+	}
+	// 30 sessions a daemon: more than one batch of the two daemons' turns.
+	benchReport(t, &r, "--sessions", "30", "--prompts-at-once", "3", "--prompts", "2", "--prompt-gap", "20ms")
+	if r.AtOnce != 3 || r.Live != 30 || r.OnP50 <= 0 || r.OffP50 <= 0 || r.Ratio <= 0 {
+		t.Fatalf("report: %+v", r)
+	}
+}
+
 // `berth bench --cluster 3` runs three nodes on one PostgreSQL and reports
 // every figure of BENCHMARKS.md "Cluster" (measured, so not compared here to
 // any goal: BENCHMARKS.md has them).
