@@ -11,7 +11,11 @@ import (
 // waits for. Fifty prompts sent at once each committing its checkpoint
 // after its own agent spoke slowed the first words of the others by a
 // third on two cores (BENCHMARKS.md); held back, the commits run once the
-// round is answered. A wait is bounded, so a daemon that never falls
+// round is answered. Quiet must last HushSettle with no turn begun: a
+// burst's prompts become turns over some milliseconds (the count falls to
+// nothing between the first answered and the last arrived), and words
+// the daemon has heard reach the clients a little later (the log's
+// commit, the stream). A wait is bounded, so a daemon that never falls
 // quiet still commits. The zero value is not usable: NewHush.
 type Hush struct {
 	// bound is the longest a piece of work waits for quiet.
@@ -19,14 +23,22 @@ type Hush struct {
 
 	mu sync.Mutex
 	// waiting counts the turns whose agent has not spoken yet; quiet is
-	// closed while it is 0.
+	// closed while it is 0; begun counts every hold ever taken.
 	waiting int
 	quiet   chan struct{}
+	begun   uint64
 }
 
 // HushBound is how long background work waits for quiet at most, unless
 // NewHush is told otherwise.
 const HushBound = time.Second
+
+// HushSettle is how long quiet lasts, no turn begun, before background
+// work goes: a 50-prompt burst on two cores turns its prompts into turns
+// within a few milliseconds of each other, and its first words reach the
+// clients some 10 ms after the daemon hears them (BENCHMARKS.md, issue 26
+// seventh round).
+const HushSettle = 30 * time.Millisecond
 
 // NewHush returns a Hush with no turn waiting whose waits last bound at
 // most (HushBound when 0).
@@ -51,6 +63,7 @@ func (h *Hush) hold() (release func()) {
 		h.quiet = make(chan struct{})
 	}
 	h.waiting++
+	h.begun++
 	h.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -87,25 +100,43 @@ func (h *Hush) Waiting() int {
 	return h.waiting
 }
 
-// wait returns once h is quiet, its bound passed or done is closed; it
-// reports whether h fell quiet. A nil Hush is quiet at once.
+// wait returns once h has been quiet for HushSettle with no turn begun,
+// its bound passed or done is closed; it reports whether h fell quiet. A
+// nil Hush is quiet at once.
 func (h *Hush) wait(done <-chan struct{}) bool {
 	if h == nil {
 		return true
 	}
-	quiet := h.Quiet()
-	select {
-	case <-quiet:
-		return true
-	default:
-	}
 	bound := time.NewTimer(h.bound)
 	defer bound.Stop()
-	select {
-	case <-quiet:
-		return true
-	case <-bound.C:
-	case <-done:
+	settle := time.NewTimer(HushSettle)
+	defer settle.Stop()
+	for {
+		select {
+		case <-h.Quiet():
+		case <-bound.C:
+			return false
+		case <-done:
+			return false
+		}
+		begun := h.holds()
+		settle.Reset(HushSettle)
+		select {
+		case <-settle.C:
+		case <-bound.C:
+			return false
+		case <-done:
+			return false
+		}
+		if h.holds() == begun && h.Waiting() == 0 {
+			return true
+		}
 	}
-	return false
+}
+
+// holds is how many holds h has ever given.
+func (h *Hush) holds() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.begun
 }

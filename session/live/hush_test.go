@@ -57,3 +57,35 @@ func TestHushCountsHolds(t *testing.T) {
 	}
 	none.hold()()
 }
+
+// A wait returns only once the Hush has been quiet for HushSettle with no
+// turn begun: a turn that begins just after the last one spoke (the next
+// prompt of a burst) keeps it waiting until that one speaks too, and
+// HushSettle more.
+func TestHushWaitsForQuietToSettle(t *testing.T) {
+	h := NewHush(time.Minute)
+	began := time.Now()
+	if !h.wait(nil) || time.Since(began) < HushSettle {
+		t.Fatalf("a wait on a quiet Hush returned after %s, before it settled (%s)", time.Since(began), HushSettle)
+	}
+	r1 := h.hold()
+	done := make(chan time.Time, 1)
+	go func() {
+		h.wait(nil)
+		done <- time.Now()
+	}()
+	r1()
+	// The burst's next turn, microseconds after the first one spoke.
+	r2 := h.hold()
+	time.Sleep(2 * HushSettle)
+	select {
+	case at := <-done:
+		t.Fatalf("the wait returned %s after the first turn spoke, with a second one waiting", at.Sub(began))
+	default:
+	}
+	spoke := time.Now()
+	r2()
+	if at := <-done; at.Sub(spoke) < HushSettle {
+		t.Fatalf("the wait returned %s after the last turn spoke, before it settled (%s)", at.Sub(spoke), HushSettle)
+	}
+}
