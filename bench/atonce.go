@@ -56,8 +56,8 @@ type atOnceSide struct {
 }
 
 // runAtOnce opens two daemons of fl.sessions live demo sessions each,
-// checkpoints on and off (created in turns), and sends k prompts at once to k sessions of
-// each, fl.prompts rounds interleaved, fl.gap apart (the sessions' next
+// checkpoints on and off (created in turns), and sends k prompts at once
+// to k sessions of each, fl.prompts rounds interleaved, fl.gap apart (the sessions' next
 // checkpoints are taken meanwhile, as between a user's prompts), each
 // prompted session's workspace holding fl.files files. profile, when not
 // "", is where a CPU profile of the rounds is written.
@@ -80,8 +80,8 @@ func (b *bench) runAtOnce(ctx context.Context, fl benchFlags, k int, profile str
 		}
 	}
 	// The two daemons' sessions are created in turns of atOnceBatch: with
-	// one daemon's all made first, its agents were the older and its
-	// prompts came out 7–12% slower with the two daemons alike.
+	// one daemon's all made first, its prompts came out 7–12% slower with
+	// the two daemons alike.
 	fmt.Fprintf(progress, "two daemons of %d live sessions each, checkpoints on and off…\n", fl.sessions)
 	for made := 0; made < fl.sessions; made += atOnceBatch {
 		for _, s := range sides {

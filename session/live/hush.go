@@ -128,7 +128,7 @@ func (h *Hush) wait(done <-chan struct{}) bool {
 		case <-done:
 			return false
 		}
-		if h.holds() == begun && h.Waiting() == 0 {
+		if h.settledSince(begun) {
 			return true
 		}
 	}
@@ -139,4 +139,12 @@ func (h *Hush) holds() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.begun
+}
+
+// settledSince reports whether no turn waits and none began since h had
+// given begun holds.
+func (h *Hush) settledSince(begun uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.begun == begun && h.waiting == 0
 }
