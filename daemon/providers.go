@@ -21,7 +21,9 @@ type providerOptions struct{ shimcmd.Options }
 // newProviderOptions collects the provider options of a daemon.
 func newProviderOptions(cfg *config.Config, self, home string) providerOptions {
 	return providerOptions{shimcmd.Options{UID: cfg.Sandbox.UID, HostUID: cfg.Sandbox.HostUID, DockerHost: cfg.Sandbox.Docker.Host,
-		DockerImage: cfg.Sandbox.Docker.Image, Berth: self, Limits: cfg.Sandbox.Limits(), Instance: nodeID(home)}}
+		DockerImage: cfg.Sandbox.Docker.Image, Berth: self, Limits: cfg.Sandbox.Limits(), Instance: nodeID(home),
+		// In the run directory, which no sandbox sees but through it.
+		EtcView: filepath.Join(home, "run", "etc")}}
 }
 
 // AnyProvider makes the sandbox provider called name for a shim (`berth

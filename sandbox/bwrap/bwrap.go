@@ -18,7 +18,8 @@
 //   - a filesystem made of the host's system directories read-only (/usr,
 //     /bin, /sbin, /lib*, /opt as present), a few non-secret files of /etc
 //     (resolver, loader cache, certificates, time zone; never shadow, ssh
-//     keys or ssl/private), a passwd and group naming only root, the
+//     keys or ssl/private; through one view of them, Options.EtcView,
+//     see etcview.go), a passwd and group naming only root, the
 //     sandbox user and nobody, its own /proc and a minimal /dev, private
 //     tmpfs /tmp and /var/tmp, the workspace and the private HOME bound
 //     read-write at their own paths, and SandboxConfig.Binds; the rest of
@@ -150,6 +151,11 @@ type Options struct {
 	// their user-mode network; empty means DefaultSlirpPath, or
 	// "slirp4netns" in the daemon's PATH.
 	Slirp string
+	// EtcView is the directory the provider keeps its view of the host's
+	// /etc in, shared by its sandboxes and bound at /etc whole (see
+	// etcview.go); its parent must exist. Empty: each entry is bound by
+	// itself.
+	EtcView string
 }
 
 // Provider makes bwrap sandboxes. It is safe for concurrent use.
@@ -163,6 +169,8 @@ type Provider struct {
 	// lenient leaves the seccomp filter's deny list out: set by tests
 	// only, to show what the list changes.
 	lenient bool
+	// etcView is Options.EtcView.
+	etcView string
 }
 
 var _ core.SandboxProvider = (*Provider)(nil)
@@ -170,7 +178,7 @@ var _ core.SandboxProvider = (*Provider)(nil)
 // New returns a bwrap provider. It does not check that bwrap works: Probe
 // does.
 func New(opts Options) *Provider {
-	p := &Provider{path: opts.Path, slirp: opts.Slirp, uid: opts.UID, gid: opts.GID}
+	p := &Provider{path: opts.Path, slirp: opts.Slirp, uid: opts.UID, gid: opts.GID, etcView: opts.EtcView}
 	if p.slirp == "" {
 		p.slirp = slirpPath()
 	}
@@ -211,7 +219,13 @@ func (p *Provider) Probe(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	ms := append(systemMounts(), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
+	view := p.etcView
+	if p.dropping() {
+		// The host uid may not cross the daemon's home, where the view
+		// is: Open hands it through a stage, which the probe has not.
+		view = ""
+	}
+	ms := append(systemMounts(view), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
 	args := append(p.namespaceArgs(false), ms.args()...)
 	args = append(args, "--", "true")
 	cmd := exec.CommandContext(ctx, p.path, args...)
@@ -434,7 +448,7 @@ func (p *Provider) Open(ctx context.Context, cfg core.SandboxConfig) (core.Sandb
 	}
 	s.passwd = fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nberth:x:%d:%d:berth sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", p.uid, p.gid, home)
 	s.group = fmt.Appendf(nil, "root:x:0:\nberth:x:%d:\nnogroup:x:65534:\n", p.gid)
-	s.mounts = append(systemMounts(),
+	s.mounts = append(systemMounts(p.etcView),
 		mount{kind: dataFile, fd: fdPasswd, dst: "/etc/passwd"},
 		mount{kind: dataFile, fd: fdGroup, dst: "/etc/group"},
 		mount{kind: procfs, dst: "/proc"},

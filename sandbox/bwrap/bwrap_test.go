@@ -49,8 +49,27 @@ func TestMain(m *testing.M) {
 		fmt.Printf("helper uid=%d gid=%d wd=%s home=%s shadow=%v\n", os.Getuid(), os.Getgid(), wd, os.Getenv("HOME"), err == nil)
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	// The sandboxes of the tests see /etc as a daemon's do: through a
+	// view (etcview.go).
+	dir, err := os.MkdirTemp("", "berth-bwrap-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	testEtcView = filepath.Join(dir, "etc")
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
+
+// testEtcView is the view of /etc the tests' providers keep.
+var testEtcView string
 
 var (
 	probeOnce sync.Once
@@ -61,7 +80,7 @@ var (
 // test skips, or fails when BERTH_REQUIRE_INTEGRATION=1.
 func provider(t *testing.T) *Provider {
 	t.Helper()
-	p := New(Options{})
+	p := New(Options{EtcView: testEtcView})
 	probeOnce.Do(func() { probeErr = p.Probe(context.Background()) })
 	if probeErr != nil {
 		testenv.Missing(t, "bwrap", "it does not work here (install Debian's bubblewrap): %v", probeErr)

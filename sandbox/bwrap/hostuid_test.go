@@ -34,9 +34,9 @@ func TestHostUID(t *testing.T) {
 	for _, want := range []int{DefaultHostUID, 123456} {
 		t.Run(fmt.Sprint(want), func(t *testing.T) {
 			provider(t)
-			p := New(Options{HostUID: want})
+			p := New(Options{HostUID: want, EtcView: testEtcView})
 			if want == DefaultHostUID {
-				p = New(Options{})
+				p = New(Options{EtcView: testEtcView})
 			}
 			parent := t.TempDir()
 			if err := os.Chmod(parent, 0o700); err != nil {

@@ -91,8 +91,9 @@ func (ms mounts) args() []string {
 
 // systemMounts are the host's system directories, read-only, as the host
 // has them: a directory is bound, a symbolic link (merged /usr) is
-// recreated. Missing ones are left out.
-func systemMounts() mounts {
+// recreated. Missing ones are left out. Then /etc: through the view in
+// etcView when there is one (see etcview.go).
+func systemMounts(etcView string) mounts {
 	var ms mounts
 	for _, p := range systemDirs {
 		fi, err := os.Lstat(p)
@@ -107,14 +108,7 @@ func systemMounts() mounts {
 			ms = append(ms, mount{kind: roBind, src: p, dst: p})
 		}
 	}
-	ms = append(ms, mount{kind: dir, dst: "/etc"})
-	for _, name := range etcEntries {
-		p := filepath.Join("/etc", name)
-		if _, err := os.Stat(p); err == nil {
-			ms = append(ms, mount{kind: roBind, src: p, dst: p, try: true})
-		}
-	}
-	return ms
+	return append(ms, etcMounts(etcView)...)
 }
 
 // systemDirs are bound read-only when the host has them.

@@ -13,9 +13,11 @@ import (
 var Names = []string{core.SandboxHost, core.SandboxBwrap}
 
 // Options say how the local providers are made: bwrap's sandboxes run as
-// UID inside, HostUID on the host (see bwrap.Options).
+// UID inside, HostUID on the host, and see /etc through EtcView (see
+// bwrap.Options).
 type Options struct {
 	UID, HostUID int
+	EtcView      string
 }
 
 // Make makes the local provider called name; nil when none is.
@@ -24,7 +26,7 @@ func Make(o Options, name string) core.SandboxProvider {
 	case core.SandboxHost:
 		return host.New()
 	case core.SandboxBwrap:
-		return bwrap.New(bwrap.Options{UID: o.UID, HostUID: o.HostUID})
+		return bwrap.New(bwrap.Options{UID: o.UID, HostUID: o.HostUID, EtcView: o.EtcView})
 	}
 	return nil
 }

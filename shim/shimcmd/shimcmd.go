@@ -39,14 +39,18 @@ type Options struct {
 	Berth       string             `json:"berth"`
 	Limits      core.SandboxLimits `json:"limits"`
 	Instance    string             `json:"instance"`
+	// EtcView is bwrap's view of /etc (bwrap.Options.EtcView).
+	EtcView string `json:"etc_view,omitempty"`
 }
 
 // Local is what the local providers are made with.
-func (o Options) Local() local.Options { return local.Options{UID: o.UID, HostUID: o.HostUID} }
+func (o Options) Local() local.Options {
+	return local.Options{UID: o.UID, HostUID: o.HostUID, EtcView: o.EtcView}
+}
 
 // Bwrap makes the bwrap provider.
 func (o Options) Bwrap() *bwrap.Provider {
-	return bwrap.New(bwrap.Options{UID: o.UID, HostUID: o.HostUID})
+	return bwrap.New(bwrap.Options{UID: o.UID, HostUID: o.HostUID, EtcView: o.EtcView})
 }
 
 // MakeProvider makes the provider called name; close releases it.
