@@ -19,14 +19,8 @@ func listenGrant(runDir, dir, name string, provider berth.SandboxProvider, what 
 	sock := filepath.Join(dir, name)
 	// The directory is made first: the sandbox binds it even when no
 	// socket can be made in it.
-	if err := os.MkdirAll(runDir, 0o700); err != nil {
-		return nil, berth.WrapError(berth.EUnavailable, err, "cannot create the run directory")
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, berth.WrapError(berth.EUnavailable, err, "cannot create the %s directory", what)
-	}
-	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		return nil, berth.Errorf(berth.EUnavailable, "the %s directory is not a directory", what)
+	if err := makeGrantDir(runDir, dir, what); err != nil {
+		return nil, err
 	}
 	if len(sock) > shim.MaxSocketPath {
 		return nil, berth.Errorf(berth.EUnavailable, "the %s socket's path is longer than a Unix socket takes (%d bytes): use a shorter BERTH_HOME", what, shim.MaxSocketPath)
@@ -69,6 +63,22 @@ func giveSocket(dir, sock string, provider berth.SandboxProvider, what string) e
 	}
 	if err := os.Chmod(dir, 0o500); err != nil {
 		return berth.WrapError(berth.EUnavailable, err, "cannot set the %s directory's mode", what)
+	}
+	return nil
+}
+
+// makeGrantDir makes dir, a directory of the run directory runDir that
+// an isolating sandbox binds, or keeps the one there (a running sandbox
+// has it bound). what names it in errors.
+func makeGrantDir(runDir, dir, what string) error {
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return berth.WrapError(berth.EUnavailable, err, "cannot create the run directory")
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return berth.WrapError(berth.EUnavailable, err, "cannot create the %s directory", what)
+	}
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return berth.Errorf(berth.EUnavailable, "the %s directory is not a directory", what)
 	}
 	return nil
 }

@@ -77,10 +77,13 @@ type toolServer struct {
 }
 
 // toolsGrant is what an agent start needs of its session's tools: the
-// socket's path as the agent sees it and the credential.
+// socket's path as the agent sees it and the credential, and serve,
+// which serves the socket: the start calls it once the agent is on its
+// way (only session/new, later, tells the agent of the socket).
 type toolsGrant struct {
 	socket string
 	token  string
+	serve  func() error
 }
 
 // enabled reports whether the daemon serves berth tools at all.
@@ -98,9 +101,10 @@ func (g *toolGate) runDir() string {
 func (g *toolGate) dir(id string) string { return filepath.Join(g.runDir(), "mcp-"+id) }
 
 // grant mints a credential for the agent of session s about to
-// start and serves its socket. It returns nil when the session has no
-// berth tools, or, with a warning for the session's log, when the socket
-// cannot be served (the session runs without them).
+// start and makes its socket's directory, which the sandbox binds; the
+// grant's serve serves the socket. It returns nil when the session has
+// no berth tools, or, with a warning for the session's log, when the
+// directory cannot be made (the session runs without them).
 func (g *toolGate) grant(s *berth.Session, provider berth.SandboxProvider) (*toolsGrant, string) {
 	if !s.BerthTools || !g.enabled() {
 		return nil, ""
@@ -108,9 +112,8 @@ func (g *toolGate) grant(s *berth.Session, provider berth.SandboxProvider) (*too
 	token := rand.Text() + rand.Text()
 	sum := sha256.Sum256([]byte(token))
 	hash := hex.EncodeToString(sum[:])
-	if err := g.serve(s.ID, hash, provider); err != nil {
-		g.m.logger.Warn("serve the berth tools", "session_id", s.ID, "err", err)
-		return nil, "the berth MCP server is not available to this agent: " + berth.ErrorMessage(err)
+	if err := makeGrantDir(g.runDir(), g.dir(s.ID), "tools"); err != nil {
+		return nil, g.notGranted(s.ID, err)
 	}
 	s.ToolsHash = hash
 	socket := filepath.Join(berth.ToolsDir, berth.ToolsSocketName)
@@ -118,7 +121,15 @@ func (g *toolGate) grant(s *berth.Session, provider berth.SandboxProvider) (*too
 		// Nothing is bound: the agent sees the host's directory as it is.
 		socket = filepath.Join(g.dir(s.ID), berth.ToolsSocketName)
 	}
-	return &toolsGrant{socket: socket, token: token}, ""
+	id := s.ID
+	return &toolsGrant{socket: socket, token: token, serve: func() error { return g.serve(id, hash, provider) }}, ""
+}
+
+// notGranted logs why session id's agent has no berth tools and returns
+// the warning for the session's log.
+func (g *toolGate) notGranted(id string, err error) string {
+	g.m.logger.Warn("serve the berth tools", "session_id", id, "err", err)
+	return "the berth MCP server is not available to this agent: " + berth.ErrorMessage(err)
 }
 
 // mcpServer is the berth entry of the agent's mcpServers.

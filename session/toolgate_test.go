@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -276,5 +277,40 @@ func TestAToolsSocketRevokedDuringTheBootIsNotServed(t *testing.T) {
 	e.m.tools.servePending()
 	if err := toolsCall(g.socket, g.token); err != nil {
 		t.Fatalf("served after the boot: %v", err)
+	}
+}
+
+// The tools socket is served while the agent starts; one that cannot be
+// served (here its path is longer than a Unix socket takes, though its
+// directory could be made) leaves the agent without the berth tools: none
+// in its MCP servers, no hash stored to serve again, and a
+// runtime_warning saying why.
+func TestToolsNotServedLeaveTheAgentWithout(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("r", 100))
+	if err := os.Mkdir(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, withTools, func(o *Options) { o.RunDir = long })
+	s := e.create(berth.CreateRequest{})
+	if s.State != berth.StateActive {
+		t.Fatalf("state %s (%v)", s.State, s.Failure)
+	}
+	if ls := e.m.set.liveOf(s.ID); ls.ToolsServer() != nil {
+		t.Errorf("the agent was given tools whose socket is not served: %+v", ls.ToolsServer())
+	}
+	if stored, _ := e.store.GetSession(context.Background(), s.ID); stored.ToolsHash != "" {
+		t.Errorf("the stored tools hash is %q: a reattach would serve it", stored.ToolsHash)
+	}
+	warned := false
+	for _, ev := range e.events(s.ID) {
+		if ev.Type == berth.EventRuntimeWarning && strings.Contains(string(ev.Data), "berth MCP server is not available") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Error("no runtime_warning says the agent has no berth tools")
+	}
+	if out := e.prompt(s.ID, "echo still works"); out.StopReason != "end_turn" {
+		t.Errorf("a turn of the session without tools: %+v", out)
 	}
 }

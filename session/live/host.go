@@ -121,6 +121,10 @@ type AgentStart struct {
 	// toolsWarning says why it has none when it should.
 	Tools        *acp.McpServer
 	ToolsWarning string
+	// ServeTools serves Tools' socket, called once the agent is on its
+	// way; it returns why the agent has no tools after all ("" when it
+	// has them). Nil when Tools is.
+	ServeTools func() (warning string)
 	// Box is the agent's sandbox, program the path its command starts
 	// from in it.
 	Box     berth.SandboxConfig

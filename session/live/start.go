@@ -3,6 +3,8 @@ package live
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -55,6 +57,14 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 	}
 	// A shim has its job before the create goes on to store the session.
 	wait := ls.box.launch(ctx, l.base, l.initialize)
+	// The berth tools' socket is served while the agent starts: only
+	// session/new, once it has, tells the agent of it.
+	if st.ServeTools != nil {
+		if w := st.ServeTools(); w != "" {
+			ls.conv.tools, l.toolsHash = nil, ""
+			ls.conv.toolsWarning = strings.Join(slices.DeleteFunc([]string{ls.conv.toolsWarning, w}, func(s string) bool { return s == "" }), "; ")
+		}
+	}
 	go func() {
 		defer close(l.done)
 		l.proc, l.fail = wait()
