@@ -287,7 +287,14 @@ func (m *Manager) Open(ctx context.Context) error {
 	}
 	// What the previous daemon's shims left in the run directory, before
 	// any session of this daemon adds its own.
-	bundles, strays := shim.ScanRunDir(m.opts.RunDir)
+	// Read once for the shims' files and the sockets' directories: with a
+	// thousand sessions it holds five thousand entries.
+	runEntries, _ := shim.ReadRunDir(m.tools.runDir())
+	var bundles map[shim.Bundle]string
+	var strays []shim.Bundle
+	if m.opts.RunDir != "" {
+		bundles, strays = shim.ScanEntries(m.opts.RunDir, runEntries)
+	}
 	attach, rec, resume, err := m.recovery.reconcile(ctx)
 	if err != nil {
 		return err
@@ -301,8 +308,8 @@ func (m *Manager) Open(ctx context.Context) error {
 	for _, s := range attach {
 		keep[s.ID] = true
 	}
-	m.tools.removeStale(keep)
-	m.models.removeStale(keep)
+	m.tools.removeStale(runEntries, keep)
+	m.models.removeStale(runEntries, keep)
 	if so := m.opts.Shim; so != nil {
 		spare := so.Spare
 		if spare == 0 {

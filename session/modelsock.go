@@ -143,13 +143,9 @@ func (g *modelGate) close(ctx context.Context) error {
 }
 
 // removeStale removes the gateway directories of sessions not served by
-// this daemon, but for those in keep.
-func (g *modelGate) removeStale(keep map[string]bool) {
+// this daemon, but for those in keep. entries are the run directory's.
+func (g *modelGate) removeStale(entries []os.DirEntry, keep map[string]bool) {
 	run := g.m.tools.runDir()
-	entries, err := os.ReadDir(run)
-	if err != nil {
-		return
-	}
 	ss := &g.socks
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

@@ -296,13 +296,9 @@ func (g *toolGate) close(ctx context.Context) error {
 
 // removeStale removes the tools directories of sessions not served
 // by this daemon (their session stopped while no daemon ran), but for
-// those in keep.
-func (g *toolGate) removeStale(keep map[string]bool) {
+// those in keep. entries are the run directory's.
+func (g *toolGate) removeStale(entries []os.DirEntry, keep map[string]bool) {
 	run := g.runDir()
-	entries, err := os.ReadDir(run)
-	if err != nil {
-		return
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, e := range entries {

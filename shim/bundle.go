@@ -53,10 +53,26 @@ func nonceOf(socket string) string {
 // whose files were removed, or a dead socket), as bundles of a socket
 // alone.
 func ScanRunDir(runDir string) (map[Bundle]string, []Bundle) {
-	entries, err := os.ReadDir(runDir)
+	entries, err := ReadRunDir(runDir)
 	if err != nil {
 		return nil, nil
 	}
+	return ScanEntries(runDir, entries)
+}
+
+// ReadRunDir reads the entries of runDir, in no order: a boot with a
+// thousand sessions has five thousand there, and reads them once.
+func ReadRunDir(runDir string) ([]os.DirEntry, error) {
+	f, err := os.Open(runDir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.ReadDir(-1)
+}
+
+// ScanEntries is ScanRunDir of the entries of runDir read already.
+func ScanEntries(runDir string, entries []os.DirEntry) (map[Bundle]string, []Bundle) {
 	bundles := map[Bundle]string{}
 	socks := map[string]bool{}
 	for _, e := range entries {

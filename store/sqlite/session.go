@@ -108,29 +108,27 @@ func (s *Store) ListSessions(ctx context.Context, f berth.SessionFilter) (*berth
 		return nil, internal(err, "list sessions")
 	}
 	defer rows.Close()
-	page := &berth.SessionPage{Sessions: make([]*berth.Session, 0, min(limit, 64))}
+	page := &berth.SessionPage{}
+	raws := make([]codec.RawSession, 0, min(limit, 64))
 	var lastAt int64
 	var lastID string
 	for rows.Next() {
-		if len(page.Sessions) == limit {
+		if len(raws) == limit {
 			page.NextCursor = codec.EncodeCursor(lastAt, lastID)
 			break
 		}
-		var doc []byte
-		var lastSeq, agentOffset int64
-		var u codec.UsageRow
-		if err := rows.Scan(append([]any{&doc, &lastSeq, &agentOffset, &lastAt, &lastID}, u.Targets()...)...); err != nil {
+		var r codec.RawSession
+		if err := rows.Scan(append([]any{&r.Doc, &r.LastSeq, &r.AgentOffset, &lastAt, &lastID}, r.Usage.Targets()...)...); err != nil {
 			return nil, internal(err, "list sessions")
 		}
-		sess, err := codec.DecodeSession(doc, lastSeq, agentOffset)
-		if err != nil {
-			return nil, err
-		}
-		sess.Usage = u.Usage()
-		page.Sessions = append(page.Sessions, sess)
+		raws = append(raws, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, internal(err, "list sessions")
+	}
+	// Decoded once the rows are read, on every core for a long page.
+	if page.Sessions, err = codec.DecodeSessions(raws); err != nil {
+		return nil, err
 	}
 	return page, nil
 }

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"fmt"
 	"testing"
 	"testing/fstest"
 
@@ -91,6 +92,36 @@ func TestLoadMigrationsRefusesBadNames(t *testing.T) {
 	} {
 		if _, err := LoadMigrations(bad, "m"); err == nil {
 			t.Errorf("LoadMigrations(%v) accepted", bad)
+		}
+	}
+}
+
+// A long page is decoded on every core, in order; a bad document in it
+// fails the page whole.
+func TestDecodeSessionsInOrder(t *testing.T) {
+	for _, n := range []int{0, 1, decodeChunk - 1, 5*decodeChunk + 3} {
+		rows := make([]RawSession, n)
+		for i := range rows {
+			doc, err := EncodeSession(&berth.Session{ID: fmt.Sprintf("ses_%04d", i), State: berth.StateActive})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows[i] = RawSession{Doc: []byte(doc), LastSeq: int64(i), Usage: UsageRow{Own: berth.Usage{ModelCalls: int64(i)}}}
+		}
+		got, err := DecodeSessions(rows)
+		if err != nil || len(got) != n || got == nil {
+			t.Fatalf("%d rows: %d sessions, %v", n, len(got), err)
+		}
+		for i, s := range got {
+			if s.ID != fmt.Sprintf("ses_%04d", i) || s.LastSeq != int64(i) || s.Usage.ModelCalls != int64(i) {
+				t.Fatalf("%d rows: session %d is %s (seq %d, calls %d)", n, i, s.ID, s.LastSeq, s.Usage.ModelCalls)
+			}
+		}
+		if n > 2 {
+			rows[n-2].Doc = []byte("{not json")
+			if _, err := DecodeSessions(rows); !berth.IsCode(err, berth.EInternal) {
+				t.Errorf("%d rows, one bad: %v", n, err)
+			}
 		}
 	}
 }
