@@ -232,17 +232,15 @@ func (s *server) open(ctx context.Context, provider core.SandboxProvider) (strin
 		return "sandbox", err
 	}
 	c := s.cfg.Command
-	proc, err := sb.Start(ctx, core.ProcSpec{Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir})
+	// The job's input goes before anything a daemon sends, written by the
+	// sandbox as soon as the agent's stdin is made.
+	proc, err := sb.Start(ctx, core.ProcSpec{Path: c.Path, Args: c.Args, Env: c.Env, Dir: c.Dir, Input: s.cfg.Input})
 	if err != nil {
 		_ = sb.Close(context.WithoutCancel(ctx))
 		return "start", err
 	}
 	if len(s.cfg.Input) > 0 {
-		// Before anything a daemon sends; a pipe's buffer takes it whole.
 		s.noteStdin(s.cfg.Input)
-		if _, err := proc.Stdin().Write(s.cfg.Input); err != nil {
-			s.log.Warn("agent stdin", "err", err)
-		}
 	}
 	spool, ln, err := s.cfg.Bundle.create()
 	if err != nil {

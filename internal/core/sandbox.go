@@ -152,6 +152,11 @@ type ProcSpec struct {
 	Dir string
 	// Stdin, when nil, gives the process a pipe reachable through Process.Stdin.
 	Stdin io.Reader
+	// Input, with Stdin nil, is on that pipe before anything written to
+	// Process.Stdin: the provider writes it as soon as the pipe is made,
+	// while the process still starts (a pipe's buffer takes it whole: a
+	// few KiB at most, such as a first request).
+	Input []byte
 	// Stdout and Stderr, when nil, are pipes reachable through Process.
 	Stdout io.Writer
 	Stderr io.Writer

@@ -14,6 +14,7 @@ import (
 
 	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/procgroup"
+	"github.com/berth-sh/berth/sandbox/internal/boxutil"
 )
 
 // startPlan is one start of bwrap as it is put together: the descriptors
@@ -79,6 +80,9 @@ func (s *Sandbox) start(ctx context.Context, spec core.ProcSpec, env []string, d
 	// bwrap holds its own copies now; ours would keep the info pipe from
 	// reporting EOF should bwrap die.
 	_ = pl.infoW.Close()
+	// The program's first input waits in its pipe while bwrap makes the
+	// sandbox, not behind attach: the program may be reading by then.
+	boxutil.WriteInput(proc.Stdin(), spec)
 	p := &Process{sb: s, proc: proc, net: pl.net, pidfd: -1, oomBase: oomBase}
 	p.Handle, p.ended = procgroup.NewHandle(proc.Stdin(), proc.Stdout(), proc.Stderr())
 	if err := p.attach(ctx, pl.infoR); err != nil {

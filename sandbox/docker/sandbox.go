@@ -256,6 +256,7 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 		s.procs.Done()
 		return nil, err
 	}
+	boxutil.WriteInput(p.Stdin(), spec)
 	return p, nil
 }
 

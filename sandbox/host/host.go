@@ -126,6 +126,7 @@ func (s *Sandbox) Start(ctx context.Context, spec core.ProcSpec) (core.Process, 
 	if err != nil {
 		return nil, core.WrapError(core.EUnavailable, err, "host: cannot start %q", filepath.Base(spec.Path))
 	}
+	boxutil.WriteInput(p.Stdin(), spec)
 	return p, nil
 }
 

@@ -22,6 +22,7 @@ var functionalCases = []testCase{
 	{"Workspace", testWorkspace},
 	{"Dir", testDir},
 	{"Pipes", testPipes},
+	{"Input", testInput},
 	{"CallerStreams", testCallerStreams},
 	{"ExitStatus", testExitStatus},
 	{"Signal", testSignal},
@@ -105,6 +106,29 @@ func testPipes(t *testing.T, s *suite) {
 	}
 	if string(errOut) != "to-stderr\n" {
 		t.Errorf("stderr %q", errOut)
+	}
+	if st := waitExit(t, p, runTimeout); !st.Success() {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// testInput: the spec's Input is on stdin before what is written to the
+// pipe after Start, whole.
+func testInput(t *testing.T, s *suite) {
+	b := s.newBox(t, nil)
+	spec := b.shell(`cat`)
+	first := strings.Repeat("initialize ", 300) + "\n"
+	spec.Input = []byte(first)
+	p := b.start(t, spec)
+	if _, err := io.WriteString(p.Stdin(), "then this\n"); err != nil {
+		t.Error(err)
+	}
+	if err := p.Stdin().Close(); err != nil {
+		t.Error(err)
+	}
+	out, err := io.ReadAll(p.Stdout())
+	if err != nil || string(out) != first+"then this\n" {
+		t.Errorf("stdout %d bytes %.40q…, %v; want the input, then what followed", len(out), out, err)
 	}
 	if st := waitExit(t, p, runTimeout); !st.Success() {
 		t.Errorf("status %+v", st)

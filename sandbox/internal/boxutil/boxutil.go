@@ -4,6 +4,7 @@
 package boxutil
 
 import (
+	"io"
 	"fmt"
 	"maps"
 	"os"
@@ -68,4 +69,13 @@ func EnvValue(env []string, key string) string {
 // this process, whatever its name has become.
 func ProcPath(f *os.File) string {
 	return fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+}
+
+// WriteInput writes spec.Input to stdin, the pipe a process started
+// without spec.Stdin reads. A process gone already is seen by its exit,
+// not here.
+func WriteInput(stdin io.Writer, spec core.ProcSpec) {
+	if len(spec.Input) > 0 && spec.Stdin == nil && stdin != nil {
+		_, _ = stdin.Write(spec.Input)
+	}
 }
