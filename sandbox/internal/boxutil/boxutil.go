@@ -4,8 +4,8 @@
 package boxutil
 
 import (
-	"io"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
