@@ -111,17 +111,29 @@ func (p *Process) attach(ctx context.Context, pipe *os.File) error {
 	})
 }
 
-// poll calls done with a backoff from 100 µs to 5 ms until it says so or
-// fails, ctx ends, or the deadline passes (an error naming what).
+// poll calls done until it says so or fails, ctx ends, or the deadline
+// passes (an error naming what): every 50 µs growing to 500 µs for the
+// first 20 ms, sleeping on the thread (nanosleep; the runtime's timers
+// wake an idle process a millisecond late at best, and a shim waits here
+// for its agent to be forked), then every 5 ms.
 func poll(ctx context.Context, deadline time.Time, what string, done func() (bool, error)) error {
-	for delay := 100 * time.Microsecond; ; delay = min(2*delay, 5*time.Millisecond) {
+	began := time.Now()
+	for delay := 50 * time.Microsecond; ; delay = min(2*delay, 500*time.Microsecond) {
 		if ok, err := done(); ok || err != nil {
 			return err
 		}
 		if time.Now().After(deadline) {
 			return errors.New("timed out waiting for " + what)
 		}
-		if !syncx.Sleep(ctx, delay) {
+		if time.Since(began) < 20*time.Millisecond {
+			ts := unix.NsecToTimespec(int64(delay))
+			_ = unix.Nanosleep(&ts, nil)
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			continue
+		}
+		if !syncx.Sleep(ctx, 5*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
