@@ -14,6 +14,9 @@ const (
 // SandboxProviders lists the provider names a session may ask for.
 var SandboxProviders = core.SandboxProviders
 
+// MaxProcInput bounds ProcSpec.Input (core.MaxProcInput).
+const MaxProcInput = core.MaxProcInput
+
 // The sandbox contract: providers, what they are given, and the processes
 // they start.
 type (

@@ -154,13 +154,17 @@ type ProcSpec struct {
 	Stdin io.Reader
 	// Input, with Stdin nil, is on that pipe before anything written to
 	// Process.Stdin: the provider writes it as soon as the pipe is made,
-	// while the process still starts (a pipe's buffer takes it whole: a
-	// few KiB at most, such as a first request).
+	// while the process still starts. At most MaxProcInput bytes, which
+	// any pipe's buffer takes whole (EInvalid past it).
 	Input []byte
 	// Stdout and Stderr, when nil, are pipes reachable through Process.
 	Stdout io.Writer
 	Stderr io.Writer
 }
+
+// MaxProcInput bounds ProcSpec.Input: a pipe's buffer is one page at
+// least, however short the system runs of pipe memory.
+const MaxProcInput = 4096
 
 // ExitStatus is how a process ended.
 type ExitStatus struct {

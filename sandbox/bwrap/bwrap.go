@@ -448,7 +448,15 @@ func (p *Provider) Open(ctx context.Context, cfg core.SandboxConfig) (core.Sandb
 	}
 	s.passwd = fmt.Appendf(nil, "root:x:0:0:root:/root:/bin/sh\nberth:x:%d:%d:berth sandbox:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", p.uid, p.gid, home)
 	s.group = fmt.Appendf(nil, "root:x:0:\nberth:x:%d:\nnogroup:x:65534:\n", p.gid)
-	s.mounts = append(systemMounts(p.etcView),
+	view := p.etcView
+	for _, m := range user {
+		if within(m.dst, "/etc") {
+			// bwrap makes no mount point in the view, bound read-only:
+			// this sandbox's /etc is made, its entries bound one by one.
+			view = ""
+		}
+	}
+	s.mounts = append(systemMounts(view),
 		mount{kind: dataFile, fd: fdPasswd, dst: "/etc/passwd"},
 		mount{kind: dataFile, fd: fdGroup, dst: "/etc/group"},
 		mount{kind: procfs, dst: "/proc"},

@@ -2,6 +2,7 @@ package bwrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +39,7 @@ func fakeEtc(t *testing.T) (etc string, entries []string) {
 		}
 	}
 	write("hosts", "127.0.0.1 localhost\n", 0o644)
+	write("services", "ssh 22/tcp\n", 0o644)
 	write("private.conf", "only root reads this\n", 0o600)
 	write("resolv.conf", "nameserver 192.0.2.1\n", 0o644)
 	write("ssl/openssl.cnf", "[openssl]\n", 0o644)
@@ -55,8 +58,11 @@ func fakeEtc(t *testing.T) (etc string, entries []string) {
 	if err := os.Mkdir(filepath.Join(etc, "ld.so.conf.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return etc, []string{"hosts", "private.conf", "resolv.conf", "ssl/openssl.cnf", "ssl/certs", "gai.conf", "localtime", "ld.so.conf.d", "missing"}
+	return etc, []string{"hosts", "services", "private.conf", "resolv.conf", "ssl/openssl.cnf", "ssl/certs", "gai.conf", "localtime", "ld.so.conf.d", "missing"}
 }
+
+// wantView is what the view of fakeEtc holds.
+var wantView = []string{"gai.conf", "group", "hosts", "ld.so.conf.d/", "localtime", "passwd", "private.conf", "resolv.conf", "services", "ssl/", "ssl/certs/", "ssl/openssl.cnf"}
 
 // listView lists every entry under dir, "/"-joined, with a trailing "/"
 // for directories.
@@ -82,9 +88,10 @@ func listView(t *testing.T, dir string) []string {
 }
 
 // The view holds a copy of each world-readable file, a link for a link
-// into /usr, a copy of what a link elsewhere leads to, and an empty mount
-// point (bound over) for a directory, a file not every user may read and
-// resolv.conf; passwd and group are mount points; nothing else is there.
+// into /usr, and an empty mount point (mode 0600, bound over) for a
+// directory, a file not every user may read, a link elsewhere (nothing
+// is read through it) and resolv.conf; passwd and group are mount
+// points; nothing else is there.
 func TestTheViewOfEtc(t *testing.T) {
 	etc, entries := fakeEtc(t)
 	view := filepath.Join(t.TempDir(), "etc")
@@ -92,9 +99,8 @@ func TestTheViewOfEtc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"gai.conf", "group", "hosts", "ld.so.conf.d/", "localtime", "passwd", "private.conf", "resolv.conf", "ssl/", "ssl/certs/", "ssl/openssl.cnf"}
-	if got := listView(t, view); !slices.Equal(got, want) {
-		t.Errorf("the view holds %v, want %v", got, want)
+	if got := listView(t, view); !slices.Equal(got, wantView) {
+		t.Errorf("the view holds %v, want %v", got, wantView)
 	}
 	read := func(name string) string {
 		b, err := os.ReadFile(filepath.Join(view, name))
@@ -106,15 +112,15 @@ func TestTheViewOfEtc(t *testing.T) {
 	if got := read("hosts"); got != "127.0.0.1 localhost\n" {
 		t.Errorf("hosts = %q", got)
 	}
-	if got := read("gai.conf"); got != "linked out\n" {
-		t.Errorf("gai.conf, a link out of the system directories, = %q; want what it leads to", got)
-	}
 	if got := read("ssl/openssl.cnf"); got != "[openssl]\n" {
 		t.Errorf("ssl/openssl.cnf = %q", got)
 	}
-	for _, name := range []string{"private.conf", "resolv.conf", "passwd", "group"} {
+	for _, name := range []string{"private.conf", "resolv.conf", "passwd", "group", "gai.conf"} {
 		if got := read(name); got != "" {
 			t.Errorf("the mount point %s holds %q", name, got)
+		}
+		if fi, err := os.Lstat(filepath.Join(view, name)); err != nil || fi.Mode() != 0o600 {
+			t.Errorf("the mount point %s: %v, %v; want a file of mode 0600", name, fi.Mode(), err)
 		}
 	}
 	if target, err := os.Readlink(filepath.Join(view, "localtime")); err != nil || target != mustEval(t, "/usr/bin/env") {
@@ -134,6 +140,7 @@ func TestTheViewOfEtc(t *testing.T) {
 		filepath.Join(etc, "private.conf") + " /etc/private.conf",
 		filepath.Join(etc, "resolv.conf") + " /etc/resolv.conf",
 		filepath.Join(etc, "ssl/certs") + " /etc/ssl/certs",
+		filepath.Join(etc, "gai.conf") + " /etc/gai.conf",
 		filepath.Join(etc, "ld.so.conf.d") + " /etc/ld.so.conf.d",
 	}
 	if ms[0].src != view || ms[0].dst != "/etc" || ms[0].kind != roBind || !ms[0].user || !slices.Equal(binds, wantBinds) {
@@ -176,7 +183,7 @@ func TestTheViewFollowsTheHost(t *testing.T) {
 	if err := os.Chtimes(filepath.Join(etc, "hosts"), later, later); err != nil {
 		t.Fatal(err)
 	}
-	for _, gone := range []string{"gai.conf", "resolv.conf"} {
+	for _, gone := range []string{"services", "resolv.conf"} {
 		if err := os.Remove(filepath.Join(etc, gone)); err != nil {
 			t.Fatal(err)
 		}
@@ -192,8 +199,8 @@ func TestTheViewFollowsTheHost(t *testing.T) {
 	if n, _ := before.Read(old); string(old[:n]) != "127.0.0.1 localhost\n" {
 		t.Errorf("a reader of the old copy read %q: it was written over, not replaced", old[:n])
 	}
-	if _, err := os.Lstat(filepath.Join(view, "gai.conf")); !os.IsNotExist(err) {
-		t.Errorf("gai.conf, gone from the host, is still in the view: %v", err)
+	if _, err := os.Lstat(filepath.Join(view, "services")); !os.IsNotExist(err) {
+		t.Errorf("services, gone from the host, is still in the view: %v", err)
 	}
 	if _, err := os.Lstat(filepath.Join(view, "resolv.conf")); err != nil {
 		t.Errorf("resolv.conf's mount point went with the host's: %v", err)
@@ -254,9 +261,8 @@ func TestTheViewMadeByManyAtOnce(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	want := []string{"gai.conf", "group", "hosts", "ld.so.conf.d/", "localtime", "passwd", "private.conf", "resolv.conf", "ssl/", "ssl/certs/", "ssl/openssl.cnf"}
-	if got := listView(t, view); !slices.Equal(got, want) {
-		t.Errorf("the view holds %v, want %v", got, want)
+	if got := listView(t, view); !slices.Equal(got, wantView) {
+		t.Errorf("the view holds %v, want %v", got, wantView)
 	}
 }
 
@@ -337,5 +343,168 @@ true`)
 				}
 			}
 		})
+	}
+}
+
+// A file the host makes private is emptied in place in the view (the
+// inode running sandboxes see through it), becomes a mount point and is
+// bound; made readable again, it stays a mount point (a sandbox may have
+// it mounted on) and is still bound. A link the host makes point
+// elsewhere becomes a mount point by rename.
+func TestTheViewKeepsWhatTheHostMadePrivate(t *testing.T) {
+	etc, entries := fakeEtc(t)
+	view := filepath.Join(t.TempDir(), "etc")
+	if _, err := refreshView(etc, view, entries); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(filepath.Join(view, "hosts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(etc, "hosts"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(t.TempDir(), "zone")
+	if err := os.WriteFile(elsewhere, []byte("zone"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(etc, "localtime")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(etc, "localtime")); err != nil {
+		t.Fatal(err)
+	}
+	bound := func(ms mounts, name string) bool {
+		return slices.ContainsFunc(ms, func(m mount) bool { return m.dst == "/etc/"+name && m.src == filepath.Join(etc, name) })
+	}
+	ms, err := refreshView(etc, view, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(filepath.Join(view, "hosts"))
+	if err != nil || !os.SameFile(before, after) || after.Size() != 0 || after.Mode().Perm() != 0o600 || !bound(ms, "hosts") {
+		t.Errorf("hosts made private: %v (same file %v), %v; bound %v", after.Mode(), os.SameFile(before, after), err, bound(ms, "hosts"))
+	}
+	if fi, err := os.Lstat(filepath.Join(view, "localtime")); err != nil || !fi.Mode().IsRegular() || !bound(ms, "localtime") {
+		t.Errorf("localtime linked out of /usr: %v, %v; bound %v", fi.Mode(), err, bound(ms, "localtime"))
+	}
+	if err := os.Chmod(filepath.Join(etc, "hosts"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err = refreshView(etc, view, entries); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := os.Stat(filepath.Join(view, "hosts")); err != nil || !os.SameFile(before, again) || !bound(ms, "hosts") {
+		t.Errorf("hosts readable again: the mount point was replaced (%v) or not bound (%v)", err, bound(ms, "hosts"))
+	}
+}
+
+// Under a umask that takes other users' bits away, the view is still
+// what the sandbox's uid may search and read.
+func TestTheViewUnderAStrictUmask(t *testing.T) {
+	etc, entries := fakeEtc(t)
+	view := filepath.Join(t.TempDir(), "etc")
+	old := syscall.Umask(0o077)
+	_, err := refreshView(etc, view, entries)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{".", "ssl", "ssl/certs", "ld.so.conf.d"} {
+		if fi, err := os.Stat(filepath.Join(view, d)); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: %v, %v; want mode 0755", d, fi.Mode(), err)
+		}
+	}
+	for _, f := range []string{"hosts", "ssl/openssl.cnf"} {
+		if fi, err := os.Stat(filepath.Join(view, f)); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: %v, %v; want the host's mode 0644", f, fi.Mode(), err)
+		}
+	}
+}
+
+// What an older berth, or a shim killed while it refreshed, left in and
+// beside the view goes; a mount point stays.
+func TestTheViewIsSwept(t *testing.T) {
+	etc, entries := fakeEtc(t)
+	view := filepath.Join(t.TempDir(), "etc")
+	if _, err := refreshView(etc, view, entries); err != nil {
+		t.Fatal(err)
+	}
+	for name, mode := range map[string]os.FileMode{"old-copy": 0o644, "old-mount": 0o600} {
+		if err := os.WriteFile(filepath.Join(view, name), nil, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := filepath.Join(view+".new", "123-4")
+	if err := os.WriteFile(stale, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refreshView(etc, view, entries); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(view, "old-copy")); !os.IsNotExist(err) {
+		t.Errorf("an entry no longer given is still in the view: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(view, "old-mount")); err != nil {
+		t.Errorf("a mount point was removed: %v", err)
+	}
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("a killed shim's temporary file is still there: %v", err)
+	}
+}
+
+// A file of /etc swapped for a link between the look and the copy is
+// not read through it: the view binds it instead.
+func TestTheViewReadsNoLink(t *testing.T) {
+	etc, entries := fakeEtc(t)
+	view := filepath.Join(t.TempDir(), "etc")
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("not for the view"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(etc, "hosts")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(etc, "hosts")); err != nil {
+		t.Fatal(err)
+	}
+	// As classify would have found it a moment before.
+	if err := viewCopyFile(filepath.Join(etc, "hosts"), filepath.Join(view, "hosts"), view+".new"); !errors.Is(err, errNotCopyable) {
+		t.Errorf("a copy through a link: %v, want errNotCopyable", err)
+	}
+	ms, err := refreshView(etc, view, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(view, "hosts")); len(b) != 0 {
+		t.Errorf("the view holds what the link leads to: %q", b)
+	}
+	if !slices.ContainsFunc(ms, func(m mount) bool { return m.dst == "/etc/hosts" }) {
+		t.Error("hosts, now a link out of /usr, is not bound")
+	}
+}
+
+// A bind whose target lies in /etc (an agent's program on a host whose
+// PATH runs through /etc, as NixOS's does) is made there: that sandbox
+// binds the entries of /etc one by one, as bwrap cannot make a mount
+// point in the view, which is read-only.
+func TestABindIntoEtc(t *testing.T) {
+	p := provider(t)
+	p = New(Options{EtcView: testEtcView, HostUID: p.hostUID})
+	cfg := berth.SandboxConfig{SessionID: "ses_etc_bind", Workspace: t.TempDir(), Home: t.TempDir(),
+		Binds: []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"},
+			{Source: sandboxtest.HostBusybox, Target: "/etc/profiles/per-user/berth/bin/busybox"}}}
+	sb, err := p.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	out, st := run(t, sb.(*Sandbox), `/etc/profiles/per-user/berth/bin/busybox echo BOUND; /.berth/busybox cat /etc/hosts >/dev/null && echo HOSTS`)
+	if !st.Success() || !strings.Contains(out, "BOUND") || !strings.Contains(out, "HOSTS") {
+		t.Fatalf("status %+v, output %q", st, out)
 	}
 }

@@ -96,6 +96,9 @@ func (s *Sandbox) Start(ctx context.Context, spec core.ProcSpec) (core.Process, 
 	if spec.Path == "" {
 		return nil, core.Errorf(core.EInvalid, "bwrap: no program to start")
 	}
+	if err := boxutil.CheckInput("bwrap", spec); err != nil {
+		return nil, err
+	}
 	env, err := s.environ(spec.Env)
 	if err != nil {
 		return nil, err

@@ -227,6 +227,9 @@ func (s *Sandbox) Start(ctx context.Context, spec berth.ProcSpec) (berth.Process
 	if spec.Path == "" {
 		return nil, berth.Errorf(berth.EInvalid, "docker: no program to start")
 	}
+	if err := boxutil.CheckInput("docker", spec); err != nil {
+		return nil, err
+	}
 	for _, kv := range spec.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 			return nil, berth.Errorf(berth.EInvalid, "docker: environment entry %q is not K=V", k)

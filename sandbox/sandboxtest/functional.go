@@ -133,6 +133,11 @@ func testInput(t *testing.T, s *suite) {
 	if st := waitExit(t, p, runTimeout); !st.Success() {
 		t.Errorf("status %+v", st)
 	}
+	// More than any pipe takes whole is refused: its write would wait.
+	spec.Input = make([]byte, berth.MaxProcInput+1)
+	if _, err := b.sb.Start(context.Background(), spec); !berth.IsCode(err, berth.EInvalid) {
+		t.Errorf("an input of %d bytes: %v, want invalid_argument", len(spec.Input), err)
+	}
 }
 
 // testCallerStreams: streams the caller gives are used, and no pipe is

@@ -71,9 +71,18 @@ func ProcPath(f *os.File) string {
 	return fmt.Sprintf("/proc/self/fd/%d", f.Fd())
 }
 
+// CheckInput refuses a spec whose Input a pipe's buffer may not take
+// whole (core.MaxProcInput): writing it would wait for the process.
+func CheckInput(provider string, spec core.ProcSpec) error {
+	if len(spec.Input) > core.MaxProcInput {
+		return core.Errorf(core.EInvalid, "%s: the process's first input is %d bytes, more than %d", provider, len(spec.Input), core.MaxProcInput)
+	}
+	return nil
+}
+
 // WriteInput writes spec.Input to stdin, the pipe a process started
-// without spec.Stdin reads. A process gone already is seen by its exit,
-// not here.
+// without spec.Stdin reads (CheckInput has passed it). A process gone
+// already is seen by its exit, not here.
 func WriteInput(stdin io.Writer, spec core.ProcSpec) {
 	if len(spec.Input) > 0 && spec.Stdin == nil && stdin != nil {
 		_, _ = stdin.Write(spec.Input)
