@@ -249,9 +249,11 @@ func TestApproveReadsAsksForAnEdit(t *testing.T) {
 	}
 	r := e.promptOK(s.ID, "ask may I edit?", "")
 	p := e.pendingPermission(s.ID)
-	if got, _ := e.m.GetSession(ctx, s.ID); got.Badge != berth.BadgeWaiting || got.PendingPermissions != 1 {
-		t.Fatalf("session while asking: badge %s, pending %d", got.Badge, got.PendingPermissions)
-	}
+	// The stored request is listed a moment before the session counts it.
+	waitFor(t, "the session waiting", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.Badge == berth.BadgeWaiting && got.PendingPermissions == 1
+	})
 	if _, err := e.m.DecidePermission(ctx, s.ID, p.ID, berth.PermissionDecision{Decision: berth.DecisionAllowOnce}); err != nil {
 		t.Fatal(err)
 	}

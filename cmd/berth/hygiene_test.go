@@ -161,11 +161,16 @@ func TestHundredSessionsLeaveNothing(t *testing.T) {
 		t.Fatalf("shims left after the daemon stopped: %v", left)
 	}
 	assertNoProcessUnder(t, home)
-	if entries, _ := os.ReadDir(home + "/run"); len(entries) != 0 {
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
+	entries, _ := os.ReadDir(home + "/run")
+	var names []string
+	for _, e := range entries {
+		// The daemon's view of /etc, which every bwrap sandbox binds, is
+		// no session's: it stays, as the daemon's other files do.
+		if n := e.Name(); n != "etc" && n != "etc.new" {
+			names = append(names, n)
 		}
+	}
+	if len(names) != 0 {
 		t.Fatalf("files left in the run directory: %v", names)
 	}
 }
