@@ -229,6 +229,11 @@ func TestHomeIsPrivate(t *testing.T) {
 		if d.IsDir() && filepath.Base(filepath.Dir(path)) == "workspaces" {
 			return filepath.SkipDir
 		}
+		// So is the view of /etc, copies of what the host lets every user
+		// read, which the sandbox's uid reads (run, its parent, is not).
+		if d.IsDir() && rel == filepath.Join("run", "etc") {
+			return filepath.SkipDir
+		}
 		if fi.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s is %v: open to the group or others", rel, fi.Mode().Perm())
 		}
