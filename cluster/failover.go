@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -104,6 +105,12 @@ func (n *Node) moveAll(ctx context.Context, trees [][]*berth.Session) {
 			case <-ctx.Done():
 				return
 			}
+			// The moves under way are counted before the nodes are read:
+			// one that ends in between is then counted twice (its lease
+			// read, its count not yet dropped), never missed.
+			mu.Lock()
+			under := maps.Clone(pending)
+			mu.Unlock()
 			// Read afresh: the sessions moved so far hold their leases,
 			// this node's moves and those of another node closing some of
 			// the same lost node's sessions.
@@ -114,7 +121,7 @@ func (n *Node) moveAll(ctx context.Context, trees [][]*berth.Session) {
 				continue
 			}
 			mu.Lock()
-			target := leastLoaded(withPending(nodes, pending), given, n.opts.ID)
+			target := leastLoaded(withPending(nodes, under), given, n.opts.ID)
 			pending[target.ID] += len(tree)
 			given[target.ID]++
 			mu.Unlock()
