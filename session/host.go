@@ -14,14 +14,7 @@ func (pl *placement) prepareStart(s *berth.Session, spec berth.AgentSpec, provid
 	var st live.AgentStart
 	if grant, warning := pl.m.tools.grant(s, provider); grant != nil {
 		srv := pl.m.tools.mcpServer(grant)
-		st.Tools = &srv
-		id := s.ID
-		st.ServeTools = func() string {
-			if err := grant.serve(); err != nil {
-				return pl.m.tools.notGranted(id, err)
-			}
-			return ""
-		}
+		st.Tools, st.ServeTools = &srv, grant.serve
 	} else {
 		st.ToolsWarning = warning
 	}

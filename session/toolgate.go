@@ -78,12 +78,13 @@ type toolServer struct {
 
 // toolsGrant is what an agent start needs of its session's tools: the
 // socket's path as the agent sees it and the credential, and serve,
-// which serves the socket: the start calls it once the agent is on its
-// way (only session/new, later, tells the agent of the socket).
+// which serves the socket and says why not when it cannot: the start
+// calls it once the agent is on its way (only session/new, later, tells
+// the agent of the socket).
 type toolsGrant struct {
 	socket string
 	token  string
-	serve  func() error
+	serve  func() (warning string)
 }
 
 // enabled reports whether the daemon serves berth tools at all.
@@ -122,7 +123,13 @@ func (g *toolGate) grant(s *berth.Session, provider berth.SandboxProvider) (*too
 		socket = filepath.Join(g.dir(s.ID), berth.ToolsSocketName)
 	}
 	id := s.ID
-	return &toolsGrant{socket: socket, token: token, serve: func() error { return g.serve(id, hash, provider) }}, ""
+	serve := func() string {
+		if err := g.serve(id, hash, provider); err != nil {
+			return g.notGranted(id, err)
+		}
+		return ""
+	}
+	return &toolsGrant{socket: socket, token: token, serve: serve}, ""
 }
 
 // notGranted logs why session id's agent has no berth tools and returns

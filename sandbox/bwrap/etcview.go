@@ -207,7 +207,13 @@ func inSystemDir(p string) bool {
 // directory, or a regular file no other user may read.
 func isMountPoint(p string) bool {
 	fi, err := os.Lstat(p)
-	return err == nil && (fi.IsDir() || fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 == 0)
+	return err == nil && (fi.IsDir() || mountPointInfo(fi))
+}
+
+// mountPointInfo reports whether fi is a mount point's file: regular, no
+// other user may read it (every copy may be).
+func mountPointInfo(fi os.FileInfo) bool {
+	return fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 == 0
 }
 
 // viewDir makes p a directory of the view every user may search (the
@@ -245,32 +251,40 @@ func viewParents(dir, name string) error {
 // made private.
 func viewMountPoint(p string, isDir bool, tmp string) error {
 	fi, err := os.Lstat(p)
-	switch {
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
+	if errors.Is(err, fs.ErrNotExist) {
+		return newMountPoint(p, isDir, tmp)
+	}
+	if err != nil {
 		return err
-	case err != nil:
+	}
+	switch {
 	case fi.IsDir() && isDir:
 		return viewDir(p)
 	case fi.IsDir():
 		return fmt.Errorf("%s is a directory", p)
-	case fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 == 0 && !isDir:
+	case mountPointInfo(fi) && !isDir:
 		return nil
+	case mountPointInfo(fi):
+		return fmt.Errorf("%s is a file", p)
 	case fi.Mode().IsRegular() && !isDir:
 		if err := os.Truncate(p, 0); err != nil {
 			return err
 		}
 		return os.Chmod(p, 0o600)
-	case fi.Mode().IsRegular() && isMountPoint(p):
-		return fmt.Errorf("%s is a file", p)
 	case isDir:
 		// A link or a copy where a directory must be: a directory takes no
 		// rename over them.
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		return viewDir(p)
 	}
-	// Nothing there, or a link, which the new file replaces at once.
+	// A link the new file replaces at once, or a directory now.
+	return newMountPoint(p, isDir, tmp)
+}
+
+// newMountPoint makes an empty mount point at p: a directory, or a file
+// of mode 0600 put in place by rename.
+func newMountPoint(p string, isDir bool, tmp string) error {
 	if isDir {
 		return viewDir(p)
 	}

@@ -3,8 +3,6 @@ package live
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -62,7 +60,10 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 	if st.ServeTools != nil {
 		if w := st.ServeTools(); w != "" {
 			ls.conv.tools, l.toolsHash = nil, ""
-			ls.conv.toolsWarning = strings.Join(slices.DeleteFunc([]string{ls.conv.toolsWarning, w}, func(s string) bool { return s == "" }), "; ")
+			if ls.conv.toolsWarning != "" {
+				w = ls.conv.toolsWarning + "; " + w
+			}
+			ls.conv.toolsWarning = w
 		}
 	}
 	go func() {
