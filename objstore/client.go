@@ -13,26 +13,26 @@
 //	sessions/<id>/snapshots/<name>           a snapshot archive
 //	sessions/<id>/state.json                 written once its files are in: the turn, seq and manifests
 //
-// Client is the store's few calls (over github.com/minio/minio-go/v7),
+// Client is the store's few calls (over the AWS SDK's S3 client),
 // each bounded by a timeout; Syncer uploads a session's state at each
 // turn's end in the background; Restore writes a state back.
 package objstore
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
-
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 	"github.com/berth-sh/berth"
 )
 
@@ -62,8 +62,10 @@ const (
 // relative to the prefix. Safe for concurrent use.
 type Client struct {
 	loc                      Location
-	mc                       *minio.Client
+	s3                       *s3.Client
 	timeout, transferTimeout time.Duration
+	// region is the bucket's region when the URL names none (bucketRegion).
+	region discovered
 }
 
 // Open checks cfg and makes a Client. It reads the key files once, and
@@ -79,19 +81,28 @@ func Open(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	// minio-go's own retries (10 by default, with backoff) would hold a
-	// call for minutes against a store that is down; the Syncer retries.
-	mc, err := minio.New(loc.Endpoint, &minio.Options{
-		Creds:      credentials.NewStaticV4(access, secret, ""),
-		Secure:     loc.Secure,
-		Region:     loc.Region,
-		MaxRetries: 1,
-		Transport:  transport(),
-	})
-	if err != nil {
-		return nil, berth.WrapError(berth.EInvalid, err, "storage.url: the endpoint is not usable")
+	scheme := "https://"
+	if !loc.Secure {
+		scheme = "http://"
 	}
-	c := &Client{loc: loc, mc: mc, timeout: cfg.Timeout, transferTimeout: cfg.TransferTimeout}
+	creds := aws.Credentials{AccessKeyID: access, SecretAccessKey: secret, Source: "berth storage"}
+	c := &Client{loc: loc, timeout: cfg.Timeout, transferTimeout: cfg.TransferTimeout}
+	c.s3 = s3.New(s3.Options{
+		Region:       cmp.Or(loc.Region, defaultRegion),
+		BaseEndpoint: aws.String(scheme + loc.Endpoint),
+		UsePathStyle: pathStyle(loc),
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return creds, nil
+		}),
+		HTTPClient: &http.Client{Transport: transport()},
+		// The SDK's own retries would hold a call against a store that is
+		// down; the Syncer retries.
+		Retryer: aws.NopRetryer{},
+		// Checksums only where S3 requires one: every S3-compatible store
+		// takes those, not all take the SDK's trailing ones.
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+	})
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -99,6 +110,17 @@ func Open(cfg Config) (*Client, error) {
 		c.transferTimeout = DefaultTransferTimeout
 	}
 	return c, nil
+}
+
+// pathStyle reports whether the bucket is named in the path (every
+// S3-compatible server takes that) rather than in the host name (what
+// AWS's own endpoints prefer, for a bucket whose name is a DNS label).
+func pathStyle(loc Location) bool {
+	host, _, err := net.SplitHostPort(loc.Endpoint)
+	if err != nil {
+		host = loc.Endpoint
+	}
+	return !strings.HasSuffix(host, ".amazonaws.com") || strings.Contains(loc.Bucket, ".")
 }
 
 // transport is the HTTP transport of a Client: short dial and header
@@ -176,15 +198,24 @@ func (c *Client) Location() Location { return c.loc }
 func (c *Client) EnsureBucket(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	ok, err := c.mc.BucketExists(ctx, c.loc.Bucket)
+	opts, err := c.opts(ctx)
 	if err != nil {
-		return c.wrap(err, "reach the bucket")
+		return err
 	}
-	if ok {
+	_, err = c.s3.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &c.loc.Bucket}, opts...)
+	if err == nil {
 		return nil
 	}
-	if err := c.mc.MakeBucket(ctx, c.loc.Bucket, minio.MakeBucketOptions{Region: c.loc.Region}); err != nil {
-		if r := minio.ToErrorResponse(err); r.Code == "BucketAlreadyOwnedByYou" || r.Code == "BucketAlreadyExists" {
+	if _, status := s3Error(err); status != http.StatusNotFound {
+		return c.wrap(err, "reach the bucket")
+	}
+	in := &s3.CreateBucketInput{Bucket: &c.loc.Bucket}
+	// us-east-1 is the one region a bucket is made in without naming it.
+	if r := c.loc.Region; r != "" && r != defaultRegion {
+		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{LocationConstraint: types.BucketLocationConstraint(r)}
+	}
+	if _, err := c.s3.CreateBucket(ctx, in, opts...); err != nil {
+		if code, _ := s3Error(err); code == "BucketAlreadyOwnedByYou" || code == "BucketAlreadyExists" {
 			return nil
 		}
 		return c.wrap(err, "create the bucket")
@@ -192,56 +223,74 @@ func (c *Client) EnsureBucket(ctx context.Context) error {
 	return nil
 }
 
-// Put stores size bytes of r at key (replacing what is there: one PUT,
-// so a reader sees the old object or the new one, never a part).
-func (c *Client) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+// Put stores size bytes of r, from its start, at key (replacing what is
+// there: one PUT, or for a large object parts completed at once, so a
+// reader sees the old object or the new one, never a part). r is read at
+// offsets because the request is signed over its content before it is
+// sent.
+func (c *Client) Put(ctx context.Context, key string, r io.ReaderAt, size int64) error {
 	ctx, cancel := context.WithTimeout(ctx, c.transferTimeout)
 	defer cancel()
-	_, err := c.mc.PutObject(ctx, c.loc.Bucket, c.loc.key(key), r, size,
-		minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: size >= 0 && size < 64<<20})
+	opts, err := c.opts(ctx)
+	if err != nil {
+		return err
+	}
+	if size < 0 {
+		return berth.Errorf(berth.EInternal, "object store: write %s: no size", key)
+	}
+	if size >= multipartFrom {
+		return c.wrap(c.putParts(ctx, c.loc.key(key), r, size, opts), "write %s", key)
+	}
+	_, err = c.s3.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:        &c.loc.Bucket,
+		Key:           aws.String(c.loc.key(key)),
+		Body:          io.NewSectionReader(r, 0, size),
+		ContentLength: aws.Int64(size),
+		ContentType:   aws.String(contentType),
+	}, opts...)
 	return c.wrap(err, "write %s", key)
 }
 
+// contentType is every object's: berth's objects are read by berth.
+const contentType = "application/octet-stream"
+
 // Get opens the object at key and returns it with its size; ENotFound
 // when there is none. The caller closes it; the read is bounded by the
-// transfer timeout.
+// transfer timeout. One GET: the reader gets one version of the object
+// whole, however often it is rewritten meanwhile.
 func (c *Client) Get(ctx context.Context, key string) (io.ReadCloser, int64, error) {
-	return c.get(ctx, key, minio.GetObjectOptions{})
+	return c.get(ctx, key, nil)
 }
 
 // GetRange opens the n > 0 bytes of the object at key from offset off;
 // the reader ends early when the object does. ENotFound when there is no
 // object, EInternal when it ends before off. The caller closes it.
 func (c *Client) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	var opts minio.GetObjectOptions
-	if err := opts.SetRange(off, off+n-1); err != nil || n <= 0 {
+	if off < 0 || n <= 0 {
 		return nil, berth.Errorf(berth.EInternal, "object store: bad range %d+%d of %s", off, n, key)
 	}
-	r, _, err := c.get(ctx, key, opts)
-	var be *berth.Error
+	r, _, err := c.get(ctx, key, aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)))
 	// 416: the object ends before off.
-	if errors.As(err, &be) && minio.ToErrorResponse(be.Unwrap()).StatusCode == http.StatusRequestedRangeNotSatisfiable {
+	if _, status := s3Error(err); status == http.StatusRequestedRangeNotSatisfiable {
 		return nil, berth.WrapError(berth.EInternal, err, "object store: %s ends before byte %d", key, off)
 	}
 	return r, err
 }
 
-// get opens the object at key as opts say.
-func (c *Client) get(ctx context.Context, key string, opts minio.GetObjectOptions) (io.ReadCloser, int64, error) {
+// get opens the object at key, or the byte range rng of it when not nil.
+func (c *Client) get(ctx context.Context, key string, rng *string) (io.ReadCloser, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.transferTimeout)
-	obj, err := c.mc.GetObject(ctx, c.loc.Bucket, c.loc.key(key), opts)
+	opts, err := c.opts(ctx)
+	if err != nil {
+		cancel()
+		return nil, 0, err
+	}
+	out, err := c.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: &c.loc.Bucket, Key: aws.String(c.loc.key(key)), Range: rng}, opts...)
 	if err != nil {
 		cancel()
 		return nil, 0, c.wrap(err, "read %s", key)
 	}
-	// GetObject is lazy: Stat makes the request, and says a missing key.
-	st, err := obj.Stat()
-	if err != nil {
-		_ = obj.Close()
-		cancel()
-		return nil, 0, c.wrap(err, "read %s", key)
-	}
-	return &cancelCloser{ReadCloser: obj, cancel: cancel}, st.Size, nil
+	return &cancelCloser{ReadCloser: out.Body, cancel: cancel}, aws.ToInt64(out.ContentLength), nil
 }
 
 // cancelCloser ends a read's context when the reader is closed.
@@ -261,14 +310,18 @@ func (c *cancelCloser) Close() error {
 func (c *Client) Stat(ctx context.Context, key string) (size int64, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	st, err := c.mc.StatObject(ctx, c.loc.Bucket, c.loc.key(key), minio.StatObjectOptions{})
+	opts, err := c.opts(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	out, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &c.loc.Bucket, Key: aws.String(c.loc.key(key))}, opts...)
 	if err != nil {
 		if berth.IsCode(c.wrap(err, ""), berth.ENotFound) {
 			return 0, false, nil
 		}
 		return 0, false, c.wrap(err, "look at %s", key)
 	}
-	return st.Size, true, nil
+	return aws.ToInt64(out.ContentLength), true, nil
 }
 
 // List calls fn with each key under prefix (relative to the client's
@@ -276,13 +329,21 @@ func (c *Client) Stat(ctx context.Context, key string) (size int64, ok bool, err
 func (c *Client) List(ctx context.Context, prefix string, fn func(key string, size int64) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.transferTimeout)
 	defer cancel()
+	opts, err := c.opts(ctx)
+	if err != nil {
+		return err
+	}
 	base := c.loc.key("")
-	for obj := range c.mc.ListObjects(ctx, c.loc.Bucket, minio.ListObjectsOptions{Prefix: c.loc.key(prefix), Recursive: true}) {
-		if obj.Err != nil {
-			return c.wrap(obj.Err, "list %s", prefix)
+	pages := s3.NewListObjectsV2Paginator(c.s3, &s3.ListObjectsV2Input{Bucket: &c.loc.Bucket, Prefix: aws.String(c.loc.key(prefix))})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx, opts...)
+		if err != nil {
+			return c.wrap(err, "list %s", prefix)
 		}
-		if err := fn(strings.TrimPrefix(obj.Key, base), obj.Size); err != nil {
-			return err
+		for _, obj := range page.Contents {
+			if err := fn(strings.TrimPrefix(aws.ToString(obj.Key), base), aws.ToInt64(obj.Size)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -292,8 +353,19 @@ func (c *Client) List(ctx context.Context, prefix string, fn func(key string, si
 func (c *Client) Delete(ctx context.Context, key string) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	return c.wrap(c.mc.RemoveObject(ctx, c.loc.Bucket, c.loc.key(key), minio.RemoveObjectOptions{}), "remove %s", key)
+	opts, err := c.opts(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = c.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &c.loc.Bucket, Key: aws.String(c.loc.key(key))}, opts...)
+	if code, _ := s3Error(err); code == "NoSuchKey" {
+		return nil
+	}
+	return c.wrap(err, "remove %s", key)
 }
+
+// deleteBatch is the most keys one DeleteObjects request takes.
+const deleteBatch = 1000
 
 // DeletePrefix removes every object under prefix (relative to the
 // client's prefix), up to a thousand a request, and returns how many it
@@ -306,89 +378,42 @@ func (c *Client) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 	}); err != nil {
 		return 0, err
 	}
-	if len(keys) == 0 {
-		return 0, nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.transferTimeout)
 	defer cancel()
-	objs := make(chan minio.ObjectInfo)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(objs)
-		for _, k := range keys {
-			select {
-			case objs <- minio.ObjectInfo{Key: k}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	opts, err := c.opts(ctx)
+	if err != nil {
+		return 0, err
+	}
 	failed := 0
 	var first error
-	for e := range c.mc.RemoveObjects(ctx, c.loc.Bucket, objs, minio.RemoveObjectsOptions{}) {
-		if e.Err != nil && minio.ToErrorResponse(e.Err).Code != "NoSuchKey" {
+	for i := 0; i < len(keys); i += deleteBatch {
+		batch := keys[i:min(i+deleteBatch, len(keys))]
+		objs := make([]types.ObjectIdentifier, len(batch))
+		for j := range batch {
+			objs[j].Key = &batch[j]
+		}
+		out, err := c.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{
+			Bucket: &c.loc.Bucket,
+			Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)},
+		}, opts...)
+		if err != nil {
+			// This batch and the ones not sent were not removed.
+			failed += len(keys) - i
+			first = cmp.Or(first, err)
+			break
+		}
+		for _, e := range out.Errors {
+			if aws.ToString(e.Code) == "NoSuchKey" {
+				continue
+			}
 			failed++
 			if first == nil {
-				first = e.Err
+				first = &smithy.GenericAPIError{Code: aws.ToString(e.Code), Message: aws.ToString(e.Message)}
 			}
 		}
-	}
-	// Cut short (ctx ended): the keys not sent were not removed.
-	cut := ctx.Err()
-	cancel()
-	wg.Wait()
-	if first == nil && cut != nil {
-		first = cut
 	}
 	if first != nil {
 		return len(keys) - failed, c.wrap(first, "remove %s (%d of %d objects)", prefix, failed, len(keys))
 	}
 	return len(keys), nil
-}
-
-// wrap gives err a berth code: ENotFound for a missing key or bucket,
-// EForbidden for refused credentials, EUnavailable for the network, a
-// timeout or a server error. The message names the object store, never
-// the credentials.
-func (c *Client) wrap(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	what := fmt.Sprintf(format, args...)
-	r := minio.ToErrorResponse(err)
-	switch {
-	case r.Code == "NoSuchKey" || r.Code == "NoSuchBucket" || r.StatusCode == http.StatusNotFound:
-		return berth.WrapError(berth.ENotFound, err, "object store: cannot %s: not found", what)
-	case r.StatusCode == http.StatusForbidden || r.StatusCode == http.StatusUnauthorized ||
-		r.Code == "AccessDenied" || r.Code == "InvalidAccessKeyId" || r.Code == "SignatureDoesNotMatch":
-		return berth.WrapError(berth.EForbidden, err, "object store: cannot %s: the credentials are refused (%s)", what, r.Code)
-	case r.Code == "PreconditionFailed":
-		// Rewritten while it was read: try again.
-		return berth.WrapError(berth.EUnavailable, err, "object store: cannot %s: it changed while it was read", what)
-	case r.StatusCode >= 400 && r.StatusCode < 500:
-		return berth.WrapError(berth.EInvalid, err, "object store: cannot %s: %s", what, r.Code)
-	}
-	// The network, a timeout, a 5xx, or an answer that is not S3's.
-	return berth.WrapError(berth.EUnavailable, err, "object store: cannot %s: %s", what, reason(err))
-}
-
-// reason is a short, path-free word for why a call failed.
-func reason(err error) string {
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timed out"
-	case errors.Is(err, context.Canceled):
-		return "cancelled"
-	case errors.As(err, &ne) && ne.Timeout():
-		return "timed out"
-	case errors.As(err, &ne):
-		return "unreachable"
-	}
-	if r := minio.ToErrorResponse(err); r.Code != "" {
-		return r.Code
-	}
-	return "failed"
 }

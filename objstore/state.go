@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"time"
-
-	"github.com/minio/minio-go/v7"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/checkpoint"
@@ -127,32 +124,10 @@ func ReadState(ctx context.Context, c *Client, sessionID string) (*State, error)
 	return &st, nil
 }
 
-// rereads bounds how often getJSON reads again an object rewritten while
-// it was read.
-const rereads = 3
-
-// getJSON reads the object at key into v. An object rewritten while it
-// is read (a session's state.json, written again by its node) is read
-// again, whole: a read is a HEAD then a GET for that ETag only, which
-// the store refuses once the object changed (412).
+// getJSON reads the object at key into v: one GET, so an object
+// rewritten meanwhile (a session's state.json, written again by its node)
+// is read as one version whole.
 func (c *Client) getJSON(ctx context.Context, key string, v any) error {
-	for try := 0; ; try++ {
-		err := c.readJSON(ctx, key, v)
-		if try == rereads || !rewritten(err) {
-			return err
-		}
-	}
-}
-
-// rewritten reports whether err is the store refusing a read of an
-// object that changed since the read began.
-func rewritten(err error) bool {
-	var be *berth.Error
-	return errors.As(err, &be) && minio.ToErrorResponse(be.Unwrap()).Code == "PreconditionFailed"
-}
-
-// readJSON reads the object at key into v, once.
-func (c *Client) readJSON(ctx context.Context, key string, v any) error {
 	r, size, err := c.Get(ctx, key)
 	if err != nil {
 		return err

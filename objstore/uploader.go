@@ -179,7 +179,7 @@ func (u *Uploader) have(ctx context.Context, hash string) (bool, error) {
 
 // putBlob puts the size bytes of r as the blob of hash unless the store
 // has it. r's content must be hash's (the caller checked).
-func (u *Uploader) putBlob(ctx context.Context, hash string, r io.Reader, size int64) error {
+func (u *Uploader) putBlob(ctx context.Context, hash string, r io.ReaderAt, size int64) error {
 	ok, err := u.have(ctx, hash)
 	if err != nil || ok {
 		return err
@@ -277,7 +277,7 @@ func fileOf(e checkpoint.Entry) File {
 // what was hashed, however the file changes meanwhile.
 type spooled struct {
 	hash  string
-	body  io.ReadSeeker
+	body  io.ReaderAt
 	close func()
 }
 

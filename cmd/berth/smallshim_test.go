@@ -171,7 +171,7 @@ func TestWithoutTheSmallShimShimsRunBerth(t *testing.T) {
 var daemonOnly = []string{
 	"github.com/distribution/reference",
 	"github.com/opencontainers/go-digest",
-	"github.com/minio/minio-go/v7/pkg/s3utils",
+	"github.com/aws/aws-sdk-go-v2/service/s3",
 	"github.com/prometheus/procfs",
 	"github.com/prometheus/client_golang/prometheus",
 	"github.com/google/jsonschema-go/jsonschema",

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // WeedEnv names the SeaweedFS binary scripts/test runs as the test S3
@@ -98,16 +98,21 @@ func (s *OwnS3) Start() {
 		_ = cmd.Wait()
 		close(s.done)
 	}()
-	mc, err := minio.New("127.0.0.1:"+p[6], &minio.Options{Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), Region: "us-east-1"})
-	if err != nil {
-		s.tb.Fatal(err)
-	}
+	creds := aws.Credentials{AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey}
+	mc := s3.New(s3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String("http://127.0.0.1:" + p[6]),
+		UsePathStyle: true,
+		Credentials:  aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) { return creds, nil }),
+		Retryer:      aws.NopRetryer{},
+	})
+	bucket := aws.String("berth-test")
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := mc.MakeBucket(ctx, "berth-test", minio.MakeBucketOptions{Region: "us-east-1"})
+		_, err := mc.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: bucket})
 		if err != nil {
-			if ok, berr := mc.BucketExists(ctx, "berth-test"); berr == nil && ok {
+			if _, herr := mc.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: bucket}); herr == nil {
 				err = nil
 			}
 		}
