@@ -205,6 +205,8 @@ func dsn(path, synchronous string, role poolRole) string {
 		q.Set("_query_only", "1")
 	case roleCheckpointer:
 		q.Add("_pragma", "wal_autocheckpoint(0)")
+		// It rewinds the WAL too (checkpoint.go): the same cut.
+		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	}
 	return "file:" + uriPath(path) + "?" + q.Encode()
 }
