@@ -23,6 +23,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -33,6 +34,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
 	"github.com/berth-sh/berth"
 )
 
@@ -86,7 +89,8 @@ func Open(cfg Config) (*Client, error) {
 		scheme = "http://"
 	}
 	creds := aws.Credentials{AccessKeyID: access, SecretAccessKey: secret, Source: "berth storage"}
-	c := &Client{loc: loc, timeout: cfg.Timeout, transferTimeout: cfg.TransferTimeout}
+	c := &Client{loc: loc, timeout: cfg.Timeout, transferTimeout: cfg.TransferTimeout,
+		region: discovered{turn: make(chan struct{}, 1)}}
 	c.s3 = s3.New(s3.Options{
 		Region:       cmp.Or(loc.Region, defaultRegion),
 		BaseEndpoint: aws.String(scheme + loc.Endpoint),
@@ -94,7 +98,11 @@ func Open(cfg Config) (*Client, error) {
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return creds, nil
 		}),
-		HTTPClient: &http.Client{Transport: transport()},
+		// A redirect is not followed: Go would turn a PUT or DELETE into a
+		// GET of another address, and the write would look done.
+		HTTPClient: &http.Client{Transport: transport(), CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
 		// The SDK's own retries would hold a call against a store that is
 		// down; the Syncer retries.
 		Retryer: aws.NopRetryer{},
@@ -266,7 +274,7 @@ func (c *Client) Get(ctx context.Context, key string) (io.ReadCloser, int64, err
 // the reader ends early when the object does. ENotFound when there is no
 // object, EInternal when it ends before off. The caller closes it.
 func (c *Client) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	if off < 0 || n <= 0 {
+	if off < 0 || n <= 0 || off > math.MaxInt64-n {
 		return nil, berth.Errorf(berth.EInternal, "object store: bad range %d+%d of %s", off, n, key)
 	}
 	r, _, err := c.get(ctx, key, aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1)))
@@ -334,11 +342,17 @@ func (c *Client) List(ctx context.Context, prefix string, fn func(key string, si
 		return err
 	}
 	base := c.loc.key("")
-	pages := s3.NewListObjectsV2Paginator(c.s3, &s3.ListObjectsV2Input{Bucket: &c.loc.Bucket, Prefix: aws.String(c.loc.key(prefix))})
+	pages := s3.NewListObjectsV2Paginator(c.s3, &s3.ListObjectsV2Input{Bucket: &c.loc.Bucket, Prefix: aws.String(c.loc.key(prefix))},
+		func(o *s3.ListObjectsV2PaginatorOptions) { o.StopOnDuplicateToken = true })
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx, opts...)
 		if err != nil {
 			return c.wrap(err, "list %s", prefix)
+		}
+		// A page that says more follow and gives no way to them would end
+		// the listing early, silently (a deletion that leaves objects).
+		if aws.ToBool(page.IsTruncated) && aws.ToString(page.NextContinuationToken) == "" {
+			return berth.Errorf(berth.EUnavailable, "object store: cannot list %s: the store cut the listing short", prefix)
 		}
 		for _, obj := range page.Contents {
 			if err := fn(strings.TrimPrefix(aws.ToString(obj.Key), base), aws.ToInt64(obj.Size)); err != nil {
@@ -362,6 +376,13 @@ func (c *Client) Delete(ctx context.Context, key string) error {
 		return nil
 	}
 	return c.wrap(err, "remove %s", key)
+}
+
+// withContentMD5 adds the Content-MD5 that S3 asks of a DeleteObjects:
+// the SDK sends a CRC32 checksum instead, which not every S3-compatible
+// store takes (older MinIO refuses it).
+func withContentMD5(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, smithyhttp.AddContentChecksumMiddleware)
 }
 
 // deleteBatch is the most keys one DeleteObjects request takes.
@@ -395,7 +416,7 @@ func (c *Client) DeletePrefix(ctx context.Context, prefix string) (int, error) {
 		out, err := c.s3.DeleteObjects(ctx, &s3.DeleteObjectsInput{
 			Bucket: &c.loc.Bucket,
 			Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)},
-		}, opts...)
+		}, append(opts, withContentMD5)...)
 		if err != nil {
 			// This batch and the ones not sent were not removed.
 			failed += len(keys) - i

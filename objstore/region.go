@@ -2,19 +2,28 @@ package objstore
 
 import (
 	"context"
-	"sync"
+	"net/http"
+	"regexp"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/berth-sh/berth"
 )
 
 // defaultRegion is the region of a bucket whose store names none.
 const defaultRegion = "us-east-1"
 
-// discovered is a bucket's region as its store said it, asked once.
+// discovered is a bucket's region as its store said it, asked by one
+// call at a time.
 type discovered struct {
-	mu   sync.Mutex
+	// turn is held (a value in it) by the call that asks or reads name.
+	turn chan struct{}
 	name string
 }
+
+// regionName is what a region must look like: one DNS label, as S3 signs
+// it and as the SDK takes it.
+var regionName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // opts are the per-call options of a request to the bucket: none when
 // the URL named the region, else the region the store gives the bucket
@@ -30,31 +39,54 @@ func (c *Client) opts(ctx context.Context) ([]func(*s3.Options), error) {
 	return []func(*s3.Options){func(o *s3.Options) { o.Region = name }}, nil
 }
 
-// bucketRegion asks the store for the bucket's region once: a store that
-// answers anything but a location (no such bucket yet, a store without
-// regions) gives the default; one that does not answer is asked again at
-// the next call.
+// bucketRegion asks the store for the bucket's region, and keeps the
+// answer: a location, or the default when the store refuses the
+// question (no regions, or not for these credentials). What is not an
+// answer — no bucket yet, an error of the server's, no answer at all —
+// gives the default for this call and asks again at the next; a region
+// that is not a DNS label is EInvalid. A caller waits for another's
+// question no longer than its context.
 func (c *Client) bucketRegion(ctx context.Context) (string, error) {
-	c.region.mu.Lock()
-	defer c.region.mu.Unlock()
+	select {
+	case c.region.turn <- struct{}{}:
+	case <-ctx.Done():
+		return "", c.wrap(ctx.Err(), "ask the bucket's region")
+	}
+	defer func() { <-c.region.turn }()
 	if c.region.name != "" {
 		return c.region.name, nil
 	}
+	ask, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
 	// Asked as us-east-1: S3 answers GetBucketLocation so signed for a
 	// bucket of any region.
-	out, err := c.s3.GetBucketLocation(ctx, &s3.GetBucketLocationInput{Bucket: &c.loc.Bucket})
-	switch code, status := s3Error(err); {
+	out, err := c.s3.GetBucketLocation(ask, &s3.GetBucketLocationInput{Bucket: &c.loc.Bucket})
+	code, status := s3Error(err)
+	switch {
 	case err == nil:
-		c.region.name = string(out.LocationConstraint)
+		name := string(out.LocationConstraint)
+		switch name {
+		case "":
+			name = defaultRegion
+		case "EU":
+			// S3's old name of eu-west-1.
+			name = "eu-west-1"
+		}
+		if !regionName.MatchString(name) {
+			return "", berth.Errorf(berth.EInvalid, "object store: the store gives the bucket a region berth cannot sign for (%.64q): set region= in storage.url", name)
+		}
+		c.region.name = name
+	case status == http.StatusForbidden || status == http.StatusNotImplemented || status == http.StatusMethodNotAllowed ||
+		code == "AccessDenied" || code == "NotImplemented":
+		c.region.name = defaultRegion
+	case code == "NoSuchBucket" || status == http.StatusNotFound || (status >= 500 && status != http.StatusNotImplemented):
+		return defaultRegion, nil
 	case code == "" && status == 0:
 		return "", c.wrap(err, "ask the bucket's region")
-	}
-	switch c.region.name {
-	case "":
+	default:
+		// Another refusal of the question (a 4xx): the store has no
+		// regions to tell.
 		c.region.name = defaultRegion
-	case "EU":
-		// S3's old name of eu-west-1.
-		c.region.name = "eu-west-1"
 	}
 	return c.region.name, nil
 }

@@ -60,11 +60,7 @@ func TestReadStateReadsARewrittenStateInOneRequest(t *testing.T) {
 	store := &rewritingStore{version: 7}
 	srv := httptest.NewServer(store)
 	defer srv.Close()
-	c, err := Open(Config{URL: "s3://bkt/pfx?endpoint=" + srv.URL + "&region=us-east-1",
-		Environ: []string{"AWS_ACCESS_KEY_ID=k", "AWS_SECRET_ACCESS_KEY=s"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openFake(t, srv.URL, "&region=us-east-1")
 	for want := int64(7); want < 10; want++ {
 		st, err := ReadState(ctx, c, "ses_r")
 		if err != nil || st.Seq != want {
