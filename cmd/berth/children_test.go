@@ -144,8 +144,8 @@ func TestChildrenAcrossARestart(t *testing.T) {
 			t.Fatalf("the child of a parent that died while the daemon was down stopped %s", got.StopReason)
 		}
 	}
-	var lp berth.Session
-	if s2.api("GET", "/v1/sessions/"+lost.ID, nil, &lp); lp.StopReason != berth.StopDaemonCrashed {
+	lp := s2.waitSession(t, lost.ID, "the lost parent to be closed", func(x berth.Session) bool { return x.State == berth.StateStopped })
+	if lp.StopReason != berth.StopDaemonCrashed {
 		t.Fatalf("the lost parent: %s/%s, want it not reattached", lp.State, lp.StopReason)
 	}
 	got := s2.waitSession(t, brief.ID, "the brief child to expire", func(x berth.Session) bool { return x.State == berth.StateStopped })

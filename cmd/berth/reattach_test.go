@@ -204,9 +204,10 @@ func TestShimLostFallsBackToRepairAndResume(t *testing.T) {
 	}
 
 	s2 := startServer(t, home)
-	var got berth.Session
-	s2.api("GET", path, nil, &got)
-	if got.State != berth.StateStopped || got.StopReason != berth.StopDaemonCrashed || !got.Resumable {
+	// Reads answer from the store while the boot tries to reattach: the
+	// session shows active until its attempt fails and it is closed.
+	got := s2.waitSession(t, sess.ID, "the lost session to be closed", func(x berth.Session) bool { return x.State == berth.StateStopped })
+	if got.StopReason != berth.StopDaemonCrashed || !got.Resumable {
 		t.Fatalf("session after the restart = %s/%s resumable %v", got.State, got.StopReason, got.Resumable)
 	}
 	evs := s2.allEvents(t, sess.ID)
