@@ -26,10 +26,10 @@ import (
 // fsync in that write. So the background does not chase every commit: it
 // checkpoints once foldCommits commits are in the WAL, or once the writes
 // have paused for foldIdle, and then makes that write itself (rewind), so
-// that a prompt after a pause does not pay the fsync in its commit. With [store] sync =
-// "normal" an OS crash or a power loss (never a crash of the daemon) may
-// lose what was committed since the last checkpoint: foldIdle bounds that
-// for a quiet daemon.
+// that a prompt after a pause does not pay the fsync in its commit. With
+// [store] sync = "normal" an OS crash or a power loss (never a crash of
+// the daemon) may lose what was committed since the last checkpoint:
+// foldIdle bounds that for a quiet daemon.
 const (
 	// backstopCheckpointPages is the WAL size, in pages, at which the
 	// writer checkpoints by itself: 16 MiB with 4 KiB pages.
