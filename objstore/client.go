@@ -324,10 +324,10 @@ func (c *Client) Stat(ctx context.Context, key string) (size int64, ok bool, err
 	}
 	out, err := c.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &c.loc.Bucket, Key: aws.String(c.loc.key(key))}, opts...)
 	if err != nil {
-		if berth.IsCode(c.wrap(err, ""), berth.ENotFound) {
+		if err = c.wrap(err, "look at %s", key); berth.IsCode(err, berth.ENotFound) {
 			return 0, false, nil
 		}
-		return 0, false, c.wrap(err, "look at %s", key)
+		return 0, false, err
 	}
 	return aws.ToInt64(out.ContentLength), true, nil
 }

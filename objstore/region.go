@@ -76,16 +76,14 @@ func (c *Client) bucketRegion(ctx context.Context) (string, error) {
 			return "", berth.Errorf(berth.EInvalid, "object store: the store gives the bucket a region berth cannot sign for (%.64q): set region= in storage.url", name)
 		}
 		c.region.name = name
-	case status == http.StatusForbidden || status == http.StatusNotImplemented || status == http.StatusMethodNotAllowed ||
-		code == "AccessDenied" || code == "NotImplemented":
-		c.region.name = defaultRegion
-	case code == "NoSuchBucket" || status == http.StatusNotFound || (status >= 500 && status != http.StatusNotImplemented):
-		return defaultRegion, nil
 	case code == "" && status == 0:
 		return "", c.wrap(err, "ask the bucket's region")
+	case code == "NoSuchBucket" || status == http.StatusNotFound ||
+		(status >= 500 && status != http.StatusNotImplemented && code != "NotImplemented"):
+		return defaultRegion, nil
 	default:
-		// Another refusal of the question (a 4xx): the store has no
-		// regions to tell.
+		// A refusal of the question (403, 405, 501, another 4xx): the
+		// store has no regions to tell, or not to these credentials.
 		c.region.name = defaultRegion
 	}
 	return c.region.name, nil

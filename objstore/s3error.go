@@ -39,7 +39,7 @@ func (c *Client) wrap(err error, format string, args ...any) error {
 	}
 	var be *berth.Error
 	if errors.As(err, &be) {
-		// Already told (the bucket's region could not be asked).
+		// Already ours (putParts' refusal of a size).
 		return err
 	}
 	what := fmt.Sprintf(format, args...)
