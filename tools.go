@@ -1,14 +1,18 @@
 package berth
 
-import "context"
+import (
+	"context"
+
+	"github.com/berth-sh/berth/internal/core"
+)
 
 // The berth MCP server (docs/api.md, "The berth MCP server: agents spawn
 // children"). Every session's agent is given an MCP server named "berth" whose
-// tools act as that session on its own subtree. The server is `berth mcp`,
-// started by the agent inside its sandbox; it reaches the daemon over a Unix
-// socket the daemon serves for that one session, in a directory bound read-only
-// at ToolsDir inside the sandbox, and proves who it is with a random credential
-// given in its environment.
+// tools act as that session on its own subtree. The agent starts `berth mcp`
+// inside its sandbox: a relay of its stdin and stdout to the server the daemon
+// runs on a Unix socket it serves for that one session, in a directory bound
+// read-only at ToolsDir inside the sandbox; the relay proves who it is with a
+// random credential given in its environment.
 
 const (
 	// ToolsServerName is the name of the berth MCP server in mcpServers.
@@ -19,8 +23,11 @@ const (
 	ToolsSocketName = "s"
 	// ToolsSocketEnv and ToolsTokenEnv are the environment variables that
 	// give `berth mcp` the socket's path and the session's credential.
-	ToolsSocketEnv = "BERTH_MCP_SOCKET"
-	ToolsTokenEnv  = "BERTH_MCP_TOKEN"
+	ToolsSocketEnv = core.ToolsSocketEnv
+	ToolsTokenEnv  = core.ToolsTokenEnv
+	// ToolsMCPPath is the socket's route that upgrades to the berth MCP
+	// server itself (core.ToolsMCPPath).
+	ToolsMCPPath = core.ToolsMCPPath
 	// MaxWaitChildSeconds bounds wait_child's timeout_seconds.
 	MaxWaitChildSeconds = 3600
 )

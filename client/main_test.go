@@ -11,12 +11,12 @@ import (
 	"github.com/berth-sh/berth/acp/demoagent"
 	"github.com/berth-sh/berth/config"
 	"github.com/berth-sh/berth/daemon"
-	"github.com/berth-sh/berth/internal/berthmcp"
+	"github.com/berth-sh/berth/internal/mcprelay"
 )
 
 // TestMain lets this test binary stand in for the berth binary: the
 // daemons the tests and examples open run it as the demo agent
-// (`berth agent-demo`) and as the berth MCP server (`berth mcp`). Every
+// (`berth agent-demo`) and as the berth MCP server's relay (`berth mcp`). Every
 // test must leave no goroutine behind: the client starts none of its own.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
@@ -24,10 +24,7 @@ func TestMain(m *testing.M) {
 		case "agent-demo":
 			os.Exit(demoagent.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 		case "mcp":
-			if err := berthmcp.Main(context.Background(), "test"); err != nil {
-				os.Exit(1)
-			}
-			os.Exit(0)
+			os.Exit(mcprelay.Main())
 		}
 	}
 	goleak.VerifyTestMain(m)

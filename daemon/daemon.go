@@ -323,7 +323,7 @@ func (d *Daemon) newManager(o Options, node string) error {
 		AfterBoot: d.removeLeftoverContainers,
 		Berth:     self,
 		ToolsHandler: func(open berth.ToolsOpener) http.Handler {
-			return bhttp.NewToolsHandler(open, lim.MaxPromptBytes, o.Logger)
+			return bhttp.NewToolsHandler(open, lim.MaxPromptBytes, o.Version, o.Logger)
 		},
 		Observer: d.metrics,
 		Cluster:  d.sessionCluster(),

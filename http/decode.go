@@ -56,6 +56,14 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, v any, limit int64) er
 	if err != nil {
 		return decodeError(err, limit)
 	}
+	return decodeStrictBytes(raw, v, limit)
+}
+
+// decodeStrictBytes is decodeStrict of a body already read.
+func decodeStrictBytes(raw []byte, v any, limit int64) error {
+	if int64(len(raw)) > limit {
+		return decodeError(&http.MaxBytesError{Limit: limit}, limit)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

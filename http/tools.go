@@ -2,54 +2,75 @@ package http
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/berthmcp"
+	"github.com/berth-sh/berth/internal/core"
 )
 
 // The berth tools API: what a session's tools socket answers (docs/api.md,
-// The berth MCP server). `berth mcp`, the MCP server an agent runs, calls
-// POST /v1/tools/{tool} with the tool's arguments as the JSON body and the
-// session's credential as a bearer token; the answer is the tool's result,
-// or the API's error JSON. Nothing else is served on the socket.
+// The berth MCP server), each request with the session's credential as a
+// bearer token. GET /v1/mcp, upgraded to berth-mcp, is the berth MCP server
+// itself over the connection (newline-delimited JSON-RPC, as on stdio):
+// `berth mcp`, which the agent runs, relays its stdin and stdout to it.
+// POST /v1/tools/{tool} calls one tool with its arguments as the JSON body
+// and answers its result or the API's error JSON: what a `berth mcp` of an
+// older berth, still running beside its agent, calls. Nothing else is
+// served on the socket.
 
 // ToolsPath is the path of a tool's call on a tools socket.
 func ToolsPath(tool string) string { return "/v1/tools/" + tool }
+
+// maxMCPCalls bounds the tool calls in flight on one MCP connection:
+// the agent is on the other side.
+const maxMCPCalls = 16
 
 // toolsHandler serves one session's tools socket.
 type toolsHandler struct {
 	open    berth.ToolsOpener
 	log     *slog.Logger
+	version string
 	maxBody int64
 }
 
 // NewToolsHandler returns the handler of a session's tools socket: open
 // authorises each call by its bearer token. maxPromptBytes bounds a
-// prompt's text (0: the default), and so the body.
-func NewToolsHandler(open berth.ToolsOpener, maxPromptBytes int, log *slog.Logger) http.Handler {
+// prompt's text (0: the default), and so the body; version is the one the
+// MCP server names.
+func NewToolsHandler(open berth.ToolsOpener, maxPromptBytes int, version string, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &toolsHandler{open: open, log: log, maxBody: bodyLimitFor(maxPromptOf(maxPromptBytes))}
+	return &toolsHandler{open: open, log: log, version: version, maxBody: bodyLimitFor(maxPromptOf(maxPromptBytes))}
 }
 
 // ServeHTTP implements http.Handler.
 func (h *toolsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	tool, ok := strings.CutPrefix(r.URL.Path, "/v1/tools/")
-	if !ok || r.Method != http.MethodPost {
-		h.fail(w, r, berth.Errorf(berth.ENotFound, "no such path: the tools socket answers POST /v1/tools/{tool}"))
+	if r.URL.Path == core.ToolsMCPPath {
+		h.serveMCP(w, r)
 		return
 	}
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	tools, done, err := h.open(token)
+	tool, ok := strings.CutPrefix(r.URL.Path, "/v1/tools/")
+	if !ok || r.Method != http.MethodPost {
+		h.fail(w, r, berth.Errorf(berth.ENotFound, "no such path: the tools socket answers GET %s and POST /v1/tools/{tool}", core.ToolsMCPPath))
+		return
+	}
+	tools, done, err := h.authorise(r)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	defer done()
-	out, err := h.call(r.Context(), tools, tool, r, w)
+	out, err := h.call(r.Context(), tools, tool, func(v any) error { return decodeStrict(w, r, v, h.maxBody) })
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -57,28 +78,132 @@ func (h *toolsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// authorise opens the session's tools by the request's bearer token.
+func (h *toolsHandler) authorise(r *http.Request) (berth.ChildTools, func(), error) {
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return h.open(token)
+}
+
+// serveMCP upgrades the connection to the berth MCP server, which it
+// serves until either side closes it (or the session's tools are
+// revoked: the socket's server closes its connections).
+func (h *toolsHandler) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet || !strings.EqualFold(r.Header.Get("Upgrade"), core.ToolsMCPProtocol) {
+		h.fail(w, r, berth.Errorf(berth.EInvalid, "%s is GET with Connection: Upgrade and Upgrade: %s", core.ToolsMCPPath, core.ToolsMCPProtocol))
+		return
+	}
+	tools, done, err := h.authorise(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	defer done()
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		h.fail(w, r, berth.Errorf(berth.EInternal, "the tools socket cannot upgrade this connection"))
+		return
+	}
+	conn, rw, err := hj.Hijack()
+	if err != nil {
+		h.log.Warn("berth tools: cannot take the MCP connection", "err", err)
+		return
+	}
+	defer conn.Close()
+	// The server's read timeout was for the request; the stream has none.
+	_ = conn.SetDeadline(time.Time{})
+	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+
+		core.ToolsMCPProtocol+"\r\n\r\n"); err != nil {
+		return
+	}
+	stream := &mcp.IOTransport{Reader: readCloser{Reader: rw.Reader, Closer: conn}, Writer: conn,
+		MaxLineLength: core.ToolsMCPMaxMessage}
+	ss, err := sharedMCP(h.version).Connect(berthmcp.WithCaller(r.Context(), h.caller(tools)), stream, nil)
+	if err != nil {
+		h.log.Warn("berth tools: cannot serve MCP", "err", err)
+		return
+	}
+	_ = ss.Wait()
+}
+
+// mcpServers are the berth MCP servers of this process, by version: one
+// serves every session's connections (its tools' schemas are resolved
+// once; each connection brings its session's tools in its context).
+var mcpServers struct {
+	sync.Mutex
+	byVersion map[string]*mcp.Server
+}
+
+// sharedMCP is the berth MCP server naming version.
+func sharedMCP(version string) *mcp.Server {
+	mcpServers.Lock()
+	defer mcpServers.Unlock()
+	if mcpServers.byVersion == nil {
+		mcpServers.byVersion = map[string]*mcp.Server{}
+	}
+	srv := mcpServers.byVersion[version]
+	if srv == nil {
+		srv = berthmcp.NewServer(version)
+		mcpServers.byVersion[version] = srv
+	}
+	return srv
+}
+
+// readCloser reads from a connection's buffered reader and closes the
+// connection.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// caller calls the tools for the MCP server, with the arguments decoded
+// as strictly as the tools' HTTP route does, at most maxMCPCalls at once.
+func (h *toolsHandler) caller(tools berth.ChildTools) berthmcp.Caller {
+	inFlight := make(chan struct{}, maxMCPCalls)
+	return func(ctx context.Context, tool string, in, out any) error {
+		select {
+		case inFlight <- struct{}{}:
+			defer func() { <-inFlight }()
+		default:
+			return berth.Errorf(berth.ERateLimited, "more than %d berth tool calls at once", maxMCPCalls)
+		}
+		args, err := json.Marshal(in)
+		if err != nil {
+			return berth.WrapError(berth.EInvalid, err, "the tool's arguments are not JSON")
+		}
+		res, err := h.call(ctx, tools, tool, func(v any) error { return decodeStrictBytes(args, v, h.maxBody) })
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			return berth.WrapError(berth.EInternal, err, "the tool's answer")
+		}
+		return json.Unmarshal(b, out)
+	}
+}
+
 // call decodes the arguments of tool and calls it.
-func (h *toolsHandler) call(ctx context.Context, tools berth.ChildTools, tool string, r *http.Request, w http.ResponseWriter) (any, error) {
+func (h *toolsHandler) call(ctx context.Context, tools berth.ChildTools, tool string, decode func(any) error) (any, error) {
 	switch tool {
 	case berth.ToolSpawnChild:
-		return callTool(h, w, r, func(a berth.SpawnChildArgs) (any, error) { return tools.SpawnChild(ctx, a) })
+		return callTool(decode, func(a berth.SpawnChildArgs) (any, error) { return tools.SpawnChild(ctx, a) })
 	case berth.ToolPromptChild:
-		return callTool(h, w, r, func(a berth.PromptChildArgs) (any, error) { return tools.PromptChild(ctx, a) })
+		return callTool(decode, func(a berth.PromptChildArgs) (any, error) { return tools.PromptChild(ctx, a) })
 	case berth.ToolWaitChild:
-		return callTool(h, w, r, func(a berth.WaitChildArgs) (any, error) { return tools.WaitChild(ctx, a) })
+		return callTool(decode, func(a berth.WaitChildArgs) (any, error) { return tools.WaitChild(ctx, a) })
 	case berth.ToolListChildren:
-		return callTool(h, w, r, func(struct{}) (any, error) { return tools.ListChildren(ctx) })
+		return callTool(decode, func(struct{}) (any, error) { return tools.ListChildren(ctx) })
 	case berth.ToolStopChild:
-		return callTool(h, w, r, func(a berth.ChildArgs) (any, error) { return tools.StopChild(ctx, a) })
+		return callTool(decode, func(a berth.ChildArgs) (any, error) { return tools.StopChild(ctx, a) })
 	}
 	return nil, berth.Errorf(berth.ENotFound, "no berth tool %q", tool)
 }
 
 // callTool decodes a tool's arguments, of type A, as strictly as the API
 // does, and calls fn with them.
-func callTool[A any](h *toolsHandler, w http.ResponseWriter, r *http.Request, fn func(A) (any, error)) (any, error) {
+func callTool[A any](decode func(any) error, fn func(A) (any, error)) (any, error) {
 	var a A
-	if err := decodeStrict(w, r, &a, h.maxBody); err != nil {
+	if err := decode(&a); err != nil {
 		return nil, err
 	}
 	return fn(a)

@@ -46,7 +46,7 @@ func TestToolsHandler(t *testing.T) {
 		}
 		return f, func() { done++ }, nil
 	}
-	srv := httptest.NewServer(NewToolsHandler(open, 1024, nil))
+	srv := httptest.NewServer(NewToolsHandler(open, 1024, "test", nil))
 	defer srv.Close()
 	call := func(method, path, token, body string) (int, string) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
@@ -85,12 +85,25 @@ func TestToolsHandler(t *testing.T) {
 		{"POST", "/v1/tools/stop_child", "good", `{"child_id":"ses_x","force":true}`, 400, `"code":"invalid_argument"`},
 		{"POST", "/v1/tools/spawn_child", "good", `{"ttl_seconds":5,"network":{"allow":["a b"]}}`, 400, `"field":"network.allow[0]"`},
 		{"POST", "/v1/tools/prompt_child", "good", `{"child_id":"ses_x","text":"` + strings.Repeat("a", 100000) + `"}`, 413, `"code":"payload_too_large"`},
+		// The MCP stream is an upgrade of GET /v1/mcp, nothing else.
+		{"GET", "/v1/mcp", "good", ``, 400, `"code":"invalid_argument"`},
+		{"POST", "/v1/mcp", "good", `{}`, 400, `"code":"invalid_argument"`},
 	}
 	for _, c := range cases {
 		st, body := call(c.method, c.path, c.token, c.body)
 		if st != c.status || !strings.Contains(body, c.want) {
 			t.Errorf("%s %s (%q) = %d %s, want %d with %s", c.method, c.path, c.token, st, body, c.status, c.want)
 		}
+	}
+	// An upgrade with a credential not the session's is refused as any call.
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/mcp", nil)
+	req.Header.Set("Authorization", "Bearer bad")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "berth-mcp")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("an upgrade with a bad credential = %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	if got := strings.Join(f.calls, ","); got != "list,spawn demo,wait ses_x" {
 		t.Fatalf("the tools got %q", got)

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -72,8 +71,15 @@ const (
 type toolServer struct {
 	dir  string
 	hash []byte
-	ln   net.Listener
+	ln   *trackedListener
 	srv  *http.Server
+}
+
+// close stops serving the socket and ends every connection on it, the
+// MCP streams its handler took over included.
+func (ts *toolServer) close() {
+	_ = ts.srv.Close()
+	ts.ln.closeAll()
 }
 
 // toolsGrant is what an agent start needs of its session's tools: the
@@ -213,7 +219,7 @@ func (g *toolGate) serveLocked(id, hashHex string, provider berth.SandboxProvide
 	if err != nil {
 		return err
 	}
-	ts := &toolServer{dir: dir, hash: hash, ln: ln}
+	ts := &toolServer{dir: dir, hash: hash, ln: trackConns(ln)}
 	// The agent is on the other side: it may hold connections open, or
 	// open them by the thousand, and each would hold a daemon descriptor.
 	// A few at a time is what its tools need; idle ones are closed.
@@ -233,7 +239,7 @@ func (g *toolGate) serveLocked(id, hashHex string, provider berth.SandboxProvide
 	g.mu.Unlock()
 	go func() {
 		defer g.serving.Done()
-		_ = ts.srv.Serve(netutil.LimitListener(ln, maxToolsConns))
+		_ = ts.srv.Serve(netutil.LimitListener(ts.ln, maxToolsConns))
 	}()
 	return nil
 }
@@ -278,7 +284,7 @@ func (g *toolGate) revokeLocked(id string, remove bool) {
 	g.mu.Unlock()
 	if ts != nil {
 		// Close cuts the calls in progress too: their contexts end.
-		_ = ts.srv.Close()
+		ts.close()
 	}
 	if remove {
 		if err := os.RemoveAll(g.dir(id)); err != nil {
@@ -296,7 +302,7 @@ func (g *toolGate) close(ctx context.Context) error {
 	g.servers = nil
 	g.mu.Unlock()
 	for _, ts := range servers {
-		_ = ts.srv.Close()
+		ts.close()
 	}
 	return waitGroup(ctx, &g.serving)
 }

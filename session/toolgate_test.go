@@ -1,8 +1,11 @@
 package session
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,7 +22,7 @@ import (
 // withTools serves the berth tools with the API's handler.
 func withTools(o *Options) {
 	o.Berth = "/usr/bin/true"
-	o.ToolsHandler = func(open berth.ToolsOpener) http.Handler { return bhttp.NewToolsHandler(open, 0, nil) }
+	o.ToolsHandler = func(open berth.ToolsOpener) http.Handler { return bhttp.NewToolsHandler(open, 0, "test", nil) }
 }
 
 // shortRunDir puts the run directory, where the tools sockets are, at a
@@ -116,6 +119,38 @@ func TestToolsCredentialIsTheSessionsAndDiesWithIt(t *testing.T) {
 	}
 	if err := toolsCall(gb.socket, gb.token); err != nil {
 		t.Fatalf("B's call after A stopped: %v", err)
+	}
+}
+
+// A session's MCP stream (the upgrade `berth mcp` relays over) lives as
+// long as the session: stopping it ends the stream, which the socket's
+// HTTP server alone does not know of.
+func TestAnMCPStreamEndsWithItsSession(t *testing.T) {
+	e := newEnv(t, withTools, shortRunDir(t))
+	s := e.create(berth.CreateRequest{})
+	g := e.grantOf(s.ID)
+	c, err := net.Dial("unix", g.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: berth\r\nAuthorization: Bearer %s\r\nConnection: Upgrade\r\nUpgrade: berth-mcp\r\n\r\n",
+		berth.ToolsMCPPath, g.token)
+	br := bufio.NewReader(c)
+	if status, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(status, "HTTP/1.1 101 ") {
+		t.Fatalf("the upgrade = %q, %v", status, err)
+	}
+	if _, err := e.m.StopSession(context.Background(), s.ID); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		if _, err := br.ReadString('\n'); err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("the stream of a stopped session: %v, want its end", err)
+			}
+			break
+		}
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/berth-sh/berth/acp/demoagent"
 	"github.com/berth-sh/berth/daemon"
 	"github.com/berth-sh/berth/gateway/relay"
-	"github.com/berth-sh/berth/internal/berthmcp"
+	"github.com/berth-sh/berth/internal/mcprelay"
 	"github.com/berth-sh/berth/shim/shimcmd"
 )
 
@@ -64,19 +64,23 @@ func newAgentExecCmd() *cobra.Command {
 	return cmd
 }
 
-// newMCPCmd is `berth mcp`: the berth MCP server an agent runs on stdio
-// (docs/api.md, "The berth MCP server: agents spawn children"), reaching its
-// session's tools socket.
+// newMCPCmd is `berth mcp`: the berth MCP server as an agent runs it on
+// stdio (docs/api.md, "The berth MCP server: agents spawn children"), a
+// relay to the one its session's tools socket serves. childentry runs it
+// before the command tree; this is its help and its refusal of arguments.
 func newMCPCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:    "mcp",
-		Short:  "Serve the berth MCP server on stdin/stdout for a session's agent (internal)",
+		Short:  "Relay the berth MCP server to a session's agent on stdin/stdout (internal)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The agent ends its MCP server by closing stdin or by a signal.
 			defaultSignals()
-			return berthmcp.Main(cmd.Context(), versionString())
+			if code := mcprelay.Main(); code != 0 {
+				os.Exit(code)
+			}
+			return nil
 		},
 	}
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/cmd/berth/internal/childentry"
 	"github.com/berth-sh/berth/internal/procfs"
+	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // exeOf is the program a process runs.
@@ -201,14 +205,17 @@ func inits(t *testing.T, berthBin string, args ...string) map[string]bool {
 	return got
 }
 
-// `berth shim-local` and `berth agent-exec` (as the daemon writes it)
-// start from an init function before the daemon's libraries are
-// initialised (cmd/berth/internal/childentry): Go's trace of package
+// `berth shim-local`, `berth agent-exec` (as the daemon writes it) and
+// `berth mcp` start from an init function before the daemon's libraries
+// are initialised (cmd/berth/internal/childentry): Go's trace of package
 // initialisation lists none of them, where `berth --version`, the same
 // program, lists them all, and so does an agent-exec the entry leaves to
 // the command tree.
 func TestChildRolesSkipTheDaemonsLibraries(t *testing.T) {
 	plain := plainBerth(t)
+	// berth mcp with its environment and stdin empty: it ends at once.
+	t.Setenv(berth.ToolsSocketEnv, "/nonexistent")
+	t.Setenv(berth.ToolsTokenEnv, "t")
 	full := inits(t, plain, "--version")
 	for _, p := range daemonOnly {
 		if !full[p] {
@@ -220,6 +227,7 @@ func TestChildRolesSkipTheDaemonsLibraries(t *testing.T) {
 		{childentry.ShimRole, "--options", "{}"},
 		{childentry.RelayRole, "--gateway-listen", "", "--gateway-socket", "", "--", "true"},
 		{childentry.RelayRole, "--gateway-listen=", "--gateway-socket=", "--egress-listen", "127.0.0.1:0", "--egress-socket", "/nonexistent", "--", "true"},
+		{childentry.MCPRole},
 	} {
 		got := inits(t, plain, args...)
 		if !got["os"] {
@@ -260,6 +268,64 @@ func TestTheRelayIsSmall(t *testing.T) {
 		t.Errorf("berth agent-exec holds %d KiB of anonymous memory, more than 2 MiB", kib)
 	} else {
 		t.Logf("berth agent-exec holds %d KiB of anonymous memory", kib)
+	}
+}
+
+// `berth mcp`, which every agent that starts MCP servers runs for each
+// session, holds at most 2 MiB of anonymous memory once it relays (it was
+// the whole berth program, the MCP server in it: 4.1 MiB).
+func TestTheMCPRelayIsSmall(t *testing.T) {
+	plain := plainBerth(t)
+	sock := filepath.Join(testenv.ShortTempDir(t, "mcp"), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	// A daemon of one answer: the upgrade, then initialize's.
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		for line, err := br.ReadString('\n'); err == nil && line != "\r\n"; line, err = br.ReadString('\n') {
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: berth-mcp\r\n\r\n")
+		if _, err := br.ReadString('\n'); err == nil {
+			_, _ = io.WriteString(c, `{"jsonrpc":"2.0","id":1,"result":{}}`+"\n")
+		}
+		_, _ = io.Copy(io.Discard, br)
+	}()
+	cmd := exec.Command(plain, childentry.MCPRole)
+	cmd.Env = append(os.Environ(), berth.ToolsSocketEnv+"="+sock, berth.ToolsTokenEnv+"=t")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = in.Close()
+		_ = cmd.Wait()
+	}()
+	if _, err := io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(answer, `"result"`) {
+		t.Fatalf("berth mcp relayed %q, %v", answer, err)
+	}
+	if kib := rssAnonKiB(t, cmd.Process.Pid); kib > 2048 {
+		t.Errorf("berth mcp holds %d KiB of anonymous memory, more than 2 MiB", kib)
+	} else {
+		t.Logf("berth mcp holds %d KiB of anonymous memory", kib)
 	}
 }
 

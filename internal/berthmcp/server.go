@@ -1,28 +1,22 @@
 // Package berthmcp is the berth MCP server (docs/api.md, "The berth MCP server:
-// agents spawn children"): `berth mcp`, which every session's agent is given in
-// its ACP mcpServers and runs on stdio inside its sandbox. Its tools —
-// spawn_child, prompt_child, wait_child, list_children, stop_child — are calls
-// on the session's tools socket, which the daemon serves for that one session
-// and authorises by the credential in the server's environment. It is built on
-// the official Go MCP SDK.
+// agents spawn children"), which the daemon serves on each session's tools
+// socket and every session's agent reaches through `berth mcp` (package
+// mcprelay), given in its ACP mcpServers. Its tools — spawn_child,
+// prompt_child, wait_child, list_children, stop_child — act as that session,
+// whose credential the connection was authorised by. It is built on the
+// official Go MCP SDK.
 package berthmcp
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"strings"
-	"syscall"
-	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/client"
-	"github.com/berth-sh/berth/internal/syncx"
 )
 
 // Bounds of the tools' arguments, in their input schemas.
@@ -34,31 +28,52 @@ const (
 	maxEntryLen  = 300
 )
 
-// Caller calls one tool on the session's tools socket, decoding its answer
-// into out; an error is a *berth.Error with the daemon's code.
+// Caller calls one of the session's tools, decoding its answer into out;
+// an error is a *berth.Error with the daemon's code.
 type Caller func(ctx context.Context, tool string, in, out any) error
 
-// NewServer returns the MCP server whose tools call call.
-func NewServer(call Caller, version string) *mcp.Server {
+// callerKey is the context key of a connection's Caller.
+type callerKey struct{}
+
+// WithCaller is ctx carrying call: the context to connect a session of
+// the server with, whose tools then call call. One server (its tools and
+// their schemas) serves every session's connections.
+func WithCaller(ctx context.Context, call Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, call)
+}
+
+// callerOf is the Caller the connection of ctx was made with.
+func callerOf(ctx context.Context) Caller {
+	if call, ok := ctx.Value(callerKey{}).(Caller); ok {
+		return call
+	}
+	return func(context.Context, string, any, any) error {
+		return berth.Errorf(berth.EInternal, "the berth MCP server was connected without its session's tools")
+	}
+}
+
+// NewServer returns the MCP server, whose tools call the Caller their
+// connection was made with (WithCaller).
+func NewServer(version string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: berth.ToolsServerName, Title: "berth child sessions", Version: version}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolSpawnChild, InputSchema: spawnSchema(),
 		Description: "Start a child session: another agent working in this session's workspace, in a sandbox no looser than this one, " +
 			"stopped when this session stops or after ttl_seconds. prompt, when given, is its first prompt. Answers {child_id}."},
-		handler[berth.SpawnChildArgs, berth.SpawnChildResult](call, berth.ToolSpawnChild))
+		handler[berth.SpawnChildArgs, berth.SpawnChildResult](berth.ToolSpawnChild))
 	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolPromptChild, InputSchema: promptSchema(),
 		Description: "Send a prompt to a child session (queued behind its turn in flight). With wait, answer only once that turn ended, " +
 			"with its stop_reason and the child's text."},
-		handler[berth.PromptChildArgs, berth.PromptChildResult](call, berth.ToolPromptChild))
+		handler[berth.PromptChildArgs, berth.PromptChildResult](berth.ToolPromptChild))
 	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolWaitChild, InputSchema: waitSchema(),
 		Description: "Wait up to timeout_seconds until a child session has nothing left to do (idle, waiting for a decision, or stopped). " +
 			"Answers its state, the stop_reason and its last message as text; timed_out when it was still busy."},
-		handler[berth.WaitChildArgs, berth.WaitChildResult](call, berth.ToolWaitChild))
+		handler[berth.WaitChildArgs, berth.WaitChildResult](berth.ToolWaitChild))
 	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolListChildren, InputSchema: object(nil),
 		Description: "List this session's child sessions: [{child_id, name, state, badge}]."},
-		listHandler(call))
+		listHandler())
 	mcp.AddTool(s, &mcp.Tool{Name: berth.ToolStopChild, InputSchema: object(map[string]*jsonschema.Schema{"child_id": idSchema()}, "child_id"),
 		Description: "Stop a child session (its own children stop with it)."},
-		handler[berth.ChildArgs, berth.ChildInfo](call, berth.ToolStopChild))
+		handler[berth.ChildArgs, berth.ChildInfo](berth.ToolStopChild))
 	s.AddReceivingMiddleware(codedArgumentErrors)
 	return s
 }
@@ -96,10 +111,10 @@ var berthCodes = map[string]bool{
 // handler is a tool handler that calls tool with its arguments and
 // answers the daemon's result, or an error result whose text is the
 // daemon's error code and message.
-func handler[In, Out any](call Caller, tool string) mcp.ToolHandlerFor[In, *Out] {
+func handler[In, Out any](tool string) mcp.ToolHandlerFor[In, *Out] {
 	return func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, *Out, error) {
 		var out Out
-		if err := call(ctx, tool, in, &out); err != nil {
+		if err := callerOf(ctx)(ctx, tool, in, &out); err != nil {
 			return nil, nil, toolError(err)
 		}
 		return nil, &out, nil
@@ -108,10 +123,10 @@ func handler[In, Out any](call Caller, tool string) mcp.ToolHandlerFor[In, *Out]
 
 // listHandler is list_children's handler: its text is the JSON array of
 // the children, its structured content {"children": [...]}.
-func listHandler(call Caller) mcp.ToolHandlerFor[struct{}, *berth.ChildrenResult] {
+func listHandler() mcp.ToolHandlerFor[struct{}, *berth.ChildrenResult] {
 	return func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, *berth.ChildrenResult, error) {
 		var out berth.ChildrenResult
-		if err := call(ctx, berth.ToolListChildren, struct{}{}, &out); err != nil {
+		if err := callerOf(ctx)(ctx, berth.ToolListChildren, struct{}{}, &out); err != nil {
 			return nil, nil, toolError(err)
 		}
 		if out.Children == nil {
@@ -202,48 +217,4 @@ func waitSchema() *jsonschema.Schema {
 		"child_id":        idSchema(),
 		"timeout_seconds": integer("how long to wait at most (0: do not wait)", 0, berth.MaxWaitChildSeconds),
 	}, "child_id")
-}
-
-// Main serves the berth MCP server on stdin/stdout until the client
-// closes it, calling the tools socket named by the environment.
-func Main(ctx context.Context, version string) error {
-	socket, token := os.Getenv(berth.ToolsSocketEnv), os.Getenv(berth.ToolsTokenEnv)
-	if socket == "" || token == "" {
-		return fmt.Errorf("berth mcp: %s and %s must be set (the daemon gives them to the agent)", berth.ToolsSocketEnv, berth.ToolsTokenEnv)
-	}
-	c, err := client.New("unix:"+socket, client.WithToken(token))
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return NewServer(socketCaller(c, restartWait), version).Run(ctx, &mcp.StdioTransport{})
-}
-
-// restartWait bounds how long a tool call waits for a daemon that is
-// restarting (see socketCaller).
-const restartWait = 30 * time.Second
-
-// socketCaller calls the tools on c's socket. While the daemon restarts
-// (its socket gone or refusing, so nothing of the call was sent) a call
-// waits for the next daemon to serve it again, up to wait, rather than
-// failing a turn the agent goes on with.
-func socketCaller(c *client.Client, wait time.Duration) Caller {
-	return func(ctx context.Context, tool string, in, out any) error {
-		// A list or a stop answers at once; a spawn within a handshake.
-		if tool == berth.ToolListChildren || tool == berth.ToolStopChild || tool == berth.ToolSpawnChild {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-			defer cancel()
-		}
-		deadline := time.Now().Add(wait)
-		for delay := 50 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-			err := c.CallTool(ctx, tool, in, out)
-			if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.ECONNREFUSED) || time.Now().Add(delay).After(deadline) {
-				return err
-			}
-			if !syncx.Sleep(ctx, delay) {
-				return err
-			}
-		}
-	}
 }

@@ -3,20 +3,12 @@ package berthmcp
 import (
 	"context"
 	"encoding/json"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/berth-sh/berth"
-	"github.com/berth-sh/berth/client"
-	"github.com/berth-sh/berth/internal/testenv"
 )
 
 // connect serves NewServer(call) in memory and returns a client session.
@@ -24,7 +16,7 @@ func connect(t *testing.T, call Caller) *mcp.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := NewServer(call, "test").Connect(ctx, st, nil)
+	ss, err := NewServer("test").Connect(WithCaller(ctx, call), st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,57 +140,5 @@ func TestSpawnChildTakesANetworkPolicy(t *testing.T) {
 		`{"ttl_seconds":60,"network":{"allow":["api.github.com","127.0.0.1:8080"],"ask":true}}`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the daemon got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}
-
-// A tool call made while the daemon restarts (its socket refusing, then
-// gone) waits for the next daemon, which answers it once; with no daemon
-// within the wait, it fails as unavailable.
-func TestACallWaitsForTheDaemonsRestart(t *testing.T) {
-	sock := filepath.Join(testenv.ShortTempDir(t, "mcp"), "s")
-	// The last daemon's socket, left behind: connections are refused.
-	old, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old.(*net.UnixListener).SetUnlinkOnClose(false)
-	_ = old.Close()
-	c, err := client.New("unix:"+sock, client.WithToken("t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := context.Background()
-
-	if err := socketCaller(c, 200*time.Millisecond)(ctx, berth.ToolListChildren, struct{}{}, nil); !berth.IsCode(err, berth.EUnavailable) {
-		t.Fatalf("with no daemon: %v, want %s", err, berth.EUnavailable)
-	}
-
-	var calls atomic.Int32
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`[]`))
-	})}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		// The next daemon removes the old socket, then serves a new one.
-		time.Sleep(300 * time.Millisecond)
-		_ = os.Remove(sock)
-		time.Sleep(100 * time.Millisecond)
-		ln, err := net.Listen("unix", sock)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		_ = srv.Serve(ln)
-	}()
-	var out []json.RawMessage
-	err = socketCaller(c, 10*time.Second)(ctx, berth.ToolListChildren, struct{}{}, &out)
-	_ = srv.Close()
-	<-served
-	if err != nil || calls.Load() != 1 {
-		t.Fatalf("across the restart: %v, %d calls served", err, calls.Load())
 	}
 }

@@ -8,7 +8,9 @@
 //     `go run`);
 //   - `berth agent-exec`, the gateway and egress relay an agent in an
 //     isolating sandbox runs under (package gateway/relay), in the form
-//     the daemon writes it; any other form goes to the command tree.
+//     the daemon writes it; any other form goes to the command tree;
+//   - `berth mcp`, the berth MCP server as the agent starts it: a relay
+//     to the daemon's (package mcprelay), with no argument.
 //
 // Go initialises a package once everything it imports is, choosing among
 // the ready ones by import path; so this package's init runs as soon as
@@ -28,6 +30,7 @@ import (
 	"strings"
 
 	"github.com/berth-sh/berth/gateway/relay"
+	"github.com/berth-sh/berth/internal/mcprelay"
 	"github.com/berth-sh/berth/shim/shimcmd"
 )
 
@@ -37,6 +40,9 @@ const ShimRole = "shim-local"
 
 // RelayRole is the hidden command of the gateway and egress relay.
 const RelayRole = "agent-exec"
+
+// MCPRole is the hidden command of the berth MCP server's relay.
+const MCPRole = "mcp"
 
 func init() {
 	if len(os.Args) < 2 {
@@ -49,6 +55,10 @@ func init() {
 		if o, ok := relayOptions(os.Args[2:]); ok {
 			o.Stderr = os.Stderr
 			os.Exit(relay.Run(o))
+		}
+	case MCPRole:
+		if len(os.Args) == 2 {
+			os.Exit(mcprelay.Main())
 		}
 	}
 }

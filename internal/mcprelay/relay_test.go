@@ -1,0 +1,423 @@
+package mcprelay
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/berth-sh/berth"
+	bhttp "github.com/berth-sh/berth/http"
+	"github.com/berth-sh/berth/internal/core"
+	"github.com/berth-sh/berth/internal/testenv"
+)
+
+// fakeTools are a session's tools: they record the calls, and wait_child
+// blocks until its context ends or release is closed.
+type fakeTools struct {
+	mu      sync.Mutex
+	calls   []string
+	waiting chan struct{} // closed when a wait_child has started
+	release chan struct{}
+}
+
+func newFakeTools() *fakeTools {
+	return &fakeTools{waiting: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (f *fakeTools) record(c string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, c)
+}
+
+func (f *fakeTools) SpawnChild(_ context.Context, a berth.SpawnChildArgs) (*berth.SpawnChildResult, error) {
+	f.record("spawn " + a.Name)
+	return &berth.SpawnChildResult{ChildID: "ses_kid", State: berth.StateActive}, nil
+}
+func (f *fakeTools) PromptChild(_ context.Context, a berth.PromptChildArgs) (*berth.PromptChildResult, error) {
+	f.record("prompt " + a.ChildID)
+	return &berth.PromptChildResult{Text: "hi"}, nil
+}
+func (f *fakeTools) WaitChild(ctx context.Context, a berth.WaitChildArgs) (*berth.WaitChildResult, error) {
+	f.record("wait " + a.ChildID)
+	close(f.waiting)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-f.release:
+		return &berth.WaitChildResult{State: berth.StateActive}, nil
+	}
+}
+func (f *fakeTools) ListChildren(context.Context) (*berth.ChildrenResult, error) {
+	f.record("list")
+	return &berth.ChildrenResult{Children: []berth.ChildInfo{{ChildID: "ses_kid", Name: "kid"}}}, nil
+}
+func (f *fakeTools) StopChild(_ context.Context, a berth.ChildArgs) (*berth.ChildInfo, error) {
+	f.record("stop " + a.ChildID)
+	return &berth.ChildInfo{ChildID: a.ChildID}, nil
+}
+
+// daemon serves the tools socket as the daemon does (the tools handler,
+// credential "good"), keeping what each connection sent it.
+type daemon struct {
+	srv    *http.Server
+	ln     net.Listener
+	served chan struct{}
+
+	mu    sync.Mutex
+	conns []*spyConn
+}
+
+// startDaemon serves tools on sock.
+func startDaemon(t *testing.T, sock string, tools berth.ChildTools) *daemon {
+	t.Helper()
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(token string) (berth.ChildTools, func(), error) {
+		if token != "good" {
+			return nil, nil, berth.Errorf(berth.EUnauthenticated, "the berth tools credential is not valid")
+		}
+		return tools, func() {}, nil
+	}
+	d := &daemon{srv: &http.Server{Handler: bhttp.NewToolsHandler(open, 0, "test", nil)}, ln: ln, served: make(chan struct{})}
+	go func() {
+		defer close(d.served)
+		_ = d.srv.Serve(spyListener{ln, d})
+	}()
+	t.Cleanup(d.stop)
+	return d
+}
+
+// stop ends the daemon and every connection it had, as a SIGKILL would.
+func (d *daemon) stop() {
+	_ = d.srv.Close()
+	<-d.served
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.conns {
+		_ = c.Close()
+	}
+}
+
+// sent is what connection i (from 0) sent the daemon.
+func (d *daemon) sent(i int) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if i >= len(d.conns) {
+		return ""
+	}
+	c := d.conns[i]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.in.String()
+}
+
+// spyListener keeps the daemon's connections.
+type spyListener struct {
+	net.Listener
+	d *daemon
+}
+
+func (l spyListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &spyConn{Conn: c}
+	l.d.mu.Lock()
+	l.d.conns = append(l.d.conns, sc)
+	l.d.mu.Unlock()
+	return sc, nil
+}
+
+// spyConn keeps what it reads.
+type spyConn struct {
+	net.Conn
+	mu sync.Mutex
+	in bytes.Buffer
+}
+
+func (c *spyConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	c.in.Write(b[:n])
+	c.mu.Unlock()
+	return n, err
+}
+
+// The MCP protocol versions the tests' agents speak: one with the
+// initialize handshake, as today's agents, and the stateless one.
+const (
+	withInitialize = "2025-06-18"
+	stateless      = ""
+)
+
+// agent runs a relay with o and connects an MCP client of the protocol
+// version to its stdio.
+func agent(t *testing.T, o Options, version string) *mcp.ClientSession {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	o.In, o.Out = inR, outW
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(o)
+		_ = outW.Close()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(ctx,
+		&mcp.IOTransport{Reader: outR, Writer: inW}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.Close()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("the relay ended with %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("the relay did not end with its agent's stdin")
+		}
+	})
+	return cs
+}
+
+// call calls tool and returns the result's text and whether it is an error.
+func call(t *testing.T, cs *mcp.ClientSession, tool string, args any) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	if len(res.Content) != 1 {
+		t.Fatalf("%s: content %+v", tool, res.Content)
+	}
+	return res.Content[0].(*mcp.TextContent).Text, res.IsError
+}
+
+func socket(t *testing.T) string {
+	return filepath.Join(testenv.ShortTempDir(t, "relay"), "s")
+}
+
+// The agent's calls reach the daemon's server through the relay and its
+// answers come back: the tools are listed and called as that session.
+func TestTheRelayCallsTheDaemonsServer(t *testing.T) {
+	sock := socket(t)
+	tools := newFakeTools()
+	startDaemon(t, sock, tools)
+	cs := agent(t, Options{Socket: sock, Token: "good"}, withInitialize)
+	ctx := context.Background()
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil || len(list.Tools) != 5 {
+		t.Fatalf("tools/list = %v, %v", list, err)
+	}
+	if text, isErr := call(t, cs, berth.ToolSpawnChild, map[string]any{"ttl_seconds": 60, "name": "kid"}); isErr || !strings.Contains(text, "ses_kid") {
+		t.Fatalf("spawn_child = %q (error %v)", text, isErr)
+	}
+	if text, isErr := call(t, cs, berth.ToolListChildren, map[string]any{}); isErr || !strings.Contains(text, `"name":"kid"`) {
+		t.Fatalf("list_children = %q (error %v)", text, isErr)
+	}
+	if text, isErr := call(t, cs, berth.ToolStopChild, map[string]any{"child_id": "ses_kid", "extra": 1}); !isErr || !strings.HasPrefix(text, "invalid_argument: ") {
+		t.Fatalf("stop_child with an unknown argument = %q (error %v)", text, isErr)
+	}
+	tools.mu.Lock()
+	defer tools.mu.Unlock()
+	if got := strings.Join(tools.calls, ", "); got != "spawn kid, list" {
+		t.Fatalf("the daemon's tools got %q", got)
+	}
+}
+
+// A daemon that goes away and comes back is the same server to the
+// agent: the relay dials the next one and replays the agent's initialize
+// (under an id of its own, whose answer the agent never sees) and
+// initialized before the agent's next call. An agent of the stateless
+// protocol sent none: nothing is replayed.
+func TestTheRelayOutlivesTheDaemon(t *testing.T) {
+	for version, want := range map[string][]string{
+		withInitialize: {"initialize berth-mcp-replay-2", "notifications/initialized", "tools/call"},
+		stateless:      {"tools/call"},
+	} {
+		t.Run("protocol "+version, func(t *testing.T) {
+			sock := socket(t)
+			tools := newFakeTools()
+			d := startDaemon(t, sock, tools)
+			cs := agent(t, Options{Socket: sock, Token: "good"}, version)
+			if _, isErr := call(t, cs, berth.ToolListChildren, map[string]any{}); isErr {
+				t.Fatal("list_children failed")
+			}
+			d.stop()
+			d = startDaemon(t, sock, tools)
+			if text, isErr := call(t, cs, berth.ToolListChildren, map[string]any{}); isErr {
+				t.Fatalf("list_children after the restart: %q", text)
+			}
+			if msgs := messages(t, d.sent(0)); strings.Join(msgs, "; ") != strings.Join(want, "; ") {
+				t.Fatalf("the next daemon got %q, want %q", msgs, want)
+			}
+		})
+	}
+}
+
+// messages are the methods (and a string id) of the JSON-RPC messages
+// after an upgrade's head.
+func messages(t *testing.T, sent string) []string {
+	t.Helper()
+	_, body, ok := strings.Cut(sent, "\r\n\r\n")
+	if !ok {
+		t.Fatalf("no upgrade in %q", sent)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(body), "\n") {
+		var m struct {
+			ID     any    `json:"id"`
+			Method string `json:"method"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if id, ok := m.ID.(string); ok {
+			out = append(out, m.Method+" "+id)
+		} else {
+			out = append(out, m.Method)
+		}
+	}
+	return out
+}
+
+// A call in flight when the daemon goes away is answered at once as a
+// tool error that says it may have been done; the next call goes to the
+// next daemon.
+func TestACallInFlightWhenTheDaemonGoesFails(t *testing.T) {
+	sock := socket(t)
+	tools := newFakeTools()
+	defer close(tools.release)
+	d := startDaemon(t, sock, tools)
+	cs := agent(t, Options{Socket: sock, Token: "good"}, withInitialize)
+	type answer struct {
+		text  string
+		isErr bool
+	}
+	got := make(chan answer, 1)
+	go func() {
+		text, isErr := call(t, cs, berth.ToolWaitChild, map[string]any{"child_id": "ses_kid", "timeout_seconds": 60})
+		got <- answer{text, isErr}
+	}()
+	<-tools.waiting
+	d.stop()
+	select {
+	case a := <-got:
+		if !a.isErr || !strings.HasPrefix(a.text, "unavailable: the berth daemon went away during this call") {
+			t.Fatalf("wait_child across the daemon's end = %q (error %v)", a.text, a.isErr)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call in flight was not answered")
+	}
+	startDaemon(t, sock, tools)
+	if text, isErr := call(t, cs, berth.ToolListChildren, map[string]any{}); isErr {
+		t.Fatalf("list_children on the next daemon: %q", text)
+	}
+}
+
+// A call made while no daemon serves the socket waits for one: it is
+// answered by a daemon that comes within the wait, and fails as
+// unavailable, naming the wait, when none does.
+func TestACallWaitsForTheNextDaemon(t *testing.T) {
+	sock := socket(t)
+	tools := newFakeTools()
+	d := startDaemon(t, sock, tools)
+	cs := agent(t, Options{Socket: sock, Token: "good", Wait: 400 * time.Millisecond}, withInitialize)
+	if _, isErr := call(t, cs, berth.ToolListChildren, map[string]any{}); isErr {
+		t.Fatal("list_children failed")
+	}
+	d.stop()
+	began := time.Now()
+	if text, isErr := call(t, cs, berth.ToolListChildren, map[string]any{}); !isErr ||
+		!strings.HasPrefix(text, "unavailable: no berth daemon answered on the tools socket within 400ms") {
+		t.Fatalf("list_children with no daemon = %q (error %v)", text, isErr)
+	}
+	if took := time.Since(began); took < 400*time.Millisecond {
+		t.Fatalf("failed after %s, before the wait", took)
+	}
+
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		startDaemon(t, sock, tools)
+	}()
+	if text, isErr := call(t, cs, berth.ToolListChildren, map[string]any{}); isErr {
+		t.Fatalf("list_children while the next daemon starts = %q", text)
+	}
+}
+
+// A credential the daemon refuses fails the call at once with the
+// daemon's code and message: no dialling again.
+func TestARefusedCredentialFailsAtOnce(t *testing.T) {
+	sock := socket(t)
+	tools := newFakeTools()
+	d := startDaemon(t, sock, tools)
+	inR, inW := io.Pipe()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- Run(Options{Socket: sock, Token: "bad", In: inR, Out: &out, Wait: time.Minute}) }()
+	_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`+"\n")
+	_ = inW.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a refused credential was dialled again")
+	}
+	want := `{"error":{"code":-32603,"message":"unauthenticated: the berth tools credential is not valid"},"id":1,"jsonrpc":"2.0"}` + "\n"
+	if out.String() != want {
+		t.Fatalf("the agent got %q, want %q", out.String(), want)
+	}
+	if d.sent(1) != "" {
+		t.Fatal("dialled twice")
+	}
+}
+
+// A message past the bound is dropped whole (and said so); the next one
+// is read as usual.
+func TestAMessageTooLongIsDropped(t *testing.T) {
+	long := `{"x":"` + strings.Repeat("a", core.ToolsMCPMaxMessage) + `"}`
+	br := bufio.NewReaderSize(strings.NewReader(long+"\n\r\n"+`{"id":1}`+"\r\n"), 64<<10)
+	if _, err := readLine(br); !errors.Is(err, errTooLong) {
+		t.Fatalf("the long message: %v, want errTooLong", err)
+	}
+	line, err := readLine(br)
+	if err != nil || string(line) != `{"id":1}` {
+		t.Fatalf("the next message = %q, %v", line, err)
+	}
+	if _, err := readLine(br); err != io.EOF {
+		t.Fatalf("at the end: %v", err)
+	}
+}
+
+// A numeric id is one id whatever its spelling: an answer with id 1
+// settles the request sent as 1.0.
+func TestIDKeys(t *testing.T) {
+	for in, want := range map[string]string{`1`: "1", `1.0`: "1", ` 7 `: "7", `"a"`: `"a"`, `1.5`: "1.5"} {
+		if got := idKey(json.RawMessage(in)); got != want {
+			t.Errorf("idKey(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
