@@ -631,7 +631,11 @@ func upgrade(conn Conn, token string) (*bufio.Reader, error) {
 func refusalOf(status int, br *bufio.Reader, length int) error {
 	e := &refusal{status: status, code: "unavailable", message: fmt.Sprintf("the tools socket answered %d", status)}
 	if status == 404 {
-		e.code = "not_found"
+		// A daemon of an older berth serves tool calls but no MCP stream:
+		// this berth mcp came with an upgrade of the binary it runs.
+		e.code, e.message = "not_found", "the daemon serving this session is older than this berth mcp (its tools socket has no "+
+			core.ToolsMCPPath+"): restart the daemon (berth serve) to use this berth's"
+		return e
 	}
 	if length <= 0 || length > 64<<10 {
 		return e

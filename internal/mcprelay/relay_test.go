@@ -421,3 +421,33 @@ func TestIDKeys(t *testing.T) {
 		}
 	}
 }
+
+// A daemon of an older berth (tool calls, no MCP stream) is named as
+// such, with what to do, rather than as its 404.
+func TestAnOlderDaemonIsNamed(t *testing.T) {
+	sock := socket(t)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no such path: the tools socket answers POST /v1/tools/{tool}"}}`)
+	})}
+	go func() { _ = old.Serve(ln) }()
+	defer old.Close()
+	inR, inW := io.Pipe()
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- Run(Options{Socket: sock, Token: "good", In: inR, Out: &out}) }()
+	_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":"a","method":"tools/list"}`+"\n")
+	_ = inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"id":"a"`) || !strings.Contains(out.String(), "older than this berth mcp") ||
+		!strings.Contains(out.String(), "restart the daemon") {
+		t.Fatalf("the agent got %q", out.String())
+	}
+}
