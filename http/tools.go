@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,9 +31,13 @@ import (
 // ToolsPath is the path of a tool's call on a tools socket.
 func ToolsPath(tool string) string { return "/v1/tools/" + tool }
 
-// maxMCPCalls bounds the tool calls in flight on one MCP connection:
-// the agent is on the other side.
-const maxMCPCalls = 16
+// maxMCPCalls bounds the session's tool calls in flight over MCP, and
+// maxMCPStreams its MCP streams (each `berth mcp` holds one): the agent
+// is on the other side.
+const (
+	maxMCPCalls   = 16
+	maxMCPStreams = 4
+)
 
 // toolsHandler serves one session's tools socket.
 type toolsHandler struct {
@@ -40,6 +45,12 @@ type toolsHandler struct {
 	log     *slog.Logger
 	version string
 	maxBody int64
+	// calls holds one token per tool call in flight over MCP.
+	calls chan struct{}
+	// streams counts the MCP streams open.
+	streams atomic.Int32
+	// writeTimeout bounds a write to an MCP stream (mcpWriteTimeout).
+	writeTimeout time.Duration
 }
 
 // NewToolsHandler returns the handler of a session's tools socket: open
@@ -50,7 +61,8 @@ func NewToolsHandler(open berth.ToolsOpener, maxPromptBytes int, version string,
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &toolsHandler{open: open, log: log, version: version, maxBody: bodyLimitFor(maxPromptOf(maxPromptBytes))}
+	return &toolsHandler{open: open, log: log, version: version, maxBody: bodyLimitFor(maxPromptOf(maxPromptBytes)),
+		calls: make(chan struct{}, maxMCPCalls), writeTimeout: mcpWriteTimeout}
 }
 
 // ServeHTTP implements http.Handler.
@@ -98,6 +110,12 @@ func (h *toolsHandler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer done()
+	if h.streams.Add(1) > maxMCPStreams {
+		h.streams.Add(-1)
+		h.fail(w, r, berth.Errorf(berth.ERateLimited, "this session has %d berth MCP streams open already, the most it may", maxMCPStreams))
+		return
+	}
+	defer h.streams.Add(-1)
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		h.fail(w, r, berth.Errorf(berth.EInternal, "the tools socket cannot upgrade this connection"))
@@ -115,9 +133,12 @@ func (h *toolsHandler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		core.ToolsMCPProtocol+"\r\n\r\n"); err != nil {
 		return
 	}
-	stream := &mcp.IOTransport{Reader: readCloser{Reader: rw.Reader, Closer: conn}, Writer: conn,
-		MaxLineLength: core.ToolsMCPMaxMessage}
-	ss, err := sharedMCP(h.version).Connect(berthmcp.WithCaller(r.Context(), h.caller(tools)), stream, nil)
+	// A message holds at most a tool's largest arguments (a prompt), as a
+	// call's body on the HTTP route.
+	maxLine := int(h.maxBody) + 64<<10
+	stream := newMCPStream(conn, rw.Reader, maxLine, h.writeTimeout)
+	transport := &mcp.IOTransport{Reader: stream, Writer: stream, MaxLineLength: maxLine}
+	ss, err := sharedMCP(h.version).Connect(berthmcp.WithCaller(r.Context(), h.caller(tools)), transport, nil)
 	if err != nil {
 		h.log.Warn("berth tools: cannot serve MCP", "err", err)
 		return
@@ -148,21 +169,14 @@ func sharedMCP(version string) *mcp.Server {
 	return srv
 }
 
-// readCloser reads from a connection's buffered reader and closes the
-// connection.
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
 // caller calls the tools for the MCP server, with the arguments decoded
-// as strictly as the tools' HTTP route does, at most maxMCPCalls at once.
+// as strictly as the tools' HTTP route does, at most maxMCPCalls of the
+// session's at once.
 func (h *toolsHandler) caller(tools berth.ChildTools) berthmcp.Caller {
-	inFlight := make(chan struct{}, maxMCPCalls)
 	return func(ctx context.Context, tool string, in, out any) error {
 		select {
-		case inFlight <- struct{}{}:
-			defer func() { <-inFlight }()
+		case h.calls <- struct{}{}:
+			defer func() { <-h.calls }()
 		default:
 			return berth.Errorf(berth.ERateLimited, "more than %d berth tool calls at once", maxMCPCalls)
 		}

@@ -1,5 +1,11 @@
 package core
 
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+)
+
 // The berth tools socket's names that `berth mcp` (a relay that links
 // neither net nor the root package) shares with the daemon; the root
 // package re-exports them.
@@ -16,3 +22,26 @@ const (
 	// ToolsMCPMaxMessage bounds one MCP message on that stream, either way.
 	ToolsMCPMaxMessage = 4 << 20
 )
+
+// JSONRPCIDKey is a JSON-RPC request id as a map key, the same however
+// the id was spelled: a number by its value (1 and 1.0 are one id), a
+// string by its text ("a" and "\u0061" are one id). Anything else is
+// kept as written.
+func JSONRPCIDKey(raw []byte) string {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return "?" + string(raw)
+	}
+	switch v := v.(type) {
+	case string:
+		return "s" + v
+	case json.Number:
+		if n, err := strconv.ParseFloat(string(v), 64); err == nil {
+			return "n" + strconv.FormatFloat(n, 'g', -1, 64)
+		}
+		return "n" + string(v)
+	}
+	return "?" + string(raw)
+}

@@ -39,8 +39,20 @@ import (
 // DefaultWait is how long a message waits for a daemon to relay it to.
 const DefaultWait = 30 * time.Second
 
-// handshakeTimeout bounds a dial and its upgrade.
+// handshakeTimeout bounds a dial and its upgrade, and the answer to a
+// replayed initialize.
 const handshakeTimeout = 10 * time.Second
+
+// drainTimeout is how long a connection a write failed on is still read
+// (the daemon's answers already sent) before it is given up.
+const drainTimeout = time.Second
+
+// Backoff of the dials while messages wait: at once, then from minBackoff
+// doubling to maxBackoff, until a connection carries a message.
+const (
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = time.Second
+)
 
 // Conn is a connection to the tools socket.
 type Conn interface {
@@ -80,7 +92,8 @@ func Main() int {
 	return 0
 }
 
-// Run relays until the agent's side ends (nil) or cannot be written to.
+// Run relays until the agent's side ends and what it asked before is
+// answered (nil), or until that side cannot be written to.
 // In the second case the reader of In may be blocked in a read that
 // nothing can interrupt (a pipe that stays open): Run closes In, when it
 // is a Closer, and returns without waiting for it (the process ends).
@@ -94,8 +107,8 @@ func Run(o Options) error {
 	if o.Dial == nil {
 		o.Dial = func(ctx context.Context, path string) (Conn, error) { return rawsock.Dial(ctx, path) }
 	}
-	r := &relay{o: o, pending: map[string]string{}, fromAgent: make(chan []byte), fromDaemon: make(chan daemonLine),
-		quit: make(chan struct{})}
+	r := &relay{o: o, pending: map[string]sent{}, fromAgent: make(chan []byte), fromDaemon: make(chan daemonLine),
+		dialed: make(chan dialResult), quit: make(chan struct{})}
 	agentDone := make(chan struct{})
 	go func() {
 		defer close(agentDone)
@@ -104,7 +117,7 @@ func Run(o Options) error {
 	err := r.loop()
 	close(r.quit)
 	r.disconnect()
-	r.readers.Wait()
+	r.helpers.Wait()
 	if err != nil {
 		if c, ok := o.In.(io.Closer); ok {
 			_ = c.Close()
@@ -121,32 +134,46 @@ type relay struct {
 
 	fromAgent  chan []byte // the agent's messages; closed at its EOF
 	fromDaemon chan daemonLine
+	dialed     chan dialResult
 	quit       chan struct{} // closed when loop has ended
-	// readers counts the connections' readers, which end with them.
-	readers sync.WaitGroup
+	// helpers counts the connections' readers and the dials, which end
+	// with them (or at quit).
+	helpers sync.WaitGroup
 
-	conn Conn
-	gen  int // the connection's number: lines of an older one are stale
-	// pending are the agent's requests sent on conn, by id, with their method.
-	pending map[string]string
-	// queue holds the agent's messages while there is no connection, or
-	// while the replayed initialize awaits its answer.
+	conn    Conn
+	gen     int  // the connection's number: lines of an older one are stale
+	dialing bool // a dial is under way
+	// pending are the agent's requests sent on conn, by id key.
+	pending map[string]sent
+	// queue holds the agent's messages while there is no connection (or
+	// it is being replayed to, or drained), oldest first.
 	queue []queued
 	// initLine and initializedLine are the agent's initialize request and
 	// initialized notification, replayed to each new connection once
-	// initialized says the first went to a daemon.
+	// initialized says the first was answered by a daemon.
 	initLine, initializedLine []byte
 	initialized               bool
-	// replaying is the id (as JSON) of the replayed initialize awaiting
-	// its answer.
-	replaying string
-	// retry fires while messages wait: the next dial when there is no
-	// connection, a look for those waited too long while a replay is
-	// answered; nil when nothing waits.
+	// replaying is the id key of the replayed initialize awaiting its
+	// answer since replayedAt; "" when none is.
+	replaying  string
+	replayedAt time.Time
+	// drainBy, when set, is when a connection a write failed on is given up.
+	drainBy  time.Time
+	drainErr error
+	// retry fires the next dial; nil when none is due.
 	retry   <-chan time.Time
 	backoff time.Duration
+	// tick fires every second while messages wait, a replay is answered
+	// or a connection drained; nil otherwise.
+	tick <-chan time.Time
 	// made are the answers the relay made itself, for flushOut to write.
 	made [][]byte
+}
+
+// sent is one of the agent's requests on the connection.
+type sent struct {
+	id     json.RawMessage
+	method string
 }
 
 // queued is one of the agent's messages waiting for a connection.
@@ -163,6 +190,13 @@ type daemonLine struct {
 	err  error
 }
 
+// dialResult is a dial's connection, or why there is none.
+type dialResult struct {
+	conn Conn
+	br   *bufio.Reader
+	err  error
+}
+
 // header is what the relay reads of a JSON-RPC message.
 type header struct {
 	ID     json.RawMessage `json:"id"`
@@ -175,31 +209,16 @@ func (h header) request() bool { return h.Method != "" && len(h.ID) > 0 && strin
 // response reports whether h is an answer to a request.
 func (h header) response() bool { return h.Method == "" && len(h.ID) > 0 && string(h.ID) != "null" }
 
-// parse reads a message's header; a message that is not a JSON object
-// gets the zero header (relayed as it is: the server answers it).
-func parse(line []byte) header {
-	var h header
-	_ = json.Unmarshal(line, &h)
-	return h
-}
-
-// idKey is a request id as a map key: a number in its integer form, so
-// that 1 and 1.0 are one id, anything else as written.
-func idKey(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if n, err := strconv.ParseFloat(string(raw), 64); err == nil && n == float64(int64(n)) {
-		return strconv.FormatInt(int64(n), 10)
-	}
-	return string(raw)
-}
-
 // loop is the relay's one goroutine of state.
 func (r *relay) loop() error {
+	fromAgent := r.fromAgent
 	for {
 		select {
-		case line, ok := <-r.fromAgent:
+		case line, ok := <-fromAgent:
 			if !ok {
-				return nil
+				// The agent sends no more; what it asked is still answered.
+				fromAgent = nil
+				break
 			}
 			r.fromTheAgent(line)
 		case m := <-r.fromDaemon:
@@ -213,145 +232,215 @@ func (r *relay) loop() error {
 					return err
 				}
 			}
+		case d := <-r.dialed:
+			r.dialing = false
+			r.connected(d)
 		case <-r.retry:
 			r.retry = nil
-			if r.conn == nil {
-				r.dial()
-			} else {
-				r.expire(errors.New("the daemon has not answered the session's initialize again"))
-				r.lookLater()
-			}
+			r.dial()
+		case <-r.tick:
+			r.tick = nil
+			r.housekeep()
 		}
 		if err := r.flushOut(); err != nil {
 			return err
 		}
+		if fromAgent == nil && len(r.pending) == 0 && len(r.queue) == 0 {
+			return nil
+		}
+		r.schedule()
 	}
 }
 
-// fromTheAgent sends (or queues) one of the agent's messages.
+// fromTheAgent sends (or queues) one of the agent's messages; what is not
+// one JSON-RPC message is answered here, never sent.
 func (r *relay) fromTheAgent(line []byte) {
-	h := parse(line)
+	trimmed := bytes.TrimSpace(line)
+	switch {
+	case bytes.Equal(line, tooLong):
+		r.answerNull(-32600, fmt.Sprintf("a message of more than %d bytes was dropped", core.ToolsMCPMaxMessage))
+		return
+	case len(trimmed) > 0 && trimmed[0] == '[':
+		r.answerNull(-32600, "berth mcp takes one JSON-RPC message a line, not a batch")
+		return
+	case !json.Valid(trimmed):
+		r.answerNull(-32700, "not a JSON-RPC message: not JSON")
+		return
+	}
+	var h header
+	if json.Unmarshal(trimmed, &h) != nil {
+		r.answerNull(-32600, "not a JSON-RPC message: not a JSON object")
+		return
+	}
 	switch {
 	case h.Method == "initialize" && h.request():
 		r.initLine = line
 	case h.Method == "notifications/initialized":
 		r.initializedLine = line
 	}
-	if r.conn == nil || r.replaying != "" {
-		r.queue = append(r.queue, queued{line: line, h: h, at: time.Now()})
-		switch {
-		case r.conn == nil && r.retry == nil:
-			r.dial()
-		case r.conn != nil:
-			r.lookLater()
-		}
+	q := queued{line: line, h: h, at: time.Now()}
+	if !r.ready() {
+		r.queue = append(r.queue, q)
 		return
 	}
-	r.send(line, h)
+	if err := r.send(q); err != nil {
+		r.queue = append(r.queue, q)
+		r.writeFailed(err)
+	}
+}
+
+// ready reports whether the agent's messages may go on the connection now.
+func (r *relay) ready() bool {
+	return r.conn != nil && r.replaying == "" && r.drainBy.IsZero()
 }
 
 // send writes one of the agent's messages on the connection.
-func (r *relay) send(line []byte, h header) {
-	if err := writeLine(r.conn, line); err != nil {
-		// Not read whole by the server: it goes again on the next connection.
-		r.queue = append(r.queue, queued{line: line, h: h, at: time.Now()})
-		r.lost(err)
-		return
+func (r *relay) send(q queued) error {
+	if err := writeLine(r.conn, q.line); err != nil {
+		return err
 	}
-	if h.request() {
-		r.pending[idKey(h.ID)] = h.Method
-		if h.Method == "initialize" {
-			r.initialized = true
-		}
+	if q.h.request() {
+		r.pending[core.JSONRPCIDKey(q.h.ID)] = sent{id: q.h.ID, method: q.h.Method}
+	}
+	return nil
+}
+
+// writeFailed stops writing on a connection a write failed on; its reader
+// goes on until the daemon's answers already sent are read (its end), or
+// drainTimeout.
+func (r *relay) writeFailed(err error) {
+	if r.drainBy.IsZero() {
+		r.drainBy, r.drainErr = time.Now().Add(drainTimeout), err
 	}
 }
 
 // fromTheDaemon passes one of the server's messages to the agent, but
 // for the answer to a replayed initialize.
 func (r *relay) fromTheDaemon(line []byte) error {
-	h := parse(line)
-	if r.replaying != "" && h.response() && idKey(h.ID) == r.replaying {
-		r.replaying = ""
-		var answer struct {
-			Error *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(line, &answer) == nil && answer.Error != nil {
-			fmt.Fprintf(r.o.Log, "berth mcp: the daemon refused the session's initialize again: %s\n", answer.Error.Message)
-			r.failQueue("unavailable: the berth MCP server refused this session after the daemon's restart: " + answer.Error.Message)
-			r.disconnect()
-			return nil
-		}
-		if r.initializedLine != nil {
-			r.send(r.initializedLine, parse(r.initializedLine))
-		}
-		r.flushQueue()
+	// The connection carries messages: dials start at once again.
+	r.backoff = 0
+	h := parseHeader(line)
+	key := ""
+	if h.response() {
+		key = core.JSONRPCIDKey(h.ID)
+	}
+	if r.replaying != "" && key == r.replaying {
+		r.replayAnswered(line)
 		return nil
 	}
-	if h.response() {
-		delete(r.pending, idKey(h.ID))
+	if key != "" {
+		if s, ok := r.pending[key]; ok && s.method == "initialize" {
+			r.initialized = true
+		}
+		delete(r.pending, key)
 	}
 	return r.toAgent(line)
 }
 
-// flushQueue sends the queued messages, in order, while connected.
+// replayAnswered takes the daemon's answer to a replayed initialize: the
+// agent's initialized and the queue follow it, or, when the daemon
+// refused, the waiting calls fail.
+func (r *relay) replayAnswered(line []byte) {
+	r.replaying = ""
+	var answer struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(line, &answer) == nil && answer.Error != nil {
+		fmt.Fprintf(r.o.Log, "berth mcp: the daemon refused the session's initialize again: %s\n", answer.Error.Message)
+		r.failQueue("unavailable: the berth MCP server refused this session after the daemon's restart: " + answer.Error.Message)
+		r.disconnect()
+		return
+	}
+	if r.initializedLine != nil && !r.queued("notifications/initialized") {
+		if err := r.send(queued{line: r.initializedLine, h: parseHeader(r.initializedLine)}); err != nil {
+			r.writeFailed(err)
+			return
+		}
+	}
+	r.flushQueue()
+}
+
+// queued reports whether a message of method waits in the queue.
+func (r *relay) queued(method string) bool {
+	for _, q := range r.queue {
+		if q.h.Method == method {
+			return true
+		}
+	}
+	return false
+}
+
+// flushQueue sends the queued messages, in order, while it may.
 func (r *relay) flushQueue() {
-	for len(r.queue) > 0 && r.conn != nil && r.replaying == "" {
-		q := r.queue[0]
+	for len(r.queue) > 0 && r.ready() {
+		if err := r.send(r.queue[0]); err != nil {
+			// It stays first, with its age, for the next connection.
+			r.writeFailed(err)
+			return
+		}
+		r.queue[0] = queued{}
 		r.queue = r.queue[1:]
-		r.send(q.line, q.h)
 	}
 	if len(r.queue) == 0 {
 		r.queue = nil
 	}
 }
 
-// dial connects to the daemon, replays the agent's initialization or
-// sends the queue; on failure it schedules another try, and fails the
-// messages that have waited too long.
+// dial starts a dial of the daemon, unless one is under way.
 func (r *relay) dial() {
-	conn, br, err := r.connect()
-	if err != nil {
+	if r.dialing || r.conn != nil {
+		return
+	}
+	r.dialing = true
+	r.helpers.Add(1)
+	go func() {
+		defer r.helpers.Done()
+		conn, br, err := connect(r.o)
+		select {
+		case r.dialed <- dialResult{conn: conn, br: br, err: err}:
+		case <-r.quit:
+			if conn != nil {
+				_ = conn.Close()
+			}
+		}
+	}()
+}
+
+// connected takes a dial's outcome: on a connection, the agent's
+// initialization is replayed or the queue sent; on failure the messages
+// that waited too long fail, and a refusal that will not change fails
+// them all.
+func (r *relay) connected(d dialResult) {
+	if d.err != nil {
 		var refused *refusal
-		if errors.As(err, &refused) && refused.final() {
+		if errors.As(d.err, &refused) && refused.final() {
 			r.failQueue(refused.Error())
 			return
 		}
-		r.expire(err)
-		if len(r.queue) > 0 {
-			r.backoff = min(max(2*r.backoff, 50*time.Millisecond), time.Second)
-			r.retry = time.After(r.backoff)
-		}
+		r.expire(d.err)
 		return
 	}
-	r.backoff = 0
-	r.conn = conn
+	r.conn = d.conn
 	r.gen++
-	r.readers.Add(1)
-	go r.readDaemon(r.gen, br)
-	if r.initialized && r.initLine != nil {
-		r.replaying = strconv.Quote("berth-mcp-replay-" + strconv.Itoa(r.gen))
-		replay, err := withID(r.initLine, json.RawMessage(r.replaying))
+	r.helpers.Add(1)
+	go r.readDaemon(r.gen, d.br)
+	// An agent initializing again (its initialize is queued) is not replayed to.
+	if r.initialized && r.initLine != nil && !r.queued("initialize") {
+		id := strconv.Quote("berth-mcp-replay-" + strconv.Itoa(r.gen))
+		replay, err := withID(r.initLine, json.RawMessage(id))
 		if err == nil {
-			err = writeLine(conn, replay)
+			err = writeLine(r.conn, replay)
 		}
 		if err != nil {
-			r.lost(err)
+			r.writeFailed(err)
 			return
 		}
-		r.lookLater()
+		r.replaying, r.replayedAt = core.JSONRPCIDKey([]byte(id)), time.Now()
 		return
 	}
 	r.flushQueue()
-}
-
-// lookLater has the loop look again in a second at messages that wait
-// while connected (behind a replay), unless a look is due already.
-func (r *relay) lookLater() {
-	if len(r.queue) > 0 && r.retry == nil {
-		r.retry = time.After(time.Second)
-	}
 }
 
 // withID is the message line with its id replaced by id.
@@ -365,19 +454,22 @@ func withID(line []byte, id json.RawMessage) ([]byte, error) {
 }
 
 // lost ends the connection: the requests in flight on it are answered
-// with a failure (the daemon may have done them), and the queue waits
-// for the next one.
+// with a failure (the daemon may have done them); the queue waits for
+// the next one.
 func (r *relay) lost(err error) {
 	r.disconnect()
 	fmt.Fprintf(r.o.Log, "berth mcp: lost the daemon: %v\n", err)
-	for id, method := range r.pending {
-		r.answerFailure(json.RawMessage(id), method,
+	for _, s := range r.pending {
+		if s.method == "initialize" {
+			// Never answered: the agent may initialize again, and that
+			// one goes as it is, not after a replay.
+			r.initialized = false
+		}
+		r.answerFailure(s.id, s.method,
 			"unavailable: the berth daemon went away during this call (it may have been done: look before doing it again)")
 	}
 	clear(r.pending)
-	if len(r.queue) > 0 {
-		r.retry = time.After(0)
-	}
+	r.expire(err)
 }
 
 // disconnect closes the connection, if any; its reader ends on its own.
@@ -387,10 +479,43 @@ func (r *relay) disconnect() {
 		r.conn = nil
 	}
 	r.replaying = ""
+	r.drainBy, r.drainErr = time.Time{}, nil
+}
+
+// housekeep is the once-a-second look while messages wait: a drained
+// connection or an unanswered replay is given up, and the messages that
+// waited too long fail.
+func (r *relay) housekeep() {
+	switch {
+	case !r.drainBy.IsZero() && time.Now().After(r.drainBy):
+		r.lost(r.drainErr)
+	case r.replaying != "" && time.Since(r.replayedAt) > handshakeTimeout:
+		r.lost(errors.New("the daemon did not answer the session's initialize again"))
+	default:
+		r.expire(errors.New("waiting for the daemon"))
+	}
+}
+
+// schedule arms the timers the state needs: a dial while messages wait
+// with no connection, the look while anything waits.
+func (r *relay) schedule() {
+	waiting := len(r.queue) > 0
+	if waiting && r.conn == nil && !r.dialing && r.retry == nil {
+		delay := r.backoff
+		r.backoff = min(max(2*r.backoff, minBackoff), maxBackoff)
+		if delay == 0 {
+			r.dial()
+		} else {
+			r.retry = time.After(delay)
+		}
+	}
+	if (waiting || r.replaying != "" || !r.drainBy.IsZero()) && r.tick == nil {
+		r.tick = time.After(time.Second)
+	}
 }
 
 // expire fails the queued requests older than Wait (dropping the rest
-// of what is that old), after err, the last dial's failure.
+// of what is that old), after err, the last reason they could not go.
 func (r *relay) expire(err error) {
 	cut := time.Now().Add(-r.o.Wait)
 	kept := r.queue[:0]
@@ -431,11 +556,19 @@ func (r *relay) answerFailure(id json.RawMessage, method, msg string) {
 	} else {
 		answer = map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32603, "message": msg}}
 	}
-	b, err := json.Marshal(answer)
-	if err != nil {
-		return
+	r.make(answer)
+}
+
+// answerNull answers a message the relay could not read (it has no id).
+func (r *relay) answerNull(code int, msg string) {
+	r.make(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+}
+
+// make keeps an answer for flushOut.
+func (r *relay) make(answer any) {
+	if b, err := json.Marshal(answer); err == nil {
+		r.made = append(r.made, b)
 	}
-	r.made = append(r.made, b)
 }
 
 // flushOut writes the answers the relay made to the agent.
@@ -467,8 +600,15 @@ func writeLine(w io.Writer, line []byte) error {
 	return err
 }
 
+// parseHeader reads a message's header; the zero header when it has none.
+func parseHeader(line []byte) header {
+	var h header
+	_ = json.Unmarshal(line, &h)
+	return h
+}
+
 // readAgent reads the agent's messages into fromAgent until its EOF. A
-// message past core.ToolsMCPMaxMessage is dropped, and said so.
+// message past core.ToolsMCPMaxMessage is dropped, answered and said so.
 func (r *relay) readAgent() {
 	defer close(r.fromAgent)
 	br := bufio.NewReaderSize(r.o.In, 64<<10)
@@ -476,7 +616,7 @@ func (r *relay) readAgent() {
 		line, err := readLine(br)
 		if errors.Is(err, errTooLong) {
 			fmt.Fprintf(r.o.Log, "berth mcp: dropped a message of more than %d bytes\n", core.ToolsMCPMaxMessage)
-			continue
+			line, err = tooLong, nil
 		}
 		if len(line) > 0 {
 			select {
@@ -493,7 +633,7 @@ func (r *relay) readAgent() {
 
 // readDaemon reads connection gen's messages into fromDaemon, then its end.
 func (r *relay) readDaemon(gen int, br *bufio.Reader) {
-	defer r.readers.Done()
+	defer r.helpers.Done()
 	for {
 		line, err := readLine(br)
 		if err == nil {
@@ -521,6 +661,9 @@ func (r *relay) readDaemon(gen int, br *bufio.Reader) {
 
 // errTooLong is a message past core.ToolsMCPMaxMessage.
 var errTooLong = errors.New("message too long")
+
+// tooLong stands for a message of the agent's that readAgent dropped.
+var tooLong = []byte{0}
 
 // readLine reads one newline-ended message, without its newline and
 // trimmed of a carriage return; blank lines are skipped. A message past
@@ -570,15 +713,17 @@ func (e *refusal) final() bool {
 	return e.code == "unauthenticated" || e.code == "forbidden" || e.code == "not_found"
 }
 
-// connect dials the socket and upgrades the connection to the MCP stream.
-func (r *relay) connect() (Conn, *bufio.Reader, error) {
+// connect dials the socket and upgrades the connection to the MCP
+// stream, all within handshakeTimeout.
+func connect(o Options) (Conn, *bufio.Reader, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeTimeout)
 	defer cancel()
-	conn, err := r.o.Dial(ctx, r.o.Socket)
+	conn, err := o.Dial(ctx, o.Socket)
 	if err != nil {
 		return nil, nil, err
 	}
-	br, err := upgrade(conn, r.o.Token)
+	deadline, _ := ctx.Deadline()
+	br, err := upgrade(conn, o.Token, deadline)
 	if err != nil {
 		_ = conn.Close()
 		return nil, nil, err
@@ -586,10 +731,10 @@ func (r *relay) connect() (Conn, *bufio.Reader, error) {
 	return conn, br, nil
 }
 
-// upgrade asks for the MCP stream on conn and reads the answer's head,
-// within handshakeTimeout; the reader returned holds what followed it.
-func upgrade(conn Conn, token string) (*bufio.Reader, error) {
-	_ = conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
+// upgrade asks for the MCP stream on conn and reads the answer's head by
+// deadline; the reader returned holds what followed it.
+func upgrade(conn Conn, token string, deadline time.Time) (*bufio.Reader, error) {
+	_ = conn.SetReadDeadline(deadline)
 	req := "GET " + core.ToolsMCPPath + " HTTP/1.1\r\nHost: berth\r\nAuthorization: Bearer " + token +
 		"\r\nConnection: Upgrade\r\nUpgrade: " + core.ToolsMCPProtocol + "\r\n\r\n"
 	if _, err := io.WriteString(conn, req); err != nil {

@@ -412,16 +412,6 @@ func TestAMessageTooLongIsDropped(t *testing.T) {
 	}
 }
 
-// A numeric id is one id whatever its spelling: an answer with id 1
-// settles the request sent as 1.0.
-func TestIDKeys(t *testing.T) {
-	for in, want := range map[string]string{`1`: "1", `1.0`: "1", ` 7 `: "7", `"a"`: `"a"`, `1.5`: "1.5"} {
-		if got := idKey(json.RawMessage(in)); got != want {
-			t.Errorf("idKey(%s) = %s, want %s", in, got, want)
-		}
-	}
-}
-
 // A daemon of an older berth (tool calls, no MCP stream) is named as
 // such, with what to do, rather than as its 404.
 func TestAnOlderDaemonIsNamed(t *testing.T) {
@@ -449,5 +439,191 @@ func TestAnOlderDaemonIsNamed(t *testing.T) {
 	if !strings.Contains(out.String(), `"id":"a"`) || !strings.Contains(out.String(), "older than this berth mcp") ||
 		!strings.Contains(out.String(), "restart the daemon") {
 		t.Fatalf("the agent got %q", out.String())
+	}
+}
+
+// rawAgent runs a relay with o and gives its stdin and stdout as lines.
+type rawAgent struct {
+	in   *io.PipeWriter
+	out  *bufio.Reader
+	done chan error
+}
+
+func newRawAgent(t *testing.T, o Options) *rawAgent {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	o.In, o.Out = inR, outW
+	a := &rawAgent{in: inW, out: bufio.NewReader(outR), done: make(chan error, 1)}
+	go func() {
+		a.done <- Run(o)
+		_ = outW.Close()
+	}()
+	t.Cleanup(func() {
+		_ = inW.Close()
+		_ = outR.Close()
+		<-a.done
+	})
+	return a
+}
+
+// send writes one line to the relay.
+func (a *rawAgent) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(a.in, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next is the relay's next line to the agent, within 10 s.
+func (a *rawAgent) next(t *testing.T) string {
+	t.Helper()
+	got := make(chan string, 1)
+	go func() {
+		line, _ := a.out.ReadString('\n')
+		got <- line
+	}()
+	select {
+	case line := <-got:
+		return line
+	case <-time.After(10 * time.Second):
+		t.Fatal("no line from the relay within 10 s")
+		return ""
+	}
+}
+
+func initRequest(id string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`
+}
+
+// The agent never sees the answer to a replayed initialize: after the
+// daemon's restart its next line is the answer to its own next call.
+func TestTheReplaysAnswerIsKeptFromTheAgent(t *testing.T) {
+	sock := socket(t)
+	tools := newFakeTools()
+	d := startDaemon(t, sock, tools)
+	a := newRawAgent(t, Options{Socket: sock, Token: "good"})
+	a.send(t, initRequest(`1`))
+	if line := a.next(t); !strings.Contains(line, `"id":1`) {
+		t.Fatalf("initialize = %q", line)
+	}
+	a.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	d.stop()
+	startDaemon(t, sock, tools)
+	a.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if line := a.next(t); !strings.Contains(line, `"id":2`) || !strings.Contains(line, `"tools"`) {
+		t.Fatalf("the line after the restart = %q, want tools/list's answer", line)
+	}
+}
+
+// An agent whose initialize was lost in flight, and which initializes
+// again, gets its own initialize through to the next daemon, with no
+// replay before it (which that daemon would refuse as a duplicate).
+func TestAnAgentThatInitializesAgain(t *testing.T) {
+	sock := socket(t)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A daemon that takes the upgrade and the initialize, and goes.
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		br := bufio.NewReader(c)
+		for l, err := br.ReadString('\n'); err == nil && l != "\r\n"; l, err = br.ReadString('\n') {
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+		_, _ = br.ReadString('\n')
+		_ = c.Close()
+		_ = ln.Close()
+	}()
+	a := newRawAgent(t, Options{Socket: sock, Token: "good"})
+	a.send(t, initRequest(`1`))
+	if line := a.next(t); !strings.Contains(line, `"id":1`) || !strings.Contains(line, "went away") {
+		t.Fatalf("the lost initialize = %q", line)
+	}
+	d := startDaemon(t, sock, newFakeTools())
+	a.send(t, initRequest(`2`))
+	if line := a.next(t); !strings.Contains(line, `"id":2`) || !strings.Contains(line, `"result"`) {
+		t.Fatalf("initialize again = %q", line)
+	}
+	if msgs := messages(t, d.sent(0)); strings.Join(msgs, "; ") != "initialize" {
+		t.Fatalf("the next daemon got %q, want the agent's initialize alone", msgs)
+	}
+}
+
+// A daemon that takes the upgrade and drops the stream at once is not
+// dialled in a loop, and the agent's call fails after Wait.
+func TestADaemonThatDropsTheStreamIsNotDialledInALoop(t *testing.T) {
+	sock := socket(t)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var dials sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			n++
+			mu.Unlock()
+			dials.Add(1)
+			go func() {
+				defer dials.Done()
+				br := bufio.NewReader(c)
+				for l, err := br.ReadString('\n'); err == nil && l != "\r\n"; l, err = br.ReadString('\n') {
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+				_ = c.Close()
+			}()
+		}
+	}()
+	a := newRawAgent(t, Options{Socket: sock, Token: "good", Wait: 2 * time.Second})
+	began := time.Now()
+	a.send(t, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`)
+	line := a.next(t)
+	took := time.Since(began)
+	if !strings.Contains(line, `"id":7`) || !strings.Contains(line, "unavailable") {
+		t.Fatalf("the call = %q", line)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("answered after %s, Wait is 2s", took)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// At once, then 50, 100, 200, 400, 800 ms, 1 s: about eight in 2 s.
+	if n > 15 {
+		t.Fatalf("%d dials in %s", n, took)
+	}
+}
+
+// What is not one JSON-RPC message is answered by the relay (its id
+// unknown) and never reaches the daemon, whose stream goes on.
+func TestWhatIsNotAMessageIsAnsweredHere(t *testing.T) {
+	sock := socket(t)
+	d := startDaemon(t, sock, newFakeTools())
+	a := newRawAgent(t, Options{Socket: sock, Token: "good"})
+	a.send(t, initRequest(`1`))
+	a.next(t)
+	for line, code := range map[string]string{`not json`: "-32700", `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`: "-32600", `5`: "-32600"} {
+		a.send(t, line)
+		if got := a.next(t); !strings.Contains(got, `"id":null`) || !strings.Contains(got, `"code":`+code) {
+			t.Fatalf("%s answered %q, want code %s", line, got, code)
+		}
+	}
+	a.send(t, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	if got := a.next(t); !strings.Contains(got, `"id":3`) || !strings.Contains(got, `"result"`) {
+		t.Fatalf("ping after them = %q", got)
+	}
+	if msgs := messages(t, d.sent(0)); strings.Join(msgs, "; ") != "initialize; ping" {
+		t.Fatalf("the daemon got %q", msgs)
 	}
 }

@@ -1,0 +1,220 @@
+package http
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/testenv"
+)
+
+// blockingTools are fakeTools whose wait_child waits for its context.
+type blockingTools struct {
+	fakeTools
+	mu      sync.Mutex
+	waiting int
+}
+
+func (b *blockingTools) WaitChild(ctx context.Context, _ berth.WaitChildArgs) (*berth.WaitChildResult, error) {
+	b.mu.Lock()
+	b.waiting++
+	b.mu.Unlock()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// mcpSocket serves tools (credential "good") on a Unix socket, its
+// MCP streams' writes bounded by writeTimeout (the default when 0).
+func mcpSocket(t *testing.T, tools berth.ChildTools, writeTimeout time.Duration) string {
+	t.Helper()
+	sock := filepath.Join(testenv.ShortTempDir(t, "mcp"), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(token string) (berth.ChildTools, func(), error) {
+		if token != "good" {
+			return nil, nil, berth.Errorf(berth.EUnauthenticated, "bad credential")
+		}
+		return tools, func() {}, nil
+	}
+	h := NewToolsHandler(open, 0, "test", nil).(*toolsHandler)
+	if writeTimeout > 0 {
+		h.writeTimeout = writeTimeout
+	}
+	srv := &http.Server{Handler: h}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-served
+	})
+	return sock
+}
+
+// upgradeMCP opens an MCP stream on sock and returns it with the status
+// line of the answer (the stream is usable only after a 101).
+func upgradeMCP(t *testing.T, sock string) (net.Conn, *bufio.Reader, string) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	fmt.Fprintf(c, "GET /v1/mcp HTTP/1.1\r\nHost: berth\r\nAuthorization: Bearer good\r\nConnection: Upgrade\r\nUpgrade: berth-mcp\r\n\r\n")
+	br := bufio.NewReader(c)
+	status, err := br.ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		h, err := br.ReadString('\n')
+		if err != nil || h == "\r\n" {
+			break
+		}
+	}
+	return c, br, status
+}
+
+// initialize initializes the MCP session of a stream.
+func initialize(t *testing.T, c net.Conn, br *bufio.Reader) {
+	t.Helper()
+	fmt.Fprintf(c, `{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"a","version":"1"}}}`+"\n")
+	if answer, err := br.ReadString('\n'); err != nil || !strings.Contains(answer, `"result"`) {
+		t.Fatalf("initialize = %q, %v", answer, err)
+	}
+	fmt.Fprintf(c, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+}
+
+// An agent that sends requests and reads no answer has the daemon hold
+// at most mcpInFlight of them, not a goroutine a line; and once its
+// answers wait past the write timeout the stream ends.
+func TestAnMCPStreamHoldsFewRequests(t *testing.T) {
+	sock := mcpSocket(t, &fakeTools{}, 300*time.Millisecond)
+	c, br, _ := upgradeMCP(t, sock)
+	initialize(t, c, br)
+	before := runtime.NumGoroutine()
+	pad := strings.Repeat(" ", 16<<10)
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		for ; n < 2000; n++ {
+			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			if _, err := fmt.Fprintf(c, `{"jsonrpc":"2.0","id":%d,"method":"ping"%s}`+"\n", n, pad); err != nil {
+				break
+			}
+		}
+		sent <- n
+	}()
+	peak := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		peak = max(peak, runtime.NumGoroutine()-before)
+	}
+	if peak > 3*mcpInFlight {
+		t.Fatalf("%d goroutines more while the agent read nothing", peak)
+	}
+	// The stream ended: what the agent sends fails, what it reads ends.
+	select {
+	case n := <-sent:
+		if n == 2000 {
+			t.Fatal("the daemon read every request of an agent that read no answer")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream of an agent that reads nothing did not end")
+	}
+}
+
+// A session has at most maxMCPStreams streams: one more is refused
+// (rate_limited) until one of them ends.
+func TestASessionHasFewMCPStreams(t *testing.T) {
+	sock := mcpSocket(t, &fakeTools{}, 0)
+	var conns []net.Conn
+	for range maxMCPStreams {
+		c, _, status := upgradeMCP(t, sock)
+		if !strings.HasPrefix(status, "HTTP/1.1 101 ") {
+			t.Fatalf("stream %d: %q", len(conns)+1, status)
+		}
+		conns = append(conns, c)
+	}
+	c, br, status := upgradeMCP(t, sock)
+	// The refusal's body, then the connection stays for the next request.
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	body, _ := io.ReadAll(br)
+	if !strings.HasPrefix(status, "HTTP/1.1 429 ") || !strings.Contains(string(body), `"code":"rate_limited"`) {
+		t.Fatalf("one stream more = %q %s", status, body)
+	}
+	_ = c.Close()
+	_ = conns[0].Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, _, status := upgradeMCP(t, sock)
+		if strings.HasPrefix(status, "HTTP/1.1 101 ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no stream after one ended: %q", status)
+		}
+	}
+}
+
+// The session's tool calls in flight over MCP are bounded together, over
+// all its streams: one more is a rate_limited tool error.
+func TestASessionsToolCallsAreBounded(t *testing.T) {
+	tools := &blockingTools{}
+	sock := mcpSocket(t, tools, 0)
+	var streams [2]*bufio.Reader
+	var conns [2]net.Conn
+	for i := range streams {
+		conns[i], streams[i], _ = upgradeMCP(t, sock)
+		initialize(t, conns[i], streams[i])
+	}
+	call := func(c net.Conn, id int) {
+		fmt.Fprintf(c, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"wait_child","arguments":{"child_id":"ses_x","timeout_seconds":60}}}`+"\n", id)
+	}
+	for i := range maxMCPCalls {
+		call(conns[i%2], i)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		tools.mu.Lock()
+		n := tools.waiting
+		tools.mu.Unlock()
+		if n == maxMCPCalls {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls waiting, want %d", n, maxMCPCalls)
+		}
+	}
+	call(conns[0], 99)
+	_ = conns[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	answer, err := streams[0].ReadString('\n')
+	if err != nil || !strings.Contains(answer, `"id":99`) || !strings.Contains(answer, "rate_limited: ") {
+		t.Fatalf("one call more = %q, %v", answer, err)
+	}
+}
+
+// A batch is not read: the stream ends.
+func TestAnMCPBatchEndsTheStream(t *testing.T) {
+	sock := mcpSocket(t, &fakeTools{}, 0)
+	c, br, _ := upgradeMCP(t, sock)
+	initialize(t, c, br)
+	fmt.Fprintf(c, `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`+"\n")
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if line, err := br.ReadString('\n'); err == nil {
+		t.Fatalf("a batch was answered: %q", line)
+	} else if !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("after a batch: %v, want the stream's end", err)
+	}
+}
