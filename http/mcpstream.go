@@ -2,149 +2,120 @@ package http
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
-	"errors"
+	"context"
 	"fmt"
 	"net"
 	"sync"
 	"time"
 
-	"github.com/berth-sh/berth/internal/core"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// mcpInFlight bounds the requests of one MCP stream that the server has
-// read and not answered: past it the stream is not read until answers go
-// out, so that an agent cannot have the daemon start a goroutine (and
-// hold a message) per line it sends.
-const mcpInFlight = 16
+// mcpInFlight bounds the requests of one MCP stream that the server is
+// handling: one more is answered at once with an error, so that an agent
+// cannot have the daemon start a goroutine (and hold a message) for each
+// it sends. The stream is read on meanwhile: an agent that leaves is seen.
+const mcpInFlight = 8
 
 // mcpWriteTimeout bounds a write to an MCP stream: an agent that does not
 // read its answers loses the stream rather than hold the server's writer.
 const mcpWriteTimeout = 30 * time.Second
 
-// errBatch is a JSON-RPC batch on an MCP stream: `berth mcp` never sends
-// one, and the bound above counts requests a line.
-var errBatch = errors.New("the berth MCP stream takes one JSON-RPC message a line, not a batch")
-
-// mcpStream is a hijacked tools-socket connection as the MCP server reads
-// and writes it: whole messages of at most maxLine bytes, at most
-// mcpInFlight requests unanswered, writes bounded by writeTimeout.
-type mcpStream struct {
+// mcpWire is a hijacked tools-socket connection as the MCP transport
+// reads and writes it: reads from the buffered reader that holds what
+// came after the request's head, each write bounded by writeTimeout, and
+// the first failed write closes it (a message half written is the last).
+type mcpWire struct {
 	conn         net.Conn
 	br           *bufio.Reader
-	maxLine      int
 	writeTimeout time.Duration
-	slots        chan struct{} // one per request read and not answered
-	closed       chan struct{}
-	once         sync.Once
-
-	mu   sync.Mutex
-	open map[string]bool // the id keys of those requests
-	// rest is what is left of the message being handed to the reader.
-	rest []byte
 }
 
-// newMCPStream is the stream over conn, whose buffered bytes are br's.
-func newMCPStream(conn net.Conn, br *bufio.Reader, maxLine int, writeTimeout time.Duration) *mcpStream {
-	return &mcpStream{conn: conn, br: br, maxLine: maxLine, writeTimeout: writeTimeout,
-		slots: make(chan struct{}, mcpInFlight), closed: make(chan struct{}), open: map[string]bool{}}
-}
+// Read implements io.Reader.
+func (w *mcpWire) Read(p []byte) (int, error) { return w.br.Read(p) }
 
-// Read hands the server the stream one message at a time, waiting for
-// room before a request.
-func (s *mcpStream) Read(p []byte) (int, error) {
-	if len(s.rest) == 0 {
-		line, err := s.readMessage()
-		if err != nil {
-			return 0, err
-		}
-		if err := s.admit(line); err != nil {
-			return 0, err
-		}
-		s.rest = line
-	}
-	n := copy(p, s.rest)
-	s.rest = s.rest[n:]
-	return n, nil
-}
-
-// readMessage reads one newline-ended message, its newline included.
-func (s *mcpStream) readMessage() ([]byte, error) {
-	var line []byte
-	for {
-		frag, err := s.br.ReadSlice('\n')
-		if len(line)+len(frag) > s.maxLine {
-			return nil, fmt.Errorf("an MCP message of more than %d bytes", s.maxLine)
-		}
-		line = append(line, frag...)
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return line, err
-	}
-}
-
-// admit counts a request among those in flight, waiting for room; a
-// batch ends the stream.
-func (s *mcpStream) admit(line []byte) error {
-	trimmed := bytes.TrimSpace(line)
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		return errBatch
-	}
-	var h struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	if json.Unmarshal(trimmed, &h) != nil || h.Method == "" || len(h.ID) == 0 || string(h.ID) == "null" {
-		return nil
-	}
-	key := core.JSONRPCIDKey(h.ID)
-	s.mu.Lock()
-	dup := s.open[key]
-	s.mu.Unlock()
-	if dup {
-		// The server refuses a second request of an id in flight.
-		return nil
-	}
-	select {
-	case s.slots <- struct{}{}:
-	case <-s.closed:
-		return net.ErrClosed
-	}
-	s.mu.Lock()
-	s.open[key] = true
-	s.mu.Unlock()
-	return nil
-}
-
-// Write sends one message of the server's within its write timeout; an
-// answer frees its request's room.
-func (s *mcpStream) Write(p []byte) (int, error) {
-	_ = s.conn.SetWriteDeadline(time.Now().Add(s.writeTimeout))
-	n, err := s.conn.Write(p)
+// Write implements io.Writer.
+func (w *mcpWire) Write(p []byte) (int, error) {
+	_ = w.conn.SetWriteDeadline(time.Now().Add(w.writeTimeout))
+	n, err := w.conn.Write(p)
 	if err != nil {
-		return n, err
+		_ = w.conn.Close()
 	}
-	var h struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(p), &h) == nil && h.Method == "" && len(h.ID) > 0 {
-		key := core.JSONRPCIDKey(h.ID)
-		s.mu.Lock()
-		was := s.open[key]
-		delete(s.open, key)
-		s.mu.Unlock()
-		if was {
-			<-s.slots
-		}
-	}
-	return n, nil
+	return n, err
 }
 
-// Close closes the connection; a read waiting for room ends.
-func (s *mcpStream) Close() error {
-	s.once.Do(func() { close(s.closed) })
-	return s.conn.Close()
+// Close implements io.Closer.
+func (w *mcpWire) Close() error { return w.conn.Close() }
+
+// boundedTransport is an MCP transport whose connection holds at most
+// mcpInFlight requests (boundedConn).
+type boundedTransport struct {
+	mcp.Transport
+}
+
+// Connect implements mcp.Transport.
+func (t boundedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &boundedConn{Connection: c, open: map[jsonrpc.ID]bool{}}, nil
+}
+
+// boundedConn counts the requests it hands the server until their answers
+// go out, by the server's own ids; past mcpInFlight, or for an id already
+// in flight, it answers a request itself and hands it on no further.
+type boundedConn struct {
+	mcp.Connection
+	mu   sync.Mutex
+	open map[jsonrpc.ID]bool
+}
+
+// Read implements mcp.Connection.
+func (c *boundedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || !req.ID.IsValid() {
+			return msg, nil
+		}
+		refusal := c.admit(req.ID)
+		if refusal == "" {
+			return msg, nil
+		}
+		answer := &jsonrpc.Response{ID: req.ID, Error: &jsonrpc.Error{Code: -32000, Message: refusal}}
+		if err := c.Connection.Write(ctx, answer); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// admit counts a request in, or says why not.
+func (c *boundedConn) admit(id jsonrpc.ID) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.open[id]:
+		return fmt.Sprintf("rate_limited: request %v is in flight already", id.Raw())
+	case len(c.open) >= mcpInFlight:
+		return fmt.Sprintf("rate_limited: more than %d requests in flight on this stream", mcpInFlight)
+	}
+	c.open[id] = true
+	return ""
+}
+
+// Write implements mcp.Connection: an answer written frees its request's
+// room (one waiting to be written still holds it).
+func (c *boundedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.mu.Lock()
+		delete(c.open, resp.ID)
+		c.mu.Unlock()
+	}
+	return err
 }

@@ -100,40 +100,122 @@ func initialize(t *testing.T, c net.Conn, br *bufio.Reader) {
 }
 
 // An agent that sends requests and reads no answer has the daemon hold
-// at most mcpInFlight of them, not a goroutine a line; and once its
-// answers wait past the write timeout the stream ends.
+// at most mcpInFlight of them, not a goroutine a message (however the
+// messages are laid out: a line each, or many on one line between
+// carriage returns); the rest are refused at once; and once its answers
+// wait past the write timeout the stream ends.
 func TestAnMCPStreamHoldsFewRequests(t *testing.T) {
-	sock := mcpSocket(t, &fakeTools{}, 300*time.Millisecond)
+	pad := strings.Repeat(" ", 16<<10)
+	for name, sep := range map[string]string{"a line each": "\n", "one line": "\r"} {
+		t.Run(name, func(t *testing.T) {
+			sock := mcpSocket(t, &fakeTools{}, 300*time.Millisecond)
+			c, br, _ := upgradeMCP(t, sock)
+			initialize(t, c, br)
+			before := runtime.NumGoroutine()
+			sent := make(chan int, 1)
+			go func() {
+				n := 0
+				// Only the daemon may end this: the agent waits long.
+				_ = c.SetWriteDeadline(time.Now().Add(time.Minute))
+				for ; n < 2000; n++ {
+					if _, err := fmt.Fprintf(c, `{"jsonrpc":"2.0","id":%d,"method":"ping"%s}`+sep, n, pad); err != nil {
+						break
+					}
+				}
+				sent <- n
+			}()
+			peak := 0
+			for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				peak = max(peak, runtime.NumGoroutine()-before)
+			}
+			if peak > 6*mcpInFlight {
+				t.Fatalf("%d goroutines more while the agent read nothing", peak)
+			}
+			select {
+			case n := <-sent:
+				if n == 2000 {
+					t.Fatal("the stream of an agent that reads nothing took all it sent")
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the stream of an agent that reads nothing did not end")
+			}
+		})
+	}
+}
+
+// Requests past mcpInFlight on a stream are refused at once, the stream
+// going on; an id already in flight is refused too.
+func TestAnMCPStreamRefusesWhatIsPastItsBound(t *testing.T) {
+	tools := &blockingTools{}
+	sock := mcpSocket(t, tools, 0)
 	c, br, _ := upgradeMCP(t, sock)
 	initialize(t, c, br)
-	before := runtime.NumGoroutine()
-	pad := strings.Repeat(" ", 16<<10)
-	sent := make(chan int, 1)
-	go func() {
-		n := 0
-		for ; n < 2000; n++ {
-			_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-			if _, err := fmt.Fprintf(c, `{"jsonrpc":"2.0","id":%d,"method":"ping"%s}`+"\n", n, pad); err != nil {
-				break
-			}
-		}
-		sent <- n
-	}()
-	peak := 0
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		peak = max(peak, runtime.NumGoroutine()-before)
+	for i := range mcpInFlight {
+		fmt.Fprintf(c, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"wait_child","arguments":{"child_id":"ses_x","timeout_seconds":60}}}`+"\n", i)
 	}
-	if peak > 3*mcpInFlight {
-		t.Fatalf("%d goroutines more while the agent read nothing", peak)
+	waitFor(t, func() bool {
+		tools.mu.Lock()
+		defer tools.mu.Unlock()
+		return tools.waiting == mcpInFlight
+	})
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, `{"jsonrpc":"2.0","id":0,"method":"ping"}`+"\n")
+	if answer, err := br.ReadString('\n'); err != nil || !strings.Contains(answer, `"id":0`) || !strings.Contains(answer, "in flight already") {
+		t.Fatalf("an id in flight again = %q, %v", answer, err)
 	}
-	// The stream ended: what the agent sends fails, what it reads ends.
-	select {
-	case n := <-sent:
-		if n == 2000 {
-			t.Fatal("the daemon read every request of an agent that read no answer")
+	fmt.Fprintf(c, `{"jsonrpc":"2.0","id":"more","method":"ping"}`+"\n")
+	if answer, err := br.ReadString('\n'); err != nil || !strings.Contains(answer, `"id":"more"`) || !strings.Contains(answer, "rate_limited: more than") {
+		t.Fatalf("one request more = %q, %v", answer, err)
+	}
+}
+
+// An agent that leaves while its calls wait ends its stream at once: the
+// session's calls and streams are free again for its next `berth mcp`.
+func TestAnAgentLeavingEndsItsStream(t *testing.T) {
+	tools := &blockingTools{}
+	sock := mcpSocket(t, tools, 0)
+	var conns []net.Conn
+	for s := range 2 {
+		c, br, _ := upgradeMCP(t, sock)
+		initialize(t, c, br)
+		for i := range mcpInFlight {
+			fmt.Fprintf(c, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"wait_child","arguments":{"child_id":"ses_x","timeout_seconds":60}}}`+"\n", s*100+i)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the stream of an agent that reads nothing did not end")
+		// One more than the stream holds, left unread.
+		fmt.Fprintf(c, `{"jsonrpc":"2.0","id":"x","method":"ping"}`+"\n")
+		conns = append(conns, c)
+	}
+	waitFor(t, func() bool {
+		tools.mu.Lock()
+		defer tools.mu.Unlock()
+		return tools.waiting == maxMCPCalls
+	})
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	c, br, status := upgradeMCP(t, sock)
+	if !strings.HasPrefix(status, "HTTP/1.1 101 ") {
+		t.Fatalf("a stream after the agent left: %q", status)
+	}
+	initialize(t, c, br)
+	waitFor(t, func() bool {
+		fmt.Fprintf(c, `{"jsonrpc":"2.0","id":"l","method":"tools/call","params":{"name":"list_children","arguments":{}}}`+"\n")
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		answer, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return !strings.Contains(answer, "rate_limited")
+	})
+}
+
+// waitFor waits up to 5 s for cond.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not within 5 s")
+		}
 	}
 }
 
@@ -202,19 +284,5 @@ func TestASessionsToolCallsAreBounded(t *testing.T) {
 	answer, err := streams[0].ReadString('\n')
 	if err != nil || !strings.Contains(answer, `"id":99`) || !strings.Contains(answer, "rate_limited: ") {
 		t.Fatalf("one call more = %q, %v", answer, err)
-	}
-}
-
-// A batch is not read: the stream ends.
-func TestAnMCPBatchEndsTheStream(t *testing.T) {
-	sock := mcpSocket(t, &fakeTools{}, 0)
-	c, br, _ := upgradeMCP(t, sock)
-	initialize(t, c, br)
-	fmt.Fprintf(c, `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`+"\n")
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if line, err := br.ReadString('\n'); err == nil {
-		t.Fatalf("a batch was answered: %q", line)
-	} else if !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
-		t.Fatalf("after a batch: %v, want the stream's end", err)
 	}
 }

@@ -133,11 +133,12 @@ func (h *toolsHandler) serveMCP(w http.ResponseWriter, r *http.Request) {
 		core.ToolsMCPProtocol+"\r\n\r\n"); err != nil {
 		return
 	}
-	// A message holds at most a tool's largest arguments (a prompt), as a
-	// call's body on the HTTP route.
-	maxLine := int(h.maxBody) + 64<<10
-	stream := newMCPStream(conn, rw.Reader, maxLine, h.writeTimeout)
-	transport := &mcp.IOTransport{Reader: stream, Writer: stream, MaxLineLength: maxLine}
+	// A message holds a tool's largest arguments (a prompt), as a call's
+	// body on the HTTP route, and anything `berth mcp` passes: what it
+	// refuses, it answers itself, and nothing it passes ends the stream.
+	maxLine := max(int(h.maxBody), core.ToolsMCPMaxMessage) + 64<<10
+	wire := &mcpWire{conn: conn, br: rw.Reader, writeTimeout: h.writeTimeout}
+	transport := boundedTransport{&mcp.IOTransport{Reader: wire, Writer: wire, MaxLineLength: maxLine}}
 	ss, err := sharedMCP(h.version).Connect(berthmcp.WithCaller(r.Context(), h.caller(tools)), transport, nil)
 	if err != nil {
 		h.log.Warn("berth tools: cannot serve MCP", "err", err)

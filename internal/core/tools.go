@@ -19,12 +19,14 @@ const (
 	// of newline-delimited JSON-RPC messages.
 	ToolsMCPPath     = "/v1/mcp"
 	ToolsMCPProtocol = "berth-mcp"
-	// ToolsMCPMaxMessage bounds one MCP message on that stream, either way.
-	ToolsMCPMaxMessage = 4 << 20
+	// ToolsMCPMaxMessage bounds one MCP message `berth mcp` relays, either
+	// way (a prompt of 256 KiB, escaped, is at most 1.5 MiB).
+	ToolsMCPMaxMessage = 2 << 20
 )
 
 // JSONRPCIDKey is a JSON-RPC request id as a map key, the same however
-// the id was spelled: a number by its value (1 and 1.0 are one id), a
+// the id was spelled, and as the MCP SDK answers it: a number by its
+// integer part (1, 1.0 and 1.5 are one id: the SDK answers 1.5 as 1), a
 // string by its text ("a" and "\u0061" are one id). Anything else is
 // kept as written.
 func JSONRPCIDKey(raw []byte) string {
@@ -39,7 +41,7 @@ func JSONRPCIDKey(raw []byte) string {
 		return "s" + v
 	case json.Number:
 		if n, err := strconv.ParseFloat(string(v), 64); err == nil {
-			return "n" + strconv.FormatFloat(n, 'g', -1, 64)
+			return "n" + strconv.FormatInt(int64(n), 10)
 		}
 		return "n" + string(v)
 	}

@@ -2,10 +2,11 @@ package core
 
 import "testing"
 
-// A request id is one id however it is spelled: numbers by value,
-// strings by text; a number and a string of the same digits are two.
+// A request id is one id however it is spelled, as the MCP SDK answers
+// it: numbers by their integer part, strings by text; a number and a
+// string of the same digits are two.
 func TestJSONRPCIDKey(t *testing.T) {
-	same := [][]string{{`1`, `1.0`, ` 1 `, `1e0`}, {`"a"`, `"\u0061"`}, {`1.5`, `15e-1`}}
+	same := [][]string{{`1`, `1.0`, ` 1 `, `1e0`, `1.5`}, {`"a"`, `"\u0061"`}, {`0`, `-0`}}
 	for _, group := range same {
 		for _, id := range group[1:] {
 			if JSONRPCIDKey([]byte(id)) != JSONRPCIDKey([]byte(group[0])) {

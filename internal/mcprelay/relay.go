@@ -58,7 +58,12 @@ const (
 type Conn interface {
 	io.ReadWriteCloser
 	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
 }
+
+// writeTimeout bounds a write to the daemon: one that does not read is
+// given up (its connection drained) rather than stall the relay.
+const writeTimeout = 10 * time.Second
 
 // Options say what a relay relays.
 type Options struct {
@@ -296,13 +301,19 @@ func (r *relay) ready() bool {
 
 // send writes one of the agent's messages on the connection.
 func (r *relay) send(q queued) error {
-	if err := writeLine(r.conn, q.line); err != nil {
+	if err := r.write(q.line); err != nil {
 		return err
 	}
 	if q.h.request() {
 		r.pending[core.JSONRPCIDKey(q.h.ID)] = sent{id: q.h.ID, method: q.h.Method}
 	}
 	return nil
+}
+
+// write writes a line on the connection within writeTimeout.
+func (r *relay) write(line []byte) error {
+	_ = r.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+	return writeLine(r.conn, line)
 }
 
 // writeFailed stops writing on a connection a write failed on; its reader
@@ -329,12 +340,20 @@ func (r *relay) fromTheDaemon(line []byte) error {
 		return nil
 	}
 	if key != "" {
-		if s, ok := r.pending[key]; ok && s.method == "initialize" {
+		if s, ok := r.pending[key]; ok && s.method == "initialize" && answered(line) {
 			r.initialized = true
 		}
 		delete(r.pending, key)
 	}
 	return r.toAgent(line)
+}
+
+// answered reports whether a response is a result, not an error.
+func answered(line []byte) bool {
+	var m struct {
+		Result json.RawMessage `json:"result"`
+	}
+	return json.Unmarshal(line, &m) == nil && len(m.Result) > 0
 }
 
 // replayAnswered takes the daemon's answer to a replayed initialize: the
@@ -431,7 +450,7 @@ func (r *relay) connected(d dialResult) {
 		id := strconv.Quote("berth-mcp-replay-" + strconv.Itoa(r.gen))
 		replay, err := withID(r.initLine, json.RawMessage(id))
 		if err == nil {
-			err = writeLine(r.conn, replay)
+			err = r.write(replay)
 		}
 		if err != nil {
 			r.writeFailed(err)

@@ -536,8 +536,9 @@ func TestAnAgentThatInitializesAgain(t *testing.T) {
 		}
 		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
 		_, _ = br.ReadString('\n')
-		_ = c.Close()
+		// The listener first: the next daemon's socket takes its path.
 		_ = ln.Close()
+		_ = c.Close()
 	}()
 	a := newRawAgent(t, Options{Socket: sock, Token: "good"})
 	a.send(t, initRequest(`1`))
@@ -625,5 +626,52 @@ func TestWhatIsNotAMessageIsAnsweredHere(t *testing.T) {
 	}
 	if msgs := messages(t, d.sent(0)); strings.Join(msgs, "; ") != "initialize; ping" {
 		t.Fatalf("the daemon got %q", msgs)
+	}
+}
+
+// An initialize the daemon answered with an error is not replayed to the
+// next daemon: the agent's MCP session never started.
+func TestARefusedInitializeIsNotReplayed(t *testing.T) {
+	sock := socket(t)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := make(chan string, 1)
+	go func() {
+		for i := 0; ; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			for l, err := br.ReadString('\n'); err == nil && l != "\r\n"; l, err = br.ReadString('\n') {
+			}
+			_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+			line, _ := br.ReadString('\n')
+			if i == 0 {
+				_, _ = io.WriteString(c, `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"unsupported"}}`+"\n")
+				_ = c.Close()
+				continue
+			}
+			second <- line
+			_ = c.Close()
+			_ = ln.Close()
+			return
+		}
+	}()
+	a := newRawAgent(t, Options{Socket: sock, Token: "good", Wait: time.Second})
+	a.send(t, initRequest(`1`))
+	if line := a.next(t); !strings.Contains(line, `"unsupported"`) {
+		t.Fatalf("initialize = %q", line)
+	}
+	a.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	select {
+	case line := <-second:
+		if !strings.Contains(line, `"tools/list"`) {
+			t.Fatalf("the next daemon got %q first, want the agent's tools/list", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay did not dial the next daemon")
 	}
 }
