@@ -442,6 +442,16 @@ func TestAnOlderDaemonIsNamed(t *testing.T) {
 	}
 }
 
+// acceptUpgrade reads an upgrade's head from c and answers 101, as a
+// daemon that takes the stream does; the reader has what follows.
+func acceptUpgrade(c net.Conn) *bufio.Reader {
+	br := bufio.NewReader(c)
+	for l, err := br.ReadString('\n'); err == nil && l != "\r\n"; l, err = br.ReadString('\n') {
+	}
+	_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+	return br
+}
+
 // rawAgent runs a relay with o and gives its stdin and stdout as lines.
 type rawAgent struct {
 	in   *io.PipeWriter
@@ -531,10 +541,7 @@ func TestAnAgentThatInitializesAgain(t *testing.T) {
 		if err != nil {
 			return
 		}
-		br := bufio.NewReader(c)
-		for l, err := br.ReadString('\n'); err == nil && l != "\r\n"; l, err = br.ReadString('\n') {
-		}
-		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+		br := acceptUpgrade(c)
 		_, _ = br.ReadString('\n')
 		// The listener first: the next daemon's socket takes its path.
 		_ = ln.Close()
@@ -579,10 +586,7 @@ func TestADaemonThatDropsTheStreamIsNotDialledInALoop(t *testing.T) {
 			dials.Add(1)
 			go func() {
 				defer dials.Done()
-				br := bufio.NewReader(c)
-				for l, err := br.ReadString('\n'); err == nil && l != "\r\n"; l, err = br.ReadString('\n') {
-				}
-				_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+				acceptUpgrade(c)
 				_ = c.Close()
 			}()
 		}
@@ -644,10 +648,7 @@ func TestARefusedInitializeIsNotReplayed(t *testing.T) {
 			if err != nil {
 				return
 			}
-			br := bufio.NewReader(c)
-			for l, err := br.ReadString('\n'); err == nil && l != "\r\n"; l, err = br.ReadString('\n') {
-			}
-			_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
+			br := acceptUpgrade(c)
 			line, _ := br.ReadString('\n')
 			if i == 0 {
 				_, _ = io.WriteString(c, `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"unsupported"}}`+"\n")
