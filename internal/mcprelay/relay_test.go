@@ -343,17 +343,17 @@ func TestACallWaitsForTheNextDaemon(t *testing.T) {
 	sock := socket(t)
 	tools := newFakeTools()
 	d := startDaemon(t, sock, tools)
-	cs := agent(t, Options{Socket: sock, Token: "good", Wait: 400 * time.Millisecond}, withInitialize)
+	cs := agent(t, Options{Socket: sock, Token: "good", Wait: 2 * time.Second}, withInitialize)
 	if _, isErr := call(t, cs, berth.ToolListChildren, map[string]any{}); isErr {
 		t.Fatal("list_children failed")
 	}
 	d.stop()
 	began := time.Now()
 	if text, isErr := call(t, cs, berth.ToolListChildren, map[string]any{}); !isErr ||
-		!strings.HasPrefix(text, "unavailable: no berth daemon answered on the tools socket within 400ms") {
+		!strings.HasPrefix(text, "unavailable: no berth daemon answered on the tools socket within 2s") {
 		t.Fatalf("list_children with no daemon = %q (error %v)", text, isErr)
 	}
-	if took := time.Since(began); took < 400*time.Millisecond {
+	if took := time.Since(began); took < 2*time.Second {
 		t.Fatalf("failed after %s, before the wait", took)
 	}
 
@@ -450,6 +450,24 @@ func acceptUpgrade(c net.Conn) *bufio.Reader {
 	}
 	_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\n\r\n")
 	return br
+}
+
+// syncBuffer is a buffer safe for a relay to write while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // rawAgent runs a relay with o and gives its stdin and stdout as lines.
@@ -661,10 +679,18 @@ func TestARefusedInitializeIsNotReplayed(t *testing.T) {
 			return
 		}
 	}()
-	a := newRawAgent(t, Options{Socket: sock, Token: "good", Wait: time.Second})
+	log := &syncBuffer{}
+	a := newRawAgent(t, Options{Socket: sock, Token: "good", Wait: time.Second, Log: log})
 	a.send(t, initRequest(`1`))
 	if line := a.next(t); !strings.Contains(line, `"unsupported"`) {
 		t.Fatalf("initialize = %q", line)
+	}
+	// Sent before the relay saw the first daemon go, the call would go
+	// to it (and fail as in flight), and nothing would be replayed anyway.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), "lost the daemon"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the relay did not see the first daemon go")
+		}
 	}
 	a.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
 	select {
