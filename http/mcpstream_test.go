@@ -105,7 +105,10 @@ func initialize(t *testing.T, c net.Conn, br *bufio.Reader) {
 // carriage returns); the rest are refused at once; and once its answers
 // wait past the write timeout the stream ends.
 func TestAnMCPStreamHoldsFewRequests(t *testing.T) {
-	pad := strings.Repeat(" ", 16<<10)
+	// The refusals' answers (about 130 bytes each) must outgrow what the
+	// socket's buffers hold, for the daemon's writes to block.
+	const total = 10000
+	pad := strings.Repeat(" ", 1<<10)
 	for name, sep := range map[string]string{"a line each": "\n", "one line": "\r"} {
 		t.Run(name, func(t *testing.T) {
 			sock := mcpSocket(t, &fakeTools{}, 300*time.Millisecond)
@@ -117,7 +120,7 @@ func TestAnMCPStreamHoldsFewRequests(t *testing.T) {
 				n := 0
 				// Only the daemon may end this: the agent waits long.
 				_ = c.SetWriteDeadline(time.Now().Add(time.Minute))
-				for ; n < 2000; n++ {
+				for ; n < total; n++ {
 					if _, err := fmt.Fprintf(c, `{"jsonrpc":"2.0","id":%d,"method":"ping"%s}`+sep, n, pad); err != nil {
 						break
 					}
@@ -133,7 +136,7 @@ func TestAnMCPStreamHoldsFewRequests(t *testing.T) {
 			}
 			select {
 			case n := <-sent:
-				if n == 2000 {
+				if n == total {
 					t.Fatal("the stream of an agent that reads nothing took all it sent")
 				}
 			case <-time.After(20 * time.Second):
