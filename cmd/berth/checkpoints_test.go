@@ -195,8 +195,11 @@ func TestCheckpointFloodStaysUnderTheTreeCap(t *testing.T) {
 	if grown > limit {
 		t.Fatalf("the store grew by %d bytes, cap %d", grown, limit)
 	}
-	// At most the cap, the newest checkpoint and one being written.
-	if p := peak.Load(); p > limit+3*round {
+	// At most the cap, the newest checkpoint, the one taken ahead for the
+	// next turn and one being written: a prompt_child comes back quickly
+	// enough (`berth mcp` a relay) that a round can land before the last
+	// one's prune has run. Still well under the 50 MiB the loop writes.
+	if p := peak.Load(); p > limit+4*round {
 		t.Fatalf("the store grew by up to %d bytes while the loop ran, cap %d", p, limit)
 	}
 
