@@ -305,7 +305,7 @@ func (r *relay) send(q queued) error {
 		return err
 	}
 	if q.h.request() {
-		r.pending[core.JSONRPCIDKey(q.h.ID)] = sent{id: q.h.ID, method: q.h.Method}
+		r.pending[idKey(q.h.ID)] = sent{id: q.h.ID, method: q.h.Method}
 	}
 	return nil
 }
@@ -333,7 +333,7 @@ func (r *relay) fromTheDaemon(line []byte) error {
 	h := parseHeader(line)
 	key := ""
 	if h.response() {
-		key = core.JSONRPCIDKey(h.ID)
+		key = idKey(h.ID)
 	}
 	if r.replaying != "" && key == r.replaying {
 		r.replayAnswered(line)
@@ -456,7 +456,7 @@ func (r *relay) connected(d dialResult) {
 			r.writeFailed(err)
 			return
 		}
-		r.replaying, r.replayedAt = core.JSONRPCIDKey([]byte(id)), time.Now()
+		r.replaying, r.replayedAt = idKey([]byte(id)), time.Now()
 		return
 	}
 	r.flushQueue()
@@ -719,7 +719,6 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 
 // refusal is the daemon's refusal of the upgrade: its error code and message.
 type refusal struct {
-	status        int
 	code, message string
 }
 
@@ -793,7 +792,7 @@ func upgrade(conn Conn, token string, deadline time.Time) (*bufio.Reader, error)
 
 // refusalOf reads the API's error JSON of a refused upgrade.
 func refusalOf(status int, br *bufio.Reader, length int) error {
-	e := &refusal{status: status, code: "unavailable", message: fmt.Sprintf("the tools socket answered %d", status)}
+	e := &refusal{code: "unavailable", message: fmt.Sprintf("the tools socket answered %d", status)}
 	if status == 404 {
 		// A daemon of an older berth serves tool calls but no MCP stream:
 		// this berth mcp came with an upgrade of the binary it runs.
@@ -818,4 +817,28 @@ func refusalOf(status int, br *bufio.Reader, length int) error {
 		e.code, e.message = api.Error.Code, api.Error.Message
 	}
 	return e
+}
+
+// idKey is a JSON-RPC request id as a map key, the same however
+// the id was spelled, and as the MCP SDK answers it: a number by its
+// integer part (1, 1.0 and 1.5 are one id: the SDK answers 1.5 as 1), a
+// string by its text ("a" and "\u0061" are one id). Anything else is
+// kept as written.
+func idKey(raw []byte) string {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return "?" + string(raw)
+	}
+	switch v := v.(type) {
+	case string:
+		return "s" + v
+	case json.Number:
+		if n, err := strconv.ParseFloat(string(v), 64); err == nil {
+			return "n" + strconv.FormatInt(int64(n), 10)
+		}
+		return "n" + string(v)
+	}
+	return "?" + string(raw)
 }
