@@ -326,16 +326,23 @@ func viewCopyFile(src, dst, tmp string) error {
 			return nil
 		}
 	}
-	b, err := io.ReadAll(io.LimitReader(f, maxViewCopy+1))
-	if err != nil {
-		return err
-	}
-	if len(b) > maxViewCopy {
-		return errNotCopyable
-	}
 	return viewReplace(dst, tmp, func(t string) error {
-		if err := os.WriteFile(t, b, 0o600); err != nil {
+		out, err := os.OpenFile(t, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
 			return err
+		}
+		// File to file, in the kernel (copy_file_range): through a buffer,
+		// the shim's heap would keep the size of /etc's largest files for
+		// its whole life.
+		n, err := io.Copy(out, io.LimitReader(f, maxViewCopy+1))
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		if n > maxViewCopy {
+			return errNotCopyable
 		}
 		// The host's mode (the umask is not the host's to say), and its
 		// time, which tells the next Open the copy is current.
