@@ -86,3 +86,15 @@ func TestOpenKeys(t *testing.T) {
 		}
 	}
 }
+
+func TestRegionName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"us-east-1": true, "eu-west-1": true, "a": true, "0": true, "x" + strings.Repeat("y", 62): true,
+		"": false, "-us": false, "us-": false, "US-EAST-1": false, "us_east": false, "us.east": false,
+		"x" + strings.Repeat("y", 63): false, "é": false, "us east": false,
+	} {
+		if got := regionName(name); got != want {
+			t.Errorf("regionName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

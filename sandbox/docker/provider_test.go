@@ -387,3 +387,16 @@ func TestOpenRefusesASharedWorkspace(t *testing.T) {
 		t.Errorf("root's file in the refused workspace: uid %d (%v)", st.Uid, err)
 	}
 }
+
+func TestContainerNameKeepsOnlyWhatDockerTakes(t *testing.T) {
+	for session, want := range map[string]string{
+		"ses_01ABC": "ses_01ABC", "a.b-c_d": "a.b-c_d", "a/b c": "a_b_c", "é!": "__", "x\xffy": "x_y",
+	} {
+		if got := nameSafe(session); got != want {
+			t.Errorf("nameSafe(%q) = %q, want %q", session, got, want)
+		}
+	}
+	if name := containerName(strings.Repeat("s", 80)); !strings.HasPrefix(name, "berth-"+strings.Repeat("s", 64)+"-") {
+		t.Errorf("containerName of a long session: %q", name)
+	}
+}

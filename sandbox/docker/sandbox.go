@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,15 +64,23 @@ type Sandbox struct {
 
 var _ berth.Sandbox = (*Sandbox)(nil)
 
-// nameUnsafe matches what a container name may not hold.
-var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+// nameSafe is session with every byte a container name may not hold
+// ([^a-zA-Z0-9_.-]) made "_".
+func nameSafe(session string) string {
+	return strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '.' || r == '-' {
+			return r
+		}
+		return '_'
+	}, session)
+}
 
 // containerName is "berth-<session>-<random>": readable in `docker ps`,
 // unique even when a session is opened twice.
 func containerName(session string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	s := nameUnsafe.ReplaceAllString(session, "_")
+	s := nameSafe(session)
 	if len(s) > 64 {
 		s = s[:64]
 	}
