@@ -91,7 +91,11 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(checkpointCommands()...)
 	// Bad arguments anywhere in the tree exit 2.
 	markUsageErrors(root)
-	addSessionCompletion(root)
-	addFlagCompletion(root)
+	// Completions are looked up only by the shell's hidden request: the
+	// walk that registers them is not paid by every other command.
+	if len(os.Args) > 1 && (os.Args[1] == cobra.ShellCompRequestCmd || os.Args[1] == cobra.ShellCompNoDescRequestCmd) {
+		addSessionCompletion(root)
+		addFlagCompletion(root)
+	}
 	return root
 }
