@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -133,6 +134,27 @@ func (p *Provider) buildDefaultImage(ctx context.Context, image string, who iden
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	for attempt := 1; ; attempt++ {
+		id, err := p.buildOnce(ctx, image, tarball)
+		// The same build again is harmless: an engine under load has failed
+		// one in its own layers ("…-init/merged/dev/shm: no such file").
+		if err == nil || attempt >= buildAttempts || ctx.Err() != nil {
+			return id, err
+		}
+		slog.Warn("docker: the engine failed a build of the default image; building it again", "image", image, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * 250 * time.Millisecond):
+		}
+	}
+}
+
+// buildAttempts bounds how many times the default image's build is tried.
+const buildAttempts = 3
+
+// buildOnce asks the engine for one build of the default image from
+// tarball, its context.
+func (p *Provider) buildOnce(ctx context.Context, image string, tarball []byte) (string, error) {
 	res, err := p.cli.ImageBuild(ctx, bytes.NewReader(tarball), client.ImageBuildOptions{
 		Tags:           []string{image},
 		Remove:         true,

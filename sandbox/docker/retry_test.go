@@ -18,9 +18,17 @@ import (
 )
 
 // startFailer is an HTTP relay to the engine that answers the first
-// container start as an engine under load has (500, the runtime failed
+// container starts as an engine under load has (500, the runtime failed
 // to start the container's process) and relays everything else.
 func startFailer(t *testing.T, failures int32) (host string, failed *atomic.Int32) {
+	t.Helper()
+	return engineFailer(t, "/start", failures, `{"message":"failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: \"/busybox.berth\": stat /busybox.berth: permission denied: unknown"}`)
+}
+
+// engineFailer is an HTTP relay to the engine that answers the first
+// failures POSTs to a path ending in suffix with a 500 of body, and
+// relays everything else.
+func engineFailer(t *testing.T, suffix string, failures int32, body string) (host string, failed *atomic.Int32) {
 	t.Helper()
 	target, ok := strings.CutPrefix(engineHost, "unix://")
 	if !ok {
@@ -35,11 +43,11 @@ func startFailer(t *testing.T, failures int32) (host string, failed *atomic.Int3
 		Transport: tr,
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/start") && failed.Load() < failures {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, suffix) && failed.Load() < failures {
 			failed.Add(1)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusInternalServerError)
-			_, _ = w.Write([]byte(`{"message":"failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: \"/busybox.berth\": stat /busybox.berth: permission denied: unknown"}`))
+			_, _ = w.Write([]byte(body))
 			return
 		}
 		rp.ServeHTTP(w, r)
@@ -93,6 +101,44 @@ func TestOpenRetriesARuntimeStartFailure(t *testing.T) {
 			Filters: make(client.Filters).Add("name", containerName(id))})
 		if err != nil || len(list.Items) != 0 {
 			t.Fatalf("containers left: %+v, %v", list, err)
+		}
+		_ = p.Close()
+		_ = os.RemoveAll(ws)
+	}
+}
+
+// A build of the default image the engine fails is tried again, up to
+// buildAttempts times in all; one that fails every time is an error.
+func TestTheDefaultImageBuildIsTriedAgain(t *testing.T) {
+	needEngine(t)
+	const failure = `{"message":"Stat /var/lib/docker/overlay2/0123-init/merged/dev/shm: no such file or directory"}`
+	for _, c := range []struct {
+		failures int32
+		ok       bool
+	}{{buildAttempts - 1, true}, {buildAttempts, false}} {
+		host, failed := engineFailer(t, "/build", c.failures, failure)
+		// An image of its own, so that this provider has to build it.
+		image := testImage + "-rebuilt-" + randomHex(3)
+		p, err := New(Options{Host: host, Image: image, Instance: testInstance})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, home := testDirs(t)
+		sb, err := p.Open(t.Context(), berth.SandboxConfig{SessionID: "ses_" + randomHex(6), Workspace: ws, Home: home})
+		if c.ok {
+			if err != nil {
+				t.Fatalf("after %d failed builds: %v", c.failures, err)
+			}
+			if res := run(t, sb, nil, "sh", "-c", "echo ok"); res.stdout != "ok\n" {
+				t.Fatalf("in the image built again: %+v", res)
+			}
+			_ = sb.Close(context.Background())
+			_, _ = p.cli.ImageRemove(context.Background(), image, client.ImageRemoveOptions{Force: true})
+		} else if err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+			t.Fatalf("after %d failed builds: %v", c.failures, err)
+		}
+		if got := failed.Load(); got != c.failures {
+			t.Fatalf("%d builds failed, want %d", got, c.failures)
 		}
 		_ = p.Close()
 		_ = os.RemoveAll(ws)
