@@ -64,7 +64,7 @@ type Sandbox struct {
 
 var _ berth.Sandbox = (*Sandbox)(nil)
 
-// nameSafe is session with every byte a container name may not hold
+// nameSafe is session with each character a container name may not hold
 // ([^a-zA-Z0-9_.-]) made "_".
 func nameSafe(session string) string {
 	return strings.Map(func(r rune) rune {
