@@ -452,24 +452,6 @@ func acceptUpgrade(c net.Conn) *bufio.Reader {
 	return br
 }
 
-// syncBuffer is a buffer safe for a relay to write while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // rawAgent runs a relay with o and gives its stdin and stdout as lines.
 type rawAgent struct {
 	in   *io.PipeWriter
@@ -679,7 +661,7 @@ func TestARefusedInitializeIsNotReplayed(t *testing.T) {
 			return
 		}
 	}()
-	log := &syncBuffer{}
+	log := &testenv.Buffer{}
 	a := newRawAgent(t, Options{Socket: sock, Token: "good", Wait: time.Second, Log: log})
 	a.send(t, initRequest(`1`))
 	if line := a.next(t); !strings.Contains(line, `"unsupported"`) {
