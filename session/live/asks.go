@@ -28,6 +28,45 @@ type asks struct {
 	adoptableElics []berth.Elicitation
 	// elicsArriving counts requests past the cap check not yet waiting.
 	elicsArriving int
+	// arriving are the questions whose record is being written, each
+	// closed once the question waits or was settled: the record is
+	// listed pending a moment before the question waits.
+	arriving map[string]chan struct{}
+}
+
+// arriveLocked marks id a question whose record is about to be written.
+func (a *asks) arriveLocked(id string) {
+	if a.arriving == nil {
+		a.arriving = map[string]chan struct{}{}
+	}
+	a.arriving[id] = make(chan struct{})
+}
+
+// arrivedLocked ends arriveLocked: the question waits, was settled, or
+// was never recorded.
+func (a *asks) arrivedLocked(id string) {
+	if ch, ok := a.arriving[id]; ok {
+		close(ch)
+		delete(a.arriving, id)
+	}
+}
+
+// awaitArrival waits while question id is on its way in, so that a user
+// who found its record pending decides it instead of meeting a conflict.
+// The wait is one store write long.
+func (a *asks) awaitArrival(ctx context.Context, id string) error {
+	a.ls.mu.Lock()
+	ch := a.arriving[id]
+	a.ls.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return berth.WrapError(berth.EUnavailable, ctx.Err(), "question %s is still being recorded", id)
+	}
 }
 
 // recover takes the questions a reattached session's previous daemon

@@ -64,12 +64,14 @@ func (a *asks) createElicitation(ctx context.Context, req acp.CreateElicitationR
 			Message: "too many elicitations wait for an answer in this session"}
 	}
 	a.elicsArriving++
+	a.arriveLocked(e.ID)
 	ls.mu.Unlock()
 	arrived := false
 	defer func() {
 		if !arrived {
 			ls.mu.Lock()
 			a.elicsArriving--
+			a.arrivedLocked(e.ID)
 			ls.mu.Unlock()
 		}
 	}()
@@ -85,6 +87,7 @@ func (a *asks) createElicitation(ctx context.Context, req acp.CreateElicitationR
 	w := &elicWaiter{e: e, form: form, answer: make(chan acp.CreateElicitationResponse, 1)}
 	a.waitElicitationLocked(w)
 	a.elicsArriving--
+	a.arrivedLocked(e.ID)
 	arrived = true
 	ls.mu.Unlock()
 	if cancelled {
@@ -164,6 +167,9 @@ func (a *asks) awaitElicitation(ctx context.Context, w *elicWaiter) (acp.CreateE
 // resolver wins, later ones get conflict. The record is written before
 // the agent hears.
 func (ls *Session) ResolveElicitation(ctx context.Context, eid, action string, content map[string]any, by string) (*berth.Elicitation, error) {
+	if err := ls.asks.awaitArrival(ctx, eid); err != nil {
+		return nil, err
+	}
 	return ls.asks.resolveElicitation(ctx, eid, action, content, by)
 }
 

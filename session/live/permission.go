@@ -73,12 +73,19 @@ func (a *asks) request(ctx context.Context, req acp.RequestPermissionRequest, ki
 		ls.mu.Unlock()
 		return a.await(ctx, w)
 	}
+	a.arriveLocked(p.ID)
 	ls.mu.Unlock()
 	// The record exists before anyone can see the request.
 	if !a.beginRecord("permission", func() error { return ls.h.Store.CreatePermission(context.WithoutCancel(ctx), &p) }) {
+		ls.mu.Lock()
+		a.arrivedLocked(p.ID)
+		ls.mu.Unlock()
 		return acp.Cancelled(), nil
 	}
 	ls.mu.Lock()
+	// A decider waiting on the arrival runs once ls.mu is let go: by then
+	// the request waits, or its settled record is on its way.
+	a.arrivedLocked(p.ID)
 	tag := a.turnTagLocked(p.TurnID)
 	cancelled := a.movedOnLocked(p.TurnID, tag)
 	mode, remembered := ls.sess.PermissionMode, a.remembered[kind]
@@ -214,6 +221,9 @@ func answerFor(p *berth.Permission) acp.RequestPermissionResponse {
 // Decide resolves a waiting request once: the first decider wins, later
 // ones get conflict. The record is written before the agent hears.
 func (ls *Session) Decide(ctx context.Context, permID, state, optionID, by string) (*berth.Permission, error) {
+	if err := ls.asks.awaitArrival(ctx, permID); err != nil {
+		return nil, err
+	}
 	return ls.asks.decide(ctx, permID, state, optionID, by)
 }
 
