@@ -17,71 +17,81 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migrate applies, in version order, every codec.Migration the database has not
-// recorded in schema_migrations; each one runs in its own transaction with
-// its record, so a failure leaves the schema at the previous version.
+// migrate applies, in version order, every codec.Migration the database
+// has not recorded in schema_migrations, all of them in one (immediate)
+// transaction with their records: a failure leaves the schema as it was,
+// and a new home's schema costs one commit instead of one per file.
 // Running it again on a migrated database does nothing.
 func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 	ms, err := codec.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return berth.WrapError(berth.EInternal, err, "load store migrations")
 	}
-	const ddl = `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER NOT NULL PRIMARY KEY,
-		name       TEXT    NOT NULL,
-		applied_at TEXT    NOT NULL
-	)`
-	if _, err := db.ExecContext(ctx, ddl); err != nil {
-		return berth.WrapError(berth.EInternal, err, "create schema_migrations")
-	}
-	for _, m := range ms {
-		applied, err := applyMigration(ctx, db, m)
-		if err != nil {
-			return berth.WrapError(berth.EInternal, err, "apply store codec.Migration %s", m.Name)
-		}
-		if applied {
-			logger.Info("sqlite store: applied migration", "version", m.Version, "name", m.Name)
-		}
-	}
-	// A database written by a newer berth may hold a schema this one
-	// cannot read correctly.
-	var newest int
-	if err := db.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
-		return berth.WrapError(berth.EInternal, err, "read schema version")
-	}
-	if known := ms[len(ms)-1].Version; newest > known {
-		return berth.Errorf(berth.EInternal, "store schema version %d is newer than this berth knows (%d)", newest, known)
-	}
-	return nil
+	return applyMigrations(ctx, db, ms, logger)
 }
 
-// applyMigration runs m unless it is already recorded, and reports whether
-// it ran. The check is inside the (immediate) transaction, so two processes
-// opening a fresh file at once cannot both apply it.
-func applyMigration(ctx context.Context, db *sql.DB, m codec.Migration) (applied bool, err error) {
+// applyMigrations is migrate with the migrations ms, in version order.
+func applyMigrations(ctx context.Context, db *sql.DB, ms []codec.Migration, logger *slog.Logger) (err error) {
+	// The check is inside the transaction, so two processes opening a
+	// fresh file at once cannot both apply a migration.
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, err
+		return berth.WrapError(berth.EInternal, err, "begin the store's migrations")
 	}
 	defer func() {
 		if err != nil {
 			tx.Rollback()
 		}
 	}()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
-		return false, err
+	const ddl = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER NOT NULL PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at TEXT    NOT NULL
+	)`
+	if _, err := tx.ExecContext(ctx, ddl); err != nil {
+		return berth.WrapError(berth.EInternal, err, "create schema_migrations")
 	}
-	if n > 0 {
-		return false, tx.Commit()
-	}
-	if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-		return false, err
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-		m.Version, m.Name, time.Now().UTC().Format(time.RFC3339Nano))
+	applied := map[int]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
 	if err != nil {
-		return false, err
+		return berth.WrapError(berth.EInternal, err, "read schema_migrations")
 	}
-	return true, tx.Commit()
+	newest := 0
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return berth.WrapError(berth.EInternal, err, "read schema_migrations")
+		}
+		applied[v], newest = true, max(newest, v)
+	}
+	if err := rows.Close(); err != nil {
+		return berth.WrapError(berth.EInternal, err, "read schema_migrations")
+	}
+	// A database written by a newer berth may hold a schema this one
+	// cannot read correctly.
+	if known := ms[len(ms)-1].Version; newest > known {
+		return berth.Errorf(berth.EInternal, "store schema version %d is newer than this berth knows (%d)", newest, known)
+	}
+	var done []codec.Migration
+	for _, m := range ms {
+		if applied[m.Version] {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return berth.WrapError(berth.EInternal, err, "apply store migration %s", m.Name)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.Version, m.Name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+			return berth.WrapError(berth.EInternal, err, "record store migration %s", m.Name)
+		}
+		done = append(done, m)
+	}
+	if err := tx.Commit(); err != nil {
+		return berth.WrapError(berth.EInternal, err, "commit the store's migrations")
+	}
+	for _, m := range done {
+		logger.Info("sqlite store: applied migration", "version", m.Version, "name", m.Name)
+	}
+	return nil
 }
