@@ -20,6 +20,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -36,6 +37,7 @@ import (
 	"github.com/berth-sh/berth/sandbox/docker"
 	"github.com/berth-sh/berth/sandbox/providers"
 	"github.com/berth-sh/berth/session"
+	"github.com/berth-sh/berth/session/probe"
 	"github.com/berth-sh/berth/shim"
 	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/memory"
@@ -58,6 +60,18 @@ type Daemon struct {
 	hooks  *hooks.Service
 	srv    *bhttp.Server
 	docker *docker.Provider
+	// self is the berth binary (Options.Berth); po and providers are the
+	// sandbox providers' options and the providers, made with probes (the
+	// probes of providers, started before the store opens; the manager
+	// owns them once made).
+	self      string
+	po        providerOptions
+	providers []berth.SandboxProvider
+	probes    *probe.Set
+	// smallShims are the small shim programs (Options.SmallShim), installed
+	// by a goroutine of Open while the store opens; installing counts it.
+	smallShims []shim.Program
+	installing sync.WaitGroup
 	// node is this daemon as a cluster node; nil for one node alone.
 	node *cluster.Node
 	// stopWatch ends the watch of the other nodes' commits; watched is
@@ -157,6 +171,16 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 			d.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	// The home is ours before the store, the shims or any agent is
+	// touched: a second daemon must not recover the first one's sessions.
+	if d.lock, err = homelock.Acquire(o.Home); err != nil {
+		return nil, err
+	}
+	// A bwrap trial run and a new home's shim take milliseconds: on the
+	// other core while the store opens, not after it.
+	if err = d.startAhead(ctx, o); err != nil {
+		return nil, err
+	}
 	if err = d.openStore(ctx, o); err != nil {
 		return nil, err
 	}
@@ -226,14 +250,38 @@ func (d *Daemon) ensureTCPToken(o Options) error {
 	return err
 }
 
-// openStore takes the home's lock, then opens the store the config names.
-func (d *Daemon) openStore(ctx context.Context, o Options) error {
-	// The home is ours before the store, the shims or any agent is
-	// touched: a second daemon must not recover the first one's sessions.
-	var err error
-	if d.lock, err = homelock.Acquire(o.Home); err != nil {
+// startAhead makes the sandbox providers and starts their probes and the
+// small shim's install, which do not need the store.
+func (d *Daemon) startAhead(ctx context.Context, o Options) error {
+	d.self = o.Berth
+	if d.self == "" {
+		var err error
+		if d.self, err = os.Executable(); err != nil {
+			return berth.WrapError(berth.EInternal, err, "cannot find the berth binary")
+		}
+	}
+	d.po = newProviderOptions(o.Config, d.self, o.Home)
+	all, dk, err := providers.All(d.po.Options)
+	if err != nil {
 		return err
 	}
+	d.providers, d.docker = all, dk
+	byName := make(map[string]berth.SandboxProvider, len(all))
+	for _, p := range all {
+		byName[p.Name()] = p
+	}
+	d.probes = probe.New(byName)
+	d.probes.Start(ctx)
+	if o.SmallShim != nil && !o.NoShims {
+		pob, _ := json.Marshal(d.po)
+		d.installing.Go(func() { d.smallShims = o.SmallShim(d.self, o.Home, string(pob), o.Logger) })
+	}
+	return nil
+}
+
+// openStore opens the store the config names.
+func (d *Daemon) openStore(ctx context.Context, o Options) error {
+	var err error
 	storeCfg := o.Config.Store
 	if o.Config.ClusterEnabled() {
 		storeCfg.URL = clusterStoreURL(storeCfg.URL, o.Config.Cluster.LeaseTTL.Duration)
@@ -257,13 +305,7 @@ func (d *Daemon) openStore(ctx context.Context, o Options) error {
 // sessions with: the berth binary, the agent catalog, the sandbox
 // providers, the run directory, the shims and the hooks service.
 func (d *Daemon) newManager(o Options, node string) error {
-	self := o.Berth
-	if self == "" {
-		var err error
-		if self, err = os.Executable(); err != nil {
-			return berth.WrapError(berth.EInternal, err, "cannot find the berth binary")
-		}
-	}
+	self := d.self
 	catalog, err := o.Config.Catalog(self)
 	if err != nil {
 		return err
@@ -275,16 +317,11 @@ func (d *Daemon) newManager(o Options, node string) error {
 	}
 	// npx agents fetched ahead (berth agents install) live in the home.
 	catalog.WithPackages(filepath.Join(o.Home, "agents"))
-	po := newProviderOptions(o.Config, self, o.Home)
-	providers, err := d.openProviders(po)
-	if err != nil {
-		return err
-	}
 	runDir := filepath.Join(o.Home, "run")
 	if err := os.MkdirAll(runDir, 0o700); err != nil {
 		return berth.WrapError(berth.EInternal, err, "cannot create %s", runDir)
 	}
-	shimOpts := d.shimOptions(o, self, po)
+	shimOpts := d.shimOptions(o, self)
 	if d.models, err = openGateway(o.Config, d.store, o.Home, o.Logger); err != nil {
 		return err
 	}
@@ -302,7 +339,7 @@ func (d *Daemon) newManager(o Options, node string) error {
 	}
 	d.mgr = session.New(session.Options{
 		Store: d.store, Log: d.log, Catalog: catalog,
-		Providers: providers,
+		Providers: d.providers, Probes: d.probes,
 		Sandbox: session.SandboxPolicy{Default: o.Config.Sandbox.Default, AllowHost: o.Config.Sandbox.AllowHost,
 			RequireIsolation: o.Config.Sandbox.RequireIsolation, AllowNetwork: o.Config.Sandbox.AllowNetwork,
 			Network: netDefault, Limits: o.Config.Sandbox.Limits(), Mounts: o.Config.Sandbox.MountList(),
@@ -339,11 +376,11 @@ func (d *Daemon) newManager(o Options, node string) error {
 // shimOptions are how the manager starts the shims that hold its agents
 // (`berth shim` with the provider options po, or the small shim), nil when
 // it runs agents as its own children (Options.NoShims).
-func (d *Daemon) shimOptions(o Options, self string, po providerOptions) *session.ShimOptions {
+func (d *Daemon) shimOptions(o Options, self string) *session.ShimOptions {
 	if o.NoShims {
 		return nil
 	}
-	pob, _ := json.Marshal(po)
+	pob, _ := json.Marshal(d.po)
 	shimOpts := &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
 		Orphan: o.Config.Limits.OrphanTimeout.Duration}
 	if d.node != nil {
@@ -351,9 +388,8 @@ func (d *Daemon) shimOptions(o Options, self string, po providerOptions) *sessio
 		// moment the others take its sessions over.
 		shimOpts.Orphan = o.Config.Cluster.LeaseTTL.Duration
 	}
-	if o.SmallShim != nil {
-		shimOpts.Programs = o.SmallShim(self, o.Home, string(pob), o.Logger)
-	}
+	d.installing.Wait()
+	shimOpts.Programs = d.smallShims
 	return shimOpts
 }
 
@@ -437,9 +473,17 @@ func (d *Daemon) Close(ctx context.Context) {
 			d.logger.Warn("hooks close", "err", err)
 		}
 	}
+	// A failed open may leave the small shim's install running.
+	d.installing.Wait()
 	if d.mgr != nil {
 		if err := d.mgr.Shutdown(ctx, !d.leaveSessions); err != nil {
 			d.logger.Warn("session manager close", "err", err)
+		}
+	} else if d.probes != nil {
+		// The probes started before a failed open; the manager owns them
+		// once made.
+		if err := d.probes.Close(ctx); err != nil {
+			d.logger.Warn("sandbox probes close", "err", err)
 		}
 	}
 	if d.storage != nil {
@@ -603,18 +647,6 @@ func userHome() string {
 		return ""
 	}
 	return h
-}
-
-// openProviders makes the sandbox providers (each probed by the manager):
-// the local ones, and docker for the configured engine, whose containers a previous daemon of this home left
-// are removed now (the engine may be shared: only this node's are).
-func (d *Daemon) openProviders(po providerOptions) ([]berth.SandboxProvider, error) {
-	all, dk, err := providers.All(po.Options)
-	if err != nil {
-		return nil, err
-	}
-	d.docker = dk
-	return all, nil
 }
 
 // removeLeftoverContainers removes the containers a previous daemon of this

@@ -82,8 +82,12 @@ type Options struct {
 	Log       *eventlog.Log
 	Catalog   Catalog
 	Providers []berth.SandboxProvider
-	Sandbox   SandboxPolicy
-	Limits    live.Limits
+	// Probes are Providers' probes (probe.New over the same providers),
+	// which the caller may have started ahead so that they overlap its
+	// own start; the manager owns them from New on. nil: made here.
+	Probes  *probe.Set
+	Sandbox SandboxPolicy
+	Limits  live.Limits
 	// Home is $BERTH_HOME: managed workspaces and per-session state live
 	// under it.
 	Home    string
@@ -260,7 +264,10 @@ func New(opts Options) *Manager {
 	for _, p := range opts.Providers {
 		m.providers[p.Name()] = p
 	}
-	m.probes = probe.New(m.providers)
+	m.probes = opts.Probes
+	if m.probes == nil {
+		m.probes = probe.New(m.providers)
+	}
 	m.net.m, m.tools.m, m.models.m, m.trees.m, m.changes.m, m.leases.m, m.supervisor.m, m.recovery.m, m.place.m, m.transcripts.m = m, m, m, m, m, m, m, m, m, m
 	m.usage.m = m
 	m.sweeper.logger = m.logger

@@ -23,6 +23,8 @@ type Set struct {
 	// running counts the goroutine that probes, stop ends it.
 	running sync.WaitGroup
 	stop    context.CancelFunc
+	// started is set by the first Start.
+	started bool
 }
 
 // New returns the probes of providers, not started: until Start, every
@@ -34,8 +36,13 @@ func New(providers map[string]berth.SandboxProvider) *Set {
 }
 
 // Start probes every provider at once on a goroutine Close waits for.
-// It is called once, before Err.
+// It is called before Err, by one goroutine; a second Start does nothing
+// (a daemon starts its probes before the manager that owns them opens).
 func (s *Set) Start(ctx context.Context) {
+	if s.started {
+		return
+	}
+	s.started = true
 	s.done = make(chan struct{})
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = cancel
