@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,5 +52,34 @@ func TestErrWaitsForTheProbes(t *testing.T) {
 	}
 	if s.Err("up") != nil || s.Err("slow") == nil {
 		t.Fatalf("up %v, slow %v", s.Err("up"), s.Err("slow"))
+	}
+}
+
+// counting is a provider that counts its probes.
+type counting struct {
+	berth.SandboxProvider
+	n *atomic.Int32
+}
+
+func (c counting) Probe(context.Context) error {
+	c.n.Add(1)
+	return nil
+}
+
+// A daemon starts the probes before its manager, whose open starts them
+// again: the second Start probes nothing.
+func TestASecondStartProbesNothing(t *testing.T) {
+	var n atomic.Int32
+	s := New(map[string]berth.SandboxProvider{"one": counting{n: &n}})
+	s.Start(context.Background())
+	s.Start(context.Background())
+	if err := s.Err("one"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Load(); got != 1 {
+		t.Fatalf("%d probes, want 1", got)
 	}
 }
