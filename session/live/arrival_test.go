@@ -26,71 +26,65 @@ func TestAQuestionListedBeforeItWaitsIsDecided(t *testing.T) {
 	ctx := context.Background()
 
 	// A permission request the user answers while its record is written.
-	type decided struct {
-		p   *berth.Permission
-		err error
-	}
-	decisions := make(chan decided, 1)
-	// A refused decision ends the request, which would otherwise wait.
-	askCtx, giveUp := context.WithCancel(ctx)
-	defer giveUp()
-	gate.afterCreate = func(id string) {
-		go func() {
-			p, err := ls.Decide(ctx, id, berth.PermissionDecided, "allow", berth.DecidedByUser)
-			if err != nil {
-				giveUp()
-			}
-			decisions <- decided{p, err}
-		}()
-		// The decider's chance to find the request not yet waiting.
-		select {
-		case d := <-decisions:
-			decisions <- d
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	askCtx, decisions := answerOnCreate(t, gate, func(id string) (*berth.Permission, error) {
+		return ls.Decide(ctx, id, berth.PermissionDecided, "allow", berth.DecidedByUser)
+	})
 	resp, err := h.RequestPermission(askCtx, acp.RequestPermissionRequest{SessionID: "acp",
 		ToolCall: json.RawMessage(`{"toolCallId":"t1","kind":"edit","title":"edit a file"}`),
 		Options:  []acp.PermissionOption{{OptionID: "allow", Name: "Allow", Kind: "allow_once"}, {OptionID: "reject", Name: "Reject", Kind: "reject_once"}}})
 	if err != nil || resp.Outcome.Outcome != "selected" || resp.Outcome.OptionID != "allow" {
 		t.Fatalf("the agent heard %+v %v, want allow", resp, err)
 	}
-	if d := <-decisions; d.err != nil || d.p.State != berth.PermissionDecided || d.p.DecidedBy != berth.DecidedByUser {
-		t.Fatalf("the user's decision: %+v %v", d.p, d.err)
+	if d := <-decisions; d.err != nil || d.v.State != berth.PermissionDecided || d.v.DecidedBy != berth.DecidedByUser {
+		t.Fatalf("the user's decision: %+v %v", d.v, d.err)
 	}
 
 	// An elicitation the same way.
-	type resolved struct {
-		e   *berth.Elicitation
-		err error
-	}
-	answers := make(chan resolved, 1)
-	elicCtx, giveUpElic := context.WithCancel(ctx)
-	defer giveUpElic()
-	gate.afterCreate = func(id string) {
-		go func() {
-			e, err := ls.ResolveElicitation(ctx, id, berth.ElicitationDecline, nil, berth.DecidedByUser)
-			if err != nil {
-				giveUpElic()
-			}
-			answers <- resolved{e, err}
-		}()
-		select {
-		case a := <-answers:
-			answers <- a
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	elicCtx, answers := answerOnCreate(t, gate, func(id string) (*berth.Elicitation, error) {
+		return ls.ResolveElicitation(ctx, id, berth.ElicitationDecline, nil, berth.DecidedByUser)
+	})
 	eresp, err := h.CreateElicitation(elicCtx, acp.CreateElicitationRequest{Mode: "form", Message: "name?"})
 	if err != nil || eresp.Action != berth.ElicitationDecline {
 		t.Fatalf("the agent heard %+v %v, want decline", eresp, err)
 	}
-	if a := <-answers; a.err != nil || a.e.Action != berth.ElicitationDecline {
-		t.Fatalf("the user's answer: %+v %v", a.e, a.err)
+	if a := <-answers; a.err != nil || a.v.Action != berth.ElicitationDecline {
+		t.Fatalf("the user's answer: %+v %v", a.v, a.err)
 	}
 	if v := ls.View(); v.PendingPermissions != 0 || v.PendingElicitations != 0 {
 		t.Fatalf("the session still counts questions: %+v", v)
 	}
+}
+
+// answered is what a user's answer returned.
+type answered[T any] struct {
+	v   T
+	err error
+}
+
+// answerOnCreate has gate answer the next question (answer) once its
+// record is written, while its asker is held, giving the answer a moment
+// to find the question not yet waiting. It returns the context to ask
+// in, ended when the answer is refused (the asker would wait for good),
+// and where the answer's result comes.
+func answerOnCreate[T any](t *testing.T, gate *arrivalGate, answer func(id string) (T, error)) (context.Context, <-chan answered[T]) {
+	ctx, giveUp := context.WithCancel(context.Background())
+	t.Cleanup(giveUp)
+	out := make(chan answered[T], 1)
+	gate.afterCreate = func(id string) {
+		go func() {
+			v, err := answer(id)
+			if err != nil {
+				giveUp()
+			}
+			out <- answered[T]{v, err}
+		}()
+		select {
+		case a := <-out:
+			out <- a
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return ctx, out
 }
 
 // arrivalGate is a store that runs afterCreate, once a question's record
