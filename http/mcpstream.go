@@ -68,8 +68,15 @@ func (t boundedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // in flight, it answers a request itself and hands it on no further.
 type boundedConn struct {
 	mcp.Connection
+	// wmu lets one answer at a time be written (Write).
+	wmu  sync.Mutex
 	mu   sync.Mutex
 	open map[jsonrpc.ID]bool
+	// writing is the request whose answer is being written, when
+	// isWriting: the agent may have read that answer already and sent
+	// the next request, so it no longer counts against the bound.
+	writing   jsonrpc.ID
+	isWriting bool
 }
 
 // Read implements mcp.Connection.
@@ -98,24 +105,37 @@ func (c *boundedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 func (c *boundedConn) admit(id jsonrpc.ID) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	n := len(c.open)
+	if c.isWriting && c.open[c.writing] {
+		n--
+	}
 	switch {
 	case c.open[id]:
 		return fmt.Sprintf("rate_limited: request %v is in flight already", id.Raw())
-	case len(c.open) >= mcpInFlight:
+	case n >= mcpInFlight:
 		return fmt.Sprintf("rate_limited: more than %d requests in flight on this stream", mcpInFlight)
 	}
 	c.open[id] = true
 	return ""
 }
 
-// Write implements mcp.Connection: an answer written frees its request's
-// room (one waiting to be written still holds it).
+// Write implements mcp.Connection: an answer frees its request's room as
+// it is written (one waiting to be written still holds it). Answers go
+// out one at a time, so at most one request more than mcpInFlight is held.
 func (c *boundedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	err := c.Connection.Write(ctx, msg)
-	if resp, ok := msg.(*jsonrpc.Response); ok {
-		c.mu.Lock()
-		delete(c.open, resp.ID)
-		c.mu.Unlock()
+	resp, ok := msg.(*jsonrpc.Response)
+	if !ok {
+		return c.Connection.Write(ctx, msg)
 	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	c.writing, c.isWriting = resp.ID, true
+	c.mu.Unlock()
+	err := c.Connection.Write(ctx, msg)
+	c.mu.Lock()
+	delete(c.open, resp.ID)
+	c.isWriting = false
+	c.mu.Unlock()
 	return err
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/testenv"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // blockingTools are fakeTools whose wait_child waits for its context.
@@ -288,4 +289,104 @@ func TestASessionsToolCallsAreBounded(t *testing.T) {
 	if err != nil || !strings.Contains(answer, `"id":99`) || !strings.Contains(answer, "rate_limited: ") {
 		t.Fatalf("one call more = %q, %v", answer, err)
 	}
+}
+
+// An agent that has read an answer may send the next request at once,
+// while the daemon's write of that answer has not returned yet: the
+// answered request no longer counts against the stream's bound. The
+// bound still holds, one answer on its way out apart.
+func TestAnAnswerReadFreesItsRoom(t *testing.T) {
+	wire := &heldWire{in: make(chan jsonrpc.Message, 4), held: mustID(t, 1), writing: make(chan struct{}),
+		release: make(chan struct{}), refused: make(chan jsonrpc.ID, 4), closed: make(chan struct{})}
+	c := &boundedConn{Connection: wire, open: map[jsonrpc.ID]bool{}}
+	ctx := context.Background()
+	request := func(id int64) *jsonrpc.Request {
+		return &jsonrpc.Request{ID: mustID(t, id), Method: "tools/call"}
+	}
+	for id := range int64(mcpInFlight) {
+		wire.in <- request(id + 1)
+		if msg, err := c.Read(ctx); err != nil || msg.(*jsonrpc.Request).ID != mustID(t, id+1) {
+			t.Fatalf("request %d: %+v %v", id+1, msg, err)
+		}
+	}
+	written := make(chan error, 1)
+	go func() { written <- c.Write(ctx, &jsonrpc.Response{ID: mustID(t, 1)}) }()
+	<-wire.writing
+	// Request 1's answer is out (the agent read it); its write has not returned.
+	wire.in <- request(mcpInFlight + 1)
+	read := make(chan jsonrpc.Message, 1)
+	go func() {
+		msg, _ := c.Read(ctx)
+		read <- msg
+	}()
+	select {
+	case msg := <-read:
+		if r, ok := msg.(*jsonrpc.Request); !ok || r.ID != mustID(t, mcpInFlight+1) {
+			t.Fatalf("read %+v", msg)
+		}
+	case id := <-wire.refused:
+		t.Fatalf("request %v refused while request 1's answer was being written", id.Raw())
+	}
+	// One more is past the bound.
+	wire.in <- request(mcpInFlight + 2)
+	go func() { _, _ = c.Read(ctx) }()
+	if id := <-wire.refused; id != mustID(t, mcpInFlight+2) {
+		t.Fatalf("refused %v", id.Raw())
+	}
+	close(wire.release)
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	_ = wire.Close()
+}
+
+// heldWire is an MCP connection whose write of the answer to held
+// signals writing and waits for release (the agent has the bytes; the
+// write has not returned); the refusals it is given are sent on refused.
+type heldWire struct {
+	in       chan jsonrpc.Message
+	held     jsonrpc.ID
+	writing  chan struct{}
+	release  chan struct{}
+	refused  chan jsonrpc.ID
+	closed   chan struct{}
+	closeOne sync.Once
+}
+
+func (w *heldWire) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case msg := <-w.in:
+		return msg, nil
+	case <-w.closed:
+		return nil, io.EOF
+	}
+}
+
+func (w *heldWire) Write(_ context.Context, msg jsonrpc.Message) error {
+	resp, ok := msg.(*jsonrpc.Response)
+	switch {
+	case ok && resp.ID == w.held:
+		close(w.writing)
+		<-w.release
+	case ok && resp.Error != nil:
+		w.refused <- resp.ID
+	}
+	return nil
+}
+
+func (w *heldWire) Close() error {
+	w.closeOne.Do(func() { close(w.closed) })
+	return nil
+}
+
+func (w *heldWire) SessionID() string { return "" }
+
+// mustID is the JSON-RPC id v.
+func mustID(t *testing.T, v int64) jsonrpc.ID {
+	t.Helper()
+	id, err := jsonrpc.MakeID(float64(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
