@@ -60,12 +60,12 @@ type Daemon struct {
 	hooks  *hooks.Service
 	srv    *bhttp.Server
 	docker *docker.Provider
-	// self is the berth binary (Options.Berth); po and providers are the
-	// sandbox providers' options and the providers, made with probes (the
-	// probes of providers, started before the store opens; the manager
-	// owns them once made).
+	// self is the berth binary (Options.Berth); shimJSON the sandbox
+	// providers' options as the shims are given them; providers and their
+	// probes are made, and the probes started, before the store opens (the
+	// manager owns the probes once made).
 	self      string
-	po        providerOptions
+	shimJSON  string
 	providers []berth.SandboxProvider
 	probes    *probe.Set
 	// smallShims are the small shim programs (Options.SmallShim), installed
@@ -260,8 +260,10 @@ func (d *Daemon) startAhead(ctx context.Context, o Options) error {
 			return berth.WrapError(berth.EInternal, err, "cannot find the berth binary")
 		}
 	}
-	d.po = newProviderOptions(o.Config, d.self, o.Home)
-	all, dk, err := providers.All(d.po.Options)
+	po := newProviderOptions(o.Config, d.self, o.Home)
+	pob, _ := json.Marshal(po)
+	d.shimJSON = string(pob)
+	all, dk, err := providers.All(po.Options)
 	if err != nil {
 		return err
 	}
@@ -273,8 +275,7 @@ func (d *Daemon) startAhead(ctx context.Context, o Options) error {
 	d.probes = probe.New(byName)
 	d.probes.Start(ctx)
 	if o.SmallShim != nil && !o.NoShims {
-		pob, _ := json.Marshal(d.po)
-		d.installing.Go(func() { d.smallShims = o.SmallShim(d.self, o.Home, string(pob), o.Logger) })
+		d.installing.Go(func() { d.smallShims = o.SmallShim(d.self, o.Home, d.shimJSON, o.Logger) })
 	}
 	return nil
 }
@@ -374,14 +375,13 @@ func (d *Daemon) newManager(o Options, node string) error {
 }
 
 // shimOptions are how the manager starts the shims that hold its agents
-// (`berth shim` with the provider options po, or the small shim), nil when
+// (`berth shim` with the providers' options, or the small shim), nil when
 // it runs agents as its own children (Options.NoShims).
 func (d *Daemon) shimOptions(o Options, self string) *session.ShimOptions {
 	if o.NoShims {
 		return nil
 	}
-	pob, _ := json.Marshal(d.po)
-	shimOpts := &session.ShimOptions{Argv: []string{self, "shim", "--options", string(pob)},
+	shimOpts := &session.ShimOptions{Argv: []string{self, "shim", "--options", d.shimJSON},
 		Orphan: o.Config.Limits.OrphanTimeout.Duration}
 	if d.node != nil {
 		// A node that dies leaves no agent running unowned past the

@@ -72,11 +72,10 @@ type boundedConn struct {
 	wmu  sync.Mutex
 	mu   sync.Mutex
 	open map[jsonrpc.ID]bool
-	// writing is the request whose answer is being written, when
-	// isWriting: the agent may have read that answer already and sent
+	// writing is the request whose answer is being written (the zero ID
+	// when none): the agent may have read that answer already and sent
 	// the next request, so it no longer counts against the bound.
-	writing   jsonrpc.ID
-	isWriting bool
+	writing jsonrpc.ID
 }
 
 // Read implements mcp.Connection.
@@ -106,7 +105,7 @@ func (c *boundedConn) admit(id jsonrpc.ID) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(c.open)
-	if c.isWriting && c.open[c.writing] {
+	if c.open[c.writing] {
 		n--
 	}
 	switch {
@@ -130,12 +129,12 @@ func (c *boundedConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
-	c.writing, c.isWriting = resp.ID, true
+	c.writing = resp.ID
 	c.mu.Unlock()
 	err := c.Connection.Write(ctx, msg)
 	c.mu.Lock()
 	delete(c.open, resp.ID)
-	c.isWriting = false
+	c.writing = jsonrpc.ID{}
 	c.mu.Unlock()
 	return err
 }
