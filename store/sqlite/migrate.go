@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"embed"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -17,21 +20,52 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// schemaFile is the schema every migration up to its version makes,
+// written out (by TestTheSchemaIsTheMigrations with -update) so that a
+// new store is made by one script instead of by replaying its history.
+//
+//go:embed schema.sql
+var schemaFile string
+
+// schemaVersionPrefix starts the first line of schema.sql, which names the
+// newest migration the file is equivalent to.
+const schemaVersionPrefix = "-- schema as of migration "
+
+// schemaMigrationsDDL makes the table of the migrations a store has
+// applied.
+const schemaMigrationsDDL = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER NOT NULL PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at TEXT    NOT NULL
+	)`
+
 // migrate applies, in version order, every codec.Migration the database
-// has not recorded in schema_migrations, all of them in one (immediate)
-// transaction with their records: a failure leaves the schema as it was,
-// and a new home's schema costs one commit instead of one per file.
-// Running it again on a migrated database does nothing.
+// has not recorded in schema_migrations (a new store: schema.sql in their
+// stead), all of them in one (immediate) transaction with their records:
+// a failure leaves the schema as it was. Running it again on a migrated
+// database does nothing.
 func migrate(ctx context.Context, db *sql.DB, logger *slog.Logger) error {
 	ms, err := codec.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		return berth.WrapError(berth.EInternal, err, "load store migrations")
 	}
-	return applyMigrations(ctx, db, ms, logger)
+	return applyMigrations(ctx, db, ms, parseSchema(schemaFile), logger)
 }
 
-// applyMigrations is migrate with the migrations ms, in version order.
-func applyMigrations(ctx context.Context, db *sql.DB, ms []codec.Migration, logger *slog.Logger) (err error) {
+// parseSchema reads schema.sql's version line; nil when it has none, and
+// the migrations are then the only way to a new store.
+func parseSchema(text string) *codec.Migration {
+	first, _, _ := strings.Cut(text, "\n")
+	v, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(first, schemaVersionPrefix)))
+	if !strings.HasPrefix(first, schemaVersionPrefix) || err != nil {
+		return nil
+	}
+	return &codec.Migration{Version: v, Name: "schema.sql", SQL: text}
+}
+
+// applyMigrations is migrate with the migrations ms, in version order, and
+// the schema they make up to some version (nil: none).
+func applyMigrations(ctx context.Context, db *sql.DB, ms []codec.Migration, schema *codec.Migration, logger *slog.Logger) (err error) {
 	// The check is inside the transaction, so two processes opening a
 	// fresh file at once cannot both apply a migration.
 	tx, err := db.BeginTx(ctx, nil)
@@ -43,12 +77,7 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []codec.Migration, logg
 			tx.Rollback()
 		}
 	}()
-	const ddl = `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER NOT NULL PRIMARY KEY,
-		name       TEXT    NOT NULL,
-		applied_at TEXT    NOT NULL
-	)`
-	if _, err := tx.ExecContext(ctx, ddl); err != nil {
+	if _, err := tx.ExecContext(ctx, schemaMigrationsDDL); err != nil {
 		return berth.WrapError(berth.EInternal, err, "create schema_migrations")
 	}
 	applied := map[int]bool{}
@@ -74,6 +103,14 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []codec.Migration, logg
 		return berth.Errorf(berth.EInternal, "store schema version %d is newer than this berth knows (%d)", newest, known)
 	}
 	var done []codec.Migration
+	if newest == 0 {
+		if done, err = applySchema(ctx, tx, ms, schema); err != nil {
+			return err
+		}
+		for _, m := range done {
+			applied[m.Version] = true
+		}
+	}
 	for _, m := range ms {
 		if applied[m.Version] {
 			continue
@@ -81,9 +118,8 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []codec.Migration, logg
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			return berth.WrapError(berth.EInternal, err, "apply store migration %s", m.Name)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.Version, m.Name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
-			return berth.WrapError(berth.EInternal, err, "record store migration %s", m.Name)
+		if err := recordMigration(ctx, tx, m); err != nil {
+			return err
 		}
 		done = append(done, m)
 	}
@@ -92,6 +128,39 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []codec.Migration, logg
 	}
 	for _, m := range done {
 		logger.Info("sqlite store: applied migration", "version", m.Version, "name", m.Name)
+	}
+	return nil
+}
+
+// applySchema makes a store that records no migration with schema, and
+// records the migrations ms up to its version as applied; it returns
+// them. It does nothing (nil) when there is no schema or its version is
+// not one of ms: the migrations then make the store.
+func applySchema(ctx context.Context, tx *sql.Tx, ms []codec.Migration, schema *codec.Migration) ([]codec.Migration, error) {
+	if schema == nil || !slices.ContainsFunc(ms, func(m codec.Migration) bool { return m.Version == schema.Version }) {
+		return nil, nil
+	}
+	if _, err := tx.ExecContext(ctx, schema.SQL); err != nil {
+		return nil, berth.WrapError(berth.EInternal, err, "apply the store's schema (schema.sql)")
+	}
+	var done []codec.Migration
+	for _, m := range ms {
+		if m.Version > schema.Version {
+			break
+		}
+		if err := recordMigration(ctx, tx, m); err != nil {
+			return nil, err
+		}
+		done = append(done, m)
+	}
+	return done, nil
+}
+
+// recordMigration notes in schema_migrations that m is applied.
+func recordMigration(ctx context.Context, tx *sql.Tx, m codec.Migration) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		m.Version, m.Name, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return berth.WrapError(berth.EInternal, err, "record store migration %s", m.Name)
 	}
 	return nil
 }

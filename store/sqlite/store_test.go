@@ -132,14 +132,15 @@ func TestMigrationsIdempotent(t *testing.T) {
 }
 
 // The migrations a start applies are one transaction: one that fails
-// leaves the schema as it was, the ones before it in the same start
-// included, and the next start applies them all.
+// leaves the schema as it was, the ones before it in the same start (or
+// a new store's schema.sql) included, and the next start applies them all.
 func TestMigrationsApplyWholeOrNotAtAll(t *testing.T) {
 	ctx := context.Background()
 	ms, err := codec.LoadMigrations(migrationFiles, "migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
+	schema := parseSchema(schemaFile)
 	bad := append(slices.Clone(ms), codec.Migration{Version: 9999, Name: "9999_broken.sql", SQL: "CREATE TABLE broken ("})
 	db, err := openPool(ctx, dsn(filepath.Join(t.TempDir(), "b.db"), "NORMAL", roleWriter), 1)
 	if err != nil {
@@ -160,24 +161,24 @@ func TestMigrationsApplyWholeOrNotAtAll(t *testing.T) {
 		}
 		return n
 	}
-	if err := applyMigrations(ctx, db, bad, quiet); !berth.IsCode(err, berth.EInternal) || !strings.Contains(err.Error(), "9999_broken") {
+	if err := applyMigrations(ctx, db, bad, schema, quiet); !berth.IsCode(err, berth.EInternal) || !strings.Contains(err.Error(), "9999_broken") {
 		t.Fatalf("a broken last migration: %v", err)
 	}
 	if n := tables(); n != 0 {
 		t.Fatalf("a failed first start left %d tables", n)
 	}
 	// A store at an older version keeps it when its upgrade fails.
-	if err := applyMigrations(ctx, db, ms[:3], quiet); err != nil {
+	if err := applyMigrations(ctx, db, ms[:3], schema, quiet); err != nil {
 		t.Fatal(err)
 	}
 	before := tables()
-	if err := applyMigrations(ctx, db, bad, quiet); err == nil {
+	if err := applyMigrations(ctx, db, bad, schema, quiet); err == nil {
 		t.Fatal("a broken upgrade applied")
 	}
 	if n, r := tables(), recorded(); n != before || r != 3 {
 		t.Fatalf("after a failed upgrade: %d tables (want %d), %d migrations recorded (want 3)", n, before, r)
 	}
-	if err := applyMigrations(ctx, db, ms, quiet); err != nil {
+	if err := applyMigrations(ctx, db, ms, schema, quiet); err != nil {
 		t.Fatal(err)
 	}
 	if r := recorded(); r != len(ms) {
