@@ -29,6 +29,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/berth-sh/berth/cmd/berth/internal/roles"
 	"github.com/berth-sh/berth/gateway/relay"
 	"github.com/berth-sh/berth/internal/mcprelay"
 	"github.com/berth-sh/berth/shim/shimcmd"
@@ -36,13 +37,13 @@ import (
 
 // ShimRole is the hidden command a daemon without the small shim runs
 // its host and bwrap sessions' shims with.
-const ShimRole = "shim-local"
+const ShimRole = roles.Shim
 
 // RelayRole is the hidden command of the gateway and egress relay.
-const RelayRole = "agent-exec"
+const RelayRole = roles.Relay
 
 // MCPRole is the hidden command of the berth MCP server's relay.
-const MCPRole = "mcp"
+const MCPRole = roles.MCP
 
 func init() {
 	if len(os.Args) < 2 {
