@@ -64,6 +64,8 @@ func NewCommand(o Options) *cobra.Command {
 	f.Int("live", 0, "idle demo sessions a daemon holds while its memory is read (0 skips it)")
 	f.String("boot-profile", "", "the reattaching daemon writes PREFIX.cpu (its boot) and PREFIX.heap (once every session is reattached)")
 	f.String("daemon-binary", "", "berth binary the --live and --reattach daemons run (default: this one)")
+	f.String("reattach-against", "", "after the --reattach boot, boot this berth binary and --daemon-binary's again over the same sessions, alternating")
+	f.Int("reattach-rounds", 3, "boots of each binary --reattach-against asks for")
 	f.Int("scrape", 0, "time GET /metrics of a daemon with this many sessions: the bench's, and stopped ones stored to make up the number (0 skips it)")
 	f.Int("fanout", 0, "readers of /v1/events/stream while every session runs turns (0 skips it)")
 	f.Duration("fanout-seconds", 10*time.Second, "how long the sessions run turns during --fanout")
@@ -473,6 +475,8 @@ func (b *bench) benchAsked(cmd *cobra.Command, c *bclient.Client, d *daemon.Daem
 		o := benchBootOptions{storeURL: fl.storeURL, sandbox: fl.sandbox}
 		o.binary, _ = f.GetString("daemon-binary")
 		o.profile, _ = f.GetString("boot-profile")
+		o.against, _ = f.GetString("reattach-against")
+		o.rounds, _ = f.GetInt("reattach-rounds")
 		if err := benchBoot(ctx, o, n, nReattach > 0, res, progress); err != nil {
 			return err
 		}
@@ -785,6 +789,10 @@ func printBench(w io.Writer, r Result) {
 		printBootReads(t, "  every read route answers", r.ReattachReads)
 		fmt.Fprintf(t, "  floor: every shim's hello, no daemon\t%.0f ms\tshims' CPU during the boot %.0f ms\n", r.ReattachFloorMs, r.ReattachShimsCPUMs)
 		fmt.Fprintf(t, "  daemon after the reattach (KiB)\tVmRSS %d\tVmHWM %d\n", r.ReattachRSSKB, r.ReattachHWMKB)
+		for i, b := range r.ReattachBoots {
+			fmt.Fprintf(t, "boot %d again: %s\tAPI %.0f ms\tall active %.0f ms\tdaemon CPU %.0f ms, load %.1f\n", i+1, b.Daemon, b.APIMs, b.AllMs, b.CPUMs, b.Load)
+			printBootReads(t, "  every read route answers", b.Reads)
+		}
 	}
 	if r.ScrapeSessions > 0 {
 		fmt.Fprintf(t, "GET /metrics, %d sessions (%d live)\tp50 %.2f ms\tp99 %.2f ms\t(%.2f ms CPU, %d bytes)\n", r.ScrapeSessions, r.ScrapeLive, r.ScrapeP50Ms, r.ScrapeP99Ms, r.ScrapeCPUMs, r.ScrapeBytes)

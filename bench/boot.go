@@ -56,6 +56,8 @@ type bootResult struct {
 	// boot that reattaches (docs/api.md, "Agents outlive the daemon (shims)").
 	EmptyReads    bootReads `json:"empty_reads"`
 	ReattachReads bootReads `json:"reattach_reads"`
+	// ReattachBoots are the boots --reattach-against asks for, in order.
+	ReattachBoots []bootSample `json:"reattach_boots,omitempty"`
 }
 
 // bootReads are the milliseconds from a daemon's start to the first
@@ -89,6 +91,10 @@ type benchBootOptions struct {
 	profile  string // BERTH_BOOT_PROFILE of the booting daemon
 	addr     string // the TCP address to listen on ("" for a free loopback port)
 	args     []string
+	// against is a second binary booted over the same sessions after
+	// the timed boot, rounds times each, alternating with binary.
+	against string
+	rounds  int
 }
 
 // serveHealthy starts `berth serve` on home (startBenchServe) and waits
@@ -381,36 +387,11 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 		return err
 	}
 	stopped = false
-	// The read routes are polled while the sessions are reattached.
-	reads := make(chan error, 1)
-	go func() {
-		var err error
-		res.ReattachReads, err = d.firstAnswers(ctx, probe)
-		reads <- err
-	}()
-	if _, err := d.health(ctx, 30*time.Second); err != nil {
-		<-reads
+	boot, err := d.timeBoot(ctx, probe)
+	if err != nil {
 		return err
 	}
-	res.ReattachAPIMs = msSince(d.start)
-	for {
-		h, err := d.health(ctx, 30*time.Second)
-		if err != nil {
-			return err
-		}
-		if h.Reattaching == 0 {
-			break
-		}
-		if time.Since(d.start) > 2*time.Minute {
-			<-reads
-			return d.failed("reattach", fmt.Errorf("%d sessions still reattaching", h.Reattaching))
-		}
-		time.Sleep(time.Millisecond)
-	}
-	res.ReattachAllMs = msSince(d.start)
-	if err := <-reads; err != nil {
-		return err
-	}
+	res.ReattachAPIMs, res.ReattachAllMs, res.ReattachReads = boot.APIMs, boot.AllMs, boot.Reads
 	cpu, err := procCPU(d.cmd.Process.Pid)
 	if err != nil {
 		return err
@@ -425,7 +406,82 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 		return err
 	}
 	res.ReattachSessions, res.ReattachRSSKB, res.ReattachHWMKB = n, after["VmRSS"], after["VmHWM"]
+	if o.against == "" {
+		return nil
+	}
+	// The same shims, booted again and again: each binary's boots at the
+	// machine's state of the moment, one beside the other.
+	for i := range 2 * o.rounds {
+		bo, label := o, "daemon-binary"
+		if (i%2 == 0) != (i/2%2 == 0) {
+			bo.binary, label = o.against, "against"
+		}
+		d.kill()
+		stopped = true
+		fmt.Fprintf(progress, "booting %s again (%d of %d)…\n", label, i+1, 2*o.rounds)
+		if d, err = startBenchServe(bo, home); err != nil {
+			return err
+		}
+		stopped = false
+		b, err := d.timeBoot(ctx, probe)
+		if err != nil {
+			return err
+		}
+		b.Daemon = label
+		if cpu, err := procCPU(d.cmd.Process.Pid); err == nil {
+			b.CPUMs = float64(cpu.Microseconds()) / 1000
+		}
+		b.Load = loadAverage()
+		res.ReattachBoots = append(res.ReattachBoots, b)
+	}
 	return nil
+}
+
+// bootSample is one daemon's boot over live sessions: from its start to
+// its API's first answer, to every session active, and to each read
+// route's first answer while it reattached them.
+type bootSample struct {
+	Daemon string    `json:"daemon,omitempty"`
+	APIMs  float64   `json:"api_ms"`
+	AllMs  float64   `json:"all_active_ms"`
+	CPUMs  float64   `json:"daemon_cpu_ms,omitempty"`
+	Load   float64   `json:"load,omitempty"`
+	Reads  bootReads `json:"reads"`
+}
+
+// timeBoot times the boot of s, a daemon just started over live sessions:
+// the read routes (probe a session to read) are polled while it
+// reattaches them.
+func (s *benchServe) timeBoot(ctx context.Context, probe string) (bootSample, error) {
+	var b bootSample
+	reads := make(chan error, 1)
+	go func() {
+		var err error
+		b.Reads, err = s.firstAnswers(ctx, probe)
+		reads <- err
+	}()
+	if _, err := s.health(ctx, 30*time.Second); err != nil {
+		<-reads
+		return b, err
+	}
+	b.APIMs = msSince(s.start)
+	for {
+		h, err := s.health(ctx, 30*time.Second)
+		if err != nil {
+			<-reads
+			return b, err
+		}
+		if h.Reattaching == 0 {
+			break
+		}
+		if time.Since(s.start) > 2*time.Minute {
+			<-reads
+			return b, s.failed("reattach", fmt.Errorf("%d sessions still reattaching", h.Reattaching))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.AllMs = msSince(s.start)
+	return b, <-reads
 }
 
 // attachEveryShim connects to every shim in runDir, 128 at a time, waits
