@@ -188,3 +188,29 @@ func TestBenchGatewayReportsBothWays(t *testing.T) {
 		t.Fatalf("report: %+v", r)
 	}
 }
+
+// --reattach-against boots the other binary and this one in turn over
+// the sessions the first daemon left, and reports every boot.
+func TestBenchBootsTwoBinariesInTurn(t *testing.T) {
+	var r struct {
+		Boots []struct {
+			Daemon string  `json:"daemon"`
+			AllMs  float64 `json:"all_active_ms"`
+			Reads  struct {
+				ListMs float64 `json:"list_ms"`
+			} `json:"reads"`
+		} `json:"reattach_boots"`
+	}
+	benchReport(t, &r, "--reattach", "3", "--reattach-against", bin, "--reattach-rounds", "2",
+		"--sessions", "1", "--prompts", "0", "--flood", "0", "--page-log", "0", "--list-sessions", "0")
+	var order []string
+	for _, b := range r.Boots {
+		if b.AllMs <= 0 || b.Reads.ListMs <= 0 {
+			t.Fatalf("a boot without its figures: %+v", b)
+		}
+		order = append(order, b.Daemon)
+	}
+	if got := strings.Join(order, " "); got != "daemon-binary against against daemon-binary" {
+		t.Fatalf("boots %q, want the two binaries in turn", got)
+	}
+}
