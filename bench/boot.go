@@ -40,7 +40,7 @@ type bootResult struct {
 	LivePerSessionKB float64 `json:"live_daemon_per_session_kb,omitempty"`
 	ReattachSessions int     `json:"reattach_sessions,omitempty"`
 	// ReattachFloorMs is the shims' own part of a boot: bench connects
-	// to every one, 128 at a time as the daemon does, and waits for its
+	// to every one, 128 at a time (the daemon: 16), and waits for its
 	// hello, with no daemon work at all.
 	ReattachFloorMs float64 `json:"reattach_floor_ms,omitempty"`
 	// ReattachShimsCPUMs is the CPU time the shims used during the boot,

@@ -11,9 +11,14 @@ import (
 )
 
 // Reattach bounds: how many shims boot connects to at once, and how long
-// one may take to answer.
+// one may take to answer. Each shim woken is a process the kernel shares
+// the CPU with (each in a session, and so a scheduling group, of its
+// own): at 128, the read routes of a daemon booting 1,000 sessions on 2
+// vCPUs answered after 1.2-2.4 s; at 16, after 0.5-0.8 s, with every
+// session active about as soon (BENCHMARKS.md, "Issue 26, thirteenth
+// round").
 const (
-	reattachParallel = 128
+	reattachParallel = 16
 	reattachTimeout  = 5 * time.Second
 )
 
