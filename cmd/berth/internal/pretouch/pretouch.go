@@ -38,12 +38,18 @@ func init() {
 // are then faulted one at a time as before.
 const madvPopulateWrite = 23
 
+// maxChunk bounds what Heap populates: the runtime maps a new heap 4 MiB
+// at a time; a mapping larger than this is not a fresh process's (or a
+// runtime that maps its arenas whole), and populating it would cost more
+// than it saves.
+const maxChunk = 8 << 20
+
 // probe is the allocation whose address finds the heap's chunk.
 var probe *[64]byte
 
 // Heap populates the writable anonymous mapping that holds a fresh heap
-// allocation, and reports how many bytes it asked for (0 when it could
-// not find it).
+// allocation, when it is at most maxChunk, and reports how many bytes it
+// asked for (0 when it did not).
 func Heap() int {
 	probe = new([64]byte)
 	addr := uintptr(unsafe.Pointer(probe))
@@ -52,7 +58,7 @@ func Heap() int {
 		return 0
 	}
 	start, end, ok := mappingOf(maps, addr)
-	if !ok {
+	if !ok || end-start > maxChunk {
 		return 0
 	}
 	if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, madvPopulateWrite); e != 0 {
