@@ -35,10 +35,11 @@ func TestElicitationWaitsForTheUsersAnswer(t *testing.T) {
 		el.Message != "Your name?" || !strings.Contains(string(el.RequestedSchema), `"answer"`) || el.State != berth.ElicitationPending {
 		t.Fatalf("pending elicitation: %+v", el)
 	}
-	got, _ := e.m.GetSession(ctx, s.ID)
-	if got.Badge != berth.BadgeWaiting || got.PendingElicitations != 1 {
-		t.Fatalf("session while asking: badge %s, pending %d", got.Badge, got.PendingElicitations)
-	}
+	// The stored request is listed a moment before the session counts it.
+	waitFor(t, "the session waiting", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.Badge == berth.BadgeWaiting && got.PendingElicitations == 1
+	})
 	if n := len(ofType(e.events(s.ID), berth.EventElicitationRequested)); n != 1 {
 		t.Fatalf("%d elicitation_requested events", n)
 	}
@@ -81,7 +82,7 @@ func TestElicitationWaitsForTheUsersAnswer(t *testing.T) {
 	if err != nil || stored.State != berth.ElicitationAccepted || stored.Content["answer"] != "Ada" {
 		t.Fatalf("stored: %+v, %v", stored, err)
 	}
-	got, _ = e.m.GetSession(ctx, s.ID)
+	got, _ := e.m.GetSession(ctx, s.ID)
 	if got.Badge != berth.BadgeIdle || got.PendingElicitations != 0 {
 		t.Fatalf("session after: badge %s, pending %d", got.Badge, got.PendingElicitations)
 	}
