@@ -320,22 +320,3 @@ func TestFilesArePrivate(t *testing.T) {
 	defer s.Close()
 	check("reopened after a chmod 0644")
 }
-
-// Connections cache their pages in the page cache this package sets,
-// not SQLite's own.
-func TestConnectionsUseTheProcesssPageCache(t *testing.T) {
-	before := pages.Stats()
-	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "b.db"), Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.CountSessions(context.Background(), nil); err != nil {
-		t.Fatal(err)
-	}
-	after := pages.Stats()
-	if after.Caches <= before.Caches || after.Misses+after.Hits <= before.Misses+before.Hits {
-		t.Fatalf("the store's connections made %d page caches and fetched %d pages through them",
-			after.Caches-before.Caches, after.Misses+after.Hits-before.Misses-before.Hits)
-	}
-}
