@@ -14,8 +14,8 @@ import (
 // one may take to answer. Each shim woken is a process the kernel shares
 // the CPU with (each in a session, and so a scheduling group, of its
 // own): at 128, the read routes of a daemon booting 1,000 sessions on 2
-// vCPUs answered after 1.2-2.4 s; at 16, after 0.5-0.8 s, with every
-// session active about as soon (BENCHMARKS.md, "Issue 26, thirteenth
+// vCPUs answered after 1.9-2.1 s; at 16, after 1.0-1.2 s, with every
+// session active a little later (BENCHMARKS.md, "Issue 26, thirteenth
 // round").
 const (
 	reattachParallel = 16
