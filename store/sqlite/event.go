@@ -95,6 +95,9 @@ func (s *Store) AppendEvents(ctx context.Context, events []berth.Event) error {
 	if err != nil || len(tops) == 0 {
 		return err
 	}
+	if err := s.stmtsReady(ctx); err != nil {
+		return internal(err, "append events")
+	}
 
 	// Inserting each session's events as one run touches each B-tree page
 	// once, instead of hopping between the sessions' pages.
@@ -173,6 +176,9 @@ func groupBySession(events []berth.Event, at map[string]int, sessions int) []ber
 // berth.MaxEventLimit is clamped), filtered by type and turn. A session
 // that does not exist has no events. EInvalid for a negative After or Limit.
 func (s *Store) ListEvents(ctx context.Context, sessionID string, f berth.EventFilter) ([]berth.Event, error) {
+	if err := s.stmtsReady(ctx); err != nil {
+		return nil, internal(err, "list events")
+	}
 	p, empty, err := codec.PlanPage(f, func(turn string) (int64, int64, bool, error) {
 		return s.turnBounds(ctx, sessionID, turn)
 	})
@@ -220,6 +226,9 @@ func (s *Store) turnBounds(ctx context.Context, sessionID, turnID string) (lo, h
 // LastSeq returns the highest committed seq of a session (0 if it has no
 // events). ENotFound if the session is absent.
 func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	if err := s.stmtsReady(ctx); err != nil {
+		return 0, internal(err, "read last seq")
+	}
 	var n int64
 	err := s.lastSeq.QueryRowContext(ctx, sessionID).Scan(&n)
 	if err := codec.OneRow(err, "read last seq", "session %s not found", sessionID); err != nil {

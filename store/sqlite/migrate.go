@@ -123,6 +123,12 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []codec.Migration, sche
 		}
 		done = append(done, m)
 	}
+	// A store copied from the built-in empty one (seed.go) records its
+	// migrations undated until its first open dates them.
+	if _, err := tx.ExecContext(ctx, `UPDATE schema_migrations SET applied_at = ? WHERE applied_at = ''`,
+		time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return berth.WrapError(berth.EInternal, err, "date the store's migrations")
+	}
 	if err := tx.Commit(); err != nil {
 		return berth.WrapError(berth.EInternal, err, "commit the store's migrations")
 	}

@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"database/sql"
 	"flag"
@@ -9,12 +11,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
-var updateSchema = flag.Bool("update", false, "rewrite schema.sql from the migrations")
+var updateSchema = flag.Bool("update", false, "rewrite schema.sql and empty.db.gz from the migrations")
 
 // A new store is made by schema.sql, and it is the store the migrations
 // make: the same tables, columns, indexes and record of what is applied.
@@ -38,6 +42,9 @@ func TestTheSchemaIsTheMigrations(t *testing.T) {
 		}
 	}
 	schema := parseSchema(text)
+	if *updateSchema {
+		writeEmptyStore(t, dir, ms, schema)
+	}
 	if newest := ms[len(ms)-1]; schema == nil || schema.Version != newest.Version {
 		t.Fatalf("schema.sql is not as of the newest migration, %s: go test ./store/sqlite -run TestTheSchemaIsTheMigrations -update", newest.Name)
 	}
@@ -122,4 +129,132 @@ func dumpSchema(t *testing.T, db *sql.DB, version int) string {
 		b.WriteString("\n" + s + ";\n")
 	}
 	return b.String()
+}
+
+// writeEmptyStore writes empty.db.gz: a store made by schema, its
+// migrations recorded undated, checkpointed into its one file.
+func writeEmptyStore(t *testing.T, dir string, ms []codec.Migration, schema *codec.Migration) {
+	t.Helper()
+	path := filepath.Join(dir, "empty.db")
+	db := testPool(t, path)
+	if err := applyMigrations(context.Background(), db, ms, schema, quiet); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE schema_migrations SET applied_at = ''`); err != nil {
+		t.Fatal(err)
+	}
+	// The last connection's close checkpoints the WAL into the file and
+	// removes it.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		t.Fatal("the empty store's WAL outlived its close")
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("empty.db.gz", buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A new store is a copy of the built-in empty one, and that copy is the
+// store schema.sql (so the migrations) makes: same schema, same settings,
+// every migration recorded, dated when the copy was made. Two daemons
+// opening the same new path at once share one file.
+func TestANewStoreIsACopyOfTheEmptyOne(t *testing.T) {
+	ctx := context.Background()
+	ms, err := codec.LoadMigrations(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// The copy is made in a scratch directory first: a test of seed itself.
+	scratch := filepath.Join(dir, "scratch.db")
+	if seeded, err := seed(scratch); err != nil || !seeded {
+		t.Fatalf("seed of a new path: %v, %v; want a copy", seeded, err)
+	}
+	if fi, err := os.Stat(scratch); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the copy: %v, %v; want mode 0600", fi, err)
+	}
+	if again, err := seed(scratch); err != nil || again {
+		t.Fatalf("seed over a store: %v, %v; want it left alone", again, err)
+	}
+	// A copy a migration behind would still be migrated; but a start is
+	// the faster for it only when it is as of the newest.
+	newest := fmt.Sprint(ms[len(ms)-1].Version)
+	if got := column(t, testPool(t, scratch), `SELECT max(version) FROM schema_migrations`); !slices.Equal(got, []string{newest}) {
+		t.Fatalf("empty.db.gz is as of migration %v, not %s: go test ./store/sqlite -run TestTheSchemaIsTheMigrations -update", got, newest)
+	}
+	before := time.Now().UTC()
+	s, err := Open(ctx, filepath.Join(dir, "new.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	made := testPool(t, filepath.Join(dir, "made.db"))
+	if err := applyMigrations(ctx, made, ms, parseSchema(schemaFile), quiet); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`SELECT type || ' ' || name || ' ' || tbl_name || ': ' || coalesce(sql, '') FROM sqlite_master ORDER BY type, name`,
+		`SELECT version || ' ' || name FROM schema_migrations ORDER BY version`,
+		`SELECT 'journal_mode ' || journal_mode FROM pragma_journal_mode`,
+		`SELECT 'page_size ' || page_size FROM pragma_page_size`,
+		`SELECT 'auto_vacuum ' || auto_vacuum FROM pragma_auto_vacuum`,
+		`SELECT 'encoding ' || encoding FROM pragma_encoding`,
+		`SELECT 'user_version ' || user_version FROM pragma_user_version`,
+		`SELECT 'application_id ' || application_id FROM pragma_application_id`,
+	} {
+		if want, got := column(t, made, q), column(t, s.w, q); !slices.Equal(got, want) {
+			t.Errorf("%s\nthe empty store:\n  %s\nmade by schema.sql:\n  %s\n(go test ./store/sqlite -run TestTheSchemaIsTheMigrations -update)",
+				q, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+	}
+	for _, at := range column(t, s.w, `SELECT applied_at FROM schema_migrations`) {
+		if ts, err := time.Parse(time.RFC3339Nano, at); err != nil || ts.Before(before.Add(-time.Second)) {
+			t.Fatalf("a seeded store's migration is dated %q, want the time it was made", at)
+		}
+	}
+
+	// Eight opens of one new path at once: every one opens the same store.
+	race := filepath.Join(dir, "race.db")
+	stores := make([]*Store, 8)
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	for i := range stores {
+		wg.Go(func() { stores[i], errs[i] = Open(ctx, race, Options{}) })
+	}
+	wg.Wait()
+	for i, st := range stores {
+		if errs[i] != nil {
+			t.Fatalf("open %d: %v", i, errs[i])
+		}
+		defer st.Close()
+	}
+	if _, err := stores[0].w.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (99999, 'x', 'y')`); err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range stores {
+		if got := column(t, st.r, `SELECT name FROM schema_migrations WHERE version = 99999`); len(got) != 1 {
+			t.Fatalf("open %d does not see the others' write: a second file?", i)
+		}
+	}
+	if left, _ := filepath.Glob(race + ".new-*"); len(left) != 0 {
+		t.Fatalf("copies left behind: %v", left)
+	}
 }

@@ -45,6 +45,9 @@ func insertLabels(ctx context.Context, tx *sql.Tx, id string, labels map[string]
 
 // GetSession returns one session. ENotFound if there is none.
 func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, error) {
+	if err := s.stmtsReady(ctx); err != nil {
+		return nil, internal(err, "get session")
+	}
 	return codec.ScanSession(s.getSession.QueryRowContext(ctx, id).Scan, id)
 }
 

@@ -66,6 +66,11 @@ type Store struct {
 	// methods are the store's (berth.CredentialStore).
 	*credentials
 
+	// prepared closes once the statements below are prepared (or failed
+	// to be, prepareErr): Open starts it and returns, so a daemon's start
+	// does not wait for it (stmtsReady waits).
+	prepared   chan struct{}
+	prepareErr error
 	// Statements prepared once at Open, so hot paths skip parsing.
 	insertEvents [len(insertChunks)]*sql.Stmt // by index in insertChunks
 	bumpLastSeq  *sql.Stmt
@@ -84,9 +89,10 @@ type Store struct {
 
 var _ berth.Store = (*Store)(nil)
 
-// Open opens (creating it and its parent directories if needed) the
-// database at path, applies pending migrations and returns the store.
-// EInvalid for bad options.
+// Open opens the database at path, applies pending migrations and
+// returns the store. A missing database (and its parent directories) is
+// created, as a copy of the built-in empty store (seed.go). EInvalid for
+// bad options.
 func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	synchronous, err := syncPragma(opts.Sync)
 	if err != nil {
@@ -101,6 +107,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "create the store directory")
+	}
+	// A new store is a copy of the built-in empty one (seed.go).
+	if _, err := seed(abs); err != nil {
+		return nil, err
 	}
 	if err := privateFiles(abs); err != nil {
 		return nil, err
@@ -120,20 +130,32 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		s.w.Close()
 		return nil, err
 	}
-	if s.r, err = openPool(ctx, dsn(abs, synchronous, roleReader), readerConns()); err != nil {
-		s.w.Close()
-		return nil, err
-	}
-	if s.ckpt, err = openPool(ctx, dsn(abs, synchronous, roleCheckpointer), 1); err != nil {
-		s.closeDBs()
-		return nil, err
-	}
-	if err := s.prepare(ctx); err != nil {
-		s.closeDBs()
-		return nil, err
-	}
+	// The writer has opened the file with the same settings: the readers
+	// and the checkpointer connect when first used.
+	s.r = lazyPool(dsn(abs, synchronous, roleReader), readerConns())
+	s.ckpt = lazyPool(dsn(abs, synchronous, roleCheckpointer), 1)
 	s.checkpointer = startCheckpointer(s.ckpt, logger)
+	// Parsing the hot paths' statements (and a reader's first connection)
+	// takes a start 3–8 ms: off its path, waited for at first use.
+	s.prepared = make(chan struct{})
+	go func() {
+		defer close(s.prepared)
+		if s.prepareErr = s.prepare(context.WithoutCancel(ctx)); s.prepareErr != nil {
+			logger.Error("sqlite store: cannot prepare its statements", "err", s.prepareErr)
+		}
+	}()
 	return s, nil
+}
+
+// stmtsReady waits until Open's statements are prepared: their error, or
+// ctx's.
+func (s *Store) stmtsReady(ctx context.Context) error {
+	select {
+	case <-s.prepared:
+		return s.prepareErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // readerConns sizes the reader pool: reads are CPU-bound, so one per
@@ -148,15 +170,29 @@ func openPool(ctx context.Context, dsn string, n int) (*sql.DB, error) {
 	if err != nil {
 		return nil, berth.WrapError(berth.EInternal, err, "open the store")
 	}
-	db.SetMaxOpenConns(n)
-	db.SetMaxIdleConns(n)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
+	sizePool(db, n)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, berth.WrapError(berth.EInternal, err, "open the store")
 	}
 	return db, nil
+}
+
+// lazyPool is a pool like openPool's that opens its first connection
+// when first used. The DSN is one openPool has checked: sql.Open of the
+// sqlite driver fails only on an unknown driver name.
+func lazyPool(dsn string, n int) *sql.DB {
+	db, _ := sql.Open("sqlite", dsn)
+	sizePool(db, n)
+	return db
+}
+
+// sizePool keeps up to n connections open for good.
+func sizePool(db *sql.DB, n int) {
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
 }
 
 // syncPragma maps Options.Sync to the value of PRAGMA synchronous.
@@ -257,6 +293,9 @@ func (s *Store) Path() string { return s.path }
 // statistics and releases the database. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		if s.prepared != nil {
+			<-s.prepared
+		}
 		s.checkpointer.stop()
 		// optimize is cheap when there is nothing to do, and the final
 		// checkpoint leaves an empty WAL behind; failures cost only planner

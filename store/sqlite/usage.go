@@ -27,6 +27,9 @@ func (s *Store) AddUsage(ctx context.Context, id string, delta berth.Usage) ([]b
 	if err := codec.CheckUsage(delta); err != nil {
 		return nil, err
 	}
+	if err := s.stmtsReady(ctx); err != nil {
+		return nil, internal(err, "add usage")
+	}
 	d := codec.UsageArgs(delta)
 	var out []berth.SessionUsage
 	err := s.inTx(ctx, func(tx *sql.Tx) error {

@@ -1,0 +1,76 @@
+package sqlite
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/berth-sh/berth"
+)
+
+// emptyStore is a store with nothing in it, as schema.sql makes it, in WAL
+// mode and checkpointed, its migrations recorded with no date. Written by
+// `go test ./store/sqlite -run TestTheSchemaIsTheMigrations -update`.
+//
+// A new store is a copy of it: creating the file, switching it to WAL
+// and running the schema cost a first start 10–25 ms of SQL parsing,
+// journal writes and syncs, where a copy is one write and one sync.
+//
+//go:embed empty.db.gz
+var emptyStore []byte
+
+// seed makes the store file at path a copy of emptyStore when there is no
+// file there, and says whether it did. The copy is written and synced
+// under a temporary name and linked into place, so a crash leaves either
+// no store or a whole one, and two processes seeding at once end with one
+// file (the second link fails and its copy is dropped).
+func seed(path string) (bool, error) {
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		// A file (or an error the open will report) is there.
+		return false, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(emptyStore))
+	if err != nil {
+		return false, berth.WrapError(berth.EInternal, err, "read the built-in empty store")
+	}
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path + ".new-" + hex.EncodeToString(rnd[:])
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return false, berth.WrapError(berth.EInternal, err, "create the store file")
+	}
+	defer os.Remove(tmp)
+	_, err = io.Copy(f, zr)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, berth.WrapError(berth.EInternal, err, "write the store file")
+	}
+	if err := os.Link(tmp, path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		return false, berth.WrapError(berth.EInternal, err, "create the store file")
+	}
+	// The new name is durable before anything is written through it.
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return false, berth.WrapError(berth.EInternal, err, "sync the store's directory")
+		}
+	}
+	return true, nil
+}
