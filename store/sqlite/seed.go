@@ -30,7 +30,8 @@ var emptyStore []byte
 // file there, and says whether it did. The copy is written and synced
 // under a temporary name and linked into place, so a crash leaves either
 // no store or a whole one, and two processes seeding at once end with one
-// file (the second link fails and its copy is dropped).
+// file (the second link fails and its copy is dropped). Where hard links
+// are not supported it makes nothing, and SQLite creates the file.
 func seed(path string) (bool, error) {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 		// A file (or an error the open will report) is there.
@@ -59,10 +60,9 @@ func seed(path string) (bool, error) {
 		return false, berth.WrapError(berth.EInternal, err, "write the store file")
 	}
 	if err := os.Link(tmp, path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return false, nil
-		}
-		return false, berth.WrapError(berth.EInternal, err, "create the store file")
+		// Another opener's copy is there, or the file system has no hard
+		// links: SQLite then makes the store the slow way (schema.sql).
+		return false, nil
 	}
 	// The new name is durable before anything is written through it.
 	if d, err := os.Open(filepath.Dir(path)); err == nil {
