@@ -11,6 +11,7 @@ func TestLongLived(t *testing.T) {
 		{[]string{"berth", "agent-exec", "--", "claude"}, true},
 		{[]string{"berth", "mcp"}, true},
 		{[]string{"berth", "agent-demo"}, true},
+		{[]string{"berth", "shim-spawner"}, true},
 		{[]string{"berth", "serve"}, false},
 		{[]string{"berth", "--help"}, false},
 		{[]string{"berth"}, false},
