@@ -130,9 +130,17 @@ func TestAFailedFetchFailsTheStart(t *testing.T) {
 		!strings.Contains(got.Failure.Message, "is not in this registry") {
 		t.Fatalf("session %s %s %+v, want startup_failed with npm's words", got.State, got.StopReason, got.Failure)
 	}
+	// started, a "fetching" for each fetchEvery the fetch took, failed.
 	phases, data, _ := fetchPhases(t, e, s.ID)
-	if len(phases) != 2 || phases[1] != "failed" || !strings.Contains(data[1]["error"].(string), "is not in this registry") {
+	last := len(phases) - 1
+	if last < 1 || phases[0] != "started" || phases[last] != "failed" ||
+		!strings.Contains(data[last]["error"].(string), "is not in this registry") {
 		t.Fatalf("agent_fetch %v", data)
+	}
+	for _, p := range phases[1:last] {
+		if p != "fetching" {
+			t.Fatalf("agent_fetch phases %v", phases)
+		}
 	}
 	if spec, _ := cat.Get("fetched"); spec.Command != "npx" {
 		t.Fatalf("after a failed fetch the agent runs %q", spec.Command)

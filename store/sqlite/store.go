@@ -109,7 +109,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, berth.WrapError(berth.EInternal, err, "create the store directory")
 	}
 	// A new store is a copy of the built-in empty one (seed.go).
-	if _, err := seed(abs); err != nil {
+	seeded, err := seed(abs)
+	if err != nil {
 		return nil, err
 	}
 	if err := privateFiles(abs); err != nil {
@@ -118,6 +119,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if seeded {
+		logger.Info("sqlite store: made from the built-in empty store", "path", abs, "version", parseSchema(schemaFile).Version)
 	}
 	s := &Store{path: abs, logger: logger, credentials: credtable.New(credFile{path: CredentialsPath(abs)})}
 
