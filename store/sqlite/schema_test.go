@@ -193,6 +193,13 @@ func TestANewStoreIsACopyOfTheEmptyOne(t *testing.T) {
 	if again, err := seed(scratch); err != nil || again {
 		t.Fatalf("seed over a store: %v, %v; want it left alone", again, err)
 	}
+	orphanWAL := filepath.Join(dir, "nodb.db")
+	if err := os.WriteFile(orphanWAL+"-wal", []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if made, err := seed(orphanWAL); err != nil || made {
+		t.Fatalf("seed beside a WAL without its database: %v, %v; want nothing made", made, err)
+	}
 	// A copy a migration behind would still be migrated; but a start is
 	// the faster for it only when it is as of the newest.
 	newest := fmt.Sprint(ms[len(ms)-1].Version)

@@ -37,6 +37,11 @@ func seed(path string) (bool, error) {
 		// A file (or an error the open will report) is there.
 		return false, nil
 	}
+	if _, err := os.Lstat(path + "-wal"); !errors.Is(err, fs.ErrNotExist) {
+		// A WAL without its database: SQLite decides what it holds, as
+		// it did before there was a copy to make.
+		return false, nil
+	}
 	zr, err := gzip.NewReader(bytes.NewReader(emptyStore))
 	if err != nil {
 		return false, berth.WrapError(berth.EInternal, err, "read the built-in empty store")
