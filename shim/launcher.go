@@ -49,11 +49,8 @@ type Launcher struct {
 	// children counts the reapers of the shims started, each ending with
 	// its shim; WaitChildren waits for them.
 	children sync.WaitGroup
-	// spawner starts the shims, when there is one: started by the first
-	// spawn (off a daemon's start), from spawnerArgv.
-	spawnerArgv []string
-	spawnerOnce sync.Once
-	spawner     *spawner.Client
+	// spawner starts the shims, when there is one (NewLauncherWith).
+	spawner *spawner.Client
 }
 
 // Program is one shim program a launcher runs.
@@ -127,7 +124,11 @@ func NewLauncher(programs []Program, env []string, runDir string, spare int) *La
 
 // NewLauncherWith returns a launcher as o says.
 func NewLauncherWith(o LauncherOptions) *Launcher {
-	l := &Launcher{env: o.Env, runDir: o.RunDir, spare: o.Spare, done: make(chan struct{}), spawnerArgv: o.Spawner}
+	l := &Launcher{env: o.Env, runDir: o.RunDir, spare: o.Spare, done: make(chan struct{})}
+	if len(o.Spawner) > 0 {
+		// Without a spawner the shims start as before, each its own session.
+		l.spawner, _ = spawner.Start(o.Spawner, o.RunDir)
+	}
 	for i, p := range o.Programs {
 		l.pools = append(l.pools, &pool{Program: p, warm: i == 0})
 	}
@@ -178,12 +179,6 @@ func (l *Launcher) spawn(p *pool) (*spawned, error) {
 // start starts p's program with stdin, stdout and fd3 as its descriptors
 // 0, 1 and 3, sets sp.kill, and returns what waits for its exit.
 func (l *Launcher) start(p *pool, env []string, stdin, stdout, fd3 *os.File, sp *spawned) (func(), error) {
-	l.spawnerOnce.Do(func() {
-		if len(l.spawnerArgv) > 0 {
-			// Without a spawner the shims start as before, each its own session.
-			l.spawner, _ = spawner.Start(l.spawnerArgv, l.runDir)
-		}
-	})
 	if l.spawner != nil {
 		ch, err := l.spawner.Spawn(context.Background(), spawner.Request{Argv: p.Argv, Env: env, Dir: l.runDir}, stdin, stdout, fd3)
 		if err == nil {
@@ -350,9 +345,8 @@ func (l *Launcher) Close() {
 	for _, sp := range idle {
 		retire(sp)
 	}
-	// None starts after this; the shims one started run on.
-	l.spawnerOnce.Do(func() {})
 	if l.spawner != nil {
+		// The shims it started run on, each its own process group.
 		_ = l.spawner.Close()
 	}
 }
