@@ -22,18 +22,9 @@ import (
 	"github.com/berth-sh/berth/internal/procfs"
 	"github.com/berth-sh/berth/internal/testenv"
 	"github.com/berth-sh/berth/sandbox/host"
-	"github.com/berth-sh/berth/shim/spawner"
 )
 
-// envSpawner makes the test binary a spawner (package spawner).
-const envSpawner = "BERTH_SHIM_TEST_SPAWNER"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(envSpawner) == "1" {
-		os.Exit(spawner.Main())
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // Generous bounds: the tests run with -race on small, loaded machines.
 const (

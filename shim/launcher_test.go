@@ -2,9 +2,7 @@ package shim
 
 import (
 	"context"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,64 +135,5 @@ func TestALaunchWithoutAHelloFails(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the launch still waits for a hello that does not come")
-	}
-}
-
-// sidProgram is a shim program that takes its job and answers with an
-// error naming its session id.
-func sidProgram() Program {
-	script := `cat >/dev/null; set -- $(cat /proc/$$/stat); echo "{\"code\":\"invalid_argument\",\"error\":\"sid $6\"}"`
-	return Program{Argv: []string{"/bin/sh", "-c", script}}
-}
-
-// launchSID launches a job on l and returns the session its shim ran in.
-func launchSID(t *testing.T, l *Launcher, runDir string) string {
-	t.Helper()
-	cfg := Config{SessionID: "s", Provider: berth.SandboxHost, Bundle: Bundle{Log: filepath.Join(runDir, "s.log")}}
-	_, rd, err := l.Launch(context.Background(), cfg)
-	if err == nil || !strings.HasPrefix(rd.Error, "sid ") {
-		t.Fatalf("ready %+v, err %v; want the shim's session", rd, err)
-	}
-	return strings.TrimPrefix(rd.Error, "sid ")
-}
-
-// With a spawner, every shim (the spare and one started for a job) runs in
-// the spawner's session; a spawner that is gone leaves the launcher
-// starting shims itself, each a session of its own.
-func TestLauncherStartsShimsThroughTheSpawner(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv(envSpawner, "1")
-	runDir := t.TempDir()
-	l := NewLauncherWith(LauncherOptions{Programs: []Program{sidProgram()}, RunDir: runDir, Spare: 1, Spawner: []string{self}})
-	defer func() {
-		l.Close()
-		if err := l.WaitChildren(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
-	if l.spawner == nil {
-		t.Fatal("no spawner started")
-	}
-	want := strconv.Itoa(l.spawner.PID())
-	for i := range 3 {
-		if got := launchSID(t, l, runDir); got != want {
-			t.Fatalf("launch %d: the shim ran in session %s, want the spawner's %s", i, got, want)
-		}
-	}
-
-	gone := NewLauncherWith(LauncherOptions{Programs: []Program{sidProgram()}, RunDir: runDir, Spare: 1, Spawner: []string{"/bin/true"}})
-	defer func() {
-		gone.Close()
-		if err := gone.WaitChildren(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
-	for i := range 2 {
-		if got := launchSID(t, gone, runDir); got == strconv.Itoa(gone.spawner.PID()) || got == want {
-			t.Fatalf("launch %d without a spawner: session %s", i, got)
-		}
 	}
 }
