@@ -39,7 +39,6 @@ import (
 	"github.com/berth-sh/berth/session"
 	"github.com/berth-sh/berth/session/probe"
 	"github.com/berth-sh/berth/shim"
-	"github.com/berth-sh/berth/shim/spawner"
 	"github.com/berth-sh/berth/snapshot"
 	"github.com/berth-sh/berth/store/memory"
 	"github.com/berth-sh/berth/store/postgres"
@@ -383,9 +382,7 @@ func (d *Daemon) shimOptions(o Options, self string) *session.ShimOptions {
 		return nil
 	}
 	shimOpts := &session.ShimOptions{Argv: []string{self, "shim", "--options", d.shimJSON},
-		Orphan: o.Config.Limits.OrphanTimeout.Duration,
-		// All shims in one session, so one scheduling group (package spawner).
-		Spawner: []string{self, spawner.Role}}
+		Orphan: o.Config.Limits.OrphanTimeout.Duration}
 	if d.node != nil {
 		// A node that dies leaves no agent running unowned past the
 		// moment the others take its sessions over.

@@ -323,8 +323,7 @@ func (m *Manager) Open(ctx context.Context) error {
 			spare = 1
 		}
 		programs := append(slices.Clone(so.Programs), shim.Program{Argv: so.Argv})
-		m.launcher = shim.NewLauncherWith(shim.LauncherOptions{Programs: programs, Env: so.Env, RunDir: m.opts.RunDir,
-			Spare: max(spare, 0), Spawner: so.Spawner})
+		m.launcher = shim.NewLauncher(programs, so.Env, m.opts.RunDir, max(spare, 0))
 		// Before any session of this daemon starts an agent (the boot's
 		// reattached ones start none).
 		m.host.Launcher = m.launcher

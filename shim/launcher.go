@@ -3,7 +3,6 @@ package shim
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -15,7 +14,6 @@ import (
 	"github.com/berth-sh/berth/internal/core"
 	"github.com/berth-sh/berth/internal/rawsock"
 	"github.com/berth-sh/berth/internal/syncx"
-	"github.com/berth-sh/berth/shim/spawner"
 )
 
 // Launcher starts shims. It keeps Spare idle shims started ahead, each
@@ -28,12 +26,10 @@ import (
 // has been used (a daemon that never starts a docker session keeps no
 // spare of the program docker needs).
 //
-// Every shim runs in a process group of its own, outside the daemon's
-// session, so nothing done to the daemon reaches it: all of them in the
-// session of one spawner process (package spawner), which reaps them
-// while the daemon lives, or — without one — each in a session of its
-// own, reaped by the daemon. The daemon watches each for its exit (one
-// goroutine per shim, ending with it); init reaps those that outlive it.
+// Every shim runs in a session and process group of its own, so nothing
+// done to the daemon reaches it. The daemon reaps the shims it started
+// while it lives (one goroutine per shim, ending with it); init reaps
+// those that outlive it.
 type Launcher struct {
 	pools  []*pool
 	env    []string
@@ -49,8 +45,6 @@ type Launcher struct {
 	// children counts the reapers of the shims started, each ending with
 	// its shim; WaitChildren waits for them.
 	children sync.WaitGroup
-	// spawner starts the shims, when there is one (NewLauncherWith).
-	spawner *spawner.Client
 }
 
 // Program is one shim program a launcher runs.
@@ -85,8 +79,7 @@ var refillDelay = 50 * time.Millisecond
 
 // spawned is one shim process, idle until it is given a job.
 type spawned struct {
-	// kill sends it SIGKILL.
-	kill  func() error
+	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	// stdout is the read end of the shim's stdout, ours to close (not
 	// exec's: its Wait would close it when the shim exits, maybe before
@@ -98,38 +91,13 @@ type spawned struct {
 	exited chan struct{}
 }
 
-// LauncherOptions say what a Launcher runs and how.
-type LauncherOptions struct {
-	// Programs are the shim programs; a job goes to the first that serves
-	// its provider.
-	Programs []Program
-	// Env is added to the daemon's environment for them.
-	Env []string
-	// RunDir is where the shims' files are, and their working directory.
-	RunDir string
-	// Spare is how many idle shims are kept started ahead.
-	Spare int
-	// Spawner, when set, runs the spawner (package spawner: the berth
-	// binary and spawner.Role) that starts every shim in one session.
-	// Without it, or once it is gone, each shim is a session of its own.
-	Spawner []string
-}
-
 // NewLauncher returns a launcher that runs programs (env added to the
 // daemon's environment) for shims whose files are in runDir, keeping
-// spare idle ones, each shim in a session of its own.
+// spare idle ones. A job goes to the first program that serves its
+// provider.
 func NewLauncher(programs []Program, env []string, runDir string, spare int) *Launcher {
-	return NewLauncherWith(LauncherOptions{Programs: programs, Env: env, RunDir: runDir, Spare: spare})
-}
-
-// NewLauncherWith returns a launcher as o says.
-func NewLauncherWith(o LauncherOptions) *Launcher {
-	l := &Launcher{env: o.Env, runDir: o.RunDir, spare: o.Spare, done: make(chan struct{})}
-	if len(o.Spawner) > 0 {
-		// Without a spawner the shims start as before, each its own session.
-		l.spawner, _ = spawner.Start(o.Spawner, o.RunDir)
-	}
-	for i, p := range o.Programs {
+	l := &Launcher{env: env, runDir: runDir, spare: spare, done: make(chan struct{})}
+	for i, p := range programs {
 		l.pools = append(l.pools, &pool{Program: p, warm: i == 0})
 	}
 	if len(l.pools) > 0 {
@@ -138,69 +106,54 @@ func NewLauncherWith(o LauncherOptions) *Launcher {
 	return l
 }
 
-// spawn starts one idle shim of p: through the spawner while there is
-// one, else itself.
+// spawn starts one idle shim of p.
 func (l *Launcher) spawn(p *pool) (*spawned, error) {
+	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// A shim lives on after the daemon: it must not keep the daemon's
+	// working directory busy (an unmountable disk, a deleted checkout).
+	cmd.Dir = l.runDir
 	// One P is plenty for a relay, and a thousand idle shims wake cheaper.
 	// Its end of the daemon's first connection is its descriptor 3.
-	env := append(append(os.Environ(), "GOMAXPROCS=1", EnvConn+"=3"), append(l.env, EnvRun+"="+l.runDir)...)
+	cmd.Env = append(append(os.Environ(), "GOMAXPROCS=1", EnvConn+"=3"), append(l.env, EnvRun+"="+l.runDir)...)
 	conn, theirs, err := connPair()
 	if err != nil {
 		return nil, err
 	}
 	// The shim has its own copy once started; ours goes either way.
 	defer theirs.Close()
-	stdinR, stdin, err := os.Pipe()
+	started := false
+	defer func() {
+		if !started {
+			_ = conn.Close()
+		}
+	}()
+	cmd.ExtraFiles = []*os.File{theirs}
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		_ = conn.Close()
 		return nil, core.WrapError(core.EInternal, err, "shim: stdin")
 	}
-	stdout, stdoutW, err := os.Pipe()
+	stdout, w, err := os.Pipe()
 	if err != nil {
-		_, _, _ = conn.Close(), stdinR.Close(), stdin.Close()
+		_ = stdin.Close()
 		return nil, core.WrapError(core.EInternal, err, "shim: stdout")
 	}
-	sp := &spawned{stdin: stdin, stdout: stdout, conn: conn, exited: make(chan struct{})}
-	wait, err := l.start(p, env, stdinR, stdoutW, theirs, sp)
-	_, _ = stdinR.Close(), stdoutW.Close()
+	cmd.Stdout = w
+	err = cmd.Start()
+	_ = w.Close()
 	if err != nil {
-		_, _, _ = conn.Close(), stdin.Close(), stdout.Close()
-		return nil, err
+		_ = stdout.Close()
+		return nil, core.WrapError(core.EUnavailable, err, "shim: start")
 	}
+	started = true
+	sp := &spawned{cmd: cmd, stdin: stdin, stdout: stdout, conn: conn, exited: make(chan struct{})}
 	l.children.Add(1)
 	go func() {
 		defer l.children.Done()
-		wait()
+		_ = cmd.Wait()
 		close(sp.exited)
 	}()
 	return sp, nil
-}
-
-// start starts p's program with stdin, stdout and fd3 as its descriptors
-// 0, 1 and 3, sets sp.kill, and returns what waits for its exit.
-func (l *Launcher) start(p *pool, env []string, stdin, stdout, fd3 *os.File, sp *spawned) (func(), error) {
-	if l.spawner != nil {
-		ch, err := l.spawner.Spawn(context.Background(), spawner.Request{Argv: p.Argv, Env: env, Dir: l.runDir}, stdin, stdout, fd3)
-		if err == nil {
-			sp.kill = ch.Kill
-			return ch.Wait, nil
-		}
-		if !errors.Is(err, spawner.ErrGone) {
-			return nil, core.WrapError(core.EUnavailable, err, "shim: start")
-		}
-	}
-	cmd := exec.Command(p.Argv[0], p.Argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	// A shim lives on after the daemon: it must not keep the daemon's
-	// working directory busy (an unmountable disk, a deleted checkout).
-	cmd.Dir = l.runDir
-	cmd.Env = env
-	cmd.Stdin, cmd.Stdout, cmd.ExtraFiles = stdin, stdout, []*os.File{fd3}
-	if err := cmd.Start(); err != nil {
-		return nil, core.WrapError(core.EUnavailable, err, "shim: start")
-	}
-	sp.kill = cmd.Process.Kill
-	return func() { _ = cmd.Wait() }, nil
 }
 
 // connPair makes a connected pair of Unix stream sockets: ours for the
@@ -322,7 +275,7 @@ func retire(sp *spawned) {
 	select {
 	case <-sp.exited:
 	case <-time.After(5 * time.Second):
-		_ = sp.kill()
+		_ = sp.cmd.Process.Kill()
 		<-sp.exited
 	}
 }
@@ -344,10 +297,6 @@ func (l *Launcher) Close() {
 	l.refills.Wait()
 	for _, sp := range idle {
 		retire(sp)
-	}
-	if l.spawner != nil {
-		// The shims it started run on, each its own process group.
-		_ = l.spawner.Close()
 	}
 }
 
@@ -430,7 +379,7 @@ func (g *Given) Wait(ctx context.Context) (*Proc, Ready, error) {
 	select {
 	case rd = <-g.readyc:
 	case <-ctx.Done():
-		_ = sp.kill()
+		_ = sp.cmd.Process.Kill()
 		dropAttach()
 		return nil, Ready{}, core.WrapError(core.EUnavailable, ctx.Err(), "shim: not ready")
 	}
@@ -459,7 +408,7 @@ func (g *Given) Wait(ctx context.Context) (*Proc, Ready, error) {
 	}
 	if r.err != nil {
 		KillAgent(rd.AgentPID, cfg.SessionID)
-		_ = sp.kill()
+		_ = sp.cmd.Process.Kill()
 		return nil, rd, r.err
 	}
 	return r.p, rd, nil

@@ -205,8 +205,8 @@ func inits(t *testing.T, berthBin string, args ...string) map[string]bool {
 	return got
 }
 
-// `berth shim-local`, `berth agent-exec` (as the daemon writes it),
-// `berth mcp` and `berth shim-spawner` start from an init function before the daemon's libraries
+// `berth shim-local`, `berth agent-exec` (as the daemon writes it) and
+// `berth mcp` start from an init function before the daemon's libraries
 // are initialised (cmd/berth/internal/childentry): Go's trace of package
 // initialisation lists none of them, where `berth --version`, the same
 // program, lists them all, and so does an agent-exec the entry leaves to
@@ -228,8 +228,6 @@ func TestChildRolesSkipTheDaemonsLibraries(t *testing.T) {
 		{childentry.RelayRole, "--gateway-listen", "", "--gateway-socket", "", "--", "true"},
 		{childentry.RelayRole, "--gateway-listen=", "--gateway-socket=", "--egress-listen", "127.0.0.1:0", "--egress-socket", "/nonexistent", "--", "true"},
 		{childentry.MCPRole},
-		// Without its socket (descriptor 3) the spawner ends at once.
-		{childentry.SpawnerRole},
 	} {
 		got := inits(t, plain, args...)
 		if !got["os"] {

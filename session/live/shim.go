@@ -22,9 +22,6 @@ type ShimOptions struct {
 	// Spare is how many idle shims are kept started ahead (default 1; -1
 	// for none).
 	Spare int
-	// Spawner runs the process that starts every shim in one session
-	// (shim.LauncherOptions); none: each shim is a session of its own.
-	Spawner []string
 	// Linger bounds how long a shim whose agent exited waits for a daemon.
 	Linger time.Duration
 	// Orphan bounds how long a shim keeps a live agent with no daemon

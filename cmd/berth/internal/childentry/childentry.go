@@ -10,9 +10,7 @@
 //     isolating sandbox runs under (package gateway/relay), in the form
 //     the daemon writes it; any other form goes to the command tree;
 //   - `berth mcp`, the berth MCP server as the agent starts it: a relay
-//     to the daemon's (package mcprelay), with no argument;
-//   - `berth shim-spawner`, the process that starts a daemon's shims in
-//     one session (package shim/spawner), with no argument.
+//     to the daemon's (package mcprelay), with no argument.
 //
 // Go initialises a package once everything it imports is, choosing among
 // the ready ones by import path; so this package's init runs as soon as
@@ -35,7 +33,6 @@ import (
 	"github.com/berth-sh/berth/gateway/relay"
 	"github.com/berth-sh/berth/internal/mcprelay"
 	"github.com/berth-sh/berth/shim/shimcmd"
-	"github.com/berth-sh/berth/shim/spawner"
 )
 
 // ShimRole is the hidden command a daemon without the small shim runs
@@ -47,10 +44,6 @@ const RelayRole = roles.Relay
 
 // MCPRole is the hidden command of the berth MCP server's relay.
 const MCPRole = roles.MCP
-
-// SpawnerRole is the hidden command of the process that starts a
-// daemon's shims.
-const SpawnerRole = roles.Spawner
 
 func init() {
 	if len(os.Args) < 2 {
@@ -67,10 +60,6 @@ func init() {
 	case MCPRole:
 		if len(os.Args) == 2 {
 			os.Exit(mcprelay.Main())
-		}
-	case SpawnerRole:
-		if len(os.Args) == 2 {
-			os.Exit(spawner.Main())
 		}
 	}
 }

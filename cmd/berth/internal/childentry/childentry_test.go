@@ -4,9 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/berth-sh/berth/cmd/berth/internal/roles"
 	"github.com/berth-sh/berth/gateway/relay"
-	"github.com/berth-sh/berth/shim/spawner"
 )
 
 // The entry takes agent-exec's arguments in the forms the daemon and a
@@ -38,12 +36,5 @@ func TestRelayOptions(t *testing.T) {
 		if _, ok := relayOptions(args); ok {
 			t.Errorf("relayOptions(%q) took it", args)
 		}
-	}
-}
-
-// The spawner's role is the one the daemon runs it with.
-func TestSpawnerRoleIsTheDaemons(t *testing.T) {
-	if roles.Spawner != spawner.Role {
-		t.Fatalf("roles.Spawner %q, spawner.Role %q", roles.Spawner, spawner.Role)
 	}
 }

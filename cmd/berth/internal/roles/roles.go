@@ -18,12 +18,9 @@ const (
 	MCP = "mcp"
 	// DemoAgent is the demo agent.
 	DemoAgent = "agent-demo"
-	// Spawner starts a daemon's shims (package shim/spawner): one for
-	// each daemon, as long as it lives.
-	Spawner = "shim-spawner"
 )
 
 // LongLived reports whether args (a process's os.Args) run one of them.
 func LongLived(args []string) bool {
-	return len(args) > 1 && slices.Contains([]string{Shim, Relay, MCP, DemoAgent, Spawner}, args[1])
+	return len(args) > 1 && slices.Contains([]string{Shim, Relay, MCP, DemoAgent}, args[1])
 }

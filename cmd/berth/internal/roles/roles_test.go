@@ -11,7 +11,6 @@ func TestLongLived(t *testing.T) {
 		{[]string{"berth", "agent-exec", "--", "claude"}, true},
 		{[]string{"berth", "mcp"}, true},
 		{[]string{"berth", "agent-demo"}, true},
-		{[]string{"berth", "shim-spawner"}, true},
 		{[]string{"berth", "serve"}, false},
 		{[]string{"berth", "--help"}, false},
 		{[]string{"berth"}, false},
