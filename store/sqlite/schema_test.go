@@ -193,6 +193,27 @@ func TestANewStoreIsACopyOfTheEmptyOne(t *testing.T) {
 	if again, err := seed(scratch); err != nil || again {
 		t.Fatalf("seed over a store: %v, %v; want it left alone", again, err)
 	}
+	// A copy a killed process left is removed by the next seed; one being
+	// made (seconds old) is not.
+	stale, fresh := filepath.Join(dir, "left.db.new-0123456789ab"), filepath.Join(dir, "left.db.new-ba9876543210")
+	for _, f := range []string{stale, fresh} {
+		if err := os.WriteFile(f, []byte("half"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * staleCopyAge)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if made, err := seed(filepath.Join(dir, "left.db")); err != nil || !made {
+		t.Fatalf("seed beside left copies: %v, %v", made, err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the stale copy is still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("a copy being made was removed: %v", err)
+	}
 	orphanWAL := filepath.Join(dir, "nodb.db")
 	if err := os.WriteFile(orphanWAL+"-wal", []byte("x"), 0o600); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/berth-sh/berth"
 )
@@ -42,6 +43,7 @@ func seed(path string) (bool, error) {
 		// it did before there was a copy to make.
 		return false, nil
 	}
+	removeStaleCopies(path)
 	zr, err := gzip.NewReader(bytes.NewReader(emptyStore))
 	if err != nil {
 		return false, berth.WrapError(berth.EInternal, err, "read the built-in empty store")
@@ -78,4 +80,20 @@ func seed(path string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// staleCopyAge is how old a copy left under a temporary name must be to
+// be taken for one a killed process left (a copy being made is seconds
+// old).
+const staleCopyAge = time.Minute
+
+// removeStaleCopies removes the copies a process killed while seeding
+// path left beside it.
+func removeStaleCopies(path string) {
+	left, _ := filepath.Glob(path + ".new-*")
+	for _, f := range left {
+		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleCopyAge {
+			_ = os.Remove(f)
+		}
+	}
 }
