@@ -6,6 +6,8 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -94,6 +96,23 @@ func (t *Temp) Place() error {
 	return nil
 }
 
+// PlaceNew links the temporary file to its name, which must not exist
+// (the link fails then, as on a file system without hard links), and
+// removes the temporary name: of two writers racing to make one file, one
+// wins and the other's copy is dropped. The caller syncs the directory
+// (SyncDir) when the new name must be durable.
+func (t *Temp) PlaceNew() error {
+	if err := t.f.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(t.f.Name(), t.name); err != nil {
+		return err
+	}
+	t.placed = true
+	_ = os.Remove(t.f.Name())
+	return nil
+}
+
 // Discard removes the temporary file unless it was placed.
 func (t *Temp) Discard() {
 	if t.placed {
@@ -114,4 +133,19 @@ func Sync(name string) error {
 	}
 	defer f.Close()
 	return f.Sync()
+}
+
+// RemoveStale removes from dir the temporary files (TempPrefix) older than
+// age: those a process killed while writing left (a write in progress is
+// younger).
+func RemoveStale(dir string, age time.Duration) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), TempPrefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > age {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }

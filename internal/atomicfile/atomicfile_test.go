@@ -3,7 +3,9 @@ package atomicfile
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 )
 
 // WriteFile replaces a file whole, mode 0600, and leaves no temporary
@@ -74,5 +76,56 @@ func TestTempIsInPlaceOnlyOncePlaced(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if b, _ := os.ReadFile(name); string(b) != "new" || len(ents) != 1 {
 		t.Fatalf("after Discard: %q, %d entries", b, len(ents))
+	}
+}
+
+// PlaceNew makes a file that is not there, and does not replace one that
+// is; either way no temporary file stays.
+func TestPlaceNew(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	for i, data := range []string{"first", "second"} {
+		tmp, err := Create(name, []byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tmp.PlaceNew()
+		tmp.Discard()
+		if (err == nil) != (i == 0) {
+			t.Fatalf("place %d: %v", i, err)
+		}
+	}
+	if b, err := os.ReadFile(name); err != nil || string(b) != "first" {
+		t.Fatalf("read back %q, %v; want the first", b, err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("the directory holds %v; want f only", ents)
+	}
+}
+
+// RemoveStale removes the temporary files older than its age, and nothing
+// else.
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-time.Hour)
+	for _, n := range []string{TempPrefix + "old", TempPrefix + "new", "old-but-not-temp"} {
+		p := filepath.Join(dir, n)
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if n != TempPrefix+"new" {
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	RemoveStale(dir, time.Minute)
+	var left []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if want := []string{TempPrefix + "new", "old-but-not-temp"}; !slices.Equal(left, want) {
+		t.Fatalf("left %v, want %v", left, want)
 	}
 }

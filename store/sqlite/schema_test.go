@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sh/berth/internal/atomicfile"
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
@@ -195,13 +196,13 @@ func TestANewStoreIsACopyOfTheEmptyOne(t *testing.T) {
 	}
 	// A copy a killed process left is removed by the next seed; one being
 	// made (seconds old) is not.
-	stale, fresh := filepath.Join(dir, "left.db.new-0123456789ab"), filepath.Join(dir, "left.db.new-ba9876543210")
+	stale, fresh := filepath.Join(dir, atomicfile.TempPrefix+"killed"), filepath.Join(dir, atomicfile.TempPrefix+"writing")
 	for _, f := range []string{stale, fresh} {
 		if err := os.WriteFile(f, []byte("half"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old := time.Now().Add(-2 * staleCopyAge)
+	old := time.Now().Add(-2 * staleTempAge)
 	if err := os.Chtimes(stale, old, old); err != nil {
 		t.Fatal(err)
 	}
@@ -213,6 +214,9 @@ func TestANewStoreIsACopyOfTheEmptyOne(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Fatalf("a copy being made was removed: %v", err)
+	}
+	if err := os.Remove(fresh); err != nil {
+		t.Fatal(err)
 	}
 	orphanWAL := filepath.Join(dir, "nodb.db")
 	if err := os.WriteFile(orphanWAL+"-wal", []byte("x"), 0o600); err != nil {
@@ -282,7 +286,7 @@ func TestANewStoreIsACopyOfTheEmptyOne(t *testing.T) {
 			t.Fatalf("open %d does not see the others' write: a second file?", i)
 		}
 	}
-	if left, _ := filepath.Glob(race + ".new-*"); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, atomicfile.TempPrefix+"*")); len(left) != 0 {
 		t.Fatalf("copies left behind: %v", left)
 	}
 }

@@ -3,9 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/rand"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/internal/atomicfile"
 )
 
 // emptyStore is a store with nothing in it, as schema.sql makes it, in WAL
@@ -29,10 +28,10 @@ var emptyStore []byte
 
 // seed makes the store file at path a copy of emptyStore when there is no
 // file there, and says whether it did. The copy is written and synced
-// under a temporary name and linked into place, so a crash leaves either
-// no store or a whole one, and two processes seeding at once end with one
-// file (the second link fails and its copy is dropped). Where hard links
-// are not supported it makes nothing, and SQLite creates the file.
+// under a temporary name and linked into place (atomicfile.PlaceNew), so a
+// crash leaves either no store or a whole one, and two processes seeding
+// at once end with one file. Where hard links are not supported it makes
+// nothing, and SQLite creates the file.
 func seed(path string) (bool, error) {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 		// A file (or an error the open will report) is there.
@@ -43,57 +42,36 @@ func seed(path string) (bool, error) {
 		// it did before there was a copy to make.
 		return false, nil
 	}
-	removeStaleCopies(path)
+	dir := filepath.Dir(path)
+	atomicfile.RemoveStale(dir, staleTempAge)
 	zr, err := gzip.NewReader(bytes.NewReader(emptyStore))
 	if err != nil {
 		return false, berth.WrapError(berth.EInternal, err, "read the built-in empty store")
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := path + ".new-" + hex.EncodeToString(rnd[:])
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	data, err := io.ReadAll(zr)
 	if err != nil {
-		return false, berth.WrapError(berth.EInternal, err, "create the store file")
+		return false, berth.WrapError(berth.EInternal, err, "read the built-in empty store")
 	}
-	defer os.Remove(tmp)
-	_, err = io.Copy(f, zr)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	t, err := atomicfile.Create(path, data)
 	if err != nil {
 		return false, berth.WrapError(berth.EInternal, err, "write the store file")
 	}
-	if err := os.Link(tmp, path); err != nil {
+	defer t.Discard()
+	if err := t.Sync(); err != nil {
+		return false, berth.WrapError(berth.EInternal, err, "write the store file")
+	}
+	if err := t.PlaceNew(); err != nil {
 		// Another opener's copy is there, or the file system has no hard
 		// links: SQLite then makes the store the slow way (schema.sql).
 		return false, nil
 	}
 	// The new name is durable before anything is written through it.
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return false, berth.WrapError(berth.EInternal, err, "sync the store's directory")
-		}
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return false, berth.WrapError(berth.EInternal, err, "sync the store's directory")
 	}
 	return true, nil
 }
 
-// staleCopyAge is how old a copy left under a temporary name must be to
-// be taken for one a killed process left (a copy being made is seconds
-// old).
-const staleCopyAge = time.Minute
-
-// removeStaleCopies removes the copies a process killed while seeding
-// path left beside it.
-func removeStaleCopies(path string) {
-	left, _ := filepath.Glob(path + ".new-*")
-	for _, f := range left {
-		if fi, err := os.Lstat(f); err == nil && fi.Mode().IsRegular() && time.Since(fi.ModTime()) > staleCopyAge {
-			_ = os.Remove(f)
-		}
-	}
-}
+// staleTempAge is how old a temporary file beside the store must be to be
+// taken for one a killed process left (a write in progress is seconds old).
+const staleTempAge = time.Minute
