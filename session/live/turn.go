@@ -36,6 +36,11 @@ type turns struct {
 	// urge is closed to tell the last turn's checkpoint commit, waiting
 	// for the daemon's quiet (Hush), that the next turn needs it now.
 	urge chan struct{}
+	// cancelling is the turn whose session/cancel sender last started and
+	// cancelSent is closed once that sender returned: the next turn's
+	// prompt waits for it, so no cancel of an ended turn follows it.
+	cancelling *turn
+	cancelSent chan struct{}
 }
 
 // MaxTurnText caps the message text of a turn kept in memory.
@@ -257,6 +262,7 @@ func (tr *turns) run(t *turn, in Input) {
 	// recorded as it is before the agent sees the prompt.
 	carry = tr.takeNote() + carry
 	tr.checkpoint(t)
+	tr.awaitCancelsBefore(t)
 	for {
 		answered := func(resp acp.PromptResponse, err error) {
 			if !tr.continueWithSteer(t, err) {
@@ -427,23 +433,67 @@ func (tr *turns) cancelLocked(t *turn) {
 	})
 	ls.asks.cancelLocked()
 	// Written off the caller's goroutine: this may run on the ACP reader,
-	// and the agent's stdin may be full while it waits to be read. It waits
-	// for the turn's prompt to be written: a cancel ahead of its prompt
-	// would be ignored, and the prompt then run in full.
-	sent := t.promptSent
+	// and the agent's stdin may be full while it waits to be read.
+	sent, finished := t.promptSent, make(chan struct{})
+	tr.cancelling, tr.cancelSent = t, finished
 	ls.wg.Add(1)
 	go func() {
 		defer ls.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		select {
-		case <-sent:
-		case <-ctx.Done():
-		}
-		if err := ls.client.Cancel(ctx, ls.conv.id()); err != nil {
-			ls.logger.Warn("session/cancel not sent", "err", err)
-		}
+		defer close(finished)
+		tr.sendCancel(t, sent)
 	}()
+}
+
+// cancelResendFirst is how long a cancelled turn may go on before its
+// session/cancel is sent again; each later wait is twice the one before.
+const cancelResendFirst = 500 * time.Millisecond
+
+// sendCancel writes session/cancel for t once its prompt is written (a
+// cancel ahead of its prompt would be ignored, and the prompt then run in
+// full), and again while the turn goes on, until it ends or the
+// connection does. session/cancel is idempotent, and an agent can lose
+// one that arrives right behind its prompt: the ACP Go SDK reads the
+// prompt and the cancel in order but handles them on two goroutines.
+func (tr *turns) sendCancel(t *turn, sent <-chan struct{}) {
+	ls := tr.ls
+	wait := time.NewTimer(10 * time.Second)
+	defer wait.Stop()
+	select {
+	case <-sent:
+	case <-wait.C:
+	}
+	again := cancelResendFirst
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := ls.client.Cancel(ctx, ls.conv.id())
+		cancel()
+		if err != nil {
+			ls.logger.Warn("session/cancel not sent", "err", err)
+			return
+		}
+		wait.Reset(again)
+		select {
+		case <-t.done:
+			return
+		case <-ls.client.Done():
+			return
+		case <-wait.C:
+		}
+		ls.logger.Debug("the agent has not ended a cancelled turn; sending session/cancel again", "turn_id", t.id)
+		again *= 2
+	}
+}
+
+// awaitCancelsBefore waits until no session/cancel of a turn before t can
+// be written any more: one written after t's prompt would cancel t.
+func (tr *turns) awaitCancelsBefore(t *turn) {
+	ls := tr.ls
+	ls.mu.Lock()
+	prev, sent := tr.cancelling, tr.cancelSent
+	ls.mu.Unlock()
+	if prev != nil && prev != t {
+		<-sent
+	}
 }
 
 // cancelExpired kills an agent that did not end a cancelled turn in time.
