@@ -54,6 +54,10 @@ type Config struct {
 	// attached (DefaultOrphan when zero): past it nothing will reattach,
 	// so the agent is stopped and the shim exits.
 	Orphan time.Duration `json:"orphan,omitempty"`
+	// Look, when set, is how often a shim with no daemon attached looks
+	// for its run directory and its orphan timeout, in place of watchEvery
+	// (tests; the daemon leaves it unset).
+	Look time.Duration `json:"-"`
 	// Provider names the sandbox provider the shim opens the sandbox with.
 	Provider string `json:"provider"`
 	// Base is the stream offset of the agent's first stdout byte: offsets

@@ -15,7 +15,7 @@ const DefaultOrphan = 15 * time.Minute
 
 // watchEvery is how often a shim with no daemon attached looks for its
 // run directory; at most a quarter of the orphan timeout.
-const watchEvery = 2 * time.Second
+const watchEvery = 10 * time.Second
 
 // watch ends the shim, stopping its agent, when nothing can ever reattach
 // it: its run directory is gone (the daemon's home was deleted), or no
@@ -29,6 +29,9 @@ const watchEvery = 2 * time.Second
 func (s *server) watch() {
 	defer s.wg.Done()
 	every := min(watchEvery, max(s.cfg.Orphan/4, 10*time.Millisecond))
+	if s.cfg.Look > 0 {
+		every = s.cfg.Look
+	}
 	runDir := filepath.Dir(s.cfg.Socket)
 	for {
 		s.mu.Lock()

@@ -28,13 +28,13 @@ func TestWatchLooksOnlyWhileDetached(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := newConfig(t, echoScript)
 			cfg.Orphan = c.orphan
+			cfg.Look = 50 * time.Millisecond
 			h := serve(t, cfg)
 			d := h.attach(0)
 			d.barrier("1")
 			c.gone(t, cfg)
 			// The control: attached, the shim sees neither for a while
-			// (many polls of a detached shim: a quarter of the orphan
-			// timeout, at most 2 s).
+			// (many looks of a detached shim, 50 ms apart).
 			if waitClosed(h.done, 3*time.Second) {
 				t.Fatal("the shim exited with its daemon attached")
 			}
@@ -43,5 +43,23 @@ func TestWatchLooksOnlyWhileDetached(t *testing.T) {
 				t.Errorf("Serve: %v", err)
 			}
 		})
+	}
+}
+
+// A shim whose daemon just went does not look for a while: a restart's
+// reattach is not met by every shim of the daemon waking at once. It
+// looks later (TestWatchLooksOnlyWhileDetached, with a short Look).
+func TestADetachedShimLetsARestartGoBy(t *testing.T) {
+	cfg := newConfig(t, echoScript)
+	cfg.Orphan = time.Hour
+	h := serve(t, cfg)
+	d := h.attach(0)
+	d.barrier("1")
+	d.Detach()
+	if err := os.RemoveAll(filepath.Dir(cfg.Socket)); err != nil {
+		t.Fatal(err)
+	}
+	if waitClosed(h.done, 3*time.Second) {
+		t.Fatalf("the shim looked within 3 s of its daemon going (every %s)", watchEvery)
 	}
 }
