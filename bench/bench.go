@@ -66,6 +66,7 @@ func NewCommand(o Options) *cobra.Command {
 	f.String("daemon-binary", "", "berth binary the --live and --reattach daemons run (default: this one)")
 	f.String("reattach-against", "", "after the --reattach boot, boot this berth binary and --daemon-binary's again over the same sessions, alternating")
 	f.Int("reattach-rounds", 3, "boots of each binary --reattach-against asks for")
+	f.Duration("reattach-gone", 0, "after the --reattach boots, end the daemon and time the shims' CPU over this long with none (0 skips it)")
 	f.Int("scrape", 0, "time GET /metrics of a daemon with this many sessions: the bench's, and stopped ones stored to make up the number (0 skips it)")
 	f.Int("fanout", 0, "readers of /v1/events/stream while every session runs turns (0 skips it)")
 	f.Duration("fanout-seconds", 10*time.Second, "how long the sessions run turns during --fanout")
@@ -477,6 +478,7 @@ func (b *bench) benchAsked(cmd *cobra.Command, c *bclient.Client, d *daemon.Daem
 		o.profile, _ = f.GetString("boot-profile")
 		o.against, _ = f.GetString("reattach-against")
 		o.rounds, _ = f.GetInt("reattach-rounds")
+		o.gone, _ = f.GetDuration("reattach-gone")
 		if err := benchBoot(ctx, o, n, nReattach > 0, res, progress); err != nil {
 			return err
 		}
@@ -792,6 +794,9 @@ func printBench(w io.Writer, r Result) {
 		for i, b := range r.ReattachBoots {
 			fmt.Fprintf(t, "boot %d again: %s\tAPI %.0f ms\tall active %.0f ms\tdaemon CPU %.0f ms, load %.1f\n", i+1, b.Daemon, b.APIMs, b.AllMs, b.CPUMs, b.Load)
 			printBootReads(t, "  every read route answers", b.Reads)
+		}
+		if r.GoneMs > 0 {
+			fmt.Fprintf(t, "shims with no daemon for %.0f s\tCPU %.0f ms\t%.1f%% of a core\n", r.GoneMs/1000, r.GoneShimsCPUMs, 100*r.GoneShimsCPUMs/r.GoneMs)
 		}
 	}
 	if r.ScrapeSessions > 0 {

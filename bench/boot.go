@@ -58,6 +58,10 @@ type bootResult struct {
 	ReattachReads bootReads `json:"reattach_reads"`
 	// ReattachBoots are the boots --reattach-against asks for, in order.
 	ReattachBoots []bootSample `json:"reattach_boots,omitempty"`
+	// GoneShimsCPUMs is the CPU time the shims of the reattached sessions
+	// used, all together, over GoneMs with no daemon (--reattach-gone).
+	GoneMs         float64 `json:"gone_ms,omitempty"`
+	GoneShimsCPUMs float64 `json:"gone_shims_cpu_ms,omitempty"`
 }
 
 // bootReads are the milliseconds from a daemon's start to the first
@@ -95,6 +99,9 @@ type benchBootOptions struct {
 	// the timed boot, rounds times each, alternating with binary.
 	against string
 	rounds  int
+	// gone, when set, is how long the shims are left with no daemon after
+	// the boots, their CPU time measured.
+	gone time.Duration
 }
 
 // serveHealthy starts `berth serve` on home (startBenchServe) and waits
@@ -406,33 +413,55 @@ func benchBoot(ctx context.Context, o benchBootOptions, n int, reattach bool, re
 		return err
 	}
 	res.ReattachSessions, res.ReattachRSSKB, res.ReattachHWMKB = n, after["VmRSS"], after["VmHWM"]
-	if o.against == "" {
-		return nil
-	}
-	// The same shims, booted again and again: each binary's boots at the
-	// machine's state of the moment, one beside the other.
-	for i := range 2 * o.rounds {
-		bo, label := o, "daemon-binary"
-		if (i%2 == 0) != (i/2%2 == 0) {
-			bo.binary, label = o.against, "against"
+	if o.against != "" {
+		// The same shims, booted again and again: each binary's boots at the
+		// machine's state of the moment, one beside the other.
+		for i := range 2 * o.rounds {
+			bo, label := o, "daemon-binary"
+			if (i%2 == 0) != (i/2%2 == 0) {
+				bo.binary, label = o.against, "against"
+			}
+			d.kill()
+			stopped = true
+			fmt.Fprintf(progress, "booting %s again (%d of %d)…\n", label, i+1, 2*o.rounds)
+			if d, err = startBenchServe(bo, home); err != nil {
+				return err
+			}
+			stopped = false
+			b, err := d.timeBoot(ctx, probe)
+			if err != nil {
+				return err
+			}
+			b.Daemon = label
+			if cpu, err := procCPU(d.cmd.Process.Pid); err == nil {
+				b.CPUMs = float64(cpu.Microseconds()) / 1000
+			}
+			b.Load = loadAverage()
+			res.ReattachBoots = append(res.ReattachBoots, b)
 		}
+	}
+	if o.gone > 0 {
+		// The shims of a daemon that went, while none is back.
 		d.kill()
 		stopped = true
-		fmt.Fprintf(progress, "booting %s again (%d of %d)…\n", label, i+1, 2*o.rounds)
-		if d, err = startBenchServe(bo, home); err != nil {
+		runDir := filepath.Join(home, "run")
+		fmt.Fprintf(progress, "no daemon for %s…\n", o.gone)
+		before := shimsCPU(runDir)
+		select {
+		case <-time.After(o.gone):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		res.GoneMs = float64(o.gone.Milliseconds())
+		res.GoneShimsCPUMs = float64((shimsCPU(runDir) - before).Microseconds()) / 1000
+		// A daemon again, to stop the sessions when bench ends it.
+		if d, err = startBenchServe(o, home); err != nil {
 			return err
 		}
 		stopped = false
-		b, err := d.timeBoot(ctx, probe)
-		if err != nil {
+		if _, err := d.timeBoot(ctx, probe); err != nil {
 			return err
 		}
-		b.Daemon = label
-		if cpu, err := procCPU(d.cmd.Process.Pid); err == nil {
-			b.CPUMs = float64(cpu.Microseconds()) / 1000
-		}
-		b.Load = loadAverage()
-		res.ReattachBoots = append(res.ReattachBoots, b)
 	}
 	return nil
 }

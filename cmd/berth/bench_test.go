@@ -190,10 +190,12 @@ func TestBenchGatewayReportsBothWays(t *testing.T) {
 }
 
 // --reattach-against boots the other binary and this one in turn over
-// the sessions the first daemon left, and reports every boot.
+// the sessions the first daemon left, and reports every boot; then
+// --reattach-gone leaves the shims with no daemon for a while.
 func TestBenchBootsTwoBinariesInTurn(t *testing.T) {
 	var r struct {
-		Boots []struct {
+		GoneMs float64 `json:"gone_ms"`
+		Boots  []struct {
 			Daemon string  `json:"daemon"`
 			AllMs  float64 `json:"all_active_ms"`
 			Reads  struct {
@@ -201,7 +203,7 @@ func TestBenchBootsTwoBinariesInTurn(t *testing.T) {
 			} `json:"reads"`
 		} `json:"reattach_boots"`
 	}
-	benchReport(t, &r, "--reattach", "3", "--reattach-against", bin, "--reattach-rounds", "2",
+	benchReport(t, &r, "--reattach", "3", "--reattach-against", bin, "--reattach-rounds", "2", "--reattach-gone", "1s",
 		"--sessions", "1", "--prompts", "0", "--flood", "0", "--page-log", "0", "--list-sessions", "0")
 	var order []string
 	for _, b := range r.Boots {
@@ -212,5 +214,8 @@ func TestBenchBootsTwoBinariesInTurn(t *testing.T) {
 	}
 	if got := strings.Join(order, " "); got != "daemon-binary against against daemon-binary" {
 		t.Fatalf("boots %q, want the two binaries in turn", got)
+	}
+	if r.GoneMs != 1000 {
+		t.Fatalf("gone_ms = %v, want 1000", r.GoneMs)
 	}
 }
