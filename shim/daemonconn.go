@@ -53,7 +53,9 @@ func (s *server) accept() {
 // serveConn serves one daemon connection.
 func (s *server) serveConn(nc *rawsock.Conn) {
 	defer s.wg.Done()
-	r := bufio.NewReaderSize(nc, 64<<10)
+	// A daemon sends small frames; a large payload is read past the
+	// buffer, straight into its own slice (readFrameInto).
+	r := bufio.NewReaderSize(nc, 4<<10)
 	_ = nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	typ, payload, err := readFrame(r)
 	var req attachRequest
@@ -154,8 +156,9 @@ func (s *server) helloLocked(from int64) Hello {
 // sendStream sends the spooled stdout from offset pos, then the exit.
 func (s *server) sendStream(c *conn, pos int64) {
 	defer s.wg.Done()
-	// Small: a reattach after an idle spell should not page in much.
-	buf := make([]byte, 64<<10)
+	// Made for what there is to send, at most 64 KiB: an attach with
+	// nothing to replay, as an idle session's, pages in nothing for it.
+	var buf []byte
 	exitSent := false
 	for {
 		s.mu.Lock()
@@ -169,6 +172,9 @@ func (s *server) sendStream(c *conn, pos int64) {
 		end, st := s.end, s.exited
 		s.mu.Unlock()
 		if pos < end {
+			if want := min(end-pos, 64<<10); int64(len(buf)) < want {
+				buf = make([]byte, max(want, 4<<10))
+			}
 			n, err := s.spool.ReadAt(buf[:min(int64(len(buf)), end-pos)], pos-s.cfg.Base)
 			if n == 0 && err != nil {
 				s.log.Error("spool read failed", "err", err)
