@@ -516,9 +516,13 @@ func (q *queue) deliverSteerLocked(t *turn) {
 	q.noteEntryLocked(e.ID, EntryOutcome{TurnID: t.id})
 	ls.Emit(t.id, berth.EventPromptSteered, EntryData{EntryID: e.ID, Text: e.Text, Content: e.Content})
 	sent := t.steerCancelSent
+	after := ls.turns.senderLocked(t.id)
 	ls.wg.Add(1)
 	go func() {
 		defer ls.wg.Done()
+		// The next turn's prompt waits for this cancel too (see
+		// turns.awaitCancelsBefore), its own continuation only for the write.
+		defer after()
 		defer close(sent)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

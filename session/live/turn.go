@@ -36,10 +36,12 @@ type turns struct {
 	// urge is closed to tell the last turn's checkpoint commit, waiting
 	// for the daemon's quiet (Hush), that the next turn needs it now.
 	urge chan struct{}
-	// cancelling is the turn whose session/cancel sender last started and
-	// cancelSent is closed once that sender returned: the next turn's
-	// prompt waits for it, so no cancel of an ended turn follows it.
-	cancelling *turn
+	// cancelOf is the id of the turn whose session/cancel sender (a
+	// cancel's or a steer's) started last, and cancelSent is closed once
+	// that sender and every one before it returned: the next turn's prompt
+	// waits for it, so no cancel of an ended turn follows it. Guarded by
+	// ls.mu.
+	cancelOf   string
 	cancelSent chan struct{}
 }
 
@@ -280,9 +282,6 @@ func (tr *turns) run(t *turn, in Input) {
 			// could take the cancel for the new prompt.
 			<-t.steerCancelSent
 			in = next
-			ls.mu.Lock()
-			t.promptSent = make(chan struct{})
-			ls.mu.Unlock()
 			continue
 		}
 		tr.end(t, turnEnd(resp, err, ls.life.stopping()), 0)
@@ -324,6 +323,8 @@ func (tr *turns) takeSteer(t *turn) (Input, bool) {
 		ls.Emit(t.id, berth.EventPromptCanceled, EntryData{EntryID: t.steerID, Reason: cancelTurnEnded})
 		return Input{}, false
 	}
+	// The steer's prompt is the one a cancel from now on waits for.
+	t.promptSent = make(chan struct{})
 	return next, true
 }
 
@@ -434,19 +435,38 @@ func (tr *turns) cancelLocked(t *turn) {
 	ls.asks.cancelLocked()
 	// Written off the caller's goroutine: this may run on the ACP reader,
 	// and the agent's stdin may be full while it waits to be read.
-	sent, finished := t.promptSent, make(chan struct{})
-	tr.cancelling, tr.cancelSent = t, finished
+	sent := t.promptSent
+	after := tr.senderLocked(t.id)
 	ls.wg.Add(1)
 	go func() {
 		defer ls.wg.Done()
-		defer close(finished)
+		defer after()
 		tr.sendCancel(t, sent)
 	}()
 }
 
+// senderLocked makes the goroutine about to start a session/cancel sender
+// of turn turnID; it calls the function returned as it returns, which
+// waits for the senders before it, so that waiting for the last one
+// (awaitCancelsBefore) waits for them all.
+func (tr *turns) senderLocked(turnID string) (after func()) {
+	prev, finished := tr.cancelSent, make(chan struct{})
+	tr.cancelOf, tr.cancelSent = turnID, finished
+	return func() {
+		if prev != nil {
+			<-prev
+		}
+		close(finished)
+	}
+}
+
 // cancelResendFirst is how long a cancelled turn may go on before its
-// session/cancel is sent again; each later wait is twice the one before.
-const cancelResendFirst = 500 * time.Millisecond
+// session/cancel is sent again; each later wait is twice the one before,
+// up to cancelResendMax.
+const (
+	cancelResendFirst = 500 * time.Millisecond
+	cancelResendMax   = 8 * time.Second
+)
 
 // sendCancel writes session/cancel for t once its prompt is written (a
 // cancel ahead of its prompt would be ignored, and the prompt then run in
@@ -461,6 +481,10 @@ func (tr *turns) sendCancel(t *turn, sent <-chan struct{}) {
 	select {
 	case <-sent:
 	case <-wait.C:
+	case <-t.done:
+		return
+	case <-ls.client.Done():
+		return
 	}
 	again := cancelResendFirst
 	for {
@@ -479,8 +503,12 @@ func (tr *turns) sendCancel(t *turn, sent <-chan struct{}) {
 			return
 		case <-wait.C:
 		}
+		if ls.detached.Load() {
+			// The daemon let go of the agent: nothing more reaches it.
+			return
+		}
 		ls.logger.Debug("the agent has not ended a cancelled turn; sending session/cancel again", "turn_id", t.id)
-		again *= 2
+		again = min(2*again, cancelResendMax)
 	}
 }
 
@@ -489,9 +517,9 @@ func (tr *turns) sendCancel(t *turn, sent <-chan struct{}) {
 func (tr *turns) awaitCancelsBefore(t *turn) {
 	ls := tr.ls
 	ls.mu.Lock()
-	prev, sent := tr.cancelling, tr.cancelSent
+	of, sent := tr.cancelOf, tr.cancelSent
 	ls.mu.Unlock()
-	if prev != nil && prev != t {
+	if sent != nil && of != t.id {
 		<-sent
 	}
 }
