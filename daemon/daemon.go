@@ -401,7 +401,8 @@ func (d *Daemon) listen(o Options) error {
 		AllowedHosts: sc.AllowedHosts, AllowedOrigins: sc.AllowedOrigins, SessionTTL: sc.SessionTTL.Duration,
 		BodyTimeout: sc.BodyTimeout.Duration, MaxConnections: sc.MaxConnections,
 		MaxPromptBytes: lim.MaxPromptBytes, Logger: o.Logger, Version: o.Version, Hooks: d.hooks,
-		Metrics: d.metrics.Handler(), Cluster: d.httpCluster(), Credentials: d.store, SignIns: d.store})
+		Metrics: d.metrics.Handler(), Cluster: d.httpCluster(), Credentials: d.store, SignIns: d.store,
+		Reading: d.mgr.Reading})
 	if err := d.srv.Listen(o.Addr, o.Socket); err != nil {
 		d.srv = nil
 		return err

@@ -85,7 +85,22 @@ func (s *Server) routes(svc berth.SessionService) {
 // handle registers a route on the mux and remembers its pattern.
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
 	s.patterns = append(s.patterns, pattern)
+	if reading := s.opts.Reading; reading != nil && shortRead(pattern) {
+		next := h
+		h = func(w http.ResponseWriter, r *http.Request) {
+			done := reading()
+			defer done()
+			next(w, r)
+		}
+	}
 	s.mux.HandleFunc(pattern, h)
+}
+
+// shortRead reports whether a route's pattern is a read that answers
+// at once: a GET that neither streams nor waits for a turn.
+func shortRead(pattern string) bool {
+	method, path, _ := strings.Cut(pattern, " ")
+	return method == http.MethodGet && !strings.HasSuffix(path, "/stream") && !strings.Contains(path, "/turns/")
 }
 
 // APIRoutes lists the API's routes as "METHOD /path" patterns: those under

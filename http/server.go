@@ -78,6 +78,10 @@ type ServerOptions struct {
 	// and every node of a cluster accepts them (docs/api.md, Sign-in and
 	// browser safety); nil keeps them in the server's memory only.
 	SignIns berth.SignInStore
+	// Reading, when set, is called as a short read (a GET that neither
+	// streams nor waits) starts, and what it returns as the read ends: a
+	// booting daemon's background work gives way to them.
+	Reading func() (done func())
 }
 
 // Server serves a berth.SessionService over HTTP on a TCP address and a Unix

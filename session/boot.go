@@ -142,6 +142,8 @@ func (rc *recovery) reattachAll(ctx context.Context, sessions []*berth.Session, 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			// A read the API is answering goes first.
+			rc.m.reads.wait(ctx, readYieldMax)
 			r := rec[s.ID]
 			err := errors.New("the session is gone from the store")
 			if r != nil {

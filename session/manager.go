@@ -169,7 +169,10 @@ func (m *Manager) HomeDir(id string) string { return m.place.homeDir(id) }
 
 // Manager owns the sessions: the live ones here, and the store of all.
 type Manager struct {
-	opts Options
+	// reads are the API's short reads in flight, which a boot's reattach
+	// lets through first.
+	reads readGate
+	opts  Options
 	// host is the manager's side of the seam to its live sessions.
 	host *live.Host
 	// shimKey makes the tokens that sign the shims' reports (shimToken).
