@@ -14,7 +14,11 @@ import (
 const DefaultOrphan = 15 * time.Minute
 
 // watchEvery is how often a shim with no daemon attached looks for its
-// run directory; at most a quarter of the orphan timeout.
+// run directory; at most a quarter of the orphan timeout. A look wakes a
+// shim that may have slept for hours, and every shim of a daemon that
+// went looks at the same time: at 2 s, 1,000 of them took a fifth of a
+// core for as long as their daemon was gone, through the next one's
+// reattach (BENCHMARKS.md, fifteenth round).
 const watchEvery = 10 * time.Second
 
 // watch ends the shim, stopping its agent, when nothing can ever reattach
