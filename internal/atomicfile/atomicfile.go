@@ -85,16 +85,7 @@ func SyncAll(ts []*Temp, dir string) error {
 
 // Place renames the temporary file to its name; the caller syncs the
 // directory (SyncDir) when the rename must be durable.
-func (t *Temp) Place() error {
-	if err := t.f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(t.f.Name(), t.name); err != nil {
-		return err
-	}
-	t.placed = true
-	return nil
-}
+func (t *Temp) Place() error { return t.place(os.Rename) }
 
 // PlaceNew links the temporary file to its name, which must not exist
 // (the link fails then, as on a file system without hard links), and
@@ -102,14 +93,23 @@ func (t *Temp) Place() error {
 // wins and the other's copy is dropped. The caller syncs the directory
 // (SyncDir) when the new name must be durable.
 func (t *Temp) PlaceNew() error {
+	if err := t.place(os.Link); err != nil {
+		return err
+	}
+	_ = os.Remove(t.f.Name())
+	return nil
+}
+
+// place closes the temporary file and gives it its name by move (a
+// rename or a link).
+func (t *Temp) place(move func(from, to string) error) error {
 	if err := t.f.Close(); err != nil {
 		return err
 	}
-	if err := os.Link(t.f.Name(), t.name); err != nil {
+	if err := move(t.f.Name(), t.name); err != nil {
 		return err
 	}
 	t.placed = true
-	_ = os.Remove(t.f.Name())
 	return nil
 }
 
