@@ -16,7 +16,7 @@ func TestReadGateLetsReadsThroughFirst(t *testing.T) {
 	if d := time.Since(t0); d > time.Second {
 		t.Fatalf("with no read in flight the wait took %s", d)
 	}
-	done := g.start()
+	done := g.Start()
 	waited := make(chan struct{})
 	go func() {
 		defer close(waited)
@@ -35,14 +35,14 @@ func TestReadGateLetsReadsThroughFirst(t *testing.T) {
 		t.Fatal("the wait did not return once the read ended")
 	}
 	// A read that never ends holds the boot up for the bound only.
-	never := g.start()
+	never := g.Start()
 	defer never()
 	t0 = time.Now()
 	g.wait(ctx, 50*time.Millisecond)
 	if d := time.Since(t0); d < 50*time.Millisecond || d > 5*time.Second {
 		t.Fatalf("the bounded wait took %s", d)
 	}
-	if g.n != 1 {
-		t.Fatalf("%d reads in flight, want 1", g.n)
+	if n := g.InFlight(); n != 1 {
+		t.Fatalf("%d reads in flight, want 1", n)
 	}
 }

@@ -1,8 +1,9 @@
 package live
 
 import (
-	"sync"
 	"time"
+
+	"github.com/berth-sh/berth/internal/inflight"
 )
 
 // Hush holds a daemon's background checkpoint work (a turn's commit, the
@@ -20,13 +21,8 @@ import (
 type Hush struct {
 	// bound is the longest a piece of work waits for quiet.
 	bound time.Duration
-
-	mu sync.Mutex
-	// waiting counts the turns whose agent has not spoken yet; quiet is
-	// closed while it is 0; begun counts every hold ever taken.
-	waiting int
-	quiet   chan struct{}
-	begun   uint64
+	// waiting counts the turns whose agent has not spoken yet.
+	waiting inflight.Count
 }
 
 // HushBound is how long background work waits for quiet at most, unless
@@ -43,12 +39,10 @@ const HushSettle = 30 * time.Millisecond
 // NewHush returns a Hush with no turn waiting whose waits last bound at
 // most (HushBound when 0).
 func NewHush(bound time.Duration) *Hush {
-	q := make(chan struct{})
-	close(q)
 	if bound <= 0 {
 		bound = HushBound
 	}
-	return &Hush{bound: bound, quiet: q}
+	return &Hush{bound: bound}
 }
 
 // hold counts one turn waiting for its agent's first words until release
@@ -58,23 +52,7 @@ func (h *Hush) hold() (release func()) {
 	if h == nil {
 		return func() {}
 	}
-	h.mu.Lock()
-	if h.waiting == 0 {
-		h.quiet = make(chan struct{})
-	}
-	h.waiting++
-	h.begun++
-	h.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			h.mu.Lock()
-			if h.waiting--; h.waiting == 0 {
-				close(h.quiet)
-			}
-			h.mu.Unlock()
-		})
-	}
+	return h.waiting.Start()
 }
 
 // Quiet returns a channel closed once no turn waits for its agent's first
@@ -85,9 +63,7 @@ func (h *Hush) Quiet() <-chan struct{} {
 		close(q)
 		return q
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.quiet
+	return h.waiting.Idle()
 }
 
 // Waiting reports how many turns wait for their agent's first words.
@@ -95,9 +71,7 @@ func (h *Hush) Waiting() int {
 	if h == nil {
 		return 0
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.waiting
+	return h.waiting.InFlight()
 }
 
 // wait returns once h has been quiet for HushSettle with no turn begun,
@@ -119,7 +93,7 @@ func (h *Hush) wait(done <-chan struct{}) bool {
 		case <-done:
 			return false
 		}
-		begun := h.holds()
+		begun := h.waiting.Started()
 		settle.Reset(HushSettle)
 		select {
 		case <-settle.C:
@@ -128,23 +102,8 @@ func (h *Hush) wait(done <-chan struct{}) bool {
 		case <-done:
 			return false
 		}
-		if h.settledSince(begun) {
+		if h.waiting.IdleSince(begun) {
 			return true
 		}
 	}
-}
-
-// holds is how many holds h has ever given.
-func (h *Hush) holds() uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.begun
-}
-
-// settledSince reports whether no turn waits and none began since h had
-// given begun holds.
-func (h *Hush) settledSince(begun uint64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.begun == begun && h.waiting == 0
 }
