@@ -41,10 +41,11 @@ type Session struct {
 	spec      berth.AgentSpec
 	workspace string
 
-	// Lock order: conversation.authMu > controls.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu > Hush.mu
+	// Lock order: conversation.authMu > controls.mu > Session.recordMu > Session.mu > box.mu > terminals.mu > capBuffer.mu
 	// A lock is taken holding none that comes after it, and no Host
 	// callback is called holding any (lockorder_test.go checks every
-	// path). The components' locks are declared with what they guard.
+	// path). The components' locks are declared with what they guard;
+	// the Hush's count (internal/inflight) locks last, taking no other.
 
 	// recordMu pairs a stored record with its event: a request holds it
 	// (read) from its store write to its event, and detach takes it
