@@ -69,7 +69,8 @@ type Daemon struct {
 	providers []berth.SandboxProvider
 	probes    *probe.Set
 	// smallShims are the small shim programs (Options.SmallShim), installed
-	// by a goroutine of Open while the store opens; installing counts it.
+	// by a goroutine of Open while the daemon boots and listens; installing
+	// counts it, and the first shim started waits for it (shimOptions).
 	smallShims []shim.Program
 	installing sync.WaitGroup
 	// node is this daemon as a cluster node; nil for one node alone.
@@ -388,8 +389,12 @@ func (d *Daemon) shimOptions(o Options, self string) *session.ShimOptions {
 		// moment the others take its sessions over.
 		shimOpts.Orphan = o.Config.Cluster.LeaseTTL.Duration
 	}
-	d.installing.Wait()
-	shimOpts.Programs = d.smallShims
+	// The small shim's install goes on while the daemon boots and
+	// listens: only the first shim started waits for it.
+	shimOpts.Programs = func() []shim.Program {
+		d.installing.Wait()
+		return d.smallShims
+	}
 	return shimOpts
 }
 

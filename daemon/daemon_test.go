@@ -2,13 +2,16 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/config"
+	"github.com/berth-sh/berth/shim"
 )
 
 // Open assembles a daemon that serves its socket and TCP port once
@@ -89,5 +92,60 @@ func TestOpenRunClose(t *testing.T) {
 func TestOpenWithoutConfig(t *testing.T) {
 	if _, err := Open(context.Background(), Options{Home: t.TempDir()}); berth.ErrorCode(err) != berth.EInvalid {
 		t.Fatalf("Open without a config = %v, want invalid", err)
+	}
+}
+
+// A daemon answers while its small shim is still being installed: only
+// the first shim it starts waits for the install (here, held until the
+// test lets it go), and closing waits for the install to end.
+func TestTheDaemonAnswersBeforeItsShimIsInstalled(t *testing.T) {
+	home := t.TempDir()
+	release, called := make(chan struct{}), make(chan struct{})
+	var installed atomic.Bool
+	opts := Options{Home: home, Config: config.Default(), Socket: filepath.Join(home, "berth.sock"), Version: "v-test",
+		SmallShim: func(self, home, options string, logger *slog.Logger) []shim.Program {
+			close(called)
+			<-release
+			installed.Store(true)
+			return nil
+		}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	opened := make(chan error, 1)
+	var d *Daemon
+	go func() {
+		var err error
+		d, err = Open(ctx, opts)
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			close(release)
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("Open waits for the small shim's install")
+	}
+	<-called
+	d.Start()
+	c, err := d.Client()
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if h, err := c.Health(ctx); err != nil || h.Status != "ok" {
+		t.Errorf("health during the install = %+v, %v", h, err)
+	}
+	if installed.Load() {
+		t.Fatal("the install ended before the test let it")
+	}
+	// The install ends while Close waits for it.
+	time.AfterFunc(100*time.Millisecond, func() { close(release) })
+	d.Close(context.Background())
+	if !installed.Load() {
+		t.Error("Close returned before the small shim's install ended")
 	}
 }

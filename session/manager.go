@@ -325,8 +325,14 @@ func (m *Manager) Open(ctx context.Context) error {
 		if spare == 0 {
 			spare = 1
 		}
-		programs := append(slices.Clone(so.Programs), shim.Program{Argv: so.Argv})
-		m.launcher = shim.NewLauncher(programs, so.Env, m.opts.RunDir, max(spare, 0))
+		programs := func() []shim.Program {
+			var ps []shim.Program
+			if so.Programs != nil {
+				ps = so.Programs()
+			}
+			return append(slices.Clone(ps), shim.Program{Argv: so.Argv})
+		}
+		m.launcher = shim.NewLauncherFunc(programs, so.Env, m.opts.RunDir, max(spare, 0))
 		// Before any session of this daemon starts an agent (the boot's
 		// reattached ones start none).
 		m.host.Launcher = m.launcher

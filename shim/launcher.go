@@ -31,7 +31,9 @@ import (
 // while it lives (one goroutine per shim, ending with it); init reaps
 // those that outlive it.
 type Launcher struct {
-	pools  []*pool
+	// pools are the programs' pools, made at their first use from the
+	// programs the launcher was given (which may wait for an install).
+	pools  func() []*pool
 	env    []string
 	runDir string
 	spare  int
@@ -96,13 +98,31 @@ type spawned struct {
 // spare idle ones. A job goes to the first program that serves its
 // provider.
 func NewLauncher(programs []Program, env []string, runDir string, spare int) *Launcher {
+	return NewLauncherFunc(func() []Program { return programs }, env, runDir, spare)
+}
+
+// NewLauncherFunc is NewLauncher with programs given by a function that
+// is called once, when a shim is first needed (the first spare, after
+// refillDelay, or the first Give): it may wait for a program to be
+// installed without holding up whoever makes the launcher.
+func NewLauncherFunc(programs func() []Program, env []string, runDir string, spare int) *Launcher {
 	l := &Launcher{env: env, runDir: runDir, spare: spare, done: make(chan struct{})}
-	for i, p := range programs {
-		l.pools = append(l.pools, &pool{Program: p, warm: i == 0})
-	}
-	if len(l.pools) > 0 {
-		l.refill(l.pools[0])
-	}
+	// The first program's pool exists from the start, to keep spares
+	// from the start; its program is filled in with the others'.
+	first := &pool{warm: true}
+	l.pools = sync.OnceValue(func() []*pool {
+		ps := programs()
+		if len(ps) == 0 {
+			return nil
+		}
+		first.Program = ps[0]
+		pools := []*pool{first}
+		for _, p := range ps[1:] {
+			pools = append(pools, &pool{Program: p})
+		}
+		return pools
+	})
+	l.refill(first)
 	return l
 }
 
@@ -198,6 +218,10 @@ func (l *Launcher) refill(p *pool) {
 			p.wake = nil
 		}
 		l.mu.Unlock()
+		// The first refill may come before the programs are known.
+		if len(l.pools()) == 0 {
+			return
+		}
 		for {
 			l.mu.Lock()
 			if l.closed || len(p.idle) >= l.spare {
@@ -225,9 +249,10 @@ func (l *Launcher) refill(p *pool) {
 // started (its handshake is over): the spare that replaces it is started
 // now rather than after refillDelay, so that the next create finds it.
 func (l *Launcher) Replenish() {
+	pools := l.pools()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, p := range l.pools {
+	for _, p := range pools {
 		if p.wake != nil {
 			close(p.wake)
 			p.wake = nil
@@ -238,11 +263,12 @@ func (l *Launcher) Replenish() {
 // take returns an idle shim of the program that serves provider, or
 // starts one.
 func (l *Launcher) take(provider string) (*spawned, error) {
-	i := slices.IndexFunc(l.pools, func(p *pool) bool { return p.serves(provider) })
+	pools := l.pools()
+	i := slices.IndexFunc(pools, func(p *pool) bool { return p.serves(provider) })
 	if i < 0 {
 		return nil, core.Errorf(core.EInternal, "shim: no shim program serves the sandbox provider %q", provider)
 	}
-	p := l.pools[i]
+	p := pools[i]
 	l.mu.Lock()
 	p.warm = true
 	for len(p.idle) > 0 {
@@ -283,13 +309,14 @@ func retire(sp *spawned) {
 // Close ends the idle shims and waits for them; shims that serve sessions
 // are not touched.
 func (l *Launcher) Close() {
+	pools := l.pools()
 	l.mu.Lock()
 	if !l.closed {
 		close(l.done)
 	}
 	l.closed = true
 	var idle []*spawned
-	for _, p := range l.pools {
+	for _, p := range pools {
 		idle = append(idle, p.idle...)
 		p.idle = nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,11 +33,11 @@ func TestLauncherRoutesJobsByProvider(t *testing.T) {
 	eventually(t, "the first program's spare", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return len(l.pools[0].idle) == 1
+		return len(l.pools()[0].idle) == 1
 	})
 	l.mu.Lock()
-	if n := len(l.pools[1].idle); n != 0 || l.pools[1].warm {
-		t.Errorf("the second program has %d spares (warm %v) before it was used", n, l.pools[1].warm)
+	if n := len(l.pools()[1].idle); n != 0 || l.pools()[1].warm {
+		t.Errorf("the second program has %d spares (warm %v) before it was used", n, l.pools()[1].warm)
 	}
 	l.mu.Unlock()
 
@@ -50,7 +51,7 @@ func TestLauncherRoutesJobsByProvider(t *testing.T) {
 	eventually(t, "the second program's spare, once used", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return len(l.pools[1].idle) == 1
+		return len(l.pools()[1].idle) == 1
 	})
 }
 
@@ -68,7 +69,7 @@ func TestLauncherWithoutAProgramForTheProvider(t *testing.T) {
 func idleCount(l *Launcher) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.pools[0].idle)
+	return len(l.pools()[0].idle)
 }
 
 // waitIdle polls until the launcher holds n spares.
@@ -135,5 +136,40 @@ func TestALaunchWithoutAHelloFails(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the launch still waits for a hello that does not come")
+	}
+}
+
+// A launcher made with programs still to come does not wait for them:
+// the first job does, and they are asked for once.
+func TestALauncherWaitsForItsProgramsAtItsFirstJob(t *testing.T) {
+	defer func(d time.Duration) { refillDelay = d }(refillDelay)
+	refillDelay = time.Hour
+	release := make(chan struct{})
+	var asked atomic.Int32
+	l := NewLauncherFunc(func() []Program {
+		asked.Add(1)
+		<-release
+		return []Program{fakeProgram("small", berth.SandboxHost)}
+	}, nil, t.TempDir(), 1)
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := l.Launch(context.Background(), Config{SessionID: "s", Provider: berth.SandboxHost})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the launch ended (%v) before the programs were given", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "program small") {
+		t.Fatalf("launch = %v, want the small program's answer", err)
+	}
+	if _, _, err := l.Launch(context.Background(), Config{SessionID: "s", Provider: berth.SandboxHost}); err == nil {
+		t.Fatal("a second launch of the failing program succeeded")
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the programs were asked for %d times, want 1", n)
 	}
 }

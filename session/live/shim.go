@@ -16,8 +16,10 @@ type ShimOptions struct {
 	// Argv runs the berth binary's shim command, for every provider the
 	// Programs before it do not serve (see shim.Launcher); Env is added to
 	// the daemon's environment for them.
-	Argv     []string
-	Programs []shim.Program
+	Argv []string
+	// Programs, when set, gives those programs; it is called once, when
+	// the first shim is started, and may wait for them to be installed.
+	Programs func() []shim.Program
 	Env      []string
 	// Spare is how many idle shims are kept started ahead (default 1; -1
 	// for none).
