@@ -134,8 +134,13 @@ func sameFile(path string, sum [32]byte) bool {
 }
 
 // writeShim writes img to path whole or not at all: a temp file in dir,
-// checked against the hash and synced, renamed over whatever path was
-// (the name is replaced, a symlink there is not followed).
+// checked against the hash, renamed over whatever path was (the name is
+// replaced, a symlink there is not followed).
+//
+// Nothing is synced: a shim torn by a power loss is found at the next
+// start, before anything runs it, since installShim runs a file only
+// once its bytes have img's hash — and 3 MB synced would hold up the
+// store's own syncs at a new home's start.
 func writeShim(dir, path string, img shimImage) error {
 	src, err := img.fsys.Open(img.name)
 	if err != nil {
@@ -155,9 +160,6 @@ func writeShim(dir, path string, img shimImage) error {
 	if err == nil && !bytes.Equal(h.Sum(nil), img.sum[:]) {
 		err = berth.Errorf(berth.EInternal, "the shim's bytes do not have its hash (rebuild with go generate ./cmd/berth)")
 	}
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -167,10 +169,6 @@ func writeShim(dir, path string, img shimImage) error {
 	if err != nil {
 		_ = os.Remove(tmp)
 		return berth.WrapError(berth.EInternal, err, "write the shim %s", path)
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
 	}
 	return nil
 }
