@@ -38,6 +38,14 @@ const Name = "sqlite"
 // walSizeLimit is the size the WAL file is truncated to when it rewinds.
 const walSizeLimit = 64 << 20
 
+// readerMmapBytes is how much of the database file a reader maps rather
+// than copies into its page cache: a boot's first list of 1,000 sessions
+// reads 34–60 ms mapped against 63–102 ms copied (the copies fault in a
+// fresh page cache; warm, both take ~24 ms). The writer copies, as
+// before. A mapping is address space, not memory: the pages are the file's
+// in the kernel's page cache, shared with the other readers.
+const readerMmapBytes = 256 << 20
+
 // busyTimeoutMillis bounds how long a connection waits for a lock held by
 // another connection (a checkpoint, another process) before SQLITE_BUSY.
 const busyTimeoutMillis = 10000
@@ -243,6 +251,7 @@ func dsn(path, synchronous string, role poolRole) string {
 		q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))
 	case roleReader:
 		q.Set("_query_only", "1")
+		q.Add("_pragma", fmt.Sprintf("mmap_size(%d)", readerMmapBytes))
 	case roleCheckpointer:
 		q.Add("_pragma", "wal_autocheckpoint(0)")
 		// It rewinds the WAL too (checkpoint.go): the same cut.

@@ -65,6 +65,11 @@ func TestPragmas(t *testing.T) {
 			if got := pragma("query_only"); got != wantRO {
 				t.Errorf("%s: query_only = %s, want %s", name, got, wantRO)
 			}
+			// Readers map the file; the writer copies its pages.
+			wantMmap := map[string]string{"writer": "0", "reader": strconv.Itoa(readerMmapBytes)}[name]
+			if got := pragma("mmap_size"); got != wantMmap {
+				t.Errorf("%s: mmap_size = %s, want %s", name, got, wantMmap)
+			}
 		}
 		if got := s.w.Stats().MaxOpenConnections; got != 1 {
 			t.Errorf("writer pool allows %d connections", got)
