@@ -124,11 +124,7 @@ func TestALaunchWithoutAHelloFails(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := l.Launch(context.Background(), Config{SessionID: "s", Provider: berth.SandboxHost})
-		done <- err
-	}()
+	done := launchHost(l)
 	select {
 	case err := <-done:
 		if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(err.Error(), "hello") {
@@ -152,11 +148,7 @@ func TestALauncherWaitsForItsProgramsAtItsFirstJob(t *testing.T) {
 		return []Program{fakeProgram("small", berth.SandboxHost)}
 	}, nil, t.TempDir(), 1)
 	defer l.Close()
-	done := make(chan error, 1)
-	go func() {
-		_, _, err := l.Launch(context.Background(), Config{SessionID: "s", Provider: berth.SandboxHost})
-		done <- err
-	}()
+	done := launchHost(l)
 	select {
 	case err := <-done:
 		t.Fatalf("the launch ended (%v) before the programs were given", err)
@@ -172,4 +164,15 @@ func TestALauncherWaitsForItsProgramsAtItsFirstJob(t *testing.T) {
 	if n := asked.Load(); n != 1 {
 		t.Errorf("the programs were asked for %d times, want 1", n)
 	}
+}
+
+// launchHost launches a host session's shim in the background; the
+// channel gets the launch's error.
+func launchHost(l *Launcher) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := l.Launch(context.Background(), Config{SessionID: "s", Provider: berth.SandboxHost})
+		done <- err
+	}()
+	return done
 }
