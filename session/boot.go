@@ -49,7 +49,7 @@ type runDirLeft struct {
 // reattaching. Sessions not reattached are closed as reconcile closes the
 // lost ones; then the run directory is cleared of orphaned shims and
 // sessions with queued prompts are resumed. booted is closed at the end.
-func (rc *recovery) start(ctx context.Context, attach []*berth.Session, rec map[string]*berth.Recovery, left runDirLeft) {
+func (rc *recovery) start(ctx context.Context, attach []*berth.Session, left runDirLeft) {
 	rc.m.set.boot(attach)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rc.cancel = cancel
@@ -58,13 +58,22 @@ func (rc *recovery) start(ctx context.Context, attach []*berth.Session, rec map[
 		defer rc.running.Done()
 		defer close(rc.booted)
 		defer cancel()
-		rc.run(bctx, attach, rec, left)
+		rc.run(bctx, attach, left)
 	}()
 }
 
 // run is the boot's goroutine.
-func (rc *recovery) run(ctx context.Context, attach []*berth.Session, rec map[string]*berth.Recovery, left runDirLeft) {
+func (rc *recovery) run(ctx context.Context, attach []*berth.Session, left runDirLeft) {
 	t0 := time.Now()
+	rec, ok := rc.recoveryOf(ctx, attach)
+	if !ok {
+		// Shutdown came first: the sessions are left as they are, active
+		// with their shims, for the next daemon.
+		for _, s := range attach {
+			rc.m.set.booted(s.ID)
+		}
+		return
+	}
 	failed := rc.reattachAll(ctx, attach, rec)
 	if ctx.Err() == nil {
 		rc.m.tools.servePending()
@@ -124,6 +133,41 @@ func (rc *recovery) sweepCheckpoints() {
 		return
 	}
 	rc.m.logger.Debug("checkpoints swept", "removed", n, "took", time.Since(t0))
+}
+
+// recoveryRetry is how long the boot waits before it reads again what the
+// store holds for the sessions to reattach, after a failed read; it
+// doubles up to recoveryRetryMax.
+var recoveryRetry, recoveryRetryMax = 100 * time.Millisecond, 5 * time.Second
+
+// recoveryOf reads, in one read, what the store holds to carry each
+// session to reattach on. A failed read is tried again until it works
+// or ctx ends (false): a session whose read failed must not be taken for
+// one gone from the store, which the boot would close.
+func (rc *recovery) recoveryOf(ctx context.Context, attach []*berth.Session) (map[string]*berth.Recovery, bool) {
+	if len(attach) == 0 {
+		return nil, true
+	}
+	ids := make([]string, len(attach))
+	for i, s := range attach {
+		ids[i] = s.ID
+	}
+	wait := recoveryRetry
+	for {
+		rec, err := rc.m.store.ListRecovery(ctx, ids)
+		if err == nil {
+			return rec, true
+		}
+		rc.m.logger.Error("cannot read what the live sessions hold: trying again", "sessions", len(ids), "in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false
+		}
+		wait = min(2*wait, recoveryRetryMax)
+	}
 }
 
 // reattachAll reattaches sessions, reattachParallel at a time, each

@@ -310,7 +310,7 @@ func (m *Manager) Open(ctx context.Context) error {
 			bundles, strays = shim.ScanEntries(m.opts.RunDir, runEntries)
 		}
 	})
-	attach, rec, resume, err := m.recovery.reconcile(ctx)
+	attach, resume, err := m.recovery.reconcile(ctx)
 	scan.Wait()
 	if err != nil {
 		return err
@@ -355,7 +355,7 @@ func (m *Manager) Open(ctx context.Context) error {
 	m.changes.startPublishing()
 	m.recovery.resumeQueued(resume)
 	m.supervisor.start()
-	m.recovery.start(ctx, attach, rec, runDirLeft{bundles, strays})
+	m.recovery.start(ctx, attach, runDirLeft{bundles, strays})
 	return nil
 }
 

@@ -17,22 +17,23 @@ import (
 )
 
 // reconcile finds sessions a previous daemon left live. Those whose agent
-// runs on in its shim are returned, with what the store holds to carry
-// each on, for the boot to reattach in the background (see boot.go). The
-// others lost their agent with the daemon (or the machine) and are closed
-// now: each becomes stopped/daemon_crashed, whatever it left running is
-// killed, an open turn gets its closing turn_ended, and session_stopped is
-// appended. No session reads active with nothing behind it. It returns the
-// sessions closed with prompts still queued, to resume. A cluster node
-// looks only at the sessions whose lease it still holds.
-func (rc *recovery) reconcile(ctx context.Context) (attach []*berth.Session, rec map[string]*berth.Recovery, resume []string, err error) {
+// runs on in its shim are returned for the boot to reattach in the
+// background (see boot.go), which reads what the store holds to carry
+// each on once the API listens (recoveryOf). The others lost their agent
+// with the daemon (or the machine) and are closed now: each becomes
+// stopped/daemon_crashed, whatever it left running is killed, an open
+// turn gets its closing turn_ended, and session_stopped is appended. No
+// session reads active with nothing behind it. It returns the sessions
+// closed with prompts still queued, to resume. A cluster node looks only
+// at the sessions whose lease it still holds.
+func (rc *recovery) reconcile(ctx context.Context) (attach []*berth.Session, resume []string, err error) {
 	var lost []*berth.Session
 	for _, state := range []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping} {
 		cursor := ""
 		for {
 			page, err := rc.m.store.ListSessions(ctx, berth.SessionFilter{State: state, Limit: 1000, Cursor: cursor})
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("reconcile: list %s sessions: %w", state, err)
+				return nil, nil, fmt.Errorf("reconcile: list %s sessions: %w", state, err)
 			}
 			for _, s := range page.Sessions {
 				if rc.m.leases.clustered() && !rc.m.opts.Cluster.Holds(ctx, s.ID) {
@@ -53,17 +54,9 @@ func (rc *recovery) reconcile(ctx context.Context) (attach []*berth.Session, rec
 		}
 	}
 	if resume, err = rc.closeLost(ctx, lost); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	ids := make([]string, len(attach))
-	for i, s := range attach {
-		ids[i] = s.ID
-	}
-	// One read for every session to reattach, not a few each.
-	if rec, err = rc.m.store.ListRecovery(ctx, ids); err != nil {
-		return nil, nil, nil, fmt.Errorf("reconcile: read what the live sessions hold: %w", err)
-	}
-	return attach, rec, resume, nil
+	return attach, resume, nil
 }
 
 // closeLost closes sessions found live whose agent is gone, and returns

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,4 +207,46 @@ func TestBootEndsOrphanShims(t *testing.T) {
 		entries, _ := os.ReadDir(filepath.Join(e.home, "run"))
 		return len(entries) == 0
 	})
+}
+
+// flakyRecoveryStore fails the first reads of what live sessions hold.
+type flakyRecoveryStore struct {
+	berth.Store
+	fails atomic.Int32
+}
+
+func (s *flakyRecoveryStore) ListRecovery(ctx context.Context, ids []string) (map[string]*berth.Recovery, error) {
+	if s.fails.Add(-1) >= 0 {
+		return nil, berth.Errorf(berth.EUnavailable, "the store is not answering")
+	}
+	return s.Store.ListRecovery(ctx, ids)
+}
+
+// The boot reads what the live sessions hold after the manager has
+// opened: a read that fails is tried again, and the session is reattached
+// (its agent untouched), not closed as one gone from the store.
+func TestTheBootReadsItsSessionsAgainAfterAFailure(t *testing.T) {
+	defer func(d time.Duration) { recoveryRetry = d }(recoveryRetry)
+	recoveryRetry = 20 * time.Millisecond
+	e := newShimEnv(t)
+	s := e.create(berth.CreateRequest{})
+	pid := e.agentPID(s.ID)
+	flaky := &flakyRecoveryStore{}
+	flaky.fails.Store(3)
+	e.wrap = func(st berth.Store) berth.Store { flaky.Store = st; return flaky }
+	e.detachAndReopen(withShims(e.home))
+	if n := flaky.fails.Load(); n > -1 {
+		t.Fatalf("the boot read what the sessions hold %d times, want at least 4", 3-n)
+	}
+	if processGone(pid) {
+		t.Fatal("the agent was ended by a boot whose read failed")
+	}
+	got, err := e.m.GetSession(context.Background(), s.ID)
+	if err != nil || got.State != berth.StateActive {
+		t.Fatalf("session after the boot: %+v, %v", got, err)
+	}
+	if r := e.prompt(s.ID, "echo again"); r.Text != "again" {
+		t.Fatalf("prompt after the boot: %+v", r)
+	}
+	e.closeAndWaitShims(s.ID)
 }
