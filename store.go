@@ -159,10 +159,26 @@ type RecoveryStore interface {
 	// rather than a few queries per session. Sessions that do not exist are
 	// absent from the map.
 	ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*Recovery, error)
+	// ListLive lists every session whose state is starting, active or
+	// stopping, in no particular order, each by what a booting daemon
+	// sorts it by (LiveSession), without decoding its document: the read
+	// that stands between a restarted daemon and its API.
+	ListLive(ctx context.Context) ([]LiveSession, error)
+}
+
+// LiveSession is a session stored as live (starting, active or
+// stopping): what a booting daemon needs to tell one whose agent may run
+// on in its shim from one that lost its agent.
+type LiveSession struct {
+	ID         string
+	State      State
+	ShimSocket string
 }
 
 // Recovery is what a booting daemon reads of a session it reattaches.
 type Recovery struct {
+	// Session is the session as stored, as GetSession gives it.
+	Session *Session
 	// OpenTurn is the session's last turn_started event when no
 	// turn_ended of that turn follows it; nil when no turn is open.
 	OpenTurn *Event

@@ -49,7 +49,7 @@ type runDirLeft struct {
 // reattaching. Sessions not reattached are closed as reconcile closes the
 // lost ones; then the run directory is cleared of orphaned shims and
 // sessions with queued prompts are resumed. booted is closed at the end.
-func (rc *recovery) start(ctx context.Context, attach []*berth.Session, left runDirLeft) {
+func (rc *recovery) start(ctx context.Context, attach []berth.LiveSession, left runDirLeft) {
 	rc.m.set.boot(attach)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rc.cancel = cancel
@@ -63,7 +63,7 @@ func (rc *recovery) start(ctx context.Context, attach []*berth.Session, left run
 }
 
 // run is the boot's goroutine.
-func (rc *recovery) run(ctx context.Context, attach []*berth.Session, left runDirLeft) {
+func (rc *recovery) run(ctx context.Context, attach []berth.LiveSession, left runDirLeft) {
 	t0 := time.Now()
 	rec, ok := rc.recoveryOf(ctx, attach)
 	if !ok {
@@ -140,11 +140,12 @@ func (rc *recovery) sweepCheckpoints() {
 // doubles up to recoveryRetryMax.
 var recoveryRetry, recoveryRetryMax = 100 * time.Millisecond, 5 * time.Second
 
-// recoveryOf reads, in one read, what the store holds to carry each
-// session to reattach on. A failed read is tried again until it works
-// or ctx ends (false): a session whose read failed must not be taken for
-// one gone from the store, which the boot would close.
-func (rc *recovery) recoveryOf(ctx context.Context, attach []*berth.Session) (map[string]*berth.Recovery, bool) {
+// recoveryOf reads, in one read, each session to reattach whole and what
+// the store holds to carry it on; from then on a census counts it as
+// read. A failed read is tried again until it works or ctx ends (false):
+// a session whose read failed must not be taken for one gone from the
+// store, which the boot would close.
+func (rc *recovery) recoveryOf(ctx context.Context, attach []berth.LiveSession) (map[string]*berth.Recovery, bool) {
 	if len(attach) == 0 {
 		return nil, true
 	}
@@ -156,6 +157,7 @@ func (rc *recovery) recoveryOf(ctx context.Context, attach []*berth.Session) (ma
 	for {
 		rec, err := rc.m.store.ListRecovery(ctx, ids)
 		if err == nil {
+			rc.m.set.bootRead(rec)
 			return rec, true
 		}
 		rc.m.logger.Error("cannot read what the live sessions hold: trying again", "sessions", len(ids), "in", wait, "err", err)
@@ -170,17 +172,18 @@ func (rc *recovery) recoveryOf(ctx context.Context, attach []*berth.Session) (ma
 	}
 }
 
-// reattachAll reattaches sessions, reattachParallel at a time, each
-// answering requests as soon as its own reattach is done. It returns the
-// sessions it could not reattach.
-func (rc *recovery) reattachAll(ctx context.Context, sessions []*berth.Session, rec map[string]*berth.Recovery) []*berth.Session {
+// reattachAll reattaches sessions, reattachParallel at a time, each as
+// rec holds it and answering requests as soon as its own reattach is
+// done. It returns the sessions it could not reattach: one gone from the
+// store as it was listed.
+func (rc *recovery) reattachAll(ctx context.Context, sessions []berth.LiveSession, rec map[string]*berth.Recovery) []*berth.Session {
 	var (
 		mu     sync.Mutex
 		failed []*berth.Session
 		wg     sync.WaitGroup
 	)
 	sem := make(chan struct{}, reattachParallel)
-	for _, s := range sessions {
+	for _, l := range sessions {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -188,9 +191,11 @@ func (rc *recovery) reattachAll(ctx context.Context, sessions []*berth.Session, 
 			defer func() { <-sem }()
 			// A read the API is answering goes first.
 			rc.m.reads.wait(ctx, readYieldMax)
-			r := rec[s.ID]
+			r := rec[l.ID]
+			s := &berth.Session{ID: l.ID, State: l.State, ShimSocket: l.ShimSocket}
 			err := errors.New("the session is gone from the store")
-			if r != nil {
+			if r != nil && r.Session != nil {
+				s = r.Session
 				err = rc.reattach(ctx, s, r)
 			}
 			if err != nil {

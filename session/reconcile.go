@@ -18,39 +18,34 @@ import (
 
 // reconcile finds sessions a previous daemon left live. Those whose agent
 // runs on in its shim are returned for the boot to reattach in the
-// background (see boot.go), which reads what the store holds to carry
-// each on once the API listens (recoveryOf). The others lost their agent
-// with the daemon (or the machine) and are closed now: each becomes
+// background (see boot.go), which reads the sessions whole, with what
+// the store holds to carry each on, once the API listens (recoveryOf):
+// what it reads here is only each live session's state and shim
+// (berth.RecoveryStore.ListLive). The others lost their agent with the
+// daemon (or the machine) and are closed now: each becomes
 // stopped/daemon_crashed, whatever it left running is killed, an open
 // turn gets its closing turn_ended, and session_stopped is appended. No
 // session reads active with nothing behind it. It returns the sessions
 // closed with prompts still queued, to resume. A cluster node looks only
 // at the sessions whose lease it still holds.
-func (rc *recovery) reconcile(ctx context.Context) (attach []*berth.Session, resume []string, err error) {
-	var lost []*berth.Session
-	for _, state := range []berth.State{berth.StateStarting, berth.StateActive, berth.StateStopping} {
-		cursor := ""
-		for {
-			page, err := rc.m.store.ListSessions(ctx, berth.SessionFilter{State: state, Limit: 1000, Cursor: cursor})
-			if err != nil {
-				return nil, nil, fmt.Errorf("reconcile: list %s sessions: %w", state, err)
-			}
-			for _, s := range page.Sessions {
-				if rc.m.leases.clustered() && !rc.m.opts.Cluster.Holds(ctx, s.ID) {
-					// Another node's, or one a lost node left for the
-					// others to close: not this one's to touch.
-					continue
-				}
-				if s.ShimSocket != "" && s.State == berth.StateActive {
-					attach = append(attach, s)
-				} else {
-					lost = append(lost, s)
-				}
-			}
-			if len(page.Sessions) == 0 || page.NextCursor == "" {
-				break
-			}
-			cursor = page.NextCursor
+func (rc *recovery) reconcile(ctx context.Context) (attach []berth.LiveSession, resume []string, err error) {
+	live, err := rc.m.store.ListLive(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reconcile: list live sessions: %w", err)
+	}
+	// In creation order (ids are ULIDs), whatever order the store gave.
+	slices.SortFunc(live, func(a, b berth.LiveSession) int { return cmp.Compare(a.ID, b.ID) })
+	var lost []berth.LiveSession
+	for _, l := range live {
+		if rc.m.leases.clustered() && !rc.m.opts.Cluster.Holds(ctx, l.ID) {
+			// Another node's, or one a lost node left for the
+			// others to close: not this one's to touch.
+			continue
+		}
+		if l.ShimSocket != "" && l.State == berth.StateActive {
+			attach = append(attach, l)
+		} else {
+			lost = append(lost, l)
 		}
 	}
 	if resume, err = rc.closeLost(ctx, lost); err != nil {
@@ -61,7 +56,7 @@ func (rc *recovery) reconcile(ctx context.Context) (attach []*berth.Session, res
 
 // closeLost closes sessions found live whose agent is gone, and returns
 // those with prompts still queued.
-func (rc *recovery) closeLost(ctx context.Context, lost []*berth.Session) ([]string, error) {
+func (rc *recovery) closeLost(ctx context.Context, lost []berth.LiveSession) ([]string, error) {
 	if len(lost) == 0 {
 		return nil, nil
 	}
@@ -70,7 +65,15 @@ func (rc *recovery) closeLost(ctx context.Context, lost []*berth.Session) ([]str
 	// BERTH_SESSION_ID). A boot that lost nothing skips it.
 	leftovers := sessionProcesses()
 	var resume []string
-	for _, s := range lost {
+	for _, l := range lost {
+		s, err := rc.m.store.GetSession(ctx, l.ID)
+		if berth.IsCode(err, berth.ENotFound) {
+			// Deleted since it was listed: nothing left to close.
+			continue
+		}
+		if err != nil {
+			return resume, fmt.Errorf("reconcile %s: %w", l.ID, err)
+		}
 		if err := rc.reconcileOne(ctx, s, leftovers[s.ID]); err != nil {
 			return resume, fmt.Errorf("reconcile %s: %w", s.ID, err)
 		}

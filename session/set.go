@@ -24,7 +24,7 @@ type sessionSet struct {
 	// booting holds, for each session found live at boot whose reattach
 	// is not over, a channel closed when it is (boot.go), and its Tally as
 	// stored then (the census counts it so, census.go).
-	booting map[string]bootingSession
+	booting map[string]*bootingSession
 	// closing is set once the manager shuts down: nothing starts after.
 	closing bool
 	// forgotten counts the sessions that stopped being live here.
@@ -33,7 +33,7 @@ type sessionSet struct {
 
 // newSessionSet returns an empty set bounded by max live sessions.
 func newSessionSet(max int) sessionSet {
-	return sessionSet{max: max, live: make(map[string]*live.Session), booting: make(map[string]bootingSession)}
+	return sessionSet{max: max, live: make(map[string]*live.Session), booting: make(map[string]*bootingSession)}
 }
 
 // enter registers an API call that may start agents in calls; it fails
@@ -183,19 +183,33 @@ func (st *sessionSet) turnCheckpoints(tree string) map[string]bool {
 	return pinned
 }
 
-// bootingSession is a session of the set being reattached.
+// bootingSession is a session of the set being reattached. tally is its
+// Tally as stored, once the boot has read it whole (read).
 type bootingSession struct {
 	done  chan struct{}
+	read  bool
 	tally berth.Tally
 }
 
 // boot marks sessions whose reattach begins: a request for one waits
 // for it (awaitBoot).
-func (st *sessionSet) boot(sessions []*berth.Session) {
+func (st *sessionSet) boot(sessions []berth.LiveSession) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, s := range sessions {
-		st.booting[s.ID] = bootingSession{done: make(chan struct{}), tally: s.Tally()}
+		st.booting[s.ID] = &bootingSession{done: make(chan struct{})}
+	}
+}
+
+// bootRead records the Tally of each session being reattached that rec
+// holds whole.
+func (st *sessionSet) bootRead(rec map[string]*berth.Recovery) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for id, r := range rec {
+		if b := st.booting[id]; b != nil && r.Session != nil {
+			b.read, b.tally = true, r.Session.Tally()
+		}
 	}
 }
 
@@ -210,13 +224,16 @@ func (st *sessionSet) booted(id string) {
 	}
 }
 
-// bootTallies are the Tallies of the sessions being reattached, by id.
+// bootTallies are the Tallies of the sessions being reattached that the
+// boot has read, by id: until it has, the store counts them.
 func (st *sessionSet) bootTallies() map[string]berth.Tally {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	out := make(map[string]berth.Tally, len(st.booting))
 	for id, b := range st.booting {
-		out[id] = b.tally
+		if b.read {
+			out[id] = b.tally
+		}
 	}
 	return out
 }

@@ -8,12 +8,20 @@ import (
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
-// ListRecovery reads the open turn, the pending queue entries, the
-// pending permissions and the pending elicitations of every session
-// named, as ListQueue, ListPermissions and ListElicitations give them. Sessions that do not exist are absent.
+// ListRecovery reads the session, its open turn, its pending queue
+// entries, its pending permissions and its pending elicitations of every
+// session named, as GetSession, ListQueue, ListPermissions and
+// ListElicitations give them. Sessions that do not exist are absent.
 func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
 	out := make(map[string]*berth.Recovery, len(sessionIDs))
 	for _, id := range slices.Compact(slices.Sorted(slices.Values(sessionIDs))) {
+		sess, err := s.GetSession(ctx, id)
+		if berth.IsCode(err, berth.ENotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
 		open, ok := s.openTurn(id)
 		if !ok {
 			continue
@@ -41,7 +49,7 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			return nil, err
 		}
 		// Nothing to recover is nil, as the SQL stores give it.
-		rec := &berth.Recovery{OpenTurn: open}
+		rec := &berth.Recovery{Session: sess, OpenTurn: open}
 		if len(q) > 0 {
 			rec.Queue = q
 		}
@@ -52,6 +60,26 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 			rec.Elicitations = elics
 		}
 		out[id] = rec
+	}
+	return out, nil
+}
+
+// ListLive implements berth.RecoveryStore.
+func (s *Store) ListLive(ctx context.Context) ([]berth.LiveSession, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []berth.LiveSession{}
+	for _, r := range s.sessions {
+		switch r.state {
+		case berth.StateStarting, berth.StateActive, berth.StateStopping:
+		default:
+			continue
+		}
+		sess, err := r.decode()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, berth.LiveSession{ID: r.id, State: r.state, ShimSocket: sess.ShimSocket})
 	}
 	return out, nil
 }

@@ -24,9 +24,28 @@ JOIN LATERAL (SELECT seq, turn_id, time, data FROM events
 WHERE s.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM events
     WHERE session_pk = s.pk AND type = $3 AND ` + rareTypesTerm + ` AND seq > e.seq AND turn_id = e.turn_id)`
 
-// ListRecovery reads the open turn, the pending queue entries, the
-// pending permissions and the pending elicitations of every session
-// named, in one read-only snapshot of five statements. Sessions that do not exist are absent from the map.
+// recoverySessionsSQL reads the sessions as GetSession does, each after
+// its id.
+const recoverySessionsSQL = `SELECT id, doc, last_seq, agent_offset, ` + codec.UsageColumns + `, ` + codec.StorageColumns +
+	` FROM sessions WHERE id = ANY($1)`
+
+// listLiveSQL lists the live sessions by the sessions_by_state index,
+// taking the shim's socket out of each document as JSON rather than
+// sending the document whole.
+const listLiveSQL = `SELECT id, state, COALESCE(doc::jsonb->>'shim_socket', '') FROM sessions
+WHERE state IN ('` + string(berth.StateStarting) + `', '` + string(berth.StateActive) + `', '` + string(berth.StateStopping) + `')`
+
+// ListLive implements berth.RecoveryStore in one statement.
+func (s *Store) ListLive(ctx context.Context) ([]berth.LiveSession, error) {
+	return collect(ctx, s, "list live sessions", listLiveSQL, nil, func(row codec.Row) (berth.LiveSession, error) {
+		var l berth.LiveSession
+		return l, row.Scan(&l.ID, &l.State, &l.ShimSocket)
+	})
+}
+
+// ListRecovery reads the session, its open turn, its pending queue
+// entries, its pending permissions and its pending elicitations of every
+// session named, in one read-only snapshot of five statements. Sessions that do not exist are absent from the map.
 func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
 	out := make(map[string]*berth.Recovery, len(sessionIDs))
 	if len(sessionIDs) == 0 {
@@ -39,13 +58,14 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
 		each := func(q string, args []any, fn func(pgx.Rows) error) error { return eachRow(ctx, tx, q, args, fn) }
-		// Every session that exists has an entry, even with nothing to recover.
-		if err := each(`SELECT id FROM sessions WHERE id = ANY($1)`, []any{sessionIDs}, func(rows pgx.Rows) error {
+		// Every session that exists has an entry, with the session itself.
+		if err := each(recoverySessionsSQL, []any{sessionIDs}, func(rows pgx.Rows) error {
 			var id string
-			if err := rows.Scan(&id); err != nil {
+			sess, err := codec.ScanSession(func(dest ...any) error { return rows.Scan(append([]any{&id}, dest...)...) }, "")
+			if err != nil {
 				return err
 			}
-			out[id] = &berth.Recovery{}
+			out[id] = &berth.Recovery{Session: sess}
 			return nil
 		}); err != nil {
 			return err

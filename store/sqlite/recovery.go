@@ -20,6 +20,25 @@ const rowsOfSessions = `session_pk IN (SELECT pk FROM sessions s WHERE ` + ofSes
 // sessionOfRow is the id of a side table row's session.
 const sessionOfRow = `(SELECT id FROM sessions WHERE pk = session_pk)`
 
+// recoverySessionsSQL reads the sessions as getSessionSQL does, each
+// after its id.
+const recoverySessionsSQL = `SELECT id, doc, last_seq, agent_offset, ` + codec.UsageColumns + `, ` + codec.StorageColumns +
+	` FROM sessions s WHERE ` + ofSessions
+
+// listLiveSQL lists the live sessions by the sessions_by_state index,
+// taking the shim's socket out of each document in SQLite's JSON
+// functions rather than decoding it whole.
+const listLiveSQL = `SELECT id, state, COALESCE(json_extract(doc, '$.shim_socket'), '') FROM sessions
+WHERE state IN ('` + string(berth.StateStarting) + `', '` + string(berth.StateActive) + `', '` + string(berth.StateStopping) + `')`
+
+// ListLive implements berth.RecoveryStore in one statement.
+func (s *Store) ListLive(ctx context.Context) ([]berth.LiveSession, error) {
+	return collect(ctx, s.r, "list live sessions", listLiveSQL, nil, func(row codec.Row) (berth.LiveSession, error) {
+		var l berth.LiveSession
+		return l, row.Scan(&l.ID, &l.State, &l.ShimSocket)
+	})
+}
+
 // recoveryQueueSQL lists the pending entries of the sessions, each
 // session's in arrival order.
 const recoveryQueueSQL = `SELECT ` + sessionOfRow + `, ` + queueColumns + ` FROM queue_entries
@@ -45,9 +64,9 @@ JOIN events e INDEXED BY events_by_type ON e.session_pk = s.pk AND e.type = ?2 A
 WHERE ` + ofSessions + ` AND NOT EXISTS (SELECT 1 FROM events INDEXED BY events_by_type
     WHERE session_pk = s.pk AND type = ?3 AND ` + rareTypesTerm + ` AND seq > e.seq AND turn_id = e.turn_id)`
 
-// ListRecovery reads the open turn, the pending queue entries, the
-// pending permissions and the pending elicitations of every session
-// named, in one read transaction of five statements. Sessions that do not
+// ListRecovery reads the session, its open turn, its pending queue
+// entries, its pending permissions and its pending elicitations of every
+// session named, in one read transaction of five statements. Sessions that do not
 // exist are absent from the map.
 func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
 	out := make(map[string]*berth.Recovery, len(sessionIDs))
@@ -67,13 +86,14 @@ func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[stri
 		return r
 	}
 	err = s.inReadTx(ctx, func(tx *sql.Tx) error {
-		// Every session that exists has an entry, even with nothing to recover.
-		if err := eachRow(ctx, tx, "list recovery", `SELECT s.id FROM sessions s WHERE `+ofSessions, []any{string(ids)}, func(rows *sql.Rows) error {
+		// Every session that exists has an entry, with the session itself.
+		if err := eachRow(ctx, tx, "list recovery", recoverySessionsSQL, []any{string(ids)}, func(rows *sql.Rows) error {
 			var id string
-			if err := rows.Scan(&id); err != nil {
+			sess, err := codec.ScanSession(func(dest ...any) error { return rows.Scan(append([]any{&id}, dest...)...) }, "")
+			if err != nil {
 				return err
 			}
-			of(id)
+			of(id).Session = sess
 			return nil
 		}); err != nil {
 			return err

@@ -266,6 +266,8 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"SEARCH permissions USING INDEX permissions_by_state (session_pk=? AND state=?)"}},
 		{`SELECT owner, token, expires_at FROM leases WHERE ` + leaseOfSession, []any{"s"},
 			[]string{"SEARCH leases USING INDEX", "(session_pk=?)"}},
+		// A boot lists its live sessions by state, not through every session stopped.
+		{listLiveSQL, nil, []string{"SEARCH sessions USING INDEX sessions_by_state (state=?)"}},
 	} {
 		p := plan(c.q, c.args...)
 		for _, w := range c.wants {

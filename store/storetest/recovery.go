@@ -55,6 +55,13 @@ func testListRecovery(t *testing.T, open Opener) {
 		}
 		checkRecovery(t, s, id, r)
 		checkOpenTurn(t, s, id, r, wantOpen)
+		stored, err := s.GetSession(ctx(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(r.Session, stored) {
+			t.Errorf("%s: recovery's session %s, want %s as GetSession gives it", id, dump(r.Session), dump(stored))
+		}
 	}
 	if q := got["open"].Queue; len(q) != 4 || q[2].ID != "s1" || q[2].Position != 1 || q[3].Position != 3 {
 		t.Errorf("open's queue %s: want q1 q2 s1 q3 with per-kind positions", dump(q))
@@ -64,6 +71,46 @@ func testListRecovery(t *testing.T, open Opener) {
 	}
 	if empty, err := s.ListRecovery(ctx(t), nil); err != nil || len(empty) != 0 {
 		t.Errorf("ListRecovery(nil) = %v, %v", empty, err)
+	}
+}
+
+// testListLive checks that ListLive lists every session stored starting,
+// active or stopping, with its shim's socket, and no other.
+func testListLive(t *testing.T, open Opener) {
+	s := fresh(t, open)
+	if got, err := s.ListLive(ctx(t)); err != nil || len(got) != 0 {
+		t.Fatalf("ListLive of an empty store = %v, %v", got, err)
+	}
+	want := map[string]berth.LiveSession{}
+	for i, st := range []struct {
+		state berth.State
+		shim  string
+	}{
+		{berth.StateStarting, ""}, {berth.StateStarting, "/run/berth/shims/a.sock"},
+		{berth.StateActive, ""}, {berth.StateActive, "/run/berth/shims/b.sock"},
+		{berth.StateStopping, "/run/berth/shims/c.sock"}, {berth.StateStopped, ""},
+	} {
+		sess := newSession(fmt.Sprintf("s%d", i), base.Add(time.Duration(i)))
+		create(t, s, sess)
+		sess.ShimSocket, sess.ShimPID = st.shim, 10+i
+		sess.State = st.state
+		if err := s.UpdateSession(ctx(t), sess, ""); err != nil {
+			t.Fatal(err)
+		}
+		if st.state != berth.StateStopped {
+			want[sess.ID] = berth.LiveSession{ID: sess.ID, State: st.state, ShimSocket: st.shim}
+		}
+	}
+	got, err := s.ListLive(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]berth.LiveSession{}
+	for _, l := range got {
+		byID[l.ID] = l
+	}
+	if len(got) != len(want) || !reflect.DeepEqual(byID, want) {
+		t.Errorf("ListLive = %+v, want %+v", got, want)
 	}
 }
 

@@ -86,6 +86,7 @@ func RunStoreTests(t *testing.T, open Opener) {
 		{"Leases", testLeases},
 		{"SideEntitiesCascade", testSideEntitiesCascade},
 		{"ListRecovery", testListRecovery},
+		{"ListLive", testListLive},
 		{"CountSessions", testCountSessions},
 		{"NodeRegistry", testNodeRegistry},
 		{"NodeHeartbeat", testNodeHeartbeat},
