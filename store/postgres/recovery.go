@@ -29,11 +29,9 @@ WHERE s.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM events
 const recoverySessionsSQL = `SELECT id, doc, last_seq, agent_offset, ` + codec.UsageColumns + `, ` + codec.StorageColumns +
 	` FROM sessions WHERE id = ANY($1)`
 
-// listLiveSQL lists the live sessions by the sessions_by_state index,
-// taking the shim's socket out of each document as JSON rather than
-// sending the document whole.
-const listLiveSQL = `SELECT id, state, COALESCE(doc::jsonb->>'shim_socket', '') FROM sessions
-WHERE state IN ('` + string(berth.StateStarting) + `', '` + string(berth.StateActive) + `', '` + string(berth.StateStopping) + `')`
+// listLiveSQL lists the live sessions from the sessions_live index
+// alone (its WHERE, word for word, lets the planner use it).
+const listLiveSQL = `SELECT id, state, shim_socket FROM sessions WHERE state <> 'stopped'`
 
 // ListLive implements berth.RecoveryStore in one statement.
 func (s *Store) ListLive(ctx context.Context) ([]berth.LiveSession, error) {

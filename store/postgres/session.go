@@ -22,10 +22,10 @@ func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		var pk int64
-		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING pk`,
+		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc, shim_socket)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING pk`,
 			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.RootOf(sess), sess.SpawnKey,
-			codec.SortNanos(sess.CreatedAt), doc).Scan(&pk)
+			codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket).Scan(&pk)
 		if isUniqueViolation(err) {
 			return berth.WrapError(berth.EConflict, err, "session %s already exists", sess.ID)
 		}
@@ -201,10 +201,10 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 		return err
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		q := `UPDATE sessions SET state = $1, agent = $2, parent_id = $3, created_at = $4, doc = $5 WHERE id = $6`
-		args := []any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ID}
+		q := `UPDATE sessions SET state = $1, agent = $2, parent_id = $3, created_at = $4, doc = $5, shim_socket = $6 WHERE id = $7`
+		args := []any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket, sess.ID}
 		if from != "" {
-			q += ` AND state = $7`
+			q += ` AND state = $8`
 			args = append(args, string(from))
 		}
 		var pk int64

@@ -19,6 +19,16 @@ func TestTreeMigrationKeepsOldSessionsAsRoots(t *testing.T) {
 	}, `ALTER TABLE sessions DROP COLUMN root_id, DROP COLUMN spawn_key`)
 }
 
+// A database written before migration 29 has its live sessions' shim
+// sockets in their column.
+func TestShimSocketMigrationFillsTheColumn(t *testing.T) {
+	dir := t.TempDir()
+	storetest.CheckShimSocketMigration(t, func() berth.Store { return openAt(t, dir) }, func(s berth.Store, q string) error {
+		ctx := context.Background()
+		return s.(*Store).pool.with(ctx, func(c *pgx.Conn) error { _, err := c.Exec(ctx, q); return err })
+	}, `ALTER TABLE sessions DROP COLUMN shim_socket`)
+}
+
 // A tree page and an Idempotency-Key lookup, as ListSessions writes them,
 // are index ranges, with no sort.
 func TestTreeQueryPlans(t *testing.T) {

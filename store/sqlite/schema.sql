@@ -1,4 +1,4 @@
--- schema as of migration 28
+-- schema as of migration 29
 -- A new store's schema: what every migration up to that one makes, in one
 -- script. Written by `go test ./store/sqlite -run TestTheSchemaIsTheMigrations
 -- -update`, never by hand; migrations/ stays the history a store upgrades by.
@@ -12,7 +12,7 @@ CREATE TABLE sessions (
     created_at INTEGER NOT NULL, -- unix nanoseconds, 0 for the zero time
     last_seq   INTEGER NOT NULL DEFAULT 0,
     doc        TEXT    NOT NULL
-, agent_offset INTEGER NOT NULL DEFAULT 0, root_id TEXT NOT NULL DEFAULT '', spawn_key TEXT NOT NULL DEFAULT '', usage_calls INTEGER NOT NULL DEFAULT 0, usage_input INTEGER NOT NULL DEFAULT 0, usage_output INTEGER NOT NULL DEFAULT 0, usage_cache_read INTEGER NOT NULL DEFAULT 0, usage_cache_write INTEGER NOT NULL DEFAULT 0, usage_cost REAL NOT NULL DEFAULT 0, tree_calls INTEGER NOT NULL DEFAULT 0, tree_input INTEGER NOT NULL DEFAULT 0, tree_output INTEGER NOT NULL DEFAULT 0, tree_cache_read INTEGER NOT NULL DEFAULT 0, tree_cache_write INTEGER NOT NULL DEFAULT 0, tree_cost REAL NOT NULL DEFAULT 0, storage_seq INTEGER NOT NULL DEFAULT 0, storage_at INTEGER NOT NULL DEFAULT 0);
+, agent_offset INTEGER NOT NULL DEFAULT 0, root_id TEXT NOT NULL DEFAULT '', spawn_key TEXT NOT NULL DEFAULT '', usage_calls INTEGER NOT NULL DEFAULT 0, usage_input INTEGER NOT NULL DEFAULT 0, usage_output INTEGER NOT NULL DEFAULT 0, usage_cache_read INTEGER NOT NULL DEFAULT 0, usage_cache_write INTEGER NOT NULL DEFAULT 0, usage_cost REAL NOT NULL DEFAULT 0, tree_calls INTEGER NOT NULL DEFAULT 0, tree_input INTEGER NOT NULL DEFAULT 0, tree_output INTEGER NOT NULL DEFAULT 0, tree_cache_read INTEGER NOT NULL DEFAULT 0, tree_cache_write INTEGER NOT NULL DEFAULT 0, tree_cost REAL NOT NULL DEFAULT 0, storage_seq INTEGER NOT NULL DEFAULT 0, storage_at INTEGER NOT NULL DEFAULT 0, shim_socket TEXT NOT NULL DEFAULT '');
 
 CREATE INDEX sessions_by_created ON sessions (created_at DESC, id DESC);
 
@@ -159,3 +159,5 @@ CREATE TABLE signins (
 ) WITHOUT ROWID;
 
 CREATE INDEX signins_by_expiry ON signins (expires_at);
+
+CREATE INDEX sessions_live ON sessions (state, id, shim_socket) WHERE state <> 'stopped';

@@ -20,9 +20,9 @@ func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.RootOf(sess), sess.SpawnKey, codec.SortNanos(sess.CreatedAt), doc)
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc, shim_socket)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.RootOf(sess), sess.SpawnKey, codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket)
 		if isConstraint(err) {
 			return berth.WrapError(berth.EConflict, err, "session %s already exists", sess.ID)
 		}
@@ -145,8 +145,8 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		q := `UPDATE sessions SET state = ?, agent = ?, parent_id = ?, created_at = ?, doc = ? WHERE id = ?`
-		args := []any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ID}
+		q := `UPDATE sessions SET state = ?, agent = ?, parent_id = ?, created_at = ?, doc = ?, shim_socket = ? WHERE id = ?`
+		args := []any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket, sess.ID}
 		if from != "" {
 			q += ` AND state = ?`
 			args = append(args, string(from))

@@ -18,6 +18,16 @@ func TestTreeMigrationKeepsOldSessionsAsRoots(t *testing.T) {
 	}, `ALTER TABLE sessions DROP COLUMN root_id`, `ALTER TABLE sessions DROP COLUMN spawn_key`)
 }
 
+// A database written before migration 29 has its live sessions' shim
+// sockets in their column.
+func TestShimSocketMigrationFillsTheColumn(t *testing.T) {
+	dir := t.TempDir()
+	storetest.CheckShimSocketMigration(t, func() berth.Store { return openAt(t, dir) }, func(s berth.Store, q string) error {
+		_, err := s.(*Store).w.ExecContext(context.Background(), q)
+		return err
+	}, `ALTER TABLE sessions DROP COLUMN shim_socket`)
+}
+
 // A tree page and an Idempotency-Key lookup are index searches.
 func TestTreeQueryPlans(t *testing.T) {
 	s := openAt(t, t.TempDir())

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -69,5 +70,31 @@ func CheckTreeMigration(t *testing.T, open func() berth.Store, exec func(s berth
 	page, err := s.ListSessions(ctx(t), berth.SessionFilter{Root: "ses_old"})
 	if err != nil || len(page.Sessions) != 1 {
 		t.Fatalf("?root= of an old session: %v %v", page, err)
+	}
+}
+
+// CheckShimSocketMigration checks that migration 29 fills the shim_socket
+// column of a database written before it from each session's document:
+// the live sessions a boot lists name their shims. exec runs a statement
+// on the backend; dropColumn undoes the migration's column.
+func CheckShimSocketMigration(t *testing.T, open func() berth.Store, exec func(s berth.Store, q string) error, dropColumn string) {
+	s := open()
+	for _, q := range []string{`DROP INDEX sessions_live`, dropColumn, `DELETE FROM schema_migrations WHERE version = 29`,
+		`INSERT INTO sessions (id, state, agent, parent_id, created_at, doc)
+			VALUES ('ses_live', 'active', 'demo', '', 1, '{"id":"ses_live","agent":"demo","state":"active","labels":{},"shim_socket":"/run/berth/live.sock"}')`,
+		`INSERT INTO sessions (id, state, agent, parent_id, created_at, doc)
+			VALUES ('ses_gone', 'stopped', 'demo', '', 2, '{"id":"ses_gone","agent":"demo","state":"stopped","labels":{}}')`,
+	} {
+		if err := exec(s, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	s = open()
+	defer s.Close()
+	live, err := s.ListLive(ctx(t))
+	want := []berth.LiveSession{{ID: "ses_live", State: berth.StateActive, ShimSocket: "/run/berth/live.sock"}}
+	if err != nil || !reflect.DeepEqual(live, want) {
+		t.Fatalf("ListLive after the migration = %+v, %v; want %+v", live, err, want)
 	}
 }
