@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"time"
 
@@ -43,13 +44,24 @@ type runDirLeft struct {
 	strays  []shim.Bundle
 }
 
+// runDirLeftOf sorts the run directory's entries as Open read them: in the
+// boot's goroutine, once the API listens, since only its last clean-up
+// needs them sorted.
+func (rc *recovery) runDirLeftOf(entries []os.DirEntry) runDirLeft {
+	if rc.m.opts.RunDir == "" {
+		return runDirLeft{}
+	}
+	bundles, strays := shim.ScanEntries(rc.m.opts.RunDir, entries)
+	return runDirLeft{bundles, strays}
+}
+
 // start reattaches, in the background, the sessions a previous daemon
 // left running in their shims, while the API serves: each session answers
 // once its own reattach is over (awaitBoot), and Health counts those still
 // reattaching. Sessions not reattached are closed as reconcile closes the
 // lost ones; then the run directory is cleared of orphaned shims and
 // sessions with queued prompts are resumed. booted is closed at the end.
-func (rc *recovery) start(ctx context.Context, attach []berth.LiveSession, left runDirLeft) {
+func (rc *recovery) start(ctx context.Context, attach []berth.LiveSession, runEntries []os.DirEntry) {
 	rc.m.set.boot(attach)
 	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rc.cancel = cancel
@@ -58,12 +70,12 @@ func (rc *recovery) start(ctx context.Context, attach []berth.LiveSession, left 
 		defer rc.running.Done()
 		defer close(rc.booted)
 		defer cancel()
-		rc.run(bctx, attach, left)
+		rc.run(bctx, attach, runEntries)
 	}()
 }
 
 // run is the boot's goroutine.
-func (rc *recovery) run(ctx context.Context, attach []berth.LiveSession, left runDirLeft) {
+func (rc *recovery) run(ctx context.Context, attach []berth.LiveSession, runEntries []os.DirEntry) {
 	t0 := time.Now()
 	rec, ok := rc.recoveryOf(ctx, attach)
 	if !ok {
@@ -110,7 +122,7 @@ func (rc *recovery) run(ctx context.Context, attach []berth.LiveSession, left ru
 			rc.m.set.booted(s.ID)
 		}
 	}
-	rc.removeOrphanShims(ctx, left)
+	rc.removeOrphanShims(ctx, rc.runDirLeftOf(runEntries))
 	if rc.m.opts.AfterBoot != nil {
 		rc.m.opts.AfterBoot(ctx, rc.m.LiveIDs())
 	}

@@ -301,15 +301,8 @@ func (m *Manager) Open(ctx context.Context) error {
 	// thousand sessions it holds five thousand entries, tens of
 	// milliseconds of system calls read beside the store's.
 	var runEntries []os.DirEntry
-	var bundles map[shim.Bundle]string
-	var strays []shim.Bundle
 	var scan sync.WaitGroup
-	scan.Go(func() {
-		runEntries, _ = shim.ReadRunDir(m.tools.runDir())
-		if m.opts.RunDir != "" {
-			bundles, strays = shim.ScanEntries(m.opts.RunDir, runEntries)
-		}
-	})
+	scan.Go(func() { runEntries, _ = shim.ReadRunDir(m.tools.runDir()) })
 	attach, resume, err := m.recovery.reconcile(ctx)
 	scan.Wait()
 	if err != nil {
@@ -355,7 +348,7 @@ func (m *Manager) Open(ctx context.Context) error {
 	m.changes.startPublishing()
 	m.recovery.resumeQueued(resume)
 	m.supervisor.start()
-	m.recovery.start(ctx, attach, runDirLeft{bundles, strays})
+	m.recovery.start(ctx, attach, runEntries)
 	return nil
 }
 
