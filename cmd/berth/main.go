@@ -14,6 +14,8 @@ import (
 	// First for its init: `berth shim-local` and `berth agent-exec` run from there, before the
 	// packages only the daemon and the CLI use are initialised.
 	_ "github.com/berth-sh/berth/cmd/berth/internal/childentry"
+	// `berth --help` alone is answered from its init, before the same packages.
+	_ "github.com/berth-sh/berth/cmd/berth/internal/helpentry"
 	// For the CLI and the daemon, the heap their libraries initialise into is mapped at once (its
 	// init runs before childentry's and most others: see package pretouch).
 	_ "github.com/berth-sh/berth/cmd/berth/internal/pretouch"
