@@ -58,15 +58,7 @@ func TestTheRootHelpSkipsTheDaemonsLibraries(t *testing.T) {
 	plain := plainBerth(t)
 	want := treeHelp(t)
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
-		got := inits(t, plain, args...)
-		if !got["os"] {
-			t.Fatalf("the trace of berth %q lists no os: %v", args, got)
-		}
-		for _, p := range daemonOnly {
-			if got[p] {
-				t.Errorf("berth %q initialises %s", args, p)
-			}
-		}
+		skipsDaemonLibraries(t, plain, args...)
 		out, err := exec.Command(plain, args...).Output()
 		if err != nil || string(out) != want {
 			t.Errorf("berth %q printed (%v):\n%s\nwant the tree's:\n%s", args, err, out, want)

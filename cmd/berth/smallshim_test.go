@@ -205,6 +205,22 @@ func inits(t *testing.T, berthBin string, args ...string) map[string]bool {
 	return got
 }
 
+// skipsDaemonLibraries runs berth with args under Go's trace of package
+// initialisation and fails t for each of the daemon's libraries it
+// initialises.
+func skipsDaemonLibraries(t *testing.T, berthBin string, args ...string) {
+	t.Helper()
+	got := inits(t, berthBin, args...)
+	if !got["os"] {
+		t.Fatalf("the trace of berth %q lists no os: %v", args, got)
+	}
+	for _, p := range daemonOnly {
+		if got[p] {
+			t.Errorf("berth %q initialises %s (something it imports now waits for it)", args, p)
+		}
+	}
+}
+
 // `berth shim-local`, `berth agent-exec` (as the daemon writes it) and
 // `berth mcp` start from an init function before the daemon's libraries
 // are initialised (cmd/berth/internal/childentry): Go's trace of package
@@ -229,15 +245,7 @@ func TestChildRolesSkipTheDaemonsLibraries(t *testing.T) {
 		{childentry.RelayRole, "--gateway-listen=", "--gateway-socket=", "--egress-listen", "127.0.0.1:0", "--egress-socket", "/nonexistent", "--", "true"},
 		{childentry.MCPRole},
 	} {
-		got := inits(t, plain, args...)
-		if !got["os"] {
-			t.Fatalf("the trace of berth %q lists no os: %v", args, got)
-		}
-		for _, p := range daemonOnly {
-			if got[p] {
-				t.Errorf("berth %q initialises %s (something it imports now waits for it)", args, p)
-			}
-		}
+		skipsDaemonLibraries(t, plain, args...)
 	}
 	// A form the entry does not take still runs, through the tree.
 	if got := inits(t, plain, childentry.RelayRole, "true"); !got["github.com/spf13/cobra"] {
