@@ -38,10 +38,10 @@ type censusKey struct {
 // live one as its live session's view (its badge, queue and pending permissions
 // are live facts), the others as stored. The store counts those by what
 // their badge depends on when it can (berth.SessionCounter), reading no
-// session whole; those a boot is reattaching are counted as stored when
-// it began, from memory. The live and reattaching sessions are taken
-// first and left out of the store's count by id, so a session stopping
-// meanwhile is counted once.
+// session whole; those a boot is reattaching are counted as its recovery
+// read found them, from memory (before that read, the store counts them).
+// The live and reattaching sessions are taken first and left out of the
+// store's count by id, so a session stopping meanwhile is counted once.
 func (m *Manager) Census(ctx context.Context) (Census, error) {
 	counts := make(map[censusKey]int)
 	var c Census
@@ -57,8 +57,8 @@ func (m *Manager) Census(ctx context.Context) (Census, error) {
 		c.QueuePending += s.Queue.Pending
 		c.PermissionsPending += s.PendingPermissions
 	}
-	// Sessions being reattached count as stored when the boot began: the
-	// store does not read them again while the cores reattach them.
+	// Sessions being reattached count as the boot read them: the store
+	// does not read them again while the cores reattach them.
 	for id, t := range booting {
 		exclude = append(exclude, id)
 		counts[censusKey{t.State, t.Badge(), t.Agent}]++

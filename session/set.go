@@ -22,8 +22,8 @@ type sessionSet struct {
 	// reserved counts slots taken by creates and resumes not live yet.
 	reserved int
 	// booting holds, for each session found live at boot whose reattach
-	// is not over, a channel closed when it is (boot.go), and its Tally as
-	// stored then (the census counts it so, census.go).
+	// is not over, a channel closed when it is (boot.go), and its Tally
+	// once the boot has read it (the census counts it so, census.go).
 	booting map[string]*bootingSession
 	// closing is set once the manager shuts down: nothing starts after.
 	closing bool

@@ -64,8 +64,8 @@ WHERE ` + ofSessions + ` AND NOT EXISTS (SELECT 1 FROM events INDEXED BY events_
 
 // ListRecovery reads the session, its open turn, its pending queue
 // entries, its pending permissions and its pending elicitations of every
-// session named, in one read transaction of five statements. Sessions that do not
-// exist are absent from the map.
+// session named, in one read transaction of five statements. Sessions
+// that do not exist are absent from the map.
 func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
 	out := make(map[string]*berth.Recovery, len(sessionIDs))
 	if len(sessionIDs) == 0 {
