@@ -12,8 +12,8 @@ import (
 // entries, its pending permissions and its pending elicitations of every
 // session named, as GetSession, ListQueue, ListPermissions and
 // ListElicitations give them. Sessions that do not exist are absent.
-// The parts are read one after another, not in one snapshot: the boot
-// reads a session while nothing else writes it.
+// The parts are read one after another, not in one snapshot: a memory
+// store's sessions die with their daemon, so no boot reads it for real.
 func (s *Store) ListRecovery(ctx context.Context, sessionIDs []string) (map[string]*berth.Recovery, error) {
 	out := make(map[string]*berth.Recovery, len(sessionIDs))
 	for _, id := range slices.Compact(slices.Sorted(slices.Values(sessionIDs))) {
