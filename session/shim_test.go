@@ -2,9 +2,11 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -209,17 +211,58 @@ func TestBootEndsOrphanShims(t *testing.T) {
 	})
 }
 
-// flakyRecoveryStore fails the first reads of what live sessions hold.
+// flakyRecoveryStore fails the first reads of what live sessions hold,
+// and records how many sessions each read asked for.
 type flakyRecoveryStore struct {
 	berth.Store
 	fails atomic.Int32
+	mu    sync.Mutex
+	reads []int
 }
 
 func (s *flakyRecoveryStore) ListRecovery(ctx context.Context, ids []string) (map[string]*berth.Recovery, error) {
 	if s.fails.Add(-1) >= 0 {
 		return nil, berth.Errorf(berth.EUnavailable, "the store is not answering")
 	}
+	s.mu.Lock()
+	s.reads = append(s.reads, len(ids))
+	s.mu.Unlock()
 	return s.Store.ListRecovery(ctx, ids)
+}
+
+// The boot reads the sessions it reattaches recoveryChunk at a time, each
+// chunk's sessions reattached as that read found them: every one comes
+// back live, its agent untouched, and answers a prompt.
+func TestTheBootReadsItsSessionsAChunkAtATime(t *testing.T) {
+	defer func(n int) { recoveryChunk = n }(recoveryChunk)
+	recoveryChunk = 2
+	e := newShimEnv(t)
+	var ids []string
+	pids := map[string]int{}
+	for range 5 {
+		s := e.create(berth.CreateRequest{})
+		ids = append(ids, s.ID)
+		pids[s.ID] = e.agentPID(s.ID)
+	}
+	reads := &flakyRecoveryStore{}
+	e.wrap = func(st berth.Store) berth.Store { reads.Store = st; return reads }
+	e.detachAndReopen(withShims(e.home))
+	<-e.m.Booted()
+	reads.mu.Lock()
+	got := fmt.Sprint(reads.reads)
+	reads.mu.Unlock()
+	if got != "[2 2 1]" {
+		t.Fatalf("the boot's recovery reads asked for %s sessions, want [2 2 1]", got)
+	}
+	for _, id := range ids {
+		if processGone(pids[id]) {
+			t.Fatalf("%s: the agent was ended by the boot", id)
+		}
+		if r := e.prompt(id, "echo back"); r.Text != "back" {
+			t.Fatalf("%s: prompt after the boot: %+v", id, r)
+		}
+	}
+	e.closeAndWaitShims(ids...)
 }
 
 // The boot reads what the live sessions hold after the manager has
