@@ -161,9 +161,6 @@ var recoveryChunk = 64
 // a session whose read failed must not be taken for one gone from the
 // store, which the boot would close.
 func (rc *recovery) recoveryOf(ctx context.Context, attach []berth.LiveSession) (map[string]*berth.Recovery, bool) {
-	if len(attach) == 0 {
-		return nil, true
-	}
 	ids := make([]string, len(attach))
 	for i, s := range attach {
 		ids[i] = s.ID

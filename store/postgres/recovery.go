@@ -26,7 +26,7 @@ WHERE s.id = ANY($1) AND NOT EXISTS (SELECT 1 FROM events
 
 // recoverySessionsSQL reads the sessions as GetSession does, each after
 // its id.
-const recoverySessionsSQL = `SELECT id, doc, last_seq, agent_offset, ` + codec.UsageColumns + `, ` + codec.StorageColumns +
+const recoverySessionsSQL = `SELECT id, ` + codec.SessionColumns +
 	` FROM sessions WHERE id = ANY($1)`
 
 // listLiveSQL lists the live sessions from the sessions_live index

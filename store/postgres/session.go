@@ -60,7 +60,7 @@ func insertLabels(ctx context.Context, tx pgx.Tx, pk int64, sess *berth.Session)
 // GetSession returns one session. ENotFound if there is none.
 func (s *Store) GetSession(ctx context.Context, id string) (*berth.Session, error) {
 	return codec.ScanSession(func(dest ...any) error {
-		return s.queryRow(ctx, `SELECT doc, last_seq, agent_offset, `+codec.UsageColumns+`, `+codec.StorageColumns+` FROM sessions WHERE id = $1`, []any{id}, dest...)
+		return s.queryRow(ctx, `SELECT `+codec.SessionColumns+` FROM sessions WHERE id = $1`, []any{id}, dest...)
 	}, id)
 }
 

@@ -22,7 +22,7 @@ const sessionOfRow = `(SELECT id FROM sessions WHERE pk = session_pk)`
 
 // recoverySessionsSQL reads the sessions as getSessionSQL does, each
 // after its id.
-const recoverySessionsSQL = `SELECT id, doc, last_seq, agent_offset, ` + codec.UsageColumns + `, ` + codec.StorageColumns +
+const recoverySessionsSQL = `SELECT id, ` + codec.SessionColumns +
 	` FROM sessions s WHERE ` + ofSessions
 
 // listLiveSQL lists the live sessions from the sessions_live index

@@ -10,7 +10,7 @@ import (
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
-const getSessionSQL = `SELECT doc, last_seq, agent_offset, ` + codec.UsageColumns + `, ` + codec.StorageColumns + ` FROM sessions WHERE id = ?`
+const getSessionSQL = `SELECT ` + codec.SessionColumns + ` FROM sessions WHERE id = ?`
 
 // CreateSession inserts s with its labels. EInvalid without an id,
 // EConflict if the id exists.

@@ -162,9 +162,11 @@ func DecodeSessions(rows []RawSession) ([]*berth.Session, error) {
 	return out, nil
 }
 
+// SessionColumns are the columns ScanSession reads, in its order.
+const SessionColumns = `doc, last_seq, agent_offset, ` + UsageColumns + `, ` + StorageColumns
+
 // ScanSession reads one session with scan, whose targets are a row's
-// doc, last_seq, agent_offset, UsageColumns and StorageColumns. ENotFound naming id when
-// there is no row.
+// SessionColumns. ENotFound naming id when there is no row.
 func ScanSession(scan func(dest ...any) error, id string) (*berth.Session, error) {
 	var doc []byte
 	var lastSeq, agentOffset int64
