@@ -1,6 +1,8 @@
 // Package pretouch maps the pages of the Go heap's newest chunk in one
 // system call, so that the allocations about to fill them take no page
-// fault each.
+// fault each; and, for the daemon, the pages of the program's code and
+// read-only data, so that its start takes no fault for each 64 KiB of
+// code it first runs.
 //
 // On a virtual machine a page fault can cost ~15 µs (measured on the
 // 2-vCPU machines berth is benchmarked on) against ~1 µs a page for the
@@ -28,10 +30,18 @@ import (
 )
 
 func init() {
-	if !roles.LongLived(os.Args) {
-		Heap()
+	if roles.LongLived(os.Args) {
+		return
+	}
+	Heap()
+	if roles.Daemon(os.Args) {
+		Program()
 	}
 }
+
+// madvPopulateRead is MADV_POPULATE_READ (Linux 5.14): map a range's
+// pages readable, as reads would, reading what is not in the page cache.
+const madvPopulateRead = 22
 
 // madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14): fault in a range
 // writable, as writes would. Older kernels answer EINVAL, and the pages
@@ -67,12 +77,63 @@ func Heap() int {
 	return int(end - start)
 }
 
+// maxProgram bounds what Program populates of each of the program's
+// mappings: berth's code and read-only data are 18 and 22 MB.
+const maxProgram = 128 << 20
+
+// rodata is a constant whose bytes lie in the program's read-only data.
+const rodata = "berth"
+
+// Program maps the pages of the program's code and read-only data at
+// once, and reports how many bytes it asked for (0 when it could not).
+//
+// Code pages are faulted in 64 KiB at a time as they first run: a
+// daemon's start runs code from a few hundred places in its 40 MB
+// (~30 µs a fault on the machines berth is benchmarked on), against
+// ~0.2 µs a page for the kernel populating the range from the page
+// cache. The daemon touches most of it anyway (its file-backed RSS is
+// ~30 MB after an empty start, 41 MB populated); the pages are the page
+// cache's, shared with every process running the same file.
+func Program() int {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return 0
+	}
+	code := **(**uintptr)(unsafe.Pointer(&programFunc))
+	total := 0
+	for _, m := range []struct {
+		addr uintptr
+		perm string
+	}{{code, "r-xp"}, {uintptr(unsafe.Pointer(unsafe.StringData(rodata))), "r--p"}} {
+		start, end, ok := mappingWith(maps, m.addr, m.perm)
+		if !ok || end-start > maxProgram {
+			continue
+		}
+		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, madvPopulateRead); e == 0 {
+			total += int(end - start)
+		}
+	}
+	return total
+}
+
+// programFunc is a function value whose code lies in the program's text.
+var programFunc = textMark
+
+// textMark is code of the program: its address finds the text mapping.
+func textMark() {}
+
 // mappingOf finds the private writable mapping of /proc/self/maps that
 // holds addr.
 func mappingOf(maps []byte, addr uintptr) (start, end uintptr, ok bool) {
+	return mappingWith(maps, addr, "rw-p")
+}
+
+// mappingWith finds the mapping of /proc/self/maps with permissions perm
+// that holds addr.
+func mappingWith(maps []byte, addr uintptr, perm string) (start, end uintptr, ok bool) {
 	for line := range bytes.Lines(maps) {
 		rng, rest, _ := bytes.Cut(line, []byte(" "))
-		if !bytes.HasPrefix(rest, []byte("rw-p")) {
+		if !bytes.HasPrefix(rest, []byte(perm)) {
 			continue
 		}
 		lo, hi, _ := bytes.Cut(rng, []byte("-"))

@@ -2,6 +2,8 @@ package pretouch
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
@@ -61,4 +63,76 @@ func TestMappingOf(t *testing.T) {
 			t.Errorf("mappingOf(%x) = %x, %x, %v; want %x, %x, %v", c.addr, s, e, ok, c.start, c.end, c.ok)
 		}
 	}
+}
+
+// Program leaves the whole of the program's code and read-only data
+// mapped: smaps counts every page of both mappings resident in this
+// process, not only those it has run or read.
+func TestProgramMapsTheCodeAndReadOnlyData(t *testing.T) {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unmapped first (the pages stay in the page cache; those this test
+	// runs or reads come back as it does): what is resident after Program
+	// is what it mapped.
+	for _, m := range []struct {
+		addr uintptr
+		perm string
+	}{{**(**uintptr)(unsafe.Pointer(&programFunc)), "r-xp"}, {uintptr(unsafe.Pointer(unsafe.StringData(rodata))), "r--p"}} {
+		start, end, ok := mappingWith(maps, m.addr, m.perm)
+		if !ok {
+			t.Fatalf("no %s mapping holds %x", m.perm, m.addr)
+		}
+		if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, start, end-start, syscall.MADV_DONTNEED); e != 0 {
+			t.Fatal(e)
+		}
+	}
+	if n := Program(); n == 0 {
+		t.Fatal("nothing was populated (MADV_POPULATE_READ is Linux 5.14+)")
+	}
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := **(**uintptr)(unsafe.Pointer(&programFunc))
+	data := uintptr(unsafe.Pointer(unsafe.StringData(rodata)))
+	for _, addr := range []uintptr{code, data} {
+		size, rss, ok := smapsOf(smaps, addr)
+		if !ok {
+			t.Fatalf("no mapping holds %x", addr)
+		}
+		if rss < size {
+			t.Errorf("the mapping of %x: %d of its %d KiB resident", addr, rss, size)
+		}
+	}
+}
+
+// smapsOf reads the Size and Rss (KiB) of the mapping of smaps that holds
+// addr.
+func smapsOf(smaps []byte, addr uintptr) (size, rss int, ok bool) {
+	in := false
+	for _, line := range strings.Split(string(smaps), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if lo, hi, isRange := strings.Cut(f[0], "-"); isRange && len(f) >= 5 {
+			s, err1 := strconv.ParseUint(lo, 16, 64)
+			e, err2 := strconv.ParseUint(hi, 16, 64)
+			in = err1 == nil && err2 == nil && uintptr(s) <= addr && addr < uintptr(e)
+			ok = ok || in
+			continue
+		}
+		if !in || len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "Size:":
+			size, _ = strconv.Atoi(f[1])
+		case "Rss:":
+			rss, _ = strconv.Atoi(f[1])
+		}
+	}
+	return size, rss, ok
 }

@@ -24,3 +24,8 @@ const (
 func LongLived(args []string) bool {
 	return len(args) > 1 && slices.Contains([]string{Shim, Relay, MCP, DemoAgent}, args[1])
 }
+
+// Daemon reports whether args (a process's os.Args) run the daemon.
+func Daemon(args []string) bool {
+	return len(args) > 1 && args[1] == "serve"
+}

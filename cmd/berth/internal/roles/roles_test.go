@@ -21,3 +21,21 @@ func TestLongLived(t *testing.T) {
 		}
 	}
 }
+
+func TestDaemon(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"berth", "serve"}, true},
+		{[]string{"berth", "serve", "--home", "/h"}, true},
+		{[]string{"berth", "shim-local"}, false},
+		{[]string{"berth", "ls", "serve"}, false},
+		{[]string{"berth"}, false},
+		{nil, false},
+	} {
+		if got := Daemon(c.args); got != c.want {
+			t.Errorf("Daemon(%q) = %v, want %v", c.args, got, c.want)
+		}
+	}
+}
