@@ -62,7 +62,8 @@ func TestCredentialsFileMustBePrivate(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openAt(t, dir)
-	defer s.Close()
+	// The store reopen left open last, not the first one.
+	defer func() { s.Close() }()
 	if err := s.PutCredential(ctx, "openai", "", []byte("sk-1")); err != nil {
 		t.Fatal(err)
 	}
