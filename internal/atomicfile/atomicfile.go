@@ -4,6 +4,8 @@
 package atomicfile
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,11 +46,17 @@ type Temp struct {
 
 // Create writes data to a temporary file beside name (mode 0600).
 func Create(name string, data []byte) (*Temp, error) {
+	return CreateFrom(name, bytes.NewReader(data))
+}
+
+// CreateFrom writes what r reads to a temporary file beside name (mode
+// 0600), without holding it all in memory.
+func CreateFrom(name string, r io.Reader) (*Temp, error) {
 	f, err := os.CreateTemp(filepath.Dir(name), TempPrefix+"*")
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.Write(data); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		_ = f.Close()
 		_ = os.Remove(f.Name())
 		return nil, err

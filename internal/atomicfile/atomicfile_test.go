@@ -1,10 +1,13 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -127,5 +130,28 @@ func TestRemoveStale(t *testing.T) {
 	}
 	if want := []string{TempPrefix + "new", "old-but-not-temp"}; !slices.Equal(left, want) {
 		t.Fatalf("left %v, want %v", left, want)
+	}
+}
+
+// CreateFrom writes what its reader gives; a reader that fails leaves no
+// temporary file behind.
+func TestCreateFrom(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "f")
+	tmp, err := CreateFrom(name, strings.NewReader("streamed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tmp.Place(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(name); err != nil || string(b) != "streamed" {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	if _, err := CreateFrom(filepath.Join(dir, "g"), iotest.ErrReader(errors.New("torn"))); err == nil || err.Error() != "torn" {
+		t.Fatalf("a failing reader: %v; want its error", err)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("left in the directory: %v; want only f", ents)
 	}
 }

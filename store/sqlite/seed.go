@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	_ "embed"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -48,11 +47,9 @@ func seed(path string) (bool, error) {
 	if err != nil {
 		return false, berth.WrapError(berth.EInternal, err, "read the built-in empty store")
 	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		return false, berth.WrapError(berth.EInternal, err, "read the built-in empty store")
-	}
-	t, err := atomicfile.Create(path, data)
+	// Streamed: the store is 180 KB of mostly empty pages, and a start
+	// pays a page fault for each fresh page of heap it would fill.
+	t, err := atomicfile.CreateFrom(path, zr)
 	if err != nil {
 		return false, berth.WrapError(berth.EInternal, err, "write the store file")
 	}
