@@ -123,11 +123,8 @@ func applyMigrations(ctx context.Context, db *sql.DB, ms []codec.Migration, sche
 		}
 		done = append(done, m)
 	}
-	// A store copied from the built-in empty one (seed.go) records its
-	// migrations undated until its first open dates them.
-	if _, err := tx.ExecContext(ctx, `UPDATE schema_migrations SET applied_at = ? WHERE applied_at = ''`,
-		time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
-		return berth.WrapError(berth.EInternal, err, "date the store's migrations")
+	if err := dateMigrations(ctx, tx); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return berth.WrapError(berth.EInternal, err, "commit the store's migrations")
@@ -160,6 +157,18 @@ func applySchema(ctx context.Context, tx *sql.Tx, ms []codec.Migration, schema *
 		done = append(done, m)
 	}
 	return done, nil
+}
+
+// dateMigrations dates the migrations a store copied from the built-in
+// empty one (seed.go) records undated: its first open dates them.
+func dateMigrations(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}) error {
+	if _, err := db.ExecContext(ctx, `UPDATE schema_migrations SET applied_at = ? WHERE applied_at = ''`,
+		time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		return berth.WrapError(berth.EInternal, err, "date the store's migrations")
+	}
+	return nil
 }
 
 // recordMigration notes in schema_migrations that m is applied.

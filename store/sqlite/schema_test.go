@@ -257,6 +257,10 @@ func TestANewStoreIsACopyOfTheEmptyOne(t *testing.T) {
 				q, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 		}
 	}
+	// Dated beside the statements' preparation, off the open's path.
+	if err := s.stmtsReady(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for _, at := range column(t, s.w, `SELECT applied_at FROM schema_migrations`) {
 		if ts, err := time.Parse(time.RFC3339Nano, at); err != nil || ts.Before(before.Add(-time.Second)) {
 			t.Fatalf("a seeded store's migration is dated %q, want the time it was made", at)

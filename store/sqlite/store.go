@@ -138,9 +138,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.w, err = openPool(ctx, dsn(abs, synchronous, roleWriter), 1); err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, s.w, logger); err != nil {
-		s.w.Close()
-		return nil, err
+	// A copy of the built-in empty store is as of this berth's newest
+	// migration: nothing to migrate, and the dating of its migrations
+	// waits for the statements' goroutine below.
+	if !seeded {
+		if err := migrate(ctx, s.w, logger); err != nil {
+			s.w.Close()
+			return nil, err
+		}
 	}
 	// The writer has opened the file with the same settings: the readers
 	// and the checkpointer connect when first used.
@@ -152,6 +157,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.prepared = make(chan struct{})
 	go func() {
 		defer close(s.prepared)
+		if seeded {
+			// Undated, a migration is dated by the next open's migrate.
+			if err := dateMigrations(context.WithoutCancel(ctx), s.w); err != nil {
+				logger.Warn("sqlite store: cannot date its migrations", "err", err)
+			}
+		}
 		if s.prepareErr = s.prepare(context.WithoutCancel(ctx)); s.prepareErr != nil {
 			logger.Error("sqlite store: cannot prepare its statements", "err", s.prepareErr)
 		}
