@@ -30,8 +30,13 @@ const recoverySessionsSQL = `SELECT id, ` + codec.SessionColumns +
 const listLiveSQL = `SELECT id, state, shim_socket FROM sessions WHERE state <> 'stopped'`
 
 // ListLive implements berth.RecoveryStore in one statement.
+//
+// It reads through the writer: at a boot, before anything writes, that
+// connection is open and has read the schema, while a reader's first
+// connection would open and read it on the API's path (the readers'
+// first one is the statements' goroutine's, Open).
 func (s *Store) ListLive(ctx context.Context) ([]berth.LiveSession, error) {
-	return collect(ctx, s.r, "list live sessions", listLiveSQL, nil, func(row codec.Row) (berth.LiveSession, error) {
+	return collect(ctx, s.w, "list live sessions", listLiveSQL, nil, func(row codec.Row) (berth.LiveSession, error) {
 		var l berth.LiveSession
 		return l, row.Scan(&l.ID, &l.State, &l.ShimSocket)
 	})

@@ -157,14 +157,14 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.prepared = make(chan struct{})
 	go func() {
 		defer close(s.prepared)
+		if s.prepareErr = s.prepare(context.WithoutCancel(ctx)); s.prepareErr != nil {
+			logger.Error("sqlite store: cannot prepare its statements", "err", s.prepareErr)
+		}
 		if seeded {
 			// Undated, a migration is dated by the next open's migrate.
 			if err := dateMigrations(context.WithoutCancel(ctx), s.w); err != nil {
 				logger.Warn("sqlite store: cannot date its migrations", "err", err)
 			}
-		}
-		if s.prepareErr = s.prepare(context.WithoutCancel(ctx)); s.prepareErr != nil {
-			logger.Error("sqlite store: cannot prepare its statements", "err", s.prepareErr)
 		}
 	}()
 	return s, nil
@@ -288,17 +288,19 @@ func (s *Store) prepare(ctx context.Context) error {
 		st, err = db.PrepareContext(ctx, q)
 		return st
 	}
-	for i, n := range insertChunks {
-		s.insertEvents[i] = prep(s.w, insertEventsSQL(n))
-	}
-	s.bumpLastSeq = prep(s.w, bumpLastSeqSQL)
-	s.upsertTurn = prep(s.w, upsertTurnSQL)
+	// The readers' first: a boot's own reads use the writer meanwhile
+	// (ListLive).
 	s.turnBoundsStmt = prep(s.r, turnBoundsSQL)
 	for k := range s.listEvents {
 		s.listEvents[k] = prep(s.r, listEventsSQL(codec.PageKind(k)))
 	}
 	s.lastSeq = prep(s.r, lastSeqSQL)
 	s.getSession = prep(s.r, getSessionSQL)
+	for i, n := range insertChunks {
+		s.insertEvents[i] = prep(s.w, insertEventsSQL(n))
+	}
+	s.bumpLastSeq = prep(s.w, bumpLastSeqSQL)
+	s.upsertTurn = prep(s.w, upsertTurnSQL)
 	s.addOwnUsage = prep(s.w, addOwnUsageSQL)
 	s.addTreeUsage = prep(s.w, addTreeUsageSQL)
 	if err != nil {
