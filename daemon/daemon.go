@@ -164,23 +164,29 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	}
 	d := &Daemon{cfg: o.Config, home: o.Home, logger: o.Logger, leaveSessions: o.LeaveSessions, token: o.Config.Server.Token,
 		socket: o.Socket}
-	if err := d.ensureTCPToken(o); err != nil {
-		return nil, err
-	}
 	defer func() {
 		if err != nil {
 			d.Close(context.WithoutCancel(ctx))
 		}
 	}()
+	// The sandbox probes (bwrap's trial run: tens of milliseconds, which
+	// the first /v1/health waits for) touch nothing of the home: on the
+	// other core from the first moment.
+	if err = d.startProbes(ctx, o); err != nil {
+		return nil, err
+	}
+	if err = d.ensureTCPToken(o); err != nil {
+		return nil, err
+	}
 	// The home is ours before the store, the shims or any agent is
 	// touched: a second daemon must not recover the first one's sessions.
 	if d.lock, err = homelock.Acquire(o.Home); err != nil {
 		return nil, err
 	}
-	// A bwrap trial run and a new home's shim take milliseconds: on the
-	// other core while the store opens, not after it.
-	if err = d.startAhead(ctx, o); err != nil {
-		return nil, err
+	// A new home's shim takes milliseconds: on the other core while the
+	// store opens, not after it.
+	if o.SmallShim != nil && !o.NoShims {
+		d.installing.Go(func() { d.smallShims = o.SmallShim(d.self, o.Home, d.shimJSON, o.Logger) })
 	}
 	if err = d.openStore(ctx, o); err != nil {
 		return nil, err
@@ -251,9 +257,9 @@ func (d *Daemon) ensureTCPToken(o Options) error {
 	return err
 }
 
-// startAhead makes the sandbox providers and starts their probes and the
-// small shim's install, which do not need the store.
-func (d *Daemon) startAhead(ctx context.Context, o Options) error {
+// startProbes makes the sandbox providers and starts their probes, which
+// need neither the home nor the store.
+func (d *Daemon) startProbes(ctx context.Context, o Options) error {
 	d.self = o.Berth
 	if d.self == "" {
 		var err error
@@ -275,9 +281,6 @@ func (d *Daemon) startAhead(ctx context.Context, o Options) error {
 	}
 	d.probes = probe.New(byName)
 	d.probes.Start(ctx)
-	if o.SmallShim != nil && !o.NoShims {
-		d.installing.Go(func() { d.smallShims = o.SmallShim(d.self, o.Home, d.shimJSON, o.Logger) })
-	}
 	return nil
 }
 

@@ -219,13 +219,13 @@ func (p *Provider) Probe(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	view := p.etcView
-	if p.dropping() {
-		// The host uid may not cross the daemon's home, where the view
-		// is: Open hands it through a stage, which the probe has not.
-		view = ""
-	}
-	ms := append(systemMounts(view), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
+	// The namespaces and the mounts only the kernel makes (proc, dev,
+	// tmpfs), beside the system directories: what fails on a host that
+	// cannot sandbox. /etc's entries are more of the same binds, two dozen
+	// of them (or the home's view, which Open refreshes, so writes): left
+	// to Trial, so that the probe writes nothing and may run before the
+	// daemon holds its home.
+	ms := append(systemDirMounts(), mount{kind: procfs, dst: "/proc"}, mount{kind: devfs, dst: "/dev"}, mount{kind: tmpfs, dst: "/tmp"})
 	args := append(p.namespaceArgs(false), ms.args()...)
 	args = append(args, "--", "true")
 	cmd := exec.CommandContext(ctx, p.path, args...)

@@ -94,6 +94,11 @@ func (ms mounts) args() []string {
 // recreated. Missing ones are left out. Then /etc: through the view in
 // etcView when there is one (see etcview.go).
 func systemMounts(etcView string) mounts {
+	return append(systemDirMounts(), etcMounts(etcView)...)
+}
+
+// systemDirMounts are systemMounts' system directories, without /etc.
+func systemDirMounts() mounts {
 	var ms mounts
 	for _, p := range systemDirs {
 		fi, err := os.Lstat(p)
@@ -108,7 +113,7 @@ func systemMounts(etcView string) mounts {
 			ms = append(ms, mount{kind: roBind, src: p, dst: p})
 		}
 	}
-	return append(ms, etcMounts(etcView)...)
+	return ms
 }
 
 // systemDirs are bound read-only when the host has them.
