@@ -208,7 +208,8 @@ func newClient() *http.Client {
 }
 
 // Open starts the service over sess: it resets the cursors when no hook is
-// configured (so that hooks added later begin from then), otherwise sets
+// configured (so that hooks added later begin from then; beside the
+// daemon's start, on a goroutine Close waits for), otherwise sets
 // those of sessions that have none, frees the claims this owner held before
 // a crash, and starts the scanner, the badge watcher and one worker per
 // hook. Events committed while the daemon was down are enqueued by the
@@ -218,7 +219,15 @@ func (s *Service) Open(ctx context.Context, sess Sessions) error {
 		return nil
 	}
 	if len(s.hooks) == 0 {
-		return s.store.ResetHookCursors(ctx)
+		// Nothing reads the cursors until a daemon with hooks starts: the
+		// write waits for no one's start (and Close waits for it, so that
+		// a daemon stopped at once still leaves them reset).
+		s.start(func() {
+			if err := s.store.ResetHookCursors(context.WithoutCancel(ctx)); err != nil {
+				s.log.Warn("hooks: cannot reset the cursors", "err", err)
+			}
+		})
+		return nil
 	}
 	s.sess = sess
 	if err := s.store.InitHookCursors(ctx); err != nil {
