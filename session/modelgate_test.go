@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -380,6 +381,10 @@ func TestModelGatewayBwrap(t *testing.T) {
 	p := bwrap.New(bwrap.Options{})
 	if err := p.Probe(context.Background()); err != nil {
 		testenv.Missing(t, "bwrap", "bwrap cannot make sandboxes here: %v", err)
+	}
+	// The session with network runs slirp4netns.
+	if _, err := exec.LookPath("slirp4netns"); err != nil {
+		testenv.Missing(t, "slirp4netns", "not installed (Debian package slirp4netns)")
 	}
 	self, _ := os.Executable()
 	ge := newGatewayEnv(t, shortRunDir(t), func(o *Options) {
