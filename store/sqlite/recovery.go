@@ -36,6 +36,10 @@ const listLiveSQL = `SELECT id, state, shim_socket FROM sessions WHERE state <> 
 // connection would open and read it on the API's path (the readers'
 // first one is the statements' goroutine's, Open).
 func (s *Store) ListLive(ctx context.Context) ([]berth.LiveSession, error) {
+	if s.empty.Load() {
+		// Made by this Open, and no session created since.
+		return []berth.LiveSession{}, nil
+	}
 	return collect(ctx, s.w, "list live sessions", listLiveSQL, nil, func(row codec.Row) (berth.LiveSession, error) {
 		var l berth.LiveSession
 		return l, row.Scan(&l.ID, &l.State, &l.ShimSocket)

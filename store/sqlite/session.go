@@ -19,6 +19,9 @@ func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 	if err != nil {
 		return err
 	}
+	// Before the row exists, whether or not it commits: ListLive reads
+	// from now on.
+	s.empty.Store(false)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc, shim_socket)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -70,6 +71,11 @@ type Store struct {
 	ckpt   *sql.DB // the connection of the checkpointer
 
 	checkpointer *checkpointer
+	// empty is set while a store this Open made (seed.go) holds no
+	// session: until CreateSession's first, ListLive answers without a
+	// read (a new home's daemon then touches no connection on its way to
+	// its API).
+	empty atomic.Bool
 	// The credentials, kept in their own file (credential.go): their
 	// methods are the store's (berth.CredentialStore).
 	*credentials
@@ -133,22 +139,28 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s := &Store{path: abs, logger: logger, credentials: credtable.New(credFile{path: CredentialsPath(abs)})}
 
-	// The writer comes first: it switches the file to WAL and migrates it
-	// before any reader looks at the schema.
-	if s.w, err = openPool(ctx, dsn(abs, synchronous, roleWriter), 1); err != nil {
-		return nil, err
-	}
-	// A copy of the built-in empty store is as of this berth's newest
-	// migration: nothing to migrate, and the dating of its migrations
-	// waits for the statements' goroutine below.
-	if !seeded {
+	if seeded {
+		// A copy of the built-in empty store is in WAL mode and as of this
+		// berth's newest migration: nothing to switch or migrate, and the
+		// dating of its migrations waits for the statements' goroutine
+		// below. Its writer connects when first used too, there rather
+		// than on the daemon's way to its API (a connection's first
+		// statement parses the schema: milliseconds each).
+		s.w = lazyPool(dsn(abs, synchronous, roleWriter), 1)
+		s.empty.Store(true)
+	} else {
+		// The writer comes first: it switches the file to WAL and
+		// migrates it before any reader looks at the schema.
+		if s.w, err = openPool(ctx, dsn(abs, synchronous, roleWriter), 1); err != nil {
+			return nil, err
+		}
 		if err := migrate(ctx, s.w, logger); err != nil {
 			s.w.Close()
 			return nil, err
 		}
 	}
-	// The writer has opened the file with the same settings: the readers
-	// and the checkpointer connect when first used.
+	// The file is in WAL mode and migrated: the readers and the
+	// checkpointer connect when first used.
 	s.r = lazyPool(dsn(abs, synchronous, roleReader), readerConns())
 	s.ckpt = lazyPool(dsn(abs, synchronous, roleCheckpointer), 1)
 	s.checkpointer = startCheckpointer(s.ckpt, logger)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/store/internal/codec"
@@ -318,6 +319,12 @@ func TestFilesArePrivate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A new store's connections open beside its Open, the WAL's and the
+	// shared memory's files with them (SQLite gives them the database
+	// file's mode).
+	if err := s.stmtsReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	check("new store")
 	s.Close()
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
@@ -329,4 +336,42 @@ func TestFilesArePrivate(t *testing.T) {
 	}
 	defer s.Close()
 	check("reopened after a chmod 0644")
+}
+
+// A store this Open made holds no session: its ListLive (a booting
+// daemon's read before its API listens) answers without reading until
+// the first CreateSession, then reads. A row another process slipped in
+// meanwhile (which the daemon's home lock rules out) shows which.
+func TestANewStoreListsNoLiveSessionWithoutAReadUntilOneIsCreated(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "berth.db")
+	s, err := Open(ctx, path, Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	other := testPool(t, path)
+	if _, err := other.Exec(`INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc, shim_socket)
+		VALUES ('ses_other', 'active', 'demo', '', 'ses_other', '', 1, '{}', '/run/x.sock')`); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := s.ListLive(ctx); err != nil || len(live) != 0 {
+		t.Fatalf("ListLive of a store just made: %v, %v; want none, unread", live, err)
+	}
+	sess := &berth.Session{ID: "ses_mine", Agent: "demo", State: berth.StateActive, ShimSocket: "/run/y.sock", CreatedAt: time.Now()}
+	if err := s.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.ListLive(ctx)
+	if err != nil || len(live) != 2 {
+		t.Fatalf("ListLive once a session is created: %v, %v; want both rows read", live, err)
+	}
+	// Reopened, the store is not new: it reads at once.
+	s.Close()
+	if s, err = Open(ctx, path, Options{Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := s.ListLive(ctx); err != nil || len(live) != 2 {
+		t.Fatalf("ListLive of the store reopened: %v, %v; want both", live, err)
+	}
 }
