@@ -69,8 +69,9 @@ type Daemon struct {
 	providers []berth.SandboxProvider
 	probes    *probe.Set
 	// smallShims are the small shim programs (Options.SmallShim), installed
-	// by a goroutine of Open while the daemon boots and listens; installing
-	// counts it, and the first shim started waits for it (shimOptions).
+	// by a goroutine of Open once the probes are over (afterProbes);
+	// installing counts it, and the first shim started waits for it
+	// (shimOptions).
 	smallShims []shim.Program
 	installing sync.WaitGroup
 	// node is this daemon as a cluster node; nil for one node alone.
@@ -95,8 +96,9 @@ type Daemon struct {
 	// socket is the Unix socket the API listens on ("" for none).
 	socket string
 
-	// closed is set by the first Close.
-	closed bool
+	// closed is set by the first Close, which closes closing.
+	closed  bool
+	closing chan struct{}
 
 	// served receives Serve's result once; serving tells whether it runs.
 	served  chan error
@@ -163,7 +165,7 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: o.Config, home: o.Home, logger: o.Logger, leaveSessions: o.LeaveSessions, token: o.Config.Server.Token,
-		socket: o.Socket}
+		socket: o.Socket, closing: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			d.Close(context.WithoutCancel(ctx))
@@ -183,14 +185,10 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if d.lock, err = homelock.Acquire(o.Home); err != nil {
 		return nil, err
 	}
-	// A new home's shim takes milliseconds: on the other core while the
-	// store opens, not after it.
-	if o.SmallShim != nil && !o.NoShims {
-		d.installing.Go(func() { d.smallShims = o.SmallShim(d.self, o.Home, d.shimJSON, o.Logger) })
-	}
 	if err = d.openStore(ctx, o); err != nil {
 		return nil, err
 	}
+	d.installing.Go(func() { d.afterProbes(o) })
 	node := nodeID(o.Home)
 	if id := o.Config.Cluster.NodeID; id != "" {
 		node = id
@@ -255,6 +253,26 @@ func (d *Daemon) ensureTCPToken(o Options) error {
 	var err error
 	d.token, err = ensureToken(o.Home)
 	return err
+}
+
+// afterProbes, once the sandbox probes are over, warms the store (its
+// statements) and installs the small shim: on a goroutine Close waits
+// for, beside the start. The first /v1/health waits for the probes
+// (bwrap's trial sandbox, tens of milliseconds), and these would share
+// the cores with it; a create waits for the probes anyway, and a read
+// that comes first warms the store itself.
+func (d *Daemon) afterProbes(o Options) {
+	select {
+	case <-d.probes.Done():
+	case <-d.closing:
+		return
+	}
+	if w, ok := d.store.(interface{ Warm() }); ok {
+		w.Warm()
+	}
+	if o.SmallShim != nil && !o.NoShims {
+		d.smallShims = o.SmallShim(d.self, o.Home, d.shimJSON, o.Logger)
+	}
 }
 
 // startProbes makes the sandbox providers and starts their probes, which
@@ -392,8 +410,8 @@ func (d *Daemon) shimOptions(o Options, self string) *session.ShimOptions {
 		// moment the others take its sessions over.
 		shimOpts.Orphan = o.Config.Cluster.LeaseTTL.Duration
 	}
-	// The small shim's install goes on while the daemon boots and
-	// listens: only the first shim started waits for it.
+	// The small shim's install goes on once the probes are over
+	// (afterProbes): only the first shim started waits for it.
 	shimOpts.Programs = func() []shim.Program {
 		d.installing.Wait()
 		return d.smallShims
@@ -465,6 +483,7 @@ func (d *Daemon) Close(ctx context.Context) {
 		return
 	}
 	d.closed = true
+	close(d.closing)
 	if d.srv != nil {
 		if err := d.srv.Close(ctx); err != nil {
 			d.logger.Warn("api server close", "err", err)

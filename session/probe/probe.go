@@ -65,6 +65,9 @@ func (s *Set) Start(ctx context.Context) {
 	}()
 }
 
+// Done is closed once the probes are done (at once before Start).
+func (s *Set) Done() <-chan struct{} { return s.done }
+
 // Err is the probe's answer for the provider named name (nil: it works
 // here), once the probes are done; an unknown name is nil.
 func (s *Set) Err(name string) error {

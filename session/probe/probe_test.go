@@ -83,3 +83,37 @@ func TestASecondStartProbesNothing(t *testing.T) {
 		t.Fatalf("%d probes, want 1", got)
 	}
 }
+
+// Done is closed before Start, then once every probe has answered.
+func TestDoneOnceTheProbesAnswered(t *testing.T) {
+	release := make(chan struct{})
+	s := New(map[string]berth.SandboxProvider{"held": held{release: release}})
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done is open before Start")
+	}
+	s.Start(context.Background())
+	select {
+	case <-s.Done():
+		t.Fatal("Done closed while a probe runs")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case <-s.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done still open once the probe answered")
+	}
+}
+
+// held is a provider whose probe answers once release is closed.
+type held struct {
+	berth.SandboxProvider
+	release chan struct{}
+}
+
+func (h held) Probe(context.Context) error {
+	<-h.release
+	return nil
+}

@@ -81,10 +81,14 @@ type Store struct {
 	*credentials
 
 	// prepared closes once the statements below are prepared (or failed
-	// to be, prepareErr): Open starts it and returns, so a daemon's start
-	// does not wait for it (stmtsReady waits).
+	// to be, prepareErr) by Warm's goroutine, so that a daemon's start
+	// does not wait for it (stmtsReady waits); warmOnce starts it, or
+	// closes prepared at a Close before any Warm. seeded says Open made
+	// the store (its migrations are dated there).
 	prepared   chan struct{}
 	prepareErr error
+	warmOnce   sync.Once
+	seeded     bool
 	// Statements prepared once at Open, so hot paths skip parsing.
 	insertEvents [len(insertChunks)]*sql.Stmt // by index in insertChunks
 	bumpLastSeq  *sql.Stmt
@@ -165,26 +169,38 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	s.ckpt = lazyPool(dsn(abs, synchronous, roleCheckpointer), 1)
 	s.checkpointer = startCheckpointer(s.ckpt, logger)
 	// Parsing the hot paths' statements (and a reader's first connection)
-	// takes a start 3–8 ms: off its path, waited for at first use.
+	// takes a start 3–8 ms: off its path, on Warm's goroutine.
 	s.prepared = make(chan struct{})
-	go func() {
-		defer close(s.prepared)
-		if s.prepareErr = s.prepare(context.WithoutCancel(ctx)); s.prepareErr != nil {
-			logger.Error("sqlite store: cannot prepare its statements", "err", s.prepareErr)
-		}
-		if seeded {
-			// Undated, a migration is dated by the next open's migrate.
-			if err := dateMigrations(context.WithoutCancel(ctx), s.w); err != nil {
-				logger.Warn("sqlite store: cannot date its migrations", "err", err)
-			}
-		}
-	}()
+	s.seeded = seeded
 	return s, nil
 }
 
-// stmtsReady waits until Open's statements are prepared: their error, or
-// ctx's.
+// Warm prepares the hot paths' statements, opening the connections they
+// run on (and dates a new store's migrations), on a goroutine of its own:
+// a daemon calls it once the more urgent part of its start is done, and
+// the first statement that needs them calls it too. It is idempotent.
+func (s *Store) Warm() {
+	s.warmOnce.Do(func() {
+		go func() {
+			defer close(s.prepared)
+			ctx := context.Background()
+			if s.prepareErr = s.prepare(ctx); s.prepareErr != nil {
+				s.logger.Error("sqlite store: cannot prepare its statements", "err", s.prepareErr)
+			}
+			if s.seeded {
+				// Undated, a migration is dated by the next open's migrate.
+				if err := dateMigrations(ctx, s.w); err != nil {
+					s.logger.Warn("sqlite store: cannot date its migrations", "err", err)
+				}
+			}
+		}()
+	})
+}
+
+// stmtsReady waits until the statements are prepared (Warm): their
+// error, or ctx's.
 func (s *Store) stmtsReady(ctx context.Context) error {
+	s.Warm()
 	select {
 	case <-s.prepared:
 		return s.prepareErr
@@ -331,9 +347,12 @@ func (s *Store) Path() string { return s.path }
 // statistics and releases the database. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		if s.prepared != nil {
-			<-s.prepared
-		}
+		// Never warmed: nothing to wait for, and nothing to prepare now.
+		s.warmOnce.Do(func() {
+			s.prepareErr = berth.Errorf(berth.EUnavailable, "the store is closed")
+			close(s.prepared)
+		})
+		<-s.prepared
 		s.checkpointer.stop()
 		// optimize is cheap when there is nothing to do, and the final
 		// checkpoint leaves an empty WAL behind; failures cost only planner

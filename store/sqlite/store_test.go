@@ -375,3 +375,51 @@ func TestANewStoreListsNoLiveSessionWithoutAReadUntilOneIsCreated(t *testing.T) 
 		t.Fatalf("ListLive of the store reopened: %v, %v; want both", live, err)
 	}
 }
+
+// Open prepares nothing and, for a new store, opens no connection: the
+// statements and their connections come with Warm, or with the first
+// statement that needs them. A store closed unwarmed closes at once.
+func TestStatementsWaitForWarm(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, filepath.Join(dir, "berth.db"), Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if w, r := s.w.Stats().OpenConnections, s.r.Stats().OpenConnections; w != 0 || r != 0 || s.getSession != nil {
+		t.Fatalf("before Warm: %d writer and %d reader connections, statements %v; want none", w, r, s.getSession != nil)
+	}
+	s.Warm()
+	if err := s.stmtsReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w, r := s.w.Stats().OpenConnections, s.r.Stats().OpenConnections; w == 0 || r == 0 || s.getSession == nil {
+		t.Fatalf("after Warm: %d writer and %d reader connections, statements %v", w, r, s.getSession != nil)
+	}
+	s.Close()
+
+	// Reopened and never warmed, the first read that needs a statement
+	// warms it.
+	if s, err = Open(ctx, filepath.Join(dir, "berth.db"), Options{Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSession(ctx, "ses_none"); berth.ErrorCode(err) != berth.ENotFound {
+		t.Fatalf("GetSession unwarmed: %v; want not found", err)
+	}
+	s.Close()
+	unwarmed, err := Open(ctx, filepath.Join(dir, "other.db"), Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- unwarmed.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close of a store never warmed waits")
+	}
+}
