@@ -89,7 +89,7 @@ type Store struct {
 	prepareErr error
 	warmOnce   sync.Once
 	seeded     bool
-	// Statements prepared once at Open, so hot paths skip parsing.
+	// Statements prepared once (Warm), so hot paths skip parsing.
 	insertEvents [len(insertChunks)]*sql.Stmt // by index in insertChunks
 	bumpLastSeq  *sql.Stmt
 	listEvents   [codec.PageKinds]*sql.Stmt
@@ -146,8 +146,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if seeded {
 		// A copy of the built-in empty store is in WAL mode and as of this
 		// berth's newest migration: nothing to switch or migrate, and the
-		// dating of its migrations waits for the statements' goroutine
-		// below. Its writer connects when first used too, there rather
+		// dating of its migrations waits for Warm. Its writer connects
+		// when first used too, on Warm's goroutine or later, rather
 		// than on the daemon's way to its API (a connection's first
 		// statement parses the schema: milliseconds each).
 		s.w = lazyPool(dsn(abs, synchronous, roleWriter), 1)
