@@ -44,9 +44,12 @@ func TestTheShimIsInstalledAfterTheProbes(t *testing.T) {
 		}
 		if closeFirst {
 			close(d.closing)
+			d.installing.Wait()
+			close(release)
+		} else {
+			close(release)
+			d.installing.Wait()
 		}
-		close(release)
-		d.installing.Wait()
 		if n, want := installs.Load(), map[bool]int32{false: 1, true: 0}[closeFirst]; n != want {
 			t.Fatalf("closed first %v: installed %d times, want %d", closeFirst, n, want)
 		}

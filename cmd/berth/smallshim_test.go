@@ -83,6 +83,9 @@ func smallShimBytes(t *testing.T) []byte {
 func TestSessionsRunTheSmallShim(t *testing.T) {
 	home := t.TempDir()
 	s := startServerEnv(t, home, providerEnv(), "--log-level", "debug")
+	// Written once the sandbox probes are over: a first session's shim
+	// waits for it.
+	s.echoSession(t, berth.SandboxHost)
 	installed := installedShims(home)
 	if len(installed) != 1 || !strings.HasPrefix(filepath.Base(installed[0]), "berth-shim-") {
 		t.Fatalf("home/bin holds %v", installed)
@@ -387,8 +390,11 @@ func TestATamperedShimIsReplacedNotRun(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			// The shim is in place before the daemon answers.
+			// The shim is in place before the first one runs (the daemon
+			// writes it once its sandbox probes are over, and a shim's
+			// start waits for the write).
 			s = startServer(t, home)
+			sess := s.echoSession(t, berth.SandboxHost)
 			fi, err := os.Lstat(path)
 			if err != nil || !fi.Mode().IsRegular() {
 				t.Fatalf("%s: %v %v", path, fi, err)
@@ -396,7 +402,6 @@ func TestATamperedShimIsReplacedNotRun(t *testing.T) {
 			if b, _ := os.ReadFile(path); !bytes.Equal(b, smallShimBytes(t)) {
 				t.Fatal("the planted program was left in place")
 			}
-			sess := s.echoSession(t, berth.SandboxHost)
 			if exe := exeOf(t, sessionShim(t, home, sess.ID)); exe != path {
 				t.Fatalf("the shim runs %s, want %s", exe, path)
 			}
