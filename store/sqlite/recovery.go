@@ -34,7 +34,7 @@ const listLiveSQL = `SELECT id, state, shim_socket FROM sessions WHERE state <> 
 // It reads through the writer: at a boot, before anything writes, that
 // connection is open and has read the schema, while a reader's first
 // connection would open and read it on the API's path (the readers'
-// first one is the statements' goroutine's, Open).
+// first one is Warm's).
 func (s *Store) ListLive(ctx context.Context) ([]berth.LiveSession, error) {
 	if s.empty.Load() {
 		// Made by this Open, and no session created since.
