@@ -265,13 +265,13 @@ func (d *Daemon) afterProbes(o Options) {
 	select {
 	case <-d.probes.Done():
 	case <-d.closing:
-		// Closed before the probes were over (a failed open, a stop at
-		// once): nothing to warm or install for.
-		select {
-		case <-d.probes.Done():
-		default:
-			return
-		}
+	}
+	// Closed before the probes were over (a failed open, a stop at
+	// once): nothing to warm or install for.
+	select {
+	case <-d.probes.Done():
+	default:
+		return
 	}
 	if w, ok := d.store.(interface{ Warm() }); ok {
 		w.Warm()
