@@ -71,7 +71,11 @@ type Health struct {
 	Version   string   `json:"version"`
 	Store     string   `json:"store"`
 	NodeID    string   `json:"node_id"`
+	// Sandboxes are the providers that work here; Probing those whose
+	// probe, made once at the daemon's start, has not answered yet (health
+	// does not wait for it: a create does).
 	Sandboxes []string `json:"sandboxes,omitempty"`
+	Probing   []string `json:"probing,omitempty"`
 	// Reattaching counts the sessions a booting daemon found live and is
 	// still reattaching (each answers once its own reattach is done).
 	Reattaching int `json:"reattaching,omitempty"`

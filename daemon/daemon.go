@@ -172,8 +172,8 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 		}
 	}()
 	// The sandbox probes (bwrap's trial run: tens of milliseconds, which
-	// the first /v1/health waits for) touch nothing of the home: on the
-	// other core from the first moment.
+	// the first create waits for) touch nothing of the home: on the other
+	// core from the first moment.
 	if err = d.startProbes(ctx, o); err != nil {
 		return nil, err
 	}
@@ -257,10 +257,10 @@ func (d *Daemon) ensureTCPToken(o Options) error {
 
 // afterProbes, once the sandbox probes are over, warms the store (its
 // statements) and installs the small shim: on a goroutine Close waits
-// for, beside the start. The first /v1/health waits for the probes
-// (bwrap's trial sandbox, tens of milliseconds), and these would share
-// the cores with it; a create waits for the probes anyway, and a read
-// that comes first warms the store itself.
+// for, beside the start. The probes (bwrap's trial sandbox, tens of
+// milliseconds) share the two cores with the daemon's way to its API, and
+// these would share them too; a create waits for the probes anyway, and
+// a read that comes first warms the store itself.
 func (d *Daemon) afterProbes(o Options) {
 	select {
 	case <-d.probes.Done():

@@ -450,12 +450,18 @@ func waitGroup(ctx context.Context, wg *sync.WaitGroup) error {
 func (m *Manager) Health(ctx context.Context) (*berth.Health, error) {
 	h := berth.Health{Status: "ok", Version: m.opts.Version, Store: m.store.Name(), NodeID: m.opts.NodeID,
 		Reattaching: m.set.reattaching()}
+	// Liveness answers at once: a provider still being probed is
+	// listed as such, not waited for.
 	for name := range m.providers {
-		if m.availability(name) == nil {
+		switch done, err := m.probes.Answered(name); {
+		case !done:
+			h.Probing = append(h.Probing, name)
+		case err == nil:
 			h.Sandboxes = append(h.Sandboxes, name)
 		}
 	}
 	sort.Strings(h.Sandboxes)
+	sort.Strings(h.Probing)
 	if l, ok := m.opts.Storage.(storageLag); ok {
 		lag, last := l.Lag()
 		h.Storage = &berth.StorageHealth{LagSeconds: lag.Seconds(), Error: last}

@@ -434,8 +434,8 @@ func (p heldProvider) Probe(ctx context.Context) error {
 
 // The sandbox providers are probed in the background (a bwrap trial run
 // takes tens of milliseconds): the manager opens and answers its reads
-// while a probe is held, and what needs a provider's answer — a create,
-// health's sandboxes — waits for it.
+// while a probe is held, health among them (naming the provider as
+// probing), and what needs a provider's answer — a create — waits for it.
 func TestReadsDoNotWaitForTheSandboxProbe(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
@@ -454,8 +454,12 @@ func TestReadsDoNotWaitForTheSandboxProbe(t *testing.T) {
 	if _, err := e.m.Census(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Liveness names the provider as being probed, and does not wait.
+	if h, err := e.m.Health(ctx); err != nil || !slices.Contains(h.Probing, "held") || slices.Contains(h.Sandboxes, "held") {
+		t.Fatalf("health while probing = %+v, %v: want held probing, not working", h, err)
+	}
 	if took := time.Since(t0); took > 2*time.Second {
-		t.Fatalf("the manager opened and listed after %v: it waited for the probe", took)
+		t.Fatalf("the manager opened, listed and answered health after %v: it waited for the probe", took)
 	}
 	created := make(chan error, 1)
 	go func() {
@@ -472,7 +476,7 @@ func TestReadsDoNotWaitForTheSandboxProbe(t *testing.T) {
 		t.Fatalf("create once probed: %v", err)
 	}
 	h, err := e.m.Health(ctx)
-	if err != nil || !slices.Contains(h.Sandboxes, "held") {
+	if err != nil || !slices.Contains(h.Sandboxes, "held") || len(h.Probing) != 0 {
 		t.Fatalf("health once probed = %+v, %v: want the held provider working", h, err)
 	}
 }

@@ -316,14 +316,24 @@ func (s *server) allEvents(t *testing.T, id string) []berth.Event {
 	}
 }
 
-// health reads /v1/health.
+// health reads /v1/health once the sandbox probes have answered.
 func (s *server) health(t *testing.T) berth.Health {
 	t.Helper()
-	var h berth.Health
-	if st, err := s.api("GET", "/v1/health", nil, &h); st != 200 {
-		t.Fatalf("health = %d %v", st, err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var h berth.Health
+		if st, err := s.api("GET", "/v1/health", nil, &h); st != 200 {
+			t.Fatalf("health = %d %v", st, err)
+		}
+		// Health does not wait for the sandbox probes: this does.
+		if len(h.Probing) == 0 {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("health still probes %v after a minute", h.Probing)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return h
 }
 
 // session reads one session from a node.

@@ -17,7 +17,9 @@ import (
 // concurrent use.
 type Set struct {
 	providers map[string]berth.SandboxProvider
-	// errs is each provider's answer, set once done is closed.
+	// errs is each provider's answer as it comes, under mu; all of them
+	// are set once done is closed.
+	mu   sync.Mutex
 	errs map[string]error
 	done chan struct{}
 	// running counts the goroutine that probes, stop ends it.
@@ -39,6 +41,8 @@ func New(providers map[string]berth.SandboxProvider) *Set {
 // It is called before Err, by one goroutine; a second Start does nothing
 // (a daemon starts its probes before the manager that owns them opens).
 func (s *Set) Start(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.started {
 		return
 	}
@@ -51,14 +55,13 @@ func (s *Set) Start(ctx context.Context) {
 		defer s.running.Done()
 		defer close(s.done)
 		defer cancel()
-		var mu sync.Mutex
 		var wg sync.WaitGroup
 		for name, p := range s.providers {
 			wg.Go(func() {
 				err := p.Probe(pctx)
-				mu.Lock()
+				s.mu.Lock()
 				s.errs[name] = err
-				mu.Unlock()
+				s.mu.Unlock()
 			})
 		}
 		wg.Wait()
@@ -72,7 +75,21 @@ func (s *Set) Done() <-chan struct{} { return s.done }
 // here), once the probes are done; an unknown name is nil.
 func (s *Set) Err(name string) error {
 	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.errs[name]
+}
+
+// Answered is Err without the wait: done is false while the provider's
+// probe runs. An unknown name, or any before Start, is done and nil.
+func (s *Set) Answered(name string) (done bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, known := s.providers[name]; !known || !s.started {
+		return true, nil
+	}
+	err, done = s.errs[name]
+	return done, err
 }
 
 // Close stops the probes and returns once their goroutine has, or ctx

@@ -117,3 +117,43 @@ func (h held) Probe(context.Context) error {
 	<-h.release
 	return nil
 }
+
+// TestAnsweredDoesNotWait: each provider's answer is there as soon as its
+// own probe is over, while another's still runs; before Start, and for an
+// unknown name, every answer is done and nil.
+func TestAnsweredDoesNotWait(t *testing.T) {
+	down := errors.New("no engine")
+	s := New(map[string]berth.SandboxProvider{"down": fake{err: down}, "slow": fake{hang: true}})
+	if done, err := s.Answered("down"); !done || err != nil {
+		t.Fatalf("before Start: %v %v", done, err)
+	}
+	s.Start(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		done, err := s.Answered("down")
+		if done {
+			if !errors.Is(err, down) {
+				t.Fatalf("down answered %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("down's probe never answered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if done, _ := s.Answered("slow"); done {
+		t.Fatal("slow answered while its probe hangs")
+	}
+	if done, err := s.Answered("unknown"); !done || err != nil {
+		t.Fatalf("unknown: %v %v", done, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := s.Answered("slow"); !done || err == nil {
+		t.Fatalf("slow after Close: %v %v", done, err)
+	}
+}
