@@ -67,10 +67,10 @@ type AgentInfo struct {
 
 // Health is the answer of GET /v1/health.
 type Health struct {
-	Status    string   `json:"status"`
-	Version   string   `json:"version"`
-	Store     string   `json:"store"`
-	NodeID    string   `json:"node_id"`
+	Status  string `json:"status"`
+	Version string `json:"version"`
+	Store   string `json:"store"`
+	NodeID  string `json:"node_id"`
 	// Sandboxes are the providers that work here; Probing those whose
 	// probe, made once at the daemon's start, has not answered yet (health
 	// does not wait for it: a create does).
