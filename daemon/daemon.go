@@ -177,12 +177,13 @@ func Open(ctx context.Context, opts Options) (_ *Daemon, err error) {
 	if err = d.startProbes(ctx, o); err != nil {
 		return nil, err
 	}
-	if err = d.ensureTCPToken(o); err != nil {
-		return nil, err
-	}
 	// The home is ours before the store, the shims or any agent is
 	// touched: a second daemon must not recover the first one's sessions.
 	if d.lock, err = homelock.Acquire(o.Home); err != nil {
+		return nil, err
+	}
+	// Under the lock: a torn token is replaced by this daemon alone.
+	if err = d.ensureTCPToken(o); err != nil {
 		return nil, err
 	}
 	if err = d.openStore(ctx, o); err != nil {

@@ -132,7 +132,9 @@ func listenGateway(home string) (net.Listener, error) {
 		return nil, berth.WrapError(berth.EUnavailable, err, "the model gateway cannot listen on the loopback")
 	}
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	if err := atomicfile.WriteFile(path, []byte(port+"\n")); err != nil {
+	// Not synced: a power loss that loses the port also ends every agent
+	// that was told it, and the next daemon may then take any port.
+	if err := atomicfile.WriteFileUnsynced(path, []byte(port+"\n")); err != nil {
 		_ = ln.Close()
 		return nil, berth.WrapError(berth.EUnavailable, err, "cannot record the model gateway's port")
 	}

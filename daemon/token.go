@@ -1,15 +1,18 @@
 package daemon
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/client"
+	"github.com/berth-sh/berth/internal/atomicfile"
 )
 
 // tokenName is the file in the home that keeps the generated TCP token.
@@ -23,10 +26,16 @@ func readTokenFile(home string) string { return client.ReadToken(home) }
 
 // ensureToken returns the token kept in $home/token, generating it first
 // when there is none: 32 bytes from crypto/rand, written to a private
-// temporary file, synced, and linked into place, so the file is whole, mode
-// 0600 from its first byte, and never replaced once it exists (two daemons
+// temporary file and linked into place, so the file is mode 0600 from its
+// first byte and never replaced once it holds a token (two daemons
 // starting at once end up with the same token). A token file that others
 // could read is made 0600 again.
+//
+// The write is not synced (a daemon's first start would wait a journal
+// commit for it): a crash that loses it leaves no file, or one that is
+// empty or all NUL bytes (torn), and a torn token is replaced by a new one
+// here. Clients read the file anew each time, and the daemon makes the
+// token under the home's lock, so no one else holds the old one.
 func ensureToken(home string) (string, error) {
 	path := filepath.Join(home, tokenName)
 	if fi, err := os.Lstat(path); err == nil {
@@ -38,31 +47,39 @@ func ensureToken(home string) (string, error) {
 				return "", berth.WrapError(berth.EInternal, err, "cannot make $BERTH_HOME/token private")
 			}
 		}
-		if tok := readTokenFile(home); tok != "" {
-			return tok, nil
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return "", berth.WrapError(berth.EInternal, err, "cannot read $BERTH_HOME/token")
 		}
-		return "", berth.Errorf(berth.EInvalid, "$BERTH_HOME/token is empty: remove it to have a new token made")
+		if !tornToken(raw) {
+			if tok := strings.TrimSpace(string(raw)); tok != "" {
+				return tok, nil
+			}
+			return "", berth.Errorf(berth.EInvalid, "$BERTH_HOME/token is empty: remove it to have a new token made")
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", berth.WrapError(berth.EInternal, err, "cannot read $BERTH_HOME/token")
+	} else {
+		return newToken(home, path, (*atomicfile.Temp).PlaceNew)
 	}
+	return newToken(home, path, (*atomicfile.Temp).Place)
+}
+
+// newToken writes a new token to path through a private temporary file
+// that place puts there: PlaceNew when there is none (another daemon's,
+// made meanwhile, wins), Place over a torn one.
+func newToken(home, path string, place func(*atomicfile.Temp) error) (string, error) {
 	raw := make([]byte, tokenBytes)
 	if _, err := rand.Read(raw); err != nil {
 		return "", berth.WrapError(berth.EInternal, err, "cannot make a token")
 	}
 	tok := base64.RawURLEncoding.EncodeToString(raw)
-	// os.CreateTemp makes the file 0600.
-	tmp, err := os.CreateTemp(home, ".token-")
+	tmp, err := atomicfile.Create(path, []byte(tok+"\n"))
 	if err != nil {
 		return "", berth.WrapError(berth.EInternal, err, "cannot write $BERTH_HOME/token")
 	}
-	defer os.Remove(tmp.Name())
-	_, werr := tmp.WriteString(tok + "\n")
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		return "", berth.WrapError(berth.EInternal, err, "cannot write $BERTH_HOME/token")
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
+	defer tmp.Discard()
+	if err := place(tmp); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			// Another daemon made it first: use that one.
 			if tok := readTokenFile(home); tok != "" {
@@ -71,14 +88,12 @@ func ensureToken(home string) (string, error) {
 		}
 		return "", berth.WrapError(berth.EInternal, err, "cannot write $BERTH_HOME/token")
 	}
-	syncDir(home)
 	return tok, nil
 }
 
-// syncDir makes a directory entry just created durable (best effort).
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
+// tornToken reports whether a token file holds what a crash leaves of an
+// unsynced write: nothing, or NUL bytes where the data never reached the
+// disk.
+func tornToken(raw []byte) bool {
+	return len(bytes.Trim(raw, "\x00")) == 0
 }

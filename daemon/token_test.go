@@ -42,11 +42,42 @@ func TestEnsureTokenIsSharedAndPrivate(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("token mode = %v, want 0600", fi.Mode().Perm())
 	}
-	// An empty token file is an error, not a token-less daemon.
+	// A token file of whitespace is an error, not a token-less daemon.
 	if err := os.WriteFile(path, []byte("\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ensureToken(home); err == nil {
-		t.Error("an empty token file was accepted")
+		t.Error("a blank token file was accepted")
+	}
+}
+
+// The token's write is not synced: what a crash leaves of it (no bytes,
+// or NUL bytes where its data never reached the disk) is replaced by a new
+// token, private, with nothing else left in the home.
+func TestATornTokenIsReplaced(t *testing.T) {
+	for name, torn := range map[string][]byte{"empty": {}, "NUL bytes": make([]byte, 44)} {
+		t.Run(name, func(t *testing.T) {
+			home := t.TempDir()
+			path := filepath.Join(home, tokenName)
+			if err := os.WriteFile(path, torn, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tok, err := ensureToken(home)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tok) != 43 || readTokenFile(home) != tok {
+				t.Fatalf("token %q, file holds %q", tok, readTokenFile(home))
+			}
+			if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+				t.Errorf("token mode = %v, want 0600", fi.Mode().Perm())
+			}
+			if entries, _ := os.ReadDir(home); len(entries) != 1 {
+				t.Errorf("home holds %d entries, want only the token", len(entries))
+			}
+			if again, err := ensureToken(home); err != nil || again != tok {
+				t.Fatalf("the new token is not kept: %q %v", again, err)
+			}
+		})
 	}
 }

@@ -33,6 +33,18 @@ func WriteFile(name string, data []byte) error {
 	return t.Place()
 }
 
+// WriteFileUnsynced is WriteFile without the sync, for a file whose loss
+// costs nothing: a crashed process leaves the old file or the new one,
+// while a power loss may leave the new one empty or gone.
+func WriteFileUnsynced(name string, data []byte) error {
+	t, err := Create(name, data)
+	if err != nil {
+		return err
+	}
+	defer t.Discard()
+	return t.Place()
+}
+
 // Temp is data written under a temporary name beside the file it will
 // replace: Sync makes it durable and Place renames it into place, each in
 // its own time, so that a caller writing several files syncs them one

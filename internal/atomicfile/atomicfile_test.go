@@ -11,13 +11,19 @@ import (
 	"time"
 )
 
-// WriteFile replaces a file whole, mode 0600, and leaves no temporary
-// file behind, whether it succeeds or fails.
+// WriteFile and WriteFileUnsynced replace a file whole, mode 0600, and
+// leave no temporary file behind, whether they succeed or fail.
 func TestWriteFile(t *testing.T) {
+	t.Run("synced", func(t *testing.T) { testWriteFile(t, WriteFile) })
+	t.Run("unsynced", func(t *testing.T) { testWriteFile(t, WriteFileUnsynced) })
+}
+
+// testWriteFile is TestWriteFile for one way of writing.
+func testWriteFile(t *testing.T, writeFile func(string, []byte) error) {
 	dir := t.TempDir()
 	name := filepath.Join(dir, "f")
 	for _, data := range []string{"first, longer", "second"} {
-		if err := WriteFile(name, []byte(data)); err != nil {
+		if err := writeFile(name, []byte(data)); err != nil {
 			t.Fatal(err)
 		}
 		if b, err := os.ReadFile(name); err != nil || string(b) != data {
@@ -31,7 +37,7 @@ func TestWriteFile(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "d"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteFile(filepath.Join(dir, "d"), []byte("x")); err == nil {
+	if err := writeFile(filepath.Join(dir, "d"), []byte("x")); err == nil {
 		t.Fatal("wrote over a directory")
 	}
 	ents, err := os.ReadDir(dir)
