@@ -17,7 +17,7 @@ import (
 	// `berth --help` alone is answered from its init, before the same packages.
 	_ "github.com/berth-sh/berth/cmd/berth/internal/helpentry"
 	// For the CLI and the daemon, the heap their libraries initialise into is mapped at once (its
-	// init runs before childentry's and most others: see package pretouch).
+	// init runs before childentry's and most others: see package pretouch; serve waits for it).
 	_ "github.com/berth-sh/berth/cmd/berth/internal/pretouch"
 )
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/bench"
+	"github.com/berth-sh/berth/cmd/berth/internal/pretouch"
 	"github.com/berth-sh/berth/daemon"
 )
 
@@ -54,6 +55,9 @@ func newServeCmd() *cobra.Command {
 
 // runServe is the serve command.
 func runServe(cmd *cobra.Command, _ []string) error {
+	// The owner of pretouch's goroutine, which maps the program's pages
+	// beside the start.
+	defer pretouch.Wait()
 	home, err := homeDir(cmd)
 	if err != nil {
 		return err

@@ -31,13 +31,30 @@ import (
 
 func init() {
 	if roles.LongLived(os.Args) {
+		close(programDone)
 		return
 	}
 	Heap()
-	if roles.Daemon(os.Args) {
-		Program()
+	if !roles.Daemon(os.Args) {
+		close(programDone)
+		return
 	}
+	// On the other core: the start goes on meanwhile, faulting in only
+	// what it runs before the populate reaches it (3 ms sooner to the
+	// API than populating first, measured).
+	go func() {
+		defer close(programDone)
+		Program()
+	}()
 }
+
+// programDone is closed once the program's code and read-only data are
+// mapped (Program), or at once in a process that does not map them.
+var programDone = make(chan struct{})
+
+// Wait returns once init's Program is over: the owner of its goroutine
+// (the daemon, on its way out) waits for it.
+func Wait() { <-programDone }
 
 // madvPopulateRead is MADV_POPULATE_READ (Linux 5.14): map a range's
 // pages readable, as reads would, reading what is not in the page cache.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 )
 
@@ -135,4 +136,19 @@ func smapsOf(smaps []byte, addr uintptr) (size, rss int, ok bool) {
 		}
 	}
 	return size, rss, ok
+}
+
+// Wait returns in a process that is not the daemon (a test's): init
+// mapped nothing of the program there, and said so.
+func TestWaitReturnsWhereNothingIsMapped(t *testing.T) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return in a process that maps nothing")
+	}
 }
