@@ -33,6 +33,9 @@ func (s *Store) InitHookCursors(ctx context.Context) error {
 
 // ResetHookCursors implements berth.HookStore.
 func (s *Store) ResetHookCursors(ctx context.Context) error {
+	if s.noHookCursors.Load() {
+		return nil
+	}
 	return s.inWriteTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM hook_cursors`); err != nil {
 			return err
@@ -195,6 +198,7 @@ func (s *Store) PruneHookDeliveries(ctx context.Context, deliveredBefore time.Ti
 // it if fn succeeds; any failure is EInternal saying what failed, unless
 // fn returned a coded error.
 func (s *Store) inWriteTx(ctx context.Context, fn func(tx *sql.Tx) error, what string) error {
+	s.noHookCursors.Store(false)
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return internal(err, "%s", what)

@@ -76,6 +76,11 @@ type Store struct {
 	// read (a new home's daemon then touches no connection on its way to
 	// its API).
 	empty atomic.Bool
+	// noHookCursors is set while a store this Open made holds no hook
+	// cursor (the built-in empty store has none, and every write of the
+	// hook tables is an inWriteTx, which clears it): a daemon without
+	// hooks then resets none without opening the writer.
+	noHookCursors atomic.Bool
 	// The credentials, kept in their own file (credential.go): their
 	// methods are the store's (berth.CredentialStore).
 	*credentials
@@ -152,6 +157,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		// statement parses the schema: milliseconds each).
 		s.w = lazyPool(dsn(abs, synchronous, roleWriter), 1)
 		s.empty.Store(true)
+		s.noHookCursors.Store(true)
 	} else {
 		// The writer comes first: it switches the file to WAL and
 		// migrates it before any reader looks at the schema.

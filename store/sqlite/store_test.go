@@ -423,3 +423,37 @@ func TestStatementsWaitForWarm(t *testing.T) {
 		t.Fatal("Close of a store never warmed waits")
 	}
 }
+
+// A daemon without hooks resets the hook cursors at each start: on a
+// store just made there are none, and the reset opens no connection on
+// the new daemon's way to its API. Once a cursor is written, it resets.
+func TestANewStoreResetsNoHookCursorWithoutTheWriter(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "berth.db"), Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.ResetHookCursors(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.w.Stats().OpenConnections; n != 0 {
+		t.Fatalf("the reset of a new store's cursors opened %d writer connections", n)
+	}
+	sess := &berth.Session{ID: "ses_a", Agent: "demo", State: berth.StateActive, CreatedAt: time.Now()}
+	if err := s.CreateSession(ctx, sess); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InitHookCursors(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.GetHookCursor(ctx, "ses_a"); err != nil || !ok {
+		t.Fatalf("cursor after init: %v %v", ok, err)
+	}
+	if err := s.ResetHookCursors(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.GetHookCursor(ctx, "ses_a"); err != nil || ok {
+		t.Fatalf("cursor after reset: %v %v; want none", ok, err)
+	}
+}
