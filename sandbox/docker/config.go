@@ -129,8 +129,8 @@ func (p *Provider) containerSpec(cfg berth.SandboxConfig, image string, who iden
 	if p.opts.Berth != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.opts.Berth, Target: BerthPath, ReadOnly: true})
 	}
-	if p.helper != "" {
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.helper, Target: HelperPath, ReadOnly: true})
+	if helper := p.helper(); helper != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: helper, Target: HelperPath, ReadOnly: true})
 		init = []string{HelperPath, "sh", "-c", initScript}
 	}
 	lim := limits(cfg.Limits, p.opts.Limits)

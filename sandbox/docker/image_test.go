@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -140,5 +142,31 @@ func TestDefaultImageOfTheUsersIsKept(t *testing.T) {
 	sb := openSandbox(t, q, berth.SandboxConfig{})
 	if r := run(t, sb, nil, "sh", "-c", `echo "$AGENT_IMAGE"`); r.stdout != "yes\n" {
 		t.Fatalf("in the user's image: %+v", r)
+	}
+}
+
+// New does not look for the helper (an ELF header read on the daemon's way
+// to its API): a busybox put in place after New is the one the provider
+// binds when it first needs one.
+func TestTheHelperIsFoundWhenFirstNeeded(t *testing.T) {
+	src := findHelper("")
+	if src == "" {
+		t.Fatal("no static busybox on this host (apt-get install busybox-static)")
+	}
+	path := filepath.Join(t.TempDir(), "busybox")
+	p, err := New(Options{Host: "unix:///nonexistent/docker.sock", Busybox: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.helper(); got != path {
+		t.Fatalf("helper = %q, want the busybox put at %s after New", got, path)
 	}
 }

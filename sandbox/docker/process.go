@@ -408,7 +408,7 @@ func (s *Sandbox) kill(ctx context.Context, sig syscall.Signal, pgid int) error 
 		name = "0"
 	}
 	cmd := []string{"/bin/sh", "-c", `kill -s "$0" -- "-$1" 2>&1 || kill -s "$0" "-$1"`, name, strconv.Itoa(pgid)}
-	if s.p.helper != "" {
+	if s.p.helper() != "" {
 		cmd = []string{HelperPath, "kill", "-s", name, "-" + strconv.Itoa(pgid)}
 	}
 	created, err := s.p.cli.ExecCreate(ctx, s.id, client.ExecCreateOptions{User: s.who.user(), AttachStdout: true, AttachStderr: true, Cmd: cmd})

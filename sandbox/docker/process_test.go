@@ -243,7 +243,7 @@ func TestWithoutHelper(t *testing.T) {
 	// init and in-container signals use the image's /bin/sh.
 	p := newProvider(t, Options{})
 	ensureTestImage(t, p)
-	p.helper = ""
+	p.helper = func() string { return "" }
 	sb := openSandbox(t, p, berth.SandboxConfig{})
 	if res := run(t, sb, nil, "sh", "-c", "ls /busybox.berth 2>/dev/null; cat /proc/1/cmdline | tr '\\0' ' '"); res.stdout != "/bin/sh -c "+initScript+" " {
 		t.Errorf("init without the helper: %+v", res)

@@ -127,7 +127,10 @@ type Provider struct {
 	opts   Options
 	cli    *client.Client
 	host   string
-	helper string // host path of a static busybox, "" when none
+	// helper is the host path of a static busybox, "" when none: found
+	// when first needed (it reads an ELF header), not on the daemon's
+	// way to its API.
+	helper func() string
 
 	// buildMu serialises image checks and builds, so that concurrent Opens
 	// build the default image once.
@@ -167,7 +170,8 @@ func New(opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, berth.WrapError(berth.EInvalid, err, "docker: bad engine endpoint %q", host)
 	}
-	return &Provider{opts: opts, cli: cli, host: host, helper: findHelper(opts.Busybox), images: map[string]string{}}, nil
+	helper := sync.OnceValue(func() string { return findHelper(opts.Busybox) })
+	return &Provider{opts: opts, cli: cli, host: host, helper: helper, images: map[string]string{}}, nil
 }
 
 // Name is "docker".

@@ -147,7 +147,7 @@ func TestNewDefaults(t *testing.T) {
 func TestImageAutoBuild(t *testing.T) {
 	image := "berth-sandbox:build-" + randomHex(4)
 	p := newProvider(t, Options{Image: image})
-	if p.helper == "" {
+	if p.helper() == "" {
 		t.Fatal("no static busybox on this host (apt-get install busybox-static)")
 	}
 	ctx := t.Context()
@@ -182,7 +182,7 @@ func TestImageMissing(t *testing.T) {
 func TestDefaultImageWithoutBusybox(t *testing.T) {
 	image := "berth-sandbox:none-" + randomHex(4)
 	p := newProvider(t, Options{Image: image})
-	p.helper = ""
+	p.helper = func() string { return "" }
 	ws, home := testDirs(t)
 	_, err := p.Open(t.Context(), berth.SandboxConfig{SessionID: "s", Workspace: ws, Home: home})
 	if !berth.IsCode(err, berth.EUnavailable) || !strings.Contains(berth.ErrorMessage(err), "busybox-static") {
