@@ -1,8 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"database/sql"
 	"flag"
@@ -19,7 +17,7 @@ import (
 	"github.com/berth-sh/berth/store/internal/codec"
 )
 
-var updateSchema = flag.Bool("update", false, "rewrite schema.sql and empty.db.gz from the migrations")
+var updateSchema = flag.Bool("update", false, "rewrite schema.sql and empty.db from the migrations")
 
 // A new store is made by schema.sql, and it is the store the migrations
 // make: the same tables, columns, indexes and record of what is applied.
@@ -132,7 +130,7 @@ func dumpSchema(t *testing.T, db *sql.DB, version int) string {
 	return b.String()
 }
 
-// writeEmptyStore writes empty.db.gz: a store made by schema, its
+// writeEmptyStore writes empty.db: a store made by schema, its
 // migrations recorded undated, checkpointed into its one file.
 func writeEmptyStore(t *testing.T, dir string, ms []codec.Migration, schema *codec.Migration) {
 	t.Helper()
@@ -156,18 +154,7 @@ func writeEmptyStore(t *testing.T, dir string, ms []codec.Migration, schema *cod
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := zw.Write(raw); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("empty.db.gz", buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile("empty.db", raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -229,7 +216,7 @@ func TestANewStoreIsACopyOfTheEmptyOne(t *testing.T) {
 	// the faster for it only when it is as of the newest.
 	newest := fmt.Sprint(ms[len(ms)-1].Version)
 	if got := column(t, testPool(t, scratch), `SELECT max(version) FROM schema_migrations`); !slices.Equal(got, []string{newest}) {
-		t.Fatalf("empty.db.gz is as of migration %v, not %s: go test ./store/sqlite -run TestTheSchemaIsTheMigrations -update", got, newest)
+		t.Fatalf("empty.db is as of migration %v, not %s: go test ./store/sqlite -run TestTheSchemaIsTheMigrations -update", got, newest)
 	}
 	before := time.Now().UTC()
 	s, err := Open(ctx, filepath.Join(dir, "new.db"), Options{})
