@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -22,8 +23,11 @@ import (
 // kept as it is, not compressed (184 KB, 5 KB gzipped): a new home's start
 // inflated it in 1.2 ms, with a decompressor's and a buffer's fresh heap.
 //
+// A string, so that it lies in the read-only data shared with every
+// process of this binary (a []byte would be writable data of each).
+//
 //go:embed empty.db
-var emptyStore []byte
+var emptyStore string
 
 // seed makes the store file at path a copy of emptyStore when there is no
 // file there, and says whether it did. The copy is written and synced
@@ -43,8 +47,9 @@ func seed(path string) (bool, error) {
 	}
 	dir := filepath.Dir(path)
 	atomicfile.RemoveStale(dir, staleTempAge)
-	// One write, from the program's read-only data.
-	t, err := atomicfile.Create(path, emptyStore)
+	// One write, from the program's read-only data (a strings.Reader
+	// writes its string without a copy).
+	t, err := atomicfile.CreateFrom(path, strings.NewReader(emptyStore))
 	if err != nil {
 		return false, berth.WrapError(berth.EInternal, err, "write the store file")
 	}
