@@ -3,6 +3,7 @@ package main
 import (
 	"runtime/debug"
 	"strings"
+	"sync"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; when it
@@ -12,8 +13,13 @@ var version = "dev"
 // versionString is what `berth --version` prints and the daemon reports:
 // the version set at build time, else the module's version (a `go install
 // …@v1.2.3`), else the VCS revision the binary was built from, with
-// "+dirty" when the tree had uncommitted changes.
-func versionString() string {
+// "+dirty" when the tree had uncommitted changes. Worked out once: the
+// build information is parsed anew at each debug.ReadBuildInfo (a few
+// hundred modules' lines), and a daemon's start asks three times.
+var versionString = sync.OnceValue(buildVersion)
+
+// buildVersion works versionString out.
+func buildVersion() string {
 	if version != "dev" {
 		return version
 	}
