@@ -71,3 +71,28 @@ func TestHelpPointsAtCommandsAsTheyAreRun(t *testing.T) {
 	}
 	walk(root)
 }
+
+// The daemon's start builds only the root and serve (newDaemonRootCommand):
+// serve's flags, the root's and the help they make are those of the whole
+// tree, and a bad flag is the same usage error.
+func TestTheDaemonsTreeIsTheWholeTreesServe(t *testing.T) {
+	find := func(root *cobra.Command) *cobra.Command {
+		c, _, err := root.Find([]string{"serve"})
+		if err != nil || c.Name() != "serve" {
+			t.Fatalf("serve not found: %v", err)
+		}
+		return c
+	}
+	whole, daemon := find(newRootCommand()), find(newDaemonRootCommand())
+	if a, b := whole.UsageString(), daemon.UsageString(); a != b {
+		t.Fatalf("serve's usage differs:\nwhole tree:\n%s\ndaemon's tree:\n%s", a, b)
+	}
+	for _, root := range []*cobra.Command{newRootCommand(), newDaemonRootCommand()} {
+		root.SetArgs([]string{"serve", "--no-such-flag"})
+		root.SetOut(new(strings.Builder))
+		root.SetErr(new(strings.Builder))
+		if err := root.Execute(); exitCode(err) != 2 {
+			t.Fatalf("serve --no-such-flag: %v (exit %d), want a usage error", err, exitCode(err))
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/berth-sh/berth/cmd/berth/internal/roles"
 	// First for its init: `berth shim-local` and `berth agent-exec` run from there, before the
 	// packages only the daemon and the CLI use are initialised.
 	_ "github.com/berth-sh/berth/cmd/berth/internal/childentry"
@@ -28,7 +29,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal, a second one kills the process the usual way.
 	context.AfterFunc(ctx, stop)
-	root := newRootCommand()
+	var root *cobra.Command
+	if roles.Daemon(os.Args) {
+		// The daemon's start builds only its own command: the whole
+		// tree's flags took it about a millisecond.
+		root = newDaemonRootCommand()
+	} else {
+		root = newRootCommand()
+	}
 	err := root.ExecuteContext(ctx)
 	stop()
 	if err != nil {
@@ -37,8 +45,8 @@ func main() {
 	}
 }
 
-// newRootCommand builds the whole command tree.
-func newRootCommand() *cobra.Command {
+// newRoot is the root command: its flags, and none of its subcommands.
+func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "berth",
 		Short: "Run ACP coding agents as durable, sandboxed sessions",
@@ -58,7 +66,21 @@ func newRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &usageError{err: err, command: cmd.CommandPath()}
 	})
+	return root
+}
 
+// newDaemonRootCommand is the tree of `berth serve`: the root and the
+// daemon's command alone, which behave as in the whole tree.
+func newDaemonRootCommand() *cobra.Command {
+	root := newRoot()
+	root.AddCommand(newServeCmd())
+	markUsageErrors(root)
+	return root
+}
+
+// newRootCommand builds the whole command tree.
+func newRootCommand() *cobra.Command {
+	root := newRoot()
 	addDaemonCommands(root)
 	root.AddCommand(
 		newAgentsCommand(),
