@@ -124,9 +124,9 @@ type Options struct {
 
 // Provider makes docker sandboxes. It is safe for concurrent use.
 type Provider struct {
-	opts   Options
-	cli    *client.Client
-	host   string
+	opts Options
+	cli  *client.Client
+	host string
 	// helper is the host path of a static busybox, "" when none: found
 	// when first needed (it reads an ELF header), not on the daemon's
 	// way to its API.
