@@ -376,6 +376,9 @@ func TestATamperedShimIsReplacedNotRun(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			home := t.TempDir()
 			s := startServer(t, home)
+			// The shim is written once the probes are over, which health
+			// (asked until it probes no more) says.
+			s.health(t)
 			s.stop()
 			installed := installedShims(home)
 			if len(installed) != 1 {
