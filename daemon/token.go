@@ -38,31 +38,31 @@ func readTokenFile(home string) string { return client.ReadToken(home) }
 // token under the home's lock, so no one else holds the old one.
 func ensureToken(home string) (string, error) {
 	path := filepath.Join(home, tokenName)
-	if fi, err := os.Lstat(path); err == nil {
-		if !fi.Mode().IsRegular() {
-			return "", berth.Errorf(berth.EInvalid, "$BERTH_HOME/token is not a regular file")
-		}
-		if fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(path, 0o600); err != nil {
-				return "", berth.WrapError(berth.EInternal, err, "cannot make $BERTH_HOME/token private")
-			}
-		}
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			return "", berth.WrapError(berth.EInternal, err, "cannot read $BERTH_HOME/token")
-		}
-		if !tornToken(raw) {
-			if tok := strings.TrimSpace(string(raw)); tok != "" {
-				return tok, nil
-			}
-			return "", berth.Errorf(berth.EInvalid, "$BERTH_HOME/token is empty: remove it to have a new token made")
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", berth.WrapError(berth.EInternal, err, "cannot read $BERTH_HOME/token")
-	} else {
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return newToken(home, path, (*atomicfile.Temp).PlaceNew)
+	case err != nil:
+		return "", berth.WrapError(berth.EInternal, err, "cannot read $BERTH_HOME/token")
+	case !fi.Mode().IsRegular():
+		return "", berth.Errorf(berth.EInvalid, "$BERTH_HOME/token is not a regular file")
 	}
-	return newToken(home, path, (*atomicfile.Temp).Place)
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return "", berth.WrapError(berth.EInternal, err, "cannot make $BERTH_HOME/token private")
+		}
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", berth.WrapError(berth.EInternal, err, "cannot read $BERTH_HOME/token")
+	}
+	if tornToken(raw) {
+		return newToken(home, path, (*atomicfile.Temp).Place)
+	}
+	if tok := strings.TrimSpace(string(raw)); tok != "" {
+		return tok, nil
+	}
+	return "", berth.Errorf(berth.EInvalid, "$BERTH_HOME/token is empty: remove it to have a new token made")
 }
 
 // newToken writes a new token to path through a private temporary file

@@ -125,10 +125,11 @@ func (p *Provider) forgetImage(image string) {
 // in-memory context: no registry, no base image, no RUN step. It returns
 // the built image's id.
 func (p *Provider) buildDefaultImage(ctx context.Context, image string, who identity) (string, error) {
-	if p.helper() == "" {
+	helper := p.helper()
+	if helper == "" {
 		return "", berth.Errorf(berth.EUnavailable, "docker: image %q is missing and cannot be built: no static busybox on this host (install busybox-static)", image)
 	}
-	tarball, err := buildContext(p.helper(), who.uid, who.gid)
+	tarball, err := buildContext(helper, who.uid, who.gid)
 	if err != nil {
 		return "", berth.WrapError(berth.EInternal, err, "docker: cannot prepare the build of %q", image)
 	}
