@@ -20,12 +20,16 @@ func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 	if err != nil {
 		return err
 	}
+	tally, err := codec.TallyValues(sess)
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
 		var pk int64
-		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc, shim_socket)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING pk`,
-			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.RootOf(sess), sess.SpawnKey,
-			codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket).Scan(&pk)
+		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc, shim_socket, `+codec.TallyColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING pk`,
+			append([]any{sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.RootOf(sess), sess.SpawnKey,
+				codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket}, tally...)...).Scan(&pk)
 		if isUniqueViolation(err) {
 			return berth.WrapError(berth.EConflict, err, "session %s already exists", sess.ID)
 		}
@@ -200,11 +204,18 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 	if err != nil {
 		return err
 	}
+	tally, err := codec.TallyValues(sess)
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		q := `UPDATE sessions SET state = $1, agent = $2, parent_id = $3, created_at = $4, doc = $5, shim_socket = $6 WHERE id = $7`
-		args := []any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket, sess.ID}
+		q := `UPDATE sessions SET state = $1, agent = $2, parent_id = $3, created_at = $4, doc = $5, shim_socket = $6,
+			stop_reason = $7, failed = $8, waiting = $9, auth_missing = $10, needs_auth = $11, max_cost = $12, max_tokens = $13
+			WHERE id = $14`
+		args := append(append([]any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket},
+			tally...), sess.ID)
 		if from != "" {
-			q += ` AND state = $8`
+			q += ` AND state = $15`
 			args = append(args, string(from))
 		}
 		var pk int64

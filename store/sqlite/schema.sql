@@ -1,4 +1,4 @@
--- schema as of migration 29
+-- schema as of migration 30
 -- A new store's schema: what every migration up to that one makes, in one
 -- script. Written by `go test ./store/sqlite -run TestTheSchemaIsTheMigrations
 -- -update`, never by hand; migrations/ stays the history a store upgrades by.
@@ -12,7 +12,7 @@ CREATE TABLE sessions (
     created_at INTEGER NOT NULL, -- unix nanoseconds, 0 for the zero time
     last_seq   INTEGER NOT NULL DEFAULT 0,
     doc        TEXT    NOT NULL
-, agent_offset INTEGER NOT NULL DEFAULT 0, root_id TEXT NOT NULL DEFAULT '', spawn_key TEXT NOT NULL DEFAULT '', usage_calls INTEGER NOT NULL DEFAULT 0, usage_input INTEGER NOT NULL DEFAULT 0, usage_output INTEGER NOT NULL DEFAULT 0, usage_cache_read INTEGER NOT NULL DEFAULT 0, usage_cache_write INTEGER NOT NULL DEFAULT 0, usage_cost REAL NOT NULL DEFAULT 0, tree_calls INTEGER NOT NULL DEFAULT 0, tree_input INTEGER NOT NULL DEFAULT 0, tree_output INTEGER NOT NULL DEFAULT 0, tree_cache_read INTEGER NOT NULL DEFAULT 0, tree_cache_write INTEGER NOT NULL DEFAULT 0, tree_cost REAL NOT NULL DEFAULT 0, storage_seq INTEGER NOT NULL DEFAULT 0, storage_at INTEGER NOT NULL DEFAULT 0, shim_socket TEXT NOT NULL DEFAULT '');
+, agent_offset INTEGER NOT NULL DEFAULT 0, root_id TEXT NOT NULL DEFAULT '', spawn_key TEXT NOT NULL DEFAULT '', usage_calls INTEGER NOT NULL DEFAULT 0, usage_input INTEGER NOT NULL DEFAULT 0, usage_output INTEGER NOT NULL DEFAULT 0, usage_cache_read INTEGER NOT NULL DEFAULT 0, usage_cache_write INTEGER NOT NULL DEFAULT 0, usage_cost REAL NOT NULL DEFAULT 0, tree_calls INTEGER NOT NULL DEFAULT 0, tree_input INTEGER NOT NULL DEFAULT 0, tree_output INTEGER NOT NULL DEFAULT 0, tree_cache_read INTEGER NOT NULL DEFAULT 0, tree_cache_write INTEGER NOT NULL DEFAULT 0, tree_cost REAL NOT NULL DEFAULT 0, storage_seq INTEGER NOT NULL DEFAULT 0, storage_at INTEGER NOT NULL DEFAULT 0, shim_socket TEXT NOT NULL DEFAULT '', stop_reason TEXT NOT NULL DEFAULT '', failed INTEGER NOT NULL DEFAULT 0, waiting INTEGER NOT NULL DEFAULT 0, auth_missing INTEGER NOT NULL DEFAULT 0, needs_auth INTEGER NOT NULL DEFAULT 0, max_cost TEXT, max_tokens TEXT);
 
 CREATE INDEX sessions_by_created ON sessions (created_at DESC, id DESC);
 
@@ -161,3 +161,7 @@ CREATE TABLE signins (
 CREATE INDEX signins_by_expiry ON signins (expires_at);
 
 CREATE INDEX sessions_live ON sessions (state, id, shim_socket) WHERE state <> 'stopped';
+
+CREATE INDEX sessions_tally ON sessions (state, agent, stop_reason, failed, waiting, auth_missing, needs_auth,
+	max_cost, max_tokens, usage_calls, usage_input, usage_output, usage_cache_read, usage_cache_write, usage_cost,
+	tree_calls, tree_input, tree_output, tree_cache_read, tree_cache_write, tree_cost, id);

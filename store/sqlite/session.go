@@ -12,6 +12,9 @@ import (
 
 const getSessionSQL = `SELECT ` + codec.SessionColumns + ` FROM sessions WHERE id = ?`
 
+// updateTallySQL sets codec.TallyColumns, in their order.
+const updateTallySQL = `stop_reason = ?, failed = ?, waiting = ?, auth_missing = ?, needs_auth = ?, max_cost = ?, max_tokens = ?`
+
 // CreateSession inserts s with its labels. EInvalid without an id,
 // EConflict if the id exists.
 func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
@@ -19,13 +22,17 @@ func (s *Store) CreateSession(ctx context.Context, sess *berth.Session) error {
 	if err != nil {
 		return err
 	}
+	tally, err := codec.TallyValues(sess)
+	if err != nil {
+		return err
+	}
 	// Before the row exists, whether or not it commits: ListLive reads
 	// from now on.
 	s.empty.Store(false)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc, shim_socket)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.RootOf(sess), sess.SpawnKey, codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket)
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, state, agent, parent_id, root_id, spawn_key, created_at, doc, shim_socket, `+codec.TallyColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			append([]any{sess.ID, string(sess.State), sess.Agent, sess.ParentID, codec.RootOf(sess), sess.SpawnKey, codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket}, tally...)...)
 		if isConstraint(err) {
 			return berth.WrapError(berth.EConflict, err, "session %s already exists", sess.ID)
 		}
@@ -147,9 +154,13 @@ func (s *Store) UpdateSession(ctx context.Context, sess *berth.Session, from ber
 	if err != nil {
 		return err
 	}
+	tally, err := codec.TallyValues(sess)
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		q := `UPDATE sessions SET state = ?, agent = ?, parent_id = ?, created_at = ?, doc = ?, shim_socket = ? WHERE id = ?`
-		args := []any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket, sess.ID}
+		q := `UPDATE sessions SET state = ?, agent = ?, parent_id = ?, created_at = ?, doc = ?, shim_socket = ?, ` + updateTallySQL + ` WHERE id = ?`
+		args := append(append([]any{string(sess.State), sess.Agent, sess.ParentID, codec.SortNanos(sess.CreatedAt), doc, sess.ShimSocket}, tally...), sess.ID)
 		if from != "" {
 			q += ` AND state = ?`
 			args = append(args, string(from))

@@ -283,6 +283,11 @@ func TestQueryPlans(t *testing.T) {
 	if p := plan(listLiveSQL); p != "SCAN sessions USING COVERING INDEX sessions_live" {
 		t.Errorf("%s\n  plan: %s", listLiveSQL, p)
 	}
+	// A census reads the tally index alone: no session's row either.
+	p := plan(countSessionsSQL, "[]")
+	if strings.Count(p, "sessions USING COVERING INDEX sessions_tally") != 2 {
+		t.Errorf("%s\n  plan: %s", countSessionsSQL, p)
+	}
 }
 
 // TestDeleteRemovesRows: a deleted session's rows are gone.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 	"github.com/berth-sh/berth/store/storetest"
 )
 
@@ -26,6 +27,20 @@ func TestShimSocketMigrationFillsTheColumn(t *testing.T) {
 		_, err := s.(*Store).w.ExecContext(context.Background(), q)
 		return err
 	}, `ALTER TABLE sessions DROP COLUMN shim_socket`)
+}
+
+// A database written before migration 30 counts its sessions by the
+// tally columns the migration fills from their documents.
+func TestTallyMigrationFillsTheColumns(t *testing.T) {
+	dir := t.TempDir()
+	drops := []string{`DROP INDEX sessions_tally`}
+	for _, c := range strings.Split(codec.TallyColumns, ", ") {
+		drops = append(drops, "ALTER TABLE sessions DROP COLUMN "+c)
+	}
+	storetest.CheckTallyMigration(t, func() berth.Store { return openAt(t, dir) }, func(s berth.Store, q string) error {
+		_, err := s.(*Store).w.ExecContext(context.Background(), q)
+		return err
+	}, drops...)
 }
 
 // A tree page and an Idempotency-Key lookup are index searches.

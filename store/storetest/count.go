@@ -38,6 +38,42 @@ func testCountSessions(t *testing.T, open Opener) {
 		excluded = append(excluded, fmt.Sprintf("ses_gone%04d", i))
 	}
 	checkCounts(t, s, excluded)
+	// Updated, each session is counted as it is now: fields set, fields
+	// cleared.
+	for i, sess := range page.Sessions {
+		switch i % 3 {
+		case 0:
+			sess.Failure, sess.NeedsAuth, sess.Auth, sess.MaxCostUSD, sess.MaxTokens = nil, false, nil, nil, nil
+			sess.PendingPermissions, sess.PendingElicitations, sess.StopReason = 0, 0, ""
+		case 1:
+			sess.PendingElicitations, sess.MaxTokens, sess.Auth = 1, new(int64(5)), &berth.SessionAuth{Missing: "openai"}
+			if sess.State == berth.StateStopped {
+				sess.StopReason, sess.Failure = berth.StopAgentExited, &berth.Failure{Kind: berth.FailProcessExit}
+			}
+		}
+		if err := s.UpdateSession(ctx(t), sess, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkCounts(t, s, nil)
+}
+
+// CheckTallyMigration checks that migration 30 fills the tally columns of
+// a database written before it from each session's document: the store
+// counts its sessions as reading them whole says. exec runs a statement on
+// the backend; dropColumns undo the migration's columns.
+func CheckTallyMigration(t *testing.T, open func() berth.Store, exec func(s berth.Store, q string) error, dropColumns ...string) {
+	s := open()
+	createTallies(t, s)
+	for _, q := range append(dropColumns, `DELETE FROM schema_migrations WHERE version = 30`) {
+		if err := exec(s, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	s = open()
+	defer s.Close()
+	checkCounts(t, s, nil)
 }
 
 // checkCounts checks that the store counts the sessions not in exclude
