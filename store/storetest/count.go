@@ -3,10 +3,12 @@ package storetest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/berth-sh/berth"
+	"github.com/berth-sh/berth/store/internal/codec"
 )
 
 // testCountSessions: a store that counts its sessions counts them as
@@ -61,11 +63,16 @@ func testCountSessions(t *testing.T, open Opener) {
 // CheckTallyMigration checks that migration 30 fills the tally columns of
 // a database written before it from each session's document: the store
 // counts its sessions as reading them whole says. exec runs a statement on
-// the backend; dropColumns undo the migration's columns.
-func CheckTallyMigration(t *testing.T, open func() berth.Store, exec func(s berth.Store, q string) error, dropColumns ...string) {
+// the backend; before are the statements that must precede dropping the
+// migration's columns (its index's).
+func CheckTallyMigration(t *testing.T, open func() berth.Store, exec func(s berth.Store, q string) error, before ...string) {
 	s := open()
 	createTallies(t, s)
-	for _, q := range append(dropColumns, `DELETE FROM schema_migrations WHERE version = 30`) {
+	undo := before
+	for _, c := range strings.Split(codec.TallyColumns, ", ") {
+		undo = append(undo, "ALTER TABLE sessions DROP COLUMN "+c)
+	}
+	for _, q := range append(undo, `DELETE FROM schema_migrations WHERE version = 30`) {
 		if err := exec(s, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -12,10 +12,10 @@ import (
 // reads no document. In the order of TallyValues.
 const TallyColumns = `stop_reason, failed, waiting, auth_missing, needs_auth, max_cost, max_tokens`
 
-// TallyValues are s's values of TallyColumns: its stop reason, whether it
-// failed, waits for an answer (pending permissions or elicitations),
-// misses a credential or needs auth, and its budgets as the document's
-// JSON text (nil for none). EInvalid for a budget that cannot be encoded.
+// TallyValues are s's values of TallyColumns: the fields of its
+// berth.Tally its state reads (the others at their zero, as the count
+// ignores them) and its budgets as the document's JSON text (nil for
+// none). EInvalid for a budget that cannot be encoded.
 func TallyValues(s *berth.Session) ([]any, error) {
 	maxCost, err := budgetText(s.MaxCostUSD)
 	if err != nil {
@@ -25,8 +25,8 @@ func TallyValues(s *berth.Session) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{string(s.StopReason), s.Failure != nil, s.PendingPermissions > 0 || s.PendingElicitations > 0,
-		s.Auth != nil && s.Auth.Missing != "", s.NeedsAuth, maxCost, maxTokens}, nil
+	t := s.Tally()
+	return []any{string(t.StopReason), t.Failed, t.Waiting, t.AuthMissing, t.NeedsAuth, maxCost, maxTokens}, nil
 }
 
 // budgetText is a budget's JSON text as the document holds it, nil for
