@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/acp"
@@ -175,6 +176,9 @@ func (c *conversation) activate(ctx context.Context, o opened, transcript string
 			s.NeedsAuth = false
 		}
 		s.State, s.ACP = berth.StateActive, info
+		// Its idle clock starts once it can take a prompt: a start or a
+		// resume slower than its idle timeout is not reaped on arrival.
+		s.LastActivityAt = time.Now().UTC()
 	})
 	c.awaitingAuth = false
 	if err == nil {
