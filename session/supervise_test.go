@@ -118,6 +118,34 @@ func TestIdleSessionsAreReapedAndKeepTheirWork(t *testing.T) {
 	}
 }
 
+// A session whose agent takes longer to start than its idle timeout is not
+// reaped on arrival: its idle clock starts when it becomes active, on its
+// create and on the resume a prompt makes.
+func TestASlowStartIsNotReapedOnArrival(t *testing.T) {
+	const startDelay = 1500 * time.Millisecond
+	self, _ := os.Executable()
+	e := newEnv(t, fastSupervisor(0, 0), func(o *Options) {
+		c := catalog()
+		c["slow"] = berth.AgentSpec{Name: "slow", Command: "/bin/sh", Args: []string{"-c", "sleep 1.5; exec \"$0\"", self},
+			Env: map[string]string{agentEnvVar: "demo"}}
+		o.Catalog = c
+	})
+	ctx := context.Background()
+	t0 := time.Now()
+	s := e.create(berth.CreateRequest{Agent: "slow", IdleTimeoutSeconds: 1})
+	if got, _ := e.m.GetSession(ctx, s.ID); got.LastActivityAt.Before(t0.Add(startDelay)) {
+		t.Fatalf("the idle clock started %v into a start of %v", got.LastActivityAt.Sub(t0), startDelay)
+	}
+	waitFor(t, "the idle session to be reaped", func() bool {
+		got, _ := e.m.GetSession(ctx, s.ID)
+		return got.State == berth.StateStopped
+	})
+	// The prompt resumes it, through the same slow start, and is answered.
+	if res := e.prompt(s.ID, "echo resumed"); res.Text != "resumed" {
+		t.Fatalf("after a slow resume: %+v", res)
+	}
+}
+
 func TestTTLExpiry(t *testing.T) {
 	e := newEnv(t, fastSupervisor(0, 0))
 	ctx := context.Background()
