@@ -293,3 +293,36 @@ func TestTheBootReadsItsSessionsAgainAfterAFailure(t *testing.T) {
 	}
 	e.closeAndWaitShims(s.ID)
 }
+
+// A boot publishes no change for a session it reattaches as clients
+// listed it while it booted (no turn, its queue as stored): a thousand
+// idle sessions cost a thousand encodings and publications of nothing new.
+// One with a turn in flight is published with its turn.
+func TestABootPublishesOnlyTheSessionsThatChanged(t *testing.T) {
+	e := newShimEnv(t)
+	idle := e.create(berth.CreateRequest{})
+	busy := e.create(berth.CreateRequest{})
+	turn := e.startBusy(busy.ID, "sleep 1200\necho done")
+
+	e.detachAndReopen(withShims(e.home))
+	<-e.m.Booted()
+	// From the new daemon's first change on.
+	w := e.watch(e.m.changes.feed.Epoch() + "-0")
+	got := w.waitChange("the busy session published", func(c change) bool { return c.sess.ID == busy.ID })
+	if got.sess.CurrentTurnID != turn || got.sess.Badge != berth.BadgeRunning {
+		t.Fatalf("the busy session was published with turn %q, badge %s", got.sess.CurrentTurnID, got.sess.Badge)
+	}
+	if res := e.waitResult(busy.ID, turn); res.StopReason != berth.TurnEndTurn {
+		t.Fatalf("turn after reattach: %+v", res)
+	}
+	for _, c := range w.all() {
+		if c.sess.ID == idle.ID {
+			t.Fatalf("the idle session was published at the boot: %s %+v", c.Type, c.sess)
+		}
+	}
+	if r := e.prompt(idle.ID, "echo again"); r.Text != "again" {
+		t.Fatalf("prompt after reattach: %+v", r)
+	}
+	w.waitChange("the idle session published once prompted", func(c change) bool { return c.sess.ID == idle.ID })
+	e.closeAndWaitShims(idle.ID, busy.ID)
+}

@@ -475,11 +475,14 @@ func (q *queue) cancelAllLocked(ctx context.Context, reason string) (int, int64,
 }
 
 // take restores the pending queue entries and the staged steer of a
-// session from its pending entries.
-func (q *queue) take(entries []*berth.QueueEntry) {
+// session from its pending entries; changed says that its queue is not
+// what its document said (or a steer is staged), for the caller to
+// publish.
+func (q *queue) take(entries []*berth.QueueEntry) (changed bool) {
 	ls := q.ls
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	before := ls.sess.Queue
 	ls.sess.Queue.Pending = 0
 	for _, e := range entries {
 		switch {
@@ -491,7 +494,7 @@ func (q *queue) take(entries []*berth.QueueEntry) {
 			ls.sess.Queue.Pending++
 		}
 	}
-	ls.changedLocked()
+	return ls.sess.Queue != before || q.steer != nil
 }
 
 // deliverSteerLocked takes the staged steer into the turn in flight: it is

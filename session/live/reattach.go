@@ -37,13 +37,22 @@ type Reattached struct {
 // yet (CarryOn): a failure lets the shim go.
 func (ls *Session) Reattach(r Recovered) (*Reattached, error) {
 	ls.asks.recover(r.Pending, r.Elics)
-	ls.queue.take(r.Queue)
+	queued := ls.queue.take(r.Queue)
 	h := ls.shim.Hello()
 	ls.life.wire(ls.shim, acp.Options{StartOffset: h.From, LastID: h.LastID, ReplayUntil: h.End, ReplayServe: servedAgain(h)})
 	t, wait, err := ls.turns.recover(r.Open, h)
 	if err != nil {
 		return nil, err
 	}
+	ls.mu.Lock()
+	// A session with no turn, its queue as its document has it, looks as
+	// clients listed it while it reattached (the stored view): a boot of
+	// a thousand idle sessions publishes nothing. The supervisor finds it
+	// among the live sessions (findEvery).
+	if queued || t != nil || ls.sess.CurrentTurnID != "" || ls.h.InCluster {
+		ls.changedLocked()
+	}
+	ls.mu.Unlock()
 	return &Reattached{hello: h, t: t, in: r.In, wait: wait}, nil
 }
 

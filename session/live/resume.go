@@ -22,6 +22,9 @@ func (ls *Session) LoadInput(ctx context.Context) error {
 		return err
 	}
 	ls.queue.take(entries)
+	ls.mu.Lock()
+	ls.changedLocked()
+	ls.mu.Unlock()
 	return nil
 }
 
