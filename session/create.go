@@ -407,15 +407,7 @@ func (pl *placement) checkNotDaemons(ws string) error {
 }
 
 // hidden is what no sandbox may see: the daemon's home, and Options.Hidden.
-func (pl *placement) hidden() []string {
-	var out []string
-	for _, p := range append([]string{pl.m.opts.Home}, pl.m.opts.Hidden...) {
-		if p != "" {
-			out = append(out, resolvedPath(p))
-		}
-	}
-	return out
-}
+func (pl *placement) hidden() []string { return pl.ownPaths().hidden }
 
 // resolvedPath is p, clean, with its symbolic links resolved where they
 // can be.

@@ -28,7 +28,6 @@ func (m *Manager) abandon(ls *live.Session) {
 // sandboxConfig is the sandbox a session's agent runs in, for its start
 // and, on reattach, for the terminals and execs the daemon opens.
 func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth.SandboxConfig {
-	home := pl.homeDir(s.ID)
 	env := agentEnv(spec, s.ID, s.Env, pl.m.models.env(s, spec))
 	// The proxy's variables win over the session's own.
 	maps.Copy(env, pl.m.net.env(s))
@@ -49,10 +48,11 @@ func (pl *placement) sandboxConfig(s *berth.Session, spec berth.AgentSpec) berth
 	if (toolsOK || modelOK) && pl.m.opts.Berth != spec.Command && (agentprog.OutsideSystemDirs(pl.m.opts.Berth) || !pl.capsOf(s.Sandbox.Provider).HostPaths) {
 		binds = append(binds, berth.Bind{Source: pl.m.opts.Berth, Target: pl.m.opts.Berth})
 	}
-	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedPath(home),
+	own := pl.ownPaths()
+	return berth.SandboxConfig{SessionID: s.ID, Workspace: s.Workspace, Home: resolvedUnder(own.sessions, s.ID, "home"),
 		Env: env, Network: s.Sandbox.Network, Binds: binds,
-		Image: spec.DockerImage, Limits: pl.boxLimits(s), Hide: pl.hidden(),
-		WorkspaceOwners: pl.sandboxUIDs(), ManagedWorkspace: pathx.Within(resolvedPath(pl.workspacesDir()), s.Workspace)}
+		Image: spec.DockerImage, Limits: pl.boxLimits(s), Hide: own.hidden,
+		WorkspaceOwners: pl.sandboxUIDs(), ManagedWorkspace: pathx.Within(own.workspaces, s.Workspace)}
 }
 
 // agentProgram is how the session's agent command runs in its sandbox
