@@ -191,6 +191,9 @@ func (c *Client) MaxLineBytes() int { return c.conn.opts.MaxLineBytes }
 // Position is Conn.Position.
 func (c *Client) Position() int64 { return c.conn.Position() }
 
+// AnsweredTo is Conn.AnsweredTo.
+func (c *Client) AnsweredTo() int64 { return c.conn.AnsweredTo() }
+
 // Redeliver is Conn.Redeliver.
 func (c *Client) Redeliver(line []byte) { c.conn.Redeliver(line) }
 

@@ -137,10 +137,12 @@ type Conn struct {
 	nextID atomic.Int64
 	// pos is the stream offset just past the line being dispatched (or
 	// the last one dispatched).
-	pos     atomic.Int64
-	mu      sync.Mutex
-	pending map[int64]pendingCall
-	closed  bool
+	pos atomic.Int64
+	// answeredTo is pos as the latest answer to a call was dispatched.
+	answeredTo atomic.Int64
+	mu         sync.Mutex
+	pending    map[int64]pendingCall
+	closed     bool
 
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
@@ -174,6 +176,11 @@ func NewConn(rwc io.ReadWriteCloser, h Handler, opts Options) *Conn {
 // the last one dispatched: called from a handler running on the reader
 // goroutine, it says where the line that caused the call ends.
 func (c *Conn) Position() int64 { return c.pos.Load() }
+
+// AnsweredTo is the stream offset just past the latest answer to one of
+// the connection's calls, 0 before the first: every line before it has
+// been dispatched.
+func (c *Conn) AnsweredTo() int64 { return c.answeredTo.Load() }
 
 // Start starts the reader goroutine. Close waits for it.
 func (c *Conn) Start() {
@@ -520,6 +527,7 @@ func (c *Conn) deliver(e envelope) {
 		c.log.Debug("acp response for no pending call", "id", id)
 		return
 	}
+	c.answeredTo.Store(c.pos.Load())
 	r := response{result: bytes.Clone(e.result)}
 	if !isNull(e.err) {
 		r.err = new(Error)

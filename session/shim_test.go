@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -325,4 +326,26 @@ func TestABootPublishesOnlyTheSessionsThatChanged(t *testing.T) {
 	}
 	w.waitChange("the idle session published once prompted", func(c change) bool { return c.sess.ID == idle.ID })
 	e.closeAndWaitShims(idle.ID, busy.ID)
+}
+
+// A session's durable offset passes the agent's answer that opened its
+// conversation: the next daemon's reattach reads none of the handshake
+// again (it read the answer, and dropped it, at every boot of every
+// session never prompted), for the demo agent, whose updates come before
+// its answer and are logged after session_started.
+func TestAReattachReadsNoneOfTheHandshakeAgain(t *testing.T) {
+	e := newShimEnv(t)
+	s := e.create(berth.CreateRequest{})
+	var daemonLog lockedBuffer
+	e.detachAndReopen(withShims(e.home), func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&daemonLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	<-e.m.Booted()
+	if r := e.prompt(s.ID, "echo again"); r.Text != "again" {
+		t.Fatalf("prompt after reattach: %+v", r)
+	}
+	if out := daemonLog.String(); strings.Contains(out, "no pending call") || !strings.Contains(out, "session reattached") {
+		t.Fatalf("the reattach read the handshake's answer again:\n%s", out)
+	}
+	e.closeAndWaitShims(s.ID)
 }

@@ -182,9 +182,11 @@ func (c *conversation) activate(ctx context.Context, o opened, transcript string
 	})
 	c.awaitingAuth = false
 	if err == nil {
-		ls.Emit("", berth.EventSessionStarted, map[string]any{
+		started := berth.NewEvent(ls.id, "", berth.EventSessionStarted, map[string]any{
 			"agent_info": info.AgentInfo, "protocol_version": info.ProtocolVersion,
 			"capabilities": info.Capabilities, "resumed_by": resumedBy})
+		ls.out.endHandshakeLocked(&started, ls.client.AnsweredTo())
+		ls.emitEvent(started)
 		ls.out.flushEarlyLocked()
 		ls.logger.Info("session started", "agent", ls.spec.Name, "resumed_by", resumedBy)
 		// Before the queue runs, the session gets its mode and config back

@@ -327,6 +327,20 @@ func (o *output) emitAgentLocked(turnID, typ string, data any) {
 	o.early = append(o.early, ev)
 }
 
+// endHandshakeLocked gives the end of the agent's answer that opened the
+// conversation (end) to the handshake's last event: session_started, or
+// the last update held back until it, which is logged after it. Once that
+// event is committed every line of the handshake is processed, so the
+// session's durable offset passes the answer: a reattach does not read it
+// again, and the shim's spool may let the handshake's lines go.
+func (o *output) endHandshakeLocked(started *berth.Event, end int64) {
+	last := started
+	if n := len(o.early); n > 0 {
+		last = &o.early[n-1]
+	}
+	last.Source = max(last.Source, end)
+}
+
 // flushEarlyLocked logs the agent's updates held back until session_started
 // (see agentHandler.SessionUpdate), in arrival order.
 func (o *output) flushEarlyLocked() {
