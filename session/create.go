@@ -399,7 +399,7 @@ func (pl *placement) checkNotDaemons(ws string) error {
 	if !pathx.Within(home, real) {
 		return nil
 	}
-	if managed := resolvedPath(pl.workspacesDir()); pathx.Within(managed, real) && real != managed {
+	if managed := pl.ownPaths().workspaces; pathx.Within(managed, real) && real != managed {
 		return nil
 	}
 	return &berth.Error{Code: berth.EInvalid, Message: "workspace is the daemon's home or lies inside it: the agent would reach the daemon's socket and database; pick another directory, or omit workspace for a managed one",

@@ -18,7 +18,7 @@ import (
 // workspace outside this node's workspace root is another node's, and
 // comes from the Restorer. A host path never moves.
 func (pl *placement) managedMovesHere(s *berth.Session) string {
-	root := resolvedPath(pl.workspacesDir())
+	root := pl.ownPaths().workspaces
 	if pl.m.opts.Restorer == nil || !s.ManagedWorkspace || pathx.Within(root, s.Workspace) {
 		return ""
 	}
@@ -34,7 +34,7 @@ func (pl *placement) movesHere(ctx context.Context, s *berth.Session) (ws string
 	if ws := pl.managedMovesHere(s); ws != "" || s.ManagedWorkspace || pl.m.opts.Restorer == nil {
 		return ws, false, nil
 	}
-	root := resolvedPath(pl.workspacesDir())
+	root := pl.ownPaths().workspaces
 	if pathx.Within(root, s.Workspace) {
 		return "", false, nil
 	}

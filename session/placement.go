@@ -15,8 +15,9 @@ type placement struct {
 	m *Manager
 	// own is the daemon's own directories with their links resolved,
 	// once all of them exist: they do not move while the daemon holds
-	// its home, and a boot asks for them a thousand times (a sandbox's
-	// config each).
+	// its home, and they are asked for per session: a sandbox's config
+	// at each start and reattach, managedMovesHere for each session a
+	// list shows.
 	ownMu sync.Mutex
 	own   *ownPaths
 }

@@ -15,7 +15,7 @@ import (
 // which is berth's own. It is opened as a sandbox opens it, without
 // following a link on its path, and checked through that descriptor.
 func (pl *placement) checkWorkspace(ws, field string) error {
-	if pathx.Within(resolvedPath(pl.workspacesDir()), ws) {
+	if pathx.Within(pl.ownPaths().workspaces, ws) {
 		return nil
 	}
 	f, err := wsdir.OpenNoFollow(ws)
