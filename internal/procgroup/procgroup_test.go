@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -135,9 +137,20 @@ func TestTerminateEscalates(t *testing.T) {
 }
 
 func TestTerminatePolite(t *testing.T) {
-	cmd, _, done := startGroup(t, "sleep 100")
+	// The shell execs: a shell that forks blocks every signal around the
+	// fork, and a SIGTERM to the group then reaches the shell (pending)
+	// but not the child it forks, which lives on holding stdout.
+	cmd, _, done := startGroup(t, "exec sleep 100")
+	pid := cmd.Process.Pid
+	// Should it not die, what it was doing then says why.
+	stuck := make(chan string, 1)
+	watch := time.AfterFunc(20*time.Second, func() { stuck <- signalStatus(pid) })
 	t0 := time.Now()
-	if err := Terminate(context.Background(), cmd.Process.Pid, time.Minute, done); err != nil {
+	err := Terminate(context.Background(), pid, time.Minute, done)
+	if !watch.Stop() {
+		t.Errorf("the process had not obeyed SIGTERM after 20s: %s", <-stuck)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(t0); took > 30*time.Second {
@@ -151,6 +164,31 @@ func TestTerminatePolite(t *testing.T) {
 	if err := Terminate(context.Background(), cmd.Process.Pid, 0, done); err != nil {
 		t.Errorf("Terminate of an empty group = %v", err)
 	}
+}
+
+// signalStatus describes pid's state and what it does with SIGTERM, read
+// from /proc/<pid>/status: "state S", plus "SIGTERM blocked", "ignored" or
+// "pending" where it applies.
+func signalStatus(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err.Error()
+	}
+	term := uint64(1) << (uint(syscall.SIGTERM) - 1)
+	out := []string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		key, val, _ := strings.Cut(line, ":\t")
+		val = strings.TrimSpace(val)
+		if key == "State" {
+			out = append(out, "state "+val)
+			continue
+		}
+		what := map[string]string{"SigBlk": "blocked", "SigIgn": "ignored", "SigPnd": "pending", "ShdPnd": "pending"}[key]
+		if mask, err := strconv.ParseUint(val, 16, 64); what != "" && err == nil && mask&term != 0 {
+			out = append(out, "SIGTERM "+what)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func TestStartProcPipes(t *testing.T) {
