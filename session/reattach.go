@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -198,9 +197,8 @@ func (rc *recovery) endOrphanShim(ctx context.Context, b shim.Bundle, id string)
 		p.Discard()
 		_, _ = p.Stop(context.Background(), rc.m.opts.Limits.StopGrace)
 		p.Release()
-	} else if pid := shim.ReadPID(b.PIDFile, rc.m.opts.RunDir); pid > 0 {
-		rc.m.logger.Warn("killing an orphaned shim", "session_id", id, "pid", pid)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	} else if pid := shim.KillByPIDFile(b.PIDFile, rc.m.opts.RunDir); pid > 0 {
+		rc.m.logger.Warn("killed an orphaned shim", "session_id", id, "pid", pid)
 	}
 	b.Remove(true)
 }

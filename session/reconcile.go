@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/berth-sh/berth"
@@ -143,21 +142,17 @@ var nodeLostClose = closeHow{reason: berth.StopNodeLost,
 // appended and the session is recorded stopped.
 func (rc *recovery) closeSession(ctx context.Context, s *berth.Session, leftovers []int, how closeHow) error {
 	for _, pid := range leftovers {
-		// Kill the process's whole group: the agent's or a terminal's.
-		pgid, err := syscall.Getpgid(pid)
-		if err != nil || pgid <= 1 {
-			pgid = -pid
+		// The process's whole group goes: the agent's or a terminal's. The
+		// list was read a while ago: a pid no longer the session's is spared.
+		if procfs.KillIfEnv(pid, "BERTH_SESSION_ID="+s.ID, true) {
+			rc.m.logger.Warn("killed a process left by a previous daemon", "session_id", s.ID, "pid", pid)
 		}
-		rc.m.logger.Warn("killing a process left by a previous daemon", "session_id", s.ID, "pid", pid, "pgid", pgid)
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	if s.ShimSocket != "" {
 		// A shim that did not answer: it goes, and its files with it.
 		files := shim.BundleOf(s.ShimSocket, s.ID)
-		if pid := shim.ReadPID(files.PIDFile, filepath.Dir(s.ShimSocket)); pid > 0 {
-			rc.m.logger.Warn("killing a shim that did not answer", "session_id", s.ID, "pid", pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+		if pid := shim.KillByPIDFile(files.PIDFile, filepath.Dir(s.ShimSocket)); pid > 0 {
+			rc.m.logger.Warn("killed a shim that did not answer", "session_id", s.ID, "pid", pid)
 		}
 		files.Remove(true)
 	}

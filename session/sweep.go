@@ -3,7 +3,8 @@ package session
 import (
 	"log/slog"
 	"sync"
-	"syscall"
+
+	"github.com/berth-sh/berth/internal/procfs"
 )
 
 // sweeper kills what stopped sessions left behind: processes that left the
@@ -53,8 +54,9 @@ func (sw *sweeper) run() {
 		procs := sessionProcesses()
 		for id, waiters := range batch {
 			for _, pid := range procs[id] {
-				sw.logger.Warn("killing a process the session left behind", "session_id", id, "pid", pid)
-				_ = syscall.Kill(pid, syscall.SIGKILL)
+				if procfs.KillIfEnv(pid, "BERTH_SESSION_ID="+id, false) {
+					sw.logger.Warn("killed a process the session left behind", "session_id", id, "pid", pid)
+				}
 			}
 			for _, w := range waiters {
 				close(w)

@@ -159,15 +159,31 @@ func RemoveSessionBundles(runDir, id string) {
 // ReadPID returns the pid a shim wrote to pidFile if that process is
 // still a shim of runDir (a pid alone may have been reused), else 0.
 func ReadPID(pidFile, runDir string) int {
+	pid := readPIDFile(pidFile)
+	if pid == 0 || !procfs.HasEnv(pid, EnvRun+"="+runDir) {
+		return 0
+	}
+	return pid
+}
+
+// KillByPIDFile SIGKILLs the shim whose pid file is pidFile, if that pid
+// is still a shim of runDir (procfs.KillIfEnv: a pid reused since is left
+// alone). It returns the pid killed, or 0.
+func KillByPIDFile(pidFile, runDir string) int {
+	if pid := readPIDFile(pidFile); pid > 0 && procfs.KillIfEnv(pid, EnvRun+"="+runDir, false) {
+		return pid
+	}
+	return 0
+}
+
+// readPIDFile returns the pid pidFile holds, or 0 when it holds none above 1.
+func readPIDFile(pidFile string) int {
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		return 0
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 1 {
-		return 0
-	}
-	if !procfs.HasEnv(pid, EnvRun+"="+runDir) {
 		return 0
 	}
 	return pid

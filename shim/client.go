@@ -291,18 +291,15 @@ func (p *Proc) Release() {
 	_ = p.nc.Close()
 }
 
-// KillAgent SIGKILLs the process group of pid, but only if pid is a
-// process of session sessionID on this host (BERTH_SESSION_ID in its
+// KillAgent SIGKILLs process pid and its process group, but only if pid
+// is a process of session sessionID on this host (BERTH_SESSION_ID in its
 // environment): a pid from a remote engine or one reused since is left
 // alone.
 func KillAgent(pid int, sessionID string) {
-	if pid <= 1 || sessionID == "" {
+	if sessionID == "" {
 		return
 	}
-	if !procfs.HasEnv(pid, "BERTH_SESSION_ID="+sessionID) {
-		return
-	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	procfs.KillIfEnv(pid, "BERTH_SESSION_ID="+sessionID, true)
 }
 
 // isDetached reports whether Detach was called.
