@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/berth-sh/berth"
 	"github.com/berth-sh/berth/internal/procfs"
+	"github.com/berth-sh/berth/shim"
 )
 
 // agentPIDs returns the pids of the processes that carry a session's id.
@@ -199,8 +201,11 @@ func TestShimLostFallsBackToRepairAndResume(t *testing.T) {
 		t.Fatalf("shims %v, agents %v", shims, agents)
 	}
 	s.kill9()
-	for _, pid := range append(shims, agents...) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	for _, pid := range shims {
+		procfs.KillIfEnv(pid, shim.EnvRun+"="+filepath.Join(home, "run"), false)
+	}
+	for _, pid := range agents {
+		procfs.KillIfEnv(pid, "BERTH_SESSION_ID="+sess.ID, false)
 	}
 
 	s2 := startServer(t, home)

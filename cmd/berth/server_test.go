@@ -184,9 +184,10 @@ func shimsOf(home string) []int {
 // stopShims stops the shims a test daemon left (each stops its agent on
 // SIGTERM), then kills what is left of them.
 func stopShims(t testing.TB, home string) {
-	pids := shimsOf(home)
-	for _, pid := range pids {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
+	// A shim gone since the scan may have left its pid to another process.
+	run := shim.EnvRun + "=" + filepath.Join(home, "run")
+	for _, pid := range shimsOf(home) {
+		procfs.SignalIfEnv(pid, run, syscall.SIGTERM, false)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(shimsOf(home)) > 0 && time.Now().Before(deadline) {
@@ -194,7 +195,7 @@ func stopShims(t testing.TB, home string) {
 	}
 	for _, pid := range shimsOf(home) {
 		t.Logf("shim %d did not stop on SIGTERM; killing it", pid)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		procfs.KillIfEnv(pid, run, false)
 	}
 }
 

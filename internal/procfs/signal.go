@@ -8,8 +8,9 @@ import (
 )
 
 // KillIfEnv SIGKILLs process pid, and first its whole process group when
-// group is set (never the caller's own), but only if it started with the environment entry kv
-// ("KEY=VALUE", whole). It reports whether it sent the kill.
+// group is set (never the caller's own), but only if it started with the
+// environment entry kv ("KEY=VALUE", whole). It reports whether it sent
+// the kill.
 //
 // A pid read from a file or an earlier scan of /proc may name another
 // process by now: its own ended and the number was reused. The process is
@@ -18,6 +19,11 @@ import (
 // without pidfds (before 5.3, or a seccomp profile refusing them) gets
 // the check and a plain kill, moments apart.
 func KillIfEnv(pid int, kv string, group bool) bool {
+	return SignalIfEnv(pid, kv, syscall.SIGKILL, group)
+}
+
+// SignalIfEnv is KillIfEnv with another signal than SIGKILL.
+func SignalIfEnv(pid int, kv string, sig syscall.Signal, group bool) bool {
 	if pid <= 1 {
 		return false
 	}
@@ -36,13 +42,13 @@ func KillIfEnv(pid int, kv string, group bool) bool {
 		// A live member keeps its group's id from being reused. This
 		// process's own group is never one to end.
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 && pgid != syscall.Getpgrp() && alive(fd, pinned, pid) {
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			_ = syscall.Kill(-pgid, sig)
 		}
 	}
 	if pinned {
-		return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil
+		return unix.PidfdSendSignal(fd, sig, nil, 0) == nil
 	}
-	return syscall.Kill(pid, syscall.SIGKILL) == nil
+	return syscall.Kill(pid, sig) == nil
 }
 
 // alive reports whether the process is still the one checked: through the

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -611,7 +610,10 @@ func TestAProbeDiesWithItsDaemon(t *testing.T) {
 		stop()
 		t.Fatal("the probe's bwrap never started")
 	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	// Pinned while it runs: once gone, its pid may be another process's.
+	if pinned, err := os.FindProcess(pid); err == nil {
+		t.Cleanup(func() { _ = pinned.Kill() })
+	}
 	stop()
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		// Gone, or a zombie waiting for init to reap it.
