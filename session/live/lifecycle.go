@@ -118,7 +118,7 @@ func (l *lifecycle) monitor() {
 	if errors.Is(werr, shim.ErrLost) {
 		// The shim died without reporting: its agent goes with it.
 		shim.KillAgent(ls.proc.Pid(), ls.id)
-		ls.logger.Warn("the agent's shim went away", "session_id", ls.id)
+		ls.logger.Warn("the agent's shim went away")
 	}
 	// Let the reader drain what the agent wrote before it died.
 	select {
