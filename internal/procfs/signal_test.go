@@ -20,7 +20,8 @@ func startWithEnv(t *testing.T, script, kv string, own bool) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if own {
+		// A reaped leader's group id may be another process's by now.
+		if own && cmd.ProcessState == nil {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 		_ = cmd.Process.Kill()
