@@ -77,22 +77,40 @@ func initializeRequest(info Implementation) InitializeRequest {
 	}
 }
 
-// earlyInitializeID is the id of the initialize request InitializeLine
-// encodes: the first a new connection would give.
-const earlyInitializeID = 1
+// earlyInitializeID and earlySessionNewID are the ids of the requests
+// InitializeLine and SessionNewLine encode: the first two a new connection
+// would give.
+const (
+	earlyInitializeID = 1
+	earlySessionNewID = 2
+)
 
 // InitializeLine is the initialize request Initialize would send first on
 // a new connection, as one line, for a launcher to hand the agent as it
 // starts; a client made over that agent's stream takes the answer with
-// AwaitInitialize instead of sending its own.
+// ExpectInitialize instead of sending its own.
 func InitializeLine(info Implementation) ([]byte, error) {
-	params, err := json.Marshal(initializeRequest(info))
+	return requestLine(earlyInitializeID, MethodInitialize, initializeRequest(info))
+}
+
+// SessionNewLine is the session/new request NewSession would send next,
+// right after InitializeLine's, as one line: for a launcher to hand the
+// agent the moment it has answered initialize, a hop sooner than the
+// client could. A client made over that agent's stream takes the answer
+// with ExpectNewSession.
+func SessionNewLine(cwd string, mcp []McpServer) ([]byte, error) {
+	return requestLine(earlySessionNewID, MethodSessionNew, NewSessionRequest{Cwd: cwd, McpServers: orEmpty(mcp)})
+}
+
+// requestLine encodes one request as a line.
+func requestLine(id int64, method string, params any) ([]byte, error) {
+	raw, err := json.Marshal(params)
 	if err != nil {
-		return nil, fmt.Errorf("acp: encode initialize: %w", err)
+		return nil, fmt.Errorf("acp: encode %s: %w", method, err)
 	}
-	b, err := json.Marshal(&message{JSONRPC: "2.0", ID: json.RawMessage(strconv.Itoa(earlyInitializeID)), Method: MethodInitialize, Params: params})
+	b, err := json.Marshal(&message{JSONRPC: "2.0", ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: raw})
 	if err != nil {
-		return nil, fmt.Errorf("acp: encode initialize: %w", err)
+		return nil, fmt.Errorf("acp: encode %s: %w", method, err)
 	}
 	return append(b, '\n'), nil
 }
@@ -103,6 +121,12 @@ func InitializeLine(info Implementation) ([]byte, error) {
 // nobody waiting.
 func (c *Client) ExpectInitialize() (wait func(ctx context.Context) (InitializeResponse, error), err error) {
 	return expect[InitializeResponse](c.conn, earlyInitializeID, MethodInitialize, nil)
+}
+
+// ExpectNewSession is ExpectInitialize for the request SessionNewLine
+// encoded, handed to the agent once it answered initialize.
+func (c *Client) ExpectNewSession() (wait func(ctx context.Context) (NewSessionResponse, error), err error) {
+	return expect[NewSessionResponse](c.conn, earlySessionNewID, MethodSessionNew, nil)
 }
 
 // expect is Conn.Expect with the answer decoded as a T.

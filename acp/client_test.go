@@ -137,3 +137,78 @@ func TestTheInitializeHandedAheadIsTheOneInitializeSends(t *testing.T) {
 		t.Fatalf("the next request %q, want id 2", next)
 	}
 }
+
+// The session/new line a launcher hands the agent on its answer to
+// initialize is the request NewSession sends next; a client made later
+// takes both answers and numbers its own requests after them.
+func TestTheSessionNewHandedAheadIsTheOneNewSessionSends(t *testing.T) {
+	mcp := []McpServer{{Name: "berth", Command: "/bin/berth", Args: []string{"mcp"}, Env: []EnvVariable{}}}
+	line, err := SessionNewLine("/w", mcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, p := newPair(t, clientDispatch{&updates{}}, Options{})
+	client := &Client{conn: c}
+	go func() {
+		_, _ = client.Initialize(context.Background(), Implementation{Name: "berth"})
+		_, _ = client.NewSession(context.Background(), "/w", mcp)
+	}()
+	p.readMsg(t)
+	p.send(t, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`)
+	sent := p.readMsg(t)
+	var ahead message
+	if err := json.Unmarshal(line, &ahead); err != nil || line[len(line)-1] != '\n' {
+		t.Fatalf("SessionNewLine = %q: %v", line, err)
+	}
+	if string(ahead.ID) != string(sent.ID) || ahead.Method != sent.Method || string(ahead.Params) != string(sent.Params) {
+		t.Fatalf("handed ahead %q, NewSession sends id %s %s %s", line, sent.ID, sent.Method, sent.Params)
+	}
+
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	later := NewClient(rwc{Reader: inR, WriteCloser: outW, closeR: inR.Close}, &updates{}, Options{})
+	t.Cleanup(func() { inW.Close(); outR.Close(); later.Close() })
+	waitInit, err := later.ExpectInitialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitNew, err := later.ExpectNewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}`+"\n"+
+			`{"jsonrpc":"2.0","id":2,"result":{"sessionId":"s-1"}}`+"\n")
+	}()
+	later.Start()
+	if res, err := waitInit(context.Background()); err != nil || res.ProtocolVersion != 1 {
+		t.Fatalf("initialize's answer: %+v, %v", res, err)
+	}
+	if res, err := waitNew(context.Background()); err != nil || res.SessionID != "s-1" {
+		t.Fatalf("session/new's answer: %+v, %v", res, err)
+	}
+	go func() { _, _ = later.Prompt(context.Background(), "s-1") }()
+	next, err := bufio.NewReader(outR).ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m message
+	if err := json.Unmarshal(next, &m); err != nil || string(m.ID) != "3" || m.Method != MethodSessionPrompt {
+		t.Fatalf("the next request %q, want id 3", next)
+	}
+}
+
+// Succeeded tells a result from an error.
+func TestSucceeded(t *testing.T) {
+	for line, want := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1,"result":{}}`:                           true,
+		`{"jsonrpc":"2.0","id":1,"result":null,"error":null}`:            true,
+		`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"x"}}`: false,
+		`{"jsonrpc":"2.0","id":1}`:                                       false,
+		`not json`:                                                       false,
+	} {
+		if got := Succeeded([]byte(line)); got != want {
+			t.Errorf("Succeeded(%s) = %v, want %v", line, got, want)
+		}
+	}
+}

@@ -230,3 +230,13 @@ func Classify(line []byte) (kind Kind, id []byte, method string) {
 	}
 	return KindOther, nil, ""
 }
+
+// Succeeded reports whether a response line carries a result rather than
+// an error.
+func Succeeded(line []byte) bool {
+	var r struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal(line, &r) == nil && len(r.Result) > 0 && (len(r.Error) == 0 || isNull(r.Error))
+}

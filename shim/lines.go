@@ -105,6 +105,9 @@ func (l *lines) finish(pre []byte, nl bool) {
 		return
 	}
 	kind, id := classify(line)
+	if kind == acp.KindResponse {
+		s.sendThen(id, line)
+	}
 	// A long text chunk reaches the daemon in pieces it logs as they are:
 	// the daemon never holds the whole of it. Cut before the window
 	// counts it, as spooled.

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -83,6 +84,12 @@ type Config struct {
 	// the agent as soon as its own start is done rather than a hop after
 	// the ready line.
 	Input []byte `json:"input,omitempty"`
+	// Then is written to the agent's stdin once its stdout has carried a
+	// successful answer to Input's request: the request the daemon would
+	// send on that answer (session/new after initialize), sent without
+	// the hop to the daemon and back. Nothing is written when the answer
+	// is an error, or never comes.
+	Then []byte `json:"then,omitempty"`
 	// Attached, when set, is a connection the daemon made before the job
 	// came (see EnvConn): served as its first attach once the agent runs,
 	// so that no dial waits for the socket. Serve closes it if it fails.
@@ -141,6 +148,11 @@ type server struct {
 	pending []byte
 	// token signs the shim's reports (see Report).
 	token string
+	// then is Config.Then until it is queued, thenAfter the id of the
+	// request whose answer queues it; the stdout pump alone uses them
+	// once the pumps run.
+	then      []byte
+	thenAfter string
 	// stdin queues frames for the agent's stdin writer.
 	stdin  chan []byte
 	stderr []byte
@@ -245,6 +257,11 @@ func (s *server) open(ctx context.Context, provider core.SandboxProvider) (strin
 	}
 	if len(s.cfg.Input) > 0 {
 		s.noteStdin(s.cfg.Input)
+	}
+	if len(s.cfg.Then) > 0 {
+		if kind, id, _ := acp.Classify(firstLine(s.cfg.Input)); kind == acp.KindRequest {
+			s.then, s.thenAfter = s.cfg.Then, string(id)
+		}
 	}
 	spool, ln, err := s.cfg.Bundle.create()
 	if err != nil {
@@ -407,6 +424,35 @@ func (s *server) writeStdin(in <-chan []byte) {
 			s.log.Warn("agent stdin", "err", err)
 		}
 	}
+}
+
+// sendThen queues Then for the agent once line, the answer to the request
+// with id, is Input's request's and a success.
+func (s *server) sendThen(id []byte, line []byte) {
+	if s.then == nil || string(id) != s.thenAfter {
+		return
+	}
+	then := s.then
+	s.then = nil
+	if !acp.Succeeded(line) {
+		return
+	}
+	// Never held up: the queue is empty this early, and an agent that
+	// answers late, its stdin full, only fails its own handshake.
+	s.noteStdin(then)
+	select {
+	case s.stdin <- then:
+	default:
+		s.log.Warn("the request after the first answer was not written: the agent's stdin is full")
+	}
+}
+
+// firstLine is b up to its first newline.
+func firstLine(b []byte) []byte {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i]
+	}
+	return b
 }
 
 // queueStdin hands a frame (nil: close stdin) to the stdin writer.

@@ -570,6 +570,60 @@ func TestTheJobsInputComesFirst(t *testing.T) {
 	}
 }
 
+// The job's Then reaches the agent once it has answered Input's request
+// with a result, with no daemon attached, and is a call the hello lists;
+// an error answer (or an answer to another id) sends nothing.
+func TestTheJobsThenFollowsTheAnswer(t *testing.T) {
+	const req1 = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`
+	const req2 = `{"jsonrpc":"2.0","id":2,"method":"session/new","params":{}}`
+	for _, tc := range []struct {
+		name, answer string
+		sent         bool
+	}{
+		{"result", `{"jsonrpc":"2.0","id":1,"result":{}}`, true},
+		{"error", `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"no"}}`, false},
+		{"another id", `{"jsonrpc":"2.0","id":7,"result":{}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The agent answers its first line, then says what it reads next.
+			cfg := newConfig(t, `read -r first; echo '`+tc.answer+`'; read -r next; echo "next $next"; cat`)
+			cfg.Input, cfg.Then = []byte(req1+"\n"), []byte(req2+"\n")
+			h := serve(t, cfg)
+			d := h.attach(0)
+			if tc.sent {
+				want := tc.answer + "\nnext " + req2 + "\n"
+				if got := d.waitOut(len(want)); string(got) != want {
+					t.Fatalf("stdout %q, want %q", got, want)
+				}
+				// Unanswered, the call is in flight for a daemon that
+				// attaches now, as if a daemon had sent it.
+				d.Release()
+				d = h.attach(0)
+				if hl := d.Hello(); len(hl.Calls) != 2 || string(hl.Calls[1].ID) != "2" || hl.Calls[1].Method != "session/new" || hl.LastID != 2 {
+					t.Errorf("hello: calls %s, last id %d; want session/new as call 2", showCalls(hl.Calls), hl.LastID)
+				}
+			} else {
+				d.waitOutContains(tc.answer + "\n")
+				d.write("mine\n")
+				want := tc.answer + "\nnext mine\n"
+				if got := d.waitOut(len(want)); string(got) != want {
+					t.Fatalf("stdout %q, want %q: Then was sent", got, want)
+				}
+			}
+			if err := d.Stdin().Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.wait(); err != nil {
+				t.Fatal(err)
+			}
+			d.Release()
+			if err := h.waitServe(long); err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	}
+}
+
 func TestCloseStdin(t *testing.T) {
 	h := serve(t, newConfig(t, `cat; echo eof; exit 4`))
 	d := h.attach(0)

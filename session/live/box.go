@@ -64,8 +64,9 @@ func (b *box) besideArgv(path string, args []string) (string, []string) {
 // as the daemon's own child in a sandbox it opens then. A shim has its
 // job when launch returns; wait returns the agent once it runs. base is
 // the stream offset of the agent's first stdout byte; the shim writes
-// input to the agent's stdin first (see shim.Config.Input).
-func (b *box) launch(ctx context.Context, base int64, input []byte) (wait func() (berth.Process, *berth.Failure)) {
+// input to the agent's stdin first, then on its answer (see
+// shim.Config.Input and Then).
+func (b *box) launch(ctx context.Context, base int64, input, then []byte) (wait func() (berth.Process, *berth.Failure)) {
 	ls := b.ls
 	h := ls.h
 	if so := h.Shim; so != nil {
@@ -76,7 +77,7 @@ func (b *box) launch(ctx context.Context, base int64, input []byte) (wait func()
 		b.socket = bundle.Socket
 		job := shim.Config{SessionID: ls.id, Provider: b.provider.Name(), Bundle: bundle, Token: h.ShimToken(ls.id, bundle.Socket),
 			Sandbox: b.cfg, Command: shim.Command{Path: b.program, Args: b.argv()},
-			Linger: so.Linger, Orphan: so.Orphan, Base: base, Input: input,
+			Linger: so.Linger, Orphan: so.Orphan, Base: base, Input: input, Then: then,
 			MaxLineBytes: h.Limits.MaxLineBytes, MaxTurnOutput: h.Limits.MaxTurnOutput}
 		given, err := h.Launcher.Give(ctx, job)
 		if err != nil {

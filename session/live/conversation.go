@@ -35,6 +35,10 @@ type conversation struct {
 	// berth tools; Start logs it.
 	tools        *acp.McpServer
 	toolsWarning string
+	// earlyNew waits for the answer to the session/new the shim sent on
+	// the agent's answer to initialize (nil when it sent none); open takes
+	// it once.
+	earlyNew func(context.Context) (acp.NewSessionResponse, error)
 	// acpID is the agent's session id; clear replaces it while no turn runs.
 	acpID atomic.Pointer[string]
 	// init and handler are the agent's initialize answer and berth's
@@ -93,7 +97,13 @@ func (c *conversation) open(ctx context.Context, init *acp.InitializeResponse, h
 		return c.openFork(ctx, caps, mcp)
 	}
 	if prev == "" {
-		ns, err := ls.client.NewSession(ctx, ls.workspace, mcp)
+		newSession := func(ctx context.Context) (acp.NewSessionResponse, error) {
+			return ls.client.NewSession(ctx, ls.workspace, mcp)
+		}
+		if c.earlyNew != nil {
+			newSession, c.earlyNew = c.earlyNew, nil
+		}
+		ns, err := newSession(ctx)
 		return opened{id: ns.SessionID, setup: ns.SessionSetup}, err
 	}
 	var err error

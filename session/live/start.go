@@ -23,6 +23,9 @@ type Launching struct {
 	// initialize is the initialize request the shim hands the agent as it
 	// starts (nil: Start sends it).
 	initialize []byte
+	// sessionNew is the session/new request the shim hands the agent on
+	// its answer to initialize (nil: Start sends it).
+	sessionNew []byte
 }
 
 // Launch starts the agent for Start (or AbortLaunch) to wait for: with
@@ -41,22 +44,16 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 	// The agent's stdout continues the session's stream offsets.
 	l := &Launching{done: make(chan struct{}), base: sess.AgentOffset, toolsHash: sess.ToolsHash}
 	if ls.h.Shim != nil {
-		// The agent reads initialize as soon as its own start is done, not
-		// a hop after the shim is attached.
-		line, err := acp.InitializeLine(ls.clientInfo())
-		if err != nil {
-			ls.logger.Warn("initialize not handed to the shim", "err", err)
-		}
-		l.initialize = line
+		l.initialize, l.sessionNew = ls.handshakeLines()
 	}
 	// The agent's home files are fresh copies of the user's at every start.
 	if err := ls.h.CopyHomeFiles(ls.spec.HomeFiles, ls.box.cfg.Home); err != nil {
 		ls.logger.Warn("home_files", "err", err)
 	}
 	// A shim has its job before the create goes on to store the session.
-	wait := ls.box.launch(ctx, l.base, l.initialize)
+	wait := ls.box.launch(ctx, l.base, l.initialize, l.sessionNew)
 	// The berth tools' socket is served while the agent starts: only
-	// session/new, once it has, tells the agent of it.
+	// session/new, once it has answered initialize, tells the agent of it.
 	if st.ServeTools != nil {
 		if w := st.ServeTools(); w != "" {
 			ls.conv.tools, l.toolsHash = nil, ""
@@ -71,6 +68,27 @@ func (ls *Session) Launch(ctx context.Context, provider berth.SandboxProvider) *
 		l.proc, l.fail = wait()
 	}()
 	return l
+}
+
+// handshakeLines are the requests a shim hands the agent on the daemon's
+// behalf: initialize as it starts (the agent reads it as soon as its own
+// start is done, not a hop after the shim is attached) and, for a new
+// conversation, session/new on its answer to initialize, without the hop
+// to the daemon and back (a resumed or forked one's method depends on
+// that answer). Either is nil when it could not be made: Start sends it.
+func (ls *Session) handshakeLines() (initialize, sessionNew []byte) {
+	initialize, err := acp.InitializeLine(ls.clientInfo())
+	if err != nil {
+		ls.logger.Warn("initialize not handed to the shim", "err", err)
+		return nil, nil
+	}
+	if ls.conv.resumeFrom != "" || ls.conv.fork != nil {
+		return initialize, nil
+	}
+	if sessionNew, err = acp.SessionNewLine(ls.workspace, ls.conv.mcpServers()); err != nil {
+		ls.logger.Warn("session/new not handed to the shim", "err", err)
+	}
+	return initialize, sessionNew
 }
 
 // AbortLaunch ends the agent of a session that could not be stored, and
@@ -144,6 +162,13 @@ func (ls *Session) Start(ctx context.Context, l *Launching) error {
 			return ls.conv.handshakeFailed(ctx, "initialize", err)
 		}
 		initialize = wait
+	}
+	if l.sessionNew != nil {
+		wait, err := ls.client.ExpectNewSession()
+		if err != nil {
+			return ls.conv.handshakeFailed(ctx, "session/new", err)
+		}
+		ls.conv.earlyNew = wait
 	}
 	inited := make(chan initResult, 1)
 	go func() {
