@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 
@@ -29,8 +28,9 @@ const DefaultHostUID = 99999
 // (stage.bind), onto an entry of a directory only the host uid's bwrap
 // needs to cross. The daemon's mounts are left alone.
 type stage struct {
-	dir  string
-	srcs []string
+	dir *stageDir
+	// srcs are the host paths bound, entries where each is bound.
+	srcs, entries []string
 	// pins are, beside srcs, whether each must turn out to be the
 	// workspace pinned at Open once bound.
 	pins []bool
@@ -161,18 +161,18 @@ func (p *Provider) newStage(ms mounts, ws string, pinned *os.File, prlimit bool)
 			return nil, nil, core.WrapError(core.EUnavailable, err, "bwrap: a root daemon that limits open files needs setpriv(1) (Debian package util-linux)")
 		}
 	}
-	dir, err := os.MkdirTemp("", "berth-bwrap-stage-")
-	if err != nil {
-		return nil, nil, core.WrapError(core.EUnavailable, err, "bwrap: cannot make the stage directory")
+	// Made ahead by a shim waiting for its job, or now.
+	dir := takeWarmStage()
+	if dir == nil {
+		var err error
+		if dir, err = newStageDir(0, 0); err != nil {
+			return nil, nil, core.WrapError(core.EUnavailable, err, "bwrap: cannot make the stage directory")
+		}
 	}
 	st := &stage{dir: dir, uid: p.hostUID, setpriv: setpriv}
 	fail := func(err error) (*stage, mounts, error) {
 		_ = st.remove()
 		return nil, nil, core.WrapError(core.EUnavailable, err, "bwrap: cannot prepare the stage directory")
-	}
-	// Crossable, not listable: the host uid's bwrap only passes through.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		return fail(err)
 	}
 	out := make(mounts, len(ms))
 	copy(out, ms)
@@ -191,17 +191,12 @@ func (p *Provider) newStage(ms mounts, ws string, pinned *os.File, prlimit bool)
 			st.copies = append(st.copies, m.src)
 			continue
 		}
-		entry := filepath.Join(dir, strconv.Itoa(len(st.srcs)))
-		if fi.IsDir() {
-			err = os.Mkdir(entry, 0o700)
-		} else {
-			err = os.WriteFile(entry, nil, 0o600)
-		}
+		entry, err := dir.entry(fi.IsDir())
 		if err != nil {
 			return fail(err)
 		}
 		pin := m.kind == rwBind && m.src == ws && pinned != nil
-		st.srcs = append(st.srcs, m.src)
+		st.srcs, st.entries = append(st.srcs, m.src), append(st.entries, entry)
 		st.pins = append(st.pins, pin)
 		out[i].src = entry
 	}
@@ -211,7 +206,7 @@ func (p *Provider) newStage(ms mounts, ws string, pinned *os.File, prlimit bool)
 // remove deletes the stage directory; its entries are only mount points
 // in the namespaces of the sandbox's processes, which are gone.
 func (st *stage) remove() error {
-	if err := os.RemoveAll(st.dir); err != nil {
+	if err := os.RemoveAll(st.dir.path); err != nil {
 		return fmt.Errorf("bwrap: remove the stage directory: %w", err)
 	}
 	return nil

@@ -103,7 +103,7 @@ true`)
 			if uid, gid, ok := p.FileOwner(); !ok || uid != want || gid != want {
 				t.Errorf("FileOwner = %d, %d, %v; want %d", uid, gid, ok, want)
 			}
-			stage := sb.(*Sandbox).stage.dir
+			stage := sb.(*Sandbox).stage.dir.path
 			if err := sb.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}

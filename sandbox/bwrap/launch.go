@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 
@@ -163,7 +162,7 @@ func (st *stage) bind(pinned *os.File) error {
 		return fmt.Errorf("make the stage's mounts private: %w", err)
 	}
 	for i, src := range st.srcs {
-		entry := filepath.Join(st.dir, strconv.Itoa(i))
+		entry := st.entries[i]
 		if err := unix.Mount(src, entry, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 			return fmt.Errorf("bind %s onto the stage: %w", src, err)
 		}

@@ -150,8 +150,9 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 		}
 	}()
 	// While it waits for its job, the shim makes the cgroups a bwrap
-	// sandbox with the daemon's limits needs (bwrap.Prewarm).
-	dropWarm := bwrap.Prewarm(opts.Limits.Pids > 0, opts.Limits.MemoryBytes > 0)
+	// sandbox with the daemon's limits needs, and a root daemon's stage
+	// (bwrap.Prewarm).
+	dropWarm := bwrap.Prewarm(bwrap.Warm{Pids: opts.Limits.Pids > 0, Memory: opts.Limits.MemoryBytes > 0, Stage: opts.HostUID > 0})
 	defer dropWarm()
 	warmCodecs()
 	job, err := readJob(stdin)

@@ -1,6 +1,7 @@
 package bwrap
 
 import (
+	"os"
 	"sync"
 )
 
@@ -10,44 +11,64 @@ import (
 // or memory limit, a third of a root daemon's bwrap create. A shim that
 // waits for its job makes its sandbox's v1 cgroups ahead and has a thread
 // of its own join and leave them once (Prewarm); the sandbox it then
-// opens takes them (newCgroup), so the fork's join is the quick one.
+// opens takes them (newCgroup), so the fork's join is the quick one. A
+// root daemon's shim makes its sandbox's stage directory ahead too, its
+// entries in it (newStage takes it).
 
-// warm is the one set of cgroups Prewarm made ahead in this process.
+// warm is what Prewarm made ahead in this process.
 var warm struct {
 	mu sync.Mutex
 	// ready is closed once the set is made and joined, or not (nil before
 	// Prewarm).
 	ready chan struct{}
-	// cg is the set, nil when none could be made or it was taken.
-	cg *sandboxCgroup
+	// cg is the set of cgroups, nil when none could be made or it was
+	// taken; stage is the stage directory, nil likewise.
+	cg    *sandboxCgroup
+	stage *stageDir
 }
 
-// Prewarm makes, in the background, the v1 cgroups of the next sandbox
-// with limits this process opens — a pids cgroup when pids is set, a
-// memory cgroup when memory is (the limits the daemon gives its sessions
-// by default) — and joins them once with a thread of its own. It does
-// nothing where the host's cgroups for them are v2 (bwrap is cloned into
-// those) or cannot be made (a daemon that is not root). drop removes them
-// if no sandbox took them; call it once the process is done with
-// sandboxes.
-func Prewarm(pids, memory bool) (drop func()) {
+// Warm says what Prewarm makes ahead: the v1 cgroups of a sandbox with a
+// pids limit (Pids) or a memory limit (Memory), the limits the daemon
+// gives its sessions by default, and a root daemon's stage (Stage).
+type Warm struct {
+	Pids, Memory, Stage bool
+}
+
+// Prewarm makes, in the background, what w asks of the next sandbox this
+// process opens: the v1 cgroups, joined once with a thread of its own,
+// and the stage directory with its entries. Cgroups are made only where
+// the host's cgroups for them are v1 (bwrap is cloned into v2 ones) and
+// can be made (a daemon that is not root cannot). drop removes what no
+// sandbox took; call it once the process is done with sandboxes.
+func Prewarm(w Warm) (drop func()) {
 	warm.mu.Lock()
 	defer warm.mu.Unlock()
-	if warm.ready != nil || (!pids && !memory) {
+	if warm.ready != nil || (!w.Pids && !w.Memory && !w.Stage) {
 		return func() {}
 	}
 	ready := make(chan struct{})
 	warm.ready = ready
 	go func() {
 		defer close(ready)
-		cg := makeWarmCgroup(pids, memory)
+		var cg *sandboxCgroup
+		if w.Pids || w.Memory {
+			cg = makeWarmCgroup(w.Pids, w.Memory)
+		}
+		var stage *stageDir
+		if w.Stage {
+			// Ahead of time only: newStage makes its own when this fails.
+			stage, _ = newStageDir(stageDirsAhead, stageFilesAhead)
+		}
 		warm.mu.Lock()
-		warm.cg = cg
+		warm.cg, warm.stage = cg, stage
 		warm.mu.Unlock()
 	}()
 	return func() {
 		if cg := takeWarm(); cg != nil {
 			_ = cg.remove()
+		}
+		if sd := takeWarmStage(); sd != nil {
+			_ = os.RemoveAll(sd.path)
 		}
 	}
 }
@@ -95,6 +116,34 @@ func takeWarm() *sandboxCgroup {
 	cg := warm.cg
 	warm.cg = nil
 	return cg
+}
+
+// takeWarmStage returns the stage directory Prewarm made, once, waiting
+// for its making if it is under way; nil when there is none, or it lost
+// an entry since (a cleaner of the temporary directory's): it is removed
+// then, and newStage makes its own.
+func takeWarmStage() *stageDir {
+	warm.mu.Lock()
+	ready := warm.ready
+	warm.mu.Unlock()
+	if ready == nil {
+		return nil
+	}
+	<-ready
+	warm.mu.Lock()
+	sd := warm.stage
+	warm.stage = nil
+	warm.mu.Unlock()
+	if sd == nil {
+		return nil
+	}
+	for _, e := range append(append([]string{sd.path}, sd.spareDirs...), sd.spareFiles...) {
+		if _, err := os.Lstat(e); err != nil {
+			_ = os.RemoveAll(sd.path)
+			return nil
+		}
+	}
+	return sd
 }
 
 // takeWarmFor returns the cgroups Prewarm made when they have exactly the
