@@ -18,9 +18,11 @@ import (
 // warm is what Prewarm made ahead in this process.
 var warm struct {
 	mu sync.Mutex
-	// ready is closed once the set is made and joined, or not (nil before
-	// Prewarm).
-	ready chan struct{}
+	// started is set by Prewarm; cgReady and stageReady are closed once
+	// the cgroups, the stage, are made (or not), each on its own: a job
+	// for a sandbox waits only for what it takes.
+	started             bool
+	cgReady, stageReady chan struct{}
 	// cg is the set of cgroups, nil when none could be made or it was
 	// taken; stage is the stage directory, nil likewise.
 	cg    *sandboxCgroup
@@ -43,26 +45,33 @@ type Warm struct {
 func Prewarm(w Warm) (drop func()) {
 	warm.mu.Lock()
 	defer warm.mu.Unlock()
-	if warm.ready != nil || (!w.Pids && !w.Memory && !w.Stage) {
+	if warm.started || (!w.Pids && !w.Memory && !w.Stage) {
 		return func() {}
 	}
-	ready := make(chan struct{})
-	warm.ready = ready
-	go func() {
-		defer close(ready)
-		var cg *sandboxCgroup
-		if w.Pids || w.Memory {
-			cg = makeWarmCgroup(w.Pids, w.Memory)
-		}
-		var stage *stageDir
-		if w.Stage {
+	warm.started = true
+	if w.Pids || w.Memory {
+		ready := make(chan struct{})
+		warm.cgReady = ready
+		go func() {
+			defer close(ready)
+			cg := makeWarmCgroup(w.Pids, w.Memory)
+			warm.mu.Lock()
+			warm.cg = cg
+			warm.mu.Unlock()
+		}()
+	}
+	if w.Stage {
+		ready := make(chan struct{})
+		warm.stageReady = ready
+		go func() {
+			defer close(ready)
 			// Ahead of time only: newStage makes its own when this fails.
-			stage, _ = newStageDir(stageDirsAhead, stageFilesAhead)
-		}
-		warm.mu.Lock()
-		warm.cg, warm.stage = cg, stage
-		warm.mu.Unlock()
-	}()
+			sd, _ := newStageDir(stageDirsAhead, stageFilesAhead)
+			warm.mu.Lock()
+			warm.stage = sd
+			warm.mu.Unlock()
+		}()
+	}
 	return func() {
 		if cg := takeWarm(); cg != nil {
 			_ = cg.remove()
@@ -71,6 +80,13 @@ func Prewarm(w Warm) (drop func()) {
 			_ = os.RemoveAll(sd.path)
 		}
 	}
+}
+
+// resetWarm forgets what Prewarm made, for a test to prewarm again.
+func resetWarm() {
+	warm.mu.Lock()
+	defer warm.mu.Unlock()
+	warm.started, warm.cgReady, warm.stageReady, warm.cg, warm.stage = false, nil, nil, nil, nil
 }
 
 // makeWarmCgroup makes the cgroups of Prewarm, under v1 only, and has a
@@ -105,7 +121,7 @@ func v1Root(r cgroupRoot) bool { return r.dir != "" && !r.v2 }
 // making if it is under way; nil when there are none.
 func takeWarm() *sandboxCgroup {
 	warm.mu.Lock()
-	ready := warm.ready
+	ready := warm.cgReady
 	warm.mu.Unlock()
 	if ready == nil {
 		return nil
@@ -124,7 +140,7 @@ func takeWarm() *sandboxCgroup {
 // then, and newStage makes its own.
 func takeWarmStage() *stageDir {
 	warm.mu.Lock()
-	ready := warm.ready
+	ready := warm.stageReady
 	warm.mu.Unlock()
 	if ready == nil {
 		return nil

@@ -35,12 +35,10 @@ func prewarmed(t *testing.T, pids, memory bool) (string, func()) {
 	drop := Prewarm(Warm{Pids: pids, Memory: memory})
 	t.Cleanup(func() {
 		drop()
-		warm.mu.Lock()
-		warm.ready, warm.cg, warm.stage = nil, nil, nil
-		warm.mu.Unlock()
+		resetWarm()
 	})
 	warm.mu.Lock()
-	ready := warm.ready
+	ready := warm.cgReady
 	warm.mu.Unlock()
 	<-ready
 	warm.mu.Lock()
@@ -134,12 +132,10 @@ func prewarmedStage(t *testing.T) (*stageDir, func()) {
 	drop := Prewarm(Warm{Stage: true})
 	t.Cleanup(func() {
 		drop()
-		warm.mu.Lock()
-		warm.ready, warm.cg, warm.stage = nil, nil, nil
-		warm.mu.Unlock()
+		resetWarm()
 	})
 	warm.mu.Lock()
-	ready := warm.ready
+	ready := warm.stageReady
 	warm.mu.Unlock()
 	<-ready
 	warm.mu.Lock()
