@@ -151,10 +151,20 @@ func (b *birth) record() {
 // what the origin fills in, then the files.
 func (b *birth) workspace(ctx context.Context) error {
 	m, s, req := b.m, b.s, &b.req
-	if err := mkdirs(m.place.homeDir(s.ID), s.Workspace, s.ManagedWorkspace); err != nil {
+	tools := ""
+	if s.BerthTools && m.tools.enabled() {
+		// The berth tools' directory is made beside the others, not after
+		// them: their grant finds it there.
+		tools = m.tools.dir(s.ID)
+	}
+	if err := mkdirs(m.place.homeDir(s.ID), s.Workspace, s.ManagedWorkspace, tools); err != nil {
 		return err
 	}
 	b.onFail(func() { _ = os.RemoveAll(m.place.sessionDir(s.ID)) })
+	if tools != "" {
+		// Empty until the grant: removed with a create that ends first.
+		b.onFail(func() { _ = os.Remove(tools) })
+	}
 	if s.ManagedWorkspace {
 		ws := s.Workspace
 		b.onFail(func() { _ = os.RemoveAll(ws) })
@@ -460,13 +470,18 @@ func (pl *placement) pickSandbox(name string, network bool) (_ berth.SandboxProv
 	return p, unisolated, nil
 }
 
-// mkdirs creates the session's private HOME and, when managed, its
-// workspace: at once, as their directories are two parents apart.
-func mkdirs(home, workspace string, managed bool) error {
+// mkdirs creates the session's private HOME, when managed its
+// workspace, and when set the berth tools' directory: at once, as they
+// lie apart and each is a metadata write of a tenth of a millisecond or
+// more. The tools' directory's error is its grant's to report.
+func mkdirs(home, workspace string, managed bool, tools string) error {
 	var wsErr error
 	var wg sync.WaitGroup
 	if managed {
 		wg.Go(func() { wsErr = os.MkdirAll(workspace, 0o755) })
+	}
+	if tools != "" {
+		wg.Go(func() { _ = os.Mkdir(tools, 0o700) })
 	}
 	err := os.MkdirAll(home, 0o700)
 	wg.Wait()

@@ -58,7 +58,7 @@ func (s *failingCreateStore) CreateSession(ctx context.Context, sess *berth.Sess
 func TestCreateWhoseStoreFailsLeavesNoAgent(t *testing.T) {
 	fail := &failingCreateStore{agentBound: 10 * time.Second}
 	e := &env{t: t, home: t.TempDir(), wrap: func(st berth.Store) berth.Store { fail.Store = st; return fail }}
-	e.open(withShims(e.home))
+	e.open(withShims(e.home), withTools)
 	t.Cleanup(e.close)
 
 	_, err := e.m.CreateSession(context.Background(), berth.CreateRequest{Agent: "demo", Sandbox: berth.SandboxHost})
@@ -69,7 +69,8 @@ func TestCreateWhoseStoreFailsLeavesNoAgent(t *testing.T) {
 		t.Fatal("the agent did not start while the session was stored")
 	}
 	waitFor(t, "the agent of the session not stored to end", func() bool { return len(sessionProcs(fail.id)) == 0 })
-	left, _ := filepath.Glob(filepath.Join(e.home, "run", fail.id+"*"))
+	// The shim's files, and the berth tools' directory.
+	left, _ := filepath.Glob(filepath.Join(e.home, "run", "*"+fail.id+"*"))
 	if len(left) > 0 {
 		t.Errorf("files of the session not stored are left in the run directory: %v", left)
 	}
@@ -78,5 +79,26 @@ func TestCreateWhoseStoreFailsLeavesNoAgent(t *testing.T) {
 	}
 	if live := e.m.LiveIDs(); len(live) != 0 {
 		t.Errorf("live sessions after a failed create: %v", live)
+	}
+}
+
+// A create that fails while it writes the workspace leaves nothing of the
+// session: not its directories, nor the berth tools' directory made
+// beside them.
+func TestCreateWhoseFilesFailLeavesNoDirectories(t *testing.T) {
+	e := newEnv(t, withTools, withShims(t.TempDir()))
+	// "a" is written as a file, then "a/b" cannot be.
+	_, err := e.m.CreateSession(context.Background(), berth.CreateRequest{Agent: "demo", Sandbox: berth.SandboxHost,
+		Files: map[string]string{"a": "x", "a/b": "y"}})
+	if err == nil {
+		t.Fatal("CreateSession with files that cannot be written succeeded")
+	}
+	for _, dir := range []string{e.m.opts.RunDir, filepath.Join(e.home, "sessions"), filepath.Join(e.home, "workspaces")} {
+		ents, _ := os.ReadDir(dir)
+		for _, ent := range ents {
+			if strings.HasPrefix(ent.Name(), "ses_") || strings.HasPrefix(ent.Name(), "mcp-") {
+				t.Errorf("%s is left after a failed create", filepath.Join(dir, ent.Name()))
+			}
+		}
 	}
 }

@@ -122,7 +122,7 @@ func (b *birth) checkResume(ctx context.Context, id string) error {
 	}
 	// Resumed on another node than the one it ran on, the session has no
 	// private HOME here yet: it gets a fresh one.
-	if err := mkdirs(m.place.homeDir(id), s.Workspace, false); err != nil {
+	if err := mkdirs(m.place.homeDir(id), s.Workspace, false, ""); err != nil {
 		return err
 	}
 	b.s, b.spec, b.provider = s, spec, provider
