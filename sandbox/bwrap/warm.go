@@ -27,6 +27,10 @@ var warm struct {
 	// taken; stage is the stage directory, nil likewise.
 	cg    *sandboxCgroup
 	stage *stageDir
+	// viewReady is closed once view, the view of /etc brought up to date
+	// ahead, is made (or not).
+	viewReady chan struct{}
+	view      *viewAhead
 }
 
 // Warm says what Prewarm makes ahead: the v1 cgroups of a sandbox with a
@@ -34,6 +38,9 @@ var warm struct {
 // gives its sessions by default, and a root daemon's stage (Stage).
 type Warm struct {
 	Pids, Memory, Stage bool
+	// EtcView is the provider's view of /etc (Options.EtcView), brought
+	// up to date ahead when set.
+	EtcView string
 }
 
 // Prewarm makes, in the background, what w asks of the next sandbox this
@@ -45,7 +52,7 @@ type Warm struct {
 func Prewarm(w Warm) (drop func()) {
 	warm.mu.Lock()
 	defer warm.mu.Unlock()
-	if warm.started || (!w.Pids && !w.Memory && !w.Stage) {
+	if warm.started || (!w.Pids && !w.Memory && !w.Stage && w.EtcView == "") {
 		return func() {}
 	}
 	warm.started = true
@@ -72,7 +79,21 @@ func Prewarm(w Warm) (drop func()) {
 			warm.mu.Unlock()
 		}()
 	}
+	if w.EtcView != "" {
+		ready := make(chan struct{})
+		warm.viewReady = ready
+		go func() {
+			defer close(ready)
+			v := makeViewAhead("/etc", w.EtcView, etcEntries)
+			warm.mu.Lock()
+			warm.view = v
+			warm.mu.Unlock()
+		}()
+	}
 	return func() {
+		if v := takeWarmView(); v != nil {
+			v.drop()
+		}
 		if cg := takeWarm(); cg != nil {
 			_ = cg.remove()
 		}
@@ -87,6 +108,7 @@ func resetWarm() {
 	warm.mu.Lock()
 	defer warm.mu.Unlock()
 	warm.started, warm.cgReady, warm.stageReady, warm.cg, warm.stage = false, nil, nil, nil, nil
+	warm.viewReady, warm.view = nil, nil
 }
 
 // makeWarmCgroup makes the cgroups of Prewarm, under v1 only, and has a
@@ -160,6 +182,23 @@ func takeWarmStage() *stageDir {
 		}
 	}
 	return sd
+}
+
+// takeWarmView returns the view Prewarm brought up to date ahead, once,
+// waiting for it if it is under way; nil when there is none.
+func takeWarmView() *viewAhead {
+	warm.mu.Lock()
+	ready := warm.viewReady
+	warm.mu.Unlock()
+	if ready == nil {
+		return nil
+	}
+	<-ready
+	warm.mu.Lock()
+	defer warm.mu.Unlock()
+	v := warm.view
+	warm.view = nil
+	return v
 }
 
 // takeWarmFor returns the cgroups Prewarm made when they have exactly the

@@ -150,9 +150,10 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 		}
 	}()
 	// While it waits for its job, the shim makes the cgroups a bwrap
-	// sandbox with the daemon's limits needs, and a root daemon's stage
-	// (bwrap.Prewarm).
-	dropWarm := bwrap.Prewarm(bwrap.Warm{Pids: opts.Limits.Pids > 0, Memory: opts.Limits.MemoryBytes > 0, Stage: opts.HostUID > 0})
+	// sandbox with the daemon's limits needs and a root daemon's stage,
+	// and brings the view of /etc up to date (bwrap.Prewarm).
+	dropWarm := bwrap.Prewarm(bwrap.Warm{Pids: opts.Limits.Pids > 0, Memory: opts.Limits.MemoryBytes > 0, Stage: opts.HostUID > 0,
+		EtcView: opts.EtcView})
 	defer dropWarm()
 	warmCodecs()
 	job, err := readJob(stdin)
