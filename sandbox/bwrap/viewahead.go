@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,6 +30,9 @@ type viewAhead struct {
 	etc, view string
 	ms        mounts
 	fd        int
+	// ending ends the watch once; ended waits for it.
+	ending sync.Once
+	ended  sync.WaitGroup
 }
 
 // makeViewAhead brings the view in view up to date with the entries of
@@ -68,16 +72,23 @@ func watchedDirs(etc string, entries []string) []string {
 
 // take returns the mounts of the view brought up to date ahead when it
 // is the view of etc in view and nothing changed since, and ends the
-// watch either way.
+// watch either way (see end).
 func (v *viewAhead) take(etc, view string) (mounts, bool) {
 	var buf [unix.SizeofInotifyEvent + unix.NAME_MAX + 1]byte
 	n, err := unix.Read(v.fd, buf[:])
-	v.drop()
+	v.end()
 	if n > 0 || !errors.Is(err, unix.EAGAIN) || v.etc != etc || v.view != view {
 		return nil, false
 	}
 	return slices.Clone(v.ms), true
 }
 
-// drop ends the watch.
-func (v *viewAhead) drop() { _ = unix.Close(v.fd) }
+// end ends the watch in the background: closing an inotify instance
+// waits out a grace period of the kernel's (10-15 ms here), which must
+// not hold up the sandbox's start. wait waits for it.
+func (v *viewAhead) end() {
+	v.ending.Do(func() { v.ended.Go(func() { _ = unix.Close(v.fd) }) })
+}
+
+// wait waits until the watch end began has ended.
+func (v *viewAhead) wait() { v.ended.Wait() }

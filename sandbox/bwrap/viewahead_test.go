@@ -1,9 +1,11 @@
 package bwrap
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -17,6 +19,7 @@ func TestTheViewAheadIsTakenWhileEtcIsUnchanged(t *testing.T) {
 		t.Fatal("no view made ahead")
 	}
 	ms, ok := v.take(etc, view)
+	v.wait()
 	if !ok {
 		t.Fatal("the view made ahead was not taken, with nothing changed")
 	}
@@ -88,7 +91,9 @@ func TestTheViewAheadIsNotTakenOnceEtcChanged(t *testing.T) {
 				t.Fatal("no view made ahead")
 			}
 			tc.change(t, etc)
-			if _, ok := v.take(etc, view); ok {
+			_, ok := v.take(etc, view)
+			v.wait()
+			if ok {
 				t.Fatalf("the view made ahead was taken after %s", tc.name)
 			}
 		})
@@ -100,7 +105,9 @@ func TestTheViewAheadIsNotTakenOnceEtcChanged(t *testing.T) {
 		if v == nil {
 			t.Fatal("no view made ahead")
 		}
-		if _, ok := v.take(etc, view+"2"); ok {
+		_, ok := v.take(etc, view+"2")
+		v.wait()
+		if ok {
 			t.Fatal("the view made ahead was taken for another view")
 		}
 	})
@@ -119,11 +126,15 @@ func TestPrewarmBringsTheViewUpToDateAhead(t *testing.T) {
 	if v == nil || v.view != view || v.etc != "/etc" {
 		t.Fatalf("Prewarm's view %+v, want the view of /etc in %s", v, view)
 	}
-	v.drop()
 	if _, err := os.Stat(filepath.Join(view, "passwd")); err != nil {
 		t.Errorf("the view was not brought up to date: %v", err)
 	}
 	if takeWarmView() != nil {
 		t.Error("the view made ahead was taken twice")
+	}
+	// drop ends the watch of the view taken.
+	drop()
+	if l, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", v.fd)); strings.Contains(l, "inotify") {
+		t.Error("drop left the watch of the view taken open")
 	}
 }

@@ -31,6 +31,8 @@ var warm struct {
 	// ahead, is made (or not).
 	viewReady chan struct{}
 	view      *viewAhead
+	// viewTaken is the view a sandbox took, whose watch is ending.
+	viewTaken *viewAhead
 }
 
 // Warm says what Prewarm makes ahead: the v1 cgroups of a sandbox with a
@@ -92,7 +94,14 @@ func Prewarm(w Warm) (drop func()) {
 	}
 	return func() {
 		if v := takeWarmView(); v != nil {
-			v.drop()
+			v.end()
+		}
+		warm.mu.Lock()
+		taken := warm.viewTaken
+		warm.mu.Unlock()
+		if taken != nil {
+			taken.end()
+			taken.wait()
 		}
 		if cg := takeWarm(); cg != nil {
 			_ = cg.remove()
@@ -108,7 +117,7 @@ func resetWarm() {
 	warm.mu.Lock()
 	defer warm.mu.Unlock()
 	warm.started, warm.cgReady, warm.stageReady, warm.cg, warm.stage = false, nil, nil, nil, nil
-	warm.viewReady, warm.view = nil, nil
+	warm.viewReady, warm.view, warm.viewTaken = nil, nil, nil
 }
 
 // makeWarmCgroup makes the cgroups of Prewarm, under v1 only, and has a
@@ -197,7 +206,9 @@ func takeWarmView() *viewAhead {
 	warm.mu.Lock()
 	defer warm.mu.Unlock()
 	v := warm.view
-	warm.view = nil
+	if v != nil {
+		warm.view, warm.viewTaken = nil, v
+	}
 	return v
 }
 
