@@ -103,6 +103,10 @@ type Store struct {
 	upsertTurn     *sql.Stmt
 	lastSeq        *sql.Stmt
 	getSession     *sql.Stmt
+	// updateSession writes a session's record, [1] only from a given
+	// state; deleteLabels clears its labels before they are written again.
+	updateSession [2]*sql.Stmt
+	deleteLabels  *sql.Stmt
 	// addOwnUsage and addTreeUsage count a model call (usage.go).
 	addOwnUsage, addTreeUsage *sql.Stmt
 
@@ -335,6 +339,9 @@ func (s *Store) prepare(ctx context.Context) error {
 	}
 	s.bumpLastSeq = prep(s.w, bumpLastSeqSQL)
 	s.upsertTurn = prep(s.w, upsertTurnSQL)
+	s.updateSession[0] = prep(s.w, updateSessionSQL)
+	s.updateSession[1] = prep(s.w, updateSessionSQL+updateFromSQL)
+	s.deleteLabels = prep(s.w, deleteLabelsSQL)
 	s.addOwnUsage = prep(s.w, addOwnUsageSQL)
 	s.addTreeUsage = prep(s.w, addTreeUsageSQL)
 	if err != nil {
@@ -380,6 +387,8 @@ func (s *Store) closeDBs() error {
 	stmts = append(stmts, s.listEvents[:]...)
 	stmts = append(stmts, s.turnBoundsStmt, s.upsertTurn, s.addOwnUsage, s.addTreeUsage)
 	stmts = append(stmts, s.insertEvents[:]...)
+	stmts = append(stmts, s.updateSession[:]...)
+	stmts = append(stmts, s.deleteLabels)
 	for _, st := range stmts {
 		if st != nil {
 			errs = append(errs, st.Close())
