@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"time"
 
@@ -442,6 +443,9 @@ func (s *server) sendThen(id []byte, line []byte) {
 	s.noteStdin(then)
 	select {
 	case s.stdin <- then:
+		// The writer goes first (a shim runs on one P): the agent gets
+		// its request before the answer is relayed.
+		runtime.Gosched()
 	default:
 		s.log.Warn("the request after the first answer was not written: the agent's stdin is full")
 	}
