@@ -30,6 +30,13 @@ const EnvRun = "BERTH_SHIM_RUN"
 // with no dial to wait for the shim's socket.
 const EnvConn = "BERTH_SHIM_CONN"
 
+// EnvExpect names, in a spare shim's environment, the sandbox provider
+// of the job its launcher expects it to get: that of the last job given
+// to a shim of its program. A spare makes ahead what a sandbox of that
+// provider needs (a bwrap sandbox's cgroups, stage and view of /etc),
+// and nothing for another; unset, it makes them all.
+const EnvExpect = "BERTH_SHIM_EXPECT"
+
 // ErrDetached is what Wait returns once the daemon has let go of the shim
 // on purpose: the agent runs on.
 var ErrDetached = errors.New("shim: detached")

@@ -72,6 +72,9 @@ type pool struct {
 	// wake, while a refill of this pool waits out refillDelay, ends the
 	// wait early (Replenish closes it).
 	wake chan struct{}
+	// expect is the sandbox provider of the last job given to a shim of
+	// the pool, which its next spares prepare for (see EnvExpect).
+	expect string
 }
 
 // refillDelay is how long after taking a spare the launcher starts the
@@ -136,6 +139,11 @@ func (l *Launcher) spawn(p *pool) (*spawned, error) {
 	// One P is plenty for a relay, and a thousand idle shims wake cheaper.
 	// Its end of the daemon's first connection is its descriptor 3.
 	cmd.Env = append(append(os.Environ(), "GOMAXPROCS=1", EnvConn+"=3"), append(l.env, EnvRun+"="+l.runDir)...)
+	l.mu.Lock()
+	if p.expect != "" {
+		cmd.Env = append(cmd.Env, EnvExpect+"="+p.expect)
+	}
+	l.mu.Unlock()
 	conn, theirs, err := connPair()
 	if err != nil {
 		return nil, err
@@ -270,7 +278,7 @@ func (l *Launcher) take(provider string) (*spawned, error) {
 	}
 	p := pools[i]
 	l.mu.Lock()
-	p.warm = true
+	p.warm, p.expect = true, provider
 	for len(p.idle) > 0 {
 		sp := p.idle[0]
 		p.idle = p.idle[1:]

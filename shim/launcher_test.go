@@ -2,6 +2,8 @@ package shim
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -175,4 +177,46 @@ func launchHost(l *Launcher) <-chan error {
 		done <- err
 	}()
 	return done
+}
+
+// A spare is told the provider of the last job given to its program, to
+// prepare for it; the first spares, before any job, are told nothing.
+func TestASpareExpectsTheLastJobsProvider(t *testing.T) {
+	defer func(d time.Duration) { refillDelay = d }(refillDelay)
+	refillDelay = time.Hour
+	// A stand-in for the shim: a spare only waits for its job on stdin.
+	l := NewLauncher([]Program{{Argv: []string{"/bin/sh", "-c", "cat >/dev/null"}}}, nil, t.TempDir(), 1)
+	defer l.Close()
+	l.Replenish()
+	waitIdle(t, l, 1)
+	expects := func() string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		pid := l.pools()[0].idle[0].cmd.Process.Pid
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, EnvExpect+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if got := expects(); got != "" {
+		t.Fatalf("the first spare expects %q, want nothing", got)
+	}
+	for _, provider := range []string{berth.SandboxHost, berth.SandboxBwrap, berth.SandboxHost} {
+		sp, err := l.take(provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retire(sp)
+		l.Replenish()
+		waitIdle(t, l, 1)
+		if got := expects(); got != provider {
+			t.Errorf("after a %s job the spare expects %q", provider, got)
+		}
+	}
 }

@@ -96,6 +96,15 @@ func warmCodecs() {
 	_ = json.NewEncoder(io.Discard).Encode(shim.Ready{})
 }
 
+// warmFor is what a shim of the daemon's options opts makes ahead when
+// its launcher expects a job of the provider expect ("": any).
+func warmFor(opts Options, expect string) bwrap.Warm {
+	if expect != "" && expect != core.SandboxBwrap {
+		return bwrap.Warm{}
+	}
+	return bwrap.Warm{Pids: opts.Limits.Pids > 0, Memory: opts.Limits.MemoryBytes > 0, Stage: opts.HostUID > 0, EtcView: opts.EtcView}
+}
+
 // readJob reads the job on stdin: nil, and no error, when stdin ends
 // without one (a spare the daemon never needed).
 func readJob(stdin io.Reader) (*shim.Config, error) {
@@ -149,11 +158,11 @@ func Run(ctx context.Context, opts Options, stdin io.Reader, stdout io.WriteClos
 			_ = attached.Close()
 		}
 	}()
-	// While it waits for its job, the shim makes the cgroups a bwrap
-	// sandbox with the daemon's limits needs and a root daemon's stage,
-	// and brings the view of /etc up to date (bwrap.Prewarm).
-	dropWarm := bwrap.Prewarm(bwrap.Warm{Pids: opts.Limits.Pids > 0, Memory: opts.Limits.MemoryBytes > 0, Stage: opts.HostUID > 0,
-		EtcView: opts.EtcView})
+	// While it waits for its job, a shim that expects a bwrap job makes
+	// the cgroups its sandbox needs with the daemon's limits and a root
+	// daemon's stage, and brings the view of /etc up to date
+	// (bwrap.Prewarm); one that expects another makes nothing.
+	dropWarm := bwrap.Prewarm(warmFor(opts, os.Getenv(shim.EnvExpect)))
 	defer dropWarm()
 	warmCodecs()
 	job, err := readJob(stdin)
