@@ -13,7 +13,8 @@ import (
 // of its own join and leave them once (Prewarm); the sandbox it then
 // opens takes them (newCgroup), so the fork's join is the quick one. A
 // root daemon's shim makes its sandbox's stage directory ahead too, its
-// entries in it (newStage takes it).
+// entries in it (newStage takes it), and every shim brings the view of
+// /etc up to date ahead (viewahead.go; etcMounts takes it).
 
 // warm is what Prewarm made ahead in this process.
 var warm struct {
@@ -47,7 +48,9 @@ type Warm struct {
 
 // Prewarm makes, in the background, what w asks of the next sandbox this
 // process opens: the v1 cgroups, joined once with a thread of its own,
-// and the stage directory with its entries. Cgroups are made only where
+// the stage directory with its entries, and the view of /etc brought up
+// to date under a watch. Each is made on a goroutine of its own, which
+// the take of it (or drop) waits for. Cgroups are made only where
 // the host's cgroups for them are v1 (bwrap is cloned into v2 ones) and
 // can be made (a daemon that is not root cannot). drop removes what no
 // sandbox took; call it once the process is done with sandboxes.
