@@ -189,6 +189,22 @@ type daemon struct {
 
 // attach attaches from offset from and drains the Proc's stdout and
 // stderr in goroutines the harness waits for.
+// closeAndEnd closes the agent's stdin, waits for it to exit, releases
+// the shim and waits for Serve to return.
+func (h *harness) closeAndEnd(d *daemon) {
+	h.t.Helper()
+	if err := d.Stdin().Close(); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := d.wait(); err != nil {
+		h.t.Fatal(err)
+	}
+	d.Release()
+	if err := h.waitServe(long); err != nil {
+		h.t.Errorf("Serve: %v", err)
+	}
+}
+
 func (h *harness) attach(from int64) *daemon {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), long)

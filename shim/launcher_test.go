@@ -86,16 +86,27 @@ func waitIdle(t *testing.T, l *Launcher, n int) {
 	}
 }
 
+// replenishedLauncher is a launcher of stand-ins for the shim (a spare
+// only waits for its job on stdin) that keeps one spare, started only by
+// Replenish (refillDelay is an hour until the test ends), and holds it.
+func replenishedLauncher(t *testing.T) *Launcher {
+	t.Helper()
+	d := refillDelay
+	refillDelay = time.Hour
+	l := NewLauncher([]Program{{Argv: []string{"/bin/sh", "-c", "cat >/dev/null"}}}, nil, t.TempDir(), 1)
+	t.Cleanup(func() {
+		l.Close()
+		refillDelay = d
+	})
+	l.Replenish()
+	waitIdle(t, l, 1)
+	return l
+}
+
 // Replenish starts the spare that replaces a taken one at once, not after
 // refillDelay (made an hour here: only Replenish can start it).
 func TestReplenishStartsTheSpareAtOnce(t *testing.T) {
-	defer func(d time.Duration) { refillDelay = d }(refillDelay)
-	refillDelay = time.Hour
-	// A stand-in for the shim: a spare only waits for its job on stdin.
-	l := NewLauncher([]Program{{Argv: []string{"/bin/sh", "-c", "cat >/dev/null"}}}, nil, t.TempDir(), 1)
-	defer l.Close()
-	l.Replenish()
-	waitIdle(t, l, 1)
+	l := replenishedLauncher(t)
 	for range 3 {
 		sp, err := l.take(berth.SandboxHost)
 		if err != nil {
@@ -182,13 +193,7 @@ func launchHost(l *Launcher) <-chan error {
 // A spare is told the provider of the last job given to its program, to
 // prepare for it; the first spares, before any job, are told nothing.
 func TestASpareExpectsTheLastJobsProvider(t *testing.T) {
-	defer func(d time.Duration) { refillDelay = d }(refillDelay)
-	refillDelay = time.Hour
-	// A stand-in for the shim: a spare only waits for its job on stdin.
-	l := NewLauncher([]Program{{Argv: []string{"/bin/sh", "-c", "cat >/dev/null"}}}, nil, t.TempDir(), 1)
-	defer l.Close()
-	l.Replenish()
-	waitIdle(t, l, 1)
+	l := replenishedLauncher(t)
 	expects := func() string {
 		l.mu.Lock()
 		defer l.mu.Unlock()

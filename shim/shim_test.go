@@ -558,16 +558,7 @@ func TestTheJobsInputComesFirst(t *testing.T) {
 	if got := d.waitOut(len(want)); string(got) != want {
 		t.Fatalf("stdout %q, want %q", got, want)
 	}
-	if err := d.Stdin().Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.wait(); err != nil {
-		t.Fatal(err)
-	}
-	d.Release()
-	if err := h.waitServe(long); err != nil {
-		t.Errorf("Serve: %v", err)
-	}
+	h.closeAndEnd(d)
 }
 
 // The job's Then reaches the agent once it has answered Input's request
@@ -610,16 +601,7 @@ func TestTheJobsThenFollowsTheAnswer(t *testing.T) {
 					t.Fatalf("stdout %q, want %q: Then was sent", got, want)
 				}
 			}
-			if err := d.Stdin().Close(); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := d.wait(); err != nil {
-				t.Fatal(err)
-			}
-			d.Release()
-			if err := h.waitServe(long); err != nil {
-				t.Errorf("Serve: %v", err)
-			}
+			h.closeAndEnd(d)
 		})
 	}
 }

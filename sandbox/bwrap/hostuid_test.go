@@ -24,6 +24,23 @@ func ownerOf(t *testing.T, path string) (uint32, uint32) {
 	return st.Uid, st.Gid
 }
 
+// rootsWorkspace makes a workspace and a home under a directory only
+// root may cross, as a temporary directory or root's home is.
+func rootsWorkspace(t *testing.T) (parent, ws, home string) {
+	t.Helper()
+	parent = t.TempDir()
+	if err := os.Chmod(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ws, home = filepath.Join(parent, "ws"), filepath.Join(parent, "home")
+	for _, d := range []string{ws, home} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return parent, ws, home
+}
+
 // A root daemon's sandbox runs as the host uid: uid 1000 inside maps to
 // it, not to root, so that what the sandbox writes belongs to it. The
 // workspace sits under a directory only root may cross, as a temporary
@@ -38,16 +55,7 @@ func TestHostUID(t *testing.T) {
 			if want == DefaultHostUID {
 				p = New(Options{EtcView: testEtcView})
 			}
-			parent := t.TempDir()
-			if err := os.Chmod(parent, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			ws, home := filepath.Join(parent, "ws"), filepath.Join(parent, "home")
-			for _, d := range []string{ws, home} {
-				if err := os.Mkdir(d, 0o755); err != nil {
-					t.Fatal(err)
-				}
-			}
+			parent, ws, home := rootsWorkspace(t)
 			if err := os.WriteFile(filepath.Join(ws, "given.txt"), []byte("root's\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}

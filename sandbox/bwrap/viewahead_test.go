@@ -117,11 +117,7 @@ func TestTheViewAheadIsNotTakenOnceEtcChanged(t *testing.T) {
 // shim opens next; drop ends its watch when no sandbox took it.
 func TestPrewarmBringsTheViewUpToDateAhead(t *testing.T) {
 	view := filepath.Join(t.TempDir(), "etc")
-	drop := Prewarm(Warm{EtcView: view})
-	t.Cleanup(func() {
-		drop()
-		resetWarm()
-	})
+	drop := prewarm(t, Warm{EtcView: view})
 	v := takeWarmView()
 	if v == nil || v.view != view || v.etc != "/etc" {
 		t.Fatalf("Prewarm's view %+v, want the view of /etc in %s", v, view)

@@ -62,38 +62,17 @@ func Prewarm(w Warm) (drop func()) {
 	}
 	warm.started = true
 	if w.Pids || w.Memory {
-		ready := make(chan struct{})
-		warm.cgReady = ready
-		go func() {
-			defer close(ready)
-			cg := makeWarmCgroup(w.Pids, w.Memory)
-			warm.mu.Lock()
-			warm.cg = cg
-			warm.mu.Unlock()
-		}()
+		makeAhead(&warm.cgReady, &warm.cg, func() *sandboxCgroup { return makeWarmCgroup(w.Pids, w.Memory) })
 	}
 	if w.Stage {
-		ready := make(chan struct{})
-		warm.stageReady = ready
-		go func() {
-			defer close(ready)
-			// Ahead of time only: newStage makes its own when this fails.
+		// Ahead of time only: newStage makes its own when this fails.
+		makeAhead(&warm.stageReady, &warm.stage, func() *stageDir {
 			sd, _ := newStageDir(stageDirsAhead, stageFilesAhead)
-			warm.mu.Lock()
-			warm.stage = sd
-			warm.mu.Unlock()
-		}()
+			return sd
+		})
 	}
 	if w.EtcView != "" {
-		ready := make(chan struct{})
-		warm.viewReady = ready
-		go func() {
-			defer close(ready)
-			v := makeViewAhead("/etc", w.EtcView, etcEntries)
-			warm.mu.Lock()
-			warm.view = v
-			warm.mu.Unlock()
-		}()
+		makeAhead(&warm.viewReady, &warm.view, func() *viewAhead { return makeViewAhead("/etc", w.EtcView, etcEntries) })
 	}
 	return func() {
 		if v := takeWarmView(); v != nil {
@@ -113,6 +92,38 @@ func Prewarm(w Warm) (drop func()) {
 			_ = os.RemoveAll(sd.path)
 		}
 	}
+}
+
+// makeAhead makes one thing of warm's on a goroutine of its own, into
+// *made, closing *ready once it is made (or not: nil). The caller holds
+// warm.mu; takeAhead waits for it.
+func makeAhead[T any](ready *chan struct{}, made **T, makeIt func() *T) {
+	ch := make(chan struct{})
+	*ready = ch
+	go func() {
+		defer close(ch)
+		v := makeIt()
+		warm.mu.Lock()
+		*made = v
+		warm.mu.Unlock()
+	}()
+}
+
+// takeAhead returns what makeAhead made into *made, once, waiting for its
+// making if it is under way; nil when nothing was (or is) made.
+func takeAhead[T any](ready *chan struct{}, made **T) *T {
+	warm.mu.Lock()
+	ch := *ready
+	warm.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	<-ch
+	warm.mu.Lock()
+	defer warm.mu.Unlock()
+	v := *made
+	*made = nil
+	return v
 }
 
 // resetWarm forgets what Prewarm made, for a test to prewarm again.
@@ -151,39 +162,15 @@ func makeWarmCgroup(pids, memory bool) *sandboxCgroup {
 // in.
 func v1Root(r cgroupRoot) bool { return r.dir != "" && !r.v2 }
 
-// takeWarm returns the cgroups Prewarm made, once, waiting for their
-// making if it is under way; nil when there are none.
-func takeWarm() *sandboxCgroup {
-	warm.mu.Lock()
-	ready := warm.cgReady
-	warm.mu.Unlock()
-	if ready == nil {
-		return nil
-	}
-	<-ready
-	warm.mu.Lock()
-	defer warm.mu.Unlock()
-	cg := warm.cg
-	warm.cg = nil
-	return cg
-}
+// takeWarm returns the cgroups Prewarm made, once (see takeAhead).
+func takeWarm() *sandboxCgroup { return takeAhead(&warm.cgReady, &warm.cg) }
 
-// takeWarmStage returns the stage directory Prewarm made, once, waiting
-// for its making if it is under way; nil when there is none, or it lost
+// takeWarmStage returns the stage directory Prewarm made, once (see
+// takeAhead); nil when there is none, or it lost
 // an entry since (a cleaner of the temporary directory's): it is removed
 // then, and newStage makes its own.
 func takeWarmStage() *stageDir {
-	warm.mu.Lock()
-	ready := warm.stageReady
-	warm.mu.Unlock()
-	if ready == nil {
-		return nil
-	}
-	<-ready
-	warm.mu.Lock()
-	sd := warm.stage
-	warm.stage = nil
-	warm.mu.Unlock()
+	sd := takeAhead(&warm.stageReady, &warm.stage)
 	if sd == nil {
 		return nil
 	}
@@ -196,21 +183,14 @@ func takeWarmStage() *stageDir {
 	return sd
 }
 
-// takeWarmView returns the view Prewarm brought up to date ahead, once,
-// waiting for it if it is under way; nil when there is none.
+// takeWarmView returns the view Prewarm brought up to date ahead, once
+// (see takeAhead), remembered for drop to wait for the end of its watch.
 func takeWarmView() *viewAhead {
-	warm.mu.Lock()
-	ready := warm.viewReady
-	warm.mu.Unlock()
-	if ready == nil {
-		return nil
-	}
-	<-ready
-	warm.mu.Lock()
-	defer warm.mu.Unlock()
-	v := warm.view
+	v := takeAhead(&warm.viewReady, &warm.view)
 	if v != nil {
-		warm.view, warm.viewTaken = nil, v
+		warm.mu.Lock()
+		warm.viewTaken = v
+		warm.mu.Unlock()
 	}
 	return v
 }

@@ -27,20 +27,32 @@ func needV1Pids(t *testing.T) {
 	}
 }
 
-// prewarmed runs Prewarm and waits for its cgroups, returning their pids
-// cgroup and Prewarm's drop; the cleanup drops what is left and lets the
-// next test prewarm again.
-func prewarmed(t *testing.T, pids, memory bool) (string, func()) {
+// prewarm runs Prewarm for w and waits until all it makes is made,
+// returning its drop; the cleanup drops what is left and lets the next
+// test prewarm again.
+func prewarm(t *testing.T, w Warm) func() {
 	t.Helper()
-	drop := Prewarm(Warm{Pids: pids, Memory: memory})
+	drop := Prewarm(w)
 	t.Cleanup(func() {
 		drop()
 		resetWarm()
 	})
 	warm.mu.Lock()
-	ready := warm.cgReady
+	readies := []chan struct{}{warm.cgReady, warm.stageReady, warm.viewReady}
 	warm.mu.Unlock()
-	<-ready
+	for _, ready := range readies {
+		if ready != nil {
+			<-ready
+		}
+	}
+	return drop
+}
+
+// prewarmed runs Prewarm for cgroups and waits for them, returning their
+// pids cgroup and Prewarm's drop (see prewarm).
+func prewarmed(t *testing.T, pids, memory bool) (string, func()) {
+	t.Helper()
+	drop := prewarm(t, Warm{Pids: pids, Memory: memory})
 	warm.mu.Lock()
 	defer warm.mu.Unlock()
 	if warm.cg == nil || warm.cg.pidsDir == "" {
@@ -125,19 +137,11 @@ func TestACgroupMadeAheadThatIsGoneIsReplaced(t *testing.T) {
 	}
 }
 
-// prewarmedStage runs Prewarm for a stage and waits for it, returning it;
-// the cleanup drops what is left and lets the next test prewarm again.
+// prewarmedStage runs Prewarm for a stage and waits for it, returning it
+// and Prewarm's drop (see prewarm).
 func prewarmedStage(t *testing.T) (*stageDir, func()) {
 	t.Helper()
-	drop := Prewarm(Warm{Stage: true})
-	t.Cleanup(func() {
-		drop()
-		resetWarm()
-	})
-	warm.mu.Lock()
-	ready := warm.stageReady
-	warm.mu.Unlock()
-	<-ready
+	drop := prewarm(t, Warm{Stage: true})
 	warm.mu.Lock()
 	defer warm.mu.Unlock()
 	sd := warm.stage
@@ -160,16 +164,7 @@ func TestASandboxTakesTheStageMadeAhead(t *testing.T) {
 	sd, _ := prewarmedStage(t)
 	spare := append(append([]string(nil), sd.spareDirs...), sd.spareFiles...)
 	p := New(Options{EtcView: testEtcView})
-	parent := t.TempDir()
-	if err := os.Chmod(parent, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	ws, home := filepath.Join(parent, "ws"), filepath.Join(parent, "home")
-	for _, d := range []string{ws, home} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, ws, home := rootsWorkspace(t)
 	cfg := berth.SandboxConfig{SessionID: "ses_warmstage", Workspace: ws, Home: home,
 		Binds: []berth.Bind{{Source: sandboxtest.HostBusybox, Target: "/.berth/busybox"}}}
 	sb, err := p.Open(context.Background(), cfg)
